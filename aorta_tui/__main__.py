@@ -1,0 +1,3 @@
+from aorta_tui.cli.main import run
+
+run()

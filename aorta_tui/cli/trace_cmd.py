@@ -1,0 +1,7 @@
+"""`aorta-tui trace ...` commands (being built; see the issue tracker)."""
+
+from __future__ import annotations
+
+from aorta_tui.cli.common import new_app
+
+app = new_app("trace commands.")

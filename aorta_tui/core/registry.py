@@ -1,0 +1,294 @@
+"""Registries of mitigations, environments and workloads.
+
+Built-ins live here; plugins add more through the entry-point groups ``aorta_tui.mitigations``,
+``aorta_tui.environments`` and ``aorta_tui.workloads``, and through sidecar JSON files
+(``--mitigations-file``). A name defined twice is an error, never a silent override.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
+
+if TYPE_CHECKING:
+    from aorta_tui.core.workload import Workload
+
+
+@dataclass(frozen=True)
+class Mitigation:
+    """A named bundle of environment variables, plus optional in-process switches.
+
+    ``switches`` name actions a workload performs inside its process before the first GPU op
+    (see ``aorta_tui.workloads.switches``), for knobs no environment variable controls on
+    every vendor, such as TF32 on CUDA.
+    """
+
+    name: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    switches: tuple[str, ...] = ()
+    description: str = ""
+    vendor: str = "any"  # any, rocm, cuda
+    source: str = "aorta-tui"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where trials run: this host (``local``) or a container image (``docker``)."""
+
+    name: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    docker: str | None = None
+    description: str = ""
+    source: str = "aorta-tui"
+
+
+def _m(name: str, env: dict[str, str], desc: str, vendor: str = "rocm", switches: tuple[str, ...] = ()) -> Mitigation:
+    return Mitigation(name=name, env=env, description=desc, vendor=vendor, switches=switches)
+
+
+# Upstream AORTA's 22 built-ins (same names and variables), then CUDA/NCCL additions.
+BUILTIN_MITIGATIONS: tuple[Mitigation, ...] = (
+    _m("none", {}, "no change (the baseline)", "any"),
+    _m("amd_log_level_4", {"AMD_LOG_LEVEL": "4"}, "HIP runtime verbose logging"),
+    _m("debug_clr_no_batch_cpu_sync", {"DEBUG_CLR_BATCH_CPU_SYNC_SIZE": "0"}, "CLR: no batched CPU sync"),
+    _m("debug_hip_dynamic_queues_1", {"DEBUG_HIP_DYNAMIC_QUEUES": "1"}, "HIP dynamic queues mode 1"),
+    _m("debug_hip_dynamic_queues_2", {"DEBUG_HIP_DYNAMIC_QUEUES": "2"}, "HIP dynamic queues mode 2"),
+    _m("fa_prefer_aotriton", {"TORCH_ROCM_FA_PREFER_CK": "0"}, "PyTorch ROCm flash attention: AOTriton"),
+    _m("fa_prefer_ck", {"TORCH_ROCM_FA_PREFER_CK": "1"}, "PyTorch ROCm flash attention: CK"),
+    _m("gpu_force_blit_copy_128", {"GPU_FORCE_BLIT_COPY_SIZE": "128"}, "force blit copies up to 128 KiB"),
+    _m("gpu_max_hw_queues_2", {"GPU_MAX_HW_QUEUES": "2"}, "limit HIP to 2 hardware queues"),
+    _m("hip_launch_blocking", {"HIP_LAUNCH_BLOCKING": "1"}, "serialise HIP kernel launches"),
+    _m("hsa_disable_cache", {"HSA_DISABLE_CACHE": "1"}, "HSA: disable code object cache"),
+    _m("hsa_enable_cache", {"HSA_DISABLE_CACHE": "0"}, "HSA: enable code object cache"),
+    _m("hsa_no_scratch_reclaim", {"HSA_NO_SCRATCH_RECLAIM": "1"}, "HSA: never reclaim scratch"),
+    _m("hsa_no_sdma", {"HSA_ENABLE_SDMA": "0"}, "HSA: copies by blit kernels, not SDMA engines"),
+    _m("nccl_launch_order_implicit", {"NCCL_LAUNCH_ORDER_IMPLICIT": "1"}, "NCCL/RCCL implicit launch order", "any"),
+    _m(
+        "pytorch_alloc_expandable_segments",
+        {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+        "PyTorch caching allocator: expandable segments",
+        "any",
+    ),
+    _m(
+        "pytorch_no_cuda_memory_caching",
+        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+        "PyTorch: no caching allocator",
+        "any",
+    ),
+    _m("rccl_gfx942_cheap_fence_off", {"RCCL_GFX942_CHEAP_FENCE_OFF": "1"}, "RCCL: full fences on gfx942"),
+    _m("roc_aql_queue_size_1024", {"ROC_AQL_QUEUE_SIZE": "1024"}, "ROCr: 1024-packet AQL queues"),
+    _m("roc_signal_pool_16k", {"ROC_SIGNAL_POOL_SIZE": "16384"}, "ROCr: 16k signal pool"),
+    # DISABLE_TF32 is honoured by ROCm PyTorch only; the switch makes it real on CUDA too.
+    _m("tf32_off", {"DISABLE_TF32": "1"}, "disable TF32 (env on ROCm, torch flags everywhere)", "any", ("torch.tf32_off",)),
+    _m("xnack", {"HSA_XNACK": "1"}, "HSA: enable XNACK (retry on page fault)"),
+    # CUDA / NCCL additions.
+    _m("cuda_launch_blocking", {"CUDA_LAUNCH_BLOCKING": "1"}, "serialise CUDA kernel launches", "cuda"),
+    _m("cuda_device_max_connections_1", {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, "one hardware work queue", "cuda"),
+    _m("cuda_device_max_connections_8", {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}, "8 hardware work queues (default)", "cuda"),
+    _m("cuda_device_max_connections_32", {"CUDA_DEVICE_MAX_CONNECTIONS": "32"}, "32 hardware work queues", "cuda"),
+    _m(
+        "cublas_deterministic",
+        {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
+        "cuBLAS deterministic workspace",
+        "cuda",
+    ),
+    _m(
+        "deterministic",
+        {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
+        "deterministic algorithms in PyTorch (and cuBLAS workspace)",
+        "any",
+        ("torch.deterministic",),
+    ),
+    _m("nccl_debug_info", {"NCCL_DEBUG": "INFO"}, "NCCL/RCCL INFO logging", "any"),
+    _m("nccl_p2p_disable", {"NCCL_P2P_DISABLE": "1"}, "NCCL: no peer-to-peer transport", "any"),
+    _m("nccl_proto_simple", {"NCCL_PROTO": "Simple"}, "NCCL: Simple protocol only", "any"),
+    _m("cuda_module_loading_eager", {"CUDA_MODULE_LOADING": "EAGER"}, "load all CUDA modules at start", "cuda"),
+)
+
+BUILTIN_ENVIRONMENTS: tuple[Environment, ...] = (
+    Environment("local", description="this host, this Python"),
+    Environment("default", description="this host, this Python (upstream's alias of local)"),
+)
+
+
+def _entry_points(group: str) -> list[Any]:
+    from importlib.metadata import entry_points
+
+    return list(entry_points(group=group))
+
+
+def _merge(kind: str, items: Iterable[Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for item in items:
+        prior = merged.get(item.name)
+        if prior is not None:
+            raise UsageError(
+                f"{kind} {item.name!r} is defined twice (by {prior.source} and by {item.source})",
+                hint=f"rename one of them; {kind} names must be unique",
+            )
+        merged[item.name] = item
+    return merged
+
+
+def load_sidecar_mitigations(path: str | Path) -> list[Mitigation]:
+    """Read ``{"name": {"env": {...}, "description": "..."}}`` or a list of such objects."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such mitigations file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{p}: cannot read mitigations file ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})",
+            hint='expected {"my_mitigation": {"env": {"VAR": "value"}}}',
+        ) from None
+    if isinstance(data, dict):
+        entries = [{"name": k, **(v if isinstance(v, dict) else {"env": v})} for k, v in data.items()]
+    elif isinstance(data, list):
+        entries = data
+    else:
+        raise UsageError(f"{p}: top level must be an object or a list, got {type(data).__name__}")
+    out = []
+    for i, e in enumerate(entries):
+        where = f"{p}: entry {e.get('name', i) if isinstance(e, dict) else i}"
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+            raise UsageError(f"{where}: needs a string 'name'")
+        unknown = set(e) - {"name", "env", "description", "switches", "vendor"}
+        if unknown:
+            raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}",
+                             hint="allowed: name, env, description, switches, vendor")
+        env = e.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise UsageError(f"{where}.env must map variable names to strings",
+                             hint='quote values: {"GPU_MAX_HW_QUEUES": "2"}')
+        out.append(
+            Mitigation(
+                name=e["name"],
+                env=dict(env),
+                switches=tuple(e.get("switches", ())),
+                description=str(e.get("description", "")),
+                vendor=str(e.get("vendor", "any")),
+                source=str(p),
+            )
+        )
+    return out
+
+
+class Registry:
+    """The merged view: built-ins, entry-point plugins and sidecar files."""
+
+    def __init__(self, mitigation_files: Iterable[str | Path] = ()) -> None:
+        mitigations: list[Mitigation] = list(BUILTIN_MITIGATIONS)
+        for ep in _entry_points("aorta_tui.mitigations"):
+            for m in _as_list(ep.load()):
+                mitigations.append(_with_source(m, ep))
+        for f in mitigation_files:
+            mitigations.extend(load_sidecar_mitigations(f))
+        self.mitigations: dict[str, Mitigation] = _merge("mitigation", mitigations)
+
+        envs: list[Environment] = list(BUILTIN_ENVIRONMENTS)
+        for ep in _entry_points("aorta_tui.environments"):
+            for e in _as_list(ep.load()):
+                envs.append(_with_source(e, ep))
+        self.environments: dict[str, Environment] = _merge("environment", envs)
+
+    def mitigation(self, name: str) -> Mitigation:
+        try:
+            return self.mitigations[name]
+        except KeyError:
+            raise UsageError(f"unknown mitigation {name!r}", hint=_suggest(name, self.mitigations,
+                             "aorta-tui sweep list-mitigations")) from None
+
+    def environment(self, spec: str | Mapping[str, Any]) -> Environment:
+        if isinstance(spec, Mapping):
+            return inline_environment(spec)
+        try:
+            return self.environments[spec]
+        except KeyError:
+            raise UsageError(f"unknown environment {spec!r}", hint=_suggest(spec, self.environments,
+                             "aorta-tui sweep list-environments")) from None
+
+
+def inline_environment(spec: Mapping[str, Any]) -> Environment:
+    docker = spec.get("docker")
+    env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+    name = str(spec.get("name") or (f"docker:{docker}" if docker else "inline"))
+    return Environment(name=name, env=env, docker=docker, source="recipe")
+
+
+def _suggest(name: str, known: Mapping[str, Any], command: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f"did you mean {', '.join(close)}? ({command} lists all)" if close else f"{command} lists all"
+
+
+def _as_list(obj: Any) -> list[Any]:
+    if callable(obj) and not isinstance(obj, (Mitigation, Environment)):
+        obj = obj()
+    return list(obj) if isinstance(obj, (list, tuple)) else [obj]
+
+
+def _with_source(item: Any, ep: Any) -> Any:
+    from dataclasses import replace
+
+    dist = getattr(getattr(ep, "dist", None), "name", None) or ep.value
+    return replace(item, source=dist)
+
+
+@lru_cache(maxsize=1)
+def workload_entry_points() -> dict[str, Any]:
+    eps: dict[str, Any] = {}
+    for ep in _entry_points("aorta_tui.workloads"):
+        if ep.name in eps and eps[ep.name].value != ep.value:
+            raise UsageError(f"workload {ep.name!r} is registered twice ({eps[ep.name].value} and {ep.value})")
+        eps[ep.name] = ep
+    return eps
+
+
+def load_workload(name: str) -> type[Workload]:
+    """Import the class registered as ``name``. Raises a clear error for unknown names."""
+    eps = workload_entry_points()
+    if name not in eps:
+        raise UsageError(
+            f"unknown workload {name!r}",
+            hint=_suggest(name, eps, "aorta-tui sweep list-workloads")
+            + ("" if eps else "; is aorta-tui installed (pip install -e .)?"),
+        )
+    try:
+        return eps[name].load()
+    except Exception as exc:
+        raise EnvironmentProblem(f"workload {name!r} failed to import: {type(exc).__name__}: {exc}") from None
+
+
+def merged_env(*layers: Mapping[str, str]) -> dict[str, str]:
+    """Later layers win: environment < mitigations < recipe extra_env < cell extra_env."""
+    out: dict[str, str] = {}
+    for layer in layers:
+        out.update(layer)
+    return out
+
+
+def mitigation_env(mitigations: Iterable[Mitigation], *, where: str = "") -> dict[str, str]:
+    """Combine mitigations; two that set one variable to different values is an error."""
+    out: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for m in mitigations:
+        for var, value in m.env.items():
+            if var in out and out[var] != value:
+                raise UsageError(
+                    f"{where + ': ' if where else ''}mitigations {owner[var]!r} and {m.name!r} set "
+                    f"{var} to different values ({out[var]!r} vs {value!r})",
+                    hint="keep only one of them in this cell",
+                )
+            out[var] = value
+            owner[var] = m.name
+    return out

@@ -1,0 +1,1 @@
+"""envsnap layer (see docs/architecture.md)."""

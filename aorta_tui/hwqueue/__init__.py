@@ -1,0 +1,1 @@
+"""hwqueue layer (see docs/architecture.md)."""

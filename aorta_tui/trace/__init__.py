@@ -1,0 +1,1 @@
+"""trace layer (see docs/architecture.md)."""

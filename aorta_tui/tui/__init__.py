@@ -1,0 +1,1 @@
+"""tui layer (see docs/architecture.md)."""

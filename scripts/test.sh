@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh machine, then runs all of it.
+# Run as root on the CI/development box: it installs Debian's bpftrace (the tracing tests use the
+# real thing), mounts tracefs, and builds .venv with aorta-tui, the test tools and a CPU torch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES="bpftrace tmux gcc libc6-dev"
+
+if [ "$(id -u)" = 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq $APT_PACKAGES >/dev/null
+  mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing || true
+else
+  echo "note: not root; bpftrace tests will be skipped with their reason" >&2
+fi
+
+python3 -m venv .venv
+# torch==2.13.0 is a CPU build served from this machine's disk; a bare `torch` would pull CUDA.
+.venv/bin/pip install -q torch==2.13.0
+.venv/bin/pip install -q -e '.[test]'
+
+.venv/bin/ruff check aorta_tui tests benchmarks
+.venv/bin/lint-imports
+.venv/bin/pytest -q "$@"
