@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -52,7 +51,7 @@ app.command("attach")(attach_cmd.attach)
 @cli_command
 def main(
     ctx: typer.Context,
-    batch: Optional[Path] = typer.Option(  # noqa: UP007 - typer needs Optional on 3.10
+    batch: Path | None = typer.Option(
         None,
         "--batch",
         metavar="RECIPE",

@@ -1,7 +1,138 @@
-"""`aorta-tui sweep ...` commands."""
+"""`aorta-tui sweep ...` and `aorta-tui --batch`: the sweep engine, headless."""
 
 from __future__ import annotations
 
-from aorta_tui.cli.common import new_app
+import json
+import sys
+from pathlib import Path
 
-app = new_app("Recipe-driven mitigation sweeps.")
+import typer
+
+from aorta_tui.cli.common import cli_command, new_app
+
+app = new_app(
+    "Recipe-driven mitigation sweeps: cells x trials, each trial in a fresh worker process.\n\n"
+    "Examples:\n\n"
+    "  aorta-tui sweep run --recipe recipes/quickstart.yaml\n\n"
+    "  aorta-tui sweep run --recipe probe.yaml --dry-run -- bash launch.sh\n\n"
+    "  aorta-tui sweep run --resume aorta-out/TICKET/20261129-101500-ab12\n\n"
+    "  aorta-tui sweep run --workload gpu_smoke --mitigation-axis none,tf32_off --trials 3"
+)
+
+_RUN_HELP = (
+    "Run a sweep (the same engine as `aorta-tui --batch RECIPE`).\n\n"
+    "Exit codes: 0 done; 1 failures found with --strict; 2 usage or recipe error; "
+    "3 environment error (no docker, no GPU); 130 interrupted (resume with --resume RUN_DIR)."
+)
+
+
+@app.command("run", help=_RUN_HELP, context_settings={"allow_extra_args": True})
+@cli_command
+def run(
+    ctx: typer.Context,
+    recipe: Path | None = typer.Option(None, "--recipe", "-r", help="Recipe YAML file."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (cells, trials, env vars, order) and exit."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue RUN_DIR: skip finished trials, re-run an interrupted one."),
+    output: Path = typer.Option(Path("aorta-out"), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),
+    json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout (the journal's format)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial fails or errors."),
+    order: str | None = typer.Option(None, "--order", help="interleaved (default), sequential or random."),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the trial order (default: the recipe's, else 0)."),
+    ticket: str | None = typer.Option(None, "--ticket", help="Override the recipe's ticket."),
+    mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Sidecar JSON of extra mitigations (repeatable)."),
+    workload: str | None = typer.Option(None, "--workload", help="Flag mode: the workload to sweep (no recipe)."),
+    mitigation_axis: str | None = typer.Option(None, "--mitigation-axis", help="Flag mode: comma-separated mitigations."),
+    environment_axis: str | None = typer.Option(None, "--environment-axis", help="Flag mode: comma-separated environments."),
+    trials: int | None = typer.Option(None, "--trials", min=1, help="Flag mode: trials per cell."),
+    steps: int | None = typer.Option(None, "--steps", min=1, help="Flag mode: steps per trial."),
+    no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip the environment snapshots."),
+) -> None:
+    from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
+
+    request = SweepRequest(
+        recipe=recipe, command=list(ctx.args), dry_run=dry_run, resume=resume, output=output,
+        json_mode=json_mode, strict=strict, order=order, seed=seed, ticket=ticket,
+        mitigation_files=list(mitigations_file), workload=workload, mitigation_axis=mitigation_axis,
+        environment_axis=environment_axis, trials=trials, steps=steps, snapshots=not no_snapshot,
+    )
+    raise typer.Exit(run_sweep_command(request))
+
+
+@app.command("list-mitigations")
+@cli_command
+def list_mitigations(
+    json_mode: bool = typer.Option(False, "--json", help="JSON output."),
+    mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Include a sidecar JSON file."),
+) -> None:
+    """List every mitigation: the variables it sets and the in-process switches it applies."""
+    from aorta_tui.core.registry import Registry
+
+    reg = Registry(mitigations_file)
+    rows = [
+        {"name": m.name, "vendor": m.vendor, "env": dict(m.env), "switches": list(m.switches),
+         "description": m.description, "source": m.source}
+        for m in sorted(reg.mitigations.values(), key=lambda m: m.name)
+    ]
+    if json_mode:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        env = " ".join(f"{k}={v}" for k, v in r["env"].items()) or "(none)"
+        sw = f"  +{','.join(r['switches'])}" if r["switches"] else ""
+        print(f"{r['name']:36} {r['vendor']:5} {env}{sw}")
+
+
+@app.command("list-environments")
+@cli_command
+def list_environments(json_mode: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
+    """List the named environments (recipes may also give {docker: IMAGE, env: {...}} inline)."""
+    from aorta_tui.core.registry import Registry
+
+    reg = Registry()
+    rows = [{"name": e.name, "docker": e.docker, "env": dict(e.env), "description": e.description,
+             "source": e.source} for e in reg.environments.values()]
+    if json_mode:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        print(f"{r['name']:12} {r['description']}")
+
+
+@app.command("list-workloads")
+@cli_command
+def list_workloads(json_mode: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
+    """List registered workloads (the aorta_tui.workloads entry-point group)."""
+    from aorta_tui.core.registry import load_workload, workload_entry_points
+
+    rows = []
+    for name, ep in sorted(workload_entry_points().items()):
+        try:
+            cls = load_workload(name)
+            rows.append({"name": name, "description": cls.description, "launch": cls.launch.mode,
+                         "min_world_size": cls.launch.min_world_size, "entry_point": ep.value})
+        except Exception as exc:
+            rows.append({"name": name, "error": str(exc), "entry_point": ep.value})
+    if json_mode:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        print(f"{r['name']:16} {r.get('launch', '?'):8} {r.get('description') or r.get('error')}")
+
+
+@app.command("list-patterns")
+@cli_command
+def list_patterns(json_mode: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
+    """List the built-in log patterns (tier 4) with their regex and a sample line."""
+    from aorta_tui.core.classify import BUILTIN_PATTERNS
+
+    rows = [{"id": p.id, "severity": p.severity, "regex": p.regex, "sample": p.sample,
+             "description": p.description} for p in BUILTIN_PATTERNS]
+    if json_mode:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        print(f"{r['id']} [{r['severity']}] {r['description']}\n  regex:  {r['regex']}\n  sample: {r['sample']}")
+
+
+def _stdout_is_tty() -> bool:
+    return sys.stdout.isatty()

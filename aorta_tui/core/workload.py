@@ -123,6 +123,15 @@ class Workload(ABC):
     def cleanup(self, ctx: WorkloadContext) -> None:  # noqa: B027 - optional hook
         """Release what ``setup`` took. Called even when ``run`` raised."""
 
+    @classmethod
+    def cross_trial_checks(cls, results: list[dict[str, Any]]) -> list[Failure]:
+        """Checks across the trials of one cell (e.g. logits fingerprints that must agree).
+
+        ``results`` are the ``workload_result.json`` dicts of the cell's finished trials, in
+        trial order. The aggregate reports what this returns as the cell's failures.
+        """
+        return []
+
 
 def validate_config(
     schema: tuple[ConfigField, ...],

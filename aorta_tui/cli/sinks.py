@@ -1,0 +1,164 @@
+"""Headless sinks of the event stream: rich progress on a TTY, plain lines, or JSON lines."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from aorta_tui.core.events import Event
+
+
+class JsonSink:
+    """One event per line on stdout: the same objects as journal.jsonl."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._out = stream or sys.stdout
+
+    def emit(self, event: Event) -> None:
+        self._out.write(json.dumps(event.to_dict(), default=str) + "\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        return None
+
+
+class PlainSink:
+    """A line per trial and a summary: for logs, CI and pipes."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._out = stream or sys.stdout
+        self._total = 0
+        self._done = 0
+        self._t0 = time.monotonic()
+
+    def _p(self, text: str) -> None:
+        self._out.write(text + "\n")
+        self._out.flush()
+
+    def emit(self, event: Event) -> None:
+        k = event.kind
+        e: Any = event
+        if k == "run_started":
+            self._total, self._done = e.total, e.already_done
+            verb = "resuming" if e.resumed else "starting"
+            self._p(f"{verb} run {e.run_dir}: {e.total} trials over {len(e.cells)} cells"
+                    + (f" ({e.already_done} already done)" if e.already_done else ""))
+        elif k == "trial_finished":
+            self._done += 1
+            why = f" ({', '.join(e.detectors)})" if e.detectors else ""
+            self._p(f"[{self._done}/{self._total}] {e.trial_id}: {e.verdict}{why} in {e.wall_s:.2f}s"
+                    f"{eta_text(self._t0, self._done, self._total)}")
+        elif k == "warning":
+            self._p(f"warning: {e.message}")
+        elif k == "run_finished":
+            self._p(summary_text(e))
+
+    def close(self) -> None:
+        return None
+
+
+def eta_text(t0: float, done: int, total: int) -> str:
+    if not done or done >= total:
+        return ""
+    rate = (time.monotonic() - t0) / done
+    return f", ETA {rate * (total - done):.0f}s"
+
+
+def summary_text(e: Any) -> str:
+    s = e.summary or {}
+    lines = [f"run {e.status}: exit code {e.exit_code}"]
+    for cell, c in (s.get("cells") or {}).items():
+        mark = "ok " if not (c["failed"] or c["errored"] or c.get("cross_trial_failures")) else "BAD"
+        extra = f"  {c['confound']}" if c.get("confound") else ""
+        cross = f", {c['cross_trial_failures']} cross-trial failure(s)" if c.get("cross_trial_failures") else ""
+        lines.append(f"  {mark} {cell}: {c['passed']} pass, {c['failed']} fail, {c['errored']} error{cross}{extra}")
+    failing = s.get("failing_trials") or []
+    if failing:
+        lines.append("failing trials:")
+        lines += [f"  {p}" for p in failing[:20]]
+        if len(failing) > 20:
+            lines.append(f"  ... and {len(failing) - 20} more (see matrix.md)")
+        if s.get("hint"):
+            lines.append(f"hint: {s['hint']}")
+    if s.get("matrix"):
+        lines.append(f"matrix: {s['matrix']}")
+    return "\n".join(lines)
+
+
+class RichSink:
+    """A progress bar with ETA and a final table, for a terminal."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self.console = Console(stderr=False)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=self.console,
+            transient=False,
+        )
+        self.task: Any = None
+        self.counts = {"pass": 0, "fail": 0, "error": 0}
+
+    def emit(self, event: Event) -> None:
+        e: Any = event
+        k = event.kind
+        if k == "run_started":
+            self.progress.start()
+            self.console.print(f"run dir: [cyan]{e.run_dir}[/]")
+            self.task = self.progress.add_task("sweep", total=e.total, completed=e.already_done, status="")
+        elif k == "trial_started" and self.task is not None:
+            self.progress.update(self.task, description=e.trial_id)
+        elif k == "trial_finished" and self.task is not None:
+            self.counts[e.verdict] = self.counts.get(e.verdict, 0) + 1
+            colour = {"pass": "green", "fail": "red", "error": "yellow"}.get(e.verdict, "white")
+            if e.verdict != "pass":
+                self.progress.console.print(
+                    f"[{colour}]{e.verdict}[/] {e.trial_id} ({', '.join(e.detectors) or e.reason})")
+            c = self.counts
+            self.progress.update(self.task, advance=1,
+                                 status=f"[green]{c['pass']}✓[/] [red]{c['fail']}✗[/] [yellow]{c['error']}![/]")
+        elif k == "warning":
+            self.progress.console.print(f"[yellow]warning:[/] {e.message}")
+        elif k == "run_finished":
+            self.progress.stop()
+            self._table(e)
+
+    def _table(self, e: Any) -> None:
+        from rich.table import Table
+
+        s = e.summary or {}
+        t = Table(title=f"run {e.status} (exit {e.exit_code})")
+        for col in ("cell", "pass", "fail", "error", "confound"):
+            t.add_column(col)
+        for cell, c in (s.get("cells") or {}).items():
+            style = "red" if c["failed"] or c.get("cross_trial_failures") else ("yellow" if c["errored"] else "green")
+            t.add_row(f"[{style}]{cell}[/]", str(c["passed"]), str(c["failed"]), str(c["errored"]),
+                      c.get("confound") or "-")
+        self.console.print(t)
+        rest = summary_text(e).split("\n")
+        tail = [ln for ln in rest[1:] if not ln.startswith("  ok ") and not ln.startswith("  BAD ")]
+        if tail:
+            self.console.print("\n".join(tail), highlight=False, markup=False)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.progress.stop()
+
+
+def pick_sink(json_mode: bool) -> Any:
+    if json_mode:
+        return JsonSink()
+    if sys.stdout.isatty():
+        return RichSink()
+    return PlainSink()

@@ -1,0 +1,154 @@
+"""The body of `sweep run` / `--batch`: recipe or flags -> plan -> sweep with sinks."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.errors import UsageError
+
+
+@dataclass
+class SweepRequest:
+    recipe: Path | None = None
+    command: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    resume: Path | None = None
+    output: Path = Path("aorta-out")
+    json_mode: bool = False
+    strict: bool = False
+    order: str | None = None
+    seed: int | None = None
+    ticket: str | None = None
+    mitigation_files: list[Path] = field(default_factory=list)
+    workload: str | None = None
+    mitigation_axis: str | None = None
+    environment_axis: str | None = None
+    trials: int | None = None
+    steps: int | None = None
+    snapshots: bool = True
+
+
+def _split(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def flag_mode_recipe_text(req: SweepRequest) -> str:
+    """Build the cartesian product of the axes as a recipe, so it is validated like one."""
+    import yaml
+
+    mits = _split(req.mitigation_axis) or ["none"]
+    envs = _split(req.environment_axis) or ["local"]
+    if req.workload:
+        doc: dict[str, Any] = {
+            "schema_version": 1, "mode": "triage", "ticket": req.ticket or f"flags-{req.workload}",
+            "workload": req.workload, "trials": req.trials or 1, "steps": req.steps or 10,
+            "cells": [{"name": f"{m}-{e}", "mitigations": [m], "environment": e} for m in mits for e in envs],
+        }
+    elif req.command:
+        doc = {"schema_version": 1, "mode": "probe", "ticket": req.ticket or "flags-probe",
+               "trials": req.trials or 1, "mitigation_axis": mits, "diagnostic_axis": ["none"]}
+    else:
+        raise UsageError(
+            "nothing to run: give --recipe FILE, or --workload NAME, or a command after `--`",
+            hint="e.g. aorta-tui sweep run --recipe recipes/quickstart.yaml",
+        )
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
+    from aorta_tui.core.recipe import load_recipe, load_recipe_text, with_command
+
+    if req.recipe is not None:
+        recipe = load_recipe(req.recipe, registry=registry)
+    elif req.resume is not None:
+        resolved = Path(req.resume) / "recipe.resolved.yaml"
+        if not resolved.is_file():
+            from aorta_tui.core.rundir import read_run_meta
+
+            read_run_meta(Path(req.resume))  # explains what a run directory is
+            raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
+        recipe = load_recipe(resolved, registry=registry)
+    else:
+        recipe = load_recipe_text(flag_mode_recipe_text(req), source="<command-line flags>",
+                                  registry=registry)
+    if req.command:
+        if recipe.mode != "probe":
+            raise UsageError(
+                f"a command was given after `--`, and {req.recipe or 'the recipe'} is a triage recipe "
+                f"(workload {recipe.workload!r})",
+                hint="drop the command, or use a recipe with mode: probe",
+            )
+        if req.resume is not None and recipe.command and list(recipe.command) != req.command:
+            raise UsageError(
+                f"the command differs from the one {req.resume} was started with "
+                f"({' '.join(recipe.command)})",
+                hint="resume without a command: the run remembers it",
+            )
+        recipe = with_command(recipe, req.command)
+    return recipe
+
+
+def run_sweep_command(req: SweepRequest) -> int:
+    from aorta_tui.cli.sinks import pick_sink
+    from aorta_tui.core.events import EventBus
+    from aorta_tui.core.registry import Registry
+    from aorta_tui.core.sweep import Sweep, SweepOptions
+
+    registry = Registry(req.mitigation_files)
+    recipe = load_request_recipe(req, registry)
+    options = SweepOptions(
+        output=req.output, resume=req.resume, order=req.order, seed=req.seed, strict=req.strict,
+        snapshots=req.snapshots, ticket=req.ticket,
+        steps=req.steps if req.recipe is not None else None,
+    )
+    bus = EventBus()
+    sweep = Sweep(recipe, registry, options, bus)
+    if req.dry_run:
+        sweep.check_runnable()
+        print_plan(recipe, sweep.plan, req.json_mode)
+        return 0
+    bus.add(pick_sink(req.json_mode))
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if sweep.cancel.is_set():  # a second Ctrl-C: stop waiting for the clean-up
+            raise KeyboardInterrupt
+        sweep.cancel.set()
+        print(f"\n{signal.Signals(signum).name}: stopping the running trial; "
+              "the run stays resumable", file=sys.stderr, flush=True)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        outcome = sweep.run()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        bus.close()
+    if outcome.status == "interrupted":
+        print(f"interrupted; resume with: aorta-tui sweep run --resume {outcome.run_dir}",
+              file=sys.stderr, flush=True)
+    return outcome.exit_code
+
+
+def print_plan(recipe: Any, plan: Any, json_mode: bool) -> None:
+    import json
+
+    if json_mode:
+        out = {"mode": recipe.mode, "ticket": recipe.ticket, "workload": recipe.workload,
+               "command": list(recipe.command or []), **plan.to_dict()}
+        print(json.dumps(out, indent=2))
+        return
+    what = f"workload {recipe.workload}" if recipe.mode == "triage" else f"command: {' '.join(recipe.command or [])}"
+    print(f"{recipe.mode} recipe, ticket {recipe.ticket}, {what}")
+    print(f"{len(plan.cells)} cells x trials = {len(plan.trials)} trials, order {plan.order} (seed {plan.seed}), "
+          f"baseline {plan.baseline_cell or 'none'}")
+    for c in plan.cells:
+        env = " ".join(f"{k}={v}" for k, v in sorted(c.env.items())) or "(no variables)"
+        sw = f" switches: {', '.join(c.switches)}" if c.switches else ""
+        print(f"  {c.name}: {c.trials} trials, mitigations [{', '.join(c.mitigations)}], "
+              f"environment {c.environment}; {env}{sw}")
+    first = ", ".join(t.trial_id for t in plan.trials[:6])
+    print(f"run order starts: {first}{' ...' if len(plan.trials) > 6 else ''}")

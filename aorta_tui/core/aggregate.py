@@ -1,0 +1,175 @@
+"""Per-cell statistics and the speed-confound check.
+
+Step times come from the best source a trial offers, named in ``step_time_source``:
+``workload`` (per-step times the workload measured: device events on a GPU), ``step_time_regex``
+(parsed from the trial's stdout by the recipe's regex), or ``trial_wall`` (the trial's wall
+time divided by its steps: a fallback that includes process start-up, said so in the report).
+
+Confound: a cell is flagged ``speed (+N%)`` when its mean step time over the baseline's exceeds
+``confound.threshold`` AND the difference is larger than the noise, i.e. larger than twice the
+standard error of the difference of the per-trial means (Welch). With fewer than two trials on
+either side the spread is unknown, and the flag says so instead of pretending.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TrialRecord:
+    """What the aggregate needs of one finished trial (read from its result.json)."""
+
+    trial_id: str
+    cell: str
+    trial: int
+    verdict: str
+    detectors: list[str]
+    wall_s: float
+    step_times_s: list[float] | None
+    step_time_source: str
+    workload_result: dict[str, Any] | None = None
+
+
+@dataclass
+class CellStats:
+    cell: str
+    trials: int
+    passed: int
+    failed: int
+    errored: int
+    failure_rate: float | None
+    error_rate: float | None
+    step_time: dict[str, float | None]
+    step_time_source: str
+    top_detectors: list[tuple[str, int]]
+    confound: dict[str, Any] = field(default_factory=dict)
+    cross_trial_failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cell": self.cell,
+            "trials": self.trials,
+            "passed": self.passed,
+            "failed": self.failed,
+            "errored": self.errored,
+            "failure_rate": self.failure_rate,
+            "error_rate": self.error_rate,
+            "step_time_s": self.step_time,
+            "step_time_source": self.step_time_source,
+            "top_detectors": [{"id": d, "count": n} for d, n in self.top_detectors],
+            "confound": self.confound,
+            "cross_trial_failures": self.cross_trial_failures,
+        }
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of already sorted values."""
+    if not sorted_values:
+        raise ValueError("no values")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _trial_mean(rec: TrialRecord) -> float | None:
+    if rec.step_times_s:
+        return sum(rec.step_times_s) / len(rec.step_times_s)
+    return None
+
+
+def cell_stats(cell: str, records: list[TrialRecord]) -> CellStats:
+    n = len(records)
+    verdicts = Counter(r.verdict for r in records)
+    steps = sorted(t for r in records for t in (r.step_times_s or []))
+    sources = {r.step_time_source for r in records if r.step_times_s}
+    if steps:
+        step_time: dict[str, float | None] = {
+            "mean": sum(steps) / len(steps),
+            "p50": percentile(steps, 50),
+            "p90": percentile(steps, 90),
+            "p99": percentile(steps, 99),
+            "n": float(len(steps)),
+        }
+    else:
+        step_time = {"mean": None, "p50": None, "p90": None, "p99": None, "n": 0.0}
+    detectors = Counter(d for r in records for d in r.detectors)
+    return CellStats(
+        cell=cell,
+        trials=n,
+        passed=verdicts.get("pass", 0),
+        failed=verdicts.get("fail", 0),
+        errored=verdicts.get("error", 0),
+        failure_rate=verdicts.get("fail", 0) / n if n else None,
+        error_rate=verdicts.get("error", 0) / n if n else None,
+        step_time=step_time,
+        step_time_source="+".join(sorted(sources)) if sources else "none",
+        top_detectors=detectors.most_common(5),
+    )
+
+
+def confound_check(
+    cell: list[TrialRecord], baseline: list[TrialRecord], threshold: float
+) -> dict[str, Any]:
+    """Compare mean step times of a cell and the baseline; see the module docstring."""
+    c = [m for r in cell if (m := _trial_mean(r)) is not None]
+    b = [m for r in baseline if (m := _trial_mean(r)) is not None]
+    if not c or not b:
+        return {"flag": None, "reason": "no step times on one side"}
+    mc, mb = sum(c) / len(c), sum(b) / len(b)
+    if mb <= 0:
+        return {"flag": None, "reason": "baseline mean step time is zero"}
+    ratio = mc / mb
+    out: dict[str, Any] = {"ratio": ratio, "cell_mean_s": mc, "baseline_mean_s": mb,
+                           "threshold": threshold}
+    if ratio <= threshold:
+        out.update(flag=None, reason=f"ratio {ratio:.3f} <= threshold {threshold}")
+        return out
+    pct = f"+{(ratio - 1) * 100:.0f}%"
+    if len(c) < 2 or len(b) < 2:
+        out.update(flag=f"speed ({pct}, spread unknown: needs >= 2 trials per cell)",
+                   significant=None)
+        return out
+    se = math.sqrt(_var(c) / len(c) + _var(b) / len(b))
+    diff = mc - mb
+    out["noise_s"] = 2 * se
+    if diff > 2 * se:
+        out.update(flag=f"speed ({pct})", significant=True)
+    else:
+        out.update(flag=None, significant=False,
+                   reason=f"{pct} is within noise (difference {diff:.3g}s <= 2 SE {2 * se:.3g}s)")
+    return out
+
+
+def _var(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def aggregate(
+    records: list[TrialRecord],
+    cell_order: list[str],
+    *,
+    baseline_cell: str | None,
+    threshold: float,
+) -> list[CellStats]:
+    by_cell: dict[str, list[TrialRecord]] = {name: [] for name in cell_order}
+    for r in records:
+        by_cell.setdefault(r.cell, []).append(r)
+    for rs in by_cell.values():
+        rs.sort(key=lambda r: r.trial)
+    stats = [cell_stats(name, by_cell[name]) for name in by_cell]
+    base = by_cell.get(baseline_cell or "", [])
+    for s in stats:
+        if baseline_cell is None:
+            s.confound = {"flag": None, "reason": "no baseline cell"}
+        elif s.cell == baseline_cell:
+            s.confound = {"flag": None, "reason": "this is the baseline"}
+        else:
+            s.confound = confound_check(by_cell[s.cell], base, threshold)
+    return stats

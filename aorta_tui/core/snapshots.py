@@ -1,0 +1,147 @@
+"""Environment snapshots inside a sweep.
+
+``host_env.json`` is captured once per run; each environment gets its own snapshot, captured by
+a process started with that environment's variables, so the snapshot shows the environment the
+trials really ran in. Captures run in the background while trials run: they never delay the
+first trial. A resumed run captures again, and the report warns when one environment's
+snapshot changed between the sessions of a run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.atomic import atomic_write_json
+
+CAPTURE_TIMEOUT_S = 60.0
+
+
+@dataclass
+class PendingCapture:
+    environment: str
+    path: Path
+    proc: subprocess.Popen[bytes] | None
+    note: str = ""
+
+
+def _envsnap_available() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("aorta_tui.envsnap.__main__") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def snapshot_name(environment: str, session: int) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in environment)
+    return f"{safe}.json" if session <= 1 else f"{safe}.resume-{session}.json"
+
+
+def start_captures(
+    run_dir: Path,
+    environments: dict[str, dict[str, str]],
+    base_env: dict[str, str],
+    *,
+    session: int,
+    include_torch: bool,
+    docker: dict[str, str | None],
+) -> list[PendingCapture]:
+    env_dir = run_dir / "env"
+    env_dir.mkdir(exist_ok=True)
+    pending: list[PendingCapture] = []
+    targets: list[tuple[str, dict[str, str]]] = []
+    if session <= 1:
+        targets.append(("host_env", {}))
+    targets.extend(environments.items())
+    have_envsnap = _envsnap_available()
+    for name, overlay in targets:
+        path = env_dir / ("host_env.json" if name == "host_env" else snapshot_name(name, session))
+        if name != "host_env" and docker.get(name):
+            _write_minimal(path, name, overlay, note="not captured inside the container image "
+                           f"{docker[name]}: only the variables the environment sets are recorded")
+            pending.append(PendingCapture(name, path, None))
+            continue
+        if not have_envsnap:
+            _write_minimal(path, name, overlay, note="full snapshot module not installed")
+            pending.append(PendingCapture(name, path, None))
+            continue
+        argv = [sys.executable, "-m", "aorta_tui.envsnap", "--output", str(path)]
+        if not include_torch:
+            argv.append("--no-torch")
+        proc = subprocess.Popen(
+            argv,
+            env={**base_env, **overlay},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        pending.append(PendingCapture(name, path, proc))
+    return pending
+
+
+def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TIMEOUT_S) -> list[str]:
+    """Wait for the captures; returns warnings for those that failed."""
+    warnings: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    for p in pending:
+        if p.proc is None:
+            continue
+        try:
+            p.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.proc.kill()
+            p.proc.wait()
+            warnings.append(f"snapshot of environment {p.environment!r} timed out after {timeout_s:.0f}s")
+            continue
+        if not p.path.is_file():
+            warnings.append(f"snapshot of environment {p.environment!r} failed (exit {p.proc.returncode})")
+    return warnings
+
+
+def cancel_captures(pending: list[PendingCapture]) -> None:
+    for p in pending:
+        if p.proc is not None and p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait()
+
+
+def snapshot_hash(path: Path) -> str | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    try:
+        from aorta_tui.envsnap import snapshot_hash as envsnap_hash
+
+        return envsnap_hash(data)
+    except ImportError:
+        blob = json.dumps(data.get("env", data), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _write_minimal(path: Path, name: str, overlay: dict[str, str], *, note: str) -> None:
+    snap: dict[str, Any] = {
+        "schema_version": 0,
+        "kind": "aorta-tui-minimal-snapshot",
+        "note": note,
+        "environment": name,
+        "env": dict(sorted(overlay.items())),
+        "host": {
+            "kernel": platform.release(),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+            "pid": os.getpid(),
+        },
+    }
+    atomic_write_json(path, snap)

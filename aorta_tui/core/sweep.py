@@ -1,0 +1,487 @@
+"""The sweep orchestrator: plan -> worker processes -> journal -> events -> report.
+
+One ``Sweep`` runs one run directory. Front ends (``--batch``, ``sweep run``, ``aorta-tui
+run``, the TUI through a detached ``sweep run``) differ only in the sinks they attach to the
+event bus; the journal is always the first sink, so whatever a display shows is already on
+disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core import rundir
+from aorta_tui.core.aggregate import TrialRecord, aggregate
+from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
+from aorta_tui.core.errors import EnvironmentProblem, ExitCode, RunDirError, UsageError
+from aorta_tui.core.events import (
+    CellAggregated,
+    EventBus,
+    ResultWritten,
+    RunFinished,
+    RunStarted,
+    TrialFinished,
+    TrialStarted,
+    Warning,
+)
+from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
+from aorta_tui.core.registry import Registry
+
+STEP_LINE = re.compile(rb"^aorta-step (\d+) ([0-9.eE+-]+)$", re.M)
+
+
+@dataclass
+class SweepOptions:
+    output: Path = Path("aorta-out")
+    resume: Path | None = None
+    order: str | None = None
+    seed: int | None = None
+    strict: bool = False
+    snapshots: bool = True
+    ticket: str | None = None
+    trials: int | None = None  # overrides every cell's trial count
+    steps: int | None = None
+
+
+@dataclass
+class SweepOutcome:
+    run_dir: Path
+    exit_code: int
+    status: str  # completed, interrupted
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    failing_trials: list[str] = field(default_factory=list)
+
+
+class Sweep:
+    def __init__(self, recipe: Any, registry: Registry, options: SweepOptions, bus: EventBus) -> None:
+        self.recipe = recipe
+        self.registry = registry
+        self.options = options
+        self.bus = bus
+        self.plan: Plan = build_plan(recipe, registry, order=options.order, seed=options.seed)
+        self.cancel = threading.Event()
+        self._workload_cls: Any = None
+        self._rules: list[Any] = []
+
+    # -- preparation -----------------------------------------------------------------------
+
+    def check_runnable(self) -> None:
+        """Problems the user can fix before anything is written."""
+        r = self.recipe
+        if r.mode == "probe" and not r.command:
+            raise UsageError(
+                f"{r.source_path or 'the recipe'} is a probe recipe, and no command was given",
+                hint="put the command after `--`, e.g. aorta-tui --batch probe.yaml -- bash launch.sh",
+            )
+        if r.mode == "triage":
+            from aorta_tui.core.registry import load_workload
+            from aorta_tui.core.workload import validate_config
+
+            self._workload_cls = load_workload(r.workload)
+            for cell in self.plan.cells:
+                try:
+                    validate_config(self._workload_cls.config_schema, cell.workload_config)
+                except UsageError as exc:
+                    raise UsageError(
+                        f"cell {cell.name!r}: {exc.message}", hint=exc.hint,
+                        location=_where(r, "workload_config"),
+                    ) from None
+            if r.trial_isolation == "in_process" and not self._workload_cls.launch.in_process_safe:
+                raise UsageError(
+                    f"workload {r.workload!r} does not declare itself safe to run in process",
+                    hint="use trial_isolation: process (the default)",
+                    location=_where(r, "trial_isolation"),
+                )
+        if any(c.docker for c in self.plan.cells):
+            _require_docker()
+        self._rules = _pattern_rules(r)
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self) -> SweepOutcome:
+        self.check_runnable()
+        run_dir, session, done = self._open_run_dir()
+        lock = rundir.RunLock(run_dir)
+        lock.acquire()
+        journal = rundir.Journal(run_dir / rundir.JOURNAL)
+        self.bus._sinks.insert(0, journal)  # the journal sees every event first
+        run_id = run_dir.name
+        captures: list[Any] = []
+        try:
+            pending = [t for t in self.plan.trials if t.trial_id not in done]
+            self.bus.emit(RunStarted(
+                run_id, source="sweep", run_dir=str(run_dir), total=len(self.plan.trials),
+                cells=[c.name for c in self.plan.cells], recipe_hash=self._hash,
+                resumed=session > 1, already_done=len(self.plan.trials) - len(pending),
+            ))
+            if self.options.snapshots:
+                from aorta_tui.core.snapshots import start_captures
+
+                captures = start_captures(
+                    run_dir, self.plan.environments, self._base_env(),
+                    session=session, include_torch=self.recipe.mode == "triage",
+                    docker={c.environment: c.docker for c in self.plan.cells},
+                )
+            status = self._run_trials(run_dir, run_id, pending, session)
+            if captures:
+                from aorta_tui.core.snapshots import finish_captures
+
+                for w in finish_captures(captures):
+                    self.bus.emit(Warning(run_id, message=w, code="snapshot"))
+            outcome = self._finish(run_dir, run_id, status)
+            return outcome
+        finally:
+            if captures:
+                from aorta_tui.core.snapshots import cancel_captures
+
+                cancel_captures(captures)
+            lock.release()
+
+    def _open_run_dir(self) -> tuple[Path, int, set[str]]:
+        from aorta_tui.core.recipe import dump_resolved, recipe_hash
+
+        self._hash = recipe_hash(self.recipe)
+        if self.options.resume is not None:
+            run_dir = Path(self.options.resume)
+            meta = rundir.read_run_meta(run_dir)
+            if meta.get("recipe_hash") != self._hash:
+                raise RunDirError(
+                    f"the recipe changed since {run_dir} was started "
+                    f"(hash {meta.get('recipe_hash')} then, {self._hash} now)",
+                    hint=f"resume with the recipe it was started with ({run_dir}/recipe.resolved.yaml "
+                    "is used when you pass only --resume), or start a new run",
+                )
+            state = rundir.resume_state(run_dir)
+            for tid in state.interrupted:
+                _retire_partial_trial(run_dir, tid)
+            session = sum(1 for e in rundir.iter_journal(run_dir / rundir.JOURNAL)
+                          if e.kind == "run_started") + 1
+            return run_dir, session, set(state.completed)
+        ticket = self.options.ticket or self.recipe.ticket or "untitled"
+        run_dir = rundir.prepare_output(Path(self.options.output), ticket)
+        atomic_write_text(run_dir / "recipe.resolved.yaml", dump_resolved(self.recipe))
+        atomic_write_json(run_dir / "plan.json", self.plan.to_dict())
+        rundir.write_run_meta(run_dir, {
+            "recipe_hash": self._hash,
+            "recipe_source": str(self.recipe.source_path or ""),
+            "mode": self.recipe.mode,
+            "command": list(self.recipe.command or []),
+            "created_at": time.time(),
+            "argv": sys.argv,
+        })
+        return run_dir, 1, set()
+
+    def _base_env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def _run_trials(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int) -> str:
+        from aorta_tui.core.classify.dmesg import KernelLog
+
+        kernel_log = KernelLog.open()
+        if kernel_log.unavailable:
+            self.bus.emit(Warning(run_id, message=f"tier-3 kernel log detector off: {kernel_log.unavailable}",
+                                  code="tier3_unavailable"))
+        stop = self.recipe.stop_after
+        counted: dict[str, int] = {}
+        ran: dict[str, int] = {}
+        if stop is not None:  # a resumed run counts what it already has
+            for ev in rundir.iter_journal(run_dir / rundir.JOURNAL):
+                if ev.kind == "trial_finished":
+                    ran[ev.cell] = ran.get(ev.cell, 0) + 1  # type: ignore[attr-defined]
+                    if ev.verdict == stop.event_verdict:  # type: ignore[attr-defined]
+                        counted[ev.cell] = counted.get(ev.cell, 0) + 1  # type: ignore[attr-defined]
+        for spec in pending:
+            if self.cancel.is_set():
+                return "interrupted"
+            if stop is not None and (
+                counted.get(spec.cell, 0) >= stop.events or ran.get(spec.cell, 0) >= stop.max_trials
+            ):
+                continue
+            verdict = self._run_one(run_dir, run_id, spec, session, kernel_log)
+            if verdict is None:
+                return "interrupted"
+            ran[spec.cell] = ran.get(spec.cell, 0) + 1
+            if stop is not None and verdict == stop.event_verdict:
+                counted[spec.cell] = counted.get(spec.cell, 0) + 1
+        return "completed"
+
+    def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
+        from aorta_tui.core.classify import classify
+        from aorta_tui.core.hang import HangPolicy
+        from aorta_tui.core.worker import ProcessSpec, run_process
+
+        cell = self.plan.cell(spec.cell)
+        trial_dir = run_dir / "trials" / spec.trial_id
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        env = self._trial_env(cell, spec, trial_dir)
+        argv = self._trial_argv(cell, spec, trial_dir, env)
+        r = self.recipe
+        hang = None
+        if "hang" not in (r.disable_detectors or ()):
+            hang = HangPolicy(window_s=float(r.hang_window_sec), grace_s=float(r.hang_grace_period_at_start),
+                              disabled=frozenset(r.disable_detectors or ()))
+        pspec = ProcessSpec(
+            argv=argv, env=env, cwd=Path.cwd(),
+            stdout_path=trial_dir / "stdout.log", stderr_path=trial_dir / "stderr.log",
+            timeout_s=float(r.timeout_per_trial) if r.timeout_per_trial else None, hang=hang,
+        )
+        self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
+                                   attempt=session))
+        cursor = kernel_log.mark()
+        outcome = run_process(pspec, cancel=self.cancel)
+        if outcome.cancelled:
+            return None  # no result: a resume runs this trial again
+        kevents = kernel_log.events_since(cursor)
+        wres = _read_workload_results(trial_dir) if r.mode == "triage" else None
+        disabled = set(r.disable_detectors or ())
+        result = classify(
+            outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
+            custom_rules=self._rules, disabled=disabled, kernel_events=kevents,
+            kernel_unavailable=kernel_log.unavailable, workload_result=wres,
+        )
+        steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
+        detectors = [d.id for d in result.detections if d.severity in ("fail", "error")]
+        record = {
+            "schema_version": 1,
+            "trial_id": spec.trial_id,
+            "cell": spec.cell,
+            "trial": spec.trial,
+            "order": spec.order,
+            "session": session,
+            "verdict": result.verdict,
+            "reason": result.reason,
+            "detections": [_detection_dict(d) for d in result.detections],
+            "process": outcome.to_dict(),
+            "argv": argv,
+            "env_overlay": cell.env,
+            "mitigations": list(cell.mitigations),
+            "environment": cell.environment,
+            "step_times_s": steps,
+            "step_time_source": source,
+            "workload_result": wres,
+        }
+        atomic_write_json(trial_dir / "result.json", record)
+        mean = sum(steps) / len(steps) if steps else None
+        self.bus.emit(TrialFinished(
+            run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial, verdict=result.verdict,
+            exit_code=outcome.exit_code, signal=outcome.signal, wall_s=outcome.wall_s,
+            detectors=detectors, reason=result.reason, trial_dir=str(trial_dir), mean_step_s=mean,
+        ))
+        return result.verdict
+
+    def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:
+        env = self._base_env()
+        env.update(cell.env)
+        env.update({
+            "AORTA_ARTIFACT_DIR": str(trial_dir),
+            "AORTA_TRIAL_ID": spec.trial_id,
+            "AORTA_CELL": spec.cell,
+            "AORTA_TRIAL": str(spec.trial),
+            "PYTHONUNBUFFERED": "1",
+        })
+        if self.recipe.env_passthrough_mode == "file":
+            # For launchers that drop the environment (ssh, srun): the command sources this file.
+            lines = [f"export {k}={_sh_quote(v)}" for k, v in sorted(cell.env.items())]
+            path = trial_dir / "probe.env"
+            atomic_write_text(path, "\n".join(lines) + "\n")
+            os.chmod(path, 0o600)
+            env["AORTA_ENV_FILE"] = str(path)
+        return env
+
+    def _trial_argv(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path, env: dict[str, str]) -> list[str]:
+        r = self.recipe
+        if r.mode == "probe":
+            argv = list(r.command)
+        else:
+            steps = self.options.steps or cell.steps
+            wspec = {
+                "workload": r.workload,
+                "steps": steps,
+                "config": cell.workload_config or {},
+                "seed": self.plan.seed * 1000 + spec.trial,
+                "trial_dir": str(trial_dir),
+                "switches": list(cell.switches),
+            }
+            atomic_write_json(trial_dir / "trial_spec.json", wspec)
+            worker = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(trial_dir / "trial_spec.json")]
+            launch = self._workload_cls.launch
+            if launch.mode == "torchrun":
+                world = int((cell.workload_config or {}).get("world_size", launch.min_world_size))
+                argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        f"--nproc_per_node={world}", "-m", "aorta_tui.core.trial_worker",
+                        str(trial_dir / "trial_spec.json")]
+            else:
+                argv = worker
+        if cell.docker:
+            argv = ["docker", "run", "--rm", "--network=host", "--ipc=host",
+                    *[a for k, v in sorted(cell.env.items()) for a in ("-e", f"{k}={v}")],
+                    "-v", f"{trial_dir}:{trial_dir}", cell.docker, *argv]
+        return argv
+
+    def _step_times(self, wres: dict[str, Any] | None, stdout: Path, wall_s: float,
+                    cell: CellPlan) -> tuple[list[float] | None, str]:
+        if wres and wres.get("step_times_s"):
+            return [float(x) for x in wres["step_times_s"]], "workload"
+        if self.recipe.step_time_regex:
+            from aorta_tui.core.classify import extract_step_times
+
+            times = extract_step_times(stdout, self.recipe.step_time_regex)
+            if times:
+                return times, "step_time_regex"
+        if self.recipe.mode == "probe" and wall_s:
+            return [wall_s], "trial_wall"
+        return None, "none"
+
+    # -- the end ---------------------------------------------------------------------------
+
+    def _finish(self, run_dir: Path, run_id: str, status: str) -> SweepOutcome:
+        from aorta_tui.core.report import write_reports
+
+        records = load_trial_records(run_dir)
+        cells = aggregate(records, [c.name for c in self.plan.cells],
+                          baseline_cell=self.plan.baseline_cell,
+                          threshold=float(self.recipe.confound.threshold) if self.recipe.confound else 1.15)
+        if self._workload_cls is not None:
+            for s in cells:
+                results = [r.workload_result for r in records if r.cell == s.cell and r.workload_result]
+                s.cross_trial_failures = [
+                    {"code": f.code, "message": f.message, "details": f.details}
+                    for f in self._workload_cls.cross_trial_checks(results)
+                ]
+        for s in cells:
+            self.bus.emit(CellAggregated(run_id, cell=s.cell, stats=s.to_dict()))
+        paths = write_reports(run_dir, self.recipe, self.plan, cells, records, status=status,
+                              hint=getattr(self._workload_cls, "hint", "") or "")
+        for what, path in paths.items():
+            self.bus.emit(ResultWritten(run_id, path=str(path), what=what))
+        failing = [r.trial_id for r in records if r.verdict != "pass"]
+        bad_cells = [s for s in cells if s.failed or s.errored or s.cross_trial_failures]
+        if status == "interrupted":
+            code = int(ExitCode.INTERRUPTED)
+        elif self.options.strict and bad_cells:
+            code = int(ExitCode.FAILURES)
+        else:
+            code = int(ExitCode.OK)
+        summary = {
+            "cells": {s.cell: {"passed": s.passed, "failed": s.failed, "errored": s.errored,
+                               "confound": s.confound.get("flag"),
+                               "cross_trial_failures": len(s.cross_trial_failures)} for s in cells},
+            "failing_trials": [str(run_dir / "trials" / t) for t in failing],
+            "hint": getattr(self._workload_cls, "hint", "") or "",
+            "matrix": str(paths.get("matrix.md", "")),
+        }
+        self.bus.emit(RunFinished(run_id, status=status, exit_code=code, summary=summary))
+        return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing)
+
+
+def load_trial_records(run_dir: Path) -> list[TrialRecord]:
+    """Every finished trial's record, from the result files (the source of truth)."""
+    out: list[TrialRecord] = []
+    for path in sorted((run_dir / "trials").glob("*/trial-*/result.json")):
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        out.append(TrialRecord(
+            trial_id=d["trial_id"], cell=d["cell"], trial=d["trial"], verdict=d["verdict"],
+            detectors=[x["id"] for x in d.get("detections", []) if x.get("severity") in ("fail", "error")],
+            wall_s=d.get("process", {}).get("wall_s", 0.0), step_times_s=d.get("step_times_s"),
+            step_time_source=d.get("step_time_source", "none"), workload_result=d.get("workload_result"),
+        ))
+    return out
+
+
+def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
+    """Rank 0's result, with every other rank's failures folded in (named by rank)."""
+    main = trial_dir / "workload_result.json"
+    try:
+        result = json.loads(main.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    ranks = sorted(trial_dir.glob("workload_result.rank*.json"))
+    if ranks:
+        result.setdefault("ranks", {})
+        for p in ranks:
+            try:
+                other = json.loads(p.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            rank = p.stem.rsplit("rank", 1)[-1]
+            result["ranks"][rank] = {"passed": other.get("passed"), "metrics": other.get("metrics", {})}
+            for f in other.get("failures", []):
+                result["failures"].append({**f, "message": f"rank {rank}: {f.get('message', '')}"})
+        result["passed"] = not result["failures"]
+    return result
+
+
+def _retire_partial_trial(run_dir: Path, trial_id: str) -> None:
+    """Keep an interrupted trial's files as evidence, out of the way of its re-run."""
+    path = run_dir / "trials" / trial_id
+    if not path.exists():
+        return
+    k = 1
+    while (dest := path.with_name(f"{path.name}.interrupted-{k}")).exists():
+        k += 1
+    shutil.move(str(path), dest)
+
+
+def _pattern_rules(recipe: Any) -> list[Any]:
+    from aorta_tui.core.classify import PatternRule
+    from aorta_tui.core.recipe import compile_condition
+
+    rules = []
+    for p in recipe.custom_patterns or ():
+        cond: Callable[[dict[str, Any]], bool] | None = None
+        if p.condition:
+            cond = compile_condition(p.condition).evaluate
+        rules.append(PatternRule(id=p.id, regex=re.compile(p.regex), on_match=p.on_match,
+                                 required_for_pass=bool(p.required_for_pass), condition=cond))
+    return rules
+
+
+def _detection_dict(d: Any) -> dict[str, Any]:
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(d) if is_dataclass(d) else dict(d)
+
+
+def _where(recipe: Any, path: str) -> str | None:
+    try:
+        return recipe.where(path)
+    except Exception:
+        return None
+
+
+def _require_docker() -> None:
+    import subprocess
+
+    if shutil.which("docker") is None:
+        raise EnvironmentProblem("a cell runs in a docker environment, and there is no `docker` here",
+                                 hint="install docker, or use environment: local")
+    try:
+        probe = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                               capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"docker does not answer: {exc}") from None
+    if probe.returncode != 0:
+        why = (probe.stderr.strip().splitlines() or ["no container engine runs"])[-1]
+        raise EnvironmentProblem(
+            f"a cell runs in a docker environment, and no container engine runs here ({why})",
+            hint="start the docker daemon, or use environment: local",
+        )
+
+
+def _sh_quote(value: str) -> str:
+    import shlex
+
+    return shlex.quote(value)

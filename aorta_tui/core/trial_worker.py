@@ -1,0 +1,101 @@
+"""The process that runs one trial of a registered workload.
+
+``python -m aorta_tui.core.trial_worker SPEC.json`` — started by the orchestrator with the
+trial's environment already set (GPU runtimes read their variables once, at start-up), directly
+for ``single`` workloads and under ``torch.distributed.run`` for ``torchrun`` ones (each rank
+reads RANK / WORLD_SIZE / LOCAL_RANK from its environment).
+
+It prints one ``aorta-step <n> <seconds>`` line per step (live progress, and output activity
+for the hang detector), and writes ``workload_result.json`` (``workload_result.rank<N>.json``
+for ranks other than 0 in a distributed run). A workload that raises leaves its traceback on
+stderr, where the classifier's traceback detector sees it, and a result with an ``exception``
+failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.atomic import atomic_write_json
+from aorta_tui.core.workload import Failure, WorkloadContext, WorkloadResult, validate_config
+
+STEP_PREFIX = "aorta-step"
+
+
+def result_filename(rank: int) -> str:
+    return "workload_result.json" if rank == 0 else f"workload_result.rank{rank}.json"
+
+
+def run_trial(spec: dict[str, Any]) -> WorkloadResult:
+    from aorta_tui.core.registry import load_workload
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cls = load_workload(spec["workload"])
+    config = validate_config(cls.config_schema, spec.get("config"))
+
+    def on_step(step: int, seconds: float) -> None:
+        print(f"{STEP_PREFIX} {step} {seconds:.9f}", flush=True)
+
+    ctx = WorkloadContext(
+        steps=int(spec.get("steps") or 1),
+        config=config,
+        seed=int(spec.get("seed", 0)),
+        trial_dir=Path(spec["trial_dir"]),
+        switches=tuple(spec.get("switches", ())),
+        rank=rank,
+        world_size=world,
+        local_rank=local_rank,
+        on_step=on_step,
+    )
+    workload = cls()
+    result: WorkloadResult
+    try:
+        workload.setup(ctx)
+        result = workload.run(ctx)
+    except Exception as exc:
+        traceback.print_exc()
+        result = WorkloadResult(
+            failures=[Failure("exception", f"{type(exc).__name__}: {exc}")],
+        )
+    finally:
+        try:
+            workload.cleanup(ctx)
+        except Exception:
+            traceback.print_exc()
+    result.metrics.setdefault("rank", rank)
+    result.metrics.setdefault("world_size", world)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m aorta_tui.core.trial_worker SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text())
+    started = time.time()
+    try:
+        result = run_trial(spec)
+    except Exception as exc:  # config or import errors: still leave a result behind
+        from aorta_tui.core.errors import AortaError
+
+        msg = exc.render() if isinstance(exc, AortaError) else f"{type(exc).__name__}: {exc}"
+        print(f"aorta-tui worker: {msg}", file=sys.stderr, flush=True)
+        result = WorkloadResult(failures=[Failure("setup_error", msg)])
+    rank = int(os.environ.get("RANK", "0"))
+    out = result.to_dict()
+    out["worker_wall_s"] = time.time() - started
+    atomic_write_json(Path(spec["trial_dir"]) / result_filename(rank), out)
+    return 0 if result.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
