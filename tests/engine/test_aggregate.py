@@ -1,0 +1,60 @@
+"""Per-cell statistics and the noise-aware confound flag."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aorta_tui.core.aggregate import TrialRecord, aggregate, confound_check, percentile
+
+
+def rec(cell: str, trial: int, steps: list[float] | None, verdict: str = "pass", detectors=()) -> TrialRecord:
+    return TrialRecord(f"{cell}/trial-{trial:03d}", cell, trial, verdict, list(detectors), 1.0, steps,
+                       "workload" if steps else "none")
+
+
+def test_counts_rates_and_detectors():
+    records = [rec("a", 0, [1.0], "pass"), rec("a", 1, [1.0], "fail", ["nonzero_exit", "cuda_error"]),
+               rec("a", 2, None, "error", ["timeout"]), rec("a", 3, [1.0], "fail", ["cuda_error"])]
+    (s,) = aggregate(records, ["a"], baseline_cell="a", threshold=1.15)
+    assert (s.trials, s.passed, s.failed, s.errored) == (4, 1, 2, 1)
+    assert s.failure_rate == 0.5 and s.error_rate == 0.25
+    assert s.top_detectors[0] == ("cuda_error", 2)
+    assert s.confound["reason"] == "this is the baseline"
+
+
+def test_step_stats_match_numpy():
+    steps = [0.1, 0.4, 0.2, 0.9, 0.3, 0.5]
+    (s,) = aggregate([rec("a", 0, steps[:3]), rec("a", 1, steps[3:])], ["a"], baseline_cell=None, threshold=1.15)
+    for q in (50, 90, 99):
+        assert abs(s.step_time[f"p{q}"] - float(np.percentile(steps, q))) < 1e-12
+    assert abs(s.step_time["mean"] - float(np.mean(steps))) < 1e-12
+
+
+def test_confound_flags_real_slowdown():
+    base = [rec("b", i, [1.0 + 0.01 * i] * 5) for i in range(4)]
+    slow = [rec("s", i, [1.5 * (1.0 + 0.01 * i)] * 5) for i in range(4)]
+    out = confound_check(slow, base, 1.15)
+    assert out["flag"] == "speed (+50%)" and out["significant"] is True
+
+
+def test_confound_within_noise_is_not_flagged():
+    base = [rec("b", i, [v]) for i, v in enumerate([1.0, 2.0, 0.5, 1.5])]
+    noisy = [rec("s", i, [v]) for i, v in enumerate([1.2, 2.5, 0.6, 1.8])]
+    out = confound_check(noisy, base, 1.15)
+    assert out["ratio"] > 1.15
+    assert out["flag"] is None and out["significant"] is False
+    assert "within noise" in out["reason"]
+
+
+def test_confound_single_trial_says_spread_unknown():
+    out = confound_check([rec("s", 0, [2.0])], [rec("b", 0, [1.0])], 1.15)
+    assert "spread unknown" in out["flag"]
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=50),
+       st.floats(min_value=0, max_value=100))
+def test_percentile_matches_numpy(values, q):
+    got = percentile(sorted(values), q)
+    assert abs(got - float(np.percentile(values, q))) <= 1e-9 * max(1.0, max(values))
