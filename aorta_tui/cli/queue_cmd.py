@@ -1,7 +1,181 @@
-"""`aorta-tui queue ...` commands (being built; see the issue tracker)."""
+"""`aorta-tui queue ...`: hardware-queue stress runs, stream sweeps and result comparison.
+
+Only typer and the stdlib at import time; the engine (and torch) load inside the commands.
+"""
 
 from __future__ import annotations
 
-from aorta_tui.cli.common import new_app
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
 
-app = new_app("queue commands.")
+import typer
+
+from aorta_tui.cli.common import cli_command, err, new_app
+
+app = new_app(
+    "Stress GPU hardware queues with 1..64 concurrent streams and measure what the device did.\n\n"
+    "Examples:\n\n"
+    "  aorta-tui queue list\n\n"
+    "  aorta-tui queue run hetero_kernels --streams 8 -o result.json\n\n"
+    "  aorta-tui queue sweep tiny_kernel_stress --streams 1,2,4,8,16,32,64 -o sweep.json\n\n"
+    "  aorta-tui queue compare base.json test.json"
+)
+
+_DEVICE_HELP = "cpu (emulated, streams run in order), cuda, cuda:N (ROCm builds use cuda too)."
+
+
+def _parse_params(items: list[str]) -> dict[str, str]:
+    from aorta_tui.core.errors import UsageError
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param {item!r} is not KEY=VALUE", hint="e.g. --param gemm_m=2048")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _parse_devices(devices: Optional[str]) -> Optional[list[str]]:  # noqa: UP007
+    if not devices:
+        return None
+    return [d.strip() for d in devices.split(",") if d.strip()]
+
+
+def _emit_json_line(event: Any) -> None:
+    print(json.dumps(event.to_dict(), default=str), flush=True)
+
+
+def _progress_sink(as_json: bool, quiet: bool) -> Any:
+    if as_json:
+        return None  # --json prints the result only; events would interleave with it
+    if quiet or not sys.stderr.isatty():
+        return None
+
+    def show(event: Any) -> None:
+        if getattr(event, "kind", "") == "progress" and event.total:
+            err(f"  {event.done}/{event.total} {event.message}")
+
+    return show
+
+
+@app.command("list")
+@cli_command
+def list_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print the workloads as JSON."),
+) -> None:
+    """List the queue workloads with category, stream range and throughput unit.
+
+    Example: aorta-tui queue list --json
+    """
+    from aorta_tui.hwqueue.workloads import all_infos
+
+    infos = all_infos()
+    if as_json:
+        print(json.dumps([i.to_dict() for i in infos], indent=2))
+        return
+    rows = [[i.name, i.category, f"{i.min_streams}-{i.max_streams}", str(i.recommended_streams),
+             i.switch_latency_sensitivity, i.throughput_unit, i.description] for i in infos]
+    _table("queue workloads", ["workload", "category", "streams", "rec.", "switch sens.",
+                               "unit", "what it does"], rows)
+
+
+@app.command("run")
+@cli_command
+def run_cmd(
+    workload: str = typer.Argument(..., help="Workload name (see `queue list`)."),
+    streams: int = typer.Option(4, "--streams", "-s", help="Number of concurrent streams."),
+    iterations: int = typer.Option(50, "--iterations", "-i", help="Measured iterations."),
+    warmup: int = typer.Option(5, "--warmup", "-w", help="Warm-up iterations (not measured)."),
+    device: str = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP),
+    devices: Optional[str] = typer.Option(None, "--devices",  # noqa: UP007
+                                          help="Spread streams over these, e.g. cuda:0,cuda:1."),
+    sync_mode: str = typer.Option("per_iteration", "--sync-mode",
+                                  help="per_iteration, end_only or none."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16."),
+    size: str = typer.Option("default", "--size", help="default, or tiny (fast CPU checks)."),
+    param: list[str] = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o",  # noqa: UP007
+                                          help="Write the result JSON here (atomically)."),
+    timeline: bool = typer.Option(False, "--timeline", help="Include every launch's timestamps."),
+    ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
+                                    help="Also trace the CUDA runtime with eBPF (needs root)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Run WORKLOAD on N streams and measure throughput, latency, concurrency, launch delay,
+    gaps and switch overhead from per-launch device events.
+
+    Example: aorta-tui queue run hetero_kernels --streams 8 --iterations 50 -o result.json
+    """
+    from aorta_tui.core.atomic import atomic_write_json
+    from aorta_tui.core.events import ResultWritten
+    from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+
+    cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
+                         warmup=warmup, device=device, devices=_parse_devices(devices),
+                         sync_mode=sync_mode, dtype=dtype, size=size,
+                         params=_parse_params(param), ebpf_trace=ebpf_trace,
+                         keep_timeline=timeline)
+    cfg.validate()
+    result = run_queue(cfg, on_event=_progress_sink(as_json, quiet))
+    if output is not None:
+        atomic_write_json(output, result)
+        ResultWritten(cfg.run_id, path=str(output), what="queue result")
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_result(result)
+        if output is not None:
+            print(f"result written to {output}")
+
+
+def print_result(result: dict[str, Any]) -> None:
+    s, u = result["summary"], result["summary_units"]
+    wl, cfg = result["workload"], result["config"]
+    title = (f"{wl['name']} x{cfg['streams']} streams on {result['platform'].get('device_name')}"
+             f" ({result['platform']['backend']}{', EMULATED' if result['emulated'] else ''})")
+    rows = []
+    for key, value in s.items():
+        shown = _fmt(value) if value is not None else _not_available(result, key)
+        rows.append([key, shown, u.get(key, "")])
+    for ps in result["metrics"]["per_stream"]:
+        rows.append([f"stream {ps['stream']} busy ({ps['device']})", _fmt(ps["busy_ms"]), "ms"])
+    _table(title, ["metric", "value", "unit"], rows)
+
+
+def _not_available(result: dict[str, Any], key: str) -> str:
+    reasons = result.get("unavailable", {})
+    for k, why in reasons.items():
+        if key.startswith(k.split("_us")[0].split("_ms")[0]) or k in key:
+            return f"not available ({why})"
+    return "not available"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "not available"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    """A rich table on a terminal, aligned plain text otherwise."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=title)
+        for h in header:
+            table.add_column(h)
+        for r in rows:
+            table.add_row(*[str(c) for c in r])
+        Console().print(table)
+        return
+    print(title)
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())

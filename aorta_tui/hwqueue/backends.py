@@ -1,0 +1,216 @@
+"""Vendor backends: streams, device events, synchronisation and memory, chosen at run time.
+
+``cuda`` and ``rocm`` both go through torch's ``torch.cuda`` API (HIP builds of torch map it
+to HIP streams and events); ``cpu`` emulates streams by running launches one after another,
+so its device interval of a launch is the host interval and the result is marked emulated.
+torch is imported inside :func:`select_backend` only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
+
+
+class CpuBackend:
+    """Launches run synchronously in issue order; 'events' are host timestamps."""
+
+    name = "cpu"
+    emulated = True
+    device_clock = "host perf_counter_ns (CPU emulation: launches run synchronously)"
+
+    def __init__(self, torch: Any, devices: list[str]) -> None:
+        self.torch = torch
+        self.devices = devices
+
+    def make_streams(self, stream_devices: list[str]) -> list[Any]:
+        return [None] * len(stream_devices)
+
+    @contextlib.contextmanager
+    def stream_context(self, stream: Any) -> Iterator[None]:
+        yield
+
+    def new_event(self, device: str) -> list[int]:
+        return [0]
+
+    def record(self, event: list[int], stream: Any) -> None:
+        event[0] = time.perf_counter_ns()
+
+    def wait(self, stream: Any, event: Any) -> None:
+        return None  # in-order execution already satisfies every dependency
+
+    def synchronize(self) -> None:
+        return None
+
+    def calibrate(self) -> float | None:
+        return None  # events are host timestamps already
+
+    def event_host_ns(self, event: list[int], device: str) -> float:
+        return float(event[0])
+
+    def reset_memory(self) -> None:
+        return None
+
+    def memory(self) -> tuple[dict[str, Any] | None, str | None]:
+        return None, "CPU emulation has no device memory to measure"
+
+    def platform_info(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "device_name": platform.processor() or platform.machine(),
+            "torch": self.torch.__version__,
+            "runtime": None,
+            "python": platform.python_version(),
+            "host": platform.node(),
+        }
+
+
+class TorchGpuBackend:
+    """CUDA or ROCm through torch.cuda: real streams, timing events, anchor clock alignment."""
+
+    emulated = False
+
+    def __init__(self, torch: Any, devices: list[str], name: str) -> None:
+        self.torch = torch
+        self.devices = devices
+        self.name = name
+        self.device_clock = "cuda_events" if name == "cuda" else "hip_events"
+        self._anchor: dict[str, tuple[Any, float]] = {}
+
+    def make_streams(self, stream_devices: list[str]) -> list[Any]:
+        return [self.torch.cuda.Stream(device=d) for d in stream_devices]
+
+    def stream_context(self, stream: Any) -> Any:
+        return self.torch.cuda.stream(stream)
+
+    def new_event(self, device: str) -> Any:
+        with self.torch.cuda.device(device):
+            return self.torch.cuda.Event(enable_timing=True)
+
+    def record(self, event: Any, stream: Any) -> None:
+        event.record(stream)
+
+    def wait(self, stream: Any, event: Any) -> None:
+        stream.wait_event(event)
+
+    def synchronize(self) -> None:
+        for d in self.devices:
+            self.torch.cuda.synchronize(d)
+
+    def calibrate(self, rounds: int = 25) -> float:
+        """Pin an anchor event per device to the host clock; returns the worst uncertainty (ns).
+
+        Each round: host time, record the anchor on an idle stream, poll until it completes.
+        The event happened between the two host readings; the tightest round is kept and its
+        midpoint used, half its width is the uncertainty.
+        """
+        worst = 0.0
+        for d in self.devices:
+            stream = self.torch.cuda.Stream(device=d)
+            best: tuple[float, Any, float] | None = None
+            for _ in range(rounds):
+                ev = self.new_event(d)
+                self.torch.cuda.synchronize(d)
+                t0 = time.perf_counter_ns()
+                ev.record(stream)
+                while not ev.query():
+                    pass
+                t1 = time.perf_counter_ns()
+                width = float(t1 - t0)
+                if best is None or width < best[0]:
+                    best = (width, ev, (t0 + t1) / 2.0)
+            assert best is not None
+            self._anchor[d] = (best[1], best[2])
+            worst = max(worst, best[0] / 2.0)
+        return worst
+
+    def event_host_ns(self, event: Any, device: str) -> float:
+        anchor, anchor_ns = self._anchor[device]
+        return anchor_ns + anchor.elapsed_time(event) * 1e6
+
+    def reset_memory(self) -> None:
+        for d in self.devices:
+            self.torch.cuda.reset_peak_memory_stats(d)
+
+    def memory(self) -> tuple[dict[str, Any] | None, str | None]:
+        out = {}
+        for d in self.devices:
+            out[d] = {
+                "peak_bytes": int(self.torch.cuda.max_memory_allocated(d)),
+                "final_bytes": int(self.torch.cuda.memory_allocated(d)),
+                "source": "torch.cuda.max_memory_allocated / memory_allocated (caching allocator)",
+            }
+        return out, None
+
+    def platform_info(self) -> dict[str, Any]:
+        torch = self.torch
+        props = torch.cuda.get_device_properties(self.devices[0])
+        runtime = (f"HIP {torch.version.hip}" if self.name == "rocm"
+                   else f"CUDA {torch.version.cuda}")
+        driver = None
+        with contextlib.suppress(Exception):
+            driver = int(torch._C._cuda_getDriverVersion())
+        return {
+            "backend": self.name,
+            "device_name": props.name,
+            "device_count": torch.cuda.device_count(),
+            "torch": torch.__version__,
+            "runtime": runtime,
+            "driver_api_version": driver,
+            "python": platform.python_version(),
+            "host": platform.node(),
+        }
+
+
+def resolve_devices(device: str, devices: list[str] | None) -> tuple[str, list[str]]:
+    """Normalise ``--device``/``--devices`` into (kind, device list) without touching torch."""
+    if devices:
+        kinds = {d.split(":")[0] for d in devices}
+        if len(kinds) != 1:
+            raise UsageError(f"--devices mixes device kinds: {', '.join(devices)}",
+                             hint="list devices of one kind, e.g. --devices cuda:0,cuda:1")
+        kind = kinds.pop()
+    else:
+        kind = device.split(":")[0]
+    if kind in ("rocm", "hip"):
+        kind = "cuda"  # torch exposes HIP devices as 'cuda'
+    if kind not in ("cpu", "cuda"):
+        raise UsageError(f"unknown device {device!r}", hint="use --device cpu, cuda or cuda:N")
+    if devices:
+        return kind, [_normalise(d, kind) for d in devices]
+    return kind, [_normalise(device, kind)]
+
+
+def _normalise(d: str, kind: str) -> str:
+    if kind == "cpu":
+        return "cpu"
+    idx = d.split(":", 1)[1] if ":" in d else "0"
+    if not idx.isdigit():
+        raise UsageError(f"bad device {d!r}", hint="use cuda:N with N a number")
+    return f"cuda:{int(idx)}"
+
+
+def select_backend(device: str, devices: list[str] | None = None) -> CpuBackend | TorchGpuBackend:
+    kind, devs = resolve_devices(device, devices)
+    import torch
+
+    if kind == "cpu":
+        return CpuBackend(torch, devs)
+    if not torch.cuda.is_available():
+        raise EnvironmentProblem(
+            f"--device {device} needs a GPU, but torch {torch.__version__} sees none "
+            "(no CUDA/ROCm device or a CPU-only torch build)",
+            hint="run on a GPU machine, or use --device cpu for an emulated run",
+        )
+    count = torch.cuda.device_count()
+    for d in devs:
+        if int(d.split(":")[1]) >= count:
+            raise EnvironmentProblem(f"device {d} does not exist: this machine has {count} GPU(s)",
+                                     hint=f"use cuda:0..cuda:{count - 1}")
+    name = "rocm" if getattr(torch.version, "hip", None) else "cuda"
+    return TorchGpuBackend(torch, devs, name)

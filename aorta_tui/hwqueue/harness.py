@@ -1,0 +1,213 @@
+"""The stream harness: issue a workload's launches on N streams and time every one.
+
+Public API::
+
+    result = run_queue(QueueRunConfig(workload="hetero_kernels", streams=8, device="cuda"),
+                       on_event=callback)          # -> result dict (docs/hwqueue.md)
+
+Per launch it records a device event before and after the call on the launch's stream and the
+host clock around the call; everything else is computed afterwards from those timestamps by
+:mod:`aorta_tui.hwqueue.metrics`. torch is imported only when a run starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.core.events import Event, Measurement, Progress, Warning
+from aorta_tui.hwqueue.metrics import LaunchRecord
+from aorta_tui.hwqueue.workloads.base import DTYPES, WorkloadContext
+
+SYNC_MODES = ("per_iteration", "end_only", "none")
+EventCallback = Callable[[Event], None]
+
+
+@dataclass
+class QueueRunConfig:
+    workload: str
+    streams: int
+    iterations: int = 50
+    warmup: int = 5
+    device: str = "cuda"
+    devices: list[str] | None = None  # spread streams round-robin over these
+    sync_mode: str = "per_iteration"
+    dtype: str = "float32"
+    size: str = "default"  # default or tiny
+    params: dict[str, Any] = field(default_factory=dict)
+    run_id: str = ""
+    ebpf_trace: bool = False
+    keep_timeline: bool = False  # put every LaunchRecord into the result (large)
+
+    def validate(self) -> None:
+        from aorta_tui.hwqueue.workloads import check_streams
+
+        check_streams(self.workload, self.streams)
+        if self.iterations < 1:
+            raise UsageError(f"--iterations must be at least 1, not {self.iterations}")
+        if self.warmup < 0:
+            raise UsageError(f"--warmup must be 0 or more, not {self.warmup}")
+        if self.sync_mode not in SYNC_MODES:
+            raise UsageError(f"unknown sync mode {self.sync_mode!r}",
+                             hint=f"use one of {', '.join(SYNC_MODES)}")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"unknown dtype {self.dtype!r}", hint=f"use one of {', '.join(DTYPES)}")
+
+
+@dataclass
+class RawRun:
+    """What the timed loop produced, before metrics: the input of :func:`result.build_result`."""
+
+    records: list[LaunchRecord]
+    iteration_starts_ns: list[float]
+    end_ns: float
+    work_per_iteration: float
+    clock_uncertainty_ns: float | None
+    memory: dict[str, Any] | None
+    memory_reason: str | None
+    platform: dict[str, Any]
+    stream_devices: list[str]
+    emulated: bool
+    device_clock: str
+    params: dict[str, Any]
+    ebpf: dict[str, Any] | None = None
+    ebpf_reason: str | None = None
+
+
+def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> dict[str, Any]:
+    """Run one workload at one stream count; returns the result dict (schema v1)."""
+    from aorta_tui.hwqueue.result import build_result, new_run_id
+
+    cfg.validate()
+    if not cfg.run_id:
+        cfg.run_id = new_run_id()
+    raw = execute(cfg, on_event)
+    result = build_result(cfg, raw)
+    if on_event is not None:
+        on_event(Measurement(cfg.run_id, source="queue", name=cfg.workload,
+                             values=dict(result["summary"]), reasons=dict(result["unavailable"])))
+    return result
+
+
+def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRun:
+    """Set up the workload, warm up, run the measured iterations, collect raw timestamps."""
+    from aorta_tui.hwqueue.backends import select_backend
+    from aorta_tui.hwqueue.workloads import workload_class
+
+    emit = on_event or (lambda _e: None)
+    backend = select_backend(cfg.device, cfg.devices)
+    torch = backend.torch
+    stream_devices = [backend.devices[i % len(backend.devices)] for i in range(cfg.streams)]
+    workload = workload_class(cfg.workload)(cfg.params, size=cfg.size)
+    ctx = WorkloadContext(torch=torch, dtype=getattr(torch, cfg.dtype),
+                          stream_devices=stream_devices, backend=backend.name)
+    workload.setup(ctx)
+    streams = backend.make_streams(stream_devices)
+    try:
+        for i in range(cfg.warmup):
+            plan = workload.iteration(i)
+            _issue(backend, streams, plan, _new_events(backend, stream_devices, plan))
+            if cfg.sync_mode == "per_iteration":
+                backend.synchronize()
+        backend.synchronize()
+        emit(Progress(cfg.run_id, done=0, total=cfg.iterations, message="warm-up done"))
+        backend.reset_memory()
+        uncertainty = backend.calibrate()
+
+        plans = [workload.iteration(cfg.warmup + i) for i in range(cfg.iterations)]
+        events = [_new_events(backend, stream_devices, plan) for plan in plans]
+        host: list[list[tuple[int, int]]] = []
+        starts: list[float] = []
+        every = max(1, cfg.iterations // 20)
+        tracer, ebpf_reason = _ebpf_session(cfg)
+        with tracer if tracer is not None else contextlib.nullcontext():
+            for i, plan in enumerate(plans):
+                starts.append(float(time.perf_counter_ns()))
+                host.append(_issue(backend, streams, plan, events[i]))
+                if cfg.sync_mode == "per_iteration":
+                    backend.synchronize()
+                if on_event is not None and (i + 1) % every == 0:
+                    emit(Progress(cfg.run_id, done=i + 1, total=cfg.iterations,
+                                  message=f"{cfg.workload} x{cfg.streams} streams"))
+            backend.synchronize()
+            end_ns = float(time.perf_counter_ns())
+        ebpf = None
+        if tracer is not None:
+            try:
+                ebpf = tracer.result()
+            except Exception as exc:  # a tracer failure must not lose the measurement
+                ebpf_reason = f"eBPF session failed: {type(exc).__name__}: {exc}"
+                emit(Warning(cfg.run_id, message=ebpf_reason, code="ebpf"))
+
+        records: list[LaunchRecord] = []
+        for i, plan in enumerate(plans):
+            for j, la in enumerate(plan):
+                h0, h1 = host[i][j]
+                e0, e1 = events[i][j]
+                dev = stream_devices[la.stream]
+                if backend.emulated:
+                    g0, g1 = float(h0), float(h1)
+                else:
+                    g0, g1 = backend.event_host_ns(e0, dev), backend.event_host_ns(e1, dev)
+                records.append(LaunchRecord(i, la.stream, la.label, float(h0), float(h1), g0, g1))
+        memory, memory_reason = backend.memory()
+        return RawRun(
+            records=records, iteration_starts_ns=starts, end_ns=end_ns,
+            work_per_iteration=float(workload.work_per_iteration()),
+            clock_uncertainty_ns=uncertainty, memory=memory, memory_reason=memory_reason,
+            platform=backend.platform_info(), stream_devices=stream_devices,
+            emulated=backend.emulated, device_clock=backend.device_clock,
+            params=dict(workload.params), ebpf=ebpf, ebpf_reason=ebpf_reason,
+        )
+    finally:
+        workload.cleanup()
+
+
+def _new_events(backend: Any, stream_devices: list[str], plan: list[Any]) -> list[tuple[Any, Any]]:
+    return [(backend.new_event(stream_devices[la.stream]), backend.new_event(stream_devices[la.stream]))
+            for la in plan]
+
+
+def _issue(backend: Any, streams: list[Any], plan: list[Any],
+           events: list[tuple[Any, Any]]) -> list[tuple[int, int]]:
+    """Issue one iteration's launches, each between two events and two host clock reads.
+
+    A launch's ``waits`` make its stream wait for the end event of earlier launches.
+    """
+    clock = time.perf_counter_ns
+    host: list[tuple[int, int]] = []
+    for j, la in enumerate(plan):
+        stream = streams[la.stream]
+        for w in la.waits:
+            backend.wait(stream, events[w][1])
+        e0, e1 = events[j]
+        with backend.stream_context(stream):
+            backend.record(e0, stream)
+            h0 = clock()
+            la.fn()
+            h1 = clock()
+            backend.record(e1, stream)
+        host.append((h0, h1))
+    return host
+
+
+def _ebpf_session(cfg: QueueRunConfig) -> tuple[Any, str | None]:
+    """The tracing engine's session when asked for and present, else (None, reason)."""
+    if not cfg.ebpf_trace:
+        return None, "not requested (--ebpf-trace)"
+    try:
+        mod = importlib.import_module("aorta_tui.trace.session")
+        session_cls = mod.TraceSession
+    except (ImportError, AttributeError) as exc:
+        return None, f"aorta_tui.trace.session.TraceSession is not available: {exc}"
+    return session_cls(probes=["cuda"], pid=os.getpid(), mode="events"), None
+
+
+def config_dict(cfg: QueueRunConfig) -> dict[str, Any]:
+    return asdict(cfg)

@@ -1,0 +1,202 @@
+"""The queue result document (``schema_version`` 1): built from a raw run, loaded back safely.
+
+Layout and field meanings: ``docs/hwqueue.md``. Every figure that cannot be measured is
+``None`` here and named in ``unavailable`` with the reason.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.hwqueue import metrics as M
+
+if TYPE_CHECKING:
+    from aorta_tui.hwqueue.harness import QueueRunConfig, RawRun
+
+SCHEMA_VERSION = 1
+KIND = "aorta-tui/queue-result"
+
+# summary key -> (unit or None for "the workload's unit", which direction is better)
+SUMMARY_FIELDS: dict[str, tuple[str | None, str]] = {
+    "throughput": (None, "higher"),
+    "latency_mean_ms": ("ms", "lower"),
+    "latency_p50_ms": ("ms", "lower"),
+    "latency_p95_ms": ("ms", "lower"),
+    "latency_p99_ms": ("ms", "lower"),
+    "achieved_concurrency": ("streams", "higher"),
+    "launch_delay_mean_us": ("us", "lower"),
+    "launch_delay_p50_us": ("us", "lower"),
+    "switch_overhead_us": ("us", "lower"),
+    "queue_depth_max": ("launches", "neither"),
+    "wall_s": ("s", "lower"),
+}
+
+
+def new_run_id() -> str:
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"q-{now}-{secrets.token_hex(2)}"
+
+
+def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
+    from aorta_tui.hwqueue.workloads import workload_class
+
+    wl = workload_class(cfg.workload)
+    recs = raw.records
+    unavailable: dict[str, str] = {}
+    wall_ns = raw.end_ns - raw.iteration_starts_ns[0]
+    wall_s = wall_ns / 1e9
+    throughput = (raw.work_per_iteration * cfg.iterations / wall_s / wl.throughput_scale
+                  if wall_s > 0 else None)
+    if throughput is None:
+        unavailable["throughput"] = "wall time was zero"
+
+    lat_ns = M.iteration_latencies_ns(recs, raw.iteration_starts_ns)
+    latency = M.scale(M.stats(lat_ns), 1e6)
+    periods = M.iteration_periods_ns(raw.iteration_starts_ns, raw.end_ns)
+
+    busy = M.per_stream_busy_ns(recs)
+    span = M.device_span_ns(recs)
+    per_stream = []
+    for s in range(cfg.streams):
+        n = sum(1 for r in recs if r.stream == s)
+        b = busy.get(s)
+        per_stream.append({
+            "stream": s, "device": raw.stream_devices[s], "launches": n,
+            "busy_ms": None if b is None else b / 1e6,
+            "busy_fraction": None if (b is None or span <= 0) else b / span,
+        })
+        if b is None:
+            unavailable[f"per_stream[{s}].busy_ms"] = "the workload issued no launch on this stream"
+    concurrency = M.achieved_concurrency(recs)
+    if concurrency is None:
+        unavailable["achieved_concurrency"] = "device timeline has zero span"
+
+    if raw.emulated:
+        delay_stats, unmeasurable = None, None
+        unavailable["launch_delay_us"] = ("CPU emulation runs each launch synchronously inside "
+                                          "the host call: there is no separate device start")
+        depth = None
+        unavailable["queue_depth"] = ("CPU emulation finishes each launch before the call "
+                                      "returns: no device queue exists")
+    else:
+        delays, unmeasurable = M.launch_delays_ns(recs)
+        delay_stats = M.scale(M.stats(delays), 1e3)
+        if delay_stats is None:
+            unavailable["launch_delay_us"] = (
+                "no launch had its start event fire after the host call returned (streams idle "
+                "at submit); events cannot time submission latency, the profiler cross-check can")
+        depth = M.queue_depth(recs)
+
+    gaps = M.idle_gaps(recs)
+    intra = M.scale(M.stats(gaps.intra_ns), 1e3)
+    inter = M.scale(M.stats(gaps.inter_ns), 1e3)
+    so = gaps.switch_overhead_ns
+    switch_us = None if so is None else so / 1e3
+    if intra is None:
+        unavailable["intra_stream_gap_us"] = "the device never went idle before work on the same stream"
+    if inter is None:
+        unavailable["inter_stream_gap_us"] = "the device never went idle before work on another stream"
+    if switch_us is None:
+        unavailable["switch_overhead_us"] = "needs both intra- and inter-stream idle gaps"
+    if raw.memory is None:
+        unavailable["memory"] = raw.memory_reason or "not measured"
+    if raw.ebpf is None:
+        unavailable["ebpf"] = raw.ebpf_reason or "not requested"
+
+    unit = wl.throughput_unit
+    summary = {
+        "throughput": throughput,
+        "latency_mean_ms": latency["mean"] if latency else None,
+        "latency_p50_ms": latency["p50"] if latency else None,
+        "latency_p95_ms": latency["p95"] if latency else None,
+        "latency_p99_ms": latency["p99"] if latency else None,
+        "achieved_concurrency": concurrency,
+        "launch_delay_mean_us": delay_stats["mean"] if delay_stats else None,
+        "launch_delay_p50_us": delay_stats["p50"] if delay_stats else None,
+        "switch_overhead_us": switch_us,
+        "queue_depth_max": depth["max"] if depth else None,
+        "wall_s": wall_s,
+    }
+    result: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": KIND,
+        "run_id": cfg.run_id,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "emulated": raw.emulated,
+        "workload": {
+            "name": wl.name, "category": wl.category, "size": cfg.size, "dtype": cfg.dtype,
+            "params": raw.params, "throughput_unit": unit,
+            "work_per_iteration": raw.work_per_iteration, "work_unit": wl.work_unit,
+        },
+        "config": {
+            "streams": cfg.streams, "iterations": cfg.iterations, "warmup": cfg.warmup,
+            "sync_mode": cfg.sync_mode, "device": cfg.device,
+            "devices": sorted(set(raw.stream_devices)), "stream_devices": raw.stream_devices,
+        },
+        "platform": raw.platform,
+        "timing": {
+            "device_clock": raw.device_clock,
+            "host_clock": "time.perf_counter_ns",
+            "clock_alignment_uncertainty_us": (None if raw.clock_uncertainty_ns is None
+                                               else raw.clock_uncertainty_ns / 1e3),
+            "launches_recorded": len(recs),
+        },
+        "summary": summary,
+        "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()},
+        "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
+        "metrics": {
+            "wall_s": wall_s,
+            "throughput": {"value": throughput, "unit": unit},
+            "iteration_latency_ms": latency,
+            "per_stream": per_stream,
+            "achieved_concurrency": concurrency,
+            "launch_delay_us": delay_stats,
+            "launch_delay_unmeasurable": unmeasurable,
+            "queue_depth": depth,
+            "intra_stream_gap_us": intra,
+            "inter_stream_gap_us": inter,
+            "switch_overhead_us": switch_us,
+            "memory": raw.memory,
+        },
+        "unavailable": unavailable,
+        "samples": {
+            "iteration_latency_ms": [x / 1e6 for x in lat_ns],
+            "iteration_period_ms": [x / 1e6 for x in periods],
+        },
+        "ebpf": raw.ebpf,
+    }
+    if cfg.keep_timeline:
+        t0 = raw.iteration_starts_ns[0]
+        result["timeline"] = [
+            [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
+             r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in recs
+        ]
+        result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
+                                     "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
+    return result
+
+
+def load_result(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a queue result (or sweep) file, refusing anything that is not one, with the reason."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such file", hint="pass a file written by `queue run -o`") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"not valid JSON ({exc.msg})", location=f"{p}:{exc.lineno}:{exc.colno}",
+                         hint="pass a file written by `queue run -o`") from None
+    if not isinstance(data, dict) or data.get("kind") not in (KIND, "aorta-tui/queue-sweep"):
+        raise UsageError("not an aorta-tui queue result", location=str(p),
+                         hint="pass a file written by `queue run -o` or `queue sweep -o`")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise UsageError(f"schema_version {data.get('schema_version')!r} is not supported "
+                         f"(this build reads {SCHEMA_VERSION})", location=str(p),
+                         hint="re-run the measurement with this aorta-tui version")
+    return data

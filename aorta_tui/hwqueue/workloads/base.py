@@ -1,0 +1,171 @@
+"""The queue-workload contract: what a workload declares and how it describes an iteration.
+
+A workload never touches streams or events itself. ``setup`` allocates its tensors on the
+device of each stream; ``iteration`` returns the launches of one iteration in issue order;
+the harness issues each launch inside its stream and times it. Only ``setup`` and the launch
+callables touch torch (imported inside them), so listing workloads stays cheap.
+"""
+
+from __future__ import annotations
+
+import difflib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from aorta_tui.core.errors import UsageError
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One host call that issues work on one stream.
+
+    ``waits`` lists indices of earlier launches *in the same iteration* whose completion this
+    launch's stream must wait for (a cross-stream dependency, e.g. a pipeline stage).
+    """
+
+    stream: int
+    label: str
+    fn: Callable[[], Any]
+    waits: tuple[int, ...] = ()
+
+
+@dataclass
+class WorkloadContext:
+    """What ``setup`` is given: torch, the dtype, and the device of every stream."""
+
+    torch: Any
+    dtype: Any
+    stream_devices: list[str]
+    backend: str  # cuda, rocm or cpu
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def streams(self) -> int:
+        return len(self.stream_devices)
+
+    def device(self, stream: int) -> str:
+        return self.stream_devices[stream % len(self.stream_devices)]
+
+    def randn(self, *shape: int, stream: int = 0) -> Any:
+        return self.torch.randn(*shape, dtype=self.dtype, device=self.device(stream))
+
+    def zeros(self, *shape: int, stream: int = 0) -> Any:
+        return self.torch.zeros(*shape, dtype=self.dtype, device=self.device(stream))
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    name: str
+    category: str
+    description: str
+    min_streams: int
+    max_streams: int
+    recommended_streams: int
+    switch_latency_sensitivity: str
+    throughput_unit: str
+    defaults: dict[str, Any]
+    tiny: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class QueueWorkload(ABC):
+    """Base class: subclasses set the class attributes and implement the three methods."""
+
+    name: ClassVar[str]
+    category: ClassVar[str]  # distributed, inference, latency_sensitive, pipeline
+    description: ClassVar[str]
+    min_streams: ClassVar[int]
+    max_streams: ClassVar[int]
+    recommended_streams: ClassVar[int]
+    switch_latency_sensitivity: ClassVar[str] = "medium"
+    work_unit: ClassVar[str]  # what work_per_iteration counts: FLOP, token, sample, ...
+    throughput_unit: ClassVar[str]  # e.g. TFLOP/s
+    throughput_scale: ClassVar[float] = 1.0  # work units per throughput unit (1e12 for TFLOP)
+    defaults: ClassVar[dict[str, Any]]
+    tiny: ClassVar[dict[str, Any]]  # overrides that make it run in milliseconds on a CPU
+
+    def __init__(self, params: Mapping[str, Any] | None = None, *, size: str = "default") -> None:
+        merged = dict(self.defaults)
+        if size == "tiny":
+            merged.update(self.tiny)
+        elif size != "default":
+            raise UsageError(f"unknown size {size!r}", hint="use --size default or --size tiny")
+        for key, value in (params or {}).items():
+            if key not in self.defaults:
+                close = difflib.get_close_matches(key, list(self.defaults), n=1)
+                raise UsageError(
+                    f"workload {self.name!r} has no parameter {key!r}",
+                    hint=(f"did you mean {close[0]!r}? " if close else "")
+                    + f"parameters: {', '.join(sorted(self.defaults))}",
+                )
+            merged[key] = coerce_param(self.name, key, value, self.defaults[key])
+        self.params: dict[str, Any] = merged
+        self.size = size
+
+    @classmethod
+    def info(cls) -> WorkloadInfo:
+        return WorkloadInfo(
+            name=cls.name,
+            category=cls.category,
+            description=cls.description,
+            min_streams=cls.min_streams,
+            max_streams=cls.max_streams,
+            recommended_streams=cls.recommended_streams,
+            switch_latency_sensitivity=cls.switch_latency_sensitivity,
+            throughput_unit=cls.throughput_unit,
+            defaults=dict(cls.defaults),
+            tiny=dict(cls.tiny),
+        )
+
+    @abstractmethod
+    def setup(self, ctx: WorkloadContext) -> None:
+        """Allocate tensors and models; called once, outside the timed region."""
+
+    @abstractmethod
+    def iteration(self, index: int) -> list[Launch]:
+        """The launches of iteration ``index``, in issue order."""
+
+    @abstractmethod
+    def work_per_iteration(self) -> float:
+        """Work done by one iteration, in ``work_unit`` (valid after ``setup``)."""
+
+    def cleanup(self) -> None:
+        """Drop references so device memory can be freed."""
+        for key in list(vars(self)):
+            if key not in ("params", "size"):
+                delattr(self, key)
+
+
+def coerce_param(workload: str, key: str, value: Any, default: Any) -> Any:
+    """Turn a ``--param key=value`` string into the type of the default."""
+    if not isinstance(value, str) or isinstance(default, str):
+        return value
+    try:
+        if isinstance(default, bool):
+            low = value.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+    except ValueError:
+        raise UsageError(
+            f"parameter {key!r} of workload {workload!r} must be {type(default).__name__}, "
+            f"got {value!r}",
+            hint=f"for example --param {key}={default}",
+        ) from None
+    return value
+
+
+def gemm_flops(m: int, n: int, k: int) -> float:
+    return 2.0 * m * n * k

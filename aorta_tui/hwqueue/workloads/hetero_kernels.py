@@ -1,0 +1,58 @@
+"""Large GEMMs on half the streams, bursts of tiny elementwise kernels on the other half.
+
+Probes the convoy effect: do tiny kernels wait behind big GEMMs when queues are shared?
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, gemm_flops
+
+
+class HeteroKernels(QueueWorkload):
+    name = "hetero_kernels"
+    category = "latency_sensitive"
+    description = "Mixed tiny and large kernels (convoy effect)"
+    min_streams, max_streams, recommended_streams = 2, 64, 8
+    switch_latency_sensitivity = "critical"
+    work_unit, throughput_unit, throughput_scale = "FLOP", "TFLOP/s", 1e12
+    defaults = {"gemm_m": 4096, "gemm_n": 4096, "gemm_k": 4096, "small_size": 1024,
+                "small_per_large": 10}
+    tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64, "small_size": 256, "small_per_large": 2}
+
+    def setup(self, ctx: WorkloadContext) -> None:
+        torch, p = ctx.torch, self.params
+        self.n_large = max(1, ctx.streams // 2)
+        small_streams = list(range(self.n_large, ctx.streams)) or list(range(self.n_large))
+        self.small_streams = small_streams
+        m, n, k = p["gemm_m"], p["gemm_n"], p["gemm_k"]
+        self.large = [
+            (ctx.randn(m, k, stream=s), ctx.randn(k, n, stream=s), ctx.zeros(m, n, stream=s))
+            for s in range(self.n_large)
+        ]
+        self.small = {s: (ctx.randn(p["small_size"], stream=s), ctx.zeros(p["small_size"], stream=s))
+                      for s in small_streams}
+        self._torch = torch
+
+    def iteration(self, index: int) -> list[Launch]:
+        torch = self._torch
+        out: list[Launch] = []
+        for i, (a, b, c) in enumerate(self.large):
+            out.append(Launch(i, "gemm", lambda a=a, b=b, c=c: torch.mm(a, b, out=c)))
+            for j in range(self.params["small_per_large"]):
+                s = self.small_streams[j % len(self.small_streams)]
+                t, o = self.small[s]
+                out.append(Launch(s, "tiny", lambda t=t, o=o: _scale_shift(torch, t, o)))
+        return out
+
+    def work_per_iteration(self) -> float:
+        p = self.params
+        large = gemm_flops(p["gemm_m"], p["gemm_n"], p["gemm_k"]) * self.n_large
+        small = 2.0 * p["small_size"] * p["small_per_large"] * self.n_large
+        return large + small
+
+
+def _scale_shift(torch: Any, t: Any, o: Any) -> Any:
+    torch.mul(t, 2.0, out=o)
+    return o.add_(1.0)

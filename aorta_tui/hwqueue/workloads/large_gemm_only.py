@@ -1,0 +1,34 @@
+"""One large GEMM per stream per iteration: the compute-bound baseline."""
+
+from __future__ import annotations
+
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, gemm_flops
+
+
+class LargeGemmOnly(QueueWorkload):
+    name = "large_gemm_only"
+    category = "latency_sensitive"
+    description = "Large GEMMs only (compute-bound baseline)"
+    min_streams, max_streams, recommended_streams = 1, 16, 4
+    switch_latency_sensitivity = "low"
+    work_unit, throughput_unit, throughput_scale = "FLOP", "TFLOP/s", 1e12
+    defaults = {"gemm_m": 8192, "gemm_n": 8192, "gemm_k": 8192, "gemms_per_stream": 1}
+    tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64}
+
+    def setup(self, ctx: WorkloadContext) -> None:
+        self._torch = ctx.torch
+        m, n, k = self.params["gemm_m"], self.params["gemm_n"], self.params["gemm_k"]
+        self.mats = [(ctx.randn(m, k, stream=s), ctx.randn(k, n, stream=s), ctx.zeros(m, n, stream=s))
+                     for s in range(ctx.streams)]
+
+    def iteration(self, index: int) -> list[Launch]:
+        torch = self._torch
+        return [
+            Launch(s, "gemm", lambda a=a, b=b, c=c: torch.mm(a, b, out=c))
+            for _ in range(self.params["gemms_per_stream"])
+            for s, (a, b, c) in enumerate(self.mats)
+        ]
+
+    def work_per_iteration(self) -> float:
+        p = self.params
+        return gemm_flops(p["gemm_m"], p["gemm_n"], p["gemm_k"]) * p["gemms_per_stream"] * len(self.mats)
