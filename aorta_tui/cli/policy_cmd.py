@@ -1,7 +1,184 @@
-"""`aorta-tui policy ...` commands (being built; see the issue tracker)."""
+"""`aorta-tui policy ...`: compare scheduling/memory policies, each trial in a fresh process."""
 
 from __future__ import annotations
 
-from aorta_tui.cli.common import new_app
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
-app = new_app("policy commands.")
+import typer
+
+from aorta_tui.cli.common import cli_command, err, new_app
+
+app = new_app(
+    "Compare scheduling and memory policies on one hardware-queue workload.\n\n"
+    "Every trial is a fresh `aorta-tui queue run` process started with the policy's "
+    "environment already set (runtimes read CUDA_DEVICE_MAX_CONNECTIONS, GPU_MAX_HW_QUEUES, "
+    "HSA_XNACK ... once, at start-up). Trials are interleaved across policies; the report "
+    "gives the median and a 95% bootstrap interval per metric and calls a difference against "
+    "`baseline` only when the intervals separate.\n\n"
+    "Examples:\n\n"
+    "  aorta-tui policy list\n\n"
+    "  aorta-tui policy sweep tiny_kernel_stress --policies baseline,cuda_max_connections_1 "
+    "--streams 16 --trials 5\n\n"
+    "  aorta-tui policy sweep hetero_kernels --policies baseline,mine --policy-file pol.yaml "
+    "--streams 8\n\n"
+    "  aorta-tui policy report aorta-policy/tiny_kernel_stress-20261129-101500"
+)
+
+
+@app.command("list")
+@cli_command
+def list_policies(
+    json_mode: bool = typer.Option(False, "--json", help="JSON output."),
+    policy_file: Path | None = typer.Option(None, "--policy-file", help="Also list the policies of this YAML/JSON file."),
+) -> None:
+    """List the built-in policies (and a file's): what each sets and which runtime reads it.
+
+    Example: aorta-tui policy list --json
+    """
+    from aorta_tui.policy.file import load_policy_file
+    from aorta_tui.policy.presets import all_policies
+
+    user = load_policy_file(policy_file) if policy_file else []
+    rows = [{**p.to_dict(), "sets": p.summary()} for p in all_policies(user)]
+    if json_mode:
+        print(json.dumps(rows, indent=2))
+        return
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table("policy", "vendor", "kind", "sets", "description")
+        for r in rows:
+            table.add_row(r["name"], r["vendor"], r["kind"], r["sets"], r["description"])
+        Console().print(table)
+        return
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        print(f"{r['name']:<{width}}  {r['vendor']:<4}  {r['sets']}")
+        print(f"{'':<{width}}        {r['description']}")
+
+
+@app.command("sweep")
+@cli_command
+def sweep(
+    workload: str = typer.Argument(..., help="A hardware-queue workload (see `aorta-tui queue list`)."),
+    policies: str = typer.Option("baseline", "--policies", "-p", help="Comma-separated policy names; baseline is always included."),
+    streams: int = typer.Option(8, "--streams", "-s", help="Concurrent streams per trial."),
+    trials: int = typer.Option(5, "--trials", "-k", help="Trials per policy (at least 3 for an interval)."),
+    iterations: int | None = typer.Option(None, "--iterations", "-i", help="Measured iterations per trial (harness default if unset)."),
+    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up iterations per trial (harness default if unset)."),
+    device: str | None = typer.Option(None, "--device", help="cuda, cpu, ... (harness default if unset)."),
+    size: str | None = typer.Option(None, "--size", help="Workload size passed to `queue run` (e.g. tiny)."),
+    param: list[str] = typer.Option([], "--param", help="Workload parameter KEY=VALUE passed to `queue run` (repeatable)."),
+    sync_mode: str | None = typer.Option(None, "--sync-mode", help="per_iteration, end_only or none (passed to `queue run`)."),
+    dtype: str | None = typer.Option(None, "--dtype", help="float32, float16 or bfloat16 (passed to `queue run`)."),
+    policy_file: Path | None = typer.Option(None, "--policy-file", help="YAML/JSON file of extra policies."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the interleaved order and the bootstrap."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Run directory (default aorta-policy/WORKLOAD-TIME)."),
+    json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout."),
+    allow_gpu_control: bool = typer.Option(False, "--allow-gpu-control", help="Apply clock-level/power-limit knobs (device-wide; restored afterwards). Never on a shared machine."),
+    gpu_index: int = typer.Option(0, "--gpu-index", help="Which GPU the clock/power knobs act on."),
+    timeout_s: float = typer.Option(900.0, "--timeout-s", help="Kill a trial after this many seconds."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial failed."),
+    gpu_control_backend: str = typer.Option("auto", "--gpu-control-backend", hidden=True, help="auto, nvidia, rocm or fake:PATH (tests)."),
+) -> None:
+    """Run WORKLOAD under each policy, trials interleaved, and write policy.md / policy.json.
+
+    Exit codes: 0 done; 1 trials failed (with --strict); 2 bad input (unknown policy or
+    workload, stream count out of range, policy file error); 3 the machine cannot do it (no
+    GPU); 130 interrupted (the report covers the finished trials).
+
+    Example: aorta-tui policy sweep tiny_kernel_stress --policies cuda_max_connections_1,cuda_max_connections_32 --streams 16 --trials 5
+    """
+    import time
+
+    from aorta_tui.core.events import CallbackSink
+    from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
+    from aorta_tui.policy.file import load_policy_file
+    from aorta_tui.policy.presets import resolve_policies
+
+    user = load_policy_file(policy_file) if policy_file else []
+    chosen = resolve_policies(policies.split(","), user)
+    if output is None:
+        output = Path("aorta-policy") / f"{workload}-{time.strftime('%Y%m%d-%H%M%S')}"
+    queue_args: list[str] = []
+    for flag, value in (("--size", size), ("--sync-mode", sync_mode), ("--dtype", dtype)):
+        if value is not None:
+            queue_args += [flag, value]
+    for pair in param:
+        queue_args += ["--param", pair]
+    backend = None
+    if allow_gpu_control:
+        from aorta_tui.policy.gpu_control import backend_from_spec
+
+        backend = backend_from_spec(gpu_control_backend)
+    request = SweepRequest(workload=workload, policies=tuple(chosen), streams=streams,
+                           output_dir=output, trials=trials, iterations=iterations,
+                           warmup=warmup, device=device, seed=seed,
+                           allow_gpu_control=allow_gpu_control, gpu_index=gpu_index,
+                           timeout_s=timeout_s, queue_args=tuple(queue_args))
+    if json_mode:
+        from aorta_tui.cli.sinks import JsonSink
+
+        sink: Any = JsonSink()
+    else:
+        sink = CallbackSink(_print_event)
+    outcome = run_policy_sweep(request, on_event=sink.emit, gpu_backend=backend)
+    if not json_mode:
+        _print_summary(outcome.report, outcome.run_dir)
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
+    if strict and outcome.report.get("failed_trials"):
+        raise typer.Exit(1)
+
+
+@app.command("report")
+@cli_command
+def report(
+    run_dir: Path = typer.Argument(..., help="A `policy sweep` output directory."),
+    json_mode: bool = typer.Option(False, "--json", help="Print policy.json to stdout."),
+) -> None:
+    """Recompute and rewrite policy.md / policy.json from a sweep's run directory.
+
+    Example: aorta-tui policy report aorta-policy/tiny_kernel_stress-20261129-101500
+    """
+    from aorta_tui.policy.report import rerender
+
+    data, json_path, md_path = rerender(run_dir)
+    if json_mode:
+        print(json.dumps(data, indent=2))
+        return
+    _print_summary(data, run_dir)
+
+
+def _print_event(event: Any) -> None:
+    k = event.kind
+    if k == "run_started":
+        print(f"policy sweep: {event.total} trials over {', '.join(event.cells)} -> {event.run_dir}",
+              flush=True)
+    elif k == "measurement":
+        v = event.values
+        shown = ", ".join(f"{name}={v[name]:.4g}" for name in
+                          ("throughput", "latency_p50_ms", "wall_s") if v.get(name) is not None)
+        print(f"  {event.name}: {shown or 'measured'}", flush=True)
+    elif k == "warning":
+        err(f"warning: {event.message}")
+
+
+def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
+    ref = report["reference"]
+    print(f"status: {report['status']}; {report.get('failed_trials', 0)} failed trial(s)")
+    if report["differences"]:
+        print(f"differences against {ref} (95% intervals separate):")
+        for d in report["differences"]:
+            change = f"{d['change_pct']:+.1f}%" if d["change_pct"] is not None else ""
+            print(f"  {d['policy']}: {d['metric']} {d['verdict']} {change} {d['assessment']}".rstrip())
+    else:
+        print(f"no policy differs from {ref} beyond run-to-run noise")
+    for p in report["policies"]:
+        for note in ([p["skipped_reason"]] if p.get("skipped_reason") else []) + p.get("notes", []):
+            print(f"  note ({p['name']}): {note}")
+    print(f"report: {Path(run_dir) / 'policy.md'}")

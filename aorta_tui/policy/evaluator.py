@@ -1,0 +1,493 @@
+"""Run one workload under several policies, every trial in a fresh process.
+
+Why processes: GPU runtimes read ``CUDA_DEVICE_MAX_CONNECTIONS``, ``GPU_MAX_HW_QUEUES``,
+``HSA_XNACK`` and friends once, when the runtime starts. Setting them inside a running process
+(as upstream AORTA 0.3.0's policy sweep did) changes nothing, and every policy measures the same.
+Here each trial is ``aorta-tui queue run ...`` started with the policy's environment already in
+place, and every variable that *any* policy of the sweep sets is removed from the inherited
+environment first, so ``baseline`` really runs with the runtime's defaults.
+
+Trials are interleaved: round ``r`` runs every policy once, in an order shuffled with
+``seed + r``, so slow drift of the machine (clocks, temperature, other tenants) spreads over all
+policies instead of biasing the one that ran last.
+
+Run directory (the source of truth; ``aorta-tui policy report DIR`` re-renders from it)::
+
+    DIR/sweep.json                         the request, the policies, the planned order
+    DIR/journal.jsonl                      every event, one JSON object per line
+    DIR/trials/NNN-POLICY-tK/result.json   the queue harness's result (docs/hwqueue.md)
+    DIR/trials/NNN-POLICY-tK/outcome.json  exit status, environment applied, extracted figures
+    DIR/trials/NNN-POLICY-tK/stdout.txt, stderr.txt
+    DIR/policy.json, DIR/policy.md         the comparison (aorta_tui.policy.report)
+
+Use from a front end::
+
+    from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
+    outcome = run_policy_sweep(request, on_event=callback, cancel=threading.Event())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from threading import Event as ThreadEvent
+from typing import Any, TextIO
+
+from aorta_tui.core.atomic import atomic_write_json
+from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
+from aorta_tui.core.events import (
+    CallbackSink,
+    Event,
+    EventBus,
+    Measurement,
+    Progress,
+    ResultWritten,
+    RunFinished,
+    RunStarted,
+    TrialFinished,
+    TrialStarted,
+    Warning,
+)
+from aorta_tui.policy._process import TrialOutcome, TrialProcess, run_trial_process
+from aorta_tui.policy.presets import BUILTIN_BY_NAME, Policy
+
+SWEEP_SCHEMA_VERSION = 1
+REFERENCE = "baseline"
+GPU_CONTROL_SKIPPED = ("gpu control skipped: --allow-gpu-control not given (clock level and "
+                       "power limit are device-wide; they are applied only when you opt in)")
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    workload: str
+    policies: tuple[Policy, ...]
+    streams: int
+    output_dir: Path
+    trials: int = 5
+    iterations: int | None = None
+    warmup: int | None = None
+    device: str | None = None
+    seed: int = 0
+    allow_gpu_control: bool = False
+    gpu_index: int = 0
+    queue_args: tuple[str, ...] = ()  # further `queue run` options shared by every trial
+    timeout_s: float = 900.0
+    python: str = field(default_factory=lambda: sys.executable)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "policies": [p.name for p in self.policies],
+            "streams": self.streams,
+            "trials": self.trials,
+            "iterations": self.iterations,
+            "warmup": self.warmup,
+            "device": self.device,
+            "seed": self.seed,
+            "allow_gpu_control": self.allow_gpu_control,
+            "gpu_index": self.gpu_index,
+            "queue_args": list(self.queue_args),
+            "timeout_s": self.timeout_s,
+        }
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    position: int  # 0-based place in the run order
+    policy: str
+    trial: int  # 1-based repeat of this policy
+
+    @property
+    def dir_name(self) -> str:
+        return f"{self.position + 1:03d}-{self.policy}-t{self.trial}"
+
+
+@dataclass
+class SweepOutcome:
+    run_dir: Path
+    status: str  # completed, interrupted
+    exit_code: int
+    report: dict[str, Any]
+
+
+def with_reference(policies: Sequence[Policy]) -> tuple[tuple[Policy, ...], bool]:
+    """Put ``baseline`` first (adding it when missing): every comparison needs it."""
+    rest = [p for p in policies if p.name != REFERENCE]
+    added = len(rest) == len(policies)
+    return (BUILTIN_BY_NAME[REFERENCE], *rest), added
+
+
+def plan_order(names: Sequence[str], trials: int, seed: int) -> list[PlannedTrial]:
+    """Round-robin rounds, each a seeded shuffle of all policies."""
+    plan: list[PlannedTrial] = []
+    for round_index in range(trials):
+        order = list(names)
+        random.Random(seed * 1_000_003 + round_index).shuffle(order)
+        for name in order:
+            plan.append(PlannedTrial(len(plan), name, round_index + 1))
+    return plan
+
+
+def trial_environment(base: Mapping[str, str], policy: Policy,
+                      policies: Sequence[Policy]) -> tuple[dict[str, str], list[str]]:
+    """The complete environment of a trial process and the inherited variables removed.
+
+    Every variable any policy of the sweep sets is removed from ``base`` first, so the
+    arms differ only by their own settings.
+    """
+    controlled = {key for p in policies for key in p.env}
+    removed = sorted(k for k in controlled if k in base)
+    env = {k: v for k, v in base.items() if k not in controlled}
+    env.update(policy.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env, removed
+
+
+def queue_run_argv(request: SweepRequest, policy: Policy, result_path: Path) -> list[str]:
+    argv = [request.python, "-m", "aorta_tui", "queue", "run", request.workload,
+            "--streams", str(request.streams)]
+    if request.iterations is not None:
+        argv += ["--iterations", str(request.iterations)]
+    if request.warmup is not None:
+        argv += ["--warmup", str(request.warmup)]
+    if request.device is not None:
+        argv += ["--device", request.device]
+    argv += [*request.queue_args, *policy.harness_args, "-o", str(result_path)]
+    return argv
+
+
+class JournalSink:
+    """Appends each event to ``journal.jsonl`` (flushed per line: a crash loses nothing)."""
+
+    def __init__(self, path: Path) -> None:
+        self._fh: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+
+    def emit(self, event: Event) -> None:
+        self._fh.write(json.dumps(event.to_dict(), default=str) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+class PolicyEvaluator:
+    def __init__(self, request: SweepRequest, *,
+                 on_event: Callable[[Event], None] | None = None,
+                 cancel: ThreadEvent | None = None,
+                 gpu_backend: Any | None = None,
+                 base_env: Mapping[str, str] | None = None) -> None:
+        _check_request(request)
+        policies, self.reference_added = with_reference(request.policies)
+        self.request = dataclasses.replace(request, policies=policies)
+        self.cancel = cancel or ThreadEvent()
+        self.gpu_backend = gpu_backend
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.run_id = f"p-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        self.bus = EventBus([CallbackSink(on_event)] if on_event else [])
+        self.notes: dict[str, list[str]] = {p.name: [] for p in policies}
+        self.skipped: dict[str, str] = {}
+
+    # -- preparation --------------------------------------------------------------------
+
+    def _prepare_gpu_control(self) -> None:
+        needing = [p for p in self.request.policies if not p.gpu_control.is_empty()]
+        if not needing:
+            return
+        if not self.request.allow_gpu_control:
+            for p in needing:
+                if p.has_process_effect():
+                    self.notes[p.name].append(GPU_CONTROL_SKIPPED)
+                else:
+                    self.skipped[p.name] = ("not run: its only knobs are device-wide GPU control "
+                                            "and --allow-gpu-control was not given")
+            return
+        from aorta_tui.policy.gpu_control import GpuControl, backend_from_spec
+
+        if self.gpu_backend is None:
+            self.gpu_backend = backend_from_spec("auto")
+        for p in needing:
+            plan = GpuControl(self.gpu_backend, self.request.gpu_index, p.gpu_control).plan()
+            text = "; ".join(plan)
+            self.notes[p.name].append(f"gpu control ({self.gpu_backend.name}), around each "
+                                      f"trial: {text}")
+            self._emit(Warning(self.run_id, message=f"policy {p.name}: GPU control plan: "
+                               f"{text}", code="gpu_control_plan"))
+
+    # -- running ------------------------------------------------------------------------
+
+    def run(self) -> SweepOutcome:
+        from aorta_tui.policy.report import build_report, write_reports
+
+        req = self.request
+        run_dir = Path(req.output_dir)
+        created = _claim_run_dir(run_dir)
+        self._prepare_gpu_control()
+        names = [p.name for p in req.policies if p.name not in self.skipped]
+        plan = plan_order(names, req.trials, req.seed)
+        by_name = {p.name: p for p in req.policies}
+        manifest = {
+            "schema_version": SWEEP_SCHEMA_VERSION,
+            "kind": "aorta-tui/policy-sweep",
+            "run_id": self.run_id,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "request": req.to_dict(),
+            "reference": REFERENCE,
+            "reference_added": self.reference_added,
+            "policies": [p.to_dict() for p in req.policies],
+            "notes": self.notes,
+            "skipped": self.skipped,
+            "order": [{"position": t.position, "policy": t.policy, "trial": t.trial,
+                       "dir": t.dir_name} for t in plan],
+        }
+        atomic_write_json(run_dir / "sweep.json", manifest)
+        journal = JournalSink(run_dir / "journal.jsonl")
+        self.bus.add(journal)
+        status, exit_code = "completed", int(ExitCode.OK)
+        try:
+            self._emit(RunStarted(self.run_id, source="policy", run_dir=str(run_dir),
+                                  total=len(plan), cells=names))
+            for note in self.skipped.values():
+                self._emit(Warning(self.run_id, message=note, code="policy_skipped"))
+            try:
+                for done, planned in enumerate(plan):
+                    if self.cancel.is_set():
+                        status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
+                        break
+                    self._run_one(run_dir, planned, by_name[planned.policy], len(plan))
+                    self._emit(Progress(self.run_id, done=done + 1, total=len(plan),
+                                        message=f"{planned.policy} trial {planned.trial}"))
+            except _AbortSweep as abort:
+                self._emit(RunFinished(self.run_id, status="failed",
+                                       exit_code=int(abort.error.exit_code),
+                                       summary={"error": abort.error.message}))
+                journal.close()
+                _discard_run_dir(run_dir, created)
+                raise abort.error from None
+            except KeyboardInterrupt:
+                status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
+                self._finish(run_dir, status, exit_code, build_report, write_reports)
+                raise
+            if self.cancel.is_set() and status == "completed" and len(plan) > 0:
+                status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
+            report = self._finish(run_dir, status, exit_code, build_report, write_reports)
+        finally:
+            self.bus.close()
+        return SweepOutcome(run_dir, status, exit_code, report)
+
+    def _finish(self, run_dir: Path, status: str, exit_code: int,
+                build_report: Callable[..., dict[str, Any]],
+                write_reports: Callable[..., tuple[Path, Path]]) -> dict[str, Any]:
+        report = build_report(run_dir, status=status)
+        json_path, md_path = write_reports(run_dir, report)
+        self._emit(ResultWritten(self.run_id, path=str(json_path), what="policy.json"))
+        self._emit(ResultWritten(self.run_id, path=str(md_path), what="policy.md"))
+        called = [f"{c['policy']}:{c['metric']}:{c['verdict']}"
+                  for c in report.get("differences", [])]
+        self._emit(RunFinished(self.run_id, status=status, exit_code=exit_code,
+                               summary={"run_dir": str(run_dir), "differences": called,
+                                        "failed_trials": report.get("failed_trials", 0)}))
+        return report
+
+    def _run_one(self, run_dir: Path, planned: PlannedTrial, policy: Policy, total: int) -> None:
+        req = self.request
+        trial_dir = run_dir / "trials" / planned.dir_name
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        result_path = trial_dir / "result.json"
+        env, removed = trial_environment(self.base_env, policy, req.policies)
+        argv = queue_run_argv(req, policy, result_path)
+        spec = TrialProcess(argv=argv, env=env, cwd=Path.cwd(),
+                            stdout_path=trial_dir / "stdout.txt",
+                            stderr_path=trial_dir / "stderr.txt", timeout_s=req.timeout_s)
+        trial_id = planned.dir_name
+
+        def started(pid: int) -> None:
+            self._emit(TrialStarted(self.run_id, trial_id=trial_id, cell=policy.name,
+                                    trial=planned.trial, pid=pid))
+
+        gpu_note = ""
+        if not policy.gpu_control.is_empty() and req.allow_gpu_control:
+            from aorta_tui.policy.gpu_control import GpuControl
+
+            with GpuControl(self.gpu_backend, req.gpu_index, policy.gpu_control) as control:
+                outcome = run_trial_process(spec, cancel=self.cancel, on_start=started)
+            gpu_note = f"applied {policy.gpu_control.to_dict()}; restored {control.previous}"
+        else:
+            outcome = run_trial_process(spec, cancel=self.cancel, on_start=started)
+        record = _trial_record(planned, policy, argv, removed, outcome, trial_dir, gpu_note)
+        atomic_write_json(trial_dir / "outcome.json", record)
+        if record["status"] == "usage_error" or record["status"] == "environment_error":
+            cls = UsageError if record["status"] == "usage_error" else EnvironmentProblem
+            raise _AbortSweep(cls(
+                f"`queue run` refused the trial of policy {policy.name!r}: {record['reason']}",
+                hint="fix the sweep's options (workload, streams, device, iterations) or the "
+                     "policy's harness_args; nothing was kept from this sweep"))
+        verdict = "pass" if record["status"] == "ok" else "error"
+        self._emit(TrialFinished(self.run_id, trial_id=trial_id, cell=policy.name,
+                                 trial=planned.trial, verdict=verdict,
+                                 exit_code=outcome.exit_code, signal=outcome.signal,
+                                 wall_s=outcome.wall_s, reason=record["reason"],
+                                 trial_dir=str(trial_dir)))
+        if record["status"] == "ok":
+            self._emit(Measurement(self.run_id, source="policy",
+                                   name=f"{policy.name}/trial{planned.trial}",
+                                   values=dict(record["summary"]),
+                                   reasons=dict(record["unavailable"])))
+        elif record["status"] != "cancelled":
+            self._emit(Warning(self.run_id, code="trial_failed",
+                               message=f"{trial_id}: {record['reason']}"))
+
+    def _emit(self, event: Event) -> None:
+        self.bus.emit(event)
+
+
+class _AbortSweep(Exception):
+    def __init__(self, error: AortaError) -> None:
+        self.error = error
+
+
+def run_policy_sweep(request: SweepRequest, *, on_event: Callable[[Event], None] | None = None,
+                     cancel: ThreadEvent | None = None, gpu_backend: Any | None = None,
+                     base_env: Mapping[str, str] | None = None) -> SweepOutcome:
+    """Run the sweep and write its reports; see the module docstring."""
+    return PolicyEvaluator(request, on_event=on_event, cancel=cancel, gpu_backend=gpu_backend,
+                           base_env=base_env).run()
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _check_request(req: SweepRequest) -> None:
+    if req.trials < 1:
+        raise UsageError(f"--trials must be at least 1, got {req.trials}",
+                         hint="use 5 or more for confidence intervals that mean something")
+    if req.streams < 1:
+        raise UsageError(f"--streams must be at least 1, got {req.streams}")
+    if req.iterations is not None and req.iterations < 1:
+        raise UsageError(f"--iterations must be at least 1, got {req.iterations}")
+    if not req.policies:
+        raise UsageError("no policies given", hint="e.g. --policies baseline,cuda_max_connections_1")
+
+
+def _claim_run_dir(run_dir: Path) -> bool:
+    """Create the run dir (True) or accept an existing empty one (False)."""
+    if run_dir.exists():
+        if not run_dir.is_dir():
+            raise UsageError(f"--output {run_dir} exists and is not a directory",
+                             hint="choose another --output")
+        if (run_dir / "sweep.json").exists() or any(run_dir.iterdir()):
+            raise UsageError(f"--output {run_dir} already holds files",
+                             hint="choose a new --output (re-render an old sweep with "
+                                  "`aorta-tui policy report DIR`)")
+        return False
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --output {run_dir}: {exc.strerror or exc}") from None
+    return True
+
+
+def _discard_run_dir(run_dir: Path, created: bool) -> None:
+    """Remove what this sweep wrote: the directory was new or empty when it was claimed."""
+    if created:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    for child in run_dir.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
+def _tail_error(path: Path, limit: int = 600) -> str:
+    """The child's error paragraph (`error: ...` and its `fix:`), else its last lines."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for i, line in enumerate(lines):
+        if line.startswith("error:"):
+            text = " ".join(x.strip() for x in lines[i:i + 4])
+            return text[:limit]
+    tail = " | ".join(x.strip() for x in lines[-3:] if x.strip())
+    return tail[-limit:]
+
+
+def _trial_record(planned: PlannedTrial, policy: Policy, argv: list[str], removed: list[str],
+                  outcome: TrialOutcome, trial_dir: Path, gpu_note: str) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "policy": policy.name,
+        "trial": planned.trial,
+        "position": planned.position,
+        "argv": argv,
+        "env_set": dict(policy.env),
+        "env_removed": removed,
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal,
+        "timed_out": outcome.timed_out,
+        "exec_error": outcome.exec_error,
+        "wall_s": round(outcome.wall_s, 4),
+        "peak_rss_kb": outcome.peak_rss_kb,
+        "gpu_control": gpu_note,
+        "summary": {},
+        "summary_units": {},
+        "summary_better": {},
+        "unavailable": {},
+        "platform": {},
+        "emulated": None,
+    }
+    stderr = trial_dir / "stderr.txt"
+    if outcome.cancelled:
+        record.update(status="cancelled", reason="cancelled before it finished")
+    elif outcome.exec_error:
+        record.update(status="failed", reason=f"could not start: {outcome.exec_error}")
+    elif outcome.timed_out:
+        record.update(status="timed_out", reason="timed out; the process group was killed")
+    elif outcome.exit_code == int(ExitCode.USAGE):
+        record.update(status="usage_error", reason=_tail_error(stderr) or "exit code 2")
+    elif outcome.exit_code == int(ExitCode.ENVIRONMENT):
+        record.update(status="environment_error", reason=_tail_error(stderr) or "exit code 3")
+    elif outcome.exit_code != 0:
+        how = (f"signal {outcome.signal}" if outcome.signal is not None
+               else f"exit code {outcome.exit_code}")
+        record.update(status="failed", reason=f"{how}: {_tail_error(stderr)}".rstrip(": "))
+    else:
+        record.update(_read_result(trial_dir / "result.json"))
+    return record
+
+
+def _read_result(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {"status": "failed", "reason": "exit code 0 but no result.json was written"}
+    except (OSError, ValueError) as exc:
+        return {"status": "failed", "reason": f"result.json unreadable: {exc}"}
+    summary = data.get("summary") if isinstance(data, dict) else None
+    if not isinstance(summary, dict):
+        return {"status": "failed", "reason": "result.json has no `summary` map"}
+    values = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+              for k, v in summary.items()}
+    unavailable = {k: str(v) for k, v in (data.get("unavailable") or {}).items() if k in values}
+    for key, value in values.items():
+        if value is None and key not in unavailable:
+            unavailable[key] = "the harness reported no value"
+    return {
+        "status": "ok",
+        "reason": "",
+        "summary": values,
+        "summary_units": dict(data.get("summary_units") or {}),
+        "summary_better": dict(data.get("summary_better") or {}),
+        "unavailable": unavailable,
+        "platform": dict(data.get("platform") or {}),
+        "emulated": data.get("emulated"),
+        "schema_version": data.get("schema_version"),
+    }

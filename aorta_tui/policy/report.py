@@ -1,0 +1,300 @@
+"""``policy.json`` and ``policy.md`` from a sweep's run directory.
+
+The report is computed from the files the evaluator left (``sweep.json`` and each trial's
+``outcome.json``), never from memory, so ``aorta-tui policy report DIR`` re-renders exactly
+what the sweep wrote. Both files are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
+from aorta_tui.core.errors import RunDirError
+from aorta_tui.policy import stats
+
+REPORT_SCHEMA_VERSION = 1
+STATISTIC = {
+    "center": "median of the trials",
+    "interval": f"{int(stats.CONFIDENCE * 100)}% percentile bootstrap of the median "
+                f"({stats.DEFAULT_RESAMPLES} resamples, seeded)",
+    "min_samples": stats.MIN_SAMPLES,
+    "call_rule": "a difference against the reference is called only when the two intervals "
+                 "do not overlap; otherwise 'unchanged (within noise)'",
+}
+
+
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "sweep.json"
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a directory",
+                          hint="give the --output directory of a `policy sweep`")
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunDirError(f"{run_dir} has no sweep.json: not a policy sweep directory",
+                          hint="give the --output directory of a `policy sweep`") from None
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{path} is unreadable: {exc}") from None
+    if not isinstance(data, dict) or data.get("kind") != "aorta-tui/policy-sweep":
+        raise RunDirError(f"{path} is not a policy sweep manifest")
+    return data
+
+
+def _load_outcome(trial_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((trial_dir / "outcome.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str, Any]:
+    run_dir = Path(run_dir)
+    manifest = load_manifest(run_dir)
+    request = manifest.get("request", {})
+    seed = int(request.get("seed") or 0)
+    reference = manifest.get("reference", "baseline")
+
+    trials: list[dict[str, Any]] = []
+    for entry in manifest.get("order", []):
+        outcome = _load_outcome(run_dir / "trials" / entry["dir"])
+        if outcome is None:
+            trials.append({**entry, "status": "not run", "reason": "no outcome recorded"})
+        else:
+            trials.append({**entry, **outcome})
+    ok = [t for t in trials if t.get("status") == "ok"]
+
+    metric_names: list[str] = []
+    units: dict[str, str] = {}
+    better: dict[str, str] = {}
+    for t in ok:
+        for name in t.get("summary", {}):
+            if name not in metric_names:
+                metric_names.append(name)
+        units.update({k: str(v) for k, v in t.get("summary_units", {}).items()})
+        better.update({k: str(v) for k, v in t.get("summary_better", {}).items()})
+
+    platform = next((t.get("platform") for t in ok if t.get("platform")), {}) or {}
+    backend = str(platform.get("backend") or "")
+    emulated = any(t.get("emulated") for t in ok) if ok else None
+
+    policies_out: list[dict[str, Any]] = []
+    summaries: dict[str, dict[str, stats.Summary]] = {}
+    for definition in manifest.get("policies", []):
+        name = definition["name"]
+        mine = [t for t in trials if t.get("policy") == name]
+        mine_ok = [t for t in mine if t.get("status") == "ok"]
+        per_metric: dict[str, Any] = {}
+        summaries[name] = {}
+        for metric in metric_names:
+            values = [t["summary"].get(metric) for t in mine_ok]
+            measured = [v for v in values if v is not None]
+            summary = stats.summarize(measured, seed=_metric_seed(seed, name, metric))
+            if not measured:
+                reasons = {t.get("unavailable", {}).get(metric) for t in mine_ok} - {None}
+                reason = "; ".join(sorted(reasons)) if reasons else summary.reason
+                summary = stats.Summary(0, None, None, None, reason or "not measured")
+            summaries[name][metric] = summary
+            per_metric[metric] = {**summary.to_dict(), "values": values}
+        notes = list(manifest.get("notes", {}).get(name, []))
+        notes += _vendor_notes(definition, backend, emulated)
+        skipped = manifest.get("skipped", {}).get(name)
+        policies_out.append({
+            **definition,
+            "status": "skipped" if skipped else "ran",
+            "skipped_reason": skipped or "",
+            "notes": notes,
+            "trials_ok": len(mine_ok),
+            "trials_failed": sum(1 for t in mine if t.get("status") not in ("ok", "not run",
+                                                                            "cancelled")),
+            "metrics": per_metric,
+            "vs_reference": {},
+        })
+
+    differences: list[dict[str, Any]] = []
+    ref = summaries.get(reference, {})
+    for entry in policies_out:
+        if entry["name"] == reference or entry["status"] == "skipped":
+            continue
+        for metric in metric_names:
+            direction = better.get(metric)
+            hib = True if direction == "higher" else False if direction == "lower" else None
+            cmp = stats.compare(ref.get(metric, stats.Summary(0, None, None, None, "reference "
+                                                                "not measured")),
+                                summaries[entry["name"]][metric], higher_is_better=hib)
+            entry["vs_reference"][metric] = cmp.to_dict()
+            if cmp.verdict in (stats.HIGHER, stats.LOWER):
+                differences.append({"policy": entry["name"], "metric": metric,
+                                    "verdict": cmp.verdict, "change_pct": cmp.change_pct,
+                                    "assessment": cmp.assessment})
+
+    if status is None:
+        unfinished = any(t.get("status") in ("not run", "cancelled") for t in trials)
+        status = "interrupted" if unfinished else "completed"
+    return {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "kind": "aorta-tui/policy-report",
+        "run_id": manifest.get("run_id"),
+        "created": manifest.get("created"),
+        "rendered": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "status": status,
+        "workload": request.get("workload"),
+        "streams": request.get("streams"),
+        "trials_per_policy": request.get("trials"),
+        "iterations": request.get("iterations"),
+        "device": request.get("device"),
+        "seed": seed,
+        "reference": reference,
+        "reference_added": bool(manifest.get("reference_added")),
+        "platform": platform,
+        "emulated": emulated,
+        "statistic": STATISTIC,
+        "metrics": [{"name": m, "unit": units.get(m, ""), "better": better.get(m, "")}
+                    for m in metric_names],
+        "policies": policies_out,
+        "differences": differences,
+        "trials": [_trial_row(t) for t in trials],
+        "failed_trials": sum(1 for t in trials if t.get("status") not in ("ok", "not run",
+                                                                          "cancelled")),
+    }
+
+
+def _metric_seed(seed: int, policy: str, metric: str) -> int:
+    return (seed * 7919 + zlib.crc32(f"{policy}\0{metric}".encode())) % (2**32)
+
+
+def _vendor_notes(definition: dict[str, Any], backend: str, emulated: bool | None) -> list[str]:
+    notes = []
+    vendor = definition.get("vendor", "any")
+    if emulated:
+        if definition.get("env") or definition.get("harness_args"):
+            notes.append("CPU emulation: streams run one after another, so scheduling knobs "
+                         "have nothing to act on here")
+    elif vendor in ("cuda", "rocm") and backend and backend != vendor:
+        notes.append(f"not applicable on this platform: the {vendor} runtime reads these "
+                     f"knobs, this run used {backend}; expect 'unchanged'")
+    return notes
+
+
+def _trial_row(t: dict[str, Any]) -> dict[str, Any]:
+    return {"position": t.get("position"), "policy": t.get("policy"), "trial": t.get("trial"),
+            "dir": t.get("dir"), "status": t.get("status"), "reason": t.get("reason", ""),
+            "exit_code": t.get("exit_code"), "wall_s": t.get("wall_s"),
+            "env_set": t.get("env_set", {}), "gpu_control": t.get("gpu_control", "")}
+
+
+# -- markdown ------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    magnitude = abs(value)
+    if magnitude != 0 and (magnitude >= 1e5 or magnitude < 1e-3):
+        return f"{value:.3g}"
+    return f"{value:.4g}" if magnitude < 100 else f"{value:.1f}"
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    ref = report["reference"]
+    plat = report.get("platform") or {}
+    lines = [
+        f"# Policy comparison: {report['workload']}, {report['streams']} streams",
+        "",
+        f"- status: {report['status']} · run {report['run_id']} · created {report['created']}",
+        f"- device: {plat.get('device_name') or report.get('device') or 'default'}"
+        f" ({plat.get('backend') or '?'}, runtime {plat.get('runtime') or 'n/a'},"
+        f" torch {plat.get('torch') or '?'})"
+        + (" · **CPU emulation**" if report.get("emulated") else ""),
+        f"- trials per policy: {report['trials_per_policy']}, interleaved (seed {report['seed']});"
+        f" every trial a fresh `aorta-tui queue run` process with the policy's environment set "
+        f"at creation",
+        f"- statistic: {report['statistic']['center']}, {report['statistic']['interval']}; "
+        f"{report['statistic']['call_rule']}",
+    ]
+    if report.get("reference_added"):
+        lines.append(f"- `{ref}` was added as the reference")
+    if report.get("failed_trials"):
+        lines.append(f"- **{report['failed_trials']} trial(s) failed**; see the trials table")
+    lines += ["", "## Policies", "", "| policy | sets | status | trials ok | notes |",
+              "| --- | --- | --- | --- | --- |"]
+    for p in report["policies"]:
+        sets = ", ".join(f"`{k}={v}`" for k, v in p.get("env", {}).items())
+        if p.get("harness_args"):
+            sets += (", " if sets else "") + f"`{' '.join(p['harness_args'])}`"
+        gc = p.get("gpu_control") or {}
+        if any(v is not None for v in gc.values()):
+            sets += (", " if sets else "") + "gpu control " + ", ".join(
+                f"{k}={v}" for k, v in gc.items() if v is not None)
+        notes = "; ".join([*([p["skipped_reason"]] if p.get("skipped_reason") else []),
+                           *p.get("notes", [])])
+        lines.append(f"| {p['name']} | {sets or '(nothing)'} | {p['status']} | "
+                     f"{p['trials_ok']} | {notes} |")
+
+    lines += ["", f"## Differences against `{ref}`", ""]
+    if report["differences"]:
+        lines += ["| policy | metric | verdict | change | assessment |",
+                  "| --- | --- | --- | --- | --- |"]
+        for d in report["differences"]:
+            change = f"{d['change_pct']:+.1f}%" if d["change_pct"] is not None else "—"
+            lines.append(f"| {d['policy']} | {d['metric']} | {d['verdict']} | {change} | "
+                         f"{d['assessment'] or '—'} |")
+    else:
+        lines.append(f"None: every measured policy is {stats.UNCHANGED} against `{ref}` "
+                     "(or had too few trials to say).")
+
+    lines += ["", "## Metrics", ""]
+    for m in report["metrics"]:
+        unit = f"{m['unit']}, " if m["unit"] else ""
+        direction = f"{m['better']} is better" if m["better"] in ("higher", "lower") else \
+            "no better direction"
+        lines += [f"### {m['name']} ({unit}{direction})", "",
+                  "| policy | n | median | 95% CI | vs reference |", "| --- | --- | --- | --- | --- |"]
+        for p in report["policies"]:
+            if p["status"] == "skipped":
+                continue
+            s = p["metrics"].get(m["name"], {})
+            ci = (f"[{_fmt(s.get('ci_low'))}, {_fmt(s.get('ci_high'))}]"
+                  if s.get("ci_low") is not None else f"not available ({s.get('reason', '')})")
+            if p["name"] == ref:
+                vs = "reference"
+            else:
+                c = p["vs_reference"].get(m["name"], {})
+                vs = c.get("verdict", "—")
+                if c.get("verdict") in (stats.HIGHER, stats.LOWER) and c.get("change_pct") is not None:
+                    vs += f" {c['change_pct']:+.1f}%" + (f" ({c['assessment']})"
+                                                        if c.get("assessment") else "")
+                elif c.get("verdict") == stats.NOT_AVAILABLE and c.get("reason"):
+                    vs += f" ({c['reason']})"
+            median = _fmt(s.get("median")) if s.get("median") is not None else \
+                f"not available ({s.get('reason', '')})"
+            lines.append(f"| {p['name']} | {s.get('n', 0)} | {median} | {ci} | {vs} |")
+        lines.append("")
+
+    lines += ["## Trials (run order)", "", "| # | policy | trial | status | wall s | reason |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for t in report["trials"]:
+        wall = f"{t['wall_s']:.2f}" if isinstance(t.get("wall_s"), (int, float)) else "—"
+        reason = str(t.get("reason") or "").replace("|", "/")
+        lines.append(f"| {(t.get('position') or 0) + 1} | {t['policy']} | {t['trial']} | "
+                     f"{t['status']} | {wall} | {reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Path]:
+    run_dir = Path(run_dir)
+    json_path = atomic_write_json(run_dir / "policy.json", report)
+    md_path = atomic_write_text(run_dir / "policy.md", render_markdown(report))
+    return json_path, md_path
+
+
+def rerender(run_dir: str | Path) -> tuple[dict[str, Any], Path, Path]:
+    """Recompute the comparison from the run directory and rewrite both reports."""
+    report = build_report(run_dir)
+    json_path, md_path = write_reports(run_dir, report)
+    return report, json_path, md_path
