@@ -1,0 +1,58 @@
+"""Which keys a recipe may hold, per mode and per block (one table, read by the validator,
+the JSON Schema and the docs test)."""
+
+from __future__ import annotations
+
+# Keys valid in both modes. Upstream AORTA accepts the classifier knobs in probe mode only;
+# aorta-tui classifies every trial, so they are allowed in triage recipes too (an extension).
+COMMON_KEYS = frozenset({
+    "schema_version", "mode", "ticket", "trials", "confound", "stop_after",
+    "timeout_per_trial", "custom_patterns", "hang_window_sec", "hang_grace_period_at_start",
+    "disable_detectors", "disable_detector_tiers", "tier3_vram_growth", "retain",
+    "step_time_regex",
+    # extensions of aorta-tui
+    "order", "seed", "trace", "policy_axis",
+})
+TRIAGE_KEYS = frozenset({
+    "workload", "steps", "cells", "workload_config", "save_logs", "extra_env", "trial_isolation",
+})
+PROBE_KEYS = frozenset({
+    "mitigation_axis", "diagnostic_axis", "collect_paths", "env_passthrough_mode", "redaction",
+    "command",  # extension: the argv of a probe run, written into recipe.resolved.yaml
+})
+ALL_TOP_KEYS = COMMON_KEYS | TRIAGE_KEYS | PROBE_KEYS
+
+EXTENSION_KEYS = frozenset({"order", "seed", "trace", "policy_axis", "command"})
+
+CELL_KEYS = frozenset({"name", "mitigations", "environment", "extra_env", "trials", "steps",
+                       "workload_config"})
+INLINE_ENV_KEYS = frozenset({"docker", "env"})
+CONFOUND_KEYS = frozenset({"threshold", "baseline_cell"})
+STOP_AFTER_KEYS = frozenset({"events", "max_trials", "event_verdict"})
+PATTERN_KEYS = frozenset({"id", "match", "on_match", "required_for_pass"})
+MATCH_KEYS = frozenset({"regex", "condition"})
+RETAIN_KEYS = frozenset({"on_fail", "on_pass", "on_error"})
+REDACTION_KEYS = frozenset({"scrub_env_keys", "scrub_paths", "scrub_ip_addresses"})
+TRACE_KEYS = frozenset({"probes", "mode"})
+
+# Upstream keys aorta-tui knows but does not run; they get a specific message, not "unknown".
+UNSUPPORTED_UPSTREAM = {
+    "collect": "upstream's in-process collectors (layer_numerics, rocprof) are not supported by "
+               "aorta-tui; remove `collect` (use `trace:` for eBPF tracing)",
+    "condition": "a top-level `condition` does nothing; conditions belong inside "
+                 "custom_patterns[*].match.condition",
+}
+
+ORDERS = ("interleaved", "sequential", "random")
+TRIAL_ISOLATION = ("process", "in_process")
+ENV_PASSTHROUGH = ("inherit", "file")
+ON_MATCH = ("fail", "warn", "info")
+VERDICTS = ("fail", "pass", "error")
+RETAIN_LEVELS = ("full", "summary", "log", "none")
+TRACE_MODES = ("events", "aggregate")
+DETECTOR_TIERS = ("tier1", "tier2", "tier3", "tier4", "tier5")
+DETECTOR_PREFIXES = ("tier1", "tier2", "tier3", "tier4", "custom")
+
+CELL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+RESERVED_CELL_NAMES = frozenset({".", "..", "matrix.md", "matrix.json"})

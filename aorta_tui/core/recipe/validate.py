@@ -1,0 +1,898 @@
+"""Turn parsed recipe data into a :class:`Recipe`, collecting every problem on the way.
+
+Each check records a :class:`RecipeIssue` (position, key path, what was expected, how to fix
+it) and carries on, so one run reports all the problems of a recipe, not only the first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aorta_tui.core.errors import AortaError, RecipeError
+from aorta_tui.core.recipe import keys as K
+from aorta_tui.core.recipe.loader import Marks, child_path
+from aorta_tui.core.recipe.model import (
+    CONDITION_VARIABLES,
+    SCHEMA_VERSION,
+    CellSpec,
+    Confound,
+    CustomPattern,
+    Recipe,
+    Redaction,
+    Retain,
+    StopAfter,
+    TraceSpec,
+)
+
+if TYPE_CHECKING:
+    from aorta_tui.core.registry import Registry
+
+_CELL_NAME_RE = re.compile(K.CELL_NAME_PATTERN)
+_ENV_NAME_RE = re.compile(K.ENV_NAME_PATTERN)
+_PROBE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+_MAX_SEED = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class RecipeIssue:
+    """One problem: 1-based position (0 when unknown), key path, message and a fix."""
+
+    line: int
+    column: int
+    path: str
+    message: str
+    hint: str | None = None
+
+    def render(self, source: str) -> str:
+        where = f"{source}:{self.line}:{self.column}" if self.line else source
+        head = f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        return f"{head} (fix: {self.hint})" if self.hint else head
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "column": self.column, "path": self.path,
+                "message": self.message, "hint": self.hint}
+
+
+class RecipeValidationError(RecipeError):
+    """A :class:`RecipeError` that also carries every :class:`RecipeIssue` found."""
+
+    def __init__(self, issues: list[RecipeIssue], source: str) -> None:
+        self.issues = sorted(issues, key=lambda i: (i.line, i.column))
+        self.source = source
+        first = self.issues[0]
+        if len(self.issues) == 1:
+            where = f"{source}:{first.line}:{first.column}" if first.line else source
+            message = f"{first.path}: {first.message}" if first.path else first.message
+            super().__init__(message, hint=first.hint, location=where)
+        else:
+            lines = [f"{len(self.issues)} problems in the recipe:"]
+            lines += [f"  - {issue.render(source)}" for issue in self.issues]
+            super().__init__("\n".join(lines))
+
+
+class _Bad:
+    """Marks a value that failed validation (an issue has been recorded)."""
+
+    def __repr__(self) -> str:
+        return "<invalid>"
+
+
+BAD: Any = _Bad()
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def _suggest(word: str, candidates: Iterable[str]) -> str | None:
+    close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+class Validator:
+    def __init__(self, marks: Marks, source: str, registry: Registry | None) -> None:
+        self.marks = marks
+        self.source = source
+        self.registry = registry
+        self.issues: list[RecipeIssue] = []
+
+    # -- recording -------------------------------------------------------------------------
+    def issue(self, path: str, message: str, hint: str | None = None, *, key: bool = False) -> Any:
+        line, col = self.marks.at(path, key=key)
+        self.issues.append(RecipeIssue(line, col, path, message, hint))
+        return BAD
+
+    # -- shapes ----------------------------------------------------------------------------
+    def mapping(self, path: str, value: Any, allowed: frozenset[str], *,
+                what: str = "a mapping", extra_hint: dict[str, str] | None = None) -> Any:
+        if not isinstance(value, dict):
+            return self.issue(path, f"expected {what}, got {_type_name(value)}",
+                              f"write it as `key: value` lines indented under {path or 'the top'}")
+        ok = True
+        for k in value:
+            sub = child_path(path, str(k))
+            if not isinstance(k, str):
+                self.issue(sub, f"keys must be words, got {_type_name(k)} {k!r}",
+                           f"allowed keys: {', '.join(sorted(allowed))}", key=True)
+                ok = False
+            elif k not in allowed:
+                if extra_hint and k in extra_hint:
+                    self.issue(sub, f"key {k!r} is not allowed here", extra_hint[k], key=True)
+                else:
+                    near = _suggest(k, allowed)
+                    self.issue(sub, f"unknown key {k!r}",
+                               (f"did you mean {near!r}? " if near else "")
+                               + f"allowed here: {', '.join(sorted(allowed))}", key=True)
+                ok = False
+        return value if ok else {k: v for k, v in value.items() if k in allowed}
+
+    def require(self, path: str, data: dict[str, Any], key: str, hint: str) -> bool:
+        if key not in data or data[key] is None:
+            what = "is missing" if key not in data else "is null"
+            self.issue(child_path(path, key) if key in data else path,
+                       f"required key {key!r} {what}", hint)
+            return False
+        return True
+
+    def integer(self, path: str, value: Any, *, minimum: int | None = None,
+                maximum: int | None = None) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int):
+            hint = "write a whole number without quotes"
+            if isinstance(value, float) and value.is_integer():
+                hint = f"write {int(value)} (no decimal point)"
+            return self.issue(path, f"expected an integer, got {_type_name(value)} ({value!r})",
+                              hint)
+        if minimum is not None and value < minimum:
+            return self.issue(path, f"must be at least {minimum}, got {value}",
+                              f"use a value >= {minimum}")
+        if maximum is not None and value > maximum:
+            return self.issue(path, f"must be at most {maximum}, got {value}",
+                              f"use a value <= {maximum}")
+        return value
+
+    def number(self, path: str, value: Any, *, above: float | None = None,
+               at_least: float | None = None, unit: str = "") -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return self.issue(path, f"expected a number{unit}, got {_type_name(value)} "
+                              f"({value!r})", "write a number without quotes")
+        if not math.isfinite(value):
+            return self.issue(path, f"must be a finite number, got {value}", "use a finite value")
+        if above is not None and value <= above:
+            return self.issue(path, f"must be greater than {above:g}, got {value}",
+                              f"use a value > {above:g}")
+        if at_least is not None and value < at_least:
+            return self.issue(path, f"must be at least {at_least:g}, got {value}",
+                              f"use a value >= {at_least:g}")
+        return float(value)
+
+    def string(self, path: str, value: Any, *, nonempty: bool = True, hint: str | None = None
+               ) -> Any:
+        if not isinstance(value, str):
+            return self.issue(path, f"expected a string, got {_type_name(value)} ({value!r})",
+                              hint or "quote the value")
+        if nonempty and not value.strip():
+            return self.issue(path, "must not be empty", hint or "write a value or remove the key")
+        if "\x00" in value:
+            return self.issue(path, "contains a NUL character", "remove it")
+        return value
+
+    def boolean(self, path: str, value: Any) -> Any:
+        if not isinstance(value, bool):
+            return self.issue(path, f"expected true or false, got {_type_name(value)} "
+                              f"({value!r})", "write true or false without quotes")
+        return value
+
+    def choice(self, path: str, value: Any, choices: Iterable[str]) -> Any:
+        options = tuple(choices)
+        if not isinstance(value, str) or value not in options:
+            near = _suggest(value, options) if isinstance(value, str) else None
+            return self.issue(path, f"expected one of {', '.join(options)}, got {value!r}",
+                              f"did you mean {near!r}?" if near else f"use one of {', '.join(options)}")
+        return value
+
+    def str_list(self, path: str, value: Any, *, nonempty: bool = False, what: str = "names"
+                 ) -> Any:
+        if not isinstance(value, list):
+            hint = f"write a list: [{value}]" if isinstance(value, str) else \
+                f"write a list of {what}: [a, b]"
+            return self.issue(path, f"expected a list of {what}, got {_type_name(value)}", hint)
+        if nonempty and not value:
+            return self.issue(path, f"must list at least one of the {what}",
+                              f"add {what} to the list")
+        out: list[str] = []
+        ok = True
+        for i, item in enumerate(value):
+            item_ok = self.string(child_path(path, i), item, hint=f"each entry is one of the {what}")
+            if item_ok is BAD:
+                ok = False
+            else:
+                out.append(item_ok)
+        return out if ok else BAD
+
+    def env_map(self, path: str, value: Any) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            return self.issue(path, f"expected a mapping of VARIABLE: \"value\", got "
+                              f"{_type_name(value)}", "write one `NAME: \"value\"` per line")
+        out: dict[str, str] = {}
+        ok = True
+        for k, v in value.items():
+            sub = child_path(path, str(k))
+            if not isinstance(k, str) or not _ENV_NAME_RE.match(k):
+                self.issue(sub, f"{k!r} is not a valid environment variable name",
+                           "names are letters, digits and _ and do not start with a digit",
+                           key=True)
+                ok = False
+                continue
+            if not isinstance(v, str):
+                shown = "true" if v is True else "false" if v is False else v
+                self.issue(sub, f"the value must be a string, got {_type_name(v)} ({v!r})",
+                           f"quote it: {k}: \"{shown if v is not None else ''}\"")
+                ok = False
+                continue
+            if "\x00" in v:
+                self.issue(sub, "the value contains a NUL character", "remove it")
+                ok = False
+                continue
+            out[k] = v
+        return out if ok else BAD
+
+    def json_data(self, path: str, value: Any, depth: int = 0) -> bool:
+        """Free-form data (workload_config): strings, finite numbers, booleans, null, nests."""
+        if value is None or isinstance(value, (str, bool, int)):
+            return True
+        if isinstance(value, float):
+            if math.isfinite(value):
+                return True
+            self.issue(path, f"{value} is not a finite number", "use a finite number")
+            return False
+        if isinstance(value, list):
+            return all([self.json_data(child_path(path, i), v, depth + 1)
+                        for i, v in enumerate(value)])
+        if isinstance(value, dict):
+            ok = True
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    self.issue(child_path(path, str(k)), f"keys must be strings, got "
+                               f"{_type_name(k)} {k!r}", f"quote the key: \"{k}\"", key=True)
+                    ok = False
+                elif not self.json_data(child_path(path, k), v, depth + 1):
+                    ok = False
+            return ok
+        self.issue(path, f"unsupported value {value!r} ({type(value).__name__})",
+                   "use strings, numbers, booleans, lists and mappings")
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+def build_recipe(data: Any, marks: Marks, *, source: str, source_path: Path | None,
+                 registry: Registry | None) -> tuple[Recipe | None, list[RecipeIssue]]:
+    """Validate ``data``; return the recipe (or None) and every issue found."""
+    v = Validator(marks, source, registry)
+    recipe = _build(v, data, source, source_path)
+    if v.issues:
+        return None, v.issues
+    return recipe, []
+
+
+_MINIMAL = ("start from: `schema_version: 1`, `workload: gpu_smoke`, `trials: 2`, `steps: 10`, "
+            "`cells: [{name: baseline-local, mitigations: [none]}]` (see recipes/examples/)")
+
+
+def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Recipe | None:
+    if data is None:
+        v.issue("", "the recipe is empty", _MINIMAL)
+        return None
+    if not isinstance(data, dict):
+        v.issue("", f"the top level of a recipe must be a mapping of keys, got "
+                f"{_type_name(data)}", _MINIMAL)
+        return None
+
+    # schema_version first: a recipe of another version is not worth checking further.
+    if "schema_version" not in data:
+        v.issue("", "required key 'schema_version' is missing",
+                f"add `schema_version: {SCHEMA_VERSION}` at the top")
+    else:
+        version = data["schema_version"]
+        if isinstance(version, bool) or not isinstance(version, int):
+            v.issue("schema_version", f"expected an integer, got {_type_name(version)} "
+                    f"({version!r})", f"write `schema_version: {SCHEMA_VERSION}`")
+        elif version != SCHEMA_VERSION:
+            v.issue("schema_version", f"unsupported schema_version {version}; this aorta-tui "
+                    f"reads schema_version {SCHEMA_VERSION}",
+                    f"write `schema_version: {SCHEMA_VERSION}` and check the keys against "
+                    "docs/recipes.md")
+            return None
+
+    mode = data.get("mode", "triage")
+    if mode is None:
+        mode = "triage"
+    if mode not in ("triage", "probe"):
+        v.choice("mode", mode, ("triage", "probe"))
+        return None
+
+    own = K.COMMON_KEYS | (K.TRIAGE_KEYS if mode == "triage" else K.PROBE_KEYS)
+    other_hint = {}
+    for k in K.PROBE_KEYS if mode == "triage" else K.TRIAGE_KEYS:
+        other_hint[k] = (f"{k!r} is a probe-mode key: add `mode: probe` or remove it"
+                         if mode == "triage" else
+                         f"{k!r} is a triage-mode key; a probe recipe builds its cells from "
+                         "mitigation_axis x diagnostic_axis and runs the command after `--`: "
+                         "remove it or drop `mode: probe`")
+    other_hint.update(K.UNSUPPORTED_UPSTREAM)
+    v.mapping("", data, own, extra_hint=other_hint)
+    get = data.get
+
+    # -- keys of both modes -----------------------------------------------------------------
+    ticket = get("ticket")
+    if ticket is not None:
+        ticket = _safe_component(v, "ticket", ticket, what="ticket")
+    trials: Any = BAD
+    if v.require("", data, "trials", "add `trials: 3` (trials per cell)"):
+        trials = v.integer("trials", data["trials"], minimum=1, maximum=100_000)
+
+    stop_after = _stop_after(v, get("stop_after"))
+    timeout = get("timeout_per_trial")
+    if timeout is not None:
+        timeout = v.number("timeout_per_trial", timeout, above=0, unit=" of seconds")
+    hang_window = _seconds(v, "hang_window_sec", get("hang_window_sec"), 30.0, allow_zero=False)
+    hang_grace = _seconds(v, "hang_grace_period_at_start", get("hang_grace_period_at_start"),
+                          60.0, allow_zero=True)
+    disable = _disable_detectors(v, get("disable_detectors"), get("disable_detector_tiers"))
+    vram = get("tier3_vram_growth")
+    vram = True if vram is None else v.boolean("tier3_vram_growth", vram)
+    retain = _retain(v, get("retain"))
+    step_re = get("step_time_regex")
+    if step_re is not None:
+        step_re = _regex(v, "step_time_regex", step_re)
+    patterns = _custom_patterns(v, get("custom_patterns"))
+
+    order = get("order")
+    order = "interleaved" if order is None else v.choice("order", order, K.ORDERS)
+    seed = get("seed")
+    seed = 0 if seed is None else v.integer("seed", seed, minimum=0, maximum=_MAX_SEED)
+    trace = _trace(v, get("trace"))
+    policy_axis = _policy_axis(v, get("policy_axis"))
+
+    parts = _triage(v, data) if mode == "triage" else _probe(v, data)
+    cells = parts.get("cells", ())
+
+    if stop_after not in (None, BAD) and any(c.trials is not None for c in cells):
+        overridden = ", ".join(c.name for c in cells if c.trials is not None)
+        v.issue("stop_after", f"stop_after cannot be combined with per-cell trials (cells: "
+                f"{overridden})", "stop_after.max_trials caps every cell: remove the cells' "
+                "`trials` or remove stop_after")
+
+    confound = _confound(v, get("confound"), cells, mode)
+
+    if v.issues:
+        return None
+    return Recipe(
+        schema_version=SCHEMA_VERSION, mode=mode, ticket=ticket, trials=trials,
+        confound=confound, stop_after=stop_after, timeout_per_trial=timeout,
+        custom_patterns=patterns, hang_window_sec=hang_window,
+        hang_grace_period_at_start=hang_grace, disable_detectors=disable,
+        tier3_vram_growth=vram, retain=retain, step_time_regex=step_re, order=order, seed=seed,
+        trace=trace, policy_axis=policy_axis, source_path=source_path, source_label=source,
+        locations=dict(v.marks.values), **parts,
+    )
+
+
+def _safe_component(v: Validator, path: str, value: Any, *, what: str) -> Any:
+    if not isinstance(value, str):
+        return v.issue(path, f"the {what} must be a string, got {_type_name(value)} ({value!r})",
+                       "quote it")
+    if value in K.RESERVED_CELL_NAMES or not _CELL_NAME_RE.match(value):
+        return v.issue(path, f"{value!r} cannot be used as the {what}: it becomes a directory "
+                       "name, so it must be 1-100 letters, digits, '.', '_' or '-', start with "
+                       "a letter, digit or '_', and not be '.', '..', matrix.md or matrix.json",
+                       f"for example {re.sub(r'[^A-Za-z0-9._-]+', '-', value).strip('.-')[:100] or 'baseline-local'!r}")
+    return value
+
+
+def _seconds(v: Validator, path: str, value: Any, default: float, *, allow_zero: bool) -> Any:
+    if value is None:
+        return default
+    if allow_zero:
+        return v.number(path, value, at_least=0, unit=" of seconds")
+    return v.number(path, value, above=0, unit=" of seconds")
+
+
+def _stop_after(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if v.mapping("stop_after", raw, K.STOP_AFTER_KEYS) is BAD:
+        return BAD
+    ok = True
+    for key in ("events", "max_trials"):
+        if key not in raw:
+            v.issue("stop_after", f"required key {key!r} is missing",
+                    "write `stop_after: {events: 1, max_trials: 20}` (max_trials bounds the loop)")
+            ok = False
+    if not ok:
+        return BAD
+    events = v.integer("stop_after.events", raw["events"], minimum=1)
+    max_trials = v.integer("stop_after.max_trials", raw["max_trials"], minimum=1,
+                           maximum=100_000)
+    verdict = raw.get("event_verdict", "fail")
+    verdict = v.choice("stop_after.event_verdict", verdict, K.VERDICTS)
+    if BAD in (events, max_trials, verdict):
+        return BAD
+    if max_trials < events:
+        return v.issue("stop_after.max_trials", f"max_trials ({max_trials}) is below events "
+                       f"({events}), so the target could never be reached",
+                       f"set max_trials to at least {events}")
+    return StopAfter(events=events, max_trials=max_trials, event_verdict=verdict)
+
+
+def _retain(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if v.mapping("retain", raw, K.RETAIN_KEYS) is BAD:
+        return BAD
+    levels = {}
+    for key in sorted(K.RETAIN_KEYS):
+        if key in raw:
+            levels[key] = v.choice(f"retain.{key}", raw[key], K.RETAIN_LEVELS)
+    if BAD in levels.values():
+        return BAD
+    return Retain(**levels)
+
+
+def _regex(v: Validator, path: str, raw: Any) -> Any:
+    text = v.string(path, raw, hint="write a regular expression in single quotes")
+    if text is BAD:
+        return BAD
+    try:
+        re.compile(text)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return v.issue(path, f"not a valid regular expression: {exc}",
+                       "check brackets and escapes; in YAML, single quotes keep backslashes as is")
+    return text
+
+
+def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any) -> Any:
+    out: list[str] = []
+    ok = True
+    for path, value in (("disable_detectors", raw), ("disable_detector_tiers", raw_tiers)):
+        if value is None:
+            continue
+        items = v.str_list(path, value, what="detector ids")
+        if items is BAD:
+            ok = False
+            continue
+        for i, token in enumerate(items):
+            norm = _detector_token(token)
+            if norm is None or (path == "disable_detector_tiers" and ":" in norm):
+                v.issue(child_path(path, i), f"{token!r} is not a detector id",
+                        "write a whole tier (tier1 .. tier5) or '<tier>:<id>' such as "
+                        "'tier2:hang' or 'custom:my_pattern' (aorta-tui sweep list-patterns)")
+                ok = False
+            elif norm not in out:
+                out.append(norm)
+    return tuple(out) if ok else BAD
+
+
+def _detector_token(token: str) -> str | None:
+    cleaned = token.strip()
+    if cleaned.lower() in K.DETECTOR_TIERS:
+        return cleaned.lower()
+    prefix, sep, ident = cleaned.partition(":")
+    prefix, ident = prefix.strip().lower(), ident.strip()
+    if not sep or not ident or prefix not in K.DETECTOR_PREFIXES or any(c.isspace() for c in ident):
+        return None
+    return f"{prefix}:{ident}"
+
+
+def _custom_patterns(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        return v.issue("custom_patterns", f"expected a list of patterns, got {_type_name(raw)}",
+                       "write `- id: ...` entries, each with `match: {regex: '...'}`")
+    out: list[CustomPattern] = []
+    ids: set[str] = set()
+    ok = True
+    for i, entry in enumerate(raw):
+        path = f"custom_patterns[{i}]"
+        pattern = _custom_pattern(v, path, entry, ids)
+        if pattern is BAD:
+            ok = False
+        else:
+            out.append(pattern)
+    return tuple(out) if ok else BAD
+
+
+def _custom_pattern(v: Validator, path: str, entry: Any, ids: set[str]) -> Any:
+    if v.mapping(path, entry, K.PATTERN_KEYS) is BAD:
+        return BAD
+    ok = True
+    pid: Any = BAD
+    if v.require(path, entry, "id", "add `id: my_pattern` (reported as custom:<id>)"):
+        pid = v.string(f"{path}.id", entry["id"])
+        if pid is not BAD and pid in ids:
+            pid = v.issue(f"{path}.id", f"id {pid!r} is used by another pattern",
+                          "give every custom pattern its own id")
+        elif pid is not BAD:
+            ids.add(pid)
+    regex: Any = BAD
+    condition: Any = None
+    if v.require(path, entry, "match", "add `match: {regex: 'your pattern'}`"):
+        match = entry["match"]
+        if v.mapping(f"{path}.match", match, K.MATCH_KEYS,
+                     what="a mapping with `regex` (and optionally `condition`)") is BAD:
+            ok = False
+        else:
+            if v.require(f"{path}.match", match, "regex", "add `regex: '...'`"):
+                regex = _regex(v, f"{path}.match.regex", match["regex"])
+            if match.get("condition") is not None and regex is not BAD:
+                condition = _condition(v, f"{path}.match.condition", match["condition"], regex)
+    on_match = v.choice(f"{path}.on_match", entry.get("on_match", "fail"), K.ON_MATCH)
+    required = entry.get("required_for_pass", False)
+    required = v.boolean(f"{path}.required_for_pass", required)
+    if required is True and on_match not in (BAD, "fail"):
+        v.issue(f"{path}.required_for_pass", f"required_for_pass needs on_match: fail (this "
+                f"pattern has on_match: {on_match})", "set on_match: fail or drop "
+                "required_for_pass")
+        ok = False
+    if not ok or BAD in (pid, regex, condition, on_match, required):
+        return BAD
+    return CustomPattern(id=pid, regex=regex, condition=condition, on_match=on_match,
+                         required_for_pass=required)
+
+
+def _condition(v: Validator, path: str, raw: Any, regex: str) -> Any:
+    from aorta_tui.core.recipe.condition import compile_condition
+
+    if not isinstance(raw, str):
+        return v.issue(path, f"expected an expression string, got {_type_name(raw)}",
+                       "quote it: condition: \"float(capture['loss']) > 10\"")
+    names = set(CONDITION_VARIABLES) | set(re.compile(regex).groupindex)
+    try:
+        compile_condition(raw, names=names)
+    except AortaError as exc:
+        return v.issue(path, exc.message, exc.hint)
+    return raw.strip()
+
+
+def _trace(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if v.mapping("trace", raw, K.TRACE_KEYS) is BAD:
+        return BAD
+    probes = v.str_list("trace.probes", raw.get("probes", []), what="probe names")
+    if probes is not BAD:
+        for i, p in enumerate(probes):
+            if not _PROBE_NAME_RE.match(p):
+                v.issue(f"trace.probes[{i}]", f"{p!r} is not a probe name",
+                        "probe names are letters, digits, '_', '.', ':' and '-' "
+                        "(aorta-tui trace list shows them)")
+                probes = BAD
+    mode = v.choice("trace.mode", raw.get("mode", "events"), K.TRACE_MODES)
+    if BAD in (probes, mode):
+        return BAD
+    return TraceSpec(probes=tuple(probes), mode=mode)
+
+
+def _policy_axis(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return ()
+    items = v.str_list("policy_axis", raw, what="policy names")
+    if items is BAD:
+        return BAD
+    seen: set[str] = set()
+    for i, name in enumerate(items):
+        if not _CELL_NAME_RE.match(name):
+            v.issue(f"policy_axis[{i}]", f"{name!r} is not a policy name",
+                    "policy names are letters, digits, '.', '_' and '-' "
+                    "(aorta-tui policy list shows them)")
+            return BAD
+        if name in seen:
+            return v.issue(f"policy_axis[{i}]", f"policy {name!r} is listed twice",
+                           "list each policy once")
+        seen.add(name)
+    return tuple(items)
+
+
+def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str) -> Any:
+    threshold: Any = 1.15
+    explicit: Any = None
+    if raw is not None:
+        if v.mapping("confound", raw, K.CONFOUND_KEYS) is BAD:
+            return BAD
+        if raw.get("threshold") is not None:
+            threshold = v.number("confound.threshold", raw["threshold"], above=0)
+        if raw.get("baseline_cell") is not None:
+            explicit = v.string("confound.baseline_cell", raw["baseline_cell"])
+    if not cells or BAD in (threshold, explicit):
+        return BAD if BAD in (threshold, explicit) else Confound(threshold=threshold)
+    names = [c.name for c in cells]
+    if explicit is not None:
+        if explicit not in names:
+            near = _suggest(explicit, names)
+            return v.issue("confound.baseline_cell", f"no cell is named {explicit!r}",
+                           (f"did you mean {near!r}? " if near else "")
+                           + f"cells: {', '.join(names)}")
+        return Confound(threshold=threshold, baseline_cell=explicit, baseline_rule="explicit")
+    name, rule = resolve_baseline(cells, mode)
+    return Confound(threshold=threshold, baseline_cell=name, baseline_rule=rule)
+
+
+def resolve_baseline(cells: tuple[CellSpec, ...], mode: str = "triage") -> tuple[str, str]:
+    """Upstream's rule: first ``baseline-*`` cell, else first cell that changes nothing
+    (mitigations all ``none``; in probe mode the ``none-none`` cell), else the first cell."""
+    if mode == "triage":
+        for c in cells:
+            if c.name.startswith("baseline-"):
+                return c.name, "baseline-prefix"
+    for c in cells:
+        if all(m == "none" for m in c.mitigations):
+            return c.name, "none-mitigations"
+    return cells[0].name, "first-cell"
+
+
+# -- triage ----------------------------------------------------------------------------------
+def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
+    workload: Any = BAD
+    if v.require("", data, "workload", "add `workload: gpu_smoke` (aorta-tui sweep "
+                 "list-workloads lists them)"):
+        workload = v.string("workload", data["workload"])
+    steps: Any = BAD
+    if v.require("", data, "steps", "add `steps: 20` (steps per trial)"):
+        steps = v.integer("steps", data["steps"], minimum=1)
+    workload_config = _workload_config(v, "workload_config", data.get("workload_config"))
+    save_logs = data.get("save_logs")
+    save_logs = False if save_logs is None else v.boolean("save_logs", save_logs)
+    extra_env = v.env_map("extra_env", data.get("extra_env"))
+    isolation = data.get("trial_isolation")
+    if isolation is None or isolation == "auto":  # upstream's `auto`: a fresh process here
+        isolation = "process"
+    else:
+        isolation = v.choice("trial_isolation", isolation, K.TRIAL_ISOLATION)
+
+    cells: tuple[CellSpec, ...] = ()
+    if v.require("", data, "cells", "add a `cells:` list, e.g. "
+                 "`cells: [{name: baseline-local, mitigations: [none]}]`"):
+        cells = _cells(v, data["cells"])
+
+    return dict(workload=workload, steps=steps, workload_config=workload_config,
+                save_logs=save_logs, extra_env=extra_env, trial_isolation=isolation, cells=cells)
+
+
+def _workload_config(v: Validator, path: str, raw: Any) -> Any:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        return v.issue(path, f"expected a mapping of workload settings, got {_type_name(raw)}",
+                       "write `key: value` lines (aorta-tui sweep list-workloads shows each "
+                       "workload's settings)")
+    ok = v.json_data(path, raw)
+    for k in raw:
+        if k == "steps":
+            v.issue(child_path(path, k), "'steps' is not a workload setting",
+                    "set `steps:` on the recipe or the cell instead", key=True)
+            ok = False
+        elif isinstance(k, str) and k.startswith("_aorta"):
+            v.issue(child_path(path, k), f"{k!r} is reserved for values the engine supplies",
+                    "rename the key", key=True)
+            ok = False
+    return dict(raw) if ok else BAD
+
+
+def _cells(v: Validator, raw: Any) -> tuple[CellSpec, ...]:
+    if not isinstance(raw, list):
+        v.issue("cells", f"expected a list of cells, got {_type_name(raw)}",
+                "write each cell as `- name: ...` under `cells:`")
+        return ()
+    if not raw:
+        v.issue("cells", "the recipe has no cells", "add at least one cell, e.g. "
+                "`- {name: baseline-local, mitigations: [none]}`")
+        return ()
+    cells: list[CellSpec] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(raw):
+        cell = _cell(v, f"cells[{i}]", entry)
+        if cell is BAD:
+            continue
+        if cell.name in seen:
+            v.issue(f"cells[{i}].name", f"cell name {cell.name!r} is already used by "
+                    f"cells[{seen[cell.name]}]", "cell names must be unique (they name the "
+                    "cell's directory and its matrix row)")
+            continue
+        seen[cell.name] = i
+        cells.append(cell)
+    return tuple(cells)
+
+
+def _cell(v: Validator, path: str, raw: Any) -> Any:
+    if v.mapping(path, raw, K.CELL_KEYS, what="a cell mapping") is BAD:
+        return BAD
+    name: Any = BAD
+    if v.require(path, raw, "name", "add `name: my-cell` (letters, digits, '.', '_', '-')"):
+        name = _safe_component(v, f"{path}.name", raw["name"], what="cell name")
+    mitigations: Any = BAD
+    if v.require(path, raw, "mitigations", "add `mitigations: [none]` for a baseline cell"):
+        mitigations = v.str_list(f"{path}.mitigations", raw["mitigations"],
+                                 what="mitigation names")
+        if mitigations is not BAD and not mitigations:
+            mitigations = v.issue(f"{path}.mitigations", "the list is empty",
+                                  "write `[none]` for the baseline (no mitigation)")
+    env_raw = raw.get("environment")
+    environment = "local" if env_raw is None else _environment(v, f"{path}.environment",
+                                                               env_raw)
+    extra_env = v.env_map(f"{path}.extra_env", raw.get("extra_env"))
+    trials = raw.get("trials")
+    if trials is not None:
+        trials = v.integer(f"{path}.trials", trials, minimum=1, maximum=100_000)
+    steps = raw.get("steps")
+    if steps is not None:
+        steps = v.integer(f"{path}.steps", steps, minimum=1)
+    workload_config = raw.get("workload_config")
+    if workload_config is not None:
+        workload_config = _workload_config(v, f"{path}.workload_config", workload_config)
+    _registry_checks_cell(v, path, name, mitigations, environment)
+    if BAD in (name, mitigations, environment, extra_env, trials, steps, workload_config):
+        return BAD
+    return CellSpec(name=name, mitigations=tuple(mitigations), environment=environment,
+                    extra_env=extra_env, trials=trials, steps=steps,
+                    workload_config=workload_config)
+
+
+def _environment(v: Validator, path: str, raw: Any) -> Any:
+    if isinstance(raw, str):
+        return v.string(path, raw)
+    if not isinstance(raw, dict):
+        return v.issue(path, f"expected an environment name or {{docker: image, env: {{...}}}}, "
+                       f"got {_type_name(raw)}", "write `environment: local` or "
+                       "`environment: {docker: rocm/pytorch:latest}`")
+    if v.mapping(path, raw, K.INLINE_ENV_KEYS, what="an inline environment") is BAD:
+        return BAD
+    if not v.require(path, raw, "docker", "an inline environment names its image: "
+                     "`{docker: rocm/pytorch:latest}`; for variables alone use the cell's "
+                     "extra_env"):
+        return BAD
+    image = v.string(f"{path}.docker", raw["docker"])
+    env = v.env_map(f"{path}.env", raw.get("env"))
+    if BAD in (image, env):
+        return BAD
+    return {"docker": image, "env": env}
+
+
+def _registry_checks_cell(v: Validator, path: str, name: Any, mitigations: Any,
+                          environment: Any) -> None:
+    """Names must exist in the registry, and the cell's mitigations must agree."""
+    reg = v.registry
+    if reg is None:
+        return
+    known = mitigations is not BAD
+    for j, m in enumerate(mitigations if mitigations is not BAD else ()):
+        if m not in reg.mitigations:
+            known = False
+            _unknown(v, f"{path}.mitigations[{j}]", "mitigation", m, reg.mitigations,
+                     "aorta-tui sweep list-mitigations")
+    if isinstance(environment, str) and environment not in reg.environments:
+        _unknown(v, f"{path}.environment", "environment", environment, reg.environments,
+                 "aorta-tui sweep list-environments")
+    if known:
+        label = name if name is not BAD else path
+        _check_conflicts(v, f"{path}.mitigations", label, mitigations)
+
+
+def _unknown(v: Validator, path: str, kind: str, name: str, known: dict[str, Any],
+             command: str) -> None:
+    near = _suggest(name, known)
+    v.issue(path, f"unknown {kind} {name!r}",
+            (f"did you mean {near!r}? " if near else "") + f"`{command}` lists them"
+            + ("; add your own with --mitigations-file" if kind == "mitigation" else ""))
+
+
+def _check_conflicts(v: Validator, path: str, cell_name: str, names: Iterable[str]) -> None:
+    from aorta_tui.core.registry import mitigation_env
+
+    reg = v.registry
+    assert reg is not None
+    try:
+        mitigation_env([reg.mitigations[n] for n in names], where=f"cell {cell_name!r}")
+    except AortaError as exc:
+        v.issue(path, exc.message, "keep one of them, or pin the value with the cell's extra_env")
+
+
+# -- probe -----------------------------------------------------------------------------------
+def _probe(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
+    axes: dict[str, Any] = {}
+    for axis in ("mitigation_axis", "diagnostic_axis"):
+        if v.require("", data, axis, f"add `{axis}: [none, ...]` (mitigation names; `none` "
+                     "is the no-op)"):
+            axes[axis] = v.str_list(axis, data[axis], nonempty=True, what="mitigation names")
+        else:
+            axes[axis] = BAD
+    collect_paths = data.get("collect_paths")
+    collect_paths = () if collect_paths is None else v.str_list("collect_paths", collect_paths,
+                                                                what="paths or globs")
+    passthrough = data.get("env_passthrough_mode")
+    passthrough = "inherit" if passthrough is None else v.choice(
+        "env_passthrough_mode", passthrough, K.ENV_PASSTHROUGH)
+    redaction = _redaction(v, data) if "redaction" in data else None
+    command = data.get("command")
+    if command is not None:
+        command = v.str_list("command", command, nonempty=True, what="argv words")
+    cells: tuple[CellSpec, ...] = ()
+    m_axis, d_axis = axes["mitigation_axis"], axes["diagnostic_axis"]
+    if BAD not in (m_axis, d_axis):
+        cells = _probe_cells(v, m_axis, d_axis)
+    return dict(mitigation_axis=tuple(m_axis) if m_axis is not BAD else (),
+                diagnostic_axis=tuple(d_axis) if d_axis is not BAD else (),
+                collect_paths=tuple(collect_paths) if collect_paths is not BAD else BAD,
+                env_passthrough_mode=passthrough, redaction=redaction,
+                command=tuple(command) if command not in (None, BAD) else command,
+                cells=cells)
+
+
+def _redaction(v: Validator, data: dict[str, Any]) -> Any:
+    raw = data["redaction"]
+    if v.mapping("redaction", raw, K.REDACTION_KEYS) is BAD:
+        return BAD
+    keys = v.str_list("redaction.scrub_env_keys", raw.get("scrub_env_keys") or [],
+                      what="variable-name globs")
+    paths = v.boolean("redaction.scrub_paths", raw.get("scrub_paths", False))
+    ips = v.boolean("redaction.scrub_ip_addresses", raw.get("scrub_ip_addresses", False))
+    if BAD in (keys, paths, ips):
+        return BAD
+    return Redaction(scrub_env_keys=tuple(keys), scrub_paths=paths, scrub_ip_addresses=ips)
+
+
+def probe_segment(name: str) -> str:
+    """An axis value as a cell-name segment (upstream's slug: unsafe characters become _)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
+    if not cleaned or cleaned[0] in ".-":
+        cleaned = "_" + cleaned
+    return cleaned
+
+
+def _probe_cells(v: Validator, m_axis: list[str], d_axis: list[str]) -> tuple[CellSpec, ...]:
+    reg = v.registry
+    unknown = False
+    if reg is not None:
+        for axis, items in (("mitigation_axis", m_axis), ("diagnostic_axis", d_axis)):
+            for i, name in enumerate(items):
+                if name not in reg.mitigations:
+                    unknown = True
+                    _unknown(v, f"{axis}[{i}]", "mitigation", name, reg.mitigations,
+                             "aorta-tui sweep list-mitigations")
+    for axis, items in (("mitigation_axis", m_axis), ("diagnostic_axis", d_axis)):
+        first: dict[str, int] = {}
+        for i, name in enumerate(items):
+            if name in first:
+                v.issue(f"{axis}[{i}]", f"{name!r} is listed twice in {axis}",
+                        "list each name once")
+            first.setdefault(name, i)
+    cells: list[CellSpec] = []
+    origin: dict[str, tuple[str, str]] = {}
+    for i, m in enumerate(m_axis):
+        for j, d in enumerate(d_axis):
+            name = f"{probe_segment(m)}-{probe_segment(d)}"
+            if name in origin:
+                if origin[name] != (m, d):
+                    v.issue(f"diagnostic_axis[{j}]", f"({m!r}, {d!r}) and {origin[name]!r} "
+                            f"both make the cell name {name!r}", "rename one of the axis values")
+                continue
+            if len(name) > 100:
+                v.issue(f"mitigation_axis[{i}]", f"cell name {name[:40]}... is longer than 100 "
+                        "characters", "use shorter mitigation names")
+                continue
+            origin[name] = (m, d)
+            mitigations = tuple(dict.fromkeys(x for x in (m, d) if x != "none"))
+            if reg is not None and not unknown and len(mitigations) > 1:
+                _check_conflicts(v, f"diagnostic_axis[{j}]", name, mitigations)
+            cells.append(CellSpec(name=name, mitigations=mitigations, environment="local"))
+    return tuple(cells)
