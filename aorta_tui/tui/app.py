@@ -1,0 +1,138 @@
+"""The aorta-tui Textual app: six screens over one engine event stream and run directories."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from aorta_tui.tui.machine import MachineFacts
+from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.env_diff import EnvDiffScreen
+from aorta_tui.tui.screens.help import HelpScreen
+from aorta_tui.tui.screens.home import HomeScreen
+from aorta_tui.tui.screens.matrix import MatrixScreen
+from aorta_tui.tui.screens.policy import PolicyScreen
+from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen
+from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen
+
+SCREEN_NAMES = ("home", "recipe", "matrix", "queue", "envdiff", "policy")
+DARK, LIGHT = "textual-dark", "textual-light"
+
+
+def default_output_dir() -> Path:
+    """Where runs live: ``$AORTA_TUI_OUTPUT``, else the sweep engine's default, else ./aorta-runs."""
+    env = os.environ.get("AORTA_TUI_OUTPUT")
+    if env:
+        return Path(env)
+    try:
+        from aorta_tui.core import rundir
+
+        default = getattr(rundir, "DEFAULT_OUTPUT_DIR", None)
+        if default:
+            return Path(default)
+    except ImportError:
+        pass
+    return Path("aorta-runs")
+
+
+class AortaApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "aorta-tui"
+    SCREENS = {
+        "home": HomeScreen,
+        "recipe": RecipeEditorScreen,
+        "matrix": MatrixScreen,
+        "queue": QueueMonitorScreen,
+        "envdiff": EnvDiffScreen,
+        "policy": PolicyScreen,
+    }
+    BINDINGS = [
+        Binding("1", "goto('home')", "Home", show=False),
+        Binding("2", "goto('recipe')", "Recipe editor", show=False),
+        Binding("3", "goto('matrix')", "Matrix", show=False),
+        Binding("4", "goto('queue')", "Queue monitor", show=False),
+        Binding("5", "goto('envdiff')", "Env diff", show=False),
+        Binding("6", "goto('policy')", "Policy", show=False),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("ctrl+t", "toggle_theme", "Dark/light", show=False),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(
+        self,
+        *,
+        output_dir: Path | None = None,
+        cwd: Path | None = None,
+        start_run: Path | None = None,
+        start_screen: str = "home",
+        light: bool | None = None,
+        machine_facts: MachineFacts | None = None,
+    ) -> None:
+        super().__init__()
+        self.output_dir = Path(output_dir) if output_dir else default_output_dir()
+        self.cwd = Path(cwd) if cwd else Path.cwd()
+        self.start_run = Path(start_run) if start_run else None
+        self.start_screen = "matrix" if start_run else start_screen
+        # Fixed facts make the home screen deterministic for snapshot tests.
+        self.fixed_machine_facts = machine_facts
+        if light is None:
+            light = os.environ.get("AORTA_TUI_THEME", "").lower() == "light"
+        self.theme = LIGHT if light else DARK
+
+    def on_mount(self) -> None:
+        self.push_screen(self.start_screen)
+        if self.start_run is not None:
+            self.open_run(self.start_run)
+
+    # --- navigation ----------------------------------------------------------------------
+
+    def action_goto(self, name: str) -> None:
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, AortaScreen):
+            self.pop_screen()  # close a modal (help, pickers) first
+        if self.screen is not self.get_screen(name):
+            self.switch_screen(name)
+
+    def open_run(self, run_dir: Path) -> None:
+        matrix = self.get_screen("matrix")
+        assert isinstance(matrix, MatrixScreen)
+        self.action_goto("matrix")
+        matrix.open_run(Path(run_dir))
+
+    def open_recipe(self, path: Path | None) -> None:
+        editor = self.get_screen("recipe")
+        assert isinstance(editor, RecipeEditorScreen)
+        self.action_goto("recipe")
+        editor.open_file(path)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.screen, list(self.BINDINGS)))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = LIGHT if self.theme == DARK else DARK
+
+    # --- command palette -----------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        titles = {
+            "home": "Home: machine, runs, recipes",
+            "recipe": "Recipe editor",
+            "matrix": "Matrix progress of the open run",
+            "queue": "Queue monitor (eBPF latency histogram)",
+            "envdiff": "Env diff of two snapshots",
+            "policy": "Policy comparison",
+        }
+        for name in SCREEN_NAMES:
+            yield SystemCommand(f"Go to {titles[name]}", f"switch to the {name} screen",
+                                lambda name=name: self.action_goto(name))
+        yield SystemCommand("Toggle dark / light theme", "ctrl+t", self.action_toggle_theme)
+        yield SystemCommand("Help: keys of this screen", "?", self.action_help)
+        if isinstance(screen, AortaScreen):
+            yield from screen.palette_commands()

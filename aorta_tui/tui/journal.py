@@ -1,0 +1,160 @@
+"""Read a run's ``journal.jsonl`` from the start, then follow it as the engine appends.
+
+No Textual here: ``aorta-tui attach --plain`` uses the same follower as the matrix screen, and
+must not import the TUI toolkit. The journal is the run's source of truth (see
+docs/architecture.md); re-attaching after a lost terminal is just reading it again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from aorta_tui.core.events import Event, event_from_dict
+
+JOURNAL_NAME = "journal.jsonl"
+
+
+class JournalReader:
+    """Incremental reader: each call returns the events appended since the previous call.
+
+    A line without its newline yet (the writer is mid-append, or was killed mid-line) is kept
+    back until it is complete; a line that is not a known event is counted, never fatal.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / JOURNAL_NAME
+        self.offset = 0
+        self.malformed = 0
+        self._partial = b""
+
+    def read_new(self) -> list[Event]:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        if not data:
+            return []
+        self.offset += len(data)
+        data = self._partial + data
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # b"" when data ended with a newline
+        events: list[Event] = []
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                events.append(event_from_dict(json.loads(raw)))
+            except (ValueError, TypeError):
+                self.malformed += 1
+        return events
+
+
+class JournalFollower:
+    """A thread that delivers a journal's events in batches until stopped.
+
+    It reads everything already written first (so opening a finished run, or re-attaching to a
+    running one, shows the whole history), then waits on filesystem notifications (watchfiles)
+    with a timeout, so a missed notification costs at most ``poll_s``.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        on_events: Callable[[list[Event]], None],
+        *,
+        poll_s: float = 0.5,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.reader = JournalReader(self.run_dir)
+        self._on_events = on_events
+        self._on_error = on_error
+        self._poll_ms = max(50, int(poll_s * 1000))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"journal:{self.run_dir.name}", daemon=True)
+
+    def start(self) -> JournalFollower:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _deliver(self) -> None:
+        events = self.reader.read_new()
+        if events:
+            self._on_events(events)
+
+    def _run(self) -> None:
+        try:
+            self._deliver()
+            from watchfiles import watch
+
+            for _changes in watch(
+                self.run_dir,
+                watch_filter=lambda _change, path: path.endswith(JOURNAL_NAME),
+                stop_event=self._stop,
+                debounce=100,
+                step=30,
+                rust_timeout=self._poll_ms,
+                yield_on_timeout=True,
+                recursive=False,
+                raise_interrupt=False,
+            ):
+                if self._stop.is_set():
+                    break
+                self._deliver()
+        except BaseException as exc:  # a follower failure is shown, never a crash
+            if self._on_error is not None and not self._stop.is_set():
+                self._on_error(exc)
+
+
+def format_event_line(event: Event) -> str:
+    """One plain line per event, for ``attach --plain`` and logs (no colour, no toolkit)."""
+    kind = event.kind
+    d = event.to_dict()
+    if kind == "run_started":
+        resumed = f", resumed with {d['already_done']} done" if d.get("resumed") else ""
+        return f"run {d['run_id']} started: {d['total']} trials over {len(d.get('cells') or [])} cells{resumed}"
+    if kind == "trial_started":
+        return f"  start  {d['trial_id']}"
+    if kind == "trial_finished":
+        extra = []
+        if d.get("exit_code") is not None:
+            extra.append(f"exit {d['exit_code']}")
+        if d.get("signal") is not None:
+            extra.append(f"signal {d['signal']}")
+        if d.get("detectors"):
+            extra.append("detectors " + ",".join(d["detectors"]))
+        tail = f" ({'; '.join(extra)})" if extra else ""
+        return f"  {d['verdict']:<5}  {d['trial_id']}  {d.get('wall_s', 0.0):.2f}s{tail}"
+    if kind == "cell_aggregated":
+        stats = d.get("stats") or {}
+        rate = stats.get("failure_rate")
+        rate_s = f"{rate:.0%}" if isinstance(rate, (int, float)) else "n/a"
+        return f"cell {d['cell']}: failure rate {rate_s}"
+    if kind == "progress":
+        total = f"/{d['total']}" if d.get("total") is not None else ""
+        return f"progress {d['done']}{total} {d.get('message', '')}".rstrip()
+    if kind == "warning":
+        return f"warning: {d['message']}"
+    if kind == "result_written":
+        return f"wrote {d['what']}: {d['path']}"
+    if kind == "run_finished":
+        return f"run {d['run_id']} {d['status']} (exit code {d['exit_code']})"
+    if kind == "measurement":
+        return f"measurement {d['source']}/{d['name']}"
+    if kind == "histogram_snapshot":
+        return f"histogram {d['probe_set']}: {d['count']} events"
+    return kind

@@ -1,0 +1,184 @@
+"""The matrix screen's model: the journal's events folded into a cells x trials grid.
+
+Pure Python (no Textual), so it is tested on real journals directly. It only arranges what the
+engine reported: verdicts, detectors and exit status come from ``TrialFinished``, per-cell
+failure rate, step time and confound from ``CellAggregated``. The only figure computed here is
+the ETA, and it says how (the pace of trials finished since this run last started).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.events import (
+    CellAggregated,
+    Event,
+    ResultWritten,
+    RunFinished,
+    RunStarted,
+    TrialFinished,
+    TrialStarted,
+    Warning,
+)
+
+PENDING, RUNNING = "pending", "running"
+
+
+@dataclass
+class TrialView:
+    trial_id: str
+    cell: str
+    trial: int
+    state: str = PENDING  # pending, running, pass, fail, error
+    attempt: int = 1
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    wall_s: float | None = None
+    detectors: list[str] = field(default_factory=list)
+    reason: str = ""
+    trial_dir: str = ""
+    mean_step_s: float | None = None
+
+
+@dataclass
+class MatrixState:
+    run_dir: Path
+    run_id: str = ""
+    total: int = 0
+    cells: list[str] = field(default_factory=list)
+    trials: dict[tuple[str, int], TrialView] = field(default_factory=dict)
+    cell_stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    status: str | None = None  # None while running; completed, interrupted, failed
+    exit_code: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    results: list[tuple[str, str]] = field(default_factory=list)
+    resumed: bool = False
+    _pace_start_ts: float | None = None
+    _pace_done: int = 0
+    _pace_last_ts: float | None = None
+
+    @classmethod
+    def for_run(cls, run_dir: Path) -> MatrixState:
+        """Start from the run's plan (so pending trials show before they start), if written."""
+        state = cls(run_dir=Path(run_dir))
+        plan_path = state.run_dir / "plan.json"
+        try:
+            plan = json.loads(plan_path.read_text())
+        except (OSError, ValueError):
+            return state
+        entries = plan.get("trials", plan) if isinstance(plan, dict) else plan
+        if isinstance(entries, list):
+            for entry in entries:
+                if isinstance(entry, dict) and "cell" in entry and "trial" in entry:
+                    state._ensure(str(entry["cell"]), int(entry["trial"]), str(entry.get("trial_id", "")))
+        return state
+
+    # --- folding -------------------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self.run_id = event.run_id
+            self.total = event.total
+            self.resumed = event.resumed
+            self.status = None
+            self.exit_code = None
+            for cell in event.cells:
+                if cell not in self.cells:
+                    self.cells.append(cell)
+            self._pace_start_ts, self._pace_done, self._pace_last_ts = event.ts, 0, event.ts
+        elif isinstance(event, TrialStarted):
+            view = self._ensure(event.cell, event.trial, event.trial_id)
+            view.state, view.attempt, view.pid = RUNNING, event.attempt, event.pid
+        elif isinstance(event, TrialFinished):
+            view = self._ensure(event.cell, event.trial, event.trial_id)
+            view.state = event.verdict
+            view.exit_code, view.signal, view.wall_s = event.exit_code, event.signal, event.wall_s
+            view.detectors, view.reason = list(event.detectors), event.reason
+            view.trial_dir, view.mean_step_s = event.trial_dir, event.mean_step_s
+            self._pace_done += 1
+            self._pace_last_ts = event.ts
+        elif isinstance(event, CellAggregated):
+            self.cell_stats[event.cell] = dict(event.stats)
+        elif isinstance(event, Warning):
+            self.warnings.append(event.message)
+        elif isinstance(event, ResultWritten):
+            self.results.append((event.what, event.path))
+        elif isinstance(event, RunFinished):
+            self.status, self.exit_code = event.status, event.exit_code
+            for view in self.trials.values():
+                if view.state == RUNNING:  # the orchestrator stopped without finishing it
+                    view.state = PENDING
+
+    def apply_all(self, events: list[Event]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def _ensure(self, cell: str, trial: int, trial_id: str = "") -> TrialView:
+        if cell not in self.cells:
+            self.cells.append(cell)
+        key = (cell, trial)
+        view = self.trials.get(key)
+        if view is None:
+            view = TrialView(trial_id=trial_id or f"{cell}/trial-{trial:03d}", cell=cell, trial=trial)
+            self.trials[key] = view
+        elif trial_id and not view.trial_id:
+            view.trial_id = trial_id
+        return view
+
+    # --- reading -------------------------------------------------------------------------
+
+    @property
+    def trial_numbers(self) -> list[int]:
+        return sorted({trial for (_cell, trial) in self.trials})
+
+    def count(self, state: str) -> int:
+        return sum(1 for v in self.trials.values() if v.state == state)
+
+    @property
+    def done(self) -> int:
+        return sum(1 for v in self.trials.values() if v.state not in (PENDING, RUNNING))
+
+    @property
+    def running(self) -> list[TrialView]:
+        return [v for v in self.trials.values() if v.state == RUNNING]
+
+    def cell_counts(self, cell: str) -> tuple[int, int, int]:
+        """(finished, failed, errored) trials of ``cell`` so far, counted from the journal."""
+        views = [v for (c, _t), v in self.trials.items() if c == cell]
+        finished = [v for v in views if v.state not in (PENDING, RUNNING)]
+        return (
+            len(finished),
+            sum(1 for v in finished if v.state == "fail"),
+            sum(1 for v in finished if v.state == "error"),
+        )
+
+    def eta_s(self) -> float | None:
+        """Remaining trials x the mean time per finished trial since the run (re)started.
+
+        ``None`` until one trial has finished in this session, or once the run has ended.
+        """
+        if self.status is not None or self._pace_done == 0:
+            return None
+        if self._pace_start_ts is None or self._pace_last_ts is None:
+            return None
+        per_trial = (self._pace_last_ts - self._pace_start_ts) / self._pace_done
+        remaining = max(0, (self.total or len(self.trials)) - self.done)
+        return per_trial * remaining
+
+
+def stat_value(stats: dict[str, Any], *names: str) -> Any:
+    """First present value among ``names``; dotted names reach into nested dicts."""
+    for name in names:
+        node: Any = stats
+        for part in name.split("."):
+            if not isinstance(node, dict) or part not in node:
+                node = None
+                break
+            node = node[part]
+        if node is not None:
+            return node
+    return None

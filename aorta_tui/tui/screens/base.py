@@ -1,0 +1,66 @@
+"""What every aorta-tui screen shares: header, footer, global keys, errors as notifications."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+from textual.worker import Worker, WorkerState
+
+if TYPE_CHECKING:
+    from aorta_tui.tui.app import AortaApp
+
+
+class AortaScreen(Screen):
+    """A full screen of the app. Subclasses implement ``compose_body`` and their commands."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    TITLE_TEXT = "aorta-tui"
+    # The widget that has focus on arrival and after escape, so that the number keys that
+    # switch screens are never typed into a text field by accident.
+    MAIN_WIDGET = ""
+
+    @property
+    def AUTO_FOCUS(self) -> str | None:  # type: ignore[override]  # noqa: N802 - Textual's name
+        return self.MAIN_WIDGET or "*"
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="≡")
+        yield from self.compose_body()
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:  # pragma: no cover - every screen overrides
+        yield from ()
+
+    def on_mount(self) -> None:
+        self.title = self.TITLE_TEXT
+
+    def action_focus_main(self) -> None:
+        if self.MAIN_WIDGET:
+            self.query_one(self.MAIN_WIDGET).focus()
+
+    @property
+    def aorta(self) -> AortaApp:
+        return self.app  # type: ignore[return-value]
+
+    def palette_commands(self) -> Iterable[SystemCommand]:
+        """This screen's actions for the command palette (each key binding has one)."""
+        for binding in self.BINDINGS:
+            if isinstance(binding, Binding) and binding.show:
+                yield SystemCommand(
+                    f"{self.TITLE_TEXT}: {binding.description}",
+                    f"key {binding.key}",
+                    lambda action=binding.action: self.run_action(action),
+                )
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that raised is reported as a notification; the screen keeps running."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            exc = event.worker.error
+            render = getattr(exc, "render", None)
+            message = render() if callable(render) else f"{type(exc).__name__}: {exc}"
+            self.notify(message, title=event.worker.name or "error", severity="error", timeout=12)

@@ -1,0 +1,291 @@
+"""Env diff: two snapshots, their differences grouped by section and ranked by the engine."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, DataTable, Input, Static
+
+from aorta_tui.tui import engines
+from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.pickers import PathPicker
+
+RANKS = ("numerics", "scheduling", "informational")
+RANK_STYLE = {"numerics": "bold $error", "scheduling": "bold $warning", "informational": "$text-muted"}
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One difference as the engine reported it, flattened for display."""
+
+    path: str
+    section: str
+    change: str
+    rank: str
+    a: str
+    b: str
+    provenance: str
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _values(entry: Any) -> tuple[Any, Any]:
+    values = getattr(entry, "values", None)
+    if isinstance(values, dict):
+        return values.get("a", values.get("old")), values.get("b", values.get("new"))
+    if isinstance(values, (list, tuple)) and len(values) == 2:
+        return values[0], values[1]
+    return getattr(entry, "a", None), getattr(entry, "b", None)
+
+
+def _provenance(entry: Any) -> str:
+    prov = getattr(entry, "provenance", None)
+    if isinstance(prov, dict):
+        return "\n".join(f"{side}: {_short(where, 200)}" for side, where in prov.items())
+    if isinstance(prov, (list, tuple)):
+        return "\n".join(_short(p, 200) for p in prov)
+    return _short(prov, 200) if prov else "no provenance recorded"
+
+
+def rows_from_report(report: Any) -> list[DiffRow]:
+    entries = getattr(report, "entries", report)
+    rows = []
+    for entry in entries:
+        a, b = _values(entry)
+        rows.append(
+            DiffRow(
+                path=str(entry.path),
+                section=str(getattr(entry, "section", str(entry.path).split(".")[0])),
+                change=str(getattr(entry, "change", "")),
+                rank=str(getattr(entry, "rank", "informational")),
+                a="—" if a is None and entry.change == "added" else _short(a, 40),
+                b="—" if b is None and entry.change == "removed" else _short(b, 40),
+                provenance=_provenance(entry),
+            )
+        )
+    return rows
+
+
+def group_rows(rows: list[DiffRow]) -> list[tuple[str, list[DiffRow]]]:
+    """Sections ordered by their most relevant difference; inside, by rank then path."""
+    order = {rank: i for i, rank in enumerate(RANKS)}
+    sections: dict[str, list[DiffRow]] = {}
+    for row in rows:
+        sections.setdefault(row.section, []).append(row)
+    grouped = [
+        (name, sorted(items, key=lambda r: (order.get(r.rank, len(RANKS)), r.path)))
+        for name, items in sections.items()
+    ]
+    grouped.sort(key=lambda g: (min(order.get(r.rank, len(RANKS)) for r in g[1]), g[0]))
+    return grouped
+
+
+class EnvDiffScreen(AortaScreen):
+    TITLE_TEXT = "Env diff"
+    MAIN_WIDGET = "#diff-table"
+    BINDINGS = [
+        Binding("escape", "focus_main", "Leave field", show=False),
+        Binding("d", "diff", "Diff"),
+        Binding("o", "pick", "Pick snapshots"),
+        Binding("slash", "search", "Search", key_display="/"),
+        Binding("n", "toggle_rank('numerics')", "Numerics"),
+        Binding("s", "toggle_rank('scheduling')", "Scheduling"),
+        Binding("i", "toggle_rank('informational')", "Info"),
+        Binding("v", "toggle_volatile", "Volatile"),
+        Binding("p", "provenance", "Provenance"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[DiffRow] = []
+        self._shown: list[DiffRow | None] = []
+        self.shown_ranks: set[str] = set(RANKS)
+        self.include_volatile = False
+        self.search_text = ""
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="envdiff"):
+            with Horizontal(id="envdiff-paths", classes="toolbar"):
+                yield Input(placeholder="snapshot A (env.json or run dir)", id="snap-a")
+                yield Input(placeholder="snapshot B", id="snap-b")
+                yield Button("Diff", id="diff-button", variant="primary")
+            with Horizontal(id="envdiff-filters", classes="toolbar"):
+                yield Input(placeholder="/ search paths and values", id="diff-search")
+                yield Static("", id="diff-filters")
+            yield Static(self._missing_note(), id="diff-summary")
+            yield DataTable(id="diff-table", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="diff-detail")
+
+    def _missing_note(self) -> str:
+        note = engines.available(engines.envsnap)
+        return note or "pick two snapshots (o) or type their paths, then d"
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        table = self.query_one("#diff-table", DataTable)
+        table.add_columns("rank", "field", "change", "A", "B")
+        self._show_filters()
+
+    def set_paths(self, a: Path, b: Path, *, run: bool = True) -> None:
+        self.query_one("#snap-a", Input).value = str(a)
+        self.query_one("#snap-b", Input).value = str(b)
+        if run:
+            self.action_diff()
+
+    # --- actions -------------------------------------------------------------------------
+
+    def action_diff(self) -> None:
+        a = self.query_one("#snap-a", Input).value.strip()
+        b = self.query_one("#snap-b", Input).value.strip()
+        if not a or not b:
+            self.notify("give two snapshots: press o to pick them", severity="warning")
+            return
+        self.query_one("#diff-summary", Static).update(f"diffing {a} and {b}…")
+        self.run_worker(lambda: self._diff(Path(a), Path(b)), thread=True, exit_on_error=False,
+                        name="env diff", group="diff", exclusive=True)
+
+    def _diff(self, a: Path, b: Path) -> None:
+        module = engines.envsnap()
+        snap_a = module.load_snapshot(_resolve_snapshot(a))
+        snap_b = module.load_snapshot(_resolve_snapshot(b))
+        report = module.diff_snapshots(snap_a, snap_b, include_volatile=self.include_volatile)
+        rows = rows_from_report(report)
+        self.app.call_from_thread(self._show, rows)
+
+    def _show(self, rows: list[DiffRow]) -> None:
+        self._rows = rows
+        self._refill()
+        self.query_one("#diff-table", DataTable).focus()
+
+    def _refill(self) -> None:
+        table = self.query_one("#diff-table", DataTable)
+        table.clear()
+        self._shown = []
+        needle = self.search_text.lower()
+        visible = [
+            r for r in self._rows
+            if r.rank in self.shown_ranks
+            and (not needle or needle in r.path.lower() or needle in r.a.lower() or needle in r.b.lower())
+        ]
+        for section, items in group_rows(visible):
+            table.add_row("", f"[b]{section}[/b] ({len(items)})", "", "", "")
+            self._shown.append(None)
+            for row in items:
+                style = RANK_STYLE.get(row.rank, "")
+                table.add_row(f"[{style}]{row.rank}[/]", "  " + row.path, row.change, row.a, row.b)
+                self._shown.append(row)
+        counts = {rank: sum(1 for r in self._rows if r.rank == rank) for rank in RANKS}
+        summary = (
+            f"{len(self._rows)} differences: {counts['numerics']} numerics-relevant, "
+            f"{counts['scheduling']} scheduling-relevant, {counts['informational']} informational; "
+            f"showing {len(visible)}"
+        )
+        if not self._rows:
+            summary = "no differences" + ("" if self.include_volatile else " (volatile fields hidden: v)")
+        self.query_one("#diff-summary", Static).update(summary)
+        self._show_filters()
+
+    def _show_filters(self) -> None:
+        marks = " ".join(
+            f"[{'b' if r in self.shown_ranks else 'dim strike'}]{r[0]}:{r}[/]" for r in RANKS
+        )
+        vol = "volatile shown" if self.include_volatile else "volatile hidden"
+        self.query_one("#diff-filters", Static).update(f"{marks}  v:{vol}")
+
+    def action_toggle_rank(self, rank: str) -> None:
+        self.shown_ranks ^= {rank}
+        self._refill()
+
+    def action_toggle_volatile(self) -> None:
+        self.include_volatile = not self.include_volatile
+        self._show_filters()
+        if self.query_one("#snap-a", Input).value and self.query_one("#snap-b", Input).value:
+            self.action_diff()
+
+    def action_search(self) -> None:
+        self.query_one("#diff-search", Input).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "diff-search":
+            self.search_text = event.value
+            self._refill()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id in ("snap-a", "snap-b"):
+            self.action_diff()
+        elif event.input.id == "diff-search":
+            self.query_one("#diff-table", DataTable).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "diff-button":
+            self.action_diff()
+
+    def selected_row(self) -> DiffRow | None:
+        table = self.query_one("#diff-table", DataTable)
+        if not self._shown or table.cursor_row >= len(self._shown):
+            return None
+        return self._shown[table.cursor_row]
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        row = self.selected_row()
+        detail = self.query_one("#diff-detail", Static)
+        if row is None:
+            detail.update("")
+        else:
+            detail.update(f"[b]{row.path}[/b] ({row.rank}, {row.change})\n{row.provenance}")
+
+    def action_provenance(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            self.notify("select a field first", severity="warning")
+            return
+        self.notify(f"{row.path}\nA: {row.a}\nB: {row.b}\n{row.provenance}", title="provenance", timeout=15)
+
+    def action_pick(self) -> None:
+        candidates = find_snapshots(self.aorta.cwd, self.aorta.output_dir)
+
+        def chosen(paths: list[Path] | None) -> None:
+            if paths and len(paths) >= 2:
+                self.set_paths(paths[0], paths[1])
+            elif paths:
+                self.query_one("#snap-a", Input).value = str(paths[0])
+                self.notify("pick a second snapshot for B", severity="warning")
+
+        self.app.push_screen(
+            PathPicker("Pick snapshot A, then B (enter marks, esc cancels)", candidates, pick=2), chosen
+        )
+
+
+def _resolve_snapshot(path: Path) -> Path:
+    """A run directory stands for its host snapshot."""
+    if path.is_dir():
+        for candidate in (path / "env" / "host_env.json", path / "host_env.json", path / "env.json"):
+            if candidate.is_file():
+                return candidate
+    return path
+
+
+def find_snapshots(cwd: Path, output_dir: Path, limit: int = 200) -> list[Path]:
+    """Snapshot files nearby: env*.json here, and the env/ snapshots inside runs."""
+    found: list[Path] = []
+    for pattern in ("*env*.json", "snapshots/*.json"):
+        found.extend(sorted(cwd.glob(pattern)))
+    if output_dir.is_dir():
+        found.extend(sorted(output_dir.glob("*/*/env/*.json"), reverse=True))
+        found.extend(sorted(output_dir.glob("*/*/host_env.json"), reverse=True))
+    seen: set[Path] = set()
+    unique = []
+    for path in found:
+        if path not in seen:
+            seen.add(path)
+            unique.append(path)
+    return unique[:limit]

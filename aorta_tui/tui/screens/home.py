@@ -1,0 +1,138 @@
+"""Home: what this machine has, the runs in the output directory, recipes nearby."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Static
+
+from aorta_tui.tui import engines
+from aorta_tui.tui.machine import MachineFacts, gather_machine_facts, nearby_recipes
+from aorta_tui.tui.screens.base import AortaScreen
+
+NAV_TEXT = (
+    "[b]1[/b] home  [b]2[/b] recipe editor  [b]3[/b] matrix  [b]4[/b] queue monitor  "
+    "[b]5[/b] env diff  [b]6[/b] policy  [b]?[/b] help  [b]ctrl+p[/b] commands  [b]ctrl+q[/b] quit"
+)
+
+
+class HomeScreen(AortaScreen):
+    TITLE_TEXT = "Home"
+    MAIN_WIDGET = "#runs"
+    BINDINGS = [
+        Binding("escape", "focus_main", "Leave field", show=False),
+        Binding("enter", "open_selected", "Open", show=True),
+        Binding("r", "refresh", "Refresh"),
+        Binding("n", "new_recipe", "New recipe"),
+        Binding("tab", "focus_next", "Next pane", show=False),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="home"):
+            yield Static(NAV_TEXT, id="home-nav")
+            yield Static("gathering machine facts…", id="machine")
+            with Horizontal(id="home-lists"):
+                with Vertical(id="runs-pane"):
+                    yield Static("Runs", classes="pane-title", id="runs-title")
+                    yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
+                with Vertical(id="recipes-pane"):
+                    yield Static("Recipes nearby", classes="pane-title", id="recipes-title")
+                    yield DataTable(id="recipes", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        runs = self.query_one("#runs", DataTable)
+        runs.add_columns("state", "ticket / run", "done", "started")
+        recipes = self.query_one("#recipes", DataTable)
+        recipes.add_columns("recipe")
+        self._run_paths: list[Path] = []
+        self._recipe_paths: list[Path] = []
+        self.action_refresh()
+
+    def action_refresh(self) -> None:
+        if self.aorta.fixed_machine_facts is not None:
+            self._show_facts(self.aorta.fixed_machine_facts)
+        else:
+            self.run_worker(self._gather_facts, thread=True, exit_on_error=False, name="machine facts")
+        self.run_worker(self._list_everything, thread=True, exit_on_error=False, name="list runs")
+
+    def _gather_facts(self) -> None:
+        facts = gather_machine_facts()
+        self.app.call_from_thread(self._show_facts, facts)
+
+    def _show_facts(self, facts: MachineFacts) -> None:
+        gpus = ", ".join(facts.gpus) if facts.gpus else "none found (CPU-only: workloads run on CPU)"
+        text = (
+            f"[b]GPUs[/b]       {gpus}  [dim]({facts.gpu_source})[/dim]\n"
+            f"[b]bpftrace[/b]   {facts.bpftrace}\n"
+            f"[b]privileges[/b] {facts.privileges}\n"
+            f"[b]output[/b]     {self.aorta.output_dir}"
+        )
+        self.query_one("#machine", Static).update(text)
+
+    def _list_everything(self) -> None:
+        runs_rows: list[tuple[Path, tuple[str, str, str, str]]] = []
+        runs_note = ""
+        try:
+            rundir = engines.rundir()
+            for info in rundir.list_runs(self.aorta.output_dir):
+                started = str(getattr(info, "started_at", "") or "")
+                runs_rows.append(
+                    (
+                        Path(info.path),
+                        (info.state, f"{info.ticket}/{info.run_id}", f"{info.done}/{info.total}", started[:19]),
+                    )
+                )
+        except engines.EngineMissing as exc:
+            runs_note = str(exc)
+        recipes = nearby_recipes(self.aorta.cwd)
+        self.app.call_from_thread(self._show_lists, runs_rows, runs_note, recipes)
+
+    def _show_lists(
+        self, runs_rows: list[tuple[Path, tuple[str, str, str, str]]], runs_note: str, recipes: list[Path]
+    ) -> None:
+        runs = self.query_one("#runs", DataTable)
+        runs.clear()
+        self._run_paths = [path for path, _row in runs_rows]
+        for _path, row in runs_rows:
+            state = row[0]
+            style = {"running": "bold $success", "interrupted": "$warning"}.get(state, "")
+            runs.add_row(f"[{style}]{state}[/]" if style else state, *row[1:])
+        title = f"Runs in {self.aorta.output_dir}"
+        if runs_note:
+            title += f" — {runs_note}"
+        elif not runs_rows:
+            title += " — none yet (write a recipe, press 2)"
+        self.query_one("#runs-title", Static).update(title)
+        table = self.query_one("#recipes", DataTable)
+        table.clear()
+        self._recipe_paths = recipes
+        for path in recipes:
+            table.add_row(self._short(path))
+        if not recipes:
+            self.query_one("#recipes-title", Static).update(f"Recipes nearby — none in {self.aorta.cwd}")
+
+    def _short(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.aorta.cwd))
+        except ValueError:
+            return str(path)
+
+    def action_open_selected(self) -> None:
+        focused = self.focused
+        if isinstance(focused, DataTable) and focused.id == "recipes" and self._recipe_paths:
+            self.aorta.open_recipe(self._recipe_paths[focused.cursor_row])
+        elif isinstance(focused, DataTable) and focused.id == "runs" and self._run_paths:
+            self.aorta.open_run(self._run_paths[focused.cursor_row])
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "recipes" and self._recipe_paths:
+            self.aorta.open_recipe(self._recipe_paths[event.cursor_row])
+        elif event.data_table.id == "runs" and self._run_paths:
+            self.aorta.open_run(self._run_paths[event.cursor_row])
+
+    def action_new_recipe(self) -> None:
+        self.aorta.open_recipe(None)

@@ -1,0 +1,290 @@
+"""Matrix progress: a run's cells x trials as its journal reports them, live or finished.
+
+The sweep runs in its own detached process; this screen only follows ``journal.jsonl``
+(re-reading it from the start whenever a run is opened, which is how re-attaching works) and
+sends commands: cancel (signal the orchestrator) and resume (launch it again detached).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from aorta_tui.core.events import Event
+from aorta_tui.tui import engines
+from aorta_tui.tui.journal import JournalFollower
+from aorta_tui.tui.matrix_state import MatrixState, TrialView
+from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.sudo import give_to_invoking_user
+from aorta_tui.tui.widgets.matrix_grid import MatrixGrid, fmt_seconds
+
+REDRAW_S = 0.25  # the grid redraws at most 4 times a second however fast trials finish
+LOG_TAIL_LINES = 8
+
+
+def tail_lines(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 16384) -> list[str]:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return []
+    return data.decode("utf-8", "replace").splitlines()[-lines:]
+
+
+def fmt_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class MatrixScreen(AortaScreen):
+    TITLE_TEXT = "Matrix"
+    MAIN_WIDGET = "#matrix-grid"
+    BINDINGS = [
+        Binding("escape", "focus_main", "Leave field", show=False),
+        Binding("o", "open_run", "Open run"),
+        Binding("enter", "detail", "Trial detail"),
+        Binding("c", "cancel_run", "Cancel run"),
+        Binding("R", "resume_run", "Resume"),
+        Binding("E", "diff_env", "Env of run", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.run_dir: Path | None = None
+        self.state: MatrixState | None = None
+        self._follower: JournalFollower | None = None
+        self._dirty = False
+        self._lock = threading.Lock()
+        self._pending: list[Event] = []
+        self.events_seen = 0
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="matrix"):
+            yield Static("no run open: press o to pick one, or open one from Home (1)", id="matrix-summary")
+            yield MatrixGrid(id="matrix-grid")
+            yield Static("", id="trial-detail")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.set_interval(REDRAW_S, self._redraw)
+
+    def on_unmount(self) -> None:
+        self._stop_follower()
+
+    # --- following a run -----------------------------------------------------------------
+
+    def open_run(self, run_dir: Path) -> None:
+        """Show ``run_dir``: read its whole journal, then follow it (re-attach)."""
+        self._stop_follower()
+        self.run_dir = Path(run_dir)
+        if not (self.run_dir / "journal.jsonl").exists() and not self.run_dir.is_dir():
+            self.notify(f"{run_dir} is not a run directory (no journal.jsonl)", severity="error")
+            return
+        self.state = MatrixState.for_run(self.run_dir)
+        self.events_seen = 0
+        with self._lock:
+            self._pending.clear()
+        self.sub_title = str(self.run_dir)
+        self._follower = JournalFollower(self.run_dir, self._on_events, on_error=self._on_follow_error).start()
+        self._dirty = True
+
+    def _stop_follower(self) -> None:
+        if self._follower is not None:
+            self._follower.stop()
+            self._follower = None
+
+    def _on_events(self, events: list[Event]) -> None:
+        """Called on the follower thread: queue the batch; the timer folds and redraws."""
+        with self._lock:
+            self._pending.extend(events)
+
+    def _on_follow_error(self, exc: BaseException) -> None:
+        self.app.call_from_thread(
+            self.notify, f"following the journal failed: {exc}", severity="error", timeout=12
+        )
+
+    def _redraw(self) -> None:
+        with self._lock:
+            batch, self._pending = self._pending, []
+        if self.state is None:
+            return
+        if batch:
+            finished_before = self.state.status
+            self.state.apply_all(batch)
+            self.events_seen += len(batch)
+            if self.state.status is not None and finished_before is None:
+                self._on_run_finished()
+            self._dirty = True
+        if self._dirty:
+            self._dirty = False
+            self.refresh_view()
+
+    def _on_run_finished(self) -> None:
+        assert self.state is not None and self.run_dir is not None
+        give_to_invoking_user(self.run_dir, recursive=True)
+        failing = self.state.count("fail") + self.state.count("error")
+        self.notify(
+            f"run {self.state.status}: {self.state.done}/{self.state.total} trials, {failing} failed or errored",
+            severity="warning" if failing or self.state.status != "completed" else "information",
+        )
+
+    def refresh_view(self) -> None:
+        """Render the state now (the timer calls this; tests may call it directly)."""
+        if self.state is None:
+            return
+        state = self.state
+        grid = self.query_one(MatrixGrid)
+        grid.sync(state)
+        self.query_one("#matrix-summary", Static).update(self._summary(state))
+        self._show_detail()
+
+    def _summary(self, state: MatrixState) -> str:
+        counts = (
+            f"[green]✓ {state.count('pass')}[/]  [red]✗ {state.count('fail')}[/]  "
+            f"[yellow]! {state.count('error')}[/]  [cyan]▶ {len(state.running)}[/]"
+        )
+        if state.status is not None:
+            where = f"[b]{state.status}[/b] (exit code {state.exit_code})"
+        else:
+            eta = state.eta_s()
+            where = "[b]running[/b]" + (
+                f"  ETA ~{fmt_duration(eta)} (pace since start)" if eta is not None else "  ETA after the first trial"
+            )
+        warn = f"  [yellow]{len(state.warnings)} warnings[/]" if state.warnings else ""
+        run = state.run_id or (self.run_dir.name if self.run_dir else "")
+        return f"[b]{run}[/b]  {state.done}/{state.total or len(state.trials)} done  {counts}  {where}{warn}"
+
+    # --- trial detail --------------------------------------------------------------------
+
+    def _selected_view(self) -> TrialView | None:
+        if self.state is None:
+            return None
+        picked = self.query_one(MatrixGrid).selected()
+        return self.state.trials.get(picked) if picked else None
+
+    def on_data_table_cell_highlighted(self, _event: object) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        view = self._selected_view()
+        detail = self.query_one("#trial-detail", Static)
+        if view is None:
+            detail.update("move onto a trial to see its detectors, exit status and log tail")
+            return
+        detail.update(self._detail_text(view))
+
+    def _trial_dir(self, view: TrialView) -> Path | None:
+        if self.run_dir is None:
+            return None
+        if view.trial_dir:
+            path = Path(view.trial_dir)
+            return path if path.is_absolute() else self.run_dir / path
+        return self.run_dir / "trials" / view.trial_id
+
+    def _detail_text(self, view: TrialView) -> str:
+        parts = [f"[b]{view.trial_id}[/b]  {view.state}"]
+        if view.exit_code is not None:
+            parts.append(f"exit {view.exit_code}")
+        if view.signal is not None:
+            parts.append(f"signal {view.signal}")
+        if view.wall_s is not None:
+            parts.append(f"wall {fmt_seconds(view.wall_s)}")
+        if view.mean_step_s is not None:
+            parts.append(f"step {fmt_seconds(view.mean_step_s)}")
+        lines = ["  ".join(parts)]
+        if view.detectors:
+            lines.append("detectors: " + ", ".join(view.detectors))
+        if view.reason:
+            lines.append(f"reason: {view.reason}")
+        trial_dir = self._trial_dir(view)
+        if trial_dir is not None:
+            for name in ("stderr.log", "stdout.log"):
+                tail = tail_lines(trial_dir / name, 3 if self.app.size.height < 40 else LOG_TAIL_LINES)
+                if tail:
+                    lines.append(f"[dim]── {name} ──[/dim]")
+                    lines.extend(_escape(line) for line in tail)
+        return "\n".join(lines)
+
+    def action_detail(self) -> None:
+        view = self._selected_view()
+        if view is None:
+            self.notify("move the cursor onto a trial column", severity="warning")
+            return
+        self.notify(self._detail_text(view), title="trial", timeout=20)
+
+    # --- commands ------------------------------------------------------------------------
+
+    def action_open_run(self) -> None:
+        def chosen(paths: list[Path] | None) -> None:
+            if paths:
+                self.open_run(paths[0])
+
+        candidates: list[Path] = []
+        try:
+            candidates = [Path(info.path) for info in engines.rundir().list_runs(self.aorta.output_dir)]
+        except engines.EngineMissing as exc:
+            self.notify(str(exc), severity="warning")
+        self.app.push_screen(PathPicker("Open a run directory", candidates), chosen)
+
+    def action_cancel_run(self) -> None:
+        if self.run_dir is None:
+            self.notify("no run open", severity="warning")
+            return
+        run_dir = self.run_dir
+
+        def cancel() -> None:
+            engines.launch().cancel_run(run_dir)
+            self.app.call_from_thread(self.notify, f"cancel sent to the orchestrator of {run_dir.name}")
+
+        self.run_worker(cancel, thread=True, exit_on_error=False, name="cancel run")
+
+    def action_resume_run(self) -> None:
+        if self.run_dir is None:
+            self.notify("no run open", severity="warning")
+            return
+        if self.state is not None and self.state.status is None and self.state.running:
+            self.notify("the run is still running: nothing to resume", severity="warning")
+            return
+        run_dir = self.run_dir
+
+        def resume() -> None:
+            launch = engines.launch()
+            resume_fn = getattr(launch, "resume_detached", None)
+            if resume_fn is not None:
+                resume_fn(run_dir)
+            else:
+                launch.launch_detached(None, run_dir.parent.parent, extra_args=("--resume", str(run_dir)))
+            self.app.call_from_thread(self.notify, f"resuming {run_dir.name}")
+
+        self.run_worker(resume, thread=True, exit_on_error=False, name="resume run")
+
+    def action_diff_env(self) -> None:
+        if self.run_dir is None:
+            return
+        snapshots = sorted((self.run_dir / "env").glob("*.json"))
+        if len(snapshots) >= 2:
+            from aorta_tui.tui.screens.env_diff import EnvDiffScreen
+
+            screen = self.app.get_screen("envdiff")
+            assert isinstance(screen, EnvDiffScreen)
+            self.aorta.action_goto("envdiff")
+            screen.set_paths(snapshots[0], snapshots[1])
+        else:
+            self.notify("this run holds fewer than two env snapshots", severity="warning")
+
+
+def _escape(line: str) -> str:
+    return line.replace("[", r"\[")

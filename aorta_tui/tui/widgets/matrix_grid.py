@@ -1,0 +1,108 @@
+"""The cells x trials grid: one row per cell, one column per trial, then the cell's figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from aorta_tui.tui.matrix_state import PENDING, RUNNING, MatrixState, stat_value
+
+# Symbol and style per verdict: symbols keep the grid readable under NO_COLOR.
+VERDICT_CELL = {
+    "pass": ("✓", "bold green"),
+    "fail": ("✗", "bold red"),
+    "error": ("!", "bold yellow"),
+    RUNNING: ("▶", "bold reverse cyan"),
+    PENDING: ("·", "dim"),
+}
+STAT_COLUMNS = ("fail", "step", "confound")
+
+
+def fmt_seconds(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "n/a"
+    if value < 1e-3:
+        return f"{value * 1e6:.0f}µs"
+    if value < 1:
+        return f"{value * 1e3:.1f}ms"
+    return f"{value:.2f}s"
+
+
+def cell_figures(state: MatrixState, cell: str) -> tuple[str, str, str]:
+    """(failure, mean step, confound) for a cell: the engine's aggregate when it has one,
+    else the live count of failed/finished trials from the journal (marked with ~)."""
+    stats = state.cell_stats.get(cell)
+    if stats:
+        rate = stat_value(stats, "failure_rate")
+        fail = f"{rate:.0%}" if isinstance(rate, (int, float)) else "n/a"
+        step = fmt_seconds(stat_value(stats, "step_time_s.mean", "mean_step_s"))
+        confound = stat_value(stats, "confound.flag")
+        return fail, step, str(confound) if confound else "—"
+    finished, failed, errored = state.cell_counts(cell)
+    fail = f"~{failed + errored}/{finished}" if finished else "—"
+    steps = [v.mean_step_s for (c, _t), v in state.trials.items() if c == cell and v.mean_step_s is not None]
+    step = f"~{fmt_seconds(sum(steps) / len(steps))}" if steps else "—"
+    return fail, step, "—"
+
+
+class MatrixGrid(DataTable):
+    """A DataTable kept in step with a ``MatrixState``, updating only cells that changed."""
+
+    DEFAULT_CSS = "MatrixGrid { height: 1fr; }"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="cell", zebra_stripes=False, **kwargs)
+        self._shape: tuple[tuple[str, ...], tuple[int, ...]] = ((), ())
+        self._rendered: dict[tuple[str, str], str] = {}
+
+    def sync(self, state: MatrixState) -> None:
+        trials = tuple(state.trial_numbers)
+        cells = tuple(state.cells)
+        if (cells, trials) != self._shape:
+            self._rebuild(cells, trials)
+        for cell in cells:
+            for number in trials:
+                view = state.trials.get((cell, number))
+                key = view.state if view else ""
+                self._set(cell, f"t{number}", key, self._verdict_text(key))
+            for column, value in zip(STAT_COLUMNS, cell_figures(state, cell), strict=False):
+                self._set(cell, column, value, Text(value, style="bold red" if column == "confound" and value != "—" else ""))
+
+    def _verdict_text(self, key: str) -> Text:
+        if not key:
+            return Text(" ")
+        symbol, style = VERDICT_CELL.get(key, ("?", ""))
+        return Text(f" {symbol} ", style=style)
+
+    def _set(self, row: str, column: str, key: str, value: Text) -> None:
+        if self._rendered.get((row, column)) == key:
+            return
+        self._rendered[(row, column)] = key
+        self.update_cell(row, column, value)
+
+    def _rebuild(self, cells: tuple[str, ...], trials: tuple[int, ...]) -> None:
+        cursor = self.cursor_coordinate
+        self.clear(columns=True)
+        self._rendered.clear()
+        self.add_column("cell", key="cell")
+        for number in trials:
+            self.add_column(str(number), key=f"t{number}")
+        self.add_column("fail", key="fail")
+        self.add_column("mean step", key="step")
+        self.add_column("confound", key="confound")
+        for cell in cells:
+            blanks = [Text("")] * (len(trials) + len(STAT_COLUMNS))
+            self.add_row(Text(cell, style="bold"), *blanks, key=cell)
+        self._shape = (cells, trials)
+        if cells and trials:
+            self.cursor_coordinate = self.validate_cursor_coordinate(cursor)
+
+    def selected(self) -> tuple[str, int] | None:
+        """(cell, trial number) under the cursor, or None on the name or figure columns."""
+        cells, trials = self._shape
+        row, column = self.cursor_coordinate
+        if not cells or row >= len(cells) or column < 1 or column > len(trials):
+            return None
+        return cells[row], trials[column - 1]
