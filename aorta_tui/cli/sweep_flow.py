@@ -108,8 +108,8 @@ def run_sweep_command(req: SweepRequest) -> int:
     bus = EventBus()
     sweep = Sweep(recipe, registry, options, bus)
     if req.dry_run:
-        sweep.check_runnable()
-        print_plan(recipe, sweep.plan, req.json_mode)
+        notes = sweep.check_runnable(dry_run=True)
+        print_plan(recipe, sweep.plan, req.json_mode, notes)
         return 0
     bus.add(pick_sink(req.json_mode))
 
@@ -133,22 +133,29 @@ def run_sweep_command(req: SweepRequest) -> int:
     return outcome.exit_code
 
 
-def print_plan(recipe: Any, plan: Any, json_mode: bool) -> None:
+def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: list[str] = ()) -> None:
     import json
 
     if json_mode:
         out = {"mode": recipe.mode, "ticket": recipe.ticket, "workload": recipe.workload,
-               "command": list(recipe.command or []), **plan.to_dict()}
+               "command": list(recipe.command or []), **plan.to_dict(), "notes": list(notes)}
         print(json.dumps(out, indent=2))
         return
-    what = f"workload {recipe.workload}" if recipe.mode == "triage" else f"command: {' '.join(recipe.command or [])}"
+    what = (f"workload {recipe.workload}" if recipe.mode == "triage"
+            else f"command: {' '.join(recipe.command or []) or '(none given)'}")
     print(f"{recipe.mode} recipe, ticket {recipe.ticket}, {what}")
     print(f"{len(plan.cells)} cells x trials = {len(plan.trials)} trials, order {plan.order} (seed {plan.seed}), "
           f"baseline {plan.baseline_cell or 'none'}")
     for c in plan.cells:
         env = " ".join(f"{k}={v}" for k, v in sorted(c.env.items())) or "(no variables)"
-        sw = f" switches: {', '.join(c.switches)}" if c.switches else ""
+        sw = ""
+        if c.switches:
+            # An opaque command cannot be switched from inside: only the variables reach it.
+            sw = (f" switches: {', '.join(c.switches)}" if recipe.mode == "triage"
+                  else f" (in-process switches {', '.join(c.switches)} apply to workload runs only)")
         print(f"  {c.name}: {c.trials} trials, mitigations [{', '.join(c.mitigations)}], "
               f"environment {c.environment}; {env}{sw}")
     first = ", ".join(t.trial_id for t in plan.trials[:6])
     print(f"run order starts: {first}{' ...' if len(plan.trials) > 6 else ''}")
+    for note in notes:
+        print(f"note: {note}")

@@ -23,7 +23,7 @@ from typing import Any
 from aorta_tui.core import rundir
 from aorta_tui.core.aggregate import TrialRecord, aggregate
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
-from aorta_tui.core.errors import EnvironmentProblem, ExitCode, RunDirError, UsageError
+from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
     CellAggregated,
     EventBus,
@@ -75,10 +75,17 @@ class Sweep:
 
     # -- preparation -----------------------------------------------------------------------
 
-    def check_runnable(self) -> None:
-        """Problems the user can fix before anything is written."""
+    def check_runnable(self, *, dry_run: bool = False) -> list[str]:
+        """Problems the user can fix before anything is written.
+
+        Returns notes for a dry run: there, a workload that is not installed is reported
+        rather than refused (upstream resolves workload names at execution time too).
+        """
+        notes: list[str] = []
         r = self.recipe
-        if r.mode == "probe" and not r.command:
+        if r.mode == "probe" and not r.command and dry_run:
+            notes.append("no command given: a real run needs one after `--`")
+        elif r.mode == "probe" and not r.command:
             raise UsageError(
                 f"{r.source_path or 'the recipe'} is a probe recipe, and no command was given",
                 hint="put the command after `--`, e.g. aorta-tui --batch probe.yaml -- bash launch.sh",
@@ -87,7 +94,14 @@ class Sweep:
             from aorta_tui.core.registry import load_workload
             from aorta_tui.core.workload import validate_config
 
-            self._workload_cls = load_workload(r.workload)
+            try:
+                self._workload_cls = load_workload(r.workload)
+            except AortaError as exc:
+                if not dry_run:
+                    raise
+                notes.append(f"workload {r.workload!r} is not available here ({exc.message}); "
+                             "a real run would stop with this error")
+                return notes
             for cell in self.plan.cells:
                 try:
                     validate_config(self._workload_cls.config_schema, cell.workload_config)
@@ -103,8 +117,15 @@ class Sweep:
                     location=_where(r, "trial_isolation"),
                 )
         if any(c.docker for c in self.plan.cells):
-            _require_docker()
-        self._rules = _pattern_rules(r)
+            try:
+                _require_docker()
+            except EnvironmentProblem as exc:
+                if not dry_run:
+                    raise
+                notes.append(exc.message)
+        if not dry_run:
+            self._rules = _pattern_rules(r)
+        return notes
 
     # -- the run ---------------------------------------------------------------------------
 
