@@ -36,6 +36,7 @@ from aorta_tui.core.events import (
 )
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
+from aorta_tui.core.worker import CancelEvent
 
 STEP_LINE = re.compile(rb"^aorta-step (\d+) ([0-9.eE+-]+)$", re.M)
 
@@ -69,7 +70,7 @@ class Sweep:
         self.options = options
         self.bus = bus
         self.plan: Plan = build_plan(recipe, registry, order=options.order, seed=options.seed)
-        self.cancel = threading.Event()
+        self.cancel: threading.Event = CancelEvent()  # wakes the running worker at once
         self._workload_cls: Any = None
         self._rules: list[Any] = []
 
