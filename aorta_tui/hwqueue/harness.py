@@ -46,9 +46,17 @@ class QueueRunConfig:
     keep_timeline: bool = False  # put every LaunchRecord into the result (large)
 
     def validate(self) -> None:
-        from aorta_tui.hwqueue.workloads import check_streams
+        from aorta_tui.hwqueue.backends import resolve_devices
+        from aorta_tui.hwqueue.workloads import check_streams, workload_class
 
         check_streams(self.workload, self.streams)
+        _, devs = resolve_devices(self.device, self.devices)
+        if len(set(devs)) > 1 and not workload_class(self.workload).independent_streams:
+            raise UsageError(
+                f"workload {self.workload!r} passes tensors between its streams, so its streams "
+                "cannot be spread over several devices",
+                hint="drop --devices for it; hetero_kernels, tiny_kernel_stress, large_gemm_only, "
+                "graph_subgraphs and torch_compile can be spread")
         if self.iterations < 1:
             raise UsageError(f"--iterations must be at least 1, not {self.iterations}")
         if self.warmup < 0:

@@ -89,6 +89,8 @@ class QueueWorkload(ABC):
     throughput_scale: ClassVar[float] = 1.0  # work units per throughput unit (1e12 for TFLOP)
     defaults: ClassVar[dict[str, Any]]
     tiny: ClassVar[dict[str, Any]]  # overrides that make it run in milliseconds on a CPU
+    # True when streams never exchange tensors, so --devices may put them on different GPUs
+    independent_streams: ClassVar[bool] = False
 
     def __init__(self, params: Mapping[str, Any] | None = None, *, size: str = "default") -> None:
         merged = dict(self.defaults)
@@ -169,3 +171,19 @@ def coerce_param(workload: str, key: str, value: Any, default: Any) -> Any:
 
 def gemm_flops(m: int, n: int, k: int) -> float:
     return 2.0 * m * n * k
+
+
+def split_roles(streams: int, groups: int) -> list[list[int]]:
+    """Split stream indices into ``groups`` contiguous, non-empty role groups.
+
+    With fewer streams than groups, roles share streams (round-robin) so every role has one.
+    """
+    if streams >= groups:
+        size, extra = divmod(streams, groups)
+        out, start = [], 0
+        for g in range(groups):
+            n = size + (1 if g < extra else 0)
+            out.append(list(range(start, start + n)))
+            start += n
+        return out
+    return [[g % streams] for g in range(groups)]

@@ -16,6 +16,7 @@ class HeteroKernels(QueueWorkload):
     description = "Mixed tiny and large kernels (convoy effect)"
     min_streams, max_streams, recommended_streams = 2, 64, 8
     switch_latency_sensitivity = "critical"
+    independent_streams = True
     work_unit, throughput_unit, throughput_scale = "FLOP", "TFLOP/s", 1e12
     defaults = {"gemm_m": 4096, "gemm_n": 4096, "gemm_k": 4096, "small_size": 1024,
                 "small_per_large": 10}

@@ -11,6 +11,7 @@ class LargeGemmOnly(QueueWorkload):
     description = "Large GEMMs only (compute-bound baseline)"
     min_streams, max_streams, recommended_streams = 1, 16, 4
     switch_latency_sensitivity = "low"
+    independent_streams = True
     work_unit, throughput_unit, throughput_scale = "FLOP", "TFLOP/s", 1e12
     defaults = {"gemm_m": 8192, "gemm_n": 8192, "gemm_k": 8192, "gemms_per_stream": 1}
     tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64}

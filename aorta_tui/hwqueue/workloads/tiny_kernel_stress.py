@@ -14,6 +14,7 @@ class TinyKernelStress(QueueWorkload):
     description = "Tiny kernels only (isolates queue switch overhead)"
     min_streams, max_streams, recommended_streams = 1, 64, 16
     switch_latency_sensitivity = "critical"
+    independent_streams = True
     work_unit, throughput_unit, throughput_scale = "FLOP", "GFLOP/s", 1e9
     defaults = {"tensor_size": 256, "ops_per_stream": 100}
     tiny = {"tensor_size": 64, "ops_per_stream": 4}

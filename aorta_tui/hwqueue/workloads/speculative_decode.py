@@ -1,0 +1,56 @@
+"""Speculative decoding: small draft models propose k tokens per sequence on draft streams;
+the large target model verifies all proposals at once on the verify stream."""
+
+from __future__ import annotations
+
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext
+
+
+class SpeculativeDecode(QueueWorkload):
+    name = "speculative_decode"
+    category = "inference"
+    description = "Draft + verify speculative decoding (throughput counts verified tokens)"
+    min_streams, max_streams, recommended_streams = 4, 12, 6
+    switch_latency_sensitivity = "high"
+    work_unit, throughput_unit = "verified token", "tokens/s"
+    defaults = {"sequences": 8, "draft_tokens": 4, "draft_hidden": 512, "target_hidden": 2048,
+                "target_layers": 4}
+    tiny = {"sequences": 4, "draft_tokens": 2, "draft_hidden": 16, "target_hidden": 32,
+            "target_layers": 2}
+
+    def setup(self, ctx: WorkloadContext) -> None:
+        self._torch = ctx.torch
+        p = self.params
+        dh, th = p["draft_hidden"], p["target_hidden"]
+        self.draft_streams = list(range(1, ctx.streams))
+        self.wd = ctx.randn(dh, dh, stream=0) * (dh ** -0.5)
+        self.seqs = [(self.draft_streams[i % len(self.draft_streams)], ctx.randn(1, dh, stream=0))
+                     for i in range(p["sequences"])]
+        self.proj = ctx.randn(dh, th, stream=0) * (dh ** -0.5)
+        self.wt = [ctx.randn(th, th, stream=0) * (th ** -0.5) for _ in range(p["target_layers"])]
+
+    def _draft(self, x):  # type: ignore[no-untyped-def]
+        torch = self._torch
+        toks = []
+        for _ in range(self.params["draft_tokens"]):
+            x = torch.tanh(x @ self.wd)
+            toks.append(x)
+        return torch.cat(toks)
+
+    def iteration(self, index: int) -> list[Launch]:
+        proposals: list = []
+        out: list[Launch] = []
+        for s, x in self.seqs:
+            out.append(Launch(s, "draft", lambda x=x: proposals.append(self._draft(x))))
+        out.append(Launch(0, "verify", lambda: self._verify(proposals), waits=tuple(range(len(out)))))
+        return out
+
+    def _verify(self, proposals: list) -> None:
+        torch = self._torch
+        h = torch.cat(proposals) @ self.proj
+        for w in self.wt:
+            h = torch.relu(h @ w)
+        h.argmax(dim=-1)
+
+    def work_per_iteration(self) -> float:
+        return float(self.params["sequences"] * self.params["draft_tokens"])
