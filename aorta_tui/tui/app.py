@@ -25,7 +25,7 @@ DARK, LIGHT = "textual-dark", "textual-light"
 
 
 def default_output_dir() -> Path:
-    """Where runs live: ``$AORTA_TUI_OUTPUT``, else the sweep engine's default, else ./aorta-runs."""
+    """Where runs live: ``$AORTA_TUI_OUTPUT``, else the sweep engine's default, else ./aorta-out."""
     env = os.environ.get("AORTA_TUI_OUTPUT")
     if env:
         return Path(env)
@@ -37,7 +37,7 @@ def default_output_dir() -> Path:
             return Path(default)
     except ImportError:
         pass
-    return Path("aorta-runs")
+    return Path("aorta-out")
 
 
 class AortaApp(App[None]):

@@ -1,0 +1,59 @@
+"""``attach --plain``: the journal as plain lines, followed until the run ends. No Textual."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+from aorta_tui.core.events import Event, RunFinished, RunStarted
+from aorta_tui.tui.journal import JournalFollower, format_event_line
+
+CHECK_S = 0.5
+
+
+def _orchestrator_alive(run_dir: Path) -> bool:
+    from aorta_tui.core.rundir import lock_holder
+
+    return lock_holder(run_dir) is not None
+
+
+def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text stream
+    """Print every event, then follow. Returns 0 when the run completed, 1 when it failed,
+    130 when it was interrupted (its orchestrator is gone without a ``run_finished``)."""
+    out = out or sys.stdout
+    done = threading.Event()
+    state: dict[str, object] = {"finished": None}
+
+    def on_events(events: list[Event]) -> None:
+        for event in events:
+            print(format_event_line(event), file=out, flush=True)
+            if isinstance(event, RunStarted):
+                state["finished"] = None
+            elif isinstance(event, RunFinished):
+                state["finished"] = event
+
+    follower = JournalFollower(run_dir, on_events, poll_s=CHECK_S).start()
+    try:
+        while not done.wait(CHECK_S):
+            finished = state["finished"]
+            alive = _orchestrator_alive(run_dir)
+            if finished is not None and not alive:
+                break
+            if finished is None and not alive:
+                # Gone without a last word: read what it wrote just before dying, then say so.
+                follower.stop()
+                on_events(follower.reader.read_new())
+                if state["finished"] is None:
+                    print(f"run stopped without finishing; resume it with "
+                          f"`aorta-tui sweep run --resume {run_dir}`", file=out, flush=True)
+                    return 130
+                break
+    except KeyboardInterrupt:
+        print("detached (the run keeps going)", file=out, flush=True)
+        return 0
+    finally:
+        follower.stop()
+    finished = state["finished"]
+    assert isinstance(finished, RunFinished)
+    return 0 if finished.status == "completed" else int(finished.exit_code or 1)
