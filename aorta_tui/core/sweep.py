@@ -260,7 +260,14 @@ class Sweep:
         self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
                                    attempt=session))
         cursor = kernel_log.mark()
-        outcome = run_process(pspec, cancel=self.cancel)
+        if r.mode == "triage" and r.trial_isolation == "in_process":
+            from aorta_tui.core.inprocess import run_in_process
+
+            wspec = json.loads((trial_dir / "trial_spec.json").read_text())
+            outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
+                                     trial_dir)
+        else:
+            outcome = run_process(pspec, cancel=self.cancel)
         if outcome.cancelled:
             return None  # no result: a resume runs this trial again
         kevents = kernel_log.events_since(cursor)
