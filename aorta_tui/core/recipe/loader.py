@@ -86,22 +86,22 @@ def read_recipe_file(path: str | Path) -> str:
     p = Path(path)
     try:
         if p.is_dir():
-            raise LoadProblem(f"{p} is a directory, not a recipe file",
+            raise LoadProblem("this is a directory, not a recipe file",
                               hint="pass the path of a .yaml file inside it")
         data = p.read_bytes()
     except FileNotFoundError:
-        raise LoadProblem(f"no such recipe file: {p}",
+        raise LoadProblem("no such recipe file",
                           hint="check the path (recipes/examples/ has working examples)") from None
     except PermissionError:
-        raise LoadProblem(f"cannot read {p}: permission denied",
+        raise LoadProblem("cannot read the file: permission denied",
                           hint="make the file readable (chmod a+r) or run as its owner") from None
     except OSError as exc:
-        raise LoadProblem(f"cannot read {p}: {exc.strerror or exc}") from None
+        raise LoadProblem(f"cannot read the file: {exc.strerror or exc}") from None
     if len(data) > MAX_RECIPE_BYTES:
-        raise LoadProblem(f"{p} is {len(data)} bytes; a recipe is at most {MAX_RECIPE_BYTES}",
+        raise LoadProblem(f"the file is {len(data)} bytes; a recipe is at most {MAX_RECIPE_BYTES}",
                           hint="is this really a recipe file?")
     if b"\x00" in data:
-        raise LoadProblem(f"{p} is a binary file, not a YAML recipe",
+        raise LoadProblem("this is a binary file, not a YAML recipe",
                           hint="pass the recipe's .yaml file")
     try:
         return data.decode("utf-8-sig")
@@ -129,8 +129,13 @@ def parse_yaml_text(text: str) -> tuple[Any, Marks]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-        what = exc.problem or exc.context or "malformed YAML"
-        hint = _yaml_hint(str(what))
+        what = exc.problem or "malformed YAML"
+        if exc.context and exc.problem:
+            started = exc.context_mark
+            since = f" that starts at line {started.line + 1}" if started is not None and \
+                started.line + 1 != line else ""
+            what = f"{exc.problem} ({exc.context}{since})"
+        hint = _yaml_hint(f"{exc.problem} {exc.context}")
         raise LoadProblem(f"invalid YAML: {what}", line=line, column=col, hint=hint) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
