@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -38,7 +38,7 @@ def _parse_params(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _parse_devices(devices: Optional[str]) -> Optional[list[str]]:  # noqa: UP007
+def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
     if not devices:
         return None
     return [d.strip() for d in devices.split(",") if d.strip()]
@@ -90,14 +90,14 @@ def run_cmd(
     iterations: int = typer.Option(50, "--iterations", "-i", help="Measured iterations."),
     warmup: int = typer.Option(5, "--warmup", "-w", help="Warm-up iterations (not measured)."),
     device: str = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP),
-    devices: Optional[str] = typer.Option(None, "--devices",  # noqa: UP007
+    devices: str | None = typer.Option(None, "--devices",  # noqa: UP007
                                           help="Spread streams over these, e.g. cuda:0,cuda:1."),
     sync_mode: str = typer.Option("per_iteration", "--sync-mode",
                                   help="per_iteration, end_only or none."),
     dtype: str = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16."),
     size: str = typer.Option("default", "--size", help="default, or tiny (fast CPU checks)."),
     param: list[str] = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o",  # noqa: UP007
+    output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
                                           help="Write the result JSON here (atomically)."),
     timeline: bool = typer.Option(False, "--timeline", help="Include every launch's timestamps."),
     ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
@@ -146,12 +146,14 @@ def print_result(result: dict[str, Any]) -> None:
     _table(title, ["metric", "value", "unit"], rows)
 
 
+# summary key -> the ``unavailable`` key that explains it
+_REASON_KEY = {"launch_delay_mean_us": "launch_delay_us", "launch_delay_p50_us": "launch_delay_us",
+               "queue_depth_max": "queue_depth"}
+
+
 def _not_available(result: dict[str, Any], key: str) -> str:
-    reasons = result.get("unavailable", {})
-    for k, why in reasons.items():
-        if key.startswith(k.split("_us")[0].split("_ms")[0]) or k in key:
-            return f"not available ({why})"
-    return "not available"
+    why = result.get("unavailable", {}).get(_REASON_KEY.get(key, key))
+    return f"not available ({why})" if why else "not available"
 
 
 def _fmt(value: Any) -> str:
@@ -178,4 +180,106 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
     print(title)
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+
+
+@app.command("sweep")
+@cli_command
+def sweep_cmd(
+    workload: str = typer.Argument(..., help="Workload name (see `queue list`)."),
+    streams: str = typer.Option("1,2,4,8,16,32,64", "--streams", "-s",
+                                help="Comma-separated stream counts."),
+    iterations: int = typer.Option(30, "--iterations", "-i", help="Measured iterations per point."),
+    warmup: int = typer.Option(3, "--warmup", "-w", help="Warm-up iterations per point."),
+    device: str = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP),
+    devices: str | None = typer.Option(None, "--devices",  # noqa: UP007
+                                          help="Spread streams over these, e.g. cuda:0,cuda:1."),
+    sync_mode: str = typer.Option("per_iteration", "--sync-mode",
+                                  help="per_iteration, end_only or none."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16."),
+    size: str = typer.Option("default", "--size", help="default, or tiny (fast CPU checks)."),
+    param: list[str] = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE."),
+    knee_gain: float = typer.Option(0.10, "--knee-gain",
+                                    help="Marginal throughput gain below which the knee is set."),
+    output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
+                                          help="Write the sweep JSON here (atomically)."),
+    ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
+                                    help="Also trace the CUDA runtime with eBPF (needs root)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Run WORKLOAD at several stream counts: throughput, scaling efficiency, peak and knee.
+
+    Example: aorta-tui queue sweep hetero_kernels --streams 2,4,8,16,32,64 -o sweep.json
+    """
+    from aorta_tui.core.atomic import atomic_write_json
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.sweep import check_counts, parse_stream_counts, run_sweep
+
+    counts = parse_stream_counts(streams)
+    check_counts(workload, counts)
+    base = QueueRunConfig(workload=workload, streams=counts[0], iterations=iterations,
+                          warmup=warmup, device=device, devices=_parse_devices(devices),
+                          sync_mode=sync_mode, dtype=dtype, size=size,
+                          params=_parse_params(param), ebpf_trace=ebpf_trace)
+    base.validate()
+    doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain)
+    if output is not None:
+        atomic_write_json(output, doc)
+    if as_json:
+        print(json.dumps(doc, indent=2))
+        return
+    a = doc["analysis"]
+    unit = doc["workload"]["throughput_unit"]
+    rows = []
+    for r in doc["points"]:
+        n, sm = r["config"]["streams"], r["summary"]
+        eff = a["efficiency"].get(str(n))
+        rows.append([str(n), _fmt(sm["throughput"]), _fmt(eff), _fmt(sm["latency_p50_ms"]),
+                     _fmt(sm["latency_p99_ms"]), _fmt(sm["achieved_concurrency"]),
+                     _fmt(sm["switch_overhead_us"])])
+    title = f"{doc['workload']['name']} stream sweep ({unit}){' EMULATED' if doc['emulated'] else ''}"
+    _table(title, ["streams", "throughput", "efficiency", "p50 ms", "p99 ms", "concurrency",
+                   "switch us"], rows)
+    print(f"peak: {a['peak_streams']} streams ({_fmt(a['peak_throughput'])} {unit}); "
+          f"knee: {a['knee_streams']} streams")
+    if output is not None:
+        print(f"sweep written to {output}")
+
+
+@app.command("compare")
+@cli_command
+def compare_cmd(
+    base: Path = typer.Argument(..., help="Baseline result (from `queue run -o`)."),
+    test: Path = typer.Argument(..., help="Result to judge against it."),
+    min_change: float = typer.Option(0.05, "--min-change",
+                                     help="Relative changes below this are 'unchanged'."),
+    fail_on_regression: bool = typer.Option(True, "--fail-on-regression/--no-fail",
+                                            help="Exit 1 when any figure regressed."),
+    as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
+) -> None:
+    """Compare two queue results; a change inside the run-to-run spread is 'unchanged'.
+
+    Exit status: 0 no regression, 1 at least one figure regressed (unless --no-fail),
+    2 bad input.
+
+    Example: aorta-tui queue compare base.json test.json --min-change 0.03
+    """
+    from aorta_tui.hwqueue.compare import compare
+    from aorta_tui.hwqueue.result import load_result
+
+    report = compare(load_result(base), load_result(test), min_change=min_change)
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        rows = []
+        for r in report["rows"]:
+            change = "" if r.get("change") is None else f"{r['change'] * 100:+.1f}%"
+            rows.append([r["metric"], _fmt(r["base"]), _fmt(r["test"]), change, r["verdict"],
+                         r.get("spread") or r.get("reason", "")])
+        _table(f"compare {base} -> {test}", ["metric", "base", "test", "change", "verdict",
+                                             "spread"], rows)
+        for note in report["notes"]:
+            print(f"note: {note}")
+    if report["regressions"] and fail_on_regression:
+        raise typer.Exit(1)

@@ -209,7 +209,7 @@ def iteration_latencies_ns(
 def iteration_periods_ns(iteration_starts_ns: Sequence[float], end_ns: float) -> list[float]:
     """Host time between consecutive iteration starts; the last one ends at ``end_ns``."""
     bounds = [*iteration_starts_ns, end_ns]
-    return [b - a for a, b in zip(bounds, bounds[1:])]
+    return [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def scale(d: dict[str, float] | None, factor: float) -> dict[str, float] | None:

@@ -34,7 +34,7 @@ SUMMARY_FIELDS: dict[str, tuple[str | None, str]] = {
     "launch_delay_p50_us": ("us", "lower"),
     "switch_overhead_us": ("us", "lower"),
     "queue_depth_max": ("launches", "neither"),
-    "wall_s": ("s", "lower"),
+    "wall_s": ("s", "neither"),  # how long the measurement took; throughput judges speed
 }
 
 
@@ -171,6 +171,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         },
         "ebpf": raw.ebpf,
     }
+    result["samples"].update(per_iteration_samples(recs, raw.emulated))
     if cfg.keep_timeline:
         t0 = raw.iteration_starts_ns[0]
         result["timeline"] = [
@@ -180,6 +181,30 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
                                      "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
     return result
+
+
+def per_iteration_samples(recs: list[M.LaunchRecord], emulated: bool) -> dict[str, list[float]]:
+    """Per-iteration values of the figures without a natural sample, for compare's spread."""
+    by_iter: dict[int, list[M.LaunchRecord]] = {}
+    for r in recs:
+        by_iter.setdefault(r.iteration, []).append(r)
+    conc: list[float] = []
+    delay: list[float] = []
+    switch: list[float] = []
+    for it in sorted(by_iter):
+        group = by_iter[it]
+        c = M.achieved_concurrency(group)
+        if c is not None:
+            conc.append(c)
+        if not emulated:
+            d, _ = M.launch_delays_ns(group)
+            if d:
+                delay.append(sum(d) / len(d) / 1e3)
+        so = M.idle_gaps(group).switch_overhead_ns
+        if so is not None:
+            switch.append(so / 1e3)
+    return {"iteration_concurrency": conc, "iteration_launch_delay_mean_us": delay,
+            "iteration_switch_overhead_us": switch}
 
 
 def load_result(path: str | os.PathLike[str]) -> dict[str, Any]:

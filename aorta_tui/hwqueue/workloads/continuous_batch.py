@@ -66,7 +66,7 @@ class ContinuousBatch(QueueWorkload):
         for s, x, kc, vc in self.decodes:
             out.append(Launch(s, "decode", lambda x=x, kc=kc, vc=vc: self._decode(x, kc, vc)))
         done = tuple(range(len(out)))
-        for s, slot in zip(self.cache, self.kv_slots):
+        for s, slot in zip(self.cache, self.kv_slots, strict=True):
             out.append(Launch(s, "kv_cache_write", lambda slot=slot: slot.mul_(0.99).add_(0.01),
                               waits=done))
         return out

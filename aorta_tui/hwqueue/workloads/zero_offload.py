@@ -35,7 +35,6 @@ class ZeroOffload(QueueWorkload):
         self.y = [ctx.zeros(p["batch"], h, stream=0) for _ in range(p["shards"])]
 
     def iteration(self, index: int) -> list[Launch]:
-        torch = self._torch
         out: list[Launch] = []
         for i in range(self.params["shards"]):
             u = len(out)

@@ -1,0 +1,112 @@
+"""Noise-aware comparison of two queue results.
+
+Each figure gets, per run, a 95% bootstrap confidence interval from per-iteration samples
+(throughput from iteration periods, latency statistics from iteration latencies, concurrency,
+launch delay and switch overhead from their per-iteration values). A change is ``unchanged``
+when the two intervals overlap or the relative change is below ``min_change``; otherwise
+``improved`` or ``regressed`` by the figure's direction. A figure without samples in either run
+cannot be judged against noise: it is ``unchanged`` below ``min_change`` and ``changed``
+(neither a regression nor an improvement) above it, with ``spread: none recorded``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.hwqueue.metrics import percentile
+
+_LATENCY = {"latency_mean_ms": None, "latency_p50_ms": 50.0, "latency_p95_ms": 95.0,
+            "latency_p99_ms": 99.0}
+
+
+def bootstrap_ci(values: Sequence[float], stat: Callable[[list[float]], float],
+                 resamples: int = 1000, seed: int = 7) -> tuple[float, float] | None:
+    if len(values) < 2:
+        return None
+    rng = random.Random(seed)
+    xs = list(values)
+    est = sorted(stat([rng.choice(xs) for _ in xs]) for _ in range(resamples))
+    return percentile(est, 2.5), percentile(est, 97.5)
+
+
+def _mean(xs: list[float]) -> float:
+    return math.fsum(xs) / len(xs)
+
+
+def _interval(result: dict[str, Any], key: str) -> tuple[float, float] | None:
+    samples = result.get("samples", {})
+    if key == "throughput":
+        periods = samples.get("iteration_period_ms") or []
+        value = result["summary"].get("throughput")
+        ci = bootstrap_ci(periods, _mean)
+        if ci is None or value is None or ci[0] <= 0:
+            return None
+        m = _mean(periods)  # throughput is inversely proportional to the mean period
+        return value * m / ci[1], value * m / ci[0]
+    per_iter = {"achieved_concurrency": "iteration_concurrency",
+                "launch_delay_mean_us": "iteration_launch_delay_mean_us",
+                "switch_overhead_us": "iteration_switch_overhead_us"}
+    if key in per_iter:
+        return bootstrap_ci(samples.get(per_iter[key]) or [], _mean)
+    if key in _LATENCY:
+        lat = samples.get("iteration_latency_ms") or []
+        q = _LATENCY[key]
+        return bootstrap_ci(lat, _mean if q is None else (lambda xs, q=q: percentile(sorted(xs), q)))
+    return None
+
+
+def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
+    for name, doc in (("BASE", base), ("TEST", test)):
+        if doc.get("kind") != "aorta-tui/queue-result":
+            raise UsageError(f"{name} is a {doc.get('kind')}, not a queue run result",
+                             hint="compare two files written by `queue run -o`")
+    notes = []
+    if base["workload"]["name"] != test["workload"]["name"]:
+        notes.append(f"different workloads: {base['workload']['name']} vs {test['workload']['name']}")
+    if base["config"]["streams"] != test["config"]["streams"]:
+        notes.append(f"different stream counts: {base['config']['streams']} vs {test['config']['streams']}")
+    if base["emulated"] != test["emulated"]:
+        notes.append("one run is CPU-emulated, the other is not")
+    rows = []
+    better = base.get("summary_better", {})
+    for key, direction in better.items():
+        b, t = base["summary"].get(key), test["summary"].get(key)
+        row: dict[str, Any] = {"metric": key, "base": b, "test": t, "unit": base["summary_units"].get(key)}
+        if b is None or t is None:
+            row.update(change=None, verdict="not comparable",
+                       reason="not available in " + ("both" if b is None and t is None else
+                                                     "BASE" if b is None else "TEST"))
+            rows.append(row)
+            continue
+        if key == "throughput" and base["summary_units"].get(key) != test["summary_units"].get(key):
+            row.update(change=None, verdict="not comparable", reason="different units")
+            rows.append(row)
+            continue
+        change = (t - b) / abs(b) if b != 0 else (0.0 if t == 0 else math.inf)
+        ib, it = _interval(base, key), _interval(test, key)
+        row["change"] = change
+        row["base_ci"], row["test_ci"] = ib, it
+        if ib is not None and it is not None:
+            overlap = ib[0] <= it[1] and it[0] <= ib[1]
+            row["spread"] = "95% bootstrap CI"
+        else:
+            overlap = False
+            row["spread"] = "none recorded"
+        if abs(change) >= min_change and row["spread"] == "none recorded" and direction != "neither":
+            row["verdict"] = "changed"
+        elif direction == "neither" or overlap or abs(change) < min_change:
+            row["verdict"] = "unchanged"
+        else:
+            up_is_good = direction == "higher"
+            row["verdict"] = "improved" if (change > 0) == up_is_good else "regressed"
+        rows.append(row)
+    return {
+        "base": base.get("run_id"), "test": test.get("run_id"), "min_change": min_change,
+        "notes": notes, "rows": rows,
+        "regressions": [r["metric"] for r in rows if r["verdict"] == "regressed"],
+        "improvements": [r["metric"] for r in rows if r["verdict"] == "improved"],
+    }

@@ -1,0 +1,91 @@
+"""Stream sweeps: the same workload at several stream counts, with scaling analysis.
+
+* scaling efficiency at N = (throughput(N) / throughput(N0)) / (N / N0), N0 the smallest count;
+* peak = the stream count with the highest throughput;
+* knee = the last stream count before the marginal gain of the next step falls below
+  ``knee_gain`` (10% by default): adding streams past it buys little.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.core.events import Event, Progress
+from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
+
+SWEEP_KIND = "aorta-tui/queue-sweep"
+
+
+def parse_stream_counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--streams {text!r} is not a comma-separated list of integers",
+                         hint="e.g. --streams 1,2,4,8,16,32,64") from None
+    if not counts or any(c < 1 for c in counts):
+        raise UsageError(f"--streams {text!r} needs positive counts", hint="e.g. --streams 1,2,4,8")
+    return sorted(set(counts))
+
+
+def check_counts(workload: str, counts: Sequence[int]) -> None:
+    from aorta_tui.hwqueue.workloads import workload_class
+
+    info = workload_class(workload).info()
+    bad = [c for c in counts if not info.min_streams <= c <= info.max_streams]
+    if bad:
+        ok = [c for c in counts if c not in bad]
+        raise UsageError(
+            f"workload {workload!r} runs with {info.min_streams}..{info.max_streams} streams; "
+            f"out of range: {', '.join(map(str, bad))}",
+            hint=(f"use --streams {','.join(map(str, ok))}" if ok else
+                  f"pick counts between {info.min_streams} and {info.max_streams}"),
+        )
+
+
+def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10) -> dict[str, Any]:
+    """Scaling efficiency per point, peak and knee from (streams, throughput) pairs."""
+    valid = [(n, t) for n, t in sorted(points) if t is not None and t > 0]
+    if not valid:
+        return {"efficiency": {}, "peak_streams": None, "peak_throughput": None,
+                "knee_streams": None, "reason": "no point has a throughput"}
+    n0, t0 = valid[0]
+    eff = {str(n): (t / t0) / (n / n0) for n, t in valid}
+    peak_n, peak_t = max(valid, key=lambda p: p[1])
+    knee = valid[-1][0]
+    for (n_a, t_a), (_, t_b) in zip(valid, valid[1:], strict=False):
+        if t_b / t_a - 1.0 < knee_gain:
+            knee = n_a
+            break
+    return {"efficiency": eff, "peak_streams": peak_n, "peak_throughput": peak_t,
+            "knee_streams": knee, "knee_gain": knee_gain}
+
+
+def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
+              knee_gain: float = 0.10) -> dict[str, Any]:
+    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document."""
+    from aorta_tui.hwqueue.harness import run_queue
+
+    check_counts(base.workload, counts)
+    sweep_id = base.run_id or new_run_id()
+    results = []
+    for k, n in enumerate(counts):
+        cfg = dataclasses.replace(base, streams=n, run_id=f"{sweep_id}-s{n}")
+        results.append(run_queue(cfg, on_event=on_event))
+        if on_event is not None:
+            on_event(Progress(sweep_id, done=k + 1, total=len(counts), message=f"{n} streams done"))
+    analysis = analyse([(r["config"]["streams"], r["summary"]["throughput"]) for r in results],
+                       knee_gain)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": SWEEP_KIND,
+        "run_id": sweep_id,
+        "workload": results[0]["workload"],
+        "emulated": results[0]["emulated"],
+        "platform": results[0]["platform"],
+        "stream_counts": list(counts),
+        "analysis": analysis,
+        "points": results,
+    }
