@@ -43,6 +43,16 @@ class AortaScreen(Screen):
         if self.MAIN_WIDGET:
             self.query_one(self.MAIN_WIDGET).focus()
 
+    def display_path(self, path: object) -> str:
+        """A path as the user would type it: relative to the working directory when inside it."""
+        from pathlib import Path
+
+        p = Path(str(path))
+        try:
+            return str(p.relative_to(self.aorta.cwd))
+        except ValueError:
+            return str(p)
+
     @property
     def aorta(self) -> AortaApp:
         return self.app  # type: ignore[return-value]

@@ -10,7 +10,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, DataTable, Input, Static
+from textual.widgets import Button, DataTable, Input, Label, Static
 
 from aorta_tui.tui import engines
 from aorta_tui.tui.screens.base import AortaScreen
@@ -115,11 +115,13 @@ class EnvDiffScreen(AortaScreen):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="envdiff"):
             with Horizontal(id="envdiff-paths", classes="toolbar"):
-                yield Input(placeholder="snapshot A (env.json or run dir)", id="snap-a")
-                yield Input(placeholder="snapshot B", id="snap-b")
-                yield Button("Diff", id="diff-button", variant="primary")
+                yield Label("A ")
+                yield Input(placeholder="snapshot A (env.json or run dir)", id="snap-a", compact=True)
+                yield Label(" B ")
+                yield Input(placeholder="snapshot B", id="snap-b", compact=True)
+                yield Button("Diff", id="diff-button", variant="primary", compact=True)
             with Horizontal(id="envdiff-filters", classes="toolbar"):
-                yield Input(placeholder="/ search paths and values", id="diff-search")
+                yield Input(placeholder="/ search paths and values", id="diff-search", compact=True)
                 yield Static("", id="diff-filters")
             yield Static(self._missing_note(), id="diff-summary")
             yield DataTable(id="diff-table", cursor_type="row", zebra_stripes=True)

@@ -261,12 +261,7 @@ class MatrixScreen(AortaScreen):
         run_dir = self.run_dir
 
         def resume() -> None:
-            launch = engines.launch()
-            resume_fn = getattr(launch, "resume_detached", None)
-            if resume_fn is not None:
-                resume_fn(run_dir)
-            else:
-                launch.launch_detached(None, run_dir.parent.parent, extra_args=("--resume", str(run_dir)))
+            engines.launch().launch_detached(None, run_dir.parent.parent, resume=run_dir)
             self.app.call_from_thread(self.notify, f"resuming {run_dir.name}")
 
         self.run_worker(resume, thread=True, exit_on_error=False, name="resume run")

@@ -1,14 +1,58 @@
-"""Policy comparison: run one workload under several policies; the engine's statistics."""
+"""Policy comparison: run one workload under several policies, show the engine's statistics.
+
+The sweep is ``aorta-tui policy sweep ... --json`` in a child process (its stderr goes to a
+file, never to the terminal); progress comes from its events; the table and the bars come from
+the ``policy.json`` it writes. A winner is named only where the engine called the difference.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Input, Label, Static
 
-from aorta_tui.tui import engines
+from aorta_tui.core.events import Event, Progress, RunFinished, event_from_dict
 from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.widgets.bars import render_interval_bars
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else "n/a"
+
+
+def report_rows(report: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    """(metric, policy, summary, comparison) for every metric and policy of a report."""
+    rows = []
+    for metric in report.get("metrics", []):
+        for policy in report.get("policies", []):
+            summary = policy.get("metrics", {}).get(metric["name"], {})
+            versus = policy.get("vs_reference", {}).get(metric["name"], {})
+            rows.append((metric["name"], policy["name"], summary, versus))
+    return rows
+
+
+def winner_text(report: dict[str, Any], metric: str) -> str:
+    better = [
+        p["name"] for p in report.get("policies", [])
+        if p.get("vs_reference", {}).get(metric, {}).get("assessment") == "better"
+    ]
+    if better:
+        return f"[b green]better than {report.get('reference', 'baseline')}: {', '.join(better)}[/]"
+    return f"no policy is significantly better than {report.get('reference', 'baseline')} on {metric}"
 
 
 class PolicyScreen(AortaScreen):
@@ -16,13 +60,203 @@ class PolicyScreen(AortaScreen):
     MAIN_WIDGET = "#policy-table"
     BINDINGS = [
         Binding("escape", "focus_main", "Leave field", show=False),
+        Binding("r", "run_sweep", "Run"),
+        Binding("x", "stop_sweep", "Stop"),
         Binding("o", "open_report", "Open report"),
+        Binding("f", "focus_form", "Form"),
     ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.report: dict[str, Any] | None = None
+        self._rows: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self.events: list[Event] = []
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="policy"):
-            yield Static(engines.available(engines.policy) or "", id="policy-status")
-            yield DataTable(id="policy-table", cursor_type="row")
+            with Horizontal(classes="toolbar"):
+                yield Label("workload ")
+                yield Input("tiny_kernel_stress", placeholder="workload", id="pol-workload", compact=True)
+                yield Label(" policies ")
+                yield Input("baseline,cuda_max_connections_1", placeholder="policies", id="pol-policies",
+                            compact=True)
+            with Horizontal(classes="toolbar"):
+                yield Label("streams ")
+                yield Input("4", id="pol-streams", compact=True, classes="short", type="integer")
+                yield Label(" trials ")
+                yield Input("5", id="pol-trials", compact=True, classes="short", type="integer")
+                yield Label(" more ")
+                yield Input("", placeholder="e.g. --size tiny --device cpu", id="pol-extra", compact=True)
+            yield Static("r runs the sweep, o opens a saved policy.json", id="policy-status")
+            yield DataTable(id="policy-table", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="policy-bars")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#policy-table", DataTable).add_columns("metric", "policy", "median", "vs reference", "95% CI")
+
+    def on_unmount(self) -> None:
+        self.action_stop_sweep(wait=True)
+
+    # --- showing a report ----------------------------------------------------------------
+
+    def show_report(self, report: dict[str, Any], source: str) -> None:
+        self.report = report
+        self._rows = report_rows(report)
+        table = self.query_one("#policy-table", DataTable)
+        table.clear()
+        units = {m["name"]: m.get("unit", "") for m in report.get("metrics", [])}
+        for metric, policy, summary, versus in self._rows:
+            ci = (f"[{_num(summary.get('ci_low'))}, {_num(summary.get('ci_high'))}]"
+                  if summary.get("ci_low") is not None else f"n/a ({summary.get('reason', 'no interval')})")
+            if policy == report.get("reference"):
+                vs = "reference"
+            else:
+                verdict = versus.get("verdict", "")
+                pct = versus.get("change_pct")
+                vs = verdict + (f" ({pct:+.1f}%)" if isinstance(pct, (int, float)) and verdict in ("higher", "lower") else "")
+                if versus.get("assessment") == "better":
+                    vs = f"[b green]{vs} ✓[/]"
+                elif versus.get("assessment") == "worse":
+                    vs = f"[red]{vs}[/]"
+            table.add_row(f"{metric} ({units.get(metric, '')})", policy, _num(summary.get("median")), vs, ci)
+        platform = report.get("platform", {}) or {}
+        emulated = " [b yellow]CPU emulation[/]" if report.get("emulated") else ""
+        self.query_one("#policy-status", Static).update(
+            f"[b]{report.get('workload')}[/b], {report.get('streams')} streams, "
+            f"{report.get('trials_per_policy')} trials/policy, {report.get('status')}  "
+            f"[dim]{platform.get('backend', '')} · {self.display_path(source)}[/dim]{emulated}"
+        )
+        self._show_bars()
+
+    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        self._show_bars()
+
+    def _show_bars(self) -> None:
+        if self.report is None or not self._rows:
+            return
+        row = min(self.query_one("#policy-table", DataTable).cursor_row, len(self._rows) - 1)
+        metric = self._rows[row][0]
+        unit = next((m.get("unit", "") for m in self.report.get("metrics", []) if m["name"] == metric), "")
+        bars = [
+            (policy, s.get("median"), s.get("ci_low"), s.get("ci_high"), s.get("reason", ""))
+            for m, policy, s, _v in self._rows if m == metric
+        ]
+        text = render_interval_bars(bars, unit, max(30, self.size.width - 2))
+        text.append("\n")
+        text.append_text(_markup(winner_text(self.report, metric)))
+        self.query_one("#policy-bars", Static).update(text)
+
+    def load_report(self, path: Path) -> None:
+        path = path / "policy.json" if path.is_dir() else path
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            self.notify(f"cannot read {path}: {exc}", severity="error")
+            return
+        if report.get("kind") != "aorta-tui/policy-report":
+            self.notify(f"{path} is not a policy report (kind {report.get('kind')!r})", severity="error")
+            return
+        self.show_report(report, str(path))
 
     def action_open_report(self) -> None:
-        self.notify("policy engine not available yet", severity="warning")
+        found = sorted(self.aorta.cwd.glob("aorta-policy/*/policy.json"), reverse=True)
+
+        def chosen(paths: list[Path] | None) -> None:
+            if paths:
+                self.load_report(paths[0])
+
+        self.app.push_screen(PathPicker("Open a policy report (policy.json or its run dir)", found), chosen)
+
+    def action_focus_form(self) -> None:
+        self.query_one("#pol-workload", Input).focus()
+
+    # --- running a sweep -----------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def sweep_argv(self, output: Path) -> list[str]:
+        def value(widget_id: str) -> str:
+            return self.query_one(widget_id, Input).value.strip()
+
+        argv = [sys.executable, "-m", "aorta_tui", "policy", "sweep", value("#pol-workload"),
+                "--policies", value("#pol-policies"), "--streams", value("#pol-streams"),
+                "--trials", value("#pol-trials"), "--json", "--output", str(output)]
+        return argv + shlex.split(value("#pol-extra"))
+
+    def action_run_sweep(self) -> None:
+        if self.running:
+            self.notify("a policy sweep is already running (x stops it)", severity="warning")
+            return
+        workload = self.query_one("#pol-workload", Input).value.strip() or "sweep"
+        output = self.aorta.cwd / "aorta-policy" / f"{workload}-{time.strftime('%Y%m%d-%H%M%S')}"
+        try:
+            argv = self.sweep_argv(output)
+        except ValueError as exc:
+            self.notify(f"bad options: {exc}", severity="error")
+            return
+        output.parent.mkdir(parents=True, exist_ok=True)
+        stderr_path = output.parent / f".{output.name}.stderr.log"
+        with open(stderr_path, "wb") as err:
+            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=err, start_new_session=True)
+        self.events = []
+        self.query_one("#policy-status", Static).update(f"starting: {' '.join(argv[3:])}")
+        self._reader = threading.Thread(target=self._read_events, args=(self._proc, output, stderr_path),
+                                        name="policy-sweep", daemon=True)
+        self._reader.start()
+
+    def _read_events(self, proc: subprocess.Popen[bytes], output: Path, stderr_path: Path) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                event = event_from_dict(json.loads(raw))
+            except (ValueError, TypeError):
+                continue
+            self.app.call_from_thread(self._on_event, event)
+        code = proc.wait()
+        self.app.call_from_thread(self._on_exit, code, output, stderr_path)
+
+    def _on_event(self, event: Event) -> None:
+        self.events.append(event)
+        if isinstance(event, Progress):
+            total = f"/{event.total}" if event.total else ""
+            self.query_one("#policy-status", Static).update(f"running: {event.done}{total} trials  {event.message}")
+        elif isinstance(event, RunFinished):
+            self.query_one("#policy-status", Static).update(f"sweep {event.status}")
+
+    def _on_exit(self, code: int, output: Path, stderr_path: Path) -> None:
+        report = output / "policy.json"
+        if report.is_file():
+            self.load_report(report)
+        if code != 0:
+            tail = ""
+            with contextlib.suppress(OSError):
+                tail = stderr_path.read_text(errors="replace").strip()[-600:]
+            self.notify(f"policy sweep exited {code}: {tail}", title="policy sweep",
+                        severity="error", timeout=15)
+
+    def action_stop_sweep(self, wait: bool = False) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGINT)  # the engine writes a report of finished trials
+        except ProcessLookupError:
+            return
+        if wait:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+
+
+def _markup(text: str):  # noqa: ANN202 - rich Text
+    from rich.text import Text
+
+    return Text.from_markup(text)

@@ -16,7 +16,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Input, Select, Sparkline, Static
+from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
 from aorta_tui.core.events import Event, HistogramSnapshot
 from aorta_tui.tui import engines
@@ -79,8 +79,11 @@ class QueueMonitorScreen(AortaScreen):
         with Vertical(id="queue"):
             with Horizontal(id="queue-controls", classes="toolbar"):
                 names = probe_set_names()
-                yield Select([(n, n) for n in names], value=names[0], allow_blank=False, id="probe-set")
-                yield Input(placeholder="target: PID | command ... | queue WORKLOAD --streams 8", id="trace-target")
+                yield Select([(n, n) for n in names], value=names[0], allow_blank=False, id="probe-set",
+                             compact=True)
+                yield Label(" target ")
+                yield Input(placeholder="PID | command ... | queue WORKLOAD --streams 8", id="trace-target",
+                            compact=True)
             yield Static(self._idle_text(), id="queue-measures")
             with Horizontal(id="queue-main"):
                 yield LogHistogram(id="queue-hist")

@@ -82,7 +82,8 @@ class RecipeEditorScreen(AortaScreen):
             with Vertical(id="recipe-left"):
                 yield Static("new recipe (unsaved)", id="recipe-file")
                 yield make_editor(NEW_RECIPE)
-                yield Input(placeholder="probe recipes: the command to run, e.g. bash launch.sh", id="probe-command")
+                yield Input(placeholder="probe recipes: the command after --, e.g. bash launch.sh",
+                            id="probe-command", compact=True)
             with Vertical(id="recipe-right"):
                 yield Static("", id="recipe-status")
                 yield DataTable(id="recipe-issues", cursor_type="row")
@@ -287,11 +288,11 @@ class RecipeEditorScreen(AortaScreen):
             return
         assert self.path is not None
         command = self.query_one("#probe-command", Input).value.strip()
-        extra = ("--", *shlex.split(command)) if command else ()
+        argv = tuple(shlex.split(command)) if command else ()
         recipe_path, output = self.path, self.aorta.output_dir
 
         def launch() -> None:
-            run_dir = engines.launch().launch_detached(recipe_path, output, extra_args=extra)
+            run_dir = engines.launch().launch_detached(recipe_path, output, command=argv)
             self.app.call_from_thread(self.aorta.open_run, Path(run_dir))
 
         self.notify(f"launching {recipe_path.name} (detached: it keeps running if you quit)")
