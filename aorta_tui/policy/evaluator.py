@@ -195,6 +195,7 @@ class PolicyEvaluator:
         self.bus = EventBus([CallbackSink(on_event)] if on_event else [])
         self.notes: dict[str, list[str]] = {p.name: [] for p in policies}
         self.skipped: dict[str, str] = {}
+        self.gpu_plans: dict[str, str] = {}
 
     # -- preparation --------------------------------------------------------------------
 
@@ -219,8 +220,7 @@ class PolicyEvaluator:
             text = "; ".join(plan)
             self.notes[p.name].append(f"gpu control ({self.gpu_backend.name}), around each "
                                       f"trial: {text}")
-            self._emit(Warning(self.run_id, message=f"policy {p.name}: GPU control plan: "
-                               f"{text}", code="gpu_control_plan"))
+            self.gpu_plans[p.name] = text
 
     # -- running ------------------------------------------------------------------------
 
@@ -229,8 +229,8 @@ class PolicyEvaluator:
 
         req = self.request
         run_dir = Path(req.output_dir)
+        self._prepare_gpu_control()  # reads the GPU state: fails before anything is written
         created = _claim_run_dir(run_dir)
-        self._prepare_gpu_control()
         names = [p.name for p in req.policies if p.name not in self.skipped]
         plan = plan_order(names, req.trials, req.seed)
         by_name = {p.name: p for p in req.policies}
@@ -255,8 +255,12 @@ class PolicyEvaluator:
         try:
             self._emit(RunStarted(self.run_id, source="policy", run_dir=str(run_dir),
                                   total=len(plan), cells=names))
-            for note in self.skipped.values():
-                self._emit(Warning(self.run_id, message=note, code="policy_skipped"))
+            for name, note in self.skipped.items():
+                self._emit(Warning(self.run_id, message=f"policy {name}: {note}",
+                                   code="policy_skipped"))
+            for name, text in self.gpu_plans.items():
+                self._emit(Warning(self.run_id, message=f"policy {name}: GPU control plan: "
+                                   f"{text}", code="gpu_control_plan"))
             try:
                 for done, planned in enumerate(plan):
                     if self.cancel.is_set():

@@ -1,0 +1,78 @@
+"""Bootstrap intervals and the "call a difference only when intervals separate" rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aorta_tui.policy import stats
+
+
+def _normal(seed: int, loc: float, scale: float, n: int) -> list[float]:
+    return list(np.random.default_rng(seed).normal(loc, scale, n))
+
+
+def test_interval_contains_median_and_is_seeded() -> None:
+    samples = _normal(1, 10.0, 1.0, 12)
+    a = stats.summarize(samples, seed=7)
+    b = stats.summarize(samples, seed=7)
+    assert a == b
+    assert a.median == pytest.approx(float(np.median(samples)))
+    assert a.ci_low is not None and a.ci_high is not None
+    assert a.ci_low <= a.median <= a.ci_high
+    assert a.ci_low >= min(samples) and a.ci_high <= max(samples)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_identical_distributions_are_unchanged(seed: int) -> None:
+    ref = stats.summarize(_normal(seed, 100.0, 5.0, 10), seed=seed)
+    cand = stats.summarize(_normal(seed + 1000, 100.0, 5.0, 10), seed=seed + 1)
+    cmp = stats.compare(ref, cand, higher_is_better=True)
+    assert cmp.verdict == stats.UNCHANGED
+    assert cmp.assessment == "neutral"
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_clear_shift_is_called_with_the_right_sign(higher_is_better: bool) -> None:
+    ref = stats.summarize(_normal(3, 100.0, 2.0, 8), seed=1)
+    up = stats.summarize(_normal(4, 130.0, 2.0, 8), seed=2)
+    down = stats.summarize(_normal(5, 70.0, 2.0, 8), seed=3)
+
+    cmp_up = stats.compare(ref, up, higher_is_better=higher_is_better)
+    assert cmp_up.verdict == stats.HIGHER
+    assert cmp_up.change_pct == pytest.approx(30.0, abs=3.0)
+    assert cmp_up.assessment == ("better" if higher_is_better else "worse")
+
+    cmp_down = stats.compare(ref, down, higher_is_better=higher_is_better)
+    assert cmp_down.verdict == stats.LOWER
+    assert cmp_down.change_pct == pytest.approx(-30.0, abs=3.0)
+    assert cmp_down.assessment == ("worse" if higher_is_better else "better")
+
+
+def test_no_direction_means_no_assessment() -> None:
+    ref = stats.summarize([1.0, 1.1, 0.9, 1.0], seed=0)
+    cand = stats.summarize([5.0, 5.1, 4.9, 5.0], seed=0)
+    cmp = stats.compare(ref, cand, higher_is_better=None)
+    assert cmp.verdict == stats.HIGHER and cmp.assessment == ""
+
+
+def test_overlapping_noisy_shift_is_not_called() -> None:
+    # A 2% shift under 10% noise with 5 trials cannot be told apart from noise.
+    ref = stats.summarize(_normal(11, 100.0, 10.0, 5), seed=0)
+    cand = stats.summarize(_normal(12, 102.0, 10.0, 5), seed=0)
+    assert stats.compare(ref, cand, higher_is_better=True).verdict == stats.UNCHANGED
+
+
+def test_too_few_samples_give_no_interval_and_no_call() -> None:
+    two = stats.summarize([1.0, 2.0], seed=0)
+    assert two.median == 1.5 and two.ci_low is None and "at least 3" in two.reason
+    many = stats.summarize([10.0, 10.1, 10.2, 10.3], seed=0)
+    cmp = stats.compare(many, two, higher_is_better=True)
+    assert cmp.verdict == stats.NOT_AVAILABLE and "at least 3" in cmp.reason
+
+
+def test_missing_values_are_not_zero() -> None:
+    empty = stats.summarize([], seed=0)
+    assert empty.median is None and empty.n == 0 and empty.reason
+    nan = stats.summarize([float("nan"), 1.0, 2.0, 3.0], seed=0)
+    assert nan.n == 3 and nan.median == 2.0
