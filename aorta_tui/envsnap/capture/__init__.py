@@ -1,0 +1,205 @@
+"""Capture a snapshot: every section in parallel, each bounded by one deadline.
+
+The torch section and the library-version readings run in child processes started first
+(``torch_probe.py``, ``libprobe.py``), so the slowest part (``import torch``: 1-6 s) overlaps
+the file reads and commands of the other sections, and a hanging library import is killed at
+the deadline instead of hanging the probe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any
+
+from aorta_tui import __version__
+from aorta_tui.envsnap import fields as F
+from aorta_tui.envsnap.capture import cuda, driver, host, libraries, python_env, rocm
+from aorta_tui.envsnap.capture.env_vars import capture_env_vars
+from aorta_tui.envsnap.capture.gpus import DEVICE_KEYS, amd, detect_vendors, nvidia
+from aorta_tui.envsnap.capture.torch_probe import failed_section
+from aorta_tui.envsnap.fields import Leaf
+
+SCHEMA_VERSION = 1
+FORMAT = "aorta-tui-envsnap"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _Child:
+    """A helper script run in its own process group with a deadline; result is parsed JSON."""
+
+    def __init__(self, script: str, args: list[str]) -> None:
+        self.name = script
+        self.started = time.perf_counter()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start_error: str | None = None
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, os.path.join(_HERE, script), *args],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self.start_error = f"could not start {script}: {exc}"
+
+    def result(self, deadline: float) -> tuple[dict[str, Any] | None, Leaf | None]:
+        source = f"cmd:{os.path.basename(sys.executable)} {self.name}"
+        if self.proc is None:
+            return None, F.error(self.start_error or "not started", source)
+        try:
+            out, err = self.proc.communicate(timeout=max(deadline - time.monotonic(), 0.05))
+        except subprocess.TimeoutExpired:
+            F.kill_group(self.proc)
+            waited = time.perf_counter() - self.started
+            return None, F.error(f"{self.name} did not finish within {waited:.1f} s (killed)", source)
+        try:
+            data = json.loads(out.decode("utf-8", "replace") or "null")
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            return None, F.error(
+                f"{self.name} exited {self.proc.returncode} without a result: {tail[0][:200]}", source)
+        return data, None
+
+
+def capture_snapshot(*, timeout_s: float = 20.0, include_torch: bool = True) -> dict[str, Any]:
+    """Capture this process's environment. Never raises, never outlives ``timeout_s`` by much."""
+    try:
+        return _capture(timeout_s, include_torch)
+    except Exception as exc:  # a bug in a section must still leave a valid snapshot
+        return _minimal_failure(f"{type(exc).__name__}: {exc}")
+
+
+def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
+    captured_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    torch_child = _Child("torch_probe.py", []) if include_torch else None
+    vendors = detect_vendors()
+    cmd_timeout = max(min(timeout_s / 2, 10.0), 0.5)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        ldconfig = libraries.ldconfig_dirs(cmd_timeout)
+        cuda_entries, cuda_probe = cuda.discover(ldconfig)
+        rocm_roots, rocm_entries, rocm_probe = rocm.discover(ldconfig)
+        libs_request = {"libs": {**cuda_probe, **rocm_probe}, "devices": "nvidia" in vendors}
+        if "nvidia" in vendors:
+            libs_request["libs"]["cuda_driver"] = "libcuda.so.1"
+        lib_child = _Child("libprobe.py", [json.dumps(libs_request)])
+
+        f_host = pool.submit(host.capture_host, cmd_timeout)
+        f_nv = pool.submit(nvidia.capture_nvidia_gpus, cmd_timeout) if "nvidia" in vendors else None
+        f_amd = pool.submit(amd.capture_amd_gpus) if "amd" in vendors else None
+        f_driver = pool.submit(driver.capture_driver, vendors)
+        f_python = pool.submit(python_env.capture_python)
+        f_nvcc = pool.submit(cuda.nvcc_version, cmd_timeout)
+
+        lib_result, lib_failure = lib_child.result(deadline)
+        lib_result = lib_result or {}
+        gpus: list[dict[str, Leaf]] = []
+        gpu_status: list[Leaf] = []
+        if f_nv is not None:
+            devs, status = _get(f_nv, deadline, ([], None))
+            if lib_result.get("cuda_devices") is not None:
+                nvidia.merge_driver_api_devices(devs, lib_result["cuda_devices"])
+            elif lib_failure is not None:
+                for d in devs:
+                    d["compute_units"] = dict(lib_failure)
+            gpus += devs
+            gpu_status.append(status or F.error("nvidia-smi timed out", "cmd:nvidia-smi"))
+        if f_amd is not None:
+            devs, status = _get(f_amd, deadline, ([], None))
+            gpus += devs
+            gpu_status.append(status or F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
+        for i, d in enumerate(gpus):
+            d["index"] = F.ok(i, d.get("index", {}).get("source", ""))
+            for key in DEVICE_KEYS:
+                d.setdefault(key, F.unknown("not reported by this vendor backend", ""))
+
+        driver_section = _get(f_driver, deadline, None) or {"vendors": F.error("timed out", "")}
+        driver_section["gpu_count"] = (
+            F.ok(len(gpus), "; ".join(s.get("source", "") for s in gpu_status)) if vendors
+            else F.not_applicable("no GPU driver found: no /proc/driver/nvidia, no /dev/nvidiactl, "
+                                  "no /sys/class/kfd", "file:/proc/driver/nvidia, /sys/class/kfd")
+        )
+        for status in gpu_status:
+            if status["state"] != "ok":
+                driver_section["gpu_query_error"] = status
+
+        gfx = sorted({d["architecture"]["value"] for d in gpus
+                      if d["vendor"]["value"] == "amd" and d["architecture"]["state"] == "ok"})
+        gfx_leaf = (F.ok(gfx, "file:/sys/class/kfd/kfd/topology/nodes/*/properties") if "amd" in vendors
+                    else F.not_applicable("no AMD GPU (no /sys/class/kfd)", "file:/sys/class/kfd"))
+
+        snapshot: dict[str, Any] = {
+            "format": FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "host": _get(f_host, deadline, None) or {"kernel_release": F.error("host section timed out", "")},
+            "gpus": gpus,
+            "driver": driver_section,
+            "cuda": cuda.finish(cuda_entries, lib_result, lib_failure, "nvidia" in vendors,
+                                _get(f_nvcc, deadline, None) or F.error("nvcc timed out", "cmd:nvcc")),
+            "rocm": rocm.finish(rocm_roots, rocm_entries, lib_result, lib_failure, gfx_leaf),
+            "python": _get(f_python, deadline, None) or {"version": F.error("timed out", "")},
+            "env_vars": capture_env_vars(),
+        }
+
+    if torch_child is None:
+        snapshot["torch"] = failed_section(
+            F.not_applicable("torch capture skipped (include_torch=False / --no-torch)", ""))
+    else:
+        data, failure = torch_child.result(deadline)
+        snapshot["torch"] = data if data is not None else failed_section(failure or F.error("no result", ""))
+    snapshot["probe"] = _probe_meta(snapshot, captured_at, time.perf_counter() - t0, timeout_s, include_torch)
+    return sort_snapshot(snapshot)
+
+
+def _get(future: Any, deadline: float, default: Any) -> Any:
+    try:
+        return future.result(timeout=max(deadline - time.monotonic(), 0.05))
+    except Exception:
+        return default
+
+
+def _probe_meta(snapshot: dict[str, Any], captured_at: str, duration: float, timeout_s: float,
+                include_torch: bool) -> dict[str, Leaf]:
+    from aorta_tui.envsnap.schema import iter_leaves
+
+    needs_root = sorted(path for path, leaf in iter_leaves(snapshot) if leaf.get("needs_root"))
+    counts = {s: 0 for s in F.STATES}
+    for _, leaf in iter_leaves(snapshot):
+        counts[leaf["state"]] = counts.get(leaf["state"], 0) + 1
+    return {
+        "captured_at": F.ok(captured_at, "api:datetime.now(utc)"),
+        "duration_s": F.ok(round(duration, 3), "api:time.perf_counter"),
+        "timeout_s": F.ok(timeout_s, "argument"),
+        "torch_included": F.ok(include_torch, "argument"),
+        "aorta_tui_version": F.ok(__version__, "api:aorta_tui.__version__"),
+        "is_root": F.ok(os.geteuid() == 0, "api:os.geteuid"),
+        "fields_needing_root": F.ok(needs_root, "leaves whose read was denied without root"),
+        "state_counts": F.ok(counts, "count over all leaves"),
+    }
+
+
+def _minimal_failure(reason: str) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "probe": {"captured_at": F.ok(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "api:datetime"),
+                  "internal_error": F.error(reason, "aorta_tui.envsnap.capture")},
+    }
+
+
+def sort_snapshot(node: Any) -> Any:
+    """Sort keys at every level (lists keep their order) so two snapshots diff line by line."""
+    if isinstance(node, dict):
+        return {k: sort_snapshot(node[k]) for k in sorted(node)}
+    if isinstance(node, list):
+        return [sort_snapshot(x) for x in node]
+    return node

@@ -1,0 +1,159 @@
+"""Diff two snapshots field by field, grouped by section, ranked by what the difference can do.
+
+Works on aorta-tui snapshots, on two upstream AORTA env.json files (generically, every scalar
+is a field), and on one of each (only the fields both record, through ``upstream.COMMON``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from aorta_tui.envsnap import upstream
+from aorta_tui.envsnap.rules import RANKS, classify
+from aorta_tui.envsnap.schema import iter_leaves, section_of
+
+CHANGES = ("added", "removed", "changed")
+
+
+@dataclass(frozen=True)
+class DiffEntry:
+    path: str
+    section: str
+    change: str  # added | removed | changed
+    rank: str  # numerics | scheduling | informational
+    a_value: Any
+    b_value: Any
+    provenance_a: str | None
+    provenance_b: str | None
+    a_state: str | None = None
+    b_state: str | None = None
+    volatile: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class DiffReport:
+    entries: list[DiffEntry]
+    hidden_volatile: int = 0  # volatile differences left out (see include_volatile)
+    mode: str = "aorta-tui"  # aorta-tui | upstream | mixed
+    compared_fields: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_relevant_differences(self) -> bool:
+        return any(e.rank in ("numerics", "scheduling") for e in self.entries)
+
+    def counts(self) -> dict[str, int]:
+        out = {r: 0 for r in RANKS}
+        for e in self.entries:
+            out[e.rank] += 1
+        return out
+
+    def by_section(self) -> dict[str, list[DiffEntry]]:
+        groups: dict[str, list[DiffEntry]] = {}
+        for e in self.entries:
+            groups.setdefault(e.section, []).append(e)
+        return groups
+
+    def filtered(self, section: str | None) -> DiffReport:
+        if section is None:
+            return self
+        return DiffReport([e for e in self.entries if e.section == section], self.hidden_volatile,
+                          self.mode, self.compared_fields, list(self.notes))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "compared_fields": self.compared_fields,
+            "counts": self.counts(),
+            "hidden_volatile": self.hidden_volatile,
+            "has_relevant_differences": self.has_relevant_differences,
+            "notes": self.notes,
+            "entries": [e.to_dict() for e in self.entries],
+        }
+
+
+def _rank_order(entry: DiffEntry) -> tuple[int, str]:
+    return (RANKS.index(entry.rank), entry.path)
+
+
+def diff_snapshots(a: dict[str, Any], b: dict[str, Any], *, include_volatile: bool = False) -> DiffReport:
+    a_up, b_up = upstream.is_upstream(a), upstream.is_upstream(b)
+    notes: list[str] = []
+    if a_up and b_up:
+        mode, flavour = "upstream", "upstream"
+        la, lb = upstream.leaves(a), upstream.leaves(b)
+    elif a_up or b_up:
+        mode, flavour = "mixed", "aorta-tui"
+        la = upstream.project(a) if a_up else _leaf_map(a)
+        lb = upstream.project(b) if b_up else _leaf_map(b)
+        common = set(la) & set(lb)
+        notes.append(f"one side is an upstream AORTA env.json: compared the {len(common)} fields "
+                     "both record (see docs/envsnap.md, 'Reading upstream env.json')")
+        la = {k: v for k, v in la.items() if k in common}
+        lb = {k: v for k, v in lb.items() if k in common}
+    else:
+        mode, flavour = "aorta-tui", "aorta-tui"
+        la, lb = _leaf_map(a), _leaf_map(b)
+
+    entries: list[DiffEntry] = []
+    hidden = 0
+    for path in sorted(set(la) | set(lb)):
+        x, y = la.get(path), lb.get(path)
+        if x is not None and y is not None and x["value"] == y["value"] and x["state"] == y["state"]:
+            continue
+        change = "added" if x is None else "removed" if y is None else "changed"
+        rank, volatile = classify(path, flavour)
+        if volatile and not include_volatile:
+            hidden += 1
+            continue
+        entries.append(DiffEntry(
+            path=path, section=section_of(path), change=change, rank=rank,
+            a_value=None if x is None else x["value"], b_value=None if y is None else y["value"],
+            provenance_a=None if x is None else x.get("source"),
+            provenance_b=None if y is None else y.get("source"),
+            a_state=None if x is None else x["state"], b_state=None if y is None else y["state"],
+            volatile=volatile,
+        ))
+    entries.sort(key=_rank_order)
+    return DiffReport(entries, hidden, mode, len(set(la) | set(lb)), notes)
+
+
+def _leaf_map(snapshot: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(iter_leaves(snapshot))
+
+
+def render_value(value: Any, width: int = 48) -> str:
+    text = "null" if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_text(report: DiffReport) -> str:
+    """Plain text: one block per section, ranks marked, numerics first within each section."""
+    if not report.entries:
+        tail = f" ({report.hidden_volatile} volatile differences hidden; --all shows them)" if report.hidden_volatile else ""
+        return f"no differences in {report.compared_fields} fields{tail}\n"
+    lines = []
+    counts = report.counts()
+    lines.append(f"{len(report.entries)} differences: {counts['numerics']} numerics, "
+                 f"{counts['scheduling']} scheduling, {counts['informational']} informational"
+                 + (f"; {report.hidden_volatile} volatile hidden (--all)" if report.hidden_volatile else ""))
+    lines.extend(f"note: {n}" for n in report.notes)
+    groups = report.by_section()
+    order = sorted(groups, key=lambda s: min(RANKS.index(e.rank) for e in groups[s]))
+    for section in order:
+        lines.append("")
+        lines.append(f"[{section}]")
+        for e in groups[section]:
+            state_a = "" if e.a_state in (None, "ok") else f" ({e.a_state})"
+            state_b = "" if e.b_state in (None, "ok") else f" ({e.b_state})"
+            lines.append(f"  {e.rank:<13} {e.change:<8} {e.path}")
+            if e.change != "added":
+                lines.append(f"      A: {render_value(e.a_value, 90)}{state_a}")
+            if e.change != "removed":
+                lines.append(f"      B: {render_value(e.b_value, 90)}{state_b}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,70 @@
+"""``--field a.b.c``: one value from a snapshot, JSON-typed; a wrong path names the nearest keys.
+
+Paths are dotted; list items are ``gpus.0.name`` or ``gpus[0].name``. On a leaf the result is
+its value; ``.state``, ``.source``, ``.reason`` after a leaf's path give that attribute. On a
+subtree the result is the subtree with every leaf replaced by its value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.envsnap.fields import is_leaf
+
+_META = ("value", "state", "source", "reason", "needs_root", "set", "category")
+
+
+def split_path(path: str) -> list[str]:
+    parts = [p for p in re.split(r"\.|\[(\d+)\]", path.strip()) if p]
+    if not parts:
+        raise UsageError("--field needs a path such as torch.version or gpus.0.architecture")
+    return parts
+
+
+def values_only(node: Any) -> Any:
+    if is_leaf(node):
+        return node["value"]
+    if isinstance(node, dict):
+        return {k: values_only(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [values_only(v) for v in node]
+    return node
+
+
+def get_field(snapshot: dict[str, Any], path: str) -> Any:
+    node: Any = snapshot
+    walked: list[str] = []
+    for part in split_path(path):
+        where = ".".join(walked) or "the top level"
+        if is_leaf(node):
+            if part in _META:
+                return node.get(part)
+            raise UsageError(f"--field {path}: {where} is a field; after it only "
+                             f"{', '.join(_META[:4])} may follow")
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise UsageError(f"--field {path}: {where} is a list of {len(node)} items; "
+                                 f"use an index 0..{max(len(node) - 1, 0)}"
+                                 if node else f"--field {path}: {where} is an empty list")
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            if part not in node:
+                raise UsageError(f"--field {path}: no key {part!r} under {where}",
+                                 hint=_nearest(part, list(node)))
+            node = node[part]
+        else:
+            raise UsageError(f"--field {path}: {where} is a {type(node).__name__}, not an object")
+        walked.append(part)
+    return values_only(node)
+
+
+def _nearest(key: str, keys: list[str]) -> str:
+    close = difflib.get_close_matches(key, keys, n=5, cutoff=0.4)
+    close += [k for k in keys if key.lower() in k.lower() and k not in close][:5]
+    shown = close or sorted(keys)[:12]
+    more = "" if close or len(keys) <= 12 else f" (and {len(keys) - 12} more)"
+    label = "nearest keys" if close else "keys here"
+    return f"{label}: {', '.join(shown)}{more}"

@@ -1,0 +1,113 @@
+"""Reading upstream AORTA ``env.json`` files (amd-aorta, schema ``"1.N"``).
+
+Upstream snapshots hold plain values (no state or provenance) in its own layout. Two uses:
+
+* ``leaves``: every scalar (and every list, as one value) becomes a field with state ``ok``
+  (``unknown`` when null) so two upstream files diff generically;
+* ``project``: the fields both tools record, moved to this project's paths (``COMMON``), so
+  an upstream file can be compared with an aorta-tui snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aorta_tui.core.errors import UsageError
+
+_VERSION = re.compile(r"^1\.\d+$")
+_MARKER_KEYS = ("captured_at", "env_vars", "partial_reasons", "pytorch_version", "rocm")
+
+# upstream dotted path -> aorta-tui path
+COMMON: dict[str, str] = {
+    "host.kernel_release": "host.kernel_release",
+    "host.kernel_version": "host.kernel_version",
+    "host.machine": "host.machine",
+    "host.glibc_version": "host.glibc",
+    "python_version": "python.version",
+    "pytorch_version": "torch.version",
+    "pytorch_build.git_commit": "torch.git_commit",
+    "pytorch_build.cuda_version": "torch.cuda_build_version",
+    "pytorch_build.hip_version": "torch.hip_build_version",
+    "pytorch_build.debug": "torch.debug_build",
+    "pytorch_build.flags.gpu_arch_list": "torch.compiled_arch_list",
+    "pytorch_sdpa.backends_enabled.flash_sdp_enabled": "torch.sdpa_flash",
+    "pytorch_sdpa.backends_enabled.mem_efficient_sdp_enabled": "torch.sdpa_mem_efficient",
+    "pytorch_sdpa.backends_enabled.math_sdp_enabled": "torch.sdpa_math",
+    "pytorch_sdpa.backends_enabled.cudnn_sdp_enabled": "torch.sdpa_cudnn",
+    "triton.package_version": "python.packages.triton",
+    "rocm.version": "rocm.version",
+    "hip.version": "rocm.hip.header_version",
+    "rocm.kmd_version": "driver.amdgpu_version",
+    "gpu_arch.gfx_targets": "rocm.gfx_targets",
+    "runtime_context.venv_path": "python.venv",
+    "runtime_context.conda_env_name": "python.conda_env",
+}
+
+
+def is_upstream(data: Any) -> bool:
+    if not isinstance(data, dict) or data.get("format") is not None:
+        return False
+    version = data.get("schema_version")
+    return isinstance(version, str) and version.startswith("1.") and any(k in data for k in _MARKER_KEYS)
+
+
+def check_version(data: dict[str, Any], where: str) -> None:
+    version = data.get("schema_version")
+    if not (isinstance(version, str) and _VERSION.match(version)):
+        raise UsageError(f"{where}: upstream AORTA env.json with unknown schema_version {version!r}",
+                         hint="aorta-tui reads upstream schema 1.x (written by amd-aorta 0.x)")
+
+
+def leaves(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    version = data.get("schema_version")
+    source = f"upstream env.json (schema {version})"
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict) and node:
+            for key in sorted(node):
+                walk(node[key], f"{path}.{key}" if path else str(key))
+        else:
+            value = None if isinstance(node, dict) else node
+            leaf = {"value": value, "state": "ok" if value is not None else "unknown",
+                    "source": f"{source}: {path}"}
+            if value is None:
+                leaf["reason"] = "null in the upstream file"
+            out[path] = leaf
+
+    walk({k: v for k, v in data.items() if k != "schema_version"}, "")
+    return out
+
+
+def project(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The upstream fields that have an aorta-tui equivalent, under aorta-tui paths."""
+    flat = leaves(data)
+    out: dict[str, dict[str, Any]] = {}
+    for up_path, our_path in COMMON.items():
+        leaf = flat.get(up_path)
+        if leaf is not None and leaf["value"] is not None:
+            out[our_path] = {"value": _normalise(our_path, leaf["value"]), "state": "ok",
+                             "source": leaf["source"]}
+    env = data.get("env_vars")
+    if isinstance(env, dict):
+        for name, value in env.items():
+            out[f"env_vars.{name}"] = {"value": value, "state": "ok",
+                                       "source": f"upstream env.json: env_vars.{name}"}
+    return out
+
+
+def _normalise(path: str, value: Any) -> Any:
+    if path == "rocm.gfx_targets" and isinstance(value, list):
+        return sorted(set(value))
+    return value
+
+
+def count_non_null(data: Any) -> int:
+    """Non-null values in an upstream tree (the benchmark's 'fields recorded').
+
+    Objects are walked; a list counts as one value, as it does in an aorta-tui leaf.
+    """
+    if isinstance(data, dict):
+        return sum(count_non_null(v) for k, v in data.items() if k != "schema_version")
+    return 0 if data is None else 1
