@@ -1,0 +1,96 @@
+"""Launch -> GPU-start delay: join eBPF launch records with the PyTorch profiler's CUPTI kernels.
+
+Only for workloads aorta-tui runs itself under ``torch.profiler`` (CUDA activities on). The
+profiler gives, per kernel, the runtime launch call (``cuda_runtime`` events) and the GPU
+start time, linked by a correlation id, in the profiler's clock. eBPF gives the driver launch
+entry (``CLOCK_MONOTONIC``) and the stream handle. The n-th eBPF launch is paired with the n-th
+runtime launch call (both sorted by time, counts must match); the clock offset is the median
+of (eBPF entry - runtime call start) over the pairs. Then
+
+    launch -> GPU start = kernel start (CUPTI) - (eBPF entry - offset)
+
+No torch import here: the caller passes the exported Chrome trace (``prof.export_chrome_trace``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aorta_tui.trace.hdr import LogLinearHistogram
+
+_LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
+                 "cudaGraphLaunch", "cudaLaunchCooperativeKernel")
+
+
+def load_profiler_trace(path: Path) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """(runtime launch calls sorted by start, kernels by correlation id) from a Chrome trace."""
+    data = json.loads(Path(path).read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    launches = []
+    kernels: dict[int, dict[str, Any]] = {}
+    for ev in events:
+        cat = ev.get("cat", "")
+        args = ev.get("args") or {}
+        if cat == "cuda_runtime" and any(ev.get("name", "").startswith(n) for n in _LAUNCH_NAMES):
+            launches.append({"ts_us": float(ev["ts"]), "correlation": args.get("correlation")})
+        elif cat == "kernel":
+            kernels[args.get("correlation")] = {
+                "ts_us": float(ev["ts"]), "dur_us": float(ev.get("dur", 0)),
+                "stream": args.get("stream"), "name": ev.get("name", "")}
+    launches.sort(key=lambda e: e["ts_us"])
+    return launches, kernels
+
+
+def join(ebpf_ts_ns: np.ndarray, ebpf_stream: np.ndarray, launches: list[dict[str, Any]],
+         kernels: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Launch -> GPU-start delays (us), overall and per stream, with how the join went."""
+    order = np.argsort(ebpf_ts_ns, kind="stable")
+    ts = ebpf_ts_ns[order].astype(np.float64) / 1000.0
+    streams = ebpf_stream[order]
+    out: dict[str, Any] = {
+        "measures": "launch (eBPF uprobe on the driver launch entry) -> kernel start on the GPU (CUPTI via torch.profiler)",
+        "ebpf_launches": int(len(ts)),
+        "profiler_launch_calls": len(launches),
+        "profiler_kernels": len(kernels),
+    }
+    if len(ts) != len(launches) or not len(ts):
+        out["delay_us"] = None
+        out["reason"] = (f"cannot pair: {len(ts)} eBPF launches vs {len(launches)} profiler launch "
+                         "calls in the window (both must cover the same launches)")
+        return out
+    prof_ts = np.array([e["ts_us"] for e in launches])
+    offset = float(np.median(ts - prof_ts))
+    delays = []
+    per_stream: dict[str, list[float]] = {}
+    stream_map: dict[str, Any] = {}
+    unmatched = 0
+    for i, e in enumerate(launches):
+        k = kernels.get(e["correlation"])
+        if k is None:
+            unmatched += 1
+            continue
+        d = k["ts_us"] - (ts[i] - offset)
+        delays.append(d)
+        key = hex(int(streams[i]) & 0xFFFFFFFFFFFFFFFF)
+        per_stream.setdefault(key, []).append(d)
+        stream_map.setdefault(key, k["stream"])
+    arr = np.array(delays)
+    hist = LogLinearHistogram()
+    hist.add_array(np.maximum(arr * 1000.0, 0).astype(np.int64))
+    pct = dict(zip(("p50", "p90", "p99", "p99.9"),
+                   np.percentile(arr, [50, 90, 99, 99.9]).tolist())) if len(arr) else {}
+    out.update({
+        "clock_offset_us": offset,
+        "launches_without_kernel": unmatched,
+        "negative_delays": int((arr < 0).sum()),
+        "delay_us": {**pct, "max": float(arr.max()) if len(arr) else None, "count": int(len(arr))},
+        "histogram_buckets_us": hist.buckets(1000.0),
+        "per_stream": {k: {"cupti_stream": stream_map.get(k), "count": len(v),
+                           "p50_us": float(np.percentile(v, 50)), "p99_us": float(np.percentile(v, 99))}
+                       for k, v in per_stream.items()},
+    })
+    return out

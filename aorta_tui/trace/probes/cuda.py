@@ -1,0 +1,124 @@
+"""``cuda`` and ``cuda_calls``: uprobes on the CUDA driver API (libcuda) entry points.
+
+The stream handle is read where the x86-64 calling convention puts it: ``cuLaunchKernel``'s
+``hStream`` is its 9th argument, on the user stack at entry (``sp + 24``: return address, then
+the 7th and 8th arguments), because bpftrace 0.17 refuses ``arg8``.
+"""
+
+from __future__ import annotations
+
+from aorta_tui.trace.metrics import Metric
+from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, uprobe_symbols
+
+LIB_PATTERNS = ["libcuda.so.1", "libcuda.so*"]
+
+# entry point -> expression of its stream handle at function entry (x86-64 SysV)
+LAUNCHES: dict[str, str] = {
+    "cuLaunchKernel": '*(uint64*)(reg("sp") + 24)',
+    "cuLaunchKernel_ptsz": '*(uint64*)(reg("sp") + 24)',
+    "cuLaunchKernelEx": "*(uint64*)(arg0 + 32)",  # CUlaunchConfig.hStream
+    "cuLaunchKernelEx_ptsz": "*(uint64*)(arg0 + 32)",
+    "cuLaunchCooperativeKernel": '*(uint64*)(reg("sp") + 24)',
+    "cuGraphLaunch": "arg1",
+    "cuGraphLaunch_ptsz": "arg1",
+}
+COPIES: dict[str, tuple[str, str]] = {  # name -> (stream, bytes)
+    "cuMemcpyAsync": ("arg3", "arg2"),
+    "cuMemcpyHtoDAsync_v2": ("arg3", "arg2"),
+    "cuMemcpyDtoHAsync_v2": ("arg3", "arg2"),
+    "cuMemcpyDtoDAsync_v2": ("arg3", "arg2"),
+    "cuMemsetD8Async": ("arg3", "arg2"),
+    "cuMemsetD32Async": ("arg3", "arg2 * 4"),
+}
+SYNCS: dict[str, str] = {
+    "cuStreamSynchronize": "arg0",
+    "cuEventSynchronize": "arg0",
+    "cuCtxSynchronize": "0",
+}
+
+
+class CudaProbes(ProbeSet):
+    name = "cuda"
+    description = "CUDA driver API launches per stream (one uprobe per launch), async copies, synchronisation"
+    template = "cuda.bt"
+    with_call_duration = False
+    metrics = (
+        Metric(
+            "launch",
+            "point",
+            "CUDA kernel/graph launch calls (libcuda cuLaunchKernel/cuLaunchKernelEx/cuGraphLaunch entry, one uprobe per launch)",
+            key_name="stream",
+            aux_name="entry point",
+        ),
+        Metric(
+            "copy",
+            "size",
+            "bytes per async copy/memset call (libcuda cuMemcpy*Async/cuMemset*Async entry; memset D32 counts 4 bytes per element)",
+            key_name="stream",
+            aux_name="entry point",
+        ),
+        Metric(
+            "sync",
+            "duration",
+            "host time blocked in cuStreamSynchronize/cuEventSynchronize/cuCtxSynchronize (entry to return)",
+            key_name="stream",
+            probe_hits=2,
+            aux_name="entry point",
+        ),
+    )
+
+    def launch_block(self) -> str:
+        return "launch"
+
+    def detect(self, ctx: ProbeContext) -> Detection:
+        wanted = list(LAUNCHES) + list(COPIES) + list(SYNCS)
+        det, syms = uprobe_symbols(self.name, "cuda", LIB_PATTERNS, ctx, wanted)
+        if det.library is None:
+            return det
+        names = [s.name for s in syms]
+        launch = [n for n in names if n in LAUNCHES]
+        if not launch:
+            det.reason = f"{det.library} exports none of {', '.join(LAUNCHES)}"
+            det.fix = "point --lib cuda= at the NVIDIA driver's libcuda.so.1"
+            return det
+        det.available = True
+        order = list(LAUNCHES)
+        for n in launch:
+            det.instances.append(
+                Instance(self.launch_block(), {"lib": det.library, "symbol": n,
+                                               "stream": LAUNCHES[n], "kind": str(order.index(n))})
+            )
+        corder = list(COPIES)
+        for n in names:
+            if n in COPIES:
+                s, b = COPIES[n]
+                det.instances.append(Instance("copy", {"lib": det.library, "symbol": n, "stream": s,
+                                                       "bytes": b, "kind": str(corder.index(n))}))
+        sorder = list(SYNCS)
+        for n in names:
+            if n in SYNCS:
+                det.instances.append(Instance("sync", {"lib": det.library, "symbol": n,
+                                                       "handle": SYNCS[n], "kind": str(sorder.index(n))}))
+        det.notes.append("aux of launch records: index into " + ", ".join(order))
+        return det
+
+
+class CudaCallProbes(CudaProbes):
+    """Same entry points, plus a return probe on launches: measures the launch call itself."""
+
+    name = "cuda_calls"
+    description = "CUDA launch call duration (uprobe + uretprobe per launch: two probe hits)"
+    metrics = (
+        Metric(
+            "launch_call",
+            "duration",
+            "CUDA launch call duration on the host: cuLaunchKernel/Ex/cuGraphLaunch entry to return (uprobe+uretprobe)",
+            key_name="stream",
+            probe_hits=2,
+            aux_name="entry point",
+        ),
+        *CudaProbes.metrics[1:],
+    )
+
+    def launch_block(self) -> str:
+        return "launch_call"

@@ -1,0 +1,108 @@
+"""``hip``/``hip_calls``: uprobes on libamdhip64 launch entry points; ``hsa``: HSA doorbell stores.
+
+ROCm compute never passes through the amdgpu CS ioctl: HIP writes AQL packets into user-mode
+queues and rings the doorbell with ``hsa_signal_store_*``. The ``hsa`` set counts those stores
+(one per submitted packet batch) per signal.
+"""
+
+from __future__ import annotations
+
+from aorta_tui.trace.metrics import Metric
+from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, uprobe_symbols
+
+LIB_PATTERNS = ["libamdhip64.so*"]
+HSA_PATTERNS = ["libhsa-runtime64.so*"]
+
+# x86-64: dim3 (12 bytes) travels in two registers, so hipLaunchKernel's 6th parameter (the
+# stream) is the second stack slot; hipModuleLaunchKernel's is the 9th argument like CUDA's.
+LAUNCHES: dict[str, str] = {
+    "hipLaunchKernel": '*(uint64*)(reg("sp") + 16)',
+    "hipLaunchKernel_spt": '*(uint64*)(reg("sp") + 16)',
+    "hipExtLaunchKernel": '*(uint64*)(reg("sp") + 16)',
+    "hipLaunchCooperativeKernel": '*(uint64*)(reg("sp") + 16)',
+    "hipModuleLaunchKernel": '*(uint64*)(reg("sp") + 24)',
+    "hipExtModuleLaunchKernel": '*(uint64*)(reg("sp") + 24)',
+    "hipGraphLaunch": "arg1",
+}
+DOORBELLS = ["hsa_signal_store_screlease", "hsa_signal_store_relaxed"]
+
+
+class HipProbes(ProbeSet):
+    name = "hip"
+    description = "HIP kernel launches per stream (libamdhip64 entry, one uprobe per launch)"
+    template = "hip.bt"
+    metrics = (
+        Metric(
+            "launch",
+            "point",
+            "HIP launch calls (libamdhip64 hipLaunchKernel/hipModuleLaunchKernel/hipGraphLaunch entry, one uprobe per launch)",
+            key_name="stream",
+            aux_name="entry point",
+        ),
+    )
+
+    def launch_block(self) -> str:
+        return "launch"
+
+    def detect(self, ctx: ProbeContext) -> Detection:
+        det, syms = uprobe_symbols(self.name, "hip", LIB_PATTERNS, ctx, list(LAUNCHES))
+        if det.library is None:
+            return det
+        if not syms:
+            det.reason = f"{det.library} exports none of {', '.join(LAUNCHES)}"
+            det.fix = "point --lib hip= at ROCm's libamdhip64.so"
+            return det
+        det.available = True
+        order = list(LAUNCHES)
+        for s in syms:
+            det.instances.append(Instance(self.launch_block(), {
+                "lib": det.library, "symbol": s.name, "stream": LAUNCHES[s.name],
+                "kind": str(order.index(s.name))}))
+        det.notes.append("aux of launch records: index into " + ", ".join(order))
+        return det
+
+
+class HipCallProbes(HipProbes):
+    name = "hip_calls"
+    description = "HIP launch call duration (uprobe + uretprobe per launch: two probe hits)"
+    metrics = (
+        Metric(
+            "launch_call",
+            "duration",
+            "HIP launch call duration on the host: hipLaunchKernel/hipModuleLaunchKernel entry to return (uprobe+uretprobe)",
+            key_name="stream",
+            probe_hits=2,
+            aux_name="entry point",
+        ),
+    )
+
+    def launch_block(self) -> str:
+        return "launch_call"
+
+
+class HsaProbes(ProbeSet):
+    name = "hsa"
+    description = "HSA doorbell stores (libhsa-runtime64 hsa_signal_store_*): user-mode queue submissions"
+    template = "hip.bt"
+    metrics = (
+        Metric(
+            "doorbell",
+            "point",
+            "HSA signal stores that ring a user-mode queue doorbell (hsa_signal_store_screlease/relaxed entry); aux = value written (write index)",
+            key_name="signal",
+            aux_name="value stored",
+        ),
+    )
+
+    def detect(self, ctx: ProbeContext) -> Detection:
+        det, syms = uprobe_symbols(self.name, "hsa", HSA_PATTERNS, ctx, DOORBELLS)
+        if det.library is None:
+            return det
+        if not syms:
+            det.reason = f"{det.library} exports none of {', '.join(DOORBELLS)}"
+            return det
+        det.available = True
+        for s in syms:
+            det.instances.append(Instance("doorbell", {"lib": det.library, "symbol": s.name}))
+        det.notes.append("every signal store is counted, not only doorbells: the key (signal handle) tells queues apart")
+        return det

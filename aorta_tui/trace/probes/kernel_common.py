@@ -1,0 +1,35 @@
+"""Helpers for tracepoint probe sets: field checks and expressions built from format files."""
+
+from __future__ import annotations
+
+from aorta_tui.trace import tracefs
+from aorta_tui.trace.tracefs import Field
+
+
+def ident(name: str) -> str:
+    from aorta_tui.trace.program import ident as check
+
+    return check(name)
+
+
+def fields_of(ctx_tracefs, group: str, event: str) -> dict[str, Field] | None:
+    if ctx_tracefs is None:
+        return None
+    return tracefs.event_format(ctx_tracefs, group, event)
+
+
+def num(fields: dict[str, Field], *names: str) -> str | None:
+    """``args->NAME`` for the first numeric field present, else None."""
+    for n in names:
+        f = fields.get(n)
+        if f is not None and not f.is_string:
+            return f"args->{ident(n)}"
+    return None
+
+
+def text(fields: dict[str, Field], *names: str) -> str | None:
+    for n in names:
+        f = fields.get(n)
+        if f is not None and f.is_string:
+            return f"str(args->{ident(n)})"
+    return None

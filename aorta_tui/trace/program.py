@@ -1,0 +1,202 @@
+"""Render bpftrace programs from probe-set templates with validated parameters.
+
+A template (``probes/*.bt``) holds named blocks between ``// @block NAME`` and ``// @end``.
+Each block may use ``{{param}}`` placeholders and the pseudo-call
+``@@EMIT(metric, ts, key, value, aux[, label])`` whose arguments are plain tokens (``$vars``,
+``nsecs``, integers). Rendering expands ``@@EMIT`` per collection mode:
+
+* ``events``: count the record in ``@sent[id]`` and print one ``@R`` line
+  (see :mod:`aorta_tui.trace.parser`);
+* ``aggregate``: count it, add it to the per-key count/sum maps and, for durations and sizes,
+  to ``@lh[id, bucket]`` using the same log-linear buckets as :mod:`aorta_tui.trace.hdr`.
+
+Every program gets a heartbeat (``@H``) and prints ``@sent`` with it and at exit, so the
+reader can tell how many records the kernel sent (lost-event accounting).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.trace.hdr import SUB_BITS
+from aorta_tui.trace.metrics import Metric
+
+if TYPE_CHECKING:
+    from aorta_tui.trace.probes.base import Detection, ProbeSet
+
+_BLOCK_RE = re.compile(r"^// @block (\w+)\s*$(.*?)^// @end\s*$", re.M | re.S)
+_PARAM_RE = re.compile(r"\{\{(\w+)\}\}")
+_EMIT_RE = re.compile(r"@@EMIT\(([^)]*)\)")
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PATH_RE = re.compile(r"^/[A-Za-z0-9._/+-]+$")
+_EXPR_RE = re.compile(r'^[A-Za-z0-9_$@>\-()*+<&|^" .\[\]]+$')
+_TOKEN_RE = re.compile(r"^(\$[A-Za-z_]\w*|nsecs|-?\d+|pid|tid)$")
+_USER_MAP_RE = re.compile(r"@([A-Za-z_]\w*)\[")
+_OWN_MAPS = {"sent", "lh", "n", "sum", "nl", "suml", "mx"}
+MODES = ("events", "aggregate")
+
+
+def ident(name: str) -> str:
+    """A C identifier (symbol, tracepoint field); anything else is refused."""
+    if not _IDENT_RE.match(name):
+        raise UsageError(f"{name!r} is not a valid identifier for a probe")
+    return name
+
+
+def validate_param(name: str, value: str) -> str:
+    if name in ("lib", "path"):
+        if not _PATH_RE.match(value):
+            raise UsageError(
+                f"library path {value!r} has characters bpftrace cannot take in a probe name",
+                hint="copy or symlink the library to a path of letters, digits, '.', '_', '-', '/'",
+            )
+        if not Path(value).exists():
+            raise UsageError(f"library {value} does not exist")
+        return value
+    if name in ("symbol", "group", "event", "metric", "queue_event", "run_event", "done_event", "cmd_field", "fd_field"):
+        return ident(value)
+    if name in ("kind", "id"):
+        if not re.match(r"^-?\d+$", value):
+            raise UsageError(f"parameter {name}={value!r} must be an integer")
+        return value
+    if "\n" in value or ";" in value or "{" in value or "}" in value or not _EXPR_RE.match(value):
+        raise UsageError(f"parameter {name}={value!r} is not an allowed bpftrace expression")
+    return value
+
+
+@dataclass
+class Program:
+    text: str
+    mode: str
+    metric_ids: dict[int, tuple[str, Metric]] = field(default_factory=dict)
+    uprobe_count: int = 0
+    tracepoint_count: int = 0
+
+    def id_of(self, probe_set: str, metric: str) -> int:
+        for mid, (ps, m) in self.metric_ids.items():
+            if ps == probe_set and m.name == metric:
+                return mid
+        raise KeyError((probe_set, metric))
+
+
+def parse_blocks(template: str) -> dict[str, str]:
+    return {m.group(1): m.group(2).strip("\n") for m in _BLOCK_RE.finditer(template)}
+
+
+def bucket_statements(value: str) -> str:
+    """bpftrace statements setting ``$b`` to :func:`aorta_tui.trace.hdr.bucket_index` of value."""
+    s = SUB_BITS
+    lines = [f"$v = (uint64)({value});", "$t = $v;", "$e = (uint64)0;"]
+    for bits in (32, 16, 8, 4, 2, 1):
+        lines.append(f"if ($t >= {1 << bits}) {{ $t = $t >> {bits}; $e = $e + {bits}; }}")
+    lines.append("$b = $v;")
+    lines.append(
+        f"if ($v >= {1 << s}) {{ $b = (($e - {s - 1}) << {s}) | (($v >> ($e - {s})) & {(1 << s) - 1}); }}"
+    )
+    return " ".join(lines)
+
+
+def _expand_emit(args: list[str], mid: int, metric: Metric, mode: str) -> str:
+    if len(args) not in (5, 6):
+        raise ValueError(f"@@EMIT takes 5 or 6 arguments, got {args}")
+    _, ts, key, value, aux, *rest = args
+    label = rest[0] if rest else None
+    for tok in (ts, key, value, aux):
+        if not _TOKEN_RE.match(tok):
+            raise ValueError(f"@@EMIT argument {tok!r} must be a $variable, nsecs or an integer")
+    out = [f"@sent[{mid}] = count();"]
+    if mode == "events":
+        lab_fmt, lab_arg = ("%s", f", {label}") if label else ("-", "")
+        out.append(
+            f'printf("@R {mid} %lld %d %d %lld %lld %lld {lab_fmt}\\n", (int64)({ts}), pid, tid, '
+            f"(int64)({key}), (int64)({value}), (int64)({aux}){lab_arg});"
+        )
+        return " ".join(out)
+    if metric.breakdown_by == "label" and label:
+        out.append(f"@nl[{mid}, {label}] = count(); @suml[{mid}, {label}] = sum((int64)({value}));")
+    else:
+        out.append(f"@n[{mid}, (int64)({key})] = count(); @sum[{mid}, (int64)({key})] = sum((int64)({value}));")
+    if metric.kind != "point":
+        out.append(bucket_statements(value))
+        out.append(f"@lh[{mid}, (int64)$b] = count(); @mx[{mid}] = max((int64)({value}));")
+    return " ".join(out)
+
+
+def render(
+    selections: list[tuple[ProbeSet, Detection]],
+    *,
+    mode: str,
+    pid: int | None,
+    heartbeat_ms: int = 200,
+    interval_s: float = 1.0,
+) -> Program:
+    if mode not in MODES:
+        raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+    pred = f"pid == {int(pid)}" if pid is not None else "1"
+    parts: list[str] = []
+    ids: dict[int, tuple[str, Metric]] = {}
+    uprobes = tracepoints = 0
+    next_id = 1
+    for ps, det in selections:
+        blocks = parse_blocks(ps.template_text())
+        local: dict[str, int] = {}
+        for metric in ps.metrics:
+            local[metric.name] = next_id
+            ids[next_id] = (ps.name, metric)
+            next_id += 1
+        parts.append(f"// probe set {ps.name}: {ps.description}")
+        for inst in det.instances:
+            body = blocks.get(inst.block)
+            if body is None:
+                raise ValueError(f"template {ps.template} has no block {inst.block}")
+            params = {k: validate_param(k, v) for k, v in inst.params.items()}
+            params["pred"] = pred
+
+            def sub(m: re.Match[str], params: dict[str, str] = params) -> str:
+                if m.group(1) not in params:
+                    raise ValueError(f"block {inst.block} needs parameter {m.group(1)}")
+                return params[m.group(1)]
+
+            text = _PARAM_RE.sub(sub, body)
+
+            def emit(m: re.Match[str], ps: ProbeSet = ps, local: dict[str, int] = local) -> str:
+                args = [a.strip() for a in m.group(1).split(",")]
+                metric = ps.metric(args[0])
+                return _expand_emit(args, local[metric.name], metric, mode)
+
+            text = _EMIT_RE.sub(emit, text)
+            uprobes += len(re.findall(r"^\s*uprobe:", text, re.M))
+            tracepoints += len(re.findall(r"^\s*tracepoint:", text, re.M))
+            parts.append(text)
+    used = set(_USER_MAP_RE.findall("\n".join(parts)))
+    temp_maps = sorted(used - _OWN_MAPS)
+    own = [m for m in ("lh", "n", "sum", "nl", "suml", "mx") if m in used]
+    if mode == "events":
+        parts.append(
+            f'interval:ms:{int(heartbeat_ms)} {{ printf("@H %lld\\n", nsecs); print(@sent); }}'
+        )
+    else:
+        ms = max(50, int(round(interval_s * 1000)))
+        prints = " ".join(f"print(@{m});" for m in own)
+        parts.append(
+            f'interval:ms:{ms} {{ printf("@H %lld\\n", nsecs); print(@sent); {prints} }}'
+        )
+    end = " ".join(f"clear(@{m});" for m in temp_maps)
+    final_prints = " ".join(f"print(@{m}); clear(@{m});" for m in own)
+    parts.append(
+        f'END {{ {end} printf("@H %lld\\n", nsecs); print(@sent); clear(@sent); {final_prints} }}'
+    )
+    # @sent must exist even when nothing fires, or print(@sent) fails to compile.
+    parts.insert(0, "BEGIN { @sent[0] = count(); }")
+    return Program(
+        text="\n".join(parts) + "\n",
+        mode=mode,
+        metric_ids=ids,
+        uprobe_count=uprobes,
+        tracepoint_count=tracepoints,
+    )

@@ -1,0 +1,234 @@
+"""Run bpftrace as a child process and hand its stdout to a callback in batches of lines.
+
+* stdout is a pipe (line-buffered by bpftrace), read in chunks by one thread;
+* stderr goes to a file, never to the terminal (bpftrace always prints a RLIMIT_MEMLOCK
+  warning, and a TUI's screen must not be written to);
+* the heartbeat (``@H <ns>``) tells :meth:`drain` which records must have been read;
+* :meth:`stop` sends SIGINT (bpftrace prints its exit maps and detaches), then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from aorta_tui.core.errors import EnvironmentProblem
+
+_NOISE = ("couldn't set RLIMIT_MEMLOCK",)
+
+
+class BpftraceRunner:
+    def __init__(
+        self,
+        program_text: str,
+        *,
+        bpftrace: str,
+        on_lines: Callable[[list[str]], None],
+        json_output: bool = False,
+        stderr_path: Path | None = None,
+    ) -> None:
+        self.program_text = program_text
+        self.bpftrace = bpftrace
+        self.on_lines = on_lines
+        self.json_output = json_output
+        self._tmpdir = tempfile.TemporaryDirectory(prefix="aorta-trace-")
+        self.program_path = Path(self._tmpdir.name) / "program.bt"
+        self.stderr_path = stderr_path or Path(self._tmpdir.name) / "bpftrace.stderr"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._hb_lock = threading.Condition()
+        self.last_heartbeat_ns: int | None = None
+        self.heartbeats = 0
+        self.lines_read = 0
+        self.returncode: int | None = None
+        self.callback_errors: list[str] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self.program_path.write_text(self.program_text)
+        os.chmod(self.program_path, 0o600)
+        argv = [self.bpftrace]
+        if self.json_output:
+            argv += ["-f", "json"]
+        argv.append(str(self.program_path))
+        env = dict(os.environ)
+        env.setdefault("BPFTRACE_STRLEN", "64")
+        self._stderr_fh = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr_fh,
+                env=env,
+                start_new_session=True,  # a Ctrl-C in the terminal reaches us, not bpftrace
+            )
+        except OSError as exc:
+            self._stderr_fh.close()
+            raise EnvironmentProblem(
+                f"cannot run bpftrace at {self.bpftrace}: {exc.strerror}",
+                hint="install it (apt-get install bpftrace) or pass --bpftrace PATH",
+            ) from None
+        self._reader = threading.Thread(target=self._read_loop, name="bpftrace-reader", daemon=True)
+        self._reader.start()
+
+    def wait_attached(self, timeout_s: float = 60.0) -> None:
+        """Block until the first heartbeat: every probe is attached once it fires."""
+        deadline = time.monotonic() + timeout_s
+        with self._hb_lock:
+            while self.heartbeats == 0:
+                if self.proc is not None and self.proc.poll() is not None and not self._reader_alive():
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._hb_lock.wait(min(left, 0.1))
+        if self.heartbeats == 0:
+            rc = self.proc.poll() if self.proc else None
+            self.stop()
+            msg = self.stderr_text()
+            if rc is None:
+                raise EnvironmentProblem(
+                    f"bpftrace did not start tracing within {timeout_s:.0f} s",
+                    hint=f"see {self.stderr_path}; a busy machine may need a longer --attach-timeout",
+                )
+            raise EnvironmentProblem(
+                f"bpftrace exited with code {rc} before tracing started: {msg or '(no message)'}",
+                hint=_hint_for(msg),
+            )
+
+    def drain(self, after_ns: int, timeout_s: float = 5.0) -> bool:
+        """Wait until a heartbeat stamped after ``after_ns`` was read (records before it are in)."""
+        deadline = time.monotonic() + timeout_s
+        with self._hb_lock:
+            while (self.last_heartbeat_ns or 0) < after_ns:
+                if not self._reader_alive():
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._hb_lock.wait(min(left, 0.05))
+        return True
+
+    def stop(self, grace_s: float = 5.0) -> int | None:
+        """SIGINT, wait, then SIGKILL; joins the reader. Safe to call twice."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.send_signal(signal.SIGINT)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        if proc is not None:
+            self.returncode = proc.returncode
+        fh = getattr(self, "_stderr_fh", None)
+        if fh is not None and not fh.closed:
+            fh.close()
+        return self.returncode
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stderr_text(self) -> str:
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(ln for ln in text.splitlines() if ln.strip() and not any(n in ln for n in _NOISE)).strip()
+
+    def cleanup(self) -> None:
+        self.stop()
+        self._tmpdir.cleanup()
+
+    # -- reading -----------------------------------------------------------------------------
+    def _reader_alive(self) -> bool:
+        return self._reader is not None and self._reader.is_alive()
+
+    def _read_loop(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        rest = b""
+        hb_mark = b'"@H ' if self.json_output else b"@H "
+        while True:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if not ready:
+                if self.proc.poll() is not None:
+                    # exited and nothing left to read
+                    chunk = b""
+                else:
+                    continue
+            else:
+                chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                if rest:
+                    self._deliver([rest.decode("utf-8", "replace")], hb_mark)
+                break
+            data = rest + chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            rest = data[cut + 1 :]
+            lines = data[: cut + 1].decode("utf-8", "replace").splitlines(keepends=True)
+            self._deliver(lines, hb_mark)
+        with self._hb_lock:
+            self._hb_lock.notify_all()
+
+    def _deliver(self, lines: list[str], hb_mark: bytes) -> None:
+        self.lines_read += len(lines)
+        try:
+            self.on_lines(lines)
+        except Exception as exc:  # a consumer bug must not stall the pipe (bpftrace would drop)
+            if len(self.callback_errors) < 5:
+                self.callback_errors.append(f"{type(exc).__name__}: {exc}")
+        mark = hb_mark.decode()
+        if self.json_output:
+            hbs = [ln for ln in lines if mark in ln and ln.startswith('{"type": "printf"')]
+        else:
+            hbs = [ln for ln in lines if ln.startswith(mark)]
+        if hbs:
+            ts = _heartbeat_ts(hbs[-1], self.json_output)
+            with self._hb_lock:
+                self.heartbeats += len(hbs)
+                if ts is not None:
+                    self.last_heartbeat_ns = max(self.last_heartbeat_ns or 0, ts)
+                self._hb_lock.notify_all()
+
+
+def _heartbeat_ts(line: str, json_output: bool) -> int | None:
+    try:
+        if json_output:
+            i = line.index('"@H ') + 4
+            j = i
+            while j < len(line) and line[j].isdigit():
+                j += 1
+            return int(line[i:j])
+        return int(line.strip()[3:])
+    except ValueError:
+        return None
+
+
+def _hint_for(stderr: str) -> str:
+    low = stderr.lower()
+    if "root" in low or "permission" in low or "operation not permitted" in low:
+        return "run as root (sudo aorta-tui ...) or grant CAP_BPF and CAP_PERFMON"
+    if "tracefs" in low or "debugfs" in low:
+        return "mount -t tracefs nodev /sys/kernel/tracing"
+    if "could not resolve symbol" in low or "no such file" in low:
+        return "check the library with `aorta-tui trace info` and pass --lib NAME=/path"
+    if "kprobe" in low:
+        return "this kernel has no kprobes; use probe sets built on tracepoints or uprobes"
+    return "run `aorta-tui trace info` to see what this machine supports"

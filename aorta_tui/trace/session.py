@@ -1,0 +1,433 @@
+"""``TraceSession``: attach probe sets to a pid or a command, stream statistics, stop cleanly.
+
+Usable from any thread and as a context manager::
+
+    with TraceSession(["cuda"], pid=os.getpid(), on_event=bus.emit) as s:
+        run_workload()
+    result = s.result()
+
+Every ``interval_s`` one :class:`~aorta_tui.core.events.HistogramSnapshot` per metric is
+emitted through ``on_event`` (cumulative histogram, rate over the last interval).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.events import Event, HistogramSnapshot
+from aorta_tui.trace import capability, program, tracefs
+from aorta_tui.trace.parser import Batch, RecordParser
+from aorta_tui.trace.runner import BpftraceRunner
+from aorta_tui.trace.stats import MetricStats, split_batch
+
+# The command waits on this pipe until every probe is attached, then execs.
+_GATE = "import os,sys; fd=int(sys.argv[1]); os.read(fd,1); os.close(fd); os.execvp(sys.argv[2], sys.argv[2:])"
+
+
+class TraceSession:
+    def __init__(
+        self,
+        probes: list[str],
+        *,
+        pid: int | None = None,
+        command: list[str] | None = None,
+        mode: str = "events",
+        interval_s: float = 1.0,
+        bpftrace: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        raw_path: Path | None = None,
+        library_paths: dict[str, Path] | None = None,
+        tracefs_root: Path | None = None,
+        calibrate: bool = True,
+        heartbeat_ms: int = 200,
+        run_id: str = "trace",
+        attach_timeout_s: float = 60.0,
+    ) -> None:
+        if not probes:
+            raise UsageError("no probe set given", hint="e.g. --probes cuda")
+        if pid is not None and command:
+            raise UsageError("give either a pid or a command, not both")
+        if mode not in program.MODES:
+            raise UsageError(f"mode {mode!r} is not one of {', '.join(program.MODES)}")
+        if interval_s <= 0:
+            raise UsageError("interval must be positive")
+        if pid is not None and not Path(f"/proc/{pid}").exists():
+            raise UsageError(f"no process with pid {pid}")
+        self.probe_names = list(dict.fromkeys(probes))
+        self.pid = pid
+        self.command = list(command) if command else None
+        self.mode = mode
+        self.interval_s = interval_s
+        self.bpftrace_arg = bpftrace
+        self.on_event = on_event
+        self.raw_path = Path(raw_path) if raw_path else None
+        self.library_paths = {k: Path(v) for k, v in (library_paths or {}).items()}
+        self.tracefs_root = tracefs_root
+        self.do_calibrate = calibrate
+        self.heartbeat_ms = heartbeat_ms
+        self.run_id = run_id
+        self.attach_timeout_s = attach_timeout_s
+
+        self._lock = threading.Lock()
+        self._parser = RecordParser()
+        self._stats: dict[int, MetricStats] = {}
+        self._sets: list[tuple[Any, Any]] = []
+        self.program: program.Program | None = None
+        self._runner: BpftraceRunner | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self._gate_w: int | None = None
+        self._ticker: threading.Thread | None = None
+        self._stop_evt = threading.Event()
+        self._raw = None
+        self._raw_count = 0
+        self.sent: dict[int, int] = {}
+        self.received: dict[int, int] = {}
+        self.lost_reported = 0
+        self._agg: dict[str, Any] = {}
+        self.started_ns: int | None = None
+        self.stopped_ns: int | None = None
+        self.drained = None
+        self.calibration: dict[str, Any] | None = None
+        self.warnings: list[str] = []
+        self._last_tick = (0, {})
+        self.started = False
+        self.stopped = False
+        self.child_returncode: int | None = None
+
+    # -- context manager ---------------------------------------------------------------------
+    def __enter__(self) -> TraceSession:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- start -------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.started:
+            return
+        bpftrace = capability.require_bpftrace(self.bpftrace_arg)
+        capability.require_privilege()
+        from aorta_tui.trace import probes
+
+        root = self.tracefs_root or tracefs.find_tracefs()
+        kp, kp_reason = tracefs.kprobes_supported(root)
+        sets = [probes.get(n) for n in self.probe_names]
+        if self.command:
+            self._spawn_gated()
+        target_pid = self.pid if self.pid is not None else (self._child.pid if self._child else None)
+        ctx = probes.ProbeContext(tracefs=root, pid=self.pid, library_paths=self.library_paths,
+                                  kprobes=kp, kprobes_reason=kp_reason)
+        problems = []
+        for ps in sets:
+            det = ps.detect(ctx)
+            if not det.available:
+                problems.append((ps.name, det))
+            self._sets.append((ps, det))
+        if problems:
+            self._kill_child()
+            name, det = problems[0]
+            others = "; ".join(f"{n}: {d.reason}" for n, d in problems[1:])
+            raise EnvironmentProblem(
+                f"probe set {name!r} cannot attach here: {det.reason}"
+                + (f" (also {others})" if others else ""),
+                hint=det.fix or "run `aorta-tui trace info` to see which probe sets this machine supports",
+            )
+        self.program = program.render(self._sets, mode=self.mode, pid=target_pid,
+                                      heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s)
+        for mid, (_ps, metric) in self.program.metric_ids.items():
+            self._stats[mid] = MetricStats(metric)
+        if self.do_calibrate and self.program.uprobe_count:
+            from aorta_tui.trace.calibrate import calibrate
+
+            self.calibration = calibrate(bpftrace)
+        if self.raw_path is not None:
+            self.raw_path.parent.mkdir(parents=True, exist_ok=True)
+            self._raw = gzip.open(self.raw_path.with_name(self.raw_path.name + ".part"), "wt",
+                                  compresslevel=3)
+        self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
+                                      on_lines=self._on_lines, json_output=self.mode == "aggregate")
+        try:
+            self._runner.start()
+            self._runner.wait_attached(self.attach_timeout_s)
+        except BaseException:
+            self._kill_child()
+            self._close_raw(keep=False)
+            raise
+        self.started_ns = time.monotonic_ns()
+        self.started = True
+        self._release_gate()
+        self._ticker = threading.Thread(target=self._tick_loop, name="trace-ticker", daemon=True)
+        self._ticker.start()
+
+    def _spawn_gated(self) -> None:
+        r, w = os.pipe()
+        try:
+            self._child = subprocess.Popen([sys.executable, "-c", _GATE, str(r), *self.command],
+                                           pass_fds=(r,), start_new_session=True)
+        except OSError as exc:
+            os.close(r)
+            os.close(w)
+            raise UsageError(f"cannot start {self.command[0]}: {exc.strerror}") from None
+        os.close(r)
+        self._gate_w = w
+
+    def _release_gate(self) -> None:
+        if self._gate_w is not None:
+            os.write(self._gate_w, b"g")
+            os.close(self._gate_w)
+            self._gate_w = None
+
+    def _kill_child(self) -> None:
+        if self._gate_w is not None:
+            os.close(self._gate_w)  # EOF: the gate's read returns and it execs nothing useful
+            self._gate_w = None
+        if self._child is not None and self._child.poll() is None:
+            try:
+                os.killpg(self._child.pid, signal.SIGTERM)
+                self._child.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self._child.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    # -- running -----------------------------------------------------------------------------
+    @property
+    def child_pid(self) -> int | None:
+        return self._child.pid if self._child else None
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait for the traced command to exit (returns its exit code; None without command)."""
+        if self._child is None:
+            return None
+        try:
+            self.child_returncode = self._child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.child_returncode
+
+    def _on_lines(self, lines: list[str]) -> None:
+        if self.mode == "aggregate":
+            self._on_json_lines(lines)
+            return
+        batch = self._parser.feed(lines)
+        with self._lock:
+            got = split_batch(batch, self._stats)
+            for mid, n in got.items():
+                self.received[mid] = self.received.get(mid, 0) + n
+            self.sent.update(batch.sent)
+            self.lost_reported += batch.lost
+        if self._raw is not None and len(batch):
+            self._write_raw(batch)
+
+    def _on_json_lines(self, lines: list[str]) -> None:
+        from aorta_tui.trace.parser import parse_aggregate_line
+
+        with self._lock:
+            for ln in lines:
+                parse_aggregate_line(ln, self._agg, self._parser)
+            self.sent.update(self._agg.get("sent", {}))
+            self.lost_reported = self._agg.get("lost", 0)
+            for mid, st in self._stats.items():
+                st.set_aggregate(
+                    sent=self._agg.get("sent", {}).get(mid, 0),
+                    buckets=self._agg.get("lh", {}).get(mid, {}),
+                    per_key_count={**self._agg.get("n", {}).get(mid, {}), **self._agg.get("nl", {}).get(mid, {})},
+                    per_key_sum={**self._agg.get("sum", {}).get(mid, {}), **self._agg.get("suml", {}).get(mid, {})},
+                    maximum=self._agg.get("mx", {}).get(mid),
+                )
+                self.received[mid] = st.count
+
+    def _write_raw(self, batch: Batch) -> None:
+        names = {mid: (ps, m.name) for mid, (ps, m) in self.program.metric_ids.items()}
+        cols = [batch.metric.tolist(), batch.ts.tolist(), batch.pid.tolist(), batch.tid.tolist(),
+                batch.key.tolist(), batch.value.tolist(), batch.aux.tolist()]
+        labels = batch.labels or [None] * len(batch)
+        out = []
+        for mid, ts, pid, tid, key, val, aux, lab in zip(*cols, labels):
+            ps, mname = names.get(mid, ("?", "?"))
+            out.append(json.dumps({"set": ps, "metric": mname, "ts_ns": ts, "pid": pid, "tid": tid,
+                                   "key": key, "value": val, "aux": aux, "label": lab},
+                                  separators=(",", ":")))
+        self._raw.write("\n".join(out) + "\n")
+        self._raw_count += len(out)
+
+    def _close_raw(self, keep: bool) -> None:
+        if self._raw is None:
+            return
+        self._raw.close()
+        self._raw = None
+        part = self.raw_path.with_name(self.raw_path.name + ".part")
+        if keep:
+            os.replace(part, self.raw_path)
+        else:
+            part.unlink(missing_ok=True)
+
+    def _tick_loop(self) -> None:
+        while not self._stop_evt.wait(self.interval_s):
+            self._emit_snapshots()
+
+    def _emit_snapshots(self) -> None:
+        if self.on_event is None:
+            return
+        now = time.monotonic_ns()
+        prev_t, prev_counts = self._last_tick
+        with self._lock:
+            summaries = {}
+            for mid, st in self._stats.items():
+                wall = (now - (self.started_ns or now)) / 1e9
+                summaries[mid] = (st, st.summary(wall))
+        counts = {mid: s["count"] for mid, (_st, s) in summaries.items()}
+        dt = (now - prev_t) / 1e9 if prev_t else (now - (self.started_ns or now)) / 1e9
+        self._last_tick = (now, counts)
+        for mid, (st, s) in summaries.items():
+            ps_name = self.program.metric_ids[mid][0]
+            if s["count"] == 0 and self.stopped is False and not prev_counts.get(mid):
+                continue
+            rate = (s["count"] - prev_counts.get(mid, 0)) / dt if dt > 0 else 0.0
+            try:
+                self.on_event(HistogramSnapshot(
+                    run_id=self.run_id,
+                    probe_set=f"{ps_name}.{st.metric.name}",
+                    measures=s["histogram_measures"],
+                    unit=s["unit"],
+                    count=s["count"],
+                    buckets=s["histogram"]["buckets"],
+                    percentiles=s["histogram"]["percentiles"],
+                    events_per_s=rate,
+                    lost_events=self._lost_for(mid),
+                    malformed_lines=self._parser.malformed_total,
+                    breakdown=s["breakdown"],
+                    observer_cost=self._observer_cost().get(ps_name, {}),
+                ))
+            except Exception as exc:  # a sink's bug must not stop tracing
+                self.warnings.append(f"on_event failed: {exc}")
+
+    # -- stop --------------------------------------------------------------------------------
+    def stop(self) -> None:
+        if self.stopped or not self.started:
+            if self._runner is not None and not self.stopped:
+                self._runner.cleanup()
+            return
+        self.stopped_ns = time.monotonic_ns()
+        runner = self._runner
+        assert runner is not None
+        # Records emitted before now are read once a later heartbeat has been read.
+        hb_ns = self.heartbeat_ms * 1_000_000 if self.mode == "events" else int(self.interval_s * 1e9)
+        self.drained = runner.drain(self.stopped_ns + hb_ns, timeout_s=max(5.0, 3 * hb_ns / 1e9))
+        if not self.drained:
+            self.warnings.append("bpftrace did not send a heartbeat after the end: records may be unread")
+        self._stop_evt.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        if self._child is not None and self._child.poll() is None:
+            self._kill_child()
+        if self._child is not None:
+            self.child_returncode = self._child.returncode
+        runner.stop()
+        if runner.returncode not in (0, None, -signal.SIGINT, -signal.SIGKILL):
+            err = runner.stderr_text()
+            if err:
+                self.warnings.append(f"bpftrace exited with {runner.returncode}: {err[:300]}")
+        for e in runner.callback_errors:
+            self.warnings.append(f"record handler failed: {e}")
+        if runner.returncode in (0, -signal.SIGINT) or self.sent:
+            # END printed @sent; metrics that never fired are absent from it: they sent 0.
+            for mid in self._stats:
+                self.sent.setdefault(mid, 0)
+        self._close_raw(keep=True)
+        self.stopped = True
+        self._emit_snapshots()
+        runner.cleanup()
+
+    # -- results -----------------------------------------------------------------------------
+    def _lost_for(self, mid: int) -> int:
+        sent = self.sent.get(mid)
+        if sent is None:
+            return 0
+        return max(0, sent - self.received.get(mid, 0))
+
+    def _observer_cost(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        wall = ((self.stopped_ns or time.monotonic_ns()) - (self.started_ns or 0)) / 1e9
+        for ps, det in self._sets:
+            mids = [mid for mid, (n, _m) in self.program.metric_ids.items() if n == ps.name]
+            hits = sum(self._stats[m].count * self._stats[m].metric.probe_hits for m in mids)
+            entry: dict[str, Any] = {"probe_hits": hits,
+                                     "probe_hits_per_s": hits / wall if wall > 0 else None}
+            uprobe = any(self._stats[m].metric.probe_type == "uprobe" for m in mids)
+            cal = self.calibration
+            if not uprobe:
+                entry.update(per_hit_us=None, cpu_fraction=None,
+                             reason="calibration covers uprobes only; tracepoint hits cost far less (~0.3 us)")
+            elif cal is None:
+                entry.update(per_hit_us=None, cpu_fraction=None, reason="calibration was not run")
+            else:
+                classes = list((det.prologues or {}).values())
+                cls = "push" if classes and all(c == "push" for c in classes) else "other"
+                per_hit = cal.get(cls)
+                if per_hit is None:
+                    entry.update(per_hit_us=None, cpu_fraction=None,
+                                 reason=cal.get("reasons", {}).get(cls) or cal.get("reasons", {}).get("all", "not measured"))
+                else:
+                    entry["per_hit_us"] = per_hit / 1000.0
+                    entry["prologue_class"] = cls
+                    entry["cpu_fraction"] = (entry["probe_hits_per_s"] or 0) * per_hit / 1e9
+                    entry["method"] = cal.get("method")
+                    entry["calibrated_on"] = cal.get("functions", {}).get(cls)
+            out[ps.name] = entry
+        return out
+
+    def result(self) -> dict[str, Any]:
+        if self.program is None:
+            raise UsageError("the trace session was never started")
+        end = self.stopped_ns or time.monotonic_ns()
+        wall = (end - (self.started_ns or end)) / 1e9
+        cost = self._observer_cost()
+        sets: dict[str, Any] = {}
+        with self._lock:
+            for mid, (ps_name, metric) in self.program.metric_ids.items():
+                st = self._stats[mid]
+                entry = sets.setdefault(ps_name, {"metrics": {}})
+                s = st.summary(wall)
+                s["records_sent_by_kernel"] = self.sent.get(mid)
+                s["records_received"] = self.received.get(mid, 0)
+                s["lost_events"] = self._lost_for(mid) if mid in self.sent else None
+                if mid not in self.sent:
+                    s["lost_events_reason"] = "bpftrace did not print its in-kernel count (stopped abnormally)"
+                entry["metrics"][metric.name] = s
+            for ps, det in self._sets:
+                entry = sets.setdefault(ps.name, {"metrics": {}})
+                entry["description"] = ps.description
+                entry["detection"] = det.to_dict()
+                entry["observer_cost"] = cost.get(ps.name)
+        return {
+            "schema": 1,
+            "mode": self.mode,
+            "target": {"pid": self.pid, "command": self.command, "command_pid": self.child_pid,
+                       "command_exit_code": self.child_returncode},
+            "wall_s": wall,
+            "probe_sets": sets,
+            "lost_events_reported_by_bpftrace": self.lost_reported,
+            "malformed_lines": self._parser.malformed_total,
+            "malformed_examples": [],
+            "drained_before_stop": self.drained,
+            "uprobes": self.program.uprobe_count,
+            "tracepoints": self.program.tracepoint_count,
+            "raw_events": str(self.raw_path) if self.raw_path else None,
+            "raw_event_count": self._raw_count if self.raw_path else None,
+            "warnings": self.warnings,
+            "calibration": self.calibration,
+        }

@@ -1,0 +1,242 @@
+"""Streaming statistics over parsed batches: histograms, exact percentiles, rates, breakdowns.
+
+Events mode keeps every value (int64) so percentiles are exact up to ``exact_limit`` values,
+then falls back to the log-linear histogram (within 6.25 %); the result says which.
+Aggregate mode receives bucket counts and exact counts from the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aorta_tui.trace.hdr import LogLinearHistogram, bucket_index
+from aorta_tui.trace.metrics import Metric
+from aorta_tui.trace.parser import Batch
+
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+MAX_BREAKDOWN = 64
+
+
+def _pct_name(q: float) -> str:
+    return f"p{q:g}"
+
+
+@dataclass
+class KeyStats:
+    count: int = 0
+    total: int = 0
+    max: int | None = None
+    hist: LogLinearHistogram = field(default_factory=LogLinearHistogram)
+
+
+class MetricStats:
+    """Accumulates one metric's records (events mode) or kernel snapshots (aggregate mode)."""
+
+    def __init__(self, metric: Metric, *, exact_limit: int = 20_000_000) -> None:
+        self.metric = metric
+        self.count = 0
+        self.hist = LogLinearHistogram()
+        self.exact_limit = exact_limit
+        self._values: list[np.ndarray] = []
+        self._kept = 0
+        self.exact = True
+        self.by_key: dict[Any, KeyStats] = {}
+        self.by_pid: dict[int, int] = {}
+        self._last_ts: dict[Any, int] = {}
+        self.first_ts: int | None = None
+        self.last_ts: int | None = None
+        self.value_sum = 0
+
+    # -- events mode ---------------------------------------------------------------------------
+    def add(self, ts: np.ndarray, pid: np.ndarray, key: np.ndarray, value: np.ndarray,
+            labels: list[str] | None) -> None:
+        n = int(len(ts))
+        if n == 0:
+            return
+        self.count += n
+        lo, hi = int(ts.min()), int(ts.max())
+        self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
+        self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
+        pids, pc = np.unique(pid, return_counts=True)
+        for p, c in zip(pids.tolist(), pc.tolist()):
+            self.by_pid[p] = self.by_pid.get(p, 0) + c
+        keys: np.ndarray | list[str]
+        if self.metric.breakdown_by == "label" and labels is not None:
+            keys = np.array(labels, dtype=object)
+        elif self.metric.breakdown_by == "label":
+            keys = np.array(["-"] * n, dtype=object)
+        else:
+            keys = key
+        if self.metric.kind == "point":
+            measured = self._gaps(ts, keys)
+            self.value_sum += int(value.sum())
+        else:
+            measured = (ts, keys, value)
+        m_ts, m_keys, m_vals = measured
+        self._record_values(m_vals)
+        self._breakdown(keys, m_keys, m_vals)
+
+    def _gaps(self, ts: np.ndarray, keys: Any) -> tuple[np.ndarray, Any, np.ndarray]:
+        """Interval between consecutive events on the same key, across batch boundaries."""
+        _, codes = np.unique(np.asarray(keys), return_inverse=True)
+        order = np.lexsort((ts, codes))
+        ks = np.asarray(keys)[order]
+        tss = ts[order]
+        same = np.empty(len(ks), dtype=bool)
+        same[0] = False
+        cs = codes[order]
+        same[1:] = cs[1:] == cs[:-1]
+        gaps = np.empty(len(tss), dtype=np.int64)
+        gaps[1:] = tss[1:] - tss[:-1]
+        valid = same.copy()
+        # first event of each key in this batch: gap to the last one seen before
+        firsts = np.flatnonzero(~same)
+        for i in firsts.tolist():
+            k = ks[i].item() if hasattr(ks[i], "item") else ks[i]
+            prev = self._last_ts.get(k)
+            if prev is not None:
+                gaps[i] = int(tss[i]) - prev
+                valid[i] = True
+        lasts = np.append(firsts[1:] - 1, len(ks) - 1)
+        for i in lasts.tolist():
+            k = ks[i].item() if hasattr(ks[i], "item") else ks[i]
+            self._last_ts[k] = int(tss[i])
+        return tss[valid], ks[valid], gaps[valid]
+
+    def _record_values(self, values: np.ndarray) -> None:
+        if len(values) == 0:
+            return
+        values = np.asarray(values, dtype=np.int64)
+        self.hist.add_array(values)
+        if self.exact and self._kept + len(values) <= self.exact_limit:
+            self._values.append(values)
+            self._kept += len(values)
+        elif self.exact:
+            self.exact = False
+            self._values = []
+
+    def _breakdown(self, all_keys: Any, keys: Any, values: np.ndarray) -> None:
+        uk, counts = np.unique(np.asarray(all_keys), return_counts=True)
+        for k, c in zip(uk.tolist(), counts.tolist()):
+            self.by_key.setdefault(k, KeyStats()).count += c
+        if len(values) == 0:
+            return
+        karr = np.asarray(keys)
+        for k in np.unique(karr).tolist():
+            sel = values[karr == k]
+            ks = self.by_key.setdefault(k, KeyStats())
+            ks.total += int(sel.sum())
+            mx = int(sel.max())
+            ks.max = mx if ks.max is None else max(ks.max, mx)
+            ks.hist.add_array(sel)
+
+    # -- aggregate mode ------------------------------------------------------------------------
+    def set_aggregate(self, *, sent: int, buckets: dict[int, int], per_key_count: dict[Any, int],
+                      per_key_sum: dict[Any, int], maximum: int | None) -> None:
+        """Kernel maps are cumulative, so each snapshot replaces the previous state."""
+        self.count = sent
+        self.hist.replace_bucket_counts(buckets)
+        self.hist.max = maximum
+        self.exact = False
+        self.by_key = {}
+        for k, c in per_key_count.items():
+            ks = KeyStats(count=c, total=per_key_sum.get(k, 0))
+            self.by_key[k] = ks
+        if self.metric.kind == "size":
+            self.value_sum = sum(per_key_sum.values())
+
+    # -- results -------------------------------------------------------------------------------
+    def percentiles(self) -> tuple[dict[str, float | None], str]:
+        scale = 1000.0 if self.metric.unit == "us" else 1.0
+        out: dict[str, float | None] = {}
+        if self.exact and self._kept:
+            allv = np.concatenate(self._values)
+            self._values = [allv]
+            qs = np.percentile(allv, PERCENTILES, method="inverted_cdf")
+            for q, v in zip(PERCENTILES, qs.tolist()):
+                out[_pct_name(q)] = v / scale
+            out["max"] = float(allv.max()) / scale
+            return out, "exact (every recorded value)"
+        for q in PERCENTILES:
+            v = self.hist.percentile(q)
+            out[_pct_name(q)] = None if v is None else v / scale
+        out["max"] = None if self.hist.max is None else self.hist.max / scale
+        if self.hist.total == 0:
+            return out, "no values"
+        return out, "upper edge of the log-linear bucket (within 6.25 %)"
+
+    def summary(self, wall_s: float | None) -> dict[str, Any]:
+        m = self.metric
+        scale = 1000.0 if m.unit == "us" else 1.0
+        pct, how = self.percentiles()
+        rate = (self.count / wall_s) if wall_s and wall_s > 0 else None
+        keys = sorted(self.by_key.items(), key=lambda kv: -kv[1].count)[:MAX_BREAKDOWN]
+        breakdown = {}
+        for k, ks in keys:
+            entry: dict[str, Any] = {"count": ks.count}
+            if m.kind != "point" or ks.hist.total:
+                hist_n = ks.hist.total or 0
+                entry["mean"] = (ks.total / hist_n / scale) if hist_n else (
+                    ks.total / ks.count / scale if ks.count and ks.total else None)
+                entry["max"] = None if ks.max is None else ks.max / scale
+                p50 = ks.hist.percentile(50)
+                entry["p50"] = None if p50 is None else p50 / scale
+            breakdown[_key_text(k, m)] = entry
+        return {
+            "measures": m.measures,
+            "histogram_measures": m.histogram_measures,
+            "kind": m.kind,
+            "unit": m.unit,
+            "count": self.count,
+            "events_per_s": rate,
+            "histogram": {
+                "count": self.hist.total,
+                "buckets": self.hist.buckets(scale),
+                "percentiles": pct,
+                "percentile_method": how,
+            },
+            "total_bytes": self.value_sum if m.kind == "size" else None,
+            "breakdown_by": m.label_name if m.breakdown_by == "label" else m.key_name,
+            "breakdown": breakdown,
+            "breakdown_truncated": max(0, len(self.by_key) - MAX_BREAKDOWN),
+            "per_pid": {str(p): c for p, c in sorted(self.by_pid.items())},
+        }
+
+
+def _key_text(k: Any, m: Metric) -> str:
+    if isinstance(k, str):
+        return k
+    if m.key_name in ("stream", "event", "pointer"):
+        return hex(int(k) & 0xFFFFFFFFFFFFFFFF)
+    return str(k)
+
+
+def split_batch(batch: Batch, metric_ids: dict[int, MetricStats]) -> dict[int, int]:
+    """Route a batch's records to their metric's stats; returns records per metric id."""
+    out: dict[int, int] = {}
+    if len(batch) == 0:
+        return out
+    mids = batch.metric
+    uniq = np.unique(mids).tolist()
+    for mid in uniq:
+        st = metric_ids.get(mid)
+        sel = mids == mid
+        n = int(sel.sum())
+        out[mid] = n
+        if st is None:
+            continue
+        labels = None
+        if batch.labels is not None:
+            idx = np.flatnonzero(sel).tolist()
+            labels = [batch.labels[i] for i in idx]
+        if len(uniq) == 1:
+            st.add(batch.ts, batch.pid, batch.key, batch.value, labels)
+        else:
+            st.add(batch.ts[sel], batch.pid[sel], batch.key[sel], batch.value[sel], labels)
+    return out
+
+
+__all__ = ["MetricStats", "split_batch", "bucket_index", "PERCENTILES"]

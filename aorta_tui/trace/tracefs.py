@@ -1,0 +1,82 @@
+"""Where tracefs is, which events exist, and what fields an event's ``format`` file declares."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+MOUNT_COMMAND = "mount -t tracefs nodev /sys/kernel/tracing"
+_FIELD_RE = re.compile(r"^\s*field:(?P<decl>[^;]+);\s*offset:\d+;\s*size:(?P<size>\d+);")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    ctype: str
+    size: int
+
+    @property
+    def is_string(self) -> bool:
+        return "__data_loc" in self.ctype or ("char" in self.ctype and "[" in self.ctype)
+
+
+def find_tracefs(mounts_file: Path = Path("/proc/mounts")) -> Path | None:
+    """The tracefs mount point (``/sys/kernel/tracing`` or the one under debugfs), or None."""
+    try:
+        lines = mounts_file.read_text().splitlines()
+    except OSError:
+        lines = []
+    found: list[Path] = []
+    for ln in lines:
+        parts = ln.split()
+        if len(parts) >= 3 and parts[2] == "tracefs":
+            found.append(Path(parts[1]))
+    for p in found:
+        if (p / "events").is_dir():
+            return p
+    for p in (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing")):
+        if (p / "events").is_dir():
+            return p
+    return None
+
+
+def event_format(root: Path, group: str, event: str) -> dict[str, Field] | None:
+    """Fields of ``group:event`` (without the ``common_`` ones), or None if the event is absent."""
+    path = root / "events" / group / event / "format"
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    return parse_format(text)
+
+
+def parse_format(text: str) -> dict[str, Field]:
+    fields: dict[str, Field] = {}
+    for ln in text.splitlines():
+        m = _FIELD_RE.match(ln)
+        if not m:
+            continue
+        decl = m.group("decl").strip()
+        name = decl.split()[-1]
+        ctype = decl[: len(decl) - len(name)].strip()
+        if "[" in name:
+            ctype += name[name.index("[") :]
+            name = name[: name.index("[")]
+        if name.startswith("common_"):
+            continue
+        fields[name] = Field(name=name, ctype=ctype, size=int(m.group("size")))
+    return fields
+
+
+def event_exists(root: Path, group: str, event: str) -> bool:
+    return (root / "events" / group / event / "format").is_file()
+
+
+def kprobes_supported(root: Path | None) -> tuple[bool, str]:
+    """Kprobes need the kprobe PMU or ``kprobe_events``; bpftrace --info claims them regardless."""
+    if Path("/sys/bus/event_source/devices/kprobe").exists():
+        return True, "kprobe PMU present"
+    if root is not None and (root / "kprobe_events").exists():
+        return True, "tracefs kprobe_events present"
+    return False, "this kernel has no kprobe PMU and no kprobe_events (CONFIG_KPROBE_EVENTS off)"
