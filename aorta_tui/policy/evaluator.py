@@ -57,6 +57,7 @@ from aorta_tui.core.events import (
     TrialStarted,
     Warning,
 )
+from aorta_tui.core.worker import CancelEvent
 from aorta_tui.policy._process import TrialOutcome, TrialProcess, run_trial_process
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, Policy
 
@@ -98,6 +99,9 @@ class SweepRequest:
             "queue_args": list(self.queue_args),
             "timeout_s": self.timeout_s,
         }
+
+
+TrialCommand = Callable[[SweepRequest, Policy, Path], list[str]]
 
 
 @dataclass(frozen=True)
@@ -184,11 +188,13 @@ class PolicyEvaluator:
                  on_event: Callable[[Event], None] | None = None,
                  cancel: ThreadEvent | None = None,
                  gpu_backend: Any | None = None,
-                 base_env: Mapping[str, str] | None = None) -> None:
+                 base_env: Mapping[str, str] | None = None,
+                 trial_command: TrialCommand | None = None) -> None:
         _check_request(request)
+        self.trial_command = trial_command or queue_run_argv
         policies, self.reference_added = with_reference(request.policies)
         self.request = dataclasses.replace(request, policies=policies)
-        self.cancel = cancel or ThreadEvent()
+        self.cancel = cancel if cancel is not None else CancelEvent()
         self.gpu_backend = gpu_backend
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.run_id = f"p-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
@@ -307,7 +313,7 @@ class PolicyEvaluator:
         trial_dir.mkdir(parents=True, exist_ok=True)
         result_path = trial_dir / "result.json"
         env, removed = trial_environment(self.base_env, policy, req.policies)
-        argv = queue_run_argv(req, policy, result_path)
+        argv = self.trial_command(req, policy, result_path)
         spec = TrialProcess(argv=argv, env=env, cwd=Path.cwd(),
                             stdout_path=trial_dir / "stdout.txt",
                             stderr_path=trial_dir / "stderr.txt", timeout_s=req.timeout_s)
@@ -360,10 +366,19 @@ class _AbortSweep(Exception):
 
 def run_policy_sweep(request: SweepRequest, *, on_event: Callable[[Event], None] | None = None,
                      cancel: ThreadEvent | None = None, gpu_backend: Any | None = None,
-                     base_env: Mapping[str, str] | None = None) -> SweepOutcome:
-    """Run the sweep and write its reports; see the module docstring."""
+                     base_env: Mapping[str, str] | None = None,
+                     trial_command: TrialCommand | None = None) -> SweepOutcome:
+    """Run the sweep and write its reports; see the module docstring.
+
+    ``on_event`` receives every event (from this thread); ``cancel`` stops the sweep after the
+    running trial is ended (a :class:`aorta_tui.core.worker.CancelEvent` wakes it at once);
+    ``gpu_backend`` is the GPU-control backend (default: detected, only with
+    ``allow_gpu_control``); ``base_env`` replaces ``os.environ`` as the inherited environment;
+    ``trial_command`` replaces ``queue_run_argv`` (a child that writes a result JSON with the
+    same ``summary`` / ``summary_units`` / ``summary_better`` / ``unavailable`` keys).
+    """
     return PolicyEvaluator(request, on_event=on_event, cancel=cancel, gpu_backend=gpu_backend,
-                           base_env=base_env).run()
+                           base_env=base_env, trial_command=trial_command).run()
 
 
 # -- helpers -----------------------------------------------------------------------------
@@ -440,6 +455,7 @@ def _trial_record(planned: PlannedTrial, policy: Policy, argv: list[str], remove
         "exec_error": outcome.exec_error,
         "wall_s": round(outcome.wall_s, 4),
         "peak_rss_kb": outcome.peak_rss_kb,
+        "peak_rss_reason": outcome.peak_rss_reason,
         "gpu_control": gpu_note,
         "summary": {},
         "summary_units": {},
