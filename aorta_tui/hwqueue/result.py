@@ -178,6 +178,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
              r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in recs
         ]
+        result["timeline_origin_ns"] = t0  # host perf_counter_ns of the first iteration start
         result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
                                      "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
     return result

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Throughput of aorta-tui's queue harness vs amd-aorta 0.3.0's, and our harness overhead.
+
+Part 1 runs each workload at N streams with our harness (this process) and with upstream's
+``StreamHarness`` (one subprocess, upstream importable from ``--upstream-site``), and prints
+both throughputs in the same base unit and their ratio (ours / upstream). The two projects
+implement the workloads independently with the same nominal sizes; ``tiny_kernel_stress`` is
+run with ``order=per_stream`` to issue in upstream's order.
+
+Part 2 measures our harness's overhead: the same workload instance's launches issued by a
+hand-written loop (streams, the waits it needs, per-iteration sync, no timing) against the
+harness (two events and two clock reads per launch), interleaved repetitions, medians.
+
+    python benchmarks/hwqueue_vs_upstream.py --upstream-site /tmp/site --out /tmp/bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+UNIT_SCALE = {"TFLOP/s": 1e12, "TFLOPS": 1e12, "GFLOP/s": 1e9, "GFLOPS": 1e9,
+              "tokens/s": 1.0, "tokens/sec": 1.0}
+BASE_UNIT = {"TFLOP/s": "FLOP/s", "TFLOPS": "FLOP/s", "GFLOP/s": "FLOP/s", "GFLOPS": "FLOP/s",
+             "tokens/s": "tokens/s", "tokens/sec": "tokens/s"}
+PARAMS = {"tiny_kernel_stress": {"order": "per_stream"}}
+
+UPSTREAM_CODE = r"""
+import json, sys
+from aorta.hw_queue_eval.core.harness import HarnessConfig, StreamHarness
+from aorta.hw_queue_eval.workloads.registry import get_workload
+names, streams, iters, warm = sys.argv[1].split(","), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+for name in names:
+    try:
+        h = StreamHarness(HarnessConfig(stream_count=streams, warmup_iterations=warm,
+                                        measurement_iterations=iters, use_multi_gpu=False,
+                                        device="cuda:0"))
+        r = h.run_workload(get_workload(name, use_multi_gpu=False))
+        out = {"workload": name, "throughput": r.throughput, "unit": r.throughput_unit,
+               "total_time_ms": r.total_time_ms}
+    except Exception as exc:
+        out = {"workload": name, "error": f"{type(exc).__name__}: {exc}"}
+    print("UPSTREAM_RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def run_upstream(site: str, names: list[str], streams: int, iters: int, warm: int) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=site + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", UPSTREAM_CODE, ",".join(names), str(streams),
+                           str(iters), str(warm)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    out = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("UPSTREAM_RESULT "):
+            d = json.loads(line.split(" ", 1)[1])
+            out[d["workload"]] = d
+    if not out:
+        out["_error"] = (proc.stderr or proc.stdout)[-2000:]
+    return out
+
+
+def hand_loop_wall(name: str, streams: int, iters: int, warm: int, params: dict[str, Any]) -> float:
+    """Issue the workload's launches with no instrumentation; seconds for ``iters`` iterations."""
+    import torch
+
+    from aorta_tui.hwqueue.workloads import workload_class
+    from aorta_tui.hwqueue.workloads.base import WorkloadContext
+
+    wl = workload_class(name)(params)
+    ctx = WorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cuda:0"] * streams,
+                          backend="cuda")
+    wl.setup(ctx)
+    ss = [torch.cuda.Stream() for _ in range(streams)]
+    plans = [wl.iteration(i) for i in range(warm + iters)]
+    needed = {w for plan in plans for la in plan for w in la.waits}
+
+    def one(plan: list[Any]) -> None:
+        done: dict[int, Any] = {}
+        for j, la in enumerate(plan):
+            s = ss[la.stream]
+            for w in la.waits:
+                s.wait_event(done[w])
+            with torch.cuda.stream(s):
+                la.fn()
+            if j in needed:
+                ev = torch.cuda.Event()
+                ev.record(s)
+                done[j] = ev
+        torch.cuda.synchronize()
+
+    for plan in plans[:warm]:
+        one(plan)
+    t0 = time.perf_counter()
+    for plan in plans[warm:]:
+        one(plan)
+    wall = time.perf_counter() - t0
+    wl.cleanup()
+    return wall
+
+
+def harness_wall(name: str, streams: int, iters: int, warm: int, params: dict[str, Any]) -> dict[str, Any]:
+    from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+
+    return run_queue(QueueRunConfig(workload=name, streams=streams, iterations=iters, warmup=warm,
+                                    device="cuda", params=dict(params)))
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *map(line, rows)])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default="hetero_kernels,tiny_kernel_stress,moe,large_gemm_only,continuous_batch")
+    ap.add_argument("--streams", type=int, default=8)
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--overhead-workloads", default="hetero_kernels,tiny_kernel_stress,large_gemm_only")
+    ap.add_argument("--overhead-reps", type=int, default=3)
+    ap.add_argument("--upstream-site", default="/tmp/site")
+    ap.add_argument("--out", type=Path, default=Path("hwqueue-bench"))
+    args = ap.parse_args()
+    names = [n for n in args.workloads.split(",") if n]
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    upstream = run_upstream(args.upstream_site, names, args.streams, args.iterations, args.warmup)
+    rows, record = [], {"upstream": upstream, "ours": {}, "overhead": {}}
+    for name in names:
+        r = harness_wall(name, args.streams, args.iterations, args.warmup, PARAMS.get(name, {}))
+        ours_unit = r["workload"]["throughput_unit"]
+        ours = r["summary"]["throughput"] * UNIT_SCALE[ours_unit]
+        record["ours"][name] = r["summary"]
+        up = upstream.get(name, {})
+        if "throughput" in up and up.get("unit") in UNIT_SCALE:
+            theirs = up["throughput"] * UNIT_SCALE[up["unit"]]
+            ratio = f"{ours / theirs:.3f}" if theirs > 0 else "-"
+            theirs_s = f"{theirs:.4g}"
+        else:
+            theirs_s, ratio = f"error: {up.get('error', upstream.get('_error', 'missing'))[:60]}", "-"
+        rows.append([name, BASE_UNIT[ours_unit], f"{ours:.4g}", theirs_s, ratio])
+        print(f"{name}: ours {ours:.4g}  upstream {theirs_s}  ratio {ratio}", flush=True)
+    t1 = table(["workload", "unit", "aorta-tui", "amd-aorta 0.3.0", "ratio"], rows)
+
+    orows = []
+    for name in [n for n in args.overhead_workloads.split(",") if n]:
+        params = PARAMS.get(name, {})
+        hand, ours = [], []
+        for _ in range(args.overhead_reps):
+            hand.append(hand_loop_wall(name, args.streams, args.iterations, args.warmup, params))
+            ours.append(harness_wall(name, args.streams, args.iterations, args.warmup, params)["metrics"]["wall_s"])
+        h, o = statistics.median(hand), statistics.median(ours)
+        record["overhead"][name] = {"hand_s": hand, "harness_s": ours}
+        orows.append([name, f"{h * 1e3:.2f}", f"{o * 1e3:.2f}", f"{(o / h - 1) * 100:+.2f}%"])
+        print(f"overhead {name}: hand {h * 1e3:.2f} ms harness {o * 1e3:.2f} ms", flush=True)
+    t2 = table(["workload", "hand loop ms", "harness ms", "overhead"], orows)
+    text = (f"throughput at {args.streams} streams, {args.iterations} iterations, per_iteration sync\n\n{t1}\n\n"
+            f"harness overhead (median of {args.overhead_reps}, {args.iterations} iterations)\n\n{t2}\n")
+    print(text)
+    (args.out / "bench.md").write_text(text)
+    (args.out / "bench.json").write_text(json.dumps(record, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
