@@ -49,11 +49,15 @@ def recipe() -> ModuleType:
 
 
 def trace() -> ModuleType:
-    return engine_module("aorta_tui.trace", "trace", "TraceSession")
+    return engine_module("aorta_tui.trace.session", "trace", "TraceSession")
+
+
+def trace_capability() -> ModuleType:
+    return engine_module("aorta_tui.trace.capability", "trace", "trace_info")
 
 
 def policy() -> ModuleType:
-    return engine_module("aorta_tui.policy", "policy")
+    return engine_module("aorta_tui.policy.report", "policy", "build_report")
 
 
 def available(getter: object) -> str | None:

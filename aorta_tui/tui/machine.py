@@ -56,25 +56,25 @@ def _nvidia_names() -> list[str]:
 
 
 def _bpftrace_fact() -> str:
+    """bpftrace and which probe sets can attach here, from the trace engine's capability check."""
     try:
-        from aorta_tui.trace import trace_info  # the trace engine knows best
+        from aorta_tui.trace.capability import trace_info
 
         info = trace_info()
-        if isinstance(info, dict):
-            ok = info.get("usable", info.get("ok"))
-            reason = info.get("reason") or info.get("why") or ""
-            version = info.get("version") or info.get("bpftrace_version") or ""
-            head = f"bpftrace {version}".strip()
-            return f"{head}: {'usable' if ok else 'not usable'}{(' (' + reason + ')') if reason else ''}"
-        return str(info)
-    except Exception:  # engine not there yet, or failed: fall back to what we can see
-        pass
-    path = shutil.which("bpftrace")
-    if path is None:
-        return "not available (bpftrace not installed)"
-    if os.geteuid() != 0:
-        return f"{path} found; not usable without root (run `sudo aorta-tui`)"
-    return f"{path} found, running as root"
+    except Exception as exc:  # engine missing or failing: say so, fall back to the binary
+        path = shutil.which("bpftrace")
+        where = f"{path} found" if path else "not installed"
+        return f"{where}; probe sets unknown (trace engine: {type(exc).__name__}: {exc})"
+    bpf = info.get("bpftrace", {})
+    if not bpf.get("path"):
+        return f"not available ({bpf.get('fix') or 'bpftrace not found'})"
+    priv = info.get("privileges", {})
+    usable = [name for name, entry in info.get("probe_sets", {}).items() if entry.get("available")]
+    head = f"bpftrace {bpf.get('version') or '?'} ({bpf['path']})"
+    if not priv.get("sufficient"):
+        return f"{head}: needs root or CAP_BPF+CAP_PERFMON (run `sudo aorta-tui`)"
+    sets = ", ".join(usable) if usable else "none"
+    return f"{head}; probe sets usable here: {sets}"
 
 
 def _privileges() -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -17,7 +18,7 @@ from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 
 RANKS = ("numerics", "scheduling", "informational")
-RANK_STYLE = {"numerics": "bold $error", "scheduling": "bold $warning", "informational": "$text-muted"}
+RANK_STYLE = {"numerics": "bold red", "scheduling": "bold yellow", "informational": "dim"}
 
 
 @dataclass(frozen=True)
@@ -38,38 +39,31 @@ def _short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _values(entry: Any) -> tuple[Any, Any]:
-    values = getattr(entry, "values", None)
-    if isinstance(values, dict):
-        return values.get("a", values.get("old")), values.get("b", values.get("new"))
-    if isinstance(values, (list, tuple)) and len(values) == 2:
-        return values[0], values[1]
-    return getattr(entry, "a", None), getattr(entry, "b", None)
-
-
-def _provenance(entry: Any) -> str:
-    prov = getattr(entry, "provenance", None)
-    if isinstance(prov, dict):
-        return "\n".join(f"{side}: {_short(where, 200)}" for side, where in prov.items())
-    if isinstance(prov, (list, tuple)):
-        return "\n".join(_short(p, 200) for p in prov)
-    return _short(prov, 200) if prov else "no provenance recorded"
+def _value(value: Any, state: str | None, missing: bool) -> str:
+    if missing:
+        return "—"
+    if state and state != "ok":
+        return f"({state})"
+    return "unset" if value is None else _short(value, 40)
 
 
 def rows_from_report(report: Any) -> list[DiffRow]:
-    entries = getattr(report, "entries", report)
+    """Flatten the engine's ``DiffReport`` entries; the ranking is the engine's, not ours."""
     rows = []
-    for entry in entries:
-        a, b = _values(entry)
+    for entry in report.entries:
+        prov = [f"A: {entry.provenance_a or 'not recorded'}" + (f" [{entry.a_state}]" if entry.a_state else ""),
+                f"B: {entry.provenance_b or 'not recorded'}" + (f" [{entry.b_state}]" if entry.b_state else "")]
+        if entry.volatile:
+            prov.append("volatile: changes between any two captures")
         rows.append(
             DiffRow(
-                path=str(entry.path),
-                section=str(getattr(entry, "section", str(entry.path).split(".")[0])),
-                change=str(getattr(entry, "change", "")),
-                rank=str(getattr(entry, "rank", "informational")),
-                a="—" if a is None and entry.change == "added" else _short(a, 40),
-                b="—" if b is None and entry.change == "removed" else _short(b, 40),
-                provenance=_provenance(entry),
+                path=entry.path,
+                section=entry.section,
+                change=entry.change,
+                rank=entry.rank,
+                a=_value(entry.a_value, entry.a_state, entry.change == "added"),
+                b=_value(entry.b_value, entry.b_state, entry.change == "removed"),
+                provenance="\n".join(prov),
             )
         )
     return rows
@@ -111,6 +105,9 @@ class EnvDiffScreen(AortaScreen):
         self.shown_ranks: set[str] = set(RANKS)
         self.include_volatile = False
         self.search_text = ""
+        self.hidden_volatile = 0
+        self.report_notes: list[str] = []
+        self.report_mode = ""
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="envdiff"):
@@ -138,8 +135,8 @@ class EnvDiffScreen(AortaScreen):
         self._show_filters()
 
     def set_paths(self, a: Path, b: Path, *, run: bool = True) -> None:
-        self.query_one("#snap-a", Input).value = str(a)
-        self.query_one("#snap-b", Input).value = str(b)
+        self.query_one("#snap-a", Input).value = self.display_path(a)
+        self.query_one("#snap-b", Input).value = self.display_path(b)
         if run:
             self.action_diff()
 
@@ -152,7 +149,8 @@ class EnvDiffScreen(AortaScreen):
             self.notify("give two snapshots: press o to pick them", severity="warning")
             return
         self.query_one("#diff-summary", Static).update(f"diffing {a} and {b}…")
-        self.run_worker(lambda: self._diff(Path(a), Path(b)), thread=True, exit_on_error=False,
+        cwd = self.aorta.cwd
+        self.run_worker(lambda: self._diff(cwd / a, cwd / b), thread=True, exit_on_error=False,
                         name="env diff", group="diff", exclusive=True)
 
     def _diff(self, a: Path, b: Path) -> None:
@@ -161,10 +159,14 @@ class EnvDiffScreen(AortaScreen):
         snap_b = module.load_snapshot(_resolve_snapshot(b))
         report = module.diff_snapshots(snap_a, snap_b, include_volatile=self.include_volatile)
         rows = rows_from_report(report)
-        self.app.call_from_thread(self._show, rows)
+        self.app.call_from_thread(self._show, rows, report.hidden_volatile, list(report.notes), report.mode)
 
-    def _show(self, rows: list[DiffRow]) -> None:
+    def _show(self, rows: list[DiffRow], hidden_volatile: int = 0, notes: list[str] | None = None,
+              mode: str = "") -> None:
         self._rows = rows
+        self.hidden_volatile = hidden_volatile
+        self.report_notes = notes or []
+        self.report_mode = mode
         self._refill()
         self.query_one("#diff-table", DataTable).focus()
 
@@ -179,11 +181,11 @@ class EnvDiffScreen(AortaScreen):
             and (not needle or needle in r.path.lower() or needle in r.a.lower() or needle in r.b.lower())
         ]
         for section, items in group_rows(visible):
-            table.add_row("", f"[b]{section}[/b] ({len(items)})", "", "", "")
+            table.add_row("", Text(f"{section} ({len(items)})", style="bold underline"), "", "", "")
             self._shown.append(None)
             for row in items:
-                style = RANK_STYLE.get(row.rank, "")
-                table.add_row(f"[{style}]{row.rank}[/]", "  " + row.path, row.change, row.a, row.b)
+                table.add_row(Text(row.rank, style=RANK_STYLE.get(row.rank, "")), Text("  " + row.path),
+                              Text(row.change), Text(row.a), Text(row.b))
                 self._shown.append(row)
         counts = {rank: sum(1 for r in self._rows if r.rank == rank) for rank in RANKS}
         summary = (
@@ -192,7 +194,13 @@ class EnvDiffScreen(AortaScreen):
             f"showing {len(visible)}"
         )
         if not self._rows:
-            summary = "no differences" + ("" if self.include_volatile else " (volatile fields hidden: v)")
+            summary = "no differences"
+        if self.hidden_volatile:
+            summary += f" ({self.hidden_volatile} volatile hidden: v shows them)"
+        if self.report_mode and self.report_mode != "aorta-tui":
+            summary += f" [{self.report_mode} snapshots]"
+        for note in self.report_notes:
+            summary += f"\n[dim]{note}[/dim]"
         self.query_one("#diff-summary", Static).update(summary)
         self._show_filters()
 
@@ -243,14 +251,15 @@ class EnvDiffScreen(AortaScreen):
         if row is None:
             detail.update("")
         else:
-            detail.update(f"[b]{row.path}[/b] ({row.rank}, {row.change})\n{row.provenance}")
+            detail.update(Text.assemble((row.path, "bold"), f" ({row.rank}, {row.change})\n{row.provenance}"))
 
     def action_provenance(self) -> None:
         row = self.selected_row()
         if row is None:
             self.notify("select a field first", severity="warning")
             return
-        self.notify(f"{row.path}\nA: {row.a}\nB: {row.b}\n{row.provenance}", title="provenance", timeout=15)
+        self.notify(f"{row.path}\nA: {row.a}\nB: {row.b}\n{row.provenance}", title="provenance", timeout=15,
+                    markup=False)
 
     def action_pick(self) -> None:
         candidates = find_snapshots(self.aorta.cwd, self.aorta.output_dir)

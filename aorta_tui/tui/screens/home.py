@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -79,11 +81,11 @@ class HomeScreen(AortaScreen):
         try:
             rundir = engines.rundir()
             for info in rundir.list_runs(self.aorta.output_dir):
-                started = str(getattr(info, "started_at", "") or "")
+                started = _fmt_time(info.started_at)
                 runs_rows.append(
                     (
                         Path(info.path),
-                        (info.state, f"{info.ticket}/{info.run_id}", f"{info.done}/{info.total}", started[:19]),
+                        (info.state, f"{info.ticket}/{info.run_id}", f"{info.done}/{info.total}", started),
                     )
                 )
         except engines.EngineMissing as exc:
@@ -99,8 +101,8 @@ class HomeScreen(AortaScreen):
         self._run_paths = [path for path, _row in runs_rows]
         for _path, row in runs_rows:
             state = row[0]
-            style = {"running": "bold $success", "interrupted": "$warning"}.get(state, "")
-            runs.add_row(f"[{style}]{state}[/]" if style else state, *row[1:])
+            style = {"running": "bold green", "interrupted": "yellow"}.get(state, "")
+            runs.add_row(Text(state, style=style), *(Text(cell) for cell in row[1:]))
         title = f"Runs in {self.aorta.output_dir}"
         if runs_note:
             title += f" — {runs_note}"
@@ -111,7 +113,7 @@ class HomeScreen(AortaScreen):
         table.clear()
         self._recipe_paths = recipes
         for path in recipes:
-            table.add_row(self._short(path))
+            table.add_row(Text(self._short(path)))
         if not recipes:
             self.query_one("#recipes-title", Static).update(f"Recipes nearby — none in {self.aorta.cwd}")
 
@@ -136,3 +138,9 @@ class HomeScreen(AortaScreen):
 
     def action_new_recipe(self) -> None:
         self.aorta.open_recipe(None)
+
+
+def _fmt_time(ts: float | None) -> str:
+    if not ts:
+        return "—"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))

@@ -70,6 +70,7 @@ class MatrixScreen(AortaScreen):
         self._lock = threading.Lock()
         self._pending: list[Event] = []
         self.events_seen = 0
+        self.orchestrator_alive: bool | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="matrix"):
@@ -80,6 +81,19 @@ class MatrixScreen(AortaScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.set_interval(REDRAW_S, self._redraw)
+        self.set_interval(1.0, self._check_orchestrator)
+
+    def _check_orchestrator(self) -> None:
+        """Is a process still running this sweep? (its flock on ``.lock``, via the engine)."""
+        if self.run_dir is None:
+            return
+        try:
+            alive = engines.rundir().lock_holder(self.run_dir) is not None
+        except engines.EngineMissing:
+            return
+        if alive != self.orchestrator_alive:
+            self.orchestrator_alive = alive
+            self._dirty = True
 
     def on_unmount(self) -> None:
         self._stop_follower()
@@ -97,7 +111,9 @@ class MatrixScreen(AortaScreen):
         self.events_seen = 0
         with self._lock:
             self._pending.clear()
-        self.sub_title = str(self.run_dir)
+        self.sub_title = self.display_path(self.run_dir)
+        self.orchestrator_alive = None
+        self._check_orchestrator()
         self._follower = JournalFollower(self.run_dir, self._on_events, on_error=self._on_follow_error).start()
         self._dirty = True
 
@@ -158,6 +174,8 @@ class MatrixScreen(AortaScreen):
         )
         if state.status is not None:
             where = f"[b]{state.status}[/b] (exit code {state.exit_code})"
+        elif self.orchestrator_alive is False:
+            where = "[b yellow]stopped without finishing[/] (no orchestrator holds the run: R resumes it)"
         else:
             eta = state.eta_s()
             where = "[b]running[/b]" + (

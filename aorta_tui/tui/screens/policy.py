@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -117,11 +118,10 @@ class PolicyScreen(AortaScreen):
                 verdict = versus.get("verdict", "")
                 pct = versus.get("change_pct")
                 vs = verdict + (f" ({pct:+.1f}%)" if isinstance(pct, (int, float)) and verdict in ("higher", "lower") else "")
-                if versus.get("assessment") == "better":
-                    vs = f"[b green]{vs} ✓[/]"
-                elif versus.get("assessment") == "worse":
-                    vs = f"[red]{vs}[/]"
-            table.add_row(f"{metric} ({units.get(metric, '')})", policy, _num(summary.get("median")), vs, ci)
+            style = {"better": "bold green", "worse": "red"}.get(versus.get("assessment", ""), "")
+            mark = " ✓" if versus.get("assessment") == "better" else ""
+            table.add_row(Text(f"{metric} ({units.get(metric, '')})"), Text(policy),
+                          Text(_num(summary.get("median"))), Text(vs + mark, style=style), Text(ci))
         platform = report.get("platform", {}) or {}
         emulated = " [b yellow]CPU emulation[/]" if report.get("emulated") else ""
         self.query_one("#policy-status", Static).update(
@@ -256,7 +256,5 @@ class PolicyScreen(AortaScreen):
                 proc.wait(5)
 
 
-def _markup(text: str):  # noqa: ANN202 - rich Text
-    from rich.text import Text
-
+def _markup(text: str) -> Text:
     return Text.from_markup(text)

@@ -11,8 +11,10 @@ import shlex
 import sys
 import threading
 from collections import deque
+from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -24,21 +26,16 @@ from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.widgets.histogram import LogHistogram, fmt_latency
 
 REDRAW_HZ = 10
-DEFAULT_PROBE_SETS = ("cuda", "hip", "amdgpu", "drm_sched", "memory")
 RATE_HISTORY = 120
 
 
 def probe_set_names() -> list[str]:
+    """The trace engine's probe-set catalogue (empty when the engine is missing)."""
     try:
-        trace = engines.trace()
+        probes = engines.engine_module("aorta_tui.trace.probes", "trace", "CATALOGUE")
     except engines.EngineMissing:
-        return list(DEFAULT_PROBE_SETS)
-    for attr in ("PROBE_SETS", "probe_set_names", "list_probe_sets"):
-        found = getattr(trace, attr, None)
-        if found is not None:
-            names = found() if callable(found) else found
-            return [str(n) for n in names]
-    return list(DEFAULT_PROBE_SETS)
+        return []
+    return list(probes.CATALOGUE)
 
 
 def parse_target(text: str) -> dict[str, Any]:
@@ -61,25 +58,30 @@ class QueueMonitorScreen(AortaScreen):
     BINDINGS = [
         Binding("escape", "focus_main", "Leave field", show=False),
         Binding("s", "toggle_trace", "Start/stop"),
+        Binding("m", "next_metric", "Next metric"),
         Binding("t", "focus_target", "Target"),
         Binding("p", "focus_probes", "Probe set"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
-        self._latest: HistogramSnapshot | None = None
+        # Newest snapshot per metric (a probe set can stream several histograms).
+        self._latest: dict[str, HistogramSnapshot] = {}
+        self.metric: str | None = None
         self._offered = 0
         self._drawn = 0
         self.redraws = 0
         self._rates: deque[float] = deque([0.0], maxlen=RATE_HISTORY)
         self._stop: threading.Event | None = None
+        self.session: Any = None
         self._thread: threading.Thread | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="queue"):
             with Horizontal(id="queue-controls", classes="toolbar"):
-                names = probe_set_names()
-                yield Select([(n, n) for n in names], value=names[0], allow_blank=False, id="probe-set",
+                names = probe_set_names() or ["(trace engine missing)"]
+                default = "cuda" if "cuda" in names else names[0]
+                yield Select([(n, n) for n in names], value=default, allow_blank=False, id="probe-set",
                              compact=True)
                 yield Label(" target ")
                 yield Input(placeholder="PID | command ... | queue WORKLOAD --streams 8", id="trace-target",
@@ -99,7 +101,7 @@ class QueueMonitorScreen(AortaScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one("#queue-breakdown", DataTable).add_columns("key", "count", "p50", "p99", "max")
+        self.query_one("#queue-breakdown", DataTable).add_columns("metric / key", "count", "p50", "mean", "max")
         self._breakdown_rows: set[str] = set()
         self.set_interval(1 / REDRAW_HZ, self._redraw)
 
@@ -111,28 +113,41 @@ class QueueMonitorScreen(AortaScreen):
     def offer(self, event: Event) -> None:
         """Any thread: remember the newest histogram snapshot; drawing happens on the timer."""
         if isinstance(event, HistogramSnapshot):
-            self._latest = event
+            self._latest[event.probe_set] = event
             self._offered += 1
 
     def _redraw(self) -> None:
-        if self._offered == self._drawn or self._latest is None:
+        if self._offered == self._drawn or not self._latest:
             return
         self._drawn = self._offered
-        self.render_snapshot(self._latest)
+        if self.metric not in self._latest:
+            self.metric = next(iter(self._latest))
+        self.render_snapshot(self._latest[self.metric])
+
+    def action_next_metric(self) -> None:
+        names = list(self._latest)
+        if len(names) < 2:
+            self.notify("this probe set streams one histogram", severity="information")
+            return
+        self.metric = names[(names.index(self.metric) + 1) % len(names)] if self.metric in names else names[0]
+        self.render_snapshot(self._latest[self.metric])
 
     def render_snapshot(self, snap: HistogramSnapshot) -> None:
         self.redraws += 1
+        others = len(self._latest) - 1
+        more = f"  [dim](m: {others} more metric{'s' if others > 1 else ''})[/dim]" if others > 0 else ""
         self.query_one("#queue-measures", Static).update(
-            f"[b]{snap.probe_set}[/b]: {snap.measures}  [dim](unit {snap.unit})[/dim]"
+            Text.assemble((snap.probe_set, "bold"), f": {snap.measures}  ", (f"unit {snap.unit}", "dim"))
+            + Text.from_markup(more)
         )
         self.query_one(LogHistogram).show(snap.buckets, snap.unit)
         pct = snap.percentiles
         cost = snap.observer_cost or {}
         cost_text = _observer_cost_text(cost)
         lines = [
-            f"events   {snap.count}",
+            f"events   {snap.count:,}",
             *(f"{name:<8} {fmt_latency(pct.get(name), snap.unit)}" for name in ("p50", "p90", "p99", "max")),
-            f"rate     {snap.events_per_s:,.0f}/s",
+            f"rate     {snap.events_per_s:,.0f}/s (last interval)",
             f"lost     {snap.lost_events}" + ("  [b red]events lost[/]" if snap.lost_events else ""),
             f"bad line {snap.malformed_lines}",
             f"observer {cost_text}",
@@ -143,22 +158,22 @@ class QueueMonitorScreen(AortaScreen):
         self._update_breakdown(snap)
 
     def _update_breakdown(self, snap: HistogramSnapshot) -> None:
-        """Rows keyed by ring/queue/stream; existing rows updated in place, never rebuilt."""
+        """Rows keyed by metric and ring/queue/stream/cmd; updated in place, never rebuilt."""
         table = self.query_one("#queue-breakdown", DataTable)
-        for key, figures in sorted(snap.breakdown.items()):
-            pct = figures.get("percentiles", figures)
+        for key, figures in snap.breakdown.items():
+            row_key = f"{snap.probe_set}\0{key}"
             values = (
-                str(figures.get("count", "")),
-                fmt_latency(pct.get("p50"), snap.unit),
-                fmt_latency(pct.get("p99"), snap.unit),
-                fmt_latency(pct.get("max"), snap.unit),
+                f"{figures.get('count', 0):,}",
+                fmt_latency(figures.get("p50"), snap.unit),
+                fmt_latency(figures.get("mean"), snap.unit),
+                fmt_latency(figures.get("max"), snap.unit),
             )
-            if key not in self._breakdown_rows:
-                table.add_row(key, *values, key=key)
-                self._breakdown_rows.add(key)
+            if row_key not in self._breakdown_rows:
+                table.add_row(Text(f"{snap.probe_set} {key}"), *values, key=row_key)
+                self._breakdown_rows.add(row_key)
             else:
-                for column, value in zip(table.ordered_columns[1:], values, strict=False):
-                    table.update_cell(key, column.key, value)
+                for column, value in zip(table.ordered_columns[1:], values, strict=True):
+                    table.update_cell(row_key, column.key, value)
 
     # --- starting and stopping the tracer ------------------------------------------------
 
@@ -186,11 +201,23 @@ class QueueMonitorScreen(AortaScreen):
         self.notify(f"tracing {probes} on {target}")
 
     def _trace(self, trace: Any, probes: str, target: dict[str, Any], stop: threading.Event) -> None:
+        pid = target.get("pid")
         try:
-            with trace.TraceSession([probes], interval_s=1 / REDRAW_HZ, on_event=self.offer, **target) as session:
-                while not stop.wait(0.1):
-                    if getattr(session, "finished", False):
+            # The snapshot interval matches the redraw cadence; the session's stop() detaches
+            # bpftrace (and ends a command it started) when the with-block exits.
+            with trace.TraceSession([probes], interval_s=1 / REDRAW_HZ, on_event=self.offer,
+                                    run_id="tui-queue", **target) as session:
+                self.session = session
+                while not stop.wait(0.2):
+                    if session.command and session.wait(0) is not None:
+                        self.app.call_from_thread(self.notify, f"the traced command exited ({session.child_returncode})")
                         break
+                    if pid is not None and not Path(f"/proc/{pid}").exists():
+                        self.app.call_from_thread(self.notify, f"process {pid} exited")
+                        break
+                warnings = list(session.warnings)
+            for warning in warnings:
+                self.app.call_from_thread(self.notify, warning, title="trace", severity="warning")
         except Exception as exc:  # shown, never a crash
             render = getattr(exc, "render", None)
             message = render() if callable(render) else f"{type(exc).__name__}: {exc}"
@@ -212,15 +239,11 @@ class QueueMonitorScreen(AortaScreen):
 
 
 def _observer_cost_text(cost: dict[str, Any]) -> str:
+    """The trace engine's observer-cost estimate, or why it has none."""
     if not cost:
-        return "not available (no calibration reported)"
-    fraction = cost.get("cpu_fraction", cost.get("fraction"))
-    per_hit = cost.get("per_hit_ns", cost.get("per_event_ns"))
-    if fraction is None and per_hit is None:
+        return "not available (the trace engine reported none)"
+    per_hit = cost.get("per_hit_us")
+    fraction = cost.get("cpu_fraction")
+    if per_hit is None or fraction is None:
         return f"not available ({cost.get('reason', 'not measured')})"
-    parts = []
-    if per_hit is not None:
-        parts.append(f"{per_hit:.0f}ns/event")
-    if fraction is not None:
-        parts.append(f"{fraction:.1%} of a core")
-    return ", ".join(parts)
+    return f"{per_hit:.2f}µs/probe hit ≈ {fraction:.1%} of a core"

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -244,10 +245,10 @@ class RecipeEditorScreen(AortaScreen):
         table.clear()
         for issue in issues:
             table.add_row(
-                str(getattr(issue, "line", "") or ""),
-                str(getattr(issue, "column", "") or ""),
-                str(getattr(issue, "path", "") or ""),
-                str(issue.message) + (f" — {issue.hint}" if getattr(issue, "hint", None) else ""),
+                Text(str(getattr(issue, "line", "") or "")),
+                Text(str(getattr(issue, "column", "") or "")),
+                Text(str(getattr(issue, "path", "") or "")),
+                Text(str(issue.message) + (f" — {issue.hint}" if getattr(issue, "hint", None) else "")),
             )
         status = self.query_one("#recipe-status", Static)
         if issues:
