@@ -7,6 +7,9 @@ both throughputs in the same base unit and their ratio (ours / upstream). The tw
 implement the workloads independently with the same nominal sizes; ``tiny_kernel_stress`` is
 run with ``order=per_stream`` to issue in upstream's order.
 
+Part 0 (``--all``) first runs every one of the fifteen workloads once at N streams (short) and
+prints a table of the main figures, so a GPU session shows them all working.
+
 Part 2 measures our harness's overhead: the same workload instance's launches issued by a
 hand-written loop (streams, the waits it needs, per-iteration sync, no timing) against the
 harness (two events and two clock reads per launch), interleaved repetitions, medians.
@@ -112,6 +115,36 @@ def harness_wall(name: str, streams: int, iters: int, warm: int, params: dict[st
                                     device="cuda", params=dict(params)))
 
 
+def run_all(args: argparse.Namespace) -> str:
+    from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+    from aorta_tui.hwqueue.workloads import WORKLOADS
+
+    rows, record = [], {}
+    for name in WORKLOADS:
+        t = time.perf_counter()
+        try:
+            r = run_queue(QueueRunConfig(workload=name, streams=args.streams, iterations=args.all_iterations,
+                                         warmup=2, device="cuda"))
+        except Exception as exc:  # keep going: the table says which one failed and why
+            record[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            rows.append([name, "ERROR", str(exc)[:70], "", "", "", "", ""])
+            print(f"{name}: ERROR {exc}", flush=True)
+            continue
+        s, m = r["summary"], r["metrics"]
+        record[name] = {"summary": s, "unavailable": r["unavailable"], "per_stream": m["per_stream"],
+                        "memory": m["memory"], "launch_delay_unmeasurable": m["launch_delay_unmeasurable"],
+                        "seconds": time.perf_counter() - t}
+        f = lambda v: "n/a" if v is None else f"{v:.4g}"  # noqa: E731
+        rows.append([name, f"{f(s['throughput'])} {r['workload']['throughput_unit']}", f(s["latency_p50_ms"]),
+                     f(s["latency_p99_ms"]), f(s["achieved_concurrency"]), f(s["launch_delay_mean_us"]),
+                     f(s["switch_overhead_us"]), f(s["queue_depth_max"])])
+        print(f"{name}: {rows[-1][1:]}", flush=True)
+    (args.out / "all_workloads.json").write_text(json.dumps(record, indent=2, default=str))
+    return (f"all workloads at {args.streams} streams, {args.all_iterations} iterations\n\n"
+            + table(["workload", "throughput", "p50 ms", "p99 ms", "concurrency", "launch delay us",
+                     "switch us", "max depth"], rows) + "\n\n")
+
+
 def table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"  # noqa: E731
@@ -129,9 +162,12 @@ def main() -> int:
     ap.add_argument("--overhead-reps", type=int, default=3)
     ap.add_argument("--upstream-site", default="/tmp/site")
     ap.add_argument("--out", type=Path, default=Path("hwqueue-bench"))
+    ap.add_argument("--all", action="store_true", help="first run all fifteen workloads (short)")
+    ap.add_argument("--all-iterations", type=int, default=10)
     args = ap.parse_args()
     names = [n for n in args.workloads.split(",") if n]
     args.out.mkdir(parents=True, exist_ok=True)
+    t0_text = run_all(args) if args.all else ""
 
     upstream = run_upstream(args.upstream_site, names, args.streams, args.iterations, args.warmup)
     rows, record = [], {"upstream": upstream, "ours": {}, "overhead": {}}
@@ -163,7 +199,7 @@ def main() -> int:
         orows.append([name, f"{h * 1e3:.2f}", f"{o * 1e3:.2f}", f"{(o / h - 1) * 100:+.2f}%"])
         print(f"overhead {name}: hand {h * 1e3:.2f} ms harness {o * 1e3:.2f} ms", flush=True)
     t2 = table(["workload", "hand loop ms", "harness ms", "overhead"], orows)
-    text = (f"throughput at {args.streams} streams, {args.iterations} iterations, per_iteration sync\n\n{t1}\n\n"
+    text = t0_text + (f"throughput at {args.streams} streams, {args.iterations} iterations, per_iteration sync\n\n{t1}\n\n"
             f"harness overhead (median of {args.overhead_reps}, {args.iterations} iterations)\n\n{t2}\n")
     print(text)
     (args.out / "bench.md").write_text(text)

@@ -122,6 +122,7 @@ def run_cmd(
     cfg.validate()
     result = run_queue(cfg, on_event=_progress_sink(as_json, quiet))
     if output is not None:
+        output = _per_rank(output)
         atomic_write_json(output, result)
         ResultWritten(cfg.run_id, path=str(output), what="queue result")
     if as_json:
@@ -130,6 +131,15 @@ def run_cmd(
         print_result(result)
         if output is not None:
             print(f"result written to {output}")
+
+
+def _per_rank(path: Path) -> Path:
+    """Under torchrun every rank writes its own file: result.json -> result.rank1.json."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return path.with_name(f"{path.stem}.rank{os.environ.get('RANK', '0')}{path.suffix}")
+    return path
 
 
 def print_result(result: dict[str, Any]) -> None:

@@ -165,11 +165,13 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
                     g0, g1 = backend.event_host_ns(e0, dev), backend.event_host_ns(e1, dev)
                 records.append(LaunchRecord(i, la.stream, la.label, float(h0), float(h1), g0, g1))
         memory, memory_reason = backend.memory()
+        platform_info = backend.platform_info()
+        platform_info["distributed"] = _distributed_info(torch)
         return RawRun(
             records=records, iteration_starts_ns=starts, end_ns=end_ns,
             work_per_iteration=float(workload.work_per_iteration()),
             clock_uncertainty_ns=uncertainty, memory=memory, memory_reason=memory_reason,
-            platform=backend.platform_info(), stream_devices=stream_devices,
+            platform=platform_info, stream_devices=stream_devices,
             emulated=backend.emulated, device_clock=backend.device_clock,
             params=dict(workload.params), ebpf=ebpf, ebpf_reason=ebpf_reason,
         )
@@ -215,6 +217,15 @@ def _ebpf_session(cfg: QueueRunConfig) -> tuple[Any, str | None]:
     except (ImportError, AttributeError) as exc:
         return None, f"aorta_tui.trace.session.TraceSession is not available: {exc}"
     return session_cls(probes=["cuda"], pid=os.getpid(), mode="events"), None
+
+
+def _distributed_info(torch: Any) -> dict[str, Any] | None:
+    """Rank, world size and backend when this run is one rank of a torch.distributed job."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    return {"rank": dist.get_rank(), "world_size": dist.get_world_size(),
+            "backend": str(dist.get_backend())}
 
 
 def config_dict(cfg: QueueRunConfig) -> dict[str, Any]:
