@@ -25,6 +25,7 @@ not exceed the orchestrator's own ``VmHWM`` it says nothing about the trial and 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -63,10 +64,8 @@ class CancelEvent(threading.Event):
     def set(self) -> None:
         super().set()
         for fd in list(self._wake_fds):
-            try:
+            with contextlib.suppress(OSError):
                 os.write(fd, b"x")
-            except OSError:
-                pass
 
     def _subscribe(self) -> tuple[int, int]:
         read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -380,10 +379,8 @@ class _Run:
                     if self._read(loop, fd) and monitor is not None:
                         monitor.note_output(time.monotonic())
                 else:  # the cancel wake-up pipe
-                    try:
+                    with contextlib.suppress(OSError):
                         os.read(fd, 4096)
-                    except OSError:
-                        pass
 
     # -- pieces ------------------------------------------------------------------------------
 
@@ -431,10 +428,8 @@ class _Run:
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
 
         def wait_exit() -> None:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
-            except ChildProcessError:
-                pass
             os.write(write_fd, b"x")
             os.close(write_fd)
 
@@ -456,16 +451,12 @@ class _Run:
             return
 
     def _signal_tree(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
         for pid in self.tree_snapshot:
             if pid != self.pid:
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
 
     def _end_strays(self) -> None:
         """After the main process exited: end whatever of its tree still runs."""

@@ -1,0 +1,140 @@
+"""Tier 4: built-in patterns searched in every trial's stdout and stderr.
+
+Each pattern matches within one line (the scanner enforces it) and carries a real-looking
+sample line that its regex matches; ``aorta-tui sweep list-patterns`` prints them. Named
+groups become the detection's ``captures``. Ids are stable: recipes name them in
+``disable_detectors`` and the matrix counts them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aorta_tui.core.classify.model import Pattern
+
+
+def _p(
+    id: str,
+    regex: str,
+    severity: str,
+    description: str,
+    sample: str,
+    needles: tuple[str, ...],
+    flags: int = 0,
+) -> Pattern:
+    rx = re.compile(regex, flags | re.MULTILINE)
+    return Pattern(id, rx, severity, description, sample, 4, needles)  # type: ignore[arg-type]
+
+
+# Order matters for the verdict's reason: the most specific pattern that fired explains the
+# trial, so narrow patterns come first and the generic traceback late.
+LOG_PATTERNS: tuple[Pattern, ...] = (
+    _p(
+        "out_of_memory",
+        r"\b(?P<api>CUDA|HIP) out of memory\b|\bOutOfMemoryError\b"
+        r"|\b(?:hipErrorOutOfMemory|cudaErrorMemoryAllocation)\b|\b(?:CUDA|HIP) error: out of memory",
+        "fail",
+        "GPU out of memory",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 139.81 GiB of which 1.12 GiB is free.",
+        ("out of memory", "OutOfMemoryError", "hipErrorOutOfMemory", "cudaErrorMemoryAllocation"),
+    ),
+    _p(
+        "illegal_memory_access",
+        r"an illegal memory access was encountered|\b(?:cuda|hip)ErrorIllegalAddress\b",
+        "fail",
+        "GPU kernel accessed an illegal address",
+        "terminate called after throwing an instance of 'c10::Error': an illegal memory access was encountered",
+        ("illegal memory access", "ErrorIllegalAddress"),
+    ),
+    _p(
+        "device_side_assert",
+        r"device-side assert(?:ion)? triggered"
+        r"|block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion",
+        "fail",
+        "GPU kernel assertion failed (device-side assert)",
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: "
+        "block: [0,0,0], thread: [3,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+        ("device-side assert", "] Assertion"),
+    ),
+    _p(
+        "cuda_error",
+        r"\bCUDA error: (?P<message>[^\r\n]*\S)|\b(?P<code>cudaError(?!_t\b)[A-Z]\w*)",
+        "fail",
+        "CUDA runtime error",
+        "RuntimeError: CUDA error: misaligned address",
+        ("CUDA error: ", "cudaError"),
+    ),
+    _p(
+        "hip_error",
+        r"\bHIP error: (?P<message>[^\r\n]*\S)|\b(?P<code>hipError(?!_t\b)[A-Z]\w*)",
+        "fail",
+        "HIP runtime error",
+        "RuntimeError: HIP error: invalid device function",
+        ("HIP error: ", "hipError"),
+    ),
+    _p(
+        "hsa_error",
+        r"\b(?P<code>HSA_STATUS_ERROR\w*)",
+        "fail",
+        "ROCm HSA runtime error",
+        "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory "
+        "beyond the largest legal address.",
+        ("HSA_STATUS_ERROR",),
+    ),
+    _p(
+        "gpu_memory_access_fault",
+        r"Memory access fault by GPU node-(?P<node>\d+)",
+        "fail",
+        "ROCm GPU memory access fault (the runtime aborts the process)",
+        "Memory access fault by GPU node-2 (Agent handle: 0x55d0c0a0b0c0) on address "
+        "0x7f3a00000000. Reason: Page not present or supervisor privilege.",
+        ("Memory access fault by GPU node-",),
+    ),
+    _p(
+        "collective_timeout",
+        r"Watchdog caught collective operation timeout"
+        r"(?:[^\r\n]*?OpType=(?P<op>\w+))?(?:[^\r\n]*?Timeout\(ms\)=(?P<timeout_ms>\d+))?",
+        "fail",
+        "distributed watchdog: a collective operation timed out",
+        "[rank1]:[E1129 10:02:11 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
+        ("Watchdog caught collective operation timeout",),
+    ),
+    _p(
+        "nccl_error",
+        r"\b(?P<code>nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument"
+        r"|InvalidUsage|RemoteError|InProgress))\b|\b(?P<lib>[NR]CCL) error\b",
+        "fail",
+        "NCCL/RCCL collective library error",
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        ("nccl", "CCL error"),
+    ),
+    _p(
+        "nan_loss",
+        r"(?<![A-Za-z])(?P<name>\w*(?i:loss))(?:\s+is\s+|\s*[=:]\s*)"
+        r"(?P<value>[-+]?(?:nan|NaN|NAN|Nan|inf(?:inity)?|Inf(?:inity)?))\b",
+        "fail",
+        "non-finite loss (NaN or inf)",
+        "step 120 | loss = nan | lr 3.0e-04",
+        ("nan", "NaN", "NAN", "Nan", "inf", "Inf"),
+    ),
+    _p(
+        "python_traceback",
+        r"^Traceback \(most recent call last\):",
+        "fail",
+        "Python exception traceback",
+        "Traceback (most recent call last):",
+        ("Traceback (most recent call last):",),
+    ),
+    _p(
+        "nccl_warn",
+        r"\bNCCL WARN (?P<message>[^\r\n]*\S)",
+        "warn",
+        "NCCL/RCCL warning (often the first line of a collective failure)",
+        "gpu-node-7:2315:2400 [1] NCCL WARN Call to ibv_create_qp failed with error Cannot allocate memory",
+        ("NCCL WARN ",),
+    ),
+)

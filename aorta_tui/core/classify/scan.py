@@ -1,0 +1,183 @@
+"""Stream a log file through regexes, line-wise, without reading it whole.
+
+The file is read in 1 MiB blocks cut at the last newline, decoded as UTF-8 with invalid
+bytes replaced, and each regex runs over the whole block with ``search`` (C speed; literal
+prefixes are skipped fast) rather than once per line. A match is only accepted inside one
+line: one that crosses a newline is retried on its own line. A line longer than 1 MiB is
+cut into 1 MiB pieces (a match that straddles a cut is missed; the line number stays right).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BLOCK_BYTES = 1 << 20
+MAX_EVIDENCE_CHARS = 300
+
+
+def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[str, int]]:
+    """Yield ``(text, number of its first line)``; each text ends at a line end or a cut."""
+    line_no = 1
+    carry = b""
+    with open(path, "rb") as fh:
+        while True:
+            chunk = fh.read(block_bytes)
+            if not chunk:
+                if carry:
+                    yield carry.decode("utf-8", "replace"), line_no
+                return
+            buf = carry + chunk if carry else chunk
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                if len(buf) >= block_bytes:  # an over-long line: cut it, same line number
+                    yield buf.decode("utf-8", "replace"), line_no
+                    carry = b""
+                else:
+                    carry = buf
+                continue
+            body, carry = buf[: cut + 1], buf[cut + 1 :]
+            yield body.decode("utf-8", "replace"), line_no
+            line_no += body.count(b"\n")
+
+
+def line_matches(rx: re.Pattern[str], text: str) -> Iterator[tuple[int, int, re.Match[str]]]:
+    """``(line start, line end, match)`` for the first match of ``rx`` on each matching line."""
+    pos = 0
+    n = len(text)
+    while pos <= n:
+        m = rx.search(text, pos)
+        if m is None:
+            return
+        start = m.start()
+        ls = text.rfind("\n", 0, start) + 1
+        le = text.find("\n", start)
+        if le < 0:
+            le = n
+        if m.end() > le:  # crossed a line break: the match must fit in one line
+            m = rx.search(text, ls, le)
+            if m is None:
+                pos = le + 1
+                continue
+        yield ls, le, m
+        pos = le + 1
+
+
+def needle_line_matches(
+    rx: re.Pattern[str], text: str, needles: tuple[str, ...]
+) -> Iterator[tuple[int, int, re.Match[str]]]:
+    """Like :func:`line_matches`, but only lines holding one of ``needles`` are tried.
+
+    ``str.find`` runs at memory speed, while a regex without a literal prefix (``\\b...``,
+    alternations, ``^``, IGNORECASE) crawls through a large block; every match of a built-in
+    pattern contains one of its needles, so this finds the same lines, much faster.
+    """
+    starts: set[int] = set()
+    for needle in needles:
+        pos = text.find(needle)
+        while pos >= 0:
+            ls = text.rfind("\n", 0, pos) + 1
+            starts.add(ls)
+            le = text.find("\n", pos)
+            if le < 0:
+                break
+            pos = text.find(needle, le + 1)
+    for ls in sorted(starts):
+        le = text.find("\n", ls)
+        if le < 0:
+            le = len(text)
+        m = rx.search(text, ls, le)
+        if m is not None:
+            yield ls, le, m
+
+
+def evidence(text: str, ls: int, le: int, m: re.Match[str]) -> str:
+    """The matching line, trimmed: the ``\\r``-separated piece that holds the match (progress
+    bars rewrite one line with ``\\r``), at most ``MAX_EVIDENCE_CHARS`` around the match."""
+    start = text.rfind("\r", ls, m.start()) + 1 or ls
+    start = max(start, ls)
+    end = text.find("\r", m.end(), le)
+    end = le if end < 0 else end
+    if end - start > MAX_EVIDENCE_CHARS:
+        left = max(start, m.start() - MAX_EVIDENCE_CHARS // 3)
+        end = min(end, left + MAX_EVIDENCE_CHARS)
+        start = left
+    return text[start:end].strip()
+
+
+@dataclass
+class Hit:
+    line_no: int
+    stream: str
+    evidence: str
+    captures: dict[str, Any]
+
+
+@dataclass
+class Matcher:
+    """One regex being scanned for. ``accept`` turns a match into captures, or ``None`` to
+    skip it (a recipe condition that does not hold). Scanning stops after ``cap`` hits."""
+
+    id: str
+    regex: re.Pattern[str]
+    accept: Callable[[re.Match[str]], dict[str, Any] | None]
+    needles: tuple[str, ...] = ()  # literal strings one of which every match contains
+    cap: int = 1000
+    first: Hit | None = None
+    count: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.count >= self.cap
+
+
+def scan_file(path: Path, stream: str, matchers: list[Matcher]) -> None:
+    """Run every matcher over ``path``; missing or unreadable files are skipped."""
+    try:
+        for text, first_line in iter_blocks(path):
+            active = [mt for mt in matchers if not mt.done]
+            if not active:
+                return
+            for mt in active:
+                found = (
+                    needle_line_matches(mt.regex, text, mt.needles)
+                    if mt.needles
+                    else line_matches(mt.regex, text)
+                )
+                for ls, le, m in found:
+                    captures = mt.accept(m)
+                    if captures is None:
+                        continue
+                    mt.count += 1
+                    if mt.first is None:
+                        line_no = first_line + text.count("\n", 0, ls)
+                        mt.first = Hit(line_no, stream, evidence(text, ls, le, m), captures)
+                    if mt.done:
+                        break
+    except OSError:
+        return
+
+
+def numeric_captures(m: re.Match[str]) -> dict[str, Any]:
+    """Named groups; values that parse as numbers become floats, absent groups ``None``."""
+    out: dict[str, Any] = {}
+    for name, value in m.groupdict().items():
+        if value is None:
+            out[name] = None
+            continue
+        try:
+            out[name] = float(value.strip())
+        except ValueError:
+            out[name] = value
+    return out
+
+
+def line_wise(rx: re.Pattern[str]) -> re.Pattern[str]:
+    """The same regex with ``^``/``$`` at line boundaries (it runs over blocks of lines)."""
+    if rx.flags & re.MULTILINE:
+        return rx
+    return re.compile(rx.pattern, rx.flags | re.MULTILINE)

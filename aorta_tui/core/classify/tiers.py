@@ -1,0 +1,294 @@
+"""The five tiers and the verdict.
+
+1. process: exec failure, timeout, cancel (errors: no valid observation); signal, core dump,
+   non-zero exit (fails). A process we killed (timeout, cancel, hang) is not also blamed for
+   the signal we sent it.
+2. hang: the worker's :class:`~aorta_tui.core.hang.HangReport` (fail).
+3. kernel/GPU: kernel log events new since the trial started (fail), or one info detection
+   saying why the kernel log is not available.
+4. built-in log patterns (:mod:`.patterns`) and the workload's own ``result.json`` failures.
+5. the recipe's ``custom_patterns``.
+
+Verdict: any ``fail`` detection -> fail; else any ``error`` -> error; else pass. The reason is
+the most specific detection of the deciding severity (a CUDA error explains a trial better
+than the exit code it caused).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aorta_tui.core.classify.dmesg import KERNEL_PATTERNS, KernelEvent
+from aorta_tui.core.classify.model import Classification, Detection, Pattern, PatternRule
+from aorta_tui.core.classify.patterns import LOG_PATTERNS
+from aorta_tui.core.classify.scan import Matcher, line_wise, numeric_captures, scan_file
+
+if TYPE_CHECKING:
+    from aorta_tui.core.worker import ProcessOutcome
+
+TIER1_IDS = ("exec_failed", "timeout", "cancelled", "killed_by_signal", "core_dumped", "exit_nonzero")
+TIER2_IDS = ("hang",)
+KERNEL_UNAVAILABLE_ID = "kernel_log_unavailable"
+REQUIRED_MISSING = "required pattern never matched"
+_EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b)(?::.*)?$")
+_EXCEPTION_LOOKAHEAD_LINES = 2000
+
+
+def builtin_detector_ids() -> dict[str, int]:
+    """Every built-in detector id and its tier (for validating ``disable_detectors``)."""
+    ids = {i: 1 for i in TIER1_IDS}
+    ids.update({i: 2 for i in TIER2_IDS})
+    ids.update({p.id: 3 for p in KERNEL_PATTERNS})
+    ids.update({p.id: 4 for p in LOG_PATTERNS})
+    return ids
+
+
+def _disabled_check(disabled: Collection[str]) -> Any:
+    names = {d.strip() for d in disabled}
+
+    def is_disabled(tier: int, det_id: str) -> bool:
+        return det_id in names or f"tier{tier}" in names or f"tier{tier}:{det_id}" in names
+
+    return is_disabled
+
+
+def tier1(outcome: ProcessOutcome) -> list[Detection]:
+    if outcome.exec_error is not None:
+        return [Detection(1, "exec_failed", "error", f"the command did not start: {outcome.exec_error}")]
+    out: list[Detection] = []
+    if outcome.timed_out:
+        out.append(Detection(1, "timeout", "error",
+                             f"timed out after {outcome.wall_s:.1f} s; the process tree was killed"))  # fmt: skip
+    if outcome.cancelled:
+        out.append(Detection(1, "cancelled", "error", "cancelled; the process tree was killed"))
+    we_killed = outcome.timed_out or outcome.cancelled or outcome.hang is not None
+    if we_killed:
+        return out
+    if outcome.signal is not None:
+        name = outcome.signal_name
+        out.append(Detection(1, "killed_by_signal", "fail", f"killed by signal {outcome.signal} ({name})",
+                             captures={"signal": outcome.signal, "name": name}))  # fmt: skip
+        if outcome.core_dumped:
+            out.append(Detection(1, "core_dumped", "fail", f"dumped core ({name})"))
+    elif outcome.exit_code not in (None, 0):
+        out.append(Detection(1, "exit_nonzero", "fail", f"exited with code {outcome.exit_code}",
+                             captures={"exit_code": outcome.exit_code}))  # fmt: skip
+    return out
+
+
+def tier2(outcome: ProcessOutcome) -> list[Detection]:
+    out: list[Detection] = []
+    if outcome.hang is not None:
+        out.append(Detection(2, "hang", "fail", outcome.hang.summary(), captures=outcome.hang.to_dict()))
+    elif outcome.hang_note:
+        out.append(Detection(2, "hang", "info", f"hang detection could not fire: {outcome.hang_note}"))
+    return out
+
+
+def tier3(events: Sequence[KernelEvent], unavailable: str | None) -> list[Detection]:
+    if unavailable:
+        return [Detection(3, KERNEL_UNAVAILABLE_ID, "info", f"kernel log not available ({unavailable})")]
+    described = {p.id: p.description for p in KERNEL_PATTERNS}
+    grouped: dict[str, list[KernelEvent]] = {}
+    for ev in events:
+        grouped.setdefault(ev.tier3_id, []).append(ev)
+    out = []
+    for det_id, evs in grouped.items():
+        first = evs[0]
+        message = described.get(det_id, det_id)
+        if "xid" in first.captures:
+            message += f" {first.captures['xid']}"
+        if len(evs) > 1:
+            message += f" ({len(evs)} kernel lines)"
+        out.append(Detection(3, det_id, "fail", message, first.line[:300], None, "kernel",
+                             dict(first.captures), len(evs)))  # fmt: skip
+    return out
+
+
+def _builtin_matcher(pattern: Pattern) -> Matcher:
+    def accept(m: re.Match[str]) -> dict[str, Any]:
+        return {k: v for k, v in m.groupdict().items() if v is not None}
+
+    return Matcher(pattern.id, pattern.regex, accept, pattern.needles)
+
+
+def _rule_matcher(rule: PatternRule) -> Matcher:
+    matcher = Matcher(rule.id, line_wise(rule.regex), lambda m: None)
+
+    def accept(m: re.Match[str]) -> dict[str, Any] | None:
+        captures = numeric_captures(m)
+        if rule.condition is None:
+            return captures
+        try:
+            holds = bool(rule.condition(captures))
+        except Exception as exc:  # a recipe condition is user code; never let it escape
+            if not matcher.notes:
+                matcher.notes.append(f"{type(exc).__name__}: {exc} (captures {captures})")
+            return None
+        return captures if holds else None
+
+    matcher.accept = accept
+    return matcher
+
+
+def _log_files(stdout_path: Path | None, stderr_path: Path | None) -> list[tuple[str, Path]]:
+    if stdout_path is not None and stderr_path is not None and stdout_path == stderr_path:
+        return [("stdout+stderr", stdout_path)]
+    files = []
+    if stderr_path is not None:
+        files.append(("stderr", stderr_path))
+    if stdout_path is not None:
+        files.append(("stdout", stdout_path))
+    return files
+
+
+def _exception_line(path: Path, after_line: int) -> str | None:
+    """The ``SomeError: message`` line that ends a traceback starting at ``after_line``."""
+    try:
+        with open(path, "rb") as fh:
+            for i, raw in enumerate(fh, start=1):
+                if i <= after_line:
+                    continue
+                if i > after_line + _EXCEPTION_LOOKAHEAD_LINES:
+                    return None
+                line = raw[:2000].decode("utf-8", "replace").rstrip("\r\n")
+                if _EXCEPTION_LINE.match(line):
+                    return line.strip()[:300]
+    except OSError:
+        return None
+    return None
+
+
+def tier4_and_5(
+    stdout_path: Path | None,
+    stderr_path: Path | None,
+    rules: Sequence[PatternRule],
+    is_disabled: Any,
+) -> list[Detection]:
+    builtin = [_builtin_matcher(p) for p in LOG_PATTERNS if not is_disabled(4, p.id)]
+    custom = [_rule_matcher(r) for r in rules if not is_disabled(5, r.id)]
+    matchers = builtin + custom
+    files = _log_files(stdout_path, stderr_path)
+    for stream, path in files:
+        scan_file(path, stream, matchers)
+    described = {p.id: p for p in LOG_PATTERNS}
+    out: list[Detection] = []
+    for mt in builtin:
+        if mt.first is None:
+            continue
+        pattern = described[mt.id]
+        message = pattern.description
+        captures = dict(mt.first.captures)
+        if mt.id == "python_traceback":
+            path = dict((s, p) for s, p in files)[mt.first.stream]
+            exc_line = _exception_line(path, mt.first.line_no)
+            if exc_line:
+                captures["exception"] = exc_line
+                message = f"Python exception: {exc_line}"
+        if mt.count > 1:
+            message += f" ({_count(mt)} lines)"
+        out.append(Detection(4, mt.id, pattern.severity, message, mt.first.evidence,
+                             mt.first.line_no, mt.first.stream, captures, mt.count))  # fmt: skip
+    by_id = {r.id: r for r in rules}
+    for mt in custom:
+        rule = by_id[mt.id]
+        if mt.notes:
+            out.append(Detection(5, mt.id, "warn",
+                                 f"condition of custom pattern '{mt.id}' raised {mt.notes[0]}; "
+                                 "those matches were not counted"))  # fmt: skip
+        if mt.first is not None:
+            message = f"custom pattern '{mt.id}' matched"
+            if mt.count > 1:
+                message += f" ({_count(mt)} lines)"
+            out.append(Detection(5, mt.id, rule.on_match, message, mt.first.evidence,
+                                 mt.first.line_no, mt.first.stream, mt.first.captures, mt.count))  # fmt: skip
+        elif rule.required_for_pass:
+            cond = " with its condition holding" if rule.condition is not None else ""
+            where = " or ".join(s for s, _ in files) or "no log"
+            out.append(Detection(5, mt.id, "fail",
+                                 f"{REQUIRED_MISSING}: custom pattern '{mt.id}' "
+                                 f"(/{rule.regex.pattern}/){cond} is required_for_pass and "
+                                 f"matched no line of {where}", count=0))  # fmt: skip
+    return out
+
+
+def _count(mt: Matcher) -> str:
+    return f"{mt.count}+" if mt.done else str(mt.count)
+
+
+def workload_detections(result: Mapping[str, Any]) -> list[Detection]:
+    """``result.json`` of a registered workload: each failure is a tier-4 fail."""
+    out: list[Detection] = []
+    failures = result.get("failures") or []
+    for failure in failures if isinstance(failures, list) else []:
+        if not isinstance(failure, Mapping):
+            continue
+        code = str(failure.get("code") or "unknown")
+        message = str(failure.get("message") or code)
+        details = failure.get("details")
+        out.append(Detection(4, f"workload:{code}", "fail", message,
+                             captures=dict(details) if isinstance(details, Mapping) else {}))  # fmt: skip
+    if not out and result.get("passed") is False:
+        out.append(Detection(4, "workload:failed", "fail",
+                             "the workload reported passed=false without a failure entry"))  # fmt: skip
+    return out
+
+
+_SEVERITY_RANK = {"fail": 0, "error": 1, "warn": 2, "info": 3}
+
+
+def _specificity(d: Detection) -> int:
+    """Lower explains the trial better (used to pick the reason)."""
+    if d.tier == 1:
+        return {"killed_by_signal": 6, "core_dumped": 6, "exit_nonzero": 7}.get(d.id, 0)
+    if d.id == "python_traceback":
+        return 5
+    return {2: 1, 3: 2, 4: 3, 5: 4}[d.tier]
+
+
+def verdict_of(detections: Sequence[Detection]) -> tuple[str, str]:
+    for severity in ("fail", "error"):
+        hits = [d for d in detections if d.severity == severity]
+        if hits:
+            best = min(hits, key=_specificity)
+            reason = best.message
+            if best.evidence and best.tier in (3, 4, 5) and best.id != "python_traceback":
+                reason += f": {best.evidence[:160]}"
+            return severity, reason
+    warns = [d.id for d in detections if d.severity == "warn"]
+    reason = "no failure detected"
+    if warns:
+        reason += f" ({len(warns)} warning(s): {', '.join(dict.fromkeys(warns))})"
+    return "pass", reason
+
+
+def classify(
+    outcome: ProcessOutcome | None,
+    *,
+    stdout_path: Path | None,
+    stderr_path: Path | None,
+    custom_rules: Sequence[PatternRule] = (),
+    disabled: Collection[str] = (),
+    kernel_events: Sequence[KernelEvent] = (),
+    kernel_unavailable: str | None = None,
+    workload_result: Mapping[str, Any] | None = None,
+) -> Classification:
+    """Classify one trial. ``outcome`` is None for an in-process trial (tiers 1-2 skipped).
+
+    ``disabled`` holds detector ids (``cuda_error``), ``tierN:id`` or whole tiers (``tier4``).
+    """
+    is_disabled = _disabled_check(disabled)
+    detections: list[Detection] = []
+    if outcome is not None:
+        detections += tier1(outcome)
+        detections += tier2(outcome)
+    detections += tier3(kernel_events, kernel_unavailable)
+    detections += tier4_and_5(stdout_path, stderr_path, custom_rules, is_disabled)
+    if workload_result is not None:
+        detections += workload_detections(workload_result)
+    kept = [d for d in detections if not is_disabled(d.tier, d.id)]
+    verdict, reason = verdict_of(kept)
+    return Classification(verdict, reason, kept)  # type: ignore[arg-type]
