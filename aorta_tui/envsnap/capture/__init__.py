@@ -40,7 +40,9 @@ class _Child:
         self.start_error: str | None = None
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, os.path.join(_HERE, script), *args],
+                # -S: libprobe needs only the standard library; skipping site saves ~40 ms.
+                [sys.executable, *(["-S"] if script == "libprobe.py" else []),
+                 os.path.join(_HERE, script), *args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 start_new_session=True,
             )

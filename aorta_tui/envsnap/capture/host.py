@@ -62,6 +62,21 @@ def capture_host(timeout_s: float) -> dict[str, Leaf]:
         "transparent_hugepages": _bracketed("/sys/kernel/mm/transparent_hugepage/enabled"),
         "transparent_hugepages_defrag": _bracketed("/sys/kernel/mm/transparent_hugepage/defrag"),
         "perf_event_paranoid": _first_line("/proc/sys/kernel/perf_event_paranoid"),
+        "cpu_vendor": _cpu_simple(cpuinfo, "vendor_id"),
+        "cpu_microcode": _cpu_simple(cpuinfo, "microcode"),
+        "cpu_caches": _cpu_caches(),
+        "cpu_vulnerabilities": _vulnerabilities(),
+        "smt_active": _first_line("/sys/devices/system/cpu/smt/active"),
+        "clocksource": _first_line("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        "kernel_preemption": _preemption(uname.version),
+        "sched_autogroup": _first_line("/proc/sys/kernel/sched_autogroup_enabled"),
+        "sched_rt_runtime_us": _first_line("/proc/sys/kernel/sched_rt_runtime_us"),
+        "swap_total_bytes": _meminfo_bytes(meminfo, "SwapTotal"),
+        "swappiness": _first_line("/proc/sys/vm/swappiness"),
+        "overcommit_memory": _first_line("/proc/sys/vm/overcommit_memory"),
+        "shm_size_bytes": _statvfs_size("/dev/shm"),
+        "rlimit_memlock": _rlimit("RLIMIT_MEMLOCK"),
+        "rlimit_nofile": _rlimit("RLIMIT_NOFILE"),
         "load_average": _load_average(),
         "uptime_s": _uptime(),
         "kernel_log_gpu_errors": _kernel_log_gpu_errors(),
@@ -314,6 +329,72 @@ def _cmdline_flags(cmdline: Leaf) -> Leaf:
     tokens = cmdline["value"].split(" -- ")[0].split()
     keep = sorted(t for t in tokens if t.split("=", 1)[0].startswith(_CMDLINE_KEYS))
     return F.ok(keep, cmdline["source"] + " (scheduling/IOMMU switches only)")
+
+
+def _cpu_simple(cpuinfo: Leaf, key: str) -> Leaf:
+    if cpuinfo["state"] != "ok":
+        return dict(cpuinfo)
+    value = _cpu_field(cpuinfo, key)
+    return F.ok(value, cpuinfo["source"]) if value else F.not_applicable(f"no {key!r} line", cpuinfo["source"])
+
+
+def _cpu_caches() -> Leaf:
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    listing = F.list_dir(base)
+    if listing["state"] != "ok":
+        return listing
+    caches: dict[str, str] = {}
+    for index in listing["value"]:
+        level = F.read_file(f"{base}/{index}/level")
+        kind = F.read_file(f"{base}/{index}/type")
+        size = F.read_file(f"{base}/{index}/size")
+        if "ok" == level["state"] == kind["state"] == size["state"]:
+            caches[f"L{level['value']}{ {'Data': 'd', 'Instruction': 'i'}.get(kind['value'], '') }"] = size["value"]
+    return F.ok(dict(sorted(caches.items())), f"file:{base}/index*/{{level,type,size}}")
+
+
+def _vulnerabilities() -> Leaf:
+    base = "/sys/devices/system/cpu/vulnerabilities"
+    listing = F.list_dir(base)
+    if listing["state"] != "ok":
+        return listing
+    out = {}
+    for name in listing["value"]:
+        leaf = F.read_file(f"{base}/{name}")
+        if leaf["state"] == "ok":
+            out[name] = leaf["value"]
+    return F.ok(out, f"file:{base}/*")
+
+
+def _preemption(version: str) -> Leaf:
+    for marker, mode in (("PREEMPT_RT", "rt"), ("PREEMPT_DYNAMIC", "dynamic"), ("PREEMPT ", "full")):
+        if marker in version + " ":
+            return F.ok(mode, "api:os.uname().version")
+    return F.ok("none-or-voluntary", "api:os.uname().version")
+
+
+def _statvfs_size(path: str) -> Leaf:
+    try:
+        st = os.statvfs(path)
+    except FileNotFoundError:
+        return F.not_applicable(f"{path} does not exist", f"api:os.statvfs({path})")
+    except OSError as exc:
+        return F.error(f"statvfs {path} failed: {exc.strerror}", f"api:os.statvfs({path})")
+    return F.ok(st.f_frsize * st.f_blocks, f"api:os.statvfs({path})")
+
+
+def _rlimit(name: str) -> Leaf:
+    import resource
+
+    try:
+        soft, hard = resource.getrlimit(getattr(resource, name))
+    except (AttributeError, ValueError, OSError) as exc:
+        return F.not_applicable(f"{name} unavailable ({exc})", f"api:resource.getrlimit({name})")
+
+    def show(v: int) -> int | str:
+        return "unlimited" if v == resource.RLIM_INFINITY else v
+
+    return F.ok({"soft": show(soft), "hard": show(hard)}, f"api:resource.getrlimit({name})")
 
 
 def _load_average() -> Leaf:

@@ -7,7 +7,6 @@ import os
 import platform
 import re
 import sys
-from importlib import metadata
 
 from aorta_tui.envsnap import fields as F
 from aorta_tui.envsnap.fields import Leaf
@@ -28,6 +27,8 @@ def _norm(name: str) -> str:
 
 
 def capture_python() -> dict[str, object]:
+    from importlib import metadata  # ~35 ms to import: pay it in the worker thread
+
     installed: dict[str, str] = {}
     try:
         for dist in metadata.distributions():

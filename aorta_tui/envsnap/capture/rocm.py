@@ -14,7 +14,6 @@ import glob
 import json
 import os
 import re
-from importlib import metadata
 from typing import Any
 
 from aorta_tui.envsnap import fields as F
@@ -83,6 +82,8 @@ def root_version(root: dict[str, str]) -> Leaf:
                 return F.ok(str(version), manifest["source"])
         except ValueError:
             pass
+    from importlib import metadata
+
     for dist in ("rocm-sdk-core", "rocm"):
         try:
             return F.ok(metadata.version(dist), f"pip:{dist}")
