@@ -64,6 +64,9 @@ class QueueRunConfig:
         if self.sync_mode not in SYNC_MODES:
             raise UsageError(f"unknown sync mode {self.sync_mode!r}",
                              hint=f"use one of {', '.join(SYNC_MODES)}")
+        if self.ebpf_trace and devs == ["cpu"]:
+            raise UsageError("--ebpf-trace traces the CUDA runtime of a GPU run; a --device cpu "
+                             "run has nothing to trace", hint="drop --ebpf-trace or use --device cuda")
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown dtype {self.dtype!r}", hint=f"use one of {', '.join(DTYPES)}")
 
@@ -133,7 +136,7 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
         host: list[list[tuple[int, int]]] = []
         starts: list[float] = []
         every = max(1, cfg.iterations // 20)
-        tracer, ebpf_reason = _ebpf_session(cfg)
+        tracer, ebpf_reason = _ebpf_session(cfg, on_event)
         with tracer if tracer is not None else contextlib.nullcontext():
             for i, plan in enumerate(plans):
                 starts.append(float(time.perf_counter_ns()))
@@ -207,8 +210,12 @@ def _issue(backend: Any, streams: list[Any], plan: list[Any],
     return host
 
 
-def _ebpf_session(cfg: QueueRunConfig) -> tuple[Any, str | None]:
-    """The tracing engine's session when asked for and present, else (None, reason)."""
+def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None) -> tuple[Any, str | None]:
+    """The tracing engine's session over the measured loop, when asked for.
+
+    Asked for but impossible here (no bpftrace, no privilege, no CUDA runtime mapped) raises
+    the session's own typed error: the user asked for a trace, a run without one would mislead.
+    """
     if not cfg.ebpf_trace:
         return None, "not requested (--ebpf-trace)"
     try:
@@ -216,7 +223,8 @@ def _ebpf_session(cfg: QueueRunConfig) -> tuple[Any, str | None]:
         session_cls = mod.TraceSession
     except (ImportError, AttributeError) as exc:
         return None, f"aorta_tui.trace.session.TraceSession is not available: {exc}"
-    return session_cls(probes=["cuda"], pid=os.getpid(), mode="events"), None
+    return session_cls(probes=["cuda"], pid=os.getpid(), mode="events", on_event=on_event,
+                       run_id=cfg.run_id), None
 
 
 def _distributed_info(torch: Any) -> dict[str, Any] | None:
