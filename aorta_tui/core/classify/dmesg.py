@@ -229,9 +229,9 @@ class KernelLog:
             self._events.append((at, event))
 
     def _dmesg_lines(self) -> list[tuple[float, str]]:
+        # No --facility: dmesg refuses it when it reads through syslog(2), the only case in
+        # which this fallback runs; the facility is filtered from the <prio> prefix instead.
         argv = ["dmesg", "--raw"]
-        if not self.include_user:
-            argv.append("--facility=kern")
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -244,6 +244,8 @@ class KernelLog:
             m = _RAW_LINE.match(raw)
             if m is None or m.group("time") is None:
                 continue  # continuation line, or printk timestamps are off (no cursor)
+            if int(m.group("prio")) >> 3 != 0 and not self.include_user:
+                continue  # not from the kernel
             out.append((float(m.group("time")), m.group("msg")))
         return out
 

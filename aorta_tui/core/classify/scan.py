@@ -135,10 +135,12 @@ class Matcher:
         return self.count >= self.cap
 
 
-def scan_file(path: Path, stream: str, matchers: list[Matcher]) -> None:
+def scan_file(
+    path: Path, stream: str, matchers: list[Matcher], *, block_bytes: int = BLOCK_BYTES
+) -> None:
     """Run every matcher over ``path``; missing or unreadable files are skipped."""
     try:
-        for text, first_line in iter_blocks(path):
+        for text, first_line in iter_blocks(path, block_bytes):
             active = [mt for mt in matchers if not mt.done]
             if not active:
                 return
