@@ -101,7 +101,7 @@ def test_plugin_workload_and_mitigation_run(tmp_path, isolation):
 
 def test_in_process_refused_for_workloads_that_do_not_declare_it(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("schema_version: 1\nworkload: gpu_smoke\ntrial_isolation: in_process\n"
+    recipe.write_text("schema_version: 1\nworkload: gpu_smoke\ntrials: 1\nsteps: 1\ntrial_isolation: in_process\n"
                       "cells:\n  - name: a\n    mitigations: [none]\n")
     proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"))
     assert proc.returncode == 2

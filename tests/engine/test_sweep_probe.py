@@ -117,10 +117,10 @@ def test_bad_recipe_is_located_and_writes_nothing(tmp_path):
 
 def test_unknown_mitigation_names_the_line(tmp_path):
     recipe = tmp_path / "bad.yaml"
-    recipe.write_text("schema_version: 1\nmode: probe\nmitigation_axis: [none, tf32_of]\n")
+    recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none, tf32_of]\ndiagnostic_axis: [none]\n")
     proc = aorta("--batch", str(recipe), "--dry-run", "--", "true")
     assert proc.returncode == 2
-    assert f"{recipe}:3:" in proc.stderr and "tf32_off" in proc.stderr  # did you mean
+    assert f"{recipe}:4:" in proc.stderr and "tf32_off" in proc.stderr  # did you mean
 
 
 def test_upstream_recipes_dry_run_into_upstreams_cells(tmp_path):
