@@ -337,7 +337,7 @@ class PolicyEvaluator:
         if record["status"] == "usage_error" or record["status"] == "environment_error":
             cls = UsageError if record["status"] == "usage_error" else EnvironmentProblem
             raise _AbortSweep(cls(
-                f"`queue run` refused the trial of policy {policy.name!r}: {record['reason']}",
+                f"the trial process of policy {policy.name!r} refused to run: {record['reason']}",
                 hint="fix the sweep's options (workload, streams, device, iterations) or the "
                      "policy's harness_args; nothing was kept from this sweep"))
         verdict = "pass" if record["status"] == "ok" else "error"

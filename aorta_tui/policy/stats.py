@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-MIN_SAMPLES = 3
+MIN_SAMPLES = 4  # at 3, two samples of one distribution "separate" 10% of the time
 DEFAULT_RESAMPLES = 10_000
 CONFIDENCE = 0.95
 

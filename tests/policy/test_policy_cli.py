@@ -96,3 +96,32 @@ def test_gpu_control_is_skipped_with_a_note_without_the_flag(tmp_path: Path) -> 
 def test_report_on_a_wrong_directory(tmp_path: Path) -> None:
     out = _cli("report", str(tmp_path))
     assert out.returncode == 2 and "not a policy sweep directory" in out.stderr
+
+
+def test_sigint_writes_a_report_of_the_finished_trials_and_exits_130(tmp_path: Path) -> None:
+    import signal
+
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "policy", "sweep",
+                             "tiny_kernel_stress", "--policies", "xnack_off", "--trials", "3",
+                             "--json", "-o", str(run), *TINY],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if json.loads(line)["event"] == "measurement":
+                break
+        proc.send_signal(signal.SIGINT)  # what the TUI's stop key does
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    last = json.loads(rest.splitlines()[-1])
+    assert last["event"] == "run_finished" and last["status"] == "interrupted"
+    report = json.loads((run / "policy.json").read_text())
+    assert report["status"] == "interrupted"
+    statuses = [t["status"] for t in report["trials"]]
+    assert statuses[0] == "ok" and "not run" in statuses

@@ -64,11 +64,12 @@ def test_overlapping_noisy_shift_is_not_called() -> None:
 
 
 def test_too_few_samples_give_no_interval_and_no_call() -> None:
-    two = stats.summarize([1.0, 2.0], seed=0)
-    assert two.median == 1.5 and two.ci_low is None and "at least 3" in two.reason
+    three = stats.summarize([1.0, 2.0, 3.0], seed=0)
+    assert three.median == 2.0 and three.ci_low is None and "at least 4" in three.reason
     many = stats.summarize([10.0, 10.1, 10.2, 10.3], seed=0)
-    cmp = stats.compare(many, two, higher_is_better=True)
-    assert cmp.verdict == stats.NOT_AVAILABLE and "at least 3" in cmp.reason
+    assert many.ci_low is not None
+    cmp = stats.compare(many, three, higher_is_better=True)
+    assert cmp.verdict == stats.NOT_AVAILABLE and "at least 4" in cmp.reason
 
 
 def test_missing_values_are_not_zero() -> None:
@@ -76,3 +77,26 @@ def test_missing_values_are_not_zero() -> None:
     assert empty.median is None and empty.n == 0 and empty.reason
     nan = stats.summarize([float("nan"), 1.0, 2.0, 3.0], seed=0)
     assert nan.n == 3 and nan.median == 2.0
+
+
+@pytest.mark.parametrize(("n", "limit"), [(4, 0.06), (5, 0.03), (8, 0.03)])
+def test_false_call_rate_on_identical_distributions_is_small(n: int, limit: float) -> None:
+    # Exact for n <= 5, where the interval is the sample range: 2 / C(2n, n) = 2.9% (n=4),
+    # 0.8% (n=5). The limit leaves room for the simulation's own spread (400 pairs).
+    rng = np.random.default_rng(n)
+    called = 0
+    for i in range(400):
+        a = stats.summarize(list(rng.normal(0.0, 1.0, n)), seed=i)
+        b = stats.summarize(list(rng.normal(0.0, 1.0, n)), seed=i + 10_000)
+        called += stats.compare(a, b, higher_is_better=True).verdict != stats.UNCHANGED
+    assert called / 400 <= limit
+
+
+def test_a_real_shift_is_found_with_five_trials() -> None:
+    rng = np.random.default_rng(99)
+    found = 0
+    for i in range(200):
+        a = stats.summarize(list(rng.normal(0.0, 1.0, 5)), seed=i)
+        b = stats.summarize(list(rng.normal(4.0, 1.0, 5)), seed=i + 1)
+        found += stats.compare(a, b, higher_is_better=True).verdict == stats.HIGHER
+    assert found / 200 >= 0.9
