@@ -87,7 +87,9 @@ class AortaApp(App[None]):
     def on_mount(self) -> None:
         self.push_screen(self.start_screen)
         if self.start_run is not None:
-            self.open_run(self.start_run)
+            matrix = self.get_screen("matrix")
+            assert isinstance(matrix, MatrixScreen)
+            self.call_after_refresh(matrix.open_run, self.start_run)
 
     # --- navigation ----------------------------------------------------------------------
 
@@ -101,13 +103,14 @@ class AortaApp(App[None]):
         matrix = self.get_screen("matrix")
         assert isinstance(matrix, MatrixScreen)
         self.action_goto("matrix")
-        matrix.open_run(Path(run_dir))
+        # After the switch has been processed, so the screen's widgets exist.
+        self.call_after_refresh(matrix.open_run, Path(run_dir))
 
     def open_recipe(self, path: Path | None) -> None:
         editor = self.get_screen("recipe")
         assert isinstance(editor, RecipeEditorScreen)
         self.action_goto("recipe")
-        editor.open_file(path)
+        self.call_after_refresh(editor.open_file, path)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

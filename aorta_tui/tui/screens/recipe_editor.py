@@ -42,19 +42,23 @@ def make_editor(text: str) -> TextArea:
         return TextArea.code_editor(text, language=None, id="recipe-text", soft_wrap=False)
 
 
-def plan_preview_text(plan: Any) -> str:
+def plan_preview(plan: Any) -> Text:
     """The plan as the engine built it: cells x trials, environments, mitigations' variables."""
-    lines = [f"[b]{len(plan.trials)} trials[/b] over {len(plan.cells)} cells, order {plan.order}, seed {plan.seed}"]
+    out = Text()
+    out.append(f"{len(plan.trials)} trials", style="bold")
+    out.append(f" over {len(plan.cells)} cells, order {plan.order}, seed {plan.seed}\n")
     if plan.baseline_cell:
-        lines.append(f"baseline: {plan.baseline_cell}")
+        out.append(f"baseline: {plan.baseline_cell}\n")
     for cell in plan.cells:
         mits = ", ".join(cell.mitigations) or "none"
-        lines.append(f"[b]{cell.name}[/b]  {cell.trials} trials  env {cell.environment}  mitigations {mits}")
+        out.append(cell.name, style="bold")
+        out.append(f"  {cell.trials} trials  env {cell.environment}  mitigations {mits}\n")
         for key, value in sorted(cell.env.items()):
-            lines.append(f"    {key}={value}")
+            out.append(f"    {key}={value}\n")
         if cell.switches:
-            lines.append(f"    switches: {', '.join(cell.switches)}")
-    return "\n".join(lines)
+            out.append(f"    switches: {', '.join(cell.switches)}\n")
+    out.rstrip()
+    return out
 
 
 class RecipeEditorScreen(AortaScreen):
@@ -218,25 +222,25 @@ class RecipeEditorScreen(AortaScreen):
         try:
             recipe_mod = engines.recipe()
         except engines.EngineMissing as exc:
-            self.app.call_from_thread(self._show_check, [], str(exc), text)
+            self.app.call_from_thread(self._show_check, [], Text(str(exc)), text)
             return
         from aorta_tui.core.registry import Registry
 
         registry = Registry()
         issues = list(recipe_mod.check_recipe_text(text, source=source, registry=registry))
-        plan_text = ""
+        plan_text = Text()
         if not issues:
             try:
                 from aorta_tui.core.plan import build_plan
 
                 recipe = recipe_mod.load_recipe_text(text, source=source, registry=registry)
-                plan_text = plan_preview_text(build_plan(recipe, registry))
+                plan_text = plan_preview(build_plan(recipe, registry))
             except Exception as exc:  # a plan error is an issue to show, not a crash
                 render = getattr(exc, "render", None)
-                plan_text = f"[red]cannot plan:[/red] {render() if callable(render) else exc}"
+                plan_text = Text.assemble(("cannot plan: ", "red"), str(render() if callable(render) else exc))
         self.app.call_from_thread(self._show_check, issues, plan_text, text)
 
-    def _show_check(self, issues: list[Any], plan_text: str, text: str) -> None:
+    def _show_check(self, issues: list[Any], plan_text: Text, text: str) -> None:
         if text != self.editor.text:
             return  # stale: a newer check is on its way
         self.checks_done += 1
@@ -256,7 +260,7 @@ class RecipeEditorScreen(AortaScreen):
             status.update(f"[b red]✗ {len(issues)} problem(s)[/]  first at line {first.line}, column {first.column}")
         else:
             status.update("[b green]✓ valid[/]  ctrl+l launches it")
-        self.plan_text = plan_text
+        self.plan_text = plan_text.plain
         self.query_one("#plan-preview", Static).update(plan_text)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

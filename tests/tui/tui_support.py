@@ -1,0 +1,112 @@
+"""Shared helpers of the TUI tests: fixture workspaces, real sweeps, waiting on the app."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from aorta_tui.tui.machine import MachineFacts
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+FIXTURES = HERE / "fixtures"
+DEMO_RUN = "TUI-DEMO/20261129-091438-655f"
+LIVE_RUN = "TUI-DEMO/20261129-101500-live"
+
+# Fixed facts keep the home screen's snapshot the same on every machine.
+FIXED_FACTS = MachineFacts(
+    gpus=["NVIDIA H200 (0000:18:00.0)"],
+    gpu_source="sysfs PCI ids + nvidia-smi",
+    bpftrace="bpftrace 0.17.0 (/usr/bin/bpftrace); probe sets usable here: cuda, ioctl",
+    privileges="root (via sudo by alice)",
+)
+
+PROBE_RECIPE = """\
+schema_version: 1
+mode: probe
+ticket: TUI-TEST
+trials: {trials}
+timeout_per_trial: 30
+mitigation_axis: [none, cuda_launch_blocking]
+diagnostic_axis: [none]
+"""
+
+# Fails in the cuda_launch_blocking cell (with a CUDA error line for the log detectors).
+PROBE_COMMAND = [
+    "bash", "-c",
+    'echo "step ok"; sleep "${TUI_TEST_SLEEP:-0.05}"; '
+    'if [ -n "$CUDA_LAUNCH_BLOCKING" ]; then echo "CUDA error: an illegal memory access" >&2; exit 3; fi',
+]
+
+
+def workspace(tmp_path: Path) -> Path:
+    """A copy of the fixture runs and snapshots under ``tmp_path`` (tests may write there)."""
+    shutil.copytree(FIXTURES / "aorta-out", tmp_path / "aorta-out")
+    shutil.copytree(FIXTURES / "env", tmp_path / "env")
+    shutil.copytree(FIXTURES / "policy", tmp_path / "policy")
+    return tmp_path
+
+
+def write_probe_recipe(directory: Path, trials: int = 2) -> Path:
+    path = directory / "probe.yaml"
+    path.write_text(PROBE_RECIPE.format(trials=trials))
+    return path
+
+
+def run_probe_sweep(directory: Path, trials: int = 2, sleep_s: float = 0.05) -> Path:
+    """A real headless sweep (the engine's `--batch`); returns its run directory."""
+    recipe = write_probe_recipe(directory, trials)
+    out = directory / "aorta-out"
+    env = {**os.environ, "TUI_TEST_SLEEP": str(sleep_s)}
+    subprocess.run([sys.executable, "-m", "aorta_tui", "--batch", str(recipe), "--output", str(out),
+                    "--", *PROBE_COMMAND], check=True, capture_output=True, cwd=directory, env=env,
+                   timeout=120)
+    runs = sorted((out / "TUI-TEST").iterdir())
+    return runs[-1]
+
+
+async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:  # noqa: ANN001
+    """Let the app run until ``predicate()`` holds (fails the test after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await pilot.pause(0.05)
+        await asyncio.sleep(0)
+
+
+def bpftrace_children() -> list[int]:
+    """Pids of bpftrace processes whose parent is this test process."""
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        except (OSError, ValueError):
+            continue
+        if comm == "bpftrace" and ppid == me:
+            found.append(int(entry.name))
+    return found
+
+
+def async_test(fn: Callable[..., object]) -> Callable[..., None]:
+    """Run an ``async def`` test on a fresh event loop (no asyncio plugin needed)."""
+    import functools
+    import inspect
+
+    @functools.wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> None:
+        asyncio.run(fn(*args, **kwargs))  # type: ignore[arg-type]
+
+    wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+    return wrapper
