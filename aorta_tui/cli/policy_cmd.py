@@ -111,7 +111,7 @@ def sweep(
     for pair in param:
         queue_args += ["--param", pair]
     backend = None
-    if allow_gpu_control:
+    if allow_gpu_control and any(not p.gpu_control.is_empty() for p in chosen):
         from aorta_tui.policy.gpu_control import backend_from_spec
 
         backend = backend_from_spec(gpu_control_backend)

@@ -72,7 +72,7 @@ def load_policy_file(path: str | Path) -> list[Policy]:
 
 
 def parse_policy_text(text: str, filename: str = "<policies>") -> list[Policy]:
-    is_json = filename.endswith(".json") or text.lstrip().startswith("{")
+    is_json = filename.lower().endswith(".json")  # anything else is YAML (a superset of JSON)
     located = _parse_json(text, filename) if is_json else _parse_yaml(text, filename)
     return _Validator(located, filename).policies()
 
