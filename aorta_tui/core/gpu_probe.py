@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import shutil
 import subprocess
 import threading
@@ -160,7 +161,7 @@ def _bytes_of(value: Any) -> int | None:
             value = float(value)
         except ValueError:
             return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
     return int(value * _UNIT_BYTES.get(unit, 1))
 
@@ -227,8 +228,10 @@ def parse_rocm_smi_pids(text: str) -> list[GpuProcess]:
         data = json.loads(text)
     except ValueError:
         return []
-    system = data.get("system", {}) if isinstance(data, dict) else {}
+    system = data.get("system") if isinstance(data, dict) else None
     out: list[GpuProcess] = []
+    if not isinstance(system, dict):
+        return out
     for key, value in system.items():
         if not (isinstance(key, str) and key.startswith("PID") and key[3:].isdigit()):
             continue
@@ -330,6 +333,7 @@ class GpuSampler:
         self.error: str | None = None
         self.saw_tree_process = False
         self._util: UtilReading | None = None
+        self.sampled = threading.Event()  # set after every sample (lets callers wait, no polling)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"gpu-sampler-{root_pid}", daemon=True)
 
@@ -372,6 +376,7 @@ class GpuSampler:
             return
         while True:
             self._sample_once()
+            self.sampled.set()
             if self.error or self._stop.wait(self.interval_s):
                 return
 

@@ -15,9 +15,9 @@ from aorta_tui.core import proctree
 from aorta_tui.core.classify import classify
 from aorta_tui.core.hang import HangPolicy
 from aorta_tui.core.worker import (
+    CancelEvent,
     KiB,
     MiB,
-    CancelEvent,
     ProcessOutcome,
     ProcessSpec,
     run_process,
