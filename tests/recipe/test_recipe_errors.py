@@ -134,11 +134,11 @@ def test_duplicate_keys_are_errors_not_silently_merged():
 
 
 def test_yaml_merge_keys_still_work():
-    text = TRIAGE.replace("cells:\n  - name: baseline-local\n    mitigations: [none]\n",
-                          "base: &b {mitigations: [none]}\n") if False else TRIAGE + \
-        "  - <<: {mitigations: [xnack], environment: local}\n    name: other\n"
+    text = TRIAGE + ("  - <<: {mitigations: [xnack], environment: default}\n"
+                     "    name: other\n    environment: local\n")
     r = load_recipe_text(text)
     assert r.cells[1].mitigations == ("xnack",) and r.cells[1].name == "other"
+    assert r.cells[1].environment == "local"  # the mapping's own key wins over the merge
 
 
 @pytest.mark.parametrize("text, expect", [

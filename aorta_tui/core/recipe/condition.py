@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,7 +165,9 @@ def compile_condition(expr: str, *, names: set[str] | frozenset[str] | None = No
         raise RecipeError(f"the condition is {len(text)} characters; at most {MAX_EXPR_CHARS}",
                           hint="split the check into several custom patterns")
     try:
-        tree = ast.parse(text, mode="eval")
+        with warnings.catch_warnings():  # "invalid escape" etc.: the checker decides, quietly
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise RecipeError(f"the condition is not a valid expression: {exc.msg} "
                           f"(column {exc.offset})",

@@ -18,7 +18,7 @@ def _str(description: str, **extra: Any) -> dict[str, Any]:
     return {"type": "string", "description": description, **extra}
 
 
-def _enum(values: tuple[str, ...], description: str, default: str | None = None
+def _enum(values: tuple[str | None, ...], description: str, default: str | None = None
           ) -> dict[str, Any]:
     out: dict[str, Any] = {"enum": list(values), "description": description}
     if default is not None:
@@ -65,12 +65,12 @@ def recipe_json_schema() -> dict[str, Any]:
         "mitigations": _names("mitigation names (`none` = no change); "
                               "see `aorta-tui sweep list-mitigations`", 1),
         "environment": {"anyOf": [_str("registered environment name", minLength=1),
-                                  inline_env], "default": "local"},
+                                  inline_env, {"type": "null"}], "default": "local"},
         "extra_env": _ENV_MAP,
         "trials": {"type": ["integer", "null"], "minimum": 1, "description": "trials of this cell"},
         "steps": {"type": ["integer", "null"], "minimum": 1, "description": "steps of this cell"},
         "workload_config": {"type": ["object", "null"], "description": "merged over the "
-                            "recipe's workload_config", "not": {"required": ["steps"]}},
+                            "recipe's workload_config", "not": {"type": "object", "required": ["steps"]}},
     }, "one row of the matrix", ("name", "mitigations"))
     pattern = _obj({
         "id": _str("detector id (reported as custom:<id>)", minLength=1),
@@ -83,11 +83,12 @@ def recipe_json_schema() -> dict[str, Any]:
         "required_for_pass": {"type": "boolean", "default": False,
                               "description": "the trial fails when this pattern does NOT match"},
     }, "a tier-5 log pattern", ("id", "match"))
-    seconds = {"type": "number", "exclusiveMinimum": 0}
+    seconds = {"type": ["number", "null"], "exclusiveMinimum": 0}
     props: dict[str, Any] = {
         "schema_version": {"const": 1, "description": "recipe schema version (1)"},
-        "mode": _enum(("triage", "probe"), "triage: a workload over cells; probe: a command "
-                      "over mitigation_axis x diagnostic_axis", "triage"),
+        "mode": {"enum": ["triage", "probe", None], "default": "triage",
+                 "description": "triage: a workload over cells; probe: a command over "
+                 "mitigation_axis x diagnostic_axis"},
         "ticket": {"type": ["string", "null"], "pattern": K.CELL_NAME_PATTERN,
                    "description": "groups runs under <output>/<ticket>/"},
         "trials": _int("trials per cell", maximum=100_000),
@@ -106,7 +107,7 @@ def recipe_json_schema() -> dict[str, Any]:
                               "description": "seconds; the trial's process tree is killed after"},
         "custom_patterns": {"type": ["array", "null"], "items": pattern},
         "hang_window_sec": {**seconds, "default": 30, "description": "hang detection window"},
-        "hang_grace_period_at_start": {"type": "number", "minimum": 0, "default": 60,
+        "hang_grace_period_at_start": {"type": ["number", "null"], "minimum": 0, "default": 60,
                                        "description": "no hang verdict before this"},
         "disable_detectors": {"type": ["array", "null"], "items": {"type": "string"},
                               "description": "tierN or <tier>:<id> tokens"},
@@ -118,7 +119,7 @@ def recipe_json_schema() -> dict[str, Any]:
             for k in sorted(K.RETAIN_KEYS)}},
         "step_time_regex": {"type": ["string", "null"],
                             "description": "regex whose first group is a step time"},
-        "order": _enum(K.ORDERS, "trial order (extension)", "interleaved"),
+        "order": _enum((*K.ORDERS, None), "trial order (extension)", "interleaved"),
         "seed": {"type": ["integer", "null"], "minimum": 0, "default": 0,
                  "description": "seed of the trial order (extension)"},
         "trace": {"type": ["object", "null"], "additionalProperties": False,
@@ -133,7 +134,7 @@ def recipe_json_schema() -> dict[str, Any]:
         "steps": _int("steps per trial"),
         "cells": {"type": "array", "items": cell, "minItems": 1},
         "workload_config": {"type": ["object", "null"], **_JSONISH,
-                            "not": {"required": ["steps"]}},
+                            "not": {"type": "object", "required": ["steps"]}},
         "save_logs": {"type": ["boolean", "null"], "default": False},
         "extra_env": _ENV_MAP,
         "trial_isolation": {"enum": [*K.TRIAL_ISOLATION, "auto", None], "default": "process"},
@@ -141,9 +142,10 @@ def recipe_json_schema() -> dict[str, Any]:
         "mitigation_axis": _names("mitigation names", 1),
         "diagnostic_axis": _names("mitigation names", 1),
         "collect_paths": {"type": ["array", "null"], "items": {"type": "string"}},
-        "env_passthrough_mode": _enum(K.ENV_PASSTHROUGH, "how cell variables reach the "
+        "env_passthrough_mode": _enum((*K.ENV_PASSTHROUGH, None), "how cell variables reach the "
                                       "command", "inherit"),
-        "redaction": _obj({"scrub_env_keys": _names("globs of variable names"),
+        "redaction": _obj({"scrub_env_keys": {**_names("globs of variable names"),
+                                              "type": ["array", "null"]},
                            "scrub_paths": {"type": "boolean"},
                            "scrub_ip_addresses": {"type": "boolean"}}, "what bundles scrub"),
         "command": {"type": ["array", "null"], "items": {"type": "string"}, "minItems": 1,

@@ -116,8 +116,9 @@ def parse_yaml_text(text: str) -> tuple[Any, Marks]:
     """Parse one YAML document into plain values plus the position of every value and key."""
     if len(text) > MAX_RECIPE_BYTES:
         raise LoadProblem(f"the recipe is {len(text)} characters; at most {MAX_RECIPE_BYTES}")
-    loader = yaml.SafeLoader(text)
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         marks = Marks()
         if node is None:
@@ -128,7 +129,7 @@ def parse_yaml_text(text: str) -> tuple[Any, Marks]:
         raise
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         what = exc.problem or "malformed YAML"
         if exc.context and exc.problem:
             started = exc.context_mark
@@ -137,14 +138,24 @@ def parse_yaml_text(text: str) -> tuple[Any, Marks]:
             what = f"{exc.problem} ({exc.context}{since})"
         hint = _yaml_hint(f"{exc.problem} {exc.context}")
         raise LoadProblem(f"invalid YAML: {what}", line=line, column=col, hint=hint) from None
+    except yaml.reader.ReaderError as exc:
+        line, col = _line_col(text, exc.position)
+        raise LoadProblem(f"the text holds a character YAML does not allow (U+{exc.character:04X})" if isinstance(exc.character, int) else "the text holds a character YAML does not allow",
+                          line=line, column=col, hint="remove the control character") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         raise LoadProblem(f"invalid YAML: {exc}", line=line, column=col) from None
     except RecursionError:
         raise LoadProblem("the YAML nests too deeply to be a recipe") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
+
+
+def _line_col(text: str, position: int) -> tuple[int, int]:
+    before = text[:position]
+    return before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1
 
 
 def _yaml_hint(problem: str) -> str:

@@ -228,7 +228,7 @@ class Validator:
         ok = True
         for k, v in value.items():
             sub = child_path(path, str(k))
-            if not isinstance(k, str) or not _ENV_NAME_RE.match(k):
+            if not isinstance(k, str) or not _ENV_NAME_RE.fullmatch(k):
                 self.issue(sub, f"{k!r} is not a valid environment variable name",
                            "names are letters, digits and _ and do not start with a digit",
                            key=True)
@@ -392,7 +392,7 @@ def _safe_component(v: Validator, path: str, value: Any, *, what: str) -> Any:
     if not isinstance(value, str):
         return v.issue(path, f"the {what} must be a string, got {_type_name(value)} ({value!r})",
                        "quote it")
-    if value in K.RESERVED_CELL_NAMES or not _CELL_NAME_RE.match(value):
+    if value in K.RESERVED_CELL_NAMES or not _CELL_NAME_RE.fullmatch(value):
         return v.issue(path, f"{value!r} cannot be used as the {what}: it becomes a directory "
                        "name, so it must be 1-100 letters, digits, '.', '_' or '-', start with "
                        "a letter, digit or '_', and not be '.', '..', matrix.md or matrix.json",
@@ -573,7 +573,7 @@ def _trace(v: Validator, raw: Any) -> Any:
     probes = v.str_list("trace.probes", raw.get("probes", []), what="probe names")
     if probes is not BAD:
         for i, p in enumerate(probes):
-            if not _PROBE_NAME_RE.match(p):
+            if not _PROBE_NAME_RE.fullmatch(p):
                 v.issue(f"trace.probes[{i}]", f"{p!r} is not a probe name",
                         "probe names are letters, digits, '_', '.', ':' and '-' "
                         "(aorta-tui trace list shows them)")
@@ -592,7 +592,7 @@ def _policy_axis(v: Validator, raw: Any) -> Any:
         return BAD
     seen: set[str] = set()
     for i, name in enumerate(items):
-        if not _CELL_NAME_RE.match(name):
+        if not _CELL_NAME_RE.fullmatch(name):
             v.issue(f"policy_axis[{i}]", f"{name!r} is not a policy name",
                     "policy names are letters, digits, '.', '_' and '-' "
                     "(aorta-tui policy list shows them)")
