@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -38,6 +38,20 @@ class AortaScreen(Screen):
 
     def on_mount(self) -> None:
         self.title = self.TITLE_TEXT
+
+    def from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """``call_from_thread`` for our own threads, which may outlive the app by a moment."""
+        try:
+            app = self.app
+        except RuntimeError:  # NoActiveAppError: the screen is gone with its app
+            return
+        if not app.is_running:
+            return
+        try:
+            app.call_from_thread(callback, *args, **kwargs)
+        except RuntimeError as exc:
+            if "not running" not in str(exc):  # only "the app exited meanwhile" is expected
+                raise
 
     def action_focus_main(self) -> None:
         if self.MAIN_WIDGET:

@@ -159,7 +159,7 @@ class EnvDiffScreen(AortaScreen):
         snap_b = module.load_snapshot(_resolve_snapshot(b))
         report = module.diff_snapshots(snap_a, snap_b, include_volatile=self.include_volatile)
         rows = rows_from_report(report)
-        self.app.call_from_thread(self._show, rows, report.hidden_volatile, list(report.notes), report.mode)
+        self.from_thread(self._show, rows, report.hidden_volatile, list(report.notes), report.mode)
 
     def _show(self, rows: list[DiffRow], hidden_volatile: int = 0, notes: list[str] | None = None,
               mode: str = "") -> None:

@@ -63,7 +63,7 @@ class HomeScreen(AortaScreen):
 
     def _gather_facts(self) -> None:
         facts = gather_machine_facts()
-        self.app.call_from_thread(self._show_facts, facts)
+        self.from_thread(self._show_facts, facts)
 
     def _show_facts(self, facts: MachineFacts) -> None:
         gpus = ", ".join(facts.gpus) if facts.gpus else "none found (CPU-only: workloads run on CPU)"
@@ -91,7 +91,7 @@ class HomeScreen(AortaScreen):
         except engines.EngineMissing as exc:
             runs_note = str(exc)
         recipes = nearby_recipes(self.aorta.cwd)
-        self.app.call_from_thread(self._show_lists, runs_rows, runs_note, recipes)
+        self.from_thread(self._show_lists, runs_rows, runs_note, recipes)
 
     def _show_lists(
         self, runs_rows: list[tuple[Path, tuple[str, str, str, str]]], runs_note: str, recipes: list[Path]

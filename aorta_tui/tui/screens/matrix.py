@@ -128,7 +128,7 @@ class MatrixScreen(AortaScreen):
             self._pending.extend(events)
 
     def _on_follow_error(self, exc: BaseException) -> None:
-        self.app.call_from_thread(
+        self.from_thread(
             self.notify, f"following the journal failed: {exc}", severity="error", timeout=12
         )
 
@@ -265,7 +265,7 @@ class MatrixScreen(AortaScreen):
 
         def cancel() -> None:
             engines.launch().cancel_run(run_dir)
-            self.app.call_from_thread(self.notify, f"cancel sent to the orchestrator of {run_dir.name}")
+            self.from_thread(self.notify, f"cancel sent to the orchestrator of {run_dir.name}")
 
         self.run_worker(cancel, thread=True, exit_on_error=False, name="cancel run")
 
@@ -280,7 +280,7 @@ class MatrixScreen(AortaScreen):
 
         def resume() -> None:
             engines.launch().launch_detached(None, run_dir.parent.parent, resume=run_dir)
-            self.app.call_from_thread(self.notify, f"resuming {run_dir.name}")
+            self.from_thread(self.notify, f"resuming {run_dir.name}")
 
         self.run_worker(resume, thread=True, exit_on_error=False, name="resume run")
 

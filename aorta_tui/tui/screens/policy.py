@@ -217,9 +217,9 @@ class PolicyScreen(AortaScreen):
                 event = event_from_dict(json.loads(raw))
             except (ValueError, TypeError):
                 continue
-            self.app.call_from_thread(self._on_event, event)
+            self.from_thread(self._on_event, event)
         code = proc.wait()
-        self.app.call_from_thread(self._on_exit, code, output, stderr_path)
+        self.from_thread(self._on_exit, code, output, stderr_path)
 
     def _on_event(self, event: Event) -> None:
         self.events.append(event)

@@ -210,18 +210,18 @@ class QueueMonitorScreen(AortaScreen):
                 self.session = session
                 while not stop.wait(0.2):
                     if session.command and session.wait(0) is not None:
-                        self.app.call_from_thread(self.notify, f"the traced command exited ({session.child_returncode})")
+                        self.from_thread(self.notify, f"the traced command exited ({session.child_returncode})")
                         break
                     if pid is not None and not Path(f"/proc/{pid}").exists():
-                        self.app.call_from_thread(self.notify, f"process {pid} exited")
+                        self.from_thread(self.notify, f"process {pid} exited")
                         break
                 warnings = list(session.warnings)
             for warning in warnings:
-                self.app.call_from_thread(self.notify, warning, title="trace", severity="warning")
+                self.from_thread(self.notify, warning, title="trace", severity="warning")
         except Exception as exc:  # shown, never a crash
             render = getattr(exc, "render", None)
             message = render() if callable(render) else f"{type(exc).__name__}: {exc}"
-            self.app.call_from_thread(self.notify, message, title="trace", severity="error", timeout=12)
+            self.from_thread(self.notify, message, title="trace", severity="error", timeout=12)
 
     def stop_trace(self, timeout: float = 5.0) -> None:
         """Stop the tracer and wait until its session (and bpftrace) is gone."""

@@ -145,7 +145,7 @@ class RecipeEditorScreen(AortaScreen):
                                   raise_interrupt=False):
                 if stop.is_set():
                     return
-                self.app.call_from_thread(self._disk_changed)
+                self.from_thread(self._disk_changed)
 
         threading.Thread(target=watch_file, name="recipe-watch", daemon=True).start()
 
@@ -222,7 +222,7 @@ class RecipeEditorScreen(AortaScreen):
         try:
             recipe_mod = engines.recipe()
         except engines.EngineMissing as exc:
-            self.app.call_from_thread(self._show_check, [], Text(str(exc)), text)
+            self.from_thread(self._show_check, [], Text(str(exc)), text)
             return
         from aorta_tui.core.registry import Registry
 
@@ -238,7 +238,7 @@ class RecipeEditorScreen(AortaScreen):
             except Exception as exc:  # a plan error is an issue to show, not a crash
                 render = getattr(exc, "render", None)
                 plan_text = Text.assemble(("cannot plan: ", "red"), str(render() if callable(render) else exc))
-        self.app.call_from_thread(self._show_check, issues, plan_text, text)
+        self.from_thread(self._show_check, issues, plan_text, text)
 
     def _show_check(self, issues: list[Any], plan_text: Text, text: str) -> None:
         if text != self.editor.text:
@@ -298,7 +298,7 @@ class RecipeEditorScreen(AortaScreen):
 
         def launch() -> None:
             run_dir = engines.launch().launch_detached(recipe_path, output, command=argv)
-            self.app.call_from_thread(self.aorta.open_run, Path(run_dir))
+            self.from_thread(self.aorta.open_run, Path(run_dir))
 
         self.notify(f"launching {recipe_path.name} (detached: it keeps running if you quit)")
         self.run_worker(launch, thread=True, exit_on_error=False, name="launch sweep")

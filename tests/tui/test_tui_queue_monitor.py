@@ -1,0 +1,135 @@
+"""Queue monitor: a real bpftrace trace through the trace engine, coalesced redraws, clean stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Input, Select
+from tui_support import FIXED_FACTS, FIXTURES, HERE, async_test, bpftrace_children, wait_for
+
+from aorta_tui.core.events import HistogramSnapshot, event_from_dict
+from aorta_tui.tui.app import AortaApp
+from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen, parse_target
+from aorta_tui.tui.widgets.histogram import render_histogram
+
+needs_bpftrace = pytest.mark.skipif(
+    shutil.which("bpftrace") is None or os.geteuid() != 0,
+    reason="needs bpftrace and root (the CI script installs bpftrace and runs as root)",
+)
+LOAD = HERE / "tui_ioctl_load.py"
+
+
+def _recorded_snapshot() -> HistogramSnapshot:
+    event = event_from_dict(json.loads((FIXTURES / "trace" / "ioctl-snapshot.json").read_text()))
+    assert isinstance(event, HistogramSnapshot)
+    return event
+
+
+async def _queue_screen(app: AortaApp, pilot) -> QueueMonitorScreen:  # noqa: ANN001
+    await pilot.press("4")
+    screen = app.screen
+    assert isinstance(screen, QueueMonitorScreen)
+    return screen
+
+
+@needs_bpftrace
+@async_test
+async def test_live_histogram_from_a_real_trace_then_stop_detaches(tmp_path: Path) -> None:
+    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _queue_screen(app, pilot)
+        screen.query_one("#probe-set", Select).value = "ioctl"
+        screen.query_one("#trace-target", Input).value = f"{sys.executable} {LOAD} 30"
+        await pilot.press("s")
+        await wait_for(pilot, lambda: screen.redraws >= 2, timeout=30, what="live snapshots")
+        snap = screen._latest[screen.metric]
+        assert snap.probe_set == "ioctl.ioctl" and snap.count > 0
+        assert "sys_enter_ioctl" in snap.measures
+        shown = str(screen.query_one("#queue-measures").render())
+        assert "sys_enter_ioctl" in shown
+        stats = str(screen.query_one("#queue-stats").render())
+        assert "p99" in stats and "lost" in stats
+        # TIOCGWINSZ (0x5413 = 21523) is the load's ioctl: it has a breakdown row.
+        table = screen.query_one("#queue-breakdown", DataTable)
+        await wait_for(pilot, lambda: any("21523" in str(table.get_row_at(i)[0]) for i in range(table.row_count)))
+        assert bpftrace_children(), "bpftrace is not running under the app"
+        await pilot.press("s")
+        await wait_for(pilot, lambda: not screen.tracing, timeout=30, what="the tracer to stop")
+        assert bpftrace_children() == []
+
+
+@needs_bpftrace
+@async_test
+async def test_quitting_while_tracing_leaves_no_tracer_attached(tmp_path: Path) -> None:
+    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _queue_screen(app, pilot)
+        screen.query_one("#probe-set", Select).value = "ioctl"
+        screen.query_one("#trace-target", Input).value = f"{sys.executable} {LOAD} 60"
+        await pilot.press("s")
+        await wait_for(pilot, lambda: screen.redraws >= 1, timeout=30, what="the trace to start")
+        load_pid = screen.session.child_pid
+        await pilot.press("ctrl+q")
+    assert bpftrace_children() == []
+    assert not Path(f"/proc/{load_pid}").exists() or "Z" in Path(f"/proc/{load_pid}/stat").read_text().split()[2]
+
+
+@async_test
+async def test_a_flood_of_snapshots_is_coalesced_to_the_redraw_cadence(tmp_path: Path) -> None:
+    # 100k events/s in 0.1 s snapshots is 10 snapshots/s; offer far more than that from a thread
+    # and check the screen draws at its fixed cadence, always the newest one.
+    import threading
+
+    base = _recorded_snapshot()
+    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _queue_screen(app, pilot)
+        stop = threading.Event()
+        offered = [0]
+
+        def flood() -> None:
+            while not stop.is_set():
+                offered[0] += 1
+                screen.offer(_with_count(base, offered[0]))
+
+        thread = threading.Thread(target=flood, daemon=True)
+        start = time.monotonic()
+        thread.start()
+        await pilot.pause(1.0)
+        stop.set()
+        thread.join()
+        await pilot.pause(0.3)
+        elapsed = time.monotonic() - start
+        assert offered[0] > 20 * screen.redraws  # many more offers than draws
+        assert 1 <= screen.redraws <= 12 * elapsed + 2  # about 10 per second, never per event
+        assert f"{offered[0]:,}" in str(screen.query_one("#queue-stats").render())  # the newest
+
+
+def _with_count(base: HistogramSnapshot, count: int) -> HistogramSnapshot:
+    data = base.to_dict()
+    data["count"] = count
+    return event_from_dict(data)  # type: ignore[return-value]
+
+
+def test_histogram_rendering_merges_buckets_to_fit_and_keeps_the_total() -> None:
+    snap = _recorded_snapshot()
+    text = render_histogram(snap.buckets, snap.unit, width=60, max_rows=8).plain
+    rows = text.splitlines()
+    assert len(rows) <= 8
+    assert sum(int(r.split()[-1]) for r in rows) == sum(int(b[2]) for b in snap.buckets)
+
+
+def test_targets() -> None:
+    assert parse_target("1234") == {"pid": 1234}
+    assert parse_target("pid 99") == {"pid": 99}
+    assert parse_target("queue tiny_kernel_stress --streams 4")["command"][-4:] == [
+        "run", "tiny_kernel_stress", "--streams", "4"]
+    assert parse_target("python train.py --x 'a b'") == {"command": ["python", "train.py", "--x", "a b"]}
+    with pytest.raises(ValueError):
+        parse_target("  ")
