@@ -37,6 +37,10 @@ _HEADERS = {
 }
 
 
+_NO_ROOT = ("ROCm libraries found outside any ROCm root (a distribution package?): "
+            "no version marker to read")
+
+
 def find_roots() -> list[dict[str, str]]:
     roots: list[dict[str, str]] = []
 
@@ -144,9 +148,9 @@ def finish(roots: list[dict[str, str]], entries: dict[str, dict[str, Leaf]], pro
     primary = roots[0] if roots else None
     out = {
         "roots": F.ok(roots, "search: " + searched),
-        "root": F.ok(primary["path"], primary["via"]) if primary else F.unknown("libraries found outside any root", "search"),
-        "layout": F.ok(primary["layout"], primary["via"]) if primary else F.unknown("no root", "search"),
-        "version": root_version(primary) if primary else F.unknown("no root", "search"),
+        "root": F.ok(primary["path"], primary["via"]) if primary else F.unknown(_NO_ROOT, "search"),
+        "layout": F.ok(primary["layout"], primary["via"]) if primary else F.unknown(_NO_ROOT, "search"),
+        "version": root_version(primary) if primary else F.unknown(_NO_ROOT, "search"),
         "gfx_targets": gfx_targets,
     }
     libs = probe.get("libs", {})

@@ -1,8 +1,8 @@
 """AMD backend: the KFD topology (``/sys/class/kfd/kfd/topology/nodes``) and the amdgpu
 sysfs of each device's DRM node. Reads files only: no rocm-smi, no subprocess.
 
-Not exercised on real AMD hardware in this project's CI; its parsers are tested on sysfs
-text captured from an MI300X and laid out in a temporary directory.
+Not yet run on real AMD hardware: its parsers are tested on a sysfs tree written to a
+temporary directory in the documented amdgpu/KFD formats (see tests/envsnap).
 """
 
 from __future__ import annotations

@@ -63,10 +63,10 @@ def parse_query_csv(text: str, names: tuple[str, ...], source: str) -> list[dict
         if not row or all(not c.strip() for c in row):
             continue
         cells = [c.strip() for c in row]
-        device: dict[str, Leaf] = {"vendor": F.ok("nvidia", source)}
+        device: dict[str, Leaf] = {"vendor": F.ok("nvidia", "cmd:nvidia-smi")}
         for name, cell in zip(names, cells, strict=False):
             _, key, kind = by_name[name]
-            device[key] = _convert(cell, kind, f"{source} [{name}]")
+            device[key] = _convert(cell, kind, f"cmd:nvidia-smi --query-gpu={name}")
         for _, key, _ in _QUERY:
             device.setdefault(key, F.unknown("this nvidia-smi does not report it", source))
         device["compute_units"] = F.unknown("SM count comes from the CUDA driver API", "")
