@@ -97,6 +97,17 @@ class HangReport:
             text += f"; tree used {self.cpu_s_in_window:.1f} CPU s in the last window"
         return text
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HangReport:
+        return cls(
+            signals=dict(data.get("signals", {})),
+            unavailable=dict(data.get("unavailable", {})),
+            window_s=float(data.get("window_s", 0.0)),
+            grace_s=float(data.get("grace_s", 0.0)),
+            elapsed_s=float(data.get("elapsed_s", 0.0)),
+            cpu_s_in_window=data.get("cpu_s_in_window"),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "signals": dict(self.signals),

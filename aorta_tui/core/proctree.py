@@ -135,3 +135,16 @@ def cpu_ticks(pid: int) -> int | None:
         return int(fields[11]) + int(fields[12])
     except (IndexError, ValueError):
         return None
+
+
+def start_time(pid: int) -> float | None:
+    """When ``pid`` started, as epoch seconds (``/proc/<pid>/stat`` starttime + boot time)."""
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+        ticks = int(raw[raw.rfind(b")") + 2 :].split()[19])
+        with open(f"{PROC}/stat", "rb") as fh:
+            btime = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return btime + ticks / os.sysconf("SC_CLK_TCK")

@@ -359,3 +359,45 @@ def test_outcome_to_dict_is_json_ready(tmp_path: Path) -> None:
         "exec_error", "wall_s", "started_at", "ended_at", "peak_rss_kb", "gpu_peak_mem_bytes",
         "gpu_mem_reason", "stdout_bytes", "stderr_bytes", "truncated",
     }  # fmt: skip
+
+
+def test_outcome_round_trips_through_a_dict(tmp_path: Path) -> None:
+    out = run_process(make_spec(tmp_path, ["sleep", "100"], hang=HangPolicy(window_s=0.2, grace_s=0),
+                                timeout_s=30))  # fmt: skip
+    back = ProcessOutcome.from_dict({**out.to_dict(), "field_from_the_future": 1})
+    assert back == out
+
+
+def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> None:
+    import subprocess
+
+    from aorta_tui.core.worker import end_orphaned_trial
+
+    # A real orchestrator process runs a trial; we SIGKILL the orchestrator mid-trial.
+    code = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from aorta_tui.core.worker import ProcessSpec, run_process\n"
+        "d = Path(sys.argv[1])\n"
+        "spec = ProcessSpec(['bash', '-c', 'sleep 100 & echo $!; sleep 100'], dict(os.environ), d,\n"
+        "                   d / 'o.log', d / 'e.log')\n"
+        "run_process(spec, on_start=lambda pid: print(pid, time.time(), flush=True))\n"
+    )
+    orch = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert orch.stdout is not None
+    pid_text, started_text = orch.stdout.readline().split()
+    orch.kill()
+    orch.wait()
+    pid, started_at = int(pid_text), float(started_text)
+    assert proctree.is_alive(pid)  # the trial outlived its orchestrator
+
+    # A wrong start time (the pid was reused) leaves the process alone.
+    assert "reused" in end_orphaned_trial(pid, started_at - 3600)
+    assert proctree.is_alive(pid)
+
+    grandchild = int((tmp_path / "o.log").read_text().split()[0])
+    message = end_orphaned_trial(pid, started_at, grace_s=1.0)
+    assert "ended" in message
+    assert_dead(pid)
+    assert_dead(grandchild)
+    assert "gone" in end_orphaned_trial(pid, started_at)
