@@ -50,6 +50,7 @@ class QueueRunConfig:
         from aorta_tui.hwqueue.workloads import check_streams, workload_class
 
         check_streams(self.workload, self.streams)
+        workload_class(self.workload)(self.params, size=self.size)  # parameter names and types
         _, devs = resolve_devices(self.device, self.devices)
         if len(set(devs)) > 1 and not workload_class(self.workload).independent_streams:
             raise UsageError(

@@ -1,0 +1,103 @@
+"""Scaling analysis and noise-aware comparison on constructed inputs with known answers."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.hwqueue.compare import bootstrap_ci, compare
+from aorta_tui.hwqueue.result import SUMMARY_FIELDS
+from aorta_tui.hwqueue.sweep import analyse, parse_stream_counts
+
+
+def test_scaling_efficiency_peak_and_knee() -> None:
+    a = analyse([(1, 10.0), (2, 19.0), (4, 30.0), (8, 31.0)])
+    assert a["efficiency"] == pytest.approx({"1": 1.0, "2": 0.95, "4": 0.75, "8": 31 / 80})
+    assert a["peak_streams"] == 8 and a["peak_throughput"] == 31.0
+    assert a["knee_streams"] == 4  # 4 -> 8 gains only 3.3%
+
+
+def test_knee_is_the_last_point_when_scaling_never_flattens() -> None:
+    assert analyse([(1, 1.0), (2, 2.0), (4, 4.0)])["knee_streams"] == 4
+
+
+def test_points_without_throughput_are_explained() -> None:
+    assert analyse([(1, None)])["reason"] == "no point has a throughput"
+
+
+def test_stream_list_parsing() -> None:
+    assert parse_stream_counts("8,1,2,2") == [1, 2, 8]
+    for bad in ("", "0,1", "a,b"):
+        with pytest.raises(UsageError):
+            parse_stream_counts(bad)
+
+
+def fake_result(periods: list[float], latencies: list[float]) -> dict:
+    wall = sum(periods) / 1e3
+    lat = sorted(latencies)
+    summary = {k: None for k in SUMMARY_FIELDS}
+    summary.update(throughput=100.0 * len(periods) / wall, wall_s=wall,
+                   latency_mean_ms=sum(lat) / len(lat), latency_p50_ms=lat[len(lat) // 2],
+                   latency_p95_ms=lat[-1], latency_p99_ms=lat[-1], achieved_concurrency=2.0)
+    return {
+        "kind": "aorta-tui/queue-result", "run_id": "r", "emulated": False,
+        "workload": {"name": "w"}, "config": {"streams": 2},
+        "summary": summary,
+        "summary_units": {k: (u or "X/s") for k, (u, _) in SUMMARY_FIELDS.items()},
+        "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
+        "samples": {"iteration_period_ms": periods, "iteration_latency_ms": latencies,
+                    "iteration_concurrency": [2.0] * len(periods)},
+    }
+
+
+NOISY = [10.0, 12.0, 9.0, 11.0, 13.0, 8.0, 10.5, 11.5, 9.5, 10.0] * 3
+
+
+def test_change_inside_the_spread_is_unchanged() -> None:
+    base = fake_result(NOISY, NOISY)
+    test = fake_result([x * 1.04 for x in NOISY], [x * 1.04 for x in NOISY])  # +4%, noise is ~15%
+    rep = compare(base, test, min_change=0.02)
+    rows = {r["metric"]: r for r in rep["rows"]}
+    assert rows["throughput"]["verdict"] == "unchanged"
+    assert rows["throughput"]["change"] == pytest.approx(1 / 1.04 - 1)
+    assert rows["latency_mean_ms"]["verdict"] == "unchanged"
+    assert rep["regressions"] == []
+
+
+def test_change_outside_the_spread_is_a_regression_or_improvement() -> None:
+    base = fake_result(NOISY, NOISY)
+    slow = fake_result([x * 2 for x in NOISY], [x * 2 for x in NOISY])
+    rep = compare(base, slow)
+    assert "throughput" in rep["regressions"] and "latency_p50_ms" in rep["regressions"]
+    rep = compare(slow, base)
+    assert "throughput" in rep["improvements"] and rep["regressions"] == []
+
+
+def test_missing_figures_are_not_comparable_and_notes_flag_mismatches() -> None:
+    base = fake_result(NOISY, NOISY)
+    other = copy.deepcopy(base)
+    other["workload"]["name"] = "v"
+    rep = compare(base, other)
+    row = {r["metric"]: r for r in rep["rows"]}["switch_overhead_us"]
+    assert row["verdict"] == "not comparable" and "both" in row["reason"]
+    assert any("different workloads" in n for n in rep["notes"])
+
+
+def test_figures_without_samples_are_changed_not_regressed() -> None:
+    base = fake_result(NOISY, NOISY)
+    test = copy.deepcopy(base)
+    base["summary"]["launch_delay_p50_us"] = 10.0
+    test["summary"]["launch_delay_p50_us"] = 20.0
+    row = {r["metric"]: r for r in compare(base, test)["rows"]}["launch_delay_p50_us"]
+    assert row["verdict"] == "changed" and row["spread"] == "none recorded"
+
+
+@given(st.lists(st.floats(0.1, 100.0), min_size=2, max_size=40))
+def test_bootstrap_interval_brackets_the_sample_range(xs: list[float]) -> None:
+    ci = bootstrap_ci(xs, lambda v: sum(v) / len(v), resamples=200)
+    assert ci is not None
+    assert min(xs) - 1e-9 <= ci[0] <= ci[1] <= max(xs) + 1e-9
