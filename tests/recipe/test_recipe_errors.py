@@ -408,6 +408,8 @@ def test_file_level_problems(tmp_path):
     with pytest.raises(RecipeError) as info:
         load_recipe(latin)
     assert f"{latin}:2:12" in info.value.render() and "UTF-8" in info.value.render()
+    with pytest.raises(RecipeError, match="larger than"):
+        load_recipe("/dev/zero")
     empty = tmp_path / "e.yaml"
     empty.write_text("")
     with pytest.raises(RecipeError) as info:

@@ -177,3 +177,9 @@ def test_whatever_the_loader_accepts_the_schema_accepts(data):
     except RecipeError:
         return
     assert errors(SCHEMA, data) == [], data
+
+
+def test_docs_describe_every_key():
+    text = (REPO / "docs" / "recipes.md").read_text()
+    for key in sorted(K.ALL_TOP_KEYS | K.CELL_KEYS):
+        assert f"`{key}`" in text, key

@@ -88,7 +88,8 @@ def read_recipe_file(path: str | Path) -> str:
         if p.is_dir():
             raise LoadProblem("this is a directory, not a recipe file",
                               hint="pass the path of a .yaml file inside it")
-        data = p.read_bytes()
+        with p.open("rb") as fh:  # bounded read: /dev/zero or a huge file must not hang us
+            data = fh.read(MAX_RECIPE_BYTES + 1)
     except FileNotFoundError:
         raise LoadProblem("no such recipe file",
                           hint="check the path (recipes/examples/ has working examples)") from None
@@ -98,7 +99,7 @@ def read_recipe_file(path: str | Path) -> str:
     except OSError as exc:
         raise LoadProblem(f"cannot read the file: {exc.strerror or exc}") from None
     if len(data) > MAX_RECIPE_BYTES:
-        raise LoadProblem(f"the file is {len(data)} bytes; a recipe is at most {MAX_RECIPE_BYTES}",
+        raise LoadProblem(f"the file is larger than {MAX_RECIPE_BYTES} bytes; no recipe is that big",
                           hint="is this really a recipe file?")
     if b"\x00" in data:
         raise LoadProblem("this is a binary file, not a YAML recipe",
