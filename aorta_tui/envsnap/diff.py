@@ -104,7 +104,9 @@ def diff_snapshots(a: dict[str, Any], b: dict[str, Any], *, include_volatile: bo
     hidden = 0
     for path in sorted(set(la) | set(lb)):
         x, y = la.get(path), lb.get(path)
-        if x is not None and y is not None and x["value"] == y["value"] and x["state"] == y["state"]:
+        # Upstream has no states (a null is just null), so a mixed diff compares values only.
+        if x is not None and y is not None and x["value"] == y["value"] and (
+                mode == "mixed" or x["state"] == y["state"]):
             continue
         change = "added" if x is None else "removed" if y is None else "changed"
         rank, volatile = classify(path, flavour)

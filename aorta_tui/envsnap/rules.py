@@ -116,10 +116,11 @@ def classify(path: str, flavour: str = "aorta-tui") -> tuple[str, bool]:
     """(rank, volatile) of a leaf path."""
     if path.startswith("env_vars."):
         return rank_of_variable(path.split(".", 1)[1]), False
-    generic = _INDEX.sub("[*]", path)
+    # fnmatch reads "[*]" as a character class, so list indexes become "#" on both sides.
+    generic = _INDEX.sub("#", path)
     rules = RULES if flavour == "aorta-tui" else UPSTREAM_RULES
     for pattern, rank, volatile in rules:
-        if fnmatchcase(generic, pattern):
+        if fnmatchcase(generic, pattern.replace("[*]", "#")):
             return rank, volatile
     return I, False
 

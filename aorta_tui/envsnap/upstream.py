@@ -86,8 +86,8 @@ def project(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for up_path, our_path in COMMON.items():
         leaf = flat.get(up_path)
-        if leaf is not None and leaf["value"] is not None:
-            out[our_path] = {"value": _normalise(our_path, leaf["value"]), "state": "ok",
+        if leaf is not None:  # a null is kept: upstream writes null for "absent" too
+            out[our_path] = {"value": _normalise(our_path, leaf["value"]), "state": leaf["state"],
                              "source": leaf["source"]}
     env = data.get("env_vars")
     if isinstance(env, dict):
