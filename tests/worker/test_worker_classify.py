@@ -333,3 +333,9 @@ def test_step_times_units(tmp_path: Path) -> None:
     assert extract_step_times(tmp_path / "missing.log", r"(\d+)") == []
     with pytest.raises(re.error):
         extract_step_times(p, r"(unclosed")
+
+
+def test_docs_list_every_builtin_detector() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "classifier.md").read_text()
+    missing = [i for i in builtin_detector_ids() if f"`{i}`" not in doc]
+    assert missing == [], f"docs/classifier.md does not mention {missing}"

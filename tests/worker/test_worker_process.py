@@ -86,7 +86,7 @@ def test_timeout_is_an_error_and_kills_the_whole_tree(tmp_path: Path) -> None:
 
 def test_timeout_escalates_to_sigkill_when_term_is_ignored(tmp_path: Path) -> None:
     spec = make_spec(
-        tmp_path, ["bash", "-c", "trap '' TERM; sleep 100 & echo $!; wait"], timeout_s=0.3,
+        tmp_path, ["bash", "-c", "trap '' TERM; sleep 100 & echo $!; wait"], timeout_s=0.5,
         kill_grace_s=0.3,
     )  # fmt: skip
     out = run_process(spec)
@@ -379,13 +379,16 @@ def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> Non
         "from pathlib import Path\n"
         "from aorta_tui.core.worker import ProcessSpec, run_process\n"
         "d = Path(sys.argv[1])\n"
-        "spec = ProcessSpec(['bash', '-c', 'sleep 100 & echo $!; sleep 100'], dict(os.environ), d,\n"
+        "spec = ProcessSpec(['bash', '-c', 'sleep 100 & echo $! > gc.fifo; sleep 100'],\n"
+        "                   dict(os.environ), d,\n"
         "                   d / 'o.log', d / 'e.log')\n"
         "run_process(spec, on_start=lambda pid: print(pid, time.time(), flush=True))\n"
     )
+    os.mkfifo(tmp_path / "gc.fifo")  # the trial reports its background child's pid here
     orch = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     assert orch.stdout is not None
     pid_text, started_text = orch.stdout.readline().split()
+    grandchild = int((tmp_path / "gc.fifo").read_text().split()[0])  # blocks until written
     orch.kill()
     orch.wait()
     pid, started_at = int(pid_text), float(started_text)
@@ -395,7 +398,6 @@ def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> Non
     assert "reused" in end_orphaned_trial(pid, started_at - 3600)
     assert proctree.is_alive(pid)
 
-    grandchild = int((tmp_path / "o.log").read_text().split()[0])
     message = end_orphaned_trial(pid, started_at, grace_s=1.0)
     assert "ended" in message
     assert_dead(pid)
