@@ -50,6 +50,7 @@ class Marks:
 
     values: dict[str, tuple[int, int]] = field(default_factory=dict)
     keys: dict[str, tuple[int, int]] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)  # scalars as written (for hints)
 
     def at(self, path: str, *, key: bool = False) -> tuple[int, int]:
         """The position of ``path``, or of its closest recorded ancestor."""
@@ -221,6 +222,7 @@ class _Builder:
                 f"unsupported YAML tag {node.tag!r} (a recipe holds strings, numbers, booleans "
                 "and null)", line=node.start_mark.line + 1, column=node.start_mark.column + 1,
                 path=path, hint="quote the value to make it a string")
+        self.marks.raw.setdefault(path, node.value)
         return self.loader.construct_object(node, deep=True)
 
     def _mapping(self, node: yaml.MappingNode, path: str, depth: int) -> dict[Any, Any]:

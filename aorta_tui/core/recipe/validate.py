@@ -111,6 +111,15 @@ class Validator:
         self.issues.append(RecipeIssue(line, col, path, message, hint))
         return BAD
 
+    def quote_hint(self, path: str, value: Any) -> str | None:
+        """For a scalar YAML did not read as a string: how to make it one."""
+        written = self.marks.raw.get(path)
+        if value is None:
+            return "write a value, or remove the key"
+        if written is None or isinstance(value, (list, dict)):
+            return None
+        return f"YAML reads {written} as {_type_name(value)}; quote it: \"{written}\""
+
     # -- shapes ----------------------------------------------------------------------------
     def mapping(self, path: str, value: Any, allowed: frozenset[str], *,
                 what: str = "a mapping", extra_hint: dict[str, str] | None = None) -> Any:
@@ -178,7 +187,7 @@ class Validator:
                ) -> Any:
         if not isinstance(value, str):
             return self.issue(path, f"expected a string, got {_type_name(value)} ({value!r})",
-                              hint or "quote the value")
+                              self.quote_hint(path, value) or hint or "quote the value")
         if nonempty and not value.strip():
             return self.issue(path, "must not be empty", hint or "write a value or remove the key")
         if "\x00" in value:
@@ -235,9 +244,8 @@ class Validator:
                 ok = False
                 continue
             if not isinstance(v, str):
-                shown = "true" if v is True else "false" if v is False else v
                 self.issue(sub, f"the value must be a string, got {_type_name(v)} ({v!r})",
-                           f"quote it: {k}: \"{shown if v is not None else ''}\"")
+                           self.quote_hint(sub, v) or "quote the value")
                 ok = False
                 continue
             if "\x00" in v:
@@ -391,7 +399,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
 def _safe_component(v: Validator, path: str, value: Any, *, what: str) -> Any:
     if not isinstance(value, str):
         return v.issue(path, f"the {what} must be a string, got {_type_name(value)} ({value!r})",
-                       "quote it")
+                       v.quote_hint(path, value) or "quote it")
     if value in K.RESERVED_CELL_NAMES or not _CELL_NAME_RE.fullmatch(value):
         return v.issue(path, f"{value!r} cannot be used as the {what}: it becomes a directory "
                        "name, so it must be 1-100 letters, digits, '.', '_' or '-', start with "
