@@ -20,46 +20,12 @@ import bisect
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from aorta_tui.hwqueue import metrics as M
+from aorta_tui.hwqueue.cupti import DEVICE_CATS, RUNTIME_CATS, clock_markers, estimate_offset
 from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
-
-DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime"}
-
-
-def clock_offset_ns(torch: Any, rounds: int = 50) -> list[tuple[float, float, str]]:
-    """Emit profiler markers bracketed by perf_counter_ns reads: (t0, t1, name) per marker."""
-    out = []
-    for i in range(rounds):
-        name = f"hwq_clock_marker_{i}"
-        rf = torch.profiler.record_function(name)
-        t0 = time.perf_counter_ns()
-        rf.__enter__()
-        t1 = time.perf_counter_ns()
-        rf.__exit__(None, None, None)
-        out.append((float(t0), float(t1), name))
-    return out
-
-
-def estimate_offset(trace: dict[str, Any], markers: list[tuple[float, float, str]]) -> tuple[float, float]:
-    """trace_ns - perf_ns from the tightest marker; returns (offset, uncertainty) in ns."""
-    ts = {e["name"]: float(e["ts"]) * 1e3 for e in trace["traceEvents"]
-          if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-          and str(e.get("name", "")).startswith("hwq_clock_marker_")}
-    best = None
-    for t0, t1, name in markers:
-        if name in ts:
-            width = t1 - t0
-            off = ts[name] - (t0 + t1) / 2.0
-            if best is None or width < best[1]:
-                best = (off, width)
-    if best is None:
-        raise SystemExit("profiler trace has no clock markers: cannot align clocks")
-    return best[0], best[1] / 2.0
 
 
 def cupti_timeline(result: dict[str, Any], trace: dict[str, Any], offset: float,
@@ -213,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                              warmup=args.warmup, device=args.device, size=args.size,
                              keep_timeline=True)
         with profile(activities=activities) as prof:
-            markers = clock_offset_ns(torch)
+            markers = clock_markers(torch, 50)
             result = run_queue(cfg)
         trace_path = args.out / f"{name}.trace.json"
         prof.export_chrome_trace(str(trace_path))

@@ -100,6 +100,9 @@ def run_cmd(
     output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
                                           help="Write the result JSON here (atomically)."),
     timeline: bool = typer.Option(False, "--timeline", help="Include every launch's timestamps."),
+    timing: str = typer.Option("events", "--timing",
+                               help="events (CUDA/HIP events per launch, low overhead) or cupti "
+                               "(profiler kernel timestamps: true kernel execution, HTA launch delay)."),
     ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
                                     help="Also trace the CUDA runtime with eBPF (needs root)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON on stdout."),
@@ -118,7 +121,7 @@ def run_cmd(
                          warmup=warmup, device=device, devices=_parse_devices(devices),
                          sync_mode=sync_mode, dtype=dtype, size=size,
                          params=_parse_params(param), ebpf_trace=ebpf_trace,
-                         keep_timeline=timeline)
+                         keep_timeline=timeline, timing=timing)
     cfg.validate()
     result = run_queue(cfg, on_event=_progress_sink(as_json, quiet))
     if output is not None:

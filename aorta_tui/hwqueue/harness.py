@@ -26,6 +26,7 @@ from aorta_tui.hwqueue.metrics import LaunchRecord
 from aorta_tui.hwqueue.workloads.base import DTYPES, WorkloadContext
 
 SYNC_MODES = ("per_iteration", "end_only", "none")
+TIMINGS = ("events", "cupti")
 EventCallback = Callable[[Event], None]
 
 
@@ -44,6 +45,7 @@ class QueueRunConfig:
     run_id: str = ""
     ebpf_trace: bool = False
     keep_timeline: bool = False  # put every LaunchRecord into the result (large)
+    timing: str = "events"  # events: CUDA/HIP events per launch; cupti: profiler kernel timestamps
 
     def validate(self) -> None:
         from aorta_tui.hwqueue.backends import resolve_devices
@@ -68,6 +70,11 @@ class QueueRunConfig:
         if self.ebpf_trace and devs == ["cpu"]:
             raise UsageError("--ebpf-trace traces the CUDA runtime of a GPU run; a --device cpu "
                              "run has nothing to trace", hint="drop --ebpf-trace or use --device cuda")
+        if self.timing not in TIMINGS:
+            raise UsageError(f"unknown timing {self.timing!r}", hint="use --timing events or cupti")
+        if self.timing == "cupti" and devs == ["cpu"]:
+            raise UsageError("--timing cupti reads GPU kernel timestamps; a --device cpu run has none",
+                             hint="drop --timing cupti or use --device cuda")
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown dtype {self.dtype!r}", hint=f"use one of {', '.join(DTYPES)}")
 
@@ -90,6 +97,9 @@ class RawRun:
     params: dict[str, Any]
     ebpf: dict[str, Any] | None = None
     ebpf_reason: str | None = None
+    # with --timing cupti: the event-based launch records of the same run, and capture counts
+    event_records: list[LaunchRecord] | None = None
+    profiler_info: dict[str, Any] | None = None
 
 
 def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> dict[str, Any]:
@@ -138,7 +148,13 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
         starts: list[float] = []
         every = max(1, cfg.iterations // 20)
         tracer, ebpf_reason = _ebpf_session(cfg, on_event)
-        with tracer if tracer is not None else contextlib.nullcontext():
+        capture = None
+        if cfg.timing == "cupti":
+            from aorta_tui.hwqueue.cupti import ProfilerCapture
+
+            capture = ProfilerCapture(torch)
+        with tracer if tracer is not None else contextlib.nullcontext(), \
+                capture if capture is not None else contextlib.nullcontext():
             for i, plan in enumerate(plans):
                 starts.append(float(time.perf_counter_ns()))
                 host.append(_issue(backend, streams, plan, events[i]))
@@ -168,6 +184,20 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
                 else:
                     g0, g1 = backend.event_host_ns(e0, dev), backend.event_host_ns(e1, dev)
                 records.append(LaunchRecord(i, la.stream, la.label, float(h0), float(h1), g0, g1))
+        event_records = None
+        profiler_info = None
+        device_clock = backend.device_clock
+        if capture is not None:
+            from aorta_tui.hwqueue.cupti import activity_records, estimate_offset
+
+            trace = capture.trace()
+            offset, offset_unc = estimate_offset(trace, capture.markers)
+            event_records = records
+            records, profiler_info = activity_records(trace, offset, event_records)
+            profiler_info["clock_offset_uncertainty_us"] = offset_unc / 1e3
+            uncertainty = offset_unc
+            device_clock = "cupti (torch.profiler kernel timestamps, one record per kernel)"
+            del trace
         memory, memory_reason = backend.memory()
         platform_info = backend.platform_info()
         platform_info["distributed"] = _distributed_info(torch)
@@ -176,8 +206,9 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
             work_per_iteration=float(workload.work_per_iteration()),
             clock_uncertainty_ns=uncertainty, memory=memory, memory_reason=memory_reason,
             platform=platform_info, stream_devices=stream_devices,
-            emulated=backend.emulated, device_clock=backend.device_clock,
+            emulated=backend.emulated, device_clock=device_clock,
             params=dict(workload.params), ebpf=ebpf, ebpf_reason=ebpf_reason,
+            event_records=event_records, profiler_info=profiler_info,
         )
     finally:
         workload.cleanup()

@@ -103,18 +103,21 @@ def achieved_concurrency(records: Sequence[LaunchRecord]) -> float | None:
     return math.fsum(per_stream_busy_ns(records).values()) / span
 
 
-def launch_delays_ns(records: Sequence[LaunchRecord]) -> tuple[list[float], int]:
+def launch_delays_ns(records: Sequence[LaunchRecord],
+                     keep_negative: bool = False) -> tuple[list[float], int]:
     """HTA's launch delay (device start minus host end of the launch call), per launch.
 
     Returns the measurable delays and how many launches were left out because their device
     start came before the host call returned: with events that means the start marker fired
-    on an idle stream before the kernel was submitted, so it does not time the kernel.
+    on an idle stream before the kernel was submitted, so it does not time the kernel. With
+    kernel timestamps (``keep_negative``) a kernel starting before its runtime call returned
+    is a real measurement and is kept.
     """
     measured: list[float] = []
     unmeasurable = 0
     for r in records:
         delay = r.gpu_start_ns - r.host_end_ns
-        if delay >= 0:
+        if delay >= 0 or keep_negative:
             measured.append(delay)
         else:
             unmeasurable += 1

@@ -38,6 +38,27 @@ SUMMARY_FIELDS: dict[str, tuple[str | None, str]] = {
 }
 
 
+BUSY_MEANING = {
+    "events": ("stream occupancy: from the start event being reached to the end event being "
+               "reached; includes time a kernel waited for submission or for free SMs"),
+    "cupti": "kernel execution: union of the profiler's kernel intervals on the stream",
+    "cpu": "host time inside the launch calls (CPU emulation)",
+}
+
+
+def event_metrics(recs: list[M.LaunchRecord]) -> dict[str, Any]:
+    """The event-based figures of a --timing cupti run, for comparison with the kernel ones."""
+    delays, unmeasurable = M.launch_delays_ns(recs)
+    so = M.idle_gaps(recs).switch_overhead_ns
+    return {
+        "per_stream_occupied_ms": {str(s): b / 1e6 for s, b in M.per_stream_busy_ns(recs).items()},
+        "achieved_concurrency": M.achieved_concurrency(recs),
+        "launch_delay_us": M.scale(M.stats(delays), 1e3),
+        "launch_delay_unmeasurable": unmeasurable,
+        "switch_overhead_us": None if so is None else so / 1e3,
+    }
+
+
 def new_run_id() -> str:
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"q-{now}-{secrets.token_hex(2)}"
@@ -59,6 +80,8 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     lat_ns = M.iteration_latencies_ns(recs, raw.iteration_starts_ns)
     latency = M.scale(M.stats(lat_ns), 1e6)
     periods = M.iteration_periods_ns(raw.iteration_starts_ns, raw.end_ns)
+    if latency is None:
+        unavailable["iteration_latency_ms"] = "no device activity was recorded"
 
     busy = M.per_stream_busy_ns(recs)
     span = M.device_span_ns(recs)
@@ -85,7 +108,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         unavailable["queue_depth"] = ("CPU emulation finishes each launch before the call "
                                       "returns: no device queue exists")
     else:
-        delays, unmeasurable = M.launch_delays_ns(recs)
+        delays, unmeasurable = M.launch_delays_ns(recs, keep_negative=cfg.timing == "cupti")
         delay_stats = M.scale(M.stats(delays), 1e3)
         if delay_stats is None:
             unavailable["launch_delay_us"] = (
@@ -146,6 +169,9 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "clock_alignment_uncertainty_us": (None if raw.clock_uncertainty_ns is None
                                                else raw.clock_uncertainty_ns / 1e3),
             "launches_recorded": len(recs),
+            "timing": cfg.timing,
+            "busy_meaning": BUSY_MEANING["cpu" if raw.emulated else cfg.timing],
+            "profiler": raw.profiler_info,
         },
         "summary": summary,
         "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()},
@@ -171,7 +197,9 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         },
         "ebpf": raw.ebpf,
     }
-    result["samples"].update(per_iteration_samples(recs, raw.emulated))
+    result["samples"].update(per_iteration_samples(recs, raw.emulated, cfg.timing == "cupti"))
+    if raw.event_records is not None:
+        result["event_metrics"] = event_metrics(raw.event_records)
     if cfg.keep_timeline:
         t0 = raw.iteration_starts_ns[0]
         result["timeline"] = [
@@ -184,7 +212,8 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     return result
 
 
-def per_iteration_samples(recs: list[M.LaunchRecord], emulated: bool) -> dict[str, list[float]]:
+def per_iteration_samples(recs: list[M.LaunchRecord], emulated: bool,
+                          keep_negative: bool = False) -> dict[str, list[float]]:
     """Per-iteration values of the figures without a natural sample, for compare's spread."""
     by_iter: dict[int, list[M.LaunchRecord]] = {}
     for r in recs:
@@ -198,7 +227,7 @@ def per_iteration_samples(recs: list[M.LaunchRecord], emulated: bool) -> dict[st
         if c is not None:
             conc.append(c)
         if not emulated:
-            d, _ = M.launch_delays_ns(group)
+            d, _ = M.launch_delays_ns(group, keep_negative)
             if d:
                 delay.append(sum(d) / len(d) / 1e3)
         so = M.idle_gaps(group).switch_overhead_ns
