@@ -71,7 +71,7 @@ class HomeScreen(AortaScreen):
             f"[b]GPUs[/b]       {gpus}  [dim]({facts.gpu_source})[/dim]\n"
             f"[b]bpftrace[/b]   {facts.bpftrace}\n"
             f"[b]privileges[/b] {facts.privileges}\n"
-            f"[b]output[/b]     {self.aorta.output_dir}"
+            f"[b]output[/b]     {self.display_path(self.aorta.output_dir)}"
         )
         self.query_one("#machine", Static).update(text)
 
@@ -103,7 +103,7 @@ class HomeScreen(AortaScreen):
             state = row[0]
             style = {"running": "bold green", "interrupted": "yellow"}.get(state, "")
             runs.add_row(Text(state, style=style), *(Text(cell) for cell in row[1:]))
-        title = f"Runs in {self.aorta.output_dir}"
+        title = f"Runs in {self.display_path(self.aorta.output_dir)}"
         if runs_note:
             title += f" — {runs_note}"
         elif not runs_rows:
@@ -115,7 +115,7 @@ class HomeScreen(AortaScreen):
         for path in recipes:
             table.add_row(Text(self._short(path)))
         if not recipes:
-            self.query_one("#recipes-title", Static).update(f"Recipes nearby — none in {self.aorta.cwd}")
+            self.query_one("#recipes-title", Static).update("Recipes nearby — none here or in ./recipes")
 
     def _short(self, path: Path) -> str:
         try:

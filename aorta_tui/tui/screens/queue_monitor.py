@@ -71,7 +71,7 @@ class QueueMonitorScreen(AortaScreen):
         self._offered = 0
         self._drawn = 0
         self.redraws = 0
-        self._rates: deque[float] = deque([0.0], maxlen=RATE_HISTORY)
+        self._rates: deque[float] = deque(maxlen=RATE_HISTORY)
         self._stop: threading.Event | None = None
         self.session: Any = None
         self._thread: threading.Thread | None = None

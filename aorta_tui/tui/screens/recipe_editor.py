@@ -246,6 +246,7 @@ class RecipeEditorScreen(AortaScreen):
         self.checks_done += 1
         self.issues = issues
         table = self.query_one("#recipe-issues", DataTable)
+        table.display = bool(issues)
         table.clear()
         for issue in issues:
             table.add_row(
