@@ -44,7 +44,12 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 @dataclass(frozen=True)
 class HangPolicy:
-    """``window_s``/``grace_s`` are the recipe's ``hang_window_sec``/``hang_grace_period_at_start``."""
+    """``window_s``/``grace_s`` are the recipe's ``hang_window_sec``/``hang_grace_period_at_start``.
+
+    ``disabled`` may be the recipe's whole ``disable_detectors``: only the hang signal names
+    (bare or ``tier2:``-prefixed) are kept; ids of other tiers are not this policy's business
+    (the recipe layer validates names against ``classify.builtin_detector_ids()``).
+    """
 
     window_s: float = 30.0
     grace_s: float = 60.0
@@ -55,12 +60,8 @@ class HangPolicy:
             raise ValueError(f"hang window must be > 0 seconds, got {self.window_s!r}")
         if not self.grace_s >= 0:
             raise ValueError(f"hang grace period must be >= 0 seconds, got {self.grace_s!r}")
-        unknown = set(self.disabled) - set(SIGNAL_NAMES)
-        if unknown:
-            raise ValueError(
-                f"unknown hang signal(s) {sorted(unknown)}; the signals are {list(SIGNAL_NAMES)}"
-            )
-        object.__setattr__(self, "disabled", frozenset(self.disabled))
+        names = {n.strip().removeprefix("tier2:") for n in self.disabled}
+        object.__setattr__(self, "disabled", frozenset(names & set(SIGNAL_NAMES)))
 
     @property
     def check_interval_s(self) -> float:

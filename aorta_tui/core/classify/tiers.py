@@ -25,6 +25,7 @@ from aorta_tui.core.classify.dmesg import KERNEL_PATTERNS, KernelEvent
 from aorta_tui.core.classify.model import Classification, Detection, Pattern, PatternRule
 from aorta_tui.core.classify.patterns import LOG_PATTERNS
 from aorta_tui.core.classify.scan import Matcher, line_wise, numeric_captures, scan_file
+from aorta_tui.core.hang import SIGNAL_NAMES
 
 if TYPE_CHECKING:
     from aorta_tui.core.worker import ProcessOutcome
@@ -41,6 +42,7 @@ def builtin_detector_ids() -> dict[str, int]:
     """Every built-in detector id and its tier (for validating ``disable_detectors``)."""
     ids = {i: 1 for i in TIER1_IDS}
     ids.update({i: 2 for i in TIER2_IDS})
+    ids.update({i: 2 for i in SIGNAL_NAMES})  # hang signals, disabled one by one
     ids.update({p.id: 3 for p in KERNEL_PATTERNS})
     ids.update({p.id: 4 for p in LOG_PATTERNS})
     return ids
