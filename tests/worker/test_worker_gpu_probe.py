@@ -159,13 +159,16 @@ def test_real_gpu_peak_memory_and_idle_hang(tmp_path: Path) -> None:
     spec = ProcessSpec(
         argv=[sys.executable, "-c", code], env=dict(os.environ), cwd=tmp_path,
         stdout_path=tmp_path / "o.log", stderr_path=tmp_path / "e.log", timeout_s=120,
-        hang=HangPolicy(window_s=3.0, grace_s=2.0), gpu_sample_interval_s=0.5,
+        # Output silence off: the hang must rest on gpu_idle and io_idle together.
+        hang=HangPolicy(window_s=3.0, grace_s=2.0, disabled=frozenset({"output_silence"})),
+        gpu_sample_interval_s=0.5,
     )  # fmt: skip
     out = run_process(spec)
     assert out.gpu_peak_mem_bytes is not None, out.gpu_mem_reason
     assert out.gpu_peak_mem_bytes >= 1 << 30
     assert out.hang is not None, out.to_dict()
-    assert "gpu_idle" in out.hang.held(), out.hang.to_dict()
+    assert set(out.hang.held()) == {"gpu_idle", "io_idle"}, out.hang.to_dict()
+    assert out.hang_note is None
 
 
 @pytest.mark.gpu
