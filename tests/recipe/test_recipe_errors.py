@@ -256,7 +256,7 @@ def test_every_problem_is_reported_at_once(registry):
     rendered = err.render()
     assert rendered.startswith("8 problems in the recipe:")
     assert rendered.count("\n  - r.yaml:") == 8
-    assert 'quote it: ALSO: "3"' in rendered
+    assert 'YAML reads 3 as an integer; quote it: "3"' in rendered
 
 
 def test_bad_regex_and_condition_are_located():
@@ -364,6 +364,14 @@ def test_workload_config_rules():
     assert "finite" in issue.message
     issue, _ = one(TRIAGE + "workload_config: {x: 2024-01-01}\n")
     assert "unsupported YAML tag" in issue.message and "quote" in issue.hint
+
+
+def test_yaml_words_that_are_not_strings_get_a_quoting_hint():
+    err = problems(TRIAGE.replace("[none]", "[no]") + "extra_env: {A: yes, B: 0x10}\n")
+    hints = {i.path: i.hint for i in err.issues}
+    assert hints["cells[0].mitigations[0]"] == 'YAML reads no as a boolean; quote it: "no"'
+    assert hints["extra_env.A"] == 'YAML reads yes as a boolean; quote it: "yes"'
+    assert hints["extra_env.B"] == 'YAML reads 0x10 as an integer; quote it: "0x10"'
 
 
 def test_misc_fields():

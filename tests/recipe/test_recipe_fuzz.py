@@ -20,6 +20,7 @@ from aorta_tui.core.recipe import (
     check_recipe_text,
     load_recipe_text,
 )
+from aorta_tui.core.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAM = REPO / "tests" / "fixtures" / "upstream-recipes"
@@ -72,25 +73,28 @@ def mutated_recipes(draw):
     return yaml.safe_dump(recipe, sort_keys=draw(st.booleans()), allow_unicode=True)
 
 
-def _assert_located_error_or_recipe(text: str) -> None:
+REGISTRY = Registry()
+
+
+def _assert_located_error_or_recipe(text: str, registry: Registry | None = None) -> None:
     try:
-        recipe = load_recipe_text(text, source="fuzz.yaml")
+        recipe = load_recipe_text(text, source="fuzz.yaml", registry=registry)
     except RecipeValidationError as exc:
         assert exc.issues, "an error without issues"
         for issue in exc.issues:
             assert issue.line >= 1 and issue.column >= 1, issue
             assert issue.message
         assert LOCATED.search(exc.render()), exc.render()
-        assert check_recipe_text(text) == exc.issues
+        assert check_recipe_text(text, source="fuzz.yaml", registry=registry) == exc.issues
     else:
         assert isinstance(recipe, Recipe)
-        assert check_recipe_text(text) == []
+        assert check_recipe_text(text, registry=registry) == []
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(mutated_recipes())
-def test_mutated_upstream_and_example_recipes(text):
-    _assert_located_error_or_recipe(text)
+@given(mutated_recipes(), st.booleans())
+def test_mutated_upstream_and_example_recipes(text, with_registry):
+    _assert_located_error_or_recipe(text, REGISTRY if with_registry else None)
 
 
 @settings(max_examples=300, deadline=None)

@@ -96,6 +96,12 @@ def errors(schema: dict[str, Any], value: Any, path: str = "$") -> list[str]:
 
 
 SCHEMA = recipe_json_schema()
+try:
+    import jsonschema as _jsonschema
+
+    JSONSCHEMA: Any = _jsonschema.Draft202012Validator(SCHEMA)
+except ImportError:  # optional: the tiny validator above is always used
+    JSONSCHEMA = None
 
 
 def _recipe_files() -> list[Path]:
@@ -146,6 +152,8 @@ PROBE = {"schema_version": 1, "mode": "probe", "trials": 1, "mitigation_axis": [
 def test_schema_rejects_common_mistakes(base, change):
     data = {**copy.deepcopy(base), **change}
     assert errors(SCHEMA, data), data
+    if JSONSCHEMA is not None:
+        assert not JSONSCHEMA.is_valid(data)
     with pytest.raises(RecipeError):
         load_recipe_text(yaml.safe_dump(data))
 
@@ -172,11 +180,14 @@ def _mutations():
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutations())
 def test_whatever_the_loader_accepts_the_schema_accepts(data):
+    mine = errors(SCHEMA, data)
+    if JSONSCHEMA is not None:  # the tiny validator agrees with the reference implementation
+        assert (mine == []) == JSONSCHEMA.is_valid(data), (mine, data)
     try:
         load_recipe_text(yaml.safe_dump(data))
     except RecipeError:
         return
-    assert errors(SCHEMA, data) == [], data
+    assert mine == [], data
 
 
 def test_docs_describe_every_key():
