@@ -320,6 +320,7 @@ class _Run:
             self._drain(loop, until_eof=True)
         except BaseException:
             # Interrupted (KeyboardInterrupt, a failing on_start): never leave the tree running.
+            self.tree_snapshot |= proctree.tree_pids(self.pid, pgid=self.pid)
             self._signal_tree(_signal.SIGKILL)
             if self.status is None:
                 self._reap()

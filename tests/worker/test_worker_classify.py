@@ -339,3 +339,8 @@ def test_docs_list_every_builtin_detector() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "classifier.md").read_text()
     missing = [i for i in builtin_detector_ids() if f"`{i}`" not in doc]
     assert missing == [], f"docs/classifier.md does not mention {missing}"
+
+
+def test_unknown_exit_status_is_an_error_not_a_pass(tmp_path: Path) -> None:
+    c = run(tmp_path, oc=outcome(exit_code=None, signal=None))
+    assert c.verdict == "error" and [d.id for d in c.detections] == ["exit_unknown"]

@@ -30,7 +30,10 @@ from aorta_tui.core.hang import SIGNAL_NAMES
 if TYPE_CHECKING:
     from aorta_tui.core.worker import ProcessOutcome
 
-TIER1_IDS = ("exec_failed", "timeout", "cancelled", "killed_by_signal", "core_dumped", "exit_nonzero")
+TIER1_IDS = (
+    "exec_failed", "timeout", "cancelled", "killed_by_signal", "core_dumped", "exit_nonzero",
+    "exit_unknown",
+)  # fmt: skip
 TIER2_IDS = ("hang",)
 KERNEL_UNAVAILABLE_ID = "kernel_log_unavailable"
 REQUIRED_MISSING = "required pattern never matched"
@@ -75,7 +78,10 @@ def tier1(outcome: ProcessOutcome) -> list[Detection]:
                              captures={"signal": outcome.signal, "name": name}))  # fmt: skip
         if outcome.core_dumped:
             out.append(Detection(1, "core_dumped", "fail", f"dumped core ({name})"))
-    elif outcome.exit_code not in (None, 0):
+    elif outcome.exit_code is None:
+        # Someone else reaped the child (a stray os.wait() in the orchestrator): no observation.
+        out.append(Detection(1, "exit_unknown", "error", "the exit status of the trial is unknown"))
+    elif outcome.exit_code != 0:
         out.append(Detection(1, "exit_nonzero", "fail", f"exited with code {outcome.exit_code}",
                              captures={"exit_code": outcome.exit_code}))  # fmt: skip
     return out
