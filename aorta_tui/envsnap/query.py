@@ -37,10 +37,11 @@ def values_only(node: Any) -> Any:
 def get_field(snapshot: dict[str, Any], path: str) -> Any:
     node: Any = snapshot
     walked: list[str] = []
-    for part in split_path(path):
+    parts = split_path(path)
+    for i, part in enumerate(parts):
         where = ".".join(walked) or "the top level"
         if is_leaf(node):
-            if part in _META:
+            if part in _META and i == len(parts) - 1:
                 return node.get(part)
             raise UsageError(f"--field {path}: {where} is a field; after it only "
                              f"{', '.join(_META[:4])} may follow")

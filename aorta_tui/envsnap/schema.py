@@ -113,10 +113,31 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
     except UnicodeDecodeError as exc:
         raise UsageError(f"{p}: not UTF-8 text (byte {exc.start})", hint="pass a JSON snapshot") from None
     except json.JSONDecodeError as exc:
-        truncated = exc.pos >= len(raw.rstrip()) - 1
+        truncated = _ends_inside_a_value(raw.decode("utf-8", "replace"))
         what = "truncated JSON (the file ends early)" if truncated else f"not valid JSON: {exc.msg}"
         raise UsageError(f"{p}:{exc.lineno}:{exc.colno}: {what}",
                          hint="capture the snapshot again; writes by aorta-tui are atomic") from None
+
+
+def _ends_inside_a_value(text: str) -> bool:
+    """True when the text stops inside a string, object or array: a cut-off file."""
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return in_string or depth > 0
 
 
 def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
