@@ -96,7 +96,7 @@ def main() -> None:
 
     def multi(k: int) -> int:
         for _ in range(k):
-            for s, b in zip(streams, bufs):
+            for s, b in zip(streams, bufs, strict=False):
                 with torch.cuda.stream(s):
                     b.add_(1.0)
         torch.cuda.synchronize()
@@ -176,10 +176,10 @@ def main() -> None:
 
     @phase("cupti_join")
     def cupti():
+        import numpy as np
         from torch.profiler import ProfilerActivity, profile
 
         from aorta_tui.trace import cupti_join
-        import numpy as np
         raw = OUT / "join_raw.jsonl.gz"
         trace_path = Path("/tmp/prof_trace.json")
         def body():
@@ -211,7 +211,7 @@ def main() -> None:
                     b.add_(1.0)
         def body():
             n = 40000
-            th = [threading.Thread(target=worker, args=(s, b, n)) for s, b in zip(streams, bufs)]
+            th = [threading.Thread(target=worker, args=(s, b, n)) for s, b in zip(streams, bufs, strict=False)]
             t = time.perf_counter()
             for x in th:
                 x.start()

@@ -1,7 +1,285 @@
-"""`aorta-tui trace ...` commands (being built; see the issue tracker)."""
+"""`aorta-tui trace ...`: eBPF tracing with bpftrace (capability check, queue and memory traces)."""
 
 from __future__ import annotations
 
-from aorta_tui.cli.common import new_app
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
 
-app = new_app("trace commands.")
+import typer
+
+from aorta_tui.cli.common import cli_command, err, new_app
+
+app = new_app(
+    "eBPF tracing with bpftrace: launch/submit -> dispatch histograms and GPU memory events.\n\n"
+    "Examples:\n\n"
+    "  aorta-tui trace info --json\n\n"
+    "  sudo aorta-tui trace queue --probes cuda -- python train.py\n\n"
+    "  sudo aorta-tui trace queue --probes cuda --pid 4242 --duration 30 -o q.json\n\n"
+    "  sudo aorta-tui trace memory --pid 4242 --duration 10"
+)
+
+QUEUE_DEFAULT = ("cuda", "hip", "amdgpu", "drm_sched")
+
+_BPFTRACE_OPT = typer.Option(None, "--bpftrace", metavar="PATH",
+                             help="bpftrace binary (default: $AORTA_TUI_BPFTRACE, then PATH).")
+
+
+def _libs(values: list[str]) -> dict[str, Path]:
+    from aorta_tui.core.errors import UsageError
+
+    out: dict[str, Path] = {}
+    for v in values or []:
+        name, sep, path = v.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--lib {v!r} is not NAME=PATH", hint="e.g. --lib cuda=/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+        out[name.strip()] = Path(path.strip())
+    return out
+
+
+@app.command("info")
+@cli_command
+def info(
+    json_out: bool = typer.Option(False, "--json", help="Print the capability report as JSON."),
+    bpftrace: str | None = _BPFTRACE_OPT,
+    pid: int | None = typer.Option(None, "--pid", help="Resolve uprobe libraries from this process's maps."),
+    lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library for a probe set (cuda, hip, hsa)."),
+) -> None:
+    """What this machine can trace: kernel, bpftrace, privileges, tracefs, every probe set.
+
+    Example: aorta-tui trace info --json
+    """
+    from aorta_tui.trace.capability import trace_info
+
+    data = trace_info(bpftrace, pid=pid, library_paths=_libs(lib))
+    if json_out:
+        print(json.dumps(data, indent=2))
+        return
+    b = data["bpftrace"]
+    print(f"kernel        {data['kernel']} ({data['machine']})")
+    print(f"bpftrace      {b['path'] or 'not found'}" + (f" v{b['version']}" if b["version"] else "")
+          + (f"  (found by {b['found_by']})" if b["path"] else f"  fix: {b['fix']}"))
+    p = data["privileges"]
+    print(f"privileges    root={p['root']} CAP_BPF={p['cap_bpf']} CAP_PERFMON={p['cap_perfmon']}"
+          + ("" if p["sufficient"] else "  -> not enough: run as root (sudo)"))
+    t = data["tracefs"]
+    print(f"tracefs       {t['mounted_at'] or 'not mounted; fix: ' + t['fix']}")
+    print(f"kprobes       {'yes' if data['kprobes']['available'] else 'no'} ({data['kprobes']['reason']})")
+    print("probe sets:")
+    for name, s in data["probe_sets"].items():
+        state = "available" if s["available"] else "not available"
+        print(f"  {name:<11} {state}: {s['description']}")
+        if s["library"]:
+            print(f"              library {s['library']} ({s['library_found_by']})")
+        if s["found"]:
+            print(f"              found   {', '.join(s['found'])}")
+        if not s["available"] and s["reason"]:
+            print(f"              reason  {s['reason']}")
+            if s["fix"]:
+                print(f"              fix     {s['fix']}")
+
+
+def _run_trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
+               mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
+               libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
+               auto: bool) -> None:
+    from aorta_tui.core.atomic import atomic_write_json
+    from aorta_tui.core.errors import EnvironmentProblem, UsageError
+    from aorta_tui.trace.session import TraceSession
+
+    if (pid is None) == (not command):
+        raise UsageError("give exactly one target: --pid N, or a command after --",
+                         hint="e.g. aorta-tui trace queue --probes cuda -- python train.py")
+    if auto:
+        probes = _available(probes, pid=pid, libs=libs, bpftrace=bpftrace)
+    raw_path = raw
+    tmp_raw = None
+    if perfetto is not None and raw_path is None:
+        import tempfile
+
+        fd, name = tempfile.mkstemp(prefix="aorta-trace-", suffix=".jsonl.gz")
+        os.close(fd)
+        tmp_raw = raw_path = Path(name)
+    live = sys.stderr.isatty() and not json_out
+
+    def on_event(ev: Any) -> None:
+        if live and getattr(ev, "kind", "") == "histogram_snapshot":
+            _live_line(ev)
+
+    session = TraceSession(probes, pid=pid, command=command or None, mode=mode, interval_s=interval,
+                           bpftrace=bpftrace, on_event=on_event, raw_path=raw_path,
+                           library_paths=libs)
+    interrupted = False
+    try:
+        session.start()
+        err(f"tracing {', '.join(probes)} ({mode} mode, {session.program.uprobe_count} uprobes, "
+            f"{session.program.tracepoint_count} tracepoints) on "
+            + (f"pid {pid}" if pid is not None else f"pid {session.child_pid}: {' '.join(command)}")
+            + (f" for {duration:g} s" if duration else "") + "; Ctrl-C stops")
+        if command:
+            session.wait(timeout=duration)
+        else:
+            threading.Event().wait(duration) if duration else threading.Event().wait()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        session.stop()
+    result = session.result()
+    result["probes"] = probes
+    if perfetto is not None and raw_path is not None and raw_path.exists():
+        from aorta_tui.trace.export import export_perfetto
+
+        result["perfetto"] = {"path": str(perfetto), **export_perfetto(raw_path, perfetto)}
+    if tmp_raw is not None:
+        tmp_raw.unlink(missing_ok=True)
+        result["raw_events"] = None
+    if output is not None:
+        atomic_write_json(output, result)
+    if json_out:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_summary(result)
+        if output is not None:
+            print(f"result written to {output}")
+    if interrupted:
+        raise KeyboardInterrupt
+    if not result["probe_sets"]:
+        raise EnvironmentProblem("nothing was traced")
+
+
+def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path], bpftrace: str | None) -> list[str]:
+    from aorta_tui.core.errors import EnvironmentProblem
+    from aorta_tui.trace.capability import trace_info
+
+    info = trace_info(bpftrace, pid=pid, library_paths=libs)
+    ok = [n for n in wanted if info["probe_sets"][n]["available"]]
+    if not ok:
+        reasons = "; ".join(f"{n}: {info['probe_sets'][n]['reason']}" for n in wanted)
+        raise EnvironmentProblem(f"none of the probe sets {', '.join(wanted)} can attach here ({reasons})",
+                                 hint="run `aorta-tui trace info` and pick --probes, or pass --lib NAME=PATH")
+    return ok
+
+
+def _live_line(ev: Any) -> None:
+    p = ev.percentiles or {}
+    def f(v: Any) -> str:
+        return "n/a" if v is None else f"{v:.1f}"
+    err(f"  {ev.probe_set:<22} n={ev.count:<9} {ev.events_per_s:9.0f}/s  p50={f(p.get('p50'))} "
+        f"p99={f(p.get('p99'))} max={f(p.get('max'))} {ev.unit}  lost={ev.lost_events}")
+
+
+def _bar_rows(buckets: list[list[float]], width: int = 40, rows: int = 12) -> list[str]:
+    if not buckets:
+        return []
+    # merge adjacent buckets into at most `rows` rows so the plot stays short
+    step = max(1, -(-len(buckets) // rows))
+    merged = []
+    for i in range(0, len(buckets), step):
+        chunk = buckets[i : i + step]
+        merged.append((chunk[0][0], chunk[-1][1], sum(c[2] for c in chunk)))
+    top = max(c for _, _, c in merged) or 1
+    return [f"    [{lo:>10.3f}, {hi:>10.3f}) {int(c):>9} {'#' * max(1 if c else 0, int(width * c / top))}"
+            for lo, hi, c in merged]
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    print(f"mode {result['mode']}, {result['wall_s']:.2f} s, {result['uprobes']} uprobes, "
+          f"{result['tracepoints']} tracepoints, lost events reported by bpftrace: "
+          f"{result['lost_events_reported_by_bpftrace']}, malformed lines: {result['malformed_lines']}")
+    t = result["target"]
+    if t.get("command"):
+        print(f"command exit code: {t.get('command_exit_code')}")
+    for name, s in result["probe_sets"].items():
+        cost = s.get("observer_cost") or {}
+        cost_txt = (f"~{cost['cpu_fraction'] * 100:.2f}% of a CPU ({cost['per_hit_us']:.2f} us per hit)"
+                    if cost.get("cpu_fraction") is not None else f"not available ({cost.get('reason')})")
+        print(f"\n[{name}] {s.get('description', '')}\n  observer cost: {cost_txt}")
+        for mname, m in s["metrics"].items():
+            if not m["count"]:
+                print(f"  {mname}: no events")
+                continue
+            lost = m["lost_events"]
+            lost_txt = "not available (" + m.get("lost_events_reason", "") + ")" if lost is None else str(lost)
+            rate = m["events_per_s"]
+            print(f"  {mname}: {m['count']} events ({rate:.0f}/s), lost {lost_txt}")
+            h = m["histogram"]
+            if h["count"]:
+                pct = h["percentiles"]
+                pct_txt = " ".join(f"{k}={'n/a' if v is None else f'{v:.3f}'}" for k, v in pct.items())
+                print(f"  histogram: {m['histogram_measures']}\n    {pct_txt} {m['unit']} ({h['percentile_method']})")
+                for row in _bar_rows(h["buckets"]):
+                    print(row)
+            if m["breakdown"]:
+                print(f"    by {m['breakdown_by']}: " + ", ".join(
+                    f"{k}: {v['count']}" for k, v in list(m["breakdown"].items())[:8]))
+    for w in result.get("warnings", []):
+        print(f"warning: {w}")
+
+
+def _common(
+    ctx: typer.Context, probes: str | None, pid: int | None, duration: float | None, mode: str,
+    output: Path | None, raw: Path | None, perfetto: Path | None, lib: list[str],
+    bpftrace: str | None, interval: float, json_out: bool, default: tuple[str, ...],
+) -> None:
+    from aorta_tui.core.errors import UsageError
+
+    command = list(ctx.args)
+    if duration is not None and duration <= 0:
+        raise UsageError("--duration must be positive")
+    names = [p.strip() for p in probes.split(",") if p.strip()] if probes else list(default)
+    _run_trace(probes=names, pid=pid, command=command, duration=duration, mode=mode, output=output,
+               raw=raw, perfetto=perfetto, libs=_libs(lib), bpftrace=bpftrace, interval=interval,
+               json_out=json_out, auto=probes is None and len(default) > 1)
+
+
+_CTX = {"allow_extra_args": True, "ignore_unknown_options": False}
+
+
+@app.command("queue", context_settings=_CTX)
+@cli_command
+def queue(
+    ctx: typer.Context,
+    probes: str | None = typer.Option(None, "--probes", help="Comma-separated probe sets (default: those of cuda,hip,amdgpu,drm_sched available here)."),
+    pid: int | None = typer.Option(None, "--pid", help="Attach to this running process."),
+    duration: float | None = typer.Option(None, "--duration", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
+    mode: str = typer.Option("events", "--mode", help="events (a record per event, exact percentiles) or aggregate (in-kernel histograms, exact counts at any rate)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the result JSON here (atomically)."),
+    raw: Path | None = typer.Option(None, "--raw", help="Write every record to this .jsonl.gz (events mode)."),
+    perfetto: Path | None = typer.Option(None, "--perfetto", help="Write a Chrome/Perfetto trace JSON (events mode)."),
+    lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library for a probe set, e.g. cuda=/usr/lib/x86_64-linux-gnu/libcuda.so.1."),
+    bpftrace: str | None = _BPFTRACE_OPT,
+    interval: float = typer.Option(1.0, "--interval", help="Seconds between histogram snapshots."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Trace launch/submit -> dispatch latency of a command (after --) or a running --pid.
+
+    Example: sudo aorta-tui trace queue --probes cuda -o q.json -- python train.py
+    """
+    _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
+            json_out, QUEUE_DEFAULT)
+
+
+@app.command("memory", context_settings=_CTX)
+@cli_command
+def memory(
+    ctx: typer.Context,
+    pid: int | None = typer.Option(None, "--pid", help="Attach to this running process."),
+    duration: float | None = typer.Option(None, "--duration", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
+    mode: str = typer.Option("events", "--mode", help="events or aggregate."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write the result JSON here (atomically)."),
+    raw: Path | None = typer.Option(None, "--raw", help="Write every record to this .jsonl.gz."),
+    perfetto: Path | None = typer.Option(None, "--perfetto", help="Write a Chrome/Perfetto trace JSON."),
+    lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library, e.g. cuda=/path/libcuda.so.1."),
+    bpftrace: str | None = _BPFTRACE_OPT,
+    interval: float = typer.Option(1.0, "--interval", help="Seconds between snapshots."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Trace GPU memory events: CUDA allocations/frees, amdgpu BO moves/maps, amdkfd evictions.
+
+    Example: sudo aorta-tui trace memory --pid 4242 --duration 10
+    """
+    _common(ctx, "memory", pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
+            json_out, ("memory",))

@@ -82,7 +82,7 @@ def join(ebpf_ts_ns: np.ndarray, ebpf_stream: np.ndarray, launches: list[dict[st
     hist = LogLinearHistogram()
     hist.add_array(np.maximum(arr * 1000.0, 0).astype(np.int64))
     pct = dict(zip(("p50", "p90", "p99", "p99.9"),
-                   np.percentile(arr, [50, 90, 99, 99.9]).tolist())) if len(arr) else {}
+                   np.percentile(arr, [50, 90, 99, 99.9]).tolist(), strict=False)) if len(arr) else {}
     out.update({
         "clock_offset_us": offset,
         "launches_without_kernel": unmatched,

@@ -68,7 +68,7 @@ class LogLinearHistogram:
             return
         v = np.asarray(values, dtype=np.int64)
         idx, cnt = np.unique(bucket_index(v), return_counts=True)
-        for i, c in zip(idx.tolist(), cnt.tolist()):
+        for i, c in zip(idx.tolist(), cnt.tolist(), strict=False):
             self.counts[i] = self.counts.get(i, 0) + c
         self.total += int(len(v))
         lo, hi = int(v.min()), int(v.max())

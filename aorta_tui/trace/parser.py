@@ -50,6 +50,11 @@ class Batch:
         return int(len(self.ts))
 
 
+def _plain_record(ln: str) -> bool:
+    """Nine space-separated fields with a non-empty label: the fast path can take it."""
+    return ln.count(" ") == RECORD_FIELDS - 1 and not ln.endswith((" \n", " "))
+
+
 def _empty_columns() -> dict[str, np.ndarray]:
     return {c: np.empty(0, dtype=np.int64) for c in _COLUMNS}
 
@@ -83,9 +88,9 @@ class RecordParser:
             return _empty_columns(), None, []
         good = records
         odd: list[str] = []
-        if any(ln.count(" ") != RECORD_FIELDS - 1 for ln in records):
-            good = [ln for ln in records if ln.count(" ") == RECORD_FIELDS - 1]
-            odd = [ln for ln in records if ln.count(" ") != RECORD_FIELDS - 1]
+        if not all(map(_plain_record, records)):
+            good = [ln for ln in records if _plain_record(ln)]
+            odd = [ln for ln in records if not _plain_record(ln)]
         nums = self._fast_numbers(good)
         bad: list[str] = []
         if nums is None:  # a bad token somewhere in the batch: check line by line

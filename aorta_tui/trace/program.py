@@ -16,11 +16,10 @@ reader can tell how many records the kernel sent (lost-event accounting).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.trace.hdr import SUB_BITS
@@ -157,9 +156,9 @@ def render(
             params = {k: validate_param(k, v) for k, v in inst.params.items()}
             params["pred"] = pred
 
-            def sub(m: re.Match[str], params: dict[str, str] = params) -> str:
+            def sub(m: re.Match[str], params: dict[str, str] = params, block: str = inst.block) -> str:
                 if m.group(1) not in params:
-                    raise ValueError(f"block {inst.block} needs parameter {m.group(1)}")
+                    raise ValueError(f"block {block} needs parameter {m.group(1)}")
                 return params[m.group(1)]
 
             text = _PARAM_RE.sub(sub, body)
@@ -170,7 +169,7 @@ def render(
                 return _expand_emit(args, local[metric.name], metric, mode)
 
             text = _EMIT_RE.sub(emit, text)
-            uprobes += len(re.findall(r"^\s*uprobe:", text, re.M))
+            uprobes += len(re.findall(r"^\s*u(?:ret)?probe:", text, re.M))
             tracepoints += len(re.findall(r"^\s*tracepoint:", text, re.M))
             parts.append(text)
     used = set(_USER_MAP_RE.findall("\n".join(parts)))

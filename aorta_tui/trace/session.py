@@ -12,6 +12,7 @@ emitted through ``on_event`` (cumulative histogram, rate over the last interval)
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -154,7 +155,8 @@ class TraceSession:
             self.calibration = calibrate(bpftrace)
         if self.raw_path is not None:
             self.raw_path.parent.mkdir(parents=True, exist_ok=True)
-            self._raw = gzip.open(self.raw_path.with_name(self.raw_path.name + ".part"), "wt",
+            self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
+                self.raw_path.with_name(self.raw_path.name + ".part"), "wt",
                                   compresslevel=3)
         self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
                                       on_lines=self._on_lines, json_output=self.mode == "aggregate")
@@ -198,10 +200,8 @@ class TraceSession:
                 os.killpg(self._child.pid, signal.SIGTERM)
                 self._child.wait(timeout=5)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self._child.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
     # -- running -----------------------------------------------------------------------------
     @property
@@ -251,14 +251,14 @@ class TraceSession:
                 self.received[mid] = st.count
 
     def _write_raw(self, batch: Batch) -> None:
-        names = {mid: (ps, m.name) for mid, (ps, m) in self.program.metric_ids.items()}
+        names = {mid: (ps, m.name, m.kind) for mid, (ps, m) in self.program.metric_ids.items()}
         cols = [batch.metric.tolist(), batch.ts.tolist(), batch.pid.tolist(), batch.tid.tolist(),
                 batch.key.tolist(), batch.value.tolist(), batch.aux.tolist()]
         labels = batch.labels or [None] * len(batch)
         out = []
-        for mid, ts, pid, tid, key, val, aux, lab in zip(*cols, labels):
-            ps, mname = names.get(mid, ("?", "?"))
-            out.append(json.dumps({"set": ps, "metric": mname, "ts_ns": ts, "pid": pid, "tid": tid,
+        for mid, ts, pid, tid, key, val, aux, lab in zip(*cols, labels, strict=False):
+            ps, mname, kind = names.get(mid, ("?", "?", "point"))
+            out.append(json.dumps({"set": ps, "metric": mname, "kind": kind, "ts_ns": ts, "pid": pid, "tid": tid,
                                    "key": key, "value": val, "aux": aux, "label": lab},
                                   separators=(",", ":")))
         self._raw.write("\n".join(out) + "\n")

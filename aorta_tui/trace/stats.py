@@ -61,7 +61,7 @@ class MetricStats:
         self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
         self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
         pids, pc = np.unique(pid, return_counts=True)
-        for p, c in zip(pids.tolist(), pc.tolist()):
+        for p, c in zip(pids.tolist(), pc.tolist(), strict=False):
             self.by_pid[p] = self.by_pid.get(p, 0) + c
         keys: np.ndarray | list[str]
         if self.metric.breakdown_by == "label" and labels is not None:
@@ -70,11 +70,9 @@ class MetricStats:
             keys = np.array(["-"] * n, dtype=object)
         else:
             keys = key
-        if self.metric.kind == "point":
-            measured = self._gaps(ts, keys)
+        measured = self._gaps(ts, keys) if self.metric.kind == "point" else (ts, keys, value)
+        if self.metric.kind == "size":
             self.value_sum += int(value.sum())
-        else:
-            measured = (ts, keys, value)
         m_ts, m_keys, m_vals = measured
         self._record_values(m_vals)
         self._breakdown(keys, m_keys, m_vals)
@@ -120,7 +118,7 @@ class MetricStats:
 
     def _breakdown(self, all_keys: Any, keys: Any, values: np.ndarray) -> None:
         uk, counts = np.unique(np.asarray(all_keys), return_counts=True)
-        for k, c in zip(uk.tolist(), counts.tolist()):
+        for k, c in zip(uk.tolist(), counts.tolist(), strict=False):
             self.by_key.setdefault(k, KeyStats()).count += c
         if len(values) == 0:
             return
@@ -156,7 +154,7 @@ class MetricStats:
             allv = np.concatenate(self._values)
             self._values = [allv]
             qs = np.percentile(allv, PERCENTILES, method="inverted_cdf")
-            for q, v in zip(PERCENTILES, qs.tolist()):
+            for q, v in zip(PERCENTILES, qs.tolist(), strict=False):
                 out[_pct_name(q)] = v / scale
             out["max"] = float(allv.max()) / scale
             return out, "exact (every recorded value)"

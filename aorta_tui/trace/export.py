@@ -1,0 +1,85 @@
+"""Chrome / Perfetto trace JSON from raw trace records (``--raw events.jsonl.gz``).
+
+* duration records become complete slices (``ph: X``) from start to start + value;
+  for kernel paths (submit -> dispatch, queued -> run) the submit side is a short slice on the
+  submitting thread and the wait is a slice on the ring's track, joined by a flow arrow;
+* point records become instant events (``ph: i``) on their thread;
+* the output is capped (``max_events``): the first events are kept and the cap is recorded in
+  the trace's metadata, never silently.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.atomic import atomic_write_text
+
+RING_PID = 1_000_000_000  # synthetic process id for ring/queue tracks (kernel side)
+
+
+def read_raw(path: Path) -> Iterator[dict[str, Any]]:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        for ln in fh:
+            ln = ln.strip()
+            if ln:
+                yield json.loads(ln)
+
+
+def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_000,
+                    kernel_metrics: frozenset[str] = frozenset({"cs_to_run", "queue_to_run", "run_to_done"}),
+                    ) -> dict[str, Any]:
+    events: list[dict[str, Any]] = []
+    rings: dict[str, int] = {}
+    total = 0
+    flow_id = 0
+    truncated = False
+    for rec in records:
+        total += 1
+        if len(events) >= max_events:
+            truncated = True
+            continue
+        ts_us = rec["ts_ns"] / 1000.0
+        name = f"{rec['set']}.{rec['metric']}"
+        args = {"key": hex(rec["key"] & 0xFFFFFFFFFFFFFFFF), "aux": rec["aux"]}
+        if rec.get("label") not in (None, "-"):
+            args["label"] = rec["label"]
+        if rec["metric"] in kernel_metrics:
+            ring = rec.get("label") or "ring"
+            tid = rings.setdefault(ring, len(rings) + 1)
+            flow_id += 1
+            events.append({"ph": "X", "name": f"{name} submit", "ts": ts_us, "dur": 0.001,
+                           "pid": rec["pid"], "tid": rec["tid"], "args": args})
+            events.append({"ph": "s", "id": flow_id, "name": "submit->dispatch", "cat": "flow",
+                           "ts": ts_us, "pid": rec["pid"], "tid": rec["tid"]})
+            events.append({"ph": "X", "name": name, "ts": ts_us, "dur": rec["value"] / 1000.0,
+                           "pid": RING_PID, "tid": tid, "args": args})
+            events.append({"ph": "f", "bp": "e", "id": flow_id, "name": "submit->dispatch",
+                           "cat": "flow", "ts": ts_us + rec["value"] / 1000.0, "pid": RING_PID, "tid": tid})
+        elif rec.get("kind") != "duration":
+            events.append({"ph": "i", "s": "t", "name": name, "ts": ts_us, "pid": rec["pid"],
+                           "tid": rec["tid"], "args": args})
+        else:
+            events.append({"ph": "X", "name": name, "ts": ts_us, "dur": max(rec["value"], 1) / 1000.0,
+                           "pid": rec["pid"], "tid": rec["tid"], "args": args})
+    meta = [{"ph": "M", "name": "process_name", "pid": RING_PID, "args": {"name": "GPU rings / queues"}}]
+    meta += [{"ph": "M", "name": "thread_name", "pid": RING_PID, "tid": t, "args": {"name": r}}
+             for r, t in rings.items()]
+    return {
+        "traceEvents": meta + events,
+        "displayTimeUnit": "ns",
+        "metadata": {"source": "aorta-tui trace", "records": total,
+                     "records_exported": total if not truncated else None,
+                     "truncated": truncated, "max_events": max_events,
+                     "clock": "CLOCK_MONOTONIC (bpftrace nsecs), microseconds"},
+    }
+
+
+def export_perfetto(raw_path: Path, out_path: Path, *, max_events: int = 500_000) -> dict[str, Any]:
+    trace = to_chrome_trace(read_raw(raw_path), max_events=max_events)
+    atomic_write_text(out_path, json.dumps(trace, separators=(",", ":")))
+    return trace["metadata"]

@@ -1,0 +1,127 @@
+"""The CLI against real bpftrace: errors are one clear paragraph with exit code 3, Ctrl-C
+leaves no bpftrace and no probe behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "aorta_tui"]
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 90, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, **kw)
+
+
+def test_info_json_reports_every_probe_set(bpftrace) -> None:
+    r = cli("trace", "info", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["bpftrace"]["path"] and data["bpftrace"]["version"]
+    assert data["privileges"]["sufficient"] is True
+    assert data["tracefs"]["mounted_at"]
+    assert set(data["probe_sets"]) >= {"cuda", "hip", "amdgpu", "drm_sched", "memory", "errors", "ioctl"}
+    assert data["probe_sets"]["ioctl"]["available"] is True
+    amd = data["probe_sets"]["amdgpu"]
+    assert amd["available"] is False and amd["reason"] and amd["fix"]
+
+
+def test_missing_bpftrace_is_exit_3_with_the_fix(tmp_path: Path) -> None:
+    r = cli("trace", "queue", "--probes", "ioctl", "--bpftrace", str(tmp_path / "nope"), "--", "true")
+    assert r.returncode == 3
+    assert "bpftrace not found" in r.stderr and "apt-get install bpftrace" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = cli("trace", "info", "--json", env={"AORTA_TUI_BPFTRACE": str(tmp_path / "nope")})
+    assert r.returncode == 0 and json.loads(r.stdout)["bpftrace"]["path"] is None
+
+
+def test_no_privilege_is_exit_3(bpftrace) -> None:
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    r = subprocess.run([setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                        *CLI, "trace", "queue", "--probes", "ioctl", "--", "true"],
+                       capture_output=True, text=True, timeout=90, cwd="/",
+                       env={**os.environ, "HOME": "/tmp", "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert r.returncode == 3, r.stderr
+    assert "not privileged" in r.stderr and "sudo" in r.stderr
+
+
+def test_probe_set_without_events_here_is_exit_3(bpftrace) -> None:
+    r = cli("trace", "queue", "--probes", "drm_sched", "--", "true")
+    assert r.returncode == 3
+    assert "drm_sched" in r.stderr and "gpu_scheduler" in r.stderr and "fix:" in r.stderr
+    r = cli("trace", "queue", "--probes", "nosuchset", "--", "true")
+    assert r.returncode == 2 and "unknown probe set" in r.stderr
+
+
+def test_ctrl_c_stops_cleanly_and_leaves_no_probe(bpftrace, fakelibs, tmp_path: Path) -> None:
+    target = subprocess.Popen(["sleep", "60"])
+    out = tmp_path / "r.json"
+    try:
+        p = subprocess.Popen([*CLI, "trace", "queue", "--probes", "cuda,ioctl", "--lib",
+                              f"cuda={fakelibs.cuda}", "--pid", str(target.pid), "-o", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = p.stderr.readline()
+        deadline = time.time() + 60
+        while "tracing" not in line and time.time() < deadline and p.poll() is None:
+            line = p.stderr.readline()
+        assert "tracing" in line, line + p.stderr.read()
+        children = _children(p.pid)
+        assert any(_comm(c) == "bpftrace" for c in children)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=30)
+        assert p.returncode == 130, stderr
+        for c in children:
+            assert not Path(f"/proc/{c}").exists() or _comm(c) != "bpftrace"
+        assert Path("/sys/kernel/tracing/uprobe_events").read_text().strip() == ""
+        result = json.loads(out.read_text())
+        assert result["probe_sets"]["cuda"]["metrics"]["launch"]["count"] == 0
+        assert result["target"]["pid"] == target.pid
+    finally:
+        target.kill()
+        target.wait()
+
+
+def test_queue_command_writes_result_raw_and_perfetto(bpftrace, fakelibs, tmp_path: Path) -> None:
+    out, raw, pf = tmp_path / "q.json", tmp_path / "ev.jsonl.gz", tmp_path / "trace.json"
+    r = cli("trace", "queue", "--probes", "cuda_calls", "--lib", f"cuda={fakelibs.cuda}", "-o", str(out),
+            "--raw", str(raw), "--perfetto", str(pf), "--",
+            str(fakelibs.driver), "cuda", str(fakelibs.cuda), "12", "200", "0x10", "0x20")
+    assert r.returncode == 0, r.stderr
+    assert "launch_call: 12 events" in r.stdout and "CUDA launch call duration" in r.stdout
+    result = json.loads(out.read_text())
+    assert result["raw_event_count"] == 12 and raw.exists()
+    trace = json.loads(pf.read_text())
+    slices = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    assert len(slices) == 12 and all(e["dur"] >= 200 for e in slices)
+    assert trace["metadata"]["truncated"] is False
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""

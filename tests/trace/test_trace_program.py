@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.trace import probes, program
+from aorta_tui.trace.hdr import bucket_index_scalar
+from aorta_tui.trace.probes.base import Detection, Instance
+
+
+def test_bucket_statements_match_the_python_histogram_in_real_bpftrace(bpftrace: str) -> None:
+    """The in-kernel (aggregate mode) bucket of a value is the one hdr.py computes."""
+    vals = [0, 1, 15, 16, 17, 31, 32, 1000, 4095, 4096, 123_456, 999_999, 10**9, 2**40 + 12345]
+    body = " ".join(f'{program.bucket_statements(str(v))} printf("%lld %lld\\n", (int64){v}, (int64)$b);'
+                    for v in vals)
+    out = subprocess.run([bpftrace, "-e", f"BEGIN {{ {body} exit(); }}"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = dict(tuple(map(int, ln.split())) for ln in out.stdout.splitlines() if ln and ln[0].isdigit())
+    assert got == {v: bucket_index_scalar(v) for v in vals}
+
+
+def _det(params: dict[str, str]) -> list:
+    ps = probes.get("cuda")
+    return [(ps, Detection("cuda", True, instances=[Instance("launch", params)]))]
+
+
+def test_parameters_are_validated(tmp_path: Path) -> None:
+    lib = tmp_path / "libcuda.so.1"
+    lib.write_bytes(b"")
+    ok = {"lib": str(lib), "symbol": "cuLaunchKernel", "stream": "arg1", "kind": "0"}
+    text = program.render(_det(ok), mode="events", pid=123).text
+    assert f"uprobe:{lib}:cuLaunchKernel /pid == 123/" in text
+    bad_cases = [
+        {**ok, "lib": str(tmp_path / "no such.so")},
+        {**ok, "lib": str(tmp_path / "missing.so")},
+        {**ok, "symbol": "cuLaunch; system(\"x\")"},
+        {**ok, "stream": "arg1; } BEGIN { system(\"id\")"},
+        {**ok, "kind": "1 + 1"},
+    ]
+    for bad in bad_cases:
+        with pytest.raises(UsageError):
+            program.render(_det(bad), mode="events", pid=None)
+
+
+def test_events_and_aggregate_programs_differ_in_emission(tmp_path: Path) -> None:
+    lib = tmp_path / "libcuda.so.1"
+    lib.write_bytes(b"")
+    ok = {"lib": str(lib), "symbol": "cuLaunchKernel", "stream": "arg1", "kind": "0"}
+    ev = program.render(_det(ok), mode="events", pid=None)
+    ag = program.render(_det(ok), mode="aggregate", pid=None, interval_s=0.5)
+    assert 'printf("@R 1 ' in ev.text and "@n[1," not in ev.text
+    assert "@n[1," in ag.text and 'printf("@R' not in ag.text
+    assert "interval:ms:500" in ag.text and "print(@n);" in ag.text
+    assert ev.uprobe_count == 1 and ev.metric_ids[1][1].name == "launch"
+    with pytest.raises(UsageError):
+        program.render(_det(ok), mode="sometimes", pid=None)
