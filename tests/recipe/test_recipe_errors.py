@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+import yaml
 
 from aorta_tui.core.errors import ExitCode, RecipeError
 from aorta_tui.core.recipe import (
@@ -455,3 +456,24 @@ def test_check_recipe_text_never_raises():
     issues = check_recipe_text(TRIAGE + "x: 1\ny: 2\n")
     assert [(i.line, i.path) for i in issues] == [(8, "x"), (9, "y")]
     assert check_recipe_text(None) != []  # type: ignore[arg-type]
+
+
+def test_json_recipes_load_even_with_tab_indentation(tmp_path, upstream_dir):
+    import json
+
+    data = yaml.safe_load((upstream_dir / "probe-template-bash.yaml").read_text())
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(data, indent="\t"))
+    r = load_recipe(f)
+    assert [c.name for c in r.cells][-1] == "tf32_off-xnack"
+    f.write_text(json.dumps({**data, "trials": "3"}, indent="\t"))
+    with pytest.raises(RecipeError) as info:
+        load_recipe(f)
+    assert f"{f}:5:12: trials" in info.value.render()
+
+
+def test_generated_probe_cells_point_at_their_axis_entries():
+    r = load_recipe_text(PROBE, source="p.yaml")
+    assert r.cells[3].name == "tf32_off-xnack"
+    assert r.where("cells[3]") == "p.yaml:4:25"  # mitigation_axis[1]
+    assert r.where("cells[3].mitigations") == "p.yaml:5:25"  # diagnostic_axis[1]

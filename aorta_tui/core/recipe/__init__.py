@@ -112,6 +112,10 @@ def _load(text: str, *, source: str, source_path: Path | None,
     if not isinstance(text, str):
         raise RecipeValidationError([RecipeIssue(0, 0, "", f"expected recipe text, got "
                                                  f"{type(text).__name__}")], source)
+    if source.lower().endswith(".json"):
+        # JSON is YAML except that YAML forbids tab indentation; JSON strings cannot hold a
+        # raw tab, so every tab here is whitespace and a space keeps the columns.
+        text = text.replace("\t", " ")
     try:
         data, marks = parse_yaml_text(text)
     except LoadProblem as exc:

@@ -899,6 +899,12 @@ def _probe_cells(v: Validator, m_axis: list[str], d_axis: list[str]) -> tuple[Ce
                         "characters", "use shorter mitigation names")
                 continue
             origin[name] = (m, d)
+            # a generated cell has no text of its own: point at the axis entries that made it
+            marks = v.marks.values
+            if f"diagnostic_axis[{j}]" in marks:
+                marks.setdefault(f"cells[{len(cells)}]", marks[f"mitigation_axis[{i}]"])
+                marks.setdefault(f"cells[{len(cells)}].mitigations",
+                                 marks[f"diagnostic_axis[{j}]"])
             mitigations = tuple(dict.fromkeys(x for x in (m, d) if x != "none"))
             if reg is not None and not unknown and len(mitigations) > 1:
                 _check_conflicts(v, f"diagnostic_axis[{j}]", name, mitigations)
