@@ -296,6 +296,79 @@ def query_utilisation(tools: GpuTools) -> dict[str, float | None]:
     return parse_rocm_smi_use(_run_tool([tools.path, "--showuse", "--json"]))
 
 
+# Error counters read before and after a trial (tier 3 where the kernel log is unreadable,
+# e.g. in a container). Names are normalised: ecc_uncorrected, ecc_corrected.
+Counters = dict[str, dict[str, int]]  # device -> counter -> value
+
+
+def _count(raw: Any) -> int | None:
+    if isinstance(raw, dict):
+        raw = raw.get("value")
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and raw.strip().isdigit():
+        return int(raw.strip())
+    return None
+
+
+def parse_nvidia_ecc(text: str) -> Counters:
+    """``--query-gpu=uuid,ecc.errors.uncorrected.volatile.total,ecc.errors.corrected.volatile.total``.
+
+    ``[N/A]`` (ECC off, or a GPU without ECC) leaves the counter out.
+    """
+    out: Counters = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3 or not parts[0]:
+            continue
+        values = {"ecc_uncorrected": _count(parts[1]), "ecc_corrected": _count(parts[2])}
+        out[parts[0]] = {k: v for k, v in values.items() if v is not None}
+    return out
+
+
+def parse_amd_smi_ecc(text: str) -> Counters:
+    """``amd-smi metric --ecc --json``: ``[{gpu, ecc: {total_uncorrectable_count, ...}}]``."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    out: Counters = {}
+    for entry in data if isinstance(data, list) else [data]:
+        if not isinstance(entry, dict) or "gpu" not in entry or not isinstance(entry.get("ecc"), dict):
+            continue
+        ecc = entry["ecc"]
+        values = {
+            "ecc_uncorrected": _count(ecc.get("total_uncorrectable_count")),
+            "ecc_corrected": _count(ecc.get("total_correctable_count")),
+        }
+        out[str(entry["gpu"])] = {k: v for k, v in values.items() if v is not None}
+    return out
+
+
+def query_error_counters(tools: GpuTools) -> Counters:
+    assert tools.path is not None
+    if tools.tool == "nvidia-smi":
+        text = _run_tool([tools.path, "--query-gpu=uuid,ecc.errors.uncorrected.volatile.total,"
+                          "ecc.errors.corrected.volatile.total", "--format=csv,noheader,nounits"])  # fmt: skip
+        return parse_nvidia_ecc(text)
+    if tools.tool == "amd-smi":
+        return parse_amd_smi_ecc(_run_tool([tools.path, "metric", "--ecc", "--json"]))
+    raise RuntimeError("rocm-smi error counters are not read (install amd-smi)")
+
+
+def counter_increase(before: Counters, after: Counters) -> Counters:
+    """Counters that grew, by how much (devices/counters missing on either side are skipped)."""
+    out: Counters = {}
+    for device, values in after.items():
+        for name, value in values.items():
+            old = before.get(device, {}).get(name)
+            if old is not None and value > old:
+                out.setdefault(device, {})[name] = value - old
+    return out
+
+
 @dataclass(frozen=True)
 class UtilReading:
     """One GPU-idle sample for the hang detector: ``idle`` is None when not measurable."""
@@ -332,6 +405,9 @@ class GpuSampler:
         self.peak_bytes: int | None = None
         self.error: str | None = None
         self.saw_tree_process = False
+        self._counters_before: Counters | None = None
+        self.counters_delta: Counters | None = None  # None: not read (see counters_reason)
+        self.counters_reason: str | None = "the trial ended before the first GPU sample"
         self._util: UtilReading | None = None
         self.sampled = threading.Event()  # set after every sample (lets callers wait, no polling)
         self._stop = threading.Event()
@@ -341,9 +417,19 @@ class GpuSampler:
         self._thread.start()
 
     def stop(self, join_s: float = 0.5) -> None:
+        """Stop sampling; when the first sample read error counters, read them again (one
+        tool call at the end of a trial that ran past the first sample)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(join_s)
+        if self._counters_before is not None and self.counters_delta is None:
+            try:
+                after = query_error_counters(self.tools)
+            except RuntimeError as exc:
+                self.counters_reason = f"error counters after the trial: {exc}"
+                return
+            self.counters_delta = counter_increase(self._counters_before, after)
+            self.counters_reason = None
 
     def latest_utilisation(self) -> UtilReading | None:
         return self._util
@@ -374,11 +460,27 @@ class GpuSampler:
     def _run(self) -> None:
         if self._stop.wait(self.first_after_s):
             return
+        self._read_counters_before()
         while True:
             self._sample_once()
             self.sampled.set()
             if self.error or self._stop.wait(self.interval_s):
                 return
+
+    def _read_counters_before(self) -> None:
+        # A failing counter query (e.g. a field this driver lacks) only turns the counters
+        # off for this trial; memory and utilisation sampling go on.
+        if _broken_reason:
+            self.counters_reason = _broken_reason
+            return
+        try:
+            self._counters_before = query_error_counters(self.tools)
+        except RuntimeError as exc:
+            self.counters_reason = f"error counters: {exc}"
+            return
+        if not any(self._counters_before.values()):
+            self._counters_before = None
+            self.counters_reason = f"{self.tools.tool} reports no ECC counters here (ECC off?)"
 
     def _sample_once(self) -> None:
         if _broken_reason:

@@ -129,6 +129,10 @@ class ProcessOutcome:
     truncated: bool
     gpu_mem_source: str | None = None
     peak_rss_reason: str | None = None  # why peak_rss_kb is None
+    # GPU error counters that grew during the trial ({device: {counter: increase}}; {} = read,
+    # nothing grew), or None with gpu_counters_reason. Read at the first GPU sample and at exit.
+    gpu_counters_delta: dict[str, dict[str, int]] | None = None
+    gpu_counters_reason: str | None = None
     killed_strays: bool = False  # processes of the tree outlived the main one and were ended
     kill_escalated: bool = False  # SIGTERM was not enough; SIGKILL was sent
     log_error: str | None = None  # writing a log file failed (disk full, ...)
@@ -533,8 +537,10 @@ class _Run:
                 exit_code = os.WEXITSTATUS(self.status)
         if sampler is not None:
             gpu_peak, gpu_reason, gpu_source = sampler.result()
+            counters, counters_reason = sampler.counters_delta, sampler.counters_reason
         else:
             gpu_peak, gpu_source = None, None
+            counters, counters_reason = None, gpu_reason
         log_errors = [e for e in (self.out_log.error, self.err_log.error) if e]
         peak_rss, rss_reason = self._peak_rss()
         return ProcessOutcome(
@@ -557,6 +563,8 @@ class _Run:
             stderr_bytes=0 if self.err_log is self.out_log else self.err_log.total,
             truncated=self.out_log.truncated or self.err_log.truncated,
             gpu_mem_source=gpu_source,
+            gpu_counters_delta=counters,
+            gpu_counters_reason=counters_reason,
             killed_strays=self.killed_strays,
             kill_escalated=self.kill_escalated,
             log_error="; ".join(log_errors) or None,

@@ -344,3 +344,13 @@ def test_docs_list_every_builtin_detector() -> None:
 def test_unknown_exit_status_is_an_error_not_a_pass(tmp_path: Path) -> None:
     c = run(tmp_path, oc=outcome(exit_code=None, signal=None))
     assert c.verdict == "error" and [d.id for d in c.detections] == ["exit_unknown"]
+
+
+def test_grown_gpu_error_counters_are_tier3(tmp_path: Path) -> None:
+    oc = outcome(gpu_counters_delta={"GPU-a": {"ecc_uncorrected": 2, "ecc_corrected": 7}})
+    c = run(tmp_path, oc=oc)
+    assert c.verdict == "fail"
+    assert [(d.tier, d.id, d.severity, d.count) for d in c.detections] == [
+        (3, "gpu_ecc_uncorrected", "fail", 2), (3, "gpu_ecc_corrected", "info", 7)]
+    assert "GPU GPU-a" in c.reason
+    assert run(tmp_path, oc=outcome(gpu_counters_delta={})).verdict == "pass"

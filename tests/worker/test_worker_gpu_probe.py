@@ -19,9 +19,12 @@ from aorta_tui.core.gpu_probe import (
     GpuSampler,
     GpuTools,
     _idle_reading,
+    counter_increase,
+    parse_amd_smi_ecc,
     parse_amd_smi_process,
     parse_amd_smi_usage,
     parse_nvidia_compute_apps,
+    parse_nvidia_ecc,
     parse_nvidia_utilisation,
     parse_rocm_smi_pids,
     parse_rocm_smi_use,
@@ -107,6 +110,13 @@ def test_sampler_against_a_fake_tool_on_path(tmp_path: Path) -> None:
         import os, sys
         if any(a.startswith("--query-compute-apps") for a in sys.argv):
             print(f"{{os.getppid()}}, GPU-aaaa, 300")
+        elif any("ecc.errors" in a for a in sys.argv):
+            # Each reading finds two more uncorrectable errors; corrected ones stay put.
+            state = "{tmp_path}/ecc-count"
+            n = int(open(state).read()) if os.path.exists(state) else 0
+            open(state, "w").write(str(n + 2))
+            print(f"GPU-aaaa, {{n}}, 5")
+            print("GPU-bbbb, [N/A], [N/A]")
         else:
             print("GPU-aaaa, 0")
     """))
@@ -125,6 +135,9 @@ def test_sampler_against_a_fake_tool_on_path(tmp_path: Path) -> None:
     assert source and "lower bound" in source
     reading = sampler.latest_utilisation()
     assert reading is not None and reading.idle is True and reading.idle_since is not None
+    # Error counters: read at the first sample and again at stop.
+    assert sampler.counters_delta == {"GPU-aaaa": {"ecc_uncorrected": 2}}
+    assert sampler.counters_reason is None
 
 
 def test_sampler_reports_a_trial_shorter_than_the_first_sample() -> None:
@@ -134,6 +147,19 @@ def test_sampler_reports_a_trial_shorter_than_the_first_sample() -> None:
     sampler.stop()
     peak, reason, _ = sampler.result()
     assert peak is None and reason and "ended before the first GPU sample" in reason
+    assert sampler.counters_delta is None and "before the first GPU sample" in (sampler.counters_reason or "")
+
+
+def test_error_counter_parsers_and_increase() -> None:
+    nv = parse_nvidia_ecc("GPU-a, 3, 10\nGPU-b, [N/A], [N/A]\nbad\n")
+    assert nv == {"GPU-a": {"ecc_uncorrected": 3, "ecc_corrected": 10}, "GPU-b": {}}
+    amd = parse_amd_smi_ecc(
+        '[{"gpu": 0, "ecc": {"total_correctable_count": 4, "total_uncorrectable_count": 0}},'
+        ' {"gpu": 1, "ecc": {"total_correctable_count": "N/A", "total_uncorrectable_count": {"value": 1}}}]'
+    )
+    assert amd == {"0": {"ecc_uncorrected": 0, "ecc_corrected": 4}, "1": {"ecc_uncorrected": 1}}
+    after = {"GPU-a": {"ecc_uncorrected": 5, "ecc_corrected": 10}, "GPU-c": {"ecc_uncorrected": 9}}
+    assert counter_increase(nv, after) == {"GPU-a": {"ecc_uncorrected": 2}}
 
 
 needs_nvidia = pytest.mark.skipif(
@@ -169,6 +195,8 @@ def test_real_gpu_peak_memory_and_idle_hang(tmp_path: Path) -> None:
     assert out.hang is not None, out.to_dict()
     assert set(out.hang.held()) == {"gpu_idle", "io_idle"}, out.hang.to_dict()
     assert out.hang_note is None
+    # An H200 runs with ECC on; a healthy one gains no error during the trial.
+    assert out.gpu_counters_delta == {}, out.gpu_counters_reason
 
 
 @pytest.mark.gpu
@@ -178,6 +206,8 @@ def test_real_tool_answers() -> None:
     assert shutil.which("nvidia-smi") == tools.path
     util = gpu_probe.query_utilisation(tools)
     assert util and all(k.startswith("GPU-") for k in util)
+    counters = gpu_probe.query_error_counters(tools)
+    assert set(counters) == set(util)
 
 
 @settings(max_examples=200, deadline=None)
@@ -186,10 +216,12 @@ def test_real_tool_answers() -> None:
     lambda children: st.lists(children, max_size=4) | st.dictionaries(
         st.sampled_from(["gpu", "pid", "process_list", "process_info", "memory_usage", "vram_mem",
                          "value", "unit", "usage", "gfx_activity", "system", "PID12", "card0",
-                         "GPU use (%)", "mem", "mem_usage"]), children, max_size=4),
+                         "GPU use (%)", "mem", "mem_usage", "ecc",
+                         "total_uncorrectable_count", "total_correctable_count"]), children, max_size=4),
     max_leaves=12,
 ).map(json.dumps)))
 def test_parsers_never_raise(text: str) -> None:
     for parse in (parse_nvidia_compute_apps, parse_nvidia_utilisation, parse_amd_smi_process,
-                  parse_amd_smi_usage, parse_rocm_smi_pids, parse_rocm_smi_use):  # fmt: skip
+                  parse_amd_smi_usage, parse_rocm_smi_pids, parse_rocm_smi_use, parse_nvidia_ecc,
+                  parse_amd_smi_ecc):  # fmt: skip
         parse(text)

@@ -47,6 +47,7 @@ def builtin_detector_ids() -> dict[str, int]:
     ids.update({i: 2 for i in TIER2_IDS})
     ids.update({i: 2 for i in SIGNAL_NAMES})  # hang signals, disabled one by one
     ids.update({p.id: 3 for p in KERNEL_PATTERNS})
+    ids.update({i: 3 for i in ("gpu_ecc_uncorrected", "gpu_ecc_corrected", KERNEL_UNAVAILABLE_ID)})
     ids.update({p.id: 4 for p in LOG_PATTERNS})
     return ids
 
@@ -93,6 +94,25 @@ def tier2(outcome: ProcessOutcome) -> list[Detection]:
         out.append(Detection(2, "hang", "fail", outcome.hang.summary(), captures=outcome.hang.to_dict()))
     elif outcome.hang_note:
         out.append(Detection(2, "hang", "info", f"hang detection could not fire: {outcome.hang_note}"))
+    return out
+
+
+def tier3_counters(outcome: ProcessOutcome) -> list[Detection]:
+    """GPU error counters that grew while the trial ran (vendor tool, read at start and end)."""
+    out: list[Detection] = []
+    for device, grown in (outcome.gpu_counters_delta or {}).items():
+        if grown.get("ecc_uncorrected"):
+            n = grown["ecc_uncorrected"]
+            out.append(Detection(3, "gpu_ecc_uncorrected", "fail",
+                                 f"{n} uncorrectable ECC error(s) on GPU {device} during the trial",
+                                 stream="gpu counters", captures={"device": device, "increase": n},
+                                 count=n))  # fmt: skip
+        if grown.get("ecc_corrected"):
+            n = grown["ecc_corrected"]
+            out.append(Detection(3, "gpu_ecc_corrected", "info",
+                                 f"{n} corrected ECC error(s) on GPU {device} during the trial",
+                                 stream="gpu counters", captures={"device": device, "increase": n},
+                                 count=n))  # fmt: skip
     return out
 
 
@@ -294,6 +314,8 @@ def classify(
         detections += tier1(outcome)
         detections += tier2(outcome)
     detections += tier3(kernel_events, kernel_unavailable)
+    if outcome is not None:
+        detections += tier3_counters(outcome)
     detections += tier4_and_5(stdout_path, stderr_path, custom_rules, is_disabled)
     if workload_result is not None:
         detections += workload_detections(workload_result)
