@@ -174,3 +174,23 @@ def test_token_soup_never_escapes(expr, variables):
         return
     assert "__" not in expr and "lambda" not in expr
     assert cond.evaluate(variables) in (True, False)
+
+
+def test_custom_pattern_condition_holds_with_trial_values():
+    from aorta_tui.core.recipe import load_recipe_text
+
+    r = load_recipe_text(
+        "schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
+        "diagnostic_axis: [none]\ncustom_patterns:\n"
+        "  - {id: a, match: {regex: 'loss=(?P<loss>\\S+)', condition: \"float(capture['loss']) > 10"
+        " and exit_code == 0\"}}\n"
+        "  - {id: b, match: {regex: 'vram', condition: 'peak_vram_mib < 100'}}\n"
+        "  - {id: c, match: {regex: 'x'}}\n")
+    a, b, c = r.custom_patterns
+    m = a.compiled_regex.search("step 3 loss=12.5")
+    assert a.condition_holds(m.groupdict(), exit_code=0) is True
+    assert a.condition_holds(m.groupdict(), exit_code=1) is False
+    assert a.condition_holds(m.groupdict()) is False  # exit code not known yet
+    assert b.condition_holds({}, peak_vram_mib=None) is False  # unknown is not 0
+    assert b.condition_holds({}, peak_vram_mib=50) is True
+    assert c.condition_holds({}) is True

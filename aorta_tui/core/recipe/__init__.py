@@ -28,6 +28,7 @@ from aorta_tui.core.recipe.model import (
     Retain,
     StopAfter,
     TraceSpec,
+    condition_variables,
 )
 from aorta_tui.core.recipe.resolved import (
     canonical,
@@ -63,6 +64,7 @@ __all__ = [
     "canonical",
     "check_recipe_text",
     "compile_condition",
+    "condition_variables",
     "dump_resolved",
     "load_recipe",
     "load_recipe_text",

@@ -8,6 +8,7 @@ take part in equality or the recipe hash (a copy of the same recipe elsewhere is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -29,6 +30,22 @@ TraceMode = Literal["events", "aggregate"]
 
 # The variables a custom pattern's ``condition`` sees, besides the regex's named groups.
 CONDITION_VARIABLES = frozenset({"capture", "exit_code", "walltime_sec", "peak_vram_mib"})
+
+
+def condition_variables(captures: Mapping[str, Any], *, exit_code: int | None = None,
+                        walltime_sec: float | None = None,
+                        peak_vram_mib: float | None = None) -> dict[str, Any]:
+    """The variables a custom pattern's condition reads: the named groups (bare and as
+    ``capture``) and the trial's measurements that exist (None ones are left out)."""
+    out: dict[str, Any] = dict(captures)
+    out["capture"] = dict(captures)
+    for name, value in (("exit_code", exit_code), ("walltime_sec", walltime_sec),
+                        ("peak_vram_mib", peak_vram_mib)):
+        if value is not None:
+            out[name] = value
+        else:
+            out.pop(name, None)
+    return out
 
 
 @dataclass(frozen=True)
@@ -110,6 +127,23 @@ class CustomPattern:
     @cached_property
     def compiled_regex(self) -> re.Pattern[str]:
         return re.compile(self.regex)
+
+    def condition_holds(self, captures: Mapping[str, Any], *, exit_code: int | None = None,
+                        walltime_sec: float | None = None,
+                        peak_vram_mib: float | None = None) -> bool:
+        """Whether the condition holds for one regex match (True when there is none).
+
+        The condition sees the named groups as plain names and as ``capture[...]`` (upstream's
+        spelling), plus the trial's ``exit_code``, ``walltime_sec`` and ``peak_vram_mib``.
+        A value passed as None is left undefined, so a condition reading it is false (a
+        missing measurement never counts as 0). Never raises.
+        """
+        cond = self.compiled_condition
+        if cond is None:
+            return True
+        return cond.evaluate(condition_variables(captures, exit_code=exit_code,
+                                                 walltime_sec=walltime_sec,
+                                                 peak_vram_mib=peak_vram_mib))
 
     @cached_property
     def compiled_condition(self) -> Condition | None:
