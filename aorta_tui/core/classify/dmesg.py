@@ -62,10 +62,17 @@ KERNEL_PATTERNS: tuple[Pattern, ...] = (
     ),
     _k(
         "amdgpu_vm_fault",
-        r"amdgpu.*(?:\[\w*hub\d*\] (?:(?:no-)?retry )?page fault|VM_L2_PROTECTION_FAULT|VM fault)",
+        r"amdgpu.*(?:\[\w*hub\d*\] (?:(?:no-)?retry )?page fault|VM_L2_PROTECTION_FAULT|VM fault"
+        r"|GPU fault detected)",
         "amdgpu GPU virtual-memory fault",
         "amdgpu 0000:c1:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:8 "
         "pasid:32769, for process python3 pid 4242 thread python3 pid 4242)",
+    ),
+    _k(
+        "amdgpu_ras_uncorrectable",
+        r"amdgpu.*\b(?P<count>\d+) uncorrectable hardware errors? detected in (?P<block>\S+) block",
+        "amdgpu RAS: uncorrectable hardware error (memory, XGMI, ...)",
+        "amdgpu 0000:03:00.0: amdgpu: 1 uncorrectable hardware errors detected in umc block",
     ),
     _k(
         "pcie_aer_fatal",
