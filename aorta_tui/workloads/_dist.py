@@ -1,0 +1,71 @@
+"""torch.distributed set-up for the reproducers: gloo on CPU, NCCL/RCCL on GPUs.
+
+Under torchrun the process group comes from the environment (``env://``). A workload called
+directly with ``world_size == 1`` (tests, ``trial_isolation: in_process``) still gets a real
+one-rank group, rendezvoused through a file in the trial directory, so DDP/FSDP and the
+collectives run the same code path in both cases.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.errors import EnvironmentProblem
+
+
+@dataclass
+class DistHandle:
+    rank: int
+    world_size: int
+    backend: str
+    owned: bool  # we created the group, so we destroy it
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if self.owned and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def init_distributed(rank: int, world_size: int, device: Any, trial_dir: Path) -> DistHandle:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise EnvironmentProblem(
+            "this torch build has no torch.distributed support",
+            hint="install a torch build with distributed support (the default PyPI wheels have it)",
+        )
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if dist.is_initialized():
+        return DistHandle(dist.get_rank(), dist.get_world_size(), dist.get_backend(), False)
+    kwargs: dict[str, Any] = {}
+    if device.type == "cuda":
+        kwargs["device_id"] = device
+    if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+        dist.init_process_group(backend, rank=rank, world_size=world_size, **kwargs)
+    elif world_size == 1:
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        store_path = trial_dir / f".pg-store-{os.getpid()}"
+        store_path.unlink(missing_ok=True)
+        store = dist.FileStore(str(store_path), 1)
+        dist.init_process_group(backend, store=store, rank=0, world_size=1, **kwargs)
+    else:
+        raise EnvironmentProblem(
+            f"world_size {world_size} needs a launcher: MASTER_ADDR/MASTER_PORT are not set",
+            hint="run it through the engine (it starts torchrun) or under "
+            "`torchrun --standalone --nproc_per_node=N`",
+        )
+    return DistHandle(dist.get_rank(), dist.get_world_size(), backend, True)
+
+
+def all_true(flag: bool, device: Any) -> bool:
+    """True when ``flag`` holds on every rank (one tiny all-reduce)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([0 if flag else 1], dtype=torch.int32, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item()) == 0
