@@ -336,10 +336,11 @@ class PolicyEvaluator:
         atomic_write_json(trial_dir / "outcome.json", record)
         if record["status"] == "usage_error" or record["status"] == "environment_error":
             cls = UsageError if record["status"] == "usage_error" else EnvironmentProblem
+            message, fix = _split_fix(record["reason"])
             raise _AbortSweep(cls(
-                f"the trial process of policy {policy.name!r} refused to run: {record['reason']}",
-                hint="fix the sweep's options (workload, streams, device, iterations) or the "
-                     "policy's harness_args; nothing was kept from this sweep"))
+                f"the trial process of policy {policy.name!r} refused to run: {message}",
+                hint=(fix or "fix the sweep's options (workload, streams, device, iterations) "
+                      "or the policy's harness_args") + "; nothing was kept from this sweep"))
         verdict = "pass" if record["status"] == "ok" else "error"
         self._emit(TrialFinished(self.run_id, trial_id=trial_id, cell=policy.name,
                                  trial=planned.trial, verdict=verdict,
@@ -435,9 +436,14 @@ def _tail_error(path: Path, limit: int = 600) -> str:
     for i, line in enumerate(lines):
         if line.startswith("error:"):
             text = " ".join(x.strip() for x in lines[i:i + 4])
-            return text[:limit]
+            return text[len("error:"):].strip()[:limit]
     tail = " | ".join(x.strip() for x in lines[-3:] if x.strip())
     return tail[-limit:]
+
+
+def _split_fix(reason: str) -> tuple[str, str | None]:
+    message, sep, fix = reason.partition(" fix: ")
+    return (message.strip(), fix.strip()) if sep else (reason, None)
 
 
 def _trial_record(planned: PlannedTrial, policy: Policy, argv: list[str], removed: list[str],

@@ -109,9 +109,13 @@ def test_sigint_writes_a_report_of_the_finished_trials_and_exits_130(tmp_path: P
                             start_new_session=True)
     try:
         assert proc.stdout is not None
+        seen = []
         for line in proc.stdout:
-            if json.loads(line)["event"] == "measurement":
+            seen.append(json.loads(line)["event"])
+            if seen[-1] == "measurement":
                 break
+        assert seen and seen[-1] == "measurement", (seen, proc.wait(), proc.stderr.read()
+                                                    if proc.stderr else "")
         proc.send_signal(signal.SIGINT)  # what the TUI's stop key does
         rest, err = proc.communicate(timeout=60)
     finally:
