@@ -7,11 +7,12 @@ multi-stream workload measures: launches issued (by construction and by the torc
 events counted, per-launch cost with and without the tracer, the launch-call histogram
 (``cuda_calls``), launch -> GPU-start (CUPTI join) and lost events at the highest launch rate.
 
-Usage:  python3 scripts/gpu_trace_check.py OUT_DIR
+Usage:  python3 scripts/gpu_trace_check.py OUT_DIR [PHASE,PHASE...]   (default: every phase)
 """
 
 from __future__ import annotations
 
+import functools
 import glob
 import gzip
 import json
@@ -23,6 +24,7 @@ import traceback
 from pathlib import Path
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "gpu-trace-out")
+ONLY = set(sys.argv[2].split(",")) if len(sys.argv) > 2 else None
 OUT.mkdir(parents=True, exist_ok=True)
 RESULTS: dict = {"date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
 
@@ -47,6 +49,7 @@ def setup_bpftrace() -> None:
 
 def phase(name):
     def deco(fn):
+        @functools.wraps(fn)
         def run(*a, **k):
             t = time.time()
             try:
@@ -80,7 +83,7 @@ def main() -> None:
     }
     RESULTS["trace_info"] = trace_info()
     save()
-    n_streams, per_stream = 4, 10000
+    n_streams, per_stream = 4, 5000
     loop_n = 50000
     streams = [torch.cuda.Stream() for _ in range(n_streams)]
     bufs = [torch.zeros(256, device=dev) for _ in range(n_streams)]
@@ -201,14 +204,28 @@ def main() -> None:
         raw.unlink(missing_ok=True)
         return {**extra, **j}
 
+    import threading
+
+    def worker(s, b, n):
+        with torch.cuda.stream(s):
+            for _ in range(n):
+                b.add_(1.0)
+
+    @phase("max_rate_no_tracer")
+    def max_rate_base():
+        n = 40000
+        th = [threading.Thread(target=worker, args=(s, b, n)) for s, b in zip(streams, bufs, strict=True)]
+        t = time.perf_counter()
+        for x in th:
+            x.start()
+        for x in th:
+            x.join()
+        torch.cuda.synchronize()
+        return {"issued": n * len(th), "launches_per_s": n * len(th) / (time.perf_counter() - t)}
+
     @phase("max_rate_threads")
     def max_rate():
         # several Python threads, each on its own stream, to push the launch rate up
-        import threading
-        def worker(s, b, n):
-            with torch.cuda.stream(s):
-                for _ in range(n):
-                    b.add_(1.0)
         def body():
             n = 40000
             th = [threading.Thread(target=worker, args=(s, b, n)) for s, b in zip(streams, bufs, strict=False)]
@@ -225,6 +242,31 @@ def main() -> None:
         return {**extra, "count": m["count"], "sent": m["records_sent_by_kernel"],
                 "lost": m["lost_events"], "lost_reported_by_bpftrace": r["lost_events_reported_by_bpftrace"]}
 
+    @phase("cli_other_process")
+    def cli_phase():
+        # the tracer in its own process (aorta-tui trace queue --pid): no GIL shared with the workload
+        out = OUT / "cli_result.json"
+        p = subprocess.Popen([sys.executable, "-m", "aorta_tui", "trace", "queue", "--probes", "cuda",
+                              "--pid", str(os.getpid()), "-o", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        t = time.time()
+        line = ""
+        while "tracing" not in line and time.time() - t < 90 and p.poll() is None:
+            line = p.stderr.readline()
+        if "tracing" not in line:
+            p.kill()
+            return {"error": "CLI did not start tracing", "stderr": line + p.stderr.read()[-2000:]}
+        us = loop(loop_n)
+        issued = multi(2500) + loop_n
+        p.send_signal(2)
+        p.wait(timeout=60)
+        r = json.loads(out.read_text())
+        m = r["probe_sets"]["cuda"]["metrics"]["launch"]
+        return {"exit_code": p.returncode, "issued": issued, "us_per_launch_loop": us, "count": m["count"],
+                "sent": m["records_sent_by_kernel"], "lost": m["lost_events"],
+                "streams": {k: v["count"] for k, v in m["breakdown"].items()},
+                "observer_cost": r["probe_sets"]["cuda"]["observer_cost"]}
+
     @phase("after_baseline")
     def after():
         return {"us_per_launch_runs": [loop(loop_n) for _ in range(3)]}
@@ -235,8 +277,10 @@ def main() -> None:
         ue = Path("/sys/kernel/tracing/uprobe_events")
         return {"bpftrace_processes": ps, "uprobe_events": ue.read_text() if ue.exists() else None}
 
-    for fn in (baseline, profiler_count, cuda_events, cuda_aggregate, cuda_calls, cupti, max_rate, after, leftovers):
-        fn()
+    for fn in (baseline, profiler_count, cuda_events, cuda_aggregate, cuda_calls, cupti, max_rate_base,
+               max_rate, cli_phase, after, leftovers):
+        if ONLY is None or fn.__name__ in ONLY:
+            fn()
 
 
 if __name__ == "__main__":

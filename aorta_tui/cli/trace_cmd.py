@@ -85,7 +85,7 @@ def info(
 def _run_trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
                mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
-               auto: bool) -> None:
+               auto: bool, calibrate: bool = True) -> None:
     from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.core.errors import EnvironmentProblem, UsageError
     from aorta_tui.trace.session import TraceSession
@@ -111,7 +111,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
 
     session = TraceSession(probes, pid=pid, command=command or None, mode=mode, interval_s=interval,
                            bpftrace=bpftrace, on_event=on_event, raw_path=raw_path,
-                           library_paths=libs)
+                           library_paths=libs, calibrate=calibrate)
     interrupted = False
     try:
         session.start()
@@ -223,6 +223,7 @@ def _common(
     ctx: typer.Context, probes: str | None, pid: int | None, duration: float | None, mode: str,
     output: Path | None, raw: Path | None, perfetto: Path | None, lib: list[str],
     bpftrace: str | None, interval: float, json_out: bool, default: tuple[str, ...],
+    calibrate: bool = True,
 ) -> None:
     from aorta_tui.core.errors import UsageError
 
@@ -232,7 +233,7 @@ def _common(
     names = [p.strip() for p in probes.split(",") if p.strip()] if probes else list(default)
     _run_trace(probes=names, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=_libs(lib), bpftrace=bpftrace, interval=interval,
-               json_out=json_out, auto=probes is None and len(default) > 1)
+               json_out=json_out, auto=probes is None and len(default) > 1, calibrate=calibrate)
 
 
 _CTX = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -253,13 +254,14 @@ def queue(
     bpftrace: str | None = _BPFTRACE_OPT,
     interval: float = typer.Option(1.0, "--interval", help="Seconds between histogram snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day) for the observer-cost estimate."),
 ) -> None:
     """Trace launch/submit -> dispatch latency of a command (after --) or a running --pid.
 
     Example: sudo aorta-tui trace queue --probes cuda -o q.json -- python train.py
     """
     _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, QUEUE_DEFAULT)
+            json_out, QUEUE_DEFAULT, calibrate)
 
 
 @app.command("memory", context_settings=_CTX)
@@ -276,10 +278,11 @@ def memory(
     bpftrace: str | None = _BPFTRACE_OPT,
     interval: float = typer.Option(1.0, "--interval", help="Seconds between snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day)."),
 ) -> None:
     """Trace GPU memory events: CUDA allocations/frees, amdgpu BO moves/maps, amdkfd evictions.
 
     Example: sudo aorta-tui trace memory --pid 4242 --duration 10
     """
     _common(ctx, "memory", pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, ("memory",))
+            json_out, ("memory",), calibrate)

@@ -1,9 +1,12 @@
-"""Per-hit uprobe cost, measured by probing no-op libc calls made in a tight loop.
+"""Per-hit uprobe cost, measured by probing cheap calls made in a tight loop.
 
 x86-64 uprobes cost very different amounts depending on the probed function's first
-instruction (a ``push`` is emulated, anything else is single-stepped), so one function of each
-kind is timed with and without a probe: ``lfind`` with zero elements (push) and ``labs``
-(not push). The result is cached per kernel and bpftrace binary for a day.
+instruction (a ``push`` is emulated, anything else is single-stepped), so the best reference is
+a cheap function of the probed library itself (``cuDriverGetVersion`` in libcuda: it needs no
+GPU context). Besides that, one libc function of each prologue class is timed with and without
+a probe: ``lfind`` with zero elements and ``labs``, when their first instruction is of that class
+on this machine (CET-built libcs start everything with ``endbr64``). Results are cached per
+kernel, bpftrace and target set for a day.
 """
 
 from __future__ import annotations
@@ -24,14 +27,17 @@ CALLS = 20000
 
 _DRIVER = r"""
 import ctypes, sys, time
-libc = ctypes.CDLL(sys.argv[1])
-n = int(sys.argv[2])
+n = int(sys.argv[1])
 out = {}
-for fn_name in sys.argv[3:]:
-    fn = getattr(libc, fn_name)
+for spec in sys.argv[2:]:
+    lib_path, fn_name = spec.rsplit(":", 1)
+    fn = getattr(ctypes.CDLL(lib_path), fn_name)
     if fn_name in ("lfind", "bsearch"):
         zero = ctypes.c_size_t(0)
         args = (None, None, ctypes.byref(zero), 8, None) if fn_name == "lfind" else (None, None, 0, 8, None)
+    elif fn_name.endswith("GetVersion"):
+        version = ctypes.c_int(0)
+        args = (ctypes.byref(version),)
     else:
         args = (5,)
     best = None
@@ -41,7 +47,7 @@ for fn_name in sys.argv[3:]:
             fn(*args)
         dt = (time.perf_counter_ns() - t) / n
         best = dt if best is None else min(best, dt)
-    out[fn_name] = best
+    out[spec] = best
 print(__import__("json").dumps(out))
 """
 
@@ -63,17 +69,21 @@ def _pick_functions(libc: Path) -> dict[str, str]:
     return chosen
 
 
-def _time_calls(libc: Path, names: list[str]) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", _DRIVER, str(libc), str(CALLS), *names],
+def _time_calls(specs: list[str]) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", _DRIVER, str(CALLS), *specs],
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip()[-300:])
     return json.loads(out.stdout)
 
 
-def calibrate(bpftrace: str, *, use_cache: bool = True) -> dict[str, Any]:
-    """``{"push": ns|None, "other": ns|None, "method": ..., "reasons": {...}}`` per probe hit."""
-    key = f"{platform.release()}|{bpftrace}"
+def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None,
+              use_cache: bool = True) -> dict[str, Any]:
+    """Per-hit cost in ns by target: ``push``/``other`` (libc) and each ``extra`` name
+    (e.g. ``{"cuda": (libcuda_path, "cuDriverGetVersion")}``); None with a reason where not
+    measured."""
+    extra = dict(extra or {})
+    key = f"{platform.release()}|{bpftrace}|" + "|".join(f"{k}={p}:{f}" for k, (p, f) in sorted(extra.items()))
     cache = _cache_file()
     if use_cache:
         try:
@@ -84,37 +94,53 @@ def calibrate(bpftrace: str, *, use_cache: bool = True) -> dict[str, Any]:
             pass
     from aorta_tui.trace.runner import BpftraceRunner
 
+    result: dict[str, Any] = {"push": None, "other": None, "reasons": {}, "functions": {},
+                              "method": f"{CALLS} ctypes calls of a cheap function, best of 5, "
+                                        "with minus without a counting uprobe on it"}
+    targets_: dict[str, tuple[Path, str]] = {}
     libc, how = targets.resolve_library(["libc.so.6"])
-    result: dict[str, Any] = {"push": None, "other": None, "reasons": {},
-                              "method": f"{CALLS} ctypes calls of a no-op libc function, best of 5, "
-                                        "with minus without a counting uprobe"}
     if libc is None:
-        result["reasons"]["all"] = f"libc not found: {how}"
+        result["reasons"]["push"] = result["reasons"]["other"] = f"libc not found: {how}"
+    else:
+        chosen = _pick_functions(libc)
+        for cls in CANDIDATES:
+            if cls in chosen:
+                targets_[cls] = (libc, chosen[cls])
+            else:
+                result["reasons"][cls] = f"no libc function with a {cls!r} first instruction here"
+    for name, (path, fn) in extra.items():
+        try:
+            sym = elfsyms.functions(path).get(fn)
+        except elfsyms.ElfError as exc:
+            sym = None
+            result["reasons"][name] = str(exc)
+        if sym is not None:
+            targets_[name] = (Path(path), fn)
+            result[name] = None
+        else:
+            result.setdefault("reasons", {}).setdefault(name, f"{fn} not in {path}")
+    if not targets_:
         return result
-    chosen = _pick_functions(libc)
-    for cls in CANDIDATES:
-        if cls not in chosen:
-            result["reasons"][cls] = f"no libc function with a {cls!r} first instruction to probe"
-    if not chosen:
-        return result
+    specs = {name: f"{p}:{fn}" for name, (p, fn) in targets_.items()}
     try:
-        base = _time_calls(libc, list(chosen.values()))
+        base = _time_calls(list(specs.values()))
         text = "BEGIN { @sent[0] = count(); }\n" + "".join(
-            f"uprobe:{libc}:{fn} {{ @c[{i}] = count(); }}\n" for i, fn in enumerate(chosen.values()))
+            f"uprobe:{p}:{fn} {{ @c[{i}] = count(); }}\n" for i, (p, fn) in enumerate(targets_.values()))
         text += 'interval:ms:100 { printf("@H %lld\\n", nsecs); }\nEND { clear(@c); clear(@sent); }\n'
         runner = BpftraceRunner(text, bpftrace=bpftrace, on_lines=lambda lines: None)
         runner.start()
         try:
             runner.wait_attached(30)
-            probed = _time_calls(libc, list(chosen.values()))
+            probed = _time_calls(list(specs.values()))
         finally:
             runner.cleanup()
     except Exception as exc:  # calibration is advisory: say why it is missing
-        result["reasons"]["all"] = f"calibration failed: {exc}"
+        for name in targets_:
+            result["reasons"][name] = f"calibration failed: {exc}"
         return result
-    for cls, fn in chosen.items():
-        result[cls] = max(0.0, probed[fn] - base[fn])
-        result.setdefault("functions", {})[cls] = fn
+    for name, spec in specs.items():
+        result[name] = max(0.0, probed[spec] - base[spec])
+        result["functions"][name] = spec
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"key": key, "at": time.time(), "result": result}))

@@ -152,7 +152,9 @@ class TraceSession:
         if self.do_calibrate and self.program.uprobe_count:
             from aorta_tui.trace.calibrate import calibrate
 
-            self.calibration = calibrate(bpftrace)
+            extra = {ps.name: (Path(det.library), ps.calibration_function)
+                     for ps, det in self._sets if ps.calibration_function and det.library}
+            self.calibration = calibrate(bpftrace, extra=extra)
         if self.raw_path is not None:
             self.raw_path.parent.mkdir(parents=True, exist_ok=True)
             self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
@@ -377,13 +379,15 @@ class TraceSession:
             else:
                 classes = list((det.prologues or {}).values())
                 cls = "push" if classes and all(c == "push" for c in classes) else "other"
+                if cal.get(ps.name) is not None:
+                    cls = ps.name  # measured on a function of the probed library itself
                 per_hit = cal.get(cls)
                 if per_hit is None:
                     entry.update(per_hit_us=None, cpu_fraction=None,
                                  reason=cal.get("reasons", {}).get(cls) or cal.get("reasons", {}).get("all", "not measured"))
                 else:
                     entry["per_hit_us"] = per_hit / 1000.0
-                    entry["prologue_class"] = cls
+                    entry["calibration_target"] = cls
                     entry["cpu_fraction"] = (entry["probe_hits_per_s"] or 0) * per_hit / 1e9
                     entry["method"] = cal.get("method")
                     entry["calibrated_on"] = cal.get("functions", {}).get(cls)

@@ -69,7 +69,7 @@ def test_ctrl_c_stops_cleanly_and_leaves_no_probe(bpftrace, fakelibs, tmp_path: 
     out = tmp_path / "r.json"
     try:
         p = subprocess.Popen([*CLI, "trace", "queue", "--probes", "cuda,ioctl", "--lib",
-                              f"cuda={fakelibs.cuda}", "--pid", str(target.pid), "-o", str(out)],
+                              f"cuda={fakelibs.cuda}", "--pid", str(target.pid), "-o", str(out), "--no-calibrate"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = p.stderr.readline()
         deadline = time.time() + 60
@@ -95,7 +95,7 @@ def test_ctrl_c_stops_cleanly_and_leaves_no_probe(bpftrace, fakelibs, tmp_path: 
 def test_queue_command_writes_result_raw_and_perfetto(bpftrace, fakelibs, tmp_path: Path) -> None:
     out, raw, pf = tmp_path / "q.json", tmp_path / "ev.jsonl.gz", tmp_path / "trace.json"
     r = cli("trace", "queue", "--probes", "cuda_calls", "--lib", f"cuda={fakelibs.cuda}", "-o", str(out),
-            "--raw", str(raw), "--perfetto", str(pf), "--",
+            "--raw", str(raw), "--perfetto", str(pf), "--no-calibrate", "--",
             str(fakelibs.driver), "cuda", str(fakelibs.cuda), "12", "200", "0x10", "0x20")
     assert r.returncode == 0, r.stderr
     assert "launch_call: 12 events" in r.stdout and "CUDA launch call duration" in r.stdout

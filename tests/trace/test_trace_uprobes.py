@@ -135,3 +135,18 @@ def test_memory_probe_set_records_allocation_sizes_and_pointers(bpftrace, fakeli
     # the fake allocator hands out consecutive 1 MiB-spaced pointers; frees name the same ones
     assert set(alloc["breakdown"]) == set(free["breakdown"])
     assert len(alloc["breakdown"]) == n
+
+
+def test_observer_cost_is_calibrated_on_the_probed_library(bpftrace, fakelibs, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    n = 200
+    s = TraceSession(["cuda"], command=[str(fakelibs.driver), "cuda", str(fakelibs.cuda), str(n), "0", *STREAMS],
+                     library_paths={"cuda": fakelibs.cuda}, calibrate=True)
+    with s:
+        s.wait(timeout=60)
+    r = s.result()
+    cost = r["probe_sets"]["cuda"]["observer_cost"]
+    assert cost["calibrated_on"] == f"{fakelibs.cuda}:cuDriverGetVersion"
+    assert cost["per_hit_us"] > 0 and cost["probe_hits"] == n
+    assert cost["cpu_fraction"] == pytest.approx(cost["probe_hits_per_s"] * cost["per_hit_us"] / 1e6)
+    assert (tmp_path / "cache" / "aorta-tui" / "trace-calibration.json").exists()

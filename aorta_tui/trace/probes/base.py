@@ -62,6 +62,9 @@ class ProbeSet:
     description: str = ""
     template: str = ""
     metrics: tuple[Metric, ...] = ()
+    # a cheap, side-effect-free function of the probed library, timed to calibrate the per-hit
+    # uprobe cost on this very library (None: calibrate on libc functions of the same prologue)
+    calibration_function: str | None = None
 
     def detect(self, ctx: ProbeContext) -> Detection:  # pragma: no cover - abstract
         raise NotImplementedError

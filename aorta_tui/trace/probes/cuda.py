@@ -41,6 +41,7 @@ class CudaProbes(ProbeSet):
     name = "cuda"
     description = "CUDA driver API launches per stream (one uprobe per launch), async copies, synchronisation"
     template = "cuda.bt"
+    calibration_function = "cuDriverGetVersion"
     with_call_duration = False
     metrics = (
         Metric(

@@ -41,6 +41,7 @@ class MemoryProbes(ProbeSet):
     name = "memory"
     description = "GPU memory events: CUDA allocations/frees, amdgpu BO create/move/map/unmap, amdkfd evict/restore"
     template = "memory.bt"
+    calibration_function = "cuDriverGetVersion"
     metrics = (
         Metric("cuda_alloc", "size", "CUDA driver allocations (cuMemAlloc*/cuMemAllocAsync, entry+return): bytes requested; key = device pointer returned; aux = CUresult", key_name="pointer", probe_hits=2, aux_name="CUresult"),
         Metric("cuda_free", "point", "CUDA driver frees (cuMemFree_v2/cuMemFreeAsync entry); key = device pointer", key_name="pointer"),

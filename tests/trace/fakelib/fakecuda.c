@@ -63,3 +63,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) { (void)dptr; return 0; }
+
+CUresult cuDriverGetVersion(int *driverVersion) {
+    *driverVersion = 13000;
+    return 0;
+}
