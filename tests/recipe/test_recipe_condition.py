@@ -145,7 +145,7 @@ def test_no_eval_or_exec_is_used(monkeypatch):
     assert cond.evaluate(VARS) is True
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.text(max_size=80))
 def test_arbitrary_text_is_a_condition_or_a_recipe_error(text):
     try:
@@ -162,7 +162,7 @@ tokens = st.sampled_from(["exit_code", "loss", "msg", "capture", "['loss']", "("
                           ".", "__class__", "[", "]", "lambda", ":", "**", "__import__"])
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(tokens, max_size=14).map("".join),
        st.dictionaries(st.sampled_from(sorted(NAMES)),
                        st.none() | st.integers() | st.floats() | st.text(max_size=5)

@@ -91,13 +91,13 @@ def _assert_located_error_or_recipe(text: str, registry: Registry | None = None)
         assert check_recipe_text(text, registry=registry) == []
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_recipes(), st.booleans())
 def test_mutated_upstream_and_example_recipes(text, with_registry):
     _assert_located_error_or_recipe(text, REGISTRY if with_registry else None)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200))
 def test_random_text(text):
     _assert_located_error_or_recipe(text)
@@ -113,7 +113,7 @@ yaml_chars = st.sampled_from(list("ab:-[]{},'\"#&*!|>%@` \n\t?.0123456789") + ["
                                                                              "- ", "<<: "])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(yaml_chars, max_size=60).map("".join))
 def test_random_yaml_punctuation(text):
     _assert_located_error_or_recipe(text)

@@ -134,7 +134,7 @@ def probe_recipes(draw):
 
 
 recipes = triage_recipes() | probe_recipes()
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

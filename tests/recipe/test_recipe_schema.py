@@ -177,7 +177,7 @@ def _mutations():
     return mutated()
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_mutations())
 def test_whatever_the_loader_accepts_the_schema_accepts(data):
     mine = errors(SCHEMA, data)
