@@ -392,6 +392,7 @@ def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> Non
     grandchild = int((tmp_path / "gc.fifo").read_text().split()[0])  # blocks until written
     orch.kill()
     orch.wait()
+    orch.stdout.close()
     pid, started_at = int(pid_text), float(started_text)
     assert proctree.is_alive(pid)  # the trial outlived its orchestrator
 
