@@ -113,8 +113,6 @@ def run_cmd(
 
     Example: aorta-tui queue run hetero_kernels --streams 8 --iterations 50 -o result.json
     """
-    from aorta_tui.core.atomic import atomic_write_json
-    from aorta_tui.core.events import ResultWritten
     from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
 
     cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
@@ -123,11 +121,9 @@ def run_cmd(
                          params=_parse_params(param), ebpf_trace=ebpf_trace,
                          keep_timeline=timeline, timing=timing)
     cfg.validate()
-    result = run_queue(cfg, on_event=_progress_sink(as_json, quiet))
     if output is not None:
         output = _per_rank(output)
-        atomic_write_json(output, result)
-        ResultWritten(cfg.run_id, path=str(output), what="queue result")
+    result = run_queue(cfg, on_event=_progress_sink(as_json, quiet), output=output)
     if as_json:
         print(json.dumps(result, indent=2))
     else:
@@ -225,7 +221,6 @@ def sweep_cmd(
 
     Example: aorta-tui queue sweep hetero_kernels --streams 2,4,8,16,32,64 -o sweep.json
     """
-    from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.sweep import check_counts, parse_stream_counts, run_sweep
 
@@ -236,9 +231,8 @@ def sweep_cmd(
                           sync_mode=sync_mode, dtype=dtype, size=size,
                           params=_parse_params(param), ebpf_trace=ebpf_trace)
     base.validate()
-    doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain)
-    if output is not None:
-        atomic_write_json(output, doc)
+    doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
+                    output=output)
     if as_json:
         print(json.dumps(doc, indent=2))
         return

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.events import Event, Measurement, Progress, Warning
+from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten, Warning
 from aorta_tui.hwqueue.metrics import LaunchRecord
 from aorta_tui.hwqueue.workloads.base import DTYPES, WorkloadContext
 
@@ -102,8 +103,12 @@ class RawRun:
     profiler_info: dict[str, Any] | None = None
 
 
-def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> dict[str, Any]:
-    """Run one workload at one stream count; returns the result dict (schema v1)."""
+def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
+              output: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Run one workload at one stream count; returns the result dict (schema v1).
+
+    With ``output`` the result is also written there atomically and ``ResultWritten`` emitted.
+    """
     from aorta_tui.hwqueue.result import build_result, new_run_id
 
     cfg.validate()
@@ -114,6 +119,10 @@ def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> dic
     if on_event is not None:
         on_event(Measurement(cfg.run_id, source="queue", name=cfg.workload,
                              values=dict(result["summary"]), reasons=dict(result["unavailable"])))
+    if output is not None:
+        atomic_write_json(output, result)
+        if on_event is not None:
+            on_event(ResultWritten(cfg.run_id, path=str(output), what="queue result"))
     return result
 
 

@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.events import Event, Progress
+from aorta_tui.core.events import Event, Progress, ResultWritten
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 
 SWEEP_KIND = "aorta-tui/queue-sweep"
@@ -64,8 +66,11 @@ def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10)
 
 
 def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
-              knee_gain: float = 0.10) -> dict[str, Any]:
-    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document."""
+              knee_gain: float = 0.10, output: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document.
+
+    With ``output`` the document is also written there atomically and ``ResultWritten`` emitted.
+    """
     from aorta_tui.hwqueue.harness import run_queue
 
     check_counts(base.workload, counts)
@@ -78,7 +83,7 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
             on_event(Progress(sweep_id, done=k + 1, total=len(counts), message=f"{n} streams done"))
     analysis = analyse([(r["config"]["streams"], r["summary"]["throughput"]) for r in results],
                        knee_gain)
-    return {
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": SWEEP_KIND,
         "run_id": sweep_id,
@@ -89,3 +94,8 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
         "analysis": analysis,
         "points": results,
     }
+    if output is not None:
+        atomic_write_json(output, doc)
+        if on_event is not None:
+            on_event(ResultWritten(sweep_id, path=str(output), what="queue sweep"))
+    return doc

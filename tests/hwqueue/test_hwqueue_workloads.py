@@ -78,6 +78,19 @@ def test_workload_runs_on_cpu_and_every_figure_is_real_or_explained(name: str) -
     assert events[-1].values == s
 
 
+def test_output_is_written_and_announced(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from aorta_tui.core.events import ResultWritten
+
+    events: list = []
+    out = tmp_path / "r.json"
+    r = run_queue(QueueRunConfig(workload="tiny_kernel_stress", streams=1, iterations=1, warmup=0,
+                                 device="cpu", size="tiny"), on_event=events.append, output=out)
+    import json
+
+    assert json.loads(out.read_text())["run_id"] == r["run_id"]
+    assert isinstance(events[-1], ResultWritten) and events[-1].path == str(out)
+
+
 def test_dtype_is_selectable() -> None:
     r = run_queue(QueueRunConfig(workload="hetero_kernels", streams=2, iterations=1, warmup=0,
                                  device="cpu", size="tiny", dtype="bfloat16"))
