@@ -279,7 +279,12 @@ class RecipeEditorScreen(AortaScreen):
         editor.cursor_location = (line, min(column, len(editor.document.get_line(line))))
 
     def action_leave_editor(self) -> None:
-        self.query_one("#recipe-issues", DataTable).focus()
+        """Focus leaves the text (so digits switch screens): to the issues, else the plan."""
+        issues = self.query_one("#recipe-issues", DataTable)
+        if issues.display and issues.row_count:
+            issues.focus()
+        else:
+            self.query_one("#plan-box", VerticalScroll).focus()
 
     def action_focus_editor(self) -> None:
         self.editor.focus()
