@@ -71,7 +71,7 @@ def probe() -> GpuTools:
     elif shutil.which("amd-smi") or shutil.which("rocm-smi"):
         reason = "amd-smi/rocm-smi is on PATH but no AMD GPU driver is loaded (/dev/kfd missing)"
     else:
-        reason = "no GPU tool on this machine (no nvidia-smi, amd-smi or rocm-smi with a loaded driver)"
+        reason = "no GPU tool on this machine: no nvidia-smi, amd-smi or rocm-smi with a loaded driver"
     return GpuTools(None, None, None, reason)
 
 
