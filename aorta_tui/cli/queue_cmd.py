@@ -152,6 +152,13 @@ def print_result(result: dict[str, Any]) -> None:
         rows.append([key, shown, u.get(key, "")])
     for ps in result["metrics"]["per_stream"]:
         rows.append([f"stream {ps['stream']} busy ({ps['device']})", _fmt(ps["busy_ms"]), "ms"])
+    memory = result["metrics"].get("memory")
+    if memory:
+        for dev, m in memory.items():
+            rows.append([f"peak memory ({dev})", _fmt(m["peak_bytes"] / 2**20), "MiB"])
+    else:
+        rows.append(["peak memory", _not_available(result, "memory"), ""])
+    rows.append(["per-stream busy means", result["timing"]["busy_meaning"], ""])
     _table(title, ["metric", "value", "unit"], rows)
 
 
