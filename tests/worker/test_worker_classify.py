@@ -354,3 +354,21 @@ def test_grown_gpu_error_counters_are_tier3(tmp_path: Path) -> None:
         (3, "gpu_ecc_uncorrected", "fail", 2), (3, "gpu_ecc_corrected", "info", 7)]
     assert "GPU GPU-a" in c.reason
     assert run(tmp_path, oc=outcome(gpu_counters_delta={})).verdict == "pass"
+
+
+def test_non_finite_captures_reach_the_condition_as_floats_and_the_record_as_text(tmp_path: Path) -> None:
+    import json
+    import math
+
+    seen: list[float] = []
+
+    def cond(c: dict) -> bool:
+        seen.append(c["loss"])
+        return math.isnan(c["loss"])
+
+    rule = PatternRule("nanloss", re.compile(r"loss=(?P<loss>\S+)"), "fail", condition=cond)
+    c = run(tmp_path, stdout="loss=0.5\nloss=nan\n", custom_rules=[rule])
+    assert seen[0] == 0.5 and math.isnan(seen[1])
+    det = next(d for d in c.detections if d.id == "nanloss")
+    assert det.captures == {"loss": "nan"}
+    json.loads(json.dumps(c.to_dict(), allow_nan=False))

@@ -16,6 +16,7 @@ than the exit code it caused).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -232,7 +233,8 @@ def tier4_and_5(
             if mt.count > 1:
                 message += f" ({_count(mt)} lines)"
             out.append(Detection(5, mt.id, rule.on_match, message, mt.first.evidence,
-                                 mt.first.line_no, mt.first.stream, mt.first.captures, mt.count))  # fmt: skip
+                                 mt.first.line_no, mt.first.stream, _json_safe(mt.first.captures),
+                                 mt.count))  # fmt: skip
         elif rule.required_for_pass:
             cond = " with its condition holding" if rule.condition is not None else ""
             where = " or ".join(s for s, _ in files) or "no log"
@@ -241,6 +243,11 @@ def tier4_and_5(
                                  f"(/{rule.regex.pattern}/){cond} is required_for_pass and "
                                  f"matched no line of {where}", count=0))  # fmt: skip
     return out
+
+
+def _json_safe(captures: dict[str, Any]) -> dict[str, Any]:
+    """nan/inf captures are floats for the condition, strings in the record (strict JSON)."""
+    return {k: (str(v) if isinstance(v, float) and not math.isfinite(v) else v) for k, v in captures.items()}
 
 
 def _count(mt: Matcher) -> str:
