@@ -241,6 +241,9 @@ class HangMonitor:
             return None, "no GPU utilisation sample yet"
         if reading.idle is None:
             return None, reading.reason or "GPU utilisation not measurable"
+        stale_after = 3 * self.gpu.interval_s + 5.0  # the tool may take up to 5 s to answer
+        if now - reading.at > stale_after:
+            return None, f"the last GPU sample is {now - reading.at:.0f} s old (the tool is slow)"
         if not reading.idle or reading.idle_since is None:
             return None, None
         return now - max(reading.idle_since, self.hold_from), None
