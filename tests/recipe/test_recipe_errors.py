@@ -477,3 +477,40 @@ def test_generated_probe_cells_point_at_their_axis_entries():
     assert r.cells[3].name == "tf32_off-xnack"
     assert r.where("cells[3]") == "p.yaml:4:25"  # mitigation_axis[1]
     assert r.where("cells[3].mitigations") == "p.yaml:5:25"  # diagnostic_axis[1]
+
+
+@pytest.mark.parametrize("text, line, col", [
+    ("schema_version: 1\ncells: [a, b\n", 3, 1),
+    ("a: b\nc: \x07d\n", 2, 4),
+    ("a: b\nc: \ud800\n", 2, 4),
+    ("a: b\n\tc: d\n", 2, 1),
+    ("a: " + "[" * 3000 + "]" * 3000, 1, 0),
+])
+def test_both_yaml_parsers_locate_problems(monkeypatch, text, line, col):
+    """libyaml is used when present; the pure-Python parser is the fallback."""
+    from aorta_tui.core.recipe import loader
+
+    for parser in {yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)}:
+        monkeypatch.setattr(loader, "_Loader", parser)
+        issues = check_recipe_text(text, source="t.yaml")
+        assert len(issues) == 1, (parser, issues)
+        assert issues[0].line == line and (col == 0 or issues[0].column == col), (parser, issues)
+        assert "internal error" not in issues[0].message
+
+
+def test_pure_python_parser_loads_the_upstream_recipes(monkeypatch, upstream_dir):
+    from aorta_tui.core.recipe import loader
+
+    monkeypatch.setattr(loader, "_Loader", yaml.SafeLoader)
+    for f in sorted(upstream_dir.glob("*.yaml")):
+        slow = load_recipe(f)
+        monkeypatch.setattr(loader, "_Loader", getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        fast = load_recipe(f)
+        monkeypatch.setattr(loader, "_Loader", yaml.SafeLoader)
+        assert slow == fast and slow.locations == fast.locations
+
+
+def test_too_many_problems_are_counted_not_listed():
+    err = problems("\n".join(f"k{i}: {i}" for i in range(300)) + "\n")
+    assert len(err.issues) == 50 and err.more > 250
+    assert "... and" in err.render() and "more" in err.render()

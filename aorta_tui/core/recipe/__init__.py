@@ -124,10 +124,11 @@ def _load(text: str, *, source: str, source_path: Path | None,
         raise RecipeValidationError([_issue(exc)], source) from None
     if not text.strip() or data is None:
         data = None
-    recipe, issues = build_recipe(data, marks, source=source, source_path=source_path,
-                                  registry=registry)
+    recipe, issues, more = build_recipe(data, marks, source=source, source_path=source_path,
+                                        registry=registry)
     if issues or recipe is None:
-        raise RecipeValidationError(issues or [RecipeIssue(1, 1, "", "invalid recipe")], source)
+        raise RecipeValidationError(issues or [RecipeIssue(1, 1, "", "invalid recipe")], source,
+                                    more=more)
     return recipe
 
 

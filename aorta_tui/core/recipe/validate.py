@@ -37,6 +37,7 @@ _CELL_NAME_RE = re.compile(K.CELL_NAME_PATTERN)
 _ENV_NAME_RE = re.compile(K.ENV_NAME_PATTERN)
 _PROBE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 _MAX_SEED = 2**63 - 1
+MAX_ISSUES = 50  # beyond this the recipe is not a recipe; report how many more there were
 
 
 @dataclass(frozen=True)
@@ -62,17 +63,20 @@ class RecipeIssue:
 class RecipeValidationError(RecipeError):
     """A :class:`RecipeError` that also carries every :class:`RecipeIssue` found."""
 
-    def __init__(self, issues: list[RecipeIssue], source: str) -> None:
+    def __init__(self, issues: list[RecipeIssue], source: str, *, more: int = 0) -> None:
         self.issues = sorted(issues, key=lambda i: (i.line, i.column))
         self.source = source
+        self.more = more
         first = self.issues[0]
         if len(self.issues) == 1:
             where = f"{source}:{first.line}:{first.column}" if first.line else source
             message = f"{first.path}: {first.message}" if first.path else first.message
             super().__init__(message, hint=first.hint, location=where)
         else:
-            lines = [f"{len(self.issues)} problems in the recipe:"]
+            lines = [f"{len(self.issues) + more} problems in the recipe:"]
             lines += [f"  - {issue.render(source)}" for issue in self.issues]
+            if more:
+                lines.append(f"  ... and {more} more (fix the ones above first)")
             super().__init__("\n".join(lines))
 
 
@@ -104,9 +108,13 @@ class Validator:
         self.source = source
         self.registry = registry
         self.issues: list[RecipeIssue] = []
+        self.more = 0  # issues beyond MAX_ISSUES, counted but not kept
 
     # -- recording -------------------------------------------------------------------------
     def issue(self, path: str, message: str, hint: str | None = None, *, key: bool = False) -> Any:
+        if len(self.issues) >= MAX_ISSUES:
+            self.more += 1
+            return BAD
         line, col = self.marks.at(path, key=key)
         self.issues.append(RecipeIssue(line, col, path, message, hint))
         return BAD
@@ -128,6 +136,10 @@ class Validator:
                               f"write it as `key: value` lines indented under {path or 'the top'}")
         ok = True
         for k in value:
+            if len(self.issues) >= MAX_ISSUES and (not isinstance(k, str) or k not in allowed):
+                self.more += 1  # no did-you-mean search for the thousandth bad key
+                ok = False
+                continue
             sub = child_path(path, str(k))
             if not isinstance(k, str):
                 self.issue(sub, f"keys must be words, got {_type_name(k)} {k!r}",
@@ -284,13 +296,14 @@ class Validator:
 
 # --------------------------------------------------------------------------------------------
 def build_recipe(data: Any, marks: Marks, *, source: str, source_path: Path | None,
-                 registry: Registry | None) -> tuple[Recipe | None, list[RecipeIssue]]:
-    """Validate ``data``; return the recipe (or None) and every issue found."""
+                 registry: Registry | None) -> tuple[Recipe | None, list[RecipeIssue], int]:
+    """Validate ``data``; return the recipe (or None), the issues found (at most
+    ``MAX_ISSUES``) and how many more there were."""
     v = Validator(marks, source, registry)
     recipe = _build(v, data, source, source_path)
     if v.issues:
-        return None, v.issues
-    return recipe, []
+        return None, v.issues, v.more
+    return recipe, [], 0
 
 
 _MINIMAL = ("start from: `schema_version: 1`, `workload: gpu_smoke`, `trials: 2`, `steps: 10`, "
