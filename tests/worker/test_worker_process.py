@@ -405,3 +405,17 @@ def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> Non
     assert_dead(pid)
     assert_dead(grandchild)
     assert "gone" in end_orphaned_trial(pid, started_at)
+
+
+def test_output_flood_stays_bounded_on_disk_and_in_memory(tmp_path: Path) -> None:
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    spec = make_spec(tmp_path, ["yes", "NCCL WARN flood line"], timeout_s=1.0, max_log_bytes=1 * MiB)
+    out = run_process(spec)
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert out.timed_out and out.truncated
+    assert out.stdout_bytes > 8 * MiB  # far more than is kept
+    assert spec.stdout_path.stat().st_size <= 1 * MiB
+    assert grown_kb < 64 * 1024, f"the worker grew by {grown_kb} KiB pumping {out.stdout_bytes} bytes"
+    assert spec.stdout_path.read_bytes().endswith(b"NCCL WARN flood line\n")
