@@ -418,4 +418,5 @@ def test_output_flood_stays_bounded_on_disk_and_in_memory(tmp_path: Path) -> Non
     assert out.stdout_bytes > 8 * MiB  # far more than is kept
     assert spec.stdout_path.stat().st_size <= 1 * MiB
     assert grown_kb < 64 * 1024, f"the worker grew by {grown_kb} KiB pumping {out.stdout_bytes} bytes"
-    assert spec.stdout_path.read_bytes().endswith(b"NCCL WARN flood line\n")
+    # The kept tail is the end of the stream (a kill may cut the very last line short).
+    assert b"NCCL WARN flood line\n" in spec.stdout_path.read_bytes()[-100:]
