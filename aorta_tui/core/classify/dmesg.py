@@ -166,6 +166,9 @@ class KernelLog:
             os.close(self._fd)
             self._fd = None
 
+    def __del__(self) -> None:  # a forgotten close must not leak the descriptor
+        self.close()
+
     def __enter__(self) -> KernelLog:
         return self
 
