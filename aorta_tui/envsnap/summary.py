@@ -112,7 +112,8 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
         ("gfx targets", show(r.get("gfx_targets"))),
     ]))
     t = snap.get("torch", {})
-    if _ok(t.get("version")):
+    gpu_build = _ok(t.get("cuda_build_version")) or _ok(t.get("hip_build_version"))
+    if _ok(t.get("version")) and gpu_build:
         build = t.get("cuda_build_version") if _ok(t.get("cuda_build_version")) else t.get("hip_build_version")
         groups.append(("torch", [
             ("version", f"{show(t.get('version'))} (built for {show(build)}), commit "
@@ -125,6 +126,14 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
             ("SDPA flash/mem/math/cudnn", " / ".join(show(t.get(k)) for k in
                                                     ("sdpa_flash", "sdpa_mem_efficient", "sdpa_math", "sdpa_cudnn"))),
             ("cuDNN / NCCL (torch)", f"{show(t.get('cudnn_version'))} / {show(t.get('nccl_version'))}"),
+        ]))
+    elif _ok(t.get("version")):
+        groups.append(("torch", [
+            ("version", f"{show(t.get('version'))} (CPU-only build), commit "
+                        f"{str(_get(t, 'git_commit', 'value') or '?')[:12]}"),
+            ("precision", f"fp32 matmul precision {show(t.get('float32_matmul_precision'))}, "
+                          f"deterministic {show(t.get('deterministic_algorithms'))}, "
+                          f"{show(t.get('num_threads'))} threads"),
         ]))
     else:
         groups.append(("torch", [("version", show(t.get("version")))]))

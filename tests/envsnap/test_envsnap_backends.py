@@ -13,7 +13,7 @@ import pytest
 from envsnap_helpers import FIXTURES, load_fixture
 
 from aorta_tui.envsnap import fields as F
-from aorta_tui.envsnap.capture import libprobe, libraries
+from aorta_tui.envsnap.capture import host, libprobe, libraries
 from aorta_tui.envsnap.capture.env_vars import CATEGORY_RANK, KNOBS
 from aorta_tui.envsnap.capture.gpus import amd, nvidia
 from aorta_tui.envsnap.capture.rocm import header_version
@@ -132,6 +132,29 @@ def test_amd_backend_on_a_sysfs_tree(tmp_path: Path) -> None:
     assert values["power_limit_w"] == 750.0 and values["temperature_c"] == 41
     assert devices[0]["persistence_mode"]["state"] == "not_applicable"
     assert values["uuid_hash"] == F.short_hash("1234567890123")
+
+
+def test_cgroup_v2_limit_is_the_tightest_on_the_way_up(tmp_path: Path) -> None:
+    own = tmp_path / "system.slice" / "job.scope"
+    own.mkdir(parents=True)
+    (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
+    (tmp_path / "system.slice" / "cpu.max").write_text("200000 100000\n")
+    (own / "cpu.max").write_text("max 100000\n")
+    (tmp_path / "system.slice" / "memory.max").write_text("max\n")
+    (own / "memory.max").write_text("1073741824\n")
+    cpu = host.v2_limit("cpu.max", host.parse_cpu_max, own=str(own), root=str(tmp_path))
+    mem = host.v2_limit("memory.max", host.parse_memory_max, own=str(own), root=str(tmp_path))
+    assert cpu["value"] == 2.0 and mem["value"] == 1073741824
+    assert "<own cgroup and ancestors>" in cpu["source"] and str(tmp_path) not in cpu["source"]
+    (own / "cpu.max").write_text("50000 100000\n")
+    assert host.v2_limit("cpu.max", host.parse_cpu_max, own=str(own), root=str(tmp_path))["value"] == 0.5
+    for f in (own / "cpu.max", tmp_path / "system.slice" / "cpu.max"):
+        f.unlink()
+    assert host.v2_limit("cpu.max", host.parse_cpu_max, own=str(own), root=str(tmp_path))["value"] == "unlimited"
+    (own / "cpu.max").write_text("garbage\n")
+    assert host.v2_limit("cpu.max", host.parse_cpu_max, own=str(own), root=str(tmp_path))["state"] == "error"
+    (tmp_path / "cgroup.controllers").unlink()
+    assert host.v2_limit("cpu.max", host.parse_cpu_max, own=str(own), root=str(tmp_path)) is None
 
 
 def test_rocm_header_versions(tmp_path: Path) -> None:

@@ -102,6 +102,8 @@ def test_summary_of_files_both_kinds() -> None:
     assert "13.1.0 / 13.1.0" in ours.stdout  # cuBLAS / cuBLASLt
     upstream = runner.invoke(app, ["summary", str(FIXTURES / "upstream-h200.json")])
     assert upstream.exit_code == 0 and "torch.version" in upstream.stdout and "2.11.0+cu130" in upstream.stdout
+    cpu = runner.invoke(app, ["summary", str(FIXTURES / "cpu-box.json")])
+    assert "2.13.0+cpu (CPU-only build)" in cpu.stdout and "not available (no GPU driver found" in cpu.stdout
     field = runner.invoke(app, ["summary", str(FIXTURES / "h200.json"), "--field", "gpus.0.architecture"])
     assert field.stdout.strip() == '"sm_90"'
 

@@ -7,6 +7,7 @@ import errno
 import os
 import platform
 import re
+from collections.abc import Callable
 
 from aorta_tui.envsnap import fields as F
 from aorta_tui.envsnap.fields import Leaf
@@ -284,40 +285,87 @@ def _own_cgroup_v1_dir(controller: str) -> str:
     return root
 
 
-def _cgroup_cpu_limit() -> Leaf:
-    v2 = _own_cgroup_v2_dir()
-    if v2 and os.path.exists(os.path.join(v2, "cpu.max")):
-        leaf = _own_source(F.read_file(os.path.join(v2, "cpu.max")), "cpu.max")
+def _v2_chain(own: str, root: str) -> list[str]:
+    """The process's cgroup v2 directory and its ancestors up to the visible root."""
+    chain = []
+    path, root = own.rstrip("/"), root.rstrip("/")
+    while path.startswith(root):
+        chain.append(path)
+        if path == root:
+            break
+        path = os.path.dirname(path)
+    return chain
+
+
+def v2_limit(name: str, parse: Callable[[str], float | None], own: str | None = None,
+             root: str = "/sys/fs/cgroup") -> Leaf | None:
+    """Effective cgroup v2 limit: the smallest ``name`` on the way up (a parent's limit binds).
+
+    None when this is not a cgroup v2 system (the caller then tries v1).
+    """
+    own = own if own is not None else _own_cgroup_v2_dir()
+    if own is None or not os.path.exists(os.path.join(root, "cgroup.controllers")):
+        return None
+    source = f"file:/sys/fs/cgroup/<own cgroup and ancestors>/{name}"
+    limits: list[float] = []
+    for directory in _v2_chain(own, root):
+        leaf = F.read_file(os.path.join(directory, name))
+        if leaf["state"] == "error":
+            leaf["source"] = source
+            return leaf
         if leaf["state"] == "ok":
-            quota, _, period = leaf["value"].partition(" ")
-            if quota == "max":
-                return F.ok("unlimited", leaf["source"])
-            return F.ok(round(int(quota) / int(period or 100000), 3), leaf["source"])
-        return leaf
+            try:
+                value = parse(leaf["value"])
+            except ValueError:
+                return F.error(f"cannot parse {name}: {leaf['value']!r}", source)
+            if value is not None:
+                limits.append(value)
+    if not limits:
+        # cgroup v2 with no limit file set anywhere we can see: nothing caps this process.
+        return F.ok("unlimited", source + " (none sets a limit)")
+    best = min(limits)
+    return F.ok(round(best, 3) if isinstance(best, float) else best, source)
+
+
+def parse_cpu_max(text: str) -> float | None:
+    quota, _, period = text.partition(" ")
+    return None if quota == "max" else int(quota) / int(period or 100000)
+
+
+def parse_memory_max(text: str) -> int | None:
+    return None if text == "max" else int(text)
+
+
+def _cgroup_cpu_limit() -> Leaf:
+    v2 = v2_limit("cpu.max", parse_cpu_max)
+    if v2 is not None:
+        return v2
     base = _own_cgroup_v1_dir("cpu")
     quota = _own_source(F.read_file(f"{base}/cpu.cfs_quota_us"), "cpu/cpu.cfs_quota_us")
     period = F.read_file(f"{base}/cpu.cfs_period_us")
     if quota["state"] == "ok" and period["state"] == "ok":
-        q = int(quota["value"])
-        if q < 0:
-            return F.ok("unlimited", quota["source"])
-        return F.ok(round(q / int(period["value"]), 3), quota["source"])
+        try:
+            q, per = int(quota["value"]), int(period["value"])
+        except ValueError:
+            return F.error(f"cannot parse cfs quota/period: {quota['value']!r}/{period['value']!r}",
+                           quota["source"])
+        return F.ok("unlimited" if q < 0 else round(q / per, 3), quota["source"])
     return F.not_applicable("no cgroup cpu controller files readable", "file:/sys/fs/cgroup")
 
 
 def _cgroup_memory_limit() -> Leaf:
-    v2 = _own_cgroup_v2_dir()
-    if v2 and os.path.exists(os.path.join(v2, "memory.max")):
-        leaf = _own_source(F.read_file(os.path.join(v2, "memory.max")), "memory.max")
-        if leaf["state"] == "ok":
-            return F.ok("unlimited" if leaf["value"] == "max" else int(leaf["value"]), leaf["source"])
-        return leaf
+    v2 = v2_limit("memory.max", parse_memory_max)
+    if v2 is not None:
+        return v2
     leaf = _own_source(
         F.read_file(f"{_own_cgroup_v1_dir('memory')}/memory.limit_in_bytes"),
         "memory/memory.limit_in_bytes",
     )
     if leaf["state"] == "ok":
-        value = int(leaf["value"])
+        try:
+            value = int(leaf["value"])
+        except ValueError:
+            return F.error(f"cannot parse memory.limit_in_bytes: {leaf['value']!r}", leaf["source"])
         # cgroup v1 writes "no limit" as a huge page-aligned number.
         return F.ok("unlimited" if value >= 1 << 60 else value, leaf["source"])
     return F.not_applicable("no cgroup memory controller files readable", "file:/sys/fs/cgroup")
