@@ -8,6 +8,7 @@ disk.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ class Sweep:
         self.cancel: threading.Event = CancelEvent()  # wakes the running worker at once
         self._workload_cls: Any = None
         self._rules: list[Any] = []
+        self._trace_summary: dict[str, Any] | None = None
+        self._trace_calibrated = False
 
     # -- preparation -----------------------------------------------------------------------
 
@@ -124,6 +127,16 @@ class Sweep:
                 if not dry_run:
                     raise
                 notes.append(exc.message)
+        if getattr(r, "trace", None) and r.trace.probes:
+            try:
+                from aorta_tui.trace import capability
+
+                capability.require_bpftrace(None)
+                capability.require_privilege()
+            except AortaError as exc:
+                if not dry_run:
+                    raise
+                notes.append(f"trace: {exc.message}")
         if not dry_run:
             self._rules = _pattern_rules(r)
         return notes
@@ -267,7 +280,8 @@ class Sweep:
             outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
                                      trial_dir)
         else:
-            outcome = run_process(pspec, cancel=self.cancel)
+            with self._trial_trace(run_id, trial_dir):
+                outcome = run_process(pspec, cancel=self.cancel)
         if outcome.cancelled:
             return None  # no result: a resume runs this trial again
         kevents = kernel_log.events_since(cursor)
@@ -298,6 +312,7 @@ class Sweep:
             "step_times_s": steps,
             "step_time_source": source,
             "workload_result": wres,
+            "trace": self._trace_summary,
         }
         atomic_write_json(trial_dir / "result.json", record)
         mean = sum(steps) / len(steps) if steps else None
@@ -307,6 +322,39 @@ class Sweep:
             detectors=detectors, reason=result.reason, trial_dir=str(trial_dir), mean_step_s=mean,
         ))
         return result.verdict
+
+    @contextlib.contextmanager
+    def _trial_trace(self, run_id: str, trial_dir: Path) -> Iterator[None]:
+        """The recipe's ``trace:`` probes, attached system-wide for the length of the trial.
+
+        System-wide because uprobes attach before the trial's process exists (a pid filter
+        would miss its first launches); the result's per-pid breakdown separates the trial's
+        processes from anything else that ran meanwhile.
+        """
+        self._trace_summary = None
+        spec = getattr(self.recipe, "trace", None)
+        if not spec or not spec.probes:
+            yield
+            return
+        from aorta_tui.trace.session import TraceSession
+
+        session = TraceSession(list(spec.probes), mode=spec.mode, on_event=self.bus.emit,
+                               run_id=run_id, calibrate=not self._trace_calibrated)
+        try:
+            session.start()
+        except AortaError as exc:
+            self.bus.emit(Warning(run_id, message=f"trace not attached for {trial_dir.name}: {exc.message}",
+                                  code="trace"))
+            yield
+            return
+        self._trace_calibrated = True
+        try:
+            yield
+        finally:
+            session.stop()
+            result = session.result()
+            atomic_write_json(trial_dir / "trace.json", result)
+            self._trace_summary = {"path": "trace.json", "probes": list(spec.probes), "mode": spec.mode}
 
     def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:
         env = self._base_env()
