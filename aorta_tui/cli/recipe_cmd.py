@@ -22,7 +22,8 @@ app = new_app(
 
 _VALIDATE_HELP = (
     "Check FILE and print its plan: mode, cells with their mitigations and the variables "
-    "they set, trials. Every problem is reported with file:line:col, the key and the fix.\n\n"
+    "they set, trials. Every problem is reported with file:line:col, the key and the fix. "
+    "Where the recipe's workload is installed, its workload_config is checked too.\n\n"
     "Exit codes: 0 valid; 2 invalid (or unreadable).\n\n"
     "Example: aorta-tui recipe validate recipes/examples/probe-bash.yaml --json"
 )
@@ -38,13 +39,17 @@ def validate(
                                                 "of extra mitigations (repeatable)."),
 ) -> None:
     from aorta_tui.core.errors import RecipeError
-    from aorta_tui.core.recipe import load_recipe
+    from aorta_tui.core.recipe import RecipeValidationError, load_recipe
     from aorta_tui.core.recipe.plan_summary import summarize
+    from aorta_tui.core.recipe.workload_check import workload_issues
     from aorta_tui.core.registry import Registry
 
     registry = Registry(mitigations_file)
     try:
         recipe = load_recipe(file, registry=registry)
+        problems, notes = workload_issues(recipe)
+        if problems:
+            raise RecipeValidationError(problems, recipe.source)
     except RecipeError as exc:
         if json_mode:
             issues = [i.as_dict() for i in getattr(exc, "issues", [])] or [
@@ -52,6 +57,7 @@ def validate(
             print(json.dumps({"ok": False, "file": str(file), "issues": issues}, indent=2))
         raise
     summary = summarize(recipe, registry)
+    summary["warnings"] += notes
     if json_mode:
         print(json.dumps({"ok": True, **summary}, indent=2))
         return

@@ -125,3 +125,65 @@ def test_examples_validate_through_the_real_program(example_files):
                               capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
         assert proc.returncode == 0, (f, proc.stderr)
         assert "valid recipe" in proc.stdout
+
+
+WC = """\
+schema_version: 1
+workload: gpu_smoke
+trials: 1
+steps: 2
+workload_config:
+  size: 64
+  dtipe: float32
+cells:
+  - name: a
+    mitigations: [none]
+  - name: b
+    mitigations: [none]
+    workload_config:
+      sise: 3
+  - name: c
+    mitigations: [none]
+    workload_config:
+      size: big
+"""
+
+
+def test_validate_checks_workload_config_against_the_workload(tmp_path):
+    f = tmp_path / "wc.yaml"
+    f.write_text(WC)
+    res = invoke("recipe", "validate", str(f), "--json")
+    assert res.exit_code == 2
+    issues = json.loads(res.stdout)["issues"]
+    assert [(i["line"], i["column"], i["path"]) for i in issues] == [
+        (7, 3, "workload_config.dtipe"),  # reported once, at the recipe level
+        (14, 7, "cells[1].workload_config.sise"),
+        (18, 13, "cells[2].workload_config.size"),
+    ]
+    assert "did you mean size" in issues[1]["hint"]
+    assert issues[2]["message"].startswith("must be int")
+    fixed = WC.replace("dtipe", "dtype").replace("sise", "size").replace("big", "32")
+    f.write_text(fixed)
+    assert invoke("recipe", "validate", str(f)).exit_code == 0
+
+
+def test_validate_notes_a_workload_that_is_not_installed(tmp_path):
+    f = tmp_path / "nw.yaml"
+    f.write_text(WC.replace("gpu_smoke", "not_installed_here"))
+    res = invoke("recipe", "validate", str(f), "--json")
+    assert res.exit_code == 0, res.stderr
+    notes = json.loads(res.stdout)["warnings"]
+    assert any("'not_installed_here' is not available here" in n for n in notes)
+
+
+def test_in_process_needs_a_workload_that_allows_it(tmp_path):
+    from aorta_tui.core.registry import load_workload
+
+    f = tmp_path / "ip.yaml"
+    f.write_text(WC.replace("dtipe", "dtype").replace("sise", "size").replace("big", "32")
+                 + "trial_isolation: in_process\n")
+    res = invoke("recipe", "validate", str(f))
+    safe = load_workload("gpu_smoke").launch.in_process_safe
+    assert res.exit_code == (0 if safe else 2)
+    if not safe:
+        assert f"{f}:19:18: trial_isolation" in res.stderr

@@ -234,6 +234,9 @@ class Recipe:
     source_label: str = field(default="<recipe>", compare=False)
     locations: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False,
                                                   repr=False)
+    # where each mapping key itself is written (for "unknown key" messages)
+    key_locations: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False,
+                                                      repr=False)
 
     @property
     def source(self) -> str:

@@ -405,7 +405,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
         hang_grace_period_at_start=hang_grace, disable_detectors=disable,
         tier3_vram_growth=vram, retain=retain, step_time_regex=step_re, order=order, seed=seed,
         trace=trace, policy_axis=policy_axis, source_path=source_path, source_label=source,
-        locations=dict(v.marks.values), **parts,
+        locations=dict(v.marks.values), key_locations=dict(v.marks.keys), **parts,
     )
 
 
