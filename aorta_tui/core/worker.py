@@ -243,9 +243,16 @@ def run_process(
     """Run ``spec`` to the end and return its outcome; never raises for a failed exec."""
     spec.stdout_path.parent.mkdir(parents=True, exist_ok=True)
     spec.stderr_path.parent.mkdir(parents=True, exist_ok=True)
+    # An unwritable trial directory raises OSError here: the orchestrator's problem, not the
+    # trial's (it never ran).
     out_log = _BoundedLog(spec.stdout_path, spec.max_log_bytes, spec.tail_bytes)
-    same_file = spec.stderr_path == spec.stdout_path
-    err_log = out_log if same_file else _BoundedLog(spec.stderr_path, spec.max_log_bytes, spec.tail_bytes)
+    err_log = out_log
+    if spec.stderr_path != spec.stdout_path:
+        try:
+            err_log = _BoundedLog(spec.stderr_path, spec.max_log_bytes, spec.tail_bytes)
+        except OSError:
+            out_log.close()
+            raise
     started_at = time.time()
     t0 = time.monotonic()
     if not spec.argv:
