@@ -514,3 +514,10 @@ def test_too_many_problems_are_counted_not_listed():
     err = problems("\n".join(f"k{i}: {i}" for i in range(300)) + "\n")
     assert len(err.issues) == 50 and err.more > 250
     assert "... and" in err.render() and "more" in err.render()
+
+
+def test_where_key_points_at_the_key(tmp_path):
+    r = load_recipe_text(TRIAGE, source="k.yaml")
+    assert r.where("cells[0].mitigations", key=True) == "k.yaml:7:5"
+    assert r.where("cells[0].mitigations") == "k.yaml:7:18"
+    assert r.where("nope", key=True) == r.where("nope")

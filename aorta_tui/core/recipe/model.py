@@ -242,8 +242,12 @@ class Recipe:
     def source(self) -> str:
         return self.source_label
 
-    def where(self, path: str = "") -> str:
-        """``file:line:col`` of ``path`` (or of its nearest ancestor with a known position)."""
+    def where(self, path: str = "", *, key: bool = False) -> str:
+        """``file:line:col`` of ``path``'s value (of the key itself with ``key=True``), or of
+        its nearest ancestor with a known position."""
+        if key and path in self.key_locations:
+            line, col = self.key_locations[path]
+            return f"{self.source}:{line}:{col}"
         probe = path
         while True:
             if probe in self.locations:
