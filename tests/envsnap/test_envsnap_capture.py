@@ -186,6 +186,23 @@ def test_the_real_torch_is_captured_in_a_child_process(tmp_path: Path) -> None:
     assert isinstance(data["threads"], int) and data["threads"] >= 1
 
 
+def test_a_section_that_blocks_forever_costs_only_its_own_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import aorta_tui.envsnap.capture as capture_mod
+
+    release = threading.Event()
+    monkeypatch.setattr(capture_mod.host, "capture_host", lambda _t: release.wait(60))
+    t0 = time.monotonic()
+    snap = capture_mod.capture_snapshot(include_torch=False, timeout_s=2)
+    elapsed = time.monotonic() - t0
+    release.set()
+    assert elapsed < 10
+    assert snap["host"]["kernel_release"]["state"] == "error"
+    assert "did not finish before the deadline" in snap["host"]["kernel_release"]["reason"]
+    assert snap["python"]["version"]["state"] == "ok"  # the other sections are intact
+
+
 def test_capture_never_raises_even_when_a_section_breaks(monkeypatch: pytest.MonkeyPatch) -> None:
     import aorta_tui.envsnap.capture as capture_mod
 

@@ -12,8 +12,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,6 +28,7 @@ from aorta_tui.envsnap.fields import Leaf
 SCHEMA_VERSION = 1
 FORMAT = "aorta-tui-envsnap"
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_LATE = "the {} section failed or did not finish before the deadline"
 
 
 class _Child:
@@ -86,71 +87,70 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
     vendors = detect_vendors()
     cmd_timeout = max(min(timeout_s / 2, 10.0), 0.5)
 
-    with ThreadPoolExecutor(max_workers=6) as pool:
-        ldconfig = libraries.ldconfig_dirs(cmd_timeout)
-        cuda_entries, cuda_probe = cuda.discover(ldconfig)
-        rocm_roots, rocm_entries, rocm_probe = rocm.discover(ldconfig)
-        libs_request = {"libs": {**cuda_probe, **rocm_probe}, "devices": "nvidia" in vendors}
-        if "nvidia" in vendors:
-            libs_request["libs"]["cuda_driver"] = "libcuda.so.1"
-        lib_child = _Child("libprobe.py", [json.dumps(libs_request)])
+    ldconfig = libraries.ldconfig_dirs(cmd_timeout)
+    cuda_entries, cuda_probe = cuda.discover(ldconfig)
+    rocm_roots, rocm_entries, rocm_probe = rocm.discover(ldconfig)
+    libs_request = {"libs": {**cuda_probe, **rocm_probe}, "devices": "nvidia" in vendors}
+    if "nvidia" in vendors:
+        libs_request["libs"]["cuda_driver"] = "libcuda.so.1"
+    lib_child = _Child("libprobe.py", [json.dumps(libs_request)])
 
-        f_host = pool.submit(host.capture_host, cmd_timeout)
-        f_nv = pool.submit(nvidia.capture_nvidia_gpus, cmd_timeout) if "nvidia" in vendors else None
-        f_amd = pool.submit(amd.capture_amd_gpus) if "amd" in vendors else None
-        f_driver = pool.submit(driver.capture_driver, vendors)
-        f_python = pool.submit(python_env.capture_python)
-        f_nvcc = pool.submit(cuda.nvcc_version, cmd_timeout)
+    f_host = _Section.start(host.capture_host, cmd_timeout)
+    f_nv = _Section.start(nvidia.capture_nvidia_gpus, cmd_timeout) if "nvidia" in vendors else None
+    f_amd = _Section.start(amd.capture_amd_gpus) if "amd" in vendors else None
+    f_driver = _Section.start(driver.capture_driver, vendors)
+    f_python = _Section.start(python_env.capture_python)
+    f_nvcc = _Section.start(cuda.nvcc_version, cmd_timeout)
 
-        lib_result, lib_failure = lib_child.result(deadline)
-        lib_result = lib_result or {}
-        gpus: list[dict[str, Leaf]] = []
-        gpu_status: list[Leaf] = []
-        if f_nv is not None:
-            devs, status = _get(f_nv, deadline, ([], None))
-            if lib_result.get("cuda_devices") is not None:
-                nvidia.merge_driver_api_devices(devs, lib_result["cuda_devices"])
-            elif lib_failure is not None:
-                for d in devs:
-                    d["compute_units"] = dict(lib_failure)
-            gpus += devs
-            gpu_status.append(status or F.error("nvidia-smi timed out", "cmd:nvidia-smi"))
-        if f_amd is not None:
-            devs, status = _get(f_amd, deadline, ([], None))
-            gpus += devs
-            gpu_status.append(status or F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
-        for i, d in enumerate(gpus):
-            d["index"] = F.ok(i, d.get("index", {}).get("source", ""))
-            for key in DEVICE_KEYS:
-                d.setdefault(key, F.unknown("not reported by this vendor backend", ""))
+    lib_result, lib_failure = lib_child.result(deadline)
+    lib_result = lib_result or {}
+    gpus: list[dict[str, Leaf]] = []
+    gpu_status: list[Leaf] = []
+    if f_nv is not None:
+        devs, status = _get(f_nv, deadline, ([], None))
+        if lib_result.get("cuda_devices") is not None:
+            nvidia.merge_driver_api_devices(devs, lib_result["cuda_devices"])
+        elif lib_failure is not None:
+            for d in devs:
+                d["compute_units"] = dict(lib_failure)
+        gpus += devs
+        gpu_status.append(status or F.error("nvidia-smi timed out", "cmd:nvidia-smi"))
+    if f_amd is not None:
+        devs, status = _get(f_amd, deadline, ([], None))
+        gpus += devs
+        gpu_status.append(status or F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
+    for i, d in enumerate(gpus):
+        d["index"] = F.ok(i, d.get("index", {}).get("source", ""))
+        for key in DEVICE_KEYS:
+            d.setdefault(key, F.unknown("not reported by this vendor backend", ""))
 
-        driver_section = _get(f_driver, deadline, None) or {"vendors": F.error("timed out", "")}
-        driver_section["gpu_count"] = (
-            F.ok(len(gpus), "; ".join(s.get("source", "") for s in gpu_status)) if vendors
-            else F.not_applicable("no GPU driver found: no /proc/driver/nvidia, no /dev/nvidiactl, "
-                                  "no /sys/class/kfd", "file:/proc/driver/nvidia, /sys/class/kfd")
-        )
-        for status in gpu_status:
-            if status["state"] != "ok":
-                driver_section["gpu_query_error"] = status
+    driver_section = _get(f_driver, deadline, None) or {"vendors": F.error(_LATE.format("driver"), "")}
+    driver_section["gpu_count"] = (
+        F.ok(len(gpus), "; ".join(s.get("source", "") for s in gpu_status)) if vendors
+        else F.not_applicable("no GPU driver found: no /proc/driver/nvidia, no /dev/nvidiactl, "
+                              "no /sys/class/kfd", "file:/proc/driver/nvidia, /sys/class/kfd")
+    )
+    for status in gpu_status:
+        if status["state"] != "ok":
+            driver_section["gpu_query_error"] = status
 
-        gfx = sorted({d["architecture"]["value"] for d in gpus
-                      if d["vendor"]["value"] == "amd" and d["architecture"]["state"] == "ok"})
-        gfx_leaf = (F.ok(gfx, "file:/sys/class/kfd/kfd/topology/nodes/*/properties") if "amd" in vendors
-                    else F.not_applicable("no AMD GPU (no /sys/class/kfd)", "file:/sys/class/kfd"))
+    gfx = sorted({d["architecture"]["value"] for d in gpus
+                  if d["vendor"]["value"] == "amd" and d["architecture"]["state"] == "ok"})
+    gfx_leaf = (F.ok(gfx, "file:/sys/class/kfd/kfd/topology/nodes/*/properties") if "amd" in vendors
+                else F.not_applicable("no AMD GPU (no /sys/class/kfd)", "file:/sys/class/kfd"))
 
-        snapshot: dict[str, Any] = {
-            "format": FORMAT,
-            "schema_version": SCHEMA_VERSION,
-            "host": _get(f_host, deadline, None) or {"kernel_release": F.error("host section timed out", "")},
-            "gpus": gpus,
-            "driver": driver_section,
-            "cuda": cuda.finish(cuda_entries, lib_result, lib_failure, "nvidia" in vendors,
-                                _get(f_nvcc, deadline, None) or F.error("nvcc timed out", "cmd:nvcc")),
-            "rocm": rocm.finish(rocm_roots, rocm_entries, lib_result, lib_failure, gfx_leaf),
-            "python": _get(f_python, deadline, None) or {"version": F.error("timed out", "")},
-            "env_vars": capture_env_vars(),
-        }
+    snapshot: dict[str, Any] = {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "host": _get(f_host, deadline, None) or {"kernel_release": F.error(_LATE.format("host"), "")},
+        "gpus": gpus,
+        "driver": driver_section,
+        "cuda": cuda.finish(cuda_entries, lib_result, lib_failure, "nvidia" in vendors,
+                            _get(f_nvcc, deadline, None) or F.error("nvcc timed out", "cmd:nvcc")),
+        "rocm": rocm.finish(rocm_roots, rocm_entries, lib_result, lib_failure, gfx_leaf),
+        "python": _get(f_python, deadline, None) or {"version": F.error(_LATE.format("python"), "")},
+        "env_vars": capture_env_vars(),
+    }
 
     if torch_child is None:
         snapshot["torch"] = failed_section(
@@ -162,11 +162,33 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
     return sort_snapshot(snapshot)
 
 
-def _get(future: Any, deadline: float, default: Any) -> Any:
-    try:
-        return future.result(timeout=max(deadline - time.monotonic(), 0.05))
-    except Exception:
+class _Section:
+    """A section running in a daemon thread: a read that blocks forever (a sysfs file of a hung
+    GPU) costs its own fields at the deadline, never the probe, and never blocks exit."""
+
+    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
+        self.value: Any = None
+        self.failed = False
+        self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
+
+    @classmethod
+    def start(cls, fn: Any, *args: Any) -> _Section:
+        section = cls(fn, args)
+        section._thread.start()
+        return section
+
+    def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
+        try:
+            self.value = fn(*args)
+        except Exception:  # a bug in one section: its fields say "timed out or failed"
+            self.failed = True
+
+
+def _get(section: _Section, deadline: float, default: Any) -> Any:
+    section._thread.join(timeout=max(deadline - time.monotonic(), 0.05))
+    if section._thread.is_alive() or section.failed:
         return default
+    return section.value
 
 
 def _probe_meta(snapshot: dict[str, Any], captured_at: str, duration: float, timeout_s: float,
