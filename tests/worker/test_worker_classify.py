@@ -95,6 +95,13 @@ def test_ids_are_unique_and_tiers_right() -> None:
         ("cudaError_t status = cudaSuccess;", set()),
         ("print('CUDA error handling is enabled')", set()),
         ("gloss = 1.0", set()),
+        ("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access", {"cuda_error", "illegal_memory_access"}),
+        ("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED", {"gpu_library_error"}),
+        ("rocblas_status_internal_error", {"gpu_library_error"}),
+        ("CUBLAS_STATUS_SUCCESS", set()),
+        ("rocblas_status_success", set()),
+        ("bash: line 1:  4242 Segmentation fault      (core dumped) ./a.out", {"process_crash"}),
+        ("Fatal Python error: Aborted", {"process_crash"}),
     ],
 )
 def test_pattern_table(line: str, expected: set[str]) -> None:
@@ -109,7 +116,10 @@ _FRAGMENTS = st.sampled_from([
     "OutOfMemoryError", "Traceback (most recent call last):", "device-side assert triggered",
     "block: [0,0,0], thread: [1,0,0] Assertion", "Watchdog caught collective operation timeout",
     "Memory access fault by GPU node-1", "an illegal memory access was encountered",
-    "cudaErrorIllegalAddress", "x", "7", "_", "é", "\r",
+    "cudaErrorIllegalAddress", "x", "7", "_", "é", "\r", "CUDA_ERROR_LAUNCH_FAILED", "CUBLAS",
+    "_STATUS_", "SUCCESS", "EXECUTION_FAILED", "rocblas_status_", "success", "miopenStatus",
+    "Success", "rocBLAS error", "Segmentation fault", "Fatal Python error: ", "Signal 11 (SIGSEGV)",
+    " received by PID 12", "(", ")",
 ])  # fmt: skip
 
 

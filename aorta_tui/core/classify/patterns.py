@@ -41,11 +41,12 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
     ),
     _p(
         "illegal_memory_access",
-        r"an illegal memory access was encountered|\b(?:cuda|hip)ErrorIllegalAddress\b",
+        r"an illegal memory access was encountered|\b(?:cuda|hip)ErrorIllegalAddress\b"
+        r"|\bCUDA_ERROR_ILLEGAL_ADDRESS\b",
         "fail",
         "GPU kernel accessed an illegal address",
         "terminate called after throwing an instance of 'c10::Error': an illegal memory access was encountered",
-        ("illegal memory access", "ErrorIllegalAddress"),
+        ("illegal memory access", "ErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS"),
     ),
     _p(
         "device_side_assert",
@@ -59,11 +60,12 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
     ),
     _p(
         "cuda_error",
-        r"\bCUDA error: (?P<message>[^\r\n]*\S)|\b(?P<code>cudaError(?!_t\b)[A-Z]\w*)",
+        r"\bCUDA error: (?P<message>[^\r\n]*\S)|\b(?P<code>cudaError(?!_t\b)[A-Z]\w*)"
+        r"|\b(?P<driver_code>CUDA_ERROR_[A-Z_]+)",
         "fail",
-        "CUDA runtime error",
+        "CUDA runtime or driver error",
         "RuntimeError: CUDA error: misaligned address",
-        ("CUDA error: ", "cudaError"),
+        ("CUDA error: ", "cudaError", "CUDA_ERROR_"),
     ),
     _p(
         "hip_error",
@@ -120,6 +122,26 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
         "non-finite loss (NaN or inf)",
         "step 120 | loss = nan | lr 3.0e-04",
         ("nan", "NaN", "NAN", "Nan", "inf", "Inf"),
+    ),
+    _p(
+        "gpu_library_error",
+        r"\b(?P<code>(?:CUBLAS|CUBLASLT|CUDNN|CUSOLVER|CUSPARSE|CUFFT|HIPBLAS|HIPBLASLT|MIOPEN)"
+        r"_STATUS_(?!SUCCESS\b)[A-Z_]+)|\b(?P<rocm_code>rocblas_status_(?!success\b)\w+"
+        r"|miopenStatus(?!Success\b)\w+)|\brocBLAS error\b",
+        "fail",
+        "GPU math library error (cuBLAS, cuDNN, rocBLAS, MIOpen, ...)",
+        "RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k)`",
+        ("_STATUS_", "rocblas_status_", "miopenStatus", "rocBLAS error"),
+    ),
+    _p(
+        "process_crash",
+        r"\bSegmentation fault\b|\bFatal Python error: (?P<message>[^\r\n]*\S)"
+        r"|\bSignal \d+ \((?P<signal>SIG[A-Z]+)\) received by PID \d+",
+        "fail",
+        "a process of the trial crashed (a launcher such as torchrun may still exit normally)",
+        "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 3 "
+        "(pid: 4242) of binary: /usr/bin/python3 ... Signal 11 (SIGSEGV) received by PID 4242",
+        ("Segmentation fault", "Fatal Python error", ") received by PID"),
     ),
     _p(
         "python_traceback",
