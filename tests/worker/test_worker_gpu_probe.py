@@ -184,7 +184,7 @@ def test_real_gpu_peak_memory_and_idle_hang(tmp_path: Path) -> None:
     )
     spec = ProcessSpec(
         argv=[sys.executable, "-c", code], env=dict(os.environ), cwd=tmp_path,
-        stdout_path=tmp_path / "o.log", stderr_path=tmp_path / "e.log", timeout_s=120,
+        stdout_path=tmp_path / "o.log", stderr_path=tmp_path / "e.log", timeout_s=45,
         # Output silence off: the hang must rest on gpu_idle and io_idle together.
         hang=HangPolicy(window_s=3.0, grace_s=2.0, disabled=frozenset({"output_silence"})),
         gpu_sample_interval_s=0.5,
