@@ -417,8 +417,15 @@ def _safe_component(v: Validator, path: str, value: Any, *, what: str) -> Any:
         return v.issue(path, f"{value!r} cannot be used as the {what}: it becomes a directory "
                        "name, so it must be 1-100 letters, digits, '.', '_' or '-', start with "
                        "a letter, digit or '_', and not be '.', '..', matrix.md or matrix.json",
-                       f"for example {re.sub(r'[^A-Za-z0-9._-]+', '-', value).strip('.-')[:100] or 'baseline-local'!r}")
+                       f"for example {_safe_example(value, what)!r}")
     return value
+
+
+def _safe_example(value: str, what: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", value).strip(".-")[:100]
+    if cleaned and cleaned not in K.RESERVED_CELL_NAMES:
+        return cleaned
+    return "TICKET-123" if what == "ticket" else "baseline-local"
 
 
 def _seconds(v: Validator, path: str, value: Any, default: float, *, allow_zero: bool) -> Any:
