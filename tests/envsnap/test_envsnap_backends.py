@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from envsnap_helpers import FIXTURES, load_fixture
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aorta_tui.envsnap import fields as F
 from aorta_tui.envsnap.capture import host, libprobe, libraries
@@ -234,3 +236,45 @@ def test_catalogue_covers_upstream_knobs_and_categories_are_ranked() -> None:
     for name in ("CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "CUDA_LAUNCH_BLOCKING",
                  "NCCL_ALGO", "TRITON_F32_DEFAULT", "XLA_FLAGS", "PYTORCH_CUDA_ALLOC_CONF"):
         assert name in KNOBS
+
+
+# --- properties of the parsers -----------------------------------------------------------
+
+_cell = st.one_of(st.text(alphabet=st.characters(blacklist_characters="\n\r,\"", blacklist_categories=("Cs",)),
+                          max_size=12),
+                  st.sampled_from(["[N/A]", "[Not Supported]", "[Insufficient Permissions]", "9.0", "700.00", "12"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_cell, min_size=len(NAMES), max_size=len(NAMES)), min_size=1, max_size=3))
+def test_nvidia_parser_never_raises_and_keeps_the_field_contract(rows: list[list[str]]) -> None:
+    text = "\n".join(", ".join(row) for row in rows)
+    devices = nvidia.parse_query_csv(text, NAMES, "cmd:nvidia-smi")
+    for device in devices:
+        for key, leaf in device.items():
+            assert leaf["state"] in F.STATES, key
+            if leaf["state"] != "ok":
+                assert leaf["value"] is None and leaf["reason"], key
+        arch = device["architecture"]
+        if arch["state"] == "ok":
+            assert arch["value"].startswith("sm_")
+
+
+@given(st.integers(min_value=8, max_value=12), st.integers(min_value=0, max_value=15),
+       st.integers(min_value=0, max_value=15))
+def test_gfx_name_encodes_major_minor_stepping(major: int, minor: int, stepping: int) -> None:
+    name = amd.gfx_name(major * 10000 + minor * 100 + stepping)
+    assert name == f"gfx{major}{minor:x}{stepping:x}"
+
+
+@given(st.lists(st.integers(min_value=100, max_value=5000), min_size=1, max_size=8), st.data())
+def test_dpm_parser_finds_the_current_and_the_top_level(levels: list[int], data: st.DataObject) -> None:
+    current = data.draw(st.integers(min_value=0, max_value=len(levels) - 1))
+    text = "".join(f"{i}: {mhz}Mhz{' *' if i == current else ''}\n" for i, mhz in enumerate(levels))
+    assert amd.parse_dpm(text) == (levels[current], max(levels))
+
+
+@given(st.dictionaries(st.from_regex(r"[a-z_]{1,12}", fullmatch=True), st.integers(-2**40, 2**40), max_size=10))
+def test_kfd_properties_round_trip(props: dict[str, int]) -> None:
+    text = "".join(f"{k} {v}\n" for k, v in props.items())
+    assert amd.parse_properties(text) == props
