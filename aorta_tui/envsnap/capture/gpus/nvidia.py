@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from typing import Any
 
@@ -85,6 +86,8 @@ def _convert(cell: str, kind: str, source: str) -> Leaf:
             value = int(float(cell))
         elif kind == "float":
             value = float(cell)
+            if not math.isfinite(value):  # JSON has no inf/nan
+                raise ValueError(cell)
         elif kind == "mib":
             value = int(float(cell)) * 1024 * 1024
         elif kind == "sm":
@@ -95,7 +98,7 @@ def _convert(cell: str, kind: str, source: str) -> Leaf:
             source += " (sha256, 12 hex)"
         else:
             value = cell
-    except ValueError:
+    except (ValueError, OverflowError):
         return F.error(f"could not parse {cell!r} as {kind}", source)
     return F.ok(value, source)
 
