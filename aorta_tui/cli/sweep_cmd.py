@@ -122,16 +122,16 @@ def list_workloads(json_mode: bool = typer.Option(False, "--json", help="JSON ou
 @app.command("list-patterns")
 @cli_command
 def list_patterns(json_mode: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
-    """List the built-in log patterns (tier 4) with their regex and a sample line."""
+    """List the built-in detectors' patterns (tier 3 kernel log, tier 4 trial logs) with a sample."""
     from aorta_tui.core.classify import BUILTIN_PATTERNS
 
-    rows = [{"id": p.id, "severity": p.severity, "regex": p.regex, "sample": p.sample,
-             "description": p.description} for p in BUILTIN_PATTERNS]
+    rows = [p.to_dict() for p in BUILTIN_PATTERNS]
     if json_mode:
         print(json.dumps(rows, indent=2))
         return
     for r in rows:
-        print(f"{r['id']} [{r['severity']}] {r['description']}\n  regex:  {r['regex']}\n  sample: {r['sample']}")
+        print(f"{r['id']} [tier {r['tier']}, {r['severity']}] {r['description']}\n"
+              f"  regex:  {r['regex']}\n  sample: {r['sample']}")
 
 
 def _stdout_is_tty() -> bool:

@@ -137,9 +137,30 @@ class Sweep:
                 if not dry_run:
                     raise
                 notes.append(f"trace: {exc.message}")
+        self._check_detector_names()
         if not dry_run:
             self._rules = _pattern_rules(r)
         return notes
+
+    def _check_detector_names(self) -> None:
+        import difflib
+
+        from aorta_tui.core.classify import builtin_detector_ids
+        from aorta_tui.core.hang import SIGNAL_NAMES
+
+        r = self.recipe
+        known = set(builtin_detector_ids()) | {p.id for p in (r.custom_patterns or ())}
+        known |= set(SIGNAL_NAMES) | {"hang"} | {f"tier{i}" for i in range(1, 6)}
+        for i, name in enumerate(r.disable_detectors or ()):
+            base = name.split(":", 1)[-1]
+            if name not in known and base not in known:
+                close = difflib.get_close_matches(base, sorted(known), n=3)
+                raise UsageError(
+                    f"disable_detectors names an unknown detector {name!r}",
+                    hint=(f"did you mean {', '.join(close)}? " if close else "")
+                    + "`aorta-tui sweep list-patterns` lists the built-in ids",
+                    location=_where(r, f"disable_detectors[{i}]"),
+                )
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -159,6 +180,8 @@ class Sweep:
                 cells=[c.name for c in self.plan.cells], recipe_hash=self._hash,
                 resumed=session > 1, already_done=len(self.plan.trials) - len(pending),
             ))
+            for note in getattr(self, "_resume_notes", []):
+                self.bus.emit(Warning(run_id, message=f"resume: {note}", code="orphan"))
             if self.options.snapshots:
                 from aorta_tui.core.snapshots import start_captures
 
@@ -197,6 +220,7 @@ class Sweep:
                     "is used when you pass only --resume), or start a new run",
                 )
             state = rundir.resume_state(run_dir)
+            self._end_orphans(run_dir, state.interrupted)
             for tid in state.interrupted:
                 _retire_partial_trial(run_dir, tid)
             session = sum(1 for e in rundir.iter_journal(run_dir / rundir.JOURNAL)
@@ -216,13 +240,27 @@ class Sweep:
         })
         return run_dir, 1, set()
 
+    def _end_orphans(self, run_dir: Path, interrupted: set[str]) -> None:
+        """A SIGKILLed orchestrator leaves its running trial behind: end it before re-running it."""
+        from aorta_tui.core.worker import end_orphaned_trial
+
+        started: dict[str, Any] = {}
+        for ev in rundir.iter_journal(run_dir / rundir.JOURNAL):
+            if ev.kind == "trial_started" and ev.trial_id in interrupted and ev.pid:  # type: ignore[attr-defined]
+                started[ev.trial_id] = ev  # type: ignore[attr-defined]
+        self._resume_notes = [f"{tid}: {end_orphaned_trial(ev.pid, ev.ts)}" for tid, ev in started.items()]
+
     def _base_env(self) -> dict[str, str]:
         return dict(os.environ)
 
     def _run_trials(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int) -> str:
         from aorta_tui.core.classify.dmesg import KernelLog
 
-        kernel_log = KernelLog.open()
+        with KernelLog.open() as kernel_log:
+            return self._run_trials_with(run_dir, run_id, pending, session, kernel_log)
+
+    def _run_trials_with(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int,
+                         kernel_log: Any) -> str:
         if kernel_log.unavailable:
             self.bus.emit(Warning(run_id, message=f"tier-3 kernel log detector off: {kernel_log.unavailable}",
                                   code="tier3_unavailable"))
@@ -270,18 +308,28 @@ class Sweep:
             stdout_path=trial_dir / "stdout.log", stderr_path=trial_dir / "stderr.log",
             timeout_s=float(r.timeout_per_trial) if r.timeout_per_trial else None, hang=hang,
         )
-        self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
-                                   attempt=session))
+        announced = False
+
+        def on_start(pid: int) -> None:
+            nonlocal announced
+            announced = True
+            self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
+                                       attempt=session, pid=pid))
+
         cursor = kernel_log.mark()
         if r.mode == "triage" and r.trial_isolation == "in_process":
             from aorta_tui.core.inprocess import run_in_process
 
             wspec = json.loads((trial_dir / "trial_spec.json").read_text())
+            on_start(os.getpid())
             outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
                                      trial_dir)
         else:
             with self._trial_trace(run_id, trial_dir):
-                outcome = run_process(pspec, cancel=self.cancel)
+                outcome = run_process(pspec, cancel=self.cancel, on_start=on_start)
+        if not announced:  # the command never started (exec failure): the journal still says so
+            self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
+                                       attempt=session))
         if outcome.cancelled:
             return None  # no result: a resume runs this trial again
         kevents = kernel_log.events_since(cursor)

@@ -138,3 +138,37 @@ def test_upstream_recipes_dry_run_into_upstreams_cells(tmp_path):
         plan = json.loads(proc.stdout)
         assert [c["name"] for c in plan["cells"]] == cells
         assert plan["baseline_cell"] == baselines[name]
+
+
+def test_unknown_disabled_detector_is_located(tmp_path):
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
+                      "diagnostic_axis: [none]\ndisable_detectors: ['tier4:cuda_eror']\n")
+    proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--", "true")
+    assert proc.returncode == 2
+    assert f"{recipe}:6:" in proc.stderr and "cuda_error" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_disabled_detector_really_stays_quiet(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
+                      "diagnostic_axis: [none]\ndisable_detectors: ['tier4:cuda_error', 'tier4:illegal_memory_access']\n")
+    script = "echo 'RuntimeError: CUDA error: an illegal memory access was encountered'"
+    proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--no-snapshot", "--",
+                 "bash", "-c", script)
+    assert proc.returncode == 0, proc.stderr
+    (res,) = results(only_run_dir(tmp_path / "out")).values()
+    ids = {d["id"] for d in res["detections"] if d["severity"] in ("fail", "error")}
+    assert "cuda_error" not in ids
+
+
+def test_list_patterns_json_has_samples_that_match():
+    import re
+
+    proc = aorta("sweep", "list-patterns", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert {"cuda_error", "nccl_error", "python_traceback"} <= {r["id"] for r in rows}
+    for r in rows:
+        assert re.search(r["regex"], r["sample"]), r["id"]
