@@ -77,6 +77,20 @@ def _time_calls(specs: list[str]) -> dict[str, float]:
     return json.loads(out.stdout)
 
 
+def _probed_times(bpftrace: str, probes: str, specs: list[str]) -> dict[str, float]:
+    from aorta_tui.trace.runner import BpftraceRunner
+
+    text = "BEGIN { @sent[0] = count(); }\n" + probes
+    text += 'interval:ms:100 { printf("@H %lld\\n", nsecs); }\nEND { clear(@sent); }\n'
+    runner = BpftraceRunner(text, bpftrace=bpftrace, on_lines=lambda lines: None)
+    runner.start()
+    try:
+        runner.wait_attached(30)
+        return _time_calls(specs)
+    finally:
+        runner.cleanup()
+
+
 def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None,
               use_cache: bool = True) -> dict[str, Any]:
     """Per-hit cost in ns by target: ``push``/``other`` (libc) and each ``extra`` name
@@ -92,8 +106,6 @@ def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None
                 return data["result"]
         except (OSError, ValueError, KeyError):
             pass
-    from aorta_tui.trace.runner import BpftraceRunner
-
     result: dict[str, Any] = {"push": None, "other": None, "reasons": {}, "functions": {},
                               "method": f"{CALLS} ctypes calls of a cheap function, best of 5, "
                                         "with minus without a counting uprobe on it"}
@@ -122,18 +134,18 @@ def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None
     if not targets_:
         return result
     specs = {name: f"{p}:{fn}" for name, (p, fn) in targets_.items()}
+    pairs = {name: specs[name] for name in extra if name in targets_}
     try:
         base = _time_calls(list(specs.values()))
-        text = "BEGIN { @sent[0] = count(); }\n" + "".join(
-            f"uprobe:{p}:{fn} {{ @c[{i}] = count(); }}\n" for i, (p, fn) in enumerate(targets_.values()))
-        text += 'interval:ms:100 { printf("@H %lld\\n", nsecs); }\nEND { clear(@c); clear(@sent); }\n'
-        runner = BpftraceRunner(text, bpftrace=bpftrace, on_lines=lambda lines: None)
-        runner.start()
-        try:
-            runner.wait_attached(30)
-            probed = _time_calls(list(specs.values()))
-        finally:
-            runner.cleanup()
+        entry = "".join(f"uprobe:{p}:{fn} {{ @c[{i}] = count(); }}\n"
+                        for i, (p, fn) in enumerate(targets_.values()))
+        probed = _probed_times(bpftrace, entry, list(specs.values()))
+        returns = {}
+        if pairs:
+            # the same functions with a return probe too: what a *_calls probe set pays per call
+            both = "".join(f"uprobe:{p}:{fn} {{ @c[{i}] = count(); }}\nuretprobe:{p}:{fn} {{ @r[{i}] = count(); }}\n"
+                           for i, (p, fn) in enumerate(targets_[n] for n in pairs))
+            returns = _probed_times(bpftrace, both, list(pairs.values()))
     except Exception as exc:  # calibration is advisory: say why it is missing
         for name in targets_:
             result["reasons"][name] = f"calibration failed: {exc}"
@@ -141,6 +153,8 @@ def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None
     for name, spec in specs.items():
         result[name] = max(0.0, probed[spec] - base[spec])
         result["functions"][name] = spec
+    for name, spec in pairs.items():
+        result[f"{name}+ret"] = max(0.0, returns[spec] - base[spec])
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"key": key, "at": time.time(), "result": result}))

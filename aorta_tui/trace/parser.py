@@ -39,7 +39,8 @@ class Batch:
     key: np.ndarray
     value: np.ndarray
     aux: np.ndarray
-    labels: list[str] | None = None
+    label_codes: np.ndarray | None = None  # per record, index into label_names
+    label_names: list[str] | None = None
     heartbeats: list[int] = field(default_factory=list)
     sent: dict[int, int] = field(default_factory=dict)
     lost: int = 0
@@ -49,10 +50,37 @@ class Batch:
     def __len__(self) -> int:
         return int(len(self.ts))
 
+    @property
+    def labels(self) -> list[str] | None:
+        """Per-record label strings (None when every label is ``-``)."""
+        if self.label_codes is None or self.label_names is None:
+            return None
+        names = self.label_names
+        return [names[c] for c in self.label_codes.tolist()]
 
-def _plain_record(ln: str) -> bool:
-    """Nine space-separated fields with a non-empty label: the fast path can take it."""
-    return ln.count(" ") == RECORD_FIELDS - 1 and not ln.endswith((" \n", " "))
+
+LABEL_WIDTH = 64  # bpftrace's default string size; longer labels take the slow path
+
+
+def _label_codes(data: bytes, arr: np.ndarray, first: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Labels as codes into a list of distinct names, without a Python call per record."""
+    width = int(min(max(int(length.max()), 1), LABEL_WIDTH))
+    pad = np.concatenate([arr, np.zeros(width, dtype=np.uint8)])
+    cols = np.arange(width)
+    mat = pad[first[:, None] + cols[None, :]]
+    mat[cols[None, :] >= length[:, None]] = 0
+    fixed = np.ascontiguousarray(mat).view(f"S{width}").ravel()
+    uniq, codes = np.unique(fixed, return_inverse=True)
+    names = [u.decode("utf-8", "replace") for u in uniq.tolist()]
+    long = np.flatnonzero(length > width)
+    if len(long):  # rare: longer than LABEL_WIDTH bytes, decoded one by one
+        lookup = {nm: i for i, nm in enumerate(names)}
+        for i in long.tolist():
+            a = int(first[i])
+            nm = data[a : a + int(length[i])].decode("utf-8", "replace")
+            codes[i] = lookup.setdefault(nm, len(lookup))
+        names = sorted(lookup, key=lookup.__getitem__)
+    return codes.astype(np.int64), names
 
 
 def _empty_columns() -> dict[str, np.ndarray]:
@@ -68,62 +96,94 @@ class RecordParser:
         self.keep_examples = keep_examples
 
     def feed(self, lines: list[str]) -> Batch:
-        records = [ln for ln in lines if ln.startswith("@R ")]
-        others = [ln for ln in lines if not ln.startswith("@R ")] if len(records) != len(lines) else []
-        cols, labels, bad = self._parse_records(records)
-        batch = Batch(**cols, labels=labels)
-        for ln in others:
-            self._parse_other(ln, batch)
+        """Parse one batch. Plain records are parsed in bulk on the bytes (numpy); anything
+        unusual (a label with spaces, a bad token) goes line by line, so no line is lost."""
+        if not lines:
+            return Batch(**_empty_columns())
+        block = "".join(lines)
+        if not block.endswith("\n"):
+            block += "\n"
+        data = block.encode("utf-8", "replace")
+        arr = np.frombuffer(data, dtype=np.uint8)
+        ends = np.flatnonzero(arr == 10)
+        starts = np.empty_like(ends)
+        starts[0] = 0
+        starts[1:] = ends[:-1] + 1
+        lens = ends - starts
+        pad = np.concatenate([arr, np.zeros(3, dtype=np.uint8)])  # safe look-ahead at line starts
+        is_rec = (lens >= 3) & (pad[starts] == 64) & (pad[starts + 1] == 82) & (pad[starts + 2] == 32)
+        space = arr == 32
+        cum = np.concatenate([[0], np.cumsum(space, dtype=np.int64)])
+        n_spaces = cum[ends] - cum[starts]
+        plain = is_rec & (n_spaces == RECORD_FIELDS - 1) & (arr[np.maximum(ends - 1, 0)] != 32)
+        cols, codes, names, ok = self._bulk(data, arr, space, cum, starts, ends, plain)
+        if not ok:  # a bad token somewhere: every record of this batch goes line by line
+            plain = np.zeros_like(plain)
+            cols, codes, names = _empty_columns(), None, None
+        odd_rec = np.flatnonzero(is_rec & ~plain)
+        others = np.flatnonzero(~is_rec)
+        bad: list[str] = []
+        if len(odd_rec):
+            text = [data[a : b + 1].decode("utf-8", "replace")
+                    for a, b in zip(starts[odd_rec].tolist(), ends[odd_rec].tolist(), strict=True)]
+            rows, odd_labels, bad = self._slow_records(text)
+            if rows:
+                extra = np.array(rows, dtype=np.int64)
+                n_plain = len(cols["ts"])
+                cols = {c: np.concatenate([cols[c], extra[:, i]]) for i, c in enumerate(_COLUMNS)}
+                names = list(names) if names is not None else ["-"]
+                if codes is None:
+                    codes = np.zeros(n_plain, dtype=np.int64)
+                lookup = {nm: i for i, nm in enumerate(names)}
+                extra_codes = [lookup.setdefault(lb, len(lookup)) for lb in odd_labels]
+                names = sorted(lookup, key=lookup.__getitem__)
+                codes = np.concatenate([codes, np.array(extra_codes, dtype=np.int64)])
+        if names == ["-"]:
+            codes = names = None
+        batch = Batch(**cols, label_codes=codes, label_names=names)
+        for a, b in zip(starts[others].tolist(), ends[others].tolist(), strict=True):
+            self._parse_other(data[a : b + 1].decode("utf-8", "replace"), batch)
         for ln in bad:
             self._malformed(ln, batch)
         self.malformed_total += batch.malformed
         self.lost_total += batch.lost
         return batch
 
-    # -- records ------------------------------------------------------------------------------
-    def _parse_records(
-        self, records: list[str]
-    ) -> tuple[dict[str, np.ndarray], list[str] | None, list[str]]:
-        if not records:
-            return _empty_columns(), None, []
-        good = records
-        odd: list[str] = []
-        if not all(map(_plain_record, records)):
-            good = [ln for ln in records if _plain_record(ln)]
-            odd = [ln for ln in records if not _plain_record(ln)]
-        nums = self._fast_numbers(good)
-        bad: list[str] = []
-        if nums is None:  # a bad token somewhere in the batch: check line by line
-            odd = records
-            good = []
-            nums = np.empty((0, 7), dtype=np.int64)
-        labels: list[str] | None = None
-        if good and not all(ln.endswith(" -\n") or ln.endswith(" -") for ln in good):
-            labels = [ln[ln.rfind(" ") + 1 :].rstrip("\n") for ln in good]
-        if odd:
-            rows, odd_labels, bad = self._slow_records(odd)
-            if rows:
-                nums = np.concatenate([nums, np.array(rows, dtype=np.int64)])
-                if labels is None:
-                    labels = ["-"] * len(good)
-                labels.extend(odd_labels)
-        cols = {c: np.ascontiguousarray(nums[:, i]) for i, c in enumerate(_COLUMNS)}
-        return cols, labels, bad
-
     @staticmethod
-    def _fast_numbers(lines: list[str]) -> np.ndarray | None:
-        if not lines:
-            return np.empty((0, 7), dtype=np.int64)
-        text = "\n".join(ln[3 : ln.rfind(" ")] for ln in lines)
+    def _bulk(data: bytes, arr: np.ndarray, space: np.ndarray, cum: np.ndarray, starts: np.ndarray,
+              ends: np.ndarray, plain: np.ndarray,
+    ) -> tuple[dict[str, np.ndarray], np.ndarray | None, list[str] | None, bool]:
+        """The 7 numbers of every plain record at once: blank all other bytes, one fromstring."""
+        idx = np.flatnonzero(plain)
+        if len(idx) == 0:
+            return _empty_columns(), None, None, True
+        space_pos = np.flatnonzero(space)
+        last_space = space_pos[cum[ends[idx]] - 1]
+        # +1 opens a blanked range, -1 closes it: every line opens at its start; plain lines
+        # close after "@R" and reopen at their label; all close at their newline
+        marks = np.zeros(len(arr) + 1, dtype=np.int64)
+        marks[starts] += 1
+        marks[starts[idx] + 2] -= 1
+        marks[last_space] += 1
+        marks[ends] -= 1
+        blank = np.cumsum(marks[:-1]) > 0
+        buf = arr.copy()
+        buf[blank] = 32
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                flat = np.fromstring(text, dtype=np.int64, sep=" ")
+                flat = np.fromstring(buf.tobytes(), dtype=np.int64, sep=" ")
             except ValueError:
-                return None
-        if flat.size != 7 * len(lines):
-            return None
-        return flat.reshape(-1, 7)
+                return _empty_columns(), None, None, False
+        if flat.size != 7 * len(idx):
+            return _empty_columns(), None, None, False
+        nums = flat.reshape(-1, 7)
+        label_len = ends[idx] - last_space - 1
+        cols = {c: np.ascontiguousarray(nums[:, i]) for i, c in enumerate(_COLUMNS)}
+        if np.all(label_len == 1) and np.all(arr[last_space + 1] == 45):
+            return cols, None, None, True
+        codes, names = _label_codes(data, arr, last_space + 1, label_len)
+        return cols, codes, names, True
 
     @staticmethod
     def _slow_records(lines: list[str]) -> tuple[list[list[int]], list[str], list[str]]:

@@ -362,35 +362,51 @@ class TraceSession:
         return max(0, sent - self.received.get(mid, 0))
 
     def _observer_cost(self) -> dict[str, dict[str, Any]]:
+        """Estimated CPU the probes take: records x measured cost of their probe(s) per record."""
         out: dict[str, dict[str, Any]] = {}
         wall = ((self.stopped_ns or time.monotonic_ns()) - (self.started_ns or 0)) / 1e9
+        cal = self.calibration or {}
         for ps, det in self._sets:
             mids = [mid for mid, (n, _m) in self.program.metric_ids.items() if n == ps.name]
             hits = sum(self._stats[m].count * self._stats[m].metric.probe_hits for m in mids)
             entry: dict[str, Any] = {"probe_hits": hits,
                                      "probe_hits_per_s": hits / wall if wall > 0 else None}
-            uprobe = any(self._stats[m].metric.probe_type == "uprobe" for m in mids)
-            cal = self.calibration
-            if not uprobe:
+            uprobe_mids = [m for m in mids if self._stats[m].metric.probe_type == "uprobe"]
+            if not uprobe_mids:
                 entry.update(per_hit_us=None, cpu_fraction=None,
                              reason="calibration covers uprobes only; tracepoint hits cost far less (~0.3 us)")
-            elif cal is None:
+                out[ps.name] = entry
+                continue
+            if self.calibration is None:
                 entry.update(per_hit_us=None, cpu_fraction=None, reason="calibration was not run")
-            else:
-                classes = list((det.prologues or {}).values())
-                cls = "push" if classes and all(c == "push" for c in classes) else "other"
-                if cal.get(ps.name) is not None:
-                    cls = ps.name  # measured on a function of the probed library itself
-                per_hit = cal.get(cls)
-                if per_hit is None:
-                    entry.update(per_hit_us=None, cpu_fraction=None,
-                                 reason=cal.get("reasons", {}).get(cls) or cal.get("reasons", {}).get("all", "not measured"))
+                out[ps.name] = entry
+                continue
+            classes = list((det.prologues or {}).values())
+            target = "push" if classes and all(c == "push" for c in classes) else "other"
+            if cal.get(ps.name) is not None:
+                target = ps.name  # measured on a function of the probed library itself
+            per_hit = cal.get(target)
+            if per_hit is None:
+                entry.update(per_hit_us=None, cpu_fraction=None,
+                             reason=cal.get("reasons", {}).get(target, "not measured"))
+                out[ps.name] = entry
+                continue
+            per_pair = cal.get(f"{target}+ret")
+            busy_ns = 0.0
+            for m in uprobe_mids:
+                st = self._stats[m]
+                if st.metric.probe_hits == 2:
+                    busy_ns += st.count * (per_pair if per_pair is not None else 2 * per_hit)
                 else:
-                    entry["per_hit_us"] = per_hit / 1000.0
-                    entry["calibration_target"] = cls
-                    entry["cpu_fraction"] = (entry["probe_hits_per_s"] or 0) * per_hit / 1e9
-                    entry["method"] = cal.get("method")
-                    entry["calibrated_on"] = cal.get("functions", {}).get(cls)
+                    busy_ns += st.count * per_hit
+            entry["per_hit_us"] = per_hit / 1000.0
+            entry["entry_and_return_us"] = None if per_pair is None else per_pair / 1000.0
+            entry["calibration_target"] = target
+            entry["cpu_fraction"] = busy_ns / 1e9 / wall if wall > 0 else None
+            entry["method"] = cal.get("method")
+            entry["calibrated_on"] = cal.get("functions", {}).get(target)
+            if per_pair is None and any(self._stats[m].metric.probe_hits == 2 for m in uprobe_mids):
+                entry["note"] = "return probes counted as one more entry probe (not calibrated separately)"
             out[ps.name] = entry
         return out
 

@@ -49,10 +49,12 @@ class MetricStats:
         self.first_ts: int | None = None
         self.last_ts: int | None = None
         self.value_sum = 0
+        self._label_codes: dict[str, int] = {}
 
     # -- events mode ---------------------------------------------------------------------------
     def add(self, ts: np.ndarray, pid: np.ndarray, key: np.ndarray, value: np.ndarray,
-            labels: list[str] | None) -> None:
+            labels: tuple[np.ndarray, list[str]] | None) -> None:
+        """``labels``: (code per record, names) as the parser gives them, or None (all ``-``)."""
         n = int(len(ts))
         if n == 0:
             return
@@ -63,11 +65,15 @@ class MetricStats:
         pids, pc = np.unique(pid, return_counts=True)
         for p, c in zip(pids.tolist(), pc.tolist(), strict=False):
             self.by_pid[p] = self.by_pid.get(p, 0) + c
-        keys: np.ndarray | list[str]
-        if self.metric.breakdown_by == "label" and labels is not None:
-            keys = np.array(labels, dtype=object)
-        elif self.metric.breakdown_by == "label":
-            keys = np.array(["-"] * n, dtype=object)
+        if self.metric.breakdown_by == "label":
+            # strings become small integer codes once, so everything below is integer numpy
+            codes = self._label_codes
+            if labels is None:
+                keys = np.full(n, codes.setdefault("-", len(codes)), dtype=np.int64)
+            else:
+                batch_codes, names = labels
+                lut = np.array([codes.setdefault(nm, len(codes)) for nm in names], dtype=np.int64)
+                keys = lut[batch_codes]
         else:
             keys = key
         measured = self._gaps(ts, keys) if self.metric.kind == "point" else (ts, keys, value)
@@ -77,31 +83,28 @@ class MetricStats:
         self._record_values(m_vals)
         self._breakdown(keys, m_keys, m_vals)
 
-    def _gaps(self, ts: np.ndarray, keys: Any) -> tuple[np.ndarray, Any, np.ndarray]:
+    def _gaps(self, ts: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Interval between consecutive events on the same key, across batch boundaries."""
-        _, codes = np.unique(np.asarray(keys), return_inverse=True)
-        order = np.lexsort((ts, codes))
-        ks = np.asarray(keys)[order]
+        order = np.lexsort((ts, keys))
+        ks = keys[order]
         tss = ts[order]
         same = np.empty(len(ks), dtype=bool)
         same[0] = False
-        cs = codes[order]
-        same[1:] = cs[1:] == cs[:-1]
+        same[1:] = ks[1:] == ks[:-1]
         gaps = np.empty(len(tss), dtype=np.int64)
         gaps[1:] = tss[1:] - tss[:-1]
         valid = same.copy()
         # first event of each key in this batch: gap to the last one seen before
         firsts = np.flatnonzero(~same)
         for i in firsts.tolist():
-            k = ks[i].item() if hasattr(ks[i], "item") else ks[i]
+            k = int(ks[i])
             prev = self._last_ts.get(k)
             if prev is not None:
                 gaps[i] = int(tss[i]) - prev
                 valid[i] = True
         lasts = np.append(firsts[1:] - 1, len(ks) - 1)
         for i in lasts.tolist():
-            k = ks[i].item() if hasattr(ks[i], "item") else ks[i]
-            self._last_ts[k] = int(tss[i])
+            self._last_ts[int(ks[i])] = int(tss[i])
         return tss[valid], ks[valid], gaps[valid]
 
     def _record_values(self, values: np.ndarray) -> None:
@@ -116,20 +119,30 @@ class MetricStats:
             self.exact = False
             self._values = []
 
-    def _breakdown(self, all_keys: Any, keys: Any, values: np.ndarray) -> None:
-        uk, counts = np.unique(np.asarray(all_keys), return_counts=True)
-        for k, c in zip(uk.tolist(), counts.tolist(), strict=False):
+    def _breakdown(self, all_keys: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
+        uk, counts = np.unique(all_keys, return_counts=True)
+        for k, c in zip(uk.tolist(), counts.tolist(), strict=True):
             self.by_key.setdefault(k, KeyStats()).count += c
         if len(values) == 0:
             return
-        karr = np.asarray(keys)
-        for k in np.unique(karr).tolist():
-            sel = values[karr == k]
+        values = np.asarray(values, dtype=np.int64)
+        uk, inv = np.unique(keys, return_inverse=True)
+        sums = np.bincount(inv, weights=values.astype(np.float64), minlength=len(uk))
+        order = np.argsort(inv, kind="stable")
+        firsts = np.searchsorted(inv[order], np.arange(len(uk)))
+        maxes = np.maximum.reduceat(values[order], firsts)
+        # one np.unique over (key, bucket) pairs gives every key's histogram
+        pairs, pair_counts = np.unique(inv * 4096 + bucket_index(values), return_counts=True)
+        per_key: dict[int, dict[int, int]] = {}
+        for pk, pc in zip(pairs.tolist(), pair_counts.tolist(), strict=True):
+            per_key.setdefault(pk >> 12, {})[pk & 4095] = pc
+        for i, k in enumerate(uk.tolist()):
             ks = self.by_key.setdefault(k, KeyStats())
-            ks.total += int(sel.sum())
-            mx = int(sel.max())
+            ks.total += int(sums[i])
+            mx = int(maxes[i])
             ks.max = mx if ks.max is None else max(ks.max, mx)
-            ks.hist.add_array(sel)
+            ks.hist.add_bucket_counts(per_key.get(i, {}))
+            ks.hist.max = ks.max
 
     # -- aggregate mode ------------------------------------------------------------------------
     def set_aggregate(self, *, sent: int, buckets: dict[int, int], per_key_count: dict[Any, int],
@@ -145,6 +158,13 @@ class MetricStats:
             self.by_key[k] = ks
         if self.metric.kind == "size":
             self.value_sum = sum(per_key_sum.values())
+
+    def _label_of(self, k: Any) -> Any:
+        if self.metric.breakdown_by != "label" or isinstance(k, str):
+            return k
+        if not hasattr(self, "_label_names") or len(self._label_names) != len(self._label_codes):
+            self._label_names = {v: name for name, v in self._label_codes.items()}
+        return self._label_names.get(k, str(k))
 
     # -- results -------------------------------------------------------------------------------
     def percentiles(self) -> tuple[dict[str, float | None], str]:
@@ -182,7 +202,7 @@ class MetricStats:
                 entry["max"] = None if ks.max is None else ks.max / scale
                 p50 = ks.hist.percentile(50)
                 entry["p50"] = None if p50 is None else p50 / scale
-            breakdown[_key_text(k, m)] = entry
+            breakdown[_key_text(self._label_of(k), m)] = entry
         return {
             "measures": m.measures,
             "histogram_measures": m.histogram_measures,
@@ -227,9 +247,8 @@ def split_batch(batch: Batch, metric_ids: dict[int, MetricStats]) -> dict[int, i
         if st is None:
             continue
         labels = None
-        if batch.labels is not None:
-            idx = np.flatnonzero(sel).tolist()
-            labels = [batch.labels[i] for i in idx]
+        if batch.label_codes is not None and batch.label_names is not None:
+            labels = (batch.label_codes if len(uniq) == 1 else batch.label_codes[sel], batch.label_names)
         if len(uniq) == 1:
             st.add(batch.ts, batch.pid, batch.key, batch.value, labels)
         else:

@@ -148,5 +148,6 @@ def test_observer_cost_is_calibrated_on_the_probed_library(bpftrace, fakelibs, t
     cost = r["probe_sets"]["cuda"]["observer_cost"]
     assert cost["calibrated_on"] == f"{fakelibs.cuda}:cuDriverGetVersion"
     assert cost["per_hit_us"] > 0 and cost["probe_hits"] == n
-    assert cost["cpu_fraction"] == pytest.approx(cost["probe_hits_per_s"] * cost["per_hit_us"] / 1e6)
+    assert cost["cpu_fraction"] == pytest.approx(cost["probe_hits_per_s"] * cost["per_hit_us"] / 1e6, rel=1e-6)
+    assert cost["entry_and_return_us"] > 0  # calibrated too, for the *_calls sets
     assert (tmp_path / "cache" / "aorta-tui" / "trace-calibration.json").exists()
