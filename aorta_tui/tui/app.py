@@ -12,16 +12,17 @@ from textual.screen import Screen
 
 from aorta_tui.tui.machine import MachineFacts
 from aorta_tui.tui.screens.base import AortaScreen
-from aorta_tui.tui.screens.env_diff import EnvDiffScreen
 from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
-from aorta_tui.tui.screens.matrix import MatrixScreen
-from aorta_tui.tui.screens.policy import PolicyScreen
-from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen
-from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen
 
 SCREEN_NAMES = ("home", "recipe", "matrix", "queue", "envdiff", "policy")
 DARK, LIGHT = "textual-dark", "textual-light"
+
+
+def _screen(module: str, name: str) -> Screen:
+    import importlib
+
+    return getattr(importlib.import_module(f"aorta_tui.tui.screens.{module}"), name)()
 
 
 def default_output_dir() -> Path:
@@ -41,15 +42,16 @@ def default_output_dir() -> Path:
 
 
 class AortaApp(App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = str(Path(__file__).with_name("app.tcss"))  # absolute: subclasses live elsewhere
     TITLE = "aorta-tui"
+    # Screens other than home are imported when first shown: the first frame does not wait.
     SCREENS = {
         "home": HomeScreen,
-        "recipe": RecipeEditorScreen,
-        "matrix": MatrixScreen,
-        "queue": QueueMonitorScreen,
-        "envdiff": EnvDiffScreen,
-        "policy": PolicyScreen,
+        "recipe": lambda: _screen("recipe_editor", "RecipeEditorScreen"),
+        "matrix": lambda: _screen("matrix", "MatrixScreen"),
+        "queue": lambda: _screen("queue_monitor", "QueueMonitorScreen"),
+        "envdiff": lambda: _screen("env_diff", "EnvDiffScreen"),
+        "policy": lambda: _screen("policy", "PolicyScreen"),
     }
     BINDINGS = [
         Binding("1", "goto('home')", "Home", show=False),
@@ -87,9 +89,7 @@ class AortaApp(App[None]):
     def on_mount(self) -> None:
         self.push_screen(self.start_screen)
         if self.start_run is not None:
-            matrix = self.get_screen("matrix")
-            assert isinstance(matrix, MatrixScreen)
-            self.call_after_refresh(matrix.open_run, self.start_run)
+            self.call_after_refresh(self.get_screen("matrix").open_run, self.start_run)
 
     # --- navigation ----------------------------------------------------------------------
 
@@ -101,14 +101,12 @@ class AortaApp(App[None]):
 
     def open_run(self, run_dir: Path) -> None:
         matrix = self.get_screen("matrix")
-        assert isinstance(matrix, MatrixScreen)
         self.action_goto("matrix")
         # After the switch has been processed, so the screen's widgets exist.
         self.call_after_refresh(matrix.open_run, Path(run_dir))
 
     def open_recipe(self, path: Path | None) -> None:
         editor = self.get_screen("recipe")
-        assert isinstance(editor, RecipeEditorScreen)
         self.action_goto("recipe")
         self.call_after_refresh(editor.open_file, path)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Input, Select
-from tui_support import FIXED_FACTS, FIXTURES, HERE, async_test, bpftrace_children, wait_for
+from tui_support import FIXED_FACTS, FIXTURES, HERE, async_test, bpftrace_descendants, wait_for
 
 from aorta_tui.core.events import HistogramSnapshot, event_from_dict
 from aorta_tui.tui.app import AortaApp
@@ -58,10 +58,12 @@ async def test_live_histogram_from_a_real_trace_then_stop_detaches(tmp_path: Pat
         # TIOCGWINSZ (0x5413 = 21523) is the load's ioctl: it has a breakdown row.
         table = screen.query_one("#queue-breakdown", DataTable)
         await wait_for(pilot, lambda: any("21523" in str(table.get_row_at(i)[0]) for i in range(table.row_count)))
-        assert bpftrace_children(), "bpftrace is not running under the app"
+        assert bpftrace_descendants(), "bpftrace is not running under the app"
         await pilot.press("s")
         await wait_for(pilot, lambda: not screen.tracing, timeout=30, what="the tracer to stop")
-        assert bpftrace_children() == []
+        assert bpftrace_descendants() == []
+        # The traced command's own output went to the worker's log, not into the event stream.
+        assert screen.stderr_path is not None
 
 
 @needs_bpftrace
@@ -74,9 +76,13 @@ async def test_quitting_while_tracing_leaves_no_tracer_attached(tmp_path: Path) 
         screen.query_one("#trace-target", Input).value = f"{sys.executable} {LOAD} 60"
         await pilot.press("s")
         await wait_for(pilot, lambda: screen.redraws >= 1, timeout=30, what="the trace to start")
-        load_pid = screen.session.child_pid
+        await wait_for(pilot, lambda: screen.attached is not None, what="the attached report")
+        load_pid = screen.attached["pid"]
+        worker = screen._proc
+        assert bpftrace_descendants(), "bpftrace is not running under the app"
         await pilot.press("ctrl+q")
-    assert bpftrace_children() == []
+    assert worker.poll() is not None, "the tracer worker outlived the TUI"
+    assert bpftrace_descendants() == []
     assert not Path(f"/proc/{load_pid}").exists() or "Z" in Path(f"/proc/{load_pid}/stat").read_text().split()[2]
 
 
@@ -133,3 +139,48 @@ def test_targets() -> None:
     assert parse_target("python train.py --x 'a b'") == {"command": ["python", "train.py", "--x", "a b"]}
     with pytest.raises(ValueError):
         parse_target("  ")
+
+
+@needs_bpftrace
+def test_the_tracer_worker_stops_when_the_tui_dies(tmp_path: Path) -> None:
+    # A parent that starts the worker and then dies, as a TUI killed with its terminal would.
+    import subprocess
+
+    pid_file = tmp_path / "worker.pid"
+    starter = (
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-m', 'aorta_tui.tui.trace_worker', '--probes', 'ioctl', "
+        f"'--', sys.executable, {str(LOAD)!r}, '60'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "p.stdout.readline()\n"  # the worker's first event: bpftrace is attached
+        "sys.stdout.write('attached\\n'); sys.stdout.flush(); time.sleep(0.5)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None and parent.stdout.readline().strip() == "attached"
+    worker = int(pid_file.read_text())
+    tracers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _is_bpftrace_of(p, worker)]
+    assert tracers, "no bpftrace under the worker"
+    parent.wait(10)  # the "TUI" is gone now
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (_running(Path(f"/proc/{worker}")) or any(map(_running, tracers))):
+        time.sleep(0.1)
+    assert not _running(Path(f"/proc/{worker}")), "the tracer worker kept running after its parent died"
+    assert not any(map(_running, tracers)), "bpftrace stayed attached after the TUI died"
+
+
+def _running(proc: Path) -> bool:
+    try:
+        stat = (proc / "stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _is_bpftrace_of(proc: Path, worker: int) -> bool:
+    try:
+        stat = (proc / "stat").read_text()
+    except OSError:
+        return False
+    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return comm == "bpftrace" and int(fields[1]) == worker and fields[0] != "Z"

@@ -81,23 +81,32 @@ async def wait_for(pilot, predicate: Callable[[], bool], timeout: float = 20.0, 
         await asyncio.sleep(0)
 
 
-def bpftrace_children() -> list[int]:
-    """Pids of bpftrace processes whose parent is this test process."""
-    me = os.getpid()
-    found = []
+def bpftrace_descendants() -> list[int]:
+    """Pids of bpftrace processes started (directly or through workers) by this test process."""
+    parents: dict[int, tuple[int, str]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
-            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        except (OSError, ValueError):
+        except OSError:
             continue
-        if comm == "bpftrace" and ppid == me:
-            found.append(int(entry.name))
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] == "Z":
+            continue
+        parents[int(entry.name)] = (int(fields[1]), comm)
+    me, found = os.getpid(), []
+    for pid, (_ppid, comm) in parents.items():
+        if comm != "bpftrace":
+            continue
+        cursor = pid
+        while cursor in parents and cursor > 1:
+            cursor = parents[cursor][0]
+            if cursor == me:
+                found.append(pid)
+                break
     return found
-
 
 def async_test(fn: Callable[..., object]) -> Callable[..., None]:
     """Run an ``async def`` test on a fresh event loop (no asyncio plugin needed)."""

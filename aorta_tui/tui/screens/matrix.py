@@ -289,10 +289,7 @@ class MatrixScreen(AortaScreen):
             return
         snapshots = sorted((self.run_dir / "env").glob("*.json"))
         if len(snapshots) >= 2:
-            from aorta_tui.tui.screens.env_diff import EnvDiffScreen
-
             screen = self.app.get_screen("envdiff")
-            assert isinstance(screen, EnvDiffScreen)
             self.aorta.action_goto("envdiff")
             screen.set_paths(snapshots[0], snapshots[1])
         else:

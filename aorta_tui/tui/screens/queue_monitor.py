@@ -1,14 +1,21 @@
 """Queue monitor: a live submit -> dispatch latency histogram from the trace engine.
 
-The tracer can deliver 100k events/s; the screen never redraws per event. ``offer`` (any
-thread) only keeps the newest ``HistogramSnapshot``; a timer redraws at ``REDRAW_HZ`` when a
-newer one arrived, updating widgets in place.
+The tracer runs in a worker process (``aorta_tui.tui.trace_worker``) that streams the trace
+engine's ``HistogramSnapshot`` events as JSON lines, so parsing 100k events/s never costs the
+TUI's process, and a lost TUI takes its tracer with it. The screen never redraws per event:
+``offer`` (any thread) only keeps the newest snapshot per metric; a timer redraws at
+``REDRAW_HZ`` when a newer one arrived, updating widgets in place.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import signal
+import subprocess
 import sys
+import tempfile
 import threading
 from collections import deque
 from pathlib import Path
@@ -20,12 +27,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
-from aorta_tui.core.events import Event, HistogramSnapshot
+from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, Warning, event_from_dict
 from aorta_tui.tui import engines
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.widgets.histogram import LogHistogram, fmt_latency
 
 REDRAW_HZ = 10
+SNAPSHOT_S = 0.08  # a little faster than the redraw cadence, so every redraw has a new one
 RATE_HISTORY = 120
 
 
@@ -72,9 +80,10 @@ class QueueMonitorScreen(AortaScreen):
         self._drawn = 0
         self.redraws = 0
         self._rates: deque[float] = deque(maxlen=RATE_HISTORY)
-        self._stop: threading.Event | None = None
-        self.session: Any = None
-        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self.attached: dict[str, Any] | None = None
+        self.stderr_path: Path | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="queue"):
@@ -102,7 +111,8 @@ class QueueMonitorScreen(AortaScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#queue-breakdown", DataTable).add_columns("metric / key", "count", "p50", "mean", "max")
-        self._breakdown_rows: set[str] = set()
+        self._breakdown_values: dict[str, tuple[str, ...]] = {}
+        self._last_header: tuple[str, ...] | None = None
         self.set_interval(1 / REDRAW_HZ, self._redraw)
 
     def on_unmount(self) -> None:
@@ -134,12 +144,17 @@ class QueueMonitorScreen(AortaScreen):
 
     def render_snapshot(self, snap: HistogramSnapshot) -> None:
         self.redraws += 1
+        # Redraws touch only what changed, and never ask for a new layout of the screen:
+        # at 10 snapshots/s a relayout per snapshot is most of the UI's CPU.
         others = len(self._latest) - 1
         more = f"  [dim](m: {others} more metric{'s' if others > 1 else ''})[/dim]" if others > 0 else ""
-        self.query_one("#queue-measures", Static).update(
-            Text.assemble((snap.probe_set, "bold"), f": {snap.measures}  ", (f"unit {snap.unit}", "dim"))
-            + Text.from_markup(more)
-        )
+        header = (snap.probe_set, snap.measures, snap.unit, more)
+        if header != self._last_header:
+            self._last_header = header
+            self.query_one("#queue-measures", Static).update(
+                Text.assemble((snap.probe_set, "bold"), f": {snap.measures}  ", (f"unit {snap.unit}", "dim"))
+                + Text.from_markup(more)
+            )
         self.query_one(LogHistogram).show(snap.buckets, snap.unit)
         pct = snap.percentiles
         cost = snap.observer_cost or {}
@@ -152,7 +167,7 @@ class QueueMonitorScreen(AortaScreen):
             f"bad line {snap.malformed_lines}",
             f"observer {cost_text}",
         ]
-        self.query_one("#queue-stats", Static).update("\n".join(lines))
+        self.query_one("#queue-stats", Static).update("\n".join(lines), layout=False)
         self._rates.append(float(snap.events_per_s))
         self.query_one("#queue-rate", Sparkline).data = list(self._rates)
         self._update_breakdown(snap)
@@ -168,68 +183,92 @@ class QueueMonitorScreen(AortaScreen):
                 fmt_latency(figures.get("mean"), snap.unit),
                 fmt_latency(figures.get("max"), snap.unit),
             )
-            if row_key not in self._breakdown_rows:
+            previous = self._breakdown_values.get(row_key)
+            if previous is None:
                 table.add_row(Text(f"{snap.probe_set} {key}"), *values, key=row_key)
-                self._breakdown_rows.add(row_key)
-            else:
-                for column, value in zip(table.ordered_columns[1:], values, strict=True):
-                    table.update_cell(row_key, column.key, value)
+            elif previous != values:
+                for column, old, new in zip(table.ordered_columns[1:], previous, values, strict=True):
+                    if old != new:
+                        table.update_cell(row_key, column.key, new, update_width=len(new) > len(old))
+            self._breakdown_values[row_key] = values
 
     # --- starting and stopping the tracer ------------------------------------------------
 
     @property
     def tracing(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._proc is not None and self._proc.poll() is None
 
     def action_toggle_trace(self) -> None:
         if self.tracing:
             self.stop_trace()
             self.notify("tracer stopped and detached")
             return
+        missing = engines.available(engines.trace)
+        if missing:
+            self.notify(missing, severity="error")
+            return
         try:
             target = parse_target(self.query_one("#trace-target", Input).value)
-            trace = engines.trace()
-        except (ValueError, engines.EngineMissing) as exc:
+        except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
         probes = str(self.query_one("#probe-set", Select).value)
-        stop = threading.Event()
-        self._stop = stop
-        self._thread = threading.Thread(target=self._trace, args=(trace, probes, target, stop),
-                                        name="queue-trace", daemon=True)
-        self._thread.start()
-        self.notify(f"tracing {probes} on {target}")
+        args = ["--probes", probes]
+        args += ["--pid", str(target["pid"])] if "pid" in target else ["--", *target["command"]]
+        self.start_worker(args)
+        self.notify(f"starting the {probes} tracer on {target}")
 
-    def _trace(self, trace: Any, probes: str, target: dict[str, Any], stop: threading.Event) -> None:
-        pid = target.get("pid")
-        try:
-            # The snapshot interval matches the redraw cadence; the session's stop() detaches
-            # bpftrace (and ends a command it started) when the with-block exits.
-            with trace.TraceSession([probes], interval_s=1 / REDRAW_HZ, on_event=self.offer,
-                                    run_id="tui-queue", **target) as session:
-                self.session = session
-                while not stop.wait(0.2):
-                    if session.command and session.wait(0) is not None:
-                        self.from_thread(self.notify, f"the traced command exited ({session.child_returncode})")
-                        break
-                    if pid is not None and not Path(f"/proc/{pid}").exists():
-                        self.from_thread(self.notify, f"process {pid} exited")
-                        break
-                warnings = list(session.warnings)
-            for warning in warnings:
-                self.from_thread(self.notify, warning, title="trace", severity="warning")
-        except Exception as exc:  # shown, never a crash
-            render = getattr(exc, "render", None)
-            message = render() if callable(render) else f"{type(exc).__name__}: {exc}"
-            self.from_thread(self.notify, message, title="trace", severity="error", timeout=12)
+    def start_worker(self, args: list[str]) -> None:
+        """Start ``trace_worker`` with ``args`` and follow its events (the benchmark uses this)."""
+        argv = [sys.executable, "-m", "aorta_tui.tui.trace_worker", "--interval", str(SNAPSHOT_S), *args]
+        self.stderr_path = Path(tempfile.gettempdir()) / f"aorta-tui-trace-{os.getpid()}.log"
+        self._latest.clear()
+        self.attached = None
+        with open(self.stderr_path, "wb") as err:
+            # Own session: a Ctrl-C meant for the TUI never reaches the tracer unasked.
+            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=err, start_new_session=True)
+        self._reader = threading.Thread(target=self._read_worker, args=(self._proc,), name="queue-trace",
+                                        daemon=True)
+        self._reader.start()
 
-    def stop_trace(self, timeout: float = 5.0) -> None:
-        """Stop the tracer and wait until its session (and bpftrace) is gone."""
-        if self._stop is not None:
-            self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+    def _read_worker(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                event = event_from_dict(json.loads(raw))
+            except (ValueError, TypeError, AttributeError):
+                continue
+            if isinstance(event, HistogramSnapshot):
+                self.offer(event)  # coalesced: no call into the UI per snapshot
+            elif isinstance(event, Measurement) and event.name == "attached":
+                self.attached = dict(event.values)
+                self.from_thread(self.notify, f"attached: {event.values}")
+            elif isinstance(event, Warning):
+                self.from_thread(self.notify, event.message, title="trace",
+                                 severity="error" if event.code == "error" else "warning", timeout=12)
+        code = proc.wait()
+        if code not in (0, -signal.SIGINT):
+            self.from_thread(self.notify, f"the tracer exited with {code} (log: {self.stderr_path})",
+                             severity="error")
+
+    def stop_trace(self, timeout: float = 10.0) -> None:
+        """Stop the tracer worker and wait until it has detached bpftrace and exited."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)  # the worker stops its session cleanly
+                proc.wait(timeout)
+            except ProcessLookupError:
+                pass
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        if self._reader is not None:
+            self._reader.join(2)
+        self._proc = None
 
     def action_focus_target(self) -> None:
         self.query_one("#trace-target", Input).focus()

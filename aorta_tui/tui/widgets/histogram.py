@@ -84,4 +84,5 @@ class LogHistogram(Static):
     def _draw(self) -> None:
         width = self.content_size.width or 60
         height = self.content_size.height or 10
-        self.update(render_histogram(self._buckets, self._unit, width, height))
+        # The widget's size comes from the layout, not from its content: repaint only.
+        self.update(render_histogram(self._buckets, self._unit, width, height), layout=False)
