@@ -85,6 +85,32 @@ def test_driver_api_sm_counts_join_by_pci_bus() -> None:
     assert "CUDA_VISIBLE_DEVICES" in device["compute_units"]["reason"]
 
 
+def test_without_nvidia_smi_the_driver_api_still_names_the_devices() -> None:
+    raw = bytes.fromhex("0123456789abcdef0123456789abcdef")
+    uuid = "GPU-01234567-89ab-cdef-0123-456789abcdef"
+    assert raw.hex()[:8] == uuid[4:12]
+    [device] = nvidia.devices_from_driver_api({"devices": [{
+        "name": "NVIDIA H200", "pci_bus_id": "0000:00:06.0", "memory_total_bytes": 150754820096,
+        "uuid": uuid, "sm_count": 132, "cc_major": 9, "cc_minor": 0}]}, "nvidia-smi is not on PATH")
+    assert device["architecture"]["value"] == "sm_90" and device["compute_units"]["value"] == 132
+    assert device["uuid_hash"]["value"] == F.short_hash(uuid)  # same hash nvidia-smi's UUID gives
+    assert device["power_limit_w"]["state"] == "unknown"
+    assert "nvidia-smi is not on PATH" in device["power_limit_w"]["reason"]
+
+
+def test_gpu_count_is_unknown_not_zero_when_nothing_can_count(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import aorta_tui.envsnap.capture as capture_mod
+
+    monkeypatch.setattr(capture_mod, "detect_vendors", lambda: ["nvidia"])
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi, and no libcuda on a CPU box
+    snap = capture_mod.capture_snapshot(include_torch=False, timeout_s=10)
+    count = snap["driver"]["gpu_count"]
+    if snap["gpus"]:
+        pytest.skip("this machine has a CUDA driver API to fall back on")
+    assert count["state"] != "ok" and count["value"] is None
+    assert "nvidia-smi is not on PATH" in count["reason"]
+
+
 @pytest.mark.parametrize(("code", "name"), [(90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"),
                                             (90500, "gfx950"), (100300, "gfx1030")])
 def test_gfx_names(code: int, name: str) -> None:

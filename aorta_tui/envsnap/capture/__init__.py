@@ -106,15 +106,28 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
     lib_result = lib_result or {}
     gpus: list[dict[str, Leaf]] = []
     gpu_status: list[Leaf] = []
+    gpu_status_notes: list[Leaf] = []  # failures that a fallback covered
     if f_nv is not None:
         devs, status = _get(f_nv, deadline, ([], None))
-        if lib_result.get("cuda_devices") is not None:
-            nvidia.merge_driver_api_devices(devs, lib_result["cuda_devices"])
-        elif lib_failure is not None:
+        status = status or F.error("nvidia-smi failed or did not finish", "cmd:nvidia-smi")
+        api_devices = lib_result.get("cuda_devices") or {}
+        if status["state"] != "ok" and api_devices.get("devices"):
+            # No usable nvidia-smi: the driver API still names the devices.
+            devs = nvidia.devices_from_driver_api(api_devices, status.get("reason", ""))
+            driver_section_note = status
+            status = F.ok(len(devs), "api:cuDeviceGetCount via libprobe")
+        elif api_devices:
+            nvidia.merge_driver_api_devices(devs, api_devices)
+            driver_section_note = None
+        else:
             for d in devs:
-                d["compute_units"] = dict(lib_failure)
+                d["compute_units"] = dict(lib_failure) if lib_failure else F.unknown(
+                    "the CUDA driver API was not asked", "")
+            driver_section_note = None
         gpus += devs
-        gpu_status.append(status or F.error("nvidia-smi timed out", "cmd:nvidia-smi"))
+        gpu_status.append(status)
+        if driver_section_note is not None:
+            gpu_status_notes.append(driver_section_note)
     if f_amd is not None:
         devs, status = _get(f_amd, deadline, ([], None))
         gpus += devs
@@ -125,14 +138,17 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
             d.setdefault(key, F.unknown("not reported by this vendor backend", ""))
 
     driver_section = _get(f_driver, deadline, None) or {"vendors": F.error(_LATE.format("driver"), "")}
-    driver_section["gpu_count"] = (
-        F.ok(len(gpus), "; ".join(s.get("source", "") for s in gpu_status)) if vendors
-        else F.not_applicable("no GPU driver found: no /proc/driver/nvidia, no /dev/nvidiactl, "
-                              "no /sys/class/kfd", "file:/proc/driver/nvidia, /sys/class/kfd")
-    )
-    for status in gpu_status:
-        if status["state"] != "ok":
-            driver_section["gpu_query_error"] = status
+    failures = [s for s in gpu_status if s["state"] != "ok"]
+    if not vendors:
+        driver_section["gpu_count"] = F.not_applicable(
+            "no GPU driver found: no /proc/driver/nvidia, no /dev/nvidiactl, no /sys/class/kfd",
+            "file:/proc/driver/nvidia, /sys/class/kfd")
+    elif failures and not gpus:
+        driver_section["gpu_count"] = dict(failures[0])  # unknown, not zero
+    else:
+        driver_section["gpu_count"] = F.ok(len(gpus), "; ".join(s.get("source", "") for s in gpu_status))
+    for status in failures + gpu_status_notes:
+        driver_section["gpu_query_error"] = status
 
     gfx = sorted({d["architecture"]["value"] for d in gpus
                   if d["vendor"]["value"] == "amd" and d["architecture"]["state"] == "ok"})

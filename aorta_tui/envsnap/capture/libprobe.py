@@ -175,8 +175,20 @@ def cuda_devices() -> dict[str, Any]:
             out = ctypes.c_int(0)
             return out.value if cuda.cuDeviceGetAttribute(ctypes.byref(out), code, dev) == 0 else None
 
+        name = ctypes.create_string_buffer(256)
+        cuda.cuDeviceGetName(name, 256, dev)
+        total = ctypes.c_size_t(0)
+        cuda.cuDeviceTotalMem_v2(ctypes.byref(total), dev)
+        raw_uuid = ctypes.create_string_buffer(16)
+        uuid = None
+        if cuda.cuDeviceGetUuid(raw_uuid, dev) == 0:
+            h = raw_uuid.raw.hex()  # formatted as nvidia-smi prints it, so the hashes agree
+            uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
         devices.append({
             "ordinal": ordinal,
+            "name": name.value.decode(errors="replace"),
+            "memory_total_bytes": total.value,
+            "uuid": uuid,
             "pci_bus_id": bus.value.decode(),
             "sm_count": attr(16),  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
             "cc_major": attr(75),

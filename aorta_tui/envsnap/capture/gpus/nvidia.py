@@ -128,3 +128,26 @@ def _norm_bus(bus: str) -> str:
     bus = bus.lower()
     domain, _, rest = bus.partition(":")
     return f"{int(domain, 16):04x}:{rest}" if rest and re.fullmatch(r"[0-9a-f]+", domain) else bus
+
+
+def devices_from_driver_api(probe: dict[str, Any], why: str) -> list[dict[str, Leaf]]:
+    """Devices from the CUDA driver API alone, for machines without a working nvidia-smi
+    (containers often lack it). Fields only nvidia-smi knows are ``unknown`` with ``why``."""
+    source = "api:cuDeviceGet* via libprobe"
+    devices: list[dict[str, Leaf]] = []
+    for raw in probe.get("devices", []):
+        device: dict[str, Leaf] = {key: F.unknown(f"nvidia-smi unavailable ({why})", "cmd:nvidia-smi")
+                                   for _, key, _ in _QUERY}
+        device["vendor"] = F.ok("nvidia", source)
+        device["name"] = F.ok(raw.get("name"), source)
+        device["pci_bus_id"] = F.ok(raw.get("pci_bus_id"), source)
+        if raw.get("memory_total_bytes"):
+            device["memory_total_bytes"] = F.ok(raw["memory_total_bytes"], source)
+        if raw.get("uuid"):
+            device["uuid_hash"] = F.ok(F.short_hash(raw["uuid"]), source + " (sha256, 12 hex)")
+        if raw.get("cc_major") is not None:
+            device["architecture"] = F.ok(f"sm_{raw['cc_major']}{raw['cc_minor']}", source)
+        device["compute_units"] = (F.ok(raw["sm_count"], source) if raw.get("sm_count") is not None
+                                   else F.unknown("no SM count", source))
+        devices.append(device)
+    return devices
