@@ -153,6 +153,34 @@ _VERSION_READERS: dict[str, Any] = {
 }
 
 
+def _optional_identity(cuda: Any, dev: ctypes.c_int) -> tuple[str | None, int | None, str | None]:
+    """Name, memory and UUID: only used when nvidia-smi is missing, so each may be absent
+    (a symbol renamed in a driver release must not cost the SM counts)."""
+    name = total = uuid = None
+    try:
+        buf = ctypes.create_string_buffer(256)
+        if cuda.cuDeviceGetName(buf, 256, dev) == 0:
+            name = buf.value.decode(errors="replace")
+    except AttributeError:
+        pass
+    try:
+        size = ctypes.c_size_t(0)
+        if cuda.cuDeviceTotalMem_v2(ctypes.byref(size), dev) == 0:
+            total = size.value
+    except AttributeError:
+        pass
+    for symbol in ("cuDeviceGetUuid_v2", "cuDeviceGetUuid"):
+        fn = getattr(cuda, symbol, None)
+        if fn is None:
+            continue
+        raw = ctypes.create_string_buffer(16)
+        if fn(raw, dev) == 0:
+            h = raw.raw.hex()  # formatted as nvidia-smi prints it, so the hashes agree
+            uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            break
+    return name, total, uuid
+
+
 def cuda_devices() -> dict[str, Any]:
     """Per-device SM count and compute capability through the CUDA driver API (no context)."""
     try:
@@ -175,19 +203,11 @@ def cuda_devices() -> dict[str, Any]:
             out = ctypes.c_int(0)
             return out.value if cuda.cuDeviceGetAttribute(ctypes.byref(out), code, dev) == 0 else None
 
-        name = ctypes.create_string_buffer(256)
-        cuda.cuDeviceGetName(name, 256, dev)
-        total = ctypes.c_size_t(0)
-        cuda.cuDeviceTotalMem_v2(ctypes.byref(total), dev)
-        raw_uuid = ctypes.create_string_buffer(16)
-        uuid = None
-        if cuda.cuDeviceGetUuid(raw_uuid, dev) == 0:
-            h = raw_uuid.raw.hex()  # formatted as nvidia-smi prints it, so the hashes agree
-            uuid = f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        name, total, uuid = _optional_identity(cuda, dev)
         devices.append({
             "ordinal": ordinal,
-            "name": name.value.decode(errors="replace"),
-            "memory_total_bytes": total.value,
+            "name": name,
+            "memory_total_bytes": total,
             "uuid": uuid,
             "pci_bus_id": bus.value.decode(),
             "sm_count": attr(16),  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
@@ -205,7 +225,10 @@ def main(argv: list[str]) -> int:
     for name, path in sorted(request.get("libs", {}).items()):
         result["libs"][name] = version_of(name, path)
     if request.get("devices"):
-        result["cuda_devices"] = cuda_devices()
+        try:
+            result["cuda_devices"] = cuda_devices()
+        except Exception as exc:  # never let the device query cost the library versions
+            result["cuda_devices"] = {"error": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(result))
     return 0
 

@@ -139,7 +139,8 @@ def devices_from_driver_api(probe: dict[str, Any], why: str) -> list[dict[str, L
         device: dict[str, Leaf] = {key: F.unknown(f"nvidia-smi unavailable ({why})", "cmd:nvidia-smi")
                                    for _, key, _ in _QUERY}
         device["vendor"] = F.ok("nvidia", source)
-        device["name"] = F.ok(raw.get("name"), source)
+        if raw.get("name"):
+            device["name"] = F.ok(raw["name"], source)
         device["pci_bus_id"] = F.ok(raw.get("pci_bus_id"), source)
         if raw.get("memory_total_bytes"):
             device["memory_total_bytes"] = F.ok(raw["memory_total_bytes"], source)
