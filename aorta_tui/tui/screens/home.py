@@ -52,7 +52,8 @@ class HomeScreen(AortaScreen):
         recipes.add_columns("recipe")
         self._run_paths: list[Path] = []
         self._recipe_paths: list[Path] = []
-        self.action_refresh()
+        # After the first frame: gathering facts must not delay it (nor compete for the GIL).
+        self.call_after_refresh(self.action_refresh)
 
     def action_refresh(self) -> None:
         if self.aorta.fixed_machine_facts is not None:
