@@ -95,10 +95,10 @@ def summary_cmd(
 
     snap = load_snapshot(file)
     if field is not None:
-        if snap.get("format") is None:
-            from aorta_tui.envsnap import upstream
+        if snap.get("format") is None:  # upstream AORTA: look the dotted path up as it is
+            from aorta_tui.envsnap.upstream import get_upstream_field
 
-            print(json.dumps(upstream.leaves(snap).get(field, {}).get("value")))
+            print(json.dumps(get_upstream_field(snap, field)))
             return
         print(json.dumps(get_field(snap, field)))
         return

@@ -80,6 +80,24 @@ def leaves(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def get_upstream_field(data: dict[str, Any], path: str) -> Any:
+    """A dotted path in an upstream file (a leaf or a whole block); UsageError names the nearest."""
+    import difflib
+
+    node: Any = data
+    for i, part in enumerate(path.split(".")):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+            continue
+        where = ".".join(path.split(".")[:i]) or "the top level"
+        keys = sorted(node) if isinstance(node, dict) else []
+        close = difflib.get_close_matches(part, keys, n=5, cutoff=0.4)
+        raise UsageError(f"--field {path}: no key {part!r} under {where} of this upstream env.json",
+                         hint=f"nearest keys: {', '.join(close)}" if close else
+                         (f"keys here: {', '.join(keys[:12])}" if keys else "this is a value, not an object"))
+    return node
+
+
 def project(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The upstream fields that have an aorta-tui equivalent, under aorta-tui paths."""
     flat = leaves(data)

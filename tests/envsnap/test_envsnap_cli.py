@@ -104,6 +104,10 @@ def test_summary_of_files_both_kinds() -> None:
     assert upstream.exit_code == 0 and "torch.version" in upstream.stdout and "2.11.0+cu130" in upstream.stdout
     cpu = runner.invoke(app, ["summary", str(FIXTURES / "cpu-box.json")])
     assert "2.13.0+cpu (CPU-only build)" in cpu.stdout and "not available (no GPU driver found" in cpu.stdout
+    up_field = runner.invoke(app, ["summary", str(FIXTURES / "upstream-h200.json"), "--field", "pytorch_version"])
+    assert json.loads(up_field.stdout) == "2.11.0+cu130"
+    up_wrong = runner.invoke(app, ["summary", str(FIXTURES / "upstream-h200.json"), "--field", "pytorch_versio"])
+    assert up_wrong.exit_code == 2 and "nearest keys: pytorch_version" in up_wrong.stderr
     field = runner.invoke(app, ["summary", str(FIXTURES / "h200.json"), "--field", "gpus.0.architecture"])
     assert field.stdout.strip() == '"sm_90"'
 
