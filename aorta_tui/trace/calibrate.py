@@ -23,7 +23,7 @@ from typing import Any
 from aorta_tui.trace import elfsyms, targets
 
 CANDIDATES = {"push": ["lfind", "bsearch"], "other": ["labs", "llabs", "abs"]}
-CALLS = 20000
+CALLS = 10000
 
 _DRIVER = r"""
 import ctypes, sys, time
@@ -41,7 +41,7 @@ for spec in sys.argv[2:]:
     else:
         args = (5,)
     best = None
-    for _ in range(5):
+    for _ in range(3):
         t = time.perf_counter_ns()
         for _ in range(n):
             fn(*args)
@@ -107,7 +107,7 @@ def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None
         except (OSError, ValueError, KeyError):
             pass
     result: dict[str, Any] = {"push": None, "other": None, "reasons": {}, "functions": {},
-                              "method": f"{CALLS} ctypes calls of a cheap function, best of 5, "
+                              "method": f"{CALLS} ctypes calls of a cheap function, best of 3, "
                                         "with minus without a counting uprobe on it"}
     targets_: dict[str, tuple[Path, str]] = {}
     libc, how = targets.resolve_library(["libc.so.6"])
