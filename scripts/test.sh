@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES="bpftrace tmux gcc libc6-dev"
+APT_PACKAGES="bpftrace tmux gcc libc6-dev libamdhip64-5"
 
 if [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
