@@ -102,6 +102,10 @@ class Inference(Workload):
                     "writes NaNs); 0 = off", min=0.0),
     )
 
+    @classmethod
+    def cross_trial_checks(cls, results: list[dict[str, Any]]) -> list[Failure]:
+        return compare_fingerprints(results)
+
     # -- set-up --------------------------------------------------------------------------
     def setup(self, ctx: WorkloadContext) -> None:
         from aorta_tui.workloads._common import pick_device, torch_dtype
@@ -204,8 +208,8 @@ class Inference(Workload):
         else:
             self.result.metrics["kv_cache_bytes"] = None
             self.result.metrics["kv_cache_bytes_reason"] = (
-                "serving.kv_cache is off" if self.cfg["serving"]["kv_cache"]
-                else f"model.kind {self.shape.kind} keeps no KV cache")
+                f"model.kind {self.shape.kind} keeps no KV cache" if self.cfg["serving"]["kv_cache"]
+                else "serving.kv_cache is off")
         return self.result
 
     def _offline(self, ctx: WorkloadContext) -> None:

@@ -79,6 +79,28 @@ class LlmDeterminism(Workload):
                     choices=INJECTIONS),
     )
 
+    @classmethod
+    def cross_trial_checks(cls, results: list[dict[str, Any]]) -> list[Failure]:
+        """Trials of one cell that passed must also end on the same parameters, bit for bit."""
+        by_fp: dict[tuple[str, str], list[int]] = {}
+        for i, r in enumerate(results):
+            m = (r or {}).get("metrics") or {}
+            if (r or {}).get("failures") or not m.get("final_fingerprint"):
+                continue
+            scope = f"{m.get('config_scope')}/{m.get('steps_compared')}"
+            by_fp.setdefault((scope, m["final_fingerprint"]), []).append(i)
+        out = []
+        for scope in sorted({s for s, _ in by_fp}):
+            groups = {fp: v for (s, fp), v in by_fp.items() if s == scope}
+            if len(groups) > 1:
+                layout = "; ".join(f"trials {v} -> {fp[:12]}" for fp, v in groups.items())
+                out.append(Failure(
+                    "trial_divergence",
+                    f"each trial was bit-exact in itself, but the trials of this cell end on "
+                    f"{len(groups)} different fingerprints ({layout})",
+                    {"scope": scope, "fingerprints": groups}))
+        return out
+
     def setup(self, ctx: WorkloadContext) -> None:
         from aorta_tui.workloads._common import pick_device, torch_dtype
         from aorta_tui.workloads._dist import init_distributed
@@ -201,6 +223,7 @@ class LlmDeterminism(Workload):
             "parallelism": cfg["parallelism"], "checksum_mode": cfg["checksum_mode"],
             "inject_nondeterminism": inject, "model_label": cfg["model_label"],
             "backend": self.dist.backend,
+            "config_scope": _config_scope(cfg),
         })
         return result
 
@@ -252,6 +275,13 @@ def _compare_runs(a: Any, b: Any, step: int, rank: int, inject: str) -> Failure 
         f"step {step} on rank {rank} is not bit-exact: the two runs first differ at {where}{why}",
         {"step": step, "rank": rank, "block": block, **d, "injected": inject != "none"},
     )
+
+
+def _config_scope(cfg: dict[str, Any]) -> str:
+    import hashlib
+
+    keep = {k: v for k, v in cfg.items() if k not in ("capture_dir", "model_label")}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _block_of(name: str) -> int | None:

@@ -1,0 +1,93 @@
+"""race: every mode verifies clean; every dropped wait corrupts a named buffer (CPU emulation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from wl_helpers import run_workload
+
+from aorta_tui.core.workload import validate_config
+from aorta_tui.workloads._streams import EmulatedStreams
+from aorta_tui.workloads.race import Race
+
+UPSTREAM = "tests/fixtures/upstream-recipes/example-fsdp-smoke.yaml"
+SMALL = {"alltoall_tensor_size": 256, "allreduce_tensor_size": 256, "fsdp_shard_size": 256,
+         "warmup_iterations": 1}
+
+
+@pytest.mark.parametrize("mode", ["default", "ddp", "fsdp"])
+def test_clean_modes_verify_every_buffer(tmp_path, mode):
+    r = run_workload(Race, {**SMALL, "mode": mode, "simulate_compute": True}, 3, tmp_path)
+    assert r.passed, r.failures
+    m = r.metrics
+    assert m["iterations_verified"] == 4 and m["corrupted_iterations"] == 0
+    assert len(r.step_times_s) == 3 and r.emulated and m["streams"] == "emulated"
+    assert len(m["buffers_verified_per_iteration"]) >= 4
+
+
+# which buffer a missing wait corrupts first, by mode and dropped wait (one rank: an
+# all-reduce over one rank is the identity, so the late copy itself lands correct in ddp)
+EXPECTED = {
+    ("default", "h2d"): "a2a_output", ("default", "comm"): "compute_output",
+    ("default", "compute"): "compute_output",
+    ("ddp", "h2d"): "bucket0_update", ("ddp", "comm"): "bucket0_update",
+    ("ddp", "compute"): "bucket0_update",
+    ("fsdp", "h2d"): "gathered_params", ("fsdp", "comm"): "grads",
+    ("fsdp", "compute"): "grad_shard",
+}
+
+
+@pytest.mark.parametrize(("mode", "drop"), sorted(EXPECTED))
+def test_dropped_wait_corrupts_and_is_named(tmp_path, mode, drop):
+    r = run_workload(Race, {**SMALL, "mode": mode, "drop_wait": drop}, 3, tmp_path)
+    assert not r.passed
+    assert {f.code for f in r.failures} == {"corruption"}
+    first = r.failures[0]
+    assert first.details["buffer"] == EXPECTED[(mode, drop)]
+    assert first.details["iteration"] == 1 and first.details["first_wrong_index"] >= 0
+    assert first.details["got"] != first.details["expected"]
+    assert f"drop_wait={drop}" in first.message and "iteration 1" in first.message
+    assert r.metrics["iterations_verified"] == 1  # stop_on_first_corruption
+
+
+def test_without_stopping_every_iteration_is_corrupt(tmp_path):
+    raw = {**SMALL, "drop_wait": "comm", "stop_on_first_corruption": False}
+    r = run_workload(Race, raw, 3, tmp_path)
+    assert r.metrics["corrupted_iterations"] == r.metrics["iterations_verified"] == 4
+    # after the first iteration the stale data is the previous iteration's known values
+    later = [f for f in r.failures if f.details["iteration"] == 2][0]
+    assert later.details["got"] > 0
+
+
+def test_emulated_streams_honour_waits_and_run_unprotected_work_late():
+    s, log = EmulatedStreams(), []
+    s.submit("h2d", lambda: log.append("copy"))
+    ev = s.record("h2d")
+    s.wait("comm", ev)
+    s.submit("comm", lambda: log.append("collective"))
+    s.submit("compute", lambda: log.append("unprotected"))
+    s.finish()
+    assert log == ["unprotected", "copy", "collective"]
+
+
+def test_emulated_streams_detect_a_deadlock():
+    s = EmulatedStreams()
+    a, b = s.record("h2d"), s.record("comm")
+    a.done = b.done = False
+    s.queues["h2d"].clear()
+    s.queues["comm"].clear()
+    s.wait("comm", a)
+    s.submit("comm", lambda: None)
+    with pytest.raises(RuntimeError, match="deadlocked"):
+        s.finish()
+
+
+def test_upstream_fsdp_recipe_config_validates(tmp_path):
+    raw = yaml.safe_load(Path(UPSTREAM).read_text())["workload_config"]
+    cfg = validate_config(Race.config_schema, raw)
+    assert cfg["mode"] == "fsdp" and cfg["verify_iterations"] == 5
+    raw["fsdp_shard_size"] = 512
+    r = run_workload(Race, raw, 100, tmp_path)
+    assert r.passed and r.metrics["iterations_verified"] == 7  # 2 warmup + 5 verified
