@@ -66,6 +66,10 @@ def probe(
         except OSError as exc:
             raise UsageError(f"cannot write {write_to}: {exc.strerror or exc}",
                              hint="choose a writable path with -o") from None
+    needs_root = snap.get("probe", {}).get("fields_needing_root", {}).get("value") or []
+    if needs_root:
+        err(f"note: {len(needs_root)} field(s) need root and were not read: {', '.join(needs_root)} "
+            "(run with sudo to include them)")
     if field is not None:
         print(json.dumps(get_field(snap, field)))
         return
