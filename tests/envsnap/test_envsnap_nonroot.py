@@ -105,3 +105,21 @@ def test_summary_shows_what_needs_root(nonroot_snapshot: dict, tmp_path: Path) -
     groups = dict(summarize(load_snapshot(path)))
     needs_root = dict(groups["probe"])["needs root"]
     assert all(field in needs_root for field in expected)
+
+
+def test_probe_command_names_the_root_only_fields(nonroot_snapshot: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's note, fed the snapshot the real non-root process wrote (typer is not
+    installed for the system interpreter nobody runs, so the command itself runs here)."""
+    expected = _expected_root_only()
+    if not expected:
+        pytest.skip("nothing root-only here")
+    from typer.testing import CliRunner
+
+    import aorta_tui.envsnap as envsnap
+    from aorta_tui.cli.env_cmd import app
+
+    monkeypatch.setattr(envsnap, "capture_snapshot", lambda **_: nonroot_snapshot)
+    result = CliRunner().invoke(app, ["probe", "--summary"])
+    assert result.exit_code == 0
+    assert "need root and were not read" in result.stderr
+    assert all(field in result.stderr for field in expected)
