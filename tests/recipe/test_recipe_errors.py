@@ -382,9 +382,10 @@ def test_misc_fields():
     assert "process, in_process" in issue.message
     issue, _ = one(TRIAGE.replace("schema_version: 1\n", "schema_version: 1\nmode: probes\n"))
     assert "did you mean 'probe'" in issue.hint
-    r = load_recipe_text(PROBE + "disable_detectors: ['tier2:hang', TIER3, 'custom:x']\n"
-                         "disable_detector_tiers: [tier4]\n")
-    assert r.disable_detectors == ("tier2:hang", "tier3", "custom:x", "tier4")
+    r = load_recipe_text(PROBE + "disable_detectors: ['tier2:hang', TIER3, 'custom:x', hang]\n"
+                         "disable_detector_tiers: [tier4]\n"
+                         "custom_patterns: [{id: x, match: {regex: y}}]\n")
+    assert r.disable_detectors == ("tier2:hang", "tier3", "custom:x", "hang", "tier4")
     issue, _ = one(PROBE + "disable_detectors: ['tier9:x']\n")
     assert issue.path == "disable_detectors[0]"
     issue, _ = one(TRIAGE + "ticket: '../x'\n")
@@ -401,6 +402,18 @@ def test_misc_fields():
     assert "[bash run.sh]" in issue.hint
     issue, _ = one(PROBE + "redaction: null\n")
     assert issue.path == "redaction"
+
+
+@pytest.mark.parametrize("token, message, hint", [
+    ("tier4:cuda_eror", "unknown detector 'cuda_eror'", "did you mean 'cuda_error'"),
+    ("cuda_eror", "unknown detector 'cuda_eror'", "did you mean 'cuda_error'"),
+    ("tier2:cuda_error", "is a tier-4 detector", "tier4:cuda_error"),
+    ("custom:nope", "no custom pattern of this recipe has the id 'nope'", "custom:<id>"),
+])
+def test_disabled_detectors_are_checked_against_the_classifier(token, message, hint):
+    issue, text = one(PROBE + f"disable_detectors: ['{token}']\n")
+    assert issue.path == "disable_detectors[0]" and (issue.line, issue.column) == (6, 21)
+    assert message in issue.message and hint in issue.hint
 
 
 def test_file_level_problems(tmp_path):

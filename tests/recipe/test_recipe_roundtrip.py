@@ -60,7 +60,7 @@ def common(draw, cells: list[str]):
         out["retain"] = {"on_pass": draw(st.sampled_from(["full", "summary", "log", "none"]))}
     if draw(st.booleans()):
         out["disable_detectors"] = draw(st.lists(st.sampled_from(
-            ["tier1", "tier2:hang", "custom:x", "TIER3"]), max_size=3))
+            ["tier1", "tier2:hang", "hang", "TIER3", "tier4:nan_loss"]), max_size=3))
     if draw(st.booleans()):
         out["custom_patterns"] = [
             {"id": f"p{i}", "match": {"regex": r"v=(?P<v>\d+)",

@@ -369,7 +369,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     hang_window = _seconds(v, "hang_window_sec", get("hang_window_sec"), 30.0, allow_zero=False)
     hang_grace = _seconds(v, "hang_grace_period_at_start", get("hang_grace_period_at_start"),
                           60.0, allow_zero=True)
-    disable = _disable_detectors(v, get("disable_detectors"), get("disable_detector_tiers"))
+
     vram = get("tier3_vram_growth")
     vram = True if vram is None else v.boolean("tier3_vram_growth", vram)
     retain = _retain(v, get("retain"))
@@ -377,6 +377,9 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     if step_re is not None:
         step_re = _regex(v, "step_time_regex", step_re)
     patterns = _custom_patterns(v, get("custom_patterns"))
+    pattern_ids = {p.id for p in patterns} if patterns is not BAD else set()
+    disable = _disable_detectors(v, get("disable_detectors"), get("disable_detector_tiers"),
+                                 pattern_ids)
 
     order = get("order")
     order = "interleaved" if order is None else v.choice("order", order, K.ORDERS)
@@ -489,9 +492,10 @@ def _regex(v: Validator, path: str, raw: Any) -> Any:
     return text
 
 
-def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any) -> Any:
+def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any, pattern_ids: set[str]) -> Any:
     out: list[str] = []
     ok = True
+    catalogue = _detector_catalogue()
     for path, value in (("disable_detectors", raw), ("disable_detector_tiers", raw_tiers)):
         if value is None:
             continue
@@ -501,10 +505,16 @@ def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any) -> Any:
             continue
         for i, token in enumerate(items):
             norm = _detector_token(token)
-            if norm is None or (path == "disable_detector_tiers" and ":" in norm):
-                v.issue(child_path(path, i), f"{token!r} is not a detector id",
-                        "write a whole tier (tier1 .. tier5) or '<tier>:<id>' such as "
-                        "'tier2:hang' or 'custom:my_pattern' (aorta-tui sweep list-patterns)")
+            if norm is None or (path == "disable_detector_tiers" and norm not in K.DETECTOR_TIERS):
+                v.issue(f"{path}[{i}]", f"{token!r} is not a detector id",
+                        "write a whole tier (tier1 .. tier5), a detector id such as 'hang', or "
+                        "'<tier>:<id>' such as 'tier4:cuda_error' or 'custom:my_pattern' "
+                        "(aorta-tui sweep list-patterns lists the ids)")
+                ok = False
+                continue
+            problem = _unknown_detector(norm, catalogue, pattern_ids)
+            if problem is not None:
+                v.issue(f"{path}[{i}]", problem[0], problem[1])
                 ok = False
             elif norm not in out:
                 out.append(norm)
@@ -512,14 +522,55 @@ def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any) -> Any:
 
 
 def _detector_token(token: str) -> str | None:
+    """``tierN``, ``<tier|custom>:<id>`` (prefix lower-cased) or a bare detector id."""
     cleaned = token.strip()
     if cleaned.lower() in K.DETECTOR_TIERS:
         return cleaned.lower()
     prefix, sep, ident = cleaned.partition(":")
+    if not sep:
+        return cleaned if re.fullmatch(r"[A-Za-z0-9_.-]+", cleaned) else None
     prefix, ident = prefix.strip().lower(), ident.strip()
-    if not sep or not ident or prefix not in K.DETECTOR_PREFIXES or any(c.isspace() for c in ident):
+    if not ident or prefix not in K.DETECTOR_PREFIXES or any(c.isspace() for c in ident):
         return None
     return f"{prefix}:{ident}"
+
+
+def _detector_catalogue() -> dict[str, int] | None:
+    """Built-in detector id -> tier, from the classifier; None where it cannot be imported."""
+    try:
+        from aorta_tui.core.classify import builtin_detector_ids
+
+        return dict(builtin_detector_ids())
+    except Exception:  # the classifier is optional here: fall back to checking the shape
+        return None
+
+
+def _unknown_detector(token: str, catalogue: dict[str, int] | None, pattern_ids: set[str]
+                      ) -> tuple[str, str] | None:
+    if token in K.DETECTOR_TIERS:
+        return None
+    prefix, _, ident = token.rpartition(":")
+    if prefix == "custom":
+        if ident in pattern_ids:
+            return None
+        near = _suggest(ident, pattern_ids)
+        return (f"no custom pattern of this recipe has the id {ident!r}",
+                (f"did you mean 'custom:{near}'? " if near else "")
+                + "custom:<id> names one of this recipe's custom_patterns")
+    if catalogue is None:
+        return None
+    if not prefix and ident in pattern_ids:
+        return None
+    if ident in catalogue:
+        tier = catalogue[ident]
+        if prefix and prefix != f"tier{tier}":
+            return (f"{ident!r} is a tier-{tier} detector, not {prefix}",
+                    f"write 'tier{tier}:{ident}' or just '{ident}'")
+        return None
+    near = _suggest(ident, set(catalogue) | pattern_ids)
+    return (f"unknown detector {ident!r}",
+            (f"did you mean {near!r}? " if near else "")
+            + "`aorta-tui sweep list-patterns` lists the built-in ids")
 
 
 def _custom_patterns(v: Validator, raw: Any) -> Any:
