@@ -8,6 +8,7 @@ creation rather than inside a running process.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ import pytest
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.events import Event, event_from_dict
-from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
+from aorta_tui.policy.evaluator import SweepRequest, plan_order, run_policy_sweep
 from aorta_tui.policy.gpu_control import FakeBackend
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import build_report, rerender
@@ -74,7 +75,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base_env = _probe_env(tmp, gpu_state)
     events: list[Event] = []
     outcome = run_policy_sweep(
-        _request(tmp / "run", (PROBE_GPU_POLICY,), 4,
+        _request(tmp / "run", (PROBE_GPU_POLICY,), 2,
                  allow_gpu_control=True),
         on_event=events.append, gpu_backend=FakeBackend(gpu_state), base_env=base_env)
     probes = [json.loads(p.read_text()) for p in (tmp / "probe").glob("*.json")]
@@ -92,7 +93,7 @@ def test_every_trial_ran_in_its_own_process_with_the_policy_env(sweep: dict[str,
     report = sweep["outcome"].report
     assert sweep["outcome"].status == "completed" and report["failed_trials"] == 0
     rows = report["trials"]
-    assert len(rows) == 8 and {r["status"] for r in rows} == {"ok"}
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
     for row in rows:
         probe = _probe_for(sweep["probes"], row["dir"])
         env = probe["env"]
@@ -123,15 +124,15 @@ def test_trials_ran_in_the_planned_interleaved_order(sweep: dict[str, Any]) -> N
     order = [o["policy"] for o in manifest["order"]]
     started = [e.cell for e in sweep["events"] if e.kind == "trial_started"]
     assert started == order
-    for r in range(4):
+    for r in range(2):
         assert sorted(order[r * 2:(r + 1) * 2]) == ["baseline", "probe_gpu"]
-    assert [o["dir"][:3] for o in manifest["order"]] == [f"{i:03d}" for i in range(1, 9)]
+    assert [o["dir"][:3] for o in manifest["order"]] == [f"{i:03d}" for i in range(1, 5)]
 
 
 def test_events_cover_the_run_and_match_the_journal(sweep: dict[str, Any]) -> None:
     kinds = [e.kind for e in sweep["events"]]
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
-    assert kinds.count("measurement") == 8 and kinds.count("progress") == 8
+    assert kinds.count("measurement") == 4 and kinds.count("progress") == 4
     assert kinds.count("result_written") == 2
     m = next(e for e in sweep["events"] if e.kind == "measurement")
     assert m.source == "policy" and "throughput" in m.values
@@ -151,7 +152,9 @@ def test_report_files_and_rerender(sweep: dict[str, Any]) -> None:
     names = [p["name"] for p in written["policies"]]
     assert names == ["baseline", "probe_gpu"]
     base = written["policies"][0]["metrics"]["throughput"]
-    assert base["n"] == 4 and base["ci_low"] <= base["median"] <= base["ci_high"]
+    # Two trials give a median but no interval (test_policy_report.py has the intervals).
+    assert base["n"] == 2 and base["median"] is not None and base["ci_low"] is None
+    assert "at least 4" in base["reason"]
     unmeasured = written["policies"][0]["metrics"]["launch_delay_mean_us"]
     assert unmeasured["median"] is None and unmeasured["reason"]
     probe = next(p for p in written["policies"] if p["name"] == "probe_gpu")
@@ -182,8 +185,10 @@ def test_unknown_harness_option_from_a_policy_is_a_usage_error(tmp_path: Path) -
     bogus = Policy(name="bogus", harness_args=("--no-such-harness-option",))
     out = tmp_path / "run"
     out.mkdir()  # an empty directory given by the user is kept, and left empty
+    req = dataclasses.replace(_request(out, (bogus,), 1), seed=3)
+    assert [t.policy for t in plan_order(["baseline", "bogus"], 1, 3)][0] == "bogus"  # fast
     with pytest.raises(UsageError, match="bogus"):
-        run_policy_sweep(_request(out, (bogus,), 1))
+        run_policy_sweep(req)
     assert out.exists() and list(out.iterdir()) == []
 
 

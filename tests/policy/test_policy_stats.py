@@ -79,17 +79,17 @@ def test_missing_values_are_not_zero() -> None:
     assert nan.n == 3 and nan.median == 2.0
 
 
-@pytest.mark.parametrize(("n", "limit"), [(4, 0.06), (5, 0.03), (8, 0.03)])
+@pytest.mark.parametrize(("n", "limit"), [(4, 0.06), (5, 0.03), (7, 0.03)])
 def test_false_call_rate_on_identical_distributions_is_small(n: int, limit: float) -> None:
     # Exact for n <= 5, where the interval is the sample range: 2 / C(2n, n) = 2.9% (n=4),
     # 0.8% (n=5). The limit leaves room for the simulation's own spread (400 pairs).
     rng = np.random.default_rng(n)
     called = 0
-    for i in range(400):
+    for i in range(300):
         a = stats.summarize(list(rng.normal(0.0, 1.0, n)), seed=i)
         b = stats.summarize(list(rng.normal(0.0, 1.0, n)), seed=i + 10_000)
         called += stats.compare(a, b, higher_is_better=True).verdict != stats.UNCHANGED
-    assert called / 400 <= limit
+    assert called / 300 <= limit
 
 
 def test_a_real_shift_is_found_with_five_trials() -> None:

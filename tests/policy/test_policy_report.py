@@ -1,0 +1,115 @@
+"""Known answers end to end: a small real child reads the policy's variable and reports
+figures shifted by it; the report must call exactly the shifts that exist.
+
+The child stands in for `queue run` only to make the figures known in advance (the real
+harness is exercised in test_policy_evaluator.py); everything else is the real evaluator:
+processes, environment at creation, files, report.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aorta_tui.policy import stats
+from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
+from aorta_tui.policy.presets import Policy
+from aorta_tui.policy.report import build_report, render_markdown
+
+CHILD = textwrap.dedent("""
+    import json, os, random, sys
+    out = sys.argv[sys.argv.index("-o") + 1]
+    shift = float(os.environ.get("FAKE_SHIFT", "0"))
+    rng = random.Random(out)  # per-trial noise, reproducible
+    result = {
+        "schema_version": 1, "emulated": False,
+        "platform": {"backend": os.environ.get("FAKE_BACKEND", "rocm"), "device_name": "fake"},
+        "summary": {"throughput": 100.0 + shift + rng.gauss(0, 1.0),
+                    "latency_p50_ms": 10.0 + rng.gauss(0, 0.1),
+                    "launch_delay_mean_us": None},
+        "summary_units": {"throughput": "items/s", "latency_p50_ms": "ms",
+                          "launch_delay_mean_us": "us"},
+        "summary_better": {"throughput": "higher", "latency_p50_ms": "lower",
+                           "launch_delay_mean_us": "lower"},
+        "unavailable": {"launch_delay_us": "streams were idle at submit"},
+    }
+    json.dump(result, open(out, "w"))
+""")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("report")
+    child = tmp / "child.py"
+    child.write_text(CHILD)
+
+    def command(req: SweepRequest, policy: Policy, result: Path) -> list[str]:
+        return [sys.executable, str(child), "-o", str(result)]
+
+    policies = (
+        Policy(name="same", env={"FAKE_SHIFT": "0"}),
+        Policy(name="faster", env={"FAKE_SHIFT": "25"}),
+        Policy(name="slower", env={"FAKE_SHIFT": "-25"}),
+        Policy(name="cuda_only", vendor="cuda", env={"FAKE_SHIFT": "0"}),
+    )
+    req = SweepRequest(workload="fake", policies=policies, streams=4, output_dir=tmp / "run",
+                       trials=6, seed=11, python=sys.executable)
+    outcome = run_policy_sweep(req, trial_command=command)
+    return {"report": outcome.report, "run_dir": tmp / "run"}
+
+
+def _policy(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in report["policies"] if p["name"] == name)
+
+
+def test_shifts_are_called_with_sign_and_direction(report: dict[str, Any]) -> None:
+    r = report["report"]
+    faster = _policy(r, "faster")["vs_reference"]["throughput"]
+    slower = _policy(r, "slower")["vs_reference"]["throughput"]
+    assert faster["verdict"] == stats.HIGHER and faster["assessment"] == "better"
+    assert faster["change_pct"] == pytest.approx(25.0, abs=3.0)
+    assert slower["verdict"] == stats.LOWER and slower["assessment"] == "worse"
+    called = {(d["policy"], d["metric"]) for d in r["differences"]}
+    assert called == {("faster", "throughput"), ("slower", "throughput")}
+
+
+def test_no_shift_is_unchanged(report: dict[str, Any]) -> None:
+    r = report["report"]
+    for name in ("same", "cuda_only"):
+        for metric in ("throughput", "latency_p50_ms"):
+            assert _policy(r, name)["vs_reference"][metric]["verdict"] == stats.UNCHANGED
+
+
+def test_intervals_medians_and_missing_figures(report: dict[str, Any]) -> None:
+    base = _policy(report["report"], "baseline")["metrics"]
+    tp = base["throughput"]
+    assert tp["n"] == 6 and len(tp["values"]) == 6
+    assert tp["ci_low"] <= tp["median"] <= tp["ci_high"]
+    assert 95.0 < tp["median"] < 105.0
+    delay = base["launch_delay_mean_us"]
+    assert delay["median"] is None and delay["reason"] == "streams were idle at submit"
+    verdict = _policy(report["report"], "faster")["vs_reference"]["launch_delay_mean_us"]
+    assert verdict["verdict"] == stats.NOT_AVAILABLE
+
+
+def test_notes_and_markdown(report: dict[str, Any]) -> None:
+    r = report["report"]
+    assert any("not applicable on this platform" in n for n in _policy(r, "cuda_only")["notes"])
+    assert not _policy(r, "same")["notes"]
+    md = render_markdown(r)
+    assert "| faster | throughput | higher | +" in md
+    assert "not available (streams were idle at submit)" in md
+    assert "`FAKE_SHIFT=25`" in md
+
+
+def test_rerender_is_identical_and_deterministic(report: dict[str, Any]) -> None:
+    again = build_report(report["run_dir"])
+    for key in ("policies", "differences", "trials", "metrics", "status", "platform"):
+        assert again[key] == report["report"][key]
+    written = json.loads((report["run_dir"] / "policy.json").read_text())
+    assert written["policies"] == report["report"]["policies"]
