@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -119,10 +118,9 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
             f"{session.program.tracepoint_count} tracepoints) on "
             + (f"pid {pid}" if pid is not None else f"pid {session.child_pid}: {' '.join(command)}")
             + (f" for {duration:g} s" if duration else "") + "; Ctrl-C stops")
-        if command:
-            session.wait(timeout=duration)
-        else:
-            threading.Event().wait(duration) if duration else threading.Event().wait()
+        # until the command or pid exits, --duration passes, or Ctrl-C
+        if session.wait_target(timeout=duration) and pid is not None:
+            err(f"pid {pid} exited")
     except KeyboardInterrupt:
         interrupted = True
     finally:

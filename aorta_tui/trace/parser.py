@@ -94,6 +94,7 @@ class RecordParser:
         self.malformed_total = 0
         self.lost_total = 0
         self.keep_examples = keep_examples
+        self.examples: list[str] = []  # the first malformed lines, for the result
 
     def feed(self, lines: list[str]) -> Batch:
         """Parse one batch. Plain records are parsed in bulk on the bytes (numpy); anything
@@ -228,6 +229,8 @@ class RecordParser:
         batch.malformed += 1
         if len(batch.malformed_examples) < self.keep_examples:
             batch.malformed_examples.append(line.rstrip("\n")[:200])
+        if len(self.examples) < self.keep_examples:
+            self.examples.append(line.rstrip("\n")[:200])
 
 
 def parse_aggregate_line(line: str, state: dict, parser: RecordParser) -> None:

@@ -33,7 +33,14 @@ from aorta_tui.trace.runner import BpftraceRunner
 from aorta_tui.trace.stats import MetricStats, split_batch
 
 # The command waits on this pipe until every probe is attached, then execs.
-_GATE = "import os,sys; fd=int(sys.argv[1]); os.read(fd,1); os.close(fd); os.execvp(sys.argv[2], sys.argv[2:])"
+# It runs the command only on the go byte: if tracing fails to start, the pipe closes and the
+# command never runs untraced.
+_GATE = (
+    "import os,sys\n"
+    "fd=int(sys.argv[1]); go=os.read(fd,1); os.close(fd)\n"
+    "if go != b'g': sys.exit(125)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
 
 
 class TraceSession:
@@ -176,6 +183,12 @@ class TraceSession:
         self._ticker.start()
 
     def _spawn_gated(self) -> None:
+        import shutil
+
+        exe = self.command[0]
+        if (os.sep in exe and not os.access(exe, os.X_OK)) or (os.sep not in exe and shutil.which(exe) is None):
+            raise UsageError(f"command not found or not executable: {exe}",
+                             hint="give the full path of the program after --")
         r, w = os.pipe()
         try:
             self._child = subprocess.Popen([sys.executable, "-c", _GATE, str(r), *self.command],
@@ -209,6 +222,19 @@ class TraceSession:
     @property
     def child_pid(self) -> int | None:
         return self._child.pid if self._child else None
+
+    def wait_target(self, timeout: float | None = None) -> bool:
+        """Wait until the traced command or pid has exited (True) or ``timeout`` passed (False)."""
+        if self._child is not None:
+            return self.wait(timeout) is not None or self._child.poll() is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.pid is not None and Path(f"/proc/{self.pid}").exists():
+            left = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            if self._stop_evt.wait(left):
+                return False
+        return True
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Wait for the traced command to exit (returns its exit code; None without command)."""
@@ -290,7 +316,8 @@ class TraceSession:
             summaries = {}
             for mid, st in self._stats.items():
                 wall = (now - (self.started_ns or now)) / 1e9
-                summaries[mid] = (st, st.summary(wall))
+                # snapshots use exact percentiles only while that stays cheap
+                summaries[mid] = (st, st.summary(wall, exact_up_to=1_000_000))
         counts = {mid: s["count"] for mid, (_st, s) in summaries.items()}
         dt = (now - prev_t) / 1e9 if prev_t else (now - (self.started_ns or now)) / 1e9
         self._last_tick = (now, counts)
@@ -442,7 +469,7 @@ class TraceSession:
             "probe_sets": sets,
             "lost_events_reported_by_bpftrace": self.lost_reported,
             "malformed_lines": self._parser.malformed_total,
-            "malformed_examples": [],
+            "malformed_examples": list(self._parser.examples),
             "drained_before_stop": self.drained,
             "uprobes": self.program.uprobe_count,
             "tracepoints": self.program.tracepoint_count,

@@ -167,10 +167,10 @@ class MetricStats:
         return self._label_names.get(k, str(k))
 
     # -- results -------------------------------------------------------------------------------
-    def percentiles(self) -> tuple[dict[str, float | None], str]:
+    def percentiles(self, exact_up_to: int | None = None) -> tuple[dict[str, float | None], str]:
         scale = 1000.0 if self.metric.unit == "us" else 1.0
         out: dict[str, float | None] = {}
-        if self.exact and self._kept:
+        if self.exact and self._kept and (exact_up_to is None or self._kept <= exact_up_to):
             allv = np.concatenate(self._values)
             self._values = [allv]
             qs = np.percentile(allv, PERCENTILES, method="inverted_cdf")
@@ -186,10 +186,10 @@ class MetricStats:
             return out, "no values"
         return out, "upper edge of the log-linear bucket (within 6.25 %)"
 
-    def summary(self, wall_s: float | None) -> dict[str, Any]:
+    def summary(self, wall_s: float | None, exact_up_to: int | None = None) -> dict[str, Any]:
         m = self.metric
         scale = 1000.0 if m.unit == "us" else 1.0
-        pct, how = self.percentiles()
+        pct, how = self.percentiles(exact_up_to)
         rate = (self.count / wall_s) if wall_s and wall_s > 0 else None
         keys = sorted(self.by_key.items(), key=lambda kv: -kv[1].count)[:MAX_BREAKDOWN]
         breakdown = {}

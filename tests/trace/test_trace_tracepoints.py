@@ -60,3 +60,39 @@ def test_session_runs_from_a_background_thread_and_emits_snapshots(bpftrace, fak
     assert m["breakdown"][str(FIONREAD)]["count"] == 2000  # aggregate mode: exact in-kernel counts
     assert snaps and snaps[-1].count == m["count"]
     assert snaps[-1].unit == "us" and "sys_enter_ioctl" in snaps[-1].measures
+
+
+def test_a_command_never_runs_untraced_when_tracing_cannot_start(bpftrace, tmp_path) -> None:
+    """The command waits at a gate; if attaching fails it exits without running."""
+    from aorta_tui.core.errors import EnvironmentProblem
+
+    marker = tmp_path / "ran"
+    bad_lib = tmp_path / "libcuda.so.1"
+    bad_lib.write_bytes(b"not an elf")
+    s = TraceSession(["cuda"], command=["touch", str(marker)], library_paths={"cuda": bad_lib},
+                     calibrate=False)
+    try:
+        s.start()
+    except EnvironmentProblem as exc:
+        assert "is not an ELF file" in exc.message
+    else:  # pragma: no cover - the fake library must be refused
+        s.stop()
+        raise AssertionError("a non-ELF library was accepted")
+    assert not marker.exists()
+
+
+def test_pid_mode_ends_when_the_target_exits(bpftrace, fakelibs) -> None:
+    import subprocess
+
+    target = subprocess.Popen([str(fakelibs.driver), "ioctl", "-", "300", "0", "0"],
+                              stdin=subprocess.PIPE)  # it runs as soon as started: counts may vary
+    s = TraceSession(["ioctl"], pid=target.pid, calibrate=False)
+    try:
+        s.start()
+    except Exception:
+        target.wait()
+        raise
+    target.wait()
+    assert s.wait_target(timeout=10) is True
+    s.stop()
+    assert s.result()["target"]["pid"] == target.pid

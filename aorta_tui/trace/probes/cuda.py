@@ -76,6 +76,8 @@ class CudaProbes(ProbeSet):
         det, syms = uprobe_symbols(self.name, "cuda", LIB_PATTERNS, ctx, wanted)
         if det.library is None:
             return det
+        if det.reason:  # the library is unreadable (not ELF, ...)
+            return det
         names = [s.name for s in syms]
         launch = [n for n in names if n in LAUNCHES]
         if not launch:

@@ -48,6 +48,8 @@ class HipProbes(ProbeSet):
         det, syms = uprobe_symbols(self.name, "hip", LIB_PATTERNS, ctx, list(LAUNCHES))
         if det.library is None:
             return det
+        if det.reason:  # the library is unreadable (not ELF, ...)
+            return det
         if not syms:
             det.reason = f"{det.library} exports none of {', '.join(LAUNCHES)}"
             det.fix = "point --lib hip= at ROCm's libamdhip64.so"
@@ -96,7 +98,7 @@ class HsaProbes(ProbeSet):
 
     def detect(self, ctx: ProbeContext) -> Detection:
         det, syms = uprobe_symbols(self.name, "hsa", HSA_PATTERNS, ctx, DOORBELLS)
-        if det.library is None:
+        if det.library is None or det.reason:
             return det
         if not syms:
             det.reason = f"{det.library} exports none of {', '.join(DOORBELLS)}"
