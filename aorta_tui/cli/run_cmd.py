@@ -1,13 +1,156 @@
-"""`aorta-tui run --workload NAME`: one workload, no matrix."""
+"""`aorta-tui run --workload NAME`: one workload, no matrix.
+
+It builds a one-cell triage recipe in memory (the given mitigations on this host) and runs it
+through the sweep engine, so a single run gets the same worker processes, classifier, run
+directory and reports as a sweep. Everything the user can get wrong (the workload, a config
+key, the world size, a mitigation, torch without distributed support) is checked before a
+process is started.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
 
 from aorta_tui.cli.common import cli_command
 
 
 @cli_command
-def run_workload() -> None:
-    """Run one registered workload without a matrix."""
-    from aorta_tui.core.errors import UsageError
+def run_workload(
+    workload: str = typer.Option(..., "--workload", "-w", help="Registered workload name (see `aorta-tui sweep list-workloads`)."),
+    trials: int = typer.Option(1, "--trials", "-n", min=1, help="Trials (each in a fresh worker process)."),
+    steps: int = typer.Option(5, "--steps", min=1, help="Measured steps per trial."),
+    config: list[str] = typer.Option([], "--config", "-c", help="Workload config KEY=VALUE (repeatable; a.b=v for nested keys)."),
+    mitigations: str = typer.Option("none", "--mitigations", "-m", help="Comma-separated mitigations applied together."),
+    output: Path = typer.Option(Path("aorta-out"), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),
+    json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout (the journal's format)."),
+    no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip the environment snapshot."),
+) -> None:
+    """Run one registered workload without a matrix (a one-cell sweep).
 
-    raise UsageError("`aorta-tui run` is not built yet")
+    Examples:
+
+      aorta-tui run --workload training --steps 5 --config parallelism=fsdp
+
+      aorta-tui run --workload race --trials 3 --config mode=fsdp --config world_size=2
+
+      aorta-tui run --workload inference --trials 2 --config perturb_logits=0.001
+
+      aorta-tui run --workload llm_determinism --mitigations deterministic --json
+
+    --config takes KEY=VALUE (nested keys with dots, values parsed as YAML) and may repeat.
+    Exit codes: 0 every trial passed; 1 a trial failed or errored, or the trials disagree;
+    2 usage error; 3 environment error; 130 interrupted.
+    """
+    raise typer.Exit(_run(workload, trials, steps, config, mitigations, output, json_mode,
+                          not no_snapshot))
+
+
+def _run(workload: str, trials: int, steps: int, config: list[str], mitigations: str,
+         output: Path, json_mode: bool, snapshots: bool) -> int:
+    import signal
+    import sys
+
+    import yaml
+
+    from aorta_tui.cli.sinks import pick_sink
+    from aorta_tui.core.events import EventBus
+    from aorta_tui.core.recipe import load_recipe_text
+    from aorta_tui.core.registry import Registry
+    from aorta_tui.core.sweep import Sweep, SweepOptions
+
+    registry = Registry()
+    raw_config, mits = check_request(workload, config, mitigations, registry)
+    doc: dict[str, Any] = {
+        "schema_version": 1, "mode": "triage", "ticket": f"run-{workload}",
+        "workload": workload, "trials": trials, "steps": steps,
+        "cells": [{"name": "+".join(mits), "mitigations": mits, "environment": "local"}],
+    }
+    if raw_config:
+        doc["workload_config"] = raw_config
+    recipe = load_recipe_text(yaml.safe_dump(doc, sort_keys=False), source="<aorta-tui run>",
+                              registry=registry)
+    bus = EventBus()
+    sweep = Sweep(recipe, registry, SweepOptions(output=output, strict=True, snapshots=snapshots),
+                  bus)
+    bus.add(pick_sink(json_mode))
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if sweep.cancel.is_set():
+            raise KeyboardInterrupt
+        sweep.cancel.set()
+        print(f"\n{signal.Signals(signum).name}: stopping the running trial", file=sys.stderr,
+              flush=True)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        outcome = sweep.run()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        bus.close()
+    if not json_mode:
+        _print_failures(outcome.run_dir, outcome.cells)
+    return outcome.exit_code
+
+
+def check_request(workload: str, config: list[str], mitigations: str,
+                  registry: Any) -> tuple[dict[str, Any], list[str]]:
+    """Everything that can be wrong before a process starts; returns (config, mitigations)."""
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.core.registry import load_workload
+    from aorta_tui.core.workload import parse_config_overrides, validate_config
+
+    cls = load_workload(workload)
+    raw = parse_config_overrides(config)
+    resolved = validate_config(cls.config_schema, raw)
+    mits = [m.strip() for m in mitigations.split(",") if m.strip()] or ["none"]
+    for m in mits:
+        registry.mitigation(m)
+    if cls.launch.mode == "torchrun":
+        world = resolved.get("world_size", cls.launch.min_world_size)
+        if world < cls.launch.min_world_size:
+            raise UsageError(
+                f"workload {workload!r} needs at least {cls.launch.min_world_size} ranks, "
+                f"--config world_size={world} asks for fewer",
+                hint=f"use --config world_size={cls.launch.min_world_size}",
+            )
+        _require_torch_distributed(workload)
+    return raw, mits
+
+
+def _require_torch_distributed(workload: str) -> None:
+    import importlib.util
+
+    from aorta_tui.core.errors import EnvironmentProblem
+
+    if importlib.util.find_spec("torch") is None:
+        raise EnvironmentProblem(f"workload {workload!r} needs torch, and it is not installed",
+                                 hint="pip install torch (a CPU build is enough to try it)")
+    import torch.distributed
+
+    if not torch.distributed.is_available():
+        raise EnvironmentProblem(
+            f"workload {workload!r} runs under torchrun, and this torch has no "
+            "torch.distributed support",
+            hint="install a torch build with distributed support (the PyPI wheels have it)",
+        )
+
+
+def _print_failures(run_dir: Path, cells: list[dict[str, Any]]) -> None:
+    """The workload's own failure messages, which the sweep summary only counts."""
+    import json
+
+    for path in sorted(run_dir.glob("trials/*/trial-*/result.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        wres = record.get("workload_result") or {}
+        for f in (wres.get("failures") or [])[:5]:
+            print(f"{record.get('trial_id')}: {f.get('code')}: {f.get('message')}")
+    for c in cells:
+        for f in c.get("cross_trial_failures") or []:
+            print(f"{c.get('cell')}: {f.get('code')}: {f.get('message')}")

@@ -18,7 +18,7 @@ Modes (what the comm stream does):
 ``drop_wait`` removes one wait (fault injection, off by default): ``h2d`` (the collective
 does not wait for the copy), ``comm`` (compute does not wait for the collective) or
 ``compute`` (in fsdp the reduce-scatter, elsewhere the verifier, does not wait for compute).
-On a GPU the result depends on timing (``producer_delay_us`` makes the producer late); on CPU
+On a GPU the result depends on timing (``producer_delay_us`` makes that producer late); on CPU
 the streams are emulated consumers-first, so a dropped wait always corrupts (see
 ``aorta_tui/workloads/_streams.py``).
 """
@@ -72,7 +72,8 @@ class Race(Workload):
         ConfigField("gemm_layers", "int", 2, "GEMMs per iteration for simulate_compute", min=1),
         ConfigField("pin_memory", "bool", True, "pinned host buffers (asynchronous H2D on GPUs)"),
         ConfigField("producer_delay_us", "int", 0,
-                    "GPU only: spin the h2d stream this long before each copy", min=0),
+                    "GPU only: spin the stream that produces the dependency drop_wait names (the "
+                    "h2d stream when none) this long before its work each iteration", min=0),
         device_field(),
         world_size_field(),
         ConfigField("drop_wait", "str", "none",
@@ -144,7 +145,7 @@ class Race(Workload):
         verified = 0
         for it in range(1, warm + measured + 1):
             with StepTimer(self.dev.device) as timer:
-                events = self.plan.enqueue(it, cfg["drop_wait"], cfg["producer_delay_us"])
+                events = self.plan.enqueue(it, cfg["drop_wait"])
                 for name, ev in events.items():
                     if not (cfg["drop_wait"] == "compute" and name == "compute"
                             and self.plan.verifier_waits_compute):
@@ -238,10 +239,16 @@ class _Plan:
             for _ in range(self.cfg["gemm_layers"]):
                 x = x @ self.gemm
 
-    def h2d(self, pairs: list[tuple[Any, Any]], it: int, delay_us: int) -> Any:
-        """Fill the host buffers with this iteration's values, copy them on the h2d stream."""
+    def delay(self, stream: str) -> None:
+        """Make the producer of the dropped dependency late (GPU; a no-op when emulated)."""
+        target = self.cfg["drop_wait"] if self.cfg["drop_wait"] != "none" else "h2d"
+        if stream == target:
+            self.r.streams.delay(stream, self.cfg["producer_delay_us"])
+
+    def h2d(self, pairs: list[tuple[Any, Any]]) -> Any:
+        """Copy this iteration's host buffers to the device on the h2d stream."""
         s = self.r.streams
-        s.delay("h2d", delay_us)
+        self.delay("h2d")
 
         def copy() -> None:
             for dev, host in pairs:
@@ -253,7 +260,7 @@ class _Plan:
     def checks(self) -> list[tuple[str, Any, Callable[[int], Any]]]:
         raise NotImplementedError
 
-    def enqueue(self, it: int, drop: str, delay_us: int) -> dict[str, Any]:
+    def enqueue(self, it: int, drop: str) -> dict[str, Any]:
         raise NotImplementedError
 
 
@@ -268,13 +275,13 @@ class _DefaultPlan(_Plan):
         self.a_in, self.a_out = race.alloc(n_a), race.alloc(n_a)
         self.reduced, self.out = race.alloc(n_r), race.alloc(n_a)
 
-    def enqueue(self, it: int, drop: str, delay_us: int) -> dict[str, Any]:
+    def enqueue(self, it: int, drop: str) -> dict[str, Any]:
         import torch.distributed as dist
 
         r, s = self.r, self.r.streams
         self.host_a.copy_(r.known(1, r.rank, it, self.host_a.numel(), device="cpu"))
         self.host_r.copy_(r.known(2, r.rank, it, self.host_r.numel(), device="cpu"))
-        ev_h2d = self.h2d([(self.a_in, self.host_a), (self.reduced, self.host_r)], it, delay_us)
+        ev_h2d = self.h2d([(self.a_in, self.host_a), (self.reduced, self.host_r)])
         if drop != "h2d":
             s.wait("comm", ev_h2d)
 
@@ -282,6 +289,7 @@ class _DefaultPlan(_Plan):
             dist.all_to_all_single(self.a_out, self.a_in)
             dist.all_reduce(self.reduced)
 
+        self.delay("comm")
         s.submit("comm", collectives)
         ev_comm = s.record("comm")
         if drop != "comm":
@@ -291,6 +299,7 @@ class _DefaultPlan(_Plan):
             self.simulate()
             self.out.copy_(self.a_out).mul_(2).add_(1)
 
+        self.delay("compute")
         s.submit("compute", compute)
         return {"h2d": ev_h2d, "comm": ev_comm, "compute": s.record("compute")}
 
@@ -322,13 +331,13 @@ class _DdpPlan(_Plan):
         self.grads = [race.alloc(n) for _ in range(self.BUCKETS)]
         self.outs = [race.alloc(n) for _ in range(self.BUCKETS)]
 
-    def enqueue(self, it: int, drop: str, delay_us: int) -> dict[str, Any]:
+    def enqueue(self, it: int, drop: str) -> dict[str, Any]:
         import torch.distributed as dist
 
         r, s = self.r, self.r.streams
         for b, h in enumerate(self.hosts):
             h.copy_(r.known(10 + b, r.rank, it, h.numel(), device="cpu"))
-        ev_h2d = self.h2d(list(zip(self.grads, self.hosts, strict=False)), it, delay_us)
+        ev_h2d = self.h2d(list(zip(self.grads, self.hosts, strict=False)))
         if drop != "h2d":
             s.wait("comm", ev_h2d)
 
@@ -337,6 +346,7 @@ class _DdpPlan(_Plan):
             for w in works:
                 w.wait()
 
+        self.delay("comm")
         s.submit("comm", buckets)
         ev_comm = s.record("comm")
         if drop != "comm":
@@ -347,6 +357,7 @@ class _DdpPlan(_Plan):
             for g, o in zip(self.grads, self.outs, strict=False):
                 o.copy_(g).mul_(2).add_(1)
 
+        self.delay("compute")
         s.submit("compute", update)
         return {"h2d": ev_h2d, "comm": ev_comm, "compute": s.record("compute")}
 
@@ -374,17 +385,18 @@ class _FsdpPlan(_Plan):
         self.grads = race.alloc(n * w)
         self.grad_shard = race.alloc(n)
 
-    def enqueue(self, it: int, drop: str, delay_us: int) -> dict[str, Any]:
+    def enqueue(self, it: int, drop: str) -> dict[str, Any]:
         import torch.distributed as dist
 
         r, s = self.r, self.r.streams
         self.host.copy_(r.known(20, r.rank, it, self.host.numel(), device="cpu"))
-        ev_h2d = self.h2d([(self.shard, self.host)], it, delay_us)
+        ev_h2d = self.h2d([(self.shard, self.host)])
         if drop != "h2d":
             s.wait("comm", ev_h2d)
         # newer torch renames these; older (e.g. 2.11) only has the *_tensor spelling
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        self.delay("comm")
         s.submit("comm", lambda: gather(self.full, self.shard))
         ev_gather = s.record("comm")
         if drop != "comm":
@@ -394,6 +406,7 @@ class _FsdpPlan(_Plan):
             self.simulate()
             self.grads.copy_(self.full).mul_(2).add_(1)
 
+        self.delay("compute")
         s.submit("compute", backward)
         ev_compute = s.record("compute")
         if drop != "compute":
