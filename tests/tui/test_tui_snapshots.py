@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input, Select, TextArea
+from textual.widgets import Input, Select
 from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, workspace
 
 from aorta_tui.core.events import event_from_dict
@@ -100,21 +100,6 @@ def test_recipe_editor_with_an_error(ws: Path, size: str, snap_compare) -> None:
         await pilot.press("escape", "enter")  # jump to the first issue
 
     assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
-
-
-def test_recipe_editor_plan_preview(ws: Path, snap_compare) -> None:
-    async def ready(pilot) -> None:  # noqa: ANN001
-        app = pilot.app
-        await pilot.pause()
-        app.open_recipe(Path("recipes/triage.yaml"))
-        await pilot.pause()
-        screen = app.get_screen("recipe")
-        await _settle(pilot, lambda: bool(screen.issues))
-        editor = screen.query_one(TextArea)
-        editor.text = editor.text.replace("cels_typo: true\n", "")
-        await _settle(pilot, lambda: not screen.issues and bool(screen.plan_text))
-
-    assert snap_compare(_app(ws), terminal_size=(160, 48), run_before=ready)
 
 
 @pytest.mark.parametrize("size", SIZES)

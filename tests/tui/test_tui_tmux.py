@@ -56,8 +56,8 @@ class Tmux:
 
 
 def test_real_program_survives_a_killed_tui_reattaches_walks_every_screen_and_quits(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("TUI_TEST_SLEEP", "0.8")
-    recipe = write_probe_recipe(tmp_path, trials=5)  # 10 trials of ~1 s: still running when killed
+    monkeypatch.setenv("TUI_TEST_SLEEP", "0.6")
+    recipe = write_probe_recipe(tmp_path, trials=5)  # 10 trials of ~0.7 s: still running when killed
     output = tmp_path / "aorta-out"
     run_dir = launch_detached(recipe, output, command=PROBE_COMMAND)
     tmux = Tmux(f"aorta-tui-test-{os.getpid()}")
