@@ -83,6 +83,7 @@ def sweep(
     gpu_index: int = typer.Option(0, "--gpu-index", help="Which GPU the clock/power knobs act on."),
     timeout_s: float = typer.Option(900.0, "--timeout-s", help="Kill a trial after this many seconds."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial failed."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (policies, variables, order, GPU-control commands) and exit; writes nothing."),
     gpu_control_backend: str = typer.Option("auto", "--gpu-control-backend", hidden=True, help="auto, nvidia, rocm or fake:PATH (tests)."),
 ) -> None:
     """Run WORKLOAD under each policy, trials interleaved, and write policy.md / policy.json.
@@ -96,7 +97,7 @@ def sweep(
     import time
 
     from aorta_tui.core.events import CallbackSink
-    from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
+    from aorta_tui.policy.evaluator import PolicyEvaluator, SweepRequest, run_policy_sweep
     from aorta_tui.policy.file import load_policy_file
     from aorta_tui.policy.presets import resolve_policies
 
@@ -120,6 +121,13 @@ def sweep(
                            warmup=warmup, device=device, seed=seed,
                            allow_gpu_control=allow_gpu_control, gpu_index=gpu_index,
                            timeout_s=timeout_s, queue_args=tuple(queue_args))
+    if dry_run:
+        plan = PolicyEvaluator(request, gpu_backend=backend).dry_run()
+        if json_mode:
+            print(json.dumps(plan, indent=2))
+        else:
+            _print_plan(plan)
+        return
     if json_mode:
         from aorta_tui.cli.sinks import JsonSink
 
@@ -152,6 +160,23 @@ def report(
         print(json.dumps(data, indent=2))
         return
     _print_summary(data, run_dir)
+
+
+def _print_plan(plan: dict[str, Any]) -> None:
+    req = plan["request"]
+    print(f"policy sweep plan: {req['workload']}, {req['streams']} streams, {req['trials']} "
+          f"trials per policy, seed {req['seed']}, output {req['output_dir']}")
+    for p in plan["policies"]:
+        sets = ", ".join(f"{k}={v}" for k, v in p["env"].items()) or "(no variables)"
+        print(f"  {p['name']}: {sets}" + (f" + {' '.join(p['harness_args'])}"
+                                          if p["harness_args"] else ""))
+        if p["inherited_removed"]:
+            print(f"      removed from the inherited environment: {', '.join(p['inherited_removed'])}")
+        for note in ([p["skipped"]] if p["skipped"] else []) + p["notes"]:
+            print(f"      note: {note}")
+    print(f"order ({plan['trials_total']} trials): {' '.join(plan['order'])}")
+    example = plan["policies"][0]["argv"]
+    print(f"each trial runs: {' '.join(example)}")
 
 
 def _print_event(event: Any) -> None:

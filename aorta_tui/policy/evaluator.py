@@ -87,6 +87,7 @@ class SweepRequest:
     def to_dict(self) -> dict[str, Any]:
         return {
             "workload": self.workload,
+            "output_dir": str(self.output_dir),
             "policies": [p.name for p in self.policies],
             "streams": self.streams,
             "trials": self.trials,
@@ -229,6 +230,27 @@ class PolicyEvaluator:
             self.gpu_plans[p.name] = text
 
     # -- running ------------------------------------------------------------------------
+
+    def dry_run(self) -> dict[str, Any]:
+        """What ``run`` would do, without running or writing anything (the GPU state is read
+        when a GPU-control policy is allowed, to print its plan)."""
+        req = self.request
+        self._prepare_gpu_control()
+        names = [p.name for p in req.policies if p.name not in self.skipped]
+        plan = plan_order(names, req.trials, req.seed)
+        policies = []
+        for p in req.policies:
+            _env, removed = trial_environment(self.base_env, p, req.policies)
+            policies.append({**p.to_dict(), "inherited_removed": removed,
+                             "notes": self.notes[p.name],
+                             "skipped": self.skipped.get(p.name, ""),
+                             "argv": self.trial_command(req, p, Path(req.output_dir) / "trials"
+                                                        / "NNN" / "result.json")})
+        return {"request": req.to_dict(), "reference_added": self.reference_added,
+                "policies": policies,
+                "order": [f"{t.dir_name}" for t in plan],
+                "gpu_control_plans": dict(self.gpu_plans),
+                "trials_total": len(plan)}
 
     def run(self) -> SweepOutcome:
         from aorta_tui.policy.report import build_report, write_reports

@@ -129,3 +129,23 @@ def test_sigint_writes_a_report_of_the_finished_trials_and_exits_130(tmp_path: P
     assert report["status"] == "interrupted"
     statuses = [t["status"] for t in report["trials"]]
     assert statuses[0] == "ok" and "not run" in statuses
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path) -> None:
+    import os
+
+    run = tmp_path / "run"
+    state = tmp_path / "gpu.json"
+    env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": "4"}
+    out = subprocess.run([sys.executable, "-m", "aorta_tui", "policy", "sweep", "hetero_kernels",
+                          "--policies", "cuda_max_connections_1,priority_be", "--trials", "3",
+                          "--allow-gpu-control", "--gpu-control-backend", f"fake:{state}",
+                          "--dry-run", "--json", "-o", str(run)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["trials_total"] == 9 and len(plan["order"]) == 9
+    by_name = {p["name"]: p for p in plan["policies"]}
+    assert by_name["baseline"]["inherited_removed"] == ["CUDA_DEVICE_MAX_CONNECTIONS"]
+    assert "clock_level=2" in plan["gpu_control_plans"]["priority_be"]
+    assert not run.exists() and not state.exists()  # planning read the (fake) GPU, changed nothing
