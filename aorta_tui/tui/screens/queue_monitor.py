@@ -162,7 +162,7 @@ class QueueMonitorScreen(AortaScreen):
         lines = [
             f"events   {snap.count:,}",
             *(f"{name:<8} {fmt_latency(pct.get(name), snap.unit)}" for name in ("p50", "p90", "p99", "max")),
-            f"rate     {snap.events_per_s:,.0f}/s (last interval)",
+            f"rate     {snap.events_per_s:,.0f}/s now",
             f"lost     {snap.lost_events}" + ("  [b red]events lost[/]" if snap.lost_events else ""),
             f"bad line {snap.malformed_lines}",
             f"observer {cost_text}",
