@@ -196,6 +196,9 @@ def _print_summary(result: dict[str, Any]) -> None:
                     if cost.get("cpu_fraction") is not None else f"not available ({cost.get('reason')})")
         print(f"\n[{name}] {s.get('description', '')}\n  observer cost: {cost_txt}")
         for mname, m in s["metrics"].items():
+            if not m.get("attached", True):
+                print(f"  {mname}: not attached here ({m.get('not_attached_reason', '')})")
+                continue
             if not m["count"]:
                 print(f"  {mname}: no events")
                 continue

@@ -75,6 +75,7 @@ class Program:
     metric_ids: dict[int, tuple[str, Metric]] = field(default_factory=dict)
     uprobe_count: int = 0
     tracepoint_count: int = 0
+    attached: set[int] = field(default_factory=set)  # metric ids some probe of the program emits
 
     def id_of(self, probe_set: str, metric: str) -> int:
         for mid, (ps, m) in self.metric_ids.items():
@@ -140,6 +141,7 @@ def render(
     parts: list[str] = []
     ids: dict[int, tuple[str, Metric]] = {}
     uprobes = tracepoints = 0
+    emitted: set[int] = set()
     next_id = 1
     for ps, det in selections:
         blocks = parse_blocks(ps.template_text())
@@ -166,6 +168,7 @@ def render(
             def emit(m: re.Match[str], ps: ProbeSet = ps, local: dict[str, int] = local) -> str:
                 args = [a.strip() for a in m.group(1).split(",")]
                 metric = ps.metric(args[0])
+                emitted.add(local[metric.name])
                 return _expand_emit(args, local[metric.name], metric, mode)
 
             text = _EMIT_RE.sub(emit, text)
@@ -198,4 +201,5 @@ def render(
         metric_ids=ids,
         uprobe_count=uprobes,
         tracepoint_count=tracepoints,
+        attached=emitted,
     )

@@ -449,6 +449,9 @@ class TraceSession:
                 st = self._stats[mid]
                 entry = sets.setdefault(ps_name, {"metrics": {}})
                 s = st.summary(wall)
+                s["attached"] = mid in self.program.attached
+                if not s["attached"]:
+                    s["not_attached_reason"] = "none of its events or symbols exist here (see detection.missing)"
                 s["records_sent_by_kernel"] = self.sent.get(mid)
                 s["records_received"] = self.received.get(mid, 0)
                 s["lost_events"] = self._lost_for(mid) if mid in self.sent else None

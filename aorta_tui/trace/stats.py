@@ -227,7 +227,7 @@ class MetricStats:
 def _key_text(k: Any, m: Metric) -> str:
     if isinstance(k, str):
         return k
-    if m.key_name in ("stream", "event", "pointer"):
+    if m.key_name in ("stream", "event", "pointer", "signal"):
         return hex(int(k) & 0xFFFFFFFFFFFFFFFF)
     return str(k)
 

@@ -138,6 +138,8 @@ def test_memory_probe_set_records_allocation_sizes_and_pointers(bpftrace, fakeli
     # the fake allocator hands out consecutive 1 MiB-spaced pointers; frees name the same ones
     assert set(alloc["breakdown"]) == set(free["breakdown"])
     assert len(alloc["breakdown"]) == n
+    amdgpu_here = Path("/sys/kernel/tracing/events/amdgpu/amdgpu_bo_move").exists()
+    assert alloc["attached"] and metric(r, "memory", "bo_move")["attached"] == amdgpu_here
 
 
 def test_observer_cost_is_calibrated_on_the_probed_library(bpftrace, fakelibs, tmp_path, monkeypatch) -> None:
@@ -154,3 +156,13 @@ def test_observer_cost_is_calibrated_on_the_probed_library(bpftrace, fakelibs, t
     assert cost["cpu_fraction"] == pytest.approx(cost["probe_hits_per_s"] * cost["per_hit_us"] / 1e6, rel=1e-6)
     assert cost["entry_and_return_us"] > 0  # calibrated too, for the *_calls sets
     assert (tmp_path / "cache" / "aorta-tui" / "trace-calibration.json").exists()
+
+
+def test_hsa_doorbell_stores_are_counted_per_signal(bpftrace, fakelibs) -> None:
+    n = 30
+    r, _ = run(["hsa"], [str(fakelibs.driver), "hsa", str(fakelibs.hip), str(n), "0", *STREAMS],
+               {"hsa": fakelibs.hip})
+    m = metric(r, "hsa", "doorbell")
+    assert m["count"] == n and m["lost_events"] == 0
+    # the signal handle (passed by value) is the key
+    assert {k: v["count"] for k, v in m["breakdown"].items()} == {STREAMS[0]: n // 2, STREAMS[1]: n // 2}

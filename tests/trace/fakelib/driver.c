@@ -1,5 +1,5 @@
 /* Drives a fake (or real) GPU runtime: N launches round-robin over K streams.
- * usage: driver cuda|cudaex|graph|hip|realhip|alloc|ioctl LIB N DELAY_US STREAM1 [STREAM2...]
+ * usage: driver cuda|cudaex|graph|hip|realhip|hsa|alloc|ioctl LIB N DELAY_US STREAM1 [STREAM2...]
  * Each launch passes DELAY_US (times the stream's position + 1) as the function handle, which
  * the fake library sleeps for. Prints "done N" at the end. With DRIVER_TIMES=path set, writes
  * "stream_index start_ns duration_ns" per call (CLOCK_MONOTONIC, measured around the call), the
@@ -28,6 +28,7 @@ typedef int (*cu_graph_t)(void *, void *);
 typedef int (*hip_launch_t)(const void *, dim3, dim3, void **, size_t, void *);
 typedef int (*alloc_t)(unsigned long long *, size_t);
 typedef int (*free_t)(unsigned long long);
+typedef void (*hsa_store_t)(uint64_t, int64_t);
 
 int main(int argc, char **argv) {
     if (argc < 6) { fprintf(stderr, "usage\n"); return 2; }
@@ -64,6 +65,8 @@ int main(int argc, char **argv) {
             dim3 g = {1, 1, 1}, b = {64, 1, 1};
             void *fn = strcmp(mode, "hip") == 0 ? f : (void *)&main;
             ((hip_launch_t)dlsym(h, "hipLaunchKernel"))(fn, g, b, NULL, 0, streams[s]);
+        } else if (strcmp(mode, "hsa") == 0) {
+            ((hsa_store_t)dlsym(h, "hsa_signal_store_screlease"))((uint64_t)(uintptr_t)streams[s], i);
         } else if (strcmp(mode, "alloc") == 0) {
             unsigned long long p = 0;
             ((alloc_t)dlsym(h, "cuMemAlloc_v2"))(&p, (size_t)(delay * (s + 1)));

@@ -21,3 +21,11 @@ hipError_t hipLaunchKernel(const void *function_address, dim3 numBlocks, dim3 di
     spin_us((uintptr_t)function_address);
     return 0;
 }
+
+/* HSA runtime entry point the hsa probe set counts (a doorbell store): signal by value. */
+typedef struct { uint64_t handle; } hsa_signal_t;
+typedef int64_t hsa_signal_value_t;
+
+void hsa_signal_store_screlease(hsa_signal_t signal, hsa_signal_value_t value) {
+    (void)signal; (void)value;
+}
