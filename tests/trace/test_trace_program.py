@@ -4,6 +4,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.trace import probes, program
@@ -58,3 +60,16 @@ def test_events_and_aggregate_programs_differ_in_emission(tmp_path: Path) -> Non
     assert ev.uprobe_count == 1 and ev.metric_ids[1][1].name == "launch"
     with pytest.raises(UsageError):
         program.render(_det(ok), mode="sometimes", pid=None)
+
+
+@given(st.text(min_size=1, max_size=40))
+def test_no_parameter_can_smuggle_statements_into_a_program(value: str) -> None:
+    """Whatever text arrives (a path, a field name from a format file), it cannot end a probe
+    block, start another one or add a statement."""
+    for name in ("symbol", "stream", "group", "kind", "label"):
+        try:
+            out = program.validate_param(name, value)
+        except UsageError:
+            continue
+        assert out == value
+        assert not any(ch in out for ch in ";{}\n/") or name == "lib"
