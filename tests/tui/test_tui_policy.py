@@ -38,14 +38,16 @@ async def test_running_a_policy_sweep_fills_the_table_from_its_report(tmp_path: 
         on_disk = json.loads(report_path.read_text())
         assert screen.report == on_disk
         table = screen.query_one("#policy-table", DataTable)
-        assert table.row_count == len(on_disk["metrics"]) * len(on_disk["policies"])
-        first = [str(c) for c in table.get_row_at(0)]
+        # A heading row per metric, then one row per policy.
+        assert table.row_count == len(on_disk["metrics"]) * (1 + len(on_disk["policies"]))
         metric = on_disk["metrics"][0]
+        assert str(table.get_row_at(0)[0]).startswith(metric["name"])
+        first = [str(c) for c in table.get_row_at(1)]
         median = on_disk["policies"][0]["metrics"][metric["name"]]["median"]
-        assert first[0].startswith(metric["name"]) and first[1] == "baseline"
-        assert first[2] == f"{median:.4g}" and first[3] == "reference"
+        assert first[0].strip() == "baseline"
+        assert first[1] == f"{median:.4g}" and first[2] == "reference"
         # One trial is too few for an interval: the engine says so, and so does the screen.
-        assert "n/a" in first[4]
+        assert "n/a" in first[3]
         bars = str(screen.query_one("#policy-bars").render())
         assert "baseline" in bars and "no policy is significantly better" in bars
         # No stderr noise reached the terminal: it went to a file next to the run.

@@ -71,6 +71,7 @@ class PolicyScreen(AortaScreen):
         super().__init__()
         self.report: dict[str, Any] | None = None
         self._rows: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+        self._row_metric: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self.events: list[Event] = []
@@ -96,7 +97,7 @@ class PolicyScreen(AortaScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one("#policy-table", DataTable).add_columns("metric", "policy", "median", "vs reference", "95% CI")
+        self.query_one("#policy-table", DataTable).add_columns("metric / policy", "median", "vs reference", "95% CI")
 
     def on_unmount(self) -> None:
         self.action_stop_sweep(wait=True)
@@ -106,10 +107,18 @@ class PolicyScreen(AortaScreen):
     def show_report(self, report: dict[str, Any], source: str) -> None:
         self.report = report
         self._rows = report_rows(report)
+        self._row_metric = []  # the metric of each table row (heading rows included)
         table = self.query_one("#policy-table", DataTable)
         table.clear()
-        units = {m["name"]: m.get("unit", "") for m in report.get("metrics", [])}
+        metrics = {m["name"]: m for m in report.get("metrics", [])}
+        current = None
         for metric, policy, summary, versus in self._rows:
+            if metric != current:  # one heading row per metric keeps the table narrow
+                current = metric
+                info = metrics.get(metric, {})
+                table.add_row(Text(f"{metric} ({info.get('unit', '')})", style="bold underline"),
+                              Text(""), Text(""), Text(""))
+                self._row_metric.append(metric)
             ci = (f"[{_num(summary.get('ci_low'))}, {_num(summary.get('ci_high'))}]"
                   if summary.get("ci_low") is not None else f"n/a ({summary.get('reason', 'no interval')})")
             if policy == report.get("reference"):
@@ -120,8 +129,9 @@ class PolicyScreen(AortaScreen):
                 vs = verdict + (f" ({pct:+.1f}%)" if isinstance(pct, (int, float)) and verdict in ("higher", "lower") else "")
             style = {"better": "bold green", "worse": "red"}.get(versus.get("assessment", ""), "")
             mark = " ✓" if versus.get("assessment") == "better" else ""
-            table.add_row(Text(f"{metric} ({units.get(metric, '')})"), Text(policy),
-                          Text(_num(summary.get("median"))), Text(vs + mark, style=style), Text(ci))
+            table.add_row(Text("  " + policy), Text(_num(summary.get("median"))),
+                          Text(vs + mark, style=style), Text(ci))
+            self._row_metric.append(metric)
         platform = report.get("platform", {}) or {}
         emulated = " [b yellow]CPU emulation[/]" if report.get("emulated") else ""
         self.query_one("#policy-status", Static).update(
@@ -137,15 +147,18 @@ class PolicyScreen(AortaScreen):
     def _show_bars(self) -> None:
         if self.report is None or not self._rows:
             return
-        row = min(self.query_one("#policy-table", DataTable).cursor_row, len(self._rows) - 1)
-        metric = self._rows[row][0]
-        unit = next((m.get("unit", "") for m in self.report.get("metrics", []) if m["name"] == metric), "")
+        row = min(self.query_one("#policy-table", DataTable).cursor_row, len(self._row_metric) - 1)
+        metric = self._row_metric[row]
+        info = next((m for m in self.report.get("metrics", []) if m["name"] == metric), {})
+        unit = info.get("unit", "")
         bars = [
             (policy, s.get("median"), s.get("ci_low"), s.get("ci_high"), s.get("reason", ""))
             for m, policy, s, _v in self._rows if m == metric
         ]
         text = render_interval_bars(bars, unit, max(30, self.size.width - 2))
         text.append("\n")
+        better = {"higher": " (higher is better)", "lower": " (lower is better)"}.get(info.get("better", ""), "")
+        text.append(f"{metric}{better}: ", style="bold")
         text.append_text(_markup(winner_text(self.report, metric)))
         self.query_one("#policy-bars", Static).update(text)
 
