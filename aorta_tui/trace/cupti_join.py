@@ -9,6 +9,10 @@ of (eBPF entry - runtime call start) over the pairs. Then
 
     launch -> GPU start = kernel start (CUPTI) - (eBPF entry - offset)
 
+There is no common clock, so the median driver-entry lag is absorbed into the offset: the delay
+counts from the runtime launch call's start (cudaLaunchKernel), plus this launch's deviation
+from the median lag. eBPF contributes the stream handle of every launch and the exact launch
+count the pairing is checked against.
 No torch import here: the caller passes the exported Chrome trace (``prof.export_chrome_trace``).
 """
 
@@ -52,7 +56,9 @@ def join(ebpf_ts_ns: np.ndarray, ebpf_stream: np.ndarray, launches: list[dict[st
     ts = ebpf_ts_ns[order].astype(np.float64) / 1000.0
     streams = ebpf_stream[order]
     out: dict[str, Any] = {
-        "measures": "launch (eBPF uprobe on the driver launch entry) -> kernel start on the GPU (CUPTI via torch.profiler)",
+        "measures": ("launch -> kernel start on the GPU: CUPTI kernel start (torch.profiler) minus the "
+                     "eBPF driver-entry time mapped onto the profiler clock by the median "
+                     "entry-to-runtime-call offset (so counted from the runtime launch call's start)"),
         "ebpf_launches": int(len(ts)),
         "profiler_launch_calls": len(launches),
         "profiler_kernels": len(kernels),

@@ -73,6 +73,30 @@ def test_missing_tracepoints_say_why_and_how_to_fix(tmp_path: Path) -> None:
     assert not det.available and det.fix == tracefs.MOUNT_COMMAND
 
 
+def test_recorded_amdgpu_output_replays_into_per_ring_statistics() -> None:
+    truth = json.loads((FIX / "amdgpu_truth.json").read_text())
+    ps = probes.get("amdgpu")
+    stats = {1: MetricStats(ps.metric("cs_to_run"))}
+    parser = RecordParser()
+    lines = (FIX / "amdgpu_recorded.txt").read_text().splitlines(keepends=True)
+    sent: dict[int, int] = {}
+    for i in range(0, len(lines), 97):
+        b = parser.feed(lines[i : i + 97])
+        split_batch(b, stats)
+        sent.update(b.sent)
+    assert parser.malformed_total == truth["malformed"] and parser.examples == ["@R 1 7000 5151"]
+    s = stats[1].summary(wall_s=2.0)
+    per_ring = truth["cs_to_run"]
+    assert s["count"] == sent[1] == sum(len(v) for v in per_ring.values())
+    assert s["events_per_s"] == s["count"] / 2.0
+    assert s["measures"].startswith("amdgpu CS ioctl -> scheduler run_job")
+    for ring, v in per_ring.items():
+        b = s["breakdown"][ring]
+        assert b["count"] == len(v)
+        assert b["mean"] == pytest.approx(np.mean(v) / 1000.0)
+        assert b["max"] == pytest.approx(max(v) / 1000.0)
+
+
 def test_recorded_drm_sched_output_replays_into_exact_statistics() -> None:
     truth = json.loads((FIX / "drm_sched_truth.json").read_text())
     ps = probes.get("drm_sched")
