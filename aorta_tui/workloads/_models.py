@@ -36,6 +36,16 @@ class ModelShape:
     num_experts: int = 1
     dropout: float = 0.0  # consumes the RNG in training, so an RNG restore is put to the test
 
+    def __post_init__(self) -> None:
+        if self.has_attention and self.hidden_size % self.num_heads:
+            from aorta_tui.core.errors import UsageError
+
+            raise UsageError(
+                f"workload_config: hidden_size {self.hidden_size} is not divisible by num_heads "
+                f"{self.num_heads}",
+                hint=f"e.g. num_heads: {next(h for h in (8, 4, 2, 1) if self.hidden_size % h == 0)}",
+            )
+
     @property
     def has_attention(self) -> bool:
         return self.kind != "mlp"

@@ -36,9 +36,10 @@ from aorta_tui.core.workload import (
     WorkloadContext,
     WorkloadResult,
 )
-from aorta_tui.workloads._common import device_field, dtype_field, world_size_field
+from aorta_tui.workloads._common import DTYPE_NAMES, device_field, world_size_field
 
 DROPPABLE = ("none", "h2d", "comm", "compute")
+MAX_FAILURES = 20  # corrupted_iterations counts the rest
 VALUE_RANGE = 15  # known values are 1..15: sums over 8 ranks stay exact in bfloat16
 
 
@@ -60,12 +61,15 @@ class Race(Workload):
                     "verified)", min=0),
         ConfigField("verify_iterations", "int", None,
                     "timed, verified iterations; unset = the trial's steps", min=1),
-        ConfigField("stop_on_first_corruption", "bool", True),
+        ConfigField("stop_on_first_corruption", "bool", True,
+                    "end the trial at the first corrupted iteration (else count them all)"),
         ConfigField("alltoall_tensor_size", "int", 4096, "elements (default mode)", min=1),
         ConfigField("allreduce_tensor_size", "int", 4096, "elements (default and ddp modes)",
                     min=4),
         ConfigField("fsdp_shard_size", "int", 4096, "elements per rank (fsdp mode)", min=1),
-        dtype_field("bfloat16"),
+        ConfigField("dtype", "str", "bfloat16",
+                    "dtype of every buffer (the known values are exact in each)",
+                    choices=DTYPE_NAMES),
         ConfigField("simulate_compute", "bool", False,
                     "extra GEMMs on the compute stream (busier device, wider race windows)"),
         ConfigField("gemm_size", "int", 256, "GEMM side for simulate_compute", min=1),
@@ -156,8 +160,9 @@ class Race(Workload):
             verified += 1
             found = [(checks[i][0], r) for i, r in enumerate(rows) if r[0] > 0]
             for name, (count, first, got, expected) in found:
-                result.failures.append(self._corruption(it, name, count, first, got, expected,
-                                                        checks, cfg["drop_wait"]))
+                if len(result.failures) < MAX_FAILURES:
+                    result.failures.append(self._corruption(it, name, count, first, got,
+                                                            expected, checks, cfg["drop_wait"]))
             if found:
                 corrupted_iterations += 1
             if it > warm:

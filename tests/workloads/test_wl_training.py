@@ -64,3 +64,8 @@ def test_unknown_nested_key_names_its_path():
     assert "workload_config.model.kindd" in e.value.message and "kind" in (e.value.hint or "")
     with pytest.raises(UsageError):
         validate_config(Training.config_schema, {"model": {"kind": "resnet"}})
+
+
+def test_heads_that_do_not_divide_the_width_are_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="not divisible by num_heads 5"):
+        run_workload(Training, {"model": {"hidden_size": 64, "num_heads": 5}}, 1, tmp_path)
