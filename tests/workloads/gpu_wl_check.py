@@ -73,9 +73,21 @@ KEEP = ("loss_first", "loss_last", "parameters", "prefill_ms_p50", "decode_ms_p5
         "iteration_ms_p50", "iteration_ms_p99", "elements_verified_per_iteration")
 
 
+def _load(workload: str) -> Any:
+    try:
+        return load_workload(workload)
+    except Exception:  # not pip-installed there: no entry points, import the module directly
+        import importlib
+
+        names = {"training": "Training", "inference": "Inference",
+                 "llm_determinism": "LlmDeterminism", "race": "Race"}
+        module = importlib.import_module(f"aorta_tui.workloads.{workload}")
+        return getattr(module, names[workload])
+
+
 def run_case(name: str, workload: str, raw: dict[str, Any], steps: int,
              switches: tuple[str, ...]) -> dict[str, Any]:
-    cls = load_workload(workload)
+    cls = _load(workload)
     ctx = WorkloadContext(steps=steps, config=validate_config(cls.config_schema, raw), seed=0,
                           trial_dir=Path(tempfile.mkdtemp()), switches=switches)
     w = cls()
