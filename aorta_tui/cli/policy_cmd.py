@@ -24,7 +24,8 @@ app = new_app(
     "--streams 16 --trials 5\n\n"
     "  aorta-tui policy sweep hetero_kernels --policies baseline,mine --policy-file pol.yaml "
     "--streams 8\n\n"
-    "  aorta-tui policy report aorta-policy/tiny_kernel_stress-20261129-101500"
+    "  aorta-tui policy report aorta-policy/tiny_kernel_stress-20261129-101500\n\n"
+    "  aorta-tui policy resume aorta-policy/tiny_kernel_stress-20261129-101500"
 )
 
 
@@ -143,6 +144,44 @@ def sweep(
         raise typer.Exit(1)
 
 
+@app.command("resume")
+@cli_command
+def resume(
+    run_dir: Path = typer.Argument(..., help="An interrupted `policy sweep` output directory."),
+    json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout."),
+    allow_gpu_control: bool = typer.Option(False, "--allow-gpu-control", help="Required again when the sweep applied clock-level/power-limit knobs."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial failed."),
+    gpu_control_backend: str = typer.Option("auto", "--gpu-control-backend", hidden=True, help="auto, nvidia, rocm or fake:PATH (tests)."),
+) -> None:
+    """Continue an interrupted sweep: same policies, order and options; finished trials are
+    kept, the rest run; then policy.md / policy.json are rewritten.
+
+    Example: aorta-tui policy resume aorta-policy/tiny_kernel_stress-20261129-101500
+    """
+    from aorta_tui.core.events import CallbackSink
+    from aorta_tui.policy.evaluator import resume_policy_sweep
+
+    backend = None
+    if allow_gpu_control:
+        from aorta_tui.policy.gpu_control import backend_from_spec
+
+        backend = backend_from_spec(gpu_control_backend)
+    if json_mode:
+        from aorta_tui.cli.sinks import JsonSink
+
+        sink: Any = JsonSink()
+    else:
+        sink = CallbackSink(_print_event)
+    outcome = resume_policy_sweep(run_dir, allow_gpu_control=allow_gpu_control,
+                                  on_event=sink.emit, gpu_backend=backend)
+    if not json_mode:
+        _print_summary(outcome.report, outcome.run_dir)
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
+    if strict and outcome.report.get("failed_trials"):
+        raise typer.Exit(1)
+
+
 @app.command("report")
 @cli_command
 def report(
@@ -182,8 +221,9 @@ def _print_plan(plan: dict[str, Any]) -> None:
 def _print_event(event: Any) -> None:
     k = event.kind
     if k == "run_started":
-        print(f"policy sweep: {event.total} trials over {', '.join(event.cells)} -> {event.run_dir}",
-              flush=True)
+        done = f" ({event.already_done} already done)" if event.already_done else ""
+        print(f"policy sweep: {event.total} trials over {', '.join(event.cells)} -> "
+              f"{event.run_dir}{done}", flush=True)
     elif k == "measurement":
         v = event.values
         shown = ", ".join(f"{name}={v[name]:.4g}" for name in

@@ -43,7 +43,7 @@ from threading import Event as ThreadEvent
 from typing import Any, TextIO
 
 from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
+from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
     CallbackSink,
     Event,
@@ -59,7 +59,7 @@ from aorta_tui.core.events import (
 )
 from aorta_tui.core.worker import CancelEvent
 from aorta_tui.policy._process import TrialOutcome, TrialProcess, run_trial_process
-from aorta_tui.policy.presets import BUILTIN_BY_NAME, Policy
+from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 
 SWEEP_SCHEMA_VERSION = 1
 REFERENCE = "baseline"
@@ -252,37 +252,51 @@ class PolicyEvaluator:
                 "gpu_control_plans": dict(self.gpu_plans),
                 "trials_total": len(plan)}
 
-    def run(self) -> SweepOutcome:
+    def run(self, *, resume: dict[str, Any] | None = None) -> SweepOutcome:
+        """Run the sweep; with ``resume`` (a run dir's ``sweep.json``), run only the trials
+        that have no final outcome yet, in the recorded order, into the same directory."""
         from aorta_tui.policy.report import build_report, write_reports
 
         req = self.request
         run_dir = Path(req.output_dir)
         self._prepare_gpu_control()  # reads the GPU state: fails before anything is written
-        created = _claim_run_dir(run_dir)
-        names = [p.name for p in req.policies if p.name not in self.skipped]
-        plan = plan_order(names, req.trials, req.seed)
+        if resume is None:
+            created = _claim_run_dir(run_dir)
+            names = [p.name for p in req.policies if p.name not in self.skipped]
+            plan = plan_order(names, req.trials, req.seed)
+            manifest = {
+                "schema_version": SWEEP_SCHEMA_VERSION,
+                "kind": "aorta-tui/policy-sweep",
+                "run_id": self.run_id,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "request": req.to_dict(),
+                "reference": REFERENCE,
+                "reference_added": self.reference_added,
+                "policies": [p.to_dict() for p in req.policies],
+                "notes": self.notes,
+                "skipped": self.skipped,
+                "order": [{"position": t.position, "policy": t.policy, "trial": t.trial,
+                           "dir": t.dir_name} for t in plan],
+            }
+            atomic_write_json(run_dir / "sweep.json", manifest)
+            finished: set[str] = set()
+        else:
+            created = False
+            self.run_id = str(resume.get("run_id") or self.run_id)
+            plan = [PlannedTrial(int(o["position"]), str(o["policy"]), int(o["trial"]))
+                    for o in resume["order"]]
+            names = list(dict.fromkeys(t.policy for t in plan))
+            finished = {t.dir_name for t in plan if _has_final_outcome(run_dir / "trials" /
+                                                                       t.dir_name)}
         by_name = {p.name: p for p in req.policies}
-        manifest = {
-            "schema_version": SWEEP_SCHEMA_VERSION,
-            "kind": "aorta-tui/policy-sweep",
-            "run_id": self.run_id,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "request": req.to_dict(),
-            "reference": REFERENCE,
-            "reference_added": self.reference_added,
-            "policies": [p.to_dict() for p in req.policies],
-            "notes": self.notes,
-            "skipped": self.skipped,
-            "order": [{"position": t.position, "policy": t.policy, "trial": t.trial,
-                       "dir": t.dir_name} for t in plan],
-        }
-        atomic_write_json(run_dir / "sweep.json", manifest)
+        lock = _lock_run_dir(run_dir)
         journal = JournalSink(run_dir / "journal.jsonl")
         self.bus.add(journal)
         status, exit_code = "completed", int(ExitCode.OK)
         try:
             self._emit(RunStarted(self.run_id, source="policy", run_dir=str(run_dir),
-                                  total=len(plan), cells=names))
+                                  total=len(plan), cells=names, resumed=resume is not None,
+                                  already_done=len(finished)))
             for name, note in self.skipped.items():
                 self._emit(Warning(self.run_id, message=f"policy {name}: {note}",
                                    code="policy_skipped"))
@@ -290,19 +304,26 @@ class PolicyEvaluator:
                 self._emit(Warning(self.run_id, message=f"policy {name}: GPU control plan: "
                                    f"{text}", code="gpu_control_plan"))
             try:
-                for done, planned in enumerate(plan):
+                done = len(finished)
+                for planned in plan:
+                    if planned.dir_name in finished:
+                        continue
                     if self.cancel.is_set():
                         status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
                         break
                     self._run_one(run_dir, planned, by_name[planned.policy], len(plan))
-                    self._emit(Progress(self.run_id, done=done + 1, total=len(plan),
+                    done += 1
+                    self._emit(Progress(self.run_id, done=done, total=len(plan),
                                         message=f"{planned.policy} trial {planned.trial}"))
             except _AbortSweep as abort:
                 self._emit(RunFinished(self.run_id, status="failed",
                                        exit_code=int(abort.error.exit_code),
                                        summary={"error": abort.error.message}))
                 journal.close()
-                _discard_run_dir(run_dir, created)
+                if resume is None:
+                    _discard_run_dir(run_dir, created)
+                else:  # keep the earlier trials; only the refused one goes
+                    shutil.rmtree(run_dir / "trials" / abort.trial_dir, ignore_errors=True)
                 raise abort.error from None
             except KeyboardInterrupt:
                 status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
@@ -313,6 +334,7 @@ class PolicyEvaluator:
             report = self._finish(run_dir, status, exit_code, build_report, write_reports)
         finally:
             self.bus.close()
+            lock.close()
         return SweepOutcome(run_dir, status, exit_code, report)
 
     def _finish(self, run_dir: Path, status: str, exit_code: int,
@@ -332,7 +354,9 @@ class PolicyEvaluator:
     def _run_one(self, run_dir: Path, planned: PlannedTrial, policy: Policy, total: int) -> None:
         req = self.request
         trial_dir = run_dir / "trials" / planned.dir_name
-        trial_dir.mkdir(parents=True, exist_ok=True)
+        if trial_dir.exists():  # left by an interrupted run: start the trial afresh
+            shutil.rmtree(trial_dir)
+        trial_dir.mkdir(parents=True)
         result_path = trial_dir / "result.json"
         env, removed = trial_environment(self.base_env, policy, req.policies)
         argv = self.trial_command(req, policy, result_path)
@@ -362,7 +386,8 @@ class PolicyEvaluator:
             raise _AbortSweep(cls(
                 f"the trial process of policy {policy.name!r} refused to run: {message}",
                 hint=(fix or "fix the sweep's options (workload, streams, device, iterations) "
-                      "or the policy's harness_args") + "; nothing was kept from this sweep"))
+                      "or the policy's harness_args") + "; nothing was kept from this sweep"),
+                planned.dir_name)
         verdict = "pass" if record["status"] == "ok" else "error"
         self._emit(TrialFinished(self.run_id, trial_id=trial_id, cell=policy.name,
                                  trial=planned.trial, verdict=verdict,
@@ -383,8 +408,9 @@ class PolicyEvaluator:
 
 
 class _AbortSweep(Exception):
-    def __init__(self, error: AortaError) -> None:
+    def __init__(self, error: AortaError, trial_dir: str = "") -> None:
         self.error = error
+        self.trial_dir = trial_dir
 
 
 def run_policy_sweep(request: SweepRequest, *, on_event: Callable[[Event], None] | None = None,
@@ -435,6 +461,80 @@ def _claim_run_dir(run_dir: Path) -> bool:
     except OSError as exc:
         raise UsageError(f"cannot create --output {run_dir}: {exc.strerror or exc}") from None
     return True
+
+
+FINAL_STATUSES = ("ok", "failed", "timed_out")
+
+
+def _lock_run_dir(run_dir: Path) -> TextIO:
+    """One process at a time per run directory (the lock goes with the file handle)."""
+    import fcntl
+
+    handle = open(run_dir / ".lock", "a")  # noqa: SIM115 - held until the sweep ends
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise RunDirError(f"another process is running the sweep in {run_dir}",
+                          hint="wait for it, or stop it first") from None
+    return handle
+
+
+def _has_final_outcome(trial_dir: Path) -> bool:
+    try:
+        data = json.loads((trial_dir / "outcome.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("status") in FINAL_STATUSES
+
+
+def policy_from_dict(data: Mapping[str, Any]) -> Policy:
+    gpu = data.get("gpu_control") or {}
+    return Policy(name=str(data["name"]), description=str(data.get("description", "")),
+                  kind=str(data.get("kind", "custom")), vendor=str(data.get("vendor", "any")),
+                  env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+                  harness_args=tuple(str(a) for a in data.get("harness_args") or ()),
+                  gpu_control=GpuControlSettings(clock_level=gpu.get("clock_level"),
+                                                 power_limit_w=gpu.get("power_limit_w")),
+                  source=str(data.get("source", "builtin")))
+
+
+def resume_policy_sweep(run_dir: str | Path, *, allow_gpu_control: bool = False,
+                        on_event: Callable[[Event], None] | None = None,
+                        cancel: ThreadEvent | None = None, gpu_backend: Any | None = None,
+                        base_env: Mapping[str, str] | None = None,
+                        trial_command: TrialCommand | None = None) -> SweepOutcome:
+    """Continue an interrupted sweep: same policies, order and options (from ``sweep.json``);
+    trials with a final outcome are kept, the others run (a half-run one afresh).
+
+    GPU control is machine-changing, so it must be allowed again explicitly.
+    """
+    from aorta_tui.policy.report import load_manifest
+
+    run_dir = Path(run_dir)
+    manifest = load_manifest(run_dir)
+    raw = manifest.get("request", {})
+    if raw.get("allow_gpu_control") and not allow_gpu_control:
+        raise UsageError("this sweep applied GPU control (clock level / power limit)",
+                         hint="pass --allow-gpu-control again to resume it")
+    try:
+        policies = tuple(policy_from_dict(p) for p in manifest["policies"])
+        request = SweepRequest(
+            workload=str(raw["workload"]), policies=policies, streams=int(raw["streams"]),
+            output_dir=run_dir, trials=int(raw["trials"]), iterations=raw.get("iterations"),
+            warmup=raw.get("warmup"), device=raw.get("device"), seed=int(raw.get("seed", 0)),
+            allow_gpu_control=bool(raw.get("allow_gpu_control")),
+            gpu_index=int(raw.get("gpu_index", 0)),
+            queue_args=tuple(raw.get("queue_args") or ()),
+            timeout_s=float(raw.get("timeout_s", 900.0)))
+        _ = [(o["position"], o["policy"], o["trial"]) for o in manifest["order"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunDirError(f"{run_dir / 'sweep.json'} is incomplete ({exc})",
+                          hint="it was not written by `aorta-tui policy sweep`") from None
+    evaluator = PolicyEvaluator(request, on_event=on_event, cancel=cancel,
+                                gpu_backend=gpu_backend, base_env=base_env,
+                                trial_command=trial_command)
+    return evaluator.run(resume=manifest)
 
 
 def _discard_run_dir(run_dir: Path, created: bool) -> None:

@@ -98,12 +98,12 @@ def test_report_on_a_wrong_directory(tmp_path: Path) -> None:
     assert out.returncode == 2 and "not a policy sweep directory" in out.stderr
 
 
-def test_sigint_writes_a_report_of_the_finished_trials_and_exits_130(tmp_path: Path) -> None:
+def test_sigint_then_resume(tmp_path: Path) -> None:
     import signal
 
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "policy", "sweep",
-                             "tiny_kernel_stress", "--policies", "xnack_off", "--trials", "3",
+                             "tiny_kernel_stress", "--policies", "xnack_off", "--trials", "1",
                              "--json", "-o", str(run), *TINY],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -128,7 +128,15 @@ def test_sigint_writes_a_report_of_the_finished_trials_and_exits_130(tmp_path: P
     report = json.loads((run / "policy.json").read_text())
     assert report["status"] == "interrupted"
     statuses = [t["status"] for t in report["trials"]]
-    assert statuses[0] == "ok" and "not run" in statuses
+    assert statuses == ["ok", "not run"]
+
+    resumed = _cli("resume", str(run), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    first = json.loads(resumed.stdout.splitlines()[0])
+    assert first["event"] == "run_started" and first["resumed"] and first["already_done"] == 1
+    report = json.loads((run / "policy.json").read_text())
+    assert report["status"] == "completed"
+    assert [t["status"] for t in report["trials"]] == ["ok", "ok"]
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path) -> None:

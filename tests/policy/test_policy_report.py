@@ -113,3 +113,77 @@ def test_rerender_is_identical_and_deterministic(report: dict[str, Any]) -> None
         assert again[key] == report["report"][key]
     written = json.loads((report["run_dir"] / "policy.json").read_text())
     assert written["policies"] == report["report"]["policies"]
+
+
+def _cheap_sweep(tmp: Path, **kw: Any) -> tuple[SweepRequest, Any]:
+    child = tmp / "child.py"
+    child.write_text(CHILD)
+
+    def command(req: SweepRequest, policy: Policy, result: Path) -> list[str]:
+        return [sys.executable, str(child), "-o", str(result)]
+
+    req = SweepRequest(workload="fake", policies=(Policy(name="faster", env={"FAKE_SHIFT": "25"}),),
+                       streams=2, output_dir=tmp / "run", trials=4, seed=2,
+                       python=sys.executable, **kw)
+    return req, command
+
+
+def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
+    import threading
+
+    from aorta_tui.policy.evaluator import resume_policy_sweep
+
+    req, command = _cheap_sweep(tmp_path)
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def stop_after_three(event: Any) -> None:
+        if event.kind == "measurement":
+            seen.append(event.name)
+            if len(seen) == 3:
+                cancel.set()
+
+    first = run_policy_sweep(req, on_event=stop_after_three, cancel=cancel,
+                             trial_command=command)
+    assert first.status == "interrupted"
+    done_before = {t["dir"]: (tmp_path / "run" / "trials" / t["dir"] / "outcome.json").read_text()
+                   for t in first.report["trials"] if t["status"] == "ok"}
+    assert len(done_before) == 3
+
+    events: list[Any] = []
+    second = resume_policy_sweep(tmp_path / "run", on_event=events.append, trial_command=command)
+    assert second.status == "completed" and second.exit_code == 0
+    assert [t["status"] for t in second.report["trials"]] == ["ok"] * 8
+    for d, text in done_before.items():  # finished trials were kept, not re-run
+        assert (tmp_path / "run" / "trials" / d / "outcome.json").read_text() == text
+    started = events[0]
+    assert started.kind == "run_started" and started.resumed and started.already_done == 3
+    assert sum(e.kind == "trial_started" for e in events) == 5
+    assert second.report["run_id"] == first.report["run_id"]
+    assert second.report["differences"]  # the 25-unit shift is found once all trials exist
+    journal = (tmp_path / "run" / "journal.jsonl").read_text().splitlines()
+    assert sum('"run_started"' in line for line in journal) == 2
+
+
+def test_resume_refuses_gpu_control_without_the_flag_and_a_second_runner(tmp_path: Path) -> None:
+    from aorta_tui.core.errors import RunDirError, UsageError
+    from aorta_tui.policy.evaluator import _lock_run_dir, resume_policy_sweep
+
+    req, command = _cheap_sweep(tmp_path)
+    run_policy_sweep(req, trial_command=command)
+    manifest_path = tmp_path / "run" / "sweep.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["request"]["allow_gpu_control"] = True
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(UsageError, match="GPU control"):
+        resume_policy_sweep(tmp_path / "run", trial_command=command)
+    manifest["request"]["allow_gpu_control"] = False
+    manifest_path.write_text(json.dumps(manifest))
+    held = _lock_run_dir(tmp_path / "run")
+    try:
+        with pytest.raises(RunDirError, match="another process"):
+            resume_policy_sweep(tmp_path / "run", trial_command=command)
+    finally:
+        held.close()
+    again = resume_policy_sweep(tmp_path / "run", trial_command=command)  # nothing left to run
+    assert again.status == "completed"
