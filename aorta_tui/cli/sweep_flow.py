@@ -100,6 +100,12 @@ def run_sweep_command(req: SweepRequest) -> int:
 
     registry = Registry(req.mitigation_files)
     recipe = load_request_recipe(req, registry)
+    if req.order is not None or req.seed is not None:
+        # Part of the recipe from here on: hashed, resolved, and checked on resume.
+        import dataclasses
+
+        recipe = dataclasses.replace(recipe, order=req.order or recipe.order,
+                                     seed=req.seed if req.seed is not None else recipe.seed)
     options = SweepOptions(
         output=req.output, resume=req.resume, order=req.order, seed=req.seed, strict=req.strict,
         snapshots=req.snapshots, ticket=req.ticket,

@@ -7,6 +7,7 @@ Built-ins live here; plugins add more through the entry-point groups ``aorta_tui
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -220,7 +221,12 @@ class Registry:
 def inline_environment(spec: Mapping[str, Any]) -> Environment:
     docker = spec.get("docker")
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
-    name = str(spec.get("name") or (f"docker:{docker}" if docker else "inline"))
+    name = spec.get("name")
+    if not name:
+        # Two cells with one image but different variables are two environments.
+        tag = hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:6] if env else ""
+        name = (f"docker:{docker}" if docker else "inline") + (f"+env-{tag}" if tag else "")
+    name = str(name)
     return Environment(name=name, env=env, docker=docker, source="recipe")
 
 

@@ -73,7 +73,6 @@ class Sweep:
         self.plan: Plan = build_plan(recipe, registry, order=options.order, seed=options.seed)
         self.cancel: threading.Event = CancelEvent()  # wakes the running worker at once
         self._workload_cls: Any = None
-        self._rules: list[Any] = []
         self._trace_summary: dict[str, Any] | None = None
         self._trace_calibrated = False
 
@@ -106,14 +105,14 @@ class Sweep:
                 notes.append(f"workload {r.workload!r} is not available here ({exc.message}); "
                              "a real run would stop with this error")
                 return notes
-            for cell in self.plan.cells:
-                try:
-                    validate_config(self._workload_cls.config_schema, cell.workload_config)
-                except UsageError as exc:
-                    raise UsageError(
-                        f"cell {cell.name!r}: {exc.message}", hint=exc.hint,
-                        location=_where(r, "workload_config"),
-                    ) from None
+            from aorta_tui.core.recipe import RecipeValidationError
+            from aorta_tui.core.recipe.workload_check import workload_issues
+
+            issues, _ = workload_issues(r)
+            if issues:
+                raise RecipeValidationError(issues, source=str(r.source_path or r.source_label))
+            for cell in self.plan.cells:  # the merged per-cell config, as the worker will see it
+                validate_config(self._workload_cls.config_schema, cell.workload_config)
             if r.trial_isolation == "in_process" and not self._workload_cls.launch.in_process_safe:
                 raise UsageError(
                     f"workload {r.workload!r} does not declare itself safe to run in process",
@@ -137,30 +136,7 @@ class Sweep:
                 if not dry_run:
                     raise
                 notes.append(f"trace: {exc.message}")
-        self._check_detector_names()
-        if not dry_run:
-            self._rules = _pattern_rules(r)
         return notes
-
-    def _check_detector_names(self) -> None:
-        import difflib
-
-        from aorta_tui.core.classify import builtin_detector_ids
-        from aorta_tui.core.hang import SIGNAL_NAMES
-
-        r = self.recipe
-        known = set(builtin_detector_ids()) | {p.id for p in (r.custom_patterns or ())}
-        known |= set(SIGNAL_NAMES) | {"hang"} | {f"tier{i}" for i in range(1, 6)}
-        for i, name in enumerate(r.disable_detectors or ()):
-            base = name.split(":", 1)[-1]
-            if name not in known and base not in known:
-                close = difflib.get_close_matches(base, sorted(known), n=3)
-                raise UsageError(
-                    f"disable_detectors names an unknown detector {name!r}",
-                    hint=(f"did you mean {', '.join(close)}? " if close else "")
-                    + "`aorta-tui sweep list-patterns` lists the built-in ids",
-                    location=_where(r, f"disable_detectors[{i}]"),
-                )
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -300,7 +276,7 @@ class Sweep:
         argv = self._trial_argv(cell, spec, trial_dir, env)
         r = self.recipe
         hang = None
-        if "hang" not in (r.disable_detectors or ()):
+        if not {"hang", "tier2", "tier2:hang"} & set(r.disable_detectors or ()):
             hang = HangPolicy(window_s=float(r.hang_window_sec), grace_s=float(r.hang_grace_period_at_start),
                               disabled=frozenset(r.disable_detectors or ()))
         pspec = ProcessSpec(
@@ -337,7 +313,7 @@ class Sweep:
         disabled = set(r.disable_detectors or ())
         result = classify(
             outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
-            custom_rules=self._rules, disabled=disabled, kernel_events=kevents,
+            custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
             kernel_unavailable=kernel_log.unavailable, workload_result=wres,
         )
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
@@ -560,16 +536,23 @@ def _retire_partial_trial(run_dir: Path, trial_id: str) -> None:
     shutil.move(str(path), dest)
 
 
-def _pattern_rules(recipe: Any) -> list[Any]:
-    from aorta_tui.core.classify import PatternRule
-    from aorta_tui.core.recipe import compile_condition
+def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:
+    """The recipe's tier-5 patterns for one finished trial.
 
+    Conditions see the match's named groups plus upstream's trial variables (``exit_code``,
+    ``walltime_sec``, ``peak_vram_mib``), which exist only once the process has ended.
+    """
+    from aorta_tui.core.classify import PatternRule
+
+    vram = outcome.gpu_peak_mem_bytes / 2**20 if outcome.gpu_peak_mem_bytes is not None else None
     rules = []
     for p in recipe.custom_patterns or ():
         cond: Callable[[dict[str, Any]], bool] | None = None
         if p.condition:
-            cond = compile_condition(p.condition).evaluate
-        rules.append(PatternRule(id=p.id, regex=re.compile(p.regex), on_match=p.on_match,
+            def cond(caps: dict[str, Any], p: Any = p) -> bool:
+                return p.condition_holds(caps, exit_code=outcome.exit_code,
+                                         walltime_sec=outcome.wall_s, peak_vram_mib=vram)
+        rules.append(PatternRule(id=p.id, regex=p.compiled_regex, on_match=p.on_match,
                                  required_for_pass=bool(p.required_for_pass), condition=cond))
     return rules
 

@@ -172,3 +172,36 @@ def test_list_patterns_json_has_samples_that_match():
     assert {"cuda_error", "nccl_error", "python_traceback"} <= {r["id"] for r in rows}
     for r in rows:
         assert re.search(r["regex"], r["sample"]), r["id"]
+
+
+def test_custom_pattern_condition_sees_captures_and_trial_variables(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\ndiagnostic_axis: [none]\n"
+        "custom_patterns:\n"
+        "  - id: loss_spike\n    match: {regex: 'loss=(?P<loss>[0-9.]+)', condition: \"float(capture['loss']) > 10\"}\n"
+        "    on_match: fail\n"
+        "  - id: clean_exit_marker\n    match: {regex: 'done', condition: 'exit_code == 0'}\n"
+        "    on_match: info\n"
+    )
+    proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--no-snapshot", "--",
+                 "bash", "-c", "echo loss=3.5; echo loss=12.25; echo done")
+    assert proc.returncode == 0, proc.stderr
+    (res,) = results(only_run_dir(tmp_path / "out")).values()
+    assert res["verdict"] == "fail"
+    by_id = {d["id"].split(":")[-1]: d for d in res["detections"]}
+    assert by_id["loss_spike"]["captures"]["loss"] == 12.25  # the 3.5 line did not satisfy it
+    assert "clean_exit_marker" in by_id  # exit_code reached the condition after the trial ended
+    assert by_id["clean_exit_marker"]["severity"] == "info"
+
+
+def test_hang_disabled_with_upstreams_spelling(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\ntimeout_per_trial: 4\n"
+                      "hang_window_sec: 0.5\nhang_grace_period_at_start: 0.2\n"
+                      "mitigation_axis: [none]\ndiagnostic_axis: [none]\ndisable_detectors: ['tier2:hang']\n")
+    proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--no-snapshot", "--",
+                 "bash", "-c", "echo start; sleep 2; echo end")
+    assert proc.returncode == 0, proc.stderr
+    (res,) = results(only_run_dir(tmp_path / "out")).values()
+    assert res["verdict"] == "pass", res["detections"]
