@@ -27,11 +27,11 @@ from aorta_tui.cli.common import cli_command, new_app
 app = new_app(
     "Terminal control room for triaging GPU workloads on ROCm and CUDA machines.\n\n"
     "With no command, opens the TUI (run it as `sudo aorta-tui` for eBPF tracing).\n\n"
-    "Examples:\n\n"
-    "  aorta-tui --batch recipes/quickstart.yaml          # a sweep, headless\n\n"
-    "  aorta-tui --batch probe.yaml -- bash launch.sh     # a probe sweep over a command\n\n"
-    "  aorta-tui env probe --summary                      # what this machine has\n\n"
-    "  aorta-tui queue run hetero_kernels --streams 8     # stress hardware queues\n\n"
+    "\b\nExamples:\n"
+    "  aorta-tui --batch recipes/quickstart.yaml        # a sweep, headless\n"
+    "  aorta-tui --batch probe.yaml -- bash launch.sh   # a probe sweep over a command\n"
+    "  aorta-tui env probe --summary                    # what this machine has\n"
+    "  aorta-tui queue run hetero_kernels --streams 8   # stress hardware queues\n"
     "  sudo aorta-tui trace queue --probes cuda -- python train.py"
 )
 app.info.no_args_is_help = False

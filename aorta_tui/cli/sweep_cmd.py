@@ -12,10 +12,10 @@ from aorta_tui.cli.common import cli_command, new_app
 
 app = new_app(
     "Recipe-driven mitigation sweeps: cells x trials, each trial in a fresh worker process.\n\n"
-    "Examples:\n\n"
-    "  aorta-tui sweep run --recipe recipes/quickstart.yaml\n\n"
-    "  aorta-tui sweep run --recipe probe.yaml --dry-run -- bash launch.sh\n\n"
-    "  aorta-tui sweep run --resume aorta-out/TICKET/20261129-101500-ab12\n\n"
+    "\b\nExamples:\n"
+    "  aorta-tui sweep run --recipe recipes/quickstart.yaml\n"
+    "  aorta-tui sweep run --recipe probe.yaml --dry-run -- bash launch.sh\n"
+    "  aorta-tui sweep run --resume aorta-out/TICKET/20261129-101500-ab12\n"
     "  aorta-tui sweep run --workload gpu_smoke --mitigation-axis none,tf32_off --trials 3"
 )
 
