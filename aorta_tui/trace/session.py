@@ -132,8 +132,28 @@ class TraceSession:
         root = self.tracefs_root or tracefs.find_tracefs()
         kp, kp_reason = tracefs.kprobes_supported(root)
         sets = [probes.get(n) for n in self.probe_names]
+        self._sets = []
         if self.command:
             self._spawn_gated()
+        try:
+            self._prepare_and_attach(bpftrace, root, kp, kp_reason, sets)
+        except BaseException:
+            # never leave the gated command waiting, nor let it run untraced
+            self._kill_child()
+            self._close_raw(keep=False)
+            if self._runner is not None:
+                self._runner.cleanup()
+            raise
+        self.started_ns = time.monotonic_ns()
+        self.started = True
+        self._release_gate()
+        self._ticker = threading.Thread(target=self._tick_loop, name="trace-ticker", daemon=True)
+        self._ticker.start()
+
+    def _prepare_and_attach(self, bpftrace: str, root: Path | None, kp: bool, kp_reason: str,
+                            sets: list[Any]) -> None:
+        from aorta_tui.trace import probes
+
         target_pid = self.pid if self.pid is not None else (self._child.pid if self._child else None)
         ctx = probes.ProbeContext(tracefs=root, pid=self.pid, library_paths=self.library_paths,
                                   kprobes=kp, kprobes_reason=kp_reason)
@@ -144,7 +164,6 @@ class TraceSession:
                 problems.append((ps.name, det))
             self._sets.append((ps, det))
         if problems:
-            self._kill_child()
             name, det = problems[0]
             others = "; ".join(f"{n}: {d.reason}" for n, d in problems[1:])
             raise EnvironmentProblem(
@@ -165,22 +184,11 @@ class TraceSession:
         if self.raw_path is not None:
             self.raw_path.parent.mkdir(parents=True, exist_ok=True)
             self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
-                self.raw_path.with_name(self.raw_path.name + ".part"), "wt",
-                                  compresslevel=3)
+                self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
         self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
                                       on_lines=self._on_lines, json_output=self.mode == "aggregate")
-        try:
-            self._runner.start()
-            self._runner.wait_attached(self.attach_timeout_s)
-        except BaseException:
-            self._kill_child()
-            self._close_raw(keep=False)
-            raise
-        self.started_ns = time.monotonic_ns()
-        self.started = True
-        self._release_gate()
-        self._ticker = threading.Thread(target=self._tick_loop, name="trace-ticker", daemon=True)
-        self._ticker.start()
+        self._runner.start()
+        self._runner.wait_attached(self.attach_timeout_s)
 
     def _spawn_gated(self) -> None:
         import shutil
