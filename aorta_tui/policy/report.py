@@ -42,7 +42,38 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
         raise RunDirError(f"{path} is unreadable: {exc}") from None
     if not isinstance(data, dict) or data.get("kind") != "aorta-tui/policy-sweep":
         raise RunDirError(f"{path} is not a policy sweep manifest")
+    _check_manifest(data, path)
     return data
+
+
+def _check_manifest(data: dict[str, Any], path: Path) -> None:
+    """The shape the report relies on; a damaged manifest is a RunDirError, not a crash."""
+    def bad(what: str) -> RunDirError:
+        return RunDirError(f"{path} is damaged: {what}",
+                           hint="re-run the sweep; the trial directories are still there")
+
+    if not isinstance(data.get("request"), dict):
+        raise bad("`request` is not a mapping")
+    policies = data.get("policies")
+    if not isinstance(policies, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("name"), str) for p in policies):
+        raise bad("`policies` is not a list of named policies")
+    order = data.get("order")
+    if not isinstance(order, list):
+        raise bad("`order` is not a list")
+    for entry in order:
+        if not (isinstance(entry, dict) and isinstance(entry.get("dir"), str)
+                and isinstance(entry.get("policy"), str)
+                and isinstance(entry.get("trial"), int) and isinstance(entry.get("position"), int)
+                and "/" not in entry["dir"] and entry["dir"] not in ("", ".", "..")):
+            raise bad(f"an `order` entry is malformed: {entry!r:.80}")
+    for key in ("notes", "skipped"):
+        if not isinstance(data.get(key, {}), dict):
+            raise bad(f"`{key}` is not a mapping")
+    try:
+        int(data["request"].get("seed") or 0)
+    except (TypeError, ValueError):
+        raise bad("`request.seed` is not an integer") from None
 
 
 def _load_outcome(trial_dir: Path) -> dict[str, Any] | None:
@@ -50,7 +81,31 @@ def _load_outcome(trial_dir: Path) -> dict[str, Any] | None:
         data = json.loads((trial_dir / "outcome.json").read_text())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return {"status": "failed", "reason": "outcome.json is damaged"}
+    return _clean_outcome(data)
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _clean_outcome(data: dict[str, Any]) -> dict[str, Any]:
+    """Keep only well-typed figures; an unreadable ok trial becomes a failed one."""
+    out = dict(data)
+    summary = data.get("summary")
+    if data.get("status") == "ok" and not isinstance(summary, dict):
+        return {**out, "status": "failed", "reason": "outcome.json is damaged (no summary)",
+                "summary": {}}
+    out["summary"] = {
+        str(k): (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+        for k, v in (summary or {}).items()}
+    for key in ("summary_units", "summary_better", "unavailable"):
+        out[key] = _str_map(data.get(key))
+    out["platform"] = data.get("platform") if isinstance(data.get("platform"), dict) else {}
+    out["status"] = str(data.get("status", "failed"))
+    out["reason"] = str(data.get("reason", ""))
+    return out
 
 
 def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str, Any]:
@@ -58,15 +113,15 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
     manifest = load_manifest(run_dir)
     request = manifest.get("request", {})
     seed = int(request.get("seed") or 0)
-    reference = manifest.get("reference", "baseline")
+    reference = str(manifest.get("reference", "baseline"))
 
     trials: list[dict[str, Any]] = []
     for entry in manifest.get("order", []):
         outcome = _load_outcome(run_dir / "trials" / entry["dir"])
         if outcome is None:
             trials.append({**entry, "status": "not run", "reason": "no outcome recorded"})
-        else:
-            trials.append({**entry, **outcome})
+        else:  # the manifest's place in the order wins over what the file says
+            trials.append({**outcome, **entry})
     ok = [t for t in trials if t.get("status") == "ok"]
 
     metric_names: list[str] = []
@@ -85,7 +140,7 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
 
     policies_out: list[dict[str, Any]] = []
     summaries: dict[str, dict[str, stats.Summary]] = {}
-    for definition in manifest.get("policies", []):
+    for definition in (_clean_definition(d) for d in manifest.get("policies", [])):
         name = definition["name"]
         mine = [t for t in trials if t.get("policy") == name]
         mine_ok = [t for t in mine if t.get("status") == "ok"]
@@ -101,9 +156,11 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
                 summary = stats.Summary(0, None, None, None, reason or "not measured")
             summaries[name][metric] = summary
             per_metric[metric] = {**summary.to_dict(), "values": values}
-        notes = list(manifest.get("notes", {}).get(name, []))
+        raw_notes = manifest.get("notes", {}).get(name, [])
+        notes = [str(n) for n in raw_notes] if isinstance(raw_notes, list) else []
         notes += _vendor_notes(definition, backend, emulated)
         skipped = manifest.get("skipped", {}).get(name)
+        skipped = str(skipped) if skipped else None
         policies_out.append({
             **definition,
             "status": "skipped" if skipped else "ran",
@@ -162,6 +219,14 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
         "failed_trials": sum(1 for t in trials if t.get("status") not in ("ok", "not run",
                                                                           "cancelled")),
     }
+
+
+def _clean_definition(d: dict[str, Any]) -> dict[str, Any]:
+    gpu = d.get("gpu_control") if isinstance(d.get("gpu_control"), dict) else {}
+    args = d.get("harness_args") if isinstance(d.get("harness_args"), list) else []
+    return {**d, "env": _str_map(d.get("env")), "harness_args": [str(a) for a in args],
+            "gpu_control": {k: gpu.get(k) for k in ("clock_level", "power_limit_w")},
+            "vendor": str(d.get("vendor", "any")), "description": str(d.get("description", ""))}
 
 
 def _metric_seed(seed: int, policy: str, metric: str) -> int:

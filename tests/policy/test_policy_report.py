@@ -25,7 +25,7 @@ CHILD = textwrap.dedent("""
     import json, os, random, sys
     out = sys.argv[sys.argv.index("-o") + 1]
     shift = float(os.environ.get("FAKE_SHIFT", "0"))
-    rng = random.Random(out)  # per-trial noise, reproducible
+    rng = random.Random(os.path.basename(os.path.dirname(out)))  # "NNN-policy-tK": reproducible
     result = {
         "schema_version": 1, "emulated": False,
         "platform": {"backend": os.environ.get("FAKE_BACKEND", "rocm"), "device_name": "fake"},
@@ -187,3 +187,56 @@ def test_resume_refuses_gpu_control_without_the_flag_and_a_second_runner(tmp_pat
         held.close()
     again = resume_policy_sweep(tmp_path / "run", trial_command=command)  # nothing left to run
     assert again.status == "completed"
+
+
+# -- a damaged run directory is a RunDirError or a report, never a crash -------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False,
+                                                                      allow_infinity=False),
+              st.text(max_size=6)),
+    lambda kids: st.one_of(st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=6), kids,
+                                                                         max_size=3)),
+    max_leaves=8)
+
+
+def _set_path(doc: Any, path: list[Any], value: Any) -> Any:
+    node = doc
+    for key in path[:-1]:
+        if isinstance(node, dict) and node:
+            node = node[sorted(node)[key % len(node)]]
+        elif isinstance(node, list) and node:
+            node = node[key % len(node)]
+        else:
+            return doc
+    if isinstance(node, dict) and node:
+        node[sorted(node)[path[-1] % len(node)]] = value
+    elif isinstance(node, list) and node:
+        node[path[-1] % len(node)] = value
+    return doc
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(which=st.sampled_from(["sweep", "outcome"]),
+       path=st.lists(st.integers(0, 50), min_size=1, max_size=4), value=json_values)
+def test_damaged_files_never_crash_the_report(report: dict[str, Any], tmp_path_factory: Any,
+                                              which: str, path: list[int], value: Any) -> None:
+    import shutil
+
+    from aorta_tui.core.errors import RunDirError
+
+    run = tmp_path_factory.mktemp("damaged") / "run"
+    shutil.copytree(report["run_dir"], run)
+    target = run / "sweep.json" if which == "sweep" else next(run.glob("trials/*/outcome.json"))
+    doc = _set_path(json.loads(target.read_text()), path, value)
+    target.write_text(json.dumps(doc))
+    try:
+        r = build_report(run)
+    except RunDirError as exc:
+        assert exc.render()
+        return
+    assert isinstance(render_markdown(r), str)
