@@ -91,17 +91,23 @@ class NvidiaSmiBackend:
         out = _run_tool(["nvidia-smi", "-i", str(device),
                          "--query-gpu=power.limit,power.default_limit",
                          "--format=csv,noheader,nounits"])
-        limit, default = (x.strip() for x in out.strip().splitlines()[0].split(","))
         clocks = _run_tool(["nvidia-smi", "-i", str(device),
                             "--query-supported-clocks=graphics",
                             "--format=csv,noheader,nounits"])
-        return {
-            "power_limit_w": round(float(limit)),
-            "default_power_limit_w": round(float(default)),
-            "supported_graphics_mhz": sorted({int(float(x)) for x in clocks.split() if x.strip()}),
-            # nvidia-smi cannot report an existing clock lock; restoring resets locks (-rgc).
-            "clock_lock": "unknown",
-        }
+        try:
+            limit, default = (x.strip() for x in out.strip().splitlines()[0].split(","))
+            return {
+                "power_limit_w": round(float(limit)),
+                "default_power_limit_w": round(float(default)),
+                "supported_graphics_mhz": sorted({int(float(x)) for x in clocks.split()
+                                                  if x.strip()}),
+                # nvidia-smi cannot report an existing clock lock; restoring resets it (-rgc).
+                "clock_lock": "unknown",
+            }
+        except (ValueError, IndexError):
+            raise GpuControlError(f"nvidia-smi reported no usable power limit / clocks for GPU "
+                                  f"{device} ({out.strip()[:80]!r})",
+                                  hint="this GPU may not allow power or clock control") from None
 
     def _apply_argvs(self, device: int, settings: GpuControlSettings, state: State
                      ) -> list[list[str]]:
@@ -144,8 +150,11 @@ class RocmSmiBackend:
         perf = next((v for k, v in card.items() if "performance level" in k.lower()), "auto")
         power = next((v for k, v in card.items() if "max graphics package power" in k.lower()),
                      None)
-        return {"perf_level": str(perf).lower(),
-                "power_limit_w": round(float(power)) if power not in (None, "") else None}
+        try:
+            watts = round(float(power)) if power not in (None, "") else None
+        except (TypeError, ValueError):
+            watts = None  # restore then resets the power cap to the default
+        return {"perf_level": str(perf).lower(), "power_limit_w": watts}
 
     def _apply_argvs(self, device: int, settings: GpuControlSettings) -> list[list[str]]:
         d = ["rocm-smi", "-d", str(device), "--autorespond", "y"]

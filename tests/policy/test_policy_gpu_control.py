@@ -130,3 +130,76 @@ def test_backend_spec(tmp_path: Path) -> None:
     assert isinstance(backend_from_spec(f"fake:{tmp_path / 's.json'}"), FakeBackend)
     with pytest.raises(Exception, match="unknown GPU control backend"):
         backend_from_spec("magic")
+
+
+# -- the real backends' commands, against stand-in vendor tools on PATH (never the real ones) --
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+echo "$*" >> "$TOOL_LOG"
+case "$*" in
+  *--query-gpu=power.limit*) echo "700.00, 700.00" ;;
+  *--query-supported-clocks*) printf '1980\\n1500\\n345\\n' ;;
+  *"-pl 150"*) [ -n "$FAIL_POWER" ] && { echo "Insufficient Permissions" >&2; exit 4; } ;;
+esac
+exit 0
+"""
+
+FAKE_ROCM_SMI = """#!/bin/sh
+echo "$*" >> "$TOOL_LOG"
+case "$*" in
+  *--showperflevel*) echo '{"card0": {"Performance Level": "auto", "Max Graphics Package Power (W)": "550.0"}}' ;;
+esac
+exit 0
+"""
+
+
+def _tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("nvidia-smi", FAKE_NVIDIA_SMI), ("rocm-smi", FAKE_ROCM_SMI)):
+        tool = bin_dir / name
+        tool.write_text(text)
+        tool.chmod(0o755)
+    log = tmp_path / "tool.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("TOOL_LOG", str(log))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return log
+
+
+def _calls(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if "--query" not in line
+            and "--show" not in line]
+
+
+def test_nvidia_backend_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aorta_tui.policy.gpu_control import NvidiaSmiBackend
+
+    log = _tools(tmp_path, monkeypatch)
+    with GpuControl(NvidiaSmiBackend(), 0, GpuControlSettings(clock_level=7, power_limit_w=150)):
+        assert _calls(log) == ["-i 0 -lgc 1980,1980", "-i 0 -pl 150"]
+    assert _calls(log)[2:] == ["-i 0 -rgc", "-i 0 -pl 700"]
+
+
+def test_nvidia_backend_failure_still_restores(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from aorta_tui.policy.gpu_control import NvidiaSmiBackend
+
+    log = _tools(tmp_path, monkeypatch, FAIL_POWER="1")
+    with pytest.raises(GpuControlError, match="Insufficient Permissions"), GpuControl(
+            NvidiaSmiBackend(), 0, GpuControlSettings(clock_level=0, power_limit_w=150)):
+        pytest.fail("must not run after a failed apply")
+    assert _calls(log) == ["-i 0 -lgc 345,345", "-i 0 -pl 150", "-i 0 -rgc", "-i 0 -pl 700"]
+
+
+def test_rocm_backend_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from aorta_tui.policy.gpu_control import RocmSmiBackend
+
+    log = _tools(tmp_path, monkeypatch)
+    with GpuControl(RocmSmiBackend(), 1, GpuControlSettings(clock_level=2, power_limit_w=150)):
+        pass
+    d = "-d 1 --autorespond y"
+    assert _calls(log) == [f"{d} --setperflevel manual", f"{d} --setsclk 2",
+                           f"{d} --setpoweroverdrive 150", f"{d} --setperflevel auto",
+                           f"{d} --setpoweroverdrive 550"]
