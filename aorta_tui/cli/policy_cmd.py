@@ -76,6 +76,7 @@ def sweep(
     param: list[str] = typer.Option([], "--param", help="Workload parameter KEY=VALUE passed to `queue run` (repeatable)."),
     sync_mode: str | None = typer.Option(None, "--sync-mode", help="per_iteration, end_only or none (passed to `queue run`)."),
     dtype: str | None = typer.Option(None, "--dtype", help="float32, float16 or bfloat16 (passed to `queue run`)."),
+    queue_arg: list[str] = typer.Option([], "--queue-arg", help="Any other `queue run` option for every trial (repeatable), e.g. --queue-arg=--timing=cupti."),
     policy_file: Path | None = typer.Option(None, "--policy-file", help="YAML/JSON file of extra policies."),
     seed: int = typer.Option(0, "--seed", help="Seed of the interleaved order and the bootstrap."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Run directory (default aorta-policy/WORKLOAD-TIME)."),
@@ -112,6 +113,7 @@ def sweep(
             queue_args += [flag, value]
     for pair in param:
         queue_args += ["--param", pair]
+    queue_args += _checked_queue_args(queue_arg)
     backend = None
     if allow_gpu_control and any(not p.gpu_control.is_empty() for p in chosen):
         from aorta_tui.policy.gpu_control import backend_from_spec
@@ -199,6 +201,22 @@ def report(
         print(json.dumps(data, indent=2))
         return
     _print_summary(data, run_dir)
+
+
+_SET_BY_SWEEP = ("-o", "--output", "-s", "--streams", "-d", "--device", "-i", "--iterations",
+                 "-w", "--warmup", "--json")
+
+
+def _checked_queue_args(args: list[str]) -> list[str]:
+    from aorta_tui.core.errors import UsageError
+
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in _SET_BY_SWEEP:
+            raise UsageError(f"--queue-arg {arg!r}: {flag} is set by the sweep itself",
+                             hint="use the sweep's own option (--streams, --device, "
+                                  "--iterations, --warmup, --output)")
+    return list(args)
 
 
 def _print_plan(plan: dict[str, Any]) -> None:

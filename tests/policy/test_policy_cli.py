@@ -157,3 +157,13 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path) -> None:
     assert by_name["baseline"]["inherited_removed"] == ["CUDA_DEVICE_MAX_CONNECTIONS"]
     assert "clock_level=2" in plan["gpu_control_plans"]["priority_be"]
     assert not run.exists() and not state.exists()  # planning read the (fake) GPU, changed nothing
+
+
+def test_queue_arg_passes_options_but_not_the_sweeps_own(tmp_path: Path) -> None:
+    ok = _cli("sweep", "hetero_kernels", "--queue-arg=--timing=cupti", "--dry-run", "--json",
+              "-o", str(tmp_path / "run"))
+    assert ok.returncode == 0, ok.stderr
+    assert "--timing=cupti" in json.loads(ok.stdout)["policies"][0]["argv"]
+    bad = _cli("sweep", "hetero_kernels", "--queue-arg=--streams=3", "--dry-run",
+               "-o", str(tmp_path / "run"))
+    assert bad.returncode == 2 and "--streams is set by the sweep itself" in bad.stderr
