@@ -71,8 +71,8 @@ def main() -> int:
               "  python3 -m venv /tmp/upstream && /tmp/upstream/bin/pip install amd-aorta==0.3.0\n"
               "or pass --upstream PATH", file=sys.stderr)
         return 3
-    ours = [sys.executable, "-m", "aorta_tui"]
-    ours_script = shutil.which("aorta-tui") or str(Path(sys.executable).with_name("aorta-tui"))
+    script = shutil.which("aorta-tui") or str(Path(sys.executable).with_name("aorta-tui"))
+    ours = [script] if Path(script).exists() else [sys.executable, "-m", "aorta_tui"]
     counts = [int(x) for x in args.trials.split(",")]
     work = Path(tempfile.mkdtemp(prefix="aorta-bench-"))
     results: dict[str, dict[int, float]] = {"aorta-tui": {}, "upstream": {}}
@@ -84,7 +84,7 @@ def main() -> int:
 
             def run_ours(recipe: Path = recipe) -> float:
                 out = Path(tempfile.mkdtemp(dir=work))
-                return timed([ours_script, "--batch", str(recipe), "--output", str(out), "--", "true"], work)
+                return timed([*ours, "--batch", str(recipe), "--output", str(out), "--", "true"], work)
 
             def run_up(recipe: Path = recipe) -> float:
                 out = Path(tempfile.mkdtemp(dir=work))
@@ -101,7 +101,7 @@ def main() -> int:
             return (time.perf_counter() - t0) / 50
 
         raw = best_of(args.repeat, spawn_true)
-        help_ours = best_of(max(5, args.repeat), lambda: timed([ours_script, "--help"], work))
+        help_ours = best_of(max(5, args.repeat), lambda: timed([*ours, "--help"], work))
         help_up = best_of(max(5, args.repeat), lambda: timed([upstream, "--help"], work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
