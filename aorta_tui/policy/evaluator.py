@@ -19,11 +19,13 @@ Run directory (the source of truth; ``aorta-tui policy report DIR`` re-renders f
     DIR/trials/NNN-POLICY-tK/outcome.json  exit status, environment applied, extracted figures
     DIR/trials/NNN-POLICY-tK/stdout.txt, stderr.txt
     DIR/policy.json, DIR/policy.md         the comparison (aorta_tui.policy.report)
+    DIR/.lock                              held (flock) while a process runs the sweep
 
 Use from a front end::
 
-    from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
-    outcome = run_policy_sweep(request, on_event=callback, cancel=threading.Event())
+    from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep, resume_policy_sweep
+    outcome = run_policy_sweep(request, on_event=callback, cancel=CancelEvent())
+    outcome = resume_policy_sweep(run_dir, on_event=callback)   # after an interruption
 """
 
 from __future__ import annotations
