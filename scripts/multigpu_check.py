@@ -16,6 +16,7 @@ Items (each prints a markdown table and writes it under --out):
 
     python3 scripts/multigpu_check.py --out multigpu-out
     python3 scripts/multigpu_check.py --out /tmp/x --only hang,ebpf
+    python3 scripts/multigpu_check.py --plan 2      # the commands a 2-GPU machine would run
 
 Every process it starts gets NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 NVSHMEM_DISABLE_NVLS=1. Exit code: 0 when every item that ran met its expectations, 1 otherwise.
@@ -31,6 +32,7 @@ import glob
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -134,6 +136,23 @@ def overlap_fraction(t_compute: float | None, t_comm: float | None, t_both: floa
 
 
 # -- machine -----------------------------------------------------------------------------------
+def layout(gpus: int) -> dict[str, Any]:
+    """What a machine with ``gpus`` GPUs runs: 0 -> gloo x2 on CPU, 1 -> NCCL x1, N -> NCCL xN."""
+    return {"gpus": gpus, "backend": "gloo" if gpus == 0 else "nccl", "world": 2 if gpus == 0 else gpus,
+            "device_arg": "cpu" if gpus == 0 else "cuda:{LOCAL_RANK}", "emulated": gpus == 0}
+
+
+def plan_commands(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, list[list[str]]]:
+    """Every command line each item would start on machine ``m`` (the ebpf CPU form runs no CLI)."""
+    cmds: dict[str, list[list[str]]] = {
+        "overlap": [argv for _tag, argv in overlap_commands(m, out / "overlap", args)],
+        "hetero": [hetero_command(m, out / "hetero", args)[0]],
+        "hang": [hang_command(m, out / "hang", args)[0]],
+        "ebpf": [ebpf_gpu_command(m, out / "ebpf", args)[0]] if not m["emulated"] else [],
+    }
+    return {k: v for k, v in cmds.items() if k in args.only.split(",")}
+
+
 def detect_machine() -> dict[str, Any]:
     """GPU count and names from torch in a child process (the orchestrator stays torch-free)."""
     code = ("import json, torch\n"
@@ -151,10 +170,7 @@ def detect_machine() -> dict[str, Any]:
         smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True)
         info["driver"] = smi.stdout.strip().splitlines()[0] if smi.returncode == 0 and smi.stdout.strip() else None
-    info["backend"] = "gloo" if n == 0 else "nccl"
-    info["world"] = 2 if n == 0 else n
-    info["device_arg"] = "cpu" if n == 0 else "cuda:{LOCAL_RANK}"
-    info["emulated"] = n == 0
+    info.update(layout(n))
     info["host"] = os.uname().nodename
     info["date_utc"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return info
@@ -219,16 +235,15 @@ def allreduce_bandwidth(result: dict[str, Any], world: int) -> tuple[float | Non
     return algbw, algbw * 2 * (world - 1) / world, None
 
 
-def item_overlap(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
+def overlap_commands(m: dict[str, Any], d: Path, args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """(tag, argv) of each torchrun launch of the overlap item."""
     world, dev = m["world"], m["device_arg"]
-    d = out / "overlap"
     size = ["--size", "tiny"] if m["emulated"] else []
-    runs: dict[str, dict[int, dict[str, Any]]] = {}
-    problems: list[str] = []
     modes = [x for x in args.modes.split(",") if x]
     plan = [(mode, "events") for mode in modes]
     if not m["emulated"] and "comms_compute" in modes:
         plan.append(("comms_compute", "cupti"))  # the profiler cross-check, per rank
+    out = []
     for mode, timing in plan:
         tag = mode if timing == "events" else f"{mode}_cupti"
         params = ["--param", "collectives=real"]
@@ -237,8 +252,17 @@ def item_overlap(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict
         aorta = ["queue", "run", "comms_compute_overlap", "--device", dev, "--streams", str(args.streams),
                  "-i", str(args.iterations), "-w", str(args.warmup), "--timing", timing, "--timeline",
                  *size, *params, "-q", "-o", str(d / f"{tag}.json")]
-        rc, wall = run_logged(torchrun(world, rank_exec_argv(d / "pids" / tag, aorta)), d / f"{tag}.log",
-                              args.item_timeout)
+        out.append((tag, torchrun(world, rank_exec_argv(d / "pids" / tag, aorta))))
+    return out
+
+
+def item_overlap(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    world = m["world"]
+    d = out / "overlap"
+    runs: dict[str, dict[int, dict[str, Any]]] = {}
+    problems: list[str] = []
+    for tag, argv in overlap_commands(m, d, args):
+        rc, _wall = run_logged(argv, d / f"{tag}.log", args.item_timeout)
         got = load_rank_results(d / tag, world)
         if rc != 0 or len(got) != world:
             problems.append(f"{tag}: exit {rc}, {len(got)}/{world} rank results\n{log_tail(d / f'{tag}.log')}")
@@ -309,8 +333,8 @@ def item_overlap(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict
 
 
 # -- item 2: hetero_kernels over every device ---------------------------------------------------
-def item_hetero(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    d = out / "hetero"
+def hetero_command(m: dict[str, Any], d: Path, args: argparse.Namespace) -> tuple[list[str], str]:
+    """(argv, what is emulated or spread) of the hetero item."""
     if m["emulated"]:
         where = ["--device", "cpu", "--size", "tiny"]
         note = ("CPU: one emulated device; the 16 streams run one after another in issue order on the host, "
@@ -319,9 +343,14 @@ def item_hetero(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[
         # `queue run --devices all` is not accepted by the CLI: spell the devices out
         where = ["--devices", ",".join(f"cuda:{i}" for i in range(m["gpus"]))]
         note = f"streams round-robin over {m['gpus']} GPU(s)"
-    aorta = [sys.executable, "-m", "aorta_tui", "queue", "run", "hetero_kernels", "--streams", "16",
-             "-i", str(args.iterations), "-w", str(args.warmup), *where, "-q", "-o", str(d / "hetero.json")]
-    rc, wall = run_logged(aorta, d / "hetero.log", args.item_timeout)
+    return ([sys.executable, "-m", "aorta_tui", "queue", "run", "hetero_kernels", "--streams", "16",
+             "-i", str(args.iterations), "-w", str(args.warmup), *where, "-q", "-o", str(d / "hetero.json")], note)
+
+
+def item_hetero(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    d = out / "hetero"
+    aorta, note = hetero_command(m, d, args)
+    rc, _wall = run_logged(aorta, d / "hetero.log", args.item_timeout)
     if rc != 0 or not (d / "hetero.json").exists():
         return {"ok": False, "problems": [f"hetero_kernels: exit {rc}\n{log_tail(d / 'hetero.log')}"],
                 "markdown": f"### hetero_kernels x16\n\nfailed (exit {rc}), see {d / 'hetero.log'}"}
@@ -354,16 +383,21 @@ def item_hetero(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[
 
 
 # -- item 3: the hang probe sweep ---------------------------------------------------------------
-def item_hang(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    d = out / "hang"
+def hang_command(m: dict[str, Any], d: Path, args: argparse.Namespace) -> tuple[list[str], int]:
+    """(argv of the probe sweep, world size of its torchrun launch)."""
     # One GPU cannot hold two NCCL ranks: there the late rank is shown with gloo.
     world = 2 if m["gpus"] < 2 else m["gpus"]
     backend = ["--backend", "gloo"] if m["gpus"] == 1 else []
     cmd = torchrun(world, ["scripts/rank_hang.py", "--hang-rank", "1", "--sleep", str(args.hang_sleep),
                            "--timeout", str(args.collective_timeout), *backend])
-    argv = [sys.executable, "-m", "aorta_tui", "--batch", str(RECIPE), "--mitigations-file", str(MITIGATIONS),
-            "-o", str(d / "runs"), "--no-snapshot", "--", *cmd]
-    rc, wall = run_logged(argv, d / "sweep.log", args.item_timeout)
+    return ([sys.executable, "-m", "aorta_tui", "--batch", str(RECIPE), "--mitigations-file", str(MITIGATIONS),
+             "-o", str(d / "runs"), "--no-snapshot", "--", *cmd], world)
+
+
+def item_hang(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
+    d = out / "hang"
+    argv, world = hang_command(m, d, args)
+    rc, _wall = run_logged(argv, d / "sweep.log", args.item_timeout)
     results = sorted(glob.glob(str(d / "runs" / "*" / "*" / "trials" / "*" / "trial-*" / "result.json")))
     rows, cells = [], {}
     for p in results:
@@ -472,6 +506,16 @@ def driver_gap_p50_us(path: Path) -> float | None:
     return percentile(sorted((b - a) / 1e3 for a, b in zip(starts, starts[1:], strict=False)), 50)
 
 
+def ebpf_gpu_command(m: dict[str, Any], d: Path, args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(torchrun argv, queue workload args) of the ranks the GPU form of the ebpf item traces."""
+    world = max(2, m["gpus"])
+    work = (["comms_compute_overlap", "--param", "collectives=real", "--device", "cuda:{LOCAL_RANK}"]
+            if m["gpus"] >= 2 else ["hetero_kernels", "--device", "cuda:0"])  # 2 NCCL ranks need 2 GPUs
+    aorta = ["queue", "run", *work, "--streams", "4", "-i", str(args.iterations), "-w", "2", "-q",
+             "-o", str(d / "traced.json")]
+    return torchrun(world, rank_exec_argv(d / "pids", aorta)), work
+
+
 def item_ebpf(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[str, Any]:
     d = out / "ebpf"
     d.mkdir(parents=True, exist_ok=True)
@@ -507,19 +551,14 @@ def item_ebpf(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[st
                     p = subprocess.Popen([str(drv), "cuda", str(lib), str(spec["launches"]), str(spec["delay_us"]),
                                           spec["stream"]], env=env, stdout=subprocess.DEVNULL)
                     procs.append(p)
-                    pids[p.pid] = f"rank {rank} (fake libcuda driver, {spec['launches']} launches, {spec['delay_us']} us apart)"
+                    pids[p.pid] = f"rank {rank} (fake libcuda driver, {spec['launches']} launches, sleeps {spec['delay_us']} us in each)"
                     truth[p.pid] = {"rank": rank, **spec}
                 rcs = [p.wait(timeout=args.item_timeout) for p in procs]
                 for t in truth.values():
                     t["driver_gap_p50_us"] = driver_gap_p50_us(tmp / f"times{t['rank']}.txt")
             else:
-                world = max(2, m["gpus"])
-                work = (["comms_compute_overlap", "--param", "collectives=real", "--device", "cuda:{LOCAL_RANK}"]
-                        if m["gpus"] >= 2 else ["hetero_kernels", "--device", "cuda:0"])
-                aorta = ["queue", "run", *work, "--streams", "4", "-i", str(args.iterations), "-w", "2", "-q",
-                         "-o", str(d / "traced.json")]
-                rc, _ = run_logged(torchrun(world, rank_exec_argv(d / "pids", aorta)), d / "traced.log",
-                                   args.item_timeout)
+                argv, work = ebpf_gpu_command(m, d, args)
+                rc, _ = run_logged(argv, d / "traced.log", args.item_timeout)
                 rcs = [rc]
                 for f in sorted((d / "pids").glob("rank*.pid")):
                     pids[int(f.read_text())] = f"{f.stem} ({' '.join(work[:1])}, real libcuda)"
@@ -573,6 +612,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--hang-sleep", type=float, default=60.0, help="seconds the late rank sleeps (default 60)")
     p.add_argument("--collective-timeout", type=float, default=10.0, help="init_process_group timeout, s (default 10)")
     p.add_argument("--item-timeout", type=float, default=300.0, help="seconds any one item may take (default 300)")
+    p.add_argument("--plan", type=int, metavar="GPUS", default=None,
+                   help="print (one shell line each) the commands a machine with GPUS GPUs would run, and exit")
     a = p.parse_args(argv)
     bad = set(a.only.split(",")) - set(ITEMS)
     bad_modes = set(a.modes.split(",")) - set(MODES)
@@ -581,6 +622,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                 f"unknown mode(s) {sorted(bad_modes)} (use {','.join(MODES)})")
     if a.streams < 2:
         p.error("--streams must be >= 2 (one compute and one comm stream)")
+    if a.plan is not None and a.plan < 0:
+        p.error("--plan takes a GPU count >= 0")
     return a
 
 
@@ -589,8 +632,14 @@ def main(argv: list[str]) -> int:
         rank_exec(argv[1:])
         return 127  # not reached: exec
     args = parse_args(argv)
-    os.environ.update(NO_MULTICAST)  # also for the tracer's own children
     out = args.out.resolve()
+    if args.plan is not None:
+        for item, cmds in plan_commands(layout(args.plan), out, args).items():
+            print(f"# {item}" + ("" if cmds else ": no command (CPU form: the fake libcuda drivers, run in-process)"))
+            for argv in cmds:
+                print(shlex.join(argv))
+        return 0
+    os.environ.update(NO_MULTICAST)  # also for the tracer's own children
     out.mkdir(parents=True, exist_ok=True)
     machine = detect_machine()
     gpus = machine["gpus"]
