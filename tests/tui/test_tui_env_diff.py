@@ -56,9 +56,11 @@ async def test_env_diff_ranks_filters_searches_and_shows_provenance(tmp_path: Pa
         hidden = screen.hidden_volatile
         assert hidden > 0
         before = len(screen._rows)
+        stable = {r.path for r in screen._rows}
         await pilot.press("v")
         await wait_for(pilot, lambda: len(screen._rows) == before + hidden, what="volatile fields")
-        assert any(r.path.startswith("probe.") for r in screen._rows)
+        added = [r for r in screen._rows if r.path not in stable]
+        assert len(added) == hidden and all("volatile" in r.provenance for r in added)
         await pilot.press("v")
         await wait_for(pilot, lambda: len(screen._rows) == before)
         # Hide numerics: only scheduling and informational rows stay.

@@ -34,7 +34,7 @@ def sleep_per_trial(monkeypatch: pytest.MonkeyPatch):
 
 @async_test
 async def test_matrix_follows_a_detached_sweep_and_reattaches_after_the_tui_quits(tmp_path, sleep_per_trial) -> None:
-    sleep_per_trial(0.4)
+    sleep_per_trial(0.8)  # six trials of ~1 s: still running when the first TUI quits
     recipe = write_probe_recipe(tmp_path, trials=3)
     run_dir = launch_detached(recipe, tmp_path / "aorta-out", command=PROBE_COMMAND)
 
