@@ -357,8 +357,9 @@ def item_hetero(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[
     res = json.loads((d / "hetero.json").read_text())
     per_dev: dict[str, dict[str, Any]] = {}
     for st in res["metrics"]["per_stream"]:
-        e = per_dev.setdefault(st["device"], {"streams": 0, "launches": 0, "busy_ms": 0.0, "busy_n": 0})
+        e = per_dev.setdefault(st["device"], {"streams": 0, "active": 0, "launches": 0, "busy_ms": 0.0, "busy_n": 0})
         e["streams"] += 1
+        e["active"] += 1 if st["launches"] else 0
         e["launches"] += st["launches"]
         if st.get("busy_ms") is not None:
             e["busy_ms"] += st["busy_ms"]
@@ -367,7 +368,7 @@ def item_hetero(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[
     rows = []
     for dev, e in sorted(per_dev.items()):
         mm = mem.get(dev) or {}
-        rows.append([dev, e["streams"], e["launches"], e["busy_ms"] if e["busy_n"] else None,
+        rows.append([dev, f"{e['streams']} ({e['active']})", e["launches"], e["busy_ms"] if e["busy_n"] else None,
                      f"{mm['peak_bytes'] / 2**20:.1f} MiB" if mm.get("peak_bytes") else
                      f"n/a ({res['unavailable'].get('memory', 'not measured')})",
                      f"{mm['final_bytes'] / 2**20:.1f} MiB" if mm.get("final_bytes") is not None else "n/a"])
@@ -376,7 +377,7 @@ def item_hetero(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[
             f"whole run: {fmt(s['throughput'])} {res['workload']['throughput_unit']}, p50 "
             f"{fmt(s['latency_p50_ms'])} ms, p99 {fmt(s['latency_p99_ms'])} ms, concurrency "
             f"{fmt(s['achieved_concurrency'])} (busy means: {res['timing'].get('busy_meaning')})\n\n"
-            + md_table(["device", "streams", "launches", "busy ms (sum over its streams)", "peak memory",
+            + md_table(["device", "streams (with launches)", "launches", "busy ms (sum over its streams)", "peak memory",
                         "final memory"], rows))
     problems = [] if len(per_dev) == max(1, m["gpus"]) else [f"streams landed on {len(per_dev)} devices"]
     return {"ok": not problems, "problems": problems, "markdown": text, "per_device": per_dev, "summary": s}
