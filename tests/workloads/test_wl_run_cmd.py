@@ -57,3 +57,15 @@ def test_a_failing_workload_runs_under_torchrun_and_exits_1(tmp_path):
     wres = record["workload_result"]
     assert wres["applied_switches"][0].startswith("torch.tf32_off")
     assert wres["metrics"]["drop_wait"] == "h2d" and not wres["passed"]
+
+
+def test_json_mode_streams_the_events_of_a_passing_run(tmp_path):
+    p = _cli("--workload", "inference", "--steps", "2", "--config", "model.vocab_size=64",
+             "--json", "--no-snapshot", "--output", str(tmp_path), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    events = [json.loads(line) for line in p.stdout.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
+    [finished] = [e for e in events if e["event"] == "trial_finished"]
+    assert finished["verdict"] == "pass" and finished["cell"] == "none"
+    assert events[-1]["exit_code"] == 0
