@@ -384,13 +384,17 @@ def item_hetero(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[
 
 
 # -- item 3: the hang probe sweep ---------------------------------------------------------------
+def collective_timeout(m: dict[str, Any], args: argparse.Namespace) -> float:
+    return args.collective_timeout if args.collective_timeout is not None else (10.0 if m["emulated"] else 20.0)
+
+
 def hang_command(m: dict[str, Any], d: Path, args: argparse.Namespace) -> tuple[list[str], int]:
     """(argv of the probe sweep, world size of its torchrun launch)."""
     # One GPU cannot hold two NCCL ranks: there the late rank is shown with gloo.
     world = 2 if m["gpus"] < 2 else m["gpus"]
     backend = ["--backend", "gloo"] if m["gpus"] == 1 else []
     cmd = torchrun(world, ["scripts/rank_hang.py", "--hang-rank", "1", "--sleep", str(args.hang_sleep),
-                           "--timeout", str(args.collective_timeout), *backend])
+                           "--timeout", f"{collective_timeout(m, args):g}", *backend])
     return ([sys.executable, "-m", "aorta_tui", "--batch", str(RECIPE), "--mitigations-file", str(MITIGATIONS),
              "-o", str(d / "runs"), "--no-snapshot", "--", *cmd], world)
 
@@ -422,7 +426,7 @@ def item_hang(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[st
             problems.append(f"the control cell did not pass: {control}")
     label = {0: f"gloo on CPU, {world} ranks", 1: f"gloo, {world} ranks (one GPU holds one NCCL rank)"}
     text = (f"### Hang probe: torchrun, rank 1 sleeps {args.hang_sleep:g} s before an all-reduce, collective timeout "
-            f"{args.collective_timeout:g} s ({label.get(m['gpus'], f'NCCL, {world} ranks')})\n\n"
+            f"{collective_timeout(m, args):g} s ({label.get(m['gpus'], f'NCCL, {world} ranks')})\n\n"
             + md_table(["cell", "verdict", "fail detectors (tier:id)", "wall s", "tier-2 hang report", "reason"], rows))
     return {"ok": not problems, "problems": problems, "markdown": text, "cells": cells}
 
@@ -611,7 +615,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--iterations", type=int, default=10, help="measured iterations per queue run (default 10)")
     p.add_argument("--warmup", type=int, default=2, help="warm-up iterations per queue run (default 2)")
     p.add_argument("--hang-sleep", type=float, default=60.0, help="seconds the late rank sleeps (default 60)")
-    p.add_argument("--collective-timeout", type=float, default=10.0, help="init_process_group timeout, s (default 10)")
+    p.add_argument("--collective-timeout", type=float, default=None,
+                   help="init_process_group timeout of the hang probe, s (default 10 on CPU, 20 on GPUs, "
+                        "where NCCL's first all-reduce also sets up the communicator)")
     p.add_argument("--item-timeout", type=float, default=300.0, help="seconds any one item may take (default 300)")
     p.add_argument("--plan", type=int, metavar="GPUS", default=None,
                    help="print (one shell line each) the commands a machine with GPUS GPUs would run, and exit")

@@ -35,6 +35,7 @@ def test_n_gpus_run_one_nccl_rank_per_gpu(multigpu, tmp_path: Path, gpus: int) -
     assert opt(hetero, "--devices") == ",".join(f"cuda:{i}" for i in range(gpus)) and opt(hetero, "--streams") == "16"
     [hang] = p["hang"]
     assert f"--nproc_per_node={gpus}" in hang and "--backend" not in hang  # rank_hang.py picks NCCL itself
+    assert opt(hang, "--timeout") == "20"  # NCCL's first all-reduce also builds the communicator
     [ebpf] = p["ebpf"]
     assert f"--nproc_per_node={gpus}" in ebpf and "collectives=real" in ebpf and "cuda:{LOCAL_RANK}" in ebpf
 
@@ -54,6 +55,7 @@ def test_no_gpu_is_two_gloo_processes_on_emulated_streams(multigpu, tmp_path: Pa
     assert all("--nproc_per_node=2" in a and opt(a, "--device") == "cpu" and opt(a, "--size") == "tiny"
                for a in p["overlap"])
     assert opt(p["hetero"][0], "--device") == "cpu"
+    assert opt(p["hang"][0], "--timeout") == "10"
     assert p["ebpf"] == []  # the CPU form drives the fake libcuda itself
 
 
