@@ -9,7 +9,11 @@ python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >/dev/n
 export PYTHONPATH=$PWD
 if ls .whl/amd_aorta-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/upstream-site .whl/amd_aorta-*.whl >/dev/null 2>&1
-  printf '#!/bin/sh\nPYTHONPATH=/tmp/upstream-site exec python3 -c "import sys; from aorta.cli import main; sys.argv[0]=\"aorta\"; main()" "$@"\n' > /tmp/aorta && chmod +x /tmp/aorta
+  cat > /tmp/aorta <<'SH'
+#!/bin/sh
+PYTHONPATH=/tmp/upstream-site exec python3 -c 'import sys; from aorta.cli import main; sys.argv[0] = "aorta"; main()' "$@"
+SH
+  chmod +x /tmp/aorta
   PYTHONPATH=/tmp/upstream-site python3 -c "import aorta" && echo "upstream importable"
 fi
 AT="python3 -m aorta_tui"
@@ -26,8 +30,8 @@ for p in sorted(glob.glob('/tmp/aq/QUICKSTART/*/trials/*/trial-*/result.json')):
           'tflops=%.2f' % w.get('metrics', {}).get('tflops_mean', 0), 'gpu_peak_mem', r['process'].get('gpu_peak_mem_bytes'),
           r['process'].get('gpu_mem_source'), r['process'].get('gpu_mem_reason'), w.get('applied_switches'))
 PY
-  printf 'schema_version: 1\nmode: probe\nticket: GPUPROBE\ntrials: 1\ntimeout_per_trial: 3\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\n' > /tmp/p.yaml
-  for cmd in "exit 3" "sleep 100" "python3 -c 'import torch; x=torch.zeros(1,device=\"cuda\"); print(x[5])' ; exit 0" ; do
+  printf 'schema_version: 1\nmode: probe\nticket: GPUPROBE\ntrials: 1\ntimeout_per_trial: 60\nmitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\n' > /tmp/p.yaml
+  for cmd in "exit 3" "python3 -c 'import torch; x=torch.zeros(1,device=\"cuda\"); print(x[5])' ; exit 0" ; do
     echo "== probe: $cmd"; $AT --batch /tmp/p.yaml --output /tmp/ap --no-snapshot -- bash -c "$cmd" | tail -4
   done
   python3 - <<'PY'
