@@ -125,3 +125,29 @@ def test_no_color_renders_in_greys_only(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     mono = _colours(_screenshot(tmp_path))
     assert mono and all(_is_grey(c) for c in mono), sorted(c for c in mono if not _is_grey(c))
+
+
+@async_test
+async def test_home_follows_a_run_from_running_to_finished(tmp_path: Path) -> None:
+    import os
+
+    from tui_support import PROBE_COMMAND, write_probe_recipe
+
+    from aorta_tui.core.launch import launch_detached
+
+    os.environ["TUI_TEST_SLEEP"] = "0.4"
+    try:
+        run_dir = launch_detached(write_probe_recipe(tmp_path, trials=2), tmp_path / "aorta-out",
+                                  command=PROBE_COMMAND)
+    finally:
+        del os.environ["TUI_TEST_SLEEP"]
+    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "aorta-out", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(100, 30)) as pilot:
+        runs = app.screen.query_one("#runs", DataTable)
+
+        def state() -> str:
+            return str(runs.get_row_at(0)[0]) if runs.row_count else ""
+
+        await wait_for(pilot, lambda: state() == "running", what="the running sweep")
+        await wait_for(pilot, lambda: state() == "finished", timeout=60, what="the sweep to finish")
+        assert str(runs.get_row_at(0)[1]) == f"TUI-TEST/{run_dir.name}"

@@ -15,6 +15,8 @@ from aorta_tui.tui import engines
 from aorta_tui.tui.machine import MachineFacts, gather_machine_facts, nearby_recipes
 from aorta_tui.tui.screens.base import AortaScreen
 
+LIST_EVERY_S = 3.0
+
 NAV_TEXT = (
     "[b]1[/b] home  [b]2[/b] recipe editor  [b]3[/b] matrix  [b]4[/b] queue monitor  "
     "[b]5[/b] env diff  [b]6[/b] policy  [b]?[/b] help  [b]ctrl+p[/b] commands  [b]ctrl+q[/b] quit"
@@ -54,13 +56,21 @@ class HomeScreen(AortaScreen):
         self._recipe_paths: list[Path] = []
         # After the first frame: gathering facts must not delay it (nor compete for the GIL).
         self.call_after_refresh(self.action_refresh)
+        # Run states change (a sweep finishes, another starts): re-list while Home is shown.
+        self.set_interval(LIST_EVERY_S, self._relist)
+
+    def _relist(self) -> None:
+        if self.is_current:
+            self.run_worker(self._list_everything, thread=True, exit_on_error=False, name="list runs",
+                            group="list", exclusive=True)
 
     def action_refresh(self) -> None:
         if self.aorta.fixed_machine_facts is not None:
             self._show_facts(self.aorta.fixed_machine_facts)
         else:
             self.run_worker(self._gather_facts, thread=True, exit_on_error=False, name="machine facts")
-        self.run_worker(self._list_everything, thread=True, exit_on_error=False, name="list runs")
+        self.run_worker(self._list_everything, thread=True, exit_on_error=False, name="list runs",
+                        group="list", exclusive=True)
 
     def _gather_facts(self) -> None:
         facts = gather_machine_facts()
@@ -97,13 +107,20 @@ class HomeScreen(AortaScreen):
     def _show_lists(
         self, runs_rows: list[tuple[Path, tuple[str, str, str, str]]], runs_note: str, recipes: list[Path]
     ) -> None:
+        listing = (runs_rows, runs_note, recipes)
+        if listing == getattr(self, "_last_listing", None):
+            return  # nothing changed: keep the tables (and their cursors) as they are
+        self._last_listing = listing
         runs = self.query_one("#runs", DataTable)
+        selected = self._run_paths[runs.cursor_row] if self._run_paths and runs.cursor_row < len(self._run_paths) else None
         runs.clear()
         self._run_paths = [path for path, _row in runs_rows]
         for _path, row in runs_rows:
             state = row[0]
             style = {"running": "bold green", "interrupted": "yellow"}.get(state, "")
             runs.add_row(Text(state, style=style), *(Text(cell) for cell in row[1:]))
+        if selected in self._run_paths:
+            runs.move_cursor(row=self._run_paths.index(selected), animate=False)
         title = f"Runs in {self.display_path(self.aorta.output_dir)}"
         if runs_note:
             title += f" — {runs_note}"
@@ -111,10 +128,13 @@ class HomeScreen(AortaScreen):
             title += " — none yet (write a recipe, press 2)"
         self.query_one("#runs-title", Static).update(title)
         table = self.query_one("#recipes", DataTable)
+        recipe_row = table.cursor_row
         table.clear()
         self._recipe_paths = recipes
         for path in recipes:
             table.add_row(Text(self._short(path)))
+        if recipes:
+            table.move_cursor(row=min(recipe_row, len(recipes) - 1), animate=False)
         if not recipes:
             self.query_one("#recipes-title", Static).update("Recipes nearby — none here or in ./recipes")
 
