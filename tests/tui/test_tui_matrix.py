@@ -111,3 +111,22 @@ async def test_cancel_without_a_running_orchestrator_is_a_notification_not_a_cra
         await wait_for(pilot, lambda: any("not running" in str(n.message) for n in app._notifications),
                        what="the error notification")
         assert app.is_running
+
+
+@async_test
+async def test_a_runs_env_snapshots_open_in_the_env_diff(tmp_path) -> None:
+    from tui_support import DEMO_RUN, workspace
+
+    from aorta_tui.tui.screens.env_diff import EnvDiffScreen
+
+    ws = workspace(tmp_path)
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = _matrix(app)
+        await wait_for(pilot, lambda: screen.state is not None and screen.state.status == "completed")
+        await pilot.press("E")
+        await wait_for(pilot, lambda: isinstance(app.screen, EnvDiffScreen))
+        diff = app.screen
+        await wait_for(pilot, lambda: "differences" in str(diff.query_one("#diff-summary").render()))
+        assert diff.query_one("#snap-a").value.endswith("env/host_env.json")
+        assert diff.query_one("#snap-b").value.endswith("env/local.json")

@@ -72,9 +72,9 @@ class AortaScreen(Screen):
         return self.app  # type: ignore[return-value]
 
     def palette_commands(self) -> Iterable[SystemCommand]:
-        """This screen's actions for the command palette (each key binding has one)."""
+        """This screen's actions for the command palette (each described key binding has one)."""
         for binding in self.BINDINGS:
-            if isinstance(binding, Binding) and binding.show:
+            if isinstance(binding, Binding) and binding.description and binding.action != "focus_main":
                 yield SystemCommand(
                     f"{self.TITLE_TEXT}: {binding.description}",
                     f"key {binding.key}",

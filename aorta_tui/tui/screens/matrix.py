@@ -58,7 +58,7 @@ class MatrixScreen(AortaScreen):
         Binding("enter", "detail", "Trial detail"),
         Binding("c", "cancel_run", "Cancel run"),
         Binding("R", "resume_run", "Resume"),
-        Binding("E", "diff_env", "Env of run", show=False),
+        Binding("E", "diff_env", "Diff the run's env snapshots", show=False),
     ]
 
     def __init__(self) -> None:
@@ -291,7 +291,7 @@ class MatrixScreen(AortaScreen):
         if len(snapshots) >= 2:
             screen = self.app.get_screen("envdiff")
             self.aorta.action_goto("envdiff")
-            screen.set_paths(snapshots[0], snapshots[1])
+            self.app.call_after_refresh(screen.set_paths, snapshots[0], snapshots[1])
         else:
             self.notify("this run holds fewer than two env snapshots", severity="warning")
 
