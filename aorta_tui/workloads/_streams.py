@@ -6,9 +6,9 @@ makes later work on ``stream`` start only after ``event``, and ``finish()`` runs
 
 On a GPU, ``submit`` launches ``fn`` under ``torch.cuda.stream``; the device decides the
 interleaving. A CPU runs ops synchronously, so a missing wait would never show. The emulation
-queues every op and ``finish()`` runs them adversarially: among the ops at the heads of the
-streams that no wait blocks, it always runs the one submitted last (the furthest downstream).
-Where a wait is missing the consumer therefore runs before its producer and reads the buffer's
+queues every op and ``finish()`` runs them adversarially: it always advances the most
+downstream stream (the one whose work was submitted last) that is not blocked by a wait. Where
+a wait is missing the consumer therefore runs before its producer and reads the buffer's
 previous contents: the worst interleaving a GPU may pick, made certain. It proves the
 reproducer notices that outcome; it says nothing about how often a GPU picks it.
 """
@@ -51,29 +51,23 @@ class EmulatedStreams:
         """No-op: the emulation already makes every unprotected producer as late as it can be."""
 
     def finish(self) -> None:
+        # the stream whose work was submitted last is the furthest downstream: it goes first
+        order = sorted((q[-1][2], name) for name, q in self.queues.items() if q)
+        priority = [name for _, name in reversed(order)]
         while any(self.queues.values()):
-            self._settle()
-            ready = [(q[0][2], name) for name, q in self.queues.items()
-                     if q and q[0][0] == "op"]
-            if not ready:
-                if any(self.queues.values()):
-                    heads = {n: q[0][0] for n, q in self.queues.items() if q}
-                    raise RuntimeError(f"emulated streams deadlocked (heads: {heads})")
-                return
-            _, name = max(ready)  # the latest-submitted runnable op goes first
-            self.queues[name].popleft()[1]()
-
-    def _settle(self) -> None:
-        """Complete records and satisfied waits at the heads; they do no work of their own."""
-        moved = True
-        while moved:
-            moved = False
-            for q in self.queues.values():
-                while q and (q[0][0] == "record" or (q[0][0] == "wait" and q[0][1].done)):
-                    kind, item, _ = q.popleft()
-                    if kind == "record":
-                        item.done = True
-                    moved = True
+            for name in priority:
+                q = self.queues[name]
+                if not q or (q[0][0] == "wait" and not q[0][1].done):
+                    continue
+                kind, item, _ = q.popleft()
+                if kind == "op":
+                    item()
+                elif kind == "record":
+                    item.done = True
+                break
+            else:
+                heads = {n: q[0][0] for n, q in self.queues.items() if q}
+                raise RuntimeError(f"emulated streams deadlocked (heads: {heads})")
 
 
 class GpuStreams:

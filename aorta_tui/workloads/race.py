@@ -149,12 +149,18 @@ class Race(Workload):
         verified = 0
         for it in range(1, warm + measured + 1):
             with StepTimer(self.dev.device) as timer:
+                # the expected values first, so that once its waits are met the verifier reads
+                # the buffers at once (a late read would hide a missing wait on a GPU)
+                expected: list[Any] = []
+                self.streams.submit("verify", lambda it=it, out=expected: out.extend(
+                    fn(it) for _name, _buf, fn in checks))
                 events = self.plan.enqueue(it, cfg["drop_wait"])
                 for name, ev in events.items():
                     if not (cfg["drop_wait"] == "compute" and name == "compute"
                             and self.plan.verifier_waits_compute):
                         self.streams.wait("verify", ev)
-                self.streams.submit("verify", lambda it=it: _verify(checks, it, report))
+                self.streams.submit("verify",
+                                    lambda exp=expected: _verify(checks, exp, report))
                 self.streams.finish()
                 rows = report.cpu().tolist()  # synchronises with the verifier
             verified += 1
@@ -208,12 +214,12 @@ class Race(Workload):
             handle.close()
 
 
-def _verify(checks: list[tuple[str, Any, Callable[[int], Any]]], it: int, report: Any) -> None:
+def _verify(checks: list[tuple[str, Any, Callable[[int], Any]]], expected: list[Any],
+            report: Any) -> None:
     """On the verify stream: count wrong elements and record the first one, per buffer."""
     import torch
 
-    for row, (_name, buf, expected_fn) in enumerate(checks):
-        exp = expected_fn(it)
+    for row, ((_name, buf, _fn), exp) in enumerate(zip(checks, expected, strict=True)):
         bad = buf.ne(exp)
         first = bad.to(torch.int32).argmax().reshape(1)
         report[row, 0] = bad.sum()
