@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from wl_helpers import run_workload
 
 from aorta_tui.core.workload import validate_config
@@ -91,3 +93,45 @@ def test_upstream_fsdp_recipe_config_validates(tmp_path):
     raw["fsdp_shard_size"] = 512
     r = run_workload(Race, raw, 100, tmp_path)
     assert r.passed and r.metrics["iterations_verified"] == 7  # 2 warmup + 5 verified
+
+
+STREAM_NAMES = ("h2d", "comm", "compute", "verify")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(STREAM_NAMES), st.lists(st.integers(0, 30), max_size=3)),
+                min_size=1, max_size=12), st.data())
+def test_emulation_respects_every_wait_and_a_dropped_one_bites(ops, data):
+    """Random programs: op i on a stream, waiting on earlier ops' events (indices mod i)."""
+    def build(drop: tuple[int, int] | None):
+        s, log, events = EmulatedStreams(), [], []
+        deps: dict[int, set[int]] = {}
+        for i, (stream, waits) in enumerate(ops):
+            deps[i] = set()
+            for w in waits:
+                if i and (i, w % i) != drop:
+                    j = w % i
+                    s.wait(stream, events[j])
+                    deps[i].add(j)
+            s.submit(stream, lambda i=i: log.append(i))
+            events.append(s.record(stream))
+        s.finish()
+        return log, deps
+
+    log, deps = build(None)
+    assert sorted(log) == list(range(len(ops)))
+    at = {op: k for k, op in enumerate(log)}
+    for i, js in deps.items():
+        for j in js:
+            assert at[j] < at[i]  # every waited-on producer ran first
+    # drop a consumer's only wait, where the consumer opens its stream and its stream is
+    # downstream of the producer's (holds work submitted later): then it runs first
+    last = {name: max(k for k, (n, _) in enumerate(ops) if n == name) for name, _ in ops}
+    firsts = {min(k for k, (n, _) in enumerate(ops) if n == name) for name, _ in ops}
+    edges = [(i, j) for i, js in deps.items() for j in js
+             if len(js) == 1 and i in firsts and last[ops[i][0]] > last[ops[j][0]]]
+    if not edges:
+        return
+    i, j = data.draw(st.sampled_from(edges))
+    log2, _ = build((i, j))
+    assert log2.index(i) < log2.index(j)  # the consumer now runs before its producer
