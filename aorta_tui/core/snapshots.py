@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ class PendingCapture:
     path: Path
     proc: subprocess.Popen[bytes] | None
     note: str = ""
+    copy_of: Path | None = None  # same environment as another capture: copy it when done
 
 
 def _envsnap_available() -> bool:
@@ -62,7 +64,12 @@ def start_captures(
     targets: list[tuple[str, dict[str, str]]] = []
     if session <= 1:
         targets.append(("host_env", {}))
-    targets.extend(environments.items())
+    # An environment that sets no variables runs trials in the host's own environment: its
+    # snapshot is the host snapshot, so one capture serves both (finish_captures copies it).
+    same_as_host = [n for n, overlay in environments.items() if not overlay and not docker.get(n)]
+    if session > 1 and same_as_host:
+        targets.append((same_as_host[0], {}))
+    targets.extend((n, o) for n, o in environments.items() if n not in same_as_host)
     have_envsnap = _envsnap_available()
     for name, overlay in targets:
         path = env_dir / ("host_env.json" if name == "host_env" else snapshot_name(name, session))
@@ -87,6 +94,11 @@ def start_captures(
             start_new_session=True,
         )
         pending.append(PendingCapture(name, path, proc))
+    source = next((p for p in pending if p.environment in ("host_env", *same_as_host)), None)
+    for name in same_as_host:
+        if source is not None and source.environment != name:
+            pending.append(PendingCapture(name, env_dir / snapshot_name(name, session), None,
+                                          copy_of=source.path))
     return pending
 
 
@@ -106,6 +118,9 @@ def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TI
             continue
         if not p.path.is_file():
             warnings.append(f"snapshot of environment {p.environment!r} failed (exit {p.proc.returncode})")
+    for p in pending:
+        if p.copy_of is not None and p.copy_of.is_file():
+            shutil.copyfile(p.copy_of, p.path)
     return warnings
 
 
