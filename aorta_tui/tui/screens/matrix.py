@@ -139,10 +139,11 @@ class MatrixScreen(AortaScreen):
             return
         if batch:
             finished_before = self.state.status
+            first_batch = self.events_seen == 0  # the history, read when the run was opened
             self.state.apply_all(batch)
             self.events_seen += len(batch)
-            if self.state.status is not None and finished_before is None:
-                self._on_run_finished()
+            if self.state.status is not None and finished_before is None and not first_batch:
+                self._on_run_finished()  # it finished while we watched
             self._dirty = True
         if self._dirty:
             self._dirty = False
