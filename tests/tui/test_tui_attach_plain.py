@@ -54,3 +54,21 @@ def test_attach_to_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "not a run directory" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_attach_plain_follows_a_real_detached_sweep(tmp_path: Path, monkeypatch) -> None:
+    from tui_support import PROBE_COMMAND, write_probe_recipe
+
+    from aorta_tui.core.launch import launch_detached
+
+    monkeypatch.setenv("TUI_TEST_SLEEP", "0.3")
+    run_dir = launch_detached(write_probe_recipe(tmp_path, trials=2), tmp_path / "aorta-out",
+                              command=PROBE_COMMAND)
+    out = _attach(run_dir, "--plain")
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0, out.stderr
+    assert lines[0] == f"run {run_dir.name} started: 4 trials over 2 cells"
+    fails = [ln for ln in lines if ln.strip().startswith("fail ")]
+    assert len(fails) == 2 and all("exit 3" in ln for ln in fails)
+    assert "cell cuda_launch_blocking-none: failure rate 100%" in lines
+    assert lines[-1] == f"run {run_dir.name} completed (exit code 0)"
