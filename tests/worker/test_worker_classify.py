@@ -53,9 +53,12 @@ def run(tmp_path: Path, stdout: str = "", stderr: str = "", oc: ProcessOutcome |
 
 @pytest.mark.parametrize("pattern", BUILTIN_PATTERNS, ids=lambda p: p.id)
 def test_every_sample_matches_its_own_pattern_only(pattern) -> None:
-    assert pattern.regex.search(pattern.sample), pattern.id
-    others = [p.id for p in BUILTIN_PATTERNS if p is not pattern and p.regex.search(pattern.sample)]
-    assert others == [], f"{pattern.id}'s sample also matches {others}"
+    for sample in pattern.samples():
+        assert pattern.regex.search(sample), (pattern.id, sample)
+        others = [p.id for p in BUILTIN_PATTERNS if p is not pattern and p.regex.search(sample)]
+        assert others == [], f"{pattern.id}'s sample {sample!r} also matches {others}"
+        if pattern.tier == 4:  # the scanner's prefilter: every tier-4 match holds a needle
+            assert any(n in sample for n in pattern.needles), (pattern.id, sample)
 
 
 @pytest.mark.parametrize("pattern", LOG_PATTERNS, ids=lambda p: p.id)
@@ -67,6 +70,47 @@ def test_every_log_sample_is_detected_through_the_scanner(tmp_path: Path, patter
     assert c.verdict == ("fail" if pattern.severity == "fail" else "pass")
     # The sample carries one of the pattern's needles (the scanner's prefilter).
     assert any(n in pattern.sample for n in pattern.needles)
+
+
+@pytest.mark.parametrize(
+    ("line", "captures"),
+    [
+        ("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+         "Timed out waiting 5000ms for recv operation to complete", {"timeout_ms": "5000", "op": "recv"}),
+        ("[E1129 ProcessGroupGloo.cpp:67] [Rank 0]: Rank 1 failed to pass monitoredBarrier in 2000 ms",
+         {"ranks": "1", "timeout_ms": "2000"}),
+        ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, "
+         "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
+         {"op": "ALLREDUCE", "timeout_ms": "600000"}),
+        ("DistBackendError: NCCL timeout in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:101",
+         {"where": "/pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:101"}),
+    ],
+)
+def test_collective_timeout_captures_one_set_of_names_for_every_spelling(
+        tmp_path: Path, line: str, captures: dict[str, str]) -> None:
+    c = run(tmp_path, stderr=line + "\n")
+    [det] = [d for d in c.detections if d.id == "collective_timeout"]
+    assert det.captures == captures
+
+
+def test_a_collective_timeout_outranks_the_crash_and_traceback_it_ends_in(tmp_path: Path) -> None:
+    # an NCCL watchdog timeout aborts the rank; torchrun then reports the SIGABRT
+    stderr = ("[rank1]:[E1129 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+              "WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=20000) ran for 20004 "
+              "milliseconds before timing out.\n"
+              "Fatal Python error: Aborted\n"
+              "Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: boom\n"
+              "  traceback : Signal 6 (SIGABRT) received by PID 4243\n")
+    c = run(tmp_path, stderr=stderr, oc=outcome(exit_code=1))
+    assert set(c.fired) == {"exit_nonzero", "collective_timeout", "process_crash", "python_traceback"}
+    assert c.reason.startswith("a collective operation timed out")
+    # a recipe pattern also outranks a crash report (it is the job's own, specific detector)
+    rule = PatternRule("my_marker", re.compile(r"MARKER (?P<n>\d+)"))
+    c = run(tmp_path, stderr="MARKER 7\nSegmentation fault\n", oc=outcome(exit_code=1), custom_rules=[rule])
+    assert c.reason.startswith("custom pattern 'my_marker' matched")
+    # alone, the crash still explains the trial better than the exit code
+    c = run(tmp_path, stderr="Segmentation fault\n", oc=outcome(exit_code=139))
+    assert c.reason.startswith("a process of the trial crashed")
 
 
 def test_ids_are_unique_and_tiers_right() -> None:
@@ -102,6 +146,19 @@ def test_ids_are_unique_and_tiers_right() -> None:
         ("rocblas_status_success", set()),
         ("bash: line 1:  4242 Segmentation fault      (core dumped) ./a.out", {"process_crash"}),
         ("Fatal Python error: Aborted", {"process_crash"}),
+        # torchrun's failure report: an abort (NCCL's watchdog ends in one) is a crash ...
+        ("  traceback : Signal 6 (SIGABRT) received by PID 4243", {"process_crash"}),
+        # ... but the surviving rank it stopped on purpose is not (real torch 2.13 lines)
+        ("  traceback : Signal 15 (SIGTERM) received by PID 24225", set()),
+        ("  traceback : Signal 9 (SIGKILL) received by PID 24225", set()),
+        ("W1129 09:47:45.762000 24107 torch/distributed/elastic/multiprocessing/api.py:1028] "
+         "Sending process 24225 closing signal SIGTERM", set()),
+        ("  exitcode  : -15 (pid: 24225)  (SIGTERM)", set()),
+        # gloo spellings of a collective timeout, and near misses
+        ("Timed out waiting 30000ms for send operation to complete", {"collective_timeout"}),
+        ("[Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 600000 ms", {"collective_timeout"}),
+        ("Timed out waiting for pending UserRRefs to be confirmed by owner and parent.", set()),
+        ("rank 1 passed monitoredBarrier in 12 ms", set()),
     ],
 )
 def test_pattern_table(line: str, expected: set[str]) -> None:
@@ -118,6 +175,9 @@ _FRAGMENTS = st.sampled_from([
     "Memory access fault by GPU node-1", "an illegal memory access was encountered",
     "cudaErrorIllegalAddress", "x", "7", "_", "é", "\r", "CUDA_ERROR_LAUNCH_FAILED", "CUBLAS",
     "_STATUS_", "SUCCESS", "EXECUTION_FAILED", "rocblas_status_", "success", "miopenStatus",
+    "Timed out waiting ", "5000ms for recv operation", "ms for send operation", "Rank 1 ", "Ranks 1, 2 ",
+    "failed to pass monitoredBarrier in 2000 ms", "NCCL timeout in: ", "Signal 15 (SIGTERM) received by PID 9",
+    "Signal 6 (SIGABRT) received by PID 9",
     "Success", "rocBLAS error", "Segmentation fault", "Fatal Python error: ", "Signal 11 (SIGSEGV)",
     " received by PID 12", "(", ")",
 ])  # fmt: skip

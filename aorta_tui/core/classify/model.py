@@ -25,6 +25,11 @@ class Pattern:
     # Literal strings one of which every match contains: the scanner looks for these with
     # str.find and runs the regex only on those lines (tests check each sample has one).
     needles: tuple[str, ...] = ()
+    # further real lines it matches, one per other spelling (tests check them like ``sample``)
+    more_samples: tuple[str, ...] = ()
+
+    def samples(self) -> tuple[str, ...]:
+        return (self.sample, *self.more_samples)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +39,7 @@ class Pattern:
             "regex": self.regex.pattern,
             "description": self.description,
             "sample": self.sample,
+            "more_samples": list(self.more_samples),
             "needles": list(self.needles),
         }
 

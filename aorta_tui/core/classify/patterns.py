@@ -1,9 +1,11 @@
 """Tier 4: built-in patterns searched in every trial's stdout and stderr.
 
 Each pattern matches within one line (the scanner enforces it) and carries a real-looking
-sample line that its regex matches; ``aorta-tui sweep list-patterns`` prints them. Named
-groups become the detection's ``captures``. Ids are stable: recipes name them in
-``disable_detectors`` and the matrix counts them.
+sample line that its regex matches (``more_samples``: one per other spelling it covers);
+``aorta-tui sweep list-patterns`` prints them. Named groups become the detection's
+``captures``; a group name ending in ``__<n>`` (``op__2``) is captured under the name before
+it, so alternatives of one pattern can fill the same capture. Ids are stable: recipes name
+them in ``disable_detectors`` and the matrix counts them.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ def _p(
     sample: str,
     needles: tuple[str, ...],
     flags: int = 0,
+    more_samples: tuple[str, ...] = (),
 ) -> Pattern:
     rx = re.compile(regex, flags | re.MULTILINE)
-    return Pattern(id, rx, severity, description, sample, 4, needles)  # type: ignore[arg-type]
+    return Pattern(id, rx, severity, description, sample, 4, needles,  # type: ignore[arg-type]
+                   more_samples)
 
 
 # Order matters for the verdict's reason: the most specific pattern that fired explains the
@@ -93,16 +97,37 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
         "0x7f3a00000000. Reason: Page not present or supervisor privilege.",
         ("Memory access fault by GPU node-",),
     ),
+    # Spellings taken from torch's own sources (torch 2.13: libtorch_cpu.so strings and
+    # include/torch/csrc/distributed/c10d/NCCLUtils.hpp; the watchdog's from ProcessGroupNCCL.cpp,
+    # which RCCL builds share) and checked against real gloo runs under torchrun.
     _p(
         "collective_timeout",
+        # NCCL/RCCL watchdog (ProcessGroupNCCL, async error handling)
         r"Watchdog caught collective operation timeout"
-        r"(?:[^\r\n]*?OpType=(?P<op>\w+))?(?:[^\r\n]*?Timeout\(ms\)=(?P<timeout_ms>\d+))?",
+        r"(?:[^\r\n]*?OpType=(?P<op>\w+))?(?:[^\r\n]*?Timeout\(ms\)=(?P<timeout_ms>\d+))?"
+        # gloo: the blocked transfer of a collective (unbound_buffer.cc)
+        r"|Timed out waiting (?P<timeout_ms__2>\d+)ms for (?P<op__2>recv|send) operation"
+        # gloo monitored_barrier: names the rank(s) that never arrived
+        r"|\bRanks? (?P<ranks>\d+(?:, \d+)*) failed to pass monitoredBarrier in (?P<timeout_ms__3>\d+) ms"
+        # NCCL blocking-wait / communicator-init timeout (C10D_CHECK_TIMEOUT)
+        r"|\bNCCL timeout in: (?P<where>\S+)",
         "fail",
-        "distributed watchdog: a collective operation timed out",
+        "a collective operation timed out (NCCL/RCCL watchdog, gloo transfer or monitored barrier)",
         "[rank1]:[E1129 10:02:11 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
         "operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
         "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
-        ("Watchdog caught collective operation timeout",),
+        ("Watchdog caught collective operation timeout", "Timed out waiting ",
+         "failed to pass monitoredBarrier", "NCCL timeout in: "),
+        more_samples=(
+            "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+            "unbound_buffer.cc:78] Timed out waiting 5000ms for recv operation to complete",
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:136] Timed out "
+            "waiting 1800000ms for send operation to complete",
+            "[rank0]:[E1129 09:50:22.587192290 ProcessGroupGloo.cpp:67] [Rank 0]: Rank 1 failed to "
+            "pass monitoredBarrier in 2000 ms",
+            "torch.distributed.DistBackendError: NCCL timeout in: "
+            "/pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:101",
+        ),
     ),
     _p(
         "nccl_error",
@@ -136,7 +161,10 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
     _p(
         "process_crash",
         r"\bSegmentation fault\b|\bFatal Python error: (?P<message>[^\r\n]*\S)"
-        r"|\bSignal \d+ \((?P<signal>SIG[A-Z]+)\) received by PID \d+",
+        # Only signals that mean a crash. SIGTERM/SIGINT/SIGHUP/SIGKILL are requests to stop:
+        # torchrun sends SIGTERM (then SIGKILL) to the surviving ranks once one rank failed, and
+        # reports each as "Signal 15 (SIGTERM) received by PID ..." - a consequence, not a crash.
+        r"|\bSignal \d+ \((?P<signal>SIG(?:SEGV|BUS|FPE|ILL|ABRT|IOT|SYS|TRAP))\) received by PID \d+",
         "fail",
         "a process of the trial crashed (a launcher such as torchrun may still exit normally)",
         "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -11) local_rank: 3 "

@@ -40,6 +40,7 @@ KERNEL_UNAVAILABLE_ID = "kernel_log_unavailable"
 REQUIRED_MISSING = "required pattern never matched"
 _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b)(?::.*)?$")
 _EXCEPTION_LOOKAHEAD_LINES = 2000
+_ALIAS = re.compile(r"__\d+$")
 
 
 def builtin_detector_ids() -> dict[str, int]:
@@ -139,7 +140,8 @@ def tier3(events: Sequence[KernelEvent], unavailable: str | None) -> list[Detect
 
 def _builtin_matcher(pattern: Pattern) -> Matcher:
     def accept(m: re.Match[str]) -> dict[str, Any]:
-        return {k: v for k, v in m.groupdict().items() if v is not None}
+        # "op__2" fills "op": one capture name across a pattern's alternatives
+        return {_ALIAS.sub("", k): v for k, v in m.groupdict().items() if v is not None}
 
     return Matcher(pattern.id, pattern.regex, accept, pattern.needles)
 
@@ -275,12 +277,20 @@ def workload_detections(result: Mapping[str, Any]) -> list[Detection]:
 _SEVERITY_RANK = {"fail": 0, "error": 1, "warn": 2, "info": 3}
 
 
+# Detections that are how a failure ends rather than what it was: a crash report (an abort
+# after a collective timeout, a rank killed by its launcher), a traceback, the process's
+# signal and exit code. They explain a trial only when nothing more specific fired.
+_CONSEQUENCE_RANK = {"process_crash": 5, "python_traceback": 6}
+
+
 def _specificity(d: Detection) -> int:
-    """Lower explains the trial better (used to pick the reason)."""
+    """Lower explains the trial better (used to pick the reason): hang, kernel/GPU events,
+    built-in cause patterns (in table order), recipe patterns, then the consequences - a crash
+    report, a traceback, the signal, the exit code."""
     if d.tier == 1:
-        return {"killed_by_signal": 6, "core_dumped": 6, "exit_nonzero": 7}.get(d.id, 0)
-    if d.id == "python_traceback":
-        return 5
+        return {"killed_by_signal": 7, "core_dumped": 7, "exit_nonzero": 8}.get(d.id, 0)
+    if d.id in _CONSEQUENCE_RANK:
+        return _CONSEQUENCE_RANK[d.id]
     return {2: 1, 3: 2, 4: 3, 5: 4}[d.tier]
 
 
