@@ -181,6 +181,7 @@ def stream_child(mode: str, seconds: float, result_path: Path) -> None:
             self._r0 = resource.getrusage(resource.RUSAGE_SELF)
             self._t0 = time.perf_counter()
             self._draws0 = screen.redraws
+            self._offers0 = screen._offered
             self._worker_cpu0 = 0.0
             if mode == "ui":
                 self._thread = threading.Thread(target=ui_only, args=(screen,), daemon=True)
@@ -210,6 +211,7 @@ def stream_child(mode: str, seconds: float, result_path: Path) -> None:
                 "producer_thread_core_fraction": engine_cpu[0] / wall,
                 "worker_core_fraction": worker_cpu / wall,
                 "redraws_per_s": (self._screen.redraws - self._draws0) / wall,
+                "snapshots_per_s": (self._screen._offered - self._offers0) / wall,
                 "events_per_s": events_per_s,
             }
             result_path.write_text(json.dumps(result))
@@ -267,7 +269,8 @@ def main() -> None:
                             ("pipeline", "b. the tracer worker process parsing 100k record lines/s")):
             r = stream(mode, args.seconds, workdir)
             print(f"{label}:\n"
-                  f"  events/s {r['events_per_s']:,.0f}; redraws {r['redraws_per_s']:.1f}/s (target >= 10)\n"
+                  f"  events/s {r['events_per_s']:,.0f}; snapshots {r['snapshots_per_s']:.1f}/s; "
+                  f"redraws {r['redraws_per_s']:.1f}/s (target >= 10)\n"
                   f"  TUI process CPU {r['cpu_core_fraction']:.1%} of a core (target <= 30%; "
                   f"{r['cpu_core_fraction'] / max(idle['cpu_core_fraction'], 1e-9):.0f}x idle)"
                   + (f", of which the snapshot-making thread {r['producer_thread_core_fraction']:.1%}"
