@@ -7,7 +7,13 @@ often silent and is never held against it):
 - ``output_silence``: no byte on stdout or stderr.
 - ``gpu_idle``: every GPU the process tree has a context on reports 0 % utilisation (vendor
   tool, device-wide). Not available without a tool, or when the tree has no GPU context.
-- ``io_idle``: ``rchar + wchar`` summed over ``/proc/<pid>/io`` of the whole tree is unchanged.
+- ``io_idle``: ``rchar + wchar`` summed over ``/proc/<pid>/io`` of the tree's *workers* is
+  unchanged. A launcher (torchrun, ``python -m torch.distributed.run``, mpirun, ...; see
+  :func:`proctree.launcher_name`) and the processes above it (a wrapping shell) are
+  supervisors, not workers: their I/O is bookkeeping - torchrun's agent polls the rendezvous
+  store it hosts about once a second, for as long as the ranks run - so it is not counted.
+  While no worker runs (only a launcher: rendezvous, restart, teardown) the signal is not
+  available, so a launcher that is slow to notice its ranks finished is never called a hang.
 
 When a signal is not available or disabled, the remaining two must both hold; with fewer
 than two usable signals the detector cannot fire (``HangMonitor.cannot_fire`` says why).
@@ -37,7 +43,7 @@ SIGNAL_NAMES: tuple[str, ...] = (OUTPUT_SILENCE, GPU_IDLE, IO_IDLE)
 SIGNAL_DESCRIPTIONS = {
     OUTPUT_SILENCE: "no output on stdout/stderr",
     GPU_IDLE: "GPU utilisation 0 % on the tree's GPUs",
-    IO_IDLE: "no read/write bytes in the process tree (/proc/<pid>/io rchar+wchar)",
+    IO_IDLE: "no read/write bytes by the tree's workers (/proc/<pid>/io rchar+wchar; launchers not counted)",
 }
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -85,6 +91,8 @@ class HangReport:
     grace_s: float = 0.0
     elapsed_s: float = 0.0
     cpu_s_in_window: float | None = None
+    # what io_idle summed, when a launcher was left out: "2 workers; not counted: ..."
+    io_scope: str | None = None
 
     def held(self) -> list[str]:
         return [n for n, v in self.signals.items() if v is not None and v >= self.window_s]
@@ -94,6 +102,8 @@ class HangReport:
         text = f"hang after {self.elapsed_s:.1f} s: {held}"
         if self.unavailable:
             text += "; " + "; ".join(f"{n} not available ({r})" for n, r in self.unavailable.items())
+        if self.io_scope is not None and IO_IDLE in self.held():
+            text += f"; io counted over {self.io_scope}"
         if self.cpu_s_in_window is not None:
             text += f"; tree used {self.cpu_s_in_window:.1f} CPU s in the last window"
         return text
@@ -107,6 +117,7 @@ class HangReport:
             grace_s=float(data.get("grace_s", 0.0)),
             elapsed_s=float(data.get("elapsed_s", 0.0)),
             cpu_s_in_window=data.get("cpu_s_in_window"),
+            io_scope=data.get("io_scope"),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -117,6 +128,7 @@ class HangReport:
             "grace_s": self.grace_s,
             "elapsed_s": self.elapsed_s,
             "cpu_s_in_window": self.cpu_s_in_window,
+            "io_scope": self.io_scope,
         }
 
 
@@ -146,7 +158,8 @@ class HangMonitor:
             None if gpu is not None else "no GPU sampler for this trial"
         )
         self._last_output = started
-        self._last_io: int | None = None
+        self._last_io: tuple[frozenset[int], int] | None = None
+        self._io_scope: str | None = None
         self._io_since: float | None = None
         self._io_reason: str | None = None
         self._cpu: deque[tuple[float, int]] = deque()
@@ -200,31 +213,42 @@ class HangMonitor:
             grace_s=self.policy.grace_s,
             elapsed_s=now - self.started,
             cpu_s_in_window=cpu_s,
+            io_scope=self._io_scope,
         )
 
     def _sample_tree(self, now: float) -> float | None:
         """Update the I/O baseline; return the tree's CPU seconds over the last window."""
-        pids = proctree.tree_pids(self.root_pid, pgid=self.root_pid)
+        stats = proctree.all_stats()
+        pids = proctree.tree_pids(self.root_pid, pgid=self.root_pid, stats=stats)
+        supervisors = _supervisors(pids, stats)
+        workers = pids - supervisors.keys()
         io_total = 0
-        io_seen = 0
+        io_seen: set[int] = set()
         ticks = 0
         for pid in pids:
-            value = proctree.io_bytes(pid)
-            if value is not None:
-                io_total += value
-                io_seen += 1
             cpu = proctree.cpu_ticks(pid)
             if cpu is not None:
                 ticks += cpu
-        if io_seen == 0:
+            if pid in workers:
+                value = proctree.io_bytes(pid)
+                if value is not None:
+                    io_total += value
+                    io_seen.add(pid)
+        self._io_scope = _describe_scope(len(io_seen), supervisors) if supervisors else None
+        if not io_seen:
             self._io_since = None
-            self._io_reason = (
-                "no process of the tree left to sample" if not pids
-                else "/proc/<pid>/io is not readable (needs ptrace rights on the process)"
-            )
-        elif self._last_io != io_total or self._io_since is None:
-            # Any change (including a process joining or leaving the tree) is activity.
-            self._last_io = io_total
+            self._last_io = None
+            if not pids:
+                self._io_reason = "no process of the tree left to sample"
+            elif not workers:
+                names = ", ".join(f"{n} (pid {p})" for p, n in sorted(supervisors.items()) if n)
+                self._io_reason = (f"only the launcher runs ({names}): no worker process to watch "
+                                   "(rendezvous, restart or teardown)")
+            else:
+                self._io_reason = "/proc/<pid>/io is not readable (needs ptrace rights on the process)"
+        elif self._last_io != (frozenset(io_seen), io_total) or self._io_since is None:
+            # Any change (including a worker joining or leaving) is activity.
+            self._last_io = (frozenset(io_seen), io_total)
             self._io_since = now
         self._cpu.append((now, ticks))
         while len(self._cpu) > 1 and self._cpu[0][0] < now - self.policy.window_s:
@@ -247,3 +271,29 @@ class HangMonitor:
         if not reading.idle or reading.idle_since is None:
             return None, None
         return now - max(reading.idle_since, self.hold_from), None
+
+
+def _supervisors(pids: set[int], stats: list[proctree.ProcStat]) -> dict[int, str]:
+    """Launchers in ``pids`` and their ancestors inside ``pids`` -> the launcher name (``""``
+    for an ancestor, e.g. the shell that started torchrun and waits for it)."""
+    parent = {st.pid: st.ppid for st in stats}
+    out: dict[int, str] = {}
+    for pid in pids:
+        name = proctree.launcher_name(proctree.cmdline(pid))
+        if name is None:
+            continue
+        out[pid] = name
+        up = parent.get(pid)
+        while up is not None and up in pids and up not in out:
+            out[up] = ""
+            up = parent.get(up)
+    return out
+
+
+def _describe_scope(n_workers: int, supervisors: dict[int, str]) -> str:
+    launchers = ", ".join(f"{n} pid {p}" for p, n in sorted(supervisors.items()) if n)
+    others = sum(1 for n in supervisors.values() if not n)
+    text = f"{n_workers} worker process(es), not the launcher ({launchers})"
+    if others:
+        text = text[:-1] + f" and {others} process(es) above it)"
+    return text

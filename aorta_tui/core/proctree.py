@@ -148,3 +148,59 @@ def start_time(pid: int) -> float | None:
     except (OSError, ValueError, IndexError, StopIteration):
         return None
     return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cmdline(pid: int) -> list[str] | None:
+    """``/proc/<pid>/cmdline`` as argv; ``None`` when gone or empty (a kernel thread, a zombie)."""
+    try:
+        with open(f"{PROC}/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    if not raw:
+        return None
+    return [a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
+# Programs that start and supervise the processes doing the work (ranks) and do none of it
+# themselves. Their own I/O is bookkeeping - torchrun polls the rendezvous store it hosts about
+# once a second, mpirun/orted forward stdio and heartbeats - so the hang monitor leaves it out.
+LAUNCHER_PROGRAMS = frozenset({
+    "torchrun", "mpirun", "mpiexec", "mpiexec.hydra", "orterun", "prterun", "prte", "orted",
+    "prted", "hydra_pmi_proxy",
+})  # fmt: skip
+LAUNCHER_MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch"})
+_PYTHON_OPTS_WITH_VALUE = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+
+
+def launcher_name(argv: list[str] | None) -> str | None:
+    """The launcher ``argv`` runs (``torchrun``, ``torch.distributed.run``, ``mpirun``, ...), or None.
+
+    Recognises the program itself (``torchrun``, ``/usr/bin/mpirun``), a console script run by
+    an interpreter (``python3 /venv/bin/torchrun``, which is what a ``#!`` line produces), a
+    module (``python -m torch.distributed.run``) and ``accelerate launch``.
+    """
+    if not argv:
+        return None
+    prog = os.path.basename(argv[0])
+    rest = argv[1:]
+    if prog.startswith("python"):
+        i = 0
+        while i < len(rest) and rest[i].startswith("-") and rest[i] != "-":
+            opt = rest[i]
+            if opt == "-m":
+                module = rest[i + 1] if i + 1 < len(rest) else ""
+                return module if module in LAUNCHER_MODULES else None
+            if opt.startswith("-m"):  # -mtorch.distributed.run
+                return opt[2:] if opt[2:] in LAUNCHER_MODULES else None
+            if opt == "-c":
+                return None
+            i += 2 if opt in _PYTHON_OPTS_WITH_VALUE else 1
+        if i >= len(rest):
+            return None
+        prog, rest = os.path.basename(rest[i]), rest[i + 1 :]
+    if prog in LAUNCHER_PROGRAMS:
+        return prog
+    if prog == "accelerate" and rest[:1] == ["launch"]:
+        return "accelerate launch"
+    return None
