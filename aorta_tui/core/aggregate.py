@@ -86,8 +86,9 @@ def _trial_mean(rec: TrialRecord) -> float | None:
 def cell_stats(cell: str, records: list[TrialRecord]) -> CellStats:
     n = len(records)
     verdicts = Counter(r.verdict for r in records)
-    steps = sorted(t for r in records for t in (r.step_times_s or []))
-    sources = {r.step_time_source for r in records if r.step_times_s}
+    timed = [r for r in records if r.verdict != "error"]  # a timeout's wall time is not a speed
+    steps = sorted(t for r in timed for t in (r.step_times_s or []))
+    sources = {r.step_time_source for r in timed if r.step_times_s}
     if steps:
         step_time: dict[str, float | None] = {
             "mean": sum(steps) / len(steps),
@@ -117,8 +118,8 @@ def confound_check(
     cell: list[TrialRecord], baseline: list[TrialRecord], threshold: float
 ) -> dict[str, Any]:
     """Compare mean step times of a cell and the baseline; see the module docstring."""
-    c = [m for r in cell if (m := _trial_mean(r)) is not None]
-    b = [m for r in baseline if (m := _trial_mean(r)) is not None]
+    c = [m for r in cell if r.verdict != "error" and (m := _trial_mean(r)) is not None]
+    b = [m for r in baseline if r.verdict != "error" and (m := _trial_mean(r)) is not None]
     if not c or not b:
         return {"flag": None, "reason": "no step times on one side"}
     mc, mb = sum(c) / len(c), sum(b) / len(b)

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,8 +34,7 @@ def launch_detached(
     """Start the sweep and return its run directory once the journal exists.
 
     The orchestrator's stdout (its ``--json`` events) and stderr go to
-    ``<output>/.launch-<pid>.log`` until the run directory is known, so nothing reaches the
-    caller's terminal.
+    ``<output>/.launch-<pid>-<ns>.log``, so nothing reaches the caller's terminal.
     """
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
@@ -51,6 +51,8 @@ def launch_detached(
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+    # Reap it whenever it ends, so a long-lived TUI collects no zombies.
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if resume is not None and lock_holder(Path(resume)) is not None:

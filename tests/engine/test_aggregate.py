@@ -58,3 +58,12 @@ def test_confound_single_trial_says_spread_unknown():
 def test_percentile_matches_numpy(values, q):
     got = percentile(sorted(values), q)
     assert abs(got - float(np.percentile(values, q))) <= 1e-9 * max(1.0, max(values))
+
+
+def test_errored_trials_do_not_count_as_speed():
+    base = [rec("b", i, [1.0]) for i in range(3)]
+    cell = [rec("c", 0, [1.0]), rec("c", 1, [1.0]), rec("c", 2, [30.0], "error", ["timeout"])]
+    stats = {s.cell: s for s in aggregate(base + cell, ["b", "c"], baseline_cell="b", threshold=1.15)}
+    assert stats["c"].step_time["mean"] == 1.0
+    assert stats["c"].confound["flag"] is None
+    assert stats["c"].errored == 1
