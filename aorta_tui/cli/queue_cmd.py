@@ -23,7 +23,10 @@ app = new_app(
     "  aorta-tui queue compare base.json test.json"
 )
 
-_DEVICE_HELP = "cpu (emulated, streams run in order), cuda, cuda:N (ROCm builds use cuda too)."
+_DEVICE_HELP = ("cpu (emulated, streams run in order), cuda, cuda:N (ROCm builds use cuda too). "
+                "Plain cuda is cuda:$LOCAL_RANK under torchrun (one GPU per rank), else cuda:0.")
+_DEVICES_HELP = ("Spread streams over these, e.g. cuda:0,cuda:1, or 'all' (every GPU this process "
+                 "sees; under torchrun every rank uses all of them).")
 
 
 def _parse_params(items: list[str]) -> dict[str, str]:
@@ -91,7 +94,7 @@ def run_cmd(
     warmup: int = typer.Option(5, "--warmup", "-w", help="Warm-up iterations (not measured)."),
     device: str = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP),
     devices: str | None = typer.Option(None, "--devices",  # noqa: UP007
-                                          help="Spread streams over these, e.g. cuda:0,cuda:1."),
+                                          help=_DEVICES_HELP),
     sync_mode: str = typer.Option("per_iteration", "--sync-mode",
                                   help="per_iteration, end_only or none."),
     dtype: str = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16."),
@@ -209,7 +212,7 @@ def sweep_cmd(
     warmup: int = typer.Option(3, "--warmup", "-w", help="Warm-up iterations per point."),
     device: str = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP),
     devices: str | None = typer.Option(None, "--devices",  # noqa: UP007
-                                          help="Spread streams over these, e.g. cuda:0,cuda:1."),
+                                          help=_DEVICES_HELP),
     sync_mode: str = typer.Option("per_iteration", "--sync-mode",
                                   help="per_iteration, end_only or none."),
     dtype: str = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16."),

@@ -9,9 +9,10 @@ torch is imported inside :func:`select_backend` only.
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
@@ -167,32 +168,84 @@ class TorchGpuBackend:
         }
 
 
-def resolve_devices(device: str, devices: list[str] | None) -> tuple[str, list[str]]:
-    """Normalise ``--device``/``--devices`` into (kind, device list) without touching torch."""
+ALL_DEVICES = "all"
+
+
+def resolve_devices(device: str, devices: list[str] | None, *,
+                    env: Mapping[str, str] | None = None,
+                    gpu_count: Callable[[], int] | None = None) -> tuple[str, list[str]]:
+    """Normalise ``--device``/``--devices`` into (kind, device list).
+
+    - ``--device cuda`` without an index is ``cuda:$LOCAL_RANK`` when ``LOCAL_RANK`` is set
+      (torchrun, ``torch.distributed.launch``, accelerate and DeepSpeed set it per rank: one
+      GPU per rank of a node), else ``cuda:0``. An explicit ``cuda:N`` is kept as given.
+    - ``--devices all`` is every GPU this process sees (``gpu_count``, by default torch's
+      ``cuda.device_count()``, which honours ``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES``),
+      of the ``--device`` kind; with ``--device cpu`` it is the one emulated device. Under
+      torchrun each rank spreads its own streams over all of them.
+
+    torch is imported only for ``--devices all`` on a GPU kind.
+    """
+    env = os.environ if env is None else env
+    if devices and [d.strip().lower() for d in devices] == [ALL_DEVICES]:
+        kind = _kind(device)
+        if kind == "cpu":
+            return kind, ["cpu"]
+        count = (gpu_count or _torch_gpu_count)()
+        if count < 1:
+            raise EnvironmentProblem(
+                "--devices all found no GPU (torch sees none: no CUDA/ROCm device, a CPU-only "
+                "torch build, or CUDA_VISIBLE_DEVICES hides them all)",
+                hint="run on a GPU machine, or use --device cpu for an emulated run")
+        return kind, [f"cuda:{i}" for i in range(count)]
     if devices:
-        kinds = {d.split(":")[0] for d in devices}
+        if ALL_DEVICES in (d.strip().lower() for d in devices):
+            raise UsageError(f"--devices {','.join(devices)}: 'all' cannot be combined with other devices",
+                             hint="use --devices all, or list them: --devices cuda:0,cuda:1")
+        kinds = {_kind(d) for d in devices}
         if len(kinds) != 1:
             raise UsageError(f"--devices mixes device kinds: {', '.join(devices)}",
                              hint="list devices of one kind, e.g. --devices cuda:0,cuda:1")
         kind = kinds.pop()
-    else:
-        kind = device.split(":")[0]
+        return kind, [_normalise(d, kind, None) for d in devices]
+    kind = _kind(device)
+    return kind, [_normalise(device, kind, _local_rank(env))]
+
+
+def _kind(d: str) -> str:
+    kind = d.split(":")[0].strip().lower()
     if kind in ("rocm", "hip"):
         kind = "cuda"  # torch exposes HIP devices as 'cuda'
     if kind not in ("cpu", "cuda"):
-        raise UsageError(f"unknown device {device!r}", hint="use --device cpu, cuda or cuda:N")
-    if devices:
-        return kind, [_normalise(d, kind) for d in devices]
-    return kind, [_normalise(device, kind)]
+        raise UsageError(f"unknown device {d!r}", hint="use --device cpu, cuda or cuda:N, or --devices all")
+    return kind
 
 
-def _normalise(d: str, kind: str) -> str:
+def _local_rank(env: Mapping[str, str]) -> int | None:
+    raw = env.get("LOCAL_RANK")
+    if raw is None or raw.strip() == "":
+        return None
+    if not raw.strip().isdigit():
+        raise UsageError(f"LOCAL_RANK={raw!r} is not a rank number, so --device cuda cannot pick a GPU from it",
+                         hint="give the GPU explicitly (--device cuda:N), or fix the launcher's LOCAL_RANK")
+    return int(raw)
+
+
+def _normalise(d: str, kind: str, local_rank: int | None) -> str:
     if kind == "cpu":
         return "cpu"
-    idx = d.split(":", 1)[1] if ":" in d else "0"
+    if ":" not in d:
+        return f"cuda:{local_rank or 0}"
+    idx = d.split(":", 1)[1]
     if not idx.isdigit():
         raise UsageError(f"bad device {d!r}", hint="use cuda:N with N a number")
     return f"cuda:{int(idx)}"
+
+
+def _torch_gpu_count() -> int:
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
 def select_backend(device: str, devices: list[str] | None = None) -> CpuBackend | TorchGpuBackend:
@@ -208,9 +261,13 @@ def select_backend(device: str, devices: list[str] | None = None) -> CpuBackend 
             hint="run on a GPU machine, or use --device cpu for an emulated run",
         )
     count = torch.cuda.device_count()
+    local_rank = os.environ.get("LOCAL_RANK")
     for d in devs:
         if int(d.split(":")[1]) >= count:
-            raise EnvironmentProblem(f"device {d} does not exist: this machine has {count} GPU(s)",
-                                     hint=f"use cuda:0..cuda:{count - 1}")
+            picked = (f" (--device {device} follows LOCAL_RANK={local_rank})"
+                      if local_rank is not None and ":" not in device and not devices else "")
+            raise EnvironmentProblem(f"device {d} does not exist{picked}: this process sees {count} GPU(s)",
+                                     hint=f"use cuda:0..cuda:{count - 1}, or start at most {count} "
+                                     "rank(s) per node")
     name = "rocm" if getattr(torch.version, "hip", None) else "cuda"
     return TorchGpuBackend(torch, devs, name)

@@ -101,6 +101,8 @@ class RawRun:
     # with --timing cupti: the event-based launch records of the same run, and capture counts
     event_records: list[LaunchRecord] | None = None
     profiler_info: dict[str, Any] | None = None
+    # why the workload's work cannot give a throughput (None: it can)
+    throughput_reason: str | None = None
 
 
 def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
@@ -213,6 +215,7 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
         return RawRun(
             records=records, iteration_starts_ns=starts, end_ns=end_ns,
             work_per_iteration=float(workload.work_per_iteration()),
+            throughput_reason=workload.throughput_unavailable(),
             clock_uncertainty_ns=uncertainty, memory=memory, memory_reason=memory_reason,
             platform=platform_info, stream_devices=stream_devices,
             emulated=backend.emulated, device_clock=device_clock,

@@ -73,8 +73,10 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     wall_ns = raw.end_ns - raw.iteration_starts_ns[0]
     wall_s = wall_ns / 1e9
     throughput = (raw.work_per_iteration * cfg.iterations / wall_s / wl.throughput_scale
-                  if wall_s > 0 else None)
-    if throughput is None:
+                  if wall_s > 0 and raw.throughput_reason is None else None)
+    if raw.throughput_reason is not None:
+        unavailable["throughput"] = raw.throughput_reason
+    elif throughput is None:
         unavailable["throughput"] = "wall time was zero"
 
     lat_ns = M.iteration_latencies_ns(recs, raw.iteration_starts_ns)

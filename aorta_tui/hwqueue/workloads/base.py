@@ -137,6 +137,17 @@ class QueueWorkload(ABC):
     def work_per_iteration(self) -> float:
         """Work done by one iteration, in ``work_unit`` (valid after ``setup``)."""
 
+    def throughput_unavailable(self) -> str | None:
+        """Why this configuration has no throughput to report (valid after ``setup``).
+
+        A run that did none of the work ``work_unit`` counts has no throughput: it is ``null``
+        with this reason, never 0.0. Workloads whose counted work can be switched off by a
+        parameter say which one.
+        """
+        if self.work_per_iteration() == 0:
+            return f"the workload did no counted work ({self.work_unit} per iteration is 0)"
+        return None
+
     def cleanup(self) -> None:
         """Drop references so device memory can be freed."""
         for key in list(vars(self)):

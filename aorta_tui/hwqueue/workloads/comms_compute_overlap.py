@@ -72,6 +72,12 @@ class CommsComputeOverlap(QueueWorkload):
         p = self.params
         return gemm_flops(p["gemm_m"], p["gemm_n"], p["gemm_k"]) * p["gemms_per_stream"] * len(self.mats)
 
+    def throughput_unavailable(self) -> str | None:
+        if self.params["gemms_per_stream"] == 0:
+            return ("no GEMMs (gemms_per_stream=0): TFLOP/s counts GEMM FLOPs only; a comms-only "
+                    "run is measured by its iteration latency (all-reduce bytes / latency)")
+        return super().throughput_unavailable()
+
 
 def _init_distributed(torch, ctx: WorkloadContext):  # type: ignore[no-untyped-def]
     import torch.distributed as dist
