@@ -14,6 +14,8 @@ often silent and is never held against it):
   store it hosts about once a second, for as long as the ranks run - so it is not counted.
   While no worker runs (only a launcher: rendezvous, restart, teardown) the signal is not
   available, so a launcher that is slow to notice its ranks finished is never called a hang.
+  Inside a worker, the I/O of a TCPStore server thread (``pt_tcpstore*``: a rank that hosts
+  the store answers the other ranks' once-a-second polls) is not counted either.
 
 When a signal is not available or disabled, the remaining two must both hold; with fewer
 than two usable signals the detector cannot fire (``HangMonitor.cannot_fire`` says why).
@@ -230,7 +232,7 @@ class HangMonitor:
             if cpu is not None:
                 ticks += cpu
             if pid in workers:
-                value = proctree.io_bytes(pid)
+                value = proctree.io_bytes(pid, exclude_threads=proctree.STORE_SERVER_THREADS)
                 if value is not None:
                     io_total += value
                     io_seen.add(pid)

@@ -99,14 +99,16 @@ def is_alive(pid: int) -> bool:
     return st is not None and st.state != "Z"
 
 
-def io_bytes(pid: int) -> int | None:
-    """``rchar + wchar`` of ``/proc/<pid>/io``: bytes moved by read()/write()-family calls.
+# Threads whose I/O is a service to other processes, not the work of the one hosting them:
+# torch's TCPStore server (``pt_tcpstore``, ``pt_tcpstore_uv`` with libuv) answers the polls of
+# the other ranks (ProcessGroupNCCL's monitor thread checks the store every second) and of
+# torchrun's agent. Its read()/write() calls count in the host's /proc/<pid>/io.
+STORE_SERVER_THREADS = ("pt_tcpstore",)
 
-    Counts files, pipes and sockets alike. ``None`` when unreadable (gone, or not ours to
-    inspect without ptrace rights).
-    """
+
+def _read_io(path: str) -> int | None:
     try:
-        with open(f"{PROC}/{pid}/io", "rb") as fh:
+        with open(path, "rb") as fh:
             raw = fh.read()
     except OSError:
         return None
@@ -121,6 +123,32 @@ def io_bytes(pid: int) -> int | None:
                 return None
             seen += 1
     return total if seen == 2 else None
+
+
+def io_bytes(pid: int, *, exclude_threads: tuple[str, ...] = ()) -> int | None:
+    """``rchar + wchar`` of ``/proc/<pid>/io``: bytes moved by read()/write()-family calls.
+
+    Counts files, pipes and sockets alike (``send``/``recv`` on a socket do not count; torch's
+    store client uses those, its libuv server read/write). ``exclude_threads``: name prefixes
+    of threads (``/proc/<pid>/task/<tid>/comm``) whose own I/O is subtracted. ``None`` when
+    unreadable (gone, or not ours to inspect without ptrace rights).
+    """
+    total = _read_io(f"{PROC}/{pid}/io")
+    if total is None or not exclude_threads:
+        return total
+    try:
+        tids = os.listdir(f"{PROC}/{pid}/task")
+    except OSError:
+        return total
+    for tid in tids:
+        try:
+            with open(f"{PROC}/{pid}/task/{tid}/comm", "rb") as fh:
+                name = fh.read().decode("utf-8", "replace").strip()
+        except OSError:
+            continue
+        if name.startswith(exclude_threads):
+            total -= _read_io(f"{PROC}/{pid}/task/{tid}/io") or 0
+    return total
 
 
 def cpu_ticks(pid: int) -> int | None:

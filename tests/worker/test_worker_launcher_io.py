@@ -80,6 +80,9 @@ def test_launcher_name_never_raises_and_only_names_known_launchers(argv: list[st
 def test_cmdline_of_a_real_process() -> None:
     proc = subprocess.Popen(["sleep", "30"])
     try:
+        end = time.monotonic() + 10
+        while proctree.cmdline(proc.pid) != ["sleep", "30"] and time.monotonic() < end:
+            time.sleep(0.01)  # between fork and exec the argv is not there yet
         assert proctree.cmdline(proc.pid) == ["sleep", "30"]
     finally:
         proc.kill()
@@ -171,3 +174,94 @@ class GpuStandIn:  # there is no GPU here; the real sampler runs in the gpu-mark
 
     def latest_utilisation(self) -> UtilReading:
         return self.reading
+
+
+# -- the TCPStore server thread inside a worker --------------------------------------------------
+
+NAMED_WRITER = r"""
+import ctypes, sys, threading, time
+def serve():
+    ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)   # PR_SET_NAME: the thread's comm
+    log = open(sys.argv[2] + ".io", "w")
+    while True:
+        log.write("x" * 64); log.flush(); time.sleep(0.01)
+threading.Thread(target=serve, daemon=True).start()
+open(sys.argv[2], "w").write("ready")
+time.sleep(100)                                                   # the process's own work: none
+"""
+
+
+@pytest.mark.parametrize(("thread_name", "hangs"), [("pt_tcpstore_uv", True), ("writer", False)])
+def test_a_store_server_thread_is_not_the_workers_activity(tmp_path: Path, thread_name: str, hangs: bool) -> None:
+    (tmp_path / "w.py").write_text(NAMED_WRITER)
+    marker = tmp_path / "ready"
+    proc = subprocess.Popen([PY, str(tmp_path / "w.py"), thread_name, str(marker)], start_new_session=True)
+    try:
+        end = time.monotonic() + 20
+        while not marker.exists():
+            assert time.monotonic() < end and proc.poll() is None
+            time.sleep(0.02)
+        _mon, report = _two_checks(proc.pid)
+        assert (report is not None) is hangs
+        if hangs:
+            assert set(report.held()) == {"output_silence", "io_idle"} and report.io_scope is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+STORE_SERVER = r"""
+import sys, time
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", 0, world_size=2, is_master=True, wait_for_workers=False)
+open(sys.argv[1], "w").write(str(store.port))
+time.sleep(100)
+"""
+STORE_CLIENT = r"""
+import sys, time
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), world_size=2, is_master=False)
+while True:                       # what ProcessGroupNCCL's monitor thread does once a second
+    store.check(["dump_signal"]); time.sleep(0.01)
+"""
+
+
+def test_a_real_tcpstore_servers_io_is_left_out(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    for name, text in (("server.py", STORE_SERVER), ("client.py", STORE_CLIENT)):
+        (tmp_path / name).write_text(text)
+    port_file = tmp_path / "port"
+    server = subprocess.Popen([PY, str(tmp_path / "server.py"), str(port_file)], start_new_session=True)
+    client = None
+    try:
+        end = time.monotonic() + 60
+        while not port_file.exists() or not port_file.read_text():
+            assert time.monotonic() < end and server.poll() is None, "the store server did not start"
+            time.sleep(0.05)
+        client = subprocess.Popen([PY, str(tmp_path / "client.py"), port_file.read_text()], start_new_session=True)
+        excluded = proctree.STORE_SERVER_THREADS
+
+        def both() -> tuple[int | None, int | None]:
+            return proctree.io_bytes(server.pid), proctree.io_bytes(server.pid, exclude_threads=excluded)
+
+        # wait until the client's polls reach the server (its import takes seconds)
+        first = both()
+        while both()[0] == first[0]:
+            assert time.monotonic() < end and client.poll() is None, "the client never polled"
+            time.sleep(0.05)
+        a, client_a = both(), proctree.io_bytes(client.pid)
+        time.sleep(0.5)
+        b, client_b = both(), proctree.io_bytes(client.pid)
+        assert a[0] is not None and b[0] is not None and a[1] is not None
+        assert b[0] > a[0]  # the whole process: the server thread's read()/write() of every poll
+        assert b[1] == a[1]  # without the pt_tcpstore* thread: nothing
+        # the polling client itself uses send()/recv(), which /proc/<pid>/io does not count
+        assert client_a is not None and client_b == client_a
+        names = {Path(f"/proc/{server.pid}/task/{t}/comm").read_text().strip()
+                 for t in os.listdir(f"/proc/{server.pid}/task")}
+        assert any(n.startswith("pt_tcpstore") for n in names), names
+    finally:
+        for proc in (client, server):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
