@@ -93,7 +93,8 @@ class HangReport:
     grace_s: float = 0.0
     elapsed_s: float = 0.0
     cpu_s_in_window: float | None = None
-    # what io_idle summed, when a launcher was left out: "2 workers; not counted: ..."
+    # what io_idle summed when supervisors were left out, e.g. "2 worker process(es), not the
+    # launcher (torch.distributed.run pid 4242)"; None when the whole tree counted
     io_scope: str | None = None
 
     def held(self) -> list[str]:
