@@ -1,7 +1,8 @@
 """Process-tree helpers read from ``/proc`` (Linux): who descends from a trial, who is alive.
 
-Used by the worker (kill the whole tree), the hang monitor (sum the tree's I/O) and the GPU
-sampler (which of nvidia-smi's pids belong to the trial). Everything is fail-soft: a process
+Used by the worker (kill the whole tree), the hang monitor (sum the workers' I/O, leaving out
+launchers such as torchrun and store-server threads) and the GPU sampler (which of
+nvidia-smi's pids belong to the trial). Everything is fail-soft: a process
 that vanishes between listing and reading is simply skipped. Cost is one small read per
 process on the machine (~1-3 ms for a few hundred processes), so callers use these on the
 slow paths only (periodic samples, kills), never for a trial that exits normally.

@@ -3,7 +3,8 @@
 ``cuda`` and ``rocm`` both go through torch's ``torch.cuda`` API (HIP builds of torch map it
 to HIP streams and events); ``cpu`` emulates streams by running launches one after another,
 so its device interval of a launch is the host interval and the result is marked emulated.
-torch is imported inside :func:`select_backend` only.
+torch is imported inside :func:`select_backend` only (and by :func:`resolve_devices` for
+``--devices all``, which needs the GPU count).
 """
 
 from __future__ import annotations
