@@ -58,7 +58,10 @@ def percentile(sorted_xs: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_xs) - 1)
     frac = pos - lo
-    return float(sorted_xs[lo]) * (1.0 - frac) + float(sorted_xs[hi]) * frac
+    a, b = float(sorted_xs[lo]), float(sorted_xs[hi])
+    # a + (b - a) * frac is exactly a when a == b (a * (1 - f) + b * f can be off by an ulp,
+    # which put a bootstrap interval's lower end above its upper end); clamp the rounding.
+    return min(max(a + (b - a) * frac, a), b)
 
 
 def union_length(intervals: Iterable[tuple[float, float]]) -> float:
