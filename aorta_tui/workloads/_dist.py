@@ -2,7 +2,7 @@
 
 Under torchrun the process group comes from the environment (``env://``). A workload called
 directly with ``world_size == 1`` (tests, ``trial_isolation: in_process``) still gets a real
-one-rank group, rendezvoused through a file in the trial directory, so DDP/FSDP and the
+one-rank group (over an in-memory store), so DDP/FSDP and the
 collectives run the same code path in both cases.
 """
 
@@ -47,11 +47,8 @@ def init_distributed(rank: int, world_size: int, device: Any, trial_dir: Path) -
     if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
         dist.init_process_group(backend, rank=rank, world_size=world_size, **kwargs)
     elif world_size == 1:
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        store_path = trial_dir / f".pg-store-{os.getpid()}"
-        store_path.unlink(missing_ok=True)
-        store = dist.FileStore(str(store_path), 1)
-        dist.init_process_group(backend, store=store, rank=0, world_size=1, **kwargs)
+        # one rank has nobody to meet: an in-memory store, no file, no port
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, **kwargs)
     else:
         raise EnvironmentProblem(
             f"world_size {world_size} needs a launcher: MASTER_ADDR/MASTER_PORT are not set",

@@ -256,6 +256,14 @@ class LlmDeterminism(Workload):
     def cleanup(self, ctx: WorkloadContext) -> None:
         if getattr(self, "capture", None) is not None:
             self.capture.close()
+        # DDP's reducer and FSDP's hooks hold the process group: let them go while it lives
+        # (tearing them down after destroy_process_group can hang in the C++ destructors)
+        for name in ("model",):
+            if hasattr(self, name):
+                delattr(self, name)
+        import gc
+
+        gc.collect()
         handle = getattr(self, "dist", None)
         if handle is not None:
             handle.close()
