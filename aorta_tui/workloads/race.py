@@ -139,7 +139,7 @@ class Race(Workload):
         result = WorkloadResult(device=self.dev.label, applied_switches=list(self.applied),
                                 emulated=not self.dev.is_gpu)
         if not self.dev.is_gpu:
-            result.notes.append("CPU: streams emulated consumers-first (a missing wait always "
+            result.notes.append("CPU: streams emulated, most downstream first (a missing wait "
                                 "lets the consumer run before its producer)")
             if cfg["producer_delay_us"]:
                 result.notes.append("producer_delay_us has no effect on CPU")
