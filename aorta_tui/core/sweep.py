@@ -111,8 +111,25 @@ class Sweep:
             issues, _ = workload_issues(r)
             if issues:
                 raise RecipeValidationError(issues, source=str(r.source_path or r.source_label))
+            launch = self._workload_cls.launch
             for cell in self.plan.cells:  # the merged per-cell config, as the worker will see it
-                validate_config(self._workload_cls.config_schema, cell.workload_config)
+                config = validate_config(self._workload_cls.config_schema, cell.workload_config)
+                world = int(config.get("world_size", launch.min_world_size) or launch.min_world_size)
+                if launch.mode == "torchrun" and world < launch.min_world_size:
+                    raise UsageError(
+                        f"cell {cell.name!r}: workload {r.workload!r} needs at least "
+                        f"{launch.min_world_size} ranks, world_size {world} asks for fewer",
+                        hint=f"set workload_config: {{world_size: {launch.min_world_size}}}",
+                        location=_where(r, f"cells[{self.plan.cells.index(cell)}]"),
+                    )
+            if launch.mode == "torchrun" and not dry_run:
+                import importlib.util
+
+                if importlib.util.find_spec("torch") is None:
+                    raise EnvironmentProblem(
+                        f"workload {r.workload!r} runs under torchrun, and torch is not installed",
+                        hint="install your ROCm or CUDA build of PyTorch (a CPU build is enough to try it)",
+                    )
             if r.trial_isolation == "in_process" and not self._workload_cls.launch.in_process_safe:
                 raise UsageError(
                     f"workload {r.workload!r} does not declare itself safe to run in process",

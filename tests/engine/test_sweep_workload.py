@@ -112,3 +112,19 @@ def test_rich_progress_on_a_terminal(tmp_path):
     assert proc.returncode == 0
     assert "run completed" in text and "none-none" in text
     assert "fail" in text and "\x1b[" in text  # styled output, not the plain sink
+
+
+def test_failing_distributed_trial_is_reported_by_its_workload_not_as_a_crash(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "schema_version: 1\nticket: DIST\nworkload: race\ntrials: 1\nsteps: 2\n"
+        "workload_config: {alltoall_tensor_size: 64}\n"
+        "cells:\n  - name: dropped\n    mitigations: [none]\n    workload_config: {drop_wait: h2d}\n")
+    proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--no-snapshot", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (res,) = [json.loads(p.read_text()) for p in only_run_dir(tmp_path / "out").glob("trials/*/trial-*/result.json")]
+    assert res["argv"][1:3] == ["-m", "torch.distributed.run"]
+    assert res["verdict"] == "fail"
+    ids = {d["id"] for d in res["detections"] if d["severity"] in ("fail", "error")}
+    assert ids == {"workload:corruption"}, ids  # no launcher traceback, no exit-code noise
+    assert "buffer a2a_output" in res["reason"] and "drop_wait=h2d" in res["reason"]
