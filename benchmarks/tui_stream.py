@@ -12,7 +12,7 @@ pseudo-terminal (the TUI draws to a pty that this script drains):
    b. The whole pipeline as `s` on the queue monitor runs it: the tracer worker process
       (``aorta_tui.tui.trace_worker``) runs the trace engine's parser and statistics on 100k
       record lines/s (its `--synthetic` mode: pre-generated lines in bpftrace's output format
-      instead of bpftrace itself) and streams a snapshot every 0.08 s to the TUI. The TUI
+      instead of bpftrace itself) and streams a snapshot every 0.07 s to the TUI. The TUI
       process's CPU and the worker's CPU are reported separately.
    Targets: redraws >= 10/s, TUI process CPU <= 30% of one core.
    Reference: the same app idle on the queue monitor for the same time.

@@ -6,7 +6,7 @@ prints one event per line on stdout (``HistogramSnapshot``s, a ``Measurement`` n
 ``attached``, ``Warning``s) and stops the session -- which detaches bpftrace -- on SIGINT or
 SIGTERM, when stdout breaks, or when its parent (the TUI) is gone. No Textual here.
 
-    python -m aorta_tui.tui.trace_worker --probes ioctl --interval 0.08 -- python work.py
+    python -m aorta_tui.tui.trace_worker --probes ioctl --interval 0.07 -- python work.py
     python -m aorta_tui.tui.trace_worker --pid 1234 --probes cuda
     python -m aorta_tui.tui.trace_worker --synthetic 100000   # benchmark: no bpftrace, same parser
 """
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probes", default="cuda")
     parser.add_argument("--pid", type=int)
     parser.add_argument("--mode", default="events")
-    parser.add_argument("--interval", type=float, default=0.08)
+    parser.add_argument("--interval", type=float, default=0.07)
     parser.add_argument("--synthetic", type=int, default=0)
     args = parser.parse_args(argv)
     args.command = command

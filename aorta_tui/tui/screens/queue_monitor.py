@@ -34,9 +34,9 @@ from aorta_tui.tui import engines
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.widgets.histogram import LogHistogram, fmt_latency
 
-REDRAW_HZ = 10  # at most this many redraws a second
-CHECK_HZ = 20  # how often to look for a newer snapshot (cheap: two integers compared)
-SNAPSHOT_S = 0.08  # a little faster than the redraw cadence, so every redraw has a new one
+REDRAW_HZ = 12  # at most this many redraws a second (>= 10 sustained, with headroom)
+CHECK_HZ = 24  # how often to look for a newer snapshot (cheap: two integers compared)
+SNAPSHOT_S = 0.07  # a little faster than the redraw cadence, so every redraw has a new one
 RATE_HISTORY = 120
 
 
