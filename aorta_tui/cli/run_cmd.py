@@ -50,12 +50,10 @@ def run_workload(
 
 def _run(workload: str, trials: int, steps: int, config: list[str], mitigations: str,
          output: Path, json_mode: bool, snapshots: bool) -> int:
-    import signal
-    import sys
-
     import yaml
 
     from aorta_tui.cli.sinks import pick_sink
+    from aorta_tui.cli.sweep_flow import run_until_done
     from aorta_tui.core.events import EventBus
     from aorta_tui.core.recipe import load_recipe_text
     from aorta_tui.core.registry import Registry
@@ -76,21 +74,7 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
     sweep = Sweep(recipe, registry, SweepOptions(output=output, strict=True, snapshots=snapshots),
                   bus)
     bus.add(pick_sink(json_mode))
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        if sweep.cancel.is_set():
-            raise KeyboardInterrupt
-        sweep.cancel.set()
-        print(f"\n{signal.Signals(signum).name}: stopping the running trial", file=sys.stderr,
-              flush=True)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        outcome = sweep.run()
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-        bus.close()
+    outcome = run_until_done(sweep, bus)
     if not json_mode:
         _print_failures(outcome.run_dir, outcome.cells)
     return outcome.exit_code

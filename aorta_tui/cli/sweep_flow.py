@@ -118,9 +118,21 @@ def run_sweep_command(req: SweepRequest) -> int:
         print_plan(recipe, sweep.plan, req.json_mode, notes)
         return 0
     bus.add(pick_sink(req.json_mode))
+    outcome = run_until_done(sweep, bus)
+    if outcome.status == "interrupted":
+        print(f"interrupted; resume with: aorta-tui sweep run --resume {outcome.run_dir}",
+              file=sys.stderr, flush=True)
+    return outcome.exit_code
+
+
+def run_until_done(sweep: Any, bus: Any) -> Any:
+    """Run the sweep with Ctrl-C, SIGTERM and SIGHUP stopping the running trial cleanly.
+
+    A second Ctrl-C stops waiting for the clean-up. The run stays resumable either way.
+    """
 
     def on_signal(signum: int, _frame: Any) -> None:
-        if sweep.cancel.is_set():  # a second Ctrl-C: stop waiting for the clean-up
+        if sweep.cancel.is_set():
             raise KeyboardInterrupt
         sweep.cancel.set()
         print(f"\n{signal.Signals(signum).name}: stopping the running trial; "
@@ -128,15 +140,11 @@ def run_sweep_command(req: SweepRequest) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        outcome = sweep.run()
+        return sweep.run()
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
         bus.close()
-    if outcome.status == "interrupted":
-        print(f"interrupted; resume with: aorta-tui sweep run --resume {outcome.run_dir}",
-              file=sys.stderr, flush=True)
-    return outcome.exit_code
 
 
 def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: list[str] = ()) -> None:
