@@ -25,6 +25,9 @@ app = new_app(
 
 _DEVICE_HELP = ("cpu (emulated, streams run in order), cuda, cuda:N (ROCm builds use cuda too). "
                 "Plain cuda is cuda:$LOCAL_RANK under torchrun (one GPU per rank), else cuda:0.")
+_PRIORITY_HELP = ("default (every stream at the default priority) or lc: the workload's "
+                  "latency-critical streams get the highest CUDA/HIP stream priority, the rest "
+                  "stay default (no effect on --device cpu; the result says so).")
 _DEVICES_HELP = ("Spread streams over these, e.g. cuda:0,cuda:1, or 'all' (every GPU this process "
                  "sees; under torchrun every rank uses all of them).")
 
@@ -108,6 +111,7 @@ def run_cmd(
                                "(profiler kernel timestamps: true kernel execution, HTA launch delay)."),
     ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
                                     help="Also trace the CUDA runtime with eBPF (needs root)."),
+    stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -115,6 +119,8 @@ def run_cmd(
     gaps and switch overhead from per-launch device events.
 
     Example: aorta-tui queue run hetero_kernels --streams 8 --iterations 50 -o result.json
+
+    Example: aorta-tui queue run continuous_batch --streams 8 --stream-priority lc -o lc.json
     """
     from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
 
@@ -122,7 +128,8 @@ def run_cmd(
                          warmup=warmup, device=device, devices=_parse_devices(devices),
                          sync_mode=sync_mode, dtype=dtype, size=size,
                          params=_parse_params(param), ebpf_trace=ebpf_trace,
-                         keep_timeline=timeline, timing=timing)
+                         keep_timeline=timeline, timing=timing,
+                         stream_priority=stream_priority)
     cfg.validate()
     if output is not None:
         output = _per_rank(output)
@@ -155,6 +162,7 @@ def print_result(result: dict[str, Any]) -> None:
         rows.append([key, shown, u.get(key, "")])
     for ps in result["metrics"]["per_stream"]:
         rows.append([f"stream {ps['stream']} busy ({ps['device']})", _fmt(ps["busy_ms"]), "ms"])
+    rows.append(["stream priority", _priority_line(result), ""])
     memory = result["metrics"].get("memory")
     if memory:
         for dev, m in memory.items():
@@ -163,6 +171,16 @@ def print_result(result: dict[str, Any]) -> None:
         rows.append(["peak memory", _not_available(result, "memory"), ""])
     rows.append(["per-stream busy means", result["timing"]["busy_meaning"], ""])
     _table(title, ["metric", "value", "unit"], rows)
+
+
+def _priority_line(result: dict[str, Any]) -> str:
+    sp = result.get("stream_priority") or {}
+    if not sp.get("applied"):
+        return f"{sp.get('requested', 'default')}: {sp.get('reason') or 'not applied'}"
+    got = {ps["stream"]: ps.get("priority") for ps in result["metrics"]["per_stream"]}
+    lc = sp.get("latency_critical_streams") or []
+    return (f"lc: streams {','.join(map(str, lc))} at {sp.get('highest_priority')} "
+            f"(read back: {', '.join(f'{s}={got[s]}' for s in sorted(got))})")
 
 
 # summary key -> the ``unavailable`` key that explains it
@@ -224,6 +242,7 @@ def sweep_cmd(
                                           help="Write the sweep JSON here (atomically)."),
     ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
                                     help="Also trace the CUDA runtime with eBPF (needs root)."),
+    stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -239,7 +258,8 @@ def sweep_cmd(
     base = QueueRunConfig(workload=workload, streams=counts[0], iterations=iterations,
                           warmup=warmup, device=device, devices=_parse_devices(devices),
                           sync_mode=sync_mode, dtype=dtype, size=size,
-                          params=_parse_params(param), ebpf_trace=ebpf_trace)
+                          params=_parse_params(param), ebpf_trace=ebpf_trace,
+                          stream_priority=stream_priority)
     base.validate()
     doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
                     output=output)

@@ -30,8 +30,17 @@ class CpuBackend:
         self.torch = torch
         self.devices = devices
 
-    def make_streams(self, stream_devices: list[str]) -> list[Any]:
-        return [None] * len(stream_devices)
+    priority_source = None  # no streams, so nothing to read a priority from
+
+    def make_streams(self, stream_devices: list[str],
+                     high_priority: set[int] | frozenset[int] = frozenset()) -> list[Any]:
+        return [None] * len(stream_devices)  # emulation: priorities cannot exist
+
+    def highest_priority(self, device: str) -> int | None:
+        return None
+
+    def read_priority(self, stream: Any) -> int | None:
+        return None
 
     @contextlib.contextmanager
     def stream_context(self, stream: Any) -> Iterator[None]:
@@ -84,8 +93,23 @@ class TorchGpuBackend:
         self.device_clock = "cuda_events" if name == "cuda" else "hip_events"
         self._anchor: dict[str, tuple[Any, float]] = {}
 
-    def make_streams(self, stream_devices: list[str]) -> list[Any]:
-        return [self.torch.cuda.Stream(device=d) for d in stream_devices]
+    priority_source = "torch.cuda.Stream.priority (read back from each stream; lower is higher)"
+
+    def make_streams(self, stream_devices: list[str],
+                     high_priority: set[int] | frozenset[int] = frozenset()) -> list[Any]:
+        """One stream per entry; the indices in ``high_priority`` get the highest priority."""
+        Stream = self.torch.cuda.Stream
+        return [Stream(device=d, priority=self.highest_priority(d)) if i in high_priority
+                else Stream(device=d) for i, d in enumerate(stream_devices)]
+
+    def highest_priority(self, device: str) -> int:
+        """The numerically lowest value of the device's stream priority range."""
+        with self.torch.cuda.device(device):
+            return int(min(self.torch.cuda.Stream.priority_range()))
+
+    def read_priority(self, stream: Any) -> int | None:
+        value = getattr(stream, "priority", None)
+        return None if value is None else int(value)
 
     def stream_context(self, stream: Any) -> Any:
         return self.torch.cuda.stream(stream)

@@ -69,6 +69,10 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
         notes.append(f"different workloads: {base['workload']['name']} vs {test['workload']['name']}")
     if base["config"]["streams"] != test["config"]["streams"]:
         notes.append(f"different stream counts: {base['config']['streams']} vs {test['config']['streams']}")
+    # results from before --stream-priority existed ran everything at the default priority
+    bp, tp = (d["config"].get("stream_priority", "default") for d in (base, test))
+    if bp != tp:
+        notes.append(f"different stream priorities: {bp} vs {tp}")
     if base["emulated"] != test["emulated"]:
         notes.append("one run is CPU-emulated, the other is not")
     rows = []

@@ -28,6 +28,8 @@ from aorta_tui.hwqueue.workloads.base import DTYPES, WorkloadContext
 
 SYNC_MODES = ("per_iteration", "end_only", "none")
 TIMINGS = ("events", "cupti")
+# default: every stream at the default priority; lc: latency-critical streams at the highest
+STREAM_PRIORITIES = ("default", "lc")
 EventCallback = Callable[[Event], None]
 
 
@@ -47,6 +49,7 @@ class QueueRunConfig:
     ebpf_trace: bool = False
     keep_timeline: bool = False  # put every LaunchRecord into the result (large)
     timing: str = "events"  # events: CUDA/HIP events per launch; cupti: profiler kernel timestamps
+    stream_priority: str = "default"  # see STREAM_PRIORITIES
 
     def validate(self) -> None:
         from aorta_tui.hwqueue.backends import resolve_devices
@@ -76,6 +79,10 @@ class QueueRunConfig:
         if self.timing == "cupti" and devs == ["cpu"]:
             raise UsageError("--timing cupti reads GPU kernel timestamps; a --device cpu run has none",
                              hint="drop --timing cupti or use --device cuda")
+        if self.stream_priority not in STREAM_PRIORITIES:
+            raise UsageError(f"unknown stream priority {self.stream_priority!r}",
+                             hint="use --stream-priority default or lc (latency-critical streams "
+                             "at the highest priority)")
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown dtype {self.dtype!r}", hint=f"use one of {', '.join(DTYPES)}")
 
@@ -103,6 +110,9 @@ class RawRun:
     profiler_info: dict[str, Any] | None = None
     # why the workload's work cannot give a throughput (None: it can)
     throughput_reason: str | None = None
+    # the priority each stream reports having (None: not readable, see priority_info["reason"])
+    stream_priorities: list[int | None] = field(default_factory=list)
+    priority_info: dict[str, Any] = field(default_factory=dict)
 
 
 def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
@@ -141,7 +151,10 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
     ctx = WorkloadContext(torch=torch, dtype=getattr(torch, cfg.dtype),
                           stream_devices=stream_devices, backend=backend.name)
     workload.setup(ctx)
-    streams = backend.make_streams(stream_devices)
+    latency_critical = workload.latency_critical_streams(cfg.streams)
+    boosted = set(latency_critical) if cfg.stream_priority == "lc" else set()
+    streams = backend.make_streams(stream_devices, high_priority=boosted)
+    priority_info = _priority_info(cfg, backend, workload, latency_critical, stream_devices)
     try:
         for i in range(cfg.warmup):
             plan = workload.iteration(i)
@@ -221,9 +234,35 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
             emulated=backend.emulated, device_clock=device_clock,
             params=dict(workload.params), ebpf=ebpf, ebpf_reason=ebpf_reason,
             event_records=event_records, profiler_info=profiler_info,
+            stream_priorities=[backend.read_priority(s) for s in streams],
+            priority_info=priority_info,
         )
     finally:
         workload.cleanup()
+
+
+def _priority_info(cfg: QueueRunConfig, backend: Any, workload: Any,
+                   latency_critical: tuple[int, ...], stream_devices: list[str]) -> dict[str, Any]:
+    """What ``--stream-priority`` asked for, whether it changed anything, and if not, why."""
+    highest = backend.highest_priority(stream_devices[0])
+    reason: str | None = None
+    if cfg.stream_priority == "default":
+        reason = "not requested (--stream-priority default): every stream has the default priority"
+    elif backend.emulated:
+        reason = ("not applied: CPU emulation has no streams, so no stream priorities "
+                  "(emulated run)")
+    elif not latency_critical:
+        reason = (f"not applied: workload {cfg.workload!r} declares no latency-critical streams, "
+                  "so every stream kept the default priority")
+    return {
+        "requested": cfg.stream_priority,
+        "applied": reason is None,
+        "latency_critical_streams": list(latency_critical),
+        "latency_critical_role": type(workload).latency_critical_role,
+        "highest_priority": highest,
+        "priority_source": backend.priority_source,
+        "reason": reason,
+    }
 
 
 def _new_events(backend: Any, stream_devices: list[str], plan: list[Any]) -> list[tuple[Any, Any]]:

@@ -87,6 +87,8 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
 
     busy = M.per_stream_busy_ns(recs)
     span = M.device_span_ns(recs)
+    priorities = raw.stream_priorities or [None] * cfg.streams
+    lc_streams = set(raw.priority_info.get("latency_critical_streams", ()))
     per_stream = []
     for s in range(cfg.streams):
         n = sum(1 for r in recs if r.stream == s)
@@ -95,6 +97,8 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "stream": s, "device": raw.stream_devices[s], "launches": n,
             "busy_ms": None if b is None else b / 1e6,
             "busy_fraction": None if (b is None or span <= 0) else b / span,
+            "latency_critical": s in lc_streams,
+            "priority": priorities[s],
         })
         if b is None:
             unavailable[f"per_stream[{s}].busy_ms"] = "the workload issued no launch on this stream"
@@ -129,6 +133,10 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         unavailable["inter_stream_gap_us"] = "the device never went idle before work on another stream"
     if switch_us is None:
         unavailable["switch_overhead_us"] = "needs both intra- and inter-stream idle gaps"
+    if any(p is None for p in priorities):
+        unavailable["stream_priority"] = (
+            "CPU emulation has no streams, so no stream priorities (emulated run)" if raw.emulated
+            else "this torch build does not expose torch.cuda.Stream.priority to read back")
     if raw.memory is None:
         unavailable["memory"] = raw.memory_reason or "not measured"
     if raw.ebpf is None:
@@ -163,6 +171,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "streams": cfg.streams, "iterations": cfg.iterations, "warmup": cfg.warmup,
             "sync_mode": cfg.sync_mode, "device": cfg.device,
             "devices": sorted(set(raw.stream_devices)), "stream_devices": raw.stream_devices,
+            "stream_priority": cfg.stream_priority,
         },
         "platform": raw.platform,
         "timing": {
@@ -198,6 +207,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "iteration_period_ms": [x / 1e6 for x in periods],
         },
         "ebpf": raw.ebpf,
+        "stream_priority": stream_priority_section(raw.priority_info, priorities, cfg.stream_priority),
     }
     result["samples"].update(per_iteration_samples(recs, raw.emulated, cfg.timing == "cupti"))
     if raw.event_records is not None:
@@ -212,6 +222,21 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
                                      "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
     return result
+
+
+def stream_priority_section(info: dict[str, Any], priorities: list[int | None],
+                            requested: str) -> dict[str, Any]:
+    """``--stream-priority``: what was asked, whether it changed anything (and if not, why),
+    and whether the streams read back the priority they were created with."""
+    out: dict[str, Any] = {"requested": requested, "applied": False, "reason": None, **info}
+    lc = out.get("latency_critical_streams") or []
+    highest = out.get("highest_priority")
+    if out["applied"] and highest is not None:
+        read = [priorities[s] for s in lc]
+        out["readback_matches"] = None if None in read else all(p == highest for p in read)
+    else:
+        out["readback_matches"] = None
+    return out
 
 
 def per_iteration_samples(recs: list[M.LaunchRecord], emulated: bool,

@@ -91,6 +91,8 @@ class QueueWorkload(ABC):
     tiny: ClassVar[dict[str, Any]]  # overrides that make it run in milliseconds on a CPU
     # True when streams never exchange tensors, so --devices may put them on different GPUs
     independent_streams: ClassVar[bool] = False
+    # what the latency-critical streams run (``--stream-priority lc``); None: the workload has none
+    latency_critical_role: ClassVar[str | None] = None
 
     def __init__(self, params: Mapping[str, Any] | None = None, *, size: str = "default") -> None:
         merged = dict(self.defaults)
@@ -124,6 +126,16 @@ class QueueWorkload(ABC):
             defaults=dict(cls.defaults),
             tiny=dict(cls.tiny),
         )
+
+    def latency_critical_streams(self, streams: int) -> tuple[int, ...]:
+        """Indices of the streams whose work is on the latency-critical path at ``streams``.
+
+        ``--stream-priority lc`` gives these the highest stream priority and leaves the rest at
+        the default. It depends on the stream count only (the streams are created after
+        ``setup``) and must pick the same streams ``setup`` gives that role. The default, no
+        latency-critical streams, makes the option a no-op that the result says it was.
+        """
+        return ()
 
     @abstractmethod
     def setup(self, ctx: WorkloadContext) -> None:

@@ -13,10 +13,14 @@ class ContinuousBatch(QueueWorkload):
     min_streams, max_streams, recommended_streams = 4, 16, 8
     switch_latency_sensitivity = "high"
     work_unit, throughput_unit = "token", "tokens/s"
+    latency_critical_role = "the decode streams (per-token latency), not prefill or KV-cache writes"
     defaults = {"hidden": 1024, "layers": 8, "heads": 8, "prefill_batch": 2,
                 "prefill_seq": 512, "decode_batch": 16, "context": 1024}
     tiny = {"hidden": 32, "layers": 2, "heads": 2, "prefill_batch": 2, "prefill_seq": 8,
             "decode_batch": 4, "context": 16}
+
+    def latency_critical_streams(self, streams: int) -> tuple[int, ...]:
+        return tuple(split_roles(streams, 3)[1])  # the decode role, as in setup
 
     def setup(self, ctx: WorkloadContext) -> None:
         self._torch = ctx.torch

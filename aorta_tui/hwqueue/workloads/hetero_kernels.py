@@ -17,15 +17,19 @@ class HeteroKernels(QueueWorkload):
     min_streams, max_streams, recommended_streams = 2, 64, 8
     switch_latency_sensitivity = "critical"
     independent_streams = True
+    latency_critical_role = "the tiny-kernel streams (the convoy's victims), not the GEMM streams"
     work_unit, throughput_unit, throughput_scale = "FLOP", "TFLOP/s", 1e12
     defaults = {"gemm_m": 4096, "gemm_n": 4096, "gemm_k": 4096, "small_size": 1024,
                 "small_per_large": 10}
     tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64, "small_size": 256, "small_per_large": 2}
 
+    def latency_critical_streams(self, streams: int) -> tuple[int, ...]:
+        return tuple(_small_streams(streams))
+
     def setup(self, ctx: WorkloadContext) -> None:
         torch, p = ctx.torch, self.params
-        self.n_large = max(1, ctx.streams // 2)
-        small_streams = list(range(self.n_large, ctx.streams)) or list(range(self.n_large))
+        self.n_large = _large_count(ctx.streams)
+        small_streams = _small_streams(ctx.streams)
         self.small_streams = small_streams
         m, n, k = p["gemm_m"], p["gemm_n"], p["gemm_k"]
         self.large = [
@@ -52,6 +56,16 @@ class HeteroKernels(QueueWorkload):
         large = gemm_flops(p["gemm_m"], p["gemm_n"], p["gemm_k"]) * self.n_large
         small = 2.0 * p["small_size"] * p["small_per_large"] * self.n_large
         return large + small
+
+
+def _large_count(streams: int) -> int:
+    return max(1, streams // 2)
+
+
+def _small_streams(streams: int) -> list[int]:
+    """The tiny-kernel streams: the upper half (all of them when there is only one stream)."""
+    n_large = _large_count(streams)
+    return list(range(n_large, streams)) or list(range(n_large))
 
 
 def _scale_shift(torch: Any, t: Any, o: Any) -> Any:

@@ -13,16 +13,20 @@ class SpeculativeDecode(QueueWorkload):
     min_streams, max_streams, recommended_streams = 4, 12, 6
     switch_latency_sensitivity = "high"
     work_unit, throughput_unit = "verified token", "tokens/s"
+    latency_critical_role = "the draft streams (verify waits for every draft), not the verify stream"
     defaults = {"sequences": 8, "draft_tokens": 4, "draft_hidden": 512, "target_hidden": 2048,
                 "target_layers": 4}
     tiny = {"sequences": 4, "draft_tokens": 2, "draft_hidden": 16, "target_hidden": 32,
             "target_layers": 2}
 
+    def latency_critical_streams(self, streams: int) -> tuple[int, ...]:
+        return tuple(_draft_streams(streams))
+
     def setup(self, ctx: WorkloadContext) -> None:
         self._torch = ctx.torch
         p = self.params
         dh, th = p["draft_hidden"], p["target_hidden"]
-        self.draft_streams = list(range(1, ctx.streams))
+        self.draft_streams = _draft_streams(ctx.streams)
         self.wd = ctx.randn(dh, dh, stream=0) * (dh ** -0.5)
         self.seqs = [(self.draft_streams[i % len(self.draft_streams)], ctx.randn(1, dh, stream=0))
                      for i in range(p["sequences"])]
@@ -54,3 +58,8 @@ class SpeculativeDecode(QueueWorkload):
 
     def work_per_iteration(self) -> float:
         return float(self.params["sequences"] * self.params["draft_tokens"])
+
+
+def _draft_streams(streams: int) -> list[int]:
+    """Stream 0 verifies; every other stream drafts."""
+    return list(range(1, streams))
