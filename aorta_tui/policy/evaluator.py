@@ -661,4 +661,6 @@ def _read_result(path: Path) -> dict[str, Any]:
         "platform": dict(data.get("platform") or {}),
         "emulated": data.get("emulated"),
         "schema_version": data.get("schema_version"),
+        # what --stream-priority did in this trial (asked, applied or why not), from the harness
+        "stream_priority": data.get("stream_priority"),
     }

@@ -159,6 +159,7 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
         raw_notes = manifest.get("notes", {}).get(name, [])
         notes = [str(n) for n in raw_notes] if isinstance(raw_notes, list) else []
         notes += _vendor_notes(definition, backend, emulated)
+        notes += _stream_priority_notes(mine_ok)
         skipped = manifest.get("skipped", {}).get(name)
         skipped = str(skipped) if skipped else None
         policies_out.append({
@@ -231,6 +232,22 @@ def _clean_definition(d: dict[str, Any]) -> dict[str, Any]:
 
 def _metric_seed(seed: int, policy: str, metric: str) -> int:
     return (seed * 7919 + zlib.crc32(f"{policy}\0{metric}".encode())) % (2**32)
+
+
+def _stream_priority_notes(trials: list[dict[str, Any]]) -> list[str]:
+    """What the harness says ``--stream-priority lc`` did in these trials (one line per outcome)."""
+    notes = set()
+    for t in trials:
+        sp = t.get("stream_priority")
+        if not isinstance(sp, dict) or sp.get("requested") != "lc":
+            continue
+        if sp.get("applied"):
+            lc = ",".join(str(s) for s in sp.get("latency_critical_streams") or [])
+            notes.add(f"stream priority lc applied: streams {lc} at priority "
+                      f"{sp.get('highest_priority')}")
+        else:
+            notes.add(f"stream priority lc {sp.get('reason') or 'not applied'}")
+    return sorted(notes)
 
 
 def _vendor_notes(definition: dict[str, Any], backend: str, emulated: bool | None) -> list[str]:
