@@ -79,10 +79,12 @@ def test_devices_all_errors_through_the_cli(tmp_path: Path, args: list[str], cod
 # -- under a real torchrun (2 ranks, gloo) -----------------------------------------------------
 
 PROBE = """
-import json, os
+import json, os, pathlib
 from aorta_tui.hwqueue.backends import resolve_devices
-print(json.dumps({"rank": int(os.environ["RANK"]), "cuda": resolve_devices("cuda", None)[1],
-                  "cuda:0": resolve_devices("cuda:0", None)[1]}), flush=True)
+# One file per rank: two ranks printing to one pipe can interleave their lines.
+rank = int(os.environ["RANK"])
+pathlib.Path(f"rank{rank}.json").write_text(json.dumps({"rank": rank, "cuda": resolve_devices("cuda", None)[1],
+                  "cuda:0": resolve_devices("cuda:0", None)[1]}))
 """
 
 
@@ -113,7 +115,7 @@ def under_torchrun(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_each_torchrun_rank_picks_its_local_rank_gpu(under_torchrun: dict) -> None:
     p = under_torchrun["probe"]
     assert p.returncode == 0, p.stderr[-2000:]
-    rows = sorted((json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")), key=lambda r: r["rank"])
+    rows = [json.loads((under_torchrun["tmp"] / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert rows == [{"rank": 0, "cuda": ["cuda:0"], "cuda:0": ["cuda:0"]},
                     {"rank": 1, "cuda": ["cuda:1"], "cuda:0": ["cuda:0"]}]
 
