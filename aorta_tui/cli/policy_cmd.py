@@ -98,7 +98,6 @@ def sweep(
     """
     import time
 
-    from aorta_tui.core.events import CallbackSink
     from aorta_tui.policy.evaluator import PolicyEvaluator, SweepRequest, run_policy_sweep
     from aorta_tui.policy.file import load_policy_file
     from aorta_tui.policy.presets import resolve_policies
@@ -131,19 +130,8 @@ def sweep(
         else:
             _print_plan(plan)
         return
-    if json_mode:
-        from aorta_tui.cli.sinks import JsonSink
-
-        sink: Any = JsonSink()
-    else:
-        sink = CallbackSink(_print_event)
-    outcome = run_policy_sweep(request, on_event=sink.emit, gpu_backend=backend)
-    if not json_mode:
-        _print_summary(outcome.report, outcome.run_dir)
-    if outcome.exit_code:
-        raise typer.Exit(outcome.exit_code)
-    if strict and outcome.report.get("failed_trials"):
-        raise typer.Exit(1)
+    outcome = run_policy_sweep(request, on_event=_sink(json_mode).emit, gpu_backend=backend)
+    _finish(outcome, json_mode, strict)
 
 
 @app.command("resume")
@@ -160,7 +148,6 @@ def resume(
 
     Example: aorta-tui policy resume aorta-policy/tiny_kernel_stress-20261129-101500
     """
-    from aorta_tui.core.events import CallbackSink
     from aorta_tui.policy.evaluator import resume_policy_sweep
 
     backend = None
@@ -168,14 +155,23 @@ def resume(
         from aorta_tui.policy.gpu_control import backend_from_spec
 
         backend = backend_from_spec(gpu_control_backend)
+    outcome = resume_policy_sweep(run_dir, allow_gpu_control=allow_gpu_control,
+                                  on_event=_sink(json_mode).emit, gpu_backend=backend)
+    _finish(outcome, json_mode, strict)
+
+
+def _sink(json_mode: bool) -> Any:
+    """JSON lines for scripts; one readable line per event otherwise."""
     if json_mode:
         from aorta_tui.cli.sinks import JsonSink
 
-        sink: Any = JsonSink()
-    else:
-        sink = CallbackSink(_print_event)
-    outcome = resume_policy_sweep(run_dir, allow_gpu_control=allow_gpu_control,
-                                  on_event=sink.emit, gpu_backend=backend)
+        return JsonSink()
+    from aorta_tui.core.events import CallbackSink
+
+    return CallbackSink(_print_event)
+
+
+def _finish(outcome: Any, json_mode: bool, strict: bool) -> None:
     if not json_mode:
         _print_summary(outcome.report, outcome.run_dir)
     if outcome.exit_code:
