@@ -143,6 +143,18 @@ class Sweep:
                 if not dry_run:
                     raise
                 notes.append(exc.message)
+        if getattr(r, "policy_axis", None) and dry_run:
+            notes.append("policy_axis is not run by sweeps yet: a real run refuses it "
+                         "(compare policies with `aorta-tui policy sweep`)")
+        elif getattr(r, "policy_axis", None):
+            # Accepted by the loader for forward compatibility; silently ignoring an axis of
+            # the matrix would mislead, so refuse it until sweeps run policies.
+            raise UsageError(
+                "policy_axis is not run by sweeps yet",
+                hint="compare policies with `aorta-tui policy sweep WORKLOAD --policies "
+                + ",".join(r.policy_axis) + "`, or remove policy_axis",
+                location=_where(r, "policy_axis"),
+            )
         if getattr(r, "trace", None) and r.trace.probes:
             try:
                 from aorta_tui.trace import capability

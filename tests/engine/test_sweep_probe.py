@@ -205,3 +205,15 @@ def test_hang_disabled_with_upstreams_spelling(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (res,) = results(only_run_dir(tmp_path / "out")).values()
     assert res["verdict"] == "pass", res["detections"]
+
+
+def test_policy_axis_is_refused_rather_than_ignored(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
+                      "diagnostic_axis: [none]\npolicy_axis: [baseline, priority_lc]\n")
+    proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--", "true")
+    assert proc.returncode == 2
+    assert f"{recipe}:6:" in proc.stderr and "aorta-tui policy sweep" in proc.stderr
+    assert not (tmp_path / "out").exists()
+    dry = aorta("--batch", str(recipe), "--dry-run", "--", "true")
+    assert dry.returncode == 0 and "policy_axis is not run by sweeps yet" in dry.stdout
