@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
@@ -133,6 +132,3 @@ def list_patterns(json_mode: bool = typer.Option(False, "--json", help="JSON out
         print(f"{r['id']} [tier {r['tier']}, {r['severity']}] {r['description']}\n"
               f"  regex:  {r['regex']}\n  sample: {r['sample']}")
 
-
-def _stdout_is_tty() -> bool:
-    return sys.stdout.isatty()

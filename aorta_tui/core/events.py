@@ -198,6 +198,10 @@ class EventBus:
     def add(self, sink: EventSink) -> None:
         self._sinks.append(sink)
 
+    def prepend(self, sink: EventSink) -> None:
+        """Put ``sink`` first: a run's journal must hold an event before any display shows it."""
+        self._sinks.insert(0, sink)
+
     def emit(self, event: Event) -> None:
         for sink in self._sinks:
             try:

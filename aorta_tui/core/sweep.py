@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
+import shlex
 import shutil
 import sys
 import threading
@@ -38,8 +38,6 @@ from aorta_tui.core.events import (
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
 from aorta_tui.core.worker import CancelEvent
-
-STEP_LINE = re.compile(rb"^aorta-step (\d+) ([0-9.eE+-]+)$", re.M)
 
 
 @dataclass
@@ -175,7 +173,7 @@ class Sweep:
         lock = rundir.RunLock(run_dir)
         lock.acquire()
         journal = rundir.Journal(run_dir / rundir.JOURNAL)
-        self.bus._sinks.insert(0, journal)  # the journal sees every event first
+        self.bus.prepend(journal)  # the journal sees every event first
         run_id = run_dir.name
         captures: list[Any] = []
         try:
@@ -421,7 +419,7 @@ class Sweep:
         })
         if self.recipe.env_passthrough_mode == "file":
             # For launchers that drop the environment (ssh, srun): the command sources this file.
-            lines = [f"export {k}={_sh_quote(v)}" for k, v in sorted(cell.env.items())]
+            lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(cell.env.items())]
             path = trial_dir / "probe.env"
             atomic_write_text(path, "\n".join(lines) + "\n")
             os.chmod(path, 0o600)
@@ -617,8 +615,3 @@ def _require_docker() -> None:
             hint="start the docker daemon, or use environment: local",
         )
 
-
-def _sh_quote(value: str) -> str:
-    import shlex
-
-    return shlex.quote(value)
