@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import TypeVar
 
 from aorta_tui.trace import elfsyms, targets, tracefs
 from aorta_tui.trace.metrics import Metric
@@ -81,6 +83,8 @@ class ProbeSet:
 
 # -- helpers shared by detectors ----------------------------------------------------------------
 
+_Spec = TypeVar("_Spec")
+
 def tracefs_missing(name: str) -> Detection:
     return Detection(
         probe_set=name,
@@ -121,3 +125,20 @@ def uprobe_symbols(
     det.missing = missing
     det.prologues = {s.name: s.prologue for s in syms}
     return det, syms
+
+
+def add_symbol_instances(
+    det: Detection,
+    block: str,
+    table: Mapping[str, _Spec],
+    names: Iterable[str],
+    params: Callable[[_Spec], dict[str, str]],
+) -> list[str]:
+    """One ``block`` instance per name found in ``table``; ``kind`` is the name's index in the
+    table (the record's aux), so the order of the table is the decoding key. Returns the names."""
+    order = list(table)
+    added = [n for n in names if n in table]
+    for n in added:
+        det.instances.append(Instance(block, {"lib": str(det.library), "symbol": n,
+                                              **params(table[n]), "kind": str(order.index(n))}))
+    return added

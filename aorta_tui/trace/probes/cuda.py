@@ -8,7 +8,13 @@ the 7th and 8th arguments), because bpftrace 0.17 refuses ``arg8``.
 from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
-from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, uprobe_symbols
+from aorta_tui.trace.probes.base import (
+    Detection,
+    ProbeContext,
+    ProbeSet,
+    add_symbol_instances,
+    uprobe_symbols,
+)
 
 LIB_PATTERNS = ["libcuda.so.1", "libcuda.so*"]
 
@@ -41,8 +47,8 @@ class CudaProbes(ProbeSet):
     name = "cuda"
     description = "CUDA driver API launches per stream (one uprobe per launch), async copies, synchronisation"
     template = "cuda.bt"
+    launch_block = "launch"  # the template block each launch entry point renders
     calibration_function = "cuDriverGetVersion"
-    with_call_duration = False
     metrics = (
         Metric(
             "launch",
@@ -68,41 +74,22 @@ class CudaProbes(ProbeSet):
         ),
     )
 
-    def launch_block(self) -> str:
-        return "launch"
 
     def detect(self, ctx: ProbeContext) -> Detection:
         wanted = list(LAUNCHES) + list(COPIES) + list(SYNCS)
         det, syms = uprobe_symbols(self.name, "cuda", LIB_PATTERNS, ctx, wanted)
-        if det.library is None:
-            return det
-        if det.reason:  # the library is unreadable (not ELF, ...)
+        if det.library is None or det.reason:  # no library, or an unreadable one (not ELF, ...)
             return det
         names = [s.name for s in syms]
-        launch = [n for n in names if n in LAUNCHES]
-        if not launch:
+        if not any(n in LAUNCHES for n in names):
             det.reason = f"{det.library} exports none of {', '.join(LAUNCHES)}"
             det.fix = "point --lib cuda= at the NVIDIA driver's libcuda.so.1"
             return det
         det.available = True
-        order = list(LAUNCHES)
-        for n in launch:
-            det.instances.append(
-                Instance(self.launch_block(), {"lib": det.library, "symbol": n,
-                                               "stream": LAUNCHES[n], "kind": str(order.index(n))})
-            )
-        corder = list(COPIES)
-        for n in names:
-            if n in COPIES:
-                s, b = COPIES[n]
-                det.instances.append(Instance("copy", {"lib": det.library, "symbol": n, "stream": s,
-                                                       "bytes": b, "kind": str(corder.index(n))}))
-        sorder = list(SYNCS)
-        for n in names:
-            if n in SYNCS:
-                det.instances.append(Instance("sync", {"lib": det.library, "symbol": n,
-                                                       "handle": SYNCS[n], "kind": str(sorder.index(n))}))
-        det.notes.append("aux of launch records: index into " + ", ".join(order))
+        add_symbol_instances(det, self.launch_block, LAUNCHES, names, lambda s: {"stream": s})
+        add_symbol_instances(det, "copy", COPIES, names, lambda sb: {"stream": sb[0], "bytes": sb[1]})
+        add_symbol_instances(det, "sync", SYNCS, names, lambda h: {"handle": h})
+        det.notes.append("aux of launch records: index into " + ", ".join(LAUNCHES))
         return det
 
 
@@ -111,6 +98,7 @@ class CudaCallProbes(CudaProbes):
 
     name = "cuda_calls"
     description = "CUDA launch call duration (uprobe + uretprobe per launch: two probe hits)"
+    launch_block = "launch_call"
     metrics = (
         Metric(
             "launch_call",
@@ -123,5 +111,3 @@ class CudaCallProbes(CudaProbes):
         *CudaProbes.metrics[1:],
     )
 
-    def launch_block(self) -> str:
-        return "launch_call"

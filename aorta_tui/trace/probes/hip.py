@@ -8,7 +8,14 @@ queues and rings the doorbell with ``hsa_signal_store_*``. The ``hsa`` set count
 from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
-from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, uprobe_symbols
+from aorta_tui.trace.probes.base import (
+    Detection,
+    Instance,
+    ProbeContext,
+    ProbeSet,
+    add_symbol_instances,
+    uprobe_symbols,
+)
 
 LIB_PATTERNS = ["libamdhip64.so*"]
 HSA_PATTERNS = ["libhsa-runtime64.so*"]
@@ -31,6 +38,7 @@ class HipProbes(ProbeSet):
     name = "hip"
     description = "HIP kernel launches per stream (libamdhip64 entry, one uprobe per launch)"
     template = "hip.bt"
+    launch_block = "launch"  # the template block each launch entry point renders
     metrics = (
         Metric(
             "launch",
@@ -41,32 +49,26 @@ class HipProbes(ProbeSet):
         ),
     )
 
-    def launch_block(self) -> str:
-        return "launch"
 
     def detect(self, ctx: ProbeContext) -> Detection:
         det, syms = uprobe_symbols(self.name, "hip", LIB_PATTERNS, ctx, list(LAUNCHES))
-        if det.library is None:
-            return det
-        if det.reason:  # the library is unreadable (not ELF, ...)
+        if det.library is None or det.reason:  # no library, or an unreadable one (not ELF, ...)
             return det
         if not syms:
             det.reason = f"{det.library} exports none of {', '.join(LAUNCHES)}"
             det.fix = "point --lib hip= at ROCm's libamdhip64.so"
             return det
         det.available = True
-        order = list(LAUNCHES)
-        for s in syms:
-            det.instances.append(Instance(self.launch_block(), {
-                "lib": det.library, "symbol": s.name, "stream": LAUNCHES[s.name],
-                "kind": str(order.index(s.name))}))
-        det.notes.append("aux of launch records: index into " + ", ".join(order))
+        add_symbol_instances(det, self.launch_block, LAUNCHES, [s.name for s in syms],
+                             lambda s: {"stream": s})
+        det.notes.append("aux of launch records: index into " + ", ".join(LAUNCHES))
         return det
 
 
 class HipCallProbes(HipProbes):
     name = "hip_calls"
     description = "HIP launch call duration (uprobe + uretprobe per launch: two probe hits)"
+    launch_block = "launch_call"
     metrics = (
         Metric(
             "launch_call",
@@ -77,9 +79,6 @@ class HipCallProbes(HipProbes):
             aux_name="entry point",
         ),
     )
-
-    def launch_block(self) -> str:
-        return "launch_call"
 
 
 class HsaProbes(ProbeSet):
