@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
 from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, tracefs_missing
-from aorta_tui.trace.probes.kernel_common import fields_of, num, text
+from aorta_tui.trace.probes.kernel_common import num, record_events, text
 
 
 class AmdgpuProbes(ProbeSet):
@@ -34,10 +34,8 @@ class AmdgpuProbes(ProbeSet):
         if ctx.tracefs is None:
             return tracefs_missing(self.name)
         det = Detection(probe_set=self.name, available=False)
-        cs = fields_of(ctx.tracefs, "amdgpu", "amdgpu_cs_ioctl")
-        run = fields_of(ctx.tracefs, "amdgpu", "amdgpu_sched_run_job")
-        for ev, f in (("amdgpu:amdgpu_cs_ioctl", cs), ("amdgpu:amdgpu_sched_run_job", run)):
-            (det.found if f is not None else det.missing).append(ev)
+        cs, run = record_events(det, ctx.tracefs, ("amdgpu", "amdgpu_cs_ioctl"),
+                                ("amdgpu", "amdgpu_sched_run_job"))
         if cs is None or run is None:
             det.reason = "the amdgpu tracepoints are absent (no amdgpu driver loaded on this machine)"
             det.fix = "run on a machine with the amdgpu kernel driver loaded"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
 from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, tracefs_missing
-from aorta_tui.trace.probes.kernel_common import fields_of
+from aorta_tui.trace.probes.kernel_common import record_events
 
 
 class IoctlProbes(ProbeSet):
@@ -27,10 +27,8 @@ class IoctlProbes(ProbeSet):
         if ctx.tracefs is None:
             return tracefs_missing(self.name)
         det = Detection(probe_set=self.name, available=False)
-        enter = fields_of(ctx.tracefs, "syscalls", "sys_enter_ioctl")
-        exit_ = fields_of(ctx.tracefs, "syscalls", "sys_exit_ioctl")
-        for ev, f in (("syscalls:sys_enter_ioctl", enter), ("syscalls:sys_exit_ioctl", exit_)):
-            (det.found if f is not None else det.missing).append(ev)
+        enter, exit_ = record_events(det, ctx.tracefs, ("syscalls", "sys_enter_ioctl"),
+                                     ("syscalls", "sys_exit_ioctl"))
         if enter is None or exit_ is None:
             det.reason = "syscall tracepoints are absent (kernel built without CONFIG_FTRACE_SYSCALLS)"
             return det

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aorta_tui.trace import tracefs
+from aorta_tui.trace.probes.base import Detection
 from aorta_tui.trace.tracefs import Field
 
 
@@ -16,6 +17,16 @@ def fields_of(ctx_tracefs, group: str, event: str) -> dict[str, Field] | None:
     if ctx_tracefs is None:
         return None
     return tracefs.event_format(ctx_tracefs, group, event)
+
+
+def record_events(det: Detection, ctx_tracefs, *events: tuple[str, str]) -> list[dict[str, Field] | None]:
+    """The format of each ``(group, event)``, noting it in ``det.found`` or ``det.missing``."""
+    out = []
+    for group, event in events:
+        f = fields_of(ctx_tracefs, group, event)
+        (det.found if f is not None else det.missing).append(f"{group}:{event}")
+        out.append(f)
+    return out
 
 
 def num(fields: dict[str, Field], *names: str) -> str | None:
