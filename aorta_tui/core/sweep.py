@@ -73,6 +73,7 @@ class Sweep:
         self._workload_cls: Any = None
         self._trace_summary: dict[str, Any] | None = None
         self._trace_calibrated = False
+        self._resume_notes: list[str] = []
 
     # -- preparation -----------------------------------------------------------------------
 
@@ -169,21 +170,22 @@ class Sweep:
 
     def run(self) -> SweepOutcome:
         self.check_runnable()
-        run_dir, session, done = self._open_run_dir()
+        run_dir = self._open_run_dir()
         lock = rundir.RunLock(run_dir)
-        lock.acquire()
-        journal = rundir.Journal(run_dir / rundir.JOURNAL)
-        self.bus.prepend(journal)  # the journal sees every event first
-        run_id = run_dir.name
+        lock.acquire()  # before any resume bookkeeping: another orchestrator may own this run
         captures: list[Any] = []
         try:
+            session, done = self._take_over(run_dir)
+            journal = rundir.Journal(run_dir / rundir.JOURNAL)
+            self.bus.prepend(journal)  # the journal sees every event first
+            run_id = run_dir.name
             pending = [t for t in self.plan.trials if t.trial_id not in done]
             self.bus.emit(RunStarted(
                 run_id, source="sweep", run_dir=str(run_dir), total=len(self.plan.trials),
                 cells=[c.name for c in self.plan.cells], recipe_hash=self._hash,
                 resumed=session > 1, already_done=len(self.plan.trials) - len(pending),
             ))
-            for note in getattr(self, "_resume_notes", []):
+            for note in self._resume_notes:
                 self.bus.emit(Warning(run_id, message=f"resume: {note}", code="orphan"))
             if self.options.snapshots:
                 from aorta_tui.core.snapshots import start_captures
@@ -208,7 +210,8 @@ class Sweep:
                 cancel_captures(captures)
             lock.release()
 
-    def _open_run_dir(self) -> tuple[Path, int, set[str]]:
+    def _open_run_dir(self) -> Path:
+        """A new run directory, or the one to resume once its recipe hash is checked."""
         from aorta_tui.core.recipe import dump_resolved, recipe_hash
 
         self._hash = recipe_hash(self.recipe)
@@ -222,13 +225,7 @@ class Sweep:
                     hint=f"resume with the recipe it was started with ({run_dir}/recipe.resolved.yaml "
                     "is used when you pass only --resume), or start a new run",
                 )
-            state = rundir.resume_state(run_dir)
-            self._end_orphans(run_dir, state.interrupted)
-            for tid in state.interrupted:
-                _retire_partial_trial(run_dir, tid)
-            session = sum(1 for e in rundir.iter_journal(run_dir / rundir.JOURNAL)
-                          if e.kind == "run_started") + 1
-            return run_dir, session, set(state.completed)
+            return run_dir
         ticket = self.options.ticket or self.recipe.ticket or "untitled"
         run_dir = rundir.prepare_output(Path(self.options.output), ticket)
         atomic_write_text(run_dir / "recipe.resolved.yaml", dump_resolved(self.recipe))
@@ -241,7 +238,23 @@ class Sweep:
             "created_at": time.time(),
             "argv": sys.argv,
         })
-        return run_dir, 1, set()
+        return run_dir
+
+    def _take_over(self, run_dir: Path) -> tuple[int, set[str]]:
+        """Under the lock: the session number and the trials already done.
+
+        On a resume, a trial the dead orchestrator left running is ended and its partial files
+        are moved aside, so it runs again from the start.
+        """
+        if self.options.resume is None:
+            return 1, set()
+        state = rundir.resume_state(run_dir)
+        self._end_orphans(run_dir, state.interrupted)
+        for tid in state.interrupted:
+            _retire_partial_trial(run_dir, tid)
+        session = sum(1 for e in rundir.iter_journal(run_dir / rundir.JOURNAL)
+                      if e.kind == "run_started") + 1
+        return session, set(state.completed)
 
     def _end_orphans(self, run_dir: Path, interrupted: set[str]) -> None:
         """A SIGKILLed orchestrator leaves its running trial behind: end it before re-running it."""

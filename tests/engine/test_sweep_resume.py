@@ -114,6 +114,13 @@ def test_second_orchestrator_on_a_running_dir_is_refused(tmp_path):
         res = aorta("sweep", "run", "--resume", run_dir, "--no-snapshot")
         assert res.returncode == 2
         assert f"pid {proc.pid}" in res.stderr or f'"pid": {proc.pid}' in res.stderr
+        # The refused resume touched nothing: the owner's running trial was not ended as an
+        # "orphan", and the run finishes with every trial passing.
+        rest = read_until(proc, "run_finished", 1)
+        finished = [e for e in rest if e["event"] == "trial_finished"]
+        assert len(finished) + sum(e["event"] == "trial_finished" for e in events) == 9
+        assert {e["verdict"] for e in finished} == {"pass"}
+        assert not list(Path(run_dir).glob("trials/*/trial-*.interrupted-*"))
     finally:
         proc.kill()
         proc.wait()
