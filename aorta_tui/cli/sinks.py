@@ -32,6 +32,7 @@ class PlainSink:
         self._out = stream or sys.stdout
         self._total = 0
         self._done = 0
+        self._ran = 0  # finished in this session: the pace for the ETA (a resume starts at done > 0)
         self._t0 = time.monotonic()
 
     def _p(self, text: str) -> None:
@@ -42,15 +43,17 @@ class PlainSink:
         k = event.kind
         e: Any = event
         if k == "run_started":
-            self._total, self._done = e.total, e.already_done
+            self._total, self._done, self._ran = e.total, e.already_done, 0
+            self._t0 = time.monotonic()
             verb = "resuming" if e.resumed else "starting"
             self._p(f"{verb} run {e.run_dir}: {e.total} trials over {len(e.cells)} cells"
                     + (f" ({e.already_done} already done)" if e.already_done else ""))
         elif k == "trial_finished":
             self._done += 1
+            self._ran += 1
             why = f" ({', '.join(e.detectors)})" if e.detectors else ""
             self._p(f"[{self._done}/{self._total}] {e.trial_id}: {e.verdict}{why} in {e.wall_s:.2f}s"
-                    f"{eta_text(self._t0, self._done, self._total)}")
+                    f"{eta_text(self._t0, self._ran, self._total - self._done)}")
         elif k == "warning":
             self._p(f"warning: {e.message}")
         elif k == "run_finished":
@@ -60,11 +63,11 @@ class PlainSink:
         return None
 
 
-def eta_text(t0: float, done: int, total: int) -> str:
-    if not done or done >= total:
+def eta_text(t0: float, ran: int, remaining: int) -> str:
+    """Remaining trials at this session's pace so far (trials done before a resume don't count)."""
+    if not ran or remaining <= 0:
         return ""
-    rate = (time.monotonic() - t0) / done
-    return f", ETA {rate * (total - done):.0f}s"
+    return f", ETA {(time.monotonic() - t0) / ran * remaining:.0f}s"
 
 
 def summary_text(e: Any) -> str:

@@ -67,3 +67,21 @@ def test_errored_trials_do_not_count_as_speed():
     assert stats["c"].step_time["mean"] == 1.0
     assert stats["c"].confound["flag"] is None
     assert stats["c"].errored == 1
+
+
+def test_plain_eta_uses_this_sessions_pace_only():
+    import io
+
+    from aorta_tui.cli.sinks import PlainSink
+    from aorta_tui.core.events import RunStarted, TrialFinished
+
+    out = io.StringIO()
+    sink = PlainSink(out)
+    sink.emit(RunStarted("r", source="sweep", run_dir="d", total=10, resumed=True, already_done=8))
+    sink._t0 -= 4.0  # this session has run 4 s
+    sink.emit(TrialFinished("r", trial_id="a/trial-008", cell="a", trial=8, verdict="pass", wall_s=4.0))
+    line = out.getvalue().splitlines()[-1]
+    assert line.startswith("[9/10] a/trial-008: pass")
+    # one trial in ~4 s, one left: ~4 s, not 8 done trials' worth of a faster pace
+    eta = int(line.rsplit("ETA ", 1)[1].rstrip("s"))
+    assert 3 <= eta <= 6
