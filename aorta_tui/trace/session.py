@@ -396,6 +396,11 @@ class TraceSession:
             return 0
         return max(0, sent - self.received.get(mid, 0))
 
+    def _records_fired(self, mid: int) -> int:
+        """Records the probes produced: the kernel's count where known, since a record lost on
+        the way to us still cost its probe hits; what we received otherwise."""
+        return max(self.sent.get(mid, 0), self._stats[mid].count)
+
     def _observer_cost(self) -> dict[str, dict[str, Any]]:
         """Estimated CPU the probes take: records x measured cost of their probe(s) per record."""
         out: dict[str, dict[str, Any]] = {}
@@ -403,7 +408,7 @@ class TraceSession:
         cal = self.calibration or {}
         for ps, det in self._sets:
             mids = [mid for mid, (n, _m) in self.program.metric_ids.items() if n == ps.name]
-            hits = sum(self._stats[m].count * self._stats[m].metric.probe_hits for m in mids)
+            hits = sum(self._records_fired(m) * self._stats[m].metric.probe_hits for m in mids)
             entry: dict[str, Any] = {"probe_hits": hits,
                                      "probe_hits_per_s": hits / wall if wall > 0 else None}
             uprobe_mids = [m for m in mids if self._stats[m].metric.probe_type == "uprobe"]
@@ -430,10 +435,11 @@ class TraceSession:
             busy_ns = 0.0
             for m in uprobe_mids:
                 st = self._stats[m]
+                n = self._records_fired(m)
                 if st.metric.probe_hits == 2:
-                    busy_ns += st.count * (per_pair if per_pair is not None else 2 * per_hit)
+                    busy_ns += n * (per_pair if per_pair is not None else 2 * per_hit)
                 else:
-                    busy_ns += st.count * per_hit
+                    busy_ns += n * per_hit
             entry["per_hit_us"] = per_hit / 1000.0
             entry["entry_and_return_us"] = None if per_pair is None else per_pair / 1000.0
             entry["calibration_target"] = target
