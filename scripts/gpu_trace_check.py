@@ -211,9 +211,8 @@ def main() -> None:
             for _ in range(n):
                 b.add_(1.0)
 
-    @phase("max_rate_no_tracer")
-    def max_rate_base():
-        n = 40000
+    def run_threads(n: int = 40000) -> dict:
+        # several Python threads, each on its own stream, to push the launch rate up
         th = [threading.Thread(target=worker, args=(s, b, n)) for s, b in zip(streams, bufs, strict=True)]
         t = time.perf_counter()
         for x in th:
@@ -223,21 +222,13 @@ def main() -> None:
         torch.cuda.synchronize()
         return {"issued": n * len(th), "launches_per_s": n * len(th) / (time.perf_counter() - t)}
 
+    @phase("max_rate_no_tracer")
+    def max_rate_base():
+        return run_threads()
+
     @phase("max_rate_threads")
     def max_rate():
-        # several Python threads, each on its own stream, to push the launch rate up
-        def body():
-            n = 40000
-            th = [threading.Thread(target=worker, args=(s, b, n)) for s, b in zip(streams, bufs, strict=False)]
-            t = time.perf_counter()
-            for x in th:
-                x.start()
-            for x in th:
-                x.join()
-            torch.cuda.synchronize()
-            dt = time.perf_counter() - t
-            return {"issued": n * len(th), "launches_per_s": n * len(th) / dt}
-        r, extra, _ = traced(["cuda"], "events", body)
+        r, extra, _ = traced(["cuda"], "events", run_threads)
         m = r["probe_sets"]["cuda"]["metrics"]["launch"]
         return {**extra, "count": m["count"], "sent": m["records_sent_by_kernel"],
                 "lost": m["lost_events"], "lost_reported_by_bpftrace": r["lost_events_reported_by_bpftrace"]}
