@@ -161,7 +161,10 @@ def print_result(result: dict[str, Any]) -> None:
         shown = _fmt(value) if value is not None else _not_available(result, key)
         rows.append([key, shown, u.get(key, "")])
     for ps in result["metrics"]["per_stream"]:
-        rows.append([f"stream {ps['stream']} busy ({ps['device']})", _fmt(ps["busy_ms"]), "ms"])
+        busy = ps["busy_ms"]
+        shown = (_fmt(busy) if busy is not None
+                 else _not_available(result, f"per_stream[{ps['stream']}].busy_ms"))
+        rows.append([f"stream {ps['stream']} busy ({ps['device']})", shown, "ms"])
     rows.append(["stream priority", _priority_line(result), ""])
     memory = result["metrics"].get("memory")
     if memory:
@@ -184,7 +187,9 @@ def _priority_line(result: dict[str, Any]) -> str:
 
 
 # summary key -> the ``unavailable`` key that explains it
-_REASON_KEY = {"launch_delay_mean_us": "launch_delay_us", "launch_delay_p50_us": "launch_delay_us",
+_REASON_KEY = {"latency_mean_ms": "iteration_latency_ms", "latency_p50_ms": "iteration_latency_ms",
+               "latency_p95_ms": "iteration_latency_ms", "latency_p99_ms": "iteration_latency_ms",
+               "launch_delay_mean_us": "launch_delay_us", "launch_delay_p50_us": "launch_delay_us",
                "queue_depth_max": "queue_depth"}
 
 
