@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import shutil
 import subprocess
@@ -29,8 +30,23 @@ def mapped_libraries(pid: int) -> list[Path]:
     return out
 
 
+LD_SO_CACHE = Path("/etc/ld.so.cache")
+
+
 def loader_cache() -> dict[str, Path]:
-    """``soname -> path`` from ``ldconfig -p`` (x86-64 entries first)."""
+    """``soname -> path`` from ``ldconfig -p`` (x86-64 entries first).
+
+    Every probe set's detection asks, so ldconfig runs once per state of ``/etc/ld.so.cache``
+    (its mtime), not once per probe set."""
+    try:
+        stamp = LD_SO_CACHE.stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    return dict(_loader_cache(stamp))
+
+
+@functools.lru_cache(maxsize=1)
+def _loader_cache(_stamp: int | None) -> dict[str, Path]:
     exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
     if exe is None:
         return {}
