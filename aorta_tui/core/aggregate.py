@@ -44,7 +44,8 @@ class CellStats:
     errored: int
     failure_rate: float | None
     error_rate: float | None
-    step_time: dict[str, float | None]
+    step_time: dict[str, float | None]  # seconds
+    step_count: int
     step_time_source: str
     top_detectors: list[tuple[str, int]]
     confound: dict[str, Any] = field(default_factory=dict)
@@ -60,6 +61,7 @@ class CellStats:
             "failure_rate": self.failure_rate,
             "error_rate": self.error_rate,
             "step_time_s": self.step_time,
+            "step_count": self.step_count,
             "step_time_source": self.step_time_source,
             "top_detectors": [{"id": d, "count": n} for d, n in self.top_detectors],
             "confound": self.confound,
@@ -95,10 +97,9 @@ def cell_stats(cell: str, records: list[TrialRecord]) -> CellStats:
             "p50": percentile(steps, 50),
             "p90": percentile(steps, 90),
             "p99": percentile(steps, 99),
-            "n": float(len(steps)),
         }
     else:
-        step_time = {"mean": None, "p50": None, "p90": None, "p99": None, "n": 0.0}
+        step_time = {"mean": None, "p50": None, "p90": None, "p99": None}
     detectors = Counter(d for r in records for d in r.detectors)
     return CellStats(
         cell=cell,
@@ -109,6 +110,7 @@ def cell_stats(cell: str, records: list[TrialRecord]) -> CellStats:
         failure_rate=verdicts.get("fail", 0) / n if n else None,
         error_rate=verdicts.get("error", 0) / n if n else None,
         step_time=step_time,
+        step_count=len(steps),
         step_time_source="+".join(sorted(sources)) if sources else "none",
         top_detectors=detectors.most_common(5),
     )

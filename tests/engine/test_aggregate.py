@@ -30,6 +30,7 @@ def test_step_stats_match_numpy():
     for q in (50, 90, 99):
         assert abs(s.step_time[f"p{q}"] - float(np.percentile(steps, q))) < 1e-12
     assert abs(s.step_time["mean"] - float(np.mean(steps))) < 1e-12
+    assert s.step_count == len(steps) and "n" not in s.step_time  # a count is not a time
 
 
 def test_confound_flags_real_slowdown():
