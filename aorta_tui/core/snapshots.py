@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import shutil
 import subprocess
@@ -24,6 +23,7 @@ from typing import Any
 from aorta_tui.core.atomic import atomic_write_json
 
 CAPTURE_TIMEOUT_S = 60.0
+MINIMAL_KIND = "aorta-tui-minimal-snapshot"  # docker environments: their variables only
 
 
 @dataclass
@@ -33,15 +33,6 @@ class PendingCapture:
     proc: subprocess.Popen[bytes] | None
     note: str = ""
     copy_of: Path | None = None  # same environment as another capture: copy it when done
-
-
-def _envsnap_available() -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("aorta_tui.envsnap.__main__") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def snapshot_name(environment: str, session: int) -> str:
@@ -70,16 +61,11 @@ def start_captures(
     if session > 1 and same_as_host:
         targets.append((same_as_host[0], {}))
     targets.extend((n, o) for n, o in environments.items() if n not in same_as_host)
-    have_envsnap = _envsnap_available()
     for name, overlay in targets:
         path = env_dir / ("host_env.json" if name == "host_env" else snapshot_name(name, session))
         if name != "host_env" and docker.get(name):
             _write_minimal(path, name, overlay, note="not captured inside the container image "
                            f"{docker[name]}: only the variables the environment sets are recorded")
-            pending.append(PendingCapture(name, path, None))
-            continue
-        if not have_envsnap:
-            _write_minimal(path, name, overlay, note="full snapshot module not installed")
             pending.append(PendingCapture(name, path, None))
             continue
         argv = [sys.executable, "-m", "aorta_tui.envsnap", "--output", str(path)]
@@ -132,23 +118,25 @@ def cancel_captures(pending: list[PendingCapture]) -> None:
 
 
 def snapshot_hash(path: Path) -> str | None:
+    """Hash of what matters in a snapshot file; ``None`` when it cannot be read."""
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    try:
-        from aorta_tui.envsnap import snapshot_hash as envsnap_hash
+    if data.get("kind") == MINIMAL_KIND:
+        # envsnap's hash reads only its own schema's fields: it would give every minimal
+        # snapshot the same (empty) hash, hiding a changed variable.
+        blob = json.dumps({"env": data.get("env"), "host": data.get("host")}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    from aorta_tui.envsnap import snapshot_hash as envsnap_hash
 
-        return envsnap_hash(data)
-    except ImportError:
-        blob = json.dumps(data.get("env", data), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+    return envsnap_hash(data)
 
 
 def _write_minimal(path: Path, name: str, overlay: dict[str, str], *, note: str) -> None:
     snap: dict[str, Any] = {
         "schema_version": 0,
-        "kind": "aorta-tui-minimal-snapshot",
+        "kind": MINIMAL_KIND,
         "note": note,
         "environment": name,
         "env": dict(sorted(overlay.items())),
@@ -156,7 +144,6 @@ def _write_minimal(path: Path, name: str, overlay: dict[str, str], *, note: str)
             "kernel": platform.release(),
             "machine": platform.machine(),
             "python": platform.python_version(),
-            "pid": os.getpid(),
         },
     }
     atomic_write_json(path, snap)

@@ -86,3 +86,14 @@ def test_plain_eta_uses_this_sessions_pace_only():
     # one trial in ~4 s, one left: ~4 s, not 8 done trials' worth of a faster pace
     eta = int(line.rsplit("ETA ", 1)[1].rstrip("s"))
     assert 3 <= eta <= 6
+
+
+def test_minimal_snapshots_hash_their_variables(tmp_path):
+    from aorta_tui.core.snapshots import _write_minimal, snapshot_hash
+
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    _write_minimal(a, "docker:x", {"A": "1"}, note="n")
+    _write_minimal(b, "docker:x", {"A": "2"}, note="n")
+    _write_minimal(c, "docker:x", {"A": "1"}, note="n")
+    assert snapshot_hash(a) == snapshot_hash(c) != snapshot_hash(b)
+    assert snapshot_hash(tmp_path / "missing.json") is None
