@@ -251,6 +251,7 @@ class Inference(Workload):
                             logits = self._full_forward(histories)
                         logits = self._perturb(logits)
                     self.stats.decode_s.append(t.seconds)
+                    self.stats.decode_tokens += n
                     self._observe(ids, logits, step)
             self.stats.generated += n * gen
             self.stats.prompt_tokens += n * plen
@@ -311,6 +312,7 @@ class Inference(Workload):
                             logits = self._full_forward([active[r]["history"] for r in running])
                         logits = self._perturb(logits)
                     self.stats.decode_s.append(t.seconds)
+                    self.stats.decode_tokens += len(running)
                     self._advance(running, logits, active, tick)
             self.stats.max_active = max(self.stats.max_active, len(active))
             for rid in [r for r, s in active.items() if s["done"] >= gen]:
@@ -373,6 +375,9 @@ class _Stats:
         self.hashers: dict[int, Any] = {}
         self.generated = 0
         self.prompt_tokens = 0
+        # one new token per request per decode call: the rates divide these, not ``generated``,
+        # because under continuous batching each request's first token comes from its prefill
+        self.decode_tokens = 0
         self.completed = 0
         self.unfinished = 0
         self.max_active = 0
@@ -398,9 +403,11 @@ class _Stats:
             "prefill_ms_p50": ms(self.prefill_s, 50), "prefill_ms_p99": ms(self.prefill_s, 99),
             "decode_ms_p50": ms(self.decode_s, 50), "decode_ms_p99": ms(self.decode_s, 99),
             "prefill_tokens_per_s": (self.prompt_tokens / prefill_time) if prefill_time else None,
-            "decode_tokens_per_s": (self.generated / decode_time) if decode_time else None,
-            "tokens_per_s": ((self.generated + self.prompt_tokens) / (decode_time + prefill_time)
-                             if decode_time + prefill_time else None),
+            "decode_tokens_per_s": (self.decode_tokens / decode_time) if decode_time else None,
+            "tokens_per_s": ((self.decode_tokens + self.prompt_tokens)
+                             / (decode_time + prefill_time) if decode_time + prefill_time
+                             else None),
+            "decode_tokens": self.decode_tokens,
             "tokens_generated": self.generated,
             "requests_completed": self.completed,
             "logits_fingerprint": self.fingerprint() if self.hashers else None,
@@ -411,7 +418,9 @@ class _Stats:
             "timing": "host wall time around device-synchronised prefill/decode calls",
         }
         if not self.decode_s:
-            out["decode_ms_reason"] = "no decode steps (encoder, or generate_tokens: 0)"
+            out["decode_ms_reason"] = (
+                "no decode calls (encoder, generate_tokens: 0, or generate_tokens: 1 under "
+                "continuous batching, where the prefill call yields the only token)")
         if continuous:
             out["requests_unfinished"] = self.unfinished
             out["max_active_observed"] = self.max_active

@@ -31,6 +31,7 @@ def test_offline_trials_agree_and_report_latency(tmp_path):
     m = results[0]["metrics"]
     assert len(m["logits_fingerprint"]) == 64
     assert m["tokens_generated"] == 2 * 4 * 8 and m["requests_completed"] == 8
+    assert m["decode_tokens"] == 2 * 4 * 8  # offline: one decode call per generated token
     for key in ("prefill_ms_p50", "decode_ms_p50", "decode_ms_p99", "tokens_per_s"):
         assert m[key] is not None and m[key] > 0
     assert m["decode_ms_p99"] >= m["decode_ms_p50"]
@@ -79,6 +80,8 @@ def test_continuous_batching_serves_every_request_within_the_cap(tmp_path, kv):
     assert r.passed and m["mode"] == "continuous_batch"
     assert m["requests_completed"] == 5 and m["requests_unfinished"] == 0
     assert m["max_active_observed"] == 2 and m["tokens_generated"] == 5 * 3
+    # each request's first token comes from its prefill call: the decode rate counts the rest
+    assert m["decode_tokens"] == 5 * (3 - 1)
     # 5 requests, 2 at a time, 3 tokens each: ceil(5/2) waves of 3 ticks
     assert len(r.step_times_s) == 9
     assert any("all 5 requests done after 9 ticks" in n for n in r.notes)
