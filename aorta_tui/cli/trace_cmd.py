@@ -93,7 +93,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         raise UsageError("give exactly one target: --pid N, or a command after --",
                          hint="e.g. aorta-tui trace queue --probes cuda -- python train.py")
     if auto:
-        probes = _available(probes, pid=pid, libs=libs, bpftrace=bpftrace)
+        probes = _available(probes, pid=pid, libs=libs)
     raw_path = raw
     tmp_raw = None
     if perfetto is not None and raw_path is None:
@@ -148,14 +148,14 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         raise EnvironmentProblem("nothing was traced")
 
 
-def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path], bpftrace: str | None) -> list[str]:
+def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path]) -> list[str]:
     from aorta_tui.core.errors import EnvironmentProblem
-    from aorta_tui.trace.capability import trace_info
+    from aorta_tui.trace.capability import detect_sets
 
-    info = trace_info(bpftrace, pid=pid, library_paths=libs)
-    ok = [n for n in wanted if info["probe_sets"][n]["available"]]
+    found = detect_sets(wanted, pid=pid, library_paths=libs)
+    ok = [n for n in wanted if found[n].available]
     if not ok:
-        reasons = "; ".join(f"{n}: {info['probe_sets'][n]['reason']}" for n in wanted)
+        reasons = "; ".join(f"{n}: {found[n].reason}" for n in wanted)
         raise EnvironmentProblem(f"none of the probe sets {', '.join(wanted)} can attach here ({reasons})",
                                  hint="run `aorta-tui trace info` and pick --probes, or pass --lib NAME=PATH")
     return ok

@@ -78,6 +78,18 @@ def require_privilege() -> None:
         )
 
 
+def detect_sets(names: list[str], *, pid: int | None = None,
+                library_paths: dict[str, Path] | None = None) -> dict[str, Any]:
+    """``name -> Detection`` for the named probe sets, on this machine's tracefs."""
+    from aorta_tui.trace import probes
+
+    root = tracefs.find_tracefs()
+    kp, kp_reason = tracefs.kprobes_supported(root)
+    ctx = probes.ProbeContext(tracefs=root, pid=pid, library_paths=dict(library_paths or {}),
+                              kprobes=kp, kprobes_reason=kp_reason)
+    return {name: probes.get(name).detect(ctx) for name in names}
+
+
 def trace_info(bpftrace: str | None = None, *, pid: int | None = None,
                library_paths: dict[str, Path] | None = None) -> dict[str, Any]:
     """Everything ``aorta-tui trace info`` prints, as a JSON-ready dict."""
@@ -86,12 +98,9 @@ def trace_info(bpftrace: str | None = None, *, pid: int | None = None,
     path, how = find_bpftrace(bpftrace)
     root = tracefs.find_tracefs()
     kp, kp_reason = tracefs.kprobes_supported(root)
-    ctx = probes.ProbeContext(tracefs=root, pid=pid, library_paths=dict(library_paths or {}),
-                              kprobes=kp, kprobes_reason=kp_reason)
     sets = {}
-    for name in probes.CATALOGUE:
+    for name, det in detect_sets(list(probes.CATALOGUE), pid=pid, library_paths=library_paths).items():
         ps = probes.get(name)
-        det = ps.detect(ctx)
         entry = det.to_dict()
         entry["description"] = ps.description
         entry["metrics"] = {m.name: m.measures for m in ps.metrics}

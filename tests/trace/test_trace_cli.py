@@ -64,6 +64,17 @@ def test_probe_set_without_events_here_is_exit_3(bpftrace) -> None:
     assert r.returncode == 2 and "unknown probe set" in r.stderr
 
 
+def test_default_probe_sets_none_available_is_exit_3_with_each_reason(bpftrace, tmp_path: Path) -> None:
+    # without --probes the queue defaults are filtered by what attaches here; when none does,
+    # one error names every set and why
+    gone = tmp_path / "nope.so"
+    r = cli("trace", "queue", "--lib", f"cuda={gone}", "--lib", f"hip={gone}", "--", "true")
+    assert r.returncode == 3, r.stderr
+    assert "none of the probe sets cuda, hip, amdgpu, drm_sched can attach here" in r.stderr
+    assert f"cuda: {gone} does not exist" in r.stderr and f"hip: {gone} does not exist" in r.stderr
+    assert "trace info" in r.stderr
+
+
 def test_ctrl_c_stops_cleanly_and_leaves_no_probe(bpftrace, fakelibs, tmp_path: Path) -> None:
     target = subprocess.Popen(["sleep", "60"])
     out = tmp_path / "r.json"
