@@ -59,8 +59,7 @@ from aorta_tui.core.events import (
     TrialStarted,
     Warning,
 )
-from aorta_tui.core.worker import CancelEvent
-from aorta_tui.policy._process import TrialOutcome, TrialProcess, run_trial_process
+from aorta_tui.core.worker import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 
 SWEEP_SCHEMA_VERSION = 1
@@ -362,9 +361,12 @@ class PolicyEvaluator:
         result_path = trial_dir / "result.json"
         env, removed = trial_environment(self.base_env, policy, req.policies)
         argv = self.trial_command(req, policy, result_path)
-        spec = TrialProcess(argv=argv, env=env, cwd=Path.cwd(),
-                            stdout_path=trial_dir / "stdout.txt",
-                            stderr_path=trial_dir / "stderr.txt", timeout_s=req.timeout_s)
+        # no GPU memory sampling: it polls a vendor tool (nvidia-smi, rocm-smi) once a second,
+        # extra work on the device whose scheduling the trial measures
+        spec = ProcessSpec(argv=argv, env=env, cwd=Path.cwd(),
+                           stdout_path=trial_dir / "stdout.txt",
+                           stderr_path=trial_dir / "stderr.txt", timeout_s=req.timeout_s,
+                           sample_gpu=False)
         trial_id = planned.dir_name
 
         def started(pid: int) -> None:
@@ -376,10 +378,10 @@ class PolicyEvaluator:
             from aorta_tui.policy.gpu_control import GpuControl
 
             with GpuControl(self.gpu_backend, req.gpu_index, policy.gpu_control) as control:
-                outcome = run_trial_process(spec, cancel=self.cancel, on_start=started)
+                outcome = run_process(spec, cancel=self.cancel, on_start=started)
             gpu_note = f"applied {policy.gpu_control.to_dict()}; restored {control.previous}"
         else:
-            outcome = run_trial_process(spec, cancel=self.cancel, on_start=started)
+            outcome = run_process(spec, cancel=self.cancel, on_start=started)
         record = _trial_record(planned, policy, argv, removed, outcome, trial_dir, gpu_note)
         atomic_write_json(trial_dir / "outcome.json", record)
         if record["status"] == "usage_error" or record["status"] == "environment_error":
@@ -571,7 +573,7 @@ def _split_fix(reason: str) -> tuple[str, str | None]:
 
 
 def _trial_record(planned: PlannedTrial, policy: Policy, argv: list[str], removed: list[str],
-                  outcome: TrialOutcome, trial_dir: Path, gpu_note: str) -> dict[str, Any]:
+                  outcome: ProcessOutcome, trial_dir: Path, gpu_note: str) -> dict[str, Any]:
     record: dict[str, Any] = {
         "policy": policy.name,
         "trial": planned.trial,
