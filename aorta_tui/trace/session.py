@@ -329,6 +329,7 @@ class TraceSession:
         counts = {mid: s["count"] for mid, (_st, s) in summaries.items()}
         dt = (now - prev_t) / 1e9 if prev_t else (now - (self.started_ns or now)) / 1e9
         self._last_tick = (now, counts)
+        cost = self._observer_cost()  # every set at once: computed once per tick, not per metric
         for mid, (st, s) in summaries.items():
             ps_name = self.program.metric_ids[mid][0]
             if s["count"] == 0 and self.stopped is False and not prev_counts.get(mid):
@@ -347,7 +348,7 @@ class TraceSession:
                     lost_events=self._lost_for(mid),
                     malformed_lines=self._parser.malformed_total,
                     breakdown=s["breakdown"],
-                    observer_cost=self._observer_cost().get(ps_name, {}),
+                    observer_cost=cost.get(ps_name, {}),
                 ))
             except Exception as exc:  # a sink's bug must not stop tracing
                 self.warnings.append(f"on_event failed: {exc}")
