@@ -220,6 +220,8 @@ class LlmDeterminism(Workload):
             "first_divergence": first_divergence,
             "loss_run_a": loss_a, "loss_run_b": loss_b,
             "fingerprint": "sha256(dtype|shape|raw bytes) per tensor",
+            "timing": "step time = host wall time of run A (forward, backward, update) after a "
+                      "device synchronize; run B, the restore and the comparison are not timed",
             "parallelism": cfg["parallelism"], "checksum_mode": cfg["checksum_mode"],
             "inject_nondeterminism": inject, "model_label": cfg["model_label"],
             "backend": self.dist.backend,

@@ -188,7 +188,13 @@ class Race(Workload):
             "iteration_ms_p99": None if p99 is None else p99 * 1e3,
             "drop_wait": cfg["drop_wait"], "streams": "gpu" if self.dev.is_gpu else "emulated",
             "backend": self.dist.backend, "world_size": self.world,
+            "timing": "host wall time per timed iteration: enqueue, the streams, and the "
+                      "verification of every buffer, ended by a device synchronize",
         })
+        if p50 is None:
+            result.metrics["iteration_ms_reason"] = (
+                f"no timed iteration: the trial stopped at a corruption within the "
+                f"{warm} warmup iterations")
         return result
 
     def _corruption(self, it: int, name: str, count: float, first: float, got: float,

@@ -27,6 +27,7 @@ def test_clean_modes_verify_every_buffer(tmp_path, mode):
     assert m["iterations_verified"] == 4 and m["corrupted_iterations"] == 0
     assert len(r.step_times_s) == 3 and r.emulated and m["streams"] == "emulated"
     assert len(m["buffers_verified_per_iteration"]) >= 4
+    assert m["iteration_ms_p50"] > 0 and "iteration_ms_reason" not in m
 
 
 # which buffer a missing wait corrupts first, by mode and dropped wait (one rank: an
@@ -52,6 +53,8 @@ def test_dropped_wait_corrupts_and_is_named(tmp_path, mode, drop):
     assert first.details["got"] != first.details["expected"]
     assert f"drop_wait={drop}" in first.message and "iteration 1" in first.message
     assert r.metrics["iterations_verified"] == 1  # stop_on_first_corruption
+    # the one verified iteration was the warmup: no latency, and the metrics say why
+    assert r.metrics["iteration_ms_p50"] is None and "warmup" in r.metrics["iteration_ms_reason"]
 
 
 def test_without_stopping_every_iteration_is_corrupt(tmp_path):
