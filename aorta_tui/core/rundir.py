@@ -118,6 +118,22 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        if self._ends_torn():
+            # A writer killed mid-line left a fragment: end it, or the next event would be
+            # glued onto it and lost to every reader.
+            self._fh.write("\n")
+            self._fh.flush()
+
+    def _ends_torn(self) -> bool:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                if fh.tell() == 0:
+                    return False
+                fh.seek(-1, os.SEEK_END)
+                return fh.read(1) != b"\n"
+        except OSError:
+            return False
 
     def append(self, event: Event) -> None:
         line = json.dumps(event.to_dict(), ensure_ascii=False, default=str)
@@ -174,15 +190,31 @@ def run_info(run_dir: str | Path) -> RunInfo:
     total = done = 0
     started: float | None = None
     status: str | None = None
-    for ev in iter_journal(run_dir / JOURNAL):
-        if ev.kind == "run_started":
-            total = ev.total  # type: ignore[attr-defined]
-            started = started or ev.ts
-            status = None
-        elif ev.kind == "trial_finished":
-            done += 1
-        elif ev.kind == "run_finished":
-            status = ev.status  # type: ignore[attr-defined]
+    # Listing runs (the TUI's home screen does it every few seconds) must not parse every
+    # trial's line: the writer puts "event" first, so a prefix says what a line is.
+    try:
+        fh = open(run_dir / JOURNAL, "rb")  # noqa: SIM115
+    except OSError:
+        fh = None
+    if fh is not None:
+        with fh:
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break  # a torn last line
+                if line.startswith(b'{"event": "trial_finished"'):
+                    # a whole line: not a fragment ended by a later writer, nor glued to one
+                    done += line.rstrip().endswith(b"}") and line.count(b'{"event": ') == 1
+                elif line.startswith(b'{"event": "run_'):
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    if ev.get("event") == "run_started":
+                        total = int(ev.get("total") or 0)
+                        started = started or ev.get("ts")
+                        status = None
+                    elif ev.get("event") == "run_finished":
+                        status = ev.get("status")
     if lock_holder(run_dir) is not None:
         state = "running"
     elif status == "completed":

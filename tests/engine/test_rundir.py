@@ -12,7 +12,7 @@ import pytest
 
 from aorta_tui.core import rundir
 from aorta_tui.core.errors import RunDirError
-from aorta_tui.core.events import RunStarted, TrialFinished, TrialStarted
+from aorta_tui.core.events import RunFinished, RunStarted, TrialFinished, TrialStarted
 
 
 def test_second_holder_is_refused_with_the_holders_pid(tmp_path: Path):
@@ -75,8 +75,16 @@ def test_run_info_states(tmp_path: Path):
     j.append(RunStarted("run1", source="sweep", run_dir=str(run), total=3))
     j.append(TrialFinished("run1", trial_id="a/trial-000", cell="a", trial=0, verdict="pass"))
     j.close()
+    with open(run / rundir.JOURNAL, "a") as fh:
+        fh.write('{"event": "trial_finished", "run_id": "run1", "trial_')  # torn: not counted
     (info,) = rundir.list_runs(tmp_path)
     assert (info.state, info.total, info.done, info.ticket) == ("interrupted", 3, 1, "T")
+    j = rundir.Journal(run / rundir.JOURNAL)  # a resumed writer: ends the fragment first
+    j.append(RunFinished("run1", status="completed", exit_code=0))
+    j.close()
+    info = rundir.run_info(run)
+    assert (info.state, info.done) == ("finished", 1)
+    assert [e.kind for e in rundir.read_journal(run)] == ["run_started", "trial_finished", "run_finished"]
 
 
 def test_unwritable_output_is_a_clear_error(tmp_path: Path):
