@@ -109,7 +109,8 @@ def nearby_recipes(base: Path, limit: int = 30) -> list[Path]:
             continue
         for path in candidates:
             try:
-                head = path.read_text(errors="replace")[:4000]
+                with path.open("rb") as fh:  # the keys sit at the top: read no more than that
+                    head = fh.read(4000).decode("utf-8", "replace")
             except OSError:
                 continue
             if any(key in head for key in ("schema_version:", "cells:", "mitigation_axis:", "workload:")):

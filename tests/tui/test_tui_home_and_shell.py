@@ -151,3 +151,32 @@ async def test_home_follows_a_run_from_running_to_finished(tmp_path: Path) -> No
         await wait_for(pilot, lambda: state() == "running", what="the running sweep")
         await wait_for(pilot, lambda: state() == "finished", timeout=60, what="the sweep to finish")
         assert str(runs.get_row_at(0)[1]) == f"TUI-TEST/{run_dir.name}"
+
+
+@async_test
+async def test_home_relist_reads_journals_only_when_one_changed(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    from aorta_tui.core import rundir
+
+    run_probe_sweep(tmp_path)
+    calls: list[Path] = []
+    real_list_runs = rundir.list_runs
+
+    def counting_list_runs(output_dir: Path) -> list[rundir.RunInfo]:
+        calls.append(Path(output_dir))
+        return real_list_runs(output_dir)
+
+    monkeypatch.setattr(rundir, "list_runs", counting_list_runs)
+    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "aorta-out", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(80, 24)) as pilot:
+        home = app.screen
+        runs = home.query_one("#runs", DataTable)
+        await wait_for(pilot, lambda: runs.row_count == 1, what="the run list")
+        listed = len(calls)
+
+        await home.run_worker(home._list_runs_if_changed, thread=True).wait()
+        assert len(calls) == listed  # nothing changed: no journal was parsed again
+
+        run_probe_sweep(tmp_path)  # a second finished run appears
+        await home.run_worker(home._list_runs_if_changed, thread=True).wait()
+        assert len(calls) == listed + 1
+        await wait_for(pilot, lambda: runs.row_count == 2, what="the new run")

@@ -61,7 +61,7 @@ class HomeScreen(AortaScreen):
 
     def _relist(self) -> None:
         if self.is_current:
-            self.run_worker(self._list_everything, thread=True, exit_on_error=False, name="list runs",
+            self.run_worker(self._list_runs_if_changed, thread=True, exit_on_error=False, name="list runs",
                             group="list", exclusive=True)
 
     def action_refresh(self) -> None:
@@ -86,11 +86,30 @@ class HomeScreen(AortaScreen):
         )
         self.query_one("#machine", Static).update(text)
 
+    def _list_runs_if_changed(self) -> None:
+        """The timer's re-list: ``list_runs`` parses every journal whole, so skip it while no
+        journal changed and none was running (a running run can stop without writing)."""
+        try:
+            signature = _journal_signature(self.aorta.output_dir, engines.rundir().JOURNAL)
+        except engines.EngineMissing:
+            signature = None
+        last = getattr(self, "_last_listing", None)
+        if (
+            signature is not None
+            and signature == getattr(self, "_journals_seen", None)
+            and last is not None
+            and not any(row[0] == "running" for _path, row in last[0])
+        ):
+            self.from_thread(self._show_lists, last[0], last[1], nearby_recipes(self.aorta.cwd))
+            return
+        self._list_everything()
+
     def _list_everything(self) -> None:
         runs_rows: list[tuple[Path, tuple[str, str, str, str]]] = []
         runs_note = ""
         try:
             rundir = engines.rundir()
+            self._journals_seen = _journal_signature(self.aorta.output_dir, rundir.JOURNAL)
             for info in rundir.list_runs(self.aorta.output_dir):
                 started = _fmt_time(info.started_at)
                 runs_rows.append(
@@ -132,17 +151,11 @@ class HomeScreen(AortaScreen):
         table.clear()
         self._recipe_paths = recipes
         for path in recipes:
-            table.add_row(Text(self._short(path)))
+            table.add_row(Text(self.display_path(path)))
         if recipes:
             table.move_cursor(row=min(recipe_row, len(recipes) - 1), animate=False)
         if not recipes:
             self.query_one("#recipes-title", Static).update("Recipes nearby — none here or in ./recipes")
-
-    def _short(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.aorta.cwd))
-        except ValueError:
-            return str(path)
 
     def action_open_selected(self) -> None:
         focused = self.focused
@@ -159,6 +172,18 @@ class HomeScreen(AortaScreen):
 
     def action_new_recipe(self) -> None:
         self.aorta.open_recipe(None)
+
+
+def _journal_signature(output_dir: Path, journal: str) -> tuple[tuple[str, int, int], ...]:
+    """(path, mtime, size) of every run's journal: what ``list_runs`` would find changed."""
+    found = []
+    for path in sorted(Path(output_dir).glob(f"*/*/{journal}")):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        found.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(found)
 
 
 def _fmt_time(ts: float | None) -> str:
