@@ -11,6 +11,7 @@ kernel, bpftrace and target set for a day.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.trace import elfsyms, targets
 
 CANDIDATES = {"push": ["lfind", "bsearch"], "other": ["labs", "llabs", "abs"]}
@@ -151,13 +153,20 @@ def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None
             result["reasons"][name] = f"calibration failed: {exc}"
         return result
     for name, spec in specs.items():
-        result[name] = max(0.0, probed[spec] - base[spec])
+        result[name] = _difference(result, name, probed[spec], base[spec])
         result["functions"][name] = spec
     for name, spec in pairs.items():
-        result[f"{name}+ret"] = max(0.0, returns[spec] - base[spec])
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"key": key, "at": time.time(), "result": result}))
-    except OSError:
-        pass
+        result[f"{name}+ret"] = _difference(result, f"{name}+ret", returns[spec], base[spec])
+    with contextlib.suppress(OSError):  # the cache only saves time; a read-only home is fine
+        atomic_write_json(cache, {"key": key, "at": time.time(), "result": result}, indent=None)
     return result
+
+
+def _difference(result: dict[str, Any], name: str, probed: float, base: float) -> float | None:
+    """Probed minus unprobed ns per call; None with a reason when noise hides the probe (a
+    cost of 0.0 would claim the probe is free)."""
+    if probed > base:
+        return probed - base
+    result["reasons"][name] = (f"not resolved: {probed:.0f} ns per call with the probe, {base:.0f} ns "
+                               "without (timing noise larger than the probe cost)")
+    return None

@@ -448,7 +448,8 @@ class TraceSession:
             entry["method"] = cal.get("method")
             entry["calibrated_on"] = cal.get("functions", {}).get(target)
             if per_pair is None and any(self._stats[m].metric.probe_hits == 2 for m in uprobe_mids):
-                entry["note"] = "return probes counted as one more entry probe (not calibrated separately)"
+                why = cal.get("reasons", {}).get(f"{target}+ret", "not calibrated separately")
+                entry["note"] = f"return probes counted as one more entry probe ({why})"
             out[ps.name] = entry
         return out
 
