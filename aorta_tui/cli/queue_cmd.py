@@ -130,7 +130,6 @@ def run_cmd(
                          params=_parse_params(param), ebpf_trace=ebpf_trace,
                          keep_timeline=timeline, timing=timing,
                          stream_priority=stream_priority)
-    cfg.validate()
     if output is not None:
         output = _per_rank(output)
     result = run_queue(cfg, on_event=_progress_sink(as_json, quiet), output=output)
@@ -256,16 +255,14 @@ def sweep_cmd(
     Example: aorta-tui queue sweep hetero_kernels --streams 2,4,8,16,32,64 -o sweep.json
     """
     from aorta_tui.hwqueue.harness import QueueRunConfig
-    from aorta_tui.hwqueue.sweep import check_counts, parse_stream_counts, run_sweep
+    from aorta_tui.hwqueue.sweep import parse_stream_counts, run_sweep
 
     counts = parse_stream_counts(streams)
-    check_counts(workload, counts)
     base = QueueRunConfig(workload=workload, streams=counts[0], iterations=iterations,
                           warmup=warmup, device=device, devices=_parse_devices(devices),
                           sync_mode=sync_mode, dtype=dtype, size=size,
                           params=_parse_params(param), ebpf_trace=ebpf_trace,
                           stream_priority=stream_priority)
-    base.validate()
     doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
                     output=output)
     if as_json:
