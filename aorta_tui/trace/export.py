@@ -35,7 +35,7 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
                     ) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     rings: dict[str, int] = {}
-    total = 0
+    total = exported = 0
     flow_id = 0
     truncated = False
     for rec in records:
@@ -43,6 +43,7 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
         if len(events) >= max_events:
             truncated = True
             continue
+        exported += 1
         ts_us = rec["ts_ns"] / 1000.0
         name = f"{rec['set']}.{rec['metric']}"
         args = {"key": hex(rec["key"] & 0xFFFFFFFFFFFFFFFF), "aux": rec["aux"]}
@@ -73,7 +74,7 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
         "traceEvents": meta + events,
         "displayTimeUnit": "ns",
         "metadata": {"source": "aorta-tui trace", "records": total,
-                     "records_exported": total if not truncated else None,
+                     "records_exported": exported,
                      "truncated": truncated, "max_events": max_events,
                      "clock": "CLOCK_MONOTONIC (bpftrace nsecs), microseconds"},
     }

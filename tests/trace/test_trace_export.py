@@ -41,3 +41,6 @@ def test_export_is_capped_and_says_so(tmp_path: Path) -> None:
     assert meta["truncated"] is True and meta["records"] == 200
     data = json.loads((tmp_path / "t.json").read_text())
     assert len([e for e in data["traceEvents"] if e["ph"] != "M"]) <= 53  # the cap, plus one record's flow
+    # every exported record is one instant or one "... submit" slice
+    shown = [e for e in data["traceEvents"] if e["ph"] == "i" or e.get("name", "").endswith(" submit")]
+    assert 0 < meta["records_exported"] == len(shown) < meta["records"]
