@@ -69,7 +69,7 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
                 f"{show(h.get('cpu_logical_cores'))} threads, {show(h.get('cpu_affinity_cores'))} usable"),
         ("memory / numa", f"{_gib(h.get('memory_total_bytes'))}, {show(h.get('numa_nodes'))} NUMA node(s)"),
         ("container / vm", f"{show(h.get('container'))} / {show(h.get('virtualization'))}"),
-        ("cgroup cpu / mem", f"{show(h.get('cgroup_cpu_limit'))} / {show(h.get('cgroup_memory_limit_bytes'))}"),
+        ("cgroup cpu / mem", f"{show(h.get('cgroup_cpu_limit'))} / {_gib(h.get('cgroup_memory_limit_bytes'))}"),
         ("hugepages / thp", f"{show(h.get('hugepages_total'))} / {show(h.get('transparent_hugepages'))}"),
         ("iommu", f"units: {show(h.get('iommu_units'))}; groups: {show(h.get('iommu_groups'))}"),
     ]))

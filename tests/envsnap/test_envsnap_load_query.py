@@ -137,3 +137,14 @@ _H200 = load_fixture("h200.json")
 @given(st.sampled_from(sorted(p for p, _ in iter_leaves(_H200))))
 def test_every_leaf_path_reads_back_its_value(path: str) -> None:
     assert get_field(_H200, path) == dict(iter_leaves(_H200))[path]["value"]
+
+
+def test_summary_shows_byte_limits_in_gib_and_keeps_unlimited(h200: dict) -> None:
+    from aorta_tui.envsnap.summary import summarize
+
+    def cgroup_row(snap: dict) -> str:
+        return dict(dict(summarize(snap))["host"])["cgroup cpu / mem"]
+
+    assert cgroup_row(h200).endswith(" / unlimited")
+    h200["host"]["cgroup_memory_limit_bytes"] = {"state": "ok", "value": 8 * 2**30, "source": "x"}
+    assert cgroup_row(h200).endswith(" / 8.0 GiB")
