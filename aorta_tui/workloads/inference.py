@@ -342,6 +342,8 @@ class Inference(Workload):
         """Checks and fingerprint; outside the timed region (it copies to the host)."""
         import torch
 
+        from aorta_tui.workloads._fingerprint import update_with_tensor
+
         checks = self.cfg["checks"]
         host = logits.detach().cpu()
         if checks["fail_on_nan_logits"] and bool(torch.isnan(host).any()):
@@ -349,8 +351,6 @@ class Inference(Workload):
         elif checks["fail_on_nonfinite_output"] and not bool(torch.isfinite(host).all()):
             self._fail("nonfinite_output", f"infinite logits at step {step}", step)
         for i, r in enumerate(rids):
-            from aorta_tui.workloads._fingerprint import update_with_tensor
-
             update_with_tensor(self.stats.hashers.setdefault(r, hashlib.sha256()), host[i])
 
     def _fail(self, code: str, message: str, step: int) -> None:
