@@ -89,14 +89,6 @@ class LogLinearHistogram:
         self.total = 0
         self.add_bucket_counts(counts)
 
-    def merge(self, other: LogLinearHistogram) -> None:
-        self.add_bucket_counts(other.counts)
-        if other.min is not None:
-            self.min = other.min if self.min is None else min(self.min, other.min)
-        if other.max is not None:
-            self.max = other.max if self.max is None else max(self.max, other.max)
-        self.sum += other.sum
-
     def percentile(self, q: float) -> float | None:
         """Value at quantile ``q`` (0..100): the upper edge of the bucket that holds it.
 

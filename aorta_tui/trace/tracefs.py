@@ -69,10 +69,6 @@ def parse_format(text: str) -> dict[str, Field]:
     return fields
 
 
-def event_exists(root: Path, group: str, event: str) -> bool:
-    return (root / "events" / group / event / "format").is_file()
-
-
 def kprobes_supported(root: Path | None) -> tuple[bool, str]:
     """Kprobes need the kprobe PMU or ``kprobe_events``; bpftrace --info claims them regardless."""
     if Path("/sys/bus/event_source/devices/kprobe").exists():
