@@ -50,6 +50,7 @@ class MetricStats:
         self.last_ts: int | None = None
         self.value_sum = 0
         self._label_codes: dict[str, int] = {}
+        self._label_names: dict[int, str] = {}  # the inverse, rebuilt when codes were added
 
     # -- events mode ---------------------------------------------------------------------------
     def add(self, ts: np.ndarray, pid: np.ndarray, key: np.ndarray, value: np.ndarray,
@@ -162,7 +163,7 @@ class MetricStats:
     def _label_of(self, k: Any) -> Any:
         if self.metric.breakdown_by != "label" or isinstance(k, str):
             return k
-        if not hasattr(self, "_label_names") or len(self._label_names) != len(self._label_codes):
+        if len(self._label_names) != len(self._label_codes):
             self._label_names = {v: name for name, v in self._label_codes.items()}
         return self._label_names.get(k, str(k))
 
