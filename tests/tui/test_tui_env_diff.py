@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from textual.widgets import DataTable
-from tui_support import FIXED_FACTS, async_test, wait_for
+from tui_support import FIXED_FACTS, app_in, async_test, wait_for
 
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.env_diff import EnvDiffScreen
@@ -34,7 +34,7 @@ def _fields(screen: EnvDiffScreen) -> list[str]:
 async def test_env_diff_ranks_filters_searches_and_shows_provenance(tmp_path: Path) -> None:
     a = _capture(tmp_path / "a.json", {})
     b = _capture(tmp_path / "b.json", KNOBS)
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("5")
         screen = app.screen
@@ -99,7 +99,7 @@ async def test_a_run_directory_stands_for_its_host_snapshot(tmp_path: Path) -> N
 async def test_a_broken_snapshot_is_a_notification_not_a_crash(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": ')
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("5")
         app.screen.set_paths(bad, bad)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from textual.widgets import DataTable
-from tui_support import FIXED_FACTS, async_test, run_probe_sweep, wait_for
+from tui_support import FIXED_FACTS, app_in, async_test, run_probe_sweep, wait_for
 
 from aorta_tui.tui.app import DARK, LIGHT, SCREEN_NAMES, AortaApp
 from aorta_tui.tui.screens.help import HelpScreen
@@ -52,7 +52,7 @@ async def test_home_facts_are_gathered_from_this_machine(tmp_path: Path) -> None
 
 @async_test
 async def test_number_keys_reach_every_screen_and_escape_leaves_text_fields(tmp_path: Path) -> None:
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         for index, name in enumerate(SCREEN_NAMES, start=1):
             await pilot.press("escape", str(index))
@@ -70,7 +70,7 @@ async def test_number_keys_reach_every_screen_and_escape_leaves_text_fields(tmp_
 
 @async_test
 async def test_help_lists_the_screen_keys_and_palette_has_every_action(tmp_path: Path) -> None:
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("5", "question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -111,7 +111,7 @@ def _is_grey(colour: str) -> bool:
 
 def _screenshot(tmp_path: Path) -> str:
     async def run() -> str:
-        app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+        app = app_in(tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause(0.1)
             return app.export_screenshot()

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from textual.widgets import DataTable, Input
-from tui_support import FIXED_FACTS, FIXTURES, async_test, wait_for
+from tui_support import FIXTURES, app_in, async_test, wait_for
 
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.policy import PolicyScreen, winner_text
@@ -26,7 +26,7 @@ async def _policy_screen(app: AortaApp, pilot) -> PolicyScreen:  # noqa: ANN001
 
 @async_test
 async def test_running_a_policy_sweep_fills_the_table_from_its_report(tmp_path: Path) -> None:
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _policy_screen(app, pilot)
         screen.query_one("#policy-table", DataTable).focus()
@@ -56,7 +56,7 @@ async def test_running_a_policy_sweep_fills_the_table_from_its_report(tmp_path: 
 
 @async_test
 async def test_quitting_stops_a_running_policy_sweep(tmp_path: Path) -> None:
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _policy_screen(app, pilot)
         screen.query_one("#pol-trials", Input).value = "20"
@@ -83,7 +83,7 @@ async def test_a_saved_report_opens_and_names_a_winner_only_when_significant(tmp
             policy["vs_reference"]["throughput"] = {"verdict": "higher", "change_pct": 30.0, "assessment": "better"}
     saved = tmp_path / "policy.json"
     saved.write_text(json.dumps(report))
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _policy_screen(app, pilot)
         screen.load_report(saved)

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Input, Select
-from tui_support import FIXED_FACTS, FIXTURES, HERE, async_test, bpftrace_descendants, wait_for
+from tui_support import (
+    FIXTURES,
+    HERE,
+    app_in,
+    async_test,
+    bpftrace_descendants,
+    wait_for,
+)
 
 from aorta_tui.core.events import HistogramSnapshot, event_from_dict
 from aorta_tui.tui.app import AortaApp
@@ -38,15 +45,20 @@ async def _queue_screen(app: AortaApp, pilot) -> QueueMonitorScreen:  # noqa: AN
     return screen
 
 
+async def _trace_ioctl_load(screen: QueueMonitorScreen, pilot, seconds: int) -> None:  # noqa: ANN001
+    """Start the ioctl probe set on the load script (which runs ``seconds`` at most)."""
+    screen.query_one("#probe-set", Select).value = "ioctl"
+    screen.query_one("#trace-target", Input).value = f"{sys.executable} {LOAD} {seconds}"
+    await pilot.press("s")
+
+
 @needs_bpftrace
 @async_test
 async def test_live_histogram_from_a_real_trace_then_stop_detaches(tmp_path: Path) -> None:
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _queue_screen(app, pilot)
-        screen.query_one("#probe-set", Select).value = "ioctl"
-        screen.query_one("#trace-target", Input).value = f"{sys.executable} {LOAD} 30"
-        await pilot.press("s")
+        await _trace_ioctl_load(screen, pilot, 30)
         await wait_for(pilot, lambda: screen.redraws >= 2, timeout=30, what="live snapshots")
         snap = screen._latest[screen.metric]
         assert snap.probe_set == "ioctl.ioctl" and snap.count > 0
@@ -69,12 +81,10 @@ async def test_live_histogram_from_a_real_trace_then_stop_detaches(tmp_path: Pat
 @needs_bpftrace
 @async_test
 async def test_quitting_while_tracing_leaves_no_tracer_attached(tmp_path: Path) -> None:
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _queue_screen(app, pilot)
-        screen.query_one("#probe-set", Select).value = "ioctl"
-        screen.query_one("#trace-target", Input).value = f"{sys.executable} {LOAD} 60"
-        await pilot.press("s")
+        await _trace_ioctl_load(screen, pilot, 60)
         await wait_for(pilot, lambda: screen.redraws >= 1, timeout=30, what="the trace to start")
         await wait_for(pilot, lambda: screen.attached is not None, what="the attached report")
         load_pid = screen.attached["pid"]
@@ -93,7 +103,7 @@ async def test_a_flood_of_snapshots_is_coalesced_to_the_redraw_cadence(tmp_path:
     import threading
 
     base = _recorded_snapshot()
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _queue_screen(app, pilot)
         stop = threading.Event()

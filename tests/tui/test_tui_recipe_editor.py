@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.widgets import DataTable, Input
-from tui_support import FIXED_FACTS, PROBE_RECIPE, async_test, wait_for
+from tui_support import FIXED_FACTS, PROBE_RECIPE, app_in, async_test, wait_for
 
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.matrix import MatrixScreen
@@ -34,7 +34,7 @@ async def _open(app: AortaApp, pilot, path: Path) -> RecipeEditorScreen:  # noqa
 async def test_errors_at_line_and_column_then_a_plan_once_fixed(tmp_path: Path) -> None:
     path = tmp_path / "probe.yaml"
     path.write_text(BAD)
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _open(app, pilot, path)
         await wait_for(pilot, lambda: bool(screen.issues), what="the engine's issues")
@@ -67,7 +67,7 @@ async def test_errors_at_line_and_column_then_a_plan_once_fixed(tmp_path: Path) 
 async def test_save_writes_the_buffer_and_an_outside_change_reloads(tmp_path: Path) -> None:
     path = tmp_path / "probe.yaml"
     path.write_text(GOOD)
-    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+    app = app_in(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open(app, pilot, path)
         screen.editor.move_cursor((0, 0))

@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-from tui_support import FIXED_FACTS, PROBE_RECIPE, async_test, wait_for
+from tui_support import PROBE_RECIPE, app_in, async_test, wait_for
 
 from aorta_tui.cli.tui_launch import keep_invoking_terminal
-from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.sudo import give_to_invoking_user
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
@@ -58,7 +57,7 @@ async def test_a_recipe_saved_under_sudo_belongs_to_the_user(tmp_path: Path) -> 
     try:
         path = tmp_path / "probe.yaml"
         path.write_text(PROBE_RECIPE.format(trials=2))
-        app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
+        app = app_in(tmp_path)
         async with app.run_test(size=(100, 30)) as pilot:
             await pilot.pause()
             app.open_recipe(path)

@@ -10,8 +10,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aorta_tui.tui.machine import MachineFacts
+
+if TYPE_CHECKING:
+    from aorta_tui.tui.app import AortaApp
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -51,6 +55,13 @@ def workspace(tmp_path: Path) -> Path:
     shutil.copytree(FIXTURES / "env", tmp_path / "env")
     shutil.copytree(FIXTURES / "policy", tmp_path / "policy")
     return tmp_path
+
+
+def app_in(directory: Path) -> AortaApp:
+    """The app on ``directory`` with its runs in ``directory/out`` and the fixed machine facts."""
+    from aorta_tui.tui.app import AortaApp
+
+    return AortaApp(cwd=directory, output_dir=directory / "out", machine_facts=FIXED_FACTS)
 
 
 def write_probe_recipe(directory: Path, trials: int = 2) -> Path:
