@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-import threading
+import time
 from pathlib import Path
 
 from aorta_tui.core.events import Event, RunFinished, RunStarted
@@ -22,7 +22,6 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
     """Print every event, then follow. Returns 0 when the run completed, 1 when it failed,
     130 when it was interrupted (its orchestrator is gone without a ``run_finished``)."""
     out = out or sys.stdout
-    done = threading.Event()
     state: dict[str, object] = {"finished": None}
 
     def on_events(events: list[Event]) -> None:
@@ -35,7 +34,8 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
 
     follower = JournalFollower(run_dir, on_events, poll_s=CHECK_S).start()
     try:
-        while not done.wait(CHECK_S):
+        while True:
+            time.sleep(CHECK_S)
             finished = state["finished"]
             alive = _orchestrator_alive(run_dir)
             if finished is not None and not alive:
