@@ -26,8 +26,8 @@ def device_field() -> ConfigField:
     )
 
 
-def dtype_field(default: str = "float32") -> ConfigField:
-    return ConfigField("dtype", "str", default, "compute dtype of the model", choices=DTYPE_NAMES)
+def dtype_field(default: str = "float32", help: str = "compute dtype of the model") -> ConfigField:
+    return ConfigField("dtype", "str", default, help, choices=DTYPE_NAMES)
 
 
 def world_size_field() -> ConfigField:

@@ -36,7 +36,7 @@ from aorta_tui.core.workload import (
     WorkloadContext,
     WorkloadResult,
 )
-from aorta_tui.workloads._common import DTYPE_NAMES, device_field, world_size_field
+from aorta_tui.workloads._common import device_field, dtype_field, world_size_field
 
 DROPPABLE = ("none", "h2d", "comm", "compute")
 MAX_FAILURES = 20  # corrupted_iterations counts the rest
@@ -67,9 +67,7 @@ class Race(Workload):
         ConfigField("allreduce_tensor_size", "int", 4096, "elements (default and ddp modes)",
                     min=4),
         ConfigField("fsdp_shard_size", "int", 4096, "elements per rank (fsdp mode)", min=1),
-        ConfigField("dtype", "str", "bfloat16",
-                    "dtype of every buffer (the known values are exact in each)",
-                    choices=DTYPE_NAMES),
+        dtype_field("bfloat16", "dtype of every buffer (the known values are exact in each)"),
         ConfigField("simulate_compute", "bool", False,
                     "extra GEMMs on the compute stream (busier device, wider race windows)"),
         ConfigField("gemm_size", "int", 256, "GEMM side for simulate_compute", min=1),
