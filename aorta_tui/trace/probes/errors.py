@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
 from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, tracefs_missing
-from aorta_tui.trace.probes.kernel_common import fields_of, num, text
+from aorta_tui.trace.probes.kernel_common import num, record_events, text
 
 CANDIDATES = (
     # metric, group, event, key fields, aux fields, label fields
@@ -30,11 +30,9 @@ class ErrorProbes(ProbeSet):
             return tracefs_missing(self.name)
         det = Detection(probe_set=self.name, available=False)
         for metric, group, event, keys, auxs, labels in CANDIDATES:
-            f = fields_of(ctx.tracefs, group, event)
+            (f,) = record_events(det, ctx.tracefs, (group, event))
             if f is None:
-                det.missing.append(f"{group}:{event}")
                 continue
-            det.found.append(f"{group}:{event}")
             det.instances.append(Instance("error", {
                 "group": group, "event": event, "metric": metric,
                 "key": num(f, *keys) or "0", "aux": num(f, *auxs) or "0",
