@@ -185,15 +185,10 @@ def _priority_line(result: dict[str, Any]) -> str:
             f"(read back: {', '.join(f'{s}={got[s]}' for s in sorted(got))})")
 
 
-# summary key -> the ``unavailable`` key that explains it
-_REASON_KEY = {"latency_mean_ms": "iteration_latency_ms", "latency_p50_ms": "iteration_latency_ms",
-               "latency_p95_ms": "iteration_latency_ms", "latency_p99_ms": "iteration_latency_ms",
-               "launch_delay_mean_us": "launch_delay_us", "launch_delay_p50_us": "launch_delay_us",
-               "queue_depth_max": "queue_depth"}
-
-
 def _not_available(result: dict[str, Any], key: str) -> str:
-    why = result.get("unavailable", {}).get(_REASON_KEY.get(key, key))
+    from aorta_tui.hwqueue.result import summary_reason
+
+    why = summary_reason(result.get("unavailable", {}), key)
     return f"not available ({why})" if why else "not available"
 
 

@@ -37,6 +37,19 @@ SUMMARY_FIELDS: dict[str, tuple[str | None, str]] = {
     "wall_s": ("s", "neither"),  # how long the measurement took; throughput judges speed
 }
 
+# summary key -> the ``unavailable`` key that explains it when it is None (others: the same key)
+SUMMARY_REASON_KEY = {
+    "latency_mean_ms": "iteration_latency_ms", "latency_p50_ms": "iteration_latency_ms",
+    "latency_p95_ms": "iteration_latency_ms", "latency_p99_ms": "iteration_latency_ms",
+    "launch_delay_mean_us": "launch_delay_us", "launch_delay_p50_us": "launch_delay_us",
+    "queue_depth_max": "queue_depth",
+}
+
+
+def summary_reason(unavailable: dict[str, str], key: str) -> str | None:
+    """Why the summary figure ``key`` is None, from a result's ``unavailable`` map."""
+    return unavailable.get(SUMMARY_REASON_KEY.get(key, key))
+
 
 BUSY_MEANING = {
     "events": ("stream occupancy: from the start event being reached to the end event being "

@@ -616,29 +616,9 @@ def _trial_record(planned: PlannedTrial, policy: Policy, argv: list[str], remove
     return record
 
 
-_UNIT_SUFFIXES = ("_us", "_ms", "_s", "_bytes")
-
-
-def _stem(key: str) -> str:
-    for suffix in _UNIT_SUFFIXES:
-        if key.endswith(suffix):
-            return key[: -len(suffix)]
-    return key
-
-
-def _reason_for(key: str, reasons: dict[str, str]) -> str:
-    """The harness explains a missing figure under its metric's key (``launch_delay_us``)
-    rather than the summary's (``launch_delay_mean_us``): match on the stem."""
-    if key in reasons:
-        return reasons[key]
-    stem = _stem(key)
-    matches = [k for k in reasons if stem.startswith(_stem(k))]
-    if matches:
-        return reasons[max(matches, key=len)]
-    return "the harness reported no value and no reason"
-
-
 def _read_result(path: Path) -> dict[str, Any]:
+    from aorta_tui.hwqueue.result import summary_reason
+
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -651,8 +631,8 @@ def _read_result(path: Path) -> dict[str, Any]:
     values = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
               for k, v in summary.items()}
     reasons = {str(k): str(v) for k, v in (data.get("unavailable") or {}).items()}
-    unavailable = {key: _reason_for(key, reasons) for key, value in values.items()
-                   if value is None}
+    unavailable = {key: summary_reason(reasons, key) or "the harness reported no value and no reason"
+                   for key, value in values.items() if value is None}
     return {
         "status": "ok",
         "reason": "",
