@@ -191,20 +191,25 @@ class Training(Workload):
         return result
 
     def _nonfinite(self, logits: Any, loss: Any) -> dict[str, Any]:
+        """Which of logits, loss and gradients hold a non-finite value. The flags come back in
+        one device-to-host copy: this runs inside the timed step, and a read per tensor would
+        stall it once per parameter."""
         import torch
 
-        bad_grads = []
+        names: list[str] = []
+        flags = [torch.isfinite(logits).all(), torch.isfinite(loss).all()]
         for name, p in self.raw_model.named_parameters():
             g = p.grad
             if g is None:
                 continue
             local = g.to_local() if hasattr(g, "to_local") else g
-            if not bool(torch.isfinite(local).all()):
-                bad_grads.append(name)
+            names.append(name)
+            flags.append(torch.isfinite(local).all())
+        finite = torch.stack(flags).tolist()
         return {
-            "output": not bool(torch.isfinite(logits).all()),
-            "loss": not bool(torch.isfinite(loss)),
-            "grads": bad_grads,
+            "output": not finite[0],
+            "loss": not finite[1],
+            "grads": [n for n, ok in zip(names, finite[2:], strict=True) if not ok],
         }
 
     @staticmethod
