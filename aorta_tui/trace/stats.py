@@ -51,6 +51,7 @@ class MetricStats:
         self.value_sum = 0
         self._label_codes: dict[str, int] = {}
         self._label_names: dict[int, str] = {}  # the inverse, rebuilt when codes were added
+        self.aggregate = False
 
     # -- events mode ---------------------------------------------------------------------------
     def add(self, ts: np.ndarray, pid: np.ndarray, key: np.ndarray, value: np.ndarray,
@@ -149,6 +150,7 @@ class MetricStats:
     def set_aggregate(self, *, sent: int, buckets: dict[int, int], per_key_count: dict[Any, int],
                       per_key_sum: dict[Any, int], maximum: int | None) -> None:
         """Kernel maps are cumulative, so each snapshot replaces the previous state."""
+        self.aggregate = True
         self.count = sent
         self.hist.replace_bucket_counts(buckets)
         self.hist.max = maximum
@@ -221,6 +223,8 @@ class MetricStats:
             "breakdown_by": m.label_name if m.breakdown_by == "label" else m.key_name,
             "breakdown": breakdown,
             "breakdown_truncated": max(0, len(self.by_key) - MAX_BREAKDOWN),
+            "breakdown_reason": ("aggregate mode: the kernel keeps a count and a sum per key, so "
+                                 "per-key max and p50 are null") if self.aggregate else None,
             "per_pid": {str(p): c for p, c in sorted(self.by_pid.items())},
         }
 

@@ -58,6 +58,7 @@ def test_session_runs_from_a_background_thread_and_emits_snapshots(bpftrace, fak
     assert not errors, errors
     m = holder["r"]["probe_sets"]["ioctl"]["metrics"]["ioctl"]
     assert m["breakdown"][str(FIONREAD)]["count"] == 2000  # aggregate mode: exact in-kernel counts
+    assert m["breakdown"][str(FIONREAD)]["p50"] is None and "aggregate mode" in m["breakdown_reason"]
     assert snaps and snaps[-1].count == m["count"]
     assert snaps[-1].unit == "us" and "sys_enter_ioctl" in snaps[-1].measures
 

@@ -52,6 +52,7 @@ def test_cuda_counts_every_launch_per_stream_with_one_uprobe_each(bpftrace, fake
     m = metric(r, "cuda", "launch")
     assert m["count"] == n and m["records_sent_by_kernel"] == n and m["lost_events"] == 0
     assert {k: v["count"] for k, v in m["breakdown"].items()} == {STREAMS[0]: n // 2, STREAMS[1]: n // 2}
+    assert m["breakdown_reason"] is None  # events mode: per-key p50 and max are measured
     # one probe per launch entry point; the fake also exports cuLaunchKernelEx, cuGraphLaunch,
     # cuStreamSynchronize (uprobe + uretprobe) and cuMemcpyHtoDAsync_v2
     assert r["uprobes"] == 3 + 2 + 1
