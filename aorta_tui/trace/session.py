@@ -415,7 +415,7 @@ class TraceSession:
             uprobe_mids = [m for m in mids if self._stats[m].metric.probe_type == "uprobe"]
             if not uprobe_mids:
                 entry.update(per_hit_us=None, cpu_fraction=None,
-                             reason="calibration covers uprobes only; tracepoint hits cost far less (~0.3 us)")
+                             reason="calibration covers uprobes only; tracepoint hit cost is not measured here")
                 out[ps.name] = entry
                 continue
             if self.calibration is None:
