@@ -18,6 +18,7 @@ from typing import Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.hwqueue.metrics import percentile
+from aorta_tui.hwqueue.result import summary_reason
 
 _LATENCY = {"latency_mean_ms": None, "latency_p50_ms": 50.0, "latency_p95_ms": 95.0,
             "latency_p99_ms": 99.0}
@@ -59,6 +60,17 @@ def _interval(result: dict[str, Any], key: str) -> tuple[float, float] | None:
     return None
 
 
+def _missing(key: str, base: dict[str, Any], test: dict[str, Any]) -> str:
+    """Which run lacks the figure, with each such run's own reason for it."""
+    lacking = [(name, summary_reason(doc.get("unavailable", {}), key))
+               for name, doc in (("BASE", base), ("TEST", test)) if doc["summary"].get(key) is None]
+    if len(lacking) == 1:
+        name, why = lacking[0]
+        return f"not available in {name}" + (f" ({why})" if why else "")
+    reasons = "; ".join(f"{name}: {why}" for name, why in lacking if why)
+    return "not available in both" + (f" ({reasons})" if reasons else "")
+
+
 def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
     for name, doc in (("BASE", base), ("TEST", test)):
         if doc.get("kind") != "aorta-tui/queue-result":
@@ -81,9 +93,7 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
         b, t = base["summary"].get(key), test["summary"].get(key)
         row: dict[str, Any] = {"metric": key, "base": b, "test": t, "unit": base["summary_units"].get(key)}
         if b is None or t is None:
-            row.update(change=None, verdict="not comparable",
-                       reason="not available in " + ("both" if b is None and t is None else
-                                                     "BASE" if b is None else "TEST"))
+            row.update(change=None, verdict="not comparable", reason=_missing(key, base, test))
             rows.append(row)
             continue
         if key == "throughput" and base["summary_units"].get(key) != test["summary_units"].get(key):

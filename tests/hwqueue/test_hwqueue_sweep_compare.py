@@ -85,6 +85,12 @@ def test_missing_figures_are_not_comparable_and_notes_flag_mismatches() -> None:
     row = {r["metric"]: r for r in rep["rows"]}["switch_overhead_us"]
     assert row["verdict"] == "not comparable" and "both" in row["reason"]
     assert any("different workloads" in n for n in rep["notes"])
+    # the row carries each run's own reason for the missing figure
+    other["summary"]["throughput"] = None
+    other["unavailable"] = {"throughput": "no GEMMs (gemms_per_stream=0)"}
+    row = {r["metric"]: r for r in compare(base, other)["rows"]}["throughput"]
+    assert row["verdict"] == "not comparable"
+    assert row["reason"] == "not available in TEST (no GEMMs (gemms_per_stream=0))"
 
 
 def test_figures_without_samples_are_changed_not_regressed() -> None:
