@@ -78,18 +78,6 @@ def read_file(path: str, *, max_bytes: int = 1 << 20, absent_state: str = "not_a
     return ok(data.decode("utf-8", "replace").strip(), source)
 
 
-def read_link(path: str) -> Leaf:
-    source = f"file:{path}"
-    try:
-        return ok(os.readlink(path), source)
-    except FileNotFoundError:
-        return not_applicable(f"{path} does not exist", source)
-    except PermissionError:
-        return _denied(path, source)
-    except OSError as exc:
-        return error(f"readlink {path} failed: {exc.strerror or exc}", source)
-
-
 def list_dir(path: str) -> Leaf:
     source = f"file:{path}"
     try:

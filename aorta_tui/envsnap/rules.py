@@ -125,9 +125,5 @@ def classify(path: str, flavour: str = "aorta-tui") -> tuple[str, bool]:
     return I, False
 
 
-def rank_of(path: str, flavour: str = "aorta-tui") -> str:
-    return classify(path, flavour)[0]
-
-
 def is_volatile(path: str, flavour: str = "aorta-tui") -> bool:
     return classify(path, flavour)[1]
