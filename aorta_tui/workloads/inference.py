@@ -339,7 +339,8 @@ class Inference(Workload):
             s["history"] = torch.cat([s["history"], nxt[i : i + 1]])
 
     def _observe(self, rids: list[int], logits: Any, step: int) -> None:
-        """Checks and fingerprint; outside the timed region (it copies to the host)."""
+        """Checks and fingerprint: outside the prefill/decode timers (it copies to the host),
+        inside the step's."""
         import torch
 
         from aorta_tui.workloads._fingerprint import update_with_tensor
