@@ -32,17 +32,22 @@ def fmt_seconds(value: Any) -> str:
 
 def cell_figures(state: MatrixState, cell: str) -> tuple[str, str, str]:
     """(failure, mean step, confound) for a cell: the engine's aggregate when it has one,
-    else the live count of failed/finished trials from the journal (marked with ~)."""
+    else live figures from the journal (marked with ~) that mean the same: failed trials over
+    finished ones (errors are not failures), and steps of trials that did not error.
+    A step time measured as the whole trial's wall time says so ("trial")."""
     stats = state.cell_stats.get(cell)
     if stats:
         rate = stat_value(stats, "failure_rate")
         fail = f"{rate:.0%}" if isinstance(rate, (int, float)) else "n/a"
         step = fmt_seconds(stat_value(stats, "step_time_s.mean", "mean_step_s"))
+        if stat_value(stats, "step_time_source") == "trial_wall" and step != "n/a":
+            step += " trial"
         confound = stat_value(stats, "confound.flag")
         return fail, step, str(confound) if confound else "—"
-    finished, failed, errored = state.cell_counts(cell)
-    fail = f"~{failed + errored}/{finished}" if finished else "—"
-    steps = [v.mean_step_s for (c, _t), v in state.trials.items() if c == cell and v.mean_step_s is not None]
+    finished, failed, _errored = state.cell_counts(cell)
+    fail = f"~{failed}/{finished}" if finished else "—"
+    steps = [v.mean_step_s for (c, _t), v in state.trials.items()
+             if c == cell and v.mean_step_s is not None and v.state != "error"]
     step = f"~{fmt_seconds(sum(steps) / len(steps))}" if steps else "—"
     return fail, step, "—"
 
