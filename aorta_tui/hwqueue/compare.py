@@ -100,9 +100,14 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
             row.update(change=None, verdict="not comparable", reason="different units")
             rows.append(row)
             continue
-        change = (t - b) / abs(b) if b != 0 else (0.0 if t == 0 else math.inf)
+        # From a base of 0 there is no relative change (it would be infinite, and `Infinity` is
+        # not JSON): the row says so, and the verdict rests on the sign and the intervals.
+        change = (t - b) / abs(b) if b != 0 else (0.0 if t == 0 else None)
+        big = abs(change) >= min_change if change is not None else t != b
         ib, it = _interval(base, key), _interval(test, key)
         row["change"] = change
+        if change is None:
+            row["change_reason"] = "the base value is 0: no relative change"
         row["base_ci"], row["test_ci"] = ib, it
         if ib is not None and it is not None:
             overlap = ib[0] <= it[1] and it[0] <= ib[1]
@@ -110,13 +115,13 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
         else:
             overlap = False
             row["spread"] = "none recorded"
-        if abs(change) >= min_change and row["spread"] == "none recorded" and direction != "neither":
+        if big and row["spread"] == "none recorded" and direction != "neither":
             row["verdict"] = "changed"
-        elif direction == "neither" or overlap or abs(change) < min_change:
+        elif direction == "neither" or overlap or not big:
             row["verdict"] = "unchanged"
         else:
             up_is_good = direction == "higher"
-            row["verdict"] = "improved" if (change > 0) == up_is_good else "regressed"
+            row["verdict"] = "improved" if (t > b) == up_is_good else "regressed"
         rows.append(row)
     return {
         "base": base.get("run_id"), "test": test.get("run_id"), "min_change": min_change,

@@ -107,3 +107,16 @@ def test_bootstrap_interval_brackets_the_sample_range(xs: list[float]) -> None:
     ci = bootstrap_ci(xs, lambda v: sum(v) / len(v), resamples=200)
     assert ci is not None
     assert min(xs) - 1e-9 <= ci[0] <= ci[1] <= max(xs) + 1e-9
+
+
+def test_a_zero_base_gives_no_relative_change_and_valid_json() -> None:
+    import json
+
+    base, test = fake_result(NOISY, NOISY), fake_result(NOISY, NOISY)
+    base["summary"]["achieved_concurrency"] = 0.0
+    base["samples"]["iteration_concurrency"] = [0.0] * len(NOISY)
+    rep = compare(base, test)
+    row = {r["metric"]: r for r in rep["rows"]}["achieved_concurrency"]
+    assert row["change"] is None and row["change_reason"].startswith("the base value is 0")
+    assert row["verdict"] == "improved"  # 0 -> 2 streams: a change, in the good direction
+    json.loads(json.dumps(rep, allow_nan=False))  # no Infinity in the report
