@@ -166,7 +166,7 @@ def _live_line(ev: Any) -> None:
     def f(v: Any) -> str:
         return "n/a" if v is None else f"{v:.1f}"
     err(f"  {ev.probe_set:<22} n={ev.count:<9} {ev.events_per_s:9.0f}/s  p50={f(p.get('p50'))} "
-        f"p99={f(p.get('p99'))} max={f(p.get('max'))} {ev.unit}  lost={ev.lost_events}")
+        f"p99={f(p.get('p99'))} max={f(p.get('max'))} {ev.unit}  lost={'?' if ev.lost_events is None else ev.lost_events}")
 
 
 def _bar_rows(buckets: list[list[float]], width: int = 40, rows: int = 12) -> list[str]:

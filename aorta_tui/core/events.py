@@ -130,7 +130,7 @@ class HistogramSnapshot(Event):
     buckets: list[list[float]] = field(default_factory=list)
     percentiles: dict[str, float | None] = field(default_factory=dict)
     events_per_s: float = 0.0
-    lost_events: int = 0
+    lost_events: int | None = 0  # None: not known yet (the kernel's count has not arrived)
     malformed_lines: int = 0
     breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
     observer_cost: dict[str, Any] = field(default_factory=dict)

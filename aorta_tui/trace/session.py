@@ -391,10 +391,11 @@ class TraceSession:
         runner.cleanup()
 
     # -- results -----------------------------------------------------------------------------
-    def _lost_for(self, mid: int) -> int:
+    def _lost_for(self, mid: int) -> int | None:
+        """Records the kernel sent that never reached us; None until its count has arrived."""
         sent = self.sent.get(mid)
         if sent is None:
-            return 0
+            return None
         return max(0, sent - self.received.get(mid, 0))
 
     def _records_fired(self, mid: int) -> int:

@@ -172,7 +172,8 @@ class QueueMonitorScreen(AortaScreen):
             f"events   {snap.count:,}",
             *(f"{name:<8} {fmt_latency(pct.get(name), snap.unit)}" for name in ("p50", "p90", "p99", "max")),
             f"rate     {snap.events_per_s:,.0f}/s now",
-            f"lost     {snap.lost_events}" + ("  [b red]events lost[/]" if snap.lost_events else ""),
+            (f"lost     {snap.lost_events}" + ("  [b red]events lost[/]" if snap.lost_events else "")
+             if snap.lost_events is not None else "lost     not known yet (no in-kernel count so far)"),
             f"bad line {snap.malformed_lines}",
             f"observer {cost_text}",
         ]
