@@ -28,6 +28,10 @@ _DEVICE_HELP = ("cpu (emulated, streams run in order), cuda, cuda:N (ROCm builds
 _PRIORITY_HELP = ("default (every stream at the default priority) or lc: the workload's "
                   "latency-critical streams get the highest CUDA/HIP stream priority, the rest "
                   "stay default (no effect on --device cpu; the result says so).")
+_TIMING_HELP = ("auto (a measure pass for throughput and latency, then a detail pass timing every "
+                "launch: profiler kernel timestamps on a GPU, events where unavailable), events "
+                "(one pass, CUDA/HIP events per launch: stream occupancy, not kernel execution) "
+                "or cupti (one pass under the profiler).")
 _DEVICES_HELP = ("Spread streams over these, e.g. cuda:0,cuda:1, or 'all' (every GPU this process "
                  "sees; under torchrun every rank uses all of them).")
 
@@ -106,17 +110,25 @@ def run_cmd(
     output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
                                           help="Write the result JSON here (atomically)."),
     timeline: bool = typer.Option(False, "--timeline", help="Include every launch's timestamps."),
-    timing: str = typer.Option("events", "--timing",
-                               help="events (CUDA/HIP events per launch, low overhead) or cupti "
-                               "(profiler kernel timestamps: true kernel execution, HTA launch delay)."),
+    timing: str = typer.Option("auto", "--timing", help=_TIMING_HELP),
+    detail_iterations: int = typer.Option(20, "--detail-iterations",
+                                          help="--timing auto: iterations of the detail pass "
+                                          "(at most --iterations)."),
+    profiler_trace: Path | None = typer.Option(None, "--profiler-trace",  # noqa: UP007
+                                                  help="Also write the profiler's chrome trace "
+                                                  "(Perfetto) of the kernel-timed pass here."),
     ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
                                     help="Also trace the CUDA runtime with eBPF (needs root)."),
     stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
-    """Run WORKLOAD on N streams and measure throughput, latency, concurrency, launch delay,
-    gaps and switch overhead from per-launch device events.
+    """Run WORKLOAD on N streams and measure throughput, latency, per-stream busy time,
+    concurrency, launch delay, queue depth, gaps and switch overhead.
+
+    By default (--timing auto) a measure pass without per-launch instrumentation gives
+    throughput and latency, and a detail pass times every launch: kernel timestamps from the
+    profiler on a GPU, device events where the profiler is unavailable.
 
     Example: aorta-tui queue run hetero_kernels --streams 8 --iterations 50 -o result.json
 
@@ -129,6 +141,8 @@ def run_cmd(
                          sync_mode=sync_mode, dtype=dtype, size=size,
                          params=_parse_params(param), ebpf_trace=ebpf_trace,
                          keep_timeline=timeline, timing=timing,
+                         detail_iterations=detail_iterations,
+                         profiler_trace=None if profiler_trace is None else str(profiler_trace),
                          stream_priority=stream_priority)
     if output is not None:
         output = _per_rank(output)
@@ -155,24 +169,50 @@ def print_result(result: dict[str, Any]) -> None:
     wl, cfg = result["workload"], result["config"]
     title = (f"{wl['name']} x{cfg['streams']} streams on {result['platform'].get('device_name')}"
              f" ({result['platform']['backend']}{', EMULATED' if result['emulated'] else ''})")
+    sources = result.get("summary_source", {})
+    detail_from = _short_source(sources.get("achieved_concurrency", ""))
     rows = []
     for key, value in s.items():
         shown = _fmt(value) if value is not None else _not_available(result, key)
-        rows.append([key, shown, u.get(key, "")])
+        rows.append([key, shown, u.get(key, ""), _short_source(sources.get(key, ""))])
     for ps in result["metrics"]["per_stream"]:
         busy = ps["busy_ms"]
         shown = (_fmt(busy) if busy is not None
                  else _not_available(result, f"per_stream[{ps['stream']}].busy_ms"))
-        rows.append([f"stream {ps['stream']} busy ({ps['device']})", shown, "ms"])
-    rows.append(["stream priority", _priority_line(result), ""])
+        rows.append([f"stream {ps['stream']} busy ({ps['device']})", shown, "ms", detail_from])
+    rows.append(["stream priority", _priority_line(result), "", ""])
     memory = result["metrics"].get("memory")
     if memory:
         for dev, m in memory.items():
-            rows.append([f"peak memory ({dev})", _fmt(m["peak_bytes"] / 2**20), "MiB"])
+            rows.append([f"peak memory ({dev})", _fmt(m["peak_bytes"] / 2**20), "MiB",
+                         "allocator"])
     else:
-        rows.append(["peak memory", _not_available(result, "memory"), ""])
-    rows.append(["per-stream busy means", result["timing"]["busy_meaning"], ""])
-    _table(title, ["metric", "value", "unit"], rows)
+        rows.append(["peak memory", _not_available(result, "memory"), "", ""])
+    _table(title, ["metric", "value", "unit", "from"], rows)
+    timing = result["timing"]
+    print(f"busy time means {timing['busy_meaning']}")
+    if timing.get("kernel_source_reason") and not result["emulated"]:
+        print(f"no kernel timestamps: {timing['kernel_source_reason']}")
+    passes = timing.get("passes") or {}
+    for name, p in passes.items():
+        if isinstance(p, dict):
+            print(f"{name} pass: {p['iterations']} iterations in {_fmt(p['wall_s'])} s; "
+                  f"{p['instrumentation']}")
+    rel = passes.get("detail_relative_throughput")
+    if rel is not None:
+        print(f"the detail pass ran at {rel * 100:.1f}% of the measure pass's throughput "
+              "(the cost of timing every launch)")
+
+
+def _short_source(text: str) -> str:
+    """'detail pass: profiler kernel timestamps' -> 'detail: kernels' (table column)."""
+    if not text:
+        return ""
+    head, _, tail = text.partition(":")
+    short = {"profiler kernel timestamps": "kernels", "per-launch device events": "events",
+             "host clocks (CPU emulation)": "host clocks"}.get(tail.strip(), "")
+    name = head.replace(" pass", "")
+    return f"{name}: {short}" if short else name
 
 
 def _priority_line(result: dict[str, Any]) -> str:
@@ -242,6 +282,7 @@ def sweep_cmd(
     ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
                                     help="Also trace the CUDA runtime with eBPF (needs root)."),
     stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
+    timing: str = typer.Option("auto", "--timing", help=_TIMING_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -257,7 +298,7 @@ def sweep_cmd(
                           warmup=warmup, device=device, devices=_parse_devices(devices),
                           sync_mode=sync_mode, dtype=dtype, size=size,
                           params=_parse_params(param), ebpf_trace=ebpf_trace,
-                          stream_priority=stream_priority)
+                          stream_priority=stream_priority, timing=timing)
     doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
                     output=output)
     if as_json:
@@ -266,15 +307,28 @@ def sweep_cmd(
     a = doc["analysis"]
     unit = doc["workload"]["throughput_unit"]
     rows = []
+    keys = ("throughput", "latency_p50_ms", "latency_p99_ms", "achieved_concurrency",
+            "switch_overhead_us")
+    reasons: dict[str, str] = {}  # one footnote per distinct reason, not one per cell
     for r in doc["points"]:
         n, sm = r["config"]["streams"], r["summary"]
+        cells = []
+        for key in keys:
+            if sm[key] is not None:
+                cells.append(_fmt(sm[key]))
+                continue
+            from aorta_tui.hwqueue.result import summary_reason
+
+            why = summary_reason(r.get("unavailable", {}), key) or "no reason recorded"
+            mark = reasons.setdefault(why, f"[{len(reasons) + 1}]")
+            cells.append(f"n/a {mark}")
         eff = a["efficiency"].get(str(n))
-        rows.append([str(n), _fmt(sm["throughput"]), _fmt(eff), _fmt(sm["latency_p50_ms"]),
-                     _fmt(sm["latency_p99_ms"]), _fmt(sm["achieved_concurrency"]),
-                     _fmt(sm["switch_overhead_us"])])
+        rows.append([str(n), cells[0], _fmt(eff), *cells[1:]])
     title = f"{doc['workload']['name']} stream sweep ({unit}){' EMULATED' if doc['emulated'] else ''}"
     _table(title, ["streams", "throughput", "efficiency", "p50 ms", "p99 ms", "concurrency",
                    "switch us"], rows)
+    for why, mark in reasons.items():
+        print(f"{mark} not available: {why}")
     print(f"peak: {a['peak_streams']} streams ({_fmt(a['peak_throughput'])} {unit}); "
           f"knee: {a['knee_streams']} streams")
     if output is not None:

@@ -19,6 +19,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from aorta_tui.hwqueue.metrics import LaunchRecord
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime"}
 MARKER = "aorta_hwq_clock_marker_"
+IMPLAUSIBLE_US = 1.0  # slack for the trace's microsecond rounding
 
 
 def clock_markers(torch: Any, rounds: int, start: int = 0) -> list[tuple[float, float, str]]:
@@ -69,7 +71,10 @@ class ProfilerCapture:
         from torch.profiler import ProfilerActivity, profile
 
         self._prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-        self._prof.__enter__()
+        with warnings.catch_warnings():
+            # torch warns on every later session that events are not accumulated: we want that
+            warnings.filterwarnings("ignore", message=".*Profiler clears events")
+            self._prof.__enter__()
         self.markers += clock_markers(self.torch, 25)
         return self
 
@@ -77,15 +82,22 @@ class ProfilerCapture:
         self.markers += clock_markers(self.torch, 25, start=25)
         self._prof.__exit__(*exc)
 
-    def trace(self) -> dict[str, Any]:
-        fd, path = tempfile.mkstemp(prefix="aorta-hwq-", suffix=".json")
+    def trace(self, keep: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """The chrome trace as a dict; with ``keep`` also left at that path (written atomically,
+        readable by Perfetto and chrome://tracing)."""
+        where = os.path.dirname(os.path.abspath(keep)) if keep else None
+        fd, path = tempfile.mkstemp(prefix=".aorta-hwq-", suffix=".json", dir=where)
         os.close(fd)
         try:
             self._prof.export_chrome_trace(path)
             with open(path, encoding="utf-8") as fh:
-                return json.load(fh)
+                data = json.load(fh)
+            if keep:
+                os.replace(path, keep)
+            return data
         finally:
-            os.unlink(path)
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def activity_records(trace: dict[str, Any], offset_ns: float,
@@ -101,7 +113,7 @@ def activity_records(trace: dict[str, Any], offset_ns: float,
                if e.get("ph") == "X" and e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})}
     starts = [la.host_start_ns for la in launches]
     out: list[LaunchRecord] = []
-    no_runtime = outside = 0
+    no_runtime = outside = implausible = 0
     launches_hit: set[int] = set()
     for e in events:
         if e.get("ph") != "X" or e.get("cat") not in DEVICE_CATS:
@@ -109,6 +121,11 @@ def activity_records(trace: dict[str, Any], offset_ns: float,
         rt = runtime.get(e.get("args", {}).get("correlation"))
         if rt is None:
             no_runtime += 1
+            continue
+        if float(e["ts"]) < float(rt["ts"]) - IMPLAUSIBLE_US:
+            # a kernel cannot start before the call that launched it began (same clock): CUPTI
+            # hands back such records when its timestamp callback is re-registered (pytorch#192021)
+            implausible += 1
             continue
         rt0 = float(rt["ts"]) * 1e3 - offset_ns
         rt1 = (float(rt["ts"]) + float(rt.get("dur", 0.0))) * 1e3 - offset_ns
@@ -123,5 +140,5 @@ def activity_records(trace: dict[str, Any], offset_ns: float,
         launches_hit.add(k)
     info = {"activities": len(out), "without_runtime_call": no_runtime,
             "outside_measured_launches": outside, "launches_with_activity": len(launches_hit),
-            "launches": len(launches)}
+            "launches": len(launches), "implausible_timestamps_dropped": implausible}
     return out, info

@@ -5,8 +5,19 @@ Public API::
     result = run_queue(QueueRunConfig(workload="hetero_kernels", streams=8, device="cuda"),
                        on_event=callback)          # -> result dict (docs/hwqueue.md)
 
-Per launch it records a device event before and after the call on the launch's stream and the
-host clock around the call; everything else is computed afterwards from those timestamps by
+Timing modes (``docs/hwqueue.md``):
+
+* ``events``: one pass; per launch a device event before and after the call on the launch's
+  stream and the host clock around the call.
+* ``cupti``: the same pass under ``torch.profiler``; kernel-level figures come from the
+  profiler's kernel records, the events of the same pass are kept for comparison.
+* ``auto`` (default): two passes over the same workload. A *measure* pass issues the launches
+  the way a hand-written loop would (one end event per stream per iteration, no per-launch
+  instrumentation) and gives throughput and iteration latency; a *detail* pass then times every
+  launch (profiler kernel records on a GPU when available, events otherwise) and gives the
+  per-launch figures. Each summary figure names the pass it came from.
+
+Everything is computed afterwards from the recorded timestamps by
 :mod:`aorta_tui.hwqueue.metrics`. torch is imported only when a run starts.
 """
 
@@ -27,7 +38,7 @@ from aorta_tui.hwqueue.metrics import LaunchRecord
 from aorta_tui.hwqueue.workloads.base import DTYPES, WorkloadContext
 
 SYNC_MODES = ("per_iteration", "end_only", "none")
-TIMINGS = ("events", "cupti")
+TIMINGS = ("auto", "events", "cupti")
 # default: every stream at the default priority; lc: latency-critical streams at the highest
 STREAM_PRIORITIES = ("default", "lc")
 EventCallback = Callable[[Event], None]
@@ -48,7 +59,9 @@ class QueueRunConfig:
     run_id: str = ""
     ebpf_trace: bool = False
     keep_timeline: bool = False  # put every LaunchRecord into the result (large)
-    timing: str = "events"  # events: CUDA/HIP events per launch; cupti: profiler kernel timestamps
+    timing: str = "auto"  # see TIMINGS and the module docstring
+    detail_iterations: int = 20  # auto: iterations of the detail pass (at most --iterations)
+    profiler_trace: str | None = None  # write the profiler's chrome trace here (cupti / auto)
     stream_priority: str = "default"  # see STREAM_PRIORITIES
 
     def validate(self) -> None:
@@ -75,7 +88,14 @@ class QueueRunConfig:
             raise UsageError("--ebpf-trace traces the CUDA runtime of a GPU run; a --device cpu "
                              "run has nothing to trace", hint="drop --ebpf-trace or use --device cuda")
         if self.timing not in TIMINGS:
-            raise UsageError(f"unknown timing {self.timing!r}", hint="use --timing events or cupti")
+            raise UsageError(f"unknown timing {self.timing!r}",
+                             hint="use --timing auto, events or cupti")
+        if self.detail_iterations < 1:
+            raise UsageError(f"--detail-iterations must be at least 1, not {self.detail_iterations}")
+        if self.profiler_trace and (self.timing == "events" or devs == ["cpu"]):
+            raise UsageError("--profiler-trace writes the profiler's kernel trace of a GPU run with "
+                             "--timing auto or cupti; this run records none",
+                             hint="drop --profiler-trace, or use --device cuda without --timing events")
         if self.timing == "cupti" and devs == ["cpu"]:
             raise UsageError("--timing cupti reads GPU kernel timestamps; a --device cpu run has none",
                              hint="drop --timing cupti or use --device cuda")
@@ -88,8 +108,22 @@ class QueueRunConfig:
 
 
 @dataclass
+class MeasurePass:
+    """The uninstrumented pass of ``--timing auto``: when each iteration began (host) and ended
+    (latest device end marker over the streams it used)."""
+
+    iteration_starts_ns: list[float]
+    iteration_ends_ns: list[float]
+    end_ns: float
+
+
+@dataclass
 class RawRun:
-    """What the timed loop produced, before metrics: the input of :func:`result.build_result`."""
+    """What the timed loop produced, before metrics: the input of :func:`result.build_result`.
+
+    ``records``, ``iteration_starts_ns`` and ``end_ns`` belong to the pass that timed every
+    launch (the only pass, or the detail pass of ``auto``); ``measure`` is the measure pass.
+    """
 
     records: list[LaunchRecord]
     iteration_starts_ns: list[float]
@@ -105,7 +139,7 @@ class RawRun:
     params: dict[str, Any]
     ebpf: dict[str, Any] | None = None
     ebpf_reason: str | None = None
-    # with --timing cupti: the event-based launch records of the same run, and capture counts
+    # with kernel timestamps: the event-based launch records of the same pass, and capture counts
     event_records: list[LaunchRecord] | None = None
     profiler_info: dict[str, Any] | None = None
     # why the workload's work cannot give a throughput (None: it can)
@@ -113,6 +147,10 @@ class RawRun:
     # the priority each stream reports having (None: not readable, see priority_info["reason"])
     stream_priorities: list[int | None] = field(default_factory=list)
     priority_info: dict[str, Any] = field(default_factory=dict)
+    measure: MeasurePass | None = None
+    # where the per-launch records come from: "cupti", "events" or "cpu", and why not cupti
+    detail_source: str = "events"
+    detail_reason: str | None = None
 
 
 def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
@@ -138,8 +176,23 @@ def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
     return result
 
 
+@dataclass
+class _Loop:
+    """What one run of the loop needs: the pieces set up once by :func:`execute`."""
+
+    cfg: QueueRunConfig
+    backend: Any
+    streams: list[Any]
+    stream_devices: list[str]
+    workload: Any
+    emit: EventCallback
+    total: int  # progress total over all passes
+    done: int = 0
+    next_iteration: int = 0  # index passed to workload.iteration(); continues across passes
+
+
 def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRun:
-    """Set up the workload, warm up, run the measured iterations, collect raw timestamps."""
+    """Set up the workload, warm up, run the measured pass(es), collect raw timestamps."""
     from aorta_tui.hwqueue.backends import select_backend
     from aorta_tui.hwqueue.workloads import workload_class
 
@@ -155,6 +208,9 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
     boosted = set(latency_critical) if cfg.stream_priority == "lc" else set()
     streams = backend.make_streams(stream_devices, high_priority=boosted)
     priority_info = _priority_info(cfg, backend, workload, latency_critical, stream_devices)
+    detail_n = min(cfg.iterations, cfg.detail_iterations) if cfg.timing == "auto" else cfg.iterations
+    loop = _Loop(cfg, backend, streams, stream_devices, workload, emit,
+                 total=detail_n + (cfg.iterations if cfg.timing == "auto" else 0))
     try:
         for i in range(cfg.warmup):
             plan = workload.iteration(i)
@@ -162,33 +218,21 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
             if cfg.sync_mode == "per_iteration":
                 backend.synchronize()
         backend.synchronize()
-        emit(Progress(cfg.run_id, done=0, total=cfg.iterations, message="warm-up done"))
+        loop.next_iteration = cfg.warmup
+        emit(Progress(cfg.run_id, done=0, total=loop.total, message="warm-up done"))
         backend.reset_memory()
         uncertainty = backend.calibrate()
 
-        plans = [workload.iteration(cfg.warmup + i) for i in range(cfg.iterations)]
-        events = [_new_events(backend, stream_devices, plan) for plan in plans]
-        host: list[list[tuple[int, int]]] = []
-        starts: list[float] = []
-        every = max(1, cfg.iterations // 20)
         tracer, ebpf_reason = _ebpf_session(cfg, on_event)
-        capture = None
-        if cfg.timing == "cupti":
-            from aorta_tui.hwqueue.cupti import ProfilerCapture
-
-            capture = ProfilerCapture(torch)
-        with tracer if tracer is not None else contextlib.nullcontext(), \
-                capture if capture is not None else contextlib.nullcontext():
-            for i, plan in enumerate(plans):
-                starts.append(float(time.perf_counter_ns()))
-                host.append(_issue(backend, streams, plan, events[i]))
-                if cfg.sync_mode == "per_iteration":
-                    backend.synchronize()
-                if on_event is not None and (i + 1) % every == 0:
-                    emit(Progress(cfg.run_id, done=i + 1, total=cfg.iterations,
-                                  message=f"{cfg.workload} x{cfg.streams} streams"))
-            backend.synchronize()
-            end_ns = float(time.perf_counter_ns())
+        measure = None
+        # the eBPF trace covers the pass that gives the headline figures
+        with tracer if tracer is not None else contextlib.nullcontext():
+            if cfg.timing == "auto":
+                measure = _measure_pass(loop)
+            else:
+                detail = _detail_pass(loop, detail_n, profiler=cfg.timing == "cupti", required=True)
+        if cfg.timing == "auto":
+            detail = _detail_pass(loop, detail_n, profiler=not backend.emulated, required=False)
         ebpf = None
         if tracer is not None:
             try:
@@ -196,49 +240,154 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
             except Exception as exc:  # a tracer failure must not lose the measurement
                 ebpf_reason = f"eBPF session failed: {type(exc).__name__}: {exc}"
                 emit(Warning(cfg.run_id, message=ebpf_reason, code="ebpf"))
-
-        records: list[LaunchRecord] = []
-        for i, plan in enumerate(plans):
-            for j, la in enumerate(plan):
-                h0, h1 = host[i][j]
-                e0, e1 = events[i][j]
-                dev = stream_devices[la.stream]
-                if backend.emulated:
-                    g0, g1 = float(h0), float(h1)
-                else:
-                    g0, g1 = backend.event_host_ns(e0, dev), backend.event_host_ns(e1, dev)
-                records.append(LaunchRecord(i, la.stream, la.label, float(h0), float(h1), g0, g1))
-        event_records = None
-        profiler_info = None
-        device_clock = backend.device_clock
-        if capture is not None:
-            from aorta_tui.hwqueue.cupti import activity_records, estimate_offset
-
-            trace = capture.trace()
-            offset, offset_unc = estimate_offset(trace, capture.markers)
-            event_records = records
-            records, profiler_info = activity_records(trace, offset, event_records)
-            profiler_info["clock_offset_uncertainty_us"] = offset_unc / 1e3
-            uncertainty = offset_unc
-            device_clock = "cupti (torch.profiler kernel timestamps, one record per kernel)"
-            del trace
+        if detail.clock_uncertainty_ns is not None:
+            uncertainty = detail.clock_uncertainty_ns
         memory, memory_reason = backend.memory()
         platform_info = backend.platform_info()
         platform_info["distributed"] = _distributed_info(torch)
         return RawRun(
-            records=records, iteration_starts_ns=starts, end_ns=end_ns,
+            records=detail.records, iteration_starts_ns=detail.starts, end_ns=detail.end_ns,
             work_per_iteration=float(workload.work_per_iteration()),
             throughput_reason=workload.throughput_unavailable(),
             clock_uncertainty_ns=uncertainty, memory=memory, memory_reason=memory_reason,
             platform=platform_info, stream_devices=stream_devices,
-            emulated=backend.emulated, device_clock=device_clock,
+            emulated=backend.emulated, device_clock=detail.device_clock,
             params=dict(workload.params), ebpf=ebpf, ebpf_reason=ebpf_reason,
-            event_records=event_records, profiler_info=profiler_info,
+            event_records=detail.event_records, profiler_info=detail.profiler_info,
             stream_priorities=[backend.read_priority(s) for s in streams],
-            priority_info=priority_info,
+            priority_info=priority_info, measure=measure,
+            detail_source="cpu" if backend.emulated else detail.source,
+            detail_reason=detail.reason,
         )
     finally:
         workload.cleanup()
+
+
+def _measure_pass(loop: _Loop) -> MeasurePass:
+    """Issue the iterations as a hand-written loop would and time whole iterations only."""
+    cfg, backend = loop.cfg, loop.backend
+    plans = [loop.workload.iteration(loop.next_iteration + i) for i in range(cfg.iterations)]
+    loop.next_iteration += cfg.iterations
+    marks = [_plain_events(backend, loop.stream_devices, plan) for plan in plans]
+    starts: list[float] = []
+    every = max(1, cfg.iterations // 20)
+    for i, plan in enumerate(plans):
+        starts.append(float(time.perf_counter_ns()))
+        _issue_plain(backend, loop.streams, plan, *marks[i])
+        if cfg.sync_mode == "per_iteration":
+            backend.synchronize()
+        loop.done += 1
+        if (i + 1) % every == 0:
+            loop.emit(Progress(cfg.run_id, done=loop.done, total=loop.total,
+                               message=f"{cfg.workload} x{cfg.streams} streams (measure pass)"))
+    backend.synchronize()
+    end_ns = float(time.perf_counter_ns())
+    ends = [max(backend.event_host_ns(ev, loop.stream_devices[s]) for s, ev in stream_ends.items())
+            for _sync, stream_ends in marks]
+    return MeasurePass(starts, ends, end_ns)
+
+
+@dataclass
+class _Detail:
+    records: list[LaunchRecord]
+    starts: list[float]
+    end_ns: float
+    device_clock: str
+    source: str  # "cupti" or "events"
+    reason: str | None  # why not cupti (None when cupti)
+    event_records: list[LaunchRecord] | None = None
+    profiler_info: dict[str, Any] | None = None
+    clock_uncertainty_ns: float | None = None  # replaces the event calibration's when set
+
+
+def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail:
+    """Time every launch of ``n`` iterations: events, and the profiler's kernels if ``profiler``.
+
+    ``required`` (``--timing cupti``): a profiler failure is an error. Otherwise (``auto``) the
+    pass falls back to events and says why.
+    """
+    cfg, backend = loop.cfg, loop.backend
+    plans = [loop.workload.iteration(loop.next_iteration + i) for i in range(n)]
+    loop.next_iteration += n
+    events = [_new_events(backend, loop.stream_devices, plan) for plan in plans]
+    reason = None if profiler else (
+        "CPU emulation has no device kernels" if backend.emulated
+        else "--timing events: per-launch CUDA/HIP events only")
+    capture = None
+    if profiler:
+        from aorta_tui.hwqueue.cupti import ProfilerCapture
+
+        capture = ProfilerCapture(backend.torch)
+        try:
+            capture.__enter__()
+        except Exception as exc:
+            if required:
+                raise
+            capture, reason = None, f"the profiler could not start: {type(exc).__name__}: {exc}"
+    host: list[list[tuple[int, int]]] = []
+    starts: list[float] = []
+    every = max(1, n // 20)
+    label = " (detail pass)" if cfg.timing == "auto" else ""
+    try:
+        for i, plan in enumerate(plans):
+            starts.append(float(time.perf_counter_ns()))
+            host.append(_issue(backend, loop.streams, plan, events[i]))
+            if cfg.sync_mode == "per_iteration":
+                backend.synchronize()
+            loop.done += 1
+            if (i + 1) % every == 0:
+                loop.emit(Progress(cfg.run_id, done=loop.done, total=loop.total,
+                                   message=f"{cfg.workload} x{cfg.streams} streams{label}"))
+        backend.synchronize()
+        end_ns = float(time.perf_counter_ns())
+    finally:
+        if capture is not None:
+            capture.__exit__(None, None, None)
+
+    records: list[LaunchRecord] = []
+    for i, plan in enumerate(plans):
+        for j, la in enumerate(plan):
+            h0, h1 = host[i][j]
+            e0, e1 = events[i][j]
+            dev = loop.stream_devices[la.stream]
+            if backend.emulated:
+                g0, g1 = float(h0), float(h1)
+            else:
+                g0, g1 = backend.event_host_ns(e0, dev), backend.event_host_ns(e1, dev)
+            records.append(LaunchRecord(i, la.stream, la.label, float(h0), float(h1), g0, g1))
+    detail = _Detail(records, starts, end_ns, backend.device_clock, "events", reason)
+    if capture is None:
+        return detail
+    from aorta_tui.hwqueue.cupti import activity_records, estimate_offset
+
+    trace = capture.trace(keep=cfg.profiler_trace)
+    try:
+        offset, offset_unc = estimate_offset(trace, capture.markers)
+        kernel_records, info = activity_records(trace, offset, records)
+    except RuntimeError as exc:
+        if required:
+            raise
+        detail.reason = f"the profiler trace could not be used: {exc}"
+        return detail
+    finally:
+        del trace
+    if not kernel_records:
+        if required:
+            raise RuntimeError("the profiler recorded no device activity for the measured launches")
+        detail.reason = ("the profiler recorded no device activity for the measured launches "
+                         "(is CUPTI / roctracer available to this torch build?)")
+        return detail
+    if info["implausible_timestamps_dropped"]:
+        loop.emit(Warning(cfg.run_id, code="profiler", message=(
+            f"dropped {info['implausible_timestamps_dropped']} profiler kernel records that start "
+            "before their own launch call (a known CUPTI clock fault); figures use the rest")))
+    info["clock_offset_ns"] = offset  # profiler clock minus perf_counter_ns
+    info["clock_offset_uncertainty_us"] = offset_unc / 1e3
+    if cfg.profiler_trace:
+        info["trace_file"] = str(cfg.profiler_trace)
+    return _Detail(kernel_records, starts, end_ns,
+                   "cupti (torch.profiler kernel timestamps, one record per kernel)", "cupti", None,
+                   event_records=records, profiler_info=info, clock_uncertainty_ns=offset_unc)
 
 
 def _priority_info(cfg: QueueRunConfig, backend: Any, workload: Any,
@@ -291,6 +440,32 @@ def _issue(backend: Any, streams: list[Any], plan: list[Any],
             backend.record(e1, stream)
         host.append((h0, h1))
     return host
+
+
+def _plain_events(backend: Any, stream_devices: list[str],
+                  plan: list[Any]) -> tuple[dict[int, Any], dict[int, Any]]:
+    """Events of a measure-pass iteration: one per launch that others wait on, one end marker
+    per stream the iteration uses."""
+    needed = {w for la in plan for w in la.waits}
+    sync = {j: backend.new_event(stream_devices[plan[j].stream]) for j in sorted(needed)}
+    ends = {s: backend.new_event(stream_devices[s]) for s in sorted({la.stream for la in plan})}
+    return sync, ends
+
+
+def _issue_plain(backend: Any, streams: list[Any], plan: list[Any],
+                 sync: dict[int, Any], ends: dict[int, Any]) -> None:
+    """Issue one iteration with nothing per launch but what its dependencies need."""
+    for j, la in enumerate(plan):
+        stream = streams[la.stream]
+        for w in la.waits:
+            backend.wait(stream, sync[w])
+        with backend.stream_context(stream):
+            la.fn()
+        ev = sync.get(j)
+        if ev is not None:
+            backend.record(ev, stream)
+    for s, ev in ends.items():
+        backend.record(ev, streams[s])
 
 
 def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None) -> tuple[Any, str | None]:

@@ -51,7 +51,7 @@ def summary_reason(unavailable: dict[str, str], key: str) -> str | None:
     return unavailable.get(SUMMARY_REASON_KEY.get(key, key))
 
 
-BUSY_MEANING = {
+BUSY_MEANING = {  # keyed by RawRun.detail_source
     "events": ("stream occupancy: from the start event being reached to the end event being "
                "reached; includes time a kernel waited for submission or for free SMs"),
     "cupti": "kernel execution: union of the profiler's kernel intervals on the stream",
@@ -82,19 +82,25 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
 
     wl = workload_class(cfg.workload)
     recs = raw.records
+    kernels = raw.detail_source == "cupti"
     unavailable: dict[str, str] = {}
-    wall_ns = raw.end_ns - raw.iteration_starts_ns[0]
+    # headline figures: from the measure pass when there is one, else from the only pass
+    if raw.measure is not None:
+        starts, end_ns = raw.measure.iteration_starts_ns, raw.measure.end_ns
+        lat_ns = [e - s0 for s0, e in zip(starts, raw.measure.iteration_ends_ns, strict=True)]
+    else:
+        starts, end_ns = raw.iteration_starts_ns, raw.end_ns
+        lat_ns = M.iteration_latencies_ns(recs, starts)
+    wall_ns = end_ns - starts[0]
     wall_s = wall_ns / 1e9
-    throughput = (raw.work_per_iteration * cfg.iterations / wall_s / wl.throughput_scale
-                  if wall_s > 0 and raw.throughput_reason is None else None)
+    throughput = _throughput(raw, wl, len(starts), wall_s)
     if raw.throughput_reason is not None:
         unavailable["throughput"] = raw.throughput_reason
     elif throughput is None:
         unavailable["throughput"] = "wall time was zero"
 
-    lat_ns = M.iteration_latencies_ns(recs, raw.iteration_starts_ns)
     latency = M.scale(M.stats(lat_ns), 1e6)
-    periods = M.iteration_periods_ns(raw.iteration_starts_ns, raw.end_ns)
+    periods = M.iteration_periods_ns(starts, end_ns)
     if latency is None:
         unavailable["iteration_latency_ms"] = "no device activity was recorded"
 
@@ -127,12 +133,13 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         unavailable["queue_depth"] = ("CPU emulation finishes each launch before the call "
                                       "returns: no device queue exists")
     else:
-        delays, unmeasurable = M.launch_delays_ns(recs, keep_negative=cfg.timing == "cupti")
+        delays, unmeasurable = M.launch_delays_ns(recs, keep_negative=kernels)
         delay_stats = M.scale(M.stats(delays), 1e3)
         if delay_stats is None:
             unavailable["launch_delay_us"] = (
                 "no launch had its start event fire after the host call returned (streams idle "
-                "at submit); events cannot time submission latency, the profiler cross-check can")
+                "at submit); events cannot time submission latency, kernel timestamps can "
+                f"(--timing auto or cupti on a GPU; here: {raw.detail_reason})")
         depth = M.queue_depth(recs)
 
     gaps = M.idle_gaps(recs)
@@ -194,12 +201,16 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
                                                else raw.clock_uncertainty_ns / 1e3),
             "launches_recorded": len(recs),
             "timing": cfg.timing,
-            "busy_meaning": BUSY_MEANING["cpu" if raw.emulated else cfg.timing],
+            "kernel_source": raw.detail_source,
+            "kernel_source_reason": raw.detail_reason,
+            "busy_meaning": BUSY_MEANING[raw.detail_source],
             "profiler": raw.profiler_info,
+            "passes": _passes(cfg, raw, wl, wall_s, throughput),
         },
         "summary": summary,
         "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()},
         "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
+        "summary_source": summary_sources(raw),
         "metrics": {
             "wall_s": wall_s,
             "throughput": {"value": throughput, "unit": unit},
@@ -222,7 +233,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         "ebpf": raw.ebpf,
         "stream_priority": stream_priority_section(raw.priority_info, priorities, cfg.stream_priority),
     }
-    result["samples"].update(per_iteration_samples(recs, raw.emulated, cfg.timing == "cupti"))
+    result["samples"].update(per_iteration_samples(recs, raw.emulated, kernels))
     if raw.event_records is not None:
         result["event_metrics"] = event_metrics(raw.event_records)
     if cfg.keep_timeline:
@@ -231,10 +242,72 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
              r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in recs
         ]
+        if raw.event_records is not None:  # the same launches timed by events, for comparison
+            result["event_timeline"] = [
+                [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
+                 r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in raw.event_records
+            ]
         result["timeline_origin_ns"] = t0  # host perf_counter_ns of the first iteration start
         result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
                                      "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
     return result
+
+
+def _throughput(raw: RawRun, wl: Any, iterations: int, wall_s: float) -> float | None:
+    if wall_s <= 0 or raw.throughput_reason is not None:
+        return None
+    return float(raw.work_per_iteration * iterations / wall_s / wl.throughput_scale)
+
+
+PASS_MEANING = {
+    "measure": ("the workload's launches issued as a hand-written loop would: one device end "
+                "marker per stream per iteration, events only where a launch waits on another"),
+    "detail_cupti": ("every launch between two device events, under torch.profiler; kernel "
+                     "timestamps from the profiler (CUPTI / roctracer)"),
+    "detail_events": "every launch between two device events and two host clock reads",
+}
+
+
+def _passes(cfg: QueueRunConfig, raw: RawRun, wl: Any, wall_s: float,
+            throughput: float | None) -> dict[str, Any]:
+    """What each pass did and how fast it ran: the detail pass's instrumentation cost shows as
+    its throughput relative to the measure pass."""
+    detail_wall = (raw.end_ns - raw.iteration_starts_ns[0]) / 1e9
+    detail = {
+        "iterations": len(raw.iteration_starts_ns),
+        "wall_s": detail_wall,
+        "throughput": _throughput(raw, wl, len(raw.iteration_starts_ns), detail_wall),
+        "instrumentation": PASS_MEANING["detail_cupti" if raw.detail_source == "cupti"
+                                        else "detail_events"],
+        "gives": "per-launch figures: busy time, concurrency, launch delay, queue depth, gaps, "
+                 "switch overhead" + ("" if raw.measure else "; and throughput and latency"),
+    }
+    if raw.measure is None:
+        return {"detail": detail}
+    measure = {"iterations": len(raw.measure.iteration_starts_ns), "wall_s": wall_s,
+               "throughput": throughput, "instrumentation": PASS_MEANING["measure"],
+               "gives": "throughput, iteration latency and period, wall time"}
+    slowdown = (None if not (detail["throughput"] and throughput)
+                else detail["throughput"] / throughput)
+    return {"measure": measure, "detail": detail, "detail_relative_throughput": slowdown}
+
+
+# summary key -> which pass gives it in an auto run
+_FROM_MEASURE = {"throughput", "latency_mean_ms", "latency_p50_ms", "latency_p95_ms",
+                 "latency_p99_ms", "wall_s"}
+
+
+def summary_sources(raw: RawRun) -> dict[str, str]:
+    """Per summary figure, the pass and the clock it was computed from."""
+    detail = {"cupti": "detail pass: profiler kernel timestamps",
+              "events": "detail pass: per-launch device events",
+              "cpu": "detail pass: host clocks (CPU emulation)"}[raw.detail_source]
+    if raw.measure is None:
+        detail = detail.replace("detail pass", "single pass")
+    measure = ("measure pass: host clock at iteration start, device end markers"
+               if not raw.emulated else "measure pass: host clocks (CPU emulation)")
+    return {k: (measure if raw.measure is not None and k in _FROM_MEASURE else detail)
+            for k in SUMMARY_FIELDS}
 
 
 def stream_priority_section(info: dict[str, Any], priorities: list[int | None],

@@ -273,6 +273,11 @@ def _trial_row(t: dict[str, Any]) -> dict[str, Any]:
 # -- markdown ------------------------------------------------------------------------------
 
 
+def _not_available(reason: str | None) -> str:
+    # a metric with no summary entry was reported by none of the policy's trials
+    return f"not available ({reason or 'no trial of this policy reported it'})"
+
+
 def _fmt(value: float | None) -> str:
     if value is None:
         return "—"
@@ -342,7 +347,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 continue
             s = p["metrics"].get(m["name"], {})
             ci = (f"[{_fmt(s.get('ci_low'))}, {_fmt(s.get('ci_high'))}]"
-                  if s.get("ci_low") is not None else f"not available ({s.get('reason', '')})")
+                  if s.get("ci_low") is not None else _not_available(s.get("reason")))
             if p["name"] == ref:
                 vs = "reference"
             else:
@@ -354,7 +359,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 elif c.get("verdict") == stats.NOT_AVAILABLE and c.get("reason"):
                     vs += f" ({c['reason']})"
             median = _fmt(s.get("median")) if s.get("median") is not None else \
-                f"not available ({s.get('reason', '')})"
+                _not_available(s.get("reason"))
             lines.append(f"| {p['name']} | {s.get('n', 0)} | {median} | {ci} | {vs} |")
         lines.append("")
 

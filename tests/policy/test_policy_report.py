@@ -38,6 +38,8 @@ CHILD = textwrap.dedent("""
                            "launch_delay_mean_us": "lower"},
         "unavailable": {"launch_delay_us": "streams were idle at submit"},
     }
+    if os.environ.get("FAKE_DROP"):  # a build that does not report this figure at all
+        del result["summary"]["latency_p50_ms"]
     json.dump(result, open(out, "w"))
 """)
 
@@ -56,6 +58,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         Policy(name="faster", env={"FAKE_SHIFT": "25"}),
         Policy(name="slower", env={"FAKE_SHIFT": "-25"}),
         Policy(name="cuda_only", vendor="cuda", env={"FAKE_SHIFT": "0"}),
+        Policy(name="no_latency", env={"FAKE_DROP": "1"}),
     )
     req = SweepRequest(workload="fake", policies=policies, streams=4, output_dir=tmp / "run",
                        trials=6, seed=11, python=sys.executable)
@@ -104,6 +107,10 @@ def test_notes_and_markdown(report: dict[str, Any]) -> None:
     md = render_markdown(r)
     assert "| faster | throughput | higher | +" in md
     assert "not available (streams were idle at submit)" in md
+    # a figure none of a policy's trials reported says so, never an empty reason
+    row = next(ln for ln in md.splitlines() if ln.startswith("| no_latency | 0 |"))
+    assert row.count("not available (no successful trial measured it)") == 3
+    assert "not available ()" not in md
     assert "`FAKE_SHIFT=25`" in md
 
 
