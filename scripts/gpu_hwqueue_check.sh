@@ -1,35 +1,70 @@
 #!/usr/bin/env bash
-# Issue 4 on a GPU machine: the profiler cross-check, the queue CLI with its default two-pass
-# timing, the benchmark against amd-aorta 0.3.0 (wheel carried in .whl/) with the overhead
-# table and all fifteen workloads, then the policy check.
-# Usage (device tool, carry .whl): bash scripts/gpu_hwqueue_check.sh [budget-seconds]   (writes under $OUT)
+# Issue 4 on a GPU machine. Stages (default: all of them, in this order):
+#   after   profiler after-effect on launches in the same process (benchmarks/profiler_after_effect.py)
+#   xcheck  the profiler cross-check (scripts/hwqueue_crosscheck.py), hetero_kernels + tiny_kernel_stress x8
+#   cli     queue run / sweep / compare with the default timing, as a user runs them
+#   bench   benchmarks/hwqueue_vs_upstream.py against amd-aorta 0.3.0 (its wheel carried in .whl/)
+#   all15   the benchmark's --all table of the fifteen workloads
+#   policy  scripts/policy_check.py (5 trials: the report needs 4 for an interval)
+# Usage (device tool, carry .whl): bash scripts/gpu_hwqueue_check.sh [stage ...]   (writes under $OUT)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-hwqueue-out}; mkdir -p "$OUT"
-BUDGET=${1:-560}; T0=$SECONDS
-left() { echo $((BUDGET - (SECONDS - T0))); }
+STAGES=${*:-after xcheck cli bench all15 policy}
 python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >/dev/null 2>&1 || true
 export PYTHONPATH=$PWD
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/amd_aorta-*.whl >/dev/null 2>&1 \
-  && echo "upstream wheel installed"
+AT="python3 -m aorta_tui"
+has() { [[ " $STAGES " == *" $1 "* ]]; }
 {
-  echo "== $(date -u '+%F %H:%M UTC') $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+  echo "== $(date -u '+%F %H:%M UTC') $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); stages: $STAGES"
   python3 -c "import torch; print('torch', torch.__version__)"
-  echo "== cross-check"
-  python3 scripts/hwqueue_crosscheck.py --streams 8 --iterations 20 --out "$OUT/xcheck"; echo "rc=$?"
-  echo "== queue run (default timing) [$(left)s left]"
-  python3 -m aorta_tui queue run hetero_kernels --streams 8 -i 30 -o "$OUT/hetero8.json"; echo "rc=$?"
-  python3 -m aorta_tui queue run tiny_kernel_stress --streams 8 -i 30 -o "$OUT/tiny8.json"; echo "rc=$?"
-  echo "== benchmark [$(left)s left]"
-  python3 benchmarks/hwqueue_vs_upstream.py --streams 8 --iterations 20 --warmup 3 --all \
-    --overhead-workloads hetero_kernels,tiny_kernel_stress --upstream-site /tmp/site --out "$OUT/bench"
-  echo "rc=$?"
-  echo "== policy check [$(left)s left]"
-  if [ "$(left)" -gt 150 ]; then
-    python3 scripts/policy_check.py --streams 8 --trials 3 --budget-s $(( $(left) - 40 )) --save "$OUT/policy"
-    echo "rc=$?"
-  else
-    echo "skipped: not enough time left"
+  if has after; then
+    echo "== profiler after-effect"; python3 benchmarks/profiler_after_effect.py --out "$OUT/after.json"
   fi
-  echo "== done [$(left)s left]"
+  if has xcheck; then
+    echo "== cross-check"
+    python3 scripts/hwqueue_crosscheck.py --streams 8 --iterations 20 --out "$OUT/xcheck"; echo "rc=$?"
+    cp "$OUT/xcheck/crosscheck.md" "$OUT/crosscheck.md" 2>/dev/null
+  fi
+  if has cli; then
+    echo "== queue run / sweep / compare"
+    $AT queue run hetero_kernels --streams 8 -i 30 -o "$OUT/hetero8.json" --profiler-trace /tmp/h8.trace.json; echo "rc=$?"
+    ls -la /tmp/h8.trace.json
+    $AT queue run hetero_kernels --streams 8 -i 30 -q -o "$OUT/hetero8b.json" >/dev/null; echo "rc=$?"
+    $AT queue compare "$OUT/hetero8.json" "$OUT/hetero8b.json"; echo "rc=$?"
+    $AT queue sweep tiny_kernel_stress --streams 1,4,16 -i 10 -o "$OUT/tiny-sweep.json"; echo "rc=$?"
+  fi
+  if has bench; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/amd_aorta-*.whl >/dev/null 2>&1 \
+      && echo "upstream wheel installed"
+    echo "== benchmark"
+    python3 benchmarks/hwqueue_vs_upstream.py --streams 8 --iterations 20 --warmup 3 \
+      --overhead-workloads hetero_kernels,tiny_kernel_stress --upstream-site /tmp/site --out "$OUT/bench"
+    echo "rc=$?"
+  fi
+  if has all15; then
+    echo "== all fifteen"
+    python3 - "$OUT" <<'PY'
+import json, sys
+from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+from aorta_tui.hwqueue.workloads import WORKLOADS
+rows = {}
+for name in WORKLOADS:
+    r = run_queue(QueueRunConfig(workload=name, streams=8, iterations=10, warmup=2, device="cuda", detail_iterations=5))
+    s = r["summary"]; t = r["timing"]
+    rows[name] = {"summary": s, "kernel_source": t["kernel_source"], "reason": t["kernel_source_reason"],
+                  "detail_rel": t["passes"].get("detail_relative_throughput"), "unavailable": r["unavailable"],
+                  "dropped": (t["profiler"] or {}).get("implausible_timestamps_dropped")}
+    f = lambda v: "n/a" if v is None else f"{v:.4g}"
+    print(f"| {name} | {f(s['throughput'])} {r['workload']['throughput_unit']} | {f(s['latency_p50_ms'])} | "
+          f"{f(s['achieved_concurrency'])} | {f(s['launch_delay_mean_us'])} | {f(s['switch_overhead_us'])} | "
+          f"{t['kernel_source']} | {f(rows[name]['detail_rel'])} |", flush=True)
+json.dump(rows, open(sys.argv[1] + "/all15.json", "w"), indent=1, default=str)
+PY
+  fi
+  if has policy; then
+    echo "== policy check"
+    python3 scripts/policy_check.py --streams 8 --trials 5 --budget-s 280 --save "$OUT/policy"; echo "rc=$?"
+  fi
+  echo "== done"
 } 2>&1 | tee "$OUT/log.txt"
