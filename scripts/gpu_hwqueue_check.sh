@@ -20,6 +20,8 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
   python3 -c "import torch; print('torch', torch.__version__)"
   if has after; then
     echo "== profiler after-effect"; python3 benchmarks/profiler_after_effect.py --out "$OUT/after.json"
+    echo "== profiler after-effect, TEARDOWN_CUPTI=1"
+    TEARDOWN_CUPTI=1 python3 benchmarks/profiler_after_effect.py --out "$OUT/after-teardown.json"
   fi
   if has xcheck; then
     echo "== cross-check"
@@ -39,7 +41,7 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
       && echo "upstream wheel installed"
     echo "== benchmark"
     python3 benchmarks/hwqueue_vs_upstream.py --streams 8 --iterations 20 --warmup 3 \
-      --overhead-workloads hetero_kernels,tiny_kernel_stress --upstream-site /tmp/site --out "$OUT/bench"
+      --overhead-workloads hetero_kernels,tiny_kernel_stress --overhead-reps 5 --upstream-site /tmp/site --out "$OUT/bench"
     echo "rc=$?"
   fi
   if has all15; then
@@ -64,7 +66,7 @@ PY
   fi
   if has policy; then
     echo "== policy check"
-    python3 scripts/policy_check.py --streams 8 --trials 5 --budget-s 280 --save "$OUT/policy"; echo "rc=$?"
+    python3 scripts/policy_check.py --streams 8 --trials 5 --budget-s 250 --save "$OUT/policy"; echo "rc=$?"
   fi
   echo "== done"
 } 2>&1 | tee "$OUT/log.txt"
