@@ -338,35 +338,38 @@ def sweep_cmd(
 @app.command("compare")
 @cli_command
 def compare_cmd(
-    base: Path = typer.Argument(..., help="Baseline result (from `queue run -o`)."),
-    test: Path = typer.Argument(..., help="Result to judge against it."),
+    base: Path = typer.Argument(..., help="Baseline result (`queue run -o`) or sweep (`queue sweep -o`)."),
+    test: Path = typer.Argument(..., help="Result or sweep to judge against it."),
     min_change: float = typer.Option(0.05, "--min-change",
                                      help="Relative changes below this are 'unchanged'."),
     fail_on_regression: bool = typer.Option(True, "--fail-on-regression/--no-fail",
                                             help="Exit 1 when any figure regressed."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
-    """Compare two queue results; a change inside the run-to-run spread is 'unchanged'.
+    """Compare two queue results, or two sweeps stream count by stream count; a change inside
+    the spread of the per-iteration samples is 'unchanged'.
 
     Exit status: 0 no regression, 1 at least one figure regressed (unless --no-fail),
     2 bad input.
 
     Example: aorta-tui queue compare base.json test.json --min-change 0.03
     """
-    from aorta_tui.hwqueue.compare import compare
+    from aorta_tui.hwqueue.compare import compare_files
     from aorta_tui.hwqueue.result import load_result
 
-    report = compare(load_result(base), load_result(test), min_change=min_change)
+    report = compare_files(load_result(base), load_result(test), min_change=min_change)
     if as_json:
         print(json.dumps(report, indent=2))
     else:
         rows = []
+        sweep = "streams" in report
         for r in report["rows"]:
             change = "" if r.get("change") is None else f"{r['change'] * 100:+.1f}%"
-            rows.append([r["metric"], _fmt(r["base"]), _fmt(r["test"]), change, r["verdict"],
-                         r.get("spread") or r.get("reason", "")])
-        _table(f"compare {base} -> {test}", ["metric", "base", "test", "change", "verdict",
-                                             "spread"], rows)
+            rows.append(([str(r["streams"])] if sweep else [])
+                        + [r["metric"], _fmt(r["base"]), _fmt(r["test"]), change, r["verdict"],
+                           r.get("spread") or r.get("reason", "")])
+        _table(f"compare {base} -> {test}", (["streams"] if sweep else [])
+               + ["metric", "base", "test", "change", "verdict", "spread"], rows)
         for note in report["notes"]:
             print(f"note: {note}")
     if report["regressions"] and fail_on_regression:

@@ -71,6 +71,48 @@ def _missing(key: str, base: dict[str, Any], test: dict[str, Any]) -> str:
     return "not available in both" + (f" ({reasons})" if reasons else "")
 
 
+SWEEP_KIND = "aorta-tui/queue-sweep"
+
+
+def compare_files(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
+    """Two run results, or two sweeps point by point (the stream counts both measured)."""
+    kinds = (base.get("kind"), test.get("kind"))
+    if kinds == (SWEEP_KIND, SWEEP_KIND):
+        return compare_sweeps(base, test, min_change)
+    if SWEEP_KIND in kinds:
+        raise UsageError("one file is a stream sweep and the other a single run",
+                         hint="compare two `queue run -o` results or two `queue sweep -o` files")
+    return compare(base, test, min_change)
+
+
+def compare_sweeps(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
+    """Every stream count measured by both sweeps, compared like two runs; rows carry ``streams``."""
+    by_n = [{p["config"]["streams"]: p for p in doc["points"]} for doc in (base, test)]
+    common = sorted(set(by_n[0]) & set(by_n[1]))
+    if not common:
+        raise UsageError(f"the sweeps share no stream count (BASE {sorted(by_n[0])}, TEST {sorted(by_n[1])})",
+                         hint="sweep both with the same --streams list")
+    notes: list[str] = []
+    only = sorted(set(by_n[0]) ^ set(by_n[1]))
+    if only:
+        notes.append(f"stream counts in only one sweep, not compared: {', '.join(map(str, only))}")
+    rows: list[dict[str, Any]] = []
+    for n in common:
+        one = compare(by_n[0][n], by_n[1][n], min_change)
+        rows += [{**r, "streams": n} for r in one["rows"]]
+        notes += [f"{n} streams: {note}" for note in one["notes"] if "stream counts" not in note]
+    ab, at = base.get("analysis", {}), test.get("analysis", {})
+    for key in ("peak_streams", "knee_streams"):
+        if ab.get(key) != at.get(key):
+            notes.append(f"{key.replace('_', ' ')}: {ab.get(key)} -> {at.get(key)}")
+    return {
+        "base": base.get("sweep_id", base.get("run_id")), "test": test.get("sweep_id", test.get("run_id")),
+        "min_change": min_change, "notes": notes, "rows": rows, "streams": common,
+        "regressions": [f"{r['metric']}@{r['streams']}" for r in rows if r["verdict"] == "regressed"],
+        "improvements": [f"{r['metric']}@{r['streams']}" for r in rows if r["verdict"] == "improved"],
+    }
+
+
 def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
     for name, doc in (("BASE", base), ("TEST", test)):
         if doc.get("kind") != "aorta-tui/queue-result":

@@ -120,3 +120,33 @@ def test_a_zero_base_gives_no_relative_change_and_valid_json() -> None:
     assert row["change"] is None and row["change_reason"].startswith("the base value is 0")
     assert row["verdict"] == "improved"  # 0 -> 2 streams: a change, in the good direction
     json.loads(json.dumps(rep, allow_nan=False))  # no Infinity in the report
+
+
+def test_two_sweeps_compare_point_by_point_on_the_common_stream_counts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import subprocess
+    import sys
+
+    from aorta_tui.hwqueue.compare import compare_files
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.sweep import run_sweep
+
+    base_cfg = QueueRunConfig(workload="tiny_kernel_stress", streams=1, iterations=3, warmup=0,
+                              device="cpu", size="tiny")
+    a = run_sweep(base_cfg, [1, 2], output=tmp_path / "a.json")
+    b = run_sweep(QueueRunConfig(**{**base_cfg.__dict__, "run_id": ""}), [2, 4], output=tmp_path / "b.json")
+    report = compare_files(a, b)
+    assert report["streams"] == [2]
+    assert {r["streams"] for r in report["rows"]} == {2}
+    assert {r["metric"] for r in report["rows"]} == set(SUMMARY_FIELDS)
+    assert any("1, 4" in n for n in report["notes"])  # the counts only one sweep measured
+    with pytest.raises(UsageError, match="share no stream count"):
+        compare_files(a, run_sweep(QueueRunConfig(**{**base_cfg.__dict__, "run_id": ""}), [4]))
+    with pytest.raises(UsageError, match="one file is a stream sweep"):
+        compare_files(a, a["points"][0])
+    # the CLI takes the files as they were written
+    proc = subprocess.run([sys.executable, "-m", "aorta_tui", "queue", "compare", str(tmp_path / "a.json"),
+                           str(tmp_path / "b.json"), "--no-fail", "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["streams"] == [2]
