@@ -269,22 +269,35 @@ def _measure_pass(loop: _Loop) -> MeasurePass:
     plans = [loop.workload.iteration(loop.next_iteration + i) for i in range(cfg.iterations)]
     loop.next_iteration += cfg.iterations
     marks = [_plain_events(backend, loop.stream_devices, plan) for plan in plans]
+    starts, _, end_ns = _run_iterations(
+        loop, plans, lambda i, plan: _issue_plain(backend, loop.streams, plan, *marks[i]),
+        " (measure pass)")
+    ends = [max(backend.event_host_ns(ev, loop.stream_devices[s]) for s, ev in stream_ends.items())
+            for _sync, stream_ends in marks]
+    return MeasurePass(starts, ends, end_ns)
+
+
+def _run_iterations(loop: _Loop, plans: list[list[Any]], issue: Callable[[int, list[Any]], Any],
+                    label: str) -> tuple[list[float], list[Any], float]:
+    """The loop both passes share: host clock at each iteration start, the sync mode, progress.
+
+    Returns the start times, what ``issue`` returned per iteration, and the host time after the
+    final synchronise."""
+    cfg, backend = loop.cfg, loop.backend
     starts: list[float] = []
-    every = max(1, cfg.iterations // 20)
+    out: list[Any] = []
+    every = max(1, len(plans) // 20)
     for i, plan in enumerate(plans):
         starts.append(float(time.perf_counter_ns()))
-        _issue_plain(backend, loop.streams, plan, *marks[i])
+        out.append(issue(i, plan))
         if cfg.sync_mode == "per_iteration":
             backend.synchronize()
         loop.done += 1
         if (i + 1) % every == 0:
             loop.emit(Progress(cfg.run_id, done=loop.done, total=loop.total,
-                               message=f"{cfg.workload} x{cfg.streams} streams (measure pass)"))
+                               message=f"{cfg.workload} x{cfg.streams} streams{label}"))
     backend.synchronize()
-    end_ns = float(time.perf_counter_ns())
-    ends = [max(backend.event_host_ns(ev, loop.stream_devices[s]) for s, ev in stream_ends.items())
-            for _sync, stream_ends in marks]
-    return MeasurePass(starts, ends, end_ns)
+    return starts, out, float(time.perf_counter_ns())
 
 
 @dataclass
@@ -324,22 +337,10 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
             if required:
                 raise
             capture, reason = None, f"the profiler could not start: {type(exc).__name__}: {exc}"
-    host: list[list[tuple[int, int]]] = []
-    starts: list[float] = []
-    every = max(1, n // 20)
     label = " (detail pass)" if cfg.timing == "auto" else ""
     try:
-        for i, plan in enumerate(plans):
-            starts.append(float(time.perf_counter_ns()))
-            host.append(_issue(backend, loop.streams, plan, events[i]))
-            if cfg.sync_mode == "per_iteration":
-                backend.synchronize()
-            loop.done += 1
-            if (i + 1) % every == 0:
-                loop.emit(Progress(cfg.run_id, done=loop.done, total=loop.total,
-                                   message=f"{cfg.workload} x{cfg.streams} streams{label}"))
-        backend.synchronize()
-        end_ns = float(time.perf_counter_ns())
+        starts, host, end_ns = _run_iterations(
+            loop, plans, lambda i, plan: _issue(backend, loop.streams, plan, events[i]), label)
     finally:
         if capture is not None:
             capture.__exit__(None, None, None)

@@ -86,9 +86,12 @@ def test_sweep_then_compare_round_trip(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout)
     assert report["regressions"] == [] and report["improvements"] == []
-    # a sweep file is not a run result
+    # a sweep is compared with a sweep, never with a single run
     p = cli("compare", "s.json", str(point), cwd=tmp_path)
-    assert p.returncode == 2 and "not a queue run result" in p.stderr
+    assert p.returncode == 2 and "one file is a stream sweep and the other a single run" in p.stderr
+    p = cli("compare", "s.json", "s.json", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["regressions"] == []
 
 
 def test_compare_exits_one_on_a_clear_regression(tmp_path: Path) -> None:
