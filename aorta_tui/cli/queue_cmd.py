@@ -120,6 +120,10 @@ def run_cmd(
     ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
                                     help="Also trace the CUDA runtime with eBPF (needs root)."),
     stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
+    repeat: int = typer.Option(1, "--repeat", help="Run it this many times, each in a fresh "
+                               "process; the result holds every run and their medians, and "
+                               "`queue compare` then judges changes against the run-to-run "
+                               "spread (3 or more)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -133,6 +137,8 @@ def run_cmd(
     Example: aorta-tui queue run hetero_kernels --streams 8 --iterations 50 -o result.json
 
     Example: aorta-tui queue run continuous_batch --streams 8 --stream-priority lc -o lc.json
+
+    Example: aorta-tui queue run moe --streams 16 --repeat 5 -o base.json
     """
     from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
 
@@ -146,7 +152,12 @@ def run_cmd(
                          stream_priority=stream_priority)
     if output is not None:
         output = _per_rank(output)
-    result = run_queue(cfg, on_event=_progress_sink(as_json, quiet), output=output)
+    if repeat != 1:
+        from aorta_tui.hwqueue.repeat import run_repeated
+
+        result = run_repeated(cfg, repeat, on_event=_progress_sink(as_json, quiet), output=output)
+    else:
+        result = run_queue(cfg, on_event=_progress_sink(as_json, quiet), output=output)
     if as_json:
         print(json.dumps(result, indent=2))
     else:
@@ -170,7 +181,8 @@ def print_result(result: dict[str, Any]) -> None:
     title = (f"{wl['name']} x{cfg['streams']} streams on {result['platform'].get('device_name')}"
              f" ({result['platform']['backend']}{', EMULATED' if result['emulated'] else ''})")
     sources = result.get("summary_source", {})
-    detail_from = _short_source(sources.get("achieved_concurrency", ""))
+    # per-stream rows are one run's (a --repeat result's representative), never a median
+    detail_from = _short_source(sources.get("achieved_concurrency", ""), keep_median=False)
     rows = []
     for key, value in s.items():
         shown = _fmt(value) if value is not None else _not_available(result, key)
@@ -189,6 +201,15 @@ def print_result(result: dict[str, Any]) -> None:
     else:
         rows.append(["peak memory", _not_available(result, "memory"), "", ""])
     _table(title, ["metric", "value", "unit", "from"], rows)
+    repeats = result.get("repeats")
+    if repeats:
+        print(f"summary: medians of {repeats['count']} repetitions, each a fresh process; "
+              f"per-stream rows and passes below are the median-throughput one "
+              f"(run {repeats['detail_from']})")
+        for key in s:
+            values = [r[key] for r in repeats["summaries"] if r.get(key) is not None]
+            if values:
+                print(f"  {key}: {_fmt(min(values))} .. {_fmt(max(values))} over {len(values)} runs")
     timing = result["timing"]
     print(f"busy time means {timing['busy_meaning']}")
     if timing.get("kernel_source_reason") and not result["emulated"]:
@@ -204,10 +225,19 @@ def print_result(result: dict[str, Any]) -> None:
               "(the cost of timing every launch)")
 
 
-def _short_source(text: str) -> str:
-    """'detail pass: profiler kernel timestamps' -> 'detail: kernels' (table column)."""
+def _short_source(text: str, keep_median: bool = True) -> str:
+    """'detail pass: profiler kernel timestamps' -> 'detail: kernels' (table column);
+    a --repeat result's 'median of 3 repetitions, each ...' adds ', median of 3'."""
     if not text:
         return ""
+    suffix = ""
+    if text.startswith("median of "):
+        count, _, text = text[len("median of "):].partition(" repetitions, each ")
+        suffix = f", median of {count}" if keep_median else ""
+    return _short_name(text) + suffix
+
+
+def _short_name(text: str) -> str:
     head, _, tail = text.partition(":")
     short = {"profiler kernel timestamps": "kernels", "per-launch device events": "events",
              "host clocks (CPU emulation)": "host clocks"}.get(tail.strip(), "")

@@ -1,6 +1,8 @@
 """Noise-aware comparison of two queue results.
 
-Each figure gets, per run, a 95% bootstrap confidence interval from per-iteration samples
+Each figure gets, per side, a 95% bootstrap confidence interval. A result of
+``queue run --repeat K`` (K >= 3) gives the run-to-run interval: the median over its
+repetitions. A single run gives the within-run interval from its per-iteration samples
 (throughput from iteration periods, latency statistics from iteration latencies, concurrency,
 launch delay and switch overhead from their per-iteration values). A change is ``unchanged``
 when the two intervals overlap or the relative change is below ``min_change``; otherwise
@@ -13,11 +15,13 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.hwqueue.metrics import percentile
+from aorta_tui.hwqueue.repeat import MIN_REPEATS_FOR_SPREAD
 from aorta_tui.hwqueue.result import summary_reason
 
 _LATENCY = {"latency_mean_ms": None, "latency_p50_ms": 50.0, "latency_p95_ms": 95.0,
@@ -38,7 +42,18 @@ def _mean(xs: list[float]) -> float:
     return math.fsum(xs) / len(xs)
 
 
+def _runs(result: dict[str, Any], key: str) -> list[float] | None:
+    """The figure in each repetition of a ``--repeat`` result (None: not a repeated result)."""
+    summaries = (result.get("repeats") or {}).get("summaries")
+    if not summaries or len(summaries) < MIN_REPEATS_FOR_SPREAD:
+        return None
+    return [s[key] for s in summaries if s.get(key) is not None]
+
+
 def _interval(result: dict[str, Any], key: str) -> tuple[float, float] | None:
+    runs = _runs(result, key)
+    if runs is not None:  # run-to-run: the interval of the median over the repetitions
+        return bootstrap_ci(runs, statistics.median) if len(runs) >= MIN_REPEATS_FOR_SPREAD else None
     samples = result.get("samples", {})
     if key == "throughput":
         periods = samples.get("iteration_period_ms") or []
@@ -113,6 +128,13 @@ def compare_sweeps(base: dict[str, Any], test: dict[str, Any], min_change: float
     }
 
 
+def _spread_kind(base: dict[str, Any], test: dict[str, Any], key: str) -> str:
+    kinds = ["run-to-run" if _runs(d, key) is not None else "within-run" for d in (base, test)]
+    if kinds[0] == kinds[1]:
+        return f"95% bootstrap CI, {kinds[0]}"
+    return f"95% bootstrap CI, BASE {kinds[0]}, TEST {kinds[1]}"
+
+
 def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
     for name, doc in (("BASE", base), ("TEST", test)):
         if doc.get("kind") != "aorta-tui/queue-result":
@@ -153,7 +175,7 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
         row["base_ci"], row["test_ci"] = ib, it
         if ib is not None and it is not None:
             overlap = ib[0] <= it[1] and it[0] <= ib[1]
-            row["spread"] = "95% bootstrap CI"
+            row["spread"] = _spread_kind(base, test, key)
         else:
             overlap = False
             row["spread"] = "none recorded"
@@ -165,6 +187,13 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
             up_is_good = direction == "higher"
             row["verdict"] = "improved" if (t > b) == up_is_good else "regressed"
         rows.append(row)
+    counts = [(d.get("repeats") or {}).get("count", 1) for d in (base, test)]
+    if min(counts) < MIN_REPEATS_FOR_SPREAD:
+        notes.append(
+            f"spread: BASE has {counts[0]} run(s), TEST {counts[1]}; with fewer than "
+            f"{MIN_REPEATS_FOR_SPREAD} repetitions a side's interval comes from its per-iteration "
+            "samples (within-run noise only, which can be smaller than the run-to-run spread); "
+            f"`queue run --repeat {MIN_REPEATS_FOR_SPREAD}` on both sides gives run-to-run intervals")
     return {
         "base": base.get("run_id"), "test": test.get("run_id"), "min_change": min_change,
         "notes": notes, "rows": rows,
