@@ -84,11 +84,14 @@ def info(
 def _run_trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
                mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
-               auto: bool, calibrate: bool = True) -> None:
+               auto: bool, calibrate: bool = True, stream: bool = False) -> None:
     from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.core.errors import EnvironmentProblem, UsageError
     from aorta_tui.trace.session import TraceSession
 
+    if stream and json_out:
+        raise UsageError("--json prints one document at the end, --json-stream a line per snapshot",
+                         hint="choose one of them")
     if (pid is None) == (not command):
         raise UsageError("give exactly one target: --pid N, or a command after --",
                          hint="e.g. aorta-tui trace queue --probes cuda -- python train.py")
@@ -102,15 +105,20 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         fd, name = tempfile.mkstemp(prefix="aorta-trace-", suffix=".jsonl.gz")
         os.close(fd)
         tmp_raw = raw_path = Path(name)
-    live = sys.stderr.isatty() and not json_out
+    live = sys.stderr.isatty() and not (json_out or stream)
 
     def on_event(ev: Any) -> None:
-        if live and getattr(ev, "kind", "") == "histogram_snapshot":
+        if getattr(ev, "kind", "") != "histogram_snapshot":
+            return
+        if stream:  # the journal's event format, one per line, as each snapshot arrives
+            print(json.dumps(ev.to_dict(), default=str), flush=True)
+        elif live:
             _live_line(ev)
 
     session = TraceSession(probes, pid=pid, command=command or None, mode=mode, interval_s=interval,
                            bpftrace=bpftrace, on_event=on_event, raw_path=raw_path,
-                           library_paths=libs, calibrate=calibrate)
+                           library_paths=libs, calibrate=calibrate,
+                           command_stdout_to_stderr=json_out or stream)
     interrupted = False
     try:
         session.start()
@@ -138,6 +146,8 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         atomic_write_json(output, result)
     if json_out:
         print(json.dumps(result, indent=2))
+    elif stream:
+        print(json.dumps({"event": "trace_result", "result": result}, default=str), flush=True)
     else:
         _print_summary(result)
         if output is not None:
@@ -224,7 +234,7 @@ def _common(
     ctx: typer.Context, probes: str | None, pid: int | None, duration: float | None, mode: str,
     output: Path | None, raw: Path | None, perfetto: Path | None, lib: list[str],
     bpftrace: str | None, interval: float, json_out: bool, default: tuple[str, ...],
-    calibrate: bool = True,
+    calibrate: bool = True, stream: bool = False,
 ) -> None:
     from aorta_tui.core.errors import UsageError
 
@@ -234,7 +244,8 @@ def _common(
     names = [p.strip() for p in probes.split(",") if p.strip()] if probes else list(default)
     _run_trace(probes=names, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=_libs(lib), bpftrace=bpftrace, interval=interval,
-               json_out=json_out, auto=probes is None and len(default) > 1, calibrate=calibrate)
+               json_out=json_out, auto=probes is None and len(default) > 1, calibrate=calibrate,
+               stream=stream)
 
 
 _CTX = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -255,14 +266,17 @@ def queue(
     bpftrace: str | None = _BPFTRACE_OPT,
     interval: float = typer.Option(1.0, "--interval", help="Seconds between histogram snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_stream: bool = typer.Option(False, "--json-stream", help="Print every histogram snapshot as a JSON line while tracing, then the result as a last line {\"event\": \"trace_result\", \"result\": ...}."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day) for the observer-cost estimate."),
 ) -> None:
     """Trace launch/submit -> dispatch latency of a command (after --) or a running --pid.
 
     Example: sudo aorta-tui trace queue --probes cuda -o q.json -- python train.py
+
+    Example: sudo aorta-tui trace queue --probes cuda --json-stream --pid 4242 | jq .event
     """
     _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, QUEUE_DEFAULT, calibrate)
+            json_out, QUEUE_DEFAULT, calibrate, json_stream)
 
 
 @app.command("memory", context_settings=_CTX)
@@ -279,6 +293,7 @@ def memory(
     bpftrace: str | None = _BPFTRACE_OPT,
     interval: float = typer.Option(1.0, "--interval", help="Seconds between snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_stream: bool = typer.Option(False, "--json-stream", help="Print every histogram snapshot as a JSON line while tracing, then the result as a last line {\"event\": \"trace_result\", \"result\": ...}."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day)."),
 ) -> None:
     """Trace GPU memory events: CUDA allocations/frees, amdgpu BO moves/maps, amdkfd evictions.
@@ -286,4 +301,4 @@ def memory(
     Example: sudo aorta-tui trace memory --pid 4242 --duration 10
     """
     _common(ctx, "memory", pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, ("memory",), calibrate)
+            json_out, ("memory",), calibrate, json_stream)

@@ -61,6 +61,7 @@ class TraceSession:
         heartbeat_ms: int = 200,
         run_id: str = "trace",
         attach_timeout_s: float = 60.0,
+        command_stdout_to_stderr: bool = False,
     ) -> None:
         if not probes:
             raise UsageError("no probe set given", hint="e.g. --probes cuda")
@@ -75,6 +76,7 @@ class TraceSession:
         self.probe_names = list(dict.fromkeys(probes))
         self.pid = pid
         self.command = list(command) if command else None
+        self._command_stdout_to_stderr = command_stdout_to_stderr
         self.mode = mode
         self.interval_s = interval_s
         self.bpftrace_arg = bpftrace
@@ -199,8 +201,10 @@ class TraceSession:
                              hint="give the full path of the program after --")
         r, w = os.pipe()
         try:
+            # with a machine-readable stdout (--json) the command's own output goes to stderr
             self._child = subprocess.Popen([sys.executable, "-c", _GATE, str(r), *self.command],
-                                           pass_fds=(r,), start_new_session=True)
+                                           pass_fds=(r,), start_new_session=True,
+                                           stdout=2 if self._command_stdout_to_stderr else None)
         except OSError as exc:
             os.close(r)
             os.close(w)

@@ -136,3 +136,33 @@ def _comm(pid: int) -> str:
         return Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return ""
+
+
+def test_json_stream_prints_each_snapshot_then_the_result(bpftrace, fakelibs, tmp_path: Path) -> None:
+    r = cli("trace", "queue", "--probes", "cuda_calls", "--lib", f"cuda={fakelibs.cuda}", "--json-stream",
+            "--interval", "0.2", "--no-calibrate", "--",
+            str(fakelibs.driver), "cuda", str(fakelibs.cuda), "12", "200", "0x10", "0x20")
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    snaps = [x for x in lines[:-1] if x["event"] == "histogram_snapshot"]
+    assert snaps and len(snaps) == len(lines) - 1  # nothing else on stdout
+    assert lines[-1]["event"] == "trace_result"
+    metrics = lines[-1]["result"]["probe_sets"]["cuda_calls"]["metrics"]
+    assert sum(m["records_received"] for m in metrics.values()) == 12
+    # the last snapshot of each metric has seen what the result counts
+    last = {s["probe_set"]: s["count"] for s in snaps}
+    assert last["cuda_calls.launch_call"] == 12
+    assert all(s["probe_set"].startswith("cuda_calls.") and s["unit"] for s in snaps)
+
+
+def test_json_and_json_stream_together_are_refused(tmp_path: Path) -> None:
+    r = cli("trace", "queue", "--json", "--json-stream", "--", "true")
+    assert r.returncode == 2 and "choose one of them" in r.stderr
+
+
+def test_json_output_is_not_mixed_with_the_commands_own_stdout(bpftrace, fakelibs) -> None:
+    r = cli("trace", "queue", "--probes", "cuda_calls", "--lib", f"cuda={fakelibs.cuda}", "--json",
+            "--no-calibrate", "--", "sh", "-c", "echo from-the-command")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["probes"] == ["cuda_calls"]
+    assert "from-the-command" in r.stderr
