@@ -422,6 +422,8 @@ class _Stats:
             out["decode_ms_reason"] = (
                 "no decode calls (encoder, generate_tokens: 0, or generate_tokens: 1 under "
                 "continuous batching, where the prefill call yields the only token)")
+            # the same cause leaves the decode rate without a time to divide by
+            out["decode_tokens_per_s_reason"] = out["decode_ms_reason"]
         if continuous:
             out["requests_unfinished"] = self.unfinished
             out["max_active_observed"] = self.max_active

@@ -100,6 +100,8 @@ def test_encoder_serves_prefill_only(tmp_path):
     r = run_workload(Inference, {"model": {**SMALL, "kind": "encoder_transformer"}}, 1, tmp_path)
     assert r.passed and r.metrics["tokens_generated"] == 0 and r.metrics["decode_ms_p50"] is None
     assert "decode_ms_reason" in r.metrics
+    assert r.metrics["decode_tokens_per_s"] is None
+    assert r.metrics["decode_tokens_per_s_reason"].startswith("no decode calls")
 
 
 def test_encoder_cannot_be_served_continuously(tmp_path):
