@@ -240,7 +240,9 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
             except Exception as exc:  # a tracer failure must not lose the measurement
                 ebpf_reason = f"eBPF session failed: {type(exc).__name__}: {exc}"
                 emit(Warning(cfg.run_id, message=ebpf_reason, code="ebpf"))
-        if detail.clock_uncertainty_ns is not None:
+        if detail.clock_uncertainty_ns is not None and measure is None:
+            # latency then comes from kernel records on the profiler's clock; with a measure
+            # pass it comes from events, so the event anchor's uncertainty stays
             uncertainty = detail.clock_uncertainty_ns
         memory, memory_reason = backend.memory()
         platform_info = backend.platform_info()
