@@ -120,6 +120,7 @@ def run_cmd(
     ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
                                     help="Also trace the CUDA runtime with eBPF (needs root)."),
     stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
+    run_id: str = typer.Option("", "--run-id", help="Name the run (default: q-<UTC time>-<random>)."),
     repeat: int = typer.Option(1, "--repeat", help="Run it this many times, each in a fresh "
                                "process; the result holds every run and their medians, and "
                                "`queue compare` then judges changes against the run-to-run "
@@ -149,7 +150,7 @@ def run_cmd(
                          keep_timeline=timeline, timing=timing,
                          detail_iterations=detail_iterations,
                          profiler_trace=None if profiler_trace is None else str(profiler_trace),
-                         stream_priority=stream_priority)
+                         stream_priority=stream_priority, run_id=run_id)
     if output is not None:
         output = _per_rank(output)
     if repeat != 1:
@@ -313,10 +314,17 @@ def sweep_cmd(
                                     help="Also trace the CUDA runtime with eBPF (needs root)."),
     stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
     timing: str = typer.Option("auto", "--timing", help=_TIMING_HELP),
+    in_process: bool = typer.Option(False, "--in-process",
+                                    help="Run every point in this process (faster start; state "
+                                    "carries between points and a failing point ends the "
+                                    "sweep). Default: a fresh process per point."),
     as_json: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Run WORKLOAD at several stream counts: throughput, scaling efficiency, peak and knee.
+
+    Each point is a fresh `queue run` process: nothing carries over between points, and a
+    point that fails (e.g. out of memory) is reported while the others still run.
 
     Example: aorta-tui queue sweep hetero_kernels --streams 2,4,8,16,32,64 -o sweep.json
     """
@@ -330,7 +338,7 @@ def sweep_cmd(
                           params=_parse_params(param), ebpf_trace=ebpf_trace,
                           stream_priority=stream_priority, timing=timing)
     doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
-                    output=output)
+                    output=output, isolate=not in_process)
     if as_json:
         print(json.dumps(doc, indent=2))
         return
@@ -359,6 +367,8 @@ def sweep_cmd(
                    "switch us"], rows)
     for why, mark in reasons.items():
         print(f"{mark} not available: {why}")
+    for failed in doc.get("failed_points", []):
+        print(f"{failed['streams']} streams failed, left out of the analysis: {failed['reason']}")
     print(f"peak: {a['peak_streams']} streams ({_fmt(a['peak_throughput'])} {unit}); "
           f"knee: {a['knee_streams']} streams")
     if output is not None:

@@ -247,6 +247,7 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
         memory, memory_reason = backend.memory()
         platform_info = backend.platform_info()
         platform_info["distributed"] = _distributed_info(torch)
+        platform_info["pid"] = os.getpid()  # which process measured it (sweeps, --repeat)
         return RawRun(
             records=detail.records, iteration_starts_ns=detail.starts, end_ns=detail.end_ns,
             work_per_iteration=float(workload.work_per_iteration()),

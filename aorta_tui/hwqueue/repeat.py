@@ -40,6 +40,8 @@ def child_argv(cfg: QueueRunConfig, output: Path) -> list[str]:
             "--dtype", cfg.dtype, "--size", cfg.size, "--timing", cfg.timing,
             "--detail-iterations", str(cfg.detail_iterations),
             "--stream-priority", cfg.stream_priority, "-q", "-o", str(output)]
+    if cfg.run_id:
+        argv += ["--run-id", cfg.run_id]
     if cfg.devices:
         argv += ["--devices", ",".join(cfg.devices)]
     for key, value in cfg.params.items():
@@ -54,7 +56,7 @@ def child_argv(cfg: QueueRunConfig, output: Path) -> list[str]:
 def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], None] | None = None,
                  output: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Run ``cfg`` ``repeats`` times, each in a fresh process; return the combined result."""
-    from aorta_tui.hwqueue.result import load_result, new_run_id
+    from aorta_tui.hwqueue.result import new_run_id
 
     if repeats < 2:
         raise UsageError(f"--repeat must be at least 2 to repeat anything, not {repeats}",
@@ -66,19 +68,11 @@ def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], 
     emit = on_event or (lambda _e: None)
     run_id = cfg.run_id or new_run_id()
     docs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="aorta-repeat-") as tmp:
-        for k in range(repeats):
-            out = Path(tmp) / f"r{k + 1}.json"
-            child = dataclasses.replace(cfg, run_id=f"{run_id}-r{k + 1}")
-            # same process group as us: Ctrl-C reaches the repetition too
-            proc = subprocess.run(child_argv(child, out), stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                  check=False)
-            if proc.returncode != 0 or not out.exists():
-                _raise_child_failure(k + 1, repeats, proc.returncode, proc.stderr)
-            docs.append(load_result(out))
-            emit(Progress(run_id, done=k + 1, total=repeats,
-                          message=f"{cfg.workload} x{cfg.streams} streams: repetition {k + 1}/{repeats}"))
+    for k in range(repeats):
+        docs.append(run_isolated(dataclasses.replace(cfg, run_id=f"{run_id}-r{k + 1}"),
+                                 f"repetition {k + 1} of {repeats}"))
+        emit(Progress(run_id, done=k + 1, total=repeats,
+                      message=f"{cfg.workload} x{cfg.streams} streams: repetition {k + 1}/{repeats}"))
     result = combine(docs, run_id)
     emit(Measurement(run_id, source="queue", name=cfg.workload, values=dict(result["summary"]),
                      reasons=dict(result["unavailable"])))
@@ -88,10 +82,28 @@ def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], 
     return result
 
 
-def _raise_child_failure(k: int, n: int, code: int, stderr: str) -> None:
+def run_isolated(cfg: QueueRunConfig, what: str) -> dict[str, Any]:
+    """``cfg`` as a fresh ``aorta-tui queue run`` process; its result, or its error re-raised.
+
+    ``what`` names the run in an error ("repetition 2 of 5", "the 16-stream point").
+    """
+    from aorta_tui.hwqueue.result import load_result
+
+    with tempfile.TemporaryDirectory(prefix="aorta-queue-") as tmp:
+        out = Path(tmp) / "result.json"
+        # same process group as us: Ctrl-C reaches the child too
+        proc = subprocess.run(child_argv(cfg, out), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              check=False)
+        if proc.returncode != 0 or not out.exists():
+            _raise_child_failure(what, proc.returncode, proc.stderr)
+        return load_result(out)
+
+
+def _raise_child_failure(what: str, code: int, stderr: str) -> None:
     tail = stderr.strip().splitlines()[-6:]
     detail = "\n  ".join(tail) if tail else "(no output)"
-    message = f"repetition {k} of {n} failed with exit status {code}:\n  {detail}"
+    message = f"{what} failed with exit status {code}:\n  {detail}"
     if code == ExitCode.USAGE:
         raise UsageError(message)
     if code == ExitCode.INTERRUPTED or code < 0:

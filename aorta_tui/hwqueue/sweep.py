@@ -15,7 +15,7 @@ from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.events import Event, Progress, ResultWritten
+from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 
 SWEEP_KIND = "aorta-tui/queue-sweep"
@@ -65,22 +65,54 @@ def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10)
             "knee_streams": knee, "knee_gain": knee_gain}
 
 
+Runner = Callable[[Any, str], dict[str, Any]]  # (QueueRunConfig, what) -> queue result
+
+
 def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
-              knee_gain: float = 0.10, output: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+              knee_gain: float = 0.10, output: str | os.PathLike[str] | None = None,
+              isolate: bool = True, runner: Runner | None = None) -> dict[str, Any]:
     """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document.
 
-    With ``output`` the document is also written there atomically and ``ResultWritten`` emitted.
+    ``isolate`` (default): every point is a fresh ``queue run`` process, so no state (CUDA
+    context, allocator cache, a finished profiler session) carries from one point to the next,
+    and a point that fails (say, out of memory at 64 streams) is recorded in ``failed_points``
+    while the sweep goes on. Otherwise all points run in this process and a failure ends the
+    sweep. With ``output`` the document is also written atomically and ``ResultWritten`` emitted.
     """
+    from aorta_tui.core.errors import AortaError
     from aorta_tui.hwqueue.harness import run_queue
+    from aorta_tui.hwqueue.repeat import run_isolated
 
     check_counts(base.workload, counts)
+    base.validate()
     sweep_id = base.run_id or new_run_id()
-    results = []
+    run: Runner = runner or (run_isolated if isolate else
+                             (lambda cfg, _what: run_queue(cfg, on_event=on_event)))
+    results: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    first_error: AortaError | None = None
     for k, n in enumerate(counts):
         cfg = dataclasses.replace(base, streams=n, run_id=f"{sweep_id}-s{n}")
-        results.append(run_queue(cfg, on_event=on_event))
+        try:
+            result = run(cfg, f"the {n}-stream point")
+        except AortaError as exc:
+            if not isolate:
+                raise
+            first_error = first_error or exc
+            failed.append({"streams": n, "reason": exc.render()})
+            message = f"{n} streams failed"
+        else:
+            results.append(result)
+            message = f"{n} streams done"
+            if isolate and on_event is not None:  # the child's own events stayed in the child
+                on_event(Measurement(cfg.run_id, source="queue", name=base.workload,
+                                     values=dict(result["summary"]),
+                                     reasons=dict(result["unavailable"])))
         if on_event is not None:
-            on_event(Progress(sweep_id, done=k + 1, total=len(counts), message=f"{n} streams done"))
+            on_event(Progress(sweep_id, done=k + 1, total=len(counts), message=message))
+    if not results:
+        assert first_error is not None
+        raise first_error
     analysis = analyse([(r["config"]["streams"], r["summary"]["throughput"]) for r in results],
                        knee_gain)
     doc = {
@@ -91,6 +123,8 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
         "emulated": results[0]["emulated"],
         "platform": results[0]["platform"],
         "stream_counts": list(counts),
+        "isolation": "a fresh process per point" if isolate else "all points in one process",
+        "failed_points": failed,
         "analysis": analysis,
         "points": results,
     }
