@@ -20,7 +20,7 @@ from aorta_tui.core.errors import AortaError, ExitCode
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in aorta-tui, with the traceback saved to a file
+INTERNAL_ERROR = int(ExitCode.INTERNAL)
 
 
 def new_app(help_text: str) -> typer.Typer:

@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     FAILURES = 1  # failures found (with --strict) or relevant differences (env diff)
     USAGE = 2  # bad arguments, bad recipe, bad input file
     ENVIRONMENT = 3  # the machine cannot do it: no GPU, no bpftrace, no privilege, no docker
+    INTERNAL = 70  # EX_SOFTWARE: a bug in aorta-tui (the CLI saves the traceback to a file)
     INTERRUPTED = 130
 
 

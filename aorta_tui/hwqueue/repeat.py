@@ -3,8 +3,8 @@
 One run's per-iteration samples show only the noise inside that run. Between runs other
 things change: which GEMM a stream queues behind, clocks, allocator and profiler state. On the
 H200 two identical hetero_kernels runs differed by 14% in launch delay while each was tight
-(docs/hwqueue.md). Each repetition here is a separate ``aorta-tui queue run`` process, so no
-CUDA context, cache or profiler state carries over. The combined document is the median
+(docs/hwqueue.md). Each repetition here is a fresh process (:mod:`aorta_tui.hwqueue.child`),
+so no CUDA context, cache or profiler state carries over. The combined document is the median
 repetition's result with ``repeats`` added: every repetition's summary, and the per-figure
 medians as ``summary``. ``queue compare`` uses ``repeats`` for its intervals.
 """
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.errors import EnvironmentProblem, ExitCode, UsageError
+from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 
 if TYPE_CHECKING:
@@ -32,25 +34,11 @@ if TYPE_CHECKING:
 MIN_REPEATS_FOR_SPREAD = 3  # below this a range of runs says little about their spread
 
 
-def child_argv(cfg: QueueRunConfig, output: Path) -> list[str]:
-    """The ``queue run`` command line that reproduces ``cfg`` in a fresh process."""
-    argv = [sys.executable, "-m", "aorta_tui", "queue", "run", cfg.workload,
-            "--streams", str(cfg.streams), "--iterations", str(cfg.iterations),
-            "--warmup", str(cfg.warmup), "--device", cfg.device, "--sync-mode", cfg.sync_mode,
-            "--dtype", cfg.dtype, "--size", cfg.size, "--timing", cfg.timing,
-            "--detail-iterations", str(cfg.detail_iterations),
-            "--stream-priority", cfg.stream_priority, "-q", "-o", str(output)]
-    if cfg.run_id:
-        argv += ["--run-id", cfg.run_id]
-    if cfg.devices:
-        argv += ["--devices", ",".join(cfg.devices)]
-    for key, value in cfg.params.items():
-        argv += ["--param", f"{key}={value}"]
-    if cfg.ebpf_trace:
-        argv.append("--ebpf-trace")
-    if cfg.keep_timeline:
-        argv.append("--timeline")
-    return argv
+def refuse_shared_trace(cfg: QueueRunConfig, what: str) -> None:
+    """Several runs from one config would all write the same ``--profiler-trace`` file."""
+    if cfg.profiler_trace:
+        raise UsageError(f"--profiler-trace writes one run's trace; {what} makes several",
+                         hint="drop --profiler-trace, or trace a single `queue run`")
 
 
 def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], None] | None = None,
@@ -61,9 +49,7 @@ def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], 
     if repeats < 2:
         raise UsageError(f"--repeat must be at least 2 to repeat anything, not {repeats}",
                          hint="drop --repeat for a single run")
-    if cfg.profiler_trace:
-        raise UsageError("--profiler-trace writes one run's trace; with --repeat there are several",
-                         hint="drop --profiler-trace, or trace one run without --repeat")
+    refuse_shared_trace(cfg, "--repeat")
     cfg.validate()
     emit = on_event or (lambda _e: None)
     run_id = cfg.run_id or new_run_id()
@@ -83,32 +69,42 @@ def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], 
 
 
 def run_isolated(cfg: QueueRunConfig, what: str) -> dict[str, Any]:
-    """``cfg`` as a fresh ``aorta-tui queue run`` process; its result, or its error re-raised.
+    """``cfg`` run by :mod:`aorta_tui.hwqueue.child` in a fresh process; its result, or its
+    error re-raised with the same exit status.
 
     ``what`` names the run in an error ("repetition 2 of 5", "the 16-stream point").
     """
     from aorta_tui.hwqueue.result import load_result
 
     with tempfile.TemporaryDirectory(prefix="aorta-queue-") as tmp:
-        out = Path(tmp) / "result.json"
+        config, out = Path(tmp) / "config.json", Path(tmp) / "result.json"
+        config.write_text(json.dumps(dataclasses.asdict(cfg)), encoding="utf-8")
         # same process group as us: Ctrl-C reaches the child too
-        proc = subprocess.run(child_argv(cfg, out), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              check=False)
+        proc = subprocess.run([sys.executable, "-m", "aorta_tui.hwqueue.child", str(config), str(out)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, check=False)
         if proc.returncode != 0 or not out.exists():
-            _raise_child_failure(what, proc.returncode, proc.stderr)
+            raise _child_failure(what, proc.returncode, proc.stderr)
         return load_result(out)
 
 
-def _raise_child_failure(what: str, code: int, stderr: str) -> None:
+def _child_failure(what: str, code: int, stderr: str) -> BaseException:
+    """The child's failure as the error the parent raises: same class, same exit status."""
+    if code in (ExitCode.INTERRUPTED, -signal.SIGINT):
+        return KeyboardInterrupt()
     tail = stderr.strip().splitlines()[-6:]
     detail = "\n  ".join(tail) if tail else "(no output)"
+    if code < 0:  # e.g. SIGKILL from the kernel's out-of-memory killer
+        return AortaError(f"{what} was killed by {signal.Signals(-code).name}:\n  {detail}",
+                          hint="look for the out-of-memory killer in `dmesg`; run the point "
+                          "alone to see its whole output", exit_code=ExitCode.ENVIRONMENT)
     message = f"{what} failed with exit status {code}:\n  {detail}"
     if code == ExitCode.USAGE:
-        raise UsageError(message)
-    if code == ExitCode.INTERRUPTED or code < 0:
-        raise KeyboardInterrupt
-    raise EnvironmentProblem(message, hint="run it once without --repeat to see the whole output")
+        return UsageError(message)
+    if code == ExitCode.ENVIRONMENT:
+        return EnvironmentProblem(message)
+    return AortaError(message, hint="run it once on its own to see the whole output",
+                      exit_code=ExitCode.INTERNAL)
 
 
 def combine(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
@@ -132,7 +128,7 @@ def combine(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
     partial = {k: sum(d["summary"].get(k) is None for d in docs) for k in keys}
     out["repeats"] = {
         "count": n,
-        "isolation": "each repetition a fresh `aorta-tui queue run` process",
+        "isolation": "each repetition a fresh process",
         "run_ids": [d["run_id"] for d in docs],
         "summaries": [d["summary"] for d in docs],
         "detail_from": docs[rep]["run_id"],

@@ -81,8 +81,9 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     """
     from aorta_tui.core.errors import AortaError
     from aorta_tui.hwqueue.harness import run_queue
-    from aorta_tui.hwqueue.repeat import run_isolated
+    from aorta_tui.hwqueue.repeat import refuse_shared_trace, run_isolated
 
+    refuse_shared_trace(base, "a sweep")
     check_counts(base.workload, counts)
     base.validate()
     sweep_id = base.run_id or new_run_id()

@@ -68,3 +68,28 @@ def test_in_process_failure_ends_the_sweep() -> None:
 
     with pytest.raises(EnvironmentProblem, match="no GPU"):
         run_sweep(_cfg(), [1, 2], isolate=False, runner=runner)
+
+
+def test_a_point_killed_by_a_signal_is_a_failed_point_not_an_interrupt(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import signal
+
+    from aorta_tui.core.errors import AortaError, ExitCode
+    from aorta_tui.hwqueue.repeat import _child_failure
+
+    killed = _child_failure("the 64-stream point", -signal.SIGKILL, "")
+    assert isinstance(killed, AortaError) and "killed by SIGKILL" in killed.render()
+    assert killed.exit_code == ExitCode.ENVIRONMENT and "dmesg" in killed.render()
+    assert isinstance(_child_failure("x", -signal.SIGINT, ""), KeyboardInterrupt)
+    assert isinstance(_child_failure("x", 130, ""), KeyboardInterrupt)
+    crashed = _child_failure("x", 70, "Traceback ...\nRuntimeError: CUDA out of memory")
+    assert crashed.exit_code == ExitCode.INTERNAL and "out of memory" in crashed.render()
+
+
+def test_a_shared_profiler_trace_is_refused_before_any_point_runs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from aorta_tui.core.errors import UsageError
+
+    cfg = _cfg()
+    cfg.profiler_trace = str(tmp_path / "t.json")
+    with pytest.raises(UsageError, match="a sweep makes several"):
+        run_sweep(cfg, [1, 2])
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,39 @@
+"""One queue run in a fresh process: ``python -m aorta_tui.hwqueue.child CONFIG.json RESULT.json``.
+
+``queue sweep`` (one process per point) and ``queue run --repeat`` start this. The parent
+writes the :class:`QueueRunConfig` as JSON, so every field reaches the child as it is, with no
+command line to keep in step with the dataclass. The exit status is the CLI's: 2 bad input,
+3 the machine cannot do it, 70 a bug (traceback on stderr), 130 interrupted; the message is
+the last lines of stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+from aorta_tui.core.errors import AortaError, ExitCode
+
+
+def main(argv: list[str]) -> int:
+    from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+
+    config_path, output = argv
+    try:
+        with open(config_path, encoding="utf-8") as fh:
+            cfg = QueueRunConfig(**json.load(fh))
+        run_queue(cfg, output=output)
+    except AortaError as exc:
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        return int(ExitCode.INTERRUPTED)
+    except Exception:  # the parent shows these lines; nothing else would
+        traceback.print_exc()
+        return int(ExitCode.INTERNAL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
