@@ -201,7 +201,7 @@ def check_reported(result: dict[str, Any], ref: dict[str, Any], mapping: dict[An
         rows.append({"metric": metric, "ours": ours, "cupti": theirs, "unit": unit, "diff": d,
                      "verdict": verdict})
 
-    add("device activities", result["timing"]["launches_recorded"], ref["activities"], "records")
+    add("device activities", result["timing"]["kernels_recorded"], ref["activities"], "records")
     bijective = len(set(mapping.values())) == len(mapping)
     rows.append({"metric": "profiler streams -> harness streams", "ours": len(set(mapping.values())),
                  "cupti": len(mapping), "unit": f"{agreement * 100:.2f}% of kernels agree", "diff": None,

@@ -10,6 +10,7 @@ import datetime as _dt
 import json
 import os
 import secrets
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,12 +109,16 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     span = M.device_span_ns(recs)
     priorities = raw.stream_priorities or [None] * cfg.streams
     lc_streams = set(raw.priority_info.get("latency_critical_streams", ()))
+    # with kernel records a launch (one host call) can have several kernels: count each kind
+    launch_recs = raw.event_records if raw.event_records is not None else recs
+    launches = Counter(r.stream for r in launch_recs)
+    kernel_count = Counter(r.stream for r in recs) if kernels else None
     per_stream = []
     for s in range(cfg.streams):
-        n = sum(1 for r in recs if r.stream == s)
         b = busy.get(s)
         per_stream.append({
-            "stream": s, "device": raw.stream_devices[s], "launches": n,
+            "stream": s, "device": raw.stream_devices[s], "launches": launches[s],
+            "kernels": None if kernel_count is None else kernel_count[s],
             "busy_ms": None if b is None else b / 1e6,
             "busy_fraction": None if (b is None or span <= 0) else b / span,
             "latency_critical": s in lc_streams,
@@ -199,7 +204,8 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "host_clock": "time.perf_counter_ns",
             "clock_alignment_uncertainty_us": (None if raw.clock_uncertainty_ns is None
                                                else raw.clock_uncertainty_ns / 1e3),
-            "launches_recorded": len(recs),
+            "launches_recorded": len(launch_recs),
+            "kernels_recorded": len(recs) if kernels else None,
             "timing": cfg.timing,
             "kernel_source": raw.detail_source,
             "kernel_source_reason": raw.detail_reason,
@@ -208,7 +214,8 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "passes": _passes(cfg, raw, wl, wall_s, throughput),
         },
         "summary": summary,
-        "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()},
+        "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()}
+        | ({"queue_depth_max": "kernels"} if kernels else {}),
         "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
         "summary_source": summary_sources(raw),
         "metrics": {

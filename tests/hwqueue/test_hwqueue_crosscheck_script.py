@@ -64,7 +64,7 @@ def _result(busy7: float, busy9: float, streams_of: dict[int, int]) -> dict[str,
     rows = [[0, streams_of[s], f"k{c}", 0.0, 0.0, k0 * 1e3, k1 * 1e3]
             for c, _rt, s, k0, k1 in KERNELS[:5]]
     return {
-        "timing": {"profiler": {"clock_offset_ns": 0.0}, "launches_recorded": 5},
+        "timing": {"profiler": {"clock_offset_ns": 0.0}, "kernels_recorded": 5},
         "timeline_origin_ns": 0.0, "timeline": rows,
         "summary": {"achieved_concurrency": 59.0 / 319, "launch_delay_mean_us": 7.4,
                     "launch_delay_p50_us": 5.0, "switch_overhead_us": -15.0},

@@ -134,3 +134,30 @@ def test_cli_shows_where_each_figure_comes_from(tmp_path) -> None:  # type: igno
     assert lines["achieved_concurrency"].rstrip().endswith("detail: host clocks")
     assert "measure pass: 4 iterations" in proc.stdout and "detail pass: 2 iterations" in proc.stdout
     assert json.loads(out.read_text())["timing"]["passes"]["detail"]["iterations"] == 2
+
+
+def test_with_kernel_records_launches_and_kernels_are_counted_apart() -> None:
+    from aorta_tui.hwqueue.harness import RawRun
+    from aorta_tui.hwqueue.metrics import LaunchRecord
+    from aorta_tui.hwqueue.result import build_result
+
+    # two launches on stream 0; the first issued two kernels
+    events = [LaunchRecord(0, 0, "a", 0, 10, 20, 60), LaunchRecord(0, 0, "b", 10, 20, 60, 90)]
+    kernels = [LaunchRecord(0, 0, "k1", 2, 8, 20, 40), LaunchRecord(0, 0, "k2", 3, 9, 40, 60),
+               LaunchRecord(0, 0, "k3", 12, 18, 60, 90)]
+    raw = RawRun(records=kernels, iteration_starts_ns=[0.0], end_ns=100.0, work_per_iteration=1.0,
+                 clock_uncertainty_ns=1.0, memory=None, memory_reason="test", platform={},
+                 stream_devices=["cuda:0"], emulated=False, device_clock="cupti", params={},
+                 event_records=events, detail_source="cupti")
+    r = build_result(_cfg(streams=1, iterations=1, device="cuda"), raw)
+    ps = r["metrics"]["per_stream"][0]
+    assert (ps["launches"], ps["kernels"]) == (2, 3)
+    assert (r["timing"]["launches_recorded"], r["timing"]["kernels_recorded"]) == (2, 3)
+    assert r["summary_units"]["queue_depth_max"] == "kernels"
+
+
+def test_with_events_only_there_is_no_kernel_count() -> None:
+    r = run_queue(_cfg(timing="events"))
+    assert r["timing"]["kernels_recorded"] is None
+    assert {ps["kernels"] for ps in r["metrics"]["per_stream"]} == {None}
+    assert r["summary_units"]["queue_depth_max"] == "launches"
