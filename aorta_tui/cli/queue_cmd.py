@@ -36,6 +36,22 @@ _DEVICES_HELP = ("Spread streams over these, e.g. cuda:0,cuda:1, or 'all' (every
                  "sees; under torchrun every rank uses all of them).")
 
 
+# options `queue run` and `queue sweep` share: one definition, so their help cannot drift apart
+_WORKLOAD_ARG = typer.Argument(..., help="Workload name (see `queue list`).")
+_DEVICE_OPT = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP)
+_DEVICES_OPT = typer.Option(None, "--devices", help=_DEVICES_HELP)
+_SYNC_OPT = typer.Option("per_iteration", "--sync-mode", help="per_iteration, end_only or none.")
+_DTYPE_OPT = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16.")
+_SIZE_OPT = typer.Option("default", "--size", help="default, or tiny (fast CPU checks).")
+_PARAM_OPT = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE.")
+_TIMING_OPT = typer.Option("auto", "--timing", help=_TIMING_HELP)
+_DETAIL_OPT = typer.Option(20, "--detail-iterations", help="--timing auto: iterations of the "
+                           "detail pass (at most --iterations).")
+_EBPF_OPT = typer.Option(False, "--ebpf-trace", help="Also trace the CUDA runtime with eBPF (needs root).")
+_PRIORITY_OPT = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP)
+_QUIET_OPT = typer.Option(False, "--quiet", "-q", help="No progress lines.")
+
+
 def _parse_params(items: list[str]) -> dict[str, str]:
     from aorta_tui.core.errors import UsageError
 
@@ -95,38 +111,33 @@ def list_cmd(
 @app.command("run")
 @cli_command
 def run_cmd(
-    workload: str = typer.Argument(..., help="Workload name (see `queue list`)."),
+    workload: str = _WORKLOAD_ARG,
     streams: int = typer.Option(4, "--streams", "-s", help="Number of concurrent streams."),
     iterations: int = typer.Option(50, "--iterations", "-i", help="Measured iterations."),
     warmup: int = typer.Option(5, "--warmup", "-w", help="Warm-up iterations (not measured)."),
-    device: str = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP),
-    devices: str | None = typer.Option(None, "--devices",  # noqa: UP007
-                                          help=_DEVICES_HELP),
-    sync_mode: str = typer.Option("per_iteration", "--sync-mode",
-                                  help="per_iteration, end_only or none."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16."),
-    size: str = typer.Option("default", "--size", help="default, or tiny (fast CPU checks)."),
-    param: list[str] = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE."),
+    device: str = _DEVICE_OPT,
+    devices: str | None = _DEVICES_OPT,  # noqa: UP007
+    sync_mode: str = _SYNC_OPT,
+    dtype: str = _DTYPE_OPT,
+    size: str = _SIZE_OPT,
+    param: list[str] = _PARAM_OPT,
     output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
                                           help="Write the result JSON here (atomically)."),
     timeline: bool = typer.Option(False, "--timeline", help="Include every launch's timestamps."),
-    timing: str = typer.Option("auto", "--timing", help=_TIMING_HELP),
-    detail_iterations: int = typer.Option(20, "--detail-iterations",
-                                          help="--timing auto: iterations of the detail pass "
-                                          "(at most --iterations)."),
+    timing: str = _TIMING_OPT,
+    detail_iterations: int = _DETAIL_OPT,
     profiler_trace: Path | None = typer.Option(None, "--profiler-trace",  # noqa: UP007
                                                   help="Also write the profiler's chrome trace "
                                                   "(Perfetto) of the kernel-timed pass here."),
-    ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
-                                    help="Also trace the CUDA runtime with eBPF (needs root)."),
-    stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
+    ebpf_trace: bool = _EBPF_OPT,
+    stream_priority: str = _PRIORITY_OPT,
     run_id: str = typer.Option("", "--run-id", help="Name the run (default: q-<UTC time>-<random>)."),
     repeat: int = typer.Option(1, "--repeat", help="Run it this many times, each in a fresh "
                                "process; the result holds every run and their medians, and "
                                "`queue compare` then judges changes against the run-to-run "
                                "spread (3 or more)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result JSON on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    quiet: bool = _QUIET_OPT,
 ) -> None:
     """Run WORKLOAD on N streams and measure throughput, latency, per-stream busy time,
     concurrency, launch delay, queue depth, gaps and switch overhead.
@@ -293,33 +304,31 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
 @app.command("sweep")
 @cli_command
 def sweep_cmd(
-    workload: str = typer.Argument(..., help="Workload name (see `queue list`)."),
+    workload: str = _WORKLOAD_ARG,
     streams: str = typer.Option("1,2,4,8,16,32,64", "--streams", "-s",
                                 help="Comma-separated stream counts."),
     iterations: int = typer.Option(30, "--iterations", "-i", help="Measured iterations per point."),
     warmup: int = typer.Option(3, "--warmup", "-w", help="Warm-up iterations per point."),
-    device: str = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP),
-    devices: str | None = typer.Option(None, "--devices",  # noqa: UP007
-                                          help=_DEVICES_HELP),
-    sync_mode: str = typer.Option("per_iteration", "--sync-mode",
-                                  help="per_iteration, end_only or none."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16."),
-    size: str = typer.Option("default", "--size", help="default, or tiny (fast CPU checks)."),
-    param: list[str] = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE."),
+    device: str = _DEVICE_OPT,
+    devices: str | None = _DEVICES_OPT,  # noqa: UP007
+    sync_mode: str = _SYNC_OPT,
+    dtype: str = _DTYPE_OPT,
+    size: str = _SIZE_OPT,
+    param: list[str] = _PARAM_OPT,
     knee_gain: float = typer.Option(0.10, "--knee-gain",
                                     help="Marginal throughput gain below which the knee is set."),
     output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
                                           help="Write the sweep JSON here (atomically)."),
-    ebpf_trace: bool = typer.Option(False, "--ebpf-trace",
-                                    help="Also trace the CUDA runtime with eBPF (needs root)."),
-    stream_priority: str = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP),
-    timing: str = typer.Option("auto", "--timing", help=_TIMING_HELP),
+    ebpf_trace: bool = _EBPF_OPT,
+    stream_priority: str = _PRIORITY_OPT,
+    timing: str = _TIMING_OPT,
+    detail_iterations: int = _DETAIL_OPT,
     in_process: bool = typer.Option(False, "--in-process",
                                     help="Run every point in this process (faster start; state "
                                     "carries between points and a failing point ends the "
                                     "sweep). Default: a fresh process per point."),
     as_json: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    quiet: bool = _QUIET_OPT,
 ) -> None:
     """Run WORKLOAD at several stream counts: throughput, scaling efficiency, peak and knee.
 
@@ -336,7 +345,8 @@ def sweep_cmd(
                           warmup=warmup, device=device, devices=_parse_devices(devices),
                           sync_mode=sync_mode, dtype=dtype, size=size,
                           params=_parse_params(param), ebpf_trace=ebpf_trace,
-                          stream_priority=stream_priority, timing=timing)
+                          stream_priority=stream_priority, timing=timing,
+                          detail_iterations=detail_iterations)
     doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
                     output=output, isolate=not in_process)
     if as_json:
