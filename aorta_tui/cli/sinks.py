@@ -52,7 +52,8 @@ class PlainSink:
             self._done += 1
             self._ran += 1
             why = f" ({', '.join(e.detectors)})" if e.detectors else ""
-            self._p(f"[{self._done}/{self._total}] {e.trial_id}: {e.verdict}{why} in {e.wall_s:.2f}s"
+            took = f" in {e.wall_s:.2f}s" if e.wall_s is not None else ""
+            self._p(f"[{self._done}/{self._total}] {e.trial_id}: {e.verdict}{why}{took}"
                     f"{eta_text(self._t0, self._ran, self._total - self._done)}")
         elif k == "warning":
             self._p(f"warning: {e.message}")

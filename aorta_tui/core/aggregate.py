@@ -29,7 +29,7 @@ class TrialRecord:
     trial: int
     verdict: str
     detectors: list[str]
-    wall_s: float
+    wall_s: float | None  # None: the result file did not record it
     step_times_s: list[float] | None
     step_time_source: str
     workload_result: dict[str, Any] | None = None

@@ -68,7 +68,7 @@ class TrialFinished(Event):
     verdict: str
     exit_code: int | None = None
     signal: int | None = None
-    wall_s: float = 0.0
+    wall_s: float | None = None  # None only in a line written without it (never measured as 0)
     detectors: list[str] = field(default_factory=list)
     reason: str = ""
     trial_dir: str = ""

@@ -536,7 +536,7 @@ def load_trial_records(run_dir: Path) -> list[TrialRecord]:
         out.append(TrialRecord(
             trial_id=d["trial_id"], cell=d["cell"], trial=d["trial"], verdict=d["verdict"],
             detectors=[x["id"] for x in d.get("detections", []) if x.get("severity") in ("fail", "error")],
-            wall_s=d.get("process", {}).get("wall_s", 0.0), step_times_s=d.get("step_times_s"),
+            wall_s=d.get("process", {}).get("wall_s"), step_times_s=d.get("step_times_s"),
             step_time_source=d.get("step_time_source", "none"), workload_result=d.get("workload_result"),
         ))
     return out

@@ -138,7 +138,9 @@ def format_event_line(event: Event) -> str:
         if d.get("detectors"):
             extra.append("detectors " + ",".join(d["detectors"]))
         tail = f" ({'; '.join(extra)})" if extra else ""
-        return f"  {d['verdict']:<5}  {d['trial_id']}  {d.get('wall_s', 0.0):.2f}s{tail}"
+        wall = d.get("wall_s")
+        wall_s = f"{wall:.2f}s" if isinstance(wall, (int, float)) else "wall n/a"
+        return f"  {d['verdict']:<5}  {d['trial_id']}  {wall_s}{tail}"
     if kind == "cell_aggregated":
         stats = d.get("stats") or {}
         rate = stats.get("failure_rate")

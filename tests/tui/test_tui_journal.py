@@ -110,3 +110,16 @@ def test_plain_lines_name_the_verdict_exit_and_detectors() -> None:
     line = format_event_line(TrialFinished("r", trial_id="a/trial-001", cell="a", trial=1, verdict="fail",
                                            exit_code=3, wall_s=1.5, detectors=["nonzero_exit"]))
     assert line.split() == ["fail", "a/trial-001", "1.50s", "(exit", "3;", "detectors", "nonzero_exit)"]
+
+
+def test_a_trial_line_without_a_wall_time_says_so_instead_of_zero() -> None:
+    from aorta_tui.core.events import event_from_dict
+    from aorta_tui.tui.journal import format_event_line
+
+    old = event_from_dict({"event": "trial_finished", "run_id": "r", "ts": 1.0, "trial_id": "c-t1",
+                           "cell": "c", "trial": 1, "verdict": "pass"})
+    assert old.wall_s is None
+    line = format_event_line(old)
+    assert "wall n/a" in line and "0.00s" not in line
+    measured = TrialFinished("r", trial_id="c-t1", cell="c", trial=1, verdict="pass", wall_s=1.234)
+    assert "1.23s" in format_event_line(measured)
