@@ -211,7 +211,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "kernel_source_reason": raw.detail_reason,
             "busy_meaning": BUSY_MEANING[raw.detail_source],
             "profiler": raw.profiler_info,
-            "passes": _passes(cfg, raw, wl, wall_s, throughput),
+            "passes": _passes(raw, wl, wall_s, throughput),
         },
         "summary": summary,
         "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()}
@@ -272,11 +272,13 @@ PASS_MEANING = {
     "detail_cupti": ("every launch between two device events, under torch.profiler; kernel "
                      "timestamps from the profiler (CUPTI / roctracer)"),
     "detail_events": "every launch between two device events and two host clock reads",
+    "measure_cpu": ("the workload's launches issued as a hand-written loop would; host clock at "
+                    "each iteration's start and after its last launch (CPU emulation)"),
+    "detail_cpu": "every launch between two host clock reads (CPU emulation)",
 }
 
 
-def _passes(cfg: QueueRunConfig, raw: RawRun, wl: Any, wall_s: float,
-            throughput: float | None) -> dict[str, Any]:
+def _passes(raw: RawRun, wl: Any, wall_s: float, throughput: float | None) -> dict[str, Any]:
     """What each pass did and how fast it ran: the detail pass's instrumentation cost shows as
     its throughput relative to the measure pass."""
     detail_wall = (raw.end_ns - raw.iteration_starts_ns[0]) / 1e9
@@ -284,19 +286,19 @@ def _passes(cfg: QueueRunConfig, raw: RawRun, wl: Any, wall_s: float,
         "iterations": len(raw.iteration_starts_ns),
         "wall_s": detail_wall,
         "throughput": _throughput(raw, wl, len(raw.iteration_starts_ns), detail_wall),
-        "instrumentation": PASS_MEANING["detail_cupti" if raw.detail_source == "cupti"
-                                        else "detail_events"],
+        "instrumentation": PASS_MEANING[f"detail_{raw.detail_source}"],
         "gives": "per-launch figures: busy time, concurrency, launch delay, queue depth, gaps, "
                  "switch overhead" + ("" if raw.measure else "; and throughput and latency"),
     }
     if raw.measure is None:
         return {"detail": detail}
     measure = {"iterations": len(raw.measure.iteration_starts_ns), "wall_s": wall_s,
-               "throughput": throughput, "instrumentation": PASS_MEANING["measure"],
+               "throughput": throughput,
+               "instrumentation": PASS_MEANING["measure_cpu" if raw.emulated else "measure"],
                "gives": "throughput, iteration latency and period, wall time"}
-    slowdown = (None if not (detail["throughput"] and throughput)
+    relative = (None if not (detail["throughput"] and throughput)
                 else detail["throughput"] / throughput)
-    return {"measure": measure, "detail": detail, "detail_relative_throughput": slowdown}
+    return {"measure": measure, "detail": detail, "detail_relative_throughput": relative}
 
 
 # summary key -> which pass gives it in an auto run
