@@ -16,7 +16,7 @@ from aorta_tui.core.events import Measurement, Progress, ResultWritten
 from aorta_tui.hwqueue.compare import compare
 from aorta_tui.hwqueue.harness import QueueRunConfig
 from aorta_tui.hwqueue.repeat import combine, run_repeated
-from tests.hwqueue.test_hwqueue_sweep_compare import fake_result
+from tests.hwqueue.fake_results import fake_result
 
 
 def _cfg(**kw: object) -> QueueRunConfig:

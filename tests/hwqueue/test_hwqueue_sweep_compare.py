@@ -12,6 +12,7 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.hwqueue.compare import bootstrap_ci, compare
 from aorta_tui.hwqueue.result import SUMMARY_FIELDS
 from aorta_tui.hwqueue.sweep import analyse, parse_stream_counts
+from tests.hwqueue.fake_results import fake_result
 
 
 def test_scaling_efficiency_peak_and_knee() -> None:
@@ -34,24 +35,6 @@ def test_stream_list_parsing() -> None:
     for bad in ("", "0,1", "a,b"):
         with pytest.raises(UsageError):
             parse_stream_counts(bad)
-
-
-def fake_result(periods: list[float], latencies: list[float]) -> dict:
-    wall = sum(periods) / 1e3
-    lat = sorted(latencies)
-    summary = {k: None for k in SUMMARY_FIELDS}
-    summary.update(throughput=100.0 * len(periods) / wall, wall_s=wall,
-                   latency_mean_ms=sum(lat) / len(lat), latency_p50_ms=lat[len(lat) // 2],
-                   latency_p95_ms=lat[-1], latency_p99_ms=lat[-1], achieved_concurrency=2.0)
-    return {
-        "kind": "aorta-tui/queue-result", "run_id": "r", "emulated": False,
-        "workload": {"name": "w"}, "config": {"streams": 2},
-        "summary": summary,
-        "summary_units": {k: (u or "X/s") for k, (u, _) in SUMMARY_FIELDS.items()},
-        "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
-        "samples": {"iteration_period_ms": periods, "iteration_latency_ms": latencies,
-                    "iteration_concurrency": [2.0] * len(periods)},
-    }
 
 
 NOISY = [10.0, 12.0, 9.0, 11.0, 13.0, 8.0, 10.5, 11.5, 9.5, 10.0] * 3
