@@ -68,7 +68,7 @@ def sweep(
     workload: str = typer.Argument(..., help="A hardware-queue workload (see `aorta-tui queue list`)."),
     policies: str = typer.Option("baseline", "--policies", "-p", help="Comma-separated policy names; baseline is always included."),
     streams: int = typer.Option(8, "--streams", "-s", help="Concurrent streams per trial."),
-    trials: int = typer.Option(5, "--trials", "-k", help="Trials per policy (at least 3 for an interval)."),
+    trials: int = typer.Option(5, "--trials", "-k", help="Trials per policy (at least 4 for a confidence interval; fewer report medians only)."),
     iterations: int | None = typer.Option(None, "--iterations", "-i", help="Measured iterations per trial (harness default if unset)."),
     warmup: int | None = typer.Option(None, "--warmup", help="Warm-up iterations per trial (harness default if unset)."),
     device: str | None = typer.Option(None, "--device", help="cuda, cpu, ... (harness default if unset)."),

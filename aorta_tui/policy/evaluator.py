@@ -61,6 +61,7 @@ from aorta_tui.core.events import (
 )
 from aorta_tui.core.worker import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
+from aorta_tui.policy.stats import MIN_SAMPLES
 
 SWEEP_SCHEMA_VERSION = 1
 REFERENCE = "baseline"
@@ -298,6 +299,10 @@ class PolicyEvaluator:
             self._emit(RunStarted(self.run_id, source="policy", run_dir=str(run_dir),
                                   total=len(plan), cells=names, resumed=resume is not None,
                                   already_done=len(finished)))
+            if req.trials < MIN_SAMPLES:  # said up front, not discovered in the report
+                self._emit(Warning(self.run_id, code="too_few_trials", message=(
+                    f"{req.trials} trial(s) per policy: the report needs {MIN_SAMPLES} for a "
+                    "confidence interval, so it gives medians and calls no difference")))
             for name, note in self.skipped.items():
                 self._emit(Warning(self.run_id, message=f"policy {name}: {note}",
                                    code="policy_skipped"))

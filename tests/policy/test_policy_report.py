@@ -122,7 +122,7 @@ def test_rerender_is_identical_and_deterministic(report: dict[str, Any]) -> None
     assert written["policies"] == report["report"]["policies"]
 
 
-def _cheap_sweep(tmp: Path, **kw: Any) -> tuple[SweepRequest, Any]:
+def _cheap_sweep(tmp: Path, trials: int = 4, **kw: Any) -> tuple[SweepRequest, Any]:
     child = tmp / "child.py"
     child.write_text(CHILD)
 
@@ -130,7 +130,7 @@ def _cheap_sweep(tmp: Path, **kw: Any) -> tuple[SweepRequest, Any]:
         return [sys.executable, str(child), "-o", str(result)]
 
     req = SweepRequest(workload="fake", policies=(Policy(name="faster", env={"FAKE_SHIFT": "25"}),),
-                       streams=2, output_dir=tmp / "run", trials=4, seed=2,
+                       streams=2, output_dir=tmp / "run", trials=trials, seed=2,
                        python=sys.executable, **kw)
     return req, command
 
@@ -247,3 +247,15 @@ def test_damaged_files_never_crash_the_report(report: dict[str, Any], tmp_path_f
         assert exc.render()
         return
     assert isinstance(render_markdown(r), str)
+
+
+@pytest.mark.parametrize("trials", [2, 4])
+def test_too_few_trials_for_an_interval_are_announced_at_the_start(tmp_path: Path, trials: int) -> None:
+    req, command = _cheap_sweep(tmp_path, trials=trials)
+    events: list[Any] = []
+    outcome = run_policy_sweep(req, on_event=events.append, trial_command=command)
+    warned = [e for e in events if e.kind == "warning" and e.code == "too_few_trials"]
+    assert len(warned) == (1 if trials < stats.MIN_SAMPLES else 0)
+    if warned:
+        assert events.index(warned[0]) < next(i for i, e in enumerate(events) if e.kind == "trial_started")
+        assert outcome.report["differences"] == []  # the 25-unit shift cannot be called from 2
