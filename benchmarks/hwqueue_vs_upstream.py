@@ -122,42 +122,47 @@ def harness_wall(name: str, streams: int, iters: int, warm: int, params: dict[st
                                     detail_iterations=detail_iterations))
 
 
-def child_main(mode: str, name: str, streams: int, iters: int, warm: int) -> None:
-    """One measurement in a fresh process: a finished profiler session leaves later CUDA launches
-    in the same process slower (benchmarks/profiler_after_effect.py), and the harness's detail
-    pass runs one, so nothing measured here may follow a detail pass in the same process."""
+def overhead_child(name: str, streams: int, iters: int, warm: int) -> None:
+    """One overhead repetition in a fresh process: the profiler-free runs first, the default run
+    last, because its detail pass uses the profiler, which may slow later launches in the same
+    process (benchmarks/profiler_after_effect.py)."""
     params = PARAMS.get(name, {})
-    if mode == "throughput":
-        r = harness_wall(name, streams, iters, warm, params, detail_iterations=1)
-        out = {"throughput": r["summary"]["throughput"], "unit": r["workload"]["throughput_unit"]}
-    else:  # overhead: the profiler-free runs first, the default (auto) run last
-        out = {"hand_s": hand_loop_wall(name, streams, iters, warm, params),
-               "events_s": harness_wall(name, streams, iters, warm, params, timing="events")["metrics"]["wall_s"],
-               "harness_s": harness_wall(name, streams, iters, warm, params,
-                                         detail_iterations=1)["metrics"]["wall_s"]}
+    out = {"hand_s": hand_loop_wall(name, streams, iters, warm, params),
+           "events_s": harness_wall(name, streams, iters, warm, params, timing="events")["metrics"]["wall_s"],
+           "harness_s": harness_wall(name, streams, iters, warm, params,
+                                     detail_iterations=1)["metrics"]["wall_s"]}
     print("CHILD_RESULT " + json.dumps(out), flush=True)
 
 
-def in_child(mode: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "--child", mode, name, "--streams", str(args.streams),
+def overhead_in_child(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "--overhead-child", name, "--streams", str(args.streams),
                            "--iterations", str(args.iterations), "--warmup", str(args.warmup)],
                           capture_output=True, text=True, timeout=600)
     for line in proc.stdout.splitlines():
         if line.startswith("CHILD_RESULT "):
             return json.loads(line.split(" ", 1)[1])
-    raise RuntimeError(f"{mode} child for {name} failed: {(proc.stderr or proc.stdout)[-1500:]}")
+    raise RuntimeError(f"overhead child for {name} failed: {(proc.stderr or proc.stdout)[-1500:]}")
+
+
+def isolated_run(name: str, streams: int, iters: int, warm: int, detail_iterations: int,
+                 params: dict[str, Any]) -> dict[str, Any]:
+    """Our harness's default run of ``name`` in a fresh process (the same path as `queue sweep`)."""
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.repeat import run_isolated
+
+    return run_isolated(QueueRunConfig(workload=name, streams=streams, iterations=iters, warmup=warm,
+                                       device="cuda", params=dict(params),
+                                       detail_iterations=detail_iterations), name)
 
 
 def run_all(args: argparse.Namespace) -> str:
-    from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
     from aorta_tui.hwqueue.workloads import WORKLOADS
 
     rows, record = [], {}
     for name in WORKLOADS:
         t = time.perf_counter()
         try:
-            r = run_queue(QueueRunConfig(workload=name, streams=args.streams, iterations=args.all_iterations,
-                                         warmup=2, device="cuda"))
+            r = isolated_run(name, args.streams, args.all_iterations, 2, 20, {})
         except Exception as exc:  # keep going: the table says which one failed and why
             record[name] = {"error": f"{type(exc).__name__}: {exc}"}
             rows.append([name, "ERROR", str(exc)[:70], "", "", "", "", ""])
@@ -198,10 +203,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("hwqueue-bench"))
     ap.add_argument("--all", action="store_true", help="first run all fifteen workloads (short)")
     ap.add_argument("--all-iterations", type=int, default=10)
-    ap.add_argument("--child", nargs=2, metavar=("MODE", "WORKLOAD"), help=argparse.SUPPRESS)
+    ap.add_argument("--overhead-child", metavar="WORKLOAD", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
-        child_main(args.child[0], args.child[1], args.streams, args.iterations, args.warmup)
+    if args.overhead_child:
+        overhead_child(args.overhead_child, args.streams, args.iterations, args.warmup)
         return 0
     names = [n for n in args.workloads.split(",") if n]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -215,9 +220,9 @@ def main() -> int:
         upstream = run_upstream(args.upstream_site, names, args.streams, args.iterations, args.warmup)
         ours_round: dict[str, float] = {}
         for name in names:
-            r = in_child("throughput", name, args)
-            units[name] = r["unit"]
-            ours_round[name] = r["throughput"] * UNIT_SCALE[units[name]]
+            r = isolated_run(name, args.streams, args.iterations, args.warmup, 1, PARAMS.get(name, {}))
+            units[name] = r["workload"]["throughput_unit"]
+            ours_round[name] = r["summary"]["throughput"] * UNIT_SCALE[units[name]]
         rounds.append((upstream, ours_round))
         record["upstream"].append(upstream)
         record["ours"].append(ours_round)
@@ -240,7 +245,7 @@ def main() -> int:
 
     orows = []
     for name in [n for n in args.overhead_workloads.split(",") if n]:
-        reps = [in_child("overhead", name, args) for _ in range(args.overhead_reps)]
+        reps = [overhead_in_child(name, args) for _ in range(args.overhead_reps)]
         record["overhead"][name] = reps
         hand = [r["hand_s"] for r in reps]
         ours = [r["harness_s"] for r in reps]
