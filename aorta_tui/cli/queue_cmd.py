@@ -332,7 +332,7 @@ def sweep_cmd(
 ) -> None:
     """Run WORKLOAD at several stream counts: throughput, scaling efficiency, peak and knee.
 
-    Each point is a fresh `queue run` process: nothing carries over between points, and a
+    Each point runs in a fresh process: nothing carries over between points, and a
     point that fails (e.g. out of memory) is reported while the others still run.
 
     Example: aorta-tui queue sweep hetero_kernels --streams 2,4,8,16,32,64 -o sweep.json
