@@ -1,0 +1,51 @@
+"""Suite-wide hooks: the attack harnesses' counts, printed at the end of every run.
+
+A fuzzer or crash-point harness records how many cases it ran and how many failed with
+``attack_tally.record(...)``; CI's output then shows one line per harness, so a reader sees
+that 1,000 recipes were really fuzzed, not that a test named ``fuzz`` passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+
+@dataclass
+class Tally:
+    cases: int = 0
+    failures: int = 0
+    promise: str = ""
+
+
+@dataclass
+class AttackTally:
+    harnesses: dict[str, Tally] = field(default_factory=dict)
+
+    def record(self, harness: str, *, cases: int, failures: int = 0, promise: str = "") -> None:
+        """Add ``cases`` (and ``failures`` among them) to ``harness``'s line."""
+        t = self.harnesses.setdefault(harness, Tally())
+        t.cases += cases
+        t.failures += failures
+        if promise:
+            t.promise = promise
+
+
+_TALLY = AttackTally()
+
+
+@pytest.fixture(scope="session")
+def attack_tally() -> AttackTally:
+    return _TALLY
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+    if not _TALLY.harnesses:
+        return
+    terminalreporter.section("attack harnesses")
+    width = max(len(name) for name in _TALLY.harnesses)
+    for name, t in sorted(_TALLY.harnesses.items()):
+        terminalreporter.write_line(
+            f"{name:<{width}}  cases {t.cases:>6}  failures {t.failures:>4}  {t.promise}"
+        )
