@@ -134,6 +134,10 @@ class HistogramSnapshot(Event):
     malformed_lines: int = 0
     breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
     observer_cost: dict[str, Any] = field(default_factory=dict)
+    # Metrics that subtract timestamps of two clocks (launch_to_start: eBPF host clock ->
+    # CUPTI device clock) say how the clocks were aligned and how uncertain that is:
+    # {"method": ..., "offset_ns": ..., "uncertainty_ns": ..., "samples": ...}; {} otherwise.
+    clock: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
