@@ -16,8 +16,10 @@ Errors are :class:`~aorta_tui.core.errors.UsageError` (exit 2): bad input, never
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,19 @@ from aorta_tui.core.errors import UsageError
 KiB = 1 << 10
 MiB = 1 << 20
 DEFAULT_MAX_DEPTH = 64
+
+# The size limit of each kind of input file, in one place. Each is far above what aorta-tui
+# writes (a snapshot is ~60 KiB, a 10k-iteration queue result with its timeline ~10 MiB), so
+# only a wrong path or a hostile file meets it; what it bounds is the memory a read can take.
+INPUT_LIMITS: dict[str, int] = {
+    "snapshot": 16 * MiB,  # env.json (aorta-tui or upstream AORTA)
+    "queue result": 512 * MiB,  # `queue run -o` (--timeline, --repeat) or `queue sweep -o`
+    "policy file": 1 * MiB,  # hand-written YAML/JSON policies
+    "policy sweep manifest": 16 * MiB,  # a policy sweep's sweep.json
+    "policy outcome": 64 * MiB,  # a policy trial's outcome.json
+    "policy report": 64 * MiB,  # policy.json, opened by the TUI
+    "profiler trace": 512 * MiB,  # torch.profiler's Chrome trace, for the CUPTI join
+}
 
 
 def describe_size(n: int) -> str:
@@ -127,11 +142,19 @@ def parse_json_text(text: str, *, where: str, what: str, max_depth: int = DEFAUL
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{where}:{exc.lineno}:{exc.colno}: the {what} is not valid JSON: {exc.msg}",
-                         hint=hint) from None
+        # An error at the very end (or in a string never closed) means the file stops early.
+        cut = exc.msg.startswith("Unterminated string") or (
+            exc.msg != "Extra data" and exc.pos >= len(text.rstrip()))
+        note = " (truncated JSON: the file ends early)" if cut else ""
+        raise UsageError(f"{where}:{exc.lineno}:{exc.colno}: the {what} is not valid JSON: "
+                         f"{exc.msg}{note}", hint=hint) from None
     except RecursionError:
         value = None
         deep = True
+    except ValueError:  # an integer longer than sys.get_int_max_str_digits() (4300)
+        raise UsageError(f"{where}: the {what} holds an integer of more than "
+                         f"{sys.get_int_max_str_digits()} digits",
+                         hint=hint or f"no {what} aorta-tui writes holds such a number") from None
     else:
         deep = json_depth_exceeds(value, max_depth)
     if deep:
@@ -171,3 +194,57 @@ def is_regular_file(path: Path) -> bool:
         return stat.S_ISREG(path.stat().st_mode)
     except OSError:
         return False
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON name of ``value``'s type, for "expected X, found Y" messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object" if isinstance(value, dict) else type(value).__name__
+
+
+# Numbers a consumer computes with must stay finite floats: 1e400 parses to inf, and a
+# 400-digit integer overflows the first division by it.
+MAX_JSON_NUMBER = 1e300
+
+
+def is_json_number(value: Any) -> bool:
+    """A finite int or float (not a boolean) that float arithmetic can take."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value) and abs(value) <= MAX_JSON_NUMBER
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+_CHECKS: dict[str, tuple[str, Any]] = {
+    "object": ("an object", lambda v: isinstance(v, dict)),
+    "array": ("an array", lambda v: isinstance(v, list)),
+    "string": ("a string", lambda v: isinstance(v, str)),
+    "boolean": ("true or false", lambda v: isinstance(v, bool)),
+    "number": ("a finite number", is_json_number),
+    "integer": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)
+                and abs(v) <= MAX_JSON_NUMBER),
+}
+
+
+def require_type(value: Any, expected: str, *, where: str, field: str, what: str = "file",
+                 nullable: bool = False, hint: str | None = None) -> Any:
+    """``value`` if it is of the JSON type ``expected`` (a key of ``_CHECKS``; ``nullable``
+    also takes null), else a UsageError naming the file, the field path and both types."""
+    label, check = _CHECKS[expected]
+    if (nullable and value is None) or check(value):
+        return value
+    label += " or null" if nullable else ""
+    raise UsageError(f"{where}: {field}: expected {label}, found {json_type_name(value)} "
+                     f"{clip_for_message(value, 40)}",
+                     hint=hint or f"this {what} is damaged or was not written by aorta-tui")

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import INPUT_LIMITS, json_type_name, load_json_input
 from aorta_tui.envsnap.fields import STATES, is_leaf
 
 FORMAT = "aorta-tui-envsnap"
@@ -68,14 +69,33 @@ def validate(snapshot: Any, where: str = "snapshot") -> None:
         if key not in SECTIONS and key not in ("format", "schema_version"):
             raise UsageError(f"{where}: unknown top-level key {key!r}",
                              hint=f"the sections are: {', '.join(SECTIONS)}")
-    if not isinstance(snapshot.get("gpus", []), list):
-        raise UsageError(f"{where}: 'gpus' must be a list")
+    _check_sections(snapshot, where)
     for path, leaf in iter_leaves(snapshot):
         if leaf["state"] not in STATES:
             raise UsageError(f"{where}: {path}: state {leaf['state']!r} is not one of {', '.join(STATES)}")
         if leaf["state"] != "ok" and not leaf.get("reason"):
             raise UsageError(f"{where}: {path}: state {leaf['state']!r} without a reason")
     _check_no_stray_values(snapshot, "", where)
+
+
+def _check_sections(snapshot: dict[str, Any], where: str) -> None:
+    """Every section an object and ``gpus`` an array of objects: the shape readers index into."""
+    for key in SECTIONS:
+        if key not in snapshot:
+            continue
+        node = snapshot[key]
+        if key == "gpus":
+            if not isinstance(node, list):
+                raise UsageError(f"{where}: gpus: expected an array of GPU objects, found "
+                                 f"{json_type_name(node)}", hint=_HINT)
+            for i, gpu in enumerate(node):
+                if not isinstance(gpu, dict) or is_leaf(gpu):
+                    raise UsageError(f"{where}: gpus[{i}]: expected a GPU object of fields, "
+                                     f"found {json_type_name(gpu)}", hint=_HINT)
+        elif not isinstance(node, dict) or is_leaf(node):
+            raise UsageError(f"{where}: {key}: expected an object of fields, found "
+                             f"{'a single field' if is_leaf(node) else json_type_name(node)}",
+                             hint=_HINT)
 
 
 def _check_no_stray_values(node: Any, path: str, where: str) -> None:
@@ -94,50 +114,16 @@ def _check_no_stray_values(node: Any, path: str, where: str) -> None:
             _check_no_stray_values(child, join(path, i), where)
 
 
+_HINT = "pass a file written by `aorta-tui env probe -o FILE` (or upstream `aorta env probe`)"
+
+
 def read_json_file(path: str | os.PathLike[str]) -> Any:
+    """The parsed JSON of a snapshot file: bounded, regular files only, errors located."""
     p = os.fspath(path)
     if os.path.isdir(p):
         raise UsageError(f"{p} is a directory, not a snapshot file",
                          hint="pass the env.json inside it, e.g. " + os.path.join(p, "env.json"))
-    try:
-        with open(p, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such file", hint="check the path; `aorta-tui env probe -o FILE` writes one") from None
-    except OSError as exc:
-        raise UsageError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    if not raw.strip():
-        raise UsageError(f"{p}: the file is empty", hint="capture it again with `aorta-tui env probe -o FILE`")
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{p}: not UTF-8 text (byte {exc.start})", hint="pass a JSON snapshot") from None
-    except json.JSONDecodeError as exc:
-        truncated = _ends_inside_a_value(raw.decode("utf-8", "replace"))
-        what = "truncated JSON (the file ends early)" if truncated else f"not valid JSON: {exc.msg}"
-        raise UsageError(f"{p}:{exc.lineno}:{exc.colno}: {what}",
-                         hint="capture the snapshot again; writes by aorta-tui are atomic") from None
-
-
-def _ends_inside_a_value(text: str) -> bool:
-    """True when the text stops inside a string, object or array: a cut-off file."""
-    depth = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-    return in_string or depth > 0
+    return load_json_input(p, what="snapshot", limit=INPUT_LIMITS["snapshot"], hint=_HINT)
 
 
 def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -152,6 +138,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
     where = os.fspath(path)
     if isinstance(data, dict) and data.get("format") != FORMAT and upstream.is_upstream(data):
         upstream.check_version(data, where)
+        _check_upstream(data, where)
         return data
     if isinstance(data, dict) and "format" not in data and "schema_version" in data:
         raise UsageError(
@@ -160,6 +147,16 @@ def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
                  "upstream AORTA env.json files with schema 1.x")
     validate(data, where)
     return data
+
+
+def _check_upstream(data: dict[str, Any], where: str) -> None:
+    """The upstream values aorta-tui transforms (not just shows) have the type it needs."""
+    arch = data.get("gpu_arch")
+    targets = arch.get("gfx_targets") if isinstance(arch, dict) else None
+    if targets is not None and not (isinstance(targets, list)
+                                    and all(isinstance(t, str) for t in targets)):
+        raise UsageError(f"{where}: gpu_arch.gfx_targets: expected an array of strings, found "
+                         f"{json_type_name(targets)}", hint=_HINT)
 
 
 def snapshot_hash(snapshot: dict[str, Any]) -> str:

@@ -46,8 +46,13 @@ def _get(snap: dict[str, Any], *path: str) -> Any:
     return node
 
 
+def _obj(node: Any) -> dict[str, Any]:
+    """``node`` if it is a subtree of fields, else {}: a damaged subtree shows "not recorded"."""
+    return node if isinstance(node, dict) and not is_leaf(node) else {}
+
+
 def _lib(section: dict[str, Any], key: str, version_key: str = "version") -> str:
-    entry = section.get(key) or {}
+    entry = _obj(section.get(key))
     version = entry.get(version_key)
     if is_leaf(version) and version["state"] == "ok":
         return str(version["value"])
@@ -60,7 +65,9 @@ def _lib(section: dict[str, Any], key: str, version_key: str = "version") -> str
 def summarize(snap: dict[str, Any]) -> list[Group]:
     if upstream.is_upstream(snap):
         return _summarize_upstream(snap)
-    h = snap.get("host", {})
+    # load_snapshot checked each section's type; a snapshot built in memory gets the same
+    # leniency below as a damaged subtree: what is not there shows as "not recorded".
+    h = _obj(snap.get("host"))
     groups: list[Group] = []
     groups.append(("host", [
         ("kernel", f"{show(h.get('kernel_release'))} ({show(h.get('machine'))})"),
@@ -73,7 +80,7 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
         ("hugepages / thp", f"{show(h.get('hugepages_total'))} / {show(h.get('transparent_hugepages'))}"),
         ("iommu", f"units: {show(h.get('iommu_units'))}; groups: {show(h.get('iommu_groups'))}"),
     ]))
-    gpus = snap.get("gpus", [])
+    gpus = [_obj(d) for d in snap.get("gpus") or [] if isinstance(d, dict)]
     rows: list[Row] = []
     for d in gpus:
         rows.append((f"gpu {show(d.get('index'))}",
@@ -84,7 +91,7 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
                                f"persistence {show(d.get('persistence_mode'))}, "
                                f"power {show(d.get('power_limit_w'), ' W')} of {show(d.get('power_max_limit_w'), ' W')}, "
                                f"SM clock {show(d.get('clock_sm_mhz'))}/{show(d.get('clock_sm_max_mhz'), ' MHz')}"))
-    drv = snap.get("driver", {})
+    drv = _obj(snap.get("driver"))
     if not gpus:
         rows.append(("gpus", show(drv.get("gpu_count"))))
     groups.append(("gpus", rows))
@@ -95,14 +102,14 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
         ("amdgpu", show(drv.get("amdgpu_version"))),
         ("amdgpu sched", show(drv.get("amdgpu_params"))),
     ]))
-    c = snap.get("cuda", {})
+    c = _obj(snap.get("cuda"))
     groups.append(("cuda", [
         ("driver api / runtime", f"{show(c.get('driver_api_version'))} / {_lib(c, 'runtime')}"),
         ("cuBLAS / cuBLASLt", f"{_lib(c, 'cublas')} / {_lib(c, 'cublaslt')}"),
         ("cuDNN / NCCL", f"{_lib(c, 'cudnn')} / {_lib(c, 'nccl')}"),
         ("CUPTI / NVRTC / nvcc", f"{_lib(c, 'cupti')} / {_lib(c, 'nvrtc')} / {show(c.get('nvcc'))}"),
     ]))
-    r = snap.get("rocm", {})
+    r = _obj(snap.get("rocm"))
     groups.append(("rocm", [
         ("version", f"{show(r.get('version'))} ({show(r.get('layout'))} at {show(r.get('root'))})"
          if _ok(r.get("version")) else show(r.get("version"))),
@@ -111,7 +118,7 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
                                       f"{_lib(r, 'miopen', 'api_version')} / {_lib(r, 'rccl', 'api_version')}"),
         ("gfx targets", show(r.get("gfx_targets"))),
     ]))
-    t = snap.get("torch", {})
+    t = _obj(snap.get("torch"))
     gpu_build = _ok(t.get("cuda_build_version")) or _ok(t.get("hip_build_version"))
     if _ok(t.get("version")) and gpu_build:
         build = t.get("cuda_build_version") if _ok(t.get("cuda_build_version")) else t.get("hip_build_version")
@@ -137,17 +144,17 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
         ]))
     else:
         groups.append(("torch", [("version", show(t.get("version")))]))
-    p = snap.get("python", {})
-    pkgs = {k: v["value"] for k, v in (p.get("packages") or {}).items() if is_leaf(v) and v["value"]}
+    p = _obj(snap.get("python"))
+    pkgs = {k: v["value"] for k, v in _obj(p.get("packages")).items() if is_leaf(v) and v["value"]}
     groups.append(("python", [
         ("version", f"{show(p.get('version'))} {show(p.get('implementation'))}, venv {show(p.get('venv'))}"),
         ("packages", ", ".join(f"{k} {v}" for k, v in pkgs.items()) or "none of the tracked packages"),
     ]))
-    env = snap.get("env_vars", {})
+    env = _obj(snap.get("env_vars"))
     set_vars = [f"{k}={v['value']}" for k, v in env.items() if is_leaf(v) and v.get("set")]
     groups.append(("env_vars", [(f"set ({len(set_vars)} of {len(env)} tracked)",
                                  "; ".join(set_vars) if set_vars else "none")]))
-    pr = snap.get("probe", {})
+    pr = _obj(snap.get("probe"))
     groups.append(("probe", [
         ("captured", f"{show(pr.get('captured_at'))} in {show(pr.get('duration_s'), ' s')}"),
         ("field states", show(pr.get("state_counts"))),

@@ -7,14 +7,19 @@ Layout and field meanings: ``docs/hwqueue.md``. Every figure that cannot be meas
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import secrets
 from collections import Counter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import (
+    INPUT_LIMITS,
+    clip_for_message,
+    is_json_number,
+    load_json_input,
+    require_type,
+)
 from aorta_tui.hwqueue import metrics as M
 
 if TYPE_CHECKING:
@@ -359,21 +364,107 @@ def per_iteration_samples(recs: list[M.LaunchRecord], emulated: bool,
             "iteration_switch_overhead_us": switch}
 
 
+SWEEP_KIND = "aorta-tui/queue-sweep"
+# compare bootstraps 1000 resamples of each sample list: this many samples is already minutes
+MAX_SAMPLES = 100_000
+_HINT = "pass a file written by `queue run -o` or `queue sweep -o`"
+_SAMPLE_KEYS = ("iteration_latency_ms", "iteration_period_ms", "iteration_concurrency",
+                "iteration_launch_delay_mean_us", "iteration_switch_overhead_us")
+
+
 def load_result(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a queue result (or sweep) file, refusing anything that is not one, with the reason."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such file", hint="pass a file written by `queue run -o`") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"not valid JSON ({exc.msg})", location=f"{p}:{exc.lineno}:{exc.colno}",
-                         hint="pass a file written by `queue run -o`") from None
-    if not isinstance(data, dict) or data.get("kind") not in (KIND, "aorta-tui/queue-sweep"):
-        raise UsageError("not an aorta-tui queue result", location=str(p),
-                         hint="pass a file written by `queue run -o` or `queue sweep -o`")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise UsageError(f"schema_version {data.get('schema_version')!r} is not supported "
-                         f"(this build reads {SCHEMA_VERSION})", location=str(p),
+    """Read a queue result (or sweep) file, refusing anything that is not one, with the reason.
+
+    Beyond the kind and version, every field ``queue compare`` reads is type-checked here, so
+    a damaged file is a located UsageError naming the field, never a KeyError later.
+    """
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise UsageError(f"{p} is a directory, not a queue result file", hint=_HINT)
+    data = load_json_input(p, what="queue result", limit=INPUT_LIMITS["queue result"], hint=_HINT)
+    if not isinstance(data, dict) or data.get("kind") not in (KIND, SWEEP_KIND):
+        raise UsageError("not an aorta-tui queue result", location=p, hint=_HINT)
+    if data.get("schema_version") != SCHEMA_VERSION or isinstance(data.get("schema_version"), bool):
+        raise UsageError(f"schema_version {clip_for_message(data.get('schema_version'))} is not "
+                         f"supported (this build reads {SCHEMA_VERSION})", location=p,
                          hint="re-run the measurement with this aorta-tui version")
+    if data["kind"] == SWEEP_KIND:
+        check_sweep(data, p)
+    else:
+        check_result(data, p)
     return data
+
+
+def check_result(doc: Any, where: str, at: str = "") -> None:
+    """The shape of a run result as ``compare`` and the CLI read it; ``at`` prefixes field
+    paths (``points[2].``) when the result sits inside a sweep."""
+    def need(value: Any, kind: str, field: str, nullable: bool = False) -> Any:
+        return require_type(value, kind, where=where, field=at + field, what="queue result",
+                            nullable=nullable, hint=_HINT)
+
+    need(doc, "object", at.rstrip(".") or "(top level)")
+    if doc.get("kind") != KIND:
+        raise UsageError(f"{where}: {at}kind: expected {KIND!r}, found "
+                         f"{clip_for_message(doc.get('kind'))}", hint=_HINT)
+    for key in ("workload", "config", "summary", "summary_units", "summary_better"):
+        if key not in doc:
+            raise UsageError(f"{where}: {at}{key}: missing", hint=_HINT)
+    need(doc["workload"], "object", "workload")
+    need(doc["workload"].get("name"), "string", "workload.name")
+    need(doc["config"], "object", "config")
+    need(doc["config"].get("streams"), "integer", "config.streams")
+    need(doc["config"].get("stream_priority", "default"), "string", "config.stream_priority")
+    need(doc.get("emulated"), "boolean", "emulated")
+    need(doc.get("run_id"), "string", "run_id", nullable=True)
+    for key in ("summary", "summary_units", "summary_better"):
+        need(doc[key], "object", key)
+    for key, value in doc["summary"].items():
+        need(value, "number", f"summary.{key}", nullable=True)
+    for key, value in doc["summary_units"].items():
+        need(value, "string", f"summary_units.{key}", nullable=True)
+    for key, value in doc["summary_better"].items():
+        if value not in ("higher", "lower", "neither"):
+            raise UsageError(f"{where}: {at}summary_better.{key}: expected higher, lower or "
+                             f"neither, found {clip_for_message(value)}", hint=_HINT)
+    for key, value in need(doc.get("unavailable", {}), "object", "unavailable").items():
+        need(value, "string", f"unavailable.{key}")
+    samples = need(doc.get("samples", {}), "object", "samples")
+    for key in _SAMPLE_KEYS:
+        _check_numbers(need(samples.get(key), "array", f"samples.{key}", nullable=True),
+                       where, f"{at}samples.{key}")
+    repeats = need(doc.get("repeats"), "object", "repeats", nullable=True)
+    if repeats is not None:
+        need(repeats.get("count", 1), "integer", "repeats.count")
+        summaries = need(repeats.get("summaries"), "array", "repeats.summaries", nullable=True)
+        if summaries is not None and len(summaries) > MAX_SAMPLES:
+            raise UsageError(f"{where}: {at}repeats.summaries: more than {MAX_SAMPLES} entries",
+                             hint=_HINT)
+        for i, summ in enumerate(summaries or []):
+            need(summ, "object", f"repeats.summaries[{i}]")
+            for key, value in summ.items():
+                need(value, "number", f"repeats.summaries[{i}].{key}", nullable=True)
+
+
+def _check_numbers(values: list[Any] | None, where: str, field: str) -> None:
+    if values is None:
+        return
+    if len(values) > MAX_SAMPLES:
+        raise UsageError(f"{where}: {field}: {len(values)} samples, more than the {MAX_SAMPLES} "
+                         "queue compare reads", hint=_HINT)
+    for i, value in enumerate(values):
+        if not is_json_number(value):
+            require_type(value, "number", where=where, field=f"{field}[{i}]",
+                         what="queue result", hint=_HINT)
+
+
+def check_sweep(doc: dict[str, Any], where: str) -> None:
+    """A sweep: its points are run results (checked as such) with distinct stream counts."""
+    points = require_type(doc.get("points"), "array", where=where, field="points",
+                          what="queue sweep", hint=_HINT)
+    require_type(doc.get("analysis", {}), "object", where=where, field="analysis",
+                 what="queue sweep", hint=_HINT)
+    for key in ("sweep_id", "run_id"):
+        require_type(doc.get(key), "string", where=where, field=key, what="queue sweep",
+                     nullable=True, hint=_HINT)
+    for i, point in enumerate(points):
+        check_result(point, where, f"points[{i}].")
