@@ -22,11 +22,13 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(target)  # a failed write() names no file: say which one it was
         raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     return target
 
 
@@ -36,7 +38,13 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2) -> Path:
     text = json.dumps(obj, indent=indent, sort_keys=False, ensure_ascii=False, default=_json_default)
-    return atomic_write_text(path, text + "\n")
+    try:
+        data = (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (an undecodable byte of a path or argv): escape it, so the file is
+        # still UTF-8 JSON that reads back to the same string.
+        data = (json.dumps(obj, indent=indent, ensure_ascii=True, default=_json_default) + "\n").encode()
+    return atomic_write_bytes(path, data)
 
 
 def _json_default(obj: Any) -> Any:
@@ -49,7 +57,7 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     # The rename is durable only once the directory entry is on disk.
     try:
         fd = os.open(directory, os.O_RDONLY)

@@ -13,7 +13,9 @@ Layout of ``<output>/<ticket>/<run-id>/``::
 
 Killing the orchestrator at any point loses no completed trial: a trial counts as done only
 when its ``trial_finished`` line is in the journal and its ``result.json`` is on disk, and both
-are written before the next trial starts.
+are written before the next trial starts. A run directory appears under its name only once
+``run.json`` is in it (it is built as ``.<run-id>.creating`` and renamed), so a kill while it
+is being created leaves no half-made run to resume.
 """
 
 from __future__ import annotations
@@ -22,22 +24,31 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import socket
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
 from aorta_tui import __version__
-from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.errors import RunDirError, UsageError
-from aorta_tui.core.events import Event, event_from_dict
+from aorta_tui.core.atomic import atomic_write_json, fsync_dir
+from aorta_tui.core.errors import AortaError, EnvironmentProblem, RunDirError, UsageError
+from aorta_tui.core.events import EVENT_TYPES, Event
 
 JOURNAL = "journal.jsonl"
 LOCK = ".lock"
 RUN_META = "run.json"
+CREATING_SUFFIX = ".creating"
+# No line the engine writes comes near this; a longer one is damage, and reading it whole
+# would cost its size in memory.
+MAX_JOURNAL_LINE = 16 << 20
+# A trial id is ``<cell>/trial-<NNN>`` and becomes a path under trials/: nothing else is trusted.
+_TRIAL_ID = re.compile(r"^[^/\x00]+/trial-\d+$")
 
 
 def new_run_id() -> str:
@@ -50,8 +61,131 @@ def safe_component(text: str) -> str:
     return out.strip(".") or "untitled"
 
 
+def is_trial_id(value: object) -> bool:
+    return isinstance(value, str) and bool(_TRIAL_ID.match(value)) and ".." not in value.split("/")
+
+
+# -- writing failures ----------------------------------------------------------------------
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+_DEVICE = {errno.EIO, errno.EROFS}
+
+
+def describe_free_space(path: Path) -> str:
+    """``"12.0 KiB free"`` on the filesystem holding ``path`` (or its nearest existing parent)."""
+    from aorta_tui.core.inputs import describe_size
+
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return "free space unknown"
+    return f"{describe_size(st.f_bavail * st.f_frsize)} free"
+
+
+def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True) -> AortaError | None:
+    """The user-facing error for a failed write the machine caused (full disk, quota, I/O error,
+    read-only filesystem), or ``None`` when ``exc`` is not one of those (a bug, then)."""
+    if exc.errno not in _FULL | _DEVICE:
+        return None
+    where = Path(exc.filename) if exc.filename else run_dir
+    what = f"could not write {where}" if where else "could not write the run directory"
+    if exc.errno in _FULL:
+        free = describe_free_space(where or Path("."))
+        why = f"{exc.strerror or 'no space left'} ({free} there)"
+        fix = "free some space on that filesystem (or raise the quota)"
+    else:
+        why = exc.strerror or str(exc)
+        fix = "check the disk (dmesg) or write elsewhere with --output DIR"
+    then = (f", then finish the run with `aorta-tui sweep run --resume {run_dir}` (finished trials "
+            "are kept)") if resumable and run_dir is not None else ", then run it again"
+    return EnvironmentProblem(f"{what}: {why}", hint=fix + then)
+
+
+# -- the lock ------------------------------------------------------------------------------
+
+def _boot_time() -> float | None:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _process_start(pid: int) -> float | None:
+    """When ``pid`` started (seconds since the epoch), from /proc; ``None`` when unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    boot = _boot_time()
+    return None if boot is None else boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _holder_is_live(info: dict[str, Any]) -> bool:
+    """True when the lock file's pid is a running process that could be the one that wrote it.
+
+    The file is rewritten by each new holder just *after* it takes the lock, so for a moment it
+    still names the previous (dead) holder; and a dead holder's pid may have been reused.
+    """
+    pid = info.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if info.get("host") not in (None, socket.gethostname()):
+        return True  # another machine's process (a shared filesystem): it cannot be checked
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, owned by someone else
+    started_proc = _process_start(pid)
+    started_lock = info.get("started_at")
+    if started_proc is not None and isinstance(started_lock, (int, float)):
+        return started_proc <= float(started_lock) + 2.0  # a later process reused the pid
+    return True
+
+
+def _read_holder(fh: IO[str]) -> dict[str, Any]:
+    fh.seek(0)
+    try:
+        info = json.loads(fh.readline(4096) or "{}")
+    except ValueError:
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _live_holder(fh: IO[str], wait_s: float = 1.0) -> dict[str, Any]:
+    """The holder's record once it names a live process; ``{}`` when it never does in ``wait_s``
+    (the holder is known to exist, it just cannot be named)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        info = _read_holder(fh)
+        if _holder_is_live(info):
+            return info
+        if time.monotonic() >= deadline:
+            return {}
+        time.sleep(0.02)
+
+
+def describe_holder(info: dict[str, Any]) -> str:
+    if not info.get("pid"):
+        return "another process (its pid is not known: the lock file does not name a live process)"
+    host = f" on {info['host']}" if info.get("host") else ""
+    return f"pid {info['pid']}{host}"
+
+
 class RunLock:
     """An exclusive ``flock`` on ``<run>/.lock``. The kernel drops it when the holder dies."""
+
+    # ``lock_holder`` probes with a shared lock for an instant; a few quick retries keep such a
+    # probe from refusing a real orchestrator.
+    ATTEMPTS = 5
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / LOCK
@@ -59,25 +193,30 @@ class RunLock:
 
     def acquire(self) -> None:
         fh = open(self.path, "a+")  # noqa: SIM115 - held for the run's lifetime
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                fh.close()
-                raise
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
+        for attempt in range(self.ATTEMPTS):
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    fh.close()
+                    raise
+                if attempt + 1 < self.ATTEMPTS:
+                    time.sleep(0.01 * (attempt + 1))
+        else:
+            holder = describe_holder(_live_holder(fh))
             fh.close()
             raise RunDirError(
                 f"{self.path.parent} is in use by {holder}",
                 hint="wait for that run to finish, follow it with `aorta-tui attach "
                 f"{self.path.parent}`, or cancel it first",
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                             "started_at": time.time()}) + "\n")
-        fh.flush()
+            )
+        line = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                           "started_at": time.time()}) + "\n"
+        # One write at offset 0, then cut what is left of the previous holder's line: a reader
+        # sees the old line or the new one, never an empty file.
+        os.pwrite(fh.fileno(), line.encode(), 0)
+        os.ftruncate(fh.fileno(), len(line.encode()))
         self._fh = fh
 
     def release(self) -> None:
@@ -88,7 +227,11 @@ class RunLock:
 
 
 def lock_holder(run_dir: Path) -> dict[str, Any] | None:
-    """The orchestrator holding the run's lock, or ``None`` when nobody runs it."""
+    """The orchestrator holding the run's lock, or ``None`` when nobody runs it.
+
+    A held lock whose file does not (yet) name a live process gives ``{}``: someone runs it, and
+    its pid is not known. A dead pid is never returned.
+    """
     path = Path(run_dir) / LOCK
     try:
         fh = open(path)  # noqa: SIM115
@@ -98,31 +241,30 @@ def lock_holder(run_dir: Path) -> dict[str, Any] | None:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:
-            fh.seek(0)
-            try:
-                return json.loads(fh.readline() or "{}")
-            except json.JSONDecodeError:
-                return {}
+            return _live_holder(fh, wait_s=0.2)
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         return None
 
 
-class Journal:
-    """Append-only ``journal.jsonl``. Each line is flushed to the OS before ``append`` returns.
+# -- the journal ---------------------------------------------------------------------------
 
-    A line that says a trial finished is also fsynced: a resume trusts those lines.
+class Journal:
+    """Append-only ``journal.jsonl``. Each line reaches the OS (one ``write``) before ``append``
+    returns; a line that says a trial finished is also fsynced: a resume trusts those lines.
+
+    A failed write (a full disk) is raised and remembered in ``error``: the event bus keeps a
+    failing sink from stopping a run, and the sweep must stop when its journal cannot be written.
     """
 
     DURABLE = frozenset({"trial_finished", "run_finished", "run_started"})
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115
-        if self._ends_torn():
-            # A writer killed mid-line left a fragment: end it, or the next event would be
-            # glued onto it and lost to every reader.
-            self._fh.write("\n")
-            self._fh.flush()
+        self.error: OSError | None = None
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        # A writer killed mid-line (or a failed write) left a fragment: end it, or the next event
+        # would be glued onto it and lost to every reader.
+        self._torn = self._ends_torn()
 
     def _ends_torn(self) -> bool:
         try:
@@ -136,42 +278,204 @@ class Journal:
             return False
 
     def append(self, event: Event) -> None:
-        line = json.dumps(event.to_dict(), ensure_ascii=False, default=str)
-        self._fh.write(line + "\n")
-        self._fh.flush()
-        if event.kind in self.DURABLE:
-            os.fsync(self._fh.fileno())
+        data = encode_journal_line(event.to_dict())
+        if self._torn:
+            data = b"\n" + data
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(self._fd, view)
+                self._torn = True  # until the whole line is out
+                view = view[n:]
+            self._torn = False
+            if event.kind in self.DURABLE:
+                os.fsync(self._fd)
+        except OSError as exc:
+            if exc.filename is None:
+                exc.filename = str(self.path)
+            self.error = self.error or exc
+            raise
 
     # An EventSink, so the bus can feed it first.
     emit = append
 
+    def check(self) -> None:
+        """Raise the first write failure, if any (the bus swallowed it)."""
+        if self.error is not None:
+            raise self.error
+
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def encode_journal_line(obj: dict[str, Any]) -> bytes:
+    try:
+        text = json.dumps(obj, ensure_ascii=False, default=str)
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (an undecodable byte from argv or a path): escape it, so the line is
+        # still UTF-8 JSON that reads back to the same string.
+        return (json.dumps(obj, ensure_ascii=True, default=str) + "\n").encode("ascii")
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A journal line that is not an event: where it is and what is wrong with it."""
+
+    line: int
+    reason: str
+
+    def describe(self, path: Path | str = JOURNAL) -> str:
+        return f"{path}:{self.line}: {self.reason}; skipped"
+
+
+@dataclass
+class JournalScan:
+    events: list[Event] = field(default_factory=list)
+    damaged: list[Damage] = field(default_factory=list)
+    torn_tail: bool = False  # the last line has no newline: a writer was killed mid-line
+
+
+_HINTS: dict[type[Event], dict[str, Any]] = {}
+
+
+def _hints(cls: type[Event]) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a decoded JSON value fits an event field's annotation (the shapes events use)."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is list:
+        (item,) = typing.get_args(hint) or (Any,)
+        return isinstance(value, list) and all(_conforms(v, item) for v in value)
+    if origin is dict:
+        _, item = typing.get_args(hint) or (str, Any)
+        return isinstance(value, dict) and all(_conforms(v, item) for v in value.values())
+    return True  # an annotation this checker does not know: accept, as before
+
+
+def _json_kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def parse_journal_line(raw: bytes) -> tuple[Event | None, str | None]:
+    """One journal line -> ``(event, None)``, or ``(None, why it is not an event)``. Never raises."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return None, f"not JSON ({exc})"[:200]
+    except RecursionError:
+        return None, "JSON nested too deeply"
+    if not isinstance(data, dict):
+        return None, f"not an event (a JSON line holding {_json_kind(data)}, not an object)"
+    kind = data.get("event")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        shown = kind if isinstance(kind, str) and len(kind) <= 40 else _json_kind(kind)
+        return None, f"unknown event type {shown!r}" if isinstance(kind, str) else "no \"event\" name"
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if not _conforms(value, hints.get(f.name, Any)):
+            return None, f"{kind} field {f.name!r} is {_json_kind(value)}, not {hints[f.name]}"
+        kwargs[f.name] = value
+    if kind in ("trial_started", "trial_finished") and not is_trial_id(kwargs.get("trial_id")):
+        return None, f"{kind} with an invalid trial_id {str(kwargs.get('trial_id'))[:60]!r}"
+    try:
+        return cls(**kwargs), None
+    except TypeError as exc:  # a required field is missing
+        return None, f"{kind} is incomplete ({exc})"[:200]
+
+
+def _raw_lines(fh: IO[bytes], limit: int = MAX_JOURNAL_LINE) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``(line number, bytes or None when longer than limit, ended by a newline)``, reading in
+    chunks so that a huge line costs no more memory than ``limit``."""
+    lineno = 0
+    buf = b""
+    over = False
+    while True:
+        chunk = fh.read(1 << 20)
+        if not chunk:
+            break
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            lineno += 1
+            yield lineno, None if over or nl > limit else buf[:nl], True
+            buf = buf[nl + 1:]
+            over = False
+        if len(buf) > limit:
+            over, buf = True, b""
+    if buf or over:
+        yield lineno + 1, None if over else buf, False
+
+
+def scan_journal(path: Path) -> JournalScan:
+    """Every event of a journal, and every line that is not one (counted and located)."""
+    scan = JournalScan()
+    try:
+        fh = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        return scan
+    except OSError as exc:
+        raise RunDirError(f"{path} is unreadable: {exc.strerror or exc}") from None
+    with fh:
+        for lineno, raw, ended in _raw_lines(fh):
+            if not ended:
+                scan.torn_tail = True  # the writer was killed mid-line: not damage
+                break
+            if raw is None:
+                scan.damaged.append(Damage(lineno, f"longer than {MAX_JOURNAL_LINE >> 20} MiB"))
+                continue
+            if not raw.strip():
+                continue
+            event, why = parse_journal_line(raw)
+            if event is not None:
+                scan.events.append(event)
+            else:
+                scan.damaged.append(Damage(lineno, why or "damaged"))
+    return scan
 
 
 def iter_journal(path: Path) -> Iterator[Event]:
-    """Events of a journal. A torn last line (the writer was killed mid-write) is skipped."""
-    try:
-        fh = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except FileNotFoundError:
-        return
-    with fh:
-        for line in fh:
-            if not line.endswith("\n"):
-                break
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield event_from_dict(json.loads(line))
-            except (ValueError, TypeError):
-                continue
+    """Events of a journal. A torn last line and damaged lines are skipped (see ``scan_journal``)."""
+    yield from scan_journal(path).events
 
 
 def read_journal(run_dir: str | Path) -> list[Event]:
     return list(iter_journal(Path(run_dir) / JOURNAL))
 
+
+# -- listing runs --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class RunInfo:
@@ -198,23 +502,24 @@ def run_info(run_dir: str | Path) -> RunInfo:
         fh = None
     if fh is not None:
         with fh:
-            for line in fh:
-                if not line.endswith(b"\n"):
+            for _lineno, line, ended in _raw_lines(fh):
+                if not ended:
                     break  # a torn last line
+                if line is None:
+                    continue  # a damaged (huge) line
                 if line.startswith(b'{"event": "trial_finished"'):
                     # a whole line: not a fragment ended by a later writer, nor glued to one
                     done += line.rstrip().endswith(b"}") and line.count(b'{"event": ') == 1
                 elif line.startswith(b'{"event": "run_'):
-                    try:
-                        ev = json.loads(line)
-                    except ValueError:
+                    ev, _ = parse_journal_line(line)
+                    if ev is None:
                         continue
-                    if ev.get("event") == "run_started":
-                        total = int(ev.get("total") or 0)
-                        started = started or ev.get("ts")
+                    if ev.kind == "run_started":
+                        total = max(int(ev.total), 0)  # type: ignore[attr-defined]
+                        started = started or ev.ts
                         status = None
-                    elif ev.get("event") == "run_finished":
-                        status = ev.get("status")
+                    elif ev.kind == "run_finished":
+                        status = ev.status  # type: ignore[attr-defined]
     if lock_holder(run_dir) is not None:
         state = "running"
     elif status == "completed":
@@ -230,46 +535,107 @@ def list_runs(output_dir: str | Path) -> list[RunInfo]:
     root = Path(output_dir)
     if not root.is_dir():
         return []
-    runs = [run_info(j.parent) for j in root.glob(f"*/*/{JOURNAL}")]
+    runs = [run_info(j.parent) for j in root.glob(f"*/*/{JOURNAL}")
+            if not j.parent.name.endswith(CREATING_SUFFIX)]
     runs.sort(key=lambda r: r.started_at or 0.0, reverse=True)
     return runs
 
+
+# -- resume bookkeeping --------------------------------------------------------------------
 
 @dataclass
 class ResumeState:
     completed: dict[str, dict[str, Any]]  # trial_id -> its trial_finished event dict
     interrupted: set[str]  # started, never finished: re-run
+    damaged: list[Damage] = field(default_factory=list)  # journal lines that are not events
 
 
-def resume_state(run_dir: Path) -> ResumeState:
+def read_trial_result(run_dir: Path, trial_id: str) -> dict[str, Any] | None:
+    """``trials/<trial_id>/result.json`` when it is a whole result of that trial, else ``None``.
+
+    Only the trial's own directory is read: a retired attempt (``trial-NNN.interrupted-K``)
+    is evidence, never a result.
+    """
+    if not is_trial_id(trial_id):
+        return None
+    try:
+        d = json.loads((run_dir / "trials" / trial_id / "result.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(d, dict) or d.get("trial_id", trial_id) != trial_id:
+        return None  # not this trial's result (a copied directory), or not a result at all
+    if not isinstance(d.get("verdict"), str):
+        return None
+    cell, _, number = trial_id.partition("/")
+    if not isinstance(d.get("cell"), str):
+        d["cell"] = cell
+    if not isinstance(d.get("trial"), int) or isinstance(d.get("trial"), bool):
+        d["trial"] = int(number.removeprefix("trial-"))
+    d["trial_id"] = trial_id
+    return d
+
+
+def resume_state(run_dir: Path, trial_ids: set[str] | None = None) -> ResumeState:
+    """What the journal says was done, checked against the result files.
+
+    ``trial_ids`` is the plan's set: a journal line about any other trial is not trusted.
+    """
     completed: dict[str, dict[str, Any]] = {}
     started: set[str] = set()
-    for ev in iter_journal(run_dir / JOURNAL):
+    scan = scan_journal(run_dir / JOURNAL)
+    for ev in scan.events:
+        tid = getattr(ev, "trial_id", None)
+        if tid is None or (trial_ids is not None and tid not in trial_ids):
+            continue
         if ev.kind == "trial_started":
-            started.add(ev.trial_id)  # type: ignore[attr-defined]
-        elif ev.kind == "trial_finished":
-            tid = ev.trial_id  # type: ignore[attr-defined]
-            # A finished line without its result file is not trusted (the result is written first).
-            if (run_dir / "trials" / tid / "result.json").is_file():
-                completed[tid] = ev.to_dict()
-    return ResumeState(completed=completed, interrupted=started - set(completed))
+            started.add(tid)
+        elif (ev.kind == "trial_finished" and tid not in completed
+              and read_trial_result(run_dir, tid) is not None):
+            # A finished line without its whole result file is not trusted (the result is
+            # written first).
+            completed[tid] = ev.to_dict()
+    return ResumeState(completed=completed, interrupted=started - set(completed), damaged=scan.damaged)
 
 
-def prepare_output(output: Path, ticket: str) -> Path:
-    """Create ``<output>/<ticket>/<run-id>`` or explain why it cannot be created."""
+# -- creating and opening a run ------------------------------------------------------------
+
+def _output_error(output: Path, exc: OSError) -> AortaError:
+    return write_failure(exc, None, resumable=False) or UsageError(
+        f"cannot create the run directory under {output}: {exc.strerror or exc}",
+        hint="pass a writable --output DIR",
+    )
+
+
+def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) -> Path:
+    """Create ``<output>/<ticket>/<run-id>`` holding what ``populate`` writes, all or nothing.
+
+    The directory is filled as ``.<run-id>.creating`` and renamed once ``populate`` is done, so
+    a run directory without its ``run.json`` never exists under a run's name.
+    """
     parent = output / safe_component(ticket)
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        run_dir = parent / new_run_id()
-        run_dir.mkdir()
+        run_id = new_run_id()
+        staging = parent / f".{run_id}{CREATING_SUFFIX}"
+        staging.mkdir()
     except OSError as exc:
-        raise UsageError(
-            f"cannot create the run directory under {output}: {exc.strerror or exc}",
-            hint="pass a writable --output DIR",
-        ) from None
-    if not os.access(run_dir, os.W_OK):
-        raise UsageError(f"{run_dir} is not writable", hint="pass a writable --output DIR")
-    return run_dir
+        raise _output_error(output, exc) from None
+    if not os.access(staging, os.W_OK):
+        raise UsageError(f"{staging} is not writable", hint="pass a writable --output DIR")
+    try:
+        populate(staging)
+        (staging / JOURNAL).touch()  # listed (and resumable) from the moment it has its name
+        final = parent / run_id
+        os.rename(staging, final)
+    except OSError as exc:
+        raise _output_error(output, exc) from None
+    fsync_dir(parent)
+    return final
+
+
+def prepare_output(output: Path, ticket: str) -> Path:
+    """Create an empty ``<output>/<ticket>/<run-id>`` or explain why it cannot be created."""
+    return create_run_dir(output, ticket, lambda _d: None)
 
 
 def write_run_meta(run_dir: Path, meta: dict[str, Any]) -> None:
@@ -278,12 +644,24 @@ def write_run_meta(run_dir: Path, meta: dict[str, Any]) -> None:
 
 def read_run_meta(run_dir: Path) -> dict[str, Any]:
     path = run_dir / RUN_META
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists() and (run_dir.name.endswith(CREATING_SUFFIX)
+                              or (run_dir / "recipe.resolved.yaml").exists()
+                              or (run_dir / "plan.json").exists()):
         raise RunDirError(
-            f"{run_dir} is not an aorta-tui run directory (no {RUN_META})",
-            hint="pass the directory that holds journal.jsonl, e.g. aorta-out/TICKET/20261129-101500-ab12",
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise RunDirError(f"{path} is unreadable: {exc}") from None
+            f"{run_dir} was never fully created (aorta-tui was stopped while writing it; it has no "
+            f"{RUN_META}), so no trial ran in it",
+            hint="start the sweep again as a new run (the same recipe and command); this directory "
+            "can be deleted",
+        )
+    try:
+        from aorta_tui.core.inputs import MiB, load_json_input, require_object
+
+        meta = load_json_input(path, what="run.json", limit=4 * MiB)
+        return require_object(meta, where=str(path), what="run.json written by aorta-tui")
+    except UsageError as exc:
+        if not path.exists():
+            raise RunDirError(
+                f"{run_dir} is not an aorta-tui run directory (no {RUN_META})",
+                hint="pass the directory that holds journal.jsonl, e.g. aorta-out/TICKET/20261129-101500-ab12",
+            ) from None
+        raise RunDirError(f"{exc.message}", hint="the run directory is damaged; start a new run") from None

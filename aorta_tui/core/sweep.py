@@ -74,6 +74,8 @@ class Sweep:
         self._trace_summary: dict[str, Any] | None = None
         self._trace_calibrated = False
         self._resume_notes: list[str] = []
+        self._journal_damage: list[rundir.Damage] = []
+        self._journal: rundir.Journal | None = None
 
     # -- preparation -----------------------------------------------------------------------
 
@@ -171,12 +173,23 @@ class Sweep:
     def run(self) -> SweepOutcome:
         self.check_runnable()
         run_dir = self._open_run_dir()
+        try:
+            return self._run_locked(run_dir)
+        except OSError as exc:
+            # A full disk, a quota, an I/O error: the machine's problem, and the run resumes
+            # once it is fixed (every finished trial is on disk, the journal says which).
+            problem = rundir.write_failure(exc, run_dir)
+            if problem is None:
+                raise
+            raise problem from None
+
+    def _run_locked(self, run_dir: Path) -> SweepOutcome:
         lock = rundir.RunLock(run_dir)
         lock.acquire()  # before any resume bookkeeping: another orchestrator may own this run
         captures: list[Any] = []
         try:
             session, done = self._take_over(run_dir)
-            journal = rundir.Journal(run_dir / rundir.JOURNAL)
+            journal = self._journal = rundir.Journal(run_dir / rundir.JOURNAL)
             self.bus.prepend(journal)  # the journal sees every event first
             run_id = run_dir.name
             pending = [t for t in self.plan.trials if t.trial_id not in done]
@@ -185,8 +198,12 @@ class Sweep:
                 cells=[c.name for c in self.plan.cells], recipe_hash=self._hash,
                 resumed=session > 1, already_done=len(self.plan.trials) - len(pending),
             ))
+            journal.check()
             for note in self._resume_notes:
                 self.bus.emit(Warning(run_id, message=f"resume: {note}", code="orphan"))
+            for damage in self._journal_damage:
+                self.bus.emit(Warning(run_id, message=f"resume: {damage.describe(journal.path)}",
+                                      code="journal_damaged"))
             if self.options.snapshots:
                 from aorta_tui.core.snapshots import start_captures
 
@@ -202,6 +219,7 @@ class Sweep:
                 for w in finish_captures(captures):
                     self.bus.emit(Warning(run_id, message=w, code="snapshot"))
             outcome = self._finish(run_dir, run_id, status)
+            journal.check()
             return outcome
         finally:
             if captures:
@@ -227,18 +245,22 @@ class Sweep:
                 )
             return run_dir
         ticket = self.options.ticket or self.recipe.ticket or "untitled"
-        run_dir = rundir.prepare_output(Path(self.options.output), ticket)
-        atomic_write_text(run_dir / "recipe.resolved.yaml", dump_resolved(self.recipe))
-        atomic_write_json(run_dir / "plan.json", self.plan.to_dict())
-        rundir.write_run_meta(run_dir, {
-            "recipe_hash": self._hash,
-            "recipe_source": str(self.recipe.source_path or ""),
-            "mode": self.recipe.mode,
-            "command": list(self.recipe.command or []),
-            "created_at": time.time(),
-            "argv": sys.argv,
-        })
-        return run_dir
+
+        def populate(run_dir: Path) -> None:
+            # Written into the directory before it gets its name (rundir.create_run_dir): a kill
+            # in between leaves a hidden .creating directory, never a run without run.json.
+            atomic_write_text(run_dir / "recipe.resolved.yaml", dump_resolved(self.recipe))
+            atomic_write_json(run_dir / "plan.json", self.plan.to_dict())
+            rundir.write_run_meta(run_dir, {
+                "recipe_hash": self._hash,
+                "recipe_source": str(self.recipe.source_path or ""),
+                "mode": self.recipe.mode,
+                "command": list(self.recipe.command or []),
+                "created_at": time.time(),
+                "argv": sys.argv,
+            })
+
+        return rundir.create_run_dir(Path(self.options.output), ticket, populate)
 
     def _take_over(self, run_dir: Path) -> tuple[int, set[str]]:
         """Under the lock: the session number and the trials already done.
@@ -248,9 +270,13 @@ class Sweep:
         """
         if self.options.resume is None:
             return 1, set()
-        state = rundir.resume_state(run_dir)
+        state = rundir.resume_state(run_dir, self._trial_ids)
+        self._journal_damage = state.damaged
         self._end_orphans(run_dir, state.interrupted)
-        for tid in state.interrupted:
+        # Every planned trial that is not done starts from an empty directory; what an earlier
+        # attempt left (a trial killed before its journal line, or one whose start line is
+        # damaged) is kept aside as evidence and never counted.
+        for tid in sorted(self._trial_ids - set(state.completed)):
             _retire_partial_trial(run_dir, tid)
         session = sum(1 for e in rundir.iter_journal(run_dir / rundir.JOURNAL)
                       if e.kind == "run_started") + 1
@@ -265,6 +291,10 @@ class Sweep:
             if ev.kind == "trial_started" and ev.trial_id in interrupted and ev.pid:  # type: ignore[attr-defined]
                 started[ev.trial_id] = ev  # type: ignore[attr-defined]
         self._resume_notes = [f"{tid}: {end_orphaned_trial(ev.pid, ev.ts)}" for tid, ev in started.items()]
+
+    @property
+    def _trial_ids(self) -> set[str]:
+        return {t.trial_id for t in self.plan.trials}
 
     def _base_env(self) -> dict[str, str]:
         return dict(os.environ)
@@ -283,12 +313,11 @@ class Sweep:
         stop = self.recipe.stop_after
         counted: dict[str, int] = {}
         ran: dict[str, int] = {}
-        if stop is not None:  # a resumed run counts what it already has
-            for ev in rundir.iter_journal(run_dir / rundir.JOURNAL):
-                if ev.kind == "trial_finished":
-                    ran[ev.cell] = ran.get(ev.cell, 0) + 1  # type: ignore[attr-defined]
-                    if ev.verdict == stop.event_verdict:  # type: ignore[attr-defined]
-                        counted[ev.cell] = counted.get(ev.cell, 0) + 1  # type: ignore[attr-defined]
+        if stop is not None:  # a resumed run counts what it already has (each trial once)
+            for ev in rundir.resume_state(run_dir, self._trial_ids).completed.values():
+                ran[ev["cell"]] = ran.get(ev["cell"], 0) + 1
+                if ev["verdict"] == stop.event_verdict:
+                    counted[ev["cell"]] = counted.get(ev["cell"], 0) + 1
         for spec in pending:
             if self.cancel.is_set():
                 return "interrupted"
@@ -297,6 +326,8 @@ class Sweep:
             ):
                 continue
             verdict = self._run_one(run_dir, run_id, spec, session, kernel_log)
+            if self._journal is not None:
+                self._journal.check()  # a trial is done only once the journal says so
             if verdict is None:
                 return "interrupted"
             ran[spec.cell] = ran.get(spec.cell, 0) + 1
@@ -488,7 +519,7 @@ class Sweep:
     def _finish(self, run_dir: Path, run_id: str, status: str) -> SweepOutcome:
         from aorta_tui.core.report import write_reports
 
-        records = load_trial_records(run_dir)
+        records = load_trial_records(run_dir, self._trial_ids)
         cells = aggregate(records, [c.name for c in self.plan.cells],
                           baseline_cell=self.plan.baseline_cell,
                           threshold=float(self.recipe.confound.threshold) if self.recipe.confound else 1.15)
@@ -525,21 +556,50 @@ class Sweep:
         return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing)
 
 
-def load_trial_records(run_dir: Path) -> list[TrialRecord]:
-    """Every finished trial's record, from the result files (the source of truth)."""
+def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list[TrialRecord]:
+    """The record of every trial that counts, each once, in trial-id order.
+
+    The trials that count are the plan's (``trial_ids``; without it, the run's ``plan.json``)
+    whose ``trial_finished`` line is in the journal and whose own ``result.json`` is whole
+    (see ``rundir.resume_state``). A loose glob of result files would also count the retired
+    copy of a trial killed between its result and its journal line (``trial-NNN.interrupted-K``).
+    """
+    if trial_ids is None:
+        trial_ids = _planned_trial_ids(run_dir)
     out: list[TrialRecord] = []
-    for path in sorted((run_dir / "trials").glob("*/trial-*/result.json")):
-        try:
-            d = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+    for tid in sorted(rundir.resume_state(run_dir, trial_ids).completed):
+        d = rundir.read_trial_result(run_dir, tid)
+        if d is None:
             continue
-        out.append(TrialRecord(
-            trial_id=d["trial_id"], cell=d["cell"], trial=d["trial"], verdict=d["verdict"],
-            detectors=[x["id"] for x in d.get("detections", []) if x.get("severity") in ("fail", "error")],
-            wall_s=d.get("process", {}).get("wall_s"), step_times_s=d.get("step_times_s"),
-            step_time_source=d.get("step_time_source", "none"), workload_result=d.get("workload_result"),
-        ))
+        out.append(_trial_record(d))
     return out
+
+
+def _planned_trial_ids(run_dir: Path) -> set[str] | None:
+    try:
+        plan = json.loads((run_dir / "plan.json").read_bytes())
+        return {t["trial_id"] for t in plan["trials"] if isinstance(t.get("trial_id"), str)}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None  # no readable plan: trust the journal's trial ids (they are checked)
+
+
+def _trial_record(d: dict[str, Any]) -> TrialRecord:
+    """A result file's record; a field of the wrong type reads as absent, never as a crash."""
+    detections = d.get("detections") if isinstance(d.get("detections"), list) else []
+    process = d.get("process") if isinstance(d.get("process"), dict) else {}
+    wall = process.get("wall_s")
+    steps = d.get("step_times_s")
+    if not (isinstance(steps, list) and all(isinstance(x, (int, float)) for x in steps)):
+        steps = None
+    wres = d.get("workload_result")
+    return TrialRecord(
+        trial_id=d["trial_id"], cell=d["cell"], trial=d["trial"], verdict=d["verdict"],
+        detectors=[str(x.get("id")) for x in detections
+                   if isinstance(x, dict) and x.get("severity") in ("fail", "error")],
+        wall_s=float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None,
+        step_times_s=steps, step_time_source=str(d.get("step_time_source", "none")),
+        workload_result=wres if isinstance(wres, dict) else None,
+    )
 
 
 def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
