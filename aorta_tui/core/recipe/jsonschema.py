@@ -67,8 +67,10 @@ def recipe_json_schema() -> dict[str, Any]:
         "environment": {"anyOf": [_str("registered environment name", minLength=1),
                                   inline_env, {"type": "null"}], "default": "local"},
         "extra_env": _ENV_MAP,
-        "trials": {"type": ["integer", "null"], "minimum": 1, "description": "trials of this cell"},
-        "steps": {"type": ["integer", "null"], "minimum": 1, "description": "steps of this cell"},
+        "trials": {"type": ["integer", "null"], "minimum": 1, "maximum": K.MAX_TRIALS,
+                   "description": "trials of this cell"},
+        "steps": {"type": ["integer", "null"], "minimum": 1, "maximum": K.MAX_STEPS,
+                  "description": "steps of this cell"},
         "workload_config": {"type": ["object", "null"], "description": "merged over the "
                             "recipe's workload_config", "not": {"type": "object", "required": ["steps"]}},
     }, "one row of the matrix", ("name", "mitigations"))
@@ -83,7 +85,7 @@ def recipe_json_schema() -> dict[str, Any]:
         "required_for_pass": {"type": "boolean", "default": False,
                               "description": "the trial fails when this pattern does NOT match"},
     }, "a tier-5 log pattern", ("id", "match"))
-    seconds = {"type": ["number", "null"], "exclusiveMinimum": 0}
+    seconds = {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": K.MAX_SECONDS}
     props: dict[str, Any] = {
         "schema_version": {"const": 1, "description": "recipe schema version (1)"},
         "mode": {"enum": ["triage", "probe", None], "default": "triage",
@@ -91,23 +93,26 @@ def recipe_json_schema() -> dict[str, Any]:
                  "mitigation_axis x diagnostic_axis"},
         "ticket": {"type": ["string", "null"], "pattern": K.CELL_NAME_PATTERN,
                    "description": "groups runs under <output>/<ticket>/"},
-        "trials": _int("trials per cell", maximum=100_000),
+        "trials": _int("trials per cell", maximum=K.MAX_TRIALS),
         "confound": {"type": ["object", "null"], "additionalProperties": False,
                      "description": "speed-confound detection", "properties": {
                          "threshold": {"type": ["number", "null"], "exclusiveMinimum": 0,
-                                       "default": 1.15},
+                                       "maximum": K.MAX_CONFOUND_THRESHOLD, "default": 1.15},
                          "baseline_cell": {"type": ["string", "null"]}}},
         "stop_after": {"type": ["object", "null"], "additionalProperties": False,
                        "required": ["events", "max_trials"], "properties": {
-                           "events": _int("stop a cell after this many events"),
-                           "max_trials": _int("hard cap of trials per cell"),
+                           "events": _int("stop a cell after this many events",
+                                          maximum=K.MAX_TRIALS),
+                           "max_trials": _int("hard cap of trials per cell",
+                                              maximum=K.MAX_TRIALS),
                            "event_verdict": _enum(K.VERDICTS, "what counts as an event", "fail")},
                        "description": "collect-until-N rule"},
         "timeout_per_trial": {"type": ["number", "null"], "exclusiveMinimum": 0,
-                              "description": "seconds; the trial's process tree is killed after"},
+                              "maximum": K.MAX_SECONDS, "description": "seconds; the trial's process tree is killed after"},
         "custom_patterns": {"type": ["array", "null"], "items": pattern},
         "hang_window_sec": {**seconds, "default": 30, "description": "hang detection window"},
-        "hang_grace_period_at_start": {"type": ["number", "null"], "minimum": 0, "default": 60,
+        "hang_grace_period_at_start": {"type": ["number", "null"], "minimum": 0,
+                                       "maximum": K.MAX_SECONDS, "default": 60,
                                        "description": "no hang verdict before this"},
         "disable_detectors": {"type": ["array", "null"], "items": {"type": "string"},
                               "description": "tierN or <tier>:<id> tokens"},
@@ -120,7 +125,7 @@ def recipe_json_schema() -> dict[str, Any]:
         "step_time_regex": {"type": ["string", "null"],
                             "description": "regex whose first group is a step time"},
         "order": _enum((*K.ORDERS, None), "trial order (extension)", "interleaved"),
-        "seed": {"type": ["integer", "null"], "minimum": 0, "default": 0,
+        "seed": {"type": ["integer", "null"], "minimum": 0, "maximum": K.MAX_SEED, "default": 0,
                  "description": "seed of the trial order (extension)"},
         "trace": {"type": ["object", "null"], "additionalProperties": False,
                   "description": "eBPF probes per trial (extension)", "properties": {
@@ -131,7 +136,7 @@ def recipe_json_schema() -> dict[str, Any]:
                         "description": "policy names (extension)"},
         # triage
         "workload": _str("registered workload (`aorta-tui sweep list-workloads`)", minLength=1),
-        "steps": _int("steps per trial"),
+        "steps": _int("steps per trial", maximum=K.MAX_STEPS),
         "cells": {"type": "array", "items": cell, "minItems": 1},
         "workload_config": {"type": ["object", "null"], **_JSONISH,
                             "not": {"type": "object", "required": ["steps"]}},

@@ -53,6 +53,18 @@ TRACE_MODES = ("events", "aggregate")
 DETECTOR_TIERS = ("tier1", "tier2", "tier3", "tier4", "tier5")
 DETECTOR_PREFIXES = ("tier1", "tier2", "tier3", "tier4", "custom")
 
+# Ranges of the numeric keys. Each bound is far past any real sweep and well inside what the
+# engine can compute with (a wait of 1e30 s overflows the poll loop; a million trials is a plan
+# of a million directories). Validation refuses a value outside them with the range it expects.
+MAX_TRIALS = 100_000            # trials (per cell), cells[*].trials, stop_after.max_trials
+MAX_STEPS = 100_000_000         # steps, cells[*].steps
+MAX_SECONDS = 7 * 24 * 3600     # timeout_per_trial, hang_window_sec, hang_grace_period_at_start;
+                                # the worker's poll(2) takes at most 2**31 ms (24.8 days)
+MAX_CONFOUND_THRESHOLD = 1000.0
+MAX_SEED = 2**63 - 1
+MAX_CELLS = 10_000              # cells, or mitigation_axis x diagnostic_axis
+MAX_PLANNED_TRIALS = 1_000_000  # the sum of every cell's trials
+
 CELL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 RESERVED_CELL_NAMES = frozenset({".", "..", "matrix.md", "matrix.json"})

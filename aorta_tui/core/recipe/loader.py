@@ -17,6 +17,9 @@ import yaml
 MAX_RECIPE_BYTES = 4 * 1024 * 1024  # a recipe is a page of YAML; anything larger is a mistake
 MAX_NODES = 200_000  # bounds alias expansion ("billion laughs") and pathological nesting
 MAX_DEPTH = 64
+# No recipe number needs more digits than this (seeds fit in 19). Longer integers are refused
+# while loading: Python refuses to convert a 4,300-digit one, and a huge one overflows floats.
+MAX_INT_DIGITS = 30
 
 _PLAIN_TAGS = {
     "tag:yaml.org,2002:map",
@@ -231,7 +234,19 @@ class _Builder:
                 "and null)", line=node.start_mark.line + 1, column=node.start_mark.column + 1,
                 path=path, hint="quote the value to make it a string")
         self.marks.raw.setdefault(path, node.value)
-        return self.loader.construct_object(node, deep=True)
+        line, col = node.start_mark.line + 1, node.start_mark.column + 1
+        if node.tag == "tag:yaml.org,2002:int":
+            digits = sum(ch.isalnum() for ch in node.value)
+            if digits > MAX_INT_DIGITS:
+                raise LoadProblem(
+                    f"an integer of {digits} digits is too large for a recipe (at most "
+                    f"{MAX_INT_DIGITS} digits)", line=line, column=col, path=path,
+                    hint="write a smaller number, or quote it to make it a string")
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (ValueError, OverflowError) as exc:  # e.g. a malformed timestamp or number
+            raise LoadProblem(f"cannot read this value: {str(exc)[:120]}", line=line, column=col,
+                              path=path, hint="quote the value to make it a string") from None
 
     def _mapping(self, node: yaml.MappingNode, path: str, depth: int) -> dict[Any, Any]:
         # Resolve YAML merge keys (`<<: *defaults`) the way safe_load does; merged pairs come

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import AortaError, RecipeError
+from aorta_tui.core.inputs import clip_for_message
 from aorta_tui.core.recipe import keys as K
 from aorta_tui.core.recipe.loader import Marks, child_path
 from aorta_tui.core.recipe.model import (
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 _CELL_NAME_RE = re.compile(K.CELL_NAME_PATTERN)
 _ENV_NAME_RE = re.compile(K.ENV_NAME_PATTERN)
 _PROBE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
-_MAX_SEED = 2**63 - 1
 MAX_ISSUES = 50  # beyond this the recipe is not a recipe; report how many more there were
+MAX_MESSAGE_CHARS = 400  # a message about a 4 MB value must not echo it (see _clip_text)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,31 @@ def _type_name(value: Any) -> str:
             list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
 
 
+def _clip_text(text: str) -> str:
+    """A message or hint cut to ``MAX_MESSAGE_CHARS``: a problem with a huge value stays short."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    return f"{text[: MAX_MESSAGE_CHARS - 40]}... ({len(text)} characters in all)"
+
+
+def _num(x: float) -> str:
+    """2592000 rather than 2.592e+06; 1e+30 stays short."""
+    if float(x).is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:g}"
+
+
+def _range_hint(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"use a whole number from {minimum} to {maximum}"
+    if minimum is not None:
+        return f"use a value >= {minimum}"
+    return f"use a value <= {maximum}"
+
+
 def _suggest(word: str, candidates: Iterable[str]) -> str | None:
+    if len(word) > 200:  # no name is this long; difflib on a huge word only costs time
+        return None
     close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -116,7 +141,8 @@ class Validator:
             self.more += 1
             return BAD
         line, col = self.marks.at(path, key=key)
-        self.issues.append(RecipeIssue(line, col, path, message, hint))
+        self.issues.append(RecipeIssue(line, col, _clip_text(path), _clip_text(message),
+                                       None if hint is None else _clip_text(hint)))
         return BAD
 
     def quote_hint(self, path: str, value: Any) -> str | None:
@@ -126,6 +152,8 @@ class Validator:
             return "write a value, or remove the key"
         if written is None or isinstance(value, (list, dict)):
             return None
+        if len(written) > 60:
+            return f"YAML reads this as {_type_name(value)}; quote it to make it a string"
         return f"YAML reads {written} as {_type_name(value)}; quote it: \"{written}\""
 
     # -- shapes ----------------------------------------------------------------------------
@@ -174,25 +202,35 @@ class Validator:
                               hint)
         if minimum is not None and value < minimum:
             return self.issue(path, f"must be at least {minimum}, got {value}",
-                              f"use a value >= {minimum}")
+                              _range_hint(minimum, maximum))
         if maximum is not None and value > maximum:
             return self.issue(path, f"must be at most {maximum}, got {value}",
-                              f"use a value <= {maximum}")
+                              _range_hint(minimum, maximum))
         return value
 
     def number(self, path: str, value: Any, *, above: float | None = None,
-               at_least: float | None = None, unit: str = "") -> Any:
+               at_least: float | None = None, at_most: float | None = None, unit: str = ""
+               ) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return self.issue(path, f"expected a number{unit}, got {_type_name(value)} "
-                              f"({value!r})", "write a number without quotes")
-        if not math.isfinite(value):
-            return self.issue(path, f"must be a finite number, got {value}", "use a finite value")
+            hint = "write a number without quotes"
+            if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9]+[eE][-+]?[0-9]+", value):
+                hint = "YAML reads an exponent without a '.' as text: write it as 1.0e+3"
+            return self.issue(path, f"expected a number{' of' + unit if unit else ''}, got "
+                              f"{_type_name(value)} ({clip_for_message(value)})", hint)
+        low = f"> {_num(above)}" if above is not None else f">= {_num(at_least)}" \
+            if at_least is not None else None
+        high = f"<= {_num(at_most)}" if at_most is not None else None
+        span = " and ".join(x for x in (low, high) if x)
+        fix = f"use a value {span}{unit}" if span else "use a finite value"
+        if isinstance(value, float) and not math.isfinite(value):
+            return self.issue(path, f"must be a finite number, got {value}", fix)
         if above is not None and value <= above:
-            return self.issue(path, f"must be greater than {above:g}, got {value}",
-                              f"use a value > {above:g}")
+            return self.issue(path, f"must be greater than {_num(above)}, got {_num(value)}", fix)
         if at_least is not None and value < at_least:
-            return self.issue(path, f"must be at least {at_least:g}, got {value}",
-                              f"use a value >= {at_least:g}")
+            return self.issue(path, f"must be at least {_num(at_least)}, got {_num(value)}", fix)
+        if at_most is not None and value > at_most:
+            return self.issue(path, f"must be at most {_num(at_most)}{unit}, got {_num(value)}",
+                              fix)
         return float(value)
 
     def string(self, path: str, value: Any, *, nonempty: bool = True, hint: str | None = None
@@ -360,12 +398,13 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
         ticket = _safe_component(v, "ticket", ticket, what="ticket")
     trials: Any = BAD
     if v.require("", data, "trials", "add `trials: 3` (trials per cell)"):
-        trials = v.integer("trials", data["trials"], minimum=1, maximum=100_000)
+        trials = v.integer("trials", data["trials"], minimum=1, maximum=K.MAX_TRIALS)
 
     stop_after = _stop_after(v, get("stop_after"))
     timeout = get("timeout_per_trial")
     if timeout is not None:
-        timeout = v.number("timeout_per_trial", timeout, above=0, unit=" of seconds")
+        timeout = v.number("timeout_per_trial", timeout, above=0, at_most=K.MAX_SECONDS,
+                           unit=" seconds")
     hang_window = _seconds(v, "hang_window_sec", get("hang_window_sec"), 30.0, allow_zero=False)
     hang_grace = _seconds(v, "hang_grace_period_at_start", get("hang_grace_period_at_start"),
                           60.0, allow_zero=True)
@@ -384,12 +423,13 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     order = get("order")
     order = "interleaved" if order is None else v.choice("order", order, K.ORDERS)
     seed = get("seed")
-    seed = 0 if seed is None else v.integer("seed", seed, minimum=0, maximum=_MAX_SEED)
+    seed = 0 if seed is None else v.integer("seed", seed, minimum=0, maximum=K.MAX_SEED)
     trace = _trace(v, get("trace"))
     policy_axis = _policy_axis(v, get("policy_axis"))
 
     parts = _triage(v, data) if mode == "triage" else _probe(v, data)
     cells = parts.get("cells", ())
+    _check_plan_size(v, cells, trials, stop_after, mode)
 
     if stop_after not in (None, BAD) and any(c.trials is not None for c in cells):
         overridden = ", ".join(c.name for c in cells if c.trials is not None)
@@ -410,6 +450,23 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
         trace=trace, policy_axis=policy_axis, source_path=source_path, source_label=source,
         locations=dict(v.marks.values), key_locations=dict(v.marks.keys), **parts,
     )
+
+
+def _check_plan_size(v: Validator, cells: tuple[CellSpec, ...], trials: Any, stop_after: Any,
+                     mode: str) -> None:
+    """Refuse plans too big to run: every trial is a directory, a journal line, a process."""
+    where = "cells" if mode == "triage" else "mitigation_axis"
+    if len(cells) > K.MAX_CELLS:
+        v.issue(where, f"the recipe has {len(cells)} cells; at most {K.MAX_CELLS}",
+                "split the sweep into several recipes")
+        return
+    if trials is BAD or stop_after is BAD:
+        return
+    per_cell = stop_after.max_trials if stop_after is not None else None
+    total = sum(per_cell or c.trials or trials for c in cells)
+    if total > K.MAX_PLANNED_TRIALS:
+        v.issue("trials", f"the plan has {total} trials in all ({len(cells)} cells); at most "
+                f"{K.MAX_PLANNED_TRIALS}", "use fewer trials or fewer cells per recipe")
 
 
 def _safe_component(v: Validator, path: str, value: Any, *, what: str) -> Any:
@@ -435,8 +492,8 @@ def _seconds(v: Validator, path: str, value: Any, default: float, *, allow_zero:
     if value is None:
         return default
     if allow_zero:
-        return v.number(path, value, at_least=0, unit=" of seconds")
-    return v.number(path, value, above=0, unit=" of seconds")
+        return v.number(path, value, at_least=0, at_most=K.MAX_SECONDS, unit=" seconds")
+    return v.number(path, value, above=0, at_most=K.MAX_SECONDS, unit=" seconds")
 
 
 def _stop_after(v: Validator, raw: Any) -> Any:
@@ -452,9 +509,9 @@ def _stop_after(v: Validator, raw: Any) -> Any:
             ok = False
     if not ok:
         return BAD
-    events = v.integer("stop_after.events", raw["events"], minimum=1)
+    events = v.integer("stop_after.events", raw["events"], minimum=1, maximum=K.MAX_TRIALS)
     max_trials = v.integer("stop_after.max_trials", raw["max_trials"], minimum=1,
-                           maximum=100_000)
+                           maximum=K.MAX_TRIALS)
     verdict = raw.get("event_verdict", "fail")
     verdict = v.choice("stop_after.event_verdict", verdict, K.VERDICTS)
     if BAD in (events, max_trials, verdict):
@@ -690,7 +747,8 @@ def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str) ->
         if v.mapping("confound", raw, K.CONFOUND_KEYS) is BAD:
             return BAD
         if raw.get("threshold") is not None:
-            threshold = v.number("confound.threshold", raw["threshold"], above=0)
+            threshold = v.number("confound.threshold", raw["threshold"], above=0,
+                                 at_most=K.MAX_CONFOUND_THRESHOLD)
         if raw.get("baseline_cell") is not None:
             explicit = v.string("confound.baseline_cell", raw["baseline_cell"])
     if not cells or BAD in (threshold, explicit):
@@ -728,7 +786,7 @@ def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
         workload = v.string("workload", data["workload"])
     steps: Any = BAD
     if v.require("", data, "steps", "add `steps: 20` (steps per trial)"):
-        steps = v.integer("steps", data["steps"], minimum=1)
+        steps = v.integer("steps", data["steps"], minimum=1, maximum=K.MAX_STEPS)
     workload_config = _workload_config(v, "workload_config", data.get("workload_config"))
     save_logs = data.get("save_logs")
     save_logs = False if save_logs is None else v.boolean("save_logs", save_logs)
@@ -812,10 +870,10 @@ def _cell(v: Validator, path: str, raw: Any) -> Any:
     extra_env = v.env_map(f"{path}.extra_env", raw.get("extra_env"))
     trials = raw.get("trials")
     if trials is not None:
-        trials = v.integer(f"{path}.trials", trials, minimum=1, maximum=100_000)
+        trials = v.integer(f"{path}.trials", trials, minimum=1, maximum=K.MAX_TRIALS)
     steps = raw.get("steps")
     if steps is not None:
-        steps = v.integer(f"{path}.steps", steps, minimum=1)
+        steps = v.integer(f"{path}.steps", steps, minimum=1, maximum=K.MAX_STEPS)
     workload_config = raw.get("workload_config")
     if workload_config is not None:
         workload_config = _workload_config(v, f"{path}.workload_config", workload_config)
@@ -948,17 +1006,27 @@ def _probe_cells(v: Validator, m_axis: list[str], d_axis: list[str]) -> tuple[Ce
                     unknown = True
                     _unknown(v, f"{axis}[{i}]", "mitigation", name, reg.mitigations,
                              "aorta-tui sweep list-mitigations")
+    # Each axis value once, remembering where it is written; a repeat is reported and left out
+    # of the cross product, so n repeats cost O(n), not O(n^2) cells to build and compare.
+    unique: dict[str, dict[str, int]] = {}
     for axis, items in (("mitigation_axis", m_axis), ("diagnostic_axis", d_axis)):
         first: dict[str, int] = {}
         for i, name in enumerate(items):
             if name in first:
-                v.issue(f"{axis}[{i}]", f"{name!r} is listed twice in {axis}",
-                        "list each name once")
+                v.issue(f"{axis}[{i}]", f"{name!r} is listed twice in {axis} (first at "
+                        f"{axis}[{first[name]}])", "list each name once")
             first.setdefault(name, i)
+        unique[axis] = first
+    m_first, d_first = unique["mitigation_axis"], unique["diagnostic_axis"]
+    if len(m_first) * len(d_first) > K.MAX_CELLS:
+        v.issue("diagnostic_axis", f"mitigation_axis x diagnostic_axis makes "
+                f"{len(m_first)} x {len(d_first)} = {len(m_first) * len(d_first)} cells; at "
+                f"most {K.MAX_CELLS}", "split the sweep into several recipes")
+        return ()
     cells: list[CellSpec] = []
     origin: dict[str, tuple[str, str]] = {}
-    for i, m in enumerate(m_axis):
-        for j, d in enumerate(d_axis):
+    for m, i in m_first.items():
+        for d, j in d_first.items():
             name = f"{probe_segment(m)}-{probe_segment(d)}"
             if name in origin:
                 if origin[name] != (m, d):
