@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import INPUT_LIMITS, clip_for_message, read_input_bytes
 from aorta_tui.policy.presets import (
     BUILTIN_BY_NAME,
     ENV_NAME_RE,
@@ -55,13 +56,12 @@ class _Located:
 
 def load_policy_file(path: str | Path) -> list[Policy]:
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
+    if not p.exists() and not p.is_symlink():
         raise UsageError(f"policy file {p} does not exist",
-                         hint="check the path given to --policy-file") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read policy file {p}: {exc.strerror or exc}") from None
+                         hint="check the path given to --policy-file")
+    # a regular file only, at most INPUT_LIMITS["policy file"]: a FIFO or /dev/zero is refused
+    raw = read_input_bytes(p, what="policy file", limit=INPUT_LIMITS["policy file"],
+                           hint="pass a YAML or JSON policy file to --policy-file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -92,7 +92,7 @@ def _parse_json(text: str, filename: str) -> _Located:
     try:
         value = json.loads(text, object_pairs_hook=pairs)
     except _Dup as dup:
-        raise UsageError(f"key {dup.key!r} appears twice in one object",
+        raise UsageError(f"key {clip_for_message(dup.key)} appears twice in one object",
                          location=f"{filename}:{_json_dup_line(text, dup.key)}",
                          hint="keep one definition of each key") from None
     except json.JSONDecodeError as exc:
@@ -101,6 +101,9 @@ def _parse_json(text: str, filename: str) -> _Located:
                          hint="fix the JSON syntax (a missing comma or quote?)") from None
     except RecursionError:
         raise UsageError("the JSON is nested too deeply", location=filename) from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise UsageError("the JSON holds an integer too long to read", location=filename,
+                         hint="write numbers of at most a few digits") from None
     # JSON is (nearly) YAML; tabs are only whitespace outside JSON strings, so replacing them
     # keeps line numbers and meaning. Where YAML still disagrees, errors lose only the line.
     lines = _lines_via_yaml(text.replace("\t", " "))
@@ -199,12 +202,15 @@ def _walk(node: Any, path: PathKey, lines: dict[PathKey, int], depth: int, *,
     try:
         return yaml.constructor.SafeConstructor().construct_object(node)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
-        raise UsageError(f"{_dotted(path)}: cannot read the value {node.value!r} ({exc})",
+        raise UsageError(f"{_dotted(path)}: cannot read the value "
+                         f"{clip_for_message(node.value)} ({clip_for_message(str(exc))})",
                          location=where, hint="quote the value to make it a string") from None
 
 
 def _dotted(path: PathKey) -> str:
-    return ".".join(path) if path else "(top level)"
+    # a key is echoed at most 60 characters long: a 4 MB key makes a 4 MB message otherwise
+    parts = (k if len(k) <= 60 else f"{k[:40]}... ({len(k)} characters)" for k in path)
+    return ".".join(parts) if path else "(top level)"
 
 
 # -- validation ----------------------------------------------------------------------------
@@ -233,7 +239,7 @@ class _Validator:
         self._known_keys((), doc, TOP_KEYS)
         version = doc.get("schema_version", SCHEMA_VERSION)
         if version != SCHEMA_VERSION or isinstance(version, bool):
-            raise self.fail(("schema_version",), f"must be {SCHEMA_VERSION}, got {version!r}")
+            raise self.fail(("schema_version",), f"must be {SCHEMA_VERSION}, got {clip_for_message(version)}")
         if "policies" not in doc:
             raise self.fail((), "missing the `policies:` mapping",
                             hint="add `policies:` with one entry per policy")
@@ -282,8 +288,9 @@ class _Validator:
 
     def _choice(self, path: PathKey, value: Any, choices: tuple[str, ...]) -> str:
         if value not in choices or not isinstance(value, str):
-            raise self.fail(path, f"must be one of {', '.join(choices)}, got {value!r}",
-                            hint=_key_hint(str(value), choices))
+            raise self.fail(path, f"must be one of {', '.join(choices)}, got "
+                            f"{clip_for_message(value)}",
+                            hint=_key_hint(str(value)[:200], choices))
         return value
 
     def _env(self, path: PathKey, value: Any) -> dict[str, str]:
@@ -298,7 +305,7 @@ class _Validator:
                 raise self.fail(sub, "not a valid environment variable name",
                                 hint="letters, digits and '_', not starting with a digit")
             if isinstance(val, bool) or val is None:
-                raise self.fail(sub, f"value {val!r} is not a string",
+                raise self.fail(sub, f"value {clip_for_message(val)} is not a string",
                                 hint=f"quote it, e.g. {key}: \"1\"")
             if isinstance(val, (int, float)):
                 val = str(val)
@@ -336,12 +343,12 @@ class _Validator:
         level = value.get("clock_level")
         if level is not None and (not isinstance(level, int) or isinstance(level, bool)
                                   or not 0 <= level <= 7):
-            raise self.fail((*path, "clock_level"), f"must be an integer 0..7, got {level!r}")
+            raise self.fail((*path, "clock_level"), f"must be an integer 0..7, got {clip_for_message(level)}")
         watts = value.get("power_limit_w")
         if watts is not None and (not isinstance(watts, int) or isinstance(watts, bool)
                                   or not 10 <= watts <= 5000):
             raise self.fail((*path, "power_limit_w"),
-                            f"must be an integer number of watts (10..5000), got {watts!r}")
+                            f"must be an integer number of watts (10..5000), got {clip_for_message(watts)}")
         return GpuControlSettings(clock_level=level, power_limit_w=watts)
 
 
@@ -362,5 +369,5 @@ def _type_name(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
-        return f"a string ({value!r})"
-    return f"{type(value).__name__} ({value!r})"
+        return f"a string ({clip_for_message(value)})"
+    return f"{type(value).__name__} ({clip_for_message(value)})"

@@ -7,14 +7,14 @@ what the sweep wrote. Both files are written atomically.
 
 from __future__ import annotations
 
-import json
 import time
 import zlib
 from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
-from aorta_tui.core.errors import RunDirError
+from aorta_tui.core.errors import RunDirError, UsageError
+from aorta_tui.core.inputs import INPUT_LIMITS, is_json_number, load_json_input
 from aorta_tui.policy import stats
 
 REPORT_SCHEMA_VERSION = 1
@@ -33,13 +33,14 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory",
                           hint="give the --output directory of a `policy sweep`")
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise RunDirError(f"{run_dir} has no sweep.json: not a policy sweep directory",
-                          hint="give the --output directory of a `policy sweep`") from None
-    except (OSError, ValueError) as exc:
-        raise RunDirError(f"{path} is unreadable: {exc}") from None
+                          hint="give the --output directory of a `policy sweep`")
+    try:  # bounded, regular files only (a FIFO would block the open forever)
+        data = load_json_input(path, what="policy sweep manifest",
+                               limit=INPUT_LIMITS["policy sweep manifest"])
+    except UsageError as exc:
+        raise RunDirError(f"{path} is unreadable: {exc.message}", hint=exc.hint) from None
     if not isinstance(data, dict) or data.get("kind") != "aorta-tui/policy-sweep":
         raise RunDirError(f"{path} is not a policy sweep manifest")
     _check_manifest(data, path)
@@ -72,14 +73,17 @@ def _check_manifest(data: dict[str, Any], path: Path) -> None:
             raise bad(f"`{key}` is not a mapping")
     try:
         int(data["request"].get("seed") or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise bad("`request.seed` is not an integer") from None
 
 
 def _load_outcome(trial_dir: Path) -> dict[str, Any] | None:
+    path = trial_dir / "outcome.json"
+    if not path.exists():
+        return None
     try:
-        data = json.loads((trial_dir / "outcome.json").read_text())
-    except (OSError, ValueError):
+        data = load_json_input(path, what="outcome", limit=INPUT_LIMITS["policy outcome"])
+    except UsageError:  # torn or not a file: as if no outcome was recorded
         return None
     if not isinstance(data, dict):
         return {"status": "failed", "reason": "outcome.json is damaged"}
@@ -98,7 +102,7 @@ def _clean_outcome(data: dict[str, Any]) -> dict[str, Any]:
         return {**out, "status": "failed", "reason": "outcome.json is damaged (no summary)",
                 "summary": {}}
     out["summary"] = {
-        str(k): (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+        str(k): (float(v) if is_json_number(v) else None)
         for k, v in (summary or {}).items()}
     for key in ("summary_units", "summary_better", "unavailable"):
         out[key] = _str_map(data.get(key))

@@ -18,12 +18,12 @@ No torch import here: the caller passes the exported Chrome trace (``prof.export
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input, require_type
 from aorta_tui.trace.hdr import LogLinearHistogram
 
 _LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -31,22 +31,46 @@ _LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "c
 
 
 def load_profiler_trace(path: Path) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
-    """(runtime launch calls sorted by start, kernels by correlation id) from a Chrome trace."""
-    data = json.loads(Path(path).read_text())
-    events = data["traceEvents"] if isinstance(data, dict) else data
+    """(runtime launch calls sorted by start, kernels by correlation id) from a Chrome trace.
+
+    Bounded and type-checked (``core.inputs``): a damaged trace is a UsageError naming the
+    event and field, never a KeyError in the join.
+    """
+    where = str(path)
+    data = load_json_input(path, what="profiler trace", limit=INPUT_LIMITS["profiler trace"],
+                           hint="pass the trace written by prof.export_chrome_trace")
+    events = data.get("traceEvents") if isinstance(data, dict) else data
+    _need(events, "array", where, "traceEvents")
     launches = []
     kernels: dict[int, dict[str, Any]] = {}
-    for ev in events:
-        cat = ev.get("cat", "")
-        args = ev.get("args") or {}
-        if cat == "cuda_runtime" and any(ev.get("name", "").startswith(n) for n in _LAUNCH_NAMES):
-            launches.append({"ts_us": float(ev["ts"]), "correlation": args.get("correlation")})
-        elif cat == "kernel":
-            kernels[args.get("correlation")] = {
-                "ts_us": float(ev["ts"]), "dur_us": float(ev.get("dur", 0)),
-                "stream": args.get("stream"), "name": ev.get("name", "")}
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            continue  # metadata rows of other shapes carry nothing the join reads
+        cat, name = ev.get("cat", ""), ev.get("name", "")
+        if not (isinstance(cat, str) and isinstance(name, str)):
+            continue
+        is_launch = cat == "cuda_runtime" and any(name.startswith(n) for n in _LAUNCH_NAMES)
+        if not (is_launch or cat == "kernel"):
+            continue
+        at = f"traceEvents[{i}]"
+        args = _need(ev.get("args") or {}, "object", where, f"{at}.args")
+        correlation = args.get("correlation")
+        if correlation is not None and not isinstance(correlation, (int, str)):
+            _need(correlation, "integer", where, f"{at}.args.correlation")
+        ts = float(_need(ev.get("ts"), "number", where, f"{at}.ts"))
+        if is_launch:
+            launches.append({"ts_us": ts, "correlation": correlation})
+        else:
+            kernels[correlation] = {  # type: ignore[index]
+                "ts_us": ts, "dur_us": float(_need(ev.get("dur", 0), "number", where, f"{at}.dur")),
+                "stream": args.get("stream"), "name": name}
     launches.sort(key=lambda e: e["ts_us"])
     return launches, kernels
+
+
+def _need(value: Any, kind: str, where: str, field: str) -> Any:
+    return require_type(value, kind, where=where, field=field, what="profiler trace",
+                        hint="pass the trace written by prof.export_chrome_trace")
 
 
 def join(ebpf_ts_ns: np.ndarray, ebpf_stream: np.ndarray, launches: list[dict[str, Any]],
