@@ -31,7 +31,7 @@ import time
 import types
 import typing
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
@@ -378,6 +378,15 @@ def _json_kind(value: Any) -> str:
             int: "a number", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
+def _hint_text(hint: Any) -> str:
+    """An event field's annotation in JSON's words: ``int | None`` -> "an integer or null"."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_hint_text(h) for h in typing.get_args(hint))
+    origin = typing.get_origin(hint) or hint
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+            list: "an array", dict: "an object", type(None): "null"}.get(origin, str(hint))
+
+
 def parse_journal_line(raw: bytes) -> tuple[Event | None, str | None]:
     """One journal line -> ``(event, None)``, or ``(None, why it is not an event)``. Never raises."""
     try:
@@ -404,8 +413,12 @@ def parse_journal_line(raw: bytes) -> tuple[Event | None, str | None]:
             continue
         value = data[f.name]
         if not _conforms(value, hints.get(f.name, Any)):
-            return None, f"{kind} field {f.name!r} is {_json_kind(value)}, not {hints[f.name]}"
+            return None, f"{kind} field {f.name!r} is {_json_kind(value)}, not {_hint_text(hints[f.name])}"
         kwargs[f.name] = value
+    missing = [f.name for f in fields(cls) if f.name not in kwargs
+               and f.default is MISSING and f.default_factory is MISSING]
+    if missing:
+        return None, f"{kind} lacks {', '.join(repr(m) for m in missing)}"
     if kind in ("trial_started", "trial_finished") and not is_trial_id(kwargs.get("trial_id")):
         return None, f"{kind} with an invalid trial_id {str(kwargs.get('trial_id'))[:60]!r}"
     try:

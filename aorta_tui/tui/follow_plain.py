@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from aorta_tui.core.events import Event, RunFinished, RunStarted
+from aorta_tui.core.rundir import Damage
 from aorta_tui.tui.journal import JournalFollower, format_event_line
 
 CHECK_S = 0.5
@@ -23,8 +24,17 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
     130 when it was interrupted (its orchestrator is gone without a ``run_finished``)."""
     out = out or sys.stdout
     state: dict[str, object] = {"finished": None}
+    reported = 0  # damaged journal lines already said
+
+    def report_damage() -> None:
+        nonlocal reported
+        damaged = follower.reader.damaged
+        for damage in damaged[reported:]:
+            print(f"warning: {damage.describe(follower.reader.path)}", file=out, flush=True)
+        reported = len(damaged)
 
     def on_events(events: list[Event]) -> None:
+        report_damage()
         for event in events:
             print(format_event_line(event), file=out, flush=True)
             if isinstance(event, RunStarted):
@@ -32,7 +42,12 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
             elif isinstance(event, RunFinished):
                 state["finished"] = event
 
-    follower = JournalFollower(run_dir, on_events, poll_s=CHECK_S).start()
+    def on_error(exc: BaseException) -> None:
+        print(f"warning: cannot follow {follower.reader.path}: {type(exc).__name__}: {exc}",
+              file=out, flush=True)
+
+    follower = JournalFollower(run_dir, on_events, poll_s=CHECK_S, on_error=on_error)
+    follower.start()
     try:
         while True:
             time.sleep(CHECK_S)
@@ -44,9 +59,10 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
                 # Gone without a last word: read what it wrote just before dying, then say so.
                 follower.stop()
                 on_events(follower.reader.read_new())
+                report_damage()
                 if state["finished"] is None:
-                    print(f"run stopped without finishing; resume it with "
-                          f"`aorta-tui sweep run --resume {run_dir}`", file=out, flush=True)
+                    print(f"run stopped without finishing{_damage_note(follower.reader.damaged)}; "
+                          f"resume it with `aorta-tui sweep run --resume {run_dir}`", file=out, flush=True)
                     return 130
                 break
     except KeyboardInterrupt:
@@ -54,6 +70,14 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
         return 0
     finally:
         follower.stop()
+    report_damage()
     finished = state["finished"]
     assert isinstance(finished, RunFinished)
     return 0 if finished.status == "completed" else int(finished.exit_code or 1)
+
+
+def _damage_note(damaged: list[Damage]) -> str:
+    if not damaged:
+        return ""
+    lines = ", ".join(str(d.line) for d in damaged[:5]) + (" ..." if len(damaged) > 5 else "")
+    return f" ({len(damaged)} damaged journal line{'s' if len(damaged) != 1 else ''} skipped: {lines})"

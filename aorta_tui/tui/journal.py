@@ -7,12 +7,12 @@ docs/architecture.md); re-attaching after a lost terminal is just reading it aga
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from aorta_tui.core.events import Event, event_from_dict
+from aorta_tui.core.events import Event
+from aorta_tui.core.rundir import MAX_JOURNAL_LINE, Damage, parse_journal_line
 
 JOURNAL_NAME = "journal.jsonl"
 
@@ -21,37 +21,55 @@ class JournalReader:
     """Incremental reader: each call returns the events appended since the previous call.
 
     A line without its newline yet (the writer is mid-append, or was killed mid-line) is kept
-    back until it is complete; a line that is not a known event is counted, never fatal.
+    back until it is complete; a line that is not an event (damaged, truncated, not an object,
+    a field of the wrong type, longer than the engine ever writes) is counted and located in
+    ``damaged``, never fatal: the engine's own parser (``rundir.parse_journal_line``) decides.
     """
+
+    CHUNK = 1 << 20
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / JOURNAL_NAME
         self.offset = 0
-        self.malformed = 0
+        self.damaged: list[Damage] = []
+        self._lineno = 0
         self._partial = b""
+        self._skipping = False  # inside a line longer than the limit: drop until its newline
+
+    @property
+    def malformed(self) -> int:
+        return len(self.damaged)
 
     def read_new(self) -> list[Event]:
+        events: list[Event] = []
         try:
             with self.path.open("rb") as fh:
                 fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        if not data:
-            return []
-        self.offset += len(data)
-        data = self._partial + data
-        lines = data.split(b"\n")
+                while chunk := fh.read(self.CHUNK):  # bounded memory, however much was appended
+                    self.offset += len(chunk)
+                    self._take(chunk, events)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            return events
+        return events
+
+    def _take(self, data: bytes, events: list[Event]) -> None:
+        lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()  # b"" when data ended with a newline
-        events: list[Event] = []
         for raw in lines:
+            self._lineno += 1
+            if self._skipping:
+                self._skipping = False
+                self.damaged.append(Damage(self._lineno, f"longer than {MAX_JOURNAL_LINE >> 20} MiB"))
+                continue
             if not raw.strip():
                 continue
-            try:
-                events.append(event_from_dict(json.loads(raw)))
-            except (ValueError, TypeError):
-                self.malformed += 1
-        return events
+            event, why = parse_journal_line(raw)
+            if event is not None:
+                events.append(event)
+            else:
+                self.damaged.append(Damage(self._lineno, why or "damaged"))
+        if len(self._partial) > MAX_JOURNAL_LINE:
+            self._partial, self._skipping = b"", True
 
 
 class JournalFollower:
