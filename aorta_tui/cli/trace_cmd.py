@@ -119,7 +119,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
                            bpftrace=bpftrace, on_event=on_event, raw_path=raw_path,
                            library_paths=libs, calibrate=calibrate,
                            command_stdout_to_stderr=json_out or stream)
-    interrupted = False
+    interrupted = target_ended = False
     try:
         session.start()
         err(f"tracing {', '.join(probes)} ({mode} mode, {session.program.uprobe_count} uprobes, "
@@ -127,7 +127,8 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
             + (f"pid {pid}" if pid is not None else f"pid {session.child_pid}: {' '.join(command)}")
             + (f" for {duration:g} s" if duration else "") + "; Ctrl-C stops")
         # until the command or pid exits, --duration passes, or Ctrl-C
-        if session.wait_target(timeout=duration) and pid is not None:
+        target_ended = session.wait_target(timeout=duration)
+        if target_ended and pid is not None:
             err(f"pid {pid} exited")
     except KeyboardInterrupt:
         interrupted = True
@@ -156,6 +157,19 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         raise KeyboardInterrupt
     if not result["probe_sets"]:
         raise EnvironmentProblem("nothing was traced")
+    if command and target_ended:
+        # A traced command's status is ours, as with `time`, `strace` and `perf stat`; when
+        # --duration ended it, the trace finished as asked (0).
+        status = command_exit_status(session.child_returncode)
+        if status:
+            raise typer.Exit(status)
+
+
+def command_exit_status(returncode: int | None) -> int:
+    """A child's status as a shell reports it: its exit code, or 128+N when signal N killed it."""
+    if returncode is None:
+        return 0
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path]) -> list[str]:
@@ -199,7 +213,9 @@ def _print_summary(result: dict[str, Any]) -> None:
           f"{result['lost_events_reported_by_bpftrace']}, malformed lines: {result['malformed_lines']}")
     t = result["target"]
     if t.get("command"):
-        print(f"command exit code: {t.get('command_exit_code')}")
+        code = t.get("command_exit_code")
+        killed = f" (killed by signal {-code})" if isinstance(code, int) and code < 0 else ""
+        print(f"command exit code: {code}{killed}")
     for name, s in result["probe_sets"].items():
         cost = s.get("observer_cost") or {}
         cost_txt = (f"~{cost['cpu_fraction'] * 100:.2f}% of a CPU ({cost['per_hit_us']:.2f} us per hit)"
@@ -271,6 +287,10 @@ def queue(
 ) -> None:
     """Trace launch/submit -> dispatch latency of a command (after --) or a running --pid.
 
+    Exit status: with a command, the command's own (128+N when signal N killed it; 0 when
+    --duration stopped it), as `time` and `strace` do; 130 on Ctrl-C; 2 bad usage; 3 when
+    nothing can be traced here.
+
     Example: sudo aorta-tui trace queue --probes cuda -o q.json -- python train.py
 
     Example: sudo aorta-tui trace queue --probes cuda --json-stream --pid 4242 | jq .event
@@ -297,6 +317,8 @@ def memory(
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day)."),
 ) -> None:
     """Trace GPU memory events: CUDA allocations/frees, amdgpu BO moves/maps, amdkfd evictions.
+
+    Exit status: as for `trace queue` (a traced command's own status, 130 on Ctrl-C).
 
     Example: sudo aorta-tui trace memory --pid 4242 --duration 10
     """

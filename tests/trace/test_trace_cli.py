@@ -166,3 +166,33 @@ def test_json_output_is_not_mixed_with_the_commands_own_stdout(bpftrace, fakelib
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["probes"] == ["cuda_calls"]
     assert "from-the-command" in r.stderr
+
+
+@pytest.mark.parametrize("script, status", [("exit 7", 7), ("exit 0", 0), ("kill -TERM $$", 128 + 15)])
+def test_queue_exits_with_the_traced_commands_status(bpftrace, script: str, status: int) -> None:
+    # as `time`, `strace` and `perf stat`: the command's exit code, 128+N when signal N killed it
+    r = cli("trace", "queue", "--probes", "ioctl", "--no-calibrate", "--", "sh", "-c", script)
+    assert r.returncode == status, r.stderr
+    assert "Traceback" not in r.stderr
+    if status == 128 + 15:
+        assert "command exit code: -15 (killed by signal 15)" in r.stdout
+
+
+def test_memory_exits_with_the_traced_commands_status(bpftrace, fakelibs) -> None:
+    r = cli("trace", "memory", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate", "--json",
+            "--", "sh", "-c", "exit 7")
+    assert r.returncode == 7, r.stderr
+    assert json.loads(r.stdout)["target"]["command_exit_code"] == 7
+
+
+def test_duration_that_stops_the_command_is_exit_0_and_ctrl_c_is_130(bpftrace) -> None:
+    r = cli("trace", "queue", "--probes", "ioctl", "--no-calibrate", "--duration", "1", "--", "sleep", "30")
+    assert r.returncode == 0, r.stderr
+    p = subprocess.Popen([*CLI, "trace", "queue", "--probes", "ioctl", "--no-calibrate", "--",
+                          "sh", "-c", "sleep 30; exit 7"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    while "tracing" not in line and p.poll() is None:
+        line = p.stderr.readline()
+    p.send_signal(signal.SIGINT)
+    _out, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130, stderr
