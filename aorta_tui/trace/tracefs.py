@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from aorta_tui.core.errors import EnvironmentProblem
+
 MOUNT_COMMAND = "mount -t tracefs nodev /sys/kernel/tracing"
+
+
+class TracefsDenied(EnvironmentProblem):
+    """tracefs is mounted but this user may not read it (mode 0700 root: the usual default)."""
+
+
+def _denied(path: Path) -> TracefsDenied:
+    return TracefsDenied(
+        f"{path} is readable by root only (uid {os.geteuid()} got 'Permission denied'): "
+        "finding tracepoints, attaching probes and `trace info` all need root",
+        hint="run it as root: sudo aorta-tui trace ...")
+
+
+def _has_events(p: Path) -> bool:
+    """``p/events`` is a directory; a tracefs this user may not enter raises TracefsDenied."""
+    try:
+        return (p / "events").is_dir()
+    except PermissionError:  # pathlib's is_dir ignores ENOENT but not EACCES
+        raise _denied(p / "events") from None
 _FIELD_RE = re.compile(r"^\s*field:(?P<decl>[^;]+);\s*offset:\d+;\s*size:(?P<size>\d+);")
 
 
@@ -33,10 +55,10 @@ def find_tracefs(mounts_file: Path = Path("/proc/mounts")) -> Path | None:
         if len(parts) >= 3 and parts[2] == "tracefs":
             found.append(Path(parts[1]))
     for p in found:
-        if (p / "events").is_dir():
+        if _has_events(p):
             return p
     for p in (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing")):
-        if (p / "events").is_dir():
+        if _has_events(p):
             return p
     return None
 
@@ -71,8 +93,11 @@ def parse_format(text: str) -> dict[str, Field]:
 
 def kprobes_supported(root: Path | None) -> tuple[bool, str]:
     """Kprobes need the kprobe PMU or ``kprobe_events``; bpftrace --info claims them regardless."""
-    if Path("/sys/bus/event_source/devices/kprobe").exists():
-        return True, "kprobe PMU present"
-    if root is not None and (root / "kprobe_events").exists():
-        return True, "tracefs kprobe_events present"
+    try:
+        if Path("/sys/bus/event_source/devices/kprobe").exists():
+            return True, "kprobe PMU present"
+        if root is not None and (root / "kprobe_events").exists():
+            return True, "tracefs kprobe_events present"
+    except PermissionError:
+        return False, "cannot tell without root (tracefs is not readable)"
     return False, "this kernel has no kprobe PMU and no kprobe_events (CONFIG_KPROBE_EVENTS off)"

@@ -154,9 +154,16 @@ class EnvDiffScreen(AortaScreen):
                         name="env diff", group="diff", exclusive=True)
 
     def _diff(self, a: Path, b: Path) -> None:
+        from aorta_tui.core.errors import AortaError
+
         module = engines.envsnap()
-        snap_a = module.load_snapshot(_resolve_snapshot(a))
-        snap_b = module.load_snapshot(_resolve_snapshot(b))
+        try:  # a bad file: its located message replaces "diffing…" (and is notified below)
+            snap_a = module.load_snapshot(_resolve_snapshot(a))
+            snap_b = module.load_snapshot(_resolve_snapshot(b))
+        except AortaError as exc:
+            message = exc.render()
+            self.from_thread(lambda: self.query_one("#diff-summary", Static).update(message))
+            raise
         report = module.diff_snapshots(snap_a, snap_b, include_volatile=self.include_volatile)
         rows = rows_from_report(report)
         self.from_thread(self._show, rows, report.hidden_volatile, list(report.notes), report.mode)

@@ -56,6 +56,31 @@ def winner_text(report: dict[str, Any], metric: str) -> str:
     return f"no policy is significantly better than {report.get('reference', 'baseline')} on {metric}"
 
 
+def check_report_shape(report: Any, where: str) -> None:
+    """The fields this screen indexes into, typed; a damaged policy.json is a UsageError."""
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.core.inputs import require_type
+
+    def need(value: Any, kind: str, field: str, nullable: bool = False) -> Any:
+        return require_type(value, kind, where=where, field=field, what="policy report",
+                            nullable=nullable)
+
+    need(report, "object", "(top level)")
+    if report.get("kind") != "aorta-tui/policy-report":
+        raise UsageError(f"{where} is not a policy report (kind {str(report.get('kind'))[:60]!r})")
+    need(report.get("platform"), "object", "platform", nullable=True)
+    for i, m in enumerate(need(report.get("metrics", []), "array", "metrics")):
+        need(need(m, "object", f"metrics[{i}]").get("name"), "string", f"metrics[{i}].name")
+    for i, p in enumerate(need(report.get("policies", []), "array", "policies")):
+        need(need(p, "object", f"policies[{i}]").get("name"), "string", f"policies[{i}].name")
+        for key in ("metrics", "vs_reference"):
+            for name, entry in need(p.get(key, {}), "object", f"policies[{i}].{key}").items():
+                need(entry, "object", f"policies[{i}].{key}.{name}")
+                for stat in ("median", "ci_low", "ci_high"):
+                    need(entry.get(stat), "number", f"policies[{i}].{key}.{name}.{stat}",
+                         nullable=True)
+
+
 class PolicyScreen(AortaScreen):
     TITLE_TEXT = "Policy comparison"
     MAIN_WIDGET = "#policy-table"
@@ -163,14 +188,15 @@ class PolicyScreen(AortaScreen):
         self.query_one("#policy-bars", Static).update(text)
 
     def load_report(self, path: Path) -> None:
+        from aorta_tui.core.errors import UsageError
+        from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input
+
         path = path / "policy.json" if path.is_dir() else path
-        try:
-            report = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            self.notify(f"cannot read {path}: {exc}", severity="error")
-            return
-        if report.get("kind") != "aorta-tui/policy-report":
-            self.notify(f"{path} is not a policy report (kind {report.get('kind')!r})", severity="error")
+        try:  # bounded and regular files only: a FIFO here would freeze the screen
+            report = load_json_input(path, what="policy report", limit=INPUT_LIMITS["policy report"])
+            check_report_shape(report, str(path))
+        except UsageError as exc:
+            self.notify(exc.render(), severity="error")
             return
         self.show_report(report, str(path))
 
