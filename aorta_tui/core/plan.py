@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.registry import Registry, merged_env, mitigation_env
+from aorta_tui.core.registry import Registry, docker_image_problem, merged_env, mitigation_env
 
 if TYPE_CHECKING:
     from aorta_tui.core.recipe import Recipe
@@ -106,6 +106,9 @@ def build_plan(
         where = recipe.where(f"cells[{i}]") if hasattr(recipe, "where") else f"cell {spec.name}"
         mits = [registry.mitigation(name) for name in spec.mitigations]
         env_obj = registry.environment(spec.environment)
+        if env_obj.docker is not None and (bad := docker_image_problem(env_obj.docker)):
+            # a plugin's environment was not checked by the recipe validator
+            raise UsageError(f"{where}: environment {env_obj.name!r}: {bad[0]}", hint=bad[1])
         environments[env_obj.name] = dict(env_obj.env)
         env = merged_env(
             env_obj.env,

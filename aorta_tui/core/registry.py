@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -47,6 +48,37 @@ class Environment:
     docker: str | None = None
     description: str = ""
     source: str = "aorta-tui"
+
+
+# An image reference as docker parses it: [registry[:port]/]name[/name...][:tag][@digest], the
+# name in lower case. A value outside this grammar never reaches `docker run`: one starting with
+# '-' would be read as an option there (`--privileged`, `--volume=/:/host`).
+_REF_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REF_DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+DOCKER_IMAGE_RE = re.compile(
+    rf"(?:{_REF_DOMAIN}/)?{_REF_COMPONENT}(?:/{_REF_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
+MAX_IMAGE_REF = 512
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # the recipe's K.ENV_NAME_PATTERN
+
+
+def docker_image_problem(ref: object) -> tuple[str, str] | None:
+    """Why ``ref`` is not a container image reference (message, fix), or None when it is."""
+    fix = "write an image reference such as rocm/pytorch:latest or registry.example:5000/team/img@sha256:<digest>"
+    if not isinstance(ref, str) or not ref:
+        return "the image must be a non-empty string", fix
+    shown = ref if len(ref) <= 60 else ref[:40] + "..."
+    if ref.startswith("-"):
+        return (f"{shown!r} is not an image reference: it starts with '-', so docker would read "
+                "it as an option", fix)
+    if len(ref) > MAX_IMAGE_REF:
+        return f"the image reference is {len(ref)} characters; at most {MAX_IMAGE_REF}", fix
+    if not DOCKER_IMAGE_RE.fullmatch(ref):
+        why = " (the repository name must be lower case)" if ref != ref.lower() and \
+            DOCKER_IMAGE_RE.fullmatch(ref.lower()) else ""
+        return f"{shown!r} is not a valid image reference{why}", fix
+    return None
 
 
 def _m(name: str, env: dict[str, str], desc: str, vendor: str = "rocm", switches: tuple[str, ...] = ()) -> Mitigation:
@@ -137,50 +169,123 @@ def _merge(kind: str, items: Iterable[Any]) -> dict[str, Any]:
     return merged
 
 
+MAX_SIDECAR_BYTES = 4 * 1024 * 1024
+MAX_SIDECAR_ENTRIES = 10_000
+# execve refuses one "NAME=value" string longer than this (MAX_ARG_STRLEN, E2BIG).
+MAX_ENV_STRING = 128 * 1024 - 1
+MITIGATION_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+_SIDECAR_KEYS = ("name", "env", "description", "switches", "vendor")
+_VENDORS = ("any", "rocm", "cuda")
+_SIDECAR_HINT = 'expected {"my_mitigation": {"env": {"VAR": "value"}}}'
+
+
+def env_entry_problem(name: object, value: object) -> tuple[str, str] | None:
+    """Why ``name=value`` cannot be a trial's environment variable (message, fix), or None.
+
+    One rule for recipe ``extra_env`` and sidecar ``env``: the name is a shell identifier (so
+    ``probe.env`` and ``docker -e`` never see a ';' or a space in it), the value a string
+    without NUL that ``execve`` accepts.
+    """
+    from aorta_tui.core.inputs import clip_for_message
+
+    if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
+        return (f"{clip_for_message(name, 60)} is not a valid environment variable name",
+                "names are letters, digits and _ and do not start with a digit")
+    if not isinstance(value, str):
+        return (f"the value of {name} must be a string, got {type(value).__name__} "
+                f"({clip_for_message(value, 60)})", 'quote the value: "2"')
+    if "\x00" in value:
+        return f"the value of {name} contains a NUL character", "remove it"
+    if len(name) + 1 + len(value.encode("utf-8", "surrogatepass")) > MAX_ENV_STRING:
+        return (f"{name}={clip_for_message(value, 40)} is longer than the {MAX_ENV_STRING + 1} "
+                "bytes a process environment string may have", "pass large data in a file")
+    return None
+
+
+def _json_position(text: str, key: str) -> str:
+    """``:line:col`` of the first ``"key"`` in the JSON text, or "" (json.loads keeps none)."""
+    needle = json.dumps(key)
+    at = text.find(needle)
+    if at < 0:
+        return ""
+    line = text.count("\n", 0, at) + 1
+    return f":{line}:{at - (text.rfind(chr(10), 0, at) + 1) + 1}"
+
+
 def load_sidecar_mitigations(path: str | Path) -> list[Mitigation]:
-    """Read ``{"name": {"env": {...}, "description": "..."}}`` or a list of such objects."""
+    """Read ``{"name": {"env": {...}, "description": "..."}}`` or a list of such objects.
+
+    Read through :mod:`aorta_tui.core.inputs` (regular files only, size limit, bounded
+    nesting, located JSON errors); every name and value is checked as a recipe's are.
+    """
+    from aorta_tui.core.inputs import clip_for_message, parse_json_text, read_input_text
+
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such mitigations file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{p}: cannot read mitigations file ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"{p}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})",
-            hint='expected {"my_mitigation": {"env": {"VAR": "value"}}}',
-        ) from None
+    text = read_input_text(p, what="mitigations sidecar", limit=MAX_SIDECAR_BYTES,
+                           hint=_SIDECAR_HINT)
+    if not text.strip():
+        raise UsageError(f"{p}: the mitigations sidecar is empty", hint=_SIDECAR_HINT)
+    # parsed from the text (not load_json_input): the text locates entries in messages
+    data = parse_json_text(text, where=str(p), what="mitigations sidecar", hint=_SIDECAR_HINT)
     if isinstance(data, dict):
         entries = [{"name": k, **(v if isinstance(v, dict) else {"env": v})} for k, v in data.items()]
     elif isinstance(data, list):
         entries = data
     else:
-        raise UsageError(f"{p}: top level must be an object or a list, got {type(data).__name__}")
+        raise UsageError(f"{p}: top level must be an object or a list, got {type(data).__name__}",
+                         hint=_SIDECAR_HINT)
+    if len(entries) > MAX_SIDECAR_ENTRIES:
+        raise UsageError(f"{p}: {len(entries)} mitigations; at most {MAX_SIDECAR_ENTRIES}")
     out = []
     for i, e in enumerate(entries):
-        where = f"{p}: entry {e.get('name', i) if isinstance(e, dict) else i}"
-        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
-            raise UsageError(f"{where}: needs a string 'name'")
-        unknown = set(e) - {"name", "env", "description", "switches", "vendor"}
-        if unknown:
-            raise UsageError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}",
-                             hint="allowed: name, env, description, switches, vendor")
-        env = e.get("env", {})
-        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-            raise UsageError(f"{where}.env must map variable names to strings",
-                             hint='quote values: {"GPU_MAX_HW_QUEUES": "2"}')
-        out.append(
-            Mitigation(
-                name=e["name"],
-                env=dict(env),
-                switches=tuple(e.get("switches", ())),
-                description=str(e.get("description", "")),
-                vendor=str(e.get("vendor", "any")),
-                source=str(p),
-            )
-        )
+        out.append(_sidecar_entry(p, text, i, e, clip_for_message))
     return out
+
+
+def _sidecar_entry(p: Path, text: str, i: int, e: Any, clip: Any) -> Mitigation:
+    label = e.get("name") if isinstance(e, dict) and isinstance(e.get("name"), str) else None
+    where = f"{p}{_json_position(text, label) if label else ''}: entry {clip(label or i, 60)}"
+    if not isinstance(e, dict) or label is None:
+        raise UsageError(f"{where}: needs a string 'name'", hint=_SIDECAR_HINT)
+    if not MITIGATION_NAME_RE.fullmatch(label) or label in (".", ".."):
+        raise UsageError(f"{where}: {clip(label, 60)} is not a mitigation name",
+                         hint="1-100 letters, digits, '.', '_' or '-', not starting with '.' or '-'")
+    unknown = set(e) - set(_SIDECAR_KEYS)
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {clip(sorted(unknown), 120)}",
+                         hint="allowed: " + ", ".join(_SIDECAR_KEYS))
+    env = e.get("env", {})
+    if env is None:
+        env = {}
+    if not isinstance(env, dict):
+        raise UsageError(f"{where}.env must map variable names to strings",
+                         hint='quote values: {"GPU_MAX_HW_QUEUES": "2"}')
+    for k, v in env.items():
+        problem = env_entry_problem(k, v)
+        if problem is not None:
+            at = _json_position(text, k) if isinstance(k, str) else ""
+            raise UsageError(f"{p}{at}: entry {label}: env: {problem[0]}",
+                             hint=problem[1] if "name" in problem[0] else
+                             'values are strings: {"GPU_MAX_HW_QUEUES": "2"}')
+    switches = e.get("switches", [])
+    if not isinstance(switches, list) or not all(isinstance(x, str) for x in switches):
+        raise UsageError(f"{where}.switches must be a list of switch names",
+                         hint='e.g. "switches": ["torch.tf32_off"]')
+    from aorta_tui.workloads.switches import SWITCHES
+
+    bad = [x for x in switches if x not in SWITCHES]
+    if bad:
+        raise UsageError(f"{where}.switches: unknown switch {clip(bad[0], 60)}",
+                         hint="known switches: " + ", ".join(sorted(SWITCHES)))
+    vendor = e.get("vendor", "any")
+    if vendor not in _VENDORS:
+        raise UsageError(f"{where}.vendor must be one of {', '.join(_VENDORS)}, got "
+                         f"{clip(vendor, 40)}")
+    description = e.get("description", "")
+    if not isinstance(description, str):
+        raise UsageError(f"{where}.description must be a string")
+    return Mitigation(name=label, env=dict(env), switches=tuple(switches),
+                      description=description[:1000], vendor=vendor, source=str(p))
 
 
 class Registry:

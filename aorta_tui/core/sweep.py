@@ -379,6 +379,15 @@ class Sweep:
                                        attempt=session))
         if outcome.cancelled:
             return None  # no result: a resume runs this trial again
+        if outcome.log_error:
+            # A log cut short by a full disk (or an I/O error) cannot be classified honestly:
+            # record nothing, stop, and let the resume run this trial again once it is fixed.
+            raise EnvironmentProblem(
+                f"the logs of trial {spec.trial_id} could not be written: {outcome.log_error} "
+                f"({rundir.describe_free_space(trial_dir)} there)",
+                hint="free some space on that filesystem (or fix the disk), then finish the run with "
+                f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
+            )
         kevents = kernel_log.events_since(cursor)
         wres = _read_workload_results(trial_dir) if r.mode == "triage" else None
         disabled = set(r.disable_detectors or ())
@@ -463,10 +472,18 @@ class Sweep:
         })
         if self.recipe.env_passthrough_mode == "file":
             # For launchers that drop the environment (ssh, srun): the command sources this file.
+            # Names were validated (recipe and sidecar); checked again here because sourcing a
+            # bad one runs it. Values are quoted; 0600 from the start: they may be secrets.
+            from aorta_tui.core.atomic import atomic_write_bytes
+            from aorta_tui.core.registry import ENV_NAME_RE
+
+            bad = [k for k in cell.env if not ENV_NAME_RE.fullmatch(k)]
+            if bad:
+                raise UsageError(f"cell {cell.name!r}: {bad[0][:60]!r} is not a variable name "
+                                 "that can be written to probe.env")
             lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(cell.env.items())]
             path = trial_dir / "probe.env"
-            atomic_write_text(path, "\n".join(lines) + "\n")
-            os.chmod(path, 0o600)
+            atomic_write_bytes(path, ("\n".join(lines) + "\n").encode(), mode=0o600)
             env["AORTA_ENV_FILE"] = str(path)
         return env
 
@@ -495,9 +512,11 @@ class Sweep:
             else:
                 argv = worker
         if cell.docker:
+            # `-e NAME` takes the value from docker's own environment (the trial env), so no
+            # value (a token) shows in the argv; `--` ends the options, so the image is never one.
             argv = ["docker", "run", "--rm", "--network=host", "--ipc=host",
-                    *[a for k, v in sorted(cell.env.items()) for a in ("-e", f"{k}={v}")],
-                    "-v", f"{trial_dir}:{trial_dir}", cell.docker, *argv]
+                    *[a for k in sorted(cell.env) for a in ("-e", k)],
+                    "-v", f"{trial_dir}:{trial_dir}", "--", cell.docker, *argv]
         return argv
 
     def _step_times(self, wres: dict[str, Any] | None, stdout: Path, wall_s: float,

@@ -30,6 +30,7 @@ from aorta_tui.core.recipe.model import (
     StopAfter,
     TraceSpec,
 )
+from aorta_tui.core.registry import docker_image_problem, env_entry_problem
 
 if TYPE_CHECKING:
     from aorta_tui.core.registry import Registry
@@ -300,6 +301,11 @@ class Validator:
                 continue
             if "\x00" in v:
                 self.issue(sub, "the value contains a NUL character", "remove it")
+                ok = False
+                continue
+            problem = env_entry_problem(k, v)
+            if problem is not None:  # e.g. longer than execve takes
+                self.issue(sub, problem[0], problem[1])
                 ok = False
                 continue
             out[k] = v
@@ -899,6 +905,8 @@ def _environment(v: Validator, path: str, raw: Any) -> Any:
                      "extra_env"):
         return BAD
     image = v.string(f"{path}.docker", raw["docker"])
+    if image is not BAD and (problem := docker_image_problem(image)) is not None:
+        image = v.issue(f"{path}.docker", problem[0], problem[1])
     env = v.env_map(f"{path}.env", raw.get("env"))
     if BAD in (image, env):
         return BAD
