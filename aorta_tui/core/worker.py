@@ -6,13 +6,15 @@ pumped into bounded files. One event loop in the calling thread waits with ``pol
 two pipes, a pidfd of the child and (with :class:`CancelEvent`) a wake-up pipe, so a trial
 that exits at once costs a fork/exec, a few syscalls and no sleeping.
 
-Ending a trial early (timeout, cancel, hang): SIGTERM to the process group and to every
-descendant found in ``/proc`` (a child that called ``setsid`` left the group but not the
-tree), ``kill_grace_s`` to exit, then SIGKILL to the same set, re-listed. After the main
-process exits - early or not - any process of its group still running is ended the same way,
-so no grandchild of a trial outlives it (``ProcessOutcome.killed_strays`` says when that was
-needed). A process that double-forks *and* leaves the group escapes both nets; nothing short
-of a cgroup catches it.
+Every process the trial starts is held by a :mod:`~aorta_tui.core.containment` scope: a
+cgroup v2 of its own where one can be made, else ``PR_SET_CHILD_SUBREAPER``, else the process
+group (``ProcessOutcome.containment`` says which, and why). Ending a trial early (timeout,
+cancel, hang): SIGTERM to every process of the scope, ``kill_grace_s`` to exit, then SIGKILL
+(``cgroup.kill``) to what is left, re-listed. After the main process exits - early or not -
+any process of the scope still running is ended the same way, so no grandchild of a trial
+outlives it (``killed_strays`` says when that was needed). ``killed_count`` counts the
+processes ended; ``survivors`` lists any still alive afterwards (none, unless stuck in the
+kernel or out of reach of the mechanism used).
 
 Figures recorded: wall time (monotonic, from just before the fork to the reap), exit code or
 signal and core-dump flag (``wait4`` status), peak RSS (``wait4`` rusage ``ru_maxrss``: the
@@ -38,7 +40,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import gpu_probe, proctree
+from aorta_tui.core import containment, gpu_probe, proctree
 from aorta_tui.core.hang import HangMonitor, HangPolicy, HangReport
 
 KiB = 1024
@@ -95,6 +97,8 @@ class ProcessSpec:
     sample_gpu: bool = True  # sample per-process GPU memory when a vendor tool exists
     gpu_sample_interval_s: float = 1.0
     gpu_first_sample_s: float = 0.2
+    # cgroup | subreaper | process-group; None: $AORTA_CONTAINMENT, else the best available
+    containment: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_log_bytes < self.tail_bytes + 2 * MARKER_RESERVE:
@@ -137,6 +141,12 @@ class ProcessOutcome:
     kill_escalated: bool = False  # SIGTERM was not enough; SIGKILL was sent
     log_error: str | None = None  # writing a log file failed (disk full, ...)
     hang_note: str | None = None  # why the hang detector could not fire, when it could not
+    containment: str | None = None  # cgroup | subreaper | process-group (None: never started)
+    containment_reason: str | None = None
+    timeout_s: float | None = None  # the limit the trial ran under
+    stopped_at_s: float | None = None  # seconds from the start to our first signal (early end)
+    killed_count: int = 0  # processes of the trial this worker ended (main one included)
+    survivors: list[int] = field(default_factory=list)  # still alive after the final SIGKILL
 
     @property
     def signal_name(self) -> str | None:
@@ -257,7 +267,9 @@ def run_process(
     t0 = time.monotonic()
     if not spec.argv:
         return _exec_failed(spec, "empty command (argv is empty)", started_at, t0, out_log, err_log)
+    scope = containment.open_scope(spec.env, spec.containment)
     try:
+        # preexec_fn (cgroup, subreaper): one write or one prctl between fork and exec
         proc = subprocess.Popen(
             spec.argv,
             env=spec.env,
@@ -268,10 +280,15 @@ def run_process(
             start_new_session=True,
             close_fds=True,
             bufsize=0,
+            preexec_fn=scope.preexec(),
         )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        scope.close()
         return _exec_failed(spec, _describe_exec_error(exc, spec), started_at, t0, out_log, err_log)
-    return _Run(spec, proc, out_log, err_log, started_at, t0, cancel).run(on_start)
+    if isinstance(scope, containment.CgroupScope) and not scope.inside(proc.pid):
+        scope = containment.downgrade(scope, spec.env, f"the trial did not enter {scope.path}")
+    scope.attach(proc.pid, (proc.stdout.fileno(), proc.stderr.fileno()))  # type: ignore[union-attr]
+    return _Run(spec, proc, out_log, err_log, started_at, t0, cancel, scope).run(on_start)
 
 
 class _Run:
@@ -284,8 +301,10 @@ class _Run:
         started_at: float,
         t0: float,
         cancel: threading.Event | None,
+        scope: containment.Scope,
     ) -> None:
         self.spec = spec
+        self.scope = scope
         self.proc = proc
         self.pid = proc.pid
         self.out_log = out_log
@@ -299,7 +318,9 @@ class _Run:
         self.killed_strays = False
         self.status: int | None = None
         self.rusage: Any = None
-        self.tree_snapshot: set[int] = set()
+        self.tree_snapshot: set[int] = set()  # every process of the trial we signalled
+        self.stopped_at: float | None = None
+        self.survivors: set[int] = set()
         self.parent_hwm_kb = _own_peak_rss_kb()  # read after the fork: an upper bound
 
     # -- main --------------------------------------------------------------------------------
@@ -331,12 +352,14 @@ class _Run:
             self._drain(loop, until_eof=True)
         except BaseException:
             # Interrupted (KeyboardInterrupt, a failing on_start): never leave the tree running.
-            self.tree_snapshot |= proctree.tree_pids(self.pid, pgid=self.pid)
-            self._signal_tree(_signal.SIGKILL)
+            self.tree_snapshot |= self.scope.members()
+            self.scope.kill_all(self.tree_snapshot)
             if self.status is None:
                 self._reap()
+            self.scope.reap(self.tree_snapshot)
             raise
         finally:
+            self.scope.close()
             if sampler is not None:
                 sampler.stop()
             if wake is not None and isinstance(self.cancel, CancelEvent):
@@ -360,6 +383,9 @@ class _Run:
         plain_cancel = self.cancel is not None and not isinstance(self.cancel, CancelEvent)
         while not loop.leader_exited:
             now = time.monotonic()
+            refresh = self.scope.next_refresh()
+            if refresh is not None and now >= refresh:
+                self.scope.refresh()
             if self.kill_reason is None:
                 if self.cancel is not None and self.cancel.is_set():
                     self.kill_reason = "cancel"
@@ -371,16 +397,17 @@ class _Run:
                         self.kill_reason = "hang"
                         self.hang_report = report
                 if self.kill_reason is not None:
-                    self.tree_snapshot = proctree.tree_pids(self.pid, pgid=self.pid)
+                    self.stopped_at = now
+                    self.tree_snapshot = self.scope.members()
                     self._signal_tree(_signal.SIGTERM)
                     term_deadline = now + spec.kill_grace_s
             elif term_deadline is not None and now >= term_deadline:
-                self.tree_snapshot |= proctree.tree_pids(self.pid, pgid=self.pid)
-                self._signal_tree(_signal.SIGKILL)
+                self.tree_snapshot |= self.scope.members()
+                self.scope.kill_all(self.tree_snapshot)
                 self.kill_escalated = True
                 term_deadline = None
 
-            wait_until = [t for t in (term_deadline,) if t is not None]
+            wait_until = [t for t in (term_deadline, self.scope.next_refresh()) if t is not None]
             if self.kill_reason is None:
                 if deadline is not None:
                     wait_until.append(deadline)
@@ -472,36 +499,27 @@ class _Run:
             return
 
     def _signal_tree(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
-        for pid in self.tree_snapshot:
-            if pid != self.pid:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, sig)
+        self.scope.signal(sig, self.tree_snapshot)
 
     def _end_strays(self) -> None:
-        """After the main process exited: end whatever of its tree still runs."""
-        try:
-            os.killpg(self.pid, 0)
-            group_left = True
-        except (ProcessLookupError, PermissionError):
-            group_left = False
-        if not group_left and not self.tree_snapshot:
-            return  # the fast path: one syscall
-        live = set(proctree.live_group_members(self.pid))
+        """After the main process exited: end whatever of the trial still runs."""
+        if not self.scope.any_left() and not self.tree_snapshot:
+            return  # the fast path: one syscall (a read of cgroup.procs with a cgroup)
+        live = self.scope.members() - {self.pid}
         live |= {p for p in self.tree_snapshot if p != self.pid and proctree.is_alive(p)}
-        if not live:
-            return
-        if self.kill_reason is None:
-            self.killed_strays = True
-        self.tree_snapshot |= live
-        self._signal_tree(_signal.SIGTERM)
-        live = _wait_dead(live, self.spec.kill_grace_s)
         if live:
-            self.tree_snapshot |= live | set(proctree.live_group_members(self.pid))
-            self._signal_tree(_signal.SIGKILL)
-            self.kill_escalated = True
-            _wait_dead(live, 1.0)
+            if self.kill_reason is None:
+                self.killed_strays = True
+            self.tree_snapshot |= live
+            self._signal_tree(_signal.SIGTERM)
+            live = _wait_dead(live, self.spec.kill_grace_s, reap=self.scope.reap)
+            if live:
+                self.tree_snapshot |= live | (self.scope.members() - {self.pid})
+                self.scope.kill_all(self.tree_snapshot)
+                self.kill_escalated = True
+                live = _wait_dead(live, 1.0, reap=self.scope.reap)
+        self.scope.reap(self.tree_snapshot)
+        self.survivors = {p for p in (self.scope.members() | live) if p != self.pid}
 
     def _start_gpu_sampler(self) -> tuple[gpu_probe.GpuSampler | None, str | None]:
         if not self.spec.sample_gpu:
@@ -576,6 +594,13 @@ class _Run:
             kill_escalated=self.kill_escalated,
             log_error="; ".join(log_errors) or None,
             hang_note=monitor.cannot_fire() if monitor is not None else None,
+            containment=self.scope.mechanism,
+            containment_reason=self.scope.reason,
+            timeout_s=self.spec.timeout_s,
+            stopped_at_s=None if self.stopped_at is None else self.stopped_at - self.t0,
+            killed_count=len((self.tree_snapshot | {self.pid}) - self.survivors)
+            if self.tree_snapshot or self.kill_reason else 0,
+            survivors=sorted(self.survivors),
         )
 
 
@@ -604,8 +629,14 @@ def _own_peak_rss_kb() -> int | None:
     return None
 
 
-def _wait_dead(pids: set[int], timeout_s: float) -> set[int]:
-    """Wait (on pidfds, no sleeping) until ``pids`` are dead or ``timeout_s`` passed."""
+def _wait_dead(
+    pids: set[int], timeout_s: float, reap: Callable[[set[int]], None] | None = None
+) -> set[int]:
+    """Wait (on pidfds, no sleeping) until ``pids`` are dead or ``timeout_s`` passed.
+
+    A zombie counts as dead. ``reap`` then collects those that are the orchestrator's own
+    children (re-parented orphans), or they would stay zombies until it exits.
+    """
     poller = select.poll()
     fds: dict[int, int] = {}
     alive: set[int] = set()
@@ -631,6 +662,8 @@ def _wait_dead(pids: set[int], timeout_s: float) -> set[int]:
     finally:
         for fd in fds:
             os.close(fd)
+    if reap is not None:
+        reap(pids)
     return alive | set(fds.values())
 
 
@@ -691,8 +724,11 @@ def end_orphaned_trial(pid: int, started_at: float, *, grace_s: float = 2.0) -> 
     began = proctree.start_time(pid)
     if began is None or abs(began - started_at) > 2.0:
         return f"pid {pid} was reused by another process (started at {began}); left alone"
+    cgroup = containment.trial_cgroup_of(pid)  # it ran in a cgroup: that holds all of it
     members = set(proctree.live_group_members(pid)) | proctree.tree_pids(pid, pgid=pid)
     for sig, wait in ((_signal.SIGTERM, grace_s), (_signal.SIGKILL, 1.0)):
+        if cgroup is not None:
+            members |= containment.cgroup_pids(cgroup)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, sig)
         for member in members:

@@ -68,10 +68,11 @@ def tier1(outcome: ProcessOutcome) -> list[Detection]:
         return [Detection(1, "exec_failed", "error", f"the command did not start: {outcome.exec_error}")]
     out: list[Detection] = []
     if outcome.timed_out:
-        out.append(Detection(1, "timeout", "error",
-                             f"timed out after {outcome.wall_s:.1f} s; the process tree was killed"))  # fmt: skip
+        out.append(Detection(1, "timeout", "error", f"{_timeout_text(outcome)}; {kill_note(outcome)}",
+                             captures=_kill_captures(outcome)))  # fmt: skip
     if outcome.cancelled:
-        out.append(Detection(1, "cancelled", "error", "cancelled; the process tree was killed"))
+        out.append(Detection(1, "cancelled", "error", f"cancelled; {kill_note(outcome)}",
+                             captures=_kill_captures(outcome)))  # fmt: skip
     we_killed = outcome.timed_out or outcome.cancelled or outcome.hang is not None
     if we_killed:
         return out
@@ -88,6 +89,40 @@ def tier1(outcome: ProcessOutcome) -> list[Detection]:
         out.append(Detection(1, "exit_nonzero", "fail", f"exited with code {outcome.exit_code}",
                              captures={"exit_code": outcome.exit_code}))  # fmt: skip
     return out
+
+
+def _timeout_text(outcome: ProcessOutcome) -> str:
+    """The configured limit and the measured times: the wall time includes the kill grace."""
+    if outcome.timeout_s is None:  # a record from before the limit was stored
+        return f"timed out after {outcome.wall_s:.1f} s"
+    text = f"timed out: still running at its {outcome.timeout_s:g} s limit"
+    if outcome.stopped_at_s is not None:
+        text += f" (stopped at {outcome.stopped_at_s:.1f} s"
+        if outcome.wall_s - outcome.stopped_at_s >= 0.05:
+            text += f", gone at {outcome.wall_s:.1f} s"
+        text += ")"
+    return text
+
+
+def kill_note(outcome: ProcessOutcome) -> str:
+    """What ending the trial did, as measured: how many processes, by which means, survivors."""
+    how = outcome.containment
+    if how is None:  # a record from before containment was recorded
+        return "the process tree was signalled"
+    n = outcome.killed_count
+    text = f"{n} process{'es' if n != 1 else ''} of the trial ended (containment: {how})"
+    if outcome.survivors:
+        pids = ", ".join(str(p) for p in outcome.survivors[:10])
+        text += f"; {len(outcome.survivors)} still running after SIGKILL: pid {pids}"
+    if how == "process-group":
+        text += "; a process that double-forked and called setsid would not have been seen"
+    return text
+
+
+def _kill_captures(outcome: ProcessOutcome) -> dict[str, Any]:
+    return {"timeout_s": outcome.timeout_s, "stopped_at_s": outcome.stopped_at_s,
+            "wall_s": outcome.wall_s, "containment": outcome.containment,
+            "killed": outcome.killed_count, "survivors": list(outcome.survivors)}
 
 
 def tier2(outcome: ProcessOutcome) -> list[Detection]:
