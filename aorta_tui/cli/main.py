@@ -6,13 +6,29 @@ Sub-command modules are imported here but import nothing heavy themselves (see
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
-from pathlib import Path
 
-import typer
 
-from aorta_tui import __version__
-from aorta_tui.cli import (
+def _interrupted_while_starting(_signum: int, _frame: object) -> None:
+    # Ctrl-C while the CLI is still importing: nothing has started that needs cleaning up, so
+    # leave at once with the one line every interrupted command prints (not a traceback from
+    # deep inside an import).
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
+# Installed before the imports below (typer, click, the command modules: most of start-up);
+# ``main`` hands SIGINT back to Python's KeyboardInterrupt once the command wrapper runs.
+signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+from pathlib import Path  # noqa: E402
+
+import typer  # noqa: E402
+
+from aorta_tui import __version__  # noqa: E402
+from aorta_tui.cli import (  # noqa: E402
     attach_cmd,
     env_cmd,
     policy_cmd,
@@ -22,7 +38,7 @@ from aorta_tui.cli import (
     sweep_cmd,
     trace_cmd,
 )
-from aorta_tui.cli.common import cli_command, new_app
+from aorta_tui.cli.common import cli_command, new_app  # noqa: E402
 
 app = new_app(
     "Terminal control room for triaging GPU workloads on ROCm and CUDA machines.\n\n"
@@ -59,6 +75,9 @@ def main(
     ),
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
+    # Inside cli_command from here: Ctrl-C is a KeyboardInterrupt again (exit 130, clean-ups
+    # run), and every command's own handlers (a sweep's) build on that.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if version:
         print(f"aorta-tui {__version__}")
         raise typer.Exit(0)

@@ -92,12 +92,60 @@ def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
     return recipe
 
 
+def _bad_byte(text: str) -> tuple[int, int] | None:
+    """``(position, byte)`` of the first byte of ``text`` that was not UTF-8 (Python decodes such
+    an argv byte or path byte as a lone surrogate), or ``None`` when ``text`` is all UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(text[exc.start])
+        return exc.start + 1, code - 0xDC00 if 0xDC80 <= code <= 0xDCFF else code
+    return None
+
+
+def _shown(value: str, limit: int = 80) -> str:
+    """``value`` with its undecodable bytes written as ``\\xNN`` (as the user typed them)."""
+    text = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def refuse_undecodable(req: SweepRequest, argv: list[str] | None = None) -> None:
+    """Refuse, before anything is created, an argument that is not UTF-8.
+
+    Everything a run records (run.json with the command and argv, the journal, the resolved
+    recipe, matrix.md) is UTF-8 text that resume, attach and the TUI read back; a byte that has
+    no UTF-8 form would be stored as an escape a reader may not turn back into the same byte,
+    so the run would not be resumable faithfully. A wrapper script carries such bytes intact.
+    """
+    named: list[tuple[str, str]] = [(f"argument {i} of the command after `--`", a)
+                                    for i, a in enumerate(req.command, 1)]
+    for what, value in (("--output", req.output), ("--recipe", req.recipe), ("--resume", req.resume),
+                        ("--ticket", req.ticket), *(("--mitigations-file", m) for m in req.mitigation_files)):
+        if value is not None:
+            named.append((f"the {what} value", str(value)))
+    named += [(f"command-line argument {i}", a) for i, a in enumerate(argv if argv is not None else sys.argv)]
+    for what, value in named:
+        bad = _bad_byte(value)
+        if bad is None:
+            continue
+        pos, byte = bad
+        fix = ("put the command in a script and run that (e.g. -- bash launch.sh): the script "
+               "passes the bytes on unchanged" if "command after" in what
+               else "use a path (or value) that is UTF-8 text")
+        raise UsageError(
+            f"{what} is not UTF-8 text: '{_shown(value)}' has byte 0x{byte:02x} at position {pos}; "
+            "aorta-tui records it in UTF-8 files (run.json, the journal) that a resume reads back",
+            hint=fix,
+        )
+
+
 def run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.core.events import EventBus
     from aorta_tui.core.registry import Registry
     from aorta_tui.core.sweep import Sweep, SweepOptions
 
+    refuse_undecodable(req)
     registry = Registry(req.mitigation_files)
     recipe = load_request_recipe(req, registry)
     if req.order is not None or req.seed is not None:

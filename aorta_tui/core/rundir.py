@@ -657,9 +657,11 @@ def write_run_meta(run_dir: Path, meta: dict[str, Any]) -> None:
 
 def read_run_meta(run_dir: Path) -> dict[str, Any]:
     path = run_dir / RUN_META
-    if not path.exists() and (run_dir.name.endswith(CREATING_SUFFIX)
-                              or (run_dir / "recipe.resolved.yaml").exists()
-                              or (run_dir / "plan.json").exists()):
+    # A directory still being created (or left so by a kill) is never a run, even with its
+    # run.json written: it has not got its name, so nothing lists it or follows it.
+    if run_dir.name.endswith(CREATING_SUFFIX) or (
+            not path.exists() and ((run_dir / "recipe.resolved.yaml").exists()
+                                   or (run_dir / "plan.json").exists())):
         raise RunDirError(
             f"{run_dir} was never fully created (aorta-tui was stopped while writing it; it has no "
             f"{RUN_META}), so no trial ran in it",

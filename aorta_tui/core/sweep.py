@@ -410,7 +410,7 @@ class Sweep:
             "detections": [_detection_dict(d) for d in result.detections],
             "process": outcome.to_dict(),
             "argv": argv,
-            "env_overlay": cell.env,
+            "env_overlay": _masked(cell.env),  # never a token in result.json (core/secrets.py)
             "mitigations": list(cell.mitigations),
             "environment": cell.environment,
             "step_times_s": steps,
@@ -674,6 +674,12 @@ def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:
         rules.append(PatternRule(id=p.id, regex=p.compiled_regex, on_match=p.on_match,
                                  required_for_pass=bool(p.required_for_pass), condition=cond))
     return rules
+
+
+def _masked(env: dict[str, str]) -> dict[str, str]:
+    from aorta_tui.core.secrets import mask_env
+
+    return mask_env(env)
 
 
 def _detection_dict(d: Any) -> dict[str, Any]:
