@@ -62,14 +62,15 @@ def flag_mode_recipe_text(req: SweepRequest) -> str:
 def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
     from aorta_tui.core.recipe import load_recipe, load_recipe_text, with_command
 
+    if req.resume is not None:
+        from aorta_tui.core.rundir import read_run_meta
+
+        read_run_meta(Path(req.resume))  # a run dir that is not one (or a half-made one) says so first
     if req.recipe is not None:
         recipe = load_recipe(req.recipe, registry=registry)
     elif req.resume is not None:
         resolved = Path(req.resume) / "recipe.resolved.yaml"
         if not resolved.is_file():
-            from aorta_tui.core.rundir import read_run_meta
-
-            read_run_meta(Path(req.resume))  # explains what a run directory is
             raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
         recipe = load_recipe(resolved, registry=registry)
     else:
