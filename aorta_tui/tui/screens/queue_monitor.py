@@ -5,7 +5,8 @@ engine's ``HistogramSnapshot`` events as JSON lines, so parsing 100k events/s ne
 TUI's process, and a lost TUI takes its tracer with it. The screen never redraws per event:
 ``offer`` (any thread) only keeps the newest snapshot per metric; a timer checks ``CHECK_HZ``
 times a second and redraws, at most ``REDRAW_HZ`` times a second, when a newer one arrived,
-updating widgets in place.
+updating widgets in place. Everything shown belongs to the current trace: starting another
+clears the previous one's histograms, rows and messages.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
 from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, Warning, event_from_dict
 from aorta_tui.tui import engines
+from aorta_tui.tui.machine import bpftrace_facts, last_gathered
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.widgets.histogram import LogHistogram, fmt_latency
 
@@ -38,6 +40,12 @@ REDRAW_HZ = 12  # at most this many redraws a second (>= 10 sustained, with head
 CHECK_HZ = 24  # how often to look for a newer snapshot (cheap: two integers compared)
 SNAPSHOT_S = 0.07  # a little faster than the redraw cadence, so every redraw has a new one
 RATE_HISTORY = 120
+# The monitor's own metric, when the trace engine streams it: submit -> dispatch (launch call
+# entry -> kernel start on the GPU). Shown first until the user picks another with m.
+PREFERRED_METRIC_SUFFIX = ".launch_to_start"
+# The probe set selected at start: the first of these that can attach here.
+PREFERRED_PROBE_SETS = ("cuda", "hip", "amdgpu", "drm_sched", "ioctl")
+UNAVAILABLE_MARK = " ✗"
 
 
 def probe_set_names() -> list[str]:
@@ -50,21 +58,68 @@ def probe_set_names() -> list[str]:
 
 
 def parse_target(text: str) -> dict[str, Any]:
-    """``1234`` or ``pid 1234`` -> pid; ``queue WORKLOAD ...`` -> a ``queue run``; else a command."""
+    """``1234`` or ``pid 1234`` -> pid; ``queue WORKLOAD ...`` -> a ``queue run``; ``replay FILE``
+    -> a recorded ``trace queue --json-stream`` output; else a command."""
     words = shlex.split(text)
     if not words:
-        raise ValueError("give a target: a pid, a command, or `queue WORKLOAD`")
+        raise ValueError("give a target: a pid, a command, `queue WORKLOAD` or `replay FILE.jsonl`")
     if len(words) == 1 and words[0].isdigit():
         return {"pid": int(words[0])}
     if words[0] == "pid" and len(words) == 2 and words[1].isdigit():
         return {"pid": int(words[1])}
     if words[0] == "queue" and len(words) >= 2:
         return {"command": [sys.executable, "-m", "aorta_tui", "queue", "run", *words[1:]]}
+    if words[0] == "replay" and len(words) == 2:
+        return {"replay": words[1]}
     return {"command": words}
+
+
+def describe_target(target: dict[str, Any], limit: int = 60) -> str:
+    """How a toast names a target: ``pid 754``, ``python3 my_program.py``, ``recording x.jsonl``."""
+    if "pid" in target:
+        return f"pid {target['pid']}"
+    if "replay" in target:
+        return f"the recording {target['replay']}"
+    words = list(target["command"])
+    if words[:3] == [sys.executable, "-m", "aorta_tui"]:
+        words = ["aorta-tui", *words[3:]]
+    text = shlex.join(words)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def attached_sentence(values: dict[str, Any], target_text: str) -> str:
+    """The worker's ``attached`` report as a sentence, e.g. "Tracing pid 754 (python3 p.py):
+    19 uprobes, 2 tracepoints attached." """
+    def n(count: Any, what: str) -> str:
+        return f"{count} {what}{'' if count == 1 else 's'}"
+
+    pid = values.get("pid")
+    who = f"pid {pid}" if pid is not None else "the target"
+    if target_text and not target_text.startswith("pid "):
+        who += f" ({target_text})"
+    if "replayed_from" in values:
+        return f"Replaying {values['replayed_from']} (recorded snapshots, nothing is attached)."
+    return (f"Tracing {who}: {n(values.get('uprobes', 0), 'uprobe')}, "
+            f"{n(values.get('tracepoints', 0), 'tracepoint')} attached.")
+
+
+def clock_text(clock: dict[str, Any]) -> str:
+    """How a two-clock metric's clocks were aligned: "clocks aligned ±0.4 µs (CUPTI↔CLOCK_MONOTONIC,
+    12 samples)"."""
+    unc = clock.get("uncertainty_ns")
+    method = clock.get("method") or "method not named"
+    samples = clock.get("samples")
+    detail = method + (f", {samples} sample{'' if samples == 1 else 's'}" if samples is not None else "")
+    if not isinstance(unc, (int, float)):
+        return f"clocks aligned, uncertainty not measured ({detail})"
+    us = float(unc) / 1e3
+    amount = f"{us:.3g} µs" if us < 1000 else f"{us / 1e3:.3g} ms"
+    return f"clocks aligned ±{amount} ({detail})"
 
 
 class QueueMonitorScreen(AortaScreen):
     TITLE_TEXT = "Queue monitor"
+    DEFAULT_CSS = "#queue-status { height: auto; padding: 0 1; display: none; }"
     MAIN_WIDGET = "#queue-breakdown"
     BINDINGS = [
         Binding("escape", "focus_main", "Leave field", show=False),
@@ -87,18 +142,25 @@ class QueueMonitorScreen(AortaScreen):
         self._reader: threading.Thread | None = None
         self.attached: dict[str, Any] | None = None
         self.stderr_path: Path | None = None
+        self._metric_chosen = False  # the user picked a metric with m: keep it
+        self._target_text = ""
+        # Lines kept on screen (not only in fading toasts): why a probe set cannot attach,
+        # why the tracer failed, the workload's phase. Keyed so each kind replaces its own.
+        self.status: dict[str, tuple[str, str]] = {}
+        # Probe set -> None (can attach here) or why not; {} while not known.
+        self.probe_sets: dict[str, str | None] = {}
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="queue"):
             with Horizontal(id="queue-controls", classes="toolbar"):
                 names = probe_set_names() or ["(trace engine missing)"]
-                default = "cuda" if "cuda" in names else names[0]
-                yield Select([(n, n) for n in names], value=default, allow_blank=False, id="probe-set",
-                             compact=True)
+                yield Select(self._probe_options(names), value=self._default_probe_set(names),
+                             allow_blank=False, id="probe-set", compact=True)
                 yield Label(" target ")
                 yield Input(placeholder="PID | command ... | queue WORKLOAD --streams 8", id="trace-target",
                             compact=True)
             yield Static(self._idle_text(), id="queue-measures")
+            yield Static("", id="queue-status")
             with Horizontal(id="queue-main"):
                 yield LogHistogram(id="queue-hist")
                 with Vertical(id="queue-side"):
@@ -111,6 +173,73 @@ class QueueMonitorScreen(AortaScreen):
         missing = engines.available(engines.trace)
         return missing or "choose a probe set and a target, then s to start"
 
+    # --- which probe sets can attach -----------------------------------------------------
+
+    def _known_probe_sets(self) -> dict[str, str | None] | None:
+        """What Home found (or the app was given); None when nobody has looked yet."""
+        fixed = self.aorta.fixed_machine_facts
+        facts = fixed if fixed is not None else last_gathered()
+        if facts is None:
+            return None
+        return dict(facts.probe_sets)
+
+    def _probe_options(self, names: list[str]) -> list[tuple[str, str]]:
+        return [(n + (UNAVAILABLE_MARK if self.probe_sets.get(n) else ""), n) for n in names]
+
+    def _default_probe_set(self, names: list[str]) -> str:
+        self.probe_sets = self._known_probe_sets() or {}
+        return self._default_probe_set_from(names)
+
+    def _check_probe_sets(self) -> None:
+        """Thread: the trace engine's capability check, when Home has not run it."""
+        _line, sets = bpftrace_facts()
+        self.from_thread(self._apply_probe_sets, sets)
+
+    def _apply_probe_sets(self, sets: dict[str, str | None]) -> None:
+        self.probe_sets = sets
+        select = self.query_one("#probe-set", Select)
+        names = probe_set_names()
+        if not names or self.tracing:
+            return
+        untouched = select.value == self._initial_probe_set
+        select.set_options(self._probe_options(names))
+        select.value = self._default_probe_set_from(names) if untouched else select.value
+        self._show_probe_reason(str(select.value))
+
+    def _default_probe_set_from(self, names: list[str]) -> str:
+        """The first preferred set that can attach; ``cuda`` while nothing is known."""
+        usable = [n for n in names if self.probe_sets.get(n, "") is None]
+        for name in (*PREFERRED_PROBE_SETS, *usable):
+            if name in usable:
+                return name
+        return "cuda" if "cuda" in names else names[0]
+
+    def _show_probe_reason(self, name: str) -> None:
+        why = self.probe_sets.get(name)
+        if why:
+            self.set_status("probe", f"{name} cannot attach here: {why}", "yellow")
+        else:
+            self.set_status("probe", "")
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "probe-set":
+            self._show_probe_reason(str(event.value))
+
+    def set_status(self, kind: str, text: str, style: str = "") -> None:
+        """Keep (or with ``text=""`` drop) one line of the screen's status block."""
+        if text:
+            self.status[kind] = (text, style)
+        else:
+            self.status.pop(kind, None)
+        order = ("error", "exit", "probe", "phase")
+        lines = [self.status[k] for k in (*order, *sorted(set(self.status) - set(order))) if k in self.status]
+        out = Text()
+        for i, (line, line_style) in enumerate(lines):
+            out.append(("\n" if i else "") + line, style=line_style)
+        widget = self.query_one("#queue-status", Static)
+        widget.update(out)
+        widget.display = bool(lines)  # no empty line while there is nothing to say
+
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#queue-breakdown", DataTable).add_columns("metric / key", "count", "p50", "mean", "max")
@@ -119,6 +248,11 @@ class QueueMonitorScreen(AortaScreen):
         # Checking twice per redraw period keeps the rate near REDRAW_HZ when a tick is late.
         self._last_draw = 0.0
         self.set_interval(1 / CHECK_HZ, self._redraw)
+        self._initial_probe_set = str(self.query_one("#probe-set", Select).value)
+        if self._known_probe_sets() is None and probe_set_names():
+            self.run_worker(self._check_probe_sets, thread=True, exit_on_error=False, name="probe sets")
+        else:
+            self._show_probe_reason(self._initial_probe_set)
 
     def on_unmount(self) -> None:
         self.stop_trace()
@@ -139,16 +273,22 @@ class QueueMonitorScreen(AortaScreen):
             return
         self._last_draw = now
         self._drawn = self._offered
-        if self.metric not in self._latest:
-            self.metric = next(iter(self._latest))
+        if self.metric not in self._latest or not self._metric_chosen:
+            self.metric = self._default_metric()
         self.render_snapshot(self._latest[self.metric])
+
+    def _default_metric(self) -> str:
+        """``*.launch_to_start`` when the engine streams it (submit -> dispatch), else the first."""
+        names = list(self._latest)
+        return next((n for n in names if n.endswith(PREFERRED_METRIC_SUFFIX)), names[0])
 
     def action_next_metric(self) -> None:
         names = list(self._latest)
         if len(names) < 2:
-            self.notify("this probe set streams one histogram", severity="information")
+            self.notify("This probe set streams one histogram.", severity="information")
             return
         self.metric = names[(names.index(self.metric) + 1) % len(names)] if self.metric in names else names[0]
+        self._metric_chosen = True
         self.render_snapshot(self._latest[self.metric])
 
     def render_snapshot(self, snap: HistogramSnapshot) -> None:
@@ -157,13 +297,17 @@ class QueueMonitorScreen(AortaScreen):
         # at 10 snapshots/s a relayout per snapshot is most of the UI's CPU.
         others = len(self._latest) - 1
         more = f"  [dim](m: {others} more metric{'s' if others > 1 else ''})[/dim]" if others > 0 else ""
-        header = (snap.probe_set, snap.measures, snap.unit, more)
+        clock = clock_text(snap.clock) if snap.clock else (
+            "clock alignment not reported by the trace engine"
+            if snap.probe_set.endswith(PREFERRED_METRIC_SUFFIX) else "")
+        header = (snap.probe_set, snap.measures, snap.unit, more, clock)
         if header != self._last_header:
             self._last_header = header
-            self.query_one("#queue-measures", Static).update(
-                Text.assemble((snap.probe_set, "bold"), f": {snap.measures}  ", (f"unit {snap.unit}", "dim"))
-                + Text.from_markup(more)
-            )
+            text = Text.assemble((snap.probe_set, "bold"), f": {snap.measures}  ", (f"unit {snap.unit}", "dim"))
+            text += Text.from_markup(more)
+            if clock:
+                text.append("\n" + clock, style="italic")
+            self.query_one("#queue-measures", Static).update(text)
         self.query_one(LogHistogram).show(snap.buckets, snap.unit)
         pct = snap.percentiles
         cost = snap.observer_cost or {}
@@ -181,6 +325,23 @@ class QueueMonitorScreen(AortaScreen):
         self._rates.append(float(snap.events_per_s))
         self.query_one("#queue-rate", Sparkline).data = list(self._rates)
         self._update_breakdown(snap)
+
+    def clear_trace(self) -> None:
+        """Forget everything of the previous trace: snapshots, chosen metric, rows, messages."""
+        self._latest.clear()
+        self.metric = None
+        self._metric_chosen = False
+        self._drawn = self._offered
+        self._rates.clear()
+        self._breakdown_values.clear()
+        self._last_header = None
+        self.query_one("#queue-breakdown", DataTable).clear()
+        self.query_one(LogHistogram).show([], "us")
+        self.query_one("#queue-stats", Static).update("")
+        self.query_one("#queue-rate", Sparkline).data = []
+        self.query_one("#queue-measures", Static).update("starting the tracer…")
+        for kind in ("error", "exit", "phase"):
+            self.set_status(kind, "")
 
     def _update_breakdown(self, snap: HistogramSnapshot) -> None:
         """Rows keyed by metric and ring/queue/stream/cmd; updated in place, never rebuilt."""
@@ -223,16 +384,22 @@ class QueueMonitorScreen(AortaScreen):
             self.notify(str(exc), severity="error")
             return
         probes = str(self.query_one("#probe-set", Select).value)
-        args = ["--probes", probes]
-        args += ["--pid", str(target["pid"])] if "pid" in target else ["--", *target["command"]]
+        if "replay" in target:
+            args = ["--replay", target["replay"]]
+        else:
+            args = ["--probes", probes]
+            args += ["--pid", str(target["pid"])] if "pid" in target else ["--", *target["command"]]
+        self._target_text = describe_target(target)
         self.start_worker(args)
-        self.notify(f"starting the {probes} tracer on {target}")
+        what = "replay" if "replay" in target else f"{probes} tracer"
+        self.notify(f"Starting the {what} on {self._target_text}.")
 
     def start_worker(self, args: list[str]) -> None:
         """Start ``trace_worker`` with ``args`` and follow its events (the benchmark uses this)."""
         argv = [sys.executable, "-m", "aorta_tui.tui.trace_worker", "--interval", str(SNAPSHOT_S), *args]
         self.stderr_path = Path(tempfile.gettempdir()) / f"aorta-tui-trace-{os.getpid()}.log"
-        self._latest.clear()
+        self.stop_trace()  # a previous worker's reader must be gone before its state is cleared
+        self.clear_trace()
         self.attached = None
         with open(self.stderr_path, "wb") as err:
             # Own session: a Ctrl-C meant for the TUI never reaches the tracer unasked.
@@ -249,18 +416,43 @@ class QueueMonitorScreen(AortaScreen):
                 event = event_from_dict(json.loads(raw))
             except (ValueError, TypeError, AttributeError):
                 continue
+            if proc is not self._proc:
+                break  # a newer trace started: this one's late lines are not shown
             if isinstance(event, HistogramSnapshot):
                 self.offer(event)  # coalesced: no call into the UI per snapshot
             elif isinstance(event, Measurement) and event.name == "attached":
                 self.attached = dict(event.values)
-                self.from_thread(self.notify, f"attached: {event.values}")
+                self.from_thread(self.notify, attached_sentence(event.values, self._target_text))
+            elif isinstance(event, Measurement) and event.name == "phase":
+                self.from_thread(self._show_phase, dict(event.values))
             elif isinstance(event, Warning):
-                self.from_thread(self.notify, event.message, title="trace",
-                                 severity="error" if event.code == "error" else "warning", timeout=12)
+                self.from_thread(self._show_warning, event)
         code = proc.wait()
-        if code not in (0, -signal.SIGINT):
-            self.from_thread(self.notify, f"the tracer exited with {code} (log: {self.stderr_path})",
-                             severity="error")
+        if code not in (0, -signal.SIGINT) and proc is self._proc:
+            self.from_thread(self._show_exit, code)
+
+    def _show_warning(self, event: Warning) -> None:
+        error = event.code == "error"
+        if error:  # stays on the screen until the next trace: a toast fades
+            self.set_status("error", f"The tracer failed: {event.message}", "bold red")
+        elif event.code == "target_exited":
+            self.set_status("exit", event.message.rstrip(".") + ".", "yellow")
+        self.notify(event.message, title="trace", severity="error" if error else "warning", timeout=12)
+
+    def _show_exit(self, code: int) -> None:
+        text = f"The tracer exited with status {code}; its log is {self.stderr_path}."
+        if "error" not in self.status:
+            self.set_status("error", text, "bold red")
+        self.notify(text, severity="error")
+
+    def _show_phase(self, values: dict[str, Any]) -> None:
+        """The workload's phase (``queue WORKLOAD`` announces warm-up, measure, detail)."""
+        phase = values.get("phase") or "?"
+        left_out = int(values.get("intervals_left_out") or 0)
+        seen = " → ".join(values.get("phases") or [phase])
+        self.set_status("phase", (
+            f"phase {phase} ({seen}); intervals are within a phase: "
+            f"{left_out} spanning a pause between phases left out"), "dim")
 
     def stop_trace(self, timeout: float = 10.0) -> None:
         """Stop the tracer worker and wait until it has detached bpftrace and exited."""

@@ -10,12 +10,26 @@ from textual.widgets import Static
 BLOCKS = " ▏▎▍▌▋▊▉█"
 
 
+TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def is_time_unit(unit: str) -> bool:
+    return unit in TIME_UNITS
+
+
+def fmt_count(value: float) -> str:
+    """A count (kernels queued, bytes): whole numbers with thousands separators, else 3 figures."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:.3g}"
+
+
 def fmt_latency(value: float | None, unit: str) -> str:
+    """A value of a snapshot in its unit: durations scaled to ns/µs/ms/s, counts as numbers
+    followed by their unit (``queued`` is in kernels: "3 kernels", never "3µs")."""
     if value is None:
         return "n/a"
-    scale = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}.get(unit)
+    scale = TIME_UNITS.get(unit)
     if scale is None:
-        return f"{value:.4g}{unit}"
+        return f"{fmt_count(value)} {unit}".rstrip()
     seconds = value * scale
     for factor, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
         if seconds >= factor:
@@ -51,7 +65,7 @@ def render_histogram(buckets: list[list[float]], unit: str, width: int, max_rows
             for chunk in (rows[i : i + group] for i in range(0, len(rows), group))
         ]
     peak = max(n for _lo, _hi, n in rows) or 1
-    labels = [f"{fmt_latency(lo, unit)}–{fmt_latency(hi, unit)}" for lo, hi, _n in rows]
+    labels = [_bucket_label(lo, hi, unit) for lo, hi, _n in rows]
     label_w = max(len(label) for label in labels)
     count_w = max(len(str(n)) for _lo, _hi, n in rows)
     bar_w = max(4, width - label_w - count_w - 4)
@@ -62,6 +76,15 @@ def render_histogram(buckets: list[list[float]], unit: str, width: int, max_rows
         out.append(f" {n:>{count_w}}\n")
     out.rstrip()
     return out
+
+
+def _bucket_label(lo: float, hi: float, unit: str) -> str:
+    if is_time_unit(unit):
+        return f"{fmt_latency(lo, unit)}–{fmt_latency(hi, unit)}"
+    # Counts: [lo, hi) of whole numbers reads as the values it holds ("3", "16–17").
+    if lo.is_integer() and hi.is_integer():
+        return fmt_count(lo) if hi - lo <= 1 else f"{fmt_count(lo)}–{fmt_count(hi - 1)}"
+    return f"{fmt_count(lo)}–{fmt_count(hi)}"
 
 
 class LogHistogram(Static):

@@ -1,0 +1,209 @@
+"""Queue monitor with the device-side metrics (launch_to_start, kernel_duration, queued,
+gpu_idle), driven by recorded snapshots replayed through the real trace worker process; and
+the fixes of what the live screen showed on the H200 (rows of an earlier trace, raw dicts in
+toasts, a default probe set that cannot attach, failures only in fading toasts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Input, Select
+from tui_support import FIXED_FACTS, FIXTURES, async_test, wait_for
+
+from aorta_tui.tui.app import AortaApp
+from aorta_tui.tui.machine import MachineFacts
+from aorta_tui.tui.screens.queue_monitor import (
+    QueueMonitorScreen,
+    attached_sentence,
+    clock_text,
+    describe_target,
+    parse_target,
+)
+
+RECORDING = FIXTURES / "launch_to_start_snapshots.jsonl"
+SIZES = [(80, 24), (160, 48)]
+CLOCK = "clocks aligned ±0.4 µs (CUPTI↔CLOCK_MONOTONIC, 12 samples)"
+
+
+def _app(directory: Path, facts: MachineFacts = FIXED_FACTS) -> AortaApp:
+    return AortaApp(cwd=directory, output_dir=directory / "out", machine_facts=facts)
+
+
+async def _replay(app: AortaApp, pilot, recording: Path) -> QueueMonitorScreen:  # noqa: ANN001
+    """Open the monitor and replay ``recording`` through the real worker; wait for its end."""
+    if not isinstance(app.screen, QueueMonitorScreen):
+        await pilot.press("4")
+    screen = app.screen
+    assert isinstance(screen, QueueMonitorScreen)
+    screen.query_one("#trace-target", Input).value = f"replay {recording}"
+    await pilot.press("escape", "s")
+    await wait_for(pilot, lambda: "exit" in screen.status and not screen.tracing, timeout=30,
+                   what="the recording to end")
+    await pilot.pause(0.2)  # the last redraw
+    return screen
+
+
+def _text(screen: QueueMonitorScreen, selector: str) -> str:
+    return str(screen.query_one(selector).render())
+
+
+def _last_snapshots() -> dict[str, dict]:
+    last = {}
+    for line in RECORDING.read_text().splitlines():
+        data = json.loads(line)
+        last[data["probe_set"]] = data
+    return last
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@async_test
+async def test_launch_to_start_is_the_default_metric_with_its_clock_alignment(tmp_path: Path, size) -> None:  # noqa: ANN001
+    app = _app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        screen = await _replay(app, pilot, RECORDING)
+        # cuda.launch arrives first in every round, yet launch_to_start is what is shown
+        assert list(screen._latest)[0] == "cuda.launch"
+        assert screen.metric == "cuda.launch_to_start"
+        header = _text(screen, "#queue-measures")
+        assert "cuda.launch_to_start" in header and "submit -> dispatch" in header
+        assert CLOCK in header
+        measures = screen.query_one("#queue-measures")
+        assert measures.region.height >= 2  # the clock line is on the screen, not cut off
+        last = _last_snapshots()["cuda.launch_to_start"]
+        stats = _text(screen, "#queue-stats")
+        assert f"{last['count']:,}" in stats
+        hist = _text(screen, "#queue-hist")
+        assert "µs" in hist and "ms" in hist  # the backlog's multi-ms tail is drawn
+        table = screen.query_one("#queue-breakdown", DataTable)
+        rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert "cuda.launch_to_start 0x7f3a2c000d00" in rows
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@async_test
+async def test_m_cycles_to_the_other_device_metrics_and_queued_is_a_count(tmp_path: Path, size) -> None:  # noqa: ANN001
+    app = _app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        screen = await _replay(app, pilot, RECORDING)
+        await pilot.press("m")
+        assert screen.metric == "cuda.kernel_duration"
+        assert CLOCK not in _text(screen, "#queue-measures")  # one clock: nothing to align
+        await pilot.press("m")
+        assert screen.metric == "cuda.queued"
+        await pilot.pause(0.2)  # a redraw must keep the user's choice
+        assert screen.metric == "cuda.queued"
+        last = _last_snapshots()["cuda.queued"]
+        stats = _text(screen, "#queue-stats")
+        p50 = last["percentiles"]["p50"]
+        assert f"{p50:,.0f} kernels" in stats
+        assert "µs" not in stats.split("rate")[0]  # a count is never drawn as a duration
+        hist = _text(screen, "#queue-hist")
+        assert "µs" not in hist and "ns" not in hist
+        rows = [row.split() for row in hist.splitlines()]
+        assert rows[0][0] in ("0", "0–1", "0–2", "0–3")  # whole kernels, merged to fit the height
+        assert sum(int(row[-1]) for row in rows) == sum(b[2] for b in last["buckets"])
+        assert "unit kernels" in _text(screen, "#queue-measures")
+        assert "clocks aligned" in _text(screen, "#queue-measures")  # launch vs start: two clocks
+        table = screen.query_one("#queue-breakdown", DataTable)
+        queued = [table.get_row_at(i) for i in range(table.row_count)
+                  if str(table.get_row_at(i)[0]).startswith("cuda.queued")]
+        assert queued and all(str(row[2]).endswith("kernels") for row in queued)
+        await pilot.press("m")
+        assert screen.metric == "cuda.gpu_idle"
+        await pilot.press("m", "m")
+        assert screen.metric == "cuda.launch_to_start"
+
+
+@async_test
+async def test_a_new_trace_clears_the_rows_and_messages_of_the_previous_one(tmp_path: Path) -> None:
+    # On the H200 the streams of an earlier target stayed listed under the new one.
+    ioctl = tmp_path / "ioctl.jsonl"
+    ioctl.write_text((FIXTURES / "trace" / "ioctl-snapshot.json").read_text().replace("\n", " ") + "\n")
+    app = _app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await _replay(app, pilot, RECORDING)
+        table = screen.query_one("#queue-breakdown", DataTable)
+        assert any(str(table.get_row_at(i)[0]).startswith("cuda.") for i in range(table.row_count))
+        await pilot.press("m")  # a chosen metric belongs to its trace too
+        screen = await _replay(app, pilot, ioctl)
+        rows = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert rows and all(r.startswith("ioctl.") for r in rows), rows
+        assert set(screen._latest) == {"ioctl.ioctl"} and screen.metric == "ioctl.ioctl"
+        assert "clocks aligned" not in _text(screen, "#queue-measures")
+
+
+@async_test
+async def test_toasts_are_sentences(tmp_path: Path) -> None:
+    app = _app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _replay(app, pilot, RECORDING)
+        messages = [n.message for n in app._notifications]
+        assert f"Starting the replay on the recording {RECORDING}." in messages
+        assert f"Replaying {RECORDING} (recorded snapshots, nothing is attached)." in messages
+        assert not any("{" in m for m in messages), messages
+
+
+def test_the_attached_report_and_targets_read_as_sentences() -> None:
+    values = {"pid": 754, "uprobes": 19, "tracepoints": 2}
+    assert attached_sentence(values, "python3 my_program.py") == (
+        "Tracing pid 754 (python3 my_program.py): 19 uprobes, 2 tracepoints attached.")
+    assert attached_sentence({"pid": 9, "uprobes": 0, "tracepoints": 1}, "pid 9") == (
+        "Tracing pid 9: 0 uprobes, 1 tracepoint attached.")
+    assert describe_target(parse_target("python3 my_program.py --n 'a b'")) == "python3 my_program.py --n 'a b'"
+    assert describe_target(parse_target("queue tiny_kernel_stress --streams 8")) == (
+        "aorta-tui queue run tiny_kernel_stress --streams 8")
+    assert describe_target({"pid": 754}) == "pid 754"
+    assert len(describe_target({"command": ["x" * 200]})) == 60
+    assert parse_target("replay rec.jsonl") == {"replay": "rec.jsonl"}
+    assert clock_text({"method": "m", "uncertainty_ns": 2_500_000, "samples": 1}) == "clocks aligned ±2.5 ms (m, 1 sample)"
+    assert clock_text({"method": "m"}) == "clocks aligned, uncertainty not measured (m)"
+
+
+BOX_WITH_IOCTL_ONLY = MachineFacts(
+    gpus=["NVIDIA H200 (0000:18:00.0)"], gpu_source="sysfs PCI ids + nvidia-smi",
+    bpftrace="bpftrace 0.17.0 (/usr/bin/bpftrace); probe sets usable here: ioctl", privileges="root",
+    probe_sets={"cuda": "no library matching libcuda.so.1 (fix: --lib cuda=/path/to/libcuda.so.1)",
+                "hip": "no library matching libamdhip64.so*", "ioctl": None},
+)
+
+
+@async_test
+async def test_the_default_probe_set_is_one_that_can_attach_and_reasons_stay_on_screen(tmp_path: Path) -> None:
+    app = _app(tmp_path, BOX_WITH_IOCTL_ONLY)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        select = screen.query_one("#probe-set", Select)
+        assert select.value == "ioctl"
+        assert "probe" not in screen.status
+        select.value = "cuda"
+        await pilot.pause(0.1)
+        assert "cuda cannot attach here: no library matching libcuda.so.1" in _text(screen, "#queue-status")
+        # a tracer that fails says why on the screen, after its toast has gone
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(RECORDING.read_text().splitlines()[0] + "\n{not json\n")
+        screen.query_one("#trace-target", Input).value = f"replay {bad}"
+        await pilot.press("escape", "s")
+        await wait_for(pilot, lambda: "error" in screen.status, timeout=30, what="the failure")
+        app.clear_notifications()
+        await pilot.pause(0.1)
+        status = _text(screen, "#queue-status")
+        assert f"The tracer failed: {bad}:2:2: the trace recording is not valid JSON" in status, status
+        assert "cuda cannot attach here" in status
+
+
+def test_a_broken_recording_is_a_located_exit_2_from_the_worker(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"event": "histogram_snapshot", "probe_set": "x"}\n')
+    r = subprocess.run([sys.executable, "-m", "aorta_tui.tui.trace_worker", "--replay", str(bad)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stdout.splitlines()
+    event = json.loads(line)
+    assert event["event"] == "warning" and event["code"] == "error"
+    assert f"{bad}:1: not an event" in event["message"]
+    assert "Traceback" not in r.stderr
