@@ -210,7 +210,9 @@ def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: list[str] = ()) -
     print(f"{len(plan.cells)} cells x trials = {len(plan.trials)} trials, order {plan.order} (seed {plan.seed}), "
           f"baseline {plan.baseline_cell or 'none'}")
     for c in plan.cells:
-        env = " ".join(f"{k}={v}" for k, v in sorted(c.env.items())) or "(no variables)"
+        from aorta_tui.core.secrets import mask_env  # printed: never a token
+
+        env = " ".join(f"{k}={v}" for k, v in sorted(mask_env(c.env).items())) or "(no variables)"
         sw = ""
         if c.switches:
             # An opaque command cannot be switched from inside: only the variables reach it.

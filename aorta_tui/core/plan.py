@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.registry import Registry, docker_image_problem, merged_env, mitigation_env
+from aorta_tui.core.secrets import mask_env, masked_names
 
 if TYPE_CHECKING:
     from aorta_tui.core.recipe import Recipe
@@ -69,7 +70,7 @@ class Plan:
                     "mitigations": list(c.mitigations),
                     "environment": c.environment,
                     "docker": c.docker,
-                    "env": c.env,
+                    "env": mask_env(c.env),  # plan.json: never a token (core/secrets.py)
                     "switches": list(c.switches),
                     "trials": c.trials,
                     "steps": c.steps,
@@ -116,6 +117,12 @@ def build_plan(
             recipe.extra_env or {},
             spec.extra_env or {},
         )
+        if missing := masked_names(env):
+            # recipe.resolved.yaml holds secrets masked: the real values were never written
+            raise UsageError(
+                f"{where}: the value of {', '.join(missing)} is masked in this recipe (aorta-tui "
+                "does not write secrets to a run directory), so it cannot be run from it",
+                hint="pass the original recipe: `--resume RUN_DIR --recipe ORIGINAL.yaml`")
         switches = tuple(s for m in mits for s in m.switches)
         cells.append(
             CellPlan(

@@ -197,7 +197,10 @@ def env_entry_problem(name: object, value: object) -> tuple[str, str] | None:
     if "\x00" in value:
         return f"the value of {name} contains a NUL character", "remove it"
     if len(name) + 1 + len(value.encode("utf-8", "surrogatepass")) > MAX_ENV_STRING:
-        return (f"{name}={clip_for_message(value, 40)} is longer than the {MAX_ENV_STRING + 1} "
+        from aorta_tui.core.secrets import mask_value
+
+        return (f"{name}={clip_for_message(mask_value(name, value), 40)} is longer than the "
+                f"{MAX_ENV_STRING + 1} "
                 "bytes a process environment string may have", "pass large data in a file")
     return None
 
@@ -395,9 +398,13 @@ def mitigation_env(mitigations: Iterable[Mitigation], *, where: str = "") -> dic
     for m in mitigations:
         for var, value in m.env.items():
             if var in out and out[var] != value:
+                from aorta_tui.core.inputs import clip_for_message
+                from aorta_tui.core.secrets import mask_value
+
+                a, b = (clip_for_message(mask_value(var, x), 60) for x in (out[var], value))
                 raise UsageError(
                     f"{where + ': ' if where else ''}mitigations {owner[var]!r} and {m.name!r} set "
-                    f"{var} to different values ({out[var]!r} vs {value!r})",
+                    f"{var} to different values ({a} vs {b})",
                     hint="keep only one of them in this cell",
                 )
             out[var] = value

@@ -11,6 +11,7 @@ from aorta_tui import __version__
 from aorta_tui.core.aggregate import CellStats, TrialRecord
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.plan import Plan
+from aorta_tui.core.secrets import mask_env
 
 MATRIX_SCHEMA_VERSION = 1
 
@@ -45,7 +46,8 @@ def write_reports(
         "confound_threshold": recipe.confound.threshold if recipe.confound else None,
         "cells": [
             {**s.to_dict(), "mitigations": list(plan.cell(s.cell).mitigations),
-             "environment": plan.cell(s.cell).environment, "env": plan.cell(s.cell).env}
+             "environment": plan.cell(s.cell).environment,
+             "env": mask_env(plan.cell(s.cell).env)}  # never a token (core/secrets.py)
             for s in cells
         ],
         "trials": [

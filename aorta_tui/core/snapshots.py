@@ -64,7 +64,9 @@ def start_captures(
     for name, overlay in targets:
         path = env_dir / ("host_env.json" if name == "host_env" else snapshot_name(name, session))
         if name != "host_env" and docker.get(name):
-            _write_minimal(path, name, overlay, note="not captured inside the container image "
+            from aorta_tui.core.secrets import mask_env  # a file: never a token
+
+            _write_minimal(path, name, mask_env(overlay), note="not captured inside the container image "
                            f"{docker[name]}: only the variables the environment sets are recorded")
             pending.append(PendingCapture(name, path, None))
             continue

@@ -418,6 +418,9 @@ class Sweep:
             "workload_result": wres,
             "trace": self._trace_summary,
         }
+        from aorta_tui.core.retention import finish_trial_files
+
+        record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
         atomic_write_json(trial_dir / "result.json", record)
         mean = sum(steps) / len(steps) if steps else None
         self.bus.emit(TrialFinished(

@@ -101,7 +101,8 @@ def test_fsdp_values_and_locations(upstream_dir, registry):
     assert r.workload_config == {"mode": "fsdp", "warmup_iterations": 2, "verify_iterations": 5,
                                  "simulate_compute": False, "fsdp_shard_size": 100000}
     assert r.confound.baseline_rule == "baseline-prefix"
-    assert r.trial_isolation == "process" and r.save_logs is False and r.stop_after is None
+    # save_logs is absent upstream; aorta-tui always keeps the logs (retain prunes them)
+    assert r.trial_isolation == "process" and r.save_logs is True and r.stop_after is None
     lines = path.read_text().splitlines()
     line, col = r.locations["cells[1].mitigations[0]"]
     assert lines[line - 1][col - 1:].startswith("tf32_off")

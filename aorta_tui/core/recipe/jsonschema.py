@@ -118,7 +118,9 @@ def recipe_json_schema() -> dict[str, Any]:
                               "description": "tierN or <tier>:<id> tokens"},
         "disable_detector_tiers": {"type": ["array", "null"],
                                    "items": {"enum": list(K.DETECTOR_TIERS)}},
-        "tier3_vram_growth": {"type": ["boolean", "null"], "default": True},
+        "tier3_vram_growth": {"enum": [False, None], "default": False,
+                              "description": "aorta-tui has no whole-GPU VRAM-growth detector: "
+                              "only false is accepted"},
         "retain": {"type": ["object", "null"], "additionalProperties": False, "properties": {
             k: _enum(K.RETAIN_LEVELS, f"files kept for a trial with verdict {k[3:]}", "full")
             for k in sorted(K.RETAIN_KEYS)}},
@@ -140,7 +142,9 @@ def recipe_json_schema() -> dict[str, Any]:
         "cells": {"type": "array", "items": cell, "minItems": 1},
         "workload_config": {"type": ["object", "null"], **_JSONISH,
                             "not": {"type": "object", "required": ["steps"]}},
-        "save_logs": {"type": ["boolean", "null"], "default": False},
+        "save_logs": {"enum": [True, None], "default": True,
+                      "description": "trial logs are always saved: only true is accepted "
+                      "(retain prunes them by verdict)"},
         "extra_env": _ENV_MAP,
         "trial_isolation": {"enum": [*K.TRIAL_ISOLATION, "auto", None], "default": "process"},
         # probe

@@ -204,7 +204,7 @@ class Recipe:
     workload_config: dict[str, Any] = field(default_factory=dict)
     cells: tuple[CellSpec, ...] = ()
     confound: Confound = field(default_factory=Confound)
-    save_logs: bool = False
+    save_logs: bool = True  # always: every trial's stdout/stderr are kept (``retain`` prunes)
     stop_after: StopAfter | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     trial_isolation: TrialIsolation = "process"
@@ -214,7 +214,7 @@ class Recipe:
     hang_window_sec: float = 30.0
     hang_grace_period_at_start: float = 60.0
     disable_detectors: tuple[str, ...] = ()
-    tier3_vram_growth: bool = True
+    tier3_vram_growth: bool = False  # there is no whole-GPU VRAM-growth detector here
     retain: Retain | None = None
     step_time_regex: str | None = None
     # Probe mode only.

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.recipe.model import Recipe
 from aorta_tui.core.recipe.resolved import recipe_hash
+from aorta_tui.core.secrets import mask_env
 
 if TYPE_CHECKING:
     from aorta_tui.core.registry import Registry
@@ -36,7 +37,7 @@ def summarize(recipe: Recipe, registry: Registry) -> dict[str, Any]:
             "name": c.name,
             "mitigations": list(c.mitigations),
             "environment": c.environment_name,
-            "env": cell_env(recipe, c.name, registry),
+            "env": mask_env(cell_env(recipe, c.name, registry)),  # printed: no tokens
             "trials": n,
             "steps": c.effective_steps(recipe),
             "baseline": c.name == recipe.confound.baseline_cell,
@@ -49,6 +50,9 @@ def summarize(recipe: Recipe, registry: Registry) -> dict[str, Any]:
     for vendor, names in sorted(vendor_notes.items()):
         this, other = ("ROCm", "CUDA") if vendor == "rocm" else ("CUDA", "ROCm")
         warnings.append(f"{', '.join(names)} set {this}-only variables (no effect on {other})")
+    if recipe.redaction is not None:
+        warnings.append("redaction is recorded (recipe.resolved.yaml) but not applied yet: "
+                        "nothing scrubs with it so far")
     if recipe.stop_after:
         warnings.append(f"stop_after: each cell stops after {recipe.stop_after.events} "
                         f"'{recipe.stop_after.event_verdict}' trials ({trials_word} shown)")

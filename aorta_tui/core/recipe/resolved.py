@@ -17,6 +17,7 @@ import yaml
 
 from aorta_tui.core.errors import RecipeError
 from aorta_tui.core.recipe.model import CellSpec, Recipe
+from aorta_tui.core.secrets import mask_env
 
 
 def canonical(recipe: Recipe) -> dict[str, Any]:
@@ -25,9 +26,10 @@ def canonical(recipe: Recipe) -> dict[str, Any]:
     out: dict[str, Any] = {"schema_version": r.schema_version, "mode": r.mode,
                            "ticket": r.ticket, "trials": r.trials}
     if r.mode == "triage":
+        # Secrets are masked (core/secrets.py): this form is written to recipe.resolved.yaml and
+        # hashed, and neither may hold a token. The trial gets the real value from the Recipe.
         out.update(workload=r.workload, steps=r.steps, workload_config=r.workload_config,
-                   extra_env=dict(r.extra_env), trial_isolation=r.trial_isolation,
-                   save_logs=r.save_logs)
+                   extra_env=mask_env(r.extra_env), trial_isolation=r.trial_isolation)
     else:
         out.update(mitigation_axis=list(r.mitigation_axis),
                    diagnostic_axis=list(r.diagnostic_axis),
@@ -48,7 +50,6 @@ def canonical(recipe: Recipe) -> dict[str, Any]:
         timeout_per_trial=r.timeout_per_trial,
         hang_window_sec=r.hang_window_sec,
         hang_grace_period_at_start=r.hang_grace_period_at_start,
-        tier3_vram_growth=r.tier3_vram_growth,
         disable_detectors=list(r.disable_detectors),
         retain=None if r.retain is None else {
             "on_fail": r.retain.on_fail, "on_pass": r.retain.on_pass,
@@ -76,8 +77,8 @@ def _cell(c: CellSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"name": c.name, "mitigations": list(c.mitigations),
                            "environment": c.environment if isinstance(c.environment, str)
                            else {"docker": c.environment["docker"],
-                                 "env": dict(c.environment.get("env") or {})},
-                           "extra_env": dict(c.extra_env)}
+                                 "env": mask_env(c.environment.get("env") or {})},
+                           "extra_env": mask_env(c.extra_env)}
     if c.trials is not None:
         out["trials"] = c.trials
     if c.steps is not None:

@@ -31,6 +31,7 @@ from aorta_tui.core.recipe.model import (
     TraceSpec,
 )
 from aorta_tui.core.registry import docker_image_problem, env_entry_problem
+from aorta_tui.core.secrets import is_secret_name
 
 if TYPE_CHECKING:
     from aorta_tui.core.registry import Registry
@@ -295,8 +296,10 @@ class Validator:
                 ok = False
                 continue
             if not isinstance(v, str):
-                self.issue(sub, f"the value must be a string, got {_type_name(v)} ({v!r})",
-                           self.quote_hint(sub, v) or "quote the value")
+                shown = "" if is_secret_name(k) else f" ({clip_for_message(v)})"
+                self.issue(sub, f"the value must be a string, got {_type_name(v)}{shown}",
+                           "quote the value" if not shown else self.quote_hint(sub, v)
+                           or "quote the value")
                 ok = False
                 continue
             if "\x00" in v:
@@ -415,8 +418,12 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     hang_grace = _seconds(v, "hang_grace_period_at_start", get("hang_grace_period_at_start"),
                           60.0, allow_zero=True)
 
-    vram = get("tier3_vram_growth")
-    vram = True if vram is None else v.boolean("tier3_vram_growth", vram)
+    vram = _only_value(v, "tier3_vram_growth", get("tier3_vram_growth"), False,
+                       "tier3_vram_growth: true asks for upstream's whole-GPU VRAM-growth "
+                       "detector (tier3:vram_growth), which aorta-tui does not have",
+                       "remove the key (false is what aorta-tui does); each trial's own peak "
+                       "GPU memory is in result.json, and a custom pattern's condition can "
+                       "test peak_vram_mib")
     retain = _retain(v, get("retain"))
     step_re = get("step_time_regex")
     if step_re is not None:
@@ -473,6 +480,18 @@ def _check_plan_size(v: Validator, cells: tuple[CellSpec, ...], trials: Any, sto
     if total > K.MAX_PLANNED_TRIALS:
         v.issue("trials", f"the plan has {total} trials in all ({len(cells)} cells); at most "
                 f"{K.MAX_PLANNED_TRIALS}", "use fewer trials or fewer cells per recipe")
+
+
+def _only_value(v: Validator, path: str, raw: Any, honoured: bool, refused: str, fix: str
+                ) -> Any:
+    """A boolean key aorta-tui can honour one way only: that value (or absence) is accepted
+    and means what it says; the other is refused, never accepted and ignored."""
+    if raw is None:
+        return honoured
+    value = v.boolean(path, raw)
+    if value is BAD or value == honoured:
+        return value
+    return v.issue(path, refused, fix)
 
 
 def _safe_component(v: Validator, path: str, value: Any, *, what: str) -> Any:
@@ -552,7 +571,9 @@ def _regex(v: Validator, path: str, raw: Any) -> Any:
     except (re.error, RecursionError, OverflowError) as exc:
         return v.issue(path, f"not a valid regular expression: {exc}",
                        "check brackets and escapes; in YAML, single quotes keep backslashes as is")
-    return text
+    from aorta_tui.core.classify.linear import recipe_regex_issue  # patterns run on RE2
+
+    return text if (issue := recipe_regex_issue(text)) is None else v.issue(path, *issue)
 
 
 def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any, pattern_ids: set[str]) -> Any:
@@ -720,10 +741,31 @@ def _trace(v: Validator, raw: Any) -> Any:
                         "probe names are letters, digits, '_', '.', ':' and '-' "
                         "(aorta-tui trace list shows them)")
                 probes = BAD
+    if probes is not BAD and probes:
+        probes = _known_probes(v, probes)
     mode = v.choice("trace.mode", raw.get("mode", "events"), K.TRACE_MODES)
     if BAD in (probes, mode):
         return BAD
     return TraceSpec(probes=tuple(probes), mode=mode)
+
+
+def _known_probes(v: Validator, probes: list[str]) -> Any:
+    """Each name must be a probe set of the catalogue, as ``trace --probes`` requires."""
+    from aorta_tui.trace.probes import CATALOGUE  # lazy: only recipes that trace pay for it
+
+    ok = True
+    for i, p in enumerate(probes):
+        if p not in CATALOGUE:
+            near = _suggest(p, CATALOGUE)
+            v.issue(f"trace.probes[{i}]", f"unknown probe set {p!r}",
+                    (f"did you mean {near!r}? " if near else "")
+                    + f"choose from {', '.join(CATALOGUE)} (aorta-tui trace info shows which "
+                    "work here)")
+            ok = False
+    if len(set(probes)) != len(probes):
+        v.issue("trace.probes", "a probe set is listed twice", "list each probe set once")
+        ok = False
+    return probes if ok else BAD
 
 
 def _policy_axis(v: Validator, raw: Any) -> Any:
@@ -794,8 +836,11 @@ def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     if v.require("", data, "steps", "add `steps: 20` (steps per trial)"):
         steps = v.integer("steps", data["steps"], minimum=1, maximum=K.MAX_STEPS)
     workload_config = _workload_config(v, "workload_config", data.get("workload_config"))
-    save_logs = data.get("save_logs")
-    save_logs = False if save_logs is None else v.boolean("save_logs", save_logs)
+    save_logs = _only_value(v, "save_logs", data.get("save_logs"), True,
+                            "save_logs: false cannot be honoured: aorta-tui always saves each "
+                            "trial's stdout and stderr (its classifier reads them)",
+                            "remove the key; to drop the logs of passing trials after they "
+                            "are classified, write `retain: {on_pass: none}`")
     extra_env = v.env_map("extra_env", data.get("extra_env"))
     isolation = data.get("trial_isolation")
     if isolation is None or isolation == "auto":  # upstream's `auto`: a fresh process here

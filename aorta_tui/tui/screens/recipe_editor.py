@@ -53,7 +53,9 @@ def plan_preview(plan: Any) -> Text:
         mits = ", ".join(cell.mitigations) or "none"
         out.append(cell.name, style="bold")
         out.append(f"  {cell.trials} trials  env {cell.environment}  mitigations {mits}\n")
-        for key, value in sorted(cell.env.items()):
+        from aorta_tui.core.secrets import mask_env  # shown on screen: never a token
+
+        for key, value in sorted(mask_env(cell.env).items()):
             out.append(f"    {key}={value}\n")
         if cell.switches:
             out.append(f"    switches: {', '.join(cell.switches)}\n")
