@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aorta_tui.core.errors import RunDirError, UsageError
-from aorta_tui.core.rundir import JOURNAL, lock_holder
+from aorta_tui.core.rundir import CREATING_SUFFIX, JOURNAL, lock_holder
 
 LAUNCH_LOG = "launcher.log"
 
@@ -47,7 +47,7 @@ def launch_detached(
     if command:
         argv += ["--", *command]
     log_path = output / f".launch-{os.getpid()}-{time.time_ns()}.log"
-    before = {p.parent for p in output.glob(f"*/*/{JOURNAL}")}
+    before = _run_dirs(output)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -57,7 +57,7 @@ def launch_detached(
     while time.monotonic() < deadline:
         if resume is not None and lock_holder(Path(resume)) is not None:
             return Path(resume)
-        new = {p.parent for p in output.glob(f"*/*/{JOURNAL}")} - before
+        new = _run_dirs(output) - before
         if new:
             return new.pop()
         if proc.poll() is not None:
@@ -66,6 +66,11 @@ def launch_detached(
         time.sleep(0.05)
     raise RunDirError(f"the sweep started (pid {proc.pid}) but wrote no journal within {wait_s:.0f}s",
                       hint=f"see {log_path}")
+
+
+def _run_dirs(output: Path) -> set[Path]:
+    """Run directories under ``output`` (not one still being created: it is about to be renamed)."""
+    return {p.parent for p in output.glob(f"*/*/{JOURNAL}") if not p.parent.name.endswith(CREATING_SUFFIX)}
 
 
 def cancel_run(run_dir: str | Path, *, sig: int = signal.SIGINT) -> int:
