@@ -103,7 +103,13 @@ class KernelEvent:
                 "captures": dict(self.captures), "seq": self.seq}  # fmt: skip
 
 
+# The kernel never logs a longer message (PRINTK_MESSAGE_MAX is 2048); the cap bounds the
+# `amdgpu.*\b...` patterns, whose backtracking is quadratic in the line, whatever the source.
+KERNEL_LINE_MAX = 4096
+
+
 def match_kernel_line(message: str) -> tuple[Pattern, re.Match[str]] | None:
+    message = message[:KERNEL_LINE_MAX]
     for pattern in KERNEL_PATTERNS:
         m = pattern.regex.search(message)
         if m is not None:

@@ -141,7 +141,9 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
     ),
     _p(
         "nan_loss",
-        r"(?<![A-Za-z])(?P<name>\w*(?i:loss))(?:\s+is\s+|\s*[=:]\s*)"
+        # (?<!\w), not (?<![A-Za-z]): a start after a digit or "_" re-scanned the rest of the
+        # word at every position - quadratic on a long run of digits (20k: 4 s)
+        r"(?<!\w)(?P<name>\w*(?i:loss))(?:\s+is\s+|\s*[=:]\s*)"
         r"(?P<value>[-+]?(?:nan|NaN|NAN|Nan|inf(?:inity)?|Inf(?:inity)?))\b",
         "fail",
         "non-finite loss (NaN or inf)",

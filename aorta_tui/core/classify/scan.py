@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core.classify.linear import LinearRegex, line_matches_bytes
+
 BLOCK_BYTES = 1 << 20
 MAX_EVIDENCE_CHARS = 300
 
@@ -119,11 +121,13 @@ class Hit:
 @dataclass
 class Matcher:
     """One regex being scanned for. ``accept`` turns a match into captures, or ``None`` to
-    skip it (a recipe condition that does not hold). Scanning stops after ``cap`` hits."""
+    skip it (a recipe condition that does not hold). Scanning stops after ``cap`` hits.
+    ``regex``: a built-in ``re`` pattern, or a recipe pattern compiled for RE2
+    (:class:`~aorta_tui.core.classify.linear.LinearRegex`, matched on the block's bytes)."""
 
     id: str
-    regex: re.Pattern[str]
-    accept: Callable[[re.Match[str]], dict[str, Any] | None]
+    regex: re.Pattern[str] | LinearRegex
+    accept: Callable[[Any], dict[str, Any] | None]
     needles: tuple[str, ...] = ()  # literal strings one of which every match contains
     cap: int = 1000
     first: Hit | None = None
@@ -144,20 +148,30 @@ def scan_file(
             active = [mt for mt in matchers if not mt.done]
             if not active:
                 return
+            data: bytes | None = None  # the block as UTF-8, for RE2 (recipe patterns)
             for mt in active:
-                found = (
-                    needle_line_matches(mt.regex, text, mt.needles)
-                    if mt.needles
-                    else line_matches(mt.regex, text)
-                )
+                buf: str | bytes = text
+                if isinstance(mt.regex, LinearRegex):
+                    data = text.encode("utf-8") if data is None else data
+                    buf = data
+                    found: Any = line_matches_bytes(mt.regex, data)
+                elif mt.needles:
+                    found = needle_line_matches(mt.regex, text, mt.needles)
+                else:
+                    found = line_matches(mt.regex, text)
                 for ls, le, m in found:
                     captures = mt.accept(m)
                     if captures is None:
                         continue
                     mt.count += 1
                     if mt.first is None:
-                        line_no = first_line + text.count("\n", 0, ls)
-                        mt.first = Hit(line_no, stream, evidence(text, ls, le, m), captures)
+                        if isinstance(buf, bytes):  # m's offsets are within its own line
+                            line_no = first_line + buf.count(b"\n", 0, ls)
+                            ev = evidence(m.line, 0, len(m.line), m)
+                        else:
+                            line_no = first_line + buf.count("\n", 0, ls)
+                            ev = evidence(buf, ls, le, m)
+                        mt.first = Hit(line_no, stream, ev, captures)
                     if mt.done:
                         break
     except OSError:

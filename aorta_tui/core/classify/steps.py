@@ -13,12 +13,13 @@ import math
 import re
 from pathlib import Path
 
-from aorta_tui.core.classify.scan import iter_blocks, line_matches, line_wise
+from aorta_tui.core.classify.linear import LinearRegex, compile_linear, line_matches_bytes
+from aorta_tui.core.classify.scan import iter_blocks
 
 _UNIT_GROUPS = (("step_time", 1.0), ("seconds", 1.0), ("s", 1.0), ("ms", 1e-3), ("us", 1e-6))
 
 
-def step_value_group(rx: re.Pattern[str]) -> tuple[int | str, float]:
+def step_value_group(rx: re.Pattern[str] | LinearRegex) -> tuple[int | str, float]:
     """Which group holds the step time, and the factor that turns it into seconds."""
     for name, factor in _UNIT_GROUPS:
         if name in rx.groupindex:
@@ -29,14 +30,15 @@ def step_value_group(rx: re.Pattern[str]) -> tuple[int | str, float]:
 def extract_step_times(path: Path, regex: str | re.Pattern[str]) -> list[float]:
     """Step times in seconds, in log order; ``[]`` when the file is missing.
 
-    Raises ``re.error`` for an invalid regex (the recipe layer validates it first).
+    The regex runs on RE2 (linear time, see :mod:`.linear`). Raises ``re.error`` for one
+    RE2 refuses (the recipe layer validates it first).
     """
-    rx = line_wise(regex if isinstance(regex, re.Pattern) else re.compile(regex))
+    rx = compile_linear(regex.pattern if isinstance(regex, re.Pattern) else regex)
     group, factor = step_value_group(rx)
     out: list[float] = []
     try:
         for text, _first in iter_blocks(path):
-            for _ls, _le, m in line_matches(rx, text):
+            for _ls, _le, m in line_matches_bytes(rx, text.encode("utf-8")):
                 raw = m.group(group)
                 if raw is None:
                     continue

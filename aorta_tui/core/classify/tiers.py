@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.classify.dmesg import KERNEL_PATTERNS, KernelEvent
+from aorta_tui.core.classify.linear import compile_linear, recipe_regex_issue
 from aorta_tui.core.classify.model import Classification, Detection, Pattern, PatternRule
 from aorta_tui.core.classify.patterns import LOG_PATTERNS
-from aorta_tui.core.classify.scan import Matcher, line_wise, numeric_captures, scan_file
+from aorta_tui.core.classify.scan import Matcher, numeric_captures, scan_file
 from aorta_tui.core.hang import SIGNAL_NAMES
 
 if TYPE_CHECKING:
@@ -181,10 +182,21 @@ def _builtin_matcher(pattern: Pattern) -> Matcher:
     return Matcher(pattern.id, pattern.regex, accept, pattern.needles)
 
 
-def _rule_matcher(rule: PatternRule) -> Matcher:
-    matcher = Matcher(rule.id, line_wise(rule.regex), lambda m: None)
+def _linear_source(rx: re.Pattern[str]) -> str:
+    """The pattern text for RE2, with the flags a caller compiled it with spelled inline."""
+    flags = "".join(f for bit, f in ((re.IGNORECASE, "i"), (re.DOTALL, "s")) if rx.flags & bit)
+    return f"(?{flags}){rx.pattern}" if flags else rx.pattern
 
-    def accept(m: re.Match[str]) -> dict[str, Any] | None:
+
+def _rule_matcher(rule: PatternRule) -> Matcher | str:
+    """The tier-5 matcher of ``rule`` on RE2, or why the pattern cannot run there."""
+    source = _linear_source(rule.regex)
+    issue = recipe_regex_issue(source)
+    if issue is not None:
+        return issue[0]
+    matcher = Matcher(rule.id, compile_linear(source), lambda m: None)
+
+    def accept(m: Any) -> dict[str, Any] | None:
         captures = numeric_captures(m)
         if rule.condition is None:
             return captures
@@ -235,7 +247,17 @@ def tier4_and_5(
     is_disabled: Any,
 ) -> list[Detection]:
     builtin = [_builtin_matcher(p) for p in LOG_PATTERNS if not is_disabled(4, p.id)]
-    custom = [_rule_matcher(r) for r in rules if not is_disabled(5, r.id)]
+    custom: list[Matcher] = []
+    refused: list[Detection] = []
+    for rule in rules:
+        if is_disabled(5, rule.id):
+            continue
+        built = _rule_matcher(rule)
+        if isinstance(built, str):  # validation refuses these; a caller of classify may not
+            refused.append(Detection(5, rule.id, "error",
+                                     f"custom pattern '{rule.id}' was not searched: {built}"))  # fmt: skip
+        else:
+            custom.append(built)
     matchers = builtin + custom
     files = _log_files(stdout_path, stderr_path)
     for stream, path in files:
@@ -259,6 +281,7 @@ def tier4_and_5(
         out.append(Detection(4, mt.id, pattern.severity, message, mt.first.evidence,
                              mt.first.line_no, mt.first.stream, captures, mt.count))  # fmt: skip
     by_id = {r.id: r for r in rules}
+    out += refused
     for mt in custom:
         rule = by_id[mt.id]
         if mt.notes:
