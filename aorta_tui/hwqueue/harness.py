@@ -34,6 +34,8 @@ from typing import Any
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten, Warning
+from aorta_tui.core.phases import PAUSE
+from aorta_tui.core.phases import announce as announce_phase
 from aorta_tui.hwqueue.metrics import LaunchRecord
 from aorta_tui.hwqueue.workloads.base import DTYPES, WorkloadContext
 
@@ -212,12 +214,14 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
     loop = _Loop(cfg, backend, streams, stream_devices, workload, emit,
                  total=detail_n + (cfg.iterations if cfg.timing == "auto" else 0))
     try:
+        announce_phase("warm-up")  # a watching tracer leaves intervals across phases out
         for i in range(cfg.warmup):
             plan = workload.iteration(i)
             _issue(backend, streams, plan, _new_events(backend, stream_devices, plan))
             if cfg.sync_mode == "per_iteration":
                 backend.synchronize()
         backend.synchronize()
+        announce_phase(PAUSE)
         loop.next_iteration = cfg.warmup
         emit(Progress(cfg.run_id, done=0, total=loop.total, message="warm-up done"))
         backend.reset_memory()
@@ -274,14 +278,14 @@ def _measure_pass(loop: _Loop) -> MeasurePass:
     marks = [_plain_events(backend, loop.stream_devices, plan) for plan in plans]
     starts, _, end_ns = _run_iterations(
         loop, plans, lambda i, plan: _issue_plain(backend, loop.streams, plan, *marks[i]),
-        " (measure pass)")
+        " (measure pass)", "measure")
     ends = [max(backend.event_host_ns(ev, loop.stream_devices[s]) for s, ev in stream_ends.items())
             for _sync, stream_ends in marks]
     return MeasurePass(starts, ends, end_ns)
 
 
 def _run_iterations(loop: _Loop, plans: list[list[Any]], issue: Callable[[int, list[Any]], Any],
-                    label: str) -> tuple[list[float], list[Any], float]:
+                    label: str, phase: str) -> tuple[list[float], list[Any], float]:
     """The loop both passes share: host clock at each iteration start, the sync mode, progress.
 
     Returns the start times, what ``issue`` returned per iteration, and the host time after the
@@ -290,6 +294,7 @@ def _run_iterations(loop: _Loop, plans: list[list[Any]], issue: Callable[[int, l
     starts: list[float] = []
     out: list[Any] = []
     every = max(1, len(plans) // 20)
+    announce_phase(phase)
     for i, plan in enumerate(plans):
         starts.append(float(time.perf_counter_ns()))
         out.append(issue(i, plan))
@@ -300,7 +305,9 @@ def _run_iterations(loop: _Loop, plans: list[list[Any]], issue: Callable[[int, l
             loop.emit(Progress(cfg.run_id, done=loop.done, total=loop.total,
                                message=f"{cfg.workload} x{cfg.streams} streams{label}"))
     backend.synchronize()
-    return starts, out, float(time.perf_counter_ns())
+    end_ns = float(time.perf_counter_ns())
+    announce_phase(PAUSE)
+    return starts, out, end_ns
 
 
 @dataclass
@@ -343,7 +350,8 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
     label = " (detail pass)" if cfg.timing == "auto" else ""
     try:
         starts, host, end_ns = _run_iterations(
-            loop, plans, lambda i, plan: _issue(backend, loop.streams, plan, events[i]), label)
+            loop, plans, lambda i, plan: _issue(backend, loop.streams, plan, events[i]), label,
+            "detail" if cfg.timing == "auto" else "measure")
     finally:
         if capture is not None:
             capture.__exit__(None, None, None)

@@ -252,8 +252,13 @@ def _snapshot_is_sound(snap: HistogramSnapshot) -> bool:
         and _number(snap.events_per_s)
         and (snap.lost_events is None or isinstance(snap.lost_events, int))
         and isinstance(snap.malformed_lines, int)
-        and isinstance(snap.breakdown, dict) and all(isinstance(v, dict) for v in snap.breakdown.values())
-        and isinstance(snap.observer_cost, dict) and isinstance(snap.clock, dict)
+        and isinstance(snap.breakdown, dict)
+        and all(isinstance(v, dict) and all(x is None or _number(x) for x in v.values())
+                for v in snap.breakdown.values())
+        and isinstance(snap.observer_cost, dict)
+        and all(snap.observer_cost.get(k) is None or _number(snap.observer_cost[k])
+                for k in ("per_hit_us", "cpu_fraction"))
+        and isinstance(snap.clock, dict)
     )
 
 

@@ -11,18 +11,23 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from textual.widgets import DataTable, Input, Select
 from tui_support import FIXED_FACTS, FIXTURES, async_test, wait_for
 
+from aorta_tui.core.events import HistogramSnapshot
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.machine import MachineFacts
 from aorta_tui.tui.screens.queue_monitor import (
     QueueMonitorScreen,
+    _observer_cost_text,
     attached_sentence,
     clock_text,
     describe_target,
     parse_target,
 )
+from aorta_tui.tui.widgets.histogram import fmt_latency, render_histogram
 
 RECORDING = FIXTURES / "launch_to_start_snapshots.jsonl"
 SIZES = [(80, 24), (160, 48)]
@@ -207,3 +212,62 @@ def test_a_broken_recording_is_a_located_exit_2_from_the_worker(tmp_path: Path) 
     assert event["event"] == "warning" and event["code"] == "error"
     assert f"{bad}:1: not an event" in event["message"]
     assert "Traceback" not in r.stderr
+
+
+@async_test
+async def test_the_workloads_phase_and_the_left_out_intervals_are_on_screen(tmp_path: Path) -> None:
+    lines = RECORDING.read_text().splitlines()[:5]
+    phase = {"event": "measurement", "run_id": "tui-queue", "ts": json.loads(lines[-1])["ts"], "source": "trace",
+             "name": "phase", "values": {"phase": "measure", "phases": ["warm-up", "measure"],
+                                         "intervals_left_out": 2}}
+    recording = tmp_path / "phases.jsonl"
+    recording.write_text("\n".join([*lines, json.dumps(phase)]) + "\n")
+    app = _app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _replay(app, pilot, recording)
+        assert ("phase measure (warm-up → measure); intervals are within a phase: 2 spanning a pause "
+                "between phases left out") in _text(screen, "#queue-status")
+
+
+_FIXTURE_LINES = RECORDING.read_text().splitlines()[:3]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_mangled_recording_is_a_located_error_or_replays(data, tmp_path_factory, attack_tally) -> None:  # noqa: ANN001
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.tui.trace_worker import read_recording
+
+    lines = list(_FIXTURE_LINES)
+    index = data.draw(st.integers(0, len(lines) - 1))
+    how = data.draw(st.sampled_from(["cut", "field", "bytes"]))
+    if how == "cut":
+        lines[index] = lines[index][: data.draw(st.integers(0, len(lines[index])))]
+    elif how == "field":
+        record = json.loads(lines[index])
+        key = data.draw(st.sampled_from(sorted(record)))
+        record[key] = data.draw(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+                                          st.text(max_size=5), st.lists(st.integers(), max_size=3),
+                                          st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)))
+        lines[index] = json.dumps(record)
+    else:
+        lines[index] = data.draw(st.text(max_size=40))
+    path = tmp_path_factory.mktemp("rec") / "r.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    try:
+        events = read_recording(str(path))
+    except UsageError as exc:
+        assert str(path) in exc.message and exc.exit_code == 2
+        failed = 0
+    else:
+        assert events
+        failed = 0
+        for snap in events:  # what the monitor draws of each replayed snapshot
+            if isinstance(snap, HistogramSnapshot):
+                render_histogram(snap.buckets, snap.unit, width=60, max_rows=10)
+                [fmt_latency(v, snap.unit) for v in snap.percentiles.values()]
+                [fmt_latency(v, snap.unit) for row in snap.breakdown.values() for v in row.values()]
+                clock_text(snap.clock)
+                _observer_cost_text(snap.observer_cost)
+    attack_tally.record("replay recording fuzzer", cases=1, failures=failed,
+                        promise="mangled --json-stream lines: a located exit 2 or a sound replay, never a traceback")
