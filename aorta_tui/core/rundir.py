@@ -26,6 +26,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import time
 import types
@@ -640,8 +641,11 @@ def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) 
         (staging / JOURNAL).touch()  # listed (and resumable) from the moment it has its name
         final = parent / run_id
         os.rename(staging, final)
-    except OSError as exc:
-        raise _output_error(output, exc) from None
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)  # a failed creation leaves nothing (a kill: the hidden dir)
+        if isinstance(exc, OSError):
+            raise _output_error(output, exc) from None
+        raise
     fsync_dir(parent)
     return final
 

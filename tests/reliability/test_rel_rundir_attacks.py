@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.core import rundir
-from aorta_tui.core.errors import RunDirError
+from aorta_tui.core.errors import EnvironmentProblem, RunDirError
 from tests.engine.conftest import aorta, journal, only_run_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,17 +175,33 @@ def test_ctrl_c_while_the_cli_starts_never_prints_a_traceback(tmp_path: Path) ->
 
 
 def test_a_run_killed_while_being_created_is_not_a_run(tmp_path: Path) -> None:
-    def killed(staging: Path) -> None:
-        (staging / "recipe.resolved.yaml").write_text("x")
-        raise KeyboardInterrupt  # the orchestrator dies here
-
-    with pytest.raises(KeyboardInterrupt):
-        rundir.create_run_dir(tmp_path / "out", "T", killed)
-    assert [p.name for p in (tmp_path / "out" / "T").iterdir()][0].endswith(".creating")
-    assert rundir.list_runs(tmp_path / "out") == []
+    # The orchestrator SIGKILLs itself between recipe.resolved.yaml and run.json (the crash-point
+    # harness does the same from bpftrace at every rename).
+    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from aorta_tui.core import rundir
+        def populate(staging):
+            (staging / "recipe.resolved.yaml").write_text("x")
+            os.kill(os.getpid(), signal.SIGKILL)
+        rundir.create_run_dir(Path({str(tmp_path / "out")!r}), "T", populate)
+    """)], cwd=REPO, check=False, timeout=60)
     (staging,) = (tmp_path / "out" / "T").iterdir()
+    assert staging.name.endswith(".creating")
+    assert rundir.list_runs(tmp_path / "out") == []
     res = aorta("sweep", "run", "--resume", str(staging), "--no-snapshot")
     assert res.returncode == 2 and "never fully created" in res.stderr, res.stderr
+
+
+def test_a_failed_run_creation_leaves_nothing(tmp_path: Path) -> None:
+    def fails(staging: Path) -> None:
+        (staging / "recipe.resolved.yaml").write_text("x")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(EnvironmentProblem, match="No space left on device") as exc:
+        rundir.create_run_dir(tmp_path / "out", "T", fails)
+    assert exc.value.exit_code == 3
+    assert list((tmp_path / "out" / "T").iterdir()) == []
 
 
 def test_a_run_dir_without_run_json_says_it_was_never_created(tmp_path: Path) -> None:
