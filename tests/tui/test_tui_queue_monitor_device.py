@@ -6,6 +6,8 @@ toasts, a default probe set that cannot attach, failures only in fading toasts).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -271,3 +273,26 @@ def test_a_mangled_recording_is_a_located_error_or_replays(data, tmp_path_factor
                 _observer_cost_text(snap.observer_cost)
     attack_tally.record("replay recording fuzzer", cases=1, failures=failed,
                         promise="mangled --json-stream lines: a located exit 2 or a sound replay, never a traceback")
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None or os.geteuid() != 0, reason="needs bpftrace and root")
+@async_test
+async def test_a_real_trace_says_what_it_attached_in_a_sentence(tmp_path: Path) -> None:
+    load = Path(__file__).parent / "tui_ioctl_load.py"
+    app = _app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        screen.query_one("#probe-set", Select).value = "ioctl"
+        screen.query_one("#trace-target", Input).value = f"{sys.executable} {load} 20"
+        await pilot.press("escape", "s")
+        await wait_for(pilot, lambda: screen.attached is not None, timeout=30, what="the attached report")
+        await pilot.pause(0.1)
+        pid = screen.attached["pid"]
+        messages = [n.message for n in app._notifications]
+        shown = describe_target({"command": [sys.executable, str(load), "20"]})  # long paths are cut
+        assert f"Starting the ioctl tracer on {shown}." in messages
+        assert f"Tracing pid {pid} ({shown}): 0 uprobes, 2 tracepoints attached." in messages
+        assert not any("{" in m for m in messages), messages
+        await pilot.press("s")
+        await wait_for(pilot, lambda: not screen.tracing, timeout=30, what="the tracer to stop")

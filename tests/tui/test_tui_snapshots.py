@@ -118,6 +118,26 @@ def test_queue_monitor(ws: Path, size: str, snap_compare) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_queue_monitor_launch_to_start(ws: Path, size: str, snap_compare) -> None:
+    # the last round of recorded device-metric snapshots (the lead re-records them on the H200)
+    lines = (FIXTURES / "launch_to_start_snapshots.jsonl").read_text().splitlines()
+    last = {}
+    for line in lines:
+        data = json.loads(line)
+        last[data["probe_set"]] = data
+
+    async def ready(pilot) -> None:  # noqa: ANN001
+        await pilot.press("4")
+        screen = pilot.app.screen
+        screen.query_one("#trace-target", Input).value = "python3 my_program.py"
+        for data in last.values():
+            screen.offer(event_from_dict(data))
+        await _settle(pilot, lambda: screen.redraws >= 1)
+
+    assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_env_diff(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
         await pilot.press("5")
