@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-MetricKind = Literal["duration", "point", "size"]
+MetricKind = Literal["duration", "point", "size", "count"]
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,13 @@ class Metric:
     key_name: str = "key"
     breakdown_by: Literal["key", "label"] = "key"
     label_name: str = ""
-    probe_type: Literal["uprobe", "tracepoint"] = "uprobe"
+    probe_type: Literal["uprobe", "tracepoint", "cupti"] = "uprobe"  # cupti: from device records
     probe_hits: int = 1
     aux_name: str = ""
 
     @property
     def unit(self) -> str:
-        return "bytes" if self.kind == "size" else "us"
+        return {"size": "bytes", "count": "kernels"}.get(self.kind, "us")
 
     @property
     def histogram_measures(self) -> str:

@@ -62,6 +62,7 @@ class TraceSession:
         run_id: str = "trace",
         attach_timeout_s: float = 60.0,
         command_stdout_to_stderr: bool = False,
+        device_timestamps: str = "auto",
     ) -> None:
         if not probes:
             raise UsageError("no probe set given", hint="e.g. --probes cuda")
@@ -88,6 +89,8 @@ class TraceSession:
         self.heartbeat_ms = heartbeat_ms
         self.run_id = run_id
         self.attach_timeout_s = attach_timeout_s
+        self.device_timestamps = device_timestamps
+        self.device = None  # DeviceSide of the cuda set, when it is traced
 
         self._lock = threading.Lock()
         self._parser = RecordParser()
@@ -135,14 +138,17 @@ class TraceSession:
         kp, kp_reason = tracefs.kprobes_supported(root)
         sets = [probes.get(n) for n in self.probe_names]
         self._sets = []
+        child_env = self._prepare_device(sets)
         if self.command:
-            self._spawn_gated()
+            self._spawn_gated(child_env)
         try:
             self._prepare_and_attach(bpftrace, root, kp, kp_reason, sets)
         except BaseException:
             # never leave the gated command waiting, nor let it run untraced
             self._kill_child()
             self._close_raw(keep=False)
+            if self.device is not None:
+                self.device.stop()
             if self._runner is not None:
                 self._runner.cleanup()
             raise
@@ -177,6 +183,10 @@ class TraceSession:
                                       heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s)
         for mid, (_ps, metric) in self.program.metric_ids.items():
             self._stats[mid] = MetricStats(metric)
+        if self.device is not None:
+            self.device.bind(self.program, self._stats, self._lock, MetricStats)
+            if self.raw_path is not None:
+                self.device.raw_sink = self._write_device_raw
         if self.do_calibrate and self.program.uprobe_count:
             from aorta_tui.trace.calibrate import calibrate
 
@@ -192,7 +202,22 @@ class TraceSession:
         self._runner.start()
         self._runner.wait_attached(self.attach_timeout_s)
 
-    def _spawn_gated(self) -> None:
+    def _prepare_device(self, sets: list[Any]) -> dict[str, str]:
+        """The device half (GPU start times) of the first set that has one, before the command
+        starts: the collector must be in its environment when CUDA initialises."""
+        from aorta_tui.trace.device.attach import DeviceSide
+
+        for ps in sets:
+            if ps.device_metrics:
+                self.device = DeviceSide(self.device_timestamps, probe_set=ps.name,
+                                         device_metrics=ps.device_metrics)
+                env = self.device.prepare(self.command)
+                if self.device.reason and self.device_timestamps != "off":
+                    self.warnings.append(f"{ps.name}: launches only, no GPU start times: {self.device.reason}")
+                return env
+        return {}
+
+    def _spawn_gated(self, extra_env: dict[str, str] | None = None) -> None:
         import shutil
 
         exe = self.command[0]
@@ -204,6 +229,7 @@ class TraceSession:
             # with a machine-readable stdout (--json) the command's own output goes to stderr
             self._child = subprocess.Popen([sys.executable, "-c", _GATE, str(r), *self.command],
                                            pass_fds=(r,), start_new_session=True,
+                                           env={**os.environ, **extra_env} if extra_env else None,
                                            stdout=2 if self._command_stdout_to_stderr else None)
         except OSError as exc:
             os.close(r)
@@ -269,8 +295,11 @@ class TraceSession:
                 self.received[mid] = self.received.get(mid, 0) + n
             self.sent.update(batch.sent)
             self.lost_reported += batch.lost
+            if self.device is not None:
+                self.device.on_batch(batch)
         if self._raw is not None and len(batch):
-            self._write_raw(batch)
+            with self._lock:  # the device reader writes joined records into the same file
+                self._write_raw(batch)
 
     def _on_json_lines(self, lines: list[str]) -> None:
         from aorta_tui.trace.parser import parse_aggregate_line
@@ -301,6 +330,18 @@ class TraceSession:
             out.append(json.dumps({"set": ps, "metric": mname, "kind": kind, "ts_ns": ts, "pid": pid, "tid": tid,
                                    "key": key, "value": val, "aux": aux, "label": lab},
                                   separators=(",", ":")))
+        self._raw.write("\n".join(out) + "\n")
+        self._raw_count += len(out)
+
+    def _write_device_raw(self, name: str, ts: Any, pid: Any, key: Any, value: Any) -> None:
+        """Joined device values as raw records (called with the session lock held)."""
+        if self._raw is None:
+            return
+        kind = "count" if name == "queued" else "duration"
+        out = [json.dumps({"set": self.device.probe_set, "metric": name, "kind": kind, "ts_ns": t,
+                           "pid": p, "tid": None, "key": k, "value": v, "aux": None, "label": None},
+                          separators=(",", ":"))
+               for t, p, k, v in zip(ts.tolist(), pid.tolist(), key.tolist(), value.tolist(), strict=True)]
         self._raw.write("\n".join(out) + "\n")
         self._raw_count += len(out)
 
@@ -353,6 +394,7 @@ class TraceSession:
                     malformed_lines=self._parser.malformed_total,
                     breakdown=s["breakdown"],
                     observer_cost=cost.get(ps_name, {}),
+                    clock=self.device.clock_for(st.metric.name) if self.device is not None else {},
                 ))
             except Exception as exc:  # a sink's bug must not stop tracing
                 self.warnings.append(f"on_event failed: {exc}")
@@ -378,6 +420,8 @@ class TraceSession:
             self._kill_child()
         if self._child is not None:
             self.child_returncode = self._child.returncode
+        if self.device is not None:
+            self.device.stop()  # the program has exited: its collector wrote its last records
         runner.stop()
         if runner.returncode not in (0, None, -signal.SIGINT, -signal.SIGKILL):
             err = runner.stderr_text()
@@ -396,7 +440,10 @@ class TraceSession:
 
     # -- results -----------------------------------------------------------------------------
     def _lost_for(self, mid: int) -> int | None:
-        """Records the kernel sent that never reached us; None until its count has arrived."""
+        """Records the kernel sent that never reached us; None until its count has arrived.
+        For device metrics: records the collector or CUPTI dropped (they count them)."""
+        if self.device is not None and self.device.is_device_metric(mid):
+            return self.device.dropped()
         sent = self.sent.get(mid)
         if sent is None:
             return None
@@ -473,6 +520,13 @@ class TraceSession:
                 s["attached"] = mid in self.program.attached
                 if not s["attached"]:
                     s["not_attached_reason"] = "none of its events or symbols exist here (see detection.missing)"
+                if self.device is not None and self.device.is_device_metric(mid):
+                    s["source"] = "CUPTI activity records joined with eBPF launches"
+                    s["lost_events"] = self._lost_for(mid)
+                    s["lost_events_reason"] = "records dropped by the collector or CUPTI (dropped_by_collector)"
+                    s["clock"] = self.device.clock_for(metric.name)
+                    entry["metrics"][metric.name] = s
+                    continue
                 s["records_sent_by_kernel"] = self.sent.get(mid)
                 s["records_received"] = self.received.get(mid, 0)
                 s["lost_events"] = self._lost_for(mid) if mid in self.sent else None
@@ -484,6 +538,8 @@ class TraceSession:
                 entry["description"] = ps.description
                 entry["detection"] = det.to_dict()
                 entry["observer_cost"] = cost.get(ps.name)
+                if self.device is not None and ps.name == self.device.probe_set:
+                    entry["device_timestamps"] = self.device.to_dict()
         return {
             "schema": 1,
             "mode": self.mode,

@@ -64,6 +64,8 @@ class ProbeSet:
     description: str = ""
     template: str = ""
     metrics: tuple[Metric, ...] = ()
+    # metrics joined from a device-side collector (CUPTI), present only when it can be loaded
+    device_metrics: tuple[Metric, ...] = ()
     # a cheap, side-effect-free function of the probed library, timed to calibrate the per-hit
     # uprobe cost on this very library (None: calibrate on libc functions of the same prologue)
     calibration_function: str | None = None

@@ -43,11 +43,54 @@ SYNCS: dict[str, str] = {
 }
 
 
+# Joined from the CUPTI collector's device records (aorta_tui/trace/device/), when it can be
+# loaded into the traced program: the GPU side of every launch the uprobes above see.
+DEVICE_METRICS = (
+    Metric(
+        "launch_to_start",
+        "duration",
+        "submit->dispatch: CUDA launch call entry (eBPF uprobe, CLOCK_MONOTONIC) -> kernel start on "
+        "the GPU (CUPTI activity record, mapped onto CLOCK_MONOTONIC); a graph launch counts to its "
+        "first kernel",
+        key_name="stream",
+        probe_type="cupti",
+        probe_hits=0,
+    ),
+    Metric(
+        "kernel_duration",
+        "duration",
+        "kernel execution on the GPU: start -> end of each kernel (CUPTI activity record, device clock)",
+        key_name="stream",
+        probe_type="cupti",
+        probe_hits=0,
+    ),
+    Metric(
+        "queued",
+        "count",
+        "kernels launched earlier on the same stream and not yet started when each launch call "
+        "entered (eBPF launch time against CUPTI start times)",
+        key_name="stream",
+        probe_type="cupti",
+        probe_hits=0,
+    ),
+    Metric(
+        "gpu_idle",
+        "duration",
+        "GPU idle gap: end of every earlier kernel on the device -> start of the next kernel "
+        "(CUPTI activity records; traced processes only)",
+        key_name="device",
+        probe_type="cupti",
+        probe_hits=0,
+    ),
+)
+
+
 class CudaProbes(ProbeSet):
     name = "cuda"
     description = "CUDA driver API launches per stream (one uprobe per launch), async copies, synchronisation"
     template = "cuda.bt"
     launch_block = "launch"  # the template block each launch entry point renders
+    device_metrics = DEVICE_METRICS
     calibration_function = "cuDriverGetVersion"
     metrics = (
         Metric(

@@ -1,0 +1,165 @@
+"""The device half of a trace session: decide, build, inject, read, join.
+
+``DeviceSide.prepare`` runs before the traced command starts (the collector must be in its
+environment when CUDA starts up); ``bind`` hooks the join to the session's metric statistics
+once the bpftrace program is rendered; ``stop`` reads the last records and counts what never
+matched. Where the collector cannot run, the session keeps its launch-only histograms and the
+result says why (``--device-timestamps on`` makes that an error instead, exit 3).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.trace.device.records import Parsed
+from aorta_tui.trace.metrics import Metric
+
+MODES = ("auto", "on", "off")
+LAUNCH_METRICS = ("launch", "launch_call")  # eBPF records whose entry time the join uses
+TWO_CLOCK_METRICS = ("launch_to_start", "queued")
+
+
+def _looks_like_python(exe: str) -> bool:
+    return os.path.basename(exe).startswith("python")
+
+
+class DeviceSide:
+    def __init__(self, mode: str, *, probe_set: str, device_metrics: tuple[Metric, ...]) -> None:
+        if mode not in MODES:
+            raise UsageError(f"--device-timestamps {mode!r} is not one of {', '.join(MODES)}")
+        self.mode = mode
+        self.probe_set = probe_set
+        self.device_metrics = device_metrics
+        self.build: Any = None
+        self.channel: Any = None
+        self.join: Any = None
+        self.reason: str | None = None  # why there are no device timestamps
+        self.fix: str | None = None
+        self.mids: dict[str, int] = {}
+        self._launch_mids: set[int] = set()
+        self._stats: dict[int, Any] = {}
+        # (metric name, ts, pid, key, value) of every joined value, for --raw and --perfetto
+        self.raw_sink: Any = None
+
+    @property
+    def active(self) -> bool:
+        return self.channel is not None
+
+    def _unavailable(self, reason: str, fix: str | None) -> None:
+        if self.mode == "on":
+            raise EnvironmentProblem(f"GPU start times cannot be collected: {reason}",
+                                     hint=fix or "`--device-timestamps off` traces launches only")
+        self.reason, self.fix = reason, fix
+
+    def prepare(self, command: list[str] | None) -> dict[str, str]:
+        """Build and open what the command needs; returns the variables to add to its environment."""
+        if self.mode == "off":
+            self.reason = "turned off (--device-timestamps off)"
+            return {}
+        if not command:
+            self._unavailable("the collector is loaded when a program starts (CUDA_INJECTION64_PATH); "
+                              "a running process (--pid) cannot be given one",
+                              "trace the program from its start: `trace queue -- CMD ...`")
+            return {}
+        if os.environ.get("CUDA_INJECTION64_PATH"):
+            self._unavailable(f"CUDA_INJECTION64_PATH is already set ({os.environ['CUDA_INJECTION64_PATH']}): "
+                              "another CUDA tool is injected into this program",
+                              "unset CUDA_INJECTION64_PATH, or trace launches only")
+            return {}
+        from aorta_tui.trace.device.build import build_collector
+        from aorta_tui.trace.device.channel import DeviceChannel
+        from aorta_tui.trace.device.join import DispatchJoin
+
+        try:
+            self.build = build_collector(target_python=command[0] if _looks_like_python(command[0]) else None)
+        except EnvironmentProblem as exc:
+            self._unavailable(exc.message, exc.hint)
+            return {}
+        self.join = DispatchJoin(self._emit)
+        self.channel = DeviceChannel(self._on_records)
+        return self.channel.env(self.build.library)
+
+    def bind(self, program: Any, stats: dict[int, Any], lock: Any, make_stats: Any) -> None:
+        """Register the device metrics beside the program's, and remember the launch metric ids."""
+        self._lock = lock
+        self._stats = stats
+        if not self.active:
+            return
+        next_id = max([*program.metric_ids, -1]) + 1
+        for m in self.device_metrics:
+            mid = next_id
+            next_id += 1
+            program.metric_ids[mid] = (self.probe_set, m)
+            program.attached.add(mid)
+            stats[mid] = make_stats(m)
+            self.mids[m.name] = mid
+        self._launch_mids = {mid for mid, (ps, m) in program.metric_ids.items()
+                             if ps == self.probe_set and m.name in LAUNCH_METRICS}
+        self.channel.start()
+
+    # -- the two inputs (both called with the session's lock held or taking it) -------------------
+    def on_batch(self, batch: Any) -> None:
+        """eBPF records, called with the session lock held."""
+        if not self.active or len(batch) == 0 or not self._launch_mids:
+            return
+        sel = np.isin(batch.metric, list(self._launch_mids))
+        if sel.any():
+            self.join.add_launches(batch.ts[sel], batch.pid[sel], batch.tid[sel], batch.key[sel])
+
+    def _on_records(self, parsed: Parsed) -> None:
+        with self._lock:
+            self.join.add_device(parsed)
+
+    def _emit(self, name: str, ts: np.ndarray, pid: np.ndarray, key: np.ndarray, value: np.ndarray) -> None:
+        mid = self.mids.get(name)
+        if mid is not None and len(ts):
+            self._stats[mid].add(ts, pid, key, np.maximum(value, 0), None)
+            if self.raw_sink is not None:
+                self.raw_sink(name, ts, pid, key, value)
+
+    # -- end ----------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        if not self.active:
+            return
+        self.channel.stop()
+        with self._lock:
+            self.join.finish()
+
+    def is_device_metric(self, mid: int) -> bool:
+        return mid in self.mids.values()
+
+    def dropped(self) -> int | None:
+        """Records the collector or CUPTI dropped (never silently): the device metrics' losses."""
+        if not self.active:
+            return None
+        keys = ("dropped_ring", "dropped_pipe", "dropped_cupti", "dropped_staging")
+        return sum(p.stats.get(k, 0) for p in list(self.join.procs.values()) for k in keys)
+
+    def clock_for(self, metric_name: str) -> dict[str, Any]:
+        if not self.active or metric_name not in TWO_CLOCK_METRICS:
+            return {}
+        return self.join.clock.to_dict()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode, "available": self.active}
+        if not self.active:
+            out.update(reason=self.reason, fix=self.fix)
+            return out
+        out["collector"] = self.build.to_dict()
+        out.update(self.join.summary())
+        out["reader_errors"] = list(self.channel.errors)
+        out["fifo_bytes"] = self.channel.pipe_bytes
+        procs = out.get("processes", {})
+        if not procs:
+            out["warning"] = ("no record came from the collector: the program never initialised CUDA, "
+                              "or it is not dynamically linked to libcuda")
+        for pid, p in procs.items():
+            if not p["exited_cleanly"]:
+                out.setdefault("notes", []).append(
+                    f"pid {pid} ended without its exit handler (killed, or os._exit): records after "
+                    "its last flush may be missing")
+        return out

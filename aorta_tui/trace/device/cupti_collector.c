@@ -1,0 +1,558 @@
+/*
+ * aorta-tui's CUPTI activity collector: GPU start/end timestamps of every kernel, memcpy and
+ * memset of a CUDA program, handed live to the trace session that started the program.
+ *
+ * Loaded by the CUDA driver itself through CUDA_INJECTION64_PATH (the route Nsight Systems,
+ * HPCToolkit and Parca's parcagpu take), so any CUDA program is covered with no change to it.
+ * The driver calls InitializeInjection() once, from cuInit().
+ *
+ * Design, and why:
+ * - The hot path is the launch callback, run on the application's thread inside every launch
+ *   call. It takes one clock reading and claims one slot of a lock-free bounded ring (Vyukov's
+ *   MPSC queue): no lock, no allocation, no system call. A full ring drops the record and
+ *   counts it; it never blocks the application.
+ * - All I/O happens on the collector's own flush thread, with SIGPIPE blocked there, so a
+ *   trace session that goes away can never kill the traced program.
+ * - CUPTI delivers activity buffers to bufferCompleted() (on a thread of its choosing); records
+ *   are converted there into a staging area, bounded too, and written by the flush thread.
+ * - Records leave through a FIFO named by AORTA_CUPTI_FIFO as fixed 64-byte records, in writes
+ *   of at most PIPE_BUF bytes, so records of several processes never interleave mid-record.
+ * - Activity timestamps are asked for on CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback),
+ *   the clock of bpftrace's nsecs; the alignment is still *measured*: every flush writes a CLOCK
+ *   record bracketing cuptiGetTimestamp() between two CLOCK_MONOTONIC readings.
+ *
+ * Build (aorta_tui/trace/device/build.py does it, cached per CUPTI version):
+ *   cc -O2 -shared -fPIC -pthread -DAORTA_KERNEL_T=CUpti_ActivityKernelN ... \
+ *      -I<cupti include> cupti_collector.c -L<cupti lib> -lcupti -Wl,-rpath,<cupti lib>
+ */
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti.h>
+#if AORTA_INCLUDE_META /* newer cupti.h includes it itself, and it has no include guard */
+#include <generated_cuda_meta.h>
+#endif
+
+#ifndef AORTA_KERNEL_T
+#error "define AORTA_KERNEL_T to the newest CUpti_ActivityKernelN of the CUPTI headers"
+#endif
+#ifndef AORTA_MEMCPY_T
+#error "define AORTA_MEMCPY_T to the newest CUpti_ActivityMemcpyN of the CUPTI headers"
+#endif
+#ifndef AORTA_MEMSET_T
+#error "define AORTA_MEMSET_T to the newest CUpti_ActivityMemsetN of the CUPTI headers"
+#endif
+
+/* ---- record format (mirrored by aorta_tui/trace/device/records.py) ---------------------- */
+#define REC_MAGIC 0xA07Au
+#define REC_VERSION 1
+enum {
+    REC_HELLO = 1,  /* f0 cupti version, f1 flush ms, f2 ring slots, f3 ts callback ok, f4 domains */
+    REC_CLOCK = 2,  /* f0 mono before, f1 cuptiGetTimestamp, f2 mono after */
+    REC_LAUNCH = 3, /* f0 tid, f1 correlation id, f2 mono ns at callback, f3 stream, f4 cbid|domain<<32 */
+    REC_KERNEL = 4, /* f0 correlation id, f1 start, f2 end, f3 device|context<<32, f4 stream id, f5 graph id */
+    REC_MEMCPY = 5, /* as KERNEL, f5 bytes, f6 copy kind */
+    REC_MEMSET = 6, /* as KERNEL, f5 bytes */
+    REC_STATS = 7,  /* f0 launches seen, f1 dropped (ring), f2 dropped (pipe), f3 dropped (CUPTI),
+                       f4 activity records, f5 buffers, f6 dropped (staging) */
+    REC_ERROR = 8,  /* f0 CUptiResult, f1 where (enum below) */
+    REC_BYE = 9,    /* as STATS, written by the exit handler */
+};
+enum { AT_SUBSCRIBE = 1, AT_ENABLE_CB = 2, AT_ACTIVITY = 3, AT_REGISTER = 4, AT_FLUSH = 5, AT_FIFO = 6 };
+
+typedef struct {
+    uint16_t magic;
+    uint8_t version;
+    uint8_t type;
+    uint32_t pid;
+    uint64_t f[7];
+} aorta_rec;
+_Static_assert(sizeof(aorta_rec) == 64, "records are 64 bytes");
+
+/* ---- lock-free launch ring (bounded MPSC, Vyukov) ---------------------------------------- */
+#define RING_SLOTS (1u << 17) /* 131072 launches: > 1 s at 100k launches/s between flushes */
+typedef struct {
+    _Atomic uint64_t seq;
+    aorta_rec rec;
+} slot_t;
+
+static slot_t *ring;
+static _Atomic uint64_t ring_head;
+static uint64_t ring_tail; /* consumer only */
+
+static _Atomic uint64_t n_launches, n_drop_ring, n_drop_pipe, n_drop_cupti, n_activity,
+    n_buffers, n_drop_staging;
+
+static int out_fd = -1;
+static uint32_t my_pid;
+static int flush_ms = 100;
+static int ts_callback_ok;
+/* Which launch callbacks to enable (AORTA_CUPTI_DOMAINS): bit 0 driver, bit 1 runtime. A kernel
+ * carries the correlation id of the outermost API layer traced, so one layer is enough; the
+ * driver layer (default) sees every launch, also those of programs that skip the runtime
+ * (Triton, cuda-python). Runtime-only costs less per launch (docs/tracing.md) but misses those. */
+static unsigned domains = 1;
+static CUpti_SubscriberHandle subscriber;
+static pthread_t flusher;
+static _Atomic int stopping;
+static _Atomic int active;
+
+static __thread uint64_t my_tid;
+
+static inline uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#ifndef AORTA_HAS_TS_CALLBACK
+#define AORTA_HAS_TS_CALLBACK 0
+#endif
+#if AORTA_HAS_TS_CALLBACK
+static uint64_t CUPTIAPI monotonic_timestamp(void) { return mono_ns(); }
+#endif
+
+static inline void fill(aorta_rec *r, uint8_t type) {
+    memset(r, 0, sizeof *r);
+    r->magic = REC_MAGIC;
+    r->version = REC_VERSION;
+    r->type = type;
+    r->pid = my_pid;
+}
+
+static void ring_push(const aorta_rec *r) {
+    uint64_t pos = atomic_load_explicit(&ring_head, memory_order_relaxed);
+    for (;;) {
+        slot_t *s = &ring[pos & (RING_SLOTS - 1)];
+        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+        int64_t dif = (int64_t)seq - (int64_t)pos;
+        if (dif == 0) {
+            if (atomic_compare_exchange_weak_explicit(&ring_head, &pos, pos + 1,
+                                                      memory_order_relaxed, memory_order_relaxed)) {
+                s->rec = *r;
+                atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+                return;
+            }
+        } else if (dif < 0) {
+            atomic_fetch_add_explicit(&n_drop_ring, 1, memory_order_relaxed);
+            return; /* full: count it, never wait */
+        } else {
+            pos = atomic_load_explicit(&ring_head, memory_order_relaxed);
+        }
+    }
+}
+
+static int ring_pop(aorta_rec *out) {
+    slot_t *s = &ring[ring_tail & (RING_SLOTS - 1)];
+    uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+    if ((int64_t)seq - (int64_t)(ring_tail + 1) < 0)
+        return 0;
+    *out = s->rec;
+    atomic_store_explicit(&s->seq, ring_tail + RING_SLOTS, memory_order_release);
+    ring_tail++;
+    return 1;
+}
+
+/* ---- staging for activity records (filled on CUPTI's thread, written by ours) ------------ */
+#define STAGING_MAX (1u << 20) /* records (64 MiB) before new ones are dropped and counted */
+static pthread_mutex_t staging_mu = PTHREAD_MUTEX_INITIALIZER;
+static aorta_rec *staging;
+static size_t staging_len, staging_cap;
+
+static void stage(const aorta_rec *r) {
+    if (staging_len == staging_cap) {
+        size_t cap = staging_cap ? staging_cap * 2 : 4096;
+        aorta_rec *p = cap <= STAGING_MAX ? realloc(staging, cap * sizeof *p) : NULL;
+        if (!p) {
+            atomic_fetch_add_explicit(&n_drop_staging, 1, memory_order_relaxed);
+            return;
+        }
+        staging = p;
+        staging_cap = cap;
+    }
+    staging[staging_len++] = *r;
+}
+
+static void stage_locked(const aorta_rec *r) {
+    pthread_mutex_lock(&staging_mu);
+    stage(r);
+    pthread_mutex_unlock(&staging_mu);
+}
+
+static void report_error(CUptiResult res, int where) {
+    aorta_rec r;
+    fill(&r, REC_ERROR);
+    r.f[0] = (uint64_t)res;
+    r.f[1] = (uint64_t)where;
+    stage_locked(&r);
+}
+
+/* ---- output: whole records, at most PIPE_BUF bytes a write, never blocking --------------- */
+#define CHUNK_RECS (4096 / sizeof(aorta_rec))
+static aorta_rec chunk[CHUNK_RECS];
+static size_t chunk_len;
+
+#define WRITE_WAIT_MS 1000 /* how long the flush thread waits for the reader before dropping */
+
+static void chunk_flush(void) {
+    if (chunk_len == 0)
+        return;
+    if (out_fd >= 0) {
+        ssize_t w = write(out_fd, chunk, chunk_len * sizeof(aorta_rec));
+        if (w < 0 && errno == EAGAIN) {
+            /* the pipe is full: wait (on our own thread, never the program's) for the reader */
+            struct pollfd pfd = {out_fd, POLLOUT, 0};
+            if (poll(&pfd, 1, WRITE_WAIT_MS) > 0 && (pfd.revents & POLLOUT))
+                w = write(out_fd, chunk, chunk_len * sizeof(aorta_rec));
+        }
+        if (w < 0) {
+            atomic_fetch_add_explicit(&n_drop_pipe, chunk_len, memory_order_relaxed);
+            if (errno == EPIPE) { /* the session went away: stop writing, keep the program running */
+                close(out_fd);
+                out_fd = -1;
+            }
+        }
+    } else {
+        atomic_fetch_add_explicit(&n_drop_pipe, chunk_len, memory_order_relaxed);
+    }
+    chunk_len = 0;
+}
+
+static void emit(const aorta_rec *r) {
+    chunk[chunk_len++] = *r;
+    if (chunk_len == CHUNK_RECS)
+        chunk_flush();
+}
+
+/* Writes from a thread other than the flush thread (start-up, the exit handler): SIGPIPE is
+ * blocked around the write and a pending one is consumed, so it is never delivered. */
+static void chunk_flush_guarded(void) {
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    chunk_flush();
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&set, NULL, &zero) == SIGPIPE) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void emit_clock(void) {
+    aorta_rec r;
+    uint64_t cupti_ts = 0;
+    fill(&r, REC_CLOCK);
+    r.f[0] = mono_ns();
+    cuptiGetTimestamp(&cupti_ts);
+    r.f[2] = mono_ns();
+    r.f[1] = cupti_ts;
+    emit(&r);
+}
+
+static void emit_stats(uint8_t type) {
+    aorta_rec r;
+    fill(&r, type);
+    r.f[0] = atomic_load(&n_launches);
+    r.f[1] = atomic_load(&n_drop_ring);
+    r.f[2] = atomic_load(&n_drop_pipe);
+    r.f[3] = atomic_load(&n_drop_cupti);
+    r.f[4] = atomic_load(&n_activity);
+    r.f[5] = atomic_load(&n_buffers);
+    r.f[6] = atomic_load(&n_drop_staging);
+    emit(&r);
+}
+
+/* One pass of the flush thread: launches from the ring, then staged activity records. */
+static void drain(void) {
+    aorta_rec r;
+    while (ring_pop(&r))
+        emit(&r);
+    pthread_mutex_lock(&staging_mu);
+    aorta_rec *batch = staging;
+    size_t n = staging_len;
+    staging = NULL;
+    staging_len = staging_cap = 0;
+    pthread_mutex_unlock(&staging_mu);
+    for (size_t i = 0; i < n; i++)
+        emit(&batch[i]);
+    free(batch);
+}
+
+/* ---- CUPTI callbacks ----------------------------------------------------------------------- */
+static uint64_t driver_stream(CUpti_CallbackId cbid, const void *params) {
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+        return (uint64_t)(uintptr_t)((const cuLaunchKernel_params *)params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+        return (uint64_t)(uintptr_t)((const cuLaunchKernel_ptsz_params *)params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+        const CUlaunchConfig *c = ((const cuLaunchKernelEx_params *)params)->config;
+        return c ? (uint64_t)(uintptr_t)c->hStream : 0;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+        const CUlaunchConfig *c = ((const cuLaunchKernelEx_ptsz_params *)params)->config;
+        return c ? (uint64_t)(uintptr_t)c->hStream : 0;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+        return (uint64_t)(uintptr_t)((const cuLaunchCooperativeKernel_params *)params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+        return (uint64_t)(uintptr_t)((const cuLaunchCooperativeKernel_ptsz_params *)params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+        return (uint64_t)(uintptr_t)((const cuGraphLaunch_params *)params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+        return (uint64_t)(uintptr_t)((const cuGraphLaunch_ptsz_params *)params)->hStream;
+    default:
+        return 0;
+    }
+}
+
+static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                            const void *data) {
+    (void)userdata;
+    const CUpti_CallbackData *cb = (const CUpti_CallbackData *)data;
+    if (cb->callbackSite != CUPTI_API_ENTER || !atomic_load_explicit(&active, memory_order_relaxed))
+        return;
+    aorta_rec r;
+    if (my_tid == 0)
+        my_tid = (uint64_t)syscall(SYS_gettid);
+    fill(&r, REC_LAUNCH);
+    r.f[0] = my_tid;
+    r.f[1] = cb->correlationId;
+    r.f[2] = mono_ns();
+    r.f[3] = domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_stream(cbid, cb->functionParams) : 0;
+    r.f[4] = (uint64_t)cbid | ((uint64_t)domain << 32);
+    atomic_fetch_add_explicit(&n_launches, 1, memory_order_relaxed);
+    ring_push(&r);
+}
+
+#define BUFFER_BYTES (8u << 20)
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *buffer = aligned_alloc(8, BUFFER_BYTES);
+    *size = *buffer ? BUFFER_BYTES : 0;
+    *max_records = 0;
+}
+
+static void activity_to_record(const CUpti_Activity *a) {
+    aorta_rec r;
+    switch (a->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+        const AORTA_KERNEL_T *k = (const AORTA_KERNEL_T *)a;
+        fill(&r, REC_KERNEL);
+        r.f[0] = k->correlationId;
+        r.f[1] = k->start;
+        r.f[2] = k->end;
+        r.f[3] = (uint64_t)k->deviceId | ((uint64_t)k->contextId << 32);
+        r.f[4] = k->streamId;
+        r.f[5] = k->graphId;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const AORTA_MEMCPY_T *m = (const AORTA_MEMCPY_T *)a;
+        fill(&r, REC_MEMCPY);
+        r.f[0] = m->correlationId;
+        r.f[1] = m->start;
+        r.f[2] = m->end;
+        r.f[3] = (uint64_t)m->deviceId | ((uint64_t)m->contextId << 32);
+        r.f[4] = m->streamId;
+        r.f[5] = m->bytes;
+        r.f[6] = m->copyKind;
+        break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const AORTA_MEMSET_T *m = (const AORTA_MEMSET_T *)a;
+        fill(&r, REC_MEMSET);
+        r.f[0] = m->correlationId;
+        r.f[1] = m->start;
+        r.f[2] = m->end;
+        r.f[3] = (uint64_t)m->deviceId | ((uint64_t)m->contextId << 32);
+        r.f[4] = m->streamId;
+        r.f[5] = m->bytes;
+        break;
+    }
+    default:
+        return;
+    }
+    atomic_fetch_add_explicit(&n_activity, 1, memory_order_relaxed);
+    stage(&r);
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer, size_t size,
+                                      size_t valid) {
+    CUpti_Activity *a = NULL;
+    atomic_fetch_add_explicit(&n_buffers, 1, memory_order_relaxed);
+    pthread_mutex_lock(&staging_mu);
+    while (cuptiActivityGetNextRecord(buffer, valid, &a) == CUPTI_SUCCESS)
+        activity_to_record(a);
+    pthread_mutex_unlock(&staging_mu);
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped)
+        atomic_fetch_add_explicit(&n_drop_cupti, dropped, memory_order_relaxed);
+    (void)size;
+    free(buffer);
+}
+
+/* ---- the flush thread and the exit handler ------------------------------------------------- */
+static void *flush_loop(void *arg) {
+    (void)arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE); /* a vanished reader gives EPIPE here, never a signal to the program */
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    struct timespec period = {flush_ms / 1000, (long)(flush_ms % 1000) * 1000000L};
+    while (!atomic_load(&stopping)) {
+        nanosleep(&period, NULL);
+        CUptiResult res = cuptiActivityFlushAll(0);
+        if (res != CUPTI_SUCCESS)
+            report_error(res, AT_FLUSH);
+        drain();
+        emit_clock();
+        emit_stats(REC_STATS);
+        chunk_flush();
+    }
+    return NULL;
+}
+
+static void at_exit(void) {
+    if (!atomic_exchange(&active, 0))
+        return;
+    atomic_store(&stopping, 1);
+    pthread_join(flusher, NULL);
+    /* forced: deliver buffers with records still incomplete too; this is the last chance */
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    drain();
+    emit_clock();
+    emit_stats(REC_BYE);
+    chunk_flush_guarded();
+}
+
+static void after_fork_child(void) {
+    /* the flush thread does not exist in a forked child, and CUDA is unusable there */
+    atomic_store(&active, 0);
+    if (out_fd >= 0) {
+        close(out_fd);
+        out_fd = -1;
+    }
+}
+
+static int enable_launch_callbacks(void) {
+    static const CUpti_CallbackId driver_ids[] = {
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,            CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    };
+    static const CUpti_CallbackId runtime_ids[] = {
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    };
+    CUptiResult res;
+    if (domains & 1u)
+        for (size_t i = 0; i < sizeof driver_ids / sizeof *driver_ids; i++)
+            if ((res = cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, driver_ids[i])) !=
+                CUPTI_SUCCESS) {
+                report_error(res, AT_ENABLE_CB);
+                return -1;
+            }
+    if (domains & 2u)
+        for (size_t i = 0; i < sizeof runtime_ids / sizeof *runtime_ids; i++)
+            if ((res = cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i])) !=
+                CUPTI_SUCCESS) {
+                report_error(res, AT_ENABLE_CB);
+                return -1;
+            }
+    return 0;
+}
+
+static void write_hello(uint32_t version) {
+    aorta_rec r;
+    fill(&r, REC_HELLO);
+    r.f[0] = version;
+    r.f[1] = (uint64_t)flush_ms;
+    r.f[2] = RING_SLOTS;
+    r.f[3] = (uint64_t)ts_callback_ok;
+    r.f[4] = domains;
+    emit(&r);
+}
+
+/* Called by the CUDA driver (CUDA_INJECTION64_PATH). Returns 1 on success, as the driver expects;
+ * on any failure the program runs on untraced and the session is told why (an ERROR record). */
+__attribute__((visibility("default"))) int InitializeInjection(void) {
+    static int done;
+    if (done++)
+        return 1;
+    my_pid = (uint32_t)getpid();
+    const char *path = getenv("AORTA_CUPTI_FIFO");
+    const char *ms = getenv("AORTA_CUPTI_FLUSH_MS");
+    const char *dom = getenv("AORTA_CUPTI_DOMAINS");
+    if (ms && atoi(ms) >= 10 && atoi(ms) <= 10000)
+        flush_ms = atoi(ms);
+    if (dom && atoi(dom) >= 1 && atoi(dom) <= 3)
+        domains = (unsigned)atoi(dom);
+    if (!path)
+        return 1;
+    /* O_NONBLOCK: the session opened the read end first; if it is gone this fails at once */
+    out_fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (out_fd < 0)
+        return 1;
+    ring = aligned_alloc(64, sizeof(slot_t) * RING_SLOTS);
+    if (!ring) {
+        close(out_fd);
+        out_fd = -1;
+        return 1;
+    }
+    for (uint64_t i = 0; i < RING_SLOTS; i++)
+        atomic_init(&ring[i].seq, i);
+    uint32_t version = 0;
+    cuptiGetVersion(&version);
+#if AORTA_HAS_TS_CALLBACK
+    ts_callback_ok = cuptiActivityRegisterTimestampCallback(monotonic_timestamp) == CUPTI_SUCCESS;
+#endif
+    CUptiResult res = cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)on_api, NULL);
+    if (res != CUPTI_SUCCESS) {
+        /* e.g. CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: another tool got there first */
+        report_error(res, AT_SUBSCRIBE);
+    } else if (enable_launch_callbacks() == 0) {
+        res = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        if (res != CUPTI_SUCCESS)
+            report_error(res, AT_REGISTER);
+        else if ((res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS ||
+                 (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)) != CUPTI_SUCCESS ||
+                 (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET)) != CUPTI_SUCCESS)
+            report_error(res, AT_ACTIVITY);
+        else
+            atomic_store(&active, 1);
+    }
+    write_hello(version);
+    emit_clock();
+    drain(); /* errors staged above */
+    chunk_flush_guarded();
+    if (!atomic_load(&active))
+        return 1;
+    pthread_atfork(NULL, NULL, after_fork_child);
+    if (pthread_create(&flusher, NULL, flush_loop, NULL) != 0) {
+        atomic_store(&active, 0);
+        return 1;
+    }
+    atexit(at_exit);
+    return 1;
+}

@@ -1,0 +1,459 @@
+"""Join the eBPF launch stream with the collector's device records, live.
+
+Three links, none of them by order:
+
+1. **kernel -> launch callback, by correlation id.** CUPTI gives every kernel record the
+   correlation id of the API call that launched it; the collector's launch callback recorded
+   that id with the calling thread and a CLOCK_MONOTONIC reading.
+2. **launch callback -> eBPF launch, by thread and nesting.** The eBPF uprobe fires at the
+   first instruction of ``cuLaunchKernel`` (or ``Ex``/``cuGraphLaunch``); a driver-level
+   callback fires inside that same call on the same thread, so its launch is the thread's last
+   eBPF launch at or before the callback. A runtime-level callback (``cudaLaunchKernel``) fires
+   before the driver call it makes, so its launch is the thread's first eBPF launch at or after
+   it. Both clocks are CLOCK_MONOTONIC (bpftrace ``nsecs`` and the collector's
+   ``clock_gettime``). A candidate further than ``JOIN_WINDOW_NS`` away, or already taken, is
+   no match: it is counted, never forced.
+3. **device clock -> host clock, measured.** Kernel start/end are CUPTI timestamps; the
+   collector asks CUPTI for CLOCK_MONOTONIC and also writes CLOCK records that bracket
+   ``cuptiGetTimestamp()`` between two CLOCK_MONOTONIC readings. Their offset maps device
+   times onto the host clock and their width bounds the error of that step.
+
+Metrics (all keyed by the eBPF stream handle, so they sit beside ``cuda.launch``):
+``launch_to_start`` (eBPF launch entry -> kernel start; for a graph, its first kernel),
+``kernel_duration`` (start -> end of every kernel), ``queued`` (kernels launched on the stream
+and not yet started, seen by each new launch) and ``gpu_idle`` (per device: gap between the
+end of all earlier kernels and the start of the next).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aorta_tui.trace.device.records import DOMAIN_DRIVER, DTYPE, Parsed, Rec, describe_error
+
+JOIN_WINDOW_NS = 50_000_000  # a launch call's callback and its uprobe are never further apart
+WAIT_FOR_EBPF_NS = 5_000_000_000  # how long a device launch waits for its eBPF record
+EBPF_KEEP_NS = 120_000_000_000  # an eBPF launch whose kernel has not started after this: unmatched
+ORPHAN_CALLBACK_NS = 30_000_000_000  # a launch callback no kernel claimed (e.g. the runtime twin)
+CLOCK_SAMPLES_KEPT = 64
+
+Emit = Callable[[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
+# emit(metric name, ts, pid, key, value): values in ns (counts for ``queued``)
+
+
+def _empty_u() -> np.ndarray:
+    return np.empty(0, dtype=np.int64)
+
+
+@dataclass
+class _Callbacks:
+    """Launch callbacks of one process not yet claimed by a kernel, sorted by correlation id."""
+
+    corr: np.ndarray = field(default_factory=_empty_u)
+    tid: np.ndarray = field(default_factory=_empty_u)
+    t: np.ndarray = field(default_factory=_empty_u)
+    domain: np.ndarray = field(default_factory=_empty_u)
+
+    def add(self, corr: np.ndarray, tid: np.ndarray, t: np.ndarray, domain: np.ndarray) -> None:
+        c = np.concatenate([self.corr, corr])
+        order = np.argsort(c, kind="stable")
+        self.corr = c[order]
+        self.tid = np.concatenate([self.tid, tid])[order]
+        self.t = np.concatenate([self.t, t])[order]
+        self.domain = np.concatenate([self.domain, domain])[order]
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.corr, self.tid, self.t, self.domain = (a[mask] for a in (self.corr, self.tid, self.t, self.domain))
+
+
+@dataclass
+class _ThreadLaunches:
+    """eBPF launches of one thread, sorted by time, with a taken flag."""
+
+    ts: np.ndarray = field(default_factory=_empty_u)
+    stream: np.ndarray = field(default_factory=_empty_u)
+    taken: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+
+    def add(self, ts: np.ndarray, stream: np.ndarray) -> None:
+        t = np.concatenate([self.ts, ts])
+        order = np.argsort(t, kind="stable")
+        self.ts = t[order]
+        self.stream = np.concatenate([self.stream, stream])[order]
+        self.taken = np.concatenate([self.taken, np.zeros(len(ts), dtype=bool)])[order]
+
+
+@dataclass
+class _Waiting:
+    """Device launches whose eBPF launch has not arrived yet."""
+
+    pid: np.ndarray = field(default_factory=_empty_u)
+    tid: np.ndarray = field(default_factory=_empty_u)
+    t: np.ndarray = field(default_factory=_empty_u)
+    domain: np.ndarray = field(default_factory=_empty_u)
+    corr: np.ndarray = field(default_factory=_empty_u)
+    start: np.ndarray = field(default_factory=_empty_u)
+    end: np.ndarray = field(default_factory=_empty_u)
+    device: np.ndarray = field(default_factory=_empty_u)
+    first: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+
+    COLS = ("pid", "tid", "t", "domain", "corr", "start", "end", "device", "first")
+
+    def extend(self, **cols: np.ndarray) -> None:
+        for name in self.COLS:
+            setattr(self, name, np.concatenate([getattr(self, name), cols[name]]))
+
+    def take(self) -> dict[str, np.ndarray]:
+        out = {name: getattr(self, name) for name in self.COLS}
+        for name in self.COLS:
+            setattr(self, name, out[name][:0])
+        return out
+
+    def __len__(self) -> int:
+        return int(len(self.t))
+
+
+@dataclass
+class ClockAlignment:
+    """CLOCK records: cuptiGetTimestamp bracketed by two CLOCK_MONOTONIC readings."""
+
+    offsets: list[int] = field(default_factory=list)  # cupti - midpoint, ns
+    half_widths: list[int] = field(default_factory=list)
+    samples: int = 0
+    timestamp_callback: bool | None = None
+
+    def add(self, before: np.ndarray, cupti: np.ndarray, after: np.ndarray) -> None:
+        mid = (before + after) // 2
+        self.offsets = (self.offsets + (cupti - mid).tolist())[-CLOCK_SAMPLES_KEPT:]
+        self.half_widths = (self.half_widths + ((after - before) // 2).tolist())[-CLOCK_SAMPLES_KEPT:]
+        self.samples += int(len(mid))
+
+    @property
+    def offset_ns(self) -> int | None:
+        return int(np.median(self.offsets)) if self.offsets else None
+
+    @property
+    def uncertainty_ns(self) -> int | None:
+        """Bracket half-width plus half the spread of the kept offsets (drift, jitter)."""
+        if not self.offsets:
+            return None
+        spread = (max(self.offsets) - min(self.offsets)) // 2
+        return int(max(self.half_widths) + spread)
+
+    def to_dict(self) -> dict[str, Any]:
+        how = ("CUPTI timestamps on CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)"
+               if self.timestamp_callback else "CUPTI's default clock")
+        return {
+            "method": f"{how}; offset measured by bracketing cuptiGetTimestamp() between two "
+                      "CLOCK_MONOTONIC readings (bpftrace nsecs is CLOCK_MONOTONIC)",
+            "offset_ns": self.offset_ns,
+            "uncertainty_ns": self.uncertainty_ns,
+            "samples": self.samples,
+            "not_included": "CUPTI's own GPU->CPU timestamp conversion (checked against a "
+                            "sleep kernel of measured length, docs/tracing.md)",
+        }
+
+
+@dataclass
+class ProcessStats:
+    hello: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+    exited_cleanly: bool = False
+    errors: list[str] = field(default_factory=list)
+
+
+STATS_FIELDS = ("launch_callbacks", "dropped_ring", "dropped_pipe", "dropped_cupti",
+                "activity_records", "buffers", "dropped_staging")
+
+
+class DispatchJoin:
+    """Feed it eBPF launches (``add_launches``) and device records (``add_device``), in any
+    order and from any thread; it calls ``emit`` with joined metric values."""
+
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+        self.clock = ClockAlignment()
+        self.procs: dict[int, ProcessStats] = {}
+        self._callbacks: dict[int, _Callbacks] = {}
+        self._launches: dict[tuple[int, int], _ThreadLaunches] = {}
+        self._waiting = _Waiting()
+        self._graph_first_seen: set[tuple[int, int]] = set()
+        self._last_start: dict[int, np.ndarray] = {}  # per stream: starts of recent launches, in order
+        self._last_end: dict[int, int] = {}  # per device: latest end seen
+        self._newest_ebpf: dict[int, int] = {}  # per pid: newest eBPF launch time
+        self._retry = np.empty(0, dtype=DTYPE)  # kernels whose callback was not read yet
+        self.counts: dict[str, int] = dict.fromkeys(
+            ("ebpf_launches", "launches_with_device_record", "kernels", "kernels_joined",
+             "kernels_without_callback", "callbacks_without_kernel", "device_launches_without_ebpf",
+             "ebpf_taken_twice", "negative_launch_to_start", "malformed_records", "memcpy", "memset"), 0)
+        self.per_stream: dict[int, dict[str, int]] = {}
+        # callback time minus eBPF launch time of joined launches: the join's own check (a
+        # driver callback runs inside the probed call, so this is small and positive)
+        self._lag_samples: list[int] = []
+        self.samples: list[dict[str, int]] = []  # the first joined launches, for diagnosis
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def add_launches(self, ts: np.ndarray, pid: np.ndarray, tid: np.ndarray, stream: np.ndarray) -> None:
+        """eBPF ``cuda.launch`` records (CLOCK_MONOTONIC ns)."""
+        if len(ts) == 0:
+            return
+        self.counts["ebpf_launches"] += int(len(ts))
+        keys = pid.astype(np.int64) * (1 << 32) + tid.astype(np.int64)
+        for k in np.unique(keys).tolist():
+            sel = keys == k
+            p, t = k >> 32, k & 0xFFFFFFFF
+            self._launches.setdefault((p, t), _ThreadLaunches()).add(ts[sel], stream[sel])
+            self._newest_ebpf[p] = max(self._newest_ebpf.get(p, 0), int(ts[sel].max()))
+        for s, c in zip(*np.unique(stream, return_counts=True), strict=True):
+            self.per_stream.setdefault(int(s), {"launches": 0, "with_device_record": 0})["launches"] += int(c)
+        if len(self._waiting):
+            self._match(self._waiting.take())
+
+    def add_device(self, parsed: Parsed) -> None:
+        self.counts["malformed_records"] += parsed.malformed
+        self._control_records(parsed)
+        cb = parsed.of(Rec.LAUNCH)
+        for pid in np.unique(cb["pid"]).tolist() if len(cb) else []:
+            sel = cb[cb["pid"] == pid]["f"].astype(np.int64)
+            self._callbacks.setdefault(pid, _Callbacks()).add(
+                sel[:, 1], sel[:, 0], sel[:, 2], sel[:, 4] >> 32)
+        kernels = parsed.of(Rec.KERNEL)
+        self.counts["memcpy"] += len(parsed.of(Rec.MEMCPY))
+        self.counts["memset"] += len(parsed.of(Rec.MEMSET))
+        if len(kernels):
+            self.counts["kernels"] += int(len(kernels))
+            self._gpu_idle_records(kernels)
+        # a kernel may be read just before its callback (both left in one flush): retry it once
+        retry, self._retry = self._retry, np.empty(0, dtype=DTYPE)
+        if len(retry) or len(kernels):
+            self._kernels(np.concatenate([retry, kernels]), retry_count=len(retry))
+        self._expire()
+
+    def _control_records(self, parsed: Parsed) -> None:
+        for r in parsed.of(Rec.HELLO):
+            f = r["f"].tolist()
+            self.procs.setdefault(int(r["pid"]), ProcessStats()).hello = {
+                "cupti_version": f[0], "flush_ms": f[1], "ring_slots": f[2],
+                "timestamp_callback": f[3], "domains": f[4]}
+            self.clock.timestamp_callback = bool(f[3])
+        clk = parsed.of(Rec.CLOCK)
+        if len(clk):
+            f = clk["f"].astype(np.int64)
+            self.clock.add(f[:, 0], f[:, 1], f[:, 2])
+        for kind in (Rec.STATS, Rec.BYE):
+            for r in parsed.of(kind):
+                ps = self.procs.setdefault(int(r["pid"]), ProcessStats())
+                ps.stats = dict(zip(STATS_FIELDS, r["f"].tolist(), strict=True))
+                ps.exited_cleanly = ps.exited_cleanly or kind == Rec.BYE
+        for r in parsed.of(Rec.ERROR):
+            f = r["f"].tolist()
+            self.procs.setdefault(int(r["pid"]), ProcessStats()).errors.append(describe_error(f[0], f[1]))
+
+    # -- link 1: kernel -> callback -------------------------------------------------------------
+    def _device_times(self, kernels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        f = kernels["f"].astype(np.int64)
+        offset = self.clock.offset_ns or 0  # CUPTI clock -> CLOCK_MONOTONIC, measured
+        return f, f[:, 1] - offset, f[:, 2] - offset, f[:, 3] & 0xFFFFFFFF
+
+    def _gpu_idle_records(self, kernels: np.ndarray) -> None:
+        _f, start, end, device = self._device_times(kernels)
+        self._gpu_idle(start, end, device, kernels["pid"].astype(np.int64))
+
+    def _kernels(self, kernels: np.ndarray, retry_count: int = 0) -> None:
+        f, start, end, device = self._device_times(kernels)
+        pids = kernels["pid"].astype(np.int64)
+        is_retry = np.arange(len(kernels)) < retry_count
+        for pid in np.unique(pids).tolist():
+            sel = pids == pid
+            cbs = self._callbacks.get(pid)
+            corr, graph = f[sel, 0], f[sel, 5]
+            if cbs is None or len(cbs.corr) == 0:
+                hit = np.zeros(int(sel.sum()), dtype=bool)
+            else:
+                idx = np.minimum(np.searchsorted(cbs.corr, corr), len(cbs.corr) - 1)
+                hit = cbs.corr[idx] == corr
+            miss_retried = ~hit & is_retry[sel]
+            self.counts["kernels_without_callback"] += int(miss_retried.sum())
+            again = ~hit & ~is_retry[sel]
+            if again.any():
+                self._retry = np.concatenate([self._retry, kernels[sel][again]])
+            if not hit.any():
+                continue
+            first = np.ones(int(hit.sum()), dtype=bool)
+            h_idx, h_corr, h_graph = idx[hit], corr[hit], graph[hit]
+            # a graph's kernels share its launch's correlation id: only the first starts the clock
+            for i in np.flatnonzero(h_graph != 0).tolist():
+                key = (pid, int(h_corr[i]))
+                first[i] = key not in self._graph_first_seen
+                self._graph_first_seen.add(key)
+            claimed = np.zeros(len(cbs.corr), dtype=bool)
+            claimed[h_idx[h_graph == 0]] = True  # a plain kernel's callback is done with
+            self._match({
+                "pid": np.full(len(h_idx), pid, dtype=np.int64), "tid": cbs.tid[h_idx], "t": cbs.t[h_idx],
+                "domain": cbs.domain[h_idx], "corr": h_corr, "start": start[sel][hit],
+                "end": end[sel][hit], "device": device[sel][hit], "first": first})
+            cbs.keep(~claimed)
+
+    # -- link 2: callback -> eBPF launch --------------------------------------------------------
+    def _match(self, d: dict[str, np.ndarray]) -> None:
+        n = len(d["t"])
+        if n == 0:
+            return
+        stream = np.zeros(n, dtype=np.int64)
+        launch_ts = np.zeros(n, dtype=np.int64)
+        ok = np.zeros(n, dtype=bool)
+        wait = np.zeros(n, dtype=bool)
+        keys = d["pid"] * (1 << 32) + d["tid"]
+        for k in np.unique(keys).tolist():
+            rows = np.flatnonzero(keys == k)
+            tl = self._launches.get((k >> 32, k & 0xFFFFFFFF))
+            if tl is None or len(tl.ts) == 0:
+                wait[rows] = True
+                continue
+            t = d["t"][rows]
+            driver = d["domain"][rows] == DOMAIN_DRIVER
+            # driver callbacks: the last launch at or before; runtime: the first at or after
+            j = np.where(driver, np.searchsorted(tl.ts, t, side="right") - 1,
+                         np.searchsorted(tl.ts, t, side="left"))
+            inside = (j >= 0) & (j < len(tl.ts))
+            jj = np.clip(j, 0, len(tl.ts) - 1)
+            near = inside & (np.abs(tl.ts[jj] - t) <= JOIN_WINDOW_NS)
+            # a graph's later kernels reuse the launch its first kernel took
+            fresh = d["first"][rows]
+            free = near & (~tl.taken[jj] | ~fresh)
+            self.counts["ebpf_taken_twice"] += int((near & tl.taken[jj] & fresh).sum())
+            # none near: its eBPF record may still be on its way (bpftrace's buffers are per CPU)
+            newest = self._newest_ebpf.get(int(k >> 32), 0)
+            wait[rows] = ~near & (t > newest - JOIN_WINDOW_NS)
+            hit_rows = rows[free]
+            tl.taken[jj[free]] = True
+            stream[hit_rows] = tl.stream[jj[free]]
+            launch_ts[hit_rows] = tl.ts[jj[free]]
+            ok[hit_rows] = True
+        late = ~ok & ~wait
+        self.counts["device_launches_without_ebpf"] += int((late & d["first"]).sum())
+        if wait.any():
+            self._waiting.extend(**{c: d[c][wait] for c in _Waiting.COLS})
+        if ok.any():
+            self._emit_joined(d, ok, stream, launch_ts)
+
+    def _emit_joined(self, d: dict[str, np.ndarray], ok: np.ndarray, stream: np.ndarray,
+                     launch_ts: np.ndarray) -> None:
+        if len(self._lag_samples) < 100_000:
+            self._lag_samples += (d["t"][ok] - launch_ts[ok]).tolist()[:100_000]
+        if len(self.samples) < 200:
+            for i in np.flatnonzero(ok)[: 200 - len(self.samples)].tolist():
+                self.samples.append({"tid": int(d["tid"][i]), "ebpf_ts": int(launch_ts[i]), "callback_ts": int(d["t"][i]),
+                                     "domain": int(d["domain"][i]), "corr": int(d["corr"][i]),
+                                     "start": int(d["start"][i]), "end": int(d["end"][i]),
+                                     "stream": int(stream[i])})
+        pid, start, end = d["pid"][ok], d["start"][ok], d["end"][ok]
+        s, lts, first = stream[ok], launch_ts[ok], d["first"][ok]
+        self.counts["kernels_joined"] += int(len(s))
+        self.emit("kernel_duration", start, pid, s, end - start)
+        lts_f, s_f, start_f, pid_f = lts[first], s[first], start[first], pid[first]
+        delay = start_f - lts_f
+        self.counts["negative_launch_to_start"] += int((delay < 0).sum())
+        self.counts["launches_with_device_record"] += int(len(s_f))
+        for st, c in zip(*np.unique(s_f, return_counts=True), strict=True):
+            self.per_stream.setdefault(int(st), {"launches": 0, "with_device_record": 0})["with_device_record"] += int(c)
+        self.emit("launch_to_start", lts_f, pid_f, s_f, delay)
+        self._queued(lts_f, pid_f, s_f, start_f)
+
+    # -- derived metrics ------------------------------------------------------------------------
+    def _queued(self, lts: np.ndarray, pid: np.ndarray, stream: np.ndarray, start: np.ndarray) -> None:
+        """Kernels launched earlier on the same stream that had not started at this launch.
+
+        Kernels of one stream start in launch order, so the starts of its launches, taken in
+        launch order, are sorted: the count is a searchsorted, not a scan."""
+        depth = np.zeros(len(lts), dtype=np.int64)
+        for st in np.unique(stream).tolist():
+            rows = np.flatnonzero(stream == st)
+            rows = rows[np.argsort(lts[rows], kind="stable")]
+            prior = self._last_start.get(st, _empty_u())
+            starts = np.concatenate([prior, start[rows]])
+            starts_sorted = np.maximum.accumulate(starts)  # guards against tiny reordering
+            pos = len(prior) + np.arange(len(rows))
+            started = np.searchsorted(starts_sorted, lts[rows], side="right")
+            depth[rows] = np.maximum(0, pos - np.minimum(started, pos))
+            # starts before the newest launch can never count for a later launch
+            keep = starts_sorted > lts[rows].max()
+            self._last_start[st] = starts_sorted[keep]
+        self.emit("queued", lts, pid, stream, depth)
+
+    def _gpu_idle(self, start: np.ndarray, end: np.ndarray, device: np.ndarray, pid: np.ndarray) -> None:
+        for dev in np.unique(device).tolist():
+            rows = np.flatnonzero(device == dev)
+            rows = rows[np.argsort(start[rows], kind="stable")]
+            s, e = start[rows], end[rows]
+            prev_max = np.maximum.accumulate(np.concatenate([[self._last_end.get(dev, s[0])], e]))[:-1]
+            gap = s - prev_max
+            idle = gap > 0
+            self._last_end[dev] = int(max(prev_max[-1], e.max()))
+            if idle.any():
+                self.emit("gpu_idle", s[idle], pid[rows][idle], np.full(int(idle.sum()), dev, dtype=np.int64), gap[idle])
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _expire(self, final: bool = False) -> None:
+        newest_cb = max((int(c.t.max()) for c in self._callbacks.values() if len(c.t)), default=0)
+        for cbs in self._callbacks.values():
+            if len(cbs.t) == 0:
+                continue
+            old = np.ones(len(cbs.t), dtype=bool) if final else cbs.t < newest_cb - ORPHAN_CALLBACK_NS
+            if old.any():
+                self.counts["callbacks_without_kernel"] += int(old.sum())
+                cbs.keep(~old)
+        if len(self._waiting):
+            w = self._waiting
+            newest = np.array([self._newest_ebpf.get(int(p), 0) for p in w.pid.tolist()], dtype=np.int64)
+            old = np.ones(len(w), dtype=bool) if final else w.t < newest - WAIT_FOR_EBPF_NS
+            if old.any():
+                self.counts["device_launches_without_ebpf"] += int((old & w.first).sum())
+                kept = w.take()
+                self._waiting.extend(**{c: kept[c][~old] for c in _Waiting.COLS})
+        for key, tl in list(self._launches.items()):
+            newest = self._newest_ebpf.get(key[0], 0)
+            drop = tl.taken | (final | (tl.ts < newest - EBPF_KEEP_NS))
+            if drop.all() and not final:
+                del self._launches[key]
+            elif drop.any() and (final or drop.sum() > len(drop) // 2):
+                tl.ts, tl.stream, tl.taken = tl.ts[~drop], tl.stream[~drop], tl.taken[~drop]
+
+    def finish(self) -> None:
+        """At the end: retry what waits, then count everything still unmatched."""
+        if len(self._retry):
+            retry, self._retry = self._retry, np.empty(0, dtype=DTYPE)
+            self._kernels(retry, retry_count=len(retry))
+        if len(self._waiting):
+            pending = self._waiting.take()
+            self._newest_ebpf = {p: t + WAIT_FOR_EBPF_NS for p, t in self._newest_ebpf.items()}
+            self._match(pending)
+        self._expire(final=True)
+
+    def summary(self) -> dict[str, Any]:
+        c = dict(self.counts)
+        dropped = {k: sum(p.stats.get(k, 0) for p in self.procs.values())
+                   for k in ("dropped_ring", "dropped_pipe", "dropped_cupti", "dropped_staging")}
+        return {
+            "counts": c,
+            "dropped_by_collector": dropped,
+            "per_stream": {hex(s & 0xFFFFFFFFFFFFFFFF): v for s, v in sorted(self.per_stream.items())},
+            "clock": self.clock.to_dict(),
+            "processes": {str(p): {"hello": ps.hello, "stats": ps.stats, "exited_cleanly": ps.exited_cleanly,
+                                   "errors": ps.errors} for p, ps in sorted(self.procs.items())},
+            "callback_minus_ebpf_ns": _quantiles(self._lag_samples),
+            "samples": self.samples[:50],
+            "join": "kernel->launch callback by correlation id; callback->eBPF launch by thread "
+                    f"and nesting (within {JOIN_WINDOW_NS // 1_000_000} ms); never by order",
+        }
+
+
+def _quantiles(values: list[int]) -> dict[str, float | int | None]:
+    if not values:
+        return {"n": 0, "p1": None, "p50": None, "p99": None}
+    a = np.asarray(values)
+    p1, p50, p99 = np.percentile(a, [1, 50, 99]).tolist()
+    return {"n": int(len(a)), "p1": p1, "p50": p50, "p99": p99}
