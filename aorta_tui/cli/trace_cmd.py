@@ -84,7 +84,8 @@ def info(
 def _run_trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
                mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
-               auto: bool, calibrate: bool = True, stream: bool = False) -> None:
+               auto: bool, calibrate: bool = True, stream: bool = False,
+               device_timestamps: str = "auto") -> None:
     from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.core.errors import EnvironmentProblem, UsageError
     from aorta_tui.trace.session import TraceSession
@@ -118,7 +119,8 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
     session = TraceSession(probes, pid=pid, command=command or None, mode=mode, interval_s=interval,
                            bpftrace=bpftrace, on_event=on_event, raw_path=raw_path,
                            library_paths=libs, calibrate=calibrate,
-                           command_stdout_to_stderr=json_out or stream)
+                           command_stdout_to_stderr=json_out or stream,
+                           device_timestamps=device_timestamps)
     interrupted = target_ended = False
     try:
         session.start()
@@ -250,7 +252,7 @@ def _common(
     ctx: typer.Context, probes: str | None, pid: int | None, duration: float | None, mode: str,
     output: Path | None, raw: Path | None, perfetto: Path | None, lib: list[str],
     bpftrace: str | None, interval: float, json_out: bool, default: tuple[str, ...],
-    calibrate: bool = True, stream: bool = False,
+    calibrate: bool = True, stream: bool = False, device_timestamps: str = "auto",
 ) -> None:
     from aorta_tui.core.errors import UsageError
 
@@ -261,7 +263,7 @@ def _common(
     _run_trace(probes=names, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=_libs(lib), bpftrace=bpftrace, interval=interval,
                json_out=json_out, auto=probes is None and len(default) > 1, calibrate=calibrate,
-               stream=stream)
+               stream=stream, device_timestamps=device_timestamps)
 
 
 _CTX = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -284,6 +286,7 @@ def queue(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     json_stream: bool = typer.Option(False, "--json-stream", help="Print every histogram snapshot as a JSON line while tracing, then the result as a last line {\"event\": \"trace_result\", \"result\": ...}."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day) for the observer-cost estimate."),
+    device_timestamps: str = typer.Option("auto", "--device-timestamps", help="GPU start/end of every launch from a CUPTI collector loaded into the command (cuda set): auto (when it can be built and loaded, else launches only, with the reason), on (required: exit 3 if it cannot), off."),
 ) -> None:
     """Trace launch/submit -> dispatch latency of a command (after --) or a running --pid.
 
@@ -296,7 +299,7 @@ def queue(
     Example: sudo aorta-tui trace queue --probes cuda --json-stream --pid 4242 | jq .event
     """
     _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, QUEUE_DEFAULT, calibrate, json_stream)
+            json_out, QUEUE_DEFAULT, calibrate, json_stream, device_timestamps)
 
 
 @app.command("memory", context_settings=_CTX)
