@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import ownership
 from aorta_tui.core.errors import UsageError
 
 
@@ -194,6 +195,7 @@ def run_until_done(sweep: Any, bus: Any) -> Any:
         for s, h in previous.items():
             signal.signal(s, h)
         bus.close()
+        ownership.adopt_created(sweep.options.resume)  # under sudo: the user's files
 
 
 def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: list[str] = ()) -> None:

@@ -9,11 +9,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import ownership
+
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> Path:
     """Write ``data`` to ``path`` via a temp file in the same directory, fsync, then rename."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    ownership.make_dirs(target.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -21,6 +23,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)
+        if not target.exists():  # a new file is the sudo user's; a replaced one keeps its owner
+            ownership.adopt(tmp)
         os.replace(tmp, target)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):

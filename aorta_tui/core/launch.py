@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from aorta_tui.core import ownership
 from aorta_tui.core.errors import RunDirError, UsageError
 from aorta_tui.core.rundir import CREATING_SUFFIX, JOURNAL, lock_holder
 
@@ -37,7 +38,7 @@ def launch_detached(
     ``<output>/.launch-<pid>-<ns>.log``, so nothing reaches the caller's terminal.
     """
     output = Path(output_dir)
-    output.mkdir(parents=True, exist_ok=True)
+    ownership.make_dirs(output)
     argv = [sys.executable, "-m", "aorta_tui", "sweep", "run", "--json", "--output", str(output)]
     if recipe_path is not None:
         argv += ["--recipe", str(recipe_path)]
@@ -49,6 +50,7 @@ def launch_detached(
     log_path = output / f".launch-{os.getpid()}-{time.time_ns()}.log"
     before = _run_dirs(output)
     with open(log_path, "wb") as log:
+        ownership.adopt(log_path)
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     # Reap it whenever it ends, so a long-lived TUI collects no zombies.

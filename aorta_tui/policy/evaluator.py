@@ -44,6 +44,7 @@ from pathlib import Path
 from threading import Event as ThreadEvent
 from typing import Any, TextIO
 
+from aorta_tui.core import ownership
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
@@ -466,7 +467,7 @@ def _claim_run_dir(run_dir: Path) -> bool:
                                   "`aorta-tui policy report DIR`)")
         return False
     try:
-        run_dir.mkdir(parents=True)
+        ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
     except OSError as exc:
         raise UsageError(f"cannot create --output {run_dir}: {exc.strerror or exc}") from None
     return True
