@@ -147,3 +147,17 @@ def test_planned_trials_have_a_maximum():
         load_recipe_text(text)
     assert "2000000 trials in all" in info.value.message
 
+
+
+def test_an_oversized_value_is_not_echoed(tmp_path):
+    """Item 13: a 1.3 MB value in the wrong place gives a short message, in process and CLI."""
+    huge = "x" * 1_300_000  # three of them stay under the 4 MiB recipe limit
+    text = PROBE.replace("trials: 1\n", f"trials: {huge}\n") + f"ticket: {huge}\n" + \
+        f"mitigation_extra: {huge}\n"
+    issues = check_recipe_text(text, source="recipe.yaml")
+    assert {i.path for i in issues} >= {"trials", "ticket"}
+    assert all(len(i.message) <= 400 and len(i.hint or "") <= 400 for i in issues), issues
+    f = tmp_path / "recipe.yaml"
+    f.write_text(text)
+    proc = aorta("recipe", "validate", str(f))
+    assert proc.returncode == 2 and len(proc.stderr) < 5000 and LOCATED.search(proc.stderr)
