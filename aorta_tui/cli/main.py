@@ -19,9 +19,18 @@ def _interrupted_while_starting(_signum: int, _frame: object) -> None:
     os._exit(130)
 
 
+def _started_as_the_program() -> bool:
+    """True when this import is the ``aorta-tui`` program starting (its console script, or
+    ``python -m aorta_tui``), not a test or a library importing the CLI."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    name = os.path.basename(argv0)
+    return name == "aorta-tui" or (name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "aorta_tui")
+
+
 # Installed before the imports below (typer, click, the command modules: most of start-up);
 # ``main`` hands SIGINT back to Python's KeyboardInterrupt once the command wrapper runs.
-signal.signal(signal.SIGINT, _interrupted_while_starting)
+if _started_as_the_program() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 from pathlib import Path  # noqa: E402
 
@@ -77,7 +86,8 @@ def main(
 ) -> None:
     # Inside cli_command from here: Ctrl-C is a KeyboardInterrupt again (exit 130, clean-ups
     # run), and every command's own handlers (a sweep's) build on that.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if version:
         print(f"aorta-tui {__version__}")
         raise typer.Exit(0)
