@@ -23,14 +23,21 @@ into text per hit.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
-import re2
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False  # RE2 would print every refused pattern to stderr itself
+@functools.cache
+def _re2() -> tuple[Any, Any]:
+    """The RE2 module and its options, imported on first use: importing the classifier does
+    not need it (the kernel-log reader runs under the system Python in tests, for one)."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every refused pattern to stderr itself
+    return re2, options
 
 # What RE2's messages mean in a recipe writer's words.
 _HINTS = (
@@ -45,8 +52,9 @@ _HINTS = (
 
 def recipe_regex_issue(pattern: str) -> tuple[str, str] | None:
     """``(message, hint)`` when ``pattern`` cannot run on RE2, else None (recipe validation)."""
+    re2, options = _re2()
     try:
-        re2.compile(pattern, _OPTIONS)
+        re2.compile(pattern, options)
     except re2.error as exc:
         reason = _reason(exc)
         what = next((name for token, name in _HINTS if token in reason), None)
@@ -67,8 +75,9 @@ class LinearRegex:
     """A recipe pattern compiled for RE2, ``^``/``$`` at line boundaries, matched on bytes."""
 
     def __init__(self, pattern: str) -> None:
+        re2, options = _re2()
         self.pattern = pattern
-        self._rx = re2.compile(("(?m)" + pattern).encode("utf-8"), _OPTIONS)
+        self._rx = re2.compile(("(?m)" + pattern).encode("utf-8"), options)
         # (a bytes pattern has bytes group names; recipes and conditions use text)
         self.groupindex: dict[str, int] = {
             (k.decode("utf-8") if isinstance(k, bytes) else k): v
@@ -84,7 +93,7 @@ def compile_linear(pattern: str) -> LinearRegex:
     """Raises ``re.error`` (with RE2's reason) for a pattern RE2 refuses."""
     try:
         return LinearRegex(pattern)
-    except re2.error as exc:
+    except _re2()[0].error as exc:
         raise re.error(f"{pattern!r}: {_reason(exc)}") from None
 
 
