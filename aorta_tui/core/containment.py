@@ -165,7 +165,13 @@ class CgroupScope(Scope):
         return enter
 
     def inside(self, pid: int) -> bool:
-        return pid in self._listed()
+        """Whether ``pid`` entered this cgroup (read from /proc/<pid>/cgroup: that still
+        answers for a child that already exited and awaits its reaping, while cgroup.procs
+        no longer lists it)."""
+        if pid in self._listed():
+            return True
+        found = trial_cgroup_of(pid)
+        return found is not None and found == self.path
 
     def _listed(self) -> set[int]:
         return cgroup_pids(self.path)

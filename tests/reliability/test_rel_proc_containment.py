@@ -200,3 +200,17 @@ def test_bad_containment_request_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
         assert "'jail' is not one of" in scope.reason
     finally:
         scope.close()
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_a_trial_that_exits_at_once_keeps_its_mechanism(tmp_path: Path, mechanism: str) -> None:
+    """`true` may be gone before the worker checks it entered its cgroup: still the cgroup."""
+    spec = ProcessSpec(argv=["true"], env={"PATH": os.environ["PATH"]}, cwd=tmp_path,
+                       stdout_path=tmp_path / "o.log", stderr_path=tmp_path / "e.log",
+                       containment=mechanism, sample_gpu=False)
+    seen = {run_process(spec).containment for _ in range(20)}
+    assert seen == {mechanism}
+    if mechanism == "cgroup":  # and every trial cgroup was removed again
+        base, _why = containment.own_cgroup_dir()
+        assert base is not None
+        assert list(base.glob(f"aorta-trial-{os.getpid()}-*")) == []
