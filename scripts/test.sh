@@ -20,6 +20,11 @@ python3 -m venv .venv
 # torch==2.13.0 is a CPU build served from this machine's disk; a bare `torch` would pull CUDA.
 .venv/bin/pip install -q torch==2.13.0
 .venv/bin/pip install -q -e '.[test]'
+# Real CUPTI headers (no GPU needed) for the collector's real compile test
+# (tests/trace/test_trace_device_build.py); it skips with the reason when they are absent.
+.venv/bin/pip install -q --no-deps --target .venv/cupti-headers \
+  nvidia-cuda-cupti nvidia-cuda-runtime nvidia-cuda-crt \
+  || echo "note: CUPTI header wheels not installed; the collector compile test will skip" >&2
 
 .venv/bin/ruff check aorta_tui tests benchmarks
 .venv/bin/lint-imports
