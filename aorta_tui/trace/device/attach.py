@@ -5,11 +5,16 @@ environment when CUDA starts up); ``bind`` hooks the join to the session's metri
 once the bpftrace program is rendered; ``stop`` reads the last records and counts what never
 matched. Where the collector cannot run, the session keeps its launch-only histograms and the
 result says why (``--device-timestamps on`` makes that an error instead, exit 3).
+
+``$AORTA_CUPTI_COLLECTOR=/path/libaorta_cupti.so`` skips the build and injects that library
+(a collector built beforehand, e.g. on a machine without a compiler; the tests' fake one).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +30,27 @@ TWO_CLOCK_METRICS = ("launch_to_start", "queued")
 
 def _looks_like_python(exe: str) -> bool:
     return os.path.basename(exe).startswith("python")
+
+
+@dataclass
+class PrebuiltCollector:
+    """A collector library given by ``$AORTA_CUPTI_COLLECTOR`` (no build): one built elsewhere
+    for this machine's CUPTI, or a test's stand-in. The user vouches that it matches the CUPTI
+    the program loads."""
+
+    library: Path
+
+    def to_dict(self) -> dict[str, object]:
+        return {"library": str(self.library), "prebuilt": True, "from": "$AORTA_CUPTI_COLLECTOR"}
+
+
+def _prebuilt(path: str) -> PrebuiltCollector:
+    lib = Path(path)
+    if not lib.is_file():
+        raise EnvironmentProblem(f"AORTA_CUPTI_COLLECTOR={path} is not a file",
+                                 hint="point it at a built collector (libaorta_cupti.so), or unset it to "
+                                      "build one")
+    return PrebuiltCollector(lib.resolve())
 
 
 class DeviceSide:
@@ -75,7 +101,8 @@ class DeviceSide:
         from aorta_tui.trace.device.join import DispatchJoin
 
         try:
-            self.build = build_collector(target_python=command[0] if _looks_like_python(command[0]) else None)
+            self.build = (_prebuilt(prebuilt) if (prebuilt := os.environ.get("AORTA_CUPTI_COLLECTOR"))
+                          else build_collector(target_python=command[0] if _looks_like_python(command[0]) else None))
         except EnvironmentProblem as exc:
             self._unavailable(exc.message, exc.hint)
             return {}
