@@ -131,11 +131,14 @@ class DeviceSide:
     # -- the two inputs (both called with the session's lock held or taking it) -------------------
     def on_batch(self, batch: Any) -> None:
         """eBPF records, called with the session lock held."""
-        if not self.active or len(batch) == 0 or not self._launch_mids:
+        if not self.active or not self._launch_mids:
             return
-        sel = np.isin(batch.metric, list(self._launch_mids))
-        if sel.any():
-            self.join.add_launches(batch.ts[sel], batch.pid[sel], batch.tid[sel], batch.key[sel])
+        if len(batch):
+            sel = np.isin(batch.metric, list(self._launch_mids))
+            if sel.any():
+                self.join.add_launches(batch.ts[sel], batch.pid[sel], batch.tid[sel], batch.key[sel])
+        if batch.heartbeats:  # after the launches: they are stamped before it
+            self.join.add_heartbeat(max(batch.heartbeats))
 
     def _on_records(self, parsed: Parsed) -> None:
         with self._lock:

@@ -38,6 +38,7 @@ from aorta_tui.trace.device.records import DOMAIN_DRIVER, DTYPE, Parsed, Rec, de
 JOIN_WINDOW_NS = 50_000_000  # a launch call's callback and its uprobe are never further apart
 WAIT_FOR_EBPF_NS = 5_000_000_000  # how long a device launch waits for its eBPF record
 EBPF_KEEP_NS = 120_000_000_000  # an eBPF launch whose kernel has not started after this: unmatched
+TAKEN_KEEP_NS = 10_000_000_000  # a taken launch stays this long: a graph's later kernels reuse it
 ORPHAN_CALLBACK_NS = 30_000_000_000  # a launch callback no kernel claimed (e.g. the runtime twin)
 CLOCK_SAMPLES_KEPT = 64
 
@@ -185,6 +186,10 @@ class DispatchJoin:
         self._last_end: dict[int, int] = {}  # per device: latest end seen
         self._newest_ebpf: dict[int, int] = {}  # per pid: newest eBPF launch time
         self._retry = np.empty(0, dtype=DTYPE)  # kernels whose callback was not read yet
+        # every eBPF record stamped before this has been read (bpftrace's heartbeat): a callback
+        # is joined only then, so a launch still in a per-CPU buffer is never passed over
+        self._complete_until: float = -1
+        self._newest_thread: dict[tuple[int, int], int] = {}
         self.counts: dict[str, int] = dict.fromkeys(
             ("ebpf_launches", "launches_with_device_record", "kernels", "kernels_joined",
              "kernels_without_callback", "callbacks_without_kernel", "device_launches_without_ebpf",
@@ -207,10 +212,18 @@ class DispatchJoin:
             p, t = k >> 32, k & 0xFFFFFFFF
             self._launches.setdefault((p, t), _ThreadLaunches()).add(ts[sel], stream[sel])
             self._newest_ebpf[p] = max(self._newest_ebpf.get(p, 0), int(ts[sel].max()))
+            self._newest_thread[(p, t)] = max(self._newest_thread.get((p, t), 0), int(ts[sel].max()))
         for s, c in zip(*np.unique(stream, return_counts=True), strict=True):
             self.per_stream.setdefault(int(s), {"launches": 0, "with_device_record": 0})["launches"] += int(c)
         if len(self._waiting):
             self._match(self._waiting.take())
+
+    def add_heartbeat(self, ts_ns: int) -> None:
+        """bpftrace's heartbeat: every eBPF record stamped before ``ts_ns`` has been read."""
+        if ts_ns > self._complete_until:
+            self._complete_until = ts_ns
+            if len(self._waiting):
+                self._match(self._waiting.take())
 
     def add_device(self, parsed: Parsed) -> None:
         self.counts["malformed_records"] += parsed.malformed
@@ -314,6 +327,9 @@ class DispatchJoin:
                 wait[rows] = True
                 continue
             t = d["t"][rows]
+            # ready: every eBPF record of this thread up to the callback has been read (a later
+            # launch of the thread, or a heartbeat after it); otherwise wait, never guess
+            ready = (t <= self._complete_until) | (t < self._newest_thread.get((k >> 32, k & 0xFFFFFFFF), 0))
             driver = d["domain"][rows] == DOMAIN_DRIVER
             # driver callbacks: the last launch at or before; runtime: the first at or after
             j = np.where(driver, np.searchsorted(tl.ts, t, side="right") - 1,
@@ -323,11 +339,15 @@ class DispatchJoin:
             near = inside & (np.abs(tl.ts[jj] - t) <= JOIN_WINDOW_NS)
             # a graph's later kernels reuse the launch its first kernel took
             fresh = d["first"][rows]
-            free = near & (~tl.taken[jj] | ~fresh)
-            self.counts["ebpf_taken_twice"] += int((near & tl.taken[jj] & fresh).sum())
-            # none near: its eBPF record may still be on its way (bpftrace's buffers are per CPU)
-            newest = self._newest_ebpf.get(int(k >> 32), 0)
-            wait[rows] = ~near & (t > newest - JOIN_WINDOW_NS)
+            free = ready & near & (~tl.taken[jj] | ~fresh)
+            # two callbacks of one batch never take one launch: the first keeps it
+            claim = np.flatnonzero(free & fresh)
+            _u, first_of = np.unique(jj[claim], return_index=True)
+            dup = np.ones(len(claim), dtype=bool)
+            dup[first_of] = False
+            free[claim[dup]] = False
+            self.counts["ebpf_taken_twice"] += int((ready & near & tl.taken[jj] & fresh).sum()) + int(dup.sum())
+            wait[rows] = ~ready
             hit_rows = rows[free]
             tl.taken[jj[free]] = True
             stream[hit_rows] = tl.stream[jj[free]]
@@ -404,7 +424,10 @@ class DispatchJoin:
                 continue
             old = np.ones(len(cbs.t), dtype=bool) if final else cbs.t < newest_cb - ORPHAN_CALLBACK_NS
             if old.any():
-                self.counts["callbacks_without_kernel"] += int(old.sum())
+                pid = next(p for p, c in self._callbacks.items() if c is cbs)
+                # a graph's callback stays for its later kernels; it is no orphan
+                graph = np.array([(pid, int(c)) in self._graph_first_seen for c in cbs.corr[old].tolist()], dtype=bool)
+                self.counts["callbacks_without_kernel"] += int(old.sum() - graph.sum())
                 cbs.keep(~old)
         if len(self._waiting):
             w = self._waiting
@@ -416,7 +439,7 @@ class DispatchJoin:
                 self._waiting.extend(**{c: kept[c][~old] for c in _Waiting.COLS})
         for key, tl in list(self._launches.items()):
             newest = self._newest_ebpf.get(key[0], 0)
-            drop = tl.taken | (final | (tl.ts < newest - EBPF_KEEP_NS))
+            drop = (tl.taken & (tl.ts < newest - TAKEN_KEEP_NS)) | (final | (tl.ts < newest - EBPF_KEEP_NS))
             if drop.all() and not final:
                 del self._launches[key]
             elif drop.any() and (final or drop.sum() > len(drop) // 2):
@@ -427,6 +450,7 @@ class DispatchJoin:
         if len(self._retry):
             retry, self._retry = self._retry, np.empty(0, dtype=DTYPE)
             self._kernels(retry, retry_count=len(retry))
+        self._complete_until = float("inf")  # the program has ended: every record is in
         if len(self._waiting):
             pending = self._waiting.take()
             self._newest_ebpf = {p: t + WAIT_FOR_EBPF_NS for p, t in self._newest_ebpf.items()}
