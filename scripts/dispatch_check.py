@@ -23,12 +23,14 @@ HERE = Path(__file__).resolve().parent
 AT = [sys.executable, "-m", "aorta_tui"]
 
 
-def trace(out: Path, name: str, program: list[str], *extra: str) -> tuple[dict, dict, list[dict], float]:
+def trace(out: Path, name: str, program: list[str], *extra: str, python: bool = True,
+          ) -> tuple[dict, dict, list[dict], float]:
     result, raw = out / f"{name}.json", out / f"{name}.raw.jsonl.gz"
     t0 = time.monotonic()
     proc = subprocess.run([*AT, "trace", "queue", "--probes", "cuda", "--device-timestamps", "on",
                            "--no-calibrate", "-o", str(result), "--raw", str(raw), *extra, "--",
-                           sys.executable, *program], capture_output=True, text=True, timeout=600)
+                           *([sys.executable] if python else []), *program],
+                          capture_output=True, text=True, timeout=600)
     wall = time.monotonic() - t0
     (out / f"{name}.stderr.txt").write_text(proc.stderr)
     if proc.returncode != 0:
@@ -71,12 +73,19 @@ def stage_backlog(out: Path, rows: list[str]) -> bool:
     p50, p50_exp = statistics.median(delays), statistics.median(expected)
     rel = (p50 - p50_exp) / p50_exp
     rows.append(f"| backlog: p50 launch->start vs CUDA-event expectation (L = {L / 1e6:.3f} ms) | {p50 / 1e6:.3f} ms | {p50_exp / 1e6:.3f} ms ({rel:+.2%}) | {'PASS' if abs(rel) <= 0.05 else 'FAIL'} |")
+    queued = [r["value"] for r in sorted(recs, key=lambda r: r["ts_ns"]) if r["metric"] == "queued"
+              and r["key"] == prog["stream"] and r["ts_ns"] >= prog["marker_ns"]]
+    # in launch order each tiny launch finds one more kernel waiting than the one before it (the
+    # first may find the sleep not started yet): steps of 0 or 1, ending at tiny-1 or tiny
+    steps = [b - a for a, b in zip(queued, queued[1:])]
+    qok = bool(queued) and set(steps) <= {0, 1} and queued[-1] >= prog["tiny"] - 1
+    rows.append(f"| backlog: queued kernels seen by each launch | 0..{max(queued, default=0)} | 0..{prog['tiny']} | {'PASS' if qok else 'FAIL'} |")
     hist = res["probe_sets"]["cuda"]["metrics"]["launch_to_start"]["histogram"]["percentiles"]
     rows.append(f"| backlog: histogram p50 (whole trace, us) | {hist['p50']:.1f} | - | info |")
     (out / "backlog-check.json").write_text(json.dumps(
         {"program": prog, "delays_ns": delays, "bounds_ns": bounds, "sleep_delay_ns": sleep["value"],
          "device": dev}, indent=1))
-    return ok and not below and abs(rel) <= 0.05
+    return ok and not below and abs(rel) <= 0.05 and qok
 
 
 def stage_nobacklog(out: Path, rows: list[str]) -> bool:
@@ -91,8 +100,10 @@ def stage_nobacklog(out: Path, rows: list[str]) -> bool:
 
 
 def stage_counts(out: Path, rows: list[str], launches: int) -> bool:
-    prog, res, _recs, wall = trace(out, "counts", [str(HERE / "dispatch" / "launch_loop.py"), "--launches",
-                                                   str(launches), "--streams", "4"])
+    """A plain CUDA C++ program (compiled here with nvcc): no Python between the launches."""
+    exe = out / "launch_loop"
+    subprocess.run(["nvcc", "-O2", "-o", str(exe), str(HERE / "dispatch" / "launch_loop.cu")], check=True)
+    prog, res, _recs, wall = trace(out, "counts", [str(exe), str(launches), "4"], python=False)
     dev = device_summary(res)
     rate = prog["measured_launches"] / (prog["issue_ns"] / 1e9)
     ok = True
@@ -104,6 +115,9 @@ def stage_counts(out: Path, rows: list[str], launches: int) -> bool:
     rows.append(f"| counts: records dropped (collector + CUPTI) | {dropped} | 0, or counted | {'PASS' if dropped == 0 else 'COUNTED'} |")
     rows.append(f"| counts: launch rate while traced | {rate / 1000:.0f}k launches/s | >= 100k/s | {'PASS' if rate >= 100_000 else 'FAIL'} |")
     rows.append(f"| counts: join counters | {json.dumps(dev['counts'])} | - | info |")
+    rows.append(f"| counts: callback minus eBPF launch time, ns | {json.dumps(dev['callback_minus_ebpf_ns'])} | small, >= 0 | info |")
+    q = res["probe_sets"]["cuda"]["metrics"]["queued"]["histogram"]["percentiles"]
+    rows.append(f"| counts: queued kernels seen by each launch (p50 / max) | {q['p50']} / {q['max']} | - | info |")
     return ok and rate >= 100_000
 
 
