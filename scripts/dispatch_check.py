@@ -77,7 +77,7 @@ def stage_backlog(out: Path, rows: list[str]) -> bool:
               and r["key"] == prog["stream"] and r["ts_ns"] >= prog["marker_ns"]]
     # in launch order each tiny launch finds one more kernel waiting than the one before it (the
     # first may find the sleep not started yet): steps of 0 or 1, ending at tiny-1 or tiny
-    steps = [b - a for a, b in zip(queued, queued[1:])]
+    steps = [b - a for a, b in zip(queued, queued[1:], strict=False)]
     qok = bool(queued) and set(steps) <= {0, 1} and queued[-1] >= prog["tiny"] - 1
     rows.append(f"| backlog: queued kernels seen by each launch | 0..{max(queued, default=0)} | 0..{prog['tiny']} | {'PASS' if qok else 'FAIL'} |")
     hist = res["probe_sets"]["cuda"]["metrics"]["launch_to_start"]["histogram"]["percentiles"]
