@@ -43,6 +43,9 @@ class DeviceChannel:
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._rest = b""
+        # AORTA_CUPTI_RECORD=FILE keeps every byte read (recorded fixtures for CPU-side tests)
+        rec = os.environ.get("AORTA_CUPTI_RECORD")
+        self._record = open(rec, "ab") if rec else None  # noqa: SIM115 - closed in stop()
         self._thread = threading.Thread(target=self._loop, name="cupti-reader", daemon=True)
 
     def env(self, library: Path) -> dict[str, str]:
@@ -66,6 +69,8 @@ class DeviceChannel:
                 return got
             got = True
             self.bytes_read += len(chunk)
+            if self._record is not None:
+                self._record.write(chunk)
             parsed = parse(self._rest + chunk)
             self._rest = parsed.rest
             try:
@@ -85,6 +90,8 @@ class DeviceChannel:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         self._read_available()
+        if self._record is not None:
+            self._record.close()
         for fd in (self._wfd, self._rfd):
             with contextlib.suppress(OSError):
                 os.close(fd)
