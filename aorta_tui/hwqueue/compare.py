@@ -135,11 +135,25 @@ def _spread_kind(base: dict[str, Any], test: dict[str, Any], key: str) -> str:
     return f"95% bootstrap CI, BASE {kinds[0]}, TEST {kinds[1]}"
 
 
+# Each interval is 1000 resamples of a sample list: 1000 x 100k draws is a minute per figure,
+# so a longer list (a hostile file, or a run of more iterations) is refused, not a hang.
+MAX_BOOTSTRAP_SAMPLES = 100_000
+
+
 def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
     for name, doc in (("BASE", base), ("TEST", test)):
         if doc.get("kind") != "aorta-tui/queue-result":
             raise UsageError(f"{name} is a {doc.get('kind')}, not a queue run result",
                              hint="compare two files written by `queue run -o`")
+        lists = {f"samples.{k}": v for k, v in (doc.get("samples") or {}).items()}
+        lists["repeats.summaries"] = (doc.get("repeats") or {}).get("summaries")
+        for key, values in lists.items():
+            if isinstance(values, list) and len(values) > MAX_BOOTSTRAP_SAMPLES:
+                raise UsageError(
+                    f"{name}: {key} holds {len(values)} samples; queue compare "
+                    f"bootstraps at most {MAX_BOOTSTRAP_SAMPLES}",
+                    hint="compare runs of fewer iterations (or --repeat runs, judged by "
+                         "their repetitions)")
     notes = []
     if base["workload"]["name"] != test["workload"]["name"]:
         notes.append(f"different workloads: {base['workload']['name']} vs {test['workload']['name']}")

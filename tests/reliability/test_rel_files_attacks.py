@@ -200,3 +200,12 @@ def test_nonroot_trace_says_what_needs_root(tmp_path: Path, args: list[str]) -> 
     assert "Traceback" not in proc.stderr + proc.stdout and "internal error" not in proc.stderr
     assert "needs root" in proc.stderr or "need root" in proc.stderr, proc.stderr
     assert "sudo" in proc.stderr
+
+
+def test_a_sample_list_too_long_to_bootstrap_is_refused_not_a_hang(tmp_path: Path) -> None:
+    from aorta_tui.hwqueue.compare import MAX_BOOTSTRAP_SAMPLES
+
+    many = [1.0 + i % 7 for i in range(MAX_BOOTSTRAP_SAMPLES + 1)]
+    bad = damaged(tmp_path, RUN, lambda d: d["samples"].__setitem__("iteration_period_ms", many))
+    proc = cli("queue", "compare", str(RUN), str(bad), cwd=tmp_path, timeout=60)
+    assert_located(proc, "TEST: samples.iteration_period_ms holds 100001 samples")
