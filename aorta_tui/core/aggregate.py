@@ -5,10 +5,18 @@ Step times come from the best source a trial offers, named in ``step_time_source
 (parsed from the trial's stdout by the recipe's regex), or ``trial_wall`` (the trial's wall
 time divided by its steps: a fallback that includes process start-up, said so in the report).
 
-Confound: a cell is flagged ``speed (+N%)`` when its mean step time over the baseline's exceeds
-``confound.threshold`` AND the difference is larger than the noise, i.e. larger than twice the
-standard error of the difference of the per-trial means (Welch). With fewer than two trials on
-either side the spread is unknown, and the flag says so instead of pretending.
+Spread: every cell carries the p25/p50/p75 and the IQR of its pooled step times with their
+count, and a noise marker (``few samples``, ``bimodal`` or ``dispersed``; defined in
+``core/stats.py`` and ``docs/run-directory.md``), because a mean of 30 µs steps among 16 ms
+stalls describes neither.
+
+Confound, in both directions: with ``t = confound.threshold`` (a ratio; below 1 it is read as
+its inverse), a cell is flagged ``speed (+N%)`` when its mean step time over the baseline's
+exceeds ``t``, and ``speed (-N%)`` when it is below ``1/t`` (``x3.2`` / ``x1/260`` beyond a
+factor of 2), AND the difference is larger than
+the noise, i.e. larger than twice the standard error of the difference of the per-trial means
+(Welch). With fewer than two trials on either side the spread is unknown, and the flag says so
+instead of pretending.
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from aorta_tui.core import stats
 
 
 @dataclass
@@ -48,6 +58,7 @@ class CellStats:
     step_count: int
     step_time_source: str
     top_detectors: list[tuple[str, int]]
+    noise: dict[str, Any] = field(default_factory=dict)
     confound: dict[str, Any] = field(default_factory=dict)
     cross_trial_failures: list[dict[str, Any]] = field(default_factory=list)
 
@@ -62,6 +73,7 @@ class CellStats:
             "error_rate": self.error_rate,
             "step_time_s": self.step_time,
             "step_count": self.step_count,
+            "noise": self.noise,
             "step_time_source": self.step_time_source,
             "top_detectors": [{"id": d, "count": n} for d, n in self.top_detectors],
             "confound": self.confound,
@@ -71,12 +83,7 @@ class CellStats:
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolation percentile (numpy's default) of already sorted values."""
-    if not sorted_values:
-        raise ValueError("no values")
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    return stats.percentile(sorted_values, q, presorted=True)
 
 
 def _trial_mean(rec: TrialRecord) -> float | None:
@@ -91,15 +98,14 @@ def cell_stats(cell: str, records: list[TrialRecord]) -> CellStats:
     timed = [r for r in records if r.verdict != "error"]  # a timeout's wall time is not a speed
     steps = sorted(t for r in timed for t in (r.step_times_s or []))
     sources = {r.step_time_source for r in timed if r.step_times_s}
+    step_time: dict[str, float | None] = {"mean": None, "p25": None, "p50": None, "p75": None,
+                                          "iqr": None, "p90": None, "p99": None}
     if steps:
-        step_time: dict[str, float | None] = {
-            "mean": sum(steps) / len(steps),
-            "p50": percentile(steps, 50),
-            "p90": percentile(steps, 90),
-            "p99": percentile(steps, 99),
-        }
-    else:
-        step_time = {"mean": None, "p50": None, "p90": None, "p99": None}
+        quart = stats.spread(steps)
+        step_time.update(
+            mean=sum(steps) / len(steps), p25=quart["p25"], p50=quart["p50"], p75=quart["p75"],
+            iqr=quart["iqr"], p90=percentile(steps, 90), p99=percentile(steps, 99),
+        )
     detectors = Counter(d for r in records for d in r.detectors)
     return CellStats(
         cell=cell,
@@ -113,27 +119,37 @@ def cell_stats(cell: str, records: list[TrialRecord]) -> CellStats:
         step_count=len(steps),
         step_time_source="+".join(sorted(sources)) if sources else "none",
         top_detectors=detectors.most_common(5),
+        noise=stats.noise_marker(steps),
     )
+
+
+def band(threshold: float) -> tuple[float, float]:
+    """(lower, upper) ratio bounds of the confound check: ``1/t`` and ``t`` (``t >= 1``)."""
+    t = threshold if threshold >= 1 else 1.0 / threshold
+    return 1.0 / t, t
 
 
 def confound_check(
     cell: list[TrialRecord], baseline: list[TrialRecord], threshold: float
 ) -> dict[str, Any]:
-    """Compare mean step times of a cell and the baseline; see the module docstring."""
+    """Compare mean step times of a cell and the baseline, both ways; see the module docstring."""
     c = [m for r in cell if r.verdict != "error" and (m := _trial_mean(r)) is not None]
     b = [m for r in baseline if r.verdict != "error" and (m := _trial_mean(r)) is not None]
+    lower, upper = band(threshold)
     if not c or not b:
-        return {"flag": None, "reason": "no step times on one side"}
+        return {"flag": None, "reason": "no step times on one side", "threshold": threshold}
     mc, mb = sum(c) / len(c), sum(b) / len(b)
     if mb <= 0:
-        return {"flag": None, "reason": "baseline mean step time is zero"}
+        return {"flag": None, "reason": "baseline mean step time is zero", "threshold": threshold}
     ratio = mc / mb
     out: dict[str, Any] = {"ratio": ratio, "cell_mean_s": mc, "baseline_mean_s": mb,
-                           "threshold": threshold}
-    if ratio <= threshold:
-        out.update(flag=None, reason=f"ratio {ratio:.3f} <= threshold {threshold}")
+                           "threshold": threshold, "band": [lower, upper]}
+    if lower <= ratio <= upper:
+        out.update(flag=None, direction=None,
+                   reason=f"ratio {ratio:.3f} within [{lower:.3f}, {upper:.3f}] (threshold x{upper:g} either way)")
         return out
-    pct = f"+{(ratio - 1) * 100:.0f}%"
+    out["direction"] = "slower" if ratio > upper else "faster"
+    pct = change_text(ratio)
     if len(c) < 2 or len(b) < 2:
         out.update(flag=f"speed ({pct}, spread unknown: needs >= 2 trials per cell)",
                    significant=None)
@@ -141,12 +157,20 @@ def confound_check(
     se = math.sqrt(_var(c) / len(c) + _var(b) / len(b))
     diff = mc - mb
     out["noise_s"] = 2 * se
-    if diff > 2 * se:
+    if abs(diff) > 2 * se:
         out.update(flag=f"speed ({pct})", significant=True)
     else:
         out.update(flag=None, significant=False,
-                   reason=f"{pct} is within noise (difference {diff:.3g}s <= 2 SE {2 * se:.3g}s)")
+                   reason=f"{pct} is within noise (|difference| {abs(diff):.3g}s <= 2 SE {2 * se:.3g}s)")
     return out
+
+
+def change_text(ratio: float) -> str:
+    """A cell/baseline ratio as people read it: ``+25%``/``-13%``, or ``x3.2``/``x1/260`` beyond
+    a factor of 2 (where "-100%" would hide how much faster)."""
+    if 0.5 <= ratio <= 2.0:
+        return f"{(ratio - 1) * 100:+.0f}%"
+    return f"x{ratio:.3g}" if ratio > 1 else f"x1/{1 / ratio:.3g}"
 
 
 def _var(xs: list[float]) -> float:

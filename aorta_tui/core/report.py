@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui import __version__
-from aorta_tui.core.aggregate import CellStats, TrialRecord
+from aorta_tui.core import stats
+from aorta_tui.core.aggregate import CellStats, TrialRecord, band
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.plan import Plan
 from aorta_tui.core.secrets import mask_env
@@ -27,6 +28,7 @@ def write_reports(
     hint: str = "",
 ) -> dict[str, Path]:
     snapshots, warnings = snapshot_index(run_dir, plan, records)
+    threshold = recipe.confound.threshold if recipe.confound else None
     matrix = {
         "schema_version": MATRIX_SCHEMA_VERSION,
         "aorta_tui_version": __version__,
@@ -43,7 +45,9 @@ def write_reports(
         "order": plan.order,
         "seed": plan.seed,
         "baseline_cell": plan.baseline_cell,
-        "confound_threshold": recipe.confound.threshold if recipe.confound else None,
+        "confound_threshold": threshold,
+        "confound_band": list(band(float(threshold))) if threshold else None,
+        "devices": device_summary(run_dir, records),
         "cells": [
             {**s.to_dict(), "mitigations": list(plan.cell(s.cell).mitigations),
              "environment": plan.cell(s.cell).environment,
@@ -94,6 +98,56 @@ def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialRecord]) -> tup
     return index, warnings
 
 
+def device_summary(run_dir: Path, records: list[TrialRecord]) -> dict[str, Any]:
+    """On which device the trials ran: what each workload reported (``workload_result.device``),
+    and the GPUs of the run's host snapshot (``env/host_env.json``), which is all an opaque
+    command leaves to go by."""
+    from collections import Counter
+
+    from aorta_tui.core.errors import AortaError
+    from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input
+
+    reported = Counter(str(r.workload_result.get("device") or "not reported")
+                       if isinstance(r.workload_result, dict) else "not reported" for r in records)
+    host_gpus: list[str] | None = None
+    host = run_dir / "env" / "host_env.json"
+    if host.is_file():
+        try:
+            snap = load_json_input(host, what="snapshot", limit=INPUT_LIMITS["snapshot"])
+        except AortaError:  # a damaged snapshot must not cost the report; say "unknown" instead
+            snap = None
+        if isinstance(snap, dict) and isinstance(snap.get("gpus"), list):
+            names = [g.get("name") for g in snap["gpus"] if isinstance(g, dict)]
+            host_gpus = [str(n.get("value") or "unnamed GPU") if isinstance(n, dict) else "unnamed GPU"
+                         for n in names]
+    return {"trials": dict(sorted(reported.items())), "host_gpus": host_gpus}
+
+
+def _device_line(d: dict[str, Any] | None, finished: int) -> str:
+    if not d:
+        return "- device: not recorded"
+    trials = ", ".join(f"{dev} ({n} of {finished} trials)" for dev, n in d["trials"].items()) or "no trial finished"
+    gpus = d.get("host_gpus")
+    host = ("host snapshot: unknown" if gpus is None else
+            "host snapshot: no GPU" if not gpus else f"host snapshot: {len(gpus)} GPU(s), {', '.join(sorted(set(gpus)))}")
+    return f"- device: {trials}, as each trial reported it; {host} (env/host_env.json)"
+
+
+def _confound_line(m: dict[str, Any]) -> str:
+    t = m.get("confound_threshold")
+    if not t or not m.get("baseline_cell"):
+        return "- confound: no baseline cell, no check"
+    lower, upper = band(float(t))
+    return (f"- confound threshold: x{upper:g} either way (mean step time above {upper:.3g}x or below "
+            f"{lower:.3g}x the baseline's, and beyond 2 standard errors of the per-trial means)")
+
+
+def _fmt_iqr(st: dict[str, Any]) -> str:
+    if st.get("p25") is None or st.get("p75") is None:
+        return "n/a"
+    return f"{_fmt_s(st['p25'])} – {_fmt_s(st['p75'])}"
+
+
 def _fmt_s(v: float | None) -> str:
     if v is None:
         return "n/a"
@@ -112,9 +166,12 @@ def render_markdown(m: dict[str, Any]) -> str:
         + (f", command `{' '.join(m['command'])}`" if m["command"] else ""),
         f"- status: {m['status']} ({m['trials_finished']}/{m['trials_planned']} trials)",
         f"- order: {m['order']} (seed {m['seed']}); baseline: {m['baseline_cell'] or 'none'}",
+        _device_line(m.get("devices"), m["trials_finished"]),
+        _confound_line(m),
         "",
-        "| cell | trials | pass | fail | error | failure rate | step p50 | step p99 | step mean | source | confound | top detectors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+        "| cell | trials | pass | fail | error | failure rate | step p50 | step IQR (p25 – p75) | n | noise "
+        "| step p99 | step mean | source | confound | top detectors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|---|",
     ]
     for c in m["cells"]:
         st = c["step_time_s"]
@@ -124,7 +181,8 @@ def render_markdown(m: dict[str, Any]) -> str:
         dets = ", ".join(f"{d['id']}×{d['count']}" for d in c["top_detectors"]) or "-"
         lines.append(
             f"| {c['cell']} | {c['trials']} | {c['passed']} | {c['failed']} | {c['errored']} | "
-            f"{_fmt_rate(c['failure_rate'])} | {_fmt_s(st['p50'])} | {_fmt_s(st['p99'])} | "
+            f"{_fmt_rate(c['failure_rate'])} | {_fmt_s(st['p50'])} | {_fmt_iqr(st)} | {c['step_count']} | "
+            f"{(c.get('noise') or {}).get('flag') or '-'} | {_fmt_s(st['p99'])} | "
             f"{_fmt_s(st['mean'])} | {c['step_time_source']} | {conf} | {dets} |"
         )
     cross = [(c["cell"], f) for c in m["cells"] for f in c.get("cross_trial_failures", [])]
@@ -141,7 +199,25 @@ def render_markdown(m: dict[str, Any]) -> str:
             lines += ["", f"Hint: {m['hint']}"]
     if m["warnings"]:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in m["warnings"]]
-    lines += ["", "Step times: `workload` = measured by the workload (device events on a GPU); "
-              "`step_time_regex` = parsed from stdout; `trial_wall` = the whole trial's wall time "
-              "(probe runs without a step regex).", ""]
+    noisy = [(c["cell"], c["noise"]) for c in m["cells"] if (c.get("noise") or {}).get("flag")]
+    if noisy:
+        lines += ["", "## Noise", ""] + [f"- **{cell}**: {n['flag']}: {n['reason']}" for cell, n in noisy]
+    lines += ["", "## How to read this", "",
+              "- Step times: `workload` = measured by the workload (device events on a GPU, "
+              "`time.perf_counter` on the CPU); `step_time_regex` = parsed from stdout; `trial_wall` = "
+              "the whole trial's wall time (probe runs without a step regex).",
+              "- `step p50`, `step IQR` and `n`: the median, the interquartile range (p25 – p75) and "
+              "the count of the cell's step times, pooled over its trials that did not error.",
+              f"- `noise`: `few samples` = fewer than {stats.MIN_SAMPLES} step times; `bimodal` = the "
+              f"step times form two groups, each at least {stats.BIMODAL_MIN_SHARE:.0%} of them, "
+              f"whose nearest members differ by x{stats.BIMODAL_RATIO:g} or more (the mean and p50 then "
+              f"describe neither group); `dispersed` = the IQR exceeds {stats.DISPERSED_REL_IQR:g} x p50. "
+              "A noisy cell's figures are not a speed you can compare.",
+              "- `confound`: the cell's mean step time against the baseline's, both ways: "
+              "`speed (+N%)` slower, `speed (-N%)` faster (`xR` / `x1/R` beyond a factor of 2), "
+              "flagged when the ratio is outside the threshold above AND the difference exceeds twice "
+              "the standard error of the difference of the per-trial means (Welch); `within noise` = "
+              "outside the threshold but not beyond that noise; `-` = inside the threshold; a cell "
+              "that is much faster or slower than the baseline is the mitigation changing the speed, "
+              "or the machine's noise: read the `noise` column first.", ""]
     return "\n".join(lines)

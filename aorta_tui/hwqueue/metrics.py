@@ -14,6 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from aorta_tui.core.stats import percentile as _percentile
+
 
 @dataclass(frozen=True)
 class LaunchRecord:
@@ -49,19 +51,9 @@ def stats(values: Sequence[float]) -> dict[str, float] | None:
 
 
 def percentile(sorted_xs: Sequence[float], q: float) -> float:
-    """The q-th percentile of already sorted values, linear interpolation between ranks."""
-    if not sorted_xs:
-        raise ValueError("percentile of no values")
-    if len(sorted_xs) == 1:
-        return float(sorted_xs[0])
-    pos = (len(sorted_xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_xs) - 1)
-    frac = pos - lo
-    a, b = float(sorted_xs[lo]), float(sorted_xs[hi])
-    # a + (b - a) * frac is exactly a when a == b (a * (1 - f) + b * f can be off by an ulp,
-    # which put a bootstrap interval's lower end above its upper end); clamp the rounding.
-    return min(max(a + (b - a) * frac, a), b)
+    """The q-th percentile of already sorted values, linear interpolation between ranks
+    (the project's one percentile, ``aorta_tui.core.stats``)."""
+    return _percentile(sorted_xs, q, presorted=True)
 
 
 def union_length(intervals: Iterable[tuple[float, float]]) -> float:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.core.stats import percentile as _percentile
 from aorta_tui.core.workload import ConfigField
 
 DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
@@ -103,12 +104,8 @@ class StepTimer:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); ``None`` for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]
+    """Nearest-rank percentile (q in 0..100); ``None`` for no values (``aorta_tui.core.stats``)."""
+    return _percentile(values, q, method="nearest") if values else None
 
 
 def finite_or_none(x: float) -> float | None:
