@@ -25,8 +25,8 @@ from typing import Any
 from aorta_tui.core.classify.model import Pattern
 
 
-def _k(id: str, regex: str, description: str, sample: str) -> Pattern:
-    return Pattern(id, re.compile(regex), "fail", description, sample, 3)
+def _k(id: str, regex: str, description: str, sample: str, *more_samples: str) -> Pattern:
+    return Pattern(id, re.compile(regex), "fail", description, sample, 3, (), more_samples)
 
 
 KERNEL_PATTERNS: tuple[Pattern, ...] = (
@@ -44,15 +44,17 @@ KERNEL_PATTERNS: tuple[Pattern, ...] = (
     ),
     _k(
         "amdgpu_reset",
-        r"amdgpu.*\bGPU reset\b",
+        r"amdgpu.*\b(?i:GPU reset)\b",
         "amdgpu reset the GPU",
         "amdgpu 0000:c1:00.0: amdgpu: GPU reset begin!",
     ),
     _k(
         "amdgpu_sdma_timeout",
-        r"\bring (?P<ring>sdma\S*) timeout|\bSDMA (?:semaphore )?timeout",
+        r"\bring (?P<ring>sdma\S*) timeout|(?i:\bSDMA (?:semaphore )?timeout|\bSDMA hang\b)",
         "amdgpu SDMA (copy engine) ring timeout",
         "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout, signaled seq=1234, emitted seq=1236",
+        "amdgpu 0000:c1:00.0: amdgpu: SDMA hang detected on sdma1, resetting the engine",
+        "[drm] SDMA semaphore timeout on queue 3",
     ),
     _k(
         "amdgpu_ring_timeout",
@@ -63,10 +65,13 @@ KERNEL_PATTERNS: tuple[Pattern, ...] = (
     _k(
         "amdgpu_vm_fault",
         r"amdgpu.*(?:\[\w*hub\d*\] (?:(?:no-)?retry )?page fault|VM_L2_PROTECTION_FAULT|VM fault"
-        r"|GPU fault detected)",
+        r"|GPU fault detected)"
+        # the register dump line on its own (dmesg read without the device prefix)
+        r"|\bVM_L2_PROTECTION_FAULT",
         "amdgpu GPU virtual-memory fault",
         "amdgpu 0000:c1:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:8 "
         "pasid:32769, for process python3 pid 4242 thread python3 pid 4242)",
+        "  VM_L2_PROTECTION_FAULT_STATUS:0x00841051",
     ),
     _k(
         "amdgpu_ras_uncorrectable",
@@ -75,10 +80,20 @@ KERNEL_PATTERNS: tuple[Pattern, ...] = (
         "amdgpu 0000:03:00.0: amdgpu: 1 uncorrectable hardware errors detected in umc block",
     ),
     _k(
+        "xgmi_link_error",
+        # From each "XGMI" to the next one only, so a line full of them stays linear; a healthy
+        # "XGMI initialized" has none of the words.
+        r"(?i)\bXGMI\b(?:(?!XGMI\b)[^\n])*?\b(?:error|fail|link down)",
+        "XGMI (GPU-to-GPU link) error",
+        "amdgpu 0000:0c:00.0: amdgpu: XGMI: link down between node 2 and node 3",
+        "amdgpu 0000:8c:00.0: amdgpu: xgmi: failed to train link 1 (error -110)",
+    ),
+    _k(
         "pcie_aer_fatal",
-        r"AER: .*Uncorrect\w* \(Fatal\)",
+        r"AER: .*Uncorrect\w* \(Fatal\)|\bAER:?\s+Fatal\b",
         "PCIe AER uncorrectable fatal error",
         "pcieport 0000:00:01.1: AER: Uncorrected (Fatal) error received: 0000:01:00.0",
+        "pcieport 0000:40:01.1: AER: Fatal error received from 0000:41:00.0",
     ),
 )
 

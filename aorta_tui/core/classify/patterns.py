@@ -36,21 +36,23 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
     _p(
         "out_of_memory",
         r"\b(?P<api>CUDA|HIP) out of memory\b|\bOutOfMemoryError\b"
-        r"|\b(?:hipErrorOutOfMemory|cudaErrorMemoryAllocation)\b|\b(?:CUDA|HIP) error: out of memory",
+        r"|\b(?:hipError_?OutOfMemory|cudaError_?MemoryAllocation)\b|\b(?:CUDA|HIP) error: out of memory",
         "fail",
         "GPU out of memory",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
         "total capacity of 139.81 GiB of which 1.12 GiB is free.",
-        ("out of memory", "OutOfMemoryError", "hipErrorOutOfMemory", "cudaErrorMemoryAllocation"),
+        ("out of memory", "OutOfMemoryError", "hipErrorOutOfMemory", "cudaErrorMemoryAllocation",
+         "hipError_OutOfMemory", "cudaError_MemoryAllocation"),
     ),
     _p(
         "illegal_memory_access",
-        r"an illegal memory access was encountered|\b(?:cuda|hip)ErrorIllegalAddress\b"
+        r"an illegal memory access was encountered|\b(?:cuda|hip)Error_?IllegalAddress\b"
         r"|\bCUDA_ERROR_ILLEGAL_ADDRESS\b",
         "fail",
         "GPU kernel accessed an illegal address",
         "terminate called after throwing an instance of 'c10::Error': an illegal memory access was encountered",
-        ("illegal memory access", "ErrorIllegalAddress", "CUDA_ERROR_ILLEGAL_ADDRESS"),
+        ("illegal memory access", "ErrorIllegalAddress", "Error_IllegalAddress",
+         "CUDA_ERROR_ILLEGAL_ADDRESS"),
     ),
     _p(
         "device_side_assert",
@@ -64,20 +66,23 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
     ),
     _p(
         "cuda_error",
-        r"\bCUDA error: (?P<message>[^\r\n]*\S)|\b(?P<code>cudaError(?!_t\b)[A-Z]\w*)"
+        # cudaErrorLaunchFailure and cudaError_LaunchFailure; never the type name cudaError_t
+        r"\bCUDA error: (?P<message>[^\r\n]*\S)|\b(?P<code>cudaError(?!_t\b)_?[A-Z]\w*)"
         r"|\b(?P<driver_code>CUDA_ERROR_[A-Z_]+)",
         "fail",
         "CUDA runtime or driver error",
         "RuntimeError: CUDA error: misaligned address",
         ("CUDA error: ", "cudaError", "CUDA_ERROR_"),
+        more_samples=("kernel launch returned cudaError_LaunchFailure (719) at attn.cu:88",),
     ),
     _p(
         "hip_error",
-        r"\bHIP error: (?P<message>[^\r\n]*\S)|\b(?P<code>hipError(?!_t\b)[A-Z]\w*)",
+        r"\bHIP error: (?P<message>[^\r\n]*\S)|\b(?P<code>hipError(?!_t\b)_?[A-Z]\w*)",
         "fail",
         "HIP runtime error",
         "RuntimeError: HIP error: invalid device function",
         ("HIP error: ", "hipError"),
+        more_samples=("hipMemcpyAsync failed: hipError_InvalidValue (code 1)",),
     ),
     _p(
         "hsa_error",
@@ -87,6 +92,16 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
         "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory "
         "beyond the largest legal address.",
         ("HSA_STATUS_ERROR",),
+    ),
+    # Upstream's tier4:rocm_error: ROCm tools and the HSA runtime end a failure with
+    # "Error code: N". Generic, but upstream fails a trial on it, so this does too.
+    _p(
+        "rocm_error",
+        r"\bError code: (?P<code>\d+)",
+        "fail",
+        "ROCm error code ('Error code: N')",
+        "hsa api call failure at: /src/rocminfo.cc:1193  Error code: 4104",
+        ("Error code: ",),
     ),
     _p(
         "gpu_memory_access_fault",
@@ -132,23 +147,26 @@ LOG_PATTERNS: tuple[Pattern, ...] = (
     _p(
         "nccl_error",
         r"\b(?P<code>nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument"
-        r"|InvalidUsage|RemoteError|InProgress))\b|\b(?P<lib>[NR]CCL) error\b",
+        r"|InvalidUsage|RemoteError|InProgress))\b|\b(?P<lib>[NR]CCL) (?:error|ERROR)\b",
         "fail",
         "NCCL/RCCL collective library error",
         "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
         "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
-        ("nccl", "CCL error"),
+        ("nccl", "CCL error", "CCL ERROR"),
+        more_samples=("gpu-node-3:118:204 [2] RCCL ERROR failed to connect to peer 5",),
     ),
     _p(
         "nan_loss",
         # (?<!\w), not (?<![A-Za-z]): a start after a digit or "_" re-scanned the rest of the
         # word at every position - quadratic on a long run of digits (20k: 4 s)
-        r"(?<!\w)(?P<name>\w*(?i:loss))(?:\s+is\s+|\s*[=:]\s*)"
+        r"(?<!\w)(?P<name>\w*(?i:loss))(?:\s+(?:(?i:is)\s+)?|\s*[=:]\s*)"
         r"(?P<value>[-+]?(?:nan|NaN|NAN|Nan|inf(?:inity)?|Inf(?:inity)?))\b",
         "fail",
         "non-finite loss (NaN or inf)",
         "step 120 | loss = nan | lr 3.0e-04",
         ("nan", "NaN", "NAN", "Nan", "inf", "Inf"),
+        more_samples=("epoch 3 step 40: train_loss NaN, skipping the update",
+                      "[trainer] Loss Is NaN at step 812"),
     ),
     _p(
         "gpu_library_error",

@@ -27,6 +27,7 @@ from aorta_tui.core.classify.linear import compile_linear, recipe_regex_issue
 from aorta_tui.core.classify.model import Classification, Detection, Pattern, PatternRule
 from aorta_tui.core.classify.patterns import LOG_PATTERNS
 from aorta_tui.core.classify.scan import Matcher, numeric_captures, scan_file
+from aorta_tui.core.classify.upstream_ids import expand_disabled, upstream_alias
 from aorta_tui.core.hang import SIGNAL_NAMES
 
 if TYPE_CHECKING:
@@ -55,13 +56,15 @@ def builtin_detector_ids() -> dict[str, int]:
     return ids
 
 
+def is_upstream_detector_id(token: str) -> bool:
+    """One of upstream AORTA's 22 detector ids (accepted in ``disable_detectors``)."""
+    return upstream_alias(token) is not None
+
+
 def _disabled_check(disabled: Collection[str]) -> Any:
-    names = {d.strip() for d in disabled}
-
-    def is_disabled(tier: int, det_id: str) -> bool:
-        return det_id in names or f"tier{tier}" in names or f"tier{tier}:{det_id}" in names
-
-    return is_disabled
+    """``is_disabled(tier, id[, captures])``: our ids, tiers, ``tierN:id``, ``custom:id`` and
+    upstream's detector ids (``upstream_ids``; ``tier1:sigsegv`` looks at the signal)."""
+    return expand_disabled(disabled).is_disabled
 
 
 def tier1(outcome: ProcessOutcome) -> list[Detection]:
@@ -394,6 +397,6 @@ def classify(
     detections += tier4_and_5(stdout_path, stderr_path, custom_rules, is_disabled)
     if workload_result is not None:
         detections += workload_detections(workload_result)
-    kept = [d for d in detections if not is_disabled(d.tier, d.id)]
+    kept = [d for d in detections if not is_disabled(d.tier, d.id, d.captures)]
     verdict, reason = verdict_of(kept)
     return Classification(verdict, reason, kept)  # type: ignore[arg-type]

@@ -50,6 +50,9 @@ def summarize(recipe: Recipe, registry: Registry) -> dict[str, Any]:
     for vendor, names in sorted(vendor_notes.items()):
         this, other = ("ROCm", "CUDA") if vendor == "rocm" else ("CUDA", "ROCm")
         warnings.append(f"{', '.join(names)} set {this}-only variables (no effect on {other})")
+    from aorta_tui.core.classify.upstream_ids import no_counterpart_notes
+
+    warnings += no_counterpart_notes(recipe.disable_detectors)
     if recipe.redaction is not None:
         warnings.append("redaction is recorded (recipe.resolved.yaml) but not applied yet: "
                         "nothing scrubs with it so far")

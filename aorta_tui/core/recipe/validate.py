@@ -641,6 +641,9 @@ def _unknown_detector(token: str, catalogue: dict[str, int] | None, pattern_ids:
         return (f"no custom pattern of this recipe has the id {ident!r}",
                 (f"did you mean 'custom:{near}'? " if near else "")
                 + "custom:<id> names one of this recipe's custom_patterns")
+    upstream = _upstream_ids()
+    if token in upstream:  # upstream AORTA's ids: each maps to ours (classify/upstream_ids.py)
+        return None
     if catalogue is None:
         return None
     if not prefix and ident in pattern_ids:
@@ -652,9 +655,24 @@ def _unknown_detector(token: str, catalogue: dict[str, int] | None, pattern_ids:
                     f"write 'tier{tier}:{ident}' or just '{ident}'")
         return None
     near = _suggest(ident, set(catalogue) | pattern_ids)
+    if prefix:  # also upstream's ids of that tier: 'tier3:vram_growht' -> 'tier3:vram_growth'
+        theirs = {u.partition(":")[2]: u for u in upstream if u.startswith(f"{prefix}:")}
+        near_theirs = _suggest(ident, set(theirs) | ({near} if near else set()))
+        if near_theirs in theirs and near_theirs not in catalogue:
+            near = theirs[near_theirs]
     return (f"unknown detector {ident!r}",
             (f"did you mean {near!r}? " if near else "")
-            + "`aorta-tui sweep list-patterns` lists the built-in ids")
+            + "`aorta-tui sweep list-patterns` lists the built-in ids; upstream AORTA's "
+            "tierN:<id> names are accepted too")
+
+
+def _upstream_ids() -> set[str]:
+    try:
+        from aorta_tui.core.classify.upstream_ids import UPSTREAM_ALIASES
+
+        return set(UPSTREAM_ALIASES)
+    except Exception:  # the classifier is optional here (as for the catalogue)
+        return set()
 
 
 def _custom_patterns(v: Validator, raw: Any) -> Any:

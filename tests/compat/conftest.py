@@ -1,0 +1,12 @@
+"""Fixtures of the upstream-compatibility tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def registry():
+    from aorta_tui.core.registry import Registry
+
+    return Registry()
