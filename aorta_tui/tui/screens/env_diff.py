@@ -148,8 +148,13 @@ class EnvDiffScreen(AortaScreen):
         if not a or not b:
             self.notify("give two snapshots: press o to pick them", severity="warning")
             return
-        self.query_one("#diff-summary", Static).update(f"diffing {a} and {b}…")
         cwd = self.aorta.cwd
+        if _same_file(_resolve_snapshot(cwd / a), _resolve_snapshot(cwd / b)):
+            message = f"A and B are the same file ({a}): give two different snapshots"
+            self.query_one("#diff-summary", Static).update(f"[yellow]{message}[/]")
+            self.notify(message, severity="warning")
+            return
+        self.query_one("#diff-summary", Static).update(f"diffing {a} and {b}…")
         self.run_worker(lambda: self._diff(cwd / a, cwd / b), thread=True, exit_on_error=False,
                         name="env diff", group="diff", exclusive=True)
 
@@ -269,18 +274,29 @@ class EnvDiffScreen(AortaScreen):
                     markup=False)
 
     def action_pick(self) -> None:
-        candidates = find_snapshots(self.aorta.cwd, self.aorta.output_dir)
+        cwd = self.aorta.cwd
+        candidates = find_snapshots(cwd, self.aorta.output_dir)
 
         def chosen(paths: list[Path] | None) -> None:
             if paths and len(paths) >= 2:
                 self.set_paths(paths[0], paths[1])
             elif paths:
-                self.query_one("#snap-a", Input).value = str(paths[0])
+                self.query_one("#snap-a", Input).value = self.display_path(paths[0])
                 self.notify("pick a second snapshot for B", severity="warning")
 
         self.app.push_screen(
-            PathPicker("Pick snapshot A, then B (enter marks, esc cancels)", candidates, pick=2), chosen
+            PathPicker("Pick snapshot A, then B (type a path or move onto one; enter picks, esc cancels)",
+                       candidates, pick=2, base=cwd, distinct=True, validate=snapshot_problem,
+                       labels=[self.display_path(p) for p in candidates]),
+            chosen,
         )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):
+        return a == b
 
 
 def _resolve_snapshot(path: Path) -> Path:
@@ -292,11 +308,49 @@ def _resolve_snapshot(path: Path) -> Path:
     return path
 
 
+def snapshot_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be diffed (the snapshot loader's own located message), or None.
+
+    Called only for the file the user picks: the list holds every JSON file nearby (a
+    snapshot is named by whoever wrote it, ``-o h200.json``) and opens none of them.
+    """
+    from aorta_tui.core.errors import AortaError
+
+    try:
+        module = engines.envsnap()
+    except engines.EngineMissing as exc:
+        return str(exc)
+    target = _resolve_snapshot(path)
+    if not target.exists():
+        return f"{path}: no such file"
+    try:
+        module.load_snapshot(target)
+    except AortaError as exc:
+        return exc.render()
+    return None
+
+
+# Directories under the working directory that hold no snapshots (or far too many files).
+_SKIP_DIRS = {"node_modules", "__pycache__", "site-packages"}
+
+
 def find_snapshots(cwd: Path, output_dir: Path, limit: int = 200) -> list[Path]:
-    """Snapshot files nearby: env*.json here, and the env/ snapshots inside runs."""
-    found: list[Path] = []
-    for pattern in ("*env*.json", "snapshots/*.json"):
-        found.extend(sorted(cwd.glob(pattern)))
+    """JSON files nearby, which may be snapshots: every ``*.json`` here and one directory
+    down (not hidden ones), and the env/ snapshots inside runs. None is opened here."""
+    found: list[Path] = sorted(cwd.glob("*.json"))
+    try:
+        subdirs = sorted(d for d in cwd.iterdir() if d.is_dir() and not d.name.startswith(".")
+                         and d.name not in _SKIP_DIRS)
+    except OSError:
+        subdirs = []
+    output = output_dir if output_dir.is_absolute() else cwd / output_dir
+    for directory in subdirs:
+        if len(found) >= limit:
+            break
+        if _same_file(directory, output):
+            continue  # runs are listed below, newest first
+        found.extend(sorted(directory.glob("*.json"))[:limit])
+    output_dir = output
     if output_dir.is_dir():
         found.extend(sorted(output_dir.glob("*/*/env/*.json"), reverse=True))
         found.extend(sorted(output_dir.glob("*/*/host_env.json"), reverse=True))

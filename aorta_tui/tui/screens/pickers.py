@@ -1,9 +1,18 @@
-"""A modal that picks one or more paths from a list, or a typed path."""
+"""A modal that picks one or more paths: type one (the list narrows as you type) or pick one.
+
+The path field always has the focus, so typing goes there; up/down move the highlight in the
+list, and enter takes the typed path when it exists, else the highlighted entry. A picker of
+several paths can refuse the same file twice (``distinct``), and ``validate`` checks a path
+only when it is picked (listing never opens the files), its message shown in the picker.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from rich.markup import escape
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -11,48 +20,144 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+Validator = Callable[[Path], "str | None"]  # an error message, or None when the path will do
+
 
 class PathPicker(ModalScreen[list[Path] | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("up", "move(-1)", "Up", show=False),
+        Binding("down", "move(1)", "Down", show=False),
+        Binding("pageup", "move(-10)", "Page up", show=False),
+        Binding("pagedown", "move(10)", "Page down", show=False),
+    ]
 
-    def __init__(self, title: str, candidates: list[Path], *, pick: int = 1) -> None:
+    def __init__(self, title: str, candidates: list[Path], *, pick: int = 1, base: Path | None = None,
+                 distinct: bool = False, validate: Validator | None = None,
+                 labels: list[str] | None = None) -> None:
         super().__init__()
         self._title = title
         self._candidates = candidates
+        self._labels = labels or [str(p) for p in candidates]
         self._pick = pick
+        self._base = base
+        self._distinct = distinct
+        self._validate = validate
         self._chosen: list[Path] = []
+        self._shown: list[int] = list(range(len(candidates)))  # candidates matching the text
+        self.message = ""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
             yield Static(self._title, id="picker-title")
-            yield Input(placeholder="or type a path and press enter", id="picker-path")
-            options = [Option(str(p), id=str(i)) for i, p in enumerate(self._candidates)]
-            if not options:
-                options = [Option("(nothing found nearby: type a path above)", disabled=True)]
-            yield OptionList(*options, id="picker-list")
+            yield Input(placeholder="type a path (the list narrows), or up/down and enter", id="picker-path")
+            yield Static("", id="picker-message")
+            yield OptionList(id="picker-list")
 
     def on_mount(self) -> None:
-        if self._candidates:
-            self.query_one("#picker-list", OptionList).focus()
+        self._fill("")
+        self.query_one("#picker-path", Input).focus()
+
+    # --- the list ------------------------------------------------------------------------
+
+    def _fill(self, needle: str) -> None:
+        needle = needle.strip().lower()
+        self._shown = [i for i, label in enumerate(self._labels) if needle in label.lower()]
+        options = self.query_one("#picker-list", OptionList)
+        options.clear_options()
+        if self._shown:
+            options.add_options([Option(escape(self._labels[i]), id=str(i)) for i in self._shown])
+            options.highlighted = 0
+        elif self._candidates:
+            options.add_option(Option("(no listed file matches: enter takes the typed path)", disabled=True))
         else:
-            self.query_one("#picker-path", Input).focus()
+            options.add_option(Option("(nothing found nearby: type a path above)", disabled=True))
 
-    def _add(self, path: Path) -> None:
-        self._chosen.append(path)
-        self.query_one("#picker-title", Static).update(
-            f"{self._title}\nchosen: " + ", ".join(str(p) for p in self._chosen)
-        )
-        if len(self._chosen) >= self._pick:
-            self.dismiss(self._chosen)
+    def highlighted(self) -> Path | None:
+        options = self.query_one("#picker-list", OptionList)
+        index = options.highlighted
+        if index is None or index >= len(self._shown):
+            return None
+        return self._candidates[self._shown[index]]
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option.id is not None:
-            self._add(self._candidates[int(event.option.id)])
+    def action_move(self, delta: int) -> None:
+        options = self.query_one("#picker-list", OptionList)
+        if not self._shown:
+            return
+        current = options.highlighted or 0
+        options.highlighted = max(0, min(len(self._shown) - 1, current + delta))
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._fill(event.value)
+
+    def on_key(self, event: events.Key) -> None:
+        """Typing while the list has the focus (after a click) still goes to the path field."""
+        field = self.query_one("#picker-path", Input)
+        if event.is_printable and event.character and self.focused is not field:
+            event.stop()
+            event.prevent_default()
+            field.focus()
+            field.insert_text_at_cursor(event.character)
+
+    # --- choosing ------------------------------------------------------------------------
+
+    def _typed(self, text: str) -> Path:
+        path = Path(text).expanduser()
+        if self._base is not None and not path.is_absolute():
+            return self._base / path
+        return path
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.value.strip():
-            self._add(Path(event.value.strip()).expanduser())
+        text = event.value.strip()
+        if not text:
+            picked = self.highlighted()
+            if picked is None:
+                self._say("type a path, or move onto an entry of the list", error=True)
+                return
+        else:
+            typed = self._typed(text)
+            # The typed path when it names something; else the list's entry it narrowed to.
+            picked = typed if typed.exists() else (self.highlighted() or typed)
+        if self._add(picked):
             event.input.value = ""
+        else:
+            event.input.select_all()  # refused: the next keys replace it, arrows edit it
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id is not None and self._add(self._candidates[int(event.option.id)]):
+            self.query_one("#picker-path", Input).value = ""
+        self.query_one("#picker-path", Input).focus()
+
+    def _add(self, path: Path) -> bool:
+        if self._distinct and any(_same(path, other) for other in self._chosen):
+            self._say(f"{path} is already picked: pick a different file", error=True)
+            return False
+        if self._validate is not None:
+            problem = self._validate(path)
+            if problem:
+                self._say(problem, error=True)
+                return False
+        self._chosen.append(path)
+        if len(self._chosen) >= self._pick:
+            self.dismiss(self._chosen)
+            return True
+        self.query_one("#picker-title", Static).update(
+            f"{self._title}\nchosen: " + ", ".join(escape(str(p)) for p in self._chosen)
+        )
+        self._say(f"{len(self._chosen)} of {self._pick} picked: now the next one")
+        return True
+
+    def _say(self, text: str, *, error: bool = False) -> None:
+        self.message = text
+        self.query_one("#picker-message", Static).update(f"[red]{escape(text)}[/]" if error else escape(text))
 
     def action_cancel(self) -> None:
         self.dismiss(self._chosen or None)
+
+
+def _same(a: Path, b: Path) -> bool:
+    """One file under two spellings (``a.json``, ``./a.json``, a symlink) counts as one."""
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):
+        return a == b
