@@ -156,6 +156,21 @@ class MatrixState:
             sum(1 for v in finished if v.state == "error"),
         )
 
+    def trial_path(self, view: TrialView) -> Path | None:
+        """The trial's own directory, ``<run_dir>/trials/<cell>/trial-<NNN>``.
+
+        Always taken from the run directory's layout, never from the journal's ``trial_dir``:
+        that path was written as the orchestrator saw it (relative to *its* working directory,
+        ``aorta-out/...`` by default, or absolute before the run was moved), so joining or
+        trusting it breaks as soon as the TUI runs elsewhere. ``None`` for an id that is not a
+        ``<cell>/trial-<NNN>`` of this run (it would name a path outside ``trials/``).
+        """
+        from aorta_tui.core.rundir import is_trial_id
+
+        if not is_trial_id(view.trial_id):
+            return None
+        return self.run_dir / "trials" / view.trial_id
+
     def eta_s(self) -> float | None:
         """Remaining trials x the mean time per finished trial since the run (re)started.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -21,23 +22,11 @@ from aorta_tui.tui.journal import JournalFollower
 from aorta_tui.tui.matrix_state import MatrixState, TrialView
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen, tail_text, trial_facts
 from aorta_tui.tui.sudo import give_to_invoking_user
-from aorta_tui.tui.widgets.matrix_grid import MatrixGrid, fmt_seconds
+from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
 
 REDRAW_S = 0.25  # the grid redraws at most 4 times a second however fast trials finish
-LOG_TAIL_LINES = 8
-
-
-def tail_lines(path: Path, lines: int = LOG_TAIL_LINES, max_bytes: int = 16384) -> list[str]:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
-    except OSError:
-        return []
-    return data.decode("utf-8", "replace").splitlines()[-lines:]
 
 
 def fmt_duration(seconds: float) -> str:
@@ -56,6 +45,7 @@ class MatrixScreen(AortaScreen):
         Binding("escape", "focus_main", "Leave field", show=False),
         Binding("o", "open_run", "Open run"),
         Binding("enter", "detail", "Trial detail"),
+        Binding("l", "logs", "Trial logs"),
         Binding("c", "cancel_run", "Cancel run"),
         Binding("R", "resume_run", "Resume"),
         Binding("E", "diff_env", "Diff the run's env snapshots", show=False),
@@ -87,6 +77,9 @@ class MatrixScreen(AortaScreen):
         """Is a process still running this sweep? (its flock on ``.lock``, via the engine)."""
         if self.run_dir is None:
             return
+        view = self._selected_view()
+        if view is not None and view.state == "running":
+            self._show_detail()  # its logs grow while it runs
         try:
             alive = engines.rundir().lock_holder(self.run_dir) is not None
         except engines.EngineMissing:
@@ -103,7 +96,9 @@ class MatrixScreen(AortaScreen):
     def open_run(self, run_dir: Path) -> None:
         """Show ``run_dir``: read its whole journal, then follow it (re-attach)."""
         self._stop_follower()
-        self.run_dir = Path(run_dir)
+        # Absolute now: the path was given relative to this process's working directory
+        # (``aorta-out/...`` by default), and everything below reads files under it.
+        self.run_dir = Path(run_dir).absolute()
         if not (self.run_dir / "journal.jsonl").exists() and not self.run_dir.is_dir():
             self.notify(f"{run_dir} is not a run directory (no journal.jsonl)", severity="error")
             return
@@ -197,52 +192,55 @@ class MatrixScreen(AortaScreen):
     def on_data_table_cell_highlighted(self, _event: object) -> None:
         self._show_detail()
 
+    def on_data_table_cell_selected(self, _event: object) -> None:
+        # The grid (a DataTable) takes ``enter`` itself, as "select this cell": open it.
+        self.action_detail()
+
+    def on_resize(self, _event: object) -> None:
+        self.call_after_refresh(self._show_detail)  # the tail takes the height there is
+
     def _show_detail(self) -> None:
         view = self._selected_view()
         detail = self.query_one("#trial-detail", Static)
         if view is None:
-            detail.update("move onto a trial to see its detectors, exit status and log tail")
+            detail.update("move onto a trial to see its detectors, exit status and log tail "
+                          "(enter: detail, l: full logs)")
             return
-        detail.update(self._detail_text(view))
+        detail.update(self._detail_text(view, detail.content_region.height))
 
     def _trial_dir(self, view: TrialView) -> Path | None:
-        if self.run_dir is None:
-            return None
-        if view.trial_dir:
-            path = Path(view.trial_dir)
-            return path if path.is_absolute() else self.run_dir / path
-        return self.run_dir / "trials" / view.trial_id
+        return self.state.trial_path(view) if self.state is not None else None
 
-    def _detail_text(self, view: TrialView) -> str:
-        parts = [f"[b]{view.trial_id}[/b]  {view.state}"]
-        if view.exit_code is not None:
-            parts.append(f"exit {view.exit_code}")
-        if view.signal is not None:
-            parts.append(f"signal {view.signal}")
-        if view.wall_s is not None:
-            parts.append(f"wall {fmt_seconds(view.wall_s)}")
-        if view.mean_step_s is not None:
-            parts.append(f"step {fmt_seconds(view.mean_step_s)}")
-        lines = ["  ".join(parts)]
-        if view.detectors:
-            lines.append("detectors: " + ", ".join(view.detectors))
-        if view.reason:
-            lines.append(f"reason: {view.reason}")
+    def _detail_text(self, view: TrialView, height: int) -> Text:
+        """The trial's facts (one line each, cut at the width), then its logs' tails in every
+        row left: the pane is as tall as the grid leaves it, so a larger terminal shows more."""
+        facts = trial_facts(view, None)[:3]
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for i, line in enumerate(facts):
+            text.append_text(Text.from_markup(("\n" if i else "") + line))
+        tail = tail_text(self._trial_dir(view), max(0, height - len(facts)))
+        if tail:
+            text.append("\n")
+            text.append_text(tail)
+        return text
+
+    def _shown_dir(self, view: TrialView) -> str:
         trial_dir = self._trial_dir(view)
-        if trial_dir is not None:
-            for name in ("stderr.log", "stdout.log"):
-                tail = tail_lines(trial_dir / name, 3 if self.app.size.height < 40 else LOG_TAIL_LINES)
-                if tail:
-                    lines.append(f"[dim]── {name} ──[/dim]")
-                    lines.extend(_escape(line) for line in tail)
-        return "\n".join(lines)
+        return self.display_path(trial_dir) if trial_dir is not None else "(no directory)"
 
     def action_detail(self) -> None:
+        view = self._selected_view()
+        if view is None or self.run_dir is None:
+            self.notify("move the cursor onto a trial column", severity="warning")
+            return
+        self.app.push_screen(TrialDetailScreen(self.run_dir, view, self._trial_dir(view), self._shown_dir(view)))
+
+    def action_logs(self) -> None:
         view = self._selected_view()
         if view is None:
             self.notify("move the cursor onto a trial column", severity="warning")
             return
-        self.notify(self._detail_text(view), title="trial", timeout=20)
+        self.app.push_screen(TrialLogScreen(view, self._trial_dir(view), self._shown_dir(view)))
 
     # --- commands ------------------------------------------------------------------------
 
@@ -295,7 +293,3 @@ class MatrixScreen(AortaScreen):
             self.app.call_after_refresh(screen.set_paths, snapshots[0], snapshots[1])
         else:
             self.notify("this run holds fewer than two env snapshots", severity="warning")
-
-
-def _escape(line: str) -> str:
-    return line.replace("[", r"\[")

@@ -1,0 +1,247 @@
+"""One trial, opened from the matrix: its detail (``enter``) and its full logs (``l``).
+
+Both read the trial's own directory, ``<run>/trials/<cell>/trial-<NNN>/``, found from the run
+directory's layout (``MatrixState.trial_path``), so they work wherever the TUI was started.
+Both fill the terminal and grow with it; the logs view follows a running trial's files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Log, Static, TabbedContent, TabPane
+
+from aorta_tui.tui import engines
+from aorta_tui.tui.logs import LOG_NAMES, LogText, read_log, read_more, split_budget, tail_lines
+from aorta_tui.tui.matrix_state import TrialView
+from aorta_tui.tui.widgets.matrix_grid import fmt_seconds
+
+FOLLOW_S = 1.0  # the logs view checks a running trial's files this often
+
+
+def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
+    """Markup lines: verdict, process outcome, timings, and every detection with its evidence."""
+    parts = [f"[b]{escape(view.trial_id)}[/b]  {view.state}"]
+    if view.attempt > 1:
+        parts.append(f"attempt {view.attempt}")
+    if view.exit_code is not None:
+        parts.append(f"exit {view.exit_code}")
+    if view.signal is not None:
+        parts.append(f"signal {view.signal}")
+    if view.wall_s is not None:
+        parts.append(f"wall {fmt_seconds(view.wall_s)}")
+    if view.mean_step_s is not None:
+        parts.append(f"step {fmt_seconds(view.mean_step_s)}")
+    lines = ["  ".join(parts)]
+    if view.reason:
+        lines.append(f"reason: {escape(view.reason)}")
+    process = result.get("process") if isinstance(result, dict) else None
+    if isinstance(process, dict):
+        extras = []
+        if process.get("timed_out"):
+            extras.append(f"timed out after {process.get('timeout_s')} s")
+        if process.get("hang"):
+            extras.append(f"hang: {process['hang']}")
+        if process.get("peak_rss_kb"):
+            extras.append(f"peak RSS {int(process['peak_rss_kb']) // 1024} MiB")
+        if process.get("truncated"):
+            extras.append("logs truncated (head + tail kept)")
+        if extras:
+            lines.append(escape("; ".join(str(e) for e in extras)))
+    detections = result.get("detections") if isinstance(result, dict) else None
+    if isinstance(detections, list) and detections:
+        lines.append("[b]detections[/b]")
+        for det in detections:
+            if not isinstance(det, dict):
+                continue
+            where = f" ({det.get('stream')}:{det.get('line_no')})" if det.get("line_no") else ""
+            lines.append(f"  tier {det.get('tier')} [b]{escape(str(det.get('id')))}[/b]: "
+                         f"{escape(str(det.get('message', '')))}{escape(where)}")
+            if det.get("evidence"):
+                lines.append(f"    [dim]{escape(str(det['evidence']))}[/dim]")
+    elif view.detectors:
+        lines.append("detectors: " + escape(", ".join(view.detectors)))
+    return lines
+
+
+def tail_text(trial_dir: Path | None, budget: int) -> Text:
+    """The tails of stderr.log and stdout.log in ``budget`` lines, shared between them."""
+    if trial_dir is None or budget <= 0:
+        return Text("")
+    tails = [tail_lines(trial_dir / name, budget) for name in LOG_NAMES]
+    shares = split_budget(budget, [len(t) for t in tails])
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for name, tail, share in zip(LOG_NAMES, tails, shares, strict=True):
+        if share == 0:
+            continue
+        if out:
+            out.append("\n")
+        out.append(f"── {name} (last {share}; l: the whole log) ──", style="dim")
+        for line in tail[-share:]:
+            out.append("\n" + line)
+    if not out:
+        out.append("no output in stderr.log or stdout.log yet", style="dim")
+    return out
+
+
+def read_result(run_dir: Path, view: TrialView) -> dict[str, Any] | None:
+    try:
+        return engines.rundir().read_trial_result(run_dir, view.trial_id)
+    except (engines.EngineMissing, AttributeError):
+        return None
+
+
+class TrialDetailScreen(ModalScreen[None]):
+    """``enter`` on a trial: everything the run recorded about it, then its logs' tails."""
+
+    BINDINGS = [
+        Binding("escape,q,enter", "dismiss", "Close"),
+        Binding("l", "logs", "Full logs"),
+    ]
+
+    def __init__(self, run_dir: Path, view: TrialView, trial_dir: Path | None, shown_dir: str) -> None:
+        super().__init__()
+        self.run_dir, self.view, self.trial_dir, self.shown_dir = run_dir, view, trial_dir, shown_dir
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="trial-box"):
+            with VerticalScroll(id="trial-facts"):
+                yield Static(self._facts(), id="trial-facts-text")
+            yield Static("", id="trial-tail")
+        yield Footer()
+
+    def _facts(self) -> str:
+        lines = trial_facts(self.view, read_result(self.run_dir, self.view))
+        lines.append(f"[dim]directory: {escape(self.shown_dir)}[/dim]")
+        return "\n".join(lines)
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._show_tail)
+
+    def on_resize(self, _event: object) -> None:
+        self.call_after_refresh(self._show_tail)
+
+    def _show_tail(self) -> None:
+        tail = self.query_one("#trial-tail", Static)
+        tail.update(tail_text(self.trial_dir, tail.content_region.height))
+
+    def action_logs(self) -> None:
+        self.app.push_screen(TrialLogScreen(self.view, self.trial_dir, self.shown_dir))
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+class TrialLogScreen(ModalScreen[None]):
+    """``l``: the trial's stderr.log and stdout.log, whole (a huge one: head and tail),
+    scrollable, filling the terminal, and followed while the trial writes."""
+
+    BINDINGS = [
+        Binding("escape,q", "dismiss", "Close"),
+        Binding("s", "switch", "stderr/stdout"),
+        Binding("r", "reload", "Reload"),
+        Binding("g", "top", "Top", show=False),
+        Binding("G", "bottom", "End", show=False),
+    ]
+
+    def __init__(self, view: TrialView, trial_dir: Path | None, shown_dir: str) -> None:
+        super().__init__()
+        self.view, self.trial_dir, self.shown_dir = view, trial_dir, shown_dir
+        self.logs: dict[str, LogText] = {}
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="log-box"):
+            yield Static("", id="log-title")
+            with TabbedContent(id="log-tabs"):
+                for name in LOG_NAMES:
+                    with TabPane(name, id=_pane_id(name)):
+                        yield Log(id=_log_id(name), highlight=False, auto_scroll=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.action_reload()
+        # A failing trial's story is usually on stderr; otherwise stdout is what it printed.
+        first = "stderr.log" if self.view.state in ("fail", "error") and self.logs["stderr.log"].lines \
+            else "stdout.log"
+        if not self.logs[first].lines and self.logs["stderr.log"].lines:
+            first = "stderr.log"
+        self.show(first)
+        self.set_interval(FOLLOW_S, self._follow)
+
+    def show(self, name: str) -> None:
+        self.query_one(TabbedContent).active = _pane_id(name)
+        self.query_one(f"#{_log_id(name)}", Log).focus()
+        self._title()
+
+    @property
+    def current(self) -> str:
+        active = self.query_one(TabbedContent).active
+        return next((n for n in LOG_NAMES if _pane_id(n) == active), LOG_NAMES[0])
+
+    def _title(self) -> None:
+        log = self.logs.get(self.current)
+        parts = [f"[b]{escape(self.view.trial_id)}[/b]  {self.view.state}  {escape(self.shown_dir)}"]
+        if log is not None:
+            parts.append(f"{len(log.lines)} lines, {log.size} bytes" + (f" ({log.note})" if log.note else ""))
+        self.query_one("#log-title", Static).update("  ".join(parts))
+
+    def action_reload(self) -> None:
+        for name in LOG_NAMES:
+            widget = self.query_one(f"#{_log_id(name)}", Log)
+            widget.clear()
+            if self.trial_dir is None:
+                self.logs[name] = LogText(Path(name), [], 0, "this trial has no directory in the run", 0)
+            else:
+                self.logs[name] = read_log(self.trial_dir / name)
+            log = self.logs[name]
+            widget.write_lines(log.lines or [f"({name}: {log.note or 'empty'})"])
+            widget.scroll_end(animate=False)
+        if self.is_mounted:
+            self._title()
+
+    def _follow(self) -> None:
+        for name, log in self.logs.items():
+            if not log.path.name or self.trial_dir is None:
+                continue
+            more = read_more(log)
+            if more:
+                widget = self.query_one(f"#{_log_id(name)}", Log)
+                at_end = widget.scroll_offset.y >= widget.max_scroll_y
+                if not log.lines:
+                    widget.clear()
+                log.lines.extend(more)
+                widget.write_lines(more)
+                if at_end:
+                    widget.scroll_end(animate=False)
+        self._title()
+
+    def on_tabbed_content_tab_activated(self, _event: TabbedContent.TabActivated) -> None:
+        self._title()
+
+    def action_switch(self) -> None:
+        names = list(LOG_NAMES)
+        self.show(names[(names.index(self.current) + 1) % len(names)])
+
+    def action_top(self) -> None:
+        self.query_one(f"#{_log_id(self.current)}", Log).scroll_home(animate=False)
+
+    def action_bottom(self) -> None:
+        self.query_one(f"#{_log_id(self.current)}", Log).scroll_end(animate=False)
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)
+
+
+def _pane_id(name: str) -> str:
+    return "pane-" + name.replace(".", "-")
+
+
+def _log_id(name: str) -> str:
+    return "log-" + name.replace(".", "-")
