@@ -1,6 +1,6 @@
 // A launch-bound loop in plain CUDA C++ (no Python): N empty-kernel launches round-robin over K
 // streams, for the exact-count check at >= 100k launches/s. Prints one JSON line.
-//   nvcc -O2 -o launch_loop launch_loop.cu && ./launch_loop 400000 4
+//   nvcc -O2 -o launch_loop launch_loop.cu && ./launch_loop 400000 4 [SPIN_NS]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,12 +13,18 @@ __global__ void empty_kernel(int *p) {
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 400000;
     int k = argc > 2 ? atoi(argv[2]) : 4;
+    long spin_ns = argc > 3 ? atol(argv[3]) : 0;  // busy wait between launches: caps the rate
     std::vector<cudaStream_t> s(k);
     for (auto &x : s) cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking);
     for (int i = 0; i < 1000; i++) empty_kernel<<<1, 32, 0, s[i % k]>>>(nullptr);  // warm-up
     cudaDeviceSynchronize();
     auto t0 = std::chrono::steady_clock::now();
-    for (long i = 0; i < n; i++) empty_kernel<<<1, 32, 0, s[i % k]>>>(nullptr);
+    for (long i = 0; i < n; i++) {
+        auto next = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns);
+        empty_kernel<<<1, 32, 0, s[i % k]>>>(nullptr);
+        while (spin_ns && std::chrono::steady_clock::now() < next) {
+        }
+    }
     auto t1 = std::chrono::steady_clock::now();
     cudaDeviceSynchronize();
     auto t2 = std::chrono::steady_clock::now();
