@@ -502,11 +502,14 @@ class RunInfo:
     done: int
     started_at: float | None
     status: str | None  # the run_finished status, when there is one
+    failed: int = 0  # finished trials with verdict fail / error (a "finished" run can be all failures)
+    errored: int = 0
 
 
 def run_info(run_dir: str | Path) -> RunInfo:
     run_dir = Path(run_dir)
     total = done = 0
+    verdicts = {b"fail": 0, b"error": 0}
     started: float | None = None
     status: str | None = None
     # Listing runs (the TUI's home screen does it every few seconds) must not parse every
@@ -524,7 +527,14 @@ def run_info(run_dir: str | Path) -> RunInfo:
                     continue  # a damaged (huge) line
                 if line.startswith(b'{"event": "trial_finished"'):
                     # a whole line: not a fragment ended by a later writer, nor glued to one
-                    done += line.rstrip().endswith(b"}") and line.count(b'{"event": ') == 1
+                    whole = line.rstrip().endswith(b"}") and line.count(b'{"event": ') == 1
+                    done += whole
+                    # the first "verdict" is the event's own: trial_id and cell come before it
+                    # and cannot hold quotes; reason and detectors (free text) come after
+                    at = line.find(b'"verdict": "')
+                    verdict = line[at + 12:line.find(b'"', at + 12)] if whole and at > 0 else b""
+                    if verdict in verdicts:
+                        verdicts[verdict] += 1
                 elif line.startswith(b'{"event": "run_'):
                     ev, _ = parse_journal_line(line)
                     if ev is None:
@@ -542,7 +552,7 @@ def run_info(run_dir: str | Path) -> RunInfo:
     else:
         state = "interrupted"
     return RunInfo(run_dir, run_dir.parent.name, run_dir.name, state, total, min(done, total or done),
-                   started, status)
+                   started, status, verdicts[b"fail"], verdicts[b"error"])
 
 
 def list_runs(output_dir: str | Path) -> list[RunInfo]:

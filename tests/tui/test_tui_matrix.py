@@ -84,7 +84,7 @@ async def test_cancel_then_resume_from_the_matrix(tmp_path, sleep_per_trial) -> 
     async with app.run_test(size=(100, 30)) as pilot:
         screen = _matrix(app)
         await wait_for(pilot, lambda: screen.state is not None and screen.state.done >= 1, what="a finished trial")
-        await pilot.press("c")
+        await pilot.press("c", "y")  # c asks first; y confirms
         await wait_for(pilot, lambda: screen.state.status == "interrupted", timeout=30, what="the cancel")
         await wait_for(pilot, lambda: lock_holder(run_dir) is None, what="the orchestrator to exit")
         done_at_cancel = screen.state.done

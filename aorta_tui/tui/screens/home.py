@@ -17,10 +17,24 @@ from aorta_tui.tui.screens.base import AortaScreen
 
 LIST_EVERY_S = 3.0
 
-NAV_TEXT = (
-    "[b]1[/b] home  [b]2[/b] recipe editor  [b]3[/b] matrix  [b]4[/b] queue monitor  "
-    "[b]5[/b] env diff  [b]6[/b] policy  [b]?[/b] help  [b]ctrl+p[/b] commands  [b]ctrl+q[/b] quit"
-)
+NAV_ITEMS = (("1", "home"), ("2", "recipe editor"), ("3", "matrix"), ("4", "queue monitor"),
+             ("5", "env diff"), ("6", "policy"), ("?", "help"), ("ctrl+p", "commands"), ("ctrl+q", "quit"))
+NAV_TEXT = "  ".join(f"[b]{key}[/b] {label}" for key, label in NAV_ITEMS)
+
+
+def nav_text(width: int) -> str:
+    """The nav items in lines of at most ``width`` cells, broken between items, never inside
+    one ("? / help" split over two lines read as two keys)."""
+    lines: list[list[tuple[str, str]]] = [[]]
+    used = 0
+    for key, label in NAV_ITEMS:
+        size = len(key) + 1 + len(label)
+        if lines[-1] and used + 2 + size > width:
+            lines.append([])
+            used = 0
+        used += size + (2 if lines[-1] else 0)
+        lines[-1].append((key, label))
+    return "\n".join("  ".join(f"[b]{k}[/b] {label}" for k, label in line) for line in lines)
 
 
 class HomeScreen(AortaScreen):
@@ -31,7 +45,9 @@ class HomeScreen(AortaScreen):
         Binding("enter", "open_selected", "Open", show=True),
         Binding("r", "refresh", "Refresh"),
         Binding("n", "new_recipe", "New recipe"),
-        Binding("tab", "focus_next", "Next pane", show=False),
+        # priority: the tables would otherwise never see tab reach the screen
+        Binding("tab", "next_pane", "Next pane", show=False, priority=True),
+        Binding("shift+tab", "next_pane", "Previous pane", show=False, priority=True),
     ]
 
     def compose_body(self) -> ComposeResult:
@@ -49,7 +65,7 @@ class HomeScreen(AortaScreen):
     def on_mount(self) -> None:
         super().on_mount()
         runs = self.query_one("#runs", DataTable)
-        runs.add_columns("state", "ticket / run", "done", "started")
+        runs.add_columns("state", "ticket / run", "done", "failed", "started")
         recipes = self.query_one("#recipes", DataTable)
         recipes.add_columns("recipe")
         self._run_paths: list[Path] = []
@@ -105,7 +121,7 @@ class HomeScreen(AortaScreen):
         self._list_everything()
 
     def _list_everything(self) -> None:
-        runs_rows: list[tuple[Path, tuple[str, str, str, str]]] = []
+        runs_rows: list[tuple[Path, tuple[str, ...]]] = []
         runs_note = ""
         try:
             rundir = engines.rundir()
@@ -115,7 +131,8 @@ class HomeScreen(AortaScreen):
                 runs_rows.append(
                     (
                         Path(info.path),
-                        (info.state, f"{info.ticket}/{info.run_id}", f"{info.done}/{info.total}", started),
+                        (info.state, f"{info.ticket}/{info.run_id}", f"{info.done}/{info.total}",
+                         failure_counts(getattr(info, "failed", 0), getattr(info, "errored", 0)), started),
                     )
                 )
         except engines.EngineMissing as exc:
@@ -124,7 +141,7 @@ class HomeScreen(AortaScreen):
         self.from_thread(self._show_lists, runs_rows, runs_note, recipes)
 
     def _show_lists(
-        self, runs_rows: list[tuple[Path, tuple[str, str, str, str]]], runs_note: str, recipes: list[Path]
+        self, runs_rows: list[tuple[Path, tuple[str, ...]]], runs_note: str, recipes: list[Path]
     ) -> None:
         listing = (runs_rows, runs_note, recipes)
         if listing == getattr(self, "_last_listing", None):
@@ -137,7 +154,8 @@ class HomeScreen(AortaScreen):
         for _path, row in runs_rows:
             state = row[0]
             style = {"running": "bold green", "interrupted": "yellow"}.get(state, "")
-            runs.add_row(Text(state, style=style), *(Text(cell) for cell in row[1:]))
+            runs.add_row(Text(state, style=style), *(Text(cell, style="bold red" if i == 2 and cell != "—" else "")
+                                                     for i, cell in enumerate(row[1:])))
         if selected in self._run_paths:
             runs.move_cursor(row=self._run_paths.index(selected), animate=False)
         title = f"Runs in {self.display_path(self.aorta.output_dir)}"
@@ -170,8 +188,25 @@ class HomeScreen(AortaScreen):
         elif event.data_table.id == "runs" and self._run_paths:
             self.aorta.open_run(self._run_paths[event.cursor_row])
 
+    def on_resize(self, _event: object) -> None:
+        nav = self.query_one("#home-nav", Static)
+        self.call_after_refresh(lambda: nav.update(nav_text(max(20, nav.content_region.width or self.size.width - 2))))
+
+    def action_next_pane(self) -> None:
+        """Between the runs and the recipes lists (the two panes there are), either way round."""
+        panes = [self.query_one("#runs", DataTable), self.query_one("#recipes", DataTable)]
+        current = self.focused
+        target = panes[1] if current is panes[0] else panes[0]
+        target.focus()
+
     def action_new_recipe(self) -> None:
         self.aorta.open_recipe(None)
+
+
+def failure_counts(failed: int, errored: int) -> str:
+    """``3 fail, 1 error`` (only what is there), or ``—``: a run "finished" all the same."""
+    parts = [f"{failed} fail"] * bool(failed) + [f"{errored} error"] * bool(errored)
+    return ", ".join(parts) or "—"
 
 
 def _journal_signature(output_dir: Path, journal: str) -> tuple[tuple[str, int, int], ...]:

@@ -21,10 +21,11 @@ from aorta_tui.tui import engines
 from aorta_tui.tui.journal import JournalFollower
 from aorta_tui.tui.matrix_state import MatrixState, TrialView
 from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen, tail_text, trial_facts
 from aorta_tui.tui.sudo import give_to_invoking_user
-from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
+from aorta_tui.tui.widgets.matrix_grid import MatrixGrid, confound_legend
 
 REDRAW_S = 0.25  # the grid redraws at most 4 times a second however fast trials finish
 
@@ -47,6 +48,7 @@ class MatrixScreen(AortaScreen):
         Binding("enter", "detail", "Trial detail"),
         Binding("l", "logs", "Trial logs"),
         Binding("c", "cancel_run", "Cancel run"),
+        Binding("w", "warnings", "Warnings"),
         Binding("R", "resume_run", "Resume"),
         Binding("E", "diff_env", "Diff the run's env snapshots", show=False),
     ]
@@ -177,9 +179,12 @@ class MatrixScreen(AortaScreen):
             where = "[b]running[/b]" + (
                 f"  ETA ~{fmt_duration(eta)} (pace since start)" if eta is not None else "  ETA after the first trial"
             )
-        warn = f"  [yellow]{len(state.warnings)} warnings[/]" if state.warnings else ""
+        n_warn = len(state.warnings)
+        warn = f"  [yellow]{n_warn} warning{'s' if n_warn != 1 else ''} (w)[/]" if n_warn else ""
         run = state.run_id or (self.run_dir.name if self.run_dir else "")
-        return f"[b]{run}[/b]  {state.done}/{state.total or len(state.trials)} done  {counts}  {where}{warn}"
+        legend = confound_legend(state) if state.status is not None else ""
+        return (f"[b]{run}[/b]  {state.done}/{state.total or len(state.trials)} done  {counts}  {where}{warn}"
+                + (f"\n[dim]{legend}[/dim]" if legend else ""))
 
     # --- trial detail --------------------------------------------------------------------
 
@@ -261,12 +266,32 @@ class MatrixScreen(AortaScreen):
             self.notify("no run open", severity="warning")
             return
         run_dir = self.run_dir
+        if self.state is not None and self.state.status is not None:
+            self.notify(f"{run_dir.name} is not running (it {self.state.status}): nothing to cancel",
+                        severity="warning")
+            return
 
         def cancel() -> None:
             engines.launch().cancel_run(run_dir)
             self.from_thread(self.notify, f"cancel sent to the orchestrator of {run_dir.name}")
 
-        self.run_worker(cancel, thread=True, exit_on_error=False, name="cancel run")
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(cancel, thread=True, exit_on_error=False, name="cancel run")
+
+        left = (self.state.total - self.state.done) if self.state is not None and self.state.total else None
+        self.app.push_screen(ConfirmScreen(
+            f"Cancel the sweep {run_dir.name}?",
+            "The running trial is stopped; " + (f"{left} trial(s) stay undone; " if left else "")
+            + "R resumes the run later.",
+        ), answered)
+
+    def action_warnings(self) -> None:
+        warnings = self.state.warnings if self.state is not None else []
+        if not warnings:
+            self.notify("no warnings in this run" if self.state is not None else "no run open")
+            return
+        self.app.push_screen(WarningsScreen(f"Warnings of {self.state.run_id or self.run_dir}", warnings))
 
     def action_resume_run(self) -> None:
         if self.run_dir is None:
@@ -293,3 +318,4 @@ class MatrixScreen(AortaScreen):
             self.app.call_after_refresh(screen.set_paths, snapshots[0], snapshots[1])
         else:
             self.notify("this run holds fewer than two env snapshots", severity="warning")
+

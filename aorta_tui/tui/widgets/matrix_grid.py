@@ -7,6 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
+from aorta_tui.core import stats as core_stats
 from aorta_tui.tui.matrix_state import PENDING, RUNNING, MatrixState, stat_value
 
 # Symbol and style per verdict: symbols keep the grid readable under NO_COLOR.
@@ -17,7 +18,8 @@ VERDICT_CELL = {
     RUNNING: ("▶", "bold reverse cyan"),
     PENDING: ("·", "dim"),
 }
-STAT_COLUMNS = ("fail", "step", "confound")
+STAT_COLUMNS = ("fail", "step", "iqr", "n", "noise", "confound")
+STAT_HEADERS = ("fail", "step p50", "IQR", "n", "noise", "confound")
 
 
 def fmt_seconds(value: Any) -> str:
@@ -30,26 +32,45 @@ def fmt_seconds(value: Any) -> str:
     return f"{value:.2f}s"
 
 
-def cell_figures(state: MatrixState, cell: str) -> tuple[str, str, str]:
-    """(failure, mean step, confound) for a cell: the engine's aggregate when it has one,
-    else live figures from the journal (marked with ~) that mean the same: failed trials over
-    finished ones (errors are not failures), and steps of trials that did not error.
-    A step time measured as the whole trial's wall time says so ("trial")."""
-    stats = state.cell_stats.get(cell)
+def cell_figures(state: MatrixState, cell: str) -> tuple[str, ...]:
+    """(failure, step p50, step IQR, step count, noise, confound) for a cell.
+
+    The engine's aggregate once the run has ended (a run resumed after an interrupted one has
+    the old session's aggregate in its journal: it is stale until this session ends), else
+    live figures from the journal, marked with ~, that mean the same where they can: failed
+    trials over finished ones (errors are not failures), and the median of the mean step
+    times of trials that did not error (their count as n, in trials). A step time measured as
+    the whole trial's wall time says so ("trial")."""
+    stats = state.cell_stats.get(cell) if state.status is not None else None
     if stats:
         rate = stat_value(stats, "failure_rate")
         fail = f"{rate:.0%}" if isinstance(rate, (int, float)) else "n/a"
-        step = fmt_seconds(stat_value(stats, "step_time_s.mean", "mean_step_s"))
+        step = fmt_seconds(stat_value(stats, "step_time_s.p50", "step_time_s.mean", "mean_step_s"))
         if stat_value(stats, "step_time_source") == "trial_wall" and step != "n/a":
             step += " trial"
+        iqr = fmt_seconds(stat_value(stats, "step_time_s.iqr"))
+        count = stat_value(stats, "step_count")
+        noise = stat_value(stats, "noise.flag") or "—"
         confound = stat_value(stats, "confound.flag")
-        return fail, step, str(confound) if confound else "—"
+        return fail, step, iqr, str(count) if isinstance(count, int) else "n/a", str(noise), \
+            str(confound) if confound else "—"
     finished, failed, _errored = state.cell_counts(cell)
     fail = f"~{failed}/{finished}" if finished else "—"
-    steps = [v.mean_step_s for (c, _t), v in state.trials.items()
-             if c == cell and v.mean_step_s is not None and v.state != "error"]
-    step = f"~{fmt_seconds(sum(steps) / len(steps))}" if steps else "—"
-    return fail, step, "—"
+    steps = sorted(v.mean_step_s for (c, _t), v in state.trials.items()
+                   if c == cell and v.mean_step_s is not None and v.state != "error")
+    step = f"~{fmt_seconds(core_stats.percentile(steps, 50, presorted=True))}" if steps else "—"
+    return fail, step, "—", f"~{len(steps)}t" if steps else "—", "—", "—"
+
+
+def confound_legend(state: MatrixState) -> str:
+    """What the confound column compares, with its threshold (from the engine's aggregate)."""
+    for stats in state.cell_stats.values():
+        threshold = stat_value(stats, "confound.threshold")
+        if isinstance(threshold, (int, float)) and threshold > 0:
+            upper = threshold if threshold >= 1 else 1 / threshold
+            return (f"confound: mean step vs the baseline beyond x{upper:g} either way and 2 SE; "
+                    f"noise: bimodal / dispersed (IQR > {core_stats.DISPERSED_REL_IQR:g} x p50) / few samples")
+    return ""
 
 
 class MatrixGrid(DataTable):
@@ -73,7 +94,9 @@ class MatrixGrid(DataTable):
                 key = view.state if view else ""
                 self._set(cell, f"t{number}", key, self._verdict_text(key))
             for column, value in zip(STAT_COLUMNS, cell_figures(state, cell), strict=False):
-                self._set(cell, column, value, Text(value, style="bold red" if column == "confound" and value != "—" else ""))
+                style = "bold red" if column == "confound" and value != "—" else (
+                    "bold yellow" if column == "noise" and value != "—" else "")
+                self._set(cell, column, value, Text(value, style=style))
 
     def _verdict_text(self, key: str) -> Text:
         if not key:
@@ -94,9 +117,8 @@ class MatrixGrid(DataTable):
         self.add_column("cell", key="cell")
         for number in trials:
             self.add_column(str(number), key=f"t{number}")
-        self.add_column("fail", key="fail")
-        self.add_column("mean step", key="step")
-        self.add_column("confound", key="confound")
+        for key, header in zip(STAT_COLUMNS, STAT_HEADERS, strict=True):
+            self.add_column(header, key=key)
         for cell in cells:
             blanks = [Text("")] * (len(trials) + len(STAT_COLUMNS))
             self.add_row(Text(cell, style="bold"), *blanks, key=cell)
