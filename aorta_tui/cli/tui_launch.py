@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from aorta_tui.core.errors import UsageError
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
 
 TERMINAL_VARS = ("TERM", "COLORTERM", "LANG", "LC_ALL", "LC_CTYPE", "NO_COLOR")
 
@@ -22,6 +22,23 @@ def require_terminal() -> None:
             "the TUI needs a terminal, and stdin/stdout are not one",
             hint="use `aorta-tui --batch RECIPE` (add --json for one event per line) in scripts",
         )
+
+
+def require_toolkit() -> None:
+    """A Python without Textual (a GPU box's system torch env, say) gets the fix, not exit 70."""
+    import importlib
+
+    missing = []
+    for name in ("textual", "watchfiles"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise EnvironmentProblem(
+            f"the TUI needs {' and '.join(missing)}, which {sys.executable} cannot import",
+            hint=f"{sys.executable} -m pip install {' '.join(missing)} (or reinstall aorta-tui with "
+                 "its dependencies); the headless commands (--batch, trace, queue) work without it")
 
 
 def _sudo_user_environ() -> dict[str, str]:
@@ -52,6 +69,7 @@ def keep_invoking_terminal(environ: dict[str, str] | None = None) -> None:
 def launch_tui(*, start_run: Path | None = None) -> None:
     require_terminal()
     keep_invoking_terminal()
+    require_toolkit()
     from aorta_tui.tui.app import AortaApp
 
     AortaApp(start_run=start_run).run()
