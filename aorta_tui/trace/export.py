@@ -4,6 +4,10 @@
   for kernel paths (submit -> dispatch, queued -> run) the submit side is a short slice on the
   submitting thread and the wait is a slice on the ring's track, joined by a flow arrow;
 * point records become instant events (``ph: i``) on their thread;
+* device records (the CUPTI collector's, joined with eBPF launches): every kernel is a slice on
+  its stream's GPU track (``kernel_duration``), each launch call gets a flow arrow from the
+  launching thread to its kernel's start (``launch_to_start``), ``queued`` is a counter track,
+  ``gpu_idle`` a slice on the device's idle track;
 * the output is capped (``max_events``): the first events are kept and the cap is recorded in
   the trace's metadata, never silently.
 """
@@ -19,6 +23,8 @@ from typing import Any
 from aorta_tui.core.atomic import atomic_write_text
 
 RING_PID = 1_000_000_000  # synthetic process id for ring/queue tracks (kernel side)
+GPU_PID = RING_PID + 1  # synthetic process id for GPU stream tracks (CUPTI device records)
+DEVICE_METRICS = frozenset({"launch_to_start", "kernel_duration", "queued", "gpu_idle"})
 
 
 def read_raw(path: Path) -> Iterator[dict[str, Any]]:
@@ -38,6 +44,8 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
     total = exported = 0
     flow_id = 0
     truncated = False
+    gpu_tracks: dict[str, int] = {}
+    launch_tid: dict[tuple[int, int], int] = {}  # (launch ts, stream) -> launching thread
     for rec in records:
         total += 1
         if len(events) >= max_events:
@@ -49,6 +57,12 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
         args = {"key": hex(rec["key"] & 0xFFFFFFFFFFFFFFFF), "aux": rec["aux"]}
         if rec.get("label") not in (None, "-"):
             args["label"] = rec["label"]
+        if rec["metric"] == "launch" and rec.get("tid") is not None:
+            launch_tid[(rec["ts_ns"], rec["key"])] = rec["tid"]
+        if rec["metric"] in DEVICE_METRICS and rec.get("tid") is None:
+            flow_id += 1
+            events.extend(_device_events(rec, name, args, ts_us, gpu_tracks, launch_tid, flow_id))
+            continue
         if rec["metric"] in kernel_metrics:
             ring = rec.get("label") or "ring"
             tid = rings.setdefault(ring, len(rings) + 1)
@@ -70,6 +84,11 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
     meta = [{"ph": "M", "name": "process_name", "pid": RING_PID, "args": {"name": "GPU rings / queues"}}]
     meta += [{"ph": "M", "name": "thread_name", "pid": RING_PID, "tid": t, "args": {"name": r}}
              for r, t in rings.items()]
+    if gpu_tracks:
+        meta.append({"ph": "M", "name": "process_name", "pid": GPU_PID,
+                     "args": {"name": "GPU streams (CUPTI, on CLOCK_MONOTONIC)"}})
+        meta += [{"ph": "M", "name": "thread_name", "pid": GPU_PID, "tid": t, "args": {"name": r}}
+                 for r, t in gpu_tracks.items()]
     return {
         "traceEvents": meta + events,
         "displayTimeUnit": "ns",
@@ -78,6 +97,31 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
                      "truncated": truncated, "max_events": max_events,
                      "clock": "CLOCK_MONOTONIC (bpftrace nsecs), microseconds"},
     }
+
+
+def _device_events(rec: dict[str, Any], name: str, args: dict[str, Any], ts_us: float,
+                   tracks: dict[str, int], launch_tid: dict[tuple[int, int], int], flow_id: int,
+                   ) -> list[dict[str, Any]]:
+    metric = rec["metric"]
+    where = f"device {rec['key']} idle" if metric == "gpu_idle" else f"stream {args['key']}"
+    tid = tracks.setdefault(where, len(tracks) + 1)
+    if metric == "queued":
+        return [{"ph": "C", "name": f"queued {args['key']}", "ts": ts_us, "pid": GPU_PID,
+                 "args": {"kernels": rec["value"]}}]
+    if metric in ("kernel_duration", "gpu_idle"):
+        return [{"ph": "X", "name": name, "ts": ts_us, "dur": max(rec["value"], 1) / 1000.0,
+                 "pid": GPU_PID, "tid": tid, "args": args}]
+    # launch_to_start: an arrow from the launch call to the start of its kernel
+    start_us = ts_us + rec["value"] / 1000.0
+    host_tid = launch_tid.get((rec["ts_ns"], rec["key"]), rec["pid"])
+    return [
+        {"ph": "s", "id": flow_id, "name": "launch->start", "cat": "flow", "ts": ts_us,
+         "pid": rec["pid"], "tid": host_tid},
+        {"ph": "i", "s": "t", "name": name, "ts": start_us, "pid": GPU_PID, "tid": tid,
+         "args": {**args, "launch_to_start_us": rec["value"] / 1000.0}},
+        {"ph": "f", "bp": "e", "id": flow_id, "name": "launch->start", "cat": "flow",
+         "ts": start_us, "pid": GPU_PID, "tid": tid},
+    ]
 
 
 def export_perfetto(raw_path: Path, out_path: Path, *, max_events: int = 500_000) -> dict[str, Any]:

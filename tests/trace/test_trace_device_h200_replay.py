@@ -82,3 +82,19 @@ def test_recorded_backlog_behaves_as_the_physics_says() -> None:
     assert np.percentile(delays, 50) > 1_000_000  # most launches wait behind the sleep (ns)
     assert queued.max() == 99
     assert (np.asarray(got["kernel_duration"]) > 0).all()
+
+
+def test_perfetto_draws_a_flow_from_every_launch_to_its_kernel() -> None:
+    from aorta_tui.trace.export import GPU_PID, read_raw, to_chrome_trace
+
+    trace = to_chrome_trace(read_raw(REC / "rec.raw.jsonl.gz"))
+    ev = trace["traceEvents"]
+    starts = {e["id"]: e for e in ev if e["ph"] == "s" and e["name"] == "launch->start"}
+    ends = {e["id"]: e for e in ev if e["ph"] == "f" and e["name"] == "launch->start"}
+    assert len(starts) == len(ends) == 7273  # one arrow per joined launch
+    for fid, s in list(starts.items())[:500]:
+        f = ends[fid]
+        assert f["pid"] == GPU_PID and s["pid"] != GPU_PID  # from the host thread to a GPU track
+        assert f["ts"] >= s["ts"]  # a kernel never starts before its launch call
+    kernels = [e for e in ev if e["ph"] == "X" and e["name"] == "cuda.kernel_duration"]
+    assert len(kernels) == 7273 and all(e["pid"] == GPU_PID for e in kernels)
