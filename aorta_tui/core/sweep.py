@@ -9,6 +9,7 @@ disk.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -372,7 +373,9 @@ class Sweep:
             outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
                                      trial_dir)
         else:
-            with self._trial_trace(run_id, trial_dir):
+            with self._trial_trace(run_id, trial_dir) as trace_env:
+                if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
+                    pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
                 outcome = run_process(pspec, cancel=self.cancel, on_start=on_start)
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
@@ -431,32 +434,33 @@ class Sweep:
         return result.verdict
 
     @contextlib.contextmanager
-    def _trial_trace(self, run_id: str, trial_dir: Path) -> Iterator[None]:
+    def _trial_trace(self, run_id: str, trial_dir: Path) -> Iterator[dict[str, str]]:
         """The recipe's ``trace:`` probes, attached system-wide for the length of the trial.
 
         System-wide because uprobes attach before the trial's process exists (a pid filter
         would miss its first launches); the result's per-pid breakdown separates the trial's
-        processes from anything else that ran meanwhile.
+        processes from anything else that ran meanwhile. With the ``cuda`` set, the trial's
+        environment also gets the CUPTI collector (yielded), so the trace has GPU start times.
         """
         self._trace_summary = None
         spec = getattr(self.recipe, "trace", None)
         if not spec or not spec.probes:
-            yield
+            yield {}
             return
         from aorta_tui.trace.session import TraceSession
 
         session = TraceSession(list(spec.probes), mode=spec.mode, on_event=self.bus.emit,
-                               run_id=run_id, calibrate=not self._trace_calibrated)
+                               run_id=run_id, calibrate=not self._trace_calibrated, inject_children=True)
         try:
             session.start()
         except AortaError as exc:
             self.bus.emit(Warning(run_id, message=f"trace not attached for {trial_dir.name}: {exc.message}",
                                   code="trace"))
-            yield
+            yield {}
             return
         self._trace_calibrated = True
         try:
-            yield
+            yield session.child_env
         finally:
             session.stop()
             result = session.result()

@@ -63,6 +63,8 @@ class TraceSession:
         attach_timeout_s: float = 60.0,
         command_stdout_to_stderr: bool = False,
         device_timestamps: str = "auto",
+        device_side: Any = None,
+        inject_children: bool = False,
     ) -> None:
         if not probes:
             raise UsageError("no probe set given", hint="e.g. --probes cuda")
@@ -90,7 +92,13 @@ class TraceSession:
         self.run_id = run_id
         self.attach_timeout_s = attach_timeout_s
         self.device_timestamps = device_timestamps
-        self.device = None  # DeviceSide of the cuda set, when it is traced
+        # DeviceSide of the cuda set, when it is traced; given when the caller loaded the
+        # collector itself (into this process: device.attach.prepare_this_process)
+        self.device = device_side
+        # with inject_children, a session with no command of its own prepares the collector for
+        # the programs its caller starts, which must get ``child_env`` (a sweep's trials)
+        self.inject_children = inject_children
+        self.child_env: dict[str, str] = {}
 
         self._lock = threading.Lock()
         self._parser = RecordParser()
@@ -207,11 +215,18 @@ class TraceSession:
         starts: the collector must be in its environment when CUDA initialises."""
         from aorta_tui.trace.device.attach import DeviceSide
 
+        if self.device is not None:  # loaded by the caller before CUDA started
+            if self.device.reason:
+                self.warnings.append(f"{self.device.probe_set}: launches only, no GPU start times: "
+                                     f"{self.device.reason}")
+            return {}
         for ps in sets:
             if ps.device_metrics:
                 self.device = DeviceSide(self.device_timestamps, probe_set=ps.name,
                                          device_metrics=ps.device_metrics)
-                env = self.device.prepare(self.command)
+                env = self.device.prepare(self.command, children=self.inject_children and not self.command)
+                if self.inject_children and not self.command:
+                    self.child_env = env
                 if self.device.reason and self.device_timestamps != "off":
                     self.warnings.append(f"{ps.name}: launches only, no GPU start times: {self.device.reason}")
                 return env

@@ -13,6 +13,8 @@ result says why (``--device-timestamps on`` makes that an error instead, exit 3)
 from __future__ import annotations
 
 import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,7 @@ class DeviceSide:
         self.mids: dict[str, int] = {}
         self._launch_mids: set[int] = set()
         self._stats: dict[int, Any] = {}
+        self._lock: Any = threading.Lock()  # the session's lock once bound
         # (metric name, ts, pid, key, value) of every joined value, for --raw and --perfetto
         self.raw_sink: Any = None
 
@@ -81,12 +84,16 @@ class DeviceSide:
                                      hint=fix or "`--device-timestamps off` traces launches only")
         self.reason, self.fix = reason, fix
 
-    def prepare(self, command: list[str] | None) -> dict[str, str]:
-        """Build and open what the command needs; returns the variables to add to its environment."""
+    def prepare(self, command: list[str] | None, *, children: bool = False) -> dict[str, str]:
+        """Build and open what the command needs; returns the variables to add to its environment.
+
+        ``children``: no command of ours, but the caller starts the traced programs itself and
+        puts the returned variables in their environments (a sweep's trials; this very process
+        before it initialises CUDA, see :func:`prepare_this_process`)."""
         if self.mode == "off":
             self.reason = "turned off (--device-timestamps off)"
             return {}
-        if not command:
+        if not command and not children:
             self._unavailable("the collector is loaded when a program starts (CUDA_INJECTION64_PATH); "
                               "a running process (--pid) cannot be given one",
                               "trace the program from its start: `trace queue -- CMD ...`")
@@ -102,17 +109,21 @@ class DeviceSide:
 
         try:
             self.build = (_prebuilt(prebuilt) if (prebuilt := os.environ.get("AORTA_CUPTI_COLLECTOR"))
-                          else build_collector(target_python=command[0] if _looks_like_python(command[0]) else None))
+                          else build_collector(target_python=command[0] if command and _looks_like_python(command[0])
+                                               else None))
         except EnvironmentProblem as exc:
             self._unavailable(exc.message, exc.hint)
             return {}
         self.join = DispatchJoin(self._emit)
         self.channel = DeviceChannel(self._on_records)
+        # read from now on: a program may launch (and fill the FIFO) before the trace attaches
+        self.channel.start()
         return self.channel.env(self.build.library)
 
     def bind(self, program: Any, stats: dict[int, Any], lock: Any, make_stats: Any) -> None:
         """Register the device metrics beside the program's, and remember the launch metric ids."""
-        self._lock = lock
+        with self._lock:
+            self._lock = lock
         self._stats = stats
         if not self.active:
             return
@@ -126,7 +137,9 @@ class DeviceSide:
             self.mids[m.name] = mid
         self._launch_mids = {mid for mid, (ps, m) in program.metric_ids.items()
                              if ps == self.probe_set and m.name in LAUNCH_METRICS}
-        self.channel.start()
+        with lock:
+            # launches before the uprobes attached have no eBPF record: counted apart, not as misses
+            self.join.trace_started(time.monotonic_ns())
 
     # -- the two inputs (both called with the session's lock held or taking it) -------------------
     def on_batch(self, batch: Any) -> None:
@@ -193,3 +206,20 @@ class DeviceSide:
                     f"pid {pid} ended without its exit handler (killed, or os._exit): records after "
                     "its last flush may be missing")
         return out
+
+
+def prepare_this_process(mode: str = "auto") -> DeviceSide | None:
+    """Load the collector into *this* process, which has not initialised CUDA yet (the queue
+    harness's ``--ebpf-trace``): the driver reads CUDA_INJECTION64_PATH at cuInit. Returns the
+    side to hand to ``TraceSession(device_side=...)``, or None when CUDA is already up."""
+    from aorta_tui.trace.probes.cuda import DEVICE_METRICS
+
+    side = DeviceSide(mode, probe_set="cuda", device_metrics=DEVICE_METRICS)
+    if "torch" in __import__("sys").modules:
+        torch = __import__("sys").modules["torch"]
+        if getattr(torch, "cuda", None) is not None and torch.cuda.is_initialized():
+            side._unavailable("CUDA was initialised in this process before the collector could be loaded",
+                              "start the trace before the first CUDA call")
+            return side
+    os.environ.update(side.prepare(None, children=True))
+    return side

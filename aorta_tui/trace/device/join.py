@@ -193,7 +193,10 @@ class DispatchJoin:
         self.counts: dict[str, int] = dict.fromkeys(
             ("ebpf_launches", "launches_with_device_record", "kernels", "kernels_joined",
              "kernels_without_callback", "callbacks_without_kernel", "device_launches_without_ebpf",
-             "ebpf_taken_twice", "negative_launch_to_start", "malformed_records", "memcpy", "memset"), 0)
+             "ebpf_taken_twice", "negative_launch_to_start", "malformed_records", "memcpy", "memset",
+             "launches_before_trace", "kernels_before_trace"), 0)
+        self._started_ns: int | None = None  # launches before this had no uprobes attached
+        self._before_corr: dict[int, int] = {}  # per pid: highest correlation id launched before
         self.per_stream: dict[int, dict[str, int]] = {}
         # callback time minus eBPF launch time of joined launches: the join's own check (a
         # driver callback runs inside the probed call, so this is small and positive)
@@ -218,6 +221,26 @@ class DispatchJoin:
         if len(self._waiting):
             self._match(self._waiting.take())
 
+    def trace_started(self, ts_ns: int) -> None:
+        """The uprobes are attached from ``ts_ns`` on: earlier launches are left out, counted."""
+        self._started_ns = ts_ns
+        for pid, cbs in self._callbacks.items():
+            self._drop_before(pid, cbs)
+        if len(self._waiting):
+            w = self._waiting.take()
+            early = w["t"] < ts_ns
+            self.counts["kernels_before_trace"] += int(early.sum())
+            self._waiting.extend(**{c: w[c][~early] for c in _Waiting.COLS})
+
+    def _drop_before(self, pid: int, cbs: _Callbacks) -> None:
+        if self._started_ns is None or len(cbs.t) == 0:
+            return
+        early = cbs.t < self._started_ns
+        if early.any():
+            self.counts["launches_before_trace"] += int(early.sum())
+            self._before_corr[pid] = max(self._before_corr.get(pid, 0), int(cbs.corr[early].max()))
+            cbs.keep(~early)
+
     def add_heartbeat(self, ts_ns: int) -> None:
         """bpftrace's heartbeat: every eBPF record stamped before ``ts_ns`` has been read."""
         if ts_ns > self._complete_until:
@@ -231,8 +254,9 @@ class DispatchJoin:
         cb = parsed.of(Rec.LAUNCH)
         for pid in np.unique(cb["pid"]).tolist() if len(cb) else []:
             sel = cb[cb["pid"] == pid]["f"].astype(np.int64)
-            self._callbacks.setdefault(pid, _Callbacks()).add(
-                sel[:, 1], sel[:, 0], sel[:, 2], sel[:, 4] >> 32)
+            cbs = self._callbacks.setdefault(pid, _Callbacks())
+            cbs.add(sel[:, 1], sel[:, 0], sel[:, 2], sel[:, 4] >> 32)
+            self._drop_before(pid, cbs)
         kernels = parsed.of(Rec.KERNEL)
         self.counts["memcpy"] += len(parsed.of(Rec.MEMCPY))
         self.counts["memset"] += len(parsed.of(Rec.MEMSET))
@@ -288,9 +312,12 @@ class DispatchJoin:
             else:
                 idx = np.minimum(np.searchsorted(cbs.corr, corr), len(cbs.corr) - 1)
                 hit = cbs.corr[idx] == corr
-            miss_retried = ~hit & is_retry[sel]
+            early = ~hit & (corr <= self._before_corr.get(pid, -1))
+            self.counts["kernels_before_trace"] += int(early.sum())
+            hit_or_early = hit | early
+            miss_retried = ~hit_or_early & is_retry[sel]
             self.counts["kernels_without_callback"] += int(miss_retried.sum())
-            again = ~hit & ~is_retry[sel]
+            again = ~hit_or_early & ~is_retry[sel]
             if again.any():
                 self._retry = np.concatenate([self._retry, kernels[sel][again]])
             if not hit.any():
