@@ -39,6 +39,7 @@ import typer  # noqa: E402
 from aorta_tui import __version__  # noqa: E402
 from aorta_tui.cli import (  # noqa: E402
     attach_cmd,
+    edit_cmd,
     env_cmd,
     policy_cmd,
     queue_cmd,
@@ -55,6 +56,7 @@ app = new_app(
     "\b\nExamples:\n"
     "  aorta-tui --batch recipes/quickstart.yaml        # a sweep, headless\n"
     "  aorta-tui --batch probe.yaml -- bash launch.sh   # a probe sweep over a command\n"
+    "  aorta-tui edit recipes/quickstart.yaml           # the TUI's recipe editor on a file\n"
     "  aorta-tui env probe --summary                    # what this machine has\n"
     "  aorta-tui queue run hetero_kernels --streams 8   # stress hardware queues\n"
     "  sudo aorta-tui trace queue --probes cuda -- python train.py"
@@ -70,6 +72,7 @@ app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(trace_cmd.app, name="trace")
 app.command("run")(run_cmd.run_workload)
 app.command("attach")(attach_cmd.attach)
+app.command("edit")(edit_cmd.edit)
 
 
 @app.callback()

@@ -31,6 +31,15 @@ class SweepRequest:
     trials: int | None = None
     steps: int | None = None
     snapshots: bool = True
+    # upstream `aorta sweep run` flags (core/recipe/overrides.py; docs/compat.md)
+    stop_after_events: int | None = None
+    max_trials: int | None = None
+    disable_detectors: list[str] = field(default_factory=list)
+    env_passthrough_mode: str | None = None
+    collect: list[str] = field(default_factory=list)
+    baseline_cell: str | None = None
+    confound_threshold: float | None = None
+    verbose: int = 0
 
 
 def _split(text: str | None) -> list[str]:
@@ -49,6 +58,9 @@ def flag_mode_recipe_text(req: SweepRequest) -> str:
             "workload": req.workload, "trials": req.trials or 1, "steps": req.steps or 10,
             "cells": [{"name": f"{m}-{e}", "mitigations": [m], "environment": e} for m in mits for e in envs],
         }
+        if req.baseline_cell is not None or req.confound_threshold is not None:
+            doc["confound"] = {k: v for k, v in (("baseline_cell", req.baseline_cell),
+                                                 ("threshold", req.confound_threshold)) if v is not None}
     elif req.command:
         doc = {"schema_version": 1, "mode": "probe", "ticket": req.ticket or "flags-probe",
                "trials": req.trials or 1, "mitigation_axis": mits, "diagnostic_axis": ["none"]}
@@ -91,7 +103,9 @@ def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
                 hint="resume without a command: the run remembers it",
             )
         recipe = with_command(recipe, req.command)
-    return recipe
+    from aorta_tui.cli.compat_cmd import apply_request_overrides
+
+    return apply_request_overrides(recipe, req)
 
 
 def _bad_byte(text: str) -> tuple[int, int] | None:
@@ -168,6 +182,10 @@ def run_sweep_command(req: SweepRequest) -> int:
         print_plan(recipe, sweep.plan, req.json_mode, notes)
         return 0
     bus.add(pick_sink(req.json_mode))
+    if req.verbose:
+        from aorta_tui.cli.compat_cmd import add_verbose_sink
+
+        add_verbose_sink(bus, req.verbose)
     outcome = run_until_done(sweep, bus)
     if outcome.status == "interrupted":
         print(f"interrupted; resume with: aorta-tui sweep run --resume {outcome.run_dir}",

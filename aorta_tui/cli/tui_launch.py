@@ -66,10 +66,10 @@ def keep_invoking_terminal(environ: dict[str, str] | None = None) -> None:
     os.environ.setdefault("TERM", "xterm-256color")
 
 
-def launch_tui(*, start_run: Path | None = None) -> None:
+def launch_tui(*, start_run: Path | None = None, start_recipe: Path | None = None) -> None:
     require_terminal()
     keep_invoking_terminal()
     require_toolkit()
     from aorta_tui.tui.app import AortaApp
 
-    AortaApp(start_run=start_run).run()
+    AortaApp(start_run=start_run, start_recipe=start_recipe).run()

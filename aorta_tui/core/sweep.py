@@ -88,6 +88,7 @@ class Sweep:
         """
         notes: list[str] = []
         r = self.recipe
+        notes += _emulated_cells(self.plan, self.registry, dry_run)  # docs/compat.md
         if r.mode == "probe" and not r.command and dry_run:
             notes.append("no command given: a real run needs one after `--`")
         elif r.mode == "probe" and not r.command:
@@ -719,4 +720,20 @@ def _require_docker() -> None:
             f"a cell runs in a docker environment, and no container engine runs here ({why})",
             hint="start the docker daemon, or use environment: local",
         )
+
+
+def _emulated_cells(plan: Any, registry: Any, dry_run: bool) -> list[str]:
+    """Cells in upstream's emulated environments: a note in a dry run, else exit 3."""
+    from aorta_tui.core.registry import emulator_problem
+
+    notes = []
+    for cell in plan.cells:
+        env = registry.environments.get(cell.environment)
+        bad = emulator_problem(env) if env is not None else None
+        if bad and not dry_run:
+            raise EnvironmentProblem(f"cell {cell.name!r}: {bad[0]}", hint=bad[1])
+        if bad:
+            notes.append(f"cell {cell.name!r}: {bad[0]}; a real run stops here (exit 3)")
+    return notes
+
 

@@ -72,6 +72,7 @@ class AortaApp(App[None]):
         cwd: Path | None = None,
         start_run: Path | None = None,
         start_screen: str = "home",
+        start_recipe: Path | None = None,
         light: bool | None = None,
         machine_facts: MachineFacts | None = None,
     ) -> None:
@@ -80,6 +81,10 @@ class AortaApp(App[None]):
         self.cwd = Path(cwd) if cwd else Path.cwd()
         self.start_run = Path(start_run) if start_run else None
         self.start_screen = "matrix" if start_run else start_screen
+        # `aorta-tui edit FILE`: the editor on FILE (created on save when it does not exist).
+        self.start_recipe = Path(start_recipe) if start_recipe else None
+        if self.start_recipe is not None:
+            self.start_screen = "recipe"
         # Fixed facts make the home screen deterministic for snapshot tests.
         self.fixed_machine_facts = machine_facts
         if light is None:
@@ -90,14 +95,37 @@ class AortaApp(App[None]):
         self.push_screen(self.start_screen)
         if self.start_run is not None:
             self.call_after_refresh(self.get_screen("matrix").open_run, self.start_run)
+        if self.start_recipe is not None:
+            self.call_after_refresh(self.get_screen("recipe").open_file, self.start_recipe, create=True)
 
     # --- navigation ----------------------------------------------------------------------
 
     def action_goto(self, name: str) -> None:
         while len(self.screen_stack) > 1 and not isinstance(self.screen, AortaScreen):
             self.pop_screen()  # close a modal (help, pickers) first
-        if self.screen is not self.get_screen(name):
+        target = self.get_screen(name)
+        if self.screen is target:
+            return
+        editor = self._editor()
+        if editor is not None and self.screen is editor:  # leaving it: never with edits unasked
+            editor.confirm_discard(lambda: self.switch_screen(name), f"goes to {name}")
+        else:
             self.switch_screen(name)
+
+    def _editor(self):  # noqa: ANN202 - RecipeEditorScreen, imported lazily
+        """The recipe editor if it was ever shown (it is built on first use), else None."""
+        screen = self._installed_screens.get("recipe")
+        return screen if isinstance(screen, AortaScreen) else None
+
+    async def action_quit(self) -> None:
+        """ctrl+q (and the palette's Quit): ask first when the recipe editor holds unsaved edits."""
+        editor = self._editor()
+        if editor is None or not editor.has_unsaved:
+            self.exit()
+            return
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, AortaScreen):
+            self.pop_screen()
+        editor.confirm_discard(self.exit, "quits")
 
     def open_run(self, run_dir: Path) -> None:
         matrix = self.get_screen("matrix")
@@ -108,7 +136,7 @@ class AortaApp(App[None]):
     def open_recipe(self, path: Path | None) -> None:
         editor = self.get_screen("recipe")
         self.action_goto("recipe")
-        self.call_after_refresh(editor.open_file, path)
+        self.call_after_refresh(editor.request_open, path)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

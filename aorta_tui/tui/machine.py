@@ -149,21 +149,7 @@ def gather_machine_facts(pci_root: Path = PCI_ROOT) -> MachineFacts:
 
 
 def nearby_recipes(base: Path, limit: int = 30) -> list[Path]:
-    """YAML files in ``base`` and ``base/recipes`` that look like recipes (schema or mode key)."""
-    found: list[Path] = []
-    for directory in (base, base / "recipes"):
-        try:
-            candidates = sorted(directory.glob("*.y*ml"))
-        except OSError:
-            continue
-        for path in candidates:
-            try:
-                with path.open("rb") as fh:  # the keys sit at the top: read no more than that
-                    head = fh.read(4000).decode("utf-8", "replace")
-            except OSError:
-                continue
-            if any(key in head for key in ("schema_version:", "cells:", "mitigation_axis:", "workload:")):
-                found.append(path)
-            if len(found) >= limit:
-                return found
-    return found
+    """Recipe files here and under ./recipes (``recipe_files.find_recipes``, bounded)."""
+    from aorta_tui.tui.recipe_files import find_recipes
+
+    return find_recipes(base, limit=limit)

@@ -71,6 +71,7 @@ async def test_save_writes_the_buffer_and_an_outside_change_reloads(tmp_path: Pa
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _open(app, pilot, path)
         screen.editor.move_cursor((0, 0))
+        await pilot.press("e")  # the editor opens viewing: e starts editing
         await pilot.press(*"# edited", "enter")
         await pilot.press("ctrl+s")
         assert path.read_text().startswith("# edited\n")

@@ -30,6 +30,9 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         lines = _key_rows(list(self._for_screen.BINDINGS), f"This screen ({self._for_screen.title or ''})")
+        note = getattr(self._for_screen, "HELP_NOTE", "")
+        if note:
+            lines.extend(["", note])
         lines.append("")
         lines.extend(_key_rows(self._app_bindings, "Everywhere"))
         lines.append("")

@@ -12,7 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
 from aorta_tui.tui import engines
-from aorta_tui.tui.machine import MachineFacts, gather_machine_facts, nearby_recipes
+from aorta_tui.tui.machine import MachineFacts, gather_machine_facts
+from aorta_tui.tui.recipe_files import find_recipes
 from aorta_tui.tui.screens.base import AortaScreen
 
 LIST_EVERY_S = 3.0
@@ -116,7 +117,7 @@ class HomeScreen(AortaScreen):
             and last is not None
             and not any(row[0] == "running" for _path, row in last[0])
         ):
-            self.from_thread(self._show_lists, last[0], last[1], nearby_recipes(self.aorta.cwd))
+            self.from_thread(self._show_lists, last[0], last[1], find_recipes(self.aorta.cwd))
             return
         self._list_everything()
 
@@ -137,7 +138,7 @@ class HomeScreen(AortaScreen):
                 )
         except engines.EngineMissing as exc:
             runs_note = str(exc)
-        recipes = nearby_recipes(self.aorta.cwd)
+        recipes = find_recipes(self.aorta.cwd)
         self.from_thread(self._show_lists, runs_rows, runs_note, recipes)
 
     def _show_lists(
@@ -173,7 +174,7 @@ class HomeScreen(AortaScreen):
         if recipes:
             table.move_cursor(row=min(recipe_row, len(recipes) - 1), animate=False)
         if not recipes:
-            self.query_one("#recipes-title", Static).update("Recipes nearby — none here or in ./recipes")
+            self.query_one("#recipes-title", Static).update("Recipes nearby — none here or under ./recipes")
 
     def action_open_selected(self) -> None:
         focused = self.focused

@@ -1,4 +1,11 @@
-"""Recipe editor: YAML with the engine's validation as you type, a plan preview, save, launch."""
+"""Recipe editor: YAML with the engine's validation as you type, a plan preview, save, launch.
+
+Two modes, so that a key is either a screen key or text, never both by surprise: the editor
+opens *viewing* (the text area is read-only: arrows move, ``1``-``6`` and ``?`` are screen
+keys), ``e`` or ``enter`` starts *editing* (every printable key is text, digits included) and
+``escape`` stops. Unsaved changes are never dropped silently: leaving the screen, opening
+another recipe and quitting ask first.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +21,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static, TextArea
 
 from aorta_tui.core.atomic import atomic_write_text
+from aorta_tui.core.errors import AortaError
 from aorta_tui.tui import engines
+from aorta_tui.tui.recipe_files import find_recipes, new_file_problem, read_recipe_for_edit
 from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.dialogs import ConfirmScreen
+from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.sudo import give_to_invoking_user
 
 CHECK_DELAY_S = 0.3  # validate this long after the last keystroke
@@ -35,11 +46,23 @@ cells:
 
 
 def make_editor(text: str) -> TextArea:
-    """A YAML code editor; highlighting only where tree-sitter's YAML grammar is installed."""
+    """A YAML code editor, read-only until editing starts; highlighting only where
+    tree-sitter's YAML grammar is installed."""
     try:
-        return TextArea.code_editor(text, language="yaml", id="recipe-text", soft_wrap=False)
+        return TextArea.code_editor(text, language="yaml", id="recipe-text", soft_wrap=False, read_only=True)
     except Exception:  # LanguageDoesNotExist: textual[syntax] not installed
-        return TextArea.code_editor(text, language=None, id="recipe-text", soft_wrap=False)
+        return TextArea.code_editor(text, language=None, id="recipe-text", soft_wrap=False, read_only=True)
+
+
+def recipe_open_problem(path: Path) -> str | None:
+    """Why the open dialog cannot open ``path`` (a missing one is created on save), or None."""
+    if not path.exists():
+        return new_file_problem(path)
+    try:
+        read_recipe_for_edit(path)
+    except AortaError as exc:
+        return exc.render()
+    return None
 
 
 def plan_preview(plan: Any) -> Text:
@@ -65,24 +88,35 @@ def plan_preview(plan: Any) -> Text:
 
 class RecipeEditorScreen(AortaScreen):
     TITLE_TEXT = "Recipe editor"
+    HELP_NOTE = (
+        "The editor opens [b]viewing[/b]: the text is read-only and 1-6 and ? are screen keys.\n"
+        "[b]e[/b] or [b]enter[/b] starts [b]editing[/b]: every key is text, digits included.\n"
+        "[b]escape[/b] stops editing; then a digit switches screens. Leaving the editor,\n"
+        "opening another recipe or quitting with unsaved changes asks before dropping them."
+    )
     MAIN_WIDGET = "#recipe-text"
     BINDINGS = [
+        Binding("e", "edit", "Edit"),  # only reached while not editing (then it is text)
+        Binding("enter", "edit", "Edit", show=False),
+        Binding("ctrl+e", "edit", "Edit", show=False),  # from the issues or the plan
+        Binding("escape", "escape", "Stop editing", priority=True),
         Binding("ctrl+s", "save", "Save", priority=True),
+        Binding("ctrl+o", "open", "Open", priority=True),
         Binding("ctrl+l", "launch", "Launch", priority=True),
         Binding("ctrl+r", "reload", "Reload", priority=True),
-        Binding("escape", "leave_editor", "Leave editor", show=False, priority=True),
-        Binding("ctrl+e", "focus_editor", "Edit", show=False),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.path: Path | None = None
-        self.disk_text = ""
+        self.disk_text = NEW_RECIPE  # what the text area starts with: nothing unsaved yet
         self.issues: list[Any] = []
         self.plan_text = ""
         self._check_timer: Any = None
         self._watch_stop: threading.Event | None = None
         self.checks_done = 0
+        self.editing = False
+        self.new_file = False  # ``path`` does not exist yet: ctrl+s creates it
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="recipe"):
@@ -109,30 +143,109 @@ class RecipeEditorScreen(AortaScreen):
     def editor(self) -> TextArea:
         return self.query_one("#recipe-text", TextArea)
 
+    # --- modes ---------------------------------------------------------------------------
+
+    def set_editing(self, on: bool) -> None:
+        """Editing: keys are text. Viewing: the text is read-only and keys are commands."""
+        self.editing = on
+        self.editor.read_only = not on
+        self.editor.focus()
+        self._show_file_line()
+
+    def action_edit(self) -> None:
+        self.set_editing(True)
+
+    def action_escape(self) -> None:
+        if self.editing:
+            self.set_editing(False)
+        else:
+            self.action_leave_editor()
+
+    # --- unsaved changes -----------------------------------------------------------------
+
+    @property
+    def has_unsaved(self) -> bool:
+        return self.editor.text != self.disk_text
+
+    def _shown_name(self) -> str:
+        return self.display_path(self.path) if self.path else "the new recipe"
+
+    def confirm_discard(self, then: Any, doing: str) -> None:
+        """Run ``then()`` now if nothing is unsaved, else after the user agrees to drop it."""
+        if not self.has_unsaved:
+            then()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.discard()
+                then()
+
+        self.app.push_screen(ConfirmScreen(
+            f"Discard your unsaved changes to {self._shown_name()}?",
+            f"y discards them and {doing}; n keeps editing (ctrl+s saves).",
+        ), answered)
+
+    def discard(self) -> None:
+        """Back to the text on disk (a new recipe: back to where it started)."""
+        self.editor.load_text(self.disk_text)
+        self.set_editing(False)
+
     # --- files ---------------------------------------------------------------------------
 
-    def open_file(self, path: Path | None) -> None:
-        self._stop_watch()
-        self.path = Path(path) if path else None
-        if self.path is None:
+    def request_open(self, path: Path | None, *, create: bool = False) -> None:
+        """Open ``path`` (None: a new recipe), asking first if this buffer holds unsaved edits."""
+        self.confirm_discard(lambda: self.open_file(path, create=create), "opens the other recipe")
+
+    def open_file(self, path: Path | None, *, create: bool = False) -> None:
+        """Show ``path`` (viewing). A missing file with ``create``: the new-recipe text, saved
+        there by ctrl+s."""
+        new_path = Path(path) if path else None
+        new_file = False
+        if new_path is None:
             text = NEW_RECIPE
+        elif create and not new_path.exists():
+            problem = new_file_problem(new_path)
+            if problem:
+                self.notify(problem, severity="error", markup=False)
+                return
+            text, new_file = NEW_RECIPE, True
         else:
             try:
-                text = self.path.read_text()
-            except OSError as exc:
-                self.notify(f"cannot read {self.path}: {exc.strerror or exc}", severity="error")
+                text = read_recipe_for_edit(new_path)
+            except AortaError as exc:
+                self.notify(exc.render(), title="cannot open", severity="error", timeout=12, markup=False)
                 return
+        self._stop_watch()
+        self.path, self.new_file = new_path, new_file
+        if self.path is not None and not new_file:
             self._start_watch(self.path)
         self.disk_text = text
         self.editor.load_text(text)
-        self._show_file_line()
+        self.set_editing(False)
         self._schedule_check()
-        self.editor.focus()
+
+    def action_open(self) -> None:
+        cwd = self.aorta.cwd
+        found = find_recipes(cwd)
+
+        def chosen(paths: list[Path] | None) -> None:
+            if paths:
+                self.request_open(paths[0], create=True)
+
+        self.app.push_screen(PathPicker(
+            "Open a recipe (a new file name creates it on ctrl+s)", found, base=cwd,
+            validate=recipe_open_problem, labels=[self.display_path(p) for p in found]), chosen)
 
     def _show_file_line(self) -> None:
-        name = str(self.path) if self.path else "new recipe (unsaved: ctrl+s asks for a name)"
-        modified = " [b]modified[/b]" if self.editor.text != self.disk_text else ""
-        self.query_one("#recipe-file", Static).update(f"{name}{modified}")
+        if self.path is None:
+            name = "new recipe (unsaved: ctrl+s names it)"
+        else:
+            name = self.display_path(self.path) + (" (new file: ctrl+s creates it)" if self.new_file else "")
+        modified = " [b]modified[/b]" if self.has_unsaved else ""
+        mode = ("[b reverse] EDITING [/] esc stops (digits are text here)" if self.editing
+                else "[b] VIEWING [/] e edits")
+        self.query_one("#recipe-file", Static).update(f"{mode}  {name}{modified}")
 
     def _start_watch(self, path: Path) -> None:
         stop = threading.Event()
@@ -178,10 +291,11 @@ class RecipeEditorScreen(AortaScreen):
         self._show_file_line()
 
     def action_reload(self) -> None:
-        if self.path is None:
+        if self.path is None or self.new_file:
             self.notify("nothing to reload: this recipe has no file yet", severity="warning")
             return
-        self.open_file(self.path)
+        path = self.path
+        self.confirm_discard(lambda: self.open_file(path), "reloads the file")
 
     def action_save(self) -> bool:
         if self.path is None:
@@ -193,11 +307,14 @@ class RecipeEditorScreen(AortaScreen):
             self._start_watch(self.path)
         text = self.editor.text
         try:
-            self.disk_text = text
             atomic_write_text(self.path, text)
         except OSError as exc:
             self.notify(f"cannot save {self.path}: {exc.strerror or exc}", severity="error")
             return False
+        self.disk_text = text
+        if self.new_file:
+            self.new_file = False
+            self._start_watch(self.path)
         give_to_invoking_user(self.path)
         self._show_file_line()
         self.notify(f"saved {self.path}")
@@ -276,20 +393,17 @@ class RecipeEditorScreen(AortaScreen):
         column = max(0, int(getattr(issue, "column", 1) or 1) - 1)
         editor = self.editor
         line = min(line, editor.document.line_count - 1)
-        editor.focus()
+        self.set_editing(True)  # the user chose to fix it
         editor.select_line(line)
         editor.cursor_location = (line, min(column, len(editor.document.get_line(line))))
 
     def action_leave_editor(self) -> None:
-        """Focus leaves the text (so digits switch screens): to the issues, else the plan."""
+        """Focus leaves the text: to the issues, else the plan."""
         issues = self.query_one("#recipe-issues", DataTable)
         if issues.display and issues.row_count:
             issues.focus()
         else:
             self.query_one("#plan-box", VerticalScroll).focus()
-
-    def action_focus_editor(self) -> None:
-        self.editor.focus()
 
     # --- launch --------------------------------------------------------------------------
 
