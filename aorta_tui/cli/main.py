@@ -39,6 +39,7 @@ import typer  # noqa: E402
 from aorta_tui import __version__  # noqa: E402
 from aorta_tui.cli import (  # noqa: E402
     attach_cmd,
+    compat_cmd,
     edit_cmd,
     env_cmd,
     policy_cmd,
@@ -73,6 +74,14 @@ app.add_typer(trace_cmd.app, name="trace")
 app.command("run")(run_cmd.run_workload)
 app.command("attach")(attach_cmd.attach)
 app.command("edit")(edit_cmd.edit)
+# upstream AORTA's spellings (cli/compat_cmd.py)
+app.add_typer(compat_cmd.mitigations_app, name="mitigations")
+app.add_typer(compat_cmd.environments_app, name="environments")
+app.command("probe", context_settings=compat_cmd._ALIAS_SETTINGS, add_help_option=False,
+            help="Deprecated alias of `sweep run` (upstream's `aorta probe`).")(compat_cmd.probe_alias)
+app.command("triage", context_settings=compat_cmd._ALIAS_SETTINGS, add_help_option=False,
+            help="Deprecated alias of `sweep run` / `sweep list-*` (upstream's `aorta triage`)."
+            )(compat_cmd.triage_alias)
 
 
 @app.callback()
@@ -113,5 +122,5 @@ def _rewrite_batch(argv: list[str]) -> list[str]:
 
 
 def run() -> None:
-    argv = _rewrite_batch(sys.argv[1:])
+    argv = compat_cmd.rewrite_deprecated(_rewrite_batch(sys.argv[1:]))
     app(args=argv, prog_name="aorta-tui")

@@ -45,6 +45,14 @@ def run(
     trials: int | None = typer.Option(None, "--trials", min=1, help="Flag mode: trials per cell."),
     steps: int | None = typer.Option(None, "--steps", min=1, help="Flag mode: steps per trial."),
     no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip the environment snapshots."),
+    stop_after_events: int | None = typer.Option(None, "--stop-after-events", metavar="K", help="Stop each cell once K trials have the event verdict (default fail); overlays the recipe's stop_after (needs --max-trials unless the recipe gives the cap)."),
+    max_trials: int | None = typer.Option(None, "--max-trials", metavar="N", help="Hard cap of trials per cell when stop-after is active; overlays stop_after.max_trials."),
+    disable_detector: list[str] = typer.Option([], "--disable-detector", metavar="TIER[:ID]", help="Silence a detector or a whole tier (repeatable; upstream AORTA's ids too); added to the recipe's disable_detectors."),
+    env_passthrough_mode: str | None = typer.Option(None, "--env-passthrough-mode", help="Probe runs: inherit, or file (also writes probe.env and exports AORTA_ENV_FILE); overrides the recipe."),
+    collect: str = typer.Option("", "--collect", help="Comma-separated upstream collectors (rocprof, proton, layer_numerics, ...): refused with what each needs (exit 3); aorta-tui does not run them yet."),
+    baseline_cell: str | None = typer.Option(None, "--baseline-cell", help="Flag mode: the baseline cell of the speed confound (with --recipe: the recipe's confound)."),
+    confound_threshold: float | None = typer.Option(None, "--confound-threshold", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
 ) -> None:
     from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
 
@@ -53,6 +61,10 @@ def run(
         json_mode=json_mode, strict=strict, order=order, seed=seed, ticket=ticket,
         mitigation_files=list(mitigations_file), workload=workload, mitigation_axis=mitigation_axis,
         environment_axis=environment_axis, trials=trials, steps=steps, snapshots=not no_snapshot,
+        stop_after_events=stop_after_events, max_trials=max_trials,
+        disable_detectors=list(disable_detector), env_passthrough_mode=env_passthrough_mode,
+        collect=[c.strip() for c in collect.split(",") if c.strip()], baseline_cell=baseline_cell,
+        confound_threshold=confound_threshold, verbose=verbose,
     )
     raise typer.Exit(run_sweep_command(request))
 
@@ -83,11 +95,14 @@ def list_mitigations(
 
 @app.command("list-environments")
 @cli_command
-def list_environments(json_mode: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
+def list_environments(
+    json_mode: bool = typer.Option(False, "--json", help="JSON output."),
+    mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Include a sidecar JSON file (its environments)."),
+) -> None:
     """List the named environments (recipes may also give {docker: IMAGE, env: {...}} inline)."""
     from aorta_tui.core.registry import Registry
 
-    reg = Registry()
+    reg = Registry(mitigations_file)
     rows = [{"name": e.name, "docker": e.docker, "env": dict(e.env), "description": e.description,
              "source": e.source} for e in reg.environments.values()]
     if json_mode:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core import ownership
-from aorta_tui.core.errors import UsageError
+from aorta_tui.core.errors import AortaError, UsageError
 
 
 @dataclass
@@ -155,7 +155,33 @@ def refuse_undecodable(req: SweepRequest, argv: list[str] | None = None) -> None
         )
 
 
+def error_event(exc: AortaError) -> dict[str, Any]:
+    """The ``error`` line ``--json`` prints on stdout when the run cannot start or stops on an
+    error (docs/events.md): the message, where, the fix and the exit code, and for a recipe
+    every problem found (the stderr paragraph says the same for people)."""
+    import time
+
+    out: dict[str, Any] = {"event": "error", "run_id": "", "ts": time.time(), "message": exc.message,
+                           "location": exc.location, "hint": exc.hint, "exit_code": int(exc.exit_code)}
+    issues = getattr(exc, "issues", None)
+    if isinstance(issues, list):
+        out["problems"] = [{"source": getattr(exc, "source", None), **i.as_dict()} for i in issues]
+    return out
+
+
 def run_sweep_command(req: SweepRequest) -> int:
+    """``sweep run``; with ``--json`` an error also reaches stdout, as an ``error`` event."""
+    try:
+        return _run_sweep_command(req)
+    except AortaError as exc:
+        if req.json_mode:
+            import json
+
+            print(json.dumps(error_event(exc), default=str), flush=True)
+        raise
+
+
+def _run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.core.events import EventBus
     from aorta_tui.core.registry import Registry
@@ -216,6 +242,17 @@ def run_until_done(sweep: Any, bus: Any) -> Any:
         ownership.adopt_created(sweep.options.resume)  # under sudo: the user's files
 
 
+def cells_times_trials(plan: Any) -> str:
+    """``3 cells x 2 trials = 6 trials``; cells with different counts say their range."""
+    per_cell = sorted({c.trials for c in plan.cells})
+    n_cells, total = len(plan.cells), len(plan.trials)
+    cells = f"{n_cells} cell{'s' if n_cells != 1 else ''}"
+    if len(per_cell) == 1:
+        each = per_cell[0]
+        return f"{cells} x {each} trial{'s' if each != 1 else ''} = {total} trials"
+    return f"{cells} x {per_cell[0]}-{per_cell[-1]} trials = {total} trials"
+
+
 def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: list[str] = ()) -> None:
     import json
 
@@ -227,7 +264,7 @@ def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: list[str] = ()) -
     what = (f"workload {recipe.workload}" if recipe.mode == "triage"
             else f"command: {' '.join(recipe.command or []) or '(none given)'}")
     print(f"{recipe.mode} recipe, ticket {recipe.ticket}, {what}")
-    print(f"{len(plan.cells)} cells x trials = {len(plan.trials)} trials, order {plan.order} (seed {plan.seed}), "
+    print(f"{cells_times_trials(plan)}, order {plan.order} (seed {plan.seed}), "
           f"baseline {plan.baseline_cell or 'none'}")
     for c in plan.cells:
         from aorta_tui.core.secrets import mask_env  # printed: never a token

@@ -132,7 +132,7 @@ def build_plan(
                 docker=env_obj.docker,
                 env=env,
                 switches=switches,
-                trials=spec.trials if spec.trials is not None else recipe.trials,
+                trials=_cell_trials(recipe, spec),
                 steps=spec.steps if spec.steps is not None else recipe.steps,
                 workload_config=_merged_config(recipe.workload_config, spec.workload_config),
             )
@@ -146,6 +146,16 @@ def build_plan(
         baseline_cell=baseline,
         environments=environments,
     )
+
+
+def _cell_trials(recipe: Recipe, spec: Any) -> int:
+    """Trials planned for a cell. With ``stop_after`` (upstream's meaning) every cell runs up
+    to ``max_trials`` - more than ``trials`` when the events do not come - and stops early
+    once ``events`` trials had the event verdict (the sweep loop skips the rest)."""
+    stop = getattr(recipe, "stop_after", None)
+    if stop is not None:
+        return int(stop.max_trials)
+    return spec.trials if spec.trials is not None else recipe.trials
 
 
 def _merged_config(base: dict[str, Any] | None, cell: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -48,6 +48,9 @@ class Environment:
     docker: str | None = None
     description: str = ""
     source: str = "aorta-tui"
+    # upstream's GPU-emulated environments (mirage + rocjitsu): see emulator_problem
+    emulator: str | None = None
+    mirage_profile: str | None = None
 
 
 # An image reference as docker parses it: [registry[:port]/]name[/name...][:tag][@digest], the
@@ -147,7 +150,36 @@ BUILTIN_MITIGATIONS: tuple[Mitigation, ...] = (
 BUILTIN_ENVIRONMENTS: tuple[Environment, ...] = (
     Environment("local", description="this host, this Python"),
     Environment("default", description="this host, this Python (upstream's alias of local)"),
+    Environment("emulated-rocjitsu", emulator="rocjitsu", mirage_profile="mi350x",
+                description="upstream's GPU emulator: mirage + rocjitsu (MI350X profile); not "
+                            "run by aorta-tui"),
+    Environment("emulated-rocjitsu-dbt", emulator="rocjitsu-dbt", mirage_profile="dbt-mi350x",
+                description="upstream's mirage + rocjitsu-dbt (binary translation onto a GPU); "
+                            "not run by aorta-tui"),
 )
+
+
+def emulator_problem(env: Environment) -> tuple[str, str] | None:
+    """Why a cell of an emulated environment cannot run here (message, fix), or None.
+
+    Upstream launches these under its mirage control plane with the rocjitsu emulator;
+    aorta-tui does not drive mirage, so such a cell never runs (its results would not be
+    emulated results). The message says what upstream needs, and whether it is installed.
+    """
+    if env.emulator is None:
+        return None
+    import os
+    import shutil
+
+    override = os.environ.get("MIRAGE_BIN")
+    found = shutil.which(os.path.expanduser(override)) if override else shutil.which("mirage")
+    have = (f"mirage is installed ({found}), but aorta-tui does not launch trials under it"
+            if found else "the mirage CLI is not installed ($MIRAGE_BIN unset and no `mirage` "
+            "on PATH)")
+    return (f"environment {env.name!r} runs trials under the {env.emulator} GPU emulator "
+            f"(mirage profile {env.mirage_profile}): {have}",
+            "install AMD's mirage + rocjitsu and run this recipe with upstream AORTA (`aorta "
+            "sweep run`), or use environment `local` on a real GPU")
 
 
 def _entry_points(group: str) -> list[Any]:
@@ -230,6 +262,9 @@ def load_sidecar_mitigations(path: str | Path) -> list[Mitigation]:
         raise UsageError(f"{p}: the mitigations sidecar is empty", hint=_SIDECAR_HINT)
     # parsed from the text (not load_json_input): the text locates entries in messages
     data = parse_json_text(text, where=str(p), what="mitigations sidecar", hint=_SIDECAR_HINT)
+    if isinstance(data, dict) and "version" in data:
+        return [_sidecar_entry(p, text, i, e, clip_for_message)
+                for i, e in enumerate(_versioned_entries(p, text, data, "mitigations"))]
     if isinstance(data, dict):
         entries = [{"name": k, **(v if isinstance(v, dict) else {"env": v})} for k, v in data.items()]
     elif isinstance(data, list):
@@ -291,6 +326,104 @@ def _sidecar_entry(p: Path, text: str, i: int, e: Any, clip: Any) -> Mitigation:
                       description=description[:1000], vendor=vendor, source=str(p))
 
 
+_VERSIONED_KEYS = ("version", "mitigations", "environments")
+_VERSIONED_HINT = ('upstream\'s format: {"version": 1, "mitigations": {"name": {"VAR": "value"}}, '
+                   '"environments": {"name": {"docker": "image", "env": {"VAR": "value"}}}}')
+_SIDECAR_ENV_KEYS = ("docker", "env", "description", "venv", "buck_target", "emulator",
+                     "mirage_profile")
+
+
+def _versioned_entries(p: Path, text: str, data: dict[str, Any], section: str
+                       ) -> list[dict[str, Any]]:
+    """Entries of upstream AORTA's ``{"version": 1, "mitigations": {...}, "environments":
+    {...}}`` sidecar: in ``mitigations`` a name maps straight to its variables."""
+    import difflib
+
+    from aorta_tui.core.inputs import clip_for_message as clip
+
+    if data.get("version") != 1 or isinstance(data.get("version"), bool):
+        raise UsageError(f"{p}{_json_position(text, 'version')}: sidecar version "
+                         f"{clip(data.get('version'), 40)} is not supported; aorta-tui reads "
+                         "version 1", hint=_VERSIONED_HINT)
+    for key in data:
+        if key not in _VERSIONED_KEYS:
+            near = difflib.get_close_matches(str(key), _VERSIONED_KEYS, n=1)
+            raise UsageError(f"{p}{_json_position(text, str(key))}: unknown top-level key "
+                             f"{clip(key, 60)}", hint=(f"did you mean {near[0]!r}? " if near
+                                                       else "") + _VERSIONED_HINT)
+    raw = data.get(section) or {}
+    if not isinstance(raw, dict):
+        raise UsageError(f"{p}{_json_position(text, section)}: {section} must be an object "
+                         f"(name -> ...), got {type(raw).__name__}", hint=_VERSIONED_HINT)
+    if len(raw) > MAX_SIDECAR_ENTRIES:
+        raise UsageError(f"{p}: {len(raw)} {section}; at most {MAX_SIDECAR_ENTRIES}")
+    out = []
+    for name, payload in raw.items():
+        if section == "mitigations":
+            if not isinstance(payload, dict):
+                raise UsageError(f"{p}{_json_position(text, name)}: mitigations.{clip(name, 60)} "
+                                 f"must map variable names to strings, got "
+                                 f"{type(payload).__name__}", hint=_VERSIONED_HINT)
+            out.append({"name": name, "env": payload})
+        else:
+            out.append({"name": name, **(payload if isinstance(payload, dict) else
+                                         {"_bad": payload})})
+    return out
+
+
+def load_sidecar_environments(path: str | Path) -> list[Environment]:
+    """The ``environments`` of an upstream-format sidecar (the other format has none)."""
+    from aorta_tui.core.inputs import clip_for_message as clip
+    from aorta_tui.core.inputs import parse_json_text, read_input_text
+
+    p = Path(path)
+    text = read_input_text(p, what="mitigations sidecar", limit=MAX_SIDECAR_BYTES,
+                           hint=_SIDECAR_HINT)
+    if not text.strip():
+        return []
+    data = parse_json_text(text, where=str(p), what="mitigations sidecar", hint=_SIDECAR_HINT)
+    if not isinstance(data, dict) or "version" not in data:
+        return []
+    out = []
+    for e in _versioned_entries(p, text, data, "environments"):
+        name = e.pop("name")
+        where = f"{p}{_json_position(text, name)}: environments.{clip(name, 60)}"
+        if "_bad" in e:
+            raise UsageError(f"{where} must be an object", hint=_VERSIONED_HINT)
+        if not MITIGATION_NAME_RE.fullmatch(name):
+            raise UsageError(f"{where}: not an environment name",
+                             hint="1-100 letters, digits, '.', '_' or '-'")
+        unknown = sorted(set(e) - set(_SIDECAR_ENV_KEYS))
+        if unknown:
+            import difflib
+
+            near = difflib.get_close_matches(unknown[0], _SIDECAR_ENV_KEYS, n=1)
+            raise UsageError(f"{where}: unknown key {clip(unknown[0], 60)}",
+                             hint=(f"did you mean {near[0]!r}? " if near else "")
+                             + "allowed: " + ", ".join(_SIDECAR_ENV_KEYS))
+        for key in ("venv", "buck_target"):
+            if e.get(key) is not None:
+                raise UsageError(f"{where}.{key}: aorta-tui cannot run trials in a {key} "
+                                 "environment (upstream's venv / buck2 launchers)",
+                                 hint="use `docker` or a local environment, or remove the key")
+        for key in ("docker", "description", "emulator", "mirage_profile"):
+            if e.get(key) is not None and not isinstance(e[key], str):
+                raise UsageError(f"{where}.{key} must be a string or null")
+        if e.get("docker") is not None and (bad := docker_image_problem(e["docker"])):
+            raise UsageError(f"{where}.docker: {bad[0]}", hint=bad[1])
+        env = e.get("env") or {}
+        if not isinstance(env, dict):
+            raise UsageError(f"{where}.env must map variable names to strings",
+                             hint='{"env": {"VAR": "value"}}')
+        for k, v in env.items():
+            if (problem := env_entry_problem(k, v)) is not None:
+                raise UsageError(f"{where}.env: {problem[0]}", hint=problem[1])
+        out.append(Environment(name=name, env=dict(env), docker=e.get("docker"),
+                               description=(e.get("description") or "")[:1000], source=str(p),
+                               emulator=e.get("emulator"), mirage_profile=e.get("mirage_profile")))
+    return out
+
+
 class Registry:
     """The merged view: built-ins, entry-point plugins and sidecar files."""
 
@@ -307,6 +440,8 @@ class Registry:
         for ep in _entry_points("aorta_tui.environments"):
             for e in _as_list(ep.load()):
                 envs.append(_with_source(e, ep))
+        for f in mitigation_files:  # upstream's sidecars may define environments too
+            envs.extend(load_sidecar_environments(f))
         self.environments: dict[str, Environment] = _merge("environment", envs)
 
     def mitigation(self, name: str) -> Mitigation:

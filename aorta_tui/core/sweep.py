@@ -292,7 +292,11 @@ class Sweep:
         for ev in rundir.iter_journal(run_dir / rundir.JOURNAL):
             if ev.kind == "trial_started" and ev.trial_id in interrupted and ev.pid:  # type: ignore[attr-defined]
                 started[ev.trial_id] = ev  # type: ignore[attr-defined]
-        self._resume_notes = [f"{tid}: {end_orphaned_trial(ev.pid, ev.ts)}" for tid, ev in started.items()]
+        notes = [(tid, end_orphaned_trial(ev.pid, ev.ts)) for tid, ev in started.items()]
+        # A process that already ended (the usual case: a clean stop ended it) is no news: the
+        # trial simply runs again. Only a process found alive (ended now) or left alone warns.
+        self._resume_notes = [f"{tid}: {note}; the trial runs again from the start"
+                              for tid, note in notes if not note.endswith(" is gone")]
 
     @property
     def _trial_ids(self) -> set[str]:
@@ -559,8 +563,8 @@ class Sweep:
                 ]
         for s in cells:
             self.bus.emit(CellAggregated(run_id, cell=s.cell, stats=s.to_dict()))
-        paths = write_reports(run_dir, self.recipe, self.plan, cells, records, status=status,
-                              hint=getattr(self._workload_cls, "hint", "") or "")
+        hint = self._failure_hint(records)
+        paths = write_reports(run_dir, self.recipe, self.plan, cells, records, status=status, hint=hint)
         for what, path in paths.items():
             self.bus.emit(ResultWritten(run_id, path=str(path), what=what))
         failing = [r.trial_id for r in records if r.verdict != "pass"]
@@ -576,11 +580,20 @@ class Sweep:
                                "confound": s.confound.get("flag"),
                                "cross_trial_failures": len(s.cross_trial_failures)} for s in cells},
             "failing_trials": [str(run_dir / "trials" / t) for t in failing],
-            "hint": getattr(self._workload_cls, "hint", "") or "",
+            "hint": hint,
             "matrix": str(paths.get("matrix.md", "")),
         }
         self.bus.emit(RunFinished(run_id, status=status, exit_code=code, summary=summary))
         return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing)
+
+    def _failure_hint(self, records: list[TrialRecord]) -> str:
+        """The workload's hint for its failing trials (``Workload.failure_hint``)."""
+        cls = self._workload_cls
+        if cls is None:
+            return ""
+        failing = [r.workload_result for r in records if r.verdict != "pass" and isinstance(r.workload_result, dict)]
+        pick = getattr(cls, "failure_hint", None)
+        return (pick(failing) if callable(pick) else getattr(cls, "hint", "")) or ""
 
 
 def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list[TrialRecord]:
@@ -735,5 +748,3 @@ def _emulated_cells(plan: Any, registry: Any, dry_run: bool) -> list[str]:
         if bad:
             notes.append(f"cell {cell.name!r}: {bad[0]}; a real run stops here (exit 3)")
     return notes
-
-

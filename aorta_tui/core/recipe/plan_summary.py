@@ -58,7 +58,10 @@ def summarize(recipe: Recipe, registry: Registry) -> dict[str, Any]:
                         "nothing scrubs with it so far")
     if recipe.stop_after:
         warnings.append(f"stop_after: each cell stops after {recipe.stop_after.events} "
-                        f"'{recipe.stop_after.event_verdict}' trials ({trials_word} shown)")
+                        f"'{recipe.stop_after.event_verdict}' trials, else after "
+                        f"{recipe.stop_after.max_trials} ({trials_word} shown)")
+        if any(c.trials is not None for c in recipe.cells):
+            warnings.append("stop_after.max_trials replaces the cells' own `trials` (as upstream)")
     return {
         "file": recipe.source,
         "schema_version": recipe.schema_version,

@@ -444,11 +444,8 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     cells = parts.get("cells", ())
     _check_plan_size(v, cells, trials, stop_after, mode)
 
-    if stop_after not in (None, BAD) and any(c.trials is not None for c in cells):
-        overridden = ", ".join(c.name for c in cells if c.trials is not None)
-        v.issue("stop_after", f"stop_after cannot be combined with per-cell trials (cells: "
-                f"{overridden})", "stop_after.max_trials caps every cell: remove the cells' "
-                "`trials` or remove stop_after")
+    # stop_after with per-cell trials: upstream runs every cell up to max_trials (the cells'
+    # trials are not used); so does the plan here, and `recipe validate` says so.
 
     confound = _confound(v, get("confound"), cells, mode)
 
@@ -603,6 +600,23 @@ def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any, pattern_ids: set[
             elif norm not in out:
                 out.append(norm)
     return tuple(out) if ok else BAD
+
+
+def check_detector_tokens(tokens: Iterable[str], pattern_ids: set[str]
+                          ) -> list[tuple[str, str | None, tuple[str, str] | None]]:
+    """``(token, normalised, problem)`` per token, checked as ``disable_detectors`` entries
+    (``--disable-detector`` uses it: one rule for the recipe key and the flag)."""
+    catalogue = _detector_catalogue()
+    out: list[tuple[str, str | None, tuple[str, str] | None]] = []
+    for token in tokens:
+        norm = _detector_token(token)
+        if norm is None:
+            out.append((token, None, (f"{token!r} is not a detector id",
+                                      "write a whole tier (tier1 .. tier5), a detector id such "
+                                      "as 'hang', or '<tier>:<id>' such as 'tier4:cuda_error'")))
+            continue
+        out.append((token, norm, _unknown_detector(norm, catalogue, pattern_ids)))
+    return out
 
 
 def _detector_token(token: str) -> str | None:

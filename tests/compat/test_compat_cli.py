@@ -1,0 +1,147 @@
+"""Issue 14, item 3: stop_after as upstream means it, upstream's `sweep run` flags, the top-level
+`mitigations list` / `environments list`, and the deprecated `probe` / `triage` aliases. Every
+test runs the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.engine.conftest import aorta, journal, only_run_dir
+
+PROBE = """\
+schema_version: 1
+mode: probe
+ticket: T
+trials: 3
+mitigation_axis: [none]
+diagnostic_axis: [none]
+{extra}"""
+
+
+def _finished(run_dir: Path) -> list[dict]:
+    return [e for e in journal(run_dir) if e.get("event") == "trial_finished"]
+
+
+def test_stop_after_runs_a_passing_cell_max_trials_times(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(PROBE.format(extra="stop_after: {events: 1, max_trials: 5}\n"))
+    validate = aorta("recipe", "validate", "--json", str(recipe))
+    assert json.loads(validate.stdout)["total_trials"] == 5, validate.stdout
+    dry = aorta("sweep", "run", "--recipe", str(recipe), "--dry-run", "--json", "--", "true")
+    assert len(json.loads(dry.stdout)["trials"]) == 5, dry.stdout
+    out = tmp_path / "out"
+    run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(out), "--", "true")
+    assert run.returncode == 0, run.stderr
+    assert len(_finished(only_run_dir(out))) == 5
+
+
+def test_stop_after_stops_at_the_event(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(PROBE.format(extra=""))
+    out = tmp_path / "out"
+    run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(out), "--stop-after-events",
+                "2", "--max-trials", "6", "--", "false")
+    assert run.returncode == 0, run.stderr
+    trials = _finished(only_run_dir(out))
+    assert [t["verdict"] for t in trials] == ["fail", "fail"]
+
+
+def test_disable_detector_flag_takes_upstream_ids(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(PROBE.format(extra="trials: 1\n").replace("trials: 3\n", ""))
+    out = tmp_path / "out"
+    run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(out), "--disable-detector",
+                "tier1:exit_nonzero", "--", "false")
+    assert run.returncode == 0, run.stderr
+    (trial,) = _finished(only_run_dir(out))
+    assert trial["verdict"] == "pass"
+
+
+@pytest.mark.parametrize(("flags", "code", "words"), [
+    (["--disable-detector", "tier4:nan_signatur"], 2, "did you mean 'tier4:nan_signature'"),
+    (["--stop-after-events", "2"], 2, "--max-trials"),
+    (["--max-trials", "2"], 2, "--stop-after-events"),
+    (["--stop-after-events", "3", "--max-trials", "2"], 2, "below the event target"),
+    (["--collect", "rocprof"], 3, "rocprofv3"),
+    (["--collect", "rocprf"], 2, "did you mean 'rocprof'"),
+    (["--baseline-cell", "x"], 2, "flag mode"),
+    (["--env-passthrough-mode", "fil"], 2, "inherit, file"),
+])
+def test_bad_flags_are_located_usage_errors(tmp_path: Path, flags: list[str], code: int,
+                                            words: str) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(PROBE.format(extra=""))
+    run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(tmp_path / "o"), *flags,
+                "--", "true")
+    assert run.returncode == code, (run.stdout, run.stderr)
+    assert words in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+def test_env_passthrough_mode_flag_overrides_the_recipe(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(PROBE.format(extra="trials: 1\n").replace("trials: 3\n", ""))
+    dry = aorta("recipe", "resolve", str(recipe), "--", "true")
+    assert "env_passthrough_mode: inherit" in dry.stdout
+    out = tmp_path / "out"
+    run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(out),
+                "--env-passthrough-mode", "file", "--", "sh", "-c", "test -n \"$AORTA_ENV_FILE\"")
+    assert run.returncode == 0, run.stderr
+    (trial,) = _finished(only_run_dir(out))
+    assert trial["verdict"] == "pass"
+
+
+def test_flag_mode_baseline_and_threshold(tmp_path: Path) -> None:
+    dry = aorta("sweep", "run", "--workload", "gpu_smoke", "--mitigation-axis", "none,tf32_off",
+                "--baseline-cell", "tf32_off-local", "--confound-threshold", "1.3", "--dry-run",
+                "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["baseline_cell"] == "tf32_off-local"
+
+
+def test_verbose_streams_trials_to_stderr(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(PROBE.format(extra="trials: 1\n").replace("trials: 3\n", ""))
+    run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(tmp_path / "o"), "--json",
+                "-v", "--", "true")
+    assert run.returncode == 0, run.stderr
+    assert "none-none/trial-000: pass" in run.stderr
+    assert all(json.loads(line) for line in run.stdout.splitlines())  # stdout stays JSON
+
+
+def test_mitigations_and_environments_list_with_a_sidecar(tmp_path: Path) -> None:
+    sidecar = tmp_path / "s.json"
+    sidecar.write_text(json.dumps({"version": 1, "mitigations": {"my_fix": {"MY_FLAG": "1"}},
+                                   "environments": {"my_env": {"env": {"A": "b"}}}}))
+    mits = aorta("mitigations", "list", "--file", str(sidecar))
+    assert mits.returncode == 0, mits.stderr
+    assert "my_fix" in mits.stdout and "MY_FLAG=1" in mits.stdout
+    envs = aorta("environments", "list", "--file", str(sidecar), "--json")
+    assert envs.returncode == 0, envs.stderr
+    assert "my_env" in {e["name"] for e in json.loads(envs.stdout)}
+
+
+@pytest.mark.parametrize(("argv", "replacement", "stdout_has"), [
+    (["probe", "--list-patterns"], "sweep list-patterns", "nvidia_xid"),
+    (["triage", "list-mitigations"], "sweep list-mitigations", "tf32_off"),
+    (["triage", "list-environments"], "sweep list-environments", "local"),
+])
+def test_deprecated_aliases_print_one_notice_and_delegate(argv, replacement, stdout_has) -> None:
+    run = aorta(*argv)
+    assert run.returncode == 0, run.stderr
+    notice = [line for line in run.stderr.splitlines() if "deprecated" in line]
+    assert len(notice) == 1 and replacement in notice[0]
+    assert stdout_has in run.stdout
+
+
+def test_probe_alias_runs_a_probe_sweep(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(PROBE.format(extra="trials: 1\n").replace("trials: 3\n", ""))
+    out = tmp_path / "out"
+    run = aorta("probe", "--recipe", str(recipe), "-o", str(out), "--", "sh", "-c", "exit 0")
+    assert run.returncode == 0, run.stderr
+    assert "'aorta probe' is deprecated" in run.stderr
+    assert len(_finished(only_run_dir(out))) == 1
