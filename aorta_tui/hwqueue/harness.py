@@ -199,6 +199,9 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
     from aorta_tui.hwqueue.workloads import workload_class
 
     emit = on_event or (lambda _e: None)
+    # --ebpf-trace: the CUPTI collector must be loaded before this process initialises CUDA,
+    # so the trace of the measured pass has GPU start times (launch_to_start), live
+    device_side = _device_side(cfg)
     backend = select_backend(cfg.device, cfg.devices)
     torch = backend.torch
     stream_devices = [backend.devices[i % len(backend.devices)] for i in range(cfg.streams)]
@@ -227,7 +230,7 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
         backend.reset_memory()
         uncertainty = backend.calibrate()
 
-        tracer, ebpf_reason = _ebpf_session(cfg, on_event)
+        tracer, ebpf_reason = _ebpf_session(cfg, on_event, device_side)
         measure = None
         # the eBPF trace covers the pass that gives the headline figures
         with tracer if tracer is not None else contextlib.nullcontext():
@@ -480,7 +483,16 @@ def _issue_plain(backend: Any, streams: list[Any], plan: list[Any],
         backend.record(ev, streams[s])
 
 
-def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None) -> tuple[Any, str | None]:
+def _device_side(cfg: QueueRunConfig) -> Any:
+    if not cfg.ebpf_trace:
+        return None
+    from aorta_tui.trace.device.attach import prepare_this_process
+
+    return prepare_this_process("auto")
+
+
+def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None,
+                  device_side: Any = None) -> tuple[Any, str | None]:
     """The tracing engine's session over the measured loop, when asked for.
 
     Asked for but impossible here (no bpftrace, no privilege, no CUDA runtime mapped) raises
@@ -494,7 +506,7 @@ def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None) -> tuple[
     except (ImportError, AttributeError) as exc:
         return None, f"aorta_tui.trace.session.TraceSession is not available: {exc}"
     return session_cls(probes=["cuda"], pid=os.getpid(), mode="events", on_event=on_event,
-                       run_id=cfg.run_id), None
+                       run_id=cfg.run_id, device_side=device_side), None
 
 
 def _distributed_info(torch: Any) -> dict[str, Any] | None:
