@@ -28,6 +28,9 @@ class GpuSmoke(Workload):
     hint = "gpu_smoke failing means the device or its runtime is broken: check `aorta-tui env probe --summary`"
     config_schema = (
         ConfigField("size", "int", 256, "matrix side", min=1, max=16384),
+        # upstream AORTA's gpu_smoke key: its problem size (a vector length there), the
+        # matrix side here; when given it wins over size
+        ConfigField("n", "int", None, "upstream's name for size (wins when given)", min=1, max=16384),
         ConfigField("dtype", "str", "float32", "element type", choices=("float32", "float16", "bfloat16")),
         ConfigField("device", "str", "auto", "auto picks cuda (also ROCm) when present", choices=("auto", "cuda", "cpu")),
         ConfigField("tolerance", "float", 1e-2, "max relative error against a float64 reference", min=0.0),
@@ -48,7 +51,7 @@ class GpuSmoke(Workload):
         self._device = torch.device("cuda", ctx.local_rank % max(1, torch.cuda.device_count())) if use_gpu else torch.device("cpu")
         torch.manual_seed(ctx.seed)
         dtype = getattr(torch, ctx.config["dtype"])
-        n = ctx.config["size"]
+        n = ctx.config.get("n") or ctx.config["size"]
         self._a = torch.randn(n, n, device=self._device, dtype=dtype)
         self._b = torch.randn(n, n, device=self._device, dtype=dtype)
 
