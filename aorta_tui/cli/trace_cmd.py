@@ -79,6 +79,16 @@ def info(
             print(f"              reason  {s['reason']}")
             if s["fix"]:
                 print(f"              fix     {s['fix']}")
+    print("GPU start times (launch_to_start, with a command to start):")
+    for vendor, d in data["device_timestamps"].items():
+        if d["available"]:
+            c = d["cupti"]
+            print(f"  {vendor:<11} available: {d['name']}, CUPTI {c['version']} from {c['origin']}, "
+                  f"built with {d['compiler']}")
+        else:
+            print(f"  {vendor:<11} not available: {d['reason']}")
+            if d.get("fix"):
+                print(f"              fix     {d['fix']}")
 
 
 def _run_trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,

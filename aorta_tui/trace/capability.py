@@ -121,4 +121,19 @@ def trace_info(bpftrace: str | None = None, *, pid: int | None = None,
         },
         "kprobes": {"available": kp, "reason": kp_reason},
         "probe_sets": sets,
+        "device_timestamps": device_timestamps_info(),
     }
+
+
+HIP_DEVICE_REASON = (
+    "not implemented: the HIP side (a rocprofiler-sdk tool library loaded through "
+    "ROCP_TOOL_LIBRARIES, kernel-dispatch records in the same 64-byte record format) is designed "
+    "in docs/tracing.md but has no code yet and has never run on AMD hardware")
+
+
+def device_timestamps_info() -> dict[str, Any]:
+    """GPU start times beside the eBPF launches: the CUPTI collector's state, and HIP's."""
+    from aorta_tui.trace.device.build import describe_availability
+
+    return {"cuda": describe_availability(),
+            "hip": {"name": "rocprofiler-sdk collector", "available": False, "reason": HIP_DEVICE_REASON}}

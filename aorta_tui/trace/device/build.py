@@ -156,7 +156,8 @@ def find_cupti(target_python: str | None = None) -> CuptiInstall:
     roots += _toolkit_roots()
     fallback = [d for _i, _l, extras, _o in roots for d in extras if d.is_dir()]
     for include, libdir, extras, origin in roots:
-        tried.append(origin)
+        if include.parent.is_dir():  # name only places that exist
+            tried.append(origin)
         found = _candidate(include, libdir, extras, origin, fallback)
         if found is not None:
             return found
