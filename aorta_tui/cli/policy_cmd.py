@@ -100,10 +100,12 @@ def sweep(
 
     from aorta_tui.policy.evaluator import PolicyEvaluator, SweepRequest, run_policy_sweep
     from aorta_tui.policy.file import load_policy_file
-    from aorta_tui.policy.presets import resolve_policies
+    from aorta_tui.policy.presets import alias_note, resolve_policies
 
     user = load_policy_file(policy_file) if policy_file else []
     chosen = resolve_policies(policies.split(","), user)
+    for note in filter(None, map(alias_note, policies.split(","))):
+        print(f"note: {note}", file=sys.stderr)
     if output is None:
         output = Path("aorta-policy") / f"{workload}-{time.strftime('%Y%m%d-%H%M%S')}"
     queue_args: list[str] = []

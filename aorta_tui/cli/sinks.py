@@ -75,10 +75,7 @@ def summary_text(e: Any) -> str:
     s = e.summary or {}
     lines = [f"run {e.status}: exit code {e.exit_code}"]
     for cell, c in (s.get("cells") or {}).items():
-        mark = "ok " if not (c["failed"] or c["errored"] or c.get("cross_trial_failures")) else "BAD"
-        extra = f"  {c['confound']}" if c.get("confound") else ""
-        cross = f", {c['cross_trial_failures']} cross-trial failure(s)" if c.get("cross_trial_failures") else ""
-        lines.append(f"  {mark} {cell}: {c['passed']} pass, {c['failed']} fail, {c['errored']} error{cross}{extra}")
+        lines.append(f"  {cell_mark(c)} {cell}: {cell_counts(c)}")
     failing = s.get("failing_trials") or []
     if failing:
         lines.append("failing trials:")
@@ -90,6 +87,21 @@ def summary_text(e: Any) -> str:
     if s.get("matrix"):
         lines.append(f"matrix: {s['matrix']}")
     return "\n".join(lines)
+
+
+def cell_mark(c: dict[str, Any]) -> str:
+    """``ok `` / ``BAD`` / ``-- `` (no trial of the cell finished: nothing to call ok)."""
+    if c["failed"] or c["errored"] or c.get("cross_trial_failures"):
+        return "BAD"
+    return "ok " if c["passed"] else "-- "
+
+
+def cell_counts(c: dict[str, Any]) -> str:
+    if not (c["passed"] or c["failed"] or c["errored"]):
+        return "not run (no trial of this cell finished)"
+    extra = f"  {c['confound']}" if c.get("confound") else ""
+    cross = f", {c['cross_trial_failures']} cross-trial failure(s)" if c.get("cross_trial_failures") else ""
+    return f"{c['passed']} pass, {c['failed']} fail, {c['errored']} error{cross}{extra}"
 
 
 class RichSink:
@@ -108,7 +120,7 @@ class RichSink:
         self.console = Console(stderr=False)
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[status]}"), TimeRemainingColumn(), console=self.console,
+            TextColumn("{task.fields[status]}"), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
             transient=False,
         )
         self.task: Any = None
@@ -147,11 +159,14 @@ class RichSink:
             t.add_column(col)
         for cell, c in (s.get("cells") or {}).items():
             style = "red" if c["failed"] or c.get("cross_trial_failures") else ("yellow" if c["errored"] else "green")
+            if not (c["passed"] or c["failed"] or c["errored"]):
+                t.add_row(f"[dim]{cell}[/]", "-", "-", "-", "not run")
+                continue
             t.add_row(f"[{style}]{cell}[/]", str(c["passed"]), str(c["failed"]), str(c["errored"]),
                       c.get("confound") or "-")
         self.console.print(t)
         rest = summary_text(e).split("\n")
-        tail = [ln for ln in rest[1:] if not ln.startswith("  ok ") and not ln.startswith("  BAD ")]
+        tail = [ln for ln in rest[1:] if not ln.startswith(("  ok ", "  BAD ", "  -- "))]
         if tail:
             self.console.print("\n".join(tail), highlight=False, markup=False)
 

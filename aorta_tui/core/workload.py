@@ -114,6 +114,12 @@ class Workload(ABC):
     #: printed by the sweep summary under a failing cell
     hint: ClassVar[str] = ""
 
+    @classmethod
+    def failure_hint(cls, failing: list[dict[str, Any]]) -> str:
+        """The hint printed under failing trials, given their ``workload_result`` dicts: a
+        workload that can fail on purpose (an injected error) says so instead of ``hint``."""
+        return cls.hint
+
     def setup(self, ctx: WorkloadContext) -> None:  # noqa: B027 - optional hook
         """Allocate models and data. Apply ``ctx.switches`` before the first GPU op."""
 

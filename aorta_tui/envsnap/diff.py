@@ -129,8 +129,11 @@ def _leaf_map(snapshot: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return dict(iter_leaves(snapshot))
 
 
+UNSET = "unset"  # a field without a value (JSON null): the word the CLI and the TUI both show
+
+
 def render_value(value: Any, width: int = 48) -> str:
-    text = "null" if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = UNSET if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -31,6 +31,24 @@ def show(leaf: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
+def cupti_version(code: int) -> str:
+    """cuptiGetVersion's number as people write versions: CUDA 13's CUPTI reports
+    10000*major + 100*minor + patch (130001 = 13.0.1); older ones a small API level (18)."""
+    if code >= 10000:
+        major, rest = divmod(code, 10000)
+        minor, patch = divmod(rest, 100)
+        return f"{major}.{minor}.{patch}"
+    return f"API {code}"
+
+
+def _cupti(section: dict[str, Any]) -> str:
+    version = _obj(section.get("cupti")).get("version")
+    if is_leaf(version) and version["state"] == "ok" and isinstance(version["value"], int) \
+            and not isinstance(version["value"], bool) and version["value"] >= 0:
+        return cupti_version(version["value"])
+    return _lib(section, "cupti")
+
+
 def _gib(leaf: Any) -> str:
     if is_leaf(leaf) and leaf["state"] == "ok" and isinstance(leaf["value"], int):
         return f"{leaf['value'] / 2**30:.1f} GiB"
@@ -107,7 +125,7 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
         ("driver api / runtime", f"{show(c.get('driver_api_version'))} / {_lib(c, 'runtime')}"),
         ("cuBLAS / cuBLASLt", f"{_lib(c, 'cublas')} / {_lib(c, 'cublaslt')}"),
         ("cuDNN / NCCL", f"{_lib(c, 'cudnn')} / {_lib(c, 'nccl')}"),
-        ("CUPTI / NVRTC / nvcc", f"{_lib(c, 'cupti')} / {_lib(c, 'nvrtc')} / {show(c.get('nvcc'))}"),
+        ("CUPTI / NVRTC / nvcc", f"{_cupti(c)} / {_lib(c, 'nvrtc')} / {show(c.get('nvcc'))}"),
     ]))
     r = _obj(snap.get("rocm"))
     groups.append(("rocm", [

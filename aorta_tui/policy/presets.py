@@ -123,6 +123,22 @@ BUILTIN_POLICIES: tuple[Policy, ...] = (
 
 BUILTIN_BY_NAME: dict[str, Policy] = {p.name: p for p in BUILTIN_POLICIES}
 
+#: Other names of a built-in policy: the sweep's mitigation of the same knob is spelt after its
+#: variable (``cuda_device_max_connections_1``, CUDA_DEVICE_MAX_CONNECTIONS=1). Either name
+#: resolves to the policy; the comparison and its report use the policy's own name.
+POLICY_ALIASES: dict[str, str] = {
+    f"cuda_device_max_connections_{n}": f"cuda_max_connections_{n}" for n in (1, 8, 32)
+}
+
+
+def alias_note(name: str) -> str | None:
+    """The note said when ``name`` is an alias: which policy it is, and why two names."""
+    target = POLICY_ALIASES.get(name.strip())
+    if target is None:
+        return None
+    return (f"{name.strip()} is the mitigation's name for policy {target} (the same "
+            f"CUDA_DEVICE_MAX_CONNECTIONS setting); the comparison reports it as {target}")
+
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
@@ -146,6 +162,8 @@ def resolve_policies(names: Iterable[str], user: Iterable[Policy] = ()) -> list[
         name = raw.strip()
         if not name:
             continue
+        if name not in table and name in POLICY_ALIASES:
+            name = POLICY_ALIASES[name]  # alias_note(raw) says so where the CLI prints notes
         if name not in table:
             raise UsageError(f"unknown policy {name!r}", hint=did_you_mean(name, table))
         if name in seen:

@@ -250,7 +250,9 @@ def _stream_priority_notes(trials: list[dict[str, Any]]) -> list[str]:
             notes.add(f"stream priority lc applied: streams {lc} at priority "
                       f"{sp.get('highest_priority')}")
         else:
-            notes.add(f"stream priority lc {sp.get('reason') or 'not applied'}")
+            reason = str(sp.get("reason") or "not applied").removeprefix("not applied").lstrip(": ")
+            notes.add(f"stream priority lc not applied{': ' + reason if reason else ''}; "
+                      f"expect '{stats.UNCHANGED}'")
     return sorted(notes)
 
 
@@ -263,7 +265,7 @@ def _vendor_notes(definition: dict[str, Any], backend: str, emulated: bool | Non
                          "have nothing to act on here")
     elif vendor in ("cuda", "rocm") and backend and backend != vendor:
         notes.append(f"not applicable on this platform: the {vendor} runtime reads these "
-                     f"knobs, this run used {backend}; expect 'unchanged'")
+                     f"knobs, this run used {backend}; expect '{stats.UNCHANGED}'")
     return notes
 
 
@@ -289,6 +291,17 @@ def _fmt(value: float | None) -> str:
     if magnitude != 0 and (magnitude >= 1e5 or magnitude < 1e-3):
         return f"{value:.3g}"
     return f"{value:.4g}" if magnitude < 100 else f"{value:.1f}"
+
+
+def versus_text(c: dict[str, Any]) -> str:
+    """A policy's comparison with the reference on one metric, as policy.md and the TUI both
+    show it: ``higher +5.0% (better)``, ``unchanged (within noise)``, ``not available (why)``."""
+    vs = str(c.get("verdict") or "—")
+    if c.get("verdict") in (stats.HIGHER, stats.LOWER) and c.get("change_pct") is not None:
+        vs += f" {c['change_pct']:+.1f}%" + (f" ({c['assessment']})" if c.get("assessment") else "")
+    elif c.get("verdict") == stats.NOT_AVAILABLE and c.get("reason"):
+        vs += f" ({c['reason']})"
+    return vs
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -355,13 +368,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             if p["name"] == ref:
                 vs = "reference"
             else:
-                c = p["vs_reference"].get(m["name"], {})
-                vs = c.get("verdict", "—")
-                if c.get("verdict") in (stats.HIGHER, stats.LOWER) and c.get("change_pct") is not None:
-                    vs += f" {c['change_pct']:+.1f}%" + (f" ({c['assessment']})"
-                                                        if c.get("assessment") else "")
-                elif c.get("verdict") == stats.NOT_AVAILABLE and c.get("reason"):
-                    vs += f" ({c['reason']})"
+                vs = versus_text(p["vs_reference"].get(m["name"], {}))
             median = _fmt(s.get("median")) if s.get("median") is not None else \
                 _not_available(s.get("reason"))
             lines.append(f"| {p['name']} | {s.get('n', 0)} | {median} | {ci} | {vs} |")

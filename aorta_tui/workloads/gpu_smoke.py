@@ -26,6 +26,8 @@ class GpuSmoke(Workload):
     description = "tiny matmul loop on CUDA, ROCm or CPU; per-step times and a numerics check"
     launch = LaunchSpec(mode="single")
     hint = "gpu_smoke failing means the device or its runtime is broken: check `aorta-tui env probe --summary`"
+    injected_hint = ("the failures were injected (workload_config inject_error: true): the self-check "
+                     "works; the device is not at fault. Drop inject_error to test the device")
     config_schema = (
         ConfigField("size", "int", 256, "matrix side", min=1, max=16384),
         # upstream AORTA's gpu_smoke key: its problem size (a vector length there), the
@@ -37,6 +39,20 @@ class GpuSmoke(Workload):
         ConfigField("warmup_steps", "int", 1, "untimed steps first (allocator, kernel selection)", min=0),
         ConfigField("inject_error", "bool", False, "perturb one result to prove the check fails"),
     )
+
+    @classmethod
+    def failure_hint(cls, failing: list[dict[str, Any]]) -> str:
+        """Injected failures are not the device's: say which hint applies to which trials."""
+        def injected(result: dict[str, Any]) -> bool:
+            fails = result.get("failures") or []
+            return bool(fails) and all(isinstance(f, dict) and (f.get("details") or {}).get("injected") is True
+                                       for f in fails)
+        n_injected = sum(1 for r in failing if injected(r))
+        if failing and n_injected == len(failing):
+            return cls.injected_hint
+        if n_injected:
+            return f"{n_injected} of {len(failing)} failing trials were injected (inject_error: true); for the others: {cls.hint}"
+        return cls.hint
 
     def setup(self, ctx: WorkloadContext) -> None:
         import torch
@@ -91,11 +107,13 @@ class GpuSmoke(Workload):
             rel = float(((c.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item())
             metrics["max_rel_error"] = rel
             if not rel <= ctx.config["tolerance"]:
+                injected = bool(ctx.config["inject_error"])
                 failures.append(Failure(
                     "numerics",
                     f"matmul result differs from the float64 reference (max rel error {rel:.3g} "
-                    f"> tolerance {ctx.config['tolerance']})",
-                    {"max_rel_error": rel},
+                    f"> tolerance {ctx.config['tolerance']})"
+                    + (" - injected on purpose (inject_error: true)" if injected else ""),
+                    {"max_rel_error": rel, "injected": injected},
                 ))
         name = torch.cuda.get_device_name(self._device) if gpu else "cpu"
         metrics["device_name"] = name

@@ -26,6 +26,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Static
 
 from aorta_tui.core.events import Event, Progress, RunFinished, event_from_dict
+from aorta_tui.policy.report import versus_text
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.widgets.bars import render_interval_bars
@@ -146,12 +147,8 @@ class PolicyScreen(AortaScreen):
                 self._row_metric.append(metric)
             ci = (f"[{_num(summary.get('ci_low'))}, {_num(summary.get('ci_high'))}]"
                   if summary.get("ci_low") is not None else f"n/a ({summary.get('reason', 'no interval')})")
-            if policy == report.get("reference"):
-                vs = "reference"
-            else:
-                verdict = versus.get("verdict", "")
-                pct = versus.get("change_pct")
-                vs = verdict + (f" ({pct:+.1f}%)" if isinstance(pct, (int, float)) and verdict in ("higher", "lower") else "")
+            # the words of policy.md, from one place
+            vs = "reference" if policy == report.get("reference") else versus_text(versus)
             style = {"better": "bold green", "worse": "red"}.get(versus.get("assessment", ""), "")
             mark = " ✓" if versus.get("assessment") == "better" else ""
             table.add_row(Text("  " + policy), Text(_num(summary.get("median"))),
@@ -159,12 +156,39 @@ class PolicyScreen(AortaScreen):
             self._row_metric.append(metric)
         platform = report.get("platform", {}) or {}
         emulated = " [b yellow]CPU emulation[/]" if report.get("emulated") else ""
+        notes = [f"[b]{_esc(str(p.get('name')))}[/b]: {_esc('; '.join(map(str, p['notes'])))}"
+                 for p in report.get("policies", []) if isinstance(p.get("notes"), list) and p["notes"]]
         self.query_one("#policy-status", Static).update(
             f"[b]{report.get('workload')}[/b], {report.get('streams')} streams, "
             f"{report.get('trials_per_policy')} trials/policy, {report.get('status')}  "
             f"[dim]{platform.get('backend', '')} · {self.display_path(source)}[/dim]{emulated}"
+            + "".join(f"\n[dim]note[/dim] {n}" for n in notes)
         )
+        self._fill_form(report)
         self._show_bars()
+
+    def _fill_form(self, report: dict[str, Any]) -> None:
+        """The form says what made the report shown: r re-runs that, not the defaults."""
+        names = [str(p.get("name")) for p in report.get("policies", []) if isinstance(p, dict)]
+        if report.get("reference_added") and names and names[0] == report.get("reference"):
+            names = names[1:]  # the engine added the reference itself; it will again
+        extra = []
+        for flag, key in (("--device", "device"), ("--iterations", "iterations")):
+            if report.get(key) is not None:
+                extra += [flag, str(report[key])]
+        values = {"#pol-workload": report.get("workload"), "#pol-policies": ",".join(names),
+                  "#pol-streams": report.get("streams"), "#pol-trials": report.get("trials_per_policy"),
+                  "#pol-extra": shlex.join(extra)}
+        for widget_id, value in values.items():
+            if value not in (None, ""):
+                self.query_one(widget_id, Input).value = str(value)
+
+    def _clear_report(self) -> None:
+        """No table left up from an earlier report while a new sweep runs (or after it failed)."""
+        self.report = None
+        self._rows, self._row_metric = [], []
+        self.query_one("#policy-table", DataTable).clear()
+        self.query_one("#policy-bars", Static).update("")
 
     def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
         self._show_bars()
@@ -244,7 +268,8 @@ class PolicyScreen(AortaScreen):
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                           stderr=err, start_new_session=True)
         self.events = []
-        self.query_one("#policy-status", Static).update(f"starting: {' '.join(argv[3:])}")
+        self._clear_report()
+        self.query_one("#policy-status", Static).update(f"starting: {_esc(' '.join(argv[3:]))}")
         self._reader = threading.Thread(target=self._read_events, args=(self._proc, output, stderr_path),
                                         name="policy-sweep", daemon=True)
         self._reader.start()
@@ -276,6 +301,10 @@ class PolicyScreen(AortaScreen):
             tail = ""
             with contextlib.suppress(OSError):
                 tail = stderr_path.read_text(errors="replace").strip()[-600:]
+            if not report.is_file():
+                self._clear_report()
+                self.query_one("#policy-status", Static).update(
+                    f"[b red]sweep failed (exit {code})[/], no report written: {_esc(tail) or 'no message'}")
             self.notify(f"policy sweep exited {code}: {tail}", title="policy sweep",
                         severity="error", timeout=15)
 
@@ -293,6 +322,10 @@ class PolicyScreen(AortaScreen):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(5)
+
+
+def _esc(text: str) -> str:
+    return text.replace("[", r"\[")
 
 
 def _markup(text: str) -> Text:
