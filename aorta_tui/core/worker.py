@@ -420,6 +420,8 @@ class _Run:
                 cap = int(_PLAIN_EVENT_POLL_S * 1000)
                 timeout_ms = cap if timeout_ms is None else min(timeout_ms, cap)
 
+            if timeout_ms is not None:
+                timeout_ms = min(timeout_ms, 2**31 - 1)  # poll(2) takes an int: ~24.8 days at most
             for fd, _mask in loop.poller.poll(timeout_ms):
                 if fd == exit_fd:
                     loop.leader_exited = True

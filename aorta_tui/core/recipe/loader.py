@@ -8,6 +8,8 @@ that are not plain data) become :class:`LoadProblem` s with the position PyYAML 
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,7 +98,12 @@ def read_recipe_file(path: str | Path) -> str:
         if p.is_dir():
             raise LoadProblem("this is a directory, not a recipe file",
                               hint="pass the path of a .yaml file inside it")
-        with p.open("rb") as fh:  # bounded read: /dev/zero or a huge file must not hang us
+        if p.exists() and not stat.S_ISREG(p.stat().st_mode):
+            # a FIFO would block in open() until a writer came, /dev/zero never end
+            raise LoadProblem("this is not a regular file (a FIFO, device or socket), not a recipe file",
+                              hint="pass the path of a .yaml file")
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as fh:  # bounded read: a huge file must not hang us
             data = fh.read(MAX_RECIPE_BYTES + 1)
     except FileNotFoundError:
         raise LoadProblem("no such recipe file",
