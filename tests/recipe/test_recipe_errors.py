@@ -430,8 +430,13 @@ def test_file_level_problems(tmp_path):
     with pytest.raises(RecipeError) as info:
         load_recipe(latin)
     assert f"{latin}:2:12" in info.value.render() and "UTF-8" in info.value.render()
+    with pytest.raises(RecipeError, match="not a regular file"):
+        load_recipe("/dev/zero")  # refused before any read: it would never end
+    huge = tmp_path / "huge.yaml"
+    with huge.open("wb") as fh:  # sparse: over the limit without writing it
+        fh.truncate(5 * 1024 * 1024)
     with pytest.raises(RecipeError, match="larger than"):
-        load_recipe("/dev/zero")
+        load_recipe(huge)
     empty = tmp_path / "e.yaml"
     empty.write_text("")
     with pytest.raises(RecipeError) as info:
