@@ -114,10 +114,13 @@ def apply_request_overrides(recipe: Any, req: Any) -> Any:
         raise UsageError(f"{flag} is for flag mode (no recipe); with --recipe the recipe's "
                          "`confound:` block decides", hint="set confound.baseline_cell / "
                          "confound.threshold in the recipe, or drop the flag")
-    if req.collect and not req.dry_run:  # a dry run shows the plan; a run would lack its data
-        from aorta_tui.core.recipe.collect import collectors_runnable_problem
+    from aorta_tui.core.recipe.collect import collectors_runnable_problem
 
-        collectors_runnable_problem(tuple(req.collect), where="--collect")
+    if req.collect:  # --collect replaces the recipe's collectors, as upstream
+        collectors_runnable_problem(tuple(req.collect), where="--collect", check_only=req.dry_run)
+    elif recipe.all_collectors():
+        collectors_runnable_problem(recipe.all_collectors(), where=f"{recipe.source}: collect",
+                                    check_only=req.dry_run)
     return apply_overrides(recipe, stop_after_events=req.stop_after_events,
                            max_trials=req.max_trials, disable_detectors=req.disable_detectors,
                            env_passthrough_mode=req.env_passthrough_mode)

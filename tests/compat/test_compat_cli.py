@@ -145,3 +145,56 @@ def test_probe_alias_runs_a_probe_sweep(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     assert "'aorta probe' is deprecated" in run.stderr
     assert len(_finished(only_run_dir(out))) == 1
+
+
+TRIAGE = """\
+schema_version: 1
+workload: gpu_smoke
+trials: 1
+steps: 1
+{extra}cells:
+  - {{name: a, mitigations: [none], environment: {env}}}
+"""
+
+
+def test_emulated_environment_plans_and_refuses_to_run(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(TRIAGE.format(extra="", env="emulated-rocjitsu"))
+    dry = aorta("sweep", "run", "--recipe", str(recipe), "--dry-run")
+    assert dry.returncode == 0 and "mirage" in dry.stdout, dry.stderr
+    run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(tmp_path / "o"),
+                env={"PATH": "/usr/bin:/bin", "MIRAGE_BIN": ""})
+    assert run.returncode == 3, run.stderr
+    assert "rocjitsu" in run.stderr and "mirage" in run.stderr and "Traceback" not in run.stderr
+    assert not list((tmp_path / "o").glob("*/*/trials/*"))
+
+
+@pytest.mark.parametrize("collect", ["collect: [layer_numerics]\n",
+                                     "collect:\n  rocprof:\n  layer_numerics: {NANLOG_SAMPLE_EVERY: '1'}\n"])
+def test_collect_loads_and_plans_and_refuses_to_run(tmp_path: Path, collect: str) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(TRIAGE.format(extra=collect, env="local"))
+    validate = aorta("recipe", "validate", str(recipe))
+    assert validate.returncode == 0 and "collect:" in validate.stdout, validate.stderr
+    run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(tmp_path / "o"))
+    assert run.returncode == 3 and "layer_numerics" in run.stderr, run.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_collect_typo_is_located(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(TRIAGE.format(extra="collect: [layer_numeric]\n", env="local"))
+    validate = aorta("recipe", "validate", str(recipe))
+    assert validate.returncode == 2
+    assert ":5:" in validate.stderr and "did you mean 'layer_numerics'" in validate.stderr
+
+
+def test_upstream_sidecar_typo_is_located(tmp_path: Path) -> None:
+    sidecar = tmp_path / "s.json"
+    sidecar.write_text('{\n  "version": 1,\n  "mitigatons": {"x": {"A": "1"}}\n}\n')
+    run = aorta("mitigations", "list", "--file", str(sidecar))
+    assert run.returncode == 2
+    assert "s.json:3:" in run.stderr and "did you mean 'mitigations'" in run.stderr
+    sidecar.write_text('{"version": 1, "mitigations": {"x": {"A": 1}}}')
+    run = aorta("mitigations", "list", "--file", str(sidecar))
+    assert run.returncode == 2 and "s.json" in run.stderr and "Traceback" not in run.stderr

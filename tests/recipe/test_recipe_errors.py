@@ -230,8 +230,8 @@ def test_probe_keys_in_a_triage_recipe_and_the_reverse():
     assert "probe-mode key" in issue.hint and "mode: probe" in issue.hint
     issue, _ = one(PROBE + "cells: []\n")
     assert "triage-mode key" in issue.hint
-    issue, _ = one(TRIAGE + "collect: [layer_numerics]\n")
-    assert "not supported" in issue.hint
+    # upstream's collect: loads and plans (issue 14); a run refuses it with exit 3
+    assert load_recipe_text(TRIAGE + "collect: [layer_numerics]\n").collect == ("layer_numerics",)
 
 
 def test_every_problem_is_reported_at_once(registry):

@@ -25,8 +25,10 @@ KNOWN_COLLECTORS: dict[str, str] = {
 }
 
 
-def collectors_runnable_problem(names: tuple[str, ...], *, where: str) -> None:
-    """Raise a usage error for an unknown name, an environment error for a known one."""
+def collectors_runnable_problem(names: tuple[str, ...], *, where: str,
+                                check_only: bool = False) -> None:
+    """Raise a usage error for an unknown name, an environment error for a known one
+    (``check_only``, a dry run: names only; the plan is shown)."""
     from aorta_tui.core.errors import UsageError
 
     unknown = [n for n in names if n not in KNOWN_COLLECTORS]
@@ -37,7 +39,7 @@ def collectors_runnable_problem(names: tuple[str, ...], *, where: str) -> None:
         raise UsageError(f"{where}: unknown collector {unknown[0]!r}",
                          hint=(f"did you mean {near[0]!r}? " if near else "")
                          + "known: " + ", ".join(sorted(KNOWN_COLLECTORS)))
-    if not names:
+    if not names or check_only:
         return
     needs = "; ".join(f"{n} needs {KNOWN_COLLECTORS[n]}" for n in names)
     tool = shutil.which("rocprofv3") if "rocprof" in names else None

@@ -85,6 +85,15 @@ def recipe_json_schema() -> dict[str, Any]:
         "required_for_pass": {"type": "boolean", "default": False,
                               "description": "the trial fails when this pattern does NOT match"},
     }, "a tier-5 log pattern", ("id", "match"))
+    from aorta_tui.core.recipe.collect import KNOWN_COLLECTORS
+
+    collector = {"enum": sorted(KNOWN_COLLECTORS)}
+    collect = {"description": "upstream's collectors: planned, never run here (exit 3)",
+               "anyOf": [{"type": "array", "items": collector}, {"type": "null"},
+                         {"type": "object", "propertyNames": collector,
+                          "additionalProperties": {"type": ["object", "null"],
+                                                   "additionalProperties": {"type": "string"}}}]}
+    cell["properties"]["collect"] = collect
     seconds = {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": K.MAX_SECONDS}
     props: dict[str, Any] = {
         "schema_version": {"const": 1, "description": "recipe schema version (1)"},
@@ -133,6 +142,7 @@ def recipe_json_schema() -> dict[str, Any]:
                   "description": "eBPF probes per trial (extension)", "properties": {
                       "probes": _names("probe names"),
                       "mode": _enum(K.TRACE_MODES, "stream events or aggregate", "events")}},
+        "collect": collect,
         "policy_axis": {"type": ["array", "null"], "uniqueItems": True,
                         "items": {"type": "string", "pattern": K.CELL_NAME_PATTERN},
                         "description": "policy names (extension)"},

@@ -10,6 +10,8 @@ COMMON_KEYS = frozenset({
     "timeout_per_trial", "custom_patterns", "hang_window_sec", "hang_grace_period_at_start",
     "disable_detectors", "disable_detector_tiers", "tier3_vram_growth", "retain",
     "step_time_regex",
+    # upstream's collectors: loaded, validated and planned; a run refuses them (exit 3)
+    "collect",
     # extensions of aorta-tui
     "order", "seed", "trace", "policy_axis",
 })
@@ -25,7 +27,7 @@ ALL_TOP_KEYS = COMMON_KEYS | TRIAGE_KEYS | PROBE_KEYS
 EXTENSION_KEYS = frozenset({"order", "seed", "trace", "policy_axis", "command"})
 
 CELL_KEYS = frozenset({"name", "mitigations", "environment", "extra_env", "trials", "steps",
-                       "workload_config"})
+                       "workload_config", "collect"})
 INLINE_ENV_KEYS = frozenset({"docker", "env"})
 CONFOUND_KEYS = frozenset({"threshold", "baseline_cell"})
 STOP_AFTER_KEYS = frozenset({"events", "max_trials", "event_verdict"})
@@ -37,8 +39,6 @@ TRACE_KEYS = frozenset({"probes", "mode"})
 
 # Upstream keys aorta-tui knows but does not run; they get a specific message, not "unknown".
 UNSUPPORTED_UPSTREAM = {
-    "collect": "upstream's in-process collectors (layer_numerics, rocprof) are not supported by "
-               "aorta-tui; remove `collect` (use `trace:` for eBPF tracing)",
     "condition": "a top-level `condition` does nothing; conditions belong inside "
                  "custom_patterns[*].match.condition",
 }

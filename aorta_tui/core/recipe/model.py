@@ -65,6 +65,7 @@ class CellSpec:
     trials: int | None = None
     steps: int | None = None
     workload_config: dict[str, Any] | None = None
+    collect: tuple[str, ...] | None = None  # upstream's collectors (None: the recipe's)
 
     def effective_trials(self, recipe: Recipe) -> int:
         return self.trials if self.trials is not None else recipe.trials
@@ -229,6 +230,16 @@ class Recipe:
     seed: int = 0
     trace: TraceSpec | None = None
     policy_axis: tuple[str, ...] = ()
+    # upstream's `collect:` (names, and per-collector string options): never run here
+    collect: tuple[str, ...] = ()
+    collect_options: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def all_collectors(self) -> tuple[str, ...]:
+        """Every collector some cell would run (a cell's `collect` replaces the recipe's)."""
+        names: dict[str, None] = {}
+        for c in self.cells:
+            names.update(dict.fromkeys(self.collect if c.collect is None else c.collect))
+        return tuple(names)
     # Provenance: not part of equality or the hash.
     source_path: Path | None = field(default=None, compare=False)
     source_label: str = field(default="<recipe>", compare=False)

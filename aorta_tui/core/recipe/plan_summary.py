@@ -53,6 +53,10 @@ def summarize(recipe: Recipe, registry: Registry) -> dict[str, Any]:
     from aorta_tui.core.classify.upstream_ids import no_counterpart_notes
 
     warnings += no_counterpart_notes(recipe.disable_detectors)
+    if recipe.all_collectors():
+        warnings.append(f"collect: {', '.join(recipe.all_collectors())} - planned, but a run "
+                        "stops before the first trial (exit 3): aorta-tui does not run "
+                        "upstream's collectors (docs/compat.md)")
     if recipe.redaction is not None:
         warnings.append("redaction is recorded (recipe.resolved.yaml) but not applied yet: "
                         "nothing scrubs with it so far")

@@ -438,6 +438,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     seed = get("seed")
     seed = 0 if seed is None else v.integer("seed", seed, minimum=0, maximum=K.MAX_SEED)
     trace = _trace(v, get("trace"))
+    collect, collect_options = _collect(v, "collect", get("collect"))
     policy_axis = _policy_axis(v, get("policy_axis"))
 
     parts = _triage(v, data) if mode == "triage" else _probe(v, data)
@@ -458,6 +459,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
         hang_grace_period_at_start=hang_grace, disable_detectors=disable,
         tier3_vram_growth=vram, retain=retain, step_time_regex=step_re, order=order, seed=seed,
         trace=trace, policy_axis=policy_axis, source_path=source_path, source_label=source,
+        collect=collect, collect_options=collect_options,
         locations=dict(v.marks.values), key_locations=dict(v.marks.keys), **parts,
     )
 
@@ -960,12 +962,50 @@ def _cell(v: Validator, path: str, raw: Any) -> Any:
     workload_config = raw.get("workload_config")
     if workload_config is not None:
         workload_config = _workload_config(v, f"{path}.workload_config", workload_config)
+    collect = None
+    if "collect" in raw:  # present replaces the recipe's; [] or null: none in this cell
+        collect = () if raw["collect"] is None else _collect(v, f"{path}.collect", raw["collect"])[0]
     _registry_checks_cell(v, path, name, mitigations, environment)
-    if BAD in (name, mitigations, environment, extra_env, trials, steps, workload_config):
+    if BAD in (name, mitigations, environment, extra_env, trials, steps, workload_config, collect):
         return BAD
     return CellSpec(name=name, mitigations=tuple(mitigations), environment=environment,
                     extra_env=extra_env, trials=trials, steps=steps,
-                    workload_config=workload_config)
+                    workload_config=workload_config, collect=collect)
+
+
+def _collect(v: Validator, path: str, raw: Any) -> tuple[Any, dict[str, dict[str, str]]]:
+    """Upstream's `collect:`: a list of names, or name -> {OPTION: "string"} (null: none)."""
+    from aorta_tui.core.recipe.collect import KNOWN_COLLECTORS
+
+    if raw is None:
+        return (), {}
+    options: dict[str, dict[str, str]] = {}
+    if isinstance(raw, dict):
+        names = list(raw)
+        for name, opts in raw.items():
+            if opts is None:
+                continue
+            if not isinstance(opts, dict) or not all(isinstance(k, str) and isinstance(x, str)
+                                                     for k, x in opts.items()):
+                v.issue(f"{path}.{name}", "collector options must map option names to strings",
+                        'quote the values: {NANLOG_SAMPLE_EVERY: "1"}')
+                return BAD, {}
+            options[str(name)] = dict(opts)
+    elif isinstance(raw, list):
+        names = raw
+    else:
+        v.issue(path, f"expected a list of collector names or a mapping name -> options, got "
+                f"{_type_name(raw)}", "write `collect: [layer_numerics]`")
+        return BAD, {}
+    ok = True
+    for i, name in enumerate(names):
+        where = f"{path}[{i}]" if isinstance(raw, list) else f"{path}.{name}"
+        if not isinstance(name, str) or name not in KNOWN_COLLECTORS:
+            near = _suggest(str(name), KNOWN_COLLECTORS)
+            v.issue(where, f"unknown collector {name!r}", (f"did you mean {near!r}? " if near
+                    else "") + "known: " + ", ".join(sorted(KNOWN_COLLECTORS)))
+            ok = False
+    return (tuple(dict.fromkeys(names)), options) if ok else (BAD, {})
 
 
 def _environment(v: Validator, path: str, raw: Any) -> Any:
