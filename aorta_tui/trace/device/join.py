@@ -148,6 +148,7 @@ class ClockAlignment:
         how = ("CUPTI timestamps on CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)"
                if self.timestamp_callback else "CUPTI's default clock")
         return {
+            "label": "CUPTI↔CLOCK_MONOTONIC, measured",
             "method": f"{how}; offset measured by bracketing cuptiGetTimestamp() between two "
                       "CLOCK_MONOTONIC readings (bpftrace nsecs is CLOCK_MONOTONIC)",
             "offset_ns": self.offset_ns,

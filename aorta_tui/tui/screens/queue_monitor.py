@@ -107,7 +107,7 @@ def clock_text(clock: dict[str, Any]) -> str:
     """How a two-clock metric's clocks were aligned: "clocks aligned ±0.4 µs (CUPTI↔CLOCK_MONOTONIC,
     12 samples)"."""
     unc = clock.get("uncertainty_ns")
-    method = str(clock.get("method") or "method not named")
+    method = str(clock.get("label") or clock.get("method") or "method not named")  # label: short
     samples = clock.get("samples")
     detail = method + (f", {samples} sample{'' if samples == 1 else 's'}" if samples is not None else "")
     if not isinstance(unc, (int, float)):
