@@ -43,4 +43,4 @@ async def test_the_h200_recording_shows_launch_to_start_with_its_figures(tmp_pat
         assert f"clocks aligned ±{unc_us:.3g} µs (" in header  # as measured there
         stats = str(screen.query_one("#queue-stats").render())
         assert f"{last['count']:,}" in stats  # 7,273 launches
-        assert fmt_latency(last["percentiles"]["p50"]) in stats  # the recorded p50, as drawn
+        assert fmt_latency(last["percentiles"]["p50"], last["unit"]) in stats  # the recorded p50, as drawn
