@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -53,7 +54,8 @@ class HomeScreen(AortaScreen):
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="home"):
-            yield Static(NAV_TEXT, id="home-nav")
+            # laid out for the terminal from the first frame (on_resize keeps it so)
+            yield Static(nav_text(max(20, self.app.size.width - 2)), id="home-nav")
             yield Static("gathering machine facts…", id="machine")
             with Horizontal(id="home-lists"):
                 with Vertical(id="runs-pane"):
@@ -189,9 +191,9 @@ class HomeScreen(AortaScreen):
         elif event.data_table.id == "runs" and self._run_paths:
             self.aorta.open_run(self._run_paths[event.cursor_row])
 
-    def on_resize(self, _event: object) -> None:
-        nav = self.query_one("#home-nav", Static)
-        self.call_after_refresh(lambda: nav.update(nav_text(max(20, nav.content_region.width or self.size.width - 2))))
+    def on_resize(self, event: events.Resize) -> None:
+        # the nav spans the screen, less its padding (1 each side)
+        self.query_one("#home-nav", Static).update(nav_text(max(20, event.size.width - 2)))
 
     def action_next_pane(self) -> None:
         """Between the runs and the recipes lists (the two panes there are), either way round."""
