@@ -271,6 +271,14 @@ class TraceSession:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self._child.pid, signal.SIGKILL)
 
+    def set_interval_filter(self, keep: Any) -> None:
+        """``keep(ts, gaps) -> mask | None`` for every interval ("point") metric: e.g. leave out
+        the gaps that span a pause the traced program announced (see tui/trace_worker.py)."""
+        with self._lock:
+            for st in self._stats.values():
+                if st.metric.kind == "point":
+                    st.interval_filter = keep
+
     # -- running -----------------------------------------------------------------------------
     @property
     def child_pid(self) -> int | None:

@@ -7,6 +7,7 @@ Aggregate mode receives bucket counts and exact counts from the kernel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,9 @@ class MetricStats:
         self._label_codes: dict[str, int] = {}
         self._label_names: dict[int, str] = {}  # the inverse, rebuilt when codes were added
         self.aggregate = False
+        # (interval end ts, interval) -> mask of intervals to keep, or None for all: lets a caller
+        # leave out intervals that span a known pause (the queue monitor's workload phases)
+        self.interval_filter: Callable[[np.ndarray, np.ndarray], np.ndarray | None] | None = None
 
     # -- events mode ---------------------------------------------------------------------------
     def add(self, ts: np.ndarray, pid: np.ndarray, key: np.ndarray, value: np.ndarray,
@@ -107,7 +111,9 @@ class MetricStats:
         lasts = np.append(firsts[1:] - 1, len(ks) - 1)
         for i in lasts.tolist():
             self._last_ts[int(ks[i])] = int(tss[i])
-        return tss[valid], ks[valid], gaps[valid]
+        t, k, g = tss[valid], ks[valid], gaps[valid]
+        keep = self.interval_filter(t, g) if self.interval_filter is not None else None
+        return (t, k, g) if keep is None else (t[keep], k[keep], g[keep])
 
     def _record_values(self, values: np.ndarray) -> None:
         if len(values) == 0:

@@ -26,7 +26,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,29 +96,18 @@ class PhaseBreaks:
         self.left_out += int(spans.sum())
         return ~spans
 
-    def wrap(self, gaps_fn: Callable[[Any, Any], tuple[Any, Any, Any]]) -> Callable[[Any, Any], tuple[Any, Any, Any]]:
-        def gaps(ts: Any, keys: Any) -> tuple[Any, Any, Any]:
-            t, k, g = gaps_fn(ts, keys)
-            mask = self.keep(t, g)
-            return (t, k, g) if mask is None else (t[mask], k[mask], g[mask])
-        return gaps
 
 
 def leave_out_phase_pauses(session: Any, breaks: PhaseBreaks) -> bool:
     """Filter every interval ("point") metric of ``session`` through ``breaks``.
 
-    The trace engine has no public hook for this yet: its per-metric statistics compute the
-    intervals in ``MetricStats._gaps``, which is wrapped here. False (and nothing changed)
-    when the engine no longer has that shape; the caller then says pauses are included.
+    Uses the session's public hook (``TraceSession.set_interval_filter``). False when the
+    session has none; the caller then says pauses are included.
     """
-    stats = getattr(session, "_stats", None)
-    if not isinstance(stats, dict):
+    setter = getattr(session, "set_interval_filter", None)
+    if not callable(setter):
         return False
-    points = [st for st in stats.values() if getattr(getattr(st, "metric", None), "kind", "") == "point"]
-    if not all(callable(getattr(st, "_gaps", None)) for st in points):
-        return False
-    for st in points:
-        st._gaps = breaks.wrap(st._gaps)
+    setter(breaks.keep)
     return True
 
 
