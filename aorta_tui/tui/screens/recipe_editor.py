@@ -243,8 +243,7 @@ class RecipeEditorScreen(AortaScreen):
         else:
             name = self.display_path(self.path) + (" (new file: ctrl+s creates it)" if self.new_file else "")
         modified = " [b]modified[/b]" if self.has_unsaved else ""
-        mode = ("[b reverse] EDITING [/] esc stops (digits are text here)" if self.editing
-                else "[b] VIEWING [/] e edits")
+        mode = "[b reverse] EDITING [/] esc stops" if self.editing else "[b] VIEWING [/] e edits"
         self.query_one("#recipe-file", Static).update(f"{mode}  {name}{modified}")
 
     def _start_watch(self, path: Path) -> None:

@@ -187,10 +187,10 @@ class TrialLogScreen(ModalScreen[None]):
 
     def _title(self) -> None:
         log = self.logs.get(self.current)
-        parts = [f"[b]{escape(self.view.trial_id)}[/b]  {self.view.state}  {escape(self.shown_dir)}"]
+        parts = [f"[b]{escape(self.view.trial_id)}[/b]  {self.view.state}"]
         if log is not None:
-            parts.append(f"{len(log.lines)} lines, {log.size} bytes" + (f" ({log.note})" if log.note else ""))
-        self.query_one("#log-title", Static).update("  ".join(parts))
+            parts.append(f"{len(log.lines)} lines, {log.size} bytes" + (f" ({escape(log.note)})" if log.note else ""))
+        self.query_one("#log-title", Static).update("  ".join(parts) + f"\n[dim]{escape(self.shown_dir)}[/dim]")
 
     def action_reload(self) -> None:
         for name in LOG_NAMES:
