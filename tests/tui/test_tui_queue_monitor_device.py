@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from textual.widgets import DataTable, Input, Select
-from tui_support import FIXED_FACTS, FIXTURES, async_test, wait_for
+from tui_support import FIXED_FACTS, FIXTURES, async_test, replay_in_monitor, wait_for
 
 from aorta_tui.core.events import HistogramSnapshot
 from aorta_tui.tui.app import AortaApp
@@ -41,17 +41,7 @@ def _app(directory: Path, facts: MachineFacts = FIXED_FACTS) -> AortaApp:
 
 
 async def _replay(app: AortaApp, pilot, recording: Path) -> QueueMonitorScreen:  # noqa: ANN001
-    """Open the monitor and replay ``recording`` through the real worker; wait for its end."""
-    if not isinstance(app.screen, QueueMonitorScreen):
-        await pilot.press("4")
-    screen = app.screen
-    assert isinstance(screen, QueueMonitorScreen)
-    screen.query_one("#trace-target", Input).value = f"replay {recording}"
-    await pilot.press("escape", "s")
-    await wait_for(pilot, lambda: "exit" in screen.status and not screen.tracing, timeout=30,
-                   what="the recording to end")
-    await pilot.pause(0.2)  # the last redraw
-    return screen
+    return await replay_in_monitor(app, pilot, recording)
 
 
 def _text(screen: QueueMonitorScreen, selector: str) -> str:

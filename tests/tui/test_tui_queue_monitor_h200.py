@@ -8,11 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
-from tui_support import FIXED_FACTS, async_test, wait_for
+from tui_support import FIXED_FACTS, async_test, replay_in_monitor
 
 from aorta_tui.tui.app import AortaApp
-from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen
 from aorta_tui.tui.widgets.histogram import fmt_latency
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "trace" / "gpu-h200" / "dispatch" / "rec.snapshots.jsonl"
@@ -28,14 +26,7 @@ def _last(probe_set: str) -> dict:
 async def test_the_h200_recording_shows_launch_to_start_with_its_figures(tmp_path: Path, size) -> None:  # noqa: ANN001
     app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", machine_facts=FIXED_FACTS)
     async with app.run_test(size=size) as pilot:
-        await pilot.press("4")
-        screen = app.screen
-        assert isinstance(screen, QueueMonitorScreen)
-        screen.query_one("#trace-target", Input).value = f"replay {H200}"
-        await pilot.press("escape", "s")
-        await wait_for(pilot, lambda: "exit" in screen.status and not screen.tracing, timeout=30,
-                       what="the recording to end")
-        await pilot.pause(0.2)
+        screen = await replay_in_monitor(app, pilot, H200)
         assert screen.metric == "cuda.launch_to_start"
         last = _last("cuda.launch_to_start")
         unc_us = last["clock"]["uncertainty_ns"] / 1e3

@@ -130,3 +130,22 @@ def async_test(fn: Callable[..., object]) -> Callable[..., None]:
 
     wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
     return wrapper
+
+
+async def replay_in_monitor(app: AortaApp, pilot, recording: Path):  # noqa: ANN001, ANN201
+    """Open the queue monitor and replay ``recording`` (recorded snapshots) through the real
+    trace worker process; return the screen once the recording has ended."""
+    from textual.widgets import Input
+
+    from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen
+
+    if not isinstance(app.screen, QueueMonitorScreen):
+        await pilot.press("4")
+    screen = app.screen
+    assert isinstance(screen, QueueMonitorScreen)
+    screen.query_one("#trace-target", Input).value = f"replay {recording}"
+    await pilot.press("escape", "s")
+    await wait_for(pilot, lambda: "exit" in screen.status and not screen.tracing, timeout=30,
+                   what="the recording to end")
+    await pilot.pause(0.2)  # the last redraw
+    return screen

@@ -449,6 +449,17 @@ static void after_fork_child(void) {
     }
 }
 
+static int enable_ids(CUpti_CallbackDomain domain, const CUpti_CallbackId *ids, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        CUptiResult res = cuptiEnableCallback(1, subscriber, domain, ids[i]);
+        if (res != CUPTI_SUCCESS) {
+            report_error(res, AT_ENABLE_CB);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int enable_launch_callbacks(void) {
     static const CUpti_CallbackId driver_ids[] = {
         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
@@ -465,21 +476,10 @@ static int enable_launch_callbacks(void) {
         CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
         CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
     };
-    CUptiResult res;
-    if (domains & 1u)
-        for (size_t i = 0; i < sizeof driver_ids / sizeof *driver_ids; i++)
-            if ((res = cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, driver_ids[i])) !=
-                CUPTI_SUCCESS) {
-                report_error(res, AT_ENABLE_CB);
-                return -1;
-            }
-    if (domains & 2u)
-        for (size_t i = 0; i < sizeof runtime_ids / sizeof *runtime_ids; i++)
-            if ((res = cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids[i])) !=
-                CUPTI_SUCCESS) {
-                report_error(res, AT_ENABLE_CB);
-                return -1;
-            }
+    if ((domains & 1u) && enable_ids(CUPTI_CB_DOMAIN_DRIVER_API, driver_ids, sizeof driver_ids / sizeof *driver_ids))
+        return -1;
+    if ((domains & 2u) && enable_ids(CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids, sizeof runtime_ids / sizeof *runtime_ids))
+        return -1;
     return 0;
 }
 
