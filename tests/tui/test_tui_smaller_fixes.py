@@ -158,3 +158,28 @@ def test_the_nav_line_breaks_between_items_under_tmux(tmp_path: Path, size: tupl
         assert not any(line.endswith(("?", "ctrl+p", "ctrl+q", "1", "2", "3", "4", "5", "6")) for line in nav), nav
     finally:
         subprocess.run([*tmux, "kill-server"], check=False, timeout=20)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+def test_recipe_problem_messages_are_shown_whole_under_tmux(tmp_path: Path, size: tuple[int, int]) -> None:
+    (tmp_path / "bad.yaml").write_text("schema_version: 1\nmode: triage\nticket: T\nworkload: gpu_smoke\n"
+                                       "steps: 2\ncells:\n  - name: a\n    mitigations: [none]\n"
+                                       "    environment: local\n")
+    sock = f"problems-{size[0]}-{time.monotonic_ns()}"
+    tmux = ["tmux", "-L", sock]
+    cmd = f"cd {shlex.quote(str(tmp_path))} && env -u COLUMNS -u LINES {shlex.quote(str(ENTRY))} edit bad.yaml"
+    subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", str(size[0]), "-y", str(size[1]), cmd],
+                   check=True, timeout=20)
+    try:
+        screen, previous = "", None
+        deadline = time.monotonic() + 30
+        while not ("problem(s)" in screen and screen == previous) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            previous, screen = screen, subprocess.run([*tmux, "capture-pane", "-p", "-t", "t"],
+                                                      capture_output=True, text=True, timeout=20).stdout
+        # the message and its fix, to the last word, wrapped inside the pane
+        words = " ".join(line.split("▎")[-1].strip() for line in screen.splitlines())
+        assert "required key 'trials' is missing — add `trials: 3` (trials per cell)" in " ".join(words.split()), screen
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False, timeout=20)
