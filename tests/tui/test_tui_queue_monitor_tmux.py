@@ -42,7 +42,7 @@ def test_the_real_program_shows_launch_to_start_from_a_recording(tmp_path: Path,
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     try:
         _tmux(socket, "new-session", "-d", "-s", "mon", "-x", str(size[0]), "-y", str(size[1]),
-              f"cd {shlex.quote(str(tmp_path))} && env {exports} {ENTRY}")
+              f"cd {shlex.quote(str(tmp_path))} && env -u COLUMNS -u LINES {exports} {ENTRY}")  # pytest sets them: the pane size must rule
         # without a client tmux may shrink a detached window to its default size
         _tmux(socket, "set-option", "-t", "mon", "window-size", "manual", check=False)
         _tmux(socket, "resize-window", "-t", "mon", "-x", str(size[0]), "-y", str(size[1]), check=False)

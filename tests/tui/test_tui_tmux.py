@@ -31,7 +31,7 @@ class Tmux:
     def start(self, name: str, command: str, cwd: Path, env: dict[str, str]) -> None:
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         self.run("new-session", "-d", "-s", name, "-x", "100", "-y", "30",
-                 f"cd {shlex.quote(str(cwd))} && env {exports} {command}")
+                 f"cd {shlex.quote(str(cwd))} && env -u COLUMNS -u LINES {exports} {command}")  # pytest sets them: the pane size must rule
 
     def screen(self, name: str) -> str:
         return self.run("capture-pane", "-p", "-t", name).stdout
