@@ -39,6 +39,7 @@ import typer  # noqa: E402
 from aorta_tui import __version__  # noqa: E402
 from aorta_tui.cli import (  # noqa: E402
     attach_cmd,
+    bundle_cmd,
     compat_cmd,
     edit_cmd,
     env_cmd,
@@ -73,6 +74,7 @@ app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(trace_cmd.app, name="trace")
 app.command("run")(run_cmd.run_workload)
 app.command("attach")(attach_cmd.attach)
+app.command("bundle")(bundle_cmd.bundle)
 app.command("edit")(edit_cmd.edit)
 # upstream AORTA's spellings (cli/compat_cmd.py)
 app.add_typer(compat_cmd.mitigations_app, name="mitigations")

@@ -6,8 +6,9 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from aorta_tui.core import ownership
 
@@ -73,3 +74,26 @@ def fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open_binary(path: str | os.PathLike[str], *, mode: int = 0o644) -> Iterator[IO[bytes]]:
+    """A binary file to stream into that appears at ``path`` only when the block ends cleanly
+    (temp file in the same directory, fsync, rename); on any exception nothing is left behind.
+    For output too large to build in memory (a ticket bundle)."""
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        if not target.exists():
+            ownership.adopt(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(target.parent)

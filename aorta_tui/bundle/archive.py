@@ -1,0 +1,549 @@
+"""Pack run directories (or a policy sweep, or a queue result) into one redacted tar.gz.
+
+:func:`find_inputs` says what each path is (or refuses it with a located error),
+:func:`build_bundle` reads every file, applies the rules of :mod:`aorta_tui.bundle.redact`
+and streams the archive through :func:`aorta_tui.core.atomic.atomic_open_binary`, so a
+failure leaves no archive and never half of one. :func:`review_bundle` runs the same rules
+and writes nothing. Layout of the archive (docs/bundle.md)::
+
+    <name>/MANIFEST.json
+    <name>/<input>/...      each input under its own name (a run directory's run id)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+import json
+import os
+import socket
+import stat
+import tarfile
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.bundle.redact import FileState, Hit, RedactionConfig, Scrubber
+from aorta_tui.core.errors import EnvironmentProblem, RecipeError, RunDirError, UsageError
+from aorta_tui.core.inputs import clip_for_message, read_input_bytes, read_input_text
+from aorta_tui.core.secrets import is_secret_name
+
+MANIFEST_NAME = "MANIFEST.json"
+MANIFEST_KIND = "aorta-tui/bundle"
+SCHEMA_VERSION = 1
+MiB = 1024 * 1024
+# The most of one file a bundle reads (a trial's log is bounded at 64 MiB plus its marker; a
+# queue result at 512 MiB): a larger file is listed as skipped, never read whole.
+MAX_FILE_BYTES = 1024 * MiB
+REDACTION_FILE_LIMIT = 1 * MiB
+MIN_MAX_LOG_BYTES = 1024
+LOG_SUFFIXES = (".log",)
+POLICY_SWEEP_KIND = "aorta-tui/policy-sweep"
+QUEUE_KINDS = ("aorta-tui/queue-result", "aorta-tui/queue-sweep")
+
+
+@dataclass
+class BundleInput:
+    """One path given to ``bundle``: what it is and under which name it goes in the archive."""
+
+    path: Path
+    kind: str  # run | policy-sweep | queue-result
+    name: str
+    recipe_hash: str | None = None
+    run_id: str | None = None
+    redaction: RedactionConfig = field(default_factory=RedactionConfig)
+
+    def files(self) -> Iterator[tuple[str, Path]]:
+        """(relative POSIX path, path) of every entry, sorted; directories are walked without
+        following symlinks."""
+        if self.kind == "queue-result":
+            yield self.path.name, self.path
+            return
+        for root, dirs, names in os.walk(self.path, followlinks=False):
+            dirs.sort()
+            for name in sorted(names) + [d for d in dirs if (Path(root) / d).is_symlink()]:
+                p = Path(root) / name
+                yield p.relative_to(self.path).as_posix(), p
+
+
+@dataclass
+class FileResult:
+    """What one file became in the bundle."""
+
+    arcpath: str
+    source: Path
+    data: bytes | None  # None: skipped
+    mode: int = 0o644
+    mtime: float = 0.0
+    binary: bool = False
+    hits: list[Hit] = field(default_factory=list)
+    truncated: dict[str, int] | None = None
+    skipped: str | None = None
+    source_size: int = 0
+    source_sha256: str = ""
+
+    def manifest_entry(self) -> dict[str, Any]:
+        if self.data is None:
+            return {"path": self.arcpath, "skipped": self.skipped}
+        counts = Counter(h.rule for h in self.hits)
+        sha = hashlib.sha256(self.data).hexdigest()
+        return {
+            "path": self.arcpath, "size": len(self.data), "sha256": sha,
+            "source_size": self.source_size, "source_sha256": self.source_sha256,
+            "identical": sha == self.source_sha256, "binary": self.binary,
+            "redacted": bool(self.hits),
+            "redactions": [{"rule": r, "count": n} for r, n in sorted(counts.items())],
+            "truncated": self.truncated,
+            **({"note": "binary: listed, not redacted"} if self.binary else {}),
+        }
+
+
+# -- inputs --------------------------------------------------------------------------------
+def find_inputs(paths: list[Path]) -> list[BundleInput]:
+    """What each path is; a path that is none of the things a bundle takes is refused."""
+    if not paths:
+        raise UsageError("no run directory given", hint="aorta-tui bundle RUN_DIR [-o ticket.tar.gz]")
+    out: list[BundleInput] = []
+    used: set[str] = set()
+    for p in paths:
+        inp = _identify(p)
+        base, n = inp.name, 2
+        while inp.name in used or inp.name == MANIFEST_NAME:
+            inp.name = f"{base}-{n}"
+            n += 1
+        used.add(inp.name)
+        out.append(inp)
+    return out
+
+
+def _identify(p: Path) -> BundleInput:
+    hint = ("pass a run directory (<output>/<ticket>/<run-id>, the one holding journal.jsonl), "
+            "a policy sweep directory (holding sweep.json) or a queue result file (queue run -o)")
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise RunDirError(f"{p}: no such file or directory", hint=hint) from None
+    except OSError as exc:
+        raise RunDirError(f"{p}: cannot read it: {exc.strerror or exc}", hint=hint) from None
+    name = p.resolve().name or "input"
+    if stat.S_ISDIR(st.st_mode):
+        if (p / "journal.jsonl").is_file():
+            return _run_input(p, name)
+        if (p / "sweep.json").is_file():
+            doc = _json_object(p / "sweep.json", "policy sweep manifest")
+            if doc.get("kind") == POLICY_SWEEP_KIND:
+                return BundleInput(p, "policy-sweep", name, run_id=_str(doc.get("run_id")))
+        raise RunDirError(f"{p} is not a run directory (no journal.jsonl), nor a policy sweep "
+                          "(no sweep.json of kind aorta-tui/policy-sweep)", hint=hint)
+    if stat.S_ISREG(st.st_mode):
+        doc = _json_object(p, "queue result", hint=hint)
+        if doc.get("kind") in QUEUE_KINDS:
+            return BundleInput(p, "queue-result", name, run_id=_str(doc.get("run_id")))
+        raise RunDirError(f"{p}: kind {clip_for_message(doc.get('kind'))} is not a queue result "
+                          f"({' or '.join(QUEUE_KINDS)})", hint=hint)
+    raise RunDirError(f"{p} is neither a directory nor a regular file", hint=hint)
+
+
+def _run_input(p: Path, name: str) -> BundleInput:
+    run_json = p / "run.json"
+    doc = _json_object(run_json, "run record") if run_json.is_file() else {}
+    redaction = recipe_redaction(p / "recipe.resolved.yaml")
+    return BundleInput(p, "run", name, recipe_hash=_str(doc.get("recipe_hash")),
+                       run_id=p.name, redaction=redaction)
+
+
+def _json_object(path: Path, what: str, hint: str | None = None) -> dict[str, Any]:
+    from aorta_tui.core.inputs import parse_json_text, require_object
+
+    text = read_input_text(path, what=what, limit=MAX_FILE_BYTES, hint=hint)
+    return require_object(parse_json_text(text, where=str(path), what=what), where=str(path),
+                          what=what)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# -- redaction rules from files ------------------------------------------------------------
+def recipe_redaction(path: Path) -> RedactionConfig:
+    """The ``redaction:`` section of a run's resolved recipe, validated as the recipe loader
+    validates it (an absent file or section: no rules)."""
+    if not path.is_file():
+        return RedactionConfig()
+    data, marks = _yaml(path, "resolved recipe")
+    if not isinstance(data, dict) or data.get("redaction") is None:
+        return RedactionConfig()
+    return _validated(data, marks, path, wrapped=True)
+
+
+def load_redaction_file(path: Path) -> RedactionConfig:
+    """``--redaction-from FILE``: YAML or JSON with the recipe section's keys, at the top or
+    under ``redaction:``."""
+    data, marks = _yaml(path, "redaction file")
+    if isinstance(data, dict) and set(data) == {"redaction"}:
+        return _validated(data, marks, path, wrapped=True)
+    return _validated({"redaction": data}, marks, path, wrapped=False)
+
+
+def _yaml(path: Path, what: str) -> tuple[Any, Any]:
+    from aorta_tui.core.recipe.loader import LoadProblem, parse_yaml_text
+
+    hint = "a mapping of scrub_env_keys: [GLOB, ...], scrub_paths: true|false, " \
+           "scrub_ip_addresses: true|false"
+    text = read_input_text(path, what=what, limit=REDACTION_FILE_LIMIT, hint=hint)
+    try:
+        return parse_yaml_text(text)
+    except LoadProblem as exc:
+        where = f"{path}:{exc.line}:{exc.column}" if exc.line else str(path)
+        raise UsageError(exc.message, location=where, hint=exc.hint or hint) from None
+
+
+def _validated(data: dict[str, Any], marks: Any, path: Path, *, wrapped: bool) -> RedactionConfig:
+    from aorta_tui.core.recipe.validate import BAD, Validator, _redaction
+
+    v = Validator(marks, str(path), None)
+    # keys at the top of a --redaction-from file are located there, not under redaction.
+    got = _redaction(v, data) if wrapped else _top_level_redaction(v, data["redaction"])
+    if got is BAD or v.issues:
+        issue = v.issues[0]
+        more = f" (and {len(v.issues) - 1} more)" if len(v.issues) > 1 else ""
+        raise RecipeError(issue.render(str(path)) + more)
+    return RedactionConfig(tuple(got.scrub_env_keys), bool(got.scrub_paths),
+                           bool(got.scrub_ip_addresses))
+
+
+def _top_level_redaction(v: Any, raw: Any) -> Any:
+    from aorta_tui.core.recipe import keys as K
+    from aorta_tui.core.recipe.model import Redaction
+    from aorta_tui.core.recipe.validate import BAD
+
+    if v.mapping("", raw, K.REDACTION_KEYS, what="a mapping of redaction rules") is BAD:
+        return BAD
+    keys = v.str_list("scrub_env_keys", raw.get("scrub_env_keys") or [], what="variable-name globs")
+    paths = v.boolean("scrub_paths", raw.get("scrub_paths", False))
+    ips = v.boolean("scrub_ip_addresses", raw.get("scrub_ip_addresses", False))
+    if BAD in (keys, paths, ips):
+        return BAD
+    return Redaction(scrub_env_keys=tuple(keys), scrub_paths=paths, scrub_ip_addresses=ips)
+
+
+# -- the bundle ----------------------------------------------------------------------------
+@dataclass
+class BundleRequest:
+    inputs: list[BundleInput]
+    extra: RedactionConfig = field(default_factory=RedactionConfig)
+    hostnames: bool = False
+    max_log_bytes: int | None = None
+    name: str = "bundle"
+
+
+def check_max_log_bytes(value: int | None) -> None:
+    if value is not None and value < MIN_MAX_LOG_BYTES:
+        raise UsageError(f"--max-log-bytes {value}: at least {MIN_MAX_LOG_BYTES} bytes",
+                         hint="keep at least 1 KiB of each log (head and tail), e.g. 1048576")
+
+
+def _hostnames(inputs: list[BundleInput]) -> tuple[str, ...]:
+    """This machine's names and the host every run's lock file recorded."""
+    names = {socket.gethostname(), socket.getfqdn()}
+    for inp in inputs:
+        lock = inp.path / ".lock" if inp.kind == "run" else None
+        if lock is not None and lock.is_file():
+            try:
+                host = json.loads(lock.read_text(encoding="utf-8", errors="replace")).get("host")
+            except (ValueError, OSError, AttributeError):
+                host = None
+            if isinstance(host, str):
+                names.add(host)
+    out = set()
+    for n in names:
+        if n and n not in ("localhost", "localhost.localdomain"):
+            out.add(n)
+            out.add(n.split(".")[0])
+    return tuple(sorted(out))
+
+
+def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
+    hosts = _hostnames(req.inputs) if req.hostnames else ()
+    values: dict[str, str] = {}  # one set of learned secret values for every input
+    out = {}
+    for inp in req.inputs:
+        cfg = inp.redaction.merged(req.extra)
+        cfg = RedactionConfig(cfg.scrub_env_keys, cfg.scrub_paths, cfg.scrub_ip_addresses, hosts)
+        out[inp.name] = Scrubber(cfg, values)
+    # The secrets of the shell that bundles (often the one that ran the sweep) are hidden too.
+    first = next(iter(out.values()))
+    for key, value in os.environ.items():
+        if is_secret_name(key):
+            first.learn(value, "secret_env")
+    return out
+
+
+def _read(path: Path) -> tuple[bytes | None, str | None, os.stat_result | None]:
+    try:
+        st = path.lstat()
+    except OSError as exc:
+        return None, f"cannot read it: {exc.strerror or exc}", None
+    if stat.S_ISLNK(st.st_mode):
+        return None, f"a symlink (to {clip_for_message(os.readlink(path), 200)}): not followed", st
+    if not stat.S_ISREG(st.st_mode):
+        return None, "not a regular file", st
+    if st.st_size > MAX_FILE_BYTES:
+        return None, f"{st.st_size} bytes, over the {MAX_FILE_BYTES} bytes a bundle reads", st
+    try:
+        return read_input_bytes(path, what="file", limit=MAX_FILE_BYTES), None, st
+    except UsageError as exc:
+        return None, exc.message, st
+
+
+def _entries(req: BundleRequest) -> Iterator[tuple[BundleInput, str, Path]]:
+    for inp in req.inputs:
+        for rel, path in inp.files():
+            yield inp, rel, path
+
+
+def _learn(req: BundleRequest, scrubbers: dict[str, Scrubber]) -> None:
+    """First pass: every value that stands next to a secret's name anywhere in the bundle."""
+    for inp, _rel, path in _entries(req):
+        data, _skip, _st = _read(path)
+        if data is None or b"\x00" in data:
+            continue
+        text = data.decode("utf-8", "surrogateescape")
+        scrub = scrubbers[inp.name]
+        scrub.learn_text(text)
+        if path.suffix == ".json":
+            doc = _maybe_json(text)
+            if doc is not None:
+                scrub.learn_json(doc)
+        elif path.suffix == ".jsonl":
+            for line in text.splitlines():
+                doc = _maybe_json(line)
+                if doc is not None:
+                    scrub.learn_json(doc)
+
+
+def iter_results(req: BundleRequest) -> Iterator[FileResult]:
+    """Every file of the bundle, read, cut (``--max-log-bytes``) and redacted, in order."""
+    check_max_log_bytes(req.max_log_bytes)
+    scrubbers = _scrubbers(req)
+    _learn(req, scrubbers)
+    for inp, rel, path in _entries(req):
+        arcpath = f"{inp.name}/{rel}" if inp.kind != "queue-result" else inp.name
+        data, skipped, st = _read(path)
+        if data is None:
+            yield FileResult(arcpath, path, None, skipped=skipped)
+            continue
+        assert st is not None
+        res = FileResult(arcpath, path, data, mode=stat.S_IMODE(st.st_mode), mtime=st.st_mtime,
+                         source_size=len(data), source_sha256=hashlib.sha256(data).hexdigest())
+        if b"\x00" in data:
+            res.binary = True
+            yield res
+            continue
+        if req.max_log_bytes is not None and path.suffix in LOG_SUFFIXES \
+                and len(data) > req.max_log_bytes:
+            data, res.truncated = cut_log(data, req.max_log_bytes)
+        res.data, res.hits = redact_file(data, path.suffix, scrubbers[inp.name])
+        yield res
+
+
+def cut_log(data: bytes, limit: int) -> tuple[bytes, dict[str, int]]:
+    """The head and the tail of ``data`` (about ``limit`` bytes in all, cut at line ends when
+    one is near) around one marker line saying how much was left out."""
+    half = limit // 2
+    head = data[:half]
+    nl = head.rfind(b"\n")
+    if nl >= half // 2:
+        head = head[: nl + 1]
+    tail = data[len(data) - half:]
+    nl = tail.find(b"\n")
+    if 0 <= nl < half // 2:
+        tail = tail[nl + 1:]
+    cut = len(data) - len(head) - len(tail)
+    lead = "" if head.endswith(b"\n") else "\n"
+    marker = (f"{lead}[aorta-tui bundle: {cut} bytes cut from the middle of this log "
+              f"(--max-log-bytes {limit})]\n").encode()
+    return head + marker + tail, {"source_bytes": len(data), "kept_head": len(head),
+                                  "kept_tail": len(tail), "cut_bytes": cut}
+
+
+def redact_file(data: bytes, suffix: str, scrub: Scrubber) -> tuple[bytes, list[Hit]]:
+    """The bytes of a text file with every rule applied (unchanged bytes when nothing
+    matched). JSON files are redacted by structure, so every JSON file stays valid."""
+    text = data.decode("utf-8", "surrogateescape")
+    state = FileState()
+    if suffix == ".json":
+        doc = _maybe_json(text)
+        if doc is not None and isinstance(doc, (dict, list)):
+            new_doc, json_hits = scrub.scrub_json(doc, state)
+            if not json_hits:
+                return data, []
+            hits = [_located(text, h) for _p, h in json_hits]
+            return _dump_like(text, new_doc).encode("utf-8", "surrogateescape"), hits
+    if suffix == ".jsonl":
+        return _redact_jsonl(text, data, scrub, state)
+    new, hits = scrub.scrub_text(text, state)
+    if not hits:
+        return data, []
+    return new.encode("utf-8", "surrogateescape"), hits
+
+
+def _redact_jsonl(text: str, data: bytes, scrub: Scrubber, state: FileState
+                  ) -> tuple[bytes, list[Hit]]:
+    out: list[str] = []
+    hits: list[Hit] = []
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        body = line.rstrip("\r\n")
+        doc = _maybe_json(body)
+        if isinstance(doc, (dict, list)):
+            new_doc, json_hits = scrub.scrub_json(doc, state)
+            if json_hits:
+                hits.extend(Hit(h.rule, number, h.before, h.after, h.where) for _p, h in json_hits)
+                line = json.dumps(new_doc, ensure_ascii=False) + line[len(body):]
+        else:
+            line, line_hits = scrub.scrub_line(line, state, number)
+            hits.extend(line_hits)
+        out.append(line)
+    if not hits:
+        return data, []
+    return "".join(out).encode("utf-8", "surrogateescape"), hits
+
+
+def _maybe_json(text: str) -> Any:
+    if not text.strip() or text.lstrip()[:1] not in "{[":
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _dump_like(original: str, doc: Any) -> str:
+    """``doc`` in the layout ``original`` was written in (aorta-tui writes indent 2)."""
+    for indent in (2, None, 1, 4):
+        if _dump(_maybe_json(original), indent) == original:
+            return _dump(doc, indent)
+    return _dump(doc, 2)
+
+
+def _dump(doc: Any, indent: int | None) -> str:
+    return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+
+
+def _located(text: str, hit: Hit) -> Hit:
+    """The line of a JSON hit: where its value is first written in the original text."""
+    needle = json.dumps(hit.before, ensure_ascii=False)[1:-1]
+    at = text.find(needle) if needle else -1
+    line = text.count("\n", 0, at) + 1 if at >= 0 else 0
+    return Hit(hit.rule, line, hit.before, hit.after, hit.where)
+
+
+# -- writing -------------------------------------------------------------------------------
+def check_output(output: Path, inputs: list[BundleInput]) -> None:
+    """Refuse, before anything is read, an output that cannot be written."""
+    hint = "pass -o PATH in a directory you can write, e.g. -o ticket.tar.gz"
+    if output.is_dir():
+        raise UsageError(f"{output} is a directory, not an archive name", hint=hint)
+    parent = output.parent
+    if not parent.is_dir():
+        raise UsageError(f"{output}: the directory {parent} does not exist", hint=hint)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise EnvironmentProblem(f"{output}: cannot write in {parent} (permission denied)",
+                                 hint=hint)
+    out = output.resolve()
+    for inp in inputs:
+        if inp.kind != "queue-result" and out.is_relative_to(inp.path.resolve()):
+            raise UsageError(f"{output} is inside {inp.path}: the next bundle would hold this one",
+                             hint="write the archive outside the run directory")
+
+
+def archive_name(output: Path) -> str:
+    name = output.name
+    for suffix in (".tar.gz", ".tgz", ".gz", ".tar"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def build_bundle(req: BundleRequest, output: Path) -> dict[str, Any]:
+    """Write the archive atomically; returns its manifest."""
+    from aorta_tui.core.atomic import atomic_open_binary
+
+    check_output(output, req.inputs)
+    root = archive_name(output)
+    files: list[dict[str, Any]] = []
+    try:
+        with atomic_open_binary(output) as fh, \
+                tarfile.open(fileobj=fh, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+            for res in iter_results(req):
+                files.append(res.manifest_entry())
+                if res.data is not None:
+                    _add(tar, f"{root}/{res.arcpath}", res.data, res.mode, res.mtime)
+            manifest = make_manifest(req, files)
+            body = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
+            _add(tar, f"{root}/{MANIFEST_NAME}", body, 0o644, _dt.datetime.now().timestamp())
+    except OSError as exc:
+        where = exc.filename or output
+        raise EnvironmentProblem(f"{where}: cannot write the bundle: {exc.strerror or exc}",
+                                 hint="free space or pick another -o; nothing was written") from None
+    return manifest
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int, mtime: float) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = mode
+    info.mtime = int(mtime)
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""  # the owner's name would tell who ran it
+    tar.addfile(info, io.BytesIO(data))
+
+
+def make_manifest(req: BundleRequest, files: list[dict[str, Any]]) -> dict[str, Any]:
+    from aorta_tui import __version__
+
+    totals: Counter[str] = Counter()
+    for f in files:
+        for r in f.get("redactions", []):
+            totals[r["rule"]] += r["count"]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": MANIFEST_KIND,
+        "tool": "aorta-tui",
+        "tool_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs": [{"name": i.name, "kind": i.kind, "run_id": i.run_id,
+                    "recipe_hash": i.recipe_hash,
+                    "redaction": i.redaction.merged(req.extra).to_dict()} for i in req.inputs],
+        "rules": {"always": ["secret_env", "secret_value", "home_user"],
+                  "hostnames": req.hostnames, "max_log_bytes": req.max_log_bytes},
+        "totals": {"files": sum(1 for f in files if "sha256" in f),
+                   "skipped": sum(1 for f in files if "skipped" in f),
+                   "redacted_files": sum(1 for f in files if f.get("redacted")),
+                   "binary_files": sum(1 for f in files if f.get("binary")),
+                   "truncated_files": sum(1 for f in files if f.get("truncated")),
+                   "redactions": dict(sorted(totals.items()))},
+        "files": files,
+    }
+
+
+def review_bundle(req: BundleRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What a bundle would redact, one row per redaction (the secret never shown), and what it
+    would list without redacting (binary, skipped); nothing is written."""
+    rows: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []
+    for res in iter_results(req):
+        for h in res.hits:
+            rows.append({"rule": h.rule, "file": res.arcpath, "line": h.line, "where": h.where,
+                         "before": h.shown_before(), "after": h.after})
+        if res.binary:
+            notes.append({"file": res.arcpath, "note": "binary: listed, not redacted"})
+        elif res.skipped:
+            notes.append({"file": res.arcpath, "note": f"skipped: {res.skipped}"})
+        if res.truncated:
+            notes.append({"file": res.arcpath,
+                          "note": f"cut to head and tail: {res.truncated['cut_bytes']} bytes left out"})
+    return rows, notes

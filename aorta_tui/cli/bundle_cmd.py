@@ -1,0 +1,88 @@
+"""`aorta-tui bundle RUN_DIR ...`: one redacted tar.gz with a manifest, to hand a triage on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from aorta_tui.cli.common import cli_command
+
+
+@cli_command
+def bundle(
+    inputs: list[Path] = typer.Argument(  # noqa: B008 - typer reads its defaults this way
+        ..., metavar="RUN_DIR...",
+        help="Run directories, policy sweep directories or queue result files."),
+    output: Path | None = typer.Option(  # noqa: UP007 - typer needs Optional on 3.10
+        None, "-o", "--output", help="The archive to write (default ./<first input>.bundle.tar.gz)."),
+    review: bool = typer.Option(False, "--review",
+                                help="Show what would be redacted (rule, file, line, before -> "
+                                     "after; secrets masked) and write nothing."),
+    redaction_from: Path | None = typer.Option(  # noqa: UP007
+        None, "--redaction-from", metavar="FILE",
+        help="YAML/JSON with scrub_env_keys, scrub_paths, scrub_ip_addresses (added to each "
+             "run's recipe redaction)."),
+    max_log_bytes: int | None = typer.Option(  # noqa: UP007
+        None, "--max-log-bytes", metavar="N",
+        help="Keep the head and tail of each *.log larger than N bytes, with a marker line."),
+    hostnames: bool = typer.Option(False, "--hostnames",
+                                   help="Also replace this machine's and the runs' hostnames."),
+    as_json: bool = typer.Option(False, "--json", help="Print the manifest (or the review) as JSON."),
+) -> None:
+    """Package runs into one archive for another team, with secrets and user names scrubbed.
+
+    Every text file (logs, snapshots, journals, results) goes through the redaction rules: the
+    values of secret-looking variables and home-directory user names always, the recipe's
+    `redaction:` section and --redaction-from on request, hostnames with --hostnames. Binary
+    files are listed, not redacted, and flagged in MANIFEST.json (every file with its size and
+    sha256, what was redacted and by which rule). The archive is written atomically.
+
+    Examples:
+
+      aorta-tui bundle aorta-out/T-1/20261201-101500-ab12 -o T-1.tar.gz
+
+      aorta-tui bundle RUN_DIR --review
+
+      aorta-tui bundle RUN_A RUN_B --redaction-from scrub.yaml --max-log-bytes 1048576
+    """
+    from aorta_tui.bundle import archive
+
+    archive.check_max_log_bytes(max_log_bytes)
+    found = archive.find_inputs(list(inputs))
+    extra = archive.load_redaction_file(redaction_from) if redaction_from is not None else None
+    if output is None:
+        output = Path(f"{found[0].name}.bundle.tar.gz")
+    req = archive.BundleRequest(found, hostnames=hostnames, max_log_bytes=max_log_bytes,
+                                name=archive.archive_name(output))
+    if extra is not None:
+        req.extra = extra
+    if review:
+        _print_review(*archive.review_bundle(req), as_json=as_json)
+        return
+    manifest = archive.build_bundle(req, output)
+    if as_json:
+        print(json.dumps(manifest, indent=2, ensure_ascii=False))
+        return
+    t = manifest["totals"]
+    rules = ", ".join(f"{r} {n}" for r, n in t["redactions"].items()) or "nothing matched"
+    print(f"wrote {output}: {t['files']} files ({t['redacted_files']} redacted, "
+          f"{t['binary_files']} binary, {t['truncated_files']} cut, {t['skipped']} skipped)")
+    print(f"  redactions: {rules}")
+    print("  MANIFEST.json lists every file with its sha256 and what was redacted in it")
+
+
+def _print_review(rows: list[dict], notes: list[dict], *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"redactions": rows, "notes": notes}, indent=2, ensure_ascii=False))
+        return
+    for r in rows:
+        where = f"{r['file']}:{r['line']}" if r["line"] else r["file"]
+        if r["where"]:
+            where += f" ({r['where']})"
+        print(f"{r['rule']:<20} {where}: {r['before']} -> {r['after']}")
+    for n in notes:
+        print(f"{'note':<20} {n['file']}: {n['note']}")
+    print(f"review: {len(rows)} redactions in {len({r['file'] for r in rows})} files; "
+          "nothing written (run without --review to write the archive)")
