@@ -38,8 +38,8 @@ HOME_RULE = "home_user"
 HOST_RULE = "hostname"
 PATH_RULE = "scrub_paths"
 IP_RULE = "scrub_ip_addresses"
-# Rules whose "before" text is itself the secret: the review never prints it.
-MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE})
+# Rules whose "before" text the review never prints (only its length).
+MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE, HOST_RULE})
 
 SECRET_PLACEHOLDER = "<redacted:secret>"
 ENV_KEYS_PLACEHOLDER = "<redacted:scrub_env_keys>"
@@ -51,9 +51,10 @@ MIN_LITERAL_CHARS = 6
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 # NAME=value as a shell, an env file or a log writes it: 'single', "double" or bare (to the
-# next blank, quote, comma or semicolon). The name must start a word.
+# next blank, quote, comma, semicolon or bracket). The name must start a word.
 _ASSIGN_RE = re.compile(
-    rf"(?<![A-Za-z0-9_])(?P<name>{_NAME})=(?P<value>'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"|[^\s'\",;]+)")
+    rf"(?<![A-Za-z0-9_])(?P<name>{_NAME})=(?P<value>'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\""
+    r"|[^\s'\",;()\[\]{}|<>`]+)")
 # "NAME": "value" (JSON written on one line, or a line of a JSON file read as text).
 _JSON_PAIR_RE = re.compile(rf"\"(?P<name>{_NAME})\"\s*:\s*(?P<value>\"(?:[^\"\\\n]|\\.)*\")")
 # NAME: value as YAML writes a mapping entry (at a line start, after indentation or "- ").
@@ -105,7 +106,11 @@ class Hit:
     where: str = ""  # the JSON path of the value, for JSON files
 
     def shown_before(self) -> str:
-        """The ``before`` text fit to print: a secret's value shows only its length."""
+        """The ``before`` text fit to print: a secret, a user name or a hostname shows only its
+        length (a review is pasted into tickets too); paths and addresses show as they are."""
+        if self.rule == HOME_RULE:
+            root = "/Users/" if self.before.startswith("/Users/") else "/home/"
+            return f"{root}<{len(self.before) - len(root)} chars>"
         return f"<{len(self.before)} chars>" if self.rule in MASKED_RULES else self.before
 
 

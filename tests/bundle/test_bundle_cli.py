@@ -1,0 +1,209 @@
+"""`aorta-tui bundle` through the real CLI, on a real probe sweep that planted secrets.
+
+The sweep's cell sets secrets (a mitigation sidecar's env: the probe mode's way to give a cell
+variables), the trial prints them (next to their name and on their own), probe.env holds them,
+the orchestrator's environment puts a scrub_env_keys variable and a home path into the env
+snapshots. The archive is extracted and grepped: none survives; every other file is
+byte-identical; the manifest says what changed and by which rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.engine.conftest import aorta, only_run_dir
+
+HF_TOKEN = "hf_PLANTEDtok3nValue42"
+API_KEY = "wandbPLANTEDkey9911"
+HCA = "mlx5_PLANTEDhca7"
+HOME_USER = "alicePLANTED"
+PLANTED = (HF_TOKEN, API_KEY, HCA, HOME_USER)
+
+RECIPE = """\
+schema_version: 1
+mode: probe
+ticket: T-BUNDLE
+trials: 1
+timeout_per_trial: 30
+mitigation_axis: [none, planted]
+diagnostic_axis: [none]
+env_passthrough_mode: file
+redaction:
+  scrub_env_keys: ["NCCL_*"]
+  scrub_paths: false
+  scrub_ip_addresses: true
+"""
+# prints the token next to its name, on its own, a scrub_env_keys variable, an address, a
+# home path, and enough lines for --max-log-bytes to cut
+SCRIPT = ('echo "HF_TOKEN=$HF_TOKEN"; echo "the token is $HF_TOKEN, key $WANDB_API_KEY"; '
+          'echo "NCCL_IB_HCA=$NCCL_IB_HCA via 10.20.30.40"; echo "cache in $CUDA_HOME/bin"; '
+          'cat "$AORTA_ENV_FILE" >&2; seq 1 20000; echo "last line"')
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("bundle-run")
+    (base / "probe.yaml").write_text(RECIPE)
+    (base / "mits.json").write_text(json.dumps({"planted": {
+        "env": {"HF_TOKEN": HF_TOKEN, "WANDB_API_KEY": API_KEY},
+        "description": "plants secrets"}}))
+    proc = aorta("--batch", "probe.yaml", "--mitigations-file", "mits.json", "--output", "out",
+                 "--", "sh", "-c", SCRIPT, cwd=base,
+                 env={"NCCL_IB_HCA": HCA, "CUDA_HOME": f"/home/{HOME_USER}/cuda-12"})
+    assert proc.returncode == 0, proc.stderr
+    run = only_run_dir(base / "out")
+    # the secrets really are in the run directory, or this test proves nothing
+    everything = b"".join(p.read_bytes() for p in run.rglob("*") if p.is_file())
+    for value in PLANTED:
+        assert value.encode() in everything, value
+    assert b"10.20.30.40" in everything
+    return run
+
+
+def _extract(archive: Path, dest: Path) -> Path:
+    with tarfile.open(archive) as tar:
+        for m in tar.getmembers():
+            assert m.uname == "" and m.uid == 0  # the owner's name would leak too
+        tar.extractall(dest, filter="data")
+    (root,) = list(dest.iterdir())
+    return root
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_no_planted_secret_survives_and_the_rest_is_identical(run_dir, tmp_path):
+    proc = aorta("bundle", str(run_dir), "-o", "ticket.tar.gz", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads(proc.stdout)
+    root = _extract(tmp_path / "ticket.tar.gz", tmp_path / "x")
+    assert root.name == "ticket"
+    assert json.loads((root / "MANIFEST.json").read_text()) == manifest
+    for p in root.rglob("*"):
+        if p.is_file():
+            data = p.read_bytes()
+            for value in (*PLANTED, "10.20.30.40"):
+                assert value.encode() not in data, (value, p)
+    entries = {f["path"]: f for f in manifest["files"]}
+    sources = {p.relative_to(run_dir).as_posix(): p for p in run_dir.rglob("*") if p.is_file()}
+    assert set(entries) == {f"{run_dir.name}/{rel}" for rel in sources}
+    for rel, src in sources.items():
+        entry = entries[f"{run_dir.name}/{rel}"]
+        out = (root / run_dir.name / rel).read_bytes()
+        original = src.read_bytes()
+        assert entry["sha256"] == _sha(out) and entry["size"] == len(out)
+        assert entry["source_sha256"] == _sha(original)
+        planted = any(v.encode() in original for v in (*PLANTED, "10.20.30.40"))
+        if planted:
+            assert entry["redacted"] and not entry["identical"], rel
+            assert entry["redactions"], rel
+        else:
+            assert out == original, rel
+            assert entry["identical"] and not entry["redacted"], rel
+        if rel.endswith(".json"):
+            json.loads(out)  # redaction keeps JSON valid
+    log = entries[f"{run_dir.name}/trials/planted-none/trial-000/stdout.log"]
+    assert {r["rule"] for r in log["redactions"]} >= {"secret_env", "secret_value",
+                                                       "scrub_env_keys", "scrub_ip_addresses",
+                                                       "home_user"}
+    snap = [e for p, e in entries.items() if "/env/" in p and e["redacted"]]
+    assert snap and all({r["rule"] for r in e["redactions"]} >= {"scrub_env_keys", "home_user"}
+                        for e in snap)
+    text = (root / run_dir.name / "trials/planted-none/trial-000/stdout.log").read_text()
+    assert "HF_TOKEN=<redacted:secret>" in text and "/home/<user>/cuda-12/bin" in text
+    run_json = json.loads((run_dir / "run.json").read_text())
+    assert manifest["inputs"][0]["recipe_hash"] == run_json["recipe_hash"]
+    assert manifest["tool_version"] and manifest["kind"] == "aorta-tui/bundle"
+    assert manifest["totals"]["redactions"]["secret_env"] >= 4
+
+
+def test_review_shows_rules_masks_values_and_writes_nothing(run_dir, tmp_path):
+    before = sorted(os.listdir(tmp_path))
+    run_before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
+    proc = aorta("bundle", str(run_dir), "--review", "-o", "t.tar.gz", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+    assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == run_before
+    for value in PLANTED:
+        assert value not in proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(ln.startswith("secret_env") and "stdout.log:1:" in ln
+               and "-> <redacted:secret>" in ln for ln in lines), proc.stdout
+    assert any(ln.startswith("scrub_ip_addresses") and "10.20.30.40 -> <IPV4:0>" in ln
+               for ln in lines)
+    assert any(ln.startswith("home_user") for ln in lines)
+    assert "nothing written" in lines[-1]
+    rows = json.loads(aorta("bundle", str(run_dir), "--review", "--json", cwd=tmp_path).stdout)
+    assert all(r["before"].startswith("<") for r in rows["redactions"]
+               if r["rule"] in ("secret_env", "secret_value", "scrub_env_keys"))
+
+
+def test_max_log_bytes_keeps_head_and_tail(run_dir, tmp_path):
+    proc = aorta("bundle", str(run_dir), "-o", "t.tar.gz", "--max-log-bytes", "4096", "--json",
+                 cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads(proc.stdout)
+    root = _extract(tmp_path / "t.tar.gz", tmp_path / "x")
+    rel = f"{run_dir.name}/trials/planted-none/trial-000/stdout.log"
+    out = (root / rel).read_text()
+    assert len(out) < 4096 + 200
+    assert out.startswith("HF_TOKEN=<redacted:secret>\n")
+    assert out.endswith("20000\nlast line\n")
+    assert "bytes cut from the middle of this log (--max-log-bytes 4096)]" in out
+    entry = next(f for f in manifest["files"] if f["path"] == rel)
+    assert entry["truncated"]["cut_bytes"] > 100_000
+    assert HF_TOKEN not in out
+
+
+def test_redaction_file_and_hostnames(run_dir, tmp_path):
+    (tmp_path / "scrub.yaml").write_text("scrub_paths: true\nscrub_env_keys: [CUDA_*]\n")
+    proc = aorta("bundle", str(run_dir), str(run_dir), "-o", "t.tar.gz", "--hostnames",
+                 "--redaction-from", "scrub.yaml", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads(proc.stdout)
+    assert [i["name"] for i in manifest["inputs"]] == [run_dir.name, f"{run_dir.name}-2"]
+    root = _extract(tmp_path / "t.tar.gz", tmp_path / "x")
+    lock = (root / run_dir.name / ".lock").read_text()
+    assert socket.gethostname() not in lock and "<HOST:0>" in lock
+    log = (root / run_dir.name / "trials/planted-none/trial-000/stdout.log").read_text()
+    # CUDA_* (the file's glob) hides CUDA_HOME's value wherever it was printed
+    assert "cache in <redacted:scrub_env_keys>/bin" in log and "cuda-12" not in log
+    argv0 = json.loads((run_dir / "run.json").read_text())["argv"][0]  # an absolute path
+    assert argv0.startswith("/")
+    run_json = json.loads((root / run_dir.name / "run.json").read_text())
+    assert run_json["argv"][0] == "<PATH:0>"
+
+
+@pytest.mark.parametrize("case", ["missing", "not_a_run", "no_parent", "output_is_dir",
+                                  "bad_file", "unwritable", "small_max"])
+def test_bad_input_is_a_located_error_and_writes_nothing(run_dir, tmp_path, case):
+    (tmp_path / "plain").mkdir()
+    args = {
+        "missing": ["nope/run", "-o", "t.tar.gz"],
+        "not_a_run": ["plain", "-o", "t.tar.gz"],
+        "no_parent": [str(run_dir), "-o", "no/such/t.tar.gz"],
+        "output_is_dir": [str(run_dir), "-o", "plain"],
+        "bad_file": [str(run_dir), "-o", "t.tar.gz", "--redaction-from", "bad.yaml"],
+        "unwritable": [str(run_dir), "-o", "/proc/t.tar.gz"],
+        "small_max": [str(run_dir), "-o", "t.tar.gz", "--max-log-bytes", "5"],
+    }[case]
+    (tmp_path / "bad.yaml").write_text("scrub_env_keys: [A_*]\nscrub_paths: maybe\n")
+    proc = aorta("bundle", *args, cwd=tmp_path)
+    want = {"unwritable": 3}.get(case, 2)
+    assert proc.returncode == want, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and proc.stderr.startswith("error: ")
+    assert len(proc.stderr.strip().splitlines()) <= 3, proc.stderr
+    assert not (tmp_path / "t.tar.gz").exists()
+    assert sorted(os.listdir(tmp_path)) == ["bad.yaml", "plain"]
+    if case == "bad_file":
+        assert "bad.yaml:2:" in proc.stderr and "scrub_paths" in proc.stderr
+    if case == "missing":
+        assert "nope/run" in proc.stderr and "fix:" in proc.stderr
