@@ -40,7 +40,7 @@ MiB = 1024 * 1024
 MAX_FILE_BYTES = 1024 * MiB
 REDACTION_FILE_LIMIT = 1 * MiB
 MIN_MAX_LOG_BYTES = 1024
-LOG_SUFFIXES = (".log",)
+LOG_SUFFIXES = (".log", ".txt")  # a policy trial writes stdout.txt
 POLICY_SWEEP_KIND = "aorta-tui/policy-sweep"
 QUEUE_KINDS = ("aorta-tui/queue-result", "aorta-tui/queue-sweep")
 
@@ -130,12 +130,13 @@ def _identify(p: Path) -> BundleInput:
         raise RunDirError(f"{p}: cannot read it: {exc.strerror or exc}", hint=hint) from None
     name = p.resolve().name or "input"
     if stat.S_ISDIR(st.st_mode):
-        if (p / "journal.jsonl").is_file():
-            return _run_input(p, name)
+        # a policy sweep keeps a journal too: its sweep.json says which it is
         if (p / "sweep.json").is_file():
             doc = _json_object(p / "sweep.json", "policy sweep manifest")
             if doc.get("kind") == POLICY_SWEEP_KIND:
                 return BundleInput(p, "policy-sweep", name, run_id=_str(doc.get("run_id")))
+        if (p / "journal.jsonl").is_file():
+            return _run_input(p, name)
         raise RunDirError(f"{p} is not a run directory (no journal.jsonl), nor a policy sweep "
                           "(no sweep.json of kind aorta-tui/policy-sweep)", hint=hint)
     if stat.S_ISREG(st.st_mode):

@@ -207,3 +207,36 @@ def test_bad_input_is_a_located_error_and_writes_nothing(run_dir, tmp_path, case
         assert "bad.yaml:2:" in proc.stderr and "scrub_paths" in proc.stderr
     if case == "missing":
         assert "nope/run" in proc.stderr and "fix:" in proc.stderr
+
+
+def test_a_policy_sweep_and_a_queue_result_in_one_bundle(tmp_path):
+    q = aorta("queue", "run", "hetero_kernels", "--streams", "2", "--iterations", "3",
+              "--warmup", "1", "--device", "cpu", "--size", "tiny", "-o", "q.json", cwd=tmp_path)
+    assert q.returncode == 0, q.stderr
+    pol = aorta("policy", "sweep", "hetero_kernels", "--policies", "baseline", "--trials", "1",
+                "--streams", "2", "--iterations", "3", "--warmup", "1", "--device", "cpu",
+                "--size", "tiny", "-o", "pol", cwd=tmp_path)
+    assert pol.returncode == 0, pol.stderr
+    proc = aorta("bundle", "pol", "q.json", "-o", "b.tar.gz", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads(proc.stdout)
+    assert [(i["name"], i["kind"]) for i in manifest["inputs"]] == [
+        ("pol", "policy-sweep"), ("q.json", "queue-result")]
+    paths = {f["path"] for f in manifest["files"]}
+    assert "q.json" in paths and "pol/sweep.json" in paths and "pol/policy.json" in paths
+    root = _extract(tmp_path / "b.tar.gz", tmp_path / "x")
+    assert json.loads((root / "q.json").read_text())["kind"] == "aorta-tui/queue-result"
+    # a JSON file that is not a queue result is refused
+    (tmp_path / "other.json").write_text('{"kind": "something"}')
+    bad = aorta("bundle", "other.json", cwd=tmp_path)
+    assert bad.returncode == 2 and "other.json" in bad.stderr and "queue result" in bad.stderr
+
+
+def test_the_bundle_engine_imports_no_front_end():
+    import subprocess
+    import sys
+
+    code = ("import sys, aorta_tui.bundle.archive, aorta_tui.bundle.redact; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

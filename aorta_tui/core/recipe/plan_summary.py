@@ -58,8 +58,8 @@ def summarize(recipe: Recipe, registry: Registry) -> dict[str, Any]:
                         "stops before the first trial (exit 3): aorta-tui does not run "
                         "upstream's collectors (docs/compat.md)")
     if recipe.redaction is not None:
-        warnings.append("redaction is recorded (recipe.resolved.yaml) but not applied yet: "
-                        "nothing scrubs with it so far")
+        warnings.append("redaction is recorded (recipe.resolved.yaml) and applied by "
+                        "`aorta-tui bundle RUN_DIR` (docs/bundle.md), not to the run's own files")
     if recipe.stop_after:
         warnings.append(f"stop_after: each cell stops after {recipe.stop_after.events} "
                         f"'{recipe.stop_after.event_verdict}' trials, else after "
