@@ -54,6 +54,7 @@ class PlainSink:
             why = f" ({', '.join(e.detectors)})" if e.detectors else ""
             took = f" in {e.wall_s:.2f}s" if e.wall_s is not None else ""
             self._p(f"[{self._done}/{self._total}] {e.trial_id}: {e.verdict}{why}{took}"
+                    f"{timeline_text(e.trial_dir)}"
                     f"{eta_text(self._t0, self._ran, self._total - self._done)}")
         elif k == "warning":
             self._p(f"warning: {e.message}")
@@ -62,6 +63,23 @@ class PlainSink:
 
     def close(self) -> None:
         return None
+
+
+def timeline_text(trial_dir: str) -> str:
+    """`` (torch_imported 1.18 s, exited 650 ms, ...)``: the trial's largest timeline phases
+    (result.json's ``timeline``, docs/run-directory.md); empty when it has none."""
+    if not trial_dir:
+        return ""
+    from pathlib import Path
+
+    from aorta_tui.core.timeline import summary
+
+    try:
+        data = json.loads((Path(trial_dir) / "result.json").read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return ""
+    text = summary(data.get("timeline") if isinstance(data, dict) else None, top=3)
+    return f" ({text.split(': ', 1)[-1]})" if text else ""
 
 
 def eta_text(t0: float, ran: int, remaining: int) -> str:

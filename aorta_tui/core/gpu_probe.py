@@ -412,6 +412,9 @@ class GpuSampler:
         self.sampled = threading.Event()  # set after every sample (lets callers wait, no polling)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"gpu-sampler-{root_pid}", daemon=True)
+        self.tool_calls = 0  # what sampling cost (the trial's timeline shows it)
+        self.tool_wall_ns = 0
+        self.thread_cpu_ns = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -424,12 +427,28 @@ class GpuSampler:
             self._thread.join(join_s)
         if self._counters_before is not None and self.counters_delta is None:
             try:
-                after = query_error_counters(self.tools)
+                after = self._timed(query_error_counters)
             except RuntimeError as exc:
                 self.counters_reason = f"error counters after the trial: {exc}"
                 return
             self.counters_delta = counter_increase(self._counters_before, after)
             self.counters_reason = None
+
+    def costs(self) -> dict[str, Any]:
+        """Samples taken, vendor-tool calls and their wall time, the thread's own CPU time
+        (the tools' CPU time is their processes', not measured here)."""
+        return {"samples": self.samples, "tool_calls": self.tool_calls,
+                "tool_wall_ms": round(self.tool_wall_ns / 1e6, 3),
+                "thread_cpu_ms": round(self.thread_cpu_ns / 1e6, 3),
+                "first_after_s": self.first_after_s, "interval_s": self.interval_s}
+
+    def _timed(self, query: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return query(self.tools)
+        finally:
+            self.tool_calls += 1
+            self.tool_wall_ns += time.perf_counter_ns() - start
 
     def latest_utilisation(self) -> UtilReading | None:
         return self._util
@@ -458,14 +477,18 @@ class GpuSampler:
         ), None
 
     def _run(self) -> None:
-        if self._stop.wait(self.first_after_s):
-            return
-        self._read_counters_before()
-        while True:
-            self._sample_once()
-            self.sampled.set()
-            if self.error or self._stop.wait(self.interval_s):
+        cpu0 = time.thread_time_ns()
+        try:
+            if self._stop.wait(self.first_after_s):
                 return
+            self._read_counters_before()
+            while True:
+                self._sample_once()
+                self.sampled.set()
+                if self.error or self._stop.wait(self.interval_s):
+                    return
+        finally:
+            self.thread_cpu_ns = time.thread_time_ns() - cpu0
 
     def _read_counters_before(self) -> None:
         # A failing counter query (e.g. a field this driver lacks) only turns the counters
@@ -474,7 +497,7 @@ class GpuSampler:
             self.counters_reason = _broken_reason
             return
         try:
-            self._counters_before = query_error_counters(self.tools)
+            self._counters_before = self._timed(query_error_counters)
         except RuntimeError as exc:
             self.counters_reason = f"error counters: {exc}"
             return
@@ -487,11 +510,11 @@ class GpuSampler:
             self.error = _broken_reason
             return
         try:
-            procs = query_processes(self.tools)
+            procs = self._timed(query_processes)
             tree = proctree.tree_pids(self.root_pid, pgid=self.root_pid)
             tree.add(self.root_pid)
             mine = [p for p in procs if p.pid in tree]
-            util = query_utilisation(self.tools) if self.want_utilisation else None
+            util = self._timed(query_utilisation) if self.want_utilisation else None
         except RuntimeError as exc:
             _mark_broken(str(exc))
             self.error = str(exc)

@@ -36,22 +36,30 @@ def _environ(overlay: Mapping[str, str]) -> Iterator[None]:
 
 
 def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: Path) -> ProcessOutcome:
+    from aorta_tui.core.timeline import ChildMarks
     from aorta_tui.core.trial_worker import result_filename, run_trial
     from aorta_tui.core.workload import Failure, WorkloadResult
 
     stdout_path, stderr_path = trial_dir / "stdout.log", trial_dir / "stderr.log"
     started_at, t0 = time.time(), time.monotonic()
+    marks = ChildMarks(time.monotonic_ns())  # the orchestrator's interpreter is long up
+    del marks.marks["interpreter_up"]
+    marks.info.pop("process_start_ns", None)
+    marks.unavailable["interpreter_up"] = "in-process trial: the orchestrator's interpreter runs it"
     exit_code = 0
     with open(stdout_path, "w") as out, open(stderr_path, "w") as err, _environ(overlay), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            result = run_trial(spec)
+            result = run_trial(spec, marks)
         except Exception as exc:
             traceback.print_exc()
             result = WorkloadResult(failures=[Failure("setup_error", f"{type(exc).__name__}: {exc}")])
         if not result.passed:
             exit_code = 1
-    atomic_write_json(trial_dir / result_filename(0), result.to_dict())
+    out = result.to_dict()
+    marks.mark("result_write")
+    out["timeline"] = marks.finish()
+    atomic_write_json(trial_dir / result_filename(0), out)
     return ProcessOutcome(
         pid=os.getpid(), exit_code=exit_code, signal=None, core_dumped=False, timed_out=False,
         cancelled=False, hang=None, exec_error=None, wall_s=time.monotonic() - t0,

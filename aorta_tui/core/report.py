@@ -51,7 +51,8 @@ def write_reports(
         "cells": [
             {**s.to_dict(), "mitigations": list(plan.cell(s.cell).mitigations),
              "environment": plan.cell(s.cell).environment,
-             "env": mask_env(plan.cell(s.cell).env)}  # never a token (core/secrets.py)
+             "env": mask_env(plan.cell(s.cell).env),  # never a token (core/secrets.py)
+             "timeline": cell_timeline(run_dir, [r for r in records if r.cell == s.cell])}
             for s in cells
         ],
         "trials": [
@@ -68,6 +69,15 @@ def write_reports(
         "matrix.md": atomic_write_text(run_dir / "matrix.md", render_markdown(matrix)),
     }
     return out
+
+
+def cell_timeline(run_dir: Path, records: list[TrialRecord]) -> dict[str, Any]:
+    """The median of each timeline phase over a cell's finished trials (core/timeline.py)."""
+    from aorta_tui.core import rundir
+    from aorta_tui.core.timeline import cell_medians
+
+    return cell_medians((rundir.read_trial_result(run_dir, r.trial_id) or {}).get("timeline")
+                        for r in records)
 
 
 def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialRecord]) -> tuple[dict[str, Any], list[str]]:

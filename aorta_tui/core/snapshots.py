@@ -5,18 +5,26 @@ a process started with that environment's variables, so the snapshot shows the e
 trials really ran in. Captures run in the background while trials run: they never delay the
 first trial. A resumed run captures again, and the report warns when one environment's
 snapshot changed between the sessions of a run.
+
+Off the critical path: a capture runs at ``SCHED_IDLE`` (it gets only CPU time no trial
+wants, so it never slows the trial it overlaps, whose timings are the point of the run), and
+a thread per capture reaps it with ``wait4`` the moment it ends, recording when it ran and its
+CPU time, so each trial's timeline can say which captures ran beside it and what they cost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import platform
 import shutil
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +41,43 @@ class PendingCapture:
     proc: subprocess.Popen[bytes] | None
     note: str = ""
     copy_of: Path | None = None  # same environment as another capture: copy it when done
+    started_ns: int | None = None  # CLOCK_MONOTONIC, as trial timelines
+    ended_ns: int | None = None
+    cpu_s: float | None = None  # user + system of the capture and the children it waited for
+    priority: str | None = None
+    _waiter: threading.Thread | None = field(default=None, repr=False)
+
+    def start_waiter(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+
+        def wait() -> None:
+            while True:
+                try:
+                    _pid, status, usage = os.wait4(proc.pid, 0)
+                except InterruptedError:
+                    continue
+                except ChildProcessError:
+                    break
+                self.cpu_s = round(usage.ru_utime + usage.ru_stime, 3)
+                proc.returncode = os.waitstatus_to_exitcode(status)  # Popen stays consistent
+                break
+            self.ended_ns = time.monotonic_ns()
+
+        self._waiter = threading.Thread(target=wait, name=f"snapshot-{self.environment}", daemon=True)
+        self._waiter.start()
+
+    def wait(self, timeout_s: float) -> bool:
+        """True when the capture ended within ``timeout_s``."""
+        if self._waiter is None:
+            return True
+        self._waiter.join(timeout_s)
+        return not self._waiter.is_alive()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"environment": self.environment, "started_ns": self.started_ns,
+                "ended_ns": self.ended_ns, "cpu_s": self.cpu_s, "priority": self.priority}
 
 
 def snapshot_name(environment: str, session: int) -> str:
@@ -73,6 +118,7 @@ def start_captures(
         argv = [sys.executable, "-m", "aorta_tui.envsnap", "--output", str(path)]
         if not include_torch:
             argv.append("--no-torch")
+        started = time.monotonic_ns()
         proc = subprocess.Popen(
             argv,
             env={**base_env, **overlay},
@@ -81,7 +127,9 @@ def start_captures(
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        pending.append(PendingCapture(name, path, proc))
+        capture = PendingCapture(name, path, proc, started_ns=started, priority="normal")
+        capture.start_waiter()
+        pending.append(capture)
     source = next((p for p in pending if p.environment in ("host_env", *same_as_host)), None)
     for name in same_as_host:
         if source is not None and source.environment != name:
@@ -97,11 +145,10 @@ def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TI
     for p in pending:
         if p.proc is None:
             continue
-        try:
-            p.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.proc.kill()
-            p.proc.wait()
+        if not p.wait(max(0.1, deadline - time.monotonic())):
+            with contextlib.suppress(OSError):
+                p.proc.kill()
+            p.wait(5.0)
             warnings.append(f"snapshot of environment {p.environment!r} timed out after {timeout_s:.0f}s")
             continue
         if not p.path.is_file():
@@ -114,9 +161,45 @@ def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TI
 
 def cancel_captures(pending: list[PendingCapture]) -> None:
     for p in pending:
-        if p.proc is not None and p.proc.poll() is None:
-            p.proc.kill()
-            p.proc.wait()
+        if p.proc is not None and p.ended_ns is None:
+            with contextlib.suppress(OSError):
+                p.proc.kill()
+            p.wait(5.0)
+
+
+def beside_trial(pending: list[PendingCapture], start_ns: int | None, end_ns: int | None) -> dict[str, Any]:
+    """The captures that ran while a trial ran (``[start_ns, end_ns]``), for its timeline."""
+    ran = [p for p in pending if p.started_ns is not None]
+    if not ran:
+        return {"ran": False, "reason": "no snapshot capture process in this run "
+                "(--no-snapshots, a resumed run's host snapshot, or docker environments only)"}
+    if start_ns is None or end_ns is None:
+        overlapping = ran
+    else:
+        overlapping = [p for p in ran if p.started_ns <= end_ns  # type: ignore[operator]
+                       and (p.ended_ns is None or p.ended_ns >= start_ns)]
+    if not overlapping:
+        return {"ran": False, "reason": "no snapshot capture ran during this trial"}
+    out: dict[str, Any] = {"captures": [p.to_dict() for p in overlapping]}
+    if start_ns is not None and end_ns is not None:
+        out["overlap_ms"] = round(sum(
+            (min(end_ns, p.ended_ns or end_ns) - max(start_ns, p.started_ns or start_ns)) / 1e6
+            for p in overlapping), 3)
+    return out
+
+
+def _lower_priority(pid: int) -> str:
+    """SCHED_IDLE for the capture (its children inherit it), else nice 19; what was set."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+        return "SCHED_IDLE"
+    except (AttributeError, OSError):
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, 19)
+        return "nice 19"
+    except OSError as exc:
+        return f"normal (could not lower it: {exc})"
 
 
 def snapshot_hash(path: Path) -> str | None:

@@ -77,6 +77,7 @@ class Sweep:
         self._resume_notes: list[str] = []
         self._journal_damage: list[rundir.Damage] = []
         self._journal: rundir.Journal | None = None
+        self._captures: list[Any] = []  # snapshot captures of this session (trial timelines)
 
     # -- preparation -----------------------------------------------------------------------
 
@@ -214,6 +215,7 @@ class Sweep:
                     session=session, include_torch=self.recipe.mode == "triage",
                     docker={c.environment: c.docker for c in self.plan.cells},
                 )
+                self._captures = captures
             status = self._run_trials(run_dir, run_id, pending, session)
             if captures:
                 from aorta_tui.core.snapshots import finish_captures
@@ -398,6 +400,7 @@ class Sweep:
             )
         kevents = kernel_log.events_since(cursor)
         wres = _read_workload_results(trial_dir) if r.mode == "triage" else None
+        trial_timeline = self._timeline(outcome, wres, pspec.stdout_path)
         disabled = set(r.disable_detectors or ())
         result = classify(
             outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
@@ -425,6 +428,7 @@ class Sweep:
             "step_time_source": source,
             "workload_result": wres,
             "trace": self._trace_summary,
+            "timeline": trial_timeline,
         }
         from aorta_tui.core.retention import finish_trial_files
 
@@ -530,6 +534,35 @@ class Sweep:
                     *[a for k in sorted(cell.env) for a in ("-e", k)],
                     "-v", f"{trial_dir}:{trial_dir}", "--", cell.docker, *argv]
         return argv
+
+    def _timeline(self, outcome: Any, wres: dict[str, Any] | None, stdout: Path) -> dict[str, Any]:
+        """The trial's timeline (core/timeline.py): the supervisor's marks, the child's (out of
+        its workload result), and what ran beside it."""
+        from aorta_tui.core import timeline
+        from aorta_tui.core.snapshots import beside_trial
+
+        marks = dict(getattr(outcome, "marks", None) or {})
+        beside = dict(getattr(outcome, "beside", None) or {})
+        beside["snapshot_capture"] = beside_trial(self._captures, marks.get("spawn"), marks.get("reaped"))
+        unavailable: dict[str, str] = {}
+        child = wres.pop("timeline", None) if isinstance(wres, dict) else None
+        if isinstance(child, dict):
+            timeline.fill_cpu_device(child)
+        else:
+            child = None
+        if self.recipe.mode == "probe":
+            missing = timeline.OPAQUE_REASON
+        elif self.recipe.trial_isolation == "in_process":
+            missing = "no workload result"
+            for name in timeline.SUPERVISOR_MARKS:
+                unavailable[name] = "in-process trial (trial_isolation: in_process): no process of its own"
+        elif outcome.exec_error:
+            missing = f"the worker did not start ({outcome.exec_error})"
+        else:
+            missing = "the trial worker left no timeline in workload_result.json"
+        stdout_marks = timeline.read_stdout_marks(stdout) if self.recipe.mode == "triage" else {}
+        return timeline.build(marks, wall_start=outcome.started_at, child=child, child_missing=missing,
+                              stdout_marks=stdout_marks, beside=beside, unavailable=unavailable)
 
     def _step_times(self, wres: dict[str, Any] | None, stdout: Path, wall_s: float,
                     cell: CellPlan) -> tuple[list[float] | None, str]:

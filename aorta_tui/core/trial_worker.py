@@ -23,8 +23,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.workload import Failure, WorkloadContext, WorkloadResult, validate_config
+# The timeline's "interpreter_up": before our own imports (the standard library's above are
+# already loaded by the interpreter's start-up and runpy).
+_INTERPRETER_UP_NS = time.monotonic_ns()
+
+from aorta_tui.core import timeline  # noqa: E402
+from aorta_tui.core.atomic import atomic_write_json  # noqa: E402
+from aorta_tui.core.workload import Failure, WorkloadContext, WorkloadResult, validate_config  # noqa: E402
 
 STEP_PREFIX = "aorta-step"
 
@@ -33,9 +38,11 @@ def result_filename(rank: int) -> str:
     return "workload_result.json" if rank == 0 else f"workload_result.rank{rank}.json"
 
 
-def run_trial(spec: dict[str, Any]) -> WorkloadResult:
+def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) -> WorkloadResult:
     from aorta_tui.core.registry import load_workload
 
+    if marks is not None:  # before the workload's module loads: it may import torch at its top
+        marks.install_torch_hooks()
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -43,6 +50,10 @@ def run_trial(spec: dict[str, Any]) -> WorkloadResult:
     config = validate_config(cls.config_schema, spec.get("config"))
 
     def on_step(step: int, seconds: float) -> None:
+        if marks is not None:
+            now = timeline.now_ns()
+            marks.marks.setdefault("first_step", now)
+            marks.marks["last_step"] = now
         print(f"{STEP_PREFIX} {step} {seconds:.9f}", flush=True)
 
     ctx = WorkloadContext(
@@ -58,8 +69,18 @@ def run_trial(spec: dict[str, Any]) -> WorkloadResult:
     )
     workload = cls()
     result: WorkloadResult
+    if marks is not None:
+        marks.mark("worker_ready")
     try:
-        workload.setup(ctx)
+        if marks is not None:
+            marks.mark("setup_start")
+        try:
+            workload.setup(ctx)
+        finally:
+            if marks is not None:
+                marks.end_setup()
+        if marks is not None:
+            marks.mark("workload_start")
         result = workload.run(ctx)
     except Exception as exc:
         traceback.print_exc()
@@ -71,6 +92,8 @@ def run_trial(spec: dict[str, Any]) -> WorkloadResult:
             workload.cleanup(ctx)
         except Exception:
             traceback.print_exc()
+        if marks is not None:
+            marks.mark("workload_end")
     result.metrics.setdefault("rank", rank)
     result.metrics.setdefault("world_size", world)
     return result
@@ -81,10 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m aorta_tui.core.trial_worker SPEC.json", file=sys.stderr)
         return 2
+    marks = timeline.ChildMarks(_INTERPRETER_UP_NS)
     spec = json.loads(Path(argv[0]).read_text())
     started = time.time()
     try:
-        result = run_trial(spec)
+        result = run_trial(spec, marks)
     except Exception as exc:  # config or import errors: still leave a result behind
         from aorta_tui.core.errors import AortaError
 
@@ -94,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     out = result.to_dict()
     out["worker_wall_s"] = time.time() - started
+    marks.mark("result_write")
+    out["timeline"] = marks.finish()
     atomic_write_json(Path(spec["trial_dir"]) / result_filename(rank), out)
+    if rank == 0:  # the end of the write cannot be inside the file: one line on stdout says it
+        print(timeline.result_written_line(timeline.now_ns()), flush=True)
     # The result file carries the verdict (the classifier reads its failures). A non-zero exit
     # here would only add noise: under torchrun it makes the launcher print a ChildFailedError
     # traceback that reads like a crash.

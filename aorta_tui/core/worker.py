@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import containment, gpu_probe, proctree
+from aorta_tui.core import containment, gpu_probe, proctree, timeline
 from aorta_tui.core.hang import HangMonitor, HangPolicy, HangReport
 
 KiB = 1024
@@ -147,6 +147,10 @@ class ProcessOutcome:
     stopped_at_s: float | None = None  # seconds from the start to our first signal (early end)
     killed_count: int = 0  # processes of the trial this worker ended (main one included)
     survivors: list[int] = field(default_factory=list)  # still alive after the final SIGKILL
+    # the supervisor's timeline marks (CLOCK_MONOTONIC ns: spawn, spawned, exited, reaped) and
+    # the cost of what ran beside the trial here (GPU sampler, hang monitor); see core/timeline
+    marks: dict[str, int] = field(default_factory=dict)
+    beside: dict[str, Any] = field(default_factory=dict)
 
     @property
     def signal_name(self) -> str | None:
@@ -264,7 +268,8 @@ def run_process(
             out_log.close()
             raise
     started_at = time.time()
-    t0 = time.monotonic()
+    spawn_ns = time.monotonic_ns()
+    t0 = spawn_ns / 1e9  # time.monotonic()'s clock
     if not spec.argv:
         return _exec_failed(spec, "empty command (argv is empty)", started_at, t0, out_log, err_log)
     scope = containment.open_scope(spec.env, spec.containment)
@@ -285,10 +290,13 @@ def run_process(
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         scope.close()
         return _exec_failed(spec, _describe_exec_error(exc, spec), started_at, t0, out_log, err_log)
+    spawned_ns = time.monotonic_ns()  # Popen returns once the exec succeeded
     if isinstance(scope, containment.CgroupScope) and not scope.inside(proc.pid):
         scope = containment.downgrade(scope, spec.env, f"the trial did not enter {scope.path}")
     scope.attach(proc.pid, (proc.stdout.fileno(), proc.stderr.fileno()))  # type: ignore[union-attr]
-    return _Run(spec, proc, out_log, err_log, started_at, t0, cancel, scope).run(on_start)
+    run = _Run(spec, proc, out_log, err_log, started_at, t0, cancel, scope)
+    run.marks.update(spawn=spawn_ns, spawned=spawned_ns)
+    return run.run(on_start)
 
 
 class _Run:
@@ -322,6 +330,9 @@ class _Run:
         self.stopped_at: float | None = None
         self.survivors: set[int] = set()
         self.parent_hwm_kb = _own_peak_rss_kb()  # read after the fork: an upper bound
+        self.marks: dict[str, int] = {}
+        self.hang_watch = timeline.Stopwatch()
+        self.sampler_stop_ns = 0
 
     # -- main --------------------------------------------------------------------------------
 
@@ -346,8 +357,10 @@ class _Run:
             if on_start is not None:
                 on_start(self.pid)
             self._event_loop(loop, exit_fd, monitor)
+            self.marks.setdefault("exited", time.monotonic_ns())
             self._drain(loop, until_eof=False)
             self._reap()
+            self.marks["reaped"] = time.monotonic_ns()
             self._end_strays()
             self._drain(loop, until_eof=True)
         except BaseException:
@@ -361,7 +374,9 @@ class _Run:
         finally:
             self.scope.close()
             if sampler is not None:
+                stop_at = time.perf_counter_ns()
                 sampler.stop()
+                self.sampler_stop_ns = time.perf_counter_ns() - stop_at
             if wake is not None and isinstance(self.cancel, CancelEvent):
                 self.cancel._unsubscribe(wake)
             os.close(exit_fd)
@@ -392,7 +407,7 @@ class _Run:
                 elif deadline is not None and now >= deadline:
                     self.kill_reason = "timeout"
                 elif monitor is not None and now >= monitor.next_check:
-                    report = monitor.check(now)
+                    report = self.hang_watch.time(monitor.check, now)
                     if report is not None:
                         self.kill_reason = "hang"
                         self.hang_report = report
@@ -425,6 +440,7 @@ class _Run:
             for fd, _mask in loop.poller.poll(timeout_ms):
                 if fd == exit_fd:
                     loop.leader_exited = True
+                    self.marks.setdefault("exited", time.monotonic_ns())
                 elif fd in loop.pipes:
                     if self._read(loop, fd) and monitor is not None:
                         monitor.note_output(time.monotonic())
@@ -603,7 +619,23 @@ class _Run:
             killed_count=len((self.tree_snapshot | {self.pid}) - self.survivors)
             if self.tree_snapshot or self.kill_reason else 0,
             survivors=sorted(self.survivors),
+            marks=dict(self.marks),
+            beside=self._beside(sampler, gpu_reason, monitor),
         )
+
+    def _beside(self, sampler: gpu_probe.GpuSampler | None, gpu_reason: str | None,
+                monitor: HangMonitor | None) -> dict[str, Any]:
+        """What ran next to the trial in this process, and what it cost."""
+        out: dict[str, Any] = {}
+        if sampler is None:
+            out["gpu_sampler"] = {"ran": False, "reason": gpu_reason}
+        else:
+            out["gpu_sampler"] = {**sampler.costs(), "stop_wait_ms": round(self.sampler_stop_ns / 1e6, 3)}
+        if monitor is None:
+            out["hang_monitor"] = {"ran": False, "reason": "hang detection is off for this trial"}
+        else:
+            out["hang_monitor"] = {**self.hang_watch.to_dict(), "where": "the orchestrator's event loop"}
+        return out
 
 
     def _peak_rss(self) -> tuple[int | None, str | None]:
