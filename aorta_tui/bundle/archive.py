@@ -109,7 +109,7 @@ def find_inputs(paths: list[Path]) -> list[BundleInput]:
     out: list[BundleInput] = []
     used: set[str] = set()
     for p in paths:
-        inp = _identify(p)
+        inp = identify_input(p)
         base, n = inp.name, 2
         while inp.name in used or inp.name == MANIFEST_NAME:
             inp.name = f"{base}-{n}"
@@ -119,7 +119,7 @@ def find_inputs(paths: list[Path]) -> list[BundleInput]:
     return out
 
 
-def _identify(p: Path) -> BundleInput:
+def identify_input(p: Path) -> BundleInput:
     hint = ("pass a run directory (<output>/<ticket>/<run-id>, the one holding journal.jsonl), "
             "a policy sweep directory (holding sweep.json) or a queue result file (queue run -o)")
     try:

@@ -43,6 +43,7 @@ from aorta_tui.cli import (  # noqa: E402
     compat_cmd,
     edit_cmd,
     env_cmd,
+    export_cmd,
     policy_cmd,
     queue_cmd,
     recipe_cmd,
@@ -75,6 +76,7 @@ app.add_typer(trace_cmd.app, name="trace")
 app.command("run")(run_cmd.run_workload)
 app.command("attach")(attach_cmd.attach)
 app.command("bundle")(bundle_cmd.bundle)
+app.command("export")(export_cmd.export)
 app.command("edit")(edit_cmd.edit)
 # upstream AORTA's spellings (cli/compat_cmd.py)
 app.add_typer(compat_cmd.mitigations_app, name="mitigations")

@@ -1,0 +1,23 @@
+"""Results as data: run directories, policy sweeps and queue results as pandas DataFrames.
+
+For notebooks and scripts (docs/analysis.md)::
+
+    from aorta_tui.analysis import load
+    frames = load("aorta-out/T-1/20261201-101500-ab12")   # {"trials": df, "cells": df, "steps": df}
+
+pandas is an optional extra (``pip install 'aorta-tui[analysis]'``); without it every loader
+raises :class:`~aorta_tui.core.errors.EnvironmentProblem` naming the extra. Importing this
+package does not import pandas.
+"""
+
+from __future__ import annotations
+
+from aorta_tui.analysis.frames import (
+    load,
+    load_policy_sweep,
+    load_queue,
+    load_run,
+    require_pandas,
+)
+
+__all__ = ["load", "load_policy_sweep", "load_queue", "load_run", "require_pandas"]

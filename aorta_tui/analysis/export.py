@@ -1,0 +1,64 @@
+"""Frames to files: one CSV or parquet file per frame, each written atomically."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
+
+FORMATS = ("csv", "parquet")
+
+
+def export_frames(source: Path, fmt: str, output: Path | None) -> list[tuple[Path, int]]:
+    """Write every frame of ``source`` into ``output`` (a directory); returns (path, rows)."""
+    from aorta_tui.analysis.frames import load, require_pandas
+    from aorta_tui.bundle.archive import identify_input
+    from aorta_tui.core.atomic import atomic_write_bytes
+
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}",
+                         hint="--format csv, or --format parquet (needs pyarrow)")
+    require_pandas()
+    if fmt == "parquet":
+        _require_pyarrow()
+    inp = identify_input(source)
+    out_dir = output if output is not None else Path(f"{Path(inp.name).stem if inp.kind == 'queue-result' else inp.name}-export")
+    _check_output_dir(out_dir)
+    frames = load(inp.path)
+    encoded = {name: _encode(df, fmt) for name, df in frames.items()}  # all before any write
+    written = []
+    try:
+        out_dir.mkdir(parents=False, exist_ok=True)
+        for name, data in encoded.items():
+            path = atomic_write_bytes(out_dir / f"{name}.{fmt}", data)
+            written.append((path, len(frames[name])))
+    except OSError as exc:
+        raise EnvironmentProblem(f"{exc.filename or out_dir}: cannot write: {exc.strerror or exc}",
+                                 hint="pick another -o DIR or free space") from None
+    return written
+
+
+def _encode(df: Any, fmt: str) -> bytes:
+    if fmt == "csv":
+        return df.to_csv(index=False).encode("utf-8")
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def _require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise EnvironmentProblem("--format parquet needs pyarrow, which is not installed",
+                                 hint="pip install pyarrow, or use --format csv") from None
+
+
+def _check_output_dir(out_dir: Path) -> None:
+    hint = "pass -o DIR: a directory (created if its parent exists)"
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"{out_dir} exists and is not a directory", hint=hint)
+    if not out_dir.parent.is_dir():
+        raise UsageError(f"{out_dir}: the directory {out_dir.parent} does not exist", hint=hint)

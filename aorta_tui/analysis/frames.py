@@ -1,0 +1,256 @@
+"""The loaders: each reads the files the engine wrote (never re-derives a verdict) and returns
+named DataFrames; :func:`load` picks the loader by what the path is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aorta_tui.core.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Frames = dict[str, "pd.DataFrame"]
+EXTRA_HINT = "pip install 'aorta-tui[analysis]' (or: pip install 'pandas>=2')"
+STEP_STATS = ("mean", "p25", "p50", "p75", "iqr", "p90", "p99")
+
+
+def require_pandas() -> Any:
+    """The pandas module, or a clear EnvironmentProblem naming the extra that provides it."""
+    try:
+        import pandas
+    except ImportError:
+        raise EnvironmentProblem("pandas is not installed: results as DataFrames need the "
+                                 "`analysis` extra", hint=EXTRA_HINT) from None
+    return pandas
+
+
+def load(path: str | Path) -> Frames:
+    """The frames of a run directory, a policy sweep directory or a queue result file."""
+    from aorta_tui.bundle.archive import identify_input
+
+    inp = identify_input(Path(path))
+    if inp.kind == "run":
+        return load_run(inp.path)
+    if inp.kind == "policy-sweep":
+        return load_policy_sweep(inp.path)
+    return load_queue(inp.path)
+
+
+# -- a sweep's run directory ---------------------------------------------------------------
+def load_run(run_dir: str | Path) -> Frames:
+    """``trials`` (one row per finished trial of the plan), ``cells`` (matrix.json's cells, or
+    computed from the trials when the run has no matrix yet) and ``steps`` (one row per step
+    time of every trial)."""
+    pd = require_pandas()
+    run_dir = Path(run_dir)
+    results = _finished_results(run_dir)
+    trials = pd.DataFrame([_trial_row(r) for r in results], columns=TRIAL_COLUMNS)
+    steps = pd.DataFrame(
+        [{"trial_id": r["trial_id"], "cell": r["cell"], "trial": r["trial"], "step": i,
+          "step_time_s": float(t)}
+         for r in results for i, t in enumerate(_numbers(r.get("step_times_s")))],
+        columns=["trial_id", "cell", "trial", "step", "step_time_s"])
+    matrix = _json_file(run_dir / "matrix.json")
+    if isinstance(matrix, dict) and isinstance(matrix.get("cells"), list):
+        cells = pd.DataFrame([_cell_row(c) for c in matrix["cells"] if isinstance(c, dict)],
+                             columns=CELL_COLUMNS)
+    else:
+        cells = _cells_from_trials(pd, trials, steps)
+    return {"trials": trials, "cells": cells, "steps": steps}
+
+
+TRIAL_COLUMNS = ["trial_id", "cell", "trial", "order", "session", "verdict", "reason",
+                 "mitigations", "environment", "exit_code", "signal", "timed_out", "wall_s",
+                 "peak_rss_kb", "gpu_peak_mem_bytes", "steps", "step_time_mean_s",
+                 "step_time_p50_s", "step_time_source", "detections"]
+CELL_COLUMNS = ["cell", "mitigations", "environment", "trials", "passed", "failed", "errored",
+                "failure_rate", "error_rate", "step_count", "step_time_source",
+                *(f"step_time_{s}_s" for s in STEP_STATS), "noise_flag", "confound_flag",
+                "confound_reason", "top_detectors"]
+
+
+def _finished_results(run_dir: Path) -> list[dict[str, Any]]:
+    """The trials that count, as resume and matrix.json count them: the plan's, each once,
+    finished in the journal with a whole result.json (docs/run-directory.md)."""
+    from aorta_tui.core.errors import RunDirError
+    from aorta_tui.core.rundir import read_trial_result, resume_state
+
+    if not (run_dir / "journal.jsonl").is_file():
+        raise RunDirError(f"{run_dir} is not a run directory (no journal.jsonl)",
+                          hint="pass <output>/<ticket>/<run-id>")
+    plan = _json_file(run_dir / "plan.json")
+    ids = None
+    if isinstance(plan, dict) and isinstance(plan.get("trials"), list):
+        ids = {t["trial_id"] for t in plan["trials"]
+               if isinstance(t, dict) and isinstance(t.get("trial_id"), str)}
+    state = resume_state(run_dir, ids)
+    out = []
+    for tid in state.completed:
+        r = read_trial_result(run_dir, tid)
+        if r is not None:
+            out.append(r)
+    out.sort(key=lambda r: (r.get("order") if isinstance(r.get("order"), int) else 1 << 62,
+                            r["trial_id"]))
+    return out
+
+
+def _trial_row(r: dict[str, Any]) -> dict[str, Any]:
+    proc = r.get("process") if isinstance(r.get("process"), dict) else {}
+    times = _numbers(r.get("step_times_s"))
+    ordered = sorted(times)
+    return {
+        "trial_id": r["trial_id"], "cell": r["cell"], "trial": r["trial"],
+        "order": r.get("order"), "session": r.get("session"), "verdict": r.get("verdict"),
+        "reason": r.get("reason"), "mitigations": _joined(r.get("mitigations")),
+        "environment": r.get("environment"), "exit_code": proc.get("exit_code"),
+        "signal": proc.get("signal_name") or proc.get("signal"),
+        "timed_out": proc.get("timed_out"), "wall_s": proc.get("wall_s"),
+        "peak_rss_kb": proc.get("peak_rss_kb"), "gpu_peak_mem_bytes": proc.get("gpu_peak_mem_bytes"),
+        "steps": len(times),
+        "step_time_mean_s": sum(times) / len(times) if times else None,
+        "step_time_p50_s": _median(ordered),
+        "step_time_source": r.get("step_time_source"),
+        "detections": _joined([d.get("id") for d in r.get("detections") or []
+                               if isinstance(d, dict)]),
+    }
+
+
+def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
+    stats = c.get("step_time_s") if isinstance(c.get("step_time_s"), dict) else {}
+    noise = c.get("noise") if isinstance(c.get("noise"), dict) else {}
+    confound = c.get("confound") if isinstance(c.get("confound"), dict) else {}
+    top = c.get("top_detectors") or []
+    return {
+        "cell": c.get("cell"), "mitigations": _joined(c.get("mitigations")),
+        "environment": c.get("environment"), "trials": c.get("trials"),
+        "passed": c.get("passed"), "failed": c.get("failed"), "errored": c.get("errored"),
+        "failure_rate": c.get("failure_rate"), "error_rate": c.get("error_rate"),
+        "step_count": c.get("step_count"), "step_time_source": c.get("step_time_source"),
+        **{f"step_time_{s}_s": stats.get(s) for s in STEP_STATS},
+        "noise_flag": noise.get("flag"), "confound_flag": confound.get("flag"),
+        "confound_reason": confound.get("reason"),
+        "top_detectors": _joined([t.get("id") if isinstance(t, dict) else t for t in top]),
+    }
+
+
+def _cells_from_trials(pd: Any, trials: Any, steps: Any) -> Any:
+    rows = []
+    for cell, group in trials.groupby("cell", sort=False):
+        n = len(group)
+        times = sorted(steps.loc[steps["cell"] == cell, "step_time_s"].tolist())
+        failed = int((group["verdict"] == "fail").sum())
+        errored = int((group["verdict"] == "error").sum())
+        rows.append({"cell": cell, "mitigations": group["mitigations"].iloc[0],
+                     "environment": group["environment"].iloc[0], "trials": n,
+                     "passed": int((group["verdict"] == "pass").sum()), "failed": failed,
+                     "errored": errored, "failure_rate": failed / n, "error_rate": errored / n,
+                     "step_count": len(times),
+                     "step_time_mean_s": sum(times) / len(times) if times else None,
+                     "step_time_p50_s": _median(times)})
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+
+
+# -- a policy sweep ------------------------------------------------------------------------
+def load_policy_sweep(run_dir: str | Path) -> Frames:
+    """``trials`` (one row per trial: policy, status, and every summary metric) and
+    ``policies`` (policy.json: per metric its median and 95% interval)."""
+    pd = require_pandas()
+    run_dir = Path(run_dir)
+    rows = []
+    for outcome in sorted((run_dir / "trials").glob("*/outcome.json")):
+        o = _json_file(outcome)
+        if not isinstance(o, dict):
+            continue
+        summary = o.get("summary") if isinstance(o.get("summary"), dict) else {}
+        rows.append({"dir": outcome.parent.name, "policy": o.get("policy"),
+                     "trial": o.get("trial"), "position": o.get("position"),
+                     "status": o.get("status"), "reason": o.get("reason"),
+                     "exit_code": o.get("exit_code"), "trial_wall_s": o.get("wall_s"),
+                     "peak_rss_kb": o.get("peak_rss_kb"),
+                     "env_set": json.dumps(o.get("env_set") or {}, sort_keys=True),
+                     **{k: v for k, v in summary.items() if _scalar(v)}})
+    trials = pd.DataFrame(rows)
+    if len(trials):
+        trials = trials.sort_values("position", kind="stable").reset_index(drop=True)
+    report = _json_file(run_dir / "policy.json")
+    policies = []
+    if isinstance(report, dict):
+        for p in report.get("policies") or []:
+            if not isinstance(p, dict):
+                continue
+            row = {"policy": p.get("name"), "kind": p.get("kind"), "status": p.get("status"),
+                   "trials_ok": p.get("trials_ok"), "trials_failed": p.get("trials_failed")}
+            for metric, m in (p.get("metrics") or {}).items():
+                if isinstance(m, dict):
+                    for stat in ("n", "median", "ci_low", "ci_high"):
+                        row[f"{metric}_{stat}"] = m.get(stat)
+            policies.append(row)
+    return {"trials": trials, "policies": pd.DataFrame(policies)}
+
+
+# -- a queue result or sweep -----------------------------------------------------------------
+def load_queue(path: str | Path) -> Frames:
+    """``points`` (one row per point: streams and the summary figures), ``per_stream`` (one
+    row per stream of every point) and ``iterations`` (the per-iteration samples)."""
+    pd = require_pandas()
+    from aorta_tui.hwqueue.result import SWEEP_KIND, load_result
+
+    doc = load_result(path)
+    points = doc["points"] if doc.get("kind") == SWEEP_KIND else [doc]
+    summary_rows, stream_rows, iteration_rows = [], [], []
+    for i, pt in enumerate(points):
+        config = pt.get("config") if isinstance(pt.get("config"), dict) else {}
+        workload = pt.get("workload") if isinstance(pt.get("workload"), dict) else {}
+        key = {"point": i, "streams": config.get("streams")}
+        summary = pt.get("summary") if isinstance(pt.get("summary"), dict) else {}
+        summary_rows.append({**key, "run_id": pt.get("run_id"), "workload": workload.get("name"),
+                             "device": config.get("device"), "emulated": pt.get("emulated"),
+                             **{k: v for k, v in summary.items() if _scalar(v)}})
+        metrics = pt.get("metrics") if isinstance(pt.get("metrics"), dict) else {}
+        for s in metrics.get("per_stream") or []:
+            if isinstance(s, dict):
+                stream_rows.append({**key, **{k: v for k, v in s.items() if _scalar(v)}})
+        samples = pt.get("samples") if isinstance(pt.get("samples"), dict) else {}
+        series = {k.removeprefix("iteration_"): v for k, v in samples.items()
+                  if isinstance(v, list) and v}
+        length = max((len(v) for v in series.values()), default=0)
+        for n in range(length):
+            iteration_rows.append({**key, "iteration": n,
+                                   **{k: v[n] if n < len(v) else None for k, v in series.items()}})
+    return {"points": pd.DataFrame(summary_rows), "per_stream": pd.DataFrame(stream_rows),
+            "iterations": pd.DataFrame(iteration_rows)}
+
+
+# -- small helpers -----------------------------------------------------------------------------
+def _json_file(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _numbers(value: Any) -> list[float]:
+    if not isinstance(value, list):
+        return []
+    return [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _median(ordered: list[float]) -> float | None:
+    if not ordered:
+        return None
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _joined(items: Any) -> str:
+    """A list as one ``;``-joined string: a cell of a CSV or parquet column, not an object."""
+    if not isinstance(items, list):
+        return ""
+    return ";".join(str(i) for i in items if i is not None)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))

@@ -1,0 +1,154 @@
+"""Results as DataFrames, and `aorta-tui export`, on run directories the real CLI produced."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.engine.conftest import aorta, only_run_dir
+
+pd = pytest.importorskip("pandas")
+
+RECIPE = r"""schema_version: 1
+mode: probe
+ticket: T-AN
+trials: 2
+timeout_per_trial: 30
+mitigation_axis: [none, gpu_max_hw_queues_2]
+diagnostic_axis: [none]
+step_time_regex: 'step \d+ took ([0-9.]+)'
+"""
+# three steps with known times; the mitigation's variable makes the trial fail
+SCRIPT = ('echo "step 0 took 0.25"; echo "step 1 took 0.5"; echo "step 2 took 1.25"; '
+          'if [ "$GPU_MAX_HW_QUEUES" = 2 ]; then exit 3; fi')
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("analysis-run")
+    (base / "probe.yaml").write_text(RECIPE)
+    proc = aorta("--batch", "probe.yaml", "--output", "out", "--no-snapshot", "--", "sh", "-c",
+                 SCRIPT, cwd=base)
+    assert proc.returncode == 0, proc.stderr
+    return only_run_dir(base / "out")
+
+
+def test_a_run_as_frames(run_dir):
+    from aorta_tui.analysis import load, load_run
+
+    frames = load_run(run_dir)
+    assert set(frames) == {"trials", "cells", "steps"}
+    assert load(run_dir)["trials"].equals(frames["trials"])
+    trials = frames["trials"].set_index("trial_id")
+    for p in run_dir.glob("trials/*/trial-*/result.json"):
+        r = json.loads(p.read_text())
+        row = trials.loc[r["trial_id"]]
+        assert row["verdict"] == r["verdict"] and row["cell"] == r["cell"]
+        assert row["exit_code"] == r["process"]["exit_code"]
+    assert len(trials) == 4
+    assert set(trials.loc[trials["cell"] == "gpu_max_hw_queues_2-none", "verdict"]) == {"fail"}
+    assert trials["order"].tolist() == sorted(trials["order"].tolist())
+    steps = frames["steps"]
+    assert len(steps) == 12
+    assert steps.groupby("trial_id")["step_time_s"].apply(list).map(tuple).unique().tolist() == [
+        (0.25, 0.5, 1.25)]
+    assert trials["step_time_p50_s"].tolist() == [0.5] * 4
+    matrix = {c["cell"]: c for c in json.loads((run_dir / "matrix.json").read_text())["cells"]}
+    cells = frames["cells"].set_index("cell")
+    for name, c in matrix.items():
+        assert cells.loc[name, "failure_rate"] == c["failure_rate"]
+        assert cells.loc[name, "step_time_p50_s"] == c["step_time_s"]["p50"]
+    assert cells.loc["gpu_max_hw_queues_2-none", "mitigations"] == "gpu_max_hw_queues_2"
+
+
+def test_export_csv_reads_back_as_the_frames(run_dir, tmp_path):
+    from aorta_tui.analysis import load_run
+
+    proc = aorta("export", str(run_dir), "--format", "csv", "-o", "tables", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(proc.stdout)["files"]
+    assert sorted(Path(f["path"]).name for f in written) == ["cells.csv", "steps.csv", "trials.csv"]
+    frames = load_run(run_dir)
+    for name in ("trials", "cells", "steps"):
+        back = pd.read_csv(tmp_path / "tables" / f"{name}.csv", keep_default_na=False,
+                           na_values=[""])
+        assert list(back.columns) == list(frames[name].columns)
+        assert len(back) == len(frames[name])
+    steps = pd.read_csv(tmp_path / "tables" / "steps.csv")
+    assert steps["step_time_s"].sum() == pytest.approx(4 * 2.0)
+    # the default directory is named after the run
+    proc = aorta("export", str(run_dir), cwd=tmp_path)
+    assert proc.returncode == 0 and (tmp_path / f"{run_dir.name}-export" / "trials.csv").is_file()
+
+
+def test_parquet_needs_pyarrow_or_round_trips(run_dir, tmp_path):
+    proc = aorta("export", str(run_dir), "--format", "parquet", "-o", "pq", cwd=tmp_path)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        assert proc.returncode == 3, proc.stderr
+        assert "pyarrow" in proc.stderr and "--format csv" in proc.stderr
+        assert not (tmp_path / "pq").exists()
+        return
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_parquet(tmp_path / "pq" / "trials.parquet")) == 4
+
+
+def test_policy_sweep_and_queue_result_as_frames(tmp_path):
+    from aorta_tui.analysis import load
+
+    q = aorta("queue", "run", "hetero_kernels", "--streams", "2", "--iterations", "3",
+              "--warmup", "1", "--device", "cpu", "--size", "tiny", "-o", "q.json", cwd=tmp_path)
+    assert q.returncode == 0, q.stderr
+    pol = aorta("policy", "sweep", "hetero_kernels", "--policies", "baseline", "--trials", "2",
+                "--streams", "2", "--iterations", "3", "--warmup", "1", "--device", "cpu",
+                "--size", "tiny", "-o", "pol", cwd=tmp_path)
+    assert pol.returncode == 0, pol.stderr
+    queue = load(tmp_path / "q.json")
+    doc = json.loads((tmp_path / "q.json").read_text())
+    assert queue["points"]["throughput"].tolist() == [doc["summary"]["throughput"]]
+    assert queue["per_stream"]["stream"].tolist() == [0, 1]
+    assert queue["iterations"]["latency_ms"].tolist() == doc["samples"]["iteration_latency_ms"]
+    policy = load(tmp_path / "pol")
+    assert policy["trials"]["policy"].tolist() == ["baseline", "baseline"]
+    assert set(policy["trials"]["status"]) == {"ok"}
+    report = json.loads((tmp_path / "pol" / "policy.json").read_text())
+    median = report["policies"][0]["metrics"]["throughput"]["median"]
+    assert policy["policies"].loc[0, "throughput_median"] == median
+    proc = aorta("export", "q.json", cwd=tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "q-export" / "per_stream.csv").is_file()
+
+
+def test_without_pandas_the_error_names_the_extra(run_dir, tmp_path):
+    code = ("import sys; sys.modules['pandas'] = None; sys.argv = ['aorta-tui', 'export', "
+            f"{str(run_dir)!r}, '-o', 'x']; from aorta_tui.cli.main import run; run()")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "pandas is not installed" in proc.stderr and "aorta-tui[analysis]" in proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_importing_analysis_does_not_import_pandas():
+    code = "import sys, aorta_tui.analysis; print('pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["nope"], "no such file"),
+    (["plain"], "not a run directory"),
+    (["RUN", "--format", "xlsx"], "expected one of csv, parquet"),
+    (["RUN", "-o", "no/such/dir"], "does not exist"),
+])
+def test_bad_input_is_exit_2(run_dir, tmp_path, args, needle):
+    (tmp_path / "plain").mkdir()
+    args = [str(run_dir) if a == "RUN" else a for a in args]
+    proc = aorta("export", *args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]
