@@ -127,7 +127,7 @@ def start_captures(
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        capture = PendingCapture(name, path, proc, started_ns=started, priority="normal")
+        capture = PendingCapture(name, path, proc, started_ns=started, priority=_lower_priority(proc.pid))
         capture.start_waiter()
         pending.append(capture)
     source = next((p for p in pending if p.environment in ("host_env", *same_as_host)), None)

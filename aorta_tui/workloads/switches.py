@@ -19,7 +19,16 @@ def _tf32_off(torch: Any) -> str:
 
 
 def _deterministic(torch: Any) -> str:
-    torch.use_deterministic_algorithms(True, warn_only=False)
+    import os
+    import sys
+
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True, warn_only=False)
+    else:
+        # What use_deterministic_algorithms does, without importing torch._inductor to set one
+        # flag (1.6 s on a CPU box): inductor's config reads this variable when it loads.
+        os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"
+        torch._C._set_deterministic_algorithms(True, warn_only=False)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     return "torch.deterministic: use_deterministic_algorithms(True) cudnn.deterministic=True"
