@@ -38,6 +38,7 @@ import typer  # noqa: E402
 
 from aorta_tui import __version__  # noqa: E402
 from aorta_tui.cli import (  # noqa: E402
+    agent_cmd,
     attach_cmd,
     bundle_cmd,
     compat_cmd,
@@ -77,6 +78,7 @@ app.command("run")(run_cmd.run_workload)
 app.command("attach")(attach_cmd.attach)
 app.command("bundle")(bundle_cmd.bundle)
 app.command("export")(export_cmd.export)
+app.command("agent", context_settings=agent_cmd._SETTINGS)(agent_cmd.agent)
 app.command("edit")(edit_cmd.edit)
 # upstream AORTA's spellings (cli/compat_cmd.py)
 app.add_typer(compat_cmd.mitigations_app, name="mitigations")

@@ -1,0 +1,435 @@
+"""The closed loop of ``aorta-tui agent``: baseline, propose, sweep, read, until the goal or the
+budget (docs/agent.md).
+
+Every iteration is an ordinary sweep (``aorta-tui sweep run`` in a child process, so its run
+directory, journal, resume and the TUI work as for any run) in the recipe's ticket. The agent's
+own record is ``<output>/<ticket>/agent-<id>/``: ``recipe.yaml`` (the recipe it started from),
+``iter-NN.yaml`` (each iteration's recipe), ``agent.json`` (the state, rewritten atomically
+after every step, so Ctrl-C loses nothing that finished and ``--resume`` continues) and
+``agent.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.agent.proposer import builtin_propose, score
+from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
+
+KIND = "aorta-tui/agent"
+SCHEMA_VERSION = 1
+GOAL_NAMES = frozenset({"failure_rate", "error_rate", "trials", "step_time_ratio",
+                        "step_time_p50_s"})
+DEFAULT_GOAL = "failure_rate == 0 and error_rate == 0"
+PAIR_JOIN = "--"  # a combined mitigation's name: hsa_no_sdma--xnack
+FINISHED = ("goal_met", "baseline_meets_goal", "budget_spent", "exhausted")
+
+
+@dataclass
+class AgentRequest:
+    recipe: Path
+    command: list[str]
+    goal: str = DEFAULT_GOAL
+    budget: int = 64
+    per_iteration: int = 8
+    output: Path = Path("aorta-out")
+    candidates: list[str] | None = None
+    mitigation_files: list[Path] = field(default_factory=list)
+    no_snapshot: bool = False
+
+
+def check_goal(goal: str) -> Any:
+    from aorta_tui.core.errors import RecipeError
+    from aorta_tui.core.recipe.condition import compile_condition
+
+    try:
+        return compile_condition(goal, names=GOAL_NAMES)
+    except RecipeError as exc:
+        raise UsageError(f"--goal {goal!r}: {exc.message}",
+                         hint=f"an expression over {', '.join(sorted(GOAL_NAMES))}, e.g. "
+                              f"\"{DEFAULT_GOAL}\"") from None
+
+
+def _registry(files: list[Path]) -> Any:
+    from aorta_tui.core.registry import Registry
+
+    return Registry([str(f) for f in files])
+
+
+def _plan(recipe_path: Path, registry: Any) -> Any:
+    from aorta_tui.core.plan import build_plan
+    from aorta_tui.core.recipe import load_recipe
+
+    recipe = load_recipe(recipe_path, registry=registry)
+    return recipe, build_plan(recipe, registry)
+
+
+# -- starting ------------------------------------------------------------------------------
+def start(req: AgentRequest) -> Path:
+    """Check everything, then create the agent's directory; nothing runs before this returns."""
+    check_goal(req.goal)
+    if req.budget < 1:
+        raise UsageError(f"--budget {req.budget}: at least 1 trial",
+                         hint="the budget counts trials, the baseline's included, e.g. --budget 64")
+    if req.per_iteration < 1:
+        raise UsageError(f"--per-iteration {req.per_iteration}: at least 1 cell")
+    registry = _registry(req.mitigation_files)
+    recipe, plan = _plan(req.recipe, registry)
+    if recipe.mode == "probe" and not req.command and not getattr(recipe, "command", None):
+        raise UsageError("a probe recipe needs the command to run after `--`",
+                         hint="aorta-tui agent probe.yaml -- bash launch.sh")
+    candidates = req.candidates if req.candidates is not None else sorted(
+        n for n in registry.mitigations if n != "none")
+    for name in candidates:
+        registry.mitigation(name)  # an unknown name is a UsageError with a did-you-mean
+    if len(plan.trials) > req.budget:
+        raise UsageError(f"--budget {req.budget}: the baseline recipe alone runs "
+                         f"{len(plan.trials)} trials", hint=f"--budget {len(plan.trials) * 4} or more")
+    if not req.output.exists() and not req.output.parent.is_dir():
+        raise UsageError(f"--output {req.output}: the directory {req.output.parent} does not exist")
+    if req.output.exists() and not req.output.is_dir():
+        raise UsageError(f"--output {req.output} is not a directory")
+    from aorta_tui.core import ownership
+    from aorta_tui.core.atomic import atomic_write_bytes
+    from aorta_tui.core.rundir import new_run_id, safe_component
+
+    agent_dir = req.output / safe_component(recipe.ticket) / f"agent-{new_run_id()}"
+    try:
+        ownership.make_dirs(agent_dir)
+        # the recipe as given (it may hold a secret's value in extra_env: mode 0600)
+        atomic_write_bytes(agent_dir / "recipe.yaml", req.recipe.read_bytes(), mode=0o600)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{exc.filename or agent_dir}: cannot write: "
+                                 f"{exc.strerror or exc}", hint="pick another --output") from None
+    state = {
+        "schema_version": SCHEMA_VERSION, "kind": KIND, "status": "running",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "proposer": "builtin",
+        "goal": req.goal, "budget": req.budget, "per_iteration": req.per_iteration,
+        "trials_used": 0, "recipe": "recipe.yaml", "recipe_source": str(req.recipe),
+        "mode": recipe.mode, "command": list(req.command), "output": str(req.output.resolve()),
+        "candidates": candidates, "mitigation_files": [str(f.resolve()) for f in req.mitigation_files],
+        "no_snapshot": req.no_snapshot, "baseline": None, "iterations": [],
+        "recommendation": None,
+    }
+    save(agent_dir, state)
+    return agent_dir
+
+
+def load_state(agent_dir: Path) -> dict[str, Any]:
+    from aorta_tui.core.inputs import load_json_input, require_object
+
+    path = agent_dir / "agent.json"
+    if not path.is_file():
+        raise UsageError(f"{agent_dir} is not an agent directory (no agent.json)",
+                         hint="pass <output>/<ticket>/agent-<id>, printed when the agent started")
+    state = require_object(load_json_input(path, what="agent state", limit=64 * 1024 * 1024),
+                           where=str(path), what="agent state")
+    if state.get("kind") != KIND:
+        raise UsageError(f"{path}: not an agent state (kind {state.get('kind')!r})")
+    return state
+
+
+def save(agent_dir: Path, state: dict[str, Any]) -> None:
+    from aorta_tui.agent.report import render_markdown
+    from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
+
+    atomic_write_json(agent_dir / "agent.json", state)
+    atomic_write_text(agent_dir / "agent.md", render_markdown(state))
+
+
+# -- the loop ------------------------------------------------------------------------------
+def run(agent_dir: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or continue) the loop until the goal, the budget or the end of the proposals."""
+    state = load_state(agent_dir)
+    if state["status"] in FINISHED:
+        say(f"agent already finished ({state['status']}): {agent_dir / 'agent.md'}")
+        return state
+    goal = check_goal(state["goal"])
+    registry = _registry([Path(f) for f in state["mitigation_files"]])
+    while True:
+        it = _next_iteration(agent_dir, state, registry)
+        if it is None:
+            break
+        _run_iteration(agent_dir, state, it, say)
+        _read_iteration(state, it, goal)
+        save(agent_dir, state)
+        best = min(it["cells"], key=lambda c: (score(c), c["cell"])) if it["cells"] else None
+        say(f"iteration {it['index']}: {len(it['cells'])} cells, {it['trials']} trials "
+            f"({state['trials_used']}/{state['budget']} used); "
+            + (f"best {best['cell']}: failure {best['failure_rate']:.0%}, error "
+               f"{best['error_rate']:.0%}" if best else "no cells"))
+        if _finish_if_done(state, it):
+            break
+    save(agent_dir, state)
+    return state
+
+
+def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any
+                    ) -> dict[str, Any] | None:
+    its = state["iterations"]
+    if its and its[-1]["status"] in ("running", "interrupted"):
+        return its[-1]  # cut short: continue it (its sweep resumes from its journal)
+    index = len(its)
+    if index == 0:
+        it = {"index": 0, "status": "planned", "recipe": "recipe.yaml", "run_dir": None,
+              "proposed": [], "reasons": [], "note": "the baseline: the recipe as given",
+              "cells": [], "trials": 0}
+    else:
+        it = _propose(agent_dir, state, registry, index)
+        if it is None:
+            return None
+    its.append(it)
+    save(agent_dir, state)
+    return it
+
+
+def _trials_per_cell(state: dict[str, Any]) -> int:
+    base = state.get("baseline") or {}
+    return max(1, int(base.get("trials") or 1))
+
+
+def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int
+             ) -> dict[str, Any] | None:
+    per_cell = _trials_per_cell(state)
+    left = state["budget"] - state["trials_used"]
+    slots = min(state["per_iteration"], left // per_cell)
+    tried = {tuple(sorted(c["mitigations"])): c for it in state["iterations"] for c in it["cells"]}
+
+    def conflicts(a: str, b: str) -> bool:
+        ea, eb = registry.mitigation(a).env, registry.mitigation(b).env
+        return any(k in eb and eb[k] != v for k, v in ea.items())
+
+    proposal = builtin_propose(state["candidates"], tried, conflicts, slots)
+    if not proposal.cells:
+        state["status"] = "budget_spent" if slots <= 0 else "exhausted"
+        state["stop_reason"] = proposal.note
+        state["recommendation"] = _no_recommendation(state, proposal.note)
+        return None
+    for cell in proposal.cells:  # a proposal is checked before anything runs
+        for name in cell:
+            registry.mitigation(name)
+        for a, b in [(a, b) for i, a in enumerate(cell) for b in cell[i + 1:]]:
+            if conflicts(a, b):
+                raise UsageError(f"the proposer suggested {a} + {b}, which set one variable to "
+                                 "different values; nothing was run")
+    name = f"iter-{index:02d}.yaml"
+    _write_iteration_recipe(agent_dir, state, proposal.cells, agent_dir / name)
+    sidecar = (agent_dir / name).with_suffix(".mitigations.json")
+    files = [Path(f) for f in state["mitigation_files"]] + ([sidecar] if sidecar.is_file() else [])
+    _recipe, plan = _plan(agent_dir / name, _registry(files))  # the engine's own validation
+    if state["trials_used"] + len(plan.trials) > state["budget"]:
+        state["status"] = "budget_spent"
+        state["stop_reason"] = f"the next iteration needs {len(plan.trials)} trials, over the budget"
+        state["recommendation"] = _no_recommendation(state, state["stop_reason"])
+        (agent_dir / name).unlink()
+        sidecar.unlink(missing_ok=True)
+        return None
+    return {"index": index, "status": "planned", "recipe": name, "run_dir": None,
+            "proposed": [list(c) for c in proposal.cells], "reasons": proposal.reasons,
+            "note": proposal.note, "cells": [], "trials": 0}
+
+
+def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],
+                            cells: list[tuple[str, ...]], path: Path) -> None:
+    import yaml
+
+    from aorta_tui.core.atomic import atomic_write_bytes
+    from aorta_tui.core.recipe.loader import parse_yaml_text
+
+    data, _marks = parse_yaml_text((agent_dir / state["recipe"]).read_text(encoding="utf-8"))
+    data.pop("stop_after", None)
+    confound = data.get("confound")
+    if isinstance(confound, dict):
+        confound.pop("baseline_cell", None)  # the baseline ran in iteration 0
+    if state["mode"] == "probe":
+        # a probe cell is one mitigation (x one diagnostic): a pair goes in as one combined
+        # mitigation of a sidecar file the iteration's sweep loads
+        data["mitigation_axis"] = [PAIR_JOIN.join(c) for c in cells]
+        pairs = [c for c in cells if len(c) > 1]
+        if pairs:
+            _write_pair_sidecar(path.with_suffix(".mitigations.json"), pairs,
+                                [Path(f) for f in state["mitigation_files"]])
+    else:
+        base = _baseline_cell_spec(data, state)
+        data["cells"] = [{**base, "name": PAIR_JOIN.join(c),
+                          "mitigations": sorted(set(base.get("mitigations") or []) | set(c))}
+                         for c in cells]
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    atomic_write_bytes(path, text.encode("utf-8"), mode=0o600)
+
+
+def _write_pair_sidecar(path: Path, pairs: list[tuple[str, ...]], files: list[Path]) -> None:
+    from aorta_tui.core.atomic import atomic_write_json
+    from aorta_tui.core.registry import mitigation_env
+
+    registry = _registry(files)
+    out = {}
+    for pair in pairs:
+        ms = [registry.mitigation(n) for n in pair]
+        switches = sorted({s for m in ms for s in m.switches})
+        out[PAIR_JOIN.join(pair)] = {"env": mitigation_env(ms), "switches": switches,
+                                     "description": "agent: " + " + ".join(pair)}
+    atomic_write_json(path, out)
+
+
+def mitigation_set(cell: dict[str, Any]) -> list[str]:
+    """A cell's mitigations, a combined pair ``a--b`` of a probe iteration split again."""
+    return sorted(n for m in cell.get("mitigations") or [] for n in str(m).split(PAIR_JOIN))
+
+
+def _baseline_cell_spec(data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    cells = [c for c in data.get("cells") or [] if isinstance(c, dict)]
+    want = (state.get("baseline") or {}).get("cell")
+    for c in cells:
+        if c.get("name") == want:
+            return {k: v for k, v in c.items() if k != "name"}
+    return {k: v for k, v in (cells[0] if cells else {}).items() if k != "name"}
+
+
+def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
+                   say: Callable[[str], None]) -> None:
+    argv = [sys.executable, "-m", "aorta_tui", "sweep", "run", "--recipe",
+            str(agent_dir / it["recipe"]), "--json"]
+    if it.get("run_dir") and Path(it["run_dir"]).is_dir():
+        argv += ["--resume", it["run_dir"]]
+    else:
+        argv += ["--output", state["output"]]
+    sidecar = (agent_dir / it["recipe"]).with_suffix(".mitigations.json")
+    for f in [*state["mitigation_files"], *([str(sidecar)] if sidecar.is_file() else [])]:
+        argv += ["--mitigations-file", f]
+    if state["no_snapshot"]:
+        argv.append("--no-snapshot")
+    if state["command"]:
+        argv += ["--", *state["command"]]
+    it["status"] = "running"
+    save(agent_dir, state)
+    say(f"iteration {it['index']}: {it['note']}")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, encoding="utf-8",
+                            errors="replace")
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            ev = _event(line)
+            if ev.get("event") == "run_started" and isinstance(ev.get("run_dir"), str):
+                it["run_dir"] = str(Path(ev["run_dir"]).resolve())
+                save(agent_dir, state)
+        rc = proc.wait()
+    except KeyboardInterrupt:
+        proc.wait()  # the sweep got the same Ctrl-C: it stops its trial and keeps its journal
+        it["status"] = "interrupted"
+        save(agent_dir, state)
+        raise
+    if rc == ExitCode.INTERRUPTED:
+        it["status"] = "interrupted"
+        save(agent_dir, state)
+        raise KeyboardInterrupt
+    if rc not in (0, 1) or not it.get("run_dir"):
+        it["status"] = "failed"
+        save(agent_dir, state)
+        raise AortaError(f"iteration {it['index']}: the sweep exited {rc}",
+                         hint=f"see its message above; `aorta-tui agent --resume {agent_dir}` "
+                              "tries again", exit_code=ExitCode(rc) if rc in (2, 3) else None)
+
+
+def _event(line: str) -> dict[str, Any]:
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        return {}
+    return ev if isinstance(ev, dict) else {}
+
+
+def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Any) -> None:
+    matrix = json.loads((Path(it["run_dir"]) / "matrix.json").read_text(encoding="utf-8"))
+    cells = [c for c in matrix.get("cells") or [] if isinstance(c, dict)]
+    if it["index"] == 0:
+        name = matrix.get("baseline_cell") or (cells[0]["cell"] if cells else None)
+        base = next((c for c in cells if c.get("cell") == name), None)
+        if base is None:
+            raise AortaError("the baseline sweep has no cells")
+        state["baseline"] = {"cell": name, "run_dir": it["run_dir"],
+                             **_figures(base, None), "mitigations": mitigation_set(base)}
+    base_mean = state["baseline"].get("step_time_mean_s")
+    it["cells"] = []
+    for c in cells:
+        fig = _figures(c, base_mean)
+        fig["meets_goal"] = goal.evaluate({k: fig[k] for k in GOAL_NAMES})
+        it["cells"].append({"cell": c.get("cell"), "mitigations": mitigation_set(c),
+                            "run_dir": it["run_dir"], **fig})
+    it["trials"] = sum(int(c.get("trials") or 0) for c in cells)
+    state["trials_used"] += it["trials"]
+    it["status"] = "done"
+
+
+def _figures(cell: dict[str, Any], base_mean: float | None) -> dict[str, Any]:
+    stats = cell.get("step_time_s") if isinstance(cell.get("step_time_s"), dict) else {}
+    mean = stats.get("mean")
+    ratio = mean / base_mean if isinstance(mean, (int, float)) and base_mean else None
+    return {"trials": cell.get("trials"), "failure_rate": cell.get("failure_rate") or 0.0,
+            "error_rate": cell.get("error_rate") or 0.0, "step_time_mean_s": mean,
+            "step_time_p50_s": stats.get("p50"), "step_time_ratio": ratio}
+
+
+def _finish_if_done(state: dict[str, Any], it: dict[str, Any]) -> bool:
+    base = state["baseline"]
+    if it["index"] == 0:
+        base_cell = next(c for c in it["cells"] if c["cell"] == base["cell"])
+        if base_cell["meets_goal"]:
+            state["status"] = "baseline_meets_goal"
+            state["recommendation"] = {
+                "mitigations": [], "cell": base["cell"], "confidence": None,
+                "evidence": _evidence(base_cell, base),
+                "reason": "the baseline already meets the goal: nothing to mitigate"}
+            return True
+    winners = [c for c in it["cells"] if c["meets_goal"] and c["cell"] != base["cell"]]
+    if not winners:
+        if state["trials_used"] >= state["budget"]:
+            state["status"] = "budget_spent"
+            state["recommendation"] = _no_recommendation(state, "the budget is spent")
+            return True
+        return False
+    best = min(winners, key=lambda c: (len(c["mitigations"]), score(c), c["cell"]))
+    n = int(best["trials"] or 0)
+    p = base["failure_rate"] + base["error_rate"]
+    confidence = round(1 - (1 - min(p, 1.0)) ** n, 4) if p > 0 else None
+    state["status"] = "goal_met"
+    state["recommendation"] = {
+        "mitigations": best["mitigations"], "cell": best["cell"], "confidence": confidence,
+        "confidence_meaning": (f"1 - (1 - {p:.3g})^{n}: the chance that {n} trials at the "
+                               "baseline's failure-or-error rate would not all have met the goal"
+                               if confidence is not None else "the baseline did not fail: "
+                               "the goal is about speed; no failure-rate confidence"),
+        "evidence": _evidence(best, base),
+        "reason": f"{best['cell']} met the goal `{state['goal']}` in iteration {it['index']}"}
+    return True
+
+
+def _evidence(cell: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    keep = ("trials", "failure_rate", "error_rate", "step_time_ratio", "step_time_p50_s")
+    return {"run_dir": cell["run_dir"], **{k: cell.get(k) for k in keep},
+            "baseline": {"cell": base["cell"], "run_dir": base["run_dir"],
+                         **{k: base.get(k) for k in keep if k != "step_time_ratio"}}}
+
+
+def _no_recommendation(state: dict[str, Any], why: str) -> dict[str, Any]:
+    cells = [c for it in state["iterations"] for c in it["cells"]
+             if state.get("baseline") and c["cell"] != state["baseline"]["cell"]]
+    best = min(cells, key=lambda c: (score(c), c["cell"])) if cells else None
+    text = f"no cell met the goal `{state['goal']}`: {why}"
+    if best is not None:
+        text += (f"; the closest was {best['cell']} (failure {best['failure_rate']:.0%}, "
+                 f"error {best['error_rate']:.0%})")
+    return {"mitigations": [], "cell": None, "confidence": None,
+            "evidence": _evidence(best, state["baseline"]) if best else None, "reason": text}
+
+
+def default_output() -> Path:
+    return Path(os.environ.get("AORTA_OUTPUT", "aorta-out"))

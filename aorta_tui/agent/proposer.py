@@ -1,0 +1,66 @@
+"""The builtin proposer: deterministic, greedy over single mitigations, then pairs of the best.
+
+It reads only what the sweeps wrote (each cell's figures from ``matrix.json``) and writes down
+why it picked each cell, so ``agent.md`` can say it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+# How many of the best single mitigations the pair phase combines.
+PAIR_POOL = 4
+
+
+@dataclass(frozen=True)
+class Proposal:
+    cells: list[tuple[str, ...]]  # mitigation sets, each a new cell
+    reasons: list[str]  # one per cell
+    note: str  # the iteration's reasoning in a sentence
+
+
+def score(cell: dict[str, Any]) -> tuple[float, float]:
+    """Lower is better: the share of trials that failed or errored, then the speed ratio."""
+    bad = (cell.get("failure_rate") or 0.0) + (cell.get("error_rate") or 0.0)
+    ratio = cell.get("step_time_ratio")
+    return bad, ratio if isinstance(ratio, (int, float)) else float("inf")
+
+
+def builtin_propose(candidates: list[str], tried: dict[tuple[str, ...], dict[str, Any]],
+                    conflicts: Any, slots: int) -> Proposal:
+    """Up to ``slots`` new cells. ``tried`` maps every mitigation set already run to its
+    figures; ``conflicts(a, b)`` says whether two mitigations cannot share a cell."""
+    if slots <= 0:
+        return Proposal([], [], "no budget left for another cell")
+    singles = [(m,) for m in candidates if (m,) not in tried]
+    if singles:
+        picked = singles[:slots]
+        total = len(candidates)
+        reasons = [f"single mitigation {candidates.index(c[0]) + 1} of {total} not tried yet"
+                   for c in picked]
+        return Proposal(picked, reasons, f"greedy over single mitigations: {len(singles)} of "
+                        f"{total} not tried yet; running {len(picked)}")
+    ranked = sorted((s for s in tried if len(s) == 1 and s[0] in candidates),
+                    key=lambda s: (score(tried[s]), s))
+    pool = ranked[:PAIR_POOL]
+    pairs = []
+    for a, b in combinations(pool, 2):
+        pair = tuple(sorted((a[0], b[0])))
+        if pair not in tried and not conflicts(a[0], b[0]):
+            pairs.append((pair, a, b))
+    if not pairs:
+        return Proposal([], [], f"every single mitigation and every pair of the best {len(pool)} "
+                        "has been tried (or conflicts): nothing left to propose")
+    picked = pairs[:slots]
+    reasons = [f"pair of two of the best singles: {a[0]} ({_figures(tried[a])}) + {b[0]} "
+               f"({_figures(tried[b])})" for _pair, a, b in picked]
+    return Proposal([p for p, _a, _b in picked], reasons,
+                    f"no single mitigation met the goal: pairs of the best {len(pool)} singles")
+
+
+def _figures(cell: dict[str, Any]) -> str:
+    ratio = cell.get("step_time_ratio")
+    speed = f", step time x{ratio:.2f}" if isinstance(ratio, (int, float)) else ""
+    return f"failure {cell.get('failure_rate', 0):.0%}, error {cell.get('error_rate', 0):.0%}{speed}"

@@ -1,0 +1,86 @@
+"""`aorta-tui agent RECIPE [-- CMD ...]`: search for the mitigation in a loop of sweeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from aorta_tui.cli.common import cli_command
+
+_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": False}
+
+
+@cli_command
+def agent(
+    ctx: typer.Context,
+    recipe: Path | None = typer.Argument(  # noqa: UP007 - typer needs Optional on 3.10
+        None, help="The recipe whose baseline starts the search (not with --resume)."),
+    goal: str = typer.Option("failure_rate == 0 and error_rate == 0", "--goal",
+                             help="When a cell is good enough: an expression over failure_rate, "
+                                  "error_rate, trials, step_time_ratio, step_time_p50_s."),
+    budget: int = typer.Option(64, "--budget", help="Trials in all, the baseline's included."),
+    per_iteration: int = typer.Option(8, "--per-iteration", help="Most cells per iteration."),
+    proposer: str = typer.Option("builtin", "--proposer", help="builtin (the only one so far)."),
+    candidates: str | None = typer.Option(  # noqa: UP007
+        None, "--candidates", help="Comma-separated mitigations to search (default: every "
+                                   "registered one)."),
+    mitigations_file: list[Path] = typer.Option(  # noqa: B008
+        [], "--mitigations-file", help="Sidecar JSON of extra mitigations (repeatable)."),
+    output: Path = typer.Option(Path("aorta-out"), "-o", "--output",  # noqa: B008
+                                help="Sweeps go to OUTPUT/<ticket>/<run-id>/, the agent's "
+                                     "record to OUTPUT/<ticket>/agent-<id>/."),
+    resume: Path | None = typer.Option(  # noqa: UP007
+        None, "--resume", metavar="AGENT_DIR", help="Continue an agent that was interrupted."),
+    no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip environment snapshots."),
+    yes: bool = typer.Option(False, "--yes", help="Skip approval gates (the builtin proposer "
+                                                  "has none)."),
+    as_json: bool = typer.Option(False, "--json", help="Print agent.json at the end."),
+) -> None:
+    """Run the recipe's baseline, then let a proposer pick the next cells (single mitigations
+    first, then pairs of the best), each iteration an ordinary sweep in the same ticket, until a
+    cell meets the goal or the budget is spent. agent.md / agent.json record every iteration and
+    end with the recommendation.
+
+    Examples:
+
+      aorta-tui agent probe.yaml --budget 40 -- bash launch.sh
+
+      aorta-tui agent recipes/training.yaml --goal "failure_rate == 0 and step_time_ratio < 1.1"
+
+      aorta-tui agent --resume aorta-out/T-1/agent-20261201-101500-ab12
+    """
+    del yes  # accepted for the LLM proposer's approval gate; builtin proposals need none
+    from aorta_tui.agent import loop
+    from aorta_tui.core.errors import EnvironmentProblem, UsageError
+
+    if proposer != "builtin":
+        if proposer == "llm":
+            raise EnvironmentProblem("the llm proposer is not part of this build",
+                                     hint="use --proposer builtin")
+        raise UsageError(f"--proposer {proposer!r}: expected builtin")
+    command = list(ctx.args)
+    if resume is not None:
+        if recipe is not None:
+            raise UsageError("--resume continues an agent: give no RECIPE with it")
+        agent_dir = resume
+    else:
+        if recipe is None:
+            raise UsageError("missing RECIPE", hint="aorta-tui agent probe.yaml -- CMD ...")
+        names = [c.strip() for c in candidates.split(",") if c.strip()] if candidates else None
+        req = loop.AgentRequest(recipe=recipe, command=command, goal=goal, budget=budget,
+                                per_iteration=per_iteration, output=output, candidates=names,
+                                mitigation_files=list(mitigations_file), no_snapshot=no_snapshot)
+        agent_dir = loop.start(req)
+        print(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir})")
+    state = loop.run(agent_dir)
+    if as_json:
+        print(json.dumps(state, indent=2, ensure_ascii=False))
+        return
+    rec = state.get("recommendation") or {}
+    print(f"agent {state['status']}: {rec.get('reason', '')}")
+    if rec.get("mitigations"):
+        print(f"  recommendation: {', '.join(rec['mitigations'])} (confidence "
+              f"{rec.get('confidence')})")
+    print(f"  {agent_dir / 'agent.md'}")

@@ -1,0 +1,160 @@
+"""`aorta-tui agent` end to end on CPU: a probe command whose failure depends on variables a
+mitigation sets, so the builtin proposer must find it; Ctrl-C and --resume; bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.engine.conftest import REPO, aorta
+
+RECIPE = """\
+schema_version: 1
+mode: probe
+ticket: T-AG
+trials: {trials}
+timeout_per_trial: 30
+mitigation_axis: [none]
+diagnostic_axis: [none]
+"""
+CANDIDATES = "amd_log_level_4,hip_launch_blocking,hsa_no_sdma,xnack"
+NEEDS_SDMA_OFF = '[ "$HSA_ENABLE_SDMA" = 0 ] || exit 3'
+
+
+def _recipe(tmp_path: Path, trials: int = 1) -> Path:
+    p = tmp_path / "probe.yaml"
+    p.write_text(RECIPE.format(trials=trials))
+    return p
+
+
+def _agent(tmp_path: Path, *args: str, script: str = NEEDS_SDMA_OFF):
+    return aorta("agent", "probe.yaml", "--no-snapshot", "--candidates", CANDIDATES, *args,
+                 "--", "sh", "-c", script, cwd=tmp_path)
+
+
+def _state(tmp_path: Path) -> tuple[Path, dict]:
+    (d,) = list((tmp_path / "aorta-out" / "T-AG").glob("agent-*"))
+    return d, json.loads((d / "agent.json").read_text())
+
+
+def test_the_builtin_proposer_finds_the_mitigation(tmp_path):
+    _recipe(tmp_path, trials=2)
+    proc = _agent(tmp_path, "--budget", "20", "--per-iteration", "2")
+    assert proc.returncode == 0, proc.stderr
+    d, state = _state(tmp_path)
+    rec = state["recommendation"]
+    assert state["status"] == "goal_met"
+    assert rec["mitigations"] == ["hsa_no_sdma"] and rec["cell"] == "hsa_no_sdma-none"
+    assert rec["evidence"]["failure_rate"] == 0 and rec["evidence"]["baseline"]["failure_rate"] == 1
+    assert rec["confidence"] == 1.0
+    # every iteration is an ordinary run directory of the same ticket
+    runs = [it["run_dir"] for it in state["iterations"]]
+    assert len(runs) == 3 and all((Path(r) / "matrix.json").is_file() for r in runs)
+    assert state["trials_used"] == 2 + 4 + 4  # baseline, 2 singles, 2 more (one finds it)
+    assert "hsa_no_sdma" in (d / "agent.md").read_text()
+    assert "recommendation: hsa_no_sdma" in proc.stdout
+
+
+def test_pairs_of_the_best_singles_when_no_single_works(tmp_path):
+    _recipe(tmp_path)
+    script = '[ "$HSA_ENABLE_SDMA" = 0 ] && [ "$HSA_XNACK" = 1 ] || exit 3'
+    proc = _agent(tmp_path, "--budget", "30", "--per-iteration", "4", script=script)
+    assert proc.returncode == 0, proc.stderr
+    _d, state = _state(tmp_path)
+    assert state["recommendation"]["mitigations"] == ["hsa_no_sdma", "xnack"]
+    pair_iteration = state["iterations"][-1]
+    assert all(len(c) == 2 for c in pair_iteration["proposed"])
+    assert all("pair of two of the best singles" in r for r in pair_iteration["reasons"])
+
+
+def test_budget_spent_and_baseline_meets_goal_recommend_nothing_with_the_reason(tmp_path):
+    _recipe(tmp_path)
+    proc = _agent(tmp_path, "--budget", "3", "--per-iteration", "2", script="exit 3")
+    assert proc.returncode == 0, proc.stderr
+    d, state = _state(tmp_path)
+    assert state["status"] == "budget_spent" and state["trials_used"] == 3
+    assert state["recommendation"]["mitigations"] == []
+    assert "no cell met the goal" in state["recommendation"]["reason"]
+    for p in (tmp_path / "aorta-out").rglob("agent-*"):
+        subprocess.run(["rm", "-rf", str(p)], check=True)
+    proc = _agent(tmp_path, "--budget", "5", script="exit 0")
+    assert proc.returncode == 0, proc.stderr
+    _d, state = _state(tmp_path)
+    assert state["status"] == "baseline_meets_goal"
+    assert state["recommendation"]["mitigations"] == []
+    assert "nothing to mitigate" in state["recommendation"]["reason"]
+
+
+def test_ctrl_c_keeps_finished_iterations_and_resume_continues(tmp_path):
+    _recipe(tmp_path, trials=2)
+    script = "sleep 0.5; " + NEEDS_SDMA_OFF
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aorta_tui", "agent", "probe.yaml", "--no-snapshot",
+         "--candidates", CANDIDATES, "--budget", "20", "--per-iteration", "4", "--", "sh", "-c",
+         script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            _d, state = _state(tmp_path)
+        except (ValueError, FileNotFoundError):
+            state = {"iterations": []}
+        its = state["iterations"]
+        if len(its) == 2 and its[1]["status"] == "running" and its[1]["run_dir"]:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("iteration 1 never started")
+    time.sleep(0.8)  # inside a trial of iteration 1
+    os.killpg(proc.pid, signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    d, state = _state(tmp_path)
+    assert [it["status"] for it in state["iterations"]] == ["done", "interrupted"]
+    interrupted_run = state["iterations"][1]["run_dir"]
+    again = aorta("agent", "--resume", str(d), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    _d, state = _state(tmp_path)
+    assert state["status"] == "goal_met" and state["recommendation"]["mitigations"] == ["hsa_no_sdma"]
+    assert state["iterations"][1]["run_dir"] == interrupted_run  # the same sweep, resumed
+    assert len(list((tmp_path / "aorta-out" / "T-AG").glob("2*"))) == 2
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["--goal", "speedup > 2"], 2, "speedup"),
+    (["--goal", "failure_rate =="], 2, "--goal"),
+    (["--budget", "0"], 2, "--budget 0"),
+    (["--candidates", "hsa_no_sdmaa"], 2, "hsa_no_sdmaa"),
+    (["--output", "no/such/out"], 2, "does not exist"),
+    (["--proposer", "llm"], 3, "llm proposer"),
+    (["--proposer", "magic"], 2, "magic"),
+])
+def test_bad_input_runs_nothing(tmp_path, args, code, needle):
+    _recipe(tmp_path, trials=2)
+    proc = aorta("agent", "probe.yaml", "--no-snapshot", *args, "--", "sh", "-c", "exit 0",
+                 cwd=tmp_path)
+    assert proc.returncode == code, proc.stderr
+    assert needle in proc.stderr and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["probe.yaml"]
+
+
+def test_a_budget_below_the_baseline_is_refused(tmp_path):
+    _recipe(tmp_path, trials=3)
+    proc = aorta("agent", "probe.yaml", "--budget", "2", "--", "sh", "-c", "exit 0", cwd=tmp_path)
+    assert proc.returncode == 2 and "baseline recipe alone runs 3 trials" in proc.stderr
+    assert not (tmp_path / "aorta-out").exists()
+
+
+def test_the_agent_engine_imports_no_front_end():
+    code = ("import sys, aorta_tui.agent.loop, aorta_tui.agent.proposer, aorta_tui.agent.report; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
