@@ -48,7 +48,11 @@ def one_run(tree: Path) -> dict:
     for r in trials:
         for p in (r.get("timeline") or {}).get("phases", []):
             phases.setdefault(p["name"], []).append(p["ms"])
-    return {"run_wall_s": wall, "trial_wall_s": [r["process"]["wall_s"] for r in trials], "phases": phases}
+    cells: dict[str, list[float]] = {}
+    for r in trials:
+        cells.setdefault(r["cell"], []).append(r["process"]["wall_s"])
+    return {"run_wall_s": wall, "trial_wall_s": [r["process"]["wall_s"] for r in trials], "phases": phases,
+            "cells": cells}
 
 
 def floor_s() -> float:
@@ -62,7 +66,12 @@ def summarise(runs: list[dict]) -> dict:
     for r in runs:
         for k, v in r["phases"].items():
             phases.setdefault(k, []).extend(v)
+    cells: dict[str, list[float]] = {}
+    for r in runs:
+        for k, v in r["cells"].items():
+            cells.setdefault(k, []).extend(v)
     return {
+        "cell_trial_wall_s": {k: statistics.median(v) for k, v in cells.items()},
         "run_wall_s": statistics.median(r["run_wall_s"] for r in runs),
         "trial_wall_s": statistics.median(x for r in runs for x in r["trial_wall_s"]),
         "phase_median_ms": {k: statistics.median(v) for k, v in phases.items()},
@@ -102,6 +111,10 @@ def main() -> int:
         if len(vals) == 2 and vals[0]:
             cells.append(f"{(vals[1] or 0) / vals[0]:.2f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
+    for cell in out[labels[-1]]["cell_trial_wall_s"]:
+        vals = [out[lb]["cell_trial_wall_s"].get(cell, 0.0) for lb in labels]
+        cells = [f"{v:.2f}" for v in vals] + ([f"{vals[1] / vals[0]:.2f}"] if len(vals) == 2 and vals[0] else [])
+        print(f"| trial wall s, {cell} (median) | " + " | ".join(cells) + " |")
     for key in ("trial_wall_s", "run_wall_s"):
         vals = [out[lb][key] for lb in labels]
         cells = [f"{v:.2f}" for v in vals] + ([f"{vals[1] / vals[0]:.2f}"] if len(vals) == 2 else [])

@@ -509,8 +509,12 @@ class Sweep:
             argv = list(r.command)
         else:
             steps = self.options.steps or cell.steps
+            cls = self._workload_cls
             wspec = {
                 "workload": r.workload,
+                # what the orchestrator resolved: the worker imports it without scanning every
+                # installed distribution's entry points again (trial_worker.load_class)
+                "workload_ref": f"{cls.__module__}:{cls.__qualname__}" if cls is not None else None,
                 "steps": steps,
                 "config": cell.workload_config or {},
                 "seed": self.plan.seed * 1000 + spec.trial,

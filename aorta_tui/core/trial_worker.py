@@ -48,15 +48,37 @@ def result_filename(rank: int) -> str:
     return "workload_result.json" if rank == 0 else f"workload_result.rank{rank}.json"
 
 
-def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) -> WorkloadResult:
+def load_class(spec: dict[str, Any]) -> type[Any]:
+    """The workload class: from ``workload_ref`` (``module:qualname``, resolved by the
+    orchestrator) when it names a workload of that name, else through the registry's entry
+    points (a scan of every installed distribution)."""
+    ref = spec.get("workload_ref")
+    if isinstance(ref, str) and ":" in ref:
+        import importlib
+
+        from aorta_tui.core.workload import Workload
+
+        module, _, qualname = ref.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            obj = None
+        if isinstance(obj, type) and issubclass(obj, Workload) and getattr(obj, "name", None) == spec["workload"]:
+            return obj
     from aorta_tui.core.registry import load_workload
 
+    return load_workload(spec["workload"])
+
+
+def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) -> WorkloadResult:
     if marks is not None:  # before the workload's module loads: it may import torch at its top
         marks.install_torch_hooks()
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    cls = load_workload(spec["workload"])
+    cls = load_class(spec)
     config = validate_config(cls.config_schema, spec.get("config"))
 
     def on_step(step: int, seconds: float) -> None:

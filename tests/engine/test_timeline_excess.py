@@ -105,3 +105,19 @@ def test_captures_run_at_sched_idle_and_are_reaped_when_they_end(tmp_path):
     last = max(p.ended_ns for p in procs)
     assert snapshots.beside_trial(pending, last + 10**9, last + 2 * 10**9) == {
         "ran": False, "reason": "no snapshot capture ran during this trial"}
+
+
+def test_the_worker_imports_the_class_the_orchestrator_resolved_without_an_entry_point_scan(monkeypatch):
+    from aorta_tui.core import registry, trial_worker
+    from aorta_tui.workloads.gpu_smoke import GpuSmoke
+
+    scans: list[str] = []
+    real = registry.load_workload
+    monkeypatch.setattr(registry, "load_workload", lambda name: scans.append(name) or real(name))
+    ref = f"{GpuSmoke.__module__}:{GpuSmoke.__qualname__}"
+    assert trial_worker.load_class({"workload": "gpu_smoke", "workload_ref": ref}) is GpuSmoke
+    assert scans == []
+    # a ref that does not import, or names another workload, goes through the registry
+    for bad in ("aorta_tui.nowhere:X", "aorta_tui.workloads.gpu_smoke:Nope", "os:path", None):
+        assert trial_worker.load_class({"workload": "gpu_smoke", "workload_ref": bad}) is GpuSmoke
+    assert scans == ["gpu_smoke"] * 4
