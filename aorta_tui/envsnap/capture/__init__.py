@@ -86,6 +86,14 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
     torch_child = _Child("torch_probe.py", []) if include_torch else None
     vendors = detect_vendors()
     cmd_timeout = max(min(timeout_s / 2, 10.0), 0.5)
+    # The sections that need nothing from the library discovery start first, so they run while
+    # this thread reads ldconfig and the CUDA/ROCm trees.
+    f_host = _Section.start(host.capture_host, cmd_timeout)
+    f_nv = _Section.start(nvidia.capture_nvidia_gpus, cmd_timeout) if "nvidia" in vendors else None
+    f_amd = _Section.start(amd.capture_amd_gpus) if "amd" in vendors else None
+    f_driver = _Section.start(driver.capture_driver, vendors)
+    f_python = _Section.start(python_env.capture_python)
+    f_nvcc = _Section.start(cuda.nvcc_version, cmd_timeout)
 
     ldconfig = libraries.ldconfig_dirs(cmd_timeout)
     cuda_entries, cuda_probe = cuda.discover(ldconfig)
@@ -94,13 +102,6 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
     if "nvidia" in vendors:
         libs_request["libs"]["cuda_driver"] = "libcuda.so.1"
     lib_child = _Child("libprobe.py", [json.dumps(libs_request)])
-
-    f_host = _Section.start(host.capture_host, cmd_timeout)
-    f_nv = _Section.start(nvidia.capture_nvidia_gpus, cmd_timeout) if "nvidia" in vendors else None
-    f_amd = _Section.start(amd.capture_amd_gpus) if "amd" in vendors else None
-    f_driver = _Section.start(driver.capture_driver, vendors)
-    f_python = _Section.start(python_env.capture_python)
-    f_nvcc = _Section.start(cuda.nvcc_version, cmd_timeout)
 
     lib_result, lib_failure = lib_child.result(deadline)
     lib_result = lib_result or {}
