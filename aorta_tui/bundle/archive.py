@@ -82,18 +82,20 @@ class FileResult:
     hits: list[Hit] = field(default_factory=list)
     truncated: dict[str, int] | None = None
     skipped: str | None = None
+    renamed: bool = False  # the path itself was redacted (the original is not recorded)
     source_size: int = 0
     source_sha256: str = ""
 
     def manifest_entry(self) -> dict[str, Any]:
         if self.data is None:
-            return {"path": self.arcpath, "skipped": self.skipped}
+            return {"path": self.arcpath, "skipped": self.skipped, "renamed": self.renamed}
         counts = Counter(h.rule for h in self.hits)
         sha = hashlib.sha256(self.data).hexdigest()
         return {
             "path": self.arcpath, "size": len(self.data), "sha256": sha,
             "source_size": self.source_size, "source_sha256": self.source_sha256,
             "identical": sha == self.source_sha256, "binary": self.binary,
+            "renamed": self.renamed,
             "redacted": bool(self.hits),
             "redactions": [{"rule": r, "count": n} for r, n in sorted(counts.items())],
             "truncated": self.truncated,
@@ -331,15 +333,19 @@ def iter_results(req: BundleRequest) -> Iterator[FileResult]:
     check_max_log_bytes(req.max_log_bytes)
     scrubbers = _scrubbers(req)
     _learn(req, scrubbers)
+    used: set[str] = set()
     for inp, rel, path in _entries(req):
         arcpath = f"{inp.name}/{rel}" if inp.kind != "queue-result" else inp.name
+        # a name can leak too: collect_paths copies /home/alice/x to collected/home/alice/x
+        renamed = _unique(scrubbers[inp.name].scrub_name(arcpath), used)
         data, skipped, st = _read(path)
         if data is None:
-            yield FileResult(arcpath, path, None, skipped=skipped)
+            yield FileResult(renamed, path, None, skipped=skipped, renamed=renamed != arcpath)
             continue
         assert st is not None
-        res = FileResult(arcpath, path, data, mode=stat.S_IMODE(st.st_mode), mtime=st.st_mtime,
-                         source_size=len(data), source_sha256=hashlib.sha256(data).hexdigest())
+        res = FileResult(renamed, path, data, mode=stat.S_IMODE(st.st_mode), mtime=st.st_mtime,
+                         source_size=len(data), source_sha256=hashlib.sha256(data).hexdigest(),
+                         renamed=renamed != arcpath)
         if b"\x00" in data:
             res.binary = True
             yield res
@@ -349,6 +355,15 @@ def iter_results(req: BundleRequest) -> Iterator[FileResult]:
             data, res.truncated = cut_log(data, req.max_log_bytes)
         res.data, res.hits = redact_file(data, path.suffix, scrubbers[inp.name])
         yield res
+
+
+def _unique(name: str, used: set[str]) -> str:
+    out, n = name, 2
+    while out in used:
+        out = f"{name}.{n}"
+        n += 1
+    used.add(out)
+    return out
 
 
 def cut_log(data: bytes, limit: int) -> tuple[bytes, dict[str, int]]:
@@ -540,6 +555,8 @@ def review_bundle(req: BundleRequest) -> tuple[list[dict[str, Any]], list[dict[s
         for h in res.hits:
             rows.append({"rule": h.rule, "file": res.arcpath, "line": h.line, "where": h.where,
                          "before": h.shown_before(), "after": h.after})
+        if res.renamed:
+            notes.append({"file": res.arcpath, "note": "its path was redacted"})
         if res.binary:
             notes.append({"file": res.arcpath, "note": "binary: listed, not redacted"})
         elif res.skipped:

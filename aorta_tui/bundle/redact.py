@@ -160,6 +160,17 @@ class Scrubber:
             hits.extend(line_hits)
         return "".join(out), hits
 
+    def scrub_name(self, name: str) -> str:
+        """A path inside the archive with secrets, user names and (on request) hostnames
+        replaced; paths and addresses stay, so the layout of the run directory does."""
+        hits: list[Hit] = []
+        name = self._literals(name, 0, hits)
+        if self.config.hostnames:
+            name = _sub(_host_regex(self.config.hostnames), name, 0, hits, HOST_RULE,
+                        lambda m: "HOST")
+        return _sub(_HOME_RE, "/" + name, 0, hits, HOME_RULE,
+                    lambda m: f"{m.group('root')}{USER_PLACEHOLDER}")[1:]
+
     def scrub_line(self, line: str, state: FileState, number: int) -> tuple[str, list[Hit]]:
         hits: list[Hit] = []
         line = self._assignments(line, number, hits)
@@ -218,7 +229,9 @@ class Scrubber:
                     rule = self.name_rule(key) if isinstance(key, str) else None
                     # an env snapshot keeps a variable as {"value": ..., "state": ...}
                     inner = hidden_by if key == "value" else rule
-                    new_key = self._leaf(key, sub, state, hits) if isinstance(key, str) else key
+                    # a variable's name is kept as it is (a value may be a part of it: SECRET)
+                    new_key = key if rule is not None or not isinstance(key, str) else \
+                        self._leaf(key, sub, state, hits)
                     out[new_key] = walk(value, sub, inner)
                 return out
             if isinstance(node, list):

@@ -13,6 +13,8 @@ import hashlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -35,6 +37,7 @@ timeout_per_trial: 30
 mitigation_axis: [none, planted]
 diagnostic_axis: [none]
 env_passthrough_mode: file
+collect_paths: ["{collect}"]
 redaction:
   scrub_env_keys: ["NCCL_*"]
   scrub_paths: false
@@ -50,7 +53,11 @@ SCRIPT = ('echo "HF_TOKEN=$HF_TOKEN"; echo "the token is $HF_TOKEN, key $WANDB_A
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("bundle-run")
-    (base / "probe.yaml").write_text(RECIPE)
+    # a file collected from a home directory: its path in the archive names the user
+    notes = base / "home" / HOME_USER / "notes.txt"
+    notes.parent.mkdir(parents=True)
+    notes.write_text("plain notes\n")
+    (base / "probe.yaml").write_text(RECIPE.replace("{collect}", str(notes)))
     (base / "mits.json").write_text(json.dumps({"planted": {
         "env": {"HF_TOKEN": HF_TOKEN, "WANDB_API_KEY": API_KEY},
         "description": "plants secrets"}}))
@@ -88,16 +95,22 @@ def test_no_planted_secret_survives_and_the_rest_is_identical(run_dir, tmp_path)
     assert root.name == "ticket"
     assert json.loads((root / "MANIFEST.json").read_text()) == manifest
     for p in root.rglob("*"):
+        assert HOME_USER not in str(p)
         if p.is_file():
             data = p.read_bytes()
             for value in (*PLANTED, "10.20.30.40"):
                 assert value.encode() not in data, (value, p)
     entries = {f["path"]: f for f in manifest["files"]}
     sources = {p.relative_to(run_dir).as_posix(): p for p in run_dir.rglob("*") if p.is_file()}
-    assert set(entries) == {f"{run_dir.name}/{rel}" for rel in sources}
+    collected = [rel for rel in sources if HOME_USER in rel]
+    assert len(collected) == 2  # the path of each trial's collected file names the user ...
+    renamed = {rel: rel.replace(f"/home/{HOME_USER}/", "/home/<user>/") for rel in sources}
+    assert set(entries) == {f"{run_dir.name}/{renamed[rel]}" for rel in sources}
+    for rel in collected:  # ... not in the archive
+        assert entries[f"{run_dir.name}/{renamed[rel]}"]["renamed"] is True
     for rel, src in sources.items():
-        entry = entries[f"{run_dir.name}/{rel}"]
-        out = (root / run_dir.name / rel).read_bytes()
+        entry = entries[f"{run_dir.name}/{renamed[rel]}"]
+        out = (root / run_dir.name / renamed[rel]).read_bytes()
         original = src.read_bytes()
         assert entry["sha256"] == _sha(out) and entry["size"] == len(out)
         assert entry["source_sha256"] == _sha(original)
@@ -240,3 +253,40 @@ def test_the_bundle_engine_imports_no_front_end():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_binary_files_are_listed_symlinks_and_fifos_skipped(run_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    blob = b"\x00\x01binary HF_TOKEN=" + HF_TOKEN.encode() + b"\x00"
+    (copy / "core.bin").write_bytes(blob)
+    (copy / "passwd").symlink_to("/etc/passwd")
+    os.mkfifo(copy / "pipe")
+    proc = aorta("bundle", str(copy), "-o", "t.tar.gz", "--json", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    entries = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
+    core = entries["run/core.bin"]
+    assert core["binary"] and not core["redacted"] and core["identical"]
+    assert core["note"] == "binary: listed, not redacted"
+    assert "symlink" in entries["run/passwd"]["skipped"]
+    assert entries["run/pipe"]["skipped"] == "not a regular file"
+    root = _extract(tmp_path / "t.tar.gz", tmp_path / "x")
+    assert (root / "run" / "core.bin").read_bytes() == blob
+    assert not (root / "run" / "passwd").exists() and not (root / "run" / "pipe").exists()
+    review = aorta("bundle", str(copy), "--review", cwd=tmp_path, timeout=60).stdout
+    assert "run/core.bin: binary: listed, not redacted" in review
+
+
+def test_a_write_that_fails_midway_leaves_nothing(run_dir, tmp_path):
+    # a file size limit makes the archive's write fail (EFBIG) after some bytes were written
+    code = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000)); "
+            f"sys.argv = ['aorta-tui', 'bundle', {str(run_dir)!r}, '-o', 't.tar.gz']; "
+            "from aorta_tui.cli.main import run; run()")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "cannot write the bundle" in proc.stderr and "nothing was written" in proc.stderr
+    assert os.listdir(tmp_path) == []

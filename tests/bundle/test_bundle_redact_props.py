@@ -68,7 +68,8 @@ def test_json_files_stay_valid_and_lose_the_secret(name, value, other, indent):
     scrub = Scrubber(RedactionConfig())
     scrub.learn_json(doc)
     out, hits = redact_file(data, ".json", scrub)
-    assert value.encode() not in out and hits
+    # the variable's name stays as it is, even when the value is a part of it ("SECRET")
+    assert value.encode() not in out.replace(name.encode(), b"") and hits
     back = json.loads(out)
     assert back["env_overlay"][name] == "<redacted:secret>"
     assert back["env_vars"][name] == {"value": "<redacted:secret>", "state": "ok"}
