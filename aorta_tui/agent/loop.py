@@ -260,7 +260,8 @@ def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],
     else:
         base = _baseline_cell_spec(data, state)
         data["cells"] = [{**base, "name": PAIR_JOIN.join(c),
-                          "mitigations": sorted(set(base.get("mitigations") or []) | set(c))}
+                          "mitigations": sorted((set(base.get("mitigations") or []) - {"none"})
+                                                | set(c))}
                          for c in cells]
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     atomic_write_bytes(path, text.encode("utf-8"), mode=0o600)
@@ -282,7 +283,8 @@ def _write_pair_sidecar(path: Path, pairs: list[tuple[str, ...]], files: list[Pa
 
 def mitigation_set(cell: dict[str, Any]) -> list[str]:
     """A cell's mitigations, a combined pair ``a--b`` of a probe iteration split again."""
-    return sorted(n for m in cell.get("mitigations") or [] for n in str(m).split(PAIR_JOIN))
+    return sorted(n for m in cell.get("mitigations") or [] for n in str(m).split(PAIR_JOIN)
+                  if n != "none")  # `none` adds nothing: [none, x] is the single x
 
 
 def _baseline_cell_spec(data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

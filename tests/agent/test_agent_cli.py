@@ -158,3 +158,32 @@ def test_the_agent_engine_imports_no_front_end():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_triage_recipe_gets_cells_copied_from_its_baseline(tmp_path):
+    (tmp_path / "tri.yaml").write_text(
+        "schema_version: 1\nmode: triage\nticket: T-AG\nworkload: gpu_smoke\ntrials: 1\n"
+        "steps: 3\nworkload_config: {size: 32}\nconfound: {baseline_cell: baseline}\n"
+        "cells:\n  - {name: baseline, mitigations: [none], environment: local}\n")
+    proc = aorta("agent", "tri.yaml", "--budget", "3", "--no-snapshot", "--candidates",
+                 "tf32_off,deterministic", "--goal", "step_time_p50_s < 0", cwd=tmp_path,
+                 timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    d, state = _state(tmp_path)
+    assert state["status"] == "budget_spent" and state["trials_used"] == 3
+    assert [c["mitigations"] for c in state["iterations"][1]["cells"]] == [["tf32_off"],
+                                                                           ["deterministic"]]
+    assert all(c["step_time_ratio"] is not None for c in state["iterations"][1]["cells"])
+    assert "environment: local" in (d / "iter-01.yaml").read_text()
+
+
+def test_conflicting_pairs_are_never_proposed(tmp_path):
+    _recipe(tmp_path)
+    proc = aorta("agent", "probe.yaml", "--no-snapshot", "--candidates",
+                 "hsa_disable_cache,hsa_enable_cache", "--budget", "20", "--", "sh", "-c",
+                 "exit 3", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    _d, state = _state(tmp_path)
+    assert state["status"] == "exhausted" and state["trials_used"] == 3
+    assert "conflicts" in state["stop_reason"]
+    assert state["recommendation"]["mitigations"] == []
