@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.bundle.redact import FileState, Hit, RedactionConfig, Scrubber
+from aorta_tui.bundle.redact import FileState, Hit, RedactionConfig, Scrubber, split_lines
 from aorta_tui.core.errors import EnvironmentProblem, RecipeError, RunDirError, UsageError
 from aorta_tui.core.inputs import clip_for_message, read_input_bytes, read_input_text
 from aorta_tui.core.secrets import is_secret_name
@@ -322,7 +322,7 @@ def _learn(req: BundleRequest, scrubbers: dict[str, Scrubber]) -> None:
             if doc is not None:
                 scrub.learn_json(doc)
         elif path.suffix == ".jsonl":
-            for line in text.splitlines():
+            for line in split_lines(text):
                 doc = _maybe_json(line)
                 if doc is not None:
                     scrub.learn_json(doc)
@@ -411,7 +411,7 @@ def _redact_jsonl(text: str, data: bytes, scrub: Scrubber, state: FileState
                   ) -> tuple[bytes, list[Hit]]:
     out: list[str] = []
     hits: list[Hit] = []
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         body = line.rstrip("\r\n")
         doc = _maybe_json(body)
         if isinstance(doc, (dict, list)):
@@ -428,11 +428,24 @@ def _redact_jsonl(text: str, data: bytes, scrub: Scrubber, state: FileState
     return "".join(out).encode("utf-8", "surrogateescape"), hits
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKey("a key appears twice")
+    return out
+
+
 def _maybe_json(text: str) -> Any:
+    """The document, or None when ``text`` is no JSON object or array that would survive a
+    rewrite (a repeated key would lose a value): such a file is redacted as text."""
     if not text.strip() or text.lstrip()[:1] not in "{[":
         return None
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
     except (ValueError, RecursionError):
         return None
 

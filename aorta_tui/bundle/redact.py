@@ -154,7 +154,7 @@ class Scrubber:
         """``text`` with every rule applied, line by line, and what changed on which line."""
         hits: list[Hit] = []
         out: list[str] = []
-        for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        for number, line in enumerate(split_lines(text), start=1):
             new, line_hits = self.scrub_line(line, state, number)
             out.append(new)
             hits.extend(line_hits)
@@ -265,6 +265,16 @@ class FileState:
             self.seen[key] = self.counts[kind]
             self.counts[kind] += 1
         return self.seen[key]
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` cut after each ``\\n`` only (str.splitlines also cuts at \\f, \\x1c, U+2028
+    ..., which would shift the line numbers a review prints); the pieces join back to it."""
+    lines = text.split("\n")
+    out = [line + "\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
 
 
 def _kept(value: str) -> bool:

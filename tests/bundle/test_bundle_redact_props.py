@@ -86,6 +86,18 @@ def test_text_with_nothing_to_redact_is_unchanged(text):
     assert out == data and not hits
 
 
+@settings(max_examples=100, deadline=None)
+@given(value=secrets_, junk=st.text(max_size=30))
+def test_json_with_a_repeated_key_is_redacted_as_text(value, junk):
+    CASES["n"] += 1
+    text = json.dumps({"x": junk})[:-1] + f', "HF_TOKEN": "{value}", "HF_TOKEN": "{value}"}}\n'
+    scrub = Scrubber(RedactionConfig())
+    scrub.learn_text(text)  # the bundle's first pass
+    out, hits = redact_file(text.encode(), ".json", scrub)
+    assert value.encode() not in out.replace(b"HF_TOKEN", b"") and len(hits) >= 2
+    assert out.count(b'"HF_TOKEN"') == 2  # both entries kept: nothing lost to a rewrite
+
+
 def test_zz_record_the_count(attack_tally):
     attack_tally.record("bundle redaction (hypothesis)", cases=CASES["n"], failures=0,
                         promise="no planted secret survives any surrounding text; "
