@@ -15,7 +15,13 @@ Upstream is found from --upstream, $AORTA_UPSTREAM, or /tmp/upstream/bin/aorta. 
 When upstream is a venv's `bin/aorta`, a second row runs it with this interpreter too, so both
 tools see the same torch ("same interpreter": the like-for-like comparison).
 
-Usage: python benchmarks/env_probe.py [--upstream PATH] [--repeat 3] [--no-torch]
+With ``--against DIR`` (the source tree of an older aorta-tui commit, e.g. ``git archive
+<commit> aorta_tui | tar -x -C DIR``) the old aorta-tui probe runs too, alternating with the
+new one, and the old/new ratio is printed. The python section's package versions are also
+timed in this process both ways: importlib.metadata over every distribution (the way before
+the index) and ``DistIndex``, with the number of METADATA reads each needs.
+
+Usage: python benchmarks/env_probe.py [--upstream PATH] [--against DIR] [--repeat 3] [--no-torch]
 Exit codes: 0 measured; 3 upstream not installed; 1 a probe failed.
 """
 
@@ -80,14 +86,52 @@ def count_upstream(path: str, non_null: bool = True) -> int:
     return count_non_null(_load(path)) if non_null else len(leaves(_load(path)))
 
 
+def section_ratio(repeat: int) -> str:
+    """The python section's package versions, both ways, in this process."""
+    from importlib import metadata
+
+    from aorta_tui.envsnap.capture import python_env
+
+    def old() -> int:
+        installed: dict[str, str] = {}
+        reads = 0
+        for dist in metadata.distributions():
+            name = dist.metadata.get("Name") if dist.metadata else None
+            reads += 2  # .metadata, then .version parses METADATA again
+            if name:
+                installed.setdefault(python_env._norm(name), dist.version)
+        return reads
+
+    def new() -> int:
+        index = python_env.DistIndex()
+        return sum(1 for name in python_env.PACKAGES if python_env._norm(name) in index.files)
+
+    best: dict[str, tuple[float, int]] = {}
+    for _ in range(max(repeat, 3)):
+        for label, fn in (("importlib.metadata", old), ("DistIndex", new)):
+            t0 = time.perf_counter()
+            reads = fn()
+            dt = time.perf_counter() - t0
+            if label not in best or dt < best[label][0]:
+                best[label] = (dt, reads)
+    (o, o_reads), (n, n_reads) = best["importlib.metadata"], best["DistIndex"]
+    return (f"python section package versions (in process, best of {max(repeat, 3)}): importlib.metadata "
+            f"{o * 1000:.1f} ms ({o_reads} METADATA reads), DistIndex {n * 1000:.1f} ms ({n_reads} reads); "
+            f"ratio {n / o:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--upstream", default=os.environ.get("AORTA_UPSTREAM", DEFAULT_UPSTREAM))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true", help="run aorta-tui with --no-torch")
+    parser.add_argument("--against", help="an older aorta-tui source tree to compare with")
     args = parser.parse_args()
     spec = args.upstream
-    if not (os.path.isdir(os.path.join(spec, "aorta")) or (os.path.isfile(spec) and os.access(spec, os.X_OK))):
+    have_upstream = os.path.isdir(os.path.join(spec, "aorta")) or (os.path.isfile(spec) and os.access(spec, os.X_OK))
+    if not have_upstream and args.against:
+        print(f"upstream AORTA not found at {spec!r}: comparing with --against only", file=sys.stderr)
+    elif not have_upstream:
         print(f"upstream AORTA not found at {spec!r}.\n"
               "Install it, then point this script at it:\n"
               "  python -m venv /tmp/upstream && /tmp/upstream/bin/pip install amd-aorta==0.3.0\n"
@@ -99,8 +143,14 @@ def main() -> int:
         ours_out = [os.path.join(tmp, f"ours-{i}.json") for i in range(2)]
         up_out = os.path.join(tmp, "upstream.json")
         flags = ["--no-torch"] if args.no_torch else []
-        rows = upstream_commands(spec, up_out)
+        rows = upstream_commands(spec, up_out) if have_upstream else []
         times: dict[str, list[float]] = {"aorta-tui": []} | {label: [] for label, _, _ in rows}
+        if args.against:
+            old_env = {"PYTHONPATH": os.path.abspath(args.against) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            old_out = os.path.join(tmp, "old.json")
+            rows.insert(0, ("aorta-tui (--against)",
+                            [sys.executable, "-m", "aorta_tui", "env", "probe", "-o", old_out, *flags], old_env))
+            times["aorta-tui (--against)"] = []
         for i in range(args.repeat):
             ours_argv = [sys.executable, "-m", "aorta_tui", "env", "probe", "-o", ours_out[i % 2], *flags]
             dt, proc = timed(ours_argv, {})
@@ -115,9 +165,16 @@ def main() -> int:
                     return 1
                 times[label].append(dt)
         ours_fields = count_ours(ours_out[0])
-        up_fields = count_upstream(up_out)
+        up_fields = count_upstream(up_out) if have_upstream else 0
         ours_total = count_ours(ours_out[0], non_null=False)
-        up_total = count_upstream(up_out, non_null=False)
+        up_total = count_upstream(up_out, non_null=False) if have_upstream else 0
+        old_fields = old_lost = None
+        if args.against:
+            from aorta_tui.envsnap import iter_leaves
+
+            new_paths = {p for p, _ in iter_leaves(_load(ours_out[0]))}
+            old_paths = {p for p, _ in iter_leaves(_load(old_out))}
+            old_fields, old_lost = count_ours(old_out), sorted(old_paths - new_paths)
 
         from aorta_tui.envsnap import diff_snapshots
 
@@ -138,11 +195,17 @@ def main() -> int:
           f"{' '.join(f'{t:.2f}' for t in times['aorta-tui']):>30} {ours_fields:>16}")
     for label, _, _ in rows:
         t = statistics.median(times[label])
-        print(f"{label:<30} {t:>9.3f} {' '.join(f'{x:.2f}' for x in times[label]):>30} {up_fields:>16}")
+        n = old_fields if label.endswith("(--against)") else up_fields
+        print(f"{label:<30} {t:>9.3f} {' '.join(f'{x:.2f}' for x in times[label]):>30} {n:>16}")
+    if args.against:
+        print(f"fields of the old aorta-tui snapshot missing from the new one: {len(old_lost or [])}"
+              + (f" ({', '.join(old_lost[:5])})" if old_lost else ""))
     print(f"all fields, null included: aorta-tui {ours_total} leaves (each with a state and a source); "
           f"upstream {up_total} values")
     for label, _, _ in rows:
-        print(f"ratio aorta-tui / {label}: {ours_t / statistics.median(times[label]):.2f} (target <= 1.0)")
+        target = "" if label.endswith("(--against)") else " (target <= 1.0; issue 15: <= 0.5)"
+        print(f"ratio aorta-tui / {label}: {ours_t / statistics.median(times[label]):.2f}{target}")
+    print(section_ratio(args.repeat))
     print(f"fields: aorta-tui {ours_fields} vs upstream {up_fields} "
           f"({ours_fields / max(up_fields, 1):.2f}x)")
     print(f"diff_snapshots of two full snapshots: median {statistics.median(diff_times) * 1000:.1f} ms "
