@@ -30,7 +30,7 @@ GOAL_NAMES = frozenset({"failure_rate", "error_rate", "trials", "step_time_ratio
                         "step_time_p50_s"})
 DEFAULT_GOAL = "failure_rate == 0 and error_rate == 0"
 PAIR_JOIN = "--"  # a combined mitigation's name: hsa_no_sdma--xnack
-FINISHED = ("goal_met", "baseline_meets_goal", "budget_spent", "exhausted")
+FINISHED = ("goal_met", "baseline_meets_goal", "budget_spent", "exhausted", "declined")
 
 
 @dataclass
@@ -44,6 +44,10 @@ class AgentRequest:
     candidates: list[str] | None = None
     mitigation_files: list[Path] = field(default_factory=list)
     no_snapshot: bool = False
+    proposer: str = "builtin"
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    yes: bool = False
 
 
 def check_goal(goal: str) -> Any:
@@ -81,6 +85,15 @@ def start(req: AgentRequest) -> Path:
                          hint="the budget counts trials, the baseline's included, e.g. --budget 64")
     if req.per_iteration < 1:
         raise UsageError(f"--per-iteration {req.per_iteration}: at least 1 cell")
+    llm = None
+    if req.proposer == "llm":
+        from aorta_tui.agent import llm as llm_mod
+
+        llm = llm_mod.settings(req.llm_model, req.llm_base_url)
+        llm_mod.require_client()
+        check_gate(req.yes)
+    elif req.proposer != "builtin":
+        raise UsageError(f"--proposer {req.proposer!r}: expected builtin or llm")
     registry = _registry(req.mitigation_files)
     recipe, plan = _plan(req.recipe, registry)
     if recipe.mode == "probe" and not req.command and not getattr(recipe, "command", None):
@@ -111,7 +124,7 @@ def start(req: AgentRequest) -> Path:
                                  f"{exc.strerror or exc}", hint="pick another --output") from None
     state = {
         "schema_version": SCHEMA_VERSION, "kind": KIND, "status": "running",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "proposer": "builtin",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "proposer": req.proposer, "llm": llm,
         "goal": req.goal, "budget": req.budget, "per_iteration": req.per_iteration,
         "trials_used": 0, "recipe": "recipe.yaml", "recipe_source": str(req.recipe),
         "mode": recipe.mode, "command": list(req.command), "output": str(req.output.resolve()),
@@ -121,6 +134,13 @@ def start(req: AgentRequest) -> Path:
     }
     save(agent_dir, state)
     return agent_dir
+
+
+def check_gate(yes: bool) -> None:
+    """The llm proposer asks before each run: that needs a terminal, or --yes."""
+    if not yes and not sys.stdin.isatty():
+        raise UsageError("--proposer llm asks before running each proposal, and stdin is not a "
+                         "terminal", hint="pass --yes to run its proposals without asking")
 
 
 def load_state(agent_dir: Path) -> dict[str, Any]:
@@ -146,17 +166,29 @@ def save(agent_dir: Path, state: dict[str, Any]) -> None:
 
 
 # -- the loop ------------------------------------------------------------------------------
-def run(agent_dir: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
+def run(agent_dir: Path, say: Callable[[str], None] = print, *, yes: bool = False,
+        confirm: Callable[[str], bool] | None = None) -> dict[str, Any]:
     """Run (or continue) the loop until the goal, the budget or the end of the proposals."""
     state = load_state(agent_dir)
     if state["status"] in FINISHED:
         say(f"agent already finished ({state['status']}): {agent_dir / 'agent.md'}")
         return state
+    gated = state.get("proposer") == "llm" and not yes
+    if gated:
+        check_gate(yes)
     goal = check_goal(state["goal"])
     registry = _registry([Path(f) for f in state["mitigation_files"]])
     while True:
         it = _next_iteration(agent_dir, state, registry)
         if it is None:
+            break
+        if gated and it["index"] > 0 and it["status"] == "planned" and \
+                not (confirm or _ask)(_describe(it)):
+            its = state["iterations"]
+            its.pop()
+            state["status"] = "declined"
+            state["stop_reason"] = f"proposal {it['index']} declined at the approval gate"
+            state["recommendation"] = _no_recommendation(state, state["stop_reason"])
             break
         _run_iteration(agent_dir, state, it, say)
         _read_iteration(state, it, goal)
@@ -191,6 +223,21 @@ def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any
     return it
 
 
+def _describe(it: dict[str, Any]) -> str:
+    lines = [f"iteration {it['index']}: {it['note']}"]
+    lines += [f"  {' + '.join(c)}: {why}" for c, why in zip(it["proposed"], it["reasons"],
+                                                             strict=False)]
+    return "\n".join(lines)
+
+
+def _ask(text: str) -> bool:
+    print(text, flush=True)
+    try:
+        return input("run these cells? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
 def _trials_per_cell(state: dict[str, Any]) -> int:
     base = state.get("baseline") or {}
     return max(1, int(base.get("trials") or 1))
@@ -207,7 +254,10 @@ def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int
         ea, eb = registry.mitigation(a).env, registry.mitigation(b).env
         return any(k in eb and eb[k] != v for k, v in ea.items())
 
-    proposal = builtin_propose(state["candidates"], tried, conflicts, slots)
+    if state.get("proposer") == "llm" and slots > 0:
+        proposal = _llm_propose(agent_dir, state, registry, tried, conflicts, slots, index)
+    else:
+        proposal = builtin_propose(state["candidates"], tried, conflicts, slots)
     if not proposal.cells:
         state["status"] = "budget_spent" if slots <= 0 else "exhausted"
         state["stop_reason"] = proposal.note
@@ -235,6 +285,19 @@ def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int
     return {"index": index, "status": "planned", "recipe": name, "run_dir": None,
             "proposed": [list(c) for c in proposal.cells], "reasons": proposal.reasons,
             "note": proposal.note, "cells": [], "trials": 0}
+
+
+def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
+                 tried: dict[tuple[str, ...], Any], conflicts: Any, slots: int, index: int) -> Any:
+    from aorta_tui.agent import llm
+    from aorta_tui.core.atomic import atomic_write_json
+
+    request = llm.build_request(state, registry, tried, slots)
+    record = agent_dir / f"llm-{index:02d}.json"
+    atomic_write_json(record, {"request": request, "answer": None})
+    answer = llm.ask(state, request)
+    atomic_write_json(record, {"request": request, "answer": answer})
+    return llm.parse_answer(answer, state["candidates"], tried, conflicts, slots)
 
 
 def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],

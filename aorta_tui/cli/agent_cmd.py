@@ -22,7 +22,13 @@ def agent(
                                   "error_rate, trials, step_time_ratio, step_time_p50_s."),
     budget: int = typer.Option(64, "--budget", help="Trials in all, the baseline's included."),
     per_iteration: int = typer.Option(8, "--per-iteration", help="Most cells per iteration."),
-    proposer: str = typer.Option("builtin", "--proposer", help="builtin (the only one so far)."),
+    proposer: str = typer.Option("builtin", "--proposer",
+                                 help="builtin (deterministic) or llm (an OpenAI-compatible chat "
+                                      "model through the openai client; asks before each run)."),
+    llm_model: str | None = typer.Option(  # noqa: UP007
+        None, "--llm-model", help="The llm proposer's model (default $AORTA_LLM_MODEL)."),
+    llm_base_url: str | None = typer.Option(  # noqa: UP007
+        None, "--llm-base-url", help="Its server (default $OPENAI_BASE_URL; key $OPENAI_API_KEY)."),
     candidates: str | None = typer.Option(  # noqa: UP007
         None, "--candidates", help="Comma-separated mitigations to search (default: every "
                                    "registered one)."),
@@ -34,8 +40,8 @@ def agent(
     resume: Path | None = typer.Option(  # noqa: UP007
         None, "--resume", metavar="AGENT_DIR", help="Continue an agent that was interrupted."),
     no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip environment snapshots."),
-    yes: bool = typer.Option(False, "--yes", help="Skip approval gates (the builtin proposer "
-                                                  "has none)."),
+    yes: bool = typer.Option(False, "--yes", help="Run the llm proposer's proposals without "
+                                                  "asking (the builtin proposer never asks)."),
     as_json: bool = typer.Option(False, "--json", help="Print agent.json at the end."),
 ) -> None:
     """Run the recipe's baseline, then let a proposer pick the next cells (single mitigations
@@ -51,15 +57,9 @@ def agent(
 
       aorta-tui agent --resume aorta-out/T-1/agent-20261201-101500-ab12
     """
-    del yes  # accepted for the LLM proposer's approval gate; builtin proposals need none
     from aorta_tui.agent import loop
-    from aorta_tui.core.errors import EnvironmentProblem, UsageError
+    from aorta_tui.core.errors import UsageError
 
-    if proposer != "builtin":
-        if proposer == "llm":
-            raise EnvironmentProblem("the llm proposer is not part of this build",
-                                     hint="use --proposer builtin")
-        raise UsageError(f"--proposer {proposer!r}: expected builtin")
     command = list(ctx.args)
     if resume is not None:
         if recipe is not None:
@@ -71,10 +71,12 @@ def agent(
         names = [c.strip() for c in candidates.split(",") if c.strip()] if candidates else None
         req = loop.AgentRequest(recipe=recipe, command=command, goal=goal, budget=budget,
                                 per_iteration=per_iteration, output=output, candidates=names,
-                                mitigation_files=list(mitigations_file), no_snapshot=no_snapshot)
+                                mitigation_files=list(mitigations_file), no_snapshot=no_snapshot,
+                                proposer=proposer, llm_model=llm_model,
+                                llm_base_url=llm_base_url, yes=yes)
         agent_dir = loop.start(req)
         print(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir})")
-    state = loop.run(agent_dir)
+    state = loop.run(agent_dir, yes=yes)
     if as_json:
         print(json.dumps(state, indent=2, ensure_ascii=False))
         return

@@ -134,7 +134,8 @@ def test_ctrl_c_keeps_finished_iterations_and_resume_continues(tmp_path):
     (["--budget", "0"], 2, "--budget 0"),
     (["--candidates", "hsa_no_sdmaa"], 2, "hsa_no_sdmaa"),
     (["--output", "no/such/out"], 2, "does not exist"),
-    (["--proposer", "llm"], 3, "llm proposer"),
+    (["--proposer", "llm"], 2, "needs a model"),
+    (["--proposer", "llm", "--llm-model", "m"], 2, "stdin is not a terminal"),
     (["--proposer", "magic"], 2, "magic"),
 ])
 def test_bad_input_runs_nothing(tmp_path, args, code, needle):
