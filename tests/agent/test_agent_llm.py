@@ -157,3 +157,18 @@ def test_the_approval_gate_asks_on_a_terminal(tmp_path, stub, reply, status, run
     state = json.loads((_agent_dir(tmp_path) / "agent.json").read_text())
     assert state["status"] == status
     assert len(list((tmp_path / "aorta-out" / "T-LLM").glob("2*"))) == runs
+
+
+def test_without_the_client_library_the_error_names_the_extra(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "probe.yaml").write_text(RECIPE)
+    code = ("import sys; sys.modules['openai'] = None; sys.argv = ['aorta-tui', 'agent', "
+            "'probe.yaml', '--proposer', 'llm', '--llm-model', 'm', '--yes', '--', 'true']; "
+            "from aorta_tui.cli.main import run; run()")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "aorta-tui[agent-llm]" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["probe.yaml"]
