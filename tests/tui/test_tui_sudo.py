@@ -65,7 +65,7 @@ async def test_a_recipe_saved_under_sudo_belongs_to_the_user(tmp_path: Path) -> 
             screen = app.screen
             await wait_for(pilot, lambda: screen.checks_done > 0)
             screen.editor.move_cursor((0, 0))
-            await pilot.press(*"# mine", "enter", "ctrl+s")
+            await pilot.press("e", *"# mine", "enter", "ctrl+s")  # e: the editor opens viewing
             await wait_for(pilot, lambda: path.read_text().startswith("# mine"))
         assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4322)
     finally:
