@@ -346,41 +346,37 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *max_records = 0;
 }
 
+/* The fields kernel, memcpy and memset records share (their struct types differ). */
+#define DEVICE_RECORD(r, type, x)                                                                 \
+    do {                                                                                          \
+        fill(&(r), (type));                                                                       \
+        (r).f[0] = (x)->correlationId;                                                            \
+        (r).f[1] = (x)->start;                                                                    \
+        (r).f[2] = (x)->end;                                                                      \
+        (r).f[3] = (uint64_t)(x)->deviceId | ((uint64_t)(x)->contextId << 32);                    \
+        (r).f[4] = (x)->streamId;                                                                 \
+    } while (0)
+
 static void activity_to_record(const CUpti_Activity *a) {
     aorta_rec r;
     switch (a->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const AORTA_KERNEL_T *k = (const AORTA_KERNEL_T *)a;
-        fill(&r, REC_KERNEL);
-        r.f[0] = k->correlationId;
-        r.f[1] = k->start;
-        r.f[2] = k->end;
-        r.f[3] = (uint64_t)k->deviceId | ((uint64_t)k->contextId << 32);
-        r.f[4] = k->streamId;
+        DEVICE_RECORD(r, REC_KERNEL, k);
         r.f[5] = k->graphId;
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const AORTA_MEMCPY_T *m = (const AORTA_MEMCPY_T *)a;
-        fill(&r, REC_MEMCPY);
-        r.f[0] = m->correlationId;
-        r.f[1] = m->start;
-        r.f[2] = m->end;
-        r.f[3] = (uint64_t)m->deviceId | ((uint64_t)m->contextId << 32);
-        r.f[4] = m->streamId;
+        DEVICE_RECORD(r, REC_MEMCPY, m);
         r.f[5] = m->bytes;
         r.f[6] = m->copyKind;
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
         const AORTA_MEMSET_T *m = (const AORTA_MEMSET_T *)a;
-        fill(&r, REC_MEMSET);
-        r.f[0] = m->correlationId;
-        r.f[1] = m->start;
-        r.f[2] = m->end;
-        r.f[3] = (uint64_t)m->deviceId | ((uint64_t)m->contextId << 32);
-        r.f[4] = m->streamId;
+        DEVICE_RECORD(r, REC_MEMSET, m);
         r.f[5] = m->bytes;
         break;
     }
