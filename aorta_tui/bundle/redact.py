@@ -2,8 +2,10 @@
 
 Two kinds of rule, applied to every text file of a bundle:
 
-- rules that always apply: the value of every variable whose name looks like a secret (the one
-  rule of :mod:`aorta_tui.core.secrets`), wherever the name stands next to it (``NAME=value``,
+- rules that always apply: credentials in URLs (``scheme://user:password@``), the token of an
+  ``Authorization:`` header or after ``Bearer``; the value of every variable whose name looks
+  like a secret (the one rule of :mod:`aorta_tui.core.secrets`), wherever the name stands
+  next to it (``NAME=value``,
   ``export NAME='value'``, ``NAME: value``, ``"NAME": "value"``, a JSON key's value) and, once
   seen, wherever the value itself appears (a log that printed the token); the user names in
   home directories (``/home/<user>/``, ``/Users/<user>/``);
@@ -35,11 +37,14 @@ SECRET_RULE = "secret_env"          # a secret-looking variable's value next to 
 SECRET_VALUE_RULE = "secret_value"  # such a value seen on its own (printed by a trial)
 ENV_KEYS_RULE = "scrub_env_keys"
 HOME_RULE = "home_user"
+URL_RULE = "url_credentials"        # https://user:password@host
+BEARER_RULE = "bearer_token"        # Authorization: Bearer <token>
 HOST_RULE = "hostname"
 PATH_RULE = "scrub_paths"
 IP_RULE = "scrub_ip_addresses"
 # Rules whose "before" text the review never prints (only its length).
-MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE, HOST_RULE})
+MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE, HOST_RULE, URL_RULE,
+                          BEARER_RULE})
 
 SECRET_PLACEHOLDER = "<redacted:secret>"
 ENV_KEYS_PLACEHOLDER = "<redacted:scrub_env_keys>"
@@ -62,6 +67,12 @@ _YAML_PAIR_RE = re.compile(
     rf"^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<name>{_NAME}):[ \t]+(?P<value>[^\s#][^\n]*?)[ \t]*$",
     re.MULTILINE)
 _VAR_REF_RE = re.compile(rf"\$(?:{_NAME}|\{{{_NAME}\}})")
+# user:password@ of a URL (a git remote, a proxy, a model hub mirror)
+_URL_CRED_RE = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<cred>[^/\s@:\"'<>]+:[^/\s@\"'<>]+)@")
+# the token of an Authorization header as a log or a curl -v prints it
+_BEARER_RE = re.compile(
+    r"(?P<lead>\bAuthorization:\s*(?:(?:Bearer|Basic|token)\s+)?|\bBearer\s+)"
+    r"(?P<tok>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
 _HOME_RE = re.compile(r"(?P<root>/home/|/Users/)(?P<user>[^/\s\"'<>:;,]+)(?=/|[\s\"'<>:;,]|$)")
 
 # Upstream AORTA's path grammar: an absolute POSIX path with at least one directory component,
@@ -141,6 +152,10 @@ class Scrubber:
                 rule = self.name_rule(m.group("name"))
                 if rule is not None:
                     self.learn(_unquote(m.group("value")), rule)
+        for m in _URL_CRED_RE.finditer(text):  # the password of user:password@
+            self.learn(m.group("cred").split(":", 1)[1], SECRET_RULE)
+        for m in _BEARER_RE.finditer(text):
+            self.learn(m.group("tok"), SECRET_RULE)
 
     def learn_json(self, doc: Any) -> None:
         """Remember the values of hidden names in a parsed JSON document (any depth)."""
@@ -175,9 +190,14 @@ class Scrubber:
         hits: list[Hit] = []
         line = self._assignments(line, number, hits)
         line = self._literals(line, number, hits)
+        line = _sub(_URL_CRED_RE, line, number, hits, URL_RULE,
+                    lambda m: f"{m.group('scheme')}{SECRET_PLACEHOLDER}@")
+        line = _sub(_BEARER_RE, line, number, hits, BEARER_RULE,
+                    lambda m: f"{m.group('lead')}{SECRET_PLACEHOLDER}")
         if self.config.hostnames:
-            line = _sub(_host_regex(self.config.hostnames), line, number, hits, HOST_RULE,
-                        lambda m: f"<HOST:{state.index('host', m.group(0).lower())}>")
+            line = outside_placeholders(line, lambda part: _sub(
+                _host_regex(self.config.hostnames), part, number, hits, HOST_RULE,
+                lambda m: f"<HOST:{state.index('host', m.group(0).lower())}>"))
         if self.config.scrub_paths:
             line = _sub(_PATH_RE, line, number, hits, PATH_RULE,
                         lambda m: f"<PATH:{state.index('path', m.group(0))}>")
@@ -206,14 +226,19 @@ class Scrubber:
         return line
 
     def _literals(self, line: str, number: int, hits: list[Hit]) -> str:
-        # Longest first, so a value that contains another is replaced whole.
+        # Longest first, so a value that contains another is replaced whole; never inside a
+        # placeholder already written (a secret "redact" must not eat "<redacted:secret>").
         for value in sorted(self.values, key=len, reverse=True):
             if value in line:
                 rule = self.values[value]
                 placeholder = _placeholder(rule)
-                for _ in range(line.count(value)):
-                    hits.append(Hit(rule, number, value, placeholder))
-                line = line.replace(value, placeholder)
+
+                def replace(part: str, value: str = value, rule: str = rule,
+                            placeholder: str = placeholder) -> str:
+                    hits.extend(Hit(rule, number, value, placeholder)
+                                for _ in range(part.count(value)))
+                    return part.replace(value, placeholder)
+                line = outside_placeholders(line, replace)
         return line
 
     def scrub_json(self, doc: Any, state: FileState) -> tuple[Any, list[tuple[str, Hit]]]:
@@ -265,6 +290,22 @@ class FileState:
             self.seen[key] = self.counts[kind]
             self.counts[kind] += 1
         return self.seen[key]
+
+
+_PLACEHOLDER_RE = re.compile(
+    r"<(?:redacted:[a-z_]+|PATH:\d+|IPV[46]:\d+|HOST:\d+|user|masked: secret)>")
+
+
+def outside_placeholders(line: str, fn: Callable[[str], str]) -> str:
+    """``fn`` applied to the parts of ``line`` between the placeholders written so far."""
+    out: list[str] = []
+    pos = 0
+    for m in _PLACEHOLDER_RE.finditer(line):
+        out.append(fn(line[pos:m.start()]))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(fn(line[pos:]))
+    return "".join(out)
 
 
 def split_lines(text: str) -> list[str]:
