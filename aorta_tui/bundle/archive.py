@@ -55,6 +55,7 @@ class BundleInput:
     recipe_hash: str | None = None
     run_id: str | None = None
     redaction: RedactionConfig = field(default_factory=RedactionConfig)
+    running: str | None = None  # who still runs it (the bundle may hold a trial cut short)
 
     def files(self) -> Iterator[tuple[str, Path]]:
         """(relative POSIX path, path) of every entry, sorted; directories are walked without
@@ -154,8 +155,12 @@ def _run_input(p: Path, name: str) -> BundleInput:
     run_json = p / "run.json"
     doc = _json_object(run_json, "run record") if run_json.is_file() else {}
     redaction = recipe_redaction(p / "recipe.resolved.yaml")
+    from aorta_tui.core.rundir import describe_holder, lock_holder
+
+    holder = lock_holder(p)
     return BundleInput(p, "run", name, recipe_hash=_str(doc.get("recipe_hash")),
-                       run_id=p.name, redaction=redaction)
+                       run_id=p.name, redaction=redaction,
+                       running=describe_holder(holder) if holder is not None else None)
 
 
 def _json_object(path: Path, what: str, hint: str | None = None) -> dict[str, Any]:
@@ -545,7 +550,7 @@ def make_manifest(req: BundleRequest, files: list[dict[str, Any]]) -> dict[str, 
         "tool_version": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs": [{"name": i.name, "kind": i.kind, "run_id": i.run_id,
-                    "recipe_hash": i.recipe_hash,
+                    "recipe_hash": i.recipe_hash, "running": i.running is not None,
                     "redaction": i.redaction.merged(req.extra).to_dict()} for i in req.inputs],
         "rules": {"always": ["secret_env", "secret_value", "home_user"],
                   "hostnames": req.hostnames, "max_log_bytes": req.max_log_bytes},

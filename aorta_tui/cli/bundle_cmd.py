@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from aorta_tui.cli.common import cli_command
+from aorta_tui.cli.common import cli_command, err
 
 
 @cli_command
@@ -51,6 +51,10 @@ def bundle(
 
     archive.check_max_log_bytes(max_log_bytes)
     found = archive.find_inputs(list(inputs))
+    for inp in found:
+        if inp.running is not None:  # not an error: a hang is often bundled while it hangs
+            err(f"warning: {inp.path} is still running ({inp.running}): the bundle holds it as "
+                "it is now, its running trial cut short")
     extra = archive.load_redaction_file(redaction_from) if redaction_from is not None else None
     if output is None:
         output = Path(f"{found[0].name}.bundle.tar.gz")

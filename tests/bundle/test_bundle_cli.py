@@ -290,3 +290,17 @@ def test_a_write_that_fails_midway_leaves_nothing(run_dir, tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "cannot write the bundle" in proc.stderr and "nothing was written" in proc.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_a_run_that_is_still_running_is_bundled_with_a_warning(run_dir, tmp_path):
+    import fcntl
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    with open(copy / ".lock") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # as the orchestrator holds it
+        proc = aorta("bundle", str(copy), "-o", "t.tar.gz", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "is still running" in proc.stderr
+    assert json.loads(proc.stdout)["inputs"][0]["running"] is True
