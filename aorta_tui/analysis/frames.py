@@ -155,11 +155,13 @@ def _cells_from_trials(pd: Any, trials: Any, steps: Any) -> Any:
 
 # -- a policy sweep ------------------------------------------------------------------------
 def load_policy_sweep(run_dir: str | Path) -> Frames:
-    """``trials`` (one row per trial: policy, status, and every summary metric) and
-    ``policies`` (policy.json: per metric its median and 95% interval)."""
+    """``trials`` (one row per trial: policy, status, and every summary metric),
+    ``policies`` (policy.json: per metric its median and 95% interval) and ``per_stream``
+    (each trial's per-stream figures, from its queue result)."""
     pd = require_pandas()
     run_dir = Path(run_dir)
     rows = []
+    streams = []
     for outcome in sorted((run_dir / "trials").glob("*/outcome.json")):
         o = _json_file(outcome)
         if not isinstance(o, dict):
@@ -172,6 +174,9 @@ def load_policy_sweep(run_dir: str | Path) -> Frames:
                      "peak_rss_kb": o.get("peak_rss_kb"),
                      "env_set": json.dumps(o.get("env_set") or {}, sort_keys=True),
                      **{k: v for k, v in summary.items() if _scalar(v)}})
+        streams.extend({"dir": outcome.parent.name, "policy": o.get("policy"),
+                        "trial": o.get("trial"), **s}
+                       for s in _trial_streams(outcome.parent / "result.json"))
     trials = pd.DataFrame(rows)
     if len(trials):
         trials = trials.sort_values("position", kind="stable").reset_index(drop=True)
@@ -188,7 +193,24 @@ def load_policy_sweep(run_dir: str | Path) -> Frames:
                     for stat in ("n", "median", "ci_low", "ci_high"):
                         row[f"{metric}_{stat}"] = m.get(stat)
             policies.append(row)
-    return {"trials": trials, "policies": pd.DataFrame(policies)}
+    return {"trials": trials, "policies": pd.DataFrame(policies),
+            "per_stream": pd.DataFrame(streams)}
+
+
+def _trial_streams(result: Path) -> list[dict[str, Any]]:
+    """A policy trial's per-stream rows; a trial without a whole queue result has none."""
+    from aorta_tui.core.errors import AortaError
+    from aorta_tui.hwqueue.result import load_result
+
+    if not result.is_file():
+        return []
+    try:
+        doc = load_result(result)
+    except AortaError:
+        return []
+    metrics = doc.get("metrics") if isinstance(doc.get("metrics"), dict) else {}
+    return [{k: v for k, v in s.items() if _scalar(v)} for s in metrics.get("per_stream") or []
+            if isinstance(s, dict)]
 
 
 # -- a queue result or sweep -----------------------------------------------------------------

@@ -119,6 +119,8 @@ def test_policy_sweep_and_queue_result_as_frames(tmp_path):
     report = json.loads((tmp_path / "pol" / "policy.json").read_text())
     median = report["policies"][0]["metrics"]["throughput"]["median"]
     assert policy["policies"].loc[0, "throughput_median"] == median
+    assert len(policy["per_stream"]) == 2 * 2  # two trials, two streams each
+    assert set(policy["per_stream"]["stream"]) == {0, 1}
     proc = aorta("export", "q.json", cwd=tmp_path)
     assert proc.returncode == 0 and (tmp_path / "q-export" / "per_stream.csv").is_file()
 
