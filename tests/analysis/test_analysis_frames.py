@@ -154,3 +154,18 @@ def test_bad_input_is_exit_2(run_dir, tmp_path, args, needle):
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr and "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]
+
+
+def test_a_run_without_its_matrix_gets_cells_from_its_trials(run_dir, tmp_path):
+    import shutil
+
+    from aorta_tui.analysis import load_run
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "matrix.json").unlink()  # a run killed before its report
+    cells = load_run(copy)["cells"].set_index("cell")
+    want = load_run(run_dir)["cells"].set_index("cell")
+    for column in ("trials", "failed", "failure_rate", "error_rate", "step_count",
+                   "step_time_p50_s"):
+        assert cells[column].tolist() == want.loc[cells.index, column].tolist(), column
