@@ -8,6 +8,7 @@ real captures of this box.
 
 from __future__ import annotations
 
+import os
 import re
 import string
 from importlib import metadata
@@ -130,7 +131,7 @@ def test_index_matches_importlib_metadata_on_generated_site_dirs(tmp_path_factor
     ok = got == reference and set(index.files) == set(reference)
     attack_tally.record("envsnap dist index vs importlib.metadata", cases=1, failures=0 if ok else 1,
                         promise="same names and versions as importlib.metadata")
-    assert ok, (got, reference, sorted(index.files))
+    assert ok, (got, reference, index.files, os.listdir(site), [d._path.name for d in metadata.distributions(path=[str(site)])])
 
 
 def test_a_path_entry_that_is_a_zip_is_asked_through_importlib(tmp_path):

@@ -50,18 +50,16 @@ class DistIndex:
                 names = os.listdir(entry)
             except OSError:
                 return
-            # importlib.metadata's order within an entry: .dist-info first, then .egg-info,
-            # each in listing order
-            for child in [n for n in names if n.endswith(".dist-info")] + \
-                    [n for n in names if n.endswith(".egg-info")]:
+            for child in names:  # importlib.metadata's order: the listing's, both suffixes alike
                 name = _dist_name(child)
                 if name is None:
                     continue
                 path = os.path.join(entry, child)
-                meta = (os.path.join(path, "METADATA") if child.endswith(".dist-info")
-                        else os.path.join(path, "PKG-INFO") if os.path.isdir(path) else path)
-                if os.path.isfile(meta):
-                    self.files.setdefault(name, meta)
+                # importlib.metadata's order: METADATA, then PKG-INFO, then an .egg-info file itself
+                for meta in (os.path.join(path, "METADATA"), os.path.join(path, "PKG-INFO"), path):
+                    if os.path.isfile(meta):
+                        self.files.setdefault(name, meta)
+                        break
         elif os.path.isfile(entry):
             from importlib import metadata
 
@@ -79,8 +77,9 @@ class DistIndex:
 
 def _dist_name(child: str) -> str | None:
     """``torch-2.5.1.dist-info`` -> ``torch``; ``foo-1.0-py3.11.egg-info`` -> ``foo``."""
+    low = child.lower()  # importlib.metadata matches the suffixes in any case
     for suffix in (".dist-info", ".egg-info"):
-        if child.endswith(suffix) and len(child) > len(suffix):
+        if low.endswith(suffix) and len(child) > len(suffix):
             return _norm(child[: -len(suffix)].split("-", 1)[0])
     return None
 
