@@ -68,6 +68,11 @@ def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
                 lines.append(f"    [dim]{escape(str(det['evidence']))}[/dim]")
     elif view.detectors:
         lines.append("detectors: " + escape(", ".join(view.detectors)))
+    if isinstance(result, dict) and result.get("timeline"):
+        from aorta_tui.core.timeline import timeline_lines
+
+        lines.append("[b]timeline[/b] (where the trial's time went)")
+        lines.extend(f"  {escape(line)}" for line in timeline_lines(result))
     return lines
 
 
