@@ -64,7 +64,9 @@ async def test_home_then_the_run_then_a_trial_shows_its_tail_detail_and_whole_lo
     monkeypatch.delenv("AORTA_TUI_OUTPUT", raising=False)
     app = AortaApp(machine_facts=FIXED_FACTS)  # the defaults: this cwd, ./aorta-out
     lines = _stdout_lines(quickstart)
-    assert len(lines) == 5 and lines[0].startswith("aorta-step 0")
+    # five steps, then the trial timeline's result_written mark (docs/run-directory.md)
+    assert [ln.split()[0] for ln in lines] == ["aorta-step"] * 5 + ["aorta-mark"]
+    assert lines[0].startswith("aorta-step 0") and lines[-1].startswith("aorta-mark result_written ")
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: bool(getattr(app.screen, "_run_paths", None)), what="the run on Home")
         await pilot.press("enter")  # the runs table has the focus
@@ -167,7 +169,7 @@ diagnostic_axis: [none]
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)], ids=["80x24", "160x48"])
 def test_the_tail_fills_the_terminal_in_the_real_program(quickstart: Path, tmp_path: Path,
                                                          size: tuple[int, int]) -> None:
-    # The quickstart's trial (5 lines) whole at both sizes, and a 60-line log: more at 160x48.
+    # The quickstart's trial (6 lines) whole at both sizes, and a 60-line log: more at 160x48.
     cwd = tmp_path
     shutil.copytree(quickstart / "aorta-out", cwd / "aorta-out")
     (cwd / "long.yaml").write_text(LONG_PROBE)
@@ -182,7 +184,7 @@ def test_the_tail_fills_the_terminal_in_the_real_program(quickstart: Path, tmp_p
         for line in _stdout_lines(quickstart):
             assert line in screen, f"{line!r} not on the {size} screen:\n{screen}"
         tmux.keys("l")
-        tmux.wait_for("5 lines")
+        tmux.wait_for(f"{len(_stdout_lines(quickstart))} lines")
         tmux.keys("Escape", "C-q")
         deadline = time.monotonic() + 10
         while tmux.alive() and time.monotonic() < deadline:
@@ -200,7 +202,8 @@ def test_the_tail_fills_the_terminal_in_the_real_program(quickstart: Path, tmp_p
         rows_below_grid = size[1] - 8  # header, summary, grid (header + 1 row), rule, footer
         assert shown >= rows_below_grid - 4, f"{shown} tail lines at {size}:\n{screen}"
         tmux.keys("enter")
-        screen = tmux.wait_for("directory: aorta-out/LOGS/")
+        tmux.wait_for("directory: aorta-out/LOGS/")
+        screen = tmux.wait_for("log-line-60")  # the tail is drawn after the facts, a frame later
         assert sum(1 for row in screen.splitlines() if "log-line-" in row) >= size[1] - 12
         tmux.keys("l")
         screen = tmux.wait_for("60 lines")

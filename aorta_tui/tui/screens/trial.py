@@ -68,12 +68,27 @@ def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
                 lines.append(f"    [dim]{escape(str(det['evidence']))}[/dim]")
     elif view.detectors:
         lines.append("detectors: " + escape(", ".join(view.detectors)))
-    if isinstance(result, dict) and result.get("timeline"):
-        from aorta_tui.core.timeline import timeline_lines
-
-        lines.append("[b]timeline[/b] (where the trial's time went)")
-        lines.extend(f"  {escape(line)}" for line in timeline_lines(result))
     return lines
+
+
+def timeline_facts(result: dict[str, Any] | None) -> list[str]:
+    """One line: where the trial's time went (the largest phases), and how many marks are
+    missing and why, in short; every phase is in result.json's ``timeline`` (docs/run-directory.md).
+    One line because the logs' tail below needs the rows."""
+    if not (isinstance(result, dict) and result.get("timeline")):
+        return []
+    from aorta_tui.core.timeline import timeline_lines
+
+    lines = timeline_lines(result)
+    missing = {}
+    for line in lines[1:]:
+        name, sep, reason = line.strip().partition(" not available: ")
+        if sep:
+            missing.setdefault(reason.split(":")[0].split(";")[0], []).append(name.strip())
+    text = lines[0] if lines else "timeline"
+    for reason, names in missing.items():
+        text += f"; {len(names)} marks not available ({reason})"
+    return [f"[dim]{escape(text)}[/dim]"]
 
 
 def tail_text(trial_dir: Path | None, budget: int) -> Text:
@@ -123,8 +138,10 @@ class TrialDetailScreen(ModalScreen[None]):
         yield Footer()
 
     def _facts(self) -> str:
-        lines = trial_facts(self.view, read_result(self.run_dir, self.view))
+        result = read_result(self.run_dir, self.view)
+        lines = trial_facts(self.view, result)
         lines.append(f"[dim]directory: {escape(self.shown_dir)}[/dim]")
+        lines += timeline_facts(result)  # last: the facts box scrolls, the directory stays in view
         return "\n".join(lines)
 
     def on_mount(self) -> None:
