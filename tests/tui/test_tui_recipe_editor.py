@@ -49,8 +49,8 @@ async def test_errors_at_line_and_column_then_a_plan_once_fixed(tmp_path: Path) 
         # Fix it by typing: delete the offending line.
         screen.editor.focus()
         screen.editor.select_line(4)
+        checks = screen.checks_done  # before the keys: a fast check could finish before a read after
         await pilot.press("backspace", "backspace")
-        checks = screen.checks_done
         await wait_for(pilot, lambda: screen.checks_done > checks and not screen.issues, what="a clean check")
         assert "✓ valid" in str(screen.query_one("#recipe-status").render())
         plan = screen.plan_text
