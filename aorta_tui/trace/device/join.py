@@ -50,6 +50,14 @@ def _empty_u() -> np.ndarray:
     return np.empty(0, dtype=np.int64)
 
 
+def _merged(key_old: np.ndarray, key_new: np.ndarray, *cols: tuple[np.ndarray, np.ndarray],
+            ) -> list[np.ndarray]:
+    """Old and new rows merged, sorted by key (stable): the key first, then every column."""
+    key = np.concatenate([key_old, key_new])
+    order = np.argsort(key, kind="stable")
+    return [key[order], *(np.concatenate([old, new])[order] for old, new in cols)]
+
+
 @dataclass
 class _Callbacks:
     """Launch callbacks of one process not yet claimed by a kernel, sorted by correlation id."""
@@ -60,12 +68,8 @@ class _Callbacks:
     domain: np.ndarray = field(default_factory=_empty_u)
 
     def add(self, corr: np.ndarray, tid: np.ndarray, t: np.ndarray, domain: np.ndarray) -> None:
-        c = np.concatenate([self.corr, corr])
-        order = np.argsort(c, kind="stable")
-        self.corr = c[order]
-        self.tid = np.concatenate([self.tid, tid])[order]
-        self.t = np.concatenate([self.t, t])[order]
-        self.domain = np.concatenate([self.domain, domain])[order]
+        self.corr, self.tid, self.t, self.domain = _merged(
+            self.corr, corr, (self.tid, tid), (self.t, t), (self.domain, domain))
 
     def keep(self, mask: np.ndarray) -> None:
         self.corr, self.tid, self.t, self.domain = (a[mask] for a in (self.corr, self.tid, self.t, self.domain))
@@ -80,11 +84,8 @@ class _ThreadLaunches:
     taken: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
 
     def add(self, ts: np.ndarray, stream: np.ndarray) -> None:
-        t = np.concatenate([self.ts, ts])
-        order = np.argsort(t, kind="stable")
-        self.ts = t[order]
-        self.stream = np.concatenate([self.stream, stream])[order]
-        self.taken = np.concatenate([self.taken, np.zeros(len(ts), dtype=bool)])[order]
+        self.ts, self.stream, self.taken = _merged(
+            self.ts, ts, (self.stream, stream), (self.taken, np.zeros(len(ts), dtype=bool)))
 
 
 @dataclass
