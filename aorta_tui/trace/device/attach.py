@@ -13,6 +13,7 @@ result says why (``--device-timestamps on`` makes that an error instead, exit 3)
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -215,11 +216,10 @@ def prepare_this_process(mode: str = "auto") -> DeviceSide | None:
     from aorta_tui.trace.probes.cuda import DEVICE_METRICS
 
     side = DeviceSide(mode, probe_set="cuda", device_metrics=DEVICE_METRICS)
-    if "torch" in __import__("sys").modules:
-        torch = __import__("sys").modules["torch"]
-        if getattr(torch, "cuda", None) is not None and torch.cuda.is_initialized():
-            side._unavailable("CUDA was initialised in this process before the collector could be loaded",
-                              "start the trace before the first CUDA call")
-            return side
+    torch = sys.modules.get("torch")  # never imported here: only asked, if the caller has it
+    if torch is not None and getattr(torch, "cuda", None) is not None and torch.cuda.is_initialized():
+        side._unavailable("CUDA was initialised in this process before the collector could be loaded",
+                          "start the trace before the first CUDA call")
+        return side
     os.environ.update(side.prepare(None, children=True))
     return side
