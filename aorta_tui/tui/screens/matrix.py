@@ -21,6 +21,7 @@ from aorta_tui.tui import engines
 from aorta_tui.tui.journal import JournalFollower
 from aorta_tui.tui.matrix_state import MatrixState, TrialView
 from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.bundle_review import BundleReviewScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen, tail_text, trial_facts
@@ -51,6 +52,7 @@ class MatrixScreen(AortaScreen):
         Binding("w", "warnings", "Warnings"),
         Binding("R", "resume_run", "Resume"),
         Binding("E", "diff_env", "Diff the run's env snapshots", show=False),
+        Binding("b", "bundle", "Bundle review"),
     ]
 
     def __init__(self) -> None:
@@ -307,6 +309,13 @@ class MatrixScreen(AortaScreen):
             self.from_thread(self.notify, f"resuming {run_dir.name}")
 
         self.run_worker(resume, thread=True, exit_on_error=False, name="resume run")
+
+    def action_bundle(self) -> None:
+        """What a bundle of this run would redact; ``w`` in the review writes it."""
+        if self.run_dir is None:
+            self.notify("no run open: press o to pick one", severity="warning")
+            return
+        self.app.push_screen(BundleReviewScreen(self.run_dir, self.aorta.cwd, self.display_path(self.run_dir)))
 
     def action_diff_env(self) -> None:
         if self.run_dir is None:
