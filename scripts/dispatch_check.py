@@ -47,8 +47,11 @@ def device_summary(res: dict) -> dict:
 
 
 def pct(vals: list[float], q: float) -> float:
-    s = sorted(vals)
-    return s[min(len(s) - 1, max(0, int(round(q / 100 * len(s) + 0.5)) - 1))]
+    """Nearest rank, the trace's convention (``aorta_tui.core.stats``; a hand-written
+    ``round(q/100*n + 0.5)`` rounded half to even and answered the next rank up for 50 of 10)."""
+    from aorta_tui.core.stats import percentile
+
+    return percentile(vals, q, method="nearest")
 
 
 def stage_backlog(out: Path, rows: list[str]) -> bool:

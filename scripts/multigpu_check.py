@@ -112,12 +112,11 @@ def md_table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
-    """q-th percentile with linear interpolation (the harness's definition)."""
-    if not sorted_values:
-        return None
-    k = (len(sorted_values) - 1) * q / 100.0
-    lo, hi = math.floor(k), math.ceil(k)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+    """q-th percentile with linear interpolation (the project's one, ``aorta_tui.core.stats``,
+    clamped to its neighbours); ``None`` for no values."""
+    from aorta_tui.core.stats import percentile as one
+
+    return one(sorted_values, q, presorted=True) if sorted_values else None
 
 
 def overlap_fraction(t_compute: float | None, t_comm: float | None, t_both: float | None) -> float | None:

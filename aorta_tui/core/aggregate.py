@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,11 +80,6 @@ class CellStats:
         }
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default) of already sorted values."""
-    return stats.percentile(sorted_values, q, presorted=True)
-
-
 def _trial_mean(rec: TrialRecord) -> float | None:
     if rec.step_times_s:
         return sum(rec.step_times_s) / len(rec.step_times_s)
@@ -104,7 +98,8 @@ def cell_stats(cell: str, records: list[TrialRecord]) -> CellStats:
         quart = stats.spread(steps)
         step_time.update(
             mean=sum(steps) / len(steps), p25=quart["p25"], p50=quart["p50"], p75=quart["p75"],
-            iqr=quart["iqr"], p90=percentile(steps, 90), p99=percentile(steps, 99),
+            iqr=quart["iqr"], p90=stats.percentile(steps, 90, presorted=True),
+            p99=stats.percentile(steps, 99, presorted=True),
         )
     detectors = Counter(d for r in records for d in r.detectors)
     return CellStats(

@@ -1,14 +1,18 @@
 """The one percentile of the project, and the spread and noise marker of a set of step times.
 
-Every hand-written percentile in the engine calls :func:`percentile` (the aggregate of a sweep,
-the queue metrics, the workloads' latency figures). Two definitions exist, named by ``method``:
+Every percentile of plain values in the project is :func:`percentile` (the aggregate of a sweep,
+the queue metrics and their bootstrap intervals, the workloads' latency figures through
+:func:`percentile_ms`, the GPU check scripts); a test keeps any other module from defining one.
+Two definitions exist, named by ``method``:
 
 - ``linear`` (numpy's default): interpolate between the two closest ranks;
 - ``nearest`` (nearest rank, numpy's ``inverted_cdf``): the smallest value with at least q% of
   the values at or below it, so the answer is always one of the values.
 
 numpy arrays of traced events keep ``np.percentile`` with the same two method names, because
-sorting millions of values in Python would cost seconds.
+sorting millions of values in Python would cost seconds. A histogram's quantile
+(``trace/hdr.py``) is a different thing, read from bucket counts, but it uses the nearest-rank
+convention: it answers the upper edge of the bucket holding the ``nearest`` percentile.
 
 Noise marker (:func:`noise_marker`), checked in this order on a cell's pooled step times:
 
@@ -57,6 +61,18 @@ def percentile(values: Sequence[float], q: float, *, method: str = "linear", pre
     # a + (b - a) * frac is exactly a when a == b (a * (1 - f) + b * f can be off by an ulp,
     # which put a bootstrap interval's lower end above its upper end); clamp the rounding.
     return min(max(a + (b - a) * (pos - lo), a), b)
+
+
+def percentile_ms(seconds: Sequence[float], q: float) -> float | None:
+    """A workload's latency figure: the nearest-rank q-th percentile of ``seconds``, in ms;
+    ``None`` for no values (a run stopped before its first timed step).
+
+    Nearest rank, because a latency percentile names a step that happened (an interpolated p99
+    between a 2 ms step and a 40 ms stall is a time no step took), and because it is the
+    convention of the trace histograms (``trace/hdr.py``, numpy's ``inverted_cdf``), so a
+    workload's p99 and a trace's p99 of the same steps agree.
+    """
+    return percentile(seconds, q, method="nearest") * 1e3 if seconds else None
 
 
 def spread(values: Sequence[float]) -> dict[str, float | int | None]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.hwqueue.metrics import percentile
+from aorta_tui.core.stats import percentile
 from aorta_tui.hwqueue.repeat import MIN_REPEATS_FOR_SPREAD
 from aorta_tui.hwqueue.result import summary_reason
 

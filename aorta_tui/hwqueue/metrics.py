@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from aorta_tui.core.stats import percentile as _percentile
+from aorta_tui.core.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,6 @@ def stats(values: Sequence[float]) -> dict[str, float] | None:
         "max": xs[-1],
         "std": math.sqrt(var),
     }
-
-
-def percentile(sorted_xs: Sequence[float], q: float) -> float:
-    """The q-th percentile of already sorted values, linear interpolation between ranks
-    (the project's one percentile, ``aorta_tui.core.stats``)."""
-    return _percentile(sorted_xs, q, presorted=True)
 
 
 def union_length(intervals: Iterable[tuple[float, float]]) -> float:

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem
-from aorta_tui.core.stats import percentile as _percentile
 from aorta_tui.core.workload import ConfigField
 
 DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
@@ -101,11 +99,6 @@ class StepTimer:
     def __exit__(self, *exc: object) -> None:
         synchronize(self.device)
         self.seconds = time.perf_counter() - self._t0
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); ``None`` for no values (``aorta_tui.core.stats``)."""
-    return _percentile(values, q, method="nearest") if values else None
 
 
 def finite_or_none(x: float) -> float | None:

@@ -390,11 +390,7 @@ class _Stats:
         return h.hexdigest()
 
     def metrics(self, cfg: dict[str, Any], continuous: bool) -> dict[str, Any]:
-        from aorta_tui.workloads._common import percentile
-
-        def ms(values: list[float], q: float) -> float | None:
-            p = percentile(values, q)
-            return None if p is None else p * 1e3
+        from aorta_tui.core.stats import percentile_ms as ms
 
         decode_time = sum(self.decode_s)
         prefill_time = sum(self.prefill_s)

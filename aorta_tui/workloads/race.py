@@ -129,7 +129,8 @@ class Race(Workload):
     def run(self, ctx: WorkloadContext) -> WorkloadResult:
         import torch
 
-        from aorta_tui.workloads._common import StepTimer, percentile
+        from aorta_tui.core.stats import percentile_ms
+        from aorta_tui.workloads._common import StepTimer
 
         cfg = ctx.config
         warm = cfg["warmup_iterations"]
@@ -175,21 +176,19 @@ class Race(Workload):
                     ctx.on_step(it - warm, timer.seconds)
             if found and cfg["stop_on_first_corruption"]:
                 break
-        p50 = percentile(result.step_times_s, 50)
-        p99 = percentile(result.step_times_s, 99)
         result.metrics.update({
             "mode": cfg["mode"], "iterations_verified": verified,
             "corrupted_iterations": corrupted_iterations,
             "buffers_verified_per_iteration": [c[0] for c in checks],
             "elements_verified_per_iteration": sum(c[1].numel() for c in checks),
-            "iteration_ms_p50": None if p50 is None else p50 * 1e3,
-            "iteration_ms_p99": None if p99 is None else p99 * 1e3,
+            "iteration_ms_p50": percentile_ms(result.step_times_s, 50),
+            "iteration_ms_p99": percentile_ms(result.step_times_s, 99),
             "drop_wait": cfg["drop_wait"], "streams": "gpu" if self.dev.is_gpu else "emulated",
             "backend": self.dist.backend, "world_size": self.world,
             "timing": "host wall time per timed iteration: enqueue, the streams, and the "
                       "verification of every buffer, ended by a device synchronize",
         })
-        if p50 is None:
+        if not result.step_times_s:
             result.metrics["iteration_ms_reason"] = (
                 f"no timed iteration: the trial stopped at a corruption within the "
                 f"{warm} warmup iterations")

@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aorta_tui.core.aggregate import TrialRecord, aggregate, confound_check, percentile
+from aorta_tui.core.aggregate import TrialRecord, aggregate, confound_check
+from aorta_tui.core.stats import percentile
 
 
 def rec(cell: str, trial: int, steps: list[float] | None, verdict: str = "pass", detectors=()) -> TrialRecord:

@@ -17,8 +17,6 @@ from hypothesis import strategies as st
 
 from aorta_tui.core import stats
 from aorta_tui.core.aggregate import TrialRecord, aggregate, confound_check
-from aorta_tui.hwqueue.metrics import percentile as hwqueue_percentile
-from aorta_tui.workloads._common import percentile as workload_percentile
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = Path(sys.executable).with_name("aorta-tui")
@@ -134,18 +132,16 @@ qs = st.floats(min_value=0, max_value=100)
 
 @settings(max_examples=300, deadline=None)
 @given(values, qs)
-def test_the_one_percentile_matches_numpy_and_every_caller_uses_it(xs: list[float], q: float) -> None:
+def test_the_one_percentile_matches_numpy(xs: list[float], q: float) -> None:
     linear = stats.percentile(xs, q)
     assert linear == pytest.approx(float(np.percentile(xs, q)), rel=1e-9, abs=1e-9)
     assert min(xs) <= linear <= max(xs)
     nearest = stats.percentile(xs, q, method="nearest")
     assert nearest == pytest.approx(float(np.percentile(xs, q, method="inverted_cdf")), rel=1e-12, abs=1e-12)
-    assert hwqueue_percentile(sorted(xs), q) == linear
-    assert workload_percentile(xs, q) == nearest
 
 
 def test_percentile_refuses_what_it_cannot_answer() -> None:
     for bad in (([], 50, "linear"), ([1.0], 101, "linear"), ([1.0], 50, "median")):
         with pytest.raises(ValueError):
             stats.percentile(bad[0], bad[1], method=bad[2])
-    assert workload_percentile([], 50) is None
+    assert stats.percentile_ms([], 50) is None
