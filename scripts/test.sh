@@ -12,6 +12,9 @@ if [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   apt-get install -y -qq $APT_PACKAGES >/dev/null
   mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing || true
+  # A real one-node Slurm for the Slurm executor's tests; they must run here, never skip.
+  bash scripts/slurm-local.sh
+  export AORTA_REQUIRE_SLURM=1
 else
   echo "note: not root; bpftrace tests will be skipped with their reason" >&2
 fi
