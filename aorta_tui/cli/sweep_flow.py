@@ -188,6 +188,13 @@ def _run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.core.sweep import Sweep, SweepOptions
 
     refuse_undecodable(req)
+    if req.recipe is not None and req.resume is None:
+        from aorta_tui.core.sanitizer import peek_mode
+
+        if peek_mode(req.recipe) == "sanitizer":  # upstream's separate runner (core/sanitizer.py)
+            from aorta_tui.cli.sanitizer_flow import run_sanitizer_request
+
+            return run_sanitizer_request(req)
     registry = Registry(req.mitigation_files)
     recipe = load_request_recipe(req, registry)
     if req.order is not None or req.seed is not None:

@@ -385,6 +385,10 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     mode = data.get("mode", "triage")
     if mode is None:
         mode = "triage"
+    if mode == "sanitizer":  # upstream's separate loader too: core/sanitizer.py
+        v.issue("mode", "a `mode: sanitizer` recipe is not a triage/probe plan",
+                "run it with `aorta-tui sweep run --recipe FILE` (core/sanitizer.py reads it)")
+        return None
     if mode not in ("triage", "probe"):
         v.choice("mode", mode, ("triage", "probe"))
         return None

@@ -1,0 +1,54 @@
+"""`sweep run --recipe FILE` for a ``mode: sanitizer`` recipe (core/sanitizer.py).
+
+As upstream, only ``--recipe``, ``--dry-run``, ``--output``, ``--json`` and ``-v`` apply; any
+other flag or a ``-- command`` is refused rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aorta_tui.core.errors import ExitCode, UsageError
+
+
+def _set_flags(req: Any) -> list[str]:
+    flags = {
+        "--workload": req.workload, "--mitigation-axis": req.mitigation_axis,
+        "--environment-axis": req.environment_axis, "--trials": req.trials,
+        "--steps": req.steps, "--ticket": req.ticket, "--baseline-cell": req.baseline_cell,
+        "--confound-threshold": req.confound_threshold,
+        "--env-passthrough-mode": req.env_passthrough_mode,
+        "--stop-after-events": req.stop_after_events, "--max-trials": req.max_trials,
+        "--disable-detector": req.disable_detectors, "--mitigations-file": req.mitigation_files,
+        "--collect": req.collect, "--strict": req.strict, "--order": req.order,
+        "--seed": req.seed, "--resume": req.resume,
+    }
+    return sorted(k for k, v in flags.items() if v not in (None, "", (), [], False))
+
+
+def run_sanitizer_request(req: Any) -> int:
+    from aorta_tui.core.sanitizer import exit_code_of, load_sanitizer_recipe, run_sanitizer_recipe
+
+    if req.command:
+        raise UsageError("a trailing '-- <command>' is not valid for a mode: sanitizer recipe",
+                         hint="put the program in sanitizer_plan.source (kind: command, argv)",
+                         location=str(req.recipe))
+    bad = _set_flags(req)
+    if bad:
+        raise UsageError("these flags are not valid for a mode: sanitizer recipe: "
+                         + ", ".join(bad), hint="drop them (only --recipe, --dry-run, --output, "
+                         "--json and -v apply)", location=str(req.recipe))
+    recipe = load_sanitizer_recipe(req.recipe)
+    run_dir, checks = run_sanitizer_recipe(recipe, req.output, dry_run=req.dry_run)
+    report = run_dir / recipe.report_name
+    if req.json_mode:
+        print(json.dumps({"event": "sanitizer_report", "run_dir": str(run_dir),
+                          "report": str(report),
+                          "checks": [{"sanitizer": c.sanitizer, "verdict": c.verdict,
+                                      "reason": c.reason} for c in checks]}), flush=True)
+    else:
+        for c in checks:
+            print(f"{c.sanitizer}: {c.verdict}: {c.reason}")
+        print(f"sanitizer report: {report}")
+    return int(ExitCode.OK if req.dry_run else exit_code_of(checks))
