@@ -85,17 +85,30 @@ def test_export_csv_reads_back_as_the_frames(run_dir, tmp_path):
     assert proc.returncode == 0 and (tmp_path / f"{run_dir.name}-export" / "trials.csv").is_file()
 
 
-def test_parquet_needs_pyarrow_or_round_trips(run_dir, tmp_path):
+def test_parquet_round_trips_every_table(run_dir, tmp_path):
+    pytest.importorskip("pyarrow")  # in the test extra: CI has it
+    from aorta_tui.analysis import load_run
+
     proc = aorta("export", str(run_dir), "--format", "parquet", "-o", "pq", cwd=tmp_path)
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        assert proc.returncode == 3, proc.stderr
-        assert "pyarrow" in proc.stderr and "--format csv" in proc.stderr
-        assert not (tmp_path / "pq").exists()
-        return
     assert proc.returncode == 0, proc.stderr
-    assert len(pd.read_parquet(tmp_path / "pq" / "trials.parquet")) == 4
+    frames = load_run(run_dir)
+    for name in ("trials", "cells", "steps"):
+        back = pd.read_parquet(tmp_path / "pq" / f"{name}.parquet")
+        # parquet keeps dtypes, so the frame comes back equal, not only the same length
+        pd.testing.assert_frame_equal(back, frames[name], check_dtype=True)
+
+
+def test_parquet_without_pyarrow_is_exit_3_and_writes_nothing(run_dir, tmp_path):
+    # a pyarrow that cannot be imported, ahead of the real one on the path
+    shadow = tmp_path / "shadow" / "pyarrow"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named pyarrow (shadowed)')\n")
+    proc = aorta("export", str(run_dir), "--format", "parquet", "-o", "pq", cwd=tmp_path,
+                 env={"PYTHONPATH": str(shadow.parent)})
+    assert proc.returncode == 3, proc.stderr
+    assert "pyarrow" in proc.stderr and "--format csv" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "pq").exists()
 
 
 def test_policy_sweep_and_queue_result_as_frames(tmp_path):
