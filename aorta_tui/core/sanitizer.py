@@ -427,6 +427,7 @@ def parse_report(text: str) -> ParsedReport:
             if kind is not None:
                 close()
                 current = {"kind": kind, "message": body[:500], "log_line": n}
+                _located_header(current, body)
                 continue
             close()
             s = _ERROR_SUMMARY.match(body)
@@ -445,6 +446,16 @@ def parse_report(text: str) -> ParsedReport:
         _detail(current, body)
     close()
     return out
+
+
+# racecheck names the first access on its header line: "... Write access at K+0x30 in F:7"
+_HEADER_AT = re.compile(r" access at (?P<kernel>.+?)(?:\+0x[0-9a-f]+)? in (?P<file>\S+?:\d+)")
+
+
+def _located_header(current: dict[str, Any], body: str) -> None:
+    m = _HEADER_AT.search(body)
+    if m:
+        current["kernel"], current["source"] = m.group("kernel")[:200], m.group("file")[:300]
 
 
 def _detail(current: dict[str, Any], body: str) -> None:
