@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.suggest import did_you_mean, did_you_mean_any
 
 if TYPE_CHECKING:
     from aorta_tui.core.workload import Workload
@@ -337,8 +338,6 @@ def _versioned_entries(p: Path, text: str, data: dict[str, Any], section: str
                        ) -> list[dict[str, Any]]:
     """Entries of upstream AORTA's ``{"version": 1, "mitigations": {...}, "environments":
     {...}}`` sidecar: in ``mitigations`` a name maps straight to its variables."""
-    import difflib
-
     from aorta_tui.core.inputs import clip_for_message as clip
 
     if data.get("version") != 1 or isinstance(data.get("version"), bool):
@@ -347,10 +346,9 @@ def _versioned_entries(p: Path, text: str, data: dict[str, Any], section: str
                          "version 1", hint=_VERSIONED_HINT)
     for key in data:
         if key not in _VERSIONED_KEYS:
-            near = difflib.get_close_matches(str(key), _VERSIONED_KEYS, n=1)
             raise UsageError(f"{p}{_json_position(text, str(key))}: unknown top-level key "
-                             f"{clip(key, 60)}", hint=(f"did you mean {near[0]!r}? " if near
-                                                       else "") + _VERSIONED_HINT)
+                             f"{clip(key, 60)}", hint=did_you_mean(str(key), _VERSIONED_KEYS)
+                             + _VERSIONED_HINT)
     raw = data.get(section) or {}
     if not isinstance(raw, dict):
         raise UsageError(f"{p}{_json_position(text, section)}: {section} must be an object "
@@ -395,12 +393,8 @@ def load_sidecar_environments(path: str | Path) -> list[Environment]:
                              hint="1-100 letters, digits, '.', '_' or '-'")
         unknown = sorted(set(e) - set(_SIDECAR_ENV_KEYS))
         if unknown:
-            import difflib
-
-            near = difflib.get_close_matches(unknown[0], _SIDECAR_ENV_KEYS, n=1)
             raise UsageError(f"{where}: unknown key {clip(unknown[0], 60)}",
-                             hint=(f"did you mean {near[0]!r}? " if near else "")
-                             + "allowed: " + ", ".join(_SIDECAR_ENV_KEYS))
+                             hint=did_you_mean(unknown[0], _SIDECAR_ENV_KEYS) + "allowed: " + ", ".join(_SIDECAR_ENV_KEYS))
         for key in ("venv", "buck_target"):
             if e.get(key) is not None:
                 raise UsageError(f"{where}.{key}: aorta-tui cannot run trials in a {key} "
@@ -474,10 +468,8 @@ def inline_environment(spec: Mapping[str, Any]) -> Environment:
 
 
 def _suggest(name: str, known: Mapping[str, Any], command: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(known), n=3)
-    return f"did you mean {', '.join(close)}? ({command} lists all)" if close else f"{command} lists all"
+    close = did_you_mean_any(name, known)
+    return f"{close} ({command} lists all)" if close else f"{command} lists all"
 
 
 def _as_list(obj: Any) -> list[Any]:

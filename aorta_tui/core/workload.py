@@ -8,7 +8,6 @@ Nothing here imports torch: workloads import it inside their methods.
 
 from __future__ import annotations
 
-import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.suggest import did_you_mean_any
 
 ConfigType = Literal["int", "float", "str", "bool", "dict", "list"]
 _PY_TYPES: dict[str, tuple[type, ...]] = {
@@ -150,8 +150,7 @@ def validate_config(
     known = {f.name: f for f in schema}
     for key in raw:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=3)
-            hint = f"did you mean {', '.join(close)}?" if close else (
+            hint = did_you_mean_any(key, known) or (
                 f"known keys: {', '.join(sorted(known)) or '(none)'}"
             )
             raise UsageError(f"unknown key {path}.{key}", hint=hint)

@@ -7,11 +7,11 @@ subtree the result is the subtree with every leaf replaced by its value.
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.suggest import close_matches
 from aorta_tui.envsnap.fields import is_leaf
 
 _META = ("value", "state", "source", "reason", "needs_root", "set", "category")
@@ -63,7 +63,7 @@ def get_field(snapshot: dict[str, Any], path: str) -> Any:
 
 
 def _nearest(key: str, keys: list[str]) -> str:
-    close = difflib.get_close_matches(key, keys, n=5, cutoff=0.4)
+    close = close_matches(key, keys, n=5, cutoff=0.4)
     close += [k for k in keys if key.lower() in k.lower() and k not in close][:5]
     shown = close or sorted(keys)[:12]
     more = "" if close or len(keys) <= 12 else f" (and {len(keys) - 12} more)"

@@ -82,7 +82,7 @@ def leaves(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def get_upstream_field(data: dict[str, Any], path: str) -> Any:
     """A dotted path in an upstream file (a leaf or a whole block); UsageError names the nearest."""
-    import difflib
+    from aorta_tui.core.suggest import close_matches
 
     node: Any = data
     for i, part in enumerate(path.split(".")):
@@ -91,7 +91,7 @@ def get_upstream_field(data: dict[str, Any], path: str) -> Any:
             continue
         where = ".".join(path.split(".")[:i]) or "the top level"
         keys = sorted(node) if isinstance(node, dict) else []
-        close = difflib.get_close_matches(part, keys, n=5, cutoff=0.4)
+        close = close_matches(part, keys, n=5, cutoff=0.4)
         raise UsageError(f"--field {path}: no key {part!r} under {where} of this upstream env.json",
                          hint=f"nearest keys: {', '.join(close)}" if close else
                          (f"keys here: {', '.join(keys[:12])}" if keys else "this is a value, not an object"))

@@ -26,6 +26,7 @@ from typing import Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, clip_for_message, read_input_bytes
+from aorta_tui.core.suggest import did_you_mean_any
 from aorta_tui.policy.presets import (
     BUILTIN_BY_NAME,
     ENV_NAME_RE,
@@ -34,7 +35,6 @@ from aorta_tui.policy.presets import (
     VENDORS,
     GpuControlSettings,
     Policy,
-    did_you_mean,
 )
 
 SCHEMA_VERSION = 1
@@ -353,10 +353,7 @@ class _Validator:
 
 
 def _key_hint(key: str, known: tuple[str, ...]) -> str:
-    hint = did_you_mean(key, known)
-    if hint.startswith("did you mean"):
-        return hint
-    return f"known: {', '.join(known)}"
+    return did_you_mean_any(key, known, cutoff=0.5, joiner=" or ") or f"known: {', '.join(known)}"
 
 
 def _type_name(value: Any) -> str:

@@ -11,13 +11,13 @@ The first seven presets keep upstream AORTA's names and meanings (``amd-aorta`` 
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.suggest import did_you_mean_any
 
 POLICY_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -140,11 +140,9 @@ def alias_note(name: str) -> str | None:
             f"CUDA_DEVICE_MAX_CONNECTIONS setting); the comparison reports it as {target}")
 
 
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)
-    if close:
-        return f"did you mean {' or '.join(close)}?"
-    return "run `aorta-tui policy list` to see the known policies"
+def unknown_policy_hint(name: str, known: Iterable[str]) -> str:
+    return (did_you_mean_any(name, known, cutoff=0.5, joiner=" or ")
+            or "run `aorta-tui policy list` to see the known policies")
 
 
 def resolve_policies(names: Iterable[str], user: Iterable[Policy] = ()) -> list[Policy]:
@@ -165,7 +163,7 @@ def resolve_policies(names: Iterable[str], user: Iterable[Policy] = ()) -> list[
         if name not in table and name in POLICY_ALIASES:
             name = POLICY_ALIASES[name]  # alias_note(raw) says so where the CLI prints notes
         if name not in table:
-            raise UsageError(f"unknown policy {name!r}", hint=did_you_mean(name, table))
+            raise UsageError(f"unknown policy {name!r}", hint=unknown_policy_hint(name, table))
         if name in seen:
             raise UsageError(
                 f"policy {name!r} is listed twice in --policies",

@@ -33,12 +33,10 @@ def collectors_runnable_problem(names: tuple[str, ...], *, where: str,
 
     unknown = [n for n in names if n not in KNOWN_COLLECTORS]
     if unknown:
-        import difflib
+        from aorta_tui.core.suggest import did_you_mean
 
-        near = difflib.get_close_matches(unknown[0], list(KNOWN_COLLECTORS), n=1)
         raise UsageError(f"{where}: unknown collector {unknown[0]!r}",
-                         hint=(f"did you mean {near[0]!r}? " if near else "")
-                         + "known: " + ", ".join(sorted(KNOWN_COLLECTORS)))
+                         hint=did_you_mean(unknown[0], KNOWN_COLLECTORS) + "known: " + ", ".join(sorted(KNOWN_COLLECTORS)))
     if not names or check_only:
         return
     needs = "; ".join(f"{n} needs {KNOWN_COLLECTORS[n]}" for n in names)

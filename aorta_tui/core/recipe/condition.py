@@ -237,13 +237,11 @@ class _Checker:
         if name in FUNCTIONS or name == "math":
             self._reject(f"the function {name!r} without calling it")
         if self.names is not None and name not in self.names:
-            import difflib
+            from aorta_tui.core.suggest import did_you_mean
 
-            close = difflib.get_close_matches(name, sorted(self.names), n=1)
             raise RecipeError(
                 f"the condition reads {name!r}, which is not defined here",
-                hint=(f"did you mean {close[0]!r}? " if close else "")
-                + f"available: {', '.join(sorted(self.names))}")
+                hint=did_you_mean(name, self.names) + f"available: {', '.join(sorted(self.names))}")
 
     def _check_call(self, node: ast.Call, depth: int) -> None:
         func = node.func

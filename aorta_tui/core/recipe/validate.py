@@ -6,7 +6,6 @@ it) and carries on, so one run reports all the problems of a recipe, not only th
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Iterable
@@ -32,6 +31,7 @@ from aorta_tui.core.recipe.model import (
 )
 from aorta_tui.core.registry import docker_image_problem, env_entry_problem
 from aorta_tui.core.secrets import is_secret_name
+from aorta_tui.core.suggest import nearest as _suggest
 
 if TYPE_CHECKING:
     from aorta_tui.core.registry import Registry
@@ -120,13 +120,6 @@ def _range_hint(minimum: int | None, maximum: int | None) -> str:
     if minimum is not None:
         return f"use a value >= {minimum}"
     return f"use a value <= {maximum}"
-
-
-def _suggest(word: str, candidates: Iterable[str]) -> str | None:
-    if len(word) > 200:  # no name is this long; difflib on a huge word only costs time
-        return None
-    close = difflib.get_close_matches(word, sorted(candidates), n=1, cutoff=0.6)
-    return close[0] if close else None
 
 
 class Validator:

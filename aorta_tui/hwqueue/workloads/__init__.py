@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.suggest import did_you_mean
 from aorta_tui.hwqueue.workloads.base import QueueWorkload, WorkloadInfo
 
 # name -> (module, class); the module is imported only when the workload is used or listed
@@ -30,11 +30,9 @@ WORKLOADS: dict[str, tuple[str, str]] = {
 
 def workload_class(name: str) -> type[QueueWorkload]:
     if name not in WORKLOADS:
-        close = difflib.get_close_matches(name, list(WORKLOADS), n=1)
         raise UsageError(
             f"unknown workload {name!r}",
-            hint=(f"did you mean {close[0]!r}? " if close else "")
-            + "`aorta-tui queue list` shows them all",
+            hint=did_you_mean(name, WORKLOADS) + "`aorta-tui queue list` shows them all",
         )
     module, cls = WORKLOADS[name]
     mod = importlib.import_module(f"{__name__}.{module}")

@@ -8,13 +8,13 @@ callables touch torch (imported inside them), so listing workloads stays cheap.
 
 from __future__ import annotations
 
-import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.suggest import did_you_mean
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -102,11 +102,9 @@ class QueueWorkload(ABC):
             raise UsageError(f"unknown size {size!r}", hint="use --size default or --size tiny")
         for key, value in (params or {}).items():
             if key not in self.defaults:
-                close = difflib.get_close_matches(key, list(self.defaults), n=1)
                 raise UsageError(
                     f"workload {self.name!r} has no parameter {key!r}",
-                    hint=(f"did you mean {close[0]!r}? " if close else "")
-                    + f"parameters: {', '.join(sorted(self.defaults))}",
+                    hint=did_you_mean(key, self.defaults) + f"parameters: {', '.join(sorted(self.defaults))}",
                 )
             merged[key] = coerce_param(self.name, key, value, self.defaults[key])
         self.params: dict[str, Any] = merged
