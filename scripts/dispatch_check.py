@@ -1,6 +1,9 @@
 """Issue 13's proofs on a GPU machine: ground truth, exact counts, the collector's build.
 
-    sudo python3 scripts/dispatch_check.py --out DIR [--stages build,backlog,nobacklog,counts]
+    sudo python3 scripts/dispatch_check.py --out DIR [--stages build,backlog,nobacklog,counts,paced,queue,profiler]
+
+``queue``: `queue run --ebpf-trace` with the collector (timing auto and cupti); ``profiler``: a
+program that runs its own torch.profiler (CUDA activities) under the collector.
 
 Every check runs the real CLI (`aorta-tui trace queue --probes cuda --device-timestamps on`)
 over a real CUDA program in scripts/dispatch/, and compares what the trace reports with an
@@ -130,6 +133,107 @@ def stage_counts(out: Path, rows: list[str], launches: int, spin_ns: int = 0, na
     return ok and rate >= 100_000
 
 
+def _last_json(stdout: str) -> dict | None:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+    try:
+        return json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
+
+
+def _cupti_lines(stderr: str) -> list[str]:
+    """What a profiler inside the program said about CUPTI (kineto's warnings), clipped."""
+    return [ln.strip()[:200] for ln in stderr.splitlines() if "CUPTI" in ln or "cupti" in ln][:5]
+
+
+def _per_phase(recs: list[dict], marks: dict[str, int]) -> dict[str, dict[str, int]]:
+    """eBPF launches and joined launch_to_start values in each phase's window of the program."""
+    order = sorted(marks.items(), key=lambda kv: kv[1])
+    out = {}
+    for (name, lo), (_, hi) in zip(order, order[1:], strict=False):
+        inside = [r for r in recs if lo <= r["ts_ns"] < hi]
+        out[name] = {"ebpf_launches": sum(r["metric"] == "launch" for r in inside),
+                     "launch_to_start": sum(r["metric"] == "launch_to_start" for r in inside)}
+    return out
+
+
+def stage_own_profiler(out: Path, rows: list[str]) -> bool:
+    """A program that runs torch.profiler (CUDA activities) under our collector: it must not
+    crash, and what the trace reports must be complete or say why not ("not available: ...")."""
+    ok_all = True
+    for first in (False, True):
+        tag = "own-profiler-first" if first else "own-profiler"
+        args = [str(HERE / "dispatch" / "own_profiler.py"), "--launches", "2000", *(["--profile-first"] if first else [])]
+        ref = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
+        ref_prog = _last_json(ref.stdout) or {}
+        rows.append(f"| {tag}: untraced reference: exit / CUDA events the program's profiler saw | {ref.returncode} / "
+                    f"{ref_prog.get('profiler_cuda_events')} | 0 / >= 2000 | info |")
+        try:
+            prog, res, recs, _ = trace(out, tag, args)
+        except SystemExit as exc:
+            rows.append(f"| {tag}: traced program | {str(exc)[:300]!r} | exit 0 | FAIL |")
+            ok_all = False
+            continue
+        dt = device_summary(res)
+        status = dt.get("status", "(no status)")
+        phases = _per_phase(recs, prog["marks_ns"])
+        missing = {p: v["ebpf_launches"] - v["launch_to_start"] for p, v in phases.items()
+                   if v["launch_to_start"] < v["ebpf_launches"]}
+        honest = not missing or status != "available"
+        ok_all &= honest
+        rows.append(f"| {tag}: traced: exit 0, the program's profiler saw / raised | 0 / "
+                    f"{prog.get('profiler_cuda_events')} / {prog.get('profiler_error')} | 0 / same as untraced | info |")
+        rows.append(f"| {tag}: per phase, eBPF launches / with launch_to_start | {json.dumps(phases)} | equal, or said why | "
+                    f"{'PASS' if not missing else 'COUNTED' if honest else 'FAIL (missing, status says available)'} |")
+        rows.append(f"| {tag}: device_timestamps status | {status[:400]} | 'available', or 'not available: <reason>' | info |")
+        rows.append(f"| {tag}: processes | {json.dumps({p: {k: v[k] for k in ('errors', 'kernel_records', 'exited_cleanly')} for p, v in dt.get('processes', {}).items()})[:400]} | - | info |")
+        rows.append(f"| {tag}: CUPTI lines on stderr (traced / untraced) | {_cupti_lines((out / f'{tag}.stderr.txt').read_text())} / "
+                    f"{_cupti_lines(ref.stderr)} | - | info |")
+        (out / f"{tag}-check.json").write_text(json.dumps({"reference": ref_prog, "reference_stderr": ref.stderr[-3000:],
+                                                           "traced": prog, "phases": phases, "device": dt}, indent=1))
+    return ok_all
+
+
+def stage_queue(out: Path, rows: list[str]) -> bool:
+    """`queue run --ebpf-trace` with the collector: timing auto (the profiler's detail pass runs
+    after the trace, so the collector must have given CUPTI back) and cupti (the profiler runs
+    inside the trace: the conflict, reported)."""
+    ok_all = True
+    for timing in ("auto", "cupti"):
+        res_path = out / f"queue-ebpf-{timing}.json"
+        proc = subprocess.run([*AT, "queue", "run", "tiny_kernel_stress", "--streams", "4", "--device", "cuda",
+                               "--iterations", "20", "--warmup", "3", "--timing", timing, "--ebpf-trace",
+                               "-o", str(res_path)], capture_output=True, text=True, timeout=300)
+        (out / f"queue-ebpf-{timing}.stderr.txt").write_text(proc.stderr)
+        if proc.returncode != 0 or not res_path.exists():
+            rows.append(f"| queue --timing {timing} --ebpf-trace: exit | {proc.returncode}: {proc.stderr[-300:]!r} | 0 | FAIL |")
+            ok_all = False
+            continue
+        r = json.loads(res_path.read_text())
+        cuda = ((r.get("ebpf") or {}).get("probe_sets") or {}).get("cuda") or {}
+        dt = cuda.get("device_timestamps") or {}
+        counts = dt.get("counts") or {}
+        lts = (cuda.get("metrics") or {}).get("launch_to_start") or {}
+        p = (lts.get("histogram") or {}).get("percentiles") or {}
+        timing_info = r.get("timing") or {}
+        joined = counts.get("launches_with_device_record")
+        complete = bool(dt.get("available")) and joined == counts.get("ebpf_launches") and bool(joined)
+        status = dt.get("status", "(no status)")
+        honest = complete or status != "available"
+        rows.append(f"| queue --timing {timing}: ebpf_reason / device status / detach | {r.get('ebpf_reason')} / "
+                    f"{status[:300]} / {dt.get('detach')} | - / available / detached | info |")
+        rows.append(f"| queue --timing {timing}: eBPF launches / with a device record / launch_to_start count, p50 us | "
+                    f"{counts.get('ebpf_launches')} / {joined} / {lts.get('count')}, "
+                    f"{(p.get('p50') or 0) / 1000:.2f} | equal, or said why | "
+                    f"{'PASS' if complete else 'COUNTED' if honest else 'FAIL'} |")
+        src_ok = timing_info.get("kernel_source") == "cupti"
+        rows.append(f"| queue --timing {timing}: the harness's own profiler got kernels (kernel_source / reason) | "
+                    f"{timing_info.get('kernel_source')} / {timing_info.get('kernel_source_reason')} | cupti | "
+                    f"{'PASS' if src_ok else 'FAIL' if timing == 'auto' else 'COUNTED'} |")
+        ok_all &= honest and (src_ok or timing != "auto")
+    return ok_all
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -144,13 +248,22 @@ def main() -> None:
         from aorta_tui.trace.device.build import build_collector
         b = build_collector()
         rows.append(f"| build: collector against {b.cupti.origin} (CUPTI {b.cupti.version}) | {b.library} | cached={b.cached} | info |")
-    for name, fn in (("backlog", stage_backlog), ("nobacklog", stage_nobacklog)):
-        if name in stages:
+    # every stage runs even when one before it failed or raised, and each is reported
+    todo = (("backlog", stage_backlog), ("nobacklog", stage_nobacklog),
+            ("counts", lambda o, r: stage_counts(o, r, a.launches)),
+            # ~100k launches/s: a 10 us period per launch
+            ("paced", lambda o, r: stage_counts(o, r, a.launches // 2, spin_ns=9000, name="paced")),
+            ("queue", stage_queue), ("profiler", stage_own_profiler))
+    for name, fn in todo:
+        if name not in stages:
+            continue
+        print(f"== stage {name}", flush=True)
+        try:
             verdicts[name] = fn(a.out, rows)
-    if "counts" in stages:
-        verdicts["counts"] = stage_counts(a.out, rows, a.launches)
-    if "paced" in stages:  # ~100k launches/s: a 10 us period per launch
-        verdicts["paced"] = stage_counts(a.out, rows, a.launches // 2, spin_ns=9000, name="paced")
+        except (Exception, SystemExit) as exc:
+            rows.append(f"| {name}: stage raised | {type(exc).__name__}: {str(exc)[:300]!r} | - | FAIL |")
+            verdicts[name] = False
+        (a.out / "dispatch-check.md").write_text("\n".join(rows) + "\n")  # what is done so far
     text = "\n".join(rows)
     (a.out / "dispatch-check.md").write_text(text + "\n")
     print(text)

@@ -535,6 +535,7 @@ class TraceSession:
         wall = (end - (self.started_ns or end)) / 1e9
         cost = self._observer_cost()
         sets: dict[str, Any] = {}
+        warnings = list(self.warnings)
         with self._lock:
             for mid, (ps_name, metric) in self.program.metric_ids.items():
                 st = self._stats[mid]
@@ -562,7 +563,11 @@ class TraceSession:
                 entry["detection"] = det.to_dict()
                 entry["observer_cost"] = cost.get(ps.name)
                 if self.device is not None and ps.name == self.device.probe_set:
-                    entry["device_timestamps"] = self.device.to_dict()
+                    entry["device_timestamps"] = dt = self.device.to_dict()
+                    # a collector that ran but lost its records to another CUPTI client says so
+                    # where a user looks first (launches-only cases are warned at start)
+                    if dt.get("available") and dt["status"] != "available":
+                        warnings.append(f"{ps.name}: GPU start times {dt['status']}")
         return {
             "schema": 1,
             "mode": self.mode,
@@ -578,6 +583,6 @@ class TraceSession:
             "tracepoints": self.program.tracepoint_count,
             "raw_events": str(self.raw_path) if self.raw_path else None,
             "raw_event_count": self._raw_count if self.raw_path else None,
-            "warnings": self.warnings,
+            "warnings": warnings,
             "calibration": self.calibration,
         }

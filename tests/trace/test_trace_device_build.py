@@ -201,6 +201,10 @@ def test_real_collector_builds_exports_its_entry_point_and_is_cached(
     # it loads (libcupti through its rpath) and has the entry point; calling it needs a GPU
     lib = ctypes.CDLL(str(first.library))
     assert hasattr(lib, "InitializeInjection")
+    # the in-process session's detach (queue run --ebpf-trace): a collector CUDA never started
+    # has nothing to give back, and says so (0), touching no CUPTI call
+    assert "aorta_cupti_detach" in (syms if nm else ["aorta_cupti_detach"])
+    assert lib.aorta_cupti_detach() == 0
     again = build.build_collector(cache=tmp_path)
     assert again.cached and again.library == first.library
     assert first.library.parent.name.startswith(f"cupti{first.cupti.version}-")

@@ -74,6 +74,9 @@ class DeviceSide:
         self._lock: Any = threading.Lock()  # the session's lock once bound
         # (metric name, ts, pid, key, value) of every joined value, for --raw and --perfetto
         self.raw_sink: Any = None
+        # the collector is loaded in this very process (prepare_this_process): stop() detaches it
+        self.in_process = False
+        self.detach_result: str | None = None
 
     @property
     def active(self) -> bool:
@@ -169,9 +172,31 @@ class DeviceSide:
     def stop(self) -> None:
         if not self.active:
             return
+        if self.in_process:
+            self._detach()
         self.channel.stop()
         with self._lock:
             self.join.finish()
+
+    def _detach(self) -> None:
+        """Give CUPTI back in this process: it allows one subscriber, and the program's own
+        profiler (the queue harness's detail pass runs torch.profiler) subscribes after the trace.
+        Only when the collector really started here (its HELLO record came from this pid):
+        loading the library just to ask would put libcupti into a process that never had it."""
+        import ctypes
+
+        with self._lock:
+            started = os.getpid() in self.join.procs
+        if not started:
+            self.detach_result = "not needed: the collector never started in this process"
+            return
+        try:
+            rc = ctypes.CDLL(str(self.build.library)).aorta_cupti_detach()
+        except (OSError, AttributeError) as exc:  # a prebuilt collector from before detach existed
+            self.detach_result = f"could not detach ({exc}): CUPTI stays taken until the process exits"
+            return
+        self.detach_result = {1: "detached: CUPTI given back to the program"}.get(
+            rc, "already finished" if rc == 0 else f"CUPTI refused a step of the detach (CUptiResult {-rc})")
 
     def is_device_metric(self, mid: int) -> bool:
         return mid in self.mids.values()
@@ -191,22 +216,58 @@ class DeviceSide:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode, "available": self.active}
         if not self.active:
-            out.update(reason=self.reason, fix=self.fix)
+            out.update(reason=self.reason, fix=self.fix, status=f"not available: {self.reason}")
             return out
         out["collector"] = self.build.to_dict()
         out.update(self.join.summary())
         out["reader_errors"] = list(self.channel.errors)
         out["fifo_bytes"] = self.channel.pipe_bytes
         procs = out.get("processes", {})
+        if self.detach_result is not None:
+            out["detach"] = self.detach_result
         if not procs:
             out["warning"] = ("no record came from the collector: the program never initialised CUDA, "
                               "or it is not dynamically linked to libcuda")
+        out["status"] = status_line(procs, self.reason)
         for pid, p in procs.items():
             if not p["exited_cleanly"]:
                 out.setdefault("notes", []).append(
                     f"pid {pid} ended without its exit handler (killed, or os._exit): records after "
                     "its last flush may be missing")
         return out
+
+
+def process_problem(pid: str, p: dict[str, Any]) -> str | None:
+    """Why one traced process has no (or not all) GPU start times, or None when it has them.
+
+    A CUPTI error inside the program (another profiler subscribed first, a CUPTI that does not
+    match the driver) is reported by the collector itself. A process whose final flush ran
+    (BYE) with fewer kernel records than launch callbacks, nothing dropped, lost its records to
+    another CUPTI client: CUPTI's activity API is process-wide, so a profiler inside the program
+    that registers its own buffer callbacks, or turns kernel activity off when it stops, takes
+    them (graph launches make more kernels than callbacks, so this never fires wrongly; it may
+    miss a takeover in a graph-heavy program)."""
+    if p.get("errors"):
+        return f"pid {pid}: not available: {'; '.join(p['errors'])}"
+    st = p.get("stats") or {}
+    launches, kernels = st.get("launch_callbacks", 0), p.get("kernel_records", 0)
+    dropped = sum(st.get(k, 0) for k in ("dropped_ring", "dropped_pipe", "dropped_cupti", "dropped_staging"))
+    if p.get("exited_cleanly") and kernels + dropped < launches:
+        return (f"pid {pid}: partly available: {launches - kernels - dropped} of {launches} launches have "
+                "no kernel record though the collector's final flush ran and dropped nothing: another "
+                "CUPTI client in the program (a profiler such as torch.profiler) took CUPTI's activity "
+                "records or turned kernel activity off")
+    return None
+
+
+def status_line(procs: dict[str, Any], reason: str | None) -> str:
+    """One sentence: are GPU start times available, and if not, why (every process's reason)."""
+    if reason is not None and not procs:
+        return f"not available: {reason}"
+    problems = [m for pid, p in procs.items() if (m := process_problem(pid, p))]
+    if problems:
+        return "; ".join(problems)
+    return "available" if procs else "not available: no record came from the collector"
 
 
 def prepare_this_process(mode: str = "auto") -> DeviceSide | None:
@@ -222,4 +283,5 @@ def prepare_this_process(mode: str = "auto") -> DeviceSide | None:
                           "start the trace before the first CUDA call")
         return side
     os.environ.update(side.prepare(None, children=True))
+    side.in_process = side.active
     return side

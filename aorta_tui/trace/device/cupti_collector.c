@@ -423,9 +423,11 @@ static void *flush_loop(void *arg) {
     return NULL;
 }
 
-static void at_exit(void) {
+/* The last records: stop the flush thread, force out what CUPTI holds, write BYE. Returns 0
+ * when the collector was not active (already finished, or never started). */
+static int finish(void) {
     if (!atomic_exchange(&active, 0))
-        return;
+        return 0;
     atomic_store(&stopping, 1);
     pthread_join(flusher, NULL);
     /* forced: deliver buffers with records still incomplete too; this is the last chance */
@@ -434,6 +436,31 @@ static void at_exit(void) {
     emit_clock();
     emit_stats(REC_BYE);
     chunk_flush_guarded();
+    return 1;
+}
+
+static void at_exit(void) { (void)finish(); }
+
+/* Called (through ctypes) by a trace session in the traced process itself when its trace ends
+ * (`queue run --ebpf-trace`): write the last records, then give CUPTI back, since CUPTI allows
+ * one subscriber per process and the program's own profiler (torch.profiler in the queue
+ * harness's detail pass) subscribes after us. Returns 1 when it detached, 0 when the collector
+ * was not active, negative when CUPTI refused a step (the CUptiResult, negated). */
+__attribute__((visibility("default"))) int aorta_cupti_detach(void) {
+    if (!finish())
+        return 0;
+    static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                               CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+    int rc = 1;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        CUptiResult res = cuptiActivityDisable(kinds[i]);
+        if (res != CUPTI_SUCCESS)
+            rc = -(int)res;
+    }
+    CUptiResult res = cuptiUnsubscribe(subscriber);
+    if (res != CUPTI_SUCCESS)
+        rc = -(int)res;
+    return rc;
 }
 
 static void after_fork_child(void) {

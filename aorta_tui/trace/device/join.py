@@ -200,6 +200,7 @@ class DispatchJoin:
         self._started_ns: int | None = None  # launches before this had no uprobes attached
         self._before_corr: dict[int, int] = {}  # per pid: highest correlation id launched before
         self.per_stream: dict[int, dict[str, int]] = {}
+        self.kernels_per_pid: dict[int, int] = {}  # kernel records read, per process
         # callback time minus eBPF launch time of joined launches: the join's own check (a
         # driver callback runs inside the probed call, so this is small and positive)
         self._lag_samples: list[int] = []
@@ -264,6 +265,8 @@ class DispatchJoin:
         self.counts["memset"] += len(parsed.of(Rec.MEMSET))
         if len(kernels):
             self.counts["kernels"] += int(len(kernels))
+            for p, n in zip(*np.unique(kernels["pid"], return_counts=True), strict=True):
+                self.kernels_per_pid[int(p)] = self.kernels_per_pid.get(int(p), 0) + int(n)
             self._gpu_idle_records(kernels)
         # a kernel may be read just before its callback (both left in one flush): retry it once
         retry, self._retry = self._retry, np.empty(0, dtype=DTYPE)
@@ -496,6 +499,7 @@ class DispatchJoin:
             "per_stream": {hex(s & 0xFFFFFFFFFFFFFFFF): v for s, v in sorted(self.per_stream.items())},
             "clock": self.clock.to_dict(),
             "processes": {str(p): {"hello": ps.hello, "stats": ps.stats, "exited_cleanly": ps.exited_cleanly,
+                                   "kernel_records": self.kernels_per_pid.get(p, 0),
                                    "errors": ps.errors} for p, ps in sorted(self.procs.items())},
             "callback_minus_ebpf_ns": _quantiles(self._lag_samples),
             "samples": self.samples[:50],
