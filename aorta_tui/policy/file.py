@@ -26,10 +26,10 @@ from typing import Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, clip_for_message, read_input_bytes
+from aorta_tui.core.registry import env_entry_problem
 from aorta_tui.core.suggest import did_you_mean_any
 from aorta_tui.policy.presets import (
     BUILTIN_BY_NAME,
-    ENV_NAME_RE,
     KINDS,
     POLICY_NAME_RE,
     VENDORS,
@@ -252,7 +252,7 @@ class _Validator:
 
     def _policy(self, name: str, body: Any) -> Policy:
         path: PathKey = ("policies", name)
-        if not POLICY_NAME_RE.match(name):
+        if not POLICY_NAME_RE.fullmatch(name):  # match() let "x\n" through ($)
             raise self.fail(path, "a policy name is a letter then letters, digits, '_', '.' "
                             "or '-' (at most 64 characters)")
         if name in BUILTIN_BY_NAME:
@@ -301,18 +301,14 @@ class _Validator:
         out: dict[str, str] = {}
         for key, val in value.items():
             sub = (*path, str(key))
-            if not isinstance(key, str) or not ENV_NAME_RE.match(key):
-                raise self.fail(sub, "not a valid environment variable name",
-                                hint="letters, digits and '_', not starting with a digit")
             if isinstance(val, bool) or val is None:
                 raise self.fail(sub, f"value {clip_for_message(val)} is not a string",
                                 hint=f"quote it, e.g. {key}: \"1\"")
             if isinstance(val, (int, float)):
-                val = str(val)
-            if not isinstance(val, str):
-                raise self.fail(sub, f"must be a string, got {_type_name(val)}")
-            if "\x00" in val:
-                raise self.fail(sub, "contains a NUL character")
+                val = str(val)  # a policy file may write numbers bare (a recipe may not)
+            # the name, NUL and size rules of every trial environment (recipe, sidecar, here)
+            if (problem := env_entry_problem(key, val)) is not None:
+                raise self.fail(sub, problem[0], hint=problem[1])
             out[key] = val
         return out
 

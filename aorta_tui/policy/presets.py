@@ -20,7 +20,6 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.core.suggest import did_you_mean_any
 
 POLICY_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 VENDORS = ("any", "cuda", "rocm")
 KINDS = ("scheduling", "memory", "launch", "custom")
 
