@@ -78,6 +78,9 @@ class Sweep:
         self._journal_damage: list[rundir.Damage] = []
         self._journal: rundir.Journal | None = None
         self._captures: list[Any] = []  # snapshot captures of this session (trial timelines)
+        from aorta_tui.executor import executor_for
+
+        self.executor = executor_for(recipe)  # where trials run: local processes or Slurm jobs
 
     # -- preparation -----------------------------------------------------------------------
 
@@ -169,6 +172,7 @@ class Sweep:
                 if not dry_run:
                     raise
                 notes.append(f"trace: {exc.message}")
+        notes += self.executor.check(self, dry_run=dry_run)  # sbatch, partition, shared run dir
         return notes
 
     # -- the run ---------------------------------------------------------------------------
@@ -280,7 +284,9 @@ class Sweep:
         # Every planned trial that is not done starts from an empty directory; what an earlier
         # attempt left (a trial killed before its journal line, or one whose start line is
         # damaged) is kept aside as evidence and never counted.
-        for tid in sorted(self._trial_ids - set(state.completed)):
+        # A trial whose Slurm job still runs (or ended unrecorded) is adopted, not retired.
+        adopted = self.executor.adopt(run_dir, self._trial_ids - set(state.completed))
+        for tid in sorted(self._trial_ids - set(state.completed) - adopted):
             _retire_partial_trial(run_dir, tid)
         session = sum(1 for e in rundir.iter_journal(run_dir / rundir.JOURNAL)
                       if e.kind == "run_started") + 1
@@ -311,7 +317,13 @@ class Sweep:
         from aorta_tui.core.classify.dmesg import KernelLog
 
         with KernelLog.open() as kernel_log:
-            return self._run_trials_with(run_dir, run_id, pending, session, kernel_log)
+            self.executor.begin(self, run_dir, pending, session)  # Slurm: one batched sbatch
+            status = "interrupted"
+            try:
+                status = self._run_trials_with(run_dir, run_id, pending, session, kernel_log)
+            finally:
+                self.executor.end(interrupted=status != "completed")  # scancel what is left
+            return status
 
     def _run_trials_with(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int,
                          kernel_log: Any) -> str:
@@ -345,27 +357,12 @@ class Sweep:
 
     def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
         from aorta_tui.core.classify import classify
-        from aorta_tui.core.hang import HangPolicy
-        from aorta_tui.core.worker import ProcessSpec, run_process
 
-        cell = self.plan.cell(spec.cell)
-        trial_dir = run_dir / "trials" / spec.trial_id
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        env = self._trial_env(cell, spec, trial_dir)
-        argv = self._trial_argv(cell, spec, trial_dir, env)
+        cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
         r = self.recipe
-        hang = None
-        if not {"hang", "tier2", "tier2:hang"} & set(r.disable_detectors or ()):
-            hang = HangPolicy(window_s=float(r.hang_window_sec), grace_s=float(r.hang_grace_period_at_start),
-                              disabled=frozenset(r.disable_detectors or ()))
-        pspec = ProcessSpec(
-            argv=argv, env=env, cwd=Path.cwd(),
-            stdout_path=trial_dir / "stdout.log", stderr_path=trial_dir / "stderr.log",
-            timeout_s=float(r.timeout_per_trial) if r.timeout_per_trial else None, hang=hang,
-        )
         announced = False
 
-        def on_start(pid: int) -> None:
+        def on_start(pid: int | None) -> None:
             nonlocal announced
             announced = True
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
@@ -383,7 +380,7 @@ class Sweep:
             with self._trial_trace(run_id, trial_dir) as trace_env:
                 if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
                     pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
-                outcome = run_process(pspec, cancel=self.cancel, on_start=on_start)
+                outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
                                        attempt=session))
@@ -407,6 +404,7 @@ class Sweep:
             custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
             kernel_unavailable=kernel_log.unavailable, workload_result=wres,
         )
+        result = self.executor.amend(result, outcome)  # a Slurm job state as a typed detection
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
         detectors = [d.id for d in result.detections if d.severity in ("fail", "error")]
         record = {
@@ -441,6 +439,29 @@ class Sweep:
             detectors=detectors, reason=result.reason, trial_dir=str(trial_dir), mean_step_s=mean,
         ))
         return result.verdict
+
+    def prepare_trial(self, run_dir: Path, spec: TrialSpec) -> tuple[CellPlan, Path, dict[str, str], list[str], Any]:
+        """The trial's directory, environment, argv and ProcessSpec (executors call it too:
+        the Slurm executor prepares every pending trial before its batched submission)."""
+        from aorta_tui.core.hang import HangPolicy
+        from aorta_tui.core.worker import ProcessSpec
+
+        cell = self.plan.cell(spec.cell)
+        trial_dir = run_dir / "trials" / spec.trial_id
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        env = self._trial_env(cell, spec, trial_dir)
+        argv = self._trial_argv(cell, spec, trial_dir, env)
+        r = self.recipe
+        hang = None
+        if not {"hang", "tier2", "tier2:hang"} & set(r.disable_detectors or ()):
+            hang = HangPolicy(window_s=float(r.hang_window_sec), grace_s=float(r.hang_grace_period_at_start),
+                              disabled=frozenset(r.disable_detectors or ()))
+        pspec = ProcessSpec(
+            argv=argv, env=env, cwd=Path.cwd(),
+            stdout_path=trial_dir / "stdout.log", stderr_path=trial_dir / "stderr.log",
+            timeout_s=float(r.timeout_per_trial) if r.timeout_per_trial else None, hang=hang,
+        )
+        return cell, trial_dir, env, argv, pspec
 
     @contextlib.contextmanager
     def _trial_trace(self, run_id: str, trial_dir: Path) -> Iterator[dict[str, str]]:

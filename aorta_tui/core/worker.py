@@ -151,6 +151,9 @@ class ProcessOutcome:
     # the cost of what ran beside the trial here (GPU sampler, hang monitor); see core/timeline
     marks: dict[str, int] = field(default_factory=dict)
     beside: dict[str, Any] = field(default_factory=dict)
+    # where the trial ran when an executor other than a local process ran it (a Slurm job: job
+    # id, node, GPU ids, state, queue wait apart from run time; aorta_tui/executor/slurm.py)
+    executor: dict[str, Any] | None = None
 
     @property
     def signal_name(self) -> str | None:

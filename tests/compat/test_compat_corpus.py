@@ -147,12 +147,27 @@ def test_every_upstream_recipe_plans_as_upstream(upstream, attack_tally, capsys)
     items = [{"path": str(p), "sidecars": [str(s) for s in _needed(p, sidecars)]} for p in recipes]
     theirs = _upstream_plans(target, items)
     documented = _documented_refusals()
-    accepted = identical = refused_as_upstream = gaps = 0
+    accepted = identical = refused_as_upstream = gaps = sanitizer_identical = 0
     problems: list[str] = []
     for item in items:
         path = Path(item["path"])
         rel = str(path.relative_to(root))
         upstream_plan = theirs[item["path"]]
+        if (upstream_plan.get("sanitizer") or {}).get("error") is None \
+                and upstream_plan.get("sanitizer") is not None:
+            # upstream's own `mode: sanitizer` loader accepts it: so must ours, with its fields
+            theirs_san = upstream_plan["sanitizer"]
+            try:
+                mine = _our_sanitizer(path)
+            except AortaError as exc:
+                problems.append(f"{rel}: sanitizer recipe refused here: {exc.message[:200]}")
+                continue
+            if mine == theirs_san:
+                sanitizer_identical += 1
+            else:
+                problems.append(f"{rel}: sanitizer recipe differs:\n  ours     {mine}\n"
+                                f"  upstream {theirs_san}")
+            continue
         try:
             ours = _our_plan(path, [Path(s) for s in item["sidecars"]])
         except AortaError as exc:
@@ -175,14 +190,27 @@ def test_every_upstream_recipe_plans_as_upstream(upstream, attack_tally, capsys)
             identical += 1
         else:
             problems.append(f"{rel}: plan differs:\n  ours     {ours}\n  upstream {upstream_plan}")
-    refused = len(items) - accepted
-    line = (f"{accepted} accepted, {identical} identical plans, {refused} refused "
-            f"({refused_as_upstream} refused upstream too, {gaps} documented gaps)")
+    refused = len(items) - accepted - sanitizer_identical
+    line = (f"{accepted} accepted, {identical} identical plans, {sanitizer_identical} "
+            f"mode: sanitizer recipes loaded as upstream's sanitizer loader does, {refused} "
+            f"refused ({refused_as_upstream} refused upstream too, {gaps} documented gaps)")
     attack_tally.record("upstream recipes", cases=len(items), failures=len(problems),
                         promise=line)
     with capsys.disabled():
         print(f"\nupstream corpus: {len(items)} recipes: {line}")
     assert problems == [], "\n".join(problems)
+    # issue 14: every race recipe plans as upstream's; every mode: sanitizer one loads
+    assert (len(items), accepted, identical, sanitizer_identical, refused, gaps) == (
+        58, 43, 43, 14, 1, 0), line
+
+
+def _our_sanitizer(path: Path) -> dict:
+    from aorta_tui.core.sanitizer import load_sanitizer_recipe
+
+    r = load_sanitizer_recipe(path)
+    return {"ticket": r.ticket, "target": r.target, "source_kind": r.source_kind,
+            "sanitizers": list(r.sanitizers), "report": r.report_name,
+            "timeout_s": None if r.timeout_s == 900.0 else r.timeout_s}
 
 
 # -- classifier -------------------------------------------------------------------------------

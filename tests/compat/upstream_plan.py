@@ -30,6 +30,21 @@ def plan(path: Path, sidecars: tuple[Path, ...]) -> dict:
     return {"cells": cells}
 
 
+def sanitizer(path: Path) -> dict | None:
+    """Upstream's separate `mode: sanitizer` loader: what it keeps, or why it refuses."""
+    from aorta.instrumentation.rocjitsu_sanitizers.recipe import load_sanitizer_recipe
+
+    if "mode: sanitizer" not in path.read_text(errors="replace"):
+        return None
+    try:
+        r = load_sanitizer_recipe(path)
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    return {"ticket": r.ticket, "target": r.target, "source_kind": r.source_kind,
+            "sanitizers": list(r.sanitizers), "report": r.report_name,
+            "timeout_s": r.timeout_seconds}
+
+
 def main() -> None:
     out = {}
     for item in json.load(sys.stdin):
@@ -37,6 +52,7 @@ def main() -> None:
             out[item["path"]] = plan(Path(item["path"]), tuple(Path(s) for s in item["sidecars"]))
         except Exception as exc:  # upstream's refusal, whatever its type
             out[item["path"]] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            out[item["path"]]["sanitizer"] = sanitizer(Path(item["path"]))
     json.dump(out, sys.stdout)
 
 

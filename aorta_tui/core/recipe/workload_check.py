@@ -39,12 +39,47 @@ def workload_issues(recipe: Recipe) -> tuple[list[RecipeIssue], list[str]]:
             if cell.workload_config is not None:
                 _check(recipe, schema, cell.effective_workload_config(recipe),
                        f"cells[{i}].workload_config", issues, seen)
+    notes = _config_hooks(recipe, cls, issues)
     launch = getattr(cls, "launch", None)
     if recipe.trial_isolation == "in_process" and not getattr(launch, "in_process_safe", False):
         issues.append(_issue(recipe, "trial_isolation",
                              f"workload {recipe.workload!r} does not declare itself safe to run "
                              "in process", "use trial_isolation: process (the default)"))
-    return issues, []
+    return issues, notes
+
+
+def _config_hooks(recipe: Recipe, cls: Any, issues: list[RecipeIssue]) -> list[str]:
+    """A workload's own combination checks (``config_problems``: located errors) and notes
+    (``config_notes``: a setting that does less here, and why), once per key."""
+    from aorta_tui.core.workload import validate_config
+
+    notes: list[str] = []
+    if issues or not hasattr(cls, "config_problems"):
+        return notes
+    seen: set[str] = set()
+    configs = [("workload_config", recipe.workload_config)] + [
+        (f"cells[{i}].workload_config", c.effective_workload_config(recipe))
+        for i, c in enumerate(recipe.cells) if c.workload_config is not None]
+    for base, raw in configs:
+        try:
+            cfg = validate_config(cls.config_schema, raw, path=base)
+        except AortaError:
+            continue
+        for key, problem, fix in cls.config_problems(cfg):
+            path = f"{base}.{key}" if f"{base}.{key}" in recipe.locations else \
+                f"workload_config.{key}"
+            if path not in seen:
+                seen.add(path)
+                issues.append(_issue(recipe, path, problem, fix))
+        for key, note in cls.config_notes(cfg):
+            path = f"{base}.{key}" if f"{base}.{key}" in recipe.locations else \
+                f"workload_config.{key}"
+            if path not in seen:
+                seen.add(path)
+                line, col = recipe.locations.get(path, (0, 0))
+                where = f"{recipe.source}:{line}:{col}: " if line else f"{recipe.source}: "
+                notes.append(f"{where}{path}: {note}")
+    return notes
 
 
 def _check(recipe: Recipe, schema: Any, config: dict[str, Any], base: str,
