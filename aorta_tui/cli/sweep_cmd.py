@@ -52,6 +52,7 @@ def run(
     collect: str = typer.Option("", "--collect", help="Comma-separated upstream collectors (rocprof, proton, layer_numerics, ...): refused with what each needs (exit 3); aorta-tui does not run them yet."),
     baseline_cell: str | None = typer.Option(None, "--baseline-cell", help="Flag mode: the baseline cell of the speed confound (with --recipe: the recipe's confound)."),
     confound_threshold: float | None = typer.Option(None, "--confound-threshold", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
+    executor: str | None = typer.Option(None, "--executor", help="Where trials run: local (processes here, the default) or slurm (a batched job array; the recipe's executor: block gives partition, account, gres; docs/slurm.md)."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
 ) -> None:
     from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
@@ -64,7 +65,7 @@ def run(
         stop_after_events=stop_after_events, max_trials=max_trials,
         disable_detectors=list(disable_detector), env_passthrough_mode=env_passthrough_mode,
         collect=[c.strip() for c in collect.split(",") if c.strip()], baseline_cell=baseline_cell,
-        confound_threshold=confound_threshold, verbose=verbose,
+        confound_threshold=confound_threshold, verbose=verbose, executor=executor,
     )
     raise typer.Exit(run_sweep_command(request))
 

@@ -40,6 +40,7 @@ class SweepRequest:
     baseline_cell: str | None = None
     confound_threshold: float | None = None
     verbose: int = 0
+    executor: str | None = None  # --executor local|slurm: overrides the recipe's kind
 
 
 def _split(text: str | None) -> list[str]:
@@ -203,6 +204,10 @@ def _run_sweep_command(req: SweepRequest) -> int:
 
         recipe = dataclasses.replace(recipe, order=req.order or recipe.order,
                                      seed=req.seed if req.seed is not None else recipe.seed)
+    if req.executor is not None:
+        from aorta_tui.executor import with_executor_kind
+
+        recipe = with_executor_kind(recipe, req.executor)  # not hashed: a resume may switch it
     options = SweepOptions(
         output=req.output, resume=req.resume, order=req.order, seed=req.seed, strict=req.strict,
         snapshots=req.snapshots, ticket=req.ticket,

@@ -143,6 +143,16 @@ def recipe_json_schema() -> dict[str, Any]:
                       "probes": _names("probe names"),
                       "mode": _enum(K.TRACE_MODES, "stream events or aggregate", "events")}},
         "collect": collect,
+        "executor": {"description": "where trials run (extension, docs/slurm.md)", "oneOf": [
+            {"enum": [*K.EXECUTOR_KINDS, None]},
+            {"type": "object", "additionalProperties": False, "properties": {
+                "kind": {"enum": list(K.EXECUTOR_KINDS)},
+                "partition": {"type": ["string", "null"], "pattern": K.SLURM_NAME_PATTERN},
+                "account": {"type": ["string", "null"], "pattern": K.SLURM_NAME_PATTERN},
+                "gres": {"type": ["string", "null"], "pattern": K.SLURM_GRES_PATTERN},
+                "time": {"type": ["string", "null"], "pattern": K.SLURM_TIME_PATTERN},
+                "constraint": {"type": ["string", "null"], "pattern": K.SLURM_CONSTRAINT_PATTERN},
+                "extra_sbatch": {"type": "array", "items": {"type": "string", "pattern": "^--"}}}}]},
         "policy_axis": {"type": ["array", "null"], "uniqueItems": True,
                         "items": {"type": "string", "pattern": K.CELL_NAME_PATTERN},
                         "description": "policy names (extension)"},

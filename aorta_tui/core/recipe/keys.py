@@ -13,7 +13,7 @@ COMMON_KEYS = frozenset({
     # upstream's collectors: loaded, validated and planned; a run refuses them (exit 3)
     "collect",
     # extensions of aorta-tui
-    "order", "seed", "trace", "policy_axis",
+    "order", "seed", "trace", "policy_axis", "executor",
 })
 TRIAGE_KEYS = frozenset({
     "workload", "steps", "cells", "workload_config", "save_logs", "extra_env", "trial_isolation",
@@ -24,7 +24,7 @@ PROBE_KEYS = frozenset({
 })
 ALL_TOP_KEYS = COMMON_KEYS | TRIAGE_KEYS | PROBE_KEYS
 
-EXTENSION_KEYS = frozenset({"order", "seed", "trace", "policy_axis", "command"})
+EXTENSION_KEYS = frozenset({"order", "seed", "trace", "policy_axis", "command", "executor"})
 
 CELL_KEYS = frozenset({"name", "mitigations", "environment", "extra_env", "trials", "steps",
                        "workload_config", "collect"})
@@ -36,6 +36,19 @@ MATCH_KEYS = frozenset({"regex", "condition"})
 RETAIN_KEYS = frozenset({"on_fail", "on_pass", "on_error"})
 REDACTION_KEYS = frozenset({"scrub_env_keys", "scrub_paths", "scrub_ip_addresses"})
 TRACE_KEYS = frozenset({"probes", "mode"})
+# where trials run (docs/slurm.md): `executor: local` (default), `executor: slurm`, or a mapping
+EXECUTOR_KINDS = ("local", "slurm")
+EXECUTOR_KEYS = frozenset({"kind", "partition", "account", "gres", "time", "constraint",
+                           "extra_sbatch"})
+SLURM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$"  # partition, account
+SLURM_GRES_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:,/=-]{0,255}$"  # gpu:1, gpu:a100:2
+SLURM_CONSTRAINT_PATTERN = r"^[A-Za-z0-9_\[\]()|&*,:.!-]{1,256}$"  # a100&ib, [rack1|rack2]
+# minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (sbatch --time)
+SLURM_TIME_PATTERN = r"^(\d{1,6}|\d{1,6}:\d{1,2}|\d{1,4}:\d{1,2}:\d{1,2}|\d{1,4}-\d{1,2}(:\d{1,2}){0,2})$"
+# sbatch options the Slurm executor sets itself (a recipe's extra_sbatch may not)
+SLURM_OWN_OPTIONS = ("--array", "--output", "--error", "--export", "--parsable", "--wait",
+                     "--job-name", "--open-mode", "--requeue", "--no-requeue", "--wrap",
+                     "--test-only", "--hold", "--dependency")
 
 # Upstream keys aorta-tui knows but does not run; they get a specific message, not "unknown".
 UNSUPPORTED_UPSTREAM = {

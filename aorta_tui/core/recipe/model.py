@@ -180,6 +180,25 @@ class Redaction:
 
 
 @dataclass(frozen=True)
+class ExecutorSpec:
+    """Extension: where trials run. ``kind: local`` (processes here, the default) or ``slurm``
+    (each trial a task of a batched job array; the options go to sbatch as written)."""
+
+    kind: str = "local"
+    partition: str | None = None
+    account: str | None = None
+    gres: str | None = None
+    time: str | None = None
+    constraint: str | None = None
+    extra_sbatch: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "partition": self.partition, "account": self.account,
+                "gres": self.gres, "time": self.time, "constraint": self.constraint,
+                "extra_sbatch": list(self.extra_sbatch)}
+
+
+@dataclass(frozen=True)
 class TraceSpec:
     """Extension: eBPF probes to attach to every trial (shape only; the trace layer runs them)."""
 
@@ -230,6 +249,7 @@ class Recipe:
     seed: int = 0
     trace: TraceSpec | None = None
     policy_axis: tuple[str, ...] = ()
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)
     # upstream's `collect:` (names, and per-collector string options): never run here
     collect: tuple[str, ...] = ()
     collect_options: dict[str, dict[str, str]] = field(default_factory=dict)

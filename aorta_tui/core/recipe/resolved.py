@@ -60,6 +60,8 @@ def canonical(recipe: Recipe) -> dict[str, Any]:
                                             "mode": r.trace.mode},
         policy_axis=list(r.policy_axis),
     )
+    if r.executor.kind != "local":  # absent by default: older resolved files stay identical
+        out["executor"] = r.executor.to_dict()
     if r.mode == "triage":
         out["cells"] = [_cell(c) for c in r.cells]
     return out
@@ -91,6 +93,7 @@ def _cell(c: CellSpec) -> dict[str, Any]:
 def recipe_hash(recipe: Recipe) -> str:
     """sha256 of the canonical form plus the generated cells (hex)."""
     data = canonical(recipe)
+    data.pop("executor", None)  # where trials run changes no trial: `--executor` on a resume is fine
     data["cells"] = [_cell(c) for c in recipe.cells]
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

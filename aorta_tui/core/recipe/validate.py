@@ -437,6 +437,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     trace = _trace(v, get("trace"))
     collect, collect_options = _collect(v, "collect", get("collect"))
     policy_axis = _policy_axis(v, get("policy_axis"))
+    executor = _executor(v, get("executor"))
 
     parts = _triage(v, data) if mode == "triage" else _probe(v, data)
     cells = parts.get("cells", ())
@@ -456,7 +457,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
         hang_grace_period_at_start=hang_grace, disable_detectors=disable,
         tier3_vram_growth=vram, retain=retain, step_time_regex=step_re, order=order, seed=seed,
         trace=trace, policy_axis=policy_axis, source_path=source_path, source_label=source,
-        collect=collect, collect_options=collect_options,
+        collect=collect, collect_options=collect_options, executor=executor,
         locations=dict(v.marks.values), key_locations=dict(v.marks.keys), **parts,
     )
 
@@ -778,6 +779,54 @@ def _trace(v: Validator, raw: Any) -> Any:
     if BAD in (probes, mode):
         return BAD
     return TraceSpec(probes=tuple(probes), mode=mode)
+
+
+def _executor(v: Validator, raw: Any) -> Any:
+    """``executor: local|slurm`` or ``{kind: slurm, partition, account, ...}`` (docs/slurm.md)."""
+    from aorta_tui.core.recipe.model import ExecutorSpec
+
+    if raw is None:
+        return ExecutorSpec()
+    if isinstance(raw, str):
+        kind = v.choice("executor", raw, K.EXECUTOR_KINDS)
+        return BAD if kind is BAD else ExecutorSpec(kind=kind)
+    if v.mapping("executor", raw, K.EXECUTOR_KEYS, what="local, slurm or a mapping") is BAD:
+        return BAD
+    kind = v.choice("executor.kind", raw.get("kind", "local"), K.EXECUTOR_KINDS)
+    fields: dict[str, Any] = {}
+    for key, pattern, example in (("partition", K.SLURM_NAME_PATTERN, "gpu"),
+                                  ("account", K.SLURM_NAME_PATTERN, "my-project"),
+                                  ("gres", K.SLURM_GRES_PATTERN, "gpu:1"),
+                                  ("time", K.SLURM_TIME_PATTERN, "01:30:00"),
+                                  ("constraint", K.SLURM_CONSTRAINT_PATTERN, "a100")):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if kind == "local":
+            v.issue(f"executor.{key}", f"{key} is a Slurm option, and kind is local",
+                    "add `kind: slurm`, or remove it")
+            continue
+        value = v.string(f"executor.{key}", value)
+        if value is not BAD and not re.fullmatch(pattern, value):
+            value = v.issue(f"executor.{key}", f"{clip_for_message(value)} is not a Slurm {key}",
+                            f"write it as sbatch --{key} takes it, e.g. {example}")
+        fields[key] = value
+    extra = raw.get("extra_sbatch")
+    extra = () if extra is None else v.str_list("executor.extra_sbatch", extra, what="sbatch options")
+    if extra not in (BAD, ()) and kind == "local":
+        extra = v.issue("executor.extra_sbatch", "extra_sbatch is for kind: slurm",
+                        "add `kind: slurm`, or remove it")
+    for i, opt in enumerate(extra if extra is not BAD else ()):
+        name = opt.split("=", 1)[0]
+        if not opt.startswith("--") or any(c in opt for c in "\n\r\x00"):
+            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{clip_for_message(opt)} is not a long "
+                            "sbatch option", "write each as one `--name=value` word, e.g. --qos=high")
+        elif name in K.SLURM_OWN_OPTIONS:
+            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{name} is set by aorta-tui itself",
+                            "remove it (the executor sets it per submission, docs/slurm.md)")
+    if BAD in (kind, extra, *fields.values()):
+        return BAD
+    return ExecutorSpec(kind=kind, extra_sbatch=tuple(extra), **fields)
 
 
 def _known_probes(v: Validator, probes: list[str]) -> Any:

@@ -1,0 +1,61 @@
+"""Where a sweep's trials run: an executor starts a trial's worker somewhere and reports how
+its process ended (a :class:`~aorta_tui.core.worker.ProcessOutcome`). The planner, the
+classifier, the aggregation and the reports do not know which one ran a trial.
+
+- ``local`` (:mod:`.local`, the default): a process on this machine (``core/worker.py``).
+- ``slurm`` (:mod:`.slurm`): a task of a batched Slurm job array, running the same worker on
+  a compute node and writing into the same run directory (docs/slurm.md).
+
+The orchestrator (``core/sweep.py``) calls, in order: ``check`` (before anything is written),
+``adopt`` (on a resume: trials whose job still runs are not retired), ``begin`` (the pending
+trials), ``run`` once per trial in plan order, ``amend`` on its classification, ``end``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Executor(Protocol):
+    kind: str
+
+    def check(self, sweep: Any, *, dry_run: bool) -> list[str]: ...
+
+    def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]: ...
+
+    def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None: ...
+
+    def run(self, trial: Any, pspec: Any, *, cancel: Any,
+            on_start: Callable[[int | None], None]) -> Any: ...
+
+    def amend(self, result: Any, outcome: Any) -> Any: ...
+
+    def end(self, *, interrupted: bool) -> None: ...
+
+
+def executor_for(recipe: Any) -> Executor:
+    kind = getattr(getattr(recipe, "executor", None), "kind", "local")
+    if kind == "slurm":
+        from aorta_tui.executor.slurm import SlurmExecutor
+
+        return SlurmExecutor(recipe)
+    from aorta_tui.executor.local import LocalExecutor
+
+    return LocalExecutor()
+
+
+def with_executor_kind(recipe: Any, kind: str) -> Any:
+    """``--executor KIND``: the recipe's executor block with its kind replaced (a recipe's
+    Slurm options stay; switching to local drops them, since local takes none)."""
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.core.recipe.keys import EXECUTOR_KINDS
+    from aorta_tui.core.recipe.model import ExecutorSpec
+
+    if kind not in EXECUTOR_KINDS:
+        raise UsageError(f"--executor {kind!r} is not an executor",
+                         hint=f"use one of {', '.join(EXECUTOR_KINDS)}")
+    spec = recipe.executor if kind == "slurm" else ExecutorSpec()
+    return dataclasses.replace(recipe, executor=dataclasses.replace(spec, kind=kind))

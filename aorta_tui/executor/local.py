@@ -1,0 +1,32 @@
+"""The local executor: each trial a process on this machine (``core/worker.run_process``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class LocalExecutor:
+    kind = "local"
+
+    def check(self, sweep: Any, *, dry_run: bool) -> list[str]:
+        return []
+
+    def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]:
+        return set()  # a local trial left by a dead orchestrator is ended and run again
+
+    def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None:
+        return None
+
+    def run(self, trial: Any, pspec: Any, *, cancel: Any,
+            on_start: Callable[[int | None], None]) -> Any:
+        from aorta_tui.core.worker import run_process
+
+        return run_process(pspec, cancel=cancel, on_start=on_start)
+
+    def amend(self, result: Any, outcome: Any) -> Any:
+        return result
+
+    def end(self, *, interrupted: bool) -> None:
+        return None

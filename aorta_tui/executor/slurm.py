@@ -1,0 +1,627 @@
+"""The Slurm executor: every pending trial a task of one batched job array (docs/slurm.md).
+
+Why an array per submission, not a job per trial: one ``sbatch`` call submits up to
+``ARRAY_MAX`` trials (a 1,000-trial sweep is one call, not a thousand), while each trial keeps
+its own job id (``<job>_<task>``), node, state, ``scancel`` and time limit. The planner's order
+is the task order, so the scheduler starts them in the plan's interleaved order.
+
+Durability (what a SIGKILLed orchestrator leaves): ``slurm/jobs.json`` names each batch
+(job name ``aorta-<run>-s<session>-b<k>``) *before* its sbatch call and gets its job id right
+after, both atomic and fsynced; a resume finds a batch whose id was never written by its job
+name. Trials whose job still runs, or that ended while nobody watched, are adopted, never
+resubmitted; a job the orchestrator itself cancelled (Ctrl-C) is marked so and runs again.
+
+The journal stays the orchestrator's: the job writes only into its trial directory (logs,
+``workload_result.json``, ``slurm-outcome.json``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core.atomic import atomic_write_bytes, atomic_write_json
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.executor import slurm_cmd as sc
+from aorta_tui.executor.slurm_job import JOB_SPEC, OUTCOME
+
+ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxArraySize is 1001
+QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
+STAT_EVERY_S = 0.05  # the outcome file, looked at between queries (a stat; no inotify on NFS)
+PROBE_WAIT_S = float(os.environ.get("AORTA_SLURM_PROBE_WAIT_S", "120"))
+SETTLE_S = 30.0  # after a signalled job's outcome: wait this long for Slurm's final state
+OUTCOME_LAG_S = 10.0  # a finished job's outcome file may show up late on a network filesystem
+BACKSTOP_S = 60.0  # past timeout_per_trial + this, the orchestrator scancels the job itself
+STATE_DIR = "slurm"
+JOBS_FILE = "jobs.json"
+
+# Slurm's final states that explain a trial better than its process does: detection id,
+# severity, what happened. A trial cancelled by Ctrl-C of the orchestrator is not one of them
+# (it has no result and runs again on --resume).
+TYPED_STATES: dict[str, tuple[str, str, str]] = {
+    "CANCELLED": ("slurm_cancelled", "error", "its Slurm job was cancelled (scancel)"),
+    "TIMEOUT": ("slurm_timeout", "error", "its Slurm job reached its time limit"),
+    "NODE_FAIL": ("slurm_node_fail", "error", "the node failed while its Slurm job ran"),
+    "PREEMPTED": ("slurm_preempted", "error", "its Slurm job was preempted"),
+    "BOOT_FAIL": ("slurm_boot_fail", "error", "the node failed to boot for its Slurm job"),
+    "DEADLINE": ("slurm_deadline", "error", "its Slurm job passed its deadline"),
+    "OUT_OF_MEMORY": ("slurm_out_of_memory", "fail", "its Slurm job ran out of memory"),
+    "FAILED": ("slurm_job_failed", "error", "its Slurm job failed before the trial's outcome "
+               "was written"),
+    "LOST": ("slurm_job_lost", "error", "neither squeue nor sacct knows its Slurm job any more, "
+             "and it wrote no outcome"),
+}
+# tier-1 detections that describe how the scheduler ended the process, not the trial
+_PROCESS_CONSEQUENCES = {"killed_by_signal", "exit_nonzero", "exit_unknown", "cancelled",
+                         "core_dumped", "timeout"}
+
+
+@dataclass
+class TrialJob:
+    trial_id: str
+    batch: str  # job name of its array
+    task: int
+    trial_dir: Path
+    submitted_at: float
+    job_id: str | None = None  # "<array job>_<task>" once known
+    adopted: bool = False
+    started_seen: float | None = None  # when squeue first said RUNNING (orchestrator clock)
+    done: bool = False  # run() returned its outcome (the sweep records it)
+    info: sc.JobInfo | None = None
+    orchestrator_state: str | None = None  # TIMEOUT when the backstop scancelled it
+
+
+@dataclass
+class _Jobs:
+    """``slurm/jobs.json``: batches and their trials, rewritten atomically on every change."""
+
+    path: Path
+    data: dict[str, Any] = field(default_factory=lambda: {"schema_version": 1, "batches": {},
+                                                          "trials": {}})
+
+    @classmethod
+    def load(cls, path: Path) -> _Jobs:
+        jobs = cls(path)
+        with contextlib.suppress(OSError, ValueError):
+            raw = json.loads(path.read_bytes())
+            if isinstance(raw, dict) and isinstance(raw.get("batches"), dict) \
+                    and isinstance(raw.get("trials"), dict):
+                jobs.data = raw
+        return jobs
+
+    def save(self) -> None:
+        atomic_write_json(self.path, self.data)
+
+
+class SlurmExecutor:
+    kind = "slurm"
+
+    def __init__(self, recipe: Any) -> None:
+        self.recipe = recipe
+        self.spec = recipe.executor
+        self.jobs: dict[str, TrialJob] = {}
+        self.run_dir: Path | None = None
+        self.store: _Jobs | None = None
+        self._last_query = 0.0
+        self._sacct_works = True
+        self.warnings: list[str] = []
+        self._lock = threading.Lock()
+
+    # -- before anything is written ------------------------------------------------------------
+
+    def check(self, sweep: Any, *, dry_run: bool) -> list[str]:
+        """sbatch/squeue/scancel on PATH, the partition, then (real runs) a probe job."""
+        notes: list[str] = []
+        r = self.recipe
+        if r.trace is not None and r.trace.probes:
+            raise UsageError("trace: probes attach on this machine, and with executor slurm the "
+                             "trials run on compute nodes", hint="remove trace:, or use --executor local",
+                             location=_where(r, "trace"))
+        if r.mode == "triage" and r.trial_isolation == "warm":
+            raise UsageError("trial_isolation: warm forks trials from zygotes on this machine, and "
+                             "executor slurm runs them as jobs on compute nodes",
+                             hint="use trial_isolation: process", location=_where(r, "trial_isolation"))
+        if r.mode == "triage" and r.trial_isolation == "in_process":
+            raise UsageError("trial_isolation: in_process runs trials inside the orchestrator, "
+                             "and executor slurm runs them as jobs",
+                             hint="use trial_isolation: process", location=_where(r, "trial_isolation"))
+        try:
+            self._require_tools()
+            self._require_partition()
+        except EnvironmentProblem as exc:
+            if not dry_run:
+                raise
+            return [f"{exc.message}; a real run stops here (exit 3)"]
+        if dry_run:
+            return notes
+        where = Path(sweep.options.resume or sweep.options.output)
+        self._probe(where)
+        return notes
+
+    def _require_tools(self) -> None:
+        for tool in ("sbatch", "squeue", "scancel"):
+            if sc.which(tool) is None:
+                raise EnvironmentProblem(
+                    f"executor slurm needs {tool}, and there is no `{tool}` on PATH",
+                    hint="run from a Slurm login node (or load Slurm: `module load slurm`), "
+                    "or use --executor local")
+
+    def _require_partition(self) -> None:
+        part = self.spec.partition
+        if part is None:
+            return
+        try:
+            proc = sc.call(["sinfo", "-h", "-o", "%R"])
+        except sc.SlurmCallError as exc:
+            raise EnvironmentProblem(f"Slurm does not answer: {exc.message}",
+                                     hint="check that slurmctld runs (`sinfo`), then run again") from None
+        known = sorted({ln.strip() for ln in proc.stdout.splitlines() if ln.strip()})
+        if part not in known:
+            raise EnvironmentProblem(
+                f"Slurm has no partition {part!r} (executor.partition)",
+                hint=f"use one of {', '.join(known) or '(none listed)'} (`sinfo -s` lists them), "
+                f"in {_where(self.recipe, 'executor.partition') or 'the recipe'}",
+                location=_where(self.recipe, "executor.partition"))
+
+    def _probe(self, where: Path) -> None:
+        """A tiny job with the sweep's own options writes a marker this process must see.
+
+        It checks at once: the account and partition are accepted, this Python (and aorta-tui)
+        runs on a compute node, and ``where`` is on a filesystem the nodes share.
+        """
+        where.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(8)
+        marker = where.resolve() / f".aorta-slurm-probe-{token}"
+        script = ("#!/bin/sh\n# aorta-tui: the shared-filesystem probe (docs/slurm.md)\n"
+                  f"exec {shlex.quote(sys.executable)} -m aorta_tui.executor.slurm_job --probe "
+                  f"{shlex.quote(str(marker))} {token}\n")
+        argv = ["sbatch", "--parsable", f"--job-name=aorta-probe-{token}", "--output=/dev/null",
+                "--export=NONE", f"--chdir={where.resolve()}", *self._options(probe=True)]
+        job_id = self._submit(argv, script)
+        deadline = time.monotonic() + PROBE_WAIT_S
+        info: sc.JobInfo | None = None
+        try:
+            while time.monotonic() < deadline:
+                if _marker_ok(marker, token):
+                    return
+                info = sc.squeue([job_id]).get(job_id) or info
+                if info is not None and not info.alive:
+                    if _marker_ok(marker, token):
+                        return
+                    time.sleep(min(OUTCOME_LAG_S, 2.0))  # a late NFS attribute cache
+                    if _marker_ok(marker, token):
+                        return
+                    raise self._probe_failed(info, marker, where)
+                time.sleep(0.1)
+        finally:
+            with contextlib.suppress(OSError):
+                marker.unlink()
+        sc.scancel([job_id])
+        self.warnings.append(f"the shared-filesystem probe job {job_id} was still "
+                             f"{info.state.lower() if info else 'queued'} after {PROBE_WAIT_S:g} s; "
+                             "the check was skipped (a trial's missing outcome will say so)")
+
+    def _probe_failed(self, info: sc.JobInfo, marker: Path, where: Path) -> EnvironmentProblem:
+        node = info.node or "a compute node"
+        if info.state == "COMPLETED":
+            return EnvironmentProblem(
+                f"the run directory is not shared with the compute nodes: a probe job on {node} "
+                f"wrote {marker.name} into {where}, and this machine does not see it",
+                hint="put --output on a filesystem every node mounts (your home, /scratch, a "
+                "project directory), then run again")
+        return EnvironmentProblem(
+            f"the probe job {info.job_id} ended {info.state} on {node} without writing its "
+            f"marker ({info.reason or 'no reason given'})",
+            hint=f"check that {sys.executable} and aorta-tui exist on the compute nodes at the "
+            f"same path and that {where} is shared; `scontrol show job {info.job_id}` says more")
+
+    def _options(self, *, probe: bool = False) -> list[str]:
+        s = self.spec
+        out = [f"--{k}={v}" for k, v in (("partition", s.partition), ("account", s.account),
+                                          ("gres", s.gres), ("constraint", s.constraint))
+               if v is not None]
+        limit = s.time or (None if probe else _default_time(self.recipe))
+        if probe:
+            limit = "5"
+        if limit is not None:
+            out.append(f"--time={limit}")
+        out += list(s.extra_sbatch)
+        return out
+
+    def _submit(self, argv: list[str], script: str) -> str:
+        try:
+            proc = sc.call(argv, stdin=script)
+        except sc.SlurmCallError as exc:
+            raise self._refused(exc) from None
+        job_id = sc.parse_sbatch_parsable(proc.stdout)
+        if job_id is None:
+            raise EnvironmentProblem(f"sbatch printed no job id ({proc.stdout.strip()[:120]!r})",
+                                     hint="check `sbatch --version` and the Slurm installation")
+        return job_id
+
+    def _refused(self, exc: sc.SlurmCallError) -> EnvironmentProblem:
+        msg, s, r = exc.message, self.spec, self.recipe
+        low = msg.lower()
+        if "account" in low:
+            return EnvironmentProblem(
+                f"Slurm refused the account {s.account or '(none given)'!r}: {msg}",
+                hint="set executor.account to an account you may charge (`sacctmgr show assoc "
+                "user=$USER format=account` lists yours)", location=_where(r, "executor.account"))
+        if "partition" in low:
+            return EnvironmentProblem(f"Slurm refused the partition {s.partition!r}: {msg}",
+                                      hint="`sinfo -s` lists the partitions; set executor.partition",
+                                      location=_where(r, "executor.partition"))
+        if "gres" in low or "generic resource" in low:
+            return EnvironmentProblem(f"Slurm refused gres {s.gres!r}: {msg}",
+                                      hint="`sinfo -o '%P %G'` shows what each partition has",
+                                      location=_where(r, "executor.gres"))
+        return EnvironmentProblem(f"sbatch refused the job: {msg}",
+                                  hint="fix the executor: block of the recipe (its options go to "
+                                  "sbatch as written), then run again", location=_where(r, "executor"))
+
+    # -- resume ----------------------------------------------------------------------------------
+
+    def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]:
+        """Trials (of ``unfinished``) whose job still runs or ended unrecorded: keep their files."""
+        self._open_store(run_dir)
+        assert self.store is not None
+        batches, trials = self.store.data["batches"], self.store.data["trials"]
+        for name, batch in batches.items():  # killed between sbatch and writing its id
+            if not batch.get("job_id"):
+                found = sc.squeue_by_name(name) or sc.sacct(name=name) or {}
+                ids = {j.split("_", 1)[0] for j in found if "_" in j}
+                if len(ids) == 1:
+                    batch["job_id"] = ids.pop()
+        self.store.save()
+        infos = self._query_ids([f"{batches[t['batch']]['job_id']}_{t['task']}"
+                                 for tid, t in trials.items() if tid in unfinished
+                                 and batches.get(t.get("batch"), {}).get("job_id")])
+        adopted: set[str] = set()
+        for tid in sorted(unfinished):
+            rec = trials.get(tid)
+            batch = batches.get(rec.get("batch")) if isinstance(rec, dict) else None
+            if not batch or not batch.get("job_id") or rec.get("cancelled_by_orchestrator"):
+                continue
+            job_id = f"{batch['job_id']}_{rec['task']}"
+            trial_dir = run_dir / "trials" / tid
+            info = infos.get(job_id)
+            has_outcome = (trial_dir / OUTCOME).is_file()
+            if (info is not None and (info.alive or info.state in TYPED_STATES)) or has_outcome:
+                self.jobs[tid] = TrialJob(tid, rec["batch"], int(rec["task"]), trial_dir,
+                                          float(batch.get("submitted_at", time.time())),
+                                          job_id=job_id, adopted=True, info=info)
+                adopted.add(tid)
+        return adopted
+
+    def _open_store(self, run_dir: Path) -> None:
+        if self.store is None or self.run_dir != run_dir:
+            self.run_dir = run_dir
+            self.store = _Jobs.load(run_dir / STATE_DIR / JOBS_FILE)
+
+    # -- submission ------------------------------------------------------------------------------
+
+    def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None:
+        """Prepare every pending trial that is not adopted and submit them, ARRAY_MAX a call."""
+        self._open_store(run_dir)
+        assert self.store is not None
+        fresh = [t for t in pending if t.trial_id not in self.jobs]
+        submitted: list[str] = []
+        try:
+            for k in range(0, len(fresh), ARRAY_MAX):
+                chunk = fresh[k:k + ARRAY_MAX]
+                submitted.append(self._submit_batch(sweep, run_dir, chunk, session, k // ARRAY_MAX))
+        except BaseException:
+            # nothing submitted half-way: a later batch refused cancels the earlier ones
+            ids = [j for j in submitted if j]
+            if ids:
+                self._mark_cancelled([t for t, j in self.jobs.items() if j.job_id
+                                      and j.job_id.split("_")[0] in ids])
+                sc.scancel(ids)
+            raise
+
+    def _submit_batch(self, sweep: Any, run_dir: Path, chunk: list[Any], session: int, k: int) -> str:
+        assert self.store is not None
+        name = f"aorta-{run_dir.name}-s{session}-b{k}"
+        state = run_dir / STATE_DIR
+        out_dir = state / f"{name}.out"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        specs: list[str] = []
+        for task, trial in enumerate(chunk):
+            cell, trial_dir, _env, _argv, pspec = sweep.prepare_trial(run_dir, trial)
+            path = trial_dir / JOB_SPEC
+            atomic_write_bytes(path, json.dumps(_job_spec(pspec, cell, trial_dir)).encode(), mode=0o600)
+            for stale in (trial_dir / OUTCOME,):
+                stale.unlink(missing_ok=True)
+            specs.append(str(path))
+            self.jobs[trial.trial_id] = TrialJob(trial.trial_id, name, task, trial_dir, time.time())
+        manifest = state / f"{name}.json"
+        atomic_write_json(manifest, {"specs": specs})
+        now = time.time()
+        self.store.data["batches"][name] = {"job_id": None, "session": session, "submitted_at": now,
+                                            "tasks": len(chunk)}
+        for task, trial in enumerate(chunk):
+            self.store.data["trials"][trial.trial_id] = {"batch": name, "task": task}
+        self.store.save()  # the name first: a kill during sbatch is found by it on resume
+        script = ("#!/bin/sh\n# aorta-tui: one trial per array task (docs/slurm.md)\n"
+                  f"exec {shlex.quote(sys.executable)} -m aorta_tui.executor.slurm_job "
+                  f"{shlex.quote(str(manifest))}\n")
+        argv = ["sbatch", "--parsable", f"--job-name={name}", f"--array=0-{len(chunk) - 1}",
+                f"--output={out_dir}/%a.out", "--export=NONE", "--no-requeue",
+                f"--chdir={run_dir}", *self._options()]
+        job_id = self._submit(argv, script)
+        self.store.data["batches"][name].update(job_id=job_id, submitted_at=now)
+        self.store.save()  # before any wait: a resume adopts these jobs
+        for task, trial in enumerate(chunk):
+            tj = self.jobs[trial.trial_id]
+            tj.job_id, tj.submitted_at = f"{job_id}_{task}", now
+        return job_id
+
+    # -- waiting ---------------------------------------------------------------------------------
+
+    def run(self, trial: Any, pspec: Any, *, cancel: Any,
+            on_start: Callable[[int | None], None]) -> Any:
+        job = self.jobs[trial.trial_id]
+        outcome_path = job.trial_dir / OUTCOME
+        terminal_at: float | None = None
+        while True:
+            if cancel.is_set():
+                return self._cancelled_outcome(job, pspec)
+            now = time.monotonic()
+            if outcome_path.is_file():
+                data = _read_json(outcome_path)
+                if data is not None:
+                    if data.get("signal"):
+                        self._settle(job, cancel)
+                    if job.started_seen is None:
+                        on_start(None)
+                    job.done = True
+                    return self._outcome_from_file(job, pspec, data)
+            if now - self._last_query >= QUERY_EVERY_S:
+                self._refresh()
+            info = job.info
+            if job.started_seen is None and info is not None and (
+                    info.state in ("RUNNING", "COMPLETING") or (not info.alive and info.start)):
+                job.started_seen = now
+                on_start(None)  # the journal's trial_started: the job left the queue
+            if self._past_backstop(job, pspec, now):
+                job.orchestrator_state = "TIMEOUT"
+                sc.scancel([job.job_id or ""])
+            lost = info is None and now - self._mono(job.submitted_at) > max(OUTCOME_LAG_S, 3 * QUERY_EVERY_S)
+            if (info is not None and not info.alive) or lost:
+                terminal_at = terminal_at or now
+                if now - terminal_at >= OUTCOME_LAG_S or (info is not None and info.state in TYPED_STATES
+                                                          and info.state != "FAILED" and now - terminal_at >= 1.0):
+                    if job.started_seen is None:
+                        on_start(None)
+                    job.done = True
+                    return self._outcome_from_state(job, pspec, info)
+            cancel.wait(STAT_EVERY_S)
+
+    def _settle(self, job: TrialJob, cancel: Any) -> None:
+        """A job that was signalled: wait (bounded) until Slurm says how it ended."""
+        end = time.monotonic() + SETTLE_S
+        while time.monotonic() < end and not cancel.is_set():
+            self._refresh()
+            if job.info is not None and not job.info.alive:
+                return
+            cancel.wait(0.2)
+
+    def _mono(self, epoch: float) -> float:
+        return time.monotonic() - (time.time() - epoch)
+
+    def _past_backstop(self, job: TrialJob, pspec: Any, now: float) -> bool:
+        limit = pspec.timeout_s
+        if limit is None or job.started_seen is None or job.orchestrator_state:
+            return False
+        return now - job.started_seen > limit + pspec.kill_grace_s + BACKSTOP_S
+
+    def _refresh(self) -> None:
+        with self._lock:
+            self._last_query = time.monotonic()
+            open_jobs = {j.job_id: j for j in self.jobs.values() if j.job_id and not j.done}
+            try:
+                infos = self._query_ids(list(open_jobs))
+            except sc.SlurmCallError as exc:  # slurmctld restarting: keep the last view
+                self.warnings.append(f"squeue failed ({exc.message}); retrying")
+                return
+            for job_id, job in open_jobs.items():
+                if job_id in infos:
+                    job.info = infos[job_id]
+
+    def _query_ids(self, ids: list[str]) -> dict[str, sc.JobInfo]:
+        if not ids:
+            return {}
+        infos = sc.squeue(ids)
+        missing = [j for j in ids if j not in infos]
+        if missing and self._sacct_works:
+            got = sc.sacct(missing)
+            if got is None:  # no accounting database here: squeue is all there is
+                self._sacct_works = False
+            else:
+                infos.update(got)
+        return infos
+
+    # -- outcomes --------------------------------------------------------------------------------
+
+    def _facts(self, job: TrialJob, data: dict[str, Any] | None) -> dict[str, Any]:
+        info = job.info
+        node = (data or {}).get("node") or {}
+        started = (data or {}).get("wrapper_started_at")
+        state = job.orchestrator_state or (info.state if info else "LOST")
+        if data is not None and not data.get("signal") and (info is None or info.alive):
+            state = "COMPLETED"  # the job wrote its outcome unsignalled; squeue has not caught up
+        facts: dict[str, Any] = {
+            "kind": "slurm", "job_id": job.job_id, "batch": job.batch, "task": job.task,
+            "slurm_job_id": node.get("job_id"),  # an array task's own id (SLURM_JOB_ID)
+            "state": state, "node": node.get("node") or (info.node if info else None),
+            "gpus": {"SLURM_JOB_GPUS": node.get("job_gpus"),
+                     "CUDA_VISIBLE_DEVICES": node.get("cuda_visible_devices"),
+                     "ROCR_VISIBLE_DEVICES": node.get("rocr_visible_devices")},
+            "submitted_at": job.submitted_at,
+            "started_at": started if started is not None else (info.start if info else None),
+            "ended_at": (data or {}).get("wrapper_ended_at") or (info.end if info else None),
+            "slurm_times": {"submit": info.submit, "start": info.start, "end": info.end} if info else None,
+            "reason": info.reason if info else None, "signal": (data or {}).get("signal"),
+            "adopted": job.adopted,
+        }
+        if isinstance(started, (int, float)):
+            facts["queue_wait_s"] = round(max(0.0, started - job.submitted_at), 3)
+        elif info is not None and info.start and info.submit:
+            facts["queue_wait_s"] = max(0.0, info.start - info.submit)
+        else:
+            facts["queue_wait_s"] = None
+        return facts
+
+    def _outcome_from_file(self, job: TrialJob, pspec: Any, data: dict[str, Any]) -> Any:
+        from aorta_tui.core.worker import ProcessOutcome
+
+        outcome = ProcessOutcome.from_dict(data["process"])
+        outcome.cancelled = False  # the job's own cancel came from Slurm, not from this sweep
+        outcome.executor = self._facts(job, data)
+        outcome.executor["run_s"] = outcome.wall_s
+        outcome.executor["kernel_log"] = data.get("kernel_log")
+        return outcome
+
+    def _outcome_from_state(self, job: TrialJob, pspec: Any, info: sc.JobInfo | None) -> Any:
+        """A job that ended without an outcome file (node failure, preemption, lost)."""
+        from aorta_tui.core.worker import ProcessOutcome
+
+        for p in (pspec.stdout_path, pspec.stderr_path):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.touch(exist_ok=True)  # the classifier reads both; the job never made them
+        start = info.start if info and info.start else job.submitted_at
+        end = info.end if info and info.end else time.time()
+        facts = self._facts(job, None)
+        facts["run_s"] = max(0.0, end - start) if info and info.start else None
+        return ProcessOutcome(
+            pid=None, exit_code=None, signal=None, core_dumped=False, timed_out=False,
+            cancelled=False, hang=None, exec_error=None, wall_s=max(0.0, end - start),
+            started_at=start, ended_at=end, peak_rss_kb=None, gpu_peak_mem_bytes=None,
+            gpu_mem_reason="the Slurm job wrote no outcome", stdout_bytes=_size(pspec.stdout_path),
+            stderr_bytes=_size(pspec.stderr_path), truncated=False,
+            peak_rss_reason="the Slurm job wrote no outcome", timeout_s=pspec.timeout_s,
+            hang_note="the Slurm job wrote no outcome", executor=facts,
+        )
+
+    def _cancelled_outcome(self, job: TrialJob, pspec: Any) -> Any:
+        """Ctrl-C of the sweep: no result (the resume runs it again); end() scancels it."""
+        from aorta_tui.core.worker import ProcessOutcome
+
+        now = time.time()
+        return ProcessOutcome(
+            pid=None, exit_code=None, signal=None, core_dumped=False, timed_out=False,
+            cancelled=True, hang=None, exec_error=None, wall_s=0.0, started_at=now, ended_at=now,
+            peak_rss_kb=None, gpu_peak_mem_bytes=None, gpu_mem_reason=None, stdout_bytes=0,
+            stderr_bytes=0, truncated=False, executor=self._facts(job, None))
+
+    def amend(self, result: Any, outcome: Any) -> Any:
+        """The job's final state as a typed tier-1 detection; tier 3 from the node's kernel log."""
+        from aorta_tui.core.classify.model import Classification, Detection
+        from aorta_tui.core.classify.tiers import _disabled_check, tier3, verdict_of
+
+        facts = getattr(outcome, "executor", None)
+        if not isinstance(facts, dict) or facts.get("kind") != "slurm":
+            return result
+        detections = list(result.detections)
+        klog = facts.pop("kernel_log", None)
+        if isinstance(klog, dict):  # the node's kernel log replaces this machine's
+            from aorta_tui.core.classify.dmesg import KernelEvent
+
+            events = [KernelEvent(**e) for e in klog.get("events") or [] if isinstance(e, dict)]
+            detections = [d for d in detections if d.tier != 3 or d.id.startswith("gpu_ecc")]
+            detections += tier3(events, klog.get("unavailable"))
+        state = facts.get("state")
+        typed = TYPED_STATES.get(state) if state != "COMPLETED" else None
+        if state == "FAILED" and facts.get("signal") is None and outcome.pid is not None:
+            typed = None  # the wrapper ran and wrote the trial's outcome: the process explains it
+        if typed is not None:
+            det_id, severity, text = typed
+            where = f" on {facts['node']}" if facts.get("node") else ""
+            reason = f" ({facts['reason']})" if facts.get("reason") else ""
+            detections = [d for d in detections if not (d.tier == 1 and d.id in _PROCESS_CONSEQUENCES)]
+            detections.insert(0, Detection(1, det_id, severity,
+                                           f"{text}: job {facts.get('job_id')}{where}{reason}",
+                                           captures={"job_id": facts.get("job_id"), "state": state,
+                                                     "node": facts.get("node")}))
+        is_disabled = _disabled_check(self.recipe.disable_detectors or ())
+        kept = [d for d in detections if not is_disabled(d.tier, d.id, d.captures)]
+        verdict, why = verdict_of(kept)
+        return Classification(verdict, why, kept)  # type: ignore[arg-type]
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def end(self, *, interrupted: bool) -> None:
+        """Jobs of this sweep whose result will not be recorded (Ctrl-C, stop_after): scancel."""
+        left = [t for t, j in self.jobs.items() if not j.done and j.job_id]
+        if not left:
+            return
+        self._mark_cancelled(left)
+        sc.scancel([self.jobs[t].job_id or "" for t in left])
+
+    def _mark_cancelled(self, trial_ids: list[str]) -> None:
+        if self.store is None:
+            return
+        for tid in trial_ids:
+            rec = self.store.data["trials"].get(tid)
+            if isinstance(rec, dict):
+                rec["cancelled_by_orchestrator"] = True
+        self.store.save()  # before scancel: a resume must not adopt them as cancelled by others
+
+
+def _job_spec(pspec: Any, cell: Any, trial_dir: Path) -> dict[str, Any]:
+    hang = pspec.hang
+    return {
+        "argv": list(pspec.argv), "env": dict(pspec.env), "cell_keys": sorted(cell.env),
+        "cwd": str(pspec.cwd), "stdout_path": str(pspec.stdout_path),
+        "stderr_path": str(pspec.stderr_path), "timeout_s": pspec.timeout_s,
+        "kill_grace_s": pspec.kill_grace_s, "trial_dir": str(trial_dir),
+        "hang": None if hang is None else {"window_s": hang.window_s, "grace_s": hang.grace_s,
+                                           "disabled": sorted(hang.disabled)},
+    }
+
+
+def _default_time(recipe: Any) -> str | None:
+    """sbatch --time from timeout_per_trial: the limit plus 5 minutes, in whole minutes."""
+    t = recipe.timeout_per_trial
+    if not t:
+        return None
+    return str(int(-(-(float(t) + 300) // 60)))
+
+
+def _marker_ok(marker: Path, token: str) -> bool:
+    try:
+        return marker.read_text().split()[0] == token
+    except (OSError, IndexError, UnicodeDecodeError):
+        return False
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("process"), dict) else None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _where(recipe: Any, path: str) -> str | None:
+    try:
+        return recipe.where(path)
+    except Exception:
+        return None

@@ -1,0 +1,127 @@
+"""What a Slurm job runs on its node: one trial, supervised exactly as a local trial is.
+
+``python -m aorta_tui.executor.slurm_job MANIFEST`` (one task of a job array): the manifest
+lists each task's job spec (``trials/<cell>/trial-NNN/slurm-job.json``, written by the
+orchestrator, mode 0600 because it holds the trial's environment). This process reads its
+spec, deletes it, and runs the trial's command through :func:`aorta_tui.core.worker.run_process`
+on this node - the same process group/cgroup, bounded logs, timeout, hang detector and GPU
+sampling as a local trial, with the trial's environment set at process creation - then
+reads this node's kernel log for tier 3 and writes ``slurm-outcome.json`` atomically. It
+never writes the journal: the orchestrator reads the outcome file and records the trial.
+
+``--probe MARKER TOKEN`` writes ``TOKEN HOST`` to MARKER (the shared-filesystem check).
+
+Slurm signals a job it ends (scancel, the time limit, preemption) with SIGTERM first: the
+handler cancels the run, which ends the trial's process tree and still writes the outcome,
+naming the signal, so the orchestrator can type the verdict from the job's final state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# The node's facts that replace the orchestrator's copy in the trial's environment (unless the
+# cell sets them itself): the job's own ids and the devices Slurm gave it.
+NODE_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+             "GPU_DEVICE_ORDINAL", "SLURMD_NODENAME", "TMPDIR")
+OUTCOME = "slurm-outcome.json"
+JOB_SPEC = "slurm-job.json"
+
+
+def node_facts(environ: dict[str, str]) -> dict[str, Any]:
+    """Where this task runs: host, job ids, the GPUs Slurm allocated to it."""
+    return {
+        "host": socket.gethostname(),
+        "node": environ.get("SLURMD_NODENAME") or socket.gethostname(),
+        "job_id": environ.get("SLURM_JOB_ID"),
+        "array_job_id": environ.get("SLURM_ARRAY_JOB_ID"),
+        "array_task_id": environ.get("SLURM_ARRAY_TASK_ID"),
+        "job_gpus": environ.get("SLURM_JOB_GPUS"),
+        "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
+        "rocr_visible_devices": environ.get("ROCR_VISIBLE_DEVICES"),
+        "partition": environ.get("SLURM_JOB_PARTITION"),
+        "account": environ.get("SLURM_JOB_ACCOUNT"),
+    }
+
+
+def trial_env(spec_env: dict[str, str], cell_keys: set[str], environ: dict[str, str]) -> dict[str, str]:
+    """The trial's environment: the orchestrator's, with this job's Slurm and device variables."""
+    env = {k: v for k, v in spec_env.items() if not (k.startswith("SLURM_") and k not in cell_keys)}
+    for k, v in environ.items():
+        if (k.startswith("SLURM_") or k in NODE_VARS) and k not in cell_keys:
+            env[k] = v
+    return env
+
+
+def run_trial(spec_path: Path) -> int:
+    from aorta_tui.core.atomic import atomic_write_json
+    from aorta_tui.core.hang import HangPolicy
+    from aorta_tui.core.worker import CancelEvent, ProcessSpec, run_process
+
+    started_at = time.time()
+    spec = json.loads(spec_path.read_bytes())
+    spec_path.unlink(missing_ok=True)  # it holds the trial's environment (tokens): read once
+    trial_dir = Path(spec["trial_dir"])
+    hang = HangPolicy(**{**spec["hang"], "disabled": frozenset(spec["hang"]["disabled"])}) \
+        if spec.get("hang") else None
+    env = trial_env(spec["env"], set(spec.get("cell_keys", [])), dict(os.environ))
+    pspec = ProcessSpec(argv=list(spec["argv"]), env=env, cwd=Path(spec["cwd"]),
+                        stdout_path=Path(spec["stdout_path"]), stderr_path=Path(spec["stderr_path"]),
+                        timeout_s=spec.get("timeout_s"), hang=hang,
+                        kill_grace_s=float(spec.get("kill_grace_s", 2.0)))
+    cancel = CancelEvent()
+    got: list[str] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        got.append(signal.Signals(signum).name)
+        cancel.set()  # set() only writes to a pipe: safe in a handler
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, on_signal)
+    kernel: dict[str, Any] = {"events": [], "unavailable": None}
+    from aorta_tui.core.classify.dmesg import KernelLog
+
+    with KernelLog.open() as klog:  # tier 3 of this node, not the orchestrator's
+        cursor = klog.mark()
+        outcome = run_process(pspec, cancel=cancel)
+        kernel = {"events": [e.to_dict() for e in klog.events_since(cursor)],
+                  "unavailable": klog.unavailable}
+    atomic_write_json(trial_dir / OUTCOME, {
+        "schema_version": 1,
+        "process": outcome.to_dict(),
+        "node": node_facts(dict(os.environ)),
+        "signal": got[0] if got else None,  # what Slurm sent (scancel, time limit, preemption)
+        "wrapper_started_at": started_at,
+        "wrapper_ended_at": time.time(),
+        "kernel_log": kernel,
+    })
+    return 0
+
+
+def probe(marker: Path, token: str) -> int:
+    from aorta_tui.core.atomic import atomic_write_text
+
+    atomic_write_text(marker, f"{token} {socket.gethostname()}\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[1] == "--probe":
+        return probe(Path(argv[2]), argv[3])
+    if len(argv) != 2:
+        print("usage: python -m aorta_tui.executor.slurm_job MANIFEST", file=sys.stderr)
+        return 2
+    manifest = json.loads(Path(argv[1]).read_bytes())
+    task = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
+    return run_trial(Path(manifest["specs"][task]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
