@@ -40,6 +40,7 @@ class SweepRequest:
     baseline_cell: str | None = None
     confound_threshold: float | None = None
     verbose: int = 0
+    trial_isolation: str | None = None  # --trial-isolation: overrides the recipe's
     executor: str | None = None  # --executor local|slurm: overrides the recipe's kind
 
 
@@ -208,6 +209,10 @@ def _run_sweep_command(req: SweepRequest) -> int:
         from aorta_tui.executor import with_executor_kind
 
         recipe = with_executor_kind(recipe, req.executor)  # not hashed: a resume may switch it
+    if req.trial_isolation is not None:
+        from aorta_tui.core.recipe.overrides import with_trial_isolation
+
+        recipe = with_trial_isolation(recipe, req.trial_isolation)
     options = SweepOptions(
         output=req.output, resume=req.resume, order=req.order, seed=req.seed, strict=req.strict,
         snapshots=req.snapshots, ticket=req.ticket,

@@ -411,6 +411,7 @@ class GpuSampler:
         self._util: UtilReading | None = None
         self.sampled = threading.Event()  # set after every sample (lets callers wait, no polling)
         self._stop = threading.Event()
+        self._end_in_thread = False  # request_stop: the thread reads the end counters
         self._thread = threading.Thread(target=self._run, name=f"gpu-sampler-{root_pid}", daemon=True)
         self.tool_calls = 0  # what sampling cost (the trial's timeline shows it)
         self.tool_wall_ns = 0
@@ -419,12 +420,27 @@ class GpuSampler:
     def start(self) -> None:
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Stop sampling without waiting: the thread reads the end counters itself, while the
+        caller reaps and drains (``stop`` then only waits, bounded, for it)."""
+        self._end_in_thread = True
+        self._stop.set()
+
     def stop(self, join_s: float = 0.5) -> None:
         """Stop sampling; when the first sample read error counters, read them again (one
-        tool call at the end of a trial that ran past the first sample)."""
+        tool call at the end of a trial that ran past the first sample). Waits at most
+        ``join_s`` for the thread (a vendor tool that hangs never holds the trial's end)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(join_s)
+        if self._thread.is_alive():
+            if self._counters_before is not None and self.counters_delta is None:
+                self.counters_reason = (f"error counters after the trial: the sampler was still in a "
+                                        f"{self.tools.tool} call {join_s:g} s after the trial ended")
+            return
+        self._read_counters_after()
+
+    def _read_counters_after(self) -> None:
         if self._counters_before is not None and self.counters_delta is None:
             try:
                 after = self._timed(query_error_counters)
@@ -488,6 +504,8 @@ class GpuSampler:
                 if self.error or self._stop.wait(self.interval_s):
                     return
         finally:
+            if self._end_in_thread:
+                self._read_counters_after()
             self.thread_cpu_ns = time.thread_time_ns() - cpu0
 
     def _read_counters_before(self) -> None:

@@ -78,6 +78,7 @@ class Sweep:
         self._journal_damage: list[rundir.Damage] = []
         self._journal: rundir.Journal | None = None
         self._captures: list[Any] = []  # snapshot captures of this session (trial timelines)
+        self._warm: Any = None  # trial_isolation: warm: the session's zygotes (core/warm.py)
         from aorta_tui.executor import executor_for
 
         self.executor = executor_for(recipe)  # where trials run: local processes or Slurm jobs
@@ -137,6 +138,10 @@ class Sweep:
                         f"workload {r.workload!r} runs under torchrun, and torch is not installed",
                         hint="install your ROCm or CUDA build of PyTorch (a CPU build is enough to try it)",
                     )
+            if r.trial_isolation == "warm":  # core/warm.py: what a forked trial cannot honour
+                from aorta_tui.core.warm import check_warm
+
+                check_warm(r, self.plan, self._workload_cls)
             if r.trial_isolation == "in_process" and not self._workload_cls.launch.in_process_safe:
                 raise UsageError(
                     f"workload {r.workload!r} does not declare itself safe to run in process",
@@ -315,8 +320,9 @@ class Sweep:
 
     def _run_trials(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int) -> str:
         from aorta_tui.core.classify.dmesg import KernelLog
+        from aorta_tui.core.warm import warm_pool
 
-        with KernelLog.open() as kernel_log:
+        with KernelLog.open() as kernel_log, warm_pool(self, run_dir, pending) as self._warm:
             self.executor.begin(self, run_dir, pending, session)  # Slurm: one batched sbatch
             status = "interrupted"
             try:
@@ -380,6 +386,8 @@ class Sweep:
             with self._trial_trace(run_id, trial_dir) as trace_env:
                 if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
                     pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
+                if self._warm is not None:  # forked from its zygote (core/warm.py)
+                    pspec = dataclasses.replace(pspec, launcher=self._warm.launcher(cell.environment, pspec.env))
                 outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
@@ -545,8 +553,8 @@ class Sweep:
             atomic_write_json(trial_dir / "trial_spec.json", wspec)
             worker = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(trial_dir / "trial_spec.json")]
             launch = self._workload_cls.launch
-            if launch.mode == "torchrun":
-                world = int((cell.workload_config or {}).get("world_size", launch.min_world_size))
+            world = int((cell.workload_config or {}).get("world_size", launch.min_world_size))
+            if launch.mode == "torchrun" and world > 1:  # one rank needs no launcher (_dist.py)
                 argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                         f"--nproc_per_node={world}", "-m", "aorta_tui.core.trial_worker",
                         str(trial_dir / "trial_spec.json")]

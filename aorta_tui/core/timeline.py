@@ -101,6 +101,7 @@ class ChildMarks:
             self.info["process_start_resolution_ns"] = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
         self._finder: _TorchImportTimer | None = None
         self._first_tensor: Any = None
+        self.preloaded_reason = "torch was already imported when the trial began"
 
     def mark(self, name: str, at: int | None = None) -> None:
         self.marks[name] = now_ns() if at is None else at
@@ -112,7 +113,7 @@ class ChildMarks:
 
     def install_torch_hooks(self) -> None:
         if "torch" in sys.modules:
-            self.unavailable["torch_imported"] = "torch was already imported when the trial began"
+            self.unavailable["torch_imported"] = self.preloaded_reason
             self._start_tensor_watch()
             return
         self._finder = _TorchImportTimer(self)
@@ -145,6 +146,8 @@ class ChildMarks:
         """What goes into ``workload_result.json`` (``timeline``)."""
         self.end_setup()
         why = dict(self.unavailable)
+        if "torch_imported" in why:  # imported before the trial: its start was not seen either
+            why.setdefault("torch_import_start", why["torch_imported"])
         if "torch_imported" not in self.marks:
             why.setdefault("torch_imported", "the workload did not import torch during the trial")
         if "device_ready" not in self.marks:
@@ -228,6 +231,14 @@ def _accelerator_possible(torch: Any) -> bool:
         return bool(torch.cuda.is_available())
     except Exception:
         return False
+
+
+def warm_torch_reason(warm: dict[str, Any]) -> str:
+    """``torch_imported`` of a trial forked from a warm zygote: paid once, before the trial."""
+    span = warm.get("torch_import_ns") or [0, 0]
+    ms = (span[1] - span[0]) / 1e6 if len(span) == 2 else 0.0
+    return (f"imported once by the warm zygote (pid {warm.get('zygote_pid')}, {_fmt_ms(ms)}, "
+            "before this trial): trial_isolation: warm")
 
 
 def fill_cpu_device(child: dict[str, Any]) -> None:

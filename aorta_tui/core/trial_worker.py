@@ -131,12 +131,19 @@ def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) ->
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, interpreter_up_ns: int | None = None,
+         warm: dict[str, Any] | None = None) -> int:
+    """Run the trial of ``argv[0]`` (a spec file). ``warm``: this process was forked from a
+    warm zygote (core/warm_zygote.py), which imported torch before the trial; its
+    ``interpreter_up_ns`` is when the trial took over the forked process."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m aorta_tui.core.trial_worker SPEC.json", file=sys.stderr)
         return 2
-    marks = timeline.ChildMarks(_INTERPRETER_UP_NS)
+    marks = timeline.ChildMarks(_INTERPRETER_UP_NS if interpreter_up_ns is None else interpreter_up_ns)
+    if warm is not None:
+        marks.info["warm"] = warm
+        marks.preloaded_reason = timeline.warm_torch_reason(warm)
     spec = json.loads(Path(argv[0]).read_text())
     started = time.time()
     try:

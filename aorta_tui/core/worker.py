@@ -49,6 +49,7 @@ MARKER_RESERVE = 256  # bytes kept free in a bounded log for the "omitted" marke
 _PLAIN_EVENT_POLL_S = 0.1  # how often a plain threading.Event is looked at (CancelEvent: at once)
 _STRAY_DRAIN_S = 1.0  # how long to wait for EOF from a pipe held by an escaped process
 _READ_CHUNK = 256 * KiB
+_SAMPLER_JOIN_S = 2.0  # at most this long for the GPU sampler's last tool call after the trial
 _POLL_IN = select.POLLIN | select.POLLHUP | select.POLLERR
 
 
@@ -99,6 +100,9 @@ class ProcessSpec:
     gpu_first_sample_s: float = 0.2
     # cgroup | subreaper | process-group; None: $AORTA_CONTAINMENT, else the best available
     containment: str | None = None
+    # starts the process instead of Popen (trial_isolation: warm: core/warm.py's WarmLauncher,
+    # which forks the trial from a zygote); argv[-1] is then the trial's spec file
+    launcher: Any = None
 
     def __post_init__(self) -> None:
         if self.max_log_bytes < self.tail_bytes + 2 * MARKER_RESERVE:
@@ -276,6 +280,8 @@ def run_process(
     if not spec.argv:
         return _exec_failed(spec, "empty command (argv is empty)", started_at, t0, out_log, err_log)
     scope = containment.open_scope(spec.env, spec.containment)
+    if spec.launcher is not None:
+        return _run_launched(spec, scope, started_at, t0, spawn_ns, out_log, err_log, cancel, on_start)
     try:
         # preexec_fn (cgroup, subreaper): one write or one prctl between fork and exec
         proc = subprocess.Popen(
@@ -299,6 +305,28 @@ def run_process(
     scope.attach(proc.pid, (proc.stdout.fileno(), proc.stderr.fileno()))  # type: ignore[union-attr]
     run = _Run(spec, proc, out_log, err_log, started_at, t0, cancel, scope)
     run.marks.update(spawn=spawn_ns, spawned=spawned_ns)
+    return run.run(on_start)
+
+
+def _run_launched(spec: ProcessSpec, scope: containment.Scope, started_at: float, t0: float,
+                  spawn_ns: int, out_log: _BoundedLog, err_log: _BoundedLog,
+                  cancel: threading.Event | None, on_start: Callable[[int], None] | None) -> ProcessOutcome:
+    """``run_process`` for a process that ``spec.launcher`` starts (a warm trial): the same
+    supervision; the launcher puts it into ``scope`` (cgroup) before it runs."""
+    try:
+        proc = spec.launcher.launch(spec, scope)
+    except Exception as exc:  # the zygote is gone or refused: the trial did not start
+        scope.close()
+        return _exec_failed(spec, f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc),
+                            started_at, t0, out_log, err_log)
+    if isinstance(scope, containment.CgroupScope) and not scope.inside(proc.pid):
+        scope = containment.downgrade(scope, spec.env, f"the trial did not enter {scope.path}")
+    scope.attach(proc.pid, (proc.stdout.fileno(), proc.stderr.fileno()))
+    run = _Run(spec, proc, out_log, err_log, started_at, t0, cancel, scope)
+    run.marks.update(spawn=spawn_ns, spawned=proc.spawned_ns)
+    floor = getattr(proc, "rss_floor_kb", None)
+    if floor is not None and (run.parent_hwm_kb is None or floor > run.parent_hwm_kb):
+        run.parent_hwm_kb, run.rss_floor_who = floor, proc.rss_floor_reason
     return run.run(on_start)
 
 
@@ -333,6 +361,7 @@ class _Run:
         self.stopped_at: float | None = None
         self.survivors: set[int] = set()
         self.parent_hwm_kb = _own_peak_rss_kb()  # read after the fork: an upper bound
+        self.rss_floor_who = "Linux counts the orchestrator's peak RSS into the child's ru_maxrss at exec"
         self.marks: dict[str, int] = {}
         self.hang_watch = timeline.Stopwatch()
         self.sampler_stop_ns = 0
@@ -361,6 +390,8 @@ class _Run:
                 on_start(self.pid)
             self._event_loop(loop, exit_fd, monitor)
             self.marks.setdefault("exited", time.monotonic_ns())
+            if sampler is not None:  # its last tool call overlaps the reap and the drain
+                sampler.request_stop()
             self._drain(loop, until_eof=False)
             self._reap()
             self.marks["reaped"] = time.monotonic_ns()
@@ -378,7 +409,7 @@ class _Run:
             self.scope.close()
             if sampler is not None:
                 stop_at = time.perf_counter_ns()
-                sampler.stop()
+                sampler.stop(join_s=_SAMPLER_JOIN_S)
                 self.sampler_stop_ns = time.perf_counter_ns() - stop_at
             if wake is not None and isinstance(self.cancel, CancelEvent):
                 self.cancel._unsubscribe(wake)
@@ -649,8 +680,8 @@ class _Run:
             return None, "the orchestrator's own peak RSS is unknown (/proc/self/status unreadable)"
         if maxrss <= self.parent_hwm_kb:
             return None, (
-                f"at most {self.parent_hwm_kb} KiB: Linux counts the orchestrator's peak RSS "
-                "into the child's ru_maxrss at exec, and the trial did not exceed it"
+                f"at most {self.parent_hwm_kb} KiB: {self.rss_floor_who}, "
+                "and the trial did not exceed it"
             )
         return maxrss, None
 

@@ -1,9 +1,12 @@
 """torch.distributed set-up for the reproducers: gloo on CPU, NCCL/RCCL on GPUs.
 
-Under torchrun the process group comes from the environment (``env://``). A workload called
-directly with ``world_size == 1`` (tests, ``trial_isolation: in_process``) still gets a real
-one-rank group (over an in-memory store), so DDP/FSDP and the
-collectives run the same code path in both cases.
+Under torchrun the process group comes from the environment (``env://``). A one-rank trial
+runs without a launcher (the engine starts torchrun only for ``world_size > 1``); there a
+workload that calls collectives or shards (``need_group=True``: race, llm_determinism, FSDP)
+gets a real one-rank group over an in-memory store, so its collectives run the same code
+path, and one that does not (``need_group=False``: DDP training over one rank, which is the
+identity) gets no group at all: no NCCL/RCCL communicator to build (a second or more per GPU
+trial), nothing to tear down.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ class DistHandle:
     world_size: int
     backend: str
     owned: bool  # we created the group, so we destroy it
+    grouped: bool = True  # a process group exists (False: one rank that needs none)
 
     def close(self) -> None:
         import torch.distributed as dist
@@ -30,7 +34,14 @@ class DistHandle:
             dist.destroy_process_group()
 
 
-def init_distributed(rank: int, world_size: int, device: Any, trial_dir: Path) -> DistHandle:
+NO_GROUP = "none (one rank, no process group)"
+
+
+def init_distributed(rank: int, world_size: int, device: Any, trial_dir: Path, *,
+                     need_group: bool = True) -> DistHandle:
+    launched = "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ
+    if world_size == 1 and not need_group and not launched:
+        return DistHandle(0, 1, NO_GROUP, False, grouped=False)
     import torch.distributed as dist
 
     if not dist.is_available():
@@ -44,7 +55,7 @@ def init_distributed(rank: int, world_size: int, device: Any, trial_dir: Path) -
     kwargs: dict[str, Any] = {}
     if device.type == "cuda":
         kwargs["device_id"] = device
-    if "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ:
+    if launched:
         dist.init_process_group(backend, rank=rank, world_size=world_size, **kwargs)
     elif world_size == 1:
         # one rank has nobody to meet: an in-memory store, no file, no port
@@ -59,9 +70,12 @@ def init_distributed(rank: int, world_size: int, device: Any, trial_dir: Path) -
 
 
 def all_true(flag: bool, device: Any) -> bool:
-    """True when ``flag`` holds on every rank (one tiny all-reduce)."""
+    """True when ``flag`` holds on every rank (one tiny all-reduce; none without a group)."""
     import torch
     import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return flag
 
     t = torch.tensor([0 if flag else 1], dtype=torch.int32, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)

@@ -86,7 +86,9 @@ class Training(Workload):
         seed_everything(cfg["seed"])
         from aorta_tui.workloads._dist import init_distributed
 
-        self.dist = init_distributed(ctx.rank, ctx.world_size, self.dev.device, ctx.trial_dir)
+        # DDP over one rank is the identity: no process group (no NCCL/RCCL init) for it
+        self.dist = init_distributed(ctx.rank, ctx.world_size, self.dev.device, ctx.trial_dir,
+                                     need_group=cfg["parallelism"] != "ddp")
         self.notes: list[str] = []
         self.model, self.wrapper = self._build(cfg)
         self.optimizer = self._optimizer(cfg["optimizer"])
@@ -102,6 +104,8 @@ class Training(Workload):
                            num_experts=m["num_experts"] if m["kind"].startswith("moe") else 1)
         model = build_model(shape, self.dev.device, torch_dtype(cfg["dtype"]), cfg["seed"])
         self.raw_model = model
+        if cfg["parallelism"] == "ddp" and not self.dist.grouped:
+            return model, "none (one rank: DistributedDataParallel over one rank is the identity)"
         if cfg["parallelism"] == "ddp":
             from torch.nn.parallel import DistributedDataParallel as DDP
 

@@ -53,7 +53,7 @@ def test_a_failing_workload_runs_under_torchrun_and_exits_1(tmp_path):
     assert "drop_wait=h2d" in p.stdout
     [result] = list(tmp_path.glob("run-race/*/trials/tf32_off/trial-000/result.json"))
     record = json.loads(result.read_text())
-    assert record["argv"][1:4] == ["-m", "torch.distributed.run", "--standalone"]
+    assert record["argv"][1:3] == ["-m", "aorta_tui.core.trial_worker"]  # one rank: no torchrun launcher
     wres = record["workload_result"]
     assert wres["applied_switches"][0].startswith("torch.tf32_off")
     assert wres["metrics"]["drop_wait"] == "h2d" and not wres["passed"]

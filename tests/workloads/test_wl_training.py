@@ -21,9 +21,12 @@ def test_clean_run_passes_and_the_loss_falls(tmp_path, parallelism, kind):
     assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
     assert losses[-1] < losses[0]  # the optimizer really steps
     assert len(r.step_times_s) == 4 and all(t > 0 for t in r.step_times_s)
-    expected = "DistributedDataParallel" if parallelism == "ddp" else "fully_shard (FSDP2)"
+    # one rank: DDP would be the identity, so no process group is built for it (_dist.py)
+    expected = ("none (one rank: DistributedDataParallel over one rank is the identity)"
+                if parallelism == "ddp" else "fully_shard (FSDP2)")
     assert r.metrics["parallelism"] == expected
-    assert r.metrics["backend"] == "gloo" and r.device == "cpu"
+    backend = "none (one rank, no process group)" if parallelism == "ddp" else "gloo"
+    assert r.metrics["backend"] == backend and r.device == "cpu"
 
 
 def test_kinds_build_different_models(tmp_path):

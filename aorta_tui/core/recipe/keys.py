@@ -57,7 +57,7 @@ UNSUPPORTED_UPSTREAM = {
 }
 
 ORDERS = ("interleaved", "sequential", "random")
-TRIAL_ISOLATION = ("process", "in_process")
+TRIAL_ISOLATION = ("process", "in_process", "warm")
 ENV_PASSTHROUGH = ("inherit", "file")
 ON_MATCH = ("fail", "warn", "info")
 VERDICTS = ("fail", "pass", "error")

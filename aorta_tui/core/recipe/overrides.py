@@ -45,6 +45,14 @@ def apply_overrides(
     return dataclasses.replace(recipe, **changes) if changes else recipe  # type: ignore[arg-type]
 
 
+def with_trial_isolation(recipe: Recipe, value: str) -> Recipe:
+    """``--trial-isolation``: the recipe's ``trial_isolation``, checked like the key."""
+    if value not in K.TRIAL_ISOLATION:
+        raise UsageError(f"--trial-isolation {value!r} is not an isolation",
+                         hint=f"use one of {', '.join(K.TRIAL_ISOLATION)}")
+    return dataclasses.replace(recipe, trial_isolation=value)  # type: ignore[arg-type]
+
+
 def _stop_after(current: StopAfter | None, events: int | None, cap: int | None) -> StopAfter:
     for flag, value in (("--stop-after-events", events), ("--max-trials", cap)):
         if value is not None and not 1 <= value <= K.MAX_TRIALS:

@@ -1,0 +1,344 @@
+"""``trial_isolation: warm``: trials forked from a zygote that paid start-up and ``import torch``.
+
+The orchestrator starts one zygote (:mod:`aorta_tui.core.warm_zygote`) per (environment,
+import-time variables) when the trials begin - all of them at once, so they import in
+parallel - and each trial is then forked from its zygote instead of exec'd. What a trial worker
+does is unchanged (:mod:`aorta_tui.core.trial_worker` runs in the fork); what the supervisor
+does is unchanged too (:func:`aorta_tui.core.worker.run_process` with a ``launcher``): the forked
+trial is re-parented to the orchestrator, which is a subreaper, so it waits for it, reads its
+status and rusage, pumps its pipes, times it out, detects its hangs and kills its process group
+as for any trial. It is put into its trial's cgroup (or made a subreaper) before it runs.
+
+Which variables can differ between the trials of one zygote is :mod:`aorta_tui.core.warm_vars`;
+:func:`check_warm` refuses a recipe whose cells change an import-time variable, and recipes warm
+mode cannot serve (probe commands, docker environments, torchrun launches), exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aorta_tui.core import containment
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.warm_vars import import_time_items, import_time_reader, zygote_env
+from aorta_tui.core.warm_zygote import recv_message, send_message
+
+READY_TIMEOUT_S = 600.0  # a cold `import torch` over a network filesystem can take minutes
+REPLY_TIMEOUT_S = 30.0
+_CLOSE_WAIT_S = 2.0
+
+
+class WarmError(Exception):
+    """A zygote could not fork a trial (the trial is reported as not started, with this)."""
+
+
+# -- the recipe check ---------------------------------------------------------------------------
+
+
+def check_warm(recipe: Any, plan: Any, workload_cls: Any) -> None:
+    """Raise a located UsageError (exit 2) listing every reason the recipe cannot run warm."""
+    problems: list[str] = []
+    where = _where(recipe, "trial_isolation")
+    if recipe.mode != "triage":
+        problems.append("a probe recipe runs an opaque command: there is no trial worker to fork")
+    executor = getattr(getattr(recipe, "executor", None), "kind", "local")
+    if executor != "local":
+        problems.append(f"executor: {executor} runs each trial on another machine (no zygote there)")
+    launch = getattr(workload_cls, "launch", None)
+    for i, cell in enumerate(plan.cells):
+        if cell.docker:
+            problems.append(f"cells[{i}] ({cell.name}): environment {cell.environment!r} runs in "
+                            "docker (a container per trial cannot be forked from a zygote)")
+        world = int((cell.workload_config or {}).get("world_size", 1) or 1)
+        if launch is not None and launch.mode == "torchrun" and world > 1:
+            problems.append(f"cells[{i}] ({cell.name}): world_size {world} runs under torchrun")
+    problems += _import_time_changes(plan)
+    if problems:
+        raise UsageError(
+            f"trial_isolation: warm cannot run this recipe ({len(problems)} problem(s)):\n  - "
+            + "\n  - ".join(problems),
+            hint="use trial_isolation: process (the default) for it; an import-time variable "
+            "set in extra_env or the environment (the same for every trial) is fine",
+            location=where,
+        )
+
+
+def _import_time_changes(plan: Any) -> list[str]:
+    """Import-time variables that differ between cells of one environment (a zygote per
+    environment has already read them)."""
+    by_env: dict[str, list[tuple[int, Any]]] = {}
+    for i, cell in enumerate(plan.cells):
+        by_env.setdefault(cell.environment, []).append((i, cell))
+    out: list[str] = []
+    for cells in by_env.values():
+        names = sorted({k for _, c in cells for k in c.env if import_time_reader(k)})
+        for name in names:
+            values = {c.env.get(name) for _, c in cells}
+            if len(values) == 1:
+                continue  # every cell of the environment has it alike: the zygote starts with it
+            for i, c in cells:
+                if name in c.env:
+                    via = ", ".join(c.mitigations) or "the cell"
+                    out.append(f"cells[{i}] ({c.name}, mitigations {via}): {name} is read by "
+                               f"{import_time_reader(name)}; it differs between the cells of "
+                               f"environment {c.environment!r}")
+    return out
+
+
+def _where(recipe: Any, path: str) -> str | None:
+    try:
+        return recipe.where(path)
+    except Exception:
+        return None
+
+
+# -- the zygotes --------------------------------------------------------------------------------
+
+
+@dataclass
+class Zygote:
+    key: tuple[Any, ...]
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    log_path: Path
+    info: dict[str, Any] = field(default_factory=dict)
+    ready: bool = False
+    error: str | None = None
+    forks: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, cancel: threading.Event | None = None) -> None:
+        if self.ready or self.error:
+            return
+        end = time.monotonic() + READY_TIMEOUT_S
+        while not _readable(self.sock, 0.1):
+            if cancel is not None and cancel.is_set():
+                raise WarmError("cancelled while the warm zygote was starting")
+            if self.proc.poll() is not None:
+                break
+            if time.monotonic() > end:
+                self.error = f"not ready after {READY_TIMEOUT_S:g} s"
+                return
+        try:
+            msg, _ = recv_message(self.sock)
+        except (OSError, ValueError) as exc:
+            msg = None
+            self.error = str(exc)
+        if msg is None or msg.get("error"):
+            self.error = (msg or {}).get("error") or self.error or (
+                f"exited before it was ready (status {self.proc.poll()}; {self._log_tail()})")
+            return
+        if msg.get("problem"):
+            self.error = msg["problem"]
+            return
+        self.info, self.ready = msg, True
+
+    def _log_tail(self) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return f"no log at {self.log_path}"
+        return f"last line of {self.log_path}: {text[-1][:300]}" if text else f"{self.log_path} is empty"
+
+    def fork(self, request: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        with self.lock:
+            try:
+                send_message(self.sock, request, fds)
+                if not _readable(self.sock, REPLY_TIMEOUT_S):
+                    raise WarmError(f"the warm zygote (pid {self.pid}) did not answer in "
+                                    f"{REPLY_TIMEOUT_S:g} s")
+                reply, _ = recv_message(self.sock)
+            except OSError as exc:
+                raise WarmError(f"the warm zygote (pid {self.pid}) is gone ({exc}; {self._log_tail()})") from None
+        if reply is None:
+            raise WarmError(f"the warm zygote (pid {self.pid}) is gone ({self._log_tail()})")
+        if reply.get("error"):
+            raise WarmError(f"the warm zygote (pid {self.pid}) refused to fork: {reply['error']}")
+        self.forks += 1
+        return reply
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()  # end of stream: the zygote leaves
+        try:
+            self.proc.wait(_CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(_CLOSE_WAIT_S)
+
+
+def _readable(sock: socket.socket, timeout_s: float) -> bool:
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(int(timeout_s * 1000)))
+
+
+def start_zygote(key: tuple[Any, ...], env: dict[str, str], modules: list[str], cwd: Path,
+                 log_path: Path) -> Zygote:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed here after the start
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "aorta_tui.core.warm_zygote", str(theirs.fileno()), *modules],
+            env=zygote_env(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            pass_fds=(theirs.fileno(),), start_new_session=True, close_fds=True,
+        )
+    finally:
+        log.close()
+        theirs.close()
+    return Zygote(key, proc, ours, log_path)
+
+
+class WarmLauncher:
+    """What :func:`aorta_tui.core.worker.run_process` calls instead of ``Popen`` for one trial."""
+
+    def __init__(self, zygote: Zygote, cancel: threading.Event | None = None) -> None:
+        self.zygote = zygote
+        self.cancel = cancel
+
+    def launch(self, spec: Any, scope: containment.Scope) -> _ForkedProc:
+        z = self.zygote
+        z.wait_ready(self.cancel)
+        if not z.ready:
+            raise WarmError(f"the warm zygote (pid {z.pid}) did not start: {z.error}")
+        ok, why = containment._become_subreaper()
+        if not ok:
+            raise WarmError(f"the orchestrator cannot become a subreaper ({why}): a forked trial "
+                            "would not be its child")
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        go_r, go_w = os.pipe2(os.O_CLOEXEC)
+        request = {
+            "op": "fork", "spec": spec.argv[-1], "env": spec.env, "cwd": str(spec.cwd),
+            "subreaper": isinstance(scope, containment.SubreaperScope),
+            "warm": {"zygote_pid": z.pid, "torch_import_ns": z.info.get("torch_import_ns"),
+                     "zygote_loaded_ns": z.info.get("loaded_ns"), "trial_in_zygote": z.forks + 1},
+        }
+        try:
+            reply = z.fork(request, [out_w, err_w, go_r])
+        except BaseException:
+            for fd in (out_r, err_r, go_w):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (out_w, err_w, go_r):
+                os.close(fd)
+        pid = int(reply["pid"])
+        if isinstance(scope, containment.CgroupScope):
+            with contextlib.suppress(OSError):  # checked by the caller (scope.inside)
+                os.write(scope.procs_fd, str(pid).encode())
+        proc = _ForkedProc(pid, out_r, err_r, rss_floor_kb=_peak_rss_kb(z.pid))
+        proc.spawned_ns = time.monotonic_ns()  # before the go: the trial's marks come after it
+        try:
+            os.write(go_w, b"g")
+        finally:
+            os.close(go_w)
+        return proc
+
+
+class _ForkedProc:
+    """The parts of ``subprocess.Popen`` the supervisor uses, for a trial forked by a zygote."""
+
+    def __init__(self, pid: int, out_fd: int, err_fd: int, *, rss_floor_kb: int | None) -> None:
+        self.pid = pid
+        self.stdout = os.fdopen(out_fd, "rb", buffering=0)
+        self.stderr = os.fdopen(err_fd, "rb", buffering=0)
+        self.returncode: int | None = None
+        self.rss_floor_kb = rss_floor_kb
+        self.spawned_ns = 0
+        self.rss_floor_reason = "a forked trial starts with the warm zygote's pages"
+
+
+def _peak_rss_kb(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class WarmPool:
+    """The zygotes of one sweep session, started together, closed at its end."""
+
+    def __init__(self, run_dir: Path, modules: list[str], cancel: threading.Event | None) -> None:
+        self.run_dir = run_dir
+        self.modules = modules
+        self.cancel = cancel
+        self.zygotes: dict[tuple[Any, ...], Zygote] = {}
+
+    @staticmethod
+    def key(environment: str, env: dict[str, str]) -> tuple[Any, ...]:
+        return (environment, import_time_items(zygote_env(env)))
+
+    def start(self, environment: str, env: dict[str, str]) -> Zygote:
+        key = self.key(environment, env)
+        z = self.zygotes.get(key)
+        if z is None or z.error or z.proc.poll() is not None:
+            if z is not None:
+                z.close()
+            n = len(self.zygotes) + 1
+            z = start_zygote(key, env, self.modules, Path.cwd(), self.run_dir / "warm" / f"zygote-{n}.log")
+            self.zygotes[key] = z
+        return z
+
+    def launcher(self, environment: str, env: dict[str, str]) -> WarmLauncher:
+        bad = [k for k in env if import_time_reader(k) and k not in dict(self.key(environment, env)[1])]
+        if bad:  # cannot happen through the recipe check; a trace's injected variable could
+            raise UsageError(f"trial_isolation: warm: {bad[0]} is read by {import_time_reader(bad[0])}")
+        return WarmLauncher(self.start(environment, env), self.cancel)
+
+    def close(self) -> None:
+        for z in self.zygotes.values():
+            z.close()
+        self.zygotes.clear()
+
+
+@contextlib.contextmanager
+def warm_pool(sweep: Any, run_dir: Path, pending: list[Any]) -> Iterator[WarmPool | None]:
+    """The sweep's zygotes (``None`` unless the recipe asks for warm trials), pre-started for
+    every (environment, import-time variables) of the pending trials."""
+    recipe = sweep.recipe
+    if recipe.trial_isolation != "warm" or recipe.mode != "triage" or not pending:
+        yield None
+        return
+    cls = sweep._workload_cls
+    modules = [cls.__module__] if cls is not None else []
+    pool = WarmPool(run_dir, modules, sweep.cancel)
+    try:
+        for spec in pending:
+            cell = sweep.plan.cell(spec.cell)
+            pool.start(cell.environment, trial_base_env(sweep, cell))
+        yield pool
+    finally:
+        pool.close()
+
+
+def trial_base_env(sweep: Any, cell: Any) -> dict[str, str]:
+    """A cell's trial environment without the per-trial variables (the zygote's key)."""
+    return zygote_env({**sweep._base_env(), **cell.env, "PYTHONUNBUFFERED": "1"})
+
+
+def require_fork() -> None:
+    if not hasattr(os, "fork") or not hasattr(socket, "send_fds"):
+        raise EnvironmentProblem("trial_isolation: warm needs fork() and descriptor passing "
+                                 "(Linux, Python 3.9+)")
