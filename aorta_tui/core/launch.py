@@ -2,12 +2,14 @@
 
 A detached sweep is an ordinary ``aorta-tui sweep run --json`` in its own session: closing the
 TUI or losing the SSH connection does not signal it, and whoever opens the run directory later
-re-attaches by following its journal.
+re-attaches by following its journal. Its run directory is the one its first ``RunStarted``
+event names (never guessed from the files that appear).
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -18,7 +20,8 @@ from pathlib import Path
 
 from aorta_tui.core import ownership
 from aorta_tui.core.errors import RunDirError, UsageError
-from aorta_tui.core.rundir import CREATING_SUFFIX, JOURNAL, lock_holder
+from aorta_tui.core.events import RunStarted
+from aorta_tui.core.rundir import lock_holder, parse_journal_line
 
 LAUNCH_LOG = "launcher.log"
 
@@ -32,47 +35,64 @@ def launch_detached(
     resume: str | Path | None = None,
     wait_s: float = 15.0,
 ) -> Path:
-    """Start the sweep and return its run directory once the journal exists.
+    """Start the sweep and return its run directory, as its first ``RunStarted`` line names it.
 
-    The orchestrator's stdout (its ``--json`` events) and stderr go to
-    ``<output>/.launch-<pid>-<ns>.log``, so nothing reaches the caller's terminal.
+    The sweep runs under a relay (``core.engine_run --relay``) in its own session: the relay
+    copies the orchestrator's ``--json`` events, and its stderr, to
+    ``<output>/.launch-<pid>-<ns>.log`` and hands the ``RunStarted`` line over a pipe (the
+    handshake), so nothing reaches the caller's terminal and the run outlives the caller.
     """
     output = Path(output_dir)
     ownership.make_dirs(output)
-    argv = [sys.executable, "-m", "aorta_tui", "sweep", "run", "--json", "--output", str(output)]
+    args = ["sweep", "run", "--json", "--output", str(output)]
     if recipe_path is not None:
-        argv += ["--recipe", str(recipe_path)]
+        args += ["--recipe", str(recipe_path)]
     if resume is not None:
-        argv += ["--resume", str(resume)]
-    argv += list(extra_args)
+        args += ["--resume", str(resume)]
+    args += list(extra_args)
     if command:
-        argv += ["--", *command]
+        args += ["--", *command]
     log_path = output / f".launch-{os.getpid()}-{time.time_ns()}.log"
-    before = _run_dirs(output)
     with open(log_path, "wb") as log:
         ownership.adopt(log_path)
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        relay = subprocess.Popen([sys.executable, "-m", "aorta_tui.core.engine_run", "--relay", str(log_path),
+                                  "--", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=log, start_new_session=True)
     # Reap it whenever it ends, so a long-lived TUI collects no zombies.
-    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+    threading.Thread(target=relay.wait, name=f"reap-{relay.pid}", daemon=True).start()
+    try:
+        started = _handshake(relay, wait_s)
+    finally:
+        assert relay.stdout is not None
+        relay.stdout.close()
+    if started is None:
+        try:
+            code: int | None = relay.wait(5.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        text = log_path.read_text(errors="replace").strip()
+        status = f"exit {code}" if code is not None else "no run_started line"
+        raise UsageError(f"the sweep did not start ({status}): {text[-2000:]}")
+    return Path(started.run_dir)
+
+
+def _handshake(relay: subprocess.Popen[bytes], wait_s: float) -> RunStarted | None:
+    """The ``RunStarted`` the relay hands over; None when it closed the pipe without one."""
+    assert relay.stdout is not None
+    fd = relay.stdout.fileno()
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if resume is not None and lock_holder(Path(resume)) is not None:
-            return Path(resume)
-        new = _run_dirs(output) - before
-        if new:
-            return new.pop()
-        if proc.poll() is not None:
-            text = log_path.read_text(errors="replace").strip()
-            raise UsageError(f"the sweep did not start (exit {proc.returncode}): {text[-2000:]}")
-        time.sleep(0.05)
-    raise RunDirError(f"the sweep started (pid {proc.pid}) but wrote no journal within {wait_s:.0f}s",
-                      hint=f"see {log_path}")
-
-
-def _run_dirs(output: Path) -> set[Path]:
-    """Run directories under ``output`` (not one still being created: it is about to be renamed)."""
-    return {p.parent for p in output.glob(f"*/*/{JOURNAL}") if not p.parent.name.endswith(CREATING_SUFFIX)}
+    data = b""
+    while b"\n" not in data:
+        ready, _w, _x = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise RunDirError(f"the sweep started (pid {relay.pid}) but announced no run within {wait_s:.0f}s",
+                              hint="see the .launch-*.log in the output directory")
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None
+        data += chunk
+    event, _why = parse_journal_line(data.split(b"\n", 1)[0])
+    return event if isinstance(event, RunStarted) else None
 
 
 def cancel_run(run_dir: str | Path, *, sig: int = signal.SIGINT) -> int:
