@@ -1,0 +1,244 @@
+"""The Slurm executor against a real Slurm (scripts/slurm-local.sh starts a one-node cluster).
+
+Every test submits real jobs through ``sbatch`` and reads them back with ``squeue``; nothing
+here is a mock. Without ``sinfo`` the tests skip with the reason, except where
+``AORTA_REQUIRE_SLURM=1`` (scripts/test.sh, CI), where they fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.engine.conftest import aorta, journal, only_run_dir
+
+
+def _slurm_problem() -> str | None:
+    if shutil.which("sinfo") is None:
+        return "no `sinfo` on PATH: Slurm is not installed (scripts/slurm-local.sh installs one)"
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"sinfo does not answer: {exc}"
+    if out.returncode != 0 or not out.stdout.strip():
+        return f"Slurm does not answer: {out.stderr.strip()[-200:]} (run scripts/slurm-local.sh)"
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slurm() -> None:
+    problem = _slurm_problem()
+    if problem is None:
+        return
+    if os.environ.get("AORTA_REQUIRE_SLURM") == "1":
+        pytest.fail(f"AORTA_REQUIRE_SLURM=1 and {problem}")
+    pytest.skip(problem)
+
+
+RECIPE = """\
+schema_version: 1
+mode: probe
+ticket: slurm
+trials: {trials}
+timeout_per_trial: {timeout}
+hang_window_sec: 30
+hang_grace_period_at_start: 60
+mitigation_axis: [none, cuda_launch_blocking, cuda_module_loading_eager]
+diagnostic_axis: [none]
+{executor}
+"""
+
+# The trial: records that it ran (one file per execution), sleeps, and fails in one cell.
+TRIAL = """\
+#!/bin/sh
+d="{runs}"
+mkdir -p "$d"
+echo "$SLURM_JOB_ID $CUDA_VISIBLE_DEVICES" > "$d/$(echo "$AORTA_TRIAL_ID" | tr / _).$$"
+echo "cell $AORTA_CELL job ${{SLURM_JOB_ID:-none}} gpus ${{CUDA_VISIBLE_DEVICES:-none}}"
+sleep "${{SLEEP_S:-0}}"
+[ -n "$CUDA_LAUNCH_BLOCKING" ] && {{ echo "RuntimeError: CUDA error: an illegal memory access"; exit 1; }}
+exit 0
+"""
+
+
+def _setup(tmp_path: Path, *, trials: int = 2, timeout: int = 60, executor: str = "",
+           sleep: float = 0.0) -> tuple[Path, Path, Path]:
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(RECIPE.format(trials=trials, timeout=timeout, executor=executor))
+    script = tmp_path / "trial.sh"
+    script.write_text(TRIAL.format(runs=tmp_path / "runs"))
+    script.chmod(0o755)
+    return recipe, script, tmp_path / "out"
+
+
+def _results(run_dir: Path) -> dict[str, dict]:
+    out = {}
+    for p in run_dir.glob("trials/*/trial-*/result.json"):
+        d = json.loads(p.read_text())
+        out[d["trial_id"]] = d
+    return out
+
+
+def _squeue(job_ids: list[str]) -> dict[str, str]:
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(arrays), "-o", "%i|%T"],
+                         capture_output=True, text=True, timeout=30)
+    return dict(line.split("|", 1) for line in out.stdout.split() if "|" in line)
+
+
+def _run(recipe: Path, script: Path, out: Path, *extra: str, env: dict | None = None,
+         timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return aorta("--batch", str(recipe), "--output", str(out), "--no-snapshot", *extra, "--",
+                 str(script), env=env, timeout=timeout)
+
+
+def test_every_trial_is_a_slurm_job_and_verdicts_equal_the_local_executor(tmp_path):
+    recipe, script, out = _setup(tmp_path, executor='executor: {kind: slurm, gres: "gpu:1"}')
+    proc = _run(recipe, script, out / "slurm")
+    assert proc.returncode == 0, proc.stderr
+    local = _run(recipe, script, out / "local", "--executor", "local")  # the same recipe, here
+    assert local.returncode == 0, local.stderr
+    s_res, l_res = _results(only_run_dir(out / "slurm")), _results(only_run_dir(out / "local"))
+    assert len(s_res) == 6
+    assert {t: r["verdict"] for t, r in s_res.items()} == {t: r["verdict"] for t, r in l_res.items()}
+    assert {r["verdict"] for t, r in s_res.items() if t.startswith("cuda_launch_blocking")} == {"fail"}
+    assert {t: r["reason"] for t, r in s_res.items()} == {t: r["reason"] for t, r in l_res.items()}
+    facts = {t: r["process"]["executor"] for t, r in s_res.items()}
+    job_ids = [f["job_id"] for f in facts.values()]
+    assert len(set(job_ids)) == 6 and all(f["state"] == "COMPLETED" for f in facts.values())
+    assert all(f["node"] for f in facts.values())
+    assert all(f["gpus"]["CUDA_VISIBLE_DEVICES"] not in (None, "") for f in facts.values()), facts
+    assert all(f["queue_wait_s"] is not None and f["run_s"] is not None for f in facts.values())
+    # Slurm itself knows every one of those jobs, and they ran to completion
+    states = _squeue(job_ids)
+    assert {states.get(j) for j in job_ids} == {"COMPLETED"}, states
+    # the job's own environment reached the trial: its stdout names the job
+    for t, f in facts.items():
+        log = (only_run_dir(out / "slurm") / "trials" / t / "stdout.log").read_text()
+        assert f"job {f['slurm_job_id']}" in log
+    # one sbatch call for all six trials, recorded before the sweep waited
+    jobs = json.loads((only_run_dir(out / "slurm") / "slurm" / "jobs.json").read_text())
+    assert len(jobs["batches"]) == 1 and len(jobs["trials"]) == 6
+    assert all(r["process"].get("executor") is None for r in l_res.values())
+
+
+def test_scancel_of_one_job_is_a_typed_verdict(tmp_path):
+    recipe, script, out = _setup(tmp_path, trials=1)
+    proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "--batch", str(recipe), "--output",
+                             str(out), "--no-snapshot", "--executor", "slurm", "--", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SLEEP_S": "4"})
+    try:
+        victim = _wait_for_running_job(out)
+        subprocess.run(["scancel", victim[1]], check=True, timeout=30)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    res = _results(only_run_dir(out))
+    cancelled = res[victim[0]]
+    assert cancelled["verdict"] == "error"
+    assert cancelled["detections"][0]["id"] == "slurm_cancelled", cancelled["detections"]
+    assert victim[1] in cancelled["reason"]
+    others = {t: r["verdict"] for t, r in res.items() if t != victim[0]}
+    assert len(others) == 2 and "error" not in others.values(), others
+
+
+def _wait_for_running_job(out: Path, timeout: float = 60) -> tuple[str, str]:
+    """(trial id, job id) of the first trial whose job runs."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for jobs_file in out.glob("*/*/slurm/jobs.json"):
+            data = json.loads(jobs_file.read_text())
+            batches = data["batches"]
+            ids = {f"{batches[t['batch']]['job_id']}_{t['task']}": tid for tid, t in data["trials"].items()
+                   if batches[t["batch"]].get("job_id")}
+            for job_id, state in _squeue(list(ids)).items():
+                if state == "RUNNING" and job_id in ids:
+                    return ids[job_id], job_id
+        time.sleep(0.2)
+    raise AssertionError("no job started running")
+
+
+def test_sigkill_of_the_orchestrator_then_resume_adopts_running_jobs(tmp_path):
+    recipe, script, out = _setup(tmp_path, trials=2)
+    proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "--batch", str(recipe), "--output",
+                             str(out), "--no-snapshot", "--executor", "slurm", "--", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SLEEP_S": "2"})
+    try:
+        _wait_for_running_job(out)
+        proc.send_signal(signal.SIGKILL)  # mid-sweep: jobs queued and running
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_dir = only_run_dir(out)
+    before = {e["trial_id"] for e in journal(run_dir) if e["event"] == "trial_finished"}
+    assert len(before) < 6
+    resumed = aorta("sweep", "run", "--resume", str(run_dir), env={"SLEEP_S": "2"}, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    finished = [e["trial_id"] for e in journal(run_dir) if e["event"] == "trial_finished"]
+    assert sorted(finished) == sorted(set(finished)) and len(finished) == 6  # none lost, none twice
+    runs = sorted(p.name.rsplit(".", 1)[0] for p in (tmp_path / "runs").iterdir())
+    assert runs == sorted(set(runs)) and len(runs) == 6, runs  # every command ran exactly once
+    jobs = json.loads((run_dir / "slurm" / "jobs.json").read_text())
+    assert len(jobs["batches"]) == 1  # nothing was resubmitted: the resume adopted the jobs
+    res = _results(run_dir)
+    adopted = [t for t, r in res.items() if r["process"]["executor"]["adopted"]]
+    assert adopted and set(adopted) == set(res) - before
+    assert {r["verdict"] for t, r in res.items() if t.startswith("none")} == {"pass"}
+
+
+def test_a_partition_that_does_not_exist_is_exit_3_and_nothing_is_submitted(tmp_path):
+    recipe, script, out = _setup(tmp_path, executor="executor: {kind: slurm, partition: nosuch}")
+    proc = _run(recipe, script, out)
+    assert proc.returncode == 3, proc.stderr
+    assert "no partition 'nosuch'" in proc.stderr and "sinfo" in proc.stderr
+    assert "probe.yaml:" in proc.stderr
+    assert not list(out.glob("*/*/run.json"))
+
+
+def test_a_refused_account_is_exit_3_with_the_fix(tmp_path):
+    recipe, script, out = _setup(tmp_path, executor="executor: {kind: slurm, account: not-mine}")
+    proc = _run(recipe, script, out)
+    assert proc.returncode == 3, proc.stderr
+    assert "refused the account 'not-mine'" in proc.stderr and "executor.account" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list(out.glob("*/*/run.json"))
+
+
+def test_no_sbatch_on_path_is_exit_3(tmp_path):
+    recipe, script, out = _setup(tmp_path)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    proc = _run(recipe, script, out, "--executor", "slurm", env={"PATH": str(bare)})
+    assert proc.returncode == 3, proc.stderr
+    assert "no `sbatch` on PATH" in proc.stderr and "--executor local" in proc.stderr
+    assert not list(out.glob("*/*/run.json"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare(1) for a private mount namespace")
+def test_a_run_directory_the_nodes_do_not_see_is_exit_3(tmp_path):
+    """The orchestrator runs in its own mount namespace with a tmpfs over --output: the job
+    (started by slurmd, outside that namespace) writes its marker where this process cannot
+    see it - what a node-local /tmp on a real cluster does."""
+    recipe, script, out = _setup(tmp_path)
+    out.mkdir()
+    cmd = (f"mount -t tmpfs tmpfs {out} && exec {sys.executable} -m aorta_tui --batch {recipe} "
+           f"--output {out} --no-snapshot --executor slurm -- {script}")
+    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", cmd],
+                          capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "AORTA_SLURM_PROBE_WAIT_S": "60"})
+    assert proc.returncode == 3, (proc.returncode, proc.stderr)
+    assert "not shared with the compute nodes" in proc.stderr and "--output" in proc.stderr
