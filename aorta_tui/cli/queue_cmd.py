@@ -70,10 +70,6 @@ def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
     return [d.strip() for d in devices.split(",") if d.strip()]
 
 
-def _emit_json_line(event: Any) -> None:
-    print(json.dumps(event.to_dict(), default=str), flush=True)
-
-
 def _progress_sink(as_json: bool, quiet: bool) -> Any:
     if as_json:
         return None  # --json prints the result only; events would interleave with it

@@ -28,7 +28,7 @@ import importlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json
@@ -516,7 +516,3 @@ def _distributed_info(torch: Any) -> dict[str, Any] | None:
         return None
     return {"rank": dist.get_rank(), "world_size": dist.get_world_size(),
             "backend": str(dist.get_backend())}
-
-
-def config_dict(cfg: QueueRunConfig) -> dict[str, Any]:
-    return asdict(cfg)

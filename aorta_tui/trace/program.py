@@ -77,12 +77,6 @@ class Program:
     tracepoint_count: int = 0
     attached: set[int] = field(default_factory=set)  # metric ids some probe of the program emits
 
-    def id_of(self, probe_set: str, metric: str) -> int:
-        for mid, (ps, m) in self.metric_ids.items():
-            if ps == probe_set and m.name == metric:
-                return mid
-        raise KeyError((probe_set, metric))
-
 
 def parse_blocks(template: str) -> dict[str, str]:
     return {m.group(1): m.group(2).strip("\n") for m in _BLOCK_RE.finditer(template)}

@@ -13,7 +13,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from aorta_tui.tui import engines
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 
@@ -120,13 +119,9 @@ class EnvDiffScreen(AortaScreen):
             with Horizontal(id="envdiff-filters", classes="toolbar"):
                 yield Input(placeholder="/ search paths and values", id="diff-search", compact=True)
                 yield Static("", id="diff-filters")
-            yield Static(self._missing_note(), id="diff-summary")
+            yield Static("pick two snapshots (o) or type their paths, then d", id="diff-summary")
             yield DataTable(id="diff-table", cursor_type="row", zebra_stripes=True)
             yield Static("", id="diff-detail")
-
-    def _missing_note(self) -> str:
-        note = engines.available(engines.envsnap)
-        return note or "pick two snapshots (o) or type their paths, then d"
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -159,9 +154,9 @@ class EnvDiffScreen(AortaScreen):
                         name="env diff", group="diff", exclusive=True)
 
     def _diff(self, a: Path, b: Path) -> None:
+        from aorta_tui import envsnap as module
         from aorta_tui.core.errors import AortaError
 
-        module = engines.envsnap()
         try:  # a bad file: its located message replaces "diffing…" (and is notified below)
             snap_a = module.load_snapshot(_resolve_snapshot(a))
             snap_b = module.load_snapshot(_resolve_snapshot(b))
@@ -315,16 +310,13 @@ def snapshot_problem(path: Path) -> str | None:
     snapshot is named by whoever wrote it, ``-o h200.json``) and opens none of them.
     """
     from aorta_tui.core.errors import AortaError
+    from aorta_tui.envsnap import load_snapshot
 
-    try:
-        module = engines.envsnap()
-    except engines.EngineMissing as exc:
-        return str(exc)
     target = _resolve_snapshot(path)
     if not target.exists():
         return f"{path}: no such file"
     try:
-        module.load_snapshot(target)
+        load_snapshot(target)
     except AortaError as exc:
         return exc.render()
     return None

@@ -12,7 +12,6 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static
 
-from aorta_tui.tui import engines
 from aorta_tui.tui.machine import MachineFacts, gather_machine_facts
 from aorta_tui.tui.recipe_files import find_recipes
 from aorta_tui.tui.screens.base import AortaScreen
@@ -108,10 +107,9 @@ class HomeScreen(AortaScreen):
     def _list_runs_if_changed(self) -> None:
         """The timer's re-list: ``list_runs`` parses every journal whole, so skip it while no
         journal changed and none was running (a running run can stop without writing)."""
-        try:
-            signature = _journal_signature(self.aorta.output_dir, engines.rundir().JOURNAL)
-        except engines.EngineMissing:
-            signature = None
+        from aorta_tui.core.rundir import JOURNAL
+
+        signature = _journal_signature(self.aorta.output_dir, JOURNAL)
         last = getattr(self, "_last_listing", None)
         if (
             signature is not None
@@ -126,20 +124,18 @@ class HomeScreen(AortaScreen):
     def _list_everything(self) -> None:
         runs_rows: list[tuple[Path, tuple[str, ...]]] = []
         runs_note = ""
-        try:
-            rundir = engines.rundir()
-            self._journals_seen = _journal_signature(self.aorta.output_dir, rundir.JOURNAL)
-            for info in rundir.list_runs(self.aorta.output_dir):
-                started = _fmt_time(info.started_at)
-                runs_rows.append(
-                    (
-                        Path(info.path),
-                        (info.state, f"{info.ticket}/{info.run_id}", f"{info.done}/{info.total}",
-                         failure_counts(getattr(info, "failed", 0), getattr(info, "errored", 0)), started),
-                    )
+        from aorta_tui.core import rundir
+
+        self._journals_seen = _journal_signature(self.aorta.output_dir, rundir.JOURNAL)
+        for info in rundir.list_runs(self.aorta.output_dir):
+            started = _fmt_time(info.started_at)
+            runs_rows.append(
+                (
+                    Path(info.path),
+                    (info.state, f"{info.ticket}/{info.run_id}", f"{info.done}/{info.total}",
+                     failure_counts(getattr(info, "failed", 0), getattr(info, "errored", 0)), started),
                 )
-        except engines.EngineMissing as exc:
-            runs_note = str(exc)
+            )
         recipes = find_recipes(self.aorta.cwd)
         self.from_thread(self._show_lists, runs_rows, runs_note, recipes)
 

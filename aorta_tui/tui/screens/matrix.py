@@ -17,7 +17,6 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from aorta_tui.core.events import Event
-from aorta_tui.tui import engines
 from aorta_tui.tui.journal import JournalFollower
 from aorta_tui.tui.matrix_state import MatrixState, TrialView
 from aorta_tui.tui.screens.base import AortaScreen
@@ -84,10 +83,9 @@ class MatrixScreen(AortaScreen):
         view = self._selected_view()
         if view is not None and view.state == "running":
             self._show_detail()  # its logs grow while it runs
-        try:
-            alive = engines.rundir().lock_holder(self.run_dir) is not None
-        except engines.EngineMissing:
-            return
+        from aorta_tui.core.rundir import lock_holder
+
+        alive = lock_holder(self.run_dir) is not None
         if alive != self.orchestrator_alive:
             self.orchestrator_alive = alive
             self._dirty = True
@@ -256,11 +254,9 @@ class MatrixScreen(AortaScreen):
             if paths:
                 self.open_run(paths[0])
 
-        candidates: list[Path] = []
-        try:
-            candidates = [Path(info.path) for info in engines.rundir().list_runs(self.aorta.output_dir)]
-        except engines.EngineMissing as exc:
-            self.notify(str(exc), severity="warning")
+        from aorta_tui.core.rundir import list_runs
+
+        candidates = [Path(info.path) for info in list_runs(self.aorta.output_dir)]
         self.app.push_screen(PathPicker("Open a run directory", candidates), chosen)
 
     def action_cancel_run(self) -> None:
@@ -274,7 +270,9 @@ class MatrixScreen(AortaScreen):
             return
 
         def cancel() -> None:
-            engines.launch().cancel_run(run_dir)
+            from aorta_tui.core.launch import cancel_run
+
+            cancel_run(run_dir)
             self.from_thread(self.notify, f"cancel sent to the orchestrator of {run_dir.name}")
 
         def answered(yes: bool | None) -> None:
@@ -305,7 +303,9 @@ class MatrixScreen(AortaScreen):
         run_dir = self.run_dir
 
         def resume() -> None:
-            engines.launch().launch_detached(None, run_dir.parent.parent, resume=run_dir)
+            from aorta_tui.core.launch import launch_detached
+
+            launch_detached(None, run_dir.parent.parent, resume=run_dir)
             self.from_thread(self.notify, f"resuming {run_dir.name}")
 
         self.run_worker(resume, thread=True, exit_on_error=False, name="resume run")

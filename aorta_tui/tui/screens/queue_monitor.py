@@ -31,7 +31,6 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
 from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, Warning, event_from_dict
-from aorta_tui.tui import engines
 from aorta_tui.tui.machine import bpftrace_facts, last_gathered
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.widgets.histogram import LogHistogram, fmt_latency
@@ -49,12 +48,10 @@ UNAVAILABLE_MARK = " ✗"
 
 
 def probe_set_names() -> list[str]:
-    """The trace engine's probe-set catalogue (empty when the engine is missing)."""
-    try:
-        probes = engines.engine_module("aorta_tui.trace.probes", "trace", "CATALOGUE")
-    except engines.EngineMissing:
-        return []
-    return list(probes.CATALOGUE)
+    """The trace engine's probe-set catalogue (imported here: the first frame never pays)."""
+    from aorta_tui.trace.probes import CATALOGUE
+
+    return list(CATALOGUE)
 
 
 def parse_target(text: str) -> dict[str, Any]:
@@ -170,8 +167,7 @@ class QueueMonitorScreen(AortaScreen):
             yield DataTable(id="queue-breakdown", cursor_type="row", zebra_stripes=True)
 
     def _idle_text(self) -> str:
-        missing = engines.available(engines.trace)
-        return missing or "choose a probe set and a target, then s to start"
+        return "choose a probe set and a target, then s to start"
 
     # --- which probe sets can attach -----------------------------------------------------
 
@@ -373,10 +369,6 @@ class QueueMonitorScreen(AortaScreen):
         if self.tracing:
             self.stop_trace()
             self.notify("tracer stopped and detached")
-            return
-        missing = engines.available(engines.trace)
-        if missing:
-            self.notify(missing, severity="error")
             return
         try:
             target = parse_target(self.query_one("#trace-target", Input).value)

@@ -22,7 +22,6 @@ from textual.widgets import DataTable, Input, Static, TextArea
 
 from aorta_tui.core.atomic import atomic_write_text
 from aorta_tui.core.errors import AortaError
-from aorta_tui.tui import engines
 from aorta_tui.tui.recipe_files import find_recipes, new_file_problem, read_recipe_for_edit
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen
@@ -337,11 +336,7 @@ class RecipeEditorScreen(AortaScreen):
                         group="check", exclusive=True, name="recipe check")
 
     def _check(self, text: str, source: str) -> None:
-        try:
-            recipe_mod = engines.recipe()
-        except engines.EngineMissing as exc:
-            self.from_thread(self._show_check, [], Text(str(exc)), text)
-            return
+        from aorta_tui.core import recipe as recipe_mod
         from aorta_tui.core.registry import Registry
 
         registry = Registry()
@@ -429,7 +424,9 @@ class RecipeEditorScreen(AortaScreen):
         recipe_path, output = self.path, self.aorta.output_dir
 
         def launch() -> None:
-            run_dir = engines.launch().launch_detached(recipe_path, output, command=argv)
+            from aorta_tui.core.launch import launch_detached
+
+            run_dir = launch_detached(recipe_path, output, command=argv)
             self.from_thread(self.aorta.open_run, Path(run_dir))
 
         self.notify(f"launching {recipe_path.name} (detached: it keeps running if you quit)")

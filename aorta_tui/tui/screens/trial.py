@@ -18,7 +18,6 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Log, Static, TabbedContent, TabPane
 
-from aorta_tui.tui import engines
 from aorta_tui.tui.logs import LOG_NAMES, LogText, read_log, read_more, split_budget, tail_lines
 from aorta_tui.tui.matrix_state import TrialView
 from aorta_tui.tui.widgets.matrix_grid import fmt_seconds
@@ -112,10 +111,9 @@ def tail_text(trial_dir: Path | None, budget: int) -> Text:
 
 
 def read_result(run_dir: Path, view: TrialView) -> dict[str, Any] | None:
-    try:
-        return engines.rundir().read_trial_result(run_dir, view.trial_id)
-    except (engines.EngineMissing, AttributeError):
-        return None
+    from aorta_tui.core.rundir import read_trial_result
+
+    return read_trial_result(run_dir, view.trial_id)
 
 
 class TrialDetailScreen(ModalScreen[None]):

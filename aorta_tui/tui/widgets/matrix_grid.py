@@ -45,7 +45,7 @@ def cell_figures(state: MatrixState, cell: str) -> tuple[str, ...]:
     if stats:
         rate = stat_value(stats, "failure_rate")
         fail = f"{rate:.0%}" if isinstance(rate, (int, float)) else "n/a"
-        step = fmt_seconds(stat_value(stats, "step_time_s.p50", "step_time_s.mean", "mean_step_s"))
+        step = fmt_seconds(stat_value(stats, "step_time_s.p50"))
         if stat_value(stats, "step_time_source") == "trial_wall" and step != "n/a":
             step += " trial"
         iqr = fmt_seconds(stat_value(stats, "step_time_s.iqr"))
