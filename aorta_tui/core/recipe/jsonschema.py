@@ -143,7 +143,7 @@ def recipe_json_schema() -> dict[str, Any]:
                       "probes": _names("probe names"),
                       "mode": _enum(K.TRACE_MODES, "stream events or aggregate", "events")}},
         "collect": collect,
-        "executor": {"description": "where trials run (extension, docs/slurm.md)", "oneOf": [
+        "executor": {"description": "where trials run (extension, docs/slurm.md)", "anyOf": [
             {"enum": [*K.EXECUTOR_KINDS, None]},
             {"type": "object", "additionalProperties": False, "properties": {
                 "kind": {"enum": list(K.EXECUTOR_KINDS)},
