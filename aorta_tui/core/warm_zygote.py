@@ -71,7 +71,10 @@ def recv_message(sock: socket.socket, max_fds: int = 0) -> tuple[dict | None, li
         if not chunk:
             return None, fds
         buf += chunk
-    return json.loads(buf), fds
+    msg = json.loads(buf)  # ValueError for bytes that are not UTF-8 JSON
+    if not isinstance(msg, dict):
+        raise ValueError(f"a message is a JSON object, not {type(msg).__name__}")
+    return msg, fds
 
 
 class _BecomeTrial(BaseException):

@@ -50,6 +50,9 @@ def with_trial_isolation(recipe: Recipe, value: str) -> Recipe:
     if value not in K.TRIAL_ISOLATION:
         raise UsageError(f"--trial-isolation {value!r} is not an isolation",
                          hint=f"use one of {', '.join(K.TRIAL_ISOLATION)}")
+    if recipe.mode != "triage" and value != "process":
+        raise UsageError(f"--trial-isolation {value} needs a workload recipe: a probe recipe runs an "
+                         "opaque command, in a fresh process per trial", hint="drop --trial-isolation")
     return dataclasses.replace(recipe, trial_isolation=value)  # type: ignore[arg-type]
 
 

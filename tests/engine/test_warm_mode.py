@@ -1,0 +1,239 @@
+"""trial_isolation: warm - trials forked from a zygote that imported (real, CPU) torch once.
+
+Real processes throughout: one zygote per module (its `import torch` is the expensive part),
+trials forked from it and supervised by the real run_process; the CLI for the recipe checks
+and one end-to-end sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aorta_tui.core import proctree, timeline
+from aorta_tui.core.hang import HangPolicy
+from aorta_tui.core.warm import WarmLauncher, WarmPool, start_zygote
+from aorta_tui.core.warm_vars import import_time_reader
+from aorta_tui.core.warm_zygote import recv_message
+from aorta_tui.core.worker import ProcessSpec, run_process
+from tests.engine.conftest import aorta, only_run_dir
+
+pytest.importorskip("torch")
+
+WORKLOAD = textwrap.dedent('''\
+    """A workload that reports what its process sees."""
+    import ctypes, os, subprocess, sys, time
+    from typing import ClassVar
+    from aorta_tui.core.workload import Workload, WorkloadResult
+
+
+    class Probe(Workload):
+        name: ClassVar[str] = "warm_probe_t"
+
+        def setup(self, ctx):
+            import torch
+            self.t = torch.ones(4)
+
+        def run(self, ctx):
+            libc = ctypes.CDLL(None)
+            libc.getenv.restype = ctypes.c_char_p
+            raw = libc.getenv(b"WARM_T_VAR")
+            if os.environ.get("WARM_T_CHILD"):
+                child = subprocess.Popen(["sleep", "60"])
+                open(os.path.join(str(ctx.trial_dir), "child.pid"), "w").write(str(child.pid))
+            print("to stdout", flush=True)
+            print("to stderr", file=sys.stderr, flush=True)
+            for i in range(ctx.steps):
+                ctx.on_step(i, 0.001)
+            time.sleep(float(os.environ.get("WARM_T_SLEEP", "0")))
+            return WorkloadResult(metrics={
+                "c_getenv": raw.decode() if raw is not None else None,
+                "environ_var": os.environ.get("WARM_T_VAR"),
+                "zygote_only": os.environ.get("WARM_T_ZYGOTE_ONLY"),
+                "cwd": os.getcwd(), "pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0),
+                "sum": float(self.t.sum())}, step_times_s=[0.001] * ctx.steps)
+    ''')
+
+
+@pytest.fixture(scope="module")
+def plug(tmp_path_factory):
+    root = tmp_path_factory.mktemp("warmplug")
+    (root / "warm_probe_t.py").write_text(WORKLOAD)
+    return root
+
+
+@pytest.fixture(scope="module")
+def zygote(plug):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plug), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONUNBUFFERED": "1", "WARM_T_ZYGOTE_ONLY": "leaked"}
+    z = start_zygote(("test",), env, ["warm_probe_t"], Path.cwd(), plug / "zygote.log")
+    yield z
+    z.close()
+    assert z.proc.returncode is not None  # the zygote leaves when its socket closes
+
+
+def _spec(plug: Path, tdir: Path, extra: dict | None = None, timeout: float | None = 60,
+          hang: HangPolicy | None = None, launcher=None, var: str = "trial-value") -> ProcessSpec:
+    tdir.mkdir(parents=True)
+    spec = tdir / "trial_spec.json"
+    spec.write_text(json.dumps({"workload": "warm_probe_t", "workload_ref": "warm_probe_t:Probe", "steps": 3,
+                                "config": {}, "seed": 0, "trial_dir": str(tdir), "switches": []}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plug), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONUNBUFFERED": "1", "WARM_T_VAR": var, **(extra or {})}
+    env.pop("WARM_T_ZYGOTE_ONLY", None)
+    return ProcessSpec(argv=[sys.executable, "-m", "aorta_tui.core.trial_worker", str(spec)], env=env,
+                       cwd=tdir, stdout_path=tdir / "stdout.log", stderr_path=tdir / "stderr.log",
+                       timeout_s=timeout, hang=hang, sample_gpu=False, kill_grace_s=0.5, launcher=launcher)
+
+
+def _result(tdir: Path) -> dict:
+    return json.loads((tdir / "workload_result.json").read_text())
+
+
+def test_a_forked_trial_reports_what_a_fresh_process_reports(tmp_path, plug, zygote):
+    fresh = run_process(_spec(plug, tmp_path / "fresh", var="fresh-value"))
+    warm = run_process(_spec(plug, tmp_path / "warm", var="warm-value", launcher=WarmLauncher(zygote)))
+    assert fresh.exit_code == warm.exit_code == 0
+    rf, rw = _result(tmp_path / "fresh"), _result(tmp_path / "warm")
+    assert set(rf) == set(rw) and rf["passed"] and rw["passed"]
+    mf, mw = rf["metrics"], rw["metrics"]
+    # the trial's environment is the C environment of the fork (what runtimes getenv), and only it
+    assert (mf["c_getenv"], mf["environ_var"]) == ("fresh-value", "fresh-value")
+    assert (mw["c_getenv"], mw["environ_var"], mw["zygote_only"]) == ("warm-value", "warm-value", None)
+    assert mw["cwd"] == str(tmp_path / "warm")
+    # its own session and process group, led by the process the supervisor waited for
+    assert mw["pid"] == warm.pid == mw["pgid"] == mw["sid"] != zygote.pid
+    for name in ("fresh", "warm"):
+        out = (tmp_path / name / "stdout.log").read_text()
+        assert "to stdout" in out and "aorta-step 2 " in out and "aorta-mark result_written" in out
+        assert "to stderr" in (tmp_path / name / "stderr.log").read_text()
+    assert warm.containment == fresh.containment
+    # a fork starts with the zygote's pages: a peak below max(zygote, orchestrator) says nothing
+    assert warm.peak_rss_kb is not None or warm.peak_rss_reason.startswith("at most ")
+    tl = timeline.build(warm.marks, wall_start=warm.started_at, child=rw["timeline"],
+                        stdout_marks=timeline.read_stdout_marks(tmp_path / "warm" / "stdout.log"))
+    assert timeline.is_ordered(tl)
+    assert {"spawn", "spawned", "interpreter_up", "device_ready", "first_step", "last_step",
+            "result_written", "exited", "reaped"} <= set(tl["marks"])
+    assert tl["unavailable"]["torch_imported"].startswith(f"imported once by the warm zygote (pid {zygote.pid}")
+    assert tl["info"]["warm"]["zygote_pid"] == zygote.pid
+    assert warm.wall_s < fresh.wall_s  # no interpreter start, no import torch
+
+
+def test_timeout_ends_the_forked_trial_and_its_children_and_the_zygote_serves_on(tmp_path, plug, zygote):
+    out = run_process(_spec(plug, tmp_path / "slow", {"WARM_T_SLEEP": "60", "WARM_T_CHILD": "1"}, timeout=3,
+                            launcher=WarmLauncher(zygote)))
+    assert out.timed_out and out.survivors == [] and out.killed_count >= 2
+    child = int((tmp_path / "slow" / "child.pid").read_text())
+    assert not proctree.is_alive(child)
+    assert zygote.proc.poll() is None  # a trial's kill never reaches its zygote
+    again = run_process(_spec(plug, tmp_path / "next", launcher=WarmLauncher(zygote)))
+    assert again.exit_code == 0 and _result(tmp_path / "next")["passed"]
+
+
+def test_the_hang_detector_fires_on_a_silent_forked_trial(tmp_path, plug, zygote):
+    out = run_process(_spec(plug, tmp_path / "hang", {"WARM_T_SLEEP": "60"}, timeout=30,
+                            hang=HangPolicy(window_s=1.0, grace_s=0.0), launcher=WarmLauncher(zygote)))
+    assert out.hang is not None and not out.timed_out and out.survivors == []
+    assert out.wall_s < 15
+
+
+def test_a_zygote_that_is_gone_is_a_trial_that_did_not_start(tmp_path, plug):
+    env = {**os.environ, "PYTHONPATH": str(plug)}
+    z = start_zygote(("gone",), env, ["no_such_module_here"], Path.cwd(), tmp_path / "z.log")
+    out = run_process(_spec(plug, tmp_path / "t", launcher=WarmLauncher(z)))
+    z.close()
+    assert out.pid is None and "did not start" in out.exec_error and "no_such_module_here" in out.exec_error
+
+
+def test_one_zygote_per_environment_and_import_time_values(tmp_path):
+    pool = WarmPool(tmp_path, [], None)
+    a = pool.key("local", {"X": "1", "OMP_NUM_THREADS": "2", "AORTA_TRIAL_ID": "c/trial-000"})
+    b = pool.key("local", {"X": "2", "OMP_NUM_THREADS": "2", "AORTA_TRIAL_ID": "c/trial-001"})
+    c = pool.key("local", {"X": "1", "OMP_NUM_THREADS": "4"})
+    assert a == b != c and pool.key("other", {"OMP_NUM_THREADS": "2"}) != a
+    for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "OMP_NUM_THREADS", "TORCH_LOGS"):
+        assert import_time_reader(name), name
+    for name in ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
+                 "PYTORCH_CUDA_ALLOC_CONF", "NCCL_DEBUG", "HIP_VISIBLE_DEVICES"):
+        assert import_time_reader(name) is None, name
+
+
+RECIPE = """\
+schema_version: 1
+ticket: WARM
+workload: gpu_smoke
+trials: 1
+steps: 2
+trial_isolation: warm
+{extra}cells:
+  - name: baseline-local
+    mitigations: [none]
+    extra_env: {{AORTA_WARM_RUNTIME: "a"}}
+  - name: tf32_off-local
+    mitigations: [tf32_off]
+{cell_env}"""
+
+
+def test_cells_changing_import_time_variables_are_refused_and_listed(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.format(extra="", cell_env='    extra_env: {OMP_NUM_THREADS: "1", LD_PRELOAD: "/x.so"}\n'))
+    p = aorta("--batch", str(recipe), "--dry-run")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    assert "cells[1] (tf32_off-local" in p.stderr and "OMP_NUM_THREADS" in p.stderr and "LD_PRELOAD" in p.stderr
+    assert "r.yaml" in p.stderr and "trial_isolation" in p.stderr
+    # the same variable for every trial (extra_env) is what the zygote starts with: accepted
+    recipe.write_text(RECIPE.format(extra='extra_env: {OMP_NUM_THREADS: "1"}\n', cell_env=""))
+    assert aorta("--batch", str(recipe), "--dry-run").returncode == 0
+    probe = tmp_path / "p.yaml"
+    probe.write_text("schema_version: 1\nmode: probe\nticket: P\ntrials: 1\nmitigation_axis: [none]\n"
+                     "diagnostic_axis: [none]\n")
+    p = aorta("--batch", str(probe), "--trial-isolation", "warm", "--output", str(tmp_path / "o"), "--", "true")
+    assert p.returncode == 2 and "opaque command" in p.stderr, p.stderr
+
+
+def test_a_warm_sweep_runs_every_trial_from_its_zygote(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.format(extra="", cell_env=""))
+    t0 = time.monotonic()
+    p = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--no-snapshot", timeout=240)
+    assert p.returncode == 0, p.stderr
+    run = only_run_dir(tmp_path / "out")
+    results = [json.loads(x.read_text()) for x in run.glob("trials/*/trial-*/result.json")]
+    assert len(results) == 2 and all(r["verdict"] == "pass" for r in results)
+    zygotes = {r["timeline"]["info"]["warm"]["zygote_pid"] for r in results}
+    assert len(zygotes) == 1 and (run / "warm" / "zygote-1.log").exists()
+    for r in results:
+        assert timeline.is_ordered(r["timeline"]) and r["process"]["exit_code"] == 0
+        assert r["argv"][-1].endswith("trial_spec.json")
+    assert time.monotonic() - t0 < 200
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=64) | st.builds(lambda n, b: n.to_bytes(4, "big") + b,
+                                          st.integers(0, 2**32 - 1), st.binary(max_size=64)))
+def test_a_malformed_request_stream_is_a_clean_end_or_a_value_error(attack_tally, data):
+    ours, theirs = socket.socketpair()
+    try:
+        theirs.sendall(data)
+        theirs.close()
+        try:
+            msg, fds = recv_message(ours, max_fds=3)
+            ok = msg is None or isinstance(msg, dict)
+        except ValueError:  # too large, not JSON, not UTF-8, not an object
+            ok = True
+        attack_tally.record("warm zygote framing fuzzer", cases=1, failures=0 if ok else 1,
+                            promise="a message, the end of the stream or ValueError; never a hang")
+        assert ok
+    finally:
+        ours.close()
