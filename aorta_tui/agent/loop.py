@@ -42,6 +42,7 @@ class AgentRequest:
     per_iteration: int = 8
     output: Path = Path("aorta-out")
     candidates: list[str] | None = None
+    env_candidates: list[str] = field(default_factory=list)  # VAR=VALUE settings to try
     mitigation_files: list[Path] = field(default_factory=list)
     no_snapshot: bool = False
     proposer: str = "builtin"
@@ -99,10 +100,18 @@ def start(req: AgentRequest) -> Path:
     if recipe.mode == "probe" and not req.command and not getattr(recipe, "command", None):
         raise UsageError("a probe recipe needs the command to run after `--`",
                          hint="aorta-tui agent probe.yaml -- bash launch.sh")
+    from aorta_tui.agent import env_candidates
+
+    settings = env_candidates.parse(req.env_candidates)
     candidates = req.candidates if req.candidates is not None else sorted(
         n for n in registry.mitigations if n != "none")
     for name in candidates:
         registry.mitigation(name)  # an unknown name is a UsageError with a did-you-mean
+    taken = [n for n in settings if n in registry.mitigations]
+    if taken:
+        raise UsageError(f"--env-candidate: {taken[0]} is already a registered mitigation's name",
+                         hint="rename that mitigation in its sidecar")
+    candidates = [*candidates, *settings]
     if len(plan.trials) > req.budget:
         raise UsageError(f"--budget {req.budget}: the baseline recipe alone runs "
                          f"{len(plan.trials)} trials", hint=f"--budget {len(plan.trials) * 4} or more")
@@ -119,6 +128,7 @@ def start(req: AgentRequest) -> Path:
         ownership.make_dirs(agent_dir)
         # the recipe as given (it may hold a secret's value in extra_env: mode 0600)
         atomic_write_bytes(agent_dir / "recipe.yaml", req.recipe.read_bytes(), mode=0o600)
+        env_sidecar = [env_candidates.write_sidecar(agent_dir, settings)] if settings else []
     except OSError as exc:
         raise EnvironmentProblem(f"{exc.filename or agent_dir}: cannot write: "
                                  f"{exc.strerror or exc}", hint="pick another --output") from None
@@ -128,7 +138,7 @@ def start(req: AgentRequest) -> Path:
         "goal": req.goal, "budget": req.budget, "per_iteration": req.per_iteration,
         "trials_used": 0, "recipe": "recipe.yaml", "recipe_source": str(req.recipe),
         "mode": recipe.mode, "command": list(req.command), "output": str(req.output.resolve()),
-        "candidates": candidates, "mitigation_files": [str(f.resolve()) for f in req.mitigation_files],
+        "candidates": candidates, "mitigation_files": [str(f.resolve()) for f in [*req.mitigation_files, *env_sidecar]],
         "no_snapshot": req.no_snapshot, "baseline": None, "iterations": [],
         "recommendation": None,
     }

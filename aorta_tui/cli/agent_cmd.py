@@ -32,6 +32,10 @@ def agent(
     candidates: str | None = typer.Option(  # noqa: UP007
         None, "--candidates", help="Comma-separated mitigations to search (default: every "
                                    "registered one)."),
+    env_candidate: list[str] = typer.Option(  # noqa: B008
+        [], "--env-candidate", metavar="VAR=VALUE",
+        help="An environment setting to try like a mitigation (repeatable): a cell named "
+             "env.VAR.VALUE sets it; pairs never set one variable twice."),
     mitigations_file: list[Path] = typer.Option(  # noqa: B008
         [], "--mitigations-file", help="Sidecar JSON of extra mitigations (repeatable)."),
     output: Path = typer.Option(Path("aorta-out"), "-o", "--output",  # noqa: B008
@@ -55,6 +59,8 @@ def agent(
 
       aorta-tui agent recipes/training.yaml --goal "failure_rate == 0 and step_time_ratio < 1.1"
 
+      aorta-tui agent probe.yaml --env-candidate NCCL_ALGO=Ring --env-candidate HSA_ENABLE_SDMA=0 -- sh run.sh
+
       aorta-tui agent --resume aorta-out/T-1/agent-20261201-101500-ab12
     """
     from aorta_tui.agent import loop
@@ -71,6 +77,7 @@ def agent(
         names = [c.strip() for c in candidates.split(",") if c.strip()] if candidates else None
         req = loop.AgentRequest(recipe=recipe, command=command, goal=goal, budget=budget,
                                 per_iteration=per_iteration, output=output, candidates=names,
+                                env_candidates=list(env_candidate),
                                 mitigation_files=list(mitigations_file), no_snapshot=no_snapshot,
                                 proposer=proposer, llm_model=llm_model,
                                 llm_base_url=llm_base_url, yes=yes)

@@ -1,0 +1,70 @@
+"""Environment variables as agent candidates: ``--env-candidate VAR=VALUE``.
+
+The search space is not only the registered mitigations: a user often suspects one variable
+(``NCCL_ALGO=Ring``, ``HSA_ENABLE_SDMA=0``) that no mitigation sets. Each such setting becomes
+a mitigation of a sidecar the agent writes into its own directory, so the sweeps, the pair
+rule (two settings of one variable never share a cell) and ``agent.json`` treat it exactly like
+a registered one, under a name that says what it sets: ``env.NCCL_ALGO.Ring``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from aorta_tui.core.errors import UsageError
+
+SIDECAR_NAME = "env-candidates.mitigations.json"
+PREFIX = "env."
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.]+")
+MAX_NAME = 100  # the registry's mitigation name limit
+
+
+def parse(settings: list[str]) -> dict[str, tuple[str, str]]:
+    """``VAR=VALUE`` strings -> {mitigation name: (VAR, VALUE)}; a bad one is exit 2."""
+    from aorta_tui.core.registry import env_entry_problem
+
+    out: dict[str, tuple[str, str]] = {}
+    for text in settings:
+        var, sep, value = text.partition("=")
+        if not sep:
+            raise UsageError(f"--env-candidate {text!r}: expected VAR=VALUE",
+                             hint="e.g. --env-candidate NCCL_ALGO=Ring (repeat it for more)")
+        problem = env_entry_problem(var, value)
+        if problem is not None:
+            raise UsageError(f"--env-candidate {text!r}: {problem[0]}", hint=problem[1])
+        if "\n" in value or "\r" in value:
+            raise UsageError(f"--env-candidate {var}=...: the value holds a line break",
+                             hint="one line per value; pass multi-line data in a file")
+        name = candidate_name(var, value)
+        if name in out:
+            raise UsageError(f"--env-candidate {var}={value}: given twice")
+        out[name] = (var, value)
+    return out
+
+
+def candidate_name(var: str, value: str) -> str:
+    """A registry name that reads as the setting; a hash keeps two values apart when the
+    value had to be changed to fit the name rules (``/``, ``=``, spaces, length)."""
+    shown = _UNSAFE.sub("_", value).strip("._") or "empty"
+    name = f"{PREFIX}{var}.{shown}"
+    if shown != value or len(name) > MAX_NAME:
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        name = f"{name[: MAX_NAME - 9]}.{digest}"
+    return name.replace("--", "-_")  # "--" joins a pair's names
+
+
+def write_sidecar(agent_dir: Path, candidates: dict[str, tuple[str, str]]) -> Path:
+    """The sidecar every iteration's sweep loads (``--mitigations-file``)."""
+    import json
+
+    from aorta_tui.core.atomic import atomic_write_bytes
+
+    path = agent_dir / SIDECAR_NAME
+    doc = {name: {"env": {var: value}, "description": f"agent candidate: sets {var}"}
+           for name, (var, value) in candidates.items()}
+    # mode 0600 like the agent's copy of the recipe: a value given here may be a secret
+    atomic_write_bytes(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
+                       mode=0o600)
+    return path

@@ -1,0 +1,100 @@
+"""`agent --env-candidate VAR=VALUE`: variables no registered mitigation sets, searched like
+mitigations (singles, then pairs that never set one variable twice), end to end on CPU."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aorta_tui.agent import env_candidates
+from aorta_tui.core.errors import UsageError
+from aorta_tui.core.registry import MITIGATION_NAME_RE
+from tests.engine.conftest import aorta
+
+RECIPE = """\
+schema_version: 1
+mode: probe
+ticket: T-AGENV
+trials: 1
+timeout_per_trial: 30
+mitigation_axis: [none]
+diagnostic_axis: [none]
+"""
+
+
+def _run(tmp_path: Path, *args: str, script: str):
+    (tmp_path / "probe.yaml").write_text(RECIPE)
+    return aorta("agent", "probe.yaml", "--no-snapshot", *args, "--", "sh", "-c", script, cwd=tmp_path)
+
+
+def _state(tmp_path: Path) -> tuple[Path, dict]:
+    (d,) = list((tmp_path / "aorta-out" / "T-AGENV").glob("agent-*"))
+    return d, json.loads((d / "agent.json").read_text())
+
+
+def test_a_variable_no_mitigation_sets_is_found(tmp_path):
+    proc = _run(tmp_path, "--budget", "10", "--candidates", "hsa_no_sdma",
+                "--env-candidate", "MY_FIX=0", "--env-candidate", "MY_FIX=1",
+                script='[ "$MY_FIX" = 1 ] || exit 3')
+    assert proc.returncode == 0, proc.stderr
+    d, state = _state(tmp_path)
+    assert state["status"] == "goal_met"
+    assert state["recommendation"]["mitigations"] == ["env.MY_FIX.1"]
+    assert state["candidates"] == ["hsa_no_sdma", "env.MY_FIX.0", "env.MY_FIX.1"]
+    sidecar = d / env_candidates.SIDECAR_NAME
+    assert json.loads(sidecar.read_text())["env.MY_FIX.1"]["env"] == {"MY_FIX": "1"}
+    assert stat.S_IMODE(sidecar.stat().st_mode) == 0o600
+    # the trial really ran with the variable set: its run's resolved mitigation says so
+    run = Path(state["iterations"][-1]["run_dir"])
+    matrix = json.loads((run / "matrix.json").read_text())
+    winner = next(c for c in matrix["cells"] if c["cell"] == "env.MY_FIX.1-none")
+    assert winner["failure_rate"] == 0
+
+
+def test_pairs_mix_a_mitigation_and_a_variable_and_skip_two_values_of_one_variable(tmp_path):
+    script = '[ "$MY_FIX" = 1 ] && [ "$HSA_ENABLE_SDMA" = 0 ] || exit 3'
+    proc = _run(tmp_path, "--budget", "30", "--per-iteration", "8", "--candidates", "hsa_no_sdma",
+                "--env-candidate", "MY_FIX=0", "--env-candidate", "MY_FIX=1", script=script)
+    assert proc.returncode == 0, proc.stderr
+    _d, state = _state(tmp_path)
+    assert state["recommendation"]["mitigations"] == ["env.MY_FIX.1", "hsa_no_sdma"]
+    proposed = [tuple(c) for it in state["iterations"] for c in it["proposed"]]
+    assert ("env.MY_FIX.0", "env.MY_FIX.1") not in proposed  # one variable, two values
+
+
+@pytest.mark.parametrize(("arg", "says"), [
+    ("NOEQUALS", "expected VAR=VALUE"),
+    ("X;touch /tmp/PWN=1", "not a valid environment variable name"),
+    ("1BAD=1", "not a valid environment variable name"),
+    ("A=line\nbreak", "line break"),
+])
+def test_a_bad_setting_is_exit_2_and_creates_nothing(tmp_path, arg, says):
+    proc = _run(tmp_path, "--env-candidate", arg, script="true")
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "aorta-out").exists()
+
+
+def test_the_same_setting_twice_is_refused():
+    with pytest.raises(UsageError, match="given twice"):
+        env_candidates.parse(["A=1", "A=1"])
+
+
+_values = st.text(st.characters(blacklist_characters="\x00\n\r", blacklist_categories=("Cs",)),
+                  max_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(var=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,40}", fullmatch=True), a=_values, b=_values)
+def test_names_are_registry_names_and_tell_values_apart(var, a, b, attack_tally):
+    na, nb = env_candidates.candidate_name(var, a), env_candidates.candidate_name(var, b)
+    ok = (MITIGATION_NAME_RE.fullmatch(na) is not None and "--" not in na
+          and na.startswith(f"env.{var}"[:90]) and (a == b) == (na == nb))
+    attack_tally.record("agent env-candidate names (hypothesis)", cases=1, failures=int(not ok),
+                        promise="a valid registry name, never '--', distinct values -> distinct names")
+    assert ok, (var, a, b, na, nb)
