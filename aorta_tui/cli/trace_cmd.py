@@ -96,9 +96,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
                auto: bool, calibrate: bool = True, stream: bool = False,
                device_timestamps: str = "auto") -> None:
-    from aorta_tui.core.atomic import atomic_write_json
-    from aorta_tui.core.errors import EnvironmentProblem, UsageError
-    from aorta_tui.trace.session import TraceSession
+    from aorta_tui.core.errors import UsageError
 
     if stream and json_out:
         raise UsageError("--json prints one document at the end, --json-stream a line per snapshot",
@@ -106,6 +104,45 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
     if (pid is None) == (not command):
         raise UsageError("give exactly one target: --pid N, or a command after --",
                          hint="e.g. aorta-tui trace queue --probes cuda -- python train.py")
+    if not stream:
+        _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
+               raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
+               json_out=json_out, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps)
+        return
+    from aorta_tui.cli import trace_stream
+
+    out = trace_stream.open_stream()
+    trace_stream.started(out, str(output) if output is not None else "")
+    phases = trace_stream.PhaseReporter(out) if command else None
+    try:
+        _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
+               raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
+               json_out=False, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
+               out=out, phases=phases)
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # the stream ends with a typed result event whatever happened
+        trace_stream.failed(out, exc)
+        raise
+    finally:
+        if phases is not None:
+            phases.close()
+
+
+def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
+           mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
+           libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
+           auto: bool, calibrate: bool, device_timestamps: str, out: Any = None,
+           phases: Any = None) -> None:
+    """One trace; with ``out`` (a ``trace_stream.StreamWriter``) every event goes there."""
+    from aorta_tui.cli import trace_stream
+    from aorta_tui.core.atomic import atomic_write_json
+    from aorta_tui.core.errors import EnvironmentProblem
+    from aorta_tui.trace.session import TraceSession
+
+    stream = out is not None
     if auto:
         probes = _available(probes, pid=pid, libs=libs)
     raw_path = raw
@@ -122,7 +159,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         if getattr(ev, "kind", "") != "histogram_snapshot":
             return
         if stream:  # the journal's event format, one per line, as each snapshot arrives
-            print(json.dumps(ev.to_dict(), default=str), flush=True)
+            out.emit(ev)
         elif live:
             _live_line(ev)
 
@@ -134,12 +171,19 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
     interrupted = target_ended = False
     try:
         session.start()
+        if stream:
+            if phases is not None:
+                phases.attach_to(session)
+            trace_stream.attached(out, session, pid)
         err(f"tracing {', '.join(probes)} ({mode} mode, {session.program.uprobe_count} uprobes, "
             f"{session.program.tracepoint_count} tracepoints) on "
             + (f"pid {pid}" if pid is not None else f"pid {session.child_pid}: {' '.join(command)}")
             + (f" for {duration:g} s" if duration else "") + "; Ctrl-C stops")
         # until the command or pid exits, --duration passes, or Ctrl-C
-        target_ended = session.wait_target(timeout=duration)
+        if stream:
+            target_ended = trace_stream.wait_streaming(session, out, pid=pid, duration=duration, phases=phases)
+        else:
+            target_ended = session.wait_target(timeout=duration)
         if target_ended and pid is not None:
             err(f"pid {pid} exited")
     except KeyboardInterrupt:
@@ -157,10 +201,19 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         result["raw_events"] = None
     if output is not None:
         atomic_write_json(output, result)
+    # A traced command's status is ours, as with `time`, `strace` and `perf stat`; when
+    # --duration ended it, the trace finished as asked (0).
+    status = command_exit_status(session.child_returncode) if command and target_ended else 0
     if json_out:
         print(json.dumps(result, indent=2))
     elif stream:
-        print(json.dumps({"event": "trace_result", "result": result}, default=str), flush=True)
+        if phases is not None:
+            phases.report_if_changed()
+        for warning in session.warnings:
+            out.emit(trace_stream.Warning(trace_stream.RUN_ID, message=warning, code="trace"))
+        if not result["probe_sets"] and not interrupted:
+            raise EnvironmentProblem("nothing was traced")
+        trace_stream.finished(out, result, interrupted=interrupted, exit_code=130 if interrupted else status)
     else:
         _print_summary(result)
         if output is not None:
@@ -169,12 +222,23 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         raise KeyboardInterrupt
     if not result["probe_sets"]:
         raise EnvironmentProblem("nothing was traced")
-    if command and target_ended:
-        # A traced command's status is ours, as with `time`, `strace` and `perf stat`; when
-        # --duration ended it, the trace finished as asked (0).
-        status = command_exit_status(session.child_returncode)
-        if status:
-            raise typer.Exit(status)
+    if status:
+        raise typer.Exit(status)
+
+
+def _offline(ctx: typer.Context, stream: bool, replay: str | None, synthetic: int, interval: float) -> None:
+    """``--replay`` / ``--synthetic``: the ``--json-stream`` of a trace without bpftrace."""
+    from aorta_tui.cli import trace_stream
+    from aorta_tui.core.errors import UsageError
+
+    if not stream or ctx.args or (replay is not None and synthetic):
+        raise UsageError("--replay FILE or --synthetic N goes with --json-stream, without a target",
+                         hint="e.g. aorta-tui trace queue --json-stream --replay rec.jsonl")
+    if synthetic < 0:
+        raise UsageError("--synthetic must be a positive rate (record lines per second)")
+    out = trace_stream.open_stream()
+    trace_stream.started(out)
+    trace_stream.run_offline(out, replay_path=replay, rate=synthetic, interval=interval)
 
 
 def command_exit_status(returncode: int | None) -> int:
@@ -294,9 +358,11 @@ def queue(
     bpftrace: str | None = _BPFTRACE_OPT,
     interval: float = typer.Option(1.0, "--interval", help="Seconds between histogram snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    json_stream: bool = typer.Option(False, "--json-stream", help="Print every histogram snapshot as a JSON line while tracing, then the result as a last line {\"event\": \"trace_result\", \"result\": ...}."),
+    json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day) for the observer-cost estimate."),
     device_timestamps: str = typer.Option("auto", "--device-timestamps", help="GPU start/end of every launch from a CUPTI collector loaded into the command (cuda set): auto (when it can be built and loaded, else launches only, with the reason), on (required: exit 3 if it cannot), off."),
+    replay: str | None = typer.Option(None, "--replay", metavar="FILE.jsonl", hidden=True, help="With --json-stream: send a recorded --json-stream's events at their recorded pace (no bpftrace)."),
+    synthetic: int = typer.Option(0, "--synthetic", metavar="N", hidden=True, help="With --json-stream: N synthetic record lines/s through the parser (benchmark; no bpftrace)."),
 ) -> None:
     """Trace launch/submit -> dispatch latency of a command (after --) or a running --pid.
 
@@ -308,6 +374,9 @@ def queue(
 
     Example: sudo aorta-tui trace queue --probes cuda --json-stream --pid 4242 | jq .event
     """
+    if replay is not None or synthetic:
+        _offline(ctx, json_stream, replay, synthetic, interval)
+        return
     _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
             json_out, QUEUE_DEFAULT, calibrate, json_stream, device_timestamps)
 
@@ -326,7 +395,7 @@ def memory(
     bpftrace: str | None = _BPFTRACE_OPT,
     interval: float = typer.Option(1.0, "--interval", help="Seconds between snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    json_stream: bool = typer.Option(False, "--json-stream", help="Print every histogram snapshot as a JSON line while tracing, then the result as a last line {\"event\": \"trace_result\", \"result\": ...}."),
+    json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day)."),
 ) -> None:
     """Trace GPU memory events: CUDA allocations/frees, amdgpu BO moves/maps, amdkfd evictions.

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from aorta_tui.core.events import event_from_dict
+
 CLI = [sys.executable, "-m", "aorta_tui"]
 
 
@@ -144,10 +146,13 @@ def test_json_stream_prints_each_snapshot_then_the_result(bpftrace, fakelibs, tm
             str(fakelibs.driver), "cuda", str(fakelibs.cuda), "12", "200", "0x10", "0x20")
     assert r.returncode == 0, r.stderr
     lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert all(event_from_dict(x) for x in lines)  # every line is an event, the last one too
     snaps = [x for x in lines[:-1] if x["event"] == "histogram_snapshot"]
-    assert snaps and len(snaps) == len(lines) - 1  # nothing else on stdout
-    assert lines[-1]["event"] == "trace_result"
-    metrics = lines[-1]["result"]["probe_sets"]["cuda_calls"]["metrics"]
+    others = [x["event"] if x["event"] != "measurement" else x["name"] for x in lines if x not in snaps]
+    assert snaps and others[:2] == ["run_started", "attached"] and others[-1] == "run_finished"
+    assert set(others[2:-1]) <= {"warning"}  # nothing else on stdout
+    assert lines[-1]["status"] == "completed" and lines[-1]["exit_code"] == 0
+    metrics = lines[-1]["summary"]["result"]["probe_sets"]["cuda_calls"]["metrics"]
     assert sum(m["records_received"] for m in metrics.values()) == 12
     # the last snapshot of each metric has seen what the result counts
     last = {s["probe_set"]: s["count"] for s in snaps}
