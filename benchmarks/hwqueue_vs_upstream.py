@@ -17,7 +17,17 @@ per iteration), and against ``--timing events`` (two events and two clock reads 
 Each repetition is a fresh process that runs the three in that order (the default run last:
 its detail pass uses the profiler, which slows later launches in the same process); the
 figure is the median of the per-repetition ratios, with min vs min beside it. Our side of
-part 1 runs each workload in a fresh process for the same reason.
+part 1 runs each workload in a fresh process for the same reason. ``--overhead-reps 0`` skips it.
+
+Part 3 (the launch floor): ``tiny_kernel_stress`` at N streams in upstream's order, with and
+without ``--graph``, alternating, each run a fresh process. Every run measures, in its own
+process, the bare eager loop and the graph replay of its own launches (``floor`` in the result)
+and divides its per-launch cost by them; the table gives both ratios, the per-kernel host and
+wall cost, and upstream's per-kernel cost from part 1 (its wall over the kernels it issued).
+Targets (issue 20): <= 1.1x the eager floor without --graph, <= 1.2x the replay floor with it.
+
+Upstream is imported from ``--upstream-site`` (``pip install --no-deps --target DIR
+amd_aorta-0.3.0-py3-none-any.whl``: its harness needs nothing beyond torch).
 
     python benchmarks/hwqueue_vs_upstream.py --upstream-site /tmp/site --out /tmp/bench
 """
@@ -115,7 +125,8 @@ def hand_loop_wall(name: str, streams: int, iters: int, warm: int, params: dict[
 
 def harness_wall(name: str, streams: int, iters: int, warm: int, params: dict[str, Any],
                  timing: str = "auto", detail_iterations: int = 20) -> dict[str, Any]:
-    from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.run import run_queue
 
     return run_queue(QueueRunConfig(workload=name, streams=streams, iterations=iters, warmup=warm,
                                     device="cuda", params=dict(params), timing=timing,
@@ -145,14 +156,70 @@ def overhead_in_child(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def isolated_run(name: str, streams: int, iters: int, warm: int, detail_iterations: int,
-                 params: dict[str, Any]) -> dict[str, Any]:
+                 params: dict[str, Any], device: str = "cuda") -> dict[str, Any]:
     """Our harness's default run of ``name`` in a fresh process (the same path as `queue sweep`)."""
     from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.repeat import run_isolated
 
     return run_isolated(QueueRunConfig(workload=name, streams=streams, iterations=iters, warmup=warm,
-                                       device="cuda", params=dict(params),
+                                       device=device, params=dict(params),
                                        detail_iterations=detail_iterations), name)
+
+
+def workload_class(name: str) -> Any:
+    from aorta_tui.hwqueue.workloads import workload_class as find
+
+    return find(name)
+
+
+def floor_runs(args: argparse.Namespace, upstream_rounds: list[dict[str, Any]]) -> str:
+    """Part 3: tiny_kernel_stress with and without --graph against its in-process floors."""
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.repeat import run_isolated
+
+    name = "tiny_kernel_stress"
+    params = PARAMS.get(name, {})
+    runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+    errors: list[str] = []
+    for rnd in range(args.floor_reps):
+        for graph in (False, True):  # alternating, so drift of the machine hits both alike
+            cfg = QueueRunConfig(workload=name, streams=args.streams, iterations=args.iterations,
+                                 warmup=args.warmup, device=args.device, params=dict(params),
+                                 graph=graph, detail_iterations=1)
+            try:
+                r = run_isolated(cfg, f"{name} graph={graph}")
+            except Exception as exc:  # recorded and shown; the other runs still go
+                errors.append(f"graph={graph}: {type(exc).__name__}: {str(exc).strip()[:500]}")
+                print(f"floor round {rnd + 1} graph={graph}: {errors[-1]}", flush=True)
+                continue
+            runs[graph].append({"summary": r["summary"], "floor": r["floor"], "graph": r["graph"]})
+            print(f"floor round {rnd + 1} graph={graph}: {r['summary']['eager_floor_ratio']} "
+                  f"{r['summary']['graph_floor_ratio']}", flush=True)
+    (args.out / "floor.json").write_text(json.dumps(
+        {"eager": runs[False], "graph": runs[True], "errors": errors}, indent=2, default=str))
+    kernels = 4 * 100 * args.streams  # upstream's tiny op: mul, add, abs, clamp; 100 per stream
+    up = [u[name]["total_time_ms"] / 1e3 / (args.iterations * kernels) * 1e6
+          for u in upstream_rounds if "total_time_ms" in u.get(name, {})]
+    rows = []
+    med = lambda xs: "n/a" if not xs else f"{statistics.median(xs):.4g}"  # noqa: E731
+    for graph in (False, True):
+        rs = runs[graph]
+        num = lambda key, rs=rs: [r["summary"][key] for r in rs  # noqa: E731
+                                  if isinstance(r["summary"].get(key), (int, float))]
+        fl = lambda key, rs=rs: [r["floor"][key] for r in rs  # noqa: E731
+                                 if isinstance(r["floor"].get(key), (int, float))]
+        target = "<= 1.2x graph floor" if graph else "<= 1.1x eager floor"
+        rows.append(["--graph" if graph else "eager", med(num("cost_us_per_kernel")),
+                     med(num("host_us_per_kernel")), med(fl("eager_us_per_kernel")),
+                     med(fl("graph_us_per_kernel")), med(num("eager_floor_ratio")),
+                     med(num("graph_floor_ratio")), target])
+    rows.append(["upstream 0.3.0 (part 1)", med(up), "-", "-", "-", "-", "-", "-"])
+    return (f"\n\n{name} x{args.streams} streams ({params or 'defaults'}), {args.iterations} "
+            f"iterations, median of {args.floor_reps} alternating fresh-process runs per mode; "
+            "floors measured inside each run\n\n"
+            + table(["mode", "us/kernel (wall)", "host us/kernel", "eager floor us/kernel",
+                     "graph floor us/kernel", "x eager floor", "x graph floor", "target"], rows)
+            + "\n" + "".join(f"error: {e}\n" for e in errors))
 
 
 def run_all(args: argparse.Namespace) -> str:
@@ -197,9 +264,12 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--overhead-workloads", default="hetero_kernels,tiny_kernel_stress,large_gemm_only")
-    ap.add_argument("--overhead-reps", type=int, default=7)
+    ap.add_argument("--overhead-reps", type=int, default=7, help="0 skips part 2")
+    ap.add_argument("--floor-reps", type=int, default=3, help="part 3 rounds (0 skips it)")
     ap.add_argument("--throughput-reps", type=int, default=3)
     ap.add_argument("--upstream-site", default="/tmp/site")
+    ap.add_argument("--device", default="cuda", help="our side's device (cpu: a dry run; upstream "
+                    "then fails and says so, --graph runs are refused)")
     ap.add_argument("--out", type=Path, default=Path("hwqueue-bench"))
     ap.add_argument("--all", action="store_true", help="first run all fifteen workloads (short)")
     ap.add_argument("--all-iterations", type=int, default=10)
@@ -218,10 +288,15 @@ def main() -> int:
     record: dict[str, Any] = {"upstream": [], "ours": [], "overhead": {}}
     for rnd in range(args.throughput_reps):
         upstream = run_upstream(args.upstream_site, names, args.streams, args.iterations, args.warmup)
-        ours_round: dict[str, float] = {}
+        ours_round: dict[str, Any] = {}
         for name in names:
-            r = isolated_run(name, args.streams, args.iterations, args.warmup, 1, PARAMS.get(name, {}))
-            units[name] = r["workload"]["throughput_unit"]
+            units[name] = workload_class(name).throughput_unit
+            try:  # a failing workload is a row that says so, never the end of the benchmark
+                r = isolated_run(name, args.streams, args.iterations, args.warmup, 1,
+                                 PARAMS.get(name, {}), args.device)
+            except Exception as exc:
+                ours_round[name] = f"error: {type(exc).__name__}: {str(exc).strip()[:200]}"
+                continue
             ours_round[name] = r["summary"]["throughput"] * UNIT_SCALE[units[name]]
         rounds.append((upstream, ours_round))
         record["upstream"].append(upstream)
@@ -229,7 +304,11 @@ def main() -> int:
         print(f"round {rnd + 1}: ours {ours_round}", flush=True)
     rows = []
     for name in names:
-        ours = statistics.median(o[name] for _, o in rounds)
+        values = [o[name] for _, o in rounds if isinstance(o.get(name), float)]
+        if not values:
+            rows.append([name, BASE_UNIT[units[name]], str(rounds[0][1].get(name))[:60], "-", "-"])
+            continue
+        ours = statistics.median(values)
         theirs_all = [u[name]["throughput"] * UNIT_SCALE[u[name]["unit"]] for u, _ in rounds
                       if "throughput" in u.get(name, {}) and u[name].get("unit") in UNIT_SCALE]
         if theirs_all:
@@ -244,7 +323,8 @@ def main() -> int:
     t1 = table(["workload", "unit", "aorta-tui", "amd-aorta 0.3.0", "ratio"], rows)
 
     orows = []
-    for name in [n for n in args.overhead_workloads.split(",") if n]:
+    overhead_names = [n for n in args.overhead_workloads.split(",") if n] if args.overhead_reps else []
+    for name in overhead_names:
         reps = [overhead_in_child(name, args) for _ in range(args.overhead_reps)]
         record["overhead"][name] = reps
         hand = [r["hand_s"] for r in reps]
@@ -263,11 +343,14 @@ def main() -> int:
         print(f"overhead {name}: {orows[-2]} {orows[-1]}", flush=True)
     t2 = table(["workload", "estimate", "hand loop ms", "harness (auto: measure pass) ms", "overhead",
                 "--timing events ms", "overhead"], orows)
-    text = t0_text + (f"throughput at {args.streams} streams, {args.iterations} iterations, per_iteration sync, "
-            f"median of {args.throughput_reps} alternating rounds\n\n{t1}\n\n"
-            f"harness overhead ({args.overhead_reps} reps, each a fresh process running the hand loop, "
-            f"--timing events and the default run; {args.iterations} iterations; target <= 2% "
-            f"for the figures the harness reports as throughput)\n\n{t2}\n")
+    t3 = floor_runs(args, record["upstream"]) if args.floor_reps else ""
+    t1_text = (f"throughput at {args.streams} streams, {args.iterations} iterations, "
+               f"per_iteration sync, median of {args.throughput_reps} alternating rounds\n\n{t1}\n\n")
+    t2_text = (f"harness overhead ({args.overhead_reps} reps, each a fresh process running the hand "
+               f"loop, --timing events and the default run; {args.iterations} iterations; target "
+               f"<= 2% for the figures the harness reports as throughput)\n\n{t2}\n"
+               if orows else "")
+    text = t0_text + t1_text + t2_text + t3
     print(text)
     (args.out / "bench.md").write_text(text)
     (args.out / "bench.json").write_text(json.dumps(record, indent=2, default=str))

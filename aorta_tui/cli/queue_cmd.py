@@ -50,6 +50,10 @@ _DETAIL_OPT = typer.Option(20, "--detail-iterations", help="--timing auto: itera
 _EBPF_OPT = typer.Option(False, "--ebpf-trace", help="Also trace the CUDA runtime with eBPF (needs root).")
 _PRIORITY_OPT = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP)
 _QUIET_OPT = typer.Option(False, "--quiet", "-q", help="No progress lines.")
+_GRAPH_OPT = typer.Option(False, "--graph", help="Capture each stream's iteration as a CUDA graph "
+                          "(HIP graph on ROCm) after the warm-up and replay it in every measured "
+                          "iteration. Refused on --device cpu, with CUDA_LAUNCH_BLOCKING=1 and "
+                          "for workloads that cannot be captured (queue list --json says why).")
 
 
 def _parse_params(items: list[str]) -> dict[str, str]:
@@ -127,6 +131,7 @@ def run_cmd(
                                                   "(Perfetto) of the kernel-timed pass here."),
     ebpf_trace: bool = _EBPF_OPT,
     stream_priority: str = _PRIORITY_OPT,
+    graph: bool = _GRAPH_OPT,
     run_id: str = typer.Option("", "--run-id", help="Name the run (default: q-<UTC time>-<random>)."),
     repeat: int = typer.Option(1, "--repeat", help="Run it this many times, each in a fresh "
                                "process; the result holds every run and their medians, and "
@@ -147,8 +152,11 @@ def run_cmd(
     Example: aorta-tui queue run continuous_batch --streams 8 --stream-priority lc -o lc.json
 
     Example: aorta-tui queue run moe --streams 16 --repeat 5 -o base.json
+
+    Example: aorta-tui queue run tiny_kernel_stress --streams 8 --graph -o graph.json
     """
-    from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.run import run_queue
 
     cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
                          warmup=warmup, device=device, devices=_parse_devices(devices),
@@ -157,7 +165,7 @@ def run_cmd(
                          keep_timeline=timeline, timing=timing,
                          detail_iterations=detail_iterations,
                          profiler_trace=None if profiler_trace is None else str(profiler_trace),
-                         stream_priority=stream_priority, run_id=run_id)
+                         stream_priority=stream_priority, run_id=run_id, graph=graph)
     if output is not None:
         output = _per_rank(output)
     if repeat != 1:
@@ -231,6 +239,33 @@ def print_result(result: dict[str, Any]) -> None:
     if rel is not None:
         print(f"the detail pass ran at {rel * 100:.1f}% of the measure pass's throughput "
               "(the cost of timing every launch)")
+    for line in floor_lines(result):
+        print(line)
+
+
+def floor_lines(result: dict[str, Any]) -> list[str]:
+    """The launch mode and the run's per-launch cost beside the in-process floors."""
+    graph = result.get("graph") or {}
+    floor = result.get("floor") or {}
+    lines = []
+    if graph.get("applied"):
+        lines.append(f"launches: CUDA-graph replay ({graph.get('mode')}, {graph.get('graphs')} "
+                     f"graph(s) captured in {_fmt(graph.get('capture_s'))} s)")
+    run = floor.get("run_us_per_launch")
+    if run is None:
+        return lines
+    parts = []
+    for kind, name in (("eager", "bare eager loop"), ("graph", "graph replay")):
+        # a --repeat result: the summary holds the median ratio, the floor one repetition's
+        ratio = result["summary"].get(f"{kind}_floor_ratio")
+        ratio = floor.get(f"{kind}_ratio") if ratio is None else ratio
+        us = floor.get(f"{kind}_us_per_launch")
+        if isinstance(ratio, (int, float)) and isinstance(us, (int, float)):
+            parts.append(f"{ratio:.3g}x the {name} ({_fmt(us)} us)")
+        else:
+            parts.append(f"{name} floor {ratio}")
+    lines.append(f"per launch call: {_fmt(run)} us = " + "; ".join(parts))
+    return lines
 
 
 def _short_source(text: str, keep_median: bool = True) -> str:
@@ -248,6 +283,7 @@ def _short_source(text: str, keep_median: bool = True) -> str:
 def _short_name(text: str) -> str:
     head, _, tail = text.partition(":")
     short = {"profiler kernel timestamps": "kernels", "per-launch device events": "events",
+             "wall per launch call over the in-process floors": "floors",
              "host clocks (CPU emulation)": "host clocks"}.get(tail.strip(), "")
     name = head.replace(" pass", "")
     return f"{name}: {short}" if short else name
@@ -319,6 +355,7 @@ def sweep_cmd(
     stream_priority: str = _PRIORITY_OPT,
     timing: str = _TIMING_OPT,
     detail_iterations: int = _DETAIL_OPT,
+    graph: bool = _GRAPH_OPT,
     in_process: bool = typer.Option(False, "--in-process",
                                     help="Run every point in this process (faster start; state "
                                     "carries between points and a failing point ends the "
@@ -342,7 +379,7 @@ def sweep_cmd(
                           sync_mode=sync_mode, dtype=dtype, size=size,
                           params=_parse_params(param), ebpf_trace=ebpf_trace,
                           stream_priority=stream_priority, timing=timing,
-                          detail_iterations=detail_iterations)
+                          detail_iterations=detail_iterations, graph=graph)
     doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
                     output=output, isolate=not in_process)
     if as_json:

@@ -14,9 +14,14 @@ import os
 import platform
 import time
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+
+
+def _record_now(event: list[int]) -> None:
+    event[0] = time.perf_counter_ns()
 
 
 class CpuBackend:
@@ -45,6 +50,22 @@ class CpuBackend:
     @contextlib.contextmanager
     def stream_context(self, stream: Any) -> Iterator[None]:
         yield
+
+    # pre-bound calls for the measure pass (None: nothing to do in emulation)
+    def bound_set_stream(self, stream: Any) -> Callable[[], Any] | None:
+        return None
+
+    def bound_wait(self, stream: Any, event: Any) -> Callable[[], Any] | None:
+        return None
+
+    def bound_record(self, event: list[int], stream: Any) -> Callable[[], Any]:
+        return partial(_record_now, event)
+
+    def save_streams(self) -> list[Any]:
+        return []
+
+    def restore_streams(self, saved: list[Any]) -> None:
+        return None
 
     def new_event(self, device: str) -> list[int]:
         return [0]
@@ -113,6 +134,27 @@ class TorchGpuBackend:
 
     def stream_context(self, stream: Any) -> Any:
         return self.torch.cuda.stream(stream)
+
+    # The measure pass issues an iteration as a flat tuple of these pre-bound calls: setting the
+    # current stream once per run of launches on it (what a ``with torch.cuda.stream(s)`` block
+    # in a hand-written loop does, without the context object per launch), event waits and
+    # records only where a dependency or an end marker needs them.
+    def bound_set_stream(self, stream: Any) -> Callable[[], Any]:
+        return partial(self.torch.cuda.set_stream, stream)
+
+    def bound_wait(self, stream: Any, event: Any) -> Callable[[], Any]:
+        return partial(stream.wait_event, event)
+
+    def bound_record(self, event: Any, stream: Any) -> Callable[[], Any]:
+        return partial(event.record, stream)
+
+    def save_streams(self) -> list[Any]:
+        """The current stream of every device, to put back after a pass set others."""
+        return [self.torch.cuda.current_stream(d) for d in self.devices]
+
+    def restore_streams(self, saved: list[Any]) -> None:
+        for stream in saved:
+            self.torch.cuda.set_stream(stream)
 
     def new_event(self, device: str) -> Any:
         with self.torch.cuda.device(device):

@@ -65,7 +65,8 @@ def _interval(result: dict[str, Any], key: str) -> tuple[float, float] | None:
         return value * m / ci[1], value * m / ci[0]
     per_iter = {"achieved_concurrency": "iteration_concurrency",
                 "launch_delay_mean_us": "iteration_launch_delay_mean_us",
-                "switch_overhead_us": "iteration_switch_overhead_us"}
+                "switch_overhead_us": "iteration_switch_overhead_us",
+                "host_us_per_kernel": "iteration_host_us_per_kernel"}
     if key in per_iter:
         return bootstrap_ci(samples.get(per_iter[key]) or [], _mean)
     if key in _LATENCY:
@@ -163,6 +164,12 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
     bp, tp = (d["config"].get("stream_priority", "default") for d in (base, test))
     if bp != tp:
         notes.append(f"different stream priorities: {bp} vs {tp}")
+    # results from before --graph existed launched eagerly
+    bg, tg = (bool(d["config"].get("graph", False)) for d in (base, test))
+    if bg != tg:
+        notes.append(f"launch mode: BASE {'CUDA-graph replay' if bg else 'eager launches'}, "
+                     f"TEST {'CUDA-graph replay' if tg else 'eager launches'} (--graph): the rows "
+                     "show what graphs change")
     if base["emulated"] != test["emulated"]:
         notes.append("one run is CPU-emulated, the other is not")
     rows = []

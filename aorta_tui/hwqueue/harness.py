@@ -2,8 +2,10 @@
 
 Public API::
 
-    result = run_queue(QueueRunConfig(workload="hetero_kernels", streams=8, device="cuda"),
-                       on_event=callback)          # -> result dict (docs/hwqueue.md)
+    raw = execute(QueueRunConfig(workload="hetero_kernels", streams=8, device="cuda"),
+                  on_event=callback)               # -> RawRun
+
+A whole run (the result document, written) is :func:`aorta_tui.hwqueue.run.run_queue`.
 
 Timing modes (``docs/hwqueue.md``):
 
@@ -27,15 +29,15 @@ import contextlib
 import importlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten, Warning
+from aorta_tui.core.events import Event, Progress, Warning
 from aorta_tui.core.phases import PAUSE
 from aorta_tui.core.phases import announce as announce_phase
+from aorta_tui.hwqueue.graphs import declared_kernels
 from aorta_tui.hwqueue.metrics import LaunchRecord
 from aorta_tui.hwqueue.workloads.base import DTYPES, WorkloadContext
 
@@ -65,6 +67,7 @@ class QueueRunConfig:
     detail_iterations: int = 20  # auto: iterations of the detail pass (at most --iterations)
     profiler_trace: str | None = None  # write the profiler's chrome trace here (cupti / auto)
     stream_priority: str = "default"  # see STREAM_PRIORITIES
+    graph: bool = False  # capture each stream's iteration as a CUDA/HIP graph and replay it
 
     def validate(self) -> None:
         from aorta_tui.hwqueue.backends import resolve_devices
@@ -107,6 +110,32 @@ class QueueRunConfig:
                              "at the highest priority)")
         if self.dtype not in DTYPES:
             raise UsageError(f"unknown dtype {self.dtype!r}", hint=f"use one of {', '.join(DTYPES)}")
+        if self.graph:
+            check_graph(self.workload, workload_class(self.workload)(self.params, size=self.size),
+                        devs)
+
+
+def check_graph(name: str, workload: Any, devs: list[str],
+                env: Mapping[str, str] | None = None) -> None:
+    """``--graph`` is refused before any work when it cannot mean what it says."""
+    env = os.environ if env is None else env
+    if devs == ["cpu"]:
+        raise UsageError("--graph captures CUDA/HIP graphs, and a --device cpu run emulates its "
+                         "streams on the host: there is no device to capture on",
+                         hint="drop --graph, or use --device cuda on a GPU machine")
+    reason = workload.graph_unsupported_reason()
+    if reason is not None:
+        raise UsageError(f"--graph: workload {name!r} cannot be captured as a CUDA/HIP graph: "
+                         f"{reason}", hint="run it without --graph; `queue list --json` says "
+                         "which workloads can be captured (graph_unsupported: null)")
+    blocking = env.get("CUDA_LAUNCH_BLOCKING", "").strip()
+    if blocking not in ("", "0"):
+        raise UsageError(f"--graph conflicts with CUDA_LAUNCH_BLOCKING={blocking}: stream capture "
+                         "records launches without running them, which launch-blocking mode "
+                         "forbids, and a blocking replay would measure neither setting",
+                         hint="unset CUDA_LAUNCH_BLOCKING (in a policy sweep: do not combine the "
+                         "cuda_graphs and cuda_launch_blocking settings in one policy) or drop "
+                         "--graph")
 
 
 @dataclass
@@ -117,6 +146,7 @@ class MeasurePass:
     iteration_starts_ns: list[float]
     iteration_ends_ns: list[float]
     end_ns: float
+    issue_ends_ns: list[float] = field(default_factory=list)  # host clock after the last launch
 
 
 @dataclass
@@ -153,29 +183,12 @@ class RawRun:
     # where the per-launch records come from: "cupti", "events" or "cpu", and why not cupti
     detail_source: str = "events"
     detail_reason: str | None = None
-
-
-def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
-              output: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Run one workload at one stream count; returns the result dict (schema v1).
-
-    With ``output`` the result is also written there atomically and ``ResultWritten`` emitted.
-    """
-    from aorta_tui.hwqueue.result import build_result, new_run_id
-
-    cfg.validate()
-    if not cfg.run_id:
-        cfg.run_id = new_run_id()
-    raw = execute(cfg, on_event)
-    result = build_result(cfg, raw)
-    if on_event is not None:
-        on_event(Measurement(cfg.run_id, source="queue", name=cfg.workload,
-                             values=dict(result["summary"]), reasons=dict(result["unavailable"])))
-    if output is not None:
-        atomic_write_json(output, result)
-        if on_event is not None:
-            on_event(ResultWritten(cfg.run_id, path=str(output), what="queue result"))
-    return result
+    # --graph: how the iteration was captured (graphs.capture's info); None: eager launches
+    graph: dict[str, Any] | None = None
+    # the bare-loop and graph-replay floors of the workload's launch calls (graphs.measure_floors)
+    floors: dict[str, Any] = field(default_factory=dict)
+    launches_per_iteration: int = 0  # the workload's launch calls per iteration
+    kernels_declared: int | None = None  # kernels they declare per iteration (None: unknown)
 
 
 @dataclass
@@ -191,6 +204,10 @@ class _Loop:
     total: int  # progress total over all passes
     done: int = 0
     next_iteration: int = 0  # index passed to workload.iteration(); continues across passes
+    replay: list[Any] | None = None  # --graph: the launches that replay the captured graphs
+
+    def plan(self, index: int) -> list[Any]:
+        return self.replay if self.replay is not None else self.workload.iteration(index)
 
 
 def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRun:
@@ -224,6 +241,14 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
             if cfg.sync_mode == "per_iteration":
                 backend.synchronize()
         backend.synchronize()
+        eager_plan = workload.iteration(cfg.warmup)
+        graph_info = None
+        if cfg.graph:
+            from aorta_tui.hwqueue.graphs import capture
+
+            captured = capture(backend, streams, eager_plan)
+            loop.replay, graph_info = captured.plan, captured.info
+        floors = _floors(cfg, backend, workload, eager_plan, stream_devices)
         announce_phase(PAUSE)
         loop.next_iteration = cfg.warmup
         emit(Progress(cfg.run_id, done=0, total=loop.total, message="warm-up done"))
@@ -267,40 +292,100 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
             stream_priorities=[backend.read_priority(s) for s in streams],
             priority_info=priority_info, measure=measure,
             detail_source="cpu" if backend.emulated else detail.source,
-            detail_reason=detail.reason,
+            detail_reason=detail.reason, graph=graph_info, floors=floors,
+            launches_per_iteration=len(eager_plan), kernels_declared=declared_kernels(eager_plan),
         )
     finally:
         workload.cleanup()
 
 
+def _floors(cfg: QueueRunConfig, backend: Any, workload: Any, plan: list[Any],
+            stream_devices: list[str]) -> dict[str, Any]:
+    """The eager and graph floors of this run's own launches, measured once per run."""
+    from aorta_tui.hwqueue.graphs import measure_floors
+
+    graph_reason = workload.graph_unsupported_reason()
+    return measure_floors(backend, plan, stream_devices, graph_reason)
+
+
 def _measure_pass(loop: _Loop) -> MeasurePass:
-    """Issue the iterations as a hand-written loop would and time whole iterations only."""
+    """Issue the iterations as a hand-written loop would and time whole iterations only.
+
+    Every iteration is compiled beforehand into a flat tuple of pre-bound calls (stream
+    switches, the waits and records its dependencies need, the launches, one end marker per
+    stream), so the timed loop does one Python call per entry and nothing else per launch.
+    """
     cfg, backend = loop.cfg, loop.backend
-    plans = [loop.workload.iteration(loop.next_iteration + i) for i in range(cfg.iterations)]
+    plans = [loop.plan(loop.next_iteration + i) for i in range(cfg.iterations)]
     loop.next_iteration += cfg.iterations
     marks = [_plain_events(backend, loop.stream_devices, plan) for plan in plans]
-    starts, _, end_ns = _run_iterations(
-        loop, plans, lambda i, plan: _issue_plain(backend, loop.streams, plan, *marks[i]),
-        " (measure pass)", "measure")
+    calls = [compile_plan(backend, loop.streams, plan, *marks[i]) for i, plan in enumerate(plans)]
+    saved = backend.save_streams()
+    try:
+        starts, issue_ends, _, end_ns = _run_iterations(
+            loop, plans, lambda i, _plan: _run_calls(calls[i]), " (measure pass)", "measure")
+    finally:
+        backend.restore_streams(saved)
     ends = [max(backend.event_host_ns(ev, loop.stream_devices[s]) for s, ev in stream_ends.items())
             for _sync, stream_ends in marks]
-    return MeasurePass(starts, ends, end_ns)
+    return MeasurePass(starts, ends, end_ns, issue_ends)
+
+
+def _run_calls(calls: tuple[Callable[[], Any], ...]) -> None:
+    for call in calls:
+        call()
+
+
+def compile_plan(backend: Any, streams: list[Any], plan: list[Any], sync: dict[int, Any],
+                 ends: dict[int, Any]) -> tuple[Callable[[], Any], ...]:
+    """One iteration as the flat tuple of calls the measure pass makes, in issue order.
+
+    The current stream is set only when the next launch is on another stream (a run of
+    launches on one stream is one ``with torch.cuda.stream`` block of a hand-written loop);
+    a launch's waits come before it, the record others wait on right after it.
+    """
+    calls: list[Callable[[], Any]] = []
+    current: Any = _NO_STREAM
+    for j, la in enumerate(plan):
+        stream = streams[la.stream]
+        for w in la.waits:
+            wait = backend.bound_wait(stream, sync[w])
+            if wait is not None:
+                calls.append(wait)
+        if stream is not current:
+            setter = backend.bound_set_stream(stream)
+            if setter is not None:
+                calls.append(setter)
+            current = stream
+        calls.append(la.fn)
+        ev = sync.get(j)
+        if ev is not None:
+            calls.append(backend.bound_record(ev, stream))
+    for s, ev in ends.items():
+        calls.append(backend.bound_record(ev, streams[s]))
+    return tuple(calls)
+
+
+_NO_STREAM = object()
 
 
 def _run_iterations(loop: _Loop, plans: list[list[Any]], issue: Callable[[int, list[Any]], Any],
-                    label: str, phase: str) -> tuple[list[float], list[Any], float]:
+                    label: str, phase: str) -> tuple[list[float], list[float], list[Any], float]:
     """The loop both passes share: host clock at each iteration start, the sync mode, progress.
 
-    Returns the start times, what ``issue`` returned per iteration, and the host time after the
-    final synchronise."""
+    Returns the start times, the host time after each iteration's last launch call, what
+    ``issue`` returned per iteration, and the host time after the final synchronise."""
     cfg, backend = loop.cfg, loop.backend
+    clock = time.perf_counter_ns
     starts: list[float] = []
+    issued: list[float] = []
     out: list[Any] = []
     every = max(1, len(plans) // 20)
     announce_phase(phase)
     for i, plan in enumerate(plans):
-        starts.append(float(time.perf_counter_ns()))
+        starts.append(float(clock()))
         out.append(issue(i, plan))
+        issued.append(float(clock()))
         if cfg.sync_mode == "per_iteration":
             backend.synchronize()
         loop.done += 1
@@ -310,7 +395,7 @@ def _run_iterations(loop: _Loop, plans: list[list[Any]], issue: Callable[[int, l
     backend.synchronize()
     end_ns = float(time.perf_counter_ns())
     announce_phase(PAUSE)
-    return starts, out, end_ns
+    return starts, issued, out, end_ns
 
 
 @dataclass
@@ -333,7 +418,7 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
     pass falls back to events and says why.
     """
     cfg, backend = loop.cfg, loop.backend
-    plans = [loop.workload.iteration(loop.next_iteration + i) for i in range(n)]
+    plans = [loop.plan(loop.next_iteration + i) for i in range(n)]
     loop.next_iteration += n
     events = [_new_events(backend, loop.stream_devices, plan) for plan in plans]
     reason = None if profiler else (
@@ -352,7 +437,7 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
             capture, reason = None, f"the profiler could not start: {type(exc).__name__}: {exc}"
     label = " (detail pass)" if cfg.timing == "auto" else ""
     try:
-        starts, host, end_ns = _run_iterations(
+        starts, _issued, host, end_ns = _run_iterations(
             loop, plans, lambda i, plan: _issue(backend, loop.streams, plan, events[i]), label,
             "detail" if cfg.timing == "auto" else "measure")
     finally:
@@ -465,22 +550,6 @@ def _plain_events(backend: Any, stream_devices: list[str],
     sync = {j: backend.new_event(stream_devices[plan[j].stream]) for j in sorted(needed)}
     ends = {s: backend.new_event(stream_devices[s]) for s in sorted({la.stream for la in plan})}
     return sync, ends
-
-
-def _issue_plain(backend: Any, streams: list[Any], plan: list[Any],
-                 sync: dict[int, Any], ends: dict[int, Any]) -> None:
-    """Issue one iteration with nothing per launch but what its dependencies need."""
-    for j, la in enumerate(plan):
-        stream = streams[la.stream]
-        for w in la.waits:
-            backend.wait(stream, sync[w])
-        with backend.stream_context(stream):
-            la.fn()
-        ev = sync.get(j)
-        if ev is not None:
-            backend.record(ev, stream)
-    for s, ev in ends.items():
-        backend.record(ev, streams[s])
 
 
 def _device_side(cfg: QueueRunConfig) -> Any:

@@ -40,6 +40,10 @@ SUMMARY_FIELDS: dict[str, tuple[str | None, str]] = {
     "launch_delay_p50_us": ("us", "lower"),
     "switch_overhead_us": ("us", "lower"),
     "queue_depth_max": ("launches", "neither"),
+    "host_us_per_kernel": ("us", "lower"),  # host time issuing the iteration, per kernel
+    "cost_us_per_kernel": ("us", "lower"),  # wall time per kernel: what a kernel costs the run
+    "eager_floor_ratio": ("x", "lower"),  # per-launch cost over the bare eager loop's
+    "graph_floor_ratio": ("x", "lower"),  # per-launch cost over the graph replay's
     "wall_s": ("s", "neither"),  # how long the measurement took; throughput judges speed
 }
 
@@ -49,6 +53,7 @@ SUMMARY_REASON_KEY = {
     "latency_p95_ms": "iteration_latency_ms", "latency_p99_ms": "iteration_latency_ms",
     "launch_delay_mean_us": "launch_delay_us", "launch_delay_p50_us": "launch_delay_us",
     "queue_depth_max": "queue_depth",
+    "host_us_per_kernel": "kernels_per_iteration", "cost_us_per_kernel": "kernels_per_iteration",
 }
 
 
@@ -172,6 +177,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     if raw.ebpf is None:
         unavailable["ebpf"] = raw.ebpf_reason or "not requested"
 
+    launch_cost = _launch_costs(raw, len(starts), wall_s, unavailable)
     unit = wl.throughput_unit
     summary = {
         "throughput": throughput,
@@ -184,6 +190,10 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         "launch_delay_p50_us": delay_stats["p50"] if delay_stats else None,
         "switch_overhead_us": switch_us,
         "queue_depth_max": depth["max"] if depth else None,
+        "host_us_per_kernel": launch_cost["host_us_per_kernel"],
+        "cost_us_per_kernel": launch_cost["cost_us_per_kernel"],
+        "eager_floor_ratio": launch_cost["eager_ratio"],
+        "graph_floor_ratio": launch_cost["graph_ratio"],
         "wall_s": wall_s,
     }
     result: dict[str, Any] = {
@@ -201,7 +211,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "streams": cfg.streams, "iterations": cfg.iterations, "warmup": cfg.warmup,
             "sync_mode": cfg.sync_mode, "device": cfg.device,
             "devices": sorted(set(raw.stream_devices)), "stream_devices": raw.stream_devices,
-            "stream_priority": cfg.stream_priority,
+            "stream_priority": cfg.stream_priority, "graph": cfg.graph,
         },
         "platform": raw.platform,
         "timing": {
@@ -244,8 +254,13 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         },
         "ebpf": raw.ebpf,
         "stream_priority": stream_priority_section(raw.priority_info, priorities, cfg.stream_priority),
+        "graph": ({"requested": True, "applied": True, **raw.graph} if raw.graph is not None
+                  else {"requested": False, "applied": False,
+                        "reason": "not requested (--graph): eager launches"}),
+        "floor": launch_cost["floor"],
     }
     result["samples"].update(per_iteration_samples(recs, raw.emulated, kernels))
+    result["samples"]["iteration_host_us_per_kernel"] = launch_cost["host_samples"]
     if raw.event_records is not None:
         result["event_metrics"] = event_metrics(raw.event_records)
     if cfg.keep_timeline:
@@ -263,6 +278,55 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
                                      "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
     return result
+
+
+def _kernels_per_iteration(raw: RawRun) -> tuple[float | None, str]:
+    """Kernels one iteration issues: declared by the workload's launches, else counted from the
+    profiler's kernel records of the detail pass; (None, why) when neither is there."""
+    if raw.kernels_declared:
+        return float(raw.kernels_declared), "declared by the workload's launches"
+    if raw.detail_source == "cupti" and raw.iteration_starts_ns:
+        return len(raw.records) / len(raw.iteration_starts_ns), "counted from profiler kernel records"
+    return None, ("the workload's launches do not declare their kernels and no profiler kernel "
+                  f"records counted them (kernel source: {raw.detail_source})")
+
+
+def _launch_costs(raw: RawRun, iterations: int, wall_s: float,
+                  unavailable: dict[str, str]) -> dict[str, Any]:
+    """Per-kernel host and wall cost of the headline pass, and its ratios to the floors."""
+    kernels, how = _kernels_per_iteration(raw)
+    launches = raw.launches_per_iteration
+    host_samples: list[float] = []
+    out: dict[str, Any] = {"host_us_per_kernel": None, "cost_us_per_kernel": None,
+                           "eager_ratio": None, "graph_ratio": None}
+    if kernels:
+        if raw.measure is not None and raw.measure.issue_ends_ns:
+            host_samples = [(e - s0) / kernels / 1e3 for s0, e in
+                            zip(raw.measure.iteration_starts_ns, raw.measure.issue_ends_ns, strict=True)]
+            out["host_us_per_kernel"] = M.percentile(sorted(host_samples), 50.0)
+        else:
+            unavailable["host_us_per_kernel"] = ("host issue time is taken by the measure pass "
+                                                 "(--timing auto) only")
+        out["cost_us_per_kernel"] = wall_s * 1e6 / (iterations * kernels)
+    else:
+        unavailable["kernels_per_iteration"] = how
+    per_launch = wall_s * 1e6 / (iterations * launches) if launches else None
+    floor: dict[str, Any] = dict(raw.floors)
+    floor.update(kernels_per_iteration=kernels, kernels_per_iteration_from=how if kernels else None,
+                 run_us_per_launch=per_launch,
+                 run_us_per_launch_from=("measure pass wall / launch calls" if raw.measure
+                                         else "single pass wall / launch calls"))
+    for kind in ("eager", "graph"):
+        value = floor.get(f"{kind}_us_per_launch")
+        if isinstance(value, (int, float)) and value > 0 and per_launch is not None:
+            out[f"{kind}_ratio"] = floor[f"{kind}_ratio"] = per_launch / value
+        else:
+            why = str(value) if value is not None else "not available: floors were not measured"
+            floor[f"{kind}_ratio"] = why
+            unavailable[f"{kind}_floor_ratio"] = why.removeprefix("not available: ")
+    out["floor"] = floor
+    out["host_samples"] = host_samples
+    return out
 
 
 def _throughput(raw: RawRun, wl: Any, iterations: int, wall_s: float) -> float | None:
@@ -308,7 +372,8 @@ def _passes(raw: RawRun, wl: Any, wall_s: float, throughput: float | None) -> di
 
 # summary key -> which pass gives it in an auto run
 _FROM_MEASURE = {"throughput", "latency_mean_ms", "latency_p50_ms", "latency_p95_ms",
-                 "latency_p99_ms", "wall_s"}
+                 "latency_p99_ms", "wall_s", "host_us_per_kernel", "cost_us_per_kernel"}
+_FLOOR_KEYS = {"eager_floor_ratio", "graph_floor_ratio"}
 
 
 def summary_sources(raw: RawRun) -> dict[str, str]:
@@ -320,7 +385,10 @@ def summary_sources(raw: RawRun) -> dict[str, str]:
         detail = detail.replace("detail pass", "single pass")
     measure = ("measure pass: host clock at iteration start, device end markers"
                if not raw.emulated else "measure pass: host clocks (CPU emulation)")
-    return {k: (measure if raw.measure is not None and k in _FROM_MEASURE else detail)
+    headline = measure if raw.measure is not None else detail
+    floors = headline.partition(":")[0] + ": wall per launch call over the in-process floors"
+    return {k: (floors if k in _FLOOR_KEYS
+                else measure if raw.measure is not None and k in _FROM_MEASURE else detail)
             for k in SUMMARY_FIELDS}
 
 
@@ -367,7 +435,8 @@ def per_iteration_samples(recs: list[M.LaunchRecord], emulated: bool,
 SWEEP_KIND = "aorta-tui/queue-sweep"
 _HINT = "pass a file written by `queue run -o` or `queue sweep -o`"
 _SAMPLE_KEYS = ("iteration_latency_ms", "iteration_period_ms", "iteration_concurrency",
-                "iteration_launch_delay_mean_us", "iteration_switch_overhead_us")
+                "iteration_launch_delay_mean_us", "iteration_switch_overhead_us",
+                "iteration_host_us_per_kernel")
 
 
 def load_result(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -412,6 +481,7 @@ def check_result(doc: Any, where: str, at: str = "") -> None:
     need(doc["config"], "object", "config")
     need(doc["config"].get("streams"), "integer", "config.streams")
     need(doc["config"].get("stream_priority", "default"), "string", "config.stream_priority")
+    need(doc["config"].get("graph", False), "boolean", "config.graph")
     need(doc.get("emulated"), "boolean", "emulated")
     need(doc.get("run_id"), "string", "run_id", nullable=True)
     for key in ("summary", "summary_units", "summary_better"):

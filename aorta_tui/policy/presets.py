@@ -84,6 +84,8 @@ def _p(name: str, description: str, kind: str, vendor: str = "any", **kw: Any) -
 
 #: The option of `aorta-tui queue run` that gives latency-critical streams high priority.
 STREAM_PRIORITY_ARGS: tuple[str, ...] = ("--stream-priority", "lc")
+#: The option of `aorta-tui queue run` that captures each stream's iteration as a CUDA graph.
+GRAPH_ARGS: tuple[str, ...] = ("--graph",)
 
 BUILTIN_POLICIES: tuple[Policy, ...] = (
     _p("baseline", "default scheduling, no knobs: the reference every policy is compared to",
@@ -118,7 +120,23 @@ BUILTIN_POLICIES: tuple[Policy, ...] = (
        "cuda", env={"CUDA_MODULE_LOADING": "EAGER"}),
     _p("cuda_module_loading_lazy", "load kernel modules on first use (the default since "
        "CUDA 12.2)", "launch", "cuda", env={"CUDA_MODULE_LOADING": "LAZY"}),
+    _p("cuda_graphs", "each stream's iteration captured once as a CUDA graph (HIP graph on "
+       "ROCm) and replayed: what graphs buy a launch-bound job (a `queue run` option)",
+       "launch", harness_args=GRAPH_ARGS),
 )
+
+
+def check_policy(policy: Policy) -> None:
+    """Settings one policy cannot combine: refused before any trial runs, naming where it is
+    defined. A graph captured under CUDA_LAUNCH_BLOCKING=1 would measure neither setting."""
+    blocking = str(policy.env.get("CUDA_LAUNCH_BLOCKING", "")).strip()
+    if "--graph" in policy.harness_args and blocking not in ("", "0"):
+        raise UsageError(
+            f"policy {policy.name!r} sets CUDA_LAUNCH_BLOCKING={blocking} and --graph: stream "
+            "capture cannot run under launch-blocking mode",
+            location=None if policy.source == "builtin" else policy.source,
+            hint="keep them in two policies (cuda_launch_blocking and cuda_graphs) and compare both")
+
 
 BUILTIN_BY_NAME: dict[str, Policy] = {p.name: p for p in BUILTIN_POLICIES}
 
@@ -169,6 +187,7 @@ def resolve_policies(names: Iterable[str], user: Iterable[Policy] = ()) -> list[
                 hint="list each policy once; use --trials for repeats",
             )
         seen.add(name)
+        check_policy(table[name])
         out.append(table[name])
     if not out:
         raise UsageError("no policies given", hint="e.g. --policies baseline,cuda_max_connections_1")

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.hwqueue.harness import QueueRunConfig, _issue_plain, _plain_events, run_queue
+from aorta_tui.hwqueue.harness import QueueRunConfig, _plain_events, compile_plan
+from aorta_tui.hwqueue.run import run_queue
 from aorta_tui.hwqueue.workloads import workload_class
 from aorta_tui.hwqueue.workloads.base import Launch
 
@@ -83,26 +84,34 @@ class _Recorder:
     def wait(self, stream: object, event: object) -> None:
         self.calls.append(("wait", stream, event))
 
-    def stream_context(self, stream: object):  # type: ignore[no-untyped-def]
-        import contextlib
+    def bound_record(self, event: object, stream: object):  # type: ignore[no-untyped-def]
+        return lambda: self.calls.append(("record", event, stream))
 
-        self.calls.append(("enter", stream, None))
-        return contextlib.nullcontext()
+    def bound_wait(self, stream: object, event: object):  # type: ignore[no-untyped-def]
+        return lambda: self.calls.append(("wait", stream, event))
+
+    def bound_set_stream(self, stream: object):  # type: ignore[no-untyped-def]
+        return lambda: self.calls.append(("enter", stream, None))
 
 
 def test_measure_pass_records_only_dependency_events_and_one_end_marker_per_stream() -> None:
-    plan = [Launch(0, "a", lambda: None), Launch(1, "b", lambda: None),
-            Launch(1, "c", lambda: None, waits=(0,)), Launch(0, "d", lambda: None)]
     backend = _Recorder()
+    plan = [Launch(0, "a", lambda: backend.calls.append(("launch", "a", None))),
+            Launch(1, "b", lambda: backend.calls.append(("launch", "b", None))),
+            Launch(1, "c", lambda: backend.calls.append(("launch", "c", None)), waits=(0,)),
+            Launch(0, "d", lambda: backend.calls.append(("launch", "d", None))),
+            Launch(0, "e", lambda: backend.calls.append(("launch", "e", None)))]
     sync, ends = _plain_events(backend, ["cuda:0"] * 3, plan)
     assert set(sync) == {0} and set(ends) == {0, 1}  # stream 2 is unused: no marker
     streams = ["s0", "s1", "s2"]
-    _issue_plain(backend, streams, plan, sync, ends)
+    for call in compile_plan(backend, streams, plan, sync, ends):
+        call()
     assert backend.calls == [
-        ("enter", "s0", None), ("record", sync[0], "s0"),  # launch 0, recorded: 2 waits on it
-        ("enter", "s1", None),
-        ("wait", "s1", sync[0]), ("enter", "s1", None),
-        ("enter", "s0", None),
+        ("enter", "s0", None), ("launch", "a", None),
+        ("record", sync[0], "s0"),  # launch 0, recorded: 2 waits on it
+        ("enter", "s1", None), ("launch", "b", None),
+        ("wait", "s1", sync[0]), ("launch", "c", None),  # same stream: no second switch
+        ("enter", "s0", None), ("launch", "d", None), ("launch", "e", None),
         ("record", ends[0], "s0"), ("record", ends[1], "s1"),
     ]
 

@@ -13,6 +13,10 @@ class AsyncDataload(QueueWorkload):
     min_streams, max_streams, recommended_streams = 4, 12, 6
     switch_latency_sensitivity = "medium"
     work_unit, throughput_unit = "image", "images/s"
+    graph_unsupported = (
+        'copies between host and device memory each iteration (a pageable host buffer '
+        'synchronises the host, which stream capture forbids, and a replay would reuse the '
+        'captured host buffers)')
     defaults = {"batches": 4, "batch": 32, "image": 224, "channels": 3, "hidden": 1024}
     tiny = {"batches": 2, "batch": 2, "image": 8, "hidden": 16}
 

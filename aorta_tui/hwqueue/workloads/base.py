@@ -25,12 +25,17 @@ class Launch:
 
     ``waits`` lists indices of earlier launches *in the same iteration* whose completion this
     launch's stream must wait for (a cross-stream dependency, e.g. a pipeline stage).
+    ``fn`` is called as is, with no arguments, inside the timed loop: launch-bound workloads
+    bind it once (``functools.partial``, a bound method) so the call is all the host work a
+    launch costs. ``kernels`` is how many device kernels one call issues, where the workload
+    knows it (per-kernel costs; ``None``: not declared, the profiler's count is used).
     """
 
     stream: int
     label: str
     fn: Callable[[], Any]
     waits: tuple[int, ...] = ()
+    kernels: int | None = None
 
 
 @dataclass
@@ -69,6 +74,8 @@ class WorkloadInfo:
     throughput_unit: str
     defaults: dict[str, Any]
     tiny: dict[str, Any]
+    # why --graph cannot capture it at its defaults (None: it can; see graph_unsupported_reason)
+    graph_unsupported: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -93,6 +100,9 @@ class QueueWorkload(ABC):
     independent_streams: ClassVar[bool] = False
     # what the latency-critical streams run (``--stream-priority lc``); None: the workload has none
     latency_critical_role: ClassVar[str | None] = None
+    # why ``--graph`` cannot capture an iteration of this workload (None: it can); a workload
+    # whose answer depends on its parameters overrides ``graph_unsupported_reason``
+    graph_unsupported: ClassVar[str | None] = None
 
     def __init__(self, params: Mapping[str, Any] | None = None, *, size: str = "default") -> None:
         merged = dict(self.defaults)
@@ -123,6 +133,7 @@ class QueueWorkload(ABC):
             throughput_unit=cls.throughput_unit,
             defaults=dict(cls.defaults),
             tiny=dict(cls.tiny),
+            graph_unsupported=cls(size="default").graph_unsupported_reason(),
         )
 
     def latency_critical_streams(self, streams: int) -> tuple[int, ...]:
@@ -134,6 +145,15 @@ class QueueWorkload(ABC):
         latency-critical streams, makes the option a no-op that the result says it was.
         """
         return ()
+
+    def graph_unsupported_reason(self) -> str | None:
+        """Why an iteration cannot be captured as a CUDA/HIP graph with these parameters.
+
+        Valid before ``setup`` (``QueueRunConfig.validate`` asks it without torch): stream
+        capture forbids host synchronisation, shapes that change between iterations and
+        collectives outside a captured communicator, so a workload with any of them says which.
+        """
+        return type(self).graph_unsupported
 
     @abstractmethod
     def setup(self, ctx: WorkloadContext) -> None:

@@ -32,6 +32,13 @@ class CommsComputeOverlap(QueueWorkload):
     tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64, "gemms_per_stream": 1,
             "collectives_per_iteration": 1, "comm_elements": 4096}
 
+    def graph_unsupported_reason(self) -> str | None:
+        if self.params["collectives"] == "real":
+            return ("collectives=real issues torch.distributed all-reduces, which a graph can "
+                    "hold only when captured on the communicator's own stream (NCCL graph "
+                    "support); use collectives=simulated with --graph")
+        return None
+
     def setup(self, ctx: WorkloadContext) -> None:
         torch = self._torch = ctx.torch
         p = self.params

@@ -15,6 +15,9 @@ class TorchCompileRegions(QueueWorkload):
     switch_latency_sensitivity = "medium"
     independent_streams = True
     work_unit, throughput_unit = "sample", "samples/s"
+    graph_unsupported = (
+        "torch.compile'd regions check guards on the host at every call and may recompile; "
+        "compile with mode='reduce-overhead' to let inductor capture its own CUDA graphs")
     # backend: any torch.compile backend; 'inductor' generates fused kernels (needs a compiler
     # on CPU, Triton on GPU), 'eager' only traces with dynamo
     defaults = {"batch": 64, "hidden": 1024, "backend": "inductor"}

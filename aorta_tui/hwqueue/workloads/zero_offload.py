@@ -13,6 +13,10 @@ class ZeroOffload(QueueWorkload):
     min_streams, max_streams, recommended_streams = 4, 12, 6
     switch_latency_sensitivity = "low"
     work_unit, throughput_unit = "sample", "samples/s"
+    graph_unsupported = (
+        'uploads and offloads between host and device memory (a pageable host buffer '
+        'synchronises the host, which stream capture forbids, and a replay would reuse the '
+        'captured host buffers)')
     defaults = {"shards": 4, "batch": 32, "hidden": 2048}
     tiny = {"shards": 2, "batch": 2, "hidden": 32}
 
