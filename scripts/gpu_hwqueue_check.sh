@@ -48,7 +48,8 @@ has() { [[ " $STAGES " == *" $1 "* ]]; }
     echo "== all fifteen"
     python3 - "$OUT" <<'PY'
 import json, sys
-from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+from aorta_tui.hwqueue.harness import QueueRunConfig
+from aorta_tui.hwqueue.run import run_queue
 from aorta_tui.hwqueue.workloads import WORKLOADS
 rows = {}
 for name in WORKLOADS:

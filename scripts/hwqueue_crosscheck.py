@@ -32,7 +32,8 @@ from typing import Any, NamedTuple
 
 from aorta_tui.hwqueue import metrics as M
 from aorta_tui.hwqueue.cupti import DEVICE_CATS, MARKER, RUNTIME_CATS
-from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+from aorta_tui.hwqueue.harness import QueueRunConfig
+from aorta_tui.hwqueue.run import run_queue
 
 START_MARKERS = 25  # the harness opens 25 clock markers before the loop and 25 after
 

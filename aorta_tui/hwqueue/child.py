@@ -17,7 +17,8 @@ from aorta_tui.core.errors import AortaError, ExitCode
 
 
 def main(argv: list[str]) -> int:
-    from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.run import run_queue
 
     config_path, output = argv
     try:

@@ -80,8 +80,8 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     sweep. With ``output`` the document is also written atomically and ``ResultWritten`` emitted.
     """
     from aorta_tui.core.errors import AortaError
-    from aorta_tui.hwqueue.harness import run_queue
     from aorta_tui.hwqueue.repeat import refuse_shared_trace, run_isolated
+    from aorta_tui.hwqueue.run import run_queue
 
     refuse_shared_trace(base, "a sweep")
     check_counts(base.workload, counts)

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from aorta_tui.core.errors import UsageError
 from aorta_tui.hwqueue.backends import TorchGpuBackend
 from aorta_tui.hwqueue.compare import compare
-from aorta_tui.hwqueue.harness import QueueRunConfig, _priority_info, run_queue
+from aorta_tui.hwqueue.harness import QueueRunConfig, _priority_info
+from aorta_tui.hwqueue.run import run_queue
 from aorta_tui.hwqueue.workloads import WORKLOADS, workload_class
 from aorta_tui.hwqueue.workloads.base import WorkloadContext
 

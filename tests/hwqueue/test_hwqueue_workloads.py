@@ -6,7 +6,8 @@ import pytest
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Measurement, Progress
-from aorta_tui.hwqueue.harness import QueueRunConfig, run_queue
+from aorta_tui.hwqueue.harness import QueueRunConfig
+from aorta_tui.hwqueue.run import run_queue
 from aorta_tui.hwqueue.workloads import WORKLOADS, all_infos, workload_class
 
 UPSTREAM_CATEGORIES = {  # category and recommended streams as amd-aorta 0.3.0 lists them

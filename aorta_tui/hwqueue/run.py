@@ -1,0 +1,38 @@
+"""One queue run end to end: execute the harness, build the result document, write it.
+
+Above both :mod:`aorta_tui.hwqueue.harness` (which measures) and
+:mod:`aorta_tui.hwqueue.result` (which turns a raw run into the schema-v1 document and reads
+the harness's types), so neither imports the other back (they were an import cycle, hidden by
+a lazy import in the harness).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aorta_tui.core.atomic import atomic_write_json
+from aorta_tui.core.events import Measurement, ResultWritten
+from aorta_tui.hwqueue.harness import EventCallback, QueueRunConfig, execute
+from aorta_tui.hwqueue.result import build_result, new_run_id
+
+
+def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
+              output: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Run one workload at one stream count; returns the result dict (schema v1).
+
+    With ``output`` the result is also written there atomically and ``ResultWritten`` emitted.
+    """
+    cfg.validate()
+    if not cfg.run_id:
+        cfg.run_id = new_run_id()
+    raw = execute(cfg, on_event)
+    result = build_result(cfg, raw)
+    if on_event is not None:
+        on_event(Measurement(cfg.run_id, source="queue", name=cfg.workload,
+                             values=dict(result["summary"]), reasons=dict(result["unavailable"])))
+    if output is not None:
+        atomic_write_json(output, result)
+        if on_event is not None:
+            on_event(ResultWritten(cfg.run_id, path=str(output), what="queue result"))
+    return result
