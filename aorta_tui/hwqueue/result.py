@@ -135,7 +135,11 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
             "priority": priorities[s],
         })
         if b is None:
-            unavailable[f"per_stream[{s}].busy_ms"] = "the workload issued no launch on this stream"
+            unavailable[f"per_stream[{s}].busy_ms"] = (
+                "--graph captured the iteration as one graph replayed on stream 0; its branches "
+                "run on streams the runtime picks, so no launch is on this stream"
+                if (raw.graph or {}).get("mode") == "whole_iteration" and s != 0
+                else "the workload issued no launch on this stream")
     concurrency = M.achieved_concurrency(recs)
     if concurrency is None:
         unavailable["achieved_concurrency"] = "device timeline has zero span"

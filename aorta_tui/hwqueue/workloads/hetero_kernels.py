@@ -1,10 +1,15 @@
 """Large GEMMs on half the streams, bursts of tiny elementwise kernels on the other half.
 
 Probes the convoy effect: do tiny kernels wait behind big GEMMs when queues are shared?
+Kernel by kernel: one ``mm(a, b, out=c)`` per GEMM stream, then ``small_per_large`` tiny ops
+(``mul(t, 2, out=o)``, ``o.add_(1)``: two kernels) spread over the tiny-kernel streams, as
+upstream issues them (upstream allocates each tiny op's two results; here they are written in
+place). Launches are bound once in ``setup``; the plan is the same every iteration.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, gemm_flops
@@ -38,18 +43,20 @@ class HeteroKernels(QueueWorkload):
         ]
         self.small = {s: (ctx.randn(p["small_size"], stream=s), ctx.zeros(p["small_size"], stream=s))
                       for s in small_streams}
-        self._torch = torch
+        self.plan = self._plan(torch)
 
-    def iteration(self, index: int) -> list[Launch]:
-        torch = self._torch
+    def _plan(self, torch: Any) -> list[Launch]:
         out: list[Launch] = []
         for i, (a, b, c) in enumerate(self.large):
-            out.append(Launch(i, "gemm", lambda a=a, b=b, c=c: torch.mm(a, b, out=c)))
+            out.append(Launch(i, "gemm", partial(torch.mm, a, b, out=c), kernels=1))
             for j in range(self.params["small_per_large"]):
                 s = self.small_streams[j % len(self.small_streams)]
                 t, o = self.small[s]
-                out.append(Launch(s, "tiny", lambda t=t, o=o: _scale_shift(torch, t, o)))
+                out.append(Launch(s, "tiny", partial(_scale_shift, torch.mul, t, o), kernels=2))
         return out
+
+    def iteration(self, index: int) -> list[Launch]:
+        return self.plan  # the same launches every iteration; the harness never mutates it
 
     def work_per_iteration(self) -> float:
         p = self.params
@@ -68,6 +75,6 @@ def _small_streams(streams: int) -> list[int]:
     return list(range(n_large, streams)) or list(range(n_large))
 
 
-def _scale_shift(torch: Any, t: Any, o: Any) -> Any:
-    torch.mul(t, 2.0, out=o)
-    return o.add_(1.0)
+def _scale_shift(mul: Any, t: Any, o: Any) -> None:
+    mul(t, 2.0, out=o)
+    o.add_(1.0)

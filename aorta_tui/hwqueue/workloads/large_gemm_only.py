@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, gemm_flops
 
 
@@ -23,9 +25,9 @@ class LargeGemmOnly(QueueWorkload):
                      for s in range(ctx.streams)]
 
     def iteration(self, index: int) -> list[Launch]:
-        torch = self._torch
+        mm = self._torch.mm
         return [
-            Launch(s, "gemm", lambda a=a, b=b, c=c: torch.mm(a, b, out=c))
+            Launch(s, "gemm", partial(mm, a, b, out=c), kernels=1)
             for _ in range(self.params["gemms_per_stream"])
             for s, (a, b, c) in enumerate(self.mats)
         ]
