@@ -12,7 +12,7 @@ from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 if TYPE_CHECKING:
-    from aorta_tui.tui.app import AortaApp
+    from aorta_tui.tui.host import AortaHost
 
 
 class AortaScreen(Screen):
@@ -68,8 +68,8 @@ class AortaScreen(Screen):
             return str(p)
 
     @property
-    def aorta(self) -> AortaApp:
-        return self.app  # type: ignore[return-value]
+    def aorta(self) -> AortaHost:
+        return self.app  # type: ignore[return-value]  # AortaApp, which imports this module
 
     def palette_commands(self) -> Iterable[SystemCommand]:
         """This screen's actions for the command palette (each described key binding has one)."""

@@ -1,0 +1,25 @@
+"""What a screen may ask of the app that hosts it.
+
+Screens (``screens/base.py``) type ``self.aorta`` as this protocol rather than importing
+``AortaApp``: the app imports every screen, so a screen importing the app back was an import
+cycle (hidden under ``TYPE_CHECKING``). ``AortaApp`` satisfies it structurally.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from aorta_tui.tui.machine import MachineFacts
+
+
+class AortaHost(Protocol):
+    output_dir: Path  # where runs are written and listed
+    cwd: Path  # where recipes are found; paths are shown relative to it
+    fixed_machine_facts: MachineFacts | None  # given facts (snapshot tests), else None
+
+    def open_run(self, run_dir: Path) -> None: ...
+
+    def open_recipe(self, path: Path | None) -> None: ...
+
+    def action_goto(self, name: str) -> None: ...
