@@ -1,6 +1,10 @@
 """Run bpftrace as a child process and hand its stdout to a callback in batches of lines.
 
-* stdout is a pipe (line-buffered by bpftrace), read in chunks by one thread;
+* stdout is a pipe, read in chunks by one thread; in events mode bpftrace block-buffers it
+  (``-B full``: one write per 4 KiB, not per record) and the program pads after every
+  heartbeat so that the heartbeat is written at once;
+* bpftrace's perf buffers are enlarged (:func:`perf_rb_pages`), unless
+  ``BPFTRACE_PERF_RB_PAGES`` is set;
 * stderr goes to a file, never to the terminal (bpftrace always prints a RLIMIT_MEMLOCK
   warning, and a TUI's screen must not be written to);
 * the heartbeat (``@H <ns>``) tells :meth:`drain` which records must have been read;
@@ -40,7 +44,26 @@ def _grow_pipe(fd: int, size: int = 16 << 20) -> None:
             continue
 
 
+PAGE = 4096
+PERF_BUFFER_TOTAL = 64 << 20  # locked memory for bpftrace's perf buffers, over all CPUs
+
+
+def perf_rb_pages(cpus: int | None = None) -> int:
+    """Pages per CPU for bpftrace's perf ring buffers (``BPFTRACE_PERF_RB_PAGES``, default 64 =
+    256 KiB): a buffer holds what arrives while bpftrace is off the CPU, so a larger one turns a
+    scheduling stall into a delay instead of lost records (at 200k records/s, 256 KiB is ~15 ms,
+    4 MiB ~0.25 s). A power of two (perf requires it), 64 MiB over all CPUs, 64 to 4096 pages."""
+    n = max(1, cpus or os.cpu_count() or 1)
+    want = max(1, PERF_BUFFER_TOTAL // PAGE // n)
+    return max(64, min(4096, 1 << (want.bit_length() - 1)))
+
+
 class BpftraceRunner:
+    # events mode: block-buffered stdout (the program pads after each heartbeat, program.py);
+    # "line" is bpftrace's default for a pipe, one write per record
+    output_buffering = "full"
+    perf_rb_pages: int | None = perf_rb_pages()  # None: bpftrace's default
+
     def __init__(
         self,
         program_text: str,
@@ -73,9 +96,15 @@ class BpftraceRunner:
         argv = [self.bpftrace]
         if self.json_output:
             argv += ["-f", "json"]
+        elif self.output_buffering == "full":
+            # one 4 KiB write instead of one write per record; every heartbeat is pushed out by
+            # the padding line the program prints after it (program.FLUSH_PAD)
+            argv += ["-B", "full"]
         argv.append(str(self.program_path))
         env = dict(os.environ)
         env.setdefault("BPFTRACE_STRLEN", "64")
+        if self.perf_rb_pages:
+            env.setdefault("BPFTRACE_PERF_RB_PAGES", str(self.perf_rb_pages))
         self._stderr_fh = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
         try:
             self.proc = subprocess.Popen(

@@ -78,3 +78,12 @@ def test_aggregate_json_lines_fold_into_state() -> None:
     assert state["nl"] == {2: {"gfx_0.0.0": 5}}
     assert state["lost"] == 2 and state["heartbeats"] == [99]
     assert p.malformed_total == 1
+
+
+def test_flush_padding_lines_are_skipped_not_malformed() -> None:
+    from aorta_tui.trace.program import PAD_BYTES
+
+    pad = "@P " + "." * PAD_BYTES + "\n"
+    p = RecordParser()
+    b = p.feed(["@R 1 10 20 21 5 6 7 -\n", "@H 99\n", pad, "@R 1 11 20 21 5 6 7 -\n", pad])
+    assert len(b) == 2 and b.heartbeats == [99] and b.malformed == 0 and p.malformed_total == 0

@@ -73,3 +73,26 @@ def test_no_parameter_can_smuggle_statements_into_a_program(value: str) -> None:
             continue
         assert out == value
         assert not any(ch in out for ch in ";{}\n/") or name == "lib"
+
+
+def test_events_records_put_literals_in_the_format_and_pad_after_heartbeats(tmp_path: Path) -> None:
+    """Fewer printf arguments per record (bpftrace formats each one in user space) and, with
+    bpftrace's block-buffered output, a padding line after every heartbeat longer than its
+    4096-byte buffer, so a heartbeat is written at once at any rate."""
+    lib = tmp_path / "libcuda.so.1"
+    lib.write_bytes(b"")
+    ok = {"lib": str(lib), "symbol": "cuLaunchKernel", "stream": "arg1", "kind": "5"}
+    text = program.render(_det(ok), mode="events", pid=None).text
+    assert 'printf("@R 1 %lld %d %d %lld 0 5 -\\n", (int64)(nsecs), pid, tid, (int64)($s));' in text
+    hb = next(ln for ln in text.splitlines() if ln.startswith("interval:ms:"))
+    end = next(ln for ln in text.splitlines() if ln.startswith("END "))
+    for ln in (hb, end):
+        assert ln.index('printf("@H') < ln.index('printf("@P ')
+        assert ln.count(".") >= 4096
+    assert "@P " not in program.render(_det(ok), mode="aggregate", pid=None).text
+
+
+def test_a_literal_timestamp_and_a_label_keep_the_field_order() -> None:
+    m = probes.get("cuda").metric("launch")
+    got = program._expand_emit(["launch", "7", "$s", "$d", "3", "$lab"], 4, m, "events")
+    assert got.endswith('printf("@R 4 7 %d %d %lld %lld 3 %s\\n", pid, tid, (int64)($s), (int64)($d), $lab);')
