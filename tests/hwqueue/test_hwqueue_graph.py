@@ -143,6 +143,31 @@ def test_cuda_graphs_policy_passes_graph_and_refuses_launch_blocking() -> None:
     assert "cuda_graphs" in BUILTIN_BY_NAME
 
 
+def test_policy_sweep_with_cuda_graphs_on_cpu_refuses_and_keeps_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "aorta_tui", "policy", "sweep", "tiny_kernel_stress",
+                           "--policies", "cuda_graphs", "--streams", "2", "--trials", "1", "-i", "2",
+                           "--warmup", "1", "--device", "cpu", "--size", "tiny", "-o", str(run_dir)],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 2, proc.stderr
+    assert "policy 'cuda_graphs' refused to run" in proc.stderr and "--device cpu" in proc.stderr
+    assert not run_dir.exists()
+
+
+def test_policy_file_combining_launch_blocking_and_graph_is_located_exit_2(tmp_path: Path) -> None:
+    policies = tmp_path / "pol.yaml"
+    policies.write_text('policies:\n  both:\n    env: {CUDA_LAUNCH_BLOCKING: "1"}\n'
+                        '    harness_args: ["--graph"]\n', encoding="utf-8")
+    run_dir = tmp_path / "sweep"
+    proc = subprocess.run([sys.executable, "-m", "aorta_tui", "policy", "sweep", "tiny_kernel_stress",
+                           "--policies", "both", "--policy-file", str(policies), "--streams", "2",
+                           "--trials", "1", "--device", "cpu", "--size", "tiny", "-o", str(run_dir)],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{policies}:2: policy 'both' sets CUDA_LAUNCH_BLOCKING=1 and --graph" in proc.stderr
+    assert not run_dir.exists()
+
+
 # --- the floors and the per-kernel figures on CPU -----------------------------------------
 
 def test_cpu_run_floors_are_not_available_with_the_reason() -> None:
