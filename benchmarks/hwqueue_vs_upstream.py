@@ -343,9 +343,10 @@ def main() -> int:
         print(f"overhead {name}: {orows[-2]} {orows[-1]}", flush=True)
     t2 = table(["workload", "estimate", "hand loop ms", "harness (auto: measure pass) ms", "overhead",
                 "--timing events ms", "overhead"], orows)
-    t3 = floor_runs(args, record["upstream"]) if args.floor_reps else ""
     t1_text = (f"throughput at {args.streams} streams, {args.iterations} iterations, "
                f"per_iteration sync, median of {args.throughput_reps} alternating rounds\n\n{t1}\n\n")
+    (args.out / "bench.md").write_text(t0_text + t1_text)  # kept if a later part is cut short
+    t3 = floor_runs(args, record["upstream"]) if args.floor_reps else ""
     t2_text = (f"harness overhead ({args.overhead_reps} reps, each a fresh process running the hand "
                f"loop, --timing events and the default run; {args.iterations} iterations; target "
                f"<= 2% for the figures the harness reports as throughput)\n\n{t2}\n"
