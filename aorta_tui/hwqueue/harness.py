@@ -19,6 +19,10 @@ Timing modes (``docs/hwqueue.md``):
   launch (profiler kernel records on a GPU when available, events otherwise) and gives the
   per-launch figures. Each summary figure names the pass it came from.
 
+With ``graph`` (``--graph``) both passes replay CUDA/HIP graphs captured after the warm-up
+(:mod:`aorta_tui.hwqueue.graphs`), and every GPU run measures the eager and graph-replay floors
+of its own launches once, before the measured passes.
+
 Everything is computed afterwards from the recorded timestamps by
 :mod:`aorta_tui.hwqueue.metrics`. torch is imported only when a run starts.
 """
