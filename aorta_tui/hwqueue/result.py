@@ -322,6 +322,9 @@ def _launch_costs(raw: RawRun, iterations: int, wall_s: float,
                                          else "single pass wall / launch calls"))
     for kind in ("eager", "graph"):
         value = floor.get(f"{kind}_us_per_launch")
+        if isinstance(value, (int, float)) and kernels and launches:
+            # the kernel count may come from the profiler, which the floor did not have
+            floor[f"{kind}_us_per_kernel"] = value * launches / kernels
         if isinstance(value, (int, float)) and value > 0 and per_launch is not None:
             out[f"{kind}_ratio"] = floor[f"{kind}_ratio"] = per_launch / value
         else:
