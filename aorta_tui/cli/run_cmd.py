@@ -53,7 +53,7 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
     import yaml
 
     from aorta_tui.cli.sinks import pick_sink
-    from aorta_tui.cli.sweep_flow import run_until_done
+    from aorta_tui.cli.sweep_flow import run_until_done, sweep_services
     from aorta_tui.core.events import EventBus
     from aorta_tui.core.recipe import load_recipe_text
     from aorta_tui.core.registry import Registry
@@ -71,7 +71,8 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
     recipe = load_recipe_text(yaml.safe_dump(doc, sort_keys=False), source="<aorta-tui run>",
                               registry=registry)
     bus = EventBus()
-    sweep = Sweep(recipe, registry, SweepOptions(output=output, strict=True, snapshots=snapshots),
+    sweep = Sweep(recipe, registry, SweepOptions(output=output, strict=True, snapshots=snapshots,
+                                                   services=sweep_services()),
                   bus)
     bus.add(pick_sink(json_mode))
     outcome = run_until_done(sweep, bus)

@@ -216,7 +216,7 @@ def _run_sweep_command(req: SweepRequest) -> int:
     options = SweepOptions(
         output=req.output, resume=req.resume, order=req.order, seed=req.seed, strict=req.strict,
         snapshots=req.snapshots, ticket=req.ticket,
-        steps=req.steps if req.recipe is not None else None,
+        steps=req.steps if req.recipe is not None else None, services=sweep_services(),
     )
     bus = EventBus()
     sweep = Sweep(recipe, registry, options, bus)
@@ -234,6 +234,33 @@ def _run_sweep_command(req: SweepRequest) -> int:
         print(f"interrupted; resume with: aorta-tui sweep run --resume {outcome.run_dir}",
               file=sys.stderr, flush=True)
     return outcome.exit_code
+
+
+def sweep_services() -> Any:
+    """The tracing and snapshot hashing a sweep uses, from above core (core/services.py).
+
+    Imported when a sweep needs them, so `--help` and a dry run of an untraced recipe never pay
+    for the trace engine."""
+    from aorta_tui.core.services import SweepServices
+
+    def require_tracing() -> None:
+        from aorta_tui.trace import capability
+
+        capability.require_bpftrace(None)
+        capability.require_privilege()
+
+    def trace_session(*args: Any, **kwargs: Any) -> Any:
+        from aorta_tui.trace.session import TraceSession
+
+        return TraceSession(*args, **kwargs)
+
+    def snapshot_hash(snapshot: dict[str, Any]) -> str:
+        from aorta_tui.envsnap import snapshot_hash as envsnap_hash
+
+        return envsnap_hash(snapshot)
+
+    return SweepServices(require_tracing=require_tracing, trace_session=trace_session,
+                         snapshot_hash=snapshot_hash)
 
 
 def run_until_done(sweep: Any, bus: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ def write_reports(
     *,
     status: str,
     hint: str = "",
+    schema_hash: Callable[[dict[str, Any]], str | None],
 ) -> dict[str, Path]:
-    snapshots, warnings = snapshot_index(run_dir, plan, records)
+    snapshots, warnings = snapshot_index(run_dir, plan, records, schema_hash)
     threshold = recipe.confound.threshold if recipe.confound else None
     matrix = {
         "schema_version": MATRIX_SCHEMA_VERSION,
@@ -80,9 +82,13 @@ def cell_timeline(run_dir: Path, records: list[TrialRecord]) -> dict[str, Any]:
                         for r in records)
 
 
-def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialRecord]) -> tuple[dict[str, Any], list[str]]:
+def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialRecord],
+                   schema_hash: Callable[[dict[str, Any]], str | None]) -> tuple[dict[str, Any], list[str]]:
     """Each environment's snapshot files with their hashes, and a warning where they differ."""
-    from aorta_tui.core.snapshots import snapshot_hash
+    from aorta_tui.core import snapshots
+
+    def snapshot_hash(path: Path) -> str | None:
+        return snapshots.snapshot_hash(path, schema_hash)
 
     env_dir = run_dir / "env"
     index: dict[str, Any] = {}

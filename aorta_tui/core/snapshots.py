@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,8 +203,11 @@ def _lower_priority(pid: int) -> str:
         return f"normal (could not lower it: {exc})"
 
 
-def snapshot_hash(path: Path) -> str | None:
-    """Hash of what matters in a snapshot file; ``None`` when it cannot be read."""
+def snapshot_hash(path: Path, schema_hash: Callable[[dict[str, Any]], str | None]) -> str | None:
+    """Hash of what matters in a snapshot file; ``None`` when it cannot be read.
+
+    ``schema_hash`` is envsnap's hash of a full snapshot, handed in from above core
+    (``core/services.py``); a minimal snapshot is hashed here."""
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
@@ -213,9 +217,7 @@ def snapshot_hash(path: Path) -> str | None:
         # snapshot the same (empty) hash, hiding a changed variable.
         blob = json.dumps({"env": data.get("env"), "host": data.get("host")}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
-    from aorta_tui.envsnap import snapshot_hash as envsnap_hash
-
-    return envsnap_hash(data)
+    return schema_hash(data)
 
 
 def _write_minimal(path: Path, name: str, overlay: dict[str, str], *, note: str) -> None:

@@ -38,6 +38,7 @@ from aorta_tui.core.events import (
 )
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
+from aorta_tui.core.services import NO_SERVICES, SweepServices
 from aorta_tui.core.worker import CancelEvent
 
 
@@ -52,6 +53,8 @@ class SweepOptions:
     ticket: str | None = None
     trials: int | None = None  # overrides every cell's trial count
     steps: int | None = None
+    # tracing and snapshot hashing, from the layers above core (core/services.py)
+    services: SweepServices = NO_SERVICES
 
 
 @dataclass
@@ -169,10 +172,7 @@ class Sweep:
             )
         if getattr(r, "trace", None) and r.trace.probes:
             try:
-                from aorta_tui.trace import capability
-
-                capability.require_bpftrace(None)
-                capability.require_privilege()
+                self.options.services.require_tracing()
             except AortaError as exc:
                 if not dry_run:
                     raise
@@ -485,9 +485,7 @@ class Sweep:
         if not spec or not spec.probes:
             yield {}
             return
-        from aorta_tui.trace.session import TraceSession
-
-        session = TraceSession(list(spec.probes), mode=spec.mode, on_event=self.bus.emit,
+        session = self.options.services.trace_session(list(spec.probes), mode=spec.mode, on_event=self.bus.emit,
                                run_id=run_id, calibrate=not self._trace_calibrated, inject_children=True)
         try:
             session.start()
@@ -630,7 +628,8 @@ class Sweep:
         for s in cells:
             self.bus.emit(CellAggregated(run_id, cell=s.cell, stats=s.to_dict()))
         hint = self._failure_hint(records)
-        paths = write_reports(run_dir, self.recipe, self.plan, cells, records, status=status, hint=hint)
+        paths = write_reports(run_dir, self.recipe, self.plan, cells, records, status=status, hint=hint,
+                              schema_hash=self.options.services.snapshot_hash)
         for what, path in paths.items():
             self.bus.emit(ResultWritten(run_id, path=str(path), what=what))
         failing = [r.trial_id for r in records if r.verdict != "pass"]

@@ -90,7 +90,12 @@ def test_plain_eta_uses_this_sessions_pace_only():
 
 
 def test_minimal_snapshots_hash_their_variables(tmp_path):
-    from aorta_tui.core.snapshots import _write_minimal, snapshot_hash
+    from aorta_tui.core import snapshots
+    from aorta_tui.core.snapshots import _write_minimal
+    from aorta_tui.envsnap import snapshot_hash as envsnap_hash
+
+    def snapshot_hash(path):
+        return snapshots.snapshot_hash(path, envsnap_hash)
 
     a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
     _write_minimal(a, "docker:x", {"A": "1"}, note="n")
