@@ -22,6 +22,7 @@ checks that torch's CUDA state is untouched and refuses to fork otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -173,6 +174,15 @@ def _become_subreaper() -> None:
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
+def _reseed() -> None:
+    """What a fresh process would have: numpy's global generator from the OS's entropy (Python's
+    ``random`` reseeds itself at fork; torch's default seed is fixed in a fresh process too)."""
+    np_random = getattr(sys.modules.get("numpy"), "random", None)
+    if np_random is not None:
+        with contextlib.suppress(Exception):  # an odd numpy: the workload seeds what it needs
+            np_random.seed()
+
+
 def run_trial(sock: socket.socket, become: _BecomeTrial) -> int:
     """In the forked trial: take its descriptors and environment, then run it."""
     request, (out_fd, err_fd, go_fd) = become.request, become.fds
@@ -193,6 +203,7 @@ def run_trial(sock: socket.socket, become: _BecomeTrial) -> int:
     os.chdir(request["cwd"])
     if request.get("subreaper"):
         _become_subreaper()
+    _reseed()
     spec = request["spec"]
     sys.argv = [os.path.join(os.path.dirname(__file__), "trial_worker.py"), spec]
     from aorta_tui.core import trial_worker
