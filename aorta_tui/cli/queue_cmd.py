@@ -195,7 +195,8 @@ def print_result(result: dict[str, Any]) -> None:
     s, u = result["summary"], result["summary_units"]
     wl, cfg = result["workload"], result["config"]
     title = (f"{wl['name']} x{cfg['streams']} streams on {result['platform'].get('device_name')}"
-             f" ({result['platform']['backend']}{', EMULATED' if result['emulated'] else ''})")
+             f" ({result['platform']['backend']}{', EMULATED' if result['emulated'] else ''}"
+             f"{', CUDA-graph replay' if cfg.get('graph') else ''})")
     sources = result.get("summary_source", {})
     # per-stream rows are one run's (a --repeat result's representative), never a median
     detail_from = _short_source(sources.get("achieved_concurrency", ""), keep_median=False)

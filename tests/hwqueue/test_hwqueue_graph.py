@@ -264,8 +264,20 @@ class _Trace:
 
 
 @settings(max_examples=150, deadline=None)
-@given(_plans())
-def test_compiled_iteration_keeps_order_streams_and_dependencies(plan: list[Launch]) -> None:
+@given(plan=_plans())
+def test_compiled_iteration_keeps_order_streams_and_dependencies(attack_tally: Any,
+                                                                 plan: list[Launch]) -> None:
+    failed = 1
+    try:
+        _check_compiled(plan)
+        failed = 0
+    finally:
+        attack_tally.record("measure-pass compiler property", cases=1, failures=failed,
+                            promise="launches in order on their streams, waits after records, "
+                            "one stream switch per run")
+
+
+def _check_compiled(plan: list[Launch]) -> None:
     trace = _Trace()
     launches = [Launch(la.stream, la.label, (lambda j=j: trace.log.append(("launch", j))),
                        waits=la.waits) for j, la in enumerate(plan)]
