@@ -11,7 +11,8 @@ Part 0 (``--all``) first runs every one of the fifteen workloads once at N strea
 prints a table of the main figures, so a GPU session shows them all working.
 
 Part 2 measures our harness's overhead: the same workload instance's launches issued by a
-hand-written loop (streams, the waits it needs, per-iteration sync, no timing) against the
+hand-written loop (one stream context per run of launches on a stream, as upstream writes it,
+the waits it needs, per-iteration sync, no timing) against the
 harness's default run, whose throughput comes from its measure pass (one end marker per stream
 per iteration), and against ``--timing events`` (two events and two clock reads per launch).
 Each repetition is a fresh process that runs the three in that order (the default run last:
@@ -100,17 +101,22 @@ def hand_loop_wall(name: str, streams: int, iters: int, warm: int, params: dict[
     needed = {w for plan in plans for la in plan for w in la.waits}
 
     def one(plan: list[Any]) -> None:
+        # as upstream writes it: one `with torch.cuda.stream(s)` block per run of launches on a
+        # stream, an event only where a later launch waits on this one
         done: dict[int, Any] = {}
-        for j, la in enumerate(plan):
-            s = ss[la.stream]
-            for w in la.waits:
-                s.wait_event(done[w])
+        j, n = 0, len(plan)
+        while j < n:
+            s = ss[plan[j].stream]
             with torch.cuda.stream(s):
-                la.fn()
-            if j in needed:
-                ev = torch.cuda.Event()
-                ev.record(s)
-                done[j] = ev
+                while j < n and ss[plan[j].stream] is s:
+                    la = plan[j]
+                    for w in la.waits:
+                        s.wait_event(done[w])
+                    la.fn()
+                    if j in needed:
+                        done[j] = torch.cuda.Event()
+                        done[j].record(s)
+                    j += 1
         torch.cuda.synchronize()
 
     for plan in plans[:warm]:
