@@ -215,7 +215,9 @@ class WarmLauncher:
 
     def launch(self, spec: Any, scope: containment.Scope) -> _ForkedProc:
         z = self.zygote
-        z.wait_ready(self.cancel)
+        waited = time.monotonic_ns()
+        z.wait_ready(self.cancel)  # the first trial of a zygote waits for its import (in `spawned`)
+        waited = time.monotonic_ns() - waited
         if not z.ready:
             raise WarmError(f"the warm zygote (pid {z.pid}) did not start: {z.error}")
         ok, why = containment._become_subreaper()
@@ -229,7 +231,8 @@ class WarmLauncher:
             "op": "fork", "spec": spec.argv[-1], "env": spec.env, "cwd": str(spec.cwd),
             "subreaper": isinstance(scope, containment.SubreaperScope),
             "warm": {"zygote_pid": z.pid, "torch_import_ns": z.info.get("torch_import_ns"),
-                     "zygote_loaded_ns": z.info.get("loaded_ns"), "trial_in_zygote": z.forks + 1},
+                     "zygote_loaded_ns": z.info.get("loaded_ns"), "trial_in_zygote": z.forks + 1,
+                     "waited_for_zygote_ms": round(waited / 1e6, 3)},
         }
         try:
             reply = z.fork(request, [out_w, err_w, go_r])

@@ -571,6 +571,10 @@ class _Run:
                 self.kill_escalated = True
                 live = _wait_dead(live, 1.0, reap=self.scope.reap)
         self.scope.reap(self.tree_snapshot)
+        if self.spec.launcher is not None:  # a warm orchestrator is a subreaper: orphans are ours
+            for pid in self.tree_snapshot - {self.pid}:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
         self.survivors = {p for p in (self.scope.members() | live) if p != self.pid}
 
     def _start_gpu_sampler(self) -> tuple[gpu_probe.GpuSampler | None, str | None]:
