@@ -321,7 +321,8 @@ def test_graph_run_replays_per_stream_graphs_and_reports_floors() -> None:
     assert r["summary"]["eager_floor_ratio"] > 0 and r["summary"]["graph_floor_ratio"] > 0
     assert r["config"]["graph"] is True
     if r["timing"]["kernel_source"] == "cupti":  # every captured kernel ran in every replay
-        assert r["timing"]["kernels_recorded"] == 2 * 4 * 100 * 4
+        dropped = r["timing"]["profiler"]["implausible_timestamps_dropped"]  # a CUPTI clock fault
+        assert r["timing"]["kernels_recorded"] + dropped == 2 * 4 * 100 * 4
 
 
 @gpu
