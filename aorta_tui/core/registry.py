@@ -28,7 +28,7 @@ class Mitigation:
     """A named bundle of environment variables, plus optional in-process switches.
 
     ``switches`` name actions a workload performs inside its process before the first GPU op
-    (see ``aorta_tui.workloads.switches``), for knobs no environment variable controls on
+    (see ``aorta_tui.core.switches``), for knobs no environment variable controls on
     every vendor, such as TF32 on CUDA.
     """
 
@@ -310,7 +310,7 @@ def _sidecar_entry(p: Path, text: str, i: int, e: Any, clip: Any) -> Mitigation:
     if not isinstance(switches, list) or not all(isinstance(x, str) for x in switches):
         raise UsageError(f"{where}.switches must be a list of switch names",
                          hint='e.g. "switches": ["torch.tf32_off"]')
-    from aorta_tui.workloads.switches import SWITCHES
+    from aorta_tui.core.switches import SWITCHES
 
     bad = [x for x in switches if x not in SWITCHES]
     if bad:

@@ -72,13 +72,49 @@ class JournalReader:
             self._partial, self._skipping = b"", True
 
 
-class JournalFollower:
-    """A thread that delivers a journal's events in batches until stopped.
+def follow_journal(
+    run_dir: Path,
+    on_events: Callable[[list[Event]], None],
+    stop: threading.Event,
+    *,
+    poll_s: float = 0.5,
+    reader: JournalReader | None = None,
+) -> None:
+    """Deliver a journal's events in batches until ``stop`` is set (blocks: run it in a worker).
 
     It reads everything already written first (so opening a finished run, or re-attaching to a
     running one, shows the whole history), then waits on filesystem notifications (watchfiles)
     with a timeout, so a missed notification costs at most ``poll_s``.
     """
+    from watchfiles import watch
+
+    reader = reader if reader is not None else JournalReader(run_dir)
+
+    def deliver() -> None:
+        events = reader.read_new()
+        if events:
+            on_events(events)
+
+    deliver()
+    for _changes in watch(
+        run_dir,
+        watch_filter=lambda _change, path: path.endswith(JOURNAL_NAME),
+        stop_event=stop,
+        debounce=100,
+        step=30,
+        rust_timeout=max(50, int(poll_s * 1000)),
+        yield_on_timeout=True,
+        recursive=False,
+        raise_interrupt=False,
+    ):
+        if stop.is_set():
+            break
+        deliver()
+
+
+class JournalFollower:
+    """:func:`follow_journal` on a thread of its own, for ``attach --plain`` (no Textual there:
+    the TUI's screens follow a journal in a Textual worker, ``tui.bridge``)."""
 
     def __init__(
         self,
@@ -92,7 +128,7 @@ class JournalFollower:
         self.reader = JournalReader(self.run_dir)
         self._on_events = on_events
         self._on_error = on_error
-        self._poll_ms = max(50, int(poll_s * 1000))
+        self._poll_s = poll_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"journal:{self.run_dir.name}", daemon=True)
 
@@ -109,30 +145,9 @@ class JournalFollower:
     def stopped(self) -> bool:
         return self._stop.is_set()
 
-    def _deliver(self) -> None:
-        events = self.reader.read_new()
-        if events:
-            self._on_events(events)
-
     def _run(self) -> None:
         try:
-            self._deliver()
-            from watchfiles import watch
-
-            for _changes in watch(
-                self.run_dir,
-                watch_filter=lambda _change, path: path.endswith(JOURNAL_NAME),
-                stop_event=self._stop,
-                debounce=100,
-                step=30,
-                rust_timeout=self._poll_ms,
-                yield_on_timeout=True,
-                recursive=False,
-                raise_interrupt=False,
-            ):
-                if self._stop.is_set():
-                    break
-                self._deliver()
+            follow_journal(self.run_dir, self._on_events, self._stop, poll_s=self._poll_s, reader=self.reader)
         except BaseException as exc:  # a follower failure is shown, never a crash
             if self._on_error is not None and not self._stop.is_set():
                 self._on_error(exc)

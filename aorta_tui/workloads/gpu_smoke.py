@@ -57,7 +57,7 @@ class GpuSmoke(Workload):
     def setup(self, ctx: WorkloadContext) -> None:
         import torch
 
-        from aorta_tui.workloads.switches import apply_switches
+        from aorta_tui.core.switches import apply_switches
 
         self._applied = apply_switches(ctx.switches)
         want = ctx.config["device"]

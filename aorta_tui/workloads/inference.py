@@ -108,9 +108,9 @@ class Inference(Workload):
 
     # -- set-up --------------------------------------------------------------------------
     def setup(self, ctx: WorkloadContext) -> None:
+        from aorta_tui.core.switches import apply_switches
         from aorta_tui.workloads._common import pick_device, torch_dtype
         from aorta_tui.workloads._models import ModelShape, build_model
-        from aorta_tui.workloads.switches import apply_switches
 
         self.applied = apply_switches(ctx.switches)
         cfg = ctx.config

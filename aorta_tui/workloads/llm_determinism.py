@@ -102,10 +102,10 @@ class LlmDeterminism(Workload):
         return out
 
     def setup(self, ctx: WorkloadContext) -> None:
+        from aorta_tui.core.switches import apply_switches
         from aorta_tui.workloads._common import pick_device, torch_dtype
         from aorta_tui.workloads._dist import init_distributed
         from aorta_tui.workloads._models import ModelShape, build_model
-        from aorta_tui.workloads.switches import apply_switches
 
         self.applied = apply_switches(ctx.switches)
         cfg = ctx.config

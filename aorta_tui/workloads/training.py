@@ -77,8 +77,8 @@ class Training(Workload):
     )
 
     def setup(self, ctx: WorkloadContext) -> None:
+        from aorta_tui.core.switches import apply_switches
         from aorta_tui.workloads._common import pick_device, seed_everything
-        from aorta_tui.workloads.switches import apply_switches
 
         self.applied = apply_switches(ctx.switches)
         cfg = ctx.config

@@ -69,7 +69,7 @@ def test_the_deterministic_switch_does_not_import_inductor_and_still_sets_both_f
     pytest.importorskip("torch")
     proc = _py("""
         import sys, torch
-        from aorta_tui.workloads.switches import apply_switches
+        from aorta_tui.core.switches import apply_switches
         applied = apply_switches(["torch.deterministic"])
         assert "torch._inductor.config" not in sys.modules, "inductor imported"
         assert torch.are_deterministic_algorithms_enabled()

@@ -7,17 +7,17 @@ sends commands: cancel (signal the orchestrator) and resume (launch it again det
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static
 
 from aorta_tui.core.events import Event
-from aorta_tui.tui.journal import JournalFollower
+from aorta_tui.tui.bridge import EngineBridge, JournalFailed, JournalGrew, PendingEvents
 from aorta_tui.tui.matrix_state import MatrixState, TrialView
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.bundle_review import BundleReviewScreen
@@ -39,7 +39,7 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-class MatrixScreen(AortaScreen):
+class MatrixScreen(EngineBridge, AortaScreen):
     TITLE_TEXT = "Matrix"
     MAIN_WIDGET = "#matrix-grid"
     BINDINGS = [
@@ -58,10 +58,8 @@ class MatrixScreen(AortaScreen):
         super().__init__()
         self.run_dir: Path | None = None
         self.state: MatrixState | None = None
-        self._follower: JournalFollower | None = None
+        self._pending: PendingEvents | None = None  # what the journal worker read, not yet shown
         self._dirty = False
-        self._lock = threading.Lock()
-        self._pending: list[Event] = []
         self.events_seen = 0
         self.orchestrator_alive: bool | None = None
 
@@ -106,42 +104,44 @@ class MatrixScreen(AortaScreen):
             return
         self.state = MatrixState.for_run(self.run_dir)
         self.events_seen = 0
-        with self._lock:
-            self._pending.clear()
         self.sub_title = self.display_path(self.run_dir)
         self.orchestrator_alive = None
         self._check_orchestrator()
-        self._follower = JournalFollower(self.run_dir, self._on_events, on_error=self._on_follow_error).start()
+        self._pending = PendingEvents(self.run_dir)
+        self.follow_journal(self._pending)
         self._dirty = True
 
     def _stop_follower(self) -> None:
-        if self._follower is not None:
-            self._follower.stop()
-            self._follower = None
+        if self._pending is not None:
+            self._pending.stop.set()  # the worker's watch ends within its step
+            self._pending = None
 
-    def _on_events(self, events: list[Event]) -> None:
-        """Called on the follower thread: queue the batch; the timer folds and redraws."""
-        with self._lock:
-            self._pending.extend(events)
+    @on(JournalGrew)
+    def _journal_grew(self, message: JournalGrew) -> None:
+        """New journal events (coalesced messages: one call takes every batch read so far)."""
+        if message.pending is self._pending:
+            self._fold(message.pending.take())
 
-    def _on_follow_error(self, exc: BaseException) -> None:
-        self.from_thread(
-            self.notify, f"following the journal failed: {exc}", severity="error", timeout=12
-        )
+    @on(JournalFailed)
+    def _journal_failed(self, message: JournalFailed) -> None:
+        if message.pending is self._pending:
+            self.notify(f"following the journal failed: {message.error}", severity="error", timeout=12)
+
+    def _fold(self, batch: list[Event]) -> None:
+        if self.state is None or not batch:
+            return
+        finished_before = self.state.status
+        first_batch = self.events_seen == 0  # the history, read when the run was opened
+        self.state.apply_all(batch)
+        self.events_seen += len(batch)
+        if self.state.status is not None and finished_before is None and not first_batch:
+            self._on_run_finished()  # it finished while we watched
+        self._dirty = True
 
     def _redraw(self) -> None:
-        with self._lock:
-            batch, self._pending = self._pending, []
+        """The timer: draw at most every REDRAW_S, however fast the journal grows."""
         if self.state is None:
             return
-        if batch:
-            finished_before = self.state.status
-            first_batch = self.events_seen == 0  # the history, read when the run was opened
-            self.state.apply_all(batch)
-            self.events_seen += len(batch)
-            if self.state.status is not None and finished_before is None and not first_batch:
-                self._on_run_finished()  # it finished while we watched
-            self._dirty = True
         if self._dirty:
             self._dirty = False
             self.refresh_view()
