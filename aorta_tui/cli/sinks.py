@@ -6,6 +6,7 @@ import contextlib
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from aorta_tui.core.events import Event
@@ -54,7 +55,7 @@ class PlainSink:
             why = f" ({', '.join(e.detectors)})" if e.detectors else ""
             took = f" in {e.wall_s:.2f}s" if e.wall_s is not None else ""
             self._p(f"[{self._done}/{self._total}] {e.trial_id}: {e.verdict}{why}{took}"
-                    f"{timeline_text(e.trial_dir)}"
+                    f"{timeline_text(e.trial_dir)}{placement(e.trial_dir)}"
                     f"{eta_text(self._t0, self._ran, self._total - self._done)}")
         elif k == "warning":
             self._p(f"warning: {e.message}")
@@ -82,6 +83,18 @@ def timeline_text(trial_dir: str) -> str:
     return f" ({text.split(': ', 1)[-1]})" if text else ""
 
 
+def placement(trial_dir: str) -> str:
+    """`` [job 12_3 on node07, GPU 0, COMPLETED, queued 0.7 s]`` for a trial run as a Slurm job."""
+    if not trial_dir:
+        return ""
+    from aorta_tui.executor.report import placement_text
+
+    try:
+        return placement_text(json.loads((Path(trial_dir) / "result.json").read_bytes()))
+    except (OSError, ValueError, RecursionError):
+        return ""
+
+
 def eta_text(t0: float, ran: int, remaining: int) -> str:
     """Remaining trials at this session's pace so far (trials done before a resume don't count)."""
     if not ran or remaining <= 0:
@@ -103,6 +116,9 @@ def summary_text(e: Any) -> str:
         if s.get("hint"):
             lines.append(f"hint: {s['hint']}")
     if s.get("matrix"):
+        from aorta_tui.executor.report import node_summary
+
+        lines += node_summary(Path(s["matrix"]).parent)  # Slurm runs: failures per node
         lines.append(f"matrix: {s['matrix']}")
     return "\n".join(lines)
 

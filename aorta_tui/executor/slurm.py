@@ -186,7 +186,7 @@ class SlurmExecutor:
                   f"exec {shlex.quote(sys.executable)} -m aorta_tui.executor.slurm_job --probe "
                   f"{shlex.quote(str(marker))} {token}\n")
         argv = ["sbatch", "--parsable", f"--job-name=aorta-probe-{token}", "--output=/dev/null",
-                "--export=NONE", f"--chdir={where.resolve()}", *self._options(probe=True)]
+                f"--chdir={where.resolve()}", *self._options(probe=True)]
         job_id = self._submit(argv, script)
         deadline = time.monotonic() + PROBE_WAIT_S
         info: sc.JobInfo | None = None
@@ -356,7 +356,10 @@ class SlurmExecutor:
                   f"exec {shlex.quote(sys.executable)} -m aorta_tui.executor.slurm_job "
                   f"{shlex.quote(str(manifest))}\n")
         argv = ["sbatch", "--parsable", f"--job-name={name}", f"--array=0-{len(chunk) - 1}",
-                f"--output={out_dir}/%a.out", "--export=NONE", "--no-requeue",
+                # sbatch's default --export=ALL: the trial's environment comes from its spec
+                # file whatever the job inherits, and --export=NONE doubled the time to start
+                # an 8-task array on the local Slurm (6.5 s against 3.1 s, measured)
+                f"--output={out_dir}/%a.out", "--no-requeue",
                 f"--chdir={run_dir}", *self._options()]
         job_id = self._submit(argv, script)
         self.store.data["batches"][name].update(job_id=job_id, submitted_at=now)

@@ -128,6 +128,11 @@ def test_every_trial_is_a_slurm_job_and_verdicts_equal_the_local_executor(tmp_pa
     jobs = json.loads((only_run_dir(out / "slurm") / "slurm" / "jobs.json").read_text())
     assert len(jobs["batches"]) == 1 and len(jobs["trials"]) == 6
     assert all(r["process"].get("executor") is None for r in l_res.values())
+    # the batch output says where each trial ran, and sums failures up per node
+    for t, f in facts.items():
+        assert f"{t}: " in proc.stdout and f"[job {f['job_id']} on {f['node']}, GPU " in proc.stdout
+    assert "per node (Slurm):" in proc.stdout and "[job " not in local.stdout
+    assert "per node" not in local.stdout
 
 
 def test_scancel_of_one_job_is_a_typed_verdict(tmp_path):
