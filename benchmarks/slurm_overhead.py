@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""What the Slurm executor costs per trial, against the local executor and bare Slurm, in one run.
+
+The same N trials (a probe recipe of ``--cells`` cells running ``--command``, default
+``true``) run four ways, alternated over ``--rounds`` rounds so drift falls on every mode:
+
+- ``local``: ``aorta-tui --batch --executor local`` (processes on this machine);
+- ``slurm``: ``aorta-tui --batch --executor slurm`` (one batched job array; probe job included);
+- ``bare_wait``: a shell-free loop of ``sbatch --wait`` running the same command, one job
+  after another (what a user's script does; the issue's reference);
+- ``bare_array``: one ``sbatch --array`` of the same command, polled with ``squeue`` every
+  0.2 s until every task ended (the floor of any Slurm orchestrator: no Python, no records).
+
+Per mode: total wall time and wall time per trial (median over the rounds); the Slurm
+executor's ratio to ``bare_wait`` (the target: at most 1.2x) and to ``bare_array``, and its
+overhead per trial over ``bare_array``. ``--submit N`` also times the Slurm executor's
+submission of an N-trial sweep (prepare every trial + its sbatch calls, then scancel), the
+figure that says whether a 1,000-trial sweep submits one job per second.
+
+Needs a running Slurm (scripts/slurm-local.sh makes a one-node one). Writes ``slurm_overhead.json``
+under ``--out`` (or $OUT) and prints a short table.
+
+    python3 benchmarks/slurm_overhead.py --trials 10 --rounds 3 --submit 1000 --out "$OUT"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RECIPE = """\
+schema_version: 1
+mode: probe
+ticket: bench
+trials: {trials}
+mitigation_axis: {cells}
+diagnostic_axis: [none]
+"""
+CELL_NAMES = ["none", "cuda_launch_blocking", "cuda_module_loading_eager", "amd_log_level_4"]
+
+
+def _aorta(recipe: Path, out: Path, executor: str, command: list[str]) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "aorta_tui", "--batch", str(recipe), "--output",
+                           str(out), "--no-snapshot", "--executor", executor, "--", *command],
+                          capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{executor} sweep exited {proc.returncode}: {proc.stderr[-400:]}")
+    return wall
+
+
+def _bare_wait(n: int, command: list[str], workdir: Path) -> float:
+    script = "#!/bin/sh\nexec " + " ".join(shlex.quote(c) for c in command) + "\n"
+    t0 = time.perf_counter()
+    for _ in range(n):
+        subprocess.run(["sbatch", "--wait", "--quiet", "--output=/dev/null", f"--chdir={workdir}"],
+                       input=script, text=True, check=True, timeout=1800)
+    return time.perf_counter() - t0
+
+
+def _bare_array(n: int, command: list[str], workdir: Path) -> float:
+    script = "#!/bin/sh\nexec " + " ".join(shlex.quote(c) for c in command) + "\n"
+    t0 = time.perf_counter()
+    job = subprocess.run(["sbatch", "--parsable", f"--array=0-{n - 1}", "--output=/dev/null",
+                          f"--chdir={workdir}"], input=script, text=True, capture_output=True,
+                         check=True, timeout=600).stdout.strip().split(";")[0]
+    while True:
+        out = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", job, "-o", "%T"],
+                             capture_output=True, text=True, timeout=60).stdout.split()
+        if len(out) >= n and all(s in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT") for s in out):
+            return time.perf_counter() - t0
+        time.sleep(0.2)
+
+
+def _submission(n: int, workdir: Path) -> dict[str, object]:
+    """The Slurm executor's own submission of an n-trial sweep, in process, then scancel."""
+    from aorta_tui.core.events import EventBus
+    from aorta_tui.core.recipe import load_recipe_text, with_command
+    from aorta_tui.core.registry import Registry
+    from aorta_tui.core.sweep import Sweep, SweepOptions
+    from aorta_tui.executor import slurm_cmd, with_executor_kind
+
+    text = RECIPE.format(trials=n, cells="[none]")
+    recipe = with_executor_kind(with_command(load_recipe_text(text), ["true"]), "slurm")
+    sweep = Sweep(recipe, Registry([]), SweepOptions(output=workdir / "submit", snapshots=False), EventBus())
+    run_dir = workdir / "submit" / "bench" / "20000101-000000-sub0"
+    run_dir.mkdir(parents=True)
+    calls = []
+    real_call = slurm_cmd.call
+
+    def counting(argv, **kw):  # counts the sbatch calls the executor makes
+        if argv and argv[0] == "sbatch":
+            calls.append(argv[0])
+        return real_call(argv, **kw)
+
+    slurm_cmd.call = counting
+    t0 = time.perf_counter()
+    try:
+        sweep.executor.begin(sweep, run_dir, list(sweep.plan.trials), 1)
+        took = time.perf_counter() - t0
+    finally:
+        slurm_cmd.call = real_call
+        sweep.executor.end(interrupted=True)  # scancel every task again
+    return {"trials": n, "seconds": round(took, 3), "sbatch_calls": len(calls),
+            "trials_per_second": round(n / took, 1) if took else None}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=10, help="trials per round (all modes)")
+    ap.add_argument("--cells", type=int, default=2, choices=range(1, len(CELL_NAMES) + 1))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--command", default="true", help="the trial's command (split like a shell)")
+    ap.add_argument("--submit", type=int, default=0, help="also time submitting an N-trial sweep")
+    ap.add_argument("--out", default=os.environ.get("OUT"))
+    args = ap.parse_args()
+    command = shlex.split(args.command)
+    per_cell = max(1, args.trials // args.cells)
+    n = per_cell * args.cells
+    walls: dict[str, list[float]] = {m: [] for m in ("local", "slurm", "bare_wait", "bare_array")}
+    errors: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="aorta-slurm-bench-", dir=os.getcwd()) as tmp:
+        work = Path(tmp)
+        recipe = work / "bench.yaml"
+        recipe.write_text(RECIPE.format(trials=per_cell, cells="[" + ", ".join(CELL_NAMES[:args.cells]) + "]"))
+        modes = list(walls)
+        for r in range(args.rounds):
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:  # rotate the order
+                try:
+                    if mode in ("local", "slurm"):
+                        walls[mode].append(_aorta(recipe, work / f"out-{mode}-{r}", mode, command))
+                    elif mode == "bare_wait":
+                        walls[mode].append(_bare_wait(n, command, work))
+                    else:
+                        walls[mode].append(_bare_array(n, command, work))
+                except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+                    errors.append(f"round {r} {mode}: {exc}")
+        submit = None
+        if args.submit:
+            try:
+                submit = _submission(args.submit, work)
+            except Exception as exc:  # a benchmark reports every stage, it never stops at one
+                errors.append(f"submission of {args.submit}: {exc}")
+    med = {m: statistics.median(v) for m, v in walls.items() if v}
+    result = {
+        "machine": os.uname().nodename, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "trials": n, "rounds": args.rounds, "command": command,
+        "wall_s": {m: [round(x, 3) for x in v] for m, v in walls.items()},
+        "median_wall_s": {m: round(v, 3) for m, v in med.items()},
+        "per_trial_s": {m: round(v / n, 4) for m, v in med.items()},
+        "submission": submit, "errors": errors,
+    }
+    if "slurm" in med:
+        for ref in ("bare_wait", "bare_array"):
+            if ref in med:
+                result[f"slurm_over_{ref}"] = round(med["slurm"] / med[ref], 3)
+        if "bare_array" in med:
+            result["slurm_overhead_per_trial_s"] = round((med["slurm"] - med["bare_array"]) / n, 4)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "slurm_overhead.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{n} trials x {args.rounds} rounds of {' '.join(command)!r} ({os.uname().nodename})")
+    for m in walls:
+        if m in med:
+            print(f"  {m:<11} {med[m]:8.2f} s total  {med[m] / n * 1000:8.1f} ms/trial")
+    for k in ("slurm_over_bare_wait", "slurm_over_bare_array", "slurm_overhead_per_trial_s"):
+        if k in result:
+            print(f"  {k}: {result[k]}")
+    if submit:
+        print(f"  submitting {submit['trials']} trials: {submit['seconds']} s in "
+              f"{submit['sbatch_calls']} sbatch call(s) ({submit['trials_per_second']} trials/s)")
+    for e in errors:
+        print(f"  error: {e}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
