@@ -479,7 +479,7 @@ class SlurmExecutor:
         }
         if isinstance(started, (int, float)):
             facts["queue_wait_s"] = round(max(0.0, started - job.submitted_at), 3)
-        elif info is not None and info.start and info.submit:
+        elif info is not None and info.start and info.submit and info.node:  # it did start
             facts["queue_wait_s"] = max(0.0, info.start - info.submit)
         else:
             facts["queue_wait_s"] = None

@@ -33,6 +33,12 @@ NODE_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICE
              "GPU_DEVICE_ORDINAL", "SLURMD_NODENAME", "TMPDIR")
 OUTCOME = "slurm-outcome.json"
 JOB_SPEC = "slurm-job.json"
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
+_early: list[str] = []  # signals that came while this process was still importing
+
+
+def _note_early(signum: int, _frame: Any) -> None:
+    _early.append(signal.Signals(signum).name)
 
 
 def node_facts(environ: dict[str, str]) -> dict[str, Any]:
@@ -77,14 +83,16 @@ def run_trial(spec_path: Path) -> int:
                         timeout_s=spec.get("timeout_s"), hang=hang,
                         kill_grace_s=float(spec.get("kill_grace_s", 2.0)))
     cancel = CancelEvent()
-    got: list[str] = []
+    got: list[str] = list(_early)
 
     def on_signal(signum: int, _frame: Any) -> None:
         got.append(signal.Signals(signum).name)
         cancel.set()  # set() only writes to a pipe: safe in a handler
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2):
+    for sig in _SIGNALS:
         signal.signal(sig, on_signal)
+    if got:  # scancel while we were starting: end at once, and still write the outcome
+        cancel.set()
     kernel: dict[str, Any] = {"events": [], "unavailable": None}
     from aorta_tui.core.classify.dmesg import KernelLog
 
@@ -113,6 +121,8 @@ def probe(marker: Path, token: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    for sig in _SIGNALS:  # before the imports: a scancel right at the start is still recorded
+        signal.signal(sig, _note_early)
     if len(argv) == 4 and argv[1] == "--probe":
         return probe(Path(argv[2]), argv[3])
     if len(argv) != 2:

@@ -247,3 +247,16 @@ def test_a_run_directory_the_nodes_do_not_see_is_exit_3(tmp_path):
                           env={**os.environ, "AORTA_SLURM_PROBE_WAIT_S": "60"})
     assert proc.returncode == 3, (proc.returncode, proc.stderr)
     assert "not shared with the compute nodes" in proc.stderr and "--output" in proc.stderr
+
+
+def test_timeout_per_trial_is_enforced_on_the_node_as_locally(tmp_path):
+    recipe, script, out = _setup(tmp_path, trials=1, timeout=2)
+    slurm = _run(recipe, script, out / "slurm", "--executor", "slurm", env={"SLEEP_S": "30"})
+    local = _run(recipe, script, out / "local", env={"SLEEP_S": "30"})
+    assert slurm.returncode == 0 and local.returncode == 0, (slurm.stderr, local.stderr)
+    s_res, l_res = _results(only_run_dir(out / "slurm")), _results(only_run_dir(out / "local"))
+    for res in (s_res, l_res):
+        assert {r["verdict"] for r in res.values()} == {"error"}
+        assert all(r["detections"][0]["id"] == "timeout" for r in res.values()), res
+    assert all(r["process"]["executor"]["state"] == "COMPLETED" for r in s_res.values())
+    assert all(r["process"]["wall_s"] < 10 for r in s_res.values())  # ended at 2 s + grace
