@@ -12,13 +12,24 @@ Part 2 (root with bpftrace and gcc): aggregate mode is exact at any rate: a C pr
    ioctls as fast as it can, traced by the ``ioctl`` probe set in aggregate and events modes;
    the counts are compared with the number issued.
 
-Usage: python benchmarks/trace_pipeline.py [--lines N] [--no-kernel]
+Part 3 (``--live``/``--live-only``; root, bpftrace, gcc): the live events-mode path at known
+   rates: a bpftrace timer probe prints N launch records (``--records``) at each rate of
+   ``--rates-k`` (thousands/s), each counted in the kernel (``@sent``), through the real
+   ``TraceSession`` (runner, parser, statistics, lost count = sent - received), ``before`` (the
+   pipeline until 2026-12-01: line-buffered bpftrace stdout, 64-page perf buffers, every field a
+   printf argument) and ``after``, alternated at every rate. Prints received/sent, lost and the
+   highest rate with 0 lost per variant.
+Part 4 (same): real uprobes: benchmarks/launch_rate.c calls a fake libcuda's cuLaunchKernel as
+   fast as it can from 1 and 2 threads, traced by the ``cuda`` set, before and after.
+
+Usage: python benchmarks/trace_pipeline.py [--lines N] [--no-kernel] [--live | --live-only] [--json F]
 Exit 3 when upstream is not installed (the comparison is the point).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -26,7 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -135,12 +148,166 @@ def kernel_part(n: int) -> dict | str:
     return out
 
 
+# -- part 3 and 4: the live events-mode pipeline, before and after ------------------------------
+LAUNCH_RATE_C = Path(__file__).resolve().parent / "launch_rate.c"
+# "before": the events pipeline as it was until 2026-12-01 (bpftrace's default line-buffered
+# stdout, one write per record; 64-page perf buffers; every record field a printf argument)
+VARIANTS = ("before", "after")
+
+
+@contextlib.contextmanager
+def pipeline_variant(name: str) -> Iterator[None]:
+    """Run the real session as it is (``after``) or as it was (``before``)."""
+    from aorta_tui.trace import program, runner
+
+    if name == "after":
+        yield
+        return
+    saved = (runner.BpftraceRunner.output_buffering, runner.BpftraceRunner.perf_rb_pages,
+             program.FLUSH_PAD, program._printf_field)
+    runner.BpftraceRunner.output_buffering = "line"
+    runner.BpftraceRunner.perf_rb_pages = None
+    program.FLUSH_PAD = ""
+    program._printf_field = lambda tok: ("%lld", [f"(int64)({tok})"])
+    try:
+        yield
+    finally:
+        (runner.BpftraceRunner.output_buffering, runner.BpftraceRunner.perf_rb_pages,
+         program.FLUSH_PAD, program._printf_field) = saved
+
+
+def generator_text(mid: int, per_ms: int, total: int) -> str:
+    """A bpftrace program that prints ``per_ms`` launch records every millisecond (one timer
+    probe, so no traced thread pays the per-record kernel cost) until ``total``, each counted in
+    the kernel in ``@sent`` exactly as the real probes count theirs, in the record format and
+    with the heartbeat of :func:`aorta_tui.trace.program.render` (before or after)."""
+    from aorta_tui.trace import probes, program
+
+    rec = program._expand_emit(["launch", "nsecs", "16", "0", "5"], mid, probes.get("cuda").metric("launch"),
+                               "events")
+    return "\n".join([
+        "BEGIN { @sent[0] = count(); @n = 0; }",
+        f"interval:ms:1 /@n < {total}/ {{ $i = 0; while ($i < {per_ms}) {{ {rec} $i++; }} @n = @n + {per_ms}; }}",
+        f'interval:ms:200 {{ printf("@H %lld\\n", nsecs); print(@sent); {program.FLUSH_PAD} }}',
+        f'END {{ printf("@H %lld\\n", nsecs); print(@sent); clear(@sent); {program.FLUSH_PAD} }}', ""])
+
+
+def _fast_libcuda(tmp: Path) -> Path:
+    lib = tmp / "fast" / "libcuda.so.1"
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["gcc", "-O0", "-DFAKE_LIBCUDA", "-shared", "-fPIC", "-o", str(lib), str(LAUNCH_RATE_C)],
+                   check=True, capture_output=True)
+    return lib
+
+
+def _launch_id(prog: Any) -> int:
+    return next(mid for mid, (ps, m) in prog.metric_ids.items() if ps == "cuda" and m.name == "launch")
+
+
+def _launch_summary(s: Any) -> dict[str, Any]:
+    r = s.result()
+    m = r["probe_sets"]["cuda"]["metrics"]["launch"]
+    st = s._stats[_launch_id(s.program)]
+    span = (st.last_ts - st.first_ts) / 1e9 if st.first_ts is not None and st.last_ts > st.first_ts else None
+    return {"sent_by_kernel": m["records_sent_by_kernel"], "received": m["records_received"],
+            "lost": m["lost_events"], "bpftrace_reported_lost": r["lost_events_reported_by_bpftrace"],
+            "received_per_s": m["records_received"] / span if span else None,
+            "drained": r["drained_before_stop"]}
+
+
+def generator_run(variant: str, per_ms: int, total: int, lib: Path) -> dict[str, Any]:
+    """The generator's records through the real session: runner, parser, statistics, lost count."""
+    from aorta_tui.trace import program as program_mod
+    from aorta_tui.trace.session import TraceSession
+
+    real_render = program_mod.render
+
+    def render(*args: Any, **kw: Any) -> Any:
+        prog = real_render(*args, **kw)
+        prog.text = generator_text(_launch_id(prog), per_ms, total)
+        return prog
+
+    seconds = total / (per_ms * 990) + 0.5  # the 1 ms timer ticks ~990 times a second here
+    with pipeline_variant(variant):
+        program_mod.render = render
+        try:
+            s = TraceSession(["cuda"], command=["sleep", f"{seconds:.2f}"], mode="events", calibrate=False,
+                             library_paths={"cuda": str(lib)}, device_timestamps="off")
+            with s:
+                s.wait_target(timeout=600)
+        finally:
+            program_mod.render = real_render
+    return {"variant": variant, "asked_per_s": per_ms * 1000, **_launch_summary(s)}
+
+
+def uprobe_run(variant: str, lib: Path, exe: Path, n: int, threads: int) -> dict[str, Any]:
+    """Real uprobes: a C loop calls the fake libcuda's cuLaunchKernel as fast as it can."""
+    from aorta_tui.trace.session import TraceSession
+
+    with pipeline_variant(variant):
+        s = TraceSession(["cuda"], command=[str(exe), str(lib), str(n), str(threads), "0"], mode="events",
+                         calibrate=False, library_paths={"cuda": str(lib)}, device_timestamps="off",
+                         command_stdout_to_stderr=False)
+        with s:
+            s.wait_target(timeout=600)
+    return {"variant": variant, "threads": threads, "launches": n, **_launch_summary(s)}
+
+
+def live_part(rates_k: list[int], total: int, uprobe_n: int) -> dict[str, Any] | str:
+    if os.geteuid() != 0 or shutil.which("gcc") is None or shutil.which("bpftrace") is None:
+        return "skipped: needs root, bpftrace and gcc"
+    tmp = Path(tempfile.mkdtemp(prefix="aorta-live-"))
+    lib = _fast_libcuda(tmp)
+    exe = tmp / "launch_rate"
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(LAUNCH_RATE_C), "-ldl"], check=True)
+    out: dict[str, Any] = {"generator": [], "uprobes": []}
+    for k in rates_k:  # variants alternate at every rate, so machine load falls on both
+        for v in VARIANTS:
+            r = generator_run(v, k, total, lib)
+            out["generator"].append(r)
+            print(f"  generator {v:>6} {k * 1000 / 1e3:>5.0f}k/s asked: received {r['received']:>8} of "
+                  f"{r['sent_by_kernel']:>8} sent (lost {r['lost']}, bpftrace said {r['bpftrace_reported_lost']}) "
+                  f"at {(r['received_per_s'] or 0) / 1e3:.0f}k/s", flush=True)
+    for v in VARIANTS:
+        for threads in (1, 2):
+            r = uprobe_run(v, lib, exe, uprobe_n, threads)
+            out["uprobes"].append(r)
+            print(f"  uprobes   {v:>6} {threads} thread(s): received {r['received']:>8} of {r['sent_by_kernel']:>8} "
+                  f"(lost {r['lost']}) at {(r['received_per_s'] or 0) / 1e3:.0f}k launches/s", flush=True)
+    for v in VARIANTS:
+        clean = [r["asked_per_s"] for r in out["generator"] if r["variant"] == v and r["lost"] == 0
+                 and r["received"] == r["sent_by_kernel"]]
+        out[f"{v}_sustained_0_lost_per_s"] = max(clean, default=None)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--kernel-ioctls", type=int, default=300_000)
     ap.add_argument("--no-kernel", action="store_true")
+    ap.add_argument("--live", action="store_true", help="also parts 3-4: the live events pipeline, before/after")
+    ap.add_argument("--live-only", action="store_true", help="parts 3-4 only (no upstream needed)")
+    ap.add_argument("--rates-k", default="50,100,150,200,250,300",
+                    help="parts 3: generator rates, thousands of records/s")
+    ap.add_argument("--records", type=int, default=1_000_000, help="part 3: records per generator run")
+    ap.add_argument("--uprobe-launches", type=int, default=300_000, help="part 4: launches per run")
+    ap.add_argument("--json", type=Path, help="write parts 3-4 as JSON here")
     a = ap.parse_args()
+    if a.live or a.live_only:
+        print(f"part 3: generator records through the real session ({a.records} per run), and part 4: "
+              f"uprobes on a fake libcuda; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}", flush=True)
+        live = live_part([int(x) // 1 for x in a.rates_k.split(",")], a.records, a.uprobe_launches)
+        if isinstance(live, str):
+            print(f"live pipeline: {live}")
+        else:
+            print(f"highest generator rate with 0 lost: before {live['before_sustained_0_lost_per_s']}/s, "
+                  f"after {live['after_sustained_0_lost_per_s']}/s (load after: {os.getloadavg()[0]:.1f})")
+            if a.json:
+                a.json.write_text(json.dumps(live, indent=1) + "\n")
+        if a.live_only:
+            return 0
     if not UPSTREAM_PY.exists() or not UPSTREAM_PKG.exists():
         print("upstream amd-aorta 0.3.0 is not installed at /tmp/upstream.\n"
               "  install it: python3.11 -m venv /tmp/upstream && /tmp/upstream/bin/pip install amd-aorta==0.3.0",
