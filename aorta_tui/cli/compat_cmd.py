@@ -116,11 +116,13 @@ def apply_request_overrides(recipe: Any, req: Any) -> Any:
                          "confound.threshold in the recipe, or drop the flag")
     from aorta_tui.core.recipe.collect import collectors_runnable_problem
 
-    if req.collect:  # --collect replaces the recipe's collectors, as upstream
-        collectors_runnable_problem(tuple(req.collect), where="--collect", check_only=req.dry_run)
-    elif recipe.all_collectors():
-        collectors_runnable_problem(recipe.all_collectors(), where=f"{recipe.source}: collect",
-                                    check_only=req.dry_run)
+    if req.collect:  # --collect replaces the recipe's and the cells' collectors, as upstream
+        import dataclasses
+
+        collectors_runnable_problem(tuple(req.collect), where="--collect")
+        recipe = dataclasses.replace(
+            recipe, collect=tuple(dict.fromkeys(req.collect)),
+            cells=type(recipe.cells)(dataclasses.replace(c, collect=None) for c in recipe.cells))
     return apply_overrides(recipe, stop_after_events=req.stop_after_events,
                            max_trials=req.max_trials, disable_detectors=req.disable_detectors,
                            env_passthrough_mode=req.env_passthrough_mode)

@@ -49,7 +49,7 @@ def run(
     max_trials: int | None = typer.Option(None, "--max-trials", metavar="N", help="Hard cap of trials per cell when stop-after is active; overlays stop_after.max_trials."),
     disable_detector: list[str] = typer.Option([], "--disable-detector", metavar="TIER[:ID]", help="Silence a detector or a whole tier (repeatable; upstream AORTA's ids too); added to the recipe's disable_detectors."),
     env_passthrough_mode: str | None = typer.Option(None, "--env-passthrough-mode", help="Probe runs: inherit, or file (also writes probe.env and exports AORTA_ENV_FILE); overrides the recipe."),
-    collect: str = typer.Option("", "--collect", help="Comma-separated upstream collectors (rocprof, proton, layer_numerics, ...): refused with what each needs (exit 3); aorta-tui does not run them yet."),
+    collect: str = typer.Option("", "--collect", help="Comma-separated upstream collectors (rocprof, proton, layer_numerics, ...), replacing the recipe's and cells': each trial runs them where their tools exist and records 'not available: <reason>' where not."),
     baseline_cell: str | None = typer.Option(None, "--baseline-cell", help="Flag mode: the baseline cell of the speed confound (with --recipe: the recipe's confound)."),
     confound_threshold: float | None = typer.Option(None, "--confound-threshold", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
     executor: str | None = typer.Option(None, "--executor", help="Where trials run: local (processes here, the default) or slurm (a batched job array; the recipe's executor: block gives partition, account, gres; docs/slurm.md)."),

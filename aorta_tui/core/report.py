@@ -66,6 +66,10 @@ def write_reports(
         "warnings": warnings,
         "hint": hint,
     }
+    from aorta_tui.core.collectors import run_summary  # upstream's collect: (result.json)
+
+    if collectors := run_summary(run_dir, [r.trial_id for r in records]):
+        matrix["collectors"] = collectors
     out = {
         "matrix.json": atomic_write_json(run_dir / "matrix.json", matrix),
         "matrix.md": atomic_write_text(run_dir / "matrix.md", render_markdown(matrix)),
@@ -215,6 +219,10 @@ def render_markdown(m: dict[str, Any]) -> str:
             lines += ["", f"Hint: {m['hint']}"]
     if m["warnings"]:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in m["warnings"]]
+    if m.get("collectors"):
+        from aorta_tui.core.collectors import markdown_lines
+
+        lines += markdown_lines(m["collectors"], m["trials_finished"])
     noisy = [(c["cell"], c["noise"]) for c in m["cells"] if (c.get("noise") or {}).get("flag")]
     if noisy:
         lines += ["", "## Noise", ""] + [f"- **{cell}**: {n['flag']}: {n['reason']}" for cell, n in noisy]

@@ -438,6 +438,10 @@ class Sweep:
         }
         from aorta_tui.core.retention import finish_trial_files
 
+        if self._collect(cell):  # what each collector did, or "not available: <reason>"
+            from aorta_tui.core.collectors import finish_trial
+
+            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
         record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
         atomic_write_json(trial_dir / "result.json", record)
         mean = sum(steps) / len(steps) if steps else None
@@ -530,6 +534,12 @@ class Sweep:
             env["AORTA_ENV_FILE"] = str(path)
         return env
 
+    def _collect(self, cell: CellPlan) -> dict[str, dict[str, str]]:
+        """The cell's upstream collectors, name -> options (core/collectors.py)."""
+        from aorta_tui.core.collectors import cell_collect
+
+        return cell_collect(self.recipe, cell.name)
+
     def _trial_argv(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path, env: dict[str, str]) -> list[str]:
         r = self.recipe
         if r.mode == "probe":
@@ -548,6 +558,8 @@ class Sweep:
                 "trial_dir": str(trial_dir),
                 "switches": list(cell.switches),
             }
+            if "layer_numerics" in self._collect(cell):  # the worker's hooks (core/layer_numerics.py)
+                wspec["collect"] = {"layer_numerics": self._collect(cell)["layer_numerics"]}
             atomic_write_json(trial_dir / "trial_spec.json", wspec)
             worker = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(trial_dir / "trial_spec.json")]
             launch = self._workload_cls.launch
@@ -558,6 +570,10 @@ class Sweep:
                         str(trial_dir / "trial_spec.json")]
             else:
                 argv = worker
+        if self._collect(cell):  # rocprof / proton around the command (core/collectors.py)
+            from aorta_tui.core.collectors import wrap_trial
+
+            argv = wrap_trial(self._collect(cell), argv, env, trial_dir)
         if cell.docker:
             # `-e NAME` takes the value from docker's own environment (the trial env), so no
             # value (a token) shows in the argv; `--` ends the options, so the image is never one.

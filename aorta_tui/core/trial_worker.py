@@ -80,8 +80,11 @@ def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) ->
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     cls = load_class(spec)
     config = validate_config(cls.config_schema, spec.get("config"))
+    numerics = _layer_numerics(spec, rank)  # upstream's layer_numerics collector, when asked
 
     def on_step(step: int, seconds: float) -> None:
+        if numerics is not None:
+            numerics.end_step()
         if marks is not None:
             now = timeline.now_ns()
             marks.marks.setdefault("first_step", now)
@@ -126,9 +129,24 @@ def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) ->
             traceback.print_exc()
         if marks is not None:
             marks.mark("workload_end")
+        if numerics is not None:
+            numerics.finish()
     result.metrics.setdefault("rank", rank)
     result.metrics.setdefault("world_size", world)
     return result
+
+
+def _layer_numerics(spec: dict[str, Any], rank: int) -> Any:
+    """The ``layer_numerics`` hooks (core/layer_numerics.py), installed before the workload
+    builds its model; ``None`` when the cell does not collect it."""
+    options = (spec.get("collect") or {}).get("layer_numerics")
+    if not isinstance(options, dict):
+        return None
+    from aorta_tui.core.layer_numerics import OUTPUT_SUBDIR, LayerNumerics
+
+    numerics = LayerNumerics(Path(spec["trial_dir"]) / OUTPUT_SUBDIR, options, rank=rank)
+    numerics.install()
+    return numerics
 
 
 def main(argv: list[str] | None = None, *, interpreter_up_ns: int | None = None,

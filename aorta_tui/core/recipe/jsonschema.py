@@ -88,7 +88,7 @@ def recipe_json_schema() -> dict[str, Any]:
     from aorta_tui.core.recipe.collect import KNOWN_COLLECTORS
 
     collector = {"enum": sorted(KNOWN_COLLECTORS)}
-    collect = {"description": "upstream's collectors: planned, never run here (exit 3)",
+    collect = {"description": "upstream's collectors, run per trial where their tools exist (docs/compat.md)",
                "anyOf": [{"type": "array", "items": collector}, {"type": "null"},
                          {"type": "object", "propertyNames": collector,
                           "additionalProperties": {"type": ["object", "null"],

@@ -54,9 +54,9 @@ def summarize(recipe: Recipe, registry: Registry) -> dict[str, Any]:
 
     warnings += no_counterpart_notes(recipe.disable_detectors)
     if recipe.all_collectors():
-        warnings.append(f"collect: {', '.join(recipe.all_collectors())} - planned, but a run "
-                        "stops before the first trial (exit 3): aorta-tui does not run "
-                        "upstream's collectors (docs/compat.md)")
+        from aorta_tui.core.collectors import availability_notes  # per trial: result.json
+
+        warnings += availability_notes(recipe.all_collectors(), mode=recipe.mode)
     if recipe.redaction is not None:
         warnings.append("redaction is recorded (recipe.resolved.yaml) and applied by "
                         "`aorta-tui bundle RUN_DIR` (docs/bundle.md), not to the run's own files")

@@ -1051,6 +1051,12 @@ def _collect(v: Validator, path: str, raw: Any) -> tuple[Any, dict[str, dict[str
             v.issue(where, f"unknown collector {name!r}", (f"did you mean {near!r}? " if near
                     else "") + "known: " + ", ".join(sorted(KNOWN_COLLECTORS)))
             ok = False
+    from aorta_tui.core.collectors import option_problems  # upstream's option schemas
+
+    for name, opts in options.items():
+        for key, problem, fix in option_problems(name, opts):
+            v.issue(f"{path}.{name}.{key}", problem, fix)
+            ok = False
     return (tuple(dict.fromkeys(names)), options) if ok else (BAD, {})
 
 
