@@ -33,7 +33,7 @@ def attach(
             hint="pass <output>/<ticket>/<run-id>, e.g. one listed on the TUI's home screen",
         )
     if plain or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        from aorta_tui.tui.follow_plain import follow_plain
+        from aorta_tui.cli.follow_plain import follow_plain
 
         raise typer.Exit(follow_plain(run_dir))
     from aorta_tui.cli.tui_launch import launch_tui

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from aorta_tui.core.events import Event, RunFinished, RunStarted
+from aorta_tui.core.journal_follow import JournalFollower, format_event_line
 from aorta_tui.core.rundir import Damage
-from aorta_tui.tui.journal import JournalFollower, format_event_line
 
 CHECK_S = 0.5
 

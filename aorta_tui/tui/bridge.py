@@ -130,7 +130,7 @@ class EngineBridge:
     def follow_journal(self, pending: PendingEvents) -> None:
         """Read ``pending.run_dir``'s journal from the start, then follow it until
         ``pending.stop`` is set."""
-        from aorta_tui.tui.journal import follow_journal
+        from aorta_tui.core.journal_follow import follow_journal
 
         post = self.post_message  # type: ignore[attr-defined]
 

@@ -159,7 +159,7 @@ def write_case(base: Path, work: Path, lines: list[bytes], newline_at_end: bool)
 
 def check_case(run_dir: Path) -> list[str]:
     """Run the list, attach and resume on a damaged run; what broke a promise."""
-    import aorta_tui.tui.follow_plain as follow_plain_mod
+    import aorta_tui.cli.follow_plain as follow_plain_mod
     from aorta_tui.cli.main import app
 
     problems: list[str] = []
