@@ -143,7 +143,10 @@ class SlurmExecutor:
                 raise
             return [f"{exc.message}; a real run stops here (exit 3)"]
         if dry_run:
-            return notes
+            n = len(sweep.plan.trials)
+            opts = " ".join(self._options()) or "the cluster's defaults"
+            return [f"executor slurm: {n} trials as {-(-n // ARRAY_MAX)} job array(s), sbatch "
+                    f"{opts}; a real run first submits a probe job (account, shared run dir)"]
         where = Path(sweep.options.resume or sweep.options.output)
         self._probe(where)
         return notes
@@ -387,7 +390,7 @@ class SlurmExecutor:
                         self._settle(job, cancel)
                     if job.started_seen is None:
                         on_start(None)
-                    job.done = True
+                    self._done(job)
                     return self._outcome_from_file(job, pspec, data)
             if now - self._last_query >= QUERY_EVERY_S:
                 self._refresh()
@@ -406,9 +409,14 @@ class SlurmExecutor:
                                                           and info.state != "FAILED" and now - terminal_at >= 1.0):
                     if job.started_seen is None:
                         on_start(None)
-                    job.done = True
+                    self._done(job)
                     return self._outcome_from_state(job, pspec, info)
             cancel.wait(STAT_EVERY_S)
+
+    def _done(self, job: TrialJob) -> None:
+        job.done = True
+        # a job that never started leaves its spec (the trial's environment, maybe tokens)
+        (job.trial_dir / JOB_SPEC).unlink(missing_ok=True)
 
     def _settle(self, job: TrialJob, cancel: Any) -> None:
         """A job that was signalled: wait (bounded) until Slurm says how it ended."""
@@ -570,6 +578,8 @@ class SlurmExecutor:
             return
         self._mark_cancelled(left)
         sc.scancel([self.jobs[t].job_id or "" for t in left])
+        for t in left:  # no job of these runs any more: their specs go too
+            (self.jobs[t].trial_dir / JOB_SPEC).unlink(missing_ok=True)
 
     def _mark_cancelled(self, trial_ids: list[str]) -> None:
         if self.store is None:
