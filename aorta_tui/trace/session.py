@@ -43,6 +43,22 @@ _GATE = (
 )
 
 
+def raw_lines(names: dict[int, tuple[str, str, str]], metric: list[int], ts: list[int], pid: list[int],
+              tid: list[int | None], key: list[int], value: list[int], aux: list[int | None],
+              labels: list[str | None]) -> str:
+    """Raw records as JSON lines, exactly what ``json.dumps(record, separators=(",", ":"))`` writes,
+    at a quarter or less of its cost (json.dumps of one dict per record, measured on the 2-core
+    box): the reader thread writes them while bpftrace waits on the pipe. Only labels (any
+    text) and the names go through json."""
+    prefix = {mid: '{"set":' + json.dumps(ps) + ',"metric":' + json.dumps(mn) + ',"kind":' + json.dumps(kind)
+                   + ',"ts_ns":' for mid, (ps, mn, kind) in names.items()}
+    unknown = '{"set":"?","metric":"?","kind":"point","ts_ns":'
+    out = [f'{prefix.get(m, unknown)}{t},"pid":{p},"tid":{"null" if d is None else d},"key":{k},"value":{v},'
+           f'"aux":{"null" if a is None else a},"label":{"null" if lb is None else json.dumps(lb)}}}'
+           for m, t, p, d, k, v, a, lb in zip(metric, ts, pid, tid, key, value, aux, labels, strict=True)]
+    return "\n".join(out) + "\n" if out else ""
+
+
 class TraceSession:
     def __init__(
         self,
@@ -344,29 +360,22 @@ class TraceSession:
 
     def _write_raw(self, batch: Batch) -> None:
         names = {mid: (ps, m.name, m.kind) for mid, (ps, m) in self.program.metric_ids.items()}
-        cols = [batch.metric.tolist(), batch.ts.tolist(), batch.pid.tolist(), batch.tid.tolist(),
-                batch.key.tolist(), batch.value.tolist(), batch.aux.tolist()]
         labels = batch.labels or [None] * len(batch)
-        out = []
-        for mid, ts, pid, tid, key, val, aux, lab in zip(*cols, labels, strict=False):
-            ps, mname, kind = names.get(mid, ("?", "?", "point"))
-            out.append(json.dumps({"set": ps, "metric": mname, "kind": kind, "ts_ns": ts, "pid": pid, "tid": tid,
-                                   "key": key, "value": val, "aux": aux, "label": lab},
-                                  separators=(",", ":")))
-        self._raw.write("\n".join(out) + "\n")
-        self._raw_count += len(out)
+        lines = raw_lines(names, batch.metric.tolist(), batch.ts.tolist(), batch.pid.tolist(), batch.tid.tolist(),
+                          batch.key.tolist(), batch.value.tolist(), batch.aux.tolist(), labels)
+        self._raw.write(lines)
+        self._raw_count += len(batch)
 
     def _write_device_raw(self, name: str, ts: Any, pid: Any, key: Any, value: Any) -> None:
         """Joined device values as raw records (called with the session lock held)."""
         if self._raw is None:
             return
         kind = "count" if name == "queued" else "duration"
-        out = [json.dumps({"set": self.device.probe_set, "metric": name, "kind": kind, "ts_ns": t,
-                           "pid": p, "tid": None, "key": k, "value": v, "aux": None, "label": None},
-                          separators=(",", ":"))
-               for t, p, k, v in zip(ts.tolist(), pid.tolist(), key.tolist(), value.tolist(), strict=True)]
-        self._raw.write("\n".join(out) + "\n")
-        self._raw_count += len(out)
+        n = len(ts)
+        lines = raw_lines({0: (self.device.probe_set, name, kind)}, [0] * n, ts.tolist(), pid.tolist(), [None] * n,
+                          key.tolist(), value.tolist(), [None] * n, [None] * n)
+        self._raw.write(lines)
+        self._raw_count += n
 
     def _close_raw(self, keep: bool) -> None:
         if self._raw is None:
