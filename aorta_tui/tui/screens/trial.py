@@ -54,6 +54,11 @@ def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
             extras.append("logs truncated (head + tail kept)")
         if extras:
             lines.append(escape("; ".join(str(e) for e in extras)))
+        from aorta_tui.executor.report import placement_text
+
+        where = placement_text(result)  # a Slurm trial: job, node, GPU, state, queue wait
+        if where:
+            lines.append("ran as " + escape(where.strip(" []")))
     detections = result.get("detections") if isinstance(result, dict) else None
     if isinstance(detections, list) and detections:
         lines.append("[b]detections[/b]")
