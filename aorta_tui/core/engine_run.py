@@ -139,7 +139,7 @@ class EngineRun:
                 continue
             if not raw.strip():
                 continue
-            event, why = parse_journal_line(raw)
+            event, why = parse_journal_line(raw, sweep_ids=False)
             if event is None:
                 self.damaged.append(Damage(self._lineno, why or "damaged"))
             elif self.started is None and isinstance(event, RunStarted):
@@ -204,6 +204,16 @@ class EngineRun:
         return text.strip()[-limit:]
 
     # --- stopping -------------------------------------------------------------------------
+
+    def send_signal(self, sig: int = signal.SIGINT) -> bool:
+        """Send ``sig`` to the whole process group without waiting; False when it has ended."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
 
     def stop(self, sig: int = signal.SIGINT, grace_s: float = STOP_GRACE_S) -> int | None:
         """Signal the whole process group (``sig``: the engine stops cleanly and writes what it

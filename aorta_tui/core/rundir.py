@@ -389,8 +389,11 @@ def _hint_text(hint: Any) -> str:
             list: "an array", dict: "an object", type(None): "null"}.get(origin, str(hint))
 
 
-def parse_journal_line(raw: bytes) -> tuple[Event | None, str | None]:
-    """One journal line -> ``(event, None)``, or ``(None, why it is not an event)``. Never raises."""
+def parse_journal_line(raw: bytes, *, sweep_ids: bool = True) -> tuple[Event | None, str | None]:
+    """One journal line -> ``(event, None)``, or ``(None, why it is not an event)``. Never raises.
+
+    ``sweep_ids=False`` accepts any trial id (an event stream of another engine: a policy
+    sweep names its trials ``001-baseline-t1``)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -421,7 +424,7 @@ def parse_journal_line(raw: bytes) -> tuple[Event | None, str | None]:
                and f.default is MISSING and f.default_factory is MISSING]
     if missing:
         return None, f"{kind} lacks {', '.join(repr(m) for m in missing)}"
-    if kind in ("trial_started", "trial_finished") and not is_trial_id(kwargs.get("trial_id")):
+    if sweep_ids and kind in ("trial_started", "trial_finished") and not is_trial_id(kwargs.get("trial_id")):
         return None, f"{kind} with an invalid trial_id {str(kwargs.get('trial_id'))[:60]!r}"
     try:
         return cls(**kwargs), None

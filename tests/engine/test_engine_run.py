@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.engine_run import EngineRun, EngineRunError
-from aorta_tui.core.events import RunFinished, RunStarted, Warning
+from aorta_tui.core.events import RunFinished, RunStarted, TrialStarted, Warning
 
 PROBE_RECIPE = """\
 schema_version: 1
@@ -116,11 +116,13 @@ def test_garbage_lines_are_counted_not_fatal(tmp_path: Path) -> None:
     started = RunStarted("r1", source="trace", run_dir="", total=0)
     lines = [_line(started), "not json", "[1, 2]", '{"event": "no_such_event"}', "",
              _line(Warning("r1", message="hello")), '{"event": "progress", "done": "x"}',
+             # a policy sweep's trial id (not a sweep's): an event of its stream all the same
+             _line(TrialStarted("r1", trial_id="001-baseline-t1", cell="baseline", trial=1)),
              _line(RunFinished("r1", status="completed", exit_code=0))]
     argv = _script(tmp_path, "import sys\nsys.stdout.write(" + repr("\n".join(lines) + "\n") + ")\n")
     with EngineRun([], argv=argv) as run:
         events = list(run.events())
-    assert [e.kind for e in events] == ["run_started", "warning", "run_finished"]
+    assert [e.kind for e in events] == ["run_started", "warning", "trial_started", "run_finished"]
     assert run.malformed == 4
     assert [d.line for d in run.damaged] == [2, 3, 4, 7]
 

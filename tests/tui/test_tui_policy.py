@@ -63,7 +63,7 @@ async def test_quitting_stops_a_running_policy_sweep(tmp_path: Path) -> None:
         screen.query_one("#policy-table", DataTable).focus()
         await pilot.press("r")
         await wait_for(pilot, lambda: any(e.kind == "trial_started" for e in screen.events), timeout=60)
-        pid = screen._proc.pid
+        pid = screen.engine_run.pid
     # The sweep's whole process group is gone (nothing left running that the user did not ask for).
     try:
         os.killpg(pid, 0)

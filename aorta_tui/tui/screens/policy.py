@@ -1,32 +1,29 @@
 """Policy comparison: run one workload under several policies, show the engine's statistics.
 
-The sweep is ``aorta-tui policy sweep ... --json`` in a child process (its stderr goes to a
-file, never to the terminal); progress comes from its events; the table and the bars come from
+The sweep is ``aorta-tui policy sweep ... --json`` run through ``core.engine_run.EngineRun`` (its
+own process group; its stderr goes to a file, never to the terminal); progress comes from its
+events, posted by the bridge's worker (``tui.bridge``); the table and the bars come from
 the ``policy.json`` it writes. A winner is named only where the engine called the difference.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import shlex
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Static
 
-from aorta_tui.core.events import Event, Progress, RunFinished, event_from_dict
+from aorta_tui.core.engine_run import EngineRun
+from aorta_tui.core.events import Event, Progress, RunFinished
 from aorta_tui.policy.report import versus_text
+from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.widgets.bars import render_interval_bars
@@ -82,7 +79,7 @@ def check_report_shape(report: Any, where: str) -> None:
                          nullable=True)
 
 
-class PolicyScreen(AortaScreen):
+class PolicyScreen(EngineBridge, AortaScreen):
     TITLE_TEXT = "Policy comparison"
     MAIN_WIDGET = "#policy-table"
     BINDINGS = [
@@ -98,8 +95,8 @@ class PolicyScreen(AortaScreen):
         self.report: dict[str, Any] | None = None
         self._rows: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
         self._row_metric: list[str] = []
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._reader: threading.Thread | None = None
+        self.engine_run: EngineRun | None = None
+        self._output: Path | None = None
         self.events: list[Event] = []
 
     def compose_body(self) -> ComposeResult:
@@ -240,16 +237,16 @@ class PolicyScreen(AortaScreen):
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self.engine_run is not None and self.engine_run.running
 
-    def sweep_argv(self, output: Path) -> list[str]:
+    def sweep_args(self, output: Path) -> list[str]:
         def value(widget_id: str) -> str:
             return self.query_one(widget_id, Input).value.strip()
 
-        argv = [sys.executable, "-m", "aorta_tui", "policy", "sweep", value("#pol-workload"),
+        args = ["policy", "sweep", value("#pol-workload"),
                 "--policies", value("#pol-policies"), "--streams", value("#pol-streams"),
                 "--trials", value("#pol-trials"), "--json", "--output", str(output)]
-        return argv + shlex.split(value("#pol-extra"))
+        return args + shlex.split(value("#pol-extra"))
 
     def action_run_sweep(self) -> None:
         if self.running:
@@ -258,34 +255,23 @@ class PolicyScreen(AortaScreen):
         workload = self.query_one("#pol-workload", Input).value.strip() or "sweep"
         output = self.aorta.cwd / "aorta-policy" / f"{workload}-{time.strftime('%Y%m%d-%H%M%S')}"
         try:
-            argv = self.sweep_argv(output)
+            args = self.sweep_args(output)
         except ValueError as exc:
             self.notify(f"bad options: {exc}", severity="error")
             return
         output.parent.mkdir(parents=True, exist_ok=True)
-        stderr_path = output.parent / f".{output.name}.stderr.log"
-        with open(stderr_path, "wb") as err:
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                          stderr=err, start_new_session=True)
+        self._output = output
+        self.engine_run = EngineRun(args, stderr_path=output.parent / f".{output.name}.stderr.log").start()
         self.events = []
         self._clear_report()
-        self.query_one("#policy-status", Static).update(f"starting: {_esc(' '.join(argv[3:]))}")
-        self._reader = threading.Thread(target=self._read_events, args=(self._proc, output, stderr_path),
-                                        name="policy-sweep", daemon=True)
-        self._reader.start()
+        self.query_one("#policy-status", Static).update(f"starting: {_esc(' '.join(args[1:]))}")
+        self.follow_engine(self.engine_run)
 
-    def _read_events(self, proc: subprocess.Popen[bytes], output: Path, stderr_path: Path) -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            try:
-                event = event_from_dict(json.loads(raw))
-            except (ValueError, TypeError):
-                continue
-            self.from_thread(self._on_event, event)
-        code = proc.wait()
-        self.from_thread(self._on_exit, code, output, stderr_path)
-
-    def _on_event(self, event: Event) -> None:
+    @on(EngineEvent)
+    def _on_event(self, message: EngineEvent) -> None:
+        if message.run is not self.engine_run:
+            return
+        event = message.event
         self.events.append(event)
         if isinstance(event, Progress):
             total = f"/{event.total}" if event.total else ""
@@ -293,35 +279,32 @@ class PolicyScreen(AortaScreen):
         elif isinstance(event, RunFinished):
             self.query_one("#policy-status", Static).update(f"sweep {event.status}")
 
-    def _on_exit(self, code: int, output: Path, stderr_path: Path) -> None:
+    @on(EngineEnded)
+    def _on_exit(self, message: EngineEnded) -> None:
+        run, output = message.run, self._output
+        if run is not self.engine_run or output is None:
+            return
+        code = message.exit_code
         report = output / "policy.json"
         if report.is_file():
             self.load_report(report)
         if code != 0:
-            tail = ""
-            with contextlib.suppress(OSError):
-                tail = stderr_path.read_text(errors="replace").strip()[-600:]
+            tail = _esc(run.stderr_tail(600))
             if not report.is_file():
                 self._clear_report()
                 self.query_one("#policy-status", Static).update(
-                    f"[b red]sweep failed (exit {code})[/], no report written: {_esc(tail) or 'no message'}")
+                    f"[b red]sweep failed (exit {code})[/], no report written: {tail or 'no message'}")
             self.notify(f"policy sweep exited {code}: {tail}", title="policy sweep",
                         severity="error", timeout=15)
 
     def action_stop_sweep(self, wait: bool = False) -> None:
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGINT)  # the engine writes a report of finished trials
-        except ProcessLookupError:
+        run = self.engine_run
+        if run is None or not run.running:
             return
         if wait:
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
+            run.stop(grace_s=5)  # SIGINT, then SIGKILL: nothing of the group is left behind
+        else:
+            run.send_signal()  # SIGINT: the engine writes a report of the finished trials
 
 
 def _esc(text: str) -> str:
