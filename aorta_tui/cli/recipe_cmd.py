@@ -43,7 +43,11 @@ def validate(
     from aorta_tui.core.recipe.plan_summary import summarize
     from aorta_tui.core.recipe.workload_check import workload_issues
     from aorta_tui.core.registry import Registry
+    from aorta_tui.core.sanitizer import peek_mode
 
+    if peek_mode(file) == "sanitizer":  # upstream's separate loader (core/sanitizer.py)
+        _validate_sanitizer(file, json_mode)
+        return
     registry = Registry(mitigations_file)
     try:
         recipe = load_recipe(file, registry=registry)
@@ -62,6 +66,25 @@ def validate(
         print(json.dumps({"ok": True, **summary}, indent=2))
         return
     _print_summary(summary)
+
+
+def _validate_sanitizer(file: Path, json_mode: bool) -> None:
+    """A ``mode: sanitizer`` recipe: load it as `sweep run` does and print its checks."""
+    from aorta_tui.core.errors import RecipeError
+    from aorta_tui.core.sanitizer import load_sanitizer_recipe, plan_lines, plan_summary
+
+    try:
+        summary = plan_summary(load_sanitizer_recipe(file))
+    except RecipeError as exc:
+        if json_mode:
+            issues = [i.as_dict() for i in getattr(exc, "issues", [])] or [
+                {"line": 0, "column": 0, "path": "", "message": exc.message, "hint": exc.hint}]
+            print(json.dumps({"ok": False, "file": str(file), "issues": issues}, indent=2))
+        raise
+    if json_mode:
+        print(json.dumps({"ok": True, **summary}, indent=2))
+    else:
+        print("\n".join(plan_lines(summary)))
 
 
 def _print_summary(s: dict[str, Any]) -> None:

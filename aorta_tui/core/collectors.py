@@ -182,6 +182,7 @@ def wrap_trial(collect: Mapping[str, Mapping[str, str]], argv: list[str], env: d
     elif "proton" in collect and proton_problem(*_python_of(argv, env)) is None:
         wrapped = _proton_argv(argv, trial_dir, collect["proton"])
         if wrapped is not None:
+            _proton_devices(env, collect["proton"])
             _fresh_dir(trial_dir / PROTON_DIR)
             env["AORTA_TRIAL_FAST_EXIT"] = "0"  # proton writes its profile after the script
             argv = wrapped
@@ -256,6 +257,21 @@ def _python_script(argv: Sequence[str]) -> list[str] | None:
 def _python_of(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, str]:
     python = argv[0] if argv and _PYTHON.match(Path(argv[0]).name) else sys.executable
     return python, env.get("PYTHONPATH", "")
+
+
+def _proton_devices(env: dict[str, str], o: Mapping[str, str]) -> None:
+    """Proton's queue-intercepting backends refuse HIP_VISIBLE_DEVICES on AMD (and read
+    ROCR_VISIBLE_DEVICES): moved across, as upstream's wrap does, so the cell keeps its GPU."""
+    if _proton_flags(o)[0] not in ("auto", "rocprofiler", "roctracer"):
+        return
+    names = ["HIP_VISIBLE_DEVICES"]
+    if _proton_flags(o)[0] != "auto" or "HIP_VISIBLE_DEVICES" in env or "ROCR_VISIBLE_DEVICES" in env:
+        names.append("CUDA_VISIBLE_DEVICES")
+    present = [(n, env[n]) for n in names if n in env]
+    if present:
+        env.setdefault("ROCR_VISIBLE_DEVICES", present[0][1])
+        for n, _ in present:
+            del env[n]
 
 
 def _proton_env(trial_dir: Path, o: Mapping[str, str]) -> dict[str, str]:

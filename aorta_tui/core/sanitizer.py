@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -639,6 +640,42 @@ def report_dict(recipe: SanitizerRecipe, checks: Sequence[CheckResult], *,
         "dry_run": dry_run, "overall_verdict": overall(checks),
         "checks": [asdict(c) for c in checks],
     }
+
+
+def plan_summary(recipe: SanitizerRecipe, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What ``sweep run`` would do with ``recipe`` (for ``recipe validate``): per check, the
+    argv it would run (``RUN_DIR`` stands for the run directory), or why it cannot run here."""
+    tool, why = find_compute_sanitizer(env)
+    checks = []
+    for name in recipe.sanitizers:
+        if name in ROCM_SANITIZERS:
+            checks.append({"sanitizer": name, "runs": None,
+                           "reason": rocm_check(name, env).reason})
+        elif recipe.argv is None:
+            checks.append({"sanitizer": name, "runs": None, "reason": (
+                f"not available: source kind {recipe.source_kind!r} is upstream's ROCm input; "
+                "the CUDA tools run a `source: {kind: command, argv: [...]}` program")})
+        else:
+            argv = sanitizer_argv(tool or "compute-sanitizer", name, Path("RUN_DIR") / f"{name}.log",
+                                  recipe.argv)
+            checks.append({"sanitizer": name, "runs": argv,
+                           "reason": "" if tool else f"not available: {why}"})
+    return {"file": recipe.source_label, "mode": "sanitizer", "ticket": recipe.ticket,
+            "target": recipe.target, "source_kind": recipe.source_kind,
+            "argv": list(recipe.argv or ()), "timeout_s": recipe.timeout_s,
+            "report": recipe.report_name, "checks": checks}
+
+
+def plan_lines(summary: Mapping[str, Any]) -> list[str]:
+    out = [f"{summary['file']}: valid recipe (mode sanitizer, upstream's sanitizer schema)",
+           f"  ticket {summary['ticket']}, target {summary['target']}, source "
+           f"{summary['source_kind']}, timeout {summary['timeout_s']:g} s per check",
+           f"  report RUN_DIR/{summary['report']}; run it with `aorta-tui sweep run --recipe "
+           f"{summary['file']}`"]
+    for c in summary["checks"]:
+        how = shlex.join(c["runs"]) if c["runs"] else "-"
+        out.append(f"  {c['sanitizer']}: {how}" + (f"\n    {c['reason']}" if c["reason"] else ""))
+    return out
 
 
 def run_sanitizer_recipe(recipe: SanitizerRecipe, output: Path, *, dry_run: bool = False,

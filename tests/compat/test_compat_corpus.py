@@ -208,6 +208,9 @@ def _our_sanitizer(path: Path) -> dict:
     from aorta_tui.core.sanitizer import load_sanitizer_recipe
 
     r = load_sanitizer_recipe(path)
+    from aorta_tui.core.sanitizer import plan_summary  # what `recipe validate` prints
+
+    assert [c["sanitizer"] for c in plan_summary(r)["checks"]] == list(r.sanitizers)
     return {"ticket": r.ticket, "target": r.target, "source_kind": r.source_kind,
             "sanitizers": list(r.sanitizers), "report": r.report_name,
             "timeout_s": None if r.timeout_s == 900.0 else r.timeout_s}
@@ -285,3 +288,77 @@ def test_upstream_classifier_samples_agree(upstream, tmp_path: Path, attack_tall
         print(f"\nupstream classifier samples: {len(samples)}, {agree} agree, "
               f"{len(problems)} differ")
     assert problems == [], "\n".join(problems)
+
+
+# -- collectors -------------------------------------------------------------------------------
+
+_UPSTREAM_WRAP = """
+import json, sys
+from aorta.run.collectors import wrap_argv_for_collectors
+out = []
+for item in json.load(sys.stdin):
+    config = {"_aorta_collect": item["names"], "_aorta_collect_options": item["options"],
+              "_aorta_collect_dir": item["root"], "_aorta_results_root": item["anchor"]}
+    out.append(wrap_argv_for_collectors(config, item["argv"], env={}))
+json.dump(out, sys.stdout)
+"""
+
+
+def test_upstream_collect_recipes_wrap_their_commands_as_upstream(upstream, tmp_path: Path,
+                                                                   attack_tally, capsys) -> None:
+    """Every recipe of the sdist with `collect:` (its rocprof and proton examples): the argv a
+    trial runs here is the argv upstream's `wrap_argv_for_collectors` builds for the command
+    its README gives (a fake rocprofv3 on PATH for both, no device variables)."""
+    from aorta_tui.core.collectors import PROTON_DIR, _proton_argv, cell_collect, rocprof_prefix
+    from aorta_tui.core.recipe import load_recipe
+    from aorta_tui.core.registry import Registry
+
+    root, target = upstream
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "rocprofv3"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    items, ours = [], []
+    for path in _recipe_files(root):
+        try:
+            recipe = load_recipe(path, registry=Registry())
+        except AortaError:
+            continue  # refused (listed above) or a mode: sanitizer recipe
+        if not recipe.all_collectors():
+            continue
+        script = next(path.parent.glob("*.py"), None)  # hip-gemm's command is a HIP binary
+        argv = ["python", str(script), "--iters", "2"] if script else [str(path.parent / "gemm")]
+        trial = tmp_path / path.parent.name / "trial"
+        trial.mkdir(parents=True)
+        collect = cell_collect(recipe, recipe.cells[0].name if recipe.cells else "")
+        wrapped = list(argv)
+        if "proton" in collect:
+            wrapped = _proton_argv(wrapped, trial, collect["proton"]) or wrapped
+            # upstream names the profile <collect_dir>/proton/proton, as here
+            assert str(trial / PROTON_DIR / "proton") in wrapped
+        if "rocprof" in collect:
+            wrapped = [*rocprof_prefix(str(fake), trial / "rocprof", collect["rocprof"]), *wrapped]
+        ours.append((str(path.relative_to(root)), wrapped))
+        items.append({"names": list(collect), "options": recipe.collect_options, "argv": argv,
+                      "root": str(trial), "anchor": str(tmp_path)})
+    got = subprocess.run([sys.executable, "-c", _UPSTREAM_WRAP], input=json.dumps(items),
+                         capture_output=True, text=True, timeout=120,
+                         env={**_no_device_env(), "PYTHONPATH": str(target),
+                              "PATH": f"{bindir}:{os.environ['PATH']}", "ROCPROF_BIN": ""})
+    assert got.returncode == 0, got.stderr[-2000:]
+    theirs = json.loads(got.stdout)
+    problems = [f"{rel}:\n  ours     {mine}\n  upstream {up}"
+                for (rel, mine), up in zip(ours, theirs, strict=True) if mine != up]
+    attack_tally.record("upstream collect: recipes (same argv)", cases=len(ours),
+                        failures=len(problems), promise="each trial's argv is upstream's")
+    with capsys.disabled():
+        print(f"\nupstream collect: recipes: {len(ours)}, {len(ours) - len(problems)} wrap "
+              "their command exactly as upstream")
+    assert problems == [], "\n".join(problems)
+    assert (len(ours), len(problems)) == (4, 0)
+
+
+def _no_device_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items()
+            if k not in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}

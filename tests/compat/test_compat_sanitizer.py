@@ -254,6 +254,36 @@ def test_recipe_validate_of_a_sanitizer_recipe_is_not_a_triage_plan(tmp_path) ->
     assert "sweep run --recipe" in e.value.render()
 
 
+def test_recipe_validate_loads_a_sanitizer_recipe_and_prints_its_plan(tmp_path, fake_sanitizer) -> None:
+    r = _recipe(tmp_path, "memcheck, racecheck, consan", ["/bin/true", "--n", "4"])
+    got = _cli("recipe", "validate", str(r))
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "valid recipe (mode sanitizer" in got.stdout and "ticket SAN-T" in got.stdout
+    assert (f"  memcheck: {tmp_path}/bin/compute-sanitizer --tool memcheck --error-exitcode 86 "
+            "--print-limit 100 --target-processes all --log-file RUN_DIR/memcheck.log -- "
+            "/bin/true --n 4\n") in got.stdout
+    assert "consan: -" in got.stdout and "not available: RocJITsu's ConSan" in got.stdout
+    assert not (tmp_path / "ran").exists()  # validating runs nothing
+    js = json.loads(_cli("recipe", "validate", "--json", str(r)).stdout)
+    assert js["ok"] and js["mode"] == "sanitizer" and [c["sanitizer"] for c in js["checks"]] == [
+        "memcheck", "racecheck", "consan"]
+    assert js["checks"][1]["runs"][-3:] == ["/bin/true", "--n", "4"]
+    # without compute-sanitizer the plan says so per check (validation still passes: exit 0)
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable), "CUDA_HOME": str(tmp_path / "x")}
+    got = _cli("recipe", "validate", str(r), env=env)
+    assert got.returncode == 0 and "not available: compute-sanitizer is not on PATH" in got.stdout
+
+
+def test_recipe_validate_of_a_bad_sanitizer_recipe_is_located_exit_2(tmp_path) -> None:
+    r = _recipe(tmp_path, "memchek", ["/bin/true"])
+    got = _cli("recipe", "validate", str(r))
+    assert got.returncode == ExitCode.USAGE, got.stdout + got.stderr
+    assert f"{r}:9:16:" in got.stderr and "did you mean 'memcheck'" in got.stderr
+    assert "Traceback" not in got.stderr
+    js = json.loads(_cli("recipe", "validate", "--json", str(r)).stdout)
+    assert not js["ok"] and js["issues"][0]["line"] == 9
+
+
 # -- parser and loader fuzzers ----------------------------------------------------------------
 
 _noise = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=80)
