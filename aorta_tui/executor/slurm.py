@@ -114,7 +114,10 @@ class SlurmExecutor:
         self.store: _Jobs | None = None
         self._last_query = 0.0
         self._sacct_works = True
-        self.warnings: list[str] = []
+        self.warnings: list[str] = []  # said once the run's event bus is known (begin)
+        self._bus: Any = None
+        self._run_id = ""
+        self._said: set[str] = set()
         self._lock = threading.Lock()
 
     # -- before anything is written ------------------------------------------------------------
@@ -317,6 +320,9 @@ class SlurmExecutor:
         """Prepare every pending trial that is not adopted and submit them, ARRAY_MAX a call."""
         self._open_store(run_dir)
         assert self.store is not None
+        self._bus, self._run_id = getattr(sweep, "bus", None), run_dir.name
+        for note in self.warnings:
+            self._warn(note)
         fresh = [t for t in pending if t.trial_id not in self.jobs]
         submitted: list[str] = []
         try:
@@ -413,6 +419,19 @@ class SlurmExecutor:
                     return self._outcome_from_state(job, pspec, info)
             cancel.wait(STAT_EVERY_S)
 
+    def _warn(self, message: str) -> None:
+        """A Warning event (journal first, then the front ends), each message once."""
+        if self._bus is None:
+            if message not in self.warnings:
+                self.warnings.append(message)
+            return
+        if message in self._said:
+            return
+        self._said.add(message)
+        from aorta_tui.core.events import Warning
+
+        self._bus.emit(Warning(self._run_id, message=f"slurm: {message}", code="slurm"))
+
     def _done(self, job: TrialJob) -> None:
         job.done = True
         # a job that never started leaves its spec (the trial's environment, maybe tokens)
@@ -443,7 +462,8 @@ class SlurmExecutor:
             try:
                 infos = self._query_ids(list(open_jobs))
             except sc.SlurmCallError as exc:  # slurmctld restarting: keep the last view
-                self.warnings.append(f"squeue failed ({exc.message}); retrying")
+                self._warn(f"squeue failed ({exc.message}); the jobs are asked again in "
+                           f"{QUERY_EVERY_S:g} s")
                 return
             for job_id, job in open_jobs.items():
                 if job_id in infos:

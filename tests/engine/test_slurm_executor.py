@@ -289,3 +289,13 @@ def test_ctrl_c_scancels_the_jobs_and_resume_runs_them_again(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert len(_results(run_dir)) == 3  # the cancelled ones ran again, as a new array
     assert len(json.loads((run_dir / "slurm" / "jobs.json").read_text())["batches"]) == 2
+
+
+def test_a_probe_job_still_queued_is_a_warning_and_the_run_goes_on(tmp_path):
+    recipe, script, out = _setup(tmp_path, trials=1)
+    proc = _run(recipe, script, out, "--executor", "slurm", env={"AORTA_SLURM_PROBE_WAIT_S": "0.001"})
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: slurm: the shared-filesystem probe job" in proc.stdout
+    events = journal(only_run_dir(out))
+    assert any(e["event"] == "warning" and e.get("code") == "slurm" for e in events)
+    assert len(_results(only_run_dir(out))) == 3
