@@ -280,3 +280,23 @@ def test_rocprof_csv_summary_never_raises_or_invents(tmp_path_factory, rows, hea
     finally:
         attack_tally.record("rocprof CSV summary", cases=1, failures=failures,
                             promise="never raises, strict JSON, no invented metric")
+
+
+def test_layer_numerics_on_a_cuda_device_drains_once_per_step(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here (the lead's H200 runs it)")
+    from aorta_tui.core.layer_numerics import LayerNumerics
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 8)).cuda()
+    ln = LayerNumerics(tmp_path, {"NANLOG_SAMPLE_EVERY": "1"})
+    ln.install()
+    try:
+        for _ in range(3):
+            model(torch.randn(16, 64, device="cuda")).square().mean().backward()
+            ln.end_step()
+    finally:
+        summary = ln.finish()
+    assert summary["error"] is None and summary["watched_count"] == 2
+    rows = [json.loads(line) for line in (tmp_path / "layers_rank0.jsonl").read_text().splitlines()]
+    assert {r["step"] for r in rows} == {0, 1, 2} and not any(r["bad"] for r in rows)
