@@ -200,7 +200,12 @@ class SlurmExecutor:
             while time.monotonic() < deadline:
                 if _marker_ok(marker, token):
                     return
-                info = sc.squeue([job_id]).get(job_id) or info
+                try:
+                    info = sc.squeue([job_id]).get(job_id) or info
+                except sc.SlurmCallError as exc:
+                    sc.scancel([job_id])
+                    raise EnvironmentProblem(f"Slurm stopped answering during the probe job: "
+                                             f"{exc.message}", hint="check `sinfo`, then run again") from None
                 if info is not None and not info.alive:
                     if _marker_ok(marker, token):
                         return
@@ -289,9 +294,15 @@ class SlurmExecutor:
                 if len(ids) == 1:
                     batch["job_id"] = ids.pop()
         self.store.save()
-        infos = self._query_ids([f"{batches[t['batch']]['job_id']}_{t['task']}"
-                                 for tid, t in trials.items() if tid in unfinished
-                                 and batches.get(t.get("batch"), {}).get("job_id")])
+        try:
+            infos = self._query_ids([f"{batches[t['batch']]['job_id']}_{t['task']}"
+                                     for tid, t in trials.items() if tid in unfinished
+                                     and batches.get(t.get("batch"), {}).get("job_id")])
+        except sc.SlurmCallError as exc:  # resubmitting blind could run a live trial twice
+            raise EnvironmentProblem(
+                f"Slurm does not answer ({exc.message}), so the resume cannot tell which of the "
+                "run's jobs still run", hint="resume again once `squeue` works (no trial was "
+                "resubmitted; running jobs keep running)") from None
         adopted: set[str] = set()
         for tid in sorted(unfinished):
             rec = trials.get(tid)
@@ -597,7 +608,10 @@ class SlurmExecutor:
         if not left:
             return
         self._mark_cancelled(left)
-        sc.scancel([self.jobs[t].job_id or "" for t in left])
+        problem = sc.scancel([self.jobs[t].job_id or "" for t in left])
+        if problem:
+            self._warn(f"scancel failed ({problem}): cancel the run's jobs with `scancel "
+                       f"--name=<batch>` (slurm/jobs.json names them)")
         for t in left:  # no job of these runs any more: their specs go too
             (self.jobs[t].trial_dir / JOB_SPEC).unlink(missing_ok=True)
 

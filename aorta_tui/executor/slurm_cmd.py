@@ -154,7 +154,10 @@ def squeue(job_ids: Iterable[str]) -> dict[str, JobInfo]:
 
 
 def squeue_by_name(name: str) -> dict[str, JobInfo]:
-    proc = call(["squeue", "-h", "-r", "-t", "all", "-n", name, "-o", SQUEUE_FORMAT], check=False)
+    try:
+        proc = call(["squeue", "-h", "-r", "-t", "all", "-n", name, "-o", SQUEUE_FORMAT], check=False)
+    except SlurmCallError:
+        return {}
     return parse_jobs(proc.stdout) if proc.returncode == 0 else {}
 
 
@@ -170,17 +173,26 @@ def sacct(job_ids: Iterable[str] = (), *, name: str | None = None) -> dict[str, 
         argv += ["--name", name, "-S", "now-7days"]
     else:
         return {}
-    proc = call(argv, check=False)
+    try:
+        proc = call(argv, check=False)
+    except SlurmCallError:
+        return {}  # no answer now: not "no accounting"; asked again next time
     if proc.returncode != 0 and "accounting storage is disabled" in proc.stderr.lower():
         return None
     return parse_jobs(proc.stdout) if proc.returncode == 0 else {}
 
 
-def scancel(job_ids: Iterable[str], *, signal: str | None = None) -> None:
-    ids = sorted(set(job_ids))
+def scancel(job_ids: Iterable[str], *, signal: str | None = None) -> str | None:
+    """Cancel (or signal) jobs; a job that already ended is no error. Returns what failed."""
+    ids = sorted(j for j in set(job_ids) if j)
+    problem = None
     for chunk in _chunks(ids, 500):
         argv = ["scancel"] + ([f"--signal={signal}"] if signal else []) + chunk
-        call(argv, check=False)  # a job that already ended is no error
+        try:
+            call(argv, check=False)
+        except SlurmCallError as exc:
+            problem = exc.message
+    return problem
 
 
 def _chunks(items: list[str], n: int) -> list[list[str]]:
