@@ -10,7 +10,7 @@ pseudo-terminal (the TUI draws to a pty that this script drains):
    a. UI only: histogram snapshots at 10 per second describing 100k events/s (what the trace
       engine hands the screen); measures the screen's redraw rate and the process's CPU.
    b. The whole pipeline as `s` on the queue monitor runs it: the tracer worker process
-      (``aorta_tui.tui.trace_worker``) runs the trace engine's parser and statistics on 100k
+      (``aorta-tui trace queue --json-stream --synthetic N``) runs the trace engine's parser and statistics on 100k
       record lines/s (its `--synthetic` mode: pre-generated lines in bpftrace's output format
       instead of bpftrace itself) and streams a snapshot every 0.07 s to the TUI. The TUI
       process's CPU and the worker's CPU are reported separately.
@@ -190,7 +190,7 @@ def stream_child(mode: str, seconds: float, result_path: Path) -> None:
                 # The queue monitor's own tracer worker, fed by the trace engine's parser and
                 # statistics at 100k record lines/s instead of bpftrace.
                 screen.start_worker(["--synthetic", str(EVENTS_PER_S)])
-                self._worker_cpu0 = process_cpu_s(screen._proc.pid)
+                self._worker_cpu0 = process_cpu_s(screen.engine_run.pid)
             self.set_timer(seconds, self._finish)
 
         def _finish(self) -> None:
@@ -200,8 +200,8 @@ def stream_child(mode: str, seconds: float, result_path: Path) -> None:
             cpu = (r1.ru_utime - self._r0.ru_utime) + (r1.ru_stime - self._r0.ru_stime)
             worker_cpu = 0.0
             events_per_s = produced[0] / wall
-            if mode == "pipeline" and self._screen._proc is not None:
-                worker_cpu = process_cpu_s(self._screen._proc.pid) - self._worker_cpu0
+            if mode == "pipeline" and self._screen.engine_run is not None:
+                worker_cpu = process_cpu_s(self._screen.engine_run.pid) - self._worker_cpu0
                 latest = next(iter(self._screen._latest.values()), None)
                 events_per_s = latest.events_per_s if latest else 0.0
                 self._screen.stop_trace()

@@ -33,6 +33,8 @@ from aorta_tui.core.events import Event, HistogramSnapshot
 class EngineEvent(Message):
     """One event of ``run``'s stream (a snapshot goes in :class:`EngineSnapshots`)."""
 
+    bubble = False  # for the screen that runs it; the app has nothing to do with it
+
     def __init__(self, run: EngineRun, event: Event) -> None:
         super().__init__()
         self.run = run
@@ -41,6 +43,8 @@ class EngineEvent(Message):
 
 class EngineSnapshots(Message):
     """The newest snapshot of every metric ``run`` streamed so far, and how many arrived."""
+
+    bubble = False
 
     def __init__(self, run: EngineRun, latest: dict[str, HistogramSnapshot], arrived: int) -> None:
         super().__init__()
@@ -55,6 +59,8 @@ class EngineSnapshots(Message):
 
 class EngineEnded(Message):
     """``run`` ended with ``exit_code``; ``error`` says why when it never started a run."""
+
+    bubble = False
 
     def __init__(self, run: EngineRun, exit_code: int | None, error: str = "") -> None:
         super().__init__()
@@ -85,6 +91,8 @@ class PendingEvents:
 class JournalGrew(Message):
     """``pending`` holds new events of a followed journal."""
 
+    bubble = False
+
     def __init__(self, pending: PendingEvents) -> None:
         super().__init__()
         self.pending = pending
@@ -94,6 +102,8 @@ class JournalGrew(Message):
 
 
 class JournalFailed(Message):
+    bubble = False
+
     def __init__(self, pending: PendingEvents, error: BaseException) -> None:
         super().__init__()
         self.pending = pending

@@ -88,10 +88,10 @@ async def test_quitting_while_tracing_leaves_no_tracer_attached(tmp_path: Path) 
         await wait_for(pilot, lambda: screen.redraws >= 1, timeout=30, what="the trace to start")
         await wait_for(pilot, lambda: screen.attached is not None, what="the attached report")
         load_pid = screen.attached["pid"]
-        worker = screen._proc
+        worker = screen.engine_run
         assert bpftrace_descendants(), "bpftrace is not running under the app"
         await pilot.press("ctrl+q")
-    assert worker.poll() is not None, "the tracer worker outlived the TUI"
+    assert worker.returncode is not None, "the tracer worker outlived the TUI"
     assert bpftrace_descendants() == []
     assert not Path(f"/proc/{load_pid}").exists() or "Z" in Path(f"/proc/{load_pid}/stat").read_text().split()[2]
 
@@ -159,10 +159,11 @@ def test_the_tracer_worker_stops_when_the_tui_dies(tmp_path: Path) -> None:
     pid_file = tmp_path / "worker.pid"
     starter = (
         "import subprocess, sys, time\n"
-        f"p = subprocess.Popen([sys.executable, '-m', 'aorta_tui.tui.trace_worker', '--probes', 'ioctl', "
-        f"'--', sys.executable, {str(LOAD)!r}, '60'], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)\n"
+        f"p = subprocess.Popen([sys.executable, '-m', 'aorta_tui', 'trace', 'queue', '--json-stream', "
+        f"'--probes', 'ioctl', '--', sys.executable, {str(LOAD)!r}, '60'], stdout=subprocess.PIPE, "
+        "stderr=subprocess.DEVNULL)\n"
         f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
-        "p.stdout.readline()\n"  # the worker's first event: bpftrace is attached
+        "while b'\"attached\"' not in p.stdout.readline(): pass\n"  # bpftrace is attached
         "sys.stdout.write('attached\\n'); sys.stdout.flush(); time.sleep(0.5)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)

@@ -196,11 +196,12 @@ async def test_the_default_probe_set_is_one_that_can_attach_and_reasons_stay_on_
 def test_a_broken_recording_is_a_located_exit_2_from_the_worker(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"event": "histogram_snapshot", "probe_set": "x"}\n')
-    r = subprocess.run([sys.executable, "-m", "aorta_tui.tui.trace_worker", "--replay", str(bad)],
+    r = subprocess.run([sys.executable, "-m", "aorta_tui", "trace", "queue", "--json-stream", "--replay", str(bad)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
-    (line,) = r.stdout.splitlines()
-    event = json.loads(line)
+    started, event, finished = (json.loads(line) for line in r.stdout.splitlines())
+    assert started["event"] == "run_started" and finished["event"] == "run_finished"
+    assert finished["status"] == "failed" and finished["exit_code"] == 2
     assert event["event"] == "warning" and event["code"] == "error"
     assert f"{bad}:1: not an event" in event["message"]
     assert "Traceback" not in r.stderr
@@ -227,8 +228,8 @@ _FIXTURE_LINES = RECORDING.read_text().splitlines()[:3]
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_mangled_recording_is_a_located_error_or_replays(data, tmp_path_factory, attack_tally) -> None:  # noqa: ANN001
+    from aorta_tui.cli.trace_stream import read_recording
     from aorta_tui.core.errors import UsageError
-    from aorta_tui.tui.trace_worker import read_recording
 
     lines = list(_FIXTURE_LINES)
     index = data.draw(st.integers(0, len(lines) - 1))

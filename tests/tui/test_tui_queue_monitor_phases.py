@@ -22,8 +22,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aorta_tui.cli.trace_stream import PhaseBreaks
 from aorta_tui.core.phases import PHASE_SOCKET_ENV, PhaseListener, announce, parse_announcement
-from aorta_tui.tui.trace_worker import PhaseBreaks
 
 REPO = Path(__file__).resolve().parents[2]
 FAKECUDA = REPO / "tests" / "trace" / "fakelib" / "fakecuda.c"
@@ -124,8 +124,8 @@ def test_the_worker_leaves_the_pause_between_phases_out_of_a_real_trace(tmp_path
     script = tmp_path / "target.py"
     script.write_text(TARGET)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "aorta_tui.tui.trace_worker", "--probes", "cuda", "--lib", f"cuda={lib}",
-         "--interval", "0.2", "--", sys.executable, str(script), str(lib)],
+        [sys.executable, "-m", "aorta_tui", "trace", "queue", "--json-stream", "--probes", "cuda",
+         "--lib", f"cuda={lib}", "--interval", "0.2", "--", sys.executable, str(script), str(lib)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     timer = threading.Timer(90, worker.kill)
     timer.start()

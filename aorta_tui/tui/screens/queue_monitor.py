@@ -1,36 +1,38 @@
 """Queue monitor: a live submit -> dispatch latency histogram from the trace engine.
 
-The tracer runs in a worker process (``aorta_tui.tui.trace_worker``) that streams the trace
-engine's ``HistogramSnapshot`` events as JSON lines, so parsing 100k events/s never costs the
-TUI's process, and a lost TUI takes its tracer with it. The screen never redraws per event:
-``offer`` (any thread) only keeps the newest snapshot per metric; a timer checks ``CHECK_HZ``
-times a second and redraws, at most ``REDRAW_HZ`` times a second, when a newer one arrived,
-updating widgets in place. Everything shown belongs to the current trace: starting another
+The tracer is ``aorta-tui trace queue --json-stream`` in its own process group, run through
+``core.engine_run.EngineRun`` (``--replay FILE`` for a recording), so parsing 100k events/s never
+costs the TUI's process, and a lost TUI takes its tracer with it. The bridge's worker
+(``tui.bridge``) posts its events; snapshots arrive as ``EngineSnapshots`` messages that
+supersede each other (``can_replace``), so the screen handles at most one per cycle. The
+screen never redraws per event: it keeps the newest snapshot per metric (``offer``); a timer
+checks ``CHECK_HZ`` times a second and redraws, at most ``REDRAW_HZ`` times a second, when a
+newer one arrived, updating widgets in place. Everything shown belongs to the current trace: starting another
 clears the previous one's histograms, rows and messages.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
-from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, Warning, event_from_dict
+from aorta_tui.core.engine_run import EngineRun
+from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, RunFinished, Warning
+from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent, EngineSnapshots
 from aorta_tui.tui.machine import bpftrace_facts, last_gathered
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.widgets.histogram import LogHistogram, fmt_latency
@@ -114,7 +116,7 @@ def clock_text(clock: dict[str, Any]) -> str:
     return f"clocks aligned ±{amount} ({detail})"
 
 
-class QueueMonitorScreen(AortaScreen):
+class QueueMonitorScreen(EngineBridge, AortaScreen):
     TITLE_TEXT = "Queue monitor"
     DEFAULT_CSS = "#queue-status { height: auto; padding: 0 1; display: none; }"
     MAIN_WIDGET = "#queue-breakdown"
@@ -135,8 +137,8 @@ class QueueMonitorScreen(AortaScreen):
         self._drawn = 0
         self.redraws = 0
         self._rates: deque[float] = deque(maxlen=RATE_HISTORY)
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._reader: threading.Thread | None = None
+        self.engine_run: EngineRun | None = None
+        self._finished: RunFinished | None = None  # the tracer's last event, once it came
         self.attached: dict[str, Any] | None = None
         self.stderr_path: Path | None = None
         self._metric_chosen = False  # the user picked a metric with m: keep it
@@ -363,7 +365,7 @@ class QueueMonitorScreen(AortaScreen):
 
     @property
     def tracing(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self.engine_run is not None and self.engine_run.running
 
     def action_toggle_trace(self) -> None:
         if self.tracing:
@@ -387,41 +389,54 @@ class QueueMonitorScreen(AortaScreen):
         self.notify(f"Starting the {what} on {self._target_text}.")
 
     def start_worker(self, args: list[str]) -> None:
-        """Start ``trace_worker`` with ``args`` and follow its events (the benchmark uses this)."""
-        argv = [sys.executable, "-m", "aorta_tui.tui.trace_worker", "--interval", str(SNAPSHOT_S), *args]
+        """Start ``trace queue --json-stream`` with ``args`` and follow its events (the
+        benchmark uses this, with ``--synthetic N``)."""
         self.stderr_path = Path(tempfile.gettempdir()) / f"aorta-tui-trace-{os.getpid()}.log"
-        self.stop_trace()  # a previous worker's reader must be gone before its state is cleared
+        self.stop_trace()  # a previous tracer's late events are dropped (they name their run)
         self.clear_trace()
         self.attached = None
-        with open(self.stderr_path, "wb") as err:
-            # Own session: a Ctrl-C meant for the TUI never reaches the tracer unasked.
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                          stderr=err, start_new_session=True)
-        self._reader = threading.Thread(target=self._read_worker, args=(self._proc,), name="queue-trace",
-                                        daemon=True)
-        self._reader.start()
+        self._finished = None
+        self.stderr_path.write_bytes(b"")  # this trace's log only
+        self.engine_run = EngineRun(["trace", "queue", "--json-stream", "--interval", str(SNAPSHOT_S), *args],
+                                    stderr_path=self.stderr_path).start()
+        self.follow_engine(self.engine_run)
 
-    def _read_worker(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            try:
-                event = event_from_dict(json.loads(raw))
-            except (ValueError, TypeError, AttributeError):
-                continue
-            if proc is not self._proc:
-                break  # a newer trace started: this one's late lines are not shown
-            if isinstance(event, HistogramSnapshot):
-                self.offer(event)  # coalesced: no call into the UI per snapshot
-            elif isinstance(event, Measurement) and event.name == "attached":
-                self.attached = dict(event.values)
-                self.from_thread(self.notify, attached_sentence(event.values, self._target_text))
-            elif isinstance(event, Measurement) and event.name == "phase":
-                self.from_thread(self._show_phase, dict(event.values))
-            elif isinstance(event, Warning):
-                self.from_thread(self._show_warning, event)
-        code = proc.wait()
-        if code not in (0, -signal.SIGINT) and proc is self._proc:
-            self.from_thread(self._show_exit, code)
+    @on(EngineSnapshots)
+    def _snapshots(self, message: EngineSnapshots) -> None:
+        """The newest snapshot per metric (superseded messages were dropped on the way)."""
+        if message.run is self.engine_run:
+            self._latest.update(message.latest)
+            self._offered += 1
+
+    @on(EngineEvent)
+    def _engine_event(self, message: EngineEvent) -> None:
+        if message.run is not self.engine_run:
+            return  # a previous trace's late line
+        event = message.event
+        if isinstance(event, Measurement) and event.name == "attached":
+            self.attached = dict(event.values)
+            self.notify(attached_sentence(event.values, self._target_text))
+        elif isinstance(event, Measurement) and event.name == "phase":
+            self._show_phase(dict(event.values))
+        elif isinstance(event, Warning):
+            self._show_warning(event)
+        elif isinstance(event, RunFinished):
+            self._finished = event
+
+    @on(EngineEnded)
+    def _engine_ended(self, message: EngineEnded) -> None:
+        if message.run is not self.engine_run:
+            return
+        if message.error:  # it never started: a bad option, a missing tool
+            self.set_status("error", f"The tracer failed: {message.error}", "bold red")
+            self.notify(message.error, title="trace", severity="error", timeout=12)
+            return
+        code = message.exit_code
+        # A trace that finished is no failure whatever its status (a traced command's own).
+        clean = code in (0, 130, -signal.SIGINT) or (self._finished is not None
+                                                     and self._finished.status != "failed")
+        if not clean and code is not None:
+            self._show_exit(code)
 
     def _show_warning(self, event: Warning) -> None:
         error = event.code == "error"
@@ -447,22 +462,10 @@ class QueueMonitorScreen(AortaScreen):
             f"{left_out} spanning a pause between phases left out"), "dim")
 
     def stop_trace(self, timeout: float = 10.0) -> None:
-        """Stop the tracer worker and wait until it has detached bpftrace and exited."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGINT)  # the worker stops its session cleanly
-                proc.wait(timeout)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-        if self._reader is not None:
-            self._reader.join(2)
-        self._proc = None
+        """Stop the tracer (SIGINT to its group: it detaches bpftrace) and wait until it exited."""
+        run, self.engine_run = self.engine_run, None
+        if run is not None:
+            run.stop(signal.SIGINT, grace_s=timeout)
 
     def action_focus_target(self) -> None:
         self.query_one("#trace-target", Input).focus()
