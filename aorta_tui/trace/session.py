@@ -289,7 +289,7 @@ class TraceSession:
 
     def set_interval_filter(self, keep: Any) -> None:
         """``keep(ts, gaps) -> mask | None`` for every interval ("point") metric: e.g. leave out
-        the gaps that span a pause the traced program announced (see tui/trace_worker.py)."""
+        the gaps that span a pause the traced program announced (see cli/trace_stream.py)."""
         with self._lock:
             for st in self._stats.values():
                 if st.metric.kind == "point":
