@@ -59,8 +59,8 @@ def perf_rb_pages(cpus: int | None = None) -> int:
 
 
 class BpftraceRunner:
-    # events mode: block-buffered stdout (the program pads after each heartbeat, program.py);
-    # "line" is bpftrace's default for a pipe, one write per record
+    # "full": block-buffered stdout for the programs that ask (block_buffered); "line" (bpftrace's
+    # default for a pipe, one write per record) for every program
     output_buffering = "full"
     perf_rb_pages: int | None = perf_rb_pages()  # None: bpftrace's default
 
@@ -72,7 +72,12 @@ class BpftraceRunner:
         on_lines: Callable[[list[str]], None],
         json_output: bool = False,
         stderr_path: Path | None = None,
+        block_buffered: bool = False,
     ) -> None:
+        """``block_buffered``: bpftrace's stdout in 4 KiB writes (``-B full``); only for a program
+        that pads after every heartbeat (``program.FLUSH_PAD``, as :func:`program.render`'s events
+        programs do), or its heartbeats would wait in bpftrace's buffer."""
+        self.block_buffered = block_buffered
         self.program_text = program_text
         self.bpftrace = bpftrace
         self.on_lines = on_lines
@@ -96,7 +101,7 @@ class BpftraceRunner:
         argv = [self.bpftrace]
         if self.json_output:
             argv += ["-f", "json"]
-        elif self.output_buffering == "full":
+        elif self.block_buffered and self.output_buffering == "full":
             # one 4 KiB write instead of one write per record; every heartbeat is pushed out by
             # the padding line the program prints after it (program.FLUSH_PAD)
             argv += ["-B", "full"]

@@ -222,7 +222,8 @@ class TraceSession:
             self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
                 self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
         self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
-                                      on_lines=self._on_lines, json_output=self.mode == "aggregate")
+                                      on_lines=self._on_lines, json_output=self.mode == "aggregate",
+                                      block_buffered=self.mode == "events")
         self._runner.start()
         self._runner.wait_attached(self.attach_timeout_s)
 
