@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 import pytest
+from tui_support import FIXED_FACTS, async_test, wait_for
 
+from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.matrix_state import TrialView
+from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.trial import read_result, trial_facts
 from tests.engine.conftest import aorta, only_run_dir
 from tests.engine.test_slurm_executor import _slurm_problem
@@ -32,3 +36,30 @@ def test_the_detail_names_the_job_and_the_node(tmp_path: Path) -> None:
     facts = result["process"]["executor"]
     text = "\n".join(trial_facts(view, result))
     assert f"ran as job {facts['job_id']} on {facts['node']}, GPU " in text and "COMPLETED" in text
+
+
+@async_test
+async def test_the_matrix_of_a_finished_slurm_run_sums_failures_up_per_node(tmp_path: Path) -> None:
+    problem = _slurm_problem()
+    if problem is not None:
+        if os.environ.get("AORTA_REQUIRE_SLURM") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\nticket: t\ntrials: 1\n"
+                      "mitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\n"
+                      "executor: slurm\n")
+    proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--no-snapshot", "--",
+                 "sh", "-c", '[ -z "$CUDA_LAUNCH_BLOCKING" ]')
+    assert proc.returncode == 0, proc.stderr
+    run = only_run_dir(tmp_path / "out")
+    node = json.loads(next(run.glob("trials/*/*/result.json")).read_text())["process"]["executor"]["node"]
+    app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "out", start_run=run, machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MatrixScreen), what="the matrix")
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        await wait_for(pilot, lambda: screen.state is not None and screen.state.status == "completed")
+        screen.refresh_view()
+        summary = str(screen.query_one("#matrix-summary").render())
+        assert f"per node (Slurm): {node}: 1 pass, 1 fail, 0 error" in summary, summary

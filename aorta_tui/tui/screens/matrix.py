@@ -62,6 +62,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self._dirty = False
         self.events_seen = 0
         self.orchestrator_alive: bool | None = None
+        self._per_node: tuple[Path, str] | None = None  # a finished Slurm run's per-node line
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="matrix"):
@@ -183,8 +184,23 @@ class MatrixScreen(EngineBridge, AortaScreen):
         warn = f"  [yellow]{n_warn} warning{'s' if n_warn != 1 else ''} (w)[/]" if n_warn else ""
         run = state.run_id or (self.run_dir.name if self.run_dir else "")
         legend = confound_legend(state) if state.status is not None else ""
+        nodes = self._node_text() if state.status is not None else ""
         return (f"[b]{run}[/b]  {state.done}/{state.total or len(state.trials)} done  {counts}  {where}{warn}"
-                + (f"\n[dim]{legend}[/dim]" if legend else ""))
+                + (f"\n[dim]{legend}[/dim]" if legend else "") + (f"\n{nodes}" if nodes else ""))
+
+    def _node_text(self) -> str:
+        """Where a finished Slurm run's trials failed, per node (read once per run)."""
+        if self.run_dir is None:
+            return ""
+        if self._per_node is None or self._per_node[0] != self.run_dir:
+            from rich.markup import escape
+
+            from aorta_tui.executor.report import node_summary
+
+            lines = node_summary(self.run_dir)
+            self._per_node = (self.run_dir, escape("; ".join(ln.strip() for ln in lines))
+                           .replace("per node (Slurm):;", "per node (Slurm):", 1))
+        return self._per_node[1]
 
     # --- trial detail --------------------------------------------------------------------
 
