@@ -490,6 +490,23 @@ def _summary(prefix: str, ms: dict[str, float], calls: Mapping[str, int | None] 
     return out
 
 
+def missing_tools(names: Iterable[str]) -> list[tuple[str, str]]:
+    """(collector, why) for each external profiler the recipe asks for that this machine lacks:
+    a real run stops on these before anything starts (exit 3) - a sweep whose every trial ran
+    without the profiler it was written for is hours spent on the wrong question."""
+    out = []
+    for name in dict.fromkeys(names):
+        if name == "rocprof":
+            binary, why = rocprof_binary()
+            if binary is None:
+                out.append((name, why))
+        elif name == "proton":
+            why = proton_problem(sys.executable)
+            if why is not None:
+                out.append((name, why))
+    return out
+
+
 def availability_notes(names: Iterable[str], *, mode: str = "triage") -> list[str]:
     """One line per collector for `recipe validate` / `--dry-run`: whether it can run here."""
     out = []
@@ -497,11 +514,11 @@ def availability_notes(names: Iterable[str], *, mode: str = "triage") -> list[st
         if name == "rocprof":
             binary, why = rocprof_binary()
             out.append(f"collect: rocprof runs under {binary}" if binary else
-                       f"collect: rocprof not available: {why} (each trial records it)")
+                       f"collect: rocprof not available: {why} (a real run stops with exit 3)")
         elif name == "proton":
             why = proton_problem(sys.executable)
             out.append("collect: proton runs under triton.profiler.proton" if why is None else
-                       f"collect: proton not available: {why} (each trial records it)")
+                       f"collect: proton not available: {why} (a real run stops with exit 3)")
         elif name == "layer_numerics":
             out.append("collect: layer_numerics hooks the workload's torch modules "
                        "(<trial>/layer_numerics/)" if mode == "triage" else

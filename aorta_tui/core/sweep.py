@@ -177,8 +177,23 @@ class Sweep:
                 if not dry_run:
                     raise
                 notes.append(f"trace: {exc.message}")
+        notes += self._check_collectors(dry_run)
         notes += self.executor.check(self, dry_run=dry_run)  # sbatch, partition, shared run dir
         return notes
+
+    def _check_collectors(self, dry_run: bool) -> list[str]:
+        """rocprof / proton asked for but not installed: exit 3 before anything runs."""
+        from aorta_tui.core.collectors import cell_collect, missing_tools
+
+        names = [n for c in self.plan.cells for n in cell_collect(self.recipe, c.name)]
+        missing = missing_tools(names)
+        if not missing or dry_run:
+            return [f"collect: {n} not available: {why}" for n, why in missing]
+        raise EnvironmentProblem(
+            "collect: " + "; ".join(f"{n} cannot run here: {why}" for n, why in missing),
+            hint="install it, or run without it: remove it from collect: (or pass --collect "
+                 "with the collectors to keep); nothing was run",
+            location=_where(self.recipe, "collect"))
 
     # -- the run ---------------------------------------------------------------------------
 

@@ -115,15 +115,26 @@ def _no_tools_env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def test_missing_tools_are_not_available_per_trial_and_layer_numerics_runs(tmp_path) -> None:
+def test_missing_profilers_stop_the_run_with_exit_3_before_anything_runs(tmp_path) -> None:
     p, run = _sweep(tmp_path, "layer_numerics: {NANLOG_SAMPLE_EVERY: \"1\"}\nrocprof: {}\nproton: {}\n",
                     env=_no_tools_env(tmp_path))
-    assert p.returncode == 0, p.stdout + p.stderr  # not exit 3: the sweep runs without them
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "rocprof cannot run here: rocprofv3 is not on PATH" in p.stderr
+    assert "proton cannot run here: triton.profiler.proton is not importable" in p.stderr
+    assert "r.yaml:" in p.stderr and "fix:" in p.stderr and "Traceback" not in p.stderr
+    assert run is None  # nothing was created, nothing ran
+    # --dry-run plans it and says what a real run would stop on
+    dry = _sweep(tmp_path, "rocprof: {}\n", "--dry-run", env=_no_tools_env(tmp_path))[0]
+    assert dry.returncode == 0, dry.stderr
+    assert "rocprof not available: rocprofv3 is not on PATH" in dry.stdout + dry.stderr
+
+
+def test_layer_numerics_runs_in_process_and_is_reported(tmp_path) -> None:
+    p, run = _sweep(tmp_path, "layer_numerics: {NANLOG_SAMPLE_EVERY: \"1\"}\n",
+                    env=_no_tools_env(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
     record = json.loads((run / "trials/base/trial-000/result.json").read_text())
     col = record["collectors"]
-    assert col["rocprof"]["status"] == "not available"
-    assert col["rocprof"]["reason"].startswith("not available: rocprofv3 is not on PATH")
-    assert col["proton"]["reason"].startswith("not available: triton.profiler.proton is not importable")
     assert record["argv"][1:3] == ["-m", "aorta_tui.core.trial_worker"]  # nothing wrapped
     ln = col["layer_numerics"]
     assert ln["status"] == "ran" and ln["metrics"]["layer_numerics_watched"] == 5
@@ -140,9 +151,8 @@ def test_missing_tools_are_not_available_per_trial_and_layer_numerics_runs(tmp_p
     assert summary["steps_seen"] == 3 and summary["records_written"] == len(rows)
     md = (run / "matrix.md").read_text()
     assert "## Collectors" in md and "**layer_numerics**: ran in 1/1 trials" in md
-    assert "**rocprof**: ran in 0/1 trials" in md and "not available: rocprofv3" in md
     matrix = json.loads((run / "matrix.json").read_text())
-    assert matrix["collectors"]["rocprof"]["ran"] == 0
+    assert matrix["collectors"]["layer_numerics"]["ran"] == 1
 
 
 def test_a_fake_rocprofv3_gets_upstreams_argv_and_its_csvs_are_summarised(tmp_path) -> None:
