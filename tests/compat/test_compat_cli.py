@@ -170,7 +170,7 @@ def test_emulated_environment_plans_and_refuses_to_run(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("collect", ["collect: [layer_numerics]\n",
                                      "collect:\n  rocprof:\n  layer_numerics: {NANLOG_SAMPLE_EVERY: '1'}\n"])
-def test_collect_loads_plans_and_runs_each_trial_saying_what_was_not_available(
+def test_collect_loads_plans_and_runs_or_stops_on_a_missing_profiler(
         tmp_path: Path, collect: str) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text(TRIAGE.format(extra=collect, env="local"))
@@ -179,14 +179,18 @@ def test_collect_loads_plans_and_runs_each_trial_saying_what_was_not_available(
     out = tmp_path / "o"
     run = aorta("sweep", "run", "--recipe", str(recipe), "-o", str(out),
                 env={"PATH": "/usr/bin:/bin", "ROCPROF_BIN": ""})
-    assert run.returncode == 0, run.stderr  # a missing tool never refuses the whole sweep
+    if "rocprof" in collect:  # a profiler the recipe needs is missing: exit 3, nothing run
+        assert run.returncode == 3, run.stderr
+        assert "rocprof cannot run here: rocprofv3 is not on PATH" in run.stderr
+        assert "r.yaml:" in run.stderr and "Traceback" not in run.stderr
+        assert not list(out.glob("*/*/trials/*"))
+        return
+    assert run.returncode == 0, run.stderr
     (trial,) = only_run_dir(out).glob("trials/*/*/result.json")
     collectors = json.loads(trial.read_text())["collectors"]
     # gpu_smoke builds no torch module: layer_numerics ran and watched nothing (and says so)
     assert collectors["layer_numerics"]["status"] == "ran"
     assert "no watched module ran" in collectors["layer_numerics"]["note"]
-    if "rocprof" in collect:
-        assert collectors["rocprof"]["reason"].startswith("not available: rocprofv3 is not on PATH")
 
 
 def test_collect_typo_is_located(tmp_path: Path) -> None:
