@@ -87,9 +87,12 @@ def describe_free_space(path: Path) -> str:
     return f"{describe_size(st.f_bavail * st.f_frsize)} free"
 
 
-def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True) -> AortaError | None:
+def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True,
+                  resume_command: str | None = None) -> AortaError | None:
     """The user-facing error for a failed write the machine caused (full disk, quota, I/O error,
-    read-only filesystem), or ``None`` when ``exc`` is not one of those (a bug, then)."""
+    read-only filesystem), or ``None`` when ``exc`` is not one of those (a bug, then).
+
+    ``resume_command`` is how this run is finished (default: the sweep's ``--resume``)."""
     if exc.errno not in _FULL | _DEVICE:
         return None
     where = Path(exc.filename) if exc.filename else run_dir
@@ -101,7 +104,8 @@ def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True)
     else:
         why = exc.strerror or str(exc)
         fix = "check the disk (dmesg) or write elsewhere with --output DIR"
-    then = (f", then finish the run with `aorta-tui sweep run --resume {run_dir}` (finished trials "
+    resume_command = resume_command or f"aorta-tui sweep run --resume {run_dir}"
+    then = (f", then finish the run with `{resume_command}` (finished trials "
             "are kept)") if resumable and run_dir is not None else ", then run it again"
     return EnvironmentProblem(f"{what}: {why}", hint=fix + then)
 
@@ -182,6 +186,14 @@ def describe_holder(info: dict[str, Any]) -> str:
     return f"pid {info['pid']}{host}"
 
 
+def _sweep_refusal(run_dir: Path, holder: str) -> AortaError:
+    return RunDirError(
+        f"{run_dir} is in use by {holder}",
+        hint=f"wait for that run to finish, follow it with `aorta-tui attach {run_dir}`, "
+        "or cancel it first",
+    )
+
+
 class RunLock:
     """An exclusive ``flock`` on ``<run>/.lock``. The kernel drops it when the holder dies."""
 
@@ -189,9 +201,13 @@ class RunLock:
     # probe from refusing a real orchestrator.
     ATTEMPTS = 5
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *,
+                 refusal: Callable[[Path, str], AortaError] | None = None) -> None:
         self.path = run_dir / LOCK
         self._fh: IO[str] | None = None
+        # (run dir, the holder in words) -> the error when the lock is held; an engine whose
+        # run is not a sweep says so in its own words (the default names `attach`).
+        self._refusal = refusal or _sweep_refusal
 
     def acquire(self) -> None:
         fh = open(self.path, "a+")  # noqa: SIM115 - held for the run's lifetime
@@ -208,11 +224,7 @@ class RunLock:
         else:
             holder = describe_holder(_live_holder(fh))
             fh.close()
-            raise RunDirError(
-                f"{self.path.parent} is in use by {holder}",
-                hint="wait for that run to finish, follow it with `aorta-tui attach "
-                f"{self.path.parent}`, or cancel it first",
-            )
+            raise self._refusal(self.path.parent, holder)
         line = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                            "started_at": time.time()}) + "\n"
         # One write at offset 0, then cut what is left of the previous holder's line: a reader
@@ -457,8 +469,10 @@ def _raw_lines(fh: IO[bytes], limit: int = MAX_JOURNAL_LINE) -> Iterator[tuple[i
         yield lineno + 1, None if over else buf, False
 
 
-def scan_journal(path: Path) -> JournalScan:
-    """Every event of a journal, and every line that is not one (counted and located)."""
+def scan_journal(path: Path, *, sweep_ids: bool = True) -> JournalScan:
+    """Every event of a journal, and every line that is not one (counted and located).
+
+    ``sweep_ids=False``: trial ids of another engine's run (see ``parse_journal_line``)."""
     scan = JournalScan()
     try:
         fh = open(path, "rb")  # noqa: SIM115
@@ -476,7 +490,7 @@ def scan_journal(path: Path) -> JournalScan:
                 continue
             if not raw.strip():
                 continue
-            event, why = parse_journal_line(raw)
+            event, why = parse_journal_line(raw, sweep_ids=sweep_ids)
             if event is not None:
                 scan.events.append(event)
             else:
@@ -603,14 +617,21 @@ def read_trial_result(run_dir: Path, trial_id: str) -> dict[str, Any] | None:
     return d
 
 
-def resume_state(run_dir: Path, trial_ids: set[str] | None = None) -> ResumeState:
+def resume_state(run_dir: Path, trial_ids: set[str] | None = None, *,
+                 read_result: Callable[[str], dict[str, Any] | None] | None = None,
+                 sweep_ids: bool = True) -> ResumeState:
     """What the journal says was done, checked against the result files.
 
     ``trial_ids`` is the plan's set: a journal line about any other trial is not trusted.
+    ``read_result`` reads one trial's whole result (default: a sweep's ``result.json``,
+    ``read_trial_result``); ``sweep_ids=False`` for another engine's trial ids (a policy sweep's).
     """
+    if read_result is None:
+        def read_result(tid: str) -> dict[str, Any] | None:
+            return read_trial_result(run_dir, tid)
     completed: dict[str, dict[str, Any]] = {}
     started: set[str] = set()
-    scan = scan_journal(run_dir / JOURNAL)
+    scan = scan_journal(run_dir / JOURNAL, sweep_ids=sweep_ids)
     for ev in scan.events:
         tid = getattr(ev, "trial_id", None)
         if tid is None or (trial_ids is not None and tid not in trial_ids):
@@ -618,7 +639,7 @@ def resume_state(run_dir: Path, trial_ids: set[str] | None = None) -> ResumeStat
         if ev.kind == "trial_started":
             started.add(tid)
         elif (ev.kind == "trial_finished" and tid not in completed
-              and read_trial_result(run_dir, tid) is not None):
+              and read_result(tid) is not None):
             # A finished line without its whole result file is not trusted (the result is
             # written first).
             completed[tid] = ev.to_dict()

@@ -38,6 +38,7 @@ from aorta_tui.core.events import (
 )
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
+from aorta_tui.core.run_store import RunStore
 from aorta_tui.core.services import NO_SERVICES, SweepServices
 from aorta_tui.core.worker import CancelEvent
 
@@ -80,6 +81,7 @@ class Sweep:
         self._resume_notes: list[str] = []
         self._journal_damage: list[rundir.Damage] = []
         self._journal: rundir.Journal | None = None
+        self._store: RunStore  # the run directory, opened under its lock by run()
         self._captures: list[Any] = []  # snapshot captures of this session (trial timelines)
         self._warm: Any = None  # trial_isolation: warm: the session's zygotes (core/warm.py)
         from aorta_tui.executor import executor_for
@@ -211,12 +213,12 @@ class Sweep:
             raise problem from None
 
     def _run_locked(self, run_dir: Path) -> SweepOutcome:
-        lock = rundir.RunLock(run_dir)
-        lock.acquire()  # before any resume bookkeeping: another orchestrator may own this run
+        store = self._store = RunStore(run_dir)  # layout, lock, journal, resume set, results
+        store.acquire()  # before any resume bookkeeping: another orchestrator may own this run
         captures: list[Any] = []
         try:
             session, done = self._take_over(run_dir)
-            journal = self._journal = rundir.Journal(run_dir / rundir.JOURNAL)
+            journal = self._journal = store.open_journal()
             self.bus.prepend(journal)  # the journal sees every event first
             run_id = run_dir.name
             pending = [t for t in self.plan.trials if t.trial_id not in done]
@@ -254,7 +256,7 @@ class Sweep:
                 from aorta_tui.core.snapshots import cancel_captures
 
                 cancel_captures(captures)
-            lock.release()
+            store.release()
 
     def _open_run_dir(self) -> Path:
         """A new run directory, or the one to resume once its recipe hash is checked."""
@@ -298,7 +300,7 @@ class Sweep:
         """
         if self.options.resume is None:
             return 1, set()
-        state = rundir.resume_state(run_dir, self._trial_ids)
+        state = self._store.resume_state(self._trial_ids)
         self._journal_damage = state.damaged
         self._end_orphans(run_dir, state.interrupted)
         # Every planned trial that is not done starts from an empty directory; what an earlier
@@ -307,9 +309,8 @@ class Sweep:
         # A trial whose Slurm job still runs (or ended unrecorded) is adopted, not retired.
         adopted = self.executor.adopt(run_dir, self._trial_ids - set(state.completed))
         for tid in sorted(self._trial_ids - set(state.completed) - adopted):
-            _retire_partial_trial(run_dir, tid)
-        session = sum(1 for e in rundir.iter_journal(run_dir / rundir.JOURNAL)
-                      if e.kind == "run_started") + 1
+            self._store.retire_trial(tid)
+        session = self._store.sessions() + 1
         return session, set(state.completed)
 
     def _end_orphans(self, run_dir: Path, interrupted: set[str]) -> None:
@@ -458,7 +459,7 @@ class Sweep:
 
             record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
         record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
-        atomic_write_json(trial_dir / "result.json", record)
+        self._store.write_result(spec.trial_id, record)
         mean = sum(steps) / len(steps) if steps else None
         self.bus.emit(TrialFinished(
             run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial, verdict=result.verdict,
@@ -759,17 +760,6 @@ def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
                 result["failures"].append({**f, "message": f"rank {rank}: {f.get('message', '')}"})
         result["passed"] = not result["failures"]
     return result
-
-
-def _retire_partial_trial(run_dir: Path, trial_id: str) -> None:
-    """Keep an interrupted trial's files as evidence, out of the way of its re-run."""
-    path = run_dir / "trials" / trial_id
-    if not path.exists():
-        return
-    k = 1
-    while (dest := path.with_name(f"{path.name}.interrupted-{k}")).exists():
-        k += 1
-    shutil.move(str(path), dest)
 
 
 def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:

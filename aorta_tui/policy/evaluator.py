@@ -14,12 +14,17 @@ policies instead of biasing the one that ran last.
 Run directory (the source of truth; ``aorta-tui policy report DIR`` re-renders from it)::
 
     DIR/sweep.json                         the request, the policies, the planned order
-    DIR/journal.jsonl                      every event, one JSON object per line
+    DIR/journal.jsonl                      every event, one JSON object per line (the lines a
+                                           resume trusts fsynced: core/run_store.py)
     DIR/trials/NNN-POLICY-tK/result.json   the queue harness's result (docs/hwqueue.md)
     DIR/trials/NNN-POLICY-tK/outcome.json  exit status, environment applied, extracted figures
     DIR/trials/NNN-POLICY-tK/stdout.txt, stderr.txt
     DIR/policy.json, DIR/policy.md         the comparison (aorta_tui.policy.report)
-    DIR/.lock                              held (flock) while a process runs the sweep
+    DIR/.lock                              held (flock, rundir.RunLock) while a process runs
+                                           the sweep; names its pid
+
+A trial counts as done when its final ``outcome.json`` and its ``trial_finished`` journal line
+are both on disk (in that order), as in every run directory (``RunStore``).
 
 Use from a front end::
 
@@ -42,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Event as ThreadEvent
-from typing import Any, TextIO
+from typing import Any
 
 from aorta_tui.core import ownership
 from aorta_tui.core.atomic import atomic_write_json
@@ -60,6 +65,8 @@ from aorta_tui.core.events import (
     TrialStarted,
     Warning,
 )
+from aorta_tui.core.run_store import RunStore, StoreLayout
+from aorta_tui.core.rundir import write_failure
 from aorta_tui.core.worker import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.stats import MIN_SAMPLES
@@ -135,7 +142,13 @@ def with_reference(policies: Sequence[Policy]) -> tuple[tuple[Policy, ...], bool
 
 
 def plan_order(names: Sequence[str], trials: int, seed: int) -> list[PlannedTrial]:
-    """Round-robin rounds, each a seeded shuffle of all policies."""
+    """Round-robin rounds, each a seeded shuffle of all policies.
+
+    Not ``core/plan``'s interleaved order: that one draws every round from one RNG seeded with
+    ``seed`` and swaps a round's first cell when it ended the previous round; this one seeds each
+    round on its own (``seed * 1_000_003 + round``) and never swaps. Kept so a seed gives the
+    order it always gave (``sweep.json`` records it; a resume reads it from there).
+    """
     plan: list[PlannedTrial] = []
     for round_index in range(trials):
         order = list(names)
@@ -173,20 +186,6 @@ def queue_run_argv(request: SweepRequest, policy: Policy, result_path: Path) -> 
     return argv
 
 
-class JournalSink:
-    """Appends each event to ``journal.jsonl`` (flushed per line: a crash loses nothing)."""
-
-    def __init__(self, path: Path) -> None:
-        self._fh: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
-
-    def emit(self, event: Event) -> None:
-        self._fh.write(json.dumps(event.to_dict(), default=str) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        self._fh.close()
-
-
 class PolicyEvaluator:
     def __init__(self, request: SweepRequest, *,
                  on_event: Callable[[Event], None] | None = None,
@@ -206,6 +205,7 @@ class PolicyEvaluator:
         self.notes: dict[str, list[str]] = {p.name: [] for p in policies}
         self.skipped: dict[str, str] = {}
         self.gpu_plans: dict[str, str] = {}
+        self.store: RunStore  # the run directory, opened under its lock by run()
 
     # -- preparation --------------------------------------------------------------------
 
@@ -282,21 +282,21 @@ class PolicyEvaluator:
                            "dir": t.dir_name} for t in plan],
             }
             atomic_write_json(run_dir / "sweep.json", manifest)
-            finished: set[str] = set()
         else:
             created = False
             self.run_id = str(resume.get("run_id") or self.run_id)
             plan = [PlannedTrial(int(o["position"]), str(o["policy"]), int(o["trial"]))
                     for o in resume["order"]]
             names = list(dict.fromkeys(t.policy for t in plan))
-            finished = {t.dir_name for t in plan if _has_final_outcome(run_dir / "trials" /
-                                                                       t.dir_name)}
         by_name = {p.name: p for p in req.policies}
-        lock = _lock_run_dir(run_dir)
-        journal = JournalSink(run_dir / "journal.jsonl")
-        self.bus.add(journal)
+        store = self.store = RunStore(run_dir, POLICY_LAYOUT)
+        store.acquire()  # before the resume set is read: another process may be running it
         status, exit_code = "completed", int(ExitCode.OK)
         try:
+            # A resume keeps the trials whose final outcome.json and journal line are on disk.
+            finished = (store.completed({t.dir_name for t in plan}) if resume is not None
+                        else set())
+            self.bus.prepend(store.open_journal())  # the journal sees every event first
             self._emit(RunStarted(self.run_id, source="policy", run_dir=str(run_dir),
                                   total=len(plan), cells=names, resumed=resume is not None,
                                   already_done=len(finished)))
@@ -319,6 +319,7 @@ class PolicyEvaluator:
                         status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
                         break
                     self._run_one(run_dir, planned, by_name[planned.policy], len(plan))
+                    store.check_journal()  # a trial is done only once the journal says so
                     done += 1
                     self._emit(Progress(self.run_id, done=done, total=len(plan),
                                         message=f"{planned.policy} trial {planned.trial}"))
@@ -326,7 +327,7 @@ class PolicyEvaluator:
                 self._emit(RunFinished(self.run_id, status="failed",
                                        exit_code=int(abort.error.exit_code),
                                        summary={"error": abort.error.message}))
-                journal.close()
+                store.close_journal()
                 if resume is None:
                     _discard_run_dir(run_dir, created)
                 else:  # keep the earlier trials; only the refused one goes
@@ -339,9 +340,15 @@ class PolicyEvaluator:
             if self.cancel.is_set() and status == "completed" and len(plan) > 0:
                 status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
             report = self._finish(run_dir, status, exit_code, build_report, write_reports)
+        except OSError as exc:  # a full disk, a quota, an I/O error: the machine's problem
+            problem = write_failure(exc, run_dir,
+                                    resume_command=f"aorta-tui policy resume {run_dir}")
+            if problem is None:
+                raise
+            raise problem from None
         finally:
             self.bus.close()
-            lock.close()
+            store.release()
         return SweepOutcome(run_dir, status, exit_code, report)
 
     def _finish(self, run_dir: Path, status: str, exit_code: int,
@@ -360,10 +367,8 @@ class PolicyEvaluator:
 
     def _run_one(self, run_dir: Path, planned: PlannedTrial, policy: Policy, total: int) -> None:
         req = self.request
-        trial_dir = run_dir / "trials" / planned.dir_name
-        if trial_dir.exists():  # left by an interrupted run: start the trial afresh
-            shutil.rmtree(trial_dir)
-        trial_dir.mkdir(parents=True)
+        # what an interrupted run left of this trial is removed: it starts afresh
+        trial_dir = self.store.fresh_trial_dir(planned.dir_name)
         result_path = trial_dir / "result.json"
         env, removed = trial_environment(self.base_env, policy, req.policies)
         argv = self.trial_command(req, policy, result_path)
@@ -389,7 +394,7 @@ class PolicyEvaluator:
         else:
             outcome = run_process(spec, cancel=self.cancel, on_start=started)
         record = _trial_record(planned, policy, argv, removed, outcome, trial_dir, gpu_note)
-        atomic_write_json(trial_dir / "outcome.json", record)
+        self.store.write_result(planned.dir_name, record)  # outcome.json, before its journal line
         if record["status"] == "usage_error" or record["status"] == "environment_error":
             cls = UsageError if record["status"] == "usage_error" else EnvironmentProblem
             message, fix = _split_fix(record["reason"])
@@ -476,26 +481,19 @@ def _claim_run_dir(run_dir: Path) -> bool:
 FINAL_STATUSES = ("ok", "failed", "timed_out")
 
 
-def _lock_run_dir(run_dir: Path) -> TextIO:
-    """One process at a time per run directory (the lock goes with the file handle)."""
-    import fcntl
-
-    handle = open(run_dir / ".lock", "a")  # noqa: SIM115 - held until the sweep ends
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        raise RunDirError(f"another process is running the sweep in {run_dir}",
-                          hint="wait for it, or stop it first") from None
-    return handle
+def _busy(run_dir: Path, holder: str) -> AortaError:
+    return RunDirError(f"another process is running the sweep in {run_dir} ({holder})",
+                       hint="wait for it, or stop it first")
 
 
-def _has_final_outcome(trial_dir: Path) -> bool:
-    try:
-        data = json.loads((trial_dir / "outcome.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("status") in FINAL_STATUSES
+def _final_outcome(data: dict[str, Any], _trial_id: str) -> dict[str, Any] | None:
+    """A trial's ``outcome.json`` when it is final (a cancelled trial runs again)."""
+    return data if data.get("status") in FINAL_STATUSES else None
+
+
+# trials/NNN-POLICY-tK/outcome.json; the lock's refusal in this sweep's words
+POLICY_LAYOUT = StoreLayout(result_file="outcome.json", sweep_ids=False, accept=_final_outcome,
+                            refusal=_busy)
 
 
 def policy_from_dict(data: Mapping[str, Any]) -> Policy:
