@@ -53,6 +53,8 @@ def run(
     baseline_cell: str | None = typer.Option(None, "--baseline-cell", help="Flag mode: the baseline cell of the speed confound (with --recipe: the recipe's confound)."),
     confound_threshold: float | None = typer.Option(None, "--confound-threshold", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
     executor: str | None = typer.Option(None, "--executor", help="Where trials run: local (processes here, the default) or slurm (a batched job array; the recipe's executor: block gives partition, account, gres; docs/slurm.md)."),
+    nodes: int | None = typer.Option(None, "--nodes", metavar="N", help="Slurm: spread each torchrun trial over N nodes (srun torchrun; overrides executor.nodes; docs/slurm.md)."),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", metavar="K", help="Slurm: K GPUs (and K torchrun ranks) per node of each trial (overrides executor.gpus_per_node)."),
     trial_isolation: str | None = typer.Option(None, "--trial-isolation", help="process (a fresh process per trial, the default), warm (trials forked from a zygote that imported torch once; runtime variables still apply, import-time ones are refused: docs/recipes.md) or in_process; overrides the recipe."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
 ) -> None:
@@ -67,6 +69,7 @@ def run(
         disable_detectors=list(disable_detector), env_passthrough_mode=env_passthrough_mode,
         collect=[c.strip() for c in collect.split(",") if c.strip()], baseline_cell=baseline_cell,
         confound_threshold=confound_threshold, trial_isolation=trial_isolation, verbose=verbose, executor=executor,
+        nodes=nodes, gpus_per_node=gpus_per_node,
     )
     raise typer.Exit(run_sweep_command(request))
 

@@ -42,6 +42,8 @@ class SweepRequest:
     verbose: int = 0
     trial_isolation: str | None = None  # --trial-isolation: overrides the recipe's
     executor: str | None = None  # --executor local|slurm: overrides the recipe's kind
+    nodes: int | None = None  # --nodes / --gpus-per-node: a distributed trial across Slurm nodes
+    gpus_per_node: int | None = None
 
 
 def _split(text: str | None) -> list[str]:
@@ -209,6 +211,10 @@ def _run_sweep_command(req: SweepRequest) -> int:
         from aorta_tui.executor import with_executor_kind
 
         recipe = with_executor_kind(recipe, req.executor)  # not hashed: a resume may switch it
+    if req.nodes is not None or req.gpus_per_node is not None:
+        from aorta_tui.executor import with_distributed
+
+        recipe = with_distributed(recipe, req.nodes, req.gpus_per_node)
     if req.trial_isolation is not None:
         from aorta_tui.core.recipe.overrides import with_trial_isolation
 

@@ -580,12 +580,11 @@ class Sweep:
             worker = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(trial_dir / "trial_spec.json")]
             launch = self._workload_cls.launch
             world = int((cell.workload_config or {}).get("world_size", launch.min_world_size))
-            if launch.mode == "torchrun" and world > 1:  # one rank needs no launcher (_dist.py)
-                argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                        f"--nproc_per_node={world}", "-m", "aorta_tui.core.trial_worker",
-                        str(trial_dir / "trial_spec.json")]
-            else:
-                argv = worker
+            from aorta_tui.executor import torchrun_argv
+
+            # torchrun --standalone here, srun torchrun across a Slurm job's nodes (executor)
+            launcher = torchrun_argv(r, world, worker[1:]) if launch.mode == "torchrun" else None
+            argv = launcher or worker  # one rank needs no launcher (_dist.py)
         if self._collect(cell):  # rocprof / proton around the command (core/collectors.py)
             from aorta_tui.core.collectors import wrap_trial
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_bytes, atomic_write_json
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.executor import distributed_shape
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.slurm_job import JOB_SPEC, OUTCOME
 
@@ -119,6 +120,7 @@ class SlurmExecutor:
         self._run_id = ""
         self._said: set[str] = set()
         self._lock = threading.Lock()
+        self._placement_dirty = False  # slurm/jobs.json's per-trial node/state changed
 
     # -- before anything is written ------------------------------------------------------------
 
@@ -138,9 +140,11 @@ class SlurmExecutor:
             raise UsageError("trial_isolation: in_process runs trials inside the orchestrator, "
                              "and executor slurm runs them as jobs",
                              hint="use trial_isolation: process", location=_where(r, "trial_isolation"))
+        self._check_distributed(sweep)
         try:
             self._require_tools()
             self._require_partition()
+            self._require_capacity()
         except EnvironmentProblem as exc:
             if not dry_run:
                 raise
@@ -178,6 +182,69 @@ class SlurmExecutor:
                 hint=f"use one of {', '.join(known) or '(none listed)'} (`sinfo -s` lists them), "
                 f"in {_where(self.recipe, 'executor.partition') or 'the recipe'}",
                 location=_where(self.recipe, "executor.partition"))
+
+    def _check_distributed(self, sweep: Any) -> None:
+        """``nodes`` / ``gpus_per_node``: only a torchrun workload spreads over nodes, and its
+        cells' world_size (where given) is nodes x gpus_per_node (exit 2, located)."""
+        shape = distributed_shape(self.spec)
+        if shape is None:
+            return
+        nodes, per_node = shape
+        r = self.recipe
+        launch = getattr(getattr(sweep, "_workload_cls", None), "launch", None)
+        torchrun = r.mode == "triage" and getattr(launch, "mode", None) == "torchrun"
+        if not torchrun:
+            if nodes > 1:
+                what = f"workload {r.workload!r}" if r.mode == "triage" else "a probe command"
+                raise UsageError(
+                    f"executor.nodes {nodes}: {what} runs as one process, and only a torchrun "
+                    "workload spreads over nodes",
+                    hint="set nodes: 1 (or remove it), or sweep a torchrun workload "
+                    "(`aorta-tui sweep list-workloads`)", location=_where(r, "executor.nodes"))
+            return
+        for i, cell in enumerate(sweep.plan.cells):
+            want = (cell.workload_config or {}).get("world_size")
+            if want is not None and want != nodes * per_node:
+                raise UsageError(
+                    f"cell {cell.name!r}: world_size {want}, and executor nodes {nodes} x "
+                    f"gpus_per_node {per_node} start {nodes * per_node} ranks",
+                    hint=f"set world_size: {nodes * per_node} or remove it (the ranks are nodes x "
+                    "gpus_per_node), or change nodes / gpus_per_node",
+                    location=_where(r, f"cells[{i}]") or _where(r, "workload_config"))
+            if cell.docker:
+                raise UsageError(f"cell {cell.name!r} runs in docker, and a trial across Slurm "
+                                 "nodes starts its ranks with srun on the nodes themselves",
+                                 hint="use a local environment for it, or remove nodes / "
+                                 "gpus_per_node", location=_where(r, f"cells[{i}]"))
+
+    def _require_capacity(self) -> None:
+        """A distributed trial asks for no more nodes, nor GPUs per node, than the partition has
+        (exit 3 with the numbers; sbatch itself would only say "configuration not available")."""
+        shape = distributed_shape(self.spec)
+        if shape is None:
+            return
+        nodes, per_node = shape
+        try:
+            proc = sc.call(["sinfo", "-h", "-o", sc.SINFO_CAPACITY_FORMAT])
+        except sc.SlurmCallError as exc:
+            raise EnvironmentProblem(f"Slurm does not answer: {exc.message}",
+                                     hint="check that slurmctld runs (`sinfo`), then run again") from None
+        cap = sc.parse_capacity(proc.stdout, self.spec.partition)
+        if cap is None:
+            return  # no default partition to read: sbatch's own answer will do
+        part, have_nodes, have_gpus = cap
+        if nodes > have_nodes:
+            raise EnvironmentProblem(
+                f"partition {part!r} has {have_nodes} node(s), and the trial asks for {nodes} "
+                "(executor.nodes / --nodes)",
+                hint=f"set nodes to at most {have_nodes}, or pick a partition with more nodes "
+                "(`sinfo -s`: executor.partition)", location=_where(self.recipe, "executor.nodes"))
+        if self.spec.gpus_per_node is not None and per_node > have_gpus:
+            raise EnvironmentProblem(
+                f"the nodes of partition {part!r} have at most {have_gpus} GPU(s), and the trial "
+                f"asks for {per_node} per node (executor.gpus_per_node / --gpus-per-node)",
+                hint=f"set gpus_per_node to at most {have_gpus} (`sinfo -o '%P %G'` shows each "
+                "partition's GRES)", location=_where(self.recipe, "executor.gpus_per_node"))
 
     def _probe(self, where: Path) -> None:
         """A tiny job with the sweep's own options writes a marker this process must see.
@@ -241,6 +308,11 @@ class SlurmExecutor:
         out = [f"--{k}={v}" for k, v in (("partition", s.partition), ("account", s.account),
                                           ("gres", s.gres), ("constraint", s.constraint))
                if v is not None]
+        shape = distributed_shape(s)
+        if shape is not None:  # one task per node: its torchrun agent starts the node's ranks
+            out += [f"--nodes={shape[0]}", "--ntasks-per-node=1"]
+            if s.gpus_per_node is not None:
+                out.append(f"--gres=gpu:{s.gpus_per_node}")
         limit = s.time or (None if probe else _default_time(self.recipe))
         if probe:
             limit = "5"
@@ -408,13 +480,16 @@ class SlurmExecutor:
                     if job.started_seen is None:
                         on_start(None)
                     self._done(job)
-                    return self._outcome_from_file(job, pspec, data)
+                    outcome = self._outcome_from_file(job, pspec, data)
+                    self._place(job, outcome.executor["state"], outcome.executor["node"])
+                    return outcome
             if now - self._last_query >= QUERY_EVERY_S:
                 self._refresh()
             info = job.info
             if job.started_seen is None and info is not None and (
                     info.state in ("RUNNING", "COMPLETING") or (not info.alive and info.start)):
                 job.started_seen = now
+                self._place(job, info.state, info.node)
                 on_start(None)  # the journal's trial_started: the job left the queue
             if self._past_backstop(job, pspec, now):
                 job.orchestrator_state = "TIMEOUT"
@@ -427,7 +502,9 @@ class SlurmExecutor:
                     if job.started_seen is None:
                         on_start(None)
                     self._done(job)
-                    return self._outcome_from_state(job, pspec, info)
+                    outcome = self._outcome_from_state(job, pspec, info)
+                    self._place(job, outcome.executor["state"], outcome.executor["node"])
+                    return outcome
             cancel.wait(STAT_EVERY_S)
 
     def _warn(self, message: str) -> None:
@@ -442,6 +519,19 @@ class SlurmExecutor:
         from aorta_tui.core.events import Warning
 
         self._bus.emit(Warning(self._run_id, message=f"slurm: {message}", code="slurm"))
+
+    def _place(self, job: TrialJob, state: str | None, node: str | None) -> None:
+        """Where the trial runs and its job's state, for the TUI's grid (``slurm/jobs.json``):
+        written at most once per squeue round (``_refresh``) and at the end, not per trial."""
+        rec = self.store.data["trials"].get(job.trial_id) if self.store is not None else None
+        if isinstance(rec, dict) and (rec.get("state"), rec.get("node")) != (state, node):
+            rec.update(state=state, node=node)
+            self._placement_dirty = True
+
+    def _save_placement(self) -> None:
+        if self._placement_dirty and self.store is not None:
+            self._placement_dirty = False
+            self.store.save()
 
     def _done(self, job: TrialJob) -> None:
         job.done = True
@@ -479,6 +569,7 @@ class SlurmExecutor:
             for job_id, job in open_jobs.items():
                 if job_id in infos:
                     job.info = infos[job_id]
+            self._save_placement()
 
     def _query_ids(self, ids: list[str]) -> dict[str, sc.JobInfo]:
         if not ids:
@@ -506,6 +597,9 @@ class SlurmExecutor:
             "kind": "slurm", "job_id": job.job_id, "batch": job.batch, "task": job.task,
             "slurm_job_id": node.get("job_id"),  # an array task's own id (SLURM_JOB_ID)
             "state": state, "node": node.get("node") or (info.node if info else None),
+            # every node of the job (a distributed trial's srun torchrun ran on all of them)
+            "nodes": node.get("nodes") or ([node.get("node") or info.node] if (node.get("node") or
+                                           (info and info.node)) else []),
             "gpus": {"SLURM_JOB_GPUS": node.get("job_gpus"),
                      "CUDA_VISIBLE_DEVICES": node.get("cuda_visible_devices"),
                      "ROCR_VISIBLE_DEVICES": node.get("rocr_visible_devices")},
@@ -516,6 +610,10 @@ class SlurmExecutor:
             "reason": info.reason if info else None, "signal": (data or {}).get("signal"),
             "adopted": job.adopted,
         }
+        shape = distributed_shape(self.spec)
+        if shape is not None:  # srun torchrun across the job's nodes (slurm_launch)
+            facts["distributed"] = {"nodes": shape[0], "ranks_per_node": shape[1],
+                                    "world_size": shape[0] * shape[1]}
         if isinstance(started, (int, float)):
             facts["queue_wait_s"] = round(max(0.0, started - job.submitted_at), 3)
         elif info is not None and info.start and info.submit and info.node:  # it did start
@@ -604,6 +702,7 @@ class SlurmExecutor:
 
     def end(self, *, interrupted: bool) -> None:
         """Jobs of this sweep whose result will not be recorded (Ctrl-C, stop_after): scancel."""
+        self._save_placement()
         left = [t for t, j in self.jobs.items() if not j.done and j.job_id]
         if not left:
             return

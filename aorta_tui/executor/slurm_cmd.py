@@ -17,6 +17,8 @@ from dataclasses import dataclass
 CALL_TIMEOUT_S = 60.0  # slurmctld answers in milliseconds; a busy one in seconds
 # squeue's columns, in this order (``|`` cannot appear in any of them)
 SQUEUE_FORMAT = "%i|%T|%N|%V|%S|%e|%r|%j"
+# sinfo's partition (default marked *), node count and GRES per line of equal nodes
+SINFO_CAPACITY_FORMAT = "%P|%D|%G"
 SACCT_FIELDS = "JobID,State,NodeList,Submit,Start,End,Reason,JobName"
 # states after which the job does nothing more (squeue/sacct spellings)
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
@@ -106,6 +108,41 @@ def parse_sbatch_parsable(text: str) -> str | None:
     first = text.strip().splitlines()[0] if text.strip() else ""
     job_id = first.split(";", 1)[0].strip()
     return job_id if re.fullmatch(r"\d{1,12}", job_id) else None
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in one node's GRES (``gpu:4``, ``gpu:a100:2(S:0-1),gpu:v100:2``, ``(null)``)."""
+    text = re.sub(r"\([^)]*\)", "", gres)  # socket affinity "(S:0,1)" holds commas of its own
+    total = 0
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*gpu(?::[\w.-]{1,64})?:(\d{1,6})\s*", item)
+        if m:
+            total += int(m.group(1))
+    return total
+
+
+def parse_capacity(text: str, partition: str | None) -> tuple[str, int, int] | None:
+    """``sinfo -h -o SINFO_CAPACITY_FORMAT`` -> (partition, its nodes, most GPUs on one of them)
+    for ``partition`` (None: the default one, marked ``*``); None when it is not listed."""
+    nodes: dict[str, int] = {}
+    gpus: dict[str, int] = {}
+    default: str | None = None
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3 or not parts[1].strip().isdigit():
+            continue
+        name = parts[0].strip()
+        if name.endswith("*"):
+            name = name[:-1]
+            default = default or name
+        if not name:
+            continue
+        nodes[name] = nodes.get(name, 0) + int(parts[1])
+        gpus[name] = max(gpus.get(name, 0), gres_gpus(parts[2]))
+    want = partition if partition is not None else default
+    if want is None or want not in nodes:
+        return None
+    return want, nodes[want], gpus[want]
 
 
 def expand_array_ids(job_id: str, count: int) -> list[str]:

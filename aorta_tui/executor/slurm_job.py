@@ -53,8 +53,26 @@ def node_facts(environ: dict[str, str]) -> dict[str, Any]:
         "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
         "rocr_visible_devices": environ.get("ROCR_VISIBLE_DEVICES"),
         "partition": environ.get("SLURM_JOB_PARTITION"),
+        "nodelist": environ.get("SLURM_JOB_NODELIST"),
+        "nodes": job_nodes(environ),
         "account": environ.get("SLURM_JOB_ACCOUNT"),
     }
+
+
+def job_nodes(environ: dict[str, str]) -> list[str]:
+    """Every node of the job: one name as it is, a compressed list (``n[1-4]``) through
+    ``scontrol show hostnames``; [] outside a job or where scontrol cannot say."""
+    nodelist = environ.get("SLURM_JOB_NODELIST") or ""
+    if not nodelist:
+        return []
+    if not any(c in nodelist for c in "[,"):
+        return [nodelist]
+    from aorta_tui.executor.slurm_launch import LaunchError, job_hosts
+
+    try:
+        return job_hosts(environ)
+    except LaunchError:
+        return []
 
 
 def trial_env(spec_env: dict[str, str], cell_keys: set[str], environ: dict[str, str]) -> dict[str, str]:

@@ -39,7 +39,8 @@ def test_the_three_spellings():
              "  time: '1-02:30:00'\n  constraint: 'a100&ib'\n  extra_sbatch: ['--qos=high']\n")
     assert dataclasses.asdict(r.executor) == {
         "kind": "slurm", "partition": "gpu", "account": "proj-1", "gres": "gpu:a100:2",
-        "time": "1-02:30:00", "constraint": "a100&ib", "extra_sbatch": ("--qos=high",)}
+        "time": "1-02:30:00", "constraint": "a100&ib", "extra_sbatch": ("--qos=high",),
+        "nodes": None, "gpus_per_node": None}
 
 
 @pytest.mark.parametrize(("text", "where", "words"), [

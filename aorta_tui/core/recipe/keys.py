@@ -39,7 +39,9 @@ TRACE_KEYS = frozenset({"probes", "mode"})
 # where trials run (docs/slurm.md): `executor: local` (default), `executor: slurm`, or a mapping
 EXECUTOR_KINDS = ("local", "slurm")
 EXECUTOR_KEYS = frozenset({"kind", "partition", "account", "gres", "time", "constraint",
-                           "extra_sbatch"})
+                           "extra_sbatch", "nodes", "gpus_per_node"})
+SLURM_MAX_NODES = 100_000  # nodes, gpus_per_node: beyond any cluster, well inside sbatch's int
+SLURM_MAX_GPUS_PER_NODE = 1024
 SLURM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$"  # partition, account
 SLURM_GRES_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:,/=-]{0,255}$"  # gpu:1, gpu:a100:2
 SLURM_CONSTRAINT_PATTERN = r"^[A-Za-z0-9_\[\]()|&*,:.!-]{1,256}$"  # a100&ib, [rack1|rack2]
@@ -49,6 +51,9 @@ SLURM_TIME_PATTERN = r"^(\d{1,6}|\d{1,6}:\d{1,2}|\d{1,4}:\d{1,2}:\d{1,2}|\d{1,4}
 SLURM_OWN_OPTIONS = ("--array", "--output", "--error", "--export", "--parsable", "--wait",
                      "--job-name", "--open-mode", "--requeue", "--no-requeue", "--wrap",
                      "--test-only", "--hold", "--dependency")
+# ... and these too when executor.nodes / gpus_per_node are given (a distributed trial)
+SLURM_DISTRIBUTED_OPTIONS = ("--nodes", "--ntasks", "--ntasks-per-node", "--gpus-per-node",
+                             "--gres", "--gpus")
 
 # Upstream keys aorta-tui knows but does not run; they get a specific message, not "unknown".
 UNSUPPORTED_UPSTREAM = {

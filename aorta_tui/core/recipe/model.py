@@ -191,11 +191,17 @@ class ExecutorSpec:
     time: str | None = None
     constraint: str | None = None
     extra_sbatch: tuple[str, ...] = ()
+    # a distributed (torchrun) trial across nodes: sbatch --nodes, and torchrun ranks per node
+    nodes: int | None = None
+    gpus_per_node: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "partition": self.partition, "account": self.account,
-                "gres": self.gres, "time": self.time, "constraint": self.constraint,
-                "extra_sbatch": list(self.extra_sbatch)}
+        out = {"kind": self.kind, "partition": self.partition, "account": self.account,
+               "gres": self.gres, "time": self.time, "constraint": self.constraint,
+               "extra_sbatch": list(self.extra_sbatch)}
+        if self.nodes is not None or self.gpus_per_node is not None:  # older files stay identical
+            out.update(nodes=self.nodes, gpus_per_node=self.gpus_per_node)
+        return out
 
 
 @dataclass(frozen=True)

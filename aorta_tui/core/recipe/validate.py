@@ -824,6 +824,24 @@ def _executor(v: Validator, raw: Any) -> Any:
         elif name in K.SLURM_OWN_OPTIONS:
             extra = v.issue(f"executor.extra_sbatch[{i}]", f"{name} is set by aorta-tui itself",
                             "remove it (the executor sets it per submission, docs/slurm.md)")
+    for key, most in (("nodes", K.SLURM_MAX_NODES), ("gpus_per_node", K.SLURM_MAX_GPUS_PER_NODE)):
+        if raw.get(key) is None:
+            continue
+        if kind == "local":  # a distributed trial across nodes is a Slurm job's (docs/slurm.md)
+            fields[key] = v.issue(f"executor.{key}", f"{key} is a Slurm option, and kind is local",
+                                  "add `kind: slurm`, or remove it")
+            continue
+        fields[key] = v.integer(f"executor.{key}", raw[key], minimum=1, maximum=most)
+    distributed = raw.get("nodes") is not None or raw.get("gpus_per_node") is not None
+    for i, opt in enumerate(extra if extra is not BAD and distributed else ()):
+        if opt.split("=", 1)[0] in K.SLURM_DISTRIBUTED_OPTIONS:
+            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{opt.split('=', 1)[0]} is set by "
+                            "aorta-tui from executor.nodes and gpus_per_node",
+                            "remove it, or set nodes / gpus_per_node instead")
+    if fields.get("gres") is not None and fields.get("gpus_per_node") is not None:
+        fields["gres"] = v.issue("executor.gres", "gres and gpus_per_node both say how many GPUs "
+                                 "a node gives the trial", "keep one: gpus_per_node: K asks for "
+                                 "--gres=gpu:K on every node")
     if BAD in (kind, extra, *fields.values()):
         return BAD
     return ExecutorSpec(kind=kind, extra_sbatch=tuple(extra), **fields)
