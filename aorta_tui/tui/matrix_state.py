@@ -25,6 +25,7 @@ from aorta_tui.core.events import (
 )
 
 PENDING, RUNNING = "pending", "running"
+PLACEMENT_LIMIT = 64 << 20  # slurm/jobs.json: about 100 bytes a trial
 
 
 @dataclass
@@ -60,6 +61,9 @@ class MatrixState:
     _pace_start_ts: float | None = None
     _pace_done: int = 0
     _pace_last_ts: float | None = None
+    # Slurm runs: trial id -> (node, job state) from slurm/jobs.json (empty for local runs)
+    placement: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    _placement_stamp: tuple[int, int] | None = None
 
     @classmethod
     def for_run(cls, run_dir: Path) -> MatrixState:
@@ -129,6 +133,28 @@ class MatrixState:
             view.trial_id = trial_id
         return view
 
+    def read_placement(self) -> bool:
+        """Where each trial of a Slurm run runs (``slurm/jobs.json``, written by the executor at
+        most once a second); re-read only when the file changed. True when it changed."""
+        path = self.run_dir / "slurm" / "jobs.json"
+        try:
+            st = path.stat()
+        except OSError:
+            return False  # a local run: nothing to show, the grid looks as it always did
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp == self._placement_stamp:
+            return False
+        from aorta_tui.core.errors import AortaError
+        from aorta_tui.core.inputs import load_json_input
+
+        try:
+            data = load_json_input(path, what="Slurm job map", limit=PLACEMENT_LIMIT)
+        except AortaError:  # foreign or unreadable now: read again next time
+            return False
+        self._placement_stamp = stamp
+        self.placement = parse_placement(data)
+        return True
+
     # --- reading -------------------------------------------------------------------------
 
     @property
@@ -183,6 +209,29 @@ class MatrixState:
         per_trial = (self._pace_last_ts - self._pace_start_ts) / self._pace_done
         remaining = max(0, (self.total or len(self.trials)) - self.done)
         return per_trial * remaining
+
+
+def parse_placement(data: Any) -> dict[str, tuple[str | None, str | None]]:
+    """``slurm/jobs.json`` -> trial id -> (node, state). A trial whose batch was submitted but
+    whose job has not started yet is PENDING; a foreign or odd entry is skipped."""
+    out: dict[str, tuple[str | None, str | None]] = {}
+    if not isinstance(data, dict):
+        return out
+    batches, trials = data.get("batches"), data.get("trials")
+    if not isinstance(batches, dict) or not isinstance(trials, dict):
+        return out
+    for tid, rec in trials.items():
+        if not isinstance(tid, str) or not isinstance(rec, dict):
+            continue
+        node, state = rec.get("node"), rec.get("state")
+        batch = batches.get(rec.get("batch"))
+        if state is None and isinstance(batch, dict) and batch.get("job_id"):
+            state = "PENDING"
+        if rec.get("cancelled_by_orchestrator") and state in (None, "PENDING", "RUNNING"):
+            state = "CANCELLED"
+        out[tid] = (node if isinstance(node, str) and node else None,
+                    state if isinstance(state, str) and state else None)
+    return out
 
 
 def stat_value(stats: dict[str, Any], *names: str) -> Any:

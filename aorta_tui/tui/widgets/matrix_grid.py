@@ -18,6 +18,13 @@ VERDICT_CELL = {
     RUNNING: ("▶", "bold reverse cyan"),
     PENDING: ("·", "dim"),
 }
+# Slurm job states as squeue's compact codes; COMPLETED (the usual end) shows none
+JOB_STATE_CODE = {
+    "PENDING": "PD", "RUNNING": "", "COMPLETING": "CG", "COMPLETED": "", "CANCELLED": "CA",
+    "FAILED": "F", "TIMEOUT": "TO", "NODE_FAIL": "NF", "PREEMPTED": "PR", "BOOT_FAIL": "BF",
+    "DEADLINE": "DL", "OUT_OF_MEMORY": "OOM", "SUSPENDED": "S", "LOST": "LOST",
+}
+NODE_WIDTH = 10  # a node name longer than this is cut (node07.cluster.example -> node07.cl…)
 STAT_COLUMNS = ("fail", "step", "iqr", "n", "noise", "confound")
 STAT_HEADERS = ("fail", "step p50", "IQR", "n", "noise", "confound")
 
@@ -30,6 +37,15 @@ def fmt_seconds(value: Any) -> str:
     if value < 1:
         return f"{value * 1e3:.1f}ms"
     return f"{value:.2f}s"
+
+
+def placement_text(node: str | None, state: str | None) -> str:
+    """``vm``, ``vm TO``, ``PD``: where a Slurm trial runs and its job's state (short)."""
+    code = JOB_STATE_CODE.get(state or "", (state or "")[:4])
+    name = node or ""
+    if len(name) > NODE_WIDTH:
+        name = name[:NODE_WIDTH - 1] + "…"
+    return " ".join(p for p in (name, code) if p)
 
 
 def cell_figures(state: MatrixState, cell: str) -> tuple[str, ...]:
@@ -88,27 +104,34 @@ class MatrixGrid(DataTable):
         cells = tuple(state.cells)
         if (cells, trials) != self._shape:
             self._rebuild(cells, trials)
+        state.read_placement()  # a Slurm run's nodes and job states; nothing for a local run
         for cell in cells:
             for number in trials:
                 view = state.trials.get((cell, number))
                 key = view.state if view else ""
-                self._set(cell, f"t{number}", key, self._verdict_text(key))
+                where = state.placement.get(view.trial_id) if view else None
+                text = placement_text(*where) if where else ""
+                self._set(cell, f"t{number}", f"{key}|{text}", self._verdict_text(key, text))
             for column, value in zip(STAT_COLUMNS, cell_figures(state, cell), strict=False):
                 style = "bold red" if column == "confound" and value != "—" else (
                     "bold yellow" if column == "noise" and value != "—" else "")
                 self._set(cell, column, value, Text(value, style=style))
 
-    def _verdict_text(self, key: str) -> Text:
+    def _verdict_text(self, key: str, where: str = "") -> Text:
         if not key:
             return Text(" ")
         symbol, style = VERDICT_CELL.get(key, ("?", ""))
-        return Text(f" {symbol} ", style=style)
+        if not where:  # a local run's look, unchanged
+            return Text(f" {symbol} ", style=style)
+        return Text.assemble((f" {symbol} ", style), (f"{where} ", "dim" if key == PENDING else ""))
 
     def _set(self, row: str, column: str, key: str, value: Text) -> None:
         if self._rendered.get((row, column)) == key:
             return
         self._rendered[(row, column)] = key
-        self.update_cell(row, column, value)
+        # the column grows to what it holds: a figure that arrives after the first render, a
+        # Slurm trial's node once its job starts (the widths were otherwise fixed at add_row)
+        self.update_cell(row, column, value, update_width=True)
 
     def _rebuild(self, cells: tuple[str, ...], trials: tuple[int, ...]) -> None:
         cursor = self.cursor_coordinate
