@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +30,14 @@ from aorta_tui.core.run_store import RunStore
 from aorta_tui.policy.evaluator import POLICY_LAYOUT, resume_policy_sweep
 from tests.reliability.test_rel_rundir_crashpoints import (  # noqa: F401 - killer is a fixture
     FSYNC,
-    HOLD,
     RENAME,
-    _register,
+    _sweep_points,
     killer,
+    run_python_killed_at,
 )
 
 pytestmark = [pytest.mark.bpftrace, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 
 # A trial process that writes a queue-run-shaped result at once (no torch, no harness).
 CHILD = textwrap.dedent("""
@@ -75,25 +72,6 @@ def _command(child: Path) -> Any:
     return command
 
 
-def _run_killed_at(case: Path, k: int, mode: int) -> int:
-    """Run the sweep once with SIGKILL due at its K-th write of ``mode``; its exit status."""
-    r, w = os.pipe()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(r), "-c", ORCHESTRATOR, str(case / "child.py"),
-         str(case / "run")],
-        pass_fds=(r,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
-    os.close(r)
-    _register(proc.pid, k, mode)
-    os.write(w, b"x")
-    os.close(w)
-    try:
-        _, err = proc.communicate(timeout=60)
-    finally:
-        _register(proc.pid, 0, 0)  # a reused pid is never killed by a stale entry
-    assert proc.returncode in (0, -9), err.decode(errors="replace")[-2000:]
-    return proc.returncode
-
-
 def _finished_lines(run: Path) -> Counter[str]:
     scan = RunStore(run, POLICY_LAYOUT).scan()
     assert not scan.damaged, scan.damaged
@@ -124,7 +102,7 @@ def _check_case(tmp: Path, k: int, mode: int) -> tuple[bool, list[str]]:
     case.mkdir()
     (case / "child.py").write_text(CHILD)
     run = case / "run"
-    code = _run_killed_at(case, k, mode)
+    code = run_python_killed_at(["-c", ORCHESTRATOR, str(case / "child.py"), str(run)], k, mode)
     if code == 0:
         return False, _problems(run, Counter(), [])
     if not (run / "sweep.json").exists():
@@ -142,32 +120,12 @@ def _check_case(tmp: Path, k: int, mode: int) -> tuple[bool, list[str]]:
     return True, _problems(run, before, rerun)
 
 
-def _sweep_points(tmp: Path, mode: int, workers: int) -> tuple[int, dict[str, list[str]]]:
-    """Every K of ``mode``, ``workers`` cases at a time, until a run completes unkilled."""
-    name = {RENAME: "rename", FSYNC: "fsync"}[mode]
-    failures: dict[str, list[str]] = {}
-    cases, k, done = 0, 0, False
-    with ThreadPoolExecutor(workers) as pool:
-        while not done:
-            assert k < 120, f"the policy sweep never completed unkilled at {name} {k}"
-            batch = list(range(k + 1, k + 1 + workers))
-            results = pool.map(lambda kk: _check_case(tmp, kk, mode), batch)
-            for kk, (killed, problems) in zip(batch, results, strict=True):
-                cases += 1
-                if problems:
-                    failures[f"{name} #{kk}"] = problems
-                done = done or not killed
-            k = batch[-1]
-    assert k > 4, f"fewer than 4 {name} points: the hook did not see the orchestrator"
-    return cases, failures
-
-
 def test_policy_sweep_sigkill_after_every_fsync_and_rename_then_resume_loses_and_repeats_nothing(
         killer, tmp_path: Path, attack_tally) -> None:  # noqa: F811 - the imported fixture
     workers = max(1, min(3, (os.cpu_count() or 1)))
     cases, failures = 0, {}
     for mode in (FSYNC, RENAME):
-        n, f = _sweep_points(tmp_path, mode, workers)
+        n, f = _sweep_points(tmp_path, mode, workers, check=_check_case)
         cases += n
         failures.update(f)
     attack_tally.record("policy sweep crash points (SIGKILL after each fsync/rename)", cases=cases,

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -115,10 +116,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _run_killed_at(recipe: Path, out: Path, k: int, mode: int) -> int:
     """Run the sweep once with SIGKILL due at its K-th write of ``mode``; its exit status."""
+    return run_python_killed_at(["-m", "aorta_tui", "--batch", str(recipe), "--output", str(out),
+                                 "--no-snapshot", "--json", "--", *COMMAND], k, mode)
+
+
+def run_python_killed_at(args: list[str], k: int, mode: int) -> int:
+    """``python ARGS`` with SIGKILL due at its K-th write of ``mode``; its exit status."""
     r, w = os.pipe()
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(r), "-m", "aorta_tui", "--batch", str(recipe), "--output", str(out),
-         "--no-snapshot", "--json", "--", *COMMAND],
+        [sys.executable, "-c", HOLD, str(r), *args],
         pass_fds=(r,), stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, cwd=REPO,
     )
@@ -186,8 +192,12 @@ def _check_case(tmp: Path, k: int, mode: int) -> tuple[bool, list[str]]:
     return True, _problems(run_dir)
 
 
-def _sweep_points(tmp: Path, mode: int, workers: int) -> tuple[int, dict[str, list[str]]]:
-    """Every K of ``mode``, ``workers`` cases at a time, until a run completes unkilled."""
+def _sweep_points(tmp: Path, mode: int, workers: int,
+                  check: Callable[[Path, int, int], tuple[bool, list[str]]] | None = None,
+                  ) -> tuple[int, dict[str, list[str]]]:
+    """Every K of ``mode``, ``workers`` cases at a time, until a run completes unkilled
+    (``check``: one case, default ``_check_case``; tests/policy/ passes its own)."""
+    check = check or _check_case
     name = {RENAME: "rename", FSYNC: "fsync"}[mode]
     failures: dict[str, list[str]] = {}
     cases, k, done = 0, 0, False
@@ -195,7 +205,7 @@ def _sweep_points(tmp: Path, mode: int, workers: int) -> tuple[int, dict[str, li
         while not done:
             assert k < 200, f"the sweep never completed unkilled at {name} {k}"
             batch = list(range(k + 1, k + 1 + workers))
-            for kk, (killed, problems) in zip(batch, pool.map(lambda kk: _check_case(tmp, kk, mode), batch), strict=True):
+            for kk, (killed, problems) in zip(batch, pool.map(lambda kk: check(tmp, kk, mode), batch), strict=True):
                 cases += 1
                 if problems:
                     failures[f"{name} #{kk}"] = problems
