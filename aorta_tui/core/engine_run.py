@@ -17,6 +17,7 @@ a detached relay (``python -m aorta_tui.core.engine_run --relay LOG -- CMD...``)
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import select
@@ -32,7 +33,8 @@ from typing import IO
 
 from aorta_tui.core.errors import AortaError, ExitCode
 from aorta_tui.core.events import Event, RunStarted
-from aorta_tui.core.rundir import MAX_JOURNAL_LINE, Damage, parse_journal_line
+from aorta_tui.core.journal_follow import JournalLines
+from aorta_tui.core.rundir import Damage
 
 STDERR_TAIL = 2000  # characters of the child's stderr an error quotes
 READ_CHUNK = 1 << 16
@@ -62,11 +64,9 @@ class EngineRun:
         self.cwd = cwd
         self.proc: subprocess.Popen[bytes] | None = None
         self.started: RunStarted | None = None
-        self.damaged: list[Damage] = []
-        self._lineno = 0
+        self._lines = JournalLines(sweep_ids=False)  # policy sweeps' trial ids are flat
+        self._ready: collections.deque[tuple[bytes, Event | None]] = collections.deque()
         self._buffered: list[Event] = []  # read while waiting for RunStarted, not yet yielded
-        self._partial = b""  # stdout read past the last newline
-        self._skipping = False  # inside a line longer than the limit
         self._stopping = threading.Event()
 
     # --- starting -------------------------------------------------------------------------
@@ -103,6 +103,10 @@ class EngineRun:
         return len(self.damaged)
 
     @property
+    def damaged(self) -> list[Damage]:
+        return self._lines.damaged
+
+    @property
     def returncode(self) -> int | None:
         return self.proc.poll() if self.proc is not None else None
 
@@ -120,29 +124,16 @@ class EngineRun:
         """
         assert self.proc is not None and self.proc.stdout is not None, "start() first"
         while True:
-            while b"\n" not in self._partial:
+            while not self._ready:
                 chunk = self._read_chunk(timeout)
                 if not chunk:
-                    if self._partial and not self._skipping:
-                        self._lineno += 1
-                        self.damaged.append(Damage(self._lineno, "cut off (no newline at the end)"))
-                    self._partial = b""
+                    self._lines.end()
                     return
-                self._partial += chunk
-                if len(self._partial) > MAX_JOURNAL_LINE and b"\n" not in self._partial:
-                    self._partial, self._skipping = b"", True  # drop until its newline
-            raw, _, self._partial = self._partial.partition(b"\n")
-            self._lineno += 1
-            if self._skipping:
-                self._skipping = False
-                self.damaged.append(Damage(self._lineno, f"longer than {MAX_JOURNAL_LINE >> 20} MiB"))
-                continue
-            if not raw.strip():
-                continue
-            event, why = parse_journal_line(raw, sweep_ids=False)
-            if event is None:
-                self.damaged.append(Damage(self._lineno, why or "damaged"))
-            elif self.started is None and isinstance(event, RunStarted):
+                self._ready.extend(self._lines.feed(chunk))
+            # one at a time off the queue: a caller that stops at RunStarted (wait_started)
+            # leaves the lines of the same chunk for the next reader
+            raw, event = self._ready.popleft()
+            if self.started is None and isinstance(event, RunStarted):
                 self.started = event
             yield raw + b"\n", event
 

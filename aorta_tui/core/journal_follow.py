@@ -17,6 +17,51 @@ from aorta_tui.core.rundir import MAX_JOURNAL_LINE, Damage, parse_journal_line
 JOURNAL_NAME = "journal.jsonl"
 
 
+class JournalLines:
+    """Event lines out of arbitrary chunks of bytes, in bounded memory.
+
+    One splitter for a journal file and an engine's stdout: a line is kept back until its
+    newline arrives; a line longer than the engine ever writes is dropped up to its newline; a
+    line that is not an event is located in ``damaged`` (the engine's own parser decides),
+    never fatal.
+    """
+
+    def __init__(self, *, sweep_ids: bool = True) -> None:
+        self.damaged: list[Damage] = []
+        self._sweep_ids = sweep_ids
+        self._lineno = 0
+        self._partial = b""
+        self._skipping = False  # inside a line longer than the limit: drop until its newline
+
+    def feed(self, data: bytes) -> list[tuple[bytes, Event | None]]:
+        """The complete lines ``data`` ends (with their events; None: counted as damaged)."""
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()  # b"" when data ended with a newline
+        out: list[tuple[bytes, Event | None]] = []
+        for raw in lines:
+            self._lineno += 1
+            if self._skipping:
+                self._skipping = False
+                self.damaged.append(Damage(self._lineno, f"longer than {MAX_JOURNAL_LINE >> 20} MiB"))
+                continue
+            if not raw.strip():
+                continue
+            event, why = parse_journal_line(raw, sweep_ids=self._sweep_ids)
+            if event is None:
+                self.damaged.append(Damage(self._lineno, why or "damaged"))
+            out.append((raw, event))
+        if len(self._partial) > MAX_JOURNAL_LINE:
+            self._partial, self._skipping = b"", True
+        return out
+
+    def end(self) -> None:
+        """The stream is over: a last line without its newline was cut off."""
+        if self._partial and not self._skipping:
+            self._lineno += 1
+            self.damaged.append(Damage(self._lineno, "cut off (no newline at the end)"))
+        self._partial, self._skipping = b"", False
+
+
 class JournalReader:
     """Incremental reader: each call returns the events appended since the previous call.
 
@@ -31,14 +76,15 @@ class JournalReader:
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / JOURNAL_NAME
         self.offset = 0
-        self.damaged: list[Damage] = []
-        self._lineno = 0
-        self._partial = b""
-        self._skipping = False  # inside a line longer than the limit: drop until its newline
+        self._lines = JournalLines()
 
     @property
     def malformed(self) -> int:
         return len(self.damaged)
+
+    @property
+    def damaged(self) -> list[Damage]:
+        return self._lines.damaged
 
     def read_new(self) -> list[Event]:
         events: list[Event] = []
@@ -53,24 +99,7 @@ class JournalReader:
         return events
 
     def _take(self, data: bytes, events: list[Event]) -> None:
-        lines = (self._partial + data).split(b"\n")
-        self._partial = lines.pop()  # b"" when data ended with a newline
-        for raw in lines:
-            self._lineno += 1
-            if self._skipping:
-                self._skipping = False
-                self.damaged.append(Damage(self._lineno, f"longer than {MAX_JOURNAL_LINE >> 20} MiB"))
-                continue
-            if not raw.strip():
-                continue
-            event, why = parse_journal_line(raw)
-            if event is not None:
-                events.append(event)
-            else:
-                self.damaged.append(Damage(self._lineno, why or "damaged"))
-        if len(self._partial) > MAX_JOURNAL_LINE:
-            self._partial, self._skipping = b"", True
-
+        events.extend(event for _raw, event in self._lines.feed(data) if event is not None)
 
 def follow_journal(
     run_dir: Path,
