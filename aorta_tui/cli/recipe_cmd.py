@@ -56,9 +56,7 @@ def validate(
             raise RecipeValidationError(problems, recipe.source)
     except RecipeError as exc:
         if json_mode:
-            issues = [i.as_dict() for i in getattr(exc, "issues", [])] or [
-                {"line": 0, "column": 0, "path": "", "message": exc.message, "hint": exc.hint}]
-            print(json.dumps({"ok": False, "file": str(file), "issues": issues}, indent=2))
+            _print_problems_json(file, exc)
         raise
     summary = summarize(recipe, registry)
     summary["warnings"] += notes
@@ -77,14 +75,20 @@ def _validate_sanitizer(file: Path, json_mode: bool) -> None:
         summary = plan_summary(load_sanitizer_recipe(file))
     except RecipeError as exc:
         if json_mode:
-            issues = [i.as_dict() for i in getattr(exc, "issues", [])] or [
-                {"line": 0, "column": 0, "path": "", "message": exc.message, "hint": exc.hint}]
-            print(json.dumps({"ok": False, "file": str(file), "issues": issues}, indent=2))
+            _print_problems_json(file, exc)
         raise
     if json_mode:
         print(json.dumps({"ok": True, **summary}, indent=2))
     else:
         print("\n".join(plan_lines(summary)))
+
+
+def _print_problems_json(file: Path, exc: Exception) -> None:
+    """`recipe validate --json` of a recipe that does not load: every located issue."""
+    issues = [i.as_dict() for i in getattr(exc, "issues", [])] or [
+        {"line": 0, "column": 0, "path": "", "message": getattr(exc, "message", str(exc)),
+         "hint": getattr(exc, "hint", None)}]
+    print(json.dumps({"ok": False, "file": str(file), "issues": issues}, indent=2))
 
 
 def _print_summary(s: dict[str, Any]) -> None:

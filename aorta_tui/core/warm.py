@@ -33,6 +33,7 @@ from aorta_tui.core import containment
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.warm_vars import import_time_items, import_time_reader, zygote_env
 from aorta_tui.core.warm_zygote import recv_message, send_message
+from aorta_tui.core.worker import peak_rss_kb
 
 READY_TIMEOUT_S = 600.0  # a cold `import torch` over a network filesystem can take minutes
 REPLY_TIMEOUT_S = 30.0
@@ -247,7 +248,7 @@ class WarmLauncher:
         if isinstance(scope, containment.CgroupScope):
             with contextlib.suppress(OSError):  # checked by the caller (scope.inside)
                 os.write(scope.procs_fd, str(pid).encode())
-        proc = _ForkedProc(pid, out_r, err_r, rss_floor_kb=_peak_rss_kb(z.pid))
+        proc = _ForkedProc(pid, out_r, err_r, rss_floor_kb=peak_rss_kb(z.pid))
         proc.spawned_ns = time.monotonic_ns()  # before the go: the trial's marks come after it
         try:
             os.write(go_w, b"g")
@@ -267,17 +268,6 @@ class _ForkedProc:
         self.rss_floor_kb = rss_floor_kb
         self.spawned_ns = 0
         self.rss_floor_reason = "a forked trial starts with the warm zygote's pages"
-
-
-def _peak_rss_kb(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"VmHWM:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 class WarmPool:

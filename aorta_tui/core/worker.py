@@ -360,7 +360,7 @@ class _Run:
         self.tree_snapshot: set[int] = set()  # every process of the trial we signalled
         self.stopped_at: float | None = None
         self.survivors: set[int] = set()
-        self.parent_hwm_kb = _own_peak_rss_kb()  # read after the fork: an upper bound
+        self.parent_hwm_kb = peak_rss_kb()  # read after the fork: an upper bound
         self.rss_floor_who = "Linux counts the orchestrator's peak RSS into the child's ru_maxrss at exec"
         self.marks: dict[str, int] = {}
         self.hang_watch = timeline.Stopwatch()
@@ -690,9 +690,10 @@ class _Run:
         return maxrss, None
 
 
-def _own_peak_rss_kb() -> int | None:
+def peak_rss_kb(pid: int | str = "self") -> int | None:
+    """A process's peak resident set (VmHWM, KiB), or None when /proc cannot say."""
     try:
-        with open("/proc/self/status", "rb") as fh:
+        with open(f"/proc/{pid}/status", "rb") as fh:
             for line in fh:
                 if line.startswith(b"VmHWM:"):
                     return int(line.split()[1])

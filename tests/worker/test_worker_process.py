@@ -272,11 +272,11 @@ def test_merged_streams_share_one_file(tmp_path: Path) -> None:
 
 
 def test_peak_rss_is_the_childs_when_it_exceeds_the_orchestrator(tmp_path: Path) -> None:
-    from aorta_tui.core.worker import _own_peak_rss_kb
+    from aorta_tui.core.worker import peak_rss_kb
 
     # Linux folds the parent's peak into the child's ru_maxrss, so the child must exceed the
     # orchestrator's own peak, which depends on what else ran in this pytest process.
-    size_mib = max(400, (_own_peak_rss_kb() or 0) // 1024 + 200)
+    size_mib = max(400, (peak_rss_kb() or 0) // 1024 + 200)
     code = f"b = b'x' * ({size_mib} << 20)"
     out = run_process(make_spec(tmp_path, [sys.executable, "-c", code]))
     assert out.peak_rss_kb is not None and out.peak_rss_kb >= size_mib * 1024
