@@ -81,7 +81,9 @@ def info(
                 print(f"              fix     {s['fix']}")
     print("GPU start times (launch_to_start, with a command to start):")
     for vendor, d in data["device_timestamps"].items():
-        if d["available"]:
+        if d["available"] and "cupti" not in d:  # hip: its status says what it is built from
+            print(f"  {vendor:<11} available: {d['name']}, {d['status']}")
+        elif d["available"]:
             c = d["cupti"]
             print(f"  {vendor:<11} available: {d['name']}, CUPTI {c['version']} from {c['origin']}, "
                   f"built with {d['compiler']}")
@@ -89,6 +91,8 @@ def info(
             print(f"  {vendor:<11} not available: {d['reason']}")
             if d.get("fix"):
                 print(f"              fix     {d['fix']}")
+            if d.get("hardware"):
+                print(f"              note    {d['hardware']}")
 
 
 def _run_trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,

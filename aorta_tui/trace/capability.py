@@ -125,15 +125,11 @@ def trace_info(bpftrace: str | None = None, *, pid: int | None = None,
     }
 
 
-HIP_DEVICE_REASON = (
-    "not implemented: the HIP side (a rocprofiler-sdk tool library loaded through "
-    "ROCP_TOOL_LIBRARIES, kernel-dispatch records in the same 64-byte record format) is designed "
-    "in docs/tracing.md but has no code yet and has never run on AMD hardware")
-
-
 def device_timestamps_info() -> dict[str, Any]:
-    """GPU start times beside the eBPF launches: the CUPTI collector's state, and HIP's."""
+    """GPU start times beside the eBPF launches: the CUPTI collector's state, and HIP's (the
+    rocprofiler-sdk collector: built from source where rocprofiler-sdk is installed, never run
+    on AMD hardware, and ``trace info`` says so in its status)."""
     from aorta_tui.trace.device.build import describe_availability
+    from aorta_tui.trace.device.rocprof_build import describe_availability as describe_hip
 
-    return {"cuda": describe_availability(),
-            "hip": {"name": "rocprofiler-sdk collector", "available": False, "reason": HIP_DEVICE_REASON}}
+    return {"cuda": describe_availability(), "hip": describe_hip()}

@@ -8,6 +8,9 @@ result says why (``--device-timestamps on`` makes that an error instead, exit 3)
 
 ``$AORTA_CUPTI_COLLECTOR=/path/libaorta_cupti.so`` skips the build and injects that library
 (a collector built beforehand, e.g. on a machine without a compiler; the tests' fake one).
+For the ``hip`` sets the collector is ``rocprof_collector.c`` (rocprofiler-sdk, loaded through
+``ROCP_TOOL_LIBRARIES``; ``$AORTA_ROCPROF_COLLECTOR`` for a prebuilt one): it has never run on
+AMD hardware, so only ``--device-timestamps on`` loads it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from aorta_tui.trace.metrics import Metric
 MODES = ("auto", "on", "off")
 LAUNCH_METRICS = ("launch", "launch_call")  # eBPF records whose entry time the join uses
 TWO_CLOCK_METRICS = ("launch_to_start", "queued")
+HIP_SETS = ("hip", "hip_calls")  # their device half is the rocprofiler-sdk collector
 
 
 def _looks_like_python(exe: str) -> bool:
@@ -42,18 +46,20 @@ class PrebuiltCollector:
     the program loads."""
 
     library: Path
+    origin: str = "$AORTA_CUPTI_COLLECTOR"
 
     def to_dict(self) -> dict[str, object]:
-        return {"library": str(self.library), "prebuilt": True, "from": "$AORTA_CUPTI_COLLECTOR"}
+        return {"library": str(self.library), "prebuilt": True, "from": self.origin}
 
 
-def _prebuilt(path: str) -> PrebuiltCollector:
+def _prebuilt(path: str, var: str = "AORTA_CUPTI_COLLECTOR") -> PrebuiltCollector:
     lib = Path(path)
     if not lib.is_file():
-        raise EnvironmentProblem(f"AORTA_CUPTI_COLLECTOR={path} is not a file",
-                                 hint="point it at a built collector (libaorta_cupti.so), or unset it to "
+        name = "libaorta_rocprof.so" if "ROCPROF" in var else "libaorta_cupti.so"
+        raise EnvironmentProblem(f"{var}={path} is not a file",
+                                 hint=f"point it at a built collector ({name}), or unset it to "
                                       "build one")
-    return PrebuiltCollector(lib.resolve())
+    return PrebuiltCollector(lib.resolve(), f"${var}")
 
 
 class DeviceSide:
@@ -62,6 +68,7 @@ class DeviceSide:
             raise UsageError(f"--device-timestamps {mode!r} is not one of {', '.join(MODES)}")
         self.mode = mode
         self.probe_set = probe_set
+        self.vendor = "hip" if probe_set in HIP_SETS else "cuda"  # which collector
         self.device_metrics = device_metrics
         self.build: Any = None
         self.channel: Any = None
@@ -97,6 +104,8 @@ class DeviceSide:
         if self.mode == "off":
             self.reason = "turned off (--device-timestamps off)"
             return {}
+        if self.vendor == "hip":
+            return self._prepare_hip(command, children)
         if not command and not children:
             self._unavailable("the collector is loaded when a program starts (CUDA_INJECTION64_PATH); "
                               "a running process (--pid) cannot be given one",
@@ -123,6 +132,39 @@ class DeviceSide:
         # read from now on: a program may launch (and fill the FIFO) before the trace attaches
         self.channel.start()
         return self.channel.env(self.build.library)
+
+    def _prepare_hip(self, command: list[str] | None, children: bool) -> dict[str, str]:
+        """The rocprofiler-sdk collector (rocprof_collector.c): never run on AMD hardware, so
+        ``auto`` never loads it; ``--device-timestamps on`` does."""
+        from aorta_tui.trace.device.rocprof_build import NEVER_RUN, build_rocprof_collector
+
+        if not command and not children:
+            self._unavailable("the collector is loaded when a program's HIP runtime starts "
+                              "(ROCP_TOOL_LIBRARIES); a running process (--pid) cannot be given one",
+                              "trace the program from its start: `trace queue -- CMD ...`")
+            return {}
+        if os.environ.get("ROCP_TOOL_LIBRARIES"):
+            self._unavailable(f"ROCP_TOOL_LIBRARIES is already set ({os.environ['ROCP_TOOL_LIBRARIES']}): "
+                              "another rocprofiler-sdk tool is loaded into this program",
+                              "unset ROCP_TOOL_LIBRARIES, or trace launches only")
+            return {}
+        if self.mode == "auto":
+            self._unavailable(f"the rocprofiler-sdk collector is {NEVER_RUN}, so it is loaded only "
+                              "when asked for", "`--device-timestamps on` loads it (HIP programs)")
+            return {}
+        from aorta_tui.trace.device.channel import DeviceChannel
+        from aorta_tui.trace.device.join import DispatchJoin
+
+        try:
+            self.build = (_prebuilt(prebuilt, "AORTA_ROCPROF_COLLECTOR") if (prebuilt := os.environ.get("AORTA_ROCPROF_COLLECTOR"))
+                          else build_rocprof_collector())
+        except EnvironmentProblem as exc:
+            self._unavailable(exc.message, exc.hint)
+            return {}
+        self.join = DispatchJoin(self._emit)
+        self.channel = DeviceChannel(self._on_records)
+        self.channel.start()
+        return {"ROCP_TOOL_LIBRARIES": str(self.build.library), "AORTA_ROCPROF_FIFO": str(self.channel.path)}
 
     def bind(self, program: Any, stats: dict[int, Any], lock: Any, make_stats: Any) -> None:
         """Register the device metrics beside the program's, and remember the launch metric ids."""
@@ -215,6 +257,8 @@ class DeviceSide:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode, "available": self.active}
+        if self.vendor == "hip":
+            out["hardware"] = "never run on AMD hardware"
         if not self.active:
             out.update(reason=self.reason, fix=self.fix, status=f"not available: {self.reason}")
             return out
@@ -227,7 +271,9 @@ class DeviceSide:
             out["detach"] = self.detach_result
         if not procs:
             out["warning"] = ("no record came from the collector: the program never initialised CUDA, "
-                              "or it is not dynamically linked to libcuda")
+                              "or it is not dynamically linked to libcuda" if self.vendor == "cuda" else
+                              "no record came from the collector: the program never started the HIP "
+                              "runtime, or its rocprofiler-register did not load ROCP_TOOL_LIBRARIES")
         out["status"] = status_line(procs, self.reason)
         for pid, p in procs.items():
             if not p["exited_cleanly"]:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from aorta_tui.trace.device.records import DOMAIN_DRIVER, DTYPE, Parsed, Rec, describe_error
+from aorta_tui.trace.device.records import DTYPE, INSIDE_CALL_DOMAINS, Parsed, Rec, describe_error
 
 JOIN_WINDOW_NS = 50_000_000  # a launch call's callback and its uprobe are never further apart
 WAIT_FOR_EBPF_NS = 5_000_000_000  # how long a device launch waits for its eBPF record
@@ -362,7 +362,7 @@ class DispatchJoin:
             # ready: every eBPF record of this thread up to the callback has been read (a later
             # launch of the thread, or a heartbeat after it); otherwise wait, never guess
             ready = (t <= self._complete_until) | (t < self._newest_thread.get((k >> 32, k & 0xFFFFFFFF), 0))
-            driver = d["domain"][rows] == DOMAIN_DRIVER
+            driver = np.isin(d["domain"][rows], INSIDE_CALL_DOMAINS)  # CUPTI driver, HIP API records
             # driver callbacks: the last launch at or before; runtime: the first at or after
             j = np.where(driver, np.searchsorted(tl.ts, t, side="right") - 1,
                          np.searchsorted(tl.ts, t, side="left"))

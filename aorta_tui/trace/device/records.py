@@ -1,6 +1,6 @@
 """The collector's wire format: fixed 64-byte records, parsed in bulk with numpy.
 
-Mirrors ``aorta_rec`` in ``cupti_collector.c`` (little-endian x86-64): ``magic`` (0xA07A),
+Mirrors ``aorta_rec`` in ``cupti_collector.c`` and ``rocprof_collector.c`` (little-endian x86-64): ``magic`` (0xA07A),
 ``version``, ``type``, ``pid``, then seven 64-bit fields whose meaning depends on the type.
 A record with a wrong magic or version is counted as malformed, never trusted.
 """
@@ -36,9 +36,33 @@ class Rec(IntEnum):
 
 DOMAIN_DRIVER = 1  # CUPTI_CB_DOMAIN_DRIVER_API (cupti_callbacks.h)
 DOMAIN_RUNTIME = 2  # CUPTI_CB_DOMAIN_RUNTIME_API
+# rocprof_collector.c: a HIP launch API record (rocprofiler-sdk buffer tracing). Its start time is
+# taken inside the probed hipLaunchKernel call, as a CUPTI driver callback is (join.py nesting).
+DOMAIN_HIP = 3
+INSIDE_CALL_DOMAINS = (DOMAIN_DRIVER, DOMAIN_HIP)
 
 ERROR_WHERE = {1: "cuptiSubscribe", 2: "cuptiEnableCallback", 3: "cuptiActivityEnable",
-               4: "cuptiActivityRegisterCallbacks", 5: "cuptiActivityFlushAll", 6: "opening the FIFO"}
+               4: "cuptiActivityRegisterCallbacks", 5: "cuptiActivityFlushAll", 6: "opening the FIFO",
+               # rocprof_collector.c (codes 11 and up: rocprofiler_status_t, not CUptiResult)
+               11: "rocprofiler_create_context", 12: "rocprofiler_create_buffer",
+               13: "configuring kernel-dispatch tracing", 14: "configuring HIP API tracing",
+               15: "configuring memory-copy tracing", 16: "creating the buffer callback thread",
+               17: "rocprofiler_start_context", 18: "rocprofiler_flush_buffer",
+               19: "finding the HIP launch operations by name (none of hipLaunchKernel, ... found)"}
+ROCPROFILER_WHERE = range(11, 20)  # the steps above whose code is a rocprofiler_status_t
+# The rocprofiler_status_t codes a user can act on (rocprofiler-sdk fwd.h; checked against the
+# real headers by tests/trace/test_trace_device_rocprof_build.py).
+ROCPROFILER_STATUSES = {
+    1: "ROCPROFILER_STATUS_ERROR", 2: "ROCPROFILER_STATUS_ERROR_CONTEXT_NOT_FOUND",
+    3: "ROCPROFILER_STATUS_ERROR_BUFFER_NOT_FOUND", 4: "ROCPROFILER_STATUS_ERROR_KIND_NOT_FOUND",
+    5: "ROCPROFILER_STATUS_ERROR_OPERATION_NOT_FOUND",
+    12: "ROCPROFILER_STATUS_ERROR_CONTEXT_CONFLICT (another tool's context traces the same service)",
+    13: "ROCPROFILER_STATUS_ERROR_BUFFER_BUSY",
+    14: "ROCPROFILER_STATUS_ERROR_SERVICE_ALREADY_CONFIGURED",
+    15: "ROCPROFILER_STATUS_ERROR_CONFIGURATION_LOCKED", 16: "ROCPROFILER_STATUS_ERROR_NOT_IMPLEMENTED",
+    17: "ROCPROFILER_STATUS_ERROR_INCOMPATIBLE_ABI (the collector was built against other headers)",
+    18: "ROCPROFILER_STATUS_ERROR_INVALID_ARGUMENT", 20: "ROCPROFILER_STATUS_ERROR_FINALIZED",
+}
 # The CUptiResult codes a user can act on (cupti_result.h).
 CUPTI_RESULTS = {
     1: "CUPTI_ERROR_INVALID_PARAMETER", 15: "CUPTI_ERROR_NOT_INITIALIZED",
@@ -52,7 +76,10 @@ CUPTI_RESULTS = {
 
 
 def describe_error(code: int, where: int) -> str:
-    name = CUPTI_RESULTS.get(code, f"CUptiResult {code}")
+    if where in ROCPROFILER_WHERE:
+        name = ROCPROFILER_STATUSES.get(code, f"rocprofiler_status_t {code}")
+    else:
+        name = CUPTI_RESULTS.get(code, f"CUptiResult {code}")
     return f"{ERROR_WHERE.get(where, f'step {where}')} failed: {name}"
 
 
