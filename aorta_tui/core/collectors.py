@@ -15,6 +15,9 @@ A cell's collectors are the recipe's ``collect:`` (a cell's own ``collect:`` rep
   are summed into ``proton_*`` metrics.
 - ``layer_numerics``: the trial worker's hooks (core/layer_numerics.py), ``<trial>/
   layer_numerics/``.
+- ``torch_profiler`` (aorta-tui's addition, the CUDA counterpart of rocprof's kernel trace):
+  ``torch.profiler`` around the workload's steps in the trial worker
+  (core/torch_profiler_collect.py), ``<trial>/torch_profiler/trace.json`` and its summary.
 
 Where a collector cannot run (no ``rocprofv3``, no Triton in the workload's Python, a probe
 command that is not a Python script, ``numerics`` / ``amd_log``, which upstream only
@@ -79,6 +82,10 @@ def option_problems(name: str, options: Mapping[str, str]) -> list[tuple[str, st
         from aorta_tui.core.layer_numerics import option_problems as ln
 
         return ln(dict(options))
+    if name == "torch_profiler":
+        from aorta_tui.core.torch_profiler_collect import option_problems as tp
+
+        return tp(options)
     return []
 
 
@@ -325,6 +332,11 @@ def _finish_one(name: str, options: Mapping[str, str], argv: Sequence[str],
             return _unavailable("layer_numerics hooks the models of aorta-tui's torch workloads; "
                                 "a probe command's process is not one of them")
         return _finish_layer_numerics(trial_dir)
+    if name == "torch_profiler":
+        if mode != "triage":
+            return _unavailable("torch_profiler runs inside aorta-tui's trial worker; a probe "
+                                "command's process is not one")
+        return _finish_torch_profiler(trial_dir)
     return _unavailable(NOT_RUN_UPSTREAM)
 
 
@@ -366,6 +378,27 @@ def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
         rec["note"] = f"collector error: {data['error']}"
     elif not data.get("watched_count"):
         rec["note"] = "no watched module ran (the workload builds no torch module of the watched types)"
+    return rec
+
+
+def _finish_torch_profiler(trial_dir: Path) -> dict[str, Any]:
+    from aorta_tui.core.torch_profiler_collect import OUTPUT_SUBDIR
+
+    summary = trial_dir / OUTPUT_SUBDIR / "summary_rank0.json"
+    try:  # a regular file only (the trial owns the directory), bounded
+        ok = summary.is_file() and not summary.is_symlink() and summary.stat().st_size < (4 << 20)
+        data = json.loads(summary.read_bytes()) if ok else None
+    except (OSError, ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
+        return {"status": "error", "path": OUTPUT_SUBDIR,
+                "reason": "the trial worker wrote no torch_profiler summary (it did not start, "
+                          "or was killed before the end of the workload)"}
+    if data.get("error") and not data["metrics"]:
+        return {"status": "error", "path": OUTPUT_SUBDIR, "reason": f"torch.profiler: {data['error']}"}
+    rec: dict[str, Any] = {"status": "ran", "path": OUTPUT_SUBDIR, "metrics": data["metrics"]}
+    if data.get("error"):
+        rec["note"] = f"collector error: {data['error']}"
     return rec
 
 
@@ -504,7 +537,18 @@ def missing_tools(names: Iterable[str]) -> list[tuple[str, str]]:
             why = proton_problem(sys.executable)
             if why is not None:
                 out.append((name, why))
+        elif name == "torch_profiler" and _torch_missing():
+            out.append((name, _torch_missing()))
     return out
+
+
+def _torch_missing() -> str | None:
+    """Why the trial worker's Python has no torch (found without importing it)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        return None
+    return f"torch is not importable by {sys.executable} (pip install torch)"
 
 
 def availability_notes(names: Iterable[str], *, mode: str = "triage") -> list[str]:
@@ -524,6 +568,12 @@ def availability_notes(names: Iterable[str], *, mode: str = "triage") -> list[st
                        "(<trial>/layer_numerics/)" if mode == "triage" else
                        "collect: layer_numerics not available: a probe command is not one of "
                        "aorta-tui's torch workloads (each trial records it)")
+        elif name == "torch_profiler":
+            why = _torch_missing() if mode == "triage" else \
+                "a probe command is not aorta-tui's trial worker (each trial records it)"
+            out.append("collect: torch_profiler runs torch.profiler around the workload's steps "
+                       "(<trial>/torch_profiler/)" if why is None else
+                       f"collect: torch_profiler not available: {why}")
         else:
             out.append(f"collect: {name} not available: {NOT_RUN_UPSTREAM}")
     return out

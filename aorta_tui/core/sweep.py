@@ -574,8 +574,10 @@ class Sweep:
                 "trial_dir": str(trial_dir),
                 "switches": list(cell.switches),
             }
-            if "layer_numerics" in self._collect(cell):  # the worker's hooks (core/layer_numerics.py)
-                wspec["collect"] = {"layer_numerics": self._collect(cell)["layer_numerics"]}
+            inproc = {n: o for n, o in self._collect(cell).items()  # the worker's own collectors
+                      if n in ("layer_numerics", "torch_profiler")}  # (core/layer_numerics.py, torch_profiler_collect.py)
+            if inproc:
+                wspec["collect"] = inproc
             atomic_write_json(trial_dir / "trial_spec.json", wspec)
             worker = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(trial_dir / "trial_spec.json")]
             launch = self._workload_cls.launch

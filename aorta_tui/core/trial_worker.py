@@ -81,10 +81,15 @@ def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) ->
     cls = load_class(spec)
     config = validate_config(cls.config_schema, spec.get("config"))
     numerics = _layer_numerics(spec, rank)  # upstream's layer_numerics collector, when asked
+    from aorta_tui.core.torch_profiler_collect import from_spec  # the torch_profiler collector
+
+    profiler = from_spec(spec, rank)
 
     def on_step(step: int, seconds: float) -> None:
         if numerics is not None:
             numerics.end_step()
+        if profiler is not None:
+            profiler.step()
         if marks is not None:
             now = timeline.now_ns()
             marks.marks.setdefault("first_step", now)
@@ -116,6 +121,8 @@ def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) ->
                 marks.end_setup()
         if marks is not None:
             marks.mark("workload_start")
+        if profiler is not None:  # around the steps: setup's imports and model build left out
+            profiler.start()
         result = workload.run(ctx)
     except Exception as exc:
         traceback.print_exc()
@@ -123,6 +130,8 @@ def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) ->
             failures=[Failure("exception", f"{type(exc).__name__}: {exc}")],
         )
     finally:
+        if profiler is not None:
+            profiler.finish()
         try:
             workload.cleanup(ctx)
         except Exception:

@@ -222,6 +222,11 @@ def test_collect_flag_replaces_the_recipes_collectors(tmp_path) -> None:
     ("proton: {granularity: warp}", "only applies with backend: instrumentation"),
     ("layer_numerics: {NANLOG_SAMPLE_EVERY: \"0\"}", "NANLOG_SAMPLE_EVERY: expected a whole number >= 1"),
     ("layer_numerics: {SAMPLE: \"1\"}", "layer_numerics options are NANLOG_* variables"),
+    ("torch_profiler: {top: \"0\"}", "collect.torch_profiler.top: expected a whole number 1-100"),
+    ("torch_profiler: {activity: cpu}", "collect.torch_profiler.activity: unknown torch_profiler option"),
+    ("torch_profiler: {activities: cuda}", "cpu activities are always on"),
+    ("torch_profiler: {record_shapes: maybe}", "record_shapes: expected a boolean"),
+    ("torch_profilr: {}", "did you mean 'torch_profiler'"),
 ])
 def test_bad_collector_options_are_located_exit_2(tmp_path, collect, says) -> None:
     recipe = tmp_path / "r.yaml"
@@ -310,3 +315,95 @@ def test_layer_numerics_on_a_cuda_device_drains_once_per_step(tmp_path) -> None:
     assert summary["error"] is None and summary["watched_count"] == 2
     rows = [json.loads(line) for line in (tmp_path / "layers_rank0.jsonl").read_text().splitlines()]
     assert {r["step"] for r in rows} == {0, 1, 2} and not any(r["bad"] for r in rows)
+
+
+def test_torch_profiler_wraps_the_steps_and_writes_a_trace_and_summary(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    p, run = _sweep(tmp_path, "torch_profiler: {top: \"4\"}\n", env=_no_tools_env(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    trial = run / "trials/base/trial-000"
+    record = json.loads((trial / "result.json").read_text())
+    assert record["argv"][1:3] == ["-m", "aorta_tui.core.trial_worker"]  # in-process, no wrap
+    assert record["verdict"] == "pass"
+    rec = record["collectors"]["torch_profiler"]
+    assert rec["status"] == "ran" and rec["path"] == "torch_profiler", rec
+    m = rec["metrics"]
+    assert m["torch_profiler_steps"] == 3
+    tops = m["torch_profiler_top_ops"]
+    assert len(tops) == 4 and all(t["count"] >= 1 and t["self_cpu_ms"] >= 0 for t in tops)
+    assert [t["self_cpu_ms"] for t in tops] == sorted((t["self_cpu_ms"] for t in tops), reverse=True)
+    assert any(t["name"].startswith("aten::") for t in tops)
+    assert m["torch_profiler_op_count"] >= sum(t["count"] for t in tops)
+    assert m["torch_profiler_cpu_time_ms"] >= sum(t["self_cpu_ms"] for t in tops) - 1e-6
+    if torch.cuda.is_available():  # measured: numbers, and the ops carry device time
+        assert m["torch_profiler_kernel_count"] > 0 and m["torch_profiler_gpu_time_ms"] > 0
+        assert all("self_device_ms" in t for t in tops)
+    else:  # never a 0 that reads like a measurement
+        for k in ("kernel_count", "gpu_time_ms", "top_kernel_ms", "top_kernels"):
+            assert m[f"torch_profiler_{k}"].startswith("not available: no CUDA device"), k
+        assert not any("self_device_ms" in t for t in tops)
+    # the chrome trace: real JSON with the ops' events (the training step's matmuls)
+    trace = json.loads((trial / "torch_profiler/trace.json").read_text())
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert any(str(n).startswith("aten::") for n in names)
+    assert {t["name"] for t in tops} <= names
+    summary = json.loads((trial / "torch_profiler/summary_rank0.json").read_text())
+    assert summary["error"] is None and summary["steps"] == 3 and summary["trace"] == "trace.json"
+    assert summary["activities"] == (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
+    assert "**torch_profiler**: ran in 1/1 trials" in (run / "matrix.md").read_text()
+    v = subprocess.run([sys.executable, "-m", "aorta_tui", "recipe", "validate", str(tmp_path / "r.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "collect: torch_profiler runs torch.profiler" in v.stdout + v.stderr
+
+
+def test_torch_profiler_in_process_cpu_only_and_no_trace(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    from aorta_tui.core.torch_profiler_collect import TorchProfiler
+
+    out = tmp_path / "tp"
+    out.mkdir()
+    (out / "trace.json").write_text("stale")  # a last attempt's trace is never reported again
+    tp = TorchProfiler(out, {"activities": "cpu", "trace": "off", "top": "2"})
+    model = torch.nn.Linear(8, 8)
+    tp.start()
+    for _ in range(2):
+        model(torch.randn(4, 8)).sum().backward()
+        tp.step()
+    summary = tp.finish()
+    assert summary["error"] is None and summary["activities"] == ["cpu"]
+    assert not (out / "trace.json").exists() and summary["trace"] is None
+    m = summary["metrics"]
+    assert m["torch_profiler_steps"] == 2 and len(m["torch_profiler_top_ops"]) == 2
+    assert m["torch_profiler_gpu_time_ms"] == ("not available: the recipe asked for CPU "
+                                               "activities only (activities: cpu)")
+    assert json.loads((out / "summary_rank0.json").read_text()) == json.loads(json.dumps(summary))
+    # the profiler is closed: a later op is not recorded and finish() again reports no metrics
+    assert tp.finish()["metrics"] == {}
+
+
+_opt_key = st.sampled_from(["activities", "record_shapes", "profile_memory", "with_stack",
+                            "trace", "top", "tops", "Activities", ""])
+_opt_val = st.one_of(st.sampled_from(["auto", "cpu", "cpu,cuda", "cuda", "auto,cpu", "true",
+                                      "off", "0", "10", "100", "101", " 5 ", "-1", ""]), _cells)
+
+
+@settings(max_examples=150, deadline=None)
+@given(options=st.dictionaries(_opt_key, _opt_val, max_size=6))
+def test_torch_profiler_options_are_checked_never_raise(options, attack_tally) -> None:
+    from aorta_tui.core.torch_profiler_collect import TorchProfiler, option_problems
+
+    failures = 0
+    try:
+        problems = option_problems(options)
+        assert all(problem and fix for _, problem, fix in problems)  # said, with the fix
+        assert {k for k, _, _ in problems} <= set(options)
+        if not problems:  # what passes validation is what the worker can run
+            tp = TorchProfiler(Path("/nonexistent"), options)
+            assert 1 <= tp.top <= 100
+    except Exception:
+        failures = 1
+        raise
+    finally:
+        attack_tally.record("torch_profiler options", cases=1, failures=failures,
+                            promise="located problem or accepted and runnable, never raises")

@@ -16,6 +16,8 @@ KNOWN_COLLECTORS: dict[str, str] = {
     "numerics": "validated only, as upstream (a workload wrapper must implement it)",
     "layer_numerics": "per-layer activation/gradient statistics of the workload's torch model",
     "amd_log": "validated only, as upstream (the amd_log_level_4 mitigation sets AMD_LOG_LEVEL)",
+    # aorta-tui's addition, not upstream's: the CUDA counterpart of rocprof's kernel trace
+    "torch_profiler": "torch.profiler around the workload's steps (chrome trace + op/kernel summary)",
 }
 
 
