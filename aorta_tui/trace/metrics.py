@@ -27,7 +27,8 @@ class Metric:
     key_name: str = "key"
     breakdown_by: Literal["key", "label"] = "key"
     label_name: str = ""
-    probe_type: Literal["uprobe", "tracepoint", "cupti"] = "uprobe"  # cupti: from device records
+    # cupti / rocprofiler: from the device collector's records, not from a probe hit
+    probe_type: Literal["uprobe", "tracepoint", "cupti", "rocprofiler"] = "uprobe"
     probe_hits: int = 1
     aux_name: str = ""
 

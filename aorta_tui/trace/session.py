@@ -235,7 +235,7 @@ class TraceSession:
         if self.device is not None:  # loaded by the caller before CUDA started
             if self.device.reason:
                 self.warnings.append(f"{self.device.probe_set}: launches only, no GPU start times: "
-                                     f"{self.device.reason}")
+                                     f"{self.device.reason}{_fix(self.device.fix)}")
             return {}
         for ps in sets:
             if ps.device_metrics:
@@ -245,7 +245,8 @@ class TraceSession:
                 if self.inject_children and not self.command:
                     self.child_env = env
                 if self.device.reason and self.device_timestamps != "off":
-                    self.warnings.append(f"{ps.name}: launches only, no GPU start times: {self.device.reason}")
+                    self.warnings.append(f"{ps.name}: launches only, no GPU start times: "
+                                         f"{self.device.reason}{_fix(self.device.fix)}")
                 return env
         return {}
 
@@ -596,3 +597,8 @@ class TraceSession:
             "warnings": warnings,
             "calibration": self.calibration,
         }
+
+
+def _fix(fix: str | None) -> str:
+    """A warning's fix, as errors give theirs: the user reads how to get what is missing."""
+    return f" (fix: {fix})" if fix else ""

@@ -34,11 +34,33 @@ LAUNCHES: dict[str, str] = {
 DOORBELLS = ["hsa_signal_store_screlease", "hsa_signal_store_relaxed"]
 
 
+# Joined from the rocprofiler-sdk collector's records (trace/device/rocprof_collector.c), loaded
+# only with --device-timestamps on: it has never run on AMD hardware (docs/tracing.md).
+HIP_DEVICE_METRICS = (
+    Metric("launch_to_start", "duration",
+           "submit->dispatch: HIP launch call entry (eBPF uprobe, CLOCK_MONOTONIC) -> kernel start "
+           "on the GPU (rocprofiler-sdk kernel-dispatch record, mapped onto CLOCK_MONOTONIC)",
+           key_name="stream", probe_type="rocprofiler", probe_hits=0),
+    Metric("kernel_duration", "duration",
+           "kernel execution on the GPU: start -> end of each dispatch (rocprofiler-sdk "
+           "kernel-dispatch record)", key_name="stream", probe_type="rocprofiler", probe_hits=0),
+    Metric("queued", "count",
+           "kernels launched earlier on the same stream and not yet started when each launch call "
+           "entered (eBPF launch time against rocprofiler-sdk start times)",
+           key_name="stream", probe_type="rocprofiler", probe_hits=0),
+    Metric("gpu_idle", "duration",
+           "GPU idle gap: end of every earlier kernel on the device -> start of the next kernel "
+           "(rocprofiler-sdk records; traced processes only)",
+           key_name="device", probe_type="rocprofiler", probe_hits=0),
+)
+
+
 class HipProbes(ProbeSet):
     name = "hip"
     description = "HIP kernel launches per stream (libamdhip64 entry, one uprobe per launch)"
     template = "hip.bt"
     launch_block = "launch"  # the template block each launch entry point renders
+    device_metrics = HIP_DEVICE_METRICS
     metrics = (
         Metric(
             "launch",
