@@ -18,6 +18,9 @@ A cell's collectors are the recipe's ``collect:`` (a cell's own ``collect:`` rep
 - ``torch_profiler`` (aorta-tui's addition, the CUDA counterpart of rocprof's kernel trace):
   ``torch.profiler`` around the workload's steps in the trial worker
   (core/torch_profiler_collect.py), ``<trial>/torch_profiler/trace.json`` and its summary.
+- ``ncu`` (aorta-tui's addition): the trial's command under Nsight Compute
+  (core/ncu_collect.py), ``<trial>/ncu/profile.ncu-rep`` and ``details.csv``, summed into
+  ``ncu_*`` metrics.
 
 Where a collector cannot run (no ``rocprofv3``, no Triton in the workload's Python, a probe
 command that is not a Python script, ``numerics`` / ``amd_log``, which upstream only
@@ -43,7 +46,7 @@ from typing import Any
 
 from aorta_tui.core.layer_numerics import OUTPUT_SUBDIR as LAYER_NUMERICS_DIR
 
-WRAP_ORDER = ("rocprof", "proton")  # rocprof outermost, as upstream
+WRAP_ORDER = ("rocprof", "ncu", "proton")  # rocprof outermost, as upstream
 ROCPROF_DIR, PROTON_DIR = "rocprof", "proton"
 ROCPROF_BASENAME, ROCPROF_SUMMARY_STEM = "aorta", "rocprof_summary"
 PROTON_MODULE = "triton.profiler.proton"
@@ -86,6 +89,10 @@ def option_problems(name: str, options: Mapping[str, str]) -> list[tuple[str, st
         from aorta_tui.core.torch_profiler_collect import option_problems as tp
 
         return tp(options)
+    if name == "ncu":
+        from aorta_tui.core.ncu_collect import option_problems as nc
+
+        return nc(options)
     return []
 
 
@@ -193,6 +200,14 @@ def wrap_trial(collect: Mapping[str, Mapping[str, str]], argv: list[str], env: d
             _fresh_dir(trial_dir / PROTON_DIR)
             env["AORTA_TRIAL_FAST_EXIT"] = "0"  # proton writes its profile after the script
             argv = wrapped
+    if "ncu" in collect:
+        from aorta_tui.core import ncu_collect
+
+        binary, _ = ncu_collect.ncu_binary(env)
+        if binary is not None:
+            _fresh_dir(trial_dir / ncu_collect.NCU_DIR)
+            env["AORTA_TRIAL_FAST_EXIT"] = "0"  # ncu's injected library flushes at exit
+            argv = [*ncu_collect.ncu_prefix(binary, trial_dir / ncu_collect.NCU_DIR, collect["ncu"]), *argv]
     if "rocprof" in collect:
         binary, _ = rocprof_binary(env)
         if binary is not None:
@@ -327,6 +342,14 @@ def _finish_one(name: str, options: Mapping[str, str], argv: Sequence[str],
         return _unavailable(why or "rocprofv3 was not found when the trial started")
     if name == "proton":
         return _finish_proton(options, argv, env, trial_dir)
+    if name == "ncu":
+        from aorta_tui.core import ncu_collect
+
+        binary = ncu_collect.wrapped_by(argv, trial_dir / ncu_collect.NCU_DIR)
+        if binary is not None:
+            return ncu_collect.finish(binary, trial_dir / ncu_collect.NCU_DIR)
+        _, why = ncu_collect.ncu_binary(env)
+        return _unavailable(why or "ncu was not found when the trial started")
     if name == "layer_numerics":
         if mode != "triage":
             return _unavailable("layer_numerics hooks the models of aorta-tui's torch workloads; "
@@ -537,6 +560,12 @@ def missing_tools(names: Iterable[str]) -> list[tuple[str, str]]:
             why = proton_problem(sys.executable)
             if why is not None:
                 out.append((name, why))
+        elif name == "ncu":
+            from aorta_tui.core.ncu_collect import ncu_binary
+
+            binary, why = ncu_binary()
+            if binary is None:
+                out.append((name, why))
         elif name == "torch_profiler" and _torch_missing():
             out.append((name, _torch_missing()))
     return out
@@ -568,6 +597,12 @@ def availability_notes(names: Iterable[str], *, mode: str = "triage") -> list[st
                        "(<trial>/layer_numerics/)" if mode == "triage" else
                        "collect: layer_numerics not available: a probe command is not one of "
                        "aorta-tui's torch workloads (each trial records it)")
+        elif name == "ncu":
+            from aorta_tui.core.ncu_collect import ncu_binary
+
+            binary, why = ncu_binary()
+            out.append(f"collect: ncu runs under {binary}" if binary else
+                       f"collect: ncu not available: {why} (a real run stops with exit 3)")
         elif name == "torch_profiler":
             why = _torch_missing() if mode == "triage" else \
                 "a probe command is not aorta-tui's trial worker (each trial records it)"

@@ -111,7 +111,7 @@ def _sweep(tmp: Path, collect: str, *extra: str, env: dict[str, str] | None = No
 
 def _no_tools_env(tmp: Path) -> dict[str, str]:
     """PATH with python and the basics but no rocprofv3; no $ROCPROF_BIN."""
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "ROCPROF_BIN": ""}
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "ROCPROF_BIN": "", "NCU_BIN": ""}
     return env
 
 
@@ -227,6 +227,9 @@ def test_collect_flag_replaces_the_recipes_collectors(tmp_path) -> None:
     ("torch_profiler: {activities: cuda}", "cpu activities are always on"),
     ("torch_profiler: {record_shapes: maybe}", "record_shapes: expected a boolean"),
     ("torch_profilr: {}", "did you mean 'torch_profiler'"),
+    ("ncu: {launch_count: \"0\"}", "collect.ncu.launch_count: expected a whole number >= 1"),
+    ("ncu: {replay_mode: kernal}", "collect.ncu.replay_mode: 'kernal' is not one of"),
+    ("ncu: {section: x}", "collect.ncu.section: unknown ncu option"),
 ])
 def test_bad_collector_options_are_located_exit_2(tmp_path, collect, says) -> None:
     recipe = tmp_path / "r.yaml"
@@ -407,3 +410,99 @@ def test_torch_profiler_options_are_checked_never_raise(options, attack_tally) -
     finally:
         attack_tally.record("torch_profiler options", cases=1, failures=failures,
                             promise="located problem or accepted and runnable, never raises")
+
+
+FAKE_NCU = """\
+#!{python}
+# A stand-in for Nsight Compute's ncu: the flags aorta-tui passes, the application after them
+# run as a child; `--import R --csv --page details` prints the details page's long CSV layout.
+import json, os, subprocess, sys
+argv = sys.argv[1:]
+if argv[:1] == ["--import"]:
+    assert argv[2:] == ["--csv", "--page", "details", "--print-units", "base"], argv
+    print('==PROF== a notice line ncu prints')
+    cols = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+            "Block Size", "Grid Size", "Device", "CC", "Section Name", "Metric Name",
+            "Metric Unit", "Metric Value"]
+    print(",".join('"%s"' % c for c in cols))
+    def row(i, k, name, unit, v):
+        print(",".join('"%s"' % c for c in [i, "1", "python", "h", k, "1", "7", "(256, 1, 1)",
+                                            "(4, 1, 1)", "0", "9.0", "GPU Speed Of Light Throughput",
+                                            name, unit, v]))
+    row("0", "ampere_sgemm_64x64", "Duration", "nsecond", "1,500,000")
+    row("0", "ampere_sgemm_64x64", "Memory Throughput", "byte/second", "3,000")
+    row("1", "vectorized_elementwise_kernel", "Duration", "nsecond", "250000")
+    row("2", "ampere_sgemm_64x64", "Duration", "nsecond", "1500000")
+    sys.exit(0)
+i = 0
+flags = {{}}
+while argv[i].startswith("-"):
+    if argv[i] == "-f":
+        i += 1
+        continue
+    flags[argv[i]] = argv[i + 1]; i += 2
+out = flags["-o"]
+os.makedirs(os.path.dirname(out), exist_ok=True)
+with open(out + ".argv.json", "w") as fh:
+    json.dump(sys.argv, fh)
+rc = subprocess.call(argv[i:])
+with open(out + ".ncu-rep", "wb") as fh:
+    fh.write(b"NCU report")
+sys.exit(rc)
+"""
+
+
+def test_a_fake_ncu_wraps_the_trial_and_its_details_csv_is_summarised(tmp_path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "ncu"
+    fake.write_text(FAKE_NCU.format(python=sys.executable))
+    fake.chmod(0o755)
+    env = {"PATH": f"{bindir}:{Path(sys.executable).parent}:/usr/bin:/bin", "NCU_BIN": ""}
+    p, run = _sweep(tmp_path, "ncu: {launch_count: \"20\", kernel_regex: gemm, set: basic}\n", env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    trial = run / "trials/base/trial-000"
+    record = json.loads((trial / "result.json").read_text())
+    argv = record["argv"]
+    assert argv[:12] == [str(fake), "--target-processes", "all", "-f", "-o",
+                         str(trial / "ncu/profile"), "-c", "20", "--set", "basic", "-k", "regex:gemm"]
+    assert argv[13:15] == ["-m", "aorta_tui.core.trial_worker"]
+    assert record["verdict"] == "pass"
+    rec = record["collectors"]["ncu"]
+    assert rec["status"] == "ran" and rec["path"] == "ncu", rec
+    assert rec["metrics"] == {"ncu_kernel_count": 3, "ncu_gpu_time_ms": 3.25,
+                              "ncu_top_kernel_ms": 3.0,
+                              "ncu_top_kernels": ["ampere_sgemm_64x64", "vectorized_elementwise_kernel"]}
+    assert (trial / "ncu/details.csv").read_bytes().startswith(b"==PROF==")
+    # no ncu here: a real run stops before anything runs (exit 3), located, with the fix
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    p2, run2 = _sweep(bare, "ncu: {}\n", env=_no_tools_env(tmp_path))
+    assert p2.returncode == 3 and "ncu cannot run here: ncu is not on PATH" in p2.stderr, p2.stderr
+    assert run2 is None
+
+
+_ncu_row = st.tuples(st.sampled_from(["0", "1", "2", ""]), _cells,
+                    st.sampled_from(["Duration", "Elapsed Cycles", ""]),
+                    st.sampled_from(["nsecond", "usecond", "msecond", "second", "cycle", ""]),
+                    st.one_of(_cells, st.sampled_from(["1,500", "nan", "inf", "-3", "1e308", "2.5"])))
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(_ncu_row, max_size=8), tail=st.text(max_size=60))
+def test_ncu_details_csv_summary_never_raises_or_invents(rows, tail, attack_tally) -> None:
+    from aorta_tui.core.ncu_collect import details_metrics
+
+    text = "\n".join(",".join('"' + c.replace('"', '""') + '"' for c in r) for r in rows) + tail
+    failures = 0
+    try:
+        m = details_metrics('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n' + text)
+        json.dumps(m, allow_nan=False)
+        if m:
+            assert m["ncu_gpu_time_ms"] >= 0 and m["ncu_kernel_count"] >= 1
+    except Exception:
+        failures = 1
+        raise
+    finally:
+        attack_tally.record("ncu details CSV summary", cases=1, failures=failures,
+                            promise="never raises, strict JSON, no invented metric")

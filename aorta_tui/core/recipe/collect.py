@@ -18,6 +18,7 @@ KNOWN_COLLECTORS: dict[str, str] = {
     "amd_log": "validated only, as upstream (the amd_log_level_4 mitigation sets AMD_LOG_LEVEL)",
     # aorta-tui's addition, not upstream's: the CUDA counterpart of rocprof's kernel trace
     "torch_profiler": "torch.profiler around the workload's steps (chrome trace + op/kernel summary)",
+    "ncu": "NVIDIA Nsight Compute around the trial's command (or $NCU_BIN; first 50 launches)",
 }
 
 
