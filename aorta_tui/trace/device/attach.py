@@ -161,7 +161,7 @@ class DeviceSide:
         except EnvironmentProblem as exc:
             self._unavailable(exc.message, exc.hint)
             return {}
-        self.join = DispatchJoin(self._emit)
+        self.join = DispatchJoin(self._emit, source="rocprofiler")
         self.channel = DeviceChannel(self._on_records)
         self.channel.start()
         return {"ROCP_TOOL_LIBRARIES": str(self.build.library), "AORTA_ROCPROF_FIFO": str(self.channel.path)}

@@ -126,6 +126,7 @@ class ClockAlignment:
     half_widths: list[int] = field(default_factory=list)
     samples: int = 0
     timestamp_callback: bool | None = None
+    source: str = "cupti"  # or "rocprofiler": whose device timestamps these are
 
     def add(self, before: np.ndarray, cupti: np.ndarray, after: np.ndarray) -> None:
         mid = (before + after) // 2
@@ -146,17 +147,26 @@ class ClockAlignment:
         return int(max(self.half_widths) + spread)
 
     def to_dict(self) -> dict[str, Any]:
-        how = ("CUPTI timestamps on CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)"
-               if self.timestamp_callback else "CUPTI's default clock")
+        if self.source == "rocprofiler":
+            label, how, stamp = ("rocprofiler-sdk↔CLOCK_MONOTONIC, measured",
+                                 "rocprofiler-sdk timestamps (CLOCK_BOOTTIME; launch times converted "
+                                 "in the collector)", "rocprofiler_get_timestamp()")
+        else:
+            label = "CUPTI↔CLOCK_MONOTONIC, measured"
+            how = ("CUPTI timestamps on CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)"
+                   if self.timestamp_callback else "CUPTI's default clock")
+            stamp = "cuptiGetTimestamp()"
         return {
-            "label": "CUPTI↔CLOCK_MONOTONIC, measured",
-            "method": f"{how}; offset measured by bracketing cuptiGetTimestamp() between two "
+            "label": label,
+            "method": f"{how}; offset measured by bracketing {stamp} between two "
                       "CLOCK_MONOTONIC readings (bpftrace nsecs is CLOCK_MONOTONIC)",
             "offset_ns": self.offset_ns,
             "uncertainty_ns": self.uncertainty_ns,
             "samples": self.samples,
-            "not_included": "CUPTI's own GPU->CPU timestamp conversion (checked against a "
-                            "sleep kernel of measured length, docs/tracing.md)",
+            "not_included": ("the runtime's own GPU->CPU timestamp conversion (never checked on "
+                             "AMD hardware)" if self.source == "rocprofiler" else
+                             "CUPTI's own GPU->CPU timestamp conversion (checked against a "
+                             "sleep kernel of measured length, docs/tracing.md)"),
         }
 
 
@@ -176,9 +186,10 @@ class DispatchJoin:
     """Feed it eBPF launches (``add_launches``) and device records (``add_device``), in any
     order and from any thread; it calls ``emit`` with joined metric values."""
 
-    def __init__(self, emit: Emit) -> None:
+    def __init__(self, emit: Emit, *, source: str = "cupti") -> None:
         self.emit = emit
-        self.clock = ClockAlignment()
+        self.source = source  # "cupti" or "rocprofiler": names the records in what is reported
+        self.clock = ClockAlignment(source=source)
         self.procs: dict[int, ProcessStats] = {}
         self._callbacks: dict[int, _Callbacks] = {}
         self._launches: dict[tuple[int, int], _ThreadLaunches] = {}
@@ -278,7 +289,8 @@ class DispatchJoin:
         for r in parsed.of(Rec.HELLO):
             f = r["f"].tolist()
             self.procs.setdefault(int(r["pid"]), ProcessStats()).hello = {
-                "cupti_version": f[0], "flush_ms": f[1], "ring_slots": f[2],
+                ("rocprofiler_sdk_version" if self.source == "rocprofiler" else "cupti_version"): f[0],
+                "flush_ms": f[1], "ring_slots": f[2],
                 "timestamp_callback": f[3], "domains": f[4]}
             self.clock.timestamp_callback = bool(f[3])
         clk = parsed.of(Rec.CLOCK)
