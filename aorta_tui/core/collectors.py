@@ -150,20 +150,9 @@ def cell_collect(recipe: Any, cell_name: str) -> dict[str, dict[str, str]]:
 
 def rocprof_binary(environ: Mapping[str, str] = os.environ) -> tuple[str | None, str]:
     """(the rocprofv3 to run, "") or (None, why there is none); ``$ROCPROF_BIN`` first."""
-    override = environ.get("ROCPROF_BIN")
-    if override:
-        override = os.path.expanduser(override)
-        if os.path.dirname(override):
-            if os.path.isfile(override) and os.access(override, os.X_OK):
-                return os.path.abspath(override), ""
-            return None, f"ROCPROF_BIN={override!r} is not an executable file"
-        found = shutil.which(override, path=environ.get("PATH"))
-        return (found, "") if found else (None, f"ROCPROF_BIN={override!r} is not on PATH")
-    found = shutil.which("rocprofv3", path=environ.get("PATH"))
-    if found:
-        return found, ""
-    return None, ("rocprofv3 is not on PATH and $ROCPROF_BIN is not set (it ships with ROCm's "
-                  "rocprofiler-sdk)")
+    from aorta_tui.core.tools import find_tool
+
+    return find_tool("rocprofv3", "ROCPROF_BIN", "it ships with ROCm's rocprofiler-sdk", environ)
 
 
 @functools.lru_cache(maxsize=8)

@@ -23,7 +23,6 @@ import io
 import math
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -69,20 +68,9 @@ def _tokens(value: str) -> list[str]:
 
 def ncu_binary(environ: Mapping[str, str] = os.environ) -> tuple[str | None, str]:
     """(the ncu to run, "") or (None, why there is none); ``$NCU_BIN`` first."""
-    override = environ.get("NCU_BIN")
-    if override:
-        override = os.path.expanduser(override)
-        if os.path.dirname(override):
-            if os.path.isfile(override) and os.access(override, os.X_OK):
-                return os.path.abspath(override), ""
-            return None, f"NCU_BIN={override!r} is not an executable file"
-        found = shutil.which(override, path=environ.get("PATH"))
-        return (found, "") if found else (None, f"NCU_BIN={override!r} is not on PATH")
-    found = shutil.which("ncu", path=environ.get("PATH"))
-    if found:
-        return found, ""
-    return None, ("ncu is not on PATH and $NCU_BIN is not set (Nsight Compute ships with the "
-                  "CUDA toolkit: /usr/local/cuda/bin/ncu)")
+    from aorta_tui.core.tools import find_tool
+
+    return find_tool("ncu", "NCU_BIN", "Nsight Compute ships with the CUDA toolkit: /usr/local/cuda/bin/ncu", environ)
 
 
 def ncu_prefix(binary: str, out: Path, o: Mapping[str, str]) -> list[str]:
