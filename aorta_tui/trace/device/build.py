@@ -242,16 +242,7 @@ def build_collector(*, target_python: str | None = None, cache: Path | None = No
                f"-I{cupti.include}", *(f"-I{d}" for d in cupti.extra_includes),
                str(src_path), "-o", str(part),
                f"-L{cupti.lib.parent}", f"-l:{cupti.lib.name}", f"-Wl,-rpath,{cupti.lib.parent}"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise EnvironmentProblem(f"building the CUPTI collector failed: {exc}",
-                                     hint="check the C compiler; `--device-timestamps off` traces launches only") from None
-        if proc.returncode != 0:
-            first = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[:8])
-            raise EnvironmentProblem(
-                f"building the CUPTI collector against {cupti.origin} (CUPTI {cupti.version}) failed:\n{first}",
-                hint="report it with the lines above; `--device-timestamps off` traces launches only")
+        run_compiler(cmd, "the CUPTI collector", f"{cupti.origin} (CUPTI {cupti.version})")
         os.replace(part, lib)  # atomic: a concurrent build of the same key writes the same bytes
     return BuildResult(lib, cupti, cc, cached=False, defines=defines)
 
@@ -274,3 +265,17 @@ def describe_availability(target_python: str | None = None) -> dict[str, object]
     info["needs"] = ("a command to start (the collector is loaded at the program's CUDA start-up "
                      "through CUDA_INJECTION64_PATH; a running --pid cannot be given one)")
     return info
+
+
+def run_compiler(cmd: list[str], what: str, against: str) -> None:
+    """Run one compile of a collector; its failure is exit 3 with the compiler's first lines."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"building {what} failed: {exc}",
+                                 hint="check the C compiler; `--device-timestamps off` traces launches only") from None
+    if proc.returncode != 0:
+        first = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[:8])
+        raise EnvironmentProblem(
+            f"building {what} against {against} failed:\n{first}",
+            hint="report it with the lines above; `--device-timestamps off` traces launches only")

@@ -21,14 +21,13 @@ import glob
 import hashlib
 import os
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from aorta_tui.core.errors import EnvironmentProblem
-from aorta_tui.trace.device.build import cache_root, find_compiler
+from aorta_tui.trace.device.build import cache_root, find_compiler, run_compiler
 
 SOURCE = "rocprof_collector.c"
 LIBRARY = "libaorta_rocprof.so"
@@ -155,17 +154,8 @@ def compile_command(cc: str, install: RocprofilerInstall, src: Path, out: Path, 
 
 
 def _run_compile(cmd: list[str], install: RocprofilerInstall) -> None:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentProblem(f"building the rocprofiler-sdk collector failed: {exc}",
-                                 hint="check the C compiler; `--device-timestamps off` traces launches only") from None
-    if proc.returncode != 0:
-        first = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[:8])
-        raise EnvironmentProblem(
-            f"building the rocprofiler-sdk collector against {install.origin} (rocprofiler-sdk "
-            f"{install.version_string}) failed:\n{first}",
-            hint="report it with the lines above; `--device-timestamps off` traces launches only")
+    run_compiler(cmd, "the rocprofiler-sdk collector",
+                 f"{install.origin} (rocprofiler-sdk {install.version_string})")
 
 
 def build_rocprof_collector(*, cache: Path | None = None) -> RocprofBuildResult:
