@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.agent.proposer import builtin_propose, score
+from aorta_tui.agent.proposer import builtin_propose, cell_figures, score
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 
 KIND = "aorta-tui/agent"
@@ -206,8 +206,7 @@ def run(agent_dir: Path, say: Callable[[str], None] = print, *, yes: bool = Fals
         best = min(it["cells"], key=lambda c: (score(c), c["cell"])) if it["cells"] else None
         say(f"iteration {it['index']}: {len(it['cells'])} cells, {it['trials']} trials "
             f"({state['trials_used']}/{state['budget']} used); "
-            + (f"best {best['cell']}: failure {best['failure_rate']:.0%}, error "
-               f"{best['error_rate']:.0%}" if best else "no cells"))
+            + (f"best {best['cell']}: {cell_figures(best)}" if best else "no cells"))
         if _finish_if_done(state, it):
             break
     save(agent_dir, state)
@@ -432,11 +431,14 @@ def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Any) -> Non
             raise AortaError("the baseline sweep has no cells")
         state["baseline"] = {"cell": name, "run_dir": it["run_dir"],
                              **_figures(base, None), "mitigations": mitigation_set(base)}
+        if not _has_rates(state["baseline"]):
+            raise AortaError(f"the baseline cell {name} finished no trial: there is nothing to "
+                             "compare a mitigation with", hint=f"see {it['run_dir']}/matrix.md")
     base_mean = state["baseline"].get("step_time_mean_s")
     it["cells"] = []
     for c in cells:
         fig = _figures(c, base_mean)
-        fig["meets_goal"] = goal.evaluate({k: fig[k] for k in GOAL_NAMES})
+        fig["meets_goal"] = _has_rates(fig) and bool(goal.evaluate({k: fig[k] for k in GOAL_NAMES}))
         it["cells"].append({"cell": c.get("cell"), "mitigations": mitigation_set(c),
                             "run_dir": it["run_dir"], **fig})
     it["trials"] = sum(int(c.get("trials") or 0) for c in cells)
@@ -444,12 +446,18 @@ def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Any) -> Non
     it["status"] = "done"
 
 
+def _has_rates(fig: dict[str, Any]) -> bool:
+    return fig.get("failure_rate") is not None and fig.get("error_rate") is not None
+
+
 def _figures(cell: dict[str, Any], base_mean: float | None) -> dict[str, Any]:
     stats = cell.get("step_time_s") if isinstance(cell.get("step_time_s"), dict) else {}
     mean = stats.get("mean")
     ratio = mean / base_mean if isinstance(mean, (int, float)) and base_mean else None
-    return {"trials": cell.get("trials"), "failure_rate": cell.get("failure_rate") or 0.0,
-            "error_rate": cell.get("error_rate") or 0.0, "step_time_mean_s": mean,
+    # a cell with no finished trial has no rates (None in matrix.json): kept None, never 0.0,
+    # or a cell that ran nothing would meet "failure_rate == 0"
+    return {"trials": cell.get("trials"), "failure_rate": cell.get("failure_rate"),
+            "error_rate": cell.get("error_rate"), "step_time_mean_s": mean,
             "step_time_p50_s": stats.get("p50"), "step_time_ratio": ratio}
 
 
@@ -500,8 +508,7 @@ def _no_recommendation(state: dict[str, Any], why: str) -> dict[str, Any]:
     best = min(cells, key=lambda c: (score(c), c["cell"])) if cells else None
     text = f"no cell met the goal `{state['goal']}`: {why}"
     if best is not None:
-        text += (f"; the closest was {best['cell']} (failure {best['failure_rate']:.0%}, "
-                 f"error {best['error_rate']:.0%})")
+        text += f"; the closest was {best['cell']} ({cell_figures(best)})"
     return {"mitigations": [], "cell": None, "confidence": None,
             "evidence": _evidence(best, state["baseline"]) if best else None, "reason": text}
 

@@ -23,7 +23,10 @@ class Proposal:
 
 def score(cell: dict[str, Any]) -> tuple[float, float]:
     """Lower is better: the share of trials that failed or errored, then the speed ratio."""
-    bad = (cell.get("failure_rate") or 0.0) + (cell.get("error_rate") or 0.0)
+    rates = (cell.get("failure_rate"), cell.get("error_rate"))
+    if any(r is None for r in rates):  # no finished trial: known nothing, ranked last
+        return float("inf"), float("inf")
+    bad = rates[0] + rates[1]
     ratio = cell.get("step_time_ratio")
     return bad, ratio if isinstance(ratio, (int, float)) else float("inf")
 
@@ -54,13 +57,16 @@ def builtin_propose(candidates: list[str], tried: dict[tuple[str, ...], dict[str
         return Proposal([], [], f"every single mitigation and every pair of the best {len(pool)} "
                         "has been tried (or conflicts): nothing left to propose")
     picked = pairs[:slots]
-    reasons = [f"pair of two of the best singles: {a[0]} ({_figures(tried[a])}) + {b[0]} "
-               f"({_figures(tried[b])})" for _pair, a, b in picked]
+    reasons = [f"pair of two of the best singles: {a[0]} ({cell_figures(tried[a])}) + {b[0]} "
+               f"({cell_figures(tried[b])})" for _pair, a, b in picked]
     return Proposal([p for p, _a, _b in picked], reasons,
                     f"no single mitigation met the goal: pairs of the best {len(pool)} singles")
 
 
-def _figures(cell: dict[str, Any]) -> str:
+def cell_figures(cell: dict[str, Any]) -> str:
+    """A cell's figures in words; a rate its cell never measured says so (not 0%)."""
+    if cell.get("failure_rate") is None or cell.get("error_rate") is None:
+        return "no finished trial: rates not available"
     ratio = cell.get("step_time_ratio")
     speed = f", step time x{ratio:.2f}" if isinstance(ratio, (int, float)) else ""
-    return f"failure {cell.get('failure_rate', 0):.0%}, error {cell.get('error_rate', 0):.0%}{speed}"
+    return f"failure {cell['failure_rate']:.0%}, error {cell['error_rate']:.0%}{speed}"

@@ -98,3 +98,36 @@ def test_names_are_registry_names_and_tell_values_apart(var, a, b, attack_tally)
     attack_tally.record("agent env-candidate names (hypothesis)", cases=1, failures=int(not ok),
                         promise="a valid registry name, never '--', distinct values -> distinct names")
     assert ok, (var, a, b, na, nb)
+
+
+def test_a_cell_with_no_finished_trial_never_meets_the_goal(tmp_path):
+    """matrix.json gives such a cell failure_rate None: it is not 0.0, so not a winner."""
+    from aorta_tui.agent import loop
+    from aorta_tui.agent.proposer import cell_figures, score
+
+    run = tmp_path / "run"
+    run.mkdir()
+    cells = [{"cell": "none-none", "trials": 2, "failure_rate": 1.0, "error_rate": 0.0},
+             {"cell": "x-none", "mitigations": ["x"], "trials": 0, "failure_rate": None,
+              "error_rate": None}]
+    (run / "matrix.json").write_text(json.dumps({"baseline_cell": "none-none", "cells": cells}))
+    state = {"baseline": None, "trials_used": 0}
+    it = {"index": 0, "run_dir": str(run)}
+    loop._read_iteration(state, it, loop.check_goal(loop.DEFAULT_GOAL))
+    empty = next(c for c in it["cells"] if c["cell"] == "x-none")
+    assert empty["failure_rate"] is None and empty["meets_goal"] is False
+    assert cell_figures(empty) == "no finished trial: rates not available"
+    assert score(empty) == (float("inf"), float("inf"))
+
+
+def test_a_baseline_with_no_finished_trial_is_an_error(tmp_path):
+    from aorta_tui.agent import loop
+    from aorta_tui.core.errors import AortaError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "matrix.json").write_text(json.dumps({"baseline_cell": "none-none", "cells": [
+        {"cell": "none-none", "trials": 0, "failure_rate": None, "error_rate": None}]}))
+    with pytest.raises(AortaError, match="finished no trial"):
+        loop._read_iteration({"baseline": None, "trials_used": 0}, {"index": 0, "run_dir": str(run)},
+                             loop.check_goal(loop.DEFAULT_GOAL))
