@@ -55,7 +55,7 @@ class PlainSink:
             why = f" ({', '.join(e.detectors)})" if e.detectors else ""
             took = f" in {e.wall_s:.2f}s" if e.wall_s is not None else ""
             self._p(f"[{self._done}/{self._total}] {e.trial_id}: {e.verdict}{why}{took}"
-                    f"{timeline_text(e.trial_dir)}{placement(e.trial_dir)}"
+                    f"{trial_notes(e.trial_dir)}"
                     f"{eta_text(self._t0, self._ran, self._total - self._done)}")
         elif k == "warning":
             self._p(f"warning: {e.message}")
@@ -66,33 +66,23 @@ class PlainSink:
         return None
 
 
-def timeline_text(trial_dir: str) -> str:
-    """`` (torch_imported 1.18 s, exited 650 ms, ...)``: the trial's largest timeline phases
-    (result.json's ``timeline``, docs/run-directory.md); empty when it has none."""
+def trial_notes(trial_dir: str) -> str:
+    """What a finished trial's line adds from its ``result.json``, read once: its largest
+    timeline phases `` (torch_imported 1.18 s, exited 650 ms, ...)`` and, for a Slurm job,
+    `` [job 12_3 on node07, GPU 0, COMPLETED, queued 0.7 s]``; empty when it has neither."""
     if not trial_dir:
         return ""
-    from pathlib import Path
-
     from aorta_tui.core.timeline import summary
+    from aorta_tui.executor.report import placement_text
 
     try:
         data = json.loads((Path(trial_dir) / "result.json").read_bytes())
     except (OSError, ValueError, RecursionError):
         return ""
-    text = summary(data.get("timeline") if isinstance(data, dict) else None, top=3)
-    return f" ({text.split(': ', 1)[-1]})" if text else ""
-
-
-def placement(trial_dir: str) -> str:
-    """`` [job 12_3 on node07, GPU 0, COMPLETED, queued 0.7 s]`` for a trial run as a Slurm job."""
-    if not trial_dir:
+    if not isinstance(data, dict):
         return ""
-    from aorta_tui.executor.report import placement_text
-
-    try:
-        return placement_text(json.loads((Path(trial_dir) / "result.json").read_bytes()))
-    except (OSError, ValueError, RecursionError):
-        return ""
+    text = summary(data.get("timeline"), top=3)
+    return (f" ({text.split(': ', 1)[-1]})" if text else "") + placement_text(data)
 
 
 def eta_text(t0: float, ran: int, remaining: int) -> str:
