@@ -1,7 +1,7 @@
 """GPU proof of ``trial_isolation: warm``: runtime variables still take effect in a forked trial.
 
 Runs one probe workload (below) as real trials, each through the project's supervisor
-(:func:`aorta_tui.core.worker.run_process`), two ways: a fresh process (``python -m
+(:func:`aorta_tui.core.supervisor.run_process`), two ways: a fresh process (``python -m
 aorta_tui.core.trial_worker``, the default isolation) and forked from one warm zygote
 (:mod:`aorta_tui.core.warm`) - with and without each variable, alternated. A variable counts as
 honoured in warm mode when warm trials show the same effect as fresh processes:
@@ -118,7 +118,7 @@ def _gpu_figures(torch: Any) -> dict[str, Any]:
 
 
 def _trial(out: Path, name: str, env_extra: dict[str, str], launcher: Any) -> dict[str, Any]:
-    from aorta_tui.core.worker import ProcessSpec, run_process
+    from aorta_tui.core.supervisor import ProcessSpec, run_process
 
     tdir = out / "trials" / name
     tdir.mkdir(parents=True, exist_ok=True)

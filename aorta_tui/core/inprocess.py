@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.worker import ProcessOutcome
+from aorta_tui.core.supervisor import ProcessOutcome
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
 from aorta_tui.core.run_store import RunStore
 from aorta_tui.core.services import NO_SERVICES, SweepServices
-from aorta_tui.core.worker import CancelEvent
+from aorta_tui.core.supervisor import CancelEvent
 
 
 @dataclass
@@ -315,7 +315,7 @@ class Sweep:
 
     def _end_orphans(self, run_dir: Path, interrupted: set[str]) -> None:
         """A SIGKILLed orchestrator leaves its running trial behind: end it before re-running it."""
-        from aorta_tui.core.worker import end_orphaned_trial
+        from aorta_tui.core.supervisor import end_orphaned_trial
 
         started: dict[str, Any] = {}
         for ev in rundir.iter_journal(run_dir / rundir.JOURNAL):
@@ -472,7 +472,7 @@ class Sweep:
         """The trial's directory, environment, argv and ProcessSpec (executors call it too:
         the Slurm executor prepares every pending trial before its batched submission)."""
         from aorta_tui.core.hang import HangPolicy
-        from aorta_tui.core.worker import ProcessSpec
+        from aorta_tui.core.supervisor import ProcessSpec
 
         cell = self.plan.cell(spec.cell)
         trial_dir = run_dir / "trials" / spec.trial_id

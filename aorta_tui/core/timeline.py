@@ -2,7 +2,7 @@
 
 Every mark is a ``CLOCK_MONOTONIC`` reading in nanoseconds (``time.monotonic_ns()`` on Linux),
 which the orchestrator and the trial's processes share on one host. The supervisor
-(:mod:`aorta_tui.core.worker`) marks the fork/exec, the exit and the reap; the trial worker
+(:mod:`aorta_tui.core.supervisor`) marks the fork/exec, the exit and the reap; the trial worker
 (:mod:`aorta_tui.core.trial_worker`) marks what happens inside the child and hands its marks
 back in ``workload_result.json`` (the channel the workload result already takes), except the
 end of that write, which it prints as one ``aorta-mark result_written <ns>`` line on stdout

@@ -4,7 +4,7 @@ The orchestrator starts one zygote (:mod:`aorta_tui.core.warm_zygote`) per (envi
 import-time variables) when the trials begin - all of them at once, so they import in
 parallel - and each trial is then forked from its zygote instead of exec'd. What a trial worker
 does is unchanged (:mod:`aorta_tui.core.trial_worker` runs in the fork); what the supervisor
-does is unchanged too (:func:`aorta_tui.core.worker.run_process` with a ``launcher``): the forked
+does is unchanged too (:func:`aorta_tui.core.supervisor.run_process` with a ``launcher``): the forked
 trial is re-parented to the orchestrator, which is a subreaper, so it waits for it, reads its
 status and rusage, pumps its pipes, times it out, detects its hangs and kills its process group
 as for any trial. It is put into its trial's cgroup (or made a subreaper) before it runs.
@@ -31,9 +31,9 @@ from typing import Any
 
 from aorta_tui.core import containment
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.supervisor import peak_rss_kb
 from aorta_tui.core.warm_vars import import_time_items, import_time_reader, zygote_env
 from aorta_tui.core.warm_zygote import recv_message, send_message
-from aorta_tui.core.worker import peak_rss_kb
 
 READY_TIMEOUT_S = 600.0  # a cold `import torch` over a network filesystem can take minutes
 REPLY_TIMEOUT_S = 30.0
@@ -208,7 +208,7 @@ def start_zygote(key: tuple[Any, ...], env: dict[str, str], modules: list[str], 
 
 
 class WarmLauncher:
-    """What :func:`aorta_tui.core.worker.run_process` calls instead of ``Popen`` for one trial."""
+    """What :func:`aorta_tui.core.supervisor.run_process` calls instead of ``Popen`` for one trial."""
 
     def __init__(self, zygote: Zygote, cancel: threading.Event | None = None) -> None:
         self.zygote = zygote

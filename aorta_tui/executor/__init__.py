@@ -1,8 +1,8 @@
 """Where a sweep's trials run: an executor starts a trial's worker somewhere and reports how
-its process ended (a :class:`~aorta_tui.core.worker.ProcessOutcome`). The planner, the
+its process ended (a :class:`~aorta_tui.core.supervisor.ProcessOutcome`). The planner, the
 classifier, the aggregation and the reports do not know which one ran a trial.
 
-- ``local`` (:mod:`.local`, the default): a process on this machine (``core/worker.py``).
+- ``local`` (:mod:`.local`, the default): a process on this machine (``core/supervisor.py``).
 - ``slurm`` (:mod:`.slurm`): a task of a batched Slurm job array, running the same worker on
   a compute node and writing into the same run directory (docs/slurm.md).
 

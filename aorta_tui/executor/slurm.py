@@ -623,7 +623,7 @@ class SlurmExecutor:
         return facts
 
     def _outcome_from_file(self, job: TrialJob, pspec: Any, data: dict[str, Any]) -> Any:
-        from aorta_tui.core.worker import ProcessOutcome
+        from aorta_tui.core.supervisor import ProcessOutcome
 
         outcome = ProcessOutcome.from_dict(data["process"])
         outcome.cancelled = False  # the job's own cancel came from Slurm, not from this sweep
@@ -634,7 +634,7 @@ class SlurmExecutor:
 
     def _outcome_from_state(self, job: TrialJob, pspec: Any, info: sc.JobInfo | None) -> Any:
         """A job that ended without an outcome file (node failure, preemption, lost)."""
-        from aorta_tui.core.worker import ProcessOutcome
+        from aorta_tui.core.supervisor import ProcessOutcome
 
         for p in (pspec.stdout_path, pspec.stderr_path):
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -655,7 +655,7 @@ class SlurmExecutor:
 
     def _cancelled_outcome(self, job: TrialJob, pspec: Any) -> Any:
         """Ctrl-C of the sweep: no result (the resume runs it again); end() scancels it."""
-        from aorta_tui.core.worker import ProcessOutcome
+        from aorta_tui.core.supervisor import ProcessOutcome
 
         now = time.time()
         return ProcessOutcome(

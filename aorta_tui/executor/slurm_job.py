@@ -3,7 +3,7 @@
 ``python -m aorta_tui.executor.slurm_job MANIFEST`` (one task of a job array): the manifest
 lists each task's job spec (``trials/<cell>/trial-NNN/slurm-job.json``, written by the
 orchestrator, mode 0600 because it holds the trial's environment). This process reads its
-spec, deletes it, and runs the trial's command through :func:`aorta_tui.core.worker.run_process`
+spec, deletes it, and runs the trial's command through :func:`aorta_tui.core.supervisor.run_process`
 on this node - the same process group/cgroup, bounded logs, timeout, hang detector and GPU
 sampling as a local trial, with the trial's environment set at process creation - then
 reads this node's kernel log for tier 3 and writes ``slurm-outcome.json`` atomically. It
@@ -87,7 +87,7 @@ def trial_env(spec_env: dict[str, str], cell_keys: set[str], environ: dict[str, 
 def run_trial(spec_path: Path) -> int:
     from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.core.hang import HangPolicy
-    from aorta_tui.core.worker import CancelEvent, ProcessSpec, run_process
+    from aorta_tui.core.supervisor import CancelEvent, ProcessSpec, run_process
 
     started_at = time.time()
     spec = json.loads(spec_path.read_bytes())

@@ -67,7 +67,7 @@ from aorta_tui.core.events import (
 )
 from aorta_tui.core.run_store import RunStore, StoreLayout
 from aorta_tui.core.rundir import write_failure
-from aorta_tui.core.worker import CancelEvent, ProcessOutcome, ProcessSpec, run_process
+from aorta_tui.core.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.stats import MIN_SAMPLES
 
@@ -435,7 +435,7 @@ def run_policy_sweep(request: SweepRequest, *, on_event: Callable[[Event], None]
     """Run the sweep and write its reports; see the module docstring.
 
     ``on_event`` receives every event (from this thread); ``cancel`` stops the sweep after the
-    running trial is ended (a :class:`aorta_tui.core.worker.CancelEvent` wakes it at once);
+    running trial is ended (a :class:`aorta_tui.core.supervisor.CancelEvent` wakes it at once);
     ``gpu_backend`` is the GPU-control backend (default: detected, only with
     ``allow_gpu_control``); ``base_env`` replaces ``os.environ`` as the inherited environment;
     ``trial_command`` replaces ``queue_run_argv`` (a child that writes a result JSON with the

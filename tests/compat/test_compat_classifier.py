@@ -14,7 +14,7 @@ from aorta_tui.core.classify.dmesg import match_kernel_line
 from aorta_tui.core.classify.upstream_ids import UPSTREAM_ALIASES
 from aorta_tui.core.errors import RecipeError
 from aorta_tui.core.recipe import load_recipe_text
-from aorta_tui.core.worker import ProcessOutcome
+from aorta_tui.core.supervisor import ProcessOutcome
 
 
 def _outcome(exit_code: int | None = 0, signal: int | None = None, **kw) -> ProcessOutcome:

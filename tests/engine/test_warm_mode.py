@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from aorta_tui.core import proctree, timeline
 from aorta_tui.core.hang import HangPolicy
+from aorta_tui.core.supervisor import ProcessSpec, run_process
 from aorta_tui.core.warm import WarmLauncher, WarmPool, start_zygote
 from aorta_tui.core.warm_vars import import_time_reader
 from aorta_tui.core.warm_zygote import recv_message
-from aorta_tui.core.worker import ProcessSpec, run_process
 from tests.engine.conftest import aorta, only_run_dir
 
 pytest.importorskip("torch")

@@ -22,7 +22,7 @@ from aorta_tui.core.classify import (
 from aorta_tui.core.classify.scan import Matcher, scan_file
 from aorta_tui.core.classify.tiers import verdict_of
 from aorta_tui.core.hang import HangReport
-from aorta_tui.core.worker import ProcessOutcome
+from aorta_tui.core.supervisor import ProcessOutcome
 
 
 def outcome(**kw: object) -> ProcessOutcome:

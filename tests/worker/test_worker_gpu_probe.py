@@ -174,7 +174,7 @@ def test_real_gpu_peak_memory_and_idle_hang(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA here")
     from aorta_tui.core.hang import HangPolicy
-    from aorta_tui.core.worker import ProcessSpec, run_process
+    from aorta_tui.core.supervisor import ProcessSpec, run_process
 
     code = (
         "import torch, time, sys\n"

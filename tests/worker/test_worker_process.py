@@ -14,7 +14,7 @@ import pytest
 from aorta_tui.core import proctree
 from aorta_tui.core.classify import classify
 from aorta_tui.core.hang import HangPolicy
-from aorta_tui.core.worker import (
+from aorta_tui.core.supervisor import (
     CancelEvent,
     KiB,
     MiB,
@@ -272,7 +272,7 @@ def test_merged_streams_share_one_file(tmp_path: Path) -> None:
 
 
 def test_peak_rss_is_the_childs_when_it_exceeds_the_orchestrator(tmp_path: Path) -> None:
-    from aorta_tui.core.worker import peak_rss_kb
+    from aorta_tui.core.supervisor import peak_rss_kb
 
     # Linux folds the parent's peak into the child's ru_maxrss, so the child must exceed the
     # orchestrator's own peak, which depends on what else ran in this pytest process.
@@ -376,13 +376,13 @@ def test_outcome_round_trips_through_a_dict(tmp_path: Path) -> None:
 def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> None:
     import subprocess
 
-    from aorta_tui.core.worker import end_orphaned_trial
+    from aorta_tui.core.supervisor import end_orphaned_trial
 
     # A real orchestrator process runs a trial; we SIGKILL the orchestrator mid-trial.
     code = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
-        "from aorta_tui.core.worker import ProcessSpec, run_process\n"
+        "from aorta_tui.core.supervisor import ProcessSpec, run_process\n"
         "d = Path(sys.argv[1])\n"
         "spec = ProcessSpec(['bash', '-c', 'sleep 100 & echo $! > gc.fifo; sleep 100'],\n"
         "                   dict(os.environ), d,\n"

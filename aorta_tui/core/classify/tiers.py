@@ -31,7 +31,7 @@ from aorta_tui.core.classify.upstream_ids import expand_disabled, upstream_alias
 from aorta_tui.core.hang import SIGNAL_NAMES
 
 if TYPE_CHECKING:
-    from aorta_tui.core.worker import ProcessOutcome
+    from aorta_tui.core.supervisor import ProcessOutcome
 
 TIER1_IDS = (
     "exec_failed", "timeout", "cancelled", "killed_by_signal", "core_dumped", "exit_nonzero",

@@ -1,4 +1,4 @@
-"""Run one trial's command in a fresh process and report how it ended.
+"""The process supervisor: run one trial's command in a fresh process and report how it ended.
 
 The child gets its complete environment at creation (GPU runtimes read their variables once
 at start-up), its own session and process group, stdin from /dev/null, and stdout/stderr
