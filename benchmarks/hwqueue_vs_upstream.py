@@ -90,10 +90,10 @@ def hand_loop_wall(name: str, streams: int, iters: int, warm: int, params: dict[
     import torch
 
     from aorta_tui.hwqueue.workloads import workload_class
-    from aorta_tui.hwqueue.workloads.base import WorkloadContext
+    from aorta_tui.hwqueue.workloads.base import QueueWorkloadContext
 
     wl = workload_class(name)(params)
-    ctx = WorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cuda:0"] * streams,
+    ctx = QueueWorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cuda:0"] * streams,
                           backend="cuda")
     wl.setup(ctx)
     ss = [torch.cuda.Stream() for _ in range(streams)]

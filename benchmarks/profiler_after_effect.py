@@ -33,10 +33,10 @@ def main() -> int:
 
     from aorta_tui.hwqueue.cupti import ProfilerCapture
     from aorta_tui.hwqueue.workloads import workload_class
-    from aorta_tui.hwqueue.workloads.base import WorkloadContext
+    from aorta_tui.hwqueue.workloads.base import QueueWorkloadContext
 
     wl = workload_class(args.workload)({})
-    wl.setup(WorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cuda:0"] * args.streams,
+    wl.setup(QueueWorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cuda:0"] * args.streams,
                              backend="cuda"))
     streams = [torch.cuda.Stream() for _ in range(args.streams)]
     counter = iter(range(10**9))

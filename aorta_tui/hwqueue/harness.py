@@ -43,7 +43,7 @@ from aorta_tui.core.phases import PAUSE
 from aorta_tui.core.phases import announce as announce_phase
 from aorta_tui.hwqueue.graphs import declared_kernels
 from aorta_tui.hwqueue.metrics import LaunchRecord
-from aorta_tui.hwqueue.workloads.base import DTYPES, WorkloadContext
+from aorta_tui.hwqueue.workloads.base import DTYPES, QueueWorkloadContext
 
 SYNC_MODES = ("per_iteration", "end_only", "none")
 TIMINGS = ("auto", "events", "cupti")
@@ -227,7 +227,7 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
     torch = backend.torch
     stream_devices = [backend.devices[i % len(backend.devices)] for i in range(cfg.streams)]
     workload = workload_class(cfg.workload)(cfg.params, size=cfg.size)
-    ctx = WorkloadContext(torch=torch, dtype=getattr(torch, cfg.dtype),
+    ctx = QueueWorkloadContext(torch=torch, dtype=getattr(torch, cfg.dtype),
                           stream_devices=stream_devices, backend=backend.name)
     workload.setup(ctx)
     latency_critical = workload.latency_critical_streams(cfg.streams)

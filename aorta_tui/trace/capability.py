@@ -80,7 +80,7 @@ def require_privilege() -> None:
 
 def detect_sets(names: list[str], *, pid: int | None = None,
                 library_paths: dict[str, Path] | None = None) -> dict[str, Any]:
-    """``name -> Detection`` for the named probe sets, on this machine's tracefs."""
+    """``name -> ProbeDetection`` for the named probe sets, on this machine's tracefs."""
     from aorta_tui.trace import probes
 
     root = tracefs.find_tracefs()

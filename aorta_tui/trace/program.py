@@ -26,7 +26,7 @@ from aorta_tui.trace.hdr import SUB_BITS
 from aorta_tui.trace.metrics import Metric
 
 if TYPE_CHECKING:
-    from aorta_tui.trace.probes.base import Detection, ProbeSet
+    from aorta_tui.trace.probes.base import ProbeDetection, ProbeSet
 
 _BLOCK_RE = re.compile(r"^// @block (\w+)\s*$(.*?)^// @end\s*$", re.M | re.S)
 _PARAM_RE = re.compile(r"\{\{(\w+)\}\}")
@@ -138,7 +138,7 @@ def _expand_emit(args: list[str], mid: int, metric: Metric, mode: str) -> str:
 
 
 def render(
-    selections: list[tuple[ProbeSet, Detection]],
+    selections: list[tuple[ProbeSet, ProbeDetection]],
     *,
     mode: str,
     pid: int | None,

@@ -331,11 +331,11 @@ def test_replay_computes_what_the_eager_launches_compute() -> None:
 
     from aorta_tui.hwqueue.backends import select_backend
     from aorta_tui.hwqueue.graphs import capture
-    from aorta_tui.hwqueue.workloads.base import WorkloadContext
+    from aorta_tui.hwqueue.workloads.base import QueueWorkloadContext
 
     backend = select_backend("cuda")
     wl = workload_class("tiny_kernel_stress")({"ops_per_stream": 3})
-    wl.setup(WorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cuda:0"] * 2,
+    wl.setup(QueueWorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cuda:0"] * 2,
                              backend="cuda"))
     streams = backend.make_streams(["cuda:0"] * 2)
     plan = wl.iteration(0)

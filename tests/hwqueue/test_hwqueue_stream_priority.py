@@ -24,7 +24,7 @@ from aorta_tui.hwqueue.compare import compare
 from aorta_tui.hwqueue.harness import QueueRunConfig, _priority_info
 from aorta_tui.hwqueue.run import run_queue
 from aorta_tui.hwqueue.workloads import WORKLOADS, workload_class
-from aorta_tui.hwqueue.workloads.base import WorkloadContext
+from aorta_tui.hwqueue.workloads.base import QueueWorkloadContext
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 MARKED = {"hetero_kernels", "continuous_batch", "speculative_decode"}
@@ -39,7 +39,7 @@ def _set_up(name: str, streams: int) -> Any:
     import torch
 
     wl = workload_class(name)({}, size="tiny")
-    wl.setup(WorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cpu"] * streams,
+    wl.setup(QueueWorkloadContext(torch=torch, dtype=torch.float32, stream_devices=["cpu"] * streams,
                              backend="cpu"))
     return wl
 

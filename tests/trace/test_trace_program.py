@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from aorta_tui.core.errors import UsageError
 from aorta_tui.trace import probes, program
 from aorta_tui.trace.hdr import bucket_index_scalar
-from aorta_tui.trace.probes.base import Detection, Instance
+from aorta_tui.trace.probes.base import Instance, ProbeDetection
 
 
 def test_bucket_statements_match_the_python_histogram_in_real_bpftrace(bpftrace: str) -> None:
@@ -27,7 +27,7 @@ def test_bucket_statements_match_the_python_histogram_in_real_bpftrace(bpftrace:
 
 def _det(params: dict[str, str]) -> list:
     ps = probes.get("cuda")
-    return [(ps, Detection("cuda", True, instances=[Instance("launch", params)]))]
+    return [(ps, ProbeDetection("cuda", True, instances=[Instance("launch", params)]))]
 
 
 def test_parameters_are_validated(tmp_path: Path) -> None:

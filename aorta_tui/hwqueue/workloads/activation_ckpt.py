@@ -3,7 +3,7 @@ segments on side streams while the main stream runs the gradient GEMMs."""
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
 class ActivationCheckpointing(QueueWorkload):
@@ -16,7 +16,7 @@ class ActivationCheckpointing(QueueWorkload):
     defaults = {"batch": 32, "hidden": 2048, "layers": 8, "ckpt_every": 2}
     tiny = {"batch": 4, "hidden": 32, "layers": 4}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         self._torch = ctx.torch
         p = self.params
         b, h, n = p["batch"], p["hidden"], p["layers"]

@@ -3,7 +3,12 @@ on preprocessing streams and the model step on the compute stream, overlapped pe
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, split_roles
+from aorta_tui.hwqueue.workloads.base import (
+    Launch,
+    QueueWorkload,
+    QueueWorkloadContext,
+    split_roles,
+)
 
 
 class AsyncDataload(QueueWorkload):
@@ -20,7 +25,7 @@ class AsyncDataload(QueueWorkload):
     defaults = {"batches": 4, "batch": 32, "image": 224, "channels": 3, "hidden": 1024}
     tiny = {"batches": 2, "batch": 2, "image": 8, "hidden": 16}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         torch = self._torch = ctx.torch
         p = self.params
         self.copy, self.prep, self.compute = split_roles(ctx.streams, 3)

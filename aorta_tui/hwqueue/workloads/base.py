@@ -39,7 +39,7 @@ class Launch:
 
 
 @dataclass
-class WorkloadContext:
+class QueueWorkloadContext:
     """What ``setup`` is given: torch, the dtype, and the device of every stream."""
 
     torch: Any
@@ -156,7 +156,7 @@ class QueueWorkload(ABC):
         return type(self).graph_unsupported
 
     @abstractmethod
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         """Allocate tensors and models; called once, outside the timed region."""
 
     @abstractmethod

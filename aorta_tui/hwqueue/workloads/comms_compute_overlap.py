@@ -13,7 +13,7 @@ from aorta_tui.core.errors import EnvironmentProblem
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
-    WorkloadContext,
+    QueueWorkloadContext,
     gemm_flops,
     split_roles,
 )
@@ -39,7 +39,7 @@ class CommsComputeOverlap(QueueWorkload):
                     "support); use collectives=simulated with --graph")
         return None
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         torch = self._torch = ctx.torch
         p = self.params
         if p["collectives"] not in ("simulated", "real"):
@@ -86,7 +86,7 @@ class CommsComputeOverlap(QueueWorkload):
         return super().throughput_unavailable()
 
 
-def _init_distributed(torch, ctx: WorkloadContext):  # type: ignore[no-untyped-def]
+def _init_distributed(torch, ctx: QueueWorkloadContext):  # type: ignore[no-untyped-def]
     import torch.distributed as dist
 
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:

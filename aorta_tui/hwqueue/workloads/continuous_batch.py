@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, split_roles
+from aorta_tui.hwqueue.workloads.base import (
+    Launch,
+    QueueWorkload,
+    QueueWorkloadContext,
+    split_roles,
+)
 
 
 class ContinuousBatch(QueueWorkload):
@@ -22,7 +27,7 @@ class ContinuousBatch(QueueWorkload):
     def latency_critical_streams(self, streams: int) -> tuple[int, ...]:
         return tuple(split_roles(streams, 3)[1])  # the decode role, as in setup
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         self._torch = ctx.torch
         p = self.params
         h, nh = p["hidden"], p["heads"]

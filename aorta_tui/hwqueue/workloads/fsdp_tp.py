@@ -3,7 +3,12 @@ gradient reduce-scatters overlap on separate streams (collectives simulated as c
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, split_roles
+from aorta_tui.hwqueue.workloads.base import (
+    Launch,
+    QueueWorkload,
+    QueueWorkloadContext,
+    split_roles,
+)
 
 
 class FsdpTp(QueueWorkload):
@@ -16,7 +21,7 @@ class FsdpTp(QueueWorkload):
     defaults = {"batch": 32, "hidden": 2048, "layers": 4, "shards": 4}
     tiny = {"batch": 4, "hidden": 32, "layers": 2, "shards": 2}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         self._torch = ctx.torch
         p = self.params
         h, b, shards = p["hidden"], p["batch"], p["shards"]

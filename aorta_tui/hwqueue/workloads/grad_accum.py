@@ -3,7 +3,12 @@ gradients are accumulated early on reduction streams; a final reduce joins the p
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, split_roles
+from aorta_tui.hwqueue.workloads.base import (
+    Launch,
+    QueueWorkload,
+    QueueWorkloadContext,
+    split_roles,
+)
 
 
 class GradAccumulation(QueueWorkload):
@@ -16,7 +21,7 @@ class GradAccumulation(QueueWorkload):
     defaults = {"micro_batches": 8, "micro_batch": 16, "hidden": 2048}
     tiny = {"micro_batches": 4, "micro_batch": 2, "hidden": 32}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         self._torch = ctx.torch
         p = self.params
         mb, h = p["micro_batch"], p["hidden"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
 class GraphSubgraphs(QueueWorkload):
@@ -16,7 +16,7 @@ class GraphSubgraphs(QueueWorkload):
     defaults = {"batch": 64, "hidden": 1024, "layers": 4}
     tiny = {"batch": 4, "hidden": 32, "layers": 2}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         self._torch = ctx.torch
         b, h = self.params["batch"], self.params["hidden"]
         self.graphs = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, gemm_flops
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext, gemm_flops
 
 
 class HeteroKernels(QueueWorkload):
@@ -31,7 +31,7 @@ class HeteroKernels(QueueWorkload):
     def latency_critical_streams(self, streams: int) -> tuple[int, ...]:
         return tuple(_small_streams(streams))
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         torch, p = ctx.torch, self.params
         self.n_large = _large_count(ctx.streams)
         small_streams = _small_streams(ctx.streams)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, gemm_flops
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext, gemm_flops
 
 
 class LargeGemmOnly(QueueWorkload):
@@ -18,7 +18,7 @@ class LargeGemmOnly(QueueWorkload):
     defaults = {"gemm_m": 8192, "gemm_n": 8192, "gemm_k": 8192, "gemms_per_stream": 1}
     tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         self._torch = ctx.torch
         m, n, k = self.params["gemm_m"], self.params["gemm_n"], self.params["gemm_k"]
         self.mats = [(ctx.randn(m, k, stream=s), ctx.randn(k, n, stream=s), ctx.zeros(m, n, stream=s))

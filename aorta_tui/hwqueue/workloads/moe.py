@@ -3,7 +3,7 @@ step that waits for all of them. Tokens are dispatched with a fixed capacity per
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
 class MixtureOfExperts(QueueWorkload):
@@ -17,7 +17,7 @@ class MixtureOfExperts(QueueWorkload):
                 "batch": 4, "seq": 512}
     tiny = {"num_experts": 4, "hidden": 32, "intermediate": 64, "batch": 2, "seq": 8}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         torch = self._torch = ctx.torch
         p = self.params
         tokens, h, e = p["batch"] * p["seq"], p["hidden"], p["num_experts"]

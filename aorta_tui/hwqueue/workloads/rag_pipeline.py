@@ -3,7 +3,12 @@ top-k) -> rerank -> generate; each stage on its own stream group, queries in fli
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, split_roles
+from aorta_tui.hwqueue.workloads.base import (
+    Launch,
+    QueueWorkload,
+    QueueWorkloadContext,
+    split_roles,
+)
 
 
 class RagPipeline(QueueWorkload):
@@ -18,7 +23,7 @@ class RagPipeline(QueueWorkload):
     tiny = {"queries": 4, "query_len": 4, "hidden": 32, "documents": 256, "top_k": 4,
             "gen_layers": 2, "gen_tokens": 2}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         self._torch = ctx.torch
         p = self.params
         h = p["hidden"]

@@ -3,7 +3,7 @@ the large target model verifies all proposals at once on the verify stream."""
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
 class SpeculativeDecode(QueueWorkload):
@@ -22,7 +22,7 @@ class SpeculativeDecode(QueueWorkload):
     def latency_critical_streams(self, streams: int) -> tuple[int, ...]:
         return tuple(_draft_streams(streams))
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         self._torch = ctx.torch
         p = self.params
         dh, th = p["draft_hidden"], p["target_hidden"]

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 FLOP_PER_ELEMENT = 5  # mul, add, abs, clamp (min and max)
 KERNELS_PER_OP = 4  # mul, add_, abs_, clamp_
@@ -36,7 +36,7 @@ class TinyKernelStress(QueueWorkload):
     defaults = {"tensor_size": 256, "ops_per_stream": 100, "order": "round_robin"}
     tiny = {"tensor_size": 64, "ops_per_stream": 4}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         if self.params["order"] not in ("round_robin", "per_stream"):
             raise UsageError(f"order={self.params['order']!r}", hint="use round_robin or per_stream")
         size = self.params["tensor_size"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext
+from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
 class TorchCompileRegions(QueueWorkload):
@@ -23,7 +23,7 @@ class TorchCompileRegions(QueueWorkload):
     defaults = {"batch": 64, "hidden": 1024, "backend": "inductor"}
     tiny = {"batch": 4, "hidden": 32, "backend": "eager"}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         torch = self._torch = ctx.torch
         h, b = self.params["hidden"], self.params["batch"]
         self.fn = torch.compile(_block, backend=self.params["backend"], dynamic=False)

@@ -3,7 +3,12 @@ compute streams, and their gradients are offloaded back to the host on a separat
 
 from __future__ import annotations
 
-from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, WorkloadContext, split_roles
+from aorta_tui.hwqueue.workloads.base import (
+    Launch,
+    QueueWorkload,
+    QueueWorkloadContext,
+    split_roles,
+)
 
 
 class ZeroOffload(QueueWorkload):
@@ -20,7 +25,7 @@ class ZeroOffload(QueueWorkload):
     defaults = {"shards": 4, "batch": 32, "hidden": 2048}
     tiny = {"shards": 2, "batch": 2, "hidden": 32}
 
-    def setup(self, ctx: WorkloadContext) -> None:
+    def setup(self, ctx: QueueWorkloadContext) -> None:
         torch = self._torch = ctx.torch
         p = self.params
         h = p["hidden"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aorta_tui.trace.probes.amdgpu import AmdgpuProbes
-from aorta_tui.trace.probes.base import Detection, ProbeContext, ProbeSet
+from aorta_tui.trace.probes.base import ProbeContext, ProbeDetection, ProbeSet
 from aorta_tui.trace.probes.cuda import CudaCallProbes, CudaProbes
 from aorta_tui.trace.probes.drm_sched import DrmSchedProbes
 from aorta_tui.trace.probes.errors import ErrorProbes
@@ -32,4 +32,4 @@ def get(name: str) -> ProbeSet:
     return cls()
 
 
-__all__ = ["CATALOGUE", "get", "Detection", "ProbeContext", "ProbeSet"]
+__all__ = ["CATALOGUE", "get", "ProbeDetection", "ProbeContext", "ProbeSet"]

@@ -8,7 +8,13 @@ HIP compute does not use this path (see the ``hsa`` set).
 from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
-from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, tracefs_missing
+from aorta_tui.trace.probes.base import (
+    Instance,
+    ProbeContext,
+    ProbeDetection,
+    ProbeSet,
+    tracefs_missing,
+)
 from aorta_tui.trace.probes.kernel_common import num, record_events, text
 
 
@@ -30,10 +36,10 @@ class AmdgpuProbes(ProbeSet):
         ),
     )
 
-    def detect(self, ctx: ProbeContext) -> Detection:
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:
         if ctx.tracefs is None:
             return tracefs_missing(self.name)
-        det = Detection(probe_set=self.name, available=False)
+        det = ProbeDetection(probe_set=self.name, available=False)
         cs, run = record_events(det, ctx.tracefs, ("amdgpu", "amdgpu_cs_ioctl"),
                                 ("amdgpu", "amdgpu_sched_run_job"))
         if cs is None or run is None:

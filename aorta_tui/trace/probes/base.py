@@ -32,7 +32,7 @@ class Instance:
 
 
 @dataclass
-class Detection:
+class ProbeDetection:
     probe_set: str
     available: bool
     instances: list[Instance] = field(default_factory=list)
@@ -70,7 +70,7 @@ class ProbeSet:
     # uprobe cost on this very library (None: calibrate on libc functions of the same prologue)
     calibration_function: str | None = None
 
-    def detect(self, ctx: ProbeContext) -> Detection:  # pragma: no cover - abstract
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def template_text(self) -> str:
@@ -87,8 +87,8 @@ class ProbeSet:
 
 _Spec = TypeVar("_Spec")
 
-def tracefs_missing(name: str) -> Detection:
-    return Detection(
+def tracefs_missing(name: str) -> ProbeDetection:
+    return ProbeDetection(
         probe_set=name,
         available=False,
         reason="tracefs is not mounted, so no tracepoint can be checked or attached",
@@ -102,12 +102,12 @@ def uprobe_symbols(
     patterns: list[str],
     ctx: ProbeContext,
     wanted: list[str],
-) -> tuple[Detection, list[elfsyms.FunctionSymbol]]:
-    """Resolve the library and the wanted symbols; the Detection is unavailable when none exist."""
+) -> tuple[ProbeDetection, list[elfsyms.FunctionSymbol]]:
+    """Resolve the library and the wanted symbols; the detection is unavailable when none exist."""
     path, how = targets.resolve_library(
         patterns, pid=ctx.pid, explicit=ctx.library_paths.get(lib_key)
     )
-    det = Detection(probe_set=set_name, available=False, library_how=how)
+    det = ProbeDetection(probe_set=set_name, available=False, library_how=how)
     if path is None:
         det.reason = how
         det.fix = (
@@ -130,7 +130,7 @@ def uprobe_symbols(
 
 
 def add_symbol_instances(
-    det: Detection,
+    det: ProbeDetection,
     block: str,
     table: Mapping[str, _Spec],
     names: Iterable[str],

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
 from aorta_tui.trace.probes.base import (
-    Detection,
     ProbeContext,
+    ProbeDetection,
     ProbeSet,
     add_symbol_instances,
     uprobe_symbols,
@@ -118,7 +118,7 @@ class CudaProbes(ProbeSet):
     )
 
 
-    def detect(self, ctx: ProbeContext) -> Detection:
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:
         wanted = list(LAUNCHES) + list(COPIES) + list(SYNCS)
         det, syms = uprobe_symbols(self.name, "cuda", LIB_PATTERNS, ctx, wanted)
         if det.library is None or det.reason:  # no library, or an unreadable one (not ELF, ...)

@@ -13,7 +13,13 @@ Two kernel generations are told apart by their format files:
 from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
-from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, tracefs_missing
+from aorta_tui.trace.probes.base import (
+    Instance,
+    ProbeContext,
+    ProbeDetection,
+    ProbeSet,
+    tracefs_missing,
+)
 from aorta_tui.trace.probes.kernel_common import fields_of, num, text
 
 GROUP = "gpu_scheduler"
@@ -51,10 +57,10 @@ class DrmSchedProbes(ProbeSet):
         ),
     )
 
-    def detect(self, ctx: ProbeContext) -> Detection:
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:
         if ctx.tracefs is None:
             return tracefs_missing(self.name)
-        det = Detection(probe_set=self.name, available=False)
+        det = ProbeDetection(probe_set=self.name, available=False)
         for q_ev, r_ev, d_ev in VARIANTS:
             q, r, d = (fields_of(ctx.tracefs, GROUP, e) for e in (q_ev, r_ev, d_ev))
             if q is None or r is None or d is None:

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
-from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, tracefs_missing
+from aorta_tui.trace.probes.base import (
+    Instance,
+    ProbeContext,
+    ProbeDetection,
+    ProbeSet,
+    tracefs_missing,
+)
 from aorta_tui.trace.probes.kernel_common import num, record_events, text
 
 CANDIDATES = (
@@ -25,10 +31,10 @@ class ErrorProbes(ProbeSet):
                key_name="register", probe_type="tracepoint", aux_name="value"),
     )
 
-    def detect(self, ctx: ProbeContext) -> Detection:
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:
         if ctx.tracefs is None:
             return tracefs_missing(self.name)
-        det = Detection(probe_set=self.name, available=False)
+        det = ProbeDetection(probe_set=self.name, available=False)
         for metric, group, event, keys, auxs, labels in CANDIDATES:
             (f,) = record_events(det, ctx.tracefs, (group, event))
             if f is None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
 from aorta_tui.trace.probes.base import (
-    Detection,
     Instance,
     ProbeContext,
+    ProbeDetection,
     ProbeSet,
     add_symbol_instances,
     uprobe_symbols,
@@ -72,7 +72,7 @@ class HipProbes(ProbeSet):
     )
 
 
-    def detect(self, ctx: ProbeContext) -> Detection:
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:
         det, syms = uprobe_symbols(self.name, "hip", LIB_PATTERNS, ctx, list(LAUNCHES))
         if det.library is None or det.reason:  # no library, or an unreadable one (not ELF, ...)
             return det
@@ -117,7 +117,7 @@ class HsaProbes(ProbeSet):
         ),
     )
 
-    def detect(self, ctx: ProbeContext) -> Detection:
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:
         det, syms = uprobe_symbols(self.name, "hsa", HSA_PATTERNS, ctx, DOORBELLS)
         if det.library is None or det.reason:
             return det

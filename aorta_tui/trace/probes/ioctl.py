@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from aorta_tui.trace.metrics import Metric
-from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, tracefs_missing
+from aorta_tui.trace.probes.base import (
+    Instance,
+    ProbeContext,
+    ProbeDetection,
+    ProbeSet,
+    tracefs_missing,
+)
 from aorta_tui.trace.probes.kernel_common import record_events
 
 
@@ -23,10 +29,10 @@ class IoctlProbes(ProbeSet):
         ),
     )
 
-    def detect(self, ctx: ProbeContext) -> Detection:
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:
         if ctx.tracefs is None:
             return tracefs_missing(self.name)
-        det = Detection(probe_set=self.name, available=False)
+        det = ProbeDetection(probe_set=self.name, available=False)
         enter, exit_ = record_events(det, ctx.tracefs, ("syscalls", "sys_enter_ioctl"),
                                      ("syscalls", "sys_exit_ioctl"))
         if enter is None or exit_ is None:

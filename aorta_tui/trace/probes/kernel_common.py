@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aorta_tui.trace import tracefs
-from aorta_tui.trace.probes.base import Detection
+from aorta_tui.trace.probes.base import ProbeDetection
 from aorta_tui.trace.tracefs import Field
 
 
@@ -19,7 +19,7 @@ def fields_of(ctx_tracefs, group: str, event: str) -> dict[str, Field] | None:
     return tracefs.event_format(ctx_tracefs, group, event)
 
 
-def record_events(det: Detection, ctx_tracefs, *events: tuple[str, str]) -> list[dict[str, Field] | None]:
+def record_events(det: ProbeDetection, ctx_tracefs, *events: tuple[str, str]) -> list[dict[str, Field] | None]:
     """The format of each ``(group, event)``, noting it in ``det.found`` or ``det.missing``."""
     out = []
     for group, event in events:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from aorta_tui.trace.metrics import Metric
-from aorta_tui.trace.probes.base import Detection, Instance, ProbeContext, ProbeSet, uprobe_symbols
+from aorta_tui.trace.probes.base import (
+    Instance,
+    ProbeContext,
+    ProbeDetection,
+    ProbeSet,
+    uprobe_symbols,
+)
 from aorta_tui.trace.probes.kernel_common import fields_of, num
 
 CUDA_PATTERNS = ["libcuda.so.1", "libcuda.so*"]
@@ -53,7 +59,7 @@ class MemoryProbes(ProbeSet):
         Metric("kfd_restore", "point", "amdkfd process queue restore started (kprobe)", key_name="pid"),
     )
 
-    def detect(self, ctx: ProbeContext) -> Detection:
+    def detect(self, ctx: ProbeContext) -> ProbeDetection:
         det, syms = uprobe_symbols(self.name, "cuda", CUDA_PATTERNS, ctx, list(ALLOCS) + FREES)
         det.available = False
         reasons = []
