@@ -22,6 +22,7 @@ from tui_support import FIXED_FACTS, REPO, async_test, wait_for
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen
+from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
 
 ENTRY = Path(sys.executable).with_name("aorta-tui")
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -73,7 +74,11 @@ async def test_home_then_the_run_then_a_trial_shows_its_tail_detail_and_whole_lo
         await wait_for(pilot, lambda: isinstance(app.screen, MatrixScreen), what="the matrix")
         matrix = app.screen
         await wait_for(pilot, lambda: matrix.state is not None and matrix.state.status == "completed")
+        # The grid is drawn on the redraw timer: a key pressed before it has columns moves nothing.
+        await wait_for(pilot, lambda: matrix.query_one(MatrixGrid).row_count > 0 and not matrix._dirty,
+                       what="the grid drawn")
         await pilot.press("right")  # onto baseline-local's first trial
+        await wait_for(pilot, lambda: matrix._selected_view() is not None, what="a trial under the cursor")
         await pilot.pause(0.3)
         detail = str(matrix.query_one("#trial-detail").render())
         for line in lines:  # every line of the tail, at 80x24
@@ -106,7 +111,10 @@ async def test_the_logs_are_found_whatever_the_tuis_working_directory(
     async with app.run_test(size=(100, 30)) as pilot:
         matrix = app.screen
         await wait_for(pilot, lambda: matrix.state is not None and matrix.state.status == "completed")
+        await wait_for(pilot, lambda: matrix.query_one(MatrixGrid).row_count > 1 and not matrix._dirty,
+                       what="the grid drawn")
         await pilot.press("down", "right")  # the second cell's first trial
+        await wait_for(pilot, lambda: matrix._selected_view() is not None, what="a trial under the cursor")
         await pilot.pause(0.3)
         view = matrix._selected_view()
         assert view is not None and view.trial == 0

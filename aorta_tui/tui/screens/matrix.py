@@ -136,7 +136,11 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self.state.apply_all(batch)
         self.events_seen += len(batch)
         if self.state.status is not None and finished_before is None and not first_batch:
+            # Draw now, before the toast: a "run completed" toast over a summary still saying
+            # 9/10 done (the timer's next tick) shows two figures that disagree.
+            self.refresh_view()
             self._on_run_finished()  # it finished while we watched
+            return
         self._dirty = True
 
     def _redraw(self) -> None:
