@@ -67,10 +67,10 @@ def test_the_run_dir_is_known_while_the_command_still_runs(tmp_path: Path) -> No
     argv = _script(tmp_path, f"import sys, time\nprint({_line(started)!r}, flush=True)\ntime.sleep(60)\n")
     run = EngineRun([], argv=argv).start()
     try:
-        assert run.wait_started(timeout=20).run_dir == str(tmp_path / "r1")
+        assert run.wait_started(timeout=60).run_dir == str(tmp_path / "r1")
         assert run.running and run.run_dir == tmp_path / "r1"
     finally:
-        code = run.stop(grace_s=5)
+        code = run.stop(grace_s=30)  # a loaded box may take seconds to print the traceback
     assert code == -signal.SIGINT or code == 1  # KeyboardInterrupt in the sleeping child
 
 

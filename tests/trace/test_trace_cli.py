@@ -92,7 +92,7 @@ def test_ctrl_c_stops_cleanly_and_leaves_no_probe(bpftrace, fakelibs, tmp_path: 
         children = _children(p.pid)
         assert any(_comm(c) == "bpftrace" for c in children)
         p.send_signal(signal.SIGINT)
-        stdout, stderr = p.communicate(timeout=30)
+        stdout, stderr = p.communicate(timeout=90)  # detaching takes longer on a loaded box
         assert p.returncode == 130, stderr
         for c in children:
             assert not Path(f"/proc/{c}").exists() or _comm(c) != "bpftrace"
@@ -199,5 +199,5 @@ def test_duration_that_stops_the_command_is_exit_0_and_ctrl_c_is_130(bpftrace) -
     while "tracing" not in line and p.poll() is None:
         line = p.stderr.readline()
     p.send_signal(signal.SIGINT)
-    _out, stderr = p.communicate(timeout=30)
+    _out, stderr = p.communicate(timeout=90)
     assert p.returncode == 130, stderr
