@@ -31,4 +31,5 @@ python3 -m venv .venv
 
 .venv/bin/ruff check aorta_tui tests benchmarks
 .venv/bin/lint-imports
-.venv/bin/pytest -q "$@"
+# The slowest tests, printed so that the suite's time (CI allows 30 min) can be watched.
+.venv/bin/pytest -q --durations=25 "$@"
