@@ -66,7 +66,8 @@ async def test_matrix_follows_a_detached_sweep_and_reattaches_after_the_tui_quit
         # The trial detail shows the engine's verdict, exit status and the log tail.
         grid.focus()
         grid.cursor_coordinate = (row, 1)
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: f"{fail_cell}/trial-000" in str(screen.query_one("#trial-detail").render()),
+                       what="the trial's detail")
         detail = str(screen.query_one("#trial-detail").render())
         assert f"{fail_cell}/trial-000" in detail
         assert "exit 3" in detail
@@ -89,8 +90,8 @@ async def test_cancel_then_resume_from_the_matrix(tmp_path, sleep_per_trial) -> 
         await wait_for(pilot, lambda: lock_holder(run_dir) is None, what="the orchestrator to exit")
         done_at_cancel = screen.state.done
         assert done_at_cancel < 6
-        await pilot.pause(0.4)
-        assert "interrupted (exit code 130)" in str(screen.query_one("#matrix-summary").render())
+        await wait_for(pilot, lambda: "interrupted (exit code 130)" in str(screen.query_one("#matrix-summary").render()),
+                       what="the summary to say interrupted")
         await pilot.press("R")
         await wait_for(pilot, lambda: screen.state.status == "completed", timeout=60, what="the resumed run")
         assert screen.state.resumed
