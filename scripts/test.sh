@@ -30,6 +30,6 @@ python3 -m venv .venv
   || echo "note: CUPTI header wheels not installed; the collector compile test will skip" >&2
 
 .venv/bin/ruff check aorta_tui tests benchmarks
-.venv/bin/lint-imports
+.venv/bin/lint-imports --no-cache  # a stale cache once hid a broken layer
 # The slowest tests, printed so that the suite's time (CI allows 30 min) can be watched.
 .venv/bin/pytest -q --durations=25 "$@"

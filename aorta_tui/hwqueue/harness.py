@@ -30,7 +30,6 @@ Everything is computed afterwards from the recorded timestamps by
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -573,12 +572,10 @@ def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None,
     """
     if not cfg.ebpf_trace:
         return None, "not requested (--ebpf-trace)"
-    try:
-        mod = importlib.import_module("aorta_tui.trace.session")
-        session_cls = mod.TraceSession
-    except (ImportError, AttributeError) as exc:
-        return None, f"aorta_tui.trace.session.TraceSession is not available: {exc}"
-    return session_cls(probes=["cuda"], pid=os.getpid(), mode="events", on_event=on_event,
+    # Imported here, not at the top: the trace engine is only needed when a trace is asked for.
+    from aorta_tui.trace.session import TraceSession
+
+    return TraceSession(probes=["cuda"], pid=os.getpid(), mode="events", on_event=on_event,
                        run_id=cfg.run_id, device_side=device_side), None
 
 

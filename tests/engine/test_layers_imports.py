@@ -31,3 +31,17 @@ def test_core_imports_only_the_two_listed_modules_above_it(graph) -> None:
     # docs/architecture.md: removing one is progress, adding one needs a reason there
     assert up == [("aorta_tui.core.recipe.validate", "aorta_tui.trace.probes"),
                   ("aorta_tui.core.sweep", "aorta_tui.executor")]
+
+
+def test_every_source_directory_is_a_regular_package_so_the_contract_sees_it(graph) -> None:
+    # grimp (hence import-linter) skips a directory without __init__.py: trace/device/ was one,
+    # and its import from hwqueue broke the layers unseen.
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "aorta_tui"
+    sources = {p.parent for p in root.rglob("*.py") if "__pycache__" not in p.parts}
+    missing = sorted(str(d.relative_to(root.parent)) for d in sources if not (d / "__init__.py").exists())
+    assert missing == []
+    for path in root.rglob("*.py"):
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__")
+        assert module in graph.modules, f"{module} is not in the import graph"
