@@ -10,11 +10,14 @@ process is started.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from aorta_tui.cli.common import cli_command
+
+if TYPE_CHECKING:
+    from aorta_tui.core.trial_contract import TrialResult
 
 
 @cli_command
@@ -77,7 +80,7 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
     bus.add(pick_sink(json_mode))
     outcome = run_until_done(sweep, bus)
     if not json_mode:
-        _print_failures(outcome.run_dir, outcome.cells)
+        _print_failures(outcome.records, outcome.cells)
     return outcome.exit_code
 
 
@@ -124,18 +127,15 @@ def _require_torch_distributed(workload: str) -> None:
         )
 
 
-def _print_failures(run_dir: Path, cells: list[dict[str, Any]]) -> None:
-    """The workload's own failure messages, which the sweep summary only counts."""
-    import json
-
-    for path in sorted(run_dir.glob("trials/*/trial-*/result.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        wres = record.get("workload_result") or {}
-        for f in (wres.get("failures") or [])[:5]:
-            print(f"{record.get('trial_id')}: {f.get('code')}: {f.get('message')}")
+def _print_failures(records: list[TrialResult], cells: list[dict[str, Any]]) -> None:
+    """The workload's own failure messages, which the sweep summary only counts: from the
+    records the sweep just aggregated (each counted trial once, by id; no result file read)."""
+    for record in records:
+        wres = record.workload_result or {}
+        failures = wres.get("failures")
+        for f in (failures if isinstance(failures, list) else [])[:5]:
+            if isinstance(f, dict):
+                print(f"{record.trial_id}: {f.get('code')}: {f.get('message')}")
     for c in cells:
         for f in c.get("cross_trial_failures") or []:
             print(f"{c.get('cell')}: {f.get('code')}: {f.get('message')}")

@@ -9,7 +9,14 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from aorta_tui.core.events import Event
+from aorta_tui.core.events import (
+    Event,
+    RunFinished,
+    RunStarted,
+    RunWarning,
+    TrialFinished,
+    TrialStarted,
+)
 
 
 class JsonSink:
@@ -41,44 +48,45 @@ class PlainSink:
         self._out.flush()
 
     def emit(self, event: Event) -> None:
-        k = event.kind
-        e: Any = event
-        if k == "run_started":
+        e = event
+        if isinstance(e, RunStarted):
             self._total, self._done, self._ran = e.total, e.already_done, 0
             self._t0 = time.monotonic()
             verb = "resuming" if e.resumed else "starting"
             self._p(f"{verb} run {e.run_dir}: {e.total} trials over {len(e.cells)} cells"
                     + (f" ({e.already_done} already done)" if e.already_done else ""))
-        elif k == "trial_finished":
+        elif isinstance(e, TrialFinished):
             self._done += 1
             self._ran += 1
             why = f" ({', '.join(e.detectors)})" if e.detectors else ""
             took = f" in {e.wall_s:.2f}s" if e.wall_s is not None else ""
             self._p(f"[{self._done}/{self._total}] {e.trial_id}: {e.verdict}{why}{took}"
-                    f"{trial_notes(e.trial_dir)}"
+                    f"{trial_notes(e.trial_dir, e.result.to_dict() if e.result else None)}"
                     f"{eta_text(self._t0, self._ran, self._total - self._done)}")
-        elif k == "warning":
+        elif isinstance(e, RunWarning):
             self._p(f"warning: {e.message}")
-        elif k == "run_finished":
+        elif isinstance(e, RunFinished):
             self._p(summary_text(e))
 
     def close(self) -> None:
         return None
 
 
-def trial_notes(trial_dir: str) -> str:
-    """What a finished trial's line adds from its ``result.json``, read once: its largest
-    timeline phases `` (torch_imported 1.18 s, exited 650 ms, ...)`` and, for a Slurm job,
+def trial_notes(trial_dir: str, data: dict[str, Any] | None = None) -> str:
+    """What a finished trial's line adds from its ``result.json`` (``data``: the result the
+    event carries; else the file, read once): its largest timeline phases
+    `` (torch_imported 1.18 s, exited 650 ms, ...)`` and, for a Slurm job,
     `` [job 12_3 on node07, GPU 0, COMPLETED, queued 0.7 s]``; empty when it has neither."""
-    if not trial_dir:
-        return ""
     from aorta_tui.core.timeline import summary
     from aorta_tui.executor.report import placement_text
 
-    try:
-        data = json.loads((Path(trial_dir) / "result.json").read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return ""
+    if data is None:
+        if not trial_dir:
+            return ""
+        try:
+            data = json.loads((Path(trial_dir) / "result.json").read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return ""
     if not isinstance(data, dict):
         return ""
     text = summary(data.get("timeline"), top=3)
@@ -151,15 +159,14 @@ class RichSink:
         self.counts = {"pass": 0, "fail": 0, "error": 0}
 
     def emit(self, event: Event) -> None:
-        e: Any = event
-        k = event.kind
-        if k == "run_started":
+        e = event
+        if isinstance(e, RunStarted):
             self.progress.start()
             self.console.print(f"run dir: [cyan]{e.run_dir}[/]")
             self.task = self.progress.add_task("sweep", total=e.total, completed=e.already_done, status="")
-        elif k == "trial_started" and self.task is not None:
+        elif isinstance(e, TrialStarted) and self.task is not None:
             self.progress.update(self.task, description=e.trial_id)
-        elif k == "trial_finished" and self.task is not None:
+        elif isinstance(e, TrialFinished) and self.task is not None:
             self.counts[e.verdict] = self.counts.get(e.verdict, 0) + 1
             colour = {"pass": "green", "fail": "red", "error": "yellow"}.get(e.verdict, "white")
             if e.verdict != "pass":
@@ -168,9 +175,9 @@ class RichSink:
             c = self.counts
             self.progress.update(self.task, advance=1,
                                  status=f"[green]{c['pass']}✓[/] [red]{c['fail']}✗[/] [yellow]{c['error']}![/]")
-        elif k == "warning":
+        elif isinstance(e, RunWarning):
             self.progress.console.print(f"[yellow]warning:[/] {e.message}")
-        elif k == "run_finished":
+        elif isinstance(e, RunFinished):
             self.progress.stop()
             self._table(e)
 

@@ -214,7 +214,7 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
         if phases is not None:
             phases.report_if_changed()
         for warning in session.warnings:
-            out.emit(trace_stream.Warning(trace_stream.RUN_ID, message=warning, code="trace"))
+            out.emit(trace_stream.RunWarning(trace_stream.RUN_ID, message=warning, code="trace"))
         if not result["probe_sets"] and not interrupted:
             raise EnvironmentProblem("nothing was traced")
         trace_stream.finished(out, result, interrupted=interrupted, exit_code=130 if interrupted else status)

@@ -3,7 +3,7 @@
 The stream is what every long command's ``--json`` is (docs/architecture.md): a ``RunStarted``
 line first, then ``HistogramSnapshot``s as each interval ends, a ``Measurement`` named
 ``attached`` once the probes are in, ``phase`` measurements when the traced workload announces
-its phases, ``Warning``s (``code`` ``target_exited`` when the target ended, ``error`` when the
+its phases, ``RunWarning``s (``code`` ``target_exited`` when the target ended, ``error`` when the
 trace failed), and a ``RunFinished`` last whose ``summary["result"]`` is the result document
 (``--json``'s). Every line is an event ``event_from_dict`` accepts.
 
@@ -34,7 +34,7 @@ from aorta_tui.core.events import (
     Measurement,
     RunFinished,
     RunStarted,
-    Warning,
+    RunWarning,
 )
 
 RUN_ID = "trace"
@@ -87,7 +87,7 @@ def failed(out: StreamWriter, exc: BaseException) -> None:
     render = getattr(exc, "render", None)
     message = render() if callable(render) else f"{type(exc).__name__}: {exc}"
     code = int(getattr(exc, "exit_code", 1))
-    out.emit(Warning(RUN_ID, message=message, code="error"))
+    out.emit(RunWarning(RUN_ID, message=message, code="error"))
     out.emit(RunFinished(RUN_ID, status="failed", exit_code=code, summary={"error": message}))
 
 
@@ -170,7 +170,7 @@ class PhaseReporter:
         if callable(setter):
             setter(self.breaks.keep)
             return
-        self.out.emit(Warning(RUN_ID, code="trace", message=(
+        self.out.emit(RunWarning(RUN_ID, code="trace", message=(
             "this trace engine cannot leave pauses between a workload's phases out of its "
             "intervals: they are included")))
 
@@ -196,9 +196,9 @@ def wait_streaming(session: Any, out: StreamWriter, *, pid: int | None, duration
             return False
         if session.wait_target(timeout=left):
             if pid is not None:
-                out.emit(Warning(RUN_ID, message=f"process {pid} exited", code="target_exited"))
+                out.emit(RunWarning(RUN_ID, message=f"process {pid} exited", code="target_exited"))
             else:
-                out.emit(Warning(RUN_ID, message=f"the traced command exited with {session.child_returncode}",
+                out.emit(RunWarning(RUN_ID, message=f"the traced command exited with {session.child_returncode}",
                                  code="target_exited"))
             return True
         if phases is not None:
@@ -247,7 +247,7 @@ def read_recording(path: str) -> list[Event]:
             raise UsageError(f"{where}: histogram_snapshot {clip_for_message(event.probe_set)} has "
                              "malformed fields (buckets must be [low, high, count] numbers, count an "
                              "integer, percentiles numbers or null)", hint=RECORDING_HINT)
-        if isinstance(event, (HistogramSnapshot, Measurement, Warning)):
+        if isinstance(event, (HistogramSnapshot, Measurement, RunWarning)):
             events.append(event)
     if not any(isinstance(e, HistogramSnapshot) for e in events):
         raise UsageError(f"{path}: the recording holds no histogram_snapshot line", hint=RECORDING_HINT)
@@ -295,7 +295,7 @@ def replay(path: str, out: StreamWriter) -> None:
         out.emit(event)
         if out.gone.is_set():
             raise KeyboardInterrupt
-    out.emit(Warning(RUN_ID, code="target_exited",
+    out.emit(RunWarning(RUN_ID, code="target_exited",
                      message=f"the recording ends here ({len(events)} events replayed)"))
 
 

@@ -10,6 +10,9 @@ count, and a noise marker (``few samples``, ``bimodal`` or ``dispersed``; define
 ``core/stats.py`` and ``docs/run-directory.md``), because a mean of 30 µs steps among 16 ms
 stalls describes neither.
 
+Each trial is its ``result.json``, typed: :class:`~aorta_tui.core.trial_contract.TrialResult`
+(one shape of a trial for the sweep, the aggregate, the report and the front ends).
+
 Confound, in both directions: with ``t = confound.threshold`` (a ratio; below 1 it is read as
 its inverse), a cell is flagged ``speed (+N%)`` when its mean step time over the baseline's
 exceeds ``t``, and ``speed (-N%)`` when it is below ``1/t`` (``x3.2`` / ``x1/260`` beyond a
@@ -27,21 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aorta_tui.core import stats
-
-
-@dataclass
-class TrialRecord:
-    """What the aggregate needs of one finished trial (read from its result.json)."""
-
-    trial_id: str
-    cell: str
-    trial: int
-    verdict: str
-    detectors: list[str]
-    wall_s: float | None  # None: the result file did not record it
-    step_times_s: list[float] | None
-    step_time_source: str
-    workload_result: dict[str, Any] | None = None
+from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import require_object, require_type
+from aorta_tui.core.trial_contract import TrialResult
 
 
 @dataclass
@@ -79,14 +70,50 @@ class CellStats:
             "cross_trial_failures": self.cross_trial_failures,
         }
 
+    @classmethod
+    def from_dict(cls, data: Any, *, cell: str = "", where: str = "cell_aggregated") -> CellStats:
+        """The inverse of :meth:`to_dict` (a journal's ``cell_aggregated`` stats). A key that is
+        absent takes its empty value (a line written with fewer figures still reads); one of the
+        wrong type is a located UsageError."""
+        d = require_object(data, where=where, what="cell statistics")
 
-def _trial_mean(rec: TrialRecord) -> float | None:
+        def get(name: str, expected: str, default: Any, nullable: bool = False) -> Any:
+            if name not in d:
+                return default
+            return require_type(d[name], expected, where=where, field=name, what="cell statistics",
+                                nullable=nullable)
+
+        top = []
+        for i, item in enumerate(get("top_detectors", "array", [])):
+            entry = require_object(item, where=where, field=f"top_detectors[{i}]", what="cell statistics")
+            try:
+                top.append((str(entry["id"]), int(entry["count"])))
+            except (KeyError, TypeError, ValueError):
+                raise UsageError(f"{where}: top_detectors[{i}]: expected {{id, count}}, found {entry!r:.60}",
+                                 hint="this journal line is damaged or was not written by aorta-tui") from None
+        return cls(
+            cell=get("cell", "string", cell),
+            trials=get("trials", "integer", 0), passed=get("passed", "integer", 0),
+            failed=get("failed", "integer", 0), errored=get("errored", "integer", 0),
+            failure_rate=get("failure_rate", "number", None, nullable=True),
+            error_rate=get("error_rate", "number", None, nullable=True),
+            step_time=dict(get("step_time_s", "object", {})),
+            step_count=get("step_count", "integer", 0),
+            step_time_source=get("step_time_source", "string", "none"),
+            top_detectors=top,
+            noise=dict(get("noise", "object", {})),
+            confound=dict(get("confound", "object", {})),
+            cross_trial_failures=list(get("cross_trial_failures", "array", [])),
+        )
+
+
+def _trial_mean(rec: TrialResult) -> float | None:
     if rec.step_times_s:
         return sum(rec.step_times_s) / len(rec.step_times_s)
     return None
 
 
-def cell_stats(cell: str, records: list[TrialRecord]) -> CellStats:
+def cell_stats(cell: str, records: list[TrialResult]) -> CellStats:
     n = len(records)
     verdicts = Counter(r.verdict for r in records)
     timed = [r for r in records if r.verdict != "error"]  # a timeout's wall time is not a speed
@@ -125,7 +152,7 @@ def band(threshold: float) -> tuple[float, float]:
 
 
 def confound_check(
-    cell: list[TrialRecord], baseline: list[TrialRecord], threshold: float
+    cell: list[TrialResult], baseline: list[TrialResult], threshold: float
 ) -> dict[str, Any]:
     """Compare mean step times of a cell and the baseline, both ways; see the module docstring."""
     c = [m for r in cell if r.verdict != "error" and (m := _trial_mean(r)) is not None]
@@ -174,13 +201,13 @@ def _var(xs: list[float]) -> float:
 
 
 def aggregate(
-    records: list[TrialRecord],
+    records: list[TrialResult],
     cell_order: list[str],
     *,
     baseline_cell: str | None,
     threshold: float,
 ) -> list[CellStats]:
-    by_cell: dict[str, list[TrialRecord]] = {name: [] for name in cell_order}
+    by_cell: dict[str, list[TrialResult]] = {name: [] for name in cell_order}
     for r in records:
         by_cell.setdefault(r.cell, []).append(r)
     for rs in by_cell.values():

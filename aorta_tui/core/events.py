@@ -17,7 +17,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+# Evaluated at run time: rundir.parse_journal_line reads the fields' type hints.
+from aorta_tui.core.aggregate import CellStats
+from aorta_tui.core.trial_contract import TrialResult
+
 EVENT_SCHEMA_VERSION = 1
+# A field with this metadata is carried in memory only, never written to a journal or --json
+# line (TrialFinished.result: the whole result is the trial's result.json already).
+LOCAL = {"wire": False}
+
+
+def _on_wire(f: dataclasses.Field[Any]) -> bool:
+    return f.metadata.get("wire", True)
 
 
 @dataclass(frozen=True)
@@ -29,7 +40,8 @@ class Event:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event": self.kind}
         for f in dataclasses.fields(self):
-            out[f.name] = getattr(self, f.name)
+            if _on_wire(f):
+                out[f.name] = getattr(self, f.name)
         return out
 
 
@@ -59,7 +71,12 @@ class TrialStarted(Event):
 
 @dataclass(frozen=True)
 class TrialFinished(Event):
-    """A trial ended. ``verdict`` is pass, fail or error; ``detectors`` name what fired."""
+    """A trial ended. ``verdict`` is pass, fail or error; ``detectors`` name what fired.
+
+    ``result`` is the trial's typed ``result.json`` when the event comes from the sweep that
+    just wrote it (a sink needs no second read of the file); it is not part of the line, so an
+    event read back from a journal has ``None`` there, and the line is what it always was.
+    """
 
     kind: ClassVar[str] = "trial_finished"
     trial_id: str
@@ -73,13 +90,44 @@ class TrialFinished(Event):
     reason: str = ""
     trial_dir: str = ""
     mean_step_s: float | None = None
+    result: TrialResult | None = field(default=None, compare=False, repr=False, metadata=LOCAL)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.result, TrialResult):  # a foreign line's "result" key, say
+            object.__setattr__(self, "result", None)
+
+    @classmethod
+    def of(cls, run_id: str, result: TrialResult, *, trial_dir: str, exit_code: int | None,
+           signal: int | None, wall_s: float | None) -> TrialFinished:
+        """The event of a trial whose result was just written, every field taken from it."""
+        return cls(run_id, trial_id=result.trial_id, cell=result.cell, trial=result.trial,
+                   verdict=result.verdict, exit_code=exit_code, signal=signal, wall_s=wall_s,
+                   detectors=result.detectors, reason=result.reason, trial_dir=trial_dir,
+                   mean_step_s=result.mean_step_s, result=result)
 
 
 @dataclass(frozen=True)
 class CellAggregated(Event):
+    """A cell's figures once its trials are done; on the wire ``stats`` is ``CellStats.to_dict``."""
+
     kind: ClassVar[str] = "cell_aggregated"
     cell: str
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: CellStats = field(default_factory=lambda: CellStats.from_dict({}))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stats, CellStats):
+            return
+        from aorta_tui.core.errors import UsageError
+
+        try:  # a journal line (or a caller) gives the dict form
+            object.__setattr__(self, "stats", CellStats.from_dict(self.stats, cell=self.cell))
+        except UsageError as exc:  # TypeError: what a journal reader reports as a bad line
+            raise TypeError(exc.message) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["stats"] = self.stats.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -93,7 +141,10 @@ class Progress(Event):
 
 
 @dataclass(frozen=True)
-class Warning(Event):  # noqa: A001 - the event's name in the stream
+class RunWarning(Event):
+    """Something the user should know that does not stop the run. Named ``warning`` in the
+    stream (journals and ``--json`` lines), as it always was."""
+
     kind: ClassVar[str] = "warning"
     message: str
     code: str = ""
@@ -167,7 +218,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TrialFinished,
         CellAggregated,
         Progress,
-        Warning,
+        RunWarning,
         Measurement,
         HistogramSnapshot,
         ResultWritten,
@@ -182,7 +233,7 @@ def event_from_dict(data: dict[str, Any]) -> Event:
     cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
     if cls is None:
         raise ValueError(f"unknown event type {kind!r}")
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls) if _on_wire(f)}
     return cls(**{k: v for k, v in data.items() if k in names})
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 from aorta_tui import __version__
 from aorta_tui.core import stats
-from aorta_tui.core.aggregate import CellStats, TrialRecord, band
+from aorta_tui.core.aggregate import CellStats, band
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.plan import Plan
 from aorta_tui.core.secrets import mask_env
+from aorta_tui.core.trial_contract import TrialResult
 
 MATRIX_SCHEMA_VERSION = 1
 
@@ -23,7 +24,7 @@ def write_reports(
     recipe: Any,
     plan: Plan,
     cells: list[CellStats],
-    records: list[TrialRecord],
+    records: list[TrialResult],
     *,
     status: str,
     hint: str = "",
@@ -77,16 +78,15 @@ def write_reports(
     return out
 
 
-def cell_timeline(run_dir: Path, records: list[TrialRecord]) -> dict[str, Any]:
-    """The median of each timeline phase over a cell's finished trials (core/timeline.py)."""
-    from aorta_tui.core import rundir
+def cell_timeline(run_dir: Path, records: list[TrialResult]) -> dict[str, Any]:
+    """The median of each timeline phase over a cell's finished trials (core/timeline.py):
+    the records carry their timelines, so no result file is read again."""
     from aorta_tui.core.timeline import cell_medians
 
-    return cell_medians((rundir.read_trial_result(run_dir, r.trial_id) or {}).get("timeline")
-                        for r in records)
+    return cell_medians(r.timeline for r in records)
 
 
-def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialRecord],
+def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialResult],
                    schema_hash: Callable[[dict[str, Any]], str | None]) -> tuple[dict[str, Any], list[str]]:
     """Each environment's snapshot files with their hashes, and a warning where they differ."""
     from aorta_tui.core import snapshots
@@ -118,7 +118,7 @@ def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialRecord],
     return index, warnings
 
 
-def device_summary(run_dir: Path, records: list[TrialRecord]) -> dict[str, Any]:
+def device_summary(run_dir: Path, records: list[TrialResult]) -> dict[str, Any]:
     """On which device the trials ran: what each workload reported (``workload_result.device``),
     and the GPUs of the run's host snapshot (``env/host_env.json``), which is all an opaque
     command leaves to go by."""

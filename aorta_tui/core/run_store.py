@@ -27,7 +27,8 @@ from typing import Any
 from aorta_tui.core import rundir
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError
-from aorta_tui.core.events import Event
+from aorta_tui.core.events import Event, RunStarted
+from aorta_tui.core.trial_contract import TrialResult
 
 Accept = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
 
@@ -127,7 +128,7 @@ class RunStore:
 
     def sessions(self) -> int:
         """How many sessions (``run_started`` lines) the journal holds."""
-        return sum(1 for e in self.events() if e.kind == "run_started")
+        return sum(1 for e in self.events() if isinstance(e, RunStarted))
 
     # -- the resume set --------------------------------------------------------------------
 
@@ -141,9 +142,13 @@ class RunStore:
 
     # -- results ---------------------------------------------------------------------------
 
-    def write_result(self, trial_id: str, record: dict[str, Any]) -> Path:
-        """The trial's result file, atomically (a reader sees the old file or the whole new one)."""
-        return atomic_write_json(self.result_path(trial_id), record)
+    def write_result(self, trial_id: str, record: TrialResult | dict[str, Any]) -> Path:
+        """The trial's result file, atomically (a reader sees the old file or the whole new one).
+
+        A sweep's is a typed :class:`TrialResult`; another layout's (a policy trial's
+        ``outcome.json``) its own dict."""
+        data = record.to_dict() if isinstance(record, TrialResult) else record
+        return atomic_write_json(self.result_path(trial_id), data)
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
         """The trial's whole result, or ``None`` (missing, damaged, another trial's, not final).

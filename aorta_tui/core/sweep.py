@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core import rundir
-from aorta_tui.core.aggregate import TrialRecord, aggregate
+from aorta_tui.core.aggregate import aggregate
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
@@ -32,15 +32,22 @@ from aorta_tui.core.events import (
     ResultWritten,
     RunFinished,
     RunStarted,
+    RunWarning,
     TrialFinished,
     TrialStarted,
-    Warning,
 )
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
 from aorta_tui.core.run_store import RunStore
 from aorta_tui.core.services import NO_SERVICES, SweepServices
 from aorta_tui.core.supervisor import CancelEvent
+from aorta_tui.core.trial_contract import (
+    TRIAL_SPEC_FILE,
+    TrialResult,
+    WorkerSpec,
+    workload_rank_files,
+    workload_result_filename,
+)
 
 
 @dataclass
@@ -65,6 +72,7 @@ class SweepOutcome:
     status: str  # completed, interrupted
     cells: list[dict[str, Any]] = field(default_factory=list)
     failing_trials: list[str] = field(default_factory=list)
+    records: list[TrialResult] = field(default_factory=list)  # every trial that counts, by id
 
 
 class Sweep:
@@ -83,6 +91,9 @@ class Sweep:
         self._journal: rundir.Journal | None = None
         self._store: RunStore  # the run directory, opened under its lock by run()
         self._captures: list[Any] = []  # snapshot captures of this session (trial timelines)
+        # The result of every trial that counts: read once at a resume, then each one written
+        # in this session; the aggregate and the report take these (no second read of the files).
+        self._records: dict[str, TrialResult] = {}
         self._warm: Any = None  # trial_isolation: warm: the session's zygotes (core/warm.py)
         from aorta_tui.executor import executor_for
 
@@ -229,9 +240,9 @@ class Sweep:
             ))
             journal.check()
             for note in self._resume_notes:
-                self.bus.emit(Warning(run_id, message=f"resume: {note}", code="orphan"))
+                self.bus.emit(RunWarning(run_id, message=f"resume: {note}", code="orphan"))
             for damage in self._journal_damage:
-                self.bus.emit(Warning(run_id, message=f"resume: {damage.describe(journal.path)}",
+                self.bus.emit(RunWarning(run_id, message=f"resume: {damage.describe(journal.path)}",
                                       code="journal_damaged"))
             if self.options.snapshots:
                 from aorta_tui.core.snapshots import start_captures
@@ -247,7 +258,7 @@ class Sweep:
                 from aorta_tui.core.snapshots import finish_captures
 
                 for w in finish_captures(captures):
-                    self.bus.emit(Warning(run_id, message=w, code="snapshot"))
+                    self.bus.emit(RunWarning(run_id, message=w, code="snapshot"))
             outcome = self._finish(run_dir, run_id, status)
             journal.check()
             return outcome
@@ -311,6 +322,7 @@ class Sweep:
         for tid in sorted(self._trial_ids - set(state.completed) - adopted):
             self._store.retire_trial(tid)
         session = self._store.sessions() + 1
+        self._records = {r.trial_id: r for r in load_trial_records(run_dir, self._trial_ids)}
         return session, set(state.completed)
 
     def _end_orphans(self, run_dir: Path, interrupted: set[str]) -> None:
@@ -319,8 +331,8 @@ class Sweep:
 
         started: dict[str, Any] = {}
         for ev in rundir.iter_journal(run_dir / rundir.JOURNAL):
-            if ev.kind == "trial_started" and ev.trial_id in interrupted and ev.pid:  # type: ignore[attr-defined]
-                started[ev.trial_id] = ev  # type: ignore[attr-defined]
+            if isinstance(ev, TrialStarted) and ev.trial_id in interrupted and ev.pid:
+                started[ev.trial_id] = ev
         notes = [(tid, end_orphaned_trial(ev.pid, ev.ts)) for tid, ev in started.items()]
         # A process that already ended (the usual case: a clean stop ended it) is no news: the
         # trial simply runs again. Only a process found alive (ended now) or left alone warns.
@@ -350,7 +362,7 @@ class Sweep:
     def _run_trials_with(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int,
                          kernel_log: Any) -> str:
         if kernel_log.unavailable:
-            self.bus.emit(Warning(run_id, message=f"tier-3 kernel log detector off: {kernel_log.unavailable}",
+            self.bus.emit(RunWarning(run_id, message=f"tier-3 kernel log detector off: {kernel_log.unavailable}",
                                   code="tier3_unavailable"))
         stop = self.recipe.stop_after
         counted: dict[str, int] = {}
@@ -394,7 +406,7 @@ class Sweep:
         if r.mode == "triage" and r.trial_isolation == "in_process":
             from aorta_tui.core.inprocess import run_in_process
 
-            wspec = json.loads((trial_dir / "trial_spec.json").read_text())
+            wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
             on_start(os.getpid())
             outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
                                      trial_dir)
@@ -430,7 +442,6 @@ class Sweep:
         )
         result = self.executor.amend(result, outcome)  # a Slurm job state as a typed detection
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
-        detectors = [d.id for d in result.detections if d.severity in ("fail", "error")]
         record = {
             "schema_version": 1,
             "trial_id": spec.trial_id,
@@ -459,13 +470,13 @@ class Sweep:
 
             record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
         record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
-        self._store.write_result(spec.trial_id, record)
-        mean = sum(steps) / len(steps) if steps else None
-        self.bus.emit(TrialFinished(
-            run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial, verdict=result.verdict,
-            exit_code=outcome.exit_code, signal=outcome.signal, wall_s=outcome.wall_s,
-            detectors=detectors, reason=result.reason, trial_dir=str(trial_dir), mean_step_s=mean,
-        ))
+        # Through the typed result and back: what is kept in memory is exactly what the file says.
+        typed = TrialResult.from_dict(json.loads(json.dumps(record, default=str)),
+                                      where=str(self._store.result_path(spec.trial_id)))
+        self._store.write_result(spec.trial_id, typed)
+        self.bus.emit(TrialFinished.of(run_id, typed, trial_dir=str(trial_dir), exit_code=outcome.exit_code,
+                                       signal=outcome.signal, wall_s=outcome.wall_s))
+        self._records[spec.trial_id] = typed  # counts once its journal line is in (_run_trials_with)
         return result.verdict
 
     def prepare_trial(self, run_dir: Path, spec: TrialSpec) -> tuple[CellPlan, Path, dict[str, str], list[str], Any]:
@@ -478,7 +489,10 @@ class Sweep:
         trial_dir = run_dir / "trials" / spec.trial_id
         trial_dir.mkdir(parents=True, exist_ok=True)
         env = self._trial_env(cell, spec, trial_dir)
-        argv = self._trial_argv(cell, spec, trial_dir, env)
+        wspec = self._worker_spec(cell, spec, trial_dir)
+        if wspec is not None:  # what the trial worker runs, on disk before its argv names it
+            wspec.write(trial_dir / TRIAL_SPEC_FILE)
+        argv = self._trial_argv(cell, trial_dir, env)
         r = self.recipe
         hang = None
         if not {"hang", "tier2", "tier2:hang"} & set(r.disable_detectors or ()):
@@ -510,7 +524,7 @@ class Sweep:
         try:
             session.start()
         except AortaError as exc:
-            self.bus.emit(Warning(run_id, message=f"trace not attached for {trial_dir.name}: {exc.message}",
+            self.bus.emit(RunWarning(run_id, message=f"trace not attached for {trial_dir.name}: {exc.message}",
                                   code="trace"))
             yield {}
             return
@@ -556,30 +570,32 @@ class Sweep:
 
         return cell_collect(self.recipe, cell.name)
 
-    def _trial_argv(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path, env: dict[str, str]) -> list[str]:
+    def _worker_spec(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> WorkerSpec | None:
+        """What the trial worker of a workload trial runs (``trial_spec.json``); None for a probe."""
+        r = self.recipe
+        if r.mode == "probe":
+            return None
+        cls = self._workload_cls
+        return WorkerSpec(
+            workload=r.workload,
+            # what the orchestrator resolved: the worker imports it without scanning every
+            # installed distribution's entry points again (trial_worker.load_class)
+            workload_ref=f"{cls.__module__}:{cls.__qualname__}" if cls is not None else None,
+            steps=self.options.steps or cell.steps,
+            config=cell.workload_config or {},
+            seed=self.plan.seed * 1000 + spec.trial,
+            trial_dir=str(trial_dir),
+            switches=tuple(cell.switches),
+            collect={n: o for n, o in self._collect(cell).items()  # the worker's own collectors
+                     if n in ("layer_numerics", "torch_profiler")},  # (core/layer_numerics.py, torch_profiler_collect.py)
+        )
+
+    def _trial_argv(self, cell: CellPlan, trial_dir: Path, env: dict[str, str]) -> list[str]:
         r = self.recipe
         if r.mode == "probe":
             argv = list(r.command)
         else:
-            steps = self.options.steps or cell.steps
-            cls = self._workload_cls
-            wspec = {
-                "workload": r.workload,
-                # what the orchestrator resolved: the worker imports it without scanning every
-                # installed distribution's entry points again (trial_worker.load_class)
-                "workload_ref": f"{cls.__module__}:{cls.__qualname__}" if cls is not None else None,
-                "steps": steps,
-                "config": cell.workload_config or {},
-                "seed": self.plan.seed * 1000 + spec.trial,
-                "trial_dir": str(trial_dir),
-                "switches": list(cell.switches),
-            }
-            inproc = {n: o for n, o in self._collect(cell).items()  # the worker's own collectors
-                      if n in ("layer_numerics", "torch_profiler")}  # (core/layer_numerics.py, torch_profiler_collect.py)
-            if inproc:
-                wspec["collect"] = inproc
-            atomic_write_json(trial_dir / "trial_spec.json", wspec)
-            worker = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(trial_dir / "trial_spec.json")]
+            worker = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(trial_dir / TRIAL_SPEC_FILE)]
             launch = self._workload_cls.launch
             world = int((cell.workload_config or {}).get("world_size", launch.min_world_size))
             from aorta_tui.executor import torchrun_argv
@@ -647,7 +663,7 @@ class Sweep:
     def _finish(self, run_dir: Path, run_id: str, status: str) -> SweepOutcome:
         from aorta_tui.core.report import write_reports
 
-        records = load_trial_records(run_dir, self._trial_ids)
+        records = [self._records[t] for t in sorted(self._records)]
         cells = aggregate(records, [c.name for c in self.plan.cells],
                           baseline_cell=self.plan.baseline_cell,
                           threshold=float(self.recipe.confound.threshold) if self.recipe.confound else 1.15)
@@ -659,7 +675,7 @@ class Sweep:
                     for f in self._workload_cls.cross_trial_checks(results)
                 ]
         for s in cells:
-            self.bus.emit(CellAggregated(run_id, cell=s.cell, stats=s.to_dict()))
+            self.bus.emit(CellAggregated(run_id, cell=s.cell, stats=s))
         hint = self._failure_hint(records)
         paths = write_reports(run_dir, self.recipe, self.plan, cells, records, status=status, hint=hint,
                               schema_hash=self.options.services.snapshot_hash)
@@ -682,9 +698,9 @@ class Sweep:
             "matrix": str(paths.get("matrix.md", "")),
         }
         self.bus.emit(RunFinished(run_id, status=status, exit_code=code, summary=summary))
-        return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing)
+        return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing, records)
 
-    def _failure_hint(self, records: list[TrialRecord]) -> str:
+    def _failure_hint(self, records: list[TrialResult]) -> str:
         """The workload's hint for its failing trials (``Workload.failure_hint``)."""
         cls = self._workload_cls
         if cls is None:
@@ -694,7 +710,7 @@ class Sweep:
         return (pick(failing) if callable(pick) else getattr(cls, "hint", "")) or ""
 
 
-def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list[TrialRecord]:
+def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list[TrialResult]:
     """The record of every trial that counts, each once, in trial-id order.
 
     The trials that count are the plan's (``trial_ids``; without it, the run's ``plan.json``)
@@ -704,12 +720,13 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
     """
     if trial_ids is None:
         trial_ids = _planned_trial_ids(run_dir)
-    out: list[TrialRecord] = []
+    out: list[TrialResult] = []
     for tid in sorted(rundir.resume_state(run_dir, trial_ids).completed):
         d = rundir.read_trial_result(run_dir, tid)
         if d is None:
             continue
-        out.append(_trial_record(d))
+        # A field of the wrong type reads as absent, never as a crash (strict=False).
+        out.append(TrialResult.from_dict(d, where=str(run_dir / "trials" / tid / "result.json"), strict=False))
     return out
 
 
@@ -721,33 +738,14 @@ def _planned_trial_ids(run_dir: Path) -> set[str] | None:
         return None  # no readable plan: trust the journal's trial ids (they are checked)
 
 
-def _trial_record(d: dict[str, Any]) -> TrialRecord:
-    """A result file's record; a field of the wrong type reads as absent, never as a crash."""
-    detections = d.get("detections") if isinstance(d.get("detections"), list) else []
-    process = d.get("process") if isinstance(d.get("process"), dict) else {}
-    wall = process.get("wall_s")
-    steps = d.get("step_times_s")
-    if not (isinstance(steps, list) and all(isinstance(x, (int, float)) for x in steps)):
-        steps = None
-    wres = d.get("workload_result")
-    return TrialRecord(
-        trial_id=d["trial_id"], cell=d["cell"], trial=d["trial"], verdict=d["verdict"],
-        detectors=[str(x.get("id")) for x in detections
-                   if isinstance(x, dict) and x.get("severity") in ("fail", "error")],
-        wall_s=float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None,
-        step_times_s=steps, step_time_source=str(d.get("step_time_source", "none")),
-        workload_result=wres if isinstance(wres, dict) else None,
-    )
-
-
 def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
     """Rank 0's result, with every other rank's failures folded in (named by rank)."""
-    main = trial_dir / "workload_result.json"
+    main = trial_dir / workload_result_filename(0)
     try:
         result = json.loads(main.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    ranks = sorted(trial_dir.glob("workload_result.rank*.json"))
+    ranks = workload_rank_files(trial_dir)
     if ranks:
         result.setdefault("ranks", {})
         for p in ranks:

@@ -24,7 +24,6 @@ when a non-daemon thread still runs (a normal exit would wait for it), or with
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import time
@@ -39,20 +38,25 @@ _INTERPRETER_UP_NS = time.monotonic_ns()
 
 from aorta_tui.core import timeline  # noqa: E402
 from aorta_tui.core.atomic import atomic_write_json  # noqa: E402
+from aorta_tui.core.trial_contract import WorkerSpec, workload_result_filename  # noqa: E402
 from aorta_tui.core.workload import Failure, WorkloadContext, WorkloadResult, validate_config  # noqa: E402
 
 STEP_PREFIX = "aorta-step"
 
 
 def result_filename(rank: int) -> str:
-    return "workload_result.json" if rank == 0 else f"workload_result.rank{rank}.json"
+    """The workload result file of ``rank`` (named in core/trial_contract.py, which the parent reads by)."""
+    return workload_result_filename(rank)
 
 
-def load_class(spec: dict[str, Any]) -> type[Any]:
+def load_class(spec: WorkerSpec | Mapping[str, Any]) -> type[Any]:
     """The workload class: from ``workload_ref`` (``module:qualname``, resolved by the
     orchestrator) when it names a workload of that name, else through the registry's entry
     points (a scan of every installed distribution)."""
-    ref = spec.get("workload_ref")
+    if isinstance(spec, WorkerSpec):
+        name, ref = spec.workload, spec.workload_ref
+    else:  # a caller's own mapping (tests, tools): only these two keys matter here
+        name, ref = spec["workload"], spec.get("workload_ref")
     if isinstance(ref, str) and ":" in ref:
         import importlib
 
@@ -65,25 +69,31 @@ def load_class(spec: dict[str, Any]) -> type[Any]:
                 obj = getattr(obj, part)
         except (ImportError, AttributeError):
             obj = None
-        if isinstance(obj, type) and issubclass(obj, Workload) and getattr(obj, "name", None) == spec["workload"]:
+        if isinstance(obj, type) and issubclass(obj, Workload) and getattr(obj, "name", None) == name:
             return obj
     from aorta_tui.core.registry import load_workload
 
-    return load_workload(spec["workload"])
+    return load_workload(name)
 
 
-def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) -> WorkloadResult:
+def _typed(spec: WorkerSpec | Mapping[str, Any]) -> WorkerSpec:
+    """A spec as given by the in-process and warm paths (a dict) or already typed."""
+    return spec if isinstance(spec, WorkerSpec) else WorkerSpec.from_dict(dict(spec))
+
+
+def run_trial(spec: WorkerSpec | Mapping[str, Any], marks: timeline.ChildMarks | None = None) -> WorkloadResult:
     if marks is not None:  # before the workload's module loads: it may import torch at its top
         marks.install_torch_hooks()
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    spec = _typed(spec)
     cls = load_class(spec)
-    config = validate_config(cls.config_schema, spec.get("config"))
+    config = validate_config(cls.config_schema, spec.config)
     numerics = _layer_numerics(spec, rank)  # upstream's layer_numerics collector, when asked
     from aorta_tui.core.torch_profiler_collect import from_spec  # the torch_profiler collector
 
-    profiler = from_spec(spec, rank)
+    profiler = from_spec(spec.to_dict(), rank)
 
     def on_step(step: int, seconds: float) -> None:
         if numerics is not None:
@@ -97,11 +107,11 @@ def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) ->
         print(f"{STEP_PREFIX} {step} {seconds:.9f}", flush=True)
 
     ctx = WorkloadContext(
-        steps=int(spec.get("steps") or 1),
+        steps=spec.steps,
         config=config,
-        seed=int(spec.get("seed", 0)),
-        trial_dir=Path(spec["trial_dir"]),
-        switches=tuple(spec.get("switches", ())),
+        seed=spec.seed,
+        trial_dir=Path(spec.trial_dir),
+        switches=spec.switches,
         rank=rank,
         world_size=world,
         local_rank=local_rank,
@@ -145,15 +155,15 @@ def run_trial(spec: dict[str, Any], marks: timeline.ChildMarks | None = None) ->
     return result
 
 
-def _layer_numerics(spec: dict[str, Any], rank: int) -> Any:
+def _layer_numerics(spec: WorkerSpec, rank: int) -> Any:
     """The ``layer_numerics`` hooks (core/layer_numerics.py), installed before the workload
     builds its model; ``None`` when the cell does not collect it."""
-    options = (spec.get("collect") or {}).get("layer_numerics")
+    options = spec.collect.get("layer_numerics")
     if not isinstance(options, dict):
         return None
     from aorta_tui.core.layer_numerics import OUTPUT_SUBDIR, LayerNumerics
 
-    numerics = LayerNumerics(Path(spec["trial_dir"]) / OUTPUT_SUBDIR, options, rank=rank)
+    numerics = LayerNumerics(Path(spec.trial_dir) / OUTPUT_SUBDIR, options, rank=rank)
     numerics.install()
     return numerics
 
@@ -171,13 +181,17 @@ def main(argv: list[str] | None = None, *, interpreter_up_ns: int | None = None,
     if warm is not None:
         marks.info["warm"] = warm
         marks.preloaded_reason = timeline.warm_torch_reason(warm)
-    spec = json.loads(Path(argv[0]).read_text())
+    from aorta_tui.core.errors import AortaError
+
+    try:  # a damaged spec: a located message and exit 2, no traceback (and no trial dir to write)
+        spec = WorkerSpec.from_json(argv[0])
+    except AortaError as exc:
+        print(f"aorta-tui worker: {exc.render()}", file=sys.stderr, flush=True)
+        return int(exc.exit_code)
     started = time.time()
     try:
         result = run_trial(spec, marks)
     except Exception as exc:  # config or import errors: still leave a result behind
-        from aorta_tui.core.errors import AortaError
-
         msg = exc.render() if isinstance(exc, AortaError) else f"{type(exc).__name__}: {exc}"
         print(f"aorta-tui worker: {msg}", file=sys.stderr, flush=True)
         result = WorkloadResult(failures=[Failure("setup_error", msg)])
@@ -186,7 +200,7 @@ def main(argv: list[str] | None = None, *, interpreter_up_ns: int | None = None,
     out["worker_wall_s"] = time.time() - started
     marks.mark("result_write")
     out["timeline"] = marks.finish()
-    atomic_write_json(Path(spec["trial_dir"]) / result_filename(rank), out)
+    atomic_write_json(Path(spec.trial_dir) / result_filename(rank), out)
     if rank == 0:  # the end of the write cannot be inside the file: one line on stdout says it
         print(timeline.result_written_line(timeline.now_ns()), flush=True)
     # The result file carries the verdict (the classifier reads its failures). A non-zero exit

@@ -508,7 +508,7 @@ class SlurmExecutor:
             cancel.wait(STAT_EVERY_S)
 
     def _warn(self, message: str) -> None:
-        """A Warning event (journal first, then the front ends), each message once."""
+        """A RunWarning event (journal first, then the front ends), each message once."""
         if self._bus is None:
             if message not in self.warnings:
                 self.warnings.append(message)
@@ -516,9 +516,9 @@ class SlurmExecutor:
         if message in self._said:
             return
         self._said.add(message)
-        from aorta_tui.core.events import Warning
+        from aorta_tui.core.events import RunWarning
 
-        self._bus.emit(Warning(self._run_id, message=f"slurm: {message}", code="slurm"))
+        self._bus.emit(RunWarning(self._run_id, message=f"slurm: {message}", code="slurm"))
 
     def _place(self, job: TrialJob, state: str | None, node: str | None) -> None:
         """Where the trial runs and its job's state, for the TUI's grid (``slurm/jobs.json``):

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.events import Event, Progress, Warning
+from aorta_tui.core.events import Event, Progress, RunWarning
 from aorta_tui.core.phases import PAUSE
 from aorta_tui.core.phases import announce as announce_phase
 from aorta_tui.hwqueue.graphs import declared_kernels
@@ -274,7 +274,7 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
                 ebpf = tracer.result()
             except Exception as exc:  # a tracer failure must not lose the measurement
                 ebpf_reason = f"eBPF session failed: {type(exc).__name__}: {exc}"
-                emit(Warning(cfg.run_id, message=ebpf_reason, code="ebpf"))
+                emit(RunWarning(cfg.run_id, message=ebpf_reason, code="ebpf"))
         if detail.clock_uncertainty_ns is not None and measure is None:
             # latency then comes from kernel records on the profiler's clock; with a measure
             # pass it comes from events, so the event anchor's uncertainty stays
@@ -481,7 +481,7 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
                          "(is CUPTI / roctracer available to this torch build?)")
         return detail
     if info["implausible_timestamps_dropped"]:
-        loop.emit(Warning(cfg.run_id, code="profiler", message=(
+        loop.emit(RunWarning(cfg.run_id, code="profiler", message=(
             f"dropped {info['implausible_timestamps_dropped']} profiler kernel records that start "
             "before their own launch call (a known CUPTI clock fault); figures use the rest")))
     info["clock_offset_ns"] = offset  # profiler clock minus perf_counter_ns

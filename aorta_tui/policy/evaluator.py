@@ -61,9 +61,9 @@ from aorta_tui.core.events import (
     ResultWritten,
     RunFinished,
     RunStarted,
+    RunWarning,
     TrialFinished,
     TrialStarted,
-    Warning,
 )
 from aorta_tui.core.run_store import RunStore, StoreLayout
 from aorta_tui.core.rundir import write_failure
@@ -301,14 +301,14 @@ class PolicyEvaluator:
                                   total=len(plan), cells=names, resumed=resume is not None,
                                   already_done=len(finished)))
             if req.trials < MIN_SAMPLES:  # said up front, not discovered in the report
-                self._emit(Warning(self.run_id, code="too_few_trials", message=(
+                self._emit(RunWarning(self.run_id, code="too_few_trials", message=(
                     f"{req.trials} trial(s) per policy: the report needs {MIN_SAMPLES} for a "
                     "confidence interval, so it gives medians and calls no difference")))
             for name, note in self.skipped.items():
-                self._emit(Warning(self.run_id, message=f"policy {name}: {note}",
+                self._emit(RunWarning(self.run_id, message=f"policy {name}: {note}",
                                    code="policy_skipped"))
             for name, text in self.gpu_plans.items():
-                self._emit(Warning(self.run_id, message=f"policy {name}: GPU control plan: "
+                self._emit(RunWarning(self.run_id, message=f"policy {name}: GPU control plan: "
                                    f"{text}", code="gpu_control_plan"))
             try:
                 done = len(finished)
@@ -415,7 +415,7 @@ class PolicyEvaluator:
                                    values=dict(record["summary"]),
                                    reasons=dict(record["unavailable"])))
         elif record["status"] != "cancelled":
-            self._emit(Warning(self.run_id, code="trial_failed",
+            self._emit(RunWarning(self.run_id, code="trial_failed",
                                message=f"{trial_id}: {record['reason']}"))
 
     def _emit(self, event: Event) -> None:

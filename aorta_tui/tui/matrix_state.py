@@ -19,9 +19,9 @@ from aorta_tui.core.events import (
     ResultWritten,
     RunFinished,
     RunStarted,
+    RunWarning,
     TrialFinished,
     TrialStarted,
-    Warning,
 )
 
 PENDING, RUNNING = "pending", "running"
@@ -30,19 +30,45 @@ PLACEMENT_LIMIT = 64 << 20  # slurm/jobs.json: about 100 bytes a trial
 
 @dataclass
 class TrialView:
+    """One cell of the grid: the engine's ``TrialFinished`` (once there is one), wrapped with
+    what only a display needs (its state while pending or running, the attempt and pid of
+    ``TrialStarted``). The trial's figures are read from the engine's event, never copied."""
+
     trial_id: str
     cell: str
     trial: int
     state: str = PENDING  # pending, running, pass, fail, error
     attempt: int = 1
     pid: int | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-    wall_s: float | None = None
-    detectors: list[str] = field(default_factory=list)
-    reason: str = ""
-    trial_dir: str = ""
-    mean_step_s: float | None = None
+    finished: TrialFinished | None = None  # the last attempt's, kept while a re-run runs
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.finished.exit_code if self.finished else None
+
+    @property
+    def signal(self) -> int | None:
+        return self.finished.signal if self.finished else None
+
+    @property
+    def wall_s(self) -> float | None:
+        return self.finished.wall_s if self.finished else None
+
+    @property
+    def detectors(self) -> list[str]:
+        return list(self.finished.detectors) if self.finished else []
+
+    @property
+    def reason(self) -> str:
+        return self.finished.reason if self.finished else ""
+
+    @property
+    def trial_dir(self) -> str:
+        return self.finished.trial_dir if self.finished else ""
+
+    @property
+    def mean_step_s(self) -> float | None:
+        return self.finished.mean_step_s if self.finished else None
 
 
 @dataclass
@@ -99,15 +125,12 @@ class MatrixState:
             view.state, view.attempt, view.pid = RUNNING, event.attempt, event.pid
         elif isinstance(event, TrialFinished):
             view = self._ensure(event.cell, event.trial, event.trial_id)
-            view.state = event.verdict
-            view.exit_code, view.signal, view.wall_s = event.exit_code, event.signal, event.wall_s
-            view.detectors, view.reason = list(event.detectors), event.reason
-            view.trial_dir, view.mean_step_s = event.trial_dir, event.mean_step_s
+            view.state, view.finished = event.verdict, event
             self._pace_done += 1
             self._pace_last_ts = event.ts
         elif isinstance(event, CellAggregated):
-            self.cell_stats[event.cell] = dict(event.stats)
-        elif isinstance(event, Warning):
+            self.cell_stats[event.cell] = event.stats.to_dict()  # the figures as the grid reads them
+        elif isinstance(event, RunWarning):
             self.warnings.append(event.message)
         elif isinstance(event, ResultWritten):
             self.results.append((event.what, event.path))

@@ -6,13 +6,16 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aorta_tui.core.aggregate import TrialRecord, aggregate, confound_check
+from aorta_tui.core.aggregate import aggregate, confound_check
 from aorta_tui.core.stats import percentile
+from aorta_tui.core.trial_contract import TrialResult
 
 
-def rec(cell: str, trial: int, steps: list[float] | None, verdict: str = "pass", detectors=()) -> TrialRecord:
-    return TrialRecord(f"{cell}/trial-{trial:03d}", cell, trial, verdict, list(detectors), 1.0, steps,
-                       "workload" if steps else "none")
+def rec(cell: str, trial: int, steps: list[float] | None, verdict: str = "pass", detectors=()) -> TrialResult:
+    return TrialResult(f"{cell}/trial-{trial:03d}", cell, trial, verdict,
+                       detections=[{"id": d, "severity": "fail"} for d in detectors],
+                       process={"wall_s": 1.0}, step_times_s=steps,
+                       step_time_source="workload" if steps else "none")
 
 
 def test_counts_rates_and_detectors():

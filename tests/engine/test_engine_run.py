@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.engine_run import EngineRun, EngineRunError
-from aorta_tui.core.events import RunFinished, RunStarted, TrialStarted, Warning
+from aorta_tui.core.events import RunFinished, RunStarted, RunWarning, TrialStarted
 
 PROBE_RECIPE = """\
 schema_version: 1
@@ -115,7 +115,7 @@ def test_a_command_that_exits_before_run_started_is_a_clear_error(tmp_path: Path
 def test_garbage_lines_are_counted_not_fatal(tmp_path: Path) -> None:
     started = RunStarted("r1", source="trace", run_dir="", total=0)
     lines = [_line(started), "not json", "[1, 2]", '{"event": "no_such_event"}', "",
-             _line(Warning("r1", message="hello")), '{"event": "progress", "done": "x"}',
+             _line(RunWarning("r1", message="hello")), '{"event": "progress", "done": "x"}',
              # a policy sweep's trial id (not a sweep's): an event of its stream all the same
              _line(TrialStarted("r1", trial_id="001-baseline-t1", cell="baseline", trial=1)),
              _line(RunFinished("r1", status="completed", exit_code=0))]
@@ -143,7 +143,7 @@ _GARBAGE = st.one_of(
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.one_of(_GARBAGE, st.builds(lambda m: _line(Warning("r", message=m)), st.text(max_size=30))),
+@given(st.lists(st.one_of(_GARBAGE, st.builds(lambda m: _line(RunWarning("r", message=m)), st.text(max_size=30))),
                 max_size=12))
 def test_any_mix_of_lines_yields_exactly_the_events(tmp_path: Path, attack_tally, body: list[str]) -> None:
     data = tmp_path / "stream.jsonl"

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core import stats
-from aorta_tui.core.aggregate import TrialRecord, aggregate, confound_check
+from aorta_tui.core.aggregate import aggregate, confound_check
+from aorta_tui.core.trial_contract import TrialResult
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = Path(sys.executable).with_name("aorta-tui")
@@ -99,8 +100,9 @@ def test_the_matrix_screen_shows_p50_iqr_n_noise_and_the_threshold(quickstart: P
 
 # --- the statistics themselves ------------------------------------------------------------
 
-def rec(cell: str, trial: int, steps: list[float]) -> TrialRecord:
-    return TrialRecord(f"{cell}/trial-{trial:03d}", cell, trial, "pass", [], 1.0, steps, "workload")
+def rec(cell: str, trial: int, steps: list[float]) -> TrialResult:
+    return TrialResult(f"{cell}/trial-{trial:03d}", cell, trial, "pass", process={"wall_s": 1.0},
+                       step_times_s=steps, step_time_source="workload")
 
 
 def test_a_much_faster_cell_is_flagged_too_not_only_a_slower_one() -> None:
