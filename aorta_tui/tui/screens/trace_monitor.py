@@ -31,7 +31,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
 from aorta_tui.core.engine_run import EngineRun
-from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, RunFinished, Warning
+from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, RunFinished, RunWarning
 from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent, EngineSnapshots
 from aorta_tui.tui.machine import bpftrace_facts, last_gathered
 from aorta_tui.tui.screens.base import AortaScreen
@@ -418,7 +418,7 @@ class QueueMonitorScreen(EngineBridge, AortaScreen):
             self.notify(attached_sentence(event.values, self._target_text))
         elif isinstance(event, Measurement) and event.name == "phase":
             self._show_phase(dict(event.values))
-        elif isinstance(event, Warning):
+        elif isinstance(event, RunWarning):
             self._show_warning(event)
         elif isinstance(event, RunFinished):
             self._finished = event
@@ -438,7 +438,7 @@ class QueueMonitorScreen(EngineBridge, AortaScreen):
         if not clean and code is not None:
             self._show_exit(code)
 
-    def _show_warning(self, event: Warning) -> None:
+    def _show_warning(self, event: RunWarning) -> None:
         error = event.code == "error"
         if error:  # stays on the screen until the next trace: a toast fades
             self.set_status("error", f"The tracer failed: {event.message}", "bold red")
