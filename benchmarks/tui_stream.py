@@ -1,4 +1,4 @@
-"""TUI speed: time to first frame, and the queue monitor under a 100k events/s stream.
+"""TUI speed: time to first frame, and the trace monitor under a 100k events/s stream.
 
 Every figure is measured here, in this run, on this machine, with the real program in a real
 pseudo-terminal (the TUI draws to a pty that this script drains):
@@ -6,16 +6,16 @@ pseudo-terminal (the TUI draws to a pty that this script drains):
 1. Time to first frame: from spawning ``python -m aorta_tui`` until the home screen's first
    frame (its key line) reaches the terminal. Reference: a minimal Textual app (one Static) in the same harness.
    Target: <= 0.5 s.
-2. Streaming into the queue monitor (``--seconds`` of steady state), two ways:
+2. Streaming into the trace monitor (``--seconds`` of steady state), two ways:
    a. UI only: histogram snapshots at 10 per second describing 100k events/s (what the trace
       engine hands the screen); measures the screen's redraw rate and the process's CPU.
-   b. The whole pipeline as `s` on the queue monitor runs it: the tracer worker process
+   b. The whole pipeline as `s` on the trace monitor runs it: the tracer worker process
       (``aorta-tui trace queue --json-stream --synthetic N``) runs the trace engine's parser and statistics on 100k
       record lines/s (its `--synthetic` mode: pre-generated lines in bpftrace's output format
       instead of bpftrace itself) and streams a snapshot every 0.07 s to the TUI. The TUI
       process's CPU and the worker's CPU are reported separately.
    Targets: redraws >= 10/s, TUI process CPU <= 30% of one core.
-   Reference: the same app idle on the queue monitor for the same time.
+   Reference: the same app idle on the trace monitor for the same time.
 
     .venv/bin/python benchmarks/tui_stream.py [--seconds 5] [--repeat 3]
 """
@@ -118,7 +118,7 @@ def first_frame(repeat: int, workdir: Path) -> dict[str, float]:
     ours, ref = [], []
     for _ in range(repeat):
         run = PtyRun([sys.executable, "-m", "aorta_tui"], env, workdir)
-        ours.append(run.wait_for(b"queue monitor"))  # the home screen's key line, drawn in the first frame
+        ours.append(run.wait_for(b"trace monitor"))  # the home screen's key line, drawn in the first frame
         run.quit()
         run = PtyRun([sys.executable, "-c", MINIMAL_APP], env, workdir)
         ref.append(run.wait_for(b"minimal-first-frame"))
@@ -133,13 +133,13 @@ def stream_child(mode: str, seconds: float, result_path: Path) -> None:
     from aorta_tui.core.events import HistogramSnapshot
     from aorta_tui.tui.app import AortaApp
     from aorta_tui.tui.machine import MachineFacts
-    from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen
+    from aorta_tui.tui.screens.trace_monitor import TraceMonitorScreen
 
     stop = threading.Event()
     engine_cpu = [0.0]
     produced = [0]
 
-    def ui_only(screen: QueueMonitorScreen) -> None:
+    def ui_only(screen: TraceMonitorScreen) -> None:
         import numpy as np
 
         edges = np.geomspace(1.0, 10_000.0, 80)
@@ -171,12 +171,12 @@ def stream_child(mode: str, seconds: float, result_path: Path) -> None:
             self.set_timer(0.5, self._begin)
 
         def _begin(self) -> None:
-            self.action_goto("queue")
+            self.action_goto("trace")
             self.set_timer(0.5, self._measure)
 
         def _measure(self) -> None:
             screen = self.screen
-            assert isinstance(screen, QueueMonitorScreen)
+            assert isinstance(screen, TraceMonitorScreen)
             self._screen = screen
             self._r0 = resource.getrusage(resource.RUSAGE_SELF)
             self._t0 = time.perf_counter()
@@ -187,7 +187,7 @@ def stream_child(mode: str, seconds: float, result_path: Path) -> None:
                 self._thread = threading.Thread(target=ui_only, args=(screen,), daemon=True)
                 self._thread.start()
             elif mode == "pipeline":
-                # The queue monitor's own tracer worker, fed by the trace engine's parser and
+                # The trace monitor's own tracer worker, fed by the trace engine's parser and
                 # statistics at 100k record lines/s instead of bpftrace.
                 screen.start_worker(["--synthetic", str(EVENTS_PER_S)])
                 self._worker_cpu0 = process_cpu_s(screen.engine_run.pid)
@@ -264,7 +264,7 @@ def main() -> None:
               f"minimal Textual app {ff['minimal_textual_s']:.3f} s, "
               f"ratio {ff['aorta_tui_s'] / ff['minimal_textual_s']:.2f}x")
         idle = stream("idle", args.seconds, workdir)
-        print(f"reference, queue monitor idle: {idle['cpu_core_fraction']:.1%} of a core")
+        print(f"reference, trace monitor idle: {idle['cpu_core_fraction']:.1%} of a core")
         for mode, label in (("ui", "a. snapshots only (10/s, each describing 100k events/s), made in-process"),
                             ("pipeline", "b. the tracer worker process parsing 100k record lines/s")):
             r = stream(mode, args.seconds, workdir)

@@ -54,7 +54,7 @@ class MetricStats:
         self._label_names: dict[int, str] = {}  # the inverse, rebuilt when codes were added
         self.aggregate = False
         # (interval end ts, interval) -> mask of intervals to keep, or None for all: lets a caller
-        # leave out intervals that span a known pause (the queue monitor's workload phases)
+        # leave out intervals that span a known pause (the trace monitor's workload phases)
         self.interval_filter: Callable[[np.ndarray, np.ndarray], np.ndarray | None] | None = None
 
     # -- events mode ---------------------------------------------------------------------------

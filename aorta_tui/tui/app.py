@@ -15,7 +15,7 @@ from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
 
-SCREEN_NAMES = ("home", "recipe", "matrix", "queue", "envdiff", "policy")
+SCREEN_NAMES = ("home", "recipe", "matrix", "trace", "envdiff", "policy")
 DARK, LIGHT = "textual-dark", "textual-light"
 
 
@@ -49,7 +49,7 @@ class AortaApp(App[None]):
         "home": HomeScreen,
         "recipe": lambda: _screen("recipe_editor", "RecipeEditorScreen"),
         "matrix": lambda: _screen("matrix", "MatrixScreen"),
-        "queue": lambda: _screen("queue_monitor", "QueueMonitorScreen"),
+        "trace": lambda: _screen("trace_monitor", "TraceMonitorScreen"),
         "envdiff": lambda: _screen("env_diff", "EnvDiffScreen"),
         "policy": lambda: _screen("policy", "PolicyScreen"),
     }
@@ -57,7 +57,7 @@ class AortaApp(App[None]):
         Binding("1", "goto('home')", "Home", show=False),
         Binding("2", "goto('recipe')", "Recipe editor", show=False),
         Binding("3", "goto('matrix')", "Matrix", show=False),
-        Binding("4", "goto('queue')", "Queue monitor", show=False),
+        Binding("4", "goto('trace')", "Trace monitor", show=False),
         Binding("5", "goto('envdiff')", "Env diff", show=False),
         Binding("6", "goto('policy')", "Policy", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
@@ -154,7 +154,7 @@ class AortaApp(App[None]):
             "home": "Home: machine, runs, recipes",
             "recipe": "Recipe editor",
             "matrix": "Matrix progress of the open run",
-            "queue": "Queue monitor (eBPF latency histogram)",
+            "trace": "Trace monitor (eBPF submit -> dispatch latency histogram)",
             "envdiff": "Env diff of two snapshots",
             "policy": "Policy comparison",
         }

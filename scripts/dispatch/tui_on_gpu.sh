@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The TUI queue monitor on the GPU box, driven under tmux as a user would: screen 4, target
+# The TUI trace monitor on the GPU box, driven under tmux as a user would: screen 4, target
 # `python3 scripts/dispatch/bursts.py`, start; the screen is captured while the program runs.
 # Usage: bash scripts/dispatch/tui_on_gpu.sh OUTDIR [cols rows]
 set -u

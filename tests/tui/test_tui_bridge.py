@@ -1,5 +1,5 @@
 """The bridge (tui/bridge.py) seen through Textual's message hook: a real EngineRun's snapshots
-reach the queue monitor as EngineSnapshots messages, superseded ones are dropped on the way
+reach the trace monitor as EngineSnapshots messages, superseded ones are dropped on the way
 (can_replace), and the screen still shows the newest."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tui_support import FIXTURES, app_in, async_test, wait_for
 from aorta_tui.core.engine_run import EngineRun
 from aorta_tui.core.events import RunFinished, RunStarted, event_from_dict
 from aorta_tui.tui.bridge import EngineEnded, EngineEvent, EngineSnapshots
-from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen
+from aorta_tui.tui.screens.trace_monitor import TraceMonitorScreen
 
 SNAPSHOTS = 3000
 
@@ -37,13 +37,14 @@ async def test_superseded_snapshots_are_dropped_and_the_newest_is_shown(tmp_path
     async with app.run_test(size=(100, 30), message_hook=messages.append) as pilot:
         await pilot.press("4")
         screen = app.screen
-        assert isinstance(screen, QueueMonitorScreen)
+        assert isinstance(screen, TraceMonitorScreen)
         run = EngineRun([], argv=["cat", str(_stream(tmp_path / "stream.jsonl"))]).start()
         screen.engine_run = run
         screen.follow_engine(run)
         await app.workers.wait_for_complete()
         await wait_for(pilot, lambda: any(isinstance(m, EngineEnded) for m in messages), what="the end")
-        await pilot.pause(0.3)  # the last redraw
+        await wait_for(pilot, lambda: f"{SNAPSHOTS:,}" in str(screen.query_one("#queue-stats").render()),
+                       what="the last redraw")
         shown = str(screen.query_one("#queue-stats").render())
     snaps = _handled(messages, EngineSnapshots)
     # every snapshot was read; the handled ones are the newest of their moment, in order
@@ -67,7 +68,7 @@ async def test_a_command_that_never_starts_a_run_is_an_error_on_screen(tmp_path:
     async with app.run_test(size=(100, 30), message_hook=messages.append) as pilot:
         await pilot.press("4")
         screen = app.screen
-        assert isinstance(screen, QueueMonitorScreen)
+        assert isinstance(screen, TraceMonitorScreen)
         # a real engine command refused before it starts: a bad --lib
         run = EngineRun(["trace", "queue", "--json-stream", "--lib", "nonsense", "--", "true"]).start()
         screen.engine_run = run
@@ -90,13 +91,15 @@ async def test_a_burst_of_snapshot_messages_is_handled_once(tmp_path: Path) -> N
     async with app.run_test(size=(100, 30), message_hook=messages.append) as pilot:
         await pilot.press("4")
         screen = app.screen
-        assert isinstance(screen, QueueMonitorScreen)
+        assert isinstance(screen, TraceMonitorScreen)
         run = screen.engine_run = EngineRun([], argv=["true"])
         other = EngineRun([], argv=["true"])
         for n in range(1, 201):
             screen.post_message(EngineSnapshots(run, {"ioctl.ioctl": _count(snap, n)}, n))
         screen.post_message(EngineSnapshots(other, {"ioctl.ioctl": _count(snap, 999)}, 1))  # not ours
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "events   200\n" in str(screen.query_one("#queue-stats").render()),
+                       what="the newest snapshot drawn")
+        await pilot.pause(0.3)  # time for a wrongly handled 999 to be drawn, were it not dropped
         shown = str(screen.query_one("#queue-stats").render())
     handled = _handled(messages, EngineSnapshots)
     assert [m.arrived for m in handled if m.run is run] == [200]  # 199 superseded, never handled

@@ -66,8 +66,8 @@ async def test_c_asks_before_cancelling_and_w_lists_the_warnings(tmp_path: Path)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = app.screen
         await wait_for(pilot, lambda: screen.state is not None and len(screen.state.warnings) == 2)
-        await pilot.pause(0.3)
-        assert "2 warnings (w)" in str(screen.query_one("#matrix-summary").render())
+        await wait_for(pilot, lambda: "2 warnings (w)" in str(screen.query_one("#matrix-summary").render()),
+                       what="the warnings count in the summary")
         await pilot.press("w")
         assert isinstance(app.screen, WarningsScreen)
         shown = " ".join(str(s.render()) for s in app.screen.query(".warning-item"))
@@ -151,7 +151,7 @@ def test_the_nav_line_breaks_between_items_under_tmux(tmp_path: Path, size: tupl
         nav = [line.strip() for line in lines[start:start + 3] if line.strip() and not line.startswith("╭")]
         nav = nav[: 1 if size[0] >= 120 else 2]
         joined = "  ".join(nav)
-        for item in ("1 home", "2 recipe editor", "4 queue monitor", "5 env diff", "? help",
+        for item in ("1 home", "2 recipe editor", "4 trace monitor", "5 env diff", "? help",
                      "ctrl+p commands", "ctrl+q quit"):
             assert item in joined, (item, nav, screen)
         assert all(len(line) <= size[0] for line in nav)

@@ -103,7 +103,7 @@ def test_recipe_editor_with_an_error(ws: Path, size: str, snap_compare) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_queue_monitor(ws: Path, size: str, snap_compare) -> None:
+def test_trace_monitor(ws: Path, size: str, snap_compare) -> None:
     data = json.loads((FIXTURES / "trace" / "ioctl-snapshot.json").read_text())
 
     async def ready(pilot) -> None:  # noqa: ANN001
@@ -118,7 +118,7 @@ def test_queue_monitor(ws: Path, size: str, snap_compare) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_queue_monitor_launch_to_start(ws: Path, size: str, snap_compare) -> None:
+def test_trace_monitor_launch_to_start(ws: Path, size: str, snap_compare) -> None:
     # the last round of recorded device-metric snapshots (the lead re-records them on the H200)
     lines = (FIXTURES / "launch_to_start_snapshots.jsonl").read_text().splitlines()
     last = {}

@@ -81,7 +81,7 @@ def test_real_program_survives_a_killed_tui_reattaches_walks_every_screen_and_qu
         tmux.wait_for("second", run_dir.name)
         # tmux key names; escape leaves the editor's text area so that digits navigate again.
         for key, title in (("1", "Runs in"), ("2", "Recipe editor"), ("Escape", "Recipe editor"),
-                           ("4", "Queue monitor"), ("5", "Env diff"), ("6", "Policy comparison"),
+                           ("4", "Trace monitor"), ("5", "Env diff"), ("6", "Policy comparison"),
                            ("?", "Everywhere"), ("Escape", "Policy comparison"), ("3", run_dir.name)):
             tmux.keys("second", key)
             tmux.wait_for("second", title)

@@ -1,4 +1,4 @@
-"""Queue monitor: a real bpftrace trace through the trace engine, coalesced redraws, clean stop."""
+"""Trace monitor: a real bpftrace trace through the trace engine, coalesced redraws, clean stop."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tui_support import (
 
 from aorta_tui.core.events import HistogramSnapshot, event_from_dict
 from aorta_tui.tui.app import AortaApp
-from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen, parse_target
+from aorta_tui.tui.screens.trace_monitor import TraceMonitorScreen, parse_target
 from aorta_tui.tui.widgets.histogram import render_histogram
 
 needs_bpftrace = pytest.mark.skipif(
@@ -38,14 +38,14 @@ def _recorded_snapshot() -> HistogramSnapshot:
     return event
 
 
-async def _queue_screen(app: AortaApp, pilot) -> QueueMonitorScreen:  # noqa: ANN001
+async def _queue_screen(app: AortaApp, pilot) -> TraceMonitorScreen:  # noqa: ANN001
     await pilot.press("4")
     screen = app.screen
-    assert isinstance(screen, QueueMonitorScreen)
+    assert isinstance(screen, TraceMonitorScreen)
     return screen
 
 
-async def _trace_ioctl_load(screen: QueueMonitorScreen, pilot, seconds: int) -> None:  # noqa: ANN001
+async def _trace_ioctl_load(screen: TraceMonitorScreen, pilot, seconds: int) -> None:  # noqa: ANN001
     """Start the ioctl probe set on the load script (which runs ``seconds`` at most)."""
     screen.query_one("#probe-set", Select).value = "ioctl"
     screen.query_one("#trace-target", Input).value = f"{sys.executable} {LOAD} {seconds}"
@@ -58,8 +58,10 @@ async def test_live_histogram_from_a_real_trace_then_stop_detaches(tmp_path: Pat
     app = app_in(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _queue_screen(app, pilot)
-        await _trace_ioctl_load(screen, pilot, 30)
-        await wait_for(pilot, lambda: screen.redraws >= 2, timeout=30, what="live snapshots")
+        # Generous bounds (the load runs 120 s at most, stopped below): bpftrace's compile and
+        # attach take seconds more on a loaded machine, and unloaded this ends in ~3 s anyway.
+        await _trace_ioctl_load(screen, pilot, 120)
+        await wait_for(pilot, lambda: screen.redraws >= 2, timeout=90, what="live snapshots")
         snap = screen._latest[screen.metric]
         assert snap.probe_set == "ioctl.ioctl" and snap.count > 0
         assert "sys_enter_ioctl" in snap.measures
@@ -84,8 +86,8 @@ async def test_quitting_while_tracing_leaves_no_tracer_attached(tmp_path: Path) 
     app = app_in(tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _queue_screen(app, pilot)
-        await _trace_ioctl_load(screen, pilot, 60)
-        await wait_for(pilot, lambda: screen.redraws >= 1, timeout=30, what="the trace to start")
+        await _trace_ioctl_load(screen, pilot, 120)
+        await wait_for(pilot, lambda: screen.redraws >= 1, timeout=90, what="the trace to start")
         await wait_for(pilot, lambda: screen.attached is not None, what="the attached report")
         load_pid = screen.attached["pid"]
         worker = screen.engine_run

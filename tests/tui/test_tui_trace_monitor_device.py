@@ -1,4 +1,4 @@
-"""Queue monitor with the device-side metrics (launch_to_start, kernel_duration, queued,
+"""Trace monitor with the device-side metrics (launch_to_start, kernel_duration, queued,
 gpu_idle), driven by recorded snapshots replayed through the real trace worker process; and
 the fixes of what the live screen showed on the H200 (rows of an earlier trace, raw dicts in
 toasts, a default probe set that cannot attach, failures only in fading toasts)."""
@@ -21,8 +21,8 @@ from tui_support import FIXED_FACTS, FIXTURES, async_test, replay_in_monitor, wa
 from aorta_tui.core.events import HistogramSnapshot
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.machine import MachineFacts
-from aorta_tui.tui.screens.queue_monitor import (
-    QueueMonitorScreen,
+from aorta_tui.tui.screens.trace_monitor import (
+    TraceMonitorScreen,
     _observer_cost_text,
     attached_sentence,
     clock_text,
@@ -40,11 +40,11 @@ def _app(directory: Path, facts: MachineFacts = FIXED_FACTS) -> AortaApp:
     return AortaApp(cwd=directory, output_dir=directory / "out", machine_facts=facts)
 
 
-async def _replay(app: AortaApp, pilot, recording: Path) -> QueueMonitorScreen:  # noqa: ANN001
+async def _replay(app: AortaApp, pilot, recording: Path) -> TraceMonitorScreen:  # noqa: ANN001
     return await replay_in_monitor(app, pilot, recording)
 
 
-def _text(screen: QueueMonitorScreen, selector: str) -> str:
+def _text(screen: TraceMonitorScreen, selector: str) -> str:
     return str(screen.query_one(selector).render())
 
 

@@ -50,7 +50,7 @@ def test_the_real_program_shows_launch_to_start_from_a_recording(tmp_path: Path,
         _tmux(socket, "resize-window", "-t", "mon", "-x", str(size[0]), "-y", str(size[1]), check=False)
         _wait(socket, "Home")
         _tmux(socket, "send-keys", "-t", "mon", "4")
-        _wait(socket, "Queue monitor")
+        _wait(socket, "Trace monitor")
         _tmux(socket, "send-keys", "-t", "mon", "t")
         time.sleep(0.3)
         _tmux(socket, "send-keys", "-t", "mon", "-l", f"replay {RECORDING}")

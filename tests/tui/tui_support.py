@@ -133,16 +133,16 @@ def async_test(fn: Callable[..., object]) -> Callable[..., None]:
 
 
 async def replay_in_monitor(app: AortaApp, pilot, recording: Path):  # noqa: ANN001, ANN201
-    """Open the queue monitor and replay ``recording`` (recorded snapshots) through the real
+    """Open the trace monitor and replay ``recording`` (recorded snapshots) through the real
     trace worker process; return the screen once the recording has ended."""
     from textual.widgets import Input
 
-    from aorta_tui.tui.screens.queue_monitor import QueueMonitorScreen
+    from aorta_tui.tui.screens.trace_monitor import TraceMonitorScreen
 
-    if not isinstance(app.screen, QueueMonitorScreen):
+    if not isinstance(app.screen, TraceMonitorScreen):
         await pilot.press("4")
     screen = app.screen
-    assert isinstance(screen, QueueMonitorScreen)
+    assert isinstance(screen, TraceMonitorScreen)
     screen.query_one("#trace-target", Input).value = f"replay {recording}"
     await pilot.press("escape", "s")
     await wait_for(pilot, lambda: "exit" in screen.status and not screen.tracing, timeout=30,

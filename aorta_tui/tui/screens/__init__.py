@@ -1,1 +1,1 @@
-"""The app's screens: home, recipe editor, matrix, queue monitor, env diff, policy, help."""
+"""The app's screens: home, recipe editor, matrix, trace monitor, env diff, policy, help."""

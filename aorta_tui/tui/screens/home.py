@@ -18,7 +18,7 @@ from aorta_tui.tui.screens.base import AortaScreen
 
 LIST_EVERY_S = 3.0
 
-NAV_ITEMS = (("1", "home"), ("2", "recipe editor"), ("3", "matrix"), ("4", "queue monitor"),
+NAV_ITEMS = (("1", "home"), ("2", "recipe editor"), ("3", "matrix"), ("4", "trace monitor"),
              ("5", "env diff"), ("6", "policy"), ("?", "help"), ("ctrl+p", "commands"), ("ctrl+q", "quit"))
 NAV_TEXT = "  ".join(f"[b]{key}[/b] {label}" for key, label in NAV_ITEMS)
 

@@ -1,4 +1,4 @@
-"""Queue monitor: a live submit -> dispatch latency histogram from the trace engine.
+"""Trace monitor: a live submit -> dispatch latency histogram from the trace engine.
 
 The tracer is ``aorta-tui trace queue --json-stream`` in its own process group, run through
 ``core.engine_run.EngineRun`` (``--replay FILE`` for a recording), so parsing 100k events/s never
@@ -116,8 +116,8 @@ def clock_text(clock: dict[str, Any]) -> str:
     return f"clocks aligned ±{amount} ({detail})"
 
 
-class QueueMonitorScreen(EngineBridge, AortaScreen):
-    TITLE_TEXT = "Queue monitor"
+class TraceMonitorScreen(EngineBridge, AortaScreen):
+    TITLE_TEXT = "Trace monitor"
     DEFAULT_CSS = "#queue-status { height: auto; padding: 0 1; display: none; }"
     MAIN_WIDGET = "#queue-breakdown"
     BINDINGS = [
