@@ -92,6 +92,9 @@ def test_the_matrix_screen_shows_p50_iqr_n_noise_and_the_threshold(quickstart: P
                 figures = [grid.get_cell_at((row, col)).plain for col in range(len(headers) - 6, len(headers))]
                 assert figures[3] == "10"
                 assert figures[4] == (want["noise"]["flag"] or "—")
+                conf = want["confound"]  # matrix.md's column; its "within noise" is "in noise" here
+                assert figures[5] == (conf.get("flag") or (
+                    "in noise" if conf.get("significant") is False else "—"))
             summary = str(screen.query_one("#matrix-summary").render())
             assert "x1.15 either way" in summary
 

@@ -67,15 +67,28 @@ def cell_figures(state: MatrixState, cell: str) -> tuple[str, ...]:
         iqr = fmt_seconds(stat_value(stats, "step_time_s.iqr"))
         count = stat_value(stats, "step_count")
         noise = stat_value(stats, "noise.flag") or "—"
-        confound = stat_value(stats, "confound.flag")
         return fail, step, iqr, str(count) if isinstance(count, int) else "n/a", str(noise), \
-            str(confound) if confound else "—"
+            confound_text(stats)
     finished, failed, _errored = state.cell_counts(cell)
     fail = f"~{failed}/{finished}" if finished else "—"
     steps = sorted(v.mean_step_s for (c, _t), v in state.trials.items()
                    if c == cell and v.mean_step_s is not None and v.state != "error")
     step = f"~{fmt_seconds(core_stats.percentile(steps, 50, presorted=True))}" if steps else "—"
     return fail, step, "—", f"~{len(steps)}t" if steps else "—", "—", "—"
+
+
+# matrix.md's "within noise", short enough for the column to fit 80 columns.
+IN_NOISE = "in noise"
+
+
+def confound_text(stats: dict[str, Any]) -> str:
+    """The confound column as matrix.md has it: the flag; "in noise" for a cell outside the
+    threshold whose difference is inside 2 SE (a "—" there would read as inside the threshold,
+    as the legend says); "—" otherwise."""
+    flag = stat_value(stats, "confound.flag")
+    if flag:
+        return str(flag)
+    return IN_NOISE if stat_value(stats, "confound.significant") is False else "—"
 
 
 def confound_legend(state: MatrixState) -> str:
@@ -113,7 +126,7 @@ class MatrixGrid(DataTable):
                 text = placement_text(*where) if where else ""
                 self._set(cell, f"t{number}", f"{key}|{text}", self._verdict_text(key, text))
             for column, value in zip(STAT_COLUMNS, cell_figures(state, cell), strict=False):
-                style = "bold red" if column == "confound" and value != "—" else (
+                style = "bold red" if column == "confound" and value not in ("—", IN_NOISE) else (
                     "bold yellow" if column == "noise" and value != "—" else "")
                 self._set(cell, column, value, Text(value, style=style))
 
