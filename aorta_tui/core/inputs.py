@@ -61,6 +61,11 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _a_file(what: str) -> str:
+    # "a snapshot file", but "a policy file" (not "a policy file file")
+    return f"a {what}" if what.endswith("file") else f"a {what} file"
+
+
 def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
                      hint: str | None = None) -> bytes:
     """The bytes of the regular file ``path`` (``what`` names it in messages: "snapshot")."""
@@ -72,8 +77,8 @@ def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
     except OSError as exc:
         raise UsageError(f"{p}: cannot read the {what}: {exc.strerror or exc}", hint=hint) from None
     if not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{p} is {_kind(st.st_mode)}, not a {what} file",
-                         hint=hint or f"pass the path of a {what} file")
+        raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}",
+                         hint=hint or f"pass the path of {_a_file(what)}")
     if st.st_size > limit:
         raise UsageError(
             f"{p}: the {what} is {describe_size(st.st_size)}, over the {describe_size(limit)} limit",
@@ -87,7 +92,7 @@ def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{p} is {_kind(st.st_mode)}, not a {what} file", hint=hint)
+            raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}", hint=hint)
         data = fh.read(limit + 1)
     if len(data) > limit:  # the file grew after the stat
         raise UsageError(f"{p}: the {what} is over the {describe_size(limit)} limit", hint=hint)
