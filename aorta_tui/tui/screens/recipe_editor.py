@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import DataTable, Input, Static, TextArea
 
 from aorta_tui.core.atomic import atomic_write_text
@@ -29,6 +31,22 @@ from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.sudo import give_to_invoking_user
 
 CHECK_DELAY_S = 0.3  # validate this long after the last keystroke
+
+
+class RecipeFileChanged(Message):
+    """The open recipe's file changed on disk (posted by the editor's watch worker)."""
+
+    bubble = False  # for the editor that watches it
+
+    def __init__(self, watch_stop: threading.Event) -> None:
+        super().__init__()
+        # names the watch that saw it, so a stopped watch's late news is dropped (not ``stop``:
+        # that is Message.stop())
+        self.watch_stop = watch_stop
+
+    def can_replace(self, message: Message) -> bool:
+        # one reread of the file covers every change an undelivered message reports
+        return isinstance(message, RecipeFileChanged) and message.watch_stop is self.watch_stop
 
 NEW_RECIPE = """\
 schema_version: 1
@@ -248,19 +266,26 @@ class RecipeEditorScreen(AortaScreen):
     def _start_watch(self, path: Path) -> None:
         stop = threading.Event()
         self._watch_stop = stop
+        self._watch_file(path, stop)
+
+    @work(thread=True, group="recipe-watch", exit_on_error=False, name="recipe watch")
+    def _watch_file(self, path: Path, stop: threading.Event) -> None:
+        """Post a :class:`RecipeFileChanged` whenever ``path`` changes, until ``stop`` is set
+        (``watch`` looks at it every ``step`` ms, so a stopped watch ends at once)."""
+        from watchfiles import watch
+
         target = str(path.resolve())
+        for _changes in watch(path.parent, stop_event=stop, debounce=100, step=30, recursive=False,
+                              watch_filter=lambda _c, p: str(Path(p).resolve()) == target,
+                              raise_interrupt=False):
+            if stop.is_set():
+                return
+            self.post_message(RecipeFileChanged(stop))
 
-        def watch_file() -> None:
-            from watchfiles import watch
-
-            for _changes in watch(path.parent, stop_event=stop, debounce=100, step=30, recursive=False,
-                                  watch_filter=lambda _c, p: str(Path(p).resolve()) == target,
-                                  raise_interrupt=False):
-                if stop.is_set():
-                    return
-                self.from_thread(self._disk_changed)
-
-        threading.Thread(target=watch_file, name="recipe-watch", daemon=True).start()
+    @on(RecipeFileChanged)
+    def _file_changed(self, message: RecipeFileChanged) -> None:
+        if message.watch_stop is self._watch_stop:
+            self._disk_changed()
 
     def _stop_watch(self) -> None:
         if self._watch_stop is not None:
