@@ -112,6 +112,10 @@ def test_notes_and_markdown(report: dict[str, Any]) -> None:
     assert row.count("not available (no successful trial measured it)") == 3
     assert "not available ()" not in md
     assert "`FAKE_SHIFT=25`" in md
+    # policy.md words an unchanged policy as the policy screen does (issue 16 item 6)
+    rows = [ln for ln in md.splitlines() if ln.startswith("| same | 6 |")]  # one per metric
+    assert sum("| unchanged (within noise) |" in ln for ln in rows) >= 2  # throughput, latency
+    assert not [ln for ln in rows if "not applied" in ln]
 
 
 def test_rerender_is_identical_and_deterministic(report: dict[str, Any]) -> None:
