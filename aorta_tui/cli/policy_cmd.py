@@ -235,17 +235,18 @@ def _print_plan(plan: dict[str, Any]) -> None:
 
 
 def _print_event(event: Any) -> None:
-    k = event.kind
-    if k == "run_started":
+    from aorta_tui.core.events import Measurement, RunStarted, RunWarning
+
+    if isinstance(event, RunStarted):
         done = f" ({event.already_done} already done)" if event.already_done else ""
         print(f"policy sweep: {event.total} trials over {', '.join(event.cells)} -> "
               f"{event.run_dir}{done}", flush=True)
-    elif k == "measurement":
+    elif isinstance(event, Measurement):
         v = event.values
         shown = ", ".join(f"{name}={v[name]:.4g}" for name in
                           ("throughput", "latency_p50_ms", "wall_s") if v.get(name) is not None)
         print(f"  {event.name}: {shown or 'measured'}", flush=True)
-    elif k == "warning":
+    elif isinstance(event, RunWarning):
         err(f"warning: {event.message}")
 
 

@@ -11,7 +11,19 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from aorta_tui.core.events import Event
+from aorta_tui.core.events import (
+    CellAggregated,
+    Event,
+    HistogramSnapshot,
+    Measurement,
+    Progress,
+    ResultWritten,
+    RunFinished,
+    RunStarted,
+    RunWarning,
+    TrialFinished,
+    TrialStarted,
+)
 from aorta_tui.core.rundir import MAX_JOURNAL_LINE, Damage, parse_journal_line
 
 JOURNAL_NAME = "journal.jsonl"
@@ -184,41 +196,44 @@ class JournalFollower:
 
 def format_event_line(event: Event) -> str:
     """One plain line per event, for ``attach --plain`` and logs (no colour, no toolkit)."""
-    kind = event.kind
-    d = event.to_dict()
-    if kind == "run_started":
-        resumed = f", resumed with {d['already_done']} done" if d.get("resumed") else ""
-        return f"run {d['run_id']} started: {d['total']} trials over {len(d.get('cells') or [])} cells{resumed}"
-    if kind == "trial_started":
-        return f"  start  {d['trial_id']}"
-    if kind == "trial_finished":
-        extra = []
-        if d.get("exit_code") is not None:
-            extra.append(f"exit {d['exit_code']}")
-        if d.get("signal") is not None:
-            extra.append(f"signal {d['signal']}")
-        if d.get("detectors"):
-            extra.append("detectors " + ",".join(d["detectors"]))
-        tail = f" ({'; '.join(extra)})" if extra else ""
-        wall = d.get("wall_s")
-        wall_s = f"{wall:.2f}s" if isinstance(wall, (int, float)) else "wall n/a"
-        return f"  {d['verdict']:<5}  {d['trial_id']}  {wall_s}{tail}"
-    if kind == "cell_aggregated":
-        stats = d.get("stats") or {}
-        rate = stats.get("failure_rate")
-        rate_s = f"{rate:.0%}" if isinstance(rate, (int, float)) else "n/a"
-        return f"cell {d['cell']}: failure rate {rate_s}"
-    if kind == "progress":
-        total = f"/{d['total']}" if d.get("total") is not None else ""
-        return f"progress {d['done']}{total} {d.get('message', '')}".rstrip()
-    if kind == "warning":
-        return f"warning: {d['message']}"
-    if kind == "result_written":
-        return f"wrote {d['what']}: {d['path']}"
-    if kind == "run_finished":
-        return f"run {d['run_id']} {d['status']} (exit code {d['exit_code']})"
-    if kind == "measurement":
-        return f"measurement {d['source']}/{d['name']}"
-    if kind == "histogram_snapshot":
-        return f"histogram {d['probe_set']}: {d['count']} events"
-    return kind
+    match event:
+        case RunStarted():
+            resumed = f", resumed with {event.already_done} done" if event.resumed else ""
+            return (f"run {event.run_id} started: {event.total} trials over "
+                    f"{len(event.cells or [])} cells{resumed}")
+        case TrialStarted():
+            return f"  start  {event.trial_id}"
+        case TrialFinished():
+            return _finished_line(event)
+        case CellAggregated():
+            rate = event.stats.failure_rate
+            rate_s = f"{rate:.0%}" if isinstance(rate, (int, float)) else "n/a"
+            return f"cell {event.cell}: failure rate {rate_s}"
+        case Progress():
+            total = f"/{event.total}" if event.total is not None else ""
+            return f"progress {event.done}{total} {event.message}".rstrip()
+        case RunWarning():
+            return f"warning: {event.message}"
+        case ResultWritten():
+            return f"wrote {event.what}: {event.path}"
+        case RunFinished():
+            return f"run {event.run_id} {event.status} (exit code {event.exit_code})"
+        case Measurement():
+            return f"measurement {event.source}/{event.name}"
+        case HistogramSnapshot():
+            return f"histogram {event.probe_set}: {event.count} events"
+    return event.kind
+
+
+def _finished_line(event: TrialFinished) -> str:
+    extra = []
+    if event.exit_code is not None:
+        extra.append(f"exit {event.exit_code}")
+    if event.signal is not None:
+        extra.append(f"signal {event.signal}")
+    if event.detectors:
+        extra.append("detectors " + ",".join(event.detectors))
+    tail = f" ({'; '.join(extra)})" if extra else ""
+    wall = event.wall_s
+    wall_s = f"{wall:.2f}s" if isinstance(wall, (int, float)) else "wall n/a"
+    return f"  {event.verdict:<5}  {event.trial_id}  {wall_s}{tail}"

@@ -25,6 +25,7 @@ the worker writes it and the parent reads it by :func:`workload_result_filename`
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,6 +244,16 @@ class TrialResult:
         typed.update(_checked_items(typed, where=where, strict=strict))
         extra = {k: v for k, v in d.items() if k not in typed and k not in ident}
         return cls(**ident, **typed, extra=extra)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], *, where: str = RESULT_FILE) -> TrialResult:
+        """The sweep's freshly built record, as its file will read back: through JSON with the
+        file writer's own conversions (paths, sets, ``to_dict`` objects), and read the way the
+        run directory reads it (``strict=False``: a trial's odd output never stops the sweep)."""
+        from aorta_tui.core.atomic import _json_default  # what atomic_write_json turns them into
+
+        return cls.from_dict(json.loads(json.dumps(record, default=_json_default)), where=where,
+                             strict=False)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str], *, strict: bool = True) -> TrialResult:

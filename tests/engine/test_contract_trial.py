@@ -247,3 +247,19 @@ def test_any_json_as_a_trial_spec_or_result_is_typed_or_a_usage_error(data, atta
     attack_tally.record("trial contract fuzzer", cases=4, failures=failures,
                         promise="any JSON value: typed, or a UsageError (exit 2)")
     assert failures == 0
+
+
+def test_a_sweep_record_is_typed_as_its_file_will_read_and_never_stops_the_sweep(tmp_path: Path) -> None:
+    from aorta_tui.core.atomic import atomic_write_json
+
+    record = {"schema_version": 1, "trial_id": "a/trial-000", "cell": "a", "trial": 0, "order": 0,
+              "session": 1, "verdict": "pass", "reason": "", "detections": [], "process": {"wall_s": 1.0},
+              "argv": ["x"], "env_overlay": {}, "mitigations": [], "environment": "local",
+              "step_times_s": [float("nan"), 0.5], "step_time_source": "workload",
+              "workload_result": {"paths": {tmp_path}}, "trace": None, "timeline": {"marks": {}},
+              "collectors": {"rocprof": "not available: x"}, "collect_paths": [tmp_path / "f"]}
+    typed = TrialResult.from_record(record)
+    path = atomic_write_json(tmp_path / "result.json", typed.to_dict())
+    written = atomic_write_json(tmp_path / "old.json", record)  # what the sweep wrote before
+    assert path.read_text() == written.read_text()  # the same bytes, key for key
+    assert typed.extra == {"collectors": {"rocprof": "not available: x"}, "collect_paths": [str(tmp_path / "f")]}
