@@ -33,10 +33,9 @@ def parse_stream_counts(text: str) -> list[int]:
 
 
 def check_counts(workload: str, counts: Sequence[int]) -> None:
-    from aorta_tui.hwqueue.workloads import workload_class
+    from aorta_tui.hwqueue.workloads import streams_out_of_range
 
-    info = workload_class(workload).info()
-    bad = [c for c in counts if not info.min_streams <= c <= info.max_streams]
+    info, bad = streams_out_of_range(workload, counts)
     if bad:
         ok = [c for c in counts if c not in bad]
         raise UsageError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.suggest import did_you_mean
@@ -43,9 +44,16 @@ def all_infos() -> list[WorkloadInfo]:
     return [workload_class(n).info() for n in WORKLOADS]
 
 
-def check_streams(name: str, streams: int) -> None:
+def streams_out_of_range(name: str, counts: Sequence[int]) -> tuple[WorkloadInfo, list[int]]:
+    """The one stream-count rule of a queue run and a queue sweep: each count within the
+    workload's ``min_streams..max_streams``. Returns the workload's info and the counts outside."""
     info = workload_class(name).info()
-    if not info.min_streams <= streams <= info.max_streams:
+    return info, [c for c in counts if not info.min_streams <= c <= info.max_streams]
+
+
+def check_streams(name: str, streams: int) -> None:
+    info, bad = streams_out_of_range(name, [streams])
+    if bad:
         raise UsageError(
             f"workload {name!r} runs with {info.min_streams}..{info.max_streams} streams, "
             f"not {streams}",
