@@ -6,7 +6,7 @@ best first, ties broken by name (difflib's own order, whatever the order of ``ca
 Two phrasings exist because tests and users read both:
 
 - :func:`did_you_mean`: the one closest name, quoted, ready to prefix the rest of a hint
-  (``"did you mean 'steps'? "``, or ``""``);
+  (``"did you mean 'steps'? "``, or ``""``); :func:`phrase` words a name found otherwise;
 - :func:`did_you_mean_any`: up to ``n`` names, unquoted, joined (``"did you mean a, b?"``, or
   ``None`` so the caller says what lists them instead).
 """
@@ -33,10 +33,15 @@ def nearest(word: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str
     return close[0] if close else None
 
 
+def phrase(near: str | None) -> str:
+    """``"did you mean 'x'? "`` for a name already found (or rewritten, say with a prefix),
+    else ``""``: the one wording of a single suggestion."""
+    return f"did you mean {near!r}? " if near else ""
+
+
 def did_you_mean(word: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str:
     """``"did you mean 'x'? "`` for the closest candidate, else ``""``."""
-    near = nearest(word, candidates, cutoff=cutoff)
-    return f"did you mean {near!r}? " if near else ""
+    return phrase(nearest(word, candidates, cutoff=cutoff))
 
 
 def did_you_mean_any(word: str, candidates: Iterable[str], *, n: int = 3, cutoff: float = 0.6,

@@ -31,6 +31,7 @@ from aorta_tui.core.recipe.model import (
 )
 from aorta_tui.core.registry import docker_image_problem, env_entry_problem
 from aorta_tui.core.secrets import is_secret_name
+from aorta_tui.core.suggest import did_you_mean, phrase
 from aorta_tui.core.suggest import nearest as _suggest
 
 if TYPE_CHECKING:
@@ -172,9 +173,8 @@ class Validator:
                 if extra_hint and k in extra_hint:
                     self.issue(sub, f"key {k!r} is not allowed here", extra_hint[k], key=True)
                 else:
-                    near = _suggest(k, allowed)
                     self.issue(sub, f"unknown key {k!r}",
-                               (f"did you mean {near!r}? " if near else "")
+                               did_you_mean(k, allowed)
                                + f"allowed here: {', '.join(sorted(allowed))}", key=True)
                 ok = False
         return value if ok else {k: v for k, v in value.items() if k in allowed}
@@ -248,9 +248,9 @@ class Validator:
     def choice(self, path: str, value: Any, choices: Iterable[str]) -> Any:
         options = tuple(choices)
         if not isinstance(value, str) or value not in options:
-            near = _suggest(value, options) if isinstance(value, str) else None
+            near = did_you_mean(value, options).rstrip() if isinstance(value, str) else ""
             return self.issue(path, f"expected one of {', '.join(options)}, got {value!r}",
-                              f"did you mean {near!r}?" if near else f"use one of {', '.join(options)}")
+                              near or f"use one of {', '.join(options)}")
         return value
 
     def str_list(self, path: str, value: Any, *, nonempty: bool = False, what: str = "names"
@@ -653,7 +653,7 @@ def _unknown_detector(token: str, catalogue: dict[str, int] | None, pattern_ids:
             return None
         near = _suggest(ident, pattern_ids)
         return (f"no custom pattern of this recipe has the id {ident!r}",
-                (f"did you mean 'custom:{near}'? " if near else "")
+                phrase(f"custom:{near}" if near else None)
                 + "custom:<id> names one of this recipe's custom_patterns")
     upstream = _upstream_ids()
     if token in upstream:  # upstream AORTA's ids: each maps to ours (classify/upstream_ids.py)
@@ -675,7 +675,7 @@ def _unknown_detector(token: str, catalogue: dict[str, int] | None, pattern_ids:
         if near_theirs in theirs and near_theirs not in catalogue:
             near = theirs[near_theirs]
     return (f"unknown detector {ident!r}",
-            (f"did you mean {near!r}? " if near else "")
+            phrase(near)
             + "`aorta-tui sweep list-patterns` lists the built-in ids; upstream AORTA's "
             "tierN:<id> names are accepted too")
 
@@ -854,9 +854,8 @@ def _known_probes(v: Validator, probes: list[str]) -> Any:
     ok = True
     for i, p in enumerate(probes):
         if p not in CATALOGUE:
-            near = _suggest(p, CATALOGUE)
             v.issue(f"trace.probes[{i}]", f"unknown probe set {p!r}",
-                    (f"did you mean {near!r}? " if near else "")
+                    did_you_mean(p, CATALOGUE)
                     + f"choose from {', '.join(CATALOGUE)} (aorta-tui trace info shows which "
                     "work here)")
             ok = False
@@ -902,9 +901,8 @@ def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str) ->
     names = [c.name for c in cells]
     if explicit is not None:
         if explicit not in names:
-            near = _suggest(explicit, names)
             return v.issue("confound.baseline_cell", f"no cell is named {explicit!r}",
-                           (f"did you mean {near!r}? " if near else "")
+                           did_you_mean(explicit, names)
                            + f"cells: {', '.join(names)}")
         return Confound(threshold=threshold, baseline_cell=explicit, baseline_rule="explicit")
     name, rule = resolve_baseline(cells, mode)
@@ -1065,9 +1063,8 @@ def _collect(v: Validator, path: str, raw: Any) -> tuple[Any, dict[str, dict[str
     for i, name in enumerate(names):
         where = f"{path}[{i}]" if isinstance(raw, list) else f"{path}.{name}"
         if not isinstance(name, str) or name not in KNOWN_COLLECTORS:
-            near = _suggest(str(name), KNOWN_COLLECTORS)
-            v.issue(where, f"unknown collector {name!r}", (f"did you mean {near!r}? " if near
-                    else "") + "known: " + ", ".join(sorted(KNOWN_COLLECTORS)))
+            v.issue(where, f"unknown collector {name!r}", did_you_mean(str(name), KNOWN_COLLECTORS)
+                    + "known: " + ", ".join(sorted(KNOWN_COLLECTORS)))
             ok = False
     from aorta_tui.core.collectors import option_problems  # upstream's option schemas
 
@@ -1122,9 +1119,8 @@ def _registry_checks_cell(v: Validator, path: str, name: Any, mitigations: Any,
 
 def _unknown(v: Validator, path: str, kind: str, name: str, known: dict[str, Any],
              command: str) -> None:
-    near = _suggest(name, known)
     v.issue(path, f"unknown {kind} {name!r}",
-            (f"did you mean {near!r}? " if near else "") + f"`{command}` lists them"
+            did_you_mean(name, known) + f"`{command}` lists them"
             + ("; add your own with --mitigations-file" if kind == "mitigation" else ""))
 
 
