@@ -368,10 +368,10 @@ class Sweep:
         counted: dict[str, int] = {}
         ran: dict[str, int] = {}
         if stop is not None:  # a resumed run counts what it already has (each trial once)
-            for ev in rundir.resume_state(run_dir, self._trial_ids).completed.values():
-                ran[ev["cell"]] = ran.get(ev["cell"], 0) + 1
-                if ev["verdict"] == stop.event_verdict:
-                    counted[ev["cell"]] = counted.get(ev["cell"], 0) + 1
+            for rec in self._records.values():
+                ran[rec.cell] = ran.get(rec.cell, 0) + 1
+                if rec.verdict == stop.event_verdict:
+                    counted[rec.cell] = counted.get(rec.cell, 0) + 1
         for spec in pending:
             if self.cancel.is_set():
                 return "interrupted"
@@ -470,9 +470,8 @@ class Sweep:
 
             record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
         record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
-        # Through the typed result and back: what is kept in memory is exactly what the file says.
-        typed = TrialResult.from_dict(json.loads(json.dumps(record, default=str)),
-                                      where=str(self._store.result_path(spec.trial_id)))
+        # Typed once: what is kept in memory (for the aggregate) is exactly what the file says.
+        typed = TrialResult.from_record(record, where=str(self._store.result_path(spec.trial_id)))
         self._store.write_result(spec.trial_id, typed)
         self.bus.emit(TrialFinished.of(run_id, typed, trial_dir=str(trial_dir), exit_code=outcome.exit_code,
                                        signal=outcome.signal, wall_s=outcome.wall_s))
