@@ -167,6 +167,14 @@ class RunStore:
             return None
         return data if self.layout.accept is None else self.layout.accept(data, trial_id)
 
+    def read_trial(self, trial_id: str) -> TrialResult | None:
+        """A sweep trial's whole result, typed; ``None`` as :meth:`read_result`. A field of the
+        wrong type reads as absent (``strict=False``): an odd old file still counts its verdict."""
+        data = self.read_result(trial_id)
+        if data is None:
+            return None
+        return TrialResult.from_dict(data, where=str(self.result_path(trial_id)), strict=False)
+
     def fresh_trial_dir(self, trial_id: str) -> Path:
         """An empty directory for a trial's attempt; what an earlier attempt left is removed."""
         path = self.trial_dir(trial_id)

@@ -322,7 +322,8 @@ class Sweep:
         for tid in sorted(self._trial_ids - set(state.completed) - adopted):
             self._store.retire_trial(tid)
         session = self._store.sessions() + 1
-        self._records = {r.trial_id: r for r in load_trial_records(run_dir, self._trial_ids)}
+        self._records = {tid: rec for tid in sorted(state.completed)
+                         if (rec := self._store.read_trial(tid)) is not None}
         return session, set(state.completed)
 
     def _end_orphans(self, run_dir: Path, interrupted: set[str]) -> None:
@@ -719,14 +720,8 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
     """
     if trial_ids is None:
         trial_ids = _planned_trial_ids(run_dir)
-    out: list[TrialResult] = []
-    for tid in sorted(rundir.resume_state(run_dir, trial_ids).completed):
-        d = rundir.read_trial_result(run_dir, tid)
-        if d is None:
-            continue
-        # A field of the wrong type reads as absent, never as a crash (strict=False).
-        out.append(TrialResult.from_dict(d, where=str(run_dir / "trials" / tid / "result.json"), strict=False))
-    return out
+    store = RunStore(run_dir)  # read only: no lock taken
+    return [rec for tid in sorted(store.completed(trial_ids)) if (rec := store.read_trial(tid)) is not None]
 
 
 def _planned_trial_ids(run_dir: Path) -> set[str] | None:
