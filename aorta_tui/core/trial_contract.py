@@ -10,7 +10,7 @@ Two files cross a process boundary for every trial, so each has one typed shape 
 * ``result.json`` -> :class:`TrialResult`: written by the sweep once the trial is classified,
   read by the aggregate, the report, resume and the front ends. Its JSON is the one
   ``docs/run-directory.md`` describes; keys beyond the typed fields (``collectors``,
-  ``collect_paths``, ``retained`` ...) travel unchanged in ``extra``, so a file read and written
+  ``collected``, ``retention`` ...) travel unchanged in ``extra``, so a file read and written
   again is the same file.
 
 ``from_dict`` is strict by default: a field of the wrong type is a :class:`UsageError` naming the
@@ -195,7 +195,7 @@ class TrialResult:
     workload_result: dict[str, Any] | None = None
     trace: dict[str, Any] | None = None
     timeline: dict[str, Any] | None = None
-    # Keys this class does not type (collectors, collect_paths, retained, ...), in file order.
+    # Keys this class does not type (collectors, collected, retention, ...), in file order.
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

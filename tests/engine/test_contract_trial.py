@@ -55,7 +55,7 @@ trial_results = st.builds(
     step_time_source=st.sampled_from(["workload", "step_time_regex", "trial_wall", "none"]),
     workload_result=st.one_of(st.none(), _obj), trace=st.one_of(st.none(), _obj),
     timeline=st.one_of(st.none(), _obj),
-    extra=st.dictionaries(st.sampled_from(["collectors", "collect_paths", "retained"]), _json, max_size=2),
+    extra=st.dictionaries(st.sampled_from(["collectors", "collected", "retention"]), _json, max_size=2),
 )
 _rate = st.one_of(st.none(), st.floats(0, 1))
 cell_stats = st.builds(
@@ -257,9 +257,9 @@ def test_a_sweep_record_is_typed_as_its_file_will_read_and_never_stops_the_sweep
               "argv": ["x"], "env_overlay": {}, "mitigations": [], "environment": "local",
               "step_times_s": [float("nan"), 0.5], "step_time_source": "workload",
               "workload_result": {"paths": {tmp_path}}, "trace": None, "timeline": {"marks": {}},
-              "collectors": {"rocprof": "not available: x"}, "collect_paths": [tmp_path / "f"]}
+              "collectors": {"rocprof": "not available: x"}, "collected": [tmp_path / "f"]}
     typed = TrialResult.from_record(record)
     path = atomic_write_json(tmp_path / "result.json", typed.to_dict())
     written = atomic_write_json(tmp_path / "old.json", record)  # what the sweep wrote before
     assert path.read_text() == written.read_text()  # the same bytes, key for key
-    assert typed.extra == {"collectors": {"rocprof": "not available: x"}, "collect_paths": [str(tmp_path / "f")]}
+    assert typed.extra == {"collectors": {"rocprof": "not available: x"}, "collected": [str(tmp_path / "f")]}
