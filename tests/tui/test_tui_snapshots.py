@@ -24,7 +24,7 @@ from aorta_tui.tui.app import AortaApp
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 
 
-async def _settle(pilot, predicate=lambda: True, timeout: float = 10.0) -> None:  # noqa: ANN001
+async def _settle(pilot, predicate=lambda: True, timeout: float = 30.0) -> None:  # noqa: ANN001
     deadline = time.monotonic() + timeout
     while not predicate() and time.monotonic() < deadline:
         await pilot.pause(0.05)
@@ -47,6 +47,13 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     time.tzset()
 
 
+def _grid_drawn(screen) -> bool:  # noqa: ANN001
+    """The matrix grid has its rows (it is drawn on the redraw timer, after the state is read)."""
+    from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
+
+    return screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty
+
+
 def _app(ws: Path, **kwargs) -> AortaApp:  # noqa: ANN003
     return AortaApp(cwd=ws, output_dir=ws / "aorta-out", machine_facts=FIXED_FACTS, **kwargs)
 
@@ -66,6 +73,7 @@ def test_matrix_finished_run(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
         screen = pilot.app.screen
         await _settle(pilot, lambda: screen.state is not None and screen.state.status == "completed")
+        await _settle(pilot, lambda: _grid_drawn(screen))  # else the keys move a cursor on nothing
         await pilot.press("down", "right")  # a failing trial's detail
 
     assert snap_compare(_app(ws, start_run=ws / "aorta-out" / DEMO_RUN), terminal_size=SIZES[size],
@@ -80,6 +88,7 @@ def test_matrix_live_run(ws: Path, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
         screen = pilot.app.screen
         await _settle(pilot, lambda: screen.state is not None and screen.events_seen and screen.orchestrator_alive)
+        await _settle(pilot, lambda: _grid_drawn(screen))
         await pilot.press("down", "right", "right")  # the running trial
 
     try:
