@@ -167,12 +167,13 @@ def test_a_damaged_trial_spec_gives_a_located_error(tmp_path: Path, attack_tally
 
 def test_the_trial_worker_refuses_a_damaged_spec_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
     path = tmp_path / "trial_spec.json"
-    path.write_text(json.dumps({**_SPEC, "steps": "many"}))
+    path.write_text(json.dumps({**_SPEC, "steps": "many", "trial_dir": str(tmp_path)}))
     proc = subprocess.run([sys.executable, "-m", "aorta_tui.core.trial_worker", str(path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert f"{path}: steps: expected an integer" in proc.stderr
     assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "workload_result.json").exists()  # nothing ran, nothing claims it did
 
 
 def test_a_damaged_result_gives_a_located_error_and_reads_leniently(tmp_path: Path, attack_tally) -> None:
