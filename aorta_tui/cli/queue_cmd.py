@@ -334,6 +334,33 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
+def _sweep_event_lines(base: Any, counts: list[int], *, knee_gain: float, output: Path | None,
+                       isolate: bool) -> None:
+    """`queue sweep --json`: the sweep as one event stream, as every long command's ``--json``
+    is (docs/architecture.md): ``RunStarted``, the sweep's own events, and ``RunFinished`` last
+    with the sweep document in ``summary["result"]`` (or, on failure, a ``RunWarning`` and a
+    failed ``RunFinished`` before the error goes on to stderr and the exit code)."""
+    from aorta_tui.cli.trace_stream import failed, finished, open_stream
+    from aorta_tui.core.events import RunStarted
+    from aorta_tui.hwqueue.result import new_run_id
+    from aorta_tui.hwqueue.sweep import run_sweep
+
+    base.run_id = base.run_id or new_run_id()  # the stream's events and the document share it
+    out = open_stream()  # a point's own prints never mix into the lines
+    out.emit(RunStarted(base.run_id, source="queue_sweep", run_dir=str(output or ""),
+                        total=len(counts)))
+    try:
+        doc = run_sweep(base, counts, on_event=out.emit, knee_gain=knee_gain, output=output,
+                        isolate=isolate)
+    except KeyboardInterrupt:
+        finished(out, None, interrupted=True, exit_code=130, run_id=base.run_id)
+        raise
+    except Exception as exc:  # AortaError and anything else: the stream still ends typed
+        failed(out, exc, run_id=base.run_id)
+        raise
+    finished(out, doc, interrupted=False, exit_code=0, run_id=base.run_id)
+
+
 @app.command("sweep")
 @cli_command
 def sweep_cmd(
@@ -361,7 +388,9 @@ def sweep_cmd(
                                     help="Run every point in this process (faster start; state "
                                     "carries between points and a failing point ends the "
                                     "sweep). Default: a fresh process per point."),
-    as_json: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
+    as_json: bool = typer.Option(False, "--json", help="Print the sweep as JSON event lines on "
+                                 "stdout: run_started first, run_finished last with the sweep "
+                                 "document in summary.result."),
     quiet: bool = _QUIET_OPT,
 ) -> None:
     """Run WORKLOAD at several stream counts: throughput, scaling efficiency, peak and knee.
@@ -381,11 +410,11 @@ def sweep_cmd(
                           params=_parse_params(param), ebpf_trace=ebpf_trace,
                           stream_priority=stream_priority, timing=timing,
                           detail_iterations=detail_iterations, graph=graph)
+    if as_json:
+        _sweep_event_lines(base, counts, knee_gain=knee_gain, output=output, isolate=not in_process)
+        return
     doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
                     output=output, isolate=not in_process)
-    if as_json:
-        print(json.dumps(doc, indent=2))
-        return
     a = doc["analysis"]
     unit = doc["workload"]["throughput_unit"]
     rows = []

@@ -82,18 +82,20 @@ def started(out: StreamWriter, output: str = "") -> None:
     out.emit(RunStarted(RUN_ID, source="trace", run_dir=output, total=0))
 
 
-def failed(out: StreamWriter, exc: BaseException) -> None:
+def failed(out: StreamWriter, exc: BaseException, *, run_id: str = RUN_ID) -> None:
     """A failure as the stream's last two events (the CLI also prints it on stderr)."""
     render = getattr(exc, "render", None)
     message = render() if callable(render) else f"{type(exc).__name__}: {exc}"
     code = int(getattr(exc, "exit_code", 1))
-    out.emit(RunWarning(RUN_ID, message=message, code="error"))
-    out.emit(RunFinished(RUN_ID, status="failed", exit_code=code, summary={"error": message}))
+    out.emit(RunWarning(run_id, message=message, code="error"))
+    out.emit(RunFinished(run_id, status="failed", exit_code=code, summary={"error": message}))
 
 
-def finished(out: StreamWriter, result: dict[str, Any] | None, *, interrupted: bool, exit_code: int) -> None:
+def finished(out: StreamWriter, result: dict[str, Any] | None, *, interrupted: bool, exit_code: int,
+             run_id: str = RUN_ID) -> None:
+    """The stream's last event; ``summary["result"]`` is the command's result document."""
     status = "interrupted" if interrupted else "completed"
-    out.emit(RunFinished(RUN_ID, status=status, exit_code=exit_code,
+    out.emit(RunFinished(run_id, status=status, exit_code=exit_code,
                          summary={"result": result} if result is not None else {}))
 
 
