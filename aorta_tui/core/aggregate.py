@@ -45,7 +45,7 @@ class CellStats:
     failure_rate: float | None
     error_rate: float | None
     step_time: dict[str, float | None]  # seconds
-    step_count: int
+    step_count: int | None  # None: a line written before the count was recorded (never 0)
     step_time_source: str
     top_detectors: list[tuple[str, int]]
     noise: dict[str, Any] = field(default_factory=dict)
@@ -98,7 +98,7 @@ class CellStats:
             failure_rate=get("failure_rate", "number", None, nullable=True),
             error_rate=get("error_rate", "number", None, nullable=True),
             step_time=dict(get("step_time_s", "object", {})),
-            step_count=get("step_count", "integer", 0),
+            step_count=get("step_count", "integer", None, nullable=True),
             step_time_source=get("step_time_source", "string", "none"),
             top_detectors=top,
             noise=dict(get("noise", "object", {})),
