@@ -6,6 +6,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Input
 from tui_support import FIXED_FACTS, PROBE_RECIPE, app_in, async_test, wait_for
+from tui_support import open_in_editor as _open
 
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.matrix import MatrixScreen
@@ -18,16 +19,6 @@ BAD = GOOD.replace("trials: 2\n", "trials: 2\nbogus_key: 1\n")
 def _issues(screen: RecipeEditorScreen) -> list[list[str]]:
     table = screen.query_one("#recipe-issues", DataTable)
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
-
-
-async def _open(app: AortaApp, pilot, path: Path) -> RecipeEditorScreen:  # noqa: ANN001
-    await pilot.pause()
-    app.open_recipe(path)
-    await pilot.pause()
-    screen = app.screen
-    assert isinstance(screen, RecipeEditorScreen)
-    await wait_for(pilot, lambda: screen.checks_done > 0 and screen.editor.text == path.read_text())
-    return screen
 
 
 @async_test

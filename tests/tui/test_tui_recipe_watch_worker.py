@@ -10,6 +10,7 @@ from pathlib import Path
 from textual.message import Message
 from textual.worker import WorkerState
 from tui_support import PROBE_RECIPE, app_in, async_test, wait_for
+from tui_support import open_in_editor as _open
 
 from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen, RecipeFileChanged
 
@@ -18,16 +19,6 @@ GOOD = PROBE_RECIPE.format(trials=2)
 
 def _watchers(screen: RecipeEditorScreen) -> list:
     return [w for w in screen.app.workers if w.group == "recipe-watch" and w.node is screen]
-
-
-async def _open(app, pilot, path: Path) -> RecipeEditorScreen:  # noqa: ANN001
-    await pilot.pause()
-    app.open_recipe(path)
-    await pilot.pause()
-    screen = app.screen
-    assert isinstance(screen, RecipeEditorScreen)
-    await wait_for(pilot, lambda: screen.checks_done > 0 and screen.editor.text == path.read_text())
-    return screen
 
 
 @async_test

@@ -149,3 +149,16 @@ async def replay_in_monitor(app: AortaApp, pilot, recording: Path):  # noqa: ANN
                    what="the recording to end")
     await pilot.pause(0.2)  # the last redraw
     return screen
+
+
+async def open_in_editor(app: AortaApp, pilot, path: Path):  # noqa: ANN001, ANN201
+    """Open ``path`` in the recipe editor; return the screen once its first check ran on it."""
+    from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen
+
+    await pilot.pause()
+    app.open_recipe(path)
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, RecipeEditorScreen)
+    await wait_for(pilot, lambda: screen.checks_done > 0 and screen.editor.text == path.read_text())
+    return screen
