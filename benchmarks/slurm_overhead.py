@@ -86,8 +86,8 @@ def _submission(n: int, workdir: Path) -> dict[str, object]:
     from aorta_tui.core.events import EventBus
     from aorta_tui.core.recipe import load_recipe_text, with_command
     from aorta_tui.core.registry import Registry
-    from aorta_tui.core.sweep import Sweep, SweepOptions
     from aorta_tui.executor import slurm_cmd, with_executor_kind
+    from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     text = RECIPE.format(trials=n, cells="[none]")
     recipe = with_executor_kind(with_command(load_recipe_text(text), ["true"]), "slurm")

@@ -60,7 +60,7 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
     from aorta_tui.core.events import EventBus
     from aorta_tui.core.recipe import load_recipe_text
     from aorta_tui.core.registry import Registry
-    from aorta_tui.core.sweep import Sweep, SweepOptions
+    from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     registry = Registry()
     raw_config, mits = check_request(workload, config, mitigations, registry)

@@ -189,7 +189,7 @@ def _run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.core.events import EventBus
     from aorta_tui.core.registry import Registry
-    from aorta_tui.core.sweep import Sweep, SweepOptions
+    from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     refuse_undecodable(req)
     if req.recipe is not None and req.resume is None:

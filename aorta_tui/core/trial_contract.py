@@ -3,7 +3,7 @@
 Two files cross a process boundary for every trial, so each has one typed shape here (as
 ``hwqueue/child.py`` does with ``QueueRunConfig``):
 
-* ``trial_spec.json`` -> :class:`WorkerSpec`: written by the sweep (``core/sweep.py``) before
+* ``trial_spec.json`` -> :class:`WorkerSpec`: written by the sweep (``sweep/orchestrator.py``) before
   the trial starts, read by ``core/trial_worker.py`` (and the in-process and warm paths).
   Named ``WorkerSpec``, not ``TrialSpec``: ``core/plan.py``'s ``TrialSpec`` is the planned
   trial (id, cell, number, order) the sweep passes around beside it.
@@ -15,7 +15,7 @@ Two files cross a process boundary for every trial, so each has one typed shape 
 
 ``from_dict`` is strict by default: a field of the wrong type is a :class:`UsageError` naming the
 file and the field (exit 2, never a traceback). ``strict=False`` is the run directory's reading
-(``core/sweep.load_trial_records``): a wrong-typed measurement reads as absent, as it always has,
+(``sweep/orchestrator.load_trial_records``): a wrong-typed measurement reads as absent, as it always has,
 so an odd old file still counts its verdict.
 
 The workload's own result file (``workload_result.json``, one per rank) is named here too:

@@ -6,7 +6,7 @@ classifier, the aggregation and the reports do not know which one ran a trial.
 - ``slurm`` (:mod:`.slurm`): a task of a batched Slurm job array, running the same worker on
   a compute node and writing into the same run directory (docs/slurm.md).
 
-The orchestrator (``core/sweep.py``) calls, in order: ``check`` (before anything is written),
+The orchestrator (``sweep/orchestrator.py``) calls, in order: ``check`` (before anything is written),
 ``adopt`` (on a resume: trials whose job still runs are not retired), ``begin`` (the pending
 trials), ``run`` once per trial in plan order, ``amend`` on its classification, ``end``.
 """

@@ -21,8 +21,8 @@ from aorta_tui.core import rundir
 from aorta_tui.core.aggregate import CellStats
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.events import CellAggregated, RunWarning, TrialFinished, event_from_dict
-from aorta_tui.core.sweep import load_trial_records
 from aorta_tui.core.trial_contract import TrialResult, WorkerSpec, workload_result_filename
+from aorta_tui.sweep.orchestrator import load_trial_records
 
 FIXTURE_RUNS = Path(__file__).parent.parent / "tui" / "fixtures" / "aorta-out" / "TUI-DEMO"
 

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-ENGINE = ["aorta_tui.core.sweep", "aorta_tui.core.recipe", "aorta_tui.core.registry",
+ENGINE = ["aorta_tui.sweep.orchestrator", "aorta_tui.core.recipe", "aorta_tui.core.registry",
           "aorta_tui.core.rundir", "aorta_tui.core.launch", "aorta_tui.core.trial_worker"]
 
 
