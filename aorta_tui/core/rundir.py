@@ -40,7 +40,14 @@ from aorta_tui import __version__
 from aorta_tui.core import ownership
 from aorta_tui.core.atomic import atomic_write_json, fsync_dir
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, RunDirError, UsageError
-from aorta_tui.core.events import EVENT_TYPES, Event
+from aorta_tui.core.events import (
+    EVENT_TYPES,
+    Event,
+    RunFinished,
+    RunStarted,
+    TrialFinished,
+    TrialStarted,
+)
 
 JOURNAL = "journal.jsonl"
 LOCK = ".lock"
@@ -270,7 +277,7 @@ class Journal:
     failing sink from stopping a run, and the sweep must stop when its journal cannot be written.
     """
 
-    DURABLE = frozenset({"trial_finished", "run_finished", "run_started"})
+    DURABLE: tuple[type[Event], ...] = (TrialFinished, RunFinished, RunStarted)
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -302,7 +309,7 @@ class Journal:
                 self._torn = True  # until the whole line is out
                 view = view[n:]
             self._torn = False
-            if event.kind in self.DURABLE:
+            if isinstance(event, self.DURABLE):
                 os.fsync(self._fd)
         except OSError as exc:
             if exc.filename is None:
@@ -556,12 +563,12 @@ def run_info(run_dir: str | Path) -> RunInfo:
                     ev, _ = parse_journal_line(line)
                     if ev is None:
                         continue
-                    if ev.kind == "run_started":
-                        total = max(int(ev.total), 0)  # type: ignore[attr-defined]
+                    if isinstance(ev, RunStarted):
+                        total = max(int(ev.total), 0)
                         started = started or ev.ts
                         status = None
-                    elif ev.kind == "run_finished":
-                        status = ev.status  # type: ignore[attr-defined]
+                    elif isinstance(ev, RunFinished):
+                        status = ev.status
     if lock_holder(run_dir) is not None:
         state = "running"
     elif status == "completed":
@@ -636,9 +643,9 @@ def resume_state(run_dir: Path, trial_ids: set[str] | None = None, *,
         tid = getattr(ev, "trial_id", None)
         if tid is None or (trial_ids is not None and tid not in trial_ids):
             continue
-        if ev.kind == "trial_started":
+        if isinstance(ev, TrialStarted):
             started.add(tid)
-        elif (ev.kind == "trial_finished" and tid not in completed
+        elif (isinstance(ev, TrialFinished) and tid not in completed
               and read_result(tid) is not None):
             # A finished line without its whole result file is not trusted (the result is
             # written first).
