@@ -277,7 +277,18 @@ class Sweep:
         if self.options.resume is not None:
             run_dir = Path(self.options.resume)
             meta = rundir.read_run_meta(run_dir)
-            if meta.get("recipe_hash") != self._hash:
+            stored = meta.get("recipe_hash")
+            if not isinstance(stored, str) or not stored:
+                # Damage, not a changed recipe: saying "the recipe changed (hash None then)"
+                # would send the user looking for an edit that never happened.
+                raise RunDirError(
+                    f"{run_dir / rundir.RUN_META}: recipe_hash is "
+                    f"{'missing' if stored is None else 'not a hash: ' + repr(stored)[:60]}, so this "
+                    "run cannot be checked against its recipe (run.json is damaged)",
+                    hint="start a new run with the recipe; the trials already done stay in "
+                    f"{run_dir}/trials as evidence",
+                )
+            if stored != self._hash:
                 raise RunDirError(
                     f"the recipe changed since {run_dir} was started "
                     f"(hash {meta.get('recipe_hash')} then, {self._hash} now)",

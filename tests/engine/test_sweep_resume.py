@@ -124,3 +124,25 @@ def test_second_orchestrator_on_a_running_dir_is_refused(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_resume_of_a_run_json_without_its_recipe_hash_says_run_json_is_damaged(tmp_path):
+    # It said "the recipe changed since ... (hash None then ...)": a user would look for an edit.
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.replace("trials: 3", "trials: 1"))
+    done = start(recipe, tmp_path / "out")
+    stdout, _ = done.communicate(timeout=120)
+    assert done.returncode == 0
+    run_dir = Path(json.loads(stdout.splitlines()[0])["run_dir"])
+    meta_path = run_dir / "run.json"
+    for damage in (None, ["not", "a", "hash"]):
+        meta = json.loads(meta_path.read_text())
+        meta.pop("recipe_hash", None)
+        if damage is not None:
+            meta["recipe_hash"] = damage
+        meta_path.write_text(json.dumps(meta))
+        res = aorta("sweep", "run", "--resume", str(run_dir), "--no-snapshot")
+        assert res.returncode == 2, res.stderr
+        assert "run.json is damaged" in res.stderr and "recipe changed" not in res.stderr
+        assert "recipe_hash is " + ("missing" if damage is None else "not a hash") in res.stderr
+        assert "Traceback" not in res.stderr
