@@ -11,8 +11,10 @@ from aorta_tui.core.errors import EnvironmentProblem, UsageError
 FORMATS = ("csv", "parquet")
 
 
-def export_frames(source: Path, fmt: str, output: Path | None) -> list[tuple[Path, int]]:
-    """Write every frame of ``source`` into ``output`` (a directory); returns (path, rows)."""
+def export_frames(source: Path, fmt: str, output: Path | None,
+                  notes: list[str] | None = None) -> list[tuple[Path, int]]:
+    """Write every frame of ``source`` into ``output`` (a directory); returns (path, rows).
+    What the frames leave out, and why, is appended to ``notes``."""
     from aorta_tui.analysis.frames import load, require_pandas
     from aorta_tui.bundle.archive import identify_input
     from aorta_tui.core.atomic import atomic_write_bytes
@@ -27,6 +29,11 @@ def export_frames(source: Path, fmt: str, output: Path | None) -> list[tuple[Pat
     out_dir = output if output is not None else Path(f"{Path(inp.name).stem if inp.kind == 'queue-result' else inp.name}-export")
     _check_output_dir(out_dir)
     frames = load(inp.path)
+    left_out = frames["trials"].attrs.get("left_out", []) if "trials" in frames else []
+    if left_out and notes is not None:
+        shown = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
+        notes.append(f"{len(left_out)} trial(s) finished in the journal but have no whole "
+                     f"result.json (damaged or missing), so they are not in trials/steps: {shown}")
     encoded = {name: _encode(df, fmt) for name, df in frames.items()}  # all before any write
     written = []
     try:

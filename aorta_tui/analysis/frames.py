@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.core.events import TrialFinished
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,8 +47,11 @@ def load_run(run_dir: str | Path) -> Frames:
     time of every trial)."""
     pd = require_pandas()
     run_dir = Path(run_dir)
-    results = _finished_results(run_dir)
+    results, left_out = _finished_results(run_dir)
     trials = pd.DataFrame([_trial_row(r) for r in results], columns=TRIAL_COLUMNS)
+    # Said, not silently dropped: export prints it (a damaged result.json is no row here, as
+    # resume does not count it, while an older matrix.json may still count the trial).
+    trials.attrs["left_out"] = left_out
     steps = pd.DataFrame(
         [{"trial_id": r["trial_id"], "cell": r["cell"], "trial": r["trial"], "step": i,
           "step_time_s": float(t)}
@@ -72,9 +76,10 @@ CELL_COLUMNS = ["cell", "mitigations", "environment", "trials", "passed", "faile
                 "confound_reason", "top_detectors"]
 
 
-def _finished_results(run_dir: Path) -> list[dict[str, Any]]:
+def _finished_results(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The trials that count, as resume and matrix.json count them: the plan's, each once,
-    finished in the journal with a whole result.json (docs/run-directory.md)."""
+    finished in the journal with a whole result.json (docs/run-directory.md); and the ids of
+    those the journal says finished whose result.json is not whole (damaged or missing)."""
     from aorta_tui.core.errors import RunDirError
     from aorta_tui.core.rundir import read_trial_result, resume_state
 
@@ -94,7 +99,15 @@ def _finished_results(run_dir: Path) -> list[dict[str, Any]]:
             out.append(r)
     out.sort(key=lambda r: (r.get("order") if isinstance(r.get("order"), int) else 1 << 62,
                             r["trial_id"]))
-    return out
+    said_finished = {e.trial_id for e in _journal_events(run_dir) if isinstance(e, TrialFinished)}
+    left_out = sorted(t for t in said_finished if t not in state.completed and (ids is None or t in ids))
+    return out, left_out
+
+
+def _journal_events(run_dir: Path) -> list[Any]:
+    from aorta_tui.core.rundir import JOURNAL, scan_journal
+
+    return list(scan_journal(run_dir / JOURNAL).events)
 
 
 def _trial_row(r: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -32,10 +33,13 @@ def export(
     """
     from aorta_tui.analysis.export import export_frames
 
-    written = export_frames(source, fmt, output)
+    notes: list[str] = []
+    written = export_frames(source, fmt, output, notes)
     if as_json:
         print(json.dumps({"format": fmt, "files": [{"path": str(p), "rows": n}
-                                                    for p, n in written]}, indent=2))
+                                                    for p, n in written], "notes": notes}, indent=2))
         return
     for path, rows in written:
         print(f"wrote {path} ({rows} rows)")
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)

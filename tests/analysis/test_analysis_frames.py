@@ -182,3 +182,26 @@ def test_a_run_without_its_matrix_gets_cells_from_its_trials(run_dir, tmp_path):
     for column in ("trials", "failed", "failure_rate", "error_rate", "step_count",
                    "step_time_p50_s"):
         assert cells[column].tolist() == want.loc[cells.index, column].tolist(), column
+
+
+def test_a_trial_whose_result_is_damaged_is_said_to_be_left_out(run_dir, tmp_path):
+    # It was dropped from trials.csv without a word while matrix.json still counted it.
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (damaged,) = sorted(copy.glob("trials/*/trial-000/result.json"))[:1]
+    damaged.write_text('{"trial_id": ')  # cut short
+    trial_id = f"{damaged.parent.parent.name}/trial-000"
+    proc = aorta("export", str(copy), "-o", "t", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 trial(s) finished in the journal but have no whole result.json" in proc.stderr
+    assert trial_id in proc.stderr
+    as_json = aorta("export", str(copy), "-o", "j", "--json", cwd=tmp_path)
+    notes = json.loads(as_json.stdout)["notes"]
+    assert len(notes) == 1 and trial_id in notes[0]
+    rows = pd.read_csv(tmp_path / "t" / "trials.csv")
+    assert trial_id not in set(rows["trial_id"])
+    # the untouched run has nothing to say
+    clean = aorta("export", str(run_dir), "-o", "c", "--json", cwd=tmp_path)
+    assert json.loads(clean.stdout)["notes"] == []
