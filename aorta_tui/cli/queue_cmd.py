@@ -20,6 +20,7 @@ app = new_app(
     "  aorta-tui queue list\n\n"
     "  aorta-tui queue run hetero_kernels --streams 8 -o result.json\n\n"
     "  aorta-tui queue sweep tiny_kernel_stress --streams 1,2,4,8,16,32,64 -o sweep.json\n\n"
+    "  aorta-tui queue resume aorta-queue/tiny_kernel_stress-q-20261201-101500-ab12\n\n"
     "  aorta-tui queue compare base.json test.json"
 )
 
@@ -334,31 +335,53 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
-def _sweep_event_lines(base: Any, counts: list[int], *, knee_gain: float, output: Path | None,
-                       isolate: bool) -> None:
+def _sweep_event_lines(go: Any, run_id: str, run_dir: Path | None, total: int) -> None:
     """`queue sweep --json`: the sweep as one event stream, as every long command's ``--json``
     is (docs/architecture.md): ``RunStarted``, the sweep's own events, and ``RunFinished`` last
     with the sweep document in ``summary["result"]`` (or, on failure, a ``RunWarning`` and a
-    failed ``RunFinished`` before the error goes on to stderr and the exit code)."""
-    from aorta_tui.cli.trace_stream import failed, finished, open_stream
-    from aorta_tui.core.events import RunStarted
-    from aorta_tui.hwqueue.result import new_run_id
-    from aorta_tui.hwqueue.sweep import run_sweep
+    failed ``RunFinished`` before the error goes on to stderr and the exit code).
 
-    base.run_id = base.run_id or new_run_id()  # the stream's events and the document share it
+    ``go(on_event)`` runs the sweep. One kept in a run directory emits its own ``RunStarted``
+    and ``RunFinished`` (the journal gets them too); the ones it did not reach (a sweep refused
+    before it started, an in-process sweep) are written here."""
+    from aorta_tui.cli.trace_stream import failed, finished, open_stream
+    from aorta_tui.core.events import RunFinished, RunStarted
+
     out = open_stream()  # a point's own prints never mix into the lines
-    out.emit(RunStarted(base.run_id, source="queue_sweep", run_dir=str(output or ""),
-                        total=len(counts)))
+    seen = {"started": False, "finished": False}
+
+    def emit(event: Any) -> None:
+        if event.run_id == run_id:  # the sweep's own, never a point's
+            seen["started"] = seen["started"] or isinstance(event, RunStarted)
+            seen["finished"] = seen["finished"] or isinstance(event, RunFinished)
+        out.emit(event)
+
+    def start() -> None:
+        if not seen["started"]:
+            emit(RunStarted(run_id, source="queue_sweep", run_dir=str(run_dir or ""), total=total))
+
+    if run_dir is None:
+        start()
     try:
-        doc = run_sweep(base, counts, on_event=out.emit, knee_gain=knee_gain, output=output,
-                        isolate=isolate)
+        doc = go(emit)
     except KeyboardInterrupt:
-        finished(out, None, interrupted=True, exit_code=130, run_id=base.run_id)
+        if not seen["finished"]:
+            start()
+            finished(out, None, interrupted=True, exit_code=130, run_id=run_id)
         raise
     except Exception as exc:  # AortaError and anything else: the stream still ends typed
-        failed(out, exc, run_id=base.run_id)
+        start()
+        if not seen["finished"]:
+            failed(out, exc, run_id=run_id)
         raise
-    finished(out, doc, interrupted=False, exit_code=0, run_id=base.run_id)
+    if not seen["finished"]:
+        finished(out, doc, interrupted=False, exit_code=0, run_id=run_id)
+
+
+_RUN_DIR_HELP = ("Keep the sweep in this run directory (default aorta-queue/WORKLOAD-RUNID): a "
+                 "lock, a journal, each point's result.json and the document sweep.json; "
+                 "`queue resume DIR` runs only the points it lacks. Not with --in-process, "
+                 "which keeps no run directory.")
 
 
 @app.command("sweep")
@@ -378,7 +401,8 @@ def sweep_cmd(
     knee_gain: float = typer.Option(0.10, "--knee-gain",
                                     help="Marginal throughput gain below which the knee is set."),
     output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
-                                          help="Write the sweep JSON here (atomically)."),
+                                          help="Also write the sweep JSON here (atomically)."),
+    run_dir: Path | None = typer.Option(None, "--run-dir", help=_RUN_DIR_HELP),  # noqa: UP007
     ebpf_trace: bool = _EBPF_OPT,
     stream_priority: str = _PRIORITY_OPT,
     timing: str = _TIMING_OPT,
@@ -386,8 +410,9 @@ def sweep_cmd(
     graph: bool = _GRAPH_OPT,
     in_process: bool = typer.Option(False, "--in-process",
                                     help="Run every point in this process (faster start; state "
-                                    "carries between points and a failing point ends the "
-                                    "sweep). Default: a fresh process per point."),
+                                    "carries between points, a failing point ends the sweep, "
+                                    "and no run directory is kept: nothing to resume). "
+                                    "Default: a fresh process per point."),
     as_json: bool = typer.Option(False, "--json", help="Print the sweep as JSON event lines on "
                                  "stdout: run_started first, run_finished last with the sweep "
                                  "document in summary.result."),
@@ -396,11 +421,17 @@ def sweep_cmd(
     """Run WORKLOAD at several stream counts: throughput, scaling efficiency, peak and knee.
 
     Each point runs in a fresh process: nothing carries over between points, and a
-    point that fails (e.g. out of memory) is reported while the others still run.
+    point that fails (e.g. out of memory) is reported while the others still run. The sweep
+    is kept in a run directory (--run-dir); after Ctrl-C (exit 130) or a kill,
+    `aorta-tui queue resume DIR` runs only the points that did not finish.
 
     Example: aorta-tui queue sweep hetero_kernels --streams 2,4,8,16,32,64 -o sweep.json
+
+    Example: aorta-tui queue sweep moe --streams 4,8,16 --run-dir aorta-queue/moe-1 (then, after
+    Ctrl-C: aorta-tui queue resume aorta-queue/moe-1)
     """
     from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.result import new_run_id
     from aorta_tui.hwqueue.sweep import parse_stream_counts, run_sweep
 
     counts = parse_stream_counts(streams)
@@ -410,11 +441,68 @@ def sweep_cmd(
                           params=_parse_params(param), ebpf_trace=ebpf_trace,
                           stream_priority=stream_priority, timing=timing,
                           detail_iterations=detail_iterations, graph=graph)
-    if as_json:
-        _sweep_event_lines(base, counts, knee_gain=knee_gain, output=output, isolate=not in_process)
-        return
-    doc = run_sweep(base, counts, on_event=_progress_sink(as_json, quiet), knee_gain=knee_gain,
-                    output=output, isolate=not in_process)
+    base.run_id = new_run_id()  # the events, the document and the run directory share it
+    if run_dir is None and not in_process:
+        run_dir = Path("aorta-queue") / f"{workload}-{base.run_id}"
+
+    def go(on_event: Any) -> dict[str, Any]:
+        return run_sweep(base, counts, on_event=on_event, knee_gain=knee_gain, output=output,
+                         isolate=not in_process, run_dir=run_dir)
+
+    _sweep_and_print(go, base.run_id, run_dir, len(counts), output, as_json, quiet)
+
+
+@app.command("resume")
+@cli_command
+def resume_cmd(
+    run_dir: Path = typer.Argument(..., help="The run directory of an unfinished `queue sweep`."),
+    output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
+                                          help="Also write the sweep JSON here (default: the "
+                                          "-o file the sweep was started with, if any)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON event lines on stdout, as "
+                                 "`queue sweep --json`."),
+    quiet: bool = _QUIET_OPT,
+) -> None:
+    """Finish an interrupted `queue sweep`: the points that finished are kept (never run
+    again), the others run, each in a fresh process, with the sweep's own options; then the
+    document (sweep.json in the run directory, and -o) is written.
+
+    Exit status: 0 done; 2 not a queue sweep's run directory, or another process is running it;
+    130 interrupted again (resume again).
+
+    Example: aorta-tui queue resume aorta-queue/moe-q-20261201-101500-ab12
+    """
+    from aorta_tui.hwqueue.sweep import read_request, resume_sweep
+
+    request = read_request(run_dir)
+    run_id = str(request["run_id"])
+
+    def go(on_event: Any) -> dict[str, Any]:
+        return resume_sweep(run_dir, on_event=on_event, output=output)
+
+    _sweep_and_print(go, run_id, run_dir, len(request["stream_counts"]), output, as_json, quiet)
+
+
+def _sweep_and_print(go: Any, run_id: str, run_dir: Path | None, total: int,
+                     output: Path | None, as_json: bool, quiet: bool) -> None:
+    """Run the sweep (``go(on_event)``) as event lines or as a table."""
+    try:
+        if as_json:
+            _sweep_event_lines(go, run_id, run_dir, total)
+            return
+        doc = go(_progress_sink(as_json, quiet))
+    except KeyboardInterrupt:
+        if run_dir is not None:
+            err(f"interrupted; the finished points are kept: aorta-tui queue resume {run_dir}")
+        raise
+    _print_sweep(doc)
+    if output is not None:
+        print(f"sweep written to {output}")
+    if run_dir is not None:
+        print(f"run directory: {run_dir}")
+
+
+def _print_sweep(doc: dict[str, Any]) -> None:
     a = doc["analysis"]
     unit = doc["workload"]["throughput_unit"]
     rows = []
@@ -444,8 +532,6 @@ def sweep_cmd(
         print(f"{failed['streams']} streams failed, left out of the analysis: {failed['reason']}")
     print(f"peak: {a['peak_streams']} streams ({_fmt(a['peak_throughput'])} {unit}); "
           f"knee: {a['knee_streams']} streams")
-    if output is not None:
-        print(f"sweep written to {output}")
 
 
 @app.command("compare")

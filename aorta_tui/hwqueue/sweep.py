@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.errors import UsageError
+from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 
@@ -66,10 +68,19 @@ def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10)
 
 Runner = Callable[[Any, str], dict[str, Any]]  # (QueueRunConfig, what) -> queue result
 
+# An isolated sweep's run directory (docs/hwqueue.md, "Run directory and resume"):
+# request.json (what was asked), journal.jsonl, .lock, trials/s<NNNN>/result.json, sweep.json.
+REQUEST_FILE = "request.json"
+DOCUMENT_FILE = "sweep.json"
+RUN_KIND = "aorta-tui/queue-sweep-run"
+FAILED_POINT_KIND = "aorta-tui/queue-sweep-failed-point"
+ISOLATED = "a fresh process per point"
+
 
 def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
               knee_gain: float = 0.10, output: str | os.PathLike[str] | None = None,
-              isolate: bool = True, runner: Runner | None = None) -> dict[str, Any]:
+              isolate: bool = True, runner: Runner | None = None,
+              run_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document.
 
     ``isolate`` (default): every point is a fresh ``queue run`` process, so no state (CUDA
@@ -77,45 +88,76 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     and a point that fails (say, out of memory at 64 streams) is recorded in ``failed_points``
     while the sweep goes on. Otherwise all points run in this process and a failure ends the
     sweep. With ``output`` the document is also written atomically and ``ResultWritten`` emitted.
+
+    ``run_dir`` (isolated sweeps only): keep the sweep in that new run directory, through a
+    ``RunStore`` (lock, fsynced journal, one result file per point), so that
+    :func:`resume_sweep` runs only the points it lacks. ``on_event`` then also gets
+    ``RunStarted`` first and ``RunFinished`` last (the document in ``summary["result"]``).
     """
-    from aorta_tui.core.errors import AortaError
     from aorta_tui.hwqueue.repeat import refuse_shared_trace, run_isolated
     from aorta_tui.hwqueue.run import run_queue
 
     refuse_shared_trace(base, "a sweep")
     check_counts(base.workload, counts)
     base.validate()
+    if run_dir is not None and not isolate:
+        raise UsageError("--in-process runs every point in this process and keeps no run "
+                         "directory", hint="drop --run-dir, or drop --in-process")
     sweep_id = base.run_id or new_run_id()
     run: Runner = runner or (run_isolated if isolate else
                              (lambda cfg, _what: run_queue(cfg, on_event=on_event)))
+    if run_dir is not None:
+        base = dataclasses.replace(base, run_id=sweep_id)
+        request = _request(base, counts, knee_gain, output)
+        _create_run_dir(Path(run_dir), request)
+        return _StoreSweep(Path(run_dir), request, on_event, run).run(resumed=False)
     results: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     first_error: AortaError | None = None
     for k, n in enumerate(counts):
         cfg = dataclasses.replace(base, streams=n, run_id=f"{sweep_id}-s{n}")
-        try:
-            result = run(cfg, f"the {n}-stream point")
-        except AortaError as exc:
-            if not isolate:
-                raise
-            first_error = first_error or exc
-            failed.append({"streams": n, "reason": exc.render()})
-            message = f"{n} streams failed"
+        result, error = _measure(run, cfg, isolate, on_event)
+        if error is not None:
+            first_error = first_error or error
+            failed.append({"streams": n, "reason": error.render()})
         else:
             results.append(result)
-            message = f"{n} streams done"
-            if isolate and on_event is not None:  # the child's own events stayed in the child
-                on_event(Measurement(cfg.run_id, source="queue", name=base.workload,
-                                     values=dict(result["summary"]),
-                                     reasons=dict(result["unavailable"])))
         if on_event is not None:
-            on_event(Progress(sweep_id, done=k + 1, total=len(counts), message=message))
+            on_event(Progress(sweep_id, done=k + 1, total=len(counts),
+                              message=f"{n} streams {'failed' if error else 'done'}"))
     if not results:
         assert first_error is not None
         raise first_error
+    doc = sweep_document(sweep_id, counts, results, failed, knee_gain,
+                         ISOLATED if isolate else "all points in one process")
+    if output is not None:
+        _write_document(output, doc, sweep_id, on_event)
+    return doc
+
+
+def _measure(run: Runner, cfg: Any, isolate: bool, on_event: Callable[[Event], None] | None
+             ) -> tuple[dict[str, Any], None] | tuple[None, AortaError]:
+    """One point: its queue result, or (isolated) the error that ended it."""
+    n = cfg.streams
+    try:
+        result = run(cfg, f"the {n}-stream point")
+    except AortaError as exc:
+        if not isolate:
+            raise
+        return None, exc
+    if isolate and on_event is not None:  # the child's own events stayed in the child
+        on_event(Measurement(cfg.run_id, source="queue", name=cfg.workload,
+                             values=dict(result["summary"]), reasons=dict(result["unavailable"])))
+    return result, None
+
+
+def sweep_document(sweep_id: str, counts: Sequence[int], results: list[dict[str, Any]],
+                   failed: list[dict[str, Any]], knee_gain: float, isolation: str
+                   ) -> dict[str, Any]:
+    """The sweep document (``-o``, ``sweep.json``) from its points' results, in count order."""
     analysis = analyse([(r["config"]["streams"], r["summary"]["throughput"]) for r in results],
                        knee_gain)
-    doc = {
+    return {
         "schema_version": SCHEMA_VERSION,
         "kind": SWEEP_KIND,
         "run_id": sweep_id,
@@ -123,13 +165,265 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
         "emulated": results[0]["emulated"],
         "platform": results[0]["platform"],
         "stream_counts": list(counts),
-        "isolation": "a fresh process per point" if isolate else "all points in one process",
+        "isolation": isolation,
         "failed_points": failed,
         "analysis": analysis,
         "points": results,
     }
+
+
+def _write_document(path: str | os.PathLike[str], doc: dict[str, Any], sweep_id: str,
+                    on_event: Callable[[Event], None] | None) -> None:
+    atomic_write_json(path, doc)
+    if on_event is not None:
+        on_event(ResultWritten(sweep_id, path=str(path), what="queue sweep"))
+
+
+# -- the run directory -------------------------------------------------------------------------
+
+
+def point_id(streams: int) -> str:
+    """A point's trial id: ``s0008`` for 8 streams (sorts as the counts do)."""
+    return f"s{streams:04d}"
+
+
+def _point_streams(trial_id: str) -> int | None:
+    digits = trial_id[1:]
+    if not trial_id.startswith("s") or len(digits) != 4 or not digits.isdigit():
+        return None
+    return int(digits)
+
+
+def _whole_point(data: dict[str, Any], trial_id: str) -> dict[str, Any] | None:
+    """A point's ``result.json`` when it is whole and this point's: a queue result at its
+    stream count, or the record of its failure. Anything else (damaged, another point's) is
+    not a result, and the resume runs the point again."""
+    from aorta_tui.hwqueue.result import check_result
+
+    n = _point_streams(trial_id)
+    if n is None or data.get("schema_version") != SCHEMA_VERSION:
+        return None
+    if data.get("kind") == FAILED_POINT_KIND:
+        ok = data.get("streams") == n and isinstance(data.get("reason"), str)
+        return data if ok else None
+    try:
+        check_result(data, trial_id)
+    except AortaError:
+        return None
+    return data if data["config"]["streams"] == n else None
+
+
+def _busy(run_dir: Path, holder: str) -> AortaError:
+    from aorta_tui.core.errors import RunDirError
+
+    return RunDirError(f"another process is running the queue sweep in {run_dir} ({holder})",
+                       hint="wait for it to finish, or stop it first")
+
+
+def _layout() -> Any:
+    from aorta_tui.core.run_store import StoreLayout
+
+    return StoreLayout(result_file="result.json", sweep_ids=False, accept=_whole_point,
+                       refusal=_busy)
+
+
+def _request(base: Any, counts: Sequence[int], knee_gain: float,
+             output: str | os.PathLike[str] | None) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "kind": RUN_KIND, "run_id": base.run_id,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": dataclasses.asdict(base),
+            "stream_counts": list(counts), "knee_gain": knee_gain,
+            "output": None if output is None else os.path.abspath(output)}
+
+
+def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
+    """A new run directory holding ``request.json`` and an empty journal (or refused)."""
+    from aorta_tui.core import ownership
+    from aorta_tui.core.rundir import JOURNAL
+
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise UsageError(f"--run-dir {run_dir} already exists and is not an empty directory",
+                         hint=f"choose a new --run-dir, or continue that sweep with "
+                              f"`aorta-tui queue resume {run_dir}`")
+    try:
+        ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
+        atomic_write_json(run_dir / REQUEST_FILE, request)
+        (run_dir / JOURNAL).touch()
+    except OSError as exc:
+        raise UsageError(f"cannot create --run-dir {run_dir}: {exc.strerror or exc}") from None
+
+
+def read_request(run_dir: Path) -> dict[str, Any]:
+    """``request.json`` of a queue sweep's run directory, checked, or a located error."""
+    from aorta_tui.core.errors import RunDirError
+    from aorta_tui.core.inputs import MiB, load_json_input, require_object
+
+    path = run_dir / REQUEST_FILE
+    hint = "pass the run directory a `queue sweep` made (it holds request.json and journal.jsonl)"
+    if not path.is_file():
+        raise RunDirError(f"{run_dir} is not a queue sweep's run directory (no {REQUEST_FILE})",
+                          hint=hint)
+    data = require_object(load_json_input(path, what=REQUEST_FILE, limit=4 * MiB),
+                          where=str(path), what="queue sweep request")
+    counts, gain = data.get("stream_counts"), data.get("knee_gain")
+    problems = [
+        ("kind", data.get("kind") == RUN_KIND),
+        ("schema_version", data.get("schema_version") == SCHEMA_VERSION),
+        ("run_id", isinstance(data.get("run_id"), str) and bool(data.get("run_id"))),
+        ("config", isinstance(data.get("config"), dict)),
+        ("stream_counts", isinstance(counts, list) and bool(counts) and all(
+            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts)),
+        ("knee_gain", isinstance(gain, (int, float)) and not isinstance(gain, bool)),
+        ("output", data.get("output") is None or isinstance(data.get("output"), str)),
+    ]
+    for field, ok in problems:
+        if not ok:
+            raise RunDirError(f"{path}: {field}: missing or not what `queue sweep` writes",
+                              hint=hint)
+    return data
+
+
+def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], None] | None = None,
+                 output: str | os.PathLike[str] | None = None,
+                 runner: Runner | None = None) -> dict[str, Any]:
+    """Finish the sweep of ``run_dir``: the points without a whole result and journal line run
+    (each once, in count order), the others are kept; then the document is written again.
+    ``output`` replaces the ``-o`` file the sweep was started with."""
+    from aorta_tui.core.errors import RunDirError
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.repeat import run_isolated
+
+    path = Path(run_dir)
+    request = read_request(path)
+    try:
+        base = QueueRunConfig(**request["config"])
+    except TypeError as exc:
+        raise RunDirError(f"{path / REQUEST_FILE}: config: {exc}",
+                          hint="it was written by another aorta-tui version; start a new sweep"
+                          ) from None
+    base.run_id = request["run_id"]
+    check_counts(base.workload, request["stream_counts"])
+    base.validate()
     if output is not None:
-        atomic_write_json(output, doc)
-        if on_event is not None:
-            on_event(ResultWritten(sweep_id, path=str(output), what="queue sweep"))
-    return doc
+        request = {**request, "output": os.path.abspath(output)}
+    return _StoreSweep(path, request, on_event, runner or run_isolated, base).run(resumed=True)
+
+
+class _StoreSweep:
+    """An isolated sweep on a :class:`RunStore`: the planner is the stream counts, the runner
+    one fresh process per point; a point is done once its result and journal line are in."""
+
+    def __init__(self, run_dir: Path, request: dict[str, Any],
+                 on_event: Callable[[Event], None] | None, run: Runner,
+                 base: Any | None = None) -> None:
+        from aorta_tui.core.events import CallbackSink, EventBus
+        from aorta_tui.core.run_store import RunStore
+        from aorta_tui.hwqueue.harness import QueueRunConfig
+
+        self.run_dir = run_dir
+        self.request = request
+        self.base = base if base is not None else QueueRunConfig(**request["config"])
+        self.sweep_id: str = request["run_id"]
+        self.counts: list[int] = list(request["stream_counts"])
+        self.run_fn = run
+        self.store = RunStore(run_dir, _layout())
+        self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
+
+    def run(self, *, resumed: bool) -> dict[str, Any]:
+        from aorta_tui.core.rundir import write_failure
+
+        self.store.acquire()  # before the resume set is read: another process may be running it
+        try:
+            return self._run_locked(resumed)
+        except OSError as exc:  # a full disk, a quota, an I/O error: the machine's problem
+            problem = write_failure(exc, self.run_dir,
+                                    resume_command=f"aorta-tui queue resume {self.run_dir}")
+            if problem is None:
+                raise
+            self._finished("failed", int(problem.exit_code), {"error": problem.message})
+            raise problem from None
+        finally:
+            self.store.release()
+
+    def _run_locked(self, resumed: bool) -> dict[str, Any]:
+        from aorta_tui.core.events import RunStarted
+
+        ids = [point_id(n) for n in self.counts]
+        done = self.store.completed(set(ids)) if resumed else set()
+        self.bus.prepend(self.store.open_journal())  # the journal sees every event first
+        self.bus.emit(RunStarted(self.sweep_id, source="queue_sweep", run_dir=str(self.run_dir),
+                                 total=len(ids), cells=ids, resumed=resumed,
+                                 already_done=len(done)))
+        try:
+            count = len(done)
+            for n, tid in zip(self.counts, ids, strict=True):
+                if tid in done:
+                    continue  # a finished point is never run again
+                message = self._point(n, tid)
+                count += 1
+                self.bus.emit(Progress(self.sweep_id, done=count, total=len(ids),
+                                       message=message))
+        except KeyboardInterrupt:
+            self._finished("interrupted", 130, {"run_dir": str(self.run_dir)})
+            raise
+        return self._document()
+
+    def _point(self, n: int, tid: str) -> str:
+        from aorta_tui.core.events import TrialFinished, TrialStarted
+
+        cfg = dataclasses.replace(self.base, streams=n, run_id=f"{self.sweep_id}-s{n}")
+        trial_dir = self.store.fresh_trial_dir(tid)  # what an interrupted attempt left goes
+        self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1))
+        t0 = time.monotonic()
+        result, error = _measure(self.run_fn, cfg, True, self.bus.emit)
+        wall = time.monotonic() - t0
+        record = result if result is not None else {
+            "schema_version": SCHEMA_VERSION, "kind": FAILED_POINT_KIND, "streams": n,
+            "reason": error.render(), "exit_code": int(error.exit_code)}
+        self.store.write_result(tid, record)  # the result first, then its journal line
+        self.bus.emit(TrialFinished(
+            self.sweep_id, trial_id=tid, cell=tid, trial=1,
+            verdict="pass" if error is None else "error",
+            exit_code=0 if error is None else int(error.exit_code), wall_s=wall,
+            reason="" if error is None else error.render(), trial_dir=str(trial_dir)))
+        self.store.check_journal()  # a point is done only once the journal says so
+        return f"{n} streams {'done' if error is None else 'failed'}"
+
+    def _document(self) -> dict[str, Any]:
+        results: list[dict[str, Any]] = []
+        failed: list[dict[str, Any]] = []
+        for n in self.counts:
+            data = self.store.read_result(point_id(n))
+            assert data is not None  # every point ran or was found done, under the lock
+            if data.get("kind") == FAILED_POINT_KIND:
+                failed.append({"streams": n, "reason": data["reason"]})
+            else:
+                results.append(data)
+        if not results:
+            first = self.store.read_result(point_id(self.counts[0])) or {}
+            error = AortaError(failed[0]["reason"],
+                               exit_code=_exit_code(first.get("exit_code")))
+            self._finished("failed", int(error.exit_code), {"error": error.message})
+            raise error
+        doc = sweep_document(self.sweep_id, self.counts, results, failed,
+                             float(self.request["knee_gain"]), ISOLATED)
+        _write_document(self.run_dir / DOCUMENT_FILE, doc, self.sweep_id, self.bus.emit)
+        if self.request.get("output"):
+            _write_document(self.request["output"], doc, self.sweep_id, self.bus.emit)
+        self._finished("completed", 0, {"run_dir": str(self.run_dir), "result": doc})
+        return doc
+
+    def _finished(self, status: str, exit_code: int, summary: dict[str, Any]) -> None:
+        from aorta_tui.core.events import RunFinished
+
+        self.bus.emit(RunFinished(self.sweep_id, status=status, exit_code=exit_code,
+                                  summary=summary))
+        self.store.close_journal()
+
+
+def _exit_code(value: object) -> Any:
+    from aorta_tui.core.errors import ExitCode
+
+    try:
+        return ExitCode(value)
+    except ValueError:
+        return ExitCode.INTERNAL
