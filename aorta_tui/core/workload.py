@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.suggest import did_you_mean_any
+from aorta_tui.core.suggest import did_you_mean, did_you_mean_any
 
 ConfigType = Literal["int", "float", "str", "bool", "dict", "list"]
 _PY_TYPES: dict[str, tuple[type, ...]] = {
@@ -144,62 +144,96 @@ def validate_config(
     raw: Mapping[str, Any] | None,
     *,
     path: str = "workload_config",
+    location: str | None = None,
+    from_text: bool = False,
 ) -> dict[str, Any]:
-    """Check ``raw`` against ``schema`` and fill defaults. Unknown keys are errors."""
+    """Check ``raw`` against ``schema`` and fill defaults. Unknown keys are errors.
+
+    The one check of a workload's settings: a recipe's ``workload_config`` (``path`` a key
+    path) and a queue workload's ``--param KEY=VALUE`` (``path="--param"``, ``from_text``:
+    string values are command-line text, read by :func:`read_text_value` first, the way a
+    recipe's YAML reads the same text). ``location`` (e.g. the workload) prefixes every error.
+    """
     raw = dict(raw or {})
     known = {f.name: f for f in schema}
     for key in raw:
         if key not in known:
-            hint = did_you_mean_any(key, known) or (
-                f"known keys: {', '.join(sorted(known)) or '(none)'}"
-            )
-            raise UsageError(f"unknown key {path}.{key}", hint=hint)
+            near = did_you_mean_any(key, known)
+            listed = f"known keys: {', '.join(sorted(known)) or '(none)'}"
+            raise UsageError(f"unknown key {_join(path, key)}", location=location,
+                             hint=f"{near} {listed}" if near else listed)
     out: dict[str, Any] = {}
     for f in schema:
         value = raw.get(f.name, f.default)
-        out[f.name] = _check_value(f, value, f"{path}.{f.name}")
+        if from_text and f.name in raw and isinstance(value, str):
+            value = read_text_value(value)
+        out[f.name] = _check_value(f, value, path, location)
     return out
 
 
-def _check_value(f: ConfigField, value: Any, where: str) -> Any:
+def _join(path: str, key: str) -> str:
+    """``workload_config.size``; under a flag, ``--param size``."""
+    return f"{path} {key}" if path.startswith("--") and " " not in path else f"{path}.{key}"
+
+
+def _example(f: ConfigField, path: str) -> str:
+    """How a fix is written where the value came from: ``size: 32`` or ``--param size=32``."""
+    if path.startswith("--") and " " not in path:
+        return f"e.g. {path} {f.name}={f.default}"
+    return f"e.g. {f.name}: {f.default!r}"
+
+
+def _check_value(f: ConfigField, value: Any, path: str, location: str | None = None) -> Any:
+    where = _join(path, f.name)
+
+    def bad(message: str, hint: str) -> UsageError:
+        return UsageError(f"{where} {message}", hint=hint, location=location)
+
     if value is None and f.default is None:
         return None
     allowed = _PY_TYPES[f.type]
     if f.type in ("int", "float") and isinstance(value, bool):
-        raise UsageError(f"{where} must be {f.type}, got a boolean", hint=f"e.g. {f.default!r}")
+        raise bad(f"must be {f.type}, got a boolean", _example(f, path))
     if not isinstance(value, allowed):
-        raise UsageError(
-            f"{where} must be {f.type}, got {type(value).__name__} {value!r}",
-            hint=f"e.g. {where.rsplit('.', 1)[-1]}: {f.default!r}",
-        )
+        raise bad(f"must be {f.type}, got {type(value).__name__} {value!r}", _example(f, path))
     if f.type == "float":
         value = float(value)
     if f.choices is not None and value not in f.choices:
-        raise UsageError(
-            f"{where} must be one of {', '.join(map(str, f.choices))}, got {value!r}"
-        )
+        options = ", ".join(map(str, f.choices))
+        raise bad(f"must be one of {options}, got {value!r}",
+                  did_you_mean(str(value), map(str, f.choices)) + f"use one of {options}")
     if f.min is not None and value < f.min:
-        raise UsageError(f"{where} must be >= {f.min}, got {value!r}")
+        raise bad(f"must be >= {f.min}, got {value!r}", _example(f, path))
     if f.max is not None and value > f.max:
-        raise UsageError(f"{where} must be <= {f.max}, got {value!r}")
+        raise bad(f"must be <= {f.max}, got {value!r}", _example(f, path))
     if f.type == "dict" and f.fields is not None:
-        value = validate_config(f.fields, value, path=where)
+        value = validate_config(f.fields, value, path=where, location=location)
     return value
+
+
+def read_text_value(text: str) -> Any:
+    """A command-line value (``--config k=v``, ``--param k=v``) read as a recipe reads it.
+
+    The recipe loader's YAML reading of one scalar (``3`` an int, ``true`` a boolean, ``x`` a
+    string, ``[1, 2]`` a list), so a setting typed on the command line and one written in a
+    recipe are the same value; text the loader refuses (``[1``, a tag) stays the text itself.
+    """
+    from aorta_tui.core.recipe.loader import LoadProblem, parse_yaml_text
+
+    try:
+        return parse_yaml_text(text)[0]
+    except LoadProblem:
+        return text
 
 
 def parse_config_overrides(pairs: list[str]) -> dict[str, Any]:
     """Turn ``k=v`` / ``a.b=v`` command-line pairs into a nested dict with YAML-typed values."""
-    import yaml
-
     out: dict[str, Any] = {}
     for pair in pairs:
         if "=" not in pair:
             raise UsageError(f"--config {pair!r} is not key=value", hint="e.g. --config steps=10")
         key, _, text = pair.partition("=")
-        try:
-            value = yaml.safe_load(text) if text else ""
-        except yaml.YAMLError:
-            value = text
+        value = read_text_value(text) if text else ""
         node = out
         parts = key.strip().split(".")
         for part in parts[:-1]:

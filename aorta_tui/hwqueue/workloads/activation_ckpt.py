@@ -3,6 +3,7 @@ segments on side streams while the main stream runs the gradient GEMMs."""
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
@@ -13,7 +14,12 @@ class ActivationCheckpointing(QueueWorkload):
     min_streams, max_streams, recommended_streams = 4, 12, 6
     switch_latency_sensitivity = "medium"
     work_unit, throughput_unit = "sample", "samples/s"
-    defaults = {"batch": 32, "hidden": 2048, "layers": 8, "ckpt_every": 2}
+    config_schema = (
+        ConfigField("batch", "int", 32, min=0),
+        ConfigField("hidden", "int", 2048, min=0),
+        ConfigField("layers", "int", 8, min=0),
+        ConfigField("ckpt_every", "int", 2, min=0),
+    )
     tiny = {"batch": 4, "hidden": 32, "layers": 4}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:

@@ -3,6 +3,7 @@ on preprocessing streams and the model step on the compute stream, overlapped pe
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -22,7 +23,13 @@ class AsyncDataload(QueueWorkload):
         'copies between host and device memory each iteration (a pageable host buffer '
         'synchronises the host, which stream capture forbids, and a replay would reuse the '
         'captured host buffers)')
-    defaults = {"batches": 4, "batch": 32, "image": 224, "channels": 3, "hidden": 1024}
+    config_schema = (
+        ConfigField("batches", "int", 4, min=0),
+        ConfigField("batch", "int", 32, min=0),
+        ConfigField("image", "int", 224, min=0),
+        ConfigField("channels", "int", 3, min=0),
+        ConfigField("hidden", "int", 1024, min=0),
+    )
     tiny = {"batches": 2, "batch": 2, "image": 8, "hidden": 16}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.suggest import did_you_mean
+from aorta_tui.core.workload import ConfigField, validate_config
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -94,6 +94,9 @@ class QueueWorkload(ABC):
     work_unit: ClassVar[str]  # what work_per_iteration counts: FLOP, token, sample, ...
     throughput_unit: ClassVar[str]  # e.g. TFLOP/s
     throughput_scale: ClassVar[float] = 1.0  # work units per throughput unit (1e12 for TFLOP)
+    # the parameters (``--param KEY=VALUE``), declared and checked as a recipe workload's
+    # ``workload_config`` is (core/workload.py); ``defaults`` is derived from it
+    config_schema: ClassVar[tuple[ConfigField, ...]]
     defaults: ClassVar[dict[str, Any]]
     tiny: ClassVar[dict[str, Any]]  # overrides that make it run in milliseconds on a CPU
     # True when streams never exchange tensors, so --devices may put them on different GPUs
@@ -104,20 +107,20 @@ class QueueWorkload(ABC):
     # whose answer depends on its parameters overrides ``graph_unsupported_reason``
     graph_unsupported: ClassVar[str | None] = None
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "config_schema" in vars(cls):
+            cls.defaults = {f.name: f.default for f in cls.config_schema}
+
     def __init__(self, params: Mapping[str, Any] | None = None, *, size: str = "default") -> None:
-        merged = dict(self.defaults)
-        if size == "tiny":
-            merged.update(self.tiny)
-        elif size != "default":
+        if size not in ("default", "tiny"):
             raise UsageError(f"unknown size {size!r}", hint="use --size default or --size tiny")
-        for key, value in (params or {}).items():
-            if key not in self.defaults:
-                raise UsageError(
-                    f"workload {self.name!r} has no parameter {key!r}",
-                    hint=did_you_mean(key, self.defaults) + f"parameters: {', '.join(sorted(self.defaults))}",
-                )
-            merged[key] = coerce_param(self.name, key, value, self.defaults[key])
-        self.params: dict[str, Any] = merged
+        base = dict(self.tiny) if size == "tiny" else {}
+        # strings are command-line text (``--param KEY=VALUE``): validate_config reads them as
+        # a recipe's YAML would, so the two paths accept and reject the same values
+        self.params: dict[str, Any] = validate_config(
+            self.config_schema, {**base, **(params or {})}, path="--param",
+            location=f"queue workload {self.name!r}", from_text=True)
         self.size = size
 
     @classmethod
@@ -183,31 +186,6 @@ class QueueWorkload(ABC):
         for key in list(vars(self)):
             if key not in ("params", "size"):
                 delattr(self, key)
-
-
-def coerce_param(workload: str, key: str, value: Any, default: Any) -> Any:
-    """Turn a ``--param key=value`` string into the type of the default."""
-    if not isinstance(value, str) or isinstance(default, str):
-        return value
-    try:
-        if isinstance(default, bool):
-            low = value.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(value)
-        if isinstance(default, int):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
-    except ValueError:
-        raise UsageError(
-            f"parameter {key!r} of workload {workload!r} must be {type(default).__name__}, "
-            f"got {value!r}",
-            hint=f"for example --param {key}={default}",
-        ) from None
-    return value
 
 
 def gemm_flops(m: int, n: int, k: int) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -26,9 +27,15 @@ class CommsComputeOverlap(QueueWorkload):
     min_streams, max_streams, recommended_streams = 1, 32, 4
     switch_latency_sensitivity = "high"
     work_unit, throughput_unit, throughput_scale = "FLOP", "TFLOP/s", 1e12
-    defaults = {"gemm_m": 4096, "gemm_n": 4096, "gemm_k": 4096, "gemms_per_stream": 2,
-                "collectives_per_iteration": 2, "comm_elements": 16 * 1024 * 1024,
-                "collectives": "simulated"}
+    config_schema = (
+        ConfigField("gemm_m", "int", 4096, min=0),
+        ConfigField("gemm_n", "int", 4096, min=0),
+        ConfigField("gemm_k", "int", 4096, min=0),
+        ConfigField("gemms_per_stream", "int", 2, min=0),
+        ConfigField("collectives_per_iteration", "int", 2, min=0),
+        ConfigField("comm_elements", "int", 16 * 1024 * 1024, min=0),
+        ConfigField("collectives", "str", "simulated", choices=("simulated", "real")),
+    )
     tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64, "gemms_per_stream": 1,
             "collectives_per_iteration": 1, "comm_elements": 4096}
 
@@ -42,10 +49,6 @@ class CommsComputeOverlap(QueueWorkload):
     def setup(self, ctx: QueueWorkloadContext) -> None:
         torch = self._torch = ctx.torch
         p = self.params
-        if p["collectives"] not in ("simulated", "real"):
-            from aorta_tui.core.errors import UsageError
-
-            raise UsageError(f"collectives={p['collectives']!r}", hint="use simulated or real")
         self.compute, self.comm = split_roles(ctx.streams, 2) if ctx.streams > 1 else ([0], [0])
         m, n, k = p["gemm_m"], p["gemm_n"], p["gemm_k"]
         self.mats = {s: (ctx.randn(m, k, stream=s), ctx.randn(k, n, stream=s), ctx.zeros(m, n, stream=s))

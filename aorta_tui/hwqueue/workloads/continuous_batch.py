@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -19,8 +20,15 @@ class ContinuousBatch(QueueWorkload):
     switch_latency_sensitivity = "high"
     work_unit, throughput_unit = "token", "tokens/s"
     latency_critical_role = "the decode streams (per-token latency), not prefill or KV-cache writes"
-    defaults = {"hidden": 1024, "layers": 8, "heads": 8, "prefill_batch": 2,
-                "prefill_seq": 512, "decode_batch": 16, "context": 1024}
+    config_schema = (
+        ConfigField("hidden", "int", 1024, min=0),
+        ConfigField("layers", "int", 8, min=0),
+        ConfigField("heads", "int", 8, min=0),
+        ConfigField("prefill_batch", "int", 2, min=0),
+        ConfigField("prefill_seq", "int", 512, min=0),
+        ConfigField("decode_batch", "int", 16, min=0),
+        ConfigField("context", "int", 1024, min=0),
+    )
     tiny = {"hidden": 32, "layers": 2, "heads": 2, "prefill_batch": 2, "prefill_seq": 8,
             "decode_batch": 4, "context": 16}
 

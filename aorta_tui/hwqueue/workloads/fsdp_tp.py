@@ -3,6 +3,7 @@ gradient reduce-scatters overlap on separate streams (collectives simulated as c
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -18,7 +19,12 @@ class FsdpTp(QueueWorkload):
     min_streams, max_streams, recommended_streams = 4, 16, 10
     switch_latency_sensitivity = "high"
     work_unit, throughput_unit = "sample", "samples/s"
-    defaults = {"batch": 32, "hidden": 2048, "layers": 4, "shards": 4}
+    config_schema = (
+        ConfigField("batch", "int", 32, min=0),
+        ConfigField("hidden", "int", 2048, min=0),
+        ConfigField("layers", "int", 4, min=0),
+        ConfigField("shards", "int", 4, min=0),
+    )
     tiny = {"batch": 4, "hidden": 32, "layers": 2, "shards": 2}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:

@@ -3,6 +3,7 @@ gradients are accumulated early on reduction streams; a final reduce joins the p
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -18,7 +19,11 @@ class GradAccumulation(QueueWorkload):
     min_streams, max_streams, recommended_streams = 2, 16, 6
     switch_latency_sensitivity = "medium"
     work_unit, throughput_unit = "sample", "samples/s"
-    defaults = {"micro_batches": 8, "micro_batch": 16, "hidden": 2048}
+    config_schema = (
+        ConfigField("micro_batches", "int", 8, min=0),
+        ConfigField("micro_batch", "int", 16, min=0),
+        ConfigField("hidden", "int", 2048, min=0),
+    )
     tiny = {"micro_batches": 4, "micro_batch": 2, "hidden": 32}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
@@ -13,7 +14,11 @@ class GraphSubgraphs(QueueWorkload):
     switch_latency_sensitivity = "high"
     independent_streams = True
     work_unit, throughput_unit = "sample", "samples/s"
-    defaults = {"batch": 64, "hidden": 1024, "layers": 4}
+    config_schema = (
+        ConfigField("batch", "int", 64, min=0),
+        ConfigField("hidden", "int", 1024, min=0),
+        ConfigField("layers", "int", 4, min=0),
+    )
     tiny = {"batch": 4, "hidden": 32, "layers": 2}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext, gemm_flops
 
 
@@ -24,8 +25,13 @@ class HeteroKernels(QueueWorkload):
     independent_streams = True
     latency_critical_role = "the tiny-kernel streams (the convoy's victims), not the GEMM streams"
     work_unit, throughput_unit, throughput_scale = "FLOP", "TFLOP/s", 1e12
-    defaults = {"gemm_m": 4096, "gemm_n": 4096, "gemm_k": 4096, "small_size": 1024,
-                "small_per_large": 10}
+    config_schema = (
+        ConfigField("gemm_m", "int", 4096, min=0),
+        ConfigField("gemm_n", "int", 4096, min=0),
+        ConfigField("gemm_k", "int", 4096, min=0),
+        ConfigField("small_size", "int", 1024, min=0),
+        ConfigField("small_per_large", "int", 10, min=0),
+    )
     tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64, "small_size": 256, "small_per_large": 2}
 
     def latency_critical_streams(self, streams: int) -> tuple[int, ...]:

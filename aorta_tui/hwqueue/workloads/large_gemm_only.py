@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext, gemm_flops
 
 
@@ -15,7 +16,12 @@ class LargeGemmOnly(QueueWorkload):
     switch_latency_sensitivity = "low"
     independent_streams = True
     work_unit, throughput_unit, throughput_scale = "FLOP", "TFLOP/s", 1e12
-    defaults = {"gemm_m": 8192, "gemm_n": 8192, "gemm_k": 8192, "gemms_per_stream": 1}
+    config_schema = (
+        ConfigField("gemm_m", "int", 8192, min=0),
+        ConfigField("gemm_n", "int", 8192, min=0),
+        ConfigField("gemm_k", "int", 8192, min=0),
+        ConfigField("gemms_per_stream", "int", 1, min=0),
+    )
     tiny = {"gemm_m": 64, "gemm_n": 64, "gemm_k": 64}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:

@@ -3,6 +3,7 @@ step that waits for all of them. Tokens are dispatched with a fixed capacity per
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
@@ -13,8 +14,14 @@ class MixtureOfExperts(QueueWorkload):
     min_streams, max_streams, recommended_streams = 4, 32, 16
     switch_latency_sensitivity = "high"
     work_unit, throughput_unit = "token", "tokens/s"
-    defaults = {"num_experts": 8, "hidden": 1024, "intermediate": 4096, "top_k": 2,
-                "batch": 4, "seq": 512}
+    config_schema = (
+        ConfigField("num_experts", "int", 8, min=0),
+        ConfigField("hidden", "int", 1024, min=0),
+        ConfigField("intermediate", "int", 4096, min=0),
+        ConfigField("top_k", "int", 2, min=0),
+        ConfigField("batch", "int", 4, min=0),
+        ConfigField("seq", "int", 512, min=0),
+    )
     tiny = {"num_experts": 4, "hidden": 32, "intermediate": 64, "batch": 2, "seq": 8}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:

@@ -3,6 +3,7 @@ top-k) -> rerank -> generate; each stage on its own stream group, queries in fli
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -18,8 +19,15 @@ class RagPipeline(QueueWorkload):
     min_streams, max_streams, recommended_streams = 4, 12, 8
     switch_latency_sensitivity = "medium"
     work_unit, throughput_unit = "query", "queries/s"
-    defaults = {"queries": 8, "query_len": 64, "hidden": 1024, "documents": 65536, "top_k": 16,
-                "gen_layers": 4, "gen_tokens": 32}
+    config_schema = (
+        ConfigField("queries", "int", 8, min=0),
+        ConfigField("query_len", "int", 64, min=0),
+        ConfigField("hidden", "int", 1024, min=0),
+        ConfigField("documents", "int", 65536, min=0),
+        ConfigField("top_k", "int", 16, min=0),
+        ConfigField("gen_layers", "int", 4, min=0),
+        ConfigField("gen_tokens", "int", 32, min=0),
+    )
     tiny = {"queries": 4, "query_len": 4, "hidden": 32, "documents": 256, "top_k": 4,
             "gen_layers": 2, "gen_tokens": 2}
 

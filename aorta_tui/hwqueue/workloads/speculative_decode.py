@@ -3,6 +3,7 @@ the large target model verifies all proposals at once on the verify stream."""
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
@@ -14,8 +15,13 @@ class SpeculativeDecode(QueueWorkload):
     switch_latency_sensitivity = "high"
     work_unit, throughput_unit = "verified token", "tokens/s"
     latency_critical_role = "the draft streams (verify waits for every draft), not the verify stream"
-    defaults = {"sequences": 8, "draft_tokens": 4, "draft_hidden": 512, "target_hidden": 2048,
-                "target_layers": 4}
+    config_schema = (
+        ConfigField("sequences", "int", 8, min=0),
+        ConfigField("draft_tokens", "int", 4, min=0),
+        ConfigField("draft_hidden", "int", 512, min=0),
+        ConfigField("target_hidden", "int", 2048, min=0),
+        ConfigField("target_layers", "int", 4, min=0),
+    )
     tiny = {"sequences": 4, "draft_tokens": 2, "draft_hidden": 16, "target_hidden": 32,
             "target_layers": 2}
 

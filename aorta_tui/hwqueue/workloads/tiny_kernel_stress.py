@@ -18,7 +18,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from aorta_tui.core.errors import UsageError
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 FLOP_PER_ELEMENT = 5  # mul, add, abs, clamp (min and max)
@@ -33,12 +33,14 @@ class TinyKernelStress(QueueWorkload):
     switch_latency_sensitivity = "critical"
     independent_streams = True
     work_unit, throughput_unit, throughput_scale = "FLOP", "GFLOP/s", 1e9
-    defaults = {"tensor_size": 256, "ops_per_stream": 100, "order": "round_robin"}
+    config_schema = (
+        ConfigField("tensor_size", "int", 256, min=0),
+        ConfigField("ops_per_stream", "int", 100, min=0),
+        ConfigField("order", "str", "round_robin", choices=("round_robin", "per_stream")),
+    )
     tiny = {"tensor_size": 64, "ops_per_stream": 4}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:
-        if self.params["order"] not in ("round_robin", "per_stream"):
-            raise UsageError(f"order={self.params['order']!r}", hint="use round_robin or per_stream")
         size = self.params["tensor_size"]
         self.bufs = [(ctx.randn(size, stream=s), ctx.zeros(size, stream=s)) for s in range(ctx.streams)]
         mul = ctx.torch.mul

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 
 
@@ -20,7 +21,11 @@ class TorchCompileRegions(QueueWorkload):
         "compile with mode='reduce-overhead' to let inductor capture its own CUDA graphs")
     # backend: any torch.compile backend; 'inductor' generates fused kernels (needs a compiler
     # on CPU, Triton on GPU), 'eager' only traces with dynamo
-    defaults = {"batch": 64, "hidden": 1024, "backend": "inductor"}
+    config_schema = (
+        ConfigField("batch", "int", 64, min=0),
+        ConfigField("hidden", "int", 1024, min=0),
+        ConfigField("backend", "str", "inductor"),
+    )
     tiny = {"batch": 4, "hidden": 32, "backend": "eager"}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:

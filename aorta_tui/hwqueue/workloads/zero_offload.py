@@ -3,6 +3,7 @@ compute streams, and their gradients are offloaded back to the host on a separat
 
 from __future__ import annotations
 
+from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -22,7 +23,11 @@ class ZeroOffload(QueueWorkload):
         'uploads and offloads between host and device memory (a pageable host buffer '
         'synchronises the host, which stream capture forbids, and a replay would reuse the '
         'captured host buffers)')
-    defaults = {"shards": 4, "batch": 32, "hidden": 2048}
+    config_schema = (
+        ConfigField("shards", "int", 4, min=0),
+        ConfigField("batch", "int", 32, min=0),
+        ConfigField("hidden", "int", 2048, min=0),
+    )
     tiny = {"shards": 2, "batch": 2, "hidden": 32}
 
     def setup(self, ctx: QueueWorkloadContext) -> None:
