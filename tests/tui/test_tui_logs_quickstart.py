@@ -11,12 +11,11 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from textual.widgets import Log
+from tmux_support import ENTRY, Tmux
 from tui_support import FIXED_FACTS, REPO, async_test, wait_for
 
 from aorta_tui.tui.app import AortaApp
@@ -24,7 +23,6 @@ from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
 
-ENTRY = Path(sys.executable).with_name("aorta-tui")
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
@@ -124,45 +122,6 @@ async def test_the_logs_are_found_whatever_the_tuis_working_directory(
 # --- the real program under tmux ----------------------------------------------------------
 
 
-class Tmux:
-    def __init__(self, socket: str) -> None:
-        self.socket = socket
-
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                              check=check, timeout=20)
-
-    def start(self, command: str, cwd: Path, size: tuple[int, int]) -> None:
-        env = {"TERM": "xterm-256color", "LANG": "C.UTF-8", "PATH": os.environ["PATH"]}
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        self.run("new-session", "-d", "-s", "t", "-x", str(size[0]), "-y", str(size[1]),
-                 f"cd {shlex.quote(str(cwd))} && env -u COLUMNS -u LINES {exports} {command}")
-        # without a client tmux may shrink a detached window to its default size (80x24)
-        self.run("set-option", "-t", "t", "window-size", "manual", check=False)
-        self.run("resize-window", "-t", "t", "-x", str(size[0]), "-y", str(size[1]), check=False)
-
-    def screen(self) -> str:
-        return self.run("capture-pane", "-p", "-t", "t").stdout
-
-    def keys(self, *keys: str) -> None:
-        for key in keys:
-            self.run("send-keys", "-t", "t", key)
-            time.sleep(0.6 if key == "Escape" else 0.2)  # escape then a key quickly reads as alt+key
-
-    def wait_for(self, text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared; screen was:\n{screen}")
-
-    def alive(self) -> bool:
-        return self.run("has-session", "-t", "t", check=False).returncode == 0
-
-
 LONG_PROBE = """\
 schema_version: 1
 mode: probe
@@ -194,13 +153,10 @@ def test_the_tail_fills_the_terminal_in_the_real_program(quickstart: Path, tmp_p
         tmux.keys("l")
         tmux.wait_for(f"{len(_stdout_lines(quickstart))} lines")
         tmux.keys("Escape", "C-q")
-        deadline = time.monotonic() + 10
-        while tmux.alive() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not tmux.alive(), "ctrl+q did not quit"
+        assert tmux.gone(), "ctrl+q did not quit"
 
         (long_run,) = (cwd / "aorta-out" / "LOGS").iterdir()
-        tmux.run("kill-server", check=False)
+        tmux.kill()
         tmux = Tmux(tmux.socket + "-long")  # a fresh server: a lingering one keeps its old size
         tmux.start(f"{ENTRY} attach aorta-out/LOGS/{long_run.name}", cwd, size)
         tmux.wait_for("completed")
@@ -217,4 +173,4 @@ def test_the_tail_fills_the_terminal_in_the_real_program(quickstart: Path, tmp_p
         screen = tmux.wait_for("60 lines")
         assert sum(1 for row in screen.splitlines() if "log-line-" in row) >= size[1] - 8
     finally:
-        tmux.run("kill-server", check=False)
+        tmux.kill()

@@ -4,14 +4,12 @@ real policy sweep that fails, and the real program under tmux for the layout of 
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from tmux_support import ENTRY, Tmux
 from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, async_test, wait_for, workspace
 
 from aorta_tui.core.events import (
@@ -25,8 +23,6 @@ from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.matrix_state import MatrixState
 from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
 from aorta_tui.tui.widgets.matrix_grid import cell_figures
-
-ENTRY = Path(sys.executable).with_name("aorta-tui")
 
 
 def _app(ws: Path, **kw: object) -> AortaApp:
@@ -132,20 +128,10 @@ async def test_opening_a_report_fills_the_form_and_a_failed_rerun_clears_the_old
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 def test_the_nav_line_breaks_between_items_under_tmux(tmp_path: Path, size: tuple[int, int]) -> None:
-    sock = f"smaller-{size[0]}-{time.monotonic_ns()}"
-    tmux = ["tmux", "-L", sock]
-    # COLUMNS/LINES (set by pytest's terminal handling) would override the pane's real size
-    cmd = f"cd {shlex.quote(str(tmp_path))} && env -u COLUMNS -u LINES {shlex.quote(str(ENTRY))}"
-    subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", str(size[0]), "-y", str(size[1]), cmd],
-                   check=True, timeout=20)
+    tmux = Tmux(f"smaller-{size[0]}-{time.monotonic_ns()}")
+    tmux.start([ENTRY], tmp_path, size)
     try:
-        screen, previous = "", None
-        deadline = time.monotonic() + 30
-        # the first frames may be laid out before the terminal's size arrived: wait for a settled screen
-        while not ("ctrl+q quit" in screen and screen == previous) and time.monotonic() < deadline:
-            time.sleep(0.5)
-            previous, screen = screen, subprocess.run([*tmux, "capture-pane", "-p", "-t", "t"],
-                                                      capture_output=True, text=True, timeout=20).stdout
+        screen = tmux.wait_settled("ctrl+q quit")
         lines = screen.splitlines()
         start = next(i for i, line in enumerate(lines) if line.strip().startswith("1 home"))
         nav = [line.strip() for line in lines[start:start + 3] if line.strip() and not line.startswith("╭")]
@@ -157,7 +143,7 @@ def test_the_nav_line_breaks_between_items_under_tmux(tmp_path: Path, size: tupl
         assert all(len(line) <= size[0] for line in nav)
         assert not any(line.endswith(("?", "ctrl+p", "ctrl+q", "1", "2", "3", "4", "5", "6")) for line in nav), nav
     finally:
-        subprocess.run([*tmux, "kill-server"], check=False, timeout=20)
+        tmux.kill()
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -166,20 +152,12 @@ def test_recipe_problem_messages_are_shown_whole_under_tmux(tmp_path: Path, size
     (tmp_path / "bad.yaml").write_text("schema_version: 1\nmode: triage\nticket: T\nworkload: gpu_smoke\n"
                                        "steps: 2\ncells:\n  - name: a\n    mitigations: [none]\n"
                                        "    environment: local\n")
-    sock = f"problems-{size[0]}-{time.monotonic_ns()}"
-    tmux = ["tmux", "-L", sock]
-    cmd = f"cd {shlex.quote(str(tmp_path))} && env -u COLUMNS -u LINES {shlex.quote(str(ENTRY))} edit bad.yaml"
-    subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", str(size[0]), "-y", str(size[1]), cmd],
-                   check=True, timeout=20)
+    tmux = Tmux(f"problems-{size[0]}-{time.monotonic_ns()}")
+    tmux.start([ENTRY, "edit", "bad.yaml"], tmp_path, size)
     try:
-        screen, previous = "", None
-        deadline = time.monotonic() + 30
-        while not ("problem(s)" in screen and screen == previous) and time.monotonic() < deadline:
-            time.sleep(0.5)
-            previous, screen = screen, subprocess.run([*tmux, "capture-pane", "-p", "-t", "t"],
-                                                      capture_output=True, text=True, timeout=20).stdout
+        screen = tmux.wait_settled("problem(s)")
         # the message and its fix, to the last word, wrapped inside the pane
         words = " ".join(line.split("▎")[-1].strip() for line in screen.splitlines())
         assert "required key 'trials' is missing — add `trials: 3` (trials per cell)" in " ".join(words.split()), screen
     finally:
-        subprocess.run([*tmux, "kill-server"], check=False, timeout=20)
+        tmux.kill()
