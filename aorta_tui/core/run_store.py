@@ -1,7 +1,8 @@
 """One run directory, owned by one object: its layout, lock, journal, resume set and results.
 
 Every engine that keeps a run directory (the sweep, ``sweep/orchestrator.py``; the policy sweep,
-``policy/evaluator.py``) opens it through a :class:`RunStore`, so the rules of
+``policy/evaluator.py``; the queue sweep, ``hwqueue/sweep.py``) opens it through a
+:class:`RunStore`, so the rules of
 ``docs/run-directory.md`` hold for all of them the same way:
 
 * the lock is ``rundir.RunLock`` (a kernel ``flock``: a SIGKILLed holder never blocks a resume),

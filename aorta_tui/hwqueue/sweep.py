@@ -18,6 +18,7 @@ from typing import Any
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
+from aorta_tui.core.run_store import StoreLayout
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 
 SWEEP_KIND = "aorta-tui/queue-sweep"
@@ -216,15 +217,13 @@ def _whole_point(data: dict[str, Any], trial_id: str) -> dict[str, Any] | None:
 def _busy(run_dir: Path, holder: str) -> AortaError:
     from aorta_tui.core.errors import RunDirError
 
-    return RunDirError(f"another process is running the queue sweep in {run_dir} ({holder})",
+    return RunDirError(f"the queue sweep in {run_dir} is already being run by {holder}",
                        hint="wait for it to finish, or stop it first")
 
 
-def _layout() -> Any:
-    from aorta_tui.core.run_store import StoreLayout
-
-    return StoreLayout(result_file="result.json", sweep_ids=False, accept=_whole_point,
-                       refusal=_busy)
+# trials/s<NNNN>/result.json, checked by _whole_point; the lock's refusal in this sweep's words
+QUEUE_SWEEP_LAYOUT = StoreLayout(result_file="result.json", sweep_ids=False,
+                                 accept=_whole_point, refusal=_busy)
 
 
 def _request(base: Any, counts: Sequence[int], knee_gain: float,
@@ -325,7 +324,7 @@ class _StoreSweep:
         self.sweep_id: str = request["run_id"]
         self.counts: list[int] = list(request["stream_counts"])
         self.run_fn = run
-        self.store = RunStore(run_dir, _layout())
+        self.store = RunStore(run_dir, QUEUE_SWEEP_LAYOUT)
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
 
     def run(self, *, resumed: bool) -> dict[str, Any]:

@@ -130,7 +130,7 @@ def test_a_second_orchestrator_is_refused(finished_run: Path, tmp_path: Path) ->
     finally:
         lock.release()
     assert p.returncode == 2, p.stderr
-    assert "another process is running the queue sweep in" in p.stderr
+    assert "is already being run by" in p.stderr
     assert "Traceback" not in p.stderr
     assert (run_dir / "journal.jsonl").read_bytes() == journal  # nothing written
 
