@@ -9,7 +9,6 @@ the last lines of stderr.
 
 from __future__ import annotations
 
-import json
 import sys
 import traceback
 
@@ -22,8 +21,7 @@ def main(argv: list[str]) -> int:
 
     config_path, output = argv
     try:
-        with open(config_path, encoding="utf-8") as fh:
-            cfg = QueueRunConfig(**json.load(fh))
+        cfg = _load_config(QueueRunConfig, config_path)
         run_queue(cfg, output=output)
     except AortaError as exc:
         print(f"error: {exc.render()}", file=sys.stderr)
@@ -34,6 +32,28 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         return int(ExitCode.INTERNAL)
     return 0
+
+
+def _load_config(cls: type, path: str) -> object:
+    """The parent's config file as ``cls``, or a located UsageError (exit 2): a damaged file is
+    bad input, not a bug with a traceback."""
+    import dataclasses
+
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.core.inputs import load_json_input, require_object
+
+    what = "queue run config"
+    data = require_object(load_json_input(path, what=what, limit=1 << 20), where=path, what=what)
+    names = {f.name for f in dataclasses.fields(cls)}
+    required = {f.name for f in dataclasses.fields(cls)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    unknown, missing = sorted(set(data) - names), sorted(required - set(data))
+    if unknown or missing:
+        raise UsageError(f"{path}: " + "; ".join(
+            ([f"unknown field(s) {', '.join(map(repr, unknown))}"] if unknown else [])
+            + ([f"missing field(s) {', '.join(map(repr, missing))}"] if missing else [])),
+            hint="the file is written by the parent queue run of this aorta-tui version")
+    return cls(**data)
 
 
 if __name__ == "__main__":
