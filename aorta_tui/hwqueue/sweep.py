@@ -281,24 +281,66 @@ def read_request(run_dir: Path) -> dict[str, Any]:
     return data
 
 
+def _type_ok(value: Any, hint: Any) -> bool:
+    """``value`` as JSON gives it fits the dataclass annotation ``hint`` (str, int, bool,
+    ``list[str] | None``, ``dict[str, Any]``); a bool is never an int here."""
+    import types
+    import typing
+
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType):
+        return any(_type_ok(value, h) for h in args)
+    if hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint) or hint
+    if origin is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is list:
+        return isinstance(value, list) and all(_type_ok(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    return isinstance(value, origin)
+
+
+def _checked_config(raw: dict[str, Any], where: Path) -> dict[str, Any]:
+    """request.json's config, each field of the type ``QueueRunConfig`` declares (a hand-edited
+    file is a located error, never a TypeError deep in the run)."""
+    import typing
+
+    from aorta_tui.core.errors import RunDirError
+    from aorta_tui.core.inputs import clip_for_message
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+
+    hints = typing.get_type_hints(QueueRunConfig)
+    required = {f.name for f in dataclasses.fields(QueueRunConfig)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    hint = "it was not written by this aorta-tui's `queue sweep`; start a new sweep"
+    missing = sorted(required - raw.keys())
+    if missing:
+        raise RunDirError(f"{where}: config.{missing[0]}: missing", hint=hint)
+    for key, value in raw.items():
+        if key not in hints:
+            raise RunDirError(f"{where}: config.{clip_for_message(key)}: not a queue run option",
+                              hint=hint)
+        if not _type_ok(value, hints[key]):
+            want = hints[key].__name__ if type(hints[key]) is type else str(hints[key])
+            raise RunDirError(f"{where}: config.{key}: {clip_for_message(value)} is not "
+                              f"{want}", hint=hint)
+    return raw
+
+
 def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], None] | None = None,
                  output: str | os.PathLike[str] | None = None,
                  runner: Runner | None = None) -> dict[str, Any]:
     """Finish the sweep of ``run_dir``: the points without a whole result and journal line run
     (each once, in count order), the others are kept; then the document is written again.
     ``output`` replaces the ``-o`` file the sweep was started with."""
-    from aorta_tui.core.errors import RunDirError
     from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.repeat import run_isolated
 
     path = Path(run_dir)
     request = read_request(path)
-    try:
-        base = QueueRunConfig(**request["config"])
-    except TypeError as exc:
-        raise RunDirError(f"{path / REQUEST_FILE}: config: {exc}",
-                          hint="it was written by another aorta-tui version; start a new sweep"
-                          ) from None
+    base = QueueRunConfig(**_checked_config(request["config"], path / REQUEST_FILE))
     base.run_id = request["run_id"]
     check_counts(base.workload, request["stream_counts"])
     base.validate()
