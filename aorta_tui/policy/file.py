@@ -26,8 +26,8 @@ from typing import Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, clip_for_message, read_input_bytes
-from aorta_tui.core.registry import env_entry_problem
-from aorta_tui.core.suggest import did_you_mean_any
+from aorta_tui.core.recipe.loader import Marks, child_path
+from aorta_tui.core.recipe.validate import BAD, Validator
 from aorta_tui.policy.presets import (
     BUILTIN_BY_NAME,
     KINDS,
@@ -43,15 +43,17 @@ POLICY_KEYS = ("description", "kind", "vendor", "env", "harness_args", "gpu_cont
 GPU_KEYS = ("clock_level", "power_limit_w")
 MAX_DEPTH = 32
 MAX_NODES = 100_000  # aliases can expand a small file into a huge tree ("billion laughs")
-PathKey = tuple[str, ...]
+PathKey = tuple[str | int, ...]  # an int: the index of a list item
 
 
 class _Located:
-    """Plain values plus the line (1-based) where each key path starts."""
+    """Plain values, the line (1-based) where each key path starts and each scalar as written."""
 
-    def __init__(self, value: Any, lines: dict[PathKey, int]) -> None:
+    def __init__(self, value: Any, lines: dict[PathKey, int],
+                 raw: dict[PathKey, str] | None = None) -> None:
         self.value = value
         self.lines = lines
+        self.raw = raw or {}
 
 
 def load_policy_file(path: str | Path) -> list[Policy]:
@@ -74,7 +76,7 @@ def load_policy_file(path: str | Path) -> list[Policy]:
 def parse_policy_text(text: str, filename: str = "<policies>") -> list[Policy]:
     is_json = filename.lower().endswith(".json")  # anything else is YAML (a superset of JSON)
     located = _parse_json(text, filename) if is_json else _parse_yaml(text, filename)
-    return _Validator(located, filename).policies()
+    return _PolicyChecks(located, filename).policies()
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -156,12 +158,15 @@ def _parse_yaml(text: str, filename: str) -> _Located:
         raise UsageError("the policy file is empty", location=f"{filename}:1",
                          hint="add a `policies:` mapping (see docs/policy.md)")
     lines: dict[PathKey, int] = {}
-    value = _walk(node, (), lines, 0, construct=True, filename=filename, budget=[MAX_NODES])
-    return _Located(value, lines)
+    raw: dict[PathKey, str] = {}
+    value = _walk(node, (), lines, 0, construct=True, filename=filename, budget=[MAX_NODES],
+                  raw=raw)
+    return _Located(value, lines, raw)
 
 
 def _walk(node: Any, path: PathKey, lines: dict[PathKey, int], depth: int, *,
-          construct: bool, budget: list[int], filename: str = "") -> Any:
+          construct: bool, budget: list[int], filename: str = "",
+          raw: dict[PathKey, str] | None = None) -> Any:
     import yaml
 
     line = node.start_mark.line + 1
@@ -189,16 +194,18 @@ def _walk(node: Any, path: PathKey, lines: dict[PathKey, int], depth: int, *,
             sub = (*path, key)
             lines[sub] = key_node.start_mark.line + 1
             out[key] = _walk(value_node, sub, lines, depth + 1, construct=construct,
-                             budget=budget, filename=filename)
+                             budget=budget, filename=filename, raw=raw)
         return out
     if isinstance(node, yaml.SequenceNode):
         return [
-            _walk(item, (*path, str(i)), lines, depth + 1, construct=construct, budget=budget,
-                  filename=filename)
+            _walk(item, (*path, i), lines, depth + 1, construct=construct, budget=budget,
+                  filename=filename, raw=raw)
             for i, item in enumerate(node.value)
         ]
     if not construct:
         return node.value
+    if raw is not None:
+        raw[path] = node.value  # for the validator's quoting hints (YAML reads 4 as an int)
     try:
         return yaml.constructor.SafeConstructor().construct_object(node)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
@@ -209,147 +216,140 @@ def _walk(node: Any, path: PathKey, lines: dict[PathKey, int], depth: int, *,
 
 def _dotted(path: PathKey) -> str:
     # a key is echoed at most 60 characters long: a 4 MB key makes a 4 MB message otherwise
-    parts = (k if len(k) <= 60 else f"{k[:40]}... ({len(k)} characters)" for k in path)
+    parts = (str(k) if len(str(k)) <= 60 else f"{str(k)[:40]}... ({len(str(k))} characters)"
+             for k in path)
     return ".".join(parts) if path else "(top level)"
 
 
-# -- validation ----------------------------------------------------------------------------
+# -- validation: the recipe validator's checks, on the policy file's positions ---------------
 
 
-class _Validator:
+def _marks(located: _Located) -> Marks:
+    """The positions the parser recorded, as the recipe validator looks them up (``a.b``,
+    ``a[0]``): a key's line for both the key and its value, column unknown (1)."""
+    marks = Marks()
+    for path, line in located.lines.items():
+        dotted = ""
+        for part in path:
+            dotted = child_path(dotted, part)
+        marks.values.setdefault(dotted, (line, 1))
+        marks.keys.setdefault(dotted, (line, 1))
+    for path, written in located.raw.items():
+        dotted = ""
+        for part in path:
+            dotted = child_path(dotted, part)
+        marks.raw[dotted] = written
+    return marks
+
+
+def _first_problem(v: Validator, filename: str) -> UsageError:
+    """The first problem (by line) as the policy file's one located error: FILE:LINE."""
+    issue = min(v.issues, key=lambda i: (i.line, i.column))
+    more = len(v.issues) - 1 + v.more
+    message = f"{issue.path or '(top level)'}: {issue.message}"
+    if more:
+        message += f" (and {more} more problem{'s' if more > 1 else ''})"
+    location = f"{filename}:{issue.line}" if issue.line else filename
+    return UsageError(message, location=location, hint=issue.hint)
+
+
+class _PolicyChecks:
+    """The policy file's own rules (names, built-ins, sweep-owned options) on :class:`Validator`'s
+    type, key, choice, range and environment checks, which a recipe shares."""
+
     def __init__(self, located: _Located, filename: str) -> None:
         self.doc = located.value
         self.lines = located.lines
         self.filename = filename
-
-    def fail(self, path: PathKey, message: str, hint: str | None = None) -> UsageError:
-        # The nearest ancestor with a known line gives the location.
-        probe = path
-        while probe not in self.lines and probe:
-            probe = probe[:-1]
-        line = self.lines.get(probe)
-        location = f"{self.filename}:{line}" if line else self.filename
-        return UsageError(f"{_dotted(path)}: {message}", location=location, hint=hint)
+        self.v = Validator(_marks(located), filename, None)
 
     def policies(self) -> list[Policy]:
-        doc = self.doc
-        if not isinstance(doc, Mapping):
-            raise self.fail((), f"the file must be a mapping with a `policies:` key, "
-                            f"got {_type_name(doc)}", hint="see docs/policy.md for the format")
-        self._known_keys((), doc, TOP_KEYS)
+        v, doc = self.v, self.doc
+        if v.mapping("", doc, frozenset(TOP_KEYS),
+                     what="a mapping with a `policies:` key (see docs/policy.md)") is BAD:
+            raise _first_problem(v, self.filename)
         version = doc.get("schema_version", SCHEMA_VERSION)
         if version != SCHEMA_VERSION or isinstance(version, bool):
-            raise self.fail(("schema_version",), f"must be {SCHEMA_VERSION}, got {clip_for_message(version)}")
-        if "policies" not in doc:
-            raise self.fail((), "missing the `policies:` mapping",
-                            hint="add `policies:` with one entry per policy")
-        table = doc["policies"]
-        if not isinstance(table, Mapping) or not table:
-            raise self.fail(("policies",), "must be a non-empty mapping of name -> definition, "
-                            f"got {_type_name(table)}",
-                            hint="e.g. policies: {my_policy: {env: {VAR: '1'}}}")
-        return [self._policy(str(name), body) for name, body in table.items()]
+            v.issue("schema_version", f"must be {SCHEMA_VERSION}, got {clip_for_message(version)}",
+                    f"write `schema_version: {SCHEMA_VERSION}` or remove the key")
+        out: list[Policy] = []
+        if v.require("", doc, "policies", "add `policies:` with one entry per policy"):
+            table = doc["policies"]
+            if not isinstance(table, Mapping) or not table:
+                v.issue("policies", "expected a non-empty mapping of name -> definition, got "
+                        f"{_type_name(table)}", "e.g. policies: {my_policy: {env: {VAR: '1'}}}")
+            else:
+                out = [p for name, body in table.items()
+                       if (p := self._policy(str(name), body)) is not None]
+        if v.issues:
+            raise _first_problem(v, self.filename)
+        return out
 
-    def _policy(self, name: str, body: Any) -> Policy:
-        path: PathKey = ("policies", name)
+    def _policy(self, name: str, body: Any) -> Policy | None:
+        v = self.v
+        path = child_path("policies", name)
         if not POLICY_NAME_RE.fullmatch(name):  # match() let "x\n" through ($)
-            raise self.fail(path, "a policy name is a letter then letters, digits, '_', '.' "
-                            "or '-' (at most 64 characters)")
+            v.issue(path, "a policy name is a letter then letters, digits, '_', '.' or '-' (at "
+                    "most 64 characters)", "rename the policy", key=True)
+            return None
         if name in BUILTIN_BY_NAME:
-            raise self.fail(path, f"{name!r} is a built-in policy",
-                            hint="pick another name; built-ins cannot be redefined")
-        if body is None:
-            body = {}
-        if not isinstance(body, Mapping):
-            raise self.fail(path, f"must be a mapping, got {_type_name(body)}",
-                            hint="e.g. env: {VAR: '1'}")
-        self._known_keys(path, body, POLICY_KEYS)
-        description = self._string((*path, "description"), body.get("description", ""))
-        kind = self._choice((*path, "kind"), body.get("kind", "custom"), KINDS)
-        vendor = self._choice((*path, "vendor"), body.get("vendor", "any"), VENDORS)
-        env = self._env((*path, "env"), body.get("env", {}))
-        args = self._args((*path, "harness_args"), body.get("harness_args", []))
-        gpu = self._gpu((*path, "gpu_control"), body.get("gpu_control", {}))
-        line = self.lines.get(path)
+            v.issue(path, f"{name!r} is a built-in policy",
+                    "pick another name; built-ins cannot be redefined", key=True)
+            return None
+        body = {} if body is None else body
+        if v.mapping(path, body, frozenset(POLICY_KEYS), what="a policy mapping") is BAD:
+            return None
+        description = v.string(child_path(path, "description"), body.get("description", ""),
+                               nonempty=False)
+        kind = v.choice(child_path(path, "kind"), body.get("kind", "custom"), KINDS)
+        vendor = v.choice(child_path(path, "vendor"), body.get("vendor", "any"), VENDORS)
+        env = v.env_map(child_path(path, "env"), _bare_numbers_as_text(body.get("env")))
+        args = self._args(child_path(path, "harness_args"), body.get("harness_args"))
+        gpu = self._gpu(child_path(path, "gpu_control"), body.get("gpu_control"))
+        if BAD in (description, kind, vendor, env, args, gpu):
+            return None
+        line = self.lines.get(("policies", name))
         return Policy(name=name, description=description, kind=kind, vendor=vendor, env=env,
                       harness_args=args, gpu_control=gpu,
                       source=f"{self.filename}:{line}" if line else self.filename)
 
-    def _known_keys(self, path: PathKey, body: Mapping[Any, Any], known: tuple[str, ...]) -> None:
-        for key in body:
-            if key not in known:
-                raise self.fail((*path, str(key)), "unknown key",
-                                hint=_key_hint(str(key), known))
-
-    def _string(self, path: PathKey, value: Any) -> str:
-        if not isinstance(value, str):
-            raise self.fail(path, f"must be a string, got {_type_name(value)}")
-        return value
-
-    def _choice(self, path: PathKey, value: Any, choices: tuple[str, ...]) -> str:
-        if value not in choices or not isinstance(value, str):
-            raise self.fail(path, f"must be one of {', '.join(choices)}, got "
-                            f"{clip_for_message(value)}",
-                            hint=_key_hint(str(value)[:200], choices))
-        return value
-
-    def _env(self, path: PathKey, value: Any) -> dict[str, str]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise self.fail(path, f"must be a mapping of VARIABLE: value, got {_type_name(value)}")
-        out: dict[str, str] = {}
-        for key, val in value.items():
-            sub = (*path, str(key))
-            if isinstance(val, bool) or val is None:
-                raise self.fail(sub, f"value {clip_for_message(val)} is not a string",
-                                hint=f"quote it, e.g. {key}: \"1\"")
-            if isinstance(val, (int, float)):
-                val = str(val)  # a policy file may write numbers bare (a recipe may not)
-            # the name, NUL and size rules of every trial environment (recipe, sidecar, here)
-            if (problem := env_entry_problem(key, val)) is not None:
-                raise self.fail(sub, problem[0], hint=problem[1])
-            out[key] = val
-        return out
-
-    def _args(self, path: PathKey, value: Any) -> tuple[str, ...]:
+    def _args(self, path: str, value: Any) -> Any:
         if value is None:
             return ()
-        if not isinstance(value, list):
-            raise self.fail(path, f"must be a list of strings, got {_type_name(value)}",
-                            hint='e.g. harness_args: ["--stream-priority", "lc"]')
-        out: list[str] = []
-        for i, item in enumerate(value):
-            if not isinstance(item, str) or "\x00" in item:
-                raise self.fail((*path, str(i)), f"must be a string, got {_type_name(item)}")
-            out.append(item)
+        out = self.v.str_list(path, value, what="`aorta-tui queue run` options")
+        if out is BAD:
+            return BAD
         for forbidden in ("-o", "--output", "--streams", "--device", "--iterations"):
             if forbidden in out or any(a.startswith(forbidden + "=") for a in out):
-                raise self.fail(path, f"{forbidden} is set by the sweep itself",
-                                hint="give it to `aorta-tui policy sweep` instead")
+                return self.v.issue(path, f"{forbidden} is set by the sweep itself",
+                                    "give it to `aorta-tui policy sweep` instead")
         return tuple(out)
 
-    def _gpu(self, path: PathKey, value: Any) -> GpuControlSettings:
+    def _gpu(self, path: str, value: Any) -> Any:
+        v = self.v
         if value is None:
             return GpuControlSettings()
-        if not isinstance(value, Mapping):
-            raise self.fail(path, f"must be a mapping, got {_type_name(value)}",
-                            hint="e.g. gpu_control: {clock_level: 5, power_limit_w: 300}")
-        self._known_keys(path, value, GPU_KEYS)
-        level = value.get("clock_level")
-        if level is not None and (not isinstance(level, int) or isinstance(level, bool)
-                                  or not 0 <= level <= 7):
-            raise self.fail((*path, "clock_level"), f"must be an integer 0..7, got {clip_for_message(level)}")
-        watts = value.get("power_limit_w")
-        if watts is not None and (not isinstance(watts, int) or isinstance(watts, bool)
-                                  or not 10 <= watts <= 5000):
-            raise self.fail((*path, "power_limit_w"),
-                            f"must be an integer number of watts (10..5000), got {clip_for_message(watts)}")
+        if v.mapping(path, value, frozenset(GPU_KEYS),
+                     what="a mapping (e.g. gpu_control: {clock_level: 5, power_limit_w: 300})"
+                     ) is BAD:
+            return BAD
+        level, watts = value.get("clock_level"), value.get("power_limit_w")
+        if level is not None:
+            level = v.integer(child_path(path, "clock_level"), level, minimum=0, maximum=7)
+        if watts is not None:
+            watts = v.integer(child_path(path, "power_limit_w"), watts, minimum=10,
+                              maximum=5000, unit=" watts")
+        if BAD in (level, watts):
+            return BAD
         return GpuControlSettings(clock_level=level, power_limit_w=watts)
 
 
-def _key_hint(key: str, known: tuple[str, ...]) -> str:
-    return did_you_mean_any(key, known, cutoff=0.5, joiner=" or ") or f"known: {', '.join(known)}"
+def _bare_numbers_as_text(env: Any) -> Any:
+    """A policy file may write an env value as a bare number (``A: 4``); a recipe may not."""
+    if not isinstance(env, Mapping):
+        return env
+    return {k: str(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+            for k, x in env.items()}
 
 
 def _type_name(value: Any) -> str:

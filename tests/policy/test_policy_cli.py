@@ -49,7 +49,7 @@ def test_policy_file_typo_names_file_line_key(tmp_path: Path) -> None:
                "-o", str(tmp_path / "run"), *TINY)
     assert out.returncode == 2
     assert f"{f}:4: policies.mine.vendr: unknown key" in out.stderr
-    assert "did you mean vendor" in out.stderr and not (tmp_path / "run").exists()
+    assert "did you mean 'vendor'" in out.stderr and not (tmp_path / "run").exists()
 
 
 def test_stream_count_out_of_range_surfaces_the_harness_error(tmp_path: Path) -> None:

@@ -61,11 +61,11 @@ def test_valid_json_loads(tmp_path: Path) -> None:
         ("policies:\n  mine:\n    gpu_control: {clock_level: 9}\n", 3, "clock_level"),
         ("policies:\n  mine: {env: {A: '1'}}\n  mine: {env: {B: '1'}}\n", 3, "twice"),
         ("policies:\n  mine:\n    env: {A: '1'\n", 4, "not valid YAML"),
-        ("polices:\n  mine: {}\n", 1, "did you mean policies"),
+        ("polices:\n  mine: {}\n", 1, "did you mean 'policies'"),
         ("schema_version: 2\npolicies: {mine: {}}\n", 1, "schema_version"),
         ("policies:\n  mine:\n    harness_args: ['--streams', '4']\n", 3, "set by the sweep"),
         ("policies:\n  mine:\n    env: {'1BAD': x}\n", 3, "environment variable name"),
-        ("- a\n- b\n", 1, "must be a mapping"),
+        ("- a\n- b\n", 1, "expected a mapping"),
         ("", 1, "empty"),
     ],
 )
@@ -89,7 +89,7 @@ def test_json_errors_are_located(tmp_path: Path) -> None:
     path.write_text('{\n  "policies": {\n    "mine": {\n      "evn": {}\n    }\n  }\n}\n')
     with pytest.raises(UsageError) as info:
         load_policy_file(path)
-    assert info.value.location == f"{path}:4" and "did you mean env" in info.value.render()
+    assert info.value.location == f"{path}:4" and "did you mean 'env'" in info.value.render()
 
 
 def test_missing_file_and_binary_file(tmp_path: Path) -> None:

@@ -188,18 +188,18 @@ class Validator:
         return True
 
     def integer(self, path: str, value: Any, *, minimum: int | None = None,
-                maximum: int | None = None) -> Any:
+                maximum: int | None = None, unit: str = "") -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             hint = "write a whole number without quotes"
             if isinstance(value, float) and value.is_integer():
                 hint = f"write {int(value)} (no decimal point)"
-            return self.issue(path, f"expected an integer, got {_type_name(value)} ({value!r})",
-                              hint)
+            return self.issue(path, f"expected an integer{f' ({unit.strip()})' if unit else ''}, got "
+                              f"{_type_name(value)} ({clip_for_message(value)})", hint)
         if minimum is not None and value < minimum:
-            return self.issue(path, f"must be at least {minimum}, got {value}",
+            return self.issue(path, f"must be at least {minimum}{unit}, got {value}",
                               _range_hint(minimum, maximum))
         if maximum is not None and value > maximum:
-            return self.issue(path, f"must be at most {maximum}, got {value}",
+            return self.issue(path, f"must be at most {maximum}{unit}, got {value}",
                               _range_hint(minimum, maximum))
         return value
 
