@@ -37,7 +37,7 @@ from typing import Any
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import ExitCode
 from aorta_tui.core.recipe.loader import LoadProblem, Marks, parse_yaml_text, read_recipe_file
-from aorta_tui.core.recipe.validate import RecipeIssue, RecipeValidationError
+from aorta_tui.core.recipe.validate import RecipeIssue, RecipeValidationError, Validator
 
 TOP_LEVEL = frozenset({"schema_version", "mode", "ticket", "description", "sanitizer_plan"})
 PLAN_KEYS = frozenset({"target", "source", "scope", "selection", "sanitizers", "policy",
@@ -101,12 +101,12 @@ def peek_mode(path: Path) -> str | None:
 
 class _Checker:
     def __init__(self, marks: Marks) -> None:
-        self.marks = marks
-        self.issues: list[RecipeIssue] = []
+        # problems are recorded by the recipe validator (its positions, clipping and cap)
+        self._v = Validator(marks, "", None)
+        self.issues: list[RecipeIssue] = self._v.issues
 
     def bad(self, path: str, message: str, hint: str | None = None, *, key: bool = False) -> None:
-        line, col = self.marks.at(path, key=key)
-        self.issues.append(RecipeIssue(line, col, path, message, hint))
+        self._v.issue(path, message, hint, key=key)
 
     def mapping(self, path: str, value: Any, allowed: frozenset[str] | None = None,
                 *, required: bool = True) -> dict[str, Any] | None:
