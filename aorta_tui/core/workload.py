@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import clip_for_message
 from aorta_tui.core.suggest import did_you_mean, did_you_mean_any
 
 ConfigType = Literal["int", "float", "str", "bool", "dict", "list"]
@@ -195,17 +196,17 @@ def _check_value(f: ConfigField, value: Any, path: str, location: str | None = N
     if f.type in ("int", "float") and isinstance(value, bool):
         raise bad(f"must be {f.type}, got a boolean", _example(f, path))
     if not isinstance(value, allowed):
-        raise bad(f"must be {f.type}, got {type(value).__name__} {value!r}", _example(f, path))
+        raise bad(f"must be {f.type}, got {type(value).__name__} {clip_for_message(value)}", _example(f, path))
     if f.type == "float":
         value = float(value)
     if f.choices is not None and value not in f.choices:
         options = ", ".join(map(str, f.choices))
-        raise bad(f"must be one of {options}, got {value!r}",
+        raise bad(f"must be one of {options}, got {clip_for_message(value)}",
                   did_you_mean(str(value), map(str, f.choices)) + f"use one of {options}")
     if f.min is not None and value < f.min:
-        raise bad(f"must be >= {f.min}, got {value!r}", _example(f, path))
+        raise bad(f"must be >= {f.min}, got {clip_for_message(value)}", _example(f, path))
     if f.max is not None and value > f.max:
-        raise bad(f"must be <= {f.max}, got {value!r}", _example(f, path))
+        raise bad(f"must be <= {f.max}, got {clip_for_message(value)}", _example(f, path))
     if f.type == "dict" and f.fields is not None:
         value = validate_config(f.fields, value, path=where, location=location)
     return value

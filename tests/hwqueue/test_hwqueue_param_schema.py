@@ -164,3 +164,9 @@ def test_every_queue_workload_declares_its_params_as_a_schema() -> None:
         assert cls.defaults == {f.name: f.default for f in cls.config_schema}
         assert set(cls.tiny) <= set(cls.defaults), name
         cls(size="tiny")  # the tiny overrides pass the schema too
+
+
+def test_a_huge_value_is_not_echoed_whole() -> None:
+    with pytest.raises(UsageError) as exc:
+        workload_class("tiny_kernel_stress")(_parse_params(["ops_per_stream=" + "9x" * 2_000_000]))
+    assert len(exc.value.render()) < 400 and "--param ops_per_stream" in exc.value.message
