@@ -39,6 +39,7 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
             print(format_event_line(event), file=out, flush=True)
             if isinstance(event, RunStarted):
                 state["finished"] = None
+                state["source"] = event.source
             elif isinstance(event, RunFinished):
                 state["finished"] = event
 
@@ -62,7 +63,8 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
                 report_damage()
                 if state["finished"] is None:
                     print(f"run stopped without finishing{_damage_note(follower.reader.damaged)}; "
-                          f"resume it with `aorta-tui sweep run --resume {run_dir}`", file=out, flush=True)
+                          f"resume it with `{_resume_command(state.get('source'), run_dir)}`",
+                          file=out, flush=True)
                     return 130
                 break
     except KeyboardInterrupt:
@@ -74,6 +76,18 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
     finished = state["finished"]
     assert isinstance(finished, RunFinished)
     return 0 if finished.status == "completed" else int(finished.exit_code or 1)
+
+
+def _resume_command(source: object, run_dir: Path) -> str:
+    """How the engine that wrote this run resumes it (its ``run_started`` names the engine)."""
+    import shlex
+
+    where = shlex.quote(str(run_dir))
+    if source == "policy":
+        return f"aorta-tui policy resume {where}"
+    if source == "queue_sweep":
+        return f"aorta-tui queue resume {where}"
+    return f"aorta-tui sweep run --resume {where}"
 
 
 def _damage_note(damaged: list[Damage]) -> str:

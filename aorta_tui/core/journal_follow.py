@@ -24,7 +24,7 @@ from aorta_tui.core.events import (
     TrialFinished,
     TrialStarted,
 )
-from aorta_tui.core.rundir import MAX_JOURNAL_LINE, Damage, parse_journal_line
+from aorta_tui.core.rundir import MAX_JOURNAL_LINE, RUN_META, Damage, parse_journal_line
 
 JOURNAL_NAME = "journal.jsonl"
 
@@ -88,7 +88,10 @@ class JournalReader:
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / JOURNAL_NAME
         self.offset = 0
-        self._lines = JournalLines()
+        # A recipe sweep's run has run.json and trial ids ``<cell>/trial-NNN``; a policy or a
+        # queue sweep's has neither (ids of one path component: ``001-baseline-t1``, ``s0008``),
+        # and its trial lines are events all the same, not damage.
+        self._lines = JournalLines(sweep_ids=(Path(run_dir) / RUN_META).exists())
 
     @property
     def malformed(self) -> int:
