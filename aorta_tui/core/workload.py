@@ -16,7 +16,6 @@ from typing import Any, ClassVar, Literal
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import clip_for_message
-from aorta_tui.core.suggest import did_you_mean, did_you_mean_any
 
 ConfigType = Literal["int", "float", "str", "bool", "dict", "list"]
 _PY_TYPES: dict[str, tuple[type, ...]] = {
@@ -153,16 +152,18 @@ def validate_config(
     The one check of a workload's settings: a recipe's ``workload_config`` (``path`` a key
     path) and a queue workload's ``--param KEY=VALUE`` (``path="--param"``, ``from_text``:
     string values are command-line text, read by :func:`read_text_value` first, the way a
-    recipe's YAML reads the same text). ``location`` (e.g. the workload) prefixes every error.
+    recipe's YAML reads the same text). The checks are the recipe validator's (keys, types,
+    ranges, choices: ``core/recipe/validate.py``), so the wording is a recipe's; the first
+    problem is raised. ``location`` (e.g. the workload) prefixes it.
     """
+    from aorta_tui.core.recipe.loader import Marks
+    from aorta_tui.core.recipe.validate import Validator
+
     raw = dict(raw or {})
-    known = {f.name: f for f in schema}
-    for key in raw:
-        if key not in known:
-            near = did_you_mean_any(key, known)
-            listed = f"known keys: {', '.join(sorted(known)) or '(none)'}"
-            raise UsageError(f"unknown key {_join(path, key)}", location=location,
-                             hint=f"{near} {listed}" if near else listed)
+    v = Validator(Marks(), "", None)
+    v.mapping(path, raw, frozenset(f.name for f in schema))
+    if v.issues:  # an unknown key (with a did-you-mean and the known keys)
+        _raise_first(v, path, location, None)
     out: dict[str, Any] = {}
     for f in schema:
         value = raw.get(f.name, f.default)
@@ -172,41 +173,65 @@ def validate_config(
     return out
 
 
-def _join(path: str, key: str) -> str:
-    """``workload_config.size``; under a flag, ``--param size``."""
-    return f"{path} {key}" if path.startswith("--") and " " not in path else f"{path}.{key}"
+def _is_flag(path: str) -> bool:
+    return path.startswith("--") and " " not in path and "." not in path
 
 
-def _example(f: ConfigField, path: str) -> str:
+def _example(f: ConfigField, path: str) -> str | None:
     """How a fix is written where the value came from: ``size: 32`` or ``--param size=32``."""
-    if path.startswith("--") and " " not in path:
+    if f.default is None:
+        return None  # "e.g. size: None" shows nothing
+    if _is_flag(path):
         return f"e.g. {path} {f.name}={f.default}"
     return f"e.g. {f.name}: {f.default!r}"
 
 
-def _check_value(f: ConfigField, value: Any, path: str, location: str | None = None) -> Any:
-    where = _join(path, f.name)
+def _raise_first(v: Any, path: str, location: str | None, example: str | None) -> None:
+    """The validator's first problem as one :class:`UsageError`: ``PATH: message``, where a
+    flag's key reads ``--param size`` (not ``--param.size``)."""
+    issue = v.issues[0]
+    shown = issue.path
+    if _is_flag(path) and shown.startswith(path + "."):
+        shown = f"{path} {shown[len(path) + 1:]}"
+    hint = issue.hint
+    if example and hint:
+        hint = f"{hint}{' ' if hint.endswith('?') else '; '}{example}"
+    elif example:
+        hint = example
+    raise UsageError(f"{shown}: {issue.message}", hint=hint, location=location)
 
-    def bad(message: str, hint: str) -> UsageError:
-        return UsageError(f"{where} {message}", hint=hint, location=location)
+
+def _whole(x: float | None) -> Any:
+    return int(x) if isinstance(x, float) and x.is_integer() else x
+
+
+def _check_value(f: ConfigField, value: Any, path: str, location: str | None = None) -> Any:
+    from aorta_tui.core.recipe.loader import Marks, child_path
+    from aorta_tui.core.recipe.validate import BAD, Validator
 
     if value is None and f.default is None:
         return None
-    allowed = _PY_TYPES[f.type]
-    if f.type in ("int", "float") and isinstance(value, bool):
-        raise bad(f"must be {f.type}, got a boolean", _example(f, path))
-    if not isinstance(value, allowed):
-        raise bad(f"must be {f.type}, got {type(value).__name__} {clip_for_message(value)}", _example(f, path))
-    if f.type == "float":
-        value = float(value)
-    if f.choices is not None and value not in f.choices:
-        options = ", ".join(map(str, f.choices))
-        raise bad(f"must be one of {options}, got {clip_for_message(value)}",
-                  did_you_mean(str(value), map(str, f.choices)) + f"use one of {options}")
-    if f.min is not None and value < f.min:
-        raise bad(f"must be >= {f.min}, got {clip_for_message(value)}", _example(f, path))
-    if f.max is not None and value > f.max:
-        raise bad(f"must be <= {f.max}, got {clip_for_message(value)}", _example(f, path))
+    v = Validator(Marks(), "", None)
+    where = child_path(path, f.name)
+    if f.type == "int":
+        value = v.integer(where, value, minimum=_whole(f.min), maximum=_whole(f.max))
+    elif f.type == "float":
+        value = v.number(where, value, at_least=f.min, at_most=f.max)
+    elif f.type == "bool":
+        value = v.boolean(where, value)
+    elif f.type == "str":
+        value = v.string(where, value, nonempty=False)
+    elif not isinstance(value, _PY_TYPES[f.type]):
+        value = v.issue(where, f"expected {'a mapping' if f.type == 'dict' else 'a list'}, got "
+                        f"{type(value).__name__} ({clip_for_message(value)})")
+    if value is not BAD and f.choices is not None and value not in f.choices:
+        options = tuple(map(str, f.choices))
+        value = v.choice(where, str(value) if isinstance(value, str) else value, options) \
+            if all(isinstance(c, str) for c in f.choices) else v.issue(
+                where, f"expected one of {', '.join(options)}, got {clip_for_message(value)}",
+                f"use one of {', '.join(options)}")
+    if value is BAD:
+        _raise_first(v, path, location, _example(f, path))
     if f.type == "dict" and f.fields is not None:
         value = validate_config(f.fields, value, path=where, location=location)
     return value

@@ -47,7 +47,7 @@ def test_queue_run_json_prints_the_result(tmp_path: Path) -> None:
         (["run", "hetero_kernel", "--device", "cpu"], 2, "did you mean 'hetero_kernels'"),
         (["run", "moe", "--streams", "64", "--device", "cpu"], 2, "4..32 streams"),
         (["run", "moe", "--streams", "4", "--device", "cpu", "--sync-mode", "maybe"], 2, "sync mode"),
-        (["run", "moe", "--streams", "4", "--device", "cpu", "--param", "hiden=3"], 2, "did you mean hidden"),
+        (["run", "moe", "--streams", "4", "--device", "cpu", "--param", "hiden=3"], 2, "did you mean 'hidden'"),
         (["run", "tiny_kernel_stress", "--streams", "1", "--device", "cuda"], 3, "needs a GPU"),
         (["sweep", "moe", "--streams", "1,4", "--device", "cpu"], 2, "out of range: 1"),
         (["sweep", "moe", "--streams", "4,x", "--device", "cpu"], 2, "comma-separated"),

@@ -111,7 +111,8 @@ def _check(field: ConfigField, text: str, config: dict[str, Any]) -> None:
         assert _same(recipe[1], queue[1]), (text, recipe, queue)
     else:
         r, q = recipe[1], queue[1]
-        assert r.message.startswith("workload_config.k ") and q.message.startswith("--param k ")
+        assert r.message.startswith("workload_config.k: ")
+        assert q.message.startswith("--param k: ")
         assert r.message.removeprefix("workload_config.k") == q.message.removeprefix("--param k")
         assert q.location == "queue workload 'probe'"
         assert q.hint and r.hint  # a fix on both sides
@@ -137,14 +138,14 @@ def test_queue_param_and_recipe_config_accept_and_refuse_alike(attack_tally: Any
 
 
 @pytest.mark.parametrize(("params", "message", "hint"), [
-    ({"ops_per_strem": "3"}, "unknown key --param ops_per_strem",
-     "did you mean ops_per_stream? known keys: ops_per_stream, order, tensor_size"),
-    ({"ops_per_stream": "many"}, "--param ops_per_stream must be int, got str 'many'",
-     "e.g. --param ops_per_stream=100"),
-    ({"ops_per_stream": "-1"}, "--param ops_per_stream must be >= 0, got -1",
-     "e.g. --param ops_per_stream=100"),
-    ({"order": "per_strem"}, "--param order must be one of round_robin, per_stream, got "
-     "'per_strem'", "did you mean 'per_stream'? use one of round_robin, per_stream"),
+    ({"ops_per_strem": "3"}, "--param ops_per_strem: unknown key 'ops_per_strem'",
+     "did you mean 'ops_per_stream'? allowed here: ops_per_stream, order, tensor_size"),
+    ({"ops_per_stream": "many"}, "--param ops_per_stream: expected an integer, got a string "
+     "('many')", "write a whole number without quotes; e.g. --param ops_per_stream=100"),
+    ({"ops_per_stream": "-1"}, "--param ops_per_stream: must be at least 0, got -1",
+     "use a value >= 0; e.g. --param ops_per_stream=100"),
+    ({"order": "per_strem"}, "--param order: expected one of round_robin, per_stream, got "
+     "'per_strem'", "did you mean 'per_stream'? e.g. --param order=round_robin"),
 ])
 def test_a_bad_param_names_the_workload_the_flag_the_key_and_a_fix(
         params: dict[str, str], message: str, hint: str) -> None:

@@ -113,7 +113,7 @@ def test_params_are_typed_and_unknown_ones_suggest_a_fix() -> None:
     with pytest.raises(UsageError) as exc:
         workload_class("tiny_kernel_stress")({"ops_per_strem": 3})
     assert "ops_per_stream" in exc.value.render()
-    with pytest.raises(UsageError, match="must be int"):
+    with pytest.raises(UsageError, match="expected an integer"):
         workload_class("tiny_kernel_stress")({"ops_per_stream": "many"})
 
 

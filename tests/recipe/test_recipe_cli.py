@@ -160,8 +160,8 @@ def test_validate_checks_workload_config_against_the_workload(tmp_path):
         (14, 7, "cells[1].workload_config.sise"),
         (18, 13, "cells[2].workload_config.size"),
     ]
-    assert "did you mean size" in issues[1]["hint"]
-    assert issues[2]["message"].startswith("must be int")
+    assert "did you mean 'size'" in issues[1]["hint"]
+    assert issues[2]["message"].startswith("expected an integer")
     fixed = WC.replace("dtipe", "dtype").replace("sise", "size").replace("big", "32")
     f.write_text(fixed)
     assert invoke("recipe", "validate", str(f)).exit_code == 0

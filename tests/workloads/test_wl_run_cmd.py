@@ -22,7 +22,7 @@ def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(("args", "says"), [
     (["--workload", "trainin"], "did you mean training"),
     (["--workload", "training", "--config", "model.kindd=mlp"], "workload_config.model.kindd"),
-    (["--workload", "race", "--config", "mode=fsdpp"], "workload_config.mode must be one of"),
+    (["--workload", "race", "--config", "mode=fsdpp"], "workload_config.mode: expected one of"),
     (["--workload", "race", "--mitigations", "none,tf32_of"], "did you mean tf32_off"),
     (["--workload", "race", "--config", "drop_wait"], "is not key=value"),
 ])

@@ -16,7 +16,7 @@ from aorta_tui.core.errors import AortaError
 from aorta_tui.core.recipe.model import Recipe
 from aorta_tui.core.recipe.validate import RecipeIssue
 
-_PATH = re.compile(r"^(?:unknown key )?((?:cells\[\d+\]\.)?workload_config(?:\.[^\s.]+)*)")
+_PATH = re.compile(r"^(?:unknown key )?((?:cells\[\d+\]\.)?workload_config(?:\.[^\s.:]+)*)")
 
 
 def workload_issues(recipe: Recipe) -> tuple[list[RecipeIssue], list[str]]:
@@ -102,7 +102,7 @@ def _check(recipe: Recipe, schema: Any, config: dict[str, Any], base: str,
             if path not in seen:
                 seen.add(path)
                 message = exc.message
-                if match and message.startswith("unknown key "):
+                if match and message[len(match.group(1)):].startswith(": unknown key "):
                     message = (f"unknown setting {path.rsplit('.', 1)[-1]!r} of workload "
                                f"{recipe.workload!r}")
                 elif match and message.startswith(match.group(1)):
