@@ -47,9 +47,10 @@ def test_real_program_survives_a_killed_tui_reattaches_walks_every_screen_and_qu
                            ("?", "Everywhere"), ("Escape", "Policy comparison"), ("3", run_dir.name)):
             tmux.keys(key, session="second")
             tmux.wait_for(title, session="second")
-        # The summary line, not the "run completed" toast (which may be drawn a frame apart).
-        screen = tmux.wait_for("10/10 done", timeout=60, session="second")
-        assert "✗" in screen and "✓" in screen and "completed" in screen
+        # Both in one frame: the last trial's line (10/10) comes before the report's run_finished
+        # (completed), so a frame between the two shows 10/10 still running.
+        screen = tmux.wait_for("10/10 done", "completed", timeout=60, session="second")
+        assert "✗" in screen and "✓" in screen
         tmux.keys("C-q", session="second")
         assert tmux.gone(session="second"), "ctrl+q did not quit"
     finally:
