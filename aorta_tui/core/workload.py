@@ -8,6 +8,7 @@ Nothing here imports torch: workloads import it inside their methods.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,9 @@ class ConfigField:
     min: float | None = None
     max: float | None = None
     fields: tuple[ConfigField, ...] | None = None
+    # A float field that means something by NaN (a fault injection's "write NaNs"): NaN passes
+    # the finite-number rule every other number keeps.
+    nan_ok: bool = False
 
 
 @dataclass(frozen=True)
@@ -215,6 +219,8 @@ def _check_value(f: ConfigField, value: Any, path: str, location: str | None = N
     where = child_path(path, f.name)
     if f.type == "int":
         value = v.integer(where, value, minimum=_whole(f.min), maximum=_whole(f.max))
+    elif f.type == "float" and f.nan_ok and isinstance(value, float) and math.isnan(value):
+        pass
     elif f.type == "float":
         value = v.number(where, value, at_least=f.min, at_most=f.max)
     elif f.type == "bool":
