@@ -75,9 +75,8 @@ def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
     return [d.strip() for d in devices.split(",") if d.strip()]
 
 
-def _progress_sink(as_json: bool, quiet: bool) -> Any:
-    if as_json:
-        return None  # --json prints the result only; events would interleave with it
+def _progress_sink(quiet: bool) -> Any:
+    """Progress lines on a terminal's stderr (``--json`` prints its events on stdout instead)."""
     if quiet or not sys.stderr.isatty():
         return None
 
@@ -138,7 +137,9 @@ def run_cmd(
                                "process; the result holds every run and their medians, and "
                                "`queue compare` then judges changes against the run-to-run "
                                "spread (3 or more)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result JSON on stdout."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run as JSON event lines on "
+                                 "stdout: run_started first, run_finished last with the result "
+                                 "document in summary.result (as `queue sweep --json`)."),
     quiet: bool = _QUIET_OPT,
 ) -> None:
     """Run WORKLOAD on N streams and measure throughput, latency, per-stream busy time,
@@ -169,18 +170,24 @@ def run_cmd(
                          stream_priority=stream_priority, run_id=run_id, graph=graph)
     if output is not None:
         output = _per_rank(output)
-    if repeat != 1:
-        from aorta_tui.hwqueue.repeat import run_repeated
 
-        result = run_repeated(cfg, repeat, on_event=_progress_sink(as_json, quiet), output=output)
-    else:
-        result = run_queue(cfg, on_event=_progress_sink(as_json, quiet), output=output)
+    def go(on_event: Any) -> dict[str, Any]:
+        if repeat != 1:
+            from aorta_tui.hwqueue.repeat import run_repeated
+
+            return run_repeated(cfg, repeat, on_event=on_event, output=output)
+        return run_queue(cfg, on_event=on_event, output=output)
+
     if as_json:
-        print(json.dumps(result, indent=2))
-    else:
-        print_result(result)
-        if output is not None:
-            print(f"result written to {output}")
+        from aorta_tui.hwqueue.result import new_run_id
+
+        cfg.run_id = cfg.run_id or new_run_id()  # named before the first line: run_started's
+        _event_lines(go, cfg.run_id, None, repeat, source="queue")
+        return
+    result = go(_progress_sink(quiet))
+    print_result(result)
+    if output is not None:
+        print(f"result written to {output}")
 
 
 def _per_rank(path: Path) -> Path:
@@ -335,15 +342,17 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
-def _sweep_event_lines(go: Any, run_id: str, run_dir: Path | None, total: int) -> None:
-    """`queue sweep --json`: the sweep as one event stream, as every long command's ``--json``
-    is (docs/architecture.md): ``RunStarted``, the sweep's own events, and ``RunFinished`` last
-    with the sweep document in ``summary["result"]`` (or, on failure, a ``RunWarning`` and a
-    failed ``RunFinished`` before the error goes on to stderr and the exit code).
+def _event_lines(go: Any, run_id: str, run_dir: Path | None, total: int,
+                 source: str = "queue_sweep") -> None:
+    """`queue run --json` and `queue sweep --json`: the run as one event stream, as every long
+    command's ``--json`` is (docs/architecture.md): ``RunStarted``, the run's own events, and
+    ``RunFinished`` last with the result document in ``summary["result"]`` (or, on failure, a
+    ``RunWarning`` and a failed ``RunFinished`` before the error goes on to stderr and the exit
+    code).
 
-    ``go(on_event)`` runs the sweep. One kept in a run directory emits its own ``RunStarted``
-    and ``RunFinished`` (the journal gets them too); the ones it did not reach (a sweep refused
-    before it started, an in-process sweep) are written here."""
+    ``go(on_event)`` runs it and returns the document. A sweep kept in a run directory emits
+    its own ``RunStarted`` and ``RunFinished`` (the journal gets them too); the ones it did not
+    reach (a run refused before it started, a queue run, an in-process sweep) are written here."""
     from aorta_tui.cli.trace_stream import failed, finished, open_stream
     from aorta_tui.core.events import RunFinished, RunStarted
 
@@ -358,7 +367,7 @@ def _sweep_event_lines(go: Any, run_id: str, run_dir: Path | None, total: int) -
 
     def start() -> None:
         if not seen["started"]:
-            emit(RunStarted(run_id, source="queue_sweep", run_dir=str(run_dir or ""), total=total))
+            emit(RunStarted(run_id, source=source, run_dir=str(run_dir or ""), total=total))
 
     if run_dir is None:
         start()
@@ -488,9 +497,9 @@ def _sweep_and_print(go: Any, run_id: str, run_dir: Path | None, total: int,
     """Run the sweep (``go(on_event)``) as event lines or as a table."""
     try:
         if as_json:
-            _sweep_event_lines(go, run_id, run_dir, total)
+            _event_lines(go, run_id, run_dir, total)
             return
-        doc = go(_progress_sink(as_json, quiet))
+        doc = go(_progress_sink(quiet))
     except KeyboardInterrupt:
         if run_dir is not None:
             err(f"interrupted; the finished points are kept: aorta-tui queue resume {run_dir}")

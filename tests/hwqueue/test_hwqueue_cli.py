@@ -31,11 +31,21 @@ def test_queue_run_writes_a_schema_v1_result(tmp_path: Path) -> None:
     assert [f.name for f in tmp_path.iterdir()] == ["x.json"]  # no temp files left behind
 
 
-def test_queue_run_json_prints_the_result(tmp_path: Path) -> None:
+def test_queue_run_json_is_event_lines_ending_with_the_result(tmp_path: Path) -> None:
+    from aorta_tui.core.events import Measurement, RunFinished, RunStarted, event_from_dict
+
     p = cli("run", "hetero_kernels", "--streams", "2", "--device", "cpu", "--size", "tiny", "-i", "2",
-            "--json", cwd=tmp_path)
+            "--json", "-o", "r.json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    data = json.loads(p.stdout)
+    events = [event_from_dict(json.loads(line)) for line in p.stdout.splitlines()]  # every line an event
+    first, last = events[0], events[-1]
+    assert isinstance(first, RunStarted) and first.source == "queue"
+    assert isinstance(last, RunFinished) and last.status == "completed" and last.exit_code == 0
+    assert {e.run_id for e in events} == {first.run_id}
+    assert any(isinstance(e, Measurement) for e in events)
+    data = last.summary["result"]
+    assert data == json.loads((tmp_path / "r.json").read_text())  # the document, whole
+    assert data["run_id"] == first.run_id
     assert data["workload"]["name"] == "hetero_kernels"
     assert data["summary"]["launch_delay_mean_us"] is None
     assert data["unavailable"]["launch_delay_us"]
@@ -154,3 +164,15 @@ def test_real_collectives_without_torchrun_say_how(tmp_path: Path) -> None:
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 3 and "torchrun" in p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_queue_run_json_still_ends_with_a_typed_failed_event(tmp_path: Path) -> None:
+    from aorta_tui.core.events import RunFinished, event_from_dict
+
+    p = cli("run", "hetero_kernels", "--streams", "2", "--device", "cpu", "--size", "tiny", "-i", "2",
+            "--param", "nope=1", "--json", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "nope" in p.stderr and "Traceback" not in p.stderr
+    events = [event_from_dict(json.loads(line)) for line in p.stdout.splitlines()]
+    assert isinstance(events[-1], RunFinished) and events[-1].status == "failed"
+    assert events[-1].exit_code == 2
