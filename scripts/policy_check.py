@@ -139,9 +139,9 @@ def probe_child(argv: list[str]) -> int:
 
 def run_sweep(label: str, workload: str, policies: list[Any], args: argparse.Namespace,
               root: Path, trial_command: Any = None) -> dict[str, Any] | None:
-    from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
+    from aorta_tui.policy.evaluator import PolicySweepRequest, run_policy_sweep
 
-    req = SweepRequest(workload=workload, policies=tuple(policies), streams=args.streams,
+    req = PolicySweepRequest(workload=workload, policies=tuple(policies), streams=args.streams,
                        output_dir=root / label, trials=args.trials,
                        iterations=args.iterations, warmup=args.warmup, device=args.device,
                        seed=args.seed, timeout_s=args.trial_timeout_s,

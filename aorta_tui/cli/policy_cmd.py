@@ -98,7 +98,7 @@ def sweep(
     """
     import time
 
-    from aorta_tui.policy.evaluator import PolicyEvaluator, SweepRequest, run_policy_sweep
+    from aorta_tui.policy.evaluator import PolicyEvaluator, PolicySweepRequest, run_policy_sweep
     from aorta_tui.policy.file import load_policy_file
     from aorta_tui.policy.presets import alias_note, resolve_policies
 
@@ -120,7 +120,7 @@ def sweep(
         from aorta_tui.policy.gpu_control import backend_from_spec
 
         backend = backend_from_spec(gpu_control_backend)
-    request = SweepRequest(workload=workload, policies=tuple(chosen), streams=streams,
+    request = PolicySweepRequest(workload=workload, policies=tuple(chosen), streams=streams,
                            output_dir=output, trials=trials, iterations=iterations,
                            warmup=warmup, device=device, seed=seed,
                            allow_gpu_control=allow_gpu_control, gpu_index=gpu_index,

@@ -28,7 +28,7 @@ are both on disk (in that order), as in every run directory (``RunStore``).
 
 Use from a front end::
 
-    from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep, resume_policy_sweep
+    from aorta_tui.policy.evaluator import PolicySweepRequest, run_policy_sweep, resume_policy_sweep
     outcome = run_policy_sweep(request, on_event=callback, cancel=CancelEvent())
     outcome = resume_policy_sweep(run_dir, on_event=callback)   # after an interruption
 """
@@ -78,7 +78,7 @@ GPU_CONTROL_SKIPPED = ("gpu control skipped: --allow-gpu-control not given (cloc
 
 
 @dataclass(frozen=True)
-class SweepRequest:
+class PolicySweepRequest:
     workload: str
     policies: tuple[Policy, ...]
     streams: int
@@ -112,7 +112,7 @@ class SweepRequest:
         }
 
 
-TrialCommand = Callable[[SweepRequest, Policy, Path], list[str]]
+TrialCommand = Callable[[PolicySweepRequest, Policy, Path], list[str]]
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class PlannedTrial:
 
 
 @dataclass
-class SweepOutcome:
+class PolicySweepOutcome:
     run_dir: Path
     status: str  # completed, interrupted
     exit_code: int
@@ -173,7 +173,7 @@ def trial_environment(base: Mapping[str, str], policy: Policy,
     return env, removed
 
 
-def queue_run_argv(request: SweepRequest, policy: Policy, result_path: Path) -> list[str]:
+def queue_run_argv(request: PolicySweepRequest, policy: Policy, result_path: Path) -> list[str]:
     argv = [request.python, "-m", "aorta_tui", "queue", "run", request.workload,
             "--streams", str(request.streams)]
     if request.iterations is not None:
@@ -187,7 +187,7 @@ def queue_run_argv(request: SweepRequest, policy: Policy, result_path: Path) -> 
 
 
 class PolicyEvaluator:
-    def __init__(self, request: SweepRequest, *,
+    def __init__(self, request: PolicySweepRequest, *,
                  on_event: Callable[[Event], None] | None = None,
                  cancel: ThreadEvent | None = None,
                  gpu_backend: Any | None = None,
@@ -255,7 +255,7 @@ class PolicyEvaluator:
                 "gpu_control_plans": dict(self.gpu_plans),
                 "trials_total": len(plan)}
 
-    def run(self, *, resume: dict[str, Any] | None = None) -> SweepOutcome:
+    def run(self, *, resume: dict[str, Any] | None = None) -> PolicySweepOutcome:
         """Run the sweep; with ``resume`` (a run dir's ``sweep.json``), run only the trials
         that have no final outcome yet, in the recorded order, into the same directory."""
         from aorta_tui.policy.report import build_report, write_reports
@@ -349,7 +349,7 @@ class PolicyEvaluator:
         finally:
             self.bus.close()
             store.release()
-        return SweepOutcome(run_dir, status, exit_code, report)
+        return PolicySweepOutcome(run_dir, status, exit_code, report)
 
     def _finish(self, run_dir: Path, status: str, exit_code: int,
                 build_report: Callable[..., dict[str, Any]],
@@ -428,10 +428,10 @@ class _AbortSweep(Exception):
         self.trial_dir = trial_dir
 
 
-def run_policy_sweep(request: SweepRequest, *, on_event: Callable[[Event], None] | None = None,
+def run_policy_sweep(request: PolicySweepRequest, *, on_event: Callable[[Event], None] | None = None,
                      cancel: ThreadEvent | None = None, gpu_backend: Any | None = None,
                      base_env: Mapping[str, str] | None = None,
-                     trial_command: TrialCommand | None = None) -> SweepOutcome:
+                     trial_command: TrialCommand | None = None) -> PolicySweepOutcome:
     """Run the sweep and write its reports; see the module docstring.
 
     ``on_event`` receives every event (from this thread); ``cancel`` stops the sweep after the
@@ -448,7 +448,7 @@ def run_policy_sweep(request: SweepRequest, *, on_event: Callable[[Event], None]
 # -- helpers -----------------------------------------------------------------------------
 
 
-def _check_request(req: SweepRequest) -> None:
+def _check_request(req: PolicySweepRequest) -> None:
     if req.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {req.trials}",
                          hint="use 5 or more for confidence intervals that mean something")
@@ -511,7 +511,7 @@ def resume_policy_sweep(run_dir: str | Path, *, allow_gpu_control: bool = False,
                         on_event: Callable[[Event], None] | None = None,
                         cancel: ThreadEvent | None = None, gpu_backend: Any | None = None,
                         base_env: Mapping[str, str] | None = None,
-                        trial_command: TrialCommand | None = None) -> SweepOutcome:
+                        trial_command: TrialCommand | None = None) -> PolicySweepOutcome:
     """Continue an interrupted sweep: same policies, order and options (from ``sweep.json``);
     trials with a final outcome are kept, the others run (a half-run one afresh).
 
@@ -527,7 +527,7 @@ def resume_policy_sweep(run_dir: str | Path, *, allow_gpu_control: bool = False,
                          hint="pass --allow-gpu-control again to resume it")
     try:
         policies = tuple(policy_from_dict(p) for p in manifest["policies"])
-        request = SweepRequest(
+        request = PolicySweepRequest(
             workload=str(raw["workload"]), policies=policies, streams=int(raw["streams"]),
             output_dir=run_dir, trials=int(raw["trials"]), iterations=raw.get("iterations"),
             warmup=raw.get("warmup"), device=raw.get("device"), seed=int(raw.get("seed", 0)),

@@ -52,7 +52,7 @@ CHILD = textwrap.dedent("""
 ORCHESTRATOR = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
+    from aorta_tui.policy.evaluator import PolicySweepRequest, run_policy_sweep
     from aorta_tui.policy.presets import Policy
 
     child, out = sys.argv[1], Path(sys.argv[2])
@@ -60,7 +60,7 @@ ORCHESTRATOR = textwrap.dedent("""
     def command(req, policy, result):
         return [sys.executable, "-I", "-S", child, "-o", str(result)]
 
-    req = SweepRequest(workload="fake", policies=(Policy(name="other", env={"X_SHIFT": "1"}),),
+    req = PolicySweepRequest(workload="fake", policies=(Policy(name="other", env={"X_SHIFT": "1"}),),
                        streams=2, output_dir=out, trials=2, seed=4, python=sys.executable)
     run_policy_sweep(req, trial_command=command)
 """)

@@ -21,7 +21,7 @@ import pytest
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.events import Event, event_from_dict
-from aorta_tui.policy.evaluator import SweepRequest, plan_order, run_policy_sweep
+from aorta_tui.policy.evaluator import PolicySweepRequest, plan_order, run_policy_sweep
 from aorta_tui.policy.gpu_control import FakeBackend
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import build_report, rerender
@@ -48,8 +48,8 @@ PROBE_GPU_POLICY = Policy(name="probe_gpu", env={"CUDA_DEVICE_MAX_CONNECTIONS": 
 QUEUE = ("--size", "tiny")
 
 
-def _request(out: Path, policies: tuple[Policy, ...], trials: int, **kw: Any) -> SweepRequest:
-    return SweepRequest(workload="tiny_kernel_stress", policies=policies, streams=2,
+def _request(out: Path, policies: tuple[Policy, ...], trials: int, **kw: Any) -> PolicySweepRequest:
+    return PolicySweepRequest(workload="tiny_kernel_stress", policies=policies, streams=2,
                         output_dir=out, trials=trials, iterations=3, warmup=1, device="cpu",
                         seed=5, queue_args=QUEUE, timeout_s=120, python=sys.executable, **kw)
 
@@ -170,7 +170,7 @@ def test_report_files_and_rerender(sweep: dict[str, Any]) -> None:
 
 def test_harness_usage_error_aborts_and_leaves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    req = SweepRequest(workload="tiny_kernel_stress", policies=(BUILTIN_BY_NAME["xnack_off"],),
+    req = PolicySweepRequest(workload="tiny_kernel_stress", policies=(BUILTIN_BY_NAME["xnack_off"],),
                        streams=500, output_dir=out, trials=2, device="cpu", queue_args=QUEUE,
                        python=sys.executable)
     events: list[Event] = []

@@ -9,7 +9,7 @@ import pytest
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.policy.evaluator import (
-    SweepRequest,
+    PolicySweepRequest,
     plan_order,
     queue_run_argv,
     trial_environment,
@@ -87,7 +87,7 @@ def test_trial_environment_removes_every_controlled_variable() -> None:
 
 
 def test_queue_argv_passes_policy_options_and_output(tmp_path: Path) -> None:
-    req = SweepRequest(workload="tiny_kernel_stress", policies=(), streams=16,
+    req = PolicySweepRequest(workload="tiny_kernel_stress", policies=(), streams=16,
                        output_dir=tmp_path, iterations=7, device="cuda",
                        queue_args=("--size", "tiny"), python="py")
     argv = queue_run_argv(req, BUILTIN_BY_NAME["stream_priority_lc"], tmp_path / "r.json")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from aorta_tui.policy import stats
-from aorta_tui.policy.evaluator import SweepRequest, run_policy_sweep
+from aorta_tui.policy.evaluator import PolicySweepRequest, run_policy_sweep
 from aorta_tui.policy.presets import Policy
 from aorta_tui.policy.report import build_report, render_markdown
 
@@ -50,7 +50,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     child = tmp / "child.py"
     child.write_text(CHILD)
 
-    def command(req: SweepRequest, policy: Policy, result: Path) -> list[str]:
+    def command(req: PolicySweepRequest, policy: Policy, result: Path) -> list[str]:
         return [sys.executable, str(child), "-o", str(result)]
 
     policies = (
@@ -60,7 +60,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         Policy(name="cuda_only", vendor="cuda", env={"FAKE_SHIFT": "0"}),
         Policy(name="no_latency", env={"FAKE_DROP": "1"}),
     )
-    req = SweepRequest(workload="fake", policies=policies, streams=4, output_dir=tmp / "run",
+    req = PolicySweepRequest(workload="fake", policies=policies, streams=4, output_dir=tmp / "run",
                        trials=6, seed=11, python=sys.executable)
     outcome = run_policy_sweep(req, trial_command=command)
     return {"report": outcome.report, "run_dir": tmp / "run"}
@@ -126,14 +126,14 @@ def test_rerender_is_identical_and_deterministic(report: dict[str, Any]) -> None
     assert written["policies"] == report["report"]["policies"]
 
 
-def _cheap_sweep(tmp: Path, trials: int = 4, **kw: Any) -> tuple[SweepRequest, Any]:
+def _cheap_sweep(tmp: Path, trials: int = 4, **kw: Any) -> tuple[PolicySweepRequest, Any]:
     child = tmp / "child.py"
     child.write_text(CHILD)
 
-    def command(req: SweepRequest, policy: Policy, result: Path) -> list[str]:
+    def command(req: PolicySweepRequest, policy: Policy, result: Path) -> list[str]:
         return [sys.executable, str(child), "-o", str(result)]
 
-    req = SweepRequest(workload="fake", policies=(Policy(name="faster", env={"FAKE_SHIFT": "25"}),),
+    req = PolicySweepRequest(workload="fake", policies=(Policy(name="faster", env={"FAKE_SHIFT": "25"}),),
                        streams=2, output_dir=tmp / "run", trials=trials, seed=2,
                        python=sys.executable, **kw)
     return req, command
