@@ -99,7 +99,8 @@ class Inference(Workload):
         ConfigField("checks", "dict", {}, fields=CHECK_FIELDS),
         ConfigField("perturb_logits", "float", 0.0,
                     "fault injection: add unseeded noise of this size to the logits (.nan "
-                    "writes NaNs); 0 = off", min=0.0, nan_ok=True),
+                    "writes NaNs: Python API only, since recipes refuse non-finite numbers); "
+                    "0 = off", min=0.0, nan_ok=True),
     )
 
     @classmethod
