@@ -77,7 +77,7 @@ class Marks:
 
 def parent_path(path: str) -> str:
     """``cells[1].mitigations[0]`` -> ``cells[1].mitigations`` -> ``cells[1]`` -> ``cells``."""
-    if path.endswith("]"):
+    if path.endswith("]") and "[" in path:  # a key may itself end in "]" (hostile input)
         return path[: path.rindex("[")]
     if "." in path:
         return path[: path.rindex(".")]
