@@ -35,25 +35,17 @@ def main(argv: list[str]) -> int:
 
 
 def _load_config(cls: type, path: str) -> object:
-    """The parent's config file as ``cls``, or a located UsageError (exit 2): a damaged file is
-    bad input, not a bug with a traceback."""
-    import dataclasses
+    """The parent's config file as ``cls``: read as an input (size limit, located JSON/UTF-8
+    errors), then checked field by field as a queue sweep's request.json is."""
+    from pathlib import Path
 
-    from aorta_tui.core.errors import UsageError
     from aorta_tui.core.inputs import load_json_input, require_object
+    from aorta_tui.hwqueue.sweep import checked_config
 
     what = "queue run config"
     data = require_object(load_json_input(path, what=what, limit=1 << 20), where=path, what=what)
-    names = {f.name for f in dataclasses.fields(cls)}
-    required = {f.name for f in dataclasses.fields(cls)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    unknown, missing = sorted(set(data) - names), sorted(required - set(data))
-    if unknown or missing:
-        raise UsageError(f"{path}: " + "; ".join(
-            ([f"unknown field(s) {', '.join(map(repr, unknown))}"] if unknown else [])
-            + ([f"missing field(s) {', '.join(map(repr, missing))}"] if missing else [])),
-            hint="the file is written by the parent queue run of this aorta-tui version")
-    return cls(**data)
+    return cls(**checked_config(data, Path(path),
+                                hint="the file is written by the parent queue run of this aorta-tui version"))
 
 
 if __name__ == "__main__":

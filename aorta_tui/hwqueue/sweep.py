@@ -302,9 +302,12 @@ def _type_ok(value: Any, hint: Any) -> bool:
     return isinstance(value, origin)
 
 
-def _checked_config(raw: dict[str, Any], where: Path) -> dict[str, Any]:
-    """request.json's config, each field of the type ``QueueRunConfig`` declares (a hand-edited
-    file is a located error, never a TypeError deep in the run)."""
+def checked_config(raw: dict[str, Any], where: Path,
+                   hint: str = "it was not written by this aorta-tui's `queue sweep`; start a new sweep",
+                   ) -> dict[str, Any]:
+    """A ``QueueRunConfig`` as JSON (request.json's config, a queue child's config file), each
+    field of the type the dataclass declares: a hand-edited or damaged file is a located error
+    (exit 2), never a TypeError deep in the run."""
     import typing
 
     from aorta_tui.core.errors import RunDirError
@@ -314,7 +317,6 @@ def _checked_config(raw: dict[str, Any], where: Path) -> dict[str, Any]:
     hints = typing.get_type_hints(QueueRunConfig)
     required = {f.name for f in dataclasses.fields(QueueRunConfig)
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    hint = "it was not written by this aorta-tui's `queue sweep`; start a new sweep"
     missing = sorted(required - raw.keys())
     if missing:
         raise RunDirError(f"{where}: config.{missing[0]}: missing", hint=hint)
@@ -340,7 +342,7 @@ def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], No
 
     path = Path(run_dir)
     request = read_request(path)
-    base = QueueRunConfig(**_checked_config(request["config"], path / REQUEST_FILE))
+    base = QueueRunConfig(**checked_config(request["config"], path / REQUEST_FILE))
     base.run_id = request["run_id"]
     check_counts(base.workload, request["stream_counts"])
     base.validate()

@@ -14,8 +14,9 @@ import pytest
 @pytest.mark.parametrize(("body", "needle"), [
     ("", "the queue run config file is empty"),
     ("[1]", "expected an object, found an array"),
-    ('{"workload": "hetero_kernels"}', "missing field(s) 'streams'"),
-    ('{"workload": "hetero_kernels", "streams": 2, "nope": 1}', "unknown field(s) 'nope'"),
+    ('{"workload": "hetero_kernels"}', "config.streams: missing"),
+    ('{"workload": "hetero_kernels", "streams": 2, "nope": 1}', "config.'nope': not a queue run option"),
+    ('{"workload": "hetero_kernels", "streams": "2"}', "config.streams: '2' is not int"),
     ('{"workload":', "not valid JSON"),
     ("\xff", "UTF-8"),
 ])
