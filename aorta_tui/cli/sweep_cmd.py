@@ -56,6 +56,7 @@ def run(
     nodes: int | None = typer.Option(None, "--nodes", metavar="N", help="Slurm: spread each torchrun trial over N nodes (srun torchrun; overrides executor.nodes; docs/slurm.md)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", metavar="K", help="Slurm: K GPUs (and K torchrun ranks) per node of each trial (overrides executor.gpus_per_node)."),
     trial_isolation: str | None = typer.Option(None, "--trial-isolation", help="process (a fresh process per trial, the default), warm (trials forked from a zygote that imported torch once; runtime variables still apply, import-time ones are refused: docs/recipes.md) or in_process; overrides the recipe."),
+    bytecode_cache: str | None = typer.Option(None, "--bytecode-cache", help="auto (the default: when the image keeps no bytecode, e.g. PYTHONDONTWRITEBYTECODE=1 with a uv-built torch, the tool's children get a persistent cache under ~/.cache/aorta-tui/pycache), on, or off (the image's settings exactly); overrides the recipe's bytecode_cache. Each trial's result lists what it set (tool_env)."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
 ) -> None:
     from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
@@ -68,7 +69,8 @@ def run(
         stop_after_events=stop_after_events, max_trials=max_trials,
         disable_detectors=list(disable_detector), env_passthrough_mode=env_passthrough_mode,
         collect=[c.strip() for c in collect.split(",") if c.strip()], baseline_cell=baseline_cell,
-        confound_threshold=confound_threshold, trial_isolation=trial_isolation, verbose=verbose, executor=executor,
+        confound_threshold=confound_threshold, trial_isolation=trial_isolation, bytecode_cache=bytecode_cache,
+        verbose=verbose, executor=executor,
         nodes=nodes, gpus_per_node=gpus_per_node,
     )
     raise typer.Exit(run_sweep_command(request))

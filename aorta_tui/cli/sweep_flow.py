@@ -41,6 +41,7 @@ class SweepRequest:
     confound_threshold: float | None = None
     verbose: int = 0
     trial_isolation: str | None = None  # --trial-isolation: overrides the recipe's
+    bytecode_cache: str | None = None  # --bytecode-cache: overrides the recipe's
     executor: str | None = None  # --executor local|slurm: overrides the recipe's kind
     nodes: int | None = None  # --nodes / --gpus-per-node: a distributed trial across Slurm nodes
     gpus_per_node: int | None = None
@@ -219,6 +220,10 @@ def _run_sweep_command(req: SweepRequest) -> int:
         from aorta_tui.core.recipe.overrides import with_trial_isolation
 
         recipe = with_trial_isolation(recipe, req.trial_isolation)
+    if req.bytecode_cache is not None:
+        from aorta_tui.core.recipe.overrides import with_bytecode_cache
+
+        recipe = with_bytecode_cache(recipe, req.bytecode_cache)
     options = SweepOptions(
         output=req.output, resume=req.resume, order=req.order, seed=req.seed, strict=req.strict,
         snapshots=req.snapshots, ticket=req.ticket,

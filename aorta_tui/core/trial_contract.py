@@ -164,6 +164,7 @@ _RESULT_FIELDS: tuple[tuple[str, str, bool, Any], ...] = (
     ("workload_result", "object", True, lambda: None),
     ("trace", "object", True, lambda: None),
     ("timeline", "object", True, lambda: None),
+    ("tool_env", "object", False, dict),  # newest last: older files keep their key order
 )
 _IDENTITY = ("schema_version", "trial_id", "cell", "trial", "verdict")
 
@@ -188,6 +189,9 @@ class TrialResult:
     process: dict[str, Any] = field(default_factory=dict)  # the supervisor's ProcessOutcome
     argv: list[str] = field(default_factory=list)
     env_overlay: dict[str, str] = field(default_factory=dict)  # masked: never a token
+    # What the tool itself set in the trial's environment beyond the recipe's variables: a
+    # value, or None where it removed one (the bytecode cache, AORTA_*, PYTHONUNBUFFERED, ...).
+    tool_env: dict[str, str | None] = field(default_factory=dict)
     mitigations: list[str] = field(default_factory=list)
     environment: str = ""
     step_times_s: list[float] | None = None

@@ -315,7 +315,7 @@ def warm_pool(sweep: Any, run_dir: Path, pending: list[Any]) -> Iterator[WarmPoo
         yield None
         return
     cls = sweep._workload_cls
-    modules = [cls.__module__] if cls is not None else []
+    modules = preload_modules(cls, [sweep.plan.cell(t.cell) for t in pending])
     pool = WarmPool(run_dir, modules, sweep.cancel)
     try:
         for spec in pending:
@@ -324,6 +324,22 @@ def warm_pool(sweep: Any, run_dir: Path, pending: list[Any]) -> Iterator[WarmPoo
         yield pool
     finally:
         pool.close()
+
+
+def preload_modules(cls: Any, cells: list[Any]) -> list[str]:
+    """What the zygote imports before it forks: the workload's module and what its trials'
+    setup and first step import (``Workload.preload_modules``), so no forked trial imports them."""
+    if cls is None:
+        return []
+    from aorta_tui.core.workload import validate_config
+
+    configs = []
+    for cell in {id(c): c for c in cells}.values():
+        try:
+            configs.append(validate_config(cls.config_schema, cell.workload_config or {}))
+        except Exception:  # a bad config fails its own trial, with its own message
+            continue
+    return list(dict.fromkeys([cls.__module__, *cls.preload_modules(configs)]))
 
 
 def trial_base_env(sweep: Any, cell: Any) -> dict[str, str]:

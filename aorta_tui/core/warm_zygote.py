@@ -112,8 +112,24 @@ def _load(modules: list[str]) -> dict:
     info["torch"] = getattr(sys.modules["torch"], "__version__", None)
     import importlib
 
-    for name in modules:
-        importlib.import_module(name)
+    # modules[0] is the workload's own module: without it there is nothing to fork. The rest is
+    # what its trials import (Workload.preload_modules): one that fails to import here is left
+    # to the trial, which imports it itself and reports the error as its own.
+    preload_ms: dict[str, float] = {}
+    skipped: dict[str, str] = {}
+    for i, name in enumerate(modules):
+        t0 = time.monotonic_ns()
+        if i == 0:
+            importlib.import_module(name)
+        else:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:
+                skipped[name] = f"{type(exc).__name__}: {exc}"[:300]
+                continue
+        preload_ms[name] = round((time.monotonic_ns() - t0) / 1e6, 3)
+    info["preload_ms"] = preload_ms
+    info["preload_skipped"] = skipped
     from aorta_tui.core import trial_worker  # noqa: F401 - its imports, ahead of the trials
 
     info["loaded_ns"] = time.monotonic_ns()

@@ -117,6 +117,16 @@ class Workload(ABC):
     config_schema: ClassVar[tuple[ConfigField, ...]] = ()
     #: printed by the sweep summary under a failing cell
     hint: ClassVar[str] = ""
+    #: modules that ``setup`` and the first step import whatever the config (``trial_isolation:
+    #: warm`` imports them in the zygote, once, before it forks: core/warm.py). Importing one
+    #: must not initialise a GPU runtime.
+    preload: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def preload_modules(cls, configs: list[dict[str, Any]]) -> tuple[str, ...]:
+        """What the warm zygote imports for trials of these validated configs: ``preload``,
+        plus what a config turns on (a workload overrides this for config-dependent imports)."""
+        return cls.preload
 
     @classmethod
     def failure_hint(cls, failing: list[dict[str, Any]]) -> str:

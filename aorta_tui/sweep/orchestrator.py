@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -227,18 +228,27 @@ class Sweep:
         store = self._store = RunStore(run_dir)  # layout, lock, journal, resume set, results
         store.acquire()  # before any resume bookkeeping: another orchestrator may own this run
         captures: list[Any] = []
+        zygotes = contextlib.ExitStack()
         try:
             session, done = self._take_over(run_dir)
+            pending = [t for t in self.plan.trials if t.trial_id not in done]
+            from aorta_tui.core.warm import warm_pool
+
+            # trial_isolation: warm: the zygotes start first, so their imports (the longest wait
+            # of a warm run) overlap the journal's set-up, the snapshots and the executor's
+            self._warm = zygotes.enter_context(warm_pool(self, run_dir, pending))
             journal = self._journal = store.open_journal()
             self.bus.prepend(journal)  # the journal sees every event first
             run_id = run_dir.name
-            pending = [t for t in self.plan.trials if t.trial_id not in done]
             self.bus.emit(RunStarted(
                 run_id, source="sweep", run_dir=str(run_dir), total=len(self.plan.trials),
                 cells=[c.name for c in self.plan.cells], recipe_hash=self._hash,
                 resumed=session > 1, already_done=len(self.plan.trials) - len(pending),
             ))
             journal.check()
+            bytecode_note = self.bytecode.note()
+            if bytecode_note:  # once per run: the image compiles every import (core/bytecode.py)
+                self.bus.emit(RunWarning(run_id, message=f"bytecode: {bytecode_note}", code="bytecode"))
             for note in self._resume_notes:
                 self.bus.emit(RunWarning(run_id, message=f"resume: {note}", code="orphan"))
             for damage in self._journal_damage:
@@ -254,15 +264,19 @@ class Sweep:
                 )
                 self._captures = captures
             status = self._run_trials(run_dir, run_id, pending, session)
+            self._say_import_cost(run_id, pending)
             if captures:
                 from aorta_tui.core.snapshots import finish_captures
 
                 for w in finish_captures(captures):
                     self.bus.emit(RunWarning(run_id, message=w, code="snapshot"))
+            zygotes.close()  # idle from here: their memory goes back before the report
+            self._warm = None
             outcome = self._finish(run_dir, run_id, status)
             journal.check()
             return outcome
         finally:
+            zygotes.close()
             if captures:
                 from aorta_tui.core.snapshots import cancel_captures
 
@@ -356,13 +370,42 @@ class Sweep:
         return {t.trial_id for t in self.plan.trials}
 
     def _base_env(self) -> dict[str, str]:
-        return dict(os.environ)
+        """The environment every child starts from: this process's, with the bytecode cache
+        (core/bytecode.py) where the image would compile every import in every child."""
+        return self.bytecode.apply(os.environ)
+
+    @functools.cached_property
+    def bytecode(self) -> Any:
+        from aorta_tui.core.bytecode import BytecodePlan, plan_bytecode
+
+        mode = getattr(self.recipe, "bytecode_cache", "auto")
+        kind = getattr(getattr(self.recipe, "executor", None), "kind", "local")
+        if kind != "local" and mode == "auto":
+            # another machine's image is not the one inspected here
+            return BytecodePlan(mode, False, f"not inspected: trials run under the {kind} executor")
+        return plan_bytecode(mode)
+
+    def _say_import_cost(self, run_id: str, pending: list[TrialSpec]) -> None:
+        from aorta_tui.core.bytecode import import_cost_note
+
+        ms = [p["ms"] for t in pending if (r := self._records.get(t.trial_id)) is not None
+              for p in (r.timeline or {}).get("phases") or [] if p.get("name") == "torch_imported"]
+        note = import_cost_note(self.bytecode, ms)
+        if note:
+            self.bus.emit(RunWarning(run_id, message=f"bytecode: {note}", code="bytecode_cost"))
+
+    def _tool_env(self, cell: CellPlan, env: dict[str, str]) -> dict[str, str | None]:
+        """What the tool set in a trial's environment beyond this process's and the recipe's
+        variables (None: removed), masked like the overlay."""
+        user = {**os.environ, **cell.env}
+        changed = {k: v for k, v in env.items() if user.get(k) != v}
+        removed: dict[str, str | None] = {k: None for k in user if k not in env}
+        return {**_masked(changed), **removed}
 
     def _run_trials(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int) -> str:
         from aorta_tui.core.classify.dmesg import KernelLog
-        from aorta_tui.core.warm import warm_pool
 
-        with KernelLog.open() as kernel_log, warm_pool(self, run_dir, pending) as self._warm:
+        with KernelLog.open() as kernel_log:
             self.executor.begin(self, run_dir, pending, session)  # Slurm: one batched sbatch
             status = "interrupted"
             try:
@@ -467,6 +510,7 @@ class Sweep:
             "process": outcome.to_dict(),
             "argv": argv,
             "env_overlay": _masked(cell.env),  # never a token in result.json (core/secrets.py)
+            "tool_env": self._tool_env(cell, pspec.env),
             "mitigations": list(cell.mitigations),
             "environment": cell.environment,
             "step_times_s": steps,

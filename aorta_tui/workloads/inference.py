@@ -87,6 +87,10 @@ class Inference(Workload):
         "logits that differ between trials of one cell: nondeterministic kernels or a numerics "
         "change (try deterministic / tf32_off); NaN logits: a numerics fault"
     )
+    preload: ClassVar[tuple[str, ...]] = (
+        "torch.nn.functional", "aorta_tui.workloads._common", "aorta_tui.workloads._models",
+        "aorta_tui.core.switches",
+    )
     config_schema: ClassVar[tuple[ConfigField, ...]] = (
         ConfigField("mode", "str", "offline_batch", choices=("offline_batch", "continuous_batch")),
         ConfigField("seed", "int", 1234, "weights, prompts and arrivals (same in every trial)"),

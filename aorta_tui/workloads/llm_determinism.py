@@ -46,6 +46,16 @@ class LlmDeterminism(Workload):
         "a step that is not bit-exact: try the deterministic and cublas_deterministic "
         "mitigations; the failure names the first diverging block and tensor"
     )
+    preload: ClassVar[tuple[str, ...]] = (
+        "torch.nn.functional", "torch.distributed", "aorta_tui.workloads._common",
+        "aorta_tui.workloads._dist", "aorta_tui.workloads._models", "aorta_tui.core.switches",
+    )
+
+    @classmethod
+    def preload_modules(cls, configs: list[dict[str, Any]]) -> tuple[str, ...]:
+        fsdp = any(c.get("parallelism") == "fsdp" for c in configs)
+        return cls.preload + (("torch.distributed.fsdp",) if fsdp else ())
+
     config_schema: ClassVar[tuple[ConfigField, ...]] = (
         ConfigField("num_layers", "int", 2, min=1),
         ConfigField("hidden_size", "int", 64, min=8),

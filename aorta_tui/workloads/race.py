@@ -55,6 +55,11 @@ class Race(Workload):
         "cells with hip_launch_blocking / cuda_launch_blocking, gpu_max_hw_queues_2, "
         "nccl_launch_order_implicit"
     )
+    # its ddp mode steps an optimizer, and torch.optim's step imports torch._dynamo
+    preload: ClassVar[tuple[str, ...]] = (
+        "torch.optim", "torch._dynamo", "torch.distributed", "aorta_tui.workloads._common",
+        "aorta_tui.workloads._dist",
+    )
     config_schema: ClassVar[tuple[ConfigField, ...]] = (
         ConfigField("mode", "str", "default", choices=("default", "ddp", "fsdp")),
         ConfigField("warmup_iterations", "int", 2, "iterations before the timed ones (also "

@@ -57,6 +57,13 @@ class Training(Workload):
         "non-finite values: compare cells with tf32_off / deterministic, a float32 dtype, a "
         "lower optimizer.lr; the failure names the step, the rank and the first bad tensor"
     )
+    # torch.optim's step imports torch._dynamo (which pulls in sympy and torch.fx): 4 s of a
+    # trial's start when bytecode is not cached, so the warm zygote pays it once
+    preload: ClassVar[tuple[str, ...]] = (
+        "torch.nn.functional", "torch.optim", "torch._dynamo", "torch.distributed",
+        "torch.nn.parallel", "aorta_tui.workloads._common", "aorta_tui.workloads._dist",
+        "aorta_tui.workloads._models", "aorta_tui.core.switches",
+    )
     config_schema: ClassVar[tuple[ConfigField, ...]] = (
         ConfigField("parallelism", "str", "ddp",
                     "ddp, or fsdp (FSDP2 fully_shard where torch has it)",
@@ -75,6 +82,11 @@ class Training(Workload):
                     "fault injection: write a NaN into rank 0's activations at this measured "
                     "step (1-based); off by default", min=1),
     )
+
+    @classmethod
+    def preload_modules(cls, configs: list[dict[str, Any]]) -> tuple[str, ...]:
+        fsdp = any(c.get("parallelism") == "fsdp" for c in configs)
+        return cls.preload + (("torch.distributed.fsdp",) if fsdp else ())
 
     def setup(self, ctx: WorkloadContext) -> None:
         from aorta_tui.core.switches import apply_switches

@@ -258,6 +258,7 @@ def test_a_sweep_record_is_typed_as_its_file_will_read_and_never_stops_the_sweep
               "argv": ["x"], "env_overlay": {}, "mitigations": [], "environment": "local",
               "step_times_s": [float("nan"), 0.5], "step_time_source": "workload",
               "workload_result": {"paths": {tmp_path}}, "trace": None, "timeline": {"marks": {}},
+              "tool_env": {"AORTA_TRIAL_ID": "a/trial-000", "PYTHONDONTWRITEBYTECODE": None},
               "collectors": {"rocprof": "not available: x"}, "collected": [tmp_path / "f"]}
     typed = TrialResult.from_record(record)
     path = atomic_write_json(tmp_path / "result.json", typed.to_dict())

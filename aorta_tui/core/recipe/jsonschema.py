@@ -136,6 +136,8 @@ def recipe_json_schema() -> dict[str, Any]:
         "step_time_regex": {"type": ["string", "null"],
                             "description": "regex whose first group is a step time"},
         "order": _enum((*K.ORDERS, None), "trial order (extension)", "interleaved"),
+        "bytecode_cache": _enum((*K.BYTECODE_CACHE, None), "the children's bytecode cache "
+                                "(extension; docs/performance.md)", "auto"),
         "seed": {"type": ["integer", "null"], "minimum": 0, "maximum": K.MAX_SEED, "default": 0,
                  "description": "seed of the trial order (extension)"},
         "trace": {"type": ["object", "null"], "additionalProperties": False,

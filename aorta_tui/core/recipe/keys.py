@@ -13,7 +13,7 @@ COMMON_KEYS = frozenset({
     # upstream's collectors: loaded, validated and planned; a run refuses them (exit 3)
     "collect",
     # extensions of aorta-tui
-    "order", "seed", "trace", "policy_axis", "executor",
+    "order", "seed", "trace", "policy_axis", "executor", "bytecode_cache",
 })
 TRIAGE_KEYS = frozenset({
     "workload", "steps", "cells", "workload_config", "save_logs", "extra_env", "trial_isolation",
@@ -24,7 +24,8 @@ PROBE_KEYS = frozenset({
 })
 ALL_TOP_KEYS = COMMON_KEYS | TRIAGE_KEYS | PROBE_KEYS
 
-EXTENSION_KEYS = frozenset({"order", "seed", "trace", "policy_axis", "command", "executor"})
+EXTENSION_KEYS = frozenset({"order", "seed", "trace", "policy_axis", "command", "executor",
+                            "bytecode_cache"})
 
 CELL_KEYS = frozenset({"name", "mitigations", "environment", "extra_env", "trials", "steps",
                        "workload_config", "collect"})
@@ -64,6 +65,8 @@ UNSUPPORTED_UPSTREAM = {
 ORDERS = ("interleaved", "sequential", "random")
 TRIAL_ISOLATION = ("process", "in_process", "warm")
 ENV_PASSTHROUGH = ("inherit", "file")
+# the children's bytecode cache (core/bytecode.py): auto (when the image compiles every import)
+BYTECODE_CACHE = ("auto", "on", "off")
 ON_MATCH = ("fail", "warn", "info")
 VERDICTS = ("fail", "pass", "error")
 RETAIN_LEVELS = ("full", "summary", "log", "none")

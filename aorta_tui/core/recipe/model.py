@@ -256,6 +256,9 @@ class Recipe:
     trace: TraceSpec | None = None
     policy_axis: tuple[str, ...] = ()
     executor: ExecutorSpec = field(default_factory=ExecutorSpec)
+    # the children's bytecode cache (core/bytecode.py); not in the recipe hash: it changes
+    # how fast the children start, never what a trial measures
+    bytecode_cache: str = "auto"
     # upstream's `collect:` (names, and per-collector string options): never run here
     collect: tuple[str, ...] = ()
     collect_options: dict[str, dict[str, str]] = field(default_factory=dict)

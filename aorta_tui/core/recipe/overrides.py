@@ -45,6 +45,14 @@ def apply_overrides(
     return dataclasses.replace(recipe, **changes) if changes else recipe  # type: ignore[arg-type]
 
 
+def with_bytecode_cache(recipe: Recipe, value: str) -> Recipe:
+    """``--bytecode-cache``: the recipe's ``bytecode_cache``, checked like the key."""
+    if value not in K.BYTECODE_CACHE:
+        raise UsageError(f"--bytecode-cache {value!r} is not a mode",
+                         hint=f"use one of {', '.join(K.BYTECODE_CACHE)}")
+    return dataclasses.replace(recipe, bytecode_cache=value)
+
+
 def with_trial_isolation(recipe: Recipe, value: str) -> Recipe:
     """``--trial-isolation``: the recipe's ``trial_isolation``, checked like the key."""
     if value not in K.TRIAL_ISOLATION:

@@ -438,6 +438,8 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     collect, collect_options = _collect(v, "collect", get("collect"))
     policy_axis = _policy_axis(v, get("policy_axis"))
     executor = _executor(v, get("executor"))
+    bytecode = get("bytecode_cache")
+    bytecode = "auto" if bytecode is None else v.choice("bytecode_cache", bytecode, K.BYTECODE_CACHE)
 
     parts = _triage(v, data) if mode == "triage" else _probe(v, data)
     cells = parts.get("cells", ())
@@ -458,7 +460,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
         tier3_vram_growth=vram, retain=retain, step_time_regex=step_re, order=order, seed=seed,
         trace=trace, policy_axis=policy_axis, source_path=source_path, source_label=source,
         collect=collect, collect_options=collect_options, executor=executor,
-        locations=dict(v.marks.values), key_locations=dict(v.marks.keys), **parts,
+        bytecode_cache=bytecode, locations=dict(v.marks.values), key_locations=dict(v.marks.keys), **parts,
     )
 
 
