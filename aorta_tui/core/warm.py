@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +36,10 @@ from aorta_tui.core.supervisor import peak_rss_kb
 from aorta_tui.core.warm_vars import import_time_items, import_time_reader, zygote_env
 from aorta_tui.core.warm_zygote import recv_message, send_message
 
+# One zygote per (environment, import-time variables): cells that differ in an import-time
+# variable each get one, all started at once. Each holds torch and the workload's imports
+# (0.5-1 GB); past this many the recipe is refused rather than filling the machine.
+MAX_ZYGOTES = 4
 READY_TIMEOUT_S = 600.0  # a cold `import torch` over a network filesystem can take minutes
 REPLY_TIMEOUT_S = 30.0
 _CLOSE_WAIT_S = 2.0
@@ -75,25 +80,27 @@ def check_warm(recipe: Any, plan: Any, workload_cls: Any) -> None:
         )
 
 
-def _import_time_changes(plan: Any) -> list[str]:
-    """Import-time variables that differ between cells of one environment (a zygote per
-    environment has already read them)."""
-    by_env: dict[str, list[tuple[int, Any]]] = {}
+def zygote_keys(plan: Any) -> dict[tuple[Any, ...], list[int]]:
+    """The zygotes a plan needs (environment, import-time values of the cell) -> its cells.
+    A variable read before a fork could change it (warm_vars.IMPORT_TIME) is honoured by giving
+    each distinct value a zygote started with it, as a fresh process would be."""
+    keys: dict[tuple[Any, ...], list[int]] = {}
     for i, cell in enumerate(plan.cells):
-        by_env.setdefault(cell.environment, []).append((i, cell))
-    out: list[str] = []
-    for cells in by_env.values():
-        names = sorted({k for _, c in cells for k in c.env if import_time_reader(k)})
-        for name in names:
-            values = {c.env.get(name) for _, c in cells}
-            if len(values) == 1:
-                continue  # every cell of the environment has it alike: the zygote starts with it
-            for i, c in cells:
-                if name in c.env:
-                    via = ", ".join(c.mitigations) or "the cell"
-                    out.append(f"cells[{i}] ({c.name}, mitigations {via}): {name} is read by "
-                               f"{import_time_reader(name)}; it differs between the cells of "
-                               f"environment {c.environment!r}")
+        keys.setdefault((cell.environment, import_time_items(cell.env)), []).append(i)
+    return keys
+
+
+def _import_time_changes(plan: Any) -> list[str]:
+    """More distinct import-time sets than zygotes allowed: each listed with its cells."""
+    keys = zygote_keys(plan)
+    if len(keys) <= MAX_ZYGOTES:
+        return []
+    out = [f"the cells need {len(keys)} zygotes (at most {MAX_ZYGOTES}): one per environment and "
+           "set of import-time variables"]
+    for (environment, items), cells in keys.items():
+        names = ", ".join(f"{k} (read by {import_time_reader(k)})" for k, _ in items) or "none"
+        where = ", ".join(f"cells[{i}] ({plan.cells[i].name})" for i in cells)
+        out.append(f"environment {environment!r}, import-time variables {names}: {where}")
     return out
 
 
@@ -142,12 +149,26 @@ class Zygote:
             self.error = str(exc)
         if msg is None or msg.get("error"):
             self.error = (msg or {}).get("error") or self.error or (
-                f"exited before it was ready (status {self.proc.poll()}; {self._log_tail()})")
+                f"exited before it was ready ({self.exit_status()}; {self._log_tail()})")
             return
         if msg.get("problem"):
             self.error = msg["problem"]
             return
         self.info, self.ready = msg, True
+
+    def exit_status(self, wait_s: float = 1.0) -> str:
+        """How the zygote ended, in words ("killed by SIGKILL", "exit status 1"): its socket
+        closes a moment before the kernel lets it be reaped, so wait that moment."""
+        try:
+            code = self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit status {code}"
 
     def _log_tail(self) -> str:
         try:
@@ -165,9 +186,11 @@ class Zygote:
                                     f"{REPLY_TIMEOUT_S:g} s")
                 reply, _ = recv_message(self.sock)
             except OSError as exc:
-                raise WarmError(f"the warm zygote (pid {self.pid}) is gone ({exc}; {self._log_tail()})") from None
+                raise WarmError(f"the warm zygote (pid {self.pid}) is gone ({exc}; "
+                                f"{self.exit_status()}; {self._log_tail()})") from None
         if reply is None:
-            raise WarmError(f"the warm zygote (pid {self.pid}) is gone ({self._log_tail()})")
+            raise WarmError(f"the warm zygote (pid {self.pid}) is gone ({self.exit_status()}; "
+                            f"{self._log_tail()})")
         if reply.get("error"):
             raise WarmError(f"the warm zygote (pid {self.pid}) refused to fork: {reply['error']}")
         self.forks += 1

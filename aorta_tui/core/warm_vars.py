@@ -6,9 +6,10 @@ forked child before any GPU runtime initialises, so a variable read when CUDA/HI
 cuBLAS or the caching allocator *initialise* takes effect as in a fresh process. A variable read
 *earlier* - by the dynamic loader at exec, by the interpreter at start-up, or by a library while
 ``import torch`` loads it - has already been read by the zygote: such a variable must be the
-same for every trial forked from one zygote, so it is part of the zygote's key (one zygote per
-environment and import-time values), and a cell or mitigation that changes it makes the recipe
-unfit for warm mode (exit 2, every such variable listed with what reads it and when).
+same for every trial forked from one zygote, so it is part of the zygote's key, and a cell or
+mitigation that changes it gets a zygote of its own, started with it (one per environment and import-time values, at most
+``warm.MAX_ZYGOTES``; past that the recipe is refused, exit 2, every such variable listed with
+what reads it and its cells).
 
 The table is what each reader does (each row says why). ``scripts/gpu_warm_check.py`` measures
 the runtime rows on a GPU (``CUDA_LAUNCH_BLOCKING``, ``CUDA_DEVICE_MAX_CONNECTIONS``,
@@ -36,6 +37,21 @@ IMPORT_TIME: tuple[tuple[str, str], ...] = (
     ("TORCH_CPP_LOG_LEVEL", "c10's logging, when libc10 is loaded by `import torch`"),
     ("PYTORCH_JIT", "torch.jit, during `import torch`"),
     ("PYTORCH_JIT_*", "torch.jit, during `import torch`"),
+    # The allocator backend (native or cudaMallocAsync) is picked by a static initialiser of
+    # libc10_cuda.so, which `import torch` loads: a forked trial keeps the zygote's backend
+    # whatever its own value says (measured on the H200, scripts/gpu_warm_check.py). The whole
+    # variable is treated so: its other options are parsed later, but one value is one zygote.
+    ("PYTORCH_CUDA_ALLOC_CONF", "libc10_cuda's static initialiser, when `import torch` loads it "
+                                "(it picks the allocator backend)"),
+    ("PYTORCH_ALLOC_CONF", "libc10_cuda's static initialiser, when `import torch` loads it "
+                           "(it picks the allocator backend)"),
+    ("PYTORCH_HIP_ALLOC_CONF", "libc10_hip's static initialiser, when `import torch` loads it "
+                               "(it picks the allocator backend)"),
+    # Read into their config modules when those are imported; the zygote imports torch._dynamo
+    # ahead for workloads whose optimizer step would (Workload.preload).
+    ("TORCHDYNAMO_*", "torch._dynamo.config, when the warm zygote imports torch._dynamo"),
+    ("TORCHINDUCTOR_*", "torch._inductor.config, imported with torch._dynamo by the warm zygote"),
+    ("TORCH_COMPILE_*", "torch._dynamo / torch._inductor config, imported by the warm zygote"),
 )
 
 # What each runtime reads at initialisation, for the documentation and the messages: a variable
@@ -46,7 +62,7 @@ RUNTIME_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("CUDA_VISIBLE_DEVICES", "the CUDA driver, at cuInit (torch caches the device count only "
                              "after its first query, which the zygote never makes)"),
     ("CUDA_MODULE_LOADING", "torch.cuda's lazy initialisation and the driver"),
-    ("PYTORCH_CUDA_ALLOC_CONF", "the CUDA caching allocator, at its first use"),
+    ("PYTORCH_NO_CUDA_MEMORY_CACHING", "the CUDA caching allocator, at its first use"),
     ("NCCL_*", "NCCL, when a communicator is created"),
     ("HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / HSA_*", "the HIP runtime / ROCr, at hipInit"),
     ("CUBLAS_WORKSPACE_CONFIG / NVIDIA_TF32_OVERRIDE", "cuBLAS, when its handle is created"),

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from aorta_tui.core import proctree, timeline
 from aorta_tui.core.hang import HangPolicy
 from aorta_tui.core.supervisor import ProcessSpec, run_process
-from aorta_tui.core.warm import WarmLauncher, WarmPool, start_zygote
+from aorta_tui.core.warm import MAX_ZYGOTES, WarmLauncher, WarmPool, start_zygote
 from aorta_tui.core.warm_vars import import_time_reader
 from aorta_tui.core.warm_zygote import recv_message
 from tests.engine.conftest import aorta, only_run_dir
@@ -44,6 +44,7 @@ WORKLOAD = textwrap.dedent('''\
             self.t = torch.ones(4)
 
         def run(self, ctx):
+            import torch
             libc = ctypes.CDLL(None)
             libc.getenv.restype = ctypes.c_char_p
             raw = libc.getenv(b"WARM_T_VAR")
@@ -60,7 +61,8 @@ WORKLOAD = textwrap.dedent('''\
                 "environ_var": os.environ.get("WARM_T_VAR"),
                 "zygote_only": os.environ.get("WARM_T_ZYGOTE_ONLY"),
                 "cwd": os.getcwd(), "pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0),
-                "sum": float(self.t.sum())}, step_times_s=[0.001] * ctx.steps)
+                "sum": float(self.t.sum()), "threads": torch.get_num_threads()},
+                step_times_s=[0.001] * ctx.steps)
     ''')
 
 
@@ -166,10 +168,11 @@ def test_one_zygote_per_environment_and_import_time_values(tmp_path):
     b = pool.key("local", {"X": "2", "OMP_NUM_THREADS": "2", "AORTA_TRIAL_ID": "c/trial-001"})
     c = pool.key("local", {"X": "1", "OMP_NUM_THREADS": "4"})
     assert a == b != c and pool.key("other", {"OMP_NUM_THREADS": "2"}) != a
-    for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "OMP_NUM_THREADS", "TORCH_LOGS"):
+    for name in ("LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH", "OMP_NUM_THREADS", "TORCH_LOGS",
+                 "PYTORCH_CUDA_ALLOC_CONF", "TORCHINDUCTOR_CACHE_DIR", "TORCHDYNAMO_VERBOSE"):
         assert import_time_reader(name), name
     for name in ("CUDA_LAUNCH_BLOCKING", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS",
-                 "PYTORCH_CUDA_ALLOC_CONF", "NCCL_DEBUG", "HIP_VISIBLE_DEVICES"):
+                 "PYTORCH_NO_CUDA_MEMORY_CACHING", "NCCL_DEBUG", "HIP_VISIBLE_DEVICES"):
         assert import_time_reader(name) is None, name
 
 
@@ -189,13 +192,22 @@ trial_isolation: warm
 {cell_env}"""
 
 
-def test_cells_changing_import_time_variables_are_refused_and_listed(tmp_path):
+def test_each_import_time_value_gets_a_zygote_and_too_many_are_refused_and_listed(tmp_path):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(RECIPE.format(extra="", cell_env='    extra_env: {OMP_NUM_THREADS: "1", LD_PRELOAD: "/x.so"}\n'))
+    # two cells differing in import-time variables: two zygotes, accepted
+    recipe.write_text(RECIPE.format(extra="", cell_env='    extra_env: {OMP_NUM_THREADS: "1", LD_PRELOAD: ""}\n'))
+    p = aorta("--batch", str(recipe), "--dry-run")
+    assert p.returncode == 0, p.stdout + p.stderr
+    # five distinct sets need five zygotes: more than MAX_ZYGOTES, refused with every cell named
+    cells = "".join(f"  - name: c{i}\n    mitigations: [none]\n    extra_env: {{OMP_NUM_THREADS: \"{i + 1}\"}}\n"
+                    for i in range(MAX_ZYGOTES + 1))
+    recipe.write_text("schema_version: 1\nticket: WARM\nworkload: gpu_smoke\ntrials: 1\nsteps: 2\n"
+                      "trial_isolation: warm\ncells:\n" + cells)
     p = aorta("--batch", str(recipe), "--dry-run")
     assert p.returncode == 2, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
-    assert "cells[1] (tf32_off-local" in p.stderr and "OMP_NUM_THREADS" in p.stderr and "LD_PRELOAD" in p.stderr
+    assert f"need {MAX_ZYGOTES + 1} zygotes" in p.stderr and "OMP_NUM_THREADS" in p.stderr
+    assert all(f"cells[{i}] (c{i})" in p.stderr for i in range(MAX_ZYGOTES + 1))
     assert "r.yaml" in p.stderr and "trial_isolation" in p.stderr
     # the same variable for every trial (extra_env) is what the zygote starts with: accepted
     recipe.write_text(RECIPE.format(extra='extra_env: {OMP_NUM_THREADS: "1"}\n', cell_env=""))
@@ -242,3 +254,66 @@ def test_a_malformed_request_stream_is_a_clean_end_or_a_value_error(attack_tally
         assert ok
     finally:
         ours.close()
+
+
+def test_a_forked_trial_sees_the_import_time_value_of_its_own_zygote(tmp_path, plug):
+    """OMP_NUM_THREADS is read by the OpenMP runtime when `import torch` loads it: a trial
+    forked from a zygote started with the trial's own value reports that value, as a fresh
+    process would; the other value gets the other zygote."""
+    pool = WarmPool(tmp_path, ["warm_probe_t"], None)
+    seen = {}
+    try:
+        for threads in ("1", "2", "1"):
+            spec = _spec(plug, tmp_path / f"t{len(seen)}-{threads}", extra={"OMP_NUM_THREADS": threads})
+            out = run_process(_spec_with(spec, pool.launcher("local", spec.env)))
+            assert out.exit_code == 0, out
+            r = _result(spec.cwd)["metrics"]
+            seen[(len(seen), threads)] = (r["threads"], r["pid"])
+        assert len(pool.zygotes) == 2
+    finally:
+        pool.close()
+    assert [t for t, _ in seen.values()] == [1, 2, 1]
+
+
+def _spec_with(spec: ProcessSpec, launcher) -> ProcessSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, launcher=launcher)
+
+
+def test_the_zygote_preloads_what_it_can_and_leaves_the_rest_to_the_trial(tmp_path, plug):
+    env = {**os.environ, "PYTHONPATH": str(plug)}
+    z = start_zygote(("pre",), env, ["warm_probe_t", "json.decoder", "no_such_module_xyz"], Path.cwd(),
+                     tmp_path / "z.log")
+    try:
+        z.wait_ready()
+        assert z.ready, z.error
+        assert "json.decoder" in z.info["preload_ms"] and "warm_probe_t" in z.info["preload_ms"]
+        assert "ModuleNotFoundError" in z.info["preload_skipped"]["no_such_module_xyz"]
+    finally:
+        z.close()
+
+
+def test_the_workloads_preload_what_their_first_step_imports():
+    from aorta_tui.core.warm import preload_modules
+    from aorta_tui.workloads.training import Training
+
+    class Cell:
+        def __init__(self, cfg):
+            self.workload_config = cfg
+
+    ddp = preload_modules(Training, [Cell({})])
+    assert ddp[0] == Training.__module__ and "torch._dynamo" in ddp  # torch.optim's step
+    assert "torch.distributed.fsdp" not in ddp
+    assert "torch.distributed.fsdp" in preload_modules(Training, [Cell({}), Cell({"parallelism": "fsdp"})])
+
+
+def test_a_killed_zygote_is_named_by_its_signal(tmp_path, plug):
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": str(plug)}
+    z = start_zygote(("killed",), env, ["warm_probe_t"], Path.cwd(), tmp_path / "z.log")
+    os.kill(z.pid, signal.SIGKILL)
+    out = run_process(_spec(plug, tmp_path / "t", launcher=WarmLauncher(z)))
+    z.close()
+    assert out.pid is None and "killed by SIGKILL" in out.exec_error, out.exec_error
