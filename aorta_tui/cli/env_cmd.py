@@ -45,6 +45,11 @@ def probe(
     no_torch: bool = typer.Option(False, "--no-torch", help="Skip the torch section (no import)."),
     timeout: float = typer.Option(20.0, "--timeout", min=1.0, metavar="S",
                                   help="Seconds the whole capture may take."),
+    bytecode_cache: str = typer.Option(
+        "auto", "--bytecode-cache", metavar="MODE",
+        help="auto (default): where the image keeps no bytecode for torch (PYTHONDONTWRITEBYTECODE=1, "
+             "a uv-built torch), the probe's helper processes use the cache under "
+             "~/.cache/aorta-tui/pycache; on; off (the image's settings exactly)."),
 ) -> None:
     from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.core.errors import UsageError
@@ -55,7 +60,13 @@ def probe(
         raise UsageError("--summary, --field and --json each choose what to print: use one")
     if field is not None:
         split_path(field)  # a malformed path fails before the capture, not after it
-    snap = capture_snapshot(timeout_s=timeout, include_torch=not no_torch)
+    from aorta_tui.core.bytecode import CHOICES, plan_bytecode
+
+    if bytecode_cache not in CHOICES:
+        raise UsageError(f"--bytecode-cache {bytecode_cache!r} is not a mode",
+                         hint=f"use one of {', '.join(CHOICES)}")
+    snap = capture_snapshot(timeout_s=timeout, include_torch=not no_torch,
+                            bytecode=plan_bytecode(bytecode_cache))
     write_to = output if output is not None else (
         None if (summary or field is not None or json_mode) else Path("env.json"))
     if write_to is not None:

@@ -34,7 +34,7 @@ _LATE = "the {} section failed or did not finish before the deadline"
 class _Child:
     """A helper script run in its own process group with a deadline; result is parsed JSON."""
 
-    def __init__(self, script: str, args: list[str]) -> None:
+    def __init__(self, script: str, args: list[str], env: dict[str, str] | None = None) -> None:
         self.name = script
         self.started = time.perf_counter()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -45,7 +45,7 @@ class _Child:
                 [sys.executable, *(["-S"] if script == "libprobe.py" else []),
                  os.path.join(_HERE, script), *args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True,
+                start_new_session=True, env=env,
             )
         except OSError as exc:
             self.start_error = f"could not start {script}: {exc}"
@@ -71,19 +71,25 @@ class _Child:
         return data, None
 
 
-def capture_snapshot(*, timeout_s: float = 20.0, include_torch: bool = True) -> dict[str, Any]:
-    """Capture this process's environment. Never raises, never outlives ``timeout_s`` by much."""
+def capture_snapshot(*, timeout_s: float = 20.0, include_torch: bool = True,
+                     bytecode: Any = None) -> dict[str, Any]:
+    """Capture this process's environment. Never raises, never outlives ``timeout_s`` by much.
+
+    ``bytecode``: a :class:`aorta_tui.core.bytecode.BytecodePlan` for the helper processes
+    (``import torch`` in one of them is most of the capture's time); None: they inherit this
+    process's settings. The snapshot records which was used (``python.bytecode``)."""
     try:
-        return _capture(timeout_s, include_torch)
+        return _capture(timeout_s, include_torch, bytecode)
     except Exception as exc:  # a bug in a section must still leave a valid snapshot
         return _minimal_failure(f"{type(exc).__name__}: {exc}")
 
 
-def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
+def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
     captured_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    torch_child = _Child("torch_probe.py", []) if include_torch else None
+    child_env = bytecode.apply(os.environ) if bytecode is not None and bytecode.active else None
+    torch_child = _Child("torch_probe.py", [], child_env) if include_torch else None
     vendors = detect_vendors()
     cmd_timeout = max(min(timeout_s / 2, 10.0), 0.5)
     # The sections that need nothing from the library discovery start first, so they run while
@@ -101,7 +107,7 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
     libs_request = {"libs": {**cuda_probe, **rocm_probe}, "devices": "nvidia" in vendors}
     if "nvidia" in vendors:
         libs_request["libs"]["cuda_driver"] = "libcuda.so.1"
-    lib_child = _Child("libprobe.py", [json.dumps(libs_request)])
+    lib_child = _Child("libprobe.py", [json.dumps(libs_request)], child_env)
 
     lib_result, lib_failure = lib_child.result(deadline)
     lib_result = lib_result or {}
@@ -165,7 +171,8 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
         "cuda": cuda.finish(cuda_entries, lib_result, lib_failure, "nvidia" in vendors,
                             _get(f_nvcc, deadline, None) or F.error("nvcc timed out", "cmd:nvcc")),
         "rocm": rocm.finish(rocm_roots, rocm_entries, lib_result, lib_failure, gfx_leaf),
-        "python": _get(f_python, deadline, None) or {"version": F.error(_LATE.format("python"), "")},
+        "python": {**(_get(f_python, deadline, None) or {"version": F.error(_LATE.format("python"), "")}),
+                   "bytecode": _bytecode_leaf(bytecode)},
         "env_vars": capture_env_vars(),
     }
 
@@ -177,6 +184,18 @@ def _capture(timeout_s: float, include_torch: bool) -> dict[str, Any]:
         snapshot["torch"] = data if data is not None else failed_section(failure or F.error("no result", ""))
     snapshot["probe"] = _probe_meta(snapshot, captured_at, time.perf_counter() - t0, timeout_s, include_torch)
     return sort_snapshot(snapshot)
+
+
+def _bytecode_leaf(bytecode: Any) -> Leaf:
+    """Which bytecode settings the capture's processes ran with: this interpreter's, and the
+    cache its helpers were given (``--bytecode-cache``)."""
+    from aorta_tui.core.bytecode import interpreter_settings
+
+    value: dict[str, Any] = interpreter_settings()
+    if bytecode is not None:
+        value["helpers"] = {"mode": bytecode.mode, "cache": bytecode.prefix if bytecode.active else None,
+                            "reason": bytecode.reason}
+    return F.ok(value, "api:sys.flags.dont_write_bytecode, sys.pycache_prefix; core/bytecode.py")
 
 
 class _Section:
