@@ -10,8 +10,16 @@ In one run, alternated round by round so a loaded machine weighs on every side a
   tensor where no GPU exists);
 * ``env probe``: aorta-tui against upstream, with the fields each recorded.
 
+``--bytecode image`` (the default) runs every stage on the image as it is: where it keeps no
+bytecode (``PYTHONDONTWRITEBYTECODE=1``, a uv-built torch) upstream compiles torch once per
+sweep in its own process, and aorta-tui's children use its bytecode cache
+(``--bytecode-cache auto``, core/bytecode.py), empty when the benchmark starts (its own
+``XDG_CACHE_HOME``): the first aorta-tui run pays the compile, and the table shows each round.
+``--bytecode warmed`` gives every stage (upstream, aorta-tui, the floor) one warmed
+``PYTHONPYCACHEPREFIX`` and no ``PYTHONDONTWRITEBYTECODE``: the image with bytecode cached.
+
 Prints the ratios, the targets and each of our trials' timeline summary; writes everything
-to ``$OUT/trial_speed.json`` (``$OUT`` defaults to a temporary directory). A stage that fails
+to ``$OUT/trial_speed-<bytecode>.json`` (``$OUT`` defaults to a temporary directory). A stage that fails
 is reported and the others still run; a stage is skipped when it would end past ``--budget``
 seconds (default 210: the whole run stays under 4 minutes).
 
@@ -19,7 +27,7 @@ Upstream comes from ``--upstream DIR`` (a ``pip install --target`` tree), else `
 when that holds no ``aorta`` package, the wheel ``.whl/amd_aorta-0.3.0*.whl`` of this
 repository is installed there with ``pip install --no-deps --target``.
 
-    python benchmarks/trial_speed.py [--rounds 2] [--budget 210] [--upstream /tmp/site]
+    python benchmarks/trial_speed.py [--rounds 2] [--budget 210] [--upstream /tmp/site] [--bytecode image|warmed]
 """
 
 from __future__ import annotations
@@ -74,8 +82,12 @@ def ensure_upstream(site: Path) -> str | None:
     return f"upstream needs {', '.join(missing)} (not importable here)" if missing else None
 
 
-def run(argv: list[str], cwd: Path, extra_env: dict[str, str] | None = None, timeout: float = 300) -> dict[str, Any]:
-    env = {**os.environ, **SAFE_ENV, **(extra_env or {})}
+BASE_ENV: dict[str, str] = dict(os.environ)  # every stage's environment (main() sets it)
+
+
+def run(argv: list[str], cwd: Path, extra_env: dict[str, str] | None = None, timeout: float = 300,
+        base: dict[str, str] | None = None) -> dict[str, Any]:
+    env = {**(BASE_ENV if base is None else base), **SAFE_ENV, **(extra_env or {})}
     t0 = time.monotonic()
     try:
         p = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -129,6 +141,14 @@ class Bench:
     def floor(self, d: Path) -> dict[str, Any]:
         d.mkdir()
         return run([sys.executable, "-c", FLOOR], d)
+
+    def floor_cached(self, d: Path) -> dict[str, Any]:
+        """The floor in the environment aorta-tui gives its trials (its bytecode cache, where
+        the image keeps none): what a fresh trial process cannot go below."""
+        from aorta_tui.core.bytecode import plan_bytecode
+
+        d.mkdir()
+        return run([sys.executable, "-c", FLOOR], d, base=plan_bytecode("auto", BASE_ENV).apply(BASE_ENV))
 
     def upstream_training(self, d: Path) -> dict[str, Any]:
         if self.upstream_problem:
@@ -185,6 +205,11 @@ def report(b: Bench) -> dict[str, Any]:
     print("\n| figure | median s | ratio | target |")
     print("|---|---:|---:|---|")
     print(f"| per-trial floor (python + import torch + first tensor) | {floor or '-'} | | |")
+    if med.get("floor_cached") is not None:
+        print(f"| the same with aorta-tui's bytecode cache | {med['floor_cached']} | | |")
+    for key in ("upstream_training", "ours_default", "ours_warm", "env_ours", "env_upstream"):
+        walls = [f"{r['wall_s']:.2f}" for r in res.get(key, []) if not r.get("error") and not r.get("skipped")]
+        print(f"| {key}: each round | {', '.join(walls) or '-'} | | |")
     print(f"| upstream `aorta sweep run` training | {up or '-'} | 1.00 | |")
     for key, label, target in (("ours_default", "aorta-tui --batch (process)", 1.5),
                                ("ours_warm", "aorta-tui --batch (trial_isolation: warm)", 1.0)):
@@ -220,6 +245,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--budget", type=float, default=210.0)
     ap.add_argument("--upstream", type=Path, default=Path("/tmp/site"))
+    ap.add_argument("--bytecode", choices=("image", "warmed"), default="image")
     args = ap.parse_args()
     out_dir = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="trial-speed-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -227,19 +253,35 @@ def main() -> int:
     if problem:
         print(f"upstream: {problem}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="trial-speed-work-"))
+    if args.bytecode == "image":  # aorta-tui's own cache starts empty: the first run compiles
+        BASE_ENV["XDG_CACHE_HOME"] = str(work / "xdg-cache")
+    else:  # one warmed bytecode cache for every stage
+        BASE_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+        BASE_ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+        warm = run([sys.executable, "-c", "import torch, torch._dynamo, aorta_tui.cli.main, "
+                    "aorta_tui.core.trial_worker, aorta_tui.envsnap.capture"], work,
+                   {"PYTHONPATH": os.pathsep.join([str(args.upstream), str(REPO)])})
+        warm2 = run([sys.executable, "-c", "import aorta.cli"], work, {"PYTHONPATH": str(args.upstream)})
+        print(f"warmed the bytecode cache {work / 'pycache'} in {warm['wall_s']:.1f} + {warm2['wall_s']:.1f} s",
+              flush=True)
+    print(f"bytecode: {args.bytecode}; PYTHONDONTWRITEBYTECODE={BASE_ENV.get('PYTHONDONTWRITEBYTECODE')!r} "
+          f"PYTHONPYCACHEPREFIX={BASE_ENV.get('PYTHONPYCACHEPREFIX')!r}", flush=True)
     b = Bench(work, args.upstream, problem, args.budget)
     for i in range(args.rounds):
         print(f"round {i + 1}", flush=True)
         order = ["floor", "upstream_training", "ours_default", "ours_warm", "env_ours", "env_upstream"]
         if i % 2:
             order = ["floor", "ours_warm", "ours_default", "upstream_training", "env_upstream", "env_ours"]
+        if args.bytecode == "image":  # last: the cache has been filled by this round's runs
+            order.append("floor_cached")
         for name in order:
-            fn = {"floor": b.floor, "upstream_training": b.upstream_training,
+            fn = {"floor": b.floor, "floor_cached": b.floor_cached, "upstream_training": b.upstream_training,
                   "ours_default": b.ours("training.yaml"), "ours_warm": b.ours("training-warm.yaml"),
                   "env_ours": b.env_ours, "env_upstream": b.env_upstream}[name]
             b.stage(name, fn)
     summary = report(b)
-    data = {"date": time.strftime("%Y-%m-%d"), "host": os.uname().nodename, "load_average": os.getloadavg(),
+    data = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "host": os.uname().nodename, "load_average": os.getloadavg(),
+            "bytecode": args.bytecode,
             "upstream_problem": problem, "total_s": time.monotonic() - b.t0, "results": b.results, **summary}
     try:
         import torch
@@ -248,8 +290,9 @@ def main() -> int:
         data["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     except Exception as exc:  # the figures stand without it
         data["torch"] = f"not importable: {exc}"
-    (out_dir / "trial_speed.json").write_text(json.dumps(data, indent=2, default=str))
-    print(f"total {data['total_s']:.1f} s; figures in {out_dir / 'trial_speed.json'}")
+    path = out_dir / f"trial_speed-{args.bytecode}.json"
+    path.write_text(json.dumps(data, indent=2, default=str))
+    print(f"total {data['total_s']:.1f} s; figures in {path}")
     return 0
 
 

@@ -100,7 +100,8 @@ def _cached_path(source: Path, prefix: str | None) -> Path:
     tag = sys.implementation.cache_tag
     name = f"{source.stem}.{tag}.pyc"
     if prefix:
-        return Path(prefix) / str(source.parent.resolve()).lstrip(os.sep) / name
+        # CPython joins the prefix with the absolute (not resolved) directory
+        return Path(prefix) / os.path.abspath(source.parent).lstrip(os.sep) / name
     return source.parent / "__pycache__" / name
 
 
