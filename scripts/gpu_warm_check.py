@@ -354,8 +354,12 @@ def main() -> int:
         status = "PASS" if fresh == warm and getenv_ok and fresh is not None and not errors else "FAIL"
         if kind != "getenv" and not plain["process"].get("metrics", {}).get("cuda_available"):
             status = "SKIP"  # no CUDA device here: only the getenv cases can run
-        effect = ("getenv only" if kind == "getenv" else
-                  "yes" if fresh != plain_value else "none seen in a fresh process either")
+        if kind == "nccl":  # NCCL names what it read: the effect is the line itself
+            shown = fresh == case["value"] or (case["var"] == "NCCL_DEBUG" and fresh == "INFO lines")
+            effect = "yes" if shown else "none seen: a one-rank communicator does not read it"
+        else:
+            effect = ("getenv only" if kind == "getenv" else
+                      "yes" if fresh != plain_value else "none seen in a fresh process either")
         row = {**case, "reader": reader, "import_time": import_time, "fresh": fresh, "warm": warm,
                "plain": plain_value, "effect_in_fresh": effect, "status": status, "errors": errors,
                "zygote_pid": got["warm"].get("zygote_pid"),
