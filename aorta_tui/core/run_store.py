@@ -149,7 +149,9 @@ class RunStore:
         A sweep's is a typed :class:`TrialResult`; another layout's (a policy trial's
         ``outcome.json``) its own dict."""
         data = record.to_dict() if isinstance(record, TrialResult) else record
-        return atomic_write_json(self.result_path(trial_id), data)
+        # not fsynced: the journal's fsynced trial_finished line is the commit, and a result
+        # file a power loss emptied is not trusted by the resume (the trial runs again)
+        return atomic_write_json(self.result_path(trial_id), data, durable=False)
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
         """The trial's whole result, or ``None`` (missing, damaged, another trial's, not final).

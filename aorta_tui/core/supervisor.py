@@ -282,8 +282,10 @@ def run_process(
     scope = containment.open_scope(spec.env, spec.containment)
     if spec.launcher is not None:
         return _run_launched(spec, scope, started_at, t0, spawn_ns, out_log, err_log, cancel, on_start)
+    stepped_in = scope.step_in()  # a cgroup: born inside it, with no preexec_fn (vfork)
     try:
-        # preexec_fn (cgroup, subreaper): one write or one prctl between fork and exec
+        # preexec_fn (subreaper, or a cgroup that could not be stepped into): one prctl or
+        # one write between fork and exec
         proc = subprocess.Popen(
             spec.argv,
             env=spec.env,
@@ -294,11 +296,20 @@ def run_process(
             start_new_session=True,
             close_fds=True,
             bufsize=0,
-            preexec_fn=scope.preexec(),
+            preexec_fn=None if stepped_in else scope.preexec(),
         )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        if stepped_in:
+            scope.step_out()
         scope.close()
         return _exec_failed(spec, _describe_exec_error(exc, spec), started_at, t0, out_log, err_log)
+    if stepped_in:
+        try:
+            scope.step_out()
+        except RuntimeError:
+            proc.kill()  # never leave a trial running that this process cannot supervise
+            proc.wait()
+            raise
     spawned_ns = time.monotonic_ns()  # Popen returns once the exec succeeded
     if isinstance(scope, containment.CgroupScope) and not scope.inside(proc.pid):
         scope = containment.downgrade(scope, spec.env, f"the trial did not enter {scope.path}")
