@@ -10,7 +10,9 @@ with few, instant trials the run ends when the capture ends: its fixed cost is m
 the defaults (snapshots on, as upstream captures its own), and its per-trial slope with
 `--no-snapshot`, where trials are not hidden behind the capture.
 
-    python benchmarks/sweep_overhead.py [--upstream /path/to/aorta] [--repeat 3] [--trials 2,12]
+    python benchmarks/sweep_overhead.py [--upstream /path/to/aorta] [--repeat 3] [--trials 4,16]
+
+The default's larger point is 4 cells x 16 = 64 trials (issue 23's CPU figure).
 
 Targets (issue 2): fixed cost <= 0.4x upstream, per-trial overhead <= 0.3x upstream,
 `aorta-tui --help` <= 0.5x `aorta --help`.
@@ -68,7 +70,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--upstream", help="path of upstream's `aorta` console script")
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs per point")
-    ap.add_argument("--trials", default="2,12", help="two per-cell trial counts to fit the line through")
+    ap.add_argument("--trials", default="4,16", help="two per-cell trial counts to fit the line through")
     args = ap.parse_args()
     upstream = find_upstream(args.upstream)
     if upstream is None:

@@ -10,10 +10,11 @@ to the trial any more. Linux has two means to keep such a process in reach, trie
     (which must be writable: root on the host, or a delegated subtree such as a systemd unit
     with ``Delegate=yes``). No process can leave a cgroup without privilege, so
     ``cgroup.procs`` lists the whole trial, and ``cgroup.kill`` (Linux 5.14+) ends it in one
-    write; without it every pid listed is sent SIGKILL until the list is empty. The child
-    enters its cgroup between fork and exec (a ``preexec_fn`` writing ``0`` to an fd opened
-    beforehand - the only code run there, with no lock taken), so it has no window in which
-    to fork outside.
+    write; without it every pid listed is sent SIGKILL until the list is empty. The child is
+    born inside its cgroup: the orchestrator steps into it for the one vfork+exec and back out
+    (``step_in``/``step_out``), so it has no window in which to fork outside; where that is
+    refused, the child enters it between fork and exec instead (a ``preexec_fn`` writing ``0``
+    to an fd opened beforehand - the only code run there, with no lock taken).
 ``subreaper``
     ``PR_SET_CHILD_SUBREAPER`` on the orchestrator and on the trial's main process: an orphan
     is re-parented to its nearest subreaper ancestor instead of init, so while the main process
