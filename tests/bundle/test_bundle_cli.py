@@ -424,7 +424,7 @@ def test_an_interrupted_bundle_leaves_nothing_behind(big_run, tmp_path, sig, poi
     "        await pilot.pause()\nasyncio.run(first_frame())",
 ], ids=["help", "bundle-help", "tui-first-frame"])
 def test_the_scanner_is_imported_only_when_a_bundle_is_made(code):
-    # detect-secrets costs ~150 ms to import (requests and every plugin)
+    # detect-secrets costs 0.15-0.5 s to import on the 2-core box (requests, every plugin)
     out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('SCANNER', sorted("
                           "m for m in sys.modules if m.split('.')[0] in ('detect_secrets', "
                           "'requests')))"], capture_output=True, text=True, timeout=60)
