@@ -5,17 +5,30 @@ What it sends: the goal, the candidate mitigations with the variables they set (
 registry's public values), every cell tried so far with its figures, and how many cells fit
 the budget. Never the command, the recipe's ``extra_env`` or a run's logs. Each request and
 answer is saved in the agent's directory (``llm-NN.json``).
+
+The server may be hostile. Its answer is read as bytes and checked here, not by the client's
+models: a body that is not UTF-8, not JSON, nested too deep, without ``choices`` or without a
+text ``content`` is "not a proposal" (exit 3, nothing run, the recipe's runs kept). The whole
+request has a deadline (``--llm-timeout``), not each read: a server that trickles one chunk
+every 20 s cannot hold the agent. Any text of its answer that is printed (``reasons``,
+``note``) is made inert first (:func:`inert`): escapes shown, not obeyed; one line each.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import unicodedata
 from typing import Any
 
 from aorta_tui.agent.proposer import Proposal
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 
+DEFAULT_TIMEOUT_S = 120.0
+# What of a server's text is printed: each reason or note on one line, at most this long.
+MAX_TEXT_CHARS = 200
+MAX_RAW_SAVED = 64 * 1024  # of a body that was not a proposal, kept in llm-NN.json
 EXTRA_HINT = "pip install 'aorta-tui[agent-llm]' (or: pip install 'openai>=1')"
 SYSTEM = (
     "You help triage GPU workload failures. You pick the next cells of a sweep: each cell is "
@@ -55,17 +68,99 @@ def build_request(state: dict[str, Any], registry: Any, tried: dict[tuple[str, .
                          {"role": "user", "content": json.dumps(user, sort_keys=True)}]}
 
 
+class NotAProposal(EnvironmentProblem):
+    """The server answered something that is not a chat completion carrying text (exit 3)."""
+
+    def __init__(self, why: str, raw: bytes = b"") -> None:
+        super().__init__(f"the server's answer was not a proposal: {why}; nothing was run",
+                         hint="check --llm-base-url / OPENAI_BASE_URL: it must speak the "
+                              "OpenAI chat completions API; the recipe's runs are kept")
+        self.raw = raw[:MAX_RAW_SAVED].decode("utf-8", "replace")
+
+
 def ask(state: dict[str, Any], request: dict[str, Any]) -> str:
+    """The text of the server's answer, within the request's deadline."""
     openai = require_client()
+    timeout_s = float(state["llm"].get("timeout_s") or DEFAULT_TIMEOUT_S)
     client = openai.OpenAI(base_url=state["llm"]["base_url"],
                            api_key=os.environ.get("OPENAI_API_KEY") or "unset", max_retries=0,
-                           timeout=120)
-    try:
-        reply = client.chat.completions.create(model=request["model"], messages=request["messages"])
-    except openai.OpenAIError as exc:
-        raise EnvironmentProblem(f"the llm proposer's server did not answer: {exc}",
+                           timeout=timeout_s)
+    got: dict[str, Any] = {}
+
+    def call() -> None:  # the client's timeout is per read: the deadline is this thread's join
+        try:
+            raw = client.chat.completions.with_raw_response.create(
+                model=request["model"], messages=request["messages"])
+            got["body"] = raw.content
+        except BaseException as exc:  # handed to the caller's thread as it is
+            got["error"] = exc
+
+    worker = threading.Thread(target=call, name="llm-request", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        client.close()  # the abandoned request's socket; the daemon thread ends with it
+        raise EnvironmentProblem(f"the llm proposer's server did not answer within "
+                                 f"{timeout_s:g} s (the whole request's deadline); nothing "
+                                 "was run", hint="--llm-timeout SECONDS gives it longer; check "
+                                 "--llm-base-url / OPENAI_BASE_URL")
+    error = got.get("error")
+    if isinstance(error, openai.OpenAIError):
+        raise EnvironmentProblem(f"the llm proposer's server did not answer: {inert(str(error))}",
                                  hint="check --llm-base-url / OPENAI_BASE_URL and the model") from None
-    return str(reply.choices[0].message.content or "")
+    if error is not None:
+        raise error
+    return answer_text(got["body"])
+
+
+def answer_text(body: bytes) -> str:
+    """The ``choices[0].message.content`` of a chat completion's body, or NotAProposal."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotAProposal(f"its body is not UTF-8 (byte {exc.start})", body) from None
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise NotAProposal("its body is JSON nested too deep", body) from None
+    except ValueError as exc:
+        raise NotAProposal(f"its body is not JSON ({exc.msg} at {exc.pos})", body) from None
+    if not isinstance(doc, dict):
+        raise NotAProposal(f"its body is {_json_kind(doc)}, not a chat completion object", body)
+    choices = doc.get("choices")
+    if not isinstance(choices, list) or not choices:
+        what = "missing" if "choices" not in doc else f"{_json_kind(choices)}"
+        raise NotAProposal(f"its `choices` is {what}, not a list of at least one choice", body)
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        raise NotAProposal("its choices[0].message.content is not text", body)
+    return content
+
+
+def _json_kind(value: Any) -> str:
+    from aorta_tui.core.inputs import json_type_name
+
+    return "an empty array" if value == [] else json_type_name(value)
+
+
+def inert(text: Any, limit: int = MAX_TEXT_CHARS) -> str:
+    """``text`` safe to print on a terminal: one line, control and format characters (ESC,
+    CR, newlines, bidi overrides, zero-width marks) shown as escapes, not obeyed; at most
+    ``limit`` characters."""
+    out: list[str] = []
+    for ch in str(text):
+        if ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+                       if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
+        else:
+            out.append(ch)
+    line = "".join(out)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], Any],
@@ -76,6 +171,8 @@ def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], 
         body = body.strip("`").removeprefix("json").strip()
     try:
         doc = json.loads(body)
+    except RecursionError:
+        raise NotAProposal("its content is JSON nested too deep", text.encode()) from None
     except ValueError:
         raise UsageError("the llm proposer's answer is not JSON; nothing was run",
                          hint=f"its answer began: {text[:120]!r}") from None
@@ -104,7 +201,7 @@ def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], 
         raise UsageError(f"the llm proposer suggested {len(cells)} cells, over the {slots} the "
                          "budget allows; nothing was run")
     reasons = doc.get("reasons") if isinstance(doc.get("reasons"), list) else []
-    reasons = [str(r) for r in reasons][: len(cells)]
+    reasons = [inert(r) for r in reasons][: len(cells)]  # stored and printed inert
     reasons += ["(no reason given)"] * (len(cells) - len(reasons))
-    note = str(doc.get("note") or f"the llm proposer picked {len(cells)} cells")
+    note = inert(doc.get("note") or f"the llm proposer picked {len(cells)} cells")
     return Proposal(cells, reasons, note)

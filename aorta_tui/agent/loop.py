@@ -48,6 +48,7 @@ class AgentRequest:
     proposer: str = "builtin"
     llm_model: str | None = None
     llm_base_url: str | None = None
+    llm_timeout: float = 120.0  # seconds for the whole request to the llm server
     yes: bool = False
 
 
@@ -91,6 +92,10 @@ def start(req: AgentRequest) -> Path:
         from aorta_tui.agent import llm as llm_mod
 
         llm = llm_mod.settings(req.llm_model, req.llm_base_url)
+        if not req.llm_timeout > 0 or req.llm_timeout != req.llm_timeout:
+            raise UsageError(f"--llm-timeout {req.llm_timeout:g}: expected a number of seconds "
+                             "above 0", hint="--llm-timeout 120 (the whole request's deadline)")
+        llm["timeout_s"] = req.llm_timeout
         llm_mod.require_client()
         check_gate(req.yes)
     elif req.proposer != "builtin":
@@ -113,8 +118,14 @@ def start(req: AgentRequest) -> Path:
                          hint="rename that mitigation in its sidecar")
     candidates = [*candidates, *settings]
     if len(plan.trials) > req.budget:
+        # the least the agent takes is the baseline's trials (it then stops: budget spent);
+        # each proposed cell costs one cell's trials more
+        per_cell = max(1, len(plan.trials) // max(1, len(plan.cells)))
         raise UsageError(f"--budget {req.budget}: the baseline recipe alone runs "
-                         f"{len(plan.trials)} trials", hint=f"--budget {len(plan.trials) * 4} or more")
+                         f"{len(plan.trials)} trials, so the least budget is {len(plan.trials)}",
+                         hint=f"--budget {len(plan.trials)} or more (the baseline only); each "
+                              f"cell the agent tries costs {per_cell} more, e.g. --budget "
+                              f"{len(plan.trials) + 8 * per_cell} for one iteration of 8 cells")
     if not req.output.exists() and not req.output.parent.is_dir():
         raise UsageError(f"--output {req.output}: the directory {req.output.parent} does not exist")
     if req.output.exists() and not req.output.is_dir():
@@ -304,9 +315,16 @@ def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
     request = llm.build_request(state, registry, tried, slots)
     record = agent_dir / f"llm-{index:02d}.json"
     atomic_write_json(record, {"request": request, "answer": None})
-    answer = llm.ask(state, request)
-    atomic_write_json(record, {"request": request, "answer": answer})
-    return llm.parse_answer(answer, state["candidates"], tried, conflicts, slots)
+    answer = None
+    try:
+        answer = llm.ask(state, request)
+        atomic_write_json(record, {"request": request, "answer": answer})
+        return llm.parse_answer(answer, state["candidates"], tried, conflicts, slots)
+    except llm.NotAProposal as exc:  # kept as evidence (JSON-escaped: inert in the file)
+        atomic_write_json(record, {"request": request, "answer": answer,
+                                   "not_a_proposal": exc.message,
+                                   "raw_answer": exc.raw if answer is None else None})
+        raise
 
 
 def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],

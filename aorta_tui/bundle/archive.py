@@ -20,6 +20,7 @@ import os
 import socket
 import stat
 import tarfile
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,8 +29,8 @@ from typing import Any
 
 from aorta_tui.bundle.redact import FileState, Hit, RedactionConfig, Scrubber, split_lines
 from aorta_tui.core.errors import EnvironmentProblem, RecipeError, RunDirError, UsageError
-from aorta_tui.core.inputs import clip_for_message, read_input_bytes, read_input_text
-from aorta_tui.core.secrets import is_secret_name
+from aorta_tui.core.inputs import clip_for_message, read_input_text
+from aorta_tui.core.secrets import SECRET_HASHES_FILE, is_secret_name, load_secret_hashes
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_KIND = "aorta-tui/bundle"
@@ -38,6 +39,19 @@ MiB = 1024 * 1024
 # The most of one file a bundle reads (a trial's log is bounded at 64 MiB plus its marker; a
 # queue result at 512 MiB): a larger file is listed as skipped, never read whole.
 MAX_FILE_BYTES = 1024 * MiB
+# The most a compressed file may expand to while it is scanned (a gzip bomb is left out), and
+# how deep compressed streams may nest (a .gz of a .gz ...).
+MAX_INFLATED_BYTES = 256 * MiB
+MAX_NESTING = 3
+# Formats whose contents a bundle cannot scan: such a file is left out and listed, never
+# copied whole (its members could hold anything). Magic bytes, not names, say what a file is.
+UNSCANNABLE_MAGIC = (
+    (b"PK\x03\x04", "a zip archive"), (b"PK\x05\x06", "a zip archive"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7z archive"), (b"\x28\xb5\x2f\xfd", "zstd data"),
+    (b"\x04\x22\x4d\x18", "lz4 data"), (b"Rar!\x1a\x07", "a rar archive"),
+)
+HASHES_NOTE = ("the keyed hashes of the trials' secrets: read to find those values, never "
+               "bundled (a weak password could be guessed from its hash)")
 REDACTION_FILE_LIMIT = 1 * MiB
 MIN_MAX_LOG_BYTES = 1024
 LOG_SUFFIXES = (".log", ".txt")  # a policy trial writes stdout.txt
@@ -70,6 +84,9 @@ class BundleInput:
                 yield p.relative_to(self.path).as_posix(), p
 
 
+BINARY_NOTE = "binary (a NUL byte): scanned as bytes"
+
+
 @dataclass
 class FileResult:
     """What one file became in the bundle."""
@@ -79,7 +96,8 @@ class FileResult:
     data: bytes | None  # None: skipped
     mode: int = 0o644
     mtime: float = 0.0
-    binary: bool = False
+    binary: bool = False  # a NUL byte in it: scanned as bytes
+    compressed: str | None = None  # gzip | bz2 | xz: scanned inside, written back compressed
     hits: list[Hit] = field(default_factory=list)
     truncated: dict[str, int] | None = None
     skipped: str | None = None
@@ -96,11 +114,12 @@ class FileResult:
             "path": self.arcpath, "size": len(self.data), "sha256": sha,
             "source_size": self.source_size, "source_sha256": self.source_sha256,
             "identical": sha == self.source_sha256, "binary": self.binary,
+            "compressed": self.compressed,
             "renamed": self.renamed,
             "redacted": bool(self.hits),
             "redactions": [{"rule": r, "count": n} for r, n in sorted(counts.items())],
             "truncated": self.truncated,
-            **({"note": "binary: listed, not redacted"} if self.binary else {}),
+            **({"note": BINARY_NOTE} if self.binary else {}),
         }
 
 
@@ -282,6 +301,12 @@ def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
         cfg = inp.redaction.merged(req.extra)
         cfg = RedactionConfig(cfg.scrub_env_keys, cfg.scrub_paths, cfg.scrub_ip_addresses, hosts)
         out[inp.name] = Scrubber(cfg, values)
+    # The values the trials ran with, by the keyed hashes each run kept (any run's value is
+    # hidden in every input: one run's log may print another's token).
+    ledgers = [h for inp in req.inputs if inp.kind == "run"
+               and (h := load_secret_hashes(inp.path)) is not None]
+    for scrub in out.values():
+        scrub.ledgers = ledgers
     # The secrets of the shell that bundles (often the one that ran the sweep) are hidden too.
     first = next(iter(out.values()))
     for key, value in os.environ.items():
@@ -290,7 +315,13 @@ def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
     return out
 
 
-def _read(path: Path) -> tuple[bytes | None, str | None, os.stat_result | None]:
+def _read(path: Path, owner: os.stat_result) -> tuple[bytes | None, str | None,
+                                                     os.stat_result | None]:
+    """The bytes of one file of an input, or why it is left out: what is not a regular file of
+    the input itself (a symlink, a hard link: its content may be any file's, such as
+    /etc/shadow; a file of another user than the run's; another filesystem mounted inside) is
+    never read. The checks are made on the opened file (no symlink followed), not on its name.
+    """
     try:
         st = path.lstat()
     except OSError as exc:
@@ -299,38 +330,167 @@ def _read(path: Path) -> tuple[bytes | None, str | None, os.stat_result | None]:
         return None, f"a symlink (to {clip_for_message(os.readlink(path), 200)}): not followed", st
     if not stat.S_ISREG(st.st_mode):
         return None, "not a regular file", st
-    if st.st_size > MAX_FILE_BYTES:
-        return None, f"{st.st_size} bytes, over the {MAX_FILE_BYTES} bytes a bundle reads", st
     try:
-        return read_input_bytes(path, what="file", limit=MAX_FILE_BYTES), None, st
-    except UsageError as exc:
-        return None, exc.message, st
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        return None, f"cannot read it: {exc.strerror or exc}", st
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        why = _left_out(st, owner)
+        if why is not None:
+            return None, why, st
+        data = fh.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        return None, f"over the {MAX_FILE_BYTES} bytes a bundle reads", st
+    return data, None, st
 
 
-def _entries(req: BundleRequest) -> Iterator[tuple[BundleInput, str, Path]]:
+def _left_out(st: os.stat_result, owner: os.stat_result) -> str | None:
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_nlink > 1:
+        return (f"a hard link ({st.st_nlink} names for one file): its content may be a file "
+                "outside the run directory; left out")
+    if st.st_uid != owner.st_uid:
+        return (f"owned by uid {st.st_uid}, not by the run's owner (uid {owner.st_uid}): "
+                "left out")
+    if st.st_dev != owner.st_dev:
+        return "on another filesystem mounted inside the run directory: left out"
+    if st.st_size > MAX_FILE_BYTES:
+        return f"{st.st_size} bytes, over the {MAX_FILE_BYTES} bytes a bundle reads"
+    return None
+
+
+def _owner(inp: BundleInput) -> os.stat_result:
+    """Whose the input is: the run directory's (or the queue result file's) owner and device."""
+    return inp.path.stat()
+
+
+def _entries(req: BundleRequest) -> Iterator[tuple[BundleInput, str, Path, os.stat_result]]:
     for inp in req.inputs:
+        owner = _owner(inp)
         for rel, path in inp.files():
-            yield inp, rel, path
+            yield inp, rel, path, owner
+
+
+def _is_hashes(inp: BundleInput, rel: str) -> bool:
+    return inp.kind == "run" and rel == SECRET_HASHES_FILE
 
 
 def _learn(req: BundleRequest, scrubbers: dict[str, Scrubber]) -> None:
-    """First pass: every value that stands next to a secret's name anywhere in the bundle."""
-    for inp, _rel, path in _entries(req):
-        data, _skip, _st = _read(path)
-        if data is None or b"\x00" in data:
+    """First pass: every secret value anywhere in the bundle (inside compressed files and
+    binary ones too), so the second pass hides it wherever it appears."""
+    for inp, rel, path, owner in _entries(req):
+        if _is_hashes(inp, rel):
             continue
-        text = data.decode("utf-8", "surrogateescape")
-        scrub = scrubbers[inp.name]
-        scrub.learn_text(text)
-        if path.suffix == ".json":
-            doc = _maybe_json(text)
+        data, _skip, _st = _read(path, owner)
+        if data is None:
+            continue
+        try:
+            learn_data(data, path.name, scrubbers[inp.name])
+        except Unscannable:
+            continue  # left out in the second pass
+
+
+def learn_data(data: bytes, name: str, scrub: Scrubber, depth: int = 0) -> None:
+    kind = compression(data)
+    if kind is not None:
+        learn_data(inflate(kind, data, depth), inner_name(name, kind), scrub, depth + 1)
+        return
+    text = data.decode("utf-8", "surrogateescape")
+    scrub.learn_text(text)
+    suffix = Path(name).suffix
+    if suffix == ".json":
+        doc = _maybe_json(text)
+        if doc is not None:
+            scrub.learn_json(doc)
+    elif suffix == ".jsonl":
+        for line in split_lines(text):
+            doc = _maybe_json(line)
             if doc is not None:
                 scrub.learn_json(doc)
-        elif path.suffix == ".jsonl":
-            for line in split_lines(text):
-                doc = _maybe_json(line)
-                if doc is not None:
-                    scrub.learn_json(doc)
+
+
+class Unscannable(Exception):
+    """A file whose contents cannot be scanned: it is left out of the bundle and listed."""
+
+
+def compression(data: bytes) -> str | None:
+    """``gzip``, ``bz2`` or ``xz`` when ``data`` is such a stream (read by its magic bytes);
+    raises :class:`Unscannable` for an archive or a compressed format that cannot be read."""
+    if data.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if data.startswith(b"BZh") and data[4:10] == b"\x31\x41\x59\x26\x53\x59":
+        return "bz2"
+    if data.startswith(b"\xfd7zXZ\x00"):
+        return "xz"
+    for magic, what in UNSCANNABLE_MAGIC:
+        if data.startswith(magic):
+            raise Unscannable(f"{what}: its contents cannot be scanned, so it is left out")
+    if len(data) > 262 and data[257:262] == b"ustar":
+        raise Unscannable("a tar archive: its members are not scanned, so it is left out")
+    return None
+
+
+def inflate(kind: str, data: bytes, depth: int) -> bytes:
+    """The decompressed bytes (every member of a multi-member stream), at most
+    :data:`MAX_INFLATED_BYTES`; a stream nested too deep, too large or damaged is
+    :class:`Unscannable`."""
+    import bz2
+    import lzma
+
+    if depth >= MAX_NESTING:
+        raise Unscannable(f"compressed {MAX_NESTING} times over: not scanned, left out")
+    out: list[bytes] = []
+    size = 0
+    rest = data
+    try:
+        while rest:
+            d: Any = {"gzip": lambda: zlib.decompressobj(31), "bz2": bz2.BZ2Decompressor,
+                      "xz": lzma.LZMADecompressor}[kind]()
+            chunk = d.decompress(rest, MAX_INFLATED_BYTES - size + 1)
+            size += len(chunk)
+            out.append(chunk)
+            if size > MAX_INFLATED_BYTES:
+                raise Unscannable(f"{kind} data that expands to more than {MAX_INFLATED_BYTES} "
+                                  "bytes: not scanned, left out")
+            if not d.eof:
+                raise Unscannable(f"{kind} data that is cut short: not scanned, left out")
+            rest = d.unused_data.lstrip(b"\x00")  # gzip members may be padded
+    except (zlib.error, OSError, EOFError, lzma.LZMAError) as exc:
+        raise Unscannable(f"{kind} data that cannot be read ({exc}): not scanned, left out") from None
+    return b"".join(out)
+
+
+def deflate(kind: str, data: bytes) -> bytes:
+    import bz2
+    import gzip
+    import lzma
+
+    if kind == "gzip":
+        return gzip.compress(data, mtime=0)
+    return bz2.compress(data) if kind == "bz2" else lzma.compress(data)
+
+
+def inner_name(name: str, kind: str) -> str:
+    """``trace.json.gz`` holds ``trace.json``: the inner name picks the JSON or text rules."""
+    for suffix in {"gzip": (".gz", ".gzip"), "bz2": (".bz2",), "xz": (".xz",)}[kind]:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def scrub_data(data: bytes, name: str, scrub: Scrubber, depth: int = 0
+               ) -> tuple[bytes, list[Hit], str | None]:
+    """``data`` with every rule applied, compressed streams scanned inside and compressed
+    again when something was hidden; the compression of the outermost layer (or None)."""
+    kind = compression(data)
+    if kind is not None:
+        inner, hits, _ = scrub_data(inflate(kind, data, depth), inner_name(name, kind), scrub,
+                                    depth + 1)
+        return (deflate(kind, inner) if hits else data), hits, kind
+    new, hits = redact_file(data, Path(name).suffix, scrub)
+    return new, hits, None
 
 
 def iter_results(req: BundleRequest) -> Iterator[FileResult]:
@@ -339,11 +499,14 @@ def iter_results(req: BundleRequest) -> Iterator[FileResult]:
     scrubbers = _scrubbers(req)
     _learn(req, scrubbers)
     used: set[str] = set()
-    for inp, rel, path in _entries(req):
+    for inp, rel, path, owner in _entries(req):
         arcpath = f"{inp.name}/{rel}" if inp.kind != "queue-result" else inp.name
         # a name can leak too: collect_paths copies /home/alice/x to collected/home/alice/x
         renamed = _unique(scrubbers[inp.name].scrub_name(arcpath), used)
-        data, skipped, st = _read(path)
+        if _is_hashes(inp, rel):
+            yield FileResult(renamed, path, None, skipped=HASHES_NOTE)
+            continue
+        data, skipped, st = _read(path, owner)
         if data is None:
             yield FileResult(renamed, path, None, skipped=skipped, renamed=renamed != arcpath)
             continue
@@ -351,14 +514,15 @@ def iter_results(req: BundleRequest) -> Iterator[FileResult]:
         res = FileResult(renamed, path, data, mode=stat.S_IMODE(st.st_mode), mtime=st.st_mtime,
                          source_size=len(data), source_sha256=hashlib.sha256(data).hexdigest(),
                          renamed=renamed != arcpath)
-        if b"\x00" in data:
-            res.binary = True
-            yield res
-            continue
         if req.max_log_bytes is not None and path.suffix in LOG_SUFFIXES \
-                and len(data) > req.max_log_bytes:
+                and len(data) > req.max_log_bytes and b"\x00" not in data:
             data, res.truncated = cut_log(data, req.max_log_bytes)
-        res.data, res.hits = redact_file(data, path.suffix, scrubbers[inp.name])
+        try:
+            res.data, res.hits, res.compressed = scrub_data(data, path.name, scrubbers[inp.name])
+        except Unscannable as exc:
+            yield FileResult(renamed, path, None, skipped=str(exc), renamed=renamed != arcpath)
+            continue
+        res.binary = res.compressed is None and b"\x00" in data
         yield res
 
 
@@ -536,6 +700,17 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int, mtime: float) 
     tar.addfile(info, io.BytesIO(data))
 
 
+ALWAYS_RULES = ("secret_env", "secret_value", "secret_keyword", "trial_secret",
+                "url_credentials", "bearer_token", "private_key", "home_user")
+
+
+def scanner_rules() -> list[str]:
+    """The detect-secrets plugins the bundle used (their rule names)."""
+    from aorta_tui.bundle.redact import scanner_patterns
+
+    return sorted({rule for rule, _rx in scanner_patterns()})
+
+
 def make_manifest(req: BundleRequest, files: list[dict[str, Any]]) -> dict[str, Any]:
     from aorta_tui import __version__
 
@@ -552,12 +727,13 @@ def make_manifest(req: BundleRequest, files: list[dict[str, Any]]) -> dict[str, 
         "inputs": [{"name": i.name, "kind": i.kind, "run_id": i.run_id,
                     "recipe_hash": i.recipe_hash, "running": i.running is not None,
                     "redaction": i.redaction.merged(req.extra).to_dict()} for i in req.inputs],
-        "rules": {"always": ["secret_env", "secret_value", "home_user"],
+        "rules": {"always": list(ALWAYS_RULES), "scanner": scanner_rules(),
                   "hostnames": req.hostnames, "max_log_bytes": req.max_log_bytes},
         "totals": {"files": sum(1 for f in files if "sha256" in f),
                    "skipped": sum(1 for f in files if "skipped" in f),
                    "redacted_files": sum(1 for f in files if f.get("redacted")),
                    "binary_files": sum(1 for f in files if f.get("binary")),
+                   "compressed_files": sum(1 for f in files if f.get("compressed")),
                    "truncated_files": sum(1 for f in files if f.get("truncated")),
                    "redactions": dict(sorted(totals.items()))},
         "files": files,
@@ -576,9 +752,9 @@ def review_bundle(req: BundleRequest) -> tuple[list[dict[str, Any]], list[dict[s
         if res.renamed:
             notes.append({"file": res.arcpath, "note": "its path was redacted"})
         if res.binary:
-            notes.append({"file": res.arcpath, "note": "binary: listed, not redacted"})
+            notes.append({"file": res.arcpath, "note": BINARY_NOTE})
         elif res.skipped:
-            notes.append({"file": res.arcpath, "note": f"skipped: {res.skipped}"})
+            notes.append({"file": res.arcpath, "note": f"left out: {res.skipped}"})
         if res.truncated:
             notes.append({"file": res.arcpath,
                           "note": f"cut to head and tail: {res.truncated['cut_bytes']} bytes left out"})

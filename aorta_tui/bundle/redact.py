@@ -15,6 +15,14 @@ Two kinds of rule, applied to every text file of a bundle:
   addresses to ``<IPV4:N>`` / ``<IPV6:N>``, N numbered per file), and hostnames
   (``--hostnames``) to ``<HOST:N>``.
 
+Detection does not depend on the environment of the shell that bundles: the token formats of
+a maintained scanner (detect-secrets' regex plugins: GitHub, Slack, AWS access keys, JWTs, ...,
+imported only when a bundle is made), private-key blocks whole, ``key = value`` pairs whose key
+names a secret when the value looks random (Shannon entropy), passwords of URLs (``@`` and
+``/`` inside them included), and the values the trials ran with, recognised by the keyed
+hashes the sweep kept (:mod:`aorta_tui.core.secrets`). Every value one of these finds is
+learned first (a bundle's first pass reads every file) and then hidden wherever it appears.
+
 Upstream removes a ``scrub_env_keys`` variable from the environment mappings it knows; here its
 value is replaced in place (``<redacted:scrub_env_keys>``), so every JSON file stays valid and
 every line keeps its number.
@@ -23,15 +31,24 @@ every line keeps its number.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import ipaddress
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aorta_tui.core.secrets import MASK, is_secret_name
+from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.core.secrets import (
+    MASK,
+    MIN_SECRET_CHARS,
+    SecretHashes,
+    is_secret_name,
+    secret_hash,
+)
 
 SECRET_RULE = "secret_env"          # a secret-looking variable's value next to its name
 SECRET_VALUE_RULE = "secret_value"  # such a value seen on its own (printed by a trial)
@@ -42,9 +59,13 @@ BEARER_RULE = "bearer_token"        # Authorization: Bearer <token>
 HOST_RULE = "hostname"
 PATH_RULE = "scrub_paths"
 IP_RULE = "scrub_ip_addresses"
-# Rules whose "before" text the review never prints (only its length).
+KEYWORD_RULE = "secret_keyword"     # aws_secret_access_key = <random-looking value>
+PRIVATE_KEY_RULE = "private_key"    # -----BEGIN ... PRIVATE KEY----- ... -----END ...
+TRIAL_SECRET_RULE = "trial_secret"  # a value whose keyed hash the sweep kept
+SCANNER_PREFIX = "detect_secrets."  # + the plugin's class name: detect_secrets.GitHubTokenDetector
+# Rules whose "before" text the review never prints (only its length); a scanner's rules too.
 MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE, HOST_RULE, URL_RULE,
-                          BEARER_RULE})
+                          BEARER_RULE, KEYWORD_RULE, PRIVATE_KEY_RULE, TRIAL_SECRET_RULE})
 
 SECRET_PLACEHOLDER = "<redacted:secret>"
 ENV_KEYS_PLACEHOLDER = "<redacted:scrub_env_keys>"
@@ -52,14 +73,19 @@ USER_PLACEHOLDER = "<user>"
 
 # A value seen next to a secret's name is replaced everywhere once it is this long; a shorter
 # one ("1", "yes") would rewrite unrelated text, so it is replaced only next to its name.
-MIN_LITERAL_CHARS = 6
+MIN_LITERAL_CHARS = MIN_SECRET_CHARS
+# secret_keyword: a value next to a secret's name, written with blanks around `=` or `:` (or a
+# header's `X-Api-Key:`), is hidden when it is this long and looks random: its Shannon entropy
+# per character at least this (`changeme1` has 2.9, a 16-character random token about 3.8).
+KEYWORD_MIN_CHARS = 8
+KEYWORD_MIN_ENTROPY = 3.0
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 # NAME=value as a shell, an env file or a log writes it: 'single', "double" or bare (to the
 # next blank, quote, comma, semicolon or bracket). The name must start a word.
 _ASSIGN_RE = re.compile(
     rf"(?<![A-Za-z0-9_])(?P<name>{_NAME})=(?P<value>'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\""
-    r"|[^\s'\",;()\[\]{}|<>`]+)")
+    r"|[^\s'\",;()\[\]{}|<>`\x00]+)")
 # "NAME": "value" (JSON written on one line, or a line of a JSON file read as text).
 _JSON_PAIR_RE = re.compile(rf"\"(?P<name>{_NAME})\"\s*:\s*(?P<value>\"(?:[^\"\\\n]|\\.)*\")")
 # NAME: value as YAML writes a mapping entry (at a line start, after indentation or "- ").
@@ -67,8 +93,19 @@ _YAML_PAIR_RE = re.compile(
     rf"^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<name>{_NAME}):[ \t]+(?P<value>[^\s#][^\n]*?)[ \t]*$",
     re.MULTILINE)
 _VAR_REF_RE = re.compile(rf"\$(?:{_NAME}|\{{{_NAME}\}})")
-# user:password@ of a URL (a git remote, a proxy, a model hub mirror)
-_URL_CRED_RE = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<cred>[^/\s@:\"'<>]+:[^/\s@\"'<>]+)@")
+# user:password@ of a URL (a git remote, a proxy, a model hub mirror): where the password
+# ends is decided by url_credentials (it may hold '@' and '/')
+_URL_START_RE = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/\s@:\"'<>]*):(?P<rest>[^\s\"'<>]+)")
+_URL_HOST_RE = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(?::\d*)?(?![A-Za-z0-9._~%@:-])")
+# NAME = value, NAME: value, NAME := value, NAME => value, 'NAME' => 'value' (secret_keyword)
+_KEYWORD_RE = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
+    r"[\"']?(?P<value>[^\s\"'`,;()\[\]{}<>|\x00]+)")
+# a private key's armour (PEM, OpenSSH) and a PuTTY key file's first line
+_PEM_BEGIN_RE = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----")
+_PUTTY_RE = re.compile(r"PuTTY-User-Key-File-\d+:")
+_PUTTY_END = "Private-MAC:"
 # the token of an Authorization header as a log or a curl -v prints it
 _BEARER_RE = re.compile(
     r"(?P<lead>\bAuthorization:\s*(?:(?:Bearer|Basic|token)\s+)?|\bBearer\s+)"
@@ -122,7 +159,8 @@ class Hit:
         if self.rule == HOME_RULE:
             root = "/Users/" if self.before.startswith("/Users/") else "/home/"
             return f"{root}<{len(self.before) - len(root)} chars>"
-        return f"<{len(self.before)} chars>" if self.rule in MASKED_RULES else self.before
+        masked = self.rule in MASKED_RULES or self.rule.startswith(SCANNER_PREFIX)
+        return f"<{len(self.before)} chars>" if masked else self.before
 
 
 @dataclass
@@ -131,6 +169,9 @@ class Scrubber:
 
     config: RedactionConfig
     values: dict[str, str] = field(default_factory=dict)  # value -> rule that found it
+    # the keyed hashes of the values the trials ran with (one per run: each has its own salt)
+    ledgers: list[SecretHashes] = field(default_factory=list)
+    _literal_re: tuple[int, re.Pattern[str] | None] = (-1, None)
 
     # -- what is a value to hide -----------------------------------------------------------
     def name_rule(self, name: str) -> str | None:
@@ -146,23 +187,39 @@ class Scrubber:
             self.values[value] = SECRET_VALUE_RULE if rule == SECRET_RULE else rule
 
     def learn_text(self, text: str) -> None:
-        """Remember every value that stands next to a hidden name in ``text``."""
+        """Remember every secret value ``text`` shows: next to a hidden name, in a URL or a
+        header, in a format the scanner knows, random-looking next to a secret's name, or one
+        whose keyed hash a trial's run kept."""
         for regex in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE):
             for m in regex.finditer(text):
                 rule = self.name_rule(m.group("name"))
                 if rule is not None:
                     self.learn(_unquote(m.group("value")), rule)
-        for m in _URL_CRED_RE.finditer(text):  # the password of user:password@
-            self.learn(m.group("cred").split(":", 1)[1], SECRET_RULE)
+        for _start, _end, password in url_credentials(text):  # the password of user:password@
+            self.learn(password, URL_RULE)
         for m in _BEARER_RE.finditer(text):
-            self.learn(m.group("tok"), SECRET_RULE)
+            self.learn(m.group("tok"), BEARER_RULE)
+        for m in _KEYWORD_RE.finditer(text):
+            value = m.group("value")
+            if is_secret_name(m.group("name")) and looks_random(value):
+                self.learn(value, KEYWORD_RULE)
+        for rule, value in scanner_findings(text):
+            self.learn(value, rule)
+        for ledger in self.ledgers:
+            for value in hashed_values(text, ledger):
+                self.learn(value, TRIAL_SECRET_RULE)
 
     def learn_json(self, doc: Any) -> None:
-        """Remember the values of hidden names in a parsed JSON document (any depth)."""
+        """Remember the values of hidden names in a parsed JSON document (any depth), and what
+        each string in it shows once decoded (a log kept in a JSON string: its escapes read
+        as the text they stand for)."""
         for _path, name, value in _named_strings(doc):
             rule = self.name_rule(name)
             if rule is not None:
                 self.learn(value, rule)
+        for leaf in _strings(doc):
+            if json.dumps(leaf, ensure_ascii=False)[1:-1] != leaf:  # the raw text read it
+                self.learn_text(leaf)                                # otherwise (escapes)
 
     # -- rewriting -------------------------------------------------------------------------
     def scrub_text(self, text: str, state: FileState) -> tuple[str, list[Hit]]:
@@ -188,10 +245,10 @@ class Scrubber:
 
     def scrub_line(self, line: str, state: FileState, number: int) -> tuple[str, list[Hit]]:
         hits: list[Hit] = []
+        line = _private_keys(line, state, number, hits)
         line = self._assignments(line, number, hits)
         line = self._literals(line, number, hits)
-        line = _sub(_URL_CRED_RE, line, number, hits, URL_RULE,
-                    lambda m: f"{m.group('scheme')}{SECRET_PLACEHOLDER}@")
+        line = _url_sub(line, number, hits)
         line = _sub(_BEARER_RE, line, number, hits, BEARER_RULE,
                     lambda m: f"{m.group('lead')}{SECRET_PLACEHOLDER}")
         if self.config.hostnames:
@@ -226,20 +283,27 @@ class Scrubber:
         return line
 
     def _literals(self, line: str, number: int, hits: list[Hit]) -> str:
-        # Longest first, so a value that contains another is replaced whole; never inside a
-        # placeholder already written (a secret "redact" must not eat "<redacted:secret>").
-        for value in sorted(self.values, key=len, reverse=True):
-            if value in line:
-                rule = self.values[value]
-                placeholder = _placeholder(rule)
+        # One alternation, longest first, so a value that contains another is replaced whole;
+        # never inside a placeholder already written (a secret "redact" must not eat
+        # "<redacted:secret>").
+        regex = self._literal_regex()
+        if regex is None:
+            return line
 
-                def replace(part: str, value: str = value, rule: str = rule,
-                            placeholder: str = placeholder) -> str:
-                    hits.extend(Hit(rule, number, value, placeholder)
-                                for _ in range(part.count(value)))
-                    return part.replace(value, placeholder)
-                line = outside_placeholders(line, replace)
-        return line
+        def repl(m: re.Match[str]) -> str:
+            rule = self.values[m.group(0)]
+            placeholder = _placeholder(rule)
+            hits.append(Hit(rule, number, m.group(0), placeholder))
+            return placeholder
+        return outside_placeholders(line, lambda part: regex.sub(repl, part))
+
+    def _literal_regex(self) -> re.Pattern[str] | None:
+        count, regex = self._literal_re
+        if count != len(self.values):  # values are only ever added
+            words = sorted(self.values, key=len, reverse=True)
+            regex = re.compile("|".join(re.escape(w) for w in words)) if words else None
+            self._literal_re = (len(self.values), regex)
+        return regex
 
     def scrub_json(self, doc: Any, state: FileState) -> tuple[Any, list[tuple[str, Hit]]]:
         """A copy of ``doc`` with hidden names' values replaced and every string leaf (keys
@@ -273,6 +337,7 @@ class Scrubber:
 
     def _leaf(self, text: str, path: str, state: FileState, hits: list[tuple[str, Hit]]) -> str:
         new, line_hits = self.scrub_line(text, state, 0)
+        state.key_end = None  # a key block never runs on from one JSON string into the next
         hits.extend((path, Hit(h.rule, 0, h.before, h.after, path)) for h in line_hits)
         return new
 
@@ -283,6 +348,7 @@ class FileState:
 
     seen: dict[tuple[str, str], int] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
+    key_end: str | None = None  # inside a private key block: the line that ends it
 
     def index(self, kind: str, value: str) -> int:
         key = (kind, value)
@@ -398,3 +464,182 @@ def _named_strings(doc: Any) -> Iterable[tuple[str, str, str]]:
                 stack.append((sub, value))
         elif isinstance(node, list):
             stack.extend((f"{path}[{i}]", v) for i, v in enumerate(node))
+
+
+# -- the detectors that do not need a name next to the value ------------------------------
+def url_credentials(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, password) of each ``user:password`` of a URL in ``text``, and (-1, -1,
+    password) for each shorter reading of an ambiguous one (learned, not replaced in place).
+
+    A password may hold ``@`` and ``/`` (``https://bob:p@ss/w0rd!@host/``): it ends at the
+    last ``@`` that a host name follows (and no ``@`` after it), so when in doubt
+    more is hidden, never less. ``host:8080/a@b`` is a port, not a password."""
+    out: list[tuple[int, int, str]] = []
+    for m in _URL_START_RE.finditer(text):
+        rest = m.group("rest")
+        if "@" not in rest:
+            continue
+        authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+        if "@" not in authority and authority.isdigit():
+            continue  # scheme://host:port/...@...: an @ in the path
+        ats = [i for i in range(len(rest) - 1, 0, -1)
+               if rest[i] == "@" and _URL_HOST_RE.match(rest, i + 1)]
+        if not ats:
+            continue
+        start = m.start("user")
+        out.append((start, m.start("rest") + ats[0], rest[:ats[0]]))
+        # where the password ends is a guess: each shorter reading is hidden elsewhere too
+        out.extend((-1, -1, rest[:i]) for i in ats[1:])
+    return out
+
+
+def _url_sub(line: str, number: int, hits: list[Hit]) -> str:
+    found = [f for f in url_credentials(line) if f[0] >= 0]
+    for start, end, _password in reversed(found):
+        hits.append(Hit(URL_RULE, number, line[start:end], SECRET_PLACEHOLDER))
+        line = line[:start] + SECRET_PLACEHOLDER + line[end:]
+    hits[len(hits) - len(found):] = reversed(hits[len(hits) - len(found):])  # in line order
+    return line
+
+
+def shannon_entropy(text: str) -> float:
+    """Bits per character of ``text`` (0 for an empty one)."""
+    if not text:
+        return 0.0
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
+
+
+def looks_random(value: str) -> bool:
+    """The secret_keyword test: long enough, a letter in it (a count is no secret), and
+    random-looking; never a placeholder or a ``$VARIABLE``."""
+    return (len(value) >= KEYWORD_MIN_CHARS and any(c.isalpha() for c in value)
+            and not _kept(value) and _PLACEHOLDER_RE.search(value) is None
+            and shannon_entropy(value) >= KEYWORD_MIN_ENTROPY)
+
+
+# detect-secrets plugins that are not used, and why (docs/bundle.md)
+SCANNER_EXCLUDED = {
+    "Base64HighEntropyString": "flags every hash and id a run records (sha256, recipe hashes); "
+                               "entropy is judged next to a secret's name (secret_keyword)",
+    "HexHighEntropyString": "as Base64HighEntropyString",
+    "KeywordDetector": "names are read by the one rule of core/secrets.py (secret_env, "
+                       "secret_keyword)",
+    "IPPublicDetector": "addresses are scrubbed on request (scrub_ip_addresses)",
+    "PrivateKeyDetector": "it finds the first line; the private_key rule hides the whole block",
+    "BasicAuthDetector": "url_credentials also finds passwords holding '@' or '/'",
+}
+SCANNER_HINT = "pip install 'detect-secrets>=1.5,<2' (a dependency of aorta-tui: reinstall it)"
+
+
+@functools.lru_cache(maxsize=1)
+def scanner_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(rule, regex) of every regex plugin of detect-secrets but :data:`SCANNER_EXCLUDED`.
+    Imported here, when a bundle is made: never by ``--help`` or the TUI's first frame."""
+    try:
+        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+        from detect_secrets.plugins.base import RegexBasedDetector
+    except ImportError:
+        raise EnvironmentProblem("bundle needs the detect-secrets scanner, which is not "
+                                 "installed", hint=SCANNER_HINT) from None
+    out: list[tuple[str, re.Pattern[str]]] = []
+    classes = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+    for cls in classes:
+        if cls.__name__ in SCANNER_EXCLUDED or not issubclass(cls, RegexBasedDetector):
+            continue
+        out.extend((SCANNER_PREFIX + cls.__name__, rx) for rx in cls.denylist)
+    return tuple(out)
+
+
+def scanner_findings(text: str) -> list[tuple[str, str]]:
+    """(rule, value) of every token a scanner plugin recognises in ``text``: the longest
+    group of the match of 8 characters or more (a keyword plugin captures the value), else
+    the whole match without the blanks, quotes, ``=`` and ``:`` around it."""
+    out: list[tuple[str, str]] = []
+    for rule, regex in scanner_patterns():
+        for m in regex.finditer(text):
+            groups = [g for g in m.groups() if isinstance(g, str) and len(g) >= 8]
+            value = max(groups, key=len) if groups else m.group(0).strip(" \t\r\n\"'=:")
+            if value:
+                out.append((rule, value))
+    return out
+
+
+_BOUNDARY_RE = re.compile(r"(?<![A-Za-z0-9])|(?![A-Za-z0-9])")
+
+
+def hashed_values(text: str, ledger: SecretHashes) -> set[str]:
+    """The substrings of ``text`` whose keyed hash ``ledger`` holds: every piece of one of the
+    recorded lengths that starts and ends at a word boundary (a letter or digit on one side
+    only), within one line, not starting or ending with a blank."""
+    lengths = sorted(ledger.lengths)
+    if not lengths or not text:
+        return set()
+    starts = [m.start() for m in _BOUNDARY_RE.finditer(text)]
+    marks = bytearray(len(text) + 1)
+    for i in starts:
+        marks[i] = 1
+    found: set[str] = set()
+    entries, salt = ledger.entries, ledger.salt
+    n = len(text)
+    for start in starts:
+        if start >= n or text[start].isspace():
+            continue
+        for length in lengths:
+            end = start + length
+            if end > n:
+                break
+            if not marks[end] or text[end - 1].isspace():
+                continue
+            piece = text[start:end]
+            if "\n" in piece:
+                break  # longer pieces cross the line end too
+            if secret_hash(salt, piece) in entries:
+                found.add(piece)
+    return found
+
+
+def _private_keys(line: str, state: FileState, number: int, hits: list[Hit]) -> str:
+    """A private key's body (PEM or OpenSSH armour, a PuTTY key file) replaced, its armour
+    lines kept; a block may span lines (``state`` carries it) or sit in one JSON string."""
+    if state.key_end is None and "PRIVATE KEY" not in line and "PuTTY-User-Key-File" not in line:
+        return line
+    out: list[str] = []
+    pos = 0
+    while pos <= len(line):
+        if state.key_end is not None:
+            end = line.find(state.key_end, pos)
+            body = line[pos:] if end < 0 else line[pos:end]
+            stripped = body.rstrip("\r\n")
+            if stripped.strip():
+                body = SECRET_PLACEHOLDER + body[len(stripped):] if end < 0 else SECRET_PLACEHOLDER
+            out.append(body)
+            if end < 0:
+                return "".join(out)
+            state.key_end = None
+            pos = end
+            continue
+        m = _PEM_BEGIN_RE.search(line, pos) or _PUTTY_RE.search(line, pos)
+        if m is None:
+            out.append(line[pos:])
+            break
+        out.append(line[pos:m.end()])
+        label = m.groupdict().get("label")
+        state.key_end = f"-----END {label}-----" if label else _PUTTY_END
+        hits.append(Hit(PRIVATE_KEY_RULE, number, m.group(0), SECRET_PLACEHOLDER))
+        pos = m.end()
+    return "".join(out)
+
+
+def _strings(doc: Any) -> Iterable[str]:
+    """Every string of a JSON document: keys and values, any depth."""
+    stack: list[Any] = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            stack.extend(k for k in node if isinstance(k, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)

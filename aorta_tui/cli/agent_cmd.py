@@ -20,7 +20,8 @@ def agent(
     goal: str = typer.Option("failure_rate == 0 and error_rate == 0", "--goal",
                              help="When a cell is good enough: an expression over failure_rate, "
                                   "error_rate, trials, step_time_ratio, step_time_p50_s."),
-    budget: int = typer.Option(64, "--budget", help="Trials in all, the baseline's included."),
+    budget: int = typer.Option(64, "--budget", help="Trials in all, the baseline's included "
+                               "(at least the baseline recipe's trial count)."),
     per_iteration: int = typer.Option(8, "--per-iteration", help="Most cells per iteration."),
     proposer: str = typer.Option("builtin", "--proposer",
                                  help="builtin (deterministic) or llm (an OpenAI-compatible chat "
@@ -29,6 +30,9 @@ def agent(
         None, "--llm-model", help="The llm proposer's model (default $AORTA_LLM_MODEL)."),
     llm_base_url: str | None = typer.Option(  # noqa: UP007
         None, "--llm-base-url", help="Its server (default $OPENAI_BASE_URL; key $OPENAI_API_KEY)."),
+    llm_timeout: float = typer.Option(
+        120.0, "--llm-timeout", metavar="SECONDS",
+        help="The deadline of each whole request to the llm server (not of each read)."),
     candidates: str | None = typer.Option(  # noqa: UP007
         None, "--candidates", help="Comma-separated mitigations to search (default: every "
                                    "registered one)."),
@@ -80,7 +84,7 @@ def agent(
                                 env_candidates=list(env_candidate),
                                 mitigation_files=list(mitigations_file), no_snapshot=no_snapshot,
                                 proposer=proposer, llm_model=llm_model,
-                                llm_base_url=llm_base_url, yes=yes)
+                                llm_base_url=llm_base_url, llm_timeout=llm_timeout, yes=yes)
         agent_dir = loop.start(req)
         print(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir})")
     state = loop.run(agent_dir, yes=yes)

@@ -18,8 +18,9 @@ def bundle(
     output: Path | None = typer.Option(  # noqa: UP007 - typer needs Optional on 3.10
         None, "-o", "--output", help="The archive to write (default ./<first input>.bundle.tar.gz)."),
     review: bool = typer.Option(False, "--review",
-                                help="Show what would be redacted (rule, file, line, before -> "
-                                     "after; secrets masked) and write nothing."),
+                                help="Show every finding with its rule's name (rule, file, line, "
+                                     "before -> after; secrets masked) and what is left out; "
+                                     "write nothing."),
     redaction_from: Path | None = typer.Option(  # noqa: UP007
         None, "--redaction-from", metavar="FILE",
         help="YAML/JSON with scrub_env_keys, scrub_paths, scrub_ip_addresses (added to each "
@@ -35,9 +36,13 @@ def bundle(
 
     Every text file (logs, snapshots, journals, results) goes through the redaction rules: the
     values of secret-looking variables and home-directory user names always, the recipe's
-    `redaction:` section and --redaction-from on request, hostnames with --hostnames. Binary
-    files are listed, not redacted, and flagged in MANIFEST.json (every file with its size and
-    sha256, what was redacted and by which rule). The archive is written atomically.
+    `redaction:` section and --redaction-from on request, hostnames with --hostnames; token
+    formats (detect-secrets), private keys, URL passwords, random values next to a secret's
+    name and the values the trials ran with (by their keyed hashes) always. Binary files are
+    scanned as bytes, gzip/bz2/xz inside; what cannot be scanned (zip, tar, ...), hard links,
+    other users' files and symlinks are left out and listed in MANIFEST.json (every file with
+    its size and sha256, what was redacted and by which rule). The archive is written
+    atomically: an interrupted bundle leaves nothing.
 
     Examples:
 

@@ -228,28 +228,28 @@ def print_result(result: dict[str, Any]) -> None:
     _table(title, ["metric", "value", "unit", "from"], rows)
     repeats = result.get("repeats")
     if repeats:
-        print(f"summary: medians of {repeats['count']} repetitions, each a fresh process; "
-              f"per-stream rows and passes below are the median-throughput one "
-              f"(run {repeats['detail_from']})")
+        _say(f"summary: medians of {repeats['count']} repetitions, each a fresh process; "
+             f"per-stream rows and passes below are the median-throughput one "
+             f"(run {repeats['detail_from']})")
         for key in s:
             values = [r[key] for r in repeats["summaries"] if r.get(key) is not None]
             if values:
-                print(f"  {key}: {_fmt(min(values))} .. {_fmt(max(values))} over {len(values)} runs")
+                _say(f"  {key}: {_fmt(min(values))} .. {_fmt(max(values))} over {len(values)} runs")
     timing = result["timing"]
-    print(f"busy time means {timing['busy_meaning']}")
+    _say(f"busy time means {timing['busy_meaning']}")
     if timing.get("kernel_source_reason") and not result["emulated"]:
-        print(f"no kernel timestamps: {timing['kernel_source_reason']}")
+        _say(f"no kernel timestamps: {timing['kernel_source_reason']}")
     passes = timing.get("passes") or {}
     for name, p in passes.items():
         if isinstance(p, dict):
-            print(f"{name} pass: {p['iterations']} iterations in {_fmt(p['wall_s'])} s; "
-                  f"{p['instrumentation']}")
+            _say(f"{name} pass: {p['iterations']} iterations in {_fmt(p['wall_s'])} s; "
+                 f"{p['instrumentation']}")
     rel = passes.get("detail_relative_throughput")
     if rel is not None:
-        print(f"the detail pass ran at {rel * 100:.1f}% of the measure pass's throughput "
-              "(the cost of timing every launch)")
+        _say(f"the detail pass ran at {rel * 100:.1f}% of the measure pass's throughput "
+             "(the cost of timing every launch)")
     for line in floor_lines(result):
-        print(line)
+        _say(line)
 
 
 def floor_lines(result: dict[str, Any]) -> list[str]:
@@ -324,22 +324,61 @@ def _fmt(value: Any) -> str:
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
-    """A rich table on a terminal, aligned plain text otherwise."""
+    """A rich table on a terminal, aligned plain text otherwise; both fit the terminal's
+    width (``$COLUMNS``, else the terminal's, else 80): a long value wraps in its column."""
+    import shutil
+
+    width = shutil.get_terminal_size((80, 24)).columns
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.table import Table
 
         table = Table(title=title)
         for h in header:
-            table.add_column(h)
+            table.add_column(h, overflow="fold")
         for r in rows:
             table.add_row(*[str(c) for c in r])
-        Console().print(table)
+        Console(width=width).print(table)
         return
-    print(title)
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    for line in plain_table(title, header, rows, width):
+        print(line)
+
+
+def _say(text: str) -> None:
+    """A line of prose wrapped to the terminal's width (continuations indented)."""
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size((80, 24)).columns
+    lead = " " * (len(text) - len(text.lstrip()))
+    print("\n".join(textwrap.wrap(text, width, subsequent_indent=lead + "  ",
+                                   break_long_words=True, break_on_hyphens=False)) or text)
+
+
+def plain_table(title: str, header: list[str], rows: list[list[str]], width: int) -> list[str]:
+    """The lines of an aligned table at most ``width`` columns wide (no line wider unless one
+    column alone cannot fit its header): the widest columns give way first, their cells
+    wrapped onto more lines."""
+    import textwrap
+
+    gap = 2
+    table = [[str(c) for c in r] for r in [header, *rows]]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    floor = [max(len(h), 8) for h in header]  # a column never narrower than its header
+    while sum(widths) + gap * (len(widths) - 1) > width:
+        i = max(range(len(widths)), key=lambda j: widths[j] - floor[j])
+        if widths[i] <= floor[i]:
+            break
+        widths[i] -= 1
+    out = textwrap.wrap(title, width) or [""]
+    for r in table:
+        cells = [textwrap.wrap(c, w, break_long_words=True, break_on_hyphens=False) or [""]
+                 for c, w in zip(r, widths, strict=True)]
+        for k in range(max(len(c) for c in cells)):
+            parts = [(c[k] if k < len(c) else "").ljust(w) for c, w in zip(cells, widths,
+                                                                          strict=True)]
+            out.append((" " * gap).join(parts).rstrip())
+    return out
 
 
 def _event_lines(go: Any, run_id: str, run_dir: Path | None, total: int,
@@ -549,13 +588,19 @@ def compare_cmd(
     base: Path = typer.Argument(..., help="Baseline result (`queue run -o`) or sweep (`queue sweep -o`)."),
     test: Path = typer.Argument(..., help="Result or sweep to judge against it."),
     min_change: float = typer.Option(0.05, "--min-change",
-                                     help="Relative changes below this are 'unchanged'."),
+                                     help="A figure whose relative change is below this is "
+                                          "'unchanged' (the rule above)."),
     fail_on_regression: bool = typer.Option(True, "--fail-on-regression/--no-fail",
                                             help="Exit 1 when any figure regressed."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
-    """Compare two queue results, or two sweeps stream count by stream count; a change inside
-    the spread of the per-iteration samples is 'unchanged'.
+    """Compare two queue results, or two sweeps stream count by stream count.
+
+    One rule for every figure: a figure changed when |relative change| >= --min-change and,
+    where both runs recorded a spread (95% bootstrap interval: run-to-run with --repeat 3,
+    else per-iteration samples), the intervals do not overlap. A changed figure is 'improved'
+    or 'regressed' by its direction when both spreads are known, else 'changed' (no better
+    direction, such as wall_s, or no spread recorded). Everything else is 'unchanged'.
 
     Exit status: 0 no regression, 1 at least one figure regressed (unless --no-fail),
     2 bad input.

@@ -118,7 +118,21 @@ def summary_text(e: Any) -> str:
 
         lines += node_summary(Path(s["matrix"]).parent)  # Slurm runs: failures per node
         lines.append(f"matrix: {s['matrix']}")
+        lines += next_steps(Path(s["matrix"]).parent)
     return "\n".join(lines)
+
+
+def next_steps(run_dir: Path) -> list[str]:
+    """What a newcomer does with a finished run (the quickstart's last lines)."""
+    import shlex
+
+    run = shlex.quote(str(run_dir))
+    return ["next:",
+            f"  aorta-tui attach {run}                # the matrix in the TUI",
+            f"  aorta-tui export {run} --format csv   # trials and cells as tables "
+            "(pip install 'aorta-tui[analysis]')",
+            f"  aorta-tui bundle {run} --review       # what a ticket archive would redact; "
+            "then -o ticket.tar.gz"]
 
 
 def cell_mark(c: dict[str, Any]) -> str:

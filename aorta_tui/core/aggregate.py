@@ -17,9 +17,11 @@ Confound, in both directions: with ``t = confound.threshold`` (a ratio; below 1 
 its inverse), a cell is flagged ``speed (+N%)`` when its mean step time over the baseline's
 exceeds ``t``, and ``speed (-N%)`` when it is below ``1/t`` (``x3.2`` / ``x1/260`` beyond a
 factor of 2), AND the difference is larger than
-the noise, i.e. larger than twice the standard error of the difference of the per-trial means
-(Welch). With fewer than two trials on either side the spread is unknown, and the flag says so
-instead of pretending.
+the noise measured from the trials' spread: Welch's t test at 95% (the difference of the
+per-trial means beyond t x SE, t for the Welch-Satterthwaite degrees of freedom: 12.7 x SE with
+two trials a side, about 2 x SE with many), so two loaded trials cannot flag x6 by chance.
+With fewer than two trials on either side the spread cannot be measured: no flag, and the
+reason says so (``spread_unknown``).
 """
 
 from __future__ import annotations
@@ -172,18 +174,25 @@ def confound_check(
         return out
     out["direction"] = "slower" if ratio > upper else "faster"
     pct = change_text(ratio)
-    if len(c) < 2 or len(b) < 2:
-        out.update(flag=f"speed ({pct}, spread unknown: needs >= 2 trials per cell)",
-                   significant=None)
+    if len(c) < 2 or len(b) < 2:  # a speed flag needs its spread, or no flag
+        out.update(flag=None, significant=None, spread_unknown=True,
+                   reason=f"{pct} not flagged: its noise is unknown with {min(len(c), len(b))} "
+                          "trial(s) with step times on a side (needs >= 2 trials per cell)")
         return out
-    se = math.sqrt(_var(c) / len(c) + _var(b) / len(b))
+    vc, vb = _var(c) / len(c), _var(b) / len(b)
+    se = math.sqrt(vc + vb)
+    # Welch-Satterthwaite degrees of freedom (no spread at all on both sides: any difference)
+    denom = vc * vc / (len(c) - 1) + vb * vb / (len(b) - 1)
+    df = (vc + vb) ** 2 / denom if denom > 0 else math.inf
+    t = stats.t_critical_95(df)
     diff = mc - mb
-    out["noise_s"] = 2 * se
-    if abs(diff) > 2 * se:
+    out.update(noise_s=t * se, se_s=se, df=None if math.isinf(df) else df, t_critical=t)
+    if abs(diff) > t * se:
         out.update(flag=f"speed ({pct})", significant=True)
     else:
         out.update(flag=None, significant=False,
-                   reason=f"{pct} is within noise (|difference| {abs(diff):.3g}s <= 2 SE {2 * se:.3g}s)")
+                   reason=f"{pct} is within noise (|difference| {abs(diff):.3g}s <= t {t:.3g} "
+                          f"x SE {se:.3g}s, Welch, 95%)")
     return out
 
 

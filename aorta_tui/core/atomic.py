@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,10 +91,13 @@ def fsync_dir(directory: Path) -> None:
 @contextlib.contextmanager
 def atomic_open_binary(path: str | os.PathLike[str], *, mode: int = 0o644) -> Iterator[IO[bytes]]:
     """A binary file to stream into that appears at ``path`` only when the block ends cleanly
-    (temp file in the same directory, fsync, rename); on any exception nothing is left behind.
-    For output too large to build in memory (a ticket bundle)."""
+    (temp file in the same directory, fsync, rename); on any exception nothing is left behind,
+    nor when the process is killed (SIGKILL included): a watcher in its own session removes
+    the temp file once this process is gone. For output too large to build in memory and slow
+    to write (a ticket bundle)."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    watcher = _remove_when_gone(tmp)
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -107,4 +111,30 @@ def atomic_open_binary(path: str | os.PathLike[str], *, mode: int = 0o644) -> It
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    finally:
+        _release(watcher)
     fsync_dir(target.parent)
+
+
+def _remove_when_gone(tmp: str) -> subprocess.Popen[bytes] | None:
+    """A ``sh`` that waits for the end of a pipe only this process holds, then removes
+    ``tmp``: the pipe ends when this process ends, however it ends. In its own session, so the
+    signal that kills this process's group does not kill it first. (O_TMPFILE would need no
+    helper, but linking it into place fails where /proc/self/fd links are refused.)"""
+    try:
+        return subprocess.Popen(["sh", "-c", 'read -r _ ; rm -f -- "$1"', "sh", tmp],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True,
+                                close_fds=True)
+    except OSError:
+        return None  # no sh: an exception still removes the temp file
+
+
+def _release(watcher: subprocess.Popen[bytes] | None) -> None:
+    if watcher is None:
+        return
+    with contextlib.suppress(OSError):
+        assert watcher.stdin is not None
+        watcher.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        watcher.wait(timeout=5)

@@ -198,6 +198,8 @@ def render_markdown(m: dict[str, Any]) -> str:
         conf = c["confound"].get("flag") or ("baseline" if c["cell"] == m["baseline_cell"] else "-")
         if c["confound"].get("significant") is False:
             conf = "within noise"
+        elif c["confound"].get("spread_unknown"):
+            conf = "spread unknown"
         dets = ", ".join(f"{d['id']}×{d['count']}" for d in c["top_detectors"]) or "-"
         lines.append(
             f"| {c['cell']} | {c['trials']} | {c['passed']} | {c['failed']} | {c['errored']} | "
@@ -239,9 +241,12 @@ def render_markdown(m: dict[str, Any]) -> str:
               "A noisy cell's figures are not a speed you can compare.",
               "- `confound`: the cell's mean step time against the baseline's, both ways: "
               "`speed (+N%)` slower, `speed (-N%)` faster (`xR` / `x1/R` beyond a factor of 2), "
-              "flagged when the ratio is outside the threshold above AND the difference exceeds twice "
-              "the standard error of the difference of the per-trial means (Welch); `within noise` = "
-              "outside the threshold but not beyond that noise; `-` = inside the threshold; a cell "
+              "flagged when the ratio is outside the threshold above AND the difference of the "
+              "per-trial means exceeds the noise measured from the trials' spread (Welch's t at 95%: "
+              "t x the standard error, t = 12.7 with 2 trials a side, about 2 with many); `within "
+              "noise` = outside the threshold but not beyond that noise; `spread unknown` = outside "
+              "the threshold with fewer than 2 trials a side: no flag, the noise cannot be measured; "
+              "`-` = inside the threshold; a cell "
               "that is much faster or slower than the baseline is the mitigation changing the speed, "
               "or the machine's noise: read the `noise` column first.", ""]
     return "\n".join(lines)

@@ -23,6 +23,8 @@ doubt the rule masks.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Iterable, Mapping
 
 # What a masked value reads as. Loading a file that holds it back as a value is refused
@@ -35,6 +37,7 @@ _KEY_WORDS = frozenset({"KEY", "KEYS", "APIKEY", "ACCESSKEY", "SECRETKEY", "PRIV
                         "AUTHKEY"})
 
 
+@functools.lru_cache(maxsize=4096)  # a bundle asks about the same few names millions of times
 def is_secret_name(name: str) -> bool:
     """True when the variable ``name`` looks like it holds a secret (see the module's rule)."""
     for word in name.upper().replace("-", "_").split("_"):
@@ -60,3 +63,100 @@ def masked_names(env: Mapping[str, str]) -> list[str]:
 
 def secret_names(names: Iterable[str]) -> list[str]:
     return sorted(n for n in names if is_secret_name(n))
+
+
+# -- the values the trials ran with, recognisable later without being stored ---------------
+# A bundle must hide a secret a trial printed on its own even when it is made from a shell
+# that does not hold the variable. The sweep keeps, in the run directory, a keyed hash of the
+# value of every secret-named variable a trial's environment held (never the value), and the
+# bundle hashes each file's tokens of those lengths with the same key.
+SECRET_HASHES_FILE = "secret-hashes.json"
+SECRET_HASHES_KIND = "aorta-tui/secret-hashes"
+# Shorter values ("1", "yes") are not worth recognising on their own: they would match
+# unrelated text (the bundle replaces them next to their name only).
+MIN_SECRET_CHARS = 6
+_SALT_BYTES = 16
+_DIGEST_BYTES = 16
+
+
+def secret_hash(salt: bytes, value: str) -> str:
+    """The keyed hash of ``value`` (BLAKE2b keyed with the run's random salt, 128 bits)."""
+    import hashlib
+
+    data = value.encode("utf-8", "surrogateescape")
+    return hashlib.blake2b(data, key=salt, digest_size=_DIGEST_BYTES).hexdigest()
+
+
+class SecretHashes:
+    """The run's salt and the keyed hashes (with each value's length and variable name)."""
+
+    def __init__(self, salt: bytes, entries: dict[str, tuple[str, int]] | None = None) -> None:
+        self.salt = salt
+        self.entries: dict[str, tuple[str, int]] = dict(entries or {})  # hash -> (name, length)
+
+    @property
+    def lengths(self) -> set[int]:
+        return {length for _name, length in self.entries.values()}
+
+    def add_env(self, env: Mapping[str, str]) -> bool:
+        """Add every secret-named variable's value; True when one was new."""
+        new = False
+        for name, value in env.items():
+            if len(value) < MIN_SECRET_CHARS or value == MASK or not is_secret_name(name):
+                continue
+            digest = secret_hash(self.salt, value)
+            if digest not in self.entries:
+                self.entries[digest] = (name, len(value))
+                new = True
+        return new
+
+    def name_of(self, value: str) -> str | None:
+        """The variable whose value ``value`` is, or None."""
+        hit = self.entries.get(secret_hash(self.salt, value))
+        return hit[0] if hit else None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"kind": SECRET_HASHES_KIND, "schema_version": 1,
+                "algorithm": f"blake2b keyed by salt, {_DIGEST_BYTES * 8} bits",
+                "note": "keyed hashes of the secret-named variables the trials ran with; the "
+                        "values themselves are not stored; `bundle` uses them and never "
+                        "puts this file in an archive",
+                "salt": self.salt.hex(),
+                "hashes": [{"hash": h, "name": n, "length": length}
+                           for h, (n, length) in sorted(self.entries.items())]}
+
+
+def load_secret_hashes(run_dir: str | os.PathLike[str]) -> SecretHashes | None:
+    """The run's hashes, or None when it has none (a run from before they were kept) or the
+    file is not one this tool wrote (a damaged file recognises nothing, it fails nothing)."""
+    import json
+
+    path = os.path.join(os.fspath(run_dir), SECRET_HASHES_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        salt = bytes.fromhex(doc["salt"])
+        entries = {str(e["hash"]): (str(e["name"]), int(e["length"])) for e in doc["hashes"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if doc.get("kind") != SECRET_HASHES_KIND or len(salt) != _SALT_BYTES:
+        return None
+    return SecretHashes(salt, entries)
+
+
+_KEPT: dict[str, SecretHashes] = {}  # run dir -> what this process has written there
+
+
+def record_secret_hashes(run_dir: str | os.PathLike[str], env: Mapping[str, str]) -> None:
+    """Keep the keyed hashes of ``env``'s secret values in ``run_dir`` (mode 0600, rewritten
+    atomically only when a value is new: one trial's environment after another)."""
+    import json
+
+    from aorta_tui.core.atomic import atomic_write_bytes
+
+    key = os.path.abspath(os.fspath(run_dir))
+    kept = _KEPT.get(key) or load_secret_hashes(key) or SecretHashes(os.urandom(_SALT_BYTES))
+    _KEPT[key] = kept
+    if kept.add_env(env):  # nothing secret-named: no file
+        body = (json.dumps(kept.to_dict(), indent=2) + "\n").encode()
+        atomic_write_bytes(os.path.join(key, SECRET_HASHES_FILE), body, mode=0o600)

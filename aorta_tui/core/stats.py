@@ -129,3 +129,23 @@ def _fmt(seconds: float) -> str:
     if seconds < 1e-3:
         return f"{seconds * 1e6:.0f} µs"
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+# Two-sided 95% critical values of Student's t by degrees of freedom (the standard table).
+_T95 = ((1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (5, 2.571), (6, 2.447), (7, 2.365),
+        (8, 2.306), (9, 2.262), (10, 2.228), (12, 2.179), (15, 2.131), (20, 2.086),
+        (30, 2.042), (40, 2.021), (60, 2.000), (120, 1.980))
+
+
+def t_critical_95(df: float) -> float:
+    """Student's t at 97.5% for ``df`` degrees of freedom (Welch's are fractional): the table,
+    exact at its rows, interpolated in 1/df between them (closer than the rows' spacing,
+    which matters only below 3 degrees); 1.96 as df -> inf."""
+    if df <= _T95[0][0]:
+        return _T95[0][1]
+    rows = (*_T95, (math.inf, 1.960))
+    for (d0, t0), (d1, t1) in zip(rows, rows[1:], strict=False):
+        if df <= d1:
+            x0, x1, x = 1 / d0, (0.0 if math.isinf(d1) else 1 / d1), 1 / df
+            return t1 + (t0 - t1) * (x - x1) / (x0 - x1)
+    return 1.960

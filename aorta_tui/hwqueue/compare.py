@@ -4,11 +4,16 @@ Each figure gets, per side, a 95% bootstrap confidence interval. A result of
 ``queue run --repeat K`` (K >= 3) gives the run-to-run interval: the median over its
 repetitions. A single run gives the within-run interval from its per-iteration samples
 (throughput from iteration periods, latency statistics from iteration latencies, concurrency,
-launch delay and switch overhead from their per-iteration values). A change is ``unchanged``
-when the two intervals overlap or the relative change is below ``min_change``; otherwise
-``improved`` or ``regressed`` by the figure's direction. A figure without samples in either run
-cannot be judged against noise: it is ``unchanged`` below ``min_change`` and ``changed``
-(neither a regression nor an improvement) above it, with ``spread: none recorded``.
+launch delay and switch overhead from their per-iteration values).
+
+One rule decides "changed" for every figure (:data:`RULE`, printed by ``queue compare --help``):
+a figure changed when its relative change is at least ``min_change`` and, where both runs
+recorded a spread, their intervals do not overlap. A changed figure is ``improved`` or
+``regressed`` by its direction when both spreads are known, and ``changed`` when it has no
+better direction (``wall_s``, ``queue_depth_max``) or no spread was recorded (it cannot be
+judged against noise: ``spread: none recorded``). Every other figure is ``unchanged``. The
+direction never decides *whether* a figure changed (it once did: ``wall_s`` at -16.5% was
+``unchanged`` while ``cost_us_per_kernel`` at -16.5% was ``changed``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,12 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.core.stats import percentile
 from aorta_tui.hwqueue.repeat import MIN_REPEATS_FOR_SPREAD
 from aorta_tui.hwqueue.result import summary_reason
+
+RULE = ("A figure changed when |relative change| >= --min-change and, where both runs recorded "
+        "a spread (95% bootstrap interval), the intervals do not overlap; the same rule for "
+        "every figure. A changed figure is 'improved' or 'regressed' by its direction when "
+        "both spreads are known, else 'changed' (no better direction, such as wall_s, or no "
+        "spread recorded). Everything else is 'unchanged'.")
 
 _LATENCY = {"latency_mean_ms": None, "latency_p50_ms": 50.0, "latency_p95_ms": 95.0,
             "latency_p99_ms": 99.0}
@@ -200,10 +211,10 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
         else:
             overlap = False
             row["spread"] = "none recorded"
-        if big and row["spread"] == "none recorded" and direction != "neither":
-            row["verdict"] = "changed"
-        elif direction == "neither" or overlap or not big:
+        if not big or overlap:  # RULE: whether it changed, the same for every figure
             row["verdict"] = "unchanged"
+        elif direction == "neither" or row["spread"] == "none recorded":
+            row["verdict"] = "changed"  # which way is better is unknown, or the noise is
         else:
             up_is_good = direction == "higher"
             row["verdict"] = "improved" if (t > b) == up_is_good else "regressed"

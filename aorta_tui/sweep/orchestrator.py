@@ -40,6 +40,7 @@ from aorta_tui.core.events import (
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
 from aorta_tui.core.run_store import RunStore
+from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.core.services import NO_SERVICES, SweepServices
 from aorta_tui.core.supervisor import CancelEvent
 from aorta_tui.core.trial_contract import (
@@ -544,6 +545,8 @@ class Sweep:
         trial_dir = run_dir / "trials" / spec.trial_id
         trial_dir.mkdir(parents=True, exist_ok=True)
         env = self._trial_env(cell, spec, trial_dir)
+        # keyed hashes of its secrets' values, so a bundle recognises them (core/secrets.py)
+        record_secret_hashes(run_dir, env)
         wspec = self._worker_spec(cell, spec, trial_dir)
         if wspec is not None:  # what the trial worker runs, on disk before its argv names it
             wspec.write(trial_dir / TRIAL_SPEC_FILE)

@@ -152,6 +152,12 @@ def test_a_budget_below_the_baseline_is_refused(tmp_path):
     proc = aorta("agent", "probe.yaml", "--budget", "2", "--", "sh", "-c", "exit 0", cwd=tmp_path)
     assert proc.returncode == 2 and "baseline recipe alone runs 3 trials" in proc.stderr
     assert not (tmp_path / "aorta-out").exists()
+    # the message names the real minimum, and that minimum is accepted (issue 28)
+    assert "the least budget is 3" in proc.stderr and "fix: --budget 3 or more" in proc.stderr
+    ok = aorta("agent", "probe.yaml", "--no-snapshot", "--budget", "3", "--", "sh", "-c",
+               "exit 3", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "agent budget_spent" in ok.stdout
 
 
 def test_the_agent_engine_imports_no_front_end():

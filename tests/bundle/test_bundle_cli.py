@@ -101,7 +101,11 @@ def test_no_planted_secret_survives_and_the_rest_is_identical(run_dir, tmp_path)
             for value in (*PLANTED, "10.20.30.40"):
                 assert value.encode() not in data, (value, p)
     entries = {f["path"]: f for f in manifest["files"]}
-    sources = {p.relative_to(run_dir).as_posix(): p for p in run_dir.rglob("*") if p.is_file()}
+    # the keyed hashes of the trials' secrets are read, never bundled
+    assert "never bundled" in entries.pop(f"{run_dir.name}/secret-hashes.json")["skipped"]
+    assert not (root / run_dir.name / "secret-hashes.json").exists()
+    sources = {p.relative_to(run_dir).as_posix(): p for p in run_dir.rglob("*") if p.is_file()
+               and p.name != "secret-hashes.json"}
     collected = [rel for rel in sources if HOME_USER in rel]
     assert len(collected) == 2  # the path of each trial's collected file names the user ...
     renamed = {rel: rel.replace(f"/home/{HOME_USER}/", "/home/<user>/") for rel in sources}
@@ -255,28 +259,77 @@ def test_the_bundle_engine_imports_no_front_end():
     assert out.stdout.strip() == "[]"
 
 
-def test_binary_files_are_listed_symlinks_and_fifos_skipped(run_dir, tmp_path):
+def test_binary_files_are_scanned_and_what_cannot_be_is_left_out(run_dir, tmp_path):
+    import gzip
+    import shutil
+    import zipfile
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, symlinks=True)
+    blob = b"\x00\x01binary HF_TOKEN=" + HF_TOKEN.encode() + b"\x00 and " + API_KEY.encode()
+    (copy / "core.bin").write_bytes(blob)
+    (copy / "plain.bin").write_bytes(b"\x00\x01\x02 nothing secret \xff\x00")
+    (copy / "passwd").symlink_to("/etc/passwd")
+    os.mkfifo(copy / "pipe")
+    with zipfile.ZipFile(copy / "model.pt", "w") as z:  # torch.save writes a zip
+        z.writestr("data.pkl", f"HF_TOKEN={HF_TOKEN}")
+    (copy / "cut.gz").write_bytes(gzip.compress(f"HF_TOKEN={HF_TOKEN}\n".encode())[:-12])
+    (copy / "nested.gz").write_bytes(gzip.compress(gzip.compress(f"t {HF_TOKEN}\n".encode())))
+    outside = tmp_path / "outside-secret.txt"  # a file of no run, hard-linked into it
+    outside.write_text(f"HF_TOKEN={HF_TOKEN}\nsomeone else's file\n")
+    os.link(outside, copy / "linked.txt")
+    other = copy / "other-user.txt"
+    other.write_text("written by another user\n")
+    if os.geteuid() == 0:
+        os.chown(other, 65534, 65534)
+    proc = aorta("bundle", str(copy), "-o", "t.tar.gz", "--json", cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    entries = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
+    core = entries["run/core.bin"]  # a NUL byte: scanned as bytes, redacted
+    assert core["binary"] and core["redacted"] and not core["identical"]
+    assert core["note"] == "binary (a NUL byte): scanned as bytes"
+    assert entries["run/plain.bin"]["identical"] and not entries["run/plain.bin"]["redacted"]
+    assert entries["run/nested.gz"]["compressed"] == "gzip" and entries["run/nested.gz"]["redacted"]
+    assert "symlink" in entries["run/passwd"]["skipped"]
+    assert entries["run/pipe"]["skipped"] == "not a regular file"
+    assert "a zip archive" in entries["run/model.pt"]["skipped"]
+    assert "gzip data that is cut short" in entries["run/cut.gz"]["skipped"]
+    assert "a hard link (2 names" in entries["run/linked.txt"]["skipped"]
+    if os.geteuid() == 0:
+        assert "owned by uid 65534" in entries["run/other-user.txt"]["skipped"]
+    root = _extract(tmp_path / "t.tar.gz", tmp_path / "x")
+    out = (root / "run" / "core.bin").read_bytes()
+    assert HF_TOKEN.encode() not in out and API_KEY.encode() not in out
+    assert out.startswith(b"\x00\x01binary HF_TOKEN=<redacted:secret>\x00")
+    assert HF_TOKEN.encode() not in gzip.decompress(gzip.decompress(
+        (root / "run" / "nested.gz").read_bytes()))
+    for name in ("passwd", "pipe", "model.pt", "cut.gz", "linked.txt"):
+        assert not (root / "run" / name).exists(), name
+    review = aorta("bundle", str(copy), "--review", cwd=tmp_path, timeout=60).stdout
+    assert "run/core.bin: binary (a NUL byte): scanned as bytes" in review
+    assert "run/linked.txt: left out: a hard link" in review
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/etc/shadow"),
+                    reason="a hard link to /etc/shadow needs root")
+def test_a_hard_link_to_etc_shadow_is_left_out(run_dir, tmp_path):
     import shutil
 
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, symlinks=True)
-    blob = b"\x00\x01binary HF_TOKEN=" + HF_TOKEN.encode() + b"\x00"
-    (copy / "core.bin").write_bytes(blob)
-    (copy / "passwd").symlink_to("/etc/passwd")
-    os.mkfifo(copy / "pipe")
-    proc = aorta("bundle", str(copy), "-o", "t.tar.gz", "--json", cwd=tmp_path, timeout=60)
+    try:
+        os.link("/etc/shadow", copy / "shadow")
+    except OSError as exc:  # /etc on another filesystem than the temp directory
+        pytest.skip(f"cannot hard-link /etc/shadow here: {exc}")
+    try:
+        proc = aorta("bundle", str(copy), "-o", "t.tar.gz", "--json", cwd=tmp_path, timeout=60)
+    finally:
+        os.unlink(copy / "shadow")
     assert proc.returncode == 0, proc.stderr
-    entries = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
-    core = entries["run/core.bin"]
-    assert core["binary"] and not core["redacted"] and core["identical"]
-    assert core["note"] == "binary: listed, not redacted"
-    assert "symlink" in entries["run/passwd"]["skipped"]
-    assert entries["run/pipe"]["skipped"] == "not a regular file"
-    root = _extract(tmp_path / "t.tar.gz", tmp_path / "x")
-    assert (root / "run" / "core.bin").read_bytes() == blob
-    assert not (root / "run" / "passwd").exists() and not (root / "run" / "pipe").exists()
-    review = aorta("bundle", str(copy), "--review", cwd=tmp_path, timeout=60).stdout
-    assert "run/core.bin: binary: listed, not redacted" in review
+    entry = next(f for f in json.loads(proc.stdout)["files"] if f["path"] == "run/shadow")
+    assert "hard link" in entry["skipped"] and "sha256" not in entry
+    with tarfile.open(tmp_path / "t.tar.gz") as tar:
+        assert not [m for m in tar.getnames() if m.endswith("/shadow")]
 
 
 def test_a_write_that_fails_midway_leaves_nothing(run_dir, tmp_path):
@@ -304,3 +357,75 @@ def test_a_run_that_is_still_running_is_bundled_with_a_warning(run_dir, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert "is still running" in proc.stderr
     assert json.loads(proc.stdout)["inputs"][0]["running"] is True
+
+
+@pytest.fixture(scope="module")
+def big_run(tmp_path_factory) -> Path:
+    """A real run whose bundle takes a few seconds: two trials' logs of ~7 MB each."""
+    base = tmp_path_factory.mktemp("big-run")
+    (base / "probe.yaml").write_text(RECIPE.replace("collect_paths: [\"{collect}\"]\n", "")
+                                     .replace("[none, planted]", "[none]")
+                                     .replace("trials: 1", "trials: 2"))
+    proc = aorta("--batch", "probe.yaml", "--output", "out", "--no-snapshot", "--", "sh", "-c",
+                 f'echo "HF_TOKEN={HF_TOKEN}"; seq 1 1000000', cwd=base, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return only_run_dir(base / "out")
+
+
+def _wait_for(cond, what: str, timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)  # polling a condition, not a fixed wait
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize("point", ["reading", "writing"])
+def test_an_interrupted_bundle_leaves_nothing_behind(big_run, tmp_path, sig, point):
+    import signal
+
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "bundle", str(big_run), "-o",
+                             "t.tar.gz"], cwd=out, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+    def temp_files() -> list[Path]:
+        return [p for p in out.iterdir() if p.name != "t.tar.gz"]
+
+    # reading: the first pass, the temp file just made; writing: archive bytes already in it
+    if point == "reading":
+        _wait_for(lambda: temp_files() or proc.poll() is not None, "the temp file")
+    else:
+        _wait_for(lambda: any(p.stat().st_size > 0 for p in temp_files())
+                  or proc.poll() is not None, "archive bytes")
+    assert proc.poll() is None, "the bundle ended before it could be interrupted"
+    proc.send_signal(getattr(signal, sig))
+    _stdout, stderr = proc.communicate(timeout=60)
+    if sig == "SIGINT":
+        assert proc.returncode == 130, stderr
+        assert "interrupted" in stderr and "Traceback" not in stderr
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    _wait_for(lambda: not list(out.iterdir()), "the temp file to be removed", timeout=10)
+    assert not (big_run / "t.tar.gz").exists()
+
+
+@pytest.mark.parametrize("code", [
+    "import sys\nsys.argv = ['aorta-tui', '--help']\nfrom aorta_tui.cli import main\n"
+    "try:\n    main.run()\nexcept SystemExit:\n    pass",
+    "import sys\nsys.argv = ['aorta-tui', 'bundle', '--help']\nfrom aorta_tui.cli import main\n"
+    "try:\n    main.run()\nexcept SystemExit:\n    pass",
+    "import asyncio\nfrom aorta_tui.tui.app import AortaApp\n"
+    "async def first_frame():\n    async with AortaApp().run_test(size=(80, 24)) as pilot:\n"
+    "        await pilot.pause()\nasyncio.run(first_frame())",
+], ids=["help", "bundle-help", "tui-first-frame"])
+def test_the_scanner_is_imported_only_when_a_bundle_is_made(code):
+    # detect-secrets costs 0.15-0.5 s to import on the 2-core box (requests, every plugin)
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('SCANNER', sorted("
+                          "m for m in sys.modules if m.split('.')[0] in ('detect_secrets', "
+                          "'requests')))"], capture_output=True, text=True, timeout=60)
+    assert "SCANNER []" in out.stdout, out.stdout[-500:] + out.stderr[-2000:]

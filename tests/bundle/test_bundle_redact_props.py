@@ -4,12 +4,19 @@ and text with nothing to redact comes back unchanged."""
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.bundle.archive import redact_file
-from aorta_tui.bundle.redact import FileState, RedactionConfig, Scrubber, outside_placeholders
+from aorta_tui.bundle.redact import (
+    FileState,
+    RedactionConfig,
+    Scrubber,
+    looks_random,
+    outside_placeholders,
+)
 
 SECRET_NAMES = ["HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD",
                 "GITHUBTOKEN", "AZURE_CLIENT_SECRET", "OPENAI_APIKEY", "token", "my_api_key"]
@@ -126,6 +133,60 @@ def test_url_credentials_and_header_tokens_never_survive(user, password, token, 
     out = _scrub(text, text)  # learned in the first pass: hidden wherever else it appears
     assert not _leaks(password, out) and not _leaks(token, out)
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(user=st.text("abcdefghij0123456789_-.", min_size=1, max_size=12),
+       # digits then '/' read as a port (host:8080/path@x is no password): docs/bundle.md
+       password=st.text(TOKEN_CHARS + "@/!", min_size=6, max_size=30).filter(
+           lambda p: not re.split(r"[/?#]", p)[0].isdigit()),
+       host=st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z]{2,5}){0,2}", fullmatch=True),
+       path=st.sampled_from(["", "/", "/team/repo.git", "/a@b/c", "?q=1"]),
+       prefix=around, suffix=around, sep=SEPARATORS)
+@example(user="bob", password="p@ss/w0rd!", host="host", path="/", prefix="", suffix="",
+         sep=" ")  # issue 28: the part after '@' and '/' leaked
+def test_a_url_password_holding_at_and_slash_never_survives(user, password, host, path, prefix,
+                                                             suffix, sep):
+    CASES["n"] += 1
+    text = f"{prefix}{sep}https://{user}:{password}@{host}{path}{sep}{suffix}"
+    out = _scrub(text, text)
+    assert not _leaks(password, out), out
+    assert "<redacted:secret>@" in out, out
+
+
+def test_the_issue_28_url_keeps_no_part_of_its_password():
+    out = _scrub("git remote https://bob:p@ss/w0rd!@host/x\n", "")
+    assert out == "git remote https://<redacted:secret>@host/x\n"  # user:password, whole
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(["aws_secret_access_key", "X-Api-Key", "api-key", "DB_PASSWORD",
+                             "client_secret"]),
+       value=st.text(TOKEN_CHARS, min_size=12, max_size=48).filter(looks_random),
+       sep=st.sampled_from([" = ", ": ", " := ", " => ", "= ", " :"]),
+       quote=st.sampled_from(["", '"', "'"]), prefix=around, suffix=around)
+def test_a_random_looking_value_next_to_a_secret_name_never_survives(name, value, sep, quote,
+                                                                      prefix, suffix):
+    CASES["n"] += 1
+    text = f"{prefix}\n{name}{sep}{quote}{value}{quote}\n{suffix} {value}"
+    assert not _leaks(value, _scrub(text, text))
+
+
+@settings(max_examples=200, deadline=None)
+@given(label=st.sampled_from(["RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PRIVATE KEY",
+                              "EC PRIVATE KEY", "ENCRYPTED PRIVATE KEY"]),
+       body=st.lists(st.text(TOKEN_CHARS, min_size=6, max_size=64), min_size=1, max_size=6),
+       prefix=around, suffix=around, escaped=st.booleans())
+def test_a_private_key_body_never_survives(label, body, prefix, suffix, escaped):
+    CASES["n"] += 1
+    nl = "\\n" if escaped else "\n"  # a key inside one JSON string printed to a log, or lines
+    block = nl.join([f"-----BEGIN {label}-----", *body, f"-----END {label}-----"])
+    out = _scrub(f"{prefix}\n{block}\n{suffix}", "")
+    begin, end = f"-----BEGIN {label}-----", f"-----END {label}-----"
+    assert begin in out and end in out  # the armour stays: the evidence that a key was there
+    inside = out[out.index(begin) + len(begin):out.index(end)]
+    for line in body:
+        assert not _leaks(line, inside), (line, out)
 
 
 def test_placeholders_are_never_rewritten_by_a_later_rule():

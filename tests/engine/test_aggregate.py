@@ -53,9 +53,34 @@ def test_confound_within_noise_is_not_flagged():
     assert "within noise" in out["reason"]
 
 
-def test_confound_single_trial_says_spread_unknown():
+def test_confound_single_trial_is_no_flag_and_says_why():
+    # issue 28: a speed flag needs its spread, or no flag
     out = confound_check([rec("s", 0, [2.0])], [rec("b", 0, [1.0])], 1.15)
-    assert "spread unknown" in out["flag"]
+    assert out["flag"] is None and out["significant"] is None and out["spread_unknown"] is True
+    assert "not flagged: its noise is unknown with 1 trial(s)" in out["reason"]
+    assert out["ratio"] == 2.0 and out["direction"] == "slower"
+
+
+def test_two_loaded_trials_cannot_flag_x6_by_chance():
+    # issue 28: the quickstart (2 trials a cell) flagged x6.36 under load, the next run x1.36;
+    # one of the cell's two trials ran under load. 2 x SE called it significant; Welch's t
+    # with its ~1 degree of freedom does not.
+    base = [rec("b", 0, [1.0]), rec("b", 1, [1.1])]
+    loaded = [rec("s", 0, [6.0]), rec("s", 1, [7.0])]
+    out = confound_check(loaded, base, 1.15)
+    assert out["ratio"] > 6 and 2 * out["se_s"] < 6.5 - 1.05  # beyond the old rule's 2 SE
+    assert out["flag"] is None and out["significant"] is False
+    assert out["df"] < 1.1 and out["t_critical"] > 12
+    assert "within noise" in out["reason"] and "Welch" in out["reason"]
+
+
+def test_t_critical_values_are_the_table_and_fall_to_1_96():
+    from aorta_tui.core.stats import t_critical_95
+
+    assert [round(t_critical_95(d), 3) for d in (1, 2, 5, 30)] == [12.706, 4.303, 2.571, 2.042]
+    assert t_critical_95(0.5) == 12.706 and abs(t_critical_95(1e9) - 1.96) < 1e-6
+    xs = [t_critical_95(d / 4) for d in range(4, 2000)]
+    assert all(a >= b for a, b in zip(xs, xs[1:], strict=False))  # more degrees of freedom, less noise
 
 
 @given(st.lists(st.floats(min_value=0, max_value=1e6, allow_nan=False), min_size=1, max_size=50),

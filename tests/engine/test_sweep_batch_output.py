@@ -162,3 +162,22 @@ def test_the_mitigation_name_of_max_connections_is_accepted_as_the_policy(tmp_pa
     twice = cli(tmp_path, "policy", "sweep", "tiny_kernel_stress", "--policies",
                 "cuda_max_connections_1,cuda_device_max_connections_1", "--dry-run")
     assert twice.returncode == 2 and "listed twice" in twice.stderr
+
+
+def test_the_last_lines_say_what_to_do_next_and_each_suggestion_works(fresh: Path) -> None:
+    # issue 28: the quickstart's last lines named the matrix and stopped there
+    (fresh / "probe.yaml").write_text(PROBE.format(trials=1, mitigations="none"))
+    res = cli(fresh, "--batch", "probe.yaml", *SLEEPY)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.rstrip("\n").splitlines()
+    at = lines.index("next:")
+    assert lines[at - 1].startswith("matrix: aorta-out/")
+    commands = [ln.split("#")[0].split() for ln in lines[at + 1:]]
+    assert [c[:2] for c in commands] == [["aorta-tui", "attach"], ["aorta-tui", "export"],
+                                          ["aorta-tui", "bundle"]]
+    run = commands[0][2]
+    assert run.startswith("aorta-out/") and (fresh / run / "journal.jsonl").is_file()
+    for argv in commands:  # each suggestion runs as printed, from the same directory
+        done = subprocess.run([ENTRY, *argv[1:]], cwd=fresh, capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, (argv, done.stderr)

@@ -133,3 +133,28 @@ def test_two_sweeps_compare_point_by_point_on_the_common_stream_counts(tmp_path)
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["streams"] == [2]
+
+
+def test_one_rule_decides_changed_for_every_figure() -> None:
+    # issue 28: -16.5% was "changed" for cost_us_per_kernel and "unchanged" for wall_s
+    from aorta_tui.hwqueue.compare import RULE, compare
+
+    base = fake_result([10.0] * 20, [5.0] * 20)
+    test = fake_result([10.0] * 20, [5.0] * 20)
+    base["summary"].update(wall_s=1.0, cost_us_per_kernel=100.0)
+    test["summary"].update(wall_s=0.835, cost_us_per_kernel=83.5)
+    rows = {r["metric"]: r for r in compare(base, test, min_change=0.05)["rows"]}
+    for key in ("wall_s", "cost_us_per_kernel"):  # no spread recorded for either: same rule
+        assert rows[key]["change"] == pytest.approx(-0.165)
+        assert rows[key]["verdict"] == "changed", key
+    test["summary"].update(wall_s=0.98, cost_us_per_kernel=98.0)  # below --min-change
+    rows = {r["metric"]: r for r in compare(base, test, min_change=0.05)["rows"]}
+    assert rows["wall_s"]["verdict"] == rows["cost_us_per_kernel"]["verdict"] == "unchanged"
+    assert "the same rule for every figure" in RULE
+
+
+def test_compare_help_states_the_rule(tmp_path) -> None:
+    from tests.engine.conftest import aorta
+
+    out = aorta("queue", "compare", "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
+    assert "One rule for every figure" in out and "--min-change" in out

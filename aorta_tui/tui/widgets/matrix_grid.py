@@ -83,11 +83,14 @@ IN_NOISE = "in noise"
 
 def confound_text(stats: dict[str, Any]) -> str:
     """The confound column as matrix.md has it: the flag; "in noise" for a cell outside the
-    threshold whose difference is inside 2 SE (a "—" there would read as inside the threshold,
-    as the legend says); "—" otherwise."""
+    threshold whose difference is inside the noise (t x SE; a "—" there would read as inside
+    the threshold, as the legend says); "no spread" for one outside it with too few trials to
+    measure the noise; "—" otherwise."""
     flag = stat_value(stats, "confound.flag")
     if flag:
         return str(flag)
+    if stat_value(stats, "confound.spread_unknown") is True:
+        return "no spread"
     return IN_NOISE if stat_value(stats, "confound.significant") is False else "—"
 
 
@@ -97,7 +100,7 @@ def confound_legend(state: MatrixState) -> str:
         threshold = stat_value(stats, "confound.threshold")
         if isinstance(threshold, (int, float)) and threshold > 0:
             upper = threshold if threshold >= 1 else 1 / threshold
-            return (f"confound: mean step vs the baseline beyond x{upper:g} either way and 2 SE; "
+            return (f"confound: mean step vs the baseline beyond x{upper:g} either way and the noise; "
                     f"noise: bimodal / dispersed (IQR > {core_stats.DISPERSED_REL_IQR:g} x p50) / few samples")
     return ""
 

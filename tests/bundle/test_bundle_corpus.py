@@ -1,0 +1,151 @@
+"""Every secret form of the corpus (tests/bundle/plant_corpus.py), planted by a real probe trial
+in stdout (with a NUL byte), stderr, a result file, a collector's output (a stand-in rocprofv3
+on PATH) and a gzip artifact, is absent from the archive and from every member inside it
+(gzip members decompressed), while the files themselves are there with their plain evidence.
+
+The sweep runs from a shell holding AWS_SECRET_ACCESS_KEY; the bundle from one without it, in a
+fresh working directory with the default output directory (aorta-out).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.bundle import plant_corpus as corpus
+from tests.engine.conftest import aorta, only_run_dir
+
+PLANT = Path(corpus.__file__)
+RECIPE = """\
+schema_version: 1
+mode: probe
+ticket: T-CORPUS
+trials: 1
+timeout_per_trial: 60
+mitigation_axis: [none]
+diagnostic_axis: [none]
+collect:
+  rocprof: {}
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("corpus")
+    bindir = base / "bin"
+    bindir.mkdir()
+    fake = bindir / "rocprofv3"  # the collector: a real program the sweep finds on PATH
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {PLANT} \"$@\"\n")
+    fake.chmod(0o755)
+    (base / "probe.yaml").write_text(RECIPE)
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}", "ROCPROF_BIN": "",
+           "AWS_SECRET_ACCESS_KEY": corpus.AWS_SECRET}
+    proc = aorta("--batch", "probe.yaml", "--no-snapshot", "--", sys.executable, str(PLANT),
+                 cwd=base, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = only_run_dir(base / "aorta-out")
+    trial = run / "trials/none-none/trial-000"
+    # each place holds its own values, or this test proves nothing
+    where = {"stdout": trial / "stdout.log", "stderr": trial / "stderr.log",
+             "result": trial / "probe_result.json", "gzip": trial / "trace.log.gz",
+             "collector": trial / "rocprof/aorta_kernel_stats.csv"}
+    for place, path in where.items():
+        data = path.read_bytes()
+        data = gzip.decompress(data) if place == "gzip" else data
+        for form, value in corpus.planted(place).items():
+            needle = json.dumps(value)[1:-1] if place == "result" else value
+            assert needle.encode() in data, (place, form)
+    assert b"\x00" in where["stdout"].read_bytes()
+    # the sweep kept the keyed hash of the trial's AWS secret, never the value (mode 0600)
+    hashes = run / "secret-hashes.json"
+    assert corpus.AWS_SECRET.encode() not in hashes.read_bytes()
+    assert "AWS_SECRET_ACCESS_KEY" in {e["name"] for e in json.loads(hashes.read_text())["hashes"]}
+    assert hashes.stat().st_mode & 0o777 == 0o600
+    return run
+
+
+def _members(root: Path) -> dict[str, bytes]:
+    """Every file of the extracted archive, and every gzip member decompressed (recursively)."""
+    out: dict[str, bytes] = {}
+    for p in root.rglob("*"):
+        if p.is_file():
+            data = p.read_bytes()
+            out[p.relative_to(root).as_posix()] = data
+            depth = 0
+            while data[:2] == b"\x1f\x8b" and depth < 4:
+                data = gzip.decompress(data)
+                depth += 1
+                out[f"{p.relative_to(root).as_posix()}!{depth}"] = data
+    return out
+
+
+def _bundle_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "AWS_SECRET_ACCESS_KEY"}
+    assert corpus.AWS_SECRET not in "".join(env.values())
+    return env
+
+
+def test_no_planted_form_survives_in_any_member(corpus_run, tmp_path):
+    work = tmp_path / "fresh"  # a fresh working directory, as a user bundles
+    work.mkdir()
+    shutil.copytree(corpus_run.parents[2], work, dirs_exist_ok=True, symlinks=True)
+    rel = corpus_run.relative_to(corpus_run.parents[2])  # aorta-out/T-CORPUS/<run-id>
+    env = _bundle_env()
+    proc = _run_clean(["bundle", str(rel), "-o", "ticket.tar.gz", "--json"], work, env)
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads(proc.stdout)
+    with tarfile.open(work / "ticket.tar.gz") as tar:
+        tar.extractall(work / "x", filter="data")
+    members = _members(work / "x")
+    values = {(place, form): value for place in corpus.PLACES
+              for form, value in corpus.planted(place).items()}
+    leaks = [(place, form, name) for (place, form), value in values.items()
+             for name, data in members.items()
+             if value.encode() in data or json.dumps(value)[1:-1].encode() in data]
+    assert leaks == []
+    # the files are in the archive, with their evidence: nothing passed by being left out
+    entries = {f["path"]: f for f in manifest["files"]}
+    trial = f"{rel.name}/trials/none-none/trial-000"
+    for name in ("stdout.log", "stderr.log", "probe_result.json", "trace.log.gz",
+                 "rocprof/aorta_kernel_stats.csv"):
+        entry = entries[f"{trial}/{name}"]
+        assert "skipped" not in entry and entry["redacted"], name
+        data = members[f"ticket/{trial}/{name}" + ("!1" if name.endswith(".gz") else "")]
+        assert corpus.MARKER.encode() in data, name
+        assert b"-----BEGIN RSA PRIVATE KEY-----" in data and b"<redacted:secret>" in data, name
+    assert entries[f"{trial}/stdout.log"]["binary"] is True
+    assert entries[f"{trial}/trace.log.gz"]["compressed"] == "gzip"
+    json.loads(members[f"ticket/{trial}/probe_result.json"])  # still JSON
+
+
+def test_review_names_the_rule_of_every_finding(corpus_run, tmp_path):
+    proc = _run_clean(["bundle", str(corpus_run), "--review", "--json"], tmp_path, _bundle_env())
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)["redactions"]
+    by_file: dict[str, set[str]] = {}
+    for r in rows:
+        by_file.setdefault(r["file"].rsplit("/", 1)[-1], set()).add(r["rule"])
+        assert r["before"].startswith("<") and r["before"].endswith(" chars>"), r
+    want = {"detect_secrets.GitHubTokenDetector", "detect_secrets.SlackDetector",
+            "secret_keyword", "url_credentials", "private_key", "trial_secret"}
+    for name in ("stdout.log", "stderr.log", "aorta_kernel_stats.csv", "trace.log.gz"):
+        assert want <= by_file[name], (name, want - by_file[name])
+    text = _run_clean(["bundle", str(corpus_run), "--review"], tmp_path, _bundle_env()).stdout
+    for value in (v for p in corpus.PLACES for v in corpus.planted(p).values()):
+        assert value not in text
+    lines = [ln for ln in text.splitlines() if "stdout.log:" in ln]
+    assert {ln.split()[0] for ln in lines} >= want
+
+
+def _run_clean(args: list[str], cwd: Path, env: dict[str, str]):
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "aorta_tui", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)

@@ -1,0 +1,60 @@
+"""`queue run`'s table fits the terminal: plain text at $COLUMNS (80 and wider) and the rich
+table on a real pty of 80 columns; a wide terminal keeps a long value on one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.engine.conftest import aorta
+
+ARGS = ["queue", "run", "hetero_kernels", "--streams", "2", "--iterations", "3", "--warmup", "1",
+        "--device", "cpu", "--size", "tiny"]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_the_plain_table_fits_columns(tmp_path, columns):
+    proc = aorta(*ARGS, cwd=tmp_path, env={"COLUMNS": str(columns)})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].split() == ["metric", "value", "unit", "from"]
+    assert max(len(ln) for ln in lines) <= columns, max(lines, key=len)
+    # every metric is still there, and a wide terminal needs no wrapping of the table
+    assert any(ln.startswith("cost_us_per_kernel ") for ln in lines)
+    delay = next(ln for ln in lines if ln.startswith("launch_delay_mean_us"))
+    assert ("separate device start)" in delay) == (columns >= 200)
+
+
+def test_the_rich_table_fits_an_80_column_pty(tmp_path):
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", *ARGS], cwd=tmp_path,
+                            stdout=slave, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                            env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=120) == 0
+    os.close(master)
+    text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r", "")
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    assert any("cost_us_per_kernel" in ln for ln in lines), text[:2000]
+    assert max(len(ln) for ln in lines) <= 80, max(lines, key=len)
