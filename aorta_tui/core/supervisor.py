@@ -790,35 +790,3 @@ def _describe_exec_error(exc: BaseException, spec: ProcessSpec) -> str:
             return f"cannot execute {cmd}: exec format error (a script without a #! line?)"
         return f"cannot execute {cmd}: {exc.strerror or exc}"
     return f"cannot execute {cmd}: {exc}"
-
-
-def end_orphaned_trial(pid: int, started_at: float, *, grace_s: float = 2.0) -> str:
-    """End the process tree of a trial whose orchestrator died (SIGKILL, lost SSH session).
-
-    ``pid``/``started_at`` are what the dead orchestrator recorded (``on_start``'s pid, the
-    outcome's ``started_at``; the journal has both). The process is only touched when it is
-    still the same one: it leads its own process group and started within 2 s of
-    ``started_at`` (pids are reused). Returns what was done, for the resume log.
-    """
-    st = proctree.read_stat(pid)
-    if st is None or st.state == "Z":
-        return f"trial process {pid} is gone"
-    if st.pgid != pid:
-        return f"pid {pid} now belongs to another process (not a group leader); left alone"
-    began = proctree.start_time(pid)
-    if began is None or abs(began - started_at) > 2.0:
-        return f"pid {pid} was reused by another process (started at {began}); left alone"
-    cgroup = containment.trial_cgroup_of(pid)  # it ran in a cgroup: that holds all of it
-    members = set(proctree.live_group_members(pid)) | proctree.tree_pids(pid, pgid=pid)
-    for sig, wait in ((_signal.SIGTERM, grace_s), (_signal.SIGKILL, 1.0)):
-        if cgroup is not None:
-            members |= containment.cgroup_pids(cgroup)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
-        for member in members:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(member, sig)
-        members = _wait_dead(members, wait)
-        if not members:
-            return f"ended the orphaned trial's process tree (leader {pid}) with {sig.name}"
-    return f"could not end processes {sorted(members)} of the orphaned trial {pid}"
