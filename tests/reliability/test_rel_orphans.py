@@ -41,7 +41,7 @@ from tests.trace.conftest import _bpftrace_problem
 
 REPO = Path(__file__).resolve().parents[2]
 MAGIC = 0x4143524F  # "ACRO": no prctl option has this number
-ON_EXEC, ON_SENDMSG = 1, 2
+BY_NAME, ANY_CHILD = 1, 2  # arm on a child's exec of `orphan-trial`, or on any child's exec
 TRIAL_COMM = "orphan-trial"
 
 # Arm when a child of the registered orchestrator execs `orphan-trial` (ON_EXEC); then count
@@ -50,10 +50,13 @@ PROGRAM = """
 tracepoint:syscalls:sys_enter_prctl /args->option == MAGIC/ {
   $p = (uint64)args->arg2;
   @want[$p] = (uint64)args->arg3;
+  @mode[$p] = (uint64)args->arg4;
   @hits[$p] = (uint64)0;
   @armed[$p] = (uint64)0;
 }
-tracepoint:sched:sched_process_exec /@want[(uint64)curtask->real_parent->tgid] != 0 && comm == "COMM"/ {
+tracepoint:sched:sched_process_exec /@want[(uint64)curtask->real_parent->tgid] != 0
+    && @armed[(uint64)curtask->real_parent->tgid] == 0
+    && (comm == "COMM" || @mode[(uint64)curtask->real_parent->tgid] == 2)/ {
   @armed[(uint64)curtask->real_parent->tgid] = (uint64)1;
 }
 tracepoint:raw_syscalls:sys_exit /@armed[(uint64)pid] == 1 && tid == pid/ {
@@ -61,18 +64,18 @@ tracepoint:raw_syscalls:sys_exit /@armed[(uint64)pid] == 1 && tid == pid/ {
   if (@hits[(uint64)pid] == @want[(uint64)pid]) { signal("SIGKILL"); @armed[(uint64)pid] = (uint64)2; }
 }
 BEGIN { printf("ready\\n"); }
-END { clear(@want); clear(@hits); clear(@armed); }
+END { clear(@want); clear(@mode); clear(@hits); clear(@armed); }
 """.replace("MAGIC", str(MAGIC)).replace("COMM", TRIAL_COMM)
 
 HOLD = ("import os, sys; fd = int(sys.argv[1]); os.read(fd, 1); os.close(fd); "
         "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])")
 
 
-def _register(pid: int, k: int) -> None:
+def _register(pid: int, k: int, mode: int = BY_NAME) -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(ctypes.c_int(MAGIC), ctypes.c_ulong(pid), ctypes.c_ulong(k), ctypes.c_ulong(0),
+    libc.prctl(ctypes.c_int(MAGIC), ctypes.c_ulong(pid), ctypes.c_ulong(k), ctypes.c_ulong(mode),
                ctypes.c_ulong(0))
 
 
@@ -106,7 +109,8 @@ def killer():
 
 
 def run_killed_at(args: list[str], k: int, cwd: Path, env: dict[str, str],
-                  late: Callable[[], bool] = lambda: False) -> int:
+                  late: Callable[[], bool] = lambda: False, mode: int = BY_NAME,
+                  patience_s: float = 60.0) -> int:
     """``python ARGS`` in ``cwd``, SIGKILLed at its K-th syscall exit after its trial exec'd.
 
     ``late()``: the kill point is past the window (its line is in the journal); once it says so,
@@ -115,14 +119,13 @@ def run_killed_at(args: list[str], k: int, cwd: Path, env: dict[str, str],
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(r), *args], pass_fds=(r,),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd, env=env)
     os.close(r)
-    _register(proc.pid, k)
+    _register(proc.pid, k, mode)
     os.write(w, b"x")
     os.close(w)
     try:
-        end = time.monotonic() + 120
+        end = time.monotonic() + patience_s
         while proc.poll() is None:
-            assert time.monotonic() < end, "the orchestrator neither ended nor was killed"
-            if late():
+            if late() or time.monotonic() > end:  # idle in the window: few syscalls come
                 proc.kill()
             time.sleep(0.05)
     finally:
@@ -179,7 +182,9 @@ def kill_points(check: Callable[[int], tuple[str, list[str]]], probe: Callable[[
     lo, hi = 1, 8
     while probe(hi) == "window":  # grow until a kill lands after the line
         lo, hi = hi, hi * 2
-        assert hi < 10_000, "no end of the window"
+        if hi > 128:  # the window never closes (the line is never written): sample its start
+            lo = hi = 128
+            break
     while hi - lo > 1:  # lo: in the window (or 1), hi: after it
         mid = (lo + hi) // 2
         if probe(mid) == "window":
@@ -298,4 +303,334 @@ def test_sweep_orphans_killed_in_the_spawn_window_are_ended_by_the_resume(
                         failures=len(failures),
                         promise=f"the resume ends the old attempt first (window: {window} syscalls)")
     assert points >= 4, f"only {points} kill points: the hook did not see the window"
+    assert not failures, failures
+
+
+# -- the policy sweep ------------------------------------------------------------------------
+
+POLICY_TRIAL = textwrap.dedent("""\
+    #!PYTHON -I
+    # A queue-run stand-in: the first attempt measures until it is ended, marking the trial
+    # directory its result goes to; later attempts write a queue result at once.
+    import json, os, sys, time
+    out = sys.argv[sys.argv.index("-o") + 1]
+    try:
+        os.mkdir(os.path.join(os.environ["ORPHAN_CASE"], "first"))
+        while True:
+            with open(os.path.join(os.path.dirname(out), "orphan-was-here"), "w") as fh:
+                fh.write(str(time.time()))
+            time.sleep(0.05)
+    except FileExistsError:
+        pass
+    time.sleep(0.3)
+    json.dump({"schema_version": 1, "emulated": True, "platform": {"backend": "cpu"},
+               "summary": {"throughput": 100.0}, "summary_units": {"throughput": "items/s"},
+               "summary_better": {"throughput": "higher"}, "unavailable": {}}, open(out, "w"))
+    """)
+
+POLICY_ORCHESTRATOR = textwrap.dedent("""\
+    import json, sys
+    from pathlib import Path
+    from aorta_tui.policy.evaluator import PolicySweepRequest, resume_policy_sweep, run_policy_sweep
+    from aorta_tui.policy.presets import Policy
+
+    trial, out, what = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+
+    def command(req, policy, result):
+        return [trial, "-o", str(result)]
+
+    if what == "sweep":
+        req = PolicySweepRequest(workload="fake", policies=(Policy(name="other", env={"X_SHIFT": "1"}),),
+                                 streams=2, output_dir=out, trials=1, seed=4, python=sys.executable)
+        run_policy_sweep(req, trial_command=command)
+    else:
+        events = []
+        resume_policy_sweep(out, trial_command=command, on_event=events.append)
+        print(json.dumps([e.to_dict() for e in events]))
+    """)
+
+
+def _policy_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, list[str]]:
+    case = root / f"policy-k{k}{'-probe' if probe_only else ''}"
+    (case / "bin").mkdir(parents=True)
+    trial = case / "bin" / TRIAL_COMM
+    trial.write_text(POLICY_TRIAL.replace("PYTHON", sys.executable))
+    trial.chmod(0o755)
+    (case / "orch.py").write_text(POLICY_ORCHESTRATOR)
+    run = case / "run"
+    env = _case_env(case)
+
+    def started() -> bool:
+        return any(e.get("event") == "trial_started" for e in journal(run / "journal.jsonl"))
+
+    try:
+        code = run_killed_at([str(case / "orch.py"), str(trial), str(run), "sweep"], k, case, env,
+                             late=started)
+        if code == 0:
+            return "done", []
+        if started():
+            return "after", []
+        if probe_only:
+            return "window", []
+        orphans = marked(case)
+        problems = [] if orphans else ["the trial was not running after the kill"]
+        res = subprocess.run([sys.executable, str(case / "orch.py"), str(trial), str(run), "resume"],
+                             capture_output=True, text=True, timeout=120, cwd=case, env=env)
+        if res.returncode != 0:
+            return "window", [f"resume: exit {res.returncode}: {res.stderr[-400:]}"]
+        alive = orphans & marked(case)
+        if alive:
+            problems.append(f"the old attempt still runs after the resume: pid {sorted(alive)}")
+        events = json.loads(res.stdout.splitlines()[-1])
+        if orphans and not any(e["event"] == "warning" and e.get("code") == "orphan" for e in events):
+            problems.append("the resume did not say it ended the orphan")
+        if list((run / "trials").glob("*/orphan-was-here")):
+            problems.append("the orphan wrote into a trial directory that counts")
+        report = json.loads((run / "policy.json").read_text())
+        ok = sorted(t["dir"] for t in report["trials"] if t["status"] == "ok")
+        if report["status"] != "completed" or len(ok) != 2:
+            problems.append(f"report: {report['status']}, ok trials {ok}")
+        return "window", problems
+    finally:
+        kill_all(marked(case))
+
+
+@pytest.mark.bpftrace
+@pytest.mark.slow
+def test_policy_orphans_killed_in_the_spawn_window_are_ended_by_policy_resume(
+        killer, tmp_path: Path, attack_tally) -> None:
+    window, points, failures = kill_points(
+        lambda k: _policy_case(tmp_path, k), lambda k: _policy_case(tmp_path, k, probe_only=True)[0])
+    attack_tally.record("orphans: policy sweep kill points (exec .. trial_started)", cases=points,
+                        failures=len(failures),
+                        promise=f"policy resume ends the old attempt first (window: {window} syscalls)")
+    assert points >= 4, f"only {points} kill points: the hook did not see the window"
+    assert not failures, failures
+
+
+# -- the queue sweep -------------------------------------------------------------------------
+
+
+def _queue_tmp(run: Path) -> set[str]:
+    """The old runner's temp directories that hold a point of the sweep in ``run``."""
+    try:
+        sweep_id = json.loads((run / "request.json").read_text())["run_id"]
+    except (OSError, ValueError, KeyError):
+        return set()
+    out = set()
+    for p in Path(tempfile.gettempdir()).glob("aorta-queue-*"):
+        try:
+            if json.loads((p / "config.json").read_text()).get("run_id", "").startswith(sweep_id):
+                out.add(p.name)
+        except (OSError, ValueError, AttributeError):
+            continue
+    return out
+
+
+def _queue_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, list[str]]:
+    """A real ``queue sweep`` (its points real ``queue run`` children, a long CPU run each),
+    SIGKILLed in the window of its first point; then a real ``queue resume``, stopped once its
+    own first point started: by then the old point must be gone."""
+    case = root / f"queue-k{k}{'-probe' if probe_only else ''}"
+    case.mkdir(parents=True)
+    env = _case_env(case)
+    run = case / "qrun"
+
+    def started() -> bool:  # the journal names the point's process (before the fix: pid null)
+        return any(e.get("event") == "trial_started" and e.get("pid")
+                   for e in journal(run / "journal.jsonl"))
+
+    try:
+        code = run_killed_at(["-m", "aorta_tui", "queue", "sweep", "tiny_kernel_stress",
+                              "--streams", "1,2", "--device", "cpu", "--iterations", "200000",
+                              "--run-dir", "qrun", "--json"], k, case, env, late=started,
+                             mode=ANY_CHILD, patience_s=8.0)
+        if code == 0:
+            return "done", []
+        if started():
+            return "after", []
+        if probe_only:
+            return "window", []
+        orphans = marked(case)
+        problems = [] if orphans else ["the point was not running after the kill"]
+        resume = subprocess.Popen([sys.executable, "-m", "aorta_tui", "queue", "resume", "qrun",
+                                   "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True, cwd=case, env=env)
+        assert resume.stdout is not None
+        events: list[dict[str, Any]] = []
+        alive: set[int] = set()
+        for line in resume.stdout:
+            events.append(json.loads(line))
+            if events[-1]["event"] == "trial_started":
+                alive = orphans & marked(case)  # the re-run has begun: the old one must be gone
+                break
+        resume.kill()
+        resume.wait()
+        resume.stdout.close()
+        if alive:
+            problems.append(f"the old point still measures beside its re-run: pid {sorted(alive)}")
+        if not any(e["event"] == "trial_started" for e in events):
+            problems.append(f"the resume never started the point: {events[-3:]}")
+        if orphans and not any(e["event"] == "warning" and e.get("code") == "orphan" for e in events):
+            problems.append("the resume did not say it ended the orphan")
+        left = _queue_tmp(run)
+        if left:
+            problems.append(f"left in {tempfile.gettempdir()}: {sorted(left)}")
+        return "window", problems
+    finally:
+        kill_all(marked(case))
+
+
+@pytest.mark.bpftrace
+@pytest.mark.slow
+def test_queue_orphans_killed_in_the_spawn_window_are_ended_by_queue_resume(
+        killer, tmp_path: Path, attack_tally) -> None:
+    window, points, failures = kill_points(
+        lambda k: _queue_case(tmp_path, k), lambda k: _queue_case(tmp_path, k, probe_only=True)[0])
+    attack_tally.record("orphans: queue sweep kill points (exec .. trial_started)", cases=points,
+                        failures=len(failures),
+                        promise=f"queue resume ends the old point first (window: {window} syscalls)")
+    assert points >= 4, f"only {points} kill points: the hook did not see the window"
+    assert not failures, failures
+
+
+# -- item 2: forged journal lines ------------------------------------------------------------
+
+
+def _victim() -> subprocess.Popen[bytes]:
+    """An unrelated process-group leader with a member: what a forger names."""
+    return subprocess.Popen(["sh", "-c", "sleep 300 & exec sleep 300"], start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+def _group(pgid: int) -> set[int]:
+    from aorta_tui.core import proctree
+
+    return set(proctree.live_group_members(pgid))
+
+
+def _forge(journal_path: Path, trial_id: str, cell: str, victim: int) -> None:
+    """Cut the journal before ``trial_id``'s trial_finished line (as a kill there would) and
+    append a trial_started line naming ``victim`` with its real start time, as anyone can read
+    it from /proc (the old check compared exactly those)."""
+    from aorta_tui.core import proctree
+
+    lines = journal_path.read_text().splitlines(keepends=True)
+    cut = next(i for i, x in enumerate(lines)
+               if json.loads(x).get("event") == "trial_finished" and json.loads(x)["trial_id"] == trial_id)
+    began = proctree.start_time(victim)
+    assert began is not None
+    forged = {"event": "trial_started", "run_id": "forged", "ts": began, "trial_id": trial_id,
+              "cell": cell, "trial": 1, "attempt": 1, "pid": victim}
+    journal_path.write_text("".join(lines[:cut]) + json.dumps(forged) + "\n")
+
+
+def _check_refused(victim: subprocess.Popen[bytes], members: set[int], messages: list[str]) -> list[str]:
+    problems = []
+    alive = _group(victim.pid)
+    if victim.poll() is not None or not members <= alive:
+        problems.append(f"the unrelated group was signalled (left: {sorted(alive)} of {sorted(members)})")
+    if not any(f"pid {victim.pid}" in m and "left alone" in m for m in messages):
+        problems.append(f"the resume did not say it refused pid {victim.pid}: {messages[-3:]}")
+    return problems
+
+
+def _forged_sweep(root: Path) -> list[str]:
+    case = root / "forge-sweep"
+    case.mkdir()
+    (case / "probe.yaml").write_text(RECIPE.replace("trials: 1", "trials: 2"))
+    res = _cli(["--batch", "probe.yaml", "--no-snapshot", "--", "true"], case)
+    assert res.returncode == 0, res.stderr
+    (run_dir,) = list((case / "aorta-out" / "ORPH").iterdir())
+    victim = _victim()
+    try:
+        members = _wait_group(victim.pid, 2)
+        _forge(run_dir / "journal.jsonl", "none-none/trial-001", "none-none", victim.pid)
+        res = _cli(["sweep", "run", "--resume", str(run_dir.relative_to(case)), "--no-snapshot",
+                    "--json"], case)
+        if res.returncode != 0:
+            return [f"resume: exit {res.returncode}: {res.stderr[-300:]}"]
+        events = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+        return _check_refused(victim, members, [e.get("message", "") for e in events
+                                                if e["event"] == "warning"])
+    finally:
+        victim.kill()
+        victim.wait()
+        kill_all(_group(victim.pid))
+
+
+def _forged_policy(root: Path) -> list[str]:
+    case = root / "forge-policy"
+    (case / "bin").mkdir(parents=True)
+    (case / "first").mkdir()  # every attempt of the stand-in writes its result at once
+    trial = case / "bin" / TRIAL_COMM
+    trial.write_text(POLICY_TRIAL.replace("PYTHON", sys.executable))
+    trial.chmod(0o755)
+    (case / "orch.py").write_text(POLICY_ORCHESTRATOR)
+    run, env = case / "run", _case_env(case)
+    res = subprocess.run([sys.executable, str(case / "orch.py"), str(trial), str(run), "sweep"],
+                         capture_output=True, text=True, timeout=120, cwd=case, env=env)
+    assert res.returncode == 0, res.stderr
+    last = [e for e in journal(run / "journal.jsonl") if e.get("event") == "trial_finished"][-1]
+    victim = _victim()
+    try:
+        members = _wait_group(victim.pid, 2)
+        _forge(run / "journal.jsonl", last["trial_id"], last["cell"], victim.pid)
+        res = subprocess.run([sys.executable, str(case / "orch.py"), str(trial), str(run), "resume"],
+                             capture_output=True, text=True, timeout=120, cwd=case, env=env)
+        if res.returncode != 0:
+            return [f"resume: exit {res.returncode}: {res.stderr[-300:]}"]
+        events = json.loads(res.stdout.splitlines()[-1])
+        return _check_refused(victim, members, [e.get("message", "") for e in events
+                                                if e["event"] == "warning"])
+    finally:
+        victim.kill()
+        victim.wait()
+        kill_all(_group(victim.pid))
+
+
+def _forged_queue(root: Path) -> list[str]:
+    case = root / "forge-queue"
+    case.mkdir()
+    env = _case_env(case)
+    res = subprocess.run([sys.executable, "-m", "aorta_tui", "queue", "sweep", "tiny_kernel_stress",
+                          "--streams", "1", "--device", "cpu", "--iterations", "5", "--run-dir",
+                          "qrun"], capture_output=True, text=True, timeout=120, cwd=case, env=env)
+    assert res.returncode == 0, res.stderr
+    victim = _victim()
+    try:
+        members = _wait_group(victim.pid, 2)
+        _forge(case / "qrun" / "journal.jsonl", "s0001", "s0001", victim.pid)
+        res = subprocess.run([sys.executable, "-m", "aorta_tui", "queue", "resume", "qrun", "--json"],
+                             capture_output=True, text=True, timeout=120, cwd=case, env=env)
+        if res.returncode != 0:
+            return [f"resume: exit {res.returncode}: {res.stderr[-300:]}"]
+        events = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+        return _check_refused(victim, members, [e.get("message", "") for e in events
+                                                if e["event"] == "warning"])
+    finally:
+        victim.kill()
+        victim.wait()
+        kill_all(_group(victim.pid))
+
+
+def _wait_group(pgid: int, n: int) -> set[int]:
+    end = time.monotonic() + 10
+    while len(members := _group(pgid)) < n:
+        assert time.monotonic() < end, f"the victim's group never had {n} members"
+        time.sleep(0.01)
+    return members
+
+
+@pytest.mark.slow
+def test_a_forged_trial_started_line_ends_no_unrelated_process_group(tmp_path: Path, attack_tally) -> None:
+    failures = {}
+    engines = {"sweep": _forged_sweep, "policy": _forged_policy, "queue": _forged_queue}
+    for name, forge in engines.items():
+        problems = forge(tmp_path)
+        if problems:
+            failures[name] = problems
+    attack_tally.record("orphans: forged trial_started lines (sweep, policy, queue resume)",
+                        cases=len(engines), failures=len(failures),
+                        promise="the named group survives; the resume says it refused")
     assert not failures, failures
