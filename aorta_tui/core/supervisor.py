@@ -150,7 +150,10 @@ class ProcessOutcome:
     timeout_s: float | None = None  # the limit the trial ran under
     stopped_at_s: float | None = None  # seconds from the start to our first signal (early end)
     killed_count: int = 0  # processes of the trial this worker ended (main one included)
-    survivors: list[int] = field(default_factory=list)  # still alive after the final SIGKILL
+    # still alive after the final SIGKILL; None: not known (the mechanism cannot see every
+    # process of the trial: survivors_reason says why), never [] for "none" then
+    survivors: list[int] | None = field(default_factory=list)
+    survivors_reason: str | None = None
     # the supervisor's timeline marks (CLOCK_MONOTONIC ns: spawn, spawned, exited, reaped) and
     # the cost of what ran beside the trial here (GPU sampler, hang monitor); see core/timeline
     marks: dict[str, int] = field(default_factory=dict)
@@ -371,6 +374,7 @@ class _Run:
         self.tree_snapshot: set[int] = set()  # every process of the trial we signalled
         self.stopped_at: float | None = None
         self.survivors: set[int] = set()
+        self.unseen: str | None = None  # why survivors may exist unseen (Scope.unseen)
         self.parent_hwm_kb = peak_rss_kb()  # read after the fork: an upper bound
         self.rss_floor_who = "Linux counts the orchestrator's peak RSS into the child's ru_maxrss at exec"
         self.marks: dict[str, int] = {}
@@ -417,6 +421,7 @@ class _Run:
             self.scope.reap(self.tree_snapshot)
             raise
         finally:
+            self.unseen = self.scope.unseen()
             self.scope.close()
             if sampler is not None:
                 stop_at = time.perf_counter_ns()
@@ -667,7 +672,8 @@ class _Run:
             stopped_at_s=None if self.stopped_at is None else self.stopped_at - self.t0,
             killed_count=len((self.tree_snapshot | {self.pid}) - self.survivors)
             if self.tree_snapshot or self.kill_reason else 0,
-            survivors=sorted(self.survivors),
+            survivors=sorted(self.survivors) if self.survivors or self.unseen is None else None,
+            survivors_reason=self.unseen,
             marks=dict(self.marks),
             beside=self._beside(sampler, gpu_reason, monitor),
         )
