@@ -8,13 +8,16 @@ to the trial any more. Linux has two means to keep such a process in reach, trie
 ``cgroup``
     The trial runs in a cgroup v2 of its own, created under the orchestrator's own cgroup
     (which must be writable: root on the host, or a delegated subtree such as a systemd unit
-    with ``Delegate=yes``). No process can leave a cgroup without privilege, so
-    ``cgroup.procs`` lists the whole trial, and ``cgroup.kill`` (Linux 5.14+) ends it in one
-    write; without it every pid listed is sent SIGKILL until the list is empty. The child is
-    born inside its cgroup: the orchestrator steps into it for the one vfork+exec and back out
-    (``step_in``/``step_out``), so it has no window in which to fork outside; where that is
-    refused, the child enters it between fork and exec instead (a ``preexec_fn`` writing ``0``
-    to an fd opened beforehand - the only code run there, with no lock taken).
+    with ``Delegate=yes``). A process leaves a cgroup only by writing another cgroup's
+    ``cgroup.procs`` (root can, anywhere; a delegated user can write its parent): then the
+    trial's process group is followed too, and its survivors are reported as not known
+    (``Scope.unseen``, issue 27). Otherwise ``cgroup.procs`` lists the whole trial, and
+    ``cgroup.kill`` (Linux 5.14+) ends it in one write; without it every pid listed is sent
+    SIGKILL until the list is empty. The child is born inside its cgroup: the orchestrator
+    steps into it for the one vfork+exec and back out (``step_in``/``step_out``), so it has no
+    window in which to fork outside; where that is refused, the child enters it between fork
+    and exec instead (a ``preexec_fn`` writing ``0`` to an fd opened beforehand - the only code
+    run there, with no lock taken).
 ``subreaper``
     ``PR_SET_CHILD_SUBREAPER`` on the orchestrator and on the trial's main process: an orphan
     is re-parented to its nearest subreaper ancestor instead of init, so while the main process

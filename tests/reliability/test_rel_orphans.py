@@ -67,6 +67,8 @@ BEGIN { printf("ready\\n"); }
 END { clear(@want); clear(@mode); clear(@hits); clear(@armed); }
 """.replace("MAGIC", str(MAGIC)).replace("COMM", TRIAL_COMM)
 
+ENDED: dict[str, int] = {}  # engine -> orphan processes found after a kill and ended by its resume
+
 HOLD = ("import os, sys; fd = int(sys.argv[1]); os.read(fd, 1); os.close(fd); "
         "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])")
 
@@ -276,6 +278,7 @@ def _sweep_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, l
         if res.returncode != 0 or "Traceback" in res.stderr:
             problems.append(f"resume: exit {res.returncode}: {res.stderr[-400:]}")
         alive = orphans & marked(case)
+        ENDED["sweep"] = ENDED.get("sweep", 0) + len(orphans - alive)
         if alive:
             problems.append(f"the old attempt still runs after the resume: pid {sorted(alive)}")
         events = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
@@ -301,7 +304,8 @@ def test_sweep_orphans_killed_in_the_spawn_window_are_ended_by_the_resume(
         lambda k: _sweep_case(tmp_path, k), lambda k: _sweep_case(tmp_path, k, probe_only=True)[0])
     attack_tally.record("orphans: sweep kill points (exec .. trial_started)", cases=points,
                         failures=len(failures),
-                        promise=f"the resume ends the old attempt first (window: {window} syscalls)")
+                        promise=f"the resume ends the old attempt first (window: {window} syscalls; "
+                                f"{ENDED.get('sweep', 0)} orphan processes ended)")
     assert points >= 4, f"only {points} kill points: the hook did not see the window"
     assert not failures, failures
 
@@ -379,6 +383,7 @@ def _policy_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, 
         if res.returncode != 0:
             return "window", [f"resume: exit {res.returncode}: {res.stderr[-400:]}"]
         alive = orphans & marked(case)
+        ENDED["policy"] = ENDED.get("policy", 0) + len(orphans - alive)
         if alive:
             problems.append(f"the old attempt still runs after the resume: pid {sorted(alive)}")
         events = json.loads(res.stdout.splitlines()[-1])
@@ -403,7 +408,8 @@ def test_policy_orphans_killed_in_the_spawn_window_are_ended_by_policy_resume(
         lambda k: _policy_case(tmp_path, k), lambda k: _policy_case(tmp_path, k, probe_only=True)[0])
     attack_tally.record("orphans: policy sweep kill points (exec .. trial_started)", cases=points,
                         failures=len(failures),
-                        promise=f"policy resume ends the old attempt first (window: {window} syscalls)")
+                        promise=f"policy resume ends the old attempt first (window: {window} syscalls; "
+                                f"{ENDED.get('policy', 0)} orphan processes ended)")
     assert points >= 4, f"only {points} kill points: the hook did not see the window"
     assert not failures, failures
 
@@ -467,6 +473,7 @@ def _queue_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, l
         resume.kill()
         resume.wait()
         resume.stdout.close()
+        ENDED["queue"] = ENDED.get("queue", 0) + len(orphans - alive)
         if alive:
             problems.append(f"the old point still measures beside its re-run: pid {sorted(alive)}")
         if not any(e["event"] == "trial_started" for e in events):
@@ -489,7 +496,8 @@ def test_queue_orphans_killed_in_the_spawn_window_are_ended_by_queue_resume(
         lambda k: _queue_case(tmp_path, k), lambda k: _queue_case(tmp_path, k, probe_only=True)[0])
     attack_tally.record("orphans: queue sweep kill points (exec .. trial_started)", cases=points,
                         failures=len(failures),
-                        promise=f"queue resume ends the old point first (window: {window} syscalls)")
+                        promise=f"queue resume ends the old point first (window: {window} syscalls; "
+                                f"{ENDED.get('queue', 0)} orphan processes ended)")
     assert points >= 4, f"only {points} kill points: the hook did not see the window"
     assert not failures, failures
 
