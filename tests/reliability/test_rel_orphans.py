@@ -2,8 +2,8 @@
 forged journal line ends nothing.
 
 Item 1 (kill points). A real bpftrace program SIGKILLs a real orchestrator from inside the
-kernel at its K-th syscall exit (main thread) after its trial's process exec'd, for every K
-until the ``trial_started`` line of that trial is in the journal: the window in which the
+kernel at its K-th syscall exit (main thread) after its trial's process entered ``execve``, at
+kill points over the whole window until the ``trial_started`` line of that trial is in the journal: the window in which the
 process runs and the journal did not name it. The trial (``orphan-trial``, a script) keeps
 writing ``orphan-was-here`` into its ``$AORTA_ARTIFACT_DIR`` for as long as it lives. Then the
 real resume (``aorta-tui sweep run --resume``) must have ended it before the trial ran again
@@ -44,8 +44,9 @@ MAGIC = 0x4143524F  # "ACRO": no prctl option has this number
 BY_NAME, ANY_CHILD = 1, 2  # arm on a child's exec of `orphan-trial`, or on any child's exec
 TRIAL_COMM = "orphan-trial"
 
-# Arm when a child of the registered orchestrator execs `orphan-trial` (ON_EXEC); then count
-# the orchestrator main thread's syscall exits and SIGKILL it at the K-th.
+# Arm when a child of the registered orchestrator has exec'd `orphan-trial` (BY_NAME), or when
+# any child of it enters execve (ANY_CHILD: a vfork'd child's parent runs on while the exec
+# completes); then count the orchestrator main thread's syscall exits, SIGKILL at the K-th.
 PROGRAM = """
 tracepoint:syscalls:sys_enter_prctl /args->option == MAGIC/ {
   $p = (uint64)args->arg2;
@@ -56,7 +57,12 @@ tracepoint:syscalls:sys_enter_prctl /args->option == MAGIC/ {
 }
 tracepoint:sched:sched_process_exec /@want[(uint64)curtask->real_parent->tgid] != 0
     && @armed[(uint64)curtask->real_parent->tgid] == 0
-    && (comm == "COMM" || @mode[(uint64)curtask->real_parent->tgid] == 2)/ {
+    && @mode[(uint64)curtask->real_parent->tgid] == 1 && comm == "COMM"/ {
+  @armed[(uint64)curtask->real_parent->tgid] = (uint64)1;
+}
+tracepoint:syscalls:sys_enter_execve /@want[(uint64)curtask->real_parent->tgid] != 0
+    && @armed[(uint64)curtask->real_parent->tgid] == 0
+    && @mode[(uint64)curtask->real_parent->tgid] == 2/ {
   @armed[(uint64)curtask->real_parent->tgid] = (uint64)1;
 }
 tracepoint:raw_syscalls:sys_exit /@armed[(uint64)pid] == 1 && tid == pid/ {
@@ -111,7 +117,7 @@ def killer():
 
 
 def run_killed_at(args: list[str], k: int, cwd: Path, env: dict[str, str],
-                  late: Callable[[], bool] = lambda: False, mode: int = BY_NAME,
+                  late: Callable[[], bool] = lambda: False, mode: int = ANY_CHILD,
                   patience_s: float = 60.0) -> int:
     """``python ARGS`` in ``cwd``, SIGKILLed at its K-th syscall exit after its trial exec'd.
 
