@@ -161,6 +161,20 @@ def marked(case: Path) -> set[int]:
     return out
 
 
+def trial_mains(pids: set[int]) -> set[int]:
+    """The trial processes among ``pids``, not the short ``sleep`` the shell loop runs (which
+    ends by itself and must not count as an orphan the resume ended)."""
+    out = set()
+    for pid in pids:
+        try:
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if os.path.basename(argv0) != b"sleep":
+            out.add(pid)
+    return out
+
+
 def kill_all(pids: set[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -276,6 +290,7 @@ def _sweep_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, l
         if probe_only:
             return "window", []
         orphans = marked(case) - {os.getpid()}
+        mains = trial_mains(orphans)
         problems: list[str] = []
         if not orphans:
             problems.append("the trial was not running after the kill")
@@ -284,7 +299,7 @@ def _sweep_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, l
         if res.returncode != 0 or "Traceback" in res.stderr:
             problems.append(f"resume: exit {res.returncode}: {res.stderr[-400:]}")
         alive = orphans & marked(case)
-        ENDED["sweep"] = ENDED.get("sweep", 0) + len(orphans - alive)
+        ENDED["sweep"] = ENDED.get("sweep", 0) + len(mains - alive)
         if alive:
             problems.append(f"the old attempt still runs after the resume: pid {sorted(alive)}")
         events = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
@@ -311,7 +326,7 @@ def test_sweep_orphans_killed_in_the_spawn_window_are_ended_by_the_resume(
     attack_tally.record("orphans: sweep kill points (exec .. trial_started)", cases=points,
                         failures=len(failures),
                         promise=f"the resume ends the old attempt first (window: {window} syscalls; "
-                                f"{ENDED.get('sweep', 0)} orphan processes ended)")
+                                f"{ENDED.get('sweep', 0)} orphaned trial processes ended)")
     assert points >= 4, f"only {points} kill points: the hook did not see the window"
     assert not failures, failures
 
@@ -383,13 +398,14 @@ def _policy_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, 
         if probe_only:
             return "window", []
         orphans = marked(case)
+        mains = trial_mains(orphans)
         problems = [] if orphans else ["the trial was not running after the kill"]
         res = subprocess.run([sys.executable, str(case / "orch.py"), str(trial), str(run), "resume"],
                              capture_output=True, text=True, timeout=120, cwd=case, env=env)
         if res.returncode != 0:
             return "window", [f"resume: exit {res.returncode}: {res.stderr[-400:]}"]
         alive = orphans & marked(case)
-        ENDED["policy"] = ENDED.get("policy", 0) + len(orphans - alive)
+        ENDED["policy"] = ENDED.get("policy", 0) + len(mains - alive)
         if alive:
             problems.append(f"the old attempt still runs after the resume: pid {sorted(alive)}")
         events = json.loads(res.stdout.splitlines()[-1])
@@ -415,7 +431,7 @@ def test_policy_orphans_killed_in_the_spawn_window_are_ended_by_policy_resume(
     attack_tally.record("orphans: policy sweep kill points (exec .. trial_started)", cases=points,
                         failures=len(failures),
                         promise=f"policy resume ends the old attempt first (window: {window} syscalls; "
-                                f"{ENDED.get('policy', 0)} orphan processes ended)")
+                                f"{ENDED.get('policy', 0)} orphaned trial processes ended)")
     assert points >= 4, f"only {points} kill points: the hook did not see the window"
     assert not failures, failures
 
@@ -464,6 +480,7 @@ def _queue_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, l
         if probe_only:
             return "window", []
         orphans = marked(case)
+        mains = trial_mains(orphans)
         problems = [] if orphans else ["the point was not running after the kill"]
         resume = subprocess.Popen([sys.executable, "-m", "aorta_tui", "queue", "resume", "qrun",
                                    "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -479,7 +496,7 @@ def _queue_case(root: Path, k: int, *, probe_only: bool = False) -> tuple[str, l
         resume.kill()
         resume.wait()
         resume.stdout.close()
-        ENDED["queue"] = ENDED.get("queue", 0) + len(orphans - alive)
+        ENDED["queue"] = ENDED.get("queue", 0) + len(mains - alive)
         if alive:
             problems.append(f"the old point still measures beside its re-run: pid {sorted(alive)}")
         if not any(e["event"] == "trial_started" for e in events):
@@ -503,7 +520,7 @@ def test_queue_orphans_killed_in_the_spawn_window_are_ended_by_queue_resume(
     attack_tally.record("orphans: queue sweep kill points (exec .. trial_started)", cases=points,
                         failures=len(failures),
                         promise=f"queue resume ends the old point first (window: {window} syscalls; "
-                                f"{ENDED.get('queue', 0)} orphan processes ended)")
+                                f"{ENDED.get('queue', 0)} orphaned trial processes ended)")
     assert points >= 4, f"only {points} kill points: the hook did not see the window"
     assert not failures, failures
 
