@@ -8,13 +8,16 @@ to the trial any more. Linux has two means to keep such a process in reach, trie
 ``cgroup``
     The trial runs in a cgroup v2 of its own, created under the orchestrator's own cgroup
     (which must be writable: root on the host, or a delegated subtree such as a systemd unit
-    with ``Delegate=yes``). No process can leave a cgroup without privilege, so
-    ``cgroup.procs`` lists the whole trial, and ``cgroup.kill`` (Linux 5.14+) ends it in one
-    write; without it every pid listed is sent SIGKILL until the list is empty. The child is
-    born inside its cgroup: the orchestrator steps into it for the one vfork+exec and back out
-    (``step_in``/``step_out``), so it has no window in which to fork outside; where that is
-    refused, the child enters it between fork and exec instead (a ``preexec_fn`` writing ``0``
-    to an fd opened beforehand - the only code run there, with no lock taken).
+    with ``Delegate=yes``). A process leaves a cgroup only by writing another cgroup's
+    ``cgroup.procs`` (root can, anywhere; a delegated user can write its parent): then the
+    trial's process group is followed too, and its survivors are reported as not known
+    (``Scope.unseen``, issue 27). Otherwise ``cgroup.procs`` lists the whole trial, and
+    ``cgroup.kill`` (Linux 5.14+) ends it in one write; without it every pid listed is sent
+    SIGKILL until the list is empty. The child is born inside its cgroup: the orchestrator
+    steps into it for the one vfork+exec and back out (``step_in``/``step_out``), so it has no
+    window in which to fork outside; where that is refused, the child enters it between fork
+    and exec instead (a ``preexec_fn`` writing ``0`` to an fd opened beforehand - the only code
+    run there, with no lock taken).
 ``subreaper``
     ``PR_SET_CHILD_SUBREAPER`` on the orchestrator and on the trial's main process: an orphan
     is re-parented to its nearest subreaper ancestor instead of init, so while the main process
@@ -154,6 +157,22 @@ class Scope:
     def reap(self, pids: Iterable[int]) -> None:
         """Collect the exit status of those ``pids`` that are the orchestrator's children."""
 
+    def unseen(self) -> str | None:
+        """Why a process of the trial could be alive and not be found (then its survivors are
+        not known, never "none"), or None when the mechanism sees every one."""
+        return ("only the process group and parent links are followed: a process that "
+                "double-forked and called setsid is not seen")
+
+    def _group_left(self) -> set[int]:
+        """Live members of the trial's process group (cheap check first: one killpg)."""
+        if self.leader is None:
+            return set()
+        try:
+            os.killpg(self.leader, 0)
+        except (ProcessLookupError, PermissionError):
+            return set()
+        return set(proctree.live_group_members(self.leader))
+
 
 class CgroupScope(Scope):
     mechanism = "cgroup"
@@ -163,6 +182,15 @@ class CgroupScope(Scope):
         self.path = path
         self.procs_fd = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         self._home_fd: int | None = None
+        self.leave_reason = _leave_reason(path.parent)
+
+    def unseen(self) -> str | None:
+        # A cgroup holds a process only as long as it cannot move itself out (issue 27 item 3).
+        # One that left but kept the trial's process group is still found and ended.
+        if self.leave_reason is None:
+            return None
+        return (f"{self.leave_reason}; one that left it and also the trial's process group "
+                "(setsid) is not seen")
 
     def preexec(self) -> Callable[[], None] | None:
         fd = self.procs_fd
@@ -225,18 +253,28 @@ class CgroupScope(Scope):
         return cgroup_pids(self.path)
 
     def members(self) -> set[int]:
-        return {p for p in self._listed() if proctree.is_alive(p)}
+        listed = {p for p in self._listed() if proctree.is_alive(p)}
+        if self.leave_reason is None:
+            return listed
+        return listed | self._group_left()  # what moved itself out, in the trial's group
 
     def any_left(self) -> bool:
-        return bool(self._listed())
+        return bool(self._listed()) or (self.leave_reason is not None and bool(self._group_left()))
 
     def signal(self, sig: int, pids: Iterable[int]) -> None:
-        # Only what is listed now: nothing leaves a cgroup, and a pid that died may be reused.
+        # Only what is listed now (a pid that died may be reused), and the trial's process
+        # group (its id stays reserved while a member lives) for what moved itself out.
         for pid in self._listed():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
+        if self.leave_reason is not None and self.leader is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.leader, sig)
 
     def kill_all(self, pids: Iterable[int]) -> None:
+        if self.leave_reason is not None and self.leader is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.leader, _signal.SIGKILL)
         try:
             (self.path / "cgroup.kill").write_bytes(b"1")
             return
@@ -269,6 +307,9 @@ class CgroupScope(Scope):
 
 class SubreaperScope(Scope):
     mechanism = "subreaper"
+
+    def unseen(self) -> str | None:
+        return None  # its one gap is documented (docs/reliability.md), not seen per trial
 
     def __init__(self, reason: str, fingerprint: frozenset[bytes]) -> None:
         super().__init__(reason)
@@ -452,6 +493,19 @@ def trial_cgroup_of(pid: int) -> Path | None:
         return None
     path = _cgroup_dir(rel)
     return path if path is not None and path.is_dir() else None
+
+
+def _leave_reason(base: Path) -> str | None:
+    """Why a trial in a cgroup under ``base`` could move itself out of it, or None.
+
+    Moving a process needs write access to the ``cgroup.procs`` of the cgroup it goes to and
+    of the common ancestor: root has it everywhere; otherwise the trial (with the
+    orchestrator's credentials) can go back into ``base`` when that file is writable to it."""
+    if os.geteuid() == 0:
+        return "the trial runs as root, which may move its processes into any cgroup"
+    if os.access(base / "cgroup.procs", os.W_OK):
+        return f"the trial may write {base / 'cgroup.procs'}, so it may move its processes there"
+    return None
 
 
 def cgroup_pids(path: Path) -> set[int]:

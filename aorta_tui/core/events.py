@@ -60,6 +60,24 @@ class RunStarted(Event):
 
 
 @dataclass(frozen=True)
+class TrialLaunch(Event):
+    """A trial's process is about to be created (written before it exists, so a SIGKILLed
+    orchestrator never leaves a process the journal does not name).
+
+    ``identity`` holds digests of the secret tokens the trial's processes carry in their
+    environment (``core/orphans.py``): a resume ends only processes whose token hashes, with
+    this run directory's path, to one of them. Never a pid: a pid in a line proves nothing.
+    """
+
+    kind: ClassVar[str] = "trial_launch"
+    trial_id: str
+    cell: str
+    trial: int
+    attempt: int = 1
+    identity: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class TrialStarted(Event):
     kind: ClassVar[str] = "trial_started"
     trial_id: str
@@ -214,6 +232,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (
         RunStarted,
+        TrialLaunch,
         TrialStarted,
         TrialFinished,
         CellAggregated,

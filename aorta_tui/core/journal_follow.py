@@ -22,6 +22,7 @@ from aorta_tui.core.events import (
     RunStarted,
     RunWarning,
     TrialFinished,
+    TrialLaunch,
     TrialStarted,
 )
 from aorta_tui.core.rundir import MAX_JOURNAL_LINE, RUN_META, Damage, parse_journal_line
@@ -206,6 +207,8 @@ def format_event_line(event: Event) -> str:
                     f"{len(event.cells or [])} cells{resumed}")
         case TrialStarted():
             return f"  start  {event.trial_id}"
+        case TrialLaunch():
+            return f"  launch {event.trial_id}"
         case TrialFinished():
             return _finished_line(event)
         case CellAggregated():

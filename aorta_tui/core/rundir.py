@@ -443,7 +443,7 @@ def parse_journal_line(raw: bytes, *, sweep_ids: bool = True) -> tuple[Event | N
                and f.default is MISSING and f.default_factory is MISSING]
     if missing:
         return None, f"{kind} lacks {', '.join(repr(m) for m in missing)}"
-    if sweep_ids and kind in ("trial_started", "trial_finished") and not is_trial_id(kwargs.get("trial_id")):
+    if sweep_ids and kind in ("trial_launch", "trial_started", "trial_finished") and not is_trial_id(kwargs.get("trial_id")):
         return None, f"{kind} with an invalid trial_id {str(kwargs.get('trial_id'))[:60]!r}"
     try:
         return cls(**kwargs), None

@@ -150,7 +150,10 @@ class ProcessOutcome:
     timeout_s: float | None = None  # the limit the trial ran under
     stopped_at_s: float | None = None  # seconds from the start to our first signal (early end)
     killed_count: int = 0  # processes of the trial this worker ended (main one included)
-    survivors: list[int] = field(default_factory=list)  # still alive after the final SIGKILL
+    # still alive after the final SIGKILL; None: not known (the mechanism cannot see every
+    # process of the trial: survivors_reason says why), never [] for "none" then
+    survivors: list[int] | None = field(default_factory=list)
+    survivors_reason: str | None = None
     # the supervisor's timeline marks (CLOCK_MONOTONIC ns: spawn, spawned, exited, reaped) and
     # the cost of what ran beside the trial here (GPU sampler, hang monitor); see core/timeline
     marks: dict[str, int] = field(default_factory=dict)
@@ -371,6 +374,7 @@ class _Run:
         self.tree_snapshot: set[int] = set()  # every process of the trial we signalled
         self.stopped_at: float | None = None
         self.survivors: set[int] = set()
+        self.unseen: str | None = None  # why survivors may exist unseen (Scope.unseen)
         self.parent_hwm_kb = peak_rss_kb()  # read after the fork: an upper bound
         self.rss_floor_who = "Linux counts the orchestrator's peak RSS into the child's ru_maxrss at exec"
         self.marks: dict[str, int] = {}
@@ -417,6 +421,7 @@ class _Run:
             self.scope.reap(self.tree_snapshot)
             raise
         finally:
+            self.unseen = self.scope.unseen()
             self.scope.close()
             if sampler is not None:
                 stop_at = time.perf_counter_ns()
@@ -667,7 +672,8 @@ class _Run:
             stopped_at_s=None if self.stopped_at is None else self.stopped_at - self.t0,
             killed_count=len((self.tree_snapshot | {self.pid}) - self.survivors)
             if self.tree_snapshot or self.kill_reason else 0,
-            survivors=sorted(self.survivors),
+            survivors=sorted(self.survivors) if self.survivors or self.unseen is None else None,
+            survivors_reason=self.unseen,
             marks=dict(self.marks),
             beside=self._beside(sampler, gpu_reason, monitor),
         )
@@ -790,35 +796,3 @@ def _describe_exec_error(exc: BaseException, spec: ProcessSpec) -> str:
             return f"cannot execute {cmd}: exec format error (a script without a #! line?)"
         return f"cannot execute {cmd}: {exc.strerror or exc}"
     return f"cannot execute {cmd}: {exc}"
-
-
-def end_orphaned_trial(pid: int, started_at: float, *, grace_s: float = 2.0) -> str:
-    """End the process tree of a trial whose orchestrator died (SIGKILL, lost SSH session).
-
-    ``pid``/``started_at`` are what the dead orchestrator recorded (``on_start``'s pid, the
-    outcome's ``started_at``; the journal has both). The process is only touched when it is
-    still the same one: it leads its own process group and started within 2 s of
-    ``started_at`` (pids are reused). Returns what was done, for the resume log.
-    """
-    st = proctree.read_stat(pid)
-    if st is None or st.state == "Z":
-        return f"trial process {pid} is gone"
-    if st.pgid != pid:
-        return f"pid {pid} now belongs to another process (not a group leader); left alone"
-    began = proctree.start_time(pid)
-    if began is None or abs(began - started_at) > 2.0:
-        return f"pid {pid} was reused by another process (started at {began}); left alone"
-    cgroup = containment.trial_cgroup_of(pid)  # it ran in a cgroup: that holds all of it
-    members = set(proctree.live_group_members(pid)) | proctree.tree_pids(pid, pgid=pid)
-    for sig, wait in ((_signal.SIGTERM, grace_s), (_signal.SIGKILL, 1.0)):
-        if cgroup is not None:
-            members |= containment.cgroup_pids(cgroup)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
-        for member in members:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(member, sig)
-        members = _wait_dead(members, wait)
-        if not members:
-            return f"ended the orphaned trial's process tree (leader {pid}) with {sig.name}"
-    return f"could not end processes {sorted(members)} of the orphaned trial {pid}"

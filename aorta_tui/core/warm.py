@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import containment
+from aorta_tui.core import containment, orphans
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.supervisor import peak_rss_kb
 from aorta_tui.core.warm_vars import import_time_items, import_time_reader, zygote_env
@@ -125,6 +125,7 @@ class Zygote:
     error: str | None = None
     forks: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    token: str = ""  # in its exec-time environ, which its forks show: core/orphans.py
 
     @property
     def pid(self) -> int:
@@ -216,18 +217,19 @@ def _readable(sock: socket.socket, timeout_s: float) -> bool:
 def start_zygote(key: tuple[Any, ...], env: dict[str, str], modules: list[str], cwd: Path,
                  log_path: Path) -> Zygote:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    token = orphans.new_token()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed here after the start
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "aorta_tui.core.warm_zygote", str(theirs.fileno()), *modules],
-            env=zygote_env(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            env={**zygote_env(env), orphans.ZYGOTE_TOKEN_VAR: token}, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             pass_fds=(theirs.fileno(),), start_new_session=True, close_fds=True,
         )
     finally:
         log.close()
         theirs.close()
-    return Zygote(key, proc, ours, log_path)
+    return Zygote(key, proc, ours, log_path, token=token)
 
 
 class WarmLauncher:

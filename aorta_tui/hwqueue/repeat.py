@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,14 +69,28 @@ def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], 
     return result
 
 
-def run_isolated(cfg: QueueRunConfig, what: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class PointLaunch:
+    """Where a run directory's point runs (``queue sweep --run-dir``): its files in its trial
+    directory (nothing in /tmp), its identity token in its environment, and ``on_start`` told
+    its pid, so that a resume can end it (core/orphans.py)."""
+
+    trial_dir: Path
+    env: dict[str, str]
+    on_start: Callable[[int], None] | None = None
+
+
+def run_isolated(cfg: QueueRunConfig, what: str, point: PointLaunch | None = None) -> dict[str, Any]:
     """``cfg`` run by :mod:`aorta_tui.hwqueue.child` in a fresh process; its result, or its
     error re-raised with the same exit status.
 
-    ``what`` names the run in an error ("repetition 2 of 5", "the 16-stream point").
+    ``what`` names the run in an error ("repetition 2 of 5", "the 16-stream point"); ``point``:
+    a run directory's point, supervised as a trial (its own process group and cgroup).
     """
     from aorta_tui.hwqueue.result import load_result
 
+    if point is not None:
+        return _run_point(cfg, what, point)
     with tempfile.TemporaryDirectory(prefix="aorta-queue-") as tmp:
         config, out = Path(tmp) / "config.json", Path(tmp) / "result.json"
         config.write_text(json.dumps(dataclasses.asdict(cfg)), encoding="utf-8")
@@ -86,6 +101,35 @@ def run_isolated(cfg: QueueRunConfig, what: str) -> dict[str, Any]:
         if proc.returncode != 0 or not out.exists():
             raise _child_failure(what, proc.returncode, proc.stderr)
         return load_result(out)
+
+
+def _run_point(cfg: QueueRunConfig, what: str, point: PointLaunch) -> dict[str, Any]:
+    """One point of a run directory, under the trial supervisor: Ctrl-C ends its process tree
+    (KeyboardInterrupt, as before), a SIGKILLed sweep leaves a process its resume can prove."""
+    from aorta_tui.core.supervisor import ProcessSpec, run_process
+    from aorta_tui.hwqueue.result import load_result
+
+    config, out = point.trial_dir / "point-config.json", point.trial_dir / "point-result.json"
+    atomic_write_json(config, dataclasses.asdict(cfg))
+    spec = ProcessSpec(
+        argv=[sys.executable, "-m", "aorta_tui.hwqueue.child", str(config), str(out)],
+        env={**os.environ, **point.env}, cwd=Path.cwd(),
+        stdout_path=point.trial_dir / "stdout.log", stderr_path=point.trial_dir / "stderr.log",
+        sample_gpu=False)  # no vendor-tool polling beside a queue measurement
+    outcome = run_process(spec, on_start=point.on_start)
+    if outcome.exec_error:
+        raise EnvironmentProblem(f"{what} could not start: {outcome.exec_error}")
+    code = outcome.exit_code if outcome.exit_code is not None else -(outcome.signal or 0)
+    if code != 0 or not out.exists():
+        try:
+            stderr = (point.trial_dir / "stderr.log").read_text(errors="replace")
+        except OSError:
+            stderr = ""
+        raise _child_failure(what, code, stderr)
+    try:
+        return load_result(out)
+    finally:
+        out.unlink(missing_ok=True)  # the point's result.json is the store's copy
 
 
 def _child_failure(what: str, code: int, stderr: str) -> BaseException:

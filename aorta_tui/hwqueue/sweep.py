@@ -67,7 +67,8 @@ def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10)
             "knee_streams": knee, "knee_gain": knee_gain}
 
 
-Runner = Callable[[Any, str], dict[str, Any]]  # (QueueRunConfig, what) -> queue result
+# (QueueRunConfig, what[, repeat.PointLaunch in a run directory]) -> queue result
+Runner = Callable[..., dict[str, Any]]
 
 # An isolated sweep's run directory (docs/hwqueue.md, "Run directory and resume"):
 # request.json (what was asked), journal.jsonl, .lock, trials/s<NNNN>/result.json, sweep.json.
@@ -136,12 +137,14 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     return doc
 
 
-def _measure(run: Runner, cfg: Any, isolate: bool, on_event: Callable[[Event], None] | None
-             ) -> tuple[dict[str, Any], None] | tuple[None, AortaError]:
-    """One point: its queue result, or (isolated) the error that ended it."""
+def _measure(run: Runner, cfg: Any, isolate: bool, on_event: Callable[[Event], None] | None,
+             point: Any = None) -> tuple[dict[str, Any], None] | tuple[None, AortaError]:
+    """One point: its queue result, or (isolated) the error that ended it. ``point``: a run
+    directory's point (``repeat.PointLaunch``), handed to the runner as its third argument."""
     n = cfg.streams
     try:
-        result = run(cfg, f"the {n}-stream point")
+        what = f"the {n}-stream point"
+        result = run(cfg, what) if point is None else run(cfg, what, point)
     except AortaError as exc:
         if not isolate:
             raise
@@ -396,6 +399,13 @@ class _StoreSweep:
         self.bus.emit(RunStarted(self.sweep_id, source="queue_sweep", run_dir=str(self.run_dir),
                                  total=len(ids), cells=ids, resumed=resumed,
                                  already_done=len(done)))
+        if resumed:  # before any point's directory is reused (issue 27 item 1)
+            from aorta_tui.core.events import RunWarning
+            from aorta_tui.core.orphans import end_unfinished
+
+            report = end_unfinished(self.run_dir, self.store.events(), set(ids) - done)
+            for note in report.warnings():
+                self.bus.emit(RunWarning(self.sweep_id, message=f"resume: {note}", code="orphan"))
         try:
             count = len(done)
             for n, tid in zip(self.counts, ids, strict=True):
@@ -414,10 +424,28 @@ class _StoreSweep:
         from aorta_tui.core.events import TrialFinished, TrialStarted
 
         cfg = dataclasses.replace(self.base, streams=n, run_id=f"{self.sweep_id}-s{n}")
+        from aorta_tui.core.events import TrialLaunch
+        from aorta_tui.core.orphans import mint
+        from aorta_tui.hwqueue.repeat import PointLaunch
+
         trial_dir = self.store.fresh_trial_dir(tid)  # what an interrupted attempt left goes
-        self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1))
+        # its identity is in the journal before the process exists (core/orphans.py)
+        ident = mint(self.run_dir)
+        self.bus.emit(TrialLaunch(self.sweep_id, trial_id=tid, cell=tid, trial=1,
+                                  identity=list(ident.digests)))
+        self.store.check_journal()
+        announced = False
+
+        def on_start(pid: int) -> None:
+            nonlocal announced
+            announced = True
+            self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1, pid=pid))
+
         t0 = time.monotonic()
-        result, error = _measure(self.run_fn, cfg, True, self.bus.emit)
+        result, error = _measure(self.run_fn, cfg, True, self.bus.emit,
+                                 PointLaunch(trial_dir, ident.env, on_start))
+        if not announced:  # a runner that started no process of its own
+            self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1))
         wall = time.monotonic() - t0
         record = result if result is not None else {
             "schema_version": SCHEMA_VERSION, "kind": FAILED_POINT_KIND, "streams": n,

@@ -63,8 +63,10 @@ from aorta_tui.core.events import (
     RunStarted,
     RunWarning,
     TrialFinished,
+    TrialLaunch,
     TrialStarted,
 )
+from aorta_tui.core.orphans import mint
 from aorta_tui.core.run_store import RunStore, StoreLayout
 from aorta_tui.core.rundir import write_failure
 from aorta_tui.core.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
@@ -310,6 +312,8 @@ class PolicyEvaluator:
             for name, text in self.gpu_plans.items():
                 self._emit(RunWarning(self.run_id, message=f"policy {name}: GPU control plan: "
                                    f"{text}", code="gpu_control_plan"))
+            if resume is not None:  # before any trial directory is reused (issue 27 item 1)
+                self._end_orphans(run_dir, {t.dir_name for t in plan} - finished)
             try:
                 done = len(finished)
                 for planned in plan:
@@ -365,6 +369,15 @@ class PolicyEvaluator:
                                         "failed_trials": report.get("failed_trials", 0)}))
         return report
 
+    def _end_orphans(self, run_dir: Path, unfinished: set[str]) -> None:
+        """The trial a SIGKILLed sweep left running is ended (only a process that carries its
+        token: core/orphans.py), and said so, before it runs again."""
+        from aorta_tui.core.orphans import end_unfinished
+
+        report = end_unfinished(run_dir, self.store.events(), unfinished)
+        for note in report.warnings():
+            self._emit(RunWarning(self.run_id, message=f"resume: {note}", code="orphan"))
+
     def _run_one(self, run_dir: Path, planned: PlannedTrial, policy: Policy, total: int) -> None:
         req = self.request
         # what an interrupted run left of this trial is removed: it starts afresh
@@ -372,13 +385,19 @@ class PolicyEvaluator:
         result_path = trial_dir / "result.json"
         env, removed = trial_environment(self.base_env, policy, req.policies)
         argv = self.trial_command(req, policy, result_path)
+        trial_id = planned.dir_name
+        # its identity is in the journal before the process exists (core/orphans.py)
+        ident = mint(run_dir)
+        self._emit(TrialLaunch(self.run_id, trial_id=trial_id, cell=policy.name,
+                               trial=planned.trial, identity=list(ident.digests)))
+        self.store.check_journal()
+        env.update(ident.env)
         # no GPU memory sampling: it polls a vendor tool (nvidia-smi, rocm-smi) once a second,
         # extra work on the device whose scheduling the trial measures
         spec = ProcessSpec(argv=argv, env=env, cwd=Path.cwd(),
                            stdout_path=trial_dir / "stdout.txt",
                            stderr_path=trial_dir / "stderr.txt", timeout_s=req.timeout_s,
                            sample_gpu=False)
-        trial_id = planned.dir_name
 
         def started(pid: int) -> None:
             self._emit(TrialStarted(self.run_id, trial_id=trial_id, cell=policy.name,

@@ -35,6 +35,7 @@ from aorta_tui.core.events import (
     RunStarted,
     RunWarning,
     TrialFinished,
+    TrialLaunch,
     TrialStarted,
 )
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
@@ -339,7 +340,7 @@ class Sweep:
             return 1, set()
         state = self._store.resume_state(self._trial_ids)
         self._journal_damage = state.damaged
-        self._end_orphans(run_dir, state.interrupted)
+        self._end_orphans(run_dir, self._trial_ids - set(state.completed))
         # Every planned trial that is not done starts from an empty directory; what an earlier
         # attempt left (a trial killed before its journal line, or one whose start line is
         # damaged) is kept aside as evidence and never counted.
@@ -352,19 +353,34 @@ class Sweep:
                          if (rec := self._store.read_trial(tid)) is not None}
         return session, set(state.completed)
 
-    def _end_orphans(self, run_dir: Path, interrupted: set[str]) -> None:
-        """A SIGKILLed orchestrator leaves its running trial behind: end it before re-running it."""
-        from aorta_tui.core.supervisor import end_orphaned_trial
+    def _end_orphans(self, run_dir: Path, unfinished: set[str]) -> None:
+        """A SIGKILLed orchestrator leaves its running trial behind: end it before re-running it.
 
-        started: dict[str, Any] = {}
-        for ev in rundir.iter_journal(run_dir / rundir.JOURNAL):
-            if isinstance(ev, TrialStarted) and ev.trial_id in interrupted and ev.pid:
-                started[ev.trial_id] = ev
-        notes = [(tid, end_orphaned_trial(ev.pid, ev.ts)) for tid, ev in started.items()]
-        # A process that already ended (the usual case: a clean stop ended it) is no news: the
-        # trial simply runs again. Only a process found alive (ended now) or left alone warns.
-        self._resume_notes = [f"{tid}: {note}; the trial runs again from the start"
-                              for tid, note in notes if not note.endswith(" is gone")]
+        Only processes that carry the trial's token are ended (core/orphans.py); a pid the
+        journal names without it is left alone, and said so."""
+        from aorta_tui.core.orphans import end_unfinished
+
+        report = end_unfinished(run_dir, self._store.events(), unfinished)
+        self._resume_notes = report.warnings()
+
+    def _launch_identity(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
+                         pspec: Any) -> Any:
+        """The trial's process spec with its identity token, once the journal names its
+        digests (issue 27 item 1): no process of the run exists before its journal line.
+
+        Local trials only: a Slurm job's processes are settled through Slurm (the executor's
+        ``adopt``), never by a /proc scan here."""
+        if self.executor.kind != "local":
+            return pspec
+        from aorta_tui.core.orphans import mint
+
+        zygote = getattr(getattr(pspec.launcher, "zygote", None), "token", None)
+        ident = mint(run_dir, zygote_token=zygote)
+        self.bus.emit(TrialLaunch(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
+                                  attempt=session, identity=list(ident.digests)))
+        if self._journal is not None:
+            self._journal.check()  # not in the journal: the process must not start
+        return dataclasses.replace(pspec, env={**pspec.env, **ident.env})
 
     @property
     def _trial_ids(self) -> set[str]:
@@ -472,6 +488,7 @@ class Sweep:
                     pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
                 if self._warm is not None:  # forked from its zygote (core/warm.py)
                     pspec = dataclasses.replace(pspec, launcher=self._warm.launcher(cell.environment, pspec.env))
+                pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
                 outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,

@@ -44,7 +44,7 @@ class _Ran(Exception):
     """The runner was reached: the request was good enough to run a point."""
 
 
-def _runner(_cfg: Any, _what: str) -> dict[str, Any]:
+def _runner(_cfg: Any, _what: str, _point: Any = None) -> dict[str, Any]:
     raise _Ran
 
 

@@ -49,6 +49,20 @@ CGROUP = pytest.param(
 MECHANISMS = [CGROUP, "subreaper"]
 
 
+def _none_seen(survivors: list[int] | None, reason: str | None, mechanism: str) -> bool:
+    """No survivor was seen, reported as the mechanism can know it: ``[]`` where it sees every
+    process of the trial, ``None`` with the reason where the trial could move itself out of its
+    cgroup unseen (root, or a writable parent cgroup: issue 27 item 3)."""
+    if mechanism == "cgroup" and _cgroup_leavable():
+        return survivors is None and bool(reason) and "not seen" in reason
+    return survivors == []
+
+
+def _cgroup_leavable() -> bool:
+    base, _why = containment.own_cgroup_dir()
+    return base is not None and containment._leave_reason(base) is not None
+
+
 def _marker() -> str:
     """A sleep duration no other process on the machine uses: ``300.<pid><ns>``."""
     return f"300.{os.getpid()}{time.monotonic_ns() % 10**6}"
@@ -98,7 +112,7 @@ def test_real_sweep_timeout_kills_the_setsid_grandchild(tmp_path: Path, mechanis
     p = result["process"]
     assert p["timed_out"] is True
     assert p["containment"] == mechanism
-    assert p["survivors"] == []
+    assert _none_seen(p["survivors"], p["survivors_reason"], mechanism)
     assert p["killed_count"] == 2  # `sleep 100` (bash exec'd it) and the setsid'ed sleep
     assert p["timeout_s"] == 2.0
     assert 1.9 <= p["stopped_at_s"] < 2.5
@@ -154,7 +168,7 @@ def test_daemon_left_by_a_trial_that_exits_is_ended(tmp_path: Path, mechanism: s
     assert outcome.exit_code == 0
     assert outcome.containment == mechanism
     assert outcome.killed_strays is True
-    assert outcome.survivors == []
+    assert _none_seen(outcome.survivors, outcome.survivors_reason, mechanism)
     assert time.monotonic() - started < 2.0  # no wait for the pipe the daemon held
 
 
@@ -214,3 +228,29 @@ def test_a_trial_that_exits_at_once_keeps_its_mechanism(tmp_path: Path, mechanis
         base, _why = containment.own_cgroup_dir()
         assert base is not None
         assert list(base.glob(f"aorta-trial-{os.getpid()}-*")) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not _cgroup_works(), reason="needs root and a writable cgroup v2")
+def test_a_root_trial_that_moves_itself_out_of_its_cgroup_is_ended_and_survivors_are_not_none(
+        tmp_path: Path) -> None:
+    """Issue 27 item 3: the trial writes its background sleep's pid into the cgroup v2 root's
+    cgroup.procs (root may), so its cgroup no longer lists it. It must still be ended (it kept
+    the trial's process group), and the result must not say ``survivors: []``: a process that
+    also left the group would not have been seen."""
+    marker = _marker()
+    root_procs = Path(containment._cgroup2_mount()[0]) / "cgroup.procs"  # type: ignore[index]
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(PROBE.format(timeout=30))
+    out = tmp_path / "out"
+    escape = (f"sh -c 'echo $$ > {root_procs}; exec sleep {marker}' & "
+              f"while ! grep -qx 0::/ /proc/$!/cgroup; do sleep 0.01; done; echo escaped")
+    proc = aorta("--batch", str(recipe), "--output", str(out), "--no-snapshot", "--",
+                 "bash", "-c", escape, env={containment.ENV_FORCE: "cgroup"})
+    assert proc.returncode == 0, proc.stderr
+    (trial,) = only_run_dir(out).glob("trials/*/*")
+    assert (trial / "stdout.log").read_text().strip() == "escaped"  # it really left its cgroup
+    assert _gone(marker, within_s=0.5) == [], "the process that left its cgroup outlived its trial"
+    p = json.loads((trial / "result.json").read_text())["process"]
+    assert p["containment"] == "cgroup" and p["killed_strays"] is True
+    assert p["survivors"] is None, p["survivors"]  # not known: never [] for "none"
+    assert "root" in p["survivors_reason"] and "not seen" in p["survivors_reason"]

@@ -376,39 +376,51 @@ def test_outcome_round_trips_through_a_dict(tmp_path: Path) -> None:
 def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> None:
     import subprocess
 
-    from aorta_tui.core.supervisor import end_orphaned_trial
+    from aorta_tui.core import orphans
+    from aorta_tui.core.events import TrialLaunch, TrialStarted
 
-    # A real orchestrator process runs a trial; we SIGKILL the orchestrator mid-trial.
+    # A real orchestrator process runs a trial carrying its identity token; we SIGKILL the
+    # orchestrator mid-trial.
+    ident = orphans.mint(tmp_path)
     code = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
         "from aorta_tui.core.supervisor import ProcessSpec, run_process\n"
         "d = Path(sys.argv[1])\n"
         "spec = ProcessSpec(['bash', '-c', 'sleep 100 & echo $! > gc.fifo; sleep 100'],\n"
-        "                   dict(os.environ), d,\n"
+        f"                   {{**os.environ, {orphans.TOKEN_VAR!r}: {ident.token!r}}}, d,\n"
         "                   d / 'o.log', d / 'e.log')\n"
         "run_process(spec, on_start=lambda pid: print(pid, time.time(), flush=True))\n"
     )
     os.mkfifo(tmp_path / "gc.fifo")  # the trial reports its background child's pid here
     orch = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     assert orch.stdout is not None
-    pid_text, started_text = orch.stdout.readline().split()
+    pid_text, _started = orch.stdout.readline().split()
     grandchild = int((tmp_path / "gc.fifo").read_text().split()[0])  # blocks until written
     orch.kill()
     orch.wait()
     orch.stdout.close()
-    pid, started_at = int(pid_text), float(started_text)
+    pid = int(pid_text)
     assert proctree.is_alive(pid)  # the trial outlived its orchestrator
+    tid = "c/trial-000"
+    launch = TrialLaunch("r", trial_id=tid, cell="c", trial=0, identity=list(ident.digests))
+    started = TrialStarted("r", trial_id=tid, cell="c", trial=0, pid=pid)
 
-    # A wrong start time (the pid was reused) leaves the process alone.
-    assert "reused" in end_orphaned_trial(pid, started_at - 3600)
+    # Without its identity line the pid proves nothing: left alone, and said so.
+    report = orphans.end_unfinished(tmp_path, [started], {tid})
+    assert report.refused == 1 and "left alone" in report.warnings()[0]
+    assert proctree.is_alive(pid)
+    # The identity of another run directory does not match either.
+    other = tmp_path / "other"
+    other.mkdir()
+    assert orphans.end_unfinished(other, [launch, started], {tid}).ended == 0
     assert proctree.is_alive(pid)
 
-    message = end_orphaned_trial(pid, started_at, grace_s=1.0)
-    assert "ended" in message
+    report = orphans.end_unfinished(tmp_path, [launch, started], {tid}, grace_s=1.0)
+    assert report.ended >= 2 and "ended" in report.warnings()[0]
     assert_dead(pid)
     assert_dead(grandchild)
-    assert "gone" in end_orphaned_trial(pid, started_at)
+    assert orphans.end_unfinished(tmp_path, [launch, started], {tid}).notes == {}
 
 
 def test_output_flood_stays_bounded_on_disk_and_in_memory(tmp_path: Path) -> None:

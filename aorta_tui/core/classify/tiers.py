@@ -118,6 +118,8 @@ def kill_note(outcome: ProcessOutcome) -> str:
     if outcome.survivors:
         pids = ", ".join(str(p) for p in outcome.survivors[:10])
         text += f"; {len(outcome.survivors)} still running after SIGKILL: pid {pids}"
+    elif outcome.survivors is None and how != "process-group":
+        text += f"; survivors not known: {outcome.survivors_reason or 'no reason recorded'}"
     if how == "process-group":
         text += "; a process that double-forked and called setsid would not have been seen"
     return text
@@ -126,7 +128,9 @@ def kill_note(outcome: ProcessOutcome) -> str:
 def _kill_captures(outcome: ProcessOutcome) -> dict[str, Any]:
     return {"timeout_s": outcome.timeout_s, "stopped_at_s": outcome.stopped_at_s,
             "wall_s": outcome.wall_s, "containment": outcome.containment,
-            "killed": outcome.killed_count, "survivors": list(outcome.survivors)}
+            "killed": outcome.killed_count,
+            "survivors": None if outcome.survivors is None else list(outcome.survivors),
+            "survivors_reason": outcome.survivors_reason}
 
 
 def tier2(outcome: ProcessOutcome) -> list[Detection]:
