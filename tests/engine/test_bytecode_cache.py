@@ -94,12 +94,20 @@ def _sweep(tmp_path: Path, name: str, *flags: str) -> tuple[Path, dict[str, str]
     return run, env, results
 
 
-def _rebuilt(parent: dict[str, str], result: dict) -> dict[str, str]:
-    """What the trial's environment must be: the orchestrator's, the recipe's, the tool's."""
+MASKED = "<masked: secret>"
+
+
+def _rebuilt(parent: dict[str, str], result: dict, seen: dict[str, str]) -> dict[str, str]:
+    """What the trial's environment must be: the orchestrator's, the recipe's, the tool's. A
+    masked value (the trial's identity token: result.json never holds a secret) must be in the
+    trial's environment, with a value of its own."""
     env = {**parent, **result["env_overlay"]}
     for k, v in result["tool_env"].items():
         if v is None:
             env.pop(k, None)
+        elif v == MASKED:
+            assert seen.get(k) and seen[k] != MASKED, k
+            env[k] = seen[k]
         else:
             env[k] = v
     return env
@@ -109,11 +117,12 @@ def test_off_gives_the_trials_exactly_the_images_environment(tmp_path):
     run, parent, results = _sweep(tmp_path, "off", "--bytecode-cache", "off")
     for r in results:
         seen = json.loads((run / "trials" / r["trial_id"] / "environ.json").read_text())
-        assert seen == _rebuilt(parent, r)
+        assert seen == _rebuilt(parent, r, seen)
         assert seen[DONT_WRITE_VAR] == "1" and seen[PREFIX_VAR] == parent[PREFIX_VAR]
         assert not {DONT_WRITE_VAR, PREFIX_VAR} & set(r["tool_env"])
         assert set(r["tool_env"]) <= {"AORTA_ARTIFACT_DIR", "AORTA_TRIAL_ID", "AORTA_CELL", "AORTA_TRIAL",
-                                      "PYTHONUNBUFFERED"}
+                                      "AORTA_TRIAL_TOKEN", "PYTHONUNBUFFERED"}
+        assert r["tool_env"].get("AORTA_TRIAL_TOKEN") == MASKED  # never the token itself
     warnings = [e for e in journal(run) if e.get("event") == "warning" and e.get("code") == "bytecode"]
     assert len(warnings) == 1 and "compiles it from source" in warnings[0]["message"]
 
@@ -123,7 +132,7 @@ def test_auto_gives_the_trials_the_cache_and_names_what_it_set(tmp_path):
     cache = str(tmp_path / "xdg" / "aorta-tui" / "pycache")
     for r in results:
         seen = json.loads((run / "trials" / r["trial_id"] / "environ.json").read_text())
-        assert seen == _rebuilt(parent, r)
+        assert seen == _rebuilt(parent, r, seen)
         assert r["tool_env"][PREFIX_VAR] == cache and r["tool_env"][DONT_WRITE_VAR] is None
         assert seen[PREFIX_VAR] == cache and DONT_WRITE_VAR not in seen
     assert sorted(r["env_overlay"].get("CUDA_LAUNCH_BLOCKING", "-") for r in results) == ["-", "1"]
