@@ -113,7 +113,7 @@ def _run_point(cfg: QueueRunConfig, what: str, point: PointLaunch) -> dict[str, 
     atomic_write_json(config, dataclasses.asdict(cfg))
     spec = ProcessSpec(
         argv=[sys.executable, "-m", "aorta_tui.hwqueue.child", str(config), str(out)],
-        env={**os.environ, **point.env}, cwd=Path.cwd(),
+        env=_point_env(point.env), cwd=Path.cwd(),
         stdout_path=point.trial_dir / "stdout.log", stderr_path=point.trial_dir / "stderr.log",
         sample_gpu=False)  # no vendor-tool polling beside a queue measurement
     outcome = run_process(spec, on_start=point.on_start)
@@ -182,3 +182,11 @@ def combine(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
         "missing_in": {k: c for k, c in partial.items() if 0 < c < n},
     }
     return out
+
+
+def _point_env(overlay: dict[str, str]) -> dict[str, str]:
+    """A point's process environment: ours with the bytecode cache where the image compiles
+    every import (core/bytecode.py), then the point's own variables."""
+    from aorta_tui.core.bytecode import plan_bytecode
+
+    return {**plan_bytecode("auto").apply(os.environ), **overlay}

@@ -201,7 +201,12 @@ class PolicyEvaluator:
         self.request = dataclasses.replace(request, policies=policies)
         self.cancel = cancel if cancel is not None else CancelEvent()
         self.gpu_backend = gpu_backend
-        self.base_env = dict(os.environ if base_env is None else base_env)
+        from aorta_tui.core.bytecode import plan_bytecode
+
+        base = dict(os.environ if base_env is None else base_env)
+        # every arm alike: the bytecode cache where the image compiles every import
+        # (core/bytecode.py), so no arm pays `import torch` from source
+        self.base_env = plan_bytecode("auto", base).apply(base)
         self.run_id = f"p-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         self.bus = EventBus([CallbackSink(on_event)] if on_event else [])
         self.notes: dict[str, list[str]] = {p.name: [] for p in policies}

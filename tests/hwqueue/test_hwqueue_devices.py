@@ -23,6 +23,7 @@ from aorta_tui.hwqueue.backends import resolve_devices
 
 ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
 ENV["PYTHONUNBUFFERED"] = "1"
+ENV["COLUMNS"] = "200"  # the table's rows unwrapped: its width at 80 columns is test_hwqueue_table_width's
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 
 
