@@ -751,7 +751,7 @@ class Sweep:
                 ]
         for s in cells:
             self.bus.emit(CellAggregated(run_id, cell=s.cell, stats=s))
-        hint = self._failure_hint(records)
+        hint = self._failure_hint(records, cells)
         paths = write_reports(run_dir, self.recipe, self.plan, cells, records, status=status, hint=hint,
                               schema_hash=self.options.services.snapshot_hash)
         for what, path in paths.items():
@@ -775,12 +775,15 @@ class Sweep:
         self.bus.emit(RunFinished(run_id, status=status, exit_code=code, summary=summary))
         return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing, records)
 
-    def _failure_hint(self, records: list[TrialResult]) -> str:
-        """The workload's hint for its failing trials (``Workload.failure_hint``)."""
+    def _failure_hint(self, records: list[TrialResult], cells: list[Any]) -> str:
+        """The workload's hint for its failing trials (``Workload.failure_hint``), or "" when
+        nothing failed: a hint such as "gpu_smoke failing means the device is broken" under an
+        all-pass run sends the reader looking for a failure that is not there (issue 27 item 19)."""
         cls = self._workload_cls
-        if cls is None:
+        bad = [r for r in records if r.verdict != "pass"]
+        if cls is None or not (bad or any(s.cross_trial_failures for s in cells)):
             return ""
-        failing = [r.workload_result for r in records if r.verdict != "pass" and isinstance(r.workload_result, dict)]
+        failing = [r.workload_result for r in bad if isinstance(r.workload_result, dict)]
         pick = getattr(cls, "failure_hint", None)
         return (pick(failing) if callable(pick) else getattr(cls, "hint", "")) or ""
 
