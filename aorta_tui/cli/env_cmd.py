@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.common import cli_command, err, new_app, seconds
 
 app = new_app(
     "Environment snapshots (env.json): capture, summarize, query one field, diff two.\n\n"
@@ -43,7 +43,7 @@ def probe(
         help="Print one field as JSON, e.g. torch.tf32_matmul or gpus.0.architecture."),
     json_mode: bool = typer.Option(False, "--json", help="Print the whole snapshot as JSON."),
     no_torch: bool = typer.Option(False, "--no-torch", help="Skip the torch section (no import)."),
-    timeout: float = typer.Option(20.0, "--timeout", min=1.0, metavar="S",
+    timeout: float = typer.Option(20.0, "--timeout", parser=seconds(at_least=1.0), metavar="S",
                                   help="Seconds the whole capture may take."),
     bytecode_cache: str = typer.Option(
         "auto", "--bytecode-cache", metavar="MODE",

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import secrets
@@ -475,6 +476,10 @@ def _check_request(req: PolicySweepRequest) -> None:
         raise UsageError(f"--streams must be at least 1, got {req.streams}")
     if req.iterations is not None and req.iterations < 1:
         raise UsageError(f"--iterations must be at least 1, got {req.iterations}")
+    if not (isinstance(req.timeout_s, (int, float)) and math.isfinite(req.timeout_s)
+            and req.timeout_s > 0):
+        raise UsageError(f"--timeout-s must be a finite number of seconds above 0, got "
+                         f"{req.timeout_s!r}")
     if not req.policies:
         raise UsageError("no policies given", hint="e.g. --policies baseline,cuda_max_connections_1")
 

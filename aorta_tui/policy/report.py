@@ -71,6 +71,9 @@ def _check_manifest(data: dict[str, Any], path: Path) -> None:
     for key in ("notes", "skipped"):
         if not isinstance(data.get(key, {}), dict):
             raise bad(f"`{key}` is not a mapping")
+    timeout = data["request"].get("timeout_s", 900.0)
+    if not (is_json_number(timeout) and timeout > 0):  # Infinity/NaN: json reads them as floats
+        raise bad(f"`request.timeout_s` is not a finite number of seconds above 0: {timeout!r:.40}")
     try:
         int(data["request"].get("seed") or 0)
     except (TypeError, ValueError, OverflowError):
