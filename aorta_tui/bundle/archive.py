@@ -29,7 +29,11 @@ from typing import Any
 
 from aorta_tui.bundle.redact import FileState, Hit, RedactionConfig, Scrubber, split_lines
 from aorta_tui.core.errors import EnvironmentProblem, RecipeError, RunDirError, UsageError
-from aorta_tui.core.inputs import clip_for_message, read_input_text
+from aorta_tui.core.inputs import (
+    clip_for_message,
+    read_input_text,
+    read_json_or_none,
+)
 from aorta_tui.core.secrets import SECRET_HASHES_FILE, is_secret_name, load_secret_hashes
 
 MANIFEST_NAME = "MANIFEST.json"
@@ -278,11 +282,9 @@ def _hostnames(inputs: list[BundleInput]) -> tuple[str, ...]:
     names = {socket.gethostname(), socket.getfqdn()}
     for inp in inputs:
         lock = inp.path / ".lock" if inp.kind == "run" else None
-        if lock is not None and lock.is_file():
-            try:
-                host = json.loads(lock.read_text(encoding="utf-8", errors="replace")).get("host")
-            except (ValueError, OSError, AttributeError):
-                host = None
+        if lock is not None:
+            record = read_json_or_none(lock, limit=4096)
+            host = record.get("host") if isinstance(record, dict) else None
             if isinstance(host, str):
                 names.add(host)
     out = set()

@@ -74,9 +74,10 @@ def probe(
             raise UsageError(f"{write_to} is a directory", hint=f"use -o {write_to / 'env.json'}")
         try:
             atomic_write_json(write_to, snap)
-        except OSError as exc:
-            raise UsageError(f"cannot write {write_to}: {exc.strerror or exc}",
-                             hint="choose a writable path with -o") from None
+        except OSError as exc:  # a full disk (bytes or inodes): exit 3 with the free space
+            from aorta_tui.core.rundir import output_write_error
+
+            raise output_write_error(exc, write_to) from None
     needs_root = snap.get("probe", {}).get("fields_needing_root", {}).get("value") or []
     if needs_root:
         err(f"note: {len(needs_root)} field(s) need root and were not read: {', '.join(needs_root)} "

@@ -396,6 +396,14 @@ def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Pa
 
 def rerender(run_dir: str | Path) -> tuple[dict[str, Any], Path, Path]:
     """Recompute the comparison from the run directory and rewrite both reports."""
+    from aorta_tui.core.rundir import write_failure
+
     report = build_report(run_dir)
-    json_path, md_path = write_reports(run_dir, report)
+    try:
+        json_path, md_path = write_reports(run_dir, report)
+    except OSError as exc:  # another user's directory, a full disk: exit 3 naming the file
+        problem = write_failure(exc, Path(run_dir), resumable=False)
+        if problem is None:
+            raise
+        raise problem from None
     return report, json_path, md_path
