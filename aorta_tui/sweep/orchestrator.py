@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import shlex
 import shutil
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +38,7 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
+from aorta_tui.core.inputs import read_json_or_none
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
 from aorta_tui.core.run_store import RunStore
@@ -462,9 +463,10 @@ class Sweep:
         return "completed"
 
     def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
-        from aorta_tui.core.classify import classify
+        from aorta_tui.core.classify import LogScan, classify
 
         cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
+        log_scan: LogScan | None = None
         r = self.recipe
         announced = False
 
@@ -489,6 +491,9 @@ class Sweep:
                 if self._warm is not None:  # forked from its zygote (core/warm.py)
                     pspec = dataclasses.replace(pspec, launcher=self._warm.launcher(cell.environment, pspec.env))
                 pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
+                # tiers 4-5 over the whole output as it passes (the logs keep head + tail)
+                log_scan = LogScan(_pattern_rules(r, _NOT_ENDED), r.disable_detectors or ())
+                pspec = dataclasses.replace(pspec, log_scan=log_scan)
                 outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
@@ -511,7 +516,7 @@ class Sweep:
         result = classify(
             outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
             custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
-            kernel_unavailable=kernel_log.unavailable, workload_result=wres,
+            kernel_unavailable=kernel_log.unavailable, workload_result=wres, log_scan=log_scan,
         )
         result = self.executor.amend(result, outcome)  # a Slurm job state as a typed detection
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
@@ -537,6 +542,8 @@ class Sweep:
             "trace": self._trace_summary,
             "timeline": trial_timeline,
         }
+        if log_scan is not None and log_scan.used:  # how much was scanned, how much is kept
+            record["log_scan"] = log_scan.summary()
         from aorta_tui.core.retention import finish_trial_files
 
         if self._collect(cell):  # what each collector did, or "not available: <reason>"
@@ -804,26 +811,24 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
 
 def _planned_trial_ids(run_dir: Path) -> set[str] | None:
     try:
-        plan = json.loads((run_dir / "plan.json").read_bytes())
+        plan = read_json_or_none(run_dir / "plan.json")
         return {t["trial_id"] for t in plan["trials"] if isinstance(t.get("trial_id"), str)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    except (KeyError, TypeError, AttributeError):
         return None  # no readable plan: trust the journal's trial ids (they are checked)
 
 
 def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
     """Rank 0's result, with every other rank's failures folded in (named by rank)."""
-    main = trial_dir / workload_result_filename(0)
-    try:
-        result = json.loads(main.read_text())
-    except (OSError, json.JSONDecodeError):
+    # The trial wrote these: a FIFO or a link it planted must not hang or mislead the sweep.
+    result = read_json_or_none(trial_dir / workload_result_filename(0))
+    if not isinstance(result, dict):
         return None
     ranks = workload_rank_files(trial_dir)
     if ranks:
         result.setdefault("ranks", {})
         for p in ranks:
-            try:
-                other = json.loads(p.read_text())
-            except (OSError, json.JSONDecodeError):
+            other = read_json_or_none(p)
+            if not isinstance(other, dict):
                 continue
             rank = p.stem.rsplit("rank", 1)[-1]
             result["ranks"][rank] = {"passed": other.get("passed"), "metrics": other.get("metrics", {})}
@@ -831,6 +836,11 @@ def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
                 result["failures"].append({**f, "message": f"rank {rank}: {f.get('message', '')}"})
         result["passed"] = not result["failures"]
     return result
+
+
+# What the recipe patterns of a trial that has not ended yet see (LogScan judges their
+# conditions after the end, with the real outcome).
+_NOT_ENDED = types.SimpleNamespace(gpu_peak_mem_bytes=None, exit_code=None, wall_s=None)
 
 
 def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:
