@@ -104,6 +104,10 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     refuse_shared_trace(base, "a sweep")
     check_counts(base.workload, counts)
     base.validate()
+    if runner is None:  # said once, before any point runs (each point's process needs torch)
+        from aorta_tui.core.requires import require_torch
+
+        require_torch(f"a queue sweep of {base.workload}")
     if run_dir is not None and not isolate:
         raise UsageError("--in-process runs every point in this process and keeps no run "
                          "directory", hint="drop --run-dir, or drop --in-process")

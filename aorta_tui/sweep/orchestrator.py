@@ -150,14 +150,17 @@ class Sweep:
                         hint=f"set workload_config: {{world_size: {launch.min_world_size}}}",
                         location=_where(r, f"cells[{self.plan.cells.index(cell)}]"),
                     )
-            if launch.mode == "torchrun" and not dry_run:
-                import importlib.util
+            if getattr(self._workload_cls, "needs_torch", True) or launch.mode == "torchrun":
+                # Said at plan time, not as every trial failing with a traceback (and a hint
+                # blaming the device): the README says torch is optional (issue 27 item 18).
+                from aorta_tui.core.requires import require_torch
 
-                if importlib.util.find_spec("torch") is None:
-                    raise EnvironmentProblem(
-                        f"workload {r.workload!r} runs under torchrun, and torch is not installed",
-                        hint="install your ROCm or CUDA build of PyTorch (a CPU build is enough to try it)",
-                    )
+                try:
+                    require_torch(f"workload {r.workload!r}")
+                except EnvironmentProblem as exc:
+                    if not dry_run:
+                        raise
+                    notes.append(f"{exc.message}; a real run would stop with this error")
             if r.trial_isolation == "warm":  # core/warm.py: what a forked trial cannot honour
                 from aorta_tui.core.warm import check_warm
 
