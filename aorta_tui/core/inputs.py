@@ -196,12 +196,13 @@ def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
 def read_json_or_none(path: str | os.PathLike[str], *, limit: int = 64 * MiB,
                       follow_symlinks: bool = False) -> Any:
     """A record of a run directory (a trial's ``result.json``, ``plan.json``, ...) decoded, or
-    ``None`` when it is missing, not a regular file, over ``limit``, or not JSON: for readers to
+    ``None`` when it is missing, not a regular file (or a symlink, unless ``follow_symlinks``),
+    unreadable, over ``limit``, or not JSON: for readers to
     whom a damaged record is no record (the trial runs again, the row shows nothing)."""
     try:
         data = read_input_bytes(path, what="record", limit=limit, follow_symlinks=follow_symlinks)
         return json.loads(data)
-    except (UsageError, ValueError, RecursionError):
+    except (AortaError, ValueError, RecursionError):  # AortaError: also another user's file
         return None
 
 

@@ -100,8 +100,11 @@ class RunStore:
         self.check_layout()
         try:
             self._lock.acquire()
-        except PermissionError:
-            raise permission_problem(self._lock.path, doing="lock", fix_dir=self.path) from None
+        except OSError as exc:  # another user's .lock, a full disk: the machine's (exit 3)
+            problem = rundir.write_failure(exc, self.path, resumable=False)
+            if problem is None:
+                raise
+            raise problem from None
 
     def check_layout(self) -> None:
         """Refuse a run directory that a resume would damage or be led out of, before anything
