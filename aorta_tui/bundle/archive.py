@@ -28,9 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.bundle.redact import FileState, Hit, RedactionConfig, Scrubber, split_lines
-from aorta_tui.core.errors import EnvironmentProblem, RecipeError, RunDirError, UsageError
+from aorta_tui.core.errors import (
+    AortaError,
+    EnvironmentProblem,
+    RecipeError,
+    RunDirError,
+    UsageError,
+)
 from aorta_tui.core.inputs import (
     clip_for_message,
+    open_input,
     read_input_text,
     read_json_or_none,
 )
@@ -332,12 +339,13 @@ def _read(path: Path, owner: os.stat_result) -> tuple[bytes | None, str | None,
         return None, f"a symlink (to {clip_for_message(os.readlink(path), 200)}): not followed", st
     if not stat.S_ISREG(st.st_mode):
         return None, "not a regular file", st
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        return None, f"cannot read it: {exc.strerror or exc}", st
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
+    try:  # the one checked open (core/inputs.py): no symlink, FIFO or device, never blocking
+        fh = open_input(path, what="file", follow_symlinks=False)
+    except AortaError as exc:
+        return None, f"cannot read it: {exc.message}", st
+    assert fh is not None
+    with fh:
+        st = os.fstat(fh.fileno())
         why = _left_out(st, owner)
         if why is not None:
             return None, why, st

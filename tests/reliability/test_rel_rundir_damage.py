@@ -280,7 +280,11 @@ def _bare_reads(module: str) -> list[tuple[str, int]]:
         name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in (
                 "os", "tarfile", "KernelLog"):
-            continue  # os.open of a written file (flags say so); tarfile/KernelLog.open
+            # os.open for writing (the journal's O_WRONLY) is a writer; for reading it is a
+            # second checked open; tarfile.open / KernelLog.open are no run-directory files
+            if f.value.id == "os" and name == "open" and "O_RDONLY" in ast.unparse(node):
+                found.append(("os.open", node.lineno))
+            continue
         if name in _BARE and (module, name) not in NOT_RUN_DIR:
             found.append((name, node.lineno))
     return found
