@@ -18,6 +18,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -222,29 +223,33 @@ needs_setpriv = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") 
                                    reason="needs root and setpriv")
 
 
-def _reachable(path: Path) -> None:
-    """Let ``nobody`` reach ``path`` (pytest's base directories are 0700)."""
-    for parent in [path, *path.parents]:
-        if parent == Path("/tmp") or parent == Path("/"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o711)
+@pytest.fixture
+def outside_pytest_tmp():
+    """A directory ``nobody`` can reach for the whole test: under pytest's basetemp it could not
+    be kept so (pytest makes /tmp/pytest-of-root 0700 again whenever another session starts)."""
+    base = Path(tempfile.mkdtemp(prefix="aorta-nobody-", dir="/tmp"))
+    base.chmod(0o711)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @needs_setpriv
 @pytest.mark.parametrize("command", ["sweep-resume", "policy-resume", "queue-resume",
                                      "policy-report"])
 def test_another_users_run_directory_is_exit_3_naming_the_owner_and_the_fix(
-        made: dict[str, Path], tmp_path: Path, command: str) -> None:
+        made: dict[str, Path], outside_pytest_tmp: Path, command: str) -> None:
     kind = command.split("-")[0]
-    d = _copy(made, kind, tmp_path)
+    d = _copy(made, kind, outside_pytest_tmp)
     (d / "matrix.json").unlink(missing_ok=True)
+    (outside_pytest_tmp / "work").chmod(0o755)
     owner = pwd.getpwnam("daemon")
     subprocess.run(["chown", "-R", f"{owner.pw_uid}:{owner.pw_gid}", str(d)], check=True)
-    _reachable(tmp_path / "work")
     nobody = pwd.getpwnam("nobody")
     args = ["policy", "report", str(d)] if command == "policy-report" else _resume(kind, d)
     before = _fingerprint(d)
-    res = _cli(*args, cwd=tmp_path / "work", as_user=(nobody.pw_uid, nobody.pw_gid))
+    res = _cli(*args, cwd=outside_pytest_tmp / "work", as_user=(nobody.pw_uid, nobody.pw_gid))
     assert res.returncode == 3, res.stderr
     assert "permission denied" in res.stderr and "belongs to daemon" in res.stderr, res.stderr
     assert "runs as nobody" in res.stderr and f"sudo chown -R nobody {d}" in res.stderr
