@@ -261,10 +261,9 @@ def load_queue(path: str | Path) -> Frames:
 
 # -- small helpers -----------------------------------------------------------------------------
 def _json_file(path: Path) -> Any:
-    try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return None
+    from aorta_tui.core.inputs import read_json_or_none
+
+    return read_json_or_none(path, limit=512 << 20)
 
 
 def _numbers(value: Any) -> list[float]:

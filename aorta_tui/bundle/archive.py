@@ -28,8 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.bundle.redact import FileState, Hit, RedactionConfig, Scrubber, split_lines
-from aorta_tui.core.errors import EnvironmentProblem, RecipeError, RunDirError, UsageError
-from aorta_tui.core.inputs import clip_for_message, read_input_text
+from aorta_tui.core.errors import (
+    AortaError,
+    EnvironmentProblem,
+    RecipeError,
+    RunDirError,
+    UsageError,
+)
+from aorta_tui.core.inputs import (
+    clip_for_message,
+    open_input,
+    read_input_text,
+    read_json_or_none,
+)
 from aorta_tui.core.secrets import SECRET_HASHES_FILE, is_secret_name, load_secret_hashes
 
 MANIFEST_NAME = "MANIFEST.json"
@@ -278,11 +289,9 @@ def _hostnames(inputs: list[BundleInput]) -> tuple[str, ...]:
     names = {socket.gethostname(), socket.getfqdn()}
     for inp in inputs:
         lock = inp.path / ".lock" if inp.kind == "run" else None
-        if lock is not None and lock.is_file():
-            try:
-                host = json.loads(lock.read_text(encoding="utf-8", errors="replace")).get("host")
-            except (ValueError, OSError, AttributeError):
-                host = None
+        if lock is not None:
+            record = read_json_or_none(lock, limit=4096)
+            host = record.get("host") if isinstance(record, dict) else None
             if isinstance(host, str):
                 names.add(host)
     out = set()
@@ -330,12 +339,13 @@ def _read(path: Path, owner: os.stat_result) -> tuple[bytes | None, str | None,
         return None, f"a symlink (to {clip_for_message(os.readlink(path), 200)}): not followed", st
     if not stat.S_ISREG(st.st_mode):
         return None, "not a regular file", st
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        return None, f"cannot read it: {exc.strerror or exc}", st
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
+    try:  # the one checked open (core/inputs.py): no symlink, FIFO or device, never blocking
+        fh = open_input(path, what="file", follow_symlinks=False)
+    except AortaError as exc:
+        return None, f"cannot read it: {exc.message}", st
+    assert fh is not None
+    with fh:
+        st = os.fstat(fh.fileno())
         why = _left_out(st, owner)
         if why is not None:
             return None, why, st

@@ -26,8 +26,12 @@ def attach(
       aorta-tui attach aorta-out/TICKET-1/20261129-101500-ab12
     """
     from aorta_tui.core.errors import RunDirError
+    from aorta_tui.core.rundir import JOURNAL, open_journal_file
 
-    if not (run_dir / "journal.jsonl").is_file():
+    journal = open_journal_file(run_dir / JOURNAL)  # a FIFO, /dev/zero, a link: exit 2 here
+    if journal is not None:
+        journal.close()
+    else:
         raise RunDirError(
             f"{run_dir} is not a run directory (no journal.jsonl)",
             hint="pass <output>/<ticket>/<run-id>, e.g. one listed on the TUI's home screen",

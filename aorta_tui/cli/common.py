@@ -7,6 +7,7 @@ stays fast; each command imports the engine inside its body.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import tempfile
@@ -83,3 +84,30 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except OSError:
         pass
+
+
+
+def seconds(*, at_least: float | None = None, at_most: float = 366 * 86400.0) -> Callable[[Any], float]:
+    """The ``parser=`` of a duration option: a finite number of seconds, above 0 (or at least
+    ``at_least``) and at most ``at_most`` (a year), else a usage error (exit 2) naming the option.
+
+    A plain ``float`` option takes ``nan``, ``inf`` and ``1e309`` (which parses to inf), and
+    click's ``min=`` lets ``nan`` through (every comparison with it is false): a trial timeout
+    of either crashed the run, and ``Infinity`` in a run's JSON records is not JSON.
+    """
+
+    def parse(value: Any) -> float:
+        try:
+            number = float(value if isinstance(value, (int, float)) else str(value).strip())
+        except (ValueError, OverflowError):  # OverflowError: an int too large for a float
+            raise typer.BadParameter(f"{str(value)[:40]!r} is not a number of seconds") from None
+        if not math.isfinite(number):
+            raise typer.BadParameter(f"{str(value)[:40]!r} is not a finite number of seconds")
+        low_ok = number > 0 if at_least is None else number >= at_least
+        if not low_ok or number > at_most:
+            low = "more than 0" if at_least is None else f"at least {at_least:g}"
+            raise typer.BadParameter(f"{str(value)[:40]!r} is out of range: give {low} and at most "
+                                     f"{at_most:.0f} seconds")
+        return number
+
+    return parse

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.common import cli_command, err, new_app, seconds
 
 app = new_app(
     "Environment snapshots (env.json): capture, summarize, query one field, diff two.\n\n"
@@ -43,7 +43,7 @@ def probe(
         help="Print one field as JSON, e.g. torch.tf32_matmul or gpus.0.architecture."),
     json_mode: bool = typer.Option(False, "--json", help="Print the whole snapshot as JSON."),
     no_torch: bool = typer.Option(False, "--no-torch", help="Skip the torch section (no import)."),
-    timeout: float = typer.Option(20.0, "--timeout", min=1.0, metavar="S",
+    timeout: float = typer.Option(20.0, "--timeout", parser=seconds(at_least=1.0), metavar="S",
                                   help="Seconds the whole capture may take."),
     bytecode_cache: str = typer.Option(
         "auto", "--bytecode-cache", metavar="MODE",
@@ -74,9 +74,10 @@ def probe(
             raise UsageError(f"{write_to} is a directory", hint=f"use -o {write_to / 'env.json'}")
         try:
             atomic_write_json(write_to, snap)
-        except OSError as exc:
-            raise UsageError(f"cannot write {write_to}: {exc.strerror or exc}",
-                             hint="choose a writable path with -o") from None
+        except OSError as exc:  # a full disk (bytes or inodes): exit 3 with the free space
+            from aorta_tui.core.rundir import output_write_error
+
+            raise output_write_error(exc, write_to) from None
     needs_root = snap.get("probe", {}).get("fields_needing_root", {}).get("value") or []
     if needs_root:
         err(f"note: {len(needs_root)} field(s) need root and were not read: {', '.join(needs_root)} "

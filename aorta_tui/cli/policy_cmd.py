@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.common import cli_command, err, new_app, seconds
 
 app = new_app(
     "Compare scheduling and memory policies on one hardware-queue workload.\n\n"
@@ -83,7 +83,7 @@ def sweep(
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout."),
     allow_gpu_control: bool = typer.Option(False, "--allow-gpu-control", help="Apply clock-level/power-limit knobs (device-wide; restored afterwards). Never on a shared machine."),
     gpu_index: int = typer.Option(0, "--gpu-index", help="Which GPU the clock/power knobs act on."),
-    timeout_s: float = typer.Option(900.0, "--timeout-s", help="Kill a trial after this many seconds."),
+    timeout_s: float = typer.Option(900.0, "--timeout-s", parser=seconds(), metavar="S", help="Kill a trial after this many seconds (a finite number above 0)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial failed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (policies, variables, order, GPU-control commands) and exit; writes nothing."),
     gpu_control_backend: str = typer.Option("auto", "--gpu-control-backend", hidden=True, help="auto, nvidia, rocm or fake:PATH (tests)."),

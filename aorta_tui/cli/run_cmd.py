@@ -110,13 +110,10 @@ def check_request(workload: str, config: list[str], mitigations: str,
 
 
 def _require_torch_distributed(workload: str) -> None:
-    import importlib.util
-
     from aorta_tui.core.errors import EnvironmentProblem
+    from aorta_tui.core.requires import require_torch
 
-    if importlib.util.find_spec("torch") is None:
-        raise EnvironmentProblem(f"workload {workload!r} needs torch, and it is not installed",
-                                 hint="pip install torch (a CPU build is enough to try it)")
+    require_torch(f"workload {workload!r}")
     import torch.distributed
 
     if not torch.distributed.is_available():

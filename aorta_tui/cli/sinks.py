@@ -83,10 +83,9 @@ def trial_notes(trial_dir: str, data: dict[str, Any] | None = None) -> str:
     if data is None:
         if not trial_dir:
             return ""
-        try:
-            data = json.loads((Path(trial_dir) / "result.json").read_bytes())
-        except (OSError, ValueError, RecursionError):
-            return ""
+        from aorta_tui.core.inputs import read_json_or_none
+
+        data = read_json_or_none(Path(trial_dir) / "result.json")
     if not isinstance(data, dict):
         return ""
     text = summary(data.get("timeline"), top=3)

@@ -26,7 +26,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
     orchestrator the moment the worker exits. Each fsync costs 1-4 ms: three per trial."""
     target = Path(path)
     ownership.make_dirs(target.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:  # name the file the user asked for, not a random temp name
+        exc.filename = str(target)
+        raise
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -10,20 +10,28 @@ goes through here, so each gets the same three guarantees:
 - **a located message**: a bad byte or bad JSON names ``file:line:column``; nesting deeper than
   ``max_depth`` is refused instead of exhausting the interpreter's stack.
 
-Errors are :class:`~aorta_tui.core.errors.UsageError` (exit 2): bad input, never exit 70.
+Errors are :class:`~aorta_tui.core.errors.UsageError` (exit 2): bad input, never exit 70; a file
+this user may not open is :class:`~aorta_tui.core.errors.EnvironmentProblem` (exit 3).
+
+``open_input`` is the one checked open: the readers of a run directory (its journal, lock,
+plan, results, logs: ``core/rundir.py``, ``core/run_store.py``, ``core/journal_follow.py``, the
+sweep, the policy and queue sweeps, the TUI, ``attach``, ``bundle``) open every file through it
+or through the readers built on it (``read_input_bytes``, ``read_json_or_none``);
+``tests/reliability/test_rel_rundir_damage.py`` lists them.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from aorta_tui.core.errors import UsageError
+from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -66,37 +74,136 @@ def _a_file(what: str) -> str:
     return f"a {what}" if what.endswith("file") else f"a {what} file"
 
 
-def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
-                     hint: str | None = None) -> bytes:
-    """The bytes of the regular file ``path`` (``what`` names it in messages: "snapshot")."""
-    p = os.fspath(path)
+def _user_name(uid: int) -> str:
+    import pwd
+
     try:
-        st = os.stat(p)
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def permission_problem(path: str | os.PathLike[str], *, doing: str = "write",
+                       fix_dir: str | os.PathLike[str] | None = None) -> EnvironmentProblem:
+    """Exit 3 for a file or directory this user may not ``doing`` (read, write): whose it is,
+    who we are, and the two ways out. ``fix_dir`` is what to take over (default: its folder)."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        st = probe.stat()
+        owner, mode = _user_name(st.st_uid), f"mode {stat.S_IMODE(st.st_mode):04o}"
+    except OSError:
+        owner, mode = "another user", "mode unknown"
+    me = _user_name(os.geteuid())
+    as_owner = "`sudo aorta-tui ...`" if owner == "root" else f"`sudo -u {owner} aorta-tui ...`"
+    target = Path(fix_dir) if fix_dir is not None else (probe if probe.is_dir() else probe.parent)
+    return EnvironmentProblem(
+        f"cannot {doing} {path}: permission denied ({probe} belongs to {owner}, {mode}; "
+        f"aorta-tui runs as {me})",
+        hint=f"run the command as {owner} ({as_owner}), or take it over: "
+             f"`sudo chown -R {me} {target}`")
+
+
+def _refusal(p: str, exc: OSError, what: str, hint: str | None) -> AortaError:
+    if isinstance(exc, PermissionError):
+        return permission_problem(p, doing="open")
+    if exc.errno == errno.ELOOP:
+        return UsageError(f"{p} is a symlink, not {_a_file(what)}: a run directory's files are "
+                          "never followed out of it", hint=hint or f"pass the path of {_a_file(what)}")
+    return UsageError(f"{p}: cannot read the {what}: {exc.strerror or exc}", hint=hint)
+
+
+def open_input(path: str | os.PathLike[str], *, what: str, hint: str | None = None,
+               writable: bool = False, create: bool = False, follow_symlinks: bool = True,
+               missing_ok: bool = False) -> BinaryIO | None:
+    """The one checked open: ``path`` as a binary file object, only when it is a regular file.
+
+    Every reader of a user's file or of a run directory opens it here, so none of them can hang
+    or spin: ``O_NONBLOCK`` keeps the open of a FIFO from waiting for a writer (and a FIFO, a
+    device such as ``/dev/zero``, a socket or a directory is refused by ``fstat`` on the opened
+    descriptor, so swapping the path after a check changes nothing); ``follow_symlinks=False``
+    refuses a symlink (``O_NOFOLLOW``) where a link would lead out of a run directory.
+    ``writable``/``create`` open it for update (a lock file). A missing file is ``None`` with
+    ``missing_ok``, else an error; every refusal is a :class:`UsageError` (exit 2) naming the
+    path and what it is instead, but permission denied, which is the machine's (exit 3, naming
+    the owner and the fix: ``permission_problem``).
+    """
+    p = os.fspath(path)
+    # Judged before it is opened: opening some devices acts (a watchdog starts, a tape rewinds).
+    try:
+        st = os.stat(p, follow_symlinks=follow_symlinks)
     except FileNotFoundError:
-        raise UsageError(f"{p}: no such file", hint=hint) from None
+        st = None
+        if not create:
+            if missing_ok:
+                return None
+            raise UsageError(f"{p}: no such file", hint=hint) from None
     except OSError as exc:
-        raise UsageError(f"{p}: cannot read the {what}: {exc.strerror or exc}", hint=hint) from None
-    if not stat.S_ISREG(st.st_mode):
+        raise _refusal(p, exc, what, hint) from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise _refusal(p, OSError(errno.ELOOP, "a symlink"), what, hint)
+    if st is not None and not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}",
                          hint=hint or f"pass the path of {_a_file(what)}")
-    if st.st_size > limit:
-        raise UsageError(
-            f"{p}: the {what} is {describe_size(st.st_size)}, over the {describe_size(limit)} limit",
-            hint=hint or f"a {what} this large is not one aorta-tui wrote; check the path")
+    flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_CREAT if create else 0
+    flags |= 0 if follow_symlinks else os.O_NOFOLLOW
     try:
-        # O_NONBLOCK: if the path was swapped for a FIFO after the stat, open does not wait for
-        # a writer; the fstat below then refuses it.
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise UsageError(f"{p}: cannot read the {what}: {exc.strerror or exc}", hint=hint) from None
-    with os.fdopen(fd, "rb") as fh:
+        fd = os.open(p, flags, 0o644)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise UsageError(f"{p}: no such file", hint=hint) from None
+    except IsADirectoryError:
+        raise UsageError(f"{p} is a directory, not {_a_file(what)}",
+                         hint=hint or f"pass the path of {_a_file(what)}") from None
+    except OSError as exc:  # ENXIO: a FIFO opened for writing without a reader; ELOOP: a link
+        if exc.errno == errno.ENXIO:
+            raise UsageError(f"{p} is a FIFO (named pipe), not {_a_file(what)}",
+                             hint=hint or f"pass the path of {_a_file(what)}") from None
+        raise _refusal(p, exc, what, hint) from None
+    try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}", hint=hint)
+            raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}",
+                             hint=hint or f"pass the path of {_a_file(what)}")
+        os.set_blocking(fd, True)  # a regular file never blocks; the flag only guarded the open
+        return os.fdopen(fd, "r+b" if writable else "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
+                     hint: str | None = None, follow_symlinks: bool = True) -> bytes:
+    """The bytes of the regular file ``path`` (``what`` names it in messages: "snapshot")."""
+    p = os.fspath(path)
+    fh = open_input(p, what=what, hint=hint, follow_symlinks=follow_symlinks)
+    assert fh is not None
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise UsageError(
+                f"{p}: the {what} is {describe_size(size)}, over the {describe_size(limit)} limit",
+                hint=hint or f"a {what} this large is not one aorta-tui wrote; check the path")
         data = fh.read(limit + 1)
-    if len(data) > limit:  # the file grew after the stat
+    if len(data) > limit:  # the file grew after the fstat
         raise UsageError(f"{p}: the {what} is over the {describe_size(limit)} limit", hint=hint)
     return data
+
+
+def read_json_or_none(path: str | os.PathLike[str], *, limit: int = 64 * MiB,
+                      follow_symlinks: bool = False) -> Any:
+    """A record of a run directory (a trial's ``result.json``, ``plan.json``, ...) decoded, or
+    ``None`` when it is missing, not a regular file (or a symlink, unless ``follow_symlinks``),
+    unreadable, over ``limit``, or not JSON: for readers to
+    whom a damaged record is no record (the trial runs again, the row shows nothing)."""
+    try:
+        data = read_input_bytes(path, what="record", limit=limit, follow_symlinks=follow_symlinks)
+        return json.loads(data)
+    except (AortaError, ValueError, RecursionError):  # AortaError: also another user's file
+        return None
 
 
 def line_col(data: bytes | str, offset: int) -> tuple[int, int]:

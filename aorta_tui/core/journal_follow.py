@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from aorta_tui.core.errors import AortaError
 from aorta_tui.core.events import (
     CellAggregated,
     Event,
@@ -25,7 +26,13 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
-from aorta_tui.core.rundir import MAX_JOURNAL_LINE, RUN_META, Damage, parse_journal_line
+from aorta_tui.core.rundir import (
+    MAX_JOURNAL_LINE,
+    RUN_META,
+    Damage,
+    open_journal_file,
+    parse_journal_line,
+)
 
 JOURNAL_NAME = "journal.jsonl"
 
@@ -105,12 +112,15 @@ class JournalReader:
     def read_new(self) -> list[Event]:
         events: list[Event] = []
         try:
-            with self.path.open("rb") as fh:
+            fh = open_journal_file(self.path)  # the one checked open: no FIFO, device or link
+            if fh is None:
+                return events
+            with fh:
                 fh.seek(self.offset)
                 while chunk := fh.read(self.CHUNK):  # bounded memory, however much was appended
                     self.offset += len(chunk)
                     self._take(chunk, events)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
+        except (OSError, AortaError):  # unreadable now: nothing new (attach said why at start)
             return events
         return events
 

@@ -18,8 +18,10 @@ how trial ids look: a :class:`StoreLayout`. The sweep's is :data:`SWEEP_LAYOUT`.
 
 from __future__ import annotations
 
-import json
+import os
+import re
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +29,9 @@ from typing import Any
 
 from aorta_tui.core import rundir
 from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.errors import AortaError
+from aorta_tui.core.errors import AortaError, RunDirError
 from aorta_tui.core.events import Event, RunStarted
+from aorta_tui.core.inputs import permission_problem, read_json_or_none
 from aorta_tui.core.trial_contract import TrialResult
 
 Accept = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
@@ -51,6 +54,9 @@ class StoreLayout:
 
 
 SWEEP_LAYOUT = StoreLayout()
+
+
+_TRIAL_DIR = re.compile(r"^trial-\d+$")
 
 
 def _is_flat_id(trial_id: object) -> bool:
@@ -89,8 +95,61 @@ class RunStore:
     # -- the lock --------------------------------------------------------------------------
 
     def acquire(self) -> None:
-        """Take the run's lock, or raise the layout's refusal naming the holder."""
-        self._lock.acquire()
+        """Check the directory's shape (``check_layout``), then take the run's lock, or raise
+        the layout's refusal naming the holder. Nothing is changed before both pass."""
+        self.check_layout()
+        try:
+            self._lock.acquire()
+        except OSError as exc:  # another user's .lock, a full disk: the machine's (exit 3)
+            problem = rundir.write_failure(exc, self.path, resumable=False)
+            if problem is None:
+                raise
+            raise problem from None
+
+    def check_layout(self) -> None:
+        """Refuse a run directory that a resume would damage or be led out of, before anything
+        is written (issue 27 items 10-12): a located exit 2 for a journal or ``.lock`` that is not
+        a regular file (a FIFO blocked the resume forever, ``/dev/zero`` read forever, a
+        directory crashed it), for anything under ``trials/`` on the way to a trial's directory
+        that is a file or a symlink (a symlinked cell sent the trials' output outside the run,
+        a file crashed it); exit 3 when this user may not write the directory."""
+        if not self.path.is_dir():
+            raise RunDirError(f"{self.path} is not a directory", hint="pass a run directory")
+        if not os.access(self.path, os.W_OK | os.X_OK):
+            raise permission_problem(self.path, fix_dir=self.path)
+        rundir.check_journal_file(self.journal_path)
+        for path in self._trial_tree():
+            try:
+                st = path.lstat()
+            except OSError:
+                continue  # went while we looked (an attempt retired by its own engine)
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            what = (f"a symlink (to {os.readlink(path)[:200]})" if stat.S_ISLNK(st.st_mode)
+                    else "a file" if stat.S_ISREG(st.st_mode) else "not a directory")
+            raise RunDirError(
+                f"{path} is {what}, not a directory: the run's trials are written in real "
+                "directories under trials/, never through a link or over a file",
+                hint=f"move it away (`mv {path} {path}.bad`) and run the command again; its "
+                     "trials then run again")
+
+    def _trial_tree(self) -> Iterator[Path]:
+        """``trials/`` and each directory on the way to a trial's: a sweep's ``<cell>/`` and
+        ``<cell>/trial-NNN``, another layout's ``<trial id>``."""
+        trials = self.path / "trials"
+        if not (trials.exists() or trials.is_symlink()):
+            return
+        yield trials
+        if trials.is_symlink() or not trials.is_dir():
+            return
+        for entry in sorted(os.scandir(trials), key=lambda e: e.name):
+            top = Path(entry.path)
+            yield top
+            if not self.layout.sweep_ids or not entry.is_dir(follow_symlinks=False):
+                continue
+            for sub in sorted(os.scandir(top), key=lambda e: e.name):
+                if _TRIAL_DIR.match(sub.name):
+                    yield Path(sub.path)
 
     def release(self) -> None:
         self.close_journal()
@@ -162,10 +221,7 @@ class RunStore:
             return rundir.read_trial_result(self.path, trial_id)
         if not _is_flat_id(trial_id):
             return None
-        try:
-            data = json.loads(self.result_path(trial_id).read_bytes())
-        except (OSError, ValueError, RecursionError):
-            return None
+        data = read_json_or_none(self.result_path(trial_id))
         if not isinstance(data, dict):
             return None
         return data if self.layout.accept is None else self.layout.accept(data, trial_id)

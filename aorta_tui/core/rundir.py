@@ -28,6 +28,7 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import time
 import types
 import typing
@@ -48,6 +49,7 @@ from aorta_tui.core.events import (
     TrialFinished,
     TrialStarted,
 )
+from aorta_tui.core.inputs import open_input, permission_problem, read_json_or_none
 
 JOURNAL = "journal.jsonl"
 LOCK = ".lock"
@@ -91,7 +93,12 @@ def describe_free_space(path: Path) -> str:
         st = os.statvfs(probe)
     except OSError:
         return "free space unknown"
-    return f"{describe_size(st.f_bavail * st.f_frsize)} free"
+    free = f"{describe_size(st.f_bavail * st.f_frsize)} free"
+    # Out of inodes, a filesystem refuses a new file with ENOSPC while bytes are left: saying
+    # only "50.0 MiB free" would send the user looking for a disk that is not full.
+    if st.f_files > 0 and st.f_favail == 0:
+        return f"no inodes left (all {st.f_files} in use), {free}"
+    return free
 
 
 def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True,
@@ -100,6 +107,8 @@ def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True,
     read-only filesystem), or ``None`` when ``exc`` is not one of those (a bug, then).
 
     ``resume_command`` is how this run is finished (default: the sweep's ``--resume``)."""
+    if isinstance(exc, PermissionError) and (exc.filename or run_dir is not None):
+        return permission_problem(exc.filename or run_dir, fix_dir=run_dir)
     if exc.errno not in _FULL | _DEVICE:
         return None
     where = Path(exc.filename) if exc.filename else run_dir
@@ -107,7 +116,9 @@ def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True,
     if exc.errno in _FULL:
         free = describe_free_space(where or Path("."))
         why = f"{exc.strerror or 'no space left'} ({free} there)"
-        fix = "free some space on that filesystem (or raise the quota)"
+        fix = ("delete files on that filesystem (its inodes, the number of files it can hold, "
+               "are used up)" if "no inodes left" in free
+               else "free some space on that filesystem (or raise the quota)")
     else:
         why = exc.strerror or str(exc)
         fix = "check the disk (dmesg) or write elsewhere with --output DIR"
@@ -115,6 +126,17 @@ def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True,
     then = (f", then finish the run with `{resume_command}` (finished trials "
             "are kept)") if resumable and run_dir is not None else ", then run it again"
     return EnvironmentProblem(f"{what}: {why}", hint=fix + then)
+
+
+def output_write_error(exc: OSError, path: str | os.PathLike[str], *, option: str = "-o") -> AortaError:
+    """The error for a file or directory the user named (``-o``, ``--run-dir``) that could not
+    be written: the machine's problem (full disk or inodes, quota, I/O error, read-only, another
+    user's directory) is exit 3 naming the file and the free space; anything else exit 2."""
+    if exc.filename is None:
+        exc.filename = os.fspath(path)
+    return write_failure(exc, None, resumable=False) or UsageError(
+        f"cannot write {exc.filename}: {exc.strerror or exc}",
+        hint=f"choose a writable path with {option}")
 
 
 # -- the lock ------------------------------------------------------------------------------
@@ -164,7 +186,7 @@ def _holder_is_live(info: dict[str, Any]) -> bool:
     return True
 
 
-def _read_holder(fh: IO[str]) -> dict[str, Any]:
+def _read_holder(fh: IO[bytes]) -> dict[str, Any]:
     fh.seek(0)
     try:
         info = json.loads(fh.readline(4096) or "{}")
@@ -173,7 +195,7 @@ def _read_holder(fh: IO[str]) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def _live_holder(fh: IO[str], wait_s: float = 1.0) -> dict[str, Any]:
+def _live_holder(fh: IO[bytes], wait_s: float = 1.0) -> dict[str, Any]:
     """The holder's record once it names a live process; ``{}`` when it never does in ``wait_s``
     (the holder is known to exist, it just cannot be named)."""
     deadline = time.monotonic() + wait_s
@@ -211,13 +233,14 @@ class RunLock:
     def __init__(self, run_dir: Path, *,
                  refusal: Callable[[Path, str], AortaError] | None = None) -> None:
         self.path = run_dir / LOCK
-        self._fh: IO[str] | None = None
+        self._fh: IO[bytes] | None = None
         # (run dir, the holder in words) -> the error when the lock is held; an engine whose
         # run is not a sweep says so in its own words (the default names `attach`).
         self._refusal = refusal or _sweep_refusal
 
     def acquire(self) -> None:
-        fh = open(self.path, "a+")  # noqa: SIM115 - held for the run's lifetime
+        fh = open_lock_file(self.path, create=True)  # held for the run's lifetime
+        assert fh is not None
         for attempt in range(self.ATTEMPTS):
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -247,16 +270,30 @@ class RunLock:
             self._fh = None
 
 
+def open_lock_file(path: Path, *, create: bool = False) -> IO[bytes] | None:
+    """``.lock`` through the one checked open: a regular file (never a symlink, a FIFO or a
+    directory), for update; ``None`` when it is missing and not ``create``."""
+    try:
+        return open_input(path, what="lock file", writable=True, create=create,
+                          follow_symlinks=False, missing_ok=not create)
+    except UsageError as exc:
+        raise RunDirError(exc.message, hint=f"aorta-tui makes {LOCK} itself: move this one away "
+                          f"(`mv {path} {path}.bad`), then run the command again") from None
+
+
 def lock_holder(run_dir: Path) -> dict[str, Any] | None:
     """The orchestrator holding the run's lock, or ``None`` when nobody runs it.
 
     A held lock whose file does not (yet) name a live process gives ``{}``: someone runs it, and
-    its pid is not known. A dead pid is never returned.
+    its pid is not known. A dead pid is never returned. A lock that cannot be opened (missing,
+    damaged: not a regular file, another user's) is nobody's.
     """
     path = Path(run_dir) / LOCK
     try:
-        fh = open(path)  # noqa: SIM115
-    except OSError:
+        fh = open_input(path, what="lock file", follow_symlinks=False, missing_ok=True)
+    except AortaError:
+        return None
+    if fh is None:
         return None
     with fh:
         try:
@@ -282,14 +319,30 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.error: OSError | None = None
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        # O_NOFOLLOW | O_NONBLOCK and the fstat: a journal that is a symlink or a FIFO is refused
+        # at once (a FIFO's open for writing would wait for a reader forever).
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                               | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                check_journal_file(path)  # raises the located refusal
+            raise
+        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+            os.close(self._fd)
+            self._fd = -1
+            check_journal_file(path)
+        os.set_blocking(self._fd, True)
         # A writer killed mid-line (or a failed write) left a fragment: end it, or the next event
         # would be glued onto it and lost to every reader.
         self._torn = self._ends_torn()
 
     def _ends_torn(self) -> bool:
         try:
-            with open(self.path, "rb") as fh:
+            fh = open_journal_file(self.path)
+            if fh is None:
+                return False
+            with fh:
                 fh.seek(0, os.SEEK_END)
                 if fh.tell() == 0:
                     return False
@@ -326,9 +379,32 @@ class Journal:
             raise self.error
 
     def close(self) -> None:
-        if self._fd >= 0:
+        if getattr(self, "_fd", -1) >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _journal_refusal(message: str, path: Path) -> RunDirError:
+    return RunDirError(message, hint=f"aorta-tui writes {JOURNAL} itself, as a regular file: this "
+                       f"run directory is damaged; move {path} away to see the rest of the run "
+                       "with `aorta-tui bundle`, or start a new run")
+
+
+def open_journal_file(path: Path) -> IO[bytes] | None:
+    """A run's journal for reading, through the one checked open (``None`` when missing): a
+    FIFO, a device such as ``/dev/zero``, a symlink or a directory is a located exit 2 at once,
+    never a hang or an endless read."""
+    try:
+        return open_input(path, what="journal", follow_symlinks=False, missing_ok=True)
+    except UsageError as exc:
+        raise _journal_refusal(exc.message, path) from None
+
+
+def check_journal_file(path: Path) -> None:
+    """Raise the journal's refusal when it exists and is not a regular file (see above)."""
+    fh = open_journal_file(path)
+    if fh is not None:
+        fh.close()
 
 
 def encode_journal_line(obj: dict[str, Any]) -> bytes:
@@ -481,12 +557,9 @@ def scan_journal(path: Path, *, sweep_ids: bool = True) -> JournalScan:
 
     ``sweep_ids=False``: trial ids of another engine's run (see ``parse_journal_line``)."""
     scan = JournalScan()
-    try:
-        fh = open(path, "rb")  # noqa: SIM115
-    except FileNotFoundError:
+    fh = open_journal_file(path)
+    if fh is None:
         return scan
-    except OSError as exc:
-        raise RunDirError(f"{path} is unreadable: {exc.strerror or exc}") from None
     with fh:
         for lineno, raw, ended in _raw_lines(fh):
             if not ended:
@@ -539,9 +612,9 @@ def run_info(run_dir: str | Path) -> RunInfo:
     # Listing runs (the TUI's home screen does it every few seconds) must not parse every
     # trial's line: the writer puts "event" first, so a prefix says what a line is.
     try:
-        fh = open(run_dir / JOURNAL, "rb")  # noqa: SIM115
-    except OSError:
-        fh = None
+        fh = open_journal_file(run_dir / JOURNAL)
+    except AortaError:
+        fh = None  # listed as a run without events: `attach` and `--resume` say what is wrong
     if fh is not None:
         with fh:
             for _lineno, line, ended in _raw_lines(fh):
@@ -607,10 +680,7 @@ def read_trial_result(run_dir: Path, trial_id: str) -> dict[str, Any] | None:
     """
     if not is_trial_id(trial_id):
         return None
-    try:
-        d = json.loads((run_dir / "trials" / trial_id / "result.json").read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return None
+    d = read_json_or_none(run_dir / "trials" / trial_id / "result.json")
     if not isinstance(d, dict) or d.get("trial_id", trial_id) != trial_id:
         return None  # not this trial's result (a copied directory), or not a result at all
     if not isinstance(d.get("verdict"), str):

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json
+from aorta_tui.core.inputs import read_json_or_none
 
 CAPTURE_TIMEOUT_S = 60.0
 MINIMAL_KIND = "aorta-tui-minimal-snapshot"  # docker environments: their variables only
@@ -208,9 +209,8 @@ def snapshot_hash(path: Path, schema_hash: Callable[[dict[str, Any]], str | None
 
     ``schema_hash`` is envsnap's hash of a full snapshot, handed in from above core
     (``core/services.py``); a minimal snapshot is hashed here."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+    data = read_json_or_none(path, limit=16 << 20)
+    if not isinstance(data, dict):
         return None
     if data.get("kind") == MINIMAL_KIND:
         # envsnap's hash reads only its own schema's fields: it would give every minimal

@@ -103,6 +103,9 @@ class ProcessSpec:
     # starts the process instead of Popen (trial_isolation: warm: core/warm.py's WarmLauncher,
     # which forks the trial from a zygote); argv[-1] is then the trial's spec file
     launcher: Any = None
+    # the classifier's patterns over the whole output as it passes (classify.LogScan): the
+    # logs keep only their head and tail, the scan sees every byte in between too
+    log_scan: Any = None
 
     def __post_init__(self) -> None:
         if self.max_log_bytes < self.tail_bytes + 2 * MARKER_RESERVE:
@@ -194,8 +197,12 @@ class _BoundedLog:
     after a marker line when the stream ends, so the file never exceeds ``max_bytes``.
     """
 
-    def __init__(self, path: Path, max_bytes: int, tail_bytes: int) -> None:
+    def __init__(self, path: Path, max_bytes: int, tail_bytes: int, scan: Any = None,
+                 label: str = "") -> None:
         self.path = path
+        # every byte of the stream, kept or not, goes through the classifier's scan (LogScan)
+        self.scan, self.label = scan, label
+        self.on_data = scan.feed_for(label) if scan is not None else None
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         self.head_limit = max_bytes - tail_bytes - MARKER_RESERVE
         self.tail_bytes = tail_bytes
@@ -205,9 +212,12 @@ class _BoundedLog:
         self.tail = bytearray()
         self.error: str | None = None
         self.truncated = False
+        self.kept: int | None = None  # bytes of the stream the file keeps (None: all of them)
 
     def write(self, data: bytes) -> None:
         self.total += len(data)
+        if self.on_data is not None:
+            self.on_data(data)
         room = self.head_limit - self.written
         if room > 0:
             head = data[:room]
@@ -233,7 +243,11 @@ class _BoundedLog:
                 ).encode()
                 self._write_all(marker[:MARKER_RESERVE] + tail)
                 self.truncated = True
+                self.kept = self.written + len(tail)
         self.tail = bytearray()
+        if self.scan is not None:
+            self.scan.finish(self.label, head=self.written,
+                             kept=self.total if self.kept is None else self.kept)
         os.close(self.fd)
 
     def _write_all(self, data: bytes) -> None:
@@ -269,11 +283,15 @@ def run_process(
     spec.stderr_path.parent.mkdir(parents=True, exist_ok=True)
     # An unwritable trial directory raises OSError here: the orchestrator's problem, not the
     # trial's (it never ran).
-    out_log = _BoundedLog(spec.stdout_path, spec.max_log_bytes, spec.tail_bytes)
+    scan = spec.log_scan
+    shared = spec.stderr_path == spec.stdout_path
+    out_log = _BoundedLog(spec.stdout_path, spec.max_log_bytes, spec.tail_bytes, scan,
+                          "stdout+stderr" if shared else "stdout")
     err_log = out_log
-    if spec.stderr_path != spec.stdout_path:
+    if not shared:
         try:
-            err_log = _BoundedLog(spec.stderr_path, spec.max_log_bytes, spec.tail_bytes)
+            err_log = _BoundedLog(spec.stderr_path, spec.max_log_bytes, spec.tail_bytes, scan,
+                                  "stderr")
         except OSError:
             out_log.close()
             raise

@@ -117,6 +117,8 @@ class Workload(ABC):
     config_schema: ClassVar[tuple[ConfigField, ...]] = ()
     #: printed by the sweep summary under a failing cell
     hint: ClassVar[str] = ""
+    #: the workload imports torch (a sweep without it is refused at plan time, exit 3)
+    needs_torch: ClassVar[bool] = True
     #: modules that ``setup`` and the first step import whatever the config (``trial_isolation:
     #: warm`` imports them in the zygote, once, before it forks: core/warm.py). Importing one
     #: must not initialise a GPU runtime.

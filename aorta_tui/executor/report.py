@@ -7,7 +7,6 @@ sweep is for: a cell that fails only on one node.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,14 @@ def placement_text(result: dict[str, Any] | None) -> str:
 def node_summary(run_dir: Path) -> list[str]:
     """Lines of the per-node failure summary of ``run_dir`` (empty without Slurm trials)."""
     from aorta_tui.core import rundir
+    from aorta_tui.core.errors import AortaError
+    from aorta_tui.core.inputs import read_json_or_none
 
-    try:
-        plan = json.loads((run_dir / "plan.json").read_bytes())
+    try:  # the one checked open: a damaged run directory is no summary, never a hang
+        plan = read_json_or_none(run_dir / "plan.json")
         ids = {t["trial_id"] for t in plan["trials"]}
         completed = rundir.resume_state(run_dir, ids).completed
-    except (OSError, ValueError, KeyError, TypeError):
+    except (AortaError, KeyError, TypeError):
         return []
     per_node: dict[str, dict[str, int]] = defaultdict(lambda: {"pass": 0, "fail": 0, "error": 0})
     per_cell: dict[str, dict[str, dict[str, int]]] = defaultdict(

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.requires import import_torch
 
 
 def _record_now(event: list[int]) -> None:
@@ -310,14 +311,14 @@ def _normalise(d: str, kind: str, local_rank: int | None) -> str:
 
 
 def _torch_gpu_count() -> int:
-    import torch
+    torch = import_torch("a queue run")
 
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
 def select_backend(device: str, devices: list[str] | None = None) -> CpuBackend | TorchGpuBackend:
     kind, devs = resolve_devices(device, devices)
-    import torch
+    torch = import_torch(f"a queue run on {device}")  # exit 3 with the fix, never exit 70
 
     if kind == "cpu":
         return CpuBackend(torch, devs)

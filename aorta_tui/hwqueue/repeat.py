@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
+from aorta_tui.core.rundir import output_write_error
 
 if TYPE_CHECKING:
     from aorta_tui.hwqueue.harness import QueueRunConfig
@@ -64,7 +65,10 @@ def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], 
     emit(Measurement(run_id, source="queue", name=cfg.workload, values=dict(result["summary"]),
                      reasons=dict(result["unavailable"])))
     if output is not None:
-        atomic_write_json(output, result)
+        try:
+            atomic_write_json(output, result)
+        except OSError as exc:  # a full disk: exit 3 naming the file and the free space
+            raise output_write_error(exc, output) from None
         emit(ResultWritten(run_id, path=str(output), what="queue result"))
     return result
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.events import Measurement, ResultWritten
+from aorta_tui.core.rundir import output_write_error
 from aorta_tui.hwqueue.harness import EventCallback, QueueRunConfig, execute
 from aorta_tui.hwqueue.result import build_result, new_run_id
 
@@ -32,7 +33,10 @@ def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
         on_event(Measurement(cfg.run_id, source="queue", name=cfg.workload,
                              values=dict(result["summary"]), reasons=dict(result["unavailable"])))
     if output is not None:
-        atomic_write_json(output, result)
+        try:
+            atomic_write_json(output, result)
+        except OSError as exc:  # a full disk: exit 3 naming the file and the free space
+            raise output_write_error(exc, output) from None
         if on_event is not None:
             on_event(ResultWritten(cfg.run_id, path=str(output), what="queue result"))
     return result

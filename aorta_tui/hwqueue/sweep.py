@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -19,6 +20,7 @@ from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.core.run_store import StoreLayout
+from aorta_tui.core.rundir import output_write_error
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 
 SWEEP_KIND = "aorta-tui/queue-sweep"
@@ -102,6 +104,10 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     refuse_shared_trace(base, "a sweep")
     check_counts(base.workload, counts)
     base.validate()
+    if runner is None:  # said once, before any point runs (each point's process needs torch)
+        from aorta_tui.core.requires import require_torch
+
+        require_torch(f"a queue sweep of {base.workload}")
     if run_dir is not None and not isolate:
         raise UsageError("--in-process runs every point in this process and keeps no run "
                          "directory", hint="drop --run-dir, or drop --in-process")
@@ -178,7 +184,10 @@ def sweep_document(sweep_id: str, counts: Sequence[int], results: list[dict[str,
 
 def _write_document(path: str | os.PathLike[str], doc: dict[str, Any], sweep_id: str,
                     on_event: Callable[[Event], None] | None) -> None:
-    atomic_write_json(path, doc)
+    try:
+        atomic_write_json(path, doc)
+    except OSError as exc:
+        raise output_write_error(exc, path) from None
     if on_event is not None:
         on_event(ResultWritten(sweep_id, path=str(path), what="queue sweep"))
 
@@ -246,12 +255,20 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
         raise UsageError(f"--run-dir {run_dir} already exists and is not an empty directory",
                          hint=f"choose a new --run-dir, or continue that sweep with "
                               f"`aorta-tui queue resume {run_dir}`")
+    existed = run_dir.exists()
     try:
         ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
         atomic_write_json(run_dir / REQUEST_FILE, request)
         (run_dir / JOURNAL).touch()
-    except OSError as exc:
-        raise UsageError(f"cannot create --run-dir {run_dir}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a full disk or another user's directory: exit 3, named
+        # Leave nothing half made, so the same --run-dir works once there is room.
+        for made in (run_dir / JOURNAL, run_dir / REQUEST_FILE):
+            with contextlib.suppress(OSError):
+                made.unlink()
+        if not existed:
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()
+        raise output_write_error(exc, run_dir, option="--run-dir") from None
 
 
 def read_request(run_dir: Path) -> dict[str, Any]:

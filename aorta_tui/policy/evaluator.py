@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import random
 import secrets
@@ -66,9 +67,10 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
+from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
 from aorta_tui.core.orphans import mint
 from aorta_tui.core.run_store import RunStore, StoreLayout
-from aorta_tui.core.rundir import write_failure
+from aorta_tui.core.rundir import output_write_error, write_failure
 from aorta_tui.core.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.stats import MIN_SAMPLES
@@ -288,7 +290,11 @@ class PolicyEvaluator:
                 "order": [{"position": t.position, "policy": t.policy, "trial": t.trial,
                            "dir": t.dir_name} for t in plan],
             }
-            atomic_write_json(run_dir / "sweep.json", manifest)
+            try:
+                atomic_write_json(run_dir / "sweep.json", manifest)
+            except OSError as exc:  # nothing to resume without it: leave nothing, say why
+                _discard_run_dir(run_dir, created)
+                raise output_write_error(exc, run_dir / "sweep.json", option="--output") from None
         else:
             created = False
             self.run_id = str(resume.get("run_id") or self.run_id)
@@ -480,6 +486,10 @@ def _check_request(req: PolicySweepRequest) -> None:
         raise UsageError(f"--streams must be at least 1, got {req.streams}")
     if req.iterations is not None and req.iterations < 1:
         raise UsageError(f"--iterations must be at least 1, got {req.iterations}")
+    if not (isinstance(req.timeout_s, (int, float)) and math.isfinite(req.timeout_s)
+            and req.timeout_s > 0):
+        raise UsageError(f"--timeout-s must be a finite number of seconds above 0, got "
+                         f"{req.timeout_s!r}")
     if not req.policies:
         raise UsageError("no policies given", hint="e.g. --policies baseline,cuda_max_connections_1")
 
@@ -498,7 +508,7 @@ def _claim_run_dir(run_dir: Path) -> bool:
     try:
         ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
     except OSError as exc:
-        raise UsageError(f"cannot create --output {run_dir}: {exc.strerror or exc}") from None
+        raise output_write_error(exc, run_dir, option="--output") from None
     return True
 
 
@@ -583,10 +593,15 @@ def _discard_run_dir(run_dir: Path, created: bool) -> None:
 
 def _tail_error(path: Path, limit: int = 600) -> str:
     """The child's error paragraph (`error: ...` and its `fix:`), else its last lines."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
+    try:  # the child's own file: a FIFO or a link it left must not hang or mislead the sweep
+        fh = open_input(path, what="trial log", follow_symlinks=False)
+    except AortaError:
         return ""
+    assert fh is not None  # missing_ok is off: a missing file raised
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(max(0, size - (256 << 10)))  # the error paragraph is near the end
+        lines = fh.read().decode("utf-8", "replace").splitlines()
     for i, line in enumerate(lines):
         if line.startswith("error:"):
             text = " ".join(x.strip() for x in lines[i:i + 4])
@@ -648,10 +663,14 @@ def _read_result(path: Path) -> dict[str, Any]:
     from aorta_tui.hwqueue.result import summary_reason
 
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {"status": "failed", "reason": "exit code 0 but no result.json was written"}
-    except (OSError, ValueError) as exc:
+        raw = read_input_bytes(path, what="queue result", limit=INPUT_LIMITS["queue result"],
+                               follow_symlinks=False)
+        data = json.loads(raw)
+    except UsageError as exc:
+        if not (path.exists() or path.is_symlink()):
+            return {"status": "failed", "reason": "exit code 0 but no result.json was written"}
+        return {"status": "failed", "reason": f"result.json unreadable: {exc.message}"}
+    except (ValueError, RecursionError) as exc:
         return {"status": "failed", "reason": f"result.json unreadable: {exc}"}
     summary = data.get("summary") if isinstance(data, dict) else None
     if not isinstance(summary, dict):

@@ -71,6 +71,9 @@ def _check_manifest(data: dict[str, Any], path: Path) -> None:
     for key in ("notes", "skipped"):
         if not isinstance(data.get(key, {}), dict):
             raise bad(f"`{key}` is not a mapping")
+    timeout = data["request"].get("timeout_s", 900.0)
+    if not (is_json_number(timeout) and timeout > 0):  # Infinity/NaN: json reads them as floats
+        raise bad(f"`request.timeout_s` is not a finite number of seconds above 0: {timeout!r:.40}")
     try:
         int(data["request"].get("seed") or 0)
     except (TypeError, ValueError, OverflowError):
@@ -393,6 +396,14 @@ def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Pa
 
 def rerender(run_dir: str | Path) -> tuple[dict[str, Any], Path, Path]:
     """Recompute the comparison from the run directory and rewrite both reports."""
+    from aorta_tui.core.rundir import write_failure
+
     report = build_report(run_dir)
-    json_path, md_path = write_reports(run_dir, report)
+    try:
+        json_path, md_path = write_reports(run_dir, report)
+    except OSError as exc:  # another user's directory, a full disk: exit 3 naming the file
+        problem = write_failure(exc, Path(run_dir), resumable=False)
+        if problem is None:
+            raise
+        raise problem from None
     return report, json_path, md_path

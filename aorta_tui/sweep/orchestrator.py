@@ -11,13 +11,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import json
 import os
 import shlex
 import shutil
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +38,7 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
+from aorta_tui.core.inputs import read_json_or_none
 from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.core.registry import Registry
 from aorta_tui.core.run_store import RunStore
@@ -149,14 +150,17 @@ class Sweep:
                         hint=f"set workload_config: {{world_size: {launch.min_world_size}}}",
                         location=_where(r, f"cells[{self.plan.cells.index(cell)}]"),
                     )
-            if launch.mode == "torchrun" and not dry_run:
-                import importlib.util
+            if getattr(self._workload_cls, "needs_torch", True) or launch.mode == "torchrun":
+                # Said at plan time, not as every trial failing with a traceback (and a hint
+                # blaming the device): the README says torch is optional (issue 27 item 18).
+                from aorta_tui.core.requires import require_torch
 
-                if importlib.util.find_spec("torch") is None:
-                    raise EnvironmentProblem(
-                        f"workload {r.workload!r} runs under torchrun, and torch is not installed",
-                        hint="install your ROCm or CUDA build of PyTorch (a CPU build is enough to try it)",
-                    )
+                try:
+                    require_torch(f"workload {r.workload!r}")
+                except EnvironmentProblem as exc:
+                    if not dry_run:
+                        raise
+                    notes.append(f"{exc.message}; a real run would stop with this error")
             if r.trial_isolation == "warm":  # core/warm.py: what a forked trial cannot honour
                 from aorta_tui.core.warm import check_warm
 
@@ -462,9 +466,10 @@ class Sweep:
         return "completed"
 
     def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
-        from aorta_tui.core.classify import classify
+        from aorta_tui.core.classify import LogScan, classify
 
         cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
+        log_scan: LogScan | None = None
         r = self.recipe
         announced = False
 
@@ -489,6 +494,9 @@ class Sweep:
                 if self._warm is not None:  # forked from its zygote (core/warm.py)
                     pspec = dataclasses.replace(pspec, launcher=self._warm.launcher(cell.environment, pspec.env))
                 pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
+                # tiers 4-5 over the whole output as it passes (the logs keep head + tail)
+                log_scan = LogScan(_pattern_rules(r, _NOT_ENDED), r.disable_detectors or ())
+                pspec = dataclasses.replace(pspec, log_scan=log_scan)
                 outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
@@ -511,7 +519,7 @@ class Sweep:
         result = classify(
             outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
             custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
-            kernel_unavailable=kernel_log.unavailable, workload_result=wres,
+            kernel_unavailable=kernel_log.unavailable, workload_result=wres, log_scan=log_scan,
         )
         result = self.executor.amend(result, outcome)  # a Slurm job state as a typed detection
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
@@ -537,6 +545,8 @@ class Sweep:
             "trace": self._trace_summary,
             "timeline": trial_timeline,
         }
+        if log_scan is not None and log_scan.used:  # how much was scanned, how much is kept
+            record["log_scan"] = log_scan.summary()
         from aorta_tui.core.retention import finish_trial_files
 
         if self._collect(cell):  # what each collector did, or "not available: <reason>"
@@ -751,7 +761,7 @@ class Sweep:
                 ]
         for s in cells:
             self.bus.emit(CellAggregated(run_id, cell=s.cell, stats=s))
-        hint = self._failure_hint(records)
+        hint = self._failure_hint(records, cells)
         paths = write_reports(run_dir, self.recipe, self.plan, cells, records, status=status, hint=hint,
                               schema_hash=self.options.services.snapshot_hash)
         for what, path in paths.items():
@@ -775,12 +785,15 @@ class Sweep:
         self.bus.emit(RunFinished(run_id, status=status, exit_code=code, summary=summary))
         return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing, records)
 
-    def _failure_hint(self, records: list[TrialResult]) -> str:
-        """The workload's hint for its failing trials (``Workload.failure_hint``)."""
+    def _failure_hint(self, records: list[TrialResult], cells: list[Any]) -> str:
+        """The workload's hint for its failing trials (``Workload.failure_hint``), or "" when
+        nothing failed: a hint such as "gpu_smoke failing means the device is broken" under an
+        all-pass run sends the reader looking for a failure that is not there (issue 27 item 19)."""
         cls = self._workload_cls
-        if cls is None:
+        bad = [r for r in records if r.verdict != "pass"]
+        if cls is None or not (bad or any(s.cross_trial_failures for s in cells)):
             return ""
-        failing = [r.workload_result for r in records if r.verdict != "pass" and isinstance(r.workload_result, dict)]
+        failing = [r.workload_result for r in bad if isinstance(r.workload_result, dict)]
         pick = getattr(cls, "failure_hint", None)
         return (pick(failing) if callable(pick) else getattr(cls, "hint", "")) or ""
 
@@ -801,26 +814,24 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
 
 def _planned_trial_ids(run_dir: Path) -> set[str] | None:
     try:
-        plan = json.loads((run_dir / "plan.json").read_bytes())
+        plan = read_json_or_none(run_dir / "plan.json")
         return {t["trial_id"] for t in plan["trials"] if isinstance(t.get("trial_id"), str)}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    except (KeyError, TypeError, AttributeError):
         return None  # no readable plan: trust the journal's trial ids (they are checked)
 
 
 def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
     """Rank 0's result, with every other rank's failures folded in (named by rank)."""
-    main = trial_dir / workload_result_filename(0)
-    try:
-        result = json.loads(main.read_text())
-    except (OSError, json.JSONDecodeError):
+    # The trial wrote these: a FIFO or a link it planted must not hang or mislead the sweep.
+    result = read_json_or_none(trial_dir / workload_result_filename(0))
+    if not isinstance(result, dict):
         return None
     ranks = workload_rank_files(trial_dir)
     if ranks:
         result.setdefault("ranks", {})
         for p in ranks:
-            try:
-                other = json.loads(p.read_text())
-            except (OSError, json.JSONDecodeError):
+            other = read_json_or_none(p)
+            if not isinstance(other, dict):
                 continue
             rank = p.stem.rsplit("rank", 1)[-1]
             result["ranks"][rank] = {"passed": other.get("passed"), "metrics": other.get("metrics", {})}
@@ -828,6 +839,11 @@ def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
                 result["failures"].append({**f, "message": f"rank {rank}: {f.get('message', '')}"})
         result["passed"] = not result["failures"]
     return result
+
+
+# What the recipe patterns of a trial that has not ended yet see (LogScan judges their
+# conditions after the end, with the real outcome).
+_NOT_ENDED = types.SimpleNamespace(gpu_peak_mem_bytes=None, exit_code=None, wall_s=None)
 
 
 def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:

@@ -11,6 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+from aorta_tui.core.errors import AortaError
+from aorta_tui.core.inputs import open_input
 
 LOG_NAMES = ("stderr.log", "stdout.log")
 HEAD_BYTES = 1 << 20  # the full view: the start of a long log (start-up errors live there)
@@ -34,17 +38,26 @@ def tail_lines(path: Path, lines: int, max_bytes: int = TAIL_READ_BYTES) -> list
     if lines <= 0:
         return []
     try:
-        with path.open("rb") as fh:
+        with _open_log(path) as fh:
             fh.seek(0, 2)
             size = fh.tell()
             fh.seek(max(0, size - max_bytes))
             data = fh.read(max_bytes)
-    except OSError:
+    except (OSError, AortaError):
         return []
     text = data.decode("utf-8", "replace").splitlines()
     if size > max_bytes and text:
         text = text[1:]  # the first line read is (probably) cut: drop it
     return [clean_line(line) for line in text[-lines:]]
+
+
+def _open_log(path: Path) -> BinaryIO:
+    """A trial's log through the one checked open (a FIFO or a device planted by the trial
+    would hang the screen); a missing log is ``FileNotFoundError``, as ``open`` says it."""
+    fh = open_input(path, what="log", follow_symlinks=False, missing_ok=True)
+    if fh is None:
+        raise FileNotFoundError(path)
+    return fh
 
 
 def split_budget(budget: int, sizes: list[int]) -> list[int]:
@@ -82,7 +95,7 @@ class LogText:
 def read_log(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> LogText:
     """The file's lines for the full-log view, the middle of a huge file left out (said so)."""
     try:
-        with path.open("rb") as fh:
+        with _open_log(path) as fh:
             fh.seek(0, 2)
             size = fh.tell()
             fh.seek(0)
@@ -96,6 +109,8 @@ def read_log(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BY
         return LogText(path, [], 0, "not written (the trial has not started, or it wrote nothing)", 0)
     except OSError as exc:
         return LogText(path, [], 0, f"cannot read it: {exc.strerror or exc}", 0)
+    except AortaError as exc:  # a FIFO, a device, a symlink: never opened for reading
+        return LogText(path, [], 0, f"cannot read it: {exc.message}", 0)
     skipped = size - head_bytes - tail_bytes
     marker = f"… {skipped / (1 << 20):.1f} MiB not shown here: the whole file is {path} …"
     return LogText(path, [*_lines(head), marker, *_lines(tail)], size,
@@ -105,7 +120,7 @@ def read_log(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BY
 def read_more(log: LogText) -> list[str]:
     """Lines appended to the file since it was read (a running trial): [] if none."""
     try:
-        with log.path.open("rb") as fh:
+        with _open_log(log.path) as fh:
             fh.seek(0, 2)
             size = fh.tell()
             if size <= log.read_to:

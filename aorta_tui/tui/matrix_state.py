@@ -8,7 +8,6 @@ the ETA, and it says how (the pace of trials finished since this run last starte
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from aorta_tui.core.events import (
     TrialFinished,
     TrialStarted,
 )
+from aorta_tui.core.inputs import read_json_or_none
 
 PENDING, RUNNING = "pending", "running"
 PLACEMENT_LIMIT = 64 << 20  # slurm/jobs.json: about 100 bytes a trial
@@ -96,9 +96,8 @@ class MatrixState:
         """Start from the run's plan (so pending trials show before they start), if written."""
         state = cls(run_dir=Path(run_dir))
         plan_path = state.run_dir / "plan.json"
-        try:
-            plan = json.loads(plan_path.read_text())
-        except (OSError, ValueError):
+        plan = read_json_or_none(plan_path)
+        if plan is None:
             return state
         entries = plan.get("trials", plan) if isinstance(plan, dict) else plan
         if isinstance(entries, list):

@@ -3,7 +3,8 @@
 See ``docs/classifier.md``. Public API::
 
     classify(outcome, stdout_path=..., stderr_path=..., custom_rules=..., disabled=...,
-             kernel_events=..., kernel_unavailable=..., workload_result=...) -> Classification
+             kernel_events=..., kernel_unavailable=..., workload_result=...,
+             log_scan=LogScan(...)) -> Classification   # log_scan: the streams as they passed
     BUILTIN_PATTERNS   # tier-3 kernel and tier-4 log patterns, each with a sample line
     extract_step_times(path, regex) -> list[float]   # seconds
     KernelLog.open() / .mark() / .events_since(cursor)
@@ -23,7 +24,7 @@ from aorta_tui.core.classify.model import (
 )
 from aorta_tui.core.classify.patterns import LOG_PATTERNS
 from aorta_tui.core.classify.steps import extract_step_times
-from aorta_tui.core.classify.tiers import builtin_detector_ids, classify
+from aorta_tui.core.classify.tiers import LogScan, builtin_detector_ids, classify
 
 BUILTIN_PATTERNS: tuple[Pattern, ...] = KERNEL_PATTERNS + LOG_PATTERNS
 
@@ -35,6 +36,7 @@ __all__ = [
     "Detection",
     "KernelEvent",
     "KernelLog",
+    "LogScan",
     "OnMatch",
     "Pattern",
     "PatternRule",

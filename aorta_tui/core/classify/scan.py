@@ -116,6 +116,7 @@ class Hit:
     stream: str
     evidence: str
     captures: dict[str, Any]
+    offset: int = 0  # the stream's byte offset of the line's start (of its piece: a long line)
 
 
 @dataclass
@@ -123,7 +124,9 @@ class Matcher:
     """One regex being scanned for. ``accept`` turns a match into captures, or ``None`` to
     skip it (a recipe condition that does not hold). Scanning stops after ``cap`` hits.
     ``regex``: a built-in ``re`` pattern, or a recipe pattern compiled for RE2
-    (:class:`~aorta_tui.core.classify.linear.LinearRegex`, matched on the block's bytes)."""
+    (:class:`~aorta_tui.core.classify.linear.LinearRegex`, matched on the block's bytes).
+    ``keep_hits``: also keep the first that many hits in ``hits`` (a streamed recipe pattern
+    whose condition can only be judged once the process has ended)."""
 
     id: str
     regex: re.Pattern[str] | LinearRegex
@@ -133,49 +136,124 @@ class Matcher:
     first: Hit | None = None
     count: int = 0
     notes: list[str] = field(default_factory=list)
+    keep_hits: int = 0
+    hits: list[Hit] = field(default_factory=list)
 
     @property
     def done(self) -> bool:
         return self.count >= self.cap
 
 
+def scan_block(text: str, first_line: int, stream: str, matchers: list[Matcher],
+               offset: int = 0) -> None:
+    """Run every matcher that is not done over one block of whole lines."""
+    data: bytes | None = None  # the block as UTF-8, for RE2 (recipe patterns)
+    for mt in matchers:
+        if mt.done:
+            continue
+        buf: str | bytes = text
+        if isinstance(mt.regex, LinearRegex):
+            data = text.encode("utf-8") if data is None else data
+            buf = data
+            found: Any = line_matches_bytes(mt.regex, data)
+        elif mt.needles:
+            found = needle_line_matches(mt.regex, text, mt.needles)
+        else:
+            found = line_matches(mt.regex, text)
+        for ls, le, m in found:
+            captures = mt.accept(m)
+            if captures is None:
+                continue
+            mt.count += 1
+            if mt.first is None or len(mt.hits) < mt.keep_hits:
+                if isinstance(buf, bytes):  # m's offsets are within its own line
+                    line_no = first_line + buf.count(b"\n", 0, ls)
+                    ev = evidence(m.line, 0, len(m.line), m)
+                    at = offset + ls
+                else:
+                    line_no = first_line + buf.count("\n", 0, ls)
+                    ev = evidence(buf, ls, le, m)
+                    at = offset + len(buf[:ls].encode("utf-8", "replace"))
+                hit = Hit(line_no, stream, ev, captures, at)
+                if mt.first is None:
+                    mt.first = hit
+                if len(mt.hits) < mt.keep_hits:
+                    mt.hits.append(hit)
+            if mt.done:
+                break
+
+
+class StreamScanner:
+    """One stream's bytes through the matchers as they pass, in bounded memory.
+
+    The same blocks as :func:`iter_blocks` (1 MiB cut at the last newline, an over-long line
+    cut into pieces with its line number kept), built from whatever chunks arrive: the
+    supervisor feeds a trial's whole output here as it reads it, so a line far beyond what
+    its log file keeps (head + tail) is still seen (issue 27 item 16). Memory: at most about
+    two blocks, however long the stream.
+    """
+
+    def __init__(self, stream: str, matchers: list[Matcher], block_bytes: int = BLOCK_BYTES) -> None:
+        self.stream = stream
+        self.matchers = matchers
+        self.block_bytes = block_bytes
+        self.scanned = 0  # bytes fed
+        self._carry = bytearray()
+        self._line = 1
+        self._offset = 0  # stream offset of the carry's first byte
+
+    def feed(self, data: bytes) -> None:
+        self.scanned += len(data)
+        self._carry += data
+        while len(self._carry) >= self.block_bytes:
+            if not self._flush(final=False):
+                break
+
+    def close(self) -> None:
+        while self._carry:
+            self._flush(final=True)
+
+    def _flush(self, *, final: bool) -> bool:
+        buf = self._carry
+        cut = buf.rfind(b"\n", 0, self.block_bytes) if not final else len(buf) - 1
+        if cut < 0:
+            if len(buf) < self.block_bytes:
+                return False
+            cut = self.block_bytes - 1  # an over-long line: a piece of it, same line number
+        body = bytes(buf[: cut + 1])
+        del buf[: cut + 1]
+        if any(not mt.done for mt in self.matchers):
+            scan_block(body.decode("utf-8", "replace"), self._line, self.stream, self.matchers,
+                       self._offset)
+        self._line += body.count(b"\n")
+        self._offset += len(body)
+        return True
+
+
 def scan_file(
     path: Path, stream: str, matchers: list[Matcher], *, block_bytes: int = BLOCK_BYTES
 ) -> None:
-    """Run every matcher over ``path``; missing or unreadable files are skipped."""
+    """Run every matcher over ``path``; missing or unreadable files are skipped (the file is
+    opened through the one checked open: a FIFO or a device planted by the trial is skipped)."""
+    from aorta_tui.core.errors import AortaError
+    from aorta_tui.core.inputs import open_input
+
     try:
-        for text, first_line in iter_blocks(path, block_bytes):
-            active = [mt for mt in matchers if not mt.done]
-            if not active:
-                return
-            data: bytes | None = None  # the block as UTF-8, for RE2 (recipe patterns)
-            for mt in active:
-                buf: str | bytes = text
-                if isinstance(mt.regex, LinearRegex):
-                    data = text.encode("utf-8") if data is None else data
-                    buf = data
-                    found: Any = line_matches_bytes(mt.regex, data)
-                elif mt.needles:
-                    found = needle_line_matches(mt.regex, text, mt.needles)
-                else:
-                    found = line_matches(mt.regex, text)
-                for ls, le, m in found:
-                    captures = mt.accept(m)
-                    if captures is None:
-                        continue
-                    mt.count += 1
-                    if mt.first is None:
-                        if isinstance(buf, bytes):  # m's offsets are within its own line
-                            line_no = first_line + buf.count(b"\n", 0, ls)
-                            ev = evidence(m.line, 0, len(m.line), m)
-                        else:
-                            line_no = first_line + buf.count("\n", 0, ls)
-                            ev = evidence(buf, ls, le, m)
-                        mt.first = Hit(line_no, stream, ev, captures)
-                    if mt.done:
-                        break
+        fh = open_input(path, what="log", follow_symlinks=False, missing_ok=True)
+    except AortaError:
+        return
+    if fh is None:
+        return
+    scanner = StreamScanner(stream, matchers, block_bytes)
+    try:
+        with fh:
+            while chunk := fh.read(block_bytes):
+                scanner.feed(chunk)
+                if all(mt.done for mt in matchers):
+                    return
     except OSError:
         return
+    scanner.close()
 
 
 def numeric_captures(m: re.Match[str]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from aorta_tui.core.classify.dmesg import KERNEL_PATTERNS, KernelEvent
 from aorta_tui.core.classify.linear import compile_linear, recipe_regex_issue
 from aorta_tui.core.classify.model import Classification, Detection, Pattern, PatternRule
 from aorta_tui.core.classify.patterns import LOG_PATTERNS
-from aorta_tui.core.classify.scan import Matcher, numeric_captures, scan_file
+from aorta_tui.core.classify.scan import Hit, Matcher, StreamScanner, numeric_captures, scan_file
 from aorta_tui.core.classify.upstream_ids import expand_disabled, upstream_alias
 from aorta_tui.core.hang import SIGNAL_NAMES
 
@@ -247,12 +247,16 @@ def _exception_line(path: Path, after_line: int) -> str | None:
     return None
 
 
-def tier4_and_5(
-    stdout_path: Path | None,
-    stderr_path: Path | None,
-    rules: Sequence[PatternRule],
-    is_disabled: Any,
-) -> list[Detection]:
+# A streamed recipe pattern with a condition keeps this many matches for the condition, which
+# can only be judged once the process has ended (it may read exit_code, walltime_sec, ...).
+CONDITION_CANDIDATES = 10_000
+
+
+def _matchers(rules: Sequence[PatternRule], is_disabled: Any, *, deferred: bool = False,
+              ) -> tuple[list[Matcher], list[Matcher], list[Detection]]:
+    """The built-in and recipe matchers, and a detection for each pattern RE2 cannot run.
+    ``deferred``: a recipe pattern's condition is not applied while scanning; its first
+    ``CONDITION_CANDIDATES`` matches are kept for it instead (``LogScan``)."""
     builtin = [_builtin_matcher(p) for p in LOG_PATTERNS if not is_disabled(4, p.id)]
     custom: list[Matcher] = []
     refused: list[Detection] = []
@@ -263,12 +267,104 @@ def tier4_and_5(
         if isinstance(built, str):  # validation refuses these; a caller of classify may not
             refused.append(Detection(5, rule.id, "error",
                                      f"custom pattern '{rule.id}' was not searched: {built}"))  # fmt: skip
-        else:
-            custom.append(built)
-    matchers = builtin + custom
+            continue
+        if deferred and rule.condition is not None:
+            built.accept, built.keep_hits = numeric_captures, CONDITION_CANDIDATES
+            built.cap = 1 << 62  # counted to the end: the condition decides later
+        custom.append(built)
+    return builtin, custom, refused
+
+
+class LogScan:
+    """Tiers 4 and 5 over a trial's whole output, fed by the supervisor as it passes.
+
+    A log file keeps the first and the last part of a long stream (64 MiB in all): scanning
+    the file afterwards missed an error printed in between (a CUDA error after 300 MB of
+    output got the verdict pass; issue 27 item 16). The supervisor hands each stream's bytes
+    to :meth:`feed_for` ``(label)`` (``ProcessSpec.log_scan``); ``classify`` then reads the
+    matches from here instead of the files. Built before the process starts: a recipe
+    pattern's condition is judged on its kept matches once the process has ended.
+    """
+
+    def __init__(self, rules: Sequence[PatternRule], disabled: Collection[str] = ()) -> None:
+        is_disabled = _disabled_check(disabled)
+        self.builtin, self.custom, self.refused = _matchers(rules, is_disabled, deferred=True)
+        self.scanners: dict[str, StreamScanner] = {}
+        self.kept: dict[str, int] = {}  # bytes each stream's log file keeps (head + tail)
+        self.head: dict[str, int] = {}  # of which the head (a verbatim prefix of the stream)
+
+    def feed_for(self, label: str) -> Callable[[bytes], None]:
+        scanner = self.scanners[label] = StreamScanner(label, self.builtin + self.custom)
+        return scanner.feed
+
+    def finish(self, label: str, *, head: int, kept: int) -> None:
+        """The stream ended; its log file kept ``kept`` bytes, the first ``head`` verbatim."""
+        self.scanners[label].close()
+        self.head[label], self.kept[label] = head, kept
+
+    @property
+    def used(self) -> bool:
+        return bool(self.kept)
+
+    def in_file(self, hit: Hit) -> bool:
+        """Whether the line of ``hit`` is in the kept head of its log (same line number)."""
+        scanner = self.scanners.get(hit.stream)
+        head = self.head.get(hit.stream, 0)
+        return scanner is None or scanner.scanned == self.kept.get(hit.stream) or hit.offset < head
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """How much of each stream was scanned and how much its log keeps, for result.json."""
+        return {label: {"scanned_bytes": sc.scanned, "kept_bytes": self.kept.get(label),
+                        "whole_stream_scanned": True,
+                        "kept_in_log": sc.scanned == self.kept.get(label)}
+                for label, sc in self.scanners.items()}
+
+
+def _apply_conditions(streamed: list[Matcher], rules: Sequence[PatternRule]) -> list[Matcher]:
+    """The streamed recipe matchers with each rule's condition applied to its kept matches."""
+    by_id = {r.id: r for r in rules}
+    out = []
+    for mt in streamed:
+        rule = by_id.get(mt.id)
+        if rule is None or rule.condition is None or not mt.keep_hits:
+            out.append(mt)
+            continue
+        judged = _rule_matcher(rule)
+        assert not isinstance(judged, str)  # it compiled for the stream
+        for hit in mt.hits:
+            if judged.accept(_Captured(hit.captures)) is not None:
+                judged.count += 1
+                judged.first = judged.first or hit
+        out.append(judged)
+    return out
+
+
+class _Captured:
+    """A kept match as ``numeric_captures`` reads it (its named groups, already converted)."""
+
+    def __init__(self, captures: dict[str, Any]) -> None:
+        self._captures = captures
+
+    def groupdict(self) -> dict[str, Any]:
+        return {k: (None if v is None else str(v) if not isinstance(v, str) else v)
+                for k, v in self._captures.items()}
+
+
+def tier4_and_5(
+    stdout_path: Path | None,
+    stderr_path: Path | None,
+    rules: Sequence[PatternRule],
+    is_disabled: Any,
+    log_scan: LogScan | None = None,
+) -> list[Detection]:
     files = _log_files(stdout_path, stderr_path)
-    for stream, path in files:
-        scan_file(path, stream, matchers)
+    if log_scan is not None and log_scan.used:  # the whole streams, scanned as they passed
+        builtin, refused = log_scan.builtin, log_scan.refused
+        custom = _apply_conditions(log_scan.custom, rules)
+    else:  # an in-process or Slurm trial: what its log files kept
+        builtin, custom, refused = _matchers(rules, is_disabled)
+        for stream, path in files:
+            scan_file(path, stream, builtin + custom)
     described = {p.id: p for p in LOG_PATTERNS}
     out: list[Detection] = []
     for mt in builtin:
@@ -277,7 +373,8 @@ def tier4_and_5(
         pattern = described[mt.id]
         message = pattern.description
         captures = dict(mt.first.captures)
-        if mt.id == "python_traceback":
+        in_file = log_scan is None or not log_scan.used or log_scan.in_file(mt.first)
+        if mt.id == "python_traceback" and in_file:
             path = dict((s, p) for s, p in files)[mt.first.stream]
             exc_line = _exception_line(path, mt.first.line_no)
             if exc_line:
@@ -285,6 +382,8 @@ def tier4_and_5(
                 message = f"Python exception: {exc_line}"
         if mt.count > 1:
             message += f" ({_count(mt)} lines)"
+        if not in_file:
+            message += _not_kept_note(mt.first)
         out.append(Detection(4, mt.id, pattern.severity, message, mt.first.evidence,
                              mt.first.line_no, mt.first.stream, captures, mt.count))  # fmt: skip
     by_id = {r.id: r for r in rules}
@@ -299,6 +398,8 @@ def tier4_and_5(
             message = f"custom pattern '{mt.id}' matched"
             if mt.count > 1:
                 message += f" ({_count(mt)} lines)"
+            if log_scan is not None and log_scan.used and not log_scan.in_file(mt.first):
+                message += _not_kept_note(mt.first)
             out.append(Detection(5, mt.id, rule.on_match, message, mt.first.evidence,
                                  mt.first.line_no, mt.first.stream, _json_safe(mt.first.captures),
                                  mt.count))  # fmt: skip
@@ -310,6 +411,11 @@ def tier4_and_5(
                                  f"(/{rule.regex.pattern}/){cond} is required_for_pass and "
                                  f"matched no line of {where}", count=0))  # fmt: skip
     return out
+
+
+def _not_kept_note(hit: Hit) -> str:
+    return (f" (line {hit.line_no} of the {hit.stream} stream, in the part its log does not "
+            "keep: seen as the output passed)")
 
 
 def _json_safe(captures: dict[str, Any]) -> dict[str, Any]:
@@ -385,6 +491,7 @@ def classify(
     kernel_events: Sequence[KernelEvent] = (),
     kernel_unavailable: str | None = None,
     workload_result: Mapping[str, Any] | None = None,
+    log_scan: LogScan | None = None,
 ) -> Classification:
     """Classify one trial. ``outcome`` is None for an in-process trial (tiers 1-2 skipped).
 
@@ -398,7 +505,7 @@ def classify(
     detections += tier3(kernel_events, kernel_unavailable)
     if outcome is not None:
         detections += tier3_counters(outcome)
-    detections += tier4_and_5(stdout_path, stderr_path, custom_rules, is_disabled)
+    detections += tier4_and_5(stdout_path, stderr_path, custom_rules, is_disabled, log_scan)
     if workload_result is not None:
         detections += workload_detections(workload_result)
     kept = [d for d in detections if not is_disabled(d.tier, d.id, d.captures)]
