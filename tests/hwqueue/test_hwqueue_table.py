@@ -19,7 +19,9 @@ def _result_without_launches() -> dict:
     return build_result(cfg, raw)
 
 
-def test_every_missing_figure_is_shown_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_missing_figure_is_shown_with_its_reason(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # rows unwrapped: the width at 80 is test_hwqueue_table_width's
     result = _result_without_launches()
     assert result["summary"]["latency_p50_ms"] is None
     assert result["metrics"]["per_stream"][0]["busy_ms"] is None
