@@ -250,9 +250,14 @@ def test_a_run_directory_the_nodes_do_not_see_is_exit_3(tmp_path):
 
 
 def test_timeout_per_trial_is_enforced_on_the_node_as_locally(tmp_path):
-    recipe, script, out = _setup(tmp_path, trials=1, timeout=2)
-    slurm = _run(recipe, script, out / "slurm", "--executor", "slurm", env={"SLEEP_S": "30"})
-    local = _run(recipe, script, out / "local", env={"SLEEP_S": "30"})
+    recipe, _, out = _setup(tmp_path, trials=1, timeout=2)
+    # `exec sleep`: the trial script's shell, killed a moment after its sleep, could still print
+    # its CUDA error line (a tier-4 fail instead of the timeout error)
+    sleeper = tmp_path / "sleeper.sh"
+    sleeper.write_text("#!/bin/sh\nexec sleep 30\n")
+    sleeper.chmod(0o755)
+    slurm = _run(recipe, sleeper, out / "slurm", "--executor", "slurm")
+    local = _run(recipe, sleeper, out / "local")
     # every trial errored (timed out): exit 1 on either executor (issue 27 item 4)
     assert slurm.returncode == 1 and local.returncode == 1, (slurm.stderr, local.stderr)
     s_res, l_res = _results(only_run_dir(out / "slurm")), _results(only_run_dir(out / "local"))
@@ -362,8 +367,11 @@ def test_a_run_in_which_every_trial_errored_exits_1_on_either_executor(tmp_path)
     executor ran it; one trial that did not error makes it a sweep again (exit 0)."""
     recipe, script, out = _setup(tmp_path, trials=1, timeout=1)
     for executor in ("slurm", "local"):
-        proc = _run(recipe, script, out / executor, "--executor", executor, env={"SLEEP_S": "30"})
-        assert proc.returncode == 1, (executor, proc.stderr)
+        # `sleep` itself, not the trial script: a shell killed a moment after its sleep could
+        # still print the script's CUDA error line (a tier-4 fail, not an error)
+        proc = aorta("--batch", str(recipe), "--output", str(out / executor), "--no-snapshot",
+                     "--executor", executor, "--", "sleep", "30", timeout=180)
+        assert proc.returncode == 1, (executor, proc.stdout, proc.stderr)
         assert "exit code 1 (every trial errored: nothing was judged" in proc.stdout
         res = _results(only_run_dir(out / executor))
         assert len(res) == 3 and {r["verdict"] for r in res.values()} == {"error"}
