@@ -40,6 +40,10 @@ ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxA
 QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
 STAT_EVERY_S = 0.05  # the outcome file, looked at between queries (a stat; no inotify on NFS)
 PROBE_WAIT_S = float(os.environ.get("AORTA_SLURM_PROBE_WAIT_S", "120"))
+# The probe's marker is looked at every PROBE_STAT_S and squeue asked every PROBE_QUERY_S: the
+# marker says the job ran, squeue only that it ended without one; a squeue every 0.1 s (as it
+# was) took CPU from the probe's own start on a small node for nothing.
+PROBE_STAT_S, PROBE_QUERY_S = 0.02, 0.5
 SETTLE_S = 30.0  # after a signalled job's outcome: wait this long for Slurm's final state
 OUTCOME_LAG_S = 10.0  # a finished job's outcome file may show up late on a network filesystem
 BACKSTOP_S = 60.0  # past timeout_per_trial + this, the orchestrator scancels the job itself
@@ -270,9 +274,14 @@ class SlurmExecutor:
         deadline = time.monotonic() + PROBE_WAIT_S
         info: sc.JobInfo | None = None
         try:
+            next_query = 0.0
             while time.monotonic() < deadline:
                 if _marker_ok(marker, token):
                     return
+                if time.monotonic() < next_query:  # the marker is a stat; squeue a subprocess
+                    time.sleep(PROBE_STAT_S)
+                    continue
+                next_query = time.monotonic() + PROBE_QUERY_S
                 try:
                     info = sc.squeue([job_id]).get(job_id) or info
                 except sc.SlurmCallError as exc:
@@ -286,7 +295,6 @@ class SlurmExecutor:
                     if _marker_ok(marker, token):
                         return
                     raise self._probe_failed(info, marker, where)
-                time.sleep(0.1)
         finally:
             with contextlib.suppress(OSError):
                 marker.unlink()
