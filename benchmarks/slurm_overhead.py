@@ -18,7 +18,14 @@ overhead per trial over ``bare_array``. Where that overhead goes (``slurm_phases
 job), ``before_trials`` (from the command's start to its journal's ``run_started``: start-up plus
 the shared-filesystem probe job), ``trials`` (``run_started`` to ``run_finished``: the array's
 submission, its tasks, the records) and ``after`` (``run_finished`` to the exit). The header
-line gives the date and the load average, since a loaded 2-core box moves every figure. ``--submit N`` also times the Slurm executor's
+line gives the date and the load average, since a loaded 2-core box moves every figure.
+
+Every Slurm trial runs Python three times over (the orchestrator, the probe job, each task's
+wrapper), the bare modes none: where ``PYTHONDONTWRITEBYTECODE`` is set and aorta_tui has no
+bytecode cache (an editable install; pip compiles a wheel's modules when it installs them),
+each of those processes compiles aorta_tui's modules from source first. The header says which
+it measured (``bytecode``); ``--compile`` writes the cache first (``compileall``), as an
+installed package has it. ``--submit N`` also times the Slurm executor's
 submission of an N-trial sweep (prepare every trial + its sbatch calls, then scancel), the
 figure that says whether a 1,000-trial sweep submits one job per second.
 
@@ -70,6 +77,24 @@ def _aorta(recipe: Path, out: Path, executor: str, command: list[str],
             phases["trials"].append(ts["run_finished"] - ts["run_started"])
             phases["after"].append(epoch1 - ts["run_finished"])
     return wall
+
+
+def _bytecode_state() -> str:
+    """Whether the processes of a run load aorta_tui from a bytecode cache or compile it."""
+    import importlib.util
+
+    import aorta_tui
+
+    pkg = Path(aorta_tui.__file__).parent
+    sources = [p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts]
+    cached = sum(1 for p in sources if Path(importlib.util.cache_from_source(str(p))).exists())
+    writes = not sys.flags.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE")
+    if cached == len(sources):
+        return f"cached ({cached} modules)"
+    if writes:
+        return f"{cached} of {len(sources)} modules cached; the first run writes the rest"
+    return (f"{cached} of {len(sources)} modules cached and PYTHONDONTWRITEBYTECODE set: every "
+            "process compiles the rest from source (--compile writes the cache)")
 
 
 def _journal_times(out: Path) -> dict[str, float]:
@@ -149,11 +174,20 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--command", default="true", help="the trial's command (split like a shell)")
     ap.add_argument("--submit", type=int, default=0, help="also time submitting an N-trial sweep")
+    ap.add_argument("--compile", action="store_true",
+                    help="write aorta_tui's bytecode cache first (compileall), as pip install does")
     ap.add_argument("--skip", action="append", default=[], choices=["local", "bare_wait"],
                     help="leave a mode out (bare_wait takes ~2 s a trial)")
     ap.add_argument("--out", default=os.environ.get("OUT"))
     args = ap.parse_args()
     command = shlex.split(args.command)
+    if args.compile:
+        import compileall
+
+        import aorta_tui
+
+        compileall.compile_dir(str(Path(aorta_tui.__file__).parent), quiet=1)
+    bytecode = _bytecode_state()
     per_cell = max(1, args.trials // args.cells)
     n = per_cell * args.cells
     walls: dict[str, list[float]] = {m: [] for m in ("local", "slurm", "bare_wait", "bare_array")
@@ -191,7 +225,8 @@ def main() -> int:
     load_after = os.getloadavg()
     result = {
         "machine": os.uname().nodename, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "cpus": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
+        "cpus": os.cpu_count(), "bytecode": bytecode,
+        "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in load_after],
         "slurm_phases_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},
         "trials": n, "rounds": args.rounds, "command": command,
@@ -211,7 +246,7 @@ def main() -> int:
         (Path(args.out) / "slurm_overhead.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"{n} trials x {args.rounds} rounds of {' '.join(command)!r} on {os.uname().nodename} "
           f"({os.cpu_count()} CPUs), {result['date']}, load average {load_before[0]:.2f} before, "
-          f"{load_after[0]:.2f} after")
+          f"{load_after[0]:.2f} after; aorta_tui bytecode: {bytecode}")
     for m in walls:
         if m in med:
             print(f"  {m:<11} {med[m]:8.2f} s total  {med[m] / n * 1000:8.1f} ms/trial")

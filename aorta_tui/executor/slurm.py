@@ -415,8 +415,9 @@ class SlurmExecutor:
             return
         store = _Jobs.load(path)
         batches, trials = store.data["batches"], store.data["trials"]
-        wanted = {tid: rec for tid, rec in trials.items() if tid in unfinished
-                  and isinstance(rec, dict) and not rec.get("cancelled_by_orchestrator")}
+        wanted = {tid: rec for tid, rec in trials.items() if tid in unfinished and isinstance(rec, dict)
+                  and isinstance(rec.get("task"), int) and isinstance(rec.get("batch"), str)
+                  and not rec.get("cancelled_by_orchestrator")}
         if not wanted:
             return
         resume = f"aorta-tui sweep run --resume {shlex.quote(str(run_dir))}"
@@ -429,7 +430,8 @@ class SlurmExecutor:
                 f"jobs that still run (or `scancel` them there, then `{resume} --executor {executor}`)")
         _find_batch_ids(batches)
         ids = {tid: f"{batches[rec['batch']]['job_id']}_{rec['task']}" for tid, rec in wanted.items()
-               if isinstance(batches.get(rec.get("batch")), dict) and batches[rec["batch"]].get("job_id")}
+               if isinstance(batches.get(rec.get("batch")), dict)
+               and isinstance(batches[rec["batch"]].get("job_id"), str) and batches[rec["batch"]]["job_id"]}
         try:
             infos = sc.squeue(list(ids.values()))
         except sc.SlurmCallError as exc:
