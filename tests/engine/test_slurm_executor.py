@@ -140,7 +140,8 @@ def test_scancel_of_one_job_is_a_typed_verdict(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "--batch", str(recipe), "--output",
                              str(out), "--no-snapshot", "--executor", "slurm", "--", str(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "SLEEP_S": "4"})
+                            env={**os.environ, "SLEEP_S": "8"})  # 4 s: on a loaded box the
+    # victim could end before its scancel landed (a `pass`, seen once at load 5)
     try:
         victim = _wait_for_running_job(out)
         subprocess.run(["scancel", victim[1]], check=True, timeout=30)
