@@ -12,8 +12,20 @@ The same N trials (a probe recipe of ``--cells`` cells running ``--command``, de
   0.2 s until every task ended (the floor of any Slurm orchestrator: no Python, no records).
 
 Per mode: total wall time and wall time per trial (median over the rounds); the Slurm
-executor's ratio to ``bare_wait`` (the target: at most 1.2x) and to ``bare_array``, and its
-overhead per trial over ``bare_array``. ``--submit N`` also times the Slurm executor's
+executor's ratio to ``bare_wait`` and to ``bare_array`` (the target: at most 1.2x), and its
+overhead per trial over ``bare_array``. Where that overhead goes (``slurm_phases``, medians):
+``startup`` (the same command with ``--dry-run``: the CLI's start, the recipe, the checks, no
+job), ``before_trials`` (from the command's start to its journal's ``run_started``: start-up plus
+the shared-filesystem probe job), ``trials`` (``run_started`` to ``run_finished``: the array's
+submission, its tasks, the records) and ``after`` (``run_finished`` to the exit). The header
+line gives the date and the load average, since a loaded 2-core box moves every figure.
+
+Every Slurm trial runs Python three times over (the orchestrator, the probe job, each task's
+wrapper), the bare modes none: where ``PYTHONDONTWRITEBYTECODE`` is set and aorta_tui has no
+bytecode cache (an editable install; pip compiles a wheel's modules when it installs them),
+each of those processes compiles aorta_tui's modules from source first. The header says which
+it measured (``bytecode``); ``--compile`` writes the cache first (``compileall``), as an
+installed package has it. ``--submit N`` also times the Slurm executor's
 submission of an N-trial sweep (prepare every trial + its sbatch calls, then scancel), the
 figure that says whether a 1,000-trial sweep submits one job per second.
 
@@ -47,15 +59,56 @@ diagnostic_axis: [none]
 CELL_NAMES = ["none", "cuda_launch_blocking", "cuda_module_loading_eager", "amd_log_level_4"]
 
 
-def _aorta(recipe: Path, out: Path, executor: str, command: list[str]) -> float:
-    t0 = time.perf_counter()
+def _aorta(recipe: Path, out: Path, executor: str, command: list[str],
+           phases: dict[str, list[float]] | None = None, *, dry_run: bool = False) -> float:
+    t0, epoch0 = time.perf_counter(), time.time()
     proc = subprocess.run([sys.executable, "-m", "aorta_tui", "--batch", str(recipe), "--output",
-                           str(out), "--no-snapshot", "--executor", executor, "--", *command],
+                           str(out), "--no-snapshot", "--executor", executor,
+                           *(["--dry-run"] if dry_run else []), "--", *command],
                           capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - t0
+    epoch1 = time.time()
     if proc.returncode != 0:
         raise RuntimeError(f"{executor} sweep exited {proc.returncode}: {proc.stderr[-400:]}")
+    if phases is not None and not dry_run:
+        ts = _journal_times(out)
+        if "run_started" in ts and "run_finished" in ts:
+            phases["before_trials"].append(ts["run_started"] - epoch0)
+            phases["trials"].append(ts["run_finished"] - ts["run_started"])
+            phases["after"].append(epoch1 - ts["run_finished"])
     return wall
+
+
+def _bytecode_state() -> str:
+    """Whether the processes of a run load aorta_tui from a bytecode cache or compile it."""
+    import importlib.util
+
+    import aorta_tui
+
+    pkg = Path(aorta_tui.__file__).parent
+    sources = [p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts]
+    cached = sum(1 for p in sources if Path(importlib.util.cache_from_source(str(p))).exists())
+    writes = not sys.flags.dont_write_bytecode and not os.environ.get("PYTHONDONTWRITEBYTECODE")
+    if cached == len(sources):
+        return f"cached ({cached} modules)"
+    if writes:
+        return f"{cached} of {len(sources)} modules cached; the first run writes the rest"
+    return (f"{cached} of {len(sources)} modules cached and PYTHONDONTWRITEBYTECODE set: every "
+            "process compiles the rest from source (--compile writes the cache)")
+
+
+def _journal_times(out: Path) -> dict[str, float]:
+    """``run_started`` / ``run_finished`` epoch times of the one run under ``out``."""
+    found: dict[str, float] = {}
+    for journal in out.glob("*/*/journal.jsonl"):
+        for line in journal.read_text().splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("event") in ("run_started", "run_finished") and isinstance(ev.get("ts"), (int, float)):
+                found.setdefault(ev["event"], float(ev["ts"]))
+    return found
 
 
 def _bare_wait(n: int, command: list[str], workdir: Path) -> float:
@@ -121,13 +174,27 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--command", default="true", help="the trial's command (split like a shell)")
     ap.add_argument("--submit", type=int, default=0, help="also time submitting an N-trial sweep")
+    ap.add_argument("--compile", action="store_true",
+                    help="write aorta_tui's bytecode cache first (compileall), as pip install does")
+    ap.add_argument("--skip", action="append", default=[], choices=["local", "bare_wait"],
+                    help="leave a mode out (bare_wait takes ~2 s a trial)")
     ap.add_argument("--out", default=os.environ.get("OUT"))
     args = ap.parse_args()
     command = shlex.split(args.command)
+    if args.compile:
+        import compileall
+
+        import aorta_tui
+
+        compileall.compile_dir(str(Path(aorta_tui.__file__).parent), quiet=1)
+    bytecode = _bytecode_state()
     per_cell = max(1, args.trials // args.cells)
     n = per_cell * args.cells
-    walls: dict[str, list[float]] = {m: [] for m in ("local", "slurm", "bare_wait", "bare_array")}
+    walls: dict[str, list[float]] = {m: [] for m in ("local", "slurm", "bare_wait", "bare_array")
+                                     if m not in args.skip}
+    phases: dict[str, list[float]] = {p: [] for p in ("startup", "before_trials", "trials", "after")}
     errors: list[str] = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="aorta-slurm-bench-", dir=os.getcwd()) as tmp:
         work = Path(tmp)
         recipe = work / "bench.yaml"
@@ -136,7 +203,11 @@ def main() -> int:
         for r in range(args.rounds):
             for mode in modes[r % len(modes):] + modes[:r % len(modes)]:  # rotate the order
                 try:
-                    if mode in ("local", "slurm"):
+                    if mode == "slurm":
+                        walls[mode].append(_aorta(recipe, work / f"out-{mode}-{r}", mode, command, phases))
+                        phases["startup"].append(_aorta(recipe, work / f"out-dry-{r}", mode, command,
+                                                        dry_run=True))
+                    elif mode == "local":
                         walls[mode].append(_aorta(recipe, work / f"out-{mode}-{r}", mode, command))
                     elif mode == "bare_wait":
                         walls[mode].append(_bare_wait(n, command, work))
@@ -151,8 +222,13 @@ def main() -> int:
             except Exception as exc:  # a benchmark reports every stage, it never stops at one
                 errors.append(f"submission of {args.submit}: {exc}")
     med = {m: statistics.median(v) for m, v in walls.items() if v}
+    load_after = os.getloadavg()
     result = {
-        "machine": os.uname().nodename, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": os.uname().nodename, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpus": os.cpu_count(), "bytecode": bytecode,
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in load_after],
+        "slurm_phases_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},
         "trials": n, "rounds": args.rounds, "command": command,
         "wall_s": {m: [round(x, 3) for x in v] for m, v in walls.items()},
         "median_wall_s": {m: round(v, 3) for m, v in med.items()},
@@ -168,13 +244,18 @@ def main() -> int:
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "slurm_overhead.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{n} trials x {args.rounds} rounds of {' '.join(command)!r} ({os.uname().nodename})")
+    print(f"{n} trials x {args.rounds} rounds of {' '.join(command)!r} on {os.uname().nodename} "
+          f"({os.cpu_count()} CPUs), {result['date']}, load average {load_before[0]:.2f} before, "
+          f"{load_after[0]:.2f} after; aorta_tui bytecode: {bytecode}")
     for m in walls:
         if m in med:
             print(f"  {m:<11} {med[m]:8.2f} s total  {med[m] / n * 1000:8.1f} ms/trial")
     for k in ("slurm_over_bare_wait", "slurm_over_bare_array", "slurm_overhead_per_trial_s"):
         if k in result:
             print(f"  {k}: {result[k]}")
+    if result["slurm_phases_median_s"]:
+        print("  slurm phases (median s): " + ", ".join(
+            f"{p} {v:.2f}" for p, v in result["slurm_phases_median_s"].items()))
     if submit:
         print(f"  submitting {submit['trials']} trials: {submit['seconds']} s in "
               f"{submit['sbatch_calls']} sbatch call(s) ({submit['trials_per_second']} trials/s)")

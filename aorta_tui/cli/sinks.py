@@ -102,6 +102,8 @@ def eta_text(t0: float, ran: int, remaining: int) -> str:
 def summary_text(e: Any) -> str:
     s = e.summary or {}
     lines = [f"run {e.status}: exit code {e.exit_code}"]
+    if s.get("every_trial_errored"):
+        lines[0] += " (every trial errored: nothing was judged; see the failing trials' reasons)"
     for cell, c in (s.get("cells") or {}).items():
         lines.append(f"  {cell_mark(c)} {cell}: {cell_counts(c)}")
     failing = s.get("failing_trials") or []

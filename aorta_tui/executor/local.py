@@ -14,6 +14,11 @@ class LocalExecutor:
         return []
 
     def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]:
+        # A run whose trials were Slurm jobs, resumed here (--executor local): refused while
+        # one of their jobs still runs, or this machine would run that trial beside it.
+        from aorta_tui.executor.slurm import SlurmExecutor
+
+        SlurmExecutor.refuse_unsettled(run_dir, unfinished, self.kind)
         return set()  # a local trial left by a dead orchestrator is ended and run again
 
     def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None:

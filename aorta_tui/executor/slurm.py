@@ -40,9 +40,17 @@ ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxA
 QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
 STAT_EVERY_S = 0.05  # the outcome file, looked at between queries (a stat; no inotify on NFS)
 PROBE_WAIT_S = float(os.environ.get("AORTA_SLURM_PROBE_WAIT_S", "120"))
+# The probe's marker is looked at every PROBE_STAT_S and squeue asked every PROBE_QUERY_S: the
+# marker says the job ran, squeue only that it ended without one; a squeue every 0.1 s (as it
+# was) took CPU from the probe's own start on a small node for nothing.
+PROBE_STAT_S, PROBE_QUERY_S = 0.02, 0.5
 SETTLE_S = 30.0  # after a signalled job's outcome: wait this long for Slurm's final state
 OUTCOME_LAG_S = 10.0  # a finished job's outcome file may show up late on a network filesystem
 BACKSTOP_S = 60.0  # past timeout_per_trial + this, the orchestrator scancels the job itself
+# A job that squeue stops listing while it was alive (and sacct, where it works, does not know
+# either) ends as LOST after this long: Slurm 22.05 drops an array task cancelled while
+# PENDING from squeue at once, without a final state, so its last state would hold forever.
+VANISH_S = max(OUTCOME_LAG_S, 3 * QUERY_EVERY_S)
 STATE_DIR = "slurm"
 JOBS_FILE = "jobs.json"
 
@@ -79,7 +87,9 @@ class TrialJob:
     started_seen: float | None = None  # when squeue first said RUNNING (orchestrator clock)
     done: bool = False  # run() returned its outcome (the sweep records it)
     info: sc.JobInfo | None = None
-    orchestrator_state: str | None = None  # TIMEOUT when the backstop scancelled it
+    orchestrator_state: str | None = None  # TIMEOUT when the backstop scancelled it; LOST
+    gone_since: float | None = None  # when squeue (and sacct) first stopped listing it
+    vanished_from: str | None = None  # its last state seen, when it vanished while alive
 
 
 @dataclass
@@ -264,9 +274,14 @@ class SlurmExecutor:
         deadline = time.monotonic() + PROBE_WAIT_S
         info: sc.JobInfo | None = None
         try:
+            next_query = 0.0
             while time.monotonic() < deadline:
                 if _marker_ok(marker, token):
                     return
+                if time.monotonic() < next_query:  # the marker is a stat; squeue a subprocess
+                    time.sleep(PROBE_STAT_S)
+                    continue
+                next_query = time.monotonic() + PROBE_QUERY_S
                 try:
                     info = sc.squeue([job_id]).get(job_id) or info
                 except sc.SlurmCallError as exc:
@@ -280,7 +295,6 @@ class SlurmExecutor:
                     if _marker_ok(marker, token):
                         return
                     raise self._probe_failed(info, marker, where)
-                time.sleep(0.1)
         finally:
             with contextlib.suppress(OSError):
                 marker.unlink()
@@ -356,15 +370,11 @@ class SlurmExecutor:
 
     def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]:
         """Trials (of ``unfinished``) whose job still runs or ended unrecorded: keep their files."""
+        run_dir = run_dir.absolute()  # a relative --resume path: the nodes' paths are absolute
         self._open_store(run_dir)
         assert self.store is not None
         batches, trials = self.store.data["batches"], self.store.data["trials"]
-        for name, batch in batches.items():  # killed between sbatch and writing its id
-            if not batch.get("job_id"):
-                found = sc.squeue_by_name(name) or sc.sacct(name=name) or {}
-                ids = {j.split("_", 1)[0] for j in found if "_" in j}
-                if len(ids) == 1:
-                    batch["job_id"] = ids.pop()
+        _find_batch_ids(batches)
         self.store.save()
         try:
             infos = self._query_ids([f"{batches[t['batch']]['job_id']}_{t['task']}"
@@ -392,6 +402,56 @@ class SlurmExecutor:
                 adopted.add(tid)
         return adopted
 
+    @staticmethod
+    def refuse_unsettled(run_dir: Path, unfinished: set[str], executor: str) -> None:
+        """A resume with another executor (``--executor local``) of a run whose trials were
+        Slurm jobs: refused (exit 2, with the commands) while a job that ``slurm/jobs.json``
+        names for an unfinished trial is queued or running, since the other executor would run
+        that trial a second time, in the same trial directory, and retire the files the job
+        still reads (its ``slurm-job.json``). Jobs that ended (or that Slurm no longer knows)
+        settle nothing: their trials run again on ``executor``."""
+        path = run_dir / STATE_DIR / JOBS_FILE
+        if not path.exists():
+            return
+        store = _Jobs.load(path)
+        batches, trials = store.data["batches"], store.data["trials"]
+        wanted = {tid: rec for tid, rec in trials.items() if tid in unfinished and isinstance(rec, dict)
+                  and isinstance(rec.get("task"), int) and isinstance(rec.get("batch"), str)
+                  and not rec.get("cancelled_by_orchestrator")}
+        if not wanted:
+            return
+        resume = f"aorta-tui sweep run --resume {shlex.quote(str(run_dir))}"
+        if sc.which("squeue") is None:
+            raise UsageError(
+                f"{len(wanted)} unfinished trial(s) of {run_dir} were Slurm jobs ({path}), and "
+                f"there is no `squeue` here to tell whether they still run; --executor {executor} "
+                "could run them a second time beside their jobs",
+                hint=f"resume on the Slurm login node: `{resume} --executor slurm` adopts the "
+                f"jobs that still run (or `scancel` them there, then `{resume} --executor {executor}`)")
+        _find_batch_ids(batches)
+        ids = {tid: f"{batches[rec['batch']]['job_id']}_{rec['task']}" for tid, rec in wanted.items()
+               if isinstance(batches.get(rec.get("batch")), dict)
+               and isinstance(batches[rec["batch"]].get("job_id"), str) and batches[rec["batch"]]["job_id"]}
+        try:
+            infos = sc.squeue(list(ids.values()))
+        except sc.SlurmCallError as exc:
+            raise UsageError(
+                f"Slurm does not answer ({exc.message}), so the resume cannot tell whether the "
+                f"Slurm jobs of {len(ids)} unfinished trial(s) still run",
+                hint=f"resume again once `squeue` works (nothing was changed): `{resume} "
+                f"--executor {executor}`, or `{resume} --executor slurm` to adopt them") from None
+        live = sorted(job for job in ids.values() if job in infos and infos[job].alive)
+        if not live:
+            return
+        shown = " ".join(live[:20]) + (f" ... ({len(live) - 20} more)" if len(live) > 20 else "")
+        raise UsageError(
+            f"{len(live)} unfinished trial(s) of {run_dir} still have Slurm jobs queued or running "
+            f"({shown}), and --executor {executor} would run them a second time in the same trial "
+            "directories; nothing was changed",
+            hint=f"adopt them: `{resume} --executor slurm` waits for those jobs and records them "
+            f"(the other trials run as Slurm jobs too); or cancel them: `scancel {' '.join(live)}`, "
+            f"then `{resume} --executor {executor}` runs them here")
+
     def _open_store(self, run_dir: Path) -> None:
         if self.store is None or self.run_dir != run_dir:
             self.run_dir = run_dir
@@ -400,7 +460,13 @@ class SlurmExecutor:
     # -- submission ------------------------------------------------------------------------------
 
     def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None:
-        """Prepare every pending trial that is not adopted and submit them, ARRAY_MAX a call."""
+        """Prepare every pending trial that is not adopted and submit them, ARRAY_MAX a call.
+
+        Every path a job is given is absolute: sbatch resolves a relative ``--output`` against
+        ``--chdir``, and the job resolves the manifest's and its spec's paths against it too, so
+        the default ``--output aorta-out`` sent every task to ``<run>/aorta-out/<run>/...``,
+        where nothing exists (JobLaunchFailure)."""
+        run_dir = run_dir.absolute()
         self._open_store(run_dir)
         assert self.store is not None
         self._bus, self._run_id = getattr(sweep, "bus", None), run_dir.name
@@ -494,7 +560,14 @@ class SlurmExecutor:
             if self._past_backstop(job, pspec, now):
                 job.orchestrator_state = "TIMEOUT"
                 sc.scancel([job.job_id or ""])
-            lost = info is None and now - self._mono(job.submitted_at) > max(OUTCOME_LAG_S, 3 * QUERY_EVERY_S)
+            lost = info is None and now - self._mono(job.submitted_at) > VANISH_S
+            if self._vanished(job, now):  # alive when last seen, listed nowhere since
+                if job.started_seen is None:
+                    on_start(None)
+                self._done(job)
+                outcome = self._outcome_from_state(job, pspec, info)
+                self._place(job, outcome.executor["state"], outcome.executor["node"])
+                return outcome
             if (info is not None and not info.alive) or lost:
                 terminal_at = terminal_at or now
                 if now - terminal_at >= OUTCOME_LAG_S or (info is not None and info.state in TYPED_STATES
@@ -506,6 +579,16 @@ class SlurmExecutor:
                     self._place(job, outcome.executor["state"], outcome.executor["node"])
                     return outcome
             cancel.wait(STAT_EVERY_S)
+
+    def _vanished(self, job: TrialJob, now: float) -> bool:
+        """Alive when squeue last listed it, and listed by neither squeue nor sacct for
+        VANISH_S since: LOST, with the state it vanished from (its outcome file, had it
+        written one, was looked at first)."""
+        info = job.info
+        if info is None or not info.alive or job.gone_since is None or now - job.gone_since < VANISH_S:
+            return False
+        job.vanished_from, job.orchestrator_state = info.state, "LOST"
+        return True
 
     def _warn(self, message: str) -> None:
         """A RunWarning event (journal first, then the front ends), each message once."""
@@ -568,7 +651,9 @@ class SlurmExecutor:
                 return
             for job_id, job in open_jobs.items():
                 if job_id in infos:
-                    job.info = infos[job_id]
+                    job.info, job.gone_since = infos[job_id], None
+                elif job.gone_since is None:
+                    job.gone_since = self._last_query
             self._save_placement()
 
     def _query_ids(self, ids: list[str]) -> dict[str, sc.JobInfo]:
@@ -607,7 +692,8 @@ class SlurmExecutor:
             "started_at": started if started is not None else (info.start if info else None),
             "ended_at": (data or {}).get("wrapper_ended_at") or (info.end if info else None),
             "slurm_times": {"submit": info.submit, "start": info.start, "end": info.end} if info else None,
-            "reason": info.reason if info else None, "signal": (data or {}).get("signal"),
+            "reason": _vanished_reason(job) or (info.reason if info else None),
+            "signal": (data or {}).get("signal"),
             "adopted": job.adopted,
         }
         shape = distributed_shape(self.spec)
@@ -650,7 +736,10 @@ class SlurmExecutor:
             gpu_mem_reason="the Slurm job wrote no outcome", stdout_bytes=_size(pspec.stdout_path),
             stderr_bytes=_size(pspec.stderr_path), truncated=False,
             peak_rss_reason="the Slurm job wrote no outcome", timeout_s=pspec.timeout_s,
-            hang_note="the Slurm job wrote no outcome", executor=facts,
+            # no hang_note: the trial's process was never seen, so there is no hang detector
+            # that "could not fire" to report (its tier-2 info line said so for trials that
+            # never launched); the typed job state is the verdict
+            executor=facts,
         )
 
     def _cancelled_outcome(self, job: TrialJob, pspec: Any) -> Any:
@@ -722,6 +811,26 @@ class SlurmExecutor:
             if isinstance(rec, dict):
                 rec["cancelled_by_orchestrator"] = True
         self.store.save()  # before scancel: a resume must not adopt them as cancelled by others
+
+
+def _find_batch_ids(batches: dict[str, Any]) -> None:
+    """A batch whose job id was never written (a kill between its sbatch call and the write):
+    found by its job name, which was written before the call."""
+    for name, batch in batches.items():
+        if isinstance(batch, dict) and not batch.get("job_id"):
+            found = sc.squeue_by_name(name) or sc.sacct(name=name) or {}
+            ids = {j.split("_", 1)[0] for j in found if "_" in j}
+            if len(ids) == 1:
+                batch["job_id"] = ids.pop()
+
+
+def _vanished_reason(job: TrialJob) -> str | None:
+    if job.vanished_from is None:
+        return None
+    why = (" (Slurm drops an array task cancelled while pending without a final state)"
+           if job.vanished_from == "PENDING" else "")
+    return (f"it left squeue while {job.vanished_from} and was not listed again for "
+            f"{VANISH_S:g} s{why}")
 
 
 def _job_spec(pspec: Any, cell: Any, trial_dir: Path) -> dict[str, Any]:

@@ -90,7 +90,12 @@ def run_trial(spec_path: Path) -> int:
     from aorta_tui.core.supervisor import CancelEvent, ProcessSpec, run_process
 
     started_at = time.time()
-    spec = json.loads(spec_path.read_bytes())
+    try:
+        spec = json.loads(spec_path.read_bytes())
+    except FileNotFoundError:  # the trial was retired or recorded while this task was queued
+        print(f"aorta-tui: {spec_path} is gone: the trial is no longer this job's to run "
+              "(cancelled, or recorded elsewhere); nothing was run", file=sys.stderr)
+        return 3
     spec_path.unlink(missing_ok=True)  # it holds the trial's environment (tokens): read once
     trial_dir = Path(spec["trial_dir"])
     hang = HangPolicy(**{**spec["hang"], "disabled": frozenset(spec["hang"]["disabled"])}) \

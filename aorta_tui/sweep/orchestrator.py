@@ -768,9 +768,13 @@ class Sweep:
             self.bus.emit(ResultWritten(run_id, path=str(path), what=what))
         failing = [r.trial_id for r in records if r.verdict != "pass"]
         bad_cells = [s for s in cells if s.failed or s.errored or s.cross_trial_failures]
+        # Every trial errored: the sweep judged nothing (no trial passed or failed), whatever
+        # ran them (a Slurm job that never launched, a command that is not there), so it is
+        # not a success even without --strict (docs/run-directory.md, "Exit codes").
+        all_errored = bool(records) and all(r.verdict == "error" for r in records)
         if status == "interrupted":
             code = int(ExitCode.INTERRUPTED)
-        elif self.options.strict and bad_cells:
+        elif all_errored or (self.options.strict and bad_cells):
             code = int(ExitCode.FAILURES)
         else:
             code = int(ExitCode.OK)
@@ -781,6 +785,7 @@ class Sweep:
             "failing_trials": [str(run_dir / "trials" / t) for t in failing],
             "hint": hint,
             "matrix": str(paths.get("matrix.md", "")),
+            "every_trial_errored": all_errored,
         }
         self.bus.emit(RunFinished(run_id, status=status, exit_code=code, summary=summary))
         return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing, records)

@@ -140,7 +140,8 @@ def test_scancel_of_one_job_is_a_typed_verdict(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "--batch", str(recipe), "--output",
                              str(out), "--no-snapshot", "--executor", "slurm", "--", str(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "SLEEP_S": "4"})
+                            env={**os.environ, "SLEEP_S": "8"})  # 4 s: on a loaded box the
+    # victim could end before its scancel landed (a `pass`, seen once at load 5)
     try:
         victim = _wait_for_running_job(out)
         subprocess.run(["scancel", victim[1]], check=True, timeout=30)
@@ -250,10 +251,16 @@ def test_a_run_directory_the_nodes_do_not_see_is_exit_3(tmp_path):
 
 
 def test_timeout_per_trial_is_enforced_on_the_node_as_locally(tmp_path):
-    recipe, script, out = _setup(tmp_path, trials=1, timeout=2)
-    slurm = _run(recipe, script, out / "slurm", "--executor", "slurm", env={"SLEEP_S": "30"})
-    local = _run(recipe, script, out / "local", env={"SLEEP_S": "30"})
-    assert slurm.returncode == 0 and local.returncode == 0, (slurm.stderr, local.stderr)
+    recipe, _, out = _setup(tmp_path, trials=1, timeout=2)
+    # `exec sleep`: the trial script's shell, killed a moment after its sleep, could still print
+    # its CUDA error line (a tier-4 fail instead of the timeout error)
+    sleeper = tmp_path / "sleeper.sh"
+    sleeper.write_text("#!/bin/sh\nexec sleep 30\n")
+    sleeper.chmod(0o755)
+    slurm = _run(recipe, sleeper, out / "slurm", "--executor", "slurm")
+    local = _run(recipe, sleeper, out / "local")
+    # every trial errored (timed out): exit 1 on either executor (issue 27 item 4)
+    assert slurm.returncode == 1 and local.returncode == 1, (slurm.stderr, local.stderr)
     s_res, l_res = _results(only_run_dir(out / "slurm")), _results(only_run_dir(out / "local"))
     for res in (s_res, l_res):
         assert {r["verdict"] for r in res.values()} == {"error"}
@@ -299,3 +306,158 @@ def test_a_probe_job_still_queued_is_a_warning_and_the_run_goes_on(tmp_path):
     events = journal(only_run_dir(out))
     assert any(e["event"] == "warning" and e.get("code") == "slurm" for e in events)
     assert len(_results(only_run_dir(out))) == 3
+
+
+# -- issue 27, items 4-7 -------------------------------------------------------------------------
+
+
+def _cli(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "aorta_tui", *args], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def _jobs(run_dir: Path) -> dict[str, str]:
+    """trial id -> job id, of slurm/jobs.json (batches whose id is written)."""
+    data = json.loads((run_dir / "slurm" / "jobs.json").read_text())
+    batches = data["batches"]
+    return {tid: f"{batches[t['batch']]['job_id']}_{t['task']}" for tid, t in data["trials"].items()
+            if batches[t["batch"]].get("job_id")}
+
+
+def test_the_default_relative_output_and_a_relative_resume_path_run_every_trial(tmp_path):
+    """Item 4: from a fresh working directory, with the default --output (aorta-out) and a
+    relative --resume path, every trial's job runs (it did not: a relative --chdir, --output
+    and manifest sent each task to <cwd>/aorta-out/<run>/aorta-out/<run>/..., JobLaunchFailure,
+    every trial `slurm_job_failed`, and still exit 0)."""
+    recipe, script, _ = _setup(tmp_path, trials=1)
+    work = tmp_path / "fresh"
+    work.mkdir()
+    proc = _cli(work, "--batch", str(recipe), "--no-snapshot", "--executor", "slurm", "--",
+                str(script), env={"SLEEP_S": "30"})
+    try:
+        _wait_for_running_job(work / "aorta-out")  # a job of the default output really runs
+        proc.send_signal(signal.SIGINT)  # every job cancelled by the orchestrator: all resubmitted
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    run_dir = only_run_dir(work / "aorta-out")
+    relative = run_dir.relative_to(work)
+    assert not relative.is_absolute() and str(relative).startswith("aorta-out/")
+    resumed = aorta("sweep", "run", "--resume", str(relative), cwd=work, env={"SLEEP_S": "0"},
+                    timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    res = _results(run_dir)
+    assert len(res) == 3
+    assert {t: r["process"]["executor"]["state"] for t, r in res.items()} == dict.fromkeys(res, "COMPLETED")
+    assert {t.split("/")[0]: r["verdict"] for t, r in res.items()} == {
+        "none-none": "pass", "cuda_module_loading_eager-none": "pass", "cuda_launch_blocking-none": "fail"}
+    assert not [d for r in res.values() for d in r["detections"] if d["id"].startswith("slurm_")]
+    # the resubmitted array's tasks wrote their Slurm output where the run directory says
+    batches = json.loads((run_dir / "slurm" / "jobs.json").read_text())["batches"]
+    assert len(batches) == 2
+    second = max(batches, key=lambda b: batches[b]["session"])
+    assert sorted(p.name for p in (run_dir / "slurm" / f"{second}.out").iterdir()) == ["0.out", "1.out", "2.out"]
+    assert not (run_dir / "aorta-out").exists()
+
+
+def test_a_run_in_which_every_trial_errored_exits_1_on_either_executor(tmp_path):
+    """Item 4: every trial errored (here: each one's timeout) is not a success, whichever
+    executor ran it; one trial that did not error makes it a sweep again (exit 0)."""
+    recipe, script, out = _setup(tmp_path, trials=1, timeout=1)
+    for executor in ("slurm", "local"):
+        # `sleep` itself, not the trial script: a shell killed a moment after its sleep could
+        # still print the script's CUDA error line (a tier-4 fail, not an error)
+        proc = aorta("--batch", str(recipe), "--output", str(out / executor), "--no-snapshot",
+                     "--executor", executor, "--", "sleep", "30", timeout=180)
+        assert proc.returncode == 1, (executor, proc.stdout, proc.stderr)
+        assert "exit code 1 (every trial errored: nothing was judged" in proc.stdout
+        res = _results(only_run_dir(out / executor))
+        assert len(res) == 3 and {r["verdict"] for r in res.values()} == {"error"}
+        (finished,) = [e for e in journal(only_run_dir(out / executor)) if e["event"] == "run_finished"]
+        assert finished["exit_code"] == 1 and finished["summary"]["every_trial_errored"] is True
+    mixed = _run(recipe, script, out / "mixed", "--executor", "local", env={"SLEEP_S": "0"})
+    assert mixed.returncode == 0, mixed.stderr  # one cell fails, two pass: findings, not an error
+
+
+def _wait_for_pending_task(run_dir_parent: Path, task: int, timeout: float = 60) -> tuple[str, str]:
+    """(trial id, job id) of array task ``task`` once squeue says it is PENDING."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for jobs_file in run_dir_parent.glob("*/*/slurm/jobs.json"):
+            ids = {j: t for t, j in _jobs(jobs_file.parent.parent).items()}
+            for job_id, state in _squeue(list(ids)).items():
+                if job_id in ids and job_id.endswith(f"_{task}") and state == "PENDING":
+                    return ids[job_id], job_id
+        time.sleep(0.1)
+    raise AssertionError(f"array task {task} was never seen pending")
+
+
+def test_a_pending_task_cancelled_out_of_squeue_is_a_typed_verdict_not_a_hang(tmp_path):
+    """Items 5 and 7: `scancel <job>_3` while that task is pending (4 trials of `sleep 6` on a
+    node that runs fewer at once): Slurm drops it from squeue for good, and without sacct the
+    run waited on its last state, PENDING, forever. Now it ends as a typed error within a bound,
+    carries no tier-2 hang line (it never launched), and the other trials pass."""
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(RECIPE.format(trials=4, timeout=60, executor="").replace(
+        "[none, cuda_launch_blocking, cuda_module_loading_eager]", "[none]"))
+    out = tmp_path / "out"
+    proc = _cli(tmp_path, "--batch", str(recipe), "--output", str(out), "--no-snapshot",
+                "--executor", "slurm", "--", "sleep", "6")
+    try:
+        victim, job_id = _wait_for_pending_task(out, 3)
+        subprocess.run(["scancel", job_id], check=True, timeout=30)
+        stdout, stderr = proc.communicate(timeout=150)  # it hung here
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    res = _results(only_run_dir(out))
+    assert len(res) == 4
+    gone = res[victim]
+    assert gone["verdict"] == "error", gone
+    first = gone["detections"][0]
+    assert first["id"] in ("slurm_job_lost", "slurm_cancelled") and job_id in first["message"], first
+    if first["id"] == "slurm_job_lost":  # vanished (Slurm 22.05 without sacct): the reason says so
+        assert "left squeue while PENDING" in gone["reason"]
+    assert not [d for d in gone["detections"] if d["tier"] == 2], gone["detections"]
+    assert gone["process"]["executor"]["node"] is None and gone["process"]["pid"] is None
+    assert {r["verdict"] for t, r in res.items() if t != victim} == {"pass"}
+
+
+def test_resume_with_the_local_executor_refuses_while_the_runs_jobs_still_run(tmp_path):
+    """Item 6: `--resume --executor local` of a SIGKILLed Slurm run ran a live trial a second
+    time here (0.7 s after its job started, in the same trial directory), and the queued tasks
+    then failed on their retired `slurm-job.json`. Now it is refused (exit 2, nothing changed)
+    with the commands that settle the jobs; the Slurm resume they name adopts them, and every
+    trial runs exactly once."""
+    recipe, script, out = _setup(tmp_path, trials=2)
+    proc = _cli(tmp_path, "--batch", str(recipe), "--output", str(out), "--no-snapshot",
+                "--executor", "slurm", "--", str(script), env={"SLEEP_S": "4"})
+    try:
+        _wait_for_running_job(out)
+        proc.send_signal(signal.SIGKILL)  # jobs queued and running, nobody watching
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run_dir = only_run_dir(out)
+    lines_before = (run_dir / "journal.jsonl").read_bytes()
+    local = aorta("sweep", "run", "--resume", str(run_dir), "--executor", "local",
+                  env={"SLEEP_S": "3"}, timeout=120)
+    assert local.returncode == 2, (local.returncode, local.stdout, local.stderr)
+    assert "still have Slurm jobs queued or running" in local.stderr and "Traceback" not in local.stderr
+    assert f"--resume {run_dir} --executor slurm" in local.stderr and "scancel " in local.stderr
+    assert (run_dir / "journal.jsonl").read_bytes() == lines_before  # nothing was changed
+    assert not list(run_dir.glob("trials/*/*.interrupted-*"))
+    resumed = aorta("sweep", "run", "--resume", str(run_dir), "--executor", "slurm",
+                    env={"SLEEP_S": "3"}, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    finished = [e["trial_id"] for e in journal(run_dir) if e["event"] == "trial_finished"]
+    assert sorted(finished) == sorted(set(finished)) and len(finished) == 6
+    runs = sorted(p.name.rsplit(".", 1)[0] for p in (tmp_path / "runs").iterdir())
+    assert runs == sorted(set(runs)) and len(runs) == 6, runs  # every command ran exactly once
+    assert not [d for r in _results(run_dir).values() for d in r["detections"]
+                if d["id"] == "slurm_job_failed"]

@@ -59,7 +59,7 @@ def test_strict_turns_failures_into_exit_1(tmp_path):
 def test_timeout_is_an_error_and_kills_the_tree(tmp_path):
     marker = tmp_path / "grandchild.pid"
     proc, out = run_probe(tmp_path, ["bash", "-c", f"sleep 100 & echo $! > {marker}; sleep 100"], timeout=1)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # every trial errored (timed out): exit 1 (issue 27)
     res = results(only_run_dir(out))
     for r in res.values():
         assert r["verdict"] == "error"
@@ -217,3 +217,25 @@ def test_policy_axis_is_refused_rather_than_ignored(tmp_path):
     assert not (tmp_path / "out").exists()
     dry = aorta("--batch", str(recipe), "--dry-run", "--", "true")
     assert dry.returncode == 0 and "policy_axis is not run by sweeps yet" in dry.stdout
+
+
+def test_a_run_in_which_every_trial_errored_is_exit_1_from_a_fresh_directory(tmp_path):
+    """Issue 27 item 4: every trial errored (here: a command that is not there, so no trial
+    launched) is not a success, without --strict too; the default relative output is used."""
+    recipe = tmp_path / "probe.yaml"
+    recipe.write_text(PROBE.format(trials=1, timeout=30))
+    work = tmp_path / "fresh"
+    work.mkdir()
+    proc = aorta("--batch", str(recipe), "--no-snapshot", "--", str(tmp_path / "no-such-command"),
+                 cwd=work)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "exit code 1 (every trial errored: nothing was judged" in proc.stdout
+    res = results(only_run_dir(work / "aorta-out"))
+    assert len(res) == 2 and {r["verdict"] for r in res.values()} == {"error"}
+    # a trial that never launched has no hang detector to report on
+    assert not [d for r in res.values() for d in r["detections"] if d["tier"] == 2]
+    (finished,) = [e for e in journal(only_run_dir(work / "aorta-out")) if e["event"] == "run_finished"]
+    assert finished["exit_code"] == 1 and finished["summary"]["every_trial_errored"] is True
+    mixed = aorta("--batch", str(recipe), "--no-snapshot", "--", "bash", "-c",
+                  '[ "$AORTA_CELL" = none-none ] || exit 0; exec /no/such/file', cwd=work)
+    assert mixed.returncode == 0, mixed.stdout + mixed.stderr  # one cell passed: a sweep's finding
