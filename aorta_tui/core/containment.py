@@ -61,6 +61,7 @@ _CGROUP_PREFIX = "aorta-trial-"
 _counter = itertools.count(1)
 _lock = threading.Lock()
 _own_subreaper: bool | None = None  # None: not tried yet
+_STEP_LOCK = threading.Lock()  # one CgroupScope.step_in .. step_out at a time in this process
 # Main processes of the trials running now (all threads): never taken for another's orphan.
 _leaders: set[int] = set()
 
@@ -211,15 +212,22 @@ class CgroupScope(Scope):
     # orchestrator's spawning thread spawns then (one trial starts at a time); the trial's
     # cgroup is the orchestrator's own cgroup's child, so both moves stay inside the subtree
     # this process may write.
+    #
+    # Threads that start trials at once (scripts/gpu_warm_check.py runs eight) would move the
+    # one process between their cgroups under each other: a child born in another trial's
+    # cgroup is killed with that trial. _STEP_LOCK makes step_in .. step_out one at a time.
     def step_in(self) -> bool:
+        _STEP_LOCK.acquire()
         try:
             home = os.open(self.path.parent / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         except OSError:
+            _STEP_LOCK.release()
             return False
         try:
             os.write(self.procs_fd, b"0")
         except OSError:
             os.close(home)
+            _STEP_LOCK.release()
             return False
         self._home_fd = home
         return True
@@ -239,6 +247,7 @@ class CgroupScope(Scope):
             raise RuntimeError(f"the orchestrator could not leave the trial's cgroup {self.path}: {err}")
         finally:
             os.close(home)
+            _STEP_LOCK.release()
 
     def inside(self, pid: int) -> bool:
         """Whether ``pid`` entered this cgroup (read from /proc/<pid>/cgroup: that still

@@ -68,3 +68,32 @@ def test_a_cgroup_kill_of_a_finished_trial_never_reaches_the_orchestrator(tmp_pa
         out = run_process(spec)
         assert out.timed_out and time.monotonic() - t0 < 20
     assert "/aorta-trial-" not in _own_cgroup()
+
+
+def test_trials_started_from_many_threads_at_once_are_each_born_in_their_own_cgroup(tmp_path: Path) -> None:
+    """Eight threads start trials at once (as scripts/gpu_warm_check.py does): none is born in
+    another's cgroup, so none is killed with another, and the orchestrator ends at home."""
+    import concurrent.futures
+
+    _cgroup_or_skip()
+    before = _own_cgroup()
+    script = ("import sys, time\n"
+              "open(sys.argv[1], 'w').write(open('/proc/self/cgroup').read())\n"
+              "time.sleep(0.3)\n")
+
+    def one(i: int) -> tuple[int, str, str]:
+        mark = tmp_path / f"cg{i}"
+        spec = ProcessSpec(argv=[sys.executable, "-c", script, str(mark)], env={"PATH": "/usr/bin:/bin"},
+                           cwd=tmp_path, stdout_path=tmp_path / f"o{i}.log", stderr_path=tmp_path / f"e{i}.log",
+                           timeout_s=60, sample_gpu=False)
+        out = run_process(spec)
+        line = next(x for x in mark.read_text().splitlines() if x.startswith("0::"))
+        return out.exit_code, out.containment, line
+
+    for _ in range(3):
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            got = list(ex.map(one, range(8)))
+        assert [code for code, _, _ in got] == [0] * 8, got
+        assert all(kind == "cgroup" for _, kind, _ in got), got
+        assert len({line for _, _, line in got}) == 8  # eight trials, eight cgroups
+    assert _own_cgroup() == before
