@@ -31,5 +31,5 @@ stage() {  # stage NAME LIMIT_S CMD...
 stage warm 200 python3 scripts/gpu_warm_check.py
 stage image 230 python3 benchmarks/trial_speed.py --bytecode image --rounds 2 --budget 200 --upstream "$SITE"
 stage warmed 150 python3 benchmarks/trial_speed.py --bytecode warmed --rounds 2 --budget 120 --upstream "$SITE"
-stage overhead 120 python3 benchmarks/sweep_overhead.py --upstream /tmp/aorta --repeat 3 --trials 4,16,32
+stage overhead 170 python3 benchmarks/sweep_overhead.py --upstream /tmp/aorta --repeat 3 --trials 4,16,32
 ls -la "$OUT"
