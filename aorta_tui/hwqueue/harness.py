@@ -76,6 +76,18 @@ class QueueRunConfig:
         from aorta_tui.hwqueue.backends import resolve_devices
         from aorta_tui.hwqueue.workloads import check_streams, workload_class
 
+        if self.ebpf_trace and self.timing == "cupti":
+            # both need CUPTI inside this one process for the measured pass, and CUPTI allows one
+            # subscriber: the trace's collector holds it, so the harness's profiler would record
+            # nothing (it used to end in exit 70, "the profiler recorded no device activity")
+            raise UsageError(
+                "--timing cupti with --ebpf-trace cannot work: both read the GPU's kernel timestamps "
+                "through CUPTI in this one process during the measured pass, and CUPTI allows one "
+                "subscriber (the trace's collector holds it, so the harness's profiler would get nothing)",
+                hint="use --timing auto with --ebpf-trace (the profiler's detail pass runs after the "
+                     "trace, which gives CUPTI back; the trace itself has launch_to_start from CUPTI), "
+                     "or --timing cupti without --ebpf-trace")
+
         check_streams(self.workload, self.streams)
         workload_class(self.workload)(self.params, size=self.size)  # parameter names and types
         _, devs = resolve_devices(self.device, self.devices)

@@ -377,9 +377,14 @@ class DeviceSide:
                 from aorta_tui.trace.device.records import CUPTI_RESULTS
 
                 names = sorted({CUPTI_RESULTS.get(c, f"CUptiResult {c}").split(" (")[0] for c in refused})
-                out[str(pid)] = (f"pid {pid}: your program's profiler got no events because this trace holds "
-                                 f"CUPTI (its cuptiSubscribe returned {', '.join(names)}, {len(refused)} "
-                                 f"time{'s' if len(refused) > 1 else ''}); {fix}")
+                times = f"{len(refused)} time{'s' if len(refused) > 1 else ''}"
+                if CUPTI_MULTIPLE_SUBSCRIBERS in refused:
+                    out[str(pid)] = (f"pid {pid}: your program's profiler got no events because this trace holds "
+                                     f"CUPTI (its cuptiSubscribe returned {', '.join(names)}, {times}); {fix}")
+                else:
+                    out[str(pid)] = (f"pid {pid}: a CUPTI client in your program failed to subscribe while this "
+                                     f"trace's collector held CUPTI (cuptiSubscribe returned {', '.join(names)}, "
+                                     f"{times}): if your profiler got no events, {fix}")
             elif len(registrations) > 1:
                 out[str(pid)] = (f"pid {pid}: another CUPTI client in your program registered activity "
                                  f"buffers too ({len(registrations)} registrations, the collector made one): "
