@@ -67,9 +67,15 @@ def info(
     t = data["tracefs"]
     print(f"tracefs       {t['mounted_at'] or 'not mounted; fix: ' + t['fix']}")
     print(f"kprobes       {'yes' if data['kprobes']['available'] else 'no'} ({data['kprobes']['reason']})")
+    seeing = [n for n, s in data["probe_sets"].items() if s["sees_anything"]]
+    print(f"can see anything here: {', '.join(seeing) or 'none'}")
+    for name, s in data["probe_sets"].items():
+        if s["available"] and not s["sees_anything"]:
+            print(f"  {name:<11} attaches, but sees nothing here: {s['sees_why']}")
     print("probe sets:")
     for name, s in data["probe_sets"].items():
-        state = "available" if s["available"] else "not available"
+        state = ("available" if s["sees_anything"] else "attaches, sees nothing here") if s["available"] \
+            else "not available"
         print(f"  {name:<11} {state}: {s['description']}")
         if s["library"]:
             print(f"              library {s['library']} ({s['library_found_by']})")
@@ -269,13 +275,19 @@ def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path]) -> 
     from aorta_tui.core.errors import EnvironmentProblem
     from aorta_tui.trace.capability import detect_sets
 
+    from aorta_tui.trace.visibility import find_devices, sees
+
     found = detect_sets(wanted, pid=pid, library_paths=libs)
     ok = [n for n in wanted if found[n].available]
     if not ok:
         reasons = "; ".join(f"{n}: {found[n].reason}" for n in wanted)
         raise EnvironmentProblem(f"none of the probe sets {', '.join(wanted)} can attach here ({reasons})",
                                  hint="run `aorta-tui trace info` and pick --probes, or pass --lib NAME=PATH")
-    return ok
+    # of those that attach, the ones that can see anything here (an installed HIP runtime on a
+    # box without an AMD GPU attaches and sees nothing); all that attach when none can
+    devices = find_devices()
+    seeing = [n for n in ok if sees(n, True, "", devices)[0]]
+    return seeing or ok
 
 
 def _live_line(ev: Any) -> None:

@@ -215,7 +215,8 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
     def _show_probe_reason(self, name: str) -> None:
         why = self.probe_sets.get(name)
         if why:
-            self.set_status("probe", f"{name} cannot attach here: {why}", "yellow")
+            said = why if why.startswith("attaches") else f"cannot attach here: {why}"
+            self.set_status("probe", f"{name} {said}", "yellow")
         else:
             self.set_status("probe", "")
 
