@@ -274,7 +274,6 @@ def command_exit_status(returncode: int | None) -> int:
 def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path]) -> list[str]:
     from aorta_tui.core.errors import EnvironmentProblem
     from aorta_tui.trace.capability import detect_sets
-
     from aorta_tui.trace.visibility import find_devices, sees
 
     found = detect_sets(wanted, pid=pid, library_paths=libs)
