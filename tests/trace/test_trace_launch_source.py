@@ -180,7 +180,7 @@ def test_runtime_only_callbacks_keep_the_uprobe(prebuilt: Path, monkeypatch: pyt
     s = _side()
     s.prepare(["./prog"])
     try:
-        assert s.launch_source == "ebpf" and "runtime layer" in s.launch_source_reason
+        assert s.launch_source == "ebpf" and "no driver-layer" in s.launch_source_reason
     finally:
         s.stop()
 

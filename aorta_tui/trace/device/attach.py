@@ -178,8 +178,8 @@ class DeviceSide:
         elif self.trace_mode != "events":
             why_not = "aggregate mode counts launches in the kernel"
         elif os.environ.get("AORTA_CUPTI_DOMAINS", "1").strip() not in ("1", "3"):
-            why_not = ("AORTA_CUPTI_DOMAINS traces the runtime layer only, whose callback does not give "
-                       "the stream handle")
+            why_not = (f"AORTA_CUPTI_DOMAINS={os.environ['AORTA_CUPTI_DOMAINS']} enables no driver-layer "
+                       "launch callback (the runtime layer's does not give the stream handle)")
         if self.cross_check:
             if why_not:
                 raise UsageError(f"--cross-check compares the eBPF launches with the collector's, but {why_not}",

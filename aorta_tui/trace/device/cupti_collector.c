@@ -110,7 +110,8 @@ static int ts_callback_ok;
 /* Which launch callbacks to enable (AORTA_CUPTI_DOMAINS): bit 0 driver, bit 1 runtime. A kernel
  * carries the correlation id of the outermost API layer traced, so one layer is enough; the
  * driver layer (default) sees every launch, also those of programs that skip the runtime
- * (Triton, cuda-python). Runtime-only costs less per launch (docs/tracing.md) but misses those. */
+ * (Triton, cuda-python). Runtime-only costs less per launch (docs/tracing.md) but misses those.
+ * 0 enables none (activity records only: a cost measurement, no join possible). */
 static unsigned domains = 1;
 static CUpti_SubscriberHandle subscriber;
 static pthread_t flusher;
@@ -550,8 +551,10 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     const char *dom = getenv("AORTA_CUPTI_DOMAINS");
     if (ms && atoi(ms) >= 10 && atoi(ms) <= 10000)
         flush_ms = atoi(ms);
-    if (dom && atoi(dom) >= 1 && atoi(dom) <= 3)
-        domains = (unsigned)atoi(dom);
+    /* 0: no launch callback at all, activity records only (benchmarks/dispatch_overhead.py's
+     * "collector-activity": what CUPTI's activity tracing alone costs per launch) */
+    if (dom && dom[0] >= '0' && dom[0] <= '3' && dom[1] == '\0')
+        domains = (unsigned)(dom[0] - '0');
     if (!path)
         return 1;
     /* O_NONBLOCK: the session opened the read end first; if it is gone this fails at once */
