@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aorta_tui.core.errors import UsageError
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, Progress, RunWarning
 from aorta_tui.core.phases import PAUSE
 from aorta_tui.core.phases import announce as announce_phase
@@ -488,7 +488,7 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
         del trace
     if not kernel_records:
         if required:
-            raise RuntimeError("the profiler recorded no device activity for the measured launches")
+            _no_device_activity()
         detail.reason = ("the profiler recorded no device activity for the measured launches "
                          "(is CUPTI / roctracer available to this torch build?)")
         return detail
@@ -565,6 +565,22 @@ def _plain_events(backend: Any, stream_devices: list[str],
     sync = {j: backend.new_event(stream_devices[plan[j].stream]) for j in sorted(needed)}
     ends = {s: backend.new_event(stream_devices[s]) for s in sorted({la.stream for la in plan})}
     return sync, ends
+
+
+def _no_device_activity() -> None:
+    """--timing cupti, and its profiler got no kernel record: an environment problem (exit 3)
+    with the likeliest reason, never an internal error. CUPTI allows one subscriber per process:
+    a tool injected through CUDA_INJECTION64_PATH (aorta-tui's own collector under `trace queue
+    -- aorta-tui queue run ...`, Nsight Systems) holds it and the profiler records nothing."""
+    injected = os.environ.get("CUDA_INJECTION64_PATH")
+    why = (f"CUDA_INJECTION64_PATH={injected} loads another CUPTI client into this process, and CUPTI "
+           "allows one subscriber" if injected else
+           "CUPTI gave the profiler nothing (another CUPTI client in this process, or a torch build "
+           "without CUPTI)")
+    raise EnvironmentProblem(f"--timing cupti: the profiler recorded no device activity for the measured "
+                             f"launches: {why}",
+                             hint="run without the other tool (e.g. trace with `trace queue --device-timestamps "
+                                  "off`), or use --timing events")
 
 
 def _device_side(cfg: QueueRunConfig) -> Any:

@@ -163,3 +163,16 @@ def test_timing_cupti_with_ebpf_trace_cli_is_exit_2_before_any_work(tmp_path) ->
     assert p.returncode == 2, p.stderr
     assert "CUPTI allows one" in p.stderr and "--timing auto" in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "aorta-out").exists() or not any((tmp_path / "aorta-out").rglob("*.json"))
+
+
+def test_timing_cupti_with_no_kernel_records_is_an_environment_problem_naming_the_injected_tool(monkeypatch) -> None:
+    """A CUPTI client injected into the process (aorta-tui's own collector under `trace queue --
+    aorta-tui queue run --timing cupti`) leaves the profiler nothing: exit 3 with the reason and
+    the fix, not exit 70 (issue 24 item 2)."""
+    from aorta_tui.hwqueue import harness
+
+    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/x/libaorta_cupti.so")
+    with pytest.raises(EnvironmentProblem) as err:
+        harness._no_device_activity()
+    assert err.value.exit_code == 3 and "CUDA_INJECTION64_PATH=/x/libaorta_cupti.so" in err.value.message
+    assert "--device-timestamps off" in (err.value.hint or "")

@@ -110,10 +110,22 @@ def clock_text(clock: dict[str, Any]) -> str:
     samples = clock.get("samples")
     detail = method + (f", {samples} sample{'' if samples == 1 else 's'}" if samples is not None else "")
     if not isinstance(unc, (int, float)):
-        return f"clocks aligned, uncertainty not measured ({detail})"
+        return f"clocks aligned, uncertainty not measured ({detail})" + _launch_time_text(clock)
     us = float(unc) / 1e3
     amount = f"{us:.3g} µs" if us < 1000 else f"{us / 1e3:.3g} ms"
-    return f"clocks aligned ±{amount} ({detail})"
+    return f"clocks aligned ±{amount} ({detail})" + _launch_time_text(clock)
+
+
+def _launch_time_text(clock: dict[str, Any]) -> str:
+    """Where the launch time comes from, and (eBPF) the uprobe's calibrated cost the figure
+    includes, shown beside the figure (issue 24 item 3)."""
+    src = clock.get("launch_time")
+    if not src:
+        return ""
+    cost = clock.get("probe_cost_ns")
+    if isinstance(cost, (int, float)):
+        return f"; launch time: {src}, includes its ~{cost / 1e3:.2f} µs (calibrated)"
+    return f"; launch time: {src}"
 
 
 class TraceMonitorScreen(EngineBridge, AortaScreen):
