@@ -389,13 +389,15 @@ class TraceSession:
         self._raw.write(lines)
         self._raw_count += len(batch)
 
-    def _write_device_raw(self, name: str, ts: Any, pid: Any, key: Any, value: Any) -> None:
-        """Joined device values as raw records (called with the session lock held)."""
+    def _write_device_raw(self, name: str, ts: Any, pid: Any, key: Any, value: Any, tid: Any = None) -> None:
+        """Joined device values as raw records (called with the session lock held); launches
+        from the collector carry their thread, as eBPF launches do (Perfetto draws from it)."""
         if self._raw is None:
             return
         kind = {"queued": "count", "launch": "point"}.get(name, "duration")
         n = len(ts)
-        lines = raw_lines({0: (self.device.probe_set, name, kind)}, [0] * n, ts.tolist(), pid.tolist(), [None] * n,
+        lines = raw_lines({0: (self.device.probe_set, name, kind)}, [0] * n, ts.tolist(), pid.tolist(),
+                          [None] * n if tid is None else tid.tolist(),
                           key.tolist(), value.tolist(), [None] * n, [None] * n)
         self._raw.write(lines)
         self._raw_count += n

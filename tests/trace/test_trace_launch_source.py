@@ -209,6 +209,9 @@ delta = np.uint64(time.monotonic_ns() + 1_000_000 - int(recs["f"][t == Rec.LAUNC
 for kind, cols in ((Rec.LAUNCH, [2]), (Rec.KERNEL, [1, 2]), (Rec.CLOCK, [0, 1, 2])):
     for c in cols:
         recs["f"][t == kind, c] += delta
+# every other launch from a second thread (the recording's one thread has the process's pid)
+launch = t == Rec.LAUNCH
+recs["f"][launch, 0] += (np.arange(int(launch.sum())) % 2).astype(np.uint64)
 data = recs.tobytes()
 fd = os.open(os.environ["AORTA_CUPTI_FIFO"], os.O_WRONLY)
 for i in range(0, len(data), 4096):  # as the collector writes: whole records, at most PIPE_BUF
@@ -256,6 +259,20 @@ def test_trace_queue_takes_launches_from_the_collector_with_no_launch_uprobe(bpf
     assert dt["launch_source"]["mode"] == "collector" and dt["counts"]["collector_launches"] == 7273
     assert dt["per_stream"]["0xc560a30"] == {"launches": 7272, "with_device_record": 7272}
     assert dt["program_cupti_calls"] is None and "prebuilt" in dt["program_cupti_calls_reason"]
+
+
+def test_perfetto_draws_every_collector_launch_from_its_launching_thread(bpftrace, fakelibs, tmp_path: Path) -> None:
+    from aorta_tui.trace.export import GPU_PID
+
+    result, r = _trace(tmp_path, fakelibs, "--perfetto", "aorta-out/p.json")
+    assert r.returncode == 0, r.stderr
+    ev = json.loads((tmp_path / "aorta-out" / "p.json").read_text())["traceEvents"]
+    starts = [e for e in ev if e["ph"] == "s" and e["name"] == "launch->start"]
+    ends = [e for e in ev if e["ph"] == "f" and e["name"] == "launch->start"]
+    assert len(starts) == len(ends) == 7273
+    (thread,) = set(parse(DATA).of(Rec.LAUNCH)["f"][:, 0].tolist())
+    # the writer moved every other launch to thread + 1: each arrow starts on its own thread
+    assert {e["tid"] for e in starts} == {thread, thread + 1} and all(e["pid"] != GPU_PID for e in starts)
 
 
 def test_ebpf_and_cross_check_attach_the_launch_uprobe_and_say_so(bpftrace, fakelibs, tmp_path: Path) -> None:

@@ -302,7 +302,7 @@ class DeviceSide:
             return
         self._stats[mid].add(ts, pid, stream, np.zeros(len(ts), dtype=np.int64), None)
         if self.raw_sink is not None:
-            self.raw_sink("launch", ts, pid, stream, np.zeros(len(ts), dtype=np.int64))
+            self.raw_sink("launch", ts, pid, stream, np.zeros(len(ts), dtype=np.int64), tid)
 
     def is_collector_launch_metric(self, mid: int) -> bool:
         return self._launch_mid is not None and mid == self._launch_mid
