@@ -511,8 +511,7 @@ class TraceSession:
         if self.device is not None and self.device.is_device_metric(mid):
             return self.device.dropped()
         if self.device is not None and self.device.is_collector_launch_metric(mid):
-            seen, read, _why = self.device.collector_launch_counts()
-            return None if seen is None else max(0, seen - read)
+            return self.device.collector_launch_lost()
         sent = self.sent.get(mid)
         if sent is None:
             return None

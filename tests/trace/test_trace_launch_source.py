@@ -297,3 +297,21 @@ def test_collector_source_with_pid_is_exit_3(bpftrace, fakelibs, tmp_path: Path)
     assert "launches cannot come from the collector" in r.stderr and "Traceback" not in r.stderr
     r = cli("trace", "queue", "--probes", "ioctl", "--cross-check", "--", "true", cwd=tmp_path)
     assert r.returncode == 2 and "--probes cuda" in r.stderr
+
+
+def test_live_launch_loss_is_the_ring_drops_until_the_final_count(prebuilt: Path) -> None:
+    from aorta_tui.trace.device.records import pack
+
+    s = _side()
+    s.prepare(["./prog"])
+    try:
+        s.join.add_device(parse(pack(Rec.HELLO, 9, 130000, 100, 131072, 1, 1)))
+        assert s.collector_launch_lost() == 0 and s.collector_launch_counts()[0] is None  # running, nothing dropped
+        s.join.add_device(parse(pack(Rec.STATS, 9, 100, 3, 0, 0, 97, 1, 0)))
+        assert s.collector_launch_lost() == 3  # the full ring dropped three launches so far
+        s.join.add_device(parse(pack(Rec.STATS, 9, 120, 3, 64, 0, 97, 1, 0)))
+        assert s.collector_launch_lost() is None  # a dropped FIFO write may have held launches
+        s.join.add_device(parse(pack(Rec.BYE, 9, 120, 3, 64, 0, 97, 1, 0)))
+        assert s.collector_launch_counts() == (120, 0, None) and s.collector_launch_lost() == 120
+    finally:
+        s.stop()

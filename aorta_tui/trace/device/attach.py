@@ -320,6 +320,19 @@ class DeviceSide:
                                 "ended without its exit handler)")
         return sum(ps.stats.get("launch_callbacks", 0) for ps in procs.values()), read, None
 
+    def collector_launch_lost(self) -> int | None:
+        """Launches the collector saw whose record never arrived: exact once every process wrote
+        its final count; while one runs, the launches its full ring dropped (its STATS say so
+        every flush), as long as no write to the FIFO was dropped (those may hold launches too:
+        unknown then)."""
+        seen, read, _why = self.collector_launch_counts()
+        if seen is not None:
+            return max(0, seen - read)
+        procs = list(self.join.procs.values())
+        if not procs or any(ps.stats.get("dropped_pipe", 0) for ps in procs):
+            return None
+        return sum(ps.stats.get("dropped_ring", 0) for ps in procs)
+
     # -- the program's own CUPTI clients, watched ---------------------------------------------
     def watch_program(self, pred: str, first_mid: int) -> str:
         """bpftrace text: a uretprobe on libcupti's subscribe and activity-registration entry points
