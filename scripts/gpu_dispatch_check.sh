@@ -11,10 +11,11 @@
 # project installs with --no-deps into the machine's own torch environment.
 # Usage (device tool, carry [".bt"]): bash scripts/gpu_dispatch_check.sh [stages] [total-s]
 #   stages: comma list of dispatch_check.py stages (default: all of issue 24's)
-#   total-s: the whole call's budget (default 520: the 9-minute call minus margin)
+#   total-s: the whole call's budget (default 450: within 8 minutes of device time with the
+#   machine's start and the transfers)
 set -uo pipefail
 START=$(date +%s)
-TOTAL_S=${2:-520}
+TOTAL_S=${2:-450}
 STAGES=${1:-build,backlog,nobacklog,counts,paced,crosscheck,queue,profiler,cost}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-dispatch-out}; mkdir -p "$OUT"
@@ -30,13 +31,19 @@ fail_table() {  # a setup step failed: still one table, saying which
 {
   echo "== $(date -u '+%F %H:%M UTC') $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1)"
   # measured: a --no-deps editable install takes ~5 s; 60 s is its limit
+  # not fatal: from the repo root `python3 -m aorta_tui` runs anyway; only queue run's built-in
+  # workloads (entry points) need the install, and the queue stage then says what failed
   timeout 60 python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >/dev/null 2>&1 \
-    || fail_table "pip install -e ." "failed or took over 60 s"
+    || echo "note: pip install -e . failed or took over 60 s (queue run's workloads may be unknown)"
   [ -d .bt ] || fail_table "bpftrace packages" "no .bt/ folder (carry it: scripts in /work/shared/scripts/bpftrace-debs.sh)"
   bt_env=$(timeout 60 bash scripts/bpftrace-unpack.sh .bt) || fail_table "bpftrace unpack" "bpftrace-unpack.sh failed"
-  eval "$bt_env"
-  export AORTA_TUI_BPFTRACE=$BPFTRACE
-  timeout 30 "$BPFTRACE" -e 'BEGIN { exit(); }' >/dev/null 2>&1 || fail_table "bpftrace" "$BPFTRACE cannot load a program"
+  # bpftrace's libraries (LLVM, libelf, libz3, ...) for bpftrace alone, through a wrapper: the
+  # traced programs, nvcc and torch keep the machine's own
+  printf '#!/bin/sh\n%s\nexec "$BPFTRACE" "$@"\n' "$bt_env" > /tmp/bpftrace-wrapped
+  chmod +x /tmp/bpftrace-wrapped
+  export AORTA_TUI_BPFTRACE=/tmp/bpftrace-wrapped
+  timeout 30 "$AORTA_TUI_BPFTRACE" -e 'BEGIN { exit(); }' >/dev/null 2>&1 \
+    || fail_table "bpftrace" "the unpacked bpftrace cannot load a program"
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
   left=$(( TOTAL_S - $(elapsed) - 25 ))  # 25 s for the archive and the copy
   echo "== dispatch_check: $left s for the stages ($STAGES)"
