@@ -655,7 +655,6 @@ class TraceSession:
             "calibration": self.calibration,
         }
 
-
     def _clock_for(self, metric_name: str) -> dict[str, Any]:
         """A two-clock metric's clock alignment, plus (launch_to_start) the launch uprobe's
         calibrated cost that the figure includes, shown beside it live."""

@@ -220,14 +220,14 @@ os.close(fd)
 """
 
 
-def _trace(tmp_path: Path, fakelibs, *extra: str) -> tuple[dict, object]:
+def _trace(tmp_path: Path, fakelibs, *extra: str, calibrate: bool = False) -> tuple[dict, object]:
     prog = tmp_path / "collector_records.py"
     prog.write_text(WRITER)
     lib = tmp_path / "libaorta_cupti.so"
     lib.write_bytes(b"\x7fELF")
     out = Path("aorta-out") / "q.json"  # relative, from a fresh working directory
-    r = cli("trace", "queue", "--probes", "cuda", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate",
-            "--device-timestamps", "on", "-o", str(out), *extra, "--", sys.executable, str(prog),
+    r = cli("trace", "queue", "--probes", "cuda", "--lib", f"cuda={fakelibs.cuda}",
+            *([] if calibrate else ["--no-calibrate"]), "--device-timestamps", "on", "-o", str(out), *extra, "--", sys.executable, str(prog),
             str(REC / "rec.cupti.bin"), cwd=tmp_path,
             env={"AORTA_CUPTI_COLLECTOR": str(lib), "CUDA_INJECTION64_PATH": "", "PYTHONPATH": os.pathsep.join(sys.path)})
     result = json.loads((tmp_path / out).read_text()) if (tmp_path / out).exists() else {}
@@ -276,8 +276,17 @@ def test_perfetto_draws_every_collector_launch_from_its_launching_thread(bpftrac
 
 
 def test_ebpf_and_cross_check_attach_the_launch_uprobe_and_say_so(bpftrace, fakelibs, tmp_path: Path) -> None:
-    result, r = _trace(tmp_path, fakelibs, "--launch-source", "ebpf")
+    result, r = _trace(tmp_path, fakelibs, "--launch-source", "ebpf", calibrate=True)
     assert r.returncode == 0, r.stderr
+    # the launch uprobe's cost, calibrated on the probed library's own cuDriverGetVersion, is
+    # what launch_to_start includes and may have taken off
+    inc = result["probe_sets"]["cuda"]["metrics"]["launch_to_start"]["includes"]
+    cal = result["calibration"]
+    if cal.get("cuda") is not None:
+        assert inc["subtracted"] is True and inc["probe_cost_ns"] == cal["cuda"] > 0
+        assert inc["calibrated_on"].endswith(":cuDriverGetVersion")
+    else:  # timing noise hid the probe on this busy box: nothing subtracted, and why
+        assert inc["subtracted"] is False and "not measured" in inc["why"]
     assert result["launch_source"]["mode"] == "ebpf"
     assert result["uprobes"] == 6  # the three launch entry points too
     m = result["probe_sets"]["cuda"]["metrics"]["launch"]
