@@ -612,6 +612,8 @@ class TraceSession:
                     s["lost_events"] = self._lost_for(mid)
                     if why:
                         s["lost_events_reason"] = why
+                        if "were not seen" in why:  # a count of 0 must not read as "no launches"
+                            warnings.append(f"{ps_name}.{metric.name}: {why}")
                     entry["metrics"][metric.name] = s
                     continue
                 if self.device is not None and ps_name == self.device.probe_set:

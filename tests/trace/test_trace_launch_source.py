@@ -324,3 +324,20 @@ def test_live_launch_loss_is_the_ring_drops_until_the_final_count(prebuilt: Path
         assert s.collector_launch_counts() == (120, 0, None) and s.collector_launch_lost() == 120
     finally:
         s.stop()
+
+
+def test_a_collector_that_could_not_subscribe_leaves_launches_uncounted_and_says_so(prebuilt: Path) -> None:
+    """The program's own CUPTI client came first: no launch callback, so a count of 0 would lie."""
+    from aorta_tui.trace.device.records import pack
+
+    s = _side()
+    s.prepare(["./prog"])
+    try:
+        s.join.add_device(parse(pack(Rec.HELLO, 9, 130000, 100, 131072, 1, 1) + pack(Rec.ERROR, 9, 39, 1)
+                                + pack(Rec.BYE, 9)))
+        seen, _read, why = s.collector_launch_counts()
+        assert seen is None and s.collector_launch_lost() is None
+        assert "pid 9's launches were not seen" in why and "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS" in why
+        assert "--launch-source ebpf" in why
+    finally:
+        s.stop()

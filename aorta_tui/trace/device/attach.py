@@ -315,6 +315,12 @@ class DeviceSide:
         unfinished = [p for p, ps in procs.items() if not ps.exited_cleanly]
         if not procs:
             return None, read, "no record came from the collector"
+        blind = {p: e for p, ps in procs.items() for e in ps.errors
+                 if e.startswith(("cuptiSubscribe", "cuptiEnableCallback"))}
+        if blind:
+            pid, err = next(iter(blind.items()))
+            return None, read, (f"pid {pid}'s launches were not seen: its collector has no launch callback "
+                                f"({err}); `--launch-source ebpf` counts them with the uprobe")
         if unfinished:
             return None, read, (f"pid {unfinished[0]} has not written its final count (still running, or "
                                 "ended without its exit handler)")
@@ -325,11 +331,11 @@ class DeviceSide:
         its final count; while one runs, the launches its full ring dropped (its STATS say so
         every flush), as long as no write to the FIFO was dropped (those may hold launches too:
         unknown then)."""
-        seen, read, _why = self.collector_launch_counts()
+        seen, read, why = self.collector_launch_counts()
         if seen is not None:
             return max(0, seen - read)
         procs = list(self.join.procs.values())
-        if not procs or any(ps.stats.get("dropped_pipe", 0) for ps in procs):
+        if not procs or "were not seen" in (why or "") or any(ps.stats.get("dropped_pipe", 0) for ps in procs):
             return None
         return sum(ps.stats.get("dropped_ring", 0) for ps in procs)
 
