@@ -308,10 +308,15 @@ def stage_own_profiler(out: Path, rows: list[str]) -> bool:
         rows.append(f"| {tag}: what the trace said (program_profiler / status) | "
                     f"{(next(iter(conflict.values()), '') or status)[:300]} | names `--device-timestamps off` when it took CUPTI | info |")
         phases = _per_phase(recs, prog["marks_ns"])
-        missing = {p: v["ebpf_launches"] - v["launch_to_start"] for p, v in phases.items()
-                   if v["launch_to_start"] < v["ebpf_launches"]}
-        rows.append(f"| {tag}: per phase, launches / with launch_to_start | {json.dumps(phases)} | equal, or said why | "
-                    f"{'PASS' if not missing else 'COUNTED' if status != 'available' else 'FAIL'} |")
+        issued = prog.get("launches_per_phase")
+        # against the launches the program issued in each phase (its own count), not only the
+        # trace's: a collector that could not subscribe sees none, and must say so
+        missing = {p: issued - v["launch_to_start"] for p, v in phases.items()
+                   if issued is not None and v["launch_to_start"] < issued}
+        launch_why = res["probe_sets"]["cuda"]["metrics"]["launch"].get("lost_events_reason", "")
+        rows.append(f"| {tag}: per phase, launches traced / with launch_to_start (issued {issued} each) | "
+                    f"{json.dumps(phases)} | equal, or said why | "
+                    f"{'PASS' if not missing else 'COUNTED' if status != 'available' or launch_why else 'FAIL'} |")
         rows.append(f"| {tag}: CUPTI lines on stderr (traced / untraced) | {_cupti_lines((out / f'{tag}.stderr.txt').read_text())} / "
                     f"{_cupti_lines(ref.stderr)} | - | info |")
         (out / f"{tag}-check.json").write_text(json.dumps({"reference": ref_prog, "reference_stderr": ref.stderr[-3000:],
