@@ -105,3 +105,40 @@ def test_the_programs_refused_subscribe_is_seen_live_and_in_the_result(bpftrace,
     assert got == [{"function": "cuptiSubscribe", "result": code}] and code != 0
     assert dt["program_profiler"][pid] == msg and msg in dt["status"]
     assert msg in result["warnings"] and np.sum([w == msg for w in result["warnings"]]) == 1
+
+
+INJECTING_PROGRAM = """
+import ctypes, os
+# what the CUDA driver does at cuInit: load CUDA_INJECTION64_PATH and call InitializeInjection
+lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+print("InitializeInjection returned", lib.InitializeInjection(), flush=True)
+"""
+
+
+@pytest.mark.skipif(real_cupti_root() is None, reason="no real CUPTI (scripts/test.sh installs the wheels into .venv/cupti-headers)")
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
+def test_the_real_collector_in_a_traced_program_reports_its_failed_subscribe(bpftrace, fakelibs, tmp_path: Path) -> None:
+    """The real collector, built here and injected by the real session, run as the driver runs it:
+    with no GPU its cuptiSubscribe fails, and the trace says so: GPU start times not available
+    with CUPTI's own error, its launches 'not seen' (never a count of 0), the watch saw the
+    collector's own subscribe and blames no profiler of the program; the program runs on."""
+    root = real_cupti_root()
+    prog = tmp_path / "injected.py"
+    prog.write_text(INJECTING_PROGRAM)
+    out = Path("aorta-out") / "q.json"
+    r = cli("trace", "queue", "--probes", "cuda", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate",
+            "--device-timestamps", "on", "-o", str(out), "--", sys.executable, str(prog), cwd=tmp_path, timeout=180,
+            env={"AORTA_CUPTI_ROOT": str(root), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                 "CUDA_INJECTION64_PATH": "", "AORTA_CUPTI_COLLECTOR": ""})
+    assert r.returncode == 0, r.stderr
+    assert "InitializeInjection returned 1" in r.stdout
+    result = json.loads((tmp_path / out).read_text())
+    dt = result["probe_sets"]["cuda"]["device_timestamps"]
+    (pid, proc), = dt["processes"].items()
+    assert proc["errors"] == ["cuptiSubscribe failed: CUPTI_ERROR_UNKNOWN"] and proc["hello"]["ring_slots"] == 131072
+    assert dt["status"] == f"pid {pid}: not available: cuptiSubscribe failed: CUPTI_ERROR_UNKNOWN"
+    assert dt["program_cupti_calls"] == {pid: [{"function": "cuptiSubscribe", "result": 999}]}
+    assert "program_profiler" not in dt  # the failed call was the collector's own
+    launch = result["probe_sets"]["cuda"]["metrics"]["launch"]
+    assert launch["lost_events"] is None and "launches were not seen" in launch["lost_events_reason"]
+    assert any("launches were not seen" in w for w in result["warnings"])
