@@ -250,6 +250,10 @@ def test_trace_queue_takes_launches_from_the_collector_with_no_launch_uprobe(bpf
     assert launch["records_sent_by_collector"] == launch["records_received"] == 7273
     assert launch["lost_events"] == 0 and launch["records_sent_by_kernel"] is None
     assert "callback" in launch["timestamp_source"]
+    # the sentences beside the histograms name the callback, never the uprobe that is not there
+    assert "launch callback" in launch["measures"] and "uprobe" not in launch["measures"].replace("no uprobe", "")
+    assert "CUPTI driver-API callback" in cuda["metrics"]["launch_to_start"]["measures"]
+    assert "eBPF" not in cuda["metrics"]["launch_to_start"]["histogram_measures"]
     lts = cuda["metrics"]["launch_to_start"]
     assert lts["count"] == 7273 and lts["timestamp_source"]["from"] == launch["timestamp_source"]
     assert "CUPTI kernel activity" in lts["timestamp_source"]["to"]

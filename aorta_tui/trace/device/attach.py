@@ -15,6 +15,7 @@ AMD hardware, so only ``--device-timestamps on`` loads it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -46,6 +47,15 @@ DEVICE_TIME = ("CUPTI kernel activity record (device timestamps on CLOCK_MONOTON
 # refused subscribe or a second activity registration is the program's own profiler meeting ours
 CUPTI_WATCH = ("cuptiSubscribe", "cuptiSubscribe_v2", "cuptiActivityRegisterCallbacks")
 CUPTI_MULTIPLE_SUBSCRIBERS = 39
+COLLECTOR_WORDING = {
+    "launch": ("CUDA kernel/graph launch calls (cuLaunchKernel/Ex/cuGraphLaunch), seen by the CUPTI "
+               "collector's driver-API launch callback at API entry (no uprobe)"),
+    "launch_to_start": ("submit->dispatch: CUDA launch call entry (CUPTI driver-API callback, CLOCK_MONOTONIC) "
+                        "-> kernel start on the GPU (CUPTI activity record, mapped onto CLOCK_MONOTONIC); a "
+                        "graph launch counts to its first kernel"),
+    "queued": ("kernels launched earlier on the same stream and not yet started when each launch call "
+               "entered (CUPTI launch callback time against CUPTI start times)"),
+}
 
 
 def _looks_like_python(exe: str) -> bool:
@@ -258,7 +268,8 @@ class DeviceSide:
         if not self.active:
             return
         next_id = max([*program.metric_ids, -1]) + 1
-        for m in self.device_metrics:
+        for metric in self.device_metrics:
+            m = self._worded(metric)
             mid = next_id
             next_id += 1
             program.metric_ids[mid] = (self.probe_set, m)
@@ -272,10 +283,20 @@ class DeviceSide:
                                      if ps == self.probe_set and m.name == "launch"), None)
             if self._launch_mid is not None:
                 program.attached.add(self._launch_mid)
+                worded = self._worded(program.metric_ids[self._launch_mid][1])
+                program.metric_ids[self._launch_mid] = (self.probe_set, worded)
+                stats[self._launch_mid] = make_stats(worded)  # nothing counted yet
             self._launch_mids = set()  # no eBPF launch records to join
         with lock:
             # launches before the uprobes attached have no eBPF record: counted apart, not as misses
             self.join.trace_started(time.monotonic_ns())
+
+    def _worded(self, m: Metric) -> Metric:
+        """The sentence beside a histogram says where its launch time comes from: with launches
+        from the collector, the CUPTI callback, not the eBPF uprobe the static wording names."""
+        if self.launch_source != "collector" or m.name not in COLLECTOR_WORDING:
+            return m
+        return dataclasses.replace(m, measures=COLLECTOR_WORDING[m.name])
 
     # -- the two inputs (both called with the session's lock held or taking it) -------------------
     def on_batch(self, batch: Any) -> None:
