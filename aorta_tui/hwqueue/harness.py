@@ -489,8 +489,7 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
     if not kernel_records:
         if required:
             _no_device_activity()
-        detail.reason = ("the profiler recorded no device activity for the measured launches "
-                         "(is CUPTI / roctracer available to this torch build?)")
+        detail.reason = f"the profiler recorded no device activity for the measured launches: {_why_no_activity()}"
         return detail
     if info["implausible_timestamps_dropped"]:
         loop.emit(RunWarning(cfg.run_id, code="profiler", message=(
@@ -567,18 +566,22 @@ def _plain_events(backend: Any, stream_devices: list[str],
     return sync, ends
 
 
+def _why_no_activity() -> str:
+    injected = os.environ.get("CUDA_INJECTION64_PATH")
+    if injected:
+        return (f"CUDA_INJECTION64_PATH={injected} loads another CUPTI client into this process, and CUPTI "
+                "allows one subscriber")
+    return ("CUPTI gave the profiler nothing (another CUPTI client in this process, or a torch build without "
+            "CUPTI / roctracer)")
+
+
 def _no_device_activity() -> None:
     """--timing cupti, and its profiler got no kernel record: an environment problem (exit 3)
     with the likeliest reason, never an internal error. CUPTI allows one subscriber per process:
     a tool injected through CUDA_INJECTION64_PATH (aorta-tui's own collector under `trace queue
     -- aorta-tui queue run ...`, Nsight Systems) holds it and the profiler records nothing."""
-    injected = os.environ.get("CUDA_INJECTION64_PATH")
-    why = (f"CUDA_INJECTION64_PATH={injected} loads another CUPTI client into this process, and CUPTI "
-           "allows one subscriber" if injected else
-           "CUPTI gave the profiler nothing (another CUPTI client in this process, or a torch build "
-           "without CUPTI)")
     raise EnvironmentProblem(f"--timing cupti: the profiler recorded no device activity for the measured "
-                             f"launches: {why}",
+                             f"launches: {_why_no_activity()}",
                              hint="run without the other tool (e.g. trace with `trace queue --device-timestamps "
                                   "off`), or use --timing events")
 
