@@ -170,7 +170,7 @@ def stage_nobacklog(out: Path, rows: list[str]) -> bool:
     """A sync after every tiny kernel: the launch -> start floor. The reference is torch.profiler
     timing the same loop in a separate, untraced run (kernel start - cudaLaunchKernel start)."""
     ref = run([sys.executable, str(HERE / "dispatch" / "backlog.py"), "--tiny", "200", "--no-backlog",
-                          "--profile"], timeout=left_s())
+               "--profile"], timeout=left_s())
     ref_prog = _last_json(ref.stdout) or {}
     ref_vals = ref_prog.get("profiler_launch_to_start_ns") or []
     ref_p50 = statistics.median(ref_vals) if ref_vals else None
@@ -186,7 +186,8 @@ def stage_nobacklog(out: Path, rows: list[str]) -> bool:
     p50_c, mine_c, _res = _nobacklog_p50(out, "nobacklog")
     v_c = verdict(p50_c)
     rows.append(f"| no backlog: p50 launch->start, launches from the collector (no uprobe on the launch path) | "
-                f"{p50_c / 1000:.2f} us (p90 {pct(mine_c, 90) / 1000:.2f}, n {len(mine_c)}) | profiler within 1 us | {v_c} |")
+                f"{p50_c / 1000:.2f} us (p90 {pct(mine_c, 90) / 1000 if mine_c else float('nan'):.2f}, n {len(mine_c)}) | "
+                f"profiler within 1 us | {v_c} |")
     p50_e, mine_e, res_e = _nobacklog_p50(out, "nobacklog-ebpf", "--launch-source", "ebpf", calibrate=True)
     inc = res_e["probe_sets"]["cuda"]["metrics"]["launch_to_start"].get("includes") or {}
     cost = inc.get("probe_cost_ns")
@@ -330,8 +331,8 @@ def stage_cost(out: Path, rows: list[str], limit_s: float) -> bool:
     rounds 45 s before the stage's limit (a round of all six modes takes ~15 s on the H200)."""
     exe = _launch_loop(out)
     proc = run([sys.executable, str(REPO / "benchmarks" / "dispatch_overhead.py"), "--rounds", "40",
-                           "--heavy-every", "1", "--budget-s", str(int(limit_s - 45)), "--loop-exe", str(exe),
-                           "--out", str(out)], timeout=left_s(limit_s))
+                "--heavy-every", "1", "--budget-s", str(int(limit_s - 45)), "--loop-exe", str(exe),
+                "--out", str(out)], timeout=left_s(limit_s))
     (out / "cost.stderr.txt").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
     try:
         doc = json.loads((out / "dispatch-overhead.json").read_text())
@@ -379,10 +380,19 @@ def stage_lag(out: Path, rows: list[str]) -> bool:
 def stage_queue(out: Path, rows: list[str]) -> bool:
     """`queue run --ebpf-trace`: with --timing auto it works (the harness's profiler pass runs after
     the trace gave CUPTI back); with --timing cupti it is refused up front, exit 2 with the reason."""
+    # the refusal first: seconds, and its row stands even if the run below outlasts the stage
+    proc = run([*AT, "queue", "run", "tiny_kernel_stress", "--streams", "4", "--device", "cuda",
+                "--iterations", "5", "--timing", "cupti", "--ebpf-trace",
+                "-o", str(out / "queue-ebpf-cupti.json")], timeout=left_s(60))
+    refused = proc.returncode == 2 and "CUPTI allows one" in proc.stderr
+    rows.append(f"| queue --timing cupti --ebpf-trace: refused up front | exit {proc.returncode}: "
+                f"{next((ln for ln in proc.stderr.splitlines() if ln.startswith('error')), proc.stderr[-200:])[:200]} | "
+                "exit 2 with the reason | "
+                f"{'PASS' if refused else 'FAIL'} |")
     res_path = out / "queue-ebpf-auto.json"
     proc = run([*AT, "queue", "run", "tiny_kernel_stress", "--streams", "4", "--device", "cuda",
-                           "--iterations", "20", "--warmup", "3", "--timing", "auto", "--ebpf-trace",
-                           "-o", str(res_path)], timeout=left_s(100))
+                "--iterations", "20", "--warmup", "3", "--timing", "auto", "--ebpf-trace",
+                "-o", str(res_path)], timeout=left_s(100))
     (out / "queue-ebpf-auto.stderr.txt").write_text(proc.stderr)
     ok = proc.returncode == 0 and res_path.exists()
     if not ok:
@@ -408,14 +418,6 @@ def stage_queue(out: Path, rows: list[str]) -> bool:
         rows.append(f"| queue --timing auto --ebpf-trace: launch_to_start count, p50 | {lts.get('count')}, "
                     f"{((lts.get('histogram') or {}).get('percentiles') or {}).get('p50')} us | - | info |")
         ok = complete and src_ok
-    proc = run([*AT, "queue", "run", "tiny_kernel_stress", "--streams", "4", "--device", "cuda",
-                           "--iterations", "5", "--timing", "cupti", "--ebpf-trace",
-                           "-o", str(out / "queue-ebpf-cupti.json")], timeout=left_s(60))
-    refused = proc.returncode == 2 and "CUPTI allows one" in proc.stderr
-    rows.append(f"| queue --timing cupti --ebpf-trace: refused up front | exit {proc.returncode}: "
-                f"{next((ln for ln in proc.stderr.splitlines() if ln.startswith('error')), proc.stderr[-200:])[:200]} | "
-                "exit 2 with the reason | "
-                f"{'PASS' if refused else 'FAIL'} |")
     return ok and refused
 
 
