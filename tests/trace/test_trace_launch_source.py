@@ -345,3 +345,10 @@ def test_a_collector_that_could_not_subscribe_leaves_launches_uncounted_and_says
         assert "--launch-source ebpf" in why
     finally:
         s.stop()
+
+
+def test_json_stream_attached_event_names_the_launch_source(bpftrace, fakelibs, tmp_path: Path) -> None:
+    result, r = _trace(tmp_path, fakelibs, "--json-stream")
+    assert r.returncode == 0, r.stderr
+    ev = next(json.loads(ln) for ln in r.stdout.splitlines() if '"attached"' in ln)
+    assert ev["reasons"]["launch_source"].startswith("collector: ")
