@@ -205,7 +205,7 @@ from aorta_tui.trace.device.records import DTYPE, Rec
 recs = np.frombuffer(open(sys.argv[1], "rb").read(), dtype=DTYPE).copy()
 # the recording's CLOCK_MONOTONIC is the H200's: move every time field to now on this box
 t = recs["type"]
-delta = np.uint64(time.monotonic_ns() + 1_000_000 - int(recs["f"][t == Rec.LAUNCH][:, 2].min()))
+delta = np.uint64((time.monotonic_ns() + 1_000_000 - int(recs["f"][t == Rec.LAUNCH][:, 2].min())) % (1 << 64))
 for kind, cols in ((Rec.LAUNCH, [2]), (Rec.KERNEL, [1, 2]), (Rec.CLOCK, [0, 1, 2])):
     for c in cols:
         recs["f"][t == kind, c] += delta
@@ -352,3 +352,43 @@ def test_json_stream_attached_event_names_the_launch_source(bpftrace, fakelibs, 
     assert r.returncode == 0, r.stderr
     ev = next(json.loads(ln) for ln in r.stdout.splitlines() if '"attached"' in ln)
     assert ev["reasons"]["launch_source"].startswith("collector: ")
+
+
+def test_records_read_before_the_session_binds_count_as_before_the_trace(prebuilt: Path) -> None:
+    """An in-process collector (queue run --ebpf-trace) starts with CUDA, before the trace session:
+    its first launches and kernels arrive before bind() and must count as before the trace, not
+    as joined launches whose values went nowhere (the queue check compares the two)."""
+    import threading
+    from types import SimpleNamespace
+
+    from aorta_tui.trace.probes.cuda import CudaProbes
+    from aorta_tui.trace.stats import MetricStats
+
+    s = _side()
+    s.prepare(None, children=True)
+    try:
+        import time
+
+        from aorta_tui.trace.device.records import DTYPE
+
+        # HELLO, CLOCKs and the first launches with their kernels, moved to 10 s ago on this clock
+        recs = np.frombuffer(DATA[: 200 * RECORD_BYTES], dtype=DTYPE).copy()
+        t = recs["type"]
+        # modulo 2**64: uint64 addition wraps, so a clock ahead of this box's moves back as well
+        shift = np.uint64((time.monotonic_ns() - 10_000_000_000 - int(recs["f"][t == Rec.LAUNCH][:, 2].min())) % (1 << 64))
+        for kind, cols in ((Rec.LAUNCH, [2]), (Rec.KERNEL, [1, 2]), (Rec.CLOCK, [0, 1, 2])):
+            for col in cols:
+                recs["f"][t == kind, col] += shift
+        early = recs.tobytes()
+        s._on_records(parse(early))
+        assert s.join.counts["kernels"] == 0  # held, not joined yet
+        program = SimpleNamespace(metric_ids={1: ("cuda", CudaProbes.metrics[0])}, attached=set())
+        stats: dict = {1: MetricStats(CudaProbes.metrics[0])}
+        s.bind(program, stats, threading.Lock(), MetricStats)
+        c = s.join.counts
+        n_launch = len(parse(early).of(Rec.LAUNCH))
+        assert n_launch > 0 and c["launches_before_trace"] == n_launch and c["collector_launches"] == 0
+        assert c["launches_with_device_record"] == 0 and c["kernels_before_trace"] == len(parse(early).of(Rec.KERNEL))
+        assert stats[1].count == 0
+    finally:
+        s.stop()

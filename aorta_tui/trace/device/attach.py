@@ -109,6 +109,7 @@ class DeviceSide:
         self.cupti_calls: dict[int, list[tuple[str, int]]] = {}  # pid -> [(function, CUptiResult)]
         self.watch_reason: str | None = None
         self.pending_warnings: list[str] = []  # for the live stream; also in the result
+        self._held: list[Parsed] | None = []  # device records read before bind()
         self._warned: set[int] = set()
         self.probe_set = probe_set
         self.vendor = "hip" if probe_set in HIP_SETS else "cuda"  # which collector
@@ -290,6 +291,12 @@ class DeviceSide:
         with lock:
             # launches before the uprobes attached have no eBPF record: counted apart, not as misses
             self.join.trace_started(time.monotonic_ns())
+            # records read before the trace was bound (an in-process collector starts with CUDA,
+            # before the session): joined now, so those launches count as before the trace,
+            # never as launches whose values went nowhere
+            held, self._held = self._held, None
+            for parsed in held or []:
+                self.join.add_device(parsed)
 
     def _worded(self, m: Metric) -> Metric:
         """The sentence beside a histogram says where its launch time comes from: with launches
@@ -314,6 +321,9 @@ class DeviceSide:
 
     def _on_records(self, parsed: Parsed) -> None:
         with self._lock:
+            if self._held is not None:  # not bound to a session yet: keep them for bind()
+                self._held.append(parsed)
+                return
             self.join.add_device(parsed)
 
     def _on_collector_launches(self, ts: np.ndarray, pid: np.ndarray, tid: np.ndarray, stream: np.ndarray) -> None:
@@ -455,6 +465,10 @@ class DeviceSide:
     def stop(self) -> None:
         if not self.active:
             return
+        with self._lock:
+            held, self._held = self._held, None  # never bound (the trace failed to start)
+            for parsed in held or []:
+                self.join.add_device(parsed)
         if self.in_process:
             self._detach()
         self.channel.stop()
