@@ -10,9 +10,11 @@ GPU timestamps e0 as soon as the GPU reads it, while the host is still inside th
 kernel's launch call: e1 - e0 is then the kernel *plus its launch latency* (6-9 us on the H200,
 the no-backlog figure), and the bound L - offset was too high by that much: the first tiny
 kernels after the sleep, the only ones with no earlier tiny kernel in front of them, "started
-before the bound" by ~5 us. That is the model's error, not the clocks': the eBPF/CUPTI clocks
-agree within the measured ±0.5 us, and later kernels, which wait for their predecessors too,
-never crossed it. So L is now timed with the GPU kept busy (a short sleep kernel first): e0,
+before the bound" by ~5 us (later kernels also wait for their predecessors, and that margin
+cleared it). That is the model's error, not the clocks': a device clock 5 us early would also
+have put the no-backlog figure 5 us below torch.profiler's, and it read 1.7 us above it (the
+uprobe's cost); the CUPTI/CLOCK_MONOTONIC bracket is ±0.5 us. So L is now timed with the GPU
+kept busy (a short sleep kernel first): e0,
 the sleep and e1 are all queued before the GPU reaches them, e0 is stamped when the busy kernel
 ends and the sleep starts right after it. ``sleep_ns_idle_start`` keeps the old way's figure,
 so the difference (the launch latency it included) is printed beside it.
