@@ -383,6 +383,9 @@ class TraceSession:
 
     def _write_raw(self, batch: Batch) -> None:
         names = {mid: (ps, m.name, m.kind) for mid, (ps, m) in self.program.metric_ids.items()}
+        watch = getattr(self.device, "watch_mid", None)
+        if watch is not None:  # the traced program's libcupti calls (key: what CUPTI returned)
+            names[watch] = (self.device.probe_set, "program_cupti_call", "point")
         labels = batch.labels or [None] * len(batch)
         lines = raw_lines(names, batch.metric.tolist(), batch.ts.tolist(), batch.pid.tolist(), batch.tid.tolist(),
                           batch.key.tolist(), batch.value.tolist(), batch.aux.tolist(), labels)

@@ -84,7 +84,8 @@ def test_the_programs_refused_subscribe_is_seen_live_and_in_the_result(bpftrace,
     prog.write_text(PROGRAM)
     out = Path("aorta-out") / "q.json"
     r = cli("trace", "queue", "--probes", "cuda", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate",
-            "--device-timestamps", "on", "--interval", "0.2", "--json-stream", "-o", str(out), "--",
+            "--device-timestamps", "on", "--interval", "0.2", "--json-stream", "-o", str(out),
+            "--raw", "aorta-out/raw.jsonl.gz", "--",
             sys.executable, str(prog), str(lib), "1.5", cwd=tmp_path, timeout=180,
             env={"AORTA_CUPTI_ROOT": str(root), "XDG_CACHE_HOME": str(tmp_path / "cache"),
                  "CUDA_INJECTION64_PATH": "", "AORTA_CUPTI_COLLECTOR": "",
@@ -105,6 +106,12 @@ def test_the_programs_refused_subscribe_is_seen_live_and_in_the_result(bpftrace,
     assert got == [{"function": "cuptiSubscribe", "result": code}] and code != 0
     assert dt["program_profiler"][pid] == msg and msg in dt["status"]
     assert msg in result["warnings"] and np.sum([w == msg for w in result["warnings"]]) == 1
+    import gzip
+
+    with gzip.open(tmp_path / "aorta-out" / "raw.jsonl.gz", "rt") as fh:
+        raw = [json.loads(ln) for ln in fh if ln.strip()]
+    calls = [r for r in raw if r["metric"] == "program_cupti_call"]
+    assert [(r["pid"], r["key"]) for r in calls] == [(int(pid), code)] and not [r for r in raw if r["set"] == "?"]
 
 
 INJECTING_PROGRAM = """

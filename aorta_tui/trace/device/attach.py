@@ -402,6 +402,11 @@ class DeviceSide:
             f'printf("@R {first_mid} %lld %d %d %lld 0 {i} -\\n", nsecs, pid, tid, (int64)retval); }}\n'
             for i, n in enumerate(names))
 
+    @property
+    def watch_mid(self) -> int | None:
+        """The metric id of the watched libcupti calls' records (not a metric of the result)."""
+        return self._watch_mid
+
     def _watched_calls(self, batch: Any) -> None:
         sel = batch.metric == self._watch_mid
         for p, code, fn in zip(batch.pid[sel].tolist(), batch.key[sel].tolist(), batch.aux[sel].tolist(), strict=True):
