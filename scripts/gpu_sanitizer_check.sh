@@ -17,6 +17,7 @@ WORK=$(mktemp -d /tmp/gpu-sanitizer.XXXXXX)
 LOG="$OUT/sanitizer_check.log"
 : >"$LOG"
 say() { echo "$*" | tee -a "$LOG"; }
+source "$(dirname "$0")/gpu_stage.sh"  # the summary table (rows below)
 
 # nvcc and compute-sanitizer live in the CUDA toolkit's bin
 for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
@@ -107,7 +108,11 @@ for stage in oob race clean torch; do
   timeout 150 "$PY" -m aorta_tui sweep run --recipe "$WORK/$stage.yaml" -o "$WORK/runs" \
     >>"$LOG" 2>&1
   RC[$stage]=$?
-  say "stage $stage: exit ${RC[$stage]} in $(( $(date +%s) - start )) s"
+  wall=$(( $(date +%s) - start ))
+  say "stage $stage: exit ${RC[$stage]} in $wall s"
+  want=0; case $stage in oob|race) want=1 ;; esac  # a planted bug fails its trial: exit 1
+  verdict=FAIL; [ "${RC[$stage]}" = "$want" ] && verdict=PASS; [ "${RC[$stage]}" = 124 ] && verdict=TIMEOUT
+  echo "| $stage | $verdict | ${RC[$stage]} (want $want) | $wall s | 150 s |" >>"$GPU_STAGE_ROWS"
 done
 
 "$PY" - "$WORK" "$OUT" "${RC[oob]:-}" "${RC[race]:-}" "${RC[clean]:-}" "${RC[torch]:-}" <<'EOF' 2>&1 | tee -a "$LOG"
@@ -157,4 +162,5 @@ for stage in ("oob", "race"):
 print(torch_line)
 print(f"overall: {'PASS' if all(results.values()) else 'FAIL'}")
 EOF
+summary_table
 rm -rf "$WORK"

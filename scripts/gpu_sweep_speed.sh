@@ -21,15 +21,15 @@ chmod +x /tmp/aorta
   echo "PYTHONDONTWRITEBYTECODE=${PYTHONDONTWRITEBYTECODE-unset} nproc=$(nproc) load=$(cut -d' ' -f1-3 /proc/loadavg)"
   python3 -c "import torch; print('torch', torch.__version__, torch.__file__)"
 } 2>&1 | tee "$OUT/env.txt"
-stage() {  # stage NAME LIMIT_S CMD...
-  local name=$1 limit=$2; shift 2
-  case " $STAGES " in *" $name "*) ;; *) return 0 ;; esac
-  echo "== stage $name (limit ${limit}s) $(date -u +%T)"
-  timeout -k 5 "$limit" "$@" 2>&1 | tee "$OUT/$name.txt"
-  echo "== stage $name rc=${PIPESTATUS[0]} $(date -u +%T)"
+export OUT
+source "$(dirname "$0")/gpu_stage.sh"
+GPU_STAGE_TAIL=40
+pick() {  # pick NAME LIMIT_S CMD...: a stage, when it was asked for
+  case " $STAGES " in *" $1 "*) stage "$@" ;; *) return 0 ;; esac
 }
-stage warm 200 python3 scripts/gpu_warm_check.py
-stage image 230 python3 benchmarks/trial_speed.py --bytecode image --rounds 2 --budget 200 --upstream "$SITE"
-stage warmed 150 python3 benchmarks/trial_speed.py --bytecode warmed --rounds 2 --budget 120 --upstream "$SITE"
-stage overhead 170 python3 benchmarks/sweep_overhead.py --upstream /tmp/aorta --repeat 3 --trials 4,16,32
+pick warm 200 python3 scripts/gpu_warm_check.py
+pick image 230 python3 benchmarks/trial_speed.py --bytecode image --rounds 2 --budget 200 --upstream "$SITE"
+pick warmed 150 python3 benchmarks/trial_speed.py --bytecode warmed --rounds 2 --budget 120 --upstream "$SITE"
+pick overhead 170 python3 benchmarks/sweep_overhead.py --upstream /tmp/aorta --repeat 3 --trials 4,16,32
+summary_table
 ls -la "$OUT"

@@ -2,6 +2,7 @@
 # eBPF integration on a GPU machine: `queue run --ebpf-trace` and a sweep recipe's `trace:`
 # section, with bpftrace unpacked from the Debian packages carried in .bt/.
 # Usage (device tool, carry .bt): bash scripts/gpu_trace_integration.sh   (writes under $OUT)
+# Every stage runs under a time limit (scripts/gpu_stage.sh) and is one row of the summary table.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu-trace-out}; mkdir -p "$OUT"
@@ -15,18 +16,16 @@ LD_LIBRARY_PATH=/tmp/bt/usr/lib/x86_64-linux-gnu:/tmp/bt/lib/x86_64-linux-gnu ex
 SH
 chmod +x /tmp/bpftrace
 export AORTA_TUI_BPFTRACE=/tmp/bpftrace
-AT="python3 -m aorta_tui"
-{
-  echo "== $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-  $AT trace info | head -20
-  for w in hetero_kernels tiny_kernel_stress; do
-    echo "== queue run $w --streams 8 --ebpf-trace"
-    $AT queue run $w --streams 8 --device cuda --iterations 20 --warmup 3 --ebpf-trace -o /tmp/q-$w.json > /dev/null; echo "rc=$?"
-    python3 - "$w" <<'PY'
+export AT="python3 -m aorta_tui" OUT AORTA_TUI_BPFTRACE
+source "$(dirname "$0")/gpu_stage.sh"
+queue_traced() {  # one queue run with --ebpf-trace: ~21 s on the H200, plus the trace's start
+  local w=$1
+  $AT queue run $w --streams 8 --device cuda --iterations 20 --warmup 3 --ebpf-trace -o /tmp/q-$w.json > /dev/null || return
+  python3 - "$w" <<'PY'
 import json, sys
 r = json.load(open(f"/tmp/q-{sys.argv[1]}.json"))
 e = r.get("ebpf") or {}
-print("ebpf reason:", r.get("ebpf_reason"))
+print("ebpf reason:", r.get("ebpf_reason"), "launch source:", (e.get("launch_source") or {}).get("mode"))
 for name, ps in (e.get("probe_sets") or {}).items():
     for mname, m in ps["metrics"].items():
         h = m.get("histogram", {})
@@ -36,8 +35,8 @@ print("  lost:", e.get("lost_events_reported_by_bpftrace"), "launches per harnes
       r.get("metrics", {}).get("launches_total") or r.get("summary", {}).get("launches"))
 print("  summary:", {k: r["summary"][k] for k in list(r["summary"])[:6]})
 PY
-  done
-  echo "== sweep with a trace: section over a CUDA launch loop"
+}
+sweep_traced() {
   cat > /tmp/launch_loop.py <<'PY'
 import os, torch
 x = torch.zeros(1024, device="cuda")
@@ -59,8 +58,18 @@ for p in glob.glob('/tmp/at/GPUTRACE/*/trials/*/trial-*/'):
         for mname, m in ps['metrics'].items():
             print(f"  {name}.{mname}: total={m.get('count')} trial pid {pid}: {(m.get('per_pid') or {}).get(str(pid))}")
 PY
-  echo "== race after the verifier change (producer delay 200 us)"
+}
+race() {  # six runs of a few seconds each
   for mode in default ddp; do for w in compute comm h2d; do
     $AT run --workload race --steps 20 --config mode=$mode --config drop_wait=$w --config producer_delay_us=200 --no-snapshot --output /tmp/ar 2>&1 | grep -E "corruption|passed|failed|trial" | head -2
   done; done
+}
+{
+  echo "== $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+  $AT trace info | head -20
+  for w in hetero_kernels tiny_kernel_stress; do stage "queue_$w" 90 queue_traced $w; done
+  stage sweep_trace 120 sweep_traced
+  stage race 180 race
+  echo "== summary"
+  summary_table
 } 2>&1 | tee "$OUT/trace-integration-gpu.txt"

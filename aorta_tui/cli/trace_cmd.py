@@ -67,9 +67,15 @@ def info(
     t = data["tracefs"]
     print(f"tracefs       {t['mounted_at'] or 'not mounted; fix: ' + t['fix']}")
     print(f"kprobes       {'yes' if data['kprobes']['available'] else 'no'} ({data['kprobes']['reason']})")
+    seeing = [n for n, s in data["probe_sets"].items() if s["sees_anything"]]
+    print(f"can see anything here: {', '.join(seeing) or 'none'}")
+    for name, s in data["probe_sets"].items():
+        if s["available"] and not s["sees_anything"]:
+            print(f"  {name:<11} attaches, but sees nothing here: {s['sees_why']}")
     print("probe sets:")
     for name, s in data["probe_sets"].items():
-        state = "available" if s["available"] else "not available"
+        state = ("available" if s["sees_anything"] else "attaches, sees nothing here") if s["available"] \
+            else "not available"
         print(f"  {name:<11} {state}: {s['description']}")
         if s["library"]:
             print(f"              library {s['library']} ({s['library_found_by']})")
@@ -99,7 +105,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
                mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
                auto: bool, calibrate: bool = True, stream: bool = False,
-               device_timestamps: str = "auto") -> None:
+               device_timestamps: str = "auto", launch_source: str = "auto", cross_check: bool = False) -> None:
     from aorta_tui.core.errors import UsageError
 
     if stream and json_out:
@@ -111,7 +117,8 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
     if not stream:
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
-               json_out=json_out, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps)
+               json_out=json_out, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
+               launch_source=launch_source, cross_check=cross_check)
         return
     from aorta_tui.cli import trace_stream
 
@@ -122,7 +129,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
                json_out=False, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
-               out=out, phases=phases)
+               out=out, phases=phases, launch_source=launch_source, cross_check=cross_check)
     except typer.Exit:
         raise
     except KeyboardInterrupt:
@@ -139,7 +146,7 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
            mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
            libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
            auto: bool, calibrate: bool, device_timestamps: str, out: Any = None,
-           phases: Any = None) -> None:
+           phases: Any = None, launch_source: str = "auto", cross_check: bool = False) -> None:
     """One trace; with ``out`` (a ``trace_stream.StreamWriter``) every event goes there."""
     from aorta_tui.cli import trace_stream
     from aorta_tui.core.atomic import atomic_write_json
@@ -159,7 +166,16 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
         tmp_raw = raw_path = Path(name)
     live = sys.stderr.isatty() and not (json_out or stream)
 
+    streamed: set[str] = set()
+
     def on_event(ev: Any) -> None:
+        if getattr(ev, "kind", "") == "warning":  # said while tracing (a CUPTI conflict, ...)
+            streamed.add(ev.message)
+            if stream:
+                out.emit(ev)
+            elif live:
+                err(f"warning: {ev.message}")
+            return
         if getattr(ev, "kind", "") != "histogram_snapshot":
             return
         if stream:  # the journal's event format, one per line, as each snapshot arrives
@@ -171,7 +187,8 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
                            bpftrace=bpftrace, on_event=on_event, raw_path=raw_path,
                            library_paths=libs, calibrate=calibrate,
                            command_stdout_to_stderr=json_out or stream,
-                           device_timestamps=device_timestamps)
+                           device_timestamps=device_timestamps, launch_source=launch_source,
+                           cross_check=cross_check)
     interrupted = target_ended = False
     try:
         session.start()
@@ -214,6 +231,8 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
         if phases is not None:
             phases.report_if_changed()
         for warning in session.warnings:
+            if warning in streamed:
+                continue
             out.emit(trace_stream.RunWarning(trace_stream.RUN_ID, message=warning, code="trace"))
         if not result["probe_sets"] and not interrupted:
             raise EnvironmentProblem("nothing was traced")
@@ -255,6 +274,7 @@ def command_exit_status(returncode: int | None) -> int:
 def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path]) -> list[str]:
     from aorta_tui.core.errors import EnvironmentProblem
     from aorta_tui.trace.capability import detect_sets
+    from aorta_tui.trace.visibility import find_devices, sees
 
     found = detect_sets(wanted, pid=pid, library_paths=libs)
     ok = [n for n in wanted if found[n].available]
@@ -262,7 +282,11 @@ def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path]) -> 
         reasons = "; ".join(f"{n}: {found[n].reason}" for n in wanted)
         raise EnvironmentProblem(f"none of the probe sets {', '.join(wanted)} can attach here ({reasons})",
                                  hint="run `aorta-tui trace info` and pick --probes, or pass --lib NAME=PATH")
-    return ok
+    # of those that attach, the ones that can see anything here (an installed HIP runtime on a
+    # box without an AMD GPU attaches and sees nothing); all that attach when none can
+    devices = find_devices()
+    seeing = [n for n in ok if sees(n, True, "", devices)[0]]
+    return seeing or ok
 
 
 def _live_line(ev: Any) -> None:
@@ -291,6 +315,9 @@ def _print_summary(result: dict[str, Any]) -> None:
     print(f"mode {result['mode']}, {result['wall_s']:.2f} s, {result['uprobes']} uprobes, "
           f"{result['tracepoints']} tracepoints, lost events reported by bpftrace: "
           f"{result['lost_events_reported_by_bpftrace']}, malformed lines: {result['malformed_lines']}")
+    src = result.get("launch_source") or {}
+    if src.get("mode"):
+        print(f"launches from: {src['mode']} ({src.get('why')})")
     t = result["target"]
     if t.get("command"):
         code = t.get("command_exit_code")
@@ -331,6 +358,7 @@ def _common(
     output: Path | None, raw: Path | None, perfetto: Path | None, lib: list[str],
     bpftrace: str | None, interval: float, json_out: bool, default: tuple[str, ...],
     calibrate: bool = True, stream: bool = False, device_timestamps: str = "auto",
+    launch_source: str = "auto", cross_check: bool = False,
 ) -> None:
     from aorta_tui.core.errors import UsageError
 
@@ -341,7 +369,8 @@ def _common(
     _run_trace(probes=names, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=_libs(lib), bpftrace=bpftrace, interval=interval,
                json_out=json_out, auto=probes is None and len(default) > 1, calibrate=calibrate,
-               stream=stream, device_timestamps=device_timestamps)
+               stream=stream, device_timestamps=device_timestamps, launch_source=launch_source,
+               cross_check=cross_check)
 
 
 _CTX = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -365,6 +394,8 @@ def queue(
     json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day) for the observer-cost estimate."),
     device_timestamps: str = typer.Option("auto", "--device-timestamps", help="GPU start/end of every launch from a CUPTI collector loaded into the command (cuda set): auto (when it can be built and loaded, else launches only, with the reason), on (required: exit 3 if it cannot), off."),
+    launch_source: str = typer.Option("auto", "--launch-source", help="Where launches come from (cuda set): auto (the CUPTI collector's launch callback wherever the collector is loaded into the command: no launch uprobe; else the eBPF uprobe), collector (exit 3 if it cannot), ebpf (the uprobe, as with --pid)."),
+    cross_check: bool = typer.Option(False, "--cross-check", help="Count launches with both the eBPF uprobe and the collector and compare them per stream (device_timestamps.cross_check); the join goes through eBPF."),
     replay: str | None = typer.Option(None, "--replay", metavar="FILE.jsonl", hidden=True, help="With --json-stream: send a recorded --json-stream's events at their recorded pace (no bpftrace)."),
     synthetic: int = typer.Option(0, "--synthetic", metavar="N", hidden=True, help="With --json-stream: N synthetic record lines/s through the parser (benchmark; no bpftrace)."),
 ) -> None:
@@ -382,7 +413,7 @@ def queue(
         _offline(ctx, json_stream, replay, synthetic, interval)
         return
     _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, QUEUE_DEFAULT, calibrate, json_stream, device_timestamps)
+            json_out, QUEUE_DEFAULT, calibrate, json_stream, device_timestamps, launch_source, cross_check)
 
 
 @app.command("memory", context_settings=_CTX)

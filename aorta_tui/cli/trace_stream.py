@@ -181,10 +181,14 @@ class PhaseReporter:
 
 
 def attached(out: StreamWriter, session: Any, pid: int | None) -> None:
+    device = getattr(session, "device", None)
+    src = device.launch_source_info() if device is not None else None
     out.emit(Measurement(RUN_ID, source="trace", name="attached",
                          values={"pid": pid if pid is not None else session.child_pid,
                                  "uprobes": session.program.uprobe_count,
-                                 "tracepoints": session.program.tracepoint_count}))
+                                 "tracepoints": session.program.tracepoint_count},
+                         # where launches come from (issue 24): "collector: ..." or "ebpf: ..."
+                         reasons={"launch_source": f"{src['mode']}: {src['why']}"} if src else {}))
 
 
 def wait_streaming(session: Any, out: StreamWriter, *, pid: int | None, duration: float | None,

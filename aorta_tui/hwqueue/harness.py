@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aorta_tui.core.errors import UsageError
+from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, Progress, RunWarning
 from aorta_tui.core.phases import PAUSE
 from aorta_tui.core.phases import announce as announce_phase
@@ -75,6 +75,18 @@ class QueueRunConfig:
     def validate(self) -> None:
         from aorta_tui.hwqueue.backends import resolve_devices
         from aorta_tui.hwqueue.workloads import check_streams, workload_class
+
+        if self.ebpf_trace and self.timing == "cupti":
+            # both need CUPTI inside this one process for the measured pass, and CUPTI allows one
+            # subscriber: the trace's collector holds it, so the harness's profiler would record
+            # nothing (it used to end in exit 70, "the profiler recorded no device activity")
+            raise UsageError(
+                "--timing cupti with --ebpf-trace cannot work: both read the GPU's kernel timestamps "
+                "through CUPTI in this one process during the measured pass, and CUPTI allows one "
+                "subscriber (the trace's collector holds it, so the harness's profiler would get nothing)",
+                hint="use --timing auto with --ebpf-trace (the profiler's detail pass runs after the "
+                     "trace, which gives CUPTI back; the trace itself has launch_to_start from CUPTI), "
+                     "or --timing cupti without --ebpf-trace")
 
         check_streams(self.workload, self.streams)
         workload_class(self.workload)(self.params, size=self.size)  # parameter names and types
@@ -476,9 +488,8 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
         del trace
     if not kernel_records:
         if required:
-            raise RuntimeError("the profiler recorded no device activity for the measured launches")
-        detail.reason = ("the profiler recorded no device activity for the measured launches "
-                         "(is CUPTI / roctracer available to this torch build?)")
+            _no_device_activity()
+        detail.reason = f"the profiler recorded no device activity for the measured launches: {_why_no_activity()}"
         return detail
     if info["implausible_timestamps_dropped"]:
         loop.emit(RunWarning(cfg.run_id, code="profiler", message=(
@@ -553,6 +564,26 @@ def _plain_events(backend: Any, stream_devices: list[str],
     sync = {j: backend.new_event(stream_devices[plan[j].stream]) for j in sorted(needed)}
     ends = {s: backend.new_event(stream_devices[s]) for s in sorted({la.stream for la in plan})}
     return sync, ends
+
+
+def _why_no_activity() -> str:
+    injected = os.environ.get("CUDA_INJECTION64_PATH")
+    if injected:
+        return (f"CUDA_INJECTION64_PATH={injected} loads another CUPTI client into this process, and CUPTI "
+                "allows one subscriber")
+    return ("CUPTI gave the profiler nothing (another CUPTI client in this process, or a torch build without "
+            "CUPTI / roctracer)")
+
+
+def _no_device_activity() -> None:
+    """--timing cupti, and its profiler got no kernel record: an environment problem (exit 3)
+    with the likeliest reason, never an internal error. CUPTI allows one subscriber per process:
+    a tool injected through CUDA_INJECTION64_PATH (aorta-tui's own collector under `trace queue
+    -- aorta-tui queue run ...`, Nsight Systems) holds it and the profiler records nothing."""
+    raise EnvironmentProblem(f"--timing cupti: the profiler recorded no device activity for the measured "
+                             f"launches: {_why_no_activity()}",
+                             hint="run without the other tool (e.g. trace with `trace queue --device-timestamps "
+                                  "off`), or use --timing events")
 
 
 def _device_side(cfg: QueueRunConfig) -> Any:

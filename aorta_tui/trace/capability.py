@@ -94,16 +94,20 @@ def trace_info(bpftrace: str | None = None, *, pid: int | None = None,
                library_paths: dict[str, Path] | None = None) -> dict[str, Any]:
     """Everything ``aorta-tui trace info`` prints, as a JSON-ready dict."""
     from aorta_tui.trace import probes
+    from aorta_tui.trace.visibility import find_devices, sees
 
     path, how = find_bpftrace(bpftrace)
     root = tracefs.find_tracefs()
     kp, kp_reason = tracefs.kprobes_supported(root)
+    devices = find_devices()
     sets = {}
     for name, det in detect_sets(list(probes.CATALOGUE), pid=pid, library_paths=library_paths).items():
         ps = probes.get(name)
         entry = det.to_dict()
         entry["description"] = ps.description
         entry["metrics"] = {m.name: m.measures for m in ps.metrics}
+        # attaching is not seeing: e.g. Debian's libamdhip64 on a box with no AMD GPU
+        entry["sees_anything"], entry["sees_why"] = sees(name, det.available, det.reason, devices)
         sets[name] = entry
     return {
         "kernel": platform.release(),
@@ -121,6 +125,7 @@ def trace_info(bpftrace: str | None = None, *, pid: int | None = None,
         },
         "kprobes": {"available": kp, "reason": kp_reason},
         "probe_sets": sets,
+        "gpu_devices": {"nvidia": devices.nvidia, "amd_kfd": devices.amd_kfd, "drm": devices.drm_drivers},
         "device_timestamps": device_timestamps_info(),
     }
 

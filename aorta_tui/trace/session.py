@@ -81,6 +81,8 @@ class TraceSession:
         device_timestamps: str = "auto",
         device_side: Any = None,
         inject_children: bool = False,
+        launch_source: str = "auto",
+        cross_check: bool = False,
     ) -> None:
         if not probes:
             raise UsageError("no probe set given", hint="e.g. --probes cuda")
@@ -108,6 +110,9 @@ class TraceSession:
         self.run_id = run_id
         self.attach_timeout_s = attach_timeout_s
         self.device_timestamps = device_timestamps
+        # where launches come from when the collector is loaded (device/attach.py LAUNCH_SOURCES)
+        self.launch_source = launch_source
+        self.cross_check = cross_check
         # DeviceSide of the cuda set, when it is traced; given when the caller loaded the
         # collector itself (into this process: device.attach.prepare_this_process)
         self.device = device_side
@@ -194,6 +199,11 @@ class TraceSession:
             det = ps.detect(ctx)
             if not det.available:
                 problems.append((ps.name, det))
+            elif self.device is not None and self.device.launch_source == "collector" and ps.name == self.device.probe_set:
+                # the collector's launch callback sees every launch: no uprobe on the launch path
+                launch_block = getattr(ps, "launch_block", "launch")
+                det.instances = [i for i in det.instances if i.block != launch_block]
+                det.notes.append("launches from the CUPTI collector's launch callback; no launch uprobe attached")
             self._sets.append((ps, det))
         if problems:
             name, det = problems[0]
@@ -211,6 +221,12 @@ class TraceSession:
             self.device.bind(self.program, self._stats, self._lock, MetricStats)
             if self.raw_path is not None:
                 self.device.raw_sink = self._write_device_raw
+            if self.mode == "events":
+                pred = f"pid == {int(target_pid)}" if target_pid is not None else "1"
+                watch = self.device.watch_program(pred, max([*self.program.metric_ids, 0]) + 100)
+                if watch:
+                    self.program.text += watch
+                    self.program.uprobe_count += watch.count("uretprobe:")
         if self.do_calibrate and self.program.uprobe_count:
             from aorta_tui.trace.calibrate import calibrate
 
@@ -240,14 +256,19 @@ class TraceSession:
         for ps in sets:
             if ps.device_metrics:
                 self.device = DeviceSide(self.device_timestamps, probe_set=ps.name,
-                                         device_metrics=ps.device_metrics)
+                                         device_metrics=ps.device_metrics, launch_source=self.launch_source,
+                                         cross_check=self.cross_check, trace_mode=self.mode)
                 env = self.device.prepare(self.command, children=self.inject_children and not self.command)
+                self.device.refuse_collector_without_it()
                 if self.inject_children and not self.command:
                     self.child_env = env
                 if self.device.reason and self.device_timestamps != "off":
                     self.warnings.append(f"{ps.name}: launches only, no GPU start times: "
                                          f"{self.device.reason}{_fix(self.device.fix)}")
                 return env
+        if self.launch_source == "collector" or self.cross_check:
+            raise UsageError("--launch-source collector and --cross-check are about the cuda set's launches, "
+                             f"and none of {', '.join(self.probe_names)} has them", hint="add --probes cuda")
         return {}
 
     def _spawn_gated(self, extra_env: dict[str, str] | None = None) -> None:
@@ -362,19 +383,24 @@ class TraceSession:
 
     def _write_raw(self, batch: Batch) -> None:
         names = {mid: (ps, m.name, m.kind) for mid, (ps, m) in self.program.metric_ids.items()}
+        watch = getattr(self.device, "watch_mid", None)
+        if watch is not None:  # the traced program's libcupti calls (key: what CUPTI returned)
+            names[watch] = (self.device.probe_set, "program_cupti_call", "point")
         labels = batch.labels or [None] * len(batch)
         lines = raw_lines(names, batch.metric.tolist(), batch.ts.tolist(), batch.pid.tolist(), batch.tid.tolist(),
                           batch.key.tolist(), batch.value.tolist(), batch.aux.tolist(), labels)
         self._raw.write(lines)
         self._raw_count += len(batch)
 
-    def _write_device_raw(self, name: str, ts: Any, pid: Any, key: Any, value: Any) -> None:
-        """Joined device values as raw records (called with the session lock held)."""
+    def _write_device_raw(self, name: str, ts: Any, pid: Any, key: Any, value: Any, tid: Any = None) -> None:
+        """Joined device values as raw records (called with the session lock held); launches
+        from the collector carry their thread, as eBPF launches do (Perfetto draws from it)."""
         if self._raw is None:
             return
-        kind = "count" if name == "queued" else "duration"
+        kind = {"queued": "count", "launch": "point"}.get(name, "duration")
         n = len(ts)
-        lines = raw_lines({0: (self.device.probe_set, name, kind)}, [0] * n, ts.tolist(), pid.tolist(), [None] * n,
+        lines = raw_lines({0: (self.device.probe_set, name, kind)}, [0] * n, ts.tolist(), pid.tolist(),
+                          [None] * n if tid is None else tid.tolist(),
                           key.tolist(), value.tolist(), [None] * n, [None] * n)
         self._raw.write(lines)
         self._raw_count += n
@@ -395,6 +421,15 @@ class TraceSession:
             self._emit_snapshots()
 
     def _emit_snapshots(self) -> None:
+        if self.device is not None:
+            # said live, once per process: e.g. the program's own profiler refused CUPTI
+            for msg in self.device.take_warnings():
+                self.warnings.append(msg)
+                if self.on_event is not None:
+                    from aorta_tui.core.events import RunWarning
+
+                    with contextlib.suppress(Exception):
+                        self.on_event(RunWarning(self.run_id, message=msg, code="cupti_conflict"))
         if self.on_event is None:
             return
         now = time.monotonic_ns()
@@ -428,7 +463,7 @@ class TraceSession:
                     malformed_lines=self._parser.malformed_total,
                     breakdown=s["breakdown"],
                     observer_cost=cost.get(ps_name, {}),
-                    clock=self.device.clock_for(st.metric.name) if self.device is not None else {},
+                    clock=self._clock_for(st.metric.name),
                 ))
             except Exception as exc:  # a sink's bug must not stop tracing
                 self.warnings.append(f"on_event failed: {exc}")
@@ -478,6 +513,8 @@ class TraceSession:
         For device metrics: records the collector or CUPTI dropped (they count them)."""
         if self.device is not None and self.device.is_device_metric(mid):
             return self.device.dropped()
+        if self.device is not None and self.device.is_collector_launch_metric(mid):
+            return self.device.collector_launch_lost()
         sent = self.sent.get(mid)
         if sent is None:
             return None
@@ -498,7 +535,8 @@ class TraceSession:
             hits = sum(self._records_fired(m) * self._stats[m].metric.probe_hits for m in mids)
             entry: dict[str, Any] = {"probe_hits": hits,
                                      "probe_hits_per_s": hits / wall if wall > 0 else None}
-            uprobe_mids = [m for m in mids if self._stats[m].metric.probe_type == "uprobe"]
+            uprobe_mids = [m for m in mids if self._stats[m].metric.probe_type == "uprobe"
+                           and not (self.device is not None and self.device.is_collector_launch_metric(m))]
             if not uprobe_mids:
                 entry.update(per_hit_us=None, cpu_fraction=None,
                              reason="calibration covers uprobes only; tracepoint hit cost is not measured here")
@@ -556,12 +594,33 @@ class TraceSession:
                 if not s["attached"]:
                     s["not_attached_reason"] = "none of its events or symbols exist here (see detection.missing)"
                 if self.device is not None and self.device.is_device_metric(mid):
-                    s["source"] = "CUPTI activity records joined with eBPF launches"
+                    s["source"] = ("CUPTI activity records joined with the collector's launch callbacks"
+                                   if self.device.launch_source == "collector" else
+                                   "CUPTI activity records joined with eBPF launches")
+                    s["timestamp_source"] = self.device.timestamp_source(metric.name)
                     s["lost_events"] = self._lost_for(mid)
                     s["lost_events_reason"] = "records dropped by the collector or CUPTI (dropped_by_collector)"
-                    s["clock"] = self.device.clock_for(metric.name)
+                    s["clock"] = self._clock_for(metric.name)
+                    if metric.name == "launch_to_start":
+                        s["includes"] = self._launch_to_start_includes(s)
                     entry["metrics"][metric.name] = s
                     continue
+                if self.device is not None and self.device.is_collector_launch_metric(mid):
+                    seen, read, why = self.device.collector_launch_counts()
+                    s["source"] = "the CUPTI collector's launch callbacks (no launch uprobe attached)"
+                    s["timestamp_source"] = self.device.timestamp_source(metric.name)
+                    s["records_sent_by_collector"] = seen
+                    s["records_received"] = read
+                    s["records_sent_by_kernel"] = None
+                    s["lost_events"] = self._lost_for(mid)
+                    if why:
+                        s["lost_events_reason"] = why
+                        if "were not seen" in why:  # a count of 0 must not read as "no launches"
+                            warnings.append(f"{ps_name}.{metric.name}: {why}")
+                    entry["metrics"][metric.name] = s
+                    continue
+                if self.device is not None and ps_name == self.device.probe_set:
+                    s["timestamp_source"] = self.device.timestamp_source(metric.name)
                 s["records_sent_by_kernel"] = self.sent.get(mid)
                 s["records_received"] = self.received.get(mid, 0)
                 s["lost_events"] = self._lost_for(mid) if mid in self.sent else None
@@ -582,6 +641,9 @@ class TraceSession:
         return {
             "schema": 1,
             "mode": self.mode,
+            "launch_source": (self.device.launch_source_info() if self.device is not None else
+                              {"mode": "ebpf", "why": "no probe set with a device half",
+                               "launch_timestamp": "eBPF uprobes", "device_timestamp": None}),
             "target": {"pid": self.pid, "command": self.command, "command_pid": self.child_pid,
                        "command_exit_code": self.child_returncode},
             "wall_s": wall,
@@ -597,6 +659,46 @@ class TraceSession:
             "warnings": warnings,
             "calibration": self.calibration,
         }
+
+    def _clock_for(self, metric_name: str) -> dict[str, Any]:
+        """A two-clock metric's clock alignment, plus (launch_to_start) the launch uprobe's
+        calibrated cost that the figure includes, shown beside it live."""
+        if self.device is None:
+            return {}
+        clock = self.device.clock_for(metric_name)
+        if clock and metric_name == "launch_to_start" and self.device.launch_source != "collector":
+            cal = self.calibration or {}
+            if cal.get("functions", {}).get(self.device.probe_set):
+                clock["probe_cost_ns"] = cal.get(self.device.probe_set)
+        return clock
+
+    def _launch_to_start_includes(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """What the launch -> start figure includes besides the launch's own path, and what may be
+        taken off: with an eBPF launch time, the uprobe fires first and its cost (calibrated on the
+        probed library's own function) delays the call whose kernel is timed; a calibration on
+        another library or none at all allows no subtraction."""
+        assert self.device is not None
+        if self.device.launch_source == "collector":
+            return {"probe_cost_ns": None, "subtracted": False,
+                    "why": ("no uprobe on the launch path: the launch time is the CUPTI callback at API "
+                            "entry; what the callback costs after its clock reading (CUPTI's dispatch, the "
+                            "ring, the exit callback) is inside the figure and not calibrated")}
+        cal = self.calibration or {}
+        per_hit = cal.get(self.device.probe_set) if cal.get("functions", {}).get(self.device.probe_set) else None
+        if per_hit is None:
+            why = ("calibration was not run (--no-calibrate)" if self.calibration is None else
+                   cal.get("reasons", {}).get(self.device.probe_set, "the probed library was not calibrated"))
+            return {"probe_cost_ns": None, "subtracted": False,
+                    "why": f"the launch uprobe's own cost is inside the figure, not measured here: {why}"}
+        pct = (summary.get("histogram") or {}).get("percentiles") or {}
+        per_hit_us = per_hit / 1000.0
+        adjusted = {k: (None if v is None else max(0.0, v - per_hit_us)) for k, v in pct.items()}
+        return {"probe_cost_ns": per_hit, "subtracted": True, "adjusted_percentiles": adjusted,
+                "calibrated_on": cal.get("functions", {}).get(self.device.probe_set),
+                "why": ("the eBPF uprobe fires at the launch call's entry, before the driver's work, so "
+                        "its own cost delays the kernel it times; adjusted_percentiles take off the cost "
+                        "calibrated on this very library (percentiles shift by a constant; the histogram "
+                        "is left as measured)")}
 
 
 def _fix(fix: str | None) -> str:

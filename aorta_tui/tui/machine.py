@@ -109,13 +109,17 @@ def bpftrace_facts() -> tuple[str, dict[str, str | None]]:
         return f"{head}: {why}", dict.fromkeys(entries, why)
     sets: dict[str, str | None] = {}
     for name, entry in entries.items():
-        if entry.get("available"):
+        if entry.get("available") and entry.get("sees_anything", True):
             sets[name] = None
+        elif entry.get("available"):  # attaches, but no device it could see here
+            sets[name] = f"attaches, but sees nothing here: {entry.get('sees_why')}"
         else:
             reason = entry.get("reason") or "its events or library were not found"
             sets[name] = reason + (f" (fix: {entry['fix']})" if entry.get("fix") else "")
     usable = ", ".join(n for n, why in sets.items() if why is None) or "none"
-    return f"{head}; probe sets usable here: {usable}", sets
+    blind = [n for n, e in entries.items() if e.get("available") and not e.get("sees_anything", True)]
+    return (f"{head}; probe sets that can see anything here: {usable}"
+            + (f" ({', '.join(blind)} attach but see nothing: no such GPU)" if blind else "")), sets
 
 
 def _privileges() -> str:

@@ -142,3 +142,37 @@ def test_ebpf_trace_on_a_cpu_run_is_refused_up_front() -> None:
     with pytest.raises(UsageError, match="nothing to trace"):
         QueueRunConfig(workload="tiny_kernel_stress", streams=1, device="cpu",
                        ebpf_trace=True).validate()
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_timing_cupti_with_ebpf_trace_is_refused_up_front_with_the_reason(device: str) -> None:
+    """Issue 24 item 2: one CUPTI subscriber per process; the collector of --ebpf-trace holds it
+    during the measured pass, so --timing cupti's profiler would record nothing (was exit 70)."""
+    with pytest.raises(UsageError, match="CUPTI allows one subscriber") as err:
+        QueueRunConfig(workload="tiny_kernel_stress", streams=1, device=device, timing="cupti",
+                       ebpf_trace=True).validate()
+    assert err.value.exit_code == 2 and "--timing auto" in (err.value.hint or "")
+
+
+def test_timing_cupti_with_ebpf_trace_cli_is_exit_2_before_any_work(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "aorta_tui", "queue", "run", "tiny_kernel_stress", "--device", "cuda",
+                        "--timing", "cupti", "--ebpf-trace"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "CUPTI allows one" in p.stderr and "--timing auto" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "aorta-out").exists() or not any((tmp_path / "aorta-out").rglob("*.json"))
+
+
+def test_timing_cupti_with_no_kernel_records_is_an_environment_problem_naming_the_injected_tool(monkeypatch) -> None:
+    """A CUPTI client injected into the process (aorta-tui's own collector under `trace queue --
+    aorta-tui queue run --timing cupti`) leaves the profiler nothing: exit 3 with the reason and
+    the fix, not exit 70 (issue 24 item 2)."""
+    from aorta_tui.hwqueue import harness
+
+    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/x/libaorta_cupti.so")
+    with pytest.raises(EnvironmentProblem) as err:
+        harness._no_device_activity()
+    assert err.value.exit_code == 3 and "CUDA_INJECTION64_PATH=/x/libaorta_cupti.so" in err.value.message
+    assert "--device-timestamps off" in (err.value.hint or "")

@@ -208,3 +208,17 @@ def test_real_collector_builds_exports_its_entry_point_and_is_cached(
     again = build.build_collector(cache=tmp_path)
     assert again.cached and again.library == first.library
     assert first.library.parent.name.startswith(f"cupti{first.cupti.version}-")
+
+
+@pytest.mark.skipif(real_cupti_root() is None, reason="no real CUPTI headers (scripts/test.sh installs them)")
+def test_the_launch_cbid_table_matches_the_real_header() -> None:
+    """records.DRIVER_LAUNCH_CBIDS names the collector's launch callbacks (launches from the
+    collector, issue 24): every number is the header's CUPTI_DRIVER_TRACE_CBID_<name>."""
+    import re
+
+    from aorta_tui.trace.device.records import DRIVER_LAUNCH_CBIDS
+
+    text = (real_cupti_root() / "include" / "cupti_driver_cbid.h").read_text()
+    header = {m.group(1): int(m.group(2)) for m in re.finditer(r"CUPTI_DRIVER_TRACE_CBID_(\w+)\s*=\s*(\d+)", text)}
+    assert {name: header[name] for name in DRIVER_LAUNCH_CBIDS.values()} == {
+        n: c for c, n in DRIVER_LAUNCH_CBIDS.items()}

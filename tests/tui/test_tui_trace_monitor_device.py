@@ -287,3 +287,20 @@ async def test_a_real_trace_says_what_it_attached_in_a_sentence(tmp_path: Path) 
         assert not any("{" in m for m in messages), messages
         await pilot.press("s")
         await wait_for(pilot, lambda: not screen.tracing, timeout=30, what="the tracer to stop")
+
+
+def test_clock_text_says_where_the_launch_time_comes_from_and_the_probe_cost_it_includes() -> None:
+    """Issue 24 item 3: the uprobe's measured cost beside the launch -> start figure."""
+    base = {"label": "CUPTI↔CLOCK_MONOTONIC, measured", "uncertainty_ns": 500, "samples": 3}
+    assert clock_text({**base, "launch_time": "CUPTI launch callback"}).endswith("; launch time: CUPTI launch callback")
+    assert clock_text({**base, "launch_time": "eBPF uprobe", "probe_cost_ns": 650.0}).endswith(
+        "; launch time: eBPF uprobe, includes its ~0.65 µs (calibrated)")
+    assert clock_text(base) == "clocks aligned ±0.5 µs (CUPTI↔CLOCK_MONOTONIC, measured, 3 samples)"
+
+
+def test_attached_sentence_says_launches_come_from_the_collector() -> None:
+    values = {"pid": 9, "uprobes": 3, "tracepoints": 0}
+    assert attached_sentence(values, "pid 9", {"launch_source": "collector: the collector is loaded ..."}) == (
+        "Tracing pid 9: 3 uprobes, 0 tracepoints attached; launches from the CUPTI collector (no launch uprobe).")
+    assert attached_sentence(values, "pid 9", {"launch_source": "ebpf: --launch-source ebpf"}) == (
+        "Tracing pid 9: 3 uprobes, 0 tracepoints attached.")

@@ -15,6 +15,7 @@ AMD hardware, so only ``--device-timestamps on`` loads it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -33,6 +34,28 @@ MODES = ("auto", "on", "off")
 LAUNCH_METRICS = ("launch", "launch_call")  # eBPF records whose entry time the join uses
 TWO_CLOCK_METRICS = ("launch_to_start", "queued")
 HIP_SETS = ("hip", "hip_calls")  # their device half is the rocprofiler-sdk collector
+# Where launches come from (--launch-source): the collector's launch callback (no launch uprobe),
+# the eBPF uprobe, or auto (the collector wherever it is loaded into a CUDA program of the cuda set)
+LAUNCH_SOURCES = ("auto", "collector", "ebpf")
+EBPF_LAUNCH_TIME = ("eBPF uprobe at the libcuda launch entry point (bpftrace nsecs, CLOCK_MONOTONIC), "
+                    "on the launching thread")
+COLLECTOR_LAUNCH_TIME = ("CUPTI driver-API callback at launch entry (the collector's clock_gettime, "
+                         "CLOCK_MONOTONIC), on the launching thread; no uprobe on the launch path")
+DEVICE_TIME = ("CUPTI kernel activity record (device timestamps on CLOCK_MONOTONIC through "
+               "cuptiActivityRegisterTimestampCallback, offset measured: see clock)")
+# libcupti entry points watched in the traced program (uretprobes, a few calls per process): a
+# refused subscribe or a second activity registration is the program's own profiler meeting ours
+CUPTI_WATCH = ("cuptiSubscribe", "cuptiSubscribe_v2", "cuptiActivityRegisterCallbacks")
+CUPTI_MULTIPLE_SUBSCRIBERS = 39
+COLLECTOR_WORDING = {
+    "launch": ("CUDA kernel/graph launch calls (cuLaunchKernel/Ex/cuGraphLaunch), seen by the CUPTI "
+               "collector's driver-API launch callback at API entry (no uprobe)"),
+    "launch_to_start": ("submit->dispatch: CUDA launch call entry (CUPTI driver-API callback, CLOCK_MONOTONIC) "
+                        "-> kernel start on the GPU (CUPTI activity record, mapped onto CLOCK_MONOTONIC); a "
+                        "graph launch counts to its first kernel"),
+    "queued": ("kernels launched earlier on the same stream and not yet started when each launch call "
+               "entered (CUPTI launch callback time against CUPTI start times)"),
+}
 
 
 def _looks_like_python(exe: str) -> bool:
@@ -63,10 +86,31 @@ def _prebuilt(path: str, var: str = "AORTA_CUPTI_COLLECTOR") -> PrebuiltCollecto
 
 
 class DeviceSide:
-    def __init__(self, mode: str, *, probe_set: str, device_metrics: tuple[Metric, ...]) -> None:
+    def __init__(self, mode: str, *, probe_set: str, device_metrics: tuple[Metric, ...],
+                 launch_source: str = "auto", cross_check: bool = False, trace_mode: str = "events") -> None:
         if mode not in MODES:
             raise UsageError(f"--device-timestamps {mode!r} is not one of {', '.join(MODES)}")
+        if launch_source not in LAUNCH_SOURCES:
+            raise UsageError(f"--launch-source {launch_source!r} is not one of {', '.join(LAUNCH_SOURCES)}")
+        if cross_check and launch_source != "auto":
+            raise UsageError(f"--cross-check takes launches from both the eBPF uprobe and the collector; "
+                             f"--launch-source {launch_source} names one of them",
+                             hint="drop --launch-source, or drop --cross-check")
         self.mode = mode
+        self.launch_source_asked = launch_source
+        self.cross_check = cross_check
+        self.trace_mode = trace_mode
+        # decided in prepare(): "collector", "ebpf" or "cross-check", and why
+        self.launch_source = "ebpf"
+        self.launch_source_reason = "the collector is not loaded"
+        self._launch_mid: int | None = None  # the launch metric, when the collector feeds it
+        self._watch_mid: int | None = None  # libcupti calls of the traced program (uretprobes)
+        self._watch_names: dict[int, str] = {}
+        self.cupti_calls: dict[int, list[tuple[str, int]]] = {}  # pid -> [(function, CUptiResult)]
+        self.watch_reason: str | None = None
+        self.pending_warnings: list[str] = []  # for the live stream; also in the result
+        self._held: list[Parsed] | None = []  # device records read before bind()
+        self._warned: set[int] = set()
         self.probe_set = probe_set
         self.vendor = "hip" if probe_set in HIP_SETS else "cuda"  # which collector
         self.device_metrics = device_metrics
@@ -127,11 +171,62 @@ class DeviceSide:
         except EnvironmentProblem as exc:
             self._unavailable(exc.message, exc.hint)
             return {}
-        self.join = DispatchJoin(self._emit)
+        self._decide_launch_source()
+        self.join = DispatchJoin(self._emit, launches=self.launch_source, on_launches=self._on_collector_launches)
         self.channel = DeviceChannel(self._on_records)
         # read from now on: a program may launch (and fill the FIFO) before the trace attaches
         self.channel.start()
         return self.channel.env(self.build.library)
+
+    def _decide_launch_source(self) -> None:
+        """The collector loaded into a CUDA program of the ``cuda`` set sees every launch at API
+        entry on its thread, with its stream: the eBPF launch uprobe is then redundant, and left
+        out (``auto``), unless asked for (``--launch-source ebpf``) or both run (``--cross-check``)."""
+        why_not = None
+        if self.probe_set != "cuda":
+            why_not = (f"the {self.probe_set} set times the launch call itself (entry to return): only "
+                       "its uprobes see that")
+        elif self.trace_mode != "events":
+            why_not = "aggregate mode counts launches in the kernel"
+        elif os.environ.get("AORTA_CUPTI_DOMAINS", "1").strip() not in ("1", "3"):
+            why_not = (f"AORTA_CUPTI_DOMAINS={os.environ['AORTA_CUPTI_DOMAINS']} enables no driver-layer "
+                       "launch callback (the runtime layer's does not give the stream handle)")
+        if self.cross_check:
+            if why_not:
+                raise UsageError(f"--cross-check compares the eBPF launches with the collector's, but {why_not}",
+                                 hint="drop --cross-check")
+            self.launch_source = "cross-check"
+            self.launch_source_reason = ("--cross-check: the eBPF uprobe and the collector both count "
+                                         "every launch; the join goes through eBPF")
+            return
+        if self.launch_source_asked == "ebpf":
+            self.launch_source, self.launch_source_reason = "ebpf", "--launch-source ebpf"
+        elif why_not:
+            if self.launch_source_asked == "collector":
+                raise EnvironmentProblem(f"launches cannot come from the collector: {why_not}",
+                                         hint="--launch-source ebpf (or auto)")
+            self.launch_source, self.launch_source_reason = "ebpf", why_not
+        else:
+            self.launch_source = "collector"
+            self.launch_source_reason = ("the collector is loaded into the program and sees every launch at "
+                                         "API entry: no launch uprobe is attached "
+                                         "(--launch-source ebpf or --cross-check attach it)")
+
+    def launch_source_info(self) -> dict[str, Any]:
+        """What the result says about where launches and their timestamps come from."""
+        return {"mode": self.launch_source, "why": self.launch_source_reason,
+                "launch_timestamp": COLLECTOR_LAUNCH_TIME if self.launch_source == "collector" else EBPF_LAUNCH_TIME,
+                "device_timestamp": DEVICE_TIME if self.active else None}
+
+    def refuse_collector_without_it(self) -> None:
+        """``--launch-source collector`` where no collector could be prepared: exit 3, not a trace
+        that silently counts through eBPF."""
+        if self.launch_source_asked == "collector" and not self.active:
+            raise EnvironmentProblem(f"launches cannot come from the collector: {self.reason}",
+                                     hint=self.fix or "--launch-source ebpf (or auto)")
+        if self.cross_check and not self.active:
+            raise EnvironmentProblem(f"--cross-check needs the collector: {self.reason}",
+                                     hint=self.fix or "drop --cross-check")
 
     def _prepare_hip(self, command: list[str] | None, children: bool) -> dict[str, str]:
         """The rocprofiler-sdk collector (rocprof_collector.c): never run on AMD hardware, so
@@ -174,7 +269,8 @@ class DeviceSide:
         if not self.active:
             return
         next_id = max([*program.metric_ids, -1]) + 1
-        for m in self.device_metrics:
+        for metric in self.device_metrics:
+            m = self._worded(metric)
             mid = next_id
             next_id += 1
             program.metric_ids[mid] = (self.probe_set, m)
@@ -183,13 +279,37 @@ class DeviceSide:
             self.mids[m.name] = mid
         self._launch_mids = {mid for mid, (ps, m) in program.metric_ids.items()
                              if ps == self.probe_set and m.name in LAUNCH_METRICS}
+        if self.launch_source == "collector":
+            self._launch_mid = next((mid for mid, (ps, m) in program.metric_ids.items()
+                                     if ps == self.probe_set and m.name == "launch"), None)
+            if self._launch_mid is not None:
+                program.attached.add(self._launch_mid)
+                worded = self._worded(program.metric_ids[self._launch_mid][1])
+                program.metric_ids[self._launch_mid] = (self.probe_set, worded)
+                stats[self._launch_mid] = make_stats(worded)  # nothing counted yet
+            self._launch_mids = set()  # no eBPF launch records to join
         with lock:
             # launches before the uprobes attached have no eBPF record: counted apart, not as misses
             self.join.trace_started(time.monotonic_ns())
+            # records read before the trace was bound (an in-process collector starts with CUDA,
+            # before the session): joined now, so those launches count as before the trace,
+            # never as launches whose values went nowhere
+            held, self._held = self._held, None
+            for parsed in held or []:
+                self.join.add_device(parsed)
+
+    def _worded(self, m: Metric) -> Metric:
+        """The sentence beside a histogram says where its launch time comes from: with launches
+        from the collector, the CUPTI callback, not the eBPF uprobe the static wording names."""
+        if self.launch_source != "collector" or m.name not in COLLECTOR_WORDING:
+            return m
+        return dataclasses.replace(m, measures=COLLECTOR_WORDING[m.name])
 
     # -- the two inputs (both called with the session's lock held or taking it) -------------------
     def on_batch(self, batch: Any) -> None:
         """eBPF records, called with the session lock held."""
+        if self.active and self._watch_mid is not None and len(batch):
+            self._watched_calls(batch)
         if not self.active or not self._launch_mids:
             return
         if len(batch):
@@ -201,7 +321,143 @@ class DeviceSide:
 
     def _on_records(self, parsed: Parsed) -> None:
         with self._lock:
+            if self._held is not None:  # not bound to a session yet: keep them for bind()
+                self._held.append(parsed)
+                return
             self.join.add_device(parsed)
+
+    def _on_collector_launches(self, ts: np.ndarray, pid: np.ndarray, tid: np.ndarray, stream: np.ndarray) -> None:
+        """Launches the collector saw, as the ``launch`` metric (session lock held)."""
+        mid = self._launch_mid
+        if mid is None or not len(ts):
+            return
+        self._stats[mid].add(ts, pid, stream, np.zeros(len(ts), dtype=np.int64), None)
+        if self.raw_sink is not None:
+            self.raw_sink("launch", ts, pid, stream, np.zeros(len(ts), dtype=np.int64), tid)
+
+    def is_collector_launch_metric(self, mid: int) -> bool:
+        return self._launch_mid is not None and mid == self._launch_mid
+
+    def collector_launch_counts(self) -> tuple[int | None, int, str | None]:
+        """(launches the collectors saw, LAUNCH records read, why the first is unknown): exact
+        once every process wrote its final count (BYE); the difference is what was lost."""
+        procs = self.join.procs
+        read = sum(self.join.collector_launches_per_pid.values())
+        unfinished = [p for p, ps in procs.items() if not ps.exited_cleanly]
+        if not procs:
+            return None, read, "no record came from the collector"
+        blind = {p: e for p, ps in procs.items() for e in ps.errors
+                 if e.startswith(("cuptiSubscribe", "cuptiEnableCallback"))}
+        if blind:
+            pid, err = next(iter(blind.items()))
+            return None, read, (f"pid {pid}'s launches were not seen: its collector has no launch callback "
+                                f"({err}); `--launch-source ebpf` counts them with the uprobe")
+        if unfinished:
+            return None, read, (f"pid {unfinished[0]} has not written its final count (still running, or "
+                                "ended without its exit handler)")
+        return sum(ps.stats.get("launch_callbacks", 0) for ps in procs.values()), read, None
+
+    def collector_launch_lost(self) -> int | None:
+        """Launches the collector saw whose record never arrived: exact once every process wrote
+        its final count; while one runs, the launches its full ring dropped (its STATS say so
+        every flush), as long as no write to the FIFO was dropped (those may hold launches too:
+        unknown then)."""
+        seen, read, why = self.collector_launch_counts()
+        if seen is not None:
+            return max(0, seen - read)
+        procs = list(self.join.procs.values())
+        if not procs or "were not seen" in (why or "") or any(ps.stats.get("dropped_pipe", 0) for ps in procs):
+            return None
+        return sum(ps.stats.get("dropped_ring", 0) for ps in procs)
+
+    # -- the program's own CUPTI clients, watched ---------------------------------------------
+    def watch_program(self, pred: str, first_mid: int) -> str:
+        """bpftrace text: a uretprobe on libcupti's subscribe and activity-registration entry points
+        in the traced program (a few calls per process), so a profiler inside it that CUPTI refuses
+        because this trace's collector holds CUPTI is seen and said, live. Empty, with
+        ``watch_reason``, where the collector's libcupti is not known."""
+        from aorta_tui.trace import elfsyms
+        from aorta_tui.trace.program import validate_param
+
+        if not self.active or self.vendor != "cuda":
+            return ""
+        lib = getattr(getattr(self.build, "cupti", None), "lib", None)
+        if lib is None:
+            self.watch_reason = "a prebuilt collector ($AORTA_CUPTI_COLLECTOR) does not say which libcupti it loads"
+            return ""
+        try:
+            path = validate_param("lib", str(Path(lib).resolve()))
+            funcs = elfsyms.functions(Path(path))
+        except (UsageError, elfsyms.ElfError, OSError) as exc:
+            self.watch_reason = f"libcupti {lib} cannot be probed: {exc}"
+            return ""
+        names = [n for n in CUPTI_WATCH if n in funcs]
+        if not names:
+            self.watch_reason = f"{lib} exports none of {', '.join(CUPTI_WATCH)}"
+            return ""
+        self._watch_mid = first_mid
+        self._watch_names = dict(enumerate(names))
+        return "".join(
+            f"uretprobe:{path}:{n} /{pred}/ {{ @sent[{first_mid}] = count(); "
+            f'printf("@R {first_mid} %lld %d %d %lld 0 {i} -\\n", nsecs, pid, tid, (int64)retval); }}\n'
+            for i, n in enumerate(names))
+
+    @property
+    def watch_mid(self) -> int | None:
+        """The metric id of the watched libcupti calls' records (not a metric of the result)."""
+        return self._watch_mid
+
+    def _watched_calls(self, batch: Any) -> None:
+        sel = batch.metric == self._watch_mid
+        for p, code, fn in zip(batch.pid[sel].tolist(), batch.key[sel].tolist(), batch.aux[sel].tolist(), strict=True):
+            self.cupti_calls.setdefault(int(p), []).append((self._watch_names.get(int(fn), "?"), int(code) & 0xFFFFFFFF))
+        self._check_conflicts()
+
+    def profiler_conflicts(self) -> dict[str, str]:
+        """pid -> the sentence for a traced process whose own CUPTI client was refused, or took the
+        activity records, because the collector holds CUPTI (CUPTI allows one subscriber)."""
+        out: dict[str, str] = {}
+        if self.join is None:
+            return out
+        for pid, calls in sorted(self.cupti_calls.items()):
+            ps = self.join.procs.get(pid)
+            if ps is None or not ps.hello:
+                continue  # our collector has not spoken in this process (yet): nothing to compare
+            if any(e.startswith("cuptiSubscribe failed") for e in ps.errors):
+                continue  # the program's client came first: the collector says so itself
+            refused = [c for f, c in calls if f.startswith("cuptiSubscribe") and c != 0]
+            registrations = [c for f, c in calls if f == "cuptiActivityRegisterCallbacks"]
+            fix = "`--device-timestamps off` leaves CUPTI to your profiler"
+            if refused:
+                from aorta_tui.trace.device.records import CUPTI_RESULTS
+
+                names = sorted({CUPTI_RESULTS.get(c, f"CUptiResult {c}").split(" (")[0] for c in refused})
+                times = f"{len(refused)} time{'s' if len(refused) > 1 else ''}"
+                if CUPTI_MULTIPLE_SUBSCRIBERS in refused:
+                    out[str(pid)] = (f"pid {pid}: your program's profiler got no events because this trace holds "
+                                     f"CUPTI (its cuptiSubscribe returned {', '.join(names)}, {times}); {fix}")
+                else:
+                    out[str(pid)] = (f"pid {pid}: a CUPTI client in your program failed to subscribe while this "
+                                     f"trace's collector held CUPTI (cuptiSubscribe returned {', '.join(names)}, "
+                                     f"{times}): if your profiler got no events, {fix}")
+            elif len(registrations) > 1:
+                out[str(pid)] = (f"pid {pid}: another CUPTI client in your program registered activity "
+                                 f"buffers too ({len(registrations)} registrations, the collector made one): "
+                                 f"its profiler and this trace share CUPTI's records, and either may miss "
+                                 f"kernels; {fix}")
+        return out
+
+    def _check_conflicts(self) -> None:
+        for pid, msg in self.profiler_conflicts().items():
+            if int(pid) not in self._warned:
+                self._warned.add(int(pid))
+                self.pending_warnings.append(msg)
+
+    def take_warnings(self) -> list[str]:
+        with self._lock:
+            self._check_conflicts()  # the collector's HELLO may have come after the call
+            out, self.pending_warnings = self.pending_warnings, []
+        return out
 
     def _emit(self, name: str, ts: np.ndarray, pid: np.ndarray, key: np.ndarray, value: np.ndarray) -> None:
         mid = self.mids.get(name)
@@ -214,6 +470,10 @@ class DeviceSide:
     def stop(self) -> None:
         if not self.active:
             return
+        with self._lock:
+            held, self._held = self._held, None  # never bound (the trace failed to start)
+            for parsed in held or []:
+                self.join.add_device(parsed)
         if self.in_process:
             self._detach()
         self.channel.stop()
@@ -250,10 +510,22 @@ class DeviceSide:
         keys = ("dropped_ring", "dropped_pipe", "dropped_cupti", "dropped_staging")
         return sum(p.stats.get(k, 0) for p in list(self.join.procs.values()) for k in keys)
 
+    def timestamp_source(self, metric_name: str) -> Any:
+        """Where each timestamp of a metric of this set comes from (every figure says it)."""
+        launch = COLLECTOR_LAUNCH_TIME if self.launch_source == "collector" else EBPF_LAUNCH_TIME
+        if metric_name == "launch":
+            return launch
+        if metric_name in TWO_CLOCK_METRICS:
+            return {"from": launch, "to": DEVICE_TIME}
+        if metric_name in ("kernel_duration", "gpu_idle"):
+            return DEVICE_TIME
+        return "eBPF uprobes at the libcuda entry point and return (bpftrace nsecs, CLOCK_MONOTONIC)"
+
     def clock_for(self, metric_name: str) -> dict[str, Any]:
         if not self.active or metric_name not in TWO_CLOCK_METRICS:
             return {}
-        return self.join.clock.to_dict()
+        return {**self.join.clock.to_dict(),
+                "launch_time": "CUPTI launch callback" if self.launch_source == "collector" else "eBPF uprobe"}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode, "available": self.active}
@@ -264,6 +536,15 @@ class DeviceSide:
             return out
         out["collector"] = self.build.to_dict()
         out.update(self.join.summary())
+        out["launch_source"] = self.launch_source_info()
+        out["program_cupti_calls"] = ({str(p): [{"function": f, "result": c} for f, c in calls]
+                                       for p, calls in sorted(self.cupti_calls.items())}
+                                      if self._watch_mid is not None else None)
+        if self._watch_mid is None:
+            out["program_cupti_calls_reason"] = self.watch_reason or "not watched"
+        conflicts = self.profiler_conflicts()
+        if conflicts:
+            out["program_profiler"] = conflicts
         out["reader_errors"] = list(self.channel.errors)
         out["fifo_bytes"] = self.channel.pipe_bytes
         procs = out.get("processes", {})
@@ -275,6 +556,8 @@ class DeviceSide:
                               "no record came from the collector: the program never started the HIP "
                               "runtime, or its rocprofiler-register did not load ROCP_TOOL_LIBRARIES")
         out["status"] = status_line(procs, self.reason)
+        if conflicts:
+            out["status"] += "; " + "; ".join(conflicts.values())
         for pid, p in procs.items():
             if not p["exited_cleanly"]:
                 out.setdefault("notes", []).append(

@@ -84,17 +84,24 @@ _Static_assert(sizeof(aorta_rec) == 64, "records are 64 bytes");
 
 /* ---- lock-free launch ring (bounded MPSC, Vyukov) ---------------------------------------- */
 #define RING_SLOTS (1u << 17) /* 131072 launches: > 1 s at 100k launches/s between flushes */
+/* One slot is one cache line: the launching thread writes 40 bytes of its own fields and the
+ * sequence number, never a whole 64-byte record (the flush thread builds that), and a slot never
+ * straddles two lines (a 72-byte slot of seq + record touched two lines per launch). */
 typedef struct {
     _Atomic uint64_t seq;
-    aorta_rec rec;
-} slot_t;
+    uint64_t ts;      /* CLOCK_MONOTONIC at the callback */
+    uint64_t stream;  /* the launch's stream handle, from its parameters */
+    uint32_t tid, corr, cbid, domain;
+} __attribute__((aligned(64))) slot_t;
+_Static_assert(sizeof(slot_t) == 64, "a launch slot is one cache line");
 
 static slot_t *ring;
 static _Atomic uint64_t ring_head;
 static uint64_t ring_tail; /* consumer only */
 
-static _Atomic uint64_t n_launches, n_drop_ring, n_drop_pipe, n_drop_cupti, n_activity,
-    n_buffers, n_drop_staging;
+/* Launches seen = slots claimed (ring_head) + launches the full ring dropped: no counter of its
+ * own on the hot path (one contended atomic add per launch fewer, on every launching thread). */
+static _Atomic uint64_t n_drop_ring, n_drop_pipe, n_drop_cupti, n_activity, n_buffers, n_drop_staging;
 
 static int out_fd = -1;
 static uint32_t my_pid;
@@ -103,14 +110,15 @@ static int ts_callback_ok;
 /* Which launch callbacks to enable (AORTA_CUPTI_DOMAINS): bit 0 driver, bit 1 runtime. A kernel
  * carries the correlation id of the outermost API layer traced, so one layer is enough; the
  * driver layer (default) sees every launch, also those of programs that skip the runtime
- * (Triton, cuda-python). Runtime-only costs less per launch (docs/tracing.md) but misses those. */
+ * (Triton, cuda-python). Runtime-only costs less per launch (docs/tracing.md) but misses those.
+ * 0 enables none (activity records only: a cost measurement, no join possible). */
 static unsigned domains = 1;
 static CUpti_SubscriberHandle subscriber;
 static pthread_t flusher;
 static _Atomic int stopping;
 static _Atomic int active;
 
-static __thread uint64_t my_tid;
+static __thread uint32_t my_tid;
 
 static inline uint64_t mono_ns(void) {
     struct timespec ts;
@@ -133,7 +141,14 @@ static inline void fill(aorta_rec *r, uint8_t type) {
     r->pid = my_pid;
 }
 
-static void ring_push(const aorta_rec *r) {
+static inline uint64_t launches_seen(void) {
+    return atomic_load_explicit(&ring_head, memory_order_relaxed) +
+           atomic_load_explicit(&n_drop_ring, memory_order_relaxed);
+}
+
+/* The hot path: claim a slot, write the launch's fields, publish. */
+static inline void ring_push(uint32_t tid, uint32_t corr, uint64_t ts, uint64_t stream, uint32_t cbid,
+                             uint32_t domain) {
     uint64_t pos = atomic_load_explicit(&ring_head, memory_order_relaxed);
     for (;;) {
         slot_t *s = &ring[pos & (RING_SLOTS - 1)];
@@ -142,7 +157,12 @@ static void ring_push(const aorta_rec *r) {
         if (dif == 0) {
             if (atomic_compare_exchange_weak_explicit(&ring_head, &pos, pos + 1,
                                                       memory_order_relaxed, memory_order_relaxed)) {
-                s->rec = *r;
+                s->ts = ts;
+                s->stream = stream;
+                s->tid = tid;
+                s->corr = corr;
+                s->cbid = cbid;
+                s->domain = domain;
                 atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
                 return;
             }
@@ -155,12 +175,18 @@ static void ring_push(const aorta_rec *r) {
     }
 }
 
+/* The flush thread: the next published launch as a whole LAUNCH record. */
 static int ring_pop(aorta_rec *out) {
     slot_t *s = &ring[ring_tail & (RING_SLOTS - 1)];
     uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
     if ((int64_t)seq - (int64_t)(ring_tail + 1) < 0)
         return 0;
-    *out = s->rec;
+    fill(out, REC_LAUNCH);
+    out->f[0] = s->tid;
+    out->f[1] = s->corr;
+    out->f[2] = s->ts;
+    out->f[3] = s->stream;
+    out->f[4] = (uint64_t)s->cbid | ((uint64_t)s->domain << 32);
     atomic_store_explicit(&s->seq, ring_tail + RING_SLOTS, memory_order_release);
     ring_tail++;
     return 1;
@@ -265,7 +291,7 @@ static void emit_clock(void) {
 static void emit_stats(uint8_t type) {
     aorta_rec r;
     fill(&r, type);
-    r.f[0] = atomic_load(&n_launches);
+    r.f[0] = launches_seen();
     r.f[1] = atomic_load(&n_drop_ring);
     r.f[2] = atomic_load(&n_drop_pipe);
     r.f[3] = atomic_load(&n_drop_cupti);
@@ -323,19 +349,15 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
                             const void *data) {
     (void)userdata;
     const CUpti_CallbackData *cb = (const CUpti_CallbackData *)data;
+    /* CUPTI calls every enabled callback at API entry and at exit: the exit is one compare */
     if (cb->callbackSite != CUPTI_API_ENTER || !atomic_load_explicit(&active, memory_order_relaxed))
         return;
-    aorta_rec r;
+    uint64_t now = mono_ns(); /* first: the launch's time, as close to its entry as CUPTI lets us */
     if (my_tid == 0)
-        my_tid = (uint64_t)syscall(SYS_gettid);
-    fill(&r, REC_LAUNCH);
-    r.f[0] = my_tid;
-    r.f[1] = cb->correlationId;
-    r.f[2] = mono_ns();
-    r.f[3] = domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_stream(cbid, cb->functionParams) : 0;
-    r.f[4] = (uint64_t)cbid | ((uint64_t)domain << 32);
-    atomic_fetch_add_explicit(&n_launches, 1, memory_order_relaxed);
-    ring_push(&r);
+        my_tid = (uint32_t)syscall(SYS_gettid);
+    ring_push(my_tid, cb->correlationId, now,
+              domain == CUPTI_CB_DOMAIN_DRIVER_API ? driver_stream(cbid, cb->functionParams) : 0,
+              (uint32_t)cbid, (uint32_t)domain);
 }
 
 #define BUFFER_BYTES (8u << 20)
@@ -529,8 +551,10 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     const char *dom = getenv("AORTA_CUPTI_DOMAINS");
     if (ms && atoi(ms) >= 10 && atoi(ms) <= 10000)
         flush_ms = atoi(ms);
-    if (dom && atoi(dom) >= 1 && atoi(dom) <= 3)
-        domains = (unsigned)atoi(dom);
+    /* 0: no launch callback at all, activity records only (benchmarks/dispatch_overhead.py's
+     * "collector-activity": what CUPTI's activity tracing alone costs per launch) */
+    if (dom && dom[0] >= '0' && dom[0] <= '3' && dom[1] == '\0')
+        domains = (unsigned)(dom[0] - '0');
     if (!path)
         return 1;
     /* O_NONBLOCK: the session opened the read end first; if it is gone this fails at once */
@@ -543,6 +567,7 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
         out_fd = -1;
         return 1;
     }
+    memset(ring, 0, sizeof(slot_t) * RING_SLOTS);
     for (uint64_t i = 0; i < RING_SLOTS; i++)
         atomic_init(&ring[i].seq, i);
     uint32_t version = 0;

@@ -18,6 +18,14 @@ Three links, none of them by order:
    ``cuptiGetTimestamp()`` between two CLOCK_MONOTONIC readings. Their offset maps device
    times onto the host clock and their width bounds the error of that step.
 
+**Launches from the collector** (``launches="collector"``, the default of a traced command in
+events mode): the collector's launch callback already runs at API entry on the launching
+thread, with the stream handle from the call's parameters, so the eBPF launch uprobe is
+redundant there and is not attached. Link 2 then disappears: a kernel's launch *is* its
+callback (time, thread, stream), and ``launch`` itself (count and interval per stream) is fed
+from the callbacks (``on_launches``). ``"cross-check"`` keeps both and joins through eBPF as
+before, counting the callbacks per stream beside the eBPF launches.
+
 Metrics (all keyed by the eBPF stream handle, so they sit beside ``cuda.launch``):
 ``launch_to_start`` (eBPF launch entry -> kernel start; for a graph, its first kernel),
 ``kernel_duration`` (start -> end of every kernel), ``queued`` (kernels launched on the stream
@@ -44,6 +52,9 @@ CLOCK_SAMPLES_KEPT = 64
 
 Emit = Callable[[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 # emit(metric name, ts, pid, key, value): values in ns (counts for ``queued``)
+OnLaunches = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
+# on_launches(ts, pid, tid, stream): launches seen by the collector (launches="collector")
+LAUNCH_SOURCES = ("ebpf", "collector", "cross-check")
 
 
 def _empty_u() -> np.ndarray:
@@ -66,13 +77,16 @@ class _Callbacks:
     tid: np.ndarray = field(default_factory=_empty_u)
     t: np.ndarray = field(default_factory=_empty_u)
     domain: np.ndarray = field(default_factory=_empty_u)
+    stream: np.ndarray = field(default_factory=_empty_u)  # from the call's parameters (driver layer)
 
-    def add(self, corr: np.ndarray, tid: np.ndarray, t: np.ndarray, domain: np.ndarray) -> None:
-        self.corr, self.tid, self.t, self.domain = _merged(
-            self.corr, corr, (self.tid, tid), (self.t, t), (self.domain, domain))
+    def add(self, corr: np.ndarray, tid: np.ndarray, t: np.ndarray, domain: np.ndarray,
+            stream: np.ndarray) -> None:
+        self.corr, self.tid, self.t, self.domain, self.stream = _merged(
+            self.corr, corr, (self.tid, tid), (self.t, t), (self.domain, domain), (self.stream, stream))
 
     def keep(self, mask: np.ndarray) -> None:
-        self.corr, self.tid, self.t, self.domain = (a[mask] for a in (self.corr, self.tid, self.t, self.domain))
+        self.corr, self.tid, self.t, self.domain, self.stream = (
+            a[mask] for a in (self.corr, self.tid, self.t, self.domain, self.stream))
 
 
 @dataclass
@@ -186,9 +200,17 @@ class DispatchJoin:
     """Feed it eBPF launches (``add_launches``) and device records (``add_device``), in any
     order and from any thread; it calls ``emit`` with joined metric values."""
 
-    def __init__(self, emit: Emit, *, source: str = "cupti") -> None:
+    def __init__(self, emit: Emit, *, source: str = "cupti", launches: str = "ebpf",
+                 on_launches: OnLaunches | None = None) -> None:
+        if launches not in LAUNCH_SOURCES:
+            raise ValueError(f"launches={launches!r} is not one of {LAUNCH_SOURCES}")
         self.emit = emit
         self.source = source  # "cupti" or "rocprofiler": names the records in what is reported
+        # where a kernel's launch (time, thread, stream) comes from: see the module docstring
+        self.launches = launches
+        self.on_launches = on_launches
+        self.collector_launches_per_pid: dict[int, int] = {}  # LAUNCH records read, per process
+        self.collector_per_stream: dict[int, int] = {}  # callbacks after the trace start, per stream
         self.clock = ClockAlignment(source=source)
         self.procs: dict[int, ProcessStats] = {}
         self._callbacks: dict[int, _Callbacks] = {}
@@ -207,7 +229,7 @@ class DispatchJoin:
             ("ebpf_launches", "launches_with_device_record", "kernels", "kernels_joined",
              "kernels_without_callback", "callbacks_without_kernel", "device_launches_without_ebpf",
              "ebpf_taken_twice", "negative_launch_to_start", "malformed_records", "memcpy", "memset",
-             "launches_before_trace", "kernels_before_trace"), 0)
+             "launches_before_trace", "kernels_before_trace", "collector_launches"), 0)
         self._started_ns: int | None = None  # launches before this had no uprobes attached
         self._before_corr: dict[int, int] = {}  # per pid: highest correlation id launched before
         self.per_stream: dict[int, dict[str, int]] = {}
@@ -268,8 +290,10 @@ class DispatchJoin:
         cb = parsed.of(Rec.LAUNCH)
         for pid in np.unique(cb["pid"]).tolist() if len(cb) else []:
             sel = cb[cb["pid"] == pid]["f"].astype(np.int64)
+            self.collector_launches_per_pid[pid] = self.collector_launches_per_pid.get(pid, 0) + len(sel)
+            self._collector_launches(pid, sel)
             cbs = self._callbacks.setdefault(pid, _Callbacks())
-            cbs.add(sel[:, 1], sel[:, 0], sel[:, 2], sel[:, 4] >> 32)
+            cbs.add(sel[:, 1], sel[:, 0], sel[:, 2], sel[:, 4] >> 32, sel[:, 3])
             self._drop_before(pid, cbs)
         kernels = parsed.of(Rec.KERNEL)
         self.counts["memcpy"] += len(parsed.of(Rec.MEMCPY))
@@ -284,6 +308,24 @@ class DispatchJoin:
         if len(retry) or len(kernels):
             self._kernels(np.concatenate([retry, kernels]), retry_count=len(retry))
         self._expire()
+
+    def _collector_launches(self, pid: int, f: np.ndarray) -> None:
+        """Launch callbacks as launches (count and interval per stream), those after the trace
+        started; in ``ebpf`` mode they only wait for their kernels."""
+        if self.launches == "ebpf":
+            return
+        t, stream = f[:, 2], f[:, 3]
+        after = t >= self._started_ns if self._started_ns is not None else np.ones(len(t), dtype=bool)
+        if not after.any():
+            return
+        t, stream, tid = t[after], stream[after], f[after, 0]
+        self.counts["collector_launches"] += int(len(t))
+        for st, c in zip(*np.unique(stream, return_counts=True), strict=True):
+            self.collector_per_stream[int(st)] = self.collector_per_stream.get(int(st), 0) + int(c)
+            if self.launches == "collector":
+                self.per_stream.setdefault(int(st), {"launches": 0, "with_device_record": 0})["launches"] += int(c)
+        if self.launches == "collector" and self.on_launches is not None:
+            self.on_launches(t, np.full(len(t), pid, dtype=np.int64), tid, stream)
 
     def _control_records(self, parsed: Parsed) -> None:
         for r in parsed.of(Rec.HELLO):
@@ -348,10 +390,14 @@ class DispatchJoin:
                 self._graph_first_seen.add(key)
             claimed = np.zeros(len(cbs.corr), dtype=bool)
             claimed[h_idx[h_graph == 0]] = True  # a plain kernel's callback is done with
-            self._match({
-                "pid": np.full(len(h_idx), pid, dtype=np.int64), "tid": cbs.tid[h_idx], "t": cbs.t[h_idx],
-                "domain": cbs.domain[h_idx], "corr": h_corr, "start": start[sel][hit],
-                "end": end[sel][hit], "device": device[sel][hit], "first": first})
+            d = {"pid": np.full(len(h_idx), pid, dtype=np.int64), "tid": cbs.tid[h_idx], "t": cbs.t[h_idx],
+                 "domain": cbs.domain[h_idx], "corr": h_corr, "start": start[sel][hit],
+                 "end": end[sel][hit], "device": device[sel][hit], "first": first}
+            if self.launches == "collector":
+                # the callback is the launch: its own time, thread and stream (link 2 is moot)
+                self._emit_joined(d, np.ones(len(h_idx), dtype=bool), cbs.stream[h_idx], cbs.t[h_idx])
+            else:
+                self._match(d)
             cbs.keep(~claimed)
 
     # -- link 2: callback -> eBPF launch --------------------------------------------------------
@@ -406,7 +452,7 @@ class DispatchJoin:
 
     def _emit_joined(self, d: dict[str, np.ndarray], ok: np.ndarray, stream: np.ndarray,
                      launch_ts: np.ndarray) -> None:
-        if len(self._lag_samples) < 100_000:
+        if len(self._lag_samples) < 100_000 and self.launches != "collector":
             self._lag_samples += (d["t"][ok] - launch_ts[ok]).tolist()[:100_000]
         if len(self.samples) < 200:
             for i in np.flatnonzero(ok)[: 200 - len(self.samples)].tolist():
@@ -513,11 +559,28 @@ class DispatchJoin:
             "processes": {str(p): {"hello": ps.hello, "stats": ps.stats, "exited_cleanly": ps.exited_cleanly,
                                    "kernel_records": self.kernels_per_pid.get(p, 0),
                                    "errors": ps.errors} for p, ps in sorted(self.procs.items())},
-            "callback_minus_ebpf_ns": _quantiles(self._lag_samples),
+            "callback_minus_ebpf_ns": (_quantiles(self._lag_samples) if self.launches != "collector" else
+                                       {"n": 0, "p1": None, "p50": None, "p99": None,
+                                        "reason": "no eBPF launch uprobe (launches from the collector)"}),
             "samples": self.samples[:50],
-            "join": "kernel->launch callback by correlation id; callback->eBPF launch by thread "
-                    f"and nesting (within {JOIN_WINDOW_NS // 1_000_000} ms); never by order",
+            "launches_from": self.launches,
+            "join": ("kernel->launch callback by correlation id; the callback is the launch (its "
+                     "time, thread and stream); never by order" if self.launches == "collector" else
+                     "kernel->launch callback by correlation id; callback->eBPF launch by thread "
+                     f"and nesting (within {JOIN_WINDOW_NS // 1_000_000} ms); never by order"),
+            **({"cross_check": self.cross_check()} if self.launches == "cross-check" else {}),
         }
+
+    def cross_check(self) -> dict[str, Any]:
+        """eBPF launches against the collector's launch callbacks, per stream (both after the
+        trace started): two independent counts of the same calls."""
+        streams = sorted(set(self.per_stream) | set(self.collector_per_stream))
+        per = {hex(s & 0xFFFFFFFFFFFFFFFF): {"ebpf": self.per_stream.get(s, {}).get("launches", 0),
+                                             "collector": self.collector_per_stream.get(s, 0)} for s in streams}
+        equal = all(v["ebpf"] == v["collector"] for v in per.values())
+        return {"ebpf_launches": self.counts["ebpf_launches"],
+                "collector_launches": self.counts["collector_launches"],
+                "per_stream": per, "equal": equal and self.counts["ebpf_launches"] == self.counts["collector_launches"]}
 
 
 def _quantiles(values: list[int]) -> dict[str, float | int | None]:

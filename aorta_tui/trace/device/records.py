@@ -41,6 +41,15 @@ DOMAIN_RUNTIME = 2  # CUPTI_CB_DOMAIN_RUNTIME_API
 DOMAIN_HIP = 3
 INSIDE_CALL_DOMAINS = (DOMAIN_DRIVER, DOMAIN_HIP)
 
+# CUPTI_DRIVER_TRACE_CBID_* of the launch entry points the collector's callback is enabled on
+# (cupti_driver_cbid.h; checked against the real header by tests/trace/test_trace_device_build.py),
+# named as the eBPF ``cuda`` set names them (probes/cuda.py LAUNCHES).
+DRIVER_LAUNCH_CBIDS = {
+    307: "cuLaunchKernel", 442: "cuLaunchKernel_ptsz", 652: "cuLaunchKernelEx",
+    653: "cuLaunchKernelEx_ptsz", 477: "cuLaunchCooperativeKernel",
+    478: "cuLaunchCooperativeKernel_ptsz", 514: "cuGraphLaunch", 515: "cuGraphLaunch_ptsz",
+}
+
 ERROR_WHERE = {1: "cuptiSubscribe", 2: "cuptiEnableCallback", 3: "cuptiActivityEnable",
                4: "cuptiActivityRegisterCallbacks", 5: "cuptiActivityFlushAll", 6: "opening the FIFO",
                # rocprof_collector.c (codes 11 and up: rocprofiler_status_t, not CUptiResult)

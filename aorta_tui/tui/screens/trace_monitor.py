@@ -86,9 +86,9 @@ def describe_target(target: dict[str, Any], limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def attached_sentence(values: dict[str, Any], target_text: str) -> str:
+def attached_sentence(values: dict[str, Any], target_text: str, reasons: dict[str, str] | None = None) -> str:
     """The worker's ``attached`` report as a sentence, e.g. "Tracing pid 754 (python3 p.py):
-    19 uprobes, 2 tracepoints attached." """
+    19 uprobes, 2 tracepoints attached; launches from the CUPTI collector." """
     def n(count: Any, what: str) -> str:
         return f"{count} {what}{'' if count == 1 else 's'}"
 
@@ -98,8 +98,12 @@ def attached_sentence(values: dict[str, Any], target_text: str) -> str:
         who += f" ({target_text})"
     if "replayed_from" in values:
         return f"Replaying {values['replayed_from']} (recorded snapshots, nothing is attached)."
+    src = (reasons or {}).get("launch_source", "")
+    launches = ("; launches from the CUPTI collector (no launch uprobe)" if src.startswith("collector")
+                else "; launches from the eBPF uprobe and the collector (cross-check)" if src.startswith("cross-check")
+                else "")
     return (f"Tracing {who}: {n(values.get('uprobes', 0), 'uprobe')}, "
-            f"{n(values.get('tracepoints', 0), 'tracepoint')} attached.")
+            f"{n(values.get('tracepoints', 0), 'tracepoint')} attached{launches}.")
 
 
 def clock_text(clock: dict[str, Any]) -> str:
@@ -110,10 +114,22 @@ def clock_text(clock: dict[str, Any]) -> str:
     samples = clock.get("samples")
     detail = method + (f", {samples} sample{'' if samples == 1 else 's'}" if samples is not None else "")
     if not isinstance(unc, (int, float)):
-        return f"clocks aligned, uncertainty not measured ({detail})"
+        return f"clocks aligned, uncertainty not measured ({detail})" + _launch_time_text(clock)
     us = float(unc) / 1e3
     amount = f"{us:.3g} µs" if us < 1000 else f"{us / 1e3:.3g} ms"
-    return f"clocks aligned ±{amount} ({detail})"
+    return f"clocks aligned ±{amount} ({detail})" + _launch_time_text(clock)
+
+
+def _launch_time_text(clock: dict[str, Any]) -> str:
+    """Where the launch time comes from, and (eBPF) the uprobe's calibrated cost the figure
+    includes, shown beside the figure (issue 24 item 3)."""
+    src = clock.get("launch_time")
+    if not src:
+        return ""
+    cost = clock.get("probe_cost_ns")
+    if isinstance(cost, (int, float)):
+        return f"; launch time: {src}, includes its ~{cost / 1e3:.2f} µs (calibrated)"
+    return f"; launch time: {src}"
 
 
 class TraceMonitorScreen(EngineBridge, AortaScreen):
@@ -215,7 +231,8 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
     def _show_probe_reason(self, name: str) -> None:
         why = self.probe_sets.get(name)
         if why:
-            self.set_status("probe", f"{name} cannot attach here: {why}", "yellow")
+            said = why if why.startswith("attaches") else f"cannot attach here: {why}"
+            self.set_status("probe", f"{name} {said}", "yellow")
         else:
             self.set_status("probe", "")
 
@@ -415,7 +432,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         event = message.event
         if isinstance(event, Measurement) and event.name == "attached":
             self.attached = dict(event.values)
-            self.notify(attached_sentence(event.values, self._target_text))
+            self.notify(attached_sentence(event.values, self._target_text, dict(event.reasons)))
         elif isinstance(event, Measurement) and event.name == "phase":
             self._show_phase(dict(event.values))
         elif isinstance(event, RunWarning):
