@@ -543,12 +543,7 @@ class SlurmExecutor:
                 if data is not None:
                     if data.get("signal"):
                         self._settle(job, cancel)
-                    if job.started_seen is None:
-                        on_start(None)
-                    self._done(job)
-                    outcome = self._outcome_from_file(job, pspec, data)
-                    self._place(job, outcome.executor["state"], outcome.executor["node"])
-                    return outcome
+                    return self._settled(job, on_start, self._outcome_from_file(job, pspec, data))
             if now - self._last_query >= QUERY_EVERY_S:
                 self._refresh()
             info = job.info
@@ -562,23 +557,22 @@ class SlurmExecutor:
                 sc.scancel([job.job_id or ""])
             lost = info is None and now - self._mono(job.submitted_at) > VANISH_S
             if self._vanished(job, now):  # alive when last seen, listed nowhere since
-                if job.started_seen is None:
-                    on_start(None)
-                self._done(job)
-                outcome = self._outcome_from_state(job, pspec, info)
-                self._place(job, outcome.executor["state"], outcome.executor["node"])
-                return outcome
+                return self._settled(job, on_start, self._outcome_from_state(job, pspec, info))
             if (info is not None and not info.alive) or lost:
                 terminal_at = terminal_at or now
                 if now - terminal_at >= OUTCOME_LAG_S or (info is not None and info.state in TYPED_STATES
                                                           and info.state != "FAILED" and now - terminal_at >= 1.0):
-                    if job.started_seen is None:
-                        on_start(None)
-                    self._done(job)
-                    outcome = self._outcome_from_state(job, pspec, info)
-                    self._place(job, outcome.executor["state"], outcome.executor["node"])
-                    return outcome
+                    return self._settled(job, on_start, self._outcome_from_state(job, pspec, info))
             cancel.wait(STAT_EVERY_S)
+
+    def _settled(self, job: TrialJob, on_start: Any, outcome: Any) -> Any:
+        """A job that ended, whichever way it was seen to: announced if it never was (the
+        journal still gets its trial_started), done, and placed in the grid by its outcome."""
+        if job.started_seen is None:
+            on_start(None)
+        self._done(job)
+        self._place(job, outcome.executor["state"], outcome.executor["node"])
+        return outcome
 
     def _vanished(self, job: TrialJob, now: float) -> bool:
         """Alive when squeue last listed it, and listed by neither squeue nor sacct for
