@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.agent.proposer import builtin_propose, cell_figures, score
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 
 KIND = "aorta-tui/agent"
@@ -404,7 +405,7 @@ def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
     it["status"] = "running"
     save(agent_dir, state)
     say(f"iteration {it['index']}: {it['note']}")
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, encoding="utf-8",
+    proc = spawn_gate.popen(argv, stdout=subprocess.PIPE, text=True, encoding="utf-8",
                             errors="replace")
     try:
         assert proc.stdout is not None

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from aorta_tui.core import ownership
+from aorta_tui.core import ownership, spawn_gate
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644,
@@ -126,7 +126,7 @@ def _remove_when_gone(tmp: str) -> subprocess.Popen[bytes] | None:
     signal that kills this process's group does not kill it first. (O_TMPFILE would need no
     helper, but linking it into place fails where /proc/self/fd links are refused.)"""
     try:
-        return subprocess.Popen(["sh", "-c", 'read -r _ ; rm -f -- "$1"', "sh", tmp],
+        return spawn_gate.popen(["sh", "-c", 'read -r _ ; rm -f -- "$1"', "sh", tmp],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True,
                                 close_fds=True)

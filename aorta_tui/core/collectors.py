@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.layer_numerics import OUTPUT_SUBDIR as LAYER_NUMERICS_DIR
 
 WRAP_ORDER = ("rocprof", "ncu", "proton")  # rocprof outermost, as upstream
@@ -163,7 +164,7 @@ def proton_problem(python: str, pythonpath: str = "") -> str | None:
              f"sys.exit(0 if importlib.util.find_spec({PROTON_MODULE!r}) else 3)")
     env = {**os.environ, "PYTHONPATH": pythonpath} if pythonpath else dict(os.environ)
     try:
-        got = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60,
+        got = spawn_gate.run([python, "-c", probe], capture_output=True, text=True, timeout=60,
                              env=env, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{python} could not be asked for Triton ({exc})"

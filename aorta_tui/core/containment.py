@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from aorta_tui.core import proctree
+from aorta_tui.core.spawn_gate import GATE
 
 MECHANISMS = ("cgroup", "subreaper", "process-group")
 ENV_FORCE = "AORTA_CONTAINMENT"
@@ -61,7 +62,9 @@ _CGROUP_PREFIX = "aorta-trial-"
 _counter = itertools.count(1)
 _lock = threading.Lock()
 _own_subreaper: bool | None = None  # None: not tried yet
-_STEP_LOCK = threading.Lock()  # one CgroupScope.step_in .. step_out at a time in this process
+# One CgroupScope.step_in .. step_out at a time in this process, and no other process creation
+# (spawn_gate) nor any read of this process's own cgroup while one is open.
+_STEP_LOCK = GATE
 # Main processes of the trials running now (all threads): never taken for another's orphan.
 _leaders: set[int] = set()
 
@@ -262,7 +265,7 @@ class CgroupScope(Scope):
         return cgroup_pids(self.path)
 
     def members(self) -> set[int]:
-        listed = {p for p in self._listed() if proctree.is_alive(p)}
+        listed = {p for p in self._listed() - {os.getpid()} if proctree.is_alive(p)}
         if self.leave_reason is None:
             return listed
         return listed | self._group_left()  # what moved itself out, in the trial's group
@@ -273,7 +276,7 @@ class CgroupScope(Scope):
     def signal(self, sig: int, pids: Iterable[int]) -> None:
         # Only what is listed now (a pid that died may be reused), and the trial's process
         # group (its id stays reserved while a member lives) for what moved itself out.
-        for pid in self._listed():
+        for pid in self._listed() - {os.getpid()}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
         if self.leave_reason is not None and self.leader is not None:
@@ -284,14 +287,17 @@ class CgroupScope(Scope):
         if self.leave_reason is not None and self.leader is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.leader, _signal.SIGKILL)
-        try:
-            (self.path / "cgroup.kill").write_bytes(b"1")
-            return
-        except OSError:
-            pass  # before Linux 5.14: kill what is listed until nothing is
+        # Never with this process inside (the gate keeps it out; this is the last guard): then
+        # only the others, one by one.
+        if os.getpid() not in self._listed():
+            try:
+                (self.path / "cgroup.kill").write_bytes(b"1")
+                return
+            except OSError:
+                pass  # before Linux 5.14: kill what is listed until nothing is
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
-            listed = self._listed()
+            listed = self._listed() - {os.getpid()}
             if not listed:
                 return
             self.signal(_signal.SIGKILL, listed)
@@ -449,9 +455,13 @@ def env_fingerprint(env: dict[str, str]) -> frozenset[bytes]:
 
 
 def own_cgroup_dir() -> tuple[Path | None, str]:
-    """The directory of this process's cgroup v2, or None with the reason."""
+    """The directory of this process's cgroup v2, or None with the reason.
+
+    Read under the gate: while a trial's spawn has stepped this process into the trial's
+    cgroup, /proc/self/cgroup names that cgroup, not this process's home."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        with GATE:
+            lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError as exc:
         return None, f"/proc/self/cgroup unreadable ({exc.strerror})"
     rel = next((line[3:] for line in lines if line.startswith("0::")), None)

@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, ExitCode
 from aorta_tui.core.events import Event, RunStarted
 from aorta_tui.core.journal_follow import JournalLines
@@ -77,7 +78,7 @@ class EngineRun:
             os.close(fd)
             self.stderr_path = Path(name)
         with open(self.stderr_path, "ab") as err:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            self.proc = spawn_gate.popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=err, start_new_session=True, env=self.env, cwd=self.cwd)
         return self
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import proctree
+from aorta_tui.core import proctree, spawn_gate
 
 TOOL_TIMEOUT_S = 5.0
 
@@ -91,7 +91,7 @@ def _mark_broken(reason: str) -> None:
 def _run_tool(argv: list[str]) -> str:
     """Run a vendor tool; raise ``RuntimeError`` with a one-line reason when it fails."""
     try:
-        proc = subprocess.run(
+        proc = spawn_gate.run(
             argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, stdin=subprocess.DEVNULL
         )
     except subprocess.TimeoutExpired as exc:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from aorta_tui.core import ownership
+from aorta_tui.core import ownership, spawn_gate
 from aorta_tui.core.errors import RunDirError, UsageError
 from aorta_tui.core.events import RunStarted
 from aorta_tui.core.rundir import lock_holder, parse_journal_line
@@ -55,7 +55,7 @@ def launch_detached(
     log_path = output / f".launch-{os.getpid()}-{time.time_ns()}.log"
     with open(log_path, "wb") as log:
         ownership.adopt(log_path)
-        relay = subprocess.Popen([sys.executable, "-m", "aorta_tui.core.engine_run", "--relay", str(log_path),
+        relay = spawn_gate.popen([sys.executable, "-m", "aorta_tui.core.engine_run", "--relay", str(log_path),
                                   "--", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=log, start_new_session=True)
     # Reap it whenever it ends, so a long-lived TUI collects no zombies.

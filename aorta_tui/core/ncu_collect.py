@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import spawn_gate
+
 NCU_DIR = "ncu"
 REPORT_STEM = "profile"
 KEYS = ("set", "launch_count", "launch_skip", "kernel_regex", "metrics", "replay_mode")
@@ -106,7 +108,7 @@ def finish(binary: str, out: Path) -> dict[str, Any]:
                 "reason": "ncu wrote no report (the command did not reach a CUDA kernel, or ncu "
                           "failed: see the trial's stderr)"}
     try:
-        got = subprocess.run([binary, "--import", str(report), "--csv", "--page", "details",
+        got = spawn_gate.run([binary, "--import", str(report), "--csv", "--page", "details",
                               "--print-units", "base"], capture_output=True, timeout=IMPORT_TIMEOUT_S,
                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import ExitCode
 from aorta_tui.core.recipe.loader import LoadProblem, Marks, parse_yaml_text, read_recipe_file
@@ -537,7 +538,7 @@ def _run(argv: list[str], out: Path, timeout_s: float) -> tuple[int | None, bool
     """(exit code, timed out, launch error); the program's output goes to ``out``."""
     with open(out, "wb") as fh:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh,
+            proc = spawn_gate.popen(argv, stdin=subprocess.DEVNULL, stdout=fh,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             return None, False, f"{type(exc).__name__}: {exc.strerror or exc}"

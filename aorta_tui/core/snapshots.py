@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.inputs import read_json_or_none
 
@@ -121,7 +122,7 @@ def start_captures(
         if not include_torch:
             argv.append("--no-torch")
         started = time.monotonic_ns()
-        proc = subprocess.Popen(
+        proc = spawn_gate.popen(
             argv,
             env={**base_env, **overlay},
             stdin=subprocess.DEVNULL,

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import containment, gpu_probe, proctree, timeline
+from aorta_tui.core import containment, gpu_probe, proctree, spawn_gate, timeline
 from aorta_tui.core.hang import HangMonitor, HangPolicy, HangReport
 
 KiB = 1024
@@ -304,33 +304,41 @@ def run_process(
     if spec.launcher is not None:
         return _run_launched(spec, scope, started_at, t0, spawn_ns, out_log, err_log, cancel, on_start)
     stepped_in = scope.step_in()  # a cgroup: born inside it, with no preexec_fn (vfork)
+    proc: subprocess.Popen[bytes] | None = None
+    spawn_error: BaseException | None = None
     try:
         # preexec_fn (subreaper, or a cgroup that could not be stepped into): one prctl or
-        # one write between fork and exec
-        proc = subprocess.Popen(
-            spec.argv,
-            env=spec.env,
-            cwd=spec.cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-            bufsize=0,
-            preexec_fn=None if stepped_in else scope.preexec(),
-        )
+        # one write between fork and exec. step_in holds the spawn gate; otherwise take it.
+        with contextlib.nullcontext() if stepped_in else spawn_gate.GATE:
+            proc = subprocess.Popen(
+                spec.argv,
+                env=spec.env,
+                cwd=spec.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+                bufsize=0,
+                preexec_fn=None if stepped_in else scope.preexec(),
+            )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        spawn_error = exc
+    finally:
+        # Also on KeyboardInterrupt or a signal handler's exception: this process must never
+        # stay in the trial's cgroup, where the trial's end would kill it.
         if stepped_in:
-            scope.step_out()
+            try:
+                scope.step_out()
+            except RuntimeError:
+                if proc is not None:
+                    proc.kill()  # never leave a trial running that this process cannot supervise
+                    proc.wait()
+                raise
+    if proc is None:
+        assert spawn_error is not None
         scope.close()
-        return _exec_failed(spec, _describe_exec_error(exc, spec), started_at, t0, out_log, err_log)
-    if stepped_in:
-        try:
-            scope.step_out()
-        except RuntimeError:
-            proc.kill()  # never leave a trial running that this process cannot supervise
-            proc.wait()
-            raise
+        return _exec_failed(spec, _describe_exec_error(spawn_error, spec), started_at, t0, out_log, err_log)
     spawned_ns = time.monotonic_ns()  # Popen returns once the exec succeeded
     if isinstance(scope, containment.CgroupScope) and not scope.inside(proc.pid):
         scope = containment.downgrade(scope, spec.env, f"the trial did not enter {scope.path}")

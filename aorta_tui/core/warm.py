@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import containment, orphans
+from aorta_tui.core import containment, orphans, spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.supervisor import peak_rss_kb
 from aorta_tui.core.warm_vars import import_time_items, import_time_reader, zygote_env
@@ -221,7 +221,7 @@ def start_zygote(key: tuple[Any, ...], env: dict[str, str], modules: list[str], 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed here after the start
     try:
-        proc = subprocess.Popen(
+        proc = spawn_gate.popen(
             [sys.executable, "-m", "aorta_tui.core.warm_zygote", str(theirs.fileno()), *modules],
             env={**zygote_env(env), orphans.ZYGOTE_TOKEN_VAR: token}, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             pass_fds=(theirs.fileno(),), start_new_session=True, close_fds=True,

@@ -22,6 +22,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from aorta_tui.core import spawn_gate
+
 STATES = ("ok", "not_applicable", "unknown", "error")
 LEAF_KEYS = frozenset({"value", "state", "source", "reason", "needs_root", "set", "category"})
 
@@ -126,7 +128,7 @@ def run_command(argv: list[str], *, timeout_s: float, env: dict[str, str] | None
     if exe is None:
         return CommandResult(not_applicable(f"{argv[0]} is not on PATH", source))
     try:
-        proc = subprocess.Popen(
+        proc = spawn_gate.popen(
             [exe, *argv[1:]],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from aorta_tui.core import spawn_gate
+
 CALL_TIMEOUT_S = 60.0  # slurmctld answers in milliseconds; a busy one in seconds
 # squeue's columns, in this order (``|`` cannot appear in any of them)
 SQUEUE_FORMAT = "%i|%T|%N|%V|%S|%e|%r|%j"
@@ -158,7 +160,7 @@ def call(argv: Sequence[str], *, stdin: str | None = None, timeout_s: float = CA
          check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run a Slurm command (argv, no shell). ``check``: a non-zero exit raises SlurmCallError."""
     try:
-        proc = subprocess.run(list(argv), input=stdin, capture_output=True, text=True,
+        proc = spawn_gate.run(list(argv), input=stdin, capture_output=True, text=True,
                               timeout=timeout_s, check=False)
     except FileNotFoundError:
         raise SlurmCallError(argv, f"{argv[0]} is not on PATH", None) from None

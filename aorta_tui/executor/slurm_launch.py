@@ -26,6 +26,8 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
+from aorta_tui.core import spawn_gate
+
 EXIT_ENVIRONMENT = 3  # core/errors.py's environment problem; the trial's stderr says which
 
 
@@ -39,7 +41,7 @@ def job_hosts(environ: Mapping[str, str]) -> list[str]:
     if not nodelist:
         raise LaunchError("SLURM_JOB_NODELIST is not set: this launcher runs inside a Slurm job")
     try:
-        proc = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+        proc = spawn_gate.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
                               text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise LaunchError(f"scontrol show hostnames {nodelist} failed: {exc}") from None

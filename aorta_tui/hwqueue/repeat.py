@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
@@ -99,7 +100,7 @@ def run_isolated(cfg: QueueRunConfig, what: str, point: PointLaunch | None = Non
         config, out = Path(tmp) / "config.json", Path(tmp) / "result.json"
         config.write_text(json.dumps(dataclasses.asdict(cfg)), encoding="utf-8")
         # same process group as us: Ctrl-C reaches the child too
-        proc = subprocess.run([sys.executable, "-m", "aorta_tui.hwqueue.child", str(config), str(out)],
+        proc = spawn_gate.run([sys.executable, "-m", "aorta_tui.hwqueue.child", str(config), str(out)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True, check=False)
         if proc.returncode != 0 or not out.exists():

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.policy.presets import GpuControlSettings
@@ -59,7 +60,7 @@ class ControlBackend(Protocol):
 
 def _run_tool(argv: list[str], timeout_s: float = 30.0) -> str:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+        proc = spawn_gate.run(argv, capture_output=True, text=True, timeout=timeout_s,
                               check=False)
     except FileNotFoundError:
         raise GpuControlError(f"{argv[0]} is not installed",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import rundir
+from aorta_tui.core import rundir, spawn_gate
 from aorta_tui.core.aggregate import aggregate
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
@@ -898,7 +898,7 @@ def _require_docker() -> None:
         raise EnvironmentProblem("a cell runs in a docker environment, and there is no `docker` here",
                                  hint="install docker, or use environment: local")
     try:
-        probe = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+        probe = spawn_gate.run(["docker", "info", "--format", "{{.ServerVersion}}"],
                                capture_output=True, text=True, timeout=15)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"docker does not answer: {exc}") from None

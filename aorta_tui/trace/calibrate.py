@@ -15,12 +15,12 @@ import contextlib
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.trace import elfsyms, targets
 
@@ -72,7 +72,7 @@ def _pick_functions(libc: Path) -> dict[str, str]:
 
 
 def _time_calls(specs: list[str]) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", _DRIVER, str(CALLS), *specs],
+    out = spawn_gate.run([sys.executable, "-c", _DRIVER, str(CALLS), *specs],
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip()[-300:])

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem
 from aorta_tui.trace import tracefs
 
@@ -43,7 +44,7 @@ def require_bpftrace(explicit: str | None = None) -> str:
 
 def bpftrace_version(path: str) -> str | None:
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+        out = spawn_gate.run([path, "--version"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     m = re.search(r"v?(\d+\.\d+(?:\.\d+)?)", out.stdout + out.stderr)

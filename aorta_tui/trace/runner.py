@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem
 
 _NOISE = ("couldn't set RLIMIT_MEMLOCK",)
@@ -112,7 +113,7 @@ class BpftraceRunner:
             env.setdefault("BPFTRACE_PERF_RB_PAGES", str(self.perf_rb_pages))
         self._stderr_fh = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
         try:
-            self.proc = subprocess.Popen(
+            self.proc = spawn_gate.popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, HistogramSnapshot
 from aorta_tui.trace import capability, program, tracefs
@@ -281,7 +282,7 @@ class TraceSession:
         r, w = os.pipe()
         try:
             # with a machine-readable stdout (--json) the command's own output goes to stderr
-            self._child = subprocess.Popen([sys.executable, "-c", _GATE, str(r), *self.command],
+            self._child = spawn_gate.popen([sys.executable, "-c", _GATE, str(r), *self.command],
                                            pass_fds=(r,), start_new_session=True,
                                            env={**os.environ, **extra_env} if extra_env else None,
                                            stdout=2 if self._command_stdout_to_stderr else None)

@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from aorta_tui.core import spawn_gate
+
 
 def mapped_libraries(pid: int) -> list[Path]:
     """Distinct file-backed executable mappings of ``pid`` (from ``/proc/PID/maps``)."""
@@ -51,7 +53,7 @@ def _loader_cache(_stamp: int | None) -> dict[str, Path]:
     if exe is None:
         return {}
     try:
-        text = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=10).stdout
+        text = spawn_gate.run([exe, "-p"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     out: dict[str, Path] = {}

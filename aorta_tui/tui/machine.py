@@ -13,6 +13,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aorta_tui.core import spawn_gate
+
 VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
 DISPLAY_CLASSES = ("0x0300", "0x0302", "0x0380", "0x1200")
 PCI_ROOT = Path("/sys/bus/pci/devices")
@@ -77,7 +79,7 @@ def _nvidia_names() -> list[str]:
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(
+        out = spawn_gate.run(
             ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=1.5, check=False,
         )

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.classify.model import Pattern
 
 
@@ -264,7 +265,7 @@ class KernelLog:
         # which this fallback runs; the facility is filtered from the <prio> prefix instead.
         argv = ["dmesg", "--raw"]
         try:
-            proc = subprocess.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+            proc = spawn_gate.run(argv, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise RuntimeError(f"`dmesg --raw` could not run ({exc})") from exc
         if proc.returncode != 0:

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from aorta_tui import __version__
+from aorta_tui.core import spawn_gate
 from aorta_tui.envsnap import fields as F
 from aorta_tui.envsnap.capture import cuda, driver, host, libraries, python_env, rocm
 from aorta_tui.envsnap.capture.env_vars import capture_env_vars
@@ -40,7 +41,7 @@ class _Child:
         self.proc: subprocess.Popen[bytes] | None = None
         self.start_error: str | None = None
         try:
-            self.proc = subprocess.Popen(
+            self.proc = spawn_gate.popen(
                 # -S: libprobe needs only the standard library; skipping site saves ~40 ms.
                 [sys.executable, *(["-S"] if script == "libprobe.py" else []),
                  os.path.join(_HERE, script), *args],

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem
 
 SOURCE = "cupti_collector.c"
@@ -133,7 +134,7 @@ def _toolkit_roots() -> list[tuple[Path, Path, list[Path], str]]:
 def site_dirs_of(python: str) -> list[str]:
     """The site-packages folders of another interpreter (the traced program's), or []."""
     try:
-        out = subprocess.run(
+        out = spawn_gate.run(
             [python, "-c", "import site,sys;print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]+sys.path))"],
             capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -270,7 +271,7 @@ def describe_availability(target_python: str | None = None) -> dict[str, object]
 def run_compiler(cmd: list[str], what: str, against: str) -> None:
     """Run one compile of a collector; its failure is exit 3 with the compiler's first lines."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        proc = spawn_gate.run(cmd, capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem(f"building {what} failed: {exc}",
                                  hint="check the C compiler; `--device-timestamps off` traces launches only") from None
