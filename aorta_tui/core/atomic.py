@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import secrets
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -100,8 +102,7 @@ def atomic_open_binary(path: str | os.PathLike[str], *, mode: int = 0o644) -> It
     the temp file once this process is gone. For output too large to build in memory and slow
     to write (a ticket bundle)."""
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    watcher = _remove_when_gone(tmp)
+    fd, tmp, watcher = _temp_with_watcher(target)
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -118,6 +119,35 @@ def atomic_open_binary(path: str | os.PathLike[str], *, mode: int = 0o644) -> It
     finally:
         _release(watcher)
     fsync_dir(target.parent)
+
+
+def _temp_with_watcher(target: Path) -> tuple[int, str, subprocess.Popen[bytes] | None]:
+    """A new temp file beside ``target``, created only once its watcher runs: a kill between
+    the two (the temp file made, its watcher not yet) would leave the file for good."""
+    for _ in range(16):
+        tmp = str(target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp")
+        watcher = _remove_when_gone(tmp)
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            _abandon(watcher)  # someone else's file of that name: its watcher must not remove it
+            continue
+        except BaseException:
+            _release(watcher)
+            raise
+        return fd, tmp, watcher
+    raise FileExistsError(errno.EEXIST, "no free temp file name after 16 tries", str(target.parent))
+
+
+def _abandon(watcher: subprocess.Popen[bytes] | None) -> None:
+    """End a watcher without letting it remove anything (it removes only on end of input)."""
+    if watcher is not None:
+        with contextlib.suppress(OSError):
+            watcher.kill()
+        watcher.wait()
+        with contextlib.suppress(OSError):
+            assert watcher.stdin is not None
+            watcher.stdin.close()
 
 
 def _remove_when_gone(tmp: str) -> subprocess.Popen[bytes] | None:

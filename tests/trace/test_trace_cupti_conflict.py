@@ -133,8 +133,11 @@ def test_the_real_collector_in_a_traced_program_reports_its_failed_subscribe(bpf
     prog = tmp_path / "injected.py"
     prog.write_text(INJECTING_PROGRAM)
     out = Path("aorta-out") / "q.json"
+    # --launch-source collector: launches from the collector alone (auto takes them from the
+    # eBPF uprobe, which counts them whatever the collector did)
     r = cli("trace", "queue", "--probes", "cuda", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate",
-            "--device-timestamps", "on", "-o", str(out), "--", sys.executable, str(prog), cwd=tmp_path, timeout=180,
+            "--device-timestamps", "on", "--launch-source", "collector", "-o", str(out), "--",
+            sys.executable, str(prog), cwd=tmp_path, timeout=180,
             env={"AORTA_CUPTI_ROOT": str(root), "XDG_CACHE_HOME": str(tmp_path / "cache"),
                  "CUDA_INJECTION64_PATH": "", "AORTA_CUPTI_COLLECTOR": ""})
     assert r.returncode == 0, r.stderr
