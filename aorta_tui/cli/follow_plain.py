@@ -20,8 +20,10 @@ def _orchestrator_alive(run_dir: Path) -> bool:
 
 
 def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text stream
-    """Print every event, then follow. Returns 0 when the run completed, 1 when it failed,
-    130 when it was interrupted (its orchestrator is gone without a ``run_finished``)."""
+    """Print every event, then follow. Returns the run's own exit code, what its ``--batch``
+    returned (0; 1 when every trial errored, or failures with ``--strict``; 130 when it was
+    interrupted), 1 for a failed run without one, and 130 when its orchestrator is gone without
+    a ``run_finished``. A script that attaches learns what the run's own command would say."""
     out = out or sys.stdout
     state: dict[str, object] = {"finished": None}
     reported = 0  # damaged journal lines already said
@@ -75,7 +77,9 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
     report_damage()
     finished = state["finished"]
     assert isinstance(finished, RunFinished)
-    return 0 if finished.status == "completed" else int(finished.exit_code or 1)
+    if finished.status == "completed":
+        return int(finished.exit_code or 0)
+    return int(finished.exit_code or 1)
 
 
 def _resume_command(source: object, run_dir: Path) -> str:

@@ -55,3 +55,23 @@ def test_attach_plain_reads_another_engines_run_and_names_its_resume(tmp_path: P
     again = _cli("attach", "--plain", str(stopped), cwd=tmp_path)
     assert again.returncode == 130, again.stdout
     assert f"{resume} {stopped}" in again.stdout and "sweep run --resume" not in again.stdout
+
+
+def test_attach_plain_exits_as_the_runs_own_command_did(tmp_path: Path) -> None:
+    """Every trial errored (a command that is not there): --batch exits 1, and so does an
+    attach to the finished run - not 0 because the run "completed"."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("schema_version: 1\nmode: probe\nticket: T-ATT\ntrials: 1\n"
+                      "mitigation_axis: [none]\ndiagnostic_axis: [none]\n")
+    made = _cli("--batch", "r.yaml", "--no-snapshot", "--", "./no-such-command", cwd=tmp_path)
+    assert made.returncode == 1, made.stdout + made.stderr
+    (run,) = [p.parent for p in (tmp_path / "aorta-out").glob("*/*/journal.jsonl")]
+    attached = _cli("attach", "--plain", str(run.relative_to(tmp_path)), cwd=tmp_path)
+    assert attached.returncode == 1, attached.stdout + attached.stderr
+    assert "completed (exit code 1)" in attached.stdout
+    passing = tmp_path / "ok"
+    passing.mkdir()
+    ok = _cli("--batch", "../r.yaml", "--no-snapshot", "--", "true", cwd=passing)
+    assert ok.returncode == 0, ok.stderr
+    (run_ok,) = [p.parent for p in (passing / "aorta-out").glob("*/*/journal.jsonl")]
+    assert _cli("attach", "--plain", str(run_ok), cwd=tmp_path).returncode == 0
