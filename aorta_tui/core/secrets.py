@@ -56,6 +56,16 @@ def mask_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: mask_value(k, v) for k, v in env.items()}
 
 
+def tool_env(user: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str | None]:
+    """What the tool set in a child's environment ``env`` beyond the user's ``user`` (their
+    environment and what they asked for), masked like every recorded value; None: removed.
+    Recorded with each trial (``tool_env``) so a result says which variables were not the
+    user's (the bytecode cache, core/bytecode.py)."""
+    changed = {k: v for k, v in env.items() if user.get(k) != v}
+    removed: dict[str, str | None] = {k: None for k in user if k not in env}
+    return {**mask_env(changed), **removed}
+
+
 def masked_names(env: Mapping[str, str]) -> list[str]:
     """Names whose value is :data:`MASK`: a recipe read back from a run directory lacks them."""
     return sorted(k for k, v in env.items() if v == MASK)

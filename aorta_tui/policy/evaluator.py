@@ -209,6 +209,7 @@ class PolicyEvaluator:
         # every arm alike: the bytecode cache where the image compiles every import
         # (core/bytecode.py), so no arm pays `import torch` from source
         self.base_env = plan_bytecode("auto", base).apply(base)
+        self.user_env = base  # what tool_env is measured against
         self.run_id = f"p-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         self.bus = EventBus([CallbackSink(on_event)] if on_event else [])
         self.notes: dict[str, list[str]] = {p.name: [] for p in policies}
@@ -424,6 +425,7 @@ class PolicyEvaluator:
         else:
             outcome = run_process(spec, cancel=self.cancel, on_start=started)
         record = _trial_record(planned, policy, argv, removed, outcome, trial_dir, gpu_note)
+        record["tool_env"] = _tool_env(self.user_env, policy, env, removed)
         self.store.write_result(planned.dir_name, record)  # outcome.json, before its journal line
         if record["status"] == "usage_error" or record["status"] == "environment_error":
             cls = UsageError if record["status"] == "usage_error" else EnvironmentProblem
@@ -613,6 +615,18 @@ def _tail_error(path: Path, limit: int = 600) -> str:
 def _split_fix(reason: str) -> tuple[str, str | None]:
     message, sep, fix = reason.partition(" fix: ")
     return (message.strip(), fix.strip()) if sep else (reason, None)
+
+
+def _tool_env(user: Mapping[str, str], policy: Policy, env: Mapping[str, str],
+              left_out: Sequence[str]) -> dict[str, str | None]:
+    """What the tool set beyond the user's environment and the policy's variables (the
+    bytecode cache, PYTHONUNBUFFERED, the trial's identity token - masked, as every secret-named
+    value), as a recipe sweep's result.json has it; the other arms' variables are left out:
+    ``env_removed`` has them."""
+    from aorta_tui.core.secrets import tool_env
+
+    asked = {**user, **policy.env}
+    return {k: v for k, v in tool_env(asked, env).items() if k not in left_out}
 
 
 def _trial_record(planned: PlannedTrial, policy: Policy, argv: list[str], removed: list[str],

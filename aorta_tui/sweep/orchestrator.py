@@ -418,10 +418,9 @@ class Sweep:
     def _tool_env(self, cell: CellPlan, env: dict[str, str]) -> dict[str, str | None]:
         """What the tool set in a trial's environment beyond this process's and the recipe's
         variables (None: removed), masked like the overlay."""
-        user = {**os.environ, **cell.env}
-        changed = {k: v for k, v in env.items() if user.get(k) != v}
-        removed: dict[str, str | None] = {k: None for k in user if k not in env}
-        return {**_masked(changed), **removed}
+        from aorta_tui.core.secrets import tool_env
+
+        return tool_env({**os.environ, **cell.env}, env)
 
     def _run_trials(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int) -> str:
         from aorta_tui.core.classify.dmesg import KernelLog

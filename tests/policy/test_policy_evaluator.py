@@ -213,3 +213,18 @@ def test_cancel_stops_between_trials_and_reports_what_finished(tmp_path: Path) -
     assert statuses.count("ok") == 1 and statuses.count("not run") == 5
     assert build_report(tmp_path / "run")["status"] == "interrupted"
     assert (tmp_path / "run" / "policy.md").exists()
+
+
+def test_each_outcome_says_what_the_tool_set_beyond_the_user_and_the_policy(sweep: dict[str, Any]) -> None:
+    """tool_env, as a recipe sweep's result.json has it: the variables the tool set (here
+    PYTHONUNBUFFERED; the bytecode cache where the image keeps none), the trial's identity token
+    by name only, never the policy's own variables, never the other arms' (env_removed)."""
+    for row in sweep["outcome"].report["trials"]:
+        doc = json.loads((Path(sweep["run_dir"]) / "trials" / Path(row["dir"]).name / "outcome.json").read_text())
+        tool = doc["tool_env"]
+        assert tool.get("PYTHONUNBUFFERED", "1") == "1"
+        assert ("PYTHONUNBUFFERED" in tool) == (os.environ.get("PYTHONUNBUFFERED") != "1")
+        assert tool.pop("AORTA_TRIAL_TOKEN") == "<masked: secret>"
+        assert not [k for k in tool if k.startswith(("AORTA_", "CUDA_", "POLICY_"))], tool
+        if row["policy"] != "probe_gpu":
+            assert doc["env_removed"] == ["CUDA_DEVICE_MAX_CONNECTIONS"]
