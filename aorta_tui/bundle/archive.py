@@ -312,7 +312,7 @@ def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
         out[inp.name] = Scrubber(cfg, values)
     # The values the trials ran with, by the keyed hashes each run kept (any run's value is
     # hidden in every input: one run's log may print another's token).
-    ledgers = [h for inp in req.inputs if inp.kind == "run"
+    ledgers = [h for inp in req.inputs if inp.kind in _KEEPS_HASHES
                and (h := load_secret_hashes(inp.path)) is not None]
     for scrub in out.values():
         scrub.ledgers = ledgers
@@ -383,8 +383,13 @@ def _entries(req: BundleRequest) -> Iterator[tuple[BundleInput, str, Path, os.st
             yield inp, rel, path, owner
 
 
+# the inputs whose trials' secrets are kept as keyed hashes: a recipe sweep's or a queue
+# sweep's run directory ("run") and a policy sweep's
+_KEEPS_HASHES = ("run", "policy-sweep")
+
+
 def _is_hashes(inp: BundleInput, rel: str) -> bool:
-    return inp.kind == "run" and rel == SECRET_HASHES_FILE
+    return inp.kind in _KEEPS_HASHES and rel == SECRET_HASHES_FILE
 
 
 def _learn(req: BundleRequest, scrubbers: dict[str, Scrubber]) -> None:

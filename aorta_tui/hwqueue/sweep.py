@@ -21,6 +21,7 @@ from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.core.run_store import StoreLayout
 from aorta_tui.core.rundir import output_write_error
+from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 
 SWEEP_KIND = "aorta-tui/queue-sweep"
@@ -448,6 +449,9 @@ class _StoreSweep:
         trial_dir = self.store.fresh_trial_dir(tid)  # what an interrupted attempt left goes
         # its identity is in the journal before the process exists (core/orphans.py)
         ident = mint(self.run_dir)
+        # keyed hashes of its secrets' values (the shell's, inherited), so a bundle
+        # recognises them in its logs (core/secrets.py)
+        record_secret_hashes(self.run_dir, {**os.environ, **ident.env})
         self.bus.emit(TrialLaunch(self.sweep_id, trial_id=tid, cell=tid, trial=1,
                                   identity=list(ident.digests)))
         self.store.check_journal()

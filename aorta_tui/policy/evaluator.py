@@ -71,6 +71,7 @@ from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
 from aorta_tui.core.orphans import mint
 from aorta_tui.core.run_store import RunStore, StoreLayout
 from aorta_tui.core.rundir import output_write_error, write_failure
+from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.core.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.stats import MIN_SAMPLES
@@ -404,6 +405,8 @@ class PolicyEvaluator:
                                trial=planned.trial, identity=list(ident.digests)))
         self.store.check_journal()
         env.update(ident.env)
+        # keyed hashes of its secrets' values, so a bundle recognises them (core/secrets.py)
+        record_secret_hashes(run_dir, env)
         # no GPU memory sampling: it polls a vendor tool (nvidia-smi, rocm-smi) once a second,
         # extra work on the device whose scheduling the trial measures
         spec = ProcessSpec(argv=argv, env=env, cwd=Path.cwd(),
