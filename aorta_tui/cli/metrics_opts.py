@@ -4,8 +4,8 @@ command that offers them (trace queue, sweep run / --batch, policy sweep, queue 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -50,3 +50,41 @@ def serving(addr: str | None, public: bool, linger_s: float, collectors: list[An
         raise
     finally:
         server.stop(linger)
+
+
+@contextlib.contextmanager
+def sweep_metrics_serving(req: MetricsRequest | None, bus: Any,
+                          planned: dict[str, int] | None = None) -> Iterator[Any]:
+    """A run's progress served for the block: a :class:`SweepMetrics` sink on ``bus``."""
+    if req is None or req.addr is None:
+        yield None
+        return
+    from aorta_tui.metrics.sweep_metrics import SweepMetrics
+
+    sink = SweepMetrics(planned=planned)
+    with serving(req.addr, req.public, req.linger_s, [sink]) as server:
+        bus.add(sink)
+        yield server
+
+
+def metered(go: Any, req: MetricsRequest) -> Any:
+    """``go(on_event)`` with the run's progress served at ``req.addr`` while it runs (the
+    engines of `policy sweep` and `queue sweep` take one event callback)."""
+    if req.addr is None:
+        return go
+
+    def run(on_event: Any) -> Any:
+        from aorta_tui.metrics.sweep_metrics import SweepMetrics
+
+        sink = SweepMetrics()
+
+        def both(event: Any) -> None:
+            sink.emit(event)
+            on_event(event)
+
+        with serving(req.addr, req.public, req.linger_s, [sink]):
+            try:
+                return go(both)
+            finally:
+                sink.close()
+    return run
