@@ -451,6 +451,11 @@ def queue(
     Example: sudo aorta-tui trace queue --probes cuda --json-stream --pid 4242 | jq .event
     """
     if replay is not None or synthetic:
+        if metrics is not None:
+            from aorta_tui.core.errors import UsageError
+
+            raise UsageError("--metrics serves a live trace's figures; --replay and --synthetic have none",
+                             hint="drop --metrics, or trace a --pid or a command")
         _offline(ctx, json_stream, replay, synthetic, interval)
         return
     _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
