@@ -51,7 +51,7 @@ class _State:
     lost: dict[tuple[str, str], int] = field(default_factory=dict)
     clock: dict[tuple[str, str], float] = field(default_factory=dict)
     cost: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
-    sources: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # unit, probe_type
+    units: dict[tuple[str, str], str] = field(default_factory=dict)
     malformed: int = 0
     bpftrace_lost: int = 0
 
@@ -108,7 +108,7 @@ class TraceMetrics:
                 state.clock[key] = float(uncertainty) / 1e9
             state.cost[set_name] = (cost.get("cpu_fraction"),
                                     None if per_hit is None else float(per_hit) / 1e6)
-            state.sources[key] = (event.unit, "")
+            state.units[key] = event.unit
             state.malformed = int(event.malformed_lines)
             if self.session is not None:
                 state.bpftrace_lost = int(getattr(self.session, "lost_reported", 0) or 0)
@@ -152,7 +152,7 @@ class TraceMetrics:
             hists = list(s.hists.items())
             events, key_events = dict(s.events), dict(s.key_events)
             lost, clock, cost = dict(s.lost), dict(s.clock), dict(s.cost)
-            sources = dict(s.sources)
+            units = dict(s.units)
             malformed, bpftrace_lost = s.malformed, s.bpftrace_lost
         clean = self._clean
         info = InfoMetricFamily(PREFIX, "the trace: its mode, probe sets and where launches come from",
@@ -164,7 +164,7 @@ class TraceMetrics:
                                 "(served a little longer with --metrics-linger)", value=1 if self.running else 0)
         src = InfoMetricFamily(f"{PREFIX}_source", "each traced metric: its probe set and unit",
                                labels=["probe_set", "metric"])
-        for (ps, m), (unit, _t) in sorted(sources.items()):
+        for (ps, m), unit in sorted(units.items()):
             src.add_metric([clean(ps), clean(m)], {"unit": clean(unit)})
         yield src
         families: dict[str, Any] = {}
