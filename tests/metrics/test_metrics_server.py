@@ -71,6 +71,22 @@ def test_a_port_in_use_is_exit_2_with_the_fix_and_runs_nothing(tmp_path: Path) -
     assert not list((tmp_path / "out").glob("*/*/trials/*/*/result.json"))
 
 
+def test_trace_queue_with_a_port_in_use_is_exit_2_before_tracing() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        r = subprocess.run([*CLI, "trace", "queue", "--probes", "ioctl", "--metrics", str(port), "--", "true"],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "port is in use" in r.stderr and "tracing" not in r.stderr, r.stderr
+
+
+def test_replay_refuses_metrics() -> None:
+    r = subprocess.run([*CLI, "trace", "queue", "--json-stream", "--synthetic", "10", "--metrics", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "no live figures" not in r.stdout and "have none" in r.stderr, r.stderr
+
+
 def test_a_public_bind_without_the_flag_is_refused(tmp_path: Path) -> None:
     r = _sweep(tmp_path, "--metrics", "0.0.0.0:0")
     assert r.returncode == 2 and "--metrics-public" in r.stderr, r.stderr
