@@ -8,8 +8,10 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +40,24 @@ def _run_until_scraped(prometheus: Any, args: list[str], done_query: str, port: 
     """Run the CLI with --metrics on ``port`` (lingering), wait until Prometheus holds the final
     figures (``done_query`` answers), then for the CLI's end."""
     proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stalled: list[socket.socket] = []
     try:
+        # a half-sent request and a garbage one held open for the whole run: the run's own
+        # figures (asserted exact below) must not wait on them
+        deadline = time.monotonic() + 60
+        while len(stalled) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=1)
+            except OSError:
+                time.sleep(0.05)
+                continue
+            conn.sendall(b"GET /metr" if not stalled else b"\x00\xff\r\n" * 64)
+            stalled.append(conn)
         at = prometheus.wait_for(done_query, timeout=120)
         out, errs = proc.communicate(timeout=120)
     finally:
+        for conn in stalled:
+            conn.close()
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
