@@ -74,6 +74,7 @@ class TraceMetrics:
     def attach(self, session: Any) -> None:
         """The session whose per-key histograms the snapshots are completed with."""
         self.session = session
+        self.probe_sets = list(getattr(session, "probe_names", self.probe_sets))  # after auto-selection
         target = session.pid if session.pid is not None else session.child_pid
         self.process = str(target) if target is not None else ""
         device = getattr(session, "device", None)
