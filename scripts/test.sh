@@ -5,12 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES="bpftrace tmux gcc libc6-dev libamdhip64-5"
+# prometheus: the real server the --metrics tests scrape with (tests/metrics)
+APT_PACKAGES="bpftrace tmux gcc libc6-dev libamdhip64-5 prometheus"
 
 if [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # no package may start a service here (prometheus's postinst would start a daemon on
+  # :9090): policy-rc.d answering 101 forbids it; the tests start their own Prometheus
+  own_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    own_policy=1
+  fi
   apt-get install -y -qq $APT_PACKAGES >/dev/null
+  [ "$own_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d  # slurm-local.sh starts its daemons next
   mountpoint -q /sys/kernel/tracing 2>/dev/null || mount -t tracefs nodev /sys/kernel/tracing || true
   # A real one-node Slurm for the Slurm executor's tests; they must run here, never skip.
   bash scripts/slurm-local.sh

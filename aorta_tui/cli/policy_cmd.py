@@ -10,6 +10,13 @@ from typing import Any
 import typer
 
 from aorta_tui.cli.common import cli_command, err, new_app, seconds
+from aorta_tui.cli.metrics_opts import (
+    METRICS_LINGER_OPT,
+    METRICS_OPT,
+    METRICS_PUBLIC_OPT,
+    MetricsRequest,
+    metered,
+)
 
 app = new_app(
     "Compare scheduling and memory policies on one hardware-queue workload.\n\n"
@@ -87,6 +94,9 @@ def sweep(
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial failed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (policies, variables, order, GPU-control commands) and exit; writes nothing."),
     gpu_control_backend: str = typer.Option("auto", "--gpu-control-backend", hidden=True, help="auto, nvidia, rocm or fake:PATH (tests)."),
+    metrics: str | None = METRICS_OPT,
+    metrics_public: bool = METRICS_PUBLIC_OPT,
+    metrics_linger: float = METRICS_LINGER_OPT,
 ) -> None:
     """Run WORKLOAD under each policy, trials interleaved, and write policy.md / policy.json.
 
@@ -132,7 +142,9 @@ def sweep(
         else:
             _print_plan(plan)
         return
-    outcome = run_policy_sweep(request, on_event=_sink(json_mode).emit, gpu_backend=backend)
+    go = metered(lambda on_event: run_policy_sweep(request, on_event=on_event, gpu_backend=backend),
+                 MetricsRequest(metrics, metrics_public, metrics_linger))
+    outcome = go(_sink(json_mode).emit)
     _finish(outcome, json_mode, strict)
 
 

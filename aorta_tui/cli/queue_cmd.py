@@ -13,6 +13,13 @@ from typing import Any
 import typer
 
 from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.metrics_opts import (
+    METRICS_LINGER_OPT,
+    METRICS_OPT,
+    METRICS_PUBLIC_OPT,
+    MetricsRequest,
+    metered,
+)
 
 app = new_app(
     "Stress GPU hardware queues with 1..64 concurrent streams and measure what the device did.\n\n"
@@ -465,6 +472,9 @@ def sweep_cmd(
                                  "stdout: run_started first, run_finished last with the sweep "
                                  "document in summary.result."),
     quiet: bool = _QUIET_OPT,
+    metrics: str | None = METRICS_OPT,
+    metrics_public: bool = METRICS_PUBLIC_OPT,
+    metrics_linger: float = METRICS_LINGER_OPT,
 ) -> None:
     """Run WORKLOAD at several stream counts: throughput, scaling efficiency, peak and knee.
 
@@ -497,6 +507,7 @@ def sweep_cmd(
         return run_sweep(base, counts, on_event=on_event, knee_gain=knee_gain, output=output,
                          isolate=not in_process, run_dir=run_dir)
 
+    go = metered(go, MetricsRequest(metrics, metrics_public, metrics_linger))
     _sweep_and_print(go, base.run_id, run_dir, len(counts), output, as_json, quiet)
 
 

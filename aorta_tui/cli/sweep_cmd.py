@@ -8,6 +8,12 @@ from pathlib import Path
 import typer
 
 from aorta_tui.cli.common import cli_command, new_app
+from aorta_tui.cli.metrics_opts import (
+    METRICS_LINGER_OPT,
+    METRICS_OPT,
+    METRICS_PUBLIC_OPT,
+    MetricsRequest,
+)
 
 app = new_app(
     "Recipe-driven mitigation sweeps: cells x trials, each trial in a fresh worker process.\n\n"
@@ -57,6 +63,9 @@ def run(
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", metavar="K", help="Slurm: K GPUs (and K torchrun ranks) per node of each trial (overrides executor.gpus_per_node)."),
     trial_isolation: str | None = typer.Option(None, "--trial-isolation", help="process (a fresh process per trial, the default), warm (trials forked from a zygote that imported torch once; runtime variables still apply, import-time ones are refused: docs/recipes.md) or in_process; overrides the recipe."),
     bytecode_cache: str | None = typer.Option(None, "--bytecode-cache", help="auto (the default: when the image keeps no bytecode, e.g. PYTHONDONTWRITEBYTECODE=1 with a uv-built torch, the tool's children get a persistent cache under ~/.cache/aorta-tui/pycache), on, or off (the image's settings exactly); overrides the recipe's bytecode_cache. Each trial's result lists what it set (tool_env)."),
+    metrics: str | None = METRICS_OPT,
+    metrics_public: bool = METRICS_PUBLIC_OPT,
+    metrics_linger: float = METRICS_LINGER_OPT,
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
 ) -> None:
     from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
@@ -72,6 +81,7 @@ def run(
         confound_threshold=confound_threshold, trial_isolation=trial_isolation, bytecode_cache=bytecode_cache,
         verbose=verbose, executor=executor,
         nodes=nodes, gpus_per_node=gpus_per_node,
+        metrics=MetricsRequest(metrics, metrics_public, metrics_linger),
     )
     raise typer.Exit(run_sweep_command(request))
 

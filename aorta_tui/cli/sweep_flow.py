@@ -45,6 +45,7 @@ class SweepRequest:
     executor: str | None = None  # --executor local|slurm: overrides the recipe's kind
     nodes: int | None = None  # --nodes / --gpus-per-node: a distributed trial across Slurm nodes
     gpus_per_node: int | None = None
+    metrics: Any = None  # cli.metrics_opts.MetricsRequest: --metrics ADDR for Prometheus
 
 
 def _split(text: str | None) -> list[str]:
@@ -240,7 +241,10 @@ def _run_sweep_command(req: SweepRequest) -> int:
         from aorta_tui.cli.compat_cmd import add_verbose_sink
 
         add_verbose_sink(bus, req.verbose)
-    outcome = run_until_done(sweep, bus)
+    from aorta_tui.cli.metrics_opts import sweep_metrics_serving
+
+    with sweep_metrics_serving(req.metrics, bus, {c.name: c.trials for c in sweep.plan.cells}):
+        outcome = run_until_done(sweep, bus)
     if outcome.status == "interrupted":
         print(f"interrupted; resume with: aorta-tui sweep run --resume {outcome.run_dir}",
               file=sys.stderr, flush=True)

@@ -11,6 +11,12 @@ from typing import Any
 import typer
 
 from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.metrics_opts import (
+    METRICS_LINGER_OPT,
+    METRICS_OPT,
+    METRICS_PUBLIC_OPT,
+    MetricsRequest,
+)
 
 app = new_app(
     "eBPF tracing with bpftrace: launch/submit -> dispatch histograms and GPU memory events.\n\n"
@@ -105,7 +111,8 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
                mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
                auto: bool, calibrate: bool = True, stream: bool = False,
-               device_timestamps: str = "auto", launch_source: str = "auto", cross_check: bool = False) -> None:
+               device_timestamps: str = "auto", launch_source: str = "auto", cross_check: bool = False,
+               metrics: MetricsRequest | None = None) -> None:
     from aorta_tui.core.errors import UsageError
 
     if stream and json_out:
@@ -118,7 +125,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
                json_out=json_out, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
-               launch_source=launch_source, cross_check=cross_check)
+               launch_source=launch_source, cross_check=cross_check, metrics=metrics)
         return
     from aorta_tui.cli import trace_stream
 
@@ -129,7 +136,8 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
                json_out=False, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
-               out=out, phases=phases, launch_source=launch_source, cross_check=cross_check)
+               out=out, phases=phases, launch_source=launch_source, cross_check=cross_check,
+               metrics=metrics)
     except typer.Exit:
         raise
     except KeyboardInterrupt:
@@ -146,8 +154,32 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
            mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
            libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
            auto: bool, calibrate: bool, device_timestamps: str, out: Any = None,
-           phases: Any = None, launch_source: str = "auto", cross_check: bool = False) -> None:
-    """One trace; with ``out`` (a ``trace_stream.StreamWriter``) every event goes there."""
+           phases: Any = None, launch_source: str = "auto", cross_check: bool = False,
+           metrics: MetricsRequest | None = None) -> None:
+    """One trace; with ``out`` (a ``trace_stream.StreamWriter``) every event goes there; with
+    ``metrics.addr`` its figures are served for Prometheus too (aorta_tui.metrics)."""
+    from aorta_tui.cli.metrics_opts import serving
+
+    exporter = None
+    if metrics is not None and metrics.addr is not None:
+        from aorta_tui.metrics.trace_metrics import TraceMetrics
+
+        exporter = TraceMetrics(mode=mode, probe_sets=probes)
+    req = metrics or MetricsRequest()
+    # bound before tracing starts: a port in use is exit 2 before anything is attached
+    with serving(req.addr, req.public, req.linger_s, [exporter] if exporter else []):
+        _trace_body(probes=probes, pid=pid, command=command, duration=duration, mode=mode,
+                    output=output, raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace,
+                    interval=interval, json_out=json_out, auto=auto, calibrate=calibrate,
+                    device_timestamps=device_timestamps, out=out, phases=phases,
+                    launch_source=launch_source, cross_check=cross_check, exporter=exporter)
+
+
+def _trace_body(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
+                mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
+                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
+                auto: bool, calibrate: bool, device_timestamps: str, out: Any, phases: Any,
+                launch_source: str, cross_check: bool, exporter: Any) -> None:
     from aorta_tui.cli import trace_stream
     from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.core.errors import EnvironmentProblem
@@ -169,6 +201,8 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
     streamed: set[str] = set()
 
     def on_event(ev: Any) -> None:
+        if exporter is not None:
+            exporter.on_event(ev)
         if getattr(ev, "kind", "") == "warning":  # said while tracing (a CUPTI conflict, ...)
             streamed.add(ev.message)
             if stream:
@@ -192,6 +226,8 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
     interrupted = target_ended = False
     try:
         session.start()
+        if exporter is not None:
+            exporter.attach(session)
         if stream:
             if phases is not None:
                 phases.attach_to(session)
@@ -211,6 +247,8 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
         interrupted = True
     finally:
         session.stop()
+        if exporter is not None:
+            exporter.finished()
     result = session.result()
     result["probes"] = probes
     if perfetto is not None and raw_path is not None and raw_path.exists():
@@ -358,7 +396,7 @@ def _common(
     output: Path | None, raw: Path | None, perfetto: Path | None, lib: list[str],
     bpftrace: str | None, interval: float, json_out: bool, default: tuple[str, ...],
     calibrate: bool = True, stream: bool = False, device_timestamps: str = "auto",
-    launch_source: str = "auto", cross_check: bool = False,
+    launch_source: str = "auto", cross_check: bool = False, metrics: MetricsRequest | None = None,
 ) -> None:
     from aorta_tui.core.errors import UsageError
 
@@ -370,7 +408,7 @@ def _common(
                raw=raw, perfetto=perfetto, libs=_libs(lib), bpftrace=bpftrace, interval=interval,
                json_out=json_out, auto=probes is None and len(default) > 1, calibrate=calibrate,
                stream=stream, device_timestamps=device_timestamps, launch_source=launch_source,
-               cross_check=cross_check)
+               cross_check=cross_check, metrics=metrics)
 
 
 _CTX = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -398,6 +436,9 @@ def queue(
     cross_check: bool = typer.Option(False, "--cross-check", help="Count launches with both the eBPF uprobe and the collector and compare them per stream (device_timestamps.cross_check); the join goes through eBPF."),
     replay: str | None = typer.Option(None, "--replay", metavar="FILE.jsonl", hidden=True, help="With --json-stream: send a recorded --json-stream's events at their recorded pace (no bpftrace)."),
     synthetic: int = typer.Option(0, "--synthetic", metavar="N", hidden=True, help="With --json-stream: N synthetic record lines/s through the parser (benchmark; no bpftrace)."),
+    metrics: str | None = METRICS_OPT,
+    metrics_public: bool = METRICS_PUBLIC_OPT,
+    metrics_linger: float = METRICS_LINGER_OPT,
 ) -> None:
     """Trace launch/submit -> dispatch latency of a command (after --) or a running --pid.
 
@@ -410,10 +451,16 @@ def queue(
     Example: sudo aorta-tui trace queue --probes cuda --json-stream --pid 4242 | jq .event
     """
     if replay is not None or synthetic:
+        if metrics is not None:
+            from aorta_tui.core.errors import UsageError
+
+            raise UsageError("--metrics serves a live trace's figures; --replay and --synthetic have none",
+                             hint="drop --metrics, or trace a --pid or a command")
         _offline(ctx, json_stream, replay, synthetic, interval)
         return
     _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, QUEUE_DEFAULT, calibrate, json_stream, device_timestamps, launch_source, cross_check)
+            json_out, QUEUE_DEFAULT, calibrate, json_stream, device_timestamps, launch_source, cross_check,
+            MetricsRequest(metrics, metrics_public, metrics_linger))
 
 
 @app.command("memory", context_settings=_CTX)

@@ -469,6 +469,28 @@ class TraceSession:
             except Exception as exc:  # a sink's bug must not stop tracing
                 self.warnings.append(f"on_event failed: {exc}")
 
+    def histograms_by_key(self, name: str) -> tuple[str, list[tuple[str, int, dict[int, int], int]]]:
+        """Metric ``name`` ("set.metric"): its kind and, per key, (key as the result names it,
+        events, log-linear bucket counts, sum of the histogrammed values), in the recorded unit
+        (ns, bytes) -- for an exporter (aorta_tui.metrics) that needs per-key histograms, which
+        snapshots do not carry. Aggregate mode keeps no per-key histogram in the kernel: one
+        row, key "all", holds the metric's. ("", []) for a name this session does not trace."""
+        from aorta_tui.trace.stats import _key_text
+
+        if self.program is None:
+            return "", []
+        with self._lock:
+            for mid, (ps_name, metric) in self.program.metric_ids.items():
+                if f"{ps_name}.{metric.name}" != name or mid not in self._stats:
+                    continue
+                st = self._stats[mid]
+                rows = [(_key_text(st._label_of(k), metric), ks.count, dict(ks.hist.counts), ks.total)
+                        for k, ks in st.by_key.items()]
+                if st.hist.total and not any(counts for _k, _n, counts, _t in rows):
+                    rows = [("all", st.count, dict(st.hist.counts), sum(t for *_r, t in rows))]
+                return metric.kind, rows
+        return "", []
+
     # -- stop --------------------------------------------------------------------------------
     def stop(self) -> None:
         if self.stopped or not self.started:

@@ -142,6 +142,8 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         Binding("m", "next_metric", "Next metric"),
         Binding("t", "focus_target", "Target"),
         Binding("p", "focus_probes", "Probe set"),
+        # off the footer (it would push Quit and Help off an 80-column one); in the help screen
+        Binding("e", "toggle_metrics", "Metrics for Prometheus on/off", show=False),
     ]
 
     def __init__(self) -> None:
@@ -164,6 +166,9 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.status: dict[str, tuple[str, str]] = {}
         # Probe set -> None (can attach here) or why not; {} while not known.
         self.probe_sets: dict[str, str | None] = {}
+        # --metrics ADDR for the tracer (docs/metrics.md): the setting $AORTA_TUI_METRICS turns
+        # it on at start with its address; e toggles it for the next start
+        self.metrics_addr: str | None = metrics_setting()
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="queue"):
@@ -264,6 +269,9 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self._last_draw = 0.0
         self.set_interval(1 / CHECK_HZ, self._redraw)
         self._initial_probe_set = str(self.query_one("#probe-set", Select).value)
+        if self.metrics_addr:  # $AORTA_TUI_METRICS: said on screen, not only in a toast
+            self.set_status("metrics", f"metrics for Prometheus at http://{self.metrics_addr}/metrics "
+                            "when the trace starts (e: off)", "dim")
         if self._known_probe_sets() is None and probe_set_names():
             self.run_worker(self._check_probe_sets, thread=True, exit_on_error=False, name="probe sets")
         else:
@@ -384,6 +392,24 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
     def tracing(self) -> bool:
         return self.engine_run is not None and self.engine_run.running
 
+    def action_toggle_metrics(self) -> None:
+        """Serve (or stop serving) the next trace's figures for Prometheus."""
+        self.metrics_addr = None if self.metrics_addr else (metrics_setting() or DEFAULT_METRICS_ADDR)
+        when = "from the next start (s twice)" if self.tracing else "when the trace starts"
+        if self.metrics_addr:
+            self.set_status("metrics", f"metrics for Prometheus at http://{self.metrics_addr}/metrics "
+                            f"{when} (e: off)", "dim")
+        else:
+            self.set_status("metrics", "")
+        self.notify(f"Metrics {'on: ' + self.metrics_addr if self.metrics_addr else 'off'}, {when}.")
+
+    def metrics_args(self) -> list[str]:
+        """The tracer's --metrics options (a replay has no live figures to serve)."""
+        if not self.metrics_addr:
+            return []
+        public = os.environ.get("AORTA_TUI_METRICS_PUBLIC", "") == "1"
+        return ["--metrics", self.metrics_addr, *(["--metrics-public"] if public else [])]
+
     def action_toggle_trace(self) -> None:
         if self.tracing:
             self.stop_trace()
@@ -398,7 +424,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         if "replay" in target:
             args = ["--replay", target["replay"]]
         else:
-            args = ["--probes", probes]
+            args = ["--probes", probes, *self.metrics_args()]
             args += ["--pid", str(target["pid"])] if "pid" in target else ["--", *target["command"]]
         self._target_text = describe_target(target)
         self.start_worker(args)
@@ -489,6 +515,15 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
 
     def action_focus_probes(self) -> None:
         self.query_one("#probe-set", Select).focus()
+
+
+DEFAULT_METRICS_ADDR = "127.0.0.1:9477"
+
+
+def metrics_setting() -> str | None:
+    """``$AORTA_TUI_METRICS``: the address the trace monitor serves metrics at (on from the
+    start); unset or empty: off until e turns it on at 127.0.0.1:9477."""
+    return os.environ.get("AORTA_TUI_METRICS", "").strip() or None
 
 
 def _observer_cost_text(cost: dict[str, Any]) -> str:

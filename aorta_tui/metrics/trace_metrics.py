@@ -1,0 +1,240 @@
+"""A trace session's figures as Prometheus series (``trace queue --metrics``).
+
+Fed from the session's own snapshot thread (``on_event``, once per ``--interval`` and once
+after the final drain): each snapshot is turned into ready series there and swapped in under a
+short lock, so a scrape only copies what is ready and never touches the session. The figures
+are the ones ``-o`` writes: ``aorta_trace_events_total`` is the result's ``count``, the
+histograms' ``_count`` the result's histogram count.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aorta_tui.metrics import buckets
+from aorta_tui.metrics.labels import MAX_KEYS, OTHER, LabelSanitiser, capped
+
+PREFIX = "aorta_trace"
+CAP_TEXT = (f"at most {MAX_KEYS} keys (streams, devices, ioctl commands) per metric and process: "
+            f"the {MAX_KEYS - 1} busiest, the rest summed into key=\"{OTHER}\"")
+_NAME_RE = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def family_name(metric: str, kind: str, unit: str) -> str:
+    """``aorta_trace_launch_to_start_seconds``; an occurrence metric's histogram holds the
+    interval between events: ``aorta_trace_launch_interval_seconds``."""
+    base = _NAME_RE.sub("_", metric).strip("_") or "metric"
+    if kind == "point":
+        base += "_interval"
+    return f"{PREFIX}_{base}_{buckets.exported_unit('us' if kind == 'point' else unit)}"
+
+
+@dataclass
+class _Hist:
+    """One metric's ready series (one per key), built in the snapshot thread."""
+
+    name: str
+    help: str
+    bounds: tuple[float, ...]
+    series: list[tuple[list[str], list[int], float]] = field(default_factory=list)  # labels, cumulative, sum
+
+
+@dataclass
+class _State:
+    hists: dict[tuple[str, str], _Hist] = field(default_factory=dict)  # (set, metric) -> series
+    events: dict[tuple[str, str], int] = field(default_factory=dict)
+    key_events: dict[tuple[str, str], list[tuple[str, int]]] = field(default_factory=dict)
+    lost: dict[tuple[str, str], int] = field(default_factory=dict)
+    clock: dict[tuple[str, str], float] = field(default_factory=dict)
+    cost: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    units: dict[tuple[str, str], str] = field(default_factory=dict)
+    malformed: int = 0
+    bpftrace_lost: int = 0
+
+
+class TraceMetrics:
+    """A prometheus_client collector of one trace session; its :meth:`on_event` is a sink."""
+
+    def __init__(self, *, mode: str, probe_sets: list[str], process: str = "",
+                 sanitise: LabelSanitiser | None = None) -> None:
+        self.mode = mode
+        self.probe_sets = list(probe_sets)
+        self.process = process
+        self.running = True
+        self.launch_source = ""
+        self.session: Any = None
+        self._clean = sanitise or LabelSanitiser()
+        self._lock = threading.Lock()
+        self._state = _State()
+
+    def attach(self, session: Any) -> None:
+        """The session whose per-key histograms the snapshots are completed with."""
+        self.session = session
+        self.probe_sets = list(getattr(session, "probe_names", self.probe_sets))  # after auto-selection
+        target = session.pid if session.pid is not None else session.child_pid
+        self.process = str(target) if target is not None else ""
+        device = getattr(session, "device", None)
+        src = device.launch_source_info() if device is not None else None
+        self.launch_source = str(src["mode"]) if src else ""
+
+    def finished(self) -> None:
+        self.running = False
+
+    # -- feeding (the session's snapshot thread) -----------------------------------------------
+    def on_event(self, event: Any) -> None:
+        if getattr(event, "kind", "") != "histogram_snapshot":
+            return
+        set_name, _, metric = event.probe_set.partition(".")
+        key = (set_name, metric)
+        kind, rows = (self.session.histograms_by_key(event.probe_set) if self.session is not None
+                      else ("", []))
+        hist = self._histogram(set_name, metric, kind or _kind_of(event), event, rows)
+        per_key = [(self._clean(k), n) for k, n, _c, _s in rows] if rows else []
+        cost = event.observer_cost or {}
+        per_hit = cost.get("per_hit_us")
+        uncertainty = (event.clock or {}).get("uncertainty_ns")
+        with self._lock:
+            state = self._state
+            if hist is not None:
+                state.hists[key] = hist
+            state.events[key] = int(event.count)
+            state.key_events[key] = per_key
+            if event.lost_events is not None:
+                state.lost[key] = int(event.lost_events)
+            if uncertainty is not None:
+                state.clock[key] = float(uncertainty) / 1e9
+            state.cost[set_name] = (cost.get("cpu_fraction"),
+                                    None if per_hit is None else float(per_hit) / 1e6)
+            state.units[key] = event.unit
+            state.malformed = int(event.malformed_lines)
+            if self.session is not None:
+                state.bpftrace_lost = int(getattr(self.session, "lost_reported", 0) or 0)
+
+    def _histogram(self, set_name: str, metric: str, kind: str, event: Any, rows: list[Any]) -> _Hist | None:
+        unit = "us" if kind == "point" else event.unit
+        bounds, per_unit, bounds_text = buckets.bounds_for(unit)
+        name = family_name(metric, kind, event.unit)
+        help_text = (f"{event.measures}; classic histogram (prometheus_client has no native ones), "
+                     f"buckets {bounds_text}; exact percentiles are in the tool's -o result; {CAP_TEXT}")
+        hist = _Hist(name, help_text, bounds)
+        kept, rest = capped([(k, c) for k, _n, c, _s in _hist_rows(rows)])
+        by_key = {k: (counts, total) for k, counts, total in _merged(rows)}
+        other_counts: dict[int, int] = {}
+        other_sum = 0
+        for k in rest:
+            counts, total = by_key[k]
+            for i, c in counts.items():
+                other_counts[i] = other_counts.get(i, 0) + c
+            other_sum += total
+        for k in kept:
+            counts, total = by_key[k]
+            hist.series.append(([set_name, self.process, self._clean(k)],
+                                buckets.rebucket(counts, bounds, per_unit), total / per_unit))
+        if rest:
+            hist.series.append(([set_name, self.process, OTHER],
+                                buckets.rebucket(other_counts, bounds, per_unit), other_sum / per_unit))
+        return hist if hist.series else None
+
+    # -- scraping (the server's threads) -------------------------------------------------------
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+            InfoMetricFamily,
+        )
+
+        with self._lock:
+            s = self._state
+            hists = list(s.hists.items())
+            events, key_events = dict(s.events), dict(s.key_events)
+            lost, clock, cost = dict(s.lost), dict(s.clock), dict(s.cost)
+            units = dict(s.units)
+            malformed, bpftrace_lost = s.malformed, s.bpftrace_lost
+        clean = self._clean
+        info = InfoMetricFamily(PREFIX, "the trace: its mode, probe sets and where launches come from",
+                                labels=[])
+        info.add_metric([], {"mode": clean(self.mode), "probe_sets": clean(",".join(self.probe_sets)),
+                             "launch_source": clean(self.launch_source or "n/a")})
+        yield info
+        yield GaugeMetricFamily(f"{PREFIX}_running", "1 while tracing, 0 once the trace has ended "
+                                "(served a little longer with --metrics-linger)", value=1 if self.running else 0)
+        src = InfoMetricFamily(f"{PREFIX}_source", "each traced metric: its probe set and unit",
+                               labels=["probe_set", "metric"])
+        for (ps, m), unit in sorted(units.items()):
+            src.add_metric([clean(ps), clean(m)], {"unit": clean(unit)})
+        yield src
+        families: dict[str, Any] = {}
+        for (_ps, _m), h in hists:
+            fam = families.get(h.name)
+            if fam is None:
+                fam = families[h.name] = HistogramMetricFamily(h.name, h.help, labels=["probe_set", "process", "key"])
+            for labels, cumulative, total in h.series:
+                pairs = [(_le(b), float(c)) for b, c in zip(h.bounds, cumulative, strict=False)]
+                pairs.append(("+Inf", float(cumulative[-1])))
+                fam.add_metric(labels, pairs, sum_value=total)
+        yield from families.values()
+        ev = CounterMetricFamily(f"{PREFIX}_events", "events each metric recorded (the -o result's count)",
+                                 labels=["probe_set", "metric"])
+        for (ps, m), n in sorted(events.items()):
+            ev.add_metric([clean(ps), clean(m)], n)
+        yield ev
+        kev = CounterMetricFamily(f"{PREFIX}_key_events", f"events per key (the -o breakdown's count); {CAP_TEXT}",
+                                  labels=["probe_set", "metric", "process", "key"])
+        for (ps, m), rows in sorted(key_events.items()):
+            kept, rest = capped(rows)
+            counts = dict(rows)
+            for k in kept:
+                kev.add_metric([clean(ps), clean(m), self.process, k], counts[k])
+            if rest:
+                kev.add_metric([clean(ps), clean(m), self.process, OTHER], sum(counts[k] for k in rest))
+        yield kev
+        lo = CounterMetricFamily(f"{PREFIX}_lost_events", "records the kernel (or the CUPTI collector) produced "
+                                 "that never reached the tracer; absent until known", labels=["probe_set", "metric"])
+        for (ps, m), n in sorted(lost.items()):
+            lo.add_metric([clean(ps), clean(m)], n)
+        yield lo
+        dr = CounterMetricFamily(f"{PREFIX}_dropped_records", "records dropped on the way: bpftrace's reported "
+                                 "perf-buffer losses (reason=bpftrace_lost) and lines that did not parse "
+                                 "(reason=malformed)", labels=["reason"])
+        dr.add_metric(["bpftrace_lost"], bpftrace_lost)
+        dr.add_metric(["malformed"], malformed)
+        yield dr
+        cpu = GaugeMetricFamily(f"{PREFIX}_observer_cpu_fraction", "estimated CPU the probes take (records x "
+                                "the calibrated cost per probe hit), as a fraction of one CPU", labels=["probe_set"])
+        hit = GaugeMetricFamily(f"{PREFIX}_observer_per_hit_seconds", "calibrated cost of one probe hit",
+                                labels=["probe_set"])
+        for ps, (fraction, per_hit) in sorted(cost.items()):
+            if fraction is not None:
+                cpu.add_metric([clean(ps)], float(fraction))
+            if per_hit is not None:
+                hit.add_metric([clean(ps)], per_hit)
+        yield cpu
+        yield hit
+        ck = GaugeMetricFamily(f"{PREFIX}_clock_uncertainty_seconds", "uncertainty of the host/device clock "
+                               "alignment of a two-clock metric (launch_to_start)", labels=["probe_set", "metric"])
+        for (ps, m), v in sorted(clock.items()):
+            ck.add_metric([clean(ps), clean(m)], v)
+        yield ck
+
+
+def _kind_of(event: Any) -> str:
+    """A snapshot's metric kind from its unit (a session always says it; a replay may not)."""
+    return {"bytes": "size", "us": "duration"}.get(event.unit, "count")
+
+
+def _le(bound: float) -> str:
+    return f"{bound:.9g}"
+
+
+def _hist_rows(rows: list[Any]) -> list[tuple[str, int, int, int]]:
+    """(key, events, values in its histogram, sum) of the rows whose histogram holds values."""
+    return [(k, n, sum(counts.values()), total) for k, n, counts, total in rows if counts]
+
+
+def _merged(rows: list[Any]) -> list[tuple[str, dict[int, int], int]]:
+    return [(k, counts, total) for k, _n, counts, total in rows if counts]
