@@ -35,7 +35,7 @@ class SweepMetrics:
         self._already_done = 0
         self._finished: dict[tuple[str, str], int] = {}  # (cell, verdict) -> trials
         self._current: tuple[str, str, str, float] | None = None  # trial id, cell, phase, since
-        self._running = 0
+        self._running = 1  # served from before the run's first event: it is starting, not ended
         self._status = ""
 
     def emit(self, event: Any) -> None:

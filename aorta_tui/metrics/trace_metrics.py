@@ -93,7 +93,13 @@ class TraceMetrics:
         kind, rows = (self.session.histograms_by_key(event.probe_set) if self.session is not None
                       else ("", []))
         hist = self._histogram(set_name, metric, kind or _kind_of(event), event, rows)
-        per_key = [(self._clean(k), n) for k, n, _c, _s in rows] if rows else []
+        # two keys may scrub to one label (two secrets both "<redacted:secret>"): one series,
+        # summed, never two series with the same labels (Prometheus refuses such a scrape)
+        per_key_sums: dict[str, int] = {}
+        for k, n, _c, _s in rows or []:
+            label = self._clean(k)
+            per_key_sums[label] = per_key_sums.get(label, 0) + n
+        per_key = list(per_key_sums.items())
         cost = event.observer_cost or {}
         per_hit = cost.get("per_hit_us")
         uncertainty = (event.clock or {}).get("uncertainty_ns")
@@ -123,20 +129,18 @@ class TraceMetrics:
         hist = _Hist(name, help_text, bounds)
         kept, rest = capped([(k, c) for k, _n, c, _s in _hist_rows(rows)])
         by_key = {k: (counts, total) for k, counts, total in _merged(rows)}
-        other_counts: dict[int, int] = {}
-        other_sum = 0
-        for k in rest:
+        # one series per label as scraped: keys that scrub to one label, and the keys past the
+        # cap (OTHER), are summed into it (Prometheus refuses two series with the same labels)
+        merged: dict[str, tuple[dict[int, int], float]] = {}
+        for label, k in [*((self._clean(k), k) for k in kept), *((OTHER, k) for k in rest)]:
             counts, total = by_key[k]
+            acc, acc_total = merged.get(label, ({}, 0.0))
             for i, c in counts.items():
-                other_counts[i] = other_counts.get(i, 0) + c
-            other_sum += total
-        for k in kept:
-            counts, total = by_key[k]
-            hist.series.append(([set_name, self.process, self._clean(k)],
+                acc[i] = acc.get(i, 0) + c
+            merged[label] = (acc, acc_total + total)
+        for label, (counts, total) in merged.items():
+            hist.series.append(([set_name, self.process, label],
                                 buckets.rebucket(counts, bounds, per_unit), total / per_unit))
-        if rest:
-            hist.series.append(([set_name, self.process, OTHER],
-                                buckets.rebucket(other_counts, bounds, per_unit), other_sum / per_unit))
         return hist if hist.series else None
 
     # -- scraping (the server's threads) -------------------------------------------------------
@@ -187,11 +191,12 @@ class TraceMetrics:
                                   labels=["probe_set", "metric", "process", "key"])
         for (ps, m), rows in sorted(key_events.items()):
             kept, rest = capped(rows)
-            counts = dict(rows)
-            for k in kept:
-                kev.add_metric([clean(ps), clean(m), self.process, k], counts[k])
+            counts = dict(rows)  # one entry per label: on_event summed what scrubs alike
+            summed = {k: counts[k] for k in kept}
             if rest:
-                kev.add_metric([clean(ps), clean(m), self.process, OTHER], sum(counts[k] for k in rest))
+                summed[OTHER] = summed.get(OTHER, 0) + sum(counts[k] for k in rest)
+            for k, n in summed.items():
+                kev.add_metric([clean(ps), clean(m), self.process, k], n)
         yield kev
         lo = CounterMetricFamily(f"{PREFIX}_lost_events", "records the kernel (or the CUPTI collector) produced "
                                  "that never reached the tracer; absent until known", labels=["probe_set", "metric"])

@@ -36,7 +36,7 @@ def _final_scrape(args: list[str]) -> tuple[dict[tuple[str, tuple], float], subp
             samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                        for fam in text_string_to_metric_families(text) for s in fam.samples}
             if samples.get(("aorta_sweep_running", ())) == 0:
-                break
+                break  # ended (1 from the first scrape on: a scrape before run_started is not "ended")
             time.sleep(0.3)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -71,3 +71,22 @@ def test_policy_sweep_progress(tmp_path: Path) -> None:
     assert sum(_by_cell(samples, "aorta_sweep_trials_failed_total").values()) == 0
     assert samples[("aorta_sweep_trials_planned", (("cell", "all"),))] == 2
     assert not listening(port)
+
+
+def test_a_scrape_before_the_runs_first_event_says_running_not_ended() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from aorta_tui.metrics.sweep_metrics import SweepMetrics
+
+    sink = SweepMetrics()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(sink)
+
+    def running() -> float:
+        text = generate_latest(registry).decode()
+        return next(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+                    if s.name == "aorta_sweep_running")
+
+    assert running() == 1  # a dashboard (or a waiting script) must not read "ended" yet
+    sink.close()
+    assert running() == 0

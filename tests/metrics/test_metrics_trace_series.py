@@ -74,3 +74,26 @@ def test_keys_are_capped_into_other_and_counts_and_sums_stay_exact() -> None:
     for key, n in counts.items():
         le = [s.value for s in samples if s.name == "aorta_trace_launch_to_start_seconds_bucket" and s.labels["key"] == key]
         assert le == sorted(le) and le[-1] == n
+
+
+def test_two_keys_that_scrub_to_one_label_are_one_series_summed() -> None:
+    """Two tokens among the busiest keys both scrub to "<redacted:secret>": one series with
+    both counts, never two series with the same labels (Prometheus refuses such a scrape)."""
+    other_token = "ghp_" + "Zz9yX8wV7uT6sR5qP4oN3mL2kJ1iH0gF9eD8"
+    session = Session()
+    key, n, counts, total = session.rows[38]
+    session.rows[38] = (other_token, n, counts, total)
+    session.values[other_token] = session.values.pop(key)
+    ex = TraceMetrics(mode="events", probe_sets=["cuda"])
+    ex.attach(session)
+    grand = sum(len(v) for v in session.values.values())
+    ex.on_event(HistogramSnapshot("t", probe_set="cuda.launch_to_start", measures="launch -> start", unit="us",
+                                  count=grand, lost_events=0, malformed_lines=0, observer_cost={}, clock={}))
+    samples = _samples(ex)
+    assert other_token not in repr(samples)
+    for name in ("aorta_trace_launch_to_start_seconds_count", "aorta_trace_key_events_total"):
+        labels = [tuple(sorted(s.labels.items())) for s in samples if s.name == name]
+        assert len(labels) == len(set(labels)), name  # no duplicate series
+        got = {s.labels["key"]: s.value for s in samples if s.name == name}
+        assert got["<redacted:secret>"] == len(session.values[TOKEN]) + len(session.values[other_token])
+        assert sum(got.values()) == grand
