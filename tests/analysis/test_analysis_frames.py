@@ -11,6 +11,9 @@ import pytest
 
 from tests.engine.conftest import aorta, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 pd = pytest.importorskip("pandas")
 
 RECIPE = r"""schema_version: 1

@@ -19,6 +19,9 @@ from aorta_tui.core import stats
 from aorta_tui.core.aggregate import aggregate, confound_check
 from aorta_tui.core.trial_contract import TrialResult
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = Path(sys.executable).with_name("aorta-tui")
 

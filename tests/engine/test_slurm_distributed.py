@@ -22,6 +22,9 @@ from aorta_tui.executor.slurm_launch import parse_args, srun_argv
 from tests.engine.conftest import aorta, only_run_dir
 from tests.engine.test_slurm_executor import _slurm_problem
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def real_slurm() -> None:

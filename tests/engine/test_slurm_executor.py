@@ -20,6 +20,9 @@ import pytest
 
 from tests.engine.conftest import aorta, journal, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 def _slurm_problem() -> str | None:
     if shutil.which("sinfo") is None:

@@ -10,7 +10,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.engine.conftest import aorta, journal
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 RECIPE = """\
 schema_version: 1

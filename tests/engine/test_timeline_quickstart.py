@@ -16,6 +16,9 @@ import pytest
 from aorta_tui.core import timeline
 from tests.engine.conftest import REPO, aorta, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 def _results(run_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(run_dir.glob("trials/*/trial-*/result.json"))]

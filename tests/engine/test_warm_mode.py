@@ -30,6 +30,9 @@ from aorta_tui.core.warm_vars import import_time_reader
 from aorta_tui.core.warm_zygote import recv_message
 from tests.engine.conftest import aorta, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 
 WORKLOAD = textwrap.dedent('''\

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "torchrun_hang_probe.yaml"
 MITIGATIONS = REPO / "recipes" / "torchrun_hang_probe.mitigations.json"

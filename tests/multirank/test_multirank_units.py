@@ -14,6 +14,9 @@ from aorta_tui.core.errors import RecipeError
 from aorta_tui.core.recipe import load_recipe
 from aorta_tui.core.registry import Registry
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 times = st.floats(min_value=1e-3, max_value=1e4, allow_nan=False)
 

@@ -23,6 +23,9 @@ from aorta_tui.core import rundir
 from aorta_tui.core.errors import EnvironmentProblem, RunDirError
 from tests.engine.conftest import aorta, journal, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = """\
 schema_version: 1

@@ -26,6 +26,9 @@ import pytest
 
 from tests.engine.conftest import REPO, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 RECIPE = """\
 schema_version: 1
 mode: probe

@@ -29,6 +29,9 @@ from typer.testing import CliRunner
 from aorta_tui.core import rundir
 from tests.engine.conftest import aorta, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = """\
 schema_version: 1

@@ -34,7 +34,7 @@ RANK_PROGRAM = REPO / "scripts" / "rank_hang.py"
 # a grace that covers two ranks importing torch on a loaded 2-core box, then a short window
 POLICY = HangPolicy(window_s=3.0, grace_s=5.0)
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"), pytest.mark.slow]
 
 
 def _torchrun(*, launcher: list[str], rank: list[str]) -> list[str]:
