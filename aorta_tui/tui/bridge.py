@@ -26,8 +26,8 @@ from textual import work
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from aorta_tui.core.engine_run import EngineRun, EngineRunError
 from aorta_tui.core.events import Event, HistogramSnapshot
+from aorta_tui.relay.engine_run import EngineRun, EngineRunError
 
 
 class EngineEvent(Message):
@@ -140,7 +140,7 @@ class EngineBridge:
     def follow_journal(self, pending: PendingEvents) -> None:
         """Read ``pending.run_dir``'s journal from the start, then follow it until
         ``pending.stop`` is set."""
-        from aorta_tui.core.journal_follow import follow_journal
+        from aorta_tui.store.journal_follow import follow_journal
 
         post = self.post_message  # type: ignore[attr-defined]
 

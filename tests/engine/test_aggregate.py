@@ -118,9 +118,9 @@ def test_plain_eta_uses_this_sessions_pace_only():
 
 
 def test_minimal_snapshots_hash_their_variables(tmp_path):
-    from aorta_tui.core import snapshots
-    from aorta_tui.core.snapshots import _write_minimal
     from aorta_tui.envsnap import snapshot_hash as envsnap_hash
+    from aorta_tui.sweep import snapshots
+    from aorta_tui.sweep.snapshots import _write_minimal
 
     def snapshot_hash(path):
         return snapshots.snapshot_hash(path, envsnap_hash)

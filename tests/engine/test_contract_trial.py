@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core import rundir
 from aorta_tui.core.aggregate import CellStats
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.events import CellAggregated, RunWarning, TrialFinished, event_from_dict
 from aorta_tui.core.trial_contract import TrialResult, WorkerSpec, workload_result_filename
+from aorta_tui.store import rundir
 from aorta_tui.sweep.orchestrator import load_trial_records
 
 FIXTURE_RUNS = Path(__file__).parent.parent / "tui" / "fixtures" / "aorta-out" / "TUI-DEMO"
@@ -168,7 +168,7 @@ def test_a_damaged_trial_spec_gives_a_located_error(tmp_path: Path, attack_tally
 def test_the_trial_worker_refuses_a_damaged_spec_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
     path = tmp_path / "trial_spec.json"
     path.write_text(json.dumps({**_SPEC, "steps": "many", "trial_dir": str(tmp_path)}))
-    proc = subprocess.run([sys.executable, "-m", "aorta_tui.core.trial_worker", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "aorta_tui.trial.worker", str(path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert f"{path}: steps: expected an integer" in proc.stderr
@@ -227,7 +227,7 @@ def test_old_result_files_of_a_fixture_run_still_load(tmp_path: Path) -> None:
 
 
 def test_the_workload_result_file_is_named_in_one_place() -> None:
-    from aorta_tui.core import trial_worker
+    from aorta_tui.trial import worker as trial_worker
 
     assert trial_worker.result_filename(0) == workload_result_filename(0) == "workload_result.json"
     assert trial_worker.result_filename(3) == "workload_result.rank3.json"

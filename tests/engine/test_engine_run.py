@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core.engine_run import EngineRun, EngineRunError
 from aorta_tui.core.events import RunFinished, RunStarted, RunWarning, TrialStarted
+from aorta_tui.relay.engine_run import EngineRun, EngineRunError
 
 PROBE_RECIPE = """\
 schema_version: 1
@@ -158,7 +158,7 @@ def test_any_mix_of_lines_yields_exactly_the_events(tmp_path: Path, attack_tally
 
 
 def test_launch_detached_reads_the_run_dir_from_the_handshake(tmp_path: Path) -> None:
-    from aorta_tui.core.launch import launch_detached
+    from aorta_tui.relay.launch import launch_detached
 
     recipe = tmp_path / "probe.yaml"
     recipe.write_text(PROBE_RECIPE)
@@ -181,7 +181,7 @@ def test_launch_detached_reads_the_run_dir_from_the_handshake(tmp_path: Path) ->
 
 def test_launch_detached_names_the_error_of_a_sweep_that_does_not_start(tmp_path: Path) -> None:
     from aorta_tui.core.errors import UsageError
-    from aorta_tui.core.launch import launch_detached
+    from aorta_tui.relay.launch import launch_detached
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("schema_version: 1\nmode: probe\nnope: 1\n")

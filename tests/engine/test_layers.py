@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-ENGINE = ["aorta_tui.sweep.orchestrator", "aorta_tui.core.recipe", "aorta_tui.core.registry",
-          "aorta_tui.core.rundir", "aorta_tui.core.launch", "aorta_tui.core.trial_worker"]
+ENGINE = ["aorta_tui.sweep.orchestrator", "aorta_tui.recipe", "aorta_tui.registry.registry",
+          "aorta_tui.store.rundir", "aorta_tui.relay.launch", "aorta_tui.trial.worker"]
 
 
 def modules_after(code: str) -> set[str]:

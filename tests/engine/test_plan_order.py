@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.plan import build_plan
-from aorta_tui.core.registry import Registry
+from aorta_tui.registry.registry import Registry
+from aorta_tui.sweep.plan import build_plan
 
 
 def fake_recipe(cells: list[tuple[str, list[str], int | None]], *, trials: int = 3, extra_env=None,

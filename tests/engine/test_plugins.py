@@ -12,8 +12,8 @@ from tests.engine.conftest import aorta, only_run_dir
 
 PLUGIN = '''
 import os
-from aorta_tui.core.registry import Mitigation
-from aorta_tui.core.workload import ConfigField, Failure, LaunchSpec, Workload, WorkloadResult
+from aorta_tui.registry.registry import Mitigation
+from aorta_tui.registry.workload import ConfigField, Failure, LaunchSpec, Workload, WorkloadResult
 
 
 class Echo(Workload):

@@ -1,4 +1,4 @@
-"""core/run_store.py: one run directory's layout, lock, journal, resume set and results."""
+"""store/run_store.py: one run directory's layout, lock, journal, resume set and results."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from aorta_tui.core.errors import RunDirError
 from aorta_tui.core.events import TrialFinished, TrialStarted
-from aorta_tui.core.run_store import RunStore, StoreLayout
 from aorta_tui.policy.evaluator import POLICY_LAYOUT
+from aorta_tui.store.run_store import RunStore, StoreLayout
 
 FLAT = StoreLayout(result_file="outcome.json", sweep_ids=False)
 
@@ -70,7 +70,7 @@ def test_fresh_and_retired_trial_directories(tmp_path: Path) -> None:
 def test_a_held_lock_is_refused_in_the_layouts_words(tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from aorta_tui.core.run_store import RunStore; s = RunStore(Path(sys.argv[1])); "
+         "from aorta_tui.store.run_store import RunStore; s = RunStore(Path(sys.argv[1])); "
          "s.acquire(); print('held', flush=True); time.sleep(30)", str(tmp_path)],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core import rundir
 from aorta_tui.core.errors import RunDirError
 from aorta_tui.core.events import RunFinished, RunStarted, TrialFinished, TrialStarted
+from aorta_tui.store import rundir
 
 
 def test_second_holder_is_refused_with_the_holders_pid(tmp_path: Path):
@@ -20,7 +20,7 @@ def test_second_holder_is_refused_with_the_holders_pid(tmp_path: Path):
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
             from pathlib import Path
-            from aorta_tui.core.rundir import RunLock
+            from aorta_tui.store.rundir import RunLock
             lock = RunLock(Path({str(tmp_path)!r})); lock.acquire()
             print("locked", flush=True)
             time.sleep(60)

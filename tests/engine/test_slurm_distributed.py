@@ -150,11 +150,11 @@ def test_a_non_distributed_trial_over_several_nodes_is_exit_2(tmp_path, real_slu
 
 def test_the_launcher_argv_and_its_options():
     argv = srun_argv(nodes=3, nproc_per_node=4, host="n1", port=29500, rdzv_id="aorta-7",
-                     worker=["-m", "aorta_tui.core.trial_worker", "/r/spec.json"], python="/py")
+                     worker=["-m", "aorta_tui.trial.worker", "/r/spec.json"], python="/py")
     assert argv[:6] == ["srun", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1",
                         "--kill-on-bad-exit=1", "--export=ALL"]
     assert "--nnodes=3" in argv and "--nproc-per-node=4" in argv and "--rdzv-backend=c10d" in argv
-    assert "--rdzv-endpoint=n1:29500" in argv and argv[-3:] == ["-m", "aorta_tui.core.trial_worker",
+    assert "--rdzv-endpoint=n1:29500" in argv and argv[-3:] == ["-m", "aorta_tui.trial.worker",
                                                                 "/r/spec.json"]
     assert parse_args(["--nodes=2", "--nproc-per-node=8", "--", "-m", "x"]) == (2, 8, ["-m", "x"])
 

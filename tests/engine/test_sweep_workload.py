@@ -125,7 +125,7 @@ def test_failing_distributed_trial_is_reported_by_its_workload_not_as_a_crash(tm
     proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), "--no-snapshot", timeout=300)
     assert proc.returncode == 0, proc.stderr
     (res,) = [json.loads(p.read_text()) for p in only_run_dir(tmp_path / "out").glob("trials/*/trial-*/result.json")]
-    assert res["argv"][1:3] == ["-m", "aorta_tui.core.trial_worker"]  # one rank: no torchrun launcher
+    assert res["argv"][1:3] == ["-m", "aorta_tui.trial.worker"]  # one rank: no torchrun launcher
     assert res["verdict"] == "fail"
     ids = {d["id"] for d in res["detections"] if d["severity"] in ("fail", "error")}
     assert ids == {"workload:corruption"}, ids  # no launcher traceback, no exit-code noise

@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 
 CODE = """
 import json, torch
-from aorta_tui.core.switches import apply_switches
+from aorta_tui.registry.switches import apply_switches
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 torch.set_float32_matmul_precision("high")

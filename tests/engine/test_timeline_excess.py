@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core import snapshots
-from aorta_tui.core.trial_worker import fast_exit_allowed
+from aorta_tui.sweep import snapshots
+from aorta_tui.trial.worker import fast_exit_allowed
 
 
 def _py(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -38,7 +38,7 @@ def test_the_fast_exit_still_runs_atexit_handlers_and_flushes(tmp_path):
     marker = tmp_path / "atexit-ran"
     proc = _py(f"""
         import atexit, sys
-        from aorta_tui.core.trial_worker import _leave
+        from aorta_tui.trial.worker import _leave
         atexit.register(lambda: open({str(marker)!r}, "w").write("x"))
         sys.stdout.write("buffered, no newline")
         _leave(0)
@@ -53,7 +53,7 @@ def test_a_running_non_daemon_thread_gets_the_normal_exit(tmp_path):
     marker = tmp_path / "thread-finished"
     proc = _py(f"""
         import threading
-        from aorta_tui.core.trial_worker import _leave
+        from aorta_tui.trial.worker import _leave
         go = threading.Event()
         def work():
             go.wait(0.3)
@@ -69,7 +69,7 @@ def test_the_deterministic_switch_does_not_import_inductor_and_still_sets_both_f
     pytest.importorskip("torch")
     proc = _py("""
         import sys, torch
-        from aorta_tui.core.switches import apply_switches
+        from aorta_tui.registry.switches import apply_switches
         applied = apply_switches(["torch.deterministic"])
         assert "torch._inductor.config" not in sys.modules, "inductor imported"
         assert torch.are_deterministic_algorithms_enabled()
@@ -108,7 +108,8 @@ def test_captures_run_at_sched_idle_and_are_reaped_when_they_end(tmp_path):
 
 
 def test_the_worker_imports_the_class_the_orchestrator_resolved_without_an_entry_point_scan(monkeypatch):
-    from aorta_tui.core import registry, trial_worker
+    from aorta_tui.registry import registry
+    from aorta_tui.trial import worker as trial_worker
     from aorta_tui.workloads.gpu_smoke import GpuSmoke
 
     scans: list[str] = []

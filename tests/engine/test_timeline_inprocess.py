@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from aorta_tui.core import timeline
+from aorta_tui.trial import timeline
 from tests.engine.conftest import aorta, only_run_dir
 from tests.engine.test_plugins import RECIPE, make_plugin
 

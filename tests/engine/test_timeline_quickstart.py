@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core import timeline
+from aorta_tui.trial import timeline
 from tests.engine.conftest import REPO, aorta, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm

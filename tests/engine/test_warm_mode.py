@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core import containment, proctree, timeline
-from aorta_tui.core.hang import HangPolicy
-from aorta_tui.core.supervisor import ProcessSpec, run_process
-from aorta_tui.core.warm import MAX_ZYGOTES, WarmLauncher, WarmPool, start_zygote
-from aorta_tui.core.warm_vars import import_time_reader
-from aorta_tui.core.warm_zygote import recv_message
+from aorta_tui.trial import containment, proctree, timeline
+from aorta_tui.trial.hang import HangPolicy
+from aorta_tui.trial.supervisor import ProcessSpec, run_process
+from aorta_tui.trial.warm import MAX_ZYGOTES, WarmLauncher, WarmPool, start_zygote
+from aorta_tui.trial.warm_vars import import_time_reader
+from aorta_tui.trial.warm_zygote import recv_message
 from tests.engine.conftest import aorta, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
@@ -39,7 +39,7 @@ WORKLOAD = textwrap.dedent('''\
     """A workload that reports what its process sees."""
     import ctypes, os, subprocess, sys, time
     from typing import ClassVar
-    from aorta_tui.core.workload import Workload, WorkloadResult
+    from aorta_tui.registry.workload import Workload, WorkloadResult
 
 
     class Probe(Workload):
@@ -98,7 +98,7 @@ def _spec(plug: Path, tdir: Path, extra: dict | None = None, timeout: float | No
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plug), os.environ.get("PYTHONPATH", "")]),
            "PYTHONUNBUFFERED": "1", "WARM_T_VAR": var, **(extra or {})}
     env.pop("WARM_T_ZYGOTE_ONLY", None)
-    return ProcessSpec(argv=[sys.executable, "-m", "aorta_tui.core.trial_worker", str(spec)], env=env,
+    return ProcessSpec(argv=[sys.executable, "-m", "aorta_tui.trial.worker", str(spec)], env=env,
                        cwd=tdir, stdout_path=tdir / "stdout.log", stderr_path=tdir / "stderr.log",
                        timeout_s=timeout, hang=hang, sample_gpu=False, kill_grace_s=0.5, launcher=launcher)
 
@@ -311,7 +311,7 @@ def test_the_zygote_preloads_what_it_can_and_leaves_the_rest_to_the_trial(tmp_pa
 
 
 def test_the_workloads_preload_what_their_first_step_imports():
-    from aorta_tui.core.warm import preload_modules
+    from aorta_tui.trial.warm import preload_modules
     from aorta_tui.workloads.training import Training
 
     class Cell:
@@ -338,9 +338,9 @@ def test_a_killed_zygote_is_named_by_its_signal(tmp_path, plug):
 ORPHAN_ORCHESTRATOR = textwrap.dedent('''\
     import json, os, sys
     from pathlib import Path
-    from aorta_tui.core import orphans
-    from aorta_tui.core.supervisor import ProcessSpec, run_process
-    from aorta_tui.core.warm import WarmLauncher, start_zygote
+    from aorta_tui.trial import orphans
+    from aorta_tui.trial.supervisor import ProcessSpec, run_process
+    from aorta_tui.trial.warm import WarmLauncher, start_zygote
 
     plug, run_dir = Path(sys.argv[1]), Path(sys.argv[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plug), os.environ.get("PYTHONPATH", "")]),
@@ -352,7 +352,7 @@ ORPHAN_ORCHESTRATOR = textwrap.dedent('''\
     (tdir / "trial_spec.json").write_text(json.dumps({
         "workload": "warm_probe_t", "workload_ref": "warm_probe_t:Probe", "steps": 3, "config": {},
         "seed": 0, "trial_dir": str(tdir), "switches": []}))
-    spec = ProcessSpec(argv=[sys.executable, "-m", "aorta_tui.core.trial_worker", str(tdir / "trial_spec.json")],
+    spec = ProcessSpec(argv=[sys.executable, "-m", "aorta_tui.trial.worker", str(tdir / "trial_spec.json")],
                        env={**env, "WARM_T_SLEEP": "60", "WARM_T_CHILD": "1", **ident.env}, cwd=tdir,
                        stdout_path=tdir / "stdout.log", stderr_path=tdir / "stderr.log", sample_gpu=False,
                        launcher=WarmLauncher(z))
@@ -364,8 +364,8 @@ ORPHAN_ORCHESTRATOR = textwrap.dedent('''\
 def test_a_forked_trial_left_by_a_killed_orchestrator_is_proved_by_its_zygote_token_and_ended(tmp_path, plug):
     """Issue 27 items 1-2, warm: a forked trial's /proc/<pid>/environ shows its zygote's
     exec-time environment, not its own, so the zygote's token is what proves it is the run's."""
-    from aorta_tui.core import orphans
     from aorta_tui.core.events import TrialLaunch, TrialStarted
+    from aorta_tui.trial import orphans
 
     orch = subprocess.Popen([sys.executable, "-c", ORPHAN_ORCHESTRATOR, str(plug), str(tmp_path)],
                             stdout=subprocess.PIPE, text=True)

@@ -24,8 +24,8 @@ from aorta_tui.core.events import (
     TrialStarted,
     event_from_dict,
 )
-from aorta_tui.core.rundir import RunLock
 from aorta_tui.hwqueue.sweep import ISOLATED, point_id, sweep_document
+from aorta_tui.store.rundir import RunLock
 
 pytest.importorskip("torch")
 

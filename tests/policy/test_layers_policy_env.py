@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.errors import ExitCode, UsageError
-from aorta_tui.core.registry import MAX_ENV_STRING, env_entry_problem
 from aorta_tui.policy.file import parse_policy_text
+from aorta_tui.recipe.checks import MAX_ENV_STRING, env_entry_problem
 
 COUNT = {"cases": 0, "failures": 0}
 

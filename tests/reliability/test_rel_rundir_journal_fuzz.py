@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from aorta_tui.core import rundir
+from aorta_tui.store import rundir
 from tests.engine.conftest import aorta, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from aorta_tui.core.classify import classify
-from aorta_tui.core.supervisor import ProcessSpec, run_process
+from aorta_tui.classify import classify
+from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
 
 def per_trial_ms(fns: dict[str, object], n: int, rounds: int = 9) -> dict[str, float]:

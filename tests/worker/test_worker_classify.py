@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core.classify import (
+from aorta_tui.classify import (
     BUILTIN_PATTERNS,
     KERNEL_PATTERNS,
     LOG_PATTERNS,
@@ -19,10 +19,10 @@ from aorta_tui.core.classify import (
     classify,
     extract_step_times,
 )
-from aorta_tui.core.classify.scan import Matcher, scan_file
-from aorta_tui.core.classify.tiers import verdict_of
-from aorta_tui.core.hang import HangReport
-from aorta_tui.core.supervisor import ProcessOutcome
+from aorta_tui.classify.scan import Matcher, scan_file
+from aorta_tui.classify.tiers import verdict_of
+from aorta_tui.trial.hang import HangReport
+from aorta_tui.trial.supervisor import ProcessOutcome
 
 
 def outcome(**kw: object) -> ProcessOutcome:

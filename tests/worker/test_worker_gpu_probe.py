@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core import gpu_probe
-from aorta_tui.core.gpu_probe import (
+from aorta_tui.trial import gpu_probe
+from aorta_tui.trial.gpu_probe import (
     GpuProcess,
     GpuSampler,
     GpuTools,
@@ -173,8 +173,8 @@ def test_real_gpu_peak_memory_and_idle_hang(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA here")
-    from aorta_tui.core.hang import HangPolicy
-    from aorta_tui.core.supervisor import ProcessSpec, run_process
+    from aorta_tui.trial.hang import HangPolicy
+    from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
     code = (
         "import torch, time, sys\n"

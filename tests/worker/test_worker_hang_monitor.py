@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from aorta_tui.core.gpu_probe import UtilReading
-from aorta_tui.core.hang import HangMonitor, HangPolicy
+from aorta_tui.trial.gpu_probe import UtilReading
+from aorta_tui.trial.hang import HangMonitor, HangPolicy
 
 
 @dataclass

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core.classify import KernelLog, classify
-from aorta_tui.core.classify import dmesg as dmesg_mod
+from aorta_tui.classify import KernelLog, classify
+from aorta_tui.classify import dmesg as dmesg_mod
 
 
 def _kmsg_writable() -> str | None:
@@ -102,7 +102,7 @@ def test_unprivileged_process_gets_unavailable_not_an_exception() -> None:
     if not restrict.exists() or restrict.read_text().strip() != "1":
         pytest.skip("kernel.dmesg_restrict is 0: everybody may read the kernel log here")
     repo = Path(__file__).resolve().parents[2]
-    code = "from aorta_tui.core.classify import KernelLog; print(KernelLog.open().unavailable)"
+    code = "from aorta_tui.classify import KernelLog; print(KernelLog.open().unavailable)"
     proc = subprocess.run(
         ["/usr/bin/python3", "-c", code], user=65534, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
         cwd="/", capture_output=True, text=True, timeout=30,

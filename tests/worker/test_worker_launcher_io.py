@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aorta_tui.core import proctree
-from aorta_tui.core.gpu_probe import UtilReading
-from aorta_tui.core.hang import HangMonitor, HangPolicy
+from aorta_tui.trial import proctree
+from aorta_tui.trial.gpu_probe import UtilReading
+from aorta_tui.trial.hang import HangMonitor, HangPolicy
 
 PY = sys.executable
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core import proctree
-from aorta_tui.core.classify import classify
-from aorta_tui.core.hang import HangPolicy
-from aorta_tui.core.supervisor import (
+from aorta_tui.classify import classify
+from aorta_tui.trial import proctree
+from aorta_tui.trial.hang import HangPolicy
+from aorta_tui.trial.supervisor import (
     CancelEvent,
     KiB,
     MiB,
@@ -272,7 +272,7 @@ def test_merged_streams_share_one_file(tmp_path: Path) -> None:
 
 
 def test_peak_rss_is_the_childs_when_it_exceeds_the_orchestrator(tmp_path: Path) -> None:
-    from aorta_tui.core.supervisor import peak_rss_kb
+    from aorta_tui.trial.supervisor import peak_rss_kb
 
     # Linux folds the parent's peak into the child's ru_maxrss, so the child must exceed the
     # orchestrator's own peak, which depends on what else ran in this pytest process.
@@ -289,7 +289,7 @@ def test_peak_rss_is_the_childs_when_it_exceeds_the_orchestrator(tmp_path: Path)
 
 
 def test_gpu_memory_is_none_with_a_reason_without_gpu_tools(tmp_path: Path) -> None:
-    from aorta_tui.core import gpu_probe
+    from aorta_tui.trial import gpu_probe
 
     if gpu_probe.probe().tool is not None:
         pytest.skip("this machine has a GPU tool; the gpu-marked tests cover it")
@@ -326,7 +326,7 @@ def test_steady_output_is_not_a_hang(tmp_path: Path) -> None:
 
 
 def test_hang_cannot_fire_with_one_usable_signal(tmp_path: Path) -> None:
-    from aorta_tui.core import gpu_probe
+    from aorta_tui.trial import gpu_probe
 
     if gpu_probe.probe().tool is not None:
         pytest.skip("a GPU tool exists here, so gpu_idle is usable")
@@ -376,8 +376,8 @@ def test_outcome_round_trips_through_a_dict(tmp_path: Path) -> None:
 def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> None:
     import subprocess
 
-    from aorta_tui.core import orphans
     from aorta_tui.core.events import TrialLaunch, TrialStarted
+    from aorta_tui.trial import orphans
 
     # A real orchestrator process runs a trial carrying its identity token; we SIGKILL the
     # orchestrator mid-trial.
@@ -385,7 +385,7 @@ def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> Non
     code = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
-        "from aorta_tui.core.supervisor import ProcessSpec, run_process\n"
+        "from aorta_tui.trial.supervisor import ProcessSpec, run_process\n"
         "d = Path(sys.argv[1])\n"
         "spec = ProcessSpec(['bash', '-c', 'sleep 100 & echo $! > gc.fifo; sleep 100'],\n"
         f"                   {{**os.environ, {orphans.TOKEN_VAR!r}: {ident.token!r}}}, d,\n"

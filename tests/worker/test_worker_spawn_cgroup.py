@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core import containment
-from aorta_tui.core.supervisor import ProcessSpec, run_process
+from aorta_tui.trial import containment
+from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
 
 def _cgroup_or_skip() -> None:

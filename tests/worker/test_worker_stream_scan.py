@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core.classify.patterns import LOG_PATTERNS
-from aorta_tui.core.classify.scan import Matcher, StreamScanner, scan_block
-from aorta_tui.core.classify.tiers import _builtin_matcher
+from aorta_tui.classify.patterns import LOG_PATTERNS
+from aorta_tui.classify.scan import Matcher, StreamScanner, scan_block
+from aorta_tui.classify.tiers import _builtin_matcher
 
 BLOCK = 256  # small blocks, so that texts of a few kB cross many block boundaries
 ERROR = b"RuntimeError: CUDA error: an illegal memory access was encountered"

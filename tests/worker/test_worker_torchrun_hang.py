@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from aorta_tui.core.classify import classify
-from aorta_tui.core.hang import HangPolicy
-from aorta_tui.core.supervisor import ProcessSpec, run_process
+from aorta_tui.classify import classify
+from aorta_tui.trial.hang import HangPolicy
+from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
 REPO = Path(__file__).resolve().parents[2]
 RANK_PROGRAM = REPO / "scripts" / "rank_hang.py"

@@ -20,9 +20,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Static
 
-from aorta_tui.core.engine_run import EngineRun
 from aorta_tui.core.events import Event, Progress, RunFinished
 from aorta_tui.policy.report import versus_text
+from aorta_tui.relay.engine_run import EngineRun
 from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.pickers import PathPicker

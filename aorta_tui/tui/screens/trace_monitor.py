@@ -30,8 +30,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
-from aorta_tui.core.engine_run import EngineRun
 from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, RunFinished, RunWarning
+from aorta_tui.relay.engine_run import EngineRun
 from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent, EngineSnapshots
 from aorta_tui.tui.machine import bpftrace_facts, last_gathered
 from aorta_tui.tui.screens.base import AortaScreen
