@@ -14,7 +14,7 @@ what reads it and its cells).
 The table is what each reader does (each row says why). ``scripts/gpu_warm_check.py`` measures
 the runtime rows on a GPU (``CUDA_LAUNCH_BLOCKING``, ``CUDA_DEVICE_MAX_CONNECTIONS``,
 ``PYTORCH_CUDA_ALLOC_CONF``, ``CUDA_VISIBLE_DEVICES`` in a forked child) and
-``tests/engine/test_warm_mode.py`` the import-time ones on a CPU build.
+``tests/trial/test_warm_mode.py`` the import-time ones on a CPU build.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import aorta
+from tests.engine_support import aorta
 
 pytest.importorskip("openai")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import aorta, journal, only_run_dir
+from tests.engine_support import aorta, journal, only_run_dir
 
 PROBE = """\
 schema_version: 1

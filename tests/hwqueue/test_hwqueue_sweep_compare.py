@@ -157,7 +157,7 @@ def test_one_rule_decides_changed_for_every_figure() -> None:
 
 
 def test_compare_help_states_the_rule(tmp_path) -> None:
-    from tests.engine.conftest import aorta
+    from tests.engine_support import aorta
 
     out = aorta("queue", "compare", "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
     assert "One rule for every figure" in out and "--min-change" in out

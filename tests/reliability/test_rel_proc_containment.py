@@ -21,7 +21,7 @@ import pytest
 from aorta_tui.classify.tiers import tier1
 from aorta_tui.trial import containment
 from aorta_tui.trial.supervisor import ProcessSpec, run_process
-from tests.engine.conftest import REPO, aorta, journal, only_run_dir
+from tests.engine_support import REPO, aorta, journal, only_run_dir
 
 PROBE = """\
 schema_version: 1

@@ -32,7 +32,7 @@ from aorta_tui.classify.dmesg import match_kernel_line
 from aorta_tui.classify.scan import Matcher, scan_file
 from aorta_tui.recipe import check_recipe_text
 from aorta_tui.trial.supervisor import ProcessOutcome
-from tests.engine.conftest import REPO, aorta, only_run_dir
+from tests.engine_support import REPO, aorta, only_run_dir
 
 CATASTROPHIC = "^(a+)+$"  # exponential in Python's re: 6.3 s at 28 characters, x2 per character
 

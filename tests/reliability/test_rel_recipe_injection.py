@@ -21,7 +21,7 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.recipe import check_recipe_text
 from aorta_tui.recipe.checks import docker_image_problem
 from aorta_tui.registry.registry import Registry, load_sidecar_mitigations
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 PROBE = ("schema_version: 1\nmode: probe\ntrials: 1\nenv_passthrough_mode: file\n"
          "mitigation_axis: [none, evil]\ndiagnostic_axis: [none]\n")

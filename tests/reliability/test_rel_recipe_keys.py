@@ -16,7 +16,7 @@ import pytest
 
 from aorta_tui.collect.retention import apply_retention, classify_file
 from aorta_tui.recipe import check_recipe_text
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 PROBE = ("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
          "diagnostic_axis: [none]\nenv_passthrough_mode: file\n")

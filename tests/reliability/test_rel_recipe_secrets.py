@@ -17,7 +17,7 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.core.secrets import MASK, is_secret_name, mask_env
 from aorta_tui.recipe.checks import mitigation_env
 from aorta_tui.registry.registry import Mitigation
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 TOKEN = "hf_TOPSECRET_4242"
 PASSWORD = "pw-TOPSECRET-77"

@@ -21,7 +21,7 @@ import pytest
 
 from aorta_tui.core.errors import EnvironmentProblem, RunDirError
 from aorta_tui.store import rundir
-from tests.engine.conftest import aorta, journal, only_run_dir
+from tests.engine_support import aorta, journal, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from aorta_tui.store import rundir
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow

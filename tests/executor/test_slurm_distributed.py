@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.slurm_launch import parse_args, srun_argv
-from tests.engine.conftest import aorta, only_run_dir
-from tests.engine.test_slurm_executor import _slurm_problem
+from tests.engine_support import aorta, only_run_dir
+from tests.executor.test_slurm_executor import _slurm_problem
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow

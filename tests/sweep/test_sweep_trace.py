@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="bpftrace needs root (CAP_BPF/CAP_PERFMON)"),

@@ -1,3 +1,5 @@
+"""Helpers of the tests that run the real CLI: the program in a subprocess, a run's journal."""
+
 from __future__ import annotations
 
 import json
@@ -5,8 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,11 +31,3 @@ def only_run_dir(output: Path) -> Path:
     return runs[0].parent
 
 
-@pytest.fixture
-def write_recipe(tmp_path: Path):
-    def _write(text: str, name: str = "recipe.yaml") -> Path:
-        p = tmp_path / name
-        p.write_text(text)
-        return p
-
-    return _write

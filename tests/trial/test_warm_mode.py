@@ -28,7 +28,7 @@ from aorta_tui.trial.supervisor import ProcessSpec, run_process
 from aorta_tui.trial.warm import MAX_ZYGOTES, WarmLauncher, WarmPool, start_zygote
 from aorta_tui.trial.warm_vars import import_time_reader
 from aorta_tui.trial.warm_zygote import recv_message
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@ HangMonitor on real process trees whose root is named like a launcher and polls 
 
 The stand-in launcher is a real Python process that does what torchrun's agent does while its
 ranks wait - a small read/write every few milliseconds (torchrun: its rendezvous store, about
-once a second) - while its child, the worker, sleeps. tests/worker/test_worker_torchrun_hang.py
+once a second) - while its child, the worker, sleeps. tests/trial/test_worker_torchrun_hang.py
 runs the real torchrun.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.engine.conftest import aorta, journal, only_run_dir
+from tests.engine_support import aorta, journal, only_run_dir
 
 PROBE = """\
 schema_version: 1

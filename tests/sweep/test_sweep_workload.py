@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 pytest.importorskip("torch")
 

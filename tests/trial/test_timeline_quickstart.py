@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.trial import timeline
-from tests.engine.conftest import REPO, aorta, only_run_dir
+from tests.engine_support import REPO, aorta, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import aorta, journal
+from tests.engine_support import aorta, journal
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow

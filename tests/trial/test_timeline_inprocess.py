@@ -8,8 +8,8 @@ import json
 import pytest
 
 from aorta_tui.trial import timeline
-from tests.engine.conftest import aorta, only_run_dir
-from tests.engine.test_plugins import RECIPE, make_plugin
+from tests.engine_support import aorta, only_run_dir
+from tests.registry.test_plugins import RECIPE, make_plugin
 
 
 @pytest.mark.parametrize("isolation", ["process", "in_process"])

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.core.bytecode import DONT_WRITE_VAR, PREFIX_VAR, import_cost_note, plan_bytecode
-from tests.engine.conftest import aorta, journal, only_run_dir
+from tests.engine_support import aorta, journal, only_run_dir
 
 pytest.importorskip("torch")
 

@@ -1,6 +1,6 @@
 """Per-trial cost of the worker + classifier for `true` (a script, not a test).
 
-    .venv/bin/python tests/worker/bench_worker_overhead.py [N]
+    .venv/bin/python tests/trial/bench_worker_overhead.py [N]
 
 Prints milliseconds per trial for: the cheapest spawn (os.posix_spawn + waitpid), a plain
 subprocess.run (what a simple runner pays), run_process alone, and run_process + classify; and the difference to the
