@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def aorta(*args: str, cwd: Path | None = None, timeout: float = 120, env: dict | None = None,

@@ -1,4 +1,4 @@
-"""The local executor: each trial a process on this machine (``core/supervisor.run_process``)."""
+"""The local executor: each trial a process on this machine (``trial/supervisor.run_process``)."""
 
 from __future__ import annotations
 

@@ -148,7 +148,7 @@ def with_reference(policies: Sequence[Policy]) -> tuple[tuple[Policy, ...], bool
 def plan_order(names: Sequence[str], trials: int, seed: int) -> list[PlannedTrial]:
     """Round-robin rounds, each a seeded shuffle of all policies.
 
-    Not ``core/plan``'s interleaved order: that one draws every round from one RNG seeded with
+    Not ``sweep/plan``'s interleaved order: that one draws every round from one RNG seeded with
     ``seed`` and swaps a round's first cell when it ended the previous round; this one seeds each
     round on its own (``seed * 1_000_003 + round``) and never swaps. Kept so a seed gives the
     order it always gave (``sweep.json`` records it; a resume reads it from there).

@@ -37,7 +37,7 @@ def launch_detached(
 ) -> Path:
     """Start the sweep and return its run directory, as its first ``RunStarted`` line names it.
 
-    The sweep runs under a relay (``core.engine_run --relay``) in its own session: the relay
+    The sweep runs under a relay (``relay.engine_run --relay``) in its own session: the relay
     copies the orchestrator's ``--json`` events, and its stderr, to
     ``<output>/.launch-<pid>-<ns>.log`` and hands the ``RunStarted`` line over a pipe (the
     handshake), so nothing reaches the caller's terminal and the run outlives the caller.

@@ -159,7 +159,7 @@ class ProcessOutcome:
     survivors: list[int] | None = field(default_factory=list)
     survivors_reason: str | None = None
     # the supervisor's timeline marks (CLOCK_MONOTONIC ns: spawn, spawned, exited, reaped) and
-    # the cost of what ran beside the trial here (GPU sampler, hang monitor); see core/timeline
+    # the cost of what ran beside the trial here (GPU sampler, hang monitor); see trial/timeline
     marks: dict[str, int] = field(default_factory=dict)
     beside: dict[str, Any] = field(default_factory=dict)
     # where the trial ran when an executor other than a local process ran it (a Slurm job: job

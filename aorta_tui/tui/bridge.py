@@ -1,6 +1,6 @@
 """The one bridge from the engine to the screens: a Textual thread worker posts typed messages.
 
-A screen that runs an engine command starts it with ``core.engine_run.EngineRun`` and hands it
+A screen that runs an engine command starts it with ``relay.engine_run.EngineRun`` and hands it
 to :meth:`EngineBridge.follow_engine`; a screen that shows a run directory hands the directory to
 :meth:`EngineBridge.follow_journal`. Either way one ``@work(thread=True)`` worker reads, and posts
 to the screen:

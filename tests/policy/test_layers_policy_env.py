@@ -1,5 +1,5 @@
 """A policy file's `env:` obeys the one rule of every trial environment (issue 17, one validator):
-``core/registry.env_entry_problem``, as recipe ``extra_env`` and sidecar ``env`` do."""
+``registry/registry.env_entry_problem``, as recipe ``extra_env`` and sidecar ``env`` do."""
 
 from __future__ import annotations
 

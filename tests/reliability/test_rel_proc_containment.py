@@ -192,7 +192,7 @@ def test_subreaper_mechanism_marks_the_orchestrator(tmp_path: Path) -> None:
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from aorta_tui.core import containment\n"
+        "from aorta_tui.trial import containment\n"
         "from aorta_tui.trial.supervisor import ProcessSpec, run_process\n"
         "d = Path(sys.argv[1])\n"
         "o = run_process(ProcessSpec(argv=['true'], env={'PATH': os.environ['PATH']}, cwd=d,"

@@ -1,6 +1,6 @@
 """Policy comparison: run one workload under several policies, show the engine's statistics.
 
-The sweep is ``aorta-tui policy sweep ... --json`` run through ``core.engine_run.EngineRun`` (its
+The sweep is ``aorta-tui policy sweep ... --json`` run through ``relay.engine_run.EngineRun`` (its
 own process group; its stderr goes to a file, never to the terminal); progress comes from its
 events, posted by the bridge's worker (``tui.bridge``); the table and the bars come from
 the ``policy.json`` it writes. A winner is named only where the engine called the difference.
