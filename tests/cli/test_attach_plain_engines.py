@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 TINY = ["--device", "cpu", "--size", "tiny", "-i", "2", "-w", "0"]

@@ -11,6 +11,9 @@ import pytest
 
 from tests.engine_support import aorta, journal, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 PROBE = """\
 schema_version: 1
 mode: probe

@@ -27,6 +27,9 @@ from aorta_tui.core.events import (
 from aorta_tui.hwqueue.sweep import ISOLATED, point_id, sweep_document
 from aorta_tui.store.rundir import RunLock
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -34,6 +34,9 @@ from aorta_tui.recipe import check_recipe_text
 from aorta_tui.trial.supervisor import ProcessOutcome
 from tests.engine_support import REPO, aorta, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 CATASTROPHIC = "^(a+)+$"  # exponential in Python's re: 6.3 s at 28 characters, x2 per character
 
 

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 ENTRY = str(Path(sys.executable).with_name("aorta-tui"))
 ENV_FIXTURES = REPO / "tests" / "tui" / "fixtures" / "env"

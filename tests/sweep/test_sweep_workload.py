@@ -12,6 +12,9 @@ import pytest
 
 from tests.engine_support import aorta, only_run_dir
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("torch")
 
 RECIPE = """\

@@ -13,6 +13,9 @@ from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 def _app(tmp_path: Path, run_dir: Path) -> AortaApp:
     return AortaApp(cwd=tmp_path, output_dir=tmp_path / "aorta-out", start_run=run_dir,

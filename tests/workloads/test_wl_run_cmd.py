@@ -13,6 +13,9 @@ from aorta_tui.cli.main import app
 from aorta_tui.registry.workload import LaunchSpec
 from aorta_tui.workloads.race import Race
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "aorta_tui", "run", *args], capture_output=True,
