@@ -137,9 +137,9 @@ def _bare_array(n: int, command: list[str], workdir: Path) -> float:
 def _submission(n: int, workdir: Path) -> dict[str, object]:
     """The Slurm executor's own submission of an n-trial sweep, in process, then scancel."""
     from aorta_tui.core.events import EventBus
-    from aorta_tui.core.recipe import load_recipe_text, with_command
-    from aorta_tui.core.registry import Registry
     from aorta_tui.executor import slurm_cmd, with_executor_kind
+    from aorta_tui.recipe import load_recipe_text, with_command
+    from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     text = RECIPE.format(trials=n, cells="[none]")

@@ -100,7 +100,7 @@ def run(argv: list[str], cwd: Path, extra_env: dict[str, str] | None = None, tim
 
 
 def our_trials(out_dir: Path) -> list[dict[str, Any]]:
-    from aorta_tui.core import timeline
+    from aorta_tui.trial import timeline
 
     rows = []
     for path in sorted(out_dir.glob("*/*/trials/*/trial-*/result.json")):
@@ -259,7 +259,7 @@ def main() -> int:
         BASE_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
         BASE_ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
         warm = run([sys.executable, "-c", "import torch, torch._dynamo, aorta_tui.cli.main, "
-                    "aorta_tui.core.trial_worker, aorta_tui.envsnap.capture"], work,
+                    "aorta_tui.trial.worker, aorta_tui.envsnap.capture"], work,
                    {"PYTHONPATH": os.pathsep.join([str(args.upstream), str(REPO)])})
         warm2 = run([sys.executable, "-c", "import aorta.cli"], work, {"PYTHONPATH": str(args.upstream)})
         print(f"warmed the bytecode cache {work / 'pycache'} in {warm['wall_s']:.1f} + {warm2['wall_s']:.1f} s",

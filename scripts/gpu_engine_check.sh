@@ -47,7 +47,7 @@ PY
   python3 -c "import torch, typer; print('torch', torch.__version__, 'typer', typer.__version__)"
   stage quickstart 60 quickstart
   stage probes 120 probes
-  stage worker_gpu_tests 240 python3 -m pytest tests/worker -q -m gpu -p no:cacheprovider
+  stage worker_gpu_tests 240 python3 -m pytest tests/trial tests/classify -q -m gpu -p no:cacheprovider
   stage sweep_overhead 360 env PATH=/tmp:$PATH python3 benchmarks/sweep_overhead.py --upstream /tmp/aorta --repeat 3
   echo "== summary"
   summary_table

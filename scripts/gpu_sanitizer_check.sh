@@ -2,7 +2,7 @@
 # mode: sanitizer on a CUDA GPU (issue 14): a planted out-of-bounds write must be found by
 # memcheck, a planted shared-memory race by racecheck, and a clean kernel must pass all four
 # tools (memcheck, racecheck, synccheck, initcheck), each through `aorta-tui sweep run --recipe`
-# of a `mode: sanitizer` recipe (core/sanitizer.py). Optionally (stage torch) a gpu_smoke trial
+# of a `mode: sanitizer` recipe (collect/sanitizer.py). Optionally (stage torch) a gpu_smoke trial
 # under memcheck. Every stage runs and reports; results: $OUT/sanitizer_summary.json,
 # $OUT/sanitizer_check.log. Under 3 minutes on an H200.
 #

@@ -4,9 +4,9 @@ forked trial as it does in a fresh process, or is honoured by a zygote of its ow
 Each case is one variable with one value (each ``(name, value)`` of every registered mitigation
 and environment, plus ``PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync``, ``CUDA_VISIBLE_DEVICES=``
 and a variable only C ``getenv`` reads). It runs as real trials through the project's supervisor
-(:func:`aorta_tui.core.supervisor.run_process`) two ways, alternated: a fresh process (``python -m
-aorta_tui.core.trial_worker``, the default isolation) and forked through the sweep's own
-:class:`aorta_tui.core.warm.WarmPool` (so an import-time variable gets the zygote a sweep would
+(:func:`aorta_tui.trial.supervisor.run_process`) two ways, alternated: a fresh process (``python -m
+aorta_tui.trial.worker``, the default isolation) and forked through the sweep's own
+:class:`aorta_tui.trial.warm.WarmPool` (so an import-time variable gets the zygote a sweep would
 give it). Each trial records what the variable's reader shows:
 
 * ``CUDA_LAUNCH_BLOCKING``: a launch of a ~20 ms sleep kernel (its length measured) returns only
@@ -50,7 +50,7 @@ from typing import Any, ClassVar
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(Path(__file__).resolve().parent)]
 
-from aorta_tui.core.workload import Workload, WorkloadContext, WorkloadResult  # noqa: E402
+from aorta_tui.registry.workload import Workload, WorkloadContext, WorkloadResult  # noqa: E402
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 CHECK_VAR = "AORTA_WARM_CHECK_VAR"  # which variable the trial reads back
@@ -243,7 +243,7 @@ def value_of(var: str, kind: str, metrics: dict[str, Any]) -> Any:
 
 def cases() -> list[dict[str, Any]]:
     """Every (variable, value) of every registered mitigation and environment, then the extras."""
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.registry.registry import Registry
 
     reg = Registry()
     seen: dict[tuple[str, str], dict[str, Any]] = {}
@@ -261,7 +261,7 @@ def cases() -> list[dict[str, Any]]:
 
 
 def _trial(out: Path, name: str, env: dict[str, str], launcher: Any) -> dict[str, Any]:
-    from aorta_tui.core.supervisor import ProcessSpec, run_process
+    from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
     tdir = out / "trials" / name
     tdir.mkdir(parents=True, exist_ok=True)
@@ -272,7 +272,7 @@ def _trial(out: Path, name: str, env: dict[str, str], launcher: Any) -> dict[str
     env = {**env, "AORTA_ARTIFACT_DIR": str(tdir)}
     if env.get("NCCL_DEBUG_FILE") == "@":
         env["NCCL_DEBUG_FILE"] = str(tdir / "nccl.%p.log")
-    argv = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(spec_path)]
+    argv = [sys.executable, "-m", "aorta_tui.trial.worker", str(spec_path)]
     pspec = ProcessSpec(argv=argv, env=env, cwd=REPO, stdout_path=tdir / "stdout.log",
                         stderr_path=tdir / "stderr.log", timeout_s=120, launcher=launcher)
     t0 = time.monotonic()
@@ -305,8 +305,8 @@ def main() -> int:
     out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu-warm-"))
     out.mkdir(parents=True, exist_ok=True)
     from aorta_tui.core.bytecode import plan_bytecode
-    from aorta_tui.core.warm import WarmLauncher, WarmPool
-    from aorta_tui.core.warm_vars import import_time_reader
+    from aorta_tui.trial.warm import WarmLauncher, WarmPool
+    from aorta_tui.trial.warm_vars import import_time_reader
 
     t_start = time.monotonic()
     base = {**os.environ, **SAFE_ENV, "PYTHONUNBUFFERED": "1",

@@ -5,6 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# --fast: the developer's loop on an already built .venv: no installs, the unit tier only
+# (tests marked slow: real tmux, Slurm, several ranks, bpftrace, crash points; and gpu) spread
+# over the cores by pytest-xdist. CI (.ci/run, no arguments) still installs and runs everything,
+# one process, as before.
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  .venv/bin/ruff check aorta_tui tests benchmarks
+  .venv/bin/lint-imports --no-cache
+  exec .venv/bin/pytest -q -n "${AORTA_TEST_WORKERS:-2}" -m "not slow and not bpftrace and not gpu" \
+    --durations=15 "$@"
+fi
+
 # prometheus: the real server the --metrics tests scrape with (tests/metrics)
 APT_PACKAGES="bpftrace tmux gcc libc6-dev libamdhip64-5 prometheus"
 

@@ -8,6 +8,7 @@ that 1,000 recipes were really fuzzed, not that a test named ``fuzz`` passed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
         terminalreporter.write_line(
             f"{name:<{width}}  cases {t.cases:>6}  failures {t.failures:>4}  {t.promise}"
         )
+
+
+# a recipe file in the test's tmp_path (tests of every package write one)
+@pytest.fixture
+def write_recipe(tmp_path: Path):
+    def _write(text: str, name: str = "recipe.yaml") -> Path:
+        p = tmp_path / name
+        p.write_text(text)
+        return p
+
+    return _write
+

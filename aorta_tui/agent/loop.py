@@ -55,7 +55,7 @@ class AgentRequest:
 
 def check_goal(goal: str) -> Any:
     from aorta_tui.core.errors import RecipeError
-    from aorta_tui.core.recipe.condition import compile_condition
+    from aorta_tui.recipe.condition import compile_condition
 
     try:
         return compile_condition(goal, names=GOAL_NAMES)
@@ -66,14 +66,14 @@ def check_goal(goal: str) -> Any:
 
 
 def _registry(files: list[Path]) -> Any:
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.registry.registry import Registry
 
     return Registry([str(f) for f in files])
 
 
 def _plan(recipe_path: Path, registry: Any) -> Any:
-    from aorta_tui.core.plan import build_plan
-    from aorta_tui.core.recipe import load_recipe
+    from aorta_tui.recipe import load_recipe
+    from aorta_tui.sweep.plan import build_plan
 
     recipe = load_recipe(recipe_path, registry=registry)
     return recipe, build_plan(recipe, registry)
@@ -133,7 +133,7 @@ def start(req: AgentRequest) -> Path:
         raise UsageError(f"--output {req.output} is not a directory")
     from aorta_tui.core import ownership
     from aorta_tui.core.atomic import atomic_write_bytes
-    from aorta_tui.core.rundir import new_run_id, safe_component
+    from aorta_tui.store.rundir import new_run_id, safe_component
 
     agent_dir = req.output / safe_component(recipe.ticket) / f"agent-{new_run_id()}"
     try:
@@ -333,7 +333,7 @@ def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],
     import yaml
 
     from aorta_tui.core.atomic import atomic_write_bytes
-    from aorta_tui.core.recipe.loader import parse_yaml_text
+    from aorta_tui.recipe.loader import parse_yaml_text
 
     data, _marks = parse_yaml_text((agent_dir / state["recipe"]).read_text(encoding="utf-8"))
     data.pop("stop_after", None)
@@ -360,7 +360,7 @@ def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],
 
 def _write_pair_sidecar(path: Path, pairs: list[tuple[str, ...]], files: list[Path]) -> None:
     from aorta_tui.core.atomic import atomic_write_json
-    from aorta_tui.core.registry import mitigation_env
+    from aorta_tui.recipe.checks import mitigation_env
 
     registry = _registry(files)
     out = {}

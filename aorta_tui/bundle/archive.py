@@ -185,7 +185,7 @@ def _run_input(p: Path, name: str) -> BundleInput:
     run_json = p / "run.json"
     doc = _json_object(run_json, "run record") if run_json.is_file() else {}
     redaction = recipe_redaction(p / "recipe.resolved.yaml")
-    from aorta_tui.core.rundir import describe_holder, lock_holder
+    from aorta_tui.store.rundir import describe_holder, lock_holder
 
     holder = lock_holder(p)
     return BundleInput(p, "run", name, recipe_hash=_str(doc.get("recipe_hash")),
@@ -227,7 +227,7 @@ def load_redaction_file(path: Path) -> RedactionConfig:
 
 
 def _yaml(path: Path, what: str) -> tuple[Any, Any]:
-    from aorta_tui.core.recipe.loader import LoadProblem, parse_yaml_text
+    from aorta_tui.recipe.loader import LoadProblem, parse_yaml_text
 
     hint = "a mapping of scrub_env_keys: [GLOB, ...], scrub_paths: true|false, " \
            "scrub_ip_addresses: true|false"
@@ -240,7 +240,8 @@ def _yaml(path: Path, what: str) -> tuple[Any, Any]:
 
 
 def _validated(data: dict[str, Any], marks: Any, path: Path, *, wrapped: bool) -> RedactionConfig:
-    from aorta_tui.core.recipe.validate import BAD, Validator, _redaction
+    from aorta_tui.recipe.checks import BAD, Validator
+    from aorta_tui.recipe.validate import _redaction
 
     v = Validator(marks, str(path), None)
     # keys at the top of a --redaction-from file are located there, not under redaction.
@@ -254,9 +255,9 @@ def _validated(data: dict[str, Any], marks: Any, path: Path, *, wrapped: bool) -
 
 
 def _top_level_redaction(v: Any, raw: Any) -> Any:
-    from aorta_tui.core.recipe import keys as K
-    from aorta_tui.core.recipe.model import Redaction
-    from aorta_tui.core.recipe.validate import BAD
+    from aorta_tui.recipe import keys as K
+    from aorta_tui.recipe.checks import BAD
+    from aorta_tui.recipe.model import Redaction
 
     if v.mapping("", raw, K.REDACTION_KEYS, what="a mapping of redaction rules") is BAD:
         return BAD

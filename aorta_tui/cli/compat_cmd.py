@@ -75,21 +75,20 @@ _ALIAS_SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 def probe_alias(ctx: typer.Context) -> None:
     """Deprecated: upstream's `aorta probe`; runs `aorta-tui sweep run` with the same arguments."""
-    _delegate(["probe", *ctx.args])
+    _delegate(ctx, ["probe", *ctx.args])
 
 
 def triage_alias(ctx: typer.Context) -> None:
     """Deprecated: upstream's `aorta triage run|list-mitigations|list-environments`; runs the
     `aorta-tui sweep` command of that name."""
-    _delegate(["triage", *ctx.args])
+    _delegate(ctx, ["triage", *ctx.args])
 
 
-def _delegate(argv: list[str]) -> None:
+def _delegate(ctx: typer.Context, argv: list[str]) -> None:
     # Reached when the typer app is called directly (tests, `python -m`): the program's own
-    # entry point rewrites argv before parsing, which keeps `--` and the command intact.
-    from aorta_tui.cli.main import app
-
-    raise typer.Exit(_call(app, rewrite_deprecated(argv)))
+    # entry point rewrites argv before parsing, which keeps `--` and the command intact. The
+    # root command is the whole program (cli/main.py's app), found without importing main.
+    raise typer.Exit(_call(ctx.find_root().command, rewrite_deprecated(argv)))
 
 
 def _call(app: Any, argv: list[str]) -> int:
@@ -104,39 +103,5 @@ def _call(app: Any, argv: list[str]) -> int:
 
 # -- sweep run's upstream flags ---------------------------------------------------------------
 
-def apply_request_overrides(recipe: Any, req: Any) -> Any:
-    """The recipe with `sweep run`'s overlay flags applied (or a usage error naming the flag)."""
-    from aorta_tui.core.errors import UsageError
-    from aorta_tui.core.recipe.overrides import apply_overrides
-
-    if req.recipe is not None and (req.baseline_cell is not None or req.confound_threshold is not None):
-        flag = "--baseline-cell" if req.baseline_cell is not None else "--confound-threshold"
-        raise UsageError(f"{flag} is for flag mode (no recipe); with --recipe the recipe's "
-                         "`confound:` block decides", hint="set confound.baseline_cell / "
-                         "confound.threshold in the recipe, or drop the flag")
-    from aorta_tui.core.recipe.collect import collectors_runnable_problem
-
-    if req.collect:  # --collect replaces the recipe's and the cells' collectors, as upstream
-        import dataclasses
-
-        collectors_runnable_problem(tuple(req.collect), where="--collect")
-        recipe = dataclasses.replace(
-            recipe, collect=tuple(dict.fromkeys(req.collect)),
-            cells=type(recipe.cells)(dataclasses.replace(c, collect=None) for c in recipe.cells))
-    return apply_overrides(recipe, stop_after_events=req.stop_after_events,
-                           max_trials=req.max_trials, disable_detectors=req.disable_detectors,
-                           env_passthrough_mode=req.env_passthrough_mode)
 
 
-def add_verbose_sink(bus: Any, level: int) -> None:
-    """-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."""
-    import logging
-
-    from aorta_tui.cli.sinks import PlainSink
-
-    bus.add(PlainSink(sys.stderr))
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    log = logging.getLogger("aorta_tui")
-    log.addHandler(handler)
-    log.setLevel(logging.DEBUG if level >= 2 else logging.INFO)

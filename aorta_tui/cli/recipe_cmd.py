@@ -38,14 +38,14 @@ def validate(
     mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Sidecar JSON "
                                                 "of extra mitigations (repeatable)."),
 ) -> None:
+    from aorta_tui.collect.sanitizer import peek_mode
     from aorta_tui.core.errors import RecipeError
-    from aorta_tui.core.recipe import RecipeValidationError, load_recipe
-    from aorta_tui.core.recipe.plan_summary import summarize
-    from aorta_tui.core.recipe.workload_check import workload_issues
-    from aorta_tui.core.registry import Registry
-    from aorta_tui.core.sanitizer import peek_mode
+    from aorta_tui.recipe import RecipeValidationError, load_recipe
+    from aorta_tui.registry.registry import Registry
+    from aorta_tui.sweep.plan_summary import summarize
+    from aorta_tui.sweep.workload_check import workload_issues
 
-    if peek_mode(file) == "sanitizer":  # upstream's separate loader (core/sanitizer.py)
+    if peek_mode(file) == "sanitizer":  # upstream's separate loader (collect/sanitizer.py)
         _validate_sanitizer(file, json_mode)
         return
     registry = Registry(mitigations_file)
@@ -68,8 +68,8 @@ def validate(
 
 def _validate_sanitizer(file: Path, json_mode: bool) -> None:
     """A ``mode: sanitizer`` recipe: load it as `sweep run` does and print its checks."""
+    from aorta_tui.collect.sanitizer import load_sanitizer_recipe, plan_lines, plan_summary
     from aorta_tui.core.errors import RecipeError
-    from aorta_tui.core.sanitizer import load_sanitizer_recipe, plan_lines, plan_summary
 
     try:
         summary = plan_summary(load_sanitizer_recipe(file))
@@ -127,8 +127,8 @@ def resolve(
     mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Sidecar JSON "
                                                 "of extra mitigations (repeatable)."),
 ) -> None:
-    from aorta_tui.core.recipe import dump_resolved, load_recipe, with_command
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.recipe import dump_resolved, load_recipe, with_command
+    from aorta_tui.registry.registry import Registry
 
     recipe = load_recipe(file, registry=Registry(mitigations_file))
     if ctx.args:
@@ -145,7 +145,7 @@ def schema(
                                        "(atomically) instead of stdout."),
 ) -> None:
     from aorta_tui.core.errors import UsageError
-    from aorta_tui.core.recipe import recipe_json_schema
+    from aorta_tui.recipe import recipe_json_schema
 
     text = json.dumps(recipe_json_schema(), indent=2) + "\n"
     if output is None:

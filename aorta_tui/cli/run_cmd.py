@@ -58,8 +58,8 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.cli.sweep_flow import run_until_done, sweep_services
     from aorta_tui.core.events import EventBus
-    from aorta_tui.core.recipe import load_recipe_text
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.recipe import load_recipe_text
+    from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     registry = Registry()
@@ -88,8 +88,8 @@ def check_request(workload: str, config: list[str], mitigations: str,
                   registry: Any) -> tuple[dict[str, Any], list[str]]:
     """Everything that can be wrong before a process starts; returns (config, mitigations)."""
     from aorta_tui.core.errors import UsageError
-    from aorta_tui.core.registry import load_workload
-    from aorta_tui.core.workload import parse_config_overrides, validate_config
+    from aorta_tui.registry.registry import load_workload
+    from aorta_tui.registry.workload import parse_config_overrides, validate_config
 
     cls = load_workload(workload)
     raw = parse_config_overrides(config)

@@ -1,4 +1,4 @@
-"""`sweep run --recipe FILE` for a ``mode: sanitizer`` recipe (core/sanitizer.py).
+"""`sweep run --recipe FILE` for a ``mode: sanitizer`` recipe (collect/sanitizer.py).
 
 As upstream, only ``--recipe``, ``--dry-run``, ``--output``, ``--json`` and ``-v`` apply; any
 other flag or a ``-- command`` is refused rather than silently ignored.
@@ -28,7 +28,11 @@ def _set_flags(req: Any) -> list[str]:
 
 
 def run_sanitizer_request(req: Any) -> int:
-    from aorta_tui.core.sanitizer import exit_code_of, load_sanitizer_recipe, run_sanitizer_recipe
+    from aorta_tui.collect.sanitizer import (
+        exit_code_of,
+        load_sanitizer_recipe,
+        run_sanitizer_recipe,
+    )
 
     if req.command:
         raise UsageError("a trailing '-- <command>' is not valid for a mode: sanitizer recipe",

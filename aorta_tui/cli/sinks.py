@@ -77,8 +77,8 @@ def trial_notes(trial_dir: str, data: dict[str, Any] | None = None) -> str:
     event carries; else the file, read once): its largest timeline phases
     `` (torch_imported 1.18 s, exited 650 ms, ...)`` and, for a Slurm job,
     `` [job 12_3 on node07, GPU 0, COMPLETED, queued 0.7 s]``; empty when it has neither."""
-    from aorta_tui.core.timeline import summary
     from aorta_tui.executor.report import placement_text
+    from aorta_tui.trial.timeline import summary
 
     if data is None:
         if not trial_dir:

@@ -93,7 +93,7 @@ def list_mitigations(
     mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Include a sidecar JSON file."),
 ) -> None:
     """List every mitigation: the variables it sets and the in-process switches it applies."""
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.registry.registry import Registry
 
     reg = Registry(mitigations_file)
     rows = [
@@ -117,7 +117,7 @@ def list_environments(
     mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Include a sidecar JSON file (its environments)."),
 ) -> None:
     """List the named environments (recipes may also give {docker: IMAGE, env: {...}} inline)."""
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.registry.registry import Registry
 
     reg = Registry(mitigations_file)
     rows = [{"name": e.name, "docker": e.docker, "env": dict(e.env), "description": e.description,
@@ -133,7 +133,7 @@ def list_environments(
 @cli_command
 def list_workloads(json_mode: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
     """List registered workloads (the aorta_tui.workloads entry-point group)."""
-    from aorta_tui.core.registry import load_workload, workload_entry_points
+    from aorta_tui.registry.registry import load_workload, workload_entry_points
 
     rows = []
     for name, ep in sorted(workload_entry_points().items()):
@@ -154,7 +154,7 @@ def list_workloads(json_mode: bool = typer.Option(False, "--json", help="JSON ou
 @cli_command
 def list_patterns(json_mode: bool = typer.Option(False, "--json", help="JSON output.")) -> None:
     """List the built-in detectors' patterns (tier 3 kernel log, tier 4 trial logs) with a sample."""
-    from aorta_tui.core.classify import BUILTIN_PATTERNS
+    from aorta_tui.classify import BUILTIN_PATTERNS
 
     rows = [p.to_dict() for p in BUILTIN_PATTERNS]
     if json_mode:

@@ -31,7 +31,7 @@ class SweepRequest:
     trials: int | None = None
     steps: int | None = None
     snapshots: bool = True
-    # upstream `aorta sweep run` flags (core/recipe/overrides.py; docs/compat.md)
+    # upstream `aorta sweep run` flags (recipe/overrides.py; docs/compat.md)
     stop_after_events: int | None = None
     max_trials: int | None = None
     disable_detectors: list[str] = field(default_factory=list)
@@ -79,10 +79,10 @@ def flag_mode_recipe_text(req: SweepRequest) -> str:
 
 
 def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
-    from aorta_tui.core.recipe import load_recipe, load_recipe_text, with_command
+    from aorta_tui.recipe import load_recipe, load_recipe_text, with_command
 
     if req.resume is not None:
-        from aorta_tui.core.rundir import read_run_meta
+        from aorta_tui.store.rundir import read_run_meta
 
         read_run_meta(Path(req.resume))  # a run dir that is not one (or a half-made one) says so first
     if req.recipe is not None:
@@ -109,8 +109,6 @@ def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
                 hint="resume without a command: the run remembers it",
             )
         recipe = with_command(recipe, req.command)
-    from aorta_tui.cli.compat_cmd import apply_request_overrides
-
     return apply_request_overrides(recipe, req)
 
 
@@ -190,14 +188,14 @@ def run_sweep_command(req: SweepRequest) -> int:
 def _run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.core.events import EventBus
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     refuse_undecodable(req)
     if req.recipe is not None and req.resume is None:
-        from aorta_tui.core.sanitizer import peek_mode
+        from aorta_tui.collect.sanitizer import peek_mode
 
-        if peek_mode(req.recipe) == "sanitizer":  # upstream's separate runner (core/sanitizer.py)
+        if peek_mode(req.recipe) == "sanitizer":  # upstream's separate runner (collect/sanitizer.py)
             from aorta_tui.cli.sanitizer_flow import run_sanitizer_request
 
             return run_sanitizer_request(req)
@@ -214,15 +212,15 @@ def _run_sweep_command(req: SweepRequest) -> int:
 
         recipe = with_executor_kind(recipe, req.executor)  # not hashed: a resume may switch it
     if req.nodes is not None or req.gpus_per_node is not None:
-        from aorta_tui.executor import with_distributed
+        from aorta_tui.executor.distributed import with_distributed
 
         recipe = with_distributed(recipe, req.nodes, req.gpus_per_node)
     if req.trial_isolation is not None:
-        from aorta_tui.core.recipe.overrides import with_trial_isolation
+        from aorta_tui.recipe.overrides import with_trial_isolation
 
         recipe = with_trial_isolation(recipe, req.trial_isolation)
     if req.bytecode_cache is not None:
-        from aorta_tui.core.recipe.overrides import with_bytecode_cache
+        from aorta_tui.recipe.overrides import with_bytecode_cache
 
         recipe = with_bytecode_cache(recipe, req.bytecode_cache)
     options = SweepOptions(
@@ -238,8 +236,6 @@ def _run_sweep_command(req: SweepRequest) -> int:
         return 0
     bus.add(pick_sink(req.json_mode))
     if req.verbose:
-        from aorta_tui.cli.compat_cmd import add_verbose_sink
-
         add_verbose_sink(bus, req.verbose)
     from aorta_tui.cli.metrics_opts import sweep_metrics_serving
 
@@ -340,3 +336,42 @@ def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: list[str] = ()) -
     print(f"run order starts: {first}{' ...' if len(plan.trials) > 6 else ''}")
     for note in notes:
         print(f"note: {note}")
+
+
+def apply_request_overrides(recipe: Any, req: Any) -> Any:
+    """The recipe with `sweep run`'s overlay flags applied (or a usage error naming the flag)."""
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.recipe.overrides import apply_overrides
+
+    if req.recipe is not None and (req.baseline_cell is not None or req.confound_threshold is not None):
+        flag = "--baseline-cell" if req.baseline_cell is not None else "--confound-threshold"
+        raise UsageError(f"{flag} is for flag mode (no recipe); with --recipe the recipe's "
+                         "`confound:` block decides", hint="set confound.baseline_cell / "
+                         "confound.threshold in the recipe, or drop the flag")
+    from aorta_tui.recipe.collector_names import collectors_runnable_problem
+
+    if req.collect:  # --collect replaces the recipe's and the cells' collectors, as upstream
+        import dataclasses
+
+        collectors_runnable_problem(tuple(req.collect), where="--collect")
+        recipe = dataclasses.replace(
+            recipe, collect=tuple(dict.fromkeys(req.collect)),
+            cells=type(recipe.cells)(dataclasses.replace(c, collect=None) for c in recipe.cells))
+    return apply_overrides(recipe, stop_after_events=req.stop_after_events,
+                           max_trials=req.max_trials, disable_detectors=req.disable_detectors,
+                           env_passthrough_mode=req.env_passthrough_mode)
+
+
+def add_verbose_sink(bus: Any, level: int) -> None:
+    """-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."""
+    import logging
+
+    from aorta_tui.cli.sinks import PlainSink
+
+    bus.add(PlainSink(sys.stderr))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    log = logging.getLogger("aorta_tui")
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if level >= 2 else logging.INFO)
+

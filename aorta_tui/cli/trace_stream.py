@@ -7,7 +7,7 @@ its phases, ``RunWarning``s (``code`` ``target_exited`` when the target ended, `
 trace failed), and a ``RunFinished`` last whose ``summary["result"]`` is the result document
 (``--json``'s). Every line is an event ``event_from_dict`` accepts.
 
-The TUI's trace monitor runs this through ``core.engine_run.EngineRun``; it also replays a
+The TUI's trace monitor runs this through ``relay.engine_run.EngineRun``; it also replays a
 recording of such a stream (``--replay FILE``) and feeds synthetic record lines through the
 parser (``--synthetic N``, the benchmark). Stream mode stops -- detaching bpftrace -- when
 stdout breaks or when its parent is gone (a TUI killed with its terminal), never tracing for

@@ -65,7 +65,7 @@ class TrialLaunch(Event):
     orchestrator never leaves a process the journal does not name).
 
     ``identity`` holds digests of the secret tokens the trial's processes carry in their
-    environment (``core/orphans.py``): a resume ends only processes whose token hashes, with
+    environment (``trial/orphans.py``): a resume ends only processes whose token hashes, with
     this run directory's path, to one of them. Never a pid: a pid in a line proves nothing.
     """
 

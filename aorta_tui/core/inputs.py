@@ -14,7 +14,7 @@ Errors are :class:`~aorta_tui.core.errors.UsageError` (exit 2): bad input, never
 this user may not open is :class:`~aorta_tui.core.errors.EnvironmentProblem` (exit 3).
 
 ``open_input`` is the one checked open: the readers of a run directory (its journal, lock,
-plan, results, logs: ``core/rundir.py``, ``core/run_store.py``, ``core/journal_follow.py``, the
+plan, results, logs: ``store/rundir.py``, ``store/run_store.py``, ``store/journal_follow.py``, the
 sweep, the policy and queue sweeps, the TUI, ``attach``, ``bundle``) open every file through it
 or through the readers built on it (``read_input_bytes``, ``read_json_or_none``);
 ``tests/reliability/test_rel_rundir_damage.py`` lists them.

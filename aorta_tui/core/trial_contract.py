@@ -4,8 +4,8 @@ Two files cross a process boundary for every trial, so each has one typed shape 
 ``hwqueue/child.py`` does with ``QueueRunConfig``):
 
 * ``trial_spec.json`` -> :class:`WorkerSpec`: written by the sweep (``sweep/orchestrator.py``) before
-  the trial starts, read by ``core/trial_worker.py`` (and the in-process and warm paths).
-  Named ``WorkerSpec``, not ``TrialSpec``: ``core/plan.py``'s ``TrialSpec`` is the planned
+  the trial starts, read by ``trial/worker.py`` (and the in-process and warm paths).
+  Named ``WorkerSpec``, not ``TrialSpec``: ``sweep/plan.py``'s ``TrialSpec`` is the planned
   trial (id, cell, number, order) the sweep passes around beside it.
 * ``result.json`` -> :class:`TrialResult`: written by the sweep once the trial is classified,
   read by the aggregate, the report, resume and the front ends. Its JSON is the one

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from aorta_tui.envsnap.capture import SCHEMA_VERSION, capture_snapshot
 from aorta_tui.envsnap.diff import DiffEntry, DiffReport, diff_snapshots
-from aorta_tui.envsnap.schema import iter_leaves, load_snapshot, snapshot_hash, validate
+from aorta_tui.envsnap.rules import snapshot_hash
+from aorta_tui.envsnap.schema import iter_leaves, load_snapshot, validate
 
 __all__ = [
     "SCHEMA_VERSION",

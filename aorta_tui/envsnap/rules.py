@@ -17,11 +17,15 @@ the first match wins.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from typing import Any
 
 from aorta_tui.envsnap.capture.env_vars import rank_of_variable
+from aorta_tui.envsnap.schema import iter_leaves
 
 RANKS = ("numerics", "scheduling", "informational")
 N, S, I = RANKS  # noqa: E741 - short names keep the table readable
@@ -127,3 +131,16 @@ def classify(path: str, flavour: str = "aorta-tui") -> tuple[str, bool]:
 
 def is_volatile(path: str, flavour: str = "aorta-tui") -> bool:
     return classify(path, flavour)[1]
+
+
+def snapshot_hash(snapshot: dict[str, Any]) -> str:
+    """Short sha256 over the non-volatile leaves' (path, state, value): equal environments hash equal."""
+    h = hashlib.sha256()
+    for path, leaf in iter_leaves(snapshot):
+        if is_volatile(path):
+            continue
+        h.update(json.dumps([path, leaf["state"], leaf["value"]], sort_keys=True,
+                            default=str).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()[:16]
+

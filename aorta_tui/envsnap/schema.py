@@ -12,8 +12,6 @@ in ``fields.py``. ``schema.json`` next to this file is the JSON Schema of the sa
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -159,15 +157,3 @@ def _check_upstream(data: dict[str, Any], where: str) -> None:
                          f"{json_type_name(targets)}", hint=_HINT)
 
 
-def snapshot_hash(snapshot: dict[str, Any]) -> str:
-    """Short sha256 over the non-volatile leaves' (path, state, value): equal environments hash equal."""
-    from aorta_tui.envsnap.rules import is_volatile
-
-    h = hashlib.sha256()
-    for path, leaf in iter_leaves(snapshot):
-        if is_volatile(path):
-            continue
-        h.update(json.dumps([path, leaf["state"], leaf["value"]], sort_keys=True,
-                            default=str).encode("utf-8"))
-        h.update(b"\n")
-    return h.hexdigest()[:16]

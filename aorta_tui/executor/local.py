@@ -1,4 +1,4 @@
-"""The local executor: each trial a process on this machine (``core/supervisor.run_process``)."""
+"""The local executor: each trial a process on this machine (``trial/supervisor.run_process``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class LocalExecutor:
 
     def run(self, trial: Any, pspec: Any, *, cancel: Any,
             on_start: Callable[[int | None], None]) -> Any:
-        from aorta_tui.core.supervisor import run_process
+        from aorta_tui.trial.supervisor import run_process
 
         return run_process(pspec, cancel=cancel, on_start=on_start)
 

@@ -34,9 +34,9 @@ def placement_text(result: dict[str, Any] | None) -> str:
 
 def node_summary(run_dir: Path) -> list[str]:
     """Lines of the per-node failure summary of ``run_dir`` (empty without Slurm trials)."""
-    from aorta_tui.core import rundir
     from aorta_tui.core.errors import AortaError
     from aorta_tui.core.inputs import read_json_or_none
+    from aorta_tui.store import rundir
 
     try:  # the one checked open: a damaged run directory is no summary, never a hang
         plan = read_json_or_none(run_dir / "plan.json")

@@ -32,8 +32,8 @@ from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_bytes, atomic_write_json
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
-from aorta_tui.executor import distributed_shape
 from aorta_tui.executor import slurm_cmd as sc
+from aorta_tui.executor.distributed import distributed_shape
 from aorta_tui.executor.slurm_job import JOB_SPEC, OUTCOME
 
 ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxArraySize is 1001
@@ -703,7 +703,7 @@ class SlurmExecutor:
         return facts
 
     def _outcome_from_file(self, job: TrialJob, pspec: Any, data: dict[str, Any]) -> Any:
-        from aorta_tui.core.supervisor import ProcessOutcome
+        from aorta_tui.trial.supervisor import ProcessOutcome
 
         outcome = ProcessOutcome.from_dict(data["process"])
         outcome.cancelled = False  # the job's own cancel came from Slurm, not from this sweep
@@ -714,7 +714,7 @@ class SlurmExecutor:
 
     def _outcome_from_state(self, job: TrialJob, pspec: Any, info: sc.JobInfo | None) -> Any:
         """A job that ended without an outcome file (node failure, preemption, lost)."""
-        from aorta_tui.core.supervisor import ProcessOutcome
+        from aorta_tui.trial.supervisor import ProcessOutcome
 
         for p in (pspec.stdout_path, pspec.stderr_path):
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -738,7 +738,7 @@ class SlurmExecutor:
 
     def _cancelled_outcome(self, job: TrialJob, pspec: Any) -> Any:
         """Ctrl-C of the sweep: no result (the resume runs it again); end() scancels it."""
-        from aorta_tui.core.supervisor import ProcessOutcome
+        from aorta_tui.trial.supervisor import ProcessOutcome
 
         now = time.time()
         return ProcessOutcome(
@@ -749,8 +749,8 @@ class SlurmExecutor:
 
     def amend(self, result: Any, outcome: Any) -> Any:
         """The job's final state as a typed tier-1 detection; tier 3 from the node's kernel log."""
-        from aorta_tui.core.classify.model import Classification, Detection
-        from aorta_tui.core.classify.tiers import _disabled_check, tier3, verdict_of
+        from aorta_tui.classify.model import Classification, Detection
+        from aorta_tui.classify.tiers import _disabled_check, tier3, verdict_of
 
         facts = getattr(outcome, "executor", None)
         if not isinstance(facts, dict) or facts.get("kind") != "slurm":
@@ -758,7 +758,7 @@ class SlurmExecutor:
         detections = list(result.detections)
         klog = facts.pop("kernel_log", None)
         if isinstance(klog, dict):  # the node's kernel log replaces this machine's
-            from aorta_tui.core.classify.dmesg import KernelEvent
+            from aorta_tui.classify.dmesg import KernelEvent
 
             events = [KernelEvent(**e) for e in klog.get("events") or [] if isinstance(e, dict)]
             detections = [d for d in detections if d.tier != 3 or d.id.startswith("gpu_ecc")]

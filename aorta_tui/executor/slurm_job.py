@@ -3,7 +3,7 @@
 ``python -m aorta_tui.executor.slurm_job MANIFEST`` (one task of a job array): the manifest
 lists each task's job spec (``trials/<cell>/trial-NNN/slurm-job.json``, written by the
 orchestrator, mode 0600 because it holds the trial's environment). This process reads its
-spec, deletes it, and runs the trial's command through :func:`aorta_tui.core.supervisor.run_process`
+spec, deletes it, and runs the trial's command through :func:`aorta_tui.trial.supervisor.run_process`
 on this node - the same process group/cgroup, bounded logs, timeout, hang detector and GPU
 sampling as a local trial, with the trial's environment set at process creation - then
 reads this node's kernel log for tier 3 and writes ``slurm-outcome.json`` atomically. It
@@ -86,8 +86,8 @@ def trial_env(spec_env: dict[str, str], cell_keys: set[str], environ: dict[str, 
 
 def run_trial(spec_path: Path) -> int:
     from aorta_tui.core.atomic import atomic_write_json
-    from aorta_tui.core.hang import HangPolicy
-    from aorta_tui.core.supervisor import CancelEvent, ProcessSpec, run_process
+    from aorta_tui.trial.hang import HangPolicy
+    from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec, run_process
 
     started_at = time.time()
     try:
@@ -117,7 +117,7 @@ def run_trial(spec_path: Path) -> int:
     if got:  # scancel while we were starting: end at once, and still write the outcome
         cancel.set()
     kernel: dict[str, Any] = {"events": [], "unavailable": None}
-    from aorta_tui.core.classify.dmesg import KernelLog
+    from aorta_tui.classify.dmesg import KernelLog
 
     with KernelLog.open() as klog:  # tier 3 of this node, not the orchestrator's
         cursor = klog.mark()

@@ -29,7 +29,7 @@ from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
-from aorta_tui.core.rundir import output_write_error
+from aorta_tui.store.rundir import output_write_error
 
 if TYPE_CHECKING:
     from aorta_tui.hwqueue.harness import QueueRunConfig
@@ -78,7 +78,7 @@ def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], 
 class PointLaunch:
     """Where a run directory's point runs (``queue sweep --run-dir``): its files in its trial
     directory (nothing in /tmp), its identity token in its environment, and ``on_start`` told
-    its pid, so that a resume can end it (core/orphans.py)."""
+    its pid, so that a resume can end it (trial/orphans.py)."""
 
     trial_dir: Path
     env: dict[str, str]
@@ -111,8 +111,8 @@ def run_isolated(cfg: QueueRunConfig, what: str, point: PointLaunch | None = Non
 def _run_point(cfg: QueueRunConfig, what: str, point: PointLaunch) -> dict[str, Any]:
     """One point of a run directory, under the trial supervisor: Ctrl-C ends its process tree
     (KeyboardInterrupt, as before), a SIGKILLed sweep leaves a process its resume can prove."""
-    from aorta_tui.core.supervisor import ProcessSpec, run_process
     from aorta_tui.hwqueue.result import load_result
+    from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
     config, out = point.trial_dir / "point-config.json", point.trial_dir / "point-result.json"
     atomic_write_json(config, dataclasses.asdict(cfg))

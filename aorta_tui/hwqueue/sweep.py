@@ -19,10 +19,10 @@ from typing import Any
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
-from aorta_tui.core.run_store import StoreLayout
-from aorta_tui.core.rundir import output_write_error
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
+from aorta_tui.store.run_store import StoreLayout
+from aorta_tui.store.rundir import output_write_error
 
 SWEEP_KIND = "aorta-tui/queue-sweep"
 
@@ -250,7 +250,7 @@ def _request(base: Any, counts: Sequence[int], knee_gain: float,
 def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
     """A new run directory holding ``request.json`` and an empty journal (or refused)."""
     from aorta_tui.core import ownership
-    from aorta_tui.core.rundir import JOURNAL
+    from aorta_tui.store.rundir import JOURNAL
 
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         raise UsageError(f"--run-dir {run_dir} already exists and is not an empty directory",
@@ -380,8 +380,8 @@ class _StoreSweep:
                  on_event: Callable[[Event], None] | None, run: Runner,
                  base: Any | None = None) -> None:
         from aorta_tui.core.events import CallbackSink, EventBus
-        from aorta_tui.core.run_store import RunStore
         from aorta_tui.hwqueue.harness import QueueRunConfig
+        from aorta_tui.store.run_store import RunStore
 
         self.run_dir = run_dir
         self.request = request
@@ -393,7 +393,7 @@ class _StoreSweep:
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
 
     def run(self, *, resumed: bool) -> dict[str, Any]:
-        from aorta_tui.core.rundir import write_failure
+        from aorta_tui.store.rundir import write_failure
 
         self.store.acquire()  # before the resume set is read: another process may be running it
         try:
@@ -419,7 +419,7 @@ class _StoreSweep:
                                  already_done=len(done)))
         if resumed:  # before any point's directory is reused (issue 27 item 1)
             from aorta_tui.core.events import RunWarning
-            from aorta_tui.core.orphans import end_unfinished
+            from aorta_tui.trial.orphans import end_unfinished
 
             report = end_unfinished(self.run_dir, self.store.events(), set(ids) - done)
             for note in report.warnings():
@@ -443,11 +443,11 @@ class _StoreSweep:
 
         cfg = dataclasses.replace(self.base, streams=n, run_id=f"{self.sweep_id}-s{n}")
         from aorta_tui.core.events import TrialLaunch
-        from aorta_tui.core.orphans import mint
         from aorta_tui.hwqueue.repeat import PointLaunch
+        from aorta_tui.trial.orphans import mint
 
         trial_dir = self.store.fresh_trial_dir(tid)  # what an interrupted attempt left goes
-        # its identity is in the journal before the process exists (core/orphans.py)
+        # its identity is in the journal before the process exists (trial/orphans.py)
         ident = mint(self.run_dir)
         # keyed hashes of its secrets' values (the shell's, inherited), so a bundle
         # recognises them in its logs (core/secrets.py)

@@ -15,7 +15,7 @@ Run directory (the source of truth; ``aorta-tui policy report DIR`` re-renders f
 
     DIR/sweep.json                         the request, the policies, the planned order
     DIR/journal.jsonl                      every event, one JSON object per line (the lines a
-                                           resume trusts fsynced: core/run_store.py)
+                                           resume trusts fsynced: store/run_store.py)
     DIR/trials/NNN-POLICY-tK/result.json   the queue harness's result (docs/hwqueue.md)
     DIR/trials/NNN-POLICY-tK/outcome.json  exit status, environment applied, extracted figures
     DIR/trials/NNN-POLICY-tK/stdout.txt, stderr.txt
@@ -68,13 +68,13 @@ from aorta_tui.core.events import (
     TrialStarted,
 )
 from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
-from aorta_tui.core.orphans import mint
-from aorta_tui.core.run_store import RunStore, StoreLayout
-from aorta_tui.core.rundir import output_write_error, write_failure
 from aorta_tui.core.secrets import record_secret_hashes
-from aorta_tui.core.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.stats import MIN_SAMPLES
+from aorta_tui.store.run_store import RunStore, StoreLayout
+from aorta_tui.store.rundir import output_write_error, write_failure
+from aorta_tui.trial.orphans import mint
+from aorta_tui.trial.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 
 SWEEP_SCHEMA_VERSION = 1
 REFERENCE = "baseline"
@@ -149,7 +149,7 @@ def with_reference(policies: Sequence[Policy]) -> tuple[tuple[Policy, ...], bool
 def plan_order(names: Sequence[str], trials: int, seed: int) -> list[PlannedTrial]:
     """Round-robin rounds, each a seeded shuffle of all policies.
 
-    Not ``core/plan``'s interleaved order: that one draws every round from one RNG seeded with
+    Not ``sweep/plan``'s interleaved order: that one draws every round from one RNG seeded with
     ``seed`` and swaps a round's first cell when it ended the previous round; this one seeds each
     round on its own (``seed * 1_000_003 + round``) and never swaps. Kept so a seed gives the
     order it always gave (``sweep.json`` records it; a resume reads it from there).
@@ -384,8 +384,8 @@ class PolicyEvaluator:
 
     def _end_orphans(self, run_dir: Path, unfinished: set[str]) -> None:
         """The trial a SIGKILLed sweep left running is ended (only a process that carries its
-        token: core/orphans.py), and said so, before it runs again."""
-        from aorta_tui.core.orphans import end_unfinished
+        token: trial/orphans.py), and said so, before it runs again."""
+        from aorta_tui.trial.orphans import end_unfinished
 
         report = end_unfinished(run_dir, self.store.events(), unfinished)
         for note in report.warnings():
@@ -399,7 +399,7 @@ class PolicyEvaluator:
         env, removed = trial_environment(self.base_env, policy, req.policies)
         argv = self.trial_command(req, policy, result_path)
         trial_id = planned.dir_name
-        # its identity is in the journal before the process exists (core/orphans.py)
+        # its identity is in the journal before the process exists (trial/orphans.py)
         ident = mint(run_dir)
         self._emit(TrialLaunch(self.run_id, trial_id=trial_id, cell=policy.name,
                                trial=planned.trial, identity=list(ident.digests)))
@@ -470,7 +470,7 @@ def run_policy_sweep(request: PolicySweepRequest, *, on_event: Callable[[Event],
     """Run the sweep and write its reports; see the module docstring.
 
     ``on_event`` receives every event (from this thread); ``cancel`` stops the sweep after the
-    running trial is ended (a :class:`aorta_tui.core.supervisor.CancelEvent` wakes it at once);
+    running trial is ended (a :class:`aorta_tui.trial.supervisor.CancelEvent` wakes it at once);
     ``gpu_backend`` is the GPU-control backend (default: detected, only with
     ``allow_gpu_control``); ``base_env`` replaces ``os.environ`` as the inherited environment;
     ``trial_command`` replaces ``queue_run_argv`` (a child that writes a result JSON with the

@@ -26,8 +26,6 @@ from typing import Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, clip_for_message, read_input_bytes
-from aorta_tui.core.recipe.loader import Marks, child_path
-from aorta_tui.core.recipe.validate import BAD, Validator
 from aorta_tui.policy.presets import (
     BUILTIN_BY_NAME,
     KINDS,
@@ -36,6 +34,8 @@ from aorta_tui.policy.presets import (
     GpuControlSettings,
     Policy,
 )
+from aorta_tui.recipe.checks import BAD, Validator
+from aorta_tui.recipe.loader import Marks, child_path
 
 SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "policies")

@@ -396,7 +396,7 @@ def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Pa
 
 def rerender(run_dir: str | Path) -> tuple[dict[str, Any], Path, Path]:
     """Recompute the comparison from the run directory and rewrite both reports."""
-    from aorta_tui.core.rundir import write_failure
+    from aorta_tui.store.rundir import write_failure
 
     report = build_report(run_dir)
     try:

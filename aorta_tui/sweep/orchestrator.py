@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import rundir, spawn_gate
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
@@ -39,12 +39,8 @@ from aorta_tui.core.events import (
     TrialStarted,
 )
 from aorta_tui.core.inputs import read_json_or_none
-from aorta_tui.core.plan import CellPlan, Plan, TrialSpec, build_plan
-from aorta_tui.core.registry import Registry
-from aorta_tui.core.run_store import RunStore
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.core.services import NO_SERVICES, SweepServices
-from aorta_tui.core.supervisor import CancelEvent
 from aorta_tui.core.trial_contract import (
     TRIAL_SPEC_FILE,
     TrialResult,
@@ -52,6 +48,11 @@ from aorta_tui.core.trial_contract import (
     workload_rank_files,
     workload_result_filename,
 )
+from aorta_tui.registry.registry import Registry
+from aorta_tui.store import rundir
+from aorta_tui.store.run_store import RunStore
+from aorta_tui.sweep.plan import CellPlan, Plan, TrialSpec, build_plan
+from aorta_tui.trial.supervisor import CancelEvent
 
 
 @dataclass
@@ -98,7 +99,7 @@ class Sweep:
         # The result of every trial that counts: read once at a resume, then each one written
         # in this session; the aggregate and the report take these (no second read of the files).
         self._records: dict[str, TrialResult] = {}
-        self._warm: Any = None  # trial_isolation: warm: the session's zygotes (core/warm.py)
+        self._warm: Any = None  # trial_isolation: warm: the session's zygotes (trial/warm.py)
         from aorta_tui.executor import executor_for
 
         self.executor = executor_for(recipe)  # where trials run: local processes or Slurm jobs
@@ -122,8 +123,8 @@ class Sweep:
                 hint="put the command after `--`, e.g. aorta-tui --batch probe.yaml -- bash launch.sh",
             )
         if r.mode == "triage":
-            from aorta_tui.core.registry import load_workload
-            from aorta_tui.core.workload import validate_config
+            from aorta_tui.registry.registry import load_workload
+            from aorta_tui.registry.workload import validate_config
 
             try:
                 self._workload_cls = load_workload(r.workload)
@@ -133,8 +134,8 @@ class Sweep:
                 notes.append(f"workload {r.workload!r} is not available here ({exc.message}); "
                              "a real run would stop with this error")
                 return notes
-            from aorta_tui.core.recipe import RecipeValidationError
-            from aorta_tui.core.recipe.workload_check import workload_issues
+            from aorta_tui.recipe import RecipeValidationError
+            from aorta_tui.sweep.workload_check import workload_issues
 
             issues, _ = workload_issues(r)
             if issues:
@@ -161,8 +162,8 @@ class Sweep:
                     if not dry_run:
                         raise
                     notes.append(f"{exc.message}; a real run would stop with this error")
-            if r.trial_isolation == "warm":  # core/warm.py: what a forked trial cannot honour
-                from aorta_tui.core.warm import check_warm
+            if r.trial_isolation == "warm":  # trial/warm.py: what a forked trial cannot honour
+                from aorta_tui.trial.warm import check_warm
 
                 check_warm(r, self.plan, self._workload_cls)
             if r.trial_isolation == "in_process" and not self._workload_cls.launch.in_process_safe:
@@ -203,7 +204,7 @@ class Sweep:
 
     def _check_collectors(self, dry_run: bool) -> list[str]:
         """rocprof / proton asked for but not installed: exit 3 before anything runs."""
-        from aorta_tui.core.collectors import cell_collect, missing_tools
+        from aorta_tui.collect.collectors import cell_collect, missing_tools
 
         names = [n for c in self.plan.cells for n in cell_collect(self.recipe, c.name)]
         missing = missing_tools(names)
@@ -238,7 +239,7 @@ class Sweep:
         try:
             session, done = self._take_over(run_dir)
             pending = [t for t in self.plan.trials if t.trial_id not in done]
-            from aorta_tui.core.warm import warm_pool
+            from aorta_tui.trial.warm import warm_pool
 
             # trial_isolation: warm: the zygotes start first, so their imports (the longest wait
             # of a warm run) overlap the journal's set-up, the snapshots and the executor's
@@ -261,7 +262,7 @@ class Sweep:
                 self.bus.emit(RunWarning(run_id, message=f"resume: {damage.describe(journal.path)}",
                                       code="journal_damaged"))
             if self.options.snapshots:
-                from aorta_tui.core.snapshots import start_captures
+                from aorta_tui.sweep.snapshots import start_captures
 
                 captures = start_captures(
                     run_dir, self.plan.environments, self._base_env(),
@@ -272,7 +273,7 @@ class Sweep:
             status = self._run_trials(run_dir, run_id, pending, session)
             self._say_import_cost(run_id, pending)
             if captures:
-                from aorta_tui.core.snapshots import finish_captures
+                from aorta_tui.sweep.snapshots import finish_captures
 
                 for w in finish_captures(captures):
                     self.bus.emit(RunWarning(run_id, message=w, code="snapshot"))
@@ -284,14 +285,14 @@ class Sweep:
         finally:
             zygotes.close()
             if captures:
-                from aorta_tui.core.snapshots import cancel_captures
+                from aorta_tui.sweep.snapshots import cancel_captures
 
                 cancel_captures(captures)
             store.release()
 
     def _open_run_dir(self) -> Path:
         """A new run directory, or the one to resume once its recipe hash is checked."""
-        from aorta_tui.core.recipe import dump_resolved, recipe_hash
+        from aorta_tui.recipe import dump_resolved, recipe_hash
 
         self._hash = recipe_hash(self.recipe)
         if self.options.resume is not None:
@@ -360,9 +361,9 @@ class Sweep:
     def _end_orphans(self, run_dir: Path, unfinished: set[str]) -> None:
         """A SIGKILLed orchestrator leaves its running trial behind: end it before re-running it.
 
-        Only processes that carry the trial's token are ended (core/orphans.py); a pid the
+        Only processes that carry the trial's token are ended (trial/orphans.py); a pid the
         journal names without it is left alone, and said so."""
-        from aorta_tui.core.orphans import end_unfinished
+        from aorta_tui.trial.orphans import end_unfinished
 
         report = end_unfinished(run_dir, self._store.events(), unfinished)
         self._resume_notes = report.warnings()
@@ -376,7 +377,7 @@ class Sweep:
         ``adopt``), never by a /proc scan here."""
         if self.executor.kind != "local":
             return pspec
-        from aorta_tui.core.orphans import mint
+        from aorta_tui.trial.orphans import mint
 
         zygote = getattr(getattr(pspec.launcher, "zygote", None), "token", None)
         ident = mint(run_dir, zygote_token=zygote)
@@ -423,7 +424,7 @@ class Sweep:
         return tool_env({**os.environ, **cell.env}, env)
 
     def _run_trials(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int) -> str:
-        from aorta_tui.core.classify.dmesg import KernelLog
+        from aorta_tui.classify.dmesg import KernelLog
 
         with KernelLog.open() as kernel_log:
             self.executor.begin(self, run_dir, pending, session)  # Slurm: one batched sbatch
@@ -465,7 +466,7 @@ class Sweep:
         return "completed"
 
     def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
-        from aorta_tui.core.classify import LogScan, classify
+        from aorta_tui.classify import LogScan, classify
 
         cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
         log_scan: LogScan | None = None
@@ -480,7 +481,7 @@ class Sweep:
 
         cursor = kernel_log.mark()
         if r.mode == "triage" and r.trial_isolation == "in_process":
-            from aorta_tui.core.inprocess import run_in_process
+            from aorta_tui.trial.inprocess import run_in_process
 
             wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
             on_start(os.getpid())
@@ -490,7 +491,7 @@ class Sweep:
             with self._trial_trace(run_id, trial_dir) as trace_env:
                 if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
                     pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
-                if self._warm is not None:  # forked from its zygote (core/warm.py)
+                if self._warm is not None:  # forked from its zygote (trial/warm.py)
                     pspec = dataclasses.replace(pspec, launcher=self._warm.launcher(cell.environment, pspec.env))
                 pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
                 # tiers 4-5 over the whole output as it passes (the logs keep head + tail)
@@ -546,10 +547,10 @@ class Sweep:
         }
         if log_scan is not None and log_scan.used:  # how much was scanned, how much is kept
             record["log_scan"] = log_scan.summary()
-        from aorta_tui.core.retention import finish_trial_files
+        from aorta_tui.collect.retention import finish_trial_files
 
         if self._collect(cell):  # what each collector did, or "not available: <reason>"
-            from aorta_tui.core.collectors import finish_trial
+            from aorta_tui.collect.collectors import finish_trial
 
             record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
         record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
@@ -564,8 +565,8 @@ class Sweep:
     def prepare_trial(self, run_dir: Path, spec: TrialSpec) -> tuple[CellPlan, Path, dict[str, str], list[str], Any]:
         """The trial's directory, environment, argv and ProcessSpec (executors call it too:
         the Slurm executor prepares every pending trial before its batched submission)."""
-        from aorta_tui.core.hang import HangPolicy
-        from aorta_tui.core.supervisor import ProcessSpec
+        from aorta_tui.trial.hang import HangPolicy
+        from aorta_tui.trial.supervisor import ProcessSpec
 
         cell = self.plan.cell(spec.cell)
         trial_dir = run_dir / "trials" / spec.trial_id
@@ -636,7 +637,7 @@ class Sweep:
             # Names were validated (recipe and sidecar); checked again here because sourcing a
             # bad one runs it. Values are quoted; 0600 from the start: they may be secrets.
             from aorta_tui.core.atomic import atomic_write_bytes
-            from aorta_tui.core.registry import ENV_NAME_RE
+            from aorta_tui.recipe.checks import ENV_NAME_RE
 
             bad = [k for k in cell.env if not ENV_NAME_RE.fullmatch(k)]
             if bad:
@@ -649,8 +650,8 @@ class Sweep:
         return env
 
     def _collect(self, cell: CellPlan) -> dict[str, dict[str, str]]:
-        """The cell's upstream collectors, name -> options (core/collectors.py)."""
-        from aorta_tui.core.collectors import cell_collect
+        """The cell's upstream collectors, name -> options (collect/collectors.py)."""
+        from aorta_tui.collect.collectors import cell_collect
 
         return cell_collect(self.recipe, cell.name)
 
@@ -671,7 +672,7 @@ class Sweep:
             trial_dir=str(trial_dir),
             switches=tuple(cell.switches),
             collect={n: o for n, o in self._collect(cell).items()  # the worker's own collectors
-                     if n in ("layer_numerics", "torch_profiler")},  # (core/layer_numerics.py, torch_profiler_collect.py)
+                     if n in ("layer_numerics", "torch_profiler")},  # (collect/layer_numerics.py, torch_profiler_collect.py)
         )
 
     def _trial_argv(self, cell: CellPlan, trial_dir: Path, env: dict[str, str]) -> list[str]:
@@ -679,16 +680,16 @@ class Sweep:
         if r.mode == "probe":
             argv = list(r.command)
         else:
-            worker = [sys.executable, "-m", "aorta_tui.core.trial_worker", str(trial_dir / TRIAL_SPEC_FILE)]
+            worker = [sys.executable, "-m", "aorta_tui.trial.worker", str(trial_dir / TRIAL_SPEC_FILE)]
             launch = self._workload_cls.launch
             world = int((cell.workload_config or {}).get("world_size", launch.min_world_size))
-            from aorta_tui.executor import torchrun_argv
+            from aorta_tui.executor.distributed import torchrun_argv
 
             # torchrun --standalone here, srun torchrun across a Slurm job's nodes (executor)
             launcher = torchrun_argv(r, world, worker[1:]) if launch.mode == "torchrun" else None
             argv = launcher or worker  # one rank needs no launcher (_dist.py)
-        if self._collect(cell):  # rocprof / proton around the command (core/collectors.py)
-            from aorta_tui.core.collectors import wrap_trial
+        if self._collect(cell):  # rocprof / proton around the command (collect/collectors.py)
+            from aorta_tui.collect.collectors import wrap_trial
 
             argv = wrap_trial(self._collect(cell), argv, env, trial_dir)
         if cell.docker:
@@ -700,10 +701,10 @@ class Sweep:
         return argv
 
     def _timeline(self, outcome: Any, wres: dict[str, Any] | None, stdout: Path) -> dict[str, Any]:
-        """The trial's timeline (core/timeline.py): the supervisor's marks, the child's (out of
+        """The trial's timeline (trial/timeline.py): the supervisor's marks, the child's (out of
         its workload result), and what ran beside it."""
-        from aorta_tui.core import timeline
-        from aorta_tui.core.snapshots import beside_trial
+        from aorta_tui.sweep.snapshots import beside_trial
+        from aorta_tui.trial import timeline
 
         marks = dict(getattr(outcome, "marks", None) or {})
         beside = dict(getattr(outcome, "beside", None) or {})
@@ -733,7 +734,7 @@ class Sweep:
         if wres and wres.get("step_times_s"):
             return [float(x) for x in wres["step_times_s"]], "workload"
         if self.recipe.step_time_regex:
-            from aorta_tui.core.classify import extract_step_times
+            from aorta_tui.classify import extract_step_times
 
             times = extract_step_times(stdout, self.recipe.step_time_regex)
             if times:
@@ -745,7 +746,7 @@ class Sweep:
     # -- the end ---------------------------------------------------------------------------
 
     def _finish(self, run_dir: Path, run_id: str, status: str) -> SweepOutcome:
-        from aorta_tui.core.report import write_reports
+        from aorta_tui.sweep.matrix_report import write_reports
 
         records = [self._records[t] for t in sorted(self._records)]
         cells = aggregate(records, [c.name for c in self.plan.cells],
@@ -856,7 +857,7 @@ def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:
     Conditions see the match's named groups plus upstream's trial variables (``exit_code``,
     ``walltime_sec``, ``peak_vram_mib``), which exist only once the process has ended.
     """
-    from aorta_tui.core.classify import PatternRule
+    from aorta_tui.classify import PatternRule
 
     vram = outcome.gpu_peak_mem_bytes / 2**20 if outcome.gpu_peak_mem_bytes is not None else None
     rules = []
@@ -911,7 +912,7 @@ def _require_docker() -> None:
 
 def _emulated_cells(plan: Any, registry: Any, dry_run: bool) -> list[str]:
     """Cells in upstream's emulated environments: a note in a dry run, else exit 3."""
-    from aorta_tui.core.registry import emulator_problem
+    from aorta_tui.registry.registry import emulator_problem
 
     notes = []
     for cell in plan.cells:

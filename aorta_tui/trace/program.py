@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from aorta_tui.core.errors import UsageError
 from aorta_tui.trace.hdr import SUB_BITS
 from aorta_tui.trace.metrics import Metric
+from aorta_tui.trace.probes.base import ident
 
 if TYPE_CHECKING:
     from aorta_tui.trace.probes.base import ProbeDetection, ProbeSet
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 _BLOCK_RE = re.compile(r"^// @block (\w+)\s*$(.*?)^// @end\s*$", re.M | re.S)
 _PARAM_RE = re.compile(r"\{\{(\w+)\}\}")
 _EMIT_RE = re.compile(r"@@EMIT\(([^)]*)\)")
-_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PATH_RE = re.compile(r"^/[A-Za-z0-9._/+-]+$")
 _EXPR_RE = re.compile(r'^[A-Za-z0-9_$@>\-()*+<&|^" .\[\]]+$')
 _TOKEN_RE = re.compile(r"^(\$[A-Za-z_]\w*|nsecs|-?\d+|pid|tid)$")
@@ -47,11 +47,6 @@ PAD_BYTES = 4100
 FLUSH_PAD = 'printf("@P ' + "." * PAD_BYTES + '\\n");'
 
 
-def ident(name: str) -> str:
-    """A C identifier (symbol, tracepoint field); anything else is refused."""
-    if not _IDENT_RE.match(name):
-        raise UsageError(f"{name!r} is not a valid identifier for a probe")
-    return name
 
 
 def validate_param(name: str, value: str) -> str:

@@ -31,7 +31,7 @@ def default_output_dir() -> Path:
     if env:
         return Path(env)
     try:
-        from aorta_tui.core import rundir
+        from aorta_tui.store import rundir
 
         default = getattr(rundir, "DEFAULT_OUTPUT_DIR", None)
         if default:

@@ -1,6 +1,6 @@
 """The one bridge from the engine to the screens: a Textual thread worker posts typed messages.
 
-A screen that runs an engine command starts it with ``core.engine_run.EngineRun`` and hands it
+A screen that runs an engine command starts it with ``relay.engine_run.EngineRun`` and hands it
 to :meth:`EngineBridge.follow_engine`; a screen that shows a run directory hands the directory to
 :meth:`EngineBridge.follow_journal`. Either way one ``@work(thread=True)`` worker reads, and posts
 to the screen:
@@ -26,8 +26,8 @@ from textual import work
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from aorta_tui.core.engine_run import EngineRun, EngineRunError
 from aorta_tui.core.events import Event, HistogramSnapshot
+from aorta_tui.relay.engine_run import EngineRun, EngineRunError
 
 
 class EngineEvent(Message):
@@ -140,7 +140,7 @@ class EngineBridge:
     def follow_journal(self, pending: PendingEvents) -> None:
         """Read ``pending.run_dir``'s journal from the start, then follow it until
         ``pending.stop`` is set."""
-        from aorta_tui.core.journal_follow import follow_journal
+        from aorta_tui.store.journal_follow import follow_journal
 
         post = self.post_message  # type: ignore[attr-defined]
 

@@ -87,7 +87,7 @@ def read_recipe_for_edit(path: Path) -> str:
     /dev/zero is refused, never waited on), at most the recipe engine's size limit, UTF-8.
     Raises ``UsageError`` with the file named (exit 2 on the command line)."""
     from aorta_tui.core.inputs import decode_utf8, read_input_bytes
-    from aorta_tui.core.recipe.loader import MAX_RECIPE_BYTES
+    from aorta_tui.recipe.loader import MAX_RECIPE_BYTES
 
     data = read_input_bytes(path, what="recipe", limit=MAX_RECIPE_BYTES,
                             hint="pass the path of a recipe .yaml file")

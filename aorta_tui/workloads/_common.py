@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem
-from aorta_tui.core.workload import ConfigField
+from aorta_tui.registry.workload import ConfigField
 
 DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")

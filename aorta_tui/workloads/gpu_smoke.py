@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from aorta_tui.core.workload import (
+from aorta_tui.registry.workload import (
     ConfigField,
     Failure,
     LaunchSpec,
@@ -28,7 +28,7 @@ class GpuSmoke(Workload):
     hint = "gpu_smoke failing means the device or its runtime is broken: check `aorta-tui env probe --summary`"
     injected_hint = ("the failures were injected (workload_config inject_error: true): the self-check "
                      "works; the device is not at fault. Drop inject_error to test the device")
-    preload = ("aorta_tui.core.switches",)
+    preload = ("aorta_tui.registry.switches",)
     config_schema = (
         ConfigField("size", "int", 256, "matrix side", min=1, max=16384),
         # upstream AORTA's gpu_smoke key: its problem size (a vector length there), the
@@ -58,7 +58,7 @@ class GpuSmoke(Workload):
     def setup(self, ctx: WorkloadContext) -> None:
         import torch
 
-        from aorta_tui.core.switches import apply_switches
+        from aorta_tui.registry.switches import apply_switches
 
         self._applied = apply_switches(ctx.switches)
         want = ctx.config["device"]

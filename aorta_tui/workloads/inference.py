@@ -26,7 +26,7 @@ import math
 from typing import Any, ClassVar
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.workload import (
+from aorta_tui.registry.workload import (
     ConfigField,
     Failure,
     LaunchSpec,
@@ -89,7 +89,7 @@ class Inference(Workload):
     )
     preload: ClassVar[tuple[str, ...]] = (
         "torch.nn.functional", "aorta_tui.workloads._common", "aorta_tui.workloads._models",
-        "aorta_tui.core.switches",
+        "aorta_tui.registry.switches",
     )
     config_schema: ClassVar[tuple[ConfigField, ...]] = (
         ConfigField("mode", "str", "offline_batch", choices=("offline_batch", "continuous_batch")),
@@ -113,7 +113,7 @@ class Inference(Workload):
 
     # -- set-up --------------------------------------------------------------------------
     def setup(self, ctx: WorkloadContext) -> None:
-        from aorta_tui.core.switches import apply_switches
+        from aorta_tui.registry.switches import apply_switches
         from aorta_tui.workloads._common import pick_device, torch_dtype
         from aorta_tui.workloads._models import ModelShape, build_model
 

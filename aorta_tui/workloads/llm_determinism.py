@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-from aorta_tui.core.workload import (
+from aorta_tui.registry.workload import (
     ConfigField,
     Failure,
     LaunchSpec,
@@ -48,7 +48,7 @@ class LlmDeterminism(Workload):
     )
     preload: ClassVar[tuple[str, ...]] = (
         "torch.nn.functional", "torch.distributed", "aorta_tui.workloads._common",
-        "aorta_tui.workloads._dist", "aorta_tui.workloads._models", "aorta_tui.core.switches",
+        "aorta_tui.workloads._dist", "aorta_tui.workloads._models", "aorta_tui.registry.switches",
     )
 
     @classmethod
@@ -112,7 +112,7 @@ class LlmDeterminism(Workload):
         return out
 
     def setup(self, ctx: WorkloadContext) -> None:
-        from aorta_tui.core.switches import apply_switches
+        from aorta_tui.registry.switches import apply_switches
         from aorta_tui.workloads._common import pick_device, torch_dtype
         from aorta_tui.workloads._dist import init_distributed
         from aorta_tui.workloads._models import ModelShape, build_model

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from aorta_tui.core.workload import (
+from aorta_tui.registry.workload import (
     ConfigField,
     Failure,
     LaunchSpec,
@@ -185,7 +185,7 @@ class Race(Workload):
         return out
 
     def setup(self, ctx: WorkloadContext) -> None:
-        from aorta_tui.core.switches import apply_switches
+        from aorta_tui.registry.switches import apply_switches
         from aorta_tui.workloads._common import pick_device, torch_dtype
         from aorta_tui.workloads._dist import init_distributed
 

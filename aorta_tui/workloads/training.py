@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from aorta_tui.core.workload import (
+from aorta_tui.registry.workload import (
     ConfigField,
     Failure,
     LaunchSpec,
@@ -62,7 +62,7 @@ class Training(Workload):
     preload: ClassVar[tuple[str, ...]] = (
         "torch.nn.functional", "torch.optim", "torch._dynamo", "torch.distributed",
         "torch.nn.parallel", "aorta_tui.workloads._common", "aorta_tui.workloads._dist",
-        "aorta_tui.workloads._models", "aorta_tui.core.switches",
+        "aorta_tui.workloads._models", "aorta_tui.registry.switches",
     )
     config_schema: ClassVar[tuple[ConfigField, ...]] = (
         ConfigField("parallelism", "str", "ddp",
@@ -89,7 +89,7 @@ class Training(Workload):
         return cls.preload + (("torch.distributed.fsdp",) if fsdp else ())
 
     def setup(self, ctx: WorkloadContext) -> None:
-        from aorta_tui.core.switches import apply_switches
+        from aorta_tui.registry.switches import apply_switches
         from aorta_tui.workloads._common import pick_device, seed_everything
 
         self.applied = apply_switches(ctx.switches)

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import REPO, aorta
+from tests.engine_support import REPO, aorta
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 RECIPE = """\
 schema_version: 1

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from aorta_tui.agent import env_candidates
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.registry import MITIGATION_NAME_RE
-from tests.engine.conftest import aorta
+from aorta_tui.registry.registry import MITIGATION_NAME_RE
+from tests.engine_support import aorta
 
 RECIPE = """\
 schema_version: 1

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import aorta
+from tests.engine_support import aorta
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 pytest.importorskip("openai")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent.test_agent_llm import RECIPE, SCRIPT, _agent_dir
-from tests.engine.conftest import aorta
+from tests.engine_support import aorta
 
 pytest.importorskip("openai")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 HF_TOKEN = "hf_PLANTEDtok3nValue42"
 API_KEY = "wandbPLANTEDkey9911"

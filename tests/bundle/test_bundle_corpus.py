@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.bundle import plant_corpus as corpus
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 PLANT = Path(corpus.__file__)
 RECIPE = """\

@@ -7,6 +7,6 @@ import pytest
 
 @pytest.fixture(scope="session")
 def registry():
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.registry.registry import Registry
 
     return Registry()

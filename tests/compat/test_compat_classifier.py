@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core.classify import PatternRule, classify
-from aorta_tui.core.classify.dmesg import match_kernel_line
-from aorta_tui.core.classify.upstream_ids import UPSTREAM_ALIASES
+from aorta_tui.classify import PatternRule, classify
+from aorta_tui.classify.dmesg import match_kernel_line
+from aorta_tui.classify.upstream_ids import UPSTREAM_ALIASES
 from aorta_tui.core.errors import RecipeError
-from aorta_tui.core.recipe import load_recipe_text
-from aorta_tui.core.supervisor import ProcessOutcome
+from aorta_tui.recipe import load_recipe_text
+from aorta_tui.trial.supervisor import ProcessOutcome
 
 
 def _outcome(exit_code: int | None = 0, signal: int | None = None, **kw) -> ProcessOutcome:
@@ -147,7 +147,7 @@ def test_every_upstream_id_is_accepted_by_validation() -> None:
 
 
 def test_no_counterpart_ids_get_a_note(registry) -> None:
-    from aorta_tui.core.recipe.plan_summary import summarize
+    from aorta_tui.sweep.plan_summary import summarize
 
     r = load_recipe_text(_RECIPE.format(ids=["tier3:vram_growth", "tier4:nan_signature"]))
     notes = [w for w in summarize(r, registry)["warnings"] if "disables nothing" in w]

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import aorta, journal, only_run_dir
+from tests.engine_support import aorta, journal, only_run_dir
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 PROBE = """\
 schema_version: 1

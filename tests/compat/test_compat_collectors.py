@@ -1,5 +1,5 @@
-"""Issue 14, item 5: upstream's ``collect:`` collectors run per trial (core/collectors.py,
-core/layer_numerics.py), or say "not available: <reason>" in the trial's result.json and in
+"""Issue 14, item 5: upstream's ``collect:`` collectors run per trial (collect/collectors.py,
+collect/layer_numerics.py), or say "not available: <reason>" in the trial's result.json and in
 matrix.md; never a refusal of the whole sweep.
 
 Real parts: sweeps run through the CLI in subprocesses; ``rocprofv3`` and Triton's proton are
@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 RECIPE = """\
 schema_version: 1
@@ -135,7 +138,7 @@ def test_layer_numerics_runs_in_process_and_is_reported(tmp_path) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     record = json.loads((run / "trials/base/trial-000/result.json").read_text())
     col = record["collectors"]
-    assert record["argv"][1:3] == ["-m", "aorta_tui.core.trial_worker"]  # nothing wrapped
+    assert record["argv"][1:3] == ["-m", "aorta_tui.trial.worker"]  # nothing wrapped
     ln = col["layer_numerics"]
     assert ln["status"] == "ran" and ln["metrics"]["layer_numerics_watched"] == 5
     assert ln["metrics"]["layer_numerics_first_bad"] is None
@@ -171,7 +174,7 @@ def test_a_fake_rocprofv3_gets_upstreams_argv_and_its_csvs_are_summarised(tmp_pa
     assert argv[:argv.index("--") + 1] == [
         str(fake), "-d", out, "-o", "aorta", "--output-format", "csv", "--kernel-trace",
         "--hip-trace", "--stats", "-S", "--summary-output-file", "rocprof_summary", "-u", "msec", "--"]
-    assert argv[argv.index("--") + 1:][1:3] == ["-m", "aorta_tui.core.trial_worker"]
+    assert argv[argv.index("--") + 1:][1:3] == ["-m", "aorta_tui.trial.worker"]
     assert record["verdict"] == "pass" and record["workload_result"]["passed"]
     rec = record["collectors"]["rocprof"]
     assert rec["status"] == "ran" and rec["path"] == "rocprof"
@@ -198,7 +201,7 @@ def test_a_fake_proton_runs_the_trial_worker_by_script_and_its_hatchet_is_summar
     argv = record["argv"]
     assert argv[1:9] == ["-m", "triton.profiler.proton", "-n", str(trial / "proton/proton"),
                          "--context", "python", "--data", "tree"]
-    assert argv[9].endswith("aorta_tui/core/trial_worker.py")
+    assert argv[9].endswith("aorta_tui/trial/worker.py")
     assert record["verdict"] == "pass" and record["workload_result"]["passed"]
     assert record["collectors"]["proton"] == {"status": "ran", "path": "proton", "metrics": {
         "proton_kernel_count": 5, "proton_gpu_time_ms": 2.5, "proton_top_kernel_ms": 2.0,
@@ -243,7 +246,7 @@ def test_bad_collector_options_are_located_exit_2(tmp_path, collect, says) -> No
 
 def test_layer_numerics_finds_the_first_bad_layer_and_dumps_the_run_up(tmp_path) -> None:
     torch = pytest.importorskip("torch")
-    from aorta_tui.core.layer_numerics import LayerNumerics
+    from aorta_tui.collect.layer_numerics import LayerNumerics
 
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     ln = LayerNumerics(tmp_path, {"NANLOG_SAMPLE_EVERY": "100", "NANLOG_PRE_CONTEXT": "2",
@@ -280,7 +283,7 @@ _cells = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",
 @settings(max_examples=60, deadline=None)
 @given(rows=st.lists(st.tuples(_cells, _cells, _cells), max_size=8), header=st.booleans())
 def test_rocprof_csv_summary_never_raises_or_invents(tmp_path_factory, rows, header, attack_tally) -> None:
-    from aorta_tui.core.collectors import rocprof_metrics
+    from aorta_tui.collect.collectors import rocprof_metrics
 
     d = tmp_path_factory.mktemp("csv")
     lines = (["Name,Calls,TotalDurationNs"] if header else []) + [
@@ -304,7 +307,7 @@ def test_layer_numerics_on_a_cuda_device_drains_once_per_step(tmp_path) -> None:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device here (the lead's H200 runs it)")
-    from aorta_tui.core.layer_numerics import LayerNumerics
+    from aorta_tui.collect.layer_numerics import LayerNumerics
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 8)).cuda()
     ln = LayerNumerics(tmp_path, {"NANLOG_SAMPLE_EVERY": "1"})
@@ -326,7 +329,7 @@ def test_torch_profiler_wraps_the_steps_and_writes_a_trace_and_summary(tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     trial = run / "trials/base/trial-000"
     record = json.loads((trial / "result.json").read_text())
-    assert record["argv"][1:3] == ["-m", "aorta_tui.core.trial_worker"]  # in-process, no wrap
+    assert record["argv"][1:3] == ["-m", "aorta_tui.trial.worker"]  # in-process, no wrap
     assert record["verdict"] == "pass"
     rec = record["collectors"]["torch_profiler"]
     assert rec["status"] == "ran" and rec["path"] == "torch_profiler", rec
@@ -362,7 +365,7 @@ def test_torch_profiler_wraps_the_steps_and_writes_a_trace_and_summary(tmp_path)
 
 def test_torch_profiler_in_process_cpu_only_and_no_trace(tmp_path) -> None:
     torch = pytest.importorskip("torch")
-    from aorta_tui.core.torch_profiler_collect import TorchProfiler
+    from aorta_tui.collect.torch_profiler import TorchProfiler
 
     out = tmp_path / "tp"
     out.mkdir()
@@ -394,7 +397,7 @@ _opt_val = st.one_of(st.sampled_from(["auto", "cpu", "cpu,cuda", "cuda", "auto,c
 @settings(max_examples=150, deadline=None)
 @given(options=st.dictionaries(_opt_key, _opt_val, max_size=6))
 def test_torch_profiler_options_are_checked_never_raise(options, attack_tally) -> None:
-    from aorta_tui.core.torch_profiler_collect import TorchProfiler, option_problems
+    from aorta_tui.collect.torch_profiler import TorchProfiler, option_problems
 
     failures = 0
     try:
@@ -466,7 +469,7 @@ def test_a_fake_ncu_wraps_the_trial_and_its_details_csv_is_summarised(tmp_path) 
     argv = record["argv"]
     assert argv[:12] == [str(fake), "--target-processes", "all", "-f", "-o",
                          str(trial / "ncu/profile"), "-c", "20", "--set", "basic", "-k", "regex:gemm"]
-    assert argv[13:15] == ["-m", "aorta_tui.core.trial_worker"]
+    assert argv[13:15] == ["-m", "aorta_tui.trial.worker"]
     assert record["verdict"] == "pass"
     rec = record["collectors"]["ncu"]
     assert rec["status"] == "ran" and rec["path"] == "ncu", rec
@@ -491,7 +494,7 @@ _ncu_row = st.tuples(st.sampled_from(["0", "1", "2", ""]), _cells,
 @settings(max_examples=80, deadline=None)
 @given(rows=st.lists(_ncu_row, max_size=8), tail=st.text(max_size=60))
 def test_ncu_details_csv_summary_never_raises_or_invents(rows, tail, attack_tally) -> None:
-    from aorta_tui.core.ncu_collect import details_metrics
+    from aorta_tui.collect.ncu import details_metrics
 
     text = "\n".join(",".join('"' + c.replace('"', '""') + '"' for c in r) for r in rows) + tail
     failures = 0

@@ -101,10 +101,10 @@ def _upstream_plans(target: Path, items: list[dict]) -> dict[str, dict]:
 
 
 def _our_plan(recipe: Path, sidecars: list[Path]) -> dict:
-    from aorta_tui.core.plan import build_plan
-    from aorta_tui.core.recipe import RecipeValidationError, load_recipe
-    from aorta_tui.core.recipe.workload_check import workload_issues
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.recipe import RecipeValidationError, load_recipe
+    from aorta_tui.registry.registry import Registry
+    from aorta_tui.sweep.plan import build_plan
+    from aorta_tui.sweep.workload_check import workload_issues
 
     registry = Registry(sidecars)
     r = load_recipe(recipe, registry=registry)
@@ -205,10 +205,10 @@ def test_every_upstream_recipe_plans_as_upstream(upstream, attack_tally, capsys)
 
 
 def _our_sanitizer(path: Path) -> dict:
-    from aorta_tui.core.sanitizer import load_sanitizer_recipe
+    from aorta_tui.collect.sanitizer import load_sanitizer_recipe
 
     r = load_sanitizer_recipe(path)
-    from aorta_tui.core.sanitizer import plan_summary  # what `recipe validate` prints
+    from aorta_tui.collect.sanitizer import plan_summary  # what `recipe validate` prints
 
     assert [c["sanitizer"] for c in plan_summary(r)["checks"]] == list(r.sanitizers)
     return {"ticket": r.ticket, "target": r.target, "source_kind": r.source_kind,
@@ -250,8 +250,8 @@ def _classifier_samples(root: Path) -> list[tuple[str, str]]:
 
 
 def _ours(kind: str, text: str, tmp: Path) -> list[str]:
-    from aorta_tui.core.classify import classify
-    from aorta_tui.core.classify.dmesg import _event
+    from aorta_tui.classify import classify
+    from aorta_tui.classify.dmesg import _event
 
     if kind == "dmesg":
         events = [e for e in (_event(line, None, None) for line in text.splitlines()) if e]
@@ -262,7 +262,7 @@ def _ours(kind: str, text: str, tmp: Path) -> list[str]:
 
 
 def test_upstream_classifier_samples_agree(upstream, tmp_path: Path, attack_tally, capsys) -> None:
-    from aorta_tui.core.classify.upstream_ids import UPSTREAM_ALIASES
+    from aorta_tui.classify.upstream_ids import UPSTREAM_ALIASES
 
     root, target = upstream
     samples = _classifier_samples(root)
@@ -309,9 +309,9 @@ def test_upstream_collect_recipes_wrap_their_commands_as_upstream(upstream, tmp_
     """Every recipe of the sdist with `collect:` (its rocprof and proton examples): the argv a
     trial runs here is the argv upstream's `wrap_argv_for_collectors` builds for the command
     its README gives (a fake rocprofv3 on PATH for both, no device variables)."""
-    from aorta_tui.core.collectors import PROTON_DIR, _proton_argv, cell_collect, rocprof_prefix
-    from aorta_tui.core.recipe import load_recipe
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.collect.collectors import PROTON_DIR, _proton_argv, cell_collect, rocprof_prefix
+    from aorta_tui.recipe import load_recipe
+    from aorta_tui.registry.registry import Registry
 
     root, target = upstream
     bindir = tmp_path / "bin"

@@ -1,4 +1,4 @@
-"""Issue 14 item 2: ``mode: sanitizer`` recipes run under compute-sanitizer (core/sanitizer.py).
+"""Issue 14 item 2: ``mode: sanitizer`` recipes run under compute-sanitizer (collect/sanitizer.py).
 
 The CPU path runs a fake ``compute-sanitizer`` (a real executable on PATH, here) that parses
 the real tool's arguments, runs the program after ``--`` as a real subprocess, writes a report
@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core.errors import ExitCode
-from aorta_tui.core.recipe import RecipeValidationError
-from aorta_tui.core.sanitizer import (
+from aorta_tui.collect.sanitizer import (
     SanitizerRecipe,
     load_sanitizer_recipe,
     parse_report,
     run_sanitizer_recipe,
 )
+from aorta_tui.core.errors import ExitCode
+from aorta_tui.recipe import RecipeValidationError
 
 MEMCHECK_OOB = """\
 ========= COMPUTE-SANITIZER
@@ -247,7 +247,7 @@ def test_unknown_tool_and_deferred_source_kind(tmp_path) -> None:
 
 
 def test_recipe_validate_of_a_sanitizer_recipe_is_not_a_triage_plan(tmp_path) -> None:
-    from aorta_tui.core.recipe import load_recipe
+    from aorta_tui.recipe import load_recipe
 
     with pytest.raises(RecipeValidationError) as e:
         load_recipe(_recipe(tmp_path, "memcheck", ["/bin/true"]))

@@ -21,6 +21,9 @@ from hypothesis import strategies as st
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.hwqueue.backends import resolve_devices
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 ENV = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
 ENV["PYTHONUNBUFFERED"] = "1"
 ENV["COLUMNS"] = "200"  # the table's rows unwrapped: its width at 80 columns is test_hwqueue_table_width's

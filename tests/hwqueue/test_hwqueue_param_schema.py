@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from aorta_tui.cli.queue_cmd import _parse_params
 from aorta_tui.core.errors import ExitCode, UsageError
-from aorta_tui.core.recipe.loader import LoadProblem, parse_yaml_text
-from aorta_tui.core.workload import ConfigField, validate_config
 from aorta_tui.hwqueue.workloads import workload_class
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
+from aorta_tui.recipe.loader import LoadProblem, parse_yaml_text
+from aorta_tui.registry.workload import ConfigField, validate_config
 
 
 def _probe_class(field: ConfigField) -> type[QueueWorkload]:

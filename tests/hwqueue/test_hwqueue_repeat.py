@@ -18,6 +18,9 @@ from aorta_tui.hwqueue.harness import QueueRunConfig
 from aorta_tui.hwqueue.repeat import combine, run_repeated
 from tests.hwqueue.fake_results import fake_result
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 def _cfg(**kw: object) -> QueueRunConfig:
     base: dict[str, object] = dict(workload="tiny_kernel_stress", streams=2, iterations=3,

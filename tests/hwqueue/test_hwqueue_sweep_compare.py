@@ -14,6 +14,9 @@ from aorta_tui.hwqueue.result import SUMMARY_FIELDS
 from aorta_tui.hwqueue.sweep import analyse, parse_stream_counts
 from tests.hwqueue.fake_results import fake_result
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 def test_scaling_efficiency_peak_and_knee() -> None:
     a = analyse([(1, 10.0), (2, 19.0), (4, 30.0), (8, 31.0)])
@@ -154,7 +157,7 @@ def test_one_rule_decides_changed_for_every_figure() -> None:
 
 
 def test_compare_help_states_the_rule(tmp_path) -> None:
-    from tests.engine.conftest import aorta
+    from tests.engine_support import aorta
 
     out = aorta("queue", "compare", "--help", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
     assert "One rule for every figure" in out and "--min-change" in out

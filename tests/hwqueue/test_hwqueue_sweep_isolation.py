@@ -13,6 +13,9 @@ from aorta_tui.hwqueue.harness import QueueRunConfig
 from aorta_tui.hwqueue.repeat import run_isolated
 from aorta_tui.hwqueue.sweep import run_sweep
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 def _cfg() -> QueueRunConfig:
     return QueueRunConfig(workload="tiny_kernel_stress", streams=1, iterations=2, warmup=0,

@@ -16,8 +16,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.errors import AortaError
-from aorta_tui.core.run_store import RunStore
-from aorta_tui.core.rundir import JOURNAL
 from aorta_tui.hwqueue.harness import QueueRunConfig
 from aorta_tui.hwqueue.sweep import (
     QUEUE_SWEEP_LAYOUT,
@@ -26,6 +24,8 @@ from aorta_tui.hwqueue.sweep import (
     point_id,
     resume_sweep,
 )
+from aorta_tui.store.run_store import RunStore
+from aorta_tui.store.rundir import JOURNAL
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12),

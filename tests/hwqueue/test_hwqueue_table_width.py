@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.engine.conftest import aorta
+from tests.engine_support import aorta
 
 ARGS = ["queue", "run", "hetero_kernels", "--streams", "2", "--iterations", "3", "--warmup", "1",
         "--device", "cpu", "--size", "tiny"]

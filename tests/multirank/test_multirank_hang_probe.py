@@ -5,7 +5,7 @@ Cell none-none: rank 1 sleeps 60 s before the second all-reduce; rank 0 waits in
 counts the ranks, not the torchrun agent that polls its rendezvous store (docs/classifier.md,
 "Launchers are supervisors"). Cell rank_hang_skip-none: the same command with
 AORTA_RANK_HANG_SKIP=1 (the sidecar mitigation), so nobody is late. The gloo collective timeout
-itself is checked on a real run in tests/worker/test_worker_torchrun_hang.py.
+itself is checked on a real run in tests/trial/test_worker_torchrun_hang.py.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "torchrun_hang_probe.yaml"

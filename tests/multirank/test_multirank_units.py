@@ -11,8 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aorta_tui.core.errors import RecipeError
-from aorta_tui.core.recipe import load_recipe
-from aorta_tui.core.registry import Registry
+from aorta_tui.recipe import load_recipe
+from aorta_tui.registry.registry import Registry
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 times = st.floats(min_value=1e-3, max_value=1e4, allow_nan=False)

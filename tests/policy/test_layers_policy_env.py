@@ -1,5 +1,5 @@
 """A policy file's `env:` obeys the one rule of every trial environment (issue 17, one validator):
-``core/registry.env_entry_problem``, as recipe ``extra_env`` and sidecar ``env`` do."""
+``registry/registry.env_entry_problem``, as recipe ``extra_env`` and sidecar ``env`` do."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.errors import ExitCode, UsageError
-from aorta_tui.core.registry import MAX_ENV_STRING, env_entry_problem
 from aorta_tui.policy.file import parse_policy_text
+from aorta_tui.recipe.checks import MAX_ENV_STRING, env_entry_problem
 
 COUNT = {"cases": 0, "failures": 0}
 

@@ -7,7 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from aorta_tui.policy.presets import BUILTIN_POLICIES
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 TINY = ["--device", "cpu", "--size", "tiny", "--iterations", "3", "--warmup", "1",
         "--streams", "2"]

@@ -1,4 +1,4 @@
-"""Issue 17, item 1: the policy sweep keeps its run directory as the sweep does (core/run_store.py).
+"""Issue 17, item 1: the policy sweep keeps its run directory as the sweep does (store/run_store.py).
 
 The engine's crash-point harness (tests/reliability/test_rel_rundir_crashpoints.py, whose
 bpftrace program and registration this test reuses) SIGKILLs a real orchestrator from inside the
@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from aorta_tui.core.errors import RunDirError
-from aorta_tui.core.run_store import RunStore
 from aorta_tui.policy.evaluator import POLICY_LAYOUT, resume_policy_sweep
+from aorta_tui.store.run_store import RunStore
 from tests.reliability.test_rel_rundir_crashpoints import (  # noqa: F401 - killer is a fixture
     FSYNC,
     RENAME,

@@ -26,6 +26,9 @@ from aorta_tui.policy.gpu_control import FakeBackend
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import build_report, rerender
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 PROBE = textwrap.dedent("""
     import json, os, sys
     out = os.environ.get("POLICY_PROBE_DIR")

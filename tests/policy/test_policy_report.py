@@ -178,8 +178,8 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
 
 def test_resume_refuses_gpu_control_without_the_flag_and_a_second_runner(tmp_path: Path) -> None:
     from aorta_tui.core.errors import RunDirError, UsageError
-    from aorta_tui.core.rundir import RunLock
     from aorta_tui.policy.evaluator import resume_policy_sweep
+    from aorta_tui.store.rundir import RunLock
 
     req, command = _cheap_sweep(tmp_path)
     run_policy_sweep(req, trial_command=command)
@@ -191,7 +191,7 @@ def test_resume_refuses_gpu_control_without_the_flag_and_a_second_runner(tmp_pat
         resume_policy_sweep(tmp_path / "run", trial_command=command)
     manifest["request"]["allow_gpu_control"] = False
     manifest_path.write_text(json.dumps(manifest))
-    held = RunLock(tmp_path / "run")  # the lock every run directory takes (core/run_store.py)
+    held = RunLock(tmp_path / "run")  # the lock every run directory takes (store/run_store.py)
     held.acquire()
     try:
         with pytest.raises(RunDirError, match="another process"):

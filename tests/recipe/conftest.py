@@ -23,7 +23,7 @@ def upstream_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def registry():
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.registry.registry import Registry
 
     return Registry()
 

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from aorta_tui.cli.main import app
-from aorta_tui.core.recipe import load_recipe, load_recipe_text, recipe_hash
+from aorta_tui.recipe import load_recipe, load_recipe_text, recipe_hash
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -177,7 +177,7 @@ def test_validate_notes_a_workload_that_is_not_installed(tmp_path):
 
 
 def test_in_process_needs_a_workload_that_allows_it(tmp_path):
-    from aorta_tui.core.registry import load_workload
+    from aorta_tui.registry.registry import load_workload
 
     f = tmp_path / "ip.yaml"
     f.write_text(WC.replace("dtipe", "dtype").replace("sise", "size").replace("big", "32")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.errors import RecipeError
-from aorta_tui.core.recipe import compile_condition
+from aorta_tui.recipe import compile_condition
 
 VARS = {"exit_code": 137, "walltime_sec": 75.5, "peak_vram_mib": 2048, "loss": "12.5",
         "msg": "HIP out of memory", "capture": {"loss": "12.5", "msg": "HIP out of memory"}}
@@ -177,7 +177,7 @@ def test_token_soup_never_escapes(expr, variables):
 
 
 def test_custom_pattern_condition_holds_with_trial_values():
-    from aorta_tui.core.recipe import load_recipe_text
+    from aorta_tui.recipe import load_recipe_text
 
     r = load_recipe_text(
         "schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from aorta_tui.core.errors import ExitCode, RecipeError
-from aorta_tui.core.recipe import (
+from aorta_tui.recipe import (
     RecipeValidationError,
     check_recipe_text,
     load_recipe,
@@ -506,7 +506,7 @@ def test_generated_probe_cells_point_at_their_axis_entries():
 ])
 def test_both_yaml_parsers_locate_problems(monkeypatch, text, line, col):
     """libyaml is used when present; the pure-Python parser is the fallback."""
-    from aorta_tui.core.recipe import loader
+    from aorta_tui.recipe import loader
 
     for parser in {yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)}:
         monkeypatch.setattr(loader, "_Loader", parser)
@@ -517,7 +517,7 @@ def test_both_yaml_parsers_locate_problems(monkeypatch, text, line, col):
 
 
 def test_pure_python_parser_loads_the_upstream_recipes(monkeypatch, upstream_dir):
-    from aorta_tui.core.recipe import loader
+    from aorta_tui.recipe import loader
 
     monkeypatch.setattr(loader, "_Loader", yaml.SafeLoader)
     for f in sorted(upstream_dir.glob("*.yaml")):

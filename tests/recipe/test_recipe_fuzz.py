@@ -14,13 +14,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core.recipe import (
+from aorta_tui.recipe import (
     Recipe,
     RecipeValidationError,
     check_recipe_text,
     load_recipe_text,
 )
-from aorta_tui.core.registry import Registry
+from aorta_tui.registry.registry import Registry
 
 REPO = Path(__file__).resolve().parents[2]
 UPSTREAM = REPO / "tests" / "fixtures" / "upstream-recipes"

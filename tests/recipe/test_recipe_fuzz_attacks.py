@@ -29,11 +29,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.errors import AortaError
-from aorta_tui.core.plan import build_plan
-from aorta_tui.core.recipe import check_recipe_text, dump_resolved, load_recipe_text
-from aorta_tui.core.recipe.plan_summary import summarize
-from aorta_tui.core.recipe.workload_check import workload_issues
-from aorta_tui.core.registry import ENV_NAME_RE, Registry, load_sidecar_mitigations
+from aorta_tui.recipe import check_recipe_text, dump_resolved, load_recipe_text
+from aorta_tui.recipe.checks import ENV_NAME_RE
+from aorta_tui.registry.registry import Registry, load_sidecar_mitigations
+from aorta_tui.sweep.plan import build_plan
+from aorta_tui.sweep.plan_summary import summarize
+from aorta_tui.sweep.workload_check import workload_issues
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_DIRS = [REPO / "tests" / "fixtures" / "upstream-recipes",

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 def test_parent_path_of_any_key_never_raises_and_shortens(path: str) -> None:
     # A key of its own ending in "]" (no "[") crashed the location lookup of a policy file's
     # unknown key: ValueError out of parse_policy_text, found by its hypothesis fuzzer.
-    from aorta_tui.core.recipe.loader import parent_path
+    from aorta_tui.recipe.loader import parent_path
 
     parent = parent_path(path)
     assert len(parent) < len(path) or path == parent == ""

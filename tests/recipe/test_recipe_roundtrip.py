@@ -10,14 +10,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core.recipe import (
+from aorta_tui.core.secrets import MASK, is_secret_name
+from aorta_tui.recipe import (
     canonical,
     dump_resolved,
     load_recipe_text,
     recipe_hash,
     with_command,
 )
-from aorta_tui.core.secrets import MASK, is_secret_name
 
 names = st.from_regex(r"[a-z_][a-z0-9_]{0,8}", fullmatch=True)
 cell_names = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,30}", fullmatch=True).filter(
@@ -215,8 +215,8 @@ def test_secrets_round_trip_masked():
     import pytest
 
     from aorta_tui.core.errors import UsageError
-    from aorta_tui.core.plan import build_plan
-    from aorta_tui.core.registry import Registry
+    from aorta_tui.registry.registry import Registry
+    from aorta_tui.sweep.plan import build_plan
 
     r = load_recipe_text("schema_version: 1\nworkload: w\ntrials: 1\nsteps: 1\n"
                          "extra_env: {HF_TOKEN: hf_abc123, N: '1'}\n"

@@ -14,8 +14,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core.recipe import RecipeError, load_recipe_text, recipe_json_schema
-from aorta_tui.core.recipe import keys as K
+from aorta_tui.recipe import RecipeError, load_recipe_text, recipe_json_schema
+from aorta_tui.recipe import keys as K
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core.recipe import dump_resolved, load_recipe, load_recipe_text, recipe_hash
+from aorta_tui.recipe import dump_resolved, load_recipe, load_recipe_text, recipe_hash
 
 # What upstream's loader produces (its README, checked against upstream 0.3.0's code):
 # cell name -> mitigations. Probe cells keep the axis entries other than `none`.

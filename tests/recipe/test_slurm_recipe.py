@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.errors import AortaError, UsageError
-from aorta_tui.core.recipe import (
+from aorta_tui.executor import with_executor_kind
+from aorta_tui.recipe import (
     RecipeValidationError,
     dump_resolved,
     load_recipe_text,
     recipe_hash,
 )
-from aorta_tui.executor import with_executor_kind
 
 BASE = """\
 schema_version: 1

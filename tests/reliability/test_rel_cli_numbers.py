@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.cli.common import seconds
-from tests.engine.conftest import aorta
+from tests.engine_support import aorta
 
 BAD = ["nan", "-1", "0", "inf", "1e309", "-inf", "NaN", "abc", ""]
 QUICK = ["hetero_kernels", "--policies", "baseline", "--trials", "1", "--streams", "2",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import aorta
+from tests.engine_support import aorta
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None,
                                 reason="mounting a tmpfs needs root")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import aorta, only_run_dir
+from tests.engine_support import aorta, only_run_dir
 
 pytest.importorskip("torch")
 

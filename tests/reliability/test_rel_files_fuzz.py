@@ -41,6 +41,9 @@ from hypothesis import HealthCheck, given, settings
 from aorta_tui.core.errors import AortaError
 from aorta_tui.core.inputs import INPUT_LIMITS
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures"
 SNAPSHOTS = [FIX / "envsnap" / n for n in ("h200.json", "cpu-box.json", "upstream-h200.json",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import REPO
+from tests.engine_support import REPO
 
 BLOCKER = '''\
 import sys

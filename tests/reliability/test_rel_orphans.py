@@ -535,7 +535,7 @@ def _victim() -> subprocess.Popen[bytes]:
 
 
 def _group(pgid: int) -> set[int]:
-    from aorta_tui.core import proctree
+    from aorta_tui.trial import proctree
 
     return set(proctree.live_group_members(pgid))
 
@@ -544,7 +544,7 @@ def _forge(journal_path: Path, trial_id: str, cell: str, victim: int) -> None:
     """Cut the journal before ``trial_id``'s trial_finished line (as a kill there would) and
     append a trial_started line naming ``victim`` with its real start time, as anyone can read
     it from /proc (the old check compared exactly those)."""
-    from aorta_tui.core import proctree
+    from aorta_tui.trial import proctree
 
     lines = journal_path.read_text().splitlines(keepends=True)
     cut = next(i for i, x in enumerate(lines)

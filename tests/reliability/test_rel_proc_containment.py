@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core import containment
-from aorta_tui.core.classify.tiers import tier1
-from aorta_tui.core.supervisor import ProcessSpec, run_process
-from tests.engine.conftest import REPO, aorta, journal, only_run_dir
+from aorta_tui.classify.tiers import tier1
+from aorta_tui.trial import containment
+from aorta_tui.trial.supervisor import ProcessSpec, run_process
+from tests.engine_support import REPO, aorta, journal, only_run_dir
 
 PROBE = """\
 schema_version: 1
@@ -192,8 +192,8 @@ def test_subreaper_mechanism_marks_the_orchestrator(tmp_path: Path) -> None:
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from aorta_tui.core import containment\n"
-        "from aorta_tui.core.supervisor import ProcessSpec, run_process\n"
+        "from aorta_tui.trial import containment\n"
+        "from aorta_tui.trial.supervisor import ProcessSpec, run_process\n"
         "d = Path(sys.argv[1])\n"
         "o = run_process(ProcessSpec(argv=['true'], env={'PATH': os.environ['PATH']}, cwd=d,"
         " stdout_path=d / 'o', stderr_path=d / 'e', containment='subreaper', sample_gpu=False))\n"

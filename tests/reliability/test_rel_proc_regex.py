@@ -21,18 +21,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core.classify import (
+from aorta_tui.classify import (
     KERNEL_PATTERNS,
     LOG_PATTERNS,
     PatternRule,
     classify,
     extract_step_times,
 )
-from aorta_tui.core.classify.dmesg import match_kernel_line
-from aorta_tui.core.classify.scan import Matcher, scan_file
-from aorta_tui.core.recipe import check_recipe_text
-from aorta_tui.core.supervisor import ProcessOutcome
-from tests.engine.conftest import REPO, aorta, only_run_dir
+from aorta_tui.classify.dmesg import match_kernel_line
+from aorta_tui.classify.scan import Matcher, scan_file
+from aorta_tui.recipe import check_recipe_text
+from aorta_tui.trial.supervisor import ProcessOutcome
+from tests.engine_support import REPO, aorta, only_run_dir
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 CATASTROPHIC = "^(a+)+$"  # exponential in Python's re: 6.3 s at 28 characters, x2 per character
 

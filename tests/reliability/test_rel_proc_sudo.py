@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.core import ownership
-from tests.engine.conftest import REPO
+from tests.engine_support import REPO
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv"

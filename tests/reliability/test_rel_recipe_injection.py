@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.recipe import check_recipe_text
-from aorta_tui.core.registry import Registry, docker_image_problem, load_sidecar_mitigations
-from tests.engine.conftest import aorta, only_run_dir
+from aorta_tui.recipe import check_recipe_text
+from aorta_tui.recipe.checks import docker_image_problem
+from aorta_tui.registry.registry import Registry, load_sidecar_mitigations
+from tests.engine_support import aorta, only_run_dir
 
 PROBE = ("schema_version: 1\nmode: probe\ntrials: 1\nenv_passthrough_mode: file\n"
          "mitigation_axis: [none, evil]\ndiagnostic_axis: [none]\n")
@@ -177,9 +178,9 @@ def test_the_real_docker_cli_reads_the_word_after_double_dash_as_the_image(tmp_p
 
 
 def test_a_plugin_environment_with_a_hostile_image_is_refused_by_the_plan():
-    from aorta_tui.core.plan import build_plan
-    from aorta_tui.core.recipe import load_recipe_text
-    from aorta_tui.core.registry import Environment
+    from aorta_tui.recipe import load_recipe_text
+    from aorta_tui.registry.registry import Environment
+    from aorta_tui.sweep.plan import build_plan
 
     reg = Registry()
     reg.environments["evil"] = Environment("evil", docker="--privileged", source="plugin")

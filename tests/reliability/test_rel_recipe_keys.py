@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core.recipe import check_recipe_text
-from aorta_tui.core.retention import apply_retention, classify_file
-from tests.engine.conftest import aorta, only_run_dir
+from aorta_tui.collect.retention import apply_retention, classify_file
+from aorta_tui.recipe import check_recipe_text
+from tests.engine_support import aorta, only_run_dir
 
 PROBE = ("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
          "diagnostic_axis: [none]\nenv_passthrough_mode: file\n")
@@ -143,7 +143,7 @@ def test_collected_files_then_follow_retain(tmp_path):
 
 
 def test_a_planted_symlink_does_not_redirect_a_copy(tmp_path):
-    from aorta_tui.core.collect import collect_trial_paths
+    from aorta_tui.collect.probe_paths import collect_trial_paths
 
     victim = tmp_path / "victim"
     victim.mkdir()

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from aorta_tui.core.recipe import RecipeValidationError, check_recipe_text, load_recipe_text
-from aorta_tui.core.recipe import keys as K
-from aorta_tui.core.recipe import validate as validate_mod
-from tests.engine.conftest import aorta, only_run_dir
+from aorta_tui.recipe import RecipeValidationError, check_recipe_text, load_recipe_text
+from aorta_tui.recipe import keys as K
+from aorta_tui.recipe import validate as validate_mod
+from tests.engine_support import aorta, only_run_dir
 
 PROBE = ("schema_version: 1\nmode: probe\ntrials: 1\nmitigation_axis: [none]\n"
          "diagnostic_axis: [none]\n")

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.registry import Mitigation, mitigation_env
 from aorta_tui.core.secrets import MASK, is_secret_name, mask_env
-from tests.engine.conftest import aorta, only_run_dir
+from aorta_tui.recipe.checks import mitigation_env
+from aorta_tui.registry.registry import Mitigation
+from tests.engine_support import aorta, only_run_dir
 
 TOKEN = "hf_TOPSECRET_4242"
 PASSWORD = "pw-TOPSECRET-77"
@@ -117,7 +118,7 @@ def test_triage_extra_env_is_masked_in_every_file_and_resume_needs_the_recipe(tm
 
 
 def test_a_docker_environment_snapshot_masks_its_variables(tmp_path):
-    from aorta_tui.core.snapshots import start_captures
+    from aorta_tui.sweep.snapshots import start_captures
 
     (tmp_path / "env").mkdir()
     pending = start_captures(tmp_path, {"docker:img": {"HF_TOKEN": TOKEN, "N": "1"}}, {},

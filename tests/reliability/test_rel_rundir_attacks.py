@@ -19,9 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core import rundir
 from aorta_tui.core.errors import EnvironmentProblem, RunDirError
-from tests.engine.conftest import aorta, journal, only_run_dir
+from aorta_tui.store import rundir
+from tests.engine_support import aorta, journal, only_run_dir
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = """\
@@ -200,7 +203,7 @@ def test_a_run_killed_while_being_created_is_not_a_run(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        from aorta_tui.core import rundir
+        from aorta_tui.store import rundir
         def populate(staging):
             (staging / "recipe.resolved.yaml").write_text("x")
             os.kill(os.getpid(), signal.SIGKILL)
@@ -272,7 +275,7 @@ def test_lock_refusal_names_the_live_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from aorta_tui.core.rundir import RunLock
+        from aorta_tui.store.rundir import RunLock
         lock = RunLock(Path({str(tmp_path)!r}))
         lock.acquire()
         print("locked", flush=True)

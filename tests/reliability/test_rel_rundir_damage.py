@@ -24,7 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import REPO, only_run_dir
+from tests.engine_support import REPO, only_run_dir
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 RECIPE = """\
 schema_version: 1
@@ -263,14 +266,14 @@ def test_another_users_run_directory_is_exit_3_naming_the_owner_and_the_fix(
 # open_input (or read_input_bytes / read_json_or_none / load_json_input built on it) or
 # rundir's open_journal_file / open_lock_file, never with a bare open.
 RUN_DIR_READERS = [
-    "core/rundir.py", "core/run_store.py", "core/journal_follow.py", "sweep/orchestrator.py",
+    "store/rundir.py", "store/run_store.py", "store/journal_follow.py", "sweep/orchestrator.py",
     "policy/evaluator.py", "policy/report.py", "hwqueue/sweep.py", "tui/matrix_state.py",
     "tui/logs.py", "cli/sinks.py", "cli/attach_cmd.py", "cli/follow_plain.py",
-    "bundle/archive.py", "analysis/frames.py", "core/snapshots.py", "executor/report.py",
+    "bundle/archive.py", "analysis/frames.py", "sweep/snapshots.py", "executor/report.py",
 ]
 # Reads that are not of a run directory, each with its reason.
 NOT_RUN_DIR = {
-    ("core/rundir.py", "read_text"): "/proc/stat and /proc/PID/stat (is the lock's holder live)",
+    ("store/rundir.py", "read_text"): "/proc/stat and /proc/PID/stat (is the lock's holder live)",
 }
 _BARE = {"open", "read_text", "read_bytes"}
 
@@ -334,7 +337,7 @@ def test_listing_runs_survives_a_special_journal(made: dict[str, Path], tmp_path
     d = _copy(made, "sweep", tmp_path)
     (d / "journal.jsonl").unlink()
     os.mkfifo(d / "journal.jsonl")
-    code = ("import sys, json; from aorta_tui.core.rundir import list_runs\n"
+    code = ("import sys, json; from aorta_tui.store.rundir import list_runs\n"
             "print(json.dumps([r.state for r in list_runs(sys.argv[1])]))")
     res = subprocess.run([sys.executable, "-c", code, str(d.parent.parent)], capture_output=True,
                          text=True, timeout=TIMEOUT, env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -26,8 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from aorta_tui.core import rundir
-from tests.engine.conftest import aorta, only_run_dir
+from aorta_tui.store import rundir
+from tests.engine_support import aorta, only_run_dir
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = """\

@@ -23,8 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.core import containment, spawn_gate
-from aorta_tui.core.supervisor import ProcessSpec, run_process
+from aorta_tui.core import spawn_gate
+from aorta_tui.trial import containment
+from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
 PACKAGE = Path(__file__).resolve().parents[2] / "aorta_tui"
 
@@ -49,8 +50,8 @@ def _own_cgroup() -> str:
 # (module, call) pairs allowed to create a process directly, and why.
 ALLOWED = {
     ("core/spawn_gate.py", "subprocess.Popen"): "the gate itself",
-    ("core/supervisor.py", "subprocess.Popen"): "the trial spawn: inside step_in, or under GATE",
-    ("core/warm_zygote.py", "os.fork"): "runs in the zygote, a process that steps nowhere",
+    ("trial/supervisor.py", "subprocess.Popen"): "the trial spawn: inside step_in, or under GATE",
+    ("trial/warm_zygote.py", "os.fork"): "runs in the zygote, a process that steps nowhere",
 }
 CREATORS = {"subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call",
             "subprocess.check_output", "subprocess.getoutput", "subprocess.getstatusoutput",
@@ -167,7 +168,7 @@ def test_a_process_created_while_a_spawn_is_stepped_in_is_born_at_home() -> None
 # Run in a child: were the guard gone, the signals would end the process that sends them.
 SELF_KILL = textwrap.dedent("""
     import os, signal, sys
-    from aorta_tui.core import containment
+    from aorta_tui.trial import containment
     x = containment.open_scope({})
     assert isinstance(x, containment.CgroupScope), x.reason
     x.leave_reason = None  # only what cgroup.procs lists

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.conftest import REPO, only_run_dir
+from tests.engine_support import REPO, only_run_dir
 
 pytestmark = pytest.mark.slow
 

@@ -16,6 +16,9 @@ import pytest
 
 from aorta_tui.core.events import event_from_dict
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 CLI = [sys.executable, "-m", "aorta_tui"]
 
 

@@ -28,6 +28,9 @@ from aorta_tui.trace.device.join import DispatchJoin
 from aorta_tui.trace.device.records import DRIVER_LAUNCH_CBIDS, RECORD_BYTES, Rec, parse
 from aorta_tui.trace.probes.cuda import DEVICE_METRICS, LAUNCHES
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REC = Path(__file__).resolve().parents[1] / "fixtures" / "trace" / "gpu-h200" / "dispatch"
 DATA = (REC / "rec.cupti.bin").read_bytes()
 

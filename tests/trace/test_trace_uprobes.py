@@ -11,6 +11,9 @@ from aorta_tui.core.events import HistogramSnapshot
 from aorta_tui.trace.hdr import bucket_index_scalar
 from aorta_tui.trace.session import TraceSession
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 STREAMS = ["0x7f00aa000010", "0x7f00bb000020"]
 DELAY_US = 1000  # stream i sleeps DELAY_US * (i + 1) inside the fake launch
 

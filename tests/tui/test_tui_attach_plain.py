@@ -59,7 +59,7 @@ def test_attach_to_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
 def test_attach_plain_follows_a_real_detached_sweep(tmp_path: Path, monkeypatch) -> None:
     from tui_support import PROBE_COMMAND, write_probe_recipe
 
-    from aorta_tui.core.launch import launch_detached
+    from aorta_tui.relay.launch import launch_detached
 
     monkeypatch.setenv("TUI_TEST_SLEEP", "0.3")
     run_dir = launch_detached(write_probe_recipe(tmp_path, trials=2), tmp_path / "aorta-out",

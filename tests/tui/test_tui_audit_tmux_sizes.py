@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = "recipes/examples/probe-bash.yaml"
 SIZES = [(80, 24), (160, 48)]
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from pathlib import Path
 from textual.message import Message
 from tui_support import FIXTURES, app_in, async_test, wait_for
 
-from aorta_tui.core.engine_run import EngineRun
 from aorta_tui.core.events import RunFinished, RunStarted, event_from_dict
+from aorta_tui.relay.engine_run import EngineRun
 from aorta_tui.tui.bridge import EngineEnded, EngineEvent, EngineSnapshots
 from aorta_tui.tui.screens.trace_monitor import TraceMonitorScreen
 

@@ -23,6 +23,9 @@ from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 ENTRY = Path(sys.executable).with_name("aorta-tui")
 EXAMPLE = "recipes/examples/probe-bash.yaml"
 

@@ -133,7 +133,7 @@ async def test_home_follows_a_run_from_running_to_finished(tmp_path: Path) -> No
 
     from tui_support import PROBE_COMMAND, write_probe_recipe
 
-    from aorta_tui.core.launch import launch_detached
+    from aorta_tui.relay.launch import launch_detached
 
     os.environ["TUI_TEST_SLEEP"] = "0.4"
     try:
@@ -155,7 +155,7 @@ async def test_home_follows_a_run_from_running_to_finished(tmp_path: Path) -> No
 
 @async_test
 async def test_home_relist_reads_journals_only_when_one_changed(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    from aorta_tui.core import rundir
+    from aorta_tui.store import rundir
 
     run_probe_sweep(tmp_path)
     calls: list[Path] = []

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core.events import Event, RunStarted, TrialFinished, TrialStarted
-from aorta_tui.core.journal_follow import JournalFollower, JournalReader, format_event_line
-from aorta_tui.core.rundir import Journal
+from aorta_tui.store.journal_follow import JournalFollower, JournalReader, format_event_line
+from aorta_tui.store.rundir import Journal
 from aorta_tui.tui.matrix_state import MatrixState
 
 HERE = Path(__file__).resolve().parent
@@ -114,7 +114,7 @@ def test_plain_lines_name_the_verdict_exit_and_detectors() -> None:
 
 def test_a_trial_line_without_a_wall_time_says_so_instead_of_zero() -> None:
     from aorta_tui.core.events import event_from_dict
-    from aorta_tui.core.journal_follow import format_event_line
+    from aorta_tui.store.journal_follow import format_event_line
 
     old = event_from_dict({"event": "trial_finished", "run_id": "r", "ts": 1.0, "trial_id": "c-t1",
                            "cell": "c", "trial": 1, "verdict": "pass"})

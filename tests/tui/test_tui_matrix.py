@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 from tui_support import FIXED_FACTS, PROBE_COMMAND, async_test, wait_for, write_probe_recipe
 
-from aorta_tui.core.launch import launch_detached
-from aorta_tui.core.rundir import lock_holder
+from aorta_tui.relay.launch import launch_detached
+from aorta_tui.store.rundir import lock_holder
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 
 def _app(tmp_path: Path, run_dir: Path) -> AortaApp:

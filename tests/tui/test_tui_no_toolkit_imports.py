@@ -49,7 +49,7 @@ def test_cli_help_paths_import_no_ui_toolkit(argv: list[str]) -> None:
 
 
 def test_importing_the_cli_and_engine_imports_no_ui_toolkit() -> None:
-    body = "import aorta_tui.cli.main, aorta_tui.core.events, aorta_tui.core.journal_follow, aorta_tui.cli.follow_plain"
+    body = "import aorta_tui.cli.main, aorta_tui.core.events, aorta_tui.store.journal_follow, aorta_tui.cli.follow_plain"
     assert _ui_modules(body, ["x"]) == []
 
 

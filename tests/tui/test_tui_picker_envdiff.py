@@ -7,12 +7,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input, OptionList
 from tui_support import FIXED_FACTS, FIXTURES, async_test, wait_for
 
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.env_diff import EnvDiffScreen, find_snapshots
 from aorta_tui.tui.screens.pickers import PathPicker
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 
 def _workdir(tmp_path: Path) -> Path:

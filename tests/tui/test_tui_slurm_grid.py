@@ -20,8 +20,8 @@ from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.matrix_state import MatrixState, parse_placement
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid, placement_text
-from tests.engine.conftest import aorta, only_run_dir
-from tests.engine.test_slurm_executor import _slurm_problem
+from tests.engine_support import aorta, only_run_dir
+from tests.executor.test_slurm_executor import _slurm_problem
 
 RECIPE = ("schema_version: 1\nmode: probe\nticket: t\ntrials: 2\n"
           "mitigation_axis: [none, cuda_launch_blocking]\ndiagnostic_axis: [none]\n"

@@ -14,8 +14,8 @@ from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.matrix_state import TrialView
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.trial import read_result, trial_facts
-from tests.engine.conftest import aorta, only_run_dir
-from tests.engine.test_slurm_executor import _slurm_problem
+from tests.engine_support import aorta, only_run_dir
+from tests.executor.test_slurm_executor import _slurm_problem
 
 
 def test_the_detail_names_the_job_and_the_node(tmp_path: Path) -> None:

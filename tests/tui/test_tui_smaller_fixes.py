@@ -24,6 +24,9 @@ from aorta_tui.tui.matrix_state import MatrixState
 from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
 from aorta_tui.tui.widgets.matrix_grid import cell_figures
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 
 def _app(ws: Path, **kw: object) -> AortaApp:
     return AortaApp(cwd=ws, output_dir=ws / "aorta-out", machine_facts=FIXED_FACTS, **kw)  # type: ignore[arg-type]

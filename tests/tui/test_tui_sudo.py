@@ -11,6 +11,9 @@ from tui_support import PROBE_RECIPE, app_in, async_test, wait_for
 from aorta_tui.cli.tui_launch import keep_invoking_terminal
 from aorta_tui.tui.sudo import give_to_invoking_user
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 
 

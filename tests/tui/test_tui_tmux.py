@@ -12,10 +12,10 @@ import pytest
 from tmux_support import ENTRY, Tmux
 from tui_support import PROBE_COMMAND, write_probe_recipe
 
-from aorta_tui.core.launch import launch_detached
-from aorta_tui.core.rundir import lock_holder
+from aorta_tui.relay.launch import launch_detached
+from aorta_tui.store.rundir import lock_holder
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"), pytest.mark.slow]
 
 
 def test_real_program_survives_a_killed_tui_reattaches_walks_every_screen_and_quits(tmp_path: Path, monkeypatch) -> None:

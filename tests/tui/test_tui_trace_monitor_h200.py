@@ -13,6 +13,9 @@ from tui_support import FIXED_FACTS, async_test, replay_in_monitor
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.widgets.histogram import fmt_latency
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "trace" / "gpu-h200" / "dispatch" / "rec.snapshots.jsonl"
 
 

@@ -25,6 +25,9 @@ from hypothesis import strategies as st
 from aorta_tui.cli.trace_stream import PhaseBreaks
 from aorta_tui.core.phases import PHASE_SOCKET_ENV, PhaseListener, announce, parse_announcement
 
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 FAKECUDA = REPO / "tests" / "trace" / "fakelib" / "fakecuda.c"
 HARNESS = "phase datagram + interval filter"

@@ -12,7 +12,7 @@ import pytest
 from tmux_support import ENTRY, Tmux
 from tui_support import FIXTURES
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"), pytest.mark.slow]
 RECORDING = FIXTURES / "launch_to_start_snapshots.jsonl"
 
 

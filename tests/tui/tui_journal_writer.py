@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from aorta_tui.core.events import RunFinished, RunStarted, TrialFinished, TrialStarted
-from aorta_tui.core.rundir import Journal, RunLock
+from aorta_tui.store.rundir import Journal, RunLock
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core.registry import load_workload
-from aorta_tui.core.workload import WorkloadContext, validate_config
+from aorta_tui.registry.registry import load_workload
+from aorta_tui.registry.workload import WorkloadContext, validate_config
 
 TRAIN = {"dtype": "bfloat16", "batch_size": 8, "seq_len": 256,
          "model": {"kind": "transformer", "hidden_size": 1024, "num_layers": 4, "num_heads": 16,

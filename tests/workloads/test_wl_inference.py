@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from wl_helpers import run_workload
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.workload import validate_config
+from aorta_tui.registry.workload import validate_config
 from aorta_tui.workloads.inference import Inference, _arrival_ticks, compare_fingerprints
 
 UPSTREAM = "tests/fixtures/upstream-recipes/example-inference-continuous-smoke.yaml"

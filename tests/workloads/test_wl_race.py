@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from wl_helpers import run_workload
 
-from aorta_tui.core.workload import validate_config
+from aorta_tui.registry.workload import validate_config
 from aorta_tui.workloads._streams import EmulatedStreams
 from aorta_tui.workloads.race import Race
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from wl_helpers import run_workload
 
-from aorta_tui.core.workload import validate_config
+from aorta_tui.registry.workload import validate_config
 from aorta_tui.workloads.race import Race
 
 SMALL = {"alltoall_tensor_size": 256, "allreduce_tensor_size": 256, "fsdp_shard_size": 256,
@@ -93,8 +93,8 @@ def test_fsdp_refusals_as_upstream_and_notes() -> None:
 
 
 def test_shampoo_and_bad_heads_are_located_errors(tmp_path):
-    from aorta_tui.core.recipe import load_recipe
-    from aorta_tui.core.recipe.workload_check import workload_issues
+    from aorta_tui.recipe import load_recipe
+    from aorta_tui.sweep.workload_check import workload_issues
 
     p = tmp_path / "r.yaml"
     p.write_text("schema_version: 1\ntrials: 1\nsteps: 2\nworkload: race\nworkload_config:\n  optimizer: shampoo\n"

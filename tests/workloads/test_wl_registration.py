@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from aorta_tui.core.registry import load_workload
-from aorta_tui.core.workload import validate_config
+from aorta_tui.registry.registry import load_workload
+from aorta_tui.registry.workload import validate_config
 
 NAMES = {"training": "torchrun", "inference": "single", "llm_determinism": "torchrun",
          "race": "torchrun"}

@@ -10,8 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from aorta_tui.cli.main import app
-from aorta_tui.core.workload import LaunchSpec
+from aorta_tui.registry.workload import LaunchSpec
 from aorta_tui.workloads.race import Race
+
+# slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
+pytestmark = pytest.mark.slow
 
 
 def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -37,7 +40,7 @@ def test_world_size_below_the_minimum_is_refused(monkeypatch, tmp_path):
     class TwoRanks(Race):
         launch = LaunchSpec(mode="torchrun", min_world_size=2)
 
-    monkeypatch.setattr("aorta_tui.core.registry.load_workload", lambda name: TwoRanks)
+    monkeypatch.setattr("aorta_tui.registry.registry.load_workload", lambda name: TwoRanks)
     r = CliRunner().invoke(app, ["run", "--workload", "race", "-o", str(tmp_path / "o")])
     assert r.exit_code == 2
     assert "needs at least 2 ranks" in r.output and "world_size=2" in r.output
@@ -53,7 +56,7 @@ def test_a_failing_workload_runs_under_torchrun_and_exits_1(tmp_path):
     assert "drop_wait=h2d" in p.stdout
     [result] = list(tmp_path.glob("run-race/*/trials/tf32_off/trial-000/result.json"))
     record = json.loads(result.read_text())
-    assert record["argv"][1:3] == ["-m", "aorta_tui.core.trial_worker"]  # one rank: no torchrun launcher
+    assert record["argv"][1:3] == ["-m", "aorta_tui.trial.worker"]  # one rank: no torchrun launcher
     wres = record["workload_result"]
     assert wres["applied_switches"][0].startswith("torch.tf32_off")
     assert wres["metrics"]["drop_wait"] == "h2d" and not wres["passed"]

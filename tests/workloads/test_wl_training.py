@@ -8,7 +8,7 @@ import pytest
 from wl_helpers import run_workload
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.workload import validate_config
+from aorta_tui.registry.workload import validate_config
 from aorta_tui.workloads.training import Training
 
 

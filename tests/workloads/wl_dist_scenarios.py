@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from aorta_tui.core.registry import load_workload
-from aorta_tui.core.workload import WorkloadContext, validate_config
+from aorta_tui.registry.registry import load_workload
+from aorta_tui.registry.workload import WorkloadContext, validate_config
 
 SCENARIOS: dict[str, tuple[str, dict, int]] = {
     "training_ddp": ("training", {"model": {"kind": "transformer"}}, 3),

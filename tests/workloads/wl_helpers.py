@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core.workload import Workload, WorkloadContext, WorkloadResult, validate_config
+from aorta_tui.registry.workload import Workload, WorkloadContext, WorkloadResult, validate_config
 
 
 def run_workload(cls: type[Workload], raw: dict[str, Any], steps: int, trial_dir: Path,

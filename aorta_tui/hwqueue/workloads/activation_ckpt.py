@@ -3,8 +3,8 @@ segments on side streams while the main stream runs the gradient GEMMs."""
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
+from aorta_tui.registry.workload import ConfigField
 
 
 class ActivationCheckpointing(QueueWorkload):

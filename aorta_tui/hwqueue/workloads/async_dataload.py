@@ -3,13 +3,13 @@ on preprocessing streams and the model step on the compute stream, overlapped pe
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
     QueueWorkloadContext,
     split_roles,
 )
+from aorta_tui.registry.workload import ConfigField
 
 
 class AsyncDataload(QueueWorkload):

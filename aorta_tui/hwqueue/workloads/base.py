@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.workload import ConfigField, validate_config
+from aorta_tui.registry.workload import ConfigField, validate_config
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -95,7 +95,7 @@ class QueueWorkload(ABC):
     throughput_unit: ClassVar[str]  # e.g. TFLOP/s
     throughput_scale: ClassVar[float] = 1.0  # work units per throughput unit (1e12 for TFLOP)
     # the parameters (``--param KEY=VALUE``), declared and checked as a recipe workload's
-    # ``workload_config`` is (core/workload.py); ``defaults`` is derived from it
+    # ``workload_config`` is (registry/workload.py); ``defaults`` is derived from it
     config_schema: ClassVar[tuple[ConfigField, ...]]
     defaults: ClassVar[dict[str, Any]]
     tiny: ClassVar[dict[str, Any]]  # overrides that make it run in milliseconds on a CPU

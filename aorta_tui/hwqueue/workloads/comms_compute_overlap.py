@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 
 from aorta_tui.core.errors import EnvironmentProblem
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -18,6 +17,7 @@ from aorta_tui.hwqueue.workloads.base import (
     gemm_flops,
     split_roles,
 )
+from aorta_tui.registry.workload import ConfigField
 
 
 class CommsComputeOverlap(QueueWorkload):

@@ -3,13 +3,13 @@ gradient reduce-scatters overlap on separate streams (collectives simulated as c
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
     QueueWorkloadContext,
     split_roles,
 )
+from aorta_tui.registry.workload import ConfigField
 
 
 class FsdpTp(QueueWorkload):

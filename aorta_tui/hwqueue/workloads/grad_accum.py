@@ -3,13 +3,13 @@ gradients are accumulated early on reduction streams; a final reduce joins the p
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
     QueueWorkloadContext,
     split_roles,
 )
+from aorta_tui.registry.workload import ConfigField
 
 
 class GradAccumulation(QueueWorkload):

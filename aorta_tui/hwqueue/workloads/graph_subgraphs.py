@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
+from aorta_tui.registry.workload import ConfigField
 
 
 class GraphSubgraphs(QueueWorkload):

@@ -12,8 +12,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext, gemm_flops
+from aorta_tui.registry.workload import ConfigField
 
 
 class HeteroKernels(QueueWorkload):

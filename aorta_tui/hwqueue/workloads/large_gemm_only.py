@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext, gemm_flops
+from aorta_tui.registry.workload import ConfigField
 
 
 class LargeGemmOnly(QueueWorkload):

@@ -3,8 +3,8 @@ step that waits for all of them. Tokens are dispatched with a fixed capacity per
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
+from aorta_tui.registry.workload import ConfigField
 
 
 class MixtureOfExperts(QueueWorkload):

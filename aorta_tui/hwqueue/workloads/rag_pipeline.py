@@ -3,13 +3,13 @@ top-k) -> rerank -> generate; each stage on its own stream group, queries in fli
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
     QueueWorkloadContext,
     split_roles,
 )
+from aorta_tui.registry.workload import ConfigField
 
 
 class RagPipeline(QueueWorkload):

@@ -3,8 +3,8 @@ the large target model verifies all proposals at once on the verify stream."""
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
+from aorta_tui.registry.workload import ConfigField
 
 
 class SpeculativeDecode(QueueWorkload):

@@ -18,8 +18,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
+from aorta_tui.registry.workload import ConfigField
 
 FLOP_PER_ELEMENT = 5  # mul, add, abs, clamp (min and max)
 KERNELS_PER_OP = 4  # mul, add_, abs_, clamp_

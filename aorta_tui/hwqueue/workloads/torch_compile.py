@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
+from aorta_tui.registry.workload import ConfigField
 
 
 class TorchCompileRegions(QueueWorkload):

@@ -3,13 +3,13 @@ compute streams, and their gradients are offloaded back to the host on a separat
 
 from __future__ import annotations
 
-from aorta_tui.core.workload import ConfigField
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
     QueueWorkloadContext,
     split_roles,
 )
+from aorta_tui.registry.workload import ConfigField
 
 
 class ZeroOffload(QueueWorkload):

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
+from aorta_tui.core.errors import UsageError
 from aorta_tui.trace import elfsyms, targets, tracefs
 from aorta_tui.trace.metrics import Metric
+
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def ident(name: str) -> str:
+    """A C identifier (symbol, tracepoint field); anything else is refused."""
+    if not _IDENT_RE.match(name):
+        raise UsageError(f"{name!r} is not a valid identifier for a probe")
+    return name
+
 
 
 @dataclass

@@ -8,7 +8,7 @@ from aorta_tui.trace.tracefs import Field
 
 
 def ident(name: str) -> str:
-    from aorta_tui.trace.program import ident as check
+    from aorta_tui.trace.probes.base import ident as check
 
     return check(name)
 

@@ -107,7 +107,7 @@ class HomeScreen(AortaScreen):
     def _list_runs_if_changed(self) -> None:
         """The timer's re-list: ``list_runs`` parses every journal whole, so skip it while no
         journal changed and none was running (a running run can stop without writing)."""
-        from aorta_tui.core.rundir import JOURNAL
+        from aorta_tui.store.rundir import JOURNAL
 
         signature = _journal_signature(self.aorta.output_dir, JOURNAL)
         last = getattr(self, "_last_listing", None)
@@ -124,7 +124,7 @@ class HomeScreen(AortaScreen):
     def _list_everything(self) -> None:
         runs_rows: list[tuple[Path, tuple[str, ...]]] = []
         runs_note = ""
-        from aorta_tui.core import rundir
+        from aorta_tui.store import rundir
 
         self._journals_seen = _journal_signature(self.aorta.output_dir, rundir.JOURNAL)
         for info in rundir.list_runs(self.aorta.output_dir):

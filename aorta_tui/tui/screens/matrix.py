@@ -82,7 +82,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
         view = self._selected_view()
         if view is not None and view.state == "running":
             self._show_detail()  # its logs grow while it runs
-        from aorta_tui.core.rundir import lock_holder
+        from aorta_tui.store.rundir import lock_holder
 
         alive = lock_holder(self.run_dir) is not None
         if alive != self.orchestrator_alive:
@@ -274,7 +274,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
             if paths:
                 self.open_run(paths[0])
 
-        from aorta_tui.core.rundir import list_runs
+        from aorta_tui.store.rundir import list_runs
 
         candidates = [Path(info.path) for info in list_runs(self.aorta.output_dir)]
         self.app.push_screen(PathPicker("Open a run directory", candidates), chosen)
@@ -290,7 +290,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
             return
 
         def cancel() -> None:
-            from aorta_tui.core.launch import cancel_run
+            from aorta_tui.relay.launch import cancel_run
 
             cancel_run(run_dir)
             self.from_thread(self.notify, f"cancel sent to the orchestrator of {run_dir.name}")
@@ -323,7 +323,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
         run_dir = self.run_dir
 
         def resume() -> None:
-            from aorta_tui.core.launch import launch_detached
+            from aorta_tui.relay.launch import launch_detached
 
             launch_detached(None, run_dir.parent.parent, resume=run_dir)
             self.from_thread(self.notify, f"resuming {run_dir.name}")

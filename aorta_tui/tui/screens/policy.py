@@ -1,6 +1,6 @@
 """Policy comparison: run one workload under several policies, show the engine's statistics.
 
-The sweep is ``aorta-tui policy sweep ... --json`` run through ``core.engine_run.EngineRun`` (its
+The sweep is ``aorta-tui policy sweep ... --json`` run through ``relay.engine_run.EngineRun`` (its
 own process group; its stderr goes to a file, never to the terminal); progress comes from its
 events, posted by the bridge's worker (``tui.bridge``); the table and the bars come from
 the ``policy.json`` it writes. A winner is named only where the engine called the difference.
@@ -20,9 +20,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Static
 
-from aorta_tui.core.engine_run import EngineRun
 from aorta_tui.core.events import Event, Progress, RunFinished
 from aorta_tui.policy.report import versus_text
+from aorta_tui.relay.engine_run import EngineRun
 from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.pickers import PathPicker

@@ -361,15 +361,15 @@ class RecipeEditorScreen(AortaScreen):
                         group="check", exclusive=True, name="recipe check")
 
     def _check(self, text: str, source: str) -> None:
-        from aorta_tui.core import recipe as recipe_mod
-        from aorta_tui.core.registry import Registry
+        from aorta_tui import recipe as recipe_mod
+        from aorta_tui.registry.registry import Registry
 
         registry = Registry()
         issues = list(recipe_mod.check_recipe_text(text, source=source, registry=registry))
         plan_text = Text()
         if not issues:
             try:
-                from aorta_tui.core.plan import build_plan
+                from aorta_tui.sweep.plan import build_plan
 
                 recipe = recipe_mod.load_recipe_text(text, source=source, registry=registry)
                 plan_text = plan_preview(build_plan(recipe, registry))
@@ -449,7 +449,7 @@ class RecipeEditorScreen(AortaScreen):
         recipe_path, output = self.path, self.aorta.output_dir
 
         def launch() -> None:
-            from aorta_tui.core.launch import launch_detached
+            from aorta_tui.relay.launch import launch_detached
 
             run_dir = launch_detached(recipe_path, output, command=argv)
             self.from_thread(self.aorta.open_run, Path(run_dir))

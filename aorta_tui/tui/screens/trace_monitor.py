@@ -1,7 +1,7 @@
 """Trace monitor: a live submit -> dispatch latency histogram from the trace engine.
 
 The tracer is ``aorta-tui trace queue --json-stream`` in its own process group, run through
-``core.engine_run.EngineRun`` (``--replay FILE`` for a recording), so parsing 100k events/s never
+``relay.engine_run.EngineRun`` (``--replay FILE`` for a recording), so parsing 100k events/s never
 costs the TUI's process, and a lost TUI takes its tracer with it. The bridge's worker
 (``tui.bridge``) posts its events; snapshots arrive as ``EngineSnapshots`` messages that
 supersede each other (``can_replace``), so the screen handles at most one per cycle. The
@@ -30,8 +30,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
-from aorta_tui.core.engine_run import EngineRun
 from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, RunFinished, RunWarning
+from aorta_tui.relay.engine_run import EngineRun
 from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent, EngineSnapshots
 from aorta_tui.tui.machine import bpftrace_facts, last_gathered
 from aorta_tui.tui.screens.base import AortaScreen

@@ -81,7 +81,7 @@ def timeline_facts(result: dict[str, Any] | None) -> list[str]:
     One line because the logs' tail below needs the rows."""
     if not (isinstance(result, dict) and result.get("timeline")):
         return []
-    from aorta_tui.core.timeline import timeline_lines
+    from aorta_tui.trial.timeline import timeline_lines
 
     lines = timeline_lines(result)
     missing = {}
@@ -116,7 +116,7 @@ def tail_text(trial_dir: Path | None, budget: int) -> Text:
 
 
 def read_result(run_dir: Path, view: TrialView) -> dict[str, Any] | None:
-    from aorta_tui.core.rundir import read_trial_result
+    from aorta_tui.store.rundir import read_trial_result
 
     return read_trial_result(run_dir, view.trial_id)
 

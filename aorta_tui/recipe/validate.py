@@ -1,0 +1,974 @@
+"""Turn parsed recipe data into a :class:`Recipe`, collecting every problem on the way.
+
+Each check records a :class:`RecipeIssue` (position, key path, what was expected, how to fix
+it) and carries on, so one run reports all the problems of a recipe, not only the first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aorta_tui.core.errors import AortaError
+from aorta_tui.core.inputs import clip_for_message
+from aorta_tui.core.suggest import did_you_mean, phrase
+from aorta_tui.core.suggest import nearest as _suggest
+from aorta_tui.recipe import keys as K
+from aorta_tui.recipe.checks import (
+    BAD,
+    RecipeIssue,
+    Validator,
+    docker_image_problem,
+    type_name,
+)
+from aorta_tui.recipe.loader import Marks, child_path
+from aorta_tui.recipe.model import (
+    CONDITION_VARIABLES,
+    SCHEMA_VERSION,
+    CellSpec,
+    Confound,
+    CustomPattern,
+    Recipe,
+    Redaction,
+    Retain,
+    StopAfter,
+    TraceSpec,
+)
+
+if TYPE_CHECKING:
+    from aorta_tui.recipe.checks import RegistryView
+
+_CELL_NAME_RE = re.compile(K.CELL_NAME_PATTERN)
+_PROBE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+# --------------------------------------------------------------------------------------------
+def build_recipe(data: Any, marks: Marks, *, source: str, source_path: Path | None,
+                 registry: RegistryView | None) -> tuple[Recipe | None, list[RecipeIssue], int]:
+    """Validate ``data``; return the recipe (or None), the issues found (at most
+    ``MAX_ISSUES``) and how many more there were."""
+    v = Validator(marks, source, registry)
+    recipe = _build(v, data, source, source_path)
+    if v.issues:
+        return None, v.issues, v.more
+    return recipe, [], 0
+
+
+_MINIMAL = ("start from: `schema_version: 1`, `workload: gpu_smoke`, `trials: 2`, `steps: 10`, "
+            "`cells: [{name: baseline-local, mitigations: [none]}]` (see recipes/examples/)")
+
+
+def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Recipe | None:
+    if data is None:
+        v.issue("", "the recipe is empty", _MINIMAL)
+        return None
+    if not isinstance(data, dict):
+        v.issue("", f"the top level of a recipe must be a mapping of keys, got "
+                f"{type_name(data)}", _MINIMAL)
+        return None
+
+    # schema_version first: a recipe of another version is not worth checking further.
+    if "schema_version" not in data:
+        v.issue("", "required key 'schema_version' is missing",
+                f"add `schema_version: {SCHEMA_VERSION}` at the top")
+    else:
+        version = data["schema_version"]
+        if isinstance(version, bool) or not isinstance(version, int):
+            v.issue("schema_version", f"expected an integer, got {type_name(version)} "
+                    f"({version!r})", f"write `schema_version: {SCHEMA_VERSION}`")
+        elif version != SCHEMA_VERSION:
+            v.issue("schema_version", f"unsupported schema_version {version}; this aorta-tui "
+                    f"reads schema_version {SCHEMA_VERSION}",
+                    f"write `schema_version: {SCHEMA_VERSION}` and check the keys against "
+                    "docs/recipes.md")
+            return None
+
+    mode = data.get("mode", "triage")
+    if mode is None:
+        mode = "triage"
+    if mode == "sanitizer":  # upstream's separate loader too: collect/sanitizer.py
+        v.issue("mode", "a `mode: sanitizer` recipe is not a triage/probe plan",
+                "run it with `aorta-tui sweep run --recipe FILE` (collect/sanitizer.py reads it)")
+        return None
+    if mode not in ("triage", "probe"):
+        v.choice("mode", mode, ("triage", "probe"))
+        return None
+
+    own = K.COMMON_KEYS | (K.TRIAGE_KEYS if mode == "triage" else K.PROBE_KEYS)
+    other_hint = {}
+    for k in K.PROBE_KEYS if mode == "triage" else K.TRIAGE_KEYS:
+        other_hint[k] = (f"{k!r} is a probe-mode key: add `mode: probe` or remove it"
+                         if mode == "triage" else
+                         f"{k!r} is a triage-mode key; a probe recipe builds its cells from "
+                         "mitigation_axis x diagnostic_axis and runs the command after `--`: "
+                         "remove it or drop `mode: probe`")
+    other_hint.update(K.UNSUPPORTED_UPSTREAM)
+    v.mapping("", data, own, extra_hint=other_hint)
+    get = data.get
+
+    # -- keys of both modes -----------------------------------------------------------------
+    ticket = get("ticket")
+    if ticket is not None:
+        ticket = _safe_component(v, "ticket", ticket, what="ticket")
+    trials: Any = BAD
+    if v.require("", data, "trials", "add `trials: 3` (trials per cell)"):
+        trials = v.integer("trials", data["trials"], minimum=1, maximum=K.MAX_TRIALS)
+
+    stop_after = _stop_after(v, get("stop_after"))
+    timeout = get("timeout_per_trial")
+    if timeout is not None:
+        timeout = v.number("timeout_per_trial", timeout, above=0, at_most=K.MAX_SECONDS,
+                           unit=" seconds")
+    hang_window = _seconds(v, "hang_window_sec", get("hang_window_sec"), 30.0, allow_zero=False)
+    hang_grace = _seconds(v, "hang_grace_period_at_start", get("hang_grace_period_at_start"),
+                          60.0, allow_zero=True)
+
+    vram = _only_value(v, "tier3_vram_growth", get("tier3_vram_growth"), False,
+                       "tier3_vram_growth: true asks for upstream's whole-GPU VRAM-growth "
+                       "detector (tier3:vram_growth), which aorta-tui does not have",
+                       "remove the key (false is what aorta-tui does); each trial's own peak "
+                       "GPU memory is in result.json, and a custom pattern's condition can "
+                       "test peak_vram_mib")
+    retain = _retain(v, get("retain"))
+    step_re = get("step_time_regex")
+    if step_re is not None:
+        step_re = _regex(v, "step_time_regex", step_re)
+    patterns = _custom_patterns(v, get("custom_patterns"))
+    pattern_ids = {p.id for p in patterns} if patterns is not BAD else set()
+    disable = _disable_detectors(v, get("disable_detectors"), get("disable_detector_tiers"),
+                                 pattern_ids)
+
+    order = get("order")
+    order = "interleaved" if order is None else v.choice("order", order, K.ORDERS)
+    seed = get("seed")
+    seed = 0 if seed is None else v.integer("seed", seed, minimum=0, maximum=K.MAX_SEED)
+    trace = _trace(v, get("trace"))
+    collect, collect_options = _collect(v, "collect", get("collect"))
+    policy_axis = _policy_axis(v, get("policy_axis"))
+    executor = _executor(v, get("executor"))
+    bytecode = get("bytecode_cache")
+    bytecode = "auto" if bytecode is None else v.choice("bytecode_cache", bytecode, K.BYTECODE_CACHE)
+
+    parts = _triage(v, data) if mode == "triage" else _probe(v, data)
+    cells = parts.get("cells", ())
+    _check_plan_size(v, cells, trials, stop_after, mode)
+
+    # stop_after with per-cell trials: upstream runs every cell up to max_trials (the cells'
+    # trials are not used); so does the plan here, and `recipe validate` says so.
+
+    confound = _confound(v, get("confound"), cells, mode)
+
+    if v.issues:
+        return None
+    return Recipe(
+        schema_version=SCHEMA_VERSION, mode=mode, ticket=ticket, trials=trials,
+        confound=confound, stop_after=stop_after, timeout_per_trial=timeout,
+        custom_patterns=patterns, hang_window_sec=hang_window,
+        hang_grace_period_at_start=hang_grace, disable_detectors=disable,
+        tier3_vram_growth=vram, retain=retain, step_time_regex=step_re, order=order, seed=seed,
+        trace=trace, policy_axis=policy_axis, source_path=source_path, source_label=source,
+        collect=collect, collect_options=collect_options, executor=executor,
+        bytecode_cache=bytecode, locations=dict(v.marks.values), key_locations=dict(v.marks.keys), **parts,
+    )
+
+
+def _check_plan_size(v: Validator, cells: tuple[CellSpec, ...], trials: Any, stop_after: Any,
+                     mode: str) -> None:
+    """Refuse plans too big to run: every trial is a directory, a journal line, a process."""
+    where = "cells" if mode == "triage" else "mitigation_axis"
+    if len(cells) > K.MAX_CELLS:
+        v.issue(where, f"the recipe has {len(cells)} cells; at most {K.MAX_CELLS}",
+                "split the sweep into several recipes")
+        return
+    if trials is BAD or stop_after is BAD:
+        return
+    per_cell = stop_after.max_trials if stop_after is not None else None
+    total = sum(per_cell or c.trials or trials for c in cells)
+    if total > K.MAX_PLANNED_TRIALS:
+        v.issue("trials", f"the plan has {total} trials in all ({len(cells)} cells); at most "
+                f"{K.MAX_PLANNED_TRIALS}", "use fewer trials or fewer cells per recipe")
+
+
+def _only_value(v: Validator, path: str, raw: Any, honoured: bool, refused: str, fix: str
+                ) -> Any:
+    """A boolean key aorta-tui can honour one way only: that value (or absence) is accepted
+    and means what it says; the other is refused, never accepted and ignored."""
+    if raw is None:
+        return honoured
+    value = v.boolean(path, raw)
+    if value is BAD or value == honoured:
+        return value
+    return v.issue(path, refused, fix)
+
+
+def _safe_component(v: Validator, path: str, value: Any, *, what: str) -> Any:
+    if not isinstance(value, str):
+        return v.issue(path, f"the {what} must be a string, got {type_name(value)} ({value!r})",
+                       v.quote_hint(path, value) or "quote it")
+    if value in K.RESERVED_CELL_NAMES or not _CELL_NAME_RE.fullmatch(value):
+        return v.issue(path, f"{value!r} cannot be used as the {what}: it becomes a directory "
+                       "name, so it must be 1-100 letters, digits, '.', '_' or '-', start with "
+                       "a letter, digit or '_', and not be '.', '..', matrix.md or matrix.json",
+                       f"for example {_safe_example(value, what)!r}")
+    return value
+
+
+def _safe_example(value: str, what: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", value).strip(".-")[:100]
+    if cleaned and cleaned not in K.RESERVED_CELL_NAMES:
+        return cleaned
+    return "TICKET-123" if what == "ticket" else "baseline-local"
+
+
+def _seconds(v: Validator, path: str, value: Any, default: float, *, allow_zero: bool) -> Any:
+    if value is None:
+        return default
+    if allow_zero:
+        return v.number(path, value, at_least=0, at_most=K.MAX_SECONDS, unit=" seconds")
+    return v.number(path, value, above=0, at_most=K.MAX_SECONDS, unit=" seconds")
+
+
+def _stop_after(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if v.mapping("stop_after", raw, K.STOP_AFTER_KEYS) is BAD:
+        return BAD
+    ok = True
+    for key in ("events", "max_trials"):
+        if key not in raw:
+            v.issue("stop_after", f"required key {key!r} is missing",
+                    "write `stop_after: {events: 1, max_trials: 20}` (max_trials bounds the loop)")
+            ok = False
+    if not ok:
+        return BAD
+    events = v.integer("stop_after.events", raw["events"], minimum=1, maximum=K.MAX_TRIALS)
+    max_trials = v.integer("stop_after.max_trials", raw["max_trials"], minimum=1,
+                           maximum=K.MAX_TRIALS)
+    verdict = raw.get("event_verdict", "fail")
+    verdict = v.choice("stop_after.event_verdict", verdict, K.VERDICTS)
+    if BAD in (events, max_trials, verdict):
+        return BAD
+    if max_trials < events:
+        return v.issue("stop_after.max_trials", f"max_trials ({max_trials}) is below events "
+                       f"({events}), so the target could never be reached",
+                       f"set max_trials to at least {events}")
+    return StopAfter(events=events, max_trials=max_trials, event_verdict=verdict)
+
+
+def _retain(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if v.mapping("retain", raw, K.RETAIN_KEYS) is BAD:
+        return BAD
+    levels = {}
+    for key in sorted(K.RETAIN_KEYS):
+        if key in raw:
+            levels[key] = v.choice(f"retain.{key}", raw[key], K.RETAIN_LEVELS)
+    if BAD in levels.values():
+        return BAD
+    return Retain(**levels)
+
+
+def _regex(v: Validator, path: str, raw: Any) -> Any:
+    text = v.string(path, raw, hint="write a regular expression in single quotes")
+    if text is BAD:
+        return BAD
+    try:
+        re.compile(text)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return v.issue(path, f"not a valid regular expression: {exc}",
+                       "check brackets and escapes; in YAML, single quotes keep backslashes as is")
+    from aorta_tui.classify.linear import recipe_regex_issue  # patterns run on RE2
+
+    return text if (issue := recipe_regex_issue(text)) is None else v.issue(path, *issue)
+
+
+def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any, pattern_ids: set[str]) -> Any:
+    out: list[str] = []
+    ok = True
+    catalogue = _detector_catalogue()
+    for path, value in (("disable_detectors", raw), ("disable_detector_tiers", raw_tiers)):
+        if value is None:
+            continue
+        items = v.str_list(path, value, what="detector ids")
+        if items is BAD:
+            ok = False
+            continue
+        for i, token in enumerate(items):
+            norm = _detector_token(token)
+            if norm is None or (path == "disable_detector_tiers" and norm not in K.DETECTOR_TIERS):
+                v.issue(f"{path}[{i}]", f"{token!r} is not a detector id",
+                        "write a whole tier (tier1 .. tier5), a detector id such as 'hang', or "
+                        "'<tier>:<id>' such as 'tier4:cuda_error' or 'custom:my_pattern' "
+                        "(aorta-tui sweep list-patterns lists the ids)")
+                ok = False
+                continue
+            problem = _unknown_detector(norm, catalogue, pattern_ids)
+            if problem is not None:
+                v.issue(f"{path}[{i}]", problem[0], problem[1])
+                ok = False
+            elif norm not in out:
+                out.append(norm)
+    return tuple(out) if ok else BAD
+
+
+def check_detector_tokens(tokens: Iterable[str], pattern_ids: set[str]
+                          ) -> list[tuple[str, str | None, tuple[str, str] | None]]:
+    """``(token, normalised, problem)`` per token, checked as ``disable_detectors`` entries
+    (``--disable-detector`` uses it: one rule for the recipe key and the flag)."""
+    catalogue = _detector_catalogue()
+    out: list[tuple[str, str | None, tuple[str, str] | None]] = []
+    for token in tokens:
+        norm = _detector_token(token)
+        if norm is None:
+            out.append((token, None, (f"{token!r} is not a detector id",
+                                      "write a whole tier (tier1 .. tier5), a detector id such "
+                                      "as 'hang', or '<tier>:<id>' such as 'tier4:cuda_error'")))
+            continue
+        out.append((token, norm, _unknown_detector(norm, catalogue, pattern_ids)))
+    return out
+
+
+def _detector_token(token: str) -> str | None:
+    """``tierN``, ``<tier|custom>:<id>`` (prefix lower-cased) or a bare detector id."""
+    cleaned = token.strip()
+    if cleaned.lower() in K.DETECTOR_TIERS:
+        return cleaned.lower()
+    prefix, sep, ident = cleaned.partition(":")
+    if not sep:
+        return cleaned if re.fullmatch(r"[A-Za-z0-9_.-]+", cleaned) else None
+    prefix, ident = prefix.strip().lower(), ident.strip()
+    if not ident or prefix not in K.DETECTOR_PREFIXES or any(c.isspace() for c in ident):
+        return None
+    return f"{prefix}:{ident}"
+
+
+def _detector_catalogue() -> dict[str, int] | None:
+    """Built-in detector id -> tier, from the classifier; None where it cannot be imported."""
+    try:
+        from aorta_tui.classify import builtin_detector_ids
+
+        return dict(builtin_detector_ids())
+    except Exception:  # the classifier is optional here: fall back to checking the shape
+        return None
+
+
+def _unknown_detector(token: str, catalogue: dict[str, int] | None, pattern_ids: set[str]
+                      ) -> tuple[str, str] | None:
+    if token in K.DETECTOR_TIERS:
+        return None
+    prefix, _, ident = token.rpartition(":")
+    if prefix == "custom":
+        if ident in pattern_ids:
+            return None
+        near = _suggest(ident, pattern_ids)
+        return (f"no custom pattern of this recipe has the id {ident!r}",
+                phrase(f"custom:{near}" if near else None)
+                + "custom:<id> names one of this recipe's custom_patterns")
+    upstream = _upstream_ids()
+    if token in upstream:  # upstream AORTA's ids: each maps to ours (classify/upstream_ids.py)
+        return None
+    if catalogue is None:
+        return None
+    if not prefix and ident in pattern_ids:
+        return None
+    if ident in catalogue:
+        tier = catalogue[ident]
+        if prefix and prefix != f"tier{tier}":
+            return (f"{ident!r} is a tier-{tier} detector, not {prefix}",
+                    f"write 'tier{tier}:{ident}' or just '{ident}'")
+        return None
+    near = _suggest(ident, set(catalogue) | pattern_ids)
+    if prefix:  # also upstream's ids of that tier: 'tier3:vram_growht' -> 'tier3:vram_growth'
+        theirs = {u.partition(":")[2]: u for u in upstream if u.startswith(f"{prefix}:")}
+        near_theirs = _suggest(ident, set(theirs) | ({near} if near else set()))
+        if near_theirs in theirs and near_theirs not in catalogue:
+            near = theirs[near_theirs]
+    return (f"unknown detector {ident!r}",
+            phrase(near)
+            + "`aorta-tui sweep list-patterns` lists the built-in ids; upstream AORTA's "
+            "tierN:<id> names are accepted too")
+
+
+def _upstream_ids() -> set[str]:
+    try:
+        from aorta_tui.classify.upstream_ids import UPSTREAM_ALIASES
+
+        return set(UPSTREAM_ALIASES)
+    except Exception:  # the classifier is optional here (as for the catalogue)
+        return set()
+
+
+def _custom_patterns(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        return v.issue("custom_patterns", f"expected a list of patterns, got {type_name(raw)}",
+                       "write `- id: ...` entries, each with `match: {regex: '...'}`")
+    out: list[CustomPattern] = []
+    ids: set[str] = set()
+    ok = True
+    for i, entry in enumerate(raw):
+        path = f"custom_patterns[{i}]"
+        pattern = _custom_pattern(v, path, entry, ids)
+        if pattern is BAD:
+            ok = False
+        else:
+            out.append(pattern)
+    return tuple(out) if ok else BAD
+
+
+def _custom_pattern(v: Validator, path: str, entry: Any, ids: set[str]) -> Any:
+    if v.mapping(path, entry, K.PATTERN_KEYS) is BAD:
+        return BAD
+    ok = True
+    pid: Any = BAD
+    if v.require(path, entry, "id", "add `id: my_pattern` (reported as custom:<id>)"):
+        pid = v.string(f"{path}.id", entry["id"])
+        if pid is not BAD and pid in ids:
+            pid = v.issue(f"{path}.id", f"id {pid!r} is used by another pattern",
+                          "give every custom pattern its own id")
+        elif pid is not BAD:
+            ids.add(pid)
+    regex: Any = BAD
+    condition: Any = None
+    if v.require(path, entry, "match", "add `match: {regex: 'your pattern'}`"):
+        match = entry["match"]
+        if v.mapping(f"{path}.match", match, K.MATCH_KEYS,
+                     what="a mapping with `regex` (and optionally `condition`)") is BAD:
+            ok = False
+        else:
+            if v.require(f"{path}.match", match, "regex", "add `regex: '...'`"):
+                regex = _regex(v, f"{path}.match.regex", match["regex"])
+            if match.get("condition") is not None and regex is not BAD:
+                condition = _condition(v, f"{path}.match.condition", match["condition"], regex)
+    on_match = v.choice(f"{path}.on_match", entry.get("on_match", "fail"), K.ON_MATCH)
+    required = entry.get("required_for_pass", False)
+    required = v.boolean(f"{path}.required_for_pass", required)
+    if required is True and on_match not in (BAD, "fail"):
+        v.issue(f"{path}.required_for_pass", f"required_for_pass needs on_match: fail (this "
+                f"pattern has on_match: {on_match})", "set on_match: fail or drop "
+                "required_for_pass")
+        ok = False
+    if not ok or BAD in (pid, regex, condition, on_match, required):
+        return BAD
+    return CustomPattern(id=pid, regex=regex, condition=condition, on_match=on_match,
+                         required_for_pass=required)
+
+
+def _condition(v: Validator, path: str, raw: Any, regex: str) -> Any:
+    from aorta_tui.recipe.condition import compile_condition
+
+    if not isinstance(raw, str):
+        return v.issue(path, f"expected an expression string, got {type_name(raw)}",
+                       "quote it: condition: \"float(capture['loss']) > 10\"")
+    names = set(CONDITION_VARIABLES) | set(re.compile(regex).groupindex)
+    try:
+        compile_condition(raw, names=names)
+    except AortaError as exc:
+        return v.issue(path, exc.message, exc.hint)
+    return raw.strip()
+
+
+def _trace(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if v.mapping("trace", raw, K.TRACE_KEYS) is BAD:
+        return BAD
+    probes = v.str_list("trace.probes", raw.get("probes", []), what="probe names")
+    if probes is not BAD:
+        for i, p in enumerate(probes):
+            if not _PROBE_NAME_RE.fullmatch(p):
+                v.issue(f"trace.probes[{i}]", f"{p!r} is not a probe name",
+                        "probe names are letters, digits, '_', '.', ':' and '-' "
+                        "(aorta-tui trace list shows them)")
+                probes = BAD
+    if probes is not BAD and probes:
+        probes = _known_probes(v, probes)
+    mode = v.choice("trace.mode", raw.get("mode", "events"), K.TRACE_MODES)
+    if BAD in (probes, mode):
+        return BAD
+    return TraceSpec(probes=tuple(probes), mode=mode)
+
+
+def _executor(v: Validator, raw: Any) -> Any:
+    """``executor: local|slurm`` or ``{kind: slurm, partition, account, ...}`` (docs/slurm.md)."""
+    from aorta_tui.recipe.model import ExecutorSpec
+
+    if raw is None:
+        return ExecutorSpec()
+    if isinstance(raw, str):
+        kind = v.choice("executor", raw, K.EXECUTOR_KINDS)
+        return BAD if kind is BAD else ExecutorSpec(kind=kind)
+    if v.mapping("executor", raw, K.EXECUTOR_KEYS, what="local, slurm or a mapping") is BAD:
+        return BAD
+    kind = v.choice("executor.kind", raw.get("kind", "local"), K.EXECUTOR_KINDS)
+    fields: dict[str, Any] = {}
+    for key, pattern, example in (("partition", K.SLURM_NAME_PATTERN, "gpu"),
+                                  ("account", K.SLURM_NAME_PATTERN, "my-project"),
+                                  ("gres", K.SLURM_GRES_PATTERN, "gpu:1"),
+                                  ("time", K.SLURM_TIME_PATTERN, "01:30:00"),
+                                  ("constraint", K.SLURM_CONSTRAINT_PATTERN, "a100")):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if kind == "local":
+            v.issue(f"executor.{key}", f"{key} is a Slurm option, and kind is local",
+                    "add `kind: slurm`, or remove it")
+            continue
+        value = v.string(f"executor.{key}", value)
+        if value is not BAD and not re.fullmatch(pattern, value):
+            value = v.issue(f"executor.{key}", f"{clip_for_message(value)} is not a Slurm {key}",
+                            f"write it as sbatch --{key} takes it, e.g. {example}")
+        fields[key] = value
+    extra = raw.get("extra_sbatch")
+    extra = () if extra is None else v.str_list("executor.extra_sbatch", extra, what="sbatch options")
+    if extra not in (BAD, ()) and kind == "local":
+        extra = v.issue("executor.extra_sbatch", "extra_sbatch is for kind: slurm",
+                        "add `kind: slurm`, or remove it")
+    for i, opt in enumerate(extra if extra is not BAD else ()):
+        name = opt.split("=", 1)[0]
+        if not opt.startswith("--") or any(c in opt for c in "\n\r\x00"):
+            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{clip_for_message(opt)} is not a long "
+                            "sbatch option", "write each as one `--name=value` word, e.g. --qos=high")
+        elif name in K.SLURM_OWN_OPTIONS:
+            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{name} is set by aorta-tui itself",
+                            "remove it (the executor sets it per submission, docs/slurm.md)")
+    for key, most in (("nodes", K.SLURM_MAX_NODES), ("gpus_per_node", K.SLURM_MAX_GPUS_PER_NODE)):
+        if raw.get(key) is None:
+            continue
+        if kind == "local":  # a distributed trial across nodes is a Slurm job's (docs/slurm.md)
+            fields[key] = v.issue(f"executor.{key}", f"{key} is a Slurm option, and kind is local",
+                                  "add `kind: slurm`, or remove it")
+            continue
+        fields[key] = v.integer(f"executor.{key}", raw[key], minimum=1, maximum=most)
+    distributed = raw.get("nodes") is not None or raw.get("gpus_per_node") is not None
+    for i, opt in enumerate(extra if extra is not BAD and distributed else ()):
+        if opt.split("=", 1)[0] in K.SLURM_DISTRIBUTED_OPTIONS:
+            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{opt.split('=', 1)[0]} is set by "
+                            "aorta-tui from executor.nodes and gpus_per_node",
+                            "remove it, or set nodes / gpus_per_node instead")
+    if fields.get("gres") is not None and fields.get("gpus_per_node") is not None:
+        fields["gres"] = v.issue("executor.gres", "gres and gpus_per_node both say how many GPUs "
+                                 "a node gives the trial", "keep one: gpus_per_node: K asks for "
+                                 "--gres=gpu:K on every node")
+    if BAD in (kind, extra, *fields.values()):
+        return BAD
+    return ExecutorSpec(kind=kind, extra_sbatch=tuple(extra), **fields)
+
+
+def _known_probes(v: Validator, probes: list[str]) -> Any:
+    """Each name must be a probe set of the catalogue, as ``trace --probes`` requires."""
+    from aorta_tui.recipe.catalogues import probe_sets  # only recipes that trace pay for it
+
+    catalogue = probe_sets()  # the trace package's, registered (recipe/catalogues.py)
+
+    ok = True
+    for i, p in enumerate(probes):
+        if p not in catalogue:
+            v.issue(f"trace.probes[{i}]", f"unknown probe set {p!r}",
+                    did_you_mean(p, catalogue)
+                    + f"choose from {', '.join(catalogue)} (aorta-tui trace info shows which "
+                    "work here)")
+            ok = False
+    if len(set(probes)) != len(probes):
+        v.issue("trace.probes", "a probe set is listed twice", "list each probe set once")
+        ok = False
+    return probes if ok else BAD
+
+
+def _policy_axis(v: Validator, raw: Any) -> Any:
+    if raw is None:
+        return ()
+    items = v.str_list("policy_axis", raw, what="policy names")
+    if items is BAD:
+        return BAD
+    seen: set[str] = set()
+    for i, name in enumerate(items):
+        if not _CELL_NAME_RE.fullmatch(name):
+            v.issue(f"policy_axis[{i}]", f"{name!r} is not a policy name",
+                    "policy names are letters, digits, '.', '_' and '-' "
+                    "(aorta-tui policy list shows them)")
+            return BAD
+        if name in seen:
+            return v.issue(f"policy_axis[{i}]", f"policy {name!r} is listed twice",
+                           "list each policy once")
+        seen.add(name)
+    return tuple(items)
+
+
+def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str) -> Any:
+    threshold: Any = 1.15
+    explicit: Any = None
+    if raw is not None:
+        if v.mapping("confound", raw, K.CONFOUND_KEYS) is BAD:
+            return BAD
+        if raw.get("threshold") is not None:
+            threshold = v.number("confound.threshold", raw["threshold"], above=0,
+                                 at_most=K.MAX_CONFOUND_THRESHOLD)
+        if raw.get("baseline_cell") is not None:
+            explicit = v.string("confound.baseline_cell", raw["baseline_cell"])
+    if not cells or BAD in (threshold, explicit):
+        return BAD if BAD in (threshold, explicit) else Confound(threshold=threshold)
+    names = [c.name for c in cells]
+    if explicit is not None:
+        if explicit not in names:
+            return v.issue("confound.baseline_cell", f"no cell is named {explicit!r}",
+                           did_you_mean(explicit, names)
+                           + f"cells: {', '.join(names)}")
+        return Confound(threshold=threshold, baseline_cell=explicit, baseline_rule="explicit")
+    name, rule = resolve_baseline(cells, mode)
+    return Confound(threshold=threshold, baseline_cell=name, baseline_rule=rule)
+
+
+def resolve_baseline(cells: tuple[CellSpec, ...], mode: str = "triage") -> tuple[str, str]:
+    """Upstream's rule: first ``baseline-*`` cell, else first cell that changes nothing
+    (mitigations all ``none``; in probe mode the ``none-none`` cell), else the first cell."""
+    if mode == "triage":
+        for c in cells:
+            if c.name.startswith("baseline-"):
+                return c.name, "baseline-prefix"
+    for c in cells:
+        if all(m == "none" for m in c.mitigations):
+            return c.name, "none-mitigations"
+    return cells[0].name, "first-cell"
+
+
+# -- triage ----------------------------------------------------------------------------------
+def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
+    workload: Any = BAD
+    if v.require("", data, "workload", "add `workload: gpu_smoke` (aorta-tui sweep "
+                 "list-workloads lists them)"):
+        workload = v.string("workload", data["workload"])
+    steps: Any = BAD
+    if v.require("", data, "steps", "add `steps: 20` (steps per trial)"):
+        steps = v.integer("steps", data["steps"], minimum=1, maximum=K.MAX_STEPS)
+    workload_config = _workload_config(v, "workload_config", data.get("workload_config"))
+    save_logs = _only_value(v, "save_logs", data.get("save_logs"), True,
+                            "save_logs: false cannot be honoured: aorta-tui always saves each "
+                            "trial's stdout and stderr (its classifier reads them)",
+                            "remove the key; to drop the logs of passing trials after they "
+                            "are classified, write `retain: {on_pass: none}`")
+    extra_env = v.env_map("extra_env", data.get("extra_env"))
+    isolation = data.get("trial_isolation")
+    if isolation is None or isolation == "auto":  # upstream's `auto`: a fresh process here
+        isolation = "process"
+    else:
+        isolation = v.choice("trial_isolation", isolation, K.TRIAL_ISOLATION)
+
+    cells: tuple[CellSpec, ...] = ()
+    if v.require("", data, "cells", "add a `cells:` list, e.g. "
+                 "`cells: [{name: baseline-local, mitigations: [none]}]`"):
+        cells = _cells(v, data["cells"])
+
+    return dict(workload=workload, steps=steps, workload_config=workload_config,
+                save_logs=save_logs, extra_env=extra_env, trial_isolation=isolation, cells=cells)
+
+
+def _workload_config(v: Validator, path: str, raw: Any) -> Any:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        return v.issue(path, f"expected a mapping of workload settings, got {type_name(raw)}",
+                       "write `key: value` lines (aorta-tui sweep list-workloads shows each "
+                       "workload's settings)")
+    ok = v.json_data(path, raw)
+    for k in raw:
+        if k == "steps":
+            v.issue(child_path(path, k), "'steps' is not a workload setting",
+                    "set `steps:` on the recipe or the cell instead", key=True)
+            ok = False
+        elif isinstance(k, str) and k.startswith("_aorta"):
+            v.issue(child_path(path, k), f"{k!r} is reserved for values the engine supplies",
+                    "rename the key", key=True)
+            ok = False
+    return dict(raw) if ok else BAD
+
+
+def _cells(v: Validator, raw: Any) -> tuple[CellSpec, ...]:
+    if not isinstance(raw, list):
+        v.issue("cells", f"expected a list of cells, got {type_name(raw)}",
+                "write each cell as `- name: ...` under `cells:`")
+        return ()
+    if not raw:
+        v.issue("cells", "the recipe has no cells", "add at least one cell, e.g. "
+                "`- {name: baseline-local, mitigations: [none]}`")
+        return ()
+    cells: list[CellSpec] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(raw):
+        cell = _cell(v, f"cells[{i}]", entry)
+        if cell is BAD:
+            continue
+        if cell.name in seen:
+            v.issue(f"cells[{i}].name", f"cell name {cell.name!r} is already used by "
+                    f"cells[{seen[cell.name]}]", "cell names must be unique (they name the "
+                    "cell's directory and its matrix row)")
+            continue
+        seen[cell.name] = i
+        cells.append(cell)
+    return tuple(cells)
+
+
+def _cell(v: Validator, path: str, raw: Any) -> Any:
+    if v.mapping(path, raw, K.CELL_KEYS, what="a cell mapping") is BAD:
+        return BAD
+    name: Any = BAD
+    if v.require(path, raw, "name", "add `name: my-cell` (letters, digits, '.', '_', '-')"):
+        name = _safe_component(v, f"{path}.name", raw["name"], what="cell name")
+    mitigations: Any = BAD
+    if v.require(path, raw, "mitigations", "add `mitigations: [none]` for a baseline cell"):
+        mitigations = v.str_list(f"{path}.mitigations", raw["mitigations"],
+                                 what="mitigation names")
+        if mitigations is not BAD and not mitigations:
+            mitigations = v.issue(f"{path}.mitigations", "the list is empty",
+                                  "write `[none]` for the baseline (no mitigation)")
+    env_raw = raw.get("environment")
+    environment = "local" if env_raw is None else _environment(v, f"{path}.environment",
+                                                               env_raw)
+    extra_env = v.env_map(f"{path}.extra_env", raw.get("extra_env"))
+    trials = raw.get("trials")
+    if trials is not None:
+        trials = v.integer(f"{path}.trials", trials, minimum=1, maximum=K.MAX_TRIALS)
+    steps = raw.get("steps")
+    if steps is not None:
+        steps = v.integer(f"{path}.steps", steps, minimum=1, maximum=K.MAX_STEPS)
+    workload_config = raw.get("workload_config")
+    if workload_config is not None:
+        workload_config = _workload_config(v, f"{path}.workload_config", workload_config)
+    collect = None
+    if "collect" in raw:  # present replaces the recipe's; [] or null: none in this cell
+        collect = () if raw["collect"] is None else _collect(v, f"{path}.collect", raw["collect"])[0]
+    _registry_checks_cell(v, path, name, mitigations, environment)
+    if BAD in (name, mitigations, environment, extra_env, trials, steps, workload_config, collect):
+        return BAD
+    return CellSpec(name=name, mitigations=tuple(mitigations), environment=environment,
+                    extra_env=extra_env, trials=trials, steps=steps,
+                    workload_config=workload_config, collect=collect)
+
+
+def _collect(v: Validator, path: str, raw: Any) -> tuple[Any, dict[str, dict[str, str]]]:
+    """Upstream's `collect:`: a list of names, or name -> {OPTION: "string"} (null: none)."""
+    from aorta_tui.recipe.collector_names import KNOWN_COLLECTORS
+
+    if raw is None:
+        return (), {}
+    options: dict[str, dict[str, str]] = {}
+    if isinstance(raw, dict):
+        names = list(raw)
+        for name, opts in raw.items():
+            if opts is None:
+                continue
+            if not isinstance(opts, dict) or not all(isinstance(k, str) and isinstance(x, str)
+                                                     for k, x in opts.items()):
+                v.issue(f"{path}.{name}", "collector options must map option names to strings",
+                        'quote the values: {NANLOG_SAMPLE_EVERY: "1"}')
+                return BAD, {}
+            options[str(name)] = dict(opts)
+    elif isinstance(raw, list):
+        names = raw
+    else:
+        v.issue(path, f"expected a list of collector names or a mapping name -> options, got "
+                f"{type_name(raw)}", "write `collect: [layer_numerics]`")
+        return BAD, {}
+    ok = True
+    for i, name in enumerate(names):
+        where = f"{path}[{i}]" if isinstance(raw, list) else f"{path}.{name}"
+        if not isinstance(name, str) or name not in KNOWN_COLLECTORS:
+            v.issue(where, f"unknown collector {name!r}", did_you_mean(str(name), KNOWN_COLLECTORS)
+                    + "known: " + ", ".join(sorted(KNOWN_COLLECTORS)))
+            ok = False
+    from aorta_tui.recipe.catalogues import collector_option_problems  # upstream's schemas
+
+    for name, opts in options.items():
+        for key, problem, fix in collector_option_problems(name, opts):
+            v.issue(f"{path}.{name}.{key}", problem, fix)
+            ok = False
+    return (tuple(dict.fromkeys(names)), options) if ok else (BAD, {})
+
+
+def _environment(v: Validator, path: str, raw: Any) -> Any:
+    if isinstance(raw, str):
+        return v.string(path, raw)
+    if not isinstance(raw, dict):
+        return v.issue(path, f"expected an environment name or {{docker: image, env: {{...}}}}, "
+                       f"got {type_name(raw)}", "write `environment: local` or "
+                       "`environment: {docker: rocm/pytorch:latest}`")
+    if v.mapping(path, raw, K.INLINE_ENV_KEYS, what="an inline environment") is BAD:
+        return BAD
+    if not v.require(path, raw, "docker", "an inline environment names its image: "
+                     "`{docker: rocm/pytorch:latest}`; for variables alone use the cell's "
+                     "extra_env"):
+        return BAD
+    image = v.string(f"{path}.docker", raw["docker"])
+    if image is not BAD and (problem := docker_image_problem(image)) is not None:
+        image = v.issue(f"{path}.docker", problem[0], problem[1])
+    env = v.env_map(f"{path}.env", raw.get("env"))
+    if BAD in (image, env):
+        return BAD
+    return {"docker": image, "env": env}
+
+
+def _registry_checks_cell(v: Validator, path: str, name: Any, mitigations: Any,
+                          environment: Any) -> None:
+    """Names must exist in the registry, and the cell's mitigations must agree."""
+    reg = v.registry
+    if reg is None:
+        return
+    known = mitigations is not BAD
+    for j, m in enumerate(mitigations if mitigations is not BAD else ()):
+        if m not in reg.mitigations:
+            known = False
+            _unknown(v, f"{path}.mitigations[{j}]", "mitigation", m, reg.mitigations,
+                     "aorta-tui sweep list-mitigations")
+    if isinstance(environment, str) and environment not in reg.environments:
+        _unknown(v, f"{path}.environment", "environment", environment, reg.environments,
+                 "aorta-tui sweep list-environments")
+    if known:
+        label = name if name is not BAD else path
+        _check_conflicts(v, f"{path}.mitigations", label, mitigations)
+
+
+def _unknown(v: Validator, path: str, kind: str, name: str, known: dict[str, Any],
+             command: str) -> None:
+    v.issue(path, f"unknown {kind} {name!r}",
+            did_you_mean(name, known) + f"`{command}` lists them"
+            + ("; add your own with --mitigations-file" if kind == "mitigation" else ""))
+
+
+def _check_conflicts(v: Validator, path: str, cell_name: str, names: Iterable[str]) -> None:
+    from aorta_tui.recipe.checks import mitigation_env
+
+    reg = v.registry
+    assert reg is not None
+    try:
+        mitigation_env([reg.mitigations[n] for n in names], where=f"cell {cell_name!r}")
+    except AortaError as exc:
+        v.issue(path, exc.message, "keep one of them, or pin the value with the cell's extra_env")
+
+
+# -- probe -----------------------------------------------------------------------------------
+def _probe(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
+    axes: dict[str, Any] = {}
+    for axis in ("mitigation_axis", "diagnostic_axis"):
+        if v.require("", data, axis, f"add `{axis}: [none, ...]` (mitigation names; `none` "
+                     "is the no-op)"):
+            axes[axis] = v.str_list(axis, data[axis], nonempty=True, what="mitigation names")
+        else:
+            axes[axis] = BAD
+    collect_paths = data.get("collect_paths")
+    collect_paths = () if collect_paths is None else v.str_list("collect_paths", collect_paths,
+                                                                what="paths or globs")
+    passthrough = data.get("env_passthrough_mode")
+    passthrough = "inherit" if passthrough is None else v.choice(
+        "env_passthrough_mode", passthrough, K.ENV_PASSTHROUGH)
+    redaction = _redaction(v, data) if "redaction" in data else None
+    command = data.get("command")
+    if command is not None:
+        command = v.str_list("command", command, nonempty=True, what="argv words")
+    cells: tuple[CellSpec, ...] = ()
+    m_axis, d_axis = axes["mitigation_axis"], axes["diagnostic_axis"]
+    if BAD not in (m_axis, d_axis):
+        cells = _probe_cells(v, m_axis, d_axis)
+    return dict(mitigation_axis=tuple(m_axis) if m_axis is not BAD else (),
+                diagnostic_axis=tuple(d_axis) if d_axis is not BAD else (),
+                collect_paths=tuple(collect_paths) if collect_paths is not BAD else BAD,
+                env_passthrough_mode=passthrough, redaction=redaction,
+                command=tuple(command) if command not in (None, BAD) else command,
+                cells=cells)
+
+
+def _redaction(v: Validator, data: dict[str, Any]) -> Any:
+    raw = data["redaction"]
+    if v.mapping("redaction", raw, K.REDACTION_KEYS) is BAD:
+        return BAD
+    keys = v.str_list("redaction.scrub_env_keys", raw.get("scrub_env_keys") or [],
+                      what="variable-name globs")
+    paths = v.boolean("redaction.scrub_paths", raw.get("scrub_paths", False))
+    ips = v.boolean("redaction.scrub_ip_addresses", raw.get("scrub_ip_addresses", False))
+    if BAD in (keys, paths, ips):
+        return BAD
+    return Redaction(scrub_env_keys=tuple(keys), scrub_paths=paths, scrub_ip_addresses=ips)
+
+
+def probe_segment(name: str) -> str:
+    """An axis value as a cell-name segment (upstream's slug: unsafe characters become _)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.\-]", "_", name)
+    if not cleaned or cleaned[0] in ".-":
+        cleaned = "_" + cleaned
+    return cleaned
+
+
+def _probe_cells(v: Validator, m_axis: list[str], d_axis: list[str]) -> tuple[CellSpec, ...]:
+    reg = v.registry
+    unknown = False
+    if reg is not None:
+        for axis, items in (("mitigation_axis", m_axis), ("diagnostic_axis", d_axis)):
+            for i, name in enumerate(items):
+                if name not in reg.mitigations:
+                    unknown = True
+                    _unknown(v, f"{axis}[{i}]", "mitigation", name, reg.mitigations,
+                             "aorta-tui sweep list-mitigations")
+    # Each axis value once, remembering where it is written; a repeat is reported and left out
+    # of the cross product, so n repeats cost O(n), not O(n^2) cells to build and compare.
+    unique: dict[str, dict[str, int]] = {}
+    for axis, items in (("mitigation_axis", m_axis), ("diagnostic_axis", d_axis)):
+        first: dict[str, int] = {}
+        for i, name in enumerate(items):
+            if name in first:
+                v.issue(f"{axis}[{i}]", f"{name!r} is listed twice in {axis} (first at "
+                        f"{axis}[{first[name]}])", "list each name once")
+            first.setdefault(name, i)
+        unique[axis] = first
+    m_first, d_first = unique["mitigation_axis"], unique["diagnostic_axis"]
+    if len(m_first) * len(d_first) > K.MAX_CELLS:
+        v.issue("diagnostic_axis", f"mitigation_axis x diagnostic_axis makes "
+                f"{len(m_first)} x {len(d_first)} = {len(m_first) * len(d_first)} cells; at "
+                f"most {K.MAX_CELLS}", "split the sweep into several recipes")
+        return ()
+    cells: list[CellSpec] = []
+    origin: dict[str, tuple[str, str]] = {}
+    for m, i in m_first.items():
+        for d, j in d_first.items():
+            name = f"{probe_segment(m)}-{probe_segment(d)}"
+            if name in origin:
+                if origin[name] != (m, d):
+                    v.issue(f"diagnostic_axis[{j}]", f"({m!r}, {d!r}) and {origin[name]!r} "
+                            f"both make the cell name {name!r}", "rename one of the axis values")
+                continue
+            if len(name) > 100:
+                v.issue(f"mitigation_axis[{i}]", f"cell name {name[:40]}... is longer than 100 "
+                        "characters", "use shorter mitigation names")
+                continue
+            origin[name] = (m, d)
+            # a generated cell has no text of its own: point at the axis entries that made it
+            marks = v.marks.values
+            if f"diagnostic_axis[{j}]" in marks:
+                marks.setdefault(f"cells[{len(cells)}]", marks[f"mitigation_axis[{i}]"])
+                marks.setdefault(f"cells[{len(cells)}].mitigations",
+                                 marks[f"diagnostic_axis[{j}]"])
+            mitigations = tuple(dict.fromkeys(x for x in (m, d) if x != "none"))
+            if reg is not None and not unknown and len(mitigations) > 1:
+                _check_conflicts(v, f"diagnostic_axis[{j}]", name, mitigations)
+            cells.append(CellSpec(name=name, mitigations=mitigations, environment="local"))
+    return tuple(cells)

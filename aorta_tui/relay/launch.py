@@ -1,0 +1,113 @@
+"""Start a sweep detached from the caller (the TUI), and cancel one by its run directory.
+
+A detached sweep is an ordinary ``aorta-tui sweep run --json`` in its own session: closing the
+TUI or losing the SSH connection does not signal it, and whoever opens the run directory later
+re-attaches by following its journal. Its run directory is the one its first ``RunStarted``
+event names (never guessed from the files that appear).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from aorta_tui.core import ownership, spawn_gate
+from aorta_tui.core.errors import RunDirError, UsageError
+from aorta_tui.core.events import RunStarted
+from aorta_tui.store.rundir import lock_holder, parse_journal_line
+
+LAUNCH_LOG = "launcher.log"
+
+
+def launch_detached(
+    recipe_path: str | Path | None,
+    output_dir: str | Path,
+    extra_args: Sequence[str] = (),
+    *,
+    command: Sequence[str] = (),
+    resume: str | Path | None = None,
+    wait_s: float = 15.0,
+) -> Path:
+    """Start the sweep and return its run directory, as its first ``RunStarted`` line names it.
+
+    The sweep runs under a relay (``relay.engine_run --relay``) in its own session: the relay
+    copies the orchestrator's ``--json`` events, and its stderr, to
+    ``<output>/.launch-<pid>-<ns>.log`` and hands the ``RunStarted`` line over a pipe (the
+    handshake), so nothing reaches the caller's terminal and the run outlives the caller.
+    """
+    output = Path(output_dir)
+    ownership.make_dirs(output)
+    args = ["sweep", "run", "--json", "--output", str(output)]
+    if recipe_path is not None:
+        args += ["--recipe", str(recipe_path)]
+    if resume is not None:
+        args += ["--resume", str(resume)]
+    args += list(extra_args)
+    if command:
+        args += ["--", *command]
+    log_path = output / f".launch-{os.getpid()}-{time.time_ns()}.log"
+    with open(log_path, "wb") as log:
+        ownership.adopt(log_path)
+        relay = spawn_gate.popen([sys.executable, "-m", "aorta_tui.relay.engine_run", "--relay", str(log_path),
+                                  "--", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=log, start_new_session=True)
+    # Reap it whenever it ends, so a long-lived TUI collects no zombies.
+    threading.Thread(target=relay.wait, name=f"reap-{relay.pid}", daemon=True).start()
+    try:
+        started = _handshake(relay, wait_s)
+    finally:
+        assert relay.stdout is not None
+        relay.stdout.close()
+    if started is None:
+        try:
+            code: int | None = relay.wait(5.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        text = log_path.read_text(errors="replace").strip()
+        status = f"exit {code}" if code is not None else "no run_started line"
+        raise UsageError(f"the sweep did not start ({status}): {text[-2000:]}")
+    return Path(started.run_dir)
+
+
+def _handshake(relay: subprocess.Popen[bytes], wait_s: float) -> RunStarted | None:
+    """The ``RunStarted`` the relay hands over; None when it closed the pipe without one."""
+    assert relay.stdout is not None
+    fd = relay.stdout.fileno()
+    deadline = time.monotonic() + wait_s
+    data = b""
+    while b"\n" not in data:
+        ready, _w, _x = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise RunDirError(f"the sweep started (pid {relay.pid}) but announced no run within {wait_s:.0f}s",
+                              hint="see the .launch-*.log in the output directory")
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None
+        data += chunk
+    event, _why = parse_journal_line(data.split(b"\n", 1)[0])
+    return event if isinstance(event, RunStarted) else None
+
+
+def cancel_run(run_dir: str | Path, *, sig: int = signal.SIGINT) -> int:
+    """Ask the orchestrator holding the run's lock to stop (as Ctrl-C would). Returns its pid."""
+    holder = lock_holder(Path(run_dir))
+    if holder is None:
+        raise RunDirError(f"{run_dir} is not running", hint="nothing to cancel; resume it to continue")
+    if "pid" not in holder:
+        # Held, and the lock file does not name a live process (yet): signalling a guessed pid
+        # could hit an unrelated process.
+        raise RunDirError(f"{run_dir} is running, and its orchestrator's pid is not known yet",
+                          hint="try again in a moment")
+    pid = int(holder["pid"])
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        raise RunDirError(f"the orchestrator of {run_dir} (pid {pid}) is gone") from None
+    return pid

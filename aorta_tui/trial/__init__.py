@@ -1,0 +1,1 @@
+"""How one trial runs: the worker process, the isolation modes (process, in-process, warm zygotes), supervision, containment, the process tree, the hang monitor, GPU sampling, the timeline, and ending orphans."""

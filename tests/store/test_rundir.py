@@ -1,0 +1,96 @@
+"""Run directory: lock, journal durability and resume bookkeeping, with real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from aorta_tui.core.errors import RunDirError
+from aorta_tui.core.events import RunFinished, RunStarted, TrialFinished, TrialStarted
+from aorta_tui.store import rundir
+
+
+def test_second_holder_is_refused_with_the_holders_pid(tmp_path: Path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from pathlib import Path
+            from aorta_tui.store.rundir import RunLock
+            lock = RunLock(Path({str(tmp_path)!r})); lock.acquire()
+            print("locked", flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RunDirError) as exc:
+            rundir.RunLock(tmp_path).acquire()
+        assert str(holder.pid) in exc.value.message
+        assert rundir.lock_holder(tmp_path)["pid"] == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+    # The kernel released the lock with the dead holder.
+    assert rundir.lock_holder(tmp_path) is None
+    lock = rundir.RunLock(tmp_path)
+    lock.acquire()
+    lock.release()
+
+
+def test_torn_last_line_is_ignored(tmp_path: Path):
+    j = rundir.Journal(tmp_path / rundir.JOURNAL)
+    j.append(RunStarted("r", source="sweep", run_dir=str(tmp_path), total=2))
+    j.append(TrialStarted("r", trial_id="a/trial-000", cell="a", trial=0))
+    j.close()
+    with open(tmp_path / rundir.JOURNAL, "a") as fh:
+        fh.write('{"event": "trial_finished", "run_id": "r", "trial_')  # killed mid-write
+    events = rundir.read_journal(tmp_path)
+    assert [e.kind for e in events] == ["run_started", "trial_started"]
+
+
+def test_resume_state_trusts_only_finished_trials_with_results(tmp_path: Path):
+    j = rundir.Journal(tmp_path / rundir.JOURNAL)
+    for tid in ("a/trial-000", "a/trial-001", "b/trial-000"):
+        j.append(TrialStarted("r", trial_id=tid, cell=tid.split("/")[0], trial=0))
+    for tid in ("a/trial-000", "a/trial-001"):
+        j.append(TrialFinished("r", trial_id=tid, cell="a", trial=0, verdict="pass"))
+    j.close()
+    (tmp_path / "trials/a/trial-000").mkdir(parents=True)
+    (tmp_path / "trials/a/trial-000/result.json").write_text(json.dumps({"verdict": "pass"}))
+    state = rundir.resume_state(tmp_path)
+    assert set(state.completed) == {"a/trial-000"}
+    assert state.interrupted == {"a/trial-001", "b/trial-000"}
+
+
+def test_run_info_states(tmp_path: Path):
+    run = tmp_path / "T" / "run1"
+    run.mkdir(parents=True)
+    j = rundir.Journal(run / rundir.JOURNAL)
+    j.append(RunStarted("run1", source="sweep", run_dir=str(run), total=3))
+    j.append(TrialFinished("run1", trial_id="a/trial-000", cell="a", trial=0, verdict="pass"))
+    j.close()
+    with open(run / rundir.JOURNAL, "a") as fh:
+        fh.write('{"event": "trial_finished", "run_id": "run1", "trial_')  # torn: not counted
+    (info,) = rundir.list_runs(tmp_path)
+    assert (info.state, info.total, info.done, info.ticket) == ("interrupted", 3, 1, "T")
+    j = rundir.Journal(run / rundir.JOURNAL)  # a resumed writer: ends the fragment first
+    j.append(RunFinished("run1", status="completed", exit_code=0))
+    j.close()
+    info = rundir.run_info(run)
+    assert (info.state, info.done) == ("finished", 1)
+    assert [e.kind for e in rundir.read_journal(run)] == ["run_started", "trial_finished", "run_finished"]
+
+
+def test_unwritable_output_is_a_clear_error(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    from aorta_tui.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="cannot create the run directory"):
+        rundir.prepare_output(blocker, "T")
