@@ -8,7 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import tomllib
+import pytest
+
+tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+; the project runs on 3.10 too")
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "architecture.md").read_text()

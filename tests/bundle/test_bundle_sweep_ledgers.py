@@ -15,18 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.policy.test_policy_crashpoints import CHILD as POLICY_CHILD
+
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "hf_LEDGERplantedTok3n77"
 
-# A trial that prints the inherited token and writes a queue-run-shaped result.
-CHILD = textwrap.dedent("""
-    import json, os, sys
-    print("token", os.environ["HF_TOKEN"], flush=True)
-    out = sys.argv[sys.argv.index("-o") + 1]
-    json.dump({"schema_version": 1, "emulated": True, "platform": {"backend": "cpu"},
-               "summary": {"throughput": 100.0}, "summary_units": {"throughput": "items/s"},
-               "summary_better": {"throughput": "higher"}, "unavailable": {}}, open(out, "w"))
-""")
+# A trial that prints the inherited token, then writes a queue-run-shaped result (the crash-point
+# test's trial).
+CHILD = 'import os\nprint("token", os.environ["HF_TOKEN"], flush=True)\n' + POLICY_CHILD
 POLICY_SWEEP = textwrap.dedent("""
     import sys
     from pathlib import Path
