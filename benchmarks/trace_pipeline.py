@@ -78,7 +78,7 @@ def upstream_lines(jobs: dict[str, np.ndarray]) -> list[str]:
 def run_ours(lines: list[str], batch: int = 20_000) -> dict:
     from aorta_tui.trace import probes
     from aorta_tui.trace.parser import RecordParser
-    from aorta_tui.trace.stats import MetricStats, split_batch
+    from aorta_tui.trace.stream_stats import MetricStats, split_batch
 
     metric = probes.get("amdgpu").metric("cs_to_run")
     t = time.perf_counter()

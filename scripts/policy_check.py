@@ -179,21 +179,21 @@ def run_sweep(label: str, workload: str, policies: list[Any], args: argparse.Nam
 
 
 def _summary(entry: dict[str, Any]) -> Any:
-    from aorta_tui.policy.stats import Summary
+    from aorta_tui.policy.comparison import Summary
 
     return Summary(entry.get("n", 0), entry.get("median"), entry.get("ci_low"),
                    entry.get("ci_high"), entry.get("reason", ""))
 
 
 def direct(report: dict[str, Any], a: str, b: str, metric: str) -> Any:
-    from aorta_tui.policy import stats
+    from aorta_tui.policy import comparison
 
     pol = {p["name"]: p for p in report["policies"]}
     better = {m["name"]: m["better"] for m in report["metrics"]}.get(metric)
     hib = True if better == "higher" else False if better == "lower" else None
     if a not in pol or b not in pol or metric not in pol[a]["metrics"]:
-        return stats.Comparison(stats.NOT_AVAILABLE, None, "", "not measured")
-    return stats.compare(_summary(pol[b]["metrics"][metric]), _summary(pol[a]["metrics"][metric]),
+        return comparison.Comparison(comparison.NOT_AVAILABLE, None, "", "not measured")
+    return comparison.compare(_summary(pol[b]["metrics"][metric]), _summary(pol[a]["metrics"][metric]),
                          higher_is_better=hib)
 
 

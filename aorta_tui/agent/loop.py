@@ -180,7 +180,7 @@ def load_state(agent_dir: Path) -> dict[str, Any]:
 
 
 def save(agent_dir: Path, state: dict[str, Any]) -> None:
-    from aorta_tui.agent.report import render_markdown
+    from aorta_tui.agent.page import render_markdown
     from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 
     atomic_write_json(agent_dir / "agent.json", state)

@@ -77,7 +77,7 @@ def trial_notes(trial_dir: str, data: dict[str, Any] | None = None) -> str:
     event carries; else the file, read once): its largest timeline phases
     `` (torch_imported 1.18 s, exited 650 ms, ...)`` and, for a Slurm job,
     `` [job 12_3 on node07, GPU 0, COMPLETED, queued 0.7 s]``; empty when it has neither."""
-    from aorta_tui.executor.report import placement_text
+    from aorta_tui.executor.placement import placement_text
     from aorta_tui.trial.timeline import summary
 
     if data is None:
@@ -115,7 +115,7 @@ def summary_text(e: Any) -> str:
         if s.get("hint"):
             lines.append(f"hint: {s['hint']}")
     if s.get("matrix"):
-        from aorta_tui.executor.report import node_summary
+        from aorta_tui.executor.placement import node_summary
 
         lines += node_summary(Path(s["matrix"]).parent)  # Slurm runs: failures per node
         lines.append(f"matrix: {s['matrix']}")

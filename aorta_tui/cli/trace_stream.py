@@ -315,7 +315,7 @@ def synthetic(rate: int, interval: float, out: StreamWriter) -> None:
 
     from aorta_tui.trace.metrics import Metric
     from aorta_tui.trace.parser import RecordParser
-    from aorta_tui.trace.stats import MetricStats, split_batch
+    from aorta_tui.trace.stream_stats import MetricStats, split_batch
 
     per_batch = max(1, rate // 100)  # a batch every 10 ms, as a pipe reader sees them
     rng = np.random.default_rng(7)

@@ -69,8 +69,8 @@ from aorta_tui.core.events import (
 )
 from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
 from aorta_tui.core.secrets import record_secret_hashes
+from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
-from aorta_tui.policy.stats import MIN_SAMPLES
 from aorta_tui.store.run_store import RunStore, StoreLayout
 from aorta_tui.store.rundir import output_write_error, write_failure
 from aorta_tui.trial.orphans import mint

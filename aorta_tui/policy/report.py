@@ -15,14 +15,14 @@ from typing import Any
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.errors import RunDirError, UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, is_json_number, load_json_input
-from aorta_tui.policy import stats
+from aorta_tui.policy import comparison
 
 REPORT_SCHEMA_VERSION = 1
 STATISTIC = {
     "center": "median of the trials",
-    "interval": f"{int(stats.CONFIDENCE * 100)}% percentile bootstrap of the median "
-                f"({stats.DEFAULT_RESAMPLES} resamples, seeded)",
-    "min_samples": stats.MIN_SAMPLES,
+    "interval": f"{int(comparison.CONFIDENCE * 100)}% percentile bootstrap of the median "
+                f"({comparison.DEFAULT_RESAMPLES} resamples, seeded)",
+    "min_samples": comparison.MIN_SAMPLES,
     "call_rule": "a difference against the reference is called only when the two intervals "
                  "do not overlap; otherwise 'unchanged (within noise)'",
 }
@@ -146,7 +146,7 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
     emulated = any(t.get("emulated") for t in ok) if ok else None
 
     policies_out: list[dict[str, Any]] = []
-    summaries: dict[str, dict[str, stats.Summary]] = {}
+    summaries: dict[str, dict[str, comparison.Summary]] = {}
     for definition in (_clean_definition(d) for d in manifest.get("policies", [])):
         name = definition["name"]
         mine = [t for t in trials if t.get("policy") == name]
@@ -156,11 +156,11 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
         for metric in metric_names:
             values = [t["summary"].get(metric) for t in mine_ok]
             measured = [v for v in values if v is not None]
-            summary = stats.summarize(measured, seed=_metric_seed(seed, name, metric))
+            summary = comparison.summarize(measured, seed=_metric_seed(seed, name, metric))
             if not measured:
                 reasons = {t.get("unavailable", {}).get(metric) for t in mine_ok} - {None}
                 reason = "; ".join(sorted(reasons)) if reasons else summary.reason
-                summary = stats.Summary(0, None, None, None, reason or "not measured")
+                summary = comparison.Summary(0, None, None, None, reason or "not measured")
             summaries[name][metric] = summary
             per_metric[metric] = {**summary.to_dict(), "values": values}
         raw_notes = manifest.get("notes", {}).get(name, [])
@@ -189,11 +189,11 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
         for metric in metric_names:
             direction = better.get(metric)
             hib = True if direction == "higher" else False if direction == "lower" else None
-            cmp = stats.compare(ref.get(metric, stats.Summary(0, None, None, None, "reference "
+            cmp = comparison.compare(ref.get(metric, comparison.Summary(0, None, None, None, "reference "
                                                                 "not measured")),
                                 summaries[entry["name"]][metric], higher_is_better=hib)
             entry["vs_reference"][metric] = cmp.to_dict()
-            if cmp.verdict in (stats.HIGHER, stats.LOWER):
+            if cmp.verdict in (comparison.HIGHER, comparison.LOWER):
                 differences.append({"policy": entry["name"], "metric": metric,
                                     "verdict": cmp.verdict, "change_pct": cmp.change_pct,
                                     "assessment": cmp.assessment})
@@ -255,7 +255,7 @@ def _stream_priority_notes(trials: list[dict[str, Any]]) -> list[str]:
         else:
             reason = str(sp.get("reason") or "not applied").removeprefix("not applied").lstrip(": ")
             notes.add(f"stream priority lc not applied{': ' + reason if reason else ''}; "
-                      f"expect '{stats.UNCHANGED}'")
+                      f"expect '{comparison.UNCHANGED}'")
     return sorted(notes)
 
 
@@ -268,7 +268,7 @@ def _vendor_notes(definition: dict[str, Any], backend: str, emulated: bool | Non
                          "have nothing to act on here")
     elif vendor in ("cuda", "rocm") and backend and backend != vendor:
         notes.append(f"not applicable on this platform: the {vendor} runtime reads these "
-                     f"knobs, this run used {backend}; expect '{stats.UNCHANGED}'")
+                     f"knobs, this run used {backend}; expect '{comparison.UNCHANGED}'")
     return notes
 
 
@@ -300,9 +300,9 @@ def versus_text(c: dict[str, Any]) -> str:
     """A policy's comparison with the reference on one metric, as policy.md and the TUI both
     show it: ``higher +5.0% (better)``, ``unchanged (within noise)``, ``not available (why)``."""
     vs = str(c.get("verdict") or "—")
-    if c.get("verdict") in (stats.HIGHER, stats.LOWER) and c.get("change_pct") is not None:
+    if c.get("verdict") in (comparison.HIGHER, comparison.LOWER) and c.get("change_pct") is not None:
         vs += f" {c['change_pct']:+.1f}%" + (f" ({c['assessment']})" if c.get("assessment") else "")
-    elif c.get("verdict") == stats.NOT_AVAILABLE and c.get("reason"):
+    elif c.get("verdict") == comparison.NOT_AVAILABLE and c.get("reason"):
         vs += f" ({c['reason']})"
     return vs
 
@@ -352,7 +352,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {d['policy']} | {d['metric']} | {d['verdict']} | {change} | "
                          f"{d['assessment'] or '—'} |")
     else:
-        lines.append(f"None: every measured policy is {stats.UNCHANGED} against `{ref}` "
+        lines.append(f"None: every measured policy is {comparison.UNCHANGED} against `{ref}` "
                      "(or had too few trials to say).")
 
     lines += ["", "## Metrics", ""]

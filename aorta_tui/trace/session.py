@@ -31,7 +31,7 @@ from aorta_tui.core.events import Event, HistogramSnapshot
 from aorta_tui.trace import capability, program, tracefs
 from aorta_tui.trace.parser import Batch, RecordParser
 from aorta_tui.trace.runner import BpftraceRunner
-from aorta_tui.trace.stats import MetricStats, split_batch
+from aorta_tui.trace.stream_stats import MetricStats, split_batch
 
 # The command waits on this pipe until every probe is attached, then execs.
 # It runs the command only on the go byte: if tracing fails to start, the pipe closes and the
@@ -475,7 +475,7 @@ class TraceSession:
         (ns, bytes) -- for an exporter (aorta_tui.metrics) that needs per-key histograms, which
         snapshots do not carry. Aggregate mode keeps no per-key histogram in the kernel: one
         row, key "all", holds the metric's. ("", []) for a name this session does not trace."""
-        from aorta_tui.trace.stats import _key_text
+        from aorta_tui.trace.stream_stats import _key_text
 
         if self.program is None:
             return "", []

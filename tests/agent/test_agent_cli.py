@@ -164,7 +164,7 @@ def test_a_budget_below_the_baseline_is_refused(tmp_path):
 
 
 def test_the_agent_engine_imports_no_front_end():
-    code = ("import sys, aorta_tui.agent.loop, aorta_tui.agent.proposer, aorta_tui.agent.report; "
+    code = ("import sys, aorta_tui.agent.loop, aorta_tui.agent.proposer, aorta_tui.agent.page; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

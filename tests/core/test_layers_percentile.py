@@ -77,10 +77,10 @@ def test_no_other_module_defines_a_percentile() -> None:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.FunctionDef) and "percentile" in node.name.lower():
                 found.append(f"{path.relative_to(REPO)}:{node.name}")
-    # trace/hdr.py's is a histogram's method (bucket counts, not values); trace/stats.py's
+    # trace/hdr.py's is a histogram's method (bucket counts, not values); trace/stream_stats.py's
     # `percentiles` picks between the exact np.percentile and that histogram
     assert found == ["aorta_tui/core/stats.py:percentile", "aorta_tui/core/stats.py:percentile_ms",
-                     "aorta_tui/trace/hdr.py:percentile", "aorta_tui/trace/stats.py:percentiles"]
+                     "aorta_tui/trace/hdr.py:percentile", "aorta_tui/trace/stream_stats.py:percentiles"]
 
 
 def test_zz_record_counts(attack_tally) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from aorta_tui.policy import stats
+from aorta_tui.policy import comparison
 from aorta_tui.policy.evaluator import PolicySweepRequest, run_policy_sweep
 from aorta_tui.policy.presets import Policy
 from aorta_tui.policy.report import build_report, render_markdown
@@ -74,9 +74,9 @@ def test_shifts_are_called_with_sign_and_direction(report: dict[str, Any]) -> No
     r = report["report"]
     faster = _policy(r, "faster")["vs_reference"]["throughput"]
     slower = _policy(r, "slower")["vs_reference"]["throughput"]
-    assert faster["verdict"] == stats.HIGHER and faster["assessment"] == "better"
+    assert faster["verdict"] == comparison.HIGHER and faster["assessment"] == "better"
     assert faster["change_pct"] == pytest.approx(25.0, abs=3.0)
-    assert slower["verdict"] == stats.LOWER and slower["assessment"] == "worse"
+    assert slower["verdict"] == comparison.LOWER and slower["assessment"] == "worse"
     called = {(d["policy"], d["metric"]) for d in r["differences"]}
     assert called == {("faster", "throughput"), ("slower", "throughput")}
 
@@ -85,7 +85,7 @@ def test_no_shift_is_unchanged(report: dict[str, Any]) -> None:
     r = report["report"]
     for name in ("same", "cuda_only"):
         for metric in ("throughput", "latency_p50_ms"):
-            assert _policy(r, name)["vs_reference"][metric]["verdict"] == stats.UNCHANGED
+            assert _policy(r, name)["vs_reference"][metric]["verdict"] == comparison.UNCHANGED
 
 
 def test_intervals_medians_and_missing_figures(report: dict[str, Any]) -> None:
@@ -97,7 +97,7 @@ def test_intervals_medians_and_missing_figures(report: dict[str, Any]) -> None:
     delay = base["launch_delay_mean_us"]
     assert delay["median"] is None and delay["reason"] == "streams were idle at submit"
     verdict = _policy(report["report"], "faster")["vs_reference"]["launch_delay_mean_us"]
-    assert verdict["verdict"] == stats.NOT_AVAILABLE
+    assert verdict["verdict"] == comparison.NOT_AVAILABLE
 
 
 def test_notes_and_markdown(report: dict[str, Any]) -> None:
@@ -261,7 +261,7 @@ def test_too_few_trials_for_an_interval_are_announced_at_the_start(tmp_path: Pat
     events: list[Any] = []
     outcome = run_policy_sweep(req, on_event=events.append, trial_command=command)
     warned = [e for e in events if e.kind == "warning" and e.code == "too_few_trials"]
-    assert len(warned) == (1 if trials < stats.MIN_SAMPLES else 0)
+    assert len(warned) == (1 if trials < comparison.MIN_SAMPLES else 0)
     if warned:
         assert events.index(warned[0]) < next(i for i, e in enumerate(events) if e.kind == "trial_started")
         assert outcome.report["differences"] == []  # the 25-unit shift cannot be called from 2

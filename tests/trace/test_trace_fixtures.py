@@ -11,7 +11,7 @@ import pytest
 
 from aorta_tui.trace import probes, program, tracefs
 from aorta_tui.trace.parser import RecordParser
-from aorta_tui.trace.stats import MetricStats, split_batch
+from aorta_tui.trace.stream_stats import MetricStats, split_batch
 
 FIX = Path(__file__).parent.parent / "fixtures" / "trace"
 

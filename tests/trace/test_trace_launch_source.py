@@ -367,7 +367,7 @@ def test_records_read_before_the_session_binds_count_as_before_the_trace(prebuil
     from types import SimpleNamespace
 
     from aorta_tui.trace.probes.cuda import CudaProbes
-    from aorta_tui.trace.stats import MetricStats
+    from aorta_tui.trace.stream_stats import MetricStats
 
     s = _side()
     s.prepare(None, children=True)

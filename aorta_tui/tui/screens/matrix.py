@@ -199,7 +199,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
         if self._per_node is None or self._per_node[0] != self.run_dir:
             from rich.markup import escape
 
-            from aorta_tui.executor.report import node_summary
+            from aorta_tui.executor.placement import node_summary
 
             lines = node_summary(self.run_dir)
             self._per_node = (self.run_dir, escape("; ".join(ln.strip() for ln in lines))

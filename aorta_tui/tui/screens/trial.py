@@ -54,7 +54,7 @@ def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
             extras.append("logs truncated (head + tail kept)")
         if extras:
             lines.append(escape("; ".join(str(e) for e in extras)))
-        from aorta_tui.executor.report import placement_text
+        from aorta_tui.executor.placement import placement_text
 
         where = placement_text(result)  # a Slurm trial: job, node, GPU, state, queue wait
         if where:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.executor.report import node_summary, placement_text
+from aorta_tui.executor.placement import node_summary, placement_text
 
 
 def _run_dir(tmp_path: Path, trials: list[tuple[str, str, str]]) -> Path:
