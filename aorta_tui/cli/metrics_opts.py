@@ -64,7 +64,10 @@ def sweep_metrics_serving(req: MetricsRequest | None, bus: Any,
     sink = SweepMetrics(planned=planned)
     with serving(req.addr, req.public, req.linger_s, [sink]) as server:
         bus.add(sink)
-        yield server
+        try:
+            yield server
+        finally:
+            sink.close()  # however the run ended, the linger says "ended" (as metered does)
 
 
 def metered(go: Any, req: MetricsRequest) -> Any:

@@ -62,9 +62,6 @@ _CGROUP_PREFIX = "aorta-trial-"
 _counter = itertools.count(1)
 _lock = threading.Lock()
 _own_subreaper: bool | None = None  # None: not tried yet
-# One CgroupScope.step_in .. step_out at a time in this process, and no other process creation
-# (spawn_gate) nor any read of this process's own cgroup while one is open.
-_STEP_LOCK = GATE
 # Main processes of the trials running now (all threads): never taken for another's orphan.
 _leaders: set[int] = set()
 
@@ -218,19 +215,20 @@ class CgroupScope(Scope):
     #
     # Threads that start trials at once (scripts/gpu_warm_check.py runs eight) would move the
     # one process between their cgroups under each other: a child born in another trial's
-    # cgroup is killed with that trial. _STEP_LOCK makes step_in .. step_out one at a time.
+    # cgroup is killed with that trial. spawn_gate.GATE makes step_in .. step_out one at a
+    # time, and keeps every other process creation and read of this process's cgroup out of it.
     def step_in(self) -> bool:
-        _STEP_LOCK.acquire()
+        GATE.acquire()
         try:
             home = os.open(self.path.parent / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
         except OSError:
-            _STEP_LOCK.release()
+            GATE.release()
             return False
         try:
             os.write(self.procs_fd, b"0")
         except OSError:
             os.close(home)
-            _STEP_LOCK.release()
+            GATE.release()
             return False
         self._home_fd = home
         return True
@@ -250,7 +248,7 @@ class CgroupScope(Scope):
             raise RuntimeError(f"the orchestrator could not leave the trial's cgroup {self.path}: {err}")
         finally:
             os.close(home)
-            _STEP_LOCK.release()
+            GATE.release()
 
     def inside(self, pid: int) -> bool:
         """Whether ``pid`` entered this cgroup (read from /proc/<pid>/cgroup: that still
