@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.secrets import (
     MASK,
     MIN_SECRET_CHARS,
@@ -480,7 +481,7 @@ def url_credentials(text: str) -> list[tuple[int, int, str]]:
         if "@" not in rest:
             continue
         authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-        if "@" not in authority and authority.isdigit():
+        if "@" not in authority and ascii_digits(authority):
             continue  # scheme://host:port/...@...: an @ in the path
         ats = [i for i in range(len(rest) - 1, 0, -1)
                if rest[i] == "@" and _URL_HOST_RE.match(rest, i + 1)]

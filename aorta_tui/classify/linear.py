@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from aorta_tui.core.numerals import ascii_digits
+
 
 @functools.cache
 def _re2() -> tuple[Any, Any]:
@@ -58,7 +60,7 @@ def recipe_regex_issue(pattern: str) -> tuple[str, str] | None:
     except re2.error as exc:
         reason = _reason(exc)
         what = next((name for token, name in _HINTS if token in reason), None)
-        if what is None and "invalid escape sequence: \\" in reason and reason[-1:].isdigit():
+        if what is None and "invalid escape sequence: \\" in reason and ascii_digits(reason[-1:]):
             what = "a backreference \\N"
         message = f"not supported by the linear-time matcher (RE2): {reason}"
         if what:

@@ -46,6 +46,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core.numerals import ascii_digits
+
 OUTPUT_SUBDIR = "layer_numerics"
 DEFAULTS: dict[str, str] = {
     "NANLOG_PRE_CONTEXT": "10",
@@ -71,7 +73,7 @@ def option_problems(options: dict[str, str]) -> list[tuple[str, str, str]]:
             out.append((key, "layer_numerics options are NANLOG_* variables",
                         "known: " + ", ".join(sorted(DEFAULTS))))
         elif key in ("NANLOG_SAMPLE_EVERY", "NANLOG_PRE_CONTEXT", "NANLOG_MAX_RECORDS"):
-            if not value.strip().isdigit() or (key == "NANLOG_SAMPLE_EVERY" and int(value) < 1):
+            if not ascii_digits(value.strip()) or (key == "NANLOG_SAMPLE_EVERY" and int(value) < 1):
                 out.append((key, f"expected a whole number{' >= 1' if key == 'NANLOG_SAMPLE_EVERY' else ''}, "
                             f"got {value!r}", f'e.g. {key}: "10"'))
         elif key == "NANLOG_HUGE_THRESHOLD":

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.numerals import ascii_digits
 
 NCU_DIR = "ncu"
 REPORT_STEM = "profile"
@@ -46,7 +47,7 @@ def option_problems(o: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """(option, problem, fix) for each option ncu cannot take as written."""
     out = [(k, "unknown ncu option", "valid: " + ", ".join(KEYS)) for k in o if k not in KEYS]
     for k, least in (("launch_count", 1), ("launch_skip", 0)):
-        if k in o and (not o[k].strip().isdigit() or int(o[k]) < least):
+        if k in o and (not ascii_digits(o[k].strip()) or int(o[k]) < least):
             out.append((k, f"expected a whole number >= {least}, got {o[k]!r}", f'e.g. {k}: "10"'))
     if "set" in o and not _NAME.match(o["set"].strip()):
         out.append(("set", f"{o['set']!r} is not a section-set name", "e.g. basic, detailed, full"))

@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core.numerals import ascii_digits
+
 OUTPUT_SUBDIR = "torch_profiler"
 KEYS = ("activities", "record_shapes", "profile_memory", "with_stack", "trace", "top")
 _BOOL = {"1": True, "true": True, "yes": True, "on": True,
@@ -53,7 +55,7 @@ def option_problems(options: Mapping[str, str]) -> list[tuple[str, str, str]]:
             out.append((k, f"expected a boolean, got {options[k]!r}", '"true" or "false"'))
     if "top" in options:
         v = options["top"].strip()
-        if not v.isdigit() or not 1 <= int(v) <= MAX_TOP:
+        if not ascii_digits(v) or not 1 <= int(v) <= MAX_TOP:
             out.append(("top", f"expected a whole number 1-{MAX_TOP}, got {options['top']!r}",
                         'e.g. top: "10"'))
     if "activities" in options:

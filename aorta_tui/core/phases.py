@@ -30,6 +30,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from aorta_tui.core.numerals import ascii_digits
+
 PHASE_SOCKET_ENV = "AORTA_TUI_PHASE_SOCKET"
 PAUSE = "pause"
 MAX_DATAGRAM = 128
@@ -60,7 +62,7 @@ def parse_announcement(data: bytes) -> tuple[str, int] | None:
         return None
     if len(words) != 3 or words[0] != "phase" or not _NAME.fullmatch(words[1]):
         return None
-    if not words[2].isdigit() or len(words[2]) > 20:
+    if not ascii_digits(words[2]) or len(words[2]) > 20:
         return None
     t_ns = int(words[2])
     return (words[1], t_ns) if t_ns < 1 << 63 else None

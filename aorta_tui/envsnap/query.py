@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.suggest import close_matches
 from aorta_tui.envsnap.fields import is_leaf
 
@@ -46,7 +47,7 @@ def get_field(snapshot: dict[str, Any], path: str) -> Any:
             raise UsageError(f"--field {path}: {where} is a field; after it only "
                              f"{', '.join(_META[:4])} may follow")
         if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
+            if not ascii_digits(part) or int(part) >= len(node):
                 raise UsageError(f"--field {path}: {where} is a list of {len(node)} items; "
                                  f"use an index 0..{max(len(node) - 1, 0)}"
                                  if node else f"--field {path}: {where} is an empty list")

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.numerals import ascii_digits
 
 CALL_TIMEOUT_S = 60.0  # slurmctld answers in milliseconds; a busy one in seconds
 # squeue's columns, in this order (``|`` cannot appear in any of them)
@@ -131,7 +132,7 @@ def parse_capacity(text: str, partition: str | None) -> tuple[str, int, int] | N
     default: str | None = None
     for line in text.splitlines():
         parts = line.strip().split("|")
-        if len(parts) != 3 or not parts[1].strip().isdigit():
+        if len(parts) != 3 or not ascii_digits(parts[1].strip()):
             continue
         name = parts[0].strip()
         if name.endswith("*"):

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.requires import import_torch
 
 
@@ -293,7 +294,7 @@ def _local_rank(env: Mapping[str, str]) -> int | None:
     raw = env.get("LOCAL_RANK")
     if raw is None or raw.strip() == "":
         return None
-    if not raw.strip().isdigit():
+    if not ascii_digits(raw.strip()):
         raise UsageError(f"LOCAL_RANK={raw!r} is not a rank number, so --device cuda cannot pick a GPU from it",
                          hint="give the GPU explicitly (--device cuda:N), or fix the launcher's LOCAL_RANK")
     return int(raw)
@@ -305,7 +306,7 @@ def _normalise(d: str, kind: str, local_rank: int | None) -> str:
     if ":" not in d:
         return f"cuda:{local_rank or 0}"
     idx = d.split(":", 1)[1]
-    if not idx.isdigit():
+    if not ascii_digits(idx):
         raise UsageError(f"bad device {d!r}", hint="use cuda:N with N a number")
     return f"cuda:{int(idx)}"
 

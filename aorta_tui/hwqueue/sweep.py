@@ -19,6 +19,7 @@ from typing import Any
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 from aorta_tui.store.run_store import StoreLayout
@@ -203,7 +204,7 @@ def point_id(streams: int) -> str:
 
 def _point_streams(trial_id: str) -> int | None:
     digits = trial_id[1:]
-    if not trial_id.startswith("s") or len(digits) != 4 or not digits.isdigit():
+    if not trial_id.startswith("s") or len(digits) != 4 or not ascii_digits(digits):
         return None
     return int(digits)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.numerals import ascii_digits
 
 DEFAULT_PORT = 9477
 DEFAULT_HOST = "127.0.0.1"
@@ -45,7 +46,7 @@ def parse_address(text: str) -> MetricsAddress:
     elif ":" in raw:
         host, _, port_text = raw.rpartition(":")
         host = host or DEFAULT_HOST
-    if not (port_text.isascii() and port_text.isdigit()) or not 0 <= int(port_text) <= 65535:
+    if not ascii_digits(port_text) or not 0 <= int(port_text) <= 65535:
         raise UsageError(f"--metrics {text!r}: the port must be a number from 0 to 65535", hint=ADDR_HINT)
     if not host or any(ch.isspace() for ch in host):
         raise UsageError(f"--metrics {text!r}: no host before the port", hint=ADDR_HINT)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.core.numerals import ascii_digits
 
 _NOISE = ("couldn't set RLIMIT_MEMLOCK",)
 BATCH_S = 0.05
@@ -287,7 +288,7 @@ def _heartbeat_ts(line: str, json_output: bool) -> int | None:
         if json_output:
             i = line.index('"@H ') + 4
             j = i
-            while j < len(line) and line[j].isdigit():
+            while j < len(line) and ascii_digits(line[j]):
                 j += 1
             return int(line[i:j])
         return int(line.strip()[3:])

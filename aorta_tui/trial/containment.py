@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.spawn_gate import GATE
 from aorta_tui.trial import proctree
 
@@ -560,7 +561,7 @@ def _remove_stale(base: Path) -> None:
         return
     for name in names:
         owner = name[len(_CGROUP_PREFIX):].split("-", 1)[0]
-        if owner.isdigit() and int(owner) != os.getpid() and not proctree.is_alive(int(owner)):
+        if ascii_digits(owner) and int(owner) != os.getpid() and not proctree.is_alive(int(owner)):
             with contextlib.suppress(OSError):
                 (base / name).rmdir()  # EBUSY while populated: left alone
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.trial import proctree
 
 TOOL_TIMEOUT_S = 5.0
@@ -127,9 +128,9 @@ def parse_nvidia_compute_apps(text: str) -> list[GpuProcess]:
     out: list[GpuProcess] = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3 or not parts[0].isdigit():
+        if len(parts) != 3 or not ascii_digits(parts[0]):
             continue
-        used = int(parts[2]) * 1024**2 if parts[2].isdigit() else None  # "[N/A]" under MIG
+        used = int(parts[2]) * 1024**2 if ascii_digits(parts[2]) else None  # "[N/A]" under MIG
         out.append(GpuProcess(int(parts[0]), parts[1], used))
     return out
 
@@ -234,10 +235,10 @@ def parse_rocm_smi_pids(text: str) -> list[GpuProcess]:
     if not isinstance(system, dict):
         return out
     for key, value in system.items():
-        if not (isinstance(key, str) and key.startswith("PID") and key[3:].isdigit()):
+        if not (isinstance(key, str) and key.startswith("PID") and ascii_digits(key[3:])):
             continue
         parts = [p.strip() for p in str(value).split(",")]
-        used = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else None
+        used = int(parts[2]) if len(parts) > 2 and ascii_digits(parts[2]) else None
         out.append(GpuProcess(int(key[3:]), "*", used))
     return out
 
@@ -309,7 +310,7 @@ def _count(raw: Any) -> int | None:
         return None
     if isinstance(raw, int):
         return raw
-    if isinstance(raw, str) and raw.strip().isdigit():
+    if isinstance(raw, str) and ascii_digits(raw.strip()):
         return int(raw.strip())
     return None
 

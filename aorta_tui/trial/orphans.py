@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aorta_tui.core.events import Event, TrialLaunch, TrialStarted
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.trial import containment, proctree
 
 TOKEN_VAR = "AORTA_TRIAL_TOKEN"
@@ -123,7 +124,7 @@ def carriers(run_dir: str | os.PathLike[str], digests: set[str]) -> dict[str, se
     except OSError:
         return found
     for name in names:
-        if not name.isdigit() or int(name) == me:
+        if not ascii_digits(name) or int(name) == me:
             continue
         pid = int(name)
         for token in _tokens_of(pid):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from aorta_tui.core.numerals import ascii_digits
+
 PROC = "/proc"
 
 
@@ -51,7 +53,7 @@ def all_stats() -> list[ProcStat]:
     except OSError:
         return out
     for name in names:
-        if name.isdigit():
+        if ascii_digits(name):
             st = read_stat(int(name))
             if st is not None:
                 out.append(st)

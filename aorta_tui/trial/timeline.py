@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from aorta_tui.core.numerals import ascii_digits
+
 CLOCK = "CLOCK_MONOTONIC"
 MARK_PREFIX = "aorta-mark"
 
@@ -268,7 +270,7 @@ def read_stdout_marks(stdout_path: Any, tail_bytes: int = 64 * 1024) -> dict[str
         return out
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[0] == MARK_PREFIX and parts[1] in MARKS and parts[2].isdigit():
+        if len(parts) == 3 and parts[0] == MARK_PREFIX and parts[1] in MARKS and ascii_digits(parts[2]):
             out[parts[1]] = int(parts[2])
     return out
 

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.registry.workload import (
     ConfigField,
     Failure,
@@ -307,7 +308,7 @@ def _config_scope(cfg: dict[str, Any]) -> str:
 def _block_of(name: str) -> int | None:
     parts = name.split(".")
     for i, part in enumerate(parts[:-1]):
-        if part == "blocks" and parts[i + 1].isdigit():
+        if part == "blocks" and ascii_digits(parts[i + 1]):
             return int(parts[i + 1])
     return None
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.registry.workload import (
     ConfigField,
     Failure,
@@ -744,7 +745,7 @@ def _expected_local(cfg: dict[str, Any], world: int, result: WorkloadResult) -> 
     import os
 
     raw = os.environ.get("LOCAL_WORLD_SIZE", "")
-    local = int(raw) if raw.isdigit() and int(raw) > 0 else world
+    local = int(raw) if ascii_digits(raw) and int(raw) > 0 else world
     want = cfg["expected_local_world_size"]
     if want is not None and want != local:
         result.notes.append(f"workload_config.expected_local_world_size: the recipe expects "

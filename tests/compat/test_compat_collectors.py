@@ -18,7 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
@@ -396,6 +396,7 @@ _opt_val = st.one_of(st.sampled_from(["auto", "cpu", "cpu,cuda", "cuda", "auto,c
 
 @settings(max_examples=150, deadline=None)
 @given(options=st.dictionaries(_opt_key, _opt_val, max_size=6))
+@example(options={"top": "\u00b9"})  # CI: isdigit() said yes, int() raised
 def test_torch_profiler_options_are_checked_never_raise(options, attack_tally) -> None:
     from aorta_tui.collect.torch_profiler import TorchProfiler, option_problems
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.envsnap import fields as F
 from aorta_tui.envsnap.fields import Leaf
 
@@ -80,7 +81,7 @@ def _amd() -> dict[str, Leaf]:
 def _mps_daemon() -> Leaf:
     control = servers = 0
     try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        pids = [p for p in os.listdir("/proc") if ascii_digits(p)]
     except OSError as exc:
         return F.error(f"listing /proc failed: {exc}", "file:/proc/*/comm")
     for pid in pids:

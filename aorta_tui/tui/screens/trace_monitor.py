@@ -31,6 +31,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
 from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, RunFinished, RunWarning
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.relay.engine_run import EngineRun
 from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent, EngineSnapshots
 from aorta_tui.tui.machine import bpftrace_facts, last_gathered
@@ -62,9 +63,9 @@ def parse_target(text: str) -> dict[str, Any]:
     words = shlex.split(text)
     if not words:
         raise ValueError("give a target: a pid, a command, `queue WORKLOAD` or `replay FILE.jsonl`")
-    if len(words) == 1 and words[0].isdigit():
+    if len(words) == 1 and ascii_digits(words[0]):
         return {"pid": int(words[0])}
-    if words[0] == "pid" and len(words) == 2 and words[1].isdigit():
+    if words[0] == "pid" and len(words) == 2 and ascii_digits(words[1]):
         return {"pid": int(words[1])}
     if words[0] == "queue" and len(words) >= 2:
         return {"command": [sys.executable, "-m", "aorta_tui", "queue", "run", *words[1:]]}

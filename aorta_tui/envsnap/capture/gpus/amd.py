@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.envsnap import fields as F
 from aorta_tui.envsnap.fields import Leaf
 
@@ -50,7 +51,7 @@ def capture_amd_gpus(root: str = TOPOLOGY, drm_root: str = "/sys/class/drm") -> 
     if listing["state"] != "ok":
         return [], listing
     devices: list[dict[str, Leaf]] = []
-    for node in sorted(listing["value"], key=lambda n: int(n) if n.isdigit() else 0):
+    for node in sorted(listing["value"], key=lambda n: int(n) if ascii_digits(n) else 0):
         props_leaf = F.read_file(f"{root}/{node}/properties")
         if props_leaf["state"] != "ok":
             continue
