@@ -9,7 +9,8 @@ run); ``counts`` (launches from the collector at >= 90k launches/s), ``paced`` (
 paced), ``crosscheck`` (both sources counted and compared); ``queue`` (`queue run --ebpf-trace`
 with --timing auto works, --timing cupti is refused with exit 2); ``profiler`` (a program with its
 own torch.profiler: its profiler's fate is said); ``cost`` (benchmarks/dispatch_overhead.py: added
-host time per launch of every mode, median and 95% interval); ``lag`` (live lag, optional).
+host time per launch of every mode, median and 95% interval); ``lag`` (live lag, optional);
+``metrics`` (issue 26: the paced loop with and without ``--metrics`` and a scrape a second, optional).
 
 Each stage has a time limit measured on the H200 with margin (STAGE_LIMIT_S); a stage that would
 not fit in what is left of ``--deadline-s`` is reported "NOT RUN" with the reason, never silently
@@ -30,6 +31,7 @@ import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,7 +44,8 @@ AT = [sys.executable, "-m", "aorta_tui"]
 # wall time beside its limit, so the next run's limits come from this one's figures. A stage's
 # subprocesses get what is left of its limit (never more), so a stage never outruns it.
 STAGE_LIMIT_S = {"build": 60, "backlog": 60, "nobacklog": 120, "counts": 60, "paced": 60,
-                 "crosscheck": 60, "queue": 120, "profiler": 150, "cost": 260, "lag": 60}
+                 "crosscheck": 60, "queue": 120, "profiler": 150, "cost": 260, "lag": 60,
+                 "metrics": 150}
 STAGES = ("build", "backlog", "nobacklog", "counts", "paced", "crosscheck", "queue", "profiler", "cost")
 CALL_TIMEOUT_S = 90  # one traced program of a stage, at most
 _stage_end = [float("inf")]  # monotonic time the running stage must end by
@@ -368,6 +371,88 @@ def stage_cost(out: Path, rows: list[str], limit_s: float) -> bool:
     return all(v == "met" for v in summ["targets"].values())
 
 
+def _scrape_loop(url: str, stop: threading.Event, scrapes: list[str]) -> None:
+    """GET /metrics every second, as Prometheus would; keeps each body (the last one read after
+    the trace ended holds the final figures: ``--metrics-linger``)."""
+    import urllib.request
+
+    while not stop.wait(1.0):
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                scrapes.append(r.read().decode())
+        except OSError:
+            continue
+
+
+def _counter(body: str, name: str, **labels: str) -> float | None:
+    """One sample of an exposition body: ``name{labels...} value`` (labels matched as given)."""
+    for ln in body.splitlines():
+        if not ln.startswith(name + "{") and not ln.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in ln for k, v in labels.items()):
+            return float(ln.rsplit(" ", 1)[1])
+    return None
+
+
+def stage_metrics(out: Path, rows: list[str], launches: int, rounds: int = 2) -> bool:
+    """Issue 26 on the H200: the C++ loop traced with and without ``--metrics`` (a scrape every
+    second), alternated ``rounds`` times so drift falls on both. In each run: launches issued, the
+    uprobes' in-kernel count, the records read and lost, the device records, and the launch rate;
+    with --metrics also the last scrape's ``aorta_trace_events_total`` against the -o result (the
+    exporter's count must equal the tool's own, exactly). Paced to ~100k launches/s (the loop's
+    busy wait), the rate the issue names (>= 90k/s)."""
+    exe = _launch_loop(out)
+    port = 9477
+    per_run: dict[bool, list[dict]] = {False: [], True: []}
+    ok = True
+    for rnd in range(rounds):
+        for with_metrics in (False, True):
+            name = f"metrics-{'on' if with_metrics else 'off'}-{rnd}"
+            stop, scrapes = threading.Event(), []
+            scraper = None
+            extra = ["--launch-source", "ebpf"]
+            if with_metrics:
+                extra += ["--metrics", f"127.0.0.1:{port}", "--metrics-linger", "2.5"]
+                scraper = threading.Thread(target=_scrape_loop, daemon=True,
+                                           args=(f"http://127.0.0.1:{port}/metrics", stop, scrapes))
+                scraper.start()
+            try:
+                prog, res, _recs, wall = trace(out, name, [str(exe), str(launches), "4", "9000"], *extra,
+                                               python=False)
+            finally:
+                stop.set()
+                if scraper:
+                    scraper.join(timeout=10)
+            m = res["probe_sets"]["cuda"]["metrics"]["launch"]
+            dev = device_summary(res)
+            total = prog["measured_launches"] + prog["warmup_launches"]
+            rate = prog["measured_launches"] / (prog["issue_ns"] / 1e9)
+            sent, read, lost = m.get("records_sent_by_kernel"), m["records_received"], m.get("lost_events")
+            exact = sent == total == dev["counts"]["kernels"] and read + (lost or 0) == sent
+            row = {"rate": rate, "exact": exact, "read": read, "lost": lost}
+            fig = (f"{total} / {sent} / {read} / {lost} / {dev['counts']['kernels']} at {rate / 1000:.1f}k launches/s "
+                   f"({wall:.1f} s)")
+            verdict = exact and rate >= 90_000
+            if with_metrics:
+                final = next((b for b in reversed(scrapes) if _counter(b, "aorta_trace_running") == 0.0), None)
+                scraped = _counter(final, "aorta_trace_events_total", probe_set="cuda", metric="launch") if final else None
+                same = scraped is not None and int(scraped) == m["count"]
+                row["scrapes"] = len(scrapes)
+                fig += f"; {len(scrapes)} scrapes, final aorta_trace_events_total {scraped} vs -o count {m['count']}"
+                verdict &= same
+            per_run[with_metrics].append(row)
+            ok &= verdict
+            rows.append(f"| metrics {'with' if with_metrics else 'without'} --metrics, round {rnd + 1}: issued / "
+                        f"uprobes' count / read / lost (counted) / device records | {fig} | counts equal (read + lost = "
+                        f"sent), >= 90k/s{', scraped = -o' if with_metrics else ''} | {'PASS' if verdict else 'FAIL'} |")
+    if per_run[False] and per_run[True]:
+        off = statistics.median(r["rate"] for r in per_run[False])
+        on = statistics.median(r["rate"] for r in per_run[True])
+        rows.append(f"| metrics: launch rate with / without --metrics (median of {rounds}) | {on / 1000:.1f}k / "
+                    f"{off / 1000:.1f}k = {on / off:.3f} | same rate | info |")
+    return ok
+
+
 def stage_lag(out: Path, rows: list[str]) -> bool:
     sys.path.insert(0, str(REPO / "benchmarks"))
     import dispatch_overhead
@@ -452,7 +537,9 @@ def main() -> None:
             # paced to ~100k launches/s, as `paced`: both sources count the same 201,000 launches
             "crosscheck": lambda o, r: stage_counts(o, r, a.launches // 2, spin_ns=9000, name="crosscheck",
                                                     cross_check=True),
-            "queue": stage_queue, "profiler": stage_own_profiler, "lag": stage_lag}
+            "queue": stage_queue, "profiler": stage_own_profiler, "lag": stage_lag,
+            # issue 26: the same paced loop with and without --metrics and a scrape a second
+            "metrics": lambda o, r: stage_metrics(o, r, a.launches // 2)}
     # every stage runs even when one before it failed or raised, and each is reported
     for name in stages:
         left = a.deadline_s - (time.monotonic() - t0)

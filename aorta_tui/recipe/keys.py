@@ -63,7 +63,7 @@ UNSUPPORTED_UPSTREAM = {
 }
 
 ORDERS = ("interleaved", "sequential", "random")
-TRIAL_ISOLATION = ("process", "in_process", "warm")
+TRIAL_ISOLATION = ("process", "exec", "in_process", "warm")
 ENV_PASSTHROUGH = ("inherit", "file")
 # the children's bytecode cache (core/bytecode.py): auto (when the image compiles every import)
 BYTECODE_CACHE = ("auto", "on", "off")

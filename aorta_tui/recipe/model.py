@@ -21,7 +21,7 @@ SCHEMA_VERSION = 1
 
 Mode = Literal["triage", "probe"]
 Order = Literal["interleaved", "sequential", "random"]
-TrialIsolation = Literal["process", "in_process", "warm"]
+TrialIsolation = Literal["process", "exec", "in_process", "warm"]
 EnvPassthrough = Literal["inherit", "file"]
 OnMatch = Literal["fail", "warn", "info"]
 Verdict = Literal["fail", "pass", "error"]

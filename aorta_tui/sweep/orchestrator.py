@@ -99,7 +99,7 @@ class Sweep:
         # The result of every trial that counts: read once at a resume, then each one written
         # in this session; the aggregate and the report take these (no second read of the files).
         self._records: dict[str, TrialResult] = {}
-        self._warm: Any = None  # trial_isolation: warm: the session's zygotes (trial/warm.py)
+        self._warm: Any = None  # the session's zygotes: warm's shared ones or the default's own (trial/prepared.py)
         from aorta_tui.executor import executor_for
 
         self.executor = executor_for(recipe)  # where trials run: local processes or Slurm jobs
@@ -239,11 +239,14 @@ class Sweep:
         try:
             session, done = self._take_over(run_dir)
             pending = [t for t in self.plan.trials if t.trial_id not in done]
+            from aorta_tui.trial.prepared import prepared_pool
             from aorta_tui.trial.warm import warm_pool
 
-            # trial_isolation: warm: the zygotes start first, so their imports (the longest wait
-            # of a warm run) overlap the journal's set-up, the snapshots and the executor's
-            self._warm = zygotes.enter_context(warm_pool(self, run_dir, pending))
+            # The zygotes start first (warm mode's shared ones, or the default's first batch of
+            # trials prepared ahead), so their imports, the longest wait of a run, overlap the
+            # journal's set-up, the snapshots and the executor's
+            pool = warm_pool if self.recipe.trial_isolation == "warm" else prepared_pool
+            self._warm = zygotes.enter_context(pool(self, run_dir, pending))
             journal = self._journal = store.open_journal()
             self.bus.prepend(journal)  # the journal sees every event first
             run_id = run_dir.name
@@ -491,8 +494,12 @@ class Sweep:
             with self._trial_trace(run_id, trial_dir) as trace_env:
                 if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
                     pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
-                if self._warm is not None:  # forked from its zygote (trial/warm.py)
-                    pspec = dataclasses.replace(pspec, launcher=self._warm.launcher(cell.environment, pspec.env))
+                if self._warm is not None:  # forked from its zygote (trial/warm.py, trial/prepared.py)
+                    launcher = self._warm.launcher_for(spec.trial_id, cell.environment, pspec.env)
+                    for note in self._warm.take_notes():  # once per run and reason: exec'd instead
+                        self.bus.emit(RunWarning(run_id, message=f"trial start: {note}", code="prepared"))
+                    if launcher is not None:
+                        pspec = dataclasses.replace(pspec, launcher=launcher)
                 pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
                 # tiers 4-5 over the whole output as it passes (the logs keep head + tail)
                 log_scan = LogScan(_pattern_rules(r, _NOT_ENDED), r.disable_detectors or ())

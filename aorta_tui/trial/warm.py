@@ -53,10 +53,10 @@ class WarmError(Exception):
 # -- the recipe check ---------------------------------------------------------------------------
 
 
-def check_warm(recipe: Any, plan: Any, workload_cls: Any) -> None:
-    """Raise a located UsageError (exit 2) listing every reason the recipe cannot run warm."""
+def warm_problems(recipe: Any, plan: Any, workload_cls: Any) -> list[str]:
+    """Why no trial of the recipe can be forked from a zygote (each reason once), for warm mode
+    and for the default's trials prepared ahead (trial/prepared.py)."""
     problems: list[str] = []
-    where = _where(recipe, "trial_isolation")
     if recipe.mode != "triage":
         problems.append("a probe recipe runs an opaque command: there is no trial worker to fork")
     executor = getattr(getattr(recipe, "executor", None), "kind", "local")
@@ -70,7 +70,13 @@ def check_warm(recipe: Any, plan: Any, workload_cls: Any) -> None:
         world = int((cell.workload_config or {}).get("world_size", 1) or 1)
         if launch is not None and launch.mode == "torchrun" and world > 1:
             problems.append(f"cells[{i}] ({cell.name}): world_size {world} runs under torchrun")
-    problems += _import_time_changes(plan)
+    return problems
+
+
+def check_warm(recipe: Any, plan: Any, workload_cls: Any) -> None:
+    """Raise a located UsageError (exit 2) listing every reason the recipe cannot run warm."""
+    where = _where(recipe, "trial_isolation")
+    problems = warm_problems(recipe, plan, workload_cls) + _import_time_changes(plan)
     if problems:
         raise UsageError(
             f"trial_isolation: warm cannot run this recipe ({len(problems)} problem(s)):\n  - "
@@ -216,14 +222,15 @@ def _readable(sock: socket.socket, timeout_s: float) -> bool:
 
 
 def start_zygote(key: tuple[Any, ...], env: dict[str, str], modules: list[str], cwd: Path,
-                 log_path: Path) -> Zygote:
+                 log_path: Path, *, with_torch: bool = True) -> Zygote:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     token = orphans.new_token()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed here after the start
     try:
         proc = spawn_gate.popen(
-            [sys.executable, "-m", "aorta_tui.trial.warm_zygote", str(theirs.fileno()), *modules],
+            [sys.executable, "-m", "aorta_tui.trial.warm_zygote", *([] if with_torch else ["--no-torch"]),
+             str(theirs.fileno()), *modules],
             env={**zygote_env(env), orphans.ZYGOTE_TOKEN_VAR: token}, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             pass_fds=(theirs.fileno(),), start_new_session=True, close_fds=True,
         )
@@ -235,6 +242,8 @@ def start_zygote(key: tuple[Any, ...], env: dict[str, str], modules: list[str], 
 
 class WarmLauncher:
     """What :func:`aorta_tui.trial.supervisor.run_process` calls instead of ``Popen`` for one trial."""
+
+    zygote_kind = "shared"  # the trial's timeline says whose zygote it was forked from
 
     def __init__(self, zygote: Zygote, cancel: threading.Event | None = None) -> None:
         self.zygote = zygote
@@ -257,7 +266,7 @@ class WarmLauncher:
         request = {
             "op": "fork", "spec": spec.argv[-1], "env": spec.env, "cwd": str(spec.cwd),
             "subreaper": isinstance(scope, containment.SubreaperScope),
-            "warm": {"zygote_pid": z.pid, "torch_import_ns": z.info.get("torch_import_ns"),
+            "warm": {"zygote": self.zygote_kind, "zygote_pid": z.pid, "torch_import_ns": z.info.get("torch_import_ns"),
                      "zygote_loaded_ns": z.info.get("loaded_ns"), "trial_in_zygote": z.forks + 1,
                      "waited_for_zygote_ms": round(waited / 1e6, 3)},
         }
@@ -324,6 +333,14 @@ class WarmPool:
         """The launcher of a trial with ``env``: its zygote is the one started with env's own
         import-time values (a new one for a set not seen yet, e.g. a trace's injected variable)."""
         return WarmLauncher(self.start(environment, env), self.cancel)
+
+    def launcher_for(self, trial_id: str, environment: str, env: dict[str, str]) -> WarmLauncher:
+        """The orchestrator's call, as for a prepared pool (trial/prepared.py): any trial of a
+        zygote's key is forked from it."""
+        return self.launcher(environment, env)
+
+    def take_notes(self) -> list[str]:
+        return []
 
     def close(self) -> None:
         for z in self.zygotes.values():

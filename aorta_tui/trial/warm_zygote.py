@@ -1,9 +1,10 @@
 """The warm zygote: a process that paid the interpreter start-up and ``import torch`` once, and
 forks one trial worker per request (``trial_isolation: warm``; :mod:`aorta_tui.trial.warm`).
 
-``python -m aorta_tui.trial.warm_zygote FD MODULE...`` - ``FD`` is its end of a Unix stream
-socket to the orchestrator; ``MODULE`` are the workload modules to import ahead (their own
-top-level imports, torch among them). It answers ``ready`` once loaded, then serves ``fork``
+``python -m aorta_tui.trial.warm_zygote [--no-torch] FD MODULE...`` - ``FD`` is its end of a Unix
+stream socket to the orchestrator; ``MODULE`` are the workload modules to import ahead (their own
+top-level imports); torch is imported first unless ``--no-torch`` (a workload that does not need
+it, whose trial must not find it imported). It answers ``ready`` once loaded, then serves ``fork``
 requests until the socket closes (the orchestrator ended or died: the zygote leaves then).
 
 Each request carries the trial's complete environment, working directory and spec path, and
@@ -103,13 +104,14 @@ def _cuda_problem() -> str | None:
     return None
 
 
-def _load(modules: list[str]) -> dict:
+def _load(modules: list[str], with_torch: bool = True) -> dict:
     info: dict = {"pid": os.getpid(), "interpreter_up_ns": _T0, "python": sys.version.split()[0]}
-    start = time.monotonic_ns()
-    import torch  # noqa: F401 - the point of the zygote
+    if with_torch or "torch" in modules:  # first, and timed: the trial's torch_imported says so
+        start = time.monotonic_ns()
+        import torch  # noqa: F401 - the point of the zygote
 
-    info["torch_import_ns"] = [start, time.monotonic_ns()]
-    info["torch"] = getattr(sys.modules["torch"], "__version__", None)
+        info["torch_import_ns"] = [start, time.monotonic_ns()]
+        info["torch"] = getattr(sys.modules["torch"], "__version__", None)
     import importlib
 
     # modules[0] is the workload's own module: without it there is nothing to fork. The rest is
@@ -231,9 +233,11 @@ def run_trial(sock: socket.socket, become: _BecomeTrial) -> int:
 def main(argv: list[str]) -> int:
     global _ZYGOTE_PID
     _ZYGOTE_PID = os.getpid()
+    with_torch = not (argv and argv[0] == "--no-torch")
+    argv = argv if with_torch else argv[1:]
     sock = socket.socket(fileno=int(argv[0]))
     try:
-        info = _load(argv[1:])
+        info = _load(argv[1:], with_torch)
     except BaseException as exc:  # an import that fails: the orchestrator shows it
         send_message(sock, {"op": "ready", "error": f"{type(exc).__name__}: {exc}"})
         return 1

@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None, *, interpreter_up_ns: int | None = None,
     marks = timeline.ChildMarks(_INTERPRETER_UP_NS if interpreter_up_ns is None else interpreter_up_ns)
     if warm is not None:
         marks.info["warm"] = warm
-        marks.preloaded_reason = timeline.warm_torch_reason(warm)
+        if warm.get("torch_import_ns"):  # the zygote imported torch (it does when the workload needs it)
+            marks.preloaded_reason = timeline.warm_torch_reason(warm)
     from aorta_tui.core.errors import AortaError
 
     try:  # a damaged spec: a located message and exit 2, no traceback (and no trial dir to write)

@@ -28,7 +28,7 @@ class GpuSmoke(Workload):
     hint = "gpu_smoke failing means the device or its runtime is broken: check `aorta-tui env probe --summary`"
     injected_hint = ("the failures were injected (workload_config inject_error: true): the self-check "
                      "works; the device is not at fault. Drop inject_error to test the device")
-    preload = ("aorta_tui.registry.switches",)
+    preload = ("torch", "aorta_tui.registry.switches")  # its setup imports torch
     config_schema = (
         ConfigField("size", "int", 256, "matrix side", min=1, max=16384),
         # upstream AORTA's gpu_smoke key: its problem size (a vector length there), the

@@ -379,7 +379,7 @@ def test_misc_fields():
     r = load_recipe_text(TRIAGE + "trial_isolation: auto\n")
     assert r.trial_isolation == "process"  # upstream's `auto` runs a fresh process here
     issue, _ = one(TRIAGE + "trial_isolation: thread\n")
-    assert "process, in_process" in issue.message
+    assert "process, exec, in_process" in issue.message
     issue, _ = one(TRIAGE.replace("schema_version: 1\n", "schema_version: 1\nmode: probes\n"))
     assert "did you mean 'probe'" in issue.hint
     r = load_recipe_text(PROBE + "disable_detectors: ['tier2:hang', TIER3, 'custom:x', hang]\n"

@@ -28,9 +28,35 @@ def _results(run_dir: Path) -> list[dict]:
 def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
     cwd = tmp_path_factory.mktemp("quickstart")
     shutil.copy(REPO / "recipes" / "quickstart.yaml", cwd / "quickstart.yaml")
-    proc = aorta("--batch", "quickstart.yaml", cwd=cwd, timeout=300)
+    # exec'd trials: every mark of a trial's life exists in them (the default prepares each
+    # trial's process ahead, so its torch import happens before the trial: the test below)
+    proc = aorta("--batch", "quickstart.yaml", "--trial-isolation", "exec", cwd=cwd, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc, only_run_dir(cwd / "aorta-out")
+
+
+def test_the_default_prepares_each_trial_ahead_and_says_where_its_import_went(tmp_path):
+    """The README's quickstart as a user runs it (default isolation, default aorta-out): each
+    trial forked from a zygote of its own (one per trial, none shared), whose torch import the
+    timeline names instead of timing it inside the trial; every other mark present, in order."""
+    shutil.copy(REPO / "recipes" / "quickstart.yaml", tmp_path / "quickstart.yaml")
+    proc = aorta("--batch", "quickstart.yaml", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = only_run_dir(tmp_path / "aorta-out")
+    results = _results(run)
+    assert len(results) == 6
+    zygotes = set()
+    for r in results:
+        tl = r["timeline"]
+        warm = tl["info"]["warm"]
+        assert warm["zygote"] == "own" and warm["trial_in_zygote"] == 1
+        zygotes.add(warm["zygote_pid"])
+        assert set(tl["unavailable"]) == {"torch_import_start", "torch_imported"}, tl["unavailable"]
+        assert all("own zygote, prepared ahead" in why for why in tl["unavailable"].values())
+        assert timeline.is_ordered(tl), tl["marks"]
+        assert {m for m in timeline.MARKS if m not in tl["marks"]} == set(tl["unavailable"])
+    assert len(zygotes) == 6  # one zygote per trial
+    assert len(list((run / "warm").glob("prepared-*.log"))) == 6
 
 
 def test_every_phase_is_present_ordered_and_within_the_wall_time(quickstart):
