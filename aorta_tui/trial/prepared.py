@@ -170,6 +170,8 @@ def prepared_problem(recipe: Any, plan: Any, workload_cls: Any) -> str | None:
         return f"trial_isolation: {recipe.trial_isolation}"
     if workload_cls is None:
         return "no registered workload"
+    if getattr(recipe, "collect", None):  # ncu / rocprofv3 / proton wrap the trial's exec'd argv
+        return f"collectors ({', '.join(recipe.collect)}) wrap each trial's command"
     try:
         require_fork()
     except Exception as exc:
