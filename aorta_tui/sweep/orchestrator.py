@@ -496,8 +496,6 @@ class Sweep:
                     pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
                 if self._warm is not None:  # forked from its zygote (trial/warm.py, trial/prepared.py)
                     launcher = self._warm.launcher_for(spec.trial_id, cell.environment, pspec.env)
-                    for note in self._warm.take_notes():  # once per run and reason: exec'd instead
-                        self.bus.emit(RunWarning(run_id, message=f"trial start: {note}", code="prepared"))
                     if launcher is not None:
                         pspec = dataclasses.replace(pspec, launcher=launcher)
                 pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
@@ -505,6 +503,9 @@ class Sweep:
                 log_scan = LogScan(_pattern_rules(r, _NOT_ENDED), r.disable_detectors or ())
                 pspec = dataclasses.replace(pspec, log_scan=log_scan)
                 outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
+                for note in self._warm.take_notes() if self._warm is not None else ():
+                    # once per run and reason: a trial exec'd instead of forked (trial/prepared.py)
+                    self.bus.emit(RunWarning(run_id, message=f"trial start: {note}", code="prepared"))
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
                                        attempt=session))

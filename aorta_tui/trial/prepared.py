@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.trial.supervisor import LaunchDeclined
 from aorta_tui.trial.warm import WarmError, WarmLauncher, WarmPool, Zygote, start_zygote
 
 # Each prepared zygote holds torch and the workload's imports (0.5-1 GB) until its trial runs,
@@ -62,7 +63,9 @@ def _mem_available_gib() -> float | None:
 
 
 class OwnZygoteLauncher(WarmLauncher):
-    """A warm launcher whose zygote serves this one trial: released once the trial is forked."""
+    """A warm launcher whose zygote serves this one trial: it waits for the trial's whole batch
+    (in `spawned` and ``waited_for_zygote_ms``, as a warm trial's wait for its zygote), declines
+    (the trial is exec'd) when its zygote did not load, and releases the zygote once forked."""
 
     zygote_kind = "own"
 
@@ -70,24 +73,35 @@ class OwnZygoteLauncher(WarmLauncher):
         super().__init__(zygote, pool.cancel)
         self.pool = pool
 
-    def launch(self, spec: Any, scope: Any) -> Any:
+    def _wait(self) -> None:
+        z = self.zygote
         try:
-            return super().launch(spec, scope)
-        finally:
-            self.pool.release(self.zygote)
+            for other in (z, *self.pool.prepared.values()):  # no import may run beside the trial
+                other.wait_ready(self.cancel)
+        except WarmError:  # cancelled while they load: exec'd, and the cancel ends it at once
+            z.close()
+            raise LaunchDeclined("cancelled while its zygote was loading") from None
+        if not z.ready:
+            self.pool.note(f"its zygote did not load ({z.error})")
+            z.close()
+            raise LaunchDeclined(z.error or "its zygote did not load")
+
+    def launch(self, spec: Any, scope: Any) -> Any:
+        proc = super().launch(spec, scope)
+        self.pool.release(self.zygote)
+        return proc
 
 
 class PreparedPool:
     """The zygotes of the next trials of one sweep session, each for one trial."""
 
     def __init__(self, run_dir: Path, modules: list[str], cancel: threading.Event | None,
-                 order: list[tuple[str, str, dict[str, str]]], ahead: int, *, with_torch: bool = True) -> None:
+                 order: list[tuple[str, str, dict[str, str]]], ahead: int) -> None:
         self.run_dir = run_dir
         self.modules = modules
-        self.with_torch = with_torch  # a workload that does not need torch finds it not imported
         self.cancel = cancel
         self.ahead = max(1, ahead)
-        # (trial_id, environment, the cell's trial environment without per-trial variables)
+        # (trial_id, environment, its cell's trial environment without per-trial variables)
         self.order = order
         self.index = {tid: i for i, (tid, _e, _env) in enumerate(order)}
         self.prepared: dict[str, Zygote] = {}
@@ -101,42 +115,31 @@ class PreparedPool:
         for tid, environment, env in self.order[first:first + self.ahead]:
             self._started += 1
             log = self.run_dir / "warm" / f"prepared-{self._started}.log"
+            # torch only where the workload's preload names it (Workload.preload): a trial
+            # whose workload never imports torch must not find it imported
             self.prepared[tid] = start_zygote(WarmPool.key(environment, env), env, self.modules,
-                                              Path.cwd(), log, with_torch=self.with_torch)
+                                              Path.cwd(), log, with_torch=False)
 
     def launcher_for(self, trial_id: str, environment: str, env: dict[str, str]) -> WarmLauncher | None:
-        """The launcher of ``trial_id`` forked from its own zygote, or None: exec it (why is in
-        :attr:`notes`). Blocks until every zygote of its batch is loaded (or the run is cancelled)."""
+        """The launcher of ``trial_id``, forked from its own zygote, or None: exec it (why is in
+        :attr:`notes`). Starts the next batch when this trial's is used up; never waits."""
         i = self.index.get(trial_id)
         if i is None:
             return None
         for tid in [t for t in self.prepared if self.index[t] < i]:  # skipped trials (stop_after)
-            self._close(self.prepared.pop(tid))
+            self.prepared.pop(tid).close()
         z = self.prepared.pop(trial_id, None)
-        if z is None:  # the batch is used up (or this trial was not in it): the next one
-            for other in list(self.prepared.values()):
-                self._close(other)
-            self.prepared.clear()
+        if z is None:  # the batch is used up: the next one starts here
             self.start_batch(i)
             z = self.prepared.pop(trial_id)
-        try:
-            for other in (z, *self.prepared.values()):  # no import may run beside the trial
-                other.wait_ready(self.cancel)
-        except WarmError:  # cancelled: the trial is not started, the executor says so
-            self._close(z)
-            return None
-        if not z.ready:
-            self._note(f"its zygote did not load ({z.error})")
-            self._close(z)
-            return None
         if z.key != WarmPool.key(environment, env):
-            self._note("its environment's import-time variables differ from its cell's "
-                       "(e.g. a trace's injected variable)")
-            self._close(z)
+            self.note("its environment's import-time variables differ from its cell's "
+                      "(e.g. a trace's injected variable)")
+            z.close()
             return None
         return OwnZygoteLauncher(z, self)
 
-    def _note(self, why: str) -> None:
+    def note(self, why: str) -> None:
         if why not in self._said:
             self._said.add(why)
             self.notes.append(f"a trial runs as an exec'd process, not prepared ahead: {why}")
@@ -149,11 +152,7 @@ class PreparedPool:
         """The zygote forked its trial: end of its stream, so it leaves; reaped at close."""
         with contextlib.suppress(OSError):
             z.sock.close()
-        self.spent.append(z)
-        self.spent = [s for s in self.spent if s.proc.poll() is None]
-
-    def _close(self, z: Zygote) -> None:
-        z.close()
+        self.spent = [s for s in [*self.spent, z] if s.proc.poll() is None]
 
     def close(self) -> None:
         for z in [*self.prepared.values(), *self.spent]:
@@ -189,13 +188,11 @@ def prepared_pool(sweep: Any, run_dir: Path, pending: list[Any]) -> Iterator[Pre
     if not pending or prepared_problem(sweep.recipe, sweep.plan, sweep._workload_cls) is not None:
         yield None
         return
-    cells = [sweep.plan.cell(t.cell) for t in pending]
-    order = [(t.trial_id, c.environment, trial_base_env(sweep, c)) for t, c in zip(pending, cells, strict=True)]
-    cls = sweep._workload_cls
-    # torch only where the workload's own preload list names it (Workload.preload): a trial
-    # whose workload never imports torch must not find it imported
-    pool = PreparedPool(run_dir, preload_modules(cls, cells), sweep.cancel, order, default_ahead(),
-                        with_torch=False)
+    cells = {t.cell: sweep.plan.cell(t.cell) for t in pending}
+    envs = {name: trial_base_env(sweep, c) for name, c in cells.items()}  # one per cell, not per trial
+    order = [(t.trial_id, cells[t.cell].environment, envs[t.cell]) for t in pending]
+    pool = PreparedPool(run_dir, preload_modules(sweep._workload_cls, list(cells.values())), sweep.cancel,
+                        order, default_ahead())
     try:
         pool.start_batch(0)
         yield pool

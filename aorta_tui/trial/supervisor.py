@@ -303,7 +303,10 @@ def run_process(
         return _exec_failed(spec, "empty command (argv is empty)", started_at, t0, out_log, err_log)
     scope = containment.open_scope(spec.env, spec.containment)
     if spec.launcher is not None:
-        return _run_launched(spec, scope, started_at, t0, spawn_ns, out_log, err_log, cancel, on_start)
+        launched = _run_launched(spec, scope, started_at, t0, spawn_ns, out_log, err_log, cancel, on_start)
+        if launched is not None:
+            return launched
+        # the launcher declined (LaunchDeclined): exec'd as any trial, its wait in `spawned`
     stepped_in = scope.step_in()  # a cgroup: born inside it, with no preexec_fn (vfork)
     proc: subprocess.Popen[bytes] | None = None
     spawn_error: BaseException | None = None
@@ -349,13 +352,21 @@ def run_process(
     return run.run(on_start)
 
 
+class LaunchDeclined(Exception):
+    """Raised by a launcher that cannot start this trial its way, before it started anything:
+    the trial is exec'd like any other (a prepared zygote that did not load: trial/prepared.py)."""
+
+
 def _run_launched(spec: ProcessSpec, scope: containment.Scope, started_at: float, t0: float,
                   spawn_ns: int, out_log: _BoundedLog, err_log: _BoundedLog,
-                  cancel: threading.Event | None, on_start: Callable[[int], None] | None) -> ProcessOutcome:
+                  cancel: threading.Event | None, on_start: Callable[[int], None] | None) -> ProcessOutcome | None:
     """``run_process`` for a process that ``spec.launcher`` starts (a warm trial): the same
-    supervision; the launcher puts it into ``scope`` (cgroup) before it runs."""
+    supervision; the launcher puts it into ``scope`` (cgroup) before it runs. None: the
+    launcher declined before it started anything (the caller execs the trial)."""
     try:
         proc = spec.launcher.launch(spec, scope)
+    except LaunchDeclined:
+        return None
     except Exception as exc:  # the zygote is gone or refused: the trial did not start
         scope.close()
         return _exec_failed(spec, f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc),

@@ -236,9 +236,10 @@ def _accelerator_possible(torch: Any) -> bool:
 
 
 def warm_torch_reason(warm: dict[str, Any]) -> str:
-    """``torch_imported`` of a trial forked from a warm zygote: paid once, before the trial."""
-    span = warm.get("torch_import_ns") or [0, 0]
-    ms = (span[1] - span[0]) / 1e6 if len(span) == 2 else 0.0
+    """``torch_imported`` of a trial forked from a zygote that imported torch (``warm`` carries
+    its ``torch_import_ns`` span): paid before the trial."""
+    start, end = warm["torch_import_ns"]
+    ms = (end - start) / 1e6
     if warm.get("zygote") == "own":  # the default's trial prepared ahead (trial/prepared.py)
         return (f"imported by this trial's own zygote, prepared ahead (pid {warm.get('zygote_pid')}, "
                 f"{_fmt_ms(ms)}, before this trial started): trial_isolation: process")

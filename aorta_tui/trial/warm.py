@@ -249,10 +249,14 @@ class WarmLauncher:
         self.zygote = zygote
         self.cancel = cancel
 
+    def _wait(self) -> None:
+        """The first trial of a zygote waits for its import (in `spawned`)."""
+        self.zygote.wait_ready(self.cancel)
+
     def launch(self, spec: Any, scope: containment.Scope) -> _ForkedProc:
         z = self.zygote
         waited = time.monotonic_ns()
-        z.wait_ready(self.cancel)  # the first trial of a zygote waits for its import (in `spawned`)
+        self._wait()
         waited = time.monotonic_ns() - waited
         if not z.ready:
             raise WarmError(f"the warm zygote (pid {z.pid}) did not start: {z.error}")
