@@ -214,6 +214,12 @@ def _launch_loop(out: Path) -> Path:
     return exe
 
 
+def _loop_figures(prog: dict) -> tuple[int, float]:
+    """The C++ loop's own report: every launch it issued (warm-up included), and its measured
+    launches per second."""
+    return prog["measured_launches"] + prog["warmup_launches"], prog["measured_launches"] / (prog["issue_ns"] / 1e9)
+
+
 def stage_counts(out: Path, rows: list[str], launches: int, spin_ns: int = 0, name: str = "counts",
                  cross_check: bool = False) -> bool:
     """A plain CUDA C++ program (compiled here with nvcc): no Python between the launches;
@@ -224,8 +230,7 @@ def stage_counts(out: Path, rows: list[str], launches: int, spin_ns: int = 0, na
         ["--cross-check"] if cross_check else []), python=False)
     launch_metric = res["probe_sets"]["cuda"]["metrics"]["launch"]
     dev = device_summary(res)
-    total = prog["measured_launches"] + prog["warmup_launches"]
-    rate = prog["measured_launches"] / (prog["issue_ns"] / 1e9)
+    total, rate = _loop_figures(prog)
     src = res["launch_source"]["mode"]
     if cross_check:
         cc = dev.get("cross_check") or {}
@@ -403,7 +408,7 @@ def stage_metrics(out: Path, rows: list[str], launches: int, rounds: int = 2) ->
     busy wait), the rate the issue names (>= 90k/s)."""
     exe = _launch_loop(out)
     port = 9477
-    per_run: dict[bool, list[dict]] = {False: [], True: []}
+    rates: dict[bool, list[float]] = {False: [], True: []}  # launches/s, without and with --metrics
     ok = True
     for rnd in range(rounds):
         for with_metrics in (False, True):
@@ -425,11 +430,9 @@ def stage_metrics(out: Path, rows: list[str], launches: int, rounds: int = 2) ->
                     scraper.join(timeout=10)
             m = res["probe_sets"]["cuda"]["metrics"]["launch"]
             dev = device_summary(res)
-            total = prog["measured_launches"] + prog["warmup_launches"]
-            rate = prog["measured_launches"] / (prog["issue_ns"] / 1e9)
+            total, rate = _loop_figures(prog)
             sent, read, lost = m.get("records_sent_by_kernel"), m["records_received"], m.get("lost_events")
             exact = sent == total == dev["counts"]["kernels"] and read + (lost or 0) == sent
-            row = {"rate": rate, "exact": exact, "read": read, "lost": lost}
             fig = (f"{total} / {sent} / {read} / {lost} / {dev['counts']['kernels']} at {rate / 1000:.1f}k launches/s "
                    f"({wall:.1f} s)")
             verdict = exact and rate >= 90_000
@@ -437,17 +440,15 @@ def stage_metrics(out: Path, rows: list[str], launches: int, rounds: int = 2) ->
                 final = next((b for b in reversed(scrapes) if _counter(b, "aorta_trace_running") == 0.0), None)
                 scraped = _counter(final, "aorta_trace_events_total", probe_set="cuda", metric="launch") if final else None
                 same = scraped is not None and int(scraped) == m["count"]
-                row["scrapes"] = len(scrapes)
                 fig += f"; {len(scrapes)} scrapes, final aorta_trace_events_total {scraped} vs -o count {m['count']}"
                 verdict &= same
-            per_run[with_metrics].append(row)
+            rates[with_metrics].append(rate)
             ok &= verdict
             rows.append(f"| metrics {'with' if with_metrics else 'without'} --metrics, round {rnd + 1}: issued / "
                         f"uprobes' count / read / lost (counted) / device records | {fig} | counts equal (read + lost = "
                         f"sent), >= 90k/s{', scraped = -o' if with_metrics else ''} | {'PASS' if verdict else 'FAIL'} |")
-    if per_run[False] and per_run[True]:
-        off = statistics.median(r["rate"] for r in per_run[False])
-        on = statistics.median(r["rate"] for r in per_run[True])
+    if rates[False] and rates[True]:
+        off, on = statistics.median(rates[False]), statistics.median(rates[True])
         rows.append(f"| metrics: launch rate with / without --metrics (median of {rounds}) | {on / 1000:.1f}k / "
                     f"{off / 1000:.1f}k = {on / off:.3f} | same rate | info |")
     return ok
