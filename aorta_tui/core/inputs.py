@@ -169,10 +169,16 @@ def open_input(path: str | os.PathLike[str], *, what: str, hint: str | None = No
             raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}",
                              hint=hint or f"pass the path of {_a_file(what)}")
         os.set_blocking(fd, True)  # a regular file never blocks; the flag only guarded the open
-        return os.fdopen(fd, "r+b" if writable else "rb")
     except BaseException:
         os.close(fd)
         raise
+    # Outside the try: once fdopen has made its file object, that object owns ``fd``. A Ctrl-C
+    # landing inside fdopen closes ``fd`` with the object; closing it again here failed with
+    # EBADF, which replaced the KeyboardInterrupt (an interrupted bundle said "cannot write the
+    # bundle: Bad file descriptor", exit 3, in CI), and in a threaded process it would close
+    # whatever another thread had just opened under that number. An interrupt before the object
+    # exists leaks one descriptor of a process that is leaving.
+    return os.fdopen(fd, "r+b" if writable else "rb")
 
 
 def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
