@@ -34,16 +34,21 @@ from aorta_tui.core.atomic import atomic_write_bytes, atomic_write_json
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
-from aorta_tui.executor.slurm_job import JOB_SPEC, OUTCOME
+from aorta_tui.executor.slurm_job import GATE_SUFFIX, JOB_SPEC, OUTCOME
 
 ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxArraySize is 1001
 QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
 STAT_EVERY_S = 0.05  # the outcome file, looked at between queries (a stat; no inotify on NFS)
+# The shared-filesystem check is the array's own first task (the gate: slurm_job.pass_gate): no
+# task started within PROBE_WAIT_S leaves the check to the tasks, with a warning.
 PROBE_WAIT_S = float(os.environ.get("AORTA_SLURM_PROBE_WAIT_S", "120"))
-# The probe's marker is looked at every PROBE_STAT_S and squeue asked every PROBE_QUERY_S: the
-# marker says the job ran, squeue only that it ended without one; a squeue every 0.1 s (as it
-# was) took CPU from the probe's own start on a small node for nothing.
+# The gate's marker is looked at every PROBE_STAT_S and squeue asked every PROBE_QUERY_S: the
+# marker says a task runs, squeue only that one ended without it; a squeue every 0.1 s took CPU
+# from the tasks' own start on a small node for nothing.
 PROBE_STAT_S, PROBE_QUERY_S = 0.02, 0.5
+# A task in one of these states ran (or failed to launch): ended without its marker, it is the
+# check failing. One cancelled or preempted while pending says nothing about the filesystem.
+_RAN_STATES = frozenset({"COMPLETED", "FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY"})
 SETTLE_S = 30.0  # after a signalled job's outcome: wait this long for Slurm's final state
 OUTCOME_LAG_S = 10.0  # a finished job's outcome file may show up late on a network filesystem
 BACKSTOP_S = 60.0  # past timeout_per_trial + this, the orchestrator scancels the job itself
@@ -135,7 +140,10 @@ class SlurmExecutor:
     # -- before anything is written ------------------------------------------------------------
 
     def check(self, sweep: Any, *, dry_run: bool) -> list[str]:
-        """sbatch/squeue/scancel on PATH, the partition, then (real runs) a probe job."""
+        """sbatch/squeue/scancel on PATH, the partition, the capacity: nothing submitted.
+
+        The account and the shared run directory are checked by the array itself (``begin``):
+        its first task's marker, before any trial runs."""
         notes: list[str] = []
         r = self.recipe
         if r.trace is not None and r.trace.probes:
@@ -163,9 +171,7 @@ class SlurmExecutor:
             n = len(sweep.plan.trials)
             opts = " ".join(self._options()) or "the cluster's defaults"
             return [f"executor slurm: {n} trials as {-(-n // ARRAY_MAX)} job array(s), sbatch "
-                    f"{opts}; a real run first submits a probe job (account, shared run dir)"]
-        where = Path(sweep.options.resume or sweep.options.output)
-        self._probe(where)
+                    f"{opts}; a real run's first task checks the shared run dir before any trial runs"]
         return notes
 
     def _require_tools(self) -> None:
@@ -256,68 +262,77 @@ class SlurmExecutor:
                 hint=f"set gpus_per_node to at most {have_gpus} (`sinfo -o '%P %G'` shows each "
                 "partition's GRES)", location=_where(self.recipe, "executor.gpus_per_node"))
 
-    def _probe(self, where: Path) -> None:
-        """A tiny job with the sweep's own options writes a marker this process must see.
+    def _open_gate(self, marker: Path, token: str, job_ids: list[str]) -> None:
+        """Wait for a task's marker (it runs, and it and this process see the same run
+        directory), then write the go every task waits for (slurm_job.pass_gate).
 
-        It checks at once: the account and partition are accepted, this Python (and aorta-tui)
-        runs on a compute node, and ``where`` is on a filesystem the nodes share.
+        Why in the array and not a probe job of its own: slurmctld starts jobs on its
+        scheduling pass (about once a second), and the array, submitted once a probe job had
+        passed, waited for the next one: a pass per sweep (docs/slurm.md, Overhead). A task
+        that ended without a marker stops the run here, before any trial ran: the array is
+        cancelled and the orchestrator removes the new run directory.
         """
-        where.mkdir(parents=True, exist_ok=True)
-        token = secrets.token_hex(8)
-        marker = where.resolve() / f".aorta-slurm-probe-{token}"
-        script = ("#!/bin/sh\n# aorta-tui: the shared-filesystem probe (docs/slurm.md)\n"
-                  f"exec {shlex.quote(sys.executable)} -m aorta_tui.executor.slurm_job --probe "
-                  f"{shlex.quote(str(marker))} {token}\n")
-        argv = ["sbatch", "--parsable", f"--job-name=aorta-probe-{token}", "--output=/dev/null",
-                f"--chdir={where.resolve()}", *self._options(probe=True)]
-        job_id = self._submit(argv, script)
+        go = marker.with_name(marker.name + GATE_SUFFIX)
         deadline = time.monotonic() + PROBE_WAIT_S
-        info: sc.JobInfo | None = None
+        next_query = 0.0  # at once: a task cancelled while pending is then seen PENDING first
+        infos: dict[str, sc.JobInfo] = {}
         try:
-            next_query = 0.0
-            while time.monotonic() < deadline:
-                if _marker_ok(marker, token):
-                    return
-                if time.monotonic() < next_query:  # the marker is a stat; squeue a subprocess
+            while not _marker_ok(marker, token):
+                now = time.monotonic()
+                if now >= deadline:
+                    started = sorted(j for j, i in infos.items() if i.state != "PENDING")
+                    self._warn(f"no task of the run's job array had started after {PROBE_WAIT_S:g} s "
+                               f"({', '.join(started) or 'all pending'}), so the shared-filesystem "
+                               "check is left to the tasks: one that does not see the run "
+                               "directory ends without an outcome, and its trial says so")
+                    break
+                if now < next_query:  # the marker is a stat; squeue a subprocess
                     time.sleep(PROBE_STAT_S)
                     continue
-                next_query = time.monotonic() + PROBE_QUERY_S
+                next_query = now + PROBE_QUERY_S
                 try:
-                    info = sc.squeue([job_id]).get(job_id) or info
+                    infos = sc.squeue(job_ids) or infos
                 except sc.SlurmCallError as exc:
-                    sc.scancel([job_id])
-                    raise EnvironmentProblem(f"Slurm stopped answering during the probe job: "
-                                             f"{exc.message}", hint="check `sinfo`, then run again") from None
-                if info is not None and not info.alive:
-                    if _marker_ok(marker, token):
-                        return
+                    raise self._gate_closed(job_ids, EnvironmentProblem(
+                        f"Slurm stopped answering while the run's first tasks started: {exc.message}",
+                        hint="check `sinfo`, then run again; no trial ran")) from None
+                with self._lock:  # what the gate saw counts as seen (a task cancelled pending
+                    for job in self.jobs.values():  # now vanishes from PENDING, not from nowhere)
+                        if job.job_id in infos and not job.done:
+                            job.info, job.gone_since = infos[job.job_id], None
+                ran_out = sorted((i for i in infos.values() if not i.alive and i.state in _RAN_STATES),
+                                 key=lambda i: i.job_id)
+                if ran_out:
                     time.sleep(min(OUTCOME_LAG_S, 2.0))  # a late NFS attribute cache
                     if _marker_ok(marker, token):
-                        return
-                    raise self._probe_failed(info, marker, where)
+                        break
+                    raise self._gate_closed(job_ids, self._gate_failed(ran_out[0], marker))
+                if infos and not any(i.alive for i in infos.values()):
+                    break  # every task ended unstarted (cancelled): nothing waits for the go
+            atomic_write_bytes(go, b"")
         finally:
             with contextlib.suppress(OSError):
                 marker.unlink()
-        sc.scancel([job_id])
-        self.warnings.append(f"the shared-filesystem probe job {job_id} was still "
-                             f"{info.state.lower() if info else 'queued'} after {PROBE_WAIT_S:g} s; "
-                             "the check was skipped (a trial's missing outcome will say so)")
 
-    def _probe_failed(self, info: sc.JobInfo, marker: Path, where: Path) -> EnvironmentProblem:
+    def _gate_closed(self, job_ids: list[str], problem: EnvironmentProblem) -> EnvironmentProblem:
+        """The check failed: no task of the array may run a trial (they have no go; cancel)."""
+        self._mark_cancelled(list(self.jobs))
+        sc.scancel(job_ids)
+        return problem
+
+    def _gate_failed(self, info: sc.JobInfo, marker: Path) -> EnvironmentProblem:
         node = info.node or "a compute node"
-        if info.state == "COMPLETED":
-            return EnvironmentProblem(
-                f"the run directory is not shared with the compute nodes: a probe job on {node} "
-                f"wrote {marker.name} into {where}, and this machine does not see it",
-                hint="put --output on a filesystem every node mounts (your home, /scratch, a "
-                "project directory), then run again")
+        out = f"{marker.parent}/<batch>.out/{info.job_id.rpartition('_')[2]}.out"
         return EnvironmentProblem(
-            f"the probe job {info.job_id} ended {info.state} on {node} without writing its "
-            f"marker ({info.reason or 'no reason given'})",
-            hint=f"check that {sys.executable} and aorta-tui exist on the compute nodes at the "
-            f"same path and that {where} is shared; `scontrol show job {info.job_id}` says more")
+            f"the run directory is not shared with the compute nodes, or aorta-tui cannot start "
+            f"there: task {info.job_id} of the run's job array ended {info.state} on {node} "
+            f"({info.reason or 'no reason given'}) before this machine saw its marker in "
+            f"{marker.parent}; no trial ran",
+            hint=f"put --output on a filesystem every node mounts (your home, /scratch, a project "
+            f"directory), and check that {sys.executable} and aorta-tui exist on the compute nodes "
+            f"at the same path; `scontrol show job {info.job_id}` and {out} say more")
 
-    def _options(self, *, probe: bool = False) -> list[str]:
+    def _options(self) -> list[str]:
         s = self.spec
         out = [f"--{k}={v}" for k, v in (("partition", s.partition), ("account", s.account),
                                           ("gres", s.gres), ("constraint", s.constraint))
@@ -327,9 +342,7 @@ class SlurmExecutor:
             out += [f"--nodes={shape[0]}", "--ntasks-per-node=1"]
             if s.gpus_per_node is not None:
                 out.append(f"--gres=gpu:{s.gpus_per_node}")
-        limit = s.time or (None if probe else _default_time(self.recipe))
-        if probe:
-            limit = "5"
+        limit = s.time or _default_time(self.recipe)
         if limit is not None:
             out.append(f"--time={limit}")
         out += list(s.extra_sbatch)
@@ -400,7 +413,21 @@ class SlurmExecutor:
                                           float(batch.get("submitted_at", time.time())),
                                           job_id=job_id, adopted=True, info=info)
                 adopted.add(tid)
+        self._open_adopted_gates({self.jobs[t].batch for t in adopted})
         return adopted
+
+    def _open_adopted_gates(self, names: set[str]) -> None:
+        """The go of every adopted batch: an orchestrator killed while its tasks waited at the
+        gate never wrote it (they wait GATE_WAIT_S, then end running nothing)."""
+        assert self.store is not None
+        state = (self.run_dir or Path()) / STATE_DIR
+        for name in sorted(names):
+            gate = self.store.data["batches"].get(name, {}).get("gate")
+            path = Path(gate) if isinstance(gate, str) else None
+            # only a gate of this run's own state directory: jobs.json is a file a user can edit
+            if path is not None and path.parent == state and path.name.startswith("gate-"):
+                with contextlib.suppress(OSError):
+                    atomic_write_bytes(path.with_name(path.name + GATE_SUFFIX), b"")
 
     @staticmethod
     def refuse_unsettled(run_dir: Path, unfinished: set[str], executor: str) -> None:
@@ -473,11 +500,17 @@ class SlurmExecutor:
         for note in self.warnings:
             self._warn(note)
         fresh = [t for t in pending if t.trial_id not in self.jobs]
+        if not fresh:
+            return
+        token = secrets.token_hex(8)
+        gate = run_dir / STATE_DIR / f"gate-s{session}-{token}"  # the tasks' marker; + .go
         submitted: list[str] = []
         try:
             for k in range(0, len(fresh), ARRAY_MAX):
                 chunk = fresh[k:k + ARRAY_MAX]
-                submitted.append(self._submit_batch(sweep, run_dir, chunk, session, k // ARRAY_MAX))
+                submitted.append(self._submit_batch(sweep, run_dir, chunk, session, k // ARRAY_MAX,
+                                                    (gate, token)))
+            self._open_gate(gate, token, submitted)
         except BaseException:
             # nothing submitted half-way: a later batch refused cancels the earlier ones
             ids = [j for j in submitted if j]
@@ -487,7 +520,8 @@ class SlurmExecutor:
                 sc.scancel(ids)
             raise
 
-    def _submit_batch(self, sweep: Any, run_dir: Path, chunk: list[Any], session: int, k: int) -> str:
+    def _submit_batch(self, sweep: Any, run_dir: Path, chunk: list[Any], session: int, k: int,
+                      gate: tuple[Path, str]) -> str:
         assert self.store is not None
         name = f"aorta-{run_dir.name}-s{session}-b{k}"
         state = run_dir / STATE_DIR
@@ -506,13 +540,13 @@ class SlurmExecutor:
         atomic_write_json(manifest, {"specs": specs})
         now = time.time()
         self.store.data["batches"][name] = {"job_id": None, "session": session, "submitted_at": now,
-                                            "tasks": len(chunk)}
+                                            "tasks": len(chunk), "gate": str(gate[0])}
         for task, trial in enumerate(chunk):
             self.store.data["trials"][trial.trial_id] = {"batch": name, "task": task}
         self.store.save()  # the name first: a kill during sbatch is found by it on resume
         script = ("#!/bin/sh\n# aorta-tui: one trial per array task (docs/slurm.md)\n"
-                  f"exec {shlex.quote(sys.executable)} -m aorta_tui.executor.slurm_job "
-                  f"{shlex.quote(str(manifest))}\n")
+                  f"exec {shlex.quote(sys.executable)} -m aorta_tui.executor.slurm_job --gate "
+                  f"{shlex.quote(str(gate[0]))} {gate[1]} {shlex.quote(str(manifest))}\n")
         argv = ["sbatch", "--parsable", f"--job-name={name}", f"--array=0-{len(chunk) - 1}",
                 # sbatch's default --export=ALL: the trial's environment comes from its spec
                 # file whatever the job inherits, and --export=NONE doubled the time to start
@@ -689,6 +723,8 @@ class SlurmExecutor:
             "reason": _vanished_reason(job) or (info.reason if info else None),
             "signal": (data or {}).get("signal"),
             "adopted": job.adopted,
+            # the task's wait at the gate for the orchestrator's go (the shared-filesystem check)
+            "gate_waited_s": (data or {}).get("gate_waited_s"),
         }
         shape = distributed_shape(self.spec)
         if shape is not None:  # srun torchrun across the job's nodes (slurm_launch)

@@ -9,7 +9,14 @@ sampling as a local trial, with the trial's environment set at process creation 
 reads this node's kernel log for tier 3 and writes ``slurm-outcome.json`` atomically. It
 never writes the journal: the orchestrator reads the outcome file and records the trial.
 
-``--probe MARKER TOKEN`` writes ``TOKEN HOST`` to MARKER (the shared-filesystem check).
+``--gate MARKER TOKEN`` first (the shared-filesystem check, done by the array's own tasks so
+that it costs no scheduler pass of its own): the task writes ``TOKEN HOST`` to MARKER, then waits
+for ``MARKER.go``, which the orchestrator writes once it sees a marker. A task that cannot write
+the marker (the run directory is not on this node) ends at once; one whose marker the
+orchestrator never sees (a directory of the same name that is not the same one) gets no go and
+ends after ``GATE_WAIT_S``, running nothing. Either way the orchestrator sees a task end without
+its marker: the run stops before any trial runs (docs/slurm.md). Tasks that start once the go
+exists do not wait.
 
 Slurm signals a job it ends (scancel, the time limit, preemption) with SIGTERM first: the
 handler cancels the run, which ends the trial's process tree and still writes the outcome,
@@ -34,6 +41,12 @@ NODE_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICE
 OUTCOME = "slurm-outcome.json"
 JOB_SPEC = "slurm-job.json"
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
+GATE_SUFFIX = ".go"
+# The orchestrator answers a marker it sees within its 20 ms poll; past this, it never will
+# (it does not see this node's files, or it is gone: a resume writes the go of the batches it
+# adopts).
+GATE_WAIT_S = float(os.environ.get("AORTA_SLURM_GATE_WAIT_S", "60"))
+GATE_POLL_S = 0.01
 _early: list[str] = []  # signals that came while this process was still importing
 
 
@@ -84,7 +97,32 @@ def trial_env(spec_env: dict[str, str], cell_keys: set[str], environ: dict[str, 
     return env
 
 
-def run_trial(spec_path: Path) -> int:
+def pass_gate(marker: Path, token: str) -> float | None:
+    """Say this task runs here (``TOKEN HOST`` in MARKER), then wait for the orchestrator's go.
+    The seconds waited, or None when no go came (the task must run nothing)."""
+    go = marker.with_name(marker.name + GATE_SUFFIX)
+    t0 = time.monotonic()
+    if go.exists():
+        return 0.0
+    from aorta_tui.core.atomic import atomic_write_text
+
+    try:
+        atomic_write_text(marker, f"{token} {socket.gethostname()}\n")
+    except OSError as exc:
+        print(f"aorta-tui: cannot write {marker} on {socket.gethostname()}: {exc.strerror or exc}; "
+              "the run directory is not on this node's filesystem; nothing was run", file=sys.stderr)
+        return None
+    while not go.exists():
+        if _early or time.monotonic() - t0 > GATE_WAIT_S:
+            why = f"signalled ({_early[0]})" if _early else f"no go after {GATE_WAIT_S:g} s"
+            print(f"aorta-tui: {why}: the orchestrator does not see {marker} (the run directory is "
+                  "not shared with it, or it is gone); nothing was run", file=sys.stderr)
+            return None
+        time.sleep(GATE_POLL_S)
+    return round(time.monotonic() - t0, 3)
+
+
+def run_trial(spec_path: Path, gate_waited_s: float | None = None) -> int:
     from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.trial.hang import HangPolicy
     from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec, run_process
@@ -131,29 +169,28 @@ def run_trial(spec_path: Path) -> int:
         "signal": got[0] if got else None,  # what Slurm sent (scancel, time limit, preemption)
         "wrapper_started_at": started_at,
         "wrapper_ended_at": time.time(),
+        "gate_waited_s": gate_waited_s,  # this task's wait for the orchestrator's go, before the trial
         "kernel_log": kernel,
     })
-    return 0
-
-
-def probe(marker: Path, token: str) -> int:
-    from aorta_tui.core.atomic import atomic_write_text
-
-    atomic_write_text(marker, f"{token} {socket.gethostname()}\n")
     return 0
 
 
 def main(argv: list[str]) -> int:
     for sig in _SIGNALS:  # before the imports: a scancel right at the start is still recorded
         signal.signal(sig, _note_early)
-    if len(argv) == 4 and argv[1] == "--probe":
-        return probe(Path(argv[2]), argv[3])
+    waited: float | None = None
+    if len(argv) == 5 and argv[1] == "--gate":
+        waited = pass_gate(Path(argv[2]), argv[3])
+        if waited is None:
+            return 3
+        argv = [argv[0], argv[4]]
     if len(argv) != 2:
-        print("usage: python -m aorta_tui.executor.slurm_job MANIFEST", file=sys.stderr)
+        print("usage: python -m aorta_tui.executor.slurm_job [--gate MARKER TOKEN] MANIFEST",
+              file=sys.stderr)
         return 2
     manifest = json.loads(Path(argv[1]).read_bytes())
     task = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
-    return run_trial(Path(manifest["specs"][task]))
+    return run_trial(Path(manifest["specs"][task]), waited)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ is being created leaves no half-made run to resume.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -761,6 +762,22 @@ def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) 
         raise
     fsync_dir(parent)
     return final
+
+
+def discard_new_run(run_dir: Path) -> bool:
+    """Remove a run directory this process created moments ago and in which no trial ran (the
+    executor refused the run before its first trial: docs/slurm.md), and its ticket directory
+    when that is left empty. Renamed to a hidden ``.creating`` name first, which no listing
+    shows, so a kill half-way leaves what a killed creation leaves, never half a run."""
+    grave = run_dir.with_name(f".{run_dir.name}.discarded{CREATING_SUFFIX}")
+    try:
+        os.rename(run_dir, grave)
+    except OSError:
+        return False
+    shutil.rmtree(grave, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        run_dir.parent.rmdir()  # only when empty: other runs of the ticket stay
+    return True
 
 
 def prepare_output(output: Path, ticket: str) -> Path:

@@ -93,6 +93,7 @@ class Sweep:
         self._trace_calibrated = False
         self._resume_notes: list[str] = []
         self._journal_damage: list[rundir.Damage] = []
+        self._refused_before_trials = False  # executor.begin refused: no trial of this run ran
         self._journal: rundir.Journal | None = None
         self._store: RunStore  # the run directory, opened under its lock by run()
         self._captures: list[Any] = []  # snapshot captures of this session (trial timelines)
@@ -223,6 +224,13 @@ class Sweep:
         run_dir = self._open_run_dir()
         try:
             return self._run_locked(run_dir)
+        except AortaError as exc:
+            if self._refused_before_trials and self.options.resume is None \
+                    and rundir.discard_new_run(run_dir):
+                # the executor's checks that need the run's own jobs (Slurm's account, its
+                # shared run directory) failed before any trial ran: leave no empty run behind
+                exc.hint = f"{exc.hint + '; ' if exc.hint else ''}the new run directory {run_dir} was removed"
+            raise
         except OSError as exc:
             # A full disk, a quota, an I/O error: the machine's problem, and the run resumes
             # once it is fixed (every finished trial is on disk, the journal says which).
@@ -430,7 +438,11 @@ class Sweep:
         from aorta_tui.classify.dmesg import KernelLog
 
         with KernelLog.open() as kernel_log:
-            self.executor.begin(self, run_dir, pending, session)  # Slurm: one batched sbatch
+            try:
+                self.executor.begin(self, run_dir, pending, session)  # Slurm: one batched sbatch
+            except AortaError:
+                self._refused_before_trials = True  # no trial of this session has started
+                raise
             status = "interrupted"
             try:
                 status = self._run_trials_with(run_dir, run_id, pending, session, kernel_log)

@@ -208,6 +208,53 @@ def test_sigkill_of_the_orchestrator_then_resume_adopts_running_jobs(tmp_path):
     assert {r["verdict"] for t, r in res.items() if t.startswith("none")} == {"pass"}
 
 
+def test_an_orchestrator_killed_at_the_gate_leaves_tasks_the_resume_lets_go(tmp_path):
+    """The array's tasks wait at the gate (slurm_job.pass_gate) for the go the orchestrator
+    writes once it sees their marker. Stopped right after its sbatch, it never writes it: the
+    tasks wait; SIGKILL, then --resume adopts them and writes the go, and each trial runs once."""
+    recipe, script, out = _setup(tmp_path, trials=1)
+    proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "--batch", str(recipe), "--output",
+                             str(out), "--no-snapshot", "--executor", "slurm", "--", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(b.get("job_id") for b in _batches(out)):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr and proc.stderr.read()
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGSTOP)  # the tasks start on the next scheduling pass, ~1 s away
+        run_dir = only_run_dir(out)
+        assert not list((run_dir / "slurm").glob("gate-*.go")), "the gate opened before the stop"
+        while not list((run_dir / "slurm").glob("gate-*[0-9a-f]")):  # a task waits at the gate
+            assert time.monotonic() < deadline, "no task reached the gate"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not [e for e in journal(run_dir) if e["event"] == "trial_finished"]
+    resumed = aorta("sweep", "run", "--resume", str(run_dir), timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    finished = [e["trial_id"] for e in journal(run_dir) if e["event"] == "trial_finished"]
+    assert sorted(finished) == sorted(set(finished)) and len(finished) == 3
+    runs = sorted(p.name.rsplit(".", 1)[0] for p in (tmp_path / "runs").iterdir())
+    assert runs == sorted(set(runs)) and len(runs) == 3, runs  # every command ran exactly once
+    assert len(json.loads((run_dir / "slurm" / "jobs.json").read_text())["batches"]) == 1  # adopted
+    res = _results(run_dir)
+    assert all(r["process"]["executor"]["adopted"] for r in res.values())
+    waited = [r["process"]["executor"]["gate_waited_s"] for r in res.values()]
+    # the tasks that had reached the gate waited for the resume's go; later ones found it there
+    assert all(w is not None for w in waited) and any(w > 0 for w in waited), waited
+
+
+def _batches(out: Path) -> list[dict]:
+    paths = list(out.glob("*/*/slurm/jobs.json"))
+    try:
+        return list(json.loads(paths[0].read_text())["batches"].values()) if paths else []
+    except (OSError, ValueError):
+        return []  # caught between its atomic rename and our read: the next look sees it
+
+
 def test_a_partition_that_does_not_exist_is_exit_3_and_nothing_is_submitted(tmp_path):
     recipe, script, out = _setup(tmp_path, executor="executor: {kind: slurm, partition: nosuch}")
     proc = _run(recipe, script, out)
@@ -223,7 +270,9 @@ def test_a_refused_account_is_exit_3_with_the_fix(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "refused the account 'not-mine'" in proc.stderr and "executor.account" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert not list(out.glob("*/*/run.json"))
+    # refused at the array's own sbatch, after the run directory was made: it is removed
+    assert "the new run directory" in proc.stderr and "was removed" in proc.stderr
+    assert not list(out.glob("*/*/run.json")) and not list(out.iterdir())
 
 
 def test_no_sbatch_on_path_is_exit_3(tmp_path):
@@ -301,11 +350,12 @@ def test_ctrl_c_scancels_the_jobs_and_resume_runs_them_again(tmp_path):
     assert len(json.loads((run_dir / "slurm" / "jobs.json").read_text())["batches"]) == 2
 
 
-def test_a_probe_job_still_queued_is_a_warning_and_the_run_goes_on(tmp_path):
+def test_an_array_not_started_in_time_is_a_warning_and_the_run_goes_on(tmp_path):
     recipe, script, out = _setup(tmp_path, trials=1)
     proc = _run(recipe, script, out, "--executor", "slurm", env={"AORTA_SLURM_PROBE_WAIT_S": "0.001"})
     assert proc.returncode == 0, proc.stderr
-    assert "warning: slurm: the shared-filesystem probe job" in proc.stdout
+    assert "warning: slurm: no task of the run's job array had started after" in proc.stdout
+    assert "shared-filesystem check is left to the tasks" in proc.stdout
     events = journal(only_run_dir(out))
     assert any(e["event"] == "warning" and e.get("code") == "slurm" for e in events)
     assert len(_results(only_run_dir(out))) == 3
