@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shlex
 import sys
@@ -49,6 +50,7 @@ PROBE_STAT_S, PROBE_QUERY_S = 0.02, 0.5
 # A task in one of these states ran (or failed to launch): ended without its marker, it is the
 # check failing. One cancelled or preempted while pending says nothing about the filesystem.
 _RAN_STATES = frozenset({"COMPLETED", "FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_MEMORY"})
+_GATE_NAME = re.compile(r"gate-s\d{1,9}-[0-9a-f]{16}")  # begin(): gate-s<session>-<token>
 SETTLE_S = 30.0  # after a signalled job's outcome: wait this long for Slurm's final state
 OUTCOME_LAG_S = 10.0  # a finished job's outcome file may show up late on a network filesystem
 BACKSTOP_S = 60.0  # past timeout_per_trial + this, the orchestrator scancels the job itself
@@ -293,32 +295,25 @@ class SlurmExecutor:
                 try:
                     infos = sc.squeue(job_ids) or infos
                 except sc.SlurmCallError as exc:
-                    raise self._gate_closed(job_ids, EnvironmentProblem(
+                    raise EnvironmentProblem(
                         f"Slurm stopped answering while the run's first tasks started: {exc.message}",
-                        hint="check `sinfo`, then run again; no trial ran")) from None
-                with self._lock:  # what the gate saw counts as seen (a task cancelled pending
-                    for job in self.jobs.values():  # now vanishes from PENDING, not from nowhere)
-                        if job.job_id in infos and not job.done:
-                            job.info, job.gone_since = infos[job.job_id], None
+                        hint="check `sinfo`, then run again; no trial ran") from None
+                with self._lock:  # seen here counts as seen: one cancelled pending vanishes from PENDING
+                    self._record_seen({j.job_id: j for j in self.jobs.values() if j.job_id and not j.done},
+                                      infos, mark_gone=False)
                 ran_out = sorted((i for i in infos.values() if not i.alive and i.state in _RAN_STATES),
                                  key=lambda i: i.job_id)
                 if ran_out:
                     time.sleep(min(OUTCOME_LAG_S, 2.0))  # a late NFS attribute cache
                     if _marker_ok(marker, token):
                         break
-                    raise self._gate_closed(job_ids, self._gate_failed(ran_out[0], marker))
+                    raise self._gate_failed(ran_out[0], marker)  # begin() cancels the array
                 if infos and not any(i.alive for i in infos.values()):
                     break  # every task ended unstarted (cancelled): nothing waits for the go
             atomic_write_bytes(go, b"")
         finally:
             with contextlib.suppress(OSError):
                 marker.unlink()
-
-    def _gate_closed(self, job_ids: list[str], problem: EnvironmentProblem) -> EnvironmentProblem:
-        """The check failed: no task of the array may run a trial (they have no go; cancel)."""
-        self._mark_cancelled(list(self.jobs))
-        sc.scancel(job_ids)
-        return problem
 
     def _gate_failed(self, info: sc.JobInfo, marker: Path) -> EnvironmentProblem:
         node = info.node or "a compute node"
@@ -413,21 +408,19 @@ class SlurmExecutor:
                                           float(batch.get("submitted_at", time.time())),
                                           job_id=job_id, adopted=True, info=info)
                 adopted.add(tid)
-        self._open_adopted_gates({self.jobs[t].batch for t in adopted})
+        self._open_adopted_gates(run_dir, {self.jobs[t].batch for t in adopted})
         return adopted
 
-    def _open_adopted_gates(self, names: set[str]) -> None:
+    def _open_adopted_gates(self, run_dir: Path, names: set[str]) -> None:
         """The go of every adopted batch: an orchestrator killed while its tasks waited at the
-        gate never wrote it (they wait GATE_WAIT_S, then end running nothing)."""
+        gate never wrote it (they wait GATE_WAIT_S, then end running nothing). The gate is named
+        in jobs.json and found in this run's own state directory, however the resume spells it."""
         assert self.store is not None
-        state = (self.run_dir or Path()) / STATE_DIR
         for name in sorted(names):
             gate = self.store.data["batches"].get(name, {}).get("gate")
-            path = Path(gate) if isinstance(gate, str) else None
-            # only a gate of this run's own state directory: jobs.json is a file a user can edit
-            if path is not None and path.parent == state and path.name.startswith("gate-"):
+            if isinstance(gate, str) and _GATE_NAME.fullmatch(gate):  # jobs.json is a user's file
                 with contextlib.suppress(OSError):
-                    atomic_write_bytes(path.with_name(path.name + GATE_SUFFIX), b"")
+                    atomic_write_bytes(run_dir / STATE_DIR / (gate + GATE_SUFFIX), b"")
 
     @staticmethod
     def refuse_unsettled(run_dir: Path, unfinished: set[str], executor: str) -> None:
@@ -540,7 +533,7 @@ class SlurmExecutor:
         atomic_write_json(manifest, {"specs": specs})
         now = time.time()
         self.store.data["batches"][name] = {"job_id": None, "session": session, "submitted_at": now,
-                                            "tasks": len(chunk), "gate": str(gate[0])}
+                                            "tasks": len(chunk), "gate": gate[0].name}
         for task, trial in enumerate(chunk):
             self.store.data["trials"][trial.trial_id] = {"batch": name, "task": task}
         self.store.save()  # the name first: a kill during sbatch is found by it on resume
@@ -677,12 +670,18 @@ class SlurmExecutor:
                 self._warn(f"squeue failed ({exc.message}); the jobs are asked again in "
                            f"{QUERY_EVERY_S:g} s")
                 return
-            for job_id, job in open_jobs.items():
-                if job_id in infos:
-                    job.info, job.gone_since = infos[job_id], None
-                elif job.gone_since is None:
-                    job.gone_since = self._last_query
+            self._record_seen(open_jobs, infos, mark_gone=True)
             self._save_placement()
+
+    def _record_seen(self, open_jobs: dict[str, TrialJob], infos: dict[str, sc.JobInfo], *,
+                     mark_gone: bool) -> None:
+        """What squeue (or sacct) said of each open job; with ``mark_gone``, when one that it no
+        longer lists was first missed (the gate's early queries do not: not listed *yet*)."""
+        for job_id, job in open_jobs.items():
+            if job_id in infos:
+                job.info, job.gone_since = infos[job_id], None
+            elif mark_gone and job.gone_since is None:
+                job.gone_since = self._last_query
 
     def _query_ids(self, ids: list[str]) -> dict[str, sc.JobInfo]:
         if not ids:

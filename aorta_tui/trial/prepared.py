@@ -87,9 +87,10 @@ class OwnZygoteLauncher(WarmLauncher):
             raise LaunchDeclined(z.error or "its zygote did not load")
 
     def launch(self, spec: Any, scope: Any) -> Any:
-        proc = super().launch(spec, scope)
-        self.pool.release(self.zygote)
-        return proc
+        try:
+            return super().launch(spec, scope)
+        finally:  # forked, declined or failed: the pool reaps it at close (it left no list)
+            self.pool.release(self.zygote)
 
 
 class PreparedPool:

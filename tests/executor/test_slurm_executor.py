@@ -233,7 +233,11 @@ def test_an_orchestrator_killed_at_the_gate_leaves_tasks_the_resume_lets_go(tmp_
         if proc.poll() is None:
             proc.kill()
     assert not [e for e in journal(run_dir) if e["event"] == "trial_finished"]
-    resumed = aorta("sweep", "run", "--resume", str(run_dir), timeout=180)
+    # resumed under another spelling of the same directory (through a symlink): the go must
+    # still land where the tasks look
+    (tmp_path / "link").symlink_to(out)
+    resumed = aorta("sweep", "run", "--resume", str(tmp_path / "link" / run_dir.relative_to(out)),
+                    timeout=180)
     assert resumed.returncode == 0, resumed.stderr
     finished = [e["trial_id"] for e in journal(run_dir) if e["event"] == "trial_finished"]
     assert sorted(finished) == sorted(set(finished)) and len(finished) == 3
