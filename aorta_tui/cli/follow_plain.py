@@ -6,6 +6,7 @@ import sys
 import time
 from pathlib import Path
 
+from aorta_tui.core.errors import ExitCode
 from aorta_tui.core.events import Event, RunFinished, RunStarted
 from aorta_tui.store.journal_follow import JournalFollower, format_event_line
 from aorta_tui.store.rundir import Damage
@@ -77,9 +78,23 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
     report_damage()
     finished = state["finished"]
     assert isinstance(finished, RunFinished)
-    if finished.status == "completed":
-        return int(finished.exit_code or 0)
-    return int(finished.exit_code or 1)
+    return run_exit_code(finished)
+
+
+# What a run's run_finished may hand on as this command's exit: a journal is a file anyone who
+# can write the run directory can edit, and an exit status is one byte (-833 exited 191).
+_HANDED_ON = frozenset({ExitCode.OK, ExitCode.FAILURES, ExitCode.USAGE, ExitCode.ENVIRONMENT,
+                        ExitCode.INTERRUPTED})
+
+
+def run_exit_code(finished: RunFinished) -> int:
+    """The exit code a finished run recorded; where it is missing (or 0 for a run that did
+    not complete), 0 for a completed run and 1 for any other; one aorta-tui never exits with
+    (a damaged or forged journal): 1."""
+    code, completed = finished.exit_code, finished.status == "completed"
+    if not code:
+        return 0 if completed else 1
+    return code if isinstance(code, int) and not isinstance(code, bool) and code in _HANDED_ON else 1
 
 
 def _resume_command(source: object, run_dir: Path) -> str:
