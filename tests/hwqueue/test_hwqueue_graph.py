@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -200,36 +199,8 @@ def test_compare_names_the_launch_mode_and_judges_host_time_per_kernel() -> None
     assert rows["eager_floor_ratio"]["verdict"] == "not comparable"
 
 
-# --- the measure pass issues nothing per launch but the launch ------------------------------
-
-def test_measure_pass_host_cost_per_kernel_is_the_bare_loops() -> None:
-    """CPU proxy of issue 20's 1.1x target: the same torch ops, the same process, alternating
-    rounds, the fastest of each (the shared CI host's noise only ever adds time)."""
-    import torch
-
-    streams, ops, iters = 8, 100, 8
-    bufs = [(torch.randn(256), torch.zeros(256)) for _ in range(streams)]
-
-    def bare() -> float:
-        best = float("inf")
-        for _ in range(iters):
-            t0 = time.perf_counter_ns()
-            for _ in range(ops):
-                for t, o in bufs:
-                    torch.mul(t, 1.5, out=o)
-                    o.add_(0.5).abs_().clamp_(0.0, 10.0)
-            best = min(best, (time.perf_counter_ns() - t0) / (streams * ops * 4) / 1e3)
-        return best
-
-    cfg = QueueRunConfig(workload="tiny_kernel_stress", streams=streams, iterations=iters,
-                         warmup=1, device="cpu", detail_iterations=1)
-    bares, ours = [], []
-    for _ in range(4):
-        bares.append(bare())
-        ours.append(min(run_queue(cfg)["samples"]["iteration_host_us_per_kernel"]))
-    ratio = min(ours) / min(bares)
-    print(f"measure pass {min(ours):.3f} us/kernel, bare loop {min(bares):.3f}: {ratio:.3f}x")
-    assert ratio <= 1.15, (ours, bares)
+# The measure pass's cost per kernel against the bare loop is a timing ratio: it is measured by
+# benchmarks/measure_pass_cost.py, never asserted here.
 
 
 @st.composite

@@ -134,7 +134,6 @@ def test_a_forked_trial_reports_what_a_fresh_process_reports(tmp_path, plug, zyg
             "result_written", "exited", "reaped"} <= set(tl["marks"])
     assert tl["unavailable"]["torch_imported"].startswith(f"imported once by the warm zygote (pid {zygote.pid}")
     assert tl["info"]["warm"]["zygote_pid"] == zygote.pid
-    assert warm.wall_s < fresh.wall_s  # no interpreter start, no import torch
 
 
 def _none_seen(out) -> bool:  # noqa: ANN001 - a ProcessOutcome
@@ -166,8 +165,8 @@ def test_timeout_ends_the_forked_trial_and_its_children_and_the_zygote_serves_on
 def test_the_hang_detector_fires_on_a_silent_forked_trial(tmp_path, plug, zygote):
     out = run_process(_spec(plug, tmp_path / "hang", {"WARM_T_SLEEP": "60"}, timeout=30,
                             hang=HangPolicy(window_s=1.0, grace_s=0.0), launcher=WarmLauncher(zygote)))
+    # fired by the detector, before the 30 s timeout and the 60 s sleep: no wall time asserted
     assert out.hang is not None and not out.timed_out and _none_seen(out)
-    assert out.wall_s < 15
 
 
 def test_a_zygote_that_is_gone_is_a_trial_that_did_not_start(tmp_path, plug):
