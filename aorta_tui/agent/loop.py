@@ -12,7 +12,6 @@ after every step, so Ctrl-C loses nothing that finished and ``--resume`` continu
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -530,7 +529,3 @@ def _no_recommendation(state: dict[str, Any], why: str) -> dict[str, Any]:
         text += f"; the closest was {best['cell']} ({cell_figures(best)})"
     return {"mitigations": [], "cell": None, "confidence": None,
             "evidence": _evidence(best, state["baseline"]) if best else None, "reason": text}
-
-
-def default_output() -> Path:
-    return Path(os.environ.get("AORTA_OUTPUT", "aorta-out"))

@@ -64,7 +64,6 @@ class SweepOptions:
     strict: bool = False
     snapshots: bool = True
     ticket: str | None = None
-    trials: int | None = None  # overrides every cell's trial count
     steps: int | None = None
     # tracing and snapshot hashing, from the layers above core (core/services.py)
     services: SweepServices = NO_SERVICES
