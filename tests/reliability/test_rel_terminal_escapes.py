@@ -124,3 +124,18 @@ def test_the_one_sanitiser_leaves_nothing_a_terminal_obeys(attack_tally, text: s
     attack_tally.record("one terminal sanitiser (hypothesis)", cases=1, failures=int(not ok),
                         promise="no control, format or separator character survives")
     assert ok, (text, shown)
+
+
+def test_env_summary_shows_a_hostile_snapshots_escapes_never_obeys_them(
+        snapshots: tuple[Path, Path], tmp_path: Path, attack_tally) -> None:
+    a, _b = snapshots
+    snap = json.loads(a.read_text())
+    snap["host"]["cpu_model"] = {"source": "x", "state": "ok", "value": PAYLOAD}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(snap))
+    res = aorta("env", "summary", str(bad))
+    raw = _raw_escapes(res.stdout + res.stderr)
+    attack_tally.record("escapes from files (env diff, attach --plain)", cases=1,
+                        failures=int(bool(raw)), promise="shown as \\x1b..., never obeyed")
+    assert res.returncode == 0 and not raw, (raw, res.stderr[-500:])
+    assert "evil\\x1b]0;pwned" in res.stdout
