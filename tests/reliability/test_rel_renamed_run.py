@@ -89,7 +89,8 @@ def _kill_after_trial_started(case: Path) -> Path:
         proc.wait()
 
 
-def test_a_renamed_run_directory_ends_its_orphan_and_runs_the_trial_once(tmp_path: Path) -> None:
+def test_a_renamed_run_directory_ends_its_orphan_and_runs_the_trial_once(
+        tmp_path: Path, attack_tally) -> None:
     case = tmp_path / "case"
     (case / "bin").mkdir(parents=True)
     (case / "bin" / "beats").write_text(TRIAL)
@@ -106,6 +107,8 @@ def test_a_renamed_run_directory_ends_its_orphan_and_runs_the_trial_once(tmp_pat
                              capture_output=True, text=True, timeout=120)
         assert res.returncode == 0, res.stderr[-2000:]
         alive = orphans & _marked(case)
+        attack_tally.record("renamed run directory, orphan ended (issue 37 item 1)", cases=1,
+                            failures=int(bool(alive)), promise="the old attempt ended, run once")
         assert not alive, f"the old attempt still runs after the resume: {sorted(alive)}"
         warnings = [e["message"] for e in _events(res.stdout)
                     if e.get("event") == "warning" and e.get("code") == "orphan"]

@@ -45,11 +45,13 @@ def nearly_full(tmp_path: Path):
 
 
 def test_a_snapshot_the_disk_cannot_hold_is_exit_3_naming_it_and_the_run_resumes(
-        tmp_path: Path, nearly_full: Path) -> None:
+        tmp_path: Path, nearly_full: Path, attack_tally) -> None:
     (tmp_path / "probe.yaml").write_text(RECIPE)
     out = nearly_full / "out"
     res = aorta("--batch", "probe.yaml", "--output", str(out), "--", "true", cwd=tmp_path,
                 timeout=300)
+    attack_tally.record("full disk during the env snapshot (issue 37 item 3)", cases=1,
+                        failures=int(res.returncode != 3), promise="exit 3 naming the file")
     assert res.returncode == 3, (res.returncode, res.stderr[-2000:])
     assert "Traceback" not in res.stderr and "internal error" not in res.stderr
     run_dir = only_run_dir(out)
