@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-import unicodedata
 from typing import Any
 
 from aorta_tui.agent.proposer import Proposal
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.text import inert as text_inert
 
 DEFAULT_TIMEOUT_S = 120.0
 # What of a server's text is printed: each reason or note on one line, at most this long.
@@ -145,22 +145,8 @@ def _json_kind(value: Any) -> str:
 
 
 def inert(text: Any, limit: int = MAX_TEXT_CHARS) -> str:
-    """``text`` safe to print on a terminal: one line, control and format characters (ESC,
-    CR, newlines, bidi overrides, zero-width marks) shown as escapes, not obeyed; at most
-    ``limit`` characters."""
-    out: list[str] = []
-    for ch in str(text):
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
-            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii")
-                       if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
-        else:
-            out.append(ch)
-    line = "".join(out)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """``text`` safe to print (core/text.py), at most ``limit`` characters."""
+    return text_inert(text, limit)
 
 
 def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], Any],

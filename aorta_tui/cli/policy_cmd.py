@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app, seconds
+from aorta_tui.cli.common import cli_command, err, new_app, seconds, seed_number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -85,7 +85,7 @@ def sweep(
     dtype: str | None = typer.Option(None, "--dtype", help="float32, float16 or bfloat16 (passed to `queue run`)."),
     queue_arg: list[str] = typer.Option([], "--queue-arg", help="Any other `queue run` option for every trial (repeatable), e.g. --queue-arg=--timing=cupti."),
     policy_file: Path | None = typer.Option(None, "--policy-file", help="YAML/JSON file of extra policies."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the interleaved order and the bootstrap."),
+    seed: int = typer.Option(0, "--seed", parser=seed_number(), metavar="N", help="Seed of the interleaved order and the bootstrap."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Run directory (default aorta-policy/WORKLOAD-TIME)."),
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout."),
     allow_gpu_control: bool = typer.Option(False, "--allow-gpu-control", help="Apply clock-level/power-limit knobs (device-wide; restored afterwards). Never on a shared machine."),

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.common import cli_command, err, new_app, number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -83,12 +83,18 @@ def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
 
 
 def _progress_sink(quiet: bool) -> Any:
-    """Progress lines on a terminal's stderr (``--json`` prints its events on stdout instead)."""
-    if quiet or not sys.stderr.isatty():
-        return None
+    """Progress lines on a terminal's stderr, and every warning on stderr however it is run
+    (a resume's "ended the process the dead run left", as sweep and policy resumes print it);
+    ``--json`` prints its events on stdout instead."""
+    progress = not quiet and sys.stderr.isatty()
 
     def show(event: Any) -> None:
-        if getattr(event, "kind", "") == "progress" and event.total:
+        kind = getattr(event, "kind", "")
+        if kind == "warning":
+            from aorta_tui.core.text import inert
+
+            err(f"warning: {inert(event.message)}")
+        elif progress and kind == "progress" and event.total:
             err(f"  {event.done}/{event.total} {event.message}")
 
     return show
@@ -453,7 +459,7 @@ def sweep_cmd(
     dtype: str = _DTYPE_OPT,
     size: str = _SIZE_OPT,
     param: list[str] = _PARAM_OPT,
-    knee_gain: float = typer.Option(0.10, "--knee-gain",
+    knee_gain: float = typer.Option(0.10, "--knee-gain", parser=number(above=0.0, at_most=10.0), metavar="G",
                                     help="Marginal throughput gain below which the knee is set."),
     output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
                                           help="Also write the sweep JSON here (atomically)."),
@@ -598,7 +604,7 @@ def _print_sweep(doc: dict[str, Any]) -> None:
 def compare_cmd(
     base: Path = typer.Argument(..., help="Baseline result (`queue run -o`) or sweep (`queue sweep -o`)."),
     test: Path = typer.Argument(..., help="Result or sweep to judge against it."),
-    min_change: float = typer.Option(0.05, "--min-change",
+    min_change: float = typer.Option(0.05, "--min-change", parser=number(at_least=0.0, at_most=100.0), metavar="F",
                                      help="A figure whose relative change is below this is "
                                           "'unchanged' (the rule above)."),
     fail_on_regression: bool = typer.Option(True, "--fail-on-regression/--no-fail",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from aorta_tui.cli.common import cli_command, new_app
+from aorta_tui.cli.common import cli_command, new_app, number, seed_number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -42,7 +42,7 @@ def run(
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout (the journal's format)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial fails or errors."),
     order: str | None = typer.Option(None, "--order", help="interleaved (default), sequential or random."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of the trial order (default: the recipe's, else 0)."),
+    seed: int | None = typer.Option(None, "--seed", parser=seed_number(), metavar="N", help="Seed of the trial order (default: the recipe's, else 0)."),
     ticket: str | None = typer.Option(None, "--ticket", help="Override the recipe's ticket."),
     mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Sidecar JSON of extra mitigations (repeatable)."),
     workload: str | None = typer.Option(None, "--workload", help="Flag mode: the workload to sweep (no recipe)."),
@@ -57,7 +57,7 @@ def run(
     env_passthrough_mode: str | None = typer.Option(None, "--env-passthrough-mode", help="Probe runs: inherit, or file (also writes probe.env and exports AORTA_ENV_FILE); overrides the recipe."),
     collect: str = typer.Option("", "--collect", help="Comma-separated upstream collectors (rocprof, proton, layer_numerics, ...), replacing the recipe's and cells': each trial runs them where their tools exist and records 'not available: <reason>' where not."),
     baseline_cell: str | None = typer.Option(None, "--baseline-cell", help="Flag mode: the baseline cell of the speed confound (with --recipe: the recipe's confound)."),
-    confound_threshold: float | None = typer.Option(None, "--confound-threshold", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
+    confound_threshold: float | None = typer.Option(None, "--confound-threshold", parser=number(above=0.0, at_most=1000.0), metavar="R", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
     executor: str | None = typer.Option(None, "--executor", help="Where trials run: local (processes here, the default) or slurm (a batched job array; the recipe's executor: block gives partition, account, gres; docs/slurm.md)."),
     nodes: int | None = typer.Option(None, "--nodes", metavar="N", help="Slurm: spread each torchrun trial over N nodes (srun torchrun; overrides executor.nodes; docs/slurm.md)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", metavar="K", help="Slurm: K GPUs (and K torchrun ranks) per node of each trial (overrides executor.gpus_per_node)."),

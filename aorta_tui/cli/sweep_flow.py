@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -277,24 +279,51 @@ def sweep_services() -> Any:
 def run_until_done(sweep: Any, bus: Any) -> Any:
     """Run the sweep with Ctrl-C, SIGTERM and SIGHUP stopping the running trial cleanly.
 
-    A second Ctrl-C stops waiting for the clean-up. The run stays resumable either way.
+    A second signal (of any of them) SIGKILLs the running trial instead of giving it its
+    grace; the clean-up itself (the matrix, ``run_finished``) is never cut short by a signal,
+    however many arrive: a run stopped half-way through writing its last word is one that says
+    nothing (issue 37 item 10). The run stays resumable either way.
     """
 
     def on_signal(signum: int, _frame: Any) -> None:
+        # os.write, not print: a signal arriving inside another print to stderr would make
+        # print re-enter the stream's buffer (RuntimeError: reentrant call)
+        name = signal.Signals(signum).name
         if sweep.cancel.is_set():
-            raise KeyboardInterrupt
+            if not getattr(sweep.cancel, "now", False):
+                sweep.cancel.hurry()
+                _say(f"\n{name} again: ending the running trial now (SIGKILL); the run still "
+                     "writes its matrix and stays resumable\n")
+            return
         sweep.cancel.set()
-        print(f"\n{signal.Signals(signum).name}: stopping the running trial; "
-              "the run stays resumable", file=sys.stderr, flush=True)
+        _say(f"\n{name}: stopping the running trial; the run stays resumable\n")
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    def after_the_run(signum: int, frame: Any) -> None:
+        # A stop was asked for and the run has finished stopping: more presses change nothing
+        # (a KeyboardInterrupt now would only cut the summary short). Otherwise what it was.
+        if sweep.cancel.is_set():
+            return
+        handler = previous.get(signal.Signals(signum))
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
     try:
         return sweep.run()
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        for s in previous:
+            signal.signal(s, after_the_run)
         bus.close()
         ownership.adopt_created(sweep.options.resume)  # under sudo: the user's files
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, text.encode())
 
 
 def cells_times_trials(plan: Any) -> str:

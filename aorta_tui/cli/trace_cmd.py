@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.common import cli_command, err, new_app, seconds
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -420,14 +420,14 @@ def queue(
     ctx: typer.Context,
     probes: str | None = typer.Option(None, "--probes", help="Comma-separated probe sets (default: those of cuda,hip,amdgpu,drm_sched available here)."),
     pid: int | None = typer.Option(None, "--pid", help="Attach to this running process."),
-    duration: float | None = typer.Option(None, "--duration", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
+    duration: float | None = typer.Option(None, "--duration", parser=seconds(), metavar="S", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
     mode: str = typer.Option("events", "--mode", help="events (a record per event, exact percentiles) or aggregate (in-kernel histograms, exact counts at any rate)."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write the result JSON here (atomically)."),
     raw: Path | None = typer.Option(None, "--raw", help="Write every record to this .jsonl.gz (events mode)."),
     perfetto: Path | None = typer.Option(None, "--perfetto", help="Write a Chrome/Perfetto trace JSON (events mode)."),
     lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library for a probe set, e.g. cuda=/usr/lib/x86_64-linux-gnu/libcuda.so.1."),
     bpftrace: str | None = _BPFTRACE_OPT,
-    interval: float = typer.Option(1.0, "--interval", help="Seconds between histogram snapshots."),
+    interval: float = typer.Option(1.0, "--interval", parser=seconds(), metavar="S", help="Seconds between histogram snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day) for the observer-cost estimate."),
@@ -468,14 +468,14 @@ def queue(
 def memory(
     ctx: typer.Context,
     pid: int | None = typer.Option(None, "--pid", help="Attach to this running process."),
-    duration: float | None = typer.Option(None, "--duration", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
+    duration: float | None = typer.Option(None, "--duration", parser=seconds(), metavar="S", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
     mode: str = typer.Option("events", "--mode", help="events or aggregate."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write the result JSON here (atomically)."),
     raw: Path | None = typer.Option(None, "--raw", help="Write every record to this .jsonl.gz."),
     perfetto: Path | None = typer.Option(None, "--perfetto", help="Write a Chrome/Perfetto trace JSON."),
     lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library, e.g. cuda=/path/libcuda.so.1."),
     bpftrace: str | None = _BPFTRACE_OPT,
-    interval: float = typer.Option(1.0, "--interval", help="Seconds between snapshots."),
+    interval: float = typer.Option(1.0, "--interval", parser=seconds(), metavar="S", help="Seconds between snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day)."),

@@ -237,7 +237,7 @@ def _busy(run_dir: Path, holder: str) -> AortaError:
 
 # trials/s<NNNN>/result.json, checked by _whole_point; the lock's refusal in this sweep's words
 QUEUE_SWEEP_LAYOUT = StoreLayout(result_file="result.json", sweep_ids=False,
-                                 accept=_whole_point, refusal=_busy)
+                                 accept=_whole_point, refusal=_busy, files=(DOCUMENT_FILE,))
 
 
 def _request(base: Any, counts: Sequence[int], knee_gain: float,
@@ -422,7 +422,7 @@ class _StoreSweep:
             from aorta_tui.core.events import RunWarning
             from aorta_tui.trial.orphans import end_unfinished
 
-            report = end_unfinished(self.run_dir, self.store.events(), set(ids) - done)
+            report = end_unfinished(self.run_dir, self.sweep_id, self.store.events(), set(ids) - done)
             for note in report.warnings():
                 self.bus.emit(RunWarning(self.sweep_id, message=f"resume: {note}", code="orphan"))
         try:
@@ -449,7 +449,7 @@ class _StoreSweep:
 
         trial_dir = self.store.fresh_trial_dir(tid)  # what an interrupted attempt left goes
         # its identity is in the journal before the process exists (trial/orphans.py)
-        ident = mint(self.run_dir)
+        ident = mint(self.sweep_id)
         # keyed hashes of its secrets' values (the shell's, inherited), so a bundle
         # recognises them in its logs (core/secrets.py)
         record_secret_hashes(self.run_dir, {**os.environ, **ident.env})

@@ -71,6 +71,7 @@ from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
+from aorta_tui.policy.report import REPORT_FILES
 from aorta_tui.store.run_store import RunStore, StoreLayout
 from aorta_tui.store.rundir import output_write_error, write_failure
 from aorta_tui.trial.orphans import mint
@@ -387,7 +388,7 @@ class PolicyEvaluator:
         token: trial/orphans.py), and said so, before it runs again."""
         from aorta_tui.trial.orphans import end_unfinished
 
-        report = end_unfinished(run_dir, self.store.events(), unfinished)
+        report = end_unfinished(run_dir, self.run_id, self.store.events(), unfinished)
         for note in report.warnings():
             self._emit(RunWarning(self.run_id, message=f"resume: {note}", code="orphan"))
 
@@ -400,7 +401,7 @@ class PolicyEvaluator:
         argv = self.trial_command(req, policy, result_path)
         trial_id = planned.dir_name
         # its identity is in the journal before the process exists (trial/orphans.py)
-        ident = mint(run_dir)
+        ident = mint(self.run_id)
         self._emit(TrialLaunch(self.run_id, trial_id=trial_id, cell=policy.name,
                                trial=planned.trial, identity=list(ident.digests)))
         self.store.check_journal()
@@ -532,7 +533,7 @@ def _final_outcome(data: dict[str, Any], _trial_id: str) -> dict[str, Any] | Non
 
 # trials/NNN-POLICY-tK/outcome.json; the lock's refusal in this sweep's words
 POLICY_LAYOUT = StoreLayout(result_file="outcome.json", sweep_ids=False, accept=_final_outcome,
-                            refusal=_busy)
+                            refusal=_busy, files=REPORT_FILES)
 
 
 def policy_from_dict(data: Mapping[str, Any]) -> Policy:

@@ -387,6 +387,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+REPORT_FILES = ("policy.json", "policy.md")
+
+
 def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Path]:
     run_dir = Path(run_dir)
     json_path = atomic_write_json(run_dir / "policy.json", report)
@@ -396,8 +399,9 @@ def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Pa
 
 def rerender(run_dir: str | Path) -> tuple[dict[str, Any], Path, Path]:
     """Recompute the comparison from the run directory and rewrite both reports."""
-    from aorta_tui.store.rundir import write_failure
+    from aorta_tui.store.rundir import check_outputs, write_failure
 
+    check_outputs(Path(run_dir), files=REPORT_FILES)  # a directory there: exit 2, nothing read
     report = build_report(run_dir)
     try:
         json_path, md_path = write_reports(run_dir, report)

@@ -51,12 +51,19 @@ class StoreLayout:
     accept: Accept | None = None
     # The error when another process holds the lock (None: the sweep's, naming `attach`).
     refusal: Callable[[Path, str], AortaError] | None = None
+    # What the engine writes at the top of the run directory: files it replaces atomically (a
+    # directory in their place made that rename fail, exit 70, after the trials had re-run) and
+    # directories it writes into (a file in their place: the same).
+    files: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()
 
 
-SWEEP_LAYOUT = StoreLayout()
+SWEEP_LAYOUT = StoreLayout(files=("matrix.json", "matrix.md"), dirs=("env",))
 
 
-_TRIAL_DIR = re.compile(r"^trial-\d+$")
+# a trial's directory and the attempts retired beside it (a symlink or file of either name
+# misled the retiring rename: issue 37 item 7)
+_TRIAL_DIR = re.compile(r"^trial-\d+(?:\.interrupted-\d+)?$")
 
 
 def _is_flat_id(trial_id: object) -> bool:
@@ -118,6 +125,7 @@ class RunStore:
         if not os.access(self.path, os.W_OK | os.X_OK):
             raise permission_problem(self.path, fix_dir=self.path)
         rundir.check_journal_file(self.journal_path)
+        rundir.check_outputs(self.path, files=self.layout.files, dirs=self.layout.dirs)
         for path in self._trial_tree():
             try:
                 st = path.lstat()
@@ -248,7 +256,7 @@ class RunStore:
         if not path.exists():
             return None
         k = 1
-        while (dest := path.with_name(f"{path.name}.interrupted-{k}")).exists():
-            k += 1
+        while os.path.lexists(dest := path.with_name(f"{path.name}.interrupted-{k}")):
+            k += 1  # lexists: a dangling link is a name taken too
         shutil.move(str(path), dest)
         return dest

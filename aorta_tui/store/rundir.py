@@ -764,6 +764,39 @@ def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) 
     return final
 
 
+def check_outputs(run_dir: Path, *, files: tuple[str, ...] = (),
+                  dirs: tuple[str, ...] = ()) -> None:
+    """Refuse, before anything is changed, a run directory where one of the ``files`` an engine
+    replaces atomically is a directory (or a FIFO, a socket, a device), or where one of the
+    ``dirs`` it writes into is not a directory: a located exit 2 with the ``mv`` that clears it,
+    never an exit 70 once the trials have run again."""
+    for name in (*files, *dirs):
+        path = run_dir / name
+        try:
+            st = path.lstat()
+        except OSError:
+            continue  # absent: written when its time comes
+        want_dir = name in dirs
+        if want_dir and stat.S_ISDIR(st.st_mode):
+            continue
+        if not want_dir and (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            continue  # a link is replaced, never followed, by the atomic rename
+        what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a symlink" if stat.S_ISLNK(st.st_mode)
+                else "a file" if stat.S_ISREG(st.st_mode) else "a special file")
+        raise RunDirError(
+            f"{path} is {what}, not a {'directory' if want_dir else 'file'}: aorta-tui writes its "
+            f"{name}{'/' if want_dir else ''} there",
+            hint=f"move it away (`mv {path} {path}.bad`) and run the command again")
+
+
+def staged_run_id(staging: Path) -> str:
+    """The run id of a directory ``create_run_dir`` is filling (``.<run-id>.creating``)."""
+    name = staging.name
+    if name.startswith(".") and name.endswith(CREATING_SUFFIX):
+        return name[1:-len(CREATING_SUFFIX)]
+    return name
+
+
 def discard_new_run(run_dir: Path) -> bool:
     """Remove a run directory this process created moments ago and in which no trial ran (the
     executor refused the run before its first trial: docs/slurm.md), and its ticket directory

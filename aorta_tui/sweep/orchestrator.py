@@ -14,6 +14,7 @@ import functools
 import os
 import shlex
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -91,6 +92,9 @@ class Sweep:
         self._trace_summary: dict[str, Any] | None = None
         self._trace_calibrated = False
         self._resume_notes: list[str] = []
+        # what the trials' identity tokens are bound to (trial/orphans.py): the id the run was
+        # created with, which run.json keeps when its directory is renamed
+        self._identity_key: str = ""
         self._journal_damage: list[rundir.Damage] = []
         self._refused_before_trials = False  # executor.begin refused: no trial of this run ran
         self._journal: rundir.Journal | None = None
@@ -308,6 +312,9 @@ class Sweep:
         if self.options.resume is not None:
             run_dir = Path(self.options.resume)
             meta = rundir.read_run_meta(run_dir)
+            recorded = meta.get("run_id")
+            # a run made before run.json kept its id: its directory's name, as it was created
+            self._identity_key = recorded if isinstance(recorded, str) and recorded else run_dir.name
             stored = meta.get("recipe_hash")
             if not isinstance(stored, str) or not stored:
                 # Damage, not a changed recipe: saying "the recipe changed (hash None then)"
@@ -332,9 +339,11 @@ class Sweep:
         def populate(run_dir: Path) -> None:
             # Written into the directory before it gets its name (rundir.create_run_dir): a kill
             # in between leaves a hidden .creating directory, never a run without run.json.
+            self._identity_key = rundir.staged_run_id(run_dir)
             atomic_write_text(run_dir / "recipe.resolved.yaml", dump_resolved(self.recipe))
             atomic_write_json(run_dir / "plan.json", self.plan.to_dict())
             rundir.write_run_meta(run_dir, {
+                "run_id": self._identity_key,
                 "recipe_hash": self._hash,
                 "recipe_source": str(self.recipe.source_path or ""),
                 "mode": self.recipe.mode,
@@ -375,7 +384,7 @@ class Sweep:
         journal names without it is left alone, and said so."""
         from aorta_tui.trial.orphans import end_unfinished
 
-        report = end_unfinished(run_dir, self._store.events(), unfinished)
+        report = end_unfinished(run_dir, self._identity_key, self._store.events(), unfinished)
         self._resume_notes = report.warnings()
 
     def _launch_identity(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
@@ -390,7 +399,7 @@ class Sweep:
         from aorta_tui.trial.orphans import mint
 
         zygote = getattr(getattr(pspec.launcher, "zygote", None), "token", None)
-        ident = mint(run_dir, zygote_token=zygote)
+        ident = mint(self._identity_key, zygote_token=zygote)
         self.bus.emit(TrialLaunch(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
                                   attempt=session, identity=list(ident.digests)))
         if self._journal is not None:
@@ -522,6 +531,7 @@ class Sweep:
                                        attempt=session))
         if outcome.cancelled:
             return None  # no result: a resume runs this trial again
+        _require_own_dir(trial_dir, spec.trial_id, run_dir)
         if outcome.log_error:
             # A log cut short by a full disk (or an I/O error) cannot be classified honestly:
             # record nothing, stop, and let the resume run this trial again once it is fixed.
@@ -942,3 +952,24 @@ def _emulated_cells(plan: Any, registry: Any, dry_run: bool) -> list[str]:
         if bad:
             notes.append(f"cell {cell.name!r}: {bad[0]}; a real run stops here (exit 3)")
     return notes
+
+
+def _require_own_dir(trial_dir: Path, trial_id: str, run_dir: Path) -> None:
+    """The trial's directory is its ``$AORTA_ARTIFACT_DIR``, so the trial can replace it with a
+    file or a link; its result would then be written over (or through) that: exit 2 naming it,
+    the trial not counted (issue 37 item 7; it was exit 70)."""
+    try:
+        st = trial_dir.lstat()
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return
+    what = ("removed its own directory" if st is None
+            else "replaced its own directory with a symlink" if stat.S_ISLNK(st.st_mode)
+            else "replaced its own directory with a file")
+    raise RunDirError(
+        f"{trial_dir}: trial {trial_id} {what} (its $AORTA_ARTIFACT_DIR, where its logs and "
+        "result.json are kept), so it cannot be recorded",
+        hint=f"fix the command so it writes inside $AORTA_ARTIFACT_DIR, move what it left away "
+             f"(`mv {trial_dir} {trial_dir}.bad`), then finish the run with "
+             f"`aorta-tui sweep run --resume {run_dir}`")

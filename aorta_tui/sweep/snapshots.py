@@ -15,10 +15,12 @@ CPU time, so each trial's timeline can say which captures ran beside it and what
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +36,7 @@ from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.inputs import read_json_or_none
 
 CAPTURE_TIMEOUT_S = 60.0
+_STDERR_KEPT = 64 << 10
 MINIMAL_KIND = "aorta-tui-minimal-snapshot"  # docker environments: their variables only
 
 
@@ -48,6 +51,7 @@ class PendingCapture:
     ended_ns: int | None = None
     cpu_s: float | None = None  # user + system of the capture and the children it waited for
     priority: str | None = None
+    stderr: bytes = b""  # what the capture said (its first 64 KiB): why it failed
     _waiter: threading.Thread | None = field(default=None, repr=False)
 
     def start_waiter(self) -> None:
@@ -56,6 +60,12 @@ class PendingCapture:
             return
 
         def wait() -> None:
+            if proc.stderr is not None:  # read to its end first: a full pipe never blocks it
+                with contextlib.suppress(OSError, ValueError):
+                    self.stderr = proc.stderr.read(_STDERR_KEPT)
+                    while proc.stderr.read(_STDERR_KEPT):
+                        pass
+                    proc.stderr.close()
             while True:
                 try:
                     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -127,7 +137,7 @@ def start_captures(
             env={**base_env, **overlay},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
         )
         capture = PendingCapture(name, path, proc, started_ns=started, priority=_lower_priority(proc.pid))
@@ -155,11 +165,29 @@ def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TI
             warnings.append(f"snapshot of environment {p.environment!r} timed out after {timeout_s:.0f}s")
             continue
         if not p.path.is_file():
+            _raise_write_failure(p)
             warnings.append(f"snapshot of environment {p.environment!r} failed (exit {p.proc.returncode})")
     for p in pending:
         if p.copy_of is not None and p.copy_of.is_file():
-            shutil.copyfile(p.copy_of, p.path)
+            try:
+                shutil.copyfile(p.copy_of, p.path)
+            except OSError as exc:  # named, as every failed write of the run is
+                exc.filename = exc.filename or str(p.path)
+                raise
     return warnings
+
+
+def _raise_write_failure(p: PendingCapture) -> None:
+    """A capture that could not write its snapshot (a full disk, an I/O error: the envsnap
+    program's exit 3 with the errno) fails the run as every other write does: exit 3 naming the
+    file and the free space (store/rundir.write_failure), never a warning and exit 0."""
+    from aorta_tui.core.errors import ExitCode
+
+    if p.proc is None or p.proc.returncode != ExitCode.ENVIRONMENT:
+        return
+    found = re.search(rb"\[errno (\d+)\]", p.stderr)
+    code = int(found.group(1)) if found else errno.EIO
+    raise OSError(code, os.strerror(code), str(p.path))
 
 
 def cancel_captures(pending: list[PendingCapture]) -> None:

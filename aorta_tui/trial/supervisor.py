@@ -64,9 +64,20 @@ class CancelEvent(threading.Event):
     def __init__(self) -> None:
         super().__init__()
         self._wake_fds: dict[int, None] = {}
+        self.now = False  # hurry(): no grace for the running trial, SIGKILL at once
 
     def set(self) -> None:
         super().set()
+        self._wake()
+
+    def hurry(self) -> None:
+        """A second stop request: the cancelled trial gets no more grace (its processes are
+        SIGKILLed at once), so the orchestrator's own clean-up comes sooner; safe in a
+        signal handler."""
+        self.now = True
+        self.set()
+
+    def _wake(self) -> None:
         for fd in list(self._wake_fds):
             with contextlib.suppress(OSError):
                 os.write(fd, b"x")
@@ -504,7 +515,8 @@ class _Run:
                     self.tree_snapshot = self.scope.members()
                     self._signal_tree(_signal.SIGTERM)
                     term_deadline = now + spec.kill_grace_s
-            elif term_deadline is not None and now >= term_deadline:
+            elif term_deadline is not None and (now >= term_deadline
+                                                or getattr(self.cancel, "now", False)):
                 self.tree_snapshot |= self.scope.members()
                 self.scope.kill_all(self.tree_snapshot)
                 self.kill_escalated = True

@@ -345,7 +345,7 @@ ORPHAN_ORCHESTRATOR = textwrap.dedent('''\
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plug), os.environ.get("PYTHONPATH", "")]),
            "PYTHONUNBUFFERED": "1"}
     z = start_zygote(("orphan",), env, ["warm_probe_t"], Path.cwd(), run_dir / "zygote.log")
-    ident = orphans.mint(run_dir, zygote_token=z.token)
+    ident = orphans.mint("r-warm", zygote_token=z.token)
     tdir = run_dir / "trial"
     tdir.mkdir()
     (tdir / "trial_spec.json").write_text(json.dumps({
@@ -385,10 +385,10 @@ def test_a_forked_trial_left_by_a_killed_orchestrator_is_proved_by_its_zygote_to
         assert proctree.is_alive(pid) and proctree.is_alive(child)  # both outlived it
         tid = "c/trial-000"
         started = TrialStarted("r", trial_id=tid, cell="c", trial=0, pid=pid)
-        refused = orphans.end_unfinished(tmp_path, [started], {tid})
+        refused = orphans.end_unfinished(tmp_path, "r-warm", [started], {tid})
         assert refused.refused == 1 and proctree.is_alive(pid)
         launch = TrialLaunch("r", trial_id=tid, cell="c", trial=0, identity=digests)
-        report = orphans.end_unfinished(tmp_path, [launch, started], {tid}, grace_s=1.0)
+        report = orphans.end_unfinished(tmp_path, "r-warm", [launch, started], {tid}, grace_s=1.0)
         assert report.ended >= 2, report
         assert not proctree.is_alive(pid) and not proctree.is_alive(child)
     finally:
