@@ -50,7 +50,8 @@ _DEVICE_OPT = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP)
 _DEVICES_OPT = typer.Option(None, "--devices", help=_DEVICES_HELP)
 _SYNC_OPT = typer.Option("per_iteration", "--sync-mode", help="per_iteration, end_only or none.")
 _DTYPE_OPT = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16.")
-_SIZE_OPT = typer.Option("default", "--size", help="default, or tiny (fast CPU checks).")
+_SIZE_OPT = typer.Option("auto", "--size", help="auto (tiny on --device cpu, default on a "
+                         "GPU), default (the full sizes: many minutes on a CPU), or tiny.")
 _PARAM_OPT = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE.")
 _TIMING_OPT = typer.Option("auto", "--timing", help=_TIMING_HELP)
 _DETAIL_OPT = typer.Option(20, "--detail-iterations", help="--timing auto: iterations of the "
@@ -83,8 +84,10 @@ def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
 
 
 def _progress_sink(quiet: bool) -> Any:
-    """Progress lines on a terminal's stderr (``--json`` prints its events on stdout instead)."""
-    if quiet or not sys.stderr.isatty():
+    """Progress lines on stderr, a terminal's or a pipe's (as ``--batch`` prints plain lines
+    when piped: a long CPU run that printed nothing read as a hang); ``--json`` prints its
+    events on stdout instead."""
+    if quiet:
         return None
 
     def show(event: Any) -> None:
@@ -168,9 +171,10 @@ def run_cmd(
 
     Example: aorta-tui queue run tiny_kernel_stress --streams 8 --graph -o graph.json
     """
-    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
     from aorta_tui.hwqueue.run import run_queue
 
+    size = resolve_size(size, device, _parse_devices(devices))
     cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
                          warmup=warmup, device=device, devices=_parse_devices(devices),
                          sync_mode=sync_mode, dtype=dtype, size=size,
@@ -503,10 +507,11 @@ def sweep_cmd(
     Example: aorta-tui queue sweep moe --streams 4,8,16 --run-dir aorta-queue/moe-1 (then, after
     Ctrl-C: aorta-tui queue resume aorta-queue/moe-1)
     """
-    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
     from aorta_tui.hwqueue.result import new_run_id
     from aorta_tui.hwqueue.sweep import parse_stream_counts, run_sweep
 
+    size = resolve_size(size, device, _parse_devices(devices))
     counts = parse_stream_counts(streams)
     base = QueueRunConfig(workload=workload, streams=counts[0], iterations=iterations,
                           warmup=warmup, device=device, devices=_parse_devices(devices),

@@ -235,3 +235,25 @@ def test_queue_compare_says_why_a_large_change_is_unchanged(tmp_path: Path) -> N
     assert "+6628.5%" in row and "unchanged: 95% CIs overlap: base 0.129-0.174, test" in row
     small = next(ln for ln in res.stdout.splitlines() if ln.startswith("achieved_concurrency"))
     assert "unchanged: |change| < 5%" in small
+
+
+# item 4 -------------------------------------------------------------------------------------
+
+def test_the_gpu_hint_names_size_and_a_cpu_run_is_small_and_says_how_far_it_is(
+        tmp_path: Path) -> None:
+    import json
+
+    hint = cli(tmp_path, "queue", "run", "hetero_kernels", "--streams", "8")
+    assert hint.returncode == 3, hint.stdout + hint.stderr  # no GPU on the test machine
+    assert "--device cpu" in hint.stderr and "--size" in hint.stderr
+    # what the user typed next, piped: small sizes by default on a CPU, progress on stderr
+    res = cli(tmp_path, "queue", "run", "hetero_kernels", "--streams", "8", "--device", "cpu",
+              "-o", "r.json", timeout=600)
+    assert res.returncode == 0, res.stderr
+    progress = [ln for ln in res.stderr.splitlines() if re.match(r"\s+\d+/\d+ ", ln)]
+    assert len(progress) >= 3, res.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["workload"]["size"] == "tiny"
+    quiet = cli(tmp_path, "queue", "run", "tiny_kernel_stress", "--streams", "2", "--device",
+                "cpu", "-i", "3", "-w", "1", "--quiet")
+    assert quiet.returncode == 0 and not re.search(r"\d+/\d+ ", quiet.stderr), quiet.stderr

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.cuda_paths import toolkit_lib_dirs
-
 from aorta_tui.envsnap import fields as F
 from aorta_tui.envsnap.capture import libraries as L
 from aorta_tui.envsnap.fields import Leaf
