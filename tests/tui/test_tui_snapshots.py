@@ -98,6 +98,28 @@ def test_matrix_live_run(ws: Path, snap_compare) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_matrix_launching_trial(ws: Path, size: str, snap_compare) -> None:
+    # issue 38 item 1: a trial in its start-up (trial_launch, no trial_started yet) is running
+    from test_tui_first_hour import launching_run
+
+    run = launching_run(ws)
+    lock = RunLock(run)
+    lock.acquire()
+
+    async def ready(pilot) -> None:  # noqa: ANN001
+        screen = pilot.app.screen
+        await _settle(pilot, lambda: screen.state is not None and screen.events_seen >= 10
+                      and screen.orchestrator_alive)
+        await _settle(pilot, lambda: _grid_drawn(screen))
+        await pilot.press("down", "down", "right", "right")  # the launching trial
+
+    try:
+        assert snap_compare(_app(ws, start_run=run), terminal_size=SIZES[size], run_before=ready)
+    finally:
+        lock.release()
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_recipe_editor_with_an_error(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
         app = pilot.app

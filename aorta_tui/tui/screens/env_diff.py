@@ -87,12 +87,14 @@ class EnvDiffScreen(AortaScreen):
     MAIN_WIDGET = "#diff-table"
     BINDINGS = [
         Binding("escape", "focus_main", "Leave field", show=False),
+        # the footer holds these at 80 columns whole; n/s/i (the rank toggles, named on the
+        # screen's rank line) are in `?`, the palette and docs/tui.md
         Binding("d", "diff", "Diff"),
-        Binding("o", "pick", "Pick snapshots"),
+        Binding("o", "pick", "Pick"),
         Binding("slash", "search", "Search", key_display="/"),
-        Binding("n", "toggle_rank('numerics')", "Numerics"),
-        Binding("s", "toggle_rank('scheduling')", "Scheduling"),
-        Binding("i", "toggle_rank('informational')", "Info"),
+        Binding("n", "toggle_rank('numerics')", "Numerics", show=False),
+        Binding("s", "toggle_rank('scheduling')", "Scheduling", show=False),
+        Binding("i", "toggle_rank('informational')", "Info", show=False),
         Binding("v", "toggle_volatile", "Volatile"),
         Binding("p", "provenance", "Provenance"),
     ]
