@@ -5,7 +5,6 @@ snapshots of the same states are in test_tui_snapshots.py."""
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 import shlex
@@ -18,9 +17,10 @@ from textual.widgets import Input, OptionList, Static
 from tui_support import (
     FIXED_FACTS,
     FIXTURES,
-    LIVE_RUN,
+    LAUNCHING,
     PROBE_COMMAND,
     async_test,
+    launching_run,
     open_in_editor,
     wait_for,
     workspace,
@@ -56,33 +56,6 @@ def screen_text(app: AortaApp) -> list[str]:
             text = text.ljust(int(round(x / 12.2))) + part
         out.append(text.replace("\xa0", " ").rstrip())
     return out
-
-
-def _append(journal: Path, *events: dict) -> None:
-    with journal.open("a", encoding="utf-8") as fh:
-        for event in events:
-            fh.write(json.dumps(event) + "\n")
-
-
-# item 1 -------------------------------------------------------------------------------------
-
-LAUNCHING = "cuda_launch_blocking-none/trial-001"
-
-
-def launching_run(root: Path) -> Path:
-    """The recorded live run, its running trial finished and the next one launching: its
-    ``trial_launch`` is in the journal, its ``trial_started`` not yet (the 3-7 s start-up)."""
-    run = root / "aorta-out" / LIVE_RUN
-    rid = run.name
-    _append(run / "journal.jsonl",
-            {"event": "trial_finished", "run_id": rid, "ts": 1795943683.1, "verdict": "error",
-             "trial_id": "hip_launch_blocking-none/trial-001", "cell": "hip_launch_blocking-none",
-             "trial": 1, "exit_code": None, "signal": 15, "wall_s": 2.0, "detectors": ["timeout"],
-             "reason": "timed out after 2.0 s; the process tree was killed",
-             "trial_dir": "trials/hip_launch_blocking-none/trial-001", "mean_step_s": 2.0},
-            {"event": "trial_launch", "run_id": rid, "ts": 1795943683.2, "trial_id": LAUNCHING,
-             "cell": "cuda_launch_blocking-none", "trial": 1, "attempt": 1, "identity": []})
-    return run
 
 
 @async_test

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import Input, Select
-from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, workspace
+from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, launching_run, workspace
 
 from aorta_tui.core.events import event_from_dict
 from aorta_tui.store.rundir import RunLock
@@ -100,8 +100,6 @@ def test_matrix_live_run(ws: Path, snap_compare) -> None:
 @pytest.mark.parametrize("size", SIZES)
 def test_matrix_launching_trial(ws: Path, size: str, snap_compare) -> None:
     # issue 38 item 1: a trial in its start-up (trial_launch, no trial_started yet) is running
-    from test_tui_first_hour import launching_run
-
     run = launching_run(ws)
     lock = RunLock(run)
     lock.acquire()
