@@ -50,7 +50,8 @@ _DEVICE_OPT = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP)
 _DEVICES_OPT = typer.Option(None, "--devices", help=_DEVICES_HELP)
 _SYNC_OPT = typer.Option("per_iteration", "--sync-mode", help="per_iteration, end_only or none.")
 _DTYPE_OPT = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16.")
-_SIZE_OPT = typer.Option("default", "--size", help="default, or tiny (fast CPU checks).")
+_SIZE_OPT = typer.Option("auto", "--size", help="auto (tiny on --device cpu, default on a "
+                         "GPU), default (the full sizes: many minutes on a CPU), or tiny.")
 _PARAM_OPT = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE.")
 _TIMING_OPT = typer.Option("auto", "--timing", help=_TIMING_HELP)
 _DETAIL_OPT = typer.Option(20, "--detail-iterations", help="--timing auto: iterations of the "
@@ -83,10 +84,11 @@ def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
 
 
 def _progress_sink(quiet: bool) -> Any:
-    """Progress lines on a terminal's stderr, and every warning on stderr however it is run
-    (a resume's "ended the process the dead run left", as sweep and policy resumes print it);
-    ``--json`` prints its events on stdout instead."""
-    progress = not quiet and sys.stderr.isatty()
+    """Progress lines on stderr, a terminal's or a pipe's (as ``--batch`` prints plain lines
+    when piped: a long CPU run that printed nothing read as a hang), and every warning on stderr
+    however it is run (a resume's "ended the process the dead run left", as sweep and policy
+    resumes print it); ``--json`` prints its events on stdout instead."""
+    progress = not quiet
 
     def show(event: Any) -> None:
         kind = getattr(event, "kind", "")
@@ -117,8 +119,12 @@ def list_cmd(
         return
     rows = [[i.name, i.category, f"{i.min_streams}-{i.max_streams}", str(i.recommended_streams),
              i.switch_latency_sensitivity, i.throughput_unit, i.description] for i in infos]
-    _table("queue workloads", ["workload", "category", "streams", "rec.", "switch sens.",
-                               "unit", "what it does"], rows)
+    header = ["workload", "category", "streams", "rec.", "switch sens.", "unit", "what it does"]
+    if not sys.stdout.isatty():  # piped (grep, cut, a pager): one workload per line, unwrapped
+        for line in plain_table("queue workloads", header, rows, width=0, wrap=False):
+            print(line)
+        return
+    _table("queue workloads", header, rows, whole=(0,))  # a name is typed: never broken
 
 
 @app.command("run")
@@ -170,9 +176,10 @@ def run_cmd(
 
     Example: aorta-tui queue run tiny_kernel_stress --streams 8 --graph -o graph.json
     """
-    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
     from aorta_tui.hwqueue.run import run_queue
 
+    size = resolve_size(size, device, _parse_devices(devices))
     cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
                          warmup=warmup, device=device, devices=_parse_devices(devices),
                          sync_mode=sync_mode, dtype=dtype, size=size,
@@ -336,9 +343,11 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
+def _table(title: str, header: list[str], rows: list[list[str]],
+           whole: tuple[int, ...] = ()) -> None:
     """A rich table on a terminal, aligned plain text otherwise; both fit the terminal's
-    width (``$COLUMNS``, else the terminal's, else 80): a long value wraps in its column."""
+    width (``$COLUMNS``, else the terminal's, else 80): a long value wraps in its column,
+    except in the columns ``whole`` names (names a user types)."""
     import shutil
 
     width = shutil.get_terminal_size((80, 24)).columns
@@ -347,13 +356,16 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
         from rich.table import Table
 
         table = Table(title=title)
-        for h in header:
-            table.add_column(h, overflow="fold")
+        for k, h in enumerate(header):
+            if k in whole:
+                table.add_column(h, no_wrap=True, min_width=max(len(str(r[k])) for r in rows))
+            else:
+                table.add_column(h, overflow="fold")
         for r in rows:
             table.add_row(*[str(c) for c in r])
         Console(width=width).print(table)
         return
-    for line in plain_table(title, header, rows, width):
+    for line in plain_table(title, header, rows, width, whole=whole):
         print(line)
 
 
@@ -368,16 +380,22 @@ def _say(text: str) -> None:
                                    break_long_words=True, break_on_hyphens=False)) or text)
 
 
-def plain_table(title: str, header: list[str], rows: list[list[str]], width: int) -> list[str]:
+def plain_table(title: str, header: list[str], rows: list[list[str]], width: int, *,
+                wrap: bool = True, whole: tuple[int, ...] = ()) -> list[str]:
     """The lines of an aligned table at most ``width`` columns wide (no line wider unless one
     column alone cannot fit its header): the widest columns give way first, their cells
-    wrapped onto more lines."""
+    wrapped onto more lines. Columns in ``whole`` never give way; ``wrap=False``: one line
+    per row, as wide as it needs."""
     import textwrap
 
     gap = 2
     table = [[str(c) for c in r] for r in [header, *rows]]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    floor = [max(len(h), 8) for h in header]  # a column never narrower than its header
+    # a column never narrower than its header; a whole one never narrower than its widest cell
+    floor = [widths[i] if i in whole else max(len(h), 8) for i, h in enumerate(header)]
+    if not wrap:
+        return [title, *((" " * gap).join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+                         .rstrip() for r in table)]
     while sum(widths) + gap * (len(widths) - 1) > width:
         i = max(range(len(widths)), key=lambda j: widths[j] - floor[j])
         if widths[i] <= floor[i]:
@@ -494,10 +512,11 @@ def sweep_cmd(
     Example: aorta-tui queue sweep moe --streams 4,8,16 --run-dir aorta-queue/moe-1 (then, after
     Ctrl-C: aorta-tui queue resume aorta-queue/moe-1)
     """
-    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
     from aorta_tui.hwqueue.result import new_run_id
     from aorta_tui.hwqueue.sweep import parse_stream_counts, run_sweep
 
+    size = resolve_size(size, device, _parse_devices(devices))
     counts = parse_stream_counts(streams)
     base = QueueRunConfig(workload=workload, streams=counts[0], iterations=iterations,
                           warmup=warmup, device=device, devices=_parse_devices(devices),
@@ -636,10 +655,12 @@ def compare_cmd(
         for r in report["rows"]:
             change = "" if r.get("change") is None else f"{r['change'] * 100:+.1f}%"
             rows.append(([str(r["streams"])] if sweep else [])
-                        + [r["metric"], _fmt(r["base"]), _fmt(r["test"]), change, r["verdict"],
+                        + [r["metric"], _fmt(r["base"]), _fmt(r["test"]), change,
+                           f"{r['verdict']}: {r['why']}" if r.get("why") else r["verdict"],
                            r.get("spread") or r.get("reason", "")])
         _table(f"compare {base} -> {test}", (["streams"] if sweep else [])
-               + ["metric", "base", "test", "change", "verdict", "spread"], rows)
+               + ["metric", "base", "test", "change", "verdict", "spread"], rows,
+               whole=(1,) if sweep else (0,))  # a metric's name is searched for: never broken
         for note in report["notes"]:
             print(f"note: {note}")
     if report["regressions"] and fail_on_regression:

@@ -43,14 +43,14 @@ def validate(
     from aorta_tui.recipe import RecipeValidationError, load_recipe
     from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.plan_summary import summarize
-    from aorta_tui.sweep.workload_check import workload_issues
+    from aorta_tui.sweep.workload_check import workload_issues, workload_problems
 
     if peek_mode(file) == "sanitizer":  # upstream's separate loader (collect/sanitizer.py)
         _validate_sanitizer(file, json_mode)
         return
     registry = Registry(mitigations_file)
     try:
-        recipe = load_recipe(file, registry=registry)
+        recipe = load_recipe(file, registry=registry, workload_check=workload_problems)
         problems, notes = workload_issues(recipe)
         if problems:
             raise RecipeValidationError(problems, recipe.source)

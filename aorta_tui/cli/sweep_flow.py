@@ -88,7 +88,9 @@ def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
 
         read_run_meta(Path(req.resume))  # a run dir that is not one (or a half-made one) says so first
     if req.recipe is not None:
-        recipe = load_recipe(req.recipe, registry=registry)
+        from aorta_tui.sweep.workload_check import workload_problems
+
+        recipe = load_recipe(req.recipe, registry=registry, workload_check=workload_problems)
     elif req.resume is not None:
         resolved = Path(req.resume) / "recipe.resolved.yaml"
         if not resolved.is_file():

@@ -72,4 +72,7 @@ def launch_tui(*, start_run: Path | None = None, start_recipe: Path | None = Non
     require_toolkit()
     from aorta_tui.tui.app import AortaApp
 
-    AortaApp(start_run=start_run, start_recipe=start_recipe).run()
+    app = AortaApp(start_run=start_run, start_recipe=start_recipe)
+    app.run()
+    for line in app.farewell():  # on the terminal again, after the TUI's screen is gone
+        print(line)

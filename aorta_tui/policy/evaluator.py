@@ -299,7 +299,7 @@ class PolicyEvaluator:
                 _discard_run_dir(run_dir, created)
                 raise output_write_error(exc, run_dir / "sweep.json", option="--output") from None
         else:
-            created = False
+            created = None
             self.run_id = str(resume.get("run_id") or self.run_id)
             plan = [PlannedTrial(int(o["position"]), str(o["policy"]), int(o["trial"]))
                     for o in resume["order"]]
@@ -500,8 +500,9 @@ def _check_request(req: PolicySweepRequest) -> None:
         raise UsageError("no policies given", hint="e.g. --policies baseline,cuda_max_connections_1")
 
 
-def _claim_run_dir(run_dir: Path) -> bool:
-    """Create the run dir (True) or accept an existing empty one (False)."""
+def _claim_run_dir(run_dir: Path) -> Path | None:
+    """Create the run dir, returning the outermost directory this made (the default
+    ``aorta-policy/`` on a first sweep), or accept an existing empty one (None)."""
     if run_dir.exists():
         if not run_dir.is_dir():
             raise UsageError(f"--output {run_dir} exists and is not a directory",
@@ -510,12 +511,15 @@ def _claim_run_dir(run_dir: Path) -> bool:
             raise UsageError(f"--output {run_dir} already holds files",
                              hint="choose a new --output (re-render an old sweep with "
                                   "`aorta-tui policy report DIR`)")
-        return False
+        return None
+    outermost = run_dir
+    while not outermost.parent.exists() and outermost.parent != outermost:
+        outermost = outermost.parent
     try:
         ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
     except OSError as exc:
         raise output_write_error(exc, run_dir, option="--output") from None
-    return True
+    return outermost
 
 
 FINAL_STATUSES = ("ok", "failed", "timed_out")
@@ -585,10 +589,19 @@ def resume_policy_sweep(run_dir: str | Path, *, allow_gpu_control: bool = False,
     return evaluator.run(resume=manifest)
 
 
-def _discard_run_dir(run_dir: Path, created: bool) -> None:
-    """Remove what this sweep wrote: the directory was new or empty when it was claimed."""
-    if created:
+def _discard_run_dir(run_dir: Path, created: Path | None) -> None:
+    """Remove what this sweep wrote: the directories it made (a failed first sweep leaves no
+    empty ``aorta-policy/``), or the contents of the empty one it was given."""
+    if created is not None:
         shutil.rmtree(run_dir, ignore_errors=True)
+        parent = run_dir.parent
+        # rmdir, never rmtree: another sweep may have put its own directory there meanwhile
+        while created in (parent, *parent.parents) and parent != parent.parent:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
         return
     for child in run_dir.iterdir():
         if child.is_dir() and not child.is_symlink():

@@ -386,6 +386,11 @@ class Registry:
             envs.extend(load_sidecar_environments(f))
         self.environments: dict[str, Environment] = _merge("environment", envs)
 
+    @property
+    def workload_names(self) -> frozenset[str]:
+        """The registered workloads (entry points: listed without importing any of them)."""
+        return frozenset(workload_entry_points())
+
     def mitigation(self, name: str) -> Mitigation:
         try:
             return self.mitigations[name]

@@ -70,10 +70,36 @@ def launch_detached(
             code: int | None = relay.wait(5.0)
         except subprocess.TimeoutExpired:
             code = None
-        text = log_path.read_text(errors="replace").strip()
         status = f"exit {code}" if code is not None else "no run_started line"
-        raise UsageError(f"the sweep did not start ({status}): {text[-2000:]}")
+        raise UsageError(f"the sweep did not start ({status}): {launch_failure(log_path)}")
     return Path(started.run_dir)
+
+
+def launch_failure(log_path: Path, limit: int = 64 << 10) -> str:
+    """One readable line for why a detached sweep did not start: the message and fix of the
+    ``--json`` error event it printed (a raw JSON line filled most of the TUI's screen), else
+    its last ``error:`` line, else its last line; the whole log is at ``log_path``."""
+    import json
+
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - limit))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError as exc:
+        return f"its log {log_path} cannot be read ({exc.strerror or exc})"
+    plain = []
+    for line in reversed(lines):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            plain.append(line.strip())
+            continue
+        if isinstance(doc, dict) and doc.get("event") == "error" and doc.get("message"):
+            where = f"{doc['location']}: " if doc.get("location") else ""
+            fix = f" (fix: {doc['hint']})" if doc.get("hint") else ""
+            return f"{where}{doc['message']}{fix}"
+    said = [ln for ln in plain if ln.startswith("error:")] or [ln for ln in plain if ln]
+    return said[0].removeprefix("error:").strip()[:500] if said else f"see {log_path}"
 
 
 def _handshake(relay: subprocess.Popen[bytes], wait_s: float) -> RunStarted | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from aorta_tui import __version__
 from aorta_tui.core import stats
-from aorta_tui.core.aggregate import CellStats, band
+from aorta_tui.core.aggregate import CellStats, band, change_text
 from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.secrets import mask_env
 from aorta_tui.core.trial_contract import TrialResult
@@ -174,6 +174,14 @@ def _fmt_s(v: float | None) -> str:
     return f"{v * 1e3:.3f} ms" if v < 1 else f"{v:.3f} s"
 
 
+def _within_noise(confound: dict[str, Any]) -> str:
+    """``within noise`` with why: the change and the noise band it falls inside."""
+    ratio, noise = confound.get("ratio"), confound.get("noise_s")
+    if not isinstance(ratio, (int, float)) or not isinstance(noise, (int, float)) or ratio <= 0:
+        return "within noise"
+    return f"within noise ({change_text(ratio)}; noise ±{_fmt_s(noise)})"
+
+
 def _fmt_rate(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:.0f}%"
 
@@ -197,7 +205,7 @@ def render_markdown(m: dict[str, Any]) -> str:
         st = c["step_time_s"]
         conf = c["confound"].get("flag") or ("baseline" if c["cell"] == m["baseline_cell"] else "-")
         if c["confound"].get("significant") is False:
-            conf = "within noise"
+            conf = _within_noise(c["confound"])
         elif c["confound"].get("spread_unknown"):
             conf = "spread unknown"
         dets = ", ".join(f"{d['id']}×{d['count']}" for d in c["top_detectors"]) or "-"

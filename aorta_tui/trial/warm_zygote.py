@@ -271,11 +271,15 @@ def main(argv: list[str]) -> int:
     try:
         info = _load(argv[1:], with_torch)
     except BaseException as exc:  # an import that fails: the orchestrator shows it
-        send_message(sock, {"op": "ready", "error": f"{type(exc).__name__}: {exc}"})
-        return 1
+        info = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         stop_watching()
-    send_message(sock, {"op": "ready", **info})
+    try:
+        send_message(sock, {"op": "ready", **info})
+    except OSError:  # the orchestrator went away while we imported (SIGKILL, Ctrl-C): leave
+        return 1  # quietly: this log goes into bundles, and a traceback here reads as a bug
+    if "error" in info:
+        return 1
     try:
         serve(sock)
     except _BecomeTrial as become:

@@ -20,6 +20,7 @@ from aorta_tui.core.events import (
     RunStarted,
     RunWarning,
     TrialFinished,
+    TrialLaunch,
     TrialStarted,
 )
 from aorta_tui.core.inputs import read_json_or_none
@@ -119,6 +120,9 @@ class MatrixState:
                 if cell not in self.cells:
                     self.cells.append(cell)
             self._pace_start_ts, self._pace_done, self._pace_last_ts = event.ts, 0, event.ts
+        elif isinstance(event, TrialLaunch):  # its 3-7 s start-up is part of running it
+            view = self._ensure(event.cell, event.trial, event.trial_id)
+            view.state, view.attempt, view.pid = RUNNING, event.attempt, None
         elif isinstance(event, TrialStarted):
             view = self._ensure(event.cell, event.trial, event.trial_id)
             view.state, view.attempt, view.pid = RUNNING, event.attempt, event.pid

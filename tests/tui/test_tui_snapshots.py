@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import Input, Select
-from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, workspace
+from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, launching_run, workspace
 
 from aorta_tui.core.events import event_from_dict
 from aorta_tui.store.rundir import RunLock
@@ -93,6 +93,26 @@ def test_matrix_live_run(ws: Path, snap_compare) -> None:
 
     try:
         assert snap_compare(_app(ws, start_run=run), terminal_size=(160, 48), run_before=ready)
+    finally:
+        lock.release()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_matrix_launching_trial(ws: Path, size: str, snap_compare) -> None:
+    # issue 38 item 1: a trial in its start-up (trial_launch, no trial_started yet) is running
+    run = launching_run(ws)
+    lock = RunLock(run)
+    lock.acquire()
+
+    async def ready(pilot) -> None:  # noqa: ANN001
+        screen = pilot.app.screen
+        await _settle(pilot, lambda: screen.state is not None and screen.events_seen >= 10
+                      and screen.orchestrator_alive)
+        await _settle(pilot, lambda: _grid_drawn(screen))
+        await pilot.press("down", "down", "right", "right")  # the launching trial
+
+    try:
+        assert snap_compare(_app(ws, start_run=run), terminal_size=SIZES[size], run_before=ready)
     finally:
         lock.release()
 

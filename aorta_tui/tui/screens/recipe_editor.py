@@ -116,11 +116,12 @@ class RecipeEditorScreen(AortaScreen):
         Binding("e", "edit", "Edit"),  # only reached while not editing (then it is text)
         Binding("enter", "edit", "Edit", show=False),
         Binding("ctrl+e", "edit", "Edit", show=False),  # from the issues or the plan
-        Binding("escape", "escape", "Stop editing", priority=True),
+        Binding("escape", "escape", "View", priority=True),  # stop editing: viewing mode
         Binding("ctrl+s", "save", "Save", priority=True),
         Binding("ctrl+o", "open", "Open", priority=True),
         Binding("ctrl+l", "launch", "Launch", priority=True),
-        Binding("ctrl+r", "reload", "Reload", priority=True),
+        # out of the footer (80 columns): the "changed on disk" message names it when it applies
+        Binding("ctrl+r", "reload", "Reload", priority=True, show=False),
     ]
 
     def __init__(self) -> None:
