@@ -18,6 +18,7 @@ class SweepRequest:
     command: list[str] = field(default_factory=list)
     dry_run: bool = False
     resume: Path | None = None
+    trust_run_dir: bool = False  # --i-trust-this-directory (core/run_trust.py)
     output: Path = Path("aorta-out")
     json_mode: bool = False
     strict: bool = False
@@ -192,6 +193,11 @@ def _run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     refuse_undecodable(req)
+    if req.resume is not None:  # before anything of the run is read (its recipe names the command)
+        from aorta_tui.cli.trust_opts import guard_run_dir
+
+        guard_run_dir(Path(req.resume), ["sweep", "run", "--resume", str(req.resume)],
+                      trusted=req.trust_run_dir)
     if req.recipe is not None and req.resume is None:
         from aorta_tui.collect.sanitizer import peek_mode
 

@@ -55,7 +55,8 @@ def describe_size(n: int) -> str:
     return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n / KiB:.1f} KiB" if n >= KiB else f"{n} B"
 
 
-def _kind(mode: int) -> str:
+def describe_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words ("a FIFO (named pipe)")."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -144,7 +145,7 @@ def open_input(path: str | os.PathLike[str], *, what: str, hint: str | None = No
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise _refusal(p, OSError(errno.ELOOP, "a symlink"), what, hint)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}",
+        raise UsageError(f"{p} is {describe_kind(st.st_mode)}, not {_a_file(what)}",
                          hint=hint or f"pass the path of {_a_file(what)}")
     flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     flags |= os.O_CREAT if create else 0
@@ -166,7 +167,7 @@ def open_input(path: str | os.PathLike[str], *, what: str, hint: str | None = No
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}",
+            raise UsageError(f"{p} is {describe_kind(st.st_mode)}, not {_a_file(what)}",
                              hint=hint or f"pass the path of {_a_file(what)}")
         os.set_blocking(fd, True)  # a regular file never blocks; the flag only guarded the open
     except BaseException:
@@ -188,14 +189,23 @@ def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
     fh = open_input(p, what=what, hint=hint, follow_symlinks=follow_symlinks)
     assert fh is not None
     with fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size > limit:
-            raise UsageError(
-                f"{p}: the {what} is {describe_size(size)}, over the {describe_size(limit)} limit",
-                hint=hint or f"a {what} this large is not one aorta-tui wrote; check the path")
-        data = fh.read(limit + 1)
+        return read_fd_bounded(fh, where=p, what=what, limit=limit, hint=hint)
+
+
+def read_fd_bounded(fh: BinaryIO, *, where: str, what: str, limit: int,
+                    hint: str | None = None) -> bytes:
+    """At most ``limit`` bytes of the opened regular file ``fh`` (checked by its opener), or a
+    located refusal naming its size: the one bounded read of ``open_input`` and of a run
+    directory's file layer (``core/rundir_fs.py``)."""
+    os.set_blocking(fh.fileno(), True)  # a regular file never blocks; O_NONBLOCK guarded the open
+    size = os.fstat(fh.fileno()).st_size
+    if size > limit:
+        raise UsageError(
+            f"{where}: the {what} is {describe_size(size)}, over the {describe_size(limit)} limit",
+            hint=hint or f"a {what} this large is not one aorta-tui wrote; check the path")
+    data = fh.read(limit + 1)
     if len(data) > limit:  # the file grew after the fstat
-        raise UsageError(f"{p}: the {what} is over the {describe_size(limit)} limit", hint=hint)
+        raise UsageError(f"{where}: the {what} is over the {describe_size(limit)} limit", hint=hint)
     return data
 
 

@@ -47,6 +47,15 @@ def adopt(path: str | os.PathLike[str]) -> None:
             os.chown(path, *ids, follow_symlinks=False)
 
 
+def adopt_fd(fd: int) -> None:
+    """``adopt`` an open file or directory by its descriptor (``fchown``): what the tool made
+    in a run directory is given away without naming a path someone could swap."""
+    ids = invoking_user_ids()
+    if ids is not None:
+        with contextlib.suppress(OSError):
+            os.fchown(fd, *ids)
+
+
 def adopt_tree(path: str | os.PathLike[str]) -> None:
     """``adopt`` ``path`` and everything under it (symlinks themselves, never their targets)."""
     ids = invoking_user_ids()

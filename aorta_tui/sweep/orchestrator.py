@@ -25,7 +25,6 @@ from typing import Any
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
-from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
     CellAggregated,
@@ -39,6 +38,7 @@ from aorta_tui.core.events import (
     TrialStarted,
 )
 from aorta_tui.core.inputs import read_json_or_none
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.core.services import NO_SERVICES, SweepServices
 from aorta_tui.core.trial_contract import (
@@ -276,7 +276,7 @@ class Sweep:
                 from aorta_tui.sweep.snapshots import start_captures
 
                 captures = start_captures(
-                    run_dir, self.plan.environments, self._base_env(),
+                    self._store.fs, self.plan.environments, self._base_env(),
                     session=session, include_torch=self.recipe.mode == "triage",
                     docker={c.environment: c.docker for c in self.plan.cells},
                 )
@@ -286,7 +286,7 @@ class Sweep:
             if captures:
                 from aorta_tui.sweep.snapshots import finish_captures
 
-                for w in finish_captures(captures):
+                for w in finish_captures(self._store.fs, captures):
                     self.bus.emit(RunWarning(run_id, message=w, code="snapshot"))
             zygotes.close()  # idle from here: their memory goes back before the report
             self._warm = None
@@ -333,8 +333,9 @@ class Sweep:
         def populate(run_dir: Path) -> None:
             # Written into the directory before it gets its name (rundir.create_run_dir): a kill
             # in between leaves a hidden .creating directory, never a run without run.json.
-            atomic_write_text(run_dir / "recipe.resolved.yaml", dump_resolved(self.recipe))
-            atomic_write_json(run_dir / "plan.json", self.plan.to_dict())
+            with RunDirFS(run_dir) as fs:
+                fs.atomic_write_text("recipe.resolved.yaml", dump_resolved(self.recipe))
+                fs.atomic_write_json("plan.json", self.plan.to_dict())
             rundir.write_run_meta(run_dir, {
                 "recipe_hash": self._hash,
                 "recipe_source": str(self.recipe.source_path or ""),
@@ -589,14 +590,13 @@ class Sweep:
         from aorta_tui.trial.supervisor import ProcessSpec
 
         cell = self.plan.cell(spec.cell)
-        trial_dir = run_dir / "trials" / spec.trial_id
-        trial_dir.mkdir(parents=True, exist_ok=True)
+        trial_dir = self._store.make_trial_dir(spec.trial_id)  # no link followed on the way
         env = self._trial_env(cell, spec, trial_dir)
         # keyed hashes of its secrets' values, so a bundle recognises them (core/secrets.py)
         record_secret_hashes(run_dir, env)
         wspec = self._worker_spec(cell, spec, trial_dir)
         if wspec is not None:  # what the trial worker runs, on disk before its argv names it
-            wspec.write(trial_dir / TRIAL_SPEC_FILE)
+            wspec.write(self._store.fs, trial_dir / TRIAL_SPEC_FILE)
         argv = self._trial_argv(cell, trial_dir, env)
         r = self.recipe
         hang = None
@@ -607,6 +607,7 @@ class Sweep:
             argv=argv, env=env, cwd=Path.cwd(),
             stdout_path=trial_dir / "stdout.log", stderr_path=trial_dir / "stderr.log",
             timeout_s=float(r.timeout_per_trial) if r.timeout_per_trial else None, hang=hang,
+            log_root=run_dir,
         )
         return cell, trial_dir, env, argv, pspec
 
@@ -639,7 +640,7 @@ class Sweep:
         finally:
             session.stop()
             result = session.result()
-            atomic_write_json(trial_dir / "trace.json", result)
+            self._store.fs.atomic_write_json(trial_dir / "trace.json", result)
             self._trace_summary = {"path": "trace.json", "probes": list(spec.probes), "mode": spec.mode}
 
     def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:
@@ -656,7 +657,6 @@ class Sweep:
             # For launchers that drop the environment (ssh, srun): the command sources this file.
             # Names were validated (recipe and sidecar); checked again here because sourcing a
             # bad one runs it. Values are quoted; 0600 from the start: they may be secrets.
-            from aorta_tui.core.atomic import atomic_write_bytes
             from aorta_tui.recipe.checks import ENV_NAME_RE
 
             bad = [k for k in cell.env if not ENV_NAME_RE.fullmatch(k)]
@@ -665,7 +665,7 @@ class Sweep:
                                  "that can be written to probe.env")
             lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(cell.env.items())]
             path = trial_dir / "probe.env"
-            atomic_write_bytes(path, ("\n".join(lines) + "\n").encode(), mode=0o600)
+            self._store.fs.atomic_write_bytes(path, ("\n".join(lines) + "\n").encode(), mode=0o600)
             env["AORTA_ENV_FILE"] = str(path)
         return env
 
