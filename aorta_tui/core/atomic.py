@@ -7,12 +7,14 @@ import errno
 import json
 import os
 import secrets
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from aorta_tui.core import ownership, spawn_gate
+from aorta_tui.core.errors import RunDirRefused
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644,
@@ -59,7 +61,12 @@ def write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644, durable:
                 ownership.adopt_fd(fh.fileno())
             if durable:
                 os.fsync(fh.fileno())
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            mine = os.fstat(fh.fileno())
+            try:
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except FileNotFoundError:
+                raise _swapped(where or name, tmp) from None
+        _check_placed(dir_fd, name, mine, where or name, tmp)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dir_fd)
@@ -69,6 +76,28 @@ def write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644, durable:
     if durable:
         with contextlib.suppress(OSError):
             os.fsync(dir_fd)
+
+
+def _swapped(where: str, tmp: str) -> RunDirRefused:
+    return RunDirRefused(
+        f"{where}: its temp file {tmp} was moved or replaced while it was written: refused "
+        "(someone who can write the directory is changing it under the tool)",
+        hint=f"look at who can write {os.path.dirname(where) or '.'}; run the command again "
+             "once nobody else writes there")
+
+
+def _check_placed(dir_fd: int, name: str, mine: os.stat_result, where: str, tmp: str) -> None:
+    """The file now at ``name`` is the one written (a temp name swapped for a link before the
+    rename put the link there instead: it is removed, and the write refused)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        raise _swapped(where, tmp) from None
+    if (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino):
+        if stat.S_ISLNK(st.st_mode):
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=dir_fd)
+        raise _swapped(where, tmp)
 
 
 def _temp_at(dir_fd: int, name: str, where: str | None) -> tuple[int, str]:

@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aorta_tui.core import atomic, ownership
-from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
+from aorta_tui.core.errors import AortaError, RunDirRefused, UsageError
 from aorta_tui.core.inputs import MiB, decode_utf8, describe_kind, parse_json_text, read_fd_bounded
 
 _O_NOCTTY = getattr(os, "O_NOCTTY", 0)
@@ -59,10 +59,7 @@ class _OpenHow(ctypes.Structure):
 
 
 _openat2_state: dict[str, Any] = {"usable": None, "libc": None}
-
-
-class RunDirRefused(EnvironmentProblem):
-    """Something in a run directory is not what the tool reads or writes there (exit 3)."""
+__all__ = ["RunDirFS", "RunDirRefused", "split_relative"]
 
 
 def _refused(path: str, what: str) -> RunDirRefused:
