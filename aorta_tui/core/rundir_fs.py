@@ -300,13 +300,14 @@ class RunDirFS:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def open_log(self, path: str | os.PathLike[str], mode: int = 0o644) -> int:
-        """A file to write a stream into, emptied: created or reopened without following a
-        link, refused unless it is a regular file with one link (a hard link to another file
-        is not ours to truncate), then cut to nothing on the descriptor."""
+    def open_log(self, path: str | os.PathLike[str], mode: int = 0o644, *, append: bool = False) -> int:
+        """A file to write a stream into, emptied (or appended to): created or reopened without
+        following a link, refused unless it is a regular file with one link (a hard link to
+        another file is not ours to truncate or grow), then cut to nothing on the descriptor."""
+        flags = os.O_WRONLY | os.O_CREAT | _FILE_BASE | (os.O_APPEND if append else 0)
         with self._parent(path, create=True) as (dir_fd, name):
             try:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | _FILE_BASE, mode, dir_fd=dir_fd)
+                fd = os.open(name, flags, mode, dir_fd=dir_fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
                     raise self._locate(self.rel(path), exc) from None
@@ -317,7 +318,8 @@ class RunDirFS:
                 what = describe_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else \
                     f"a file with {st.st_nlink} hard links"
                 raise _refused(self.display(self.rel(path)), what)
-            os.ftruncate(fd, 0)
+            if not append:
+                os.ftruncate(fd, 0)
             os.set_blocking(fd, True)
             if st.st_size == 0 and st.st_uid == os.geteuid():
                 ownership.adopt_fd(fd)

@@ -469,7 +469,7 @@ class _StoreSweep:
 
         t0 = time.monotonic()
         result, error = _measure(self.run_fn, cfg, True, self.bus.emit,
-                                 PointLaunch(trial_dir, ident.env, on_start))
+                                 PointLaunch(trial_dir, ident.env, on_start, run_dir=self.run_dir))
         if not announced:  # a runner that started no process of its own
             self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1))
         wall = time.monotonic() - t0

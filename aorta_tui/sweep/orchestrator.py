@@ -37,7 +37,6 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
-from aorta_tui.core.inputs import read_json_or_none
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.core.services import NO_SERVICES, SweepServices
@@ -502,7 +501,7 @@ class Sweep:
             wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
             on_start(os.getpid())
             outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
-                                     trial_dir)
+                                     trial_dir, self._store.fs)
         else:
             with self._trial_trace(run_id, trial_dir) as trace_env:
                 if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
@@ -534,7 +533,7 @@ class Sweep:
                 f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
             )
         kevents = kernel_log.events_since(cursor)
-        wres = _read_workload_results(trial_dir) if r.mode == "triage" else None
+        wres = _read_workload_results(self._store.fs, trial_dir) if r.mode == "triage" else None
         trial_timeline = self._timeline(outcome, wres, pspec.stdout_path)
         disabled = set(r.disable_detectors or ())
         result = classify(
@@ -839,23 +838,25 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
 
 def _planned_trial_ids(run_dir: Path) -> set[str] | None:
     try:
-        plan = read_json_or_none(run_dir / "plan.json")
+        with RunDirFS(run_dir) as fs:
+            plan = fs.read_json_or_none("plan.json")
         return {t["trial_id"] for t in plan["trials"] if isinstance(t.get("trial_id"), str)}
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, OSError):
         return None  # no readable plan: trust the journal's trial ids (they are checked)
 
 
-def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
+def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | None:
     """Rank 0's result, with every other rank's failures folded in (named by rank)."""
-    # The trial wrote these: a FIFO or a link it planted must not hang or mislead the sweep.
-    result = read_json_or_none(trial_dir / workload_result_filename(0))
+    # The trial wrote these: a FIFO or a link it planted (here or on the way) must not hang or
+    # mislead the sweep, so they are read through the run's file layer.
+    result = fs.read_json_or_none(trial_dir / workload_result_filename(0))
     if not isinstance(result, dict):
         return None
     ranks = workload_rank_files(trial_dir)
     if ranks:
         result.setdefault("ranks", {})
         for p in ranks:
-            other = read_json_or_none(p)
+            other = fs.read_json_or_none(p)
             if not isinstance(other, dict):
                 continue
             rank = p.stem.rsplit("rank", 1)[-1]

@@ -140,3 +140,35 @@ def test_the_walk_without_openat2_refuses_the_same(tmp_path: Path, monkeypatch: 
         fs.atomic_write_bytes("trials/ok/result.json", b"{}")
         assert fs.read_bytes("trials/ok/result.json", what="record", limit=10) == b"{}"
     assert list((tmp_path / "outside").iterdir()) == []
+
+
+_READ_BOTH = """
+import sys
+from pathlib import Path
+from aorta_tui.core.secrets import load_secret_hashes
+from aorta_tui.executor.slurm import _Jobs
+run = Path(sys.argv[1])
+print(load_secret_hashes(run) is None, _Jobs.load(run).data["batches"] == {})
+"""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "link-out"])
+def test_secret_hashes_and_slurm_jobs_never_hang_or_read_without_bound(tmp_path: Path, kind: str) -> None:
+    """Issue 33: `secret-hashes.json` and `slurm/jobs.json` hung on a FIFO and read /dev/zero
+    until memory ran out. Both are read through the file layer now: no record, at once."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    (run / "slurm").mkdir(parents=True)
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"batches": {"x": 1}, "trials": {}, "kind": "aorta-tui/secret-hashes"}')
+    for path in (run / "secret-hashes.json", run / "slurm" / "jobs.json"):
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero" if kind == "dev-zero" else outside)
+    res = subprocess.run([sys.executable, "-c", _READ_BOTH, str(run)], capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "True"]
