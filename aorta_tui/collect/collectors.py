@@ -47,6 +47,7 @@ from typing import Any
 from aorta_tui.collect.kernel_summary import kernel_summary
 from aorta_tui.collect.layer_numerics import OUTPUT_SUBDIR as LAYER_NUMERICS_DIR
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.rundir_fs import RunDirFS
 
 WRAP_ORDER = ("rocprof", "ncu", "proton")  # rocprof outermost, as upstream
 ROCPROF_DIR, PROTON_DIR = "rocprof", "proton"
@@ -377,12 +378,18 @@ def _finish_proton(options: Mapping[str, str], argv: Sequence[str], env: Mapping
     return _unavailable(why)
 
 
-def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
-    summary = trial_dir / LAYER_NUMERICS_DIR / "summary_rank0.json"
+def _trial_json(trial_dir: Path, rel: str, limit: int) -> Any:
+    """A summary the trial wrote, through the file layer (the trial owns the directory: a FIFO,
+    a device or a link there is no summary, never a hang), bounded; None when unreadable."""
     try:
-        data = json.loads(summary.read_bytes()) if summary.stat().st_size < (1 << 20) else None
-    except (OSError, ValueError):
-        data = None
+        with RunDirFS(trial_dir) as fs:
+            return fs.read_json_or_none(rel, limit=limit)
+    except OSError:
+        return None
+
+
+def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
+    data = _trial_json(trial_dir, f"{LAYER_NUMERICS_DIR}/summary_rank0.json", 1 << 20)
     if not isinstance(data, dict):
         return {"status": "error", "path": LAYER_NUMERICS_DIR,
                 "reason": "the trial worker wrote no layer_numerics summary (it did not start, "
@@ -401,12 +408,7 @@ def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
 def _finish_torch_profiler(trial_dir: Path) -> dict[str, Any]:
     from aorta_tui.collect.torch_profiler import OUTPUT_SUBDIR
 
-    summary = trial_dir / OUTPUT_SUBDIR / "summary_rank0.json"
-    try:  # a regular file only (the trial owns the directory), bounded
-        ok = summary.is_file() and not summary.is_symlink() and summary.stat().st_size < (4 << 20)
-        data = json.loads(summary.read_bytes()) if ok else None
-    except (OSError, ValueError, RecursionError):
-        data = None
+    data = _trial_json(trial_dir, f"{OUTPUT_SUBDIR}/summary_rank0.json", 4 << 20)
     if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
         return {"status": "error", "path": OUTPUT_SUBDIR,
                 "reason": "the trial worker wrote no torch_profiler summary (it did not start, "

@@ -13,11 +13,12 @@ goes through here, so each gets the same three guarantees:
 Errors are :class:`~aorta_tui.core.errors.UsageError` (exit 2): bad input, never exit 70; a file
 this user may not open is :class:`~aorta_tui.core.errors.EnvironmentProblem` (exit 3).
 
-``open_input`` is the one checked open: the readers of a run directory (its journal, lock,
-plan, results, logs: ``store/rundir.py``, ``store/run_store.py``, ``store/journal_follow.py``, the
-sweep, the policy and queue sweeps, the TUI, ``attach``, ``bundle``) open every file through it
-or through the readers built on it (``read_input_bytes``, ``read_json_or_none``);
-``tests/reliability/test_rel_rundir_damage.py`` lists them.
+``open_input`` is the one checked open of a file by path: the journal and ``.lock`` at a run's
+root, ``store/journal_follow.py``, the TUI, ``attach`` and ``bundle`` open through it or through
+the readers built on it (``read_input_bytes``, ``read_json_or_none``);
+``tests/reliability/test_rel_rundir_damage.py`` lists them. Below a run's root, files are
+reached through the run's file layer (``core/rundir_fs.py``: no link followed on the way),
+which reads with the same bounded read, ``read_fd_bounded``.
 """
 
 from __future__ import annotations
