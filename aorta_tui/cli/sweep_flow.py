@@ -90,8 +90,12 @@ def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
         recipe = load_recipe(req.recipe, registry=registry)
     elif req.resume is not None:
         resolved = Path(req.resume) / "recipe.resolved.yaml"
-        if not resolved.is_file():
-            raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
+        from aorta_tui.core.rundir_fs import RunDirFS, refuse_unless_regular
+
+        with RunDirFS(req.resume) as fs:  # a link there (to a root-only file) is refused, not read
+            if fs.lstat(resolved.name) is None:
+                raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
+            refuse_unless_regular(fs, resolved.name)
         recipe = load_recipe(resolved, registry=registry)
     else:
         recipe = load_recipe_text(flag_mode_recipe_text(req), source="<command-line flags>",

@@ -363,3 +363,13 @@ class RunDirFS:
         data = self.read_bytes(src, what="file", limit=limit)
         assert data is not None
         self.atomic_write_bytes(dst, data)
+
+
+def refuse_unless_regular(fs: RunDirFS, path: str | os.PathLike[str]) -> None:
+    """:class:`RunDirRefused` unless ``path`` beneath the root is a regular file reached without
+    a link: for a file another module must open by path (a recipe: its loader keeps its path)."""
+    st = fs.lstat(path)
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise _refused(fs.display(fs.rel(path)), "a symlink")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise _refused(fs.display(fs.rel(path)), describe_kind(st.st_mode))
