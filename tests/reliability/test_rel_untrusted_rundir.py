@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,23 +100,38 @@ class Scene:
     rootdir: Path  # root-only directory
     hand: Path  # the attacker's and the trial's handshake directory (0777)
     run_dir: Path
+    watch_reads: bool  # this file system records reads (relatime): the secret's atime says
 
-    def outside(self) -> dict[str, tuple[int, int, int, bytes]]:
-        """Everything around the run: mode, owner, size and content (files) of each path."""
-        seen: dict[str, tuple[int, int, int, bytes]] = {}
+    def outside(self) -> dict[str, tuple[int, int, int, int]]:
+        """Everything around the run: mode, owner, size and mtime of each path (never read:
+        the root-only file's access time is part of the evidence)."""
+        seen: dict[str, tuple[int, int, int, int]] = {}
         for root, dirs, files in os.walk(self.base):
-            if Path(root) in (self.run_dir, self.hand) or self.run_dir in Path(root).parents \
-                    or self.hand in Path(root).parents:
+            here = Path(root)
+            if here in (self.run_dir, self.hand) or self.run_dir in here.parents \
+                    or self.hand in here.parents:
                 dirs[:] = []
                 continue
             for name in (*dirs, *files):
-                p = Path(root, name)
+                p = here / name
                 if p in (self.run_dir, self.hand):
                     continue
                 st = p.lstat()
-                body = p.read_bytes() if stat.S_ISREG(st.st_mode) else b""
-                seen[str(p)] = (st.st_mode, st.st_uid, st.st_size, body)
+                seen[str(p)] = (st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns)
         return seen
+
+
+OLD_ATIME = 1_000_000_000  # 2001: relatime updates an access time this old on the next read
+
+
+def _reads_update_atime(base: Path) -> bool:
+    probe = base / "atime-probe"
+    probe.write_bytes(b"x")
+    os.utime(probe, (OLD_ATIME, probe.stat().st_mtime))
+    probe.read_bytes()
+    updated = probe.stat().st_atime != OLD_ATIME
+    probe.unlink()
+    return updated
 
 
 def _env_without_sudo() -> dict[str, str]:
@@ -140,6 +155,7 @@ def scene(attacker: Attacker) -> Iterator[Scene]:
         secret = base / "secret"
         secret.write_bytes(SECRET)
         secret.chmod(0o600)
+        watch_reads = _reads_update_atime(base)
         rootdir = base / "rootdir"
         rootdir.mkdir(mode=0o700)
         hand = base / "hand"
@@ -152,7 +168,8 @@ def scene(attacker: Attacker) -> Iterator[Scene]:
         run_dir = only_run_dir(base / "out")
         _forget_trials(run_dir)  # both trials run again on the resume
         subprocess.run(["chown", "-R", f"{attacker.uid}:{attacker.gid}", str(run_dir)], check=True)
-        yield Scene(base, secret, rootdir, hand, run_dir)
+        os.utime(secret, (OLD_ATIME, secret.stat().st_mtime))  # a read of it would show
+        yield Scene(base, secret, rootdir, hand, run_dir, watch_reads)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -168,11 +185,18 @@ def _forget_trials(run_dir: Path) -> None:
         (run_dir / name).unlink(missing_ok=True)
 
 
-def _assert_untouched(scene: Scene, before: dict[str, tuple[int, int, int, bytes]]) -> None:
-    assert scene.secret.read_bytes() == SECRET
-    assert stat.S_IMODE(scene.secret.stat().st_mode) == 0o600 and scene.secret.stat().st_uid == 0
+def _assert_untouched(scene: Scene, before: dict[str, tuple[int, int, int, int]],
+                      around: Callable[[], dict[str, tuple[int, int, int, int]]] | None = None) -> None:
+    """Nothing outside the run was written, chmodded, chowned, made or (where the file system
+    records reads) read."""
+    assert (around or scene.outside)() == before
     assert list(scene.rootdir.iterdir()) == []
-    assert scene.outside() == before
+    st = scene.secret.stat()
+    if scene.watch_reads:
+        assert st.st_atime == OLD_ATIME, "the root-only file was read"
+    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == 0
+    assert scene.secret.read_bytes() == SECRET
+    os.utime(scene.secret, (OLD_ATIME, st.st_mtime))  # our own read, undone for a later check
 
 
 def _resume(scene: Scene, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -287,15 +311,24 @@ def test_temp_file_swapped_for_a_link_during_policy_report(scene: Scene, attacke
     place: the chmod by path made that file 0644. Run until the attacker has won the race at
     least once (else the test proved nothing)."""
     pol = scene.base / "policy-run"
-    pol.mkdir()
+    (pol / "trials" / "001-baseline-t1").mkdir(parents=True)
     (pol / "sweep.json").write_text(json.dumps({
         "kind": "aorta-tui/policy-sweep", "request": {"timeout_s": 900, "seed": 0},
-        "policies": [{"name": "baseline"}], "order": [], "notes": {}, "skipped": {}}))
+        "policies": [{"name": "baseline"}], "notes": {}, "skipped": {},
+        "order": [{"position": 0, "policy": "baseline", "trial": 1, "dir": "001-baseline-t1"}]}))
     subprocess.run(["chown", "-R", f"{attacker.uid}:{attacker.gid}", str(pol)], check=True)
+    # and the one trial's outcome a link to the root-only file: root read it (load_json_input)
+    planted = attacker.py("import os, sys; os.symlink(sys.argv[2], sys.argv[1])",
+                          str(pol / "trials" / "001-baseline-t1" / "outcome.json"), str(scene.secret))
+    assert planted.returncode == 0, planted.stderr  # type: ignore[attr-defined]
     refused = _root_cli("policy", "report", str(pol))
     assert refused.returncode == 3 and f"sudo -u {ATTACKER} aorta-tui policy report" in refused.stderr
     stop, count = scene.hand / "stop", scene.hand / "count"
-    before = {k: v for k, v in scene.outside().items() if not k.startswith(str(pol))}
+
+    def around() -> dict[str, tuple[int, int, int, int]]:
+        return {k: v for k, v in scene.outside().items() if not k.startswith(str(pol))}
+
+    before = around()
     swapper = attacker.py(_SWAPPER, str(pol), str(scene.secret), str(stop), str(count), wait=False)
     swaps = 0
     try:
@@ -312,8 +345,7 @@ def test_temp_file_swapped_for_a_link_during_policy_report(scene: Scene, attacke
         stop.touch()
         swapper.wait(timeout=30)  # type: ignore[attr-defined]
     assert swaps >= 1, "the attacker never won the race: the test proved nothing"
-    after = {k: v for k, v in scene.outside().items() if not k.startswith(str(pol))}
-    assert scene.secret.read_bytes() == SECRET and after == before
+    _assert_untouched(scene, before, around)
 
 
 # -- item 4: root without sudo over another user's run directory ------------------------------
