@@ -589,7 +589,8 @@ class Sweep:
         from aorta_tui.trial.supervisor import ProcessSpec
 
         cell = self.plan.cell(spec.cell)
-        trial_dir = self._store.make_trial_dir(spec.trial_id)  # no link followed on the way
+        self._store.make_trial_dir(spec.trial_id)  # no link followed on the way
+        trial_dir = run_dir / "trials" / spec.trial_id  # as the executor spells the run (absolute for Slurm)
         env = self._trial_env(cell, spec, trial_dir)
         # keyed hashes of its secrets' values, so a bundle recognises them (core/secrets.py)
         record_secret_hashes(run_dir, env)
