@@ -836,9 +836,12 @@ def record_warning(run_dir: Path, message: str, *, code: str) -> None:
     """Append one ``warning`` line to the run's journal under its lock (taken and released
     here): what a command decided about the run before its engine starts, e.g. root's
     ``--i-trust-this-directory`` (``core/run_trust.py``). Refused like a resume while another
-    process holds the lock."""
+    process holds the lock. A directory without a journal is no run: nothing is made in it
+    (the command itself then says what it is)."""
     from aorta_tui.core.events import RunWarning
 
+    if not (run_dir / JOURNAL).is_file():
+        return
     lock = RunLock(run_dir)
     lock.acquire()
     try:

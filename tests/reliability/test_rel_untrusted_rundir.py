@@ -420,3 +420,18 @@ def test_a_users_own_run_is_not_questioned(scene: Scene, attacker: Attacker) -> 
                        str(scene.run_dir), "--no-snapshot", env={**attacker.env, "H": str(scene.hand)})
     assert res.returncode == 0, res.stdout + res.stderr  # type: ignore[attr-defined]
     assert not any(e.get("code") == "untrusted_run_dir" for e in journal(scene.run_dir))
+
+
+def test_a_directory_above_the_run_that_another_user_owns_is_refused(scene: Scene, attacker: Attacker) -> None:
+    """Root's own run, but in a directory the attacker owns: the attacker can rename the run
+    away and put one of its own in its place between two commands."""
+    subprocess.run(["chown", "-R", "0:0", str(scene.run_dir)], check=True)
+    parent = scene.run_dir.parent
+    os.chown(parent, attacker.uid, attacker.gid)
+    res = _resume(scene, "--no-snapshot")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert f"{parent} belongs to {ATTACKER}" in res.stderr
+    assert f"sudo -u {ATTACKER} aorta-tui sweep run --resume" in res.stderr
+    os.chown(parent, 0, 0)
+    res = _resume(scene, "--no-snapshot")  # /tmp above it is sticky: root's own run goes on
+    assert res.returncode == 0, res.stdout + res.stderr
