@@ -37,7 +37,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -188,7 +187,7 @@ def wrap_trial(collect: Mapping[str, Mapping[str, str]], argv: list[str], env: d
         wrapped = _proton_argv(argv, trial_dir, collect["proton"])
         if wrapped is not None:
             _proton_devices(env, collect["proton"])
-            _fresh_dir(trial_dir / PROTON_DIR)
+            _fresh_dir(trial_dir, PROTON_DIR)
             env["AORTA_TRIAL_FAST_EXIT"] = "0"  # proton writes its profile after the script
             argv = wrapped
     if "ncu" in collect:
@@ -196,13 +195,13 @@ def wrap_trial(collect: Mapping[str, Mapping[str, str]], argv: list[str], env: d
 
         binary, _ = ncu_collect.ncu_binary(env)
         if binary is not None:
-            _fresh_dir(trial_dir / ncu_collect.NCU_DIR)
+            _fresh_dir(trial_dir, ncu_collect.NCU_DIR)
             env["AORTA_TRIAL_FAST_EXIT"] = "0"  # ncu's injected library flushes at exit
             argv = [*ncu_collect.ncu_prefix(binary, trial_dir / ncu_collect.NCU_DIR, collect["ncu"]), *argv]
     if "rocprof" in collect:
         binary, _ = rocprof_binary(env)
         if binary is not None:
-            _fresh_dir(trial_dir / ROCPROF_DIR)
+            _fresh_dir(trial_dir, ROCPROF_DIR)
             argv = [*rocprof_prefix(binary, trial_dir / ROCPROF_DIR, collect["rocprof"]), *argv]
     return argv
 
@@ -303,14 +302,13 @@ def _proton_env(trial_dir: Path, o: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _fresh_dir(path: Path) -> None:
-    """An empty output directory (a resumed trial never summarises the last attempt's files);
-    a symlink planted there is removed, never followed."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
+def _fresh_dir(trial_dir: Path, name: str) -> None:
+    """An empty output directory (a resumed trial never summarises the last attempt's files),
+    through the file layer: a symlink planted there is removed, never followed."""
+    with RunDirFS(trial_dir) as fs:
+        if fs.lstat(name) is not None:
+            fs.remove_tree(name)
+        os.close(fs.make_dirs(name))
 
 
 # -- after the trial --------------------------------------------------------------------------

@@ -430,8 +430,8 @@ class SlurmExecutor:
         for name in sorted(names):
             gate = self.store.data["batches"].get(name, {}).get("gate")
             if isinstance(gate, str) and _GATE_NAME.fullmatch(gate):  # jobs.json is a user's file
-                with contextlib.suppress(OSError):
-                    atomic_write_bytes(run_dir / STATE_DIR / (gate + GATE_SUFFIX), b"")
+                with contextlib.suppress(OSError), RunDirFS(run_dir) as fs:
+                    fs.atomic_write_bytes(f"{STATE_DIR}/{gate}{GATE_SUFFIX}", b"")
 
     @staticmethod
     def refuse_unsettled(run_dir: Path, unfinished: set[str], executor: str) -> None:
