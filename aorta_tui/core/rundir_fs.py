@@ -91,10 +91,14 @@ def _openat2(dir_fd: int, rel: str, flags: int, mode: int) -> int | None:
         return None
     libc = _openat2_state["libc"]
     if libc is None:
-        libc = _openat2_state["libc"] = ctypes.CDLL(None, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long  # syscall(2) is variadic: every argument a long
+        _openat2_state["libc"] = libc
     how = _OpenHow(flags, mode if flags & os.O_CREAT else 0,
                    _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
-    fd = libc.syscall(_SYS_OPENAT2, dir_fd, os.fsencode(rel), ctypes.byref(how), ctypes.sizeof(how))
+    fd = libc.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_long(dir_fd),
+                      ctypes.c_char_p(os.fsencode(rel)), ctypes.byref(how),
+                      ctypes.c_size_t(ctypes.sizeof(how)))
     if fd >= 0:
         _openat2_state["usable"] = True
         return int(fd)
