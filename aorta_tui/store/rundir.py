@@ -812,6 +812,10 @@ def read_run_meta(run_dir: Path) -> dict[str, Any]:
             hint="start the sweep again as a new run (the same recipe and command); this directory "
             "can be deleted",
         )
+    if not run_dir.is_dir():  # a file or nothing: no run (exit 2), as a missing run.json says
+        raise RunDirError(
+            f"{run_dir} is not an aorta-tui run directory (no {RUN_META})",
+            hint="pass the directory that holds journal.jsonl, e.g. aorta-out/TICKET/20261129-101500-ab12")
     try:
         from aorta_tui.core.inputs import MiB, require_object
 
