@@ -20,6 +20,7 @@ from aorta_tui.cli.metrics_opts import (
     MetricsRequest,
     metered,
 )
+from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
 
 app = new_app(
     "Stress GPU hardware queues with 1..64 concurrent streams and measure what the device did.\n\n"
@@ -546,6 +547,7 @@ def resume_cmd(
     as_json: bool = typer.Option(False, "--json", help="JSON event lines on stdout, as "
                                  "`queue sweep --json`."),
     quiet: bool = _QUIET_OPT,
+    trust_run_dir: bool = TRUST_OPT,
 ) -> None:
     """Finish an interrupted `queue sweep`: the points that finished are kept (never run
     again), the others run, each in a fresh process, with the sweep's own options; then the
@@ -558,6 +560,7 @@ def resume_cmd(
     """
     from aorta_tui.hwqueue.sweep import read_request, resume_sweep
 
+    guard_run_dir(run_dir, ["queue", "resume", str(run_dir)], trusted=trust_run_dir)
     request = read_request(run_dir)
     run_id = str(request["run_id"])
 

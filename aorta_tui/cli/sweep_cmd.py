@@ -14,6 +14,7 @@ from aorta_tui.cli.metrics_opts import (
     METRICS_PUBLIC_OPT,
     MetricsRequest,
 )
+from aorta_tui.cli.trust_opts import TRUST_OPT
 
 app = new_app(
     "Recipe-driven mitigation sweeps: cells x trials, each trial in a fresh worker process.\n\n"
@@ -38,6 +39,7 @@ def run(
     recipe: Path | None = typer.Option(None, "--recipe", "-r", help="Recipe YAML file."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (cells, trials, env vars, order) and exit."),
     resume: Path | None = typer.Option(None, "--resume", help="Continue RUN_DIR: skip finished trials, re-run an interrupted one."),
+    trust_run_dir: bool = TRUST_OPT,
     output: Path = typer.Option(Path("aorta-out"), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout (the journal's format)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial fails or errors."),
@@ -71,7 +73,7 @@ def run(
     from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
 
     request = SweepRequest(
-        recipe=recipe, command=list(ctx.args), dry_run=dry_run, resume=resume, output=output,
+        recipe=recipe, command=list(ctx.args), dry_run=dry_run, resume=resume, output=output, trust_run_dir=trust_run_dir,
         json_mode=json_mode, strict=strict, order=order, seed=seed, ticket=ticket,
         mitigation_files=list(mitigations_file), workload=workload, mitigation_axis=mitigation_axis,
         environment_axis=environment_axis, trials=trials, steps=steps, snapshots=not no_snapshot,

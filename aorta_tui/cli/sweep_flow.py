@@ -20,6 +20,7 @@ class SweepRequest:
     command: list[str] = field(default_factory=list)
     dry_run: bool = False
     resume: Path | None = None
+    trust_run_dir: bool = False  # --i-trust-this-directory (core/run_trust.py)
     output: Path = Path("aorta-out")
     json_mode: bool = False
     strict: bool = False
@@ -93,8 +94,12 @@ def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
         recipe = load_recipe(req.recipe, registry=registry, workload_check=workload_problems)
     elif req.resume is not None:
         resolved = Path(req.resume) / "recipe.resolved.yaml"
-        if not resolved.is_file():
-            raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
+        from aorta_tui.core.rundir_fs import RunDirFS, refuse_unless_regular
+
+        with RunDirFS(req.resume) as fs:  # a link there (to a root-only file) is refused, not read
+            if fs.lstat(resolved.name) is None:
+                raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
+            refuse_unless_regular(fs, resolved.name)
         recipe = load_recipe(resolved, registry=registry)
     else:
         recipe = load_recipe_text(flag_mode_recipe_text(req), source="<command-line flags>",
@@ -196,6 +201,11 @@ def _run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     refuse_undecodable(req)
+    if req.resume is not None:  # before anything of the run is read (its recipe names the command)
+        from aorta_tui.cli.trust_opts import guard_run_dir
+
+        guard_run_dir(Path(req.resume), ["sweep", "run", "--resume", str(req.resume)],
+                      trusted=req.trust_run_dir)
     if req.recipe is not None and req.resume is None:
         from aorta_tui.collect.sanitizer import peek_mode
 

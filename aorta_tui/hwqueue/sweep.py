@@ -20,6 +20,7 @@ from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.core.numerals import ascii_digits
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 from aorta_tui.store.run_store import StoreLayout
@@ -260,7 +261,8 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
     existed = run_dir.exists()
     try:
         ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
-        atomic_write_json(run_dir / REQUEST_FILE, request)
+        with RunDirFS(run_dir) as fs:
+            fs.atomic_write_json(REQUEST_FILE, request)
         (run_dir / JOURNAL).touch()
     except OSError as exc:  # a full disk or another user's directory: exit 3, named
         # Leave nothing half made, so the same --run-dir works once there is room.
@@ -276,15 +278,17 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
 def read_request(run_dir: Path) -> dict[str, Any]:
     """``request.json`` of a queue sweep's run directory, checked, or a located error."""
     from aorta_tui.core.errors import RunDirError
-    from aorta_tui.core.inputs import MiB, load_json_input, require_object
+    from aorta_tui.core.inputs import MiB, require_object
 
     path = run_dir / REQUEST_FILE
     hint = "pass the run directory a `queue sweep` made (it holds request.json and journal.jsonl)"
-    if not path.is_file():
+    try:  # through the run's file layer: bounded, a regular file, no link followed
+        with RunDirFS(run_dir) as fs:
+            raw = fs.load_json(REQUEST_FILE, what=REQUEST_FILE, limit=4 * MiB)
+    except (FileNotFoundError, NotADirectoryError):
         raise RunDirError(f"{run_dir} is not a queue sweep's run directory (no {REQUEST_FILE})",
-                          hint=hint)
-    data = require_object(load_json_input(path, what=REQUEST_FILE, limit=4 * MiB),
-                          where=str(path), what="queue sweep request")
+                          hint=hint) from None
+    data = require_object(raw, where=str(path), what="queue sweep request")
     counts, gain = data.get("stream_counts"), data.get("knee_gain")
     problems = [
         ("kind", data.get("kind") == RUN_KIND),
@@ -465,7 +469,7 @@ class _StoreSweep:
 
         t0 = time.monotonic()
         result, error = _measure(self.run_fn, cfg, True, self.bus.emit,
-                                 PointLaunch(trial_dir, ident.env, on_start))
+                                 PointLaunch(trial_dir, ident.env, on_start, run_dir=self.run_dir))
         if not announced:  # a runner that started no process of its own
             self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1))
         wall = time.monotonic() - t0

@@ -51,7 +51,6 @@ from threading import Event as ThreadEvent
 from typing import Any
 
 from aorta_tui.core import ownership
-from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
     CallbackSink,
@@ -68,6 +67,7 @@ from aorta_tui.core.events import (
     TrialStarted,
 )
 from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
@@ -294,7 +294,8 @@ class PolicyEvaluator:
                            "dir": t.dir_name} for t in plan],
             }
             try:
-                atomic_write_json(run_dir / "sweep.json", manifest)
+                with RunDirFS(run_dir) as fs:
+                    fs.atomic_write_json("sweep.json", manifest)
             except OSError as exc:  # nothing to resume without it: leave nothing, say why
                 _discard_run_dir(run_dir, created)
                 raise output_write_error(exc, run_dir / "sweep.json", option="--output") from None
@@ -413,7 +414,7 @@ class PolicyEvaluator:
         spec = ProcessSpec(argv=argv, env=env, cwd=Path.cwd(),
                            stdout_path=trial_dir / "stdout.txt",
                            stderr_path=trial_dir / "stderr.txt", timeout_s=req.timeout_s,
-                           sample_gpu=False)
+                           sample_gpu=False, log_root=run_dir)
 
         def started(pid: int) -> None:
             self._emit(TrialStarted(self.run_id, trial_id=trial_id, cell=policy.name,

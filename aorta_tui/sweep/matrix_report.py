@@ -11,7 +11,7 @@ from typing import Any
 from aorta_tui import __version__
 from aorta_tui.core import stats
 from aorta_tui.core.aggregate import CellStats, band, change_text
-from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import mask_env
 from aorta_tui.core.trial_contract import TrialResult
 from aorta_tui.sweep.plan import Plan
@@ -71,11 +71,11 @@ def write_reports(
 
     if collectors := run_summary(run_dir, [r.trial_id for r in records]):
         matrix["collectors"] = collectors
-    out = {
-        "matrix.json": atomic_write_json(run_dir / "matrix.json", matrix),
-        "matrix.md": atomic_write_text(run_dir / "matrix.md", render_markdown(matrix)),
-    }
-    return out
+    with RunDirFS(run_dir) as fs:  # the run's file layer: no link followed out of it
+        return {
+            "matrix.json": fs.atomic_write_json("matrix.json", matrix),
+            "matrix.md": fs.atomic_write_text("matrix.md", render_markdown(matrix)),
+        }
 
 
 def cell_timeline(run_dir: Path, records: list[TrialResult]) -> dict[str, Any]:
@@ -91,8 +91,10 @@ def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialResult],
     """Each environment's snapshot files with their hashes, and a warning where they differ."""
     from aorta_tui.sweep import snapshots
 
+    fs = RunDirFS(run_dir)  # closed when this function returns (its last reference)
+
     def snapshot_hash(path: Path) -> str | None:
-        return snapshots.snapshot_hash(path, schema_hash)
+        return snapshots.snapshot_hash(fs, path, schema_hash)
 
     env_dir = run_dir / "env"
     index: dict[str, Any] = {}

@@ -26,7 +26,6 @@ from typing import Any
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
-from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
     CellAggregated,
@@ -39,7 +38,7 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
-from aorta_tui.core.inputs import read_json_or_none
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.core.services import NO_SERVICES, SweepServices
 from aorta_tui.core.trial_contract import (
@@ -279,7 +278,7 @@ class Sweep:
                 from aorta_tui.sweep.snapshots import start_captures
 
                 captures = start_captures(
-                    run_dir, self.plan.environments, self._base_env(),
+                    self._store.fs, self.plan.environments, self._base_env(),
                     session=session, include_torch=self.recipe.mode == "triage",
                     docker={c.environment: c.docker for c in self.plan.cells},
                 )
@@ -289,7 +288,7 @@ class Sweep:
             if captures:
                 from aorta_tui.sweep.snapshots import finish_captures
 
-                for w in finish_captures(captures):
+                for w in finish_captures(self._store.fs, captures):
                     self.bus.emit(RunWarning(run_id, message=w, code="snapshot"))
             zygotes.close()  # idle from here: their memory goes back before the report
             self._warm = None
@@ -340,8 +339,9 @@ class Sweep:
             # Written into the directory before it gets its name (rundir.create_run_dir): a kill
             # in between leaves a hidden .creating directory, never a run without run.json.
             self._identity_key = rundir.staged_run_id(run_dir)
-            atomic_write_text(run_dir / "recipe.resolved.yaml", dump_resolved(self.recipe))
-            atomic_write_json(run_dir / "plan.json", self.plan.to_dict())
+            with RunDirFS(run_dir) as fs:
+                fs.atomic_write_text("recipe.resolved.yaml", dump_resolved(self.recipe))
+                fs.atomic_write_json("plan.json", self.plan.to_dict())
             rundir.write_run_meta(run_dir, {
                 "run_id": self._identity_key,
                 "recipe_hash": self._hash,
@@ -509,7 +509,7 @@ class Sweep:
             wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
             on_start(os.getpid())
             outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
-                                     trial_dir)
+                                     trial_dir, self._store.fs)
         else:
             with self._trial_trace(run_id, trial_dir) as trace_env:
                 if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
@@ -542,7 +542,7 @@ class Sweep:
                 f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
             )
         kevents = kernel_log.events_since(cursor)
-        wres = _read_workload_results(trial_dir) if r.mode == "triage" else None
+        wres = _read_workload_results(self._store.fs, trial_dir) if r.mode == "triage" else None
         trial_timeline = self._timeline(outcome, wres, pspec.stdout_path)
         disabled = set(r.disable_detectors or ())
         result = classify(
@@ -598,14 +598,14 @@ class Sweep:
         from aorta_tui.trial.supervisor import ProcessSpec
 
         cell = self.plan.cell(spec.cell)
-        trial_dir = run_dir / "trials" / spec.trial_id
-        trial_dir.mkdir(parents=True, exist_ok=True)
+        self._store.make_trial_dir(spec.trial_id)  # no link followed on the way
+        trial_dir = run_dir / "trials" / spec.trial_id  # as the executor spells the run (absolute for Slurm)
         env = self._trial_env(cell, spec, trial_dir)
         # keyed hashes of its secrets' values, so a bundle recognises them (core/secrets.py)
         record_secret_hashes(run_dir, env)
         wspec = self._worker_spec(cell, spec, trial_dir)
         if wspec is not None:  # what the trial worker runs, on disk before its argv names it
-            wspec.write(trial_dir / TRIAL_SPEC_FILE)
+            wspec.write(self._store.fs, trial_dir / TRIAL_SPEC_FILE)
         argv = self._trial_argv(cell, trial_dir, env)
         r = self.recipe
         hang = None
@@ -616,6 +616,7 @@ class Sweep:
             argv=argv, env=env, cwd=Path.cwd(),
             stdout_path=trial_dir / "stdout.log", stderr_path=trial_dir / "stderr.log",
             timeout_s=float(r.timeout_per_trial) if r.timeout_per_trial else None, hang=hang,
+            log_root=run_dir,
         )
         return cell, trial_dir, env, argv, pspec
 
@@ -648,7 +649,7 @@ class Sweep:
         finally:
             session.stop()
             result = session.result()
-            atomic_write_json(trial_dir / "trace.json", result)
+            self._store.fs.atomic_write_json(trial_dir / "trace.json", result)
             self._trace_summary = {"path": "trace.json", "probes": list(spec.probes), "mode": spec.mode}
 
     def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:
@@ -665,7 +666,6 @@ class Sweep:
             # For launchers that drop the environment (ssh, srun): the command sources this file.
             # Names were validated (recipe and sidecar); checked again here because sourcing a
             # bad one runs it. Values are quoted; 0600 from the start: they may be secrets.
-            from aorta_tui.core.atomic import atomic_write_bytes
             from aorta_tui.recipe.checks import ENV_NAME_RE
 
             bad = [k for k in cell.env if not ENV_NAME_RE.fullmatch(k)]
@@ -674,7 +674,7 @@ class Sweep:
                                  "that can be written to probe.env")
             lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(cell.env.items())]
             path = trial_dir / "probe.env"
-            atomic_write_bytes(path, ("\n".join(lines) + "\n").encode(), mode=0o600)
+            self._store.fs.atomic_write_bytes(path, ("\n".join(lines) + "\n").encode(), mode=0o600)
             env["AORTA_ENV_FILE"] = str(path)
         return env
 
@@ -848,23 +848,25 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
 
 def _planned_trial_ids(run_dir: Path) -> set[str] | None:
     try:
-        plan = read_json_or_none(run_dir / "plan.json")
+        with RunDirFS(run_dir) as fs:
+            plan = fs.read_json_or_none("plan.json")
         return {t["trial_id"] for t in plan["trials"] if isinstance(t.get("trial_id"), str)}
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, OSError):
         return None  # no readable plan: trust the journal's trial ids (they are checked)
 
 
-def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
+def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | None:
     """Rank 0's result, with every other rank's failures folded in (named by rank)."""
-    # The trial wrote these: a FIFO or a link it planted must not hang or mislead the sweep.
-    result = read_json_or_none(trial_dir / workload_result_filename(0))
+    # The trial wrote these: a FIFO or a link it planted (here or on the way) must not hang or
+    # mislead the sweep, so they are read through the run's file layer.
+    result = fs.read_json_or_none(trial_dir / workload_result_filename(0))
     if not isinstance(result, dict):
         return None
     ranks = workload_rank_files(trial_dir)
     if ranks:
         result.setdefault("ranks", {})
         for p in ranks:
-            other = read_json_or_none(p)
+            other = fs.read_json_or_none(p)
             if not isinstance(other, dict):
                 continue
             rank = p.stem.rsplit("rank", 1)[-1]

@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -32,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core import spawn_gate
-from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.inputs import read_json_or_none
+from aorta_tui.core.rundir_fs import RunDirFS
 
 CAPTURE_TIMEOUT_S = 60.0
 _STDERR_KEPT = 64 << 10
+SNAPSHOT_LIMIT = 16 << 20  # an env.json is ~60 KiB
 MINIMAL_KIND = "aorta-tui-minimal-snapshot"  # docker environments: their variables only
 
 
@@ -99,7 +98,7 @@ def snapshot_name(environment: str, session: int) -> str:
 
 
 def start_captures(
-    run_dir: Path,
+    fs: RunDirFS,
     environments: dict[str, dict[str, str]],
     base_env: dict[str, str],
     *,
@@ -107,8 +106,21 @@ def start_captures(
     include_torch: bool,
     docker: dict[str, str | None],
 ) -> list[PendingCapture]:
-    env_dir = run_dir / "env"
-    env_dir.mkdir(exist_ok=True)
+    # env/ through the run's file layer: a link in its place is refused, and each capture writes
+    # into the directory this descriptor holds (handed to it as /proc/self/fd/N), so a swap of
+    # env/ after this point redirects nothing
+    env_fd = fs.make_dirs("env")
+    try:
+        return _start(fs, env_fd, environments, base_env, session=session,
+                      include_torch=include_torch, docker=docker)
+    finally:
+        os.close(env_fd)
+
+
+def _start(fs: RunDirFS, env_fd: int, environments: dict[str, dict[str, str]],
+           base_env: dict[str, str], *, session: int, include_torch: bool,
+           docker: dict[str, str | None]) -> list[PendingCapture]:
+    env_dir = fs.root / "env"
     pending: list[PendingCapture] = []
     targets: list[tuple[str, dict[str, str]]] = []
     if session <= 1:
@@ -124,11 +136,11 @@ def start_captures(
         if name != "host_env" and docker.get(name):
             from aorta_tui.core.secrets import mask_env  # a file: never a token
 
-            _write_minimal(path, name, mask_env(overlay), note="not captured inside the container image "
+            _write_minimal(fs, path, name, mask_env(overlay), note="not captured inside the container image "
                            f"{docker[name]}: only the variables the environment sets are recorded")
             pending.append(PendingCapture(name, path, None))
             continue
-        argv = [sys.executable, "-m", "aorta_tui.envsnap", "--output", str(path)]
+        argv = [sys.executable, "-m", "aorta_tui.envsnap", "--output", f"/proc/self/fd/{env_fd}/{path.name}"]
         if not include_torch:
             argv.append("--no-torch")
         started = time.monotonic_ns()
@@ -139,6 +151,7 @@ def start_captures(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            pass_fds=(env_fd,),
         )
         capture = PendingCapture(name, path, proc, started_ns=started, priority=_lower_priority(proc.pid))
         capture.start_waiter()
@@ -151,7 +164,8 @@ def start_captures(
     return pending
 
 
-def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TIMEOUT_S) -> list[str]:
+def finish_captures(fs: RunDirFS, pending: list[PendingCapture],
+                    timeout_s: float = CAPTURE_TIMEOUT_S) -> list[str]:
     """Wait for the captures; returns warnings for those that failed."""
     warnings: list[str] = []
     deadline = time.monotonic() + timeout_s
@@ -164,16 +178,12 @@ def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TI
             p.wait(5.0)
             warnings.append(f"snapshot of environment {p.environment!r} timed out after {timeout_s:.0f}s")
             continue
-        if not p.path.is_file():
+        if not fs.is_file(p.path):
             _raise_write_failure(p)
             warnings.append(f"snapshot of environment {p.environment!r} failed (exit {p.proc.returncode})")
     for p in pending:
-        if p.copy_of is not None and p.copy_of.is_file():
-            try:
-                shutil.copyfile(p.copy_of, p.path)
-            except OSError as exc:  # named, as every failed write of the run is
-                exc.filename = exc.filename or str(p.path)
-                raise
+        if p.copy_of is not None and fs.is_file(p.copy_of):
+            fs.copy_file(p.copy_of, p.path, limit=SNAPSHOT_LIMIT)
     return warnings
 
 
@@ -233,12 +243,13 @@ def _lower_priority(pid: int) -> str:
         return f"normal (could not lower it: {exc})"
 
 
-def snapshot_hash(path: Path, schema_hash: Callable[[dict[str, Any]], str | None]) -> str | None:
-    """Hash of what matters in a snapshot file; ``None`` when it cannot be read.
+def snapshot_hash(fs: RunDirFS, path: Path,
+                  schema_hash: Callable[[dict[str, Any]], str | None]) -> str | None:
+    """Hash of what matters in a snapshot file of the run; ``None`` when it cannot be read.
 
     ``schema_hash`` is envsnap's hash of a full snapshot, handed in from above core
     (``core/services.py``); a minimal snapshot is hashed here."""
-    data = read_json_or_none(path, limit=16 << 20)
+    data = fs.read_json_or_none(path, limit=SNAPSHOT_LIMIT)
     if not isinstance(data, dict):
         return None
     if data.get("kind") == MINIMAL_KIND:
@@ -249,7 +260,7 @@ def snapshot_hash(path: Path, schema_hash: Callable[[dict[str, Any]], str | None
     return schema_hash(data)
 
 
-def _write_minimal(path: Path, name: str, overlay: dict[str, str], *, note: str) -> None:
+def _write_minimal(fs: RunDirFS, path: Path, name: str, overlay: dict[str, str], *, note: str) -> None:
     snap: dict[str, Any] = {
         "schema_version": 0,
         "kind": MINIMAL_KIND,
@@ -262,4 +273,4 @@ def _write_minimal(path: Path, name: str, overlay: dict[str, str], *, note: str)
             "python": platform.python_version(),
         },
     }
-    atomic_write_json(path, snap)
+    fs.atomic_write_json(path, snap)

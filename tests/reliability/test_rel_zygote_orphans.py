@@ -29,7 +29,8 @@ ORCHESTRATOR = textwrap.dedent("""
 
     plug = Path(sys.argv[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plug), os.environ.get("PYTHONPATH", "")])}
-    z = start_zygote(("slow",), env, ["slow_import_t"], plug, plug / "zygote.log", with_torch=False)
+    z = start_zygote(("slow",), env, ["slow_import_t"], plug, plug / "zygote.log", run_dir=plug,
+                     with_torch=False)
     print(z.proc.pid, flush=True)
     time.sleep(600)
 """)
