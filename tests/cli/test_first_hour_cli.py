@@ -257,3 +257,21 @@ def test_the_gpu_hint_names_size_and_a_cpu_run_is_small_and_says_how_far_it_is(
     quiet = cli(tmp_path, "queue", "run", "tiny_kernel_stress", "--streams", "2", "--device",
                 "cpu", "-i", "3", "-w", "1", "--quiet")
     assert quiet.returncode == 0 and not re.search(r"\d+/\d+ ", quiet.stderr), quiet.stderr
+
+
+def test_matrix_md_says_why_a_far_faster_cell_is_within_noise(tmp_path: Path) -> None:
+    # the newcomer's case: a p50 of 125 us against a baseline of 48 ms, marked "within noise":
+    # the baseline's trials spread from 0.4 ms to 96 ms, and the row now says so
+    (tmp_path / "probe.yaml").write_text(
+        "schema_version: 1\nmode: probe\nticket: NOISE\ntrials: 3\ntimeout_per_trial: 30\n"
+        "order: sequential\nstep_time_regex: 'step_time=([0-9.]+)'\n"
+        "mitigation_axis: [none, tf32_off]\ndiagnostic_axis: [none]\n")
+    script = (
+        'if [ -n "$DISABLE_TF32" ]; then v=0.000125; else n=$(cat count 2>/dev/null || echo 0); '
+        'echo $((n + 1)) > count; v=$(echo "0.096 0.0004 0.048" | cut -d" " -f$((n % 3 + 1))); '
+        'fi; for i in 1 2 3; do echo "step_time=$v"; done')
+    res = cli(tmp_path, "--batch", "probe.yaml", "--", "bash", "-c", script)
+    assert res.returncode == 0, res.stdout + res.stderr
+    matrix = next(tmp_path.glob("aorta-out/NOISE/*/matrix.md")).read_text()
+    row = next(ln for ln in matrix.splitlines() if ln.startswith("| tf32_off-none |"))
+    assert re.search(r"within noise \(x1/\d+; noise ±\d+\.\d+ ms\)", row), row

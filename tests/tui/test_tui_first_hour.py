@@ -77,6 +77,15 @@ async def test_a_launching_trial_is_shown_running(tmp_path: Path) -> None:
             grid = screen.query_one(MatrixGrid)
             row = screen.state.cells.index("cuda_launch_blocking-none")
             assert grid.get_cell_at((row, 1 + 1)).plain.strip() == "▶"
+            from aorta_tui.core.events import TrialStarted
+            from aorta_tui.tui.screens.trial import trial_facts
+
+            view = screen.state.trials[("cuda_launch_blocking-none", 1)]
+            assert "running (starting)" in trial_facts(view, None)[0]
+            # once started it is plainly running, whatever pid the journal holds (may be null)
+            screen.state.apply(TrialStarted(run.name, trial_id=LAUNCHING, trial=1, pid=None,
+                                            cell="cuda_launch_blocking-none"))
+            assert "(starting)" not in trial_facts(view, None)[0]
     finally:
         lock.release()
 
