@@ -362,10 +362,13 @@ def _print_summary(result: dict[str, Any]) -> None:
         killed = f" (killed by signal {-code})" if isinstance(code, int) and code < 0 else ""
         print(f"command exit code: {code}{killed}")
     for name, s in result["probe_sets"].items():
+        from aorta_tui.trace.cost import share_text
+
         cost = s.get("observer_cost") or {}
-        cost_txt = (f"~{cost['cpu_fraction'] * 100:.2f}% of a CPU ({cost['per_hit_us']:.2f} us per hit)"
-                    if cost.get("cpu_fraction") is not None else f"not available ({cost.get('reason')})")
-        print(f"\n[{name}] {s.get('description', '')}\n  observer cost: {cost_txt}")
+        # what the traced program pays (issue 34), not a CPU fraction of the probes
+        cost_txt = (share_text(cost["program_cost"]) if cost.get("program_cost") else
+                    f"not estimated ({cost.get('reason') or 'this set has no launches'})")
+        print(f"\n[{name}] {s.get('description', '')}\n  cost to the program: {cost_txt}")
         for mname, m in s["metrics"].items():
             if not m.get("attached", True):
                 print(f"  {mname}: not attached here ({m.get('not_attached_reason', '')})")

@@ -595,13 +595,32 @@ class TraceSession:
             entry["entry_and_return_us"] = None if per_pair is None else per_pair / 1000.0
             entry["calibration_target"] = target
             entry["cpu_fraction"] = busy_ns / 1e9 / wall if wall > 0 else None
+            entry["calibrated_launch_ns"] = per_hit
             entry["method"] = cal.get("method")
             entry["calibrated_on"] = cal.get("functions", {}).get(target)
             if per_pair is None and any(self._stats[m].metric.probe_hits == 2 for m in uprobe_mids):
                 why = cal.get("reasons", {}).get(f"{target}+ret", "not calibrated separately")
                 entry["note"] = f"return probes counted as one more entry probe ({why})"
             out[ps.name] = entry
+        self._program_cost(out)
         return out
+
+    def _program_cost(self, costs: dict[str, dict[str, Any]]) -> None:
+        """Beside each set's probe figures: what the traced program pays (trace/cost.py), from
+        the launches the set saw and the mode they came from."""
+        from aorta_tui.trace.cost import program_cost
+
+        wall = ((self.stopped_ns or time.monotonic_ns()) - (self.started_ns or 0)) / 1e9
+        for ps, _det in self._sets:
+            launch = [mid for mid, (n, m) in self.program.metric_ids.items()
+                      if n == ps.name and m.name in ("launch", "launch_call")]
+            if not launch or ps.name not in costs:
+                continue
+            source = (self.device.launch_source if self.device is not None and self.device.active
+                      and ps.name == self.device.probe_set else "ebpf-only")
+            calibrated = costs[ps.name].get("calibrated_launch_ns") if source == "ebpf-only" else None
+            costs[ps.name]["program_cost"] = program_cost(source, sum(self._records_fired(m) for m in launch),
+                                                          wall, calibrated)
 
     def result(self) -> dict[str, Any]:
         if self.program is None:
