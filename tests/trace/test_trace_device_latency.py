@@ -165,3 +165,16 @@ def test_garbage_never_raises_in_the_activity_join(data) -> None:
     j, _sink, _ = activity_join()
     j.add_device(parse(data))
     j.finish()
+
+
+def test_perfetto_draws_the_parts_end_to_end_on_the_launch_path_track() -> None:
+    from aorta_tui.trace.export import to_chrome_trace
+
+    recs = [{"set": "cuda", "metric": m, "ts_ns": T0, "key": HANDLE, "aux": 0, "pid": PID, "tid": None,
+             "value": v, "kind": "duration"}
+            for m, v in (("launch_host", 7_000), ("launch_push", 3_000), ("launch_gpu_queue", 600))]
+    ev = [e for e in to_chrome_trace(recs)["traceEvents"] if e.get("ph") == "X"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in ev] == [
+        ("cuda.launch_host", T0 / 1000, 7.0), ("cuda.launch_push", T0 / 1000 + 7.0, 3.0),
+        ("cuda.launch_gpu_queue", T0 / 1000 + 10.0, 0.6)]
+    assert len({e["tid"] for e in ev}) == 1
