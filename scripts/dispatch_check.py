@@ -1,11 +1,13 @@
-"""Issues 13 and 24 on a GPU machine: ground truth, exact counts, cost, one CUPTI subscriber.
+"""Issues 13, 24 and 34 on a GPU machine: ground truth, exact counts, cost, one CUPTI subscriber,
+and launch -> start in three parts (host / push / GPU queue) that must add up per launch.
 
     sudo python3 scripts/dispatch_check.py --out DIR [--stages STAGES] [--deadline-s S]
 
 Stages (default: all of issue 24's "Done when", in this order): ``build``; ``backlog`` (0 kernels
-below the bound, with the old L beside it); ``nobacklog`` (launches from the collector, from the
-eBPF uprobe with its calibrated cost taken off, and torch.profiler's reference in a separate
-run); ``counts`` (launches from the collector at >= 90k launches/s), ``paced`` (the same at ~100k/s
+below the bound, with the old L beside it; the parts add up and one carries the wait); ``nobacklog``
+(the default mode's push + GPU queue, launches from the collector's callback with all three parts,
+from the eBPF uprobe with its calibrated cost taken off, and torch.profiler's reference in a
+separate run); ``counts`` (the default mode, launches from the kernel records, at >= 90k launches/s), ``paced`` (the same at ~100k/s
 paced), ``crosscheck`` (both sources counted and compared); ``queue`` (`queue run --ebpf-trace`
 with --timing auto works, --timing cupti is refused with exit 2); ``profiler`` (a program with its
 own torch.profiler: its profiler's fate is said); ``cost`` (benchmarks/dispatch_overhead.py: added
