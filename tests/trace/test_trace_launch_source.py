@@ -464,3 +464,7 @@ def test_auto_takes_launches_from_the_activity_records_and_splits_launch_to_star
     assert m["launch_gpu_queue"]["histogram"]["percentiles"]["p50"] == pytest.approx(0.5, abs=0.05)
     assert m["launch_host"]["count"] == 0
     assert m["launch_push"]["timestamp_source"]["from"].startswith("CUPTI latency timestamp")
+    # the cost is what the program pays (a share of its time, a lower bound), not a CPU fraction
+    pc = cuda["observer_cost"]["program_cost"]
+    assert pc["launch_source"] == "activity" and pc["launches"] == m["launch"]["count"]
+    assert pc["share"] is not None and pc["lower_bound"] and pc["share_ci95"][0] <= pc["share"]
