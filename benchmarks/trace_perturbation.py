@@ -206,6 +206,7 @@ def main() -> None:
     ap.add_argument("--decode-steps", type=int, default=64)
     ap.add_argument("--cpp-launches", type=int, default=200_000)
     ap.add_argument("--budget-s", type=float, default=420.0, help="no new round starts after this")
+    ap.add_argument("--torch-share", type=float, default=0.7, help="of the budget, for the torch rounds")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -213,7 +214,7 @@ def main() -> None:
     summary: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "gpu": _gpu()}
     programs = a.programs.split(",")
     if "torch" in programs:
-        torch_budget = start + a.budget_s * (0.7 if "cpp" in programs else 1.0)
+        torch_budget = start + a.budget_s * (a.torch_share if "cpp" in programs else 1.0)
         rounds = torch_rounds(a.modes.split(","), a.rounds, ["--train-steps", str(a.train_steps),
                               "--decode-steps", str(a.decode_steps)], a.out, library, torch_budget)
         summary["torch_rounds"] = rounds

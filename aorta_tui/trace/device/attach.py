@@ -586,7 +586,10 @@ class DeviceSide:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode, "available": self.active}
         if self.vendor == "hip":
+            from aorta_tui.trace.device.latency import ROCM_PARTS
+
             out["hardware"] = "never run on AMD hardware"
+            out["launch_parts"] = ROCM_PARTS  # host / push / GPU queue: which exist there, and why not
         if not self.active:
             out.update(reason=self.reason, fix=self.fix, status=f"not available: {self.reason}")
             return out
