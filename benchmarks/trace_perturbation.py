@@ -106,7 +106,8 @@ def _trace_facts(res: dict[str, Any]) -> dict[str, Any]:
     launch = cuda.get("metrics", {}).get("launch", {})
     return {"launch_source": (res.get("launch_source") or {}).get("mode"), "launches": launch.get("count"),
             "launches_lost": launch.get("lost_events"), "wall_s": res.get("wall_s"),
-            "observer_cost": cuda.get("observer_cost"), "program_cost": cuda.get("program_cost")}
+            "observer_cost": cuda.get("observer_cost"),
+            "program_cost": (cuda.get("observer_cost") or {}).get("program_cost")}
 
 
 def _rotated(modes: list[str], r: int) -> list[str]:
