@@ -8,7 +8,8 @@ every round, so drift and order effects fall on every mode alike), as:
 
 - ``bare``: the reference, untraced, in the same round;
 - ``collector-activity``: the collector with CUPTI's activity records only, no launch callback
-  (``AORTA_CUPTI_DOMAINS=0``): the part of the collector's cost that is CUPTI's kernel tracing;
+  (``AORTA_CUPTI_DOMAINS=0``; since issue 34 with latency timestamps, ``AORTA_CUPTI_LATENCY=0``
+  leaves them off): the part of the collector's cost that is CUPTI's kernel tracing;
   valid when one kernel record per launch arrived;
 - ``collector``: only the CUPTI collector injected (CUDA_INJECTION64_PATH), its records drained
   by a reader in this process, no bpftrace; the run counts only when the collector really sent
