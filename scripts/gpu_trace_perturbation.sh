@@ -3,8 +3,9 @@
 # mode (activity records with latency timestamps) on the backlog program, then
 # benchmarks/trace_perturbation.py (training loop, decode loop, C++ launch loop; bare and every
 # mode, alternating). Stages and their measured wall times (H200, 2026-12-03):
-#   install + bpftrace unpack ~10 s (limit 90); smoke ~15 s (limit 60);
-#   perturbation: budget ARG1 (default 380 s) for the rounds, + the last round.
+#   install + bpftrace unpack 5 s (limit 90); smoke 10 s (limit 60);
+#   perturbation: budget ARG1 (default 380 s; 430 gave 5 torch rounds of 6 modes and 5 C++ rounds
+#   of 4 modes, 420 s) for the rounds, + the last round.
 # Needs .bt/ carried (Debian's bpftrace packages). Usage: bash scripts/gpu_trace_perturbation.sh [budget-s] [rounds]
 set -uo pipefail
 START=$(date +%s)
