@@ -159,6 +159,11 @@ def test_observer_cost_is_calibrated_on_the_probed_library(bpftrace, fakelibs, t
     assert cost["per_hit_us"] > 0 and cost["probe_hits"] == n
     assert cost["cpu_fraction"] == pytest.approx(cost["probe_hits_per_s"] * cost["per_hit_us"] / 1e6, rel=1e-6)
     assert cost["entry_and_return_us"] > 0  # calibrated too, for the *_calls sets
+    # issue 34: what the program pays, from the launches and the calibrated launch uprobe (no
+    # collector here: eBPF only), as a share of the run, never "% of a CPU"
+    pc = cost["program_cost"]
+    assert pc["launches"] == n and pc["added_per_launch_us"] == pytest.approx(cost["per_hit_us"])
+    assert pc["share"] == pytest.approx(n * cost["per_hit_us"] / 1e6 / r["wall_s"], rel=1e-6)
     assert (tmp_path / "cache" / "aorta-tui" / "trace-calibration.json").exists()
 
 

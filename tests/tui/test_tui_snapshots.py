@@ -167,6 +167,23 @@ def test_trace_monitor_launch_to_start(ws: Path, size: str, snap_compare) -> Non
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_trace_monitor_launch_parts(ws: Path, size: str, snap_compare) -> None:
+    # issue 34: the default mode's live split of launch -> start (host / push / GPU queue) and
+    # the program's cost share, from a fake collector record stream through the real join
+    from launch_parts_stream import snapshots
+
+    async def ready(pilot) -> None:  # noqa: ANN001
+        await pilot.press("4")
+        screen = pilot.app.screen
+        screen.query_one("#trace-target", Input).value = "python3 train.py"
+        for snap in snapshots():
+            screen.offer(snap)
+        await _settle(pilot, lambda: screen.redraws >= 1)
+
+    assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_env_diff(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
         await pilot.press("5")

@@ -196,12 +196,19 @@ def _newest_struct(include: Path, base: str) -> str:
 def defines_for(cupti: CuptiInstall) -> dict[str, str]:
     cupti_h = (cupti.include / "cupti.h").read_text(errors="replace")
     act_h = (cupti.include / "cupti_activity.h").read_text(errors="replace")
+    cb_h = ""
+    with contextlib.suppress(OSError):
+        cb_h = (cupti.include / "cupti_callbacks.h").read_text(errors="replace")
     return {
         "AORTA_KERNEL_T": _newest_struct(cupti.include, "Kernel"),
         "AORTA_MEMCPY_T": _newest_struct(cupti.include, "Memcpy"),
         "AORTA_MEMSET_T": _newest_struct(cupti.include, "Memset"),
         "AORTA_INCLUDE_META": "0" if "generated_cuda_meta.h" in cupti_h else "1",
         "AORTA_HAS_TS_CALLBACK": "1" if "cuptiActivityRegisterTimestampCallback" in act_h else "0",
+        # queued/submitted per kernel record (issue 34's default mode)
+        "AORTA_HAS_LATENCY_TS": "1" if "cuptiActivityEnableLatencyTimestamps" in act_h else "0",
+        # CUPTI 13.3+: several subscribers per process where the driver (r610+) allows it
+        "AORTA_HAS_SUBSCRIBE_V2": "1" if "allowMultipleSubscribers" in cb_h else "0",
     }
 
 
