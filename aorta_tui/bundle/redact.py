@@ -41,6 +41,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aorta_tui.bundle.detectors import (
+    ENCODED_RULE,
+    FORMAT_RULE,
+    KEYED_RULE,
+    escaped_forms,
+    find_values,
+    is_count,
+    is_number,
+    key_strength,
+)
 from aorta_tui.core.errors import EnvironmentProblem
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.secrets import (
@@ -66,7 +76,8 @@ TRIAL_SECRET_RULE = "trial_secret"  # a value whose keyed hash the sweep kept
 SCANNER_PREFIX = "detect_secrets."  # + the plugin's class name: detect_secrets.GitHubTokenDetector
 # Rules whose "before" text the review never prints (only its length); a scanner's rules too.
 MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE, HOST_RULE, URL_RULE,
-                          BEARER_RULE, KEYWORD_RULE, PRIVATE_KEY_RULE, TRIAL_SECRET_RULE})
+                          BEARER_RULE, KEYWORD_RULE, PRIVATE_KEY_RULE, TRIAL_SECRET_RULE,
+                          KEYED_RULE, ENCODED_RULE})
 
 SECRET_PLACEHOLDER = "<redacted:secret>"
 ENV_KEYS_PLACEHOLDER = "<redacted:scrub_env_keys>"
@@ -75,6 +86,8 @@ USER_PLACEHOLDER = "<user>"
 # A value seen next to a secret's name is replaced everywhere once it is this long; a shorter
 # one ("1", "yes") would rewrite unrelated text, so it is replaced only next to its name.
 MIN_LITERAL_CHARS = MIN_SECRET_CHARS
+# a number shorter than this is never hidden on its own (only next to its name)
+MIN_NUMBER_CHARS = 20
 # secret_keyword: a value next to a secret's name, written with blanks around `=` or `:` (or a
 # header's `X-Api-Key:`), is hidden when it is this long and looks random: its Shannon entropy
 # per character at least this (`changeme1` has 2.9, a 16-character random token about 3.8).
@@ -160,7 +173,7 @@ class Hit:
         if self.rule == HOME_RULE:
             root = "/Users/" if self.before.startswith("/Users/") else "/home/"
             return f"{root}<{len(self.before) - len(root)} chars>"
-        masked = self.rule in MASKED_RULES or self.rule.startswith(SCANNER_PREFIX)
+        masked = self.rule in MASKED_RULES or self.rule.startswith((SCANNER_PREFIX, FORMAT_RULE))
         return f"<{len(self.before)} chars>" if masked else self.before
 
 
@@ -177,15 +190,24 @@ class Scrubber:
     # -- what is a value to hide -----------------------------------------------------------
     def name_rule(self, name: str) -> str | None:
         """The rule that hides ``name``'s value, or None."""
-        if is_secret_name(name):
+        if is_secret_name(name) or key_strength(name) == 2:  # SecretAccessKey too
             return SECRET_RULE
         if any(fnmatch.fnmatchcase(name, g) for g in self.config.scrub_env_keys):
             return ENV_KEYS_RULE
         return None
 
     def learn(self, value: str, rule: str) -> None:
-        if len(value) >= MIN_LITERAL_CHARS and not _kept(value) and value not in self.values:
+        # a number is no secret to hide everywhere: 131072 under num_tokens would take every
+        # buffer size and sequence length of the run with it
+        if len(value) >= MIN_LITERAL_CHARS and not _kept(value) and value not in self.values \
+                and not (is_number(value) and len(value) < MIN_NUMBER_CHARS) \
+                and _PLACEHOLDER_RE.search(value) is None:
             self.values[value] = SECRET_VALUE_RULE if rule == SECRET_RULE else rule
+
+    def holds_value(self, text: str) -> bool:
+        """Whether ``text`` shows a value learned so far."""
+        regex = self._literal_regex()
+        return regex is not None and regex.search(text) is not None
 
     def learn_text(self, text: str) -> None:
         """Remember every secret value ``text`` shows: next to a hidden name, in a URL or a
@@ -194,8 +216,9 @@ class Scrubber:
         for regex in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE):
             for m in regex.finditer(text):
                 rule = self.name_rule(m.group("name"))
-                if rule is not None:
-                    self.learn(_unquote(m.group("value")), rule)
+                value = _unquote(m.group("value"))
+                if rule is not None and not is_count(m.group("name"), value):
+                    self.learn(value, rule)
         for _start, _end, password in url_credentials(text):  # the password of user:password@
             self.learn(password, URL_RULE)
         for m in _BEARER_RE.finditer(text):
@@ -209,6 +232,13 @@ class Scrubber:
         for ledger in self.ledgers:
             for value in hashed_values(text, ledger):
                 self.learn(value, TRIAL_SECRET_RULE)
+        for rule, value in find_values(text):  # detectors.py: keys, formats, seams
+            for form in escaped_forms(value):
+                self.learn(form, rule)
+        if "\\/" in text:  # https:\/\/user:pass@host in a JSON string read as text
+            for _start, _end, password in url_credentials(text.replace("\\/", "/")):
+                for form in escaped_forms(password):
+                    self.learn(form, URL_RULE)
 
     def learn_json(self, doc: Any) -> None:
         """Remember the values of hidden names in a parsed JSON document (any depth), and what
@@ -216,7 +246,7 @@ class Scrubber:
         as the text they stand for)."""
         for _path, name, value in _named_strings(doc):
             rule = self.name_rule(name)
-            if rule is not None:
+            if rule is not None and not is_count(name, value):
                 self.learn(value, rule)
         for leaf in _strings(doc):
             if json.dumps(leaf, ensure_ascii=False)[1:-1] != leaf:  # the raw text read it
@@ -271,7 +301,7 @@ class Scrubber:
             def repl(m: re.Match[str]) -> str:
                 rule = self.name_rule(m.group("name"))
                 value = _unquote(m.group("value"))
-                if rule is None or _kept(value):
+                if rule is None or _kept(value) or is_count(m.group("name"), value):
                     return m.group(0)
                 placeholder = _placeholder(rule)
                 quoted = _requote(m.group("value"), placeholder)
@@ -314,11 +344,14 @@ class Scrubber:
         def walk(node: Any, path: str, hidden_by: str | None) -> Any:
             if isinstance(node, dict):
                 out: dict[str, Any] = {}
+                named = _k8s_name(node)  # {"name": "DB_PASSWORD", "value": "..."}
                 for key, value in node.items():
                     sub = f"{path}.{key}" if path else str(key)
                     rule = self.name_rule(key) if isinstance(key, str) else None
+                    if rule is not None and is_count(key, str(value)):
+                        rule = None  # num_tokens: 131072 is evidence
                     # an env snapshot keeps a variable as {"value": ..., "state": ...}
-                    inner = hidden_by if key == "value" else rule
+                    inner = (hidden_by or named) if key == "value" else rule
                     # a variable's name is kept as it is (a value may be a part of it: SECRET)
                     new_key = key if rule is not None or not isinstance(key, str) else \
                         self._leaf(key, sub, state, hits)
@@ -326,6 +359,10 @@ class Scrubber:
                 return out
             if isinstance(node, list):
                 return [walk(v, f"{path}[{i}]", None) for i, v in enumerate(node)]
+            if hidden_by is not None and isinstance(node, (int, float)) \
+                    and not isinstance(node, bool):  # "password": 12345678
+                hits.append((path, Hit(hidden_by, 0, str(node), SECRET_PLACEHOLDER, path)))
+                return _placeholder(hidden_by)
             if isinstance(node, str):
                 if hidden_by is not None and not _kept(node):
                     placeholder = _placeholder(hidden_by)
@@ -448,6 +485,14 @@ def _host_regex(hosts: tuple[str, ...]) -> re.Pattern[str]:
     return _HOST_CACHE[hosts]
 
 
+def _k8s_name(node: dict[Any, Any]) -> str | None:
+    """SECRET_RULE for a ``{"name": NAME, "value": v}`` entry whose NAME names a secret."""
+    name = node.get("name")
+    if isinstance(name, str) and "value" in node and key_strength(name) == 2:
+        return SECRET_RULE
+    return None
+
+
 def _named_strings(doc: Any) -> Iterable[tuple[str, str, str]]:
     """(path, name, value) for every string under a name: ``{"NAME": "v"}`` and the env
     snapshot's ``{"NAME": {"value": "v"}}``."""
@@ -459,6 +504,8 @@ def _named_strings(doc: Any) -> Iterable[tuple[str, str, str]]:
                 sub = f"{path}.{key}"
                 if isinstance(value, str) and isinstance(key, str):
                     yield sub, key, value
+                    if key == "value" and _k8s_name(node):
+                        yield sub, node["name"], value
                 elif isinstance(value, dict) and isinstance(value.get("value"), str) \
                         and isinstance(key, str):
                     yield sub, key, value["value"]
@@ -530,6 +577,9 @@ SCANNER_EXCLUDED = {
     "PrivateKeyDetector": "it finds the first line; the private_key rule hides the whole block",
     "BasicAuthDetector": "url_credentials also finds passwords holding '@' or '/'",
 }
+# a plugin whose pattern also matches words: Artifactory's AKC/AP prefixes took the cell names
+# APEXbaseline and AKCmitigations (real Artifactory keys are 64 characters or more)
+SCANNER_MIN_CHARS = {SCANNER_PREFIX + "ArtifactoryDetector": 40}
 SCANNER_HINT = "pip install 'detect-secrets>=1.5,<2' (a dependency of aorta-tui: reinstall it)"
 
 
@@ -561,7 +611,7 @@ def scanner_findings(text: str) -> list[tuple[str, str]]:
         for m in regex.finditer(text):
             groups = [g for g in m.groups() if isinstance(g, str) and len(g) >= 8]
             value = max(groups, key=len) if groups else m.group(0).strip(" \t\r\n\"'=:")
-            if value:
+            if value and len(value) >= SCANNER_MIN_CHARS.get(rule, 0):
                 out.append((rule, value))
     return out
 
