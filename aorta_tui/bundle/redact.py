@@ -88,6 +88,7 @@ USER_PLACEHOLDER = "<user>"
 MIN_LITERAL_CHARS = MIN_SECRET_CHARS
 # a number shorter than this is never hidden on its own (only next to its name)
 MIN_NUMBER_CHARS = 20
+BLOCK_LINES = 256
 # secret_keyword: a value next to a secret's name, written with blanks around `=` or `:` (or a
 # header's `X-Api-Key:`), is hidden when it is this long and looks random: its Shannon entropy
 # per character at least this (`changeme1` has 2.9, a 16-character random token about 3.8).
@@ -98,10 +99,10 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 # NAME=value as a shell, an env file or a log writes it: 'single', "double" or bare (to the
 # next blank, quote, comma, semicolon or bracket). The name must start a word.
 _ASSIGN_RE = re.compile(
-    rf"(?<![A-Za-z0-9_])(?P<name>{_NAME})=(?P<value>'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\""
+    rf"(?<![A-Za-z0-9_])(?P<name>{_NAME})=(?P<value>'[^'\n]*'|\"(?:[^\"\\\n]|\\[^\n])*\""
     r"|[^\s'\",;()\[\]{}|<>`\x00]+)")
 # "NAME": "value" (JSON written on one line, or a line of a JSON file read as text).
-_JSON_PAIR_RE = re.compile(rf"\"(?P<name>{_NAME})\"\s*:\s*(?P<value>\"(?:[^\"\\\n]|\\.)*\")")
+_JSON_PAIR_RE = re.compile(rf"\"(?P<name>{_NAME})\"[ \t]*:[ \t]*(?P<value>\"(?:[^\"\\\n]|\\[^\n])*\")")
 # NAME: value as YAML writes a mapping entry (at a line start, after indentation or "- ").
 _YAML_PAIR_RE = re.compile(
     rf"^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<name>{_NAME}):[ \t]+(?P<value>[^\s#][^\n]*?)[ \t]*$",
@@ -122,7 +123,7 @@ _PUTTY_RE = re.compile(r"PuTTY-User-Key-File-\d+:")
 _PUTTY_END = "Private-MAC:"
 # the token of an Authorization header as a log or a curl -v prints it
 _BEARER_RE = re.compile(
-    r"(?P<lead>\bAuthorization:\s*(?:(?:Bearer|Basic|token)\s+)?|\bBearer\s+)"
+    r"(?P<lead>\bAuthorization:[ \t]*(?:(?:Bearer|Basic|token)[ \t]+)?|\bBearer[ \t]+)"
     r"(?P<tok>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
 _HOME_RE = re.compile(r"(?P<root>/home/|/Users/)(?P<user>[^/\s\"'<>:;,]+)(?=/|[\s\"'<>:;,]|$)")
 
@@ -257,10 +258,23 @@ class Scrubber:
         """``text`` with every rule applied, line by line, and what changed on which line."""
         hits: list[Hit] = []
         out: list[str] = []
-        for number, line in enumerate(split_lines(text), start=1):
-            new, line_hits = self.scrub_line(line, state, number)
-            out.append(new)
-            hits.extend(line_hits)
+        lines = split_lines(text)
+        # Blocks of lines first: a block nothing matches in (most of a log) is kept in one
+        # pass of each rule; a block with a finding is done again line by line, for the line
+        # numbers. No rule's match crosses a line end, so the block finds what the lines do.
+        for first in range(0, len(lines), BLOCK_LINES):
+            block = lines[first:first + BLOCK_LINES]
+            key_end = state.key_end
+            whole = "".join(block)
+            _new, block_hits = self.scrub_line(whole, state, 0)
+            if not block_hits:
+                out.append(whole)
+                continue
+            state.key_end = key_end
+            for number, line in enumerate(block, start=first + 1):
+                new, line_hits = self.scrub_line(line, state, number)
+                out.append(new)
+                hits.extend(line_hits)
         return "".join(out), hits
 
     def scrub_name(self, name: str) -> str:

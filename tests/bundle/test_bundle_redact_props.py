@@ -9,7 +9,7 @@ import re
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.bundle.archive import redact_file
+from aorta_tui.bundle.content import redact_file
 from aorta_tui.bundle.redact import (
     FileState,
     RedactionConfig,
