@@ -24,12 +24,13 @@ FILES = 300
 
 
 def _swapper(run: Path, target: Path, stop: threading.Event) -> None:
-    data, parked = run / "data", run / "data.parked"
+    data, parked = run / "data", run.parent / "parked"  # outside the run: never listed
     while not stop.is_set():
+        # each state a millisecond: the listing sees the real directory half the time
+        stop.wait(0.001)
         os.rename(data, parked)
         os.symlink(target, data)
-        for _ in range(200):  # hold each state a moment; no sleep granularity needed
-            pass
+        stop.wait(0.001)
         os.unlink(data)
         os.rename(parked, data)
 
