@@ -52,7 +52,7 @@ _ANSI_RE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\
 _VALUE = r"""(?P<q>["'])?(?P<value>(?(q)[^"'\n]+|[^\s"'`,;&<>(){}\[\]|\\]+))"""
 # key <sep> value: =, :, :=, =>, with optional quotes around the key (JSON, PHP, Ruby)
 _PAIR_RE = re.compile(
-    r"""(?<![\w.-])["']?(?P<key>[A-Za-z_][\w.-]{0,80})["']?(?P<sp1>[ \t]*)"""
+    r"""(?<![\w.-])(?P<kq>["'])?(?P<key>[A-Za-z_][\w.-]{0,80})["']?(?P<sp1>[ \t]*)"""
     r"""(?P<sep>:=|=>|=|:)(?P<sp2>[ \t]*)""" + _VALUE)
 # --flag value / --flag=value
 _FLAG_RE = re.compile(r"(?<![\w-])--(?P<key>[A-Za-z][\w-]{0,80})(?:=|[ \t]+)" + _VALUE)
@@ -229,7 +229,8 @@ def find_values(text: str) -> list[tuple[str, str]]:
 
 def _spans(text: str) -> Iterator[tuple[str, int, int]]:
     for m in _PAIR_RE.finditer(text):
-        spaced = bool(m.group("sp1") or m.group("sp2")) and not m.group("q")
+        # blanks around the separator read as prose unless the key or value is quoted
+        spaced = bool(m.group("sp1") or m.group("sp2")) and not (m.group("q") or m.group("kq"))
         if keyed_value_ok(m.group("key"), m.group("value"), spaced):
             yield KEYED_RULE, m.start("value"), m.end("value")
     for literal, regex in (("--", _FLAG_RE), ("value", _K8S_JSON_RE), ("value", _K8S_YAML_RE)):

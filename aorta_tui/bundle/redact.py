@@ -86,8 +86,9 @@ USER_PLACEHOLDER = "<user>"
 # A value seen next to a secret's name is replaced everywhere once it is this long; a shorter
 # one ("1", "yes") would rewrite unrelated text, so it is replaced only next to its name.
 MIN_LITERAL_CHARS = MIN_SECRET_CHARS
-# a number shorter than this is never hidden on its own (only next to its name)
-MIN_NUMBER_CHARS = 20
+# a number shorter than this is never hidden on its own (only next to its name): 131072 is
+# a buffer size and a sequence length as often as a token count
+MIN_NUMBER_CHARS = 8
 BLOCK_LINES = 256
 # secret_keyword: a value next to a secret's name, written with blanks around `=` or `:` (or a
 # header's `X-Api-Key:`), is hidden when it is this long and looks random: its Shannon entropy
