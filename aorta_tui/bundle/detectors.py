@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import re
 from collections.abc import Iterator
 
@@ -100,6 +101,7 @@ def key_words(key: str) -> list[str]:
     return [w for w in re.split(r"[_.\-]+", spaced.upper()) if w]
 
 
+@functools.lru_cache(maxsize=8192)  # a log names the same few keys a million times
 def key_strength(key: str) -> int:
     """2: the key names a secret; 1: a weaker word (the value must look random); 0: no."""
     words = key_words(key)

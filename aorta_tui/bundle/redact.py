@@ -192,11 +192,7 @@ class Scrubber:
     # -- what is a value to hide -----------------------------------------------------------
     def name_rule(self, name: str) -> str | None:
         """The rule that hides ``name``'s value, or None."""
-        if is_secret_name(name) or key_strength(name) == 2:  # SecretAccessKey too
-            return SECRET_RULE
-        if any(fnmatch.fnmatchcase(name, g) for g in self.config.scrub_env_keys):
-            return ENV_KEYS_RULE
-        return None
+        return _name_rule(name, self.config.scrub_env_keys)
 
     def learn(self, value: str, rule: str) -> None:
         # a number is no secret to hide everywhere: 131072 under num_tokens would take every
@@ -500,6 +496,15 @@ def _host_regex(hosts: tuple[str, ...]) -> re.Pattern[str]:
     return _HOST_CACHE[hosts]
 
 
+@functools.lru_cache(maxsize=8192)  # a log names the same few variables a million times
+def _name_rule(name: str, globs: tuple[str, ...]) -> str | None:
+    if is_secret_name(name) or key_strength(name) == 2:  # SecretAccessKey too
+        return SECRET_RULE
+    if any(fnmatch.fnmatchcase(name, g) for g in globs):
+        return ENV_KEYS_RULE
+    return None
+
+
 def _k8s_name(node: dict[Any, Any]) -> str | None:
     """SECRET_RULE for a ``{"name": NAME, "value": v}`` entry whose NAME names a secret."""
     name = node.get("name")
@@ -641,6 +646,16 @@ def hashed_values(text: str, ledger: SecretHashes) -> set[str]:
     lengths = sorted(ledger.lengths)
     if not lengths or not text:
         return set()
+    # each distinct blank-separated word once: a log repeats its words, and a value never
+    # starts or ends with a blank (one holding a blank inside is hidden next to its name only)
+    found: set[str] = set()
+    for word in set(text.split()):
+        if len(word) >= lengths[0]:
+            found |= _hashed_in(word, ledger, lengths)
+    return found
+
+
+def _hashed_in(text: str, ledger: SecretHashes, lengths: list[int]) -> set[str]:
     starts = [m.start() for m in _BOUNDARY_RE.finditer(text)]
     marks = bytearray(len(text) + 1)
     for i in starts:
