@@ -150,8 +150,9 @@ def _text_codec(data: bytes) -> Callable[[], Layer] | None:
 
 
 def _detect_codec(data: bytes) -> tuple[str | None, bytes]:
-    for bom, codec in _BOMS:
-        if data.startswith(bom):
+    marked = [(codec, bom) for bom, codec in _BOMS if data.startswith(bom)]
+    for codec, bom in marked:  # FF FE 00 00 is UTF-32's mark, or UTF-16's before a NUL
+        if len(marked) == 1 or _decodes(data[len(bom):], codec):
             return codec, bom
     if len(data) < 16 or len(data) % 2:
         return None, b""
@@ -160,6 +161,14 @@ def _detect_codec(data: bytes) -> tuple[str | None, bytes]:
         if len(data) % width == 0 and _looks_like(sample[: len(sample) // width * width], codec):
             return codec, b""
     return None, b""
+
+
+def _decodes(data: bytes, codec: str) -> bool:
+    try:
+        data.decode(codec)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _looks_like(sample: bytes, codec: str) -> bool:
