@@ -410,9 +410,21 @@ def check_output(output: Path, inputs: list[BundleInput]) -> None:
                                  hint=hint)
     out = output.resolve()
     for inp in inputs:
+        if inp.kind == "queue-result" and (out == inp.path.resolve() or _same_file(output, inp.path)):
+            raise UsageError(f"{output} is the input {inp.path}: the archive would replace the "
+                             "result it bundles", hint="pass -o with another name, e.g. -o "
+                             f"{inp.path.stem}.bundle.tar.gz")
         if inp.kind != "queue-result" and out.is_relative_to(inp.path.resolve()):
             raise UsageError(f"{output} is inside {inp.path}: the next bundle would hold this one",
                              hint="write the archive outside the run directory")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """One file under two names (a hard link, a bind mount): replacing one replaces both."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def archive_name(output: Path) -> str:
@@ -516,4 +528,15 @@ def review_bundle(req: BundleRequest) -> tuple[list[dict[str, Any]], list[dict[s
         if res.truncated:
             notes.append({"file": res.arcpath,
                           "note": f"cut to head and tail: {res.truncated['cut_bytes']} bytes left out"})
+    rows.sort(key=lambda r: (severity(r["rule"]), r["file"], r["line"]))  # secrets first
     return rows, notes
+
+
+# the review's order: what would leak a credential first, then who and where, then layout
+_SEVERITY = {"scrub_env_keys": 1, "home_user": 2, "hostname": 3, "scrub_ip_addresses": 4,
+             "scrub_paths": 5}
+
+
+def severity(rule: str) -> int:
+    """0 for every rule that hides a secret, then user names, hosts, addresses, paths."""
+    return _SEVERITY.get(rule, 0)

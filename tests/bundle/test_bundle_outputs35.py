@@ -38,3 +38,18 @@ def test_a_file_name_that_is_not_utf8_is_archived_escaped(tmp_path: Path) -> Non
     with tarfile.open(tmp_path / "t.tar.gz") as tar:
         member = tar.extractfile("t/run/odd\\xff\\xfename.log")
         assert member is not None and b"hf_abc" not in member.read()
+
+
+def test_review_puts_secrets_first_and_sums_up_path_rewrites(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "journal.jsonl").write_text("")
+    paths = "\n".join(f"loading /data/shard-{i:04}/part.bin" for i in range(200))
+    (run / "a.log").write_text(paths + "\nHF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123456789\n")
+    (tmp_path / "scrub.yaml").write_text("scrub_paths: true\n")
+    proc = aorta("bundle", str(run), "--review", "--redaction-from", "scrub.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(("secret_env", "token_format", "secret_value")), lines[:3]
+    path_lines = [ln for ln in lines if ln.startswith("scrub_paths")]
+    assert path_lines == ["scrub_paths          200 rewrites in 1 files (--json lists each)"]
