@@ -279,11 +279,12 @@ def _hostnames(inputs: list[BundleInput]) -> tuple[str, ...]:
 def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
     hosts = _hostnames(req.inputs) if req.hostnames else ()
     values: dict[str, str] = {}  # one set of learned secret values for every input
+    aliases: dict[str, int] = {}  # and one numbering of the names that had to be scrubbed
     out = {}
     for inp in req.inputs:
         cfg = inp.redaction.merged(req.extra)
         cfg = RedactionConfig(cfg.scrub_env_keys, cfg.scrub_paths, cfg.scrub_ip_addresses, hosts)
-        out[inp.name] = Scrubber(cfg, values)
+        out[inp.name] = Scrubber(cfg, values, aliases=aliases)
     # The values the trials ran with, by the keyed hashes each run kept (any run's value is
     # hidden in every input: one run's log may print another's token).
     ledgers = [h for inp in req.inputs if inp.kind in _KEEPS_HASHES

@@ -80,6 +80,8 @@ MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE, HOST_RU
                           KEYED_RULE, ENCODED_RULE})
 
 SECRET_PLACEHOLDER = "<redacted:secret>"
+# JSON keys whose string value is a name the recipe chose: scrubbed, it stays distinct (#N)
+NAMED_KEYS = frozenset({"cell", "ticket", "cell_name", "mitigation"})
 ENV_KEYS_PLACEHOLDER = "<redacted:scrub_env_keys>"
 USER_PLACEHOLDER = "<user>"
 
@@ -108,6 +110,7 @@ _JSON_PAIR_RE = re.compile(rf"\"(?P<name>{_NAME})\"[ \t]*:[ \t]*(?P<value>\"(?:[
 _YAML_PAIR_RE = re.compile(
     rf"^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<name>{_NAME}):[ \t]+(?P<value>[^\s#][^\n]*?)[ \t]*$",
     re.MULTILINE)
+_NAME_RE = re.compile(_NAME)
 _VAR_REF_RE = re.compile(rf"\$(?:{_NAME}|\{{{_NAME}\}})")
 # user:password@ of a URL (a git remote, a proxy, a model hub mirror): where the password
 # ends is decided by url_credentials (it may hold '@' and '/')
@@ -188,6 +191,7 @@ class Scrubber:
     # the keyed hashes of the values the trials ran with (one per run: each has its own salt)
     ledgers: list[SecretHashes] = field(default_factory=list)
     _literal_re: tuple[int, re.Pattern[str] | None] = (-1, None)
+    aliases: dict[str, int] = field(default_factory=dict)  # scrubbed names -> their #N
 
     # -- what is a value to hide -----------------------------------------------------------
     def name_rule(self, name: str) -> str | None:
@@ -365,8 +369,11 @@ class Scrubber:
                     inner = (hidden_by or named) if key == "value" else rule
                     # a variable's name is kept as it is (a value may be a part of it: SECRET)
                     new_key = key if rule is not None or not isinstance(key, str) else \
-                        self._leaf(key, sub, state, hits)
-                    out[new_key] = walk(value, sub, inner)
+                        self.distinct(key, self._leaf(key, sub, state, hits))
+                    new_value = walk(value, sub, inner)
+                    if key in NAMED_KEYS and isinstance(value, str) and new_value != value:
+                        new_value = self.distinct(value, new_value)
+                    out[new_key] = new_value
                 return out
             if isinstance(node, list):
                 return [walk(v, f"{path}[{i}]", None) for i, v in enumerate(node)]
@@ -383,6 +390,15 @@ class Scrubber:
             return node
 
         return walk(doc, "", None), hits
+
+    def distinct(self, original: str, scrubbed: str) -> str:
+        """A name the recipe chose (a cell, a ticket, a JSON key) that had to be scrubbed, kept
+        apart from every other: ``#N`` after it, N the same for one original throughout the
+        bundle, so two cells never become one series or one key."""
+        if scrubbed == original:
+            return original
+        number = self.aliases.setdefault(original, len(self.aliases) + 1)
+        return f"{scrubbed}#{number}"
 
     def _leaf(self, text: str, path: str, state: FileState, hits: list[tuple[str, Hit]]) -> str:
         new, line_hits = self.scrub_line(text, state, 0)
@@ -498,7 +514,8 @@ def _host_regex(hosts: tuple[str, ...]) -> re.Pattern[str]:
 
 @functools.lru_cache(maxsize=8192)  # a log names the same few variables a million times
 def _name_rule(name: str, globs: tuple[str, ...]) -> str | None:
-    if is_secret_name(name) or key_strength(name) == 2:  # SecretAccessKey too
+    # SecretAccessKey too, but only a name: a key like env.HF_TOKEN.hf_x holds a value
+    if is_secret_name(name) or (_NAME_RE.fullmatch(name) and key_strength(name) == 2):
         return SECRET_RULE
     if any(fnmatch.fnmatchcase(name, g) for g in globs):
         return ENV_KEYS_RULE

@@ -50,8 +50,11 @@ class LabelSanitiser:
         flat = "".join(ch if ch.isprintable() else " " for ch in text)
         self._scrubber.learn_text(flat)
         scrubbed, _hits = self._scrubber.scrub_line(flat, FileState(), 0)
+        # two cells whose names held secrets stay two series: <redacted:secret>#1, #2
+        scrubbed = self._scrubber.distinct(flat, scrubbed)
         if len(scrubbed) > MAX_LABEL_CHARS:
-            scrubbed = scrubbed[: MAX_LABEL_CHARS - 3] + "..."
+            tail = scrubbed[scrubbed.rfind("#"):] if scrubbed != flat else ""
+            scrubbed = scrubbed[: MAX_LABEL_CHARS - 3 - len(tail)] + "..." + tail
         return scrubbed
 
 
