@@ -59,9 +59,9 @@ def test_a_value_next_to_a_secret_key_never_survives(form: str, value: str, befo
 @given(st.text(ALNUM, min_size=20, max_size=60), st.integers(1, 18),
        st.sampled_from(["\x1b[0m", "\x1b[1;32m", "\x1b]0;t\x07"]))
 def test_a_coloured_or_wrapped_value_never_survives(value: str, cut: int, code: str) -> None:
-    from aorta_tui.bundle.detectors import looks_random
+    from aorta_tui.bundle.detectors import is_number, looks_random
 
-    assume(looks_random(value))
+    assume(looks_random(value) and not is_number(value[:cut]) and not is_number(value[cut:]))
     coloured = f"\x1b[1mAPI_TOKEN\x1b[0m={code}{value[:cut]}{code}{value[cut:]}\n"
     out = _scrubbed(coloured)
     assert not _leaks(value[:cut], out) or cut < 6
