@@ -617,6 +617,30 @@ SCANNER_EXCLUDED = {
 # a plugin whose pattern also matches words: Artifactory's AKC/AP prefixes took the cell names
 # APEXbaseline and AKCmitigations (real Artifactory keys are 64 characters or more)
 SCANNER_MIN_CHARS = {SCANNER_PREFIX + "ArtifactoryDetector": 40}
+# words (lower case) without one of which a plugin's pattern cannot match: its pass is
+# skipped. The keyword plugins try an empty prefix at every position (about 1 s per 10 MB each)
+_KEYWORDS = ("key", "pw", "pass", "token", "secret")
+SCANNER_GATES = {"IbmCosHmacDetector": _KEYWORDS, "IbmCloudIamDetector": _KEYWORDS,
+                 "CloudantDetector": (*_KEYWORDS, "cloudant"),
+                 "SoftlayerDetector": (*_KEYWORDS, "softlayer"),
+                 "ArtifactoryDetector": ("akc", "ap"), "MailchimpDetector": ("-us",),
+                 "AWSKeyDetector": ("aws", "akia", "asia", "abia", "acca", "a3t"),
+                 "SlackDetector": ("xox", "hooks.slack.com"), "TelegramBotTokenDetector": (":",)}
+def _lines_with(text: str, lower: str, words: tuple[str, ...]) -> str:
+    """The lines of ``text`` that hold one of ``words`` (``lower`` is ``text`` lower-cased),
+    joined by newlines: str.find runs in C, one step per line found."""
+    spans: set[tuple[int, int]] = set()
+    for word in words:
+        pos = lower.find(word)
+        while pos >= 0:
+            start = lower.rfind("\n", 0, pos) + 1
+            end = lower.find("\n", pos)
+            end = len(lower) if end < 0 else end
+            spans.add((start, end))
+            pos = lower.find(word, end)
+    return "\n".join(text[a:b] for a, b in sorted(spans))
+
+
 SCANNER_HINT = "pip install 'detect-secrets>=1.5,<2' (a dependency of aorta-tui: reinstall it)"
 
 
@@ -644,8 +668,18 @@ def scanner_findings(text: str) -> list[tuple[str, str]]:
     group of the match of 8 characters or more (a keyword plugin captures the value), else
     the whole match without the blanks, quotes, ``=`` and ``:`` around it."""
     out: list[tuple[str, str]] = []
+    gated: dict[tuple[str, ...], str] = {}
+    lower = text.lower()
     for rule, regex in scanner_patterns():
-        for m in regex.finditer(text):
+        gate = SCANNER_GATES.get(rule.removeprefix(SCANNER_PREFIX))
+        where = text
+        # only the lines holding one of the words (no match crosses a line); lower() that
+        # changes the length (a dotted capital I) would misplace them: the whole text then
+        if gate is not None and len(lower) == len(text):
+            if gate not in gated:
+                gated[gate] = _lines_with(text, lower, gate)
+            where = gated[gate]
+        for m in regex.finditer(where):
             groups = [g for g in m.groups() if isinstance(g, str) and len(g) >= 8]
             value = max(groups, key=len) if groups else m.group(0).strip(" \t\r\n\"'=:")
             if value and len(value) >= SCANNER_MIN_CHARS.get(rule, 0):
