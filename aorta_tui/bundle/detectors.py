@@ -53,7 +53,10 @@ _ANSI_RE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\
 _VALUE = r"""(?P<q>["'])?(?P<value>(?(q)[^"'\n]+|[^\s"'`,;&<>(){}\[\]|\\]+))"""
 # key <sep> value: =, :, :=, =>, with optional quotes around the key (JSON, PHP, Ruby)
 _PAIR_RE = re.compile(
-    r"""(?<![\w.-])(?P<kq>["'])?(?P<key>[A-Za-z_][\w.-]{0,80})["']?(?P<sp1>[ \t]*)"""
+    r"""(?<![\w.-])(?P<kq>["'])?"""
+    # a key that can name a secret holds one of these (the rest fail inside the engine)
+    r"""(?=[\w.-]*?(?i:token|secret|pass|credential|cookie|key|auth|sig|pwd|private|session))"""
+    r"""(?P<key>[A-Za-z_][\w.-]{0,80})["']?(?P<sp1>[ \t]*)"""
     r"""(?P<sep>:=|=>|=|:)(?P<sp2>[ \t]*)""" + _VALUE)
 # --flag value / --flag=value
 _FLAG_RE = re.compile(r"(?<![\w-])--(?P<key>[A-Za-z][\w-]{0,80})(?:=|[ \t]+)" + _VALUE)

@@ -111,6 +111,13 @@ _YAML_PAIR_RE = re.compile(
     rf"^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<name>{_NAME}):[ \t]+(?P<value>[^\s#][^\n]*?)[ \t]*$",
     re.MULTILINE)
 _NAME_RE = re.compile(_NAME)
+# The same three, for names that can be a secret's only: each such name holds one of these
+# (core/secrets.py's words, camelCase included), so the millions of `step=1` a log prints
+# fail inside the regex engine instead of in Python. Used when no scrub_env_keys glob could
+# name any other variable.
+_SECRETISH = r"(?=[A-Za-z0-9_]*?(?i:token|secret|passw|passphrase|credential|cookie|key))"
+_SECRET_PAIR_RES = tuple(re.compile(rx.pattern.replace("(?P<name>", _SECRETISH + "(?P<name>", 1),
+                                    rx.flags) for rx in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE))
 _VAR_REF_RE = re.compile(rf"\$(?:{_NAME}|\{{{_NAME}\}})")
 # user:password@ of a URL (a git remote, a proxy, a model hub mirror): where the password
 # ends is decided by url_credentials (it may hold '@' and '/')
@@ -119,7 +126,8 @@ _URL_START_RE = re.compile(
 _URL_HOST_RE = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(?::\d*)?(?![A-Za-z0-9._~%@:-])")
 # NAME = value, NAME: value, NAME := value, NAME => value, 'NAME' => 'value' (secret_keyword)
 _KEYWORD_RE = re.compile(
-    r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
+    r"(?<![A-Za-z0-9_.-])(?=[A-Za-z0-9_.-]*?(?i:token|secret|passw|passphrase|credential|cookie"
+    r"|key))(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
     r"[\"']?(?P<value>[^\s\"'`,;()\[\]{}<>|\x00]+)")
 # a private key's armour (PEM, OpenSSH) and a PuTTY key file's first line
 _PEM_BEGIN_RE = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----")
@@ -198,6 +206,11 @@ class Scrubber:
         """The rule that hides ``name``'s value, or None."""
         return _name_rule(name, self.config.scrub_env_keys)
 
+    def _pair_regexes(self) -> tuple[re.Pattern[str], ...]:
+        if self.config.scrub_env_keys:
+            return (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE)
+        return _SECRET_PAIR_RES
+
     def learn(self, value: str, rule: str) -> None:
         # a number is no secret to hide everywhere: 131072 under num_tokens would take every
         # buffer size and sequence length of the run with it
@@ -215,7 +228,7 @@ class Scrubber:
         """Remember every secret value ``text`` shows: next to a hidden name, in a URL or a
         header, in a format the scanner knows, random-looking next to a secret's name, or one
         whose keyed hash a trial's run kept."""
-        for regex in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE):
+        for regex in self._pair_regexes():
             for m in regex.finditer(text):
                 rule = self.name_rule(m.group("name"))
                 value = _unquote(m.group("value"))
@@ -267,9 +280,10 @@ class Scrubber:
             block = lines[first:first + BLOCK_LINES]
             key_end = state.key_end
             whole = "".join(block)
-            _new, block_hits = self.scrub_line(whole, state, 0)
-            if not block_hits:
-                out.append(whole)
+            new, block_hits = self.scrub_line(whole, state, first + 1)
+            if not block_hits or len(block) == 1:  # one line (a 10 MB one): done already
+                out.append(new)
+                hits.extend(block_hits)
                 continue
             state.key_end = key_end
             for number, line in enumerate(block, start=first + 1):
@@ -312,7 +326,7 @@ class Scrubber:
         return line, hits
 
     def _assignments(self, line: str, number: int, hits: list[Hit]) -> str:
-        for regex in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE):
+        for regex in self._pair_regexes():
             def repl(m: re.Match[str]) -> str:
                 rule = self.name_rule(m.group("name"))
                 value = _unquote(m.group("value"))
@@ -620,25 +634,33 @@ SCANNER_MIN_CHARS = {SCANNER_PREFIX + "ArtifactoryDetector": 40}
 # words (lower case) without one of which a plugin's pattern cannot match: its pass is
 # skipped. The keyword plugins try an empty prefix at every position (about 1 s per 10 MB each)
 _KEYWORDS = ("key", "pw", "pass", "token", "secret")
+GATE_REACH = 256
 SCANNER_GATES = {"IbmCosHmacDetector": _KEYWORDS, "IbmCloudIamDetector": _KEYWORDS,
                  "CloudantDetector": (*_KEYWORDS, "cloudant"),
                  "SoftlayerDetector": (*_KEYWORDS, "softlayer"),
                  "ArtifactoryDetector": ("akc", "ap"), "MailchimpDetector": ("-us",),
                  "AWSKeyDetector": ("aws", "akia", "asia", "abia", "acca", "a3t"),
                  "SlackDetector": ("xox", "hooks.slack.com"), "TelegramBotTokenDetector": (":",)}
-def _lines_with(text: str, lower: str, words: tuple[str, ...]) -> str:
-    """The lines of ``text`` that hold one of ``words`` (``lower`` is ``text`` lower-cased),
-    joined by newlines: str.find runs in C, one step per line found."""
-    spans: set[tuple[int, int]] = set()
+def _near_words(text: str, lower: str, words: tuple[str, ...]) -> str:
+    """The parts of ``text`` within :data:`GATE_REACH` characters of one of ``words``
+    (``lower`` is ``text`` lower-cased), joined by newlines: a keyword plugin's match holds
+    its word and is shorter than that, so it lies inside one part. str.find runs in C, and
+    each step covers at least GATE_REACH characters."""
+    spans: list[tuple[int, int]] = []
+    n = len(lower)
     for word in words:
         pos = lower.find(word)
         while pos >= 0:
-            start = lower.rfind("\n", 0, pos) + 1
-            end = lower.find("\n", pos)
-            end = len(lower) if end < 0 else end
-            spans.add((start, end))
-            pos = lower.find(word, end)
-    return "\n".join(text[a:b] for a, b in sorted(spans))
+            # every occurrence before pos + GATE_REACH lies inside this part
+            spans.append((max(0, pos - GATE_REACH), min(n, pos + 2 * GATE_REACH)))
+            pos = lower.find(word, pos + GATE_REACH)
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return "\n".join(text[a:b] for a, b in merged)
 
 
 SCANNER_HINT = "pip install 'detect-secrets>=1.5,<2' (a dependency of aorta-tui: reinstall it)"
@@ -673,11 +695,11 @@ def scanner_findings(text: str) -> list[tuple[str, str]]:
     for rule, regex in scanner_patterns():
         gate = SCANNER_GATES.get(rule.removeprefix(SCANNER_PREFIX))
         where = text
-        # only the lines holding one of the words (no match crosses a line); lower() that
-        # changes the length (a dotted capital I) would misplace them: the whole text then
+        # only the text around one of the words; lower() that changes the length (a dotted
+        # capital I) would misplace it: the whole text then
         if gate is not None and len(lower) == len(text):
             if gate not in gated:
-                gated[gate] = _lines_with(text, lower, gate)
+                gated[gate] = _near_words(text, lower, gate)
             where = gated[gate]
         for m in regex.finditer(where):
             groups = [g for g in m.groups() if isinstance(g, str) and len(g) >= 8]
