@@ -23,9 +23,8 @@ MAX_NAME = 100  # the registry's mitigation name limit
 
 def parse(settings: list[str]) -> dict[str, tuple[str, str]]:
     """``VAR=VALUE`` strings -> {mitigation name: (VAR, VALUE)}; a bad one is exit 2."""
-    from aorta_tui.recipe.checks import env_entry_problem
-
     from aorta_tui.core.secrets import is_secret_name
+    from aorta_tui.recipe.checks import env_entry_problem
 
     out: dict[str, tuple[str, str]] = {}
     for text in settings:

@@ -11,6 +11,7 @@ after every step, so Ctrl-C loses nothing that finished and ``--resume`` continu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -215,10 +216,8 @@ def _stopped(agent_dir: Path, state: dict[str, Any], status: str, why: str) -> N
 
     state["status"] = status
     state["stop_reason"] = inert(why, 500)
-    try:
+    with contextlib.suppress(OSError):  # the error being raised says more than a failed save
         save(agent_dir, state)
-    except OSError:
-        pass  # the error being raised says more than a failed save would
 
 
 def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], gated: bool,

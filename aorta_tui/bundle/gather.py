@@ -14,12 +14,13 @@ import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aorta_tui.bundle.fsread import Found, read_one, shown_name, walk_files
 
-if TYPE_CHECKING:
-    from aorta_tui.bundle.archive import BundleInput
+# an input is archive.BundleInput (kind, path, name); named Any here so that this module
+# does not import the one that imports it
+BundleInput = Any
 
 MiB = 1024 * 1024
 # The most of one file a bundle reads, counted in logical bytes (st_size, then bytes read):

@@ -9,6 +9,7 @@ fresh working directory with the default output directory (aorta-out).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -165,10 +166,8 @@ def _views(data: bytes) -> list[bytes]:
     for codec in ("utf-16", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):
         out.append(data.decode(codec, "ignore").encode("utf-8", "ignore"))
     for unpack in (zlib.decompress, gzip.decompress):
-        try:
+        with contextlib.suppress(Exception):  # not that format
             out.extend(_views(unpack(data)))
-        except Exception:  # noqa: BLE001 - not that format
-            pass
     if b"PK\x03\x04" in data:
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as z:

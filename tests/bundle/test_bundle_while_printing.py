@@ -9,7 +9,6 @@ archived (bundle/gather.py); before, a second read archived what was printed aft
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tarfile
