@@ -233,7 +233,7 @@ def find_values(text: str) -> list[tuple[str, str]]:
 
 
 def _spans(text: str) -> Iterator[tuple[str, int, int]]:
-    for m in _PAIR_RE.finditer(text):
+    for m in finditer_near(_PAIR_RE, text):
         # blanks around the separator read as prose unless the key or value is quoted
         spaced = bool(m.group("sp1") or m.group("sp2")) and not (m.group("q") or m.group("kq"))
         if keyed_value_ok(m.group("key"), m.group("value"), spaced):
@@ -274,3 +274,56 @@ def base64_blobs(text: str) -> Iterator[tuple[str, bytes]]:
             yield blob, base64.b64decode(blob, validate=True)
         except (binascii.Error, ValueError):
             continue
+
+
+# -- regexes run only where a secret's word is ----------------------------------------------
+# Every key that can name a secret holds one of these (core/secrets.py's words, and the weaker
+# ones): a pair rule is tried only at the start of the run of name characters around each.
+SECRET_WORDS = ("token", "secret", "pass", "credential", "cookie", "key", "auth", "sig", "pwd",
+                "private", "session")
+_BACK_REACH = 128
+
+
+def finditer_near(regex: re.Pattern[str], text: str, words: tuple[str, ...] = SECRET_WORDS,
+                  name_chars: str = r"[\w.-]") -> list[re.Match[str]]:
+    """``regex.finditer(text)`` for a pattern whose every match starts where a run of
+    ``name_chars`` holding one of ``words`` starts (or at a quote just before it): the same
+    matches, found by trying the pattern only at those starts (str.find runs in C; the regex
+    engine no longer walks every position of a 10 MB line)."""
+    lower = text.lower()
+    if len(lower) != len(text):  # lower() changed the length: positions would not map
+        return list(regex.finditer(text))
+    back = _back_regex(name_chars)
+    starts: set[int] = set()
+    for word in words:
+        pos = lower.find(word)
+        while pos >= 0:
+            run = _run_start(back, text, pos)
+            starts.update((run, run - 1) if run > 0 else (run,))
+            pos = lower.find(word, pos + 1)
+    out: list[re.Match[str]] = []
+    end = 0
+    for start in sorted(starts):
+        if start < end:
+            continue
+        m = regex.match(text, start)
+        if m is not None and m.end() > m.start():
+            out.append(m)
+            end = m.end()
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _back_regex(name_chars: str) -> re.Pattern[str]:
+    return re.compile(name_chars + r"*\Z")  # \Z: $ would match before a newline too
+
+
+def _run_start(back: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the run of name characters that reaches ``pos`` starts (however long it is)."""
+    while True:
+        lo = max(0, pos - _BACK_REACH)
+        m = back.search(text, lo, pos)
+        start = m.start() if m is not None else pos
+        if start > lo or lo == 0:
+            return start
+        pos = lo  # the run goes on past the window: look further back

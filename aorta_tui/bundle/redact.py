@@ -47,6 +47,7 @@ from aorta_tui.bundle.detectors import (
     KEYED_RULE,
     escaped_forms,
     find_values,
+    finditer_near,
     is_count,
     is_number,
     key_strength,
@@ -116,6 +117,7 @@ _NAME_RE = re.compile(_NAME)
 # fail inside the regex engine instead of in Python. Used when no scrub_env_keys glob could
 # name any other variable.
 _SECRETISH = r"(?=[A-Za-z0-9_]*?(?i:token|secret|passw|passphrase|credential|cookie|key))"
+_CORE_WORDS = ("token", "secret", "passw", "passphrase", "credential", "cookie", "key")
 _SECRET_PAIR_RES = tuple(re.compile(rx.pattern.replace("(?P<name>", _SECRETISH + "(?P<name>", 1),
                                     rx.flags) for rx in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE))
 _VAR_REF_RE = re.compile(rf"\$(?:{_NAME}|\{{{_NAME}\}})")
@@ -229,7 +231,7 @@ class Scrubber:
         header, in a format the scanner knows, random-looking next to a secret's name, or one
         whose keyed hash a trial's run kept."""
         for regex in self._pair_regexes():
-            for m in regex.finditer(text):
+            for m in _pair_matches(regex, text):
                 rule = self.name_rule(m.group("name"))
                 value = _unquote(m.group("value"))
                 if rule is not None and not is_count(m.group("name"), value):
@@ -238,7 +240,7 @@ class Scrubber:
             self.learn(password, URL_RULE)
         for m in _BEARER_RE.finditer(text):
             self.learn(m.group("tok"), BEARER_RULE)
-        for m in _KEYWORD_RE.finditer(text):
+        for m in finditer_near(_KEYWORD_RE, text, _CORE_WORDS, "[A-Za-z0-9_.-]"):
             value = m.group("value")
             if is_secret_name(m.group("name")) and looks_random(value):
                 self.learn(value, KEYWORD_RULE)
@@ -339,7 +341,12 @@ class Scrubber:
                 whole = m.group(0)
                 base = m.start(0)
                 return whole[: start - base] + quoted + whole[end - base:]
-            line = regex.sub(repl, line)
+            parts: list[str] = []
+            pos = 0
+            for m in _pair_matches(regex, line):
+                parts += [line[pos:m.start()], repl(m)]
+                pos = m.end()
+            line = "".join(parts) + line[pos:] if parts else line
         return line
 
     def _literals(self, line: str, number: int, hits: list[Hit]) -> str:
@@ -534,6 +541,15 @@ def _name_rule(name: str, globs: tuple[str, ...]) -> str | None:
     if any(fnmatch.fnmatchcase(name, g) for g in globs):
         return ENV_KEYS_RULE
     return None
+
+
+def _pair_matches(regex: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """The matches of a pair rule: NAME=value and "NAME": for secret names are tried only
+    where such a name is (detectors.finditer_near); the YAML rule (anchored at line starts)
+    and the rules for every name (scrub_env_keys) walk the text."""
+    if regex is _SECRET_PAIR_RES[0] or regex is _SECRET_PAIR_RES[1]:
+        return finditer_near(regex, text, _CORE_WORDS, "[A-Za-z0-9_]")
+    return list(regex.finditer(text))
 
 
 def _k8s_name(node: dict[Any, Any]) -> str | None:

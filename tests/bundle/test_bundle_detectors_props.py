@@ -14,7 +14,7 @@ from aorta_tui.bundle.detectors import normalized
 from aorta_tui.bundle.redact import FileState, RedactionConfig, Scrubber, outside_placeholders
 
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # surrounding text: no letters or digits touching the token (a token inside a word is a word)
 around = st.text(alphabet=" \n\t;,()[]{}|'\"=:", max_size=20)
 PREFIXES = {"ghp_": 36, "github_pat_11": 70, "sk-proj-": 48, "sk-ant-api03-": 80, "hf_": 34,
@@ -120,3 +120,25 @@ def test_zlib_and_zip_layers_round_trip(body: bytes, prefix: bytes) -> None:
         assert pre == prefix and members[0][1] == body
         again = zip_members(zip_bytes(pre, [(members[0][0], "m.bin", body)]))
         assert again is not None and again[1][0][1] == body
+
+
+FRAGMENTS = st.lists(st.sampled_from(
+    ["HF_TOKEN", "=", "abc123XYZ", " ", "\n", '"', "'", ":", "password", "a.b", "-", "key",
+     "MyApiKey", "x", "_", "0", "secret_key", " = ", "\t", "Ünï", "--token", "&sig"]), max_size=30)
+
+
+@FAST
+@given(FRAGMENTS)
+def test_trying_the_pair_rules_near_secret_words_finds_what_a_full_scan_does(parts) -> None:
+    from aorta_tui.bundle import detectors
+    from aorta_tui.bundle import redact
+
+    text = "".join(parts)
+    cases = [(detectors._PAIR_RE, detectors.SECRET_WORDS, r"[\w.-]"),
+             (redact._KEYWORD_RE, redact._CORE_WORDS, "[A-Za-z0-9_.-]"),
+             (redact._SECRET_PAIR_RES[0], redact._CORE_WORDS, "[A-Za-z0-9_]"),
+             (redact._SECRET_PAIR_RES[1], redact._CORE_WORDS, "[A-Za-z0-9_]")]
+    for regex, words, chars in cases:
+        full = [m.span() for m in regex.finditer(text)]
+        near = [m.span() for m in detectors.finditer_near(regex, text, words, chars)]
+        assert near == full, (regex.pattern[:40], text)
