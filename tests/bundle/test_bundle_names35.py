@@ -14,7 +14,7 @@ SECRET_CELLS = ["env.HF_TOKEN.hf_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7",
 
 
 def test_metric_labels_keep_cell_names_and_never_merge_two() -> None:
-    label = LabelSanitiser()
+    label = LabelSanitiser(distinct=True)  # as sweep_metrics labels cells
     assert [label(c) for c in CELLS] == CELLS
     scrubbed = [label(c) for c in SECRET_CELLS]
     assert len(set(scrubbed)) == 2
