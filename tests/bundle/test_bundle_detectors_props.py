@@ -130,8 +130,7 @@ FRAGMENTS = st.lists(st.sampled_from(
 @FAST
 @given(FRAGMENTS)
 def test_trying_the_pair_rules_near_secret_words_finds_what_a_full_scan_does(parts) -> None:
-    from aorta_tui.bundle import detectors
-    from aorta_tui.bundle import redact
+    from aorta_tui.bundle import detectors, redact
 
     text = "".join(parts)
     cases = [(detectors._PAIR_RE, detectors.SECRET_WORDS, r"[\w.-]"),
