@@ -219,3 +219,32 @@ def test_issue35_forms_names_and_containers_never_reach_the_archive(corpus_run, 
     files = {f["path"].rsplit("/", 1)[-1]: f for f in json.loads(proc.stdout)["files"]}
     for name, _data in corpus.containers().values():  # scanned, not left out
         assert "skipped" not in files[name], (name, files[name])
+
+
+RECIPE_COMMAND_SECRETS = {
+    "flag_password": "Rc9dPassw0rdQ7zX1",
+    "hf_token": "hf_" + "Kq3Lw8Zr5Tn2Vb7Xc4Mj9Hs6Df1Ga0Pe3Yu",
+    "query_sig": "Sg7Hk2Lp9Qw4Er6Ty1Ui3Oa8Sd5Fg0Hj2Kl",
+}
+
+
+def test_secrets_in_the_recipes_command_never_reach_the_archive(tmp_path):
+    """The last place of issue 35's ten: the command written in the recipe (`command:`),
+    which the sweep records in recipe.resolved.yaml, the plan and the journal."""
+    v = RECIPE_COMMAND_SECRETS
+    command = [sys.executable, "-c", "print('ok')", "--db-password", v["flag_password"],
+               "--hub-token", v["hf_token"], f"https://x.example/a?b=1&sig={v['query_sig']}"]
+    (tmp_path / "probe.yaml").write_text(RECIPE.replace("collect:\n  rocprof: {}\n", "")
+                                         + f"command: {json.dumps(command)}\n")
+    proc = aorta("--batch", "probe.yaml", "--no-snapshot", cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = only_run_dir(tmp_path / "aorta-out")
+    assert v["hf_token"].encode() in (run / "recipe.resolved.yaml").read_bytes()  # planted
+    proc = _run_clean(["bundle", str(run), "-o", "t.tar.gz"], tmp_path, _bundle_env())
+    assert proc.returncode == 0, proc.stderr
+    with tarfile.open(tmp_path / "t.tar.gz") as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    members = _members(tmp_path / "x")
+    leaks = sorted({(form, name) for form, value in v.items() for needle in _needles(value)
+                    for name, data in members.items() for view in _views(data) if needle in view})
+    assert leaks == []
