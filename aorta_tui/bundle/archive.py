@@ -477,7 +477,7 @@ ALWAYS_RULES = ("secret_env", "secret_value", "secret_keyword", "trial_secret",
 
 def scanner_rules() -> list[str]:
     """The detect-secrets plugins the bundle used (their rule names)."""
-    from aorta_tui.bundle.redact import scanner_patterns
+    from aorta_tui.bundle.scanner import scanner_patterns
 
     return sorted({rule for rule, _rx in scanner_patterns()})
 

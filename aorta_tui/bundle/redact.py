@@ -52,7 +52,7 @@ from aorta_tui.bundle.detectors import (
     is_number,
     key_strength,
 )
-from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.bundle.scanner import SCANNER_PREFIX, scanner_findings
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.secrets import (
     MASK,
@@ -74,7 +74,6 @@ IP_RULE = "scrub_ip_addresses"
 KEYWORD_RULE = "secret_keyword"     # aws_secret_access_key = <random-looking value>
 PRIVATE_KEY_RULE = "private_key"    # -----BEGIN ... PRIVATE KEY----- ... -----END ...
 TRIAL_SECRET_RULE = "trial_secret"  # a value whose keyed hash the sweep kept
-SCANNER_PREFIX = "detect_secrets."  # + the plugin's class name: detect_secrets.GitHubTokenDetector
 # Rules whose "before" text the review never prints (only its length); a scanner's rules too.
 MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE, HOST_RULE, URL_RULE,
                           BEARER_RULE, KEYWORD_RULE, PRIVATE_KEY_RULE, TRIAL_SECRET_RULE,
@@ -631,98 +630,6 @@ def looks_random(value: str) -> bool:
     return (len(value) >= KEYWORD_MIN_CHARS and any(c.isalpha() for c in value)
             and not _kept(value) and _PLACEHOLDER_RE.search(value) is None
             and shannon_entropy(value) >= KEYWORD_MIN_ENTROPY)
-
-
-# detect-secrets plugins that are not used, and why (docs/bundle.md)
-SCANNER_EXCLUDED = {
-    "Base64HighEntropyString": "flags every hash and id a run records (sha256, recipe hashes); "
-                               "entropy is judged next to a secret's name (secret_keyword)",
-    "HexHighEntropyString": "as Base64HighEntropyString",
-    "KeywordDetector": "names are read by the one rule of core/secrets.py (secret_env, "
-                       "secret_keyword)",
-    "IPPublicDetector": "addresses are scrubbed on request (scrub_ip_addresses)",
-    "PrivateKeyDetector": "it finds the first line; the private_key rule hides the whole block",
-    "BasicAuthDetector": "url_credentials also finds passwords holding '@' or '/'",
-}
-# a plugin whose pattern also matches words: Artifactory's AKC/AP prefixes took the cell names
-# APEXbaseline and AKCmitigations (real Artifactory keys are 64 characters or more)
-SCANNER_MIN_CHARS = {SCANNER_PREFIX + "ArtifactoryDetector": 40}
-# words (lower case) without one of which a plugin's pattern cannot match: its pass is
-# skipped. The keyword plugins try an empty prefix at every position (about 1 s per 10 MB each)
-_KEYWORDS = ("key", "pw", "pass", "token", "secret")
-GATE_REACH = 256
-SCANNER_GATES = {"IbmCosHmacDetector": _KEYWORDS, "IbmCloudIamDetector": _KEYWORDS,
-                 "CloudantDetector": (*_KEYWORDS, "cloudant"),
-                 "SoftlayerDetector": (*_KEYWORDS, "softlayer"),
-                 "ArtifactoryDetector": ("akc", "ap"), "MailchimpDetector": ("-us",),
-                 "AWSKeyDetector": ("aws", "akia", "asia", "abia", "acca", "a3t"),
-                 "SlackDetector": ("xox", "hooks.slack.com"), "TelegramBotTokenDetector": (":",)}
-def _near_words(text: str, lower: str, words: tuple[str, ...]) -> str:
-    """The parts of ``text`` within :data:`GATE_REACH` characters of one of ``words``
-    (``lower`` is ``text`` lower-cased), joined by newlines: a keyword plugin's match holds
-    its word and is shorter than that, so it lies inside one part. str.find runs in C, and
-    each step covers at least GATE_REACH characters."""
-    spans: list[tuple[int, int]] = []
-    n = len(lower)
-    for word in words:
-        pos = lower.find(word)
-        while pos >= 0:
-            # every occurrence before pos + GATE_REACH lies inside this part
-            spans.append((max(0, pos - GATE_REACH), min(n, pos + 2 * GATE_REACH)))
-            pos = lower.find(word, pos + GATE_REACH)
-    merged: list[list[int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return "\n".join(text[a:b] for a, b in merged)
-
-
-SCANNER_HINT = "pip install 'detect-secrets>=1.5,<2' (a dependency of aorta-tui: reinstall it)"
-
-
-@functools.lru_cache(maxsize=1)
-def scanner_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """(rule, regex) of every regex plugin of detect-secrets but :data:`SCANNER_EXCLUDED`.
-    Imported here, when a bundle is made: never by ``--help`` or the TUI's first frame."""
-    try:
-        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-        from detect_secrets.plugins.base import RegexBasedDetector
-    except ImportError:
-        raise EnvironmentProblem("bundle needs the detect-secrets scanner, which is not "
-                                 "installed", hint=SCANNER_HINT) from None
-    out: list[tuple[str, re.Pattern[str]]] = []
-    classes = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
-    for cls in classes:
-        if cls.__name__ in SCANNER_EXCLUDED or not issubclass(cls, RegexBasedDetector):
-            continue
-        out.extend((SCANNER_PREFIX + cls.__name__, rx) for rx in cls.denylist)
-    return tuple(out)
-
-
-def scanner_findings(text: str) -> list[tuple[str, str]]:
-    """(rule, value) of every token a scanner plugin recognises in ``text``: the longest
-    group of the match of 8 characters or more (a keyword plugin captures the value), else
-    the whole match without the blanks, quotes, ``=`` and ``:`` around it."""
-    out: list[tuple[str, str]] = []
-    gated: dict[tuple[str, ...], str] = {}
-    lower = text.lower()
-    for rule, regex in scanner_patterns():
-        gate = SCANNER_GATES.get(rule.removeprefix(SCANNER_PREFIX))
-        where = text
-        # only the text around one of the words; lower() that changes the length (a dotted
-        # capital I) would misplace it: the whole text then
-        if gate is not None and len(lower) == len(text):
-            if gate not in gated:
-                gated[gate] = _near_words(text, lower, gate)
-            where = gated[gate]
-        for m in regex.finditer(where):
-            groups = [g for g in m.groups() if isinstance(g, str) and len(g) >= 8]
-            value = max(groups, key=len) if groups else m.group(0).strip(" \t\r\n\"'=:")
-            if value and len(value) >= SCANNER_MIN_CHARS.get(rule, 0):
-                out.append((rule, value))
-    return out
 
 
 _BOUNDARY_RE = re.compile(r"(?<![A-Za-z0-9])|(?![A-Za-z0-9])")
