@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from aorta_tui.bundle.detectors import ENCODED_RULE, base64_blobs
 from aorta_tui.bundle.redact import FileState, Hit, Scrubber, split_lines
 
 __all__ = ["Unscannable", "learn_data", "scrub_data", "redact_file"]
+
+_TEXT_RUN_RE = re.compile(rb"[\t\x1b\x20-\x7e]{4,}")  # ESC: coloured logs
 # The most a compressed file may expand to while it is scanned (a gzip bomb is left out), and
 # how deep compressed streams may nest (a .gz of a .gz ...).
 def learn_data(data: bytes, name: str, scrub: Scrubber, depth: int = 0) -> None:
@@ -36,8 +39,13 @@ def learn_data(data: bytes, name: str, scrub: Scrubber, depth: int = 0) -> None:
             learn_data(body, info.filename, scrub, depth + 1)
         return
     text = data.decode("utf-8", "surrogateescape")
-    scrub.learn_text(text)
-    learn_base64(text, scrub, depth)
+    # a binary file (a NUL byte: a tensor, a core file) is learned from its text runs only,
+    # as `strings` reads it: its secrets are ASCII runs, and random bytes would cost the
+    # scanner seconds per MB for nothing
+    readable = text if b"\x00" not in data else "\n".join(
+        run.decode("ascii") for run in _TEXT_RUN_RE.findall(data))
+    scrub.learn_text(readable)
+    learn_base64(readable, scrub, depth)
     suffix = Path(name).suffix
     if suffix == ".json":
         doc = maybe_json(text)
