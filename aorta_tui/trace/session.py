@@ -29,6 +29,7 @@ from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, HistogramSnapshot
 from aorta_tui.trace import capability, program, tracefs
+from aorta_tui.trace.launcher import ProgramSpec
 from aorta_tui.trace.parser import Batch, RecordParser
 from aorta_tui.trace.runner import BpftraceRunner
 from aorta_tui.trace.stream_stats import MetricStats, split_batch
@@ -240,9 +241,19 @@ class TraceSession:
                 self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
         self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
                                       on_lines=self._on_lines, json_output=self.mode == "aggregate",
-                                      block_buffered=self.mode == "events")
+                                      block_buffered=self.mode == "events", spec=self._program_spec(target_pid))
         self._runner.start()
+        self.warnings.extend(self._runner.notes)
         self._runner.wait_attached(self.attach_timeout_s)
+
+    def _program_spec(self, target_pid: int | None) -> ProgramSpec:
+        """What the program was rendered from, by name: the privileged helper (under sudo)
+        renders it again from this, as it takes no program text."""
+        collector = (self.device.probe_set,) if (self.device is not None
+                                                 and self.device.launch_source == "collector") else ()
+        return ProgramSpec(sets=tuple(self.probe_names), mode=self.mode, pid=target_pid, maps_pid=self.pid,
+                           heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s,
+                           collector_launch_sets=collector)
 
     def _prepare_device(self, sets: list[Any]) -> dict[str, str]:
         """The device half (GPU start times) of the first set that has one, before the command
