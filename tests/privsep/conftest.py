@@ -72,7 +72,7 @@ def _ensure_user() -> SudoUser:
         r = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--groups", EXTRA_GROUP, USER],
                            capture_output=True, text=True)
         if r.returncode not in (0, 9):  # 9: made meanwhile by another test run
-            raise RuntimeError(f"useradd {USER}: {r.stderr.strip()}")
+            raise RuntimeError(f"useradd {USER}: {r.stderr.strip()}") from None
     subprocess.run(["usermod", "-a", "-G", EXTRA_GROUP, USER], check=True, capture_output=True)
     pw = pwd.getpwnam(USER)
     groups = frozenset(os.getgrouplist(USER, pw.pw_gid))
