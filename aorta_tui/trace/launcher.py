@@ -22,14 +22,11 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, Any, Protocol
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem
 from aorta_tui.privsep import client as privsep
-
-if TYPE_CHECKING:
-    from aorta_tui.trace.runner import BpftraceRunner
 
 
 @dataclass(frozen=True)
@@ -44,13 +41,32 @@ class ProgramSpec:
     interval_s: float = 1.0
     collector_launch_sets: tuple[str, ...] = field(default=())  # sets whose launch uprobe is left out
 
-    def to_args(self, runner: BpftraceRunner) -> dict[str, Any]:
+    def to_args(self, runner: LaunchTarget) -> dict[str, Any]:
         args = asdict(self)
         args["sets"] = list(self.sets)
         args["collector_launch_sets"] = list(self.collector_launch_sets)
         args.update(json_output=runner.json_output, block_buffered=runner.block_buffered,
                     perf_rb_pages=runner.perf_rb_pages)
         return args
+
+
+class LaunchTarget(Protocol):
+    """What a launcher reads of (and leaves on) the runner it starts bpftrace for
+    (:class:`aorta_tui.trace.runner.BpftraceRunner` fills it)."""
+
+    program_text: str
+    program_path: Path
+    bpftrace: str
+    json_output: bool
+    block_buffered: bool
+    output_buffering: str
+    perf_rb_pages: int | None
+    stderr_path: Path
+    stderr_file: IO[bytes] | None  # bpftrace's stderr, when this process holds it (closed by stop)
+    spec: ProgramSpec | None
+    notes: list[str]
+
+    def bpftrace_env(self) -> dict[str, str]: ...
 
 
 class BpftraceProcess(Protocol):
@@ -68,7 +84,7 @@ class BpftraceProcess(Protocol):
 
 
 class BpftraceLauncher(Protocol):
-    def launch(self, runner: BpftraceRunner) -> BpftraceProcess: ...
+    def launch(self, runner: LaunchTarget) -> BpftraceProcess: ...
 
 
 def bpftrace_argv(bpftrace: str, program_path: Path, *, json_output: bool, block_buffered: bool,
@@ -97,17 +113,17 @@ def spawn_bpftrace(argv: list[str], env: dict[str, str], stderr: IO[bytes]) -> s
 class DirectLauncher:
     """This process runs bpftrace itself (it is root, or has CAP_BPF+CAP_PERFMON)."""
 
-    def launch(self, runner: BpftraceRunner) -> BpftraceProcess:
+    def launch(self, runner: LaunchTarget) -> BpftraceProcess:
         runner.program_path.write_text(runner.program_text)
         os.chmod(runner.program_path, 0o600)
         argv = bpftrace_argv(runner.bpftrace, runner.program_path, json_output=runner.json_output,
                              block_buffered=runner.block_buffered,
                              full_buffering=runner.output_buffering == "full")
-        runner._stderr_fh = open(runner.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
+        err = runner.stderr_file = open(runner.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
         try:
-            return spawn_bpftrace(argv, {**os.environ, **runner.bpftrace_env()}, runner._stderr_fh)
+            return spawn_bpftrace(argv, {**os.environ, **runner.bpftrace_env()}, err)
         except BaseException:
-            runner._stderr_fh.close()
+            err.close()
             raise
 
 
@@ -172,7 +188,7 @@ class HelperLauncher:
     def __init__(self, conn: privsep.Client) -> None:
         self.conn = conn
 
-    def launch(self, runner: BpftraceRunner) -> BpftraceProcess:
+    def launch(self, runner: LaunchTarget) -> BpftraceProcess:
         if runner.spec is None:
             raise EnvironmentProblem(
                 "the privileged helper runs only the programs it renders from the probe catalogue, "

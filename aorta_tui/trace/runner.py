@@ -23,13 +23,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from aorta_tui.core.errors import EnvironmentProblem
 from aorta_tui.core.numerals import ascii_digits
 
 if TYPE_CHECKING:
-    from aorta_tui.trace.launcher import BpftraceLauncher, ProgramSpec
+    from aorta_tui.trace.launcher import BpftraceLauncher, BpftraceProcess, ProgramSpec
 
 _NOISE = ("couldn't set RLIMIT_MEMLOCK",)
 BATCH_S = 0.05
@@ -99,7 +99,8 @@ class BpftraceRunner:
         self._tmpdir = tempfile.TemporaryDirectory(prefix="aorta-trace-")
         self.program_path = Path(self._tmpdir.name) / "program.bt"
         self.stderr_path = stderr_path or Path(self._tmpdir.name) / "bpftrace.stderr"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: BpftraceProcess | None = None
+        self.stderr_file: IO[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._hb_lock = threading.Condition()
         self.last_heartbeat_ns: int | None = None
@@ -178,7 +179,7 @@ class BpftraceRunner:
             self._reader.join(timeout=5)
         if proc is not None:
             self.returncode = proc.returncode
-        fh = getattr(self, "_stderr_fh", None)
+        fh = self.stderr_file
         if fh is not None and not fh.closed:
             fh.close()
         return self.returncode

@@ -16,7 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SECURE_PATH, SudoUser, children, cli_argv, descendants, run_sudo, status_ids
+from sudo_support import (
+    SECURE_PATH,
+    SudoUser,
+    children,
+    cli_argv,
+    descendants,
+    run_sudo,
+    status_ids,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PYTHON, SudoUser, children, cli_argv, descendants, run_sudo, status_ids
+from sudo_support import PYTHON, SudoUser, children, cli_argv, descendants, run_sudo, status_ids
 
 pytestmark = [pytest.mark.bpftrace, pytest.mark.slow]
 
