@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import ownership
 from aorta_tui.core.errors import AortaError, UsageError
 
 
@@ -294,7 +293,6 @@ def run_until_done(sweep: Any, bus: Any) -> Any:
         for s, h in previous.items():
             signal.signal(s, h)
         bus.close()
-        ownership.adopt_created(sweep.options.resume)  # under sudo: the user's files
 
 
 def cells_times_trials(plan: Any) -> str:
