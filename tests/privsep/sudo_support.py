@@ -15,6 +15,7 @@ import grp
 import os
 import pwd
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -136,3 +137,22 @@ def make_user_dir(user: SudoUser) -> Path:
     path = Path(tempfile.mkdtemp(prefix="aorta-privsep-", dir="/tmp"))
     os.chown(path, user.uid, user.gid)
     return path
+
+
+HELPER = (
+    "import os, socket, sys\n"
+    "from aorta_tui.cli.privileged import load_verbs\n"
+    "from aorta_tui.privsep.helper import run_helper\n"
+    "run_helper(socket.socket(fileno=int(sys.argv[1])), os.getppid(), load_verbs)\n"
+)
+
+
+def start_helper(env: dict[str, str] | None = None) -> tuple[socket.socket, subprocess.Popen[bytes]]:
+    """A real helper process (root, the tool's verb families) on one end of a socketpair, as
+    ``privsep.boot`` forks it; the test holds the other end. Closing it ends the helper."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    proc = subprocess.Popen([sys.executable, "-c", HELPER, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                            env=env)
+    theirs.close()
+    mine.settimeout(60)
+    return mine, proc

@@ -14,25 +14,17 @@ import json
 import os
 import socket
 import struct
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sudo_support import start_helper
 
 from aorta_tui.privsep import protocol as P
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the helper is root's")
-
-HELPER = (
-    "import os, socket, sys\n"
-    "from aorta_tui.cli.privileged import load_verbs\n"
-    "from aorta_tui.privsep.helper import run_helper\n"
-    "run_helper(socket.socket(fileno=int(sys.argv[1])), os.getppid(), load_verbs)\n"
-)
 
 VALID: dict[str, dict[str, Any]] = {
     "trace_start": {"sets": ["ioctl"], "mode": "events", "pid": 1, "maps_pid": None, "heartbeat_ms": 200,
@@ -51,10 +43,7 @@ VALID: dict[str, dict[str, Any]] = {
 
 @pytest.fixture(scope="module")
 def helper() -> Iterator[socket.socket]:
-    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    proc = subprocess.Popen([sys.executable, "-c", HELPER, str(theirs.fileno())], pass_fds=(theirs.fileno(),))
-    theirs.close()
-    mine.settimeout(60)
+    mine, proc = start_helper()
     try:
         yield mine
     finally:
