@@ -40,11 +40,18 @@ class ProgramSpec:
     heartbeat_ms: int = 200
     interval_s: float = 1.0
     collector_launch_sets: tuple[str, ...] = field(default=())  # sets whose launch uprobe is left out
+    # "entry" / "return": not the sets' program but the calibration's counting probes on their
+    # calibration functions and libc's (trace/calibrate.py), with or without return probes
+    calibration: str = ""
+    # the sets a --lib NAME=PATH named: never sent (the helper takes no path); the helper
+    # launcher refuses them, saying why
+    lib_overrides: tuple[str, ...] = field(default=())
 
     def to_args(self, runner: LaunchTarget) -> dict[str, Any]:
         args = asdict(self)
         args["sets"] = list(self.sets)
         args["collector_launch_sets"] = list(self.collector_launch_sets)
+        del args["lib_overrides"]
         args.update(json_output=runner.json_output, block_buffered=runner.block_buffered,
                     perf_rb_pages=runner.perf_rb_pages)
         return args
@@ -194,6 +201,13 @@ class HelperLauncher:
                 "the privileged helper runs only the programs it renders from the probe catalogue, "
                 "and this bpftrace program is not one of them",
                 hint="run it as root without sudo (e.g. `sudo -i`, then aorta-tui) if it must run")
+        if runner.spec.lib_overrides:
+            raise EnvironmentProblem(
+                f"--lib {', '.join(runner.spec.lib_overrides)}=PATH cannot be used under sudo: the tool runs as you, "
+                "and the privileged helper that attaches the probes takes no path from it (it finds each "
+                "library itself: the traced --pid's mapped libraries, else the loader cache)",
+                hint="trace a running process with --pid (its libraries are found in its maps), install the "
+                     "library where the loader finds it, or run as root without sudo")
         result, fds = self.conn.call_with_fds("trace_start", **runner.spec.to_args(runner))
         if len(fds) != 1:
             for fd in fds:

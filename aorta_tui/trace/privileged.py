@@ -34,6 +34,7 @@ PID_MAX = 1 << 22  # /proc/sys/kernel/pid_max's ceiling
 STDERR_MAX = 64 << 10
 TRACEFS_FILES = ("available_events", "kprobe_events", "uprobe_events")
 MAX_TRACES = 8
+CALIBRATIONS = ("", "entry", "return")
 
 
 def _catalogue() -> tuple[str, ...]:
@@ -54,6 +55,7 @@ START_ARGS: dict[str, P.Check] = {
     "json_output": P.Bool(),
     "block_buffered": P.Bool(),
     "perf_rb_pages": P.Int(1, 4096, optional=True),
+    "calibration": P.OneOf(CALIBRATIONS),
 }
 
 
@@ -88,7 +90,7 @@ class Traces:
         self._next = 1
 
     def start(self, args: dict[str, Any]) -> Result:
-        if not args["sets"]:
+        if not args["sets"] and not args["calibration"]:
             raise P.ProtocolError(P.BAD_ARGUMENT, "sets names no probe set")
         if not set(args["collector_launch_sets"]) <= set(args["sets"]):
             raise P.ProtocolError(P.BAD_ARGUMENT, "collector_launch_sets must be among sets")
@@ -144,14 +146,42 @@ class Traces:
             self.stop({"id": trace_id, "grace_s": 1.0})
 
 
+def _context(args: dict[str, Any]) -> Any:
+    from aorta_tui.trace import probes
+
+    root = tracefs.find_tracefs()
+    kp, kp_reason = tracefs.kprobes_supported(root)
+    return probes.ProbeContext(tracefs=root, pid=args["maps_pid"], kprobes=kp, kprobes_reason=kp_reason)
+
+
+def _render_calibration(args: dict[str, Any]) -> str:
+    """The calibration's counting probes: libc's functions of each prologue class and each
+    set's own calibration function in the library the helper's detection finds."""
+    from aorta_tui.trace import probes
+    from aorta_tui.trace.calibrate import calibration_program, calibration_targets
+
+    ctx, extra = _context(args), {}
+    for name in args["sets"]:
+        ps = probes.get(name)
+        det = ps.detect(ctx)
+        if ps.calibration_function and det.library:
+            extra[name] = (Path(det.library), ps.calibration_function)
+    targets_ = calibration_targets(extra, {})
+    if args["calibration"] == "return":
+        targets_ = {n: targets_[n] for n in extra if n in targets_}
+    if not targets_:
+        raise P.ProtocolError(P.FAILED, "nothing to calibrate here: no libc function and no set library found")
+    return calibration_program(targets_, with_returns=args["calibration"] == "return")
+
+
 def _render(args: dict[str, Any]) -> str:
     """Detect the named sets here, as root, and render their program (refused when one cannot
     attach: the reason is the detection's)."""
     from aorta_tui.trace import probes
 
-    root = tracefs.find_tracefs()
-    kp, kp_reason = tracefs.kprobes_supported(root)
-    ctx = probes.ProbeContext(tracefs=root, pid=args["maps_pid"], kprobes=kp, kprobes_reason=kp_reason)
+    if args["calibration"]:
+        return _render_calibration(args)
+    ctx = _context(args)
     selections = []
     for name in args["sets"]:
         ps = probes.get(name)

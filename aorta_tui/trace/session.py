@@ -234,7 +234,7 @@ class TraceSession:
 
             extra = {ps.name: (Path(det.library), ps.calibration_function)
                      for ps, det in self._sets if ps.calibration_function and det.library}
-            self.calibration = calibrate(bpftrace, extra=extra)
+            self.calibration = calibrate(bpftrace, extra=extra, maps_pid=self.pid)
         if self.raw_path is not None:
             self.raw_path.parent.mkdir(parents=True, exist_ok=True)
             self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
@@ -253,7 +253,7 @@ class TraceSession:
                                                  and self.device.launch_source == "collector") else ()
         return ProgramSpec(sets=tuple(self.probe_names), mode=self.mode, pid=target_pid, maps_pid=self.pid,
                            heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s,
-                           collector_launch_sets=collector)
+                           collector_launch_sets=collector, lib_overrides=tuple(self.library_paths))
 
     def _prepare_device(self, sets: list[Any]) -> dict[str, str]:
         """The device half (GPU start times) of the first set that has one, before the command

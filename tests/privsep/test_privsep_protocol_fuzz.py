@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the helper is root's"
 VALID: dict[str, dict[str, Any]] = {
     "trace_start": {"sets": ["ioctl"], "mode": "events", "pid": 1, "maps_pid": None, "heartbeat_ms": 200,
                     "interval_s": 1.0, "collector_launch_sets": [], "json_output": False,
-                    "block_buffered": True, "perf_rb_pages": 64},
+                    "block_buffered": True, "perf_rb_pages": 64, "calibration": ""},
     "trace_poll": {"id": 1},
     "trace_stop": {"id": 1, "grace_s": 1.0},
     "tracefs_format": {"group": "syscalls", "event": "sys_enter_ioctl"},

@@ -123,3 +123,53 @@ def test_the_helper_and_its_bpftrace_die_with_a_killed_tool(bpftrace: str, sudo_
         for pid in [tool.pid, *traced]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+FAKELIB = Path(__file__).resolve().parents[1] / "trace" / "fakelib"
+
+
+def _build_fake_cuda(into: Path) -> tuple[Path, Path]:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("gcc is not installed (apt-get install gcc libc6-dev)")
+    lib, driver = into / "libcuda.so.1", into / "driver"
+    subprocess.run([gcc, "-O1", "-shared", "-fPIC", "-o", str(lib), str(FAKELIB / "fakecuda.c")], check=True)
+    subprocess.run([gcc, "-O1", "-o", str(driver), str(FAKELIB / "driver.c"), "-ldl"], check=True)
+    return lib, driver
+
+
+def test_uprobes_through_the_helper_on_the_users_process_with_calibration(
+        bpftrace: str, sudo_user: SudoUser, user_dir: Path) -> None:
+    """The CPU-box stand-in for `sudo aorta-tui trace queue --probes cuda` on a GPU machine: the
+    helper finds libcuda in the traced process's maps and attaches the cuda set's uprobes, and
+    calibrates them (the calibration program is the helper's too)."""
+    lib, driver = _build_fake_cuda(user_dir)
+    launches = subprocess.Popen(["setpriv", f"--reuid={sudo_user.uid}", f"--regid={sudo_user.gid}", "--init-groups",
+                                 "--", str(driver), "cuda", str(lib), "1000000", "500", "0x10", "0x20"],
+                                stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert _poll(lambda: str(lib) in Path(f"/proc/{launches.pid}/maps").read_text(), timeout=30)
+        r = run_sudo(sudo_user, ["trace", "queue", "--probes", "cuda", "--json", "--pid", str(launches.pid),
+                                 "--duration", "2"], user_dir, XDG_CACHE_HOME=str(user_dir / "cache"))
+    finally:
+        launches.kill()
+        launches.wait()
+    assert r.returncode == 0, r.stderr[-3000:]
+    result = json.loads(r.stdout)
+    cuda = result["probe_sets"]["cuda"]
+    assert cuda["detection"]["library"] == str(lib)
+    received = {name: m["records_received"] for name, m in cuda["metrics"].items()}
+    assert sum(received.values()) > 0, received
+    assert result["calibration"]["functions"]["cuda"] == f"{lib}:cuDriverGetVersion"  # measured, not cached
+    reasons = (result["calibration"] or {}).get("reasons", {})
+    assert not any("calibration failed" in why for why in reasons.values()), reasons
+
+
+def test_a_library_path_is_refused_under_sudo_with_the_reason(bpftrace: str, sudo_user: SudoUser,
+                                                              user_dir: Path) -> None:
+    lib, _driver = _build_fake_cuda(user_dir)
+    r = run_sudo(sudo_user, ["trace", "queue", "--probes", "cuda", "--lib", f"cuda={lib}", "--no-calibrate",
+                             "--", "true"], user_dir)
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert "--lib cuda=PATH cannot be used under sudo" in r.stderr and "--pid" in r.stderr
+    assert "Traceback" not in r.stderr
