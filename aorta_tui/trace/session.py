@@ -28,6 +28,7 @@ from typing import Any
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, HistogramSnapshot
+from aorta_tui.privsep import client as privsep
 from aorta_tui.trace import capability, program, tracefs
 from aorta_tui.trace.launcher import ProgramSpec
 from aorta_tui.trace.parser import Batch, RecordParser
@@ -223,7 +224,12 @@ class TraceSession:
             self.device.bind(self.program, self._stats, self._lock, MetricStats)
             if self.raw_path is not None:
                 self.device.raw_sink = self._write_device_raw
-            if self.mode == "events":
+            if self.mode == "events" and privsep.current() is not None:
+                # the helper renders programs from the catalogue and takes no path: the watch
+                # needs the collector's libcupti, which only this side knows
+                self.device.watch_reason = ("not watched under sudo: the privileged helper attaches only "
+                                            "catalogue probes, and libcupti's path is the collector's")
+            elif self.mode == "events":
                 pred = f"pid == {int(target_pid)}" if target_pid is not None else "1"
                 watch = self.device.watch_program(pred, max([*self.program.metric_ids, 0]) + 100)
                 if watch:

@@ -173,3 +173,25 @@ def test_a_library_path_is_refused_under_sudo_with_the_reason(bpftrace: str, sud
     assert r.returncode == 3, r.stderr[-2000:]
     assert "--lib cuda=PATH cannot be used under sudo" in r.stderr and "--pid" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+ENGINE_CHILD = """
+from aorta_tui.cli.privileged import load_verbs
+from aorta_tui.privsep.boot import drop_if_sudo
+drop_if_sudo(load_verbs)
+import os
+from aorta_tui.relay.engine_run import EngineRun
+run = EngineRun(["trace", "queue", "--probes", "ioctl", "--no-calibrate", "--json-stream", "--", "true"]).start()
+events = [type(e).__name__ for e in run.events()]
+print("uid", os.getuid(), "rc", run.wait(), "last", events[-1], "fd-var", "AORTA_TUI_PRIVSEP_FD" in os.environ)
+print(run.stderr_tail())
+"""
+
+
+def test_an_engine_command_of_the_dropped_tool_traces_through_a_connection_of_its_own(
+        bpftrace: str, sudo_user: SudoUser, user_dir: Path) -> None:
+    """The TUI's trace monitor runs `aorta-tui trace queue --json-stream` as a child (EngineRun):
+    as the user too, it gets a helper connection of its own, by descriptor."""
+    r = subprocess.run([str(PYTHON), "-c", ENGINE_CHILD], cwd=user_dir, env=sudo_user.env(), capture_output=True,
+                       text=True, timeout=180)
+    assert f"uid {sudo_user.uid} rc 0 last RunFinished fd-var False" in r.stdout, r.stdout + r.stderr[-2000:]
