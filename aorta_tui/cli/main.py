@@ -35,6 +35,12 @@ if _started_as_the_program() and os.geteuid() == 0 and "SUDO_UID" in os.environ:
     from aorta_tui.privsep.boot import drop_if_sudo
 
     drop_if_sudo(load_verbs)
+elif "AORTA_TUI_PRIVSEP_FD" in os.environ:
+    # an engine command the dropped tool started (privsep/client.py): take the helper
+    # connection now, so the variable is gone before any trial could inherit it
+    from aorta_tui.privsep import client as _privsep
+
+    _privsep.current()
 
 # Installed before the imports below (typer, click, the command modules: most of start-up);
 # ``main`` hands SIGINT back to Python's KeyboardInterrupt once the command wrapper runs.
