@@ -35,7 +35,7 @@ RECIPE = ("schema_version: 1\nmode: probe\nticket: T-33\ntrials: 2\ntimeout_per_
 # process whose parent is the test; then the orchestrator's children.
 WALK = r"""
 echo "id-u $(id -u) id-G $(id -G)"
-echo "env HOME=$HOME USER=$USER LOGNAME=$LOGNAME PATH=$PATH MAIL=${MAIL-unset}"
+echo "env HOME=$HOME USER=$USER LOGNAME=$LOGNAME PATH=$PATH MAIL=${MAIL-unset} VIRTUAL_ENV=$VIRTUAL_ENV"
 show() { echo "$1 $2 $(tr -d '\n' < /proc/$2/comm) | $(grep -E '^(Uid|Gid|Groups):' /proc/$2/status | tr '\t' ' ' | paste -sd'|')"; }
 p=$$
 while [ -n "$p" ] && [ "$p" != "$STOP_PID" ] && [ "$p" != 1 ]; do
@@ -143,6 +143,7 @@ def test_the_environment_is_the_users_not_sudos(sudo_user: SudoUser, user_dir: P
     assert f"HOME={sudo_user.home} " in env_line
     assert f"USER={sudo_user.name} LOGNAME={sudo_user.name} " in env_line
     assert "MAIL=unset" in env_line
+    assert env_line.endswith("VIRTUAL_ENV=/opt/kept-venv")  # sudo kept it: so does the tool
     # the invoking shell here is the test: its PATH, not sudo's secure_path, is the user's
     assert f"PATH={os.environ['PATH']} " in env_line and f"PATH={SECURE_PATH} " not in env_line
 
