@@ -73,7 +73,9 @@ def send(sock: socket.socket, obj: Mapping[str, Any], fds: tuple[int, ...] = ())
 def _recv_exact(sock: socket.socket, n: int, fds: list[int]) -> bytes:
     buf = bytearray()
     while len(buf) < n:
-        chunk, anc, _flags, _addr = sock.recvmsg(n - len(buf), socket.CMSG_SPACE(MAX_FDS * 4))
+        # close-on-exec from the start: a received descriptor never leaks into a child by accident
+        chunk, anc, _flags, _addr = sock.recvmsg(n - len(buf), socket.CMSG_SPACE(MAX_FDS * 4),
+                                                 socket.MSG_CMSG_CLOEXEC)
         for level, kind, data in anc:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                 got = array.array("i")
