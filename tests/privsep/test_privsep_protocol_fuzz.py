@@ -160,9 +160,23 @@ def _defects() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
     return per_verb | sets | pids | beats | knobs | names
 
 
+def _schemas() -> dict[str, dict[str, P.Check]]:
+    from aorta_tui.cli.privileged import load_verbs
+
+    return {name: dict(verb.args) for family in load_verbs() for name, verb in family.verbs.items()}
+
+
+SCHEMAS = _schemas()
+
+
 def _accepts(verb: str, key: str, value: Any) -> bool:
-    """True when the retyped value happens to be valid (None for an optional pid)."""
-    return value is None and key in ("pid", "maps_pid", "perf_rb_pages", "clock_level", "power_limit_w")
+    """True when the retyped value happens to be a valid one (3.5 seconds of interval, None for
+    an optional number): only values the verb's schema refuses are defects."""
+    try:
+        SCHEMAS[verb][key].check(key, value)
+    except P.ProtocolError:
+        return False
+    return True
 
 
 @FUZZ
