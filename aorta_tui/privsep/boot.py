@@ -146,9 +146,12 @@ def drop_if_sudo(load_verbs: Callable[[], list[VerbFamily]]) -> InvokingUser | N
     if user is None:
         return None
     shell_env = _sudo_parent_environ()
-    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+    except OSError as exc:
+        raise DropFailed(f"cannot start the privileged helper: {exc.strerror or exc}") from None
     if pid == 0:  # the helper: root, for the verbs only
         mine.close()
         run_helper(theirs, parent, load_verbs)

@@ -202,3 +202,10 @@ def test_a_process_that_is_not_root_is_left_alone(sudo_user: SudoUser, user_dir:
     assert proc.returncode == 0, err
     assert re.match(r"aorta-tui \S+", out)
     assert signal.SIGTERM  # (the CLI exits normally: no helper was forked to wait on)
+
+
+def test_a_sudo_uid_of_nobody_known_stops_instead_of_running_as_root(sudo_user: SudoUser, user_dir: Path) -> None:
+    r = run_sudo(sudo_user, ["--version"], user_dir, SUDO_UID="4242424", SUDO_USER="ghost")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "SUDO_UID=4242424 names no user" in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == ""  # the command never ran
