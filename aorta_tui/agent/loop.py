@@ -131,13 +131,12 @@ def start(req: AgentRequest) -> Path:
         raise UsageError(f"--output {req.output}: the directory {req.output.parent} does not exist")
     if req.output.exists() and not req.output.is_dir():
         raise UsageError(f"--output {req.output} is not a directory")
-    from aorta_tui.core import ownership
     from aorta_tui.core.atomic import atomic_write_bytes
     from aorta_tui.store.rundir import new_run_id, safe_component
 
     agent_dir = req.output / safe_component(recipe.ticket) / f"agent-{new_run_id()}"
     try:
-        ownership.make_dirs(agent_dir)
+        agent_dir.mkdir(parents=True, exist_ok=True)
         # the recipe as given (it may hold a secret's value in extra_env: mode 0600)
         atomic_write_bytes(agent_dir / "recipe.yaml", req.recipe.read_bytes(), mode=0o600)
         env_sidecar = [env_candidates.write_sidecar(agent_dir, settings)] if settings else []

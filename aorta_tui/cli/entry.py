@@ -28,8 +28,20 @@ def run() -> None:
     sys.exit(_tui())
 
 
+def _drop_privileges_under_sudo() -> None:
+    """Under sudo, the TUI too becomes the invoking user before it touches anything, with the
+    privileged helper forked first (cli/main.py does this at import for every command; the
+    TUI's path does not import it)."""
+    if os.geteuid() == 0 and "SUDO_UID" in os.environ:
+        from aorta_tui.cli.privileged import load_verbs
+        from aorta_tui.privsep.boot import drop_if_sudo
+
+        drop_if_sudo(load_verbs)
+
+
 def _tui() -> int:
     """The TUI, with the exit codes and messages ``cli_command`` gives every command."""
+    _drop_privileges_under_sudo()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
     from aorta_tui.cli.tui_launch import launch_tui

@@ -27,6 +27,21 @@ def _started_as_the_program() -> bool:
     return name == "aorta-tui" or (name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "aorta_tui")
 
 
+# Under sudo, before anything reads or writes a file of the user's: fork the privileged helper
+# (it keeps root, for bpftrace, tracefs, GPU knobs and root-only snapshot fields) and become the
+# invoking user for everything else, irreversibly (privsep/boot.py, docs/privileged-helper.md).
+if _started_as_the_program() and os.geteuid() == 0 and "SUDO_UID" in os.environ:
+    from aorta_tui.cli.privileged import load_verbs
+    from aorta_tui.privsep.boot import drop_if_sudo
+
+    drop_if_sudo(load_verbs)
+elif "AORTA_TUI_PRIVSEP_FD" in os.environ:
+    # an engine command the dropped tool started (privsep/client.py): take the helper
+    # connection now, so the variable is gone before any trial could inherit it
+    from aorta_tui.privsep import client as _privsep
+
+    _privsep.current()
+
 # Installed before the imports below (typer, click, the command modules: most of start-up);
 # ``main`` hands SIGINT back to Python's KeyboardInterrupt once the command wrapper runs.
 # SIGTERM and SIGHUP too, first (issue 37 item 10: one in the first 0.3-0.6 s killed the
@@ -61,7 +76,8 @@ from aorta_tui.cli.common import cli_command, new_app  # noqa: E402
 
 app = new_app(
     "Terminal control room for triaging GPU workloads on ROCm and CUDA machines.\n\n"
-    "With no command, opens the TUI (run it as `sudo aorta-tui` for eBPF tracing).\n\n"
+    "With no command, opens the TUI (run it as `sudo aorta-tui` for eBPF tracing: then only a\n"
+    "small helper and bpftrace keep root, everything else runs as you).\n\n"
     "\b\nExamples:\n"
     "  aorta-tui --batch recipes/quickstart.yaml        # a sweep, headless\n"
     "  aorta-tui --batch probe.yaml -- bash launch.sh   # a probe sweep over a command\n"

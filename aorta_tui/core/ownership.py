@@ -1,5 +1,12 @@
 """Under ``sudo``, what aorta-tui creates belongs to the user who ran sudo, not to root.
 
+Since issue 33 the ``aorta-tui`` program drops to the invoking user before it touches a file
+(:mod:`aorta_tui.privsep.boot`), so what it creates is the user's without a chown and
+:func:`invoking_user_ids` is ``None`` in every process of the tool (its euid is never 0 with
+``SUDO_UID`` set; the privileged helper creates nothing of the user's). What is left here is
+called by ``core/atomic.py`` and ``store/rundir.py`` only, where it is a no-op; it goes with them.
+The text below is how it worked when the whole tool ran as root.
+
 ``sudo aorta-tui ...`` (for eBPF tracing, GPU clocks) runs as root, so every directory and
 file it makes - ``aorta-out/``, the ticket directory, the run directory and all in it, ``-o``
 files - would be root's, and the user's next run without sudo in the same place fails with

@@ -251,7 +251,6 @@ def _request(base: Any, counts: Sequence[int], knee_gain: float,
 
 def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
     """A new run directory holding ``request.json`` and an empty journal (or refused)."""
-    from aorta_tui.core import ownership
     from aorta_tui.store.rundir import JOURNAL
 
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
@@ -260,7 +259,7 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
                               f"`aorta-tui queue resume {run_dir}`")
     existed = run_dir.exists()
     try:
-        ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
+        run_dir.mkdir(parents=True, exist_ok=True)  # under sudo the tool runs as the user: theirs
         with RunDirFS(run_dir) as fs:
             fs.atomic_write_json(REQUEST_FILE, request)
         (run_dir / JOURNAL).touch()

@@ -50,7 +50,6 @@ from pathlib import Path
 from threading import Event as ThreadEvent
 from typing import Any
 
-from aorta_tui.core import ownership
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
     CallbackSink,
@@ -517,7 +516,7 @@ def _claim_run_dir(run_dir: Path) -> Path | None:
     while not outermost.parent.exists() and outermost.parent != outermost:
         outermost = outermost.parent
     try:
-        ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
+        run_dir.mkdir(parents=True, exist_ok=True)  # under sudo the tool runs as the user: theirs
     except OSError as exc:
         raise output_write_error(exc, run_dir, option="--output") from None
     return outermost

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from aorta_tui.core import ownership, spawn_gate
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import RunDirError, UsageError
 from aorta_tui.core.events import RunStarted
 from aorta_tui.store.rundir import lock_holder, parse_journal_line
@@ -43,7 +43,7 @@ def launch_detached(
     handshake), so nothing reaches the caller's terminal and the run outlives the caller.
     """
     output = Path(output_dir)
-    ownership.make_dirs(output)
+    output.mkdir(parents=True, exist_ok=True)
     args = ["sweep", "run", "--json", "--output", str(output)]
     if recipe_path is not None:
         args += ["--recipe", str(recipe_path)]
@@ -54,7 +54,6 @@ def launch_detached(
         args += ["--", *command]
     log_path = output / f".launch-{os.getpid()}-{time.time_ns()}.log"
     with open(log_path, "wb") as log:
-        ownership.adopt(log_path)
         relay = spawn_gate.popen([sys.executable, "-m", "aorta_tui.relay.engine_run", "--relay", str(log_path),
                                   "--", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=log, start_new_session=True)

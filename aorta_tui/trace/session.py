@@ -28,7 +28,9 @@ from typing import Any
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, HistogramSnapshot
+from aorta_tui.privsep import client as privsep
 from aorta_tui.trace import capability, program, tracefs
+from aorta_tui.trace.launcher import ProgramSpec
 from aorta_tui.trace.parser import Batch, RecordParser
 from aorta_tui.trace.runner import BpftraceRunner
 from aorta_tui.trace.stream_stats import MetricStats, split_batch
@@ -225,7 +227,12 @@ class TraceSession:
             self.device.bind(self.program, self._stats, self._lock, MetricStats)
             if self.raw_path is not None:
                 self.device.raw_sink = self._write_device_raw
-            if self.mode == "events":
+            if self.mode == "events" and privsep.current() is not None:
+                # the helper renders programs from the catalogue and takes no path: the watch
+                # needs the collector's libcupti, which only this side knows
+                self.device.watch_reason = ("not watched under sudo: the privileged helper attaches only "
+                                            "catalogue probes, and libcupti's path is the collector's")
+            elif self.mode == "events":
                 pred = f"pid == {int(target_pid)}" if target_pid is not None else "1"
                 watch = self.device.watch_program(pred, max([*self.program.metric_ids, 0]) + 100)
                 if watch:
@@ -236,16 +243,26 @@ class TraceSession:
 
             extra = {ps.name: (Path(det.library), ps.calibration_function)
                      for ps, det in self._sets if ps.calibration_function and det.library}
-            self.calibration = calibrate(bpftrace, extra=extra)
+            self.calibration = calibrate(bpftrace, extra=extra, maps_pid=self.pid)
         if self.raw_path is not None:
             self.raw_path.parent.mkdir(parents=True, exist_ok=True)
             self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
                 self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
         self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
                                       on_lines=self._on_lines, json_output=self.mode == "aggregate",
-                                      block_buffered=self.mode == "events")
+                                      block_buffered=self.mode == "events", spec=self._program_spec(target_pid))
         self._runner.start()
+        self.warnings.extend(self._runner.notes)
         self._runner.wait_attached(self.attach_timeout_s)
+
+    def _program_spec(self, target_pid: int | None) -> ProgramSpec:
+        """What the program was rendered from, by name: the privileged helper (under sudo)
+        renders it again from this, as it takes no program text."""
+        collector = (self.device.probe_set,) if (self.device is not None
+                                                 and self.device.launch_source == "collector") else ()
+        return ProgramSpec(sets=tuple(self.probe_names), mode=self.mode, pid=target_pid, maps_pid=self.pid,
+                           heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s,
+                           collector_launch_sets=collector, lib_overrides=tuple(self.library_paths))
 
     def _prepare_device(self, sets: list[Any]) -> dict[str, str]:
         """The device half (GPU start times) of the first set that has one, before the command

@@ -24,7 +24,6 @@ from aorta_tui.tui.screens.bundle_review import BundleReviewScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen, tail_text, trial_facts
-from aorta_tui.tui.sudo import give_to_invoking_user
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid, confound_legend
 
 REDRAW_S = 0.25  # the grid redraws at most 4 times a second however fast trials finish
@@ -157,7 +156,6 @@ class MatrixScreen(EngineBridge, AortaScreen):
 
     def _on_run_finished(self) -> None:
         assert self.state is not None and self.run_dir is not None
-        give_to_invoking_user(self.run_dir, recursive=True)
         failing = self.state.count("fail") + self.state.count("error")
         self.notify(
             f"run {self.state.status}: {self.state.done}/{self.state.total} trials, {failing} failed or errored",

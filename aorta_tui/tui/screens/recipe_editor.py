@@ -28,7 +28,6 @@ from aorta_tui.tui.recipe_files import find_recipes, new_file_problem, read_reci
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen
 from aorta_tui.tui.screens.pickers import PathPicker
-from aorta_tui.tui.sudo import give_to_invoking_user
 
 CHECK_DELAY_S = 0.3  # validate this long after the last keystroke
 
@@ -339,7 +338,6 @@ class RecipeEditorScreen(AortaScreen):
         if self.new_file:
             self.new_file = False
             self._start_watch(self.path)
-        give_to_invoking_user(self.path)
         self._show_file_line()
         self.notify(f"saved {self.path}")
         return True
