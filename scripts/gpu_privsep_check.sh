@@ -104,6 +104,7 @@ tui() {
   grep -q "launch" "$OUT/tui_pane.txt"
 }
 
+export -f sudo_env watch_tree
 stage install 180 install
 cd /opt/aorta-src
 stage trace_cli 300 trace_cli
