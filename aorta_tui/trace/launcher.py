@@ -121,8 +121,12 @@ class DirectLauncher:
     """This process runs bpftrace itself (it is root, or has CAP_BPF+CAP_PERFMON)."""
 
     def launch(self, runner: LaunchTarget) -> BpftraceProcess:
-        runner.program_path.write_text(runner.program_text)
-        os.chmod(runner.program_path, 0o600)
+        # made 0600 by the open itself, never through a path chmod after the write
+        fd = os.open(runner.program_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as program:
+            os.fchmod(program.fileno(), 0o600)  # an existing file keeps its mode through O_CREAT
+            program.write(runner.program_text)
         argv = bpftrace_argv(runner.bpftrace, runner.program_path, json_output=runner.json_output,
                              block_buffered=runner.block_buffered,
                              full_buffering=runner.output_buffering == "full")
