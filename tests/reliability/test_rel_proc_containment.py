@@ -162,7 +162,6 @@ def test_daemon_left_by_a_trial_that_exits_is_ended(tmp_path: Path, mechanism: s
     spec = ProcessSpec(argv=["bash", "-c", f"(setsid sleep {marker} &)"], env=env, cwd=tmp_path,
                        stdout_path=tmp_path / "out.log", stderr_path=tmp_path / "err.log",
                        timeout_s=30, containment=mechanism, sample_gpu=False)
-    started = time.monotonic()
     outcome = run_process(spec)
     assert _gone(marker) == []
     assert outcome.exit_code == 0

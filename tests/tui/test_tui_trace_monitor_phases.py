@@ -61,7 +61,6 @@ def test_queue_run_announces_warm_up_measure_and_detail_with_pauses_between(tmp_
 
 def test_announcing_without_a_listener_never_fails_or_blocks(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(PHASE_SOCKET_ENV, str(tmp_path / "nobody.sock"))
-    start = time.monotonic()
     announce("measure")
     monkeypatch.delenv(PHASE_SOCKET_ENV)
     announce("measure")
