@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from aorta_tui.core.numerals import ascii_digits
+
 MiB = 1024 * 1024
 # The most a compressed file may expand to while it is scanned (a bomb is left out), and how
 # deep layers may nest (a .gz of a .gz ...).
@@ -211,7 +213,7 @@ def _npy_layer(data: bytes) -> Layer:
     numeric array has no text; a bytes array is ASCII already)."""
     header, body_at = _npy_header(data)
     descr = header["descr"]
-    if len(descr) < 3 or descr[1] != "U" or not descr[2:].isdigit():
+    if len(descr) < 3 or descr[1] != "U" or not ascii_digits(descr[2:]):
         return Layer("npy", data, lambda b: b)  # not text: its bytes are scanned as they are
     width, order = int(descr[2:]), descr[0]
     codec = "utf-32-be" if order == ">" else "utf-32-le"

@@ -70,6 +70,11 @@ def flag_mode_recipe_text(req: SweepRequest) -> str:
             doc["confound"] = {k: v for k, v in (("baseline_cell", req.baseline_cell),
                                                  ("threshold", req.confound_threshold)) if v is not None}
     elif req.command:
+        if req.command[0].lower().endswith((".yaml", ".yml")):
+            # `sweep run recipe.yaml` would exec the YAML file as the probe's program: every
+            # trial fails with exec_failed, which says nothing about the slip
+            raise UsageError(f"{req.command[0]!r} is a recipe file, not a command to run",
+                             hint=f"aorta-tui sweep run --recipe {req.command[0]}")
         doc = {"schema_version": 1, "mode": "probe", "ticket": req.ticket or "flags-probe",
                "trials": req.trials or 1, "mitigation_axis": mits, "diagnostic_axis": ["none"]}
     else:

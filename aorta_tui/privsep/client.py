@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.privsep import protocol
 
 FD_ENV = "AORTA_TUI_PRIVSEP_FD"  # a connection handed to one of the tool's own child commands
@@ -108,7 +109,7 @@ def _from_environment() -> Client | None:
     """A connection handed down by the tool's parent process (``FD_ENV``). The variable is
     removed at once, so the commands this one starts (trials) neither see nor inherit it."""
     raw = os.environ.pop(FD_ENV, None)
-    if raw is None or not raw.isdigit():
+    if raw is None or not ascii_digits(raw):
         return None
     fd = int(raw)
     try:

@@ -36,6 +36,7 @@ from aorta_tui.recipe.model import (
     StopAfter,
     TraceSpec,
 )
+from aorta_tui.recipe.upstream_workloads import not_carried
 
 if TYPE_CHECKING:
     from aorta_tui.recipe.checks import RegistryView
@@ -702,7 +703,9 @@ def _known_workload(v: Validator, name: str) -> Any:
     """An unknown name is an error with the closest registered one (a run would stop on it);
     a registered workload that fails to import here is only a note (sweep/workload_check.py)."""
     known = getattr(v.registry, "workload_names", None)
-    if not known or name in known:  # no registry, or no workload registered: not installed
+    if not known or name in known or not_carried(name):
+        # no registry or none registered (not installed), or upstream's own workload that
+        # plans here and stops a real run (recipe/upstream_workloads.py)
         return name
     return v.issue("workload", f"unknown workload {name!r}", did_you_mean(name, known)
                    + "`aorta-tui sweep list-workloads` lists them")

@@ -275,3 +275,38 @@ def test_matrix_md_says_why_a_far_faster_cell_is_within_noise(tmp_path: Path) ->
     matrix = next(tmp_path.glob("aorta-out/NOISE/*/matrix.md")).read_text()
     row = next(ln for ln in matrix.splitlines() if ln.startswith("| tf32_off-none |"))
     assert re.search(r"within noise \(x1/\d+; noise ±\d+\.\d+ ms\)", row), row
+
+
+# a recipe given where a command goes; an upstream workload not carried here -----------------
+
+def test_a_recipe_given_as_the_command_is_refused_with_the_flag_to_use(tmp_path: Path) -> None:
+    (tmp_path / "quick.yaml").write_text(PROBE)
+    got = cli(tmp_path, "sweep", "run", "quick.yaml")
+    assert got.returncode == 2, got.stderr
+    assert "is a recipe file, not a command" in got.stderr
+    assert "sweep run --recipe quick.yaml" in got.stderr
+    assert not (tmp_path / "aorta-out").exists()  # nothing was started
+
+
+UPSTREAM_HRX = ("schema_version: 1\nticket: HRX\nworkload: hrx\ntrials: 1\nsteps: 1\n"
+                "workload_config: {probe: module}\ncells:\n"
+                "  - {name: hrx_off, mitigations: [none], environment: local}\n")
+
+
+def test_an_upstream_workload_plans_and_a_run_says_it_is_not_carried(tmp_path: Path) -> None:
+    (tmp_path / "hrx.yaml").write_text(UPSTREAM_HRX)
+    checked = cli(tmp_path, "recipe", "validate", "hrx.yaml")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "upstream AORTA's" in checked.stdout
+    ran = cli(tmp_path, "sweep", "run", "--recipe", "hrx.yaml")
+    assert ran.returncode == 3, ran.stdout + ran.stderr
+    assert "does not carry the workload" in ran.stderr
+    assert "aorta sweep run" in ran.stderr  # where it can run
+
+
+def test_a_misspelt_workload_is_still_a_located_error(tmp_path: Path) -> None:
+    (tmp_path / "typo.yaml").write_text(UPSTREAM_HRX.replace("workload: hrx", "workload: trainig"))
+    got = cli(tmp_path, "recipe", "validate", "typo.yaml")
+    assert got.returncode == 2, got.stdout + got.stderr
+    assert "unknown workload 'trainig'" in got.stdout + got.stderr
+    assert "training" in got.stdout + got.stderr
