@@ -680,6 +680,7 @@ class TraceSession:
                     if why:
                         s["lost_events_reason"] = why
                         if "were not seen" in why:  # a count of 0 must not read as "no launches"
+                            # (a collector without a launch callback, or one that never spoke)
                             warnings.append(f"{ps_name}.{metric.name}: {why}")
                     entry["metrics"][metric.name] = s
                     continue

@@ -81,6 +81,13 @@ def _looks_like_python(exe: str) -> bool:
 
 
 
+# A count of 0 from a collector that never spoke is not "no launches": the program made no CUDA
+# context, or its libcuda never loaded the collector (CUDA_INJECTION64_PATH). Said as a warning.
+NO_COLLECTOR_RECORDS = ("launches were not seen: no record came from the CUPTI collector (the program "
+                        "created no CUDA context, or its libcuda did not load the collector); "
+                        "`--launch-source ebpf` counts them with the uprobe")
+
+
 @dataclass
 class PrebuiltCollector:
     """A collector library given by ``$AORTA_CUPTI_COLLECTOR`` (no build): one built elsewhere
@@ -382,7 +389,7 @@ class DeviceSide:
         read = sum(self.join.collector_launches_per_pid.values())
         unfinished = [p for p, ps in procs.items() if not ps.exited_cleanly]
         if not procs:
-            return None, read, "no record came from the collector"
+            return None, read, NO_COLLECTOR_RECORDS
         blind = {p: e for p, ps in procs.items() for e in ps.errors
                  if e.startswith(("cuptiSubscribe", "cuptiEnableCallback"))}
         if blind:
@@ -400,7 +407,7 @@ class DeviceSide:
         read = self.join.counts["activity_launches"]
         procs = self.join.procs
         if not procs:
-            return None, read, "no record came from the collector"
+            return None, read, NO_COLLECTOR_RECORDS
         lost = self.dropped() or 0
         return read + lost, read, None
 
