@@ -59,10 +59,11 @@ class _OpenHow(ctypes.Structure):
 
 
 _openat2_state: dict[str, Any] = {"usable": None, "libc": None}
-__all__ = ["RunDirFS", "RunDirRefused", "split_relative"]
+__all__ = ["RunDirFS", "RunDirRefused", "rundir_refused", "split_relative"]
 
 
-def _refused(path: str, what: str) -> RunDirRefused:
+def rundir_refused(path: str, what: str) -> RunDirRefused:
+    """The one refusal for something in a run directory that is not what the tool expects."""
     return RunDirRefused(
         f"{path} is {what}: refused (a run directory's files are never followed out of it)",
         hint=f"someone who can write the run directory put it there; look at it (`ls -la "
@@ -203,12 +204,12 @@ class RunDirFS:
                 break
             last = i == len(parts)
             if stat.S_ISLNK(st.st_mode):
-                return _refused(self.display(parts[:i]), "a symlink")
+                return rundir_refused(self.display(parts[:i]), "a symlink")
             if not last and not stat.S_ISDIR(st.st_mode):
-                return _refused(self.display(parts[:i]), f"{describe_kind(st.st_mode)}, not a directory")
+                return rundir_refused(self.display(parts[:i]), f"{describe_kind(st.st_mode)}, not a directory")
             if last and exc.errno in (errno.ENXIO, errno.EISDIR, errno.ENOTDIR):
-                return _refused(self.display(parts), describe_kind(st.st_mode))
-        return _refused(self.display(parts), f"not reachable without a link ({exc.strerror})")
+                return rundir_refused(self.display(parts), describe_kind(st.st_mode))
+        return rundir_refused(self.display(parts), f"not reachable without a link ({exc.strerror})")
 
     @contextmanager
     def directory(self, path: str | os.PathLike[str], *, create: bool = False) -> Iterator[int]:
@@ -279,7 +280,7 @@ class RunDirFS:
         with os.fdopen(fd, "rb") as fh:
             mode = os.fstat(fh.fileno()).st_mode
             if not stat.S_ISREG(mode):  # a FIFO (opened without waiting), a device, a socket
-                raise _refused(self.display(parts), describe_kind(mode))
+                raise rundir_refused(self.display(parts), describe_kind(mode))
             return read_fd_bounded(fh, where=self.display(parts), what=what, limit=limit)
 
     def load_json(self, path: str | os.PathLike[str], *, what: str, limit: int) -> Any:
@@ -321,7 +322,7 @@ class RunDirFS:
             if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
                 what = describe_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else \
                     f"a file with {st.st_nlink} hard links"
-                raise _refused(self.display(self.rel(path)), what)
+                raise rundir_refused(self.display(self.rel(path)), what)
             if not append:
                 os.ftruncate(fd, 0)
             os.set_blocking(fd, True)
@@ -374,6 +375,6 @@ def refuse_unless_regular(fs: RunDirFS, path: str | os.PathLike[str]) -> None:
     a link: for a file another module must open by path (a recipe: its loader keeps its path)."""
     st = fs.lstat(path)
     if st is not None and stat.S_ISLNK(st.st_mode):
-        raise _refused(fs.display(fs.rel(path)), "a symlink")
+        raise rundir_refused(fs.display(fs.rel(path)), "a symlink")
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise _refused(fs.display(fs.rel(path)), describe_kind(st.st_mode))
+        raise rundir_refused(fs.display(fs.rel(path)), describe_kind(st.st_mode))

@@ -51,7 +51,7 @@ from aorta_tui.core.events import (
     TrialStarted,
 )
 from aorta_tui.core.inputs import open_input, permission_problem
-from aorta_tui.core.rundir_fs import RunDirFS
+from aorta_tui.core.rundir_fs import RunDirFS, rundir_refused
 
 JOURNAL = "journal.jsonl"
 LOCK = ".lock"
@@ -790,6 +790,10 @@ def check_outputs(run_dir: Path, *, files: tuple[str, ...] = (),
             continue
         if not want_dir and (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
             continue  # a link is replaced, never followed, by the atomic rename
+        if want_dir and stat.S_ISLNK(st.st_mode):
+            # a link where the tool writes into a directory is what an attack plants, not damage:
+            # the same refusal (exit 3) the file layer gives when it meets one later
+            raise rundir_refused(str(path), "a symlink")
         what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a symlink" if stat.S_ISLNK(st.st_mode)
                 else "a file" if stat.S_ISREG(st.st_mode) else "a special file")
         raise RunDirError(

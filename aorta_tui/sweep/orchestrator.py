@@ -956,6 +956,21 @@ def _emulated_cells(plan: Any, registry: Any, dry_run: bool) -> list[str]:
     return notes
 
 
+def _refuse_swapped_parent(trial_dir: Path, run_dir: Path) -> None:
+    """A directory between the run and the trial (``trials/``, the cell's) that is now a link
+    was swapped by someone who can write the run directory, not by the trial: the file layer's
+    refusal (exit 3), not the trial's fault."""
+    from aorta_tui.core.rundir_fs import rundir_refused
+
+    try:
+        parents = trial_dir.relative_to(run_dir).parents
+    except ValueError:
+        return
+    for rel in sorted(parents, key=lambda p: len(p.parts))[1:]:  # [0] is the run itself
+        if (run_dir / rel).is_symlink():
+            raise rundir_refused(str(run_dir / rel), "a symlink")
+
+
 def _require_own_dir(trial_dir: Path, trial_id: str, run_dir: Path) -> None:
     """The trial's directory is its ``$AORTA_ARTIFACT_DIR``, so the trial can replace it with a
     file or a link; its result would then be written over (or through) that: exit 2 naming it,
@@ -966,6 +981,7 @@ def _require_own_dir(trial_dir: Path, trial_id: str, run_dir: Path) -> None:
         st = None
     if st is not None and stat.S_ISDIR(st.st_mode):
         return
+    _refuse_swapped_parent(trial_dir, run_dir)
     what = ("removed its own directory" if st is None
             else "replaced its own directory with a symlink" if stat.S_ISLNK(st.st_mode)
             else "replaced its own directory with a file")
