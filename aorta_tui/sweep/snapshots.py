@@ -123,7 +123,9 @@ def _start(fs: RunDirFS, env_fd: int, environments: dict[str, dict[str, str]],
     env_dir = fs.root / "env"
     pending: list[PendingCapture] = []
     targets: list[tuple[str, dict[str, str]]] = []
-    if session <= 1:
+    if session <= 1 or not (env_dir / "host_env.json").is_file():
+        # once per run; again on a resume when the first session could not write it (a full
+        # disk: exit 3, then the resume once space is freed)
         targets.append(("host_env", {}))
     # An environment that sets no variables runs trials in the host's own environment: its
     # snapshot is the host snapshot, so one capture serves both (finish_captures copies it).
