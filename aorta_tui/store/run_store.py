@@ -187,7 +187,7 @@ class RunStore:
         """The journal writer (an ``EventSink``: prepend it to the bus, so it sees every event
         before any display does)."""
         if self.journal is None:
-            self.journal = rundir.Journal(self.journal_path)
+            self.journal = rundir.Journal(self.journal_path, dir_fd=self.fs.fileno())
         return self.journal
 
     def check_journal(self) -> None:

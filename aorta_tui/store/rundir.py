@@ -318,14 +318,16 @@ class Journal:
 
     DURABLE: tuple[type[Event], ...] = (TrialFinished, RunFinished, RunStarted)
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, dir_fd: int | None = None) -> None:
         self.path = path
         self.error: OSError | None = None
         # O_NOFOLLOW | O_NONBLOCK and the fstat: a journal that is a symlink or a FIFO is refused
-        # at once (a FIFO's open for writing would wait for a reader forever).
+        # at once (a FIFO's open for writing would wait for a reader forever). ``dir_fd``: the
+        # run's root held by its file layer (RunStore), so the journal is the one in that run.
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                               | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._fd = os.open(path.name if dir_fd is not None else path,
+                               os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                               | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=dir_fd)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
                 check_journal_file(path)  # raises the located refusal
