@@ -18,15 +18,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from aorta_tui.trial.host import TrialHost
+
+
+class ExecutorHost(TrialHost, Protocol):
+    """The run as an executor sees it: the pools' view, and the preparation of a trial (its
+    directory, environment, argv and ``ProcessSpec``) that a batched submission does ahead."""
+
+    def prepare_trial(self, run_dir: Path, spec: Any) -> tuple[Any, Path, dict[str, str], list[str], Any]: ...
+
 
 class Executor(Protocol):
     kind: str
 
-    def check(self, sweep: Any, *, dry_run: bool) -> list[str]: ...
+    def check(self, sweep: ExecutorHost, *, dry_run: bool) -> list[str]: ...
 
     def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]: ...
 
-    def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None: ...
+    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: list[Any], session: int) -> None: ...
 
     def run(self, trial: Any, pspec: Any, *, cancel: Any,
             on_start: Callable[[int | None], None]) -> Any: ...

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.atomic import atomic_write_bytes
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
@@ -38,6 +38,9 @@ from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
 from aorta_tui.executor.slurm_job import GATE_SUFFIX, JOB_SPEC, OUTCOME
+
+if TYPE_CHECKING:  # the Protocol lives in the package's __init__, which imports this module's siblings
+    from aorta_tui.executor import ExecutorHost
 
 ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxArraySize is 1001
 QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
@@ -152,7 +155,7 @@ class SlurmExecutor:
 
     # -- before anything is written ------------------------------------------------------------
 
-    def check(self, sweep: Any, *, dry_run: bool) -> list[str]:
+    def check(self, sweep: ExecutorHost, *, dry_run: bool) -> list[str]:
         """sbatch/squeue/scancel on PATH, the partition, the capacity: nothing submitted.
 
         The account and the shared run directory are checked by the array itself (``begin``):
@@ -212,7 +215,7 @@ class SlurmExecutor:
                 f"in {_where(self.recipe, 'executor.partition') or 'the recipe'}",
                 location=_where(self.recipe, "executor.partition"))
 
-    def _check_distributed(self, sweep: Any) -> None:
+    def _check_distributed(self, sweep: ExecutorHost) -> None:
         """``nodes`` / ``gpus_per_node``: only a torchrun workload spreads over nodes, and its
         cells' world_size (where given) is nodes x gpus_per_node (exit 2, located)."""
         shape = distributed_shape(self.spec)
@@ -220,7 +223,7 @@ class SlurmExecutor:
             return
         nodes, per_node = shape
         r = self.recipe
-        launch = getattr(getattr(sweep, "_workload_cls", None), "launch", None)
+        launch = getattr(sweep.workload_cls, "launch", None)
         torchrun = r.mode == "triage" and getattr(launch, "mode", None) == "torchrun"
         if not torchrun:
             if nodes > 1:
@@ -487,7 +490,7 @@ class SlurmExecutor:
 
     # -- submission ------------------------------------------------------------------------------
 
-    def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None:
+    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: list[Any], session: int) -> None:
         """Prepare every pending trial that is not adopted and submit them, ARRAY_MAX a call.
 
         Every path a job is given is absolute: sbatch resolves a relative ``--output`` against
@@ -521,7 +524,7 @@ class SlurmExecutor:
                 sc.scancel(ids)
             raise
 
-    def _submit_batch(self, sweep: Any, run_dir: Path, chunk: list[Any], session: int, k: int,
+    def _submit_batch(self, sweep: ExecutorHost, run_dir: Path, chunk: list[Any], session: int, k: int,
                       gate: tuple[Path, str]) -> str:
         assert self.store is not None
         name = f"aorta-{run_dir.name}-s{session}-b{k}"
