@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the Protocol lives in the package's __init__, which imports this module's siblings
-    from aorta_tui.executor import ExecutorHost
+if TYPE_CHECKING:
+    from aorta_tui.executor.host import ExecutorHost
 
 
 class LocalExecutor:

@@ -39,8 +39,8 @@ from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
 from aorta_tui.executor.slurm_job import GATE_SUFFIX, JOB_SPEC, OUTCOME
 
-if TYPE_CHECKING:  # the Protocol lives in the package's __init__, which imports this module's siblings
-    from aorta_tui.executor import ExecutorHost
+if TYPE_CHECKING:
+    from aorta_tui.executor.host import ExecutorHost
 
 ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxArraySize is 1001
 QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
