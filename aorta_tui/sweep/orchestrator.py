@@ -549,8 +549,8 @@ class Sweep:
             outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
             custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
             kernel_unavailable=kernel_log.unavailable, workload_result=wres, log_scan=log_scan,
+            placement=self.executor.placement(outcome),  # a Slurm job's state, the node's kernel log
         )
-        result = self.executor.amend(result, outcome)  # a Slurm job state as a typed detection
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
         record = {
             "schema_version": 1,
