@@ -159,6 +159,9 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.redraws = 0
         self._rates: deque[float] = deque(maxlen=RATE_HISTORY)
         self.engine_run: EngineRun | None = None
+        # tracers being stopped by a worker thread (bpftrace's detach takes seconds): the screen
+        # keeps drawing meanwhile, and nothing new attaches to what they still hold
+        self.detaching: set[EngineRun] = set()
         self._finished: RunFinished | None = None  # the tracer's last event, once it came
         self.attached: dict[str, Any] | None = None
         self.stderr_path: Path | None = None
@@ -281,7 +284,10 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
             self._show_probe_reason(self._initial_probe_set)
 
     def on_unmount(self) -> None:
+        # leaving: the tracer must be gone with the screen, and a worker would be cut short
         self.stop_trace()
+        for run in list(self.detaching):
+            run.stop(signal.SIGINT, grace_s=10.0)
 
     # --- the stream ----------------------------------------------------------------------
 
@@ -441,8 +447,8 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
 
     def action_toggle_trace(self) -> None:
         if self.tracing:
-            self.stop_trace()
-            self.notify("tracer stopped and detached")
+            self.stop_trace(wait=False)
+            self.notify("stopping the tracer: bpftrace detaches in the background")
             return
         try:
             target = parse_target(self.query_one("#trace-target", Input).value)
@@ -464,7 +470,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         """Start ``trace queue --json-stream`` with ``args`` and follow its events (the
         benchmark uses this, with ``--synthetic N``)."""
         self.stderr_path = Path(tempfile.gettempdir()) / f"aorta-tui-trace-{os.getpid()}.log"
-        self.stop_trace()  # a previous tracer's late events are dropped (they name their run)
+        self.stop_trace(wait=False)  # a previous tracer's late events are dropped (they name their run)
         self.clear_trace()
         self.attached = None
         self._finished = None
@@ -533,11 +539,26 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
             f"phase {phase} ({seen}); intervals are within a phase: "
             f"{left_out} spanning a pause between phases left out"), "dim")
 
-    def stop_trace(self, timeout: float = 10.0) -> None:
-        """Stop the tracer (SIGINT to its group: it detaches bpftrace) and wait until it exited."""
+    def stop_trace(self, timeout: float = 10.0, *, wait: bool = True) -> None:
+        """Stop the tracer (SIGINT to its group: it detaches bpftrace). ``wait``: until it exited,
+        on this thread (leaving the screen: nothing may outlive it); otherwise a worker thread
+        waits, so the event loop never blocks on a detach (``detaching`` holds the run until then)."""
         run, self.engine_run = self.engine_run, None
-        if run is not None:
+        if run is None:
+            return
+        if wait:
             run.stop(signal.SIGINT, grace_s=timeout)
+            return
+        self.detaching.add(run)
+        self.run_worker(lambda: self._stop_in_worker(run, timeout), thread=True, exit_on_error=False,
+                        name="stop tracer", group="stop-tracer")
+
+    def _stop_in_worker(self, run: EngineRun, timeout: float) -> None:
+        try:
+            run.stop(signal.SIGINT, grace_s=timeout)
+        finally:
+            # one atomic set operation (the GIL): the loop only reads the set to draw it
+            self.detaching.discard(run)
 
     def action_focus_target(self) -> None:
         self.query_one("#trace-target", Input).focus()
