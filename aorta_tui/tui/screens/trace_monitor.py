@@ -173,8 +173,8 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         # Probe set -> None (can attach here) or why not; {} while not known.
         self.probe_sets: dict[str, str | None] = {}
         # --metrics ADDR for the tracer (docs/metrics.md): the setting $AORTA_TUI_METRICS turns
-        # it on at start with its address; e toggles it for the next start
-        self.metrics_addr: str | None = metrics_setting()
+        # it on at start with its address (read on mount, from the App's settings); e toggles it
+        self.metrics_addr: str | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="queue"):
@@ -268,6 +268,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
+        self.metrics_addr = self.aorta.settings.metrics_addr
         self.query_one("#queue-breakdown", DataTable).add_columns("metric / key", "count", "p50", "mean", "max")
         self._breakdown_values: dict[str, tuple[str, ...]] = {}
         self._last_header: tuple[str, ...] | None = None
@@ -429,7 +430,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
 
     def action_toggle_metrics(self) -> None:
         """Serve (or stop serving) the next trace's figures for Prometheus."""
-        self.metrics_addr = None if self.metrics_addr else (metrics_setting() or DEFAULT_METRICS_ADDR)
+        self.metrics_addr = None if self.metrics_addr else (self.aorta.settings.metrics_addr or DEFAULT_METRICS_ADDR)
         when = "from the next start (s twice)" if self.tracing else "when the trace starts"
         if self.metrics_addr:
             self.set_status("metrics", f"metrics for Prometheus at http://{self.metrics_addr}/metrics "
@@ -442,7 +443,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         """The tracer's --metrics options (a replay has no live figures to serve)."""
         if not self.metrics_addr:
             return []
-        public = os.environ.get("AORTA_TUI_METRICS_PUBLIC", "") == "1"
+        public = self.aorta.settings.metrics_public
         return ["--metrics", self.metrics_addr, *(["--metrics-public"] if public else [])]
 
     def action_toggle_trace(self) -> None:
@@ -568,12 +569,6 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
 
 
 DEFAULT_METRICS_ADDR = "127.0.0.1:9477"
-
-
-def metrics_setting() -> str | None:
-    """``$AORTA_TUI_METRICS``: the address the trace monitor serves metrics at (on from the
-    start); unset or empty: off until e turns it on at 127.0.0.1:9477."""
-    return os.environ.get("AORTA_TUI_METRICS", "").strip() or None
 
 
 def _short_cost(cost: dict[str, Any], narrow: bool) -> str:
