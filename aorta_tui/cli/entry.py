@@ -7,16 +7,12 @@ Building the command line (typer, click and every command module, ``cli/main.py`
 
 from __future__ import annotations
 
-import os
-import signal
+import os  # os and sys: loaded by Python's own start-up already, so instant
 import sys
 
-
-def _interrupted_while_starting(_signum: int, _frame: object) -> None:
-    # Ctrl-C while the TUI is still importing: nothing has started, leave with the one line
-    # every interrupted command prints (cli/main.py does the same for the other commands).
-    os.write(2, b"interrupted\n")
-    os._exit(130)
+# Before any import that takes time (`signal` builds enums for milliseconds): Ctrl-C is quiet
+# from here on (cli/quiet_start.py installs the handler as it is imported)
+from aorta_tui.cli.quiet_start import _interrupted_while_starting
 
 
 def run() -> None:
@@ -41,6 +37,8 @@ def _drop_privileges_under_sudo() -> None:
 
 def _tui() -> int:
     """The TUI, with the exit codes and messages ``cli_command`` gives every command."""
+    import signal
+
     _drop_privileges_under_sudo()
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted_while_starting)

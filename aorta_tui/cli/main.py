@@ -10,22 +10,7 @@ import os
 import signal
 import sys
 
-
-def _interrupted_while_starting(_signum: int, _frame: object) -> None:
-    # Ctrl-C (or SIGTERM, SIGHUP) while the CLI is still importing: nothing has started that
-    # needs cleaning up, so leave at once with the one line every interrupted command prints
-    # (not a traceback from deep inside an import, nor a silent death by the signal).
-    os.write(2, b"interrupted\n")
-    os._exit(130)
-
-
-def _started_as_the_program() -> bool:
-    """True when this import is the ``aorta-tui`` program starting (its console script, or
-    ``python -m aorta_tui``), not a test or a library importing the CLI."""
-    argv0 = sys.argv[0] if sys.argv else ""
-    name = os.path.basename(argv0)
-    return name == "aorta-tui" or (name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "aorta_tui")
-
+from aorta_tui.cli.quiet_start import _interrupted_while_starting, _started_as_the_program
 
 # Under sudo, before anything reads or writes a file of the user's: fork the privileged helper
 # (it keeps root, for bpftrace, tracefs, GPU knobs and root-only snapshot fields) and become the
@@ -46,7 +31,8 @@ elif "AORTA_TUI_PRIVSEP_FD" in os.environ:
 # ``main`` hands SIGINT back to Python's KeyboardInterrupt once the command wrapper runs.
 # SIGTERM and SIGHUP too, first (issue 37 item 10: one in the first 0.3-0.6 s killed the
 # program by the signal, without a word); a signal ignored by whoever started us stays ignored.
-if _started_as_the_program() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+if _started_as_the_program() and signal.getsignal(signal.SIGINT) in (signal.default_int_handler,
+                                                                     _interrupted_while_starting):
     for _sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(_sig) is not signal.SIG_IGN:
             signal.signal(_sig, _interrupted_while_starting)

@@ -156,14 +156,20 @@ HANDLER_LINE = next(i for i, ln in enumerate(MAIN.read_text().splitlines(), 1)
                     if ln.strip().startswith("signal.signal(signal.SIGINT, _interrupted_while_starting)"))
 
 
+ENTRY = REPO / "aorta_tui" / "cli" / "quiet_start.py"  # the program's first module (both ways in)
+ENTRY_HANDLER_LINE = next(i for i, ln in enumerate(ENTRY.read_text().splitlines(), 1)
+                          if ln.strip().startswith("_signal.signal(_signal.SIGINT, _interrupted_while_starting)"))
+
+
 def _after_the_handler(frame: str) -> bool:
     """A traceback frame from code that runs once Ctrl-C should be quiet."""
     if "/typer/" in frame or "/click/" in frame:
         return True
     if f"{REPO}/aorta_tui/" not in frame or "__init__.py" in frame or "__main__.py" in frame:
         return False
-    if f'"{MAIN}", line ' in frame:
-        return int(frame.split(", line ")[1].split(",")[0]) > HANDLER_LINE
+    for path, handler_line in ((MAIN, HANDLER_LINE), (ENTRY, ENTRY_HANDLER_LINE)):
+        if f'"{path}", line ' in frame:
+            return int(frame.split(", line ")[1].split(",")[0]) > handler_line
     return True
 
 

@@ -52,6 +52,8 @@ ALLOWED = {
     ("core/spawn_gate.py", "subprocess.Popen"): "the gate itself",
     ("trial/supervisor.py", "subprocess.Popen"): "the trial spawn: inside step_in, or under GATE",
     ("trial/warm_zygote.py", "os.fork"): "runs in the zygote, a process that steps nowhere",
+    ("privsep/boot.py", "os.fork"): "the privileged helper's fork under sudo, as the tool starts: "
+                                    "before any thread, trial or cgroup step exists",
 }
 CREATORS = {"subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call",
             "subprocess.check_output", "subprocess.getoutput", "subprocess.getstatusoutput",
