@@ -29,13 +29,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.atomic import atomic_write_bytes, atomic_write_json
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
 from aorta_tui.executor.slurm_job import GATE_SUFFIX, JOB_SPEC, OUTCOME
+
+if TYPE_CHECKING:  # the classifier is imported when a trial is amended, not at start
+    from aorta_tui.classify.model import Severity
 
 ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxArraySize is 1001
 QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
@@ -64,7 +67,7 @@ JOBS_FILE = "jobs.json"
 # Slurm's final states that explain a trial better than its process does: detection id,
 # severity, what happened. A trial cancelled by Ctrl-C of the orchestrator is not one of them
 # (it has no result and runs again on --resume).
-TYPED_STATES: dict[str, tuple[str, str, str]] = {
+TYPED_STATES: dict[str, tuple[str, Severity, str]] = {
     "CANCELLED": ("slurm_cancelled", "error", "its Slurm job was cancelled (scancel)"),
     "TIMEOUT": ("slurm_timeout", "error", "its Slurm job reached its time limit"),
     "NODE_FAIL": ("slurm_node_fail", "error", "the node failed while its Slurm job ran"),
@@ -705,13 +708,13 @@ class SlurmExecutor:
         state = job.orchestrator_state or (info.state if info else "LOST")
         if data is not None and not data.get("signal") and (info is None or info.alive):
             state = "COMPLETED"  # the job wrote its outcome unsignalled; squeue has not caught up
+        first_node = node.get("node") or (info.node if info else None)
         facts: dict[str, Any] = {
             "kind": "slurm", "job_id": job.job_id, "batch": job.batch, "task": job.task,
             "slurm_job_id": node.get("job_id"),  # an array task's own id (SLURM_JOB_ID)
-            "state": state, "node": node.get("node") or (info.node if info else None),
+            "state": state, "node": first_node,
             # every node of the job (a distributed trial's srun torchrun ran on all of them)
-            "nodes": node.get("nodes") or ([node.get("node") or info.node] if (node.get("node") or
-                                           (info and info.node)) else []),
+            "nodes": node.get("nodes") or ([first_node] if first_node else []),
             "gpus": {"SLURM_JOB_GPUS": node.get("job_gpus"),
                      "CUDA_VISIBLE_DEVICES": node.get("cuda_visible_devices"),
                      "ROCR_VISIBLE_DEVICES": node.get("rocr_visible_devices")},
@@ -799,7 +802,7 @@ class SlurmExecutor:
             detections = [d for d in detections if d.tier != 3 or d.id.startswith("gpu_ecc")]
             detections += tier3(events, klog.get("unavailable"))
         state = facts.get("state")
-        typed = TYPED_STATES.get(state) if state != "COMPLETED" else None
+        typed = TYPED_STATES.get(state) if isinstance(state, str) and state != "COMPLETED" else None
         if state == "FAILED" and facts.get("signal") is None and outcome.pid is not None:
             typed = None  # the wrapper ran and wrote the trial's outcome: the process explains it
         if typed is not None:

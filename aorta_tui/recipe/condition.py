@@ -18,7 +18,7 @@ import operator
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from aorta_tui.core.errors import RecipeError
 
@@ -189,7 +189,7 @@ class _Checker:
     def check(self, tree: ast.Expression) -> None:
         self._visit(tree, 0)
 
-    def _reject(self, what: str, hint: str | None = None) -> None:
+    def _reject(self, what: str, hint: str | None = None) -> NoReturn:
         raise RecipeError(f"the condition uses {what}, which conditions do not allow",
                           hint=hint or "conditions may use comparisons, and/or/not, + - * / // % "
                           "on numbers, names, 'strings', numbers, name['key'] and "
@@ -263,8 +263,8 @@ class _Checker:
                 and not isinstance(index.value, bool)):
             self._reject("an index that is not a literal string or integer",
                          "write capture['name'] with the group name in quotes")
-        if isinstance(index.value, str) and index.value.startswith("_"):  # type: ignore[union-attr]
-            self._reject(f"the key {index.value!r}",  # type: ignore[union-attr]
+        if isinstance(index.value, str) and index.value.startswith("_"):
+            self._reject(f"the key {index.value!r}",
                          "keys starting with '_' are not allowed")
         self._visit(node.value, depth + 1)
 
@@ -309,8 +309,8 @@ class _Interpreter:
             operand = self.eval(node.operand)
             if isinstance(node.op, ast.Not):
                 return not operand
-            value = _num(operand)
-            return -value if isinstance(node.op, ast.USub) else +value
+            number = _num(operand)
+            return -number if isinstance(node.op, ast.USub) else +number
         if isinstance(node, ast.BinOp):
             return self._binop(node)
         if isinstance(node, ast.Compare):

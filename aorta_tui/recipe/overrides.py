@@ -92,7 +92,7 @@ def _disable(recipe: Recipe, tokens: Sequence[str]) -> tuple[str, ...]:
     for token, norm, problem in check_detector_tokens(tokens, pattern_ids):
         if problem is not None:
             raise UsageError(f"--disable-detector {token!r}: {problem[0]}", hint=problem[1])
-        if norm not in out:
+        if norm is not None and norm not in out:  # a token without a problem has a norm
             out.append(norm)
     return tuple(out)
 

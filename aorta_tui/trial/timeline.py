@@ -178,7 +178,9 @@ class _TorchImportTimer:
         spec = find_spec(name)
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = _TimedLoader(spec.loader, start, self.marks)
+        # a proxy, not an importlib.abc.Loader subclass: everything but the two calls it times
+        # reaches the real loader through __getattr__, which mypy cannot see
+        spec.loader = _TimedLoader(spec.loader, start, self.marks)  # type: ignore[assignment]
         return spec
 
 
