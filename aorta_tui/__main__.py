@@ -1,3 +1,3 @@
-from aorta_tui.cli.main import run
+from aorta_tui.cli.entry import run
 
 run()

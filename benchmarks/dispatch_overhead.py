@@ -8,7 +8,8 @@ every round, so drift and order effects fall on every mode alike), as:
 
 - ``bare``: the reference, untraced, in the same round;
 - ``collector-activity``: the collector with CUPTI's activity records only, no launch callback
-  (``AORTA_CUPTI_DOMAINS=0``): the part of the collector's cost that is CUPTI's kernel tracing;
+  (``AORTA_CUPTI_DOMAINS=0``; since issue 34 with latency timestamps, ``AORTA_CUPTI_LATENCY=0``
+  leaves them off): the part of the collector's cost that is CUPTI's kernel tracing;
   valid when one kernel record per launch arrived;
 - ``collector``: only the CUPTI collector injected (CUDA_INJECTION64_PATH), its records drained
   by a reader in this process, no bpftrace; the run counts only when the collector really sent
@@ -16,8 +17,10 @@ every round, so drift and order effects fall on every mode alike), as:
 - ``ebpf``: ``trace queue --probes cuda --device-timestamps off`` (the uprobes alone);
 - ``full-ebpf``: ``trace queue --probes cuda --device-timestamps on --launch-source ebpf``: the
   collector and the launch uprobe, joined (the mode before issue 24);
-- ``full``: ``trace queue --probes cuda --device-timestamps on`` (what a user runs: launches from
-  the collector, no launch uprobe).
+- ``full``: ``trace queue --probes cuda --device-timestamps on`` (what a user runs: since issue 34
+  the kernel activity records alone with CUPTI's latency timestamps, no launch callback, no launch
+  uprobe);
+- ``full-collector``: the same with ``--launch-source collector`` (the collector's launch callback).
 
 The ``trace queue`` modes start bpftrace (seconds each), so they run every ``--heavy-every``-th
 round only, paired with that round's ``bare``. ``--budget-s`` stops starting rounds once spent.
@@ -59,8 +62,9 @@ LOOP_CU = REPO / "scripts" / "dispatch" / "launch_loop.cu"
 AT = [sys.executable, "-m", "aorta_tui"]
 TARGETS_NS = {"collector": 1000, "full": 2000}  # issue 24's upper bounds of the added cost per launch
 C_MODES = ("bare", "collector-activity", "collector", "ebpf", "full-ebpf", "full")
-HEAVY = ("ebpf", "full-ebpf", "full")  # modes that start bpftrace
-TRACED = {"ebpf": ("off", None), "full-ebpf": ("on", "ebpf"), "full": ("on", None)}
+HEAVY = ("ebpf", "full-ebpf", "full", "full-collector")  # modes that start bpftrace
+TRACED = {"ebpf": ("off", None), "full-ebpf": ("on", "ebpf"), "full": ("on", None),
+          "full-collector": ("on", "collector")}
 
 
 def _program_json(stdout: str) -> dict:
@@ -75,10 +79,10 @@ def _with_collector(prog: list[str], library: Path, extra_env: dict[str, str],
     from aorta_tui.trace.device.records import Rec
 
     counted = {"launch": 0}
-    kind = Rec.LAUNCH if record == "launch" else Rec.KERNEL
+    kinds = (Rec.LAUNCH,) if record == "launch" else (Rec.KERNEL, Rec.KERNEL_LAT)
 
     def count(parsed: Any) -> None:
-        counted["launch"] += len(parsed.of(kind))
+        counted["launch"] += sum(len(parsed.of(k)) for k in kinds)
 
     ch = DeviceChannel(count)
     ch.start()

@@ -23,25 +23,35 @@ MAX_NAME = 100  # the registry's mitigation name limit
 
 def parse(settings: list[str]) -> dict[str, tuple[str, str]]:
     """``VAR=VALUE`` strings -> {mitigation name: (VAR, VALUE)}; a bad one is exit 2."""
+    from aorta_tui.core.secrets import is_secret_name
     from aorta_tui.recipe.checks import env_entry_problem
 
     out: dict[str, tuple[str, str]] = {}
     for text in settings:
         var, sep, value = text.partition("=")
+        secret = is_secret_name(var)
+        shown = f"{var}=<masked: secret>" if secret else text  # a token is never echoed
         if not sep:
-            raise UsageError(f"--env-candidate {text!r}: expected VAR=VALUE",
+            raise UsageError(f"--env-candidate {var!r}: expected VAR=VALUE",
                              hint="e.g. --env-candidate NCCL_ALGO=Ring (repeat it for more)")
         problem = env_entry_problem(var, value)
         if problem is not None:
-            raise UsageError(f"--env-candidate {text!r}: {problem[0]}", hint=problem[1])
+            raise UsageError(f"--env-candidate {shown!r}: {problem[0]}", hint=problem[1])
         if "\n" in value or "\r" in value:
             raise UsageError(f"--env-candidate {var}=...: the value holds a line break",
                              hint="one line per value; pass multi-line data in a file")
-        name = candidate_name(var, value)
-        if name in out:
-            raise UsageError(f"--env-candidate {var}={value}: given twice")
+        if (var, value) in out.values():
+            raise UsageError(f"--env-candidate {shown}: given twice")
+        name = candidate_name(var, value) if not secret else _secret_name(var, out)
         out[name] = (var, value)
     return out
+
+
+def _secret_name(var: str, taken: dict[str, tuple[str, str]]) -> str:
+    """``env.HF_TOKEN.secret-1``: a secret's value never enters a name (names are printed,
+    sent to the llm proposer and written in every run)."""
+    n = 1 + sum(1 for v, _value in taken.values() if v == var)
+    return f"{PREFIX}{var}.secret-{n}"
 
 
 def candidate_name(var: str, value: str) -> str:

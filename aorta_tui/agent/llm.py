@@ -19,16 +19,19 @@ from __future__ import annotations
 import json
 import os
 import threading
-import unicodedata
 from typing import Any
 
 from aorta_tui.agent.proposer import Proposal
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.secrets import mask_env
+from aorta_tui.core.text import inert as text_inert
 
 DEFAULT_TIMEOUT_S = 120.0
 # What of a server's text is printed: each reason or note on one line, at most this long.
 MAX_TEXT_CHARS = 200
 MAX_RAW_SAVED = 64 * 1024  # of a body that was not a proposal, kept in llm-NN.json
+# the most of an answer's body read (decompressed): a chat completion is a few kB
+MAX_BODY_BYTES = 8 * 1024 * 1024
 EXTRA_HINT = "pip install 'aorta-tui[agent-llm]' (or: pip install 'openai>=1')"
 SYSTEM = (
     "You help triage GPU workload failures. You pick the next cells of a sweep: each cell is "
@@ -58,7 +61,9 @@ def require_client() -> Any:
 
 def build_request(state: dict[str, Any], registry: Any, tried: dict[tuple[str, ...], Any],
                   slots: int) -> dict[str, Any]:
-    candidates = {n: dict(registry.mitigation(n).env) for n in state["candidates"]}
+    # a secret-named variable's value (--env-candidate HF_TOKEN=...) is never sent: its name
+    # and the mask stand for it
+    candidates = {n: mask_env(registry.mitigation(n).env) for n in state["candidates"]}
     keep = ("failure_rate", "error_rate", "trials", "step_time_ratio", "step_time_p50_s")
     tried_rows = [{"mitigations": list(k), **{f: v.get(f) for f in keep}} for k, v in tried.items()]
     user = {"goal": state["goal"], "slots": slots, "candidates": candidates,
@@ -82,16 +87,18 @@ def ask(state: dict[str, Any], request: dict[str, Any]) -> str:
     """The text of the server's answer, within the request's deadline."""
     openai = require_client()
     timeout_s = float(state["llm"].get("timeout_s") or DEFAULT_TIMEOUT_S)
+    # no redirect is followed: a 3xx is refused and named (the request body, the goal and
+    # the tried cells, would otherwise go to whatever host the server names)
     client = openai.OpenAI(base_url=state["llm"]["base_url"],
                            api_key=os.environ.get("OPENAI_API_KEY") or "unset", max_retries=0,
-                           timeout=timeout_s)
+                           timeout=timeout_s,
+                           http_client=openai.DefaultHttpxClient(follow_redirects=False,
+                                                                 timeout=timeout_s))
     got: dict[str, Any] = {}
 
     def call() -> None:  # the client's timeout is per read: the deadline is this thread's join
         try:
-            raw = client.chat.completions.with_raw_response.create(
-                model=request["model"], messages=request["messages"])
-            got["body"] = raw.content
+            got["body"] = _read_capped(client, request)
         except BaseException as exc:  # handed to the caller's thread as it is
             got["error"] = exc
 
@@ -105,12 +112,35 @@ def ask(state: dict[str, Any], request: dict[str, Any]) -> str:
                                  "was run", hint="--llm-timeout SECONDS gives it longer; check "
                                  "--llm-base-url / OPENAI_BASE_URL")
     error = got.get("error")
+    if isinstance(error, openai.APIStatusError) and 300 <= error.status_code < 400:
+        where = inert(error.response.headers.get("location", "(no Location)"))
+        raise EnvironmentProblem(f"the llm proposer's server redirected the request to {where} "
+                                 f"(HTTP {error.status_code}): not followed, nothing was sent "
+                                 "there and nothing was run",
+                                 hint="point --llm-base-url / OPENAI_BASE_URL at the final "
+                                      "address; the recipe's runs are kept") from None
     if isinstance(error, openai.OpenAIError):
         raise EnvironmentProblem(f"the llm proposer's server did not answer: {inert(str(error))}",
                                  hint="check --llm-base-url / OPENAI_BASE_URL and the model") from None
     if error is not None:
         raise error
     return answer_text(got["body"])
+
+
+def _read_capped(client: Any, request: dict[str, Any]) -> bytes:
+    """The answer's body, read as a stream and counted after decompression: past
+    :data:`MAX_BODY_BYTES` it is not a proposal (an endless body, a gzip bomb)."""
+    chunks: list[bytes] = []
+    size = 0
+    with client.chat.completions.with_streaming_response.create(
+            model=request["model"], messages=request["messages"]) as response:
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise NotAProposal(f"its body is over {MAX_BODY_BYTES} bytes (counted "
+                                   "decompressed); the rest was not read", b"".join(chunks))
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def answer_text(body: bytes) -> str:
@@ -145,22 +175,8 @@ def _json_kind(value: Any) -> str:
 
 
 def inert(text: Any, limit: int = MAX_TEXT_CHARS) -> str:
-    """``text`` safe to print on a terminal: one line, control and format characters (ESC,
-    CR, newlines, bidi overrides, zero-width marks) shown as escapes, not obeyed; at most
-    ``limit`` characters."""
-    out: list[str] = []
-    for ch in str(text):
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
-            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii")
-                       if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
-        else:
-            out.append(ch)
-    line = "".join(out)
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """``text`` safe to print (core/text.py), at most ``limit`` characters."""
+    return text_inert(text, limit)
 
 
 def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], Any],
@@ -185,8 +201,8 @@ def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], 
                              "nothing was run")
         for m in cell:
             if m not in candidates:
-                raise UsageError(f"the llm proposer suggested {m!r}, which is not a candidate "
-                                 "mitigation; nothing was run",
+                raise UsageError(f"the llm proposer suggested {inert(m, 80)!r}, which is not a "
+                                 "candidate mitigation; nothing was run",
                                  hint=f"candidates: {', '.join(candidates)}")
         for a in cell:
             for b in cell:

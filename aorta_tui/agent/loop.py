@@ -11,6 +11,7 @@ after every step, so Ctrl-C loses nothing that finished and ``--resume`` continu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -130,13 +131,12 @@ def start(req: AgentRequest) -> Path:
         raise UsageError(f"--output {req.output}: the directory {req.output.parent} does not exist")
     if req.output.exists() and not req.output.is_dir():
         raise UsageError(f"--output {req.output} is not a directory")
-    from aorta_tui.core import ownership
     from aorta_tui.core.atomic import atomic_write_bytes
     from aorta_tui.store.rundir import new_run_id, safe_component
 
     agent_dir = req.output / safe_component(recipe.ticket) / f"agent-{new_run_id()}"
     try:
-        ownership.make_dirs(agent_dir)
+        agent_dir.mkdir(parents=True, exist_ok=True)
         # the recipe as given (it may hold a secret's value in extra_env: mode 0600)
         atomic_write_bytes(agent_dir / "recipe.yaml", req.recipe.read_bytes(), mode=0o600)
         env_sidecar = [env_candidates.write_sidecar(agent_dir, settings)] if settings else []
@@ -197,6 +197,29 @@ def run(agent_dir: Path, say: Callable[[str], None] = print, *, yes: bool = Fals
     gated = state.get("proposer") == "llm" and not yes
     if gated:
         check_gate(yes)
+    state["status"] = "running"  # a resume after an error or a Ctrl-C runs again
+    try:
+        return _loop(agent_dir, state, say, gated, confirm)
+    except KeyboardInterrupt:
+        _stopped(agent_dir, state, "interrupted", "interrupted (Ctrl-C); --resume continues")
+        raise
+    except AortaError as exc:  # agent.json says how it ended, never "running"
+        _stopped(agent_dir, state, "error", exc.message)
+        raise
+
+
+def _stopped(agent_dir: Path, state: dict[str, Any], status: str, why: str) -> None:
+    """Record how the loop stopped (not a finish: ``--resume`` goes on from here)."""
+    from aorta_tui.agent.llm import inert
+
+    state["status"] = status
+    state["stop_reason"] = inert(why, 500)
+    with contextlib.suppress(OSError):  # the error being raised says more than a failed save
+        save(agent_dir, state)
+
+
+def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], gated: bool,
+          confirm: Callable[[str], bool] | None) -> dict[str, Any]:
     goal = check_goal(state["goal"])
     registry = _registry([Path(f) for f in state["mitigation_files"]])
     while True:

@@ -20,16 +20,16 @@ import os
 import socket
 import stat
 import tarfile
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.bundle.redact import FileState, Hit, RedactionConfig, Scrubber, split_lines
+from aorta_tui.bundle.content import Unscannable, learn_data, scrub_data
+from aorta_tui.bundle.gather import MAX_FILE_BYTES, Gathered, Spool, gather
+from aorta_tui.bundle.redact import Hit, RedactionConfig, Scrubber
 from aorta_tui.core.errors import (
-    AortaError,
     EnvironmentProblem,
     RecipeError,
     RunDirError,
@@ -37,7 +37,6 @@ from aorta_tui.core.errors import (
 )
 from aorta_tui.core.inputs import (
     clip_for_message,
-    open_input,
     read_input_text,
     read_json_or_none,
 )
@@ -47,20 +46,6 @@ MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_KIND = "aorta-tui/bundle"
 SCHEMA_VERSION = 1
 MiB = 1024 * 1024
-# The most of one file a bundle reads (a trial's log is bounded at 64 MiB plus its marker; a
-# queue result at 512 MiB): a larger file is listed as skipped, never read whole.
-MAX_FILE_BYTES = 1024 * MiB
-# The most a compressed file may expand to while it is scanned (a gzip bomb is left out), and
-# how deep compressed streams may nest (a .gz of a .gz ...).
-MAX_INFLATED_BYTES = 256 * MiB
-MAX_NESTING = 3
-# Formats whose contents a bundle cannot scan: such a file is left out and listed, never
-# copied whole (its members could hold anything). Magic bytes, not names, say what a file is.
-UNSCANNABLE_MAGIC = (
-    (b"PK\x03\x04", "a zip archive"), (b"PK\x05\x06", "a zip archive"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7z archive"), (b"\x28\xb5\x2f\xfd", "zstd data"),
-    (b"\x04\x22\x4d\x18", "lz4 data"), (b"Rar!\x1a\x07", "a rar archive"),
-)
 HASHES_NOTE = ("the keyed hashes of the trials' secrets: read to find those values, never "
                "bundled (a weak password could be guessed from its hash)")
 REDACTION_FILE_LIMIT = 1 * MiB
@@ -81,18 +66,6 @@ class BundleInput:
     run_id: str | None = None
     redaction: RedactionConfig = field(default_factory=RedactionConfig)
     running: str | None = None  # who still runs it (the bundle may hold a trial cut short)
-
-    def files(self) -> Iterator[tuple[str, Path]]:
-        """(relative POSIX path, path) of every entry, sorted; directories are walked without
-        following symlinks."""
-        if self.kind == "queue-result":
-            yield self.path.name, self.path
-            return
-        for root, dirs, names in os.walk(self.path, followlinks=False):
-            dirs.sort()
-            for name in sorted(names) + [d for d in dirs if (Path(root) / d).is_symlink()]:
-                p = Path(root) / name
-                yield p.relative_to(self.path).as_posix(), p
 
 
 BINARY_NOTE = "binary (a NUL byte): scanned as bytes"
@@ -306,11 +279,12 @@ def _hostnames(inputs: list[BundleInput]) -> tuple[str, ...]:
 def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
     hosts = _hostnames(req.inputs) if req.hostnames else ()
     values: dict[str, str] = {}  # one set of learned secret values for every input
+    aliases: dict[str, int] = {}  # and one numbering of the names that had to be scrubbed
     out = {}
     for inp in req.inputs:
         cfg = inp.redaction.merged(req.extra)
         cfg = RedactionConfig(cfg.scrub_env_keys, cfg.scrub_paths, cfg.scrub_ip_addresses, hosts)
-        out[inp.name] = Scrubber(cfg, values)
+        out[inp.name] = Scrubber(cfg, values, aliases=aliases)
     # The values the trials ran with, by the keyed hashes each run kept (any run's value is
     # hidden in every input: one run's log may print another's token).
     ledgers = [h for inp in req.inputs if inp.kind in _KEEPS_HASHES
@@ -325,221 +299,73 @@ def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
     return out
 
 
-def _read(path: Path, owner: os.stat_result) -> tuple[bytes | None, str | None,
-                                                     os.stat_result | None]:
-    """The bytes of one file of an input, or why it is left out: what is not a regular file of
-    the input itself (a symlink, a hard link: its content may be any file's, such as
-    /etc/shadow; a file of another user than the run's; another filesystem mounted inside) is
-    never read. The checks are made on the opened file (no symlink followed), not on its name.
-    """
-    try:
-        st = path.lstat()
-    except OSError as exc:
-        return None, f"cannot read it: {exc.strerror or exc}", None
-    if stat.S_ISLNK(st.st_mode):
-        return None, f"a symlink (to {clip_for_message(os.readlink(path), 200)}): not followed", st
-    if not stat.S_ISREG(st.st_mode):
-        return None, "not a regular file", st
-    try:  # the one checked open (core/inputs.py): no symlink, FIFO or device, never blocking
-        fh = open_input(path, what="file", follow_symlinks=False)
-    except AortaError as exc:
-        return None, f"cannot read it: {exc.message}", st
-    assert fh is not None
-    with fh:
-        st = os.fstat(fh.fileno())
-        why = _left_out(st, owner)
-        if why is not None:
-            return None, why, st
-        data = fh.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
-        return None, f"over the {MAX_FILE_BYTES} bytes a bundle reads", st
-    return data, None, st
-
-
-def _left_out(st: os.stat_result, owner: os.stat_result) -> str | None:
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    if st.st_nlink > 1:
-        return (f"a hard link ({st.st_nlink} names for one file): its content may be a file "
-                "outside the run directory; left out")
-    if st.st_uid != owner.st_uid:
-        return (f"owned by uid {st.st_uid}, not by the run's owner (uid {owner.st_uid}): "
-                "left out")
-    if st.st_dev != owner.st_dev:
-        return "on another filesystem mounted inside the run directory: left out"
-    if st.st_size > MAX_FILE_BYTES:
-        return f"{st.st_size} bytes, over the {MAX_FILE_BYTES} bytes a bundle reads"
-    return None
-
-
-def _owner(inp: BundleInput) -> os.stat_result:
-    """Whose the input is: the run directory's (or the queue result file's) owner and device."""
-    return inp.path.stat()
-
-
-def _entries(req: BundleRequest) -> Iterator[tuple[BundleInput, str, Path, os.stat_result]]:
-    for inp in req.inputs:
-        owner = _owner(inp)
-        for rel, path in inp.files():
-            yield inp, rel, path, owner
-
-
 # the inputs whose trials' secrets are kept as keyed hashes: a recipe sweep's or a queue
 # sweep's run directory ("run") and a policy sweep's
 _KEEPS_HASHES = ("run", "policy-sweep")
 
 
-def _is_hashes(inp: BundleInput, rel: str) -> bool:
-    return inp.kind in _KEEPS_HASHES and rel == SECRET_HASHES_FILE
-
-
-def _learn(req: BundleRequest, scrubbers: dict[str, Scrubber]) -> None:
-    """First pass: every secret value anywhere in the bundle (inside compressed files and
-    binary ones too), so the second pass hides it wherever it appears."""
-    for inp, rel, path, owner in _entries(req):
-        if _is_hashes(inp, rel):
-            continue
-        data, _skip, _st = _read(path, owner)
-        if data is None:
-            continue
-        try:
-            learn_data(data, path.name, scrubbers[inp.name])
-        except Unscannable:
-            continue  # left out in the second pass
-
-
-def learn_data(data: bytes, name: str, scrub: Scrubber, depth: int = 0) -> None:
-    kind = compression(data)
-    if kind is not None:
-        learn_data(inflate(kind, data, depth), inner_name(name, kind), scrub, depth + 1)
-        return
-    text = data.decode("utf-8", "surrogateescape")
-    scrub.learn_text(text)
-    suffix = Path(name).suffix
-    if suffix == ".json":
-        doc = _maybe_json(text)
-        if doc is not None:
-            scrub.learn_json(doc)
-    elif suffix == ".jsonl":
-        for line in split_lines(text):
-            doc = _maybe_json(line)
-            if doc is not None:
-                scrub.learn_json(doc)
-
-
-class Unscannable(Exception):
-    """A file whose contents cannot be scanned: it is left out of the bundle and listed."""
-
-
-def compression(data: bytes) -> str | None:
-    """``gzip``, ``bz2`` or ``xz`` when ``data`` is such a stream (read by its magic bytes);
-    raises :class:`Unscannable` for an archive or a compressed format that cannot be read."""
-    if data.startswith(b"\x1f\x8b"):
-        return "gzip"
-    if data.startswith(b"BZh") and data[4:10] == b"\x31\x41\x59\x26\x53\x59":
-        return "bz2"
-    if data.startswith(b"\xfd7zXZ\x00"):
-        return "xz"
-    for magic, what in UNSCANNABLE_MAGIC:
-        if data.startswith(magic):
-            raise Unscannable(f"{what}: its contents cannot be scanned, so it is left out")
-    if len(data) > 262 and data[257:262] == b"ustar":
-        raise Unscannable("a tar archive: its members are not scanned, so it is left out")
+def _never_read(inp: BundleInput, rel: str) -> str | None:
+    if inp.kind in _KEEPS_HASHES and rel == SECRET_HASHES_FILE:
+        return HASHES_NOTE
     return None
 
 
-def inflate(kind: str, data: bytes, depth: int) -> bytes:
-    """The decompressed bytes (every member of a multi-member stream), at most
-    :data:`MAX_INFLATED_BYTES`; a stream nested too deep, too large or damaged is
-    :class:`Unscannable`."""
-    import bz2
-    import lzma
-
-    if depth >= MAX_NESTING:
-        raise Unscannable(f"compressed {MAX_NESTING} times over: not scanned, left out")
-    out: list[bytes] = []
-    size = 0
-    rest = data
-    try:
-        while rest:
-            d: Any = {"gzip": lambda: zlib.decompressobj(31), "bz2": bz2.BZ2Decompressor,
-                      "xz": lzma.LZMADecompressor}[kind]()
-            chunk = d.decompress(rest, MAX_INFLATED_BYTES - size + 1)
-            size += len(chunk)
-            out.append(chunk)
-            if size > MAX_INFLATED_BYTES:
-                raise Unscannable(f"{kind} data that expands to more than {MAX_INFLATED_BYTES} "
-                                  "bytes: not scanned, left out")
-            if not d.eof:
-                raise Unscannable(f"{kind} data that is cut short: not scanned, left out")
-            rest = d.unused_data.lstrip(b"\x00")  # gzip members may be padded
-    except (zlib.error, OSError, EOFError, lzma.LZMAError) as exc:
-        raise Unscannable(f"{kind} data that cannot be read ({exc}): not scanned, left out") from None
-    return b"".join(out)
-
-
-def deflate(kind: str, data: bytes) -> bytes:
-    import bz2
-    import gzip
-    import lzma
-
-    if kind == "gzip":
-        return gzip.compress(data, mtime=0)
-    return bz2.compress(data) if kind == "bz2" else lzma.compress(data)
-
-
-def inner_name(name: str, kind: str) -> str:
-    """``trace.json.gz`` holds ``trace.json``: the inner name picks the JSON or text rules."""
-    for suffix in {"gzip": (".gz", ".gzip"), "bz2": (".bz2",), "xz": (".xz",)}[kind]:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
-def scrub_data(data: bytes, name: str, scrub: Scrubber, depth: int = 0
-               ) -> tuple[bytes, list[Hit], str | None]:
-    """``data`` with every rule applied, compressed streams scanned inside and compressed
-    again when something was hidden; the compression of the outermost layer (or None)."""
-    kind = compression(data)
-    if kind is not None:
-        inner, hits, _ = scrub_data(inflate(kind, data, depth), inner_name(name, kind), scrub,
-                                    depth + 1)
-        return (deflate(kind, inner) if hits else data), hits, kind
-    new, hits = redact_file(data, Path(name).suffix, scrub)
-    return new, hits, None
+def _first_pass(req: BundleRequest, scrubbers: dict[str, Scrubber], spool: Spool
+                ) -> list[Gathered]:
+    """The one read: every file's bytes into ``spool``, and every secret value they (and
+    every file name) show learned, so the second pass hides it wherever it appears."""
+    entries: list[Gathered] = []
+    for entry, data in gather(req.inputs, spool, _never_read):
+        scrub = scrubbers[entry.inp.name]
+        scrub.learn_text(entry.rel)  # a name can hold a secret: token=hf_x.log
+        entries.append(entry)
+        if data is None:
+            continue
+        try:
+            learn_data(data, entry.rel, scrub)
+        except Unscannable as exc:
+            entry.skipped = str(exc)  # left out in the second pass
+    return entries
 
 
 def iter_results(req: BundleRequest) -> Iterator[FileResult]:
-    """Every file of the bundle, read, cut (``--max-log-bytes``) and redacted, in order."""
+    """Every file of the bundle, read once, cut (``--max-log-bytes``) and redacted, in
+    order: the bytes scanned are the bytes archived."""
     check_max_log_bytes(req.max_log_bytes)
     scrubbers = _scrubbers(req)
-    _learn(req, scrubbers)
-    used: set[str] = set()
-    for inp, rel, path, owner in _entries(req):
-        arcpath = f"{inp.name}/{rel}" if inp.kind != "queue-result" else inp.name
-        # a name can leak too: collect_paths copies /home/alice/x to collected/home/alice/x
-        renamed = _unique(scrubbers[inp.name].scrub_name(arcpath), used)
-        if _is_hashes(inp, rel):
-            yield FileResult(renamed, path, None, skipped=HASHES_NOTE)
-            continue
-        data, skipped, st = _read(path, owner)
-        if data is None:
-            yield FileResult(renamed, path, None, skipped=skipped, renamed=renamed != arcpath)
-            continue
-        assert st is not None
-        res = FileResult(renamed, path, data, mode=stat.S_IMODE(st.st_mode), mtime=st.st_mtime,
-                         source_size=len(data), source_sha256=hashlib.sha256(data).hexdigest(),
-                         renamed=renamed != arcpath)
-        if req.max_log_bytes is not None and path.suffix in LOG_SUFFIXES \
-                and len(data) > req.max_log_bytes and b"\x00" not in data:
-            data, res.truncated = cut_log(data, req.max_log_bytes)
-        try:
-            res.data, res.hits, res.compressed = scrub_data(data, path.name, scrubbers[inp.name])
-        except Unscannable as exc:
-            yield FileResult(renamed, path, None, skipped=str(exc), renamed=renamed != arcpath)
-            continue
-        res.binary = res.compressed is None and b"\x00" in data
-        yield res
+    spool = Spool()
+    try:
+        entries = _first_pass(req, scrubbers, spool)
+        used: set[str] = set()
+        for entry in entries:
+            yield _second_pass(req, entry, scrubbers[entry.inp.name], spool, used)
+    finally:
+        spool.close()
+
+
+def _second_pass(req: BundleRequest, entry: Gathered, scrub: Scrubber, spool: Spool,
+                 used: set[str]) -> FileResult:
+    inp = entry.inp
+    arcpath = f"{inp.name}/{entry.rel}" if inp.kind != "queue-result" else inp.name
+    # a name can leak too: collect_paths copies /home/alice/x to collected/home/alice/x
+    renamed = _unique(scrub.scrub_name(arcpath), used)
+    source = inp.path / entry.rel if inp.kind != "queue-result" else inp.path
+    if entry.skipped is not None:
+        return FileResult(renamed, source, None, skipped=entry.skipped,
+                          renamed=renamed != arcpath)
+    data = spool.get(entry.offset, entry.size)
+    res = FileResult(renamed, source, data, mode=entry.mode, mtime=entry.mtime,
+                     source_size=len(data), source_sha256=hashlib.sha256(data).hexdigest(),
+                     renamed=renamed != arcpath)
+    if req.max_log_bytes is not None and entry.rel.endswith(LOG_SUFFIXES) \
+            and len(data) > req.max_log_bytes and b"\x00" not in data:
+        data, res.truncated = cut_log(data, req.max_log_bytes)
+    try:
+        res.data, res.hits, res.compressed = scrub_data(data, entry.rel, scrub)
+    except Unscannable as exc:
+        return FileResult(renamed, source, None, skipped=str(exc), renamed=renamed != arcpath)
+    res.binary = res.compressed is None and b"\x00" in data
+    return res
 
 
 def _unique(name: str, used: set[str]) -> str:
@@ -571,90 +397,6 @@ def cut_log(data: bytes, limit: int) -> tuple[bytes, dict[str, int]]:
                                   "kept_tail": len(tail), "cut_bytes": cut}
 
 
-def redact_file(data: bytes, suffix: str, scrub: Scrubber) -> tuple[bytes, list[Hit]]:
-    """The bytes of a text file with every rule applied (unchanged bytes when nothing
-    matched). JSON files are redacted by structure, so every JSON file stays valid."""
-    text = data.decode("utf-8", "surrogateescape")
-    state = FileState()
-    if suffix == ".json":
-        doc = _maybe_json(text)
-        if doc is not None and isinstance(doc, (dict, list)):
-            new_doc, json_hits = scrub.scrub_json(doc, state)
-            if not json_hits:
-                return data, []
-            hits = [_located(text, h) for _p, h in json_hits]
-            return _dump_like(text, new_doc).encode("utf-8", "surrogateescape"), hits
-    if suffix == ".jsonl":
-        return _redact_jsonl(text, data, scrub, state)
-    new, hits = scrub.scrub_text(text, state)
-    if not hits:
-        return data, []
-    return new.encode("utf-8", "surrogateescape"), hits
-
-
-def _redact_jsonl(text: str, data: bytes, scrub: Scrubber, state: FileState
-                  ) -> tuple[bytes, list[Hit]]:
-    out: list[str] = []
-    hits: list[Hit] = []
-    for number, line in enumerate(split_lines(text), start=1):
-        body = line.rstrip("\r\n")
-        doc = _maybe_json(body)
-        if isinstance(doc, (dict, list)):
-            new_doc, json_hits = scrub.scrub_json(doc, state)
-            if json_hits:
-                hits.extend(Hit(h.rule, number, h.before, h.after, h.where) for _p, h in json_hits)
-                line = json.dumps(new_doc, ensure_ascii=False) + line[len(body):]
-        else:
-            line, line_hits = scrub.scrub_line(line, state, number)
-            hits.extend(line_hits)
-        out.append(line)
-    if not hits:
-        return data, []
-    return "".join(out).encode("utf-8", "surrogateescape"), hits
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _DuplicateKey("a key appears twice")
-    return out
-
-
-def _maybe_json(text: str) -> Any:
-    """The document, or None when ``text`` is no JSON object or array that would survive a
-    rewrite (a repeated key would lose a value): such a file is redacted as text."""
-    if not text.strip() or text.lstrip()[:1] not in "{[":
-        return None
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _dump_like(original: str, doc: Any) -> str:
-    """``doc`` in the layout ``original`` was written in (aorta-tui writes indent 2)."""
-    for indent in (2, None, 1, 4):
-        if _dump(_maybe_json(original), indent) == original:
-            return _dump(doc, indent)
-    return _dump(doc, 2)
-
-
-def _dump(doc: Any, indent: int | None) -> str:
-    return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
-
-
-def _located(text: str, hit: Hit) -> Hit:
-    """The line of a JSON hit: where its value is first written in the original text."""
-    needle = json.dumps(hit.before, ensure_ascii=False)[1:-1]
-    at = text.find(needle) if needle else -1
-    line = text.count("\n", 0, at) + 1 if at >= 0 else 0
-    return Hit(hit.rule, line, hit.before, hit.after, hit.where)
-
-
 # -- writing -------------------------------------------------------------------------------
 def check_output(output: Path, inputs: list[BundleInput]) -> None:
     """Refuse, before anything is read, an output that cannot be written."""
@@ -669,9 +411,21 @@ def check_output(output: Path, inputs: list[BundleInput]) -> None:
                                  hint=hint)
     out = output.resolve()
     for inp in inputs:
+        if inp.kind == "queue-result" and (out == inp.path.resolve() or _same_file(output, inp.path)):
+            raise UsageError(f"{output} is the input {inp.path}: the archive would replace the "
+                             "result it bundles", hint="pass -o with another name, e.g. -o "
+                             f"{inp.path.stem}.bundle.tar.gz")
         if inp.kind != "queue-result" and out.is_relative_to(inp.path.resolve()):
             raise UsageError(f"{output} is inside {inp.path}: the next bundle would hold this one",
                              hint="write the archive outside the run directory")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """One file under two names (a hard link, a bind mount): replacing one replaces both."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def archive_name(output: Path) -> str:
@@ -717,12 +471,13 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int, mtime: float) 
 
 
 ALWAYS_RULES = ("secret_env", "secret_value", "secret_keyword", "trial_secret",
-                "url_credentials", "bearer_token", "private_key", "home_user")
+                "url_credentials", "bearer_token", "private_key", "home_user",
+                "secret_context", "token_format", "encoded_secret")
 
 
 def scanner_rules() -> list[str]:
     """The detect-secrets plugins the bundle used (their rule names)."""
-    from aorta_tui.bundle.redact import scanner_patterns
+    from aorta_tui.bundle.scanner import scanner_patterns
 
     return sorted({rule for rule, _rx in scanner_patterns()})
 
@@ -774,4 +529,15 @@ def review_bundle(req: BundleRequest) -> tuple[list[dict[str, Any]], list[dict[s
         if res.truncated:
             notes.append({"file": res.arcpath,
                           "note": f"cut to head and tail: {res.truncated['cut_bytes']} bytes left out"})
+    rows.sort(key=lambda r: (severity(r["rule"]), r["file"], r["line"]))  # secrets first
     return rows, notes
+
+
+# the review's order: what would leak a credential first, then who and where, then layout
+_SEVERITY = {"scrub_env_keys": 1, "home_user": 2, "hostname": 3, "scrub_ip_addresses": 4,
+             "scrub_paths": 5}
+
+
+def severity(rule: str) -> int:
+    """0 for every rule that hides a secret, then user names, hosts, addresses, paths."""
+    return _SEVERITY.get(rule, 0)

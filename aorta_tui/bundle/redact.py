@@ -41,7 +41,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.bundle.detectors import (
+    ENCODED_RULE,
+    FORMAT_RULE,
+    KEYED_RULE,
+    escaped_forms,
+    find_values,
+    finditer_near,
+    is_count,
+    is_number,
+    key_strength,
+)
+from aorta_tui.bundle.scanner import SCANNER_PREFIX, scanner_findings
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.secrets import (
     MASK,
@@ -63,18 +74,24 @@ IP_RULE = "scrub_ip_addresses"
 KEYWORD_RULE = "secret_keyword"     # aws_secret_access_key = <random-looking value>
 PRIVATE_KEY_RULE = "private_key"    # -----BEGIN ... PRIVATE KEY----- ... -----END ...
 TRIAL_SECRET_RULE = "trial_secret"  # a value whose keyed hash the sweep kept
-SCANNER_PREFIX = "detect_secrets."  # + the plugin's class name: detect_secrets.GitHubTokenDetector
 # Rules whose "before" text the review never prints (only its length); a scanner's rules too.
 MASKED_RULES = frozenset({SECRET_RULE, SECRET_VALUE_RULE, ENV_KEYS_RULE, HOST_RULE, URL_RULE,
-                          BEARER_RULE, KEYWORD_RULE, PRIVATE_KEY_RULE, TRIAL_SECRET_RULE})
+                          BEARER_RULE, KEYWORD_RULE, PRIVATE_KEY_RULE, TRIAL_SECRET_RULE,
+                          KEYED_RULE, ENCODED_RULE})
 
 SECRET_PLACEHOLDER = "<redacted:secret>"
+# JSON keys whose string value is a name the recipe chose: scrubbed, it stays distinct (#N)
+NAMED_KEYS = frozenset({"cell", "ticket", "cell_name", "mitigation"})
 ENV_KEYS_PLACEHOLDER = "<redacted:scrub_env_keys>"
 USER_PLACEHOLDER = "<user>"
 
 # A value seen next to a secret's name is replaced everywhere once it is this long; a shorter
 # one ("1", "yes") would rewrite unrelated text, so it is replaced only next to its name.
 MIN_LITERAL_CHARS = MIN_SECRET_CHARS
+# a number shorter than this is never hidden on its own (only next to its name): 131072 is
+# a buffer size and a sequence length as often as a token count
+MIN_NUMBER_CHARS = 8
+BLOCK_LINES = 256
 # secret_keyword: a value next to a secret's name, written with blanks around `=` or `:` (or a
 # header's `X-Api-Key:`), is hidden when it is this long and looks random: its Shannon entropy
 # per character at least this (`changeme1` has 2.9, a 16-character random token about 3.8).
@@ -85,14 +102,23 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 # NAME=value as a shell, an env file or a log writes it: 'single', "double" or bare (to the
 # next blank, quote, comma, semicolon or bracket). The name must start a word.
 _ASSIGN_RE = re.compile(
-    rf"(?<![A-Za-z0-9_])(?P<name>{_NAME})=(?P<value>'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\""
+    rf"(?<![A-Za-z0-9_])(?P<name>{_NAME})=(?P<value>'[^'\n]*'|\"(?:[^\"\\\n]|\\[^\n])*\""
     r"|[^\s'\",;()\[\]{}|<>`\x00]+)")
 # "NAME": "value" (JSON written on one line, or a line of a JSON file read as text).
-_JSON_PAIR_RE = re.compile(rf"\"(?P<name>{_NAME})\"\s*:\s*(?P<value>\"(?:[^\"\\\n]|\\.)*\")")
+_JSON_PAIR_RE = re.compile(rf"\"(?P<name>{_NAME})\"[ \t]*:[ \t]*(?P<value>\"(?:[^\"\\\n]|\\[^\n])*\")")
 # NAME: value as YAML writes a mapping entry (at a line start, after indentation or "- ").
 _YAML_PAIR_RE = re.compile(
     rf"^(?P<lead>[ \t]*(?:-[ \t]+)?)(?P<name>{_NAME}):[ \t]+(?P<value>[^\s#][^\n]*?)[ \t]*$",
     re.MULTILINE)
+_NAME_RE = re.compile(_NAME)
+# The same three, for names that can be a secret's only: each such name holds one of these
+# (core/secrets.py's words, camelCase included), so the millions of `step=1` a log prints
+# fail inside the regex engine instead of in Python. Used when no scrub_env_keys glob could
+# name any other variable.
+_SECRETISH = r"(?=[A-Za-z0-9_]*?(?i:token|secret|passw|passphrase|credential|cookie|key))"
+_CORE_WORDS = ("token", "secret", "passw", "passphrase", "credential", "cookie", "key")
+_SECRET_PAIR_RES = tuple(re.compile(rx.pattern.replace("(?P<name>", _SECRETISH + "(?P<name>", 1),
+                                    rx.flags) for rx in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE))
 _VAR_REF_RE = re.compile(rf"\$(?:{_NAME}|\{{{_NAME}\}})")
 # user:password@ of a URL (a git remote, a proxy, a model hub mirror): where the password
 # ends is decided by url_credentials (it may hold '@' and '/')
@@ -101,7 +127,8 @@ _URL_START_RE = re.compile(
 _URL_HOST_RE = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(?::\d*)?(?![A-Za-z0-9._~%@:-])")
 # NAME = value, NAME: value, NAME := value, NAME => value, 'NAME' => 'value' (secret_keyword)
 _KEYWORD_RE = re.compile(
-    r"(?<![A-Za-z0-9_.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
+    r"(?<![A-Za-z0-9_.-])(?=[A-Za-z0-9_.-]*?(?i:token|secret|passw|passphrase|credential|cookie"
+    r"|key))(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*(?::=|=>|=|:)[ \t]*"
     r"[\"']?(?P<value>[^\s\"'`,;()\[\]{}<>|\x00]+)")
 # a private key's armour (PEM, OpenSSH) and a PuTTY key file's first line
 _PEM_BEGIN_RE = re.compile(r"-----BEGIN (?P<label>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----")
@@ -109,7 +136,7 @@ _PUTTY_RE = re.compile(r"PuTTY-User-Key-File-\d+:")
 _PUTTY_END = "Private-MAC:"
 # the token of an Authorization header as a log or a curl -v prints it
 _BEARER_RE = re.compile(
-    r"(?P<lead>\bAuthorization:\s*(?:(?:Bearer|Basic|token)\s+)?|\bBearer\s+)"
+    r"(?P<lead>\bAuthorization:[ \t]*(?:(?:Bearer|Basic|token)[ \t]+)?|\bBearer[ \t]+)"
     r"(?P<tok>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
 _HOME_RE = re.compile(r"(?P<root>/home/|/Users/)(?P<user>[^/\s\"'<>:;,]+)(?=/|[\s\"'<>:;,]|$)")
 
@@ -160,7 +187,7 @@ class Hit:
         if self.rule == HOME_RULE:
             root = "/Users/" if self.before.startswith("/Users/") else "/home/"
             return f"{root}<{len(self.before) - len(root)} chars>"
-        masked = self.rule in MASKED_RULES or self.rule.startswith(SCANNER_PREFIX)
+        masked = self.rule in MASKED_RULES or self.rule.startswith((SCANNER_PREFIX, FORMAT_RULE))
         return f"<{len(self.before)} chars>" if masked else self.before
 
 
@@ -173,34 +200,46 @@ class Scrubber:
     # the keyed hashes of the values the trials ran with (one per run: each has its own salt)
     ledgers: list[SecretHashes] = field(default_factory=list)
     _literal_re: tuple[int, re.Pattern[str] | None] = (-1, None)
+    aliases: dict[str, int] = field(default_factory=dict)  # scrubbed names -> their #N
 
     # -- what is a value to hide -----------------------------------------------------------
     def name_rule(self, name: str) -> str | None:
         """The rule that hides ``name``'s value, or None."""
-        if is_secret_name(name):
-            return SECRET_RULE
-        if any(fnmatch.fnmatchcase(name, g) for g in self.config.scrub_env_keys):
-            return ENV_KEYS_RULE
-        return None
+        return _name_rule(name, self.config.scrub_env_keys)
+
+    def _pair_regexes(self) -> tuple[re.Pattern[str], ...]:
+        if self.config.scrub_env_keys:
+            return (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE)
+        return _SECRET_PAIR_RES
 
     def learn(self, value: str, rule: str) -> None:
-        if len(value) >= MIN_LITERAL_CHARS and not _kept(value) and value not in self.values:
+        # a number is no secret to hide everywhere: 131072 under num_tokens would take every
+        # buffer size and sequence length of the run with it
+        if len(value) >= MIN_LITERAL_CHARS and not _kept(value) and value not in self.values \
+                and not (is_number(value) and len(value) < MIN_NUMBER_CHARS) \
+                and _PLACEHOLDER_RE.search(value) is None:
             self.values[value] = SECRET_VALUE_RULE if rule == SECRET_RULE else rule
+
+    def holds_value(self, text: str) -> bool:
+        """Whether ``text`` shows a value learned so far."""
+        regex = self._literal_regex()
+        return regex is not None and regex.search(text) is not None
 
     def learn_text(self, text: str) -> None:
         """Remember every secret value ``text`` shows: next to a hidden name, in a URL or a
         header, in a format the scanner knows, random-looking next to a secret's name, or one
         whose keyed hash a trial's run kept."""
-        for regex in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE):
-            for m in regex.finditer(text):
+        for regex in self._pair_regexes():
+            for m in _pair_matches(regex, text):
                 rule = self.name_rule(m.group("name"))
-                if rule is not None:
-                    self.learn(_unquote(m.group("value")), rule)
+                value = _unquote(m.group("value"))
+                if rule is not None and not is_count(m.group("name"), value):
+                    self.learn(value, rule)
         for _start, _end, password in url_credentials(text):  # the password of user:password@
             self.learn(password, URL_RULE)
         for m in _BEARER_RE.finditer(text):
             self.learn(m.group("tok"), BEARER_RULE)
-        for m in _KEYWORD_RE.finditer(text):
+        for m in finditer_near(_KEYWORD_RE, text, _CORE_WORDS, "[A-Za-z0-9_.-]"):
             value = m.group("value")
             if is_secret_name(m.group("name")) and looks_random(value):
                 self.learn(value, KEYWORD_RULE)
@@ -209,6 +248,13 @@ class Scrubber:
         for ledger in self.ledgers:
             for value in hashed_values(text, ledger):
                 self.learn(value, TRIAL_SECRET_RULE)
+        for rule, value in find_values(text):  # detectors.py: keys, formats, seams
+            for form in escaped_forms(value):
+                self.learn(form, rule)
+        if "\\/" in text:  # https:\/\/user:pass@host in a JSON string read as text
+            for _start, _end, password in url_credentials(text.replace("\\/", "/")):
+                for form in escaped_forms(password):
+                    self.learn(form, URL_RULE)
 
     def learn_json(self, doc: Any) -> None:
         """Remember the values of hidden names in a parsed JSON document (any depth), and what
@@ -216,7 +262,7 @@ class Scrubber:
         as the text they stand for)."""
         for _path, name, value in _named_strings(doc):
             rule = self.name_rule(name)
-            if rule is not None:
+            if rule is not None and not is_count(name, value):
                 self.learn(value, rule)
         for leaf in _strings(doc):
             if json.dumps(leaf, ensure_ascii=False)[1:-1] != leaf:  # the raw text read it
@@ -227,10 +273,24 @@ class Scrubber:
         """``text`` with every rule applied, line by line, and what changed on which line."""
         hits: list[Hit] = []
         out: list[str] = []
-        for number, line in enumerate(split_lines(text), start=1):
-            new, line_hits = self.scrub_line(line, state, number)
-            out.append(new)
-            hits.extend(line_hits)
+        lines = split_lines(text)
+        # Blocks of lines first: a block nothing matches in (most of a log) is kept in one
+        # pass of each rule; a block with a finding is done again line by line, for the line
+        # numbers. No rule's match crosses a line end, so the block finds what the lines do.
+        for first in range(0, len(lines), BLOCK_LINES):
+            block = lines[first:first + BLOCK_LINES]
+            key_end = state.key_end
+            whole = "".join(block)
+            new, block_hits = self.scrub_line(whole, state, first + 1)
+            if not block_hits or len(block) == 1:  # one line (a 10 MB one): done already
+                out.append(new)
+                hits.extend(block_hits)
+                continue
+            state.key_end = key_end
+            for number, line in enumerate(block, start=first + 1):
+                new, line_hits = self.scrub_line(line, state, number)
+                out.append(new)
+                hits.extend(line_hits)
         return "".join(out), hits
 
     def scrub_name(self, name: str) -> str:
@@ -267,11 +327,11 @@ class Scrubber:
         return line, hits
 
     def _assignments(self, line: str, number: int, hits: list[Hit]) -> str:
-        for regex in (_ASSIGN_RE, _JSON_PAIR_RE, _YAML_PAIR_RE):
+        for regex in self._pair_regexes():
             def repl(m: re.Match[str]) -> str:
                 rule = self.name_rule(m.group("name"))
                 value = _unquote(m.group("value"))
-                if rule is None or _kept(value):
+                if rule is None or _kept(value) or is_count(m.group("name"), value):
                     return m.group(0)
                 placeholder = _placeholder(rule)
                 quoted = _requote(m.group("value"), placeholder)
@@ -280,7 +340,12 @@ class Scrubber:
                 whole = m.group(0)
                 base = m.start(0)
                 return whole[: start - base] + quoted + whole[end - base:]
-            line = regex.sub(repl, line)
+            parts: list[str] = []
+            pos = 0
+            for m in _pair_matches(regex, line):
+                parts += [line[pos:m.start()], repl(m)]
+                pos = m.end()
+            line = "".join(parts) + line[pos:] if parts else line
         return line
 
     def _literals(self, line: str, number: int, hits: list[Hit]) -> str:
@@ -314,18 +379,28 @@ class Scrubber:
         def walk(node: Any, path: str, hidden_by: str | None) -> Any:
             if isinstance(node, dict):
                 out: dict[str, Any] = {}
+                named = _k8s_name(node)  # {"name": "DB_PASSWORD", "value": "..."}
                 for key, value in node.items():
                     sub = f"{path}.{key}" if path else str(key)
                     rule = self.name_rule(key) if isinstance(key, str) else None
+                    if rule is not None and is_count(key, str(value)):
+                        rule = None  # num_tokens: 131072 is evidence
                     # an env snapshot keeps a variable as {"value": ..., "state": ...}
-                    inner = hidden_by if key == "value" else rule
+                    inner = (hidden_by or named) if key == "value" else rule
                     # a variable's name is kept as it is (a value may be a part of it: SECRET)
                     new_key = key if rule is not None or not isinstance(key, str) else \
-                        self._leaf(key, sub, state, hits)
-                    out[new_key] = walk(value, sub, inner)
+                        self.distinct(key, self._leaf(key, sub, state, hits))
+                    new_value = walk(value, sub, inner)
+                    if key in NAMED_KEYS and isinstance(value, str) and new_value != value:
+                        new_value = self.distinct(value, new_value)
+                    out[new_key] = new_value
                 return out
             if isinstance(node, list):
                 return [walk(v, f"{path}[{i}]", None) for i, v in enumerate(node)]
+            if hidden_by is not None and isinstance(node, (int, float)) \
+                    and not isinstance(node, bool):  # "password": 12345678
+                hits.append((path, Hit(hidden_by, 0, str(node), SECRET_PLACEHOLDER, path)))
+                return _placeholder(hidden_by)
             if isinstance(node, str):
                 if hidden_by is not None and not _kept(node):
                     placeholder = _placeholder(hidden_by)
@@ -335,6 +410,15 @@ class Scrubber:
             return node
 
         return walk(doc, "", None), hits
+
+    def distinct(self, original: str, scrubbed: str) -> str:
+        """A name the recipe chose (a cell, a ticket, a JSON key) that had to be scrubbed, kept
+        apart from every other: ``#N`` after it, N the same for one original throughout the
+        bundle, so two cells never become one series or one key."""
+        if scrubbed == original:
+            return original
+        number = self.aliases.setdefault(original, len(self.aliases) + 1)
+        return f"{scrubbed}#{number}"
 
     def _leaf(self, text: str, path: str, state: FileState, hits: list[tuple[str, Hit]]) -> str:
         new, line_hits = self.scrub_line(text, state, 0)
@@ -448,6 +532,33 @@ def _host_regex(hosts: tuple[str, ...]) -> re.Pattern[str]:
     return _HOST_CACHE[hosts]
 
 
+@functools.lru_cache(maxsize=8192)  # a log names the same few variables a million times
+def _name_rule(name: str, globs: tuple[str, ...]) -> str | None:
+    # SecretAccessKey too, but only a name: a key like env.HF_TOKEN.hf_x holds a value
+    if is_secret_name(name) or (_NAME_RE.fullmatch(name) and key_strength(name) == 2):
+        return SECRET_RULE
+    if any(fnmatch.fnmatchcase(name, g) for g in globs):
+        return ENV_KEYS_RULE
+    return None
+
+
+def _pair_matches(regex: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """The matches of a pair rule: NAME=value and "NAME": for secret names are tried only
+    where such a name is (detectors.finditer_near); the YAML rule (anchored at line starts)
+    and the rules for every name (scrub_env_keys) walk the text."""
+    if regex is _SECRET_PAIR_RES[0] or regex is _SECRET_PAIR_RES[1]:
+        return finditer_near(regex, text, _CORE_WORDS, "[A-Za-z0-9_]")
+    return list(regex.finditer(text))
+
+
+def _k8s_name(node: dict[Any, Any]) -> str | None:
+    """SECRET_RULE for a ``{"name": NAME, "value": v}`` entry whose NAME names a secret."""
+    name = node.get("name")
+    if isinstance(name, str) and "value" in node and key_strength(name) == 2:
+        return SECRET_RULE
+    return None
+
+
 def _named_strings(doc: Any) -> Iterable[tuple[str, str, str]]:
     """(path, name, value) for every string under a name: ``{"NAME": "v"}`` and the env
     snapshot's ``{"NAME": {"value": "v"}}``."""
@@ -459,6 +570,8 @@ def _named_strings(doc: Any) -> Iterable[tuple[str, str, str]]:
                 sub = f"{path}.{key}"
                 if isinstance(value, str) and isinstance(key, str):
                     yield sub, key, value
+                    if key == "value" and _k8s_name(node):
+                        yield sub, node["name"], value
                 elif isinstance(value, dict) and isinstance(value.get("value"), str) \
                         and isinstance(key, str):
                     yield sub, key, value["value"]
@@ -519,53 +632,6 @@ def looks_random(value: str) -> bool:
             and shannon_entropy(value) >= KEYWORD_MIN_ENTROPY)
 
 
-# detect-secrets plugins that are not used, and why (docs/bundle.md)
-SCANNER_EXCLUDED = {
-    "Base64HighEntropyString": "flags every hash and id a run records (sha256, recipe hashes); "
-                               "entropy is judged next to a secret's name (secret_keyword)",
-    "HexHighEntropyString": "as Base64HighEntropyString",
-    "KeywordDetector": "names are read by the one rule of core/secrets.py (secret_env, "
-                       "secret_keyword)",
-    "IPPublicDetector": "addresses are scrubbed on request (scrub_ip_addresses)",
-    "PrivateKeyDetector": "it finds the first line; the private_key rule hides the whole block",
-    "BasicAuthDetector": "url_credentials also finds passwords holding '@' or '/'",
-}
-SCANNER_HINT = "pip install 'detect-secrets>=1.5,<2' (a dependency of aorta-tui: reinstall it)"
-
-
-@functools.lru_cache(maxsize=1)
-def scanner_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """(rule, regex) of every regex plugin of detect-secrets but :data:`SCANNER_EXCLUDED`.
-    Imported here, when a bundle is made: never by ``--help`` or the TUI's first frame."""
-    try:
-        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-        from detect_secrets.plugins.base import RegexBasedDetector
-    except ImportError:
-        raise EnvironmentProblem("bundle needs the detect-secrets scanner, which is not "
-                                 "installed", hint=SCANNER_HINT) from None
-    out: list[tuple[str, re.Pattern[str]]] = []
-    classes = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
-    for cls in classes:
-        if cls.__name__ in SCANNER_EXCLUDED or not issubclass(cls, RegexBasedDetector):
-            continue
-        out.extend((SCANNER_PREFIX + cls.__name__, rx) for rx in cls.denylist)
-    return tuple(out)
-
-
-def scanner_findings(text: str) -> list[tuple[str, str]]:
-    """(rule, value) of every token a scanner plugin recognises in ``text``: the longest
-    group of the match of 8 characters or more (a keyword plugin captures the value), else
-    the whole match without the blanks, quotes, ``=`` and ``:`` around it."""
-    out: list[tuple[str, str]] = []
-    for rule, regex in scanner_patterns():
-        for m in regex.finditer(text):
-            groups = [g for g in m.groups() if isinstance(g, str) and len(g) >= 8]
-            value = max(groups, key=len) if groups else m.group(0).strip(" \t\r\n\"'=:")
-            if value:
-                out.append((rule, value))
-    return out
-
-
 _BOUNDARY_RE = re.compile(r"(?<![A-Za-z0-9])|(?![A-Za-z0-9])")
 
 
@@ -576,6 +642,16 @@ def hashed_values(text: str, ledger: SecretHashes) -> set[str]:
     lengths = sorted(ledger.lengths)
     if not lengths or not text:
         return set()
+    # each distinct blank-separated word once: a log repeats its words, and a value never
+    # starts or ends with a blank (one holding a blank inside is hidden next to its name only)
+    found: set[str] = set()
+    for word in set(text.split()):
+        if len(word) >= lengths[0]:
+            found |= _hashed_in(word, ledger, lengths)
+    return found
+
+
+def _hashed_in(text: str, ledger: SecretHashes, lengths: list[int]) -> set[str]:
     starts = [m.start() for m in _BOUNDARY_RE.finditer(text)]
     marks = bytearray(len(text) + 1)
     for i in starts:

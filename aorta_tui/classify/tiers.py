@@ -235,8 +235,17 @@ def _log_files(stdout_path: Path | None, stderr_path: Path | None) -> list[tuple
 
 def _exception_line(path: Path, after_line: int) -> str | None:
     """The ``SomeError: message`` line that ends a traceback starting at ``after_line``."""
+    from aorta_tui.core.errors import AortaError
+    from aorta_tui.core.inputs import open_input
+
+    try:  # the checked open, as the scan's: a link, FIFO or device swapped in is no log
+        fh = open_input(path, what="log", follow_symlinks=False, missing_ok=True)
+    except AortaError:
+        return None
+    if fh is None:
+        return None
     try:
-        with open(path, "rb") as fh:
+        with fh:
             for i, raw in enumerate(fh, start=1):
                 if i <= after_line:
                     continue

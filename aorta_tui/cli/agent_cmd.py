@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from aorta_tui.cli.common import cli_command
+from aorta_tui.cli.common import cli_command, seconds
 
 _SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": False}
 
@@ -31,7 +31,7 @@ def agent(
     llm_base_url: str | None = typer.Option(  # noqa: UP007
         None, "--llm-base-url", help="Its server (default $OPENAI_BASE_URL; key $OPENAI_API_KEY)."),
     llm_timeout: float = typer.Option(
-        120.0, "--llm-timeout", metavar="SECONDS",
+        120.0, "--llm-timeout", metavar="SECONDS", parser=seconds(),
         help="The deadline of each whole request to the llm server (not of each read)."),
     candidates: str | None = typer.Option(  # noqa: UP007
         None, "--candidates", help="Comma-separated mitigations to search (default: every "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -86,11 +87,19 @@ def _print_review(rows: list[dict], notes: list[dict], *, as_json: bool) -> None
     if as_json:
         print(json.dumps({"redactions": rows, "notes": notes}, indent=2, ensure_ascii=False))
         return
+    summarised = ("scrub_paths",)  # hundreds of path rewrites would bury the few secrets
     for r in rows:
+        if r["rule"] in summarised:
+            continue
         where = f"{r['file']}:{r['line']}" if r["line"] else r["file"]
         if r["where"]:
             where += f" ({r['where']})"
         print(f"{r['rule']:<20} {where}: {r['before']} -> {r['after']}")
+    for rule in summarised:
+        files = Counter(r["file"] for r in rows if r["rule"] == rule)
+        if files:
+            print(f"{rule:<20} {sum(files.values())} rewrites in {len(files)} files (--json "
+                  "lists each)")
     for n in notes:
         print(f"{'note':<20} {n['file']}: {n['note']}")
     print(f"review: {len(rows)} redactions in {len({r['file'] for r in rows})} files; "

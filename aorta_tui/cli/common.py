@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import typer
 
 from aorta_tui.core.errors import AortaError, ExitCode
+from aorta_tui.core.numerals import MAX_SEED, ascii_digits
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,28 +87,74 @@ def _silence_stdout() -> None:
         pass
 
 
+def number(*, integer: bool = False, above: float | None = None, at_least: float | None = None,
+           at_most: float, unit: str = "") -> Callable[[Any], float | int]:
+    """The ``parser=`` of every numeric option: one way to read a number from the command line.
+
+    A finite number (an integer when ``integer``), above ``above`` or at least ``at_least``, and
+    at most ``at_most``; anything else is a usage error (exit 2) that click locates at the
+    option. A plain ``float`` option takes ``nan``, ``inf`` and ``1e309`` (inf), click's
+    ``min=`` lets ``nan`` through (every comparison with it is false), and a plain ``int``
+    option takes a 30-digit seed that no JSON reader or recipe check accepts back: each of
+    these was an exit 70, a non-JSON ``NaN`` in a file, or a run that could never be resumed.
+    """
+    what = "an integer" if integer else "a number"
+    if unit:
+        what += f" of {unit}"
+
+    def parse(value: Any) -> float | int:
+        got = _read_number(value, integer=integer, what=what)
+        low_ok = ((above is None or got > above) and (at_least is None or got >= at_least))
+        if not low_ok or got > at_most:
+            low = (f"more than {above:g}" if above is not None
+                   else f"at least {at_least:g}" if at_least is not None else "")
+            high = f"{at_most:d}" if isinstance(at_most, int) else f"{at_most:g}"
+            raise typer.BadParameter(f"{_shown(value)} is out of range: give {what}"
+                                     f"{' ' + low + ' and' if low else ''} at most {high}")
+        return got
+
+    return parse
+
+
+def _shown(value: Any) -> str:
+    text = str(value)
+    return repr(text[:40] + ("..." if len(text) > 40 else ""))
+
+
+def _read_number(value: Any, *, integer: bool, what: str) -> float | int:
+    """``value`` (text, or a default already a number) as a finite int or float."""
+    if isinstance(value, bool):
+        raise typer.BadParameter(f"{_shown(value)} is not {what}")
+    text = value if isinstance(value, (int, float)) else str(value).strip()
+    try:
+        if integer:
+            if isinstance(text, float) or (isinstance(text, str) and not (
+                    len(text) <= 40 and ascii_digits(text.removeprefix("-")))):
+                raise ValueError  # no float, no Unicode digits, no more than any option means
+            got_int = int(text)
+            if abs(got_int) > MAX_SEED:  # past 64 bits: no JSON reader or RNG takes it back
+                raise typer.BadParameter(f"{_shown(value)} is out of range: give {what} of at "
+                                         f"most {MAX_SEED} either way")
+            return got_int
+        got = float(text)
+    except (ValueError, OverflowError):  # OverflowError: an int too large for a float
+        raise typer.BadParameter(f"{_shown(value)} is not {what}") from None
+    if not math.isfinite(got):
+        raise typer.BadParameter(f"{_shown(value)} is not a finite number")
+    return got
+
 
 def seconds(*, at_least: float | None = None, at_most: float = 366 * 86400.0) -> Callable[[Any], float]:
     """The ``parser=`` of a duration option: a finite number of seconds, above 0 (or at least
     ``at_least``) and at most ``at_most`` (a year), else a usage error (exit 2) naming the option.
-
-    A plain ``float`` option takes ``nan``, ``inf`` and ``1e309`` (which parses to inf), and
-    click's ``min=`` lets ``nan`` through (every comparison with it is false): a trial timeout
-    of either crashed the run, and ``Infinity`` in a run's JSON records is not JSON.
     """
+    parse = number(above=0.0 if at_least is None else None, at_least=at_least, at_most=at_most,
+                   unit="seconds")
+    return lambda value: float(parse(value))
 
-    def parse(value: Any) -> float:
-        try:
-            number = float(value if isinstance(value, (int, float)) else str(value).strip())
-        except (ValueError, OverflowError):  # OverflowError: an int too large for a float
-            raise typer.BadParameter(f"{str(value)[:40]!r} is not a number of seconds") from None
-        if not math.isfinite(number):
-            raise typer.BadParameter(f"{str(value)[:40]!r} is not a finite number of seconds")
-        low_ok = number > 0 if at_least is None else number >= at_least
-        if not low_ok or number > at_most:
-            low = "more than 0" if at_least is None else f"at least {at_least:g}"
-            raise typer.BadParameter(f"{str(value)[:40]!r} is out of range: give {low} and at most "
-                                     f"{at_most:.0f} seconds")
-        return number
 
-    return parse
+def seed_number() -> Callable[[Any], int]:
+    """The ``parser=`` of ``--seed``: the recipe key's range (0 to 2**63-1), so a run started
+    with it can be resumed from its ``recipe.resolved.yaml``."""
+    parse = number(integer=True, at_least=0, at_most=MAX_SEED)
+    return lambda value: int(parse(value))

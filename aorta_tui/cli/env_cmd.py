@@ -194,9 +194,13 @@ def _print_summary(snap: dict[str, Any]) -> None:
 
 
 def _esc(text: str) -> str:
+    """Text from a snapshot for rich: its escapes shown, not obeyed (core/text.py), and no
+    markup."""
     from rich.markup import escape
 
-    return escape(text)
+    from aorta_tui.core.text import inert
+
+    return escape(inert(text))
 
 
 def _print_diff_rich(report: Any) -> None:
@@ -218,7 +222,7 @@ def _print_diff_rich(report: Any) -> None:
         console.print(f"note: {_esc(note)}")
     colour = {"numerics": "red", "scheduling": "yellow", "informational": "dim"}
     for section, entries in report.by_section().items():
-        table = Table(title=f"[bold]{section}[/]", title_justify="left", expand=True)
+        table = Table(title=f"[bold]{_esc(section)}[/]", title_justify="left", expand=True)
         table.add_column("rank", no_wrap=True)
         table.add_column("change", no_wrap=True)
         table.add_column("field", overflow="fold")

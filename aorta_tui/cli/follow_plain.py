@@ -8,6 +8,7 @@ from pathlib import Path
 
 from aorta_tui.core.errors import ExitCode
 from aorta_tui.core.events import Event, RunFinished, RunStarted
+from aorta_tui.core.text import inert
 from aorta_tui.store.journal_follow import JournalFollower, format_event_line
 from aorta_tui.store.rundir import Damage
 
@@ -33,13 +34,14 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
         nonlocal reported
         damaged = follower.reader.damaged
         for damage in damaged[reported:]:
-            print(f"warning: {damage.describe(follower.reader.path)}", file=out, flush=True)
+            print(inert(f"warning: {damage.describe(follower.reader.path)}"), file=out, flush=True)
         reported = len(damaged)
 
     def on_events(events: list[Event]) -> None:
         report_damage()
         for event in events:
-            print(format_event_line(event), file=out, flush=True)
+            # every field is the journal's text: escapes shown, never obeyed
+            print(inert(format_event_line(event)), file=out, flush=True)
             if isinstance(event, RunStarted):
                 state["finished"] = None
                 state["source"] = event.source
@@ -47,7 +49,7 @@ def follow_plain(run_dir: Path, out=None) -> int:  # noqa: ANN001 - a text strea
                 state["finished"] = event
 
     def on_error(exc: BaseException) -> None:
-        print(f"warning: cannot follow {follower.reader.path}: {type(exc).__name__}: {exc}",
+        print(inert(f"warning: cannot follow {follower.reader.path}: {type(exc).__name__}: {exc}"),
               file=out, flush=True)
 
     follower = JournalFollower(run_dir, on_events, poll_s=CHECK_S, on_error=on_error)

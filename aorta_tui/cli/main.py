@@ -12,9 +12,9 @@ import sys
 
 
 def _interrupted_while_starting(_signum: int, _frame: object) -> None:
-    # Ctrl-C while the CLI is still importing: nothing has started that needs cleaning up, so
-    # leave at once with the one line every interrupted command prints (not a traceback from
-    # deep inside an import).
+    # Ctrl-C (or SIGTERM, SIGHUP) while the CLI is still importing: nothing has started that
+    # needs cleaning up, so leave at once with the one line every interrupted command prints
+    # (not a traceback from deep inside an import, nor a silent death by the signal).
     os.write(2, b"interrupted\n")
     os._exit(130)
 
@@ -27,9 +27,29 @@ def _started_as_the_program() -> bool:
     return name == "aorta-tui" or (name == "__main__.py" and os.path.basename(os.path.dirname(argv0)) == "aorta_tui")
 
 
+# Under sudo, before anything reads or writes a file of the user's: fork the privileged helper
+# (it keeps root, for bpftrace, tracefs, GPU knobs and root-only snapshot fields) and become the
+# invoking user for everything else, irreversibly (privsep/boot.py, docs/privileged-helper.md).
+if _started_as_the_program() and os.geteuid() == 0 and "SUDO_UID" in os.environ:
+    from aorta_tui.cli.privileged import load_verbs
+    from aorta_tui.privsep.boot import drop_if_sudo
+
+    drop_if_sudo(load_verbs)
+elif "AORTA_TUI_PRIVSEP_FD" in os.environ:
+    # an engine command the dropped tool started (privsep/client.py): take the helper
+    # connection now, so the variable is gone before any trial could inherit it
+    from aorta_tui.privsep import client as _privsep
+
+    _privsep.current()
+
 # Installed before the imports below (typer, click, the command modules: most of start-up);
 # ``main`` hands SIGINT back to Python's KeyboardInterrupt once the command wrapper runs.
+# SIGTERM and SIGHUP too, first (issue 37 item 10: one in the first 0.3-0.6 s killed the
+# program by the signal, without a word); a signal ignored by whoever started us stays ignored.
 if _started_as_the_program() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    for _sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(_sig) is not signal.SIG_IGN:
+            signal.signal(_sig, _interrupted_while_starting)
     signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 from pathlib import Path  # noqa: E402
@@ -56,7 +76,8 @@ from aorta_tui.cli.common import cli_command, new_app  # noqa: E402
 
 app = new_app(
     "Terminal control room for triaging GPU workloads on ROCm and CUDA machines.\n\n"
-    "With no command, opens the TUI (run it as `sudo aorta-tui` for eBPF tracing).\n\n"
+    "With no command, opens the TUI (run it as `sudo aorta-tui` for eBPF tracing: then only a\n"
+    "small helper and bpftrace keep root, everything else runs as you).\n\n"
     "\b\nExamples:\n"
     "  aorta-tui --batch recipes/quickstart.yaml        # a sweep, headless\n"
     "  aorta-tui --batch probe.yaml -- bash launch.sh   # a probe sweep over a command\n"
@@ -106,6 +127,14 @@ def main(
     # run), and every command's own handlers (a sweep's) build on that.
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if ctx.invoked_subcommand is None:  # the TUI: textual restores the terminal its way
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                if signal.getsignal(sig) is _interrupted_while_starting:
+                    signal.signal(sig, signal.SIG_DFL)
+        # A command keeps the quiet exit for SIGTERM and SIGHUP until it installs its own (a
+        # sweep's stop the running trial and finish the run): not a KeyboardInterrupt, which
+        # CPython turns into a death by SIGINT when it lands inside exec'd text (a dataclass
+        # being built by a lazy import), even once caught.
     if version:
         print(f"aorta-tui {__version__}")
         raise typer.Exit(0)

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import err
+from aorta_tui.cli.common import err, seconds
 
 METRICS_OPT = typer.Option(
     None, "--metrics", metavar="ADDR",
@@ -20,7 +20,7 @@ METRICS_PUBLIC_OPT = typer.Option(
     False, "--metrics-public",
     help="Allow --metrics on a non-loopback address (the metrics are then readable from the network).")
 METRICS_LINGER_OPT = typer.Option(
-    0.0, "--metrics-linger", metavar="S", min=0.0,
+    0.0, "--metrics-linger", metavar="S", parser=seconds(at_least=0.0),
     help="Keep serving --metrics S seconds after the run ends, so a last scrape sees the final figures.")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app, seconds
+from aorta_tui.cli.common import cli_command, err, new_app, seconds, seed_number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -17,6 +17,7 @@ from aorta_tui.cli.metrics_opts import (
     MetricsRequest,
     metered,
 )
+from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
 
 app = new_app(
     "Compare scheduling and memory policies on one hardware-queue workload.\n\n"
@@ -85,7 +86,7 @@ def sweep(
     dtype: str | None = typer.Option(None, "--dtype", help="float32, float16 or bfloat16 (passed to `queue run`)."),
     queue_arg: list[str] = typer.Option([], "--queue-arg", help="Any other `queue run` option for every trial (repeatable), e.g. --queue-arg=--timing=cupti."),
     policy_file: Path | None = typer.Option(None, "--policy-file", help="YAML/JSON file of extra policies."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the interleaved order and the bootstrap."),
+    seed: int = typer.Option(0, "--seed", parser=seed_number(), metavar="N", help="Seed of the interleaved order and the bootstrap."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Run directory (default aorta-policy/WORKLOAD-TIME)."),
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout."),
     allow_gpu_control: bool = typer.Option(False, "--allow-gpu-control", help="Apply clock-level/power-limit knobs (device-wide; restored afterwards). Never on a shared machine."),
@@ -156,6 +157,7 @@ def resume(
     allow_gpu_control: bool = typer.Option(False, "--allow-gpu-control", help="Required again when the sweep applied clock-level/power-limit knobs."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial failed."),
     gpu_control_backend: str = typer.Option("auto", "--gpu-control-backend", hidden=True, help="auto, nvidia, rocm or fake:PATH (tests)."),
+    trust_run_dir: bool = TRUST_OPT,
 ) -> None:
     """Continue an interrupted sweep: same policies, order and options; finished trials are
     kept, the rest run; then policy.md / policy.json are rewritten.
@@ -164,6 +166,7 @@ def resume(
     """
     from aorta_tui.policy.evaluator import resume_policy_sweep
 
+    guard_run_dir(run_dir, ["policy", "resume", str(run_dir)], trusted=trust_run_dir)
     backend = None
     if allow_gpu_control:
         from aorta_tui.policy.gpu_control import backend_from_spec
@@ -199,6 +202,7 @@ def _finish(outcome: Any, json_mode: bool, strict: bool) -> None:
 def report(
     run_dir: Path = typer.Argument(..., help="A `policy sweep` output directory."),
     json_mode: bool = typer.Option(False, "--json", help="Print policy.json to stdout."),
+    trust_run_dir: bool = TRUST_OPT,
 ) -> None:
     """Recompute and rewrite policy.md / policy.json from a sweep's run directory.
 
@@ -206,6 +210,7 @@ def report(
     """
     from aorta_tui.policy.report import rerender
 
+    guard_run_dir(run_dir, ["policy", "report", str(run_dir)], trusted=trust_run_dir)
     data, json_path, md_path = rerender(run_dir)
     if json_mode:
         print(json.dumps(data, indent=2))

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.common import cli_command, err, new_app, number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -20,6 +20,7 @@ from aorta_tui.cli.metrics_opts import (
     MetricsRequest,
     metered,
 )
+from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
 
 app = new_app(
     "Stress GPU hardware queues with 1..64 concurrent streams and measure what the device did.\n\n"
@@ -50,7 +51,8 @@ _DEVICE_OPT = typer.Option("cuda", "--device", "-d", help=_DEVICE_HELP)
 _DEVICES_OPT = typer.Option(None, "--devices", help=_DEVICES_HELP)
 _SYNC_OPT = typer.Option("per_iteration", "--sync-mode", help="per_iteration, end_only or none.")
 _DTYPE_OPT = typer.Option("float32", "--dtype", help="float32, float16 or bfloat16.")
-_SIZE_OPT = typer.Option("default", "--size", help="default, or tiny (fast CPU checks).")
+_SIZE_OPT = typer.Option("auto", "--size", help="auto (tiny on --device cpu, default on a "
+                         "GPU), default (the full sizes: many minutes on a CPU), or tiny.")
 _PARAM_OPT = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE.")
 _TIMING_OPT = typer.Option("auto", "--timing", help=_TIMING_HELP)
 _DETAIL_OPT = typer.Option(20, "--detail-iterations", help="--timing auto: iterations of the "
@@ -83,12 +85,19 @@ def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
 
 
 def _progress_sink(quiet: bool) -> Any:
-    """Progress lines on a terminal's stderr (``--json`` prints its events on stdout instead)."""
-    if quiet or not sys.stderr.isatty():
-        return None
+    """Progress lines on stderr, a terminal's or a pipe's (as ``--batch`` prints plain lines
+    when piped: a long CPU run that printed nothing read as a hang), and every warning on stderr
+    however it is run (a resume's "ended the process the dead run left", as sweep and policy
+    resumes print it); ``--json`` prints its events on stdout instead."""
+    progress = not quiet
 
     def show(event: Any) -> None:
-        if getattr(event, "kind", "") == "progress" and event.total:
+        kind = getattr(event, "kind", "")
+        if kind == "warning":
+            from aorta_tui.core.text import inert
+
+            err(f"warning: {inert(event.message)}")
+        elif progress and kind == "progress" and event.total:
             err(f"  {event.done}/{event.total} {event.message}")
 
     return show
@@ -111,8 +120,12 @@ def list_cmd(
         return
     rows = [[i.name, i.category, f"{i.min_streams}-{i.max_streams}", str(i.recommended_streams),
              i.switch_latency_sensitivity, i.throughput_unit, i.description] for i in infos]
-    _table("queue workloads", ["workload", "category", "streams", "rec.", "switch sens.",
-                               "unit", "what it does"], rows)
+    header = ["workload", "category", "streams", "rec.", "switch sens.", "unit", "what it does"]
+    if not sys.stdout.isatty():  # piped (grep, cut, a pager): one workload per line, unwrapped
+        for line in plain_table("queue workloads", header, rows, width=0, wrap=False):
+            print(line)
+        return
+    _table("queue workloads", header, rows, whole=(0,))  # a name is typed: never broken
 
 
 @app.command("run")
@@ -164,9 +177,10 @@ def run_cmd(
 
     Example: aorta-tui queue run tiny_kernel_stress --streams 8 --graph -o graph.json
     """
-    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
     from aorta_tui.hwqueue.run import run_queue
 
+    size = resolve_size(size, device, _parse_devices(devices))
     cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
                          warmup=warmup, device=device, devices=_parse_devices(devices),
                          sync_mode=sync_mode, dtype=dtype, size=size,
@@ -330,9 +344,11 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
+def _table(title: str, header: list[str], rows: list[list[str]],
+           whole: tuple[int, ...] = ()) -> None:
     """A rich table on a terminal, aligned plain text otherwise; both fit the terminal's
-    width (``$COLUMNS``, else the terminal's, else 80): a long value wraps in its column."""
+    width (``$COLUMNS``, else the terminal's, else 80): a long value wraps in its column,
+    except in the columns ``whole`` names (names a user types)."""
     import shutil
 
     width = shutil.get_terminal_size((80, 24)).columns
@@ -341,13 +357,16 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> None:
         from rich.table import Table
 
         table = Table(title=title)
-        for h in header:
-            table.add_column(h, overflow="fold")
+        for k, h in enumerate(header):
+            if k in whole:
+                table.add_column(h, no_wrap=True, min_width=max(len(str(r[k])) for r in rows))
+            else:
+                table.add_column(h, overflow="fold")
         for r in rows:
             table.add_row(*[str(c) for c in r])
         Console(width=width).print(table)
         return
-    for line in plain_table(title, header, rows, width):
+    for line in plain_table(title, header, rows, width, whole=whole):
         print(line)
 
 
@@ -362,16 +381,22 @@ def _say(text: str) -> None:
                                    break_long_words=True, break_on_hyphens=False)) or text)
 
 
-def plain_table(title: str, header: list[str], rows: list[list[str]], width: int) -> list[str]:
+def plain_table(title: str, header: list[str], rows: list[list[str]], width: int, *,
+                wrap: bool = True, whole: tuple[int, ...] = ()) -> list[str]:
     """The lines of an aligned table at most ``width`` columns wide (no line wider unless one
     column alone cannot fit its header): the widest columns give way first, their cells
-    wrapped onto more lines."""
+    wrapped onto more lines. Columns in ``whole`` never give way; ``wrap=False``: one line
+    per row, as wide as it needs."""
     import textwrap
 
     gap = 2
     table = [[str(c) for c in r] for r in [header, *rows]]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    floor = [max(len(h), 8) for h in header]  # a column never narrower than its header
+    # a column never narrower than its header; a whole one never narrower than its widest cell
+    floor = [widths[i] if i in whole else max(len(h), 8) for i, h in enumerate(header)]
+    if not wrap:
+        return [title, *((" " * gap).join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+                         .rstrip() for r in table)]
     while sum(widths) + gap * (len(widths) - 1) > width:
         i = max(range(len(widths)), key=lambda j: widths[j] - floor[j])
         if widths[i] <= floor[i]:
@@ -453,7 +478,7 @@ def sweep_cmd(
     dtype: str = _DTYPE_OPT,
     size: str = _SIZE_OPT,
     param: list[str] = _PARAM_OPT,
-    knee_gain: float = typer.Option(0.10, "--knee-gain",
+    knee_gain: float = typer.Option(0.10, "--knee-gain", parser=number(above=0.0, at_most=10.0), metavar="G",
                                     help="Marginal throughput gain below which the knee is set."),
     output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
                                           help="Also write the sweep JSON here (atomically)."),
@@ -488,10 +513,11 @@ def sweep_cmd(
     Example: aorta-tui queue sweep moe --streams 4,8,16 --run-dir aorta-queue/moe-1 (then, after
     Ctrl-C: aorta-tui queue resume aorta-queue/moe-1)
     """
-    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
     from aorta_tui.hwqueue.result import new_run_id
     from aorta_tui.hwqueue.sweep import parse_stream_counts, run_sweep
 
+    size = resolve_size(size, device, _parse_devices(devices))
     counts = parse_stream_counts(streams)
     base = QueueRunConfig(workload=workload, streams=counts[0], iterations=iterations,
                           warmup=warmup, device=device, devices=_parse_devices(devices),
@@ -521,6 +547,7 @@ def resume_cmd(
     as_json: bool = typer.Option(False, "--json", help="JSON event lines on stdout, as "
                                  "`queue sweep --json`."),
     quiet: bool = _QUIET_OPT,
+    trust_run_dir: bool = TRUST_OPT,
 ) -> None:
     """Finish an interrupted `queue sweep`: the points that finished are kept (never run
     again), the others run, each in a fresh process, with the sweep's own options; then the
@@ -533,6 +560,7 @@ def resume_cmd(
     """
     from aorta_tui.hwqueue.sweep import read_request, resume_sweep
 
+    guard_run_dir(run_dir, ["queue", "resume", str(run_dir)], trusted=trust_run_dir)
     request = read_request(run_dir)
     run_id = str(request["run_id"])
 
@@ -598,7 +626,7 @@ def _print_sweep(doc: dict[str, Any]) -> None:
 def compare_cmd(
     base: Path = typer.Argument(..., help="Baseline result (`queue run -o`) or sweep (`queue sweep -o`)."),
     test: Path = typer.Argument(..., help="Result or sweep to judge against it."),
-    min_change: float = typer.Option(0.05, "--min-change",
+    min_change: float = typer.Option(0.05, "--min-change", parser=number(at_least=0.0, at_most=100.0), metavar="F",
                                      help="A figure whose relative change is below this is "
                                           "'unchanged' (the rule above)."),
     fail_on_regression: bool = typer.Option(True, "--fail-on-regression/--no-fail",
@@ -630,10 +658,12 @@ def compare_cmd(
         for r in report["rows"]:
             change = "" if r.get("change") is None else f"{r['change'] * 100:+.1f}%"
             rows.append(([str(r["streams"])] if sweep else [])
-                        + [r["metric"], _fmt(r["base"]), _fmt(r["test"]), change, r["verdict"],
+                        + [r["metric"], _fmt(r["base"]), _fmt(r["test"]), change,
+                           f"{r['verdict']}: {r['why']}" if r.get("why") else r["verdict"],
                            r.get("spread") or r.get("reason", "")])
         _table(f"compare {base} -> {test}", (["streams"] if sweep else [])
-               + ["metric", "base", "test", "change", "verdict", "spread"], rows)
+               + ["metric", "base", "test", "change", "verdict", "spread"], rows,
+               whole=(1,) if sweep else (0,))  # a metric's name is searched for: never broken
         for note in report["notes"]:
             print(f"note: {note}")
     if report["regressions"] and fail_on_regression:

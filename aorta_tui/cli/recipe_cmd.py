@@ -43,14 +43,14 @@ def validate(
     from aorta_tui.recipe import RecipeValidationError, load_recipe
     from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.plan_summary import summarize
-    from aorta_tui.sweep.workload_check import workload_issues
+    from aorta_tui.sweep.workload_check import workload_issues, workload_problems
 
     if peek_mode(file) == "sanitizer":  # upstream's separate loader (collect/sanitizer.py)
         _validate_sanitizer(file, json_mode)
         return
     registry = Registry(mitigations_file)
     try:
-        recipe = load_recipe(file, registry=registry)
+        recipe = load_recipe(file, registry=registry, workload_check=workload_problems)
         problems, notes = workload_issues(recipe)
         if problems:
             raise RecipeValidationError(problems, recipe.source)
@@ -144,7 +144,6 @@ def schema(
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the schema here "
                                        "(atomically) instead of stdout."),
 ) -> None:
-    from aorta_tui.core.errors import UsageError
     from aorta_tui.recipe import recipe_json_schema
 
     text = json.dumps(recipe_json_schema(), indent=2) + "\n"
@@ -152,10 +151,10 @@ def schema(
         sys.stdout.write(text)
         return
     from aorta_tui.core.atomic import atomic_write_text
+    from aorta_tui.store.rundir import output_write_error
 
     try:
         atomic_write_text(output, text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}",
-                         hint="choose a writable path") from None
+    except OSError as exc:  # a full disk is the machine's (exit 3), a bad path the user's (2)
+        raise output_write_error(exc, output, option="--output") from None
     print(f"wrote {output}", file=sys.stderr)

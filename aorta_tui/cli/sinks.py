@@ -124,16 +124,33 @@ def summary_text(e: Any) -> str:
 
 
 def next_steps(run_dir: Path) -> list[str]:
-    """What a newcomer does with a finished run (the quickstart's last lines)."""
+    """What a newcomer does with a finished run (the quickstart's last lines).
+
+    Each comment sits on its own line above its command: beside a run path (40-odd columns)
+    it wrapped at 80 columns and a wrapped command no longer pastes as one line."""
     import shlex
 
     run = shlex.quote(str(run_dir))
+    tables = "# trials and cells as tables"
+    if not _installed("pandas"):  # the hint only where the extra is missing
+        tables += " (needs: pip install 'aorta-tui[analysis]')"
     return ["next:",
-            f"  aorta-tui attach {run}                # the matrix in the TUI",
-            f"  aorta-tui export {run} --format csv   # trials and cells as tables "
-            "(pip install 'aorta-tui[analysis]')",
-            f"  aorta-tui bundle {run} --review       # what a ticket archive would redact; "
-            "then -o ticket.tar.gz"]
+            "  # the matrix in the TUI",
+            f"  aorta-tui attach {run}",
+            f"  {tables}",
+            f"  aorta-tui export {run} --format csv",
+            "  # what a ticket archive would redact; then -o ticket.tar.gz",
+            f"  aorta-tui bundle {run} --review"]
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (pandas costs 0.3 s)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: blocked in sys.modules (set to None)
+        return False
 
 
 def cell_mark(c: dict[str, Any]) -> str:

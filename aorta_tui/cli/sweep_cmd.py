@@ -7,13 +7,14 @@ from pathlib import Path
 
 import typer
 
-from aorta_tui.cli.common import cli_command, new_app
+from aorta_tui.cli.common import cli_command, new_app, number, seed_number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
     METRICS_PUBLIC_OPT,
     MetricsRequest,
 )
+from aorta_tui.cli.trust_opts import TRUST_OPT
 
 app = new_app(
     "Recipe-driven mitigation sweeps: cells x trials, each trial in a fresh worker process.\n\n"
@@ -38,11 +39,12 @@ def run(
     recipe: Path | None = typer.Option(None, "--recipe", "-r", help="Recipe YAML file."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (cells, trials, env vars, order) and exit."),
     resume: Path | None = typer.Option(None, "--resume", help="Continue RUN_DIR: skip finished trials, re-run an interrupted one."),
+    trust_run_dir: bool = TRUST_OPT,
     output: Path = typer.Option(Path("aorta-out"), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout (the journal's format)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial fails or errors."),
     order: str | None = typer.Option(None, "--order", help="interleaved (default), sequential or random."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of the trial order (default: the recipe's, else 0)."),
+    seed: int | None = typer.Option(None, "--seed", parser=seed_number(), metavar="N", help="Seed of the trial order (default: the recipe's, else 0)."),
     ticket: str | None = typer.Option(None, "--ticket", help="Override the recipe's ticket."),
     mitigations_file: list[Path] = typer.Option([], "--mitigations-file", help="Sidecar JSON of extra mitigations (repeatable)."),
     workload: str | None = typer.Option(None, "--workload", help="Flag mode: the workload to sweep (no recipe)."),
@@ -57,7 +59,7 @@ def run(
     env_passthrough_mode: str | None = typer.Option(None, "--env-passthrough-mode", help="Probe runs: inherit, or file (also writes probe.env and exports AORTA_ENV_FILE); overrides the recipe."),
     collect: str = typer.Option("", "--collect", help="Comma-separated upstream collectors (rocprof, proton, layer_numerics, ...), replacing the recipe's and cells': each trial runs them where their tools exist and records 'not available: <reason>' where not."),
     baseline_cell: str | None = typer.Option(None, "--baseline-cell", help="Flag mode: the baseline cell of the speed confound (with --recipe: the recipe's confound)."),
-    confound_threshold: float | None = typer.Option(None, "--confound-threshold", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
+    confound_threshold: float | None = typer.Option(None, "--confound-threshold", parser=number(above=0.0, at_most=1000.0), metavar="R", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
     executor: str | None = typer.Option(None, "--executor", help="Where trials run: local (processes here, the default) or slurm (a batched job array; the recipe's executor: block gives partition, account, gres; docs/slurm.md)."),
     nodes: int | None = typer.Option(None, "--nodes", metavar="N", help="Slurm: spread each torchrun trial over N nodes (srun torchrun; overrides executor.nodes; docs/slurm.md)."),
     gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", metavar="K", help="Slurm: K GPUs (and K torchrun ranks) per node of each trial (overrides executor.gpus_per_node)."),
@@ -71,7 +73,7 @@ def run(
     from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
 
     request = SweepRequest(
-        recipe=recipe, command=list(ctx.args), dry_run=dry_run, resume=resume, output=output,
+        recipe=recipe, command=list(ctx.args), dry_run=dry_run, resume=resume, output=output, trust_run_dir=trust_run_dir,
         json_mode=json_mode, strict=strict, order=order, seed=seed, ticket=ticket,
         mitigation_files=list(mitigations_file), workload=workload, mitigation_axis=mitigation_axis,
         environment_axis=environment_axis, trials=trials, steps=steps, snapshots=not no_snapshot,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core import ownership
 from aorta_tui.core.errors import AortaError, UsageError
 
 
@@ -18,6 +19,7 @@ class SweepRequest:
     command: list[str] = field(default_factory=list)
     dry_run: bool = False
     resume: Path | None = None
+    trust_run_dir: bool = False  # --i-trust-this-directory (core/run_trust.py)
     output: Path = Path("aorta-out")
     json_mode: bool = False
     strict: bool = False
@@ -68,6 +70,11 @@ def flag_mode_recipe_text(req: SweepRequest) -> str:
             doc["confound"] = {k: v for k, v in (("baseline_cell", req.baseline_cell),
                                                  ("threshold", req.confound_threshold)) if v is not None}
     elif req.command:
+        if req.command[0].lower().endswith((".yaml", ".yml")):
+            # `sweep run recipe.yaml` would exec the YAML file as the probe's program: every
+            # trial fails with exec_failed, which says nothing about the slip
+            raise UsageError(f"{req.command[0]!r} is a recipe file, not a command to run",
+                             hint=f"aorta-tui sweep run --recipe {req.command[0]}")
         doc = {"schema_version": 1, "mode": "probe", "ticket": req.ticket or "flags-probe",
                "trials": req.trials or 1, "mitigation_axis": mits, "diagnostic_axis": ["none"]}
     else:
@@ -86,11 +93,17 @@ def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
 
         read_run_meta(Path(req.resume))  # a run dir that is not one (or a half-made one) says so first
     if req.recipe is not None:
-        recipe = load_recipe(req.recipe, registry=registry)
+        from aorta_tui.sweep.workload_check import workload_problems
+
+        recipe = load_recipe(req.recipe, registry=registry, workload_check=workload_problems)
     elif req.resume is not None:
         resolved = Path(req.resume) / "recipe.resolved.yaml"
-        if not resolved.is_file():
-            raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
+        from aorta_tui.core.rundir_fs import RunDirFS, refuse_unless_regular
+
+        with RunDirFS(req.resume) as fs:  # a link there (to a root-only file) is refused, not read
+            if fs.lstat(resolved.name) is None:
+                raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
+            refuse_unless_regular(fs, resolved.name)
         recipe = load_recipe(resolved, registry=registry)
     else:
         recipe = load_recipe_text(flag_mode_recipe_text(req), source="<command-line flags>",
@@ -192,6 +205,11 @@ def _run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     refuse_undecodable(req)
+    if req.resume is not None:  # before anything of the run is read (its recipe names the command)
+        from aorta_tui.cli.trust_opts import guard_run_dir
+
+        guard_run_dir(Path(req.resume), ["sweep", "run", "--resume", str(req.resume)],
+                      trusted=req.trust_run_dir)
     if req.recipe is not None and req.resume is None:
         from aorta_tui.collect.sanitizer import peek_mode
 
@@ -277,24 +295,50 @@ def sweep_services() -> Any:
 def run_until_done(sweep: Any, bus: Any) -> Any:
     """Run the sweep with Ctrl-C, SIGTERM and SIGHUP stopping the running trial cleanly.
 
-    A second Ctrl-C stops waiting for the clean-up. The run stays resumable either way.
+    A second signal (of any of them) SIGKILLs the running trial instead of giving it its
+    grace; the clean-up itself (the matrix, ``run_finished``) is never cut short by a signal,
+    however many arrive: a run stopped half-way through writing its last word is one that says
+    nothing (issue 37 item 10). The run stays resumable either way.
     """
 
     def on_signal(signum: int, _frame: Any) -> None:
+        # os.write, not print: a signal arriving inside another print to stderr would make
+        # print re-enter the stream's buffer (RuntimeError: reentrant call)
+        name = signal.Signals(signum).name
         if sweep.cancel.is_set():
-            raise KeyboardInterrupt
+            if not getattr(sweep.cancel, "now", False):
+                sweep.cancel.hurry()
+                _say(f"\n{name} again: ending the running trial now (SIGKILL); the run still "
+                     "writes its matrix and stays resumable\n")
+            return
         sweep.cancel.set()
-        print(f"\n{signal.Signals(signum).name}: stopping the running trial; "
-              "the run stays resumable", file=sys.stderr, flush=True)
+        _say(f"\n{name}: stopping the running trial; the run stays resumable\n")
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    def after_the_run(signum: int, frame: Any) -> None:
+        # A stop was asked for and the run has finished stopping: more presses change nothing
+        # (a KeyboardInterrupt now would only cut the summary short). Otherwise what it was.
+        if sweep.cancel.is_set():
+            return
+        handler = previous.get(signal.Signals(signum))
+        if callable(handler):
+            handler(signum, frame)
+        elif handler == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
     try:
         return sweep.run()
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        for s in previous:
+            signal.signal(s, after_the_run)
         bus.close()
-        ownership.adopt_created(sweep.options.resume)  # under sudo: the user's files
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, text.encode())
 
 
 def cells_times_trials(plan: Any) -> str:

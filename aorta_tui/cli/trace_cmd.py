@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app
+from aorta_tui.cli.common import cli_command, err, new_app, seconds
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -362,10 +362,13 @@ def _print_summary(result: dict[str, Any]) -> None:
         killed = f" (killed by signal {-code})" if isinstance(code, int) and code < 0 else ""
         print(f"command exit code: {code}{killed}")
     for name, s in result["probe_sets"].items():
+        from aorta_tui.trace.cost import share_text
+
         cost = s.get("observer_cost") or {}
-        cost_txt = (f"~{cost['cpu_fraction'] * 100:.2f}% of a CPU ({cost['per_hit_us']:.2f} us per hit)"
-                    if cost.get("cpu_fraction") is not None else f"not available ({cost.get('reason')})")
-        print(f"\n[{name}] {s.get('description', '')}\n  observer cost: {cost_txt}")
+        # what the traced program pays (issue 34), not a CPU fraction of the probes
+        cost_txt = (share_text(cost["program_cost"]) if cost.get("program_cost") else
+                    f"not estimated ({cost.get('reason') or 'this set has no launches'})")
+        print(f"\n[{name}] {s.get('description', '')}\n  cost to the program: {cost_txt}")
         for mname, m in s["metrics"].items():
             if not m.get("attached", True):
                 print(f"  {mname}: not attached here ({m.get('not_attached_reason', '')})")
@@ -420,19 +423,19 @@ def queue(
     ctx: typer.Context,
     probes: str | None = typer.Option(None, "--probes", help="Comma-separated probe sets (default: those of cuda,hip,amdgpu,drm_sched available here)."),
     pid: int | None = typer.Option(None, "--pid", help="Attach to this running process."),
-    duration: float | None = typer.Option(None, "--duration", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
+    duration: float | None = typer.Option(None, "--duration", parser=seconds(), metavar="S", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
     mode: str = typer.Option("events", "--mode", help="events (a record per event, exact percentiles) or aggregate (in-kernel histograms, exact counts at any rate)."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write the result JSON here (atomically)."),
     raw: Path | None = typer.Option(None, "--raw", help="Write every record to this .jsonl.gz (events mode)."),
     perfetto: Path | None = typer.Option(None, "--perfetto", help="Write a Chrome/Perfetto trace JSON (events mode)."),
     lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library for a probe set, e.g. cuda=/usr/lib/x86_64-linux-gnu/libcuda.so.1."),
     bpftrace: str | None = _BPFTRACE_OPT,
-    interval: float = typer.Option(1.0, "--interval", help="Seconds between histogram snapshots."),
+    interval: float = typer.Option(1.0, "--interval", parser=seconds(), metavar="S", help="Seconds between histogram snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day) for the observer-cost estimate."),
     device_timestamps: str = typer.Option("auto", "--device-timestamps", help="GPU start/end of every launch from a CUPTI collector loaded into the command (cuda set): auto (when it can be built and loaded, else launches only, with the reason), on (required: exit 3 if it cannot), off."),
-    launch_source: str = typer.Option("auto", "--launch-source", help="Where launches come from (cuda set): auto (the eBPF uprobe: exact counts), collector (the CUPTI collector's launch callback, no launch uprobe: cheaper per launch, but it dropped 4.6% of launches at 142k/s on the H200; exit 3 if it cannot load), ebpf (the uprobe, as with --pid)."),
+    launch_source: str = typer.Option("auto", "--launch-source", help="Where launches come from (cuda set): auto = activity (the kernel activity records alone, with CUPTI's latency timestamps: no per-launch callback or uprobe, the cheapest; exit 3 if the collector cannot load when asked by name), collector (the CUPTI launch callback: adds the host part, entry -> queued), ebpf (the launch uprobe, as with --pid)."),
     cross_check: bool = typer.Option(False, "--cross-check", help="Count launches with both the eBPF uprobe and the collector and compare them per stream (device_timestamps.cross_check); the join goes through eBPF."),
     replay: str | None = typer.Option(None, "--replay", metavar="FILE.jsonl", hidden=True, help="With --json-stream: send a recorded --json-stream's events at their recorded pace (no bpftrace)."),
     synthetic: int = typer.Option(0, "--synthetic", metavar="N", hidden=True, help="With --json-stream: N synthetic record lines/s through the parser (benchmark; no bpftrace)."),
@@ -468,14 +471,14 @@ def queue(
 def memory(
     ctx: typer.Context,
     pid: int | None = typer.Option(None, "--pid", help="Attach to this running process."),
-    duration: float | None = typer.Option(None, "--duration", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
+    duration: float | None = typer.Option(None, "--duration", parser=seconds(), metavar="S", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
     mode: str = typer.Option("events", "--mode", help="events or aggregate."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write the result JSON here (atomically)."),
     raw: Path | None = typer.Option(None, "--raw", help="Write every record to this .jsonl.gz."),
     perfetto: Path | None = typer.Option(None, "--perfetto", help="Write a Chrome/Perfetto trace JSON."),
     lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library, e.g. cuda=/path/libcuda.so.1."),
     bpftrace: str | None = _BPFTRACE_OPT,
-    interval: float = typer.Option(1.0, "--interval", help="Seconds between snapshots."),
+    interval: float = typer.Option(1.0, "--interval", parser=seconds(), metavar="S", help="Seconds between snapshots."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day)."),

@@ -1,8 +1,9 @@
 """Start the TUI after checking that there is a terminal to draw on.
 
 Under ``sudo`` the terminal still belongs to the invoking user: sudo's ``env_reset`` may drop
-TERM, LANG and COLORTERM, so they are recovered from the sudo user's login environment where
-missing (a UTF-8 locale keeps the box-drawing characters intact).
+TERM, LANG and COLORTERM. The tool's start (``privsep/boot.py``) has already put back the
+invoking shell's values and become the user before this runs; what is still missing gets a
+default here (a UTF-8 locale keeps the box-drawing characters intact).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import sys
 from pathlib import Path
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
-
-TERMINAL_VARS = ("TERM", "COLORTERM", "LANG", "LC_ALL", "LC_CTYPE", "NO_COLOR")
+from aorta_tui.privsep.boot import TERMINAL_VARS
 
 
 def require_terminal() -> None:
@@ -41,23 +41,12 @@ def require_toolkit() -> None:
                  "its dependencies); the headless commands (--batch, trace, queue) work without it")
 
 
-def _sudo_user_environ() -> dict[str, str]:
-    """The invoking user's variables from sudo's parent process (the user's shell), if readable."""
-    try:
-        ppid = os.getppid()
-        data = Path(f"/proc/{ppid}/environ").read_bytes()
-        # sudo itself is our parent; its environment is the user's, before env_reset.
-        pairs = (item.split(b"=", 1) for item in data.split(b"\0") if b"=" in item)
-        return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
-    except OSError:
-        return {}
-
-
 def keep_invoking_terminal(environ: dict[str, str] | None = None) -> None:
-    """Under sudo, fill TERM/locale variables that sudo dropped from the invoking user's."""
+    """Under sudo, fill TERM/locale variables that sudo dropped from ``environ`` (the invoking
+    user's, when known: boot.py already restored them from sudo's parent), else defaults."""
     if "SUDO_UID" not in os.environ:
         return
-    source = environ if environ is not None else _sudo_user_environ()
+    source = environ or {}
     for name in TERMINAL_VARS:
         if name not in os.environ and source.get(name):
             os.environ[name] = source[name]
@@ -72,4 +61,7 @@ def launch_tui(*, start_run: Path | None = None, start_recipe: Path | None = Non
     require_toolkit()
     from aorta_tui.tui.app import AortaApp
 
-    AortaApp(start_run=start_run, start_recipe=start_recipe).run()
+    app = AortaApp(start_run=start_run, start_recipe=start_recipe)
+    app.run()
+    for line in app.farewell():  # on the terminal again, after the TUI's screen is gone
+        print(line)

@@ -37,7 +37,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -47,6 +46,7 @@ from typing import Any
 from aorta_tui.collect.kernel_summary import kernel_summary
 from aorta_tui.collect.layer_numerics import OUTPUT_SUBDIR as LAYER_NUMERICS_DIR
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.rundir_fs import RunDirFS
 
 WRAP_ORDER = ("rocprof", "ncu", "proton")  # rocprof outermost, as upstream
 ROCPROF_DIR, PROTON_DIR = "rocprof", "proton"
@@ -187,7 +187,7 @@ def wrap_trial(collect: Mapping[str, Mapping[str, str]], argv: list[str], env: d
         wrapped = _proton_argv(argv, trial_dir, collect["proton"])
         if wrapped is not None:
             _proton_devices(env, collect["proton"])
-            _fresh_dir(trial_dir / PROTON_DIR)
+            _fresh_dir(trial_dir, PROTON_DIR)
             env["AORTA_TRIAL_FAST_EXIT"] = "0"  # proton writes its profile after the script
             argv = wrapped
     if "ncu" in collect:
@@ -195,13 +195,13 @@ def wrap_trial(collect: Mapping[str, Mapping[str, str]], argv: list[str], env: d
 
         binary, _ = ncu_collect.ncu_binary(env)
         if binary is not None:
-            _fresh_dir(trial_dir / ncu_collect.NCU_DIR)
+            _fresh_dir(trial_dir, ncu_collect.NCU_DIR)
             env["AORTA_TRIAL_FAST_EXIT"] = "0"  # ncu's injected library flushes at exit
             argv = [*ncu_collect.ncu_prefix(binary, trial_dir / ncu_collect.NCU_DIR, collect["ncu"]), *argv]
     if "rocprof" in collect:
         binary, _ = rocprof_binary(env)
         if binary is not None:
-            _fresh_dir(trial_dir / ROCPROF_DIR)
+            _fresh_dir(trial_dir, ROCPROF_DIR)
             argv = [*rocprof_prefix(binary, trial_dir / ROCPROF_DIR, collect["rocprof"]), *argv]
     return argv
 
@@ -302,14 +302,13 @@ def _proton_env(trial_dir: Path, o: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _fresh_dir(path: Path) -> None:
-    """An empty output directory (a resumed trial never summarises the last attempt's files);
-    a symlink planted there is removed, never followed."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
+def _fresh_dir(trial_dir: Path, name: str) -> None:
+    """An empty output directory (a resumed trial never summarises the last attempt's files),
+    through the file layer: a symlink planted there is removed, never followed."""
+    with RunDirFS(trial_dir) as fs:
+        if fs.lstat(name) is not None:
+            fs.remove_tree(name)
+        os.close(fs.make_dirs(name))
 
 
 # -- after the trial --------------------------------------------------------------------------
@@ -377,12 +376,18 @@ def _finish_proton(options: Mapping[str, str], argv: Sequence[str], env: Mapping
     return _unavailable(why)
 
 
-def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
-    summary = trial_dir / LAYER_NUMERICS_DIR / "summary_rank0.json"
+def _trial_json(trial_dir: Path, rel: str, limit: int) -> Any:
+    """A summary the trial wrote, through the file layer (the trial owns the directory: a FIFO,
+    a device or a link there is no summary, never a hang), bounded; None when unreadable."""
     try:
-        data = json.loads(summary.read_bytes()) if summary.stat().st_size < (1 << 20) else None
-    except (OSError, ValueError):
-        data = None
+        with RunDirFS(trial_dir) as fs:
+            return fs.read_json_or_none(rel, limit=limit)
+    except OSError:
+        return None
+
+
+def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
+    data = _trial_json(trial_dir, f"{LAYER_NUMERICS_DIR}/summary_rank0.json", 1 << 20)
     if not isinstance(data, dict):
         return {"status": "error", "path": LAYER_NUMERICS_DIR,
                 "reason": "the trial worker wrote no layer_numerics summary (it did not start, "
@@ -401,12 +406,7 @@ def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
 def _finish_torch_profiler(trial_dir: Path) -> dict[str, Any]:
     from aorta_tui.collect.torch_profiler import OUTPUT_SUBDIR
 
-    summary = trial_dir / OUTPUT_SUBDIR / "summary_rank0.json"
-    try:  # a regular file only (the trial owns the directory), bounded
-        ok = summary.is_file() and not summary.is_symlink() and summary.stat().st_size < (4 << 20)
-        data = json.loads(summary.read_bytes()) if ok else None
-    except (OSError, ValueError, RecursionError):
-        data = None
+    data = _trial_json(trial_dir, f"{OUTPUT_SUBDIR}/summary_rank0.json", 4 << 20)
     if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
         return {"status": "error", "path": OUTPUT_SUBDIR,
                 "reason": "the trial worker wrote no torch_profiler summary (it did not start, "

@@ -115,7 +115,8 @@ class _Checker:
             return {}
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             self.bad(path, f"{path} must be a mapping", f"write `{path.rsplit('.', 1)[-1]}:` "
-                     "followed by indented keys (see docs/compat.md)")
+                     "followed by indented keys (every key: docs/recipes.md, \"Sanitizer "
+                     "recipes\"; an example: recipes/examples/sanitizer.yaml)")
             return None
         if allowed is not None:
             for k in value:

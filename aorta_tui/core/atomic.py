@@ -7,13 +7,14 @@ import errno
 import json
 import os
 import secrets
+import stat
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from aorta_tui.core import ownership, spawn_gate
+from aorta_tui.core.errors import RunDirRefused
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644,
@@ -25,33 +26,101 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
     file whose loss something else recovers: a trial's ``result.json`` counts once the journal's
     fsynced ``trial_finished`` line names it and the file reads whole (otherwise the resume runs
     the trial again), and a worker's ``workload_result.json`` is read from the page cache by the
-    orchestrator the moment the worker exits. Each fsync costs 1-4 ms: three per trial."""
+    orchestrator the moment the worker exits. Each fsync costs 1-4 ms: three per trial.
+
+    ``path`` is a file the user named (``-o``): its directory is opened once, and the rest is
+    :func:`write_at` on that descriptor. A run directory's files go through
+    ``core/rundir_fs.RunDirFS``, which reaches the directory without following a link."""
     target = Path(path)
     ownership.make_dirs(target.parent)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:  # name the file the user asked for, not a random temp name
+        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:  # name the file the user asked for
         exc.filename = str(target)
         raise
+    try:
+        write_at(dir_fd, target.name, data, mode=mode, durable=durable, where=str(target))
+    finally:
+        os.close(dir_fd)
+    return target
+
+
+def write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644, durable: bool = True,
+             where: str | None = None) -> None:
+    """The atomic write itself, relative to the directory descriptor ``dir_fd``: a new temp file
+    (``O_EXCL|O_NOFOLLOW``), its mode and owner set on the descriptor (``fchmod``/``fchown``:
+    a temp file renamed away and replaced by a link meanwhile changes nothing outside), then
+    ``renameat`` over ``name`` and an fsync of the directory. ``where`` names it in errors."""
+    fd, tmp = _temp_at(dir_fd, name, where)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
+            os.fchmod(fh.fileno(), mode)
+            if not _exists_at(dir_fd, name):  # a new file is the sudo user's; a replaced one keeps its owner
+                ownership.adopt_fd(fh.fileno())
             if durable:
                 os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        if not target.exists():  # a new file is the sudo user's; a replaced one keeps its owner
-            ownership.adopt(tmp)
-        os.replace(tmp, target)
+            mine = os.fstat(fh.fileno())
+            try:
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except FileNotFoundError:
+                raise _swapped(where or name, tmp) from None
+        _check_placed(dir_fd, name, mine, where or name, tmp)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(target)  # a failed write() names no file: say which one it was
+            os.unlink(tmp, dir_fd=dir_fd)
+        if isinstance(exc, OSError):
+            exc.filename = where or name  # a failed write() names no file; the temp name is noise
         raise
     if durable:
-        fsync_dir(target.parent)
-    return target
+        with contextlib.suppress(OSError):
+            os.fsync(dir_fd)
+
+
+def _swapped(where: str, tmp: str) -> RunDirRefused:
+    return RunDirRefused(
+        f"{where}: its temp file {tmp} was moved or replaced while it was written: refused "
+        "(someone who can write the directory is changing it under the tool)",
+        hint=f"look at who can write {os.path.dirname(where) or '.'}; run the command again "
+             "once nobody else writes there")
+
+
+def _check_placed(dir_fd: int, name: str, mine: os.stat_result, where: str, tmp: str) -> None:
+    """The file now at ``name`` is the one written (a temp name swapped for a link before the
+    rename put the link there instead: it is removed, and the write refused)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        raise _swapped(where, tmp) from None
+    if (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino):
+        if stat.S_ISLNK(st.st_mode):
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=dir_fd)
+        raise _swapped(where, tmp)
+
+
+def _temp_at(dir_fd: int, name: str, where: str | None) -> tuple[int, str]:
+    """A new, empty, private temp file beside ``name`` (relative to ``dir_fd``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(16):
+        tmp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o600, dir_fd=dir_fd), tmp
+        except FileExistsError:
+            continue
+        except OSError as exc:  # name the file the user asked for, not a random temp name
+            exc.filename = where or name
+            raise
+    raise FileExistsError(errno.EEXIST, "no free temp file name after 16 tries", where or name)
+
+
+def _exists_at(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except FileNotFoundError:
+        return False
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
@@ -60,14 +129,18 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2,
                       durable: bool = True) -> Path:
+    return atomic_write_bytes(path, json_bytes(obj, indent=indent), durable=durable)
+
+
+def json_bytes(obj: Any, *, indent: int | None = 2) -> bytes:
+    """The one JSON encoding of the files the tool writes (UTF-8, a final newline)."""
     text = json.dumps(obj, indent=indent, sort_keys=False, ensure_ascii=False, default=_json_default)
     try:
-        data = (text + "\n").encode("utf-8")
+        return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate (an undecodable byte of a path or argv): escape it, so the file is
         # still UTF-8 JSON that reads back to the same string.
-        data = (json.dumps(obj, indent=indent, ensure_ascii=True, default=_json_default) + "\n").encode()
-    return atomic_write_bytes(path, data, durable=durable)
+        return (json.dumps(obj, indent=indent, ensure_ascii=True, default=_json_default) + "\n").encode()
 
 
 def _json_default(obj: Any) -> Any:
@@ -100,35 +173,43 @@ def atomic_open_binary(path: str | os.PathLike[str], *, mode: int = 0o644) -> It
     (temp file in the same directory, fsync, rename); on any exception nothing is left behind,
     nor when the process is killed (SIGKILL included): a watcher in its own session removes
     the temp file once this process is gone. For output too large to build in memory and slow
-    to write (a ticket bundle)."""
+    to write (a ticket bundle). As :func:`write_at`, the mode is set on the descriptor and the
+    rename is relative to the directory's descriptor, opened once."""
     target = Path(path)
-    fd, tmp, watcher = _temp_with_watcher(target)
+    dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        if not target.exists():
-            ownership.adopt(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    finally:
-        _release(watcher)
-    fsync_dir(target.parent)
-
-
-def _temp_with_watcher(target: Path) -> tuple[int, str, subprocess.Popen[bytes] | None]:
-    """A new temp file beside ``target``, created only once its watcher runs: a kill between
-    the two (the temp file made, its watcher not yet) would leave the file for good."""
-    for _ in range(16):
-        tmp = str(target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp")
-        watcher = _remove_when_gone(tmp)
+        fd, tmp, watcher = _temp_with_watcher(target, dir_fd)
         try:
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                yield fh
+                fh.flush()
+                os.fchmod(fh.fileno(), mode)
+                if not _exists_at(dir_fd, target.name):
+                    ownership.adopt_fd(fh.fileno())
+                os.fsync(fh.fileno())
+            os.replace(tmp, target.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            raise
+        finally:
+            _release(watcher)
+        with contextlib.suppress(OSError):
+            os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _temp_with_watcher(target: Path, dir_fd: int) -> tuple[int, str, subprocess.Popen[bytes] | None]:
+    """A new temp file beside ``target`` (its name relative to ``dir_fd``), created only once
+    its watcher runs: a kill between the two (the temp file made, its watcher not yet) would
+    leave the file for good."""
+    for _ in range(16):
+        tmp = f".{target.name}.{secrets.token_hex(8)}.tmp"
+        watcher = _remove_when_gone(str(target.parent / tmp))
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600, dir_fd=dir_fd)
         except FileExistsError:
             _abandon(watcher)  # someone else's file of that name: its watcher must not remove it
             continue

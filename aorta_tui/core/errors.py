@@ -60,3 +60,8 @@ class EnvironmentProblem(AortaError):
 
 class RunDirError(AortaError):
     exit_code = ExitCode.USAGE
+
+
+class RunDirRefused(EnvironmentProblem):
+    """Something in a run directory is not what the tool reads or writes there: a link, a
+    FIFO, a device, a file swapped while it was written (exit 3; ``core/rundir_fs.py``)."""

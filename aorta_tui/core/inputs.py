@@ -13,11 +13,12 @@ goes through here, so each gets the same three guarantees:
 Errors are :class:`~aorta_tui.core.errors.UsageError` (exit 2): bad input, never exit 70; a file
 this user may not open is :class:`~aorta_tui.core.errors.EnvironmentProblem` (exit 3).
 
-``open_input`` is the one checked open: the readers of a run directory (its journal, lock,
-plan, results, logs: ``store/rundir.py``, ``store/run_store.py``, ``store/journal_follow.py``, the
-sweep, the policy and queue sweeps, the TUI, ``attach``, ``bundle``) open every file through it
-or through the readers built on it (``read_input_bytes``, ``read_json_or_none``);
-``tests/reliability/test_rel_rundir_damage.py`` lists them.
+``open_input`` is the one checked open of a file by path: the journal and ``.lock`` at a run's
+root, ``store/journal_follow.py``, the TUI, ``attach`` and ``bundle`` open through it or through
+the readers built on it (``read_input_bytes``, ``read_json_or_none``);
+``tests/reliability/test_rel_rundir_damage.py`` lists them. Below a run's root, files are
+reached through the run's file layer (``core/rundir_fs.py``: no link followed on the way),
+which reads with the same bounded read, ``read_fd_bounded``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def describe_size(n: int) -> str:
     return f"{n / MiB:.1f} MiB" if n >= MiB else f"{n / KiB:.1f} KiB" if n >= KiB else f"{n} B"
 
 
-def _kind(mode: int) -> str:
+def describe_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words ("a FIFO (named pipe)")."""
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISFIFO(mode):
@@ -144,7 +146,7 @@ def open_input(path: str | os.PathLike[str], *, what: str, hint: str | None = No
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise _refusal(p, OSError(errno.ELOOP, "a symlink"), what, hint)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}",
+        raise UsageError(f"{p} is {describe_kind(st.st_mode)}, not {_a_file(what)}",
                          hint=hint or f"pass the path of {_a_file(what)}")
     flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     flags |= os.O_CREAT if create else 0
@@ -166,7 +168,7 @@ def open_input(path: str | os.PathLike[str], *, what: str, hint: str | None = No
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"{p} is {_kind(st.st_mode)}, not {_a_file(what)}",
+            raise UsageError(f"{p} is {describe_kind(st.st_mode)}, not {_a_file(what)}",
                              hint=hint or f"pass the path of {_a_file(what)}")
         os.set_blocking(fd, True)  # a regular file never blocks; the flag only guarded the open
     except BaseException:
@@ -188,14 +190,23 @@ def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
     fh = open_input(p, what=what, hint=hint, follow_symlinks=follow_symlinks)
     assert fh is not None
     with fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size > limit:
-            raise UsageError(
-                f"{p}: the {what} is {describe_size(size)}, over the {describe_size(limit)} limit",
-                hint=hint or f"a {what} this large is not one aorta-tui wrote; check the path")
-        data = fh.read(limit + 1)
+        return read_fd_bounded(fh, where=p, what=what, limit=limit, hint=hint)
+
+
+def read_fd_bounded(fh: BinaryIO, *, where: str, what: str, limit: int,
+                    hint: str | None = None) -> bytes:
+    """At most ``limit`` bytes of the opened regular file ``fh`` (checked by its opener), or a
+    located refusal naming its size: the one bounded read of ``open_input`` and of a run
+    directory's file layer (``core/rundir_fs.py``)."""
+    os.set_blocking(fh.fileno(), True)  # a regular file never blocks; O_NONBLOCK guarded the open
+    size = os.fstat(fh.fileno()).st_size
+    if size > limit:
+        raise UsageError(
+            f"{where}: the {what} is {describe_size(size)}, over the {describe_size(limit)} limit",
+            hint=hint or f"a {what} this large is not one aorta-tui wrote; check the path")
+    data = fh.read(limit + 1)
     if len(data) > limit:  # the file grew after the fstat
-        raise UsageError(f"{p}: the {what} is over the {describe_size(limit)} limit", hint=hint)
+        raise UsageError(f"{where}: the {what} is over the {describe_size(limit)} limit", hint=hint)
     return data
 
 

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 _ASCII_DIGITS = frozenset("0123456789")
 
+# The largest seed (a recipe's ``seed``, ``--seed``): what a signed 64-bit integer holds, so a
+# seed is the same number in every JSON reader and RNG it reaches.
+MAX_SEED = 2**63 - 1
+
 
 def ascii_digits(text: str) -> bool:
     """True when ``text`` is one or more of ``0``-``9`` and nothing else (no sign, space or ``_``).

@@ -1,5 +1,12 @@
 """Under ``sudo``, what aorta-tui creates belongs to the user who ran sudo, not to root.
 
+Since issue 33 the ``aorta-tui`` program drops to the invoking user before it touches a file
+(:mod:`aorta_tui.privsep.boot`), so what it creates is the user's without a chown and
+:func:`invoking_user_ids` is ``None`` in every process of the tool (its euid is never 0 with
+``SUDO_UID`` set; the privileged helper creates nothing of the user's). What is left here is
+called by ``core/atomic.py`` and ``store/rundir.py`` only, where it is a no-op; it goes with them.
+The text below is how it worked when the whole tool ran as root.
+
 ``sudo aorta-tui ...`` (for eBPF tracing, GPU clocks) runs as root, so every directory and
 file it makes - ``aorta-out/``, the ticket directory, the run directory and all in it, ``-o``
 files - would be root's, and the user's next run without sudo in the same place fails with
@@ -47,8 +54,20 @@ def adopt(path: str | os.PathLike[str]) -> None:
             os.chown(path, *ids, follow_symlinks=False)
 
 
+def adopt_fd(fd: int) -> None:
+    """``adopt`` an open file or directory by its descriptor (``fchown``): what the tool made
+    in a run directory is given away without naming a path someone could swap."""
+    ids = invoking_user_ids()
+    if ids is not None:
+        with contextlib.suppress(OSError):
+            os.fchown(fd, *ids)
+
+
 def adopt_tree(path: str | os.PathLike[str]) -> None:
-    """``adopt`` ``path`` and everything under it (symlinks themselves, never their targets)."""
+    """``adopt`` ``path`` and everything under it (symlinks themselves, never their targets).
+
+    Walked with directory descriptors (``os.fwalk``) and chowned relative to them: a directory
+    swapped for a link during the walk cannot send the chown outside the tree."""
     ids = invoking_user_ids()
     if ids is None:
         return
@@ -57,10 +76,11 @@ def adopt_tree(path: str | os.PathLike[str]) -> None:
         os.chown(root, *ids, follow_symlinks=False)
     if not root.is_dir() or root.is_symlink():
         return
-    for dirpath, dirnames, filenames in os.walk(root):  # os.walk does not follow symlinks
-        for name in (*dirnames, *filenames):
-            with contextlib.suppress(OSError):
-                os.chown(os.path.join(dirpath, name), *ids, follow_symlinks=False)
+    with contextlib.suppress(OSError):
+        for _dirpath, dirnames, filenames, dir_fd in os.fwalk(root, follow_symlinks=False):
+            for name in (*dirnames, *filenames):
+                with contextlib.suppress(OSError):
+                    os.chown(name, *ids, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def make_dirs(path: str | os.PathLike[str]) -> list[Path]:

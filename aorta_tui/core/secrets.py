@@ -136,15 +136,18 @@ class SecretHashes:
                            for h, (n, length) in sorted(self.entries.items())]}
 
 
+SECRET_HASHES_LIMIT = 4 << 20  # ~100 bytes a secret: far above any run's
+
+
 def load_secret_hashes(run_dir: str | os.PathLike[str]) -> SecretHashes | None:
     """The run's hashes, or None when it has none (a run from before they were kept) or the
-    file is not one this tool wrote (a damaged file recognises nothing, it fails nothing)."""
-    import json
+    file is not one this tool wrote (a damaged file recognises nothing, it fails nothing).
+    Read through the run directory's file layer: a FIFO, ``/dev/zero`` or a link is no file."""
+    from aorta_tui.core.rundir_fs import RunDirFS
 
-    path = os.path.join(os.fspath(run_dir), SECRET_HASHES_FILE)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
+        with RunDirFS(run_dir) as fs:
+            doc = fs.read_json_or_none(SECRET_HASHES_FILE, limit=SECRET_HASHES_LIMIT)
         salt = bytes.fromhex(doc["salt"])
         entries = {str(e["hash"]): (str(e["name"]), int(e["length"])) for e in doc["hashes"]}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -162,11 +165,12 @@ def record_secret_hashes(run_dir: str | os.PathLike[str], env: Mapping[str, str]
     atomically only when a value is new: one trial's environment after another)."""
     import json
 
-    from aorta_tui.core.atomic import atomic_write_bytes
+    from aorta_tui.core.rundir_fs import RunDirFS
 
     key = os.path.abspath(os.fspath(run_dir))
     kept = _KEPT.get(key) or load_secret_hashes(key) or SecretHashes(os.urandom(_SALT_BYTES))
     _KEPT[key] = kept
     if kept.add_env(env):  # nothing secret-named: no file
         body = (json.dumps(kept.to_dict(), indent=2) + "\n").encode()
-        atomic_write_bytes(os.path.join(key, SECRET_HASHES_FILE), body, mode=0o600)
+        with RunDirFS(key) as fs:
+            fs.atomic_write_bytes(SECRET_HASHES_FILE, body, mode=0o600)

@@ -29,10 +29,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import MiB, load_json_input, require_object, require_type
+
+if TYPE_CHECKING:
+    from aorta_tui.core.rundir_fs import RunDirFS
 
 TRIAL_SPEC_FILE = "trial_spec.json"
 RESULT_FILE = "result.json"
@@ -133,10 +136,9 @@ class WorkerSpec:
             collect=collect,
         )
 
-    def write(self, path: Path) -> Path:
-        from aorta_tui.core.atomic import atomic_write_json
-
-        return atomic_write_json(path, self.to_dict())
+    def write(self, fs: RunDirFS, path: Path) -> Path:
+        """The spec file, through the run directory's file layer (no link followed)."""
+        return fs.atomic_write_json(path, self.to_dict())
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> WorkerSpec:

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from aorta_tui.core.atomic import atomic_write_json
+from aorta_tui.core.errors import ExitCode
 from aorta_tui.envsnap import capture_snapshot, snapshot_hash
 
 
@@ -26,8 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         atomic_write_json(args.output, snapshot)
     except OSError as exc:
-        print(f"error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        # exit 3 (the machine's problem) with the errno, which the sweep that started this
+        # capture turns back into its own typed error naming the file (sweep/snapshots.py)
+        print(f"error: cannot write {args.output}: {exc.strerror or exc} [errno {exc.errno}]",
+              file=sys.stderr)
+        return int(ExitCode.ENVIRONMENT)
     print(f"{args.output} {snapshot_hash(snapshot)}")
     return 0
 

@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from aorta_tui.core.text import inert
 from aorta_tui.envsnap import upstream
 from aorta_tui.envsnap.rules import RANKS, classify
 from aorta_tui.envsnap.schema import iter_leaves, section_of
@@ -133,8 +134,10 @@ UNSET = "unset"  # a field without a value (JSON null): the word the CLI and the
 
 
 def render_value(value: Any, width: int = 48) -> str:
+    """A snapshot's value as one printable line (a snapshot is a file anyone may have written:
+    its escapes are shown, never obeyed, core/text.py)."""
     text = UNSET if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return inert(text, width)
 
 
 def render_text(report: DiffReport) -> str:
@@ -147,16 +150,16 @@ def render_text(report: DiffReport) -> str:
     lines.append(f"{len(report.entries)} differences: {counts['numerics']} numerics, "
                  f"{counts['scheduling']} scheduling, {counts['informational']} informational"
                  + (f"; {report.hidden_volatile} volatile hidden (--all)" if report.hidden_volatile else ""))
-    lines.extend(f"note: {n}" for n in report.notes)
+    lines.extend(f"note: {inert(n)}" for n in report.notes)
     groups = report.by_section()
     order = sorted(groups, key=lambda s: min(RANKS.index(e.rank) for e in groups[s]))
     for section in order:
         lines.append("")
-        lines.append(f"[{section}]")
+        lines.append(f"[{inert(section)}]")
         for e in groups[section]:
-            state_a = "" if e.a_state in (None, "ok") else f" ({e.a_state})"
-            state_b = "" if e.b_state in (None, "ok") else f" ({e.b_state})"
-            lines.append(f"  {e.rank:<13} {e.change:<8} {e.path}")
+            state_a = "" if e.a_state in (None, "ok") else f" ({inert(e.a_state)})"
+            state_b = "" if e.b_state in (None, "ok") else f" ({inert(e.b_state)})"
+            lines.append(f"  {e.rank:<13} {e.change:<8} {inert(e.path)}")
             if e.change != "added":
                 lines.append(f"      A: {render_value(e.a_value, 90)}{state_a}")
             if e.change != "removed":

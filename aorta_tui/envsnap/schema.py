@@ -138,6 +138,10 @@ def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
         upstream.check_version(data, where)
         _check_upstream(data, where)
         return data
+    if isinstance(data, dict) and (what := other_kind(data)) is not None:
+        raise UsageError(f"{where} is {what[0]}, not an environment snapshot",
+                         hint=f"{what[1]}; env diff compares two files written by "
+                              "`aorta-tui env probe -o FILE`")
     if isinstance(data, dict) and "format" not in data and "schema_version" in data:
         raise UsageError(
             f"{where}: unknown snapshot schema_version {data.get('schema_version')!r}",
@@ -145,6 +149,47 @@ def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
                  "upstream AORTA env.json files with schema 1.x")
     validate(data, where)
     return data
+
+
+# The tool's other JSON files (their "kind"): what each is, and the command that reads it.
+_OTHER_KINDS = {
+    "aorta-tui/queue-result": ("a `queue run` result",
+                               "compare two with `aorta-tui queue compare A.json B.json`"),
+    "aorta-tui/queue-sweep": ("a `queue sweep` result",
+                              "compare two with `aorta-tui queue compare A.json B.json`"),
+    "aorta-tui/queue-sweep-run": ("a `queue sweep` run record",
+                                  "its result is the sweep's -o file"),
+    "aorta-tui/policy-report": ("a `policy sweep` report (policy.json)",
+                                "print it with `aorta-tui policy report DIR`"),
+    "aorta-tui/policy-sweep": ("a `policy sweep` manifest (sweep.json)",
+                               "print its report with `aorta-tui policy report DIR`"),
+    "aorta-tui/bundle": ("a bundle manifest", "a bundle's snapshots are its env/*.json"),
+    "aorta-tui/agent": ("an `agent` record", "its runs' snapshots are in their env/ folders"),
+}
+
+
+def other_kind(data: dict[str, Any]) -> tuple[str, str] | None:
+    """(what the file is, where to take it) for another of the tool's JSON files, else None."""
+    kind = data.get("kind")
+    return _OTHER_KINDS.get(kind) if isinstance(kind, str) else None
+
+
+_KIND_NEAR_THE_TOP = 1024  # the tool writes "schema_version" then "kind" first
+
+
+def other_kind_of_file(path: str | os.PathLike[str]) -> str | None:
+    """What the file is when it is another of the tool's JSON files (read from its first
+    bytes, for a list of candidates that opens nothing whole), else None."""
+    import re
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_KIND_NEAR_THE_TOP).decode("utf-8", "replace")
+    except OSError:
+        return None
+    m = re.search(r'"kind"\s*:\s*"(aorta-tui/[a-z-]+)"', head)
+    known = _OTHER_KINDS.get(m.group(1)) if m else None
+    return known[0] if known else None
 
 
 def _check_upstream(data: dict[str, Any], where: str) -> None:

@@ -195,9 +195,12 @@ def _summarize_upstream(snap: dict[str, Any]) -> list[Group]:
 
 
 def render_text(groups: list[Group]) -> str:
+    """Plain text; a snapshot's values are a file's text: escapes shown, never obeyed."""
+    from aorta_tui.core.text import inert
+
     width = max((len(label) for _, rows in groups for label, _ in rows), default=10)
     lines: list[str] = []
     for title, rows in groups:
-        lines.append(f"[{title}]")
-        lines.extend(f"  {label:<{width}}  {text}" for label, text in rows)
+        lines.append(f"[{inert(title)}]")
+        lines.extend(f"  {inert(label):<{width}}  {inert(text)}" for label, text in rows)
     return "\n".join(lines) + "\n"

@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aorta_tui.core.atomic import atomic_write_bytes, atomic_write_json
-from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.atomic import atomic_write_bytes
+from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
+from aorta_tui.core.inputs import read_json_or_none
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
 from aorta_tui.executor.slurm_job import GATE_SUFFIX, JOB_SPEC, OUTCOME
@@ -63,6 +65,7 @@ BACKSTOP_S = 60.0  # past timeout_per_trial + this, the orchestrator scancels th
 VANISH_S = max(OUTCOME_LAG_S, 3 * QUERY_EVERY_S)
 STATE_DIR = "slurm"
 JOBS_FILE = "jobs.json"
+JOBS_LIMIT = 64 << 20  # about 100 bytes a trial
 
 # Slurm's final states that explain a trial better than its process does: detection id,
 # severity, what happened. A trial cancelled by Ctrl-C of the orchestrator is not one of them
@@ -106,22 +109,30 @@ class TrialJob:
 class _Jobs:
     """``slurm/jobs.json``: batches and their trials, rewritten atomically on every change."""
 
-    path: Path
+    run_dir: Path
     data: dict[str, Any] = field(default_factory=lambda: {"schema_version": 1, "batches": {},
                                                           "trials": {}})
 
+    @property
+    def path(self) -> Path:
+        return self.run_dir / STATE_DIR / JOBS_FILE
+
     @classmethod
-    def load(cls, path: Path) -> _Jobs:
-        jobs = cls(path)
-        with contextlib.suppress(OSError, ValueError):
-            raw = json.loads(path.read_bytes())
+    def load(cls, run_dir: Path) -> _Jobs:
+        """Through the run's file layer: a FIFO, ``/dev/zero`` or a link in its place (the run
+        directory is its owner's to write) is no jobs file, and never hangs or fills memory."""
+        jobs = cls(run_dir)
+        with contextlib.suppress(OSError, AortaError):
+            with RunDirFS(run_dir) as fs:
+                raw = fs.read_json_or_none(f"{STATE_DIR}/{JOBS_FILE}", limit=JOBS_LIMIT)
             if isinstance(raw, dict) and isinstance(raw.get("batches"), dict) \
                     and isinstance(raw.get("trials"), dict):
                 jobs.data = raw
         return jobs
 
     def save(self) -> None:
-        atomic_write_json(self.path, self.data)
+        with RunDirFS(self.run_dir) as fs:
+            fs.atomic_write_json(f"{STATE_DIR}/{JOBS_FILE}", self.data)
 
 
 class SlurmExecutor:
@@ -422,8 +433,8 @@ class SlurmExecutor:
         for name in sorted(names):
             gate = self.store.data["batches"].get(name, {}).get("gate")
             if isinstance(gate, str) and _GATE_NAME.fullmatch(gate):  # jobs.json is a user's file
-                with contextlib.suppress(OSError):
-                    atomic_write_bytes(run_dir / STATE_DIR / (gate + GATE_SUFFIX), b"")
+                with contextlib.suppress(OSError), RunDirFS(run_dir) as fs:
+                    fs.atomic_write_bytes(f"{STATE_DIR}/{gate}{GATE_SUFFIX}", b"")
 
     @staticmethod
     def refuse_unsettled(run_dir: Path, unfinished: set[str], executor: str) -> None:
@@ -433,10 +444,7 @@ class SlurmExecutor:
         that trial a second time, in the same trial directory, and retire the files the job
         still reads (its ``slurm-job.json``). Jobs that ended (or that Slurm no longer knows)
         settle nothing: their trials run again on ``executor``."""
-        path = run_dir / STATE_DIR / JOBS_FILE
-        if not path.exists():
-            return
-        store = _Jobs.load(path)
+        store = _Jobs.load(run_dir)
         batches, trials = store.data["batches"], store.data["trials"]
         wanted = {tid: rec for tid, rec in trials.items() if tid in unfinished and isinstance(rec, dict)
                   and isinstance(rec.get("task"), int) and isinstance(rec.get("batch"), str)
@@ -446,7 +454,7 @@ class SlurmExecutor:
         resume = f"aorta-tui sweep run --resume {shlex.quote(str(run_dir))}"
         if sc.which("squeue") is None:
             raise UsageError(
-                f"{len(wanted)} unfinished trial(s) of {run_dir} were Slurm jobs ({path}), and "
+                f"{len(wanted)} unfinished trial(s) of {run_dir} were Slurm jobs ({store.path}), and "
                 f"there is no `squeue` here to tell whether they still run; --executor {executor} "
                 "could run them a second time beside their jobs",
                 hint=f"resume on the Slurm login node: `{resume} --executor slurm` adopts the "
@@ -478,7 +486,7 @@ class SlurmExecutor:
     def _open_store(self, run_dir: Path) -> None:
         if self.store is None or self.run_dir != run_dir:
             self.run_dir = run_dir
-            self.store = _Jobs.load(run_dir / STATE_DIR / JOBS_FILE)
+            self.store = _Jobs.load(run_dir)
 
     # -- submission ------------------------------------------------------------------------------
 
@@ -522,18 +530,20 @@ class SlurmExecutor:
         name = f"aorta-{run_dir.name}-s{session}-b{k}"
         state = run_dir / STATE_DIR
         out_dir = state / f"{name}.out"
-        out_dir.mkdir(parents=True, exist_ok=True)
         specs: list[str] = []
-        for task, trial in enumerate(chunk):
-            cell, trial_dir, _env, _argv, pspec = sweep.prepare_trial(run_dir, trial)
-            path = trial_dir / JOB_SPEC
-            atomic_write_bytes(path, json.dumps(_job_spec(pspec, cell, trial_dir)).encode(), mode=0o600)
-            for stale in (trial_dir / OUTCOME,):
-                stale.unlink(missing_ok=True)
-            specs.append(str(path))
-            self.jobs[trial.trial_id] = TrialJob(trial.trial_id, name, task, trial_dir, time.time())
-        manifest = state / f"{name}.json"
-        atomic_write_json(manifest, {"specs": specs})
+        with RunDirFS(run_dir) as fs:  # the run's file layer: no link followed out of it
+            os.close(fs.make_dirs(out_dir))
+            for task, trial in enumerate(chunk):
+                cell, trial_dir, _env, _argv, pspec = sweep.prepare_trial(run_dir, trial)
+                path = trial_dir / JOB_SPEC
+                fs.atomic_write_bytes(path, json.dumps(_job_spec(pspec, cell, trial_dir)).encode(),
+                                      mode=0o600)
+                if fs.lstat(trial_dir / OUTCOME) is not None:
+                    fs.remove_tree(trial_dir / OUTCOME)
+                specs.append(str(path))
+                self.jobs[trial.trial_id] = TrialJob(trial.trial_id, name, task, trial_dir, time.time())
+            manifest = state / f"{name}.json"
+            fs.atomic_write_json(manifest, {"specs": specs})
         now = time.time()
         self.store.data["batches"][name] = {"job_id": None, "session": session, "submitted_at": now,
                                             "tasks": len(chunk), "gate": gate[0].name}
@@ -893,10 +903,8 @@ def _marker_ok(marker: Path, token: str) -> bool:
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
+    # the job's own file (bounded, a regular file, the file itself never a link)
+    data = read_json_or_none(path, limit=16 << 20)
     return data if isinstance(data, dict) and isinstance(data.get("process"), dict) else None
 
 

@@ -265,7 +265,7 @@ def resolve_devices(device: str, devices: list[str] | None, *,
             raise EnvironmentProblem(
                 "--devices all found no GPU (torch sees none: no CUDA/ROCm device, a CPU-only "
                 "torch build, or CUDA_VISIBLE_DEVICES hides them all)",
-                hint="run on a GPU machine, or use --device cpu for an emulated run")
+                hint=CPU_HINT)
         return kind, [f"cuda:{i}" for i in range(count)]
     if devices:
         if ALL_DEVICES in (d.strip().lower() for d in devices):
@@ -279,6 +279,11 @@ def resolve_devices(device: str, devices: list[str] | None, *,
         return kind, [_normalise(d, kind, None) for d in devices]
     kind = _kind(device)
     return kind, [_normalise(device, kind, _local_rank(env))]
+
+
+# --size in the hint: a CPU run of the default sizes took 21 minutes (issue 38 item 4)
+CPU_HINT = ("run on a GPU machine, or use --device cpu for an emulated run (small sizes by "
+            "default there, seconds; --size default for the full ones, many minutes on a CPU)")
 
 
 def _kind(d: str) -> str:
@@ -327,7 +332,7 @@ def select_backend(device: str, devices: list[str] | None = None) -> CpuBackend 
         raise EnvironmentProblem(
             f"--device {device} needs a GPU, but torch {torch.__version__} sees none "
             "(no CUDA/ROCm device or a CPU-only torch build)",
-            hint="run on a GPU machine, or use --device cpu for an emulated run",
+            hint=CPU_HINT,
         )
     count = torch.cuda.device_count()
     local_rank = os.environ.get("LOCAL_RANK")

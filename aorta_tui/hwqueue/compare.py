@@ -152,6 +152,17 @@ def _spread_kind(base: dict[str, Any], test: dict[str, Any], key: str) -> str:
 MAX_BOOTSTRAP_SAMPLES = 100_000
 
 
+def _why_unchanged(big: bool, min_change: float, ib: Any, it: Any) -> str:
+    """Why a figure is ``unchanged``: a "-90.8% unchanged" reads as wrong without it."""
+    if not big:
+        return f"|change| < {min_change:.0%}"
+    return f"95% CIs overlap: base {_g(ib[0])}-{_g(ib[1])}, test {_g(it[0])}-{_g(it[1])}"
+
+
+def _g(value: float) -> str:
+    return f"{value:.3g}"
+
+
 def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
     for name, doc in (("BASE", base), ("TEST", test)):
         if doc.get("kind") != "aorta-tui/queue-result":
@@ -213,6 +224,7 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
             row["spread"] = "none recorded"
         if not big or overlap:  # RULE: whether it changed, the same for every figure
             row["verdict"] = "unchanged"
+            row["why"] = _why_unchanged(big, min_change, ib, it)
         elif direction == "neither" or row["spread"] == "none recorded":
             row["verdict"] = "changed"  # which way is better is unknown, or the noise is
         else:

@@ -29,6 +29,7 @@ from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.store.rundir import output_write_error
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class PointLaunch:
     trial_dir: Path
     env: dict[str, str]
     on_start: Callable[[int], None] | None = None
+    run_dir: Path | None = None  # the run directory: its files through its file layer
 
 
 def run_isolated(cfg: QueueRunConfig, what: str, point: PointLaunch | None = None) -> dict[str, Any]:
@@ -115,20 +117,24 @@ def _run_point(cfg: QueueRunConfig, what: str, point: PointLaunch) -> dict[str, 
     from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
     config, out = point.trial_dir / "point-config.json", point.trial_dir / "point-result.json"
-    atomic_write_json(config, dataclasses.asdict(cfg))
+    root = point.run_dir or point.trial_dir
+    with RunDirFS(root) as fs:  # the run directory's file layer: no link followed beneath it
+        fs.atomic_write_json(config, dataclasses.asdict(cfg))
     spec = ProcessSpec(
         argv=[sys.executable, "-m", "aorta_tui.hwqueue.child", str(config), str(out)],
         env=_point_env(point.env), cwd=Path.cwd(),
         stdout_path=point.trial_dir / "stdout.log", stderr_path=point.trial_dir / "stderr.log",
-        sample_gpu=False)  # no vendor-tool polling beside a queue measurement
+        sample_gpu=False, log_root=root)  # no vendor-tool polling beside a queue measurement
     outcome = run_process(spec, on_start=point.on_start)
     if outcome.exec_error:
         raise EnvironmentProblem(f"{what} could not start: {outcome.exec_error}")
     code = outcome.exit_code if outcome.exit_code is not None else -(outcome.signal or 0)
     if code != 0 or not out.exists():
         try:
-            stderr = (point.trial_dir / "stderr.log").read_text(errors="replace")
-        except OSError:
+            with RunDirFS(root) as fs:
+                raw = fs.read_bytes(point.trial_dir / "stderr.log", what="log", limit=spec.max_log_bytes)
+            stderr = (raw or b"").decode("utf-8", "replace")
+        except (OSError, AortaError):
             stderr = ""
         raise _child_failure(what, code, stderr)
     try:

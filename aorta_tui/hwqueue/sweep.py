@@ -20,6 +20,7 @@ from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.core.numerals import ascii_digits
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 from aorta_tui.store.run_store import StoreLayout
@@ -238,7 +239,7 @@ def _busy(run_dir: Path, holder: str) -> AortaError:
 
 # trials/s<NNNN>/result.json, checked by _whole_point; the lock's refusal in this sweep's words
 QUEUE_SWEEP_LAYOUT = StoreLayout(result_file="result.json", sweep_ids=False,
-                                 accept=_whole_point, refusal=_busy)
+                                 accept=_whole_point, refusal=_busy, files=(DOCUMENT_FILE,))
 
 
 def _request(base: Any, counts: Sequence[int], knee_gain: float,
@@ -251,7 +252,6 @@ def _request(base: Any, counts: Sequence[int], knee_gain: float,
 
 def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
     """A new run directory holding ``request.json`` and an empty journal (or refused)."""
-    from aorta_tui.core import ownership
     from aorta_tui.store.rundir import JOURNAL
 
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
@@ -260,8 +260,9 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
                               f"`aorta-tui queue resume {run_dir}`")
     existed = run_dir.exists()
     try:
-        ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
-        atomic_write_json(run_dir / REQUEST_FILE, request)
+        run_dir.mkdir(parents=True, exist_ok=True)  # under sudo the tool runs as the user: theirs
+        with RunDirFS(run_dir) as fs:
+            fs.atomic_write_json(REQUEST_FILE, request)
         (run_dir / JOURNAL).touch()
     except OSError as exc:  # a full disk or another user's directory: exit 3, named
         # Leave nothing half made, so the same --run-dir works once there is room.
@@ -277,15 +278,17 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
 def read_request(run_dir: Path) -> dict[str, Any]:
     """``request.json`` of a queue sweep's run directory, checked, or a located error."""
     from aorta_tui.core.errors import RunDirError
-    from aorta_tui.core.inputs import MiB, load_json_input, require_object
+    from aorta_tui.core.inputs import MiB, require_object
 
     path = run_dir / REQUEST_FILE
     hint = "pass the run directory a `queue sweep` made (it holds request.json and journal.jsonl)"
-    if not path.is_file():
+    try:  # through the run's file layer: bounded, a regular file, no link followed
+        with RunDirFS(run_dir) as fs:
+            raw = fs.load_json(REQUEST_FILE, what=REQUEST_FILE, limit=4 * MiB)
+    except (FileNotFoundError, NotADirectoryError):
         raise RunDirError(f"{run_dir} is not a queue sweep's run directory (no {REQUEST_FILE})",
-                          hint=hint)
-    data = require_object(load_json_input(path, what=REQUEST_FILE, limit=4 * MiB),
-                          where=str(path), what="queue sweep request")
+                          hint=hint) from None
+    data = require_object(raw, where=str(path), what="queue sweep request")
     counts, gain = data.get("stream_counts"), data.get("knee_gain")
     problems = [
         ("kind", data.get("kind") == RUN_KIND),
@@ -423,7 +426,7 @@ class _StoreSweep:
             from aorta_tui.core.events import RunWarning
             from aorta_tui.trial.orphans import end_unfinished
 
-            report = end_unfinished(self.run_dir, self.store.events(), set(ids) - done)
+            report = end_unfinished(self.run_dir, self.sweep_id, self.store.events(), set(ids) - done)
             for note in report.warnings():
                 self.bus.emit(RunWarning(self.sweep_id, message=f"resume: {note}", code="orphan"))
         try:
@@ -450,7 +453,7 @@ class _StoreSweep:
 
         trial_dir = self.store.fresh_trial_dir(tid)  # what an interrupted attempt left goes
         # its identity is in the journal before the process exists (trial/orphans.py)
-        ident = mint(self.run_dir)
+        ident = mint(self.sweep_id)
         # keyed hashes of its secrets' values (the shell's, inherited), so a bundle
         # recognises them in its logs (core/secrets.py)
         record_secret_hashes(self.run_dir, {**os.environ, **ident.env})
@@ -466,7 +469,7 @@ class _StoreSweep:
 
         t0 = time.monotonic()
         result, error = _measure(self.run_fn, cfg, True, self.bus.emit,
-                                 PointLaunch(trial_dir, ident.env, on_start))
+                                 PointLaunch(trial_dir, ident.env, on_start, run_dir=self.run_dir))
         if not announced:  # a runner that started no process of its own
             self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1))
         wall = time.monotonic() - t0

@@ -21,9 +21,13 @@ _CACHE_LIMIT = 4096
 class LabelSanitiser:
     """Scrubs label values with the bundle's rules; thread-safe, remembers what it scrubbed."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, distinct: bool = False) -> None:
+        """``distinct``: a scrubbed value keeps a stable ``#N`` of its own (cell names: two
+        cells are two series); without it, values that scrub alike are one series (a trace's
+        stream keys: their counts are summed under one label)."""
         from aorta_tui.bundle.redact import RedactionConfig, Scrubber
 
+        self._distinct = distinct
         # paths are scrubbed too: a label has no business carrying one
         self._scrubber = Scrubber(RedactionConfig(scrub_paths=True))
         self._cache: dict[str, str] = {}
@@ -50,8 +54,12 @@ class LabelSanitiser:
         flat = "".join(ch if ch.isprintable() else " " for ch in text)
         self._scrubber.learn_text(flat)
         scrubbed, _hits = self._scrubber.scrub_line(flat, FileState(), 0)
+        # two cells whose names held secrets stay two series: <redacted:secret>#1, #2
+        if self._distinct:
+            scrubbed = self._scrubber.distinct(flat, scrubbed)
         if len(scrubbed) > MAX_LABEL_CHARS:
-            scrubbed = scrubbed[: MAX_LABEL_CHARS - 3] + "..."
+            tail = scrubbed[scrubbed.rfind("#"):] if scrubbed != flat else ""
+            scrubbed = scrubbed[: MAX_LABEL_CHARS - 3 - len(tail)] + "..." + tail
         return scrubbed
 
 

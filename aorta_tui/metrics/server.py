@@ -49,7 +49,10 @@ def parse_address(text: str) -> MetricsAddress:
     if not ascii_digits(port_text) or not 0 <= int(port_text) <= 65535:
         raise UsageError(f"--metrics {text!r}: the port must be a number from 0 to 65535", hint=ADDR_HINT)
     if not host or any(ch.isspace() for ch in host):
-        raise UsageError(f"--metrics {text!r}: no host before the port", hint=ADDR_HINT)
+        raise UsageError(f"--metrics {text[:80]!r}: no host before the port", hint=ADDR_HINT)
+    if len(host) > 253:  # no DNS name is longer; the resolver's idna codec raised on it
+        raise UsageError(f"--metrics {text[:40]!r}...: the host is {len(host)} characters, longer "
+                         "than any host name (253)", hint=ADDR_HINT)
     return MetricsAddress(host, int(port_text))
 
 
@@ -57,7 +60,10 @@ def _resolved(host: str) -> list[str]:
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise UsageError(f"--metrics: cannot resolve host {host!r} ({exc.strerror})", hint=ADDR_HINT) from None
+        raise UsageError(f"--metrics: cannot resolve host {host[:80]!r} ({exc.strerror})", hint=ADDR_HINT) from None
+    except UnicodeError:  # a label of over 63 characters, or one the idna codec refuses
+        raise UsageError(f"--metrics: {host[:80]!r} is not a host name (each dot-separated part "
+                         "is 1 to 63 characters)", hint=ADDR_HINT) from None
     return sorted({str(info[4][0]) for info in infos})
 
 

@@ -27,7 +27,7 @@ class SweepMetrics:
     """A collector and an event sink of one run."""
 
     def __init__(self, *, planned: dict[str, int] | None = None, sanitise: LabelSanitiser | None = None) -> None:
-        self._clean = sanitise or LabelSanitiser()
+        self._clean = sanitise or LabelSanitiser(distinct=True)  # cells never merge
         self._lock = threading.Lock()
         self._planned = dict(planned or {})
         self._total = sum(self._planned.values())

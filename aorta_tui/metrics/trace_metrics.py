@@ -51,6 +51,8 @@ class _State:
     lost: dict[tuple[str, str], int] = field(default_factory=dict)
     clock: dict[tuple[str, str], float] = field(default_factory=dict)
     cost: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    # probe set -> the program's cost share (median, 95% low, 95% high): trace/cost.py
+    program_cost: dict[str, tuple[float, float | None, float | None]] = field(default_factory=dict)
     units: dict[tuple[str, str], str] = field(default_factory=dict)
     malformed: int = 0
     bpftrace_lost: int = 0
@@ -115,6 +117,10 @@ class TraceMetrics:
                 state.clock[key] = float(uncertainty) / 1e9
             state.cost[set_name] = (cost.get("cpu_fraction"),
                                     None if per_hit is None else float(per_hit) / 1e6)
+            pc = cost.get("program_cost") or {}
+            if pc.get("share") is not None:
+                ci = pc.get("share_ci95") or [None, None]
+                state.program_cost[set_name] = (float(pc["share"]), ci[0], ci[1])
             state.units[key] = event.unit
             state.malformed = int(event.malformed_lines)
             if self.session is not None:
@@ -158,6 +164,7 @@ class TraceMetrics:
             hists = list(s.hists.items())
             events, key_events = dict(s.events), dict(s.key_events)
             lost, clock, cost = dict(s.lost), dict(s.clock), dict(s.cost)
+            program_cost = dict(s.program_cost)
             units = dict(s.units)
             malformed, bpftrace_lost = s.malformed, s.bpftrace_lost
         clean = self._clean
@@ -221,6 +228,15 @@ class TraceMetrics:
                 hit.add_metric([clean(ps)], per_hit)
         yield cpu
         yield hit
+        share = GaugeMetricFamily(f"{PREFIX}_program_cost_share", "what the traced program pays: added time per "
+                                  "launch x launches seen, as a share of its wall time (a lower bound; bound=low/"
+                                  "high: the 95% interval of the per-launch measurement)",
+                                  labels=["probe_set", "bound"])
+        for ps, figures in sorted(program_cost.items()):
+            for bound, v in zip(("median", "low", "high"), figures, strict=True):
+                if v is not None:
+                    share.add_metric([clean(ps), bound], float(v))
+        yield share
         ck = GaugeMetricFamily(f"{PREFIX}_clock_uncertainty_seconds", "uncertainty of the host/device clock "
                                "alignment of a two-clock metric (launch_to_start)", labels=["probe_set", "metric"])
         for (ps, m), v in sorted(clock.items()):

@@ -50,8 +50,6 @@ from pathlib import Path
 from threading import Event as ThreadEvent
 from typing import TYPE_CHECKING, Any
 
-from aorta_tui.core import ownership
-from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
     CallbackSink,
@@ -68,9 +66,11 @@ from aorta_tui.core.events import (
     TrialStarted,
 )
 from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
+from aorta_tui.policy.report import REPORT_FILES
 from aorta_tui.store.run_store import RunStore, StoreLayout
 from aorta_tui.store.rundir import output_write_error, write_failure
 
@@ -296,12 +296,13 @@ class PolicyEvaluator:
                            "dir": t.dir_name} for t in plan],
             }
             try:
-                atomic_write_json(run_dir / "sweep.json", manifest)
+                with RunDirFS(run_dir) as fs:
+                    fs.atomic_write_json("sweep.json", manifest)
             except OSError as exc:  # nothing to resume without it: leave nothing, say why
                 _discard_run_dir(run_dir, created)
                 raise output_write_error(exc, run_dir / "sweep.json", option="--output") from None
         else:
-            created = False
+            created = None
             self.run_id = str(resume.get("run_id") or self.run_id)
             plan = [PlannedTrial(int(o["position"]), str(o["policy"]), int(o["trial"]))
                     for o in resume["order"]]
@@ -390,7 +391,7 @@ class PolicyEvaluator:
         token: trial/orphans.py), and said so, before it runs again."""
         from aorta_tui.trial.orphans import end_unfinished
 
-        report = end_unfinished(run_dir, self.store.events(), unfinished)
+        report = end_unfinished(run_dir, self.run_id, self.store.events(), unfinished)
         for note in report.warnings():
             self._emit(RunWarning(self.run_id, message=f"resume: {note}", code="orphan"))
 
@@ -403,7 +404,7 @@ class PolicyEvaluator:
         argv = self.trial_command(req, policy, result_path)
         trial_id = planned.dir_name
         # its identity is in the journal before the process exists (trial/orphans.py)
-        ident = mint(run_dir)
+        ident = mint(self.run_id)
         self._emit(TrialLaunch(self.run_id, trial_id=trial_id, cell=policy.name,
                                trial=planned.trial, identity=list(ident.digests)))
         self.store.check_journal()
@@ -415,7 +416,7 @@ class PolicyEvaluator:
         spec = ProcessSpec(argv=argv, env=env, cwd=Path.cwd(),
                            stdout_path=trial_dir / "stdout.txt",
                            stderr_path=trial_dir / "stderr.txt", timeout_s=req.timeout_s,
-                           sample_gpu=False)
+                           sample_gpu=False, log_root=run_dir)
 
         def started(pid: int) -> None:
             self._emit(TrialStarted(self.run_id, trial_id=trial_id, cell=policy.name,
@@ -504,8 +505,9 @@ def _check_request(req: PolicySweepRequest) -> None:
         raise UsageError("no policies given", hint="e.g. --policies baseline,cuda_max_connections_1")
 
 
-def _claim_run_dir(run_dir: Path) -> bool:
-    """Create the run dir (True) or accept an existing empty one (False)."""
+def _claim_run_dir(run_dir: Path) -> Path | None:
+    """Create the run dir, returning the outermost directory this made (the default
+    ``aorta-policy/`` on a first sweep), or accept an existing empty one (None)."""
     if run_dir.exists():
         if not run_dir.is_dir():
             raise UsageError(f"--output {run_dir} exists and is not a directory",
@@ -514,12 +516,15 @@ def _claim_run_dir(run_dir: Path) -> bool:
             raise UsageError(f"--output {run_dir} already holds files",
                              hint="choose a new --output (re-render an old sweep with "
                                   "`aorta-tui policy report DIR`)")
-        return False
+        return None
+    outermost = run_dir
+    while not outermost.parent.exists() and outermost.parent != outermost:
+        outermost = outermost.parent
     try:
-        ownership.make_tree(run_dir)  # under sudo: the user's, with all written into it
+        run_dir.mkdir(parents=True, exist_ok=True)  # under sudo the tool runs as the user: theirs
     except OSError as exc:
         raise output_write_error(exc, run_dir, option="--output") from None
-    return True
+    return outermost
 
 
 FINAL_STATUSES = ("ok", "failed", "timed_out")
@@ -537,7 +542,7 @@ def _final_outcome(data: dict[str, Any], _trial_id: str) -> dict[str, Any] | Non
 
 # trials/NNN-POLICY-tK/outcome.json; the lock's refusal in this sweep's words
 POLICY_LAYOUT = StoreLayout(result_file="outcome.json", sweep_ids=False, accept=_final_outcome,
-                            refusal=_busy)
+                            refusal=_busy, files=REPORT_FILES)
 
 
 def policy_from_dict(data: Mapping[str, Any]) -> Policy:
@@ -589,10 +594,19 @@ def resume_policy_sweep(run_dir: str | Path, *, allow_gpu_control: bool = False,
     return evaluator.run(resume=manifest)
 
 
-def _discard_run_dir(run_dir: Path, created: bool) -> None:
-    """Remove what this sweep wrote: the directory was new or empty when it was claimed."""
-    if created:
+def _discard_run_dir(run_dir: Path, created: Path | None) -> None:
+    """Remove what this sweep wrote: the directories it made (a failed first sweep leaves no
+    empty ``aorta-policy/``), or the contents of the empty one it was given."""
+    if created is not None:
         shutil.rmtree(run_dir, ignore_errors=True)
+        parent = run_dir.parent
+        # rmdir, never rmtree: another sweep may have put its own directory there meanwhile
+        while created in (parent, *parent.parents) and parent != parent.parent:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
         return
     for child in run_dir.iterdir():
         if child.is_dir() and not child.is_symlink():

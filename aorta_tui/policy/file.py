@@ -28,8 +28,10 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, clip_for_message, read_input_bytes
 from aorta_tui.policy.presets import (
     BUILTIN_BY_NAME,
+    CLOCK_LEVEL_RANGE,
     KINDS,
     POLICY_NAME_RE,
+    POWER_LIMIT_W_RANGE,
     VENDORS,
     GpuControlSettings,
     Policy,
@@ -335,10 +337,11 @@ class _PolicyChecks:
             return BAD
         level, watts = value.get("clock_level"), value.get("power_limit_w")
         if level is not None:
-            level = v.integer(child_path(path, "clock_level"), level, minimum=0, maximum=7)
+            level = v.integer(child_path(path, "clock_level"), level, minimum=CLOCK_LEVEL_RANGE[0],
+                              maximum=CLOCK_LEVEL_RANGE[1])
         if watts is not None:
-            watts = v.integer(child_path(path, "power_limit_w"), watts, minimum=10,
-                              maximum=5000, unit=" watts")
+            watts = v.integer(child_path(path, "power_limit_w"), watts, minimum=POWER_LIMIT_W_RANGE[0],
+                              maximum=POWER_LIMIT_W_RANGE[1], unit=" watts")
         if BAD in (level, watts):
             return BAD
         return GpuControlSettings(clock_level=level, power_limit_w=watts)

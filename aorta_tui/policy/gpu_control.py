@@ -257,10 +257,57 @@ class FakeBackend:
         self.calls.append("restore")
 
 
+class HelperBackend:
+    """Under sudo: the knobs are set by the privileged helper (``policy/privileged.py``), which
+    reads the state itself, checks each knob against its allow-list and bounds, and restores
+    what it read (also when the tool dies). The plan is the vendor backend's own."""
+
+    def __init__(self, conn: Any, spec: str) -> None:
+        self.conn = conn
+        self.spec = spec
+        self.name = f"{spec} (privileged helper)"
+        self._vendor: NvidiaSmiBackend | RocmSmiBackend | None = None
+
+    def _plans(self) -> NvidiaSmiBackend | RocmSmiBackend:
+        if self._vendor is None:
+            raise GpuControlError("the GPU state was not read yet")
+        return self._vendor
+
+    def read_state(self, device: int) -> State:
+        answer = self.conn.call("gpu_read", backend=self.spec, device=device)
+        self._vendor = NvidiaSmiBackend() if answer.get("tool") == "nvidia-smi" else RocmSmiBackend()
+        self.name = f"{answer.get('tool')} (privileged helper)"
+        return dict(answer.get("state") or {})
+
+    def plan_apply(self, device: int, settings: GpuControlSettings, state: State) -> list[str]:
+        return self._plans().plan_apply(device, settings, state)
+
+    def apply(self, device: int, settings: GpuControlSettings, state: State) -> None:
+        self.conn.call("gpu_apply", backend=self.spec, device=device, clock_level=settings.clock_level,
+                       power_limit_w=settings.power_limit_w)
+
+    def plan_restore(self, device: int, state: State) -> list[str]:
+        return self._plans().plan_restore(device, state)
+
+    def restore(self, device: int, state: State) -> None:
+        self.conn.call("gpu_restore", backend=self.spec, device=device)
+
+
 def backend_from_spec(spec: str) -> ControlBackend:
-    """``auto``, ``nvidia``, ``rocm`` or ``fake:PATH`` (tests)."""
+    """``auto``, ``nvidia``, ``rocm`` or ``fake:PATH`` (tests). Under sudo a real backend is the
+    privileged helper's (the tool itself runs as the user); the fake one needs no root."""
     if spec.startswith("fake:"):
         return FakeBackend(spec[5:])
+    from aorta_tui.privsep import client as privsep
+
+    conn = privsep.current()
+    if conn is not None and spec in ("auto", "nvidia", "rocm"):
+        return HelperBackend(conn, spec)
+    return vendor_backend(spec)
+
+
+def vendor_backend(spec: str) -> NvidiaSmiBackend | RocmSmiBackend:
+    """The vendor tool's backend for ``auto``, ``nvidia`` or ``rocm``, run by this process."""
     if spec == "nvidia":
         return NvidiaSmiBackend()
     if spec == "rocm":

@@ -24,6 +24,12 @@ VENDORS = ("any", "cuda", "rocm")
 KINDS = ("scheduling", "memory", "launch", "custom")
 
 
+# the bounds of each knob: what a policy file may ask (policy/file.py) and what the privileged
+# helper accepts (policy/privileged.py)
+CLOCK_LEVEL_RANGE = (0, 7)
+POWER_LIMIT_W_RANGE = (10, 5000)
+
+
 @dataclass(frozen=True)
 class GpuControlSettings:
     """Device-wide knobs. ``clock_level`` is 0 (lowest) .. 7 (highest), as rocm-smi's sclk

@@ -12,9 +12,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
-from aorta_tui.core.errors import RunDirError, UsageError
-from aorta_tui.core.inputs import INPUT_LIMITS, is_json_number, load_json_input
+from aorta_tui.core.errors import AortaError, RunDirError, UsageError
+from aorta_tui.core.inputs import INPUT_LIMITS, is_json_number
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.policy import comparison
 
 REPORT_SCHEMA_VERSION = 1
@@ -36,9 +36,10 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
     if not path.exists() and not path.is_symlink():
         raise RunDirError(f"{run_dir} has no sweep.json: not a policy sweep directory",
                           hint="give the --output directory of a `policy sweep`")
-    try:  # bounded, regular files only (a FIFO would block the open forever)
-        data = load_json_input(path, what="policy sweep manifest",
-                               limit=INPUT_LIMITS["policy sweep manifest"])
+    try:  # through the run's file layer: bounded, a regular file, no link followed
+        with RunDirFS(run_dir) as fs:
+            data = fs.load_json("sweep.json", what="policy sweep manifest",
+                                limit=INPUT_LIMITS["policy sweep manifest"])
     except UsageError as exc:
         raise RunDirError(f"{path} is unreadable: {exc.message}", hint=exc.hint) from None
     if not isinstance(data, dict) or data.get("kind") != "aorta-tui/policy-sweep":
@@ -80,13 +81,11 @@ def _check_manifest(data: dict[str, Any], path: Path) -> None:
         raise bad("`request.seed` is not an integer") from None
 
 
-def _load_outcome(trial_dir: Path) -> dict[str, Any] | None:
-    path = trial_dir / "outcome.json"
-    if not path.exists():
-        return None
+def _load_outcome(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | None:
     try:
-        data = load_json_input(path, what="outcome", limit=INPUT_LIMITS["policy outcome"])
-    except UsageError:  # torn or not a file: as if no outcome was recorded
+        data = fs.load_json(trial_dir / "outcome.json", what="outcome",
+                            limit=INPUT_LIMITS["policy outcome"])
+    except (AortaError, OSError):  # missing, torn, a link or not a file: no outcome recorded
         return None
     if not isinstance(data, dict):
         return {"status": "failed", "reason": "outcome.json is damaged"}
@@ -123,8 +122,9 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
     reference = str(manifest.get("reference", "baseline"))
 
     trials: list[dict[str, Any]] = []
+    fs = RunDirFS(run_dir)  # closed when this function returns (its last reference)
     for entry in manifest.get("order", []):
-        outcome = _load_outcome(run_dir / "trials" / entry["dir"])
+        outcome = _load_outcome(fs, Path("trials") / entry["dir"])
         if outcome is None:
             trials.append({**entry, "status": "not run", "reason": "no outcome recorded"})
         else:  # the manifest's place in the order wins over what the file says
@@ -389,17 +389,20 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+REPORT_FILES = ("policy.json", "policy.md")
+
+
 def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Path]:
-    run_dir = Path(run_dir)
-    json_path = atomic_write_json(run_dir / "policy.json", report)
-    md_path = atomic_write_text(run_dir / "policy.md", render_markdown(report))
-    return json_path, md_path
+    with RunDirFS(run_dir) as fs:  # temp file, fchmod and rename relative to the run's descriptor
+        return (fs.atomic_write_json("policy.json", report),
+                fs.atomic_write_text("policy.md", render_markdown(report)))
 
 
 def rerender(run_dir: str | Path) -> tuple[dict[str, Any], Path, Path]:
     """Recompute the comparison from the run directory and rewrite both reports."""
-    from aorta_tui.store.rundir import write_failure
+    from aorta_tui.store.rundir import check_outputs, write_failure
 
+    check_outputs(Path(run_dir), files=REPORT_FILES)  # a directory there: exit 2, nothing read
     report = build_report(run_dir)
     try:
         json_path, md_path = write_reports(run_dir, report)

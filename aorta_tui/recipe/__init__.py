@@ -11,8 +11,9 @@ what was expected and the fix; several problems are reported together.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import RecipeError
 from aorta_tui.recipe.checks import RecipeIssue, RecipeValidationError
@@ -72,16 +73,26 @@ __all__ = [
 ]
 
 
-def load_recipe(path: str | Path, *, registry: RegistryView | None = None) -> Recipe:
+# A front end's check of a triage recipe's workload settings against the workload itself
+# (sweep/workload_check.py: it imports the workload, which this layer may not).
+WorkloadCheck = Callable[[Recipe], list[RecipeIssue]]
+
+
+def load_recipe(path: str | Path, *, registry: RegistryView | None = None,
+                workload_check: WorkloadCheck | None = None) -> Recipe:
     """Read and validate a recipe file. Raises :class:`RecipeError` (a
-    :class:`RecipeValidationError` listing every problem when the file parses)."""
+    :class:`RecipeValidationError` listing every problem when the file parses).
+
+    ``workload_check``: also run where the recipe has other problems, so that a
+    ``workload_config`` typo is reported with them, not only after they are fixed."""
     p = Path(path)
     source = str(p)
     try:
         text = read_recipe_file(p)
     except LoadProblem as exc:
         raise RecipeValidationError([_issue(exc)], source) from None
-    return _load(text, source=source, source_path=p, registry=registry)
+    return _load(text, source=source, source_path=p, registry=registry,
+                 workload_check=workload_check)
 
 
 def load_recipe_text(text: str, *, source: str = "<recipe>",
@@ -106,7 +117,7 @@ def check_recipe_text(text: str, *, source: str = "<recipe>",
 
 
 def _load(text: str, *, source: str, source_path: Path | None,
-          registry: RegistryView | None) -> Recipe:
+          registry: RegistryView | None, workload_check: WorkloadCheck | None = None) -> Recipe:
     if not isinstance(text, str):
         raise RecipeValidationError([RecipeIssue(0, 0, "", f"expected recipe text, got "
                                                  f"{type(text).__name__}")], source)
@@ -122,10 +133,37 @@ def _load(text: str, *, source: str, source_path: Path | None,
         data = None
     recipe, issues, more = build_recipe(data, marks, source=source, source_path=source_path,
                                         registry=registry)
+    if issues and workload_check is not None:
+        issues = issues + _workload_issues_despite(data, marks, source, issues, workload_check)
     if issues or recipe is None:
         raise RecipeValidationError(issues or [RecipeIssue(1, 1, "", "invalid recipe")], source,
                                     more=more)
     return recipe
+
+
+def _workload_issues_despite(data: Any, marks: Any, source: str, found: list[RecipeIssue],
+                             check: WorkloadCheck) -> list[RecipeIssue]:
+    """The workload-settings problems of a recipe that has others: checked on the part of it
+    they depend on (workload, settings, the cells' settings, at the same key paths), when that
+    part is valid by itself; none that repeats a path already reported."""
+    if not isinstance(data, dict) or data.get("mode", "triage") not in (None, "triage"):
+        return []
+    part: dict[str, Any] = {k: data[k] for k in ("schema_version", "workload", "workload_config",
+                                                 "trial_isolation") if k in data}
+    part.update(trials=1, steps=1, cells=[])
+    for i, cell in enumerate(data.get("cells") if isinstance(data.get("cells"), list) else []):
+        own = {"name": f"cell-{i}", "mitigations": ["none"]}  # kept in place: same paths
+        if isinstance(cell, dict) and "workload_config" in cell:
+            own["workload_config"] = cell["workload_config"]
+        part["cells"].append(own)
+    if not part["cells"]:
+        part["cells"] = [{"name": "cell-0", "mitigations": ["none"]}]
+    recipe, problems, _ = build_recipe(part, marks, source=source, source_path=None,
+                                       registry=None)
+    if recipe is None or problems:
+        return []
+    seen = {i.path for i in found}
+    return [i for i in check(recipe) if i.path not in seen]
 
 
 def _issue(exc: LoadProblem) -> RecipeIssue:

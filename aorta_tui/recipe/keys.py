@@ -3,6 +3,8 @@ the JSON Schema and the docs test)."""
 
 from __future__ import annotations
 
+from aorta_tui.core.numerals import MAX_SEED as _MAX_SEED
+
 # Keys valid in both modes. Upstream AORTA accepts the classifier knobs in probe mode only;
 # aorta-tui classifies every trial, so they are allowed in triage recipes too (an extension).
 COMMON_KEYS = frozenset({
@@ -82,7 +84,7 @@ MAX_STEPS = 100_000_000         # steps, cells[*].steps
 MAX_SECONDS = 7 * 24 * 3600     # timeout_per_trial, hang_window_sec, hang_grace_period_at_start;
                                 # the worker's poll(2) takes at most 2**31 ms (24.8 days)
 MAX_CONFOUND_THRESHOLD = 1000.0
-MAX_SEED = 2**63 - 1
+MAX_SEED = _MAX_SEED  # core/numerals.py: --seed checks the same range
 MAX_CELLS = 10_000              # cells, or mitigation_axis x diagnostic_axis
 MAX_PLANNED_TRIALS = 1_000_000  # the sum of every cell's trials
 

@@ -36,6 +36,7 @@ from aorta_tui.recipe.model import (
     StopAfter,
     TraceSpec,
 )
+from aorta_tui.recipe.upstream_workloads import not_carried
 
 if TYPE_CHECKING:
     from aorta_tui.recipe.checks import RegistryView
@@ -176,7 +177,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     # stop_after with per-cell trials: upstream runs every cell up to max_trials (the cells'
     # trials are not used); so does the plan here, and `recipe validate` says so.
 
-    confound = _confound(v, get("confound"), cells, mode)
+    confound = _confound(v, get("confound"), cells, mode, _written_cell_names(data, mode))
 
     if v.issues:
         return None
@@ -617,7 +618,16 @@ def _policy_axis(v: Validator, raw: Any) -> Any:
     return tuple(items)
 
 
-def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str) -> Any:
+def _written_cell_names(data: dict[str, Any], mode: str) -> set[str]:
+    """The cell names as written, those of cells with errors of their own included."""
+    raw = data.get("cells") if mode == "triage" else None
+    if not isinstance(raw, list):
+        return set()
+    return {c["name"] for c in raw if isinstance(c, dict) and isinstance(c.get("name"), str)}
+
+
+def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str,
+              written: set[str]) -> Any:
     threshold: Any = 1.15
     explicit: Any = None
     if raw is not None:
@@ -632,6 +642,8 @@ def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str) ->
         return BAD if BAD in (threshold, explicit) else Confound(threshold=threshold)
     names = [c.name for c in cells]
     if explicit is not None:
+        if explicit not in names and explicit in written:
+            return BAD  # that cell has an error of its own, reported there: no knock-on
         if explicit not in names:
             return v.issue("confound.baseline_cell", f"no cell is named {explicit!r}",
                            did_you_mean(explicit, names)
@@ -660,6 +672,8 @@ def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     if v.require("", data, "workload", "add `workload: gpu_smoke` (aorta-tui sweep "
                  "list-workloads lists them)"):
         workload = v.string("workload", data["workload"])
+        if workload is not BAD:
+            workload = _known_workload(v, workload)
     steps: Any = BAD
     if v.require("", data, "steps", "add `steps: 20` (steps per trial)"):
         steps = v.integer("steps", data["steps"], minimum=1, maximum=K.MAX_STEPS)
@@ -683,6 +697,18 @@ def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
 
     return dict(workload=workload, steps=steps, workload_config=workload_config,
                 save_logs=save_logs, extra_env=extra_env, trial_isolation=isolation, cells=cells)
+
+
+def _known_workload(v: Validator, name: str) -> Any:
+    """An unknown name is an error with the closest registered one (a run would stop on it);
+    a registered workload that fails to import here is only a note (sweep/workload_check.py)."""
+    known = getattr(v.registry, "workload_names", None)
+    if not known or name in known or not_carried(name):
+        # no registry or none registered (not installed), or upstream's own workload that
+        # plans here and stops a real run (recipe/upstream_workloads.py)
+        return name
+    return v.issue("workload", f"unknown workload {name!r}", did_you_mean(name, known)
+                   + "`aorta-tui sweep list-workloads` lists them")
 
 
 def _workload_config(v: Validator, path: str, raw: Any) -> Any:

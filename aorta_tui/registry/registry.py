@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.suggest import did_you_mean, did_you_mean_any
 from aorta_tui.recipe.checks import docker_image_problem, env_entry_problem
+from aorta_tui.recipe.upstream_workloads import not_carried
 
 if TYPE_CHECKING:
     from aorta_tui.registry.workload import Workload
@@ -386,6 +387,11 @@ class Registry:
             envs.extend(load_sidecar_environments(f))
         self.environments: dict[str, Environment] = _merge("environment", envs)
 
+    @property
+    def workload_names(self) -> frozenset[str]:
+        """The registered workloads (entry points: listed without importing any of them)."""
+        return frozenset(workload_entry_points())
+
     def mitigation(self, name: str) -> Mitigation:
         try:
             return self.mitigations[name]
@@ -446,6 +452,10 @@ def workload_entry_points() -> dict[str, Any]:
 def load_workload(name: str) -> type[Workload]:
     """Import the class registered as ``name``. Raises a clear error for unknown names."""
     eps = workload_entry_points()
+    if name not in eps and not_carried(name):
+        raise EnvironmentProblem(str(not_carried(name)),
+                                 hint="run this recipe with upstream's `aorta sweep run`; "
+                                 "docs/compat.md lists what aorta-tui does not carry")
     if name not in eps:
         raise UsageError(
             f"unknown workload {name!r}",

@@ -34,6 +34,7 @@ from typing import IO
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, ExitCode
 from aorta_tui.core.events import Event, RunStarted
+from aorta_tui.privsep import client as privsep
 from aorta_tui.store.journal_follow import JournalLines
 from aorta_tui.store.rundir import Damage
 
@@ -77,9 +78,15 @@ class EngineRun:
             fd, name = tempfile.mkstemp(prefix="aorta-tui-engine-", suffix=".log")
             os.close(fd)
             self.stderr_path = Path(name)
-        with open(self.stderr_path, "ab") as err:
-            self.proc = spawn_gate.popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=err, start_new_session=True, env=self.env, cwd=self.cwd)
+        env, helper_fd = _with_helper_connection(self.env)
+        try:
+            with open(self.stderr_path, "ab") as err:
+                self.proc = spawn_gate.popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                             stderr=err, start_new_session=True, env=env, cwd=self.cwd,
+                                             pass_fds=() if helper_fd is None else (helper_fd,))
+        finally:
+            if helper_fd is not None:
+                os.close(helper_fd)
         return self
 
     def __enter__(self) -> EngineRun:
@@ -273,6 +280,16 @@ class EngineRun:
             f"{self._what()} {status} before it started a run (no run_started line)"
             + (f": {tail}" if tail else ""),
             hint=f"its stderr is in {self.stderr_path}")
+
+
+def _with_helper_connection(env: dict[str, str] | None) -> tuple[dict[str, str] | None, int | None]:
+    """Under sudo the engine command runs as the user, like this process: it gets a connection
+    of its own to the privileged helper (for tracing), handed down by descriptor number."""
+    conn = privsep.current()
+    if conn is None:
+        return env, None
+    fd = conn.child_connection()
+    return {**(os.environ if env is None else env), privsep.FD_ENV: str(fd)}, fd
 
 
 def _killpg(pgid: int, sig: int) -> None:

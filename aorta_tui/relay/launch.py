@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from aorta_tui.core import ownership, spawn_gate
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import RunDirError, UsageError
 from aorta_tui.core.events import RunStarted
 from aorta_tui.store.rundir import lock_holder, parse_journal_line
@@ -43,7 +43,7 @@ def launch_detached(
     handshake), so nothing reaches the caller's terminal and the run outlives the caller.
     """
     output = Path(output_dir)
-    ownership.make_dirs(output)
+    output.mkdir(parents=True, exist_ok=True)
     args = ["sweep", "run", "--json", "--output", str(output)]
     if recipe_path is not None:
         args += ["--recipe", str(recipe_path)]
@@ -54,7 +54,6 @@ def launch_detached(
         args += ["--", *command]
     log_path = output / f".launch-{os.getpid()}-{time.time_ns()}.log"
     with open(log_path, "wb") as log:
-        ownership.adopt(log_path)
         relay = spawn_gate.popen([sys.executable, "-m", "aorta_tui.relay.engine_run", "--relay", str(log_path),
                                   "--", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=log, start_new_session=True)
@@ -70,10 +69,36 @@ def launch_detached(
             code: int | None = relay.wait(5.0)
         except subprocess.TimeoutExpired:
             code = None
-        text = log_path.read_text(errors="replace").strip()
         status = f"exit {code}" if code is not None else "no run_started line"
-        raise UsageError(f"the sweep did not start ({status}): {text[-2000:]}")
+        raise UsageError(f"the sweep did not start ({status}): {launch_failure(log_path)}")
     return Path(started.run_dir)
+
+
+def launch_failure(log_path: Path, limit: int = 64 << 10) -> str:
+    """One readable line for why a detached sweep did not start: the message and fix of the
+    ``--json`` error event it printed (a raw JSON line filled most of the TUI's screen), else
+    its last ``error:`` line, else its last line; the whole log is at ``log_path``."""
+    import json
+
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, os.fstat(fh.fileno()).st_size - limit))
+            lines = fh.read().decode("utf-8", "replace").splitlines()
+    except OSError as exc:
+        return f"its log {log_path} cannot be read ({exc.strerror or exc})"
+    plain = []
+    for line in reversed(lines):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            plain.append(line.strip())
+            continue
+        if isinstance(doc, dict) and doc.get("event") == "error" and doc.get("message"):
+            where = f"{doc['location']}: " if doc.get("location") else ""
+            fix = f" (fix: {doc['hint']})" if doc.get("hint") else ""
+            return f"{where}{doc['message']}{fix}"
+    said = [ln for ln in plain if ln.startswith("error:")] or [ln for ln in plain if ln]
+    return said[0].removeprefix("error:").strip()[:500] if said else f"see {log_path}"
 
 
 def _handshake(relay: subprocess.Popen[bytes], wait_s: float) -> RunStarted | None:

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, RunDirError
 from aorta_tui.core.events import Event, RunStarted
-from aorta_tui.core.inputs import permission_problem, read_json_or_none
+from aorta_tui.core.inputs import permission_problem
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.trial_contract import TrialResult
 from aorta_tui.store import rundir
 
@@ -51,12 +50,19 @@ class StoreLayout:
     accept: Accept | None = None
     # The error when another process holds the lock (None: the sweep's, naming `attach`).
     refusal: Callable[[Path, str], AortaError] | None = None
+    # What the engine writes at the top of the run directory: files it replaces atomically (a
+    # directory in their place made that rename fail, exit 70, after the trials had re-run) and
+    # directories it writes into (a file in their place: the same).
+    files: tuple[str, ...] = ()
+    dirs: tuple[str, ...] = ()
 
 
-SWEEP_LAYOUT = StoreLayout()
+SWEEP_LAYOUT = StoreLayout(files=("matrix.json", "matrix.md"), dirs=("env",))
 
 
-_TRIAL_DIR = re.compile(r"^trial-\d+$")
+# a trial's directory and the attempts retired beside it (a symlink or file of either name
+# misled the retiring rename: issue 37 item 7)
+_TRIAL_DIR = re.compile(r"^trial-\d+(?:\.interrupted-\d+)?$")
 
 
 def _is_flat_id(trial_id: object) -> bool:
@@ -78,6 +84,15 @@ class RunStore:
         self.journal_path = self.path / rundir.JOURNAL
         self._lock = rundir.RunLock(self.path, refusal=layout.refusal)
         self.journal: rundir.Journal | None = None
+        self._fs: RunDirFS | None = None
+
+    @property
+    def fs(self) -> RunDirFS:
+        """The run directory's file layer (``core/rundir_fs.py``): every file of the run below
+        its root is reached through it, never by path. Held until :meth:`release`."""
+        if self._fs is None:
+            self._fs = RunDirFS(self.path)
+        return self._fs
 
     # -- layout ----------------------------------------------------------------------------
 
@@ -118,6 +133,7 @@ class RunStore:
         if not os.access(self.path, os.W_OK | os.X_OK):
             raise permission_problem(self.path, fix_dir=self.path)
         rundir.check_journal_file(self.journal_path)
+        rundir.check_outputs(self.path, files=self.layout.files, dirs=self.layout.dirs)
         for path in self._trial_tree():
             try:
                 st = path.lstat()
@@ -154,6 +170,9 @@ class RunStore:
     def release(self) -> None:
         self.close_journal()
         self._lock.release()
+        if self._fs is not None:
+            self._fs.close()
+            self._fs = None
 
     def __enter__(self) -> RunStore:
         self.acquire()
@@ -168,7 +187,7 @@ class RunStore:
         """The journal writer (an ``EventSink``: prepend it to the bus, so it sees every event
         before any display does)."""
         if self.journal is None:
-            self.journal = rundir.Journal(self.journal_path)
+            self.journal = rundir.Journal(self.journal_path, dir_fd=self.fs.fileno())
         return self.journal
 
     def check_journal(self) -> None:
@@ -210,7 +229,7 @@ class RunStore:
         data = record.to_dict() if isinstance(record, TrialResult) else record
         # not fsynced: the journal's fsynced trial_finished line is the commit, and a result
         # file a power loss emptied is not trusted by the resume (the trial runs again)
-        return atomic_write_json(self.result_path(trial_id), data, durable=False)
+        return self.fs.atomic_write_json(self.result_path(trial_id), data, durable=False)
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
         """The trial's whole result, or ``None`` (missing, damaged, another trial's, not final).
@@ -218,10 +237,10 @@ class RunStore:
         Only the trial's own directory is read: a retired attempt is evidence, never a result.
         """
         if self.layout.sweep_ids:
-            return rundir.read_trial_result(self.path, trial_id)
+            return rundir.read_trial_result(self.fs, trial_id)
         if not _is_flat_id(trial_id):
             return None
-        data = read_json_or_none(self.result_path(trial_id))
+        data = self.fs.read_json_or_none(self.result_path(trial_id))
         if not isinstance(data, dict):
             return None
         return data if self.layout.accept is None else self.layout.accept(data, trial_id)
@@ -234,21 +253,27 @@ class RunStore:
             return None
         return TrialResult.from_dict(data, where=str(self.result_path(trial_id)), strict=False)
 
+    def make_trial_dir(self, trial_id: str) -> Path:
+        """The trial's directory (made when missing) through the file layer: a link or a file
+        on the way is refused, never followed."""
+        os.close(self.fs.make_dirs(self.trial_dir(trial_id)))
+        return self.trial_dir(trial_id)
+
     def fresh_trial_dir(self, trial_id: str) -> Path:
-        """An empty directory for a trial's attempt; what an earlier attempt left is removed."""
+        """An empty directory for a trial's attempt; what an earlier attempt left is removed
+        (a link in its place is removed itself, never followed)."""
         path = self.trial_dir(trial_id)
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
-        return path
+        if self.fs.lstat(path) is not None:
+            self.fs.remove_tree(path)
+        return self.make_trial_dir(trial_id)
 
     def retire_trial(self, trial_id: str) -> Path | None:
         """Move an interrupted attempt aside as evidence (``trial-NNN.interrupted-K``)."""
         path = self.trial_dir(trial_id)
-        if not path.exists():
+        if self.fs.lstat(path) is None:
             return None
         k = 1
-        while (dest := path.with_name(f"{path.name}.interrupted-{k}")).exists():
-            k += 1
-        shutil.move(str(path), dest)
+        while self.fs.lstat(dest := path.with_name(f"{path.name}.interrupted-{k}")) is not None:
+            k += 1  # a dangling link is a name taken too
+        self.fs.rename(path, dest)
         return dest

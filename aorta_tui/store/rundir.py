@@ -40,7 +40,7 @@ from typing import IO, Any
 
 from aorta_tui import __version__
 from aorta_tui.core import ownership
-from aorta_tui.core.atomic import atomic_write_json, fsync_dir
+from aorta_tui.core.atomic import fsync_dir
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, RunDirError, UsageError
 from aorta_tui.core.events import (
     EVENT_TYPES,
@@ -50,7 +50,8 @@ from aorta_tui.core.events import (
     TrialFinished,
     TrialStarted,
 )
-from aorta_tui.core.inputs import open_input, permission_problem, read_json_or_none
+from aorta_tui.core.inputs import open_input, permission_problem
+from aorta_tui.core.rundir_fs import RunDirFS, rundir_refused
 
 JOURNAL = "journal.jsonl"
 LOCK = ".lock"
@@ -317,14 +318,16 @@ class Journal:
 
     DURABLE: tuple[type[Event], ...] = (TrialFinished, RunFinished, RunStarted)
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, dir_fd: int | None = None) -> None:
         self.path = path
         self.error: OSError | None = None
         # O_NOFOLLOW | O_NONBLOCK and the fstat: a journal that is a symlink or a FIFO is refused
-        # at once (a FIFO's open for writing would wait for a reader forever).
+        # at once (a FIFO's open for writing would wait for a reader forever). ``dir_fd``: the
+        # run's root held by its file layer (RunStore), so the journal is the one in that run.
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                               | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._fd = os.open(path.name if dir_fd is not None else path,
+                               os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                               | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=dir_fd)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
                 check_journal_file(path)  # raises the located refusal
@@ -673,15 +676,23 @@ class ResumeState:
     damaged: list[Damage] = field(default_factory=list)  # journal lines that are not events
 
 
-def read_trial_result(run_dir: Path, trial_id: str) -> dict[str, Any] | None:
+def read_trial_result(run_dir: Path | RunDirFS, trial_id: str) -> dict[str, Any] | None:
     """``trials/<trial_id>/result.json`` when it is a whole result of that trial, else ``None``.
 
-    Only the trial's own directory is read: a retired attempt (``trial-NNN.interrupted-K``)
-    is evidence, never a result.
+    Only the trial's own directory is read, through the run's file layer (no link followed):
+    a retired attempt (``trial-NNN.interrupted-K``) is evidence, never a result.
     """
     if not is_trial_id(trial_id):
         return None
-    d = read_json_or_none(run_dir / "trials" / trial_id / "result.json")
+    rel = f"trials/{trial_id}/result.json"
+    if isinstance(run_dir, RunDirFS):
+        d = run_dir.read_json_or_none(rel)
+    else:
+        try:
+            with RunDirFS(run_dir) as fs:
+                d = fs.read_json_or_none(rel)
+        except OSError:
+            return None
     if not isinstance(d, dict) or d.get("trial_id", trial_id) != trial_id:
         return None  # not this trial's result (a copied directory), or not a result at all
     if not isinstance(d.get("verdict"), str):
@@ -764,6 +775,43 @@ def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) 
     return final
 
 
+def check_outputs(run_dir: Path, *, files: tuple[str, ...] = (),
+                  dirs: tuple[str, ...] = ()) -> None:
+    """Refuse, before anything is changed, a run directory where one of the ``files`` an engine
+    replaces atomically is a directory (or a FIFO, a socket, a device), or where one of the
+    ``dirs`` it writes into is not a directory: a located exit 2 with the ``mv`` that clears it,
+    never an exit 70 once the trials have run again."""
+    for name in (*files, *dirs):
+        path = run_dir / name
+        try:
+            st = path.lstat()
+        except OSError:
+            continue  # absent: written when its time comes
+        want_dir = name in dirs
+        if want_dir and stat.S_ISDIR(st.st_mode):
+            continue
+        if not want_dir and (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            continue  # a link is replaced, never followed, by the atomic rename
+        if want_dir and stat.S_ISLNK(st.st_mode):
+            # a link where the tool writes into a directory is what an attack plants, not damage:
+            # the same refusal (exit 3) the file layer gives when it meets one later
+            raise rundir_refused(str(path), "a symlink")
+        what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a symlink" if stat.S_ISLNK(st.st_mode)
+                else "a file" if stat.S_ISREG(st.st_mode) else "a special file")
+        raise RunDirError(
+            f"{path} is {what}, not a {'directory' if want_dir else 'file'}: aorta-tui writes its "
+            f"{name}{'/' if want_dir else ''} there",
+            hint=f"move it away (`mv {path} {path}.bad`) and run the command again")
+
+
+def staged_run_id(staging: Path) -> str:
+    """The run id of a directory ``create_run_dir`` is filling (``.<run-id>.creating``)."""
+    name = staging.name
+    if name.startswith(".") and name.endswith(CREATING_SUFFIX):
+        return name[1:-len(CREATING_SUFFIX)]
+    return name
+
+
 def discard_new_run(run_dir: Path) -> bool:
     """Remove a run directory this process created moments ago and in which no trial ran (the
     executor refused the run before its first trial: docs/slurm.md), and its ticket directory
@@ -786,7 +834,8 @@ def prepare_output(output: Path, ticket: str) -> Path:
 
 
 def write_run_meta(run_dir: Path, meta: dict[str, Any]) -> None:
-    atomic_write_json(run_dir / RUN_META, {"aorta_tui_version": __version__, **meta})
+    with RunDirFS(run_dir) as fs:
+        fs.atomic_write_json(RUN_META, {"aorta_tui_version": __version__, **meta})
 
 
 def read_run_meta(run_dir: Path) -> dict[str, Any]:
@@ -802,11 +851,21 @@ def read_run_meta(run_dir: Path) -> dict[str, Any]:
             hint="start the sweep again as a new run (the same recipe and command); this directory "
             "can be deleted",
         )
+    if not run_dir.is_dir():  # a file or nothing: no run (exit 2), as a missing run.json says
+        raise RunDirError(
+            f"{run_dir} is not an aorta-tui run directory (no {RUN_META})",
+            hint="pass the directory that holds journal.jsonl, e.g. aorta-out/TICKET/20261129-101500-ab12")
     try:
-        from aorta_tui.core.inputs import MiB, load_json_input, require_object
+        from aorta_tui.core.inputs import MiB, require_object
 
-        meta = load_json_input(path, what="run.json", limit=4 * MiB)
+        with RunDirFS(run_dir) as fs:  # run.json through the file layer: never a link's target
+            meta = fs.load_json(RUN_META, what="run.json", limit=4 * MiB)
         return require_object(meta, where=str(path), what="run.json written by aorta-tui")
+    except FileNotFoundError:
+        raise RunDirError(
+            f"{run_dir} is not an aorta-tui run directory (no {RUN_META})",
+            hint="pass the directory that holds journal.jsonl, e.g. aorta-out/TICKET/20261129-101500-ab12",
+        ) from None
     except UsageError as exc:
         if not path.exists():
             raise RunDirError(
@@ -814,3 +873,25 @@ def read_run_meta(run_dir: Path) -> dict[str, Any]:
                 hint="pass the directory that holds journal.jsonl, e.g. aorta-out/TICKET/20261129-101500-ab12",
             ) from None
         raise RunDirError(f"{exc.message}", hint="the run directory is damaged; start a new run") from None
+
+
+def record_warning(run_dir: Path, message: str, *, code: str) -> None:
+    """Append one ``warning`` line to the run's journal under its lock (taken and released
+    here): what a command decided about the run before its engine starts, e.g. root's
+    ``--i-trust-this-directory`` (``core/run_trust.py``). Refused like a resume while another
+    process holds the lock. A directory without a journal is no run: nothing is made in it
+    (the command itself then says what it is)."""
+    from aorta_tui.core.events import RunWarning
+
+    if not (run_dir / JOURNAL).is_file():
+        return
+    lock = RunLock(run_dir)
+    lock.acquire()
+    try:
+        journal = Journal(run_dir / JOURNAL)
+        try:
+            journal.append(RunWarning(run_dir.name, message=message, code=code))
+        finally:
+            journal.close()
+    finally:
+        lock.release()

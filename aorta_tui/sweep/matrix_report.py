@@ -10,8 +10,8 @@ from typing import Any
 
 from aorta_tui import __version__
 from aorta_tui.core import stats
-from aorta_tui.core.aggregate import CellStats, band
-from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
+from aorta_tui.core.aggregate import CellStats, band, change_text
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import mask_env
 from aorta_tui.core.trial_contract import TrialResult
 from aorta_tui.sweep.plan import Plan
@@ -71,11 +71,11 @@ def write_reports(
 
     if collectors := run_summary(run_dir, [r.trial_id for r in records]):
         matrix["collectors"] = collectors
-    out = {
-        "matrix.json": atomic_write_json(run_dir / "matrix.json", matrix),
-        "matrix.md": atomic_write_text(run_dir / "matrix.md", render_markdown(matrix)),
-    }
-    return out
+    with RunDirFS(run_dir) as fs:  # the run's file layer: no link followed out of it
+        return {
+            "matrix.json": fs.atomic_write_json("matrix.json", matrix),
+            "matrix.md": fs.atomic_write_text("matrix.md", render_markdown(matrix)),
+        }
 
 
 def cell_timeline(run_dir: Path, records: list[TrialResult]) -> dict[str, Any]:
@@ -91,8 +91,10 @@ def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialResult],
     """Each environment's snapshot files with their hashes, and a warning where they differ."""
     from aorta_tui.sweep import snapshots
 
+    fs = RunDirFS(run_dir)  # closed when this function returns (its last reference)
+
     def snapshot_hash(path: Path) -> str | None:
-        return snapshots.snapshot_hash(path, schema_hash)
+        return snapshots.snapshot_hash(fs, path, schema_hash)
 
     env_dir = run_dir / "env"
     index: dict[str, Any] = {}
@@ -174,6 +176,14 @@ def _fmt_s(v: float | None) -> str:
     return f"{v * 1e3:.3f} ms" if v < 1 else f"{v:.3f} s"
 
 
+def _within_noise(confound: dict[str, Any]) -> str:
+    """``within noise`` with why: the change and the noise band it falls inside."""
+    ratio, noise = confound.get("ratio"), confound.get("noise_s")
+    if not isinstance(ratio, (int, float)) or not isinstance(noise, (int, float)) or ratio <= 0:
+        return "within noise"
+    return f"within noise ({change_text(ratio)}; noise ±{_fmt_s(noise)})"
+
+
 def _fmt_rate(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:.0f}%"
 
@@ -197,7 +207,7 @@ def render_markdown(m: dict[str, Any]) -> str:
         st = c["step_time_s"]
         conf = c["confound"].get("flag") or ("baseline" if c["cell"] == m["baseline_cell"] else "-")
         if c["confound"].get("significant") is False:
-            conf = "within noise"
+            conf = _within_noise(c["confound"])
         elif c["confound"].get("spread_unknown"):
             conf = "spread unknown"
         dets = ", ".join(f"{d['id']}×{d['count']}" for d in c["top_detectors"]) or "-"

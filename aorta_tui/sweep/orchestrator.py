@@ -14,6 +14,7 @@ import functools
 import os
 import shlex
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -25,7 +26,6 @@ from typing import Any
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
-from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
     CellAggregated,
@@ -38,7 +38,7 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
-from aorta_tui.core.inputs import read_json_or_none
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.core.services import NO_SERVICES, SweepServices
 from aorta_tui.core.trial_contract import (
@@ -91,6 +91,9 @@ class Sweep:
         self._trace_summary: dict[str, Any] | None = None
         self._trace_calibrated = False
         self._resume_notes: list[str] = []
+        # what the trials' identity tokens are bound to (trial/orphans.py): the id the run was
+        # created with, which run.json keeps when its directory is renamed
+        self._identity_key: str = ""
         self._journal_damage: list[rundir.Damage] = []
         self._refused_before_trials = False  # executor.begin refused: no trial of this run ran
         self._journal: rundir.Journal | None = None
@@ -275,7 +278,7 @@ class Sweep:
                 from aorta_tui.sweep.snapshots import start_captures
 
                 captures = start_captures(
-                    run_dir, self.plan.environments, self._base_env(),
+                    self._store.fs, self.plan.environments, self._base_env(),
                     session=session, include_torch=self.recipe.mode == "triage",
                     docker={c.environment: c.docker for c in self.plan.cells},
                 )
@@ -285,7 +288,7 @@ class Sweep:
             if captures:
                 from aorta_tui.sweep.snapshots import finish_captures
 
-                for w in finish_captures(captures):
+                for w in finish_captures(self._store.fs, captures):
                     self.bus.emit(RunWarning(run_id, message=w, code="snapshot"))
             zygotes.close()  # idle from here: their memory goes back before the report
             self._warm = None
@@ -308,6 +311,9 @@ class Sweep:
         if self.options.resume is not None:
             run_dir = Path(self.options.resume)
             meta = rundir.read_run_meta(run_dir)
+            recorded = meta.get("run_id")
+            # a run made before run.json kept its id: its directory's name, as it was created
+            self._identity_key = recorded if isinstance(recorded, str) and recorded else run_dir.name
             stored = meta.get("recipe_hash")
             if not isinstance(stored, str) or not stored:
                 # Damage, not a changed recipe: saying "the recipe changed (hash None then)"
@@ -332,9 +338,12 @@ class Sweep:
         def populate(run_dir: Path) -> None:
             # Written into the directory before it gets its name (rundir.create_run_dir): a kill
             # in between leaves a hidden .creating directory, never a run without run.json.
-            atomic_write_text(run_dir / "recipe.resolved.yaml", dump_resolved(self.recipe))
-            atomic_write_json(run_dir / "plan.json", self.plan.to_dict())
+            self._identity_key = rundir.staged_run_id(run_dir)
+            with RunDirFS(run_dir) as fs:
+                fs.atomic_write_text("recipe.resolved.yaml", dump_resolved(self.recipe))
+                fs.atomic_write_json("plan.json", self.plan.to_dict())
             rundir.write_run_meta(run_dir, {
+                "run_id": self._identity_key,
                 "recipe_hash": self._hash,
                 "recipe_source": str(self.recipe.source_path or ""),
                 "mode": self.recipe.mode,
@@ -375,7 +384,7 @@ class Sweep:
         journal names without it is left alone, and said so."""
         from aorta_tui.trial.orphans import end_unfinished
 
-        report = end_unfinished(run_dir, self._store.events(), unfinished)
+        report = end_unfinished(run_dir, self._identity_key, self._store.events(), unfinished)
         self._resume_notes = report.warnings()
 
     def _launch_identity(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
@@ -390,7 +399,7 @@ class Sweep:
         from aorta_tui.trial.orphans import mint
 
         zygote = getattr(getattr(pspec.launcher, "zygote", None), "token", None)
-        ident = mint(run_dir, zygote_token=zygote)
+        ident = mint(self._identity_key, zygote_token=zygote)
         self.bus.emit(TrialLaunch(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
                                   attempt=session, identity=list(ident.digests)))
         if self._journal is not None:
@@ -500,7 +509,7 @@ class Sweep:
             wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
             on_start(os.getpid())
             outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
-                                     trial_dir)
+                                     trial_dir, self._store.fs)
         else:
             with self._trial_trace(run_id, trial_dir) as trace_env:
                 if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
@@ -522,6 +531,7 @@ class Sweep:
                                        attempt=session))
         if outcome.cancelled:
             return None  # no result: a resume runs this trial again
+        _require_own_dir(trial_dir, spec.trial_id, run_dir)
         if outcome.log_error:
             # A log cut short by a full disk (or an I/O error) cannot be classified honestly:
             # record nothing, stop, and let the resume run this trial again once it is fixed.
@@ -532,7 +542,7 @@ class Sweep:
                 f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
             )
         kevents = kernel_log.events_since(cursor)
-        wres = _read_workload_results(trial_dir) if r.mode == "triage" else None
+        wres = _read_workload_results(self._store.fs, trial_dir) if r.mode == "triage" else None
         trial_timeline = self._timeline(outcome, wres, pspec.stdout_path)
         disabled = set(r.disable_detectors or ())
         result = classify(
@@ -588,14 +598,14 @@ class Sweep:
         from aorta_tui.trial.supervisor import ProcessSpec
 
         cell = self.plan.cell(spec.cell)
-        trial_dir = run_dir / "trials" / spec.trial_id
-        trial_dir.mkdir(parents=True, exist_ok=True)
+        self._store.make_trial_dir(spec.trial_id)  # no link followed on the way
+        trial_dir = run_dir / "trials" / spec.trial_id  # as the executor spells the run (absolute for Slurm)
         env = self._trial_env(cell, spec, trial_dir)
         # keyed hashes of its secrets' values, so a bundle recognises them (core/secrets.py)
         record_secret_hashes(run_dir, env)
         wspec = self._worker_spec(cell, spec, trial_dir)
         if wspec is not None:  # what the trial worker runs, on disk before its argv names it
-            wspec.write(trial_dir / TRIAL_SPEC_FILE)
+            wspec.write(self._store.fs, trial_dir / TRIAL_SPEC_FILE)
         argv = self._trial_argv(cell, trial_dir, env)
         r = self.recipe
         hang = None
@@ -606,6 +616,7 @@ class Sweep:
             argv=argv, env=env, cwd=Path.cwd(),
             stdout_path=trial_dir / "stdout.log", stderr_path=trial_dir / "stderr.log",
             timeout_s=float(r.timeout_per_trial) if r.timeout_per_trial else None, hang=hang,
+            log_root=run_dir,
         )
         return cell, trial_dir, env, argv, pspec
 
@@ -638,7 +649,7 @@ class Sweep:
         finally:
             session.stop()
             result = session.result()
-            atomic_write_json(trial_dir / "trace.json", result)
+            self._store.fs.atomic_write_json(trial_dir / "trace.json", result)
             self._trace_summary = {"path": "trace.json", "probes": list(spec.probes), "mode": spec.mode}
 
     def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:
@@ -655,7 +666,6 @@ class Sweep:
             # For launchers that drop the environment (ssh, srun): the command sources this file.
             # Names were validated (recipe and sidecar); checked again here because sourcing a
             # bad one runs it. Values are quoted; 0600 from the start: they may be secrets.
-            from aorta_tui.core.atomic import atomic_write_bytes
             from aorta_tui.recipe.checks import ENV_NAME_RE
 
             bad = [k for k in cell.env if not ENV_NAME_RE.fullmatch(k)]
@@ -664,7 +674,7 @@ class Sweep:
                                  "that can be written to probe.env")
             lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(cell.env.items())]
             path = trial_dir / "probe.env"
-            atomic_write_bytes(path, ("\n".join(lines) + "\n").encode(), mode=0o600)
+            self._store.fs.atomic_write_bytes(path, ("\n".join(lines) + "\n").encode(), mode=0o600)
             env["AORTA_ENV_FILE"] = str(path)
         return env
 
@@ -840,23 +850,25 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
 
 def _planned_trial_ids(run_dir: Path) -> set[str] | None:
     try:
-        plan = read_json_or_none(run_dir / "plan.json")
+        with RunDirFS(run_dir) as fs:
+            plan = fs.read_json_or_none("plan.json")
         return {t["trial_id"] for t in plan["trials"] if isinstance(t.get("trial_id"), str)}
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, OSError):
         return None  # no readable plan: trust the journal's trial ids (they are checked)
 
 
-def _read_workload_results(trial_dir: Path) -> dict[str, Any] | None:
+def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | None:
     """Rank 0's result, with every other rank's failures folded in (named by rank)."""
-    # The trial wrote these: a FIFO or a link it planted must not hang or mislead the sweep.
-    result = read_json_or_none(trial_dir / workload_result_filename(0))
+    # The trial wrote these: a FIFO or a link it planted (here or on the way) must not hang or
+    # mislead the sweep, so they are read through the run's file layer.
+    result = fs.read_json_or_none(trial_dir / workload_result_filename(0))
     if not isinstance(result, dict):
         return None
     ranks = workload_rank_files(trial_dir)
     if ranks:
         result.setdefault("ranks", {})
         for p in ranks:
-            other = read_json_or_none(p)
+            other = fs.read_json_or_none(p)
             if not isinstance(other, dict):
                 continue
             rank = p.stem.rsplit("rank", 1)[-1]
@@ -944,3 +956,40 @@ def _emulated_cells(plan: Any, registry: Any, dry_run: bool) -> list[str]:
         if bad:
             notes.append(f"cell {cell.name!r}: {bad[0]}; a real run stops here (exit 3)")
     return notes
+
+
+def _refuse_swapped_parent(trial_dir: Path, run_dir: Path) -> None:
+    """A directory between the run and the trial (``trials/``, the cell's) that is now a link
+    was swapped by someone who can write the run directory, not by the trial: the file layer's
+    refusal (exit 3), not the trial's fault."""
+    from aorta_tui.core.rundir_fs import rundir_refused
+
+    try:
+        parents = trial_dir.relative_to(run_dir).parents
+    except ValueError:
+        return
+    for rel in sorted(parents, key=lambda p: len(p.parts))[1:]:  # [0] is the run itself
+        if (run_dir / rel).is_symlink():
+            raise rundir_refused(str(run_dir / rel), "a symlink")
+
+
+def _require_own_dir(trial_dir: Path, trial_id: str, run_dir: Path) -> None:
+    """The trial's directory is its ``$AORTA_ARTIFACT_DIR``, so the trial can replace it with a
+    file or a link; its result would then be written over (or through) that: exit 2 naming it,
+    the trial not counted (issue 37 item 7; it was exit 70)."""
+    try:
+        st = trial_dir.lstat()
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return
+    _refuse_swapped_parent(trial_dir, run_dir)
+    what = ("removed its own directory" if st is None
+            else "replaced its own directory with a symlink" if stat.S_ISLNK(st.st_mode)
+            else "replaced its own directory with a file")
+    raise RunDirError(
+        f"{trial_dir}: trial {trial_id} {what} (its $AORTA_ARTIFACT_DIR, where its logs and "
+        "result.json are kept), so it cannot be recorded",
+        hint=f"fix the command so it writes inside $AORTA_ARTIFACT_DIR, move what it left away "
+             f"(`mv {trial_dir} {trial_dir}.bad`), then finish the run with "
+             f"`aorta-tui sweep run --resume {run_dir}`")

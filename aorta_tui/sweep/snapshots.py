@@ -15,11 +15,12 @@ CPU time, so each trial's timeline can say which captures ran beside it and what
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import platform
-import shutil
+import re
 import subprocess
 import sys
 import threading
@@ -30,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core import spawn_gate
-from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.inputs import read_json_or_none
+from aorta_tui.core.rundir_fs import RunDirFS
 
 CAPTURE_TIMEOUT_S = 60.0
+_STDERR_KEPT = 64 << 10
+SNAPSHOT_LIMIT = 16 << 20  # an env.json is ~60 KiB
 MINIMAL_KIND = "aorta-tui-minimal-snapshot"  # docker environments: their variables only
 
 
@@ -48,6 +50,7 @@ class PendingCapture:
     ended_ns: int | None = None
     cpu_s: float | None = None  # user + system of the capture and the children it waited for
     priority: str | None = None
+    stderr: bytes = b""  # what the capture said (its first 64 KiB): why it failed
     _waiter: threading.Thread | None = field(default=None, repr=False)
 
     def start_waiter(self) -> None:
@@ -56,6 +59,12 @@ class PendingCapture:
             return
 
         def wait() -> None:
+            if proc.stderr is not None:  # read to its end first: a full pipe never blocks it
+                with contextlib.suppress(OSError, ValueError):
+                    self.stderr = proc.stderr.read(_STDERR_KEPT)
+                    while proc.stderr.read(_STDERR_KEPT):
+                        pass
+                    proc.stderr.close()
             while True:
                 try:
                     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -89,7 +98,7 @@ def snapshot_name(environment: str, session: int) -> str:
 
 
 def start_captures(
-    run_dir: Path,
+    fs: RunDirFS,
     environments: dict[str, dict[str, str]],
     base_env: dict[str, str],
     *,
@@ -97,11 +106,26 @@ def start_captures(
     include_torch: bool,
     docker: dict[str, str | None],
 ) -> list[PendingCapture]:
-    env_dir = run_dir / "env"
-    env_dir.mkdir(exist_ok=True)
+    # env/ through the run's file layer: a link in its place is refused, and each capture writes
+    # into the directory this descriptor holds (handed to it as /proc/self/fd/N), so a swap of
+    # env/ after this point redirects nothing
+    env_fd = fs.make_dirs("env")
+    try:
+        return _start(fs, env_fd, environments, base_env, session=session,
+                      include_torch=include_torch, docker=docker)
+    finally:
+        os.close(env_fd)
+
+
+def _start(fs: RunDirFS, env_fd: int, environments: dict[str, dict[str, str]],
+           base_env: dict[str, str], *, session: int, include_torch: bool,
+           docker: dict[str, str | None]) -> list[PendingCapture]:
+    env_dir = fs.root / "env"
     pending: list[PendingCapture] = []
     targets: list[tuple[str, dict[str, str]]] = []
-    if session <= 1:
+    if session <= 1 or not (env_dir / "host_env.json").is_file():
+        # once per run; again on a resume when the first session could not write it (a full
+        # disk: exit 3, then the resume once space is freed)
         targets.append(("host_env", {}))
     # An environment that sets no variables runs trials in the host's own environment: its
     # snapshot is the host snapshot, so one capture serves both (finish_captures copies it).
@@ -114,11 +138,11 @@ def start_captures(
         if name != "host_env" and docker.get(name):
             from aorta_tui.core.secrets import mask_env  # a file: never a token
 
-            _write_minimal(path, name, mask_env(overlay), note="not captured inside the container image "
+            _write_minimal(fs, path, name, mask_env(overlay), note="not captured inside the container image "
                            f"{docker[name]}: only the variables the environment sets are recorded")
             pending.append(PendingCapture(name, path, None))
             continue
-        argv = [sys.executable, "-m", "aorta_tui.envsnap", "--output", str(path)]
+        argv = [sys.executable, "-m", "aorta_tui.envsnap", "--output", f"/proc/self/fd/{env_fd}/{path.name}"]
         if not include_torch:
             argv.append("--no-torch")
         started = time.monotonic_ns()
@@ -127,8 +151,9 @@ def start_captures(
             env={**base_env, **overlay},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             start_new_session=True,
+            pass_fds=(env_fd,),
         )
         capture = PendingCapture(name, path, proc, started_ns=started, priority=_lower_priority(proc.pid))
         capture.start_waiter()
@@ -141,7 +166,8 @@ def start_captures(
     return pending
 
 
-def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TIMEOUT_S) -> list[str]:
+def finish_captures(fs: RunDirFS, pending: list[PendingCapture],
+                    timeout_s: float = CAPTURE_TIMEOUT_S) -> list[str]:
     """Wait for the captures; returns warnings for those that failed."""
     warnings: list[str] = []
     deadline = time.monotonic() + timeout_s
@@ -154,12 +180,26 @@ def finish_captures(pending: list[PendingCapture], timeout_s: float = CAPTURE_TI
             p.wait(5.0)
             warnings.append(f"snapshot of environment {p.environment!r} timed out after {timeout_s:.0f}s")
             continue
-        if not p.path.is_file():
+        if not fs.is_file(p.path):
+            _raise_write_failure(p)
             warnings.append(f"snapshot of environment {p.environment!r} failed (exit {p.proc.returncode})")
     for p in pending:
-        if p.copy_of is not None and p.copy_of.is_file():
-            shutil.copyfile(p.copy_of, p.path)
+        if p.copy_of is not None and fs.is_file(p.copy_of):
+            fs.copy_file(p.copy_of, p.path, limit=SNAPSHOT_LIMIT)
     return warnings
+
+
+def _raise_write_failure(p: PendingCapture) -> None:
+    """A capture that could not write its snapshot (a full disk, an I/O error: the envsnap
+    program's exit 3 with the errno) fails the run as every other write does: exit 3 naming the
+    file and the free space (store/rundir.write_failure), never a warning and exit 0."""
+    from aorta_tui.core.errors import ExitCode
+
+    if p.proc is None or p.proc.returncode != ExitCode.ENVIRONMENT:
+        return
+    found = re.search(rb"\[errno (\d+)\]", p.stderr)
+    code = int(found.group(1)) if found else errno.EIO
+    raise OSError(code, os.strerror(code), str(p.path))
 
 
 def cancel_captures(pending: list[PendingCapture]) -> None:
@@ -205,12 +245,13 @@ def _lower_priority(pid: int) -> str:
         return f"normal (could not lower it: {exc})"
 
 
-def snapshot_hash(path: Path, schema_hash: Callable[[dict[str, Any]], str | None]) -> str | None:
-    """Hash of what matters in a snapshot file; ``None`` when it cannot be read.
+def snapshot_hash(fs: RunDirFS, path: Path,
+                  schema_hash: Callable[[dict[str, Any]], str | None]) -> str | None:
+    """Hash of what matters in a snapshot file of the run; ``None`` when it cannot be read.
 
     ``schema_hash`` is envsnap's hash of a full snapshot, handed in from above core
     (``core/services.py``); a minimal snapshot is hashed here."""
-    data = read_json_or_none(path, limit=16 << 20)
+    data = fs.read_json_or_none(path, limit=SNAPSHOT_LIMIT)
     if not isinstance(data, dict):
         return None
     if data.get("kind") == MINIMAL_KIND:
@@ -221,7 +262,7 @@ def snapshot_hash(path: Path, schema_hash: Callable[[dict[str, Any]], str | None
     return schema_hash(data)
 
 
-def _write_minimal(path: Path, name: str, overlay: dict[str, str], *, note: str) -> None:
+def _write_minimal(fs: RunDirFS, path: Path, name: str, overlay: dict[str, str], *, note: str) -> None:
     snap: dict[str, Any] = {
         "schema_version": 0,
         "kind": MINIMAL_KIND,
@@ -234,4 +275,4 @@ def _write_minimal(path: Path, name: str, overlay: dict[str, str], *, note: str)
             "python": platform.python_version(),
         },
     }
-    atomic_write_json(path, snap)
+    fs.atomic_write_json(path, snap)

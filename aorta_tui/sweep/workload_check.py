@@ -48,6 +48,11 @@ def workload_issues(recipe: Recipe) -> tuple[list[RecipeIssue], list[str]]:
     return issues, notes
 
 
+def workload_problems(recipe: Recipe) -> list[RecipeIssue]:
+    """The located problems alone (``load_recipe``'s ``workload_check``)."""
+    return workload_issues(recipe)[0]
+
+
 def _config_hooks(recipe: Recipe, cls: Any, issues: list[RecipeIssue]) -> list[str]:
     """A workload's own combination checks (``config_problems``: located errors) and notes
     (``config_notes``: a setting that does less here, and why), once per key."""

@@ -23,6 +23,7 @@ from typing import Any
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.trace import elfsyms, targets
+from aorta_tui.trace.launcher import ProgramSpec
 
 CANDIDATES = {"push": ["lfind", "bsearch"], "other": ["labs", "llabs", "abs"]}
 CALLS = 10000
@@ -79,12 +80,22 @@ def _time_calls(specs: list[str]) -> dict[str, float]:
     return json.loads(out.stdout)
 
 
-def _probed_times(bpftrace: str, probes: str, specs: list[str]) -> dict[str, float]:
+def calibration_program(targets_: dict[str, tuple[Path, str]], *, with_returns: bool) -> str:
+    """The counting probes on each target function (and on its return, for a ``*_calls``
+    set's cost), with a heartbeat; rendered by the privileged helper too, from set names."""
+    if with_returns:
+        probes = "".join(f"uprobe:{p}:{fn} {{ @c[{i}] = count(); }}\nuretprobe:{p}:{fn} {{ @r[{i}] = count(); }}\n"
+                         for i, (p, fn) in enumerate(targets_.values()))
+    else:
+        probes = "".join(f"uprobe:{p}:{fn} {{ @c[{i}] = count(); }}\n" for i, (p, fn) in enumerate(targets_.values()))
+    return ("BEGIN { @sent[0] = count(); }\n" + probes
+            + 'interval:ms:100 { printf("@H %lld\\n", nsecs); }\nEND { clear(@sent); }\n')
+
+
+def _probed_times(bpftrace: str, text: str, specs: list[str], spec: ProgramSpec) -> dict[str, float]:
     from aorta_tui.trace.runner import BpftraceRunner
 
-    text = "BEGIN { @sent[0] = count(); }\n" + probes
-    text += 'interval:ms:100 { printf("@H %lld\\n", nsecs); }\nEND { clear(@sent); }\n'
-    runner = BpftraceRunner(text, bpftrace=bpftrace, on_lines=lambda lines: None)
+    runner = BpftraceRunner(text, bpftrace=bpftrace, on_lines=lambda lines: None, spec=spec)
     runner.start()
     try:
         runner.wait_attached(30)
@@ -93,11 +104,40 @@ def _probed_times(bpftrace: str, probes: str, specs: list[str]) -> dict[str, flo
         runner.cleanup()
 
 
+def calibration_targets(extra: dict[str, tuple[Path, str]], reasons: dict[str, str],
+                        ) -> dict[str, tuple[Path, str]]:
+    """name -> (library, function) to time: a libc function of each prologue class, then each
+    ``extra`` one found in its library; what cannot be timed goes to ``reasons``."""
+    targets_: dict[str, tuple[Path, str]] = {}
+    libc, how = targets.resolve_library(["libc.so.6"])
+    if libc is None:
+        reasons["push"] = reasons["other"] = f"libc not found: {how}"
+    else:
+        chosen = _pick_functions(libc)
+        for cls in CANDIDATES:
+            if cls in chosen:
+                targets_[cls] = (libc, chosen[cls])
+            else:
+                reasons[cls] = f"no libc function with a {cls!r} first instruction here"
+    for name, (path, fn) in extra.items():
+        try:
+            sym = elfsyms.functions(path).get(fn)
+        except elfsyms.ElfError as exc:
+            sym = None
+            reasons[name] = str(exc)
+        if sym is not None:
+            targets_[name] = (Path(path), fn)
+        else:
+            reasons.setdefault(name, f"{fn} not in {path}")
+    return targets_
+
+
 def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None,
-              use_cache: bool = True) -> dict[str, Any]:
+              use_cache: bool = True, maps_pid: int | None = None) -> dict[str, Any]:
     """Per-hit cost in ns by target: ``push``/``other`` (libc) and each ``extra`` name
     (e.g. ``{"cuda": (libcuda_path, "cuDriverGetVersion")}``); None with a reason where not
-    measured."""
+    measured. ``maps_pid``: the traced --pid, whose maps the privileged helper finds the sets'
+    libraries in (under sudo it renders the calibration program itself, from the set names)."""
     extra = dict(extra or {})
     key = f"{platform.release()}|{bpftrace}|" + "|".join(f"{k}={p}:{f}" for k, (p, f) in sorted(extra.items()))
     cache = _cache_file()
@@ -111,43 +151,26 @@ def calibrate(bpftrace: str, *, extra: dict[str, tuple[Path, str]] | None = None
     result: dict[str, Any] = {"push": None, "other": None, "reasons": {}, "functions": {},
                               "method": f"{CALLS} ctypes calls of a cheap function, best of 3, "
                                         "with minus without a counting uprobe on it"}
-    targets_: dict[str, tuple[Path, str]] = {}
-    libc, how = targets.resolve_library(["libc.so.6"])
-    if libc is None:
-        result["reasons"]["push"] = result["reasons"]["other"] = f"libc not found: {how}"
-    else:
-        chosen = _pick_functions(libc)
-        for cls in CANDIDATES:
-            if cls in chosen:
-                targets_[cls] = (libc, chosen[cls])
-            else:
-                result["reasons"][cls] = f"no libc function with a {cls!r} first instruction here"
-    for name, (path, fn) in extra.items():
-        try:
-            sym = elfsyms.functions(path).get(fn)
-        except elfsyms.ElfError as exc:
-            sym = None
-            result["reasons"][name] = str(exc)
-        if sym is not None:
-            targets_[name] = (Path(path), fn)
+    targets_ = calibration_targets(extra, result["reasons"])
+    for name in extra:
+        if name in targets_:
             result[name] = None
-        else:
-            result.setdefault("reasons", {}).setdefault(name, f"{fn} not in {path}")
     if not targets_:
         return result
     specs = {name: f"{p}:{fn}" for name, (p, fn) in targets_.items()}
     pairs = {name: specs[name] for name in extra if name in targets_}
     try:
         base = _time_calls(list(specs.values()))
-        entry = "".join(f"uprobe:{p}:{fn} {{ @c[{i}] = count(); }}\n"
-                        for i, (p, fn) in enumerate(targets_.values()))
-        probed = _probed_times(bpftrace, entry, list(specs.values()))
+        sets = tuple(extra)
+        probed = _probed_times(bpftrace, calibration_program(targets_, with_returns=False), list(specs.values()),
+                               ProgramSpec(sets=sets, mode="events", maps_pid=maps_pid, calibration="entry"))
         returns = {}
         if pairs:
             # the same functions with a return probe too: what a *_calls probe set pays per call
-            both = "".join(f"uprobe:{p}:{fn} {{ @c[{i}] = count(); }}\nuretprobe:{p}:{fn} {{ @r[{i}] = count(); }}\n"
-                           for i, (p, fn) in enumerate(targets_[n] for n in pairs))
-            returns = _probed_times(bpftrace, both, list(pairs.values()))
+            both = calibration_program({n: targets_[n] for n in pairs}, with_returns=True)
+            returns = _probed_times(bpftrace, both, list(pairs.values()),
+                                    ProgramSpec(sets=sets, mode="events", maps_pid=maps_pid,
+                                                calibration="return"))
     except Exception as exc:  # calibration is advisory: say why it is missing
         for name in targets_:
             result["reasons"][name] = f"calibration failed: {exc}"

@@ -12,6 +12,7 @@ from typing import Any
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.privsep import client as privsep
 from aorta_tui.trace import tracefs
 
 ENV_VAR = "AORTA_TUI_BPFTRACE"
@@ -66,7 +67,10 @@ def privileges() -> dict[str, Any]:
         "cap_perfmon": bool(caps >> CAP_PERFMON & 1),
         "cap_sys_admin": bool(caps >> CAP_SYS_ADMIN & 1),
     }
-    has["sufficient"] = root or has["cap_sys_admin"] or (has["cap_bpf"] and has["cap_perfmon"])
+    # under sudo the tool runs as the user and the privileged helper (root) runs bpftrace
+    has["privileged_helper"] = privsep.current() is not None
+    has["sufficient"] = (root or has["cap_sys_admin"] or (has["cap_bpf"] and has["cap_perfmon"])
+                         or has["privileged_helper"])
     return has
 
 

@@ -7,7 +7,8 @@
 * device records (the CUPTI collector's, joined with eBPF launches): every kernel is a slice on
   its stream's GPU track (``kernel_duration``), each launch call gets a flow arrow from the
   launching thread to its kernel's start (``launch_to_start``), ``queued`` is a counter track,
-  ``gpu_idle`` a slice on the device's idle track;
+  ``gpu_idle`` a slice on the device's idle track; host / push / GPU queue (the parts of
+  launch -> start) are consecutive slices on the stream's "launch path" track;
 * the output is capped (``max_events``): the first events are kept and the cap is recorded in
   the trace's metadata, never silently.
 """
@@ -24,7 +25,9 @@ from aorta_tui.core.atomic import atomic_write_text
 
 RING_PID = 1_000_000_000  # synthetic process id for ring/queue tracks (kernel side)
 GPU_PID = RING_PID + 1  # synthetic process id for GPU stream tracks (CUPTI device records)
-DEVICE_METRICS = frozenset({"launch_to_start", "kernel_duration", "queued", "gpu_idle"})
+# launch -> start in three parts (issue 34), drawn end to end on the stream's "launch path" track
+PART_METRICS = ("launch_host", "launch_push", "launch_gpu_queue")
+DEVICE_METRICS = frozenset({"launch_to_start", "kernel_duration", "queued", "gpu_idle", *PART_METRICS})
 
 
 def read_raw(path: Path) -> Iterator[dict[str, Any]]:
@@ -46,6 +49,7 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
     truncated = False
     gpu_tracks: dict[str, int] = {}
     launch_tid: dict[tuple[int, int], int] = {}  # (launch ts, stream) -> launching thread
+    parts_at: dict[tuple[int, int], int] = {}  # (launch ts, stream) -> ns of its parts drawn so far
     for rec in records:
         total += 1
         if len(events) >= max_events:
@@ -61,6 +65,9 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
             launch_tid[(rec["ts_ns"], rec["key"])] = rec["tid"]
         if rec["metric"] in DEVICE_METRICS and rec.get("tid") is None:
             flow_id += 1
+            if rec["metric"] in PART_METRICS:
+                events.append(_part_event(rec, name, args, gpu_tracks, parts_at))
+                continue
             events.extend(_device_events(rec, name, args, ts_us, gpu_tracks, launch_tid, flow_id))
             continue
         if rec["metric"] in kernel_metrics:
@@ -97,6 +104,21 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
                      "truncated": truncated, "max_events": max_events,
                      "clock": "CLOCK_MONOTONIC (bpftrace nsecs), microseconds"},
     }
+
+
+def _part_event(rec: dict[str, Any], name: str, args: dict[str, Any], tracks: dict[str, int],
+                parts_at: dict[tuple[int, int], int]) -> dict[str, Any]:
+    """One part of a launch's path as a slice that starts where the part before it ended (the
+    join writes every launch's host, then push, then GPU queue, all stamped at the launch)."""
+    key = (rec["ts_ns"], rec["key"])
+    offset = parts_at.pop(key, 0)
+    if rec["metric"] != PART_METRICS[-1]:
+        parts_at[key] = offset + max(rec["value"], 0)
+        if len(parts_at) > 200_000:  # a launch whose last part never came: bounded memory
+            parts_at.pop(next(iter(parts_at)))
+    tid = tracks.setdefault(f"stream {args['key']} launch path", len(tracks) + 1)
+    return {"ph": "X", "name": name, "ts": (rec["ts_ns"] + offset) / 1000.0, "dur": max(rec["value"], 1) / 1000.0,
+            "pid": GPU_PID, "tid": tid, "args": {**args, "part_us": rec["value"] / 1000.0}}
 
 
 def _device_events(rec: dict[str, Any], name: str, args: dict[str, Any], ts_us: float,

@@ -23,10 +23,13 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
-from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem
 from aorta_tui.core.numerals import ascii_digits
+
+if TYPE_CHECKING:
+    from aorta_tui.trace.launcher import BpftraceLauncher, BpftraceProcess, ProgramSpec
 
 _NOISE = ("couldn't set RLIMIT_MEMLOCK",)
 BATCH_S = 0.05
@@ -75,11 +78,20 @@ class BpftraceRunner:
         json_output: bool = False,
         stderr_path: Path | None = None,
         block_buffered: bool = False,
+        spec: ProgramSpec | None = None,
+        launcher: BpftraceLauncher | None = None,
     ) -> None:
         """``block_buffered``: bpftrace's stdout in 4 KiB writes (``-B full``); only for a program
         that pads after every heartbeat (``program.FLUSH_PAD``, as :func:`program.render`'s events
-        programs do), or its heartbeats would wait in bpftrace's buffer."""
+        programs do), or its heartbeats would wait in bpftrace's buffer.
+
+        ``spec``: the typed description ``program_text`` was rendered from (probe sets, pid,
+        mode): what the privileged helper regenerates the program from under sudo, since it
+        takes no program text. A runner without one (calibration) cannot run through it."""
         self.block_buffered = block_buffered
+        self.spec = spec
+        self.launcher = launcher
+        self.notes: list[str] = []  # what the launcher says (e.g. whose process the helper traces)
         self.program_text = program_text
         self.bpftrace = bpftrace
         self.on_lines = on_lines
@@ -87,7 +99,8 @@ class BpftraceRunner:
         self._tmpdir = tempfile.TemporaryDirectory(prefix="aorta-trace-")
         self.program_path = Path(self._tmpdir.name) / "program.bt"
         self.stderr_path = stderr_path or Path(self._tmpdir.name) / "bpftrace.stderr"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: BpftraceProcess | None = None
+        self.stderr_file: IO[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._hb_lock = threading.Condition()
         self.last_heartbeat_ns: int | None = None
@@ -98,38 +111,20 @@ class BpftraceRunner:
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
-        self.program_path.write_text(self.program_text)
-        os.chmod(self.program_path, 0o600)
-        argv = [self.bpftrace]
-        if self.json_output:
-            argv += ["-f", "json"]
-        elif self.block_buffered and self.output_buffering == "full":
-            # one 4 KiB write instead of one write per record; every heartbeat is pushed out by
-            # the padding line the program prints after it (program.FLUSH_PAD)
-            argv += ["-B", "full"]
-        argv.append(str(self.program_path))
-        env = dict(os.environ)
-        env.setdefault("BPFTRACE_STRLEN", "64")
-        if self.perf_rb_pages:
-            env.setdefault("BPFTRACE_PERF_RB_PAGES", str(self.perf_rb_pages))
-        self._stderr_fh = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()
-        try:
-            self.proc = spawn_gate.popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=self._stderr_fh,
-                env=env,
-                start_new_session=True,  # a Ctrl-C in the terminal reaches us, not bpftrace
-            )
-        except OSError as exc:
-            self._stderr_fh.close()
-            raise EnvironmentProblem(
-                f"cannot run bpftrace at {self.bpftrace}: {exc.strerror}",
-                hint="install it (apt-get install bpftrace) or pass --bpftrace PATH",
-            ) from None
+        """Start bpftrace through the launcher (:mod:`aorta_tui.trace.launcher`): spawned here
+        when this process may trace (root without sudo), by the privileged helper under sudo."""
+        from aorta_tui.trace.launcher import default_launcher
+
+        self.proc = (self.launcher or default_launcher()).launch(self)
         self._reader = threading.Thread(target=self._read_loop, name="bpftrace-reader", daemon=True)
         self._reader.start()
+
+    def bpftrace_env(self) -> dict[str, str]:
+        """bpftrace's environment variables this runner asks for (string length, perf buffers)."""
+        env = {"BPFTRACE_STRLEN": os.environ.get("BPFTRACE_STRLEN", "64")}
+        if self.perf_rb_pages:
+            env["BPFTRACE_PERF_RB_PAGES"] = os.environ.get("BPFTRACE_PERF_RB_PAGES", str(self.perf_rb_pages))
+        return env
 
     def wait_attached(self, timeout_s: float = 60.0) -> None:
         """Block until the first heartbeat: every probe is attached once it fires."""
@@ -184,7 +179,7 @@ class BpftraceRunner:
             self._reader.join(timeout=5)
         if proc is not None:
             self.returncode = proc.returncode
-        fh = getattr(self, "_stderr_fh", None)
+        fh = self.stderr_file
         if fh is not None and not fh.closed:
             fh.close()
         return self.returncode

@@ -28,7 +28,9 @@ from typing import Any
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, HistogramSnapshot
+from aorta_tui.privsep import client as privsep
 from aorta_tui.trace import capability, program, tracefs
+from aorta_tui.trace.launcher import ProgramSpec
 from aorta_tui.trace.parser import Batch, RecordParser
 from aorta_tui.trace.runner import BpftraceRunner
 from aorta_tui.trace.stream_stats import MetricStats, split_batch
@@ -200,11 +202,14 @@ class TraceSession:
             det = ps.detect(ctx)
             if not det.available:
                 problems.append((ps.name, det))
-            elif self.device is not None and self.device.launch_source == "collector" and ps.name == self.device.probe_set:
-                # the collector's launch callback sees every launch: no uprobe on the launch path
+            elif (self.device is not None and self.device.launch_source in ("collector", "activity")
+                  and ps.name == self.device.probe_set):
+                # the collector sees every launch (its callback, or the kernel records themselves):
+                # no uprobe on the launch path
                 launch_block = getattr(ps, "launch_block", "launch")
                 det.instances = [i for i in det.instances if i.block != launch_block]
-                det.notes.append("launches from the CUPTI collector's launch callback; no launch uprobe attached")
+                det.notes.append(f"launches from the CUPTI collector ({self.device.launch_source}); no launch "
+                                 "uprobe attached")
             self._sets.append((ps, det))
         if problems:
             name, det = problems[0]
@@ -222,7 +227,12 @@ class TraceSession:
             self.device.bind(self.program, self._stats, self._lock, MetricStats)
             if self.raw_path is not None:
                 self.device.raw_sink = self._write_device_raw
-            if self.mode == "events":
+            if self.mode == "events" and privsep.current() is not None:
+                # the helper renders programs from the catalogue and takes no path: the watch
+                # needs the collector's libcupti, which only this side knows
+                self.device.watch_reason = ("not watched under sudo: the privileged helper attaches only "
+                                            "catalogue probes, and libcupti's path is the collector's")
+            elif self.mode == "events":
                 pred = f"pid == {int(target_pid)}" if target_pid is not None else "1"
                 watch = self.device.watch_program(pred, max([*self.program.metric_ids, 0]) + 100)
                 if watch:
@@ -233,16 +243,26 @@ class TraceSession:
 
             extra = {ps.name: (Path(det.library), ps.calibration_function)
                      for ps, det in self._sets if ps.calibration_function and det.library}
-            self.calibration = calibrate(bpftrace, extra=extra)
+            self.calibration = calibrate(bpftrace, extra=extra, maps_pid=self.pid)
         if self.raw_path is not None:
             self.raw_path.parent.mkdir(parents=True, exist_ok=True)
             self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
                 self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
         self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
                                       on_lines=self._on_lines, json_output=self.mode == "aggregate",
-                                      block_buffered=self.mode == "events")
+                                      block_buffered=self.mode == "events", spec=self._program_spec(target_pid))
         self._runner.start()
+        self.warnings.extend(self._runner.notes)
         self._runner.wait_attached(self.attach_timeout_s)
+
+    def _program_spec(self, target_pid: int | None) -> ProgramSpec:
+        """What the program was rendered from, by name: the privileged helper (under sudo)
+        renders it again from this, as it takes no program text."""
+        collector = (self.device.probe_set,) if (self.device is not None
+                                                 and self.device.launch_source == "collector") else ()
+        return ProgramSpec(sets=tuple(self.probe_names), mode=self.mode, pid=target_pid, maps_pid=self.pid,
+                           heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s,
+                           collector_launch_sets=collector, lib_overrides=tuple(self.library_paths))
 
     def _prepare_device(self, sets: list[Any]) -> dict[str, str]:
         """The device half (GPU start times) of the first set that has one, before the command
@@ -267,7 +287,7 @@ class TraceSession:
                     self.warnings.append(f"{ps.name}: launches only, no GPU start times: "
                                          f"{self.device.reason}{_fix(self.device.fix)}")
                 return env
-        if self.launch_source == "collector" or self.cross_check:
+        if self.launch_source in ("collector", "activity") or self.cross_check:
             raise UsageError("--launch-source collector and --cross-check are about the cuda set's launches, "
                              f"and none of {', '.join(self.probe_names)} has them", hint="add --probes cuda")
         return {}
@@ -592,13 +612,32 @@ class TraceSession:
             entry["entry_and_return_us"] = None if per_pair is None else per_pair / 1000.0
             entry["calibration_target"] = target
             entry["cpu_fraction"] = busy_ns / 1e9 / wall if wall > 0 else None
+            entry["calibrated_launch_ns"] = per_hit
             entry["method"] = cal.get("method")
             entry["calibrated_on"] = cal.get("functions", {}).get(target)
             if per_pair is None and any(self._stats[m].metric.probe_hits == 2 for m in uprobe_mids):
                 why = cal.get("reasons", {}).get(f"{target}+ret", "not calibrated separately")
                 entry["note"] = f"return probes counted as one more entry probe ({why})"
             out[ps.name] = entry
+        self._program_cost(out)
         return out
+
+    def _program_cost(self, costs: dict[str, dict[str, Any]]) -> None:
+        """Beside each set's probe figures: what the traced program pays (trace/cost.py), from
+        the launches the set saw and the mode they came from."""
+        from aorta_tui.trace.cost import program_cost
+
+        wall = ((self.stopped_ns or time.monotonic_ns()) - (self.started_ns or 0)) / 1e9
+        for ps, _det in self._sets:
+            launch = [mid for mid, (n, m) in self.program.metric_ids.items()
+                      if n == ps.name and m.name in ("launch", "launch_call")]
+            if not launch or ps.name not in costs:
+                continue
+            source = (self.device.launch_source if self.device is not None and self.device.active
+                      and ps.name == self.device.probe_set else "ebpf-only")
+            calibrated = costs[ps.name].get("calibrated_launch_ns") if source == "ebpf-only" else None
+            costs[ps.name]["program_cost"] = program_cost(source, sum(self._records_fired(m) for m in launch),
+                                                          wall, calibrated)
 
     def result(self) -> dict[str, Any]:
         if self.program is None:
@@ -617,9 +656,9 @@ class TraceSession:
                 if not s["attached"]:
                     s["not_attached_reason"] = "none of its events or symbols exist here (see detection.missing)"
                 if self.device is not None and self.device.is_device_metric(mid):
-                    s["source"] = ("CUPTI activity records joined with the collector's launch callbacks"
-                                   if self.device.launch_source == "collector" else
-                                   "CUPTI activity records joined with eBPF launches")
+                    s["source"] = {"collector": "CUPTI activity records joined with the collector's launch callbacks",
+                                   "activity": "CUPTI activity records alone (latency timestamps)"}.get(
+                        self.device.launch_source, "CUPTI activity records joined with eBPF launches")
                     s["timestamp_source"] = self.device.timestamp_source(metric.name)
                     s["lost_events"] = self._lost_for(mid)
                     s["lost_events_reason"] = "records dropped by the collector or CUPTI (dropped_by_collector)"
@@ -630,7 +669,9 @@ class TraceSession:
                     continue
                 if self.device is not None and self.device.is_collector_launch_metric(mid):
                     seen, read, why = self.device.collector_launch_counts()
-                    s["source"] = "the CUPTI collector's launch callbacks (no launch uprobe attached)"
+                    s["source"] = ("the kernel activity records (one launch per kernel; no callback or uprobe)"
+                                   if self.device.launch_source == "activity" else
+                                   "the CUPTI collector's launch callbacks (no launch uprobe attached)")
                     s["timestamp_source"] = self.device.timestamp_source(metric.name)
                     s["records_sent_by_collector"] = seen
                     s["records_received"] = read
@@ -639,6 +680,7 @@ class TraceSession:
                     if why:
                         s["lost_events_reason"] = why
                         if "were not seen" in why:  # a count of 0 must not read as "no launches"
+                            # (a collector without a launch callback, or one that never spoke)
                             warnings.append(f"{ps_name}.{metric.name}: {why}")
                     entry["metrics"][metric.name] = s
                     continue
@@ -689,7 +731,7 @@ class TraceSession:
         if self.device is None:
             return {}
         clock = self.device.clock_for(metric_name)
-        if clock and metric_name == "launch_to_start" and self.device.launch_source != "collector":
+        if clock and metric_name == "launch_to_start" and self.device.launch_source not in ("collector", "activity"):
             cal = self.calibration or {}
             if cal.get("functions", {}).get(self.device.probe_set):
                 clock["probe_cost_ns"] = cal.get(self.device.probe_set)
@@ -701,6 +743,10 @@ class TraceSession:
         probed library's own function) delays the call whose kernel is timed; a calibration on
         another library or none at all allows no subtraction."""
         assert self.device is not None
+        if self.device.launch_source == "activity":
+            return {"probe_cost_ns": None, "subtracted": False,
+                    "why": ("no callback or uprobe on the launch path: the figure runs from CUPTI's "
+                            "`queued` timestamp, so it holds push + GPU queue and none of the host part")}
         if self.device.launch_source == "collector":
             return {"probe_cost_ns": None, "subtracted": False,
                     "why": ("no uprobe on the launch path: the launch time is the CUPTI callback at API "

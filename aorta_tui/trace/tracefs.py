@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aorta_tui.core.errors import EnvironmentProblem
+from aorta_tui.privsep import client as privsep
 
 MOUNT_COMMAND = "mount -t tracefs nodev /sys/kernel/tracing"
 
@@ -54,12 +55,17 @@ def find_tracefs(mounts_file: Path = Path("/proc/mounts")) -> Path | None:
         parts = ln.split()
         if len(parts) >= 3 and parts[2] == "tracefs":
             found.append(Path(parts[1]))
-    for p in found:
-        if _has_events(p):
-            return p
-    for p in (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing")):
-        if _has_events(p):
-            return p
+    try:
+        for p in (*found, Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing")):
+            if _has_events(p):
+                return p
+    except TracefsDenied:
+        # under sudo the tool runs as the user: the privileged helper reads tracefs for it
+        conn = privsep.current()
+        if conn is None:
+            raise
+        root = conn.call("tracefs_root").get("root")
+        return Path(root) if isinstance(root, str) else None
     return None
 
 
@@ -68,6 +74,14 @@ def event_format(root: Path, group: str, event: str) -> dict[str, Field] | None:
     path = root / "events" / group / event / "format"
     try:
         text = path.read_text()
+    except PermissionError:
+        conn = privsep.current()
+        if conn is None:
+            return None
+        answer = conn.call("tracefs_format", group=group, event=event).get("text")
+        if not isinstance(answer, str):
+            return None
+        text = answer
     except OSError:
         return None
     return parse_format(text)
@@ -99,5 +113,9 @@ def kprobes_supported(root: Path | None) -> tuple[bool, str]:
         if root is not None and (root / "kprobe_events").exists():
             return True, "tracefs kprobe_events present"
     except PermissionError:
-        return False, "cannot tell without root (tracefs is not readable)"
+        conn = privsep.current()
+        if conn is not None and conn.call("tracefs_has", name="kprobe_events").get("exists") is True:
+            return True, "tracefs kprobe_events present (read by the privileged helper)"
+        if conn is None:
+            return False, "cannot tell without root (tracefs is not readable)"
     return False, "this kernel has no kprobe PMU and no kprobe_events (CONFIG_KPROBE_EVENTS off)"

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.core.atomic import atomic_write_json
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.trial.supervisor import ProcessOutcome
 
 
@@ -35,7 +35,10 @@ def _environ(overlay: Mapping[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: Path) -> ProcessOutcome:
+def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: Path,
+                   fs: RunDirFS) -> ProcessOutcome:
+    """The trial in this process; its logs and result go through the run's file layer ``fs``
+    (no link followed: this is the orchestrator's own process)."""
     from aorta_tui.registry.workload import Failure, WorkloadResult
     from aorta_tui.trial.timeline import ChildMarks
     from aorta_tui.trial.worker import result_filename, run_trial
@@ -47,7 +50,8 @@ def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: 
     marks.info.pop("process_start_ns", None)
     marks.unavailable["interpreter_up"] = "in-process trial: the orchestrator's interpreter runs it"
     exit_code = 0
-    with open(stdout_path, "w") as out, open(stderr_path, "w") as err, _environ(overlay), \
+    with open(fs.open_log(stdout_path), "w") as out, open(fs.open_log(stderr_path), "w") as err, \
+            _environ(overlay), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             result = run_trial(spec, marks)
@@ -59,7 +63,7 @@ def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: 
     record = result.to_dict()
     marks.mark("result_write")
     record["timeline"] = marks.finish()
-    atomic_write_json(trial_dir / result_filename(0), record)
+    fs.atomic_write_json(trial_dir / result_filename(0), record)
     return ProcessOutcome(
         pid=os.getpid(), exit_code=exit_code, signal=None, core_dumped=False, timed_out=False,
         cancelled=False, hang=None, exec_error=None, wall_s=time.monotonic() - t0,

@@ -17,13 +17,16 @@ before the process is created:
   ``/proc`` does not show), so the zygote's token is what proves a forked trial is the run's.
 
 The journal's ``trial_launch`` line, written *before* the process exists, holds only digests:
-``sha256(realpath(run directory), token)``. A resume reads ``/proc/*/environ`` and ends exactly
-the processes whose token hashes, with its own run directory's path, to a digest of a trial
-that did not finish - with their descendants, and their trial cgroup when they run in one. A
-forger can neither plant a token in an unrelated process's environment nor compute a digest
+``sha256(run id, token)``. A resume reads ``/proc/*/environ`` and ends exactly the processes
+whose token hashes, with its own run's id, to a digest of a trial that did not finish - with
+their descendants, and their trial cgroup when they run in one. The run id, not the run
+directory's path: a run directory moved or renamed while its trial still ran (``mv RUN
+renamed``, issue 37 item 1) is the same run, and its orphan must be ended, not called forged.
+A forger can neither plant a token in an unrelated process's environment nor compute a digest
 for a token only a live trial's environment holds (a digest copied from another run's journal
-names the other run's path, and does not match). A line naming a live process that carries
-no such token is refused, and the resume says so.
+names the other run's id, and does not match). A line naming a live process that carries no
+such token is refused, and the resume says so. Runs made before the id was the key (their
+digests bound to the directory's real path) are still matched by that path.
 
 No ``fsync`` for the ``trial_launch`` line: it reaches the kernel before the process is
 created (one ``write``), which no process death can undo; a machine crash ends the trial too.
@@ -56,14 +59,20 @@ def new_token() -> str:
     return secrets.token_hex(16)
 
 
-def run_key(run_dir: str | os.PathLike[str]) -> str:
-    """What binds a digest to one run directory: its real path."""
+def run_key(run_id: str) -> str:
+    """What binds a digest to one run: its id, which a rename of its directory keeps (a NUL
+    in front: no path, the key of older runs, can spell it)."""
+    return f"\0run-id\0{run_id}"
+
+
+def legacy_key(run_dir: str | os.PathLike[str]) -> str:
+    """The key of runs made before the run id was (their directory's real path)."""
     return os.path.realpath(run_dir)
 
 
-def digest(run_dir: str | os.PathLike[str], token: str, *, key: str | None = None) -> str:
-    """The journal's form of ``token`` for ``run_dir`` (``key``: a precomputed ``run_key``)."""
-    text = f"aorta-tui trial identity\0{key if key is not None else run_key(run_dir)}\0{token}"
+def digest(key: str, token: str) -> str:
+    """The journal's form of ``token`` for the run whose key is ``key``."""
+    text = f"aorta-tui trial identity\0{key}\0{token}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -79,14 +88,14 @@ class Identity:
         return {TOKEN_VAR: self.token}
 
 
-def mint(run_dir: str | os.PathLike[str], *, zygote_token: str | None = None,
-         key: str | None = None) -> Identity:
-    """A new trial identity; ``zygote_token``: the warm zygote the trial is forked from."""
-    key = key if key is not None else run_key(run_dir)
+def mint(run_id: str, *, zygote_token: str | None = None) -> Identity:
+    """A new identity for a trial of run ``run_id``; ``zygote_token``: the zygote the trial is
+    forked from."""
+    key = run_key(run_id)
     token = new_token()
-    digests = [digest(run_dir, token, key=key)]
+    digests = [digest(key, token)]
     if zygote_token:
-        digests.append(digest(run_dir, zygote_token, key=key))
+        digests.append(digest(key, zygote_token))
     return Identity(token, tuple(digests))
 
 
@@ -109,15 +118,16 @@ def _tokens_of(pid: int) -> list[str]:
     return out
 
 
-def carriers(run_dir: str | os.PathLike[str], digests: set[str]) -> dict[str, set[int]]:
-    """``digest -> live pids`` whose environment holds a token with that digest for ``run_dir``.
+def carriers(keys: Iterable[str], digests: set[str]) -> dict[str, set[int]]:
+    """``digest -> live pids`` whose environment holds a token with that digest under one of
+    the run's ``keys``.
 
     One pass over ``/proc`` (a resume, not a trial, pays it). A process whose environment is
     not readable (another user's, without root) is not this run's to end anyway."""
     found: dict[str, set[int]] = {}
     if not digests:
         return found
-    key = run_key(run_dir)
+    keys = tuple(keys)
     me = os.getpid()
     try:
         names = os.listdir("/proc")
@@ -128,9 +138,9 @@ def carriers(run_dir: str | os.PathLike[str], digests: set[str]) -> dict[str, se
             continue
         pid = int(name)
         for token in _tokens_of(pid):
-            d = digest(run_dir, token, key=key)
-            if d in digests and proctree.is_alive(pid):
-                found.setdefault(d, set()).add(pid)
+            for d in {digest(key, token) for key in keys} & digests:
+                if proctree.is_alive(pid):
+                    found.setdefault(d, set()).add(pid)
     return found
 
 
@@ -169,9 +179,10 @@ class OrphanReport:
         return [f"{tid}: {note}" for tid, notes in sorted(self.notes.items()) for note in notes]
 
 
-def end_unfinished(run_dir: str | os.PathLike[str], events: Iterable[Event],
+def end_unfinished(run_dir: str | os.PathLike[str], run_id: str, events: Iterable[Event],
                    unfinished: set[str], *, grace_s: float = GRACE_S) -> OrphanReport:
-    """End every process of the run's ``unfinished`` trials that is still running.
+    """End every process of the run's ``unfinished`` trials that is still running (``run_id``:
+    the run's own id, as its creation recorded it; ``run_dir``: where it is now).
 
     Call it under the run's lock (so no live orchestrator owns these trials) and before the
     trials' directories are retired or reused. Only processes proved by their token are
@@ -180,7 +191,7 @@ def end_unfinished(run_dir: str | os.PathLike[str], events: Iterable[Event],
     report = OrphanReport()
     claims = _claims(events, unfinished)
     wanted = {d for c in claims.values() for d in c.digests}
-    found = carriers(run_dir, wanted)
+    found = carriers((run_key(run_id), legacy_key(run_dir)), wanted)
     for tid, claim in sorted(claims.items()):
         proved: set[int] = set()
         for d in claim.digests:

@@ -119,7 +119,7 @@ class PreparedPool:
             # torch only where the workload's preload names it (Workload.preload): a trial
             # whose workload never imports torch must not find it imported
             self.prepared[tid] = start_zygote(WarmPool.key(environment, env), env, self.modules,
-                                              Path.cwd(), log, with_torch=False)
+                                              Path.cwd(), log, run_dir=self.run_dir, with_torch=False)
 
     def launcher_for(self, trial_id: str, environment: str, env: dict[str, str]) -> WarmLauncher | None:
         """The launcher of ``trial_id``, forked from its own zygote, or None: exec it (why is in

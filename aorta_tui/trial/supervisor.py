@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.trial import containment, gpu_probe, proctree, timeline
 from aorta_tui.trial.hang import HangMonitor, HangPolicy, HangReport
 
@@ -64,9 +65,20 @@ class CancelEvent(threading.Event):
     def __init__(self) -> None:
         super().__init__()
         self._wake_fds: dict[int, None] = {}
+        self.now = False  # hurry(): no grace for the running trial, SIGKILL at once
 
     def set(self) -> None:
         super().set()
+        self._wake()
+
+    def hurry(self) -> None:
+        """A second stop request: the cancelled trial gets no more grace (its processes are
+        SIGKILLed at once), so the orchestrator's own clean-up comes sooner; safe in a
+        signal handler."""
+        self.now = True
+        self.set()
+
+    def _wake(self) -> None:
         for fd in list(self._wake_fds):
             with contextlib.suppress(OSError):
                 os.write(fd, b"x")
@@ -107,6 +119,9 @@ class ProcessSpec:
     # the classifier's patterns over the whole output as it passes (classify.LogScan): the
     # logs keep only their head and tail, the scan sees every byte in between too
     log_scan: Any = None
+    # the directory the logs lie beneath, no link followed below it (the run directory);
+    # None: the logs' own directory
+    log_root: Path | None = None
 
     def __post_init__(self) -> None:
         if self.max_log_bytes < self.tail_bytes + 2 * MARKER_RESERVE:
@@ -198,13 +213,15 @@ class _BoundedLog:
     after a marker line when the stream ends, so the file never exceeds ``max_bytes``.
     """
 
-    def __init__(self, path: Path, max_bytes: int, tail_bytes: int, scan: Any = None,
+    def __init__(self, fs: RunDirFS, path: Path, max_bytes: int, tail_bytes: int, scan: Any = None,
                  label: str = "") -> None:
         self.path = path
         # every byte of the stream, kept or not, goes through the classifier's scan (LogScan)
         self.scan, self.label = scan, label
         self.on_data = scan.feed_for(label) if scan is not None else None
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        # through the run directory's file layer: a log (or a directory on its way) that someone
+        # made a link, a FIFO or a hard link is refused, never followed or truncated
+        self.fd = fs.open_log(path)
         self.head_limit = max_bytes - tail_bytes - MARKER_RESERVE
         self.tail_bytes = tail_bytes
         self.keep = tail_bytes + MARKER_RESERVE  # a tail this small fits without a marker
@@ -273,6 +290,29 @@ class _Loop:
     leader_exited: bool = False
 
 
+def _open_logs(spec: ProcessSpec) -> tuple[_BoundedLog, _BoundedLog]:
+    """The two bounded logs (one when both streams go to one file), opened beneath
+    ``spec.log_root`` (the run directory) without following a link; without a root, beneath
+    the log's own directory."""
+    root = spec.log_root
+    if root is None:
+        root = Path(os.path.commonpath([spec.stdout_path.parent, spec.stderr_path.parent]))
+        root.mkdir(parents=True, exist_ok=True)
+    scan = spec.log_scan
+    shared = spec.stderr_path == spec.stdout_path
+    with RunDirFS(root) as fs:
+        out_log = _BoundedLog(fs, spec.stdout_path, spec.max_log_bytes, spec.tail_bytes, scan,
+                              "stdout+stderr" if shared else "stdout")
+        if shared:
+            return out_log, out_log
+        try:
+            return out_log, _BoundedLog(fs, spec.stderr_path, spec.max_log_bytes, spec.tail_bytes,
+                                        scan, "stderr")
+        except BaseException:
+            out_log.close()
+            raise
+
+
 def run_process(
     spec: ProcessSpec,
     *,
@@ -280,22 +320,9 @@ def run_process(
     on_start: Callable[[int], None] | None = None,
 ) -> ProcessOutcome:
     """Run ``spec`` to the end and return its outcome; never raises for a failed exec."""
-    spec.stdout_path.parent.mkdir(parents=True, exist_ok=True)
-    spec.stderr_path.parent.mkdir(parents=True, exist_ok=True)
-    # An unwritable trial directory raises OSError here: the orchestrator's problem, not the
-    # trial's (it never ran).
-    scan = spec.log_scan
-    shared = spec.stderr_path == spec.stdout_path
-    out_log = _BoundedLog(spec.stdout_path, spec.max_log_bytes, spec.tail_bytes, scan,
-                          "stdout+stderr" if shared else "stdout")
-    err_log = out_log
-    if not shared:
-        try:
-            err_log = _BoundedLog(spec.stderr_path, spec.max_log_bytes, spec.tail_bytes, scan,
-                                  "stderr")
-        except OSError:
-            out_log.close()
-            raise
+    # An unwritable trial directory raises OSError here, a link on the way RunDirRefused: the
+    # orchestrator's problem, not the trial's (it never ran).
+    out_log, err_log = _open_logs(spec)
     started_at = time.time()
     spawn_ns = time.monotonic_ns()
     t0 = spawn_ns / 1e9  # time.monotonic()'s clock
@@ -504,7 +531,8 @@ class _Run:
                     self.tree_snapshot = self.scope.members()
                     self._signal_tree(_signal.SIGTERM)
                     term_deadline = now + spec.kill_grace_s
-            elif term_deadline is not None and now >= term_deadline:
+            elif term_deadline is not None and (now >= term_deadline
+                                                or getattr(self.cancel, "now", False)):
                 self.tree_snapshot |= self.scope.members()
                 self.scope.kill_all(self.tree_snapshot)
                 self.kill_escalated = True

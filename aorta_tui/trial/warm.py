@@ -32,6 +32,7 @@ from typing import Any
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.trial import containment, orphans
 from aorta_tui.trial.supervisor import peak_rss_kb
 from aorta_tui.trial.warm_vars import import_time_items, import_time_reader, zygote_env
@@ -222,11 +223,14 @@ def _readable(sock: socket.socket, timeout_s: float) -> bool:
 
 
 def start_zygote(key: tuple[Any, ...], env: dict[str, str], modules: list[str], cwd: Path,
-                 log_path: Path, *, with_torch: bool = True) -> Zygote:
+                 log_path: Path, *, run_dir: Path, with_torch: bool = True) -> Zygote:
+    """A zygote whose output goes to ``log_path`` (beneath ``run_dir``, reached through the
+    run's file layer: no link followed)."""
+    with RunDirFS(run_dir) as fs:
+        log_fd = fs.open_log(log_path, append=True)
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     token = orphans.new_token()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "ab")  # noqa: SIM115 - handed to the child, closed here after the start
+    log = os.fdopen(log_fd, "ab")  # handed to the child, closed here after the start
     try:
         proc = spawn_gate.popen(
             [sys.executable, "-m", "aorta_tui.trial.warm_zygote", *([] if with_torch else ["--no-torch"]),
@@ -329,7 +333,8 @@ class WarmPool:
             if z is not None:
                 z.close()
             n = len(self.zygotes) + 1
-            z = start_zygote(key, env, self.modules, Path.cwd(), self.run_dir / "warm" / f"zygote-{n}.log")
+            z = start_zygote(key, env, self.modules, Path.cwd(), self.run_dir / "warm" / f"zygote-{n}.log",
+                             run_dir=self.run_dir)
             self.zygotes[key] = z
         return z
 

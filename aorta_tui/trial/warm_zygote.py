@@ -30,6 +30,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 
 _T0 = time.monotonic_ns()  # the zygote's own "interpreter up"
 
@@ -230,18 +231,55 @@ def run_trial(sock: socket.socket, become: _BecomeTrial) -> int:
     return trial_worker.main([spec], interpreter_up_ns=go_ns, warm=warm)
 
 
+def _leave_with_the_orchestrator(sock: socket.socket) -> Callable[[], None]:
+    """While the imports run (2-10 s of torch), leave the moment the orchestrator's end of the
+    socket closes: a SIGKILLed orchestrator's prepared zygotes outlived it that long, into its
+    resume (issue 37 item 5). Once loaded, ``serve`` sees the end of the stream itself.
+    Returns what stops the watch (a thread, gone before any fork)."""
+    import select
+    import threading
+
+    stop_r, stop_w = os.pipe()
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLRDHUP)  # POLLHUP is reported whatever the mask
+    poller.register(stop_r, select.POLLIN)
+
+    def watch() -> None:
+        for fd, mask in poller.poll():
+            if fd == sock.fileno() and mask & (select.POLLRDHUP | select.POLLHUP | select.POLLERR):
+                os._exit(0)  # nothing of a trial exists yet: nothing to clean up
+
+    thread = threading.Thread(target=watch, name="orchestrator-watch", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        os.write(stop_w, b"x")
+        thread.join()
+        os.close(stop_r)
+        os.close(stop_w)
+
+    return stop
+
+
 def main(argv: list[str]) -> int:
     global _ZYGOTE_PID
     _ZYGOTE_PID = os.getpid()
     with_torch = not (argv and argv[0] == "--no-torch")
     argv = argv if with_torch else argv[1:]
     sock = socket.socket(fileno=int(argv[0]))
+    stop_watching = _leave_with_the_orchestrator(sock)
     try:
         info = _load(argv[1:], with_torch)
     except BaseException as exc:  # an import that fails: the orchestrator shows it
-        send_message(sock, {"op": "ready", "error": f"{type(exc).__name__}: {exc}"})
+        info = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        stop_watching()
+    try:
+        send_message(sock, {"op": "ready", **info})
+    except OSError:  # the orchestrator went away while we imported (SIGKILL, Ctrl-C): leave
+        return 1  # quietly: this log goes into bundles, and a traceback here reads as a bug
+    if "error" in info:
         return 1
-    send_message(sock, {"op": "ready", **info})
     try:
         serve(sock)
     except _BecomeTrial as become:

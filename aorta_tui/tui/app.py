@@ -87,6 +87,7 @@ class AortaApp(App[None]):
             self.start_screen = "recipe"
         # Fixed facts make the home screen deterministic for snapshot tests.
         self.fixed_machine_facts = machine_facts
+        self.opened_runs: list[Path] = []  # the matrix notes each run it shows
         if light is None:
             light = os.environ.get("AORTA_TUI_THEME", "").lower() == "light"
         self.theme = LIGHT if light else DARK
@@ -116,6 +117,25 @@ class AortaApp(App[None]):
         """The recipe editor if it was ever shown (it is built on first use), else None."""
         screen = self._installed_screens.get("recipe")
         return screen if isinstance(screen, AortaScreen) else None
+
+    def farewell(self) -> list[str]:
+        """What to print once the TUI has left the screen: each run it showed that still runs
+        (sweeps are detached: quitting stops none), and how to attach again."""
+        import shlex
+
+        from aorta_tui.store.rundir import lock_holder
+
+        lines = []
+        for run in self.opened_runs:
+            if lock_holder(run) is None:
+                continue
+            try:
+                shown = str(run.relative_to(self.cwd.absolute()))
+            except ValueError:
+                shown = str(run)
+            lines += [f"the sweep {shown} runs on (detached: quitting the TUI does not stop it)",
+                      f"  attach again: aorta-tui attach {shlex.quote(shown)}"]
+        return lines
 
     async def action_quit(self) -> None:
         """ctrl+q (and the palette's Quit): ask first when the recipe editor holds unsaved edits."""

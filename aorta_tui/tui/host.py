@@ -17,6 +17,7 @@ class AortaHost(Protocol):
     output_dir: Path  # where runs are written and listed
     cwd: Path  # where recipes are found; paths are shown relative to it
     fixed_machine_facts: MachineFacts | None  # given facts (snapshot tests), else None
+    opened_runs: list[Path]  # every run shown, absolute: quitting names those still running
 
     def open_run(self, run_dir: Path) -> None: ...
 

@@ -28,9 +28,13 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def clean_line(line: str) -> str:
-    """A log line as text that is safe to draw: no escape sequences, tabs as spaces."""
+    """A log line as text that is safe to draw: colour and cursor sequences dropped, tabs as
+    spaces, any other control or format character (C1, bidi) shown as an escape
+    (core/text.py, the one sanitiser for text from files)."""
+    from aorta_tui.core.text import inert
+
     line = _ANSI.sub("", line)
-    return _CONTROL.sub("", line.replace("\t", "    "))
+    return inert(_CONTROL.sub("", line.replace("\t", "    ")))
 
 
 def tail_lines(path: Path, lines: int, max_bytes: int = TAIL_READ_BYTES) -> list[str]:

@@ -125,9 +125,13 @@ def bpftrace_facts() -> tuple[str, dict[str, str | None]]:
 
 
 def _privileges() -> str:
+    from aorta_tui.privsep import client as privsep
+
+    if privsep.current() is not None:  # under sudo: the tool runs as the user, a helper as root
+        return (f"{os.environ.get('USER') or f'uid {os.geteuid()}'} via sudo "
+                "(a privileged helper runs bpftrace, GPU knobs and root-only fields as root)")
     if os.geteuid() == 0:
-        sudo_user = os.environ.get("SUDO_USER")
-        return f"root (via sudo by {sudo_user})" if sudo_user else "root"
+        return "root"
     return f"uid {os.geteuid()} (no root: tracing and some env fields unavailable)"
 
 

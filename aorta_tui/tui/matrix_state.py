@@ -20,6 +20,7 @@ from aorta_tui.core.events import (
     RunStarted,
     RunWarning,
     TrialFinished,
+    TrialLaunch,
     TrialStarted,
 )
 from aorta_tui.core.inputs import read_json_or_none
@@ -40,6 +41,7 @@ class TrialView:
     state: str = PENDING  # pending, running, pass, fail, error
     attempt: int = 1
     pid: int | None = None
+    launching: bool = False  # its trial_launch is in, its trial_started not yet (start-up)
     finished: TrialFinished | None = None  # the last attempt's, kept while a re-run runs
 
     @property
@@ -119,12 +121,16 @@ class MatrixState:
                 if cell not in self.cells:
                     self.cells.append(cell)
             self._pace_start_ts, self._pace_done, self._pace_last_ts = event.ts, 0, event.ts
+        elif isinstance(event, TrialLaunch):  # its 3-7 s start-up is part of running it
+            view = self._ensure(event.cell, event.trial, event.trial_id)
+            view.state, view.attempt, view.pid, view.launching = RUNNING, event.attempt, None, True
         elif isinstance(event, TrialStarted):
             view = self._ensure(event.cell, event.trial, event.trial_id)
             view.state, view.attempt, view.pid = RUNNING, event.attempt, event.pid
+            view.launching = False
         elif isinstance(event, TrialFinished):
             view = self._ensure(event.cell, event.trial, event.trial_id)
-            view.state, view.finished = event.verdict, event
+            view.state, view.finished, view.launching = event.verdict, event, False
             self._pace_done += 1
             self._pace_last_ts = event.ts
         elif isinstance(event, CellAggregated):

@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 
-PLACES = ("stdout", "stderr", "result", "collector", "gzip")
+PLACES = ("stdout", "stderr", "result", "collector", "gzip", "artifact")
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYPLANTEDAWS"  # 40 characters, as AWS writes them
 MARKER = "corpus-marker-kept"  # plain evidence next to the secrets: it must survive
 
@@ -55,7 +55,109 @@ def planted(place: str) -> dict[str, str]:
         "ssh_key_body": "b3BlbnNzaC1rZXktdjEAAAAA" + _fill(f"ssh-{place}", 40, B64),
         "rsa_key_body": "MIIEowIBAAKCAQEA" + _fill(f"rsa-{place}", 48, B64),
         "aws_alone": AWS_SECRET,
+        **{f"wide_{form}": value for form, (_line, value) in wide(place).items()},
     }
+
+
+HEX = "0123456789abcdef"
+UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def wide(place: str) -> dict[str, tuple[str, str]]:
+    """Issue 35's text forms: form -> (the line a log or a tool prints, the secret in it)."""
+    def f(tag: str, n: int, alphabet: str = ALNUM) -> str:
+        return _fill(f"{tag}-{place}", n, alphabet)
+
+    forms = {
+        "sts_json": ('{"Credentials": {"AccessKeyId": "ASIA%s", "SecretAccessKey": "%s"}}',
+                     (f("stsid", 16, UPPER), f("sts", 40, B64))),
+        "cli_secret_flag": ("aws configure --aws-secret-access-key %s", (f("cli", 40, B64),)),
+        "ya29": ("Authorization header was ya29.%s", (f("ya", 60, ALNUM + "_-"),)),
+        "azure_sig": ("GET https://acct.blob.core.windows.net/c/b?sv=2022-11-02&se=2026&sig=%s",
+                      (f("sig", 43, ALNUM) + "%3D",)),
+        "azure_sak": ("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=root;"
+                      "SharedAccessKey=%s;", (f("sak", 43, ALNUM) + "=",)),
+        "github_pat": ("pushing with github_pat_%s", ("11" + f("pat", 80, ALNUM + "_"),)),
+        "openai_proj": ("OPENAI ok sk-proj-%s", (f("oai", 48, ALNUM + "_-"),)),
+        "anthropic": ("client init sk-ant-api03-%s", (f("ant", 93, ALNUM + "_-"),)),
+        "hf_bare": ("downloading with hf_%s", (f("hf", 34, ALNUM),)),
+        "npm": ("//registry.npmjs.org/:_authToken npm_%s", (f("npm", 36, ALNUM),)),
+        "twilio": ("twilio api key SK%s", (f("tw", 32, HEX),)),
+        "mailgun": ("mailgun api:key-%s", (f("mg", 32, ALNUM),)),
+        "ngc": ("ngc config nvapi-%s", (f("ngc", 64, ALNUM + "_-"),)),
+        "netrc": ("machine api.example.org login bob password %s", (f("netrc", 20, ALNUM),)),
+        "docker_p": ("docker login -u bob -p %s registry.example.org", (f("dkp", 20, ALNUM),)),
+        "password_flag": ("mysql --password %s -h db", (f("mysql", 18, ALNUM),)),
+        "docker_auth": ('{"auths": {"reg.example": {"auth": "%s"}}}', (f("dka", 40, ALNUM),)),
+        "k8s_json": ('{"env": [{"name": "DB_PASSWORD", "value": "%s"}]}', (f("k8sj", 22, ALNUM),)),
+        "jwt": ("cookie session=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJib2IifQ.%s",
+                (f("jwt", 43, ALNUM + "_-"),)),
+        "numeric_password": ('{"db_password": %s}', (f("num", 12, "123456789"),)),
+        "escaped_url": ('{"remote": "https:\\/\\/bob:%s@git.example.org\\/r"}',
+                        (f("esc", 16, ALNUM),)),
+        "query_token": ("GET /api/v1/items?page=2&token=%s&x=1", (f("qt", 32, ALNUM),)),
+        "s3_presigned": ("https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+                         "&X-Amz-Signature=%s", (f("s3", 64, HEX),)),
+        "ansi_key": ("\x1b[1mAPI_TOKEN\x1b[0m=\x1b[32m%s\x1b[0m", (f("ansi", 30, ALNUM),)),
+        "header": ("X-Auth-Token: %s", (f("xat", 32, ALNUM),)),
+        "ini": ("secret_key = %s", (f("ini", 32, ALNUM),)),
+        "yaml_token": ("  access_token: %s", (f("yml", 36, ALNUM),)),
+        "ini_password": ("password = %s", (f("inip", 20, ALNUM),)),
+        "yaml_nested": ("db:\n  password: %s", (f("ymlp", 20, ALNUM),)),
+        "php_arrow": ("'api_secret' => '%s',", (f("php", 28, ALNUM),)),
+        "go_assign": ('client_secret := "%s"', (f("go", 28, ALNUM),)),
+        "json_access": ('{"access_token": "%s", "expires_in": 3600}', (f("jat", 40, ALNUM),)),
+        "json_refresh": ('{"refresh_token": "%s"}', (f("jrt", 40, ALNUM),)),
+        "camel_apikey": ('{"apiKey": "%s"}', (f("camel", 32, ALNUM),)),
+        "export_quoted": ("export WANDB_API_KEY='%s'", (f("wandb", 40, HEX),)),
+        "cookie": ("Cookie: %s", (f("cookie", 32, ALNUM),)),
+        "private_token": ("PRIVATE-TOKEN: %s", (f("ptok", 24, ALNUM),)),
+        "bearer": ("Authorization: Bearer %s", (f("bear", 40, ALNUM),)),
+        "proxy_url": ("https_proxy=http://user:%s@proxy.example:3128", (f("proxy", 16, ALNUM),)),
+        "postgres_url": ("DATABASE_URL=postgres://app:%s@db:5432/x", (f("pg", 16, ALNUM),)),
+        "gitlab": ("gitlab glpat-%s", (f("glpat", 20, ALNUM),)),
+        "google_api": ("maps key AIza%s", (f("aiza", 35, ALNUM),)),
+        "aws_key_id": ("aws key id AKIA%s", (f("akia", 16, UPPER),)),
+        "stripe": ("stripe sk_live_%s", (f("stripe", 24, ALNUM),)),
+        "slack_user": ("slack xoxp-%s", ("1234567890-" + f("xoxp", 30, LOWER),)),
+        "databricks": ("databricks dapi%s", (f("dapi", 32, HEX),)),
+        "gho": ("oauth gho_%s", (f("gho", 36, ALNUM),)),
+        "openai_svc": ("service sk-svcacct-%s", (f("svc", 48, ALNUM),)),
+        "anthropic_admin": ("admin sk-ant-admin01-%s", (f("antadm", 60, ALNUM),)),
+        "hf_in_url": ("git clone https://user:hf_%s@huggingface.co/org/m", (f("hfu", 34, ALNUM),)),
+        "query_api_key": ("GET /v1/x?api_key=%s HTTP/1.1", (f("qak", 32, ALNUM),)),
+        "query_access_token": ("GET /v1/x?a=1&access_token=%s", (f("qat", 32, ALNUM),)),
+        "flag_equals": ("psql --db-password=%s", (f("fleq", 20, ALNUM),)),
+        "flag_token": ("huggingface-cli login --token %s", (f("fltok", 30, ALNUM),)),
+        "kube_yaml": ("- name: API_SECRET\n  value: %s", (f("k8sy", 24, ALNUM),)),
+        "netrc_lines": ("machine files.example\n  login bob\n  password %s", (f("netrc2", 20, ALNUM),)),
+        "x_api_key_lower": ("x-api-key: %s", (f("xak", 32, ALNUM),)),
+        "amz_security_token": ("&X-Amz-Security-Token=%s", (f("amzst", 60, ALNUM),)),
+        "mailgun_new": ("mailgun %s", (f("mgn1", 32, HEX) + "-" + f("mgn2", 8, HEX) + "-"
+                                       + f("mgn3", 8, HEX),)),
+        "sendgrid": ("sendgrid SG.%s", (f("sg1", 22, ALNUM) + "." + f("sg2", 43, ALNUM),)),
+    }
+    out = {name: (line % values, values[-1]) for name, (line, values) in forms.items()}
+    wrap = f("wrap", 70, ALNUM)  # a token the terminal wrapped at column 80
+    head = "DEPLOY_SECRET=" + wrap
+    out["wrapped"] = (head[:80] + "\n" + head[80:] if len(head) > 80 else head, wrap)
+    long = f("wrap2", 100, ALNUM)
+    line = "export GH_TOKEN=" + long
+    out["wrapped_long"] = (line[:80] + "\n" + line[80:], long)
+    return out
+
+
+# harmless evidence a bundle must keep as it is (issue 35: each was destroyed once)
+HARMLESS = (
+    "num_tokens=131072", "NCCL_BUFFSIZE=131072", "seq_len 131072", "max_new_tokens: 512",
+    "model.layers.0.self_attn.q_proj.weight", "APEXbaseline", "AKCmitigations",
+    "fxgraph/ab/fab3c9d2e1f0a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0",
+    "aorta-T-CORPUS-probe", "job_name=llama70b-pretrain-apex", "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+)
+
+
+def wide_text(place: str) -> str:
+    return "\n".join([line for line, _v in wide(place).values()] + list(HARMLESS)) + "\n"
 
 
 def text(place: str) -> str:
@@ -76,8 +178,65 @@ def text(place: str) -> str:
         v["rsa_key_body"],
         "-----END RSA PRIVATE KEY-----",
         f"the secret on its own: {os.environ.get('AWS_SECRET_ACCESS_KEY', '(not set)')}",
+        wide_text(place),
         f"{MARKER} end",
     ]) + "\n"
+
+
+def containers() -> dict[str, tuple[str, bytes]]:
+    """Issue 35's containers: form -> (file name, bytes); the secret is :func:`container_values`'s."""
+    import base64
+    import io
+    import zipfile
+    import zlib
+
+    v = container_values()
+    zbuf = io.BytesIO()
+    with zipfile.ZipFile(zbuf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("env.txt", f"GH_TOKEN={v['zip_prefixed']}\n")
+    dump = f"AWS_SECRET_ACCESS_KEY={v['base64_env']}\nHOME=/root\n".encode()
+    return {
+        "utf16_bom": ("win.log", f"HF_TOKEN={v['utf16_bom']}\r\n".encode("utf-16")),
+        "utf16_le": ("ps.log", f"password={v['utf16_le']}\n".encode("utf-16-le")),
+        "utf32_be": ("u32.txt", b"\x00\x00\xfe\xff" + f"api_key={v['utf32_be']}\n".encode("utf-32-be")),
+        "npy_unicode": ("names.npy", _npy(["layer0", f"hf_{v['npy_unicode']}", "ok"])),
+        "zip_prefixed": ("bundle.sh", b"#!/bin/sh\nexit 0\n" + zbuf.getvalue()),
+        "zlib_raw": ("state.zlib", zlib.compress(f"DB_PASSWORD={v['zlib_raw']}\n".encode())),
+        "base64_env": ("env.b64.log", b"ENV_DUMP " + base64.b64encode(dump) + b"\n"),
+        "gzip_utf16": ("nested.log.gz", gzip.compress(f"SECRET={v['gzip_utf16']}\n".encode("utf-16"))),
+    }
+
+
+def container_values() -> dict[str, str]:
+    return {name: _fill(f"c-{name}", 32, ALNUM) for name in (
+        "utf16_bom", "utf16_le", "utf32_be", "npy_unicode", "zip_prefixed", "zlib_raw",
+        "base64_env", "gzip_utf16")}
+
+
+def _npy(items: list[str]) -> bytes:
+    """A 1-D numpy unicode array as numpy.save writes it (format 1.0), without numpy."""
+    width = max(len(x) for x in items)
+    head = repr({"descr": f"<U{width}", "fortran_order": False, "shape": (len(items),)})
+    head += " " * (-(10 + len(head) + 1) % 64) + "\n"
+    body = b"".join(x.ljust(width, "\x00").encode("utf-32-le") for x in items)
+    return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head.encode() + body
+
+
+def name_values() -> dict[str, str]:
+    """Secrets in file names (a tool that names its output after its token)."""
+    return {"name_hf": "hf_" + _fill("n-hf", 34, ALNUM),
+            "name_assign": _fill("n-as", 24, ALNUM),
+            "name_ghp": "ghp_" + _fill("n-gh", 36, ALNUM)}
+
+
+def file_names() -> list[str]:
+    v = name_values()
+    return [f"{v['name_hf']}.log", f"HF_TOKEN={v['name_assign']}.txt", f"cache-{v['name_ghp']}"]
+
+
+# the command after `--` and the environment the trial prints: values of their own
+ARG_SECRET = "sk-proj-" + _fill("arg", 48, ALNUM)
+ENV_PRINTED = "nvapi-" + _fill("envp", 64, ALNUM)
 
 
 def _collector(out_dir: str, cmd: list[str]) -> int:
@@ -110,6 +269,15 @@ def main() -> int:
         json.dump(result, fh, indent=2)
     with gzip.open(os.path.join(art, "trace.log.gz"), "wt") as fh:
         fh.write(text("gzip"))
+    with open(os.path.join(art, "notes.txt"), "w") as fh:
+        fh.write(text("artifact"))
+    for _form, (name, data) in containers().items():
+        with open(os.path.join(art, name), "wb") as fh:
+            fh.write(data)
+    for name in file_names():
+        with open(os.path.join(art, name), "w") as fh:
+            fh.write("named output\n")
+    print(f"extra args: {os.environ.get('CI_EXTRA_ARGS', '(unset)')}")
     return 0
 
 

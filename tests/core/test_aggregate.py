@@ -118,16 +118,19 @@ def test_plain_eta_uses_this_sessions_pace_only():
 
 
 def test_minimal_snapshots_hash_their_variables(tmp_path):
+    from aorta_tui.core.rundir_fs import RunDirFS
     from aorta_tui.envsnap import snapshot_hash as envsnap_hash
     from aorta_tui.sweep import snapshots
     from aorta_tui.sweep.snapshots import _write_minimal
 
+    fs = RunDirFS(tmp_path)
+
     def snapshot_hash(path):
-        return snapshots.snapshot_hash(path, envsnap_hash)
+        return snapshots.snapshot_hash(fs, path, envsnap_hash)
 
     a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
-    _write_minimal(a, "docker:x", {"A": "1"}, note="n")
-    _write_minimal(b, "docker:x", {"A": "2"}, note="n")
-    _write_minimal(c, "docker:x", {"A": "1"}, note="n")
+    _write_minimal(fs, a, "docker:x", {"A": "1"}, note="n")
+    _write_minimal(fs, b, "docker:x", {"A": "2"}, note="n")
+    _write_minimal(fs, c, "docker:x", {"A": "1"}, note="n")
     assert snapshot_hash(a) == snapshot_hash(c) != snapshot_hash(b)
     assert snapshot_hash(tmp_path / "missing.json") is None

@@ -97,3 +97,45 @@ def test_two_keys_that_scrub_to_one_label_are_one_series_summed() -> None:
         got = {s.labels["key"]: s.value for s in samples if s.name == name}
         assert got["<redacted:secret>"] == len(session.values[TOKEN]) + len(session.values[other_token])
         assert sum(got.values()) == grand
+
+
+class PartsSession:
+    """A session whose per-key histograms are the fake default-mode stream's (issue 34)."""
+
+    pid, child_pid, device, lost_reported = 4242, None, None, 0
+
+    def __init__(self) -> None:
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tui"))
+        from launch_parts_stream import snapshots
+
+        self.snaps = snapshots()
+
+    def histograms_by_key(self, name: str):
+        snap = next(s for s in self.snaps if s.probe_set == name)
+        rows = []
+        for key, b in snap.breakdown.items():
+            h = LogLinearHistogram()
+            if b["count"] and b.get("p50") is not None:
+                h.add_array(np.full(b["count"], int(b["p50"] * 1000), dtype=np.int64))
+            rows.append((key, b["count"], dict(h.counts), int(h.total and b["p50"] * 1000 * b["count"])))
+        return ("point" if name.endswith(".launch") else "duration"), rows
+
+
+def test_the_three_parts_and_the_program_cost_are_exported() -> None:
+    session = PartsSession()
+    ex = TraceMetrics(mode="events", probe_sets=["cuda"])
+    ex.attach(session)
+    for snap in session.snaps:
+        ex.on_event(snap)
+    samples = _samples(ex)
+    by_name = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
+    counts = {s.name: s.value for s in samples if s.name.endswith("_seconds_count")}
+    launches = next(s.count for s in session.snaps if s.probe_set == "cuda.launch_to_start")
+    assert counts["aorta_trace_launch_push_seconds_count"] == launches
+    assert counts["aorta_trace_launch_gpu_queue_seconds_count"] == launches
+    share = next(s.observer_cost["program_cost"] for s in session.snaps)
+    assert by_name[("aorta_trace_program_cost_share", (("bound", "median"), ("probe_set", "cuda")))] == share["share"]
+    assert by_name[("aorta_trace_program_cost_share", (("bound", "high"), ("probe_set", "cuda")))] == share["share_ci95"][1]

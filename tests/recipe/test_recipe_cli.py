@@ -48,7 +48,7 @@ def test_validate_json(upstream_dir, registry):
 
 def test_validate_json_reports_every_issue(tmp_path):
     f = tmp_path / "bad.yaml"
-    f.write_text("schema_version: 1\nworkload: w\ntrials: x\nsteps: 1\n"
+    f.write_text("schema_version: 1\nworkload: gpu_smoke\ntrials: x\nsteps: 1\n"
                  "cells: [{name: a, mitigations: [tf32of]}]\nextra: 1\n")
     res = invoke("recipe", "validate", str(f), "--json")
     assert res.exit_code == 2
@@ -65,7 +65,8 @@ def test_validate_env_layers_and_sidecar_mitigations(tmp_path):
     sidecar.write_text(json.dumps({"my_knob": {"env": {"MY_KNOB": "on"}}}))
     f = tmp_path / "r.yaml"
     f.write_text(
-        "schema_version: 1\nworkload: w\ntrials: 2\nsteps: 1\nextra_env: {A: recipe, B: recipe}\n"
+        "schema_version: 1\nworkload: gpu_smoke\ntrials: 2\nsteps: 1\n"
+        "extra_env: {A: recipe, B: recipe}\n"
         "cells:\n  - name: a\n    mitigations: [my_knob, xnack]\n    extra_env: {B: cell}\n"
         "    trials: 3\n")
     res = invoke("recipe", "validate", str(f), "--json")
@@ -167,13 +168,13 @@ def test_validate_checks_workload_config_against_the_workload(tmp_path):
     assert invoke("recipe", "validate", str(f)).exit_code == 0
 
 
-def test_validate_notes_a_workload_that_is_not_installed(tmp_path):
+def test_validate_refuses_a_workload_that_is_not_registered(tmp_path):
+    # issue 38 item 5: it was a note and exit 0; a run would stop on it, so it is an error
     f = tmp_path / "nw.yaml"
     f.write_text(WC.replace("gpu_smoke", "not_installed_here"))
     res = invoke("recipe", "validate", str(f), "--json")
-    assert res.exit_code == 0, res.stderr
-    notes = json.loads(res.stdout)["warnings"]
-    assert any("'not_installed_here' is not available here" in n for n in notes)
+    assert res.exit_code == 2, res.stdout
+    assert "unknown workload 'not_installed_here'" in res.stdout + res.stderr
 
 
 def test_in_process_needs_a_workload_that_allows_it(tmp_path):

@@ -1,7 +1,7 @@
 """Issue 27 item 13: a full disk (bytes or inodes) before a command's output is written.
 
-``policy sweep -o`` and ``queue run -o`` exited 70 (ENOSPC), ``queue sweep --run-dir`` and
-``env probe -o`` exited 2; out of inodes, the message said "(50.0 MiB free)". Now each is exit 3
+``policy sweep -o`` and ``queue run -o`` exited 70 (ENOSPC), ``queue sweep --run-dir``,
+``env probe -o`` and (issue 37 item 8) ``recipe schema -o`` exited 2; out of inodes, the message said "(50.0 MiB free)". Now each is exit 3
 naming the file and the free space, as ``sweep run`` is. Real tmpfs mounts (root only): one
 filled to its last byte, one with every inode used and megabytes free.
 """
@@ -71,6 +71,8 @@ def _commands(where: Path) -> dict[str, list[str]]:
         "queue sweep --run-dir": ["queue", "sweep", "hetero_kernels", "--streams", "2,4", *QUICK,
                                   "--run-dir", str(where / "qs")],
         "env probe -o": ["env", "probe", "--no-torch", "-o", str(where / "env.json")],
+        # issue 37 item 8: it was exit 2, as for a bad path
+        "recipe schema -o": ["recipe", "schema", "-o", str(where / "schema.json")],
         "sweep run": ["--batch", "probe.yaml", "--no-snapshot", "--output", str(where / "out"),
                       "--", "true"],
     }

@@ -632,13 +632,14 @@ def _forged_queue(root: Path) -> list[str]:
     try:
         members = _wait_group(victim.pid, 2)
         _forge(case / "qrun" / "journal.jsonl", "s0001", "s0001", victim.pid)
-        res = subprocess.run([sys.executable, "-m", "aorta_tui", "queue", "resume", "qrun", "--json"],
+        # without --json, as a user runs it: the warning is printed on stderr, as sweep and
+        # policy resumes print theirs (issue 37 item 5: it went only to the journal)
+        res = subprocess.run([sys.executable, "-m", "aorta_tui", "queue", "resume", "qrun"],
                              capture_output=True, text=True, timeout=120, cwd=case, env=env)
         if res.returncode != 0:
             return [f"resume: exit {res.returncode}: {res.stderr[-300:]}"]
-        events = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
-        return _check_refused(victim, members, [e.get("message", "") for e in events
-                                                if e["event"] == "warning"])
+        return _check_refused(victim, members, [ln for ln in res.stderr.splitlines()
+                                                if ln.startswith("warning: ")])
     finally:
         victim.kill()
         victim.wait()

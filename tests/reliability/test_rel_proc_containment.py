@@ -162,14 +162,12 @@ def test_daemon_left_by_a_trial_that_exits_is_ended(tmp_path: Path, mechanism: s
     spec = ProcessSpec(argv=["bash", "-c", f"(setsid sleep {marker} &)"], env=env, cwd=tmp_path,
                        stdout_path=tmp_path / "out.log", stderr_path=tmp_path / "err.log",
                        timeout_s=30, containment=mechanism, sample_gpu=False)
-    started = time.monotonic()
     outcome = run_process(spec)
     assert _gone(marker) == []
     assert outcome.exit_code == 0
     assert outcome.containment == mechanism
     assert outcome.killed_strays is True
     assert _none_seen(outcome.survivors, outcome.survivors_reason, mechanism)
-    assert time.monotonic() - started < 2.0  # no wait for the pipe the daemon held
 
 
 def test_process_group_fallback_says_what_it_cannot_see(tmp_path: Path) -> None:

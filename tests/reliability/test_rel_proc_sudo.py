@@ -1,24 +1,25 @@
-"""Issue 12, item 11: under sudo, what the tool creates belongs to the user who ran sudo.
+"""Issue 12, item 11 (and issue 33): under sudo, what the tool creates belongs to the user who
+ran sudo, because everything but the privileged helper runs as that user.
 
 The real CLI runs as root with ``SUDO_UID``/``SUDO_GID`` of a real unprivileged user
-(``nobody``); then that user, with no privilege at all (``setpriv``), runs a second
-``--batch`` in the same working directory, which must succeed. A root-owned directory that
-existed before keeps its owner.
+(``aorta-usr``, made by tests/privsep/sudo_support.py); then that user, with no privilege at all
+(``setpriv``), runs a second ``--batch`` in the same working directory, which must succeed. A
+root-owned directory that existed before is root's: the tool, running as the user, may not write
+into it and says so (exit 3), as ``sudoedit`` would.
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from aorta_tui.core import ownership
-from tests.engine_support import REPO
+from tests.privsep.sudo_support import SudoUser, cli_argv, ensure_user, make_user_dir, run_sudo
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv"
@@ -28,37 +29,26 @@ RECIPE = ("schema_version: 1\nmode: probe\nticket: T-11\ntrials: 1\nmitigation_a
           "diagnostic_axis: [none]\n")
 
 
-def _user() -> tuple[int, int]:
-    pw = pwd.getpwnam("nobody")
-    return pw.pw_uid, pw.pw_gid
+@pytest.fixture()
+def user() -> SudoUser:
+    return ensure_user()
 
 
-def _cli(args: list[str], cwd: Path, *, as_user: tuple[int, int] | None = None,
-         sudo_of: tuple[int, int] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUDO_")}
-    env["PYTHONPATH"] = str(REPO)
-    argv = [sys.executable, "-m", "aorta_tui", *args]
-    if sudo_of is not None:
-        env.update(SUDO_UID=str(sudo_of[0]), SUDO_GID=str(sudo_of[1]), SUDO_USER="nobody")
-    if as_user is not None:
-        env["HOME"] = str(cwd)
-        argv = ["setpriv", f"--reuid={as_user[0]}", f"--regid={as_user[1]}", "--clear-groups",
-                "--", *argv]
+@pytest.fixture()
+def work(user: SudoUser) -> Iterator[Path]:
+    path = make_user_dir(user)
+    (path / "probe.yaml").write_text(RECIPE)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _as_user(user: SudoUser, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in user.env().items() if not k.startswith("SUDO_")}
+    env.update(HOME=str(cwd), USER=user.name)
+    argv = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "--", *cli_argv(*args)]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-
-
-def _workdir(tmp_path: Path) -> Path:
-    """A working directory the unprivileged user may write, reachable through tmp_path."""
-    tmp_path.chmod(0o755)
-    for parent in tmp_path.parents:  # pytest's base dirs are 0700: let the user through
-        if parent == Path("/tmp"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o711)
-    work = tmp_path / "work"
-    work.mkdir()
-    os.chown(work, *_user())
-    (work / "probe.yaml").write_text(RECIPE)
-    return work
 
 
 def _owners(root: Path) -> dict[str, tuple[int, int]]:
@@ -70,46 +60,42 @@ def _owners(root: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def test_sudo_batch_then_user_batch_in_the_same_directory(tmp_path: Path) -> None:
-    user = _user()
-    work = _workdir(tmp_path)
-    first = _cli(["--batch", "probe.yaml", "--no-snapshot", "--", "bash", "-c", "echo hi"], work,
-                 sudo_of=user)
+def test_sudo_batch_then_user_batch_in_the_same_directory(user: SudoUser, work: Path) -> None:
+    first = run_sudo(user, ["--batch", "probe.yaml", "--no-snapshot", "--", "bash", "-c", "echo hi"], work)
     assert first.returncode == 0, first.stderr
     owners = _owners(work / "aorta-out")
     assert len(owners) >= 10, owners  # aorta-out's ticket dir, run dir, its files, trial dir ...
-    wrong = {p: o for p, o in owners.items() if o != user}
+    wrong = {p: o for p, o in owners.items() if o != (user.uid, user.gid)}
     assert wrong == {}, f"left to root under sudo: {wrong}"
-    assert os.stat(work / "aorta-out").st_uid == user[0]
+    assert os.stat(work / "aorta-out").st_uid == user.uid
 
-    second = _cli(["--batch", "probe.yaml", "--no-snapshot", "--", "bash", "-c", "echo again"],
-                  work, as_user=user)
+    second = _as_user(user, ["--batch", "probe.yaml", "--no-snapshot", "--", "bash", "-c", "echo again"], work)
     assert second.returncode == 0, second.stderr  # was: Permission denied on aorta-out/T-11
     assert len(list((work / "aorta-out" / "T-11").glob("*/journal.jsonl"))) == 2
 
 
-def test_sudo_env_snapshot_output_and_preexisting_parent(tmp_path: Path) -> None:
-    user = _user()
-    work = _workdir(tmp_path)
+def test_sudo_env_snapshot_output_and_a_root_owned_parent(user: SudoUser, work: Path) -> None:
+    out = work / "new" / "deeper" / "env.json"
+    proc = run_sudo(user, ["env", "probe", "-o", str(out)], work)
+    assert proc.returncode == 0, proc.stderr
+    for path in (work / "new", work / "new" / "deeper", out):
+        assert (os.stat(path).st_uid, os.stat(path).st_gid) == (user.uid, user.gid), path
+    # A root-owned directory is root's: the tool runs as the user and may not write into it.
     kept = work / "root-owned"
     kept.mkdir()
     os.chown(kept, 0, 0)
-    out = kept / "new" / "deeper" / "env.json"
-    proc = _cli(["env", "probe", "-o", str(out)], work, sudo_of=user)
-    assert proc.returncode == 0, proc.stderr
-    assert os.stat(kept).st_uid == 0, "a parent that existed before must keep its owner"
-    for path in (kept / "new", kept / "new" / "deeper", out):
-        assert (os.stat(path).st_uid, os.stat(path).st_gid) == user, path
-    # A sweep writing under a root-owned output directory leaves that directory root's.
-    proc = _cli(["--batch", "probe.yaml", "--no-snapshot", "--output", str(kept), "--", "true"],
-                work, sudo_of=user)
-    assert proc.returncode == 0, proc.stderr
-    assert os.stat(kept).st_uid == 0
-    assert os.stat(kept / "T-11").st_uid == user[0]
+    for args in (["env", "probe", "-o", str(kept / "new" / "env.json")],
+                 ["--batch", "probe.yaml", "--no-snapshot", "--output", str(kept), "--", "true"]):
+        proc = run_sudo(user, args, work)
+        assert proc.returncode == 3, proc.stderr
+        assert "permission denied" in proc.stderr and f"runs as {user.name}" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert list(kept.iterdir()) == []
 
 
-def test_make_dirs_gives_only_what_it_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    uid, gid = _user()
+def test_make_dirs_gives_only_what_it_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              user: SudoUser) -> None:
+    uid, gid = user.uid, user.gid
     monkeypatch.setenv("SUDO_UID", str(uid))
     monkeypatch.setenv("SUDO_GID", str(gid))
     made = ownership.make_dirs(tmp_path / "a" / "b")

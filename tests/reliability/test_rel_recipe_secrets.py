@@ -118,10 +118,12 @@ def test_triage_extra_env_is_masked_in_every_file_and_resume_needs_the_recipe(tm
 
 
 def test_a_docker_environment_snapshot_masks_its_variables(tmp_path):
+    from aorta_tui.core.rundir_fs import RunDirFS
     from aorta_tui.sweep.snapshots import start_captures
 
     (tmp_path / "env").mkdir()
-    pending = start_captures(tmp_path, {"docker:img": {"HF_TOKEN": TOKEN, "N": "1"}}, {},
-                             session=2, include_torch=False, docker={"docker:img": "img"})
+    with RunDirFS(tmp_path) as fs:
+        pending = start_captures(fs, {"docker:img": {"HF_TOKEN": TOKEN, "N": "1"}}, {},
+                                 session=2, include_torch=False, docker={"docker:img": "img"})
     written = [p.path for p in pending if p.proc is None]
     assert written and all(TOKEN not in p.read_text() and MASK in p.read_text() for p in written)

@@ -343,3 +343,97 @@ def test_listing_runs_survives_a_special_journal(made: dict[str, Path], tmp_path
                          text=True, timeout=TIMEOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == ["interrupted"]
+
+
+# -- issue 37 item 7: what a resume writes at the top of the run, and retired attempts --------
+
+def _unfinished_first_trial(kind: str, d: Path) -> Path:
+    """Make the first trial unfinished (its result gone: the resume runs it again)."""
+    t = _first_trial(kind, d)
+    for name in ("result.json", "outcome.json"):
+        (t / name).unlink(missing_ok=True)
+    return t
+
+
+def _interrupted_link(kind: str, d: Path) -> Path:
+    t = _unfinished_first_trial(kind, d)
+    link = t.with_name(f"{t.name}.interrupted-1")
+    link.symlink_to(d / "nowhere")  # dangling: `exists()` said the name was free
+    return link
+
+
+def _top_dir(name: str) -> Callable[[str, Path], Path]:
+    def damage(kind: str, d: Path) -> Path:
+        _unfinished_first_trial(kind, d)
+        (d / name).unlink(missing_ok=True)
+        (d / name).mkdir()
+        (d / name / "keep").write_text("x")
+        return d / name
+    return damage
+
+
+def _env_file(kind: str, d: Path) -> Path:
+    _unfinished_first_trial(kind, d)
+    (d / "env").write_text("not a directory\n")
+    return d / "env"
+
+
+TOP_DAMAGE: dict[str, tuple[str, Callable[[str, Path], Path]]] = {
+    "sweep interrupted-1 a dangling link": ("sweep", _interrupted_link),
+    "sweep matrix.json a directory": ("sweep", _top_dir("matrix.json")),
+    "sweep matrix.md a directory": ("sweep", _top_dir("matrix.md")),
+    "sweep env a file (snapshots on)": ("sweep", _env_file),
+    "policy policy.json a directory": ("policy", _top_dir("policy.json")),
+    "policy policy.md a directory": ("policy", _top_dir("policy.md")),
+    "queue sweep.json a directory": ("queue", _top_dir("sweep.json")),
+}
+
+
+def _resume_with_snapshots(kind: str, d: Path) -> list[str]:
+    args = _resume(kind, d)
+    return [a for a in args if a != "--no-snapshot"]  # env/ is written only with snapshots on
+
+
+@pytest.mark.parametrize("case", sorted(TOP_DAMAGE))
+def test_damage_a_resume_met_only_after_rerunning_trials_is_refused_first(
+        made: dict[str, Path], tmp_path: Path, case: str, attack_tally) -> None:
+    """Each was exit 70 once the trials had run again (IsADirectoryError on the report's
+    rename, NotADirectoryError on env/, a retiring rename onto a link); now a located exit 2
+    before anything is changed, naming the path and the `mv` that clears it."""
+    kind, damage = TOP_DAMAGE[case]
+    d = _copy(made, kind, tmp_path)
+    bad = damage(kind, d)
+    before = _fingerprint(d)
+    commands = [_resume_with_snapshots(kind, d)]
+    if kind == "policy":
+        commands.append(["policy", "report", str(d)])
+    for cmd in commands:
+        res = _cli(*cmd, cwd=tmp_path, timeout=300)
+        ok = (res.returncode == 2 and str(bad) in res.stderr and "fix:" in res.stderr
+              and "mv " in res.stderr and "Traceback" not in res.stderr)
+        attack_tally.record("damaged run top level (reports, env/, retired attempts)", cases=1,
+                            failures=int(not ok), promise="a located exit 2, nothing changed")
+        assert ok, (cmd, res.returncode, res.stderr[-2000:])
+        assert _fingerprint(d) == before
+
+
+def test_a_trial_that_replaces_its_own_directory_with_a_file_is_a_located_exit_2(
+        tmp_path: Path) -> None:
+    """The trial's directory is its ``$AORTA_ARTIFACT_DIR``: one that removes it and writes a
+    file in its place made the result's write fail (exit 70)."""
+    (tmp_path / "probe.yaml").write_text(RECIPE.replace("trials: 2", "trials: 1")
+                                         .replace("[none, xnack]", "[none]"))
+    res = _cli("--batch", "probe.yaml", "--no-snapshot", "--", "sh", "-c",
+               'rm -rf "$AORTA_ARTIFACT_DIR" && echo mine > "$AORTA_ARTIFACT_DIR"',
+               cwd=tmp_path, timeout=300)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr and "internal error" not in res.stderr
+    run_dir = only_run_dir(tmp_path / "aorta-out").relative_to(tmp_path)  # as the user gave it
+    trial = run_dir / "trials" / "none-none" / "trial-000"
+    assert f"{trial}: trial none-none/trial-000 replaced its own directory with a file" \
+        in res.stderr, res.stderr
+    assert "$AORTA_ARTIFACT_DIR" in res.stderr and "fix:" in res.stderr
+    assert (tmp_path / trial).read_text() == "mine\n"  # what the trial wrote is left as it is
+    # the resume refuses it, located, until it is moved away
+    again = _cli("sweep", "run", "--resume", str(run_dir), "--no-snapshot", cwd=tmp_path)
+    assert again.returncode == 2 and str(trial) in again.stderr and "mv " in again.stderr

@@ -96,8 +96,10 @@ def test_the_matrix_screen_shows_p50_iqr_n_noise_and_the_threshold(quickstart: P
                 assert figures[3] == "10"
                 assert figures[4] == (want["noise"]["flag"] or "—")
                 conf = want["confound"]  # matrix.md's column; its "within noise" is "in noise" here
-                assert figures[5] == (conf.get("flag") or (
-                    "in noise" if conf.get("significant") is False else "—"))
+                if conf.get("significant") is False:  # with the noise band it is inside
+                    assert figures[5].startswith("in noise ±"), figures[5]
+                else:
+                    assert figures[5] == (conf.get("flag") or "—")
             summary = str(screen.query_one("#matrix-summary").render())
             assert "x1.15 either way" in summary
 

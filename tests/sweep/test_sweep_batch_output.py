@@ -175,7 +175,7 @@ def test_the_last_lines_say_what_to_do_next_and_each_suggestion_works(fresh: Pat
     lines = res.stdout.rstrip("\n").splitlines()
     at = lines.index("next:")
     assert lines[at - 1].startswith("matrix: aorta-out/")
-    commands = [ln.split("#")[0].split() for ln in lines[at + 1:]]
+    commands = [ln.split() for ln in lines[at + 1:] if not ln.lstrip().startswith("#")]
     assert [c[:2] for c in commands] == [["aorta-tui", "attach"], ["aorta-tui", "export"],
                                           ["aorta-tui", "bundle"]]
     run = commands[0][2]

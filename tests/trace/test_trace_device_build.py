@@ -192,6 +192,9 @@ def test_real_collector_builds_exports_its_entry_point_and_is_cached(
     assert not first.cached and first.library.is_file()
     assert first.cupti.include == root / "include" and first.cupti.version >= 130000
     assert first.defines["AORTA_KERNEL_T"].startswith("CUpti_ActivityKernel")
+    # issue 34: these headers (CUPTI 13.5) have latency timestamps and cuptiSubscribe_v2, so the
+    # real compile covers the default mode's code and the multiple-subscriber request
+    assert first.defines["AORTA_HAS_LATENCY_TS"] == "1" and first.defines["AORTA_HAS_SUBSCRIBE_V2"] == "1"
     nm = shutil.which("nm")
     if nm:
         syms = subprocess.run([nm, "-D", "--defined-only", str(first.library)], capture_output=True,

@@ -30,6 +30,10 @@ def test_auto_traces_launches_and_says_why_there_are_no_gpu_start_times(bpftrace
     assert any("hip: launches only" in w for w in result["warnings"]), result["warnings"]
     assert result["probe_sets"]["hip"]["metrics"]["launch"]["count"] == 8
     assert "launch_to_start" not in result["probe_sets"]["hip"]["metrics"]  # never 0.0 for "none"
+    # issue 34: which parts of launch -> start ROCm cannot give, and why (none of them is made up)
+    parts = result["probe_sets"]["hip"]["device_timestamps"]["launch_parts"]
+    assert set(parts) == {"launch_host", "launch_push", "launch_gpu_queue"}
+    assert all(v.startswith("unavailable: ") for v in parts.values()) and "doorbell" in parts["launch_push"]
 
 
 def test_on_without_rocprofiler_sdk_is_exit_3_with_the_fix(bpftrace, fakelibs, tmp_path) -> None:

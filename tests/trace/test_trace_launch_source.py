@@ -161,8 +161,9 @@ def _side(**kw) -> DeviceSide:
 
 
 @pytest.mark.parametrize(("kw", "cmd", "want"), [
-    # auto keeps the uprobe: the collector's launch records dropped 4.6% at 142k/s on the H200
-    ({}, ["./prog"], "ebpf"),
+    # auto (issue 34): the kernel activity records alone, no per-launch callback or uprobe
+    ({}, ["./prog"], "activity"),
+    ({"launch_source": "activity"}, ["./prog"], "activity"),
     ({"launch_source": "collector"}, ["./prog"], "collector"),
     ({"launch_source": "ebpf"}, ["./prog"], "ebpf"),
     ({"cross_check": True}, ["./prog"], "cross-check"),
@@ -181,11 +182,18 @@ def test_which_source_is_chosen(prebuilt: Path, kw: dict, cmd: list[str] | None,
 
 
 def test_runtime_only_callbacks_keep_the_uprobe(prebuilt: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runtime-layer callbacks carry no stream handle: the collector cannot be the launch source
+    through them, and asking for it is exit 3; the default needs no callback at all."""
     monkeypatch.setenv("AORTA_CUPTI_DOMAINS", "2")
+    s = _side(launch_source="collector")
+    with pytest.raises(EnvironmentProblem) as e:
+        s.prepare(["./prog"])
+    assert "no driver-layer" in e.value.message
+    s.stop()
     s = _side()
-    s.prepare(["./prog"])
+    env = s.prepare(["./prog"])
     try:
-        assert s.launch_source == "ebpf" and "no driver-layer" in s.launch_source_reason
+        assert s.launch_source == "activity" and env["AORTA_CUPTI_DOMAINS"] == "0"
     finally:
         s.stop()
 
@@ -320,7 +328,7 @@ def test_collector_source_with_pid_is_exit_3(bpftrace, fakelibs, tmp_path: Path)
 def test_live_launch_loss_is_the_ring_drops_until_the_final_count(prebuilt: Path) -> None:
     from aorta_tui.trace.device.records import pack
 
-    s = _side()
+    s = _side(launch_source="collector")
     s.prepare(["./prog"])
     try:
         s.join.add_device(parse(pack(Rec.HELLO, 9, 130000, 100, 131072, 1, 1)))
@@ -339,7 +347,7 @@ def test_a_collector_that_could_not_subscribe_leaves_launches_uncounted_and_says
     """The program's own CUPTI client came first: no launch callback, so a count of 0 would lie."""
     from aorta_tui.trace.device.records import pack
 
-    s = _side()
+    s = _side(launch_source="collector")
     s.prepare(["./prog"])
     try:
         s.join.add_device(parse(pack(Rec.HELLO, 9, 130000, 100, 131072, 1, 1) + pack(Rec.ERROR, 9, 39, 1)
@@ -369,7 +377,7 @@ def test_records_read_before_the_session_binds_count_as_before_the_trace(prebuil
     from aorta_tui.trace.probes.cuda import CudaProbes
     from aorta_tui.trace.stream_stats import MetricStats
 
-    s = _side()
+    s = _side(launch_source="collector")
     s.prepare(None, children=True)
     try:
         import time
@@ -399,11 +407,64 @@ def test_records_read_before_the_session_binds_count_as_before_the_trace(prebuil
         s.stop()
 
 
-def test_auto_keeps_the_exact_uprobe_and_says_why(bpftrace, fakelibs, tmp_path: Path) -> None:
-    """The default takes launches from the eBPF uprobe: the collector's own launch records
-    dropped 18,501 of 401,000 launches at 142k/s on the H200 (2026-12-02)."""
-    result, r = _trace(tmp_path, fakelibs, "--json-stream")
+ACTIVITY_WRITER = """
+import os, sys, time
+import numpy as np
+from aorta_tui.trace.device.records import DTYPE, Rec
+recs = np.frombuffer(open(sys.argv[1], "rb").read(), dtype=DTYPE).copy()
+t = recs["type"]
+delta = np.uint64((time.monotonic_ns() + 1_000_000 - int(recs["f"][t == Rec.KERNEL][:, 1].min())) % (1 << 64))
+for kind, cols in ((Rec.KERNEL, [1, 2]), (Rec.CLOCK, [0, 1, 2])):
+    for c in cols:
+        recs["f"][t == kind, c] += delta
+# the default mode's collector: no LAUNCH records; kernels carry queued/submitted (4 us and
+# 0.5 us before their start: the H200's no-backlog figures) and their graph id beside the corr
+k = recs[t == Rec.KERNEL].copy()
+f = k["f"]
+start = f[:, 1].copy()
+f[:, 0] = f[:, 0] | (f[:, 5] << np.uint64(32))
+f[:, 5], f[:, 6] = start - np.uint64(4000), start - np.uint64(500)
+k["type"] = int(Rec.KERNEL_LAT)
+keep = recs[(t != Rec.KERNEL) & (t != Rec.LAUNCH)]
+data = keep[:2].tobytes() + k.tobytes() + keep[2:].tobytes()
+fd = os.open(os.environ["AORTA_CUPTI_FIFO"], os.O_WRONLY)
+for i in range(0, len(data), 4096):
+    os.write(fd, data[i:i + 4096])
+os.close(fd)
+"""
+
+
+def test_auto_takes_launches_from_the_activity_records_and_splits_launch_to_start(
+        bpftrace, fakelibs, tmp_path: Path) -> None:
+    """Issue 34: the default attaches no launch uprobe and the collector gets no launch callback
+    (AORTA_CUPTI_DOMAINS=0 in the program's environment); every kernel record is a launch, and
+    launch -> start comes with its push and GPU-queue parts, said to come from CUPTI."""
+    prog = tmp_path / "activity_records.py"
+    prog.write_text(ACTIVITY_WRITER + "\nprint(os.environ.get('AORTA_CUPTI_DOMAINS'), file=sys.stderr)\n")
+    lib = tmp_path / "libaorta_cupti.so"
+    lib.write_bytes(b"\x7fELF")
+    r = cli("trace", "queue", "--probes", "cuda", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate",
+            "--device-timestamps", "on", "-o", "q.json", "--json-stream", "--", sys.executable, str(prog),
+            str(REC / "rec.cupti.bin"), cwd=tmp_path,
+            env={"AORTA_CUPTI_COLLECTOR": str(lib), "CUDA_INJECTION64_PATH": "", "PYTHONPATH": os.pathsep.join(sys.path)})
     assert r.returncode == 0, r.stderr
+    result = json.loads((tmp_path / "q.json").read_text())
     ev = next(json.loads(ln) for ln in r.stdout.splitlines() if '"attached"' in ln)
-    assert ev["reasons"]["launch_source"].startswith("ebpf: auto")
-    assert result["launch_source"]["mode"] == "ebpf" and "dropped" in result["launch_source"]["why"]
+    assert ev["reasons"]["launch_source"].startswith("activity: auto")
+    assert result["launch_source"]["mode"] == "activity" and "queued" in result["launch_source"]["launch_timestamp"]
+    assert "\n0\n" in "\n" + r.stderr  # the program was told: no launch callback
+    cuda = result["probe_sets"]["cuda"]
+    assert any("no launch uprobe attached" in n for n in cuda["detection"]["notes"])
+    kernels = int((parse(DATA).of(Rec.KERNEL)["f"][:, 5] == 0).sum())  # plain kernels: one launch each
+    m = cuda["metrics"]
+    assert m["launch"]["count"] >= kernels and m["launch"]["lost_events"] == 0
+    assert m["launch_to_start"]["count"] == m["launch"]["count"]
+    assert m["launch_push"]["count"] == m["launch_gpu_queue"]["count"] == m["launch"]["count"]
+    assert m["launch_push"]["histogram"]["percentiles"]["p50"] == pytest.approx(3.5, abs=0.1)
+    assert m["launch_gpu_queue"]["histogram"]["percentiles"]["p50"] == pytest.approx(0.5, abs=0.05)
+    assert m["launch_host"]["count"] == 0
+    assert m["launch_push"]["timestamp_source"]["from"].startswith("CUPTI latency timestamp")
+    # the cost is what the program pays (a share of its time, a lower bound), not a CPU fraction
+    pc = cuda["observer_cost"]["program_cost"]
+    assert pc["launch_source"] == "activity" and pc["launches"] == m["launch"]["count"]
+    assert pc["share"] is not None and pc["lower_bound"] and pc["share_ci95"][0] <= pc["share"]

@@ -19,6 +19,9 @@ DELAY_US = 1000  # stream i sleeps DELAY_US * (i + 1) inside the fake launch
 
 
 def run(probes: list[str], argv: list[str], libs: dict[str, Path], mode: str = "events", **kw):
+    # these count the uprobes and their records: where CUPTI is found the default takes launches
+    # from its collector (which a fake libcuda never loads) and watches libcupti with uprobes of its own
+    kw.setdefault("device_timestamps", "off")
     events: list = []
     s = TraceSession(probes, command=argv, mode=mode, library_paths=libs, calibrate=False,
                      on_event=events.append, interval_s=0.2, **kw)
@@ -150,7 +153,7 @@ def test_observer_cost_is_calibrated_on_the_probed_library(bpftrace, fakelibs, t
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     n = 200
     s = TraceSession(["cuda"], command=[str(fakelibs.driver), "cuda", str(fakelibs.cuda), str(n), "0", *STREAMS],
-                     library_paths={"cuda": fakelibs.cuda}, calibrate=True)
+                     library_paths={"cuda": fakelibs.cuda}, calibrate=True, device_timestamps="off")
     with s:
         s.wait(timeout=60)
     r = s.result()
@@ -159,6 +162,11 @@ def test_observer_cost_is_calibrated_on_the_probed_library(bpftrace, fakelibs, t
     assert cost["per_hit_us"] > 0 and cost["probe_hits"] == n
     assert cost["cpu_fraction"] == pytest.approx(cost["probe_hits_per_s"] * cost["per_hit_us"] / 1e6, rel=1e-6)
     assert cost["entry_and_return_us"] > 0  # calibrated too, for the *_calls sets
+    # issue 34: what the program pays, from the launches and the calibrated launch uprobe (no
+    # collector here: eBPF only), as a share of the run, never "% of a CPU"
+    pc = cost["program_cost"]
+    assert pc["launches"] == n and pc["added_per_launch_us"] == pytest.approx(cost["per_hit_us"])
+    assert pc["share"] == pytest.approx(n * cost["per_hit_us"] / 1e6 / r["wall_s"], rel=1e-6)
     assert (tmp_path / "cache" / "aorta-tui" / "trace-calibration.json").exists()
 
 
@@ -170,3 +178,17 @@ def test_hsa_doorbell_stores_are_counted_per_signal(bpftrace, fakelibs) -> None:
     assert m["count"] == n and m["lost_events"] == 0
     # the signal handle (passed by value) is the key
     assert {k: v["count"] for k, v in m["breakdown"].items()} == {STREAMS[0]: n // 2, STREAMS[1]: n // 2}
+
+
+def test_a_collector_that_never_spoke_is_a_warning_not_zero_launches(bpftrace, fakelibs) -> None:
+    """The default takes launches from the CUPTI collector when CUPTI is found; a program whose
+    libcuda never loads it (this fake one) must not read as a program that launched nothing."""
+    r, _ = run(["cuda"], [str(fakelibs.driver), "cuda", str(fakelibs.cuda), "10", "100", *STREAMS],
+               {"cuda": fakelibs.cuda}, device_timestamps="auto")
+    dt = r["probe_sets"]["cuda"].get("device_timestamps") or {}
+    if dt.get("launch_source", {}).get("mode", "ebpf") == "ebpf":
+        pytest.skip("no CUPTI here: launches come from the uprobe, as the other tests check")
+    m = metric(r, "cuda", "launch")
+    assert m["count"] == 0 and m["records_sent_by_collector"] is None
+    assert any("no record came from the CUPTI collector" in w and "--launch-source ebpf" in w
+               for w in r["warnings"]), r["warnings"]

@@ -83,7 +83,10 @@ def test_the_deterministic_switch_does_not_import_inductor_and_still_sets_both_f
 
 
 def test_captures_run_at_sched_idle_and_are_reaped_when_they_end(tmp_path):
-    pending = snapshots.start_captures(tmp_path, {"local": {"AORTA_X": "1"}}, dict(os.environ),
+    from aorta_tui.core.rundir_fs import RunDirFS
+
+    fs = RunDirFS(tmp_path)
+    pending = snapshots.start_captures(fs, {"local": {"AORTA_X": "1"}}, dict(os.environ),
                                        session=1, include_torch=False, docker={})
     procs = [p for p in pending if p.proc is not None]
     assert procs
@@ -94,7 +97,7 @@ def test_captures_run_at_sched_idle_and_are_reaped_when_they_end(tmp_path):
         except ProcessLookupError:  # already ended and reaped: its record says what it ran at
             continue
         assert policy == os.SCHED_IDLE
-    assert snapshots.finish_captures(pending) == []
+    assert snapshots.finish_captures(fs, pending) == []
     for p in procs:
         assert p.ended_ns is not None and p.ended_ns >= p.started_ns
         assert p.cpu_s is not None and p.cpu_s >= 0

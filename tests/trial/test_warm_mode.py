@@ -83,7 +83,7 @@ def plug(tmp_path_factory):
 def zygote(plug):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plug), os.environ.get("PYTHONPATH", "")]),
            "PYTHONUNBUFFERED": "1", "WARM_T_ZYGOTE_ONLY": "leaked"}
-    z = start_zygote(("test",), env, ["warm_probe_t"], Path.cwd(), plug / "zygote.log")
+    z = start_zygote(("test",), env, ["warm_probe_t"], Path.cwd(), plug / "zygote.log", run_dir=plug)
     yield z
     z.close()
     assert z.proc.returncode is not None  # the zygote leaves when its socket closes
@@ -171,7 +171,8 @@ def test_the_hang_detector_fires_on_a_silent_forked_trial(tmp_path, plug, zygote
 
 def test_a_zygote_that_is_gone_is_a_trial_that_did_not_start(tmp_path, plug):
     env = {**os.environ, "PYTHONPATH": str(plug)}
-    z = start_zygote(("gone",), env, ["no_such_module_here"], Path.cwd(), tmp_path / "z.log")
+    z = start_zygote(("gone",), env, ["no_such_module_here"], Path.cwd(), tmp_path / "z.log",
+                     run_dir=tmp_path)
     out = run_process(_spec(plug, tmp_path / "t", launcher=WarmLauncher(z)))
     z.close()
     assert out.pid is None and "did not start" in out.exec_error and "no_such_module_here" in out.exec_error
@@ -299,7 +300,7 @@ def _spec_with(spec: ProcessSpec, launcher) -> ProcessSpec:
 def test_the_zygote_preloads_what_it_can_and_leaves_the_rest_to_the_trial(tmp_path, plug):
     env = {**os.environ, "PYTHONPATH": str(plug)}
     z = start_zygote(("pre",), env, ["warm_probe_t", "json.decoder", "no_such_module_xyz"], Path.cwd(),
-                     tmp_path / "z.log")
+                     tmp_path / "z.log", run_dir=tmp_path)
     try:
         z.wait_ready()
         assert z.ready, z.error
@@ -327,7 +328,7 @@ def test_a_killed_zygote_is_named_by_its_signal(tmp_path, plug):
     import signal
 
     env = {**os.environ, "PYTHONPATH": str(plug)}
-    z = start_zygote(("killed",), env, ["warm_probe_t"], Path.cwd(), tmp_path / "z.log")
+    z = start_zygote(("killed",), env, ["warm_probe_t"], Path.cwd(), tmp_path / "z.log", run_dir=tmp_path)
     os.kill(z.pid, signal.SIGKILL)
     out = run_process(_spec(plug, tmp_path / "t", launcher=WarmLauncher(z)))
     z.close()
@@ -344,8 +345,8 @@ ORPHAN_ORCHESTRATOR = textwrap.dedent('''\
     plug, run_dir = Path(sys.argv[1]), Path(sys.argv[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plug), os.environ.get("PYTHONPATH", "")]),
            "PYTHONUNBUFFERED": "1"}
-    z = start_zygote(("orphan",), env, ["warm_probe_t"], Path.cwd(), run_dir / "zygote.log")
-    ident = orphans.mint(run_dir, zygote_token=z.token)
+    z = start_zygote(("orphan",), env, ["warm_probe_t"], Path.cwd(), run_dir / "zygote.log", run_dir=run_dir)
+    ident = orphans.mint("r-warm", zygote_token=z.token)
     tdir = run_dir / "trial"
     tdir.mkdir()
     (tdir / "trial_spec.json").write_text(json.dumps({
@@ -385,10 +386,10 @@ def test_a_forked_trial_left_by_a_killed_orchestrator_is_proved_by_its_zygote_to
         assert proctree.is_alive(pid) and proctree.is_alive(child)  # both outlived it
         tid = "c/trial-000"
         started = TrialStarted("r", trial_id=tid, cell="c", trial=0, pid=pid)
-        refused = orphans.end_unfinished(tmp_path, [started], {tid})
+        refused = orphans.end_unfinished(tmp_path, "r-warm", [started], {tid})
         assert refused.refused == 1 and proctree.is_alive(pid)
         launch = TrialLaunch("r", trial_id=tid, cell="c", trial=0, identity=digests)
-        report = orphans.end_unfinished(tmp_path, [launch, started], {tid}, grace_s=1.0)
+        report = orphans.end_unfinished(tmp_path, "r-warm", [launch, started], {tid}, grace_s=1.0)
         assert report.ended >= 2, report
         assert not proctree.is_alive(pid) and not proctree.is_alive(child)
     finally:

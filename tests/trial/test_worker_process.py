@@ -381,7 +381,7 @@ def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> Non
 
     # A real orchestrator process runs a trial carrying its identity token; we SIGKILL the
     # orchestrator mid-trial.
-    ident = orphans.mint(tmp_path)
+    ident = orphans.mint("r-1")
     code = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
@@ -407,20 +407,20 @@ def test_orphaned_trial_of_a_killed_orchestrator_is_ended(tmp_path: Path) -> Non
     started = TrialStarted("r", trial_id=tid, cell="c", trial=0, pid=pid)
 
     # Without its identity line the pid proves nothing: left alone, and said so.
-    report = orphans.end_unfinished(tmp_path, [started], {tid})
+    report = orphans.end_unfinished(tmp_path, "r-1", [started], {tid})
     assert report.refused == 1 and "left alone" in report.warnings()[0]
     assert proctree.is_alive(pid)
-    # The identity of another run directory does not match either.
-    other = tmp_path / "other"
-    other.mkdir()
-    assert orphans.end_unfinished(other, [launch, started], {tid}).ended == 0
+    # The identity of another run does not match either.
+    assert orphans.end_unfinished(tmp_path, "r-2", [launch, started], {tid}).ended == 0
     assert proctree.is_alive(pid)
 
-    report = orphans.end_unfinished(tmp_path, [launch, started], {tid}, grace_s=1.0)
+    # The same run under another path (its directory renamed: issue 37 item 1) is still it.
+    report = orphans.end_unfinished(tmp_path / "renamed", "r-1", [launch, started], {tid},
+                                    grace_s=1.0)
     assert report.ended >= 2 and "ended" in report.warnings()[0]
     assert_dead(pid)
     assert_dead(grandchild)
-    assert orphans.end_unfinished(tmp_path, [launch, started], {tid}).notes == {}
+    assert orphans.end_unfinished(tmp_path, "r-1", [launch, started], {tid}).notes == {}
 
 
 def test_output_flood_stays_bounded_on_disk_and_in_memory(tmp_path: Path) -> None:

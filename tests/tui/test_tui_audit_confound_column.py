@@ -23,7 +23,21 @@ def test_outside_the_threshold_but_inside_2_se_reads_within_noise() -> None:
     # mean x1.5 of the baseline, but the trials spread from 1 ms to 30 ms: not beyond 2 SE
     confound = confound_check(_trials("n", [1e-3, 3e-2, 1.5e-2]), BASE, 1.15)
     assert confound["flag"] is None and confound["significant"] is False
-    assert confound_text({"confound": confound}) == IN_NOISE
+    # issue 38 item 14: the row says why: the noise band the difference falls inside
+    assert confound_text({"confound": confound}) == f"{IN_NOISE} ±{confound['noise_s'] * 1e3:.1f}ms"
+
+
+def test_a_p50_far_below_the_baseline_in_noise_shows_the_spread_that_explains_it() -> None:
+    from aorta_tui.sweep.matrix_report import _within_noise
+
+    # issue 38 item 14: 125 us against a baseline whose trials spread from 0.4 ms to 96 ms
+    base = _trials("b", [9.6e-2, 4e-4, 4.8e-2])
+    confound = confound_check(_trials("c", [1.25e-4, 1.3e-4, 1.2e-4]), base, 1.15)
+    assert confound["significant"] is False
+    assert confound_text({"confound": confound}).startswith(f"{IN_NOISE} ±")
+    assert "ms" in confound_text({"confound": confound})
+    text = _within_noise(confound)
+    assert text.startswith("within noise (x1/") and "noise ±" in text and " ms)" in text
 
 
 def test_a_significant_change_shows_its_flag_and_inside_the_band_a_dash() -> None:

@@ -82,7 +82,7 @@ async def test_help_lists_the_screen_keys_and_palette_has_every_action(tmp_path:
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for name in ("Home", "Recipe editor", "Matrix", "Trace monitor", "Env diff", "Policy"):
             assert any(t.startswith("Go to") and name in t for t in titles), name
-        for action in ("Diff", "Pick snapshots", "Volatile", "Provenance"):
+        for action in ("Diff", "Pick", "Volatile", "Provenance"):
             assert f"Env diff: {action}" in titles
         # Palette entries run the action: go to the policy screen through one.
         entry = next(c for c in app.get_system_commands(app.screen) if c.title.startswith("Go to Policy"))

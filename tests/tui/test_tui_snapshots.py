@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import Input, Select
-from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, workspace
+from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, launching_run, workspace
 
 from aorta_tui.core.events import event_from_dict
 from aorta_tui.store.rundir import RunLock
@@ -98,6 +98,26 @@ def test_matrix_live_run(ws: Path, snap_compare) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_matrix_launching_trial(ws: Path, size: str, snap_compare) -> None:
+    # issue 38 item 1: a trial in its start-up (trial_launch, no trial_started yet) is running
+    run = launching_run(ws)
+    lock = RunLock(run)
+    lock.acquire()
+
+    async def ready(pilot) -> None:  # noqa: ANN001
+        screen = pilot.app.screen
+        await _settle(pilot, lambda: screen.state is not None and screen.events_seen >= 10
+                      and screen.orchestrator_alive)
+        await _settle(pilot, lambda: _grid_drawn(screen))
+        await pilot.press("down", "down", "right", "right")  # the launching trial
+
+    try:
+        assert snap_compare(_app(ws, start_run=run), terminal_size=SIZES[size], run_before=ready)
+    finally:
+        lock.release()
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_recipe_editor_with_an_error(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
         app = pilot.app
@@ -141,6 +161,23 @@ def test_trace_monitor_launch_to_start(ws: Path, size: str, snap_compare) -> Non
         screen.query_one("#trace-target", Input).value = "python3 my_program.py"
         for data in last.values():
             screen.offer(event_from_dict(data))
+        await _settle(pilot, lambda: screen.redraws >= 1)
+
+    assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_trace_monitor_launch_parts(ws: Path, size: str, snap_compare) -> None:
+    # issue 34: the default mode's live split of launch -> start (host / push / GPU queue) and
+    # the program's cost share, from a fake collector record stream through the real join
+    from launch_parts_stream import snapshots
+
+    async def ready(pilot) -> None:  # noqa: ANN001
+        await pilot.press("4")
+        screen = pilot.app.screen
+        screen.query_one("#trace-target", Input).value = "python3 train.py"
+        for snap in snapshots():
+            screen.offer(snap)
         await _settle(pilot, lambda: screen.redraws >= 1)
 
     assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -162,3 +163,30 @@ async def open_in_editor(app: AortaApp, pilot, path: Path):  # noqa: ANN001, ANN
     assert isinstance(screen, RecipeEditorScreen)
     await wait_for(pilot, lambda: screen.checks_done > 0 and screen.editor.text == path.read_text())
     return screen
+
+
+def _append(journal: Path, *events: dict) -> None:
+    with journal.open("a", encoding="utf-8") as fh:
+        for event in events:
+            fh.write(json.dumps(event) + "\n")
+
+
+# item 1 -------------------------------------------------------------------------------------
+
+LAUNCHING = "cuda_launch_blocking-none/trial-001"  # issue 38 item 1
+
+
+def launching_run(root: Path) -> Path:
+    """The recorded live run, its running trial finished and the next one launching: its
+    ``trial_launch`` is in the journal, its ``trial_started`` not yet (the 3-7 s start-up)."""
+    run = root / "aorta-out" / LIVE_RUN
+    rid = run.name
+    _append(run / "journal.jsonl",
+            {"event": "trial_finished", "run_id": rid, "ts": 1795943683.1, "verdict": "error",
+             "trial_id": "hip_launch_blocking-none/trial-001", "cell": "hip_launch_blocking-none",
+             "trial": 1, "exit_code": None, "signal": 15, "wall_s": 2.0, "detectors": ["timeout"],
+             "reason": "timed out after 2.0 s; the process tree was killed",
+             "trial_dir": "trials/hip_launch_blocking-none/trial-001", "mean_step_s": 2.0},
+            {"event": "trial_launch", "run_id": rid, "ts": 1795943683.2, "trial_id": LAUNCHING,
+             "cell": "cuda_launch_blocking-none", "trial": 1, "attempt": 1, "identity": []})
+    return run

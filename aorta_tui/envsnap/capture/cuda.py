@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import Any
 
+from aorta_tui.core.cuda_paths import toolkit_lib_dirs
 from aorta_tui.envsnap import fields as F
 from aorta_tui.envsnap.capture import libraries as L
 from aorta_tui.envsnap.fields import Leaf
@@ -36,9 +38,8 @@ def search_dirs(ldconfig: list[str]) -> tuple[list[str], str]:
     dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     dirs += L.wheel_lib_dirs(("nvidia/*/lib", "nvidia/*/lib64", "nvidia/cu*/lib"))
     home = cuda_home()
-    if home:
-        dirs += [f"{home}/lib64", f"{home}/lib", f"{home}/targets/x86_64-linux/lib",
-                 f"{home}/targets/sbsa-linux/lib", f"{home}/extras/CUPTI/lib64"]
+    if home:  # the trace engine's CUPTI finder reads the same list
+        dirs += toolkit_lib_dirs(Path(home))
     dirs += ldconfig
     searched = "LD_LIBRARY_PATH, pip nvidia/*/lib, $CUDA_HOME or /usr/local/cuda, ldconfig cache"
     return list(dict.fromkeys(dirs)), searched

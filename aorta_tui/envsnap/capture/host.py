@@ -80,8 +80,8 @@ def capture_host(timeout_s: float) -> dict[str, Leaf]:
         "rlimit_nofile": _rlimit("RLIMIT_NOFILE"),
         "load_average": _load_average(),
         "uptime_s": _uptime(),
-        "kernel_log_gpu_errors": _kernel_log_gpu_errors(),
-        "tracefs_events": _tracefs_events(),
+        "kernel_log_gpu_errors": root_only_field("kernel_log_gpu_errors"),
+        "tracefs_events": root_only_field("tracefs_events"),
     }
     return out
 
@@ -495,6 +495,31 @@ def _kernel_log_gpu_errors() -> Leaf:
     return F.ok(count, source + " (lines matching NVRM Xid / amdgpu or kfd errors)")
 
 
+# The fields only root can read (kernel.dmesg_restrict, tracefs mode 0700). Under sudo the tool
+# runs as the user, and the privileged helper reads them (envsnap/privileged.py).
+ROOT_ONLY_FIELDS: dict[str, Callable[[], Leaf]] = {}
+
+
+def root_only_field(name: str) -> Leaf:
+    """The field as this process can read it; asked of the privileged helper when this
+    process may not and the tool runs under sudo."""
+    from aorta_tui.privsep import client as privsep
+
+    leaf = ROOT_ONLY_FIELDS[name]()
+    conn = privsep.current() if leaf.get("needs_root") else None
+    if conn is None:
+        return leaf
+    try:
+        answer = conn.call("snapshot_field", name=name).get("leaf")
+    except privsep.HelperRefused as exc:
+        return F.error(f"{leaf['reason']}; the privileged helper could not read it: {exc.message}",
+                       leaf["source"], needs_root=True)
+    if not F.is_leaf(answer) or answer["state"] not in F.STATES:
+        return F.error("the privileged helper's answer is not a field", leaf["source"], needs_root=True)
+    answer["source"] = f"{answer.get('source', '')} (read by the privileged helper as root)"
+    return answer
+
+
 def _tracefs_events() -> Leaf:
     for path in ("/sys/kernel/tracing/available_events", "/sys/kernel/debug/tracing/available_events"):
         leaf = F.read_file(path, max_bytes=16 << 20)
@@ -503,3 +528,6 @@ def _tracefs_events() -> Leaf:
         if leaf.get("needs_root") or leaf["state"] == "error":
             return leaf
     return F.not_applicable("tracefs is not mounted", "file:/sys/kernel/tracing")
+
+
+ROOT_ONLY_FIELDS.update(kernel_log_gpu_errors=_kernel_log_gpu_errors, tracefs_events=_tracefs_events)

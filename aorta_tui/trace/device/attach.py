@@ -32,15 +32,21 @@ from aorta_tui.trace.metrics import Metric
 
 MODES = ("auto", "on", "off")
 LAUNCH_METRICS = ("launch", "launch_call")  # eBPF records whose entry time the join uses
-TWO_CLOCK_METRICS = ("launch_to_start", "queued")
+TWO_CLOCK_METRICS = ("launch_to_start", "queued", "launch_host")
 HIP_SETS = ("hip", "hip_calls")  # their device half is the rocprofiler-sdk collector
 # Where launches come from (--launch-source): the collector's launch callback (no launch uprobe),
 # the eBPF uprobe, or auto (the collector wherever it is loaded into a CUDA program of the cuda set)
-LAUNCH_SOURCES = ("auto", "collector", "ebpf")
+# "activity" (auto's choice where the collector is loaded: issue 34): the kernel records alone,
+# with CUPTI's latency timestamps; no per-launch callback and no per-launch uprobe
+LAUNCH_SOURCES = ("auto", "activity", "collector", "ebpf")
+PART_METRICS = ("launch_host", "launch_push", "launch_gpu_queue")
 EBPF_LAUNCH_TIME = ("eBPF uprobe at the libcuda launch entry point (bpftrace nsecs, CLOCK_MONOTONIC), "
                     "on the launching thread")
 COLLECTOR_LAUNCH_TIME = ("CUPTI driver-API callback at launch entry (the collector's clock_gettime, "
                          "CLOCK_MONOTONIC), on the launching thread; no uprobe on the launch path")
+ACTIVITY_LAUNCH_TIME = ("CUPTI latency timestamp `queued` of the kernel's activity record (the launch "
+                        "written into the command buffer; mapped onto CLOCK_MONOTONIC); no per-launch "
+                        "callback or uprobe, so the launch call's entry is not seen")
 DEVICE_TIME = ("CUPTI kernel activity record (device timestamps on CLOCK_MONOTONIC through "
                "cuptiActivityRegisterTimestampCallback, offset measured: see clock)")
 # libcupti entry points watched in the traced program (uretprobes, a few calls per process): a
@@ -58,13 +64,28 @@ COLLECTOR_WORDING = {
 }
 
 
+ACTIVITY_WORDING = {
+    "launch": ("CUDA kernel launches, one per kernel activity record (a graph counts once, at its first "
+               "kernel), at their CUPTI `queued` time; no callback or uprobe on the launch path"),
+    "launch_to_start": ("queued -> start: the launch written into the command buffer (CUPTI latency "
+                        "timestamp) -> kernel start on the GPU (= launch_push + launch_gpu_queue); the "
+                        "host part before `queued` needs an entry time (--cross-check or "
+                        "--launch-source ebpf|collector)"),
+    "queued": ("kernels launched earlier on the same stream and not yet started at each launch's "
+               "`queued` time (CUPTI activity records alone)"),
+}
+
+
 def _looks_like_python(exe: str) -> bool:
     return os.path.basename(exe).startswith("python")
 
 
-AUTO_EBPF_REASON = ("auto: the eBPF launch uprobe, whose counts are exact; the collector's own launch "
-                    "records (--launch-source collector, cheaper per launch) dropped 4.6% of the launches "
-                    "at 142k launches/s on the H200 and are not the default until they keep them all")
+
+# A count of 0 from a collector that never spoke is not "no launches": the program made no CUDA
+# context, or its libcuda never loaded the collector (CUDA_INJECTION64_PATH). Said as a warning.
+NO_COLLECTOR_RECORDS = ("launches were not seen: no record came from the CUPTI collector (the program "
+                        "created no CUDA context, or its libcuda did not load the collector); "
+                        "`--launch-source ebpf` counts them with the uprobe")
 
 
 @dataclass
@@ -181,7 +202,10 @@ class DeviceSide:
         self.channel = DeviceChannel(self._on_records)
         # read from now on: a program may launch (and fill the FIFO) before the trace attaches
         self.channel.start()
-        return self.channel.env(self.build.library)
+        env = self.channel.env(self.build.library)
+        if self.launch_source == "activity":
+            env["AORTA_CUPTI_DOMAINS"] = "0"  # no launch callback: the kernel records are the launches
+        return env
 
     def _decide_launch_source(self) -> None:
         """The collector loaded into a CUDA program of the ``cuda`` set sees every launch at API
@@ -193,7 +217,8 @@ class DeviceSide:
                        "its uprobes see that")
         elif self.trace_mode != "events":
             why_not = "aggregate mode counts launches in the kernel"
-        elif os.environ.get("AORTA_CUPTI_DOMAINS", "1").strip() not in ("1", "3"):
+        elif (os.environ.get("AORTA_CUPTI_DOMAINS", "1").strip() not in ("1", "3")
+              and (self.cross_check or self.launch_source_asked == "collector")):
             why_not = (f"AORTA_CUPTI_DOMAINS={os.environ['AORTA_CUPTI_DOMAINS']} enables no driver-layer "
                        "launch callback (the runtime layer's does not give the stream handle)")
         if self.cross_check:
@@ -207,30 +232,37 @@ class DeviceSide:
         if self.launch_source_asked == "ebpf":
             self.launch_source, self.launch_source_reason = "ebpf", "--launch-source ebpf"
         elif why_not:
-            if self.launch_source_asked == "collector":
+            if self.launch_source_asked in ("collector", "activity"):
                 raise EnvironmentProblem(f"launches cannot come from the collector: {why_not}",
                                          hint="--launch-source ebpf (or auto)")
             self.launch_source, self.launch_source_reason = "ebpf", why_not
-        elif self.launch_source_asked == "collector":
+        elif self.launch_source_asked in ("auto", "activity"):
+            self.launch_source = "activity"
+            self.launch_source_reason = (
+                ("auto: " if self.launch_source_asked == "auto" else "--launch-source activity: ")
+                + "the kernel records alone, with CUPTI's latency timestamps (queued, submitted): no "
+                "per-launch callback and no per-launch uprobe, so the traced program pays only CUPTI's "
+                "activity tracing (docs/tracing.md, trace_perturbation); every kernel record is kept or "
+                "counted as dropped")
+        else:
             self.launch_source = "collector"
             self.launch_source_reason = ("--launch-source collector: the collector is loaded into the program "
                                          "and sees every launch at API entry: no launch uprobe is attached")
-        else:
-            # auto stays on the uprobe: on the H200 (2026-12-02) the collector's launch records
-            # lost 18,501 of 401,000 launches at 142k launches/s, the uprobe none at 93k/s
-            self.launch_source = "ebpf"
-            self.launch_source_reason = (AUTO_EBPF_REASON)
 
     def launch_source_info(self) -> dict[str, Any]:
         """What the result says about where launches and their timestamps come from."""
         return {"mode": self.launch_source, "why": self.launch_source_reason,
-                "launch_timestamp": COLLECTOR_LAUNCH_TIME if self.launch_source == "collector" else EBPF_LAUNCH_TIME,
+                "launch_timestamp": self._launch_time(),
                 "device_timestamp": DEVICE_TIME if self.active else None}
+
+    def _launch_time(self) -> str:
+        return {"collector": COLLECTOR_LAUNCH_TIME, "activity": ACTIVITY_LAUNCH_TIME}.get(self.launch_source,
+                                                                                       EBPF_LAUNCH_TIME)
 
     def refuse_collector_without_it(self) -> None:
         """``--launch-source collector`` where no collector could be prepared: exit 3, not a trace
         that silently counts through eBPF."""
-        if self.launch_source_asked == "collector" and not self.active:
+        if self.launch_source_asked in ("collector", "activity") and not self.active:
             raise EnvironmentProblem(f"launches cannot come from the collector: {self.reason}",
                                      hint=self.fix or "--launch-source ebpf (or auto)")
         if self.cross_check and not self.active:
@@ -288,7 +320,7 @@ class DeviceSide:
             self.mids[m.name] = mid
         self._launch_mids = {mid for mid, (ps, m) in program.metric_ids.items()
                              if ps == self.probe_set and m.name in LAUNCH_METRICS}
-        if self.launch_source == "collector":
+        if self.launch_source in ("collector", "activity"):
             self._launch_mid = next((mid for mid, (ps, m) in program.metric_ids.items()
                                      if ps == self.probe_set and m.name == "launch"), None)
             if self._launch_mid is not None:
@@ -310,9 +342,10 @@ class DeviceSide:
     def _worded(self, m: Metric) -> Metric:
         """The sentence beside a histogram says where its launch time comes from: with launches
         from the collector, the CUPTI callback, not the eBPF uprobe the static wording names."""
-        if self.launch_source != "collector" or m.name not in COLLECTOR_WORDING:
+        wording = {"collector": COLLECTOR_WORDING, "activity": ACTIVITY_WORDING}.get(self.launch_source, {})
+        if m.name not in wording:
             return m
-        return dataclasses.replace(m, measures=COLLECTOR_WORDING[m.name])
+        return dataclasses.replace(m, measures=wording[m.name])
 
     # -- the two inputs (both called with the session's lock held or taking it) -------------------
     def on_batch(self, batch: Any) -> None:
@@ -351,10 +384,12 @@ class DeviceSide:
         """(launches the collectors saw, LAUNCH records read, why the first is unknown): exact
         once every process wrote its final count (BYE); the difference is what was lost."""
         procs = self.join.procs
+        if self.launch_source == "activity":
+            return self._activity_launch_counts()
         read = sum(self.join.collector_launches_per_pid.values())
         unfinished = [p for p, ps in procs.items() if not ps.exited_cleanly]
         if not procs:
-            return None, read, "no record came from the collector"
+            return None, read, NO_COLLECTOR_RECORDS
         blind = {p: e for p, ps in procs.items() for e in ps.errors
                  if e.startswith(("cuptiSubscribe", "cuptiEnableCallback"))}
         if blind:
@@ -366,6 +401,16 @@ class DeviceSide:
                                 "ended without its exit handler)")
         return sum(ps.stats.get("launch_callbacks", 0) for ps in procs.values()), read, None
 
+    def _activity_launch_counts(self) -> tuple[int | None, int, str | None]:
+        """Default mode: the launches are the kernel records, so what was seen is what was read
+        plus what was dropped on the way (CUPTI, the pool, the staging area, the FIFO)."""
+        read = self.join.counts["activity_launches"]
+        procs = self.join.procs
+        if not procs:
+            return None, read, NO_COLLECTOR_RECORDS
+        lost = self.dropped() or 0
+        return read + lost, read, None
+
     def collector_launch_lost(self) -> int | None:
         """Launches the collector saw whose record never arrived: exact once every process wrote
         its final count; while one runs, the launches its full ring dropped (its STATS say so
@@ -374,6 +419,8 @@ class DeviceSide:
         seen, read, why = self.collector_launch_counts()
         if seen is not None:
             return max(0, seen - read)
+        if self.launch_source == "activity":
+            return None
         procs = list(self.join.procs.values())
         if not procs or "were not seen" in (why or "") or any(ps.stats.get("dropped_pipe", 0) for ps in procs):
             return None
@@ -521,9 +568,15 @@ class DeviceSide:
 
     def timestamp_source(self, metric_name: str) -> Any:
         """Where each timestamp of a metric of this set comes from (every figure says it)."""
-        launch = COLLECTOR_LAUNCH_TIME if self.launch_source == "collector" else EBPF_LAUNCH_TIME
+        launch = self._launch_time()
         if metric_name == "launch":
             return launch
+        if metric_name == "launch_push":
+            return {"from": "CUPTI latency timestamp `queued`", "to": "CUPTI latency timestamp `submitted`"}
+        if metric_name == "launch_gpu_queue":
+            return {"from": "CUPTI latency timestamp `submitted`", "to": DEVICE_TIME}
+        if metric_name == "launch_host":
+            return {"from": launch, "to": "CUPTI latency timestamp `queued` (mapped onto CLOCK_MONOTONIC)"}
         if metric_name in TWO_CLOCK_METRICS:
             return {"from": launch, "to": DEVICE_TIME}
         if metric_name in ("kernel_duration", "gpu_idle"):
@@ -534,12 +587,16 @@ class DeviceSide:
         if not self.active or metric_name not in TWO_CLOCK_METRICS:
             return {}
         return {**self.join.clock.to_dict(),
-                "launch_time": "CUPTI launch callback" if self.launch_source == "collector" else "eBPF uprobe"}
+                "launch_time": {"collector": "CUPTI launch callback", "activity": "CUPTI queued timestamp"}.get(
+                    self.launch_source, "eBPF uprobe")}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mode": self.mode, "available": self.active}
         if self.vendor == "hip":
+            from aorta_tui.trace.device.latency import ROCM_PARTS
+
             out["hardware"] = "never run on AMD hardware"
+            out["launch_parts"] = ROCM_PARTS  # host / push / GPU queue: which exist there, and why not
         if not self.active:
             out.update(reason=self.reason, fix=self.fix, status=f"not available: {self.reason}")
             return out

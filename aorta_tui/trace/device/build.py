@@ -9,7 +9,7 @@ one CUPTI must never read another's records. Where CUPTI comes from, in order:
    (``nvidia/cu13``, ``nvidia/cuda_cupti`` + ``nvidia/cuda_runtime``): every CUDA build of
    PyTorch installs them;
 3. a CUDA toolkit: ``$CUDA_HOME``, ``/usr/local/cuda``, ``/usr/local/cuda-*``
-   (``extras/CUPTI``).
+   (``extras/CUPTI``, or ``include/`` and ``lib64/``: core/cuda_paths.py, as ``env probe``).
 
 Nothing here imports torch: finding the wheels reads files only.
 """
@@ -119,15 +119,14 @@ def _wheel_roots(site_dirs: list[str]) -> list[tuple[Path, Path, list[Path], str
 
 
 def _toolkit_roots() -> list[tuple[Path, Path, list[Path], str]]:
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda",
-             *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    from aorta_tui.core.cuda_paths import cuda_homes, cupti_places
+
     out = []
-    for h in dict.fromkeys(x for x in homes if x):
-        home = Path(h)
-        for libdir in ("lib64", "lib"):
-            out.append((home / "extras" / "CUPTI" / "include", home / "extras" / "CUPTI" / libdir,
-                        [home / "include", home / "targets" / "x86_64-linux" / "include"],
-                        f"CUDA toolkit {home}"))
+    for home in cuda_homes():
+        extras = [home / "include", home / "targets" / "x86_64-linux" / "include",
+                  home / "targets" / "sbsa-linux" / "include"]
+        for include, libdir in cupti_places(home):
+            out.append((include, libdir, extras, f"CUDA toolkit {home}"))
     return out
 
 
@@ -197,12 +196,19 @@ def _newest_struct(include: Path, base: str) -> str:
 def defines_for(cupti: CuptiInstall) -> dict[str, str]:
     cupti_h = (cupti.include / "cupti.h").read_text(errors="replace")
     act_h = (cupti.include / "cupti_activity.h").read_text(errors="replace")
+    cb_h = ""
+    with contextlib.suppress(OSError):
+        cb_h = (cupti.include / "cupti_callbacks.h").read_text(errors="replace")
     return {
         "AORTA_KERNEL_T": _newest_struct(cupti.include, "Kernel"),
         "AORTA_MEMCPY_T": _newest_struct(cupti.include, "Memcpy"),
         "AORTA_MEMSET_T": _newest_struct(cupti.include, "Memset"),
         "AORTA_INCLUDE_META": "0" if "generated_cuda_meta.h" in cupti_h else "1",
         "AORTA_HAS_TS_CALLBACK": "1" if "cuptiActivityRegisterTimestampCallback" in act_h else "0",
+        # queued/submitted per kernel record (issue 34's default mode)
+        "AORTA_HAS_LATENCY_TS": "1" if "cuptiActivityEnableLatencyTimestamps" in act_h else "0",
+        # CUPTI 13.3+: several subscribers per process where the driver (r610+) allows it
+        "AORTA_HAS_SUBSCRIBE_V2": "1" if "allowMultipleSubscribers" in cb_h else "0",
     }
 
 

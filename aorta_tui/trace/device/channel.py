@@ -28,8 +28,7 @@ READ_BYTES = 4 << 20
 class DeviceChannel:
     def __init__(self, on_records: Callable[[Parsed], None]) -> None:
         self.on_records = on_records
-        self._dir = Path(tempfile.mkdtemp(prefix="aorta-cupti-"))
-        os.chmod(self._dir, 0o700)
+        self._dir = Path(tempfile.mkdtemp(prefix="aorta-cupti-"))  # mkdtemp makes it 0700
         self.path = self._dir / "records.fifo"
         os.mkfifo(self.path, 0o600)
         self._rfd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)

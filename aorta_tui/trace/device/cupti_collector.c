@@ -7,7 +7,19 @@
  * The driver calls InitializeInjection() once, from cuInit().
  *
  * Design, and why:
- * - The hot path is the launch callback, run on the application's thread inside every launch
+ * - The default (AORTA_CUPTI_DOMAINS=0) has NO per-launch hook at all: with
+ *   cuptiActivityEnableLatencyTimestamps(1) set before CUDA starts, every kernel's activity
+ *   record carries `queued` (the launch written into the command buffer) and `submitted` (the
+ *   buffer handed to the GPU) beside start/end, so launch -> start splits into push (queued ->
+ *   submitted) and GPU queue (submitted -> start) from the records alone (issue 34). The stream
+ *   handle of a CUPTI stream id comes from the resource callbacks (stream creation: a few calls
+ *   per process), never from a launch.
+ * - Activity buffers come from a pool that the flush thread allocates and touches (page faults
+ *   taken there), handed to CUPTI by buffer_requested, which may run on the launching thread:
+ *   it only pops a free list. An empty pool hands CUPTI no buffer; CUPTI counts the records it
+ *   then drops, and the collector counts the refusals (dropped, never silently).
+ * - With a launch callback (AORTA_CUPTI_DOMAINS=1/2/3: --launch-source collector, cross-check),
+ *   the hot path is the launch callback, run on the application's thread inside every launch
  *   call. It takes one clock reading and claims one slot of a lock-free bounded ring (Vyukov's
  *   MPSC queue): no lock, no allocation, no system call. A full ring drops the record and
  *   counts it; it never blocks the application.
@@ -60,7 +72,8 @@
 #define REC_MAGIC 0xA07Au
 #define REC_VERSION 1
 enum {
-    REC_HELLO = 1,  /* f0 cupti version, f1 flush ms, f2 ring slots, f3 ts callback ok, f4 domains */
+    REC_HELLO = 1,  /* f0 cupti version, f1 flush ms, f2 ring slots, f3 ts callback ok, f4 domains,
+                       f5 multiple subscribers allowed, f6 latency timestamps (1, or a CUptiResult) */
     REC_CLOCK = 2,  /* f0 mono before, f1 cuptiGetTimestamp, f2 mono after */
     REC_LAUNCH = 3, /* f0 tid, f1 correlation id, f2 mono ns at callback, f3 stream, f4 cbid|domain<<32 */
     REC_KERNEL = 4, /* f0 correlation id, f1 start, f2 end, f3 device|context<<32, f4 stream id, f5 graph id */
@@ -70,8 +83,15 @@ enum {
                        f4 activity records, f5 buffers, f6 dropped (staging) */
     REC_ERROR = 8,  /* f0 CUptiResult, f1 where (enum below) */
     REC_BYE = 9,    /* as STATS, written by the exit handler */
+    REC_KERNEL_LAT = 10, /* f0 correlation id|graph id<<32, f1 start, f2 end, f3 device|context<<32,
+                            f4 stream id, f5 queued, f6 submitted (0: unknown) */
+    REC_STREAM = 11,     /* f0 CUPTI stream id (UINT64_MAX: the lookup failed), f1 stream handle,
+                            f2 context id, f3 CUptiResult of cuptiGetStreamIdEx */
+    REC_POOL = 12,       /* f0 buffers refused (pool empty), f1 buffers in the pool, f2 buffer bytes,
+                            f3 latency timestamps enabled (1) or the CUptiResult that refused them */
 };
-enum { AT_SUBSCRIBE = 1, AT_ENABLE_CB = 2, AT_ACTIVITY = 3, AT_REGISTER = 4, AT_FLUSH = 5, AT_FIFO = 6 };
+enum { AT_SUBSCRIBE = 1, AT_ENABLE_CB = 2, AT_ACTIVITY = 3, AT_REGISTER = 4, AT_FLUSH = 5, AT_FIFO = 6,
+       AT_LATENCY = 7, AT_RESOURCE = 8, AT_STREAM_ID = 9 };
 
 typedef struct {
     uint16_t magic;
@@ -301,6 +321,55 @@ static void emit_stats(uint8_t type) {
     emit(&r);
 }
 
+/* ---- the activity buffer pool ---------------------------------------------------------------
+ * CUPTI asks for a buffer on whatever thread needs one, often the launching thread, in the middle
+ * of a launch. Allocating there costs that launch a page-faulting malloc (cupti-python's 64 MB
+ * buffer delayed one launch by 33 ms on the H200): so buffer_requested only pops a free list
+ * that the flush thread fills with buffers it allocated and touched itself. */
+#define BUFFER_BYTES (4u << 20) /* ~20k kernel records */
+#define POOL_TARGET 16          /* buffers kept ready: 64 MiB, > 1 s of records at 140k launches/s */
+#define POOL_MAX 64
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *pool[POOL_MAX];
+static int pool_len;
+static _Atomic uint64_t n_pool_empty, n_pool_made;
+
+static void pool_fill(int target) {
+    for (;;) {
+        pthread_mutex_lock(&pool_mu);
+        int have = pool_len;
+        pthread_mutex_unlock(&pool_mu);
+        if (have >= target)
+            return;
+        uint8_t *b = aligned_alloc(8, BUFFER_BYTES);
+        if (!b)
+            return;
+        memset(b, 0, BUFFER_BYTES); /* the page faults are taken here, on our thread */
+        atomic_fetch_add_explicit(&n_pool_made, 1, memory_order_relaxed);
+        pthread_mutex_lock(&pool_mu);
+        if (pool_len < POOL_MAX)
+            pool[pool_len++] = b, b = NULL;
+        pthread_mutex_unlock(&pool_mu);
+        free(b);
+    }
+}
+
+static int kernels_only; /* AORTA_CUPTI_KINDS=kernel */
+static int multi_subscribers; /* 1 when CUPTI accepted allowMultipleSubscribers */
+static int latency_state; /* 1 enabled, else the CUptiResult that refused it (or 0: not asked) */
+
+static void emit_pool(void) {
+    aorta_rec r;
+    fill(&r, REC_POOL);
+    r.f[0] = atomic_load(&n_pool_empty);
+    pthread_mutex_lock(&pool_mu);
+    r.f[1] = (uint64_t)pool_len;
+    pthread_mutex_unlock(&pool_mu);
+    r.f[2] = BUFFER_BYTES;
+    r.f[3] = (uint64_t)(uint32_t)latency_state;
+    emit(&r);
+}
+
 /* One pass of the flush thread: launches from the ring, then staged activity records. */
 static void drain(void) {
     aorta_rec r;
@@ -345,9 +414,39 @@ static uint64_t driver_stream(CUpti_CallbackId cbid, const void *params) {
     }
 }
 
+/* Stream creation (a few calls per process, never per launch): which handle a CUPTI stream id
+ * is, so that figures are keyed by the handle the program, the eBPF probes and torch name. A new
+ * context also maps its legacy default stream (handle 0). */
+static void map_stream(CUcontext ctx, CUstream stream) {
+    uint32_t id = 0, ctx_id = 0;
+    CUptiResult res = cuptiGetStreamIdEx(ctx, stream, 0, &id);
+    cuptiGetContextId(ctx, &ctx_id);
+    aorta_rec r;
+    fill(&r, REC_STREAM);
+    /* a refused lookup is no error of the trace: that stream's figures keep the CUPTI id */
+    r.f[0] = res == CUPTI_SUCCESS ? id : UINT64_MAX;
+    r.f[1] = (uint64_t)(uintptr_t)stream;
+    r.f[2] = ctx_id;
+    r.f[3] = (uint64_t)res;
+    stage_locked(&r);
+}
+
+static void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
+    if (!atomic_load_explicit(&active, memory_order_relaxed) || !rd)
+        return;
+    if (cbid == CUPTI_CBID_RESOURCE_STREAM_CREATED)
+        map_stream(rd->context, rd->resourceHandle.stream);
+    else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED)
+        map_stream(rd->context, NULL);
+}
+
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                             const void *data) {
     (void)userdata;
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+        on_resource(cbid, (const CUpti_ResourceData *)data);
+        return;
+    }
     const CUpti_CallbackData *cb = (const CUpti_CallbackData *)data;
     /* CUPTI calls every enabled callback at API entry and at exit: the exit is one compare */
     if (cb->callbackSite != CUPTI_API_ENTER || !atomic_load_explicit(&active, memory_order_relaxed))
@@ -360,12 +459,25 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
               (uint32_t)cbid, (uint32_t)domain);
 }
 
-#define BUFFER_BYTES (8u << 20)
-
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
-    *buffer = aligned_alloc(8, BUFFER_BYTES);
-    *size = *buffer ? BUFFER_BYTES : 0;
+    uint8_t *b = NULL;
+    pthread_mutex_lock(&pool_mu);
+    if (pool_len > 0)
+        b = pool[--pool_len];
+    pthread_mutex_unlock(&pool_mu);
+    if (!b) /* never allocate here: CUPTI drops and counts what it cannot store */
+        atomic_fetch_add_explicit(&n_pool_empty, 1, memory_order_relaxed);
+    *buffer = b;
+    *size = b ? BUFFER_BYTES : 0;
     *max_records = 0;
+}
+
+static void pool_return(uint8_t *b) {
+    pthread_mutex_lock(&pool_mu);
+    if (pool_len < POOL_MAX)
+        pool[pool_len++] = b, b = NULL;
+    pthread_mutex_unlock(&pool_mu);
+    free(b); /* not on a launching thread: CUPTI completes buffers on its own or the flush thread */
 }
 
 /* The fields kernel, memcpy and memset records share (their struct types differ). */
@@ -385,8 +497,11 @@ static void activity_to_record(const CUpti_Activity *a) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const AORTA_KERNEL_T *k = (const AORTA_KERNEL_T *)a;
-        DEVICE_RECORD(r, REC_KERNEL, k);
-        r.f[5] = k->graphId;
+        /* queued/submitted in f5/f6: the correlation id (32 bits) shares f0 with the graph id */
+        DEVICE_RECORD(r, REC_KERNEL_LAT, k);
+        r.f[0] = (uint64_t)k->correlationId | ((uint64_t)k->graphId << 32);
+        r.f[5] = k->queued;
+        r.f[6] = k->submitted;
         break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -421,7 +536,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
     if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped)
         atomic_fetch_add_explicit(&n_drop_cupti, dropped, memory_order_relaxed);
     (void)size;
-    free(buffer);
+    pool_return(buffer);
 }
 
 /* ---- the flush thread and the exit handler ------------------------------------------------- */
@@ -437,8 +552,10 @@ static void *flush_loop(void *arg) {
         CUptiResult res = cuptiActivityFlushAll(0);
         if (res != CUPTI_SUCCESS)
             report_error(res, AT_FLUSH);
+        pool_fill(POOL_TARGET); /* returned buffers come back; new ones are made here only */
         drain();
         emit_clock();
+        emit_pool();
         emit_stats(REC_STATS);
         chunk_flush();
     }
@@ -456,6 +573,7 @@ static int finish(void) {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     drain();
     emit_clock();
+    emit_pool();
     emit_stats(REC_BYE);
     chunk_flush_guarded();
     return 1;
@@ -521,6 +639,10 @@ static int enable_launch_callbacks(void) {
         CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
         CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
     };
+    static const CUpti_CallbackId resource_ids[] = {CUPTI_CBID_RESOURCE_CONTEXT_CREATED,
+                                                    CUPTI_CBID_RESOURCE_STREAM_CREATED};
+    if (enable_ids(CUPTI_CB_DOMAIN_RESOURCE, resource_ids, sizeof resource_ids / sizeof *resource_ids))
+        return -1;
     if ((domains & 1u) && enable_ids(CUPTI_CB_DOMAIN_DRIVER_API, driver_ids, sizeof driver_ids / sizeof *driver_ids))
         return -1;
     if ((domains & 2u) && enable_ids(CUPTI_CB_DOMAIN_RUNTIME_API, runtime_ids, sizeof runtime_ids / sizeof *runtime_ids))
@@ -536,7 +658,32 @@ static void write_hello(uint32_t version) {
     r.f[2] = RING_SLOTS;
     r.f[3] = (uint64_t)ts_callback_ok;
     r.f[4] = domains;
+    r.f[5] = (uint64_t)multi_subscribers;
+    r.f[6] = (uint64_t)(uint32_t)latency_state;
     emit(&r);
+}
+
+/* One subscriber per process, unless CUPTI 13.3+ and an r610+ driver allow several
+ * (allowMultipleSubscribers): then a program's own torch.profiler keeps working under the trace.
+ * Where the request is refused (older driver) the plain call decides, and a second subscriber
+ * meets CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, which the session says clearly. */
+
+static CUptiResult subscribe(uint32_t version) {
+#if AORTA_HAS_SUBSCRIBE_V2
+    if (version >= 130300) {
+        CUpti_SubscriberParams p;
+        memset(&p, 0, sizeof p);
+        p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+        p.allowMultipleSubscribers = 1;
+        if (cuptiSubscribe_v2(&subscriber, (CUpti_CallbackFunc)on_api, NULL, &p) == CUPTI_SUCCESS) {
+            multi_subscribers = 1;
+            return CUPTI_SUCCESS;
+        }
+    }
+#else
+    (void)version;
+#endif
+    return cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)on_api, NULL);
 }
 
 /* Called by the CUDA driver (CUDA_INJECTION64_PATH). Returns 1 on success, as the driver expects;
@@ -555,12 +702,17 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
      * "collector-activity": what CUPTI's activity tracing alone costs per launch) */
     if (dom && dom[0] >= '0' && dom[0] <= '3' && dom[1] == '\0')
         domains = (unsigned)(dom[0] - '0');
+    /* AORTA_CUPTI_KINDS=kernel: kernel records only, no memcpy/memset activity (a cost probe) */
+    const char *kinds_env = getenv("AORTA_CUPTI_KINDS");
+    kernels_only = kinds_env && strcmp(kinds_env, "kernel") == 0;
     if (!path)
         return 1;
     /* O_NONBLOCK: the session opened the read end first; if it is gone this fails at once */
     out_fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (out_fd < 0)
         return 1;
+    /* the first buffers, before any kernel (the driver's cuInit: no launch waits on this) */
+    pool_fill(POOL_TARGET / 2);
     ring = aligned_alloc(64, sizeof(slot_t) * RING_SLOTS);
     if (!ring) {
         close(out_fd);
@@ -575,7 +727,21 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
 #if AORTA_HAS_TS_CALLBACK
     ts_callback_ok = cuptiActivityRegisterTimestampCallback(monotonic_timestamp) == CUPTI_SUCCESS;
 #endif
-    CUptiResult res = cuptiSubscribe(&subscriber, (CUpti_CallbackFunc)on_api, NULL);
+    CUptiResult res = subscribe(version);
+    if (res == CUPTI_SUCCESS) {
+        /* before any activity is enabled, and before the first kernel: queued/submitted in every
+         * kernel record. A CUPTI without it still traces; the parts it cannot give are said. */
+#if AORTA_HAS_LATENCY_TS
+        /* AORTA_CUPTI_LATENCY=0 leaves them off (benchmarks/trace_perturbation.py: their cost) */
+        const char *lat_env = getenv("AORTA_CUPTI_LATENCY");
+        CUptiResult lat = (lat_env && lat_env[0] == '0') ? CUPTI_ERROR_NOT_SUPPORTED
+                                                         : cuptiActivityEnableLatencyTimestamps(1);
+        latency_state = lat == CUPTI_SUCCESS ? 1 : (int)lat; /* in HELLO and POOL: no error record,
+                                                                the start times still come */
+#else
+        latency_state = 22; /* CUPTI_ERROR_NOT_SUPPORTED: the headers have no such call */
+#endif
+    }
     if (res != CUPTI_SUCCESS) {
         /* e.g. CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: another tool got there first */
         report_error(res, AT_SUBSCRIBE);
@@ -584,8 +750,8 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
         if (res != CUPTI_SUCCESS)
             report_error(res, AT_REGISTER);
         else if ((res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS ||
-                 (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)) != CUPTI_SUCCESS ||
-                 (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET)) != CUPTI_SUCCESS)
+                 (!kernels_only && (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)) != CUPTI_SUCCESS) ||
+                 (!kernels_only && (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET)) != CUPTI_SUCCESS))
             report_error(res, AT_ACTIVITY);
         else
             atomic_store(&active, 1);

@@ -26,6 +26,16 @@ callback (time, thread, stream), and ``launch`` itself (count and interval per s
 from the callbacks (``on_launches``). ``"cross-check"`` keeps both and joins through eBPF as
 before, counting the callbacks per stream beside the eBPF launches.
 
+**Launches from the activity records alone** (``launches="activity"``, the default of a traced
+command, issue 34): no launch callback and no launch uprobe. Every kernel record carries CUPTI's
+latency timestamps (``queued``, ``submitted``: device/latency.py); a kernel's launch is its
+``queued`` time, its stream the handle that the collector's stream-creation callback mapped its
+CUPTI stream id to (the CUPTI id itself where none did). launch -> start is then queued -> start:
+the host part before ``queued`` is not seen (no entry time), and says so.
+
+Every mode also splits launch -> start into host / push / GPU queue (``launch_host``,
+``launch_push``, ``launch_gpu_queue``) wherever the latency timestamps are known.
+
 Metrics (all keyed by the eBPF stream handle, so they sit beside ``cuda.launch``):
 ``launch_to_start`` (eBPF launch entry -> kernel start; for a graph, its first kernel),
 ``kernel_duration`` (start -> end of every kernel), ``queued`` (kernels launched on the stream
@@ -41,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from aorta_tui.trace.device.latency import StreamMap, kernel_columns, split, to_host_clock
 from aorta_tui.trace.device.records import DTYPE, INSIDE_CALL_DOMAINS, Parsed, Rec, describe_error
 
 JOIN_WINDOW_NS = 50_000_000  # a launch call's callback and its uprobe are never further apart
@@ -54,7 +65,7 @@ Emit = Callable[[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 # emit(metric name, ts, pid, key, value): values in ns (counts for ``queued``)
 OnLaunches = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 # on_launches(ts, pid, tid, stream): launches seen by the collector (launches="collector")
-LAUNCH_SOURCES = ("ebpf", "collector", "cross-check")
+LAUNCH_SOURCES = ("ebpf", "collector", "cross-check", "activity")
 
 
 def _empty_u() -> np.ndarray:
@@ -115,8 +126,10 @@ class _Waiting:
     end: np.ndarray = field(default_factory=_empty_u)
     device: np.ndarray = field(default_factory=_empty_u)
     first: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
+    queued: np.ndarray = field(default_factory=_empty_u)  # host clock, 0 unknown
+    submitted: np.ndarray = field(default_factory=_empty_u)
 
-    COLS = ("pid", "tid", "t", "domain", "corr", "start", "end", "device", "first")
+    COLS = ("pid", "tid", "t", "domain", "corr", "start", "end", "device", "first", "queued", "submitted")
 
     def extend(self, **cols: np.ndarray) -> None:
         for name in self.COLS:
@@ -190,6 +203,7 @@ class ProcessStats:
     stats: dict[str, int] = field(default_factory=dict)
     exited_cleanly: bool = False
     errors: list[str] = field(default_factory=list)
+    pool: dict[str, int] = field(default_factory=dict)  # the activity buffer pool (POOL records)
 
 
 STATS_FIELDS = ("launch_callbacks", "dropped_ring", "dropped_pipe", "dropped_cupti",
@@ -229,7 +243,9 @@ class DispatchJoin:
             ("ebpf_launches", "launches_with_device_record", "kernels", "kernels_joined",
              "kernels_without_callback", "callbacks_without_kernel", "device_launches_without_ebpf",
              "ebpf_taken_twice", "negative_launch_to_start", "malformed_records", "memcpy", "memset",
-             "launches_before_trace", "kernels_before_trace", "collector_launches"), 0)
+             "launches_before_trace", "kernels_before_trace", "collector_launches",
+             "activity_launches", "latency_unknown", "stream_unmapped", "negative_part"), 0)
+        self.streams = StreamMap()
         self._started_ns: int | None = None  # launches before this had no uprobes attached
         self._before_corr: dict[int, int] = {}  # per pid: highest correlation id launched before
         self.per_stream: dict[int, dict[str, int]] = {}
@@ -295,7 +311,10 @@ class DispatchJoin:
             cbs = self._callbacks.setdefault(pid, _Callbacks())
             cbs.add(sel[:, 1], sel[:, 0], sel[:, 2], sel[:, 4] >> 32, sel[:, 3])
             self._drop_before(pid, cbs)
+        self.streams.add(parsed.of(Rec.STREAM))
         kernels = parsed.of(Rec.KERNEL)
+        if len(parsed.of(Rec.KERNEL_LAT)):
+            kernels = np.concatenate([kernels, parsed.of(Rec.KERNEL_LAT)])
         self.counts["memcpy"] += len(parsed.of(Rec.MEMCPY))
         self.counts["memset"] += len(parsed.of(Rec.MEMSET))
         if len(kernels):
@@ -333,8 +352,13 @@ class DispatchJoin:
             self.procs.setdefault(int(r["pid"]), ProcessStats()).hello = {
                 ("rocprofiler_sdk_version" if self.source == "rocprofiler" else "cupti_version"): f[0],
                 "flush_ms": f[1], "ring_slots": f[2],
-                "timestamp_callback": f[3], "domains": f[4]}
+                "timestamp_callback": f[3], "domains": f[4], "multiple_subscribers": f[5],
+                "latency_timestamps": f[6]}
             self.clock.timestamp_callback = bool(f[3])
+        for r in parsed.of(Rec.POOL):
+            f = r["f"].tolist()
+            self.procs.setdefault(int(r["pid"]), ProcessStats()).pool = {
+                "buffers_refused": f[0], "buffers_ready": f[1], "buffer_bytes": f[2], "latency_timestamps": f[3]}
         clk = parsed.of(Rec.CLOCK)
         if len(clk):
             f = clk["f"].astype(np.int64)
@@ -359,13 +383,19 @@ class DispatchJoin:
         self._gpu_idle(start, end, device, kernels["pid"].astype(np.int64))
 
     def _kernels(self, kernels: np.ndarray, retry_count: int = 0) -> None:
+        if self.launches == "activity":
+            self._activity_kernels(kernels)
+            return
         f, start, end, device = self._device_times(kernels)
+        cols = kernel_columns(kernels)
+        offset = self.clock.offset_ns or 0
+        queued, submitted = to_host_clock(cols.queued, offset), to_host_clock(cols.submitted, offset)
         pids = kernels["pid"].astype(np.int64)
         is_retry = np.arange(len(kernels)) < retry_count
         for pid in np.unique(pids).tolist():
             sel = pids == pid
             cbs = self._callbacks.get(pid)
-            corr, graph = f[sel, 0], f[sel, 5]
+            corr, graph = cols.corr[sel], cols.graph[sel]
             if cbs is None or len(cbs.corr) == 0:
                 hit = np.zeros(int(sel.sum()), dtype=bool)
             else:
@@ -392,7 +422,8 @@ class DispatchJoin:
             claimed[h_idx[h_graph == 0]] = True  # a plain kernel's callback is done with
             d = {"pid": np.full(len(h_idx), pid, dtype=np.int64), "tid": cbs.tid[h_idx], "t": cbs.t[h_idx],
                  "domain": cbs.domain[h_idx], "corr": h_corr, "start": start[sel][hit],
-                 "end": end[sel][hit], "device": device[sel][hit], "first": first}
+                 "end": end[sel][hit], "device": device[sel][hit], "first": first,
+                 "queued": queued[sel][hit], "submitted": submitted[sel][hit]}
             if self.launches == "collector":
                 # the callback is the launch: its own time, thread and stream (link 2 is moot)
                 self._emit_joined(d, np.ones(len(h_idx), dtype=bool), cbs.stream[h_idx], cbs.t[h_idx])
@@ -452,7 +483,7 @@ class DispatchJoin:
 
     def _emit_joined(self, d: dict[str, np.ndarray], ok: np.ndarray, stream: np.ndarray,
                      launch_ts: np.ndarray) -> None:
-        if len(self._lag_samples) < 100_000 and self.launches != "collector":
+        if len(self._lag_samples) < 100_000 and self.launches not in ("collector", "activity"):
             self._lag_samples += (d["t"][ok] - launch_ts[ok]).tolist()[:100_000]
         if len(self.samples) < 200:
             for i in np.flatnonzero(ok)[: 200 - len(self.samples)].tolist():
@@ -472,6 +503,83 @@ class DispatchJoin:
             self.per_stream.setdefault(int(st), {"launches": 0, "with_device_record": 0})["with_device_record"] += int(c)
         self.emit("launch_to_start", lts_f, pid_f, s_f, delay)
         self._queued(lts_f, pid_f, s_f, start_f)
+        self._emit_parts(lts_f, d["queued"][ok][first], d["submitted"][ok][first], start_f, pid_f, s_f,
+                         entry_known=True)
+
+    def _emit_parts(self, lts: np.ndarray, queued: np.ndarray, submitted: np.ndarray, start: np.ndarray,
+                    pid: np.ndarray, stream: np.ndarray, *, entry_known: bool) -> None:
+        """host / push / GPU queue of each launch whose latency timestamps are known."""
+        parts = split(lts if entry_known else None, queued, submitted, start)
+        self.counts["latency_unknown"] += int((~parts.known).sum())
+        k = parts.known
+        if not k.any():
+            return
+        ts, p, s = lts[k], pid[k], stream[k]
+        values = [("launch_push", parts.push), ("launch_gpu_queue", parts.gpu_queue)]
+        if parts.host is not None:
+            values.insert(0, ("launch_host", parts.host))
+        for name, v in values:
+            # a negative part is a clock step between CUPTI and the entry clock: counted, kept
+            self.counts["negative_part"] += int((v < 0).sum())
+            self.emit(name, ts, p, s, v)
+
+    def _activity_kernels(self, kernels: np.ndarray) -> None:
+        """Default mode: the kernel record is the launch (its queued time, its stream)."""
+        f, start, end, device = self._device_times(kernels)
+        cols = kernel_columns(kernels)
+        offset = self.clock.offset_ns or 0
+        queued, submitted = to_host_clock(cols.queued, offset), to_host_clock(cols.submitted, offset)
+        pids = kernels["pid"].astype(np.int64)
+        for pid in np.unique(pids).tolist():
+            sel = np.flatnonzero(pids == pid)
+            first = np.ones(len(sel), dtype=bool)
+            for i in np.flatnonzero(cols.graph[sel] != 0).tolist():  # a graph starts at its first kernel
+                key = (pid, int(cols.corr[sel][i]))
+                first[i] = key not in self._graph_first_seen
+                self._graph_first_seen.add(key)
+            stream, unmapped = self.streams.keys(pid, f[sel, 4])
+            self.counts["stream_unmapped"] += unmapped
+            # a kernel with no queued time is still a launch: counted at its start
+            lts = np.where(queued[sel] > 0, queued[sel], start[sel])
+            if self._started_ns is not None:
+                early = lts < self._started_ns
+                self.counts["kernels_before_trace"] += int(early.sum())
+                first &= ~early
+            d = {"pid": np.full(len(sel), pid, dtype=np.int64), "tid": np.zeros(len(sel), dtype=np.int64),
+                 "t": lts, "domain": np.zeros(len(sel), dtype=np.int64), "corr": cols.corr[sel],
+                 "start": start[sel], "end": end[sel], "device": device[sel], "first": first,
+                 "queued": queued[sel], "submitted": submitted[sel]}
+            self._activity_launches(pid, lts[first], stream[first])
+            self._emit_activity(d, stream)
+
+    def _activity_launches(self, pid: int, lts: np.ndarray, stream: np.ndarray) -> None:
+        self.counts["activity_launches"] += int(len(lts))
+        for st, c in zip(*np.unique(stream, return_counts=True), strict=True):
+            self.per_stream.setdefault(int(st), {"launches": 0, "with_device_record": 0})["launches"] += int(c)
+        if self.on_launches is not None and len(lts):
+            self.on_launches(lts, np.full(len(lts), pid, dtype=np.int64), np.zeros(len(lts), dtype=np.int64), stream)
+
+    def _emit_activity(self, d: dict[str, np.ndarray], stream: np.ndarray) -> None:
+        """queued -> start as launch -> start (only where queued is known), and the two parts."""
+        pid, start, end, first = d["pid"], d["start"], d["end"], d["first"]
+        self.counts["kernels_joined"] += int(len(start))
+        self.emit("kernel_duration", start, pid, stream, end - start)
+        lat = first & (d["queued"] > 0)
+        self.counts["latency_unknown"] += int((first & ~lat).sum())
+        lts, s_f, start_f, pid_f = d["queued"][lat], stream[lat], start[lat], pid[lat]
+        delay = start_f - lts
+        self.counts["negative_launch_to_start"] += int((delay < 0).sum())
+        self.counts["launches_with_device_record"] += int(len(s_f))
+        for st, c in zip(*np.unique(s_f, return_counts=True), strict=True):
+            self.per_stream.setdefault(int(st), {"launches": 0, "with_device_record": 0})["with_device_record"] += int(c)
+        self.emit("launch_to_start", lts, pid_f, s_f, delay)
+        self._queued(lts, pid_f, s_f, start_f)
+        parts = split(None, lts, d["submitted"][lat], start_f)
+        self.counts["latency_unknown"] += int((~parts.known).sum())
+        k = parts.known
+        if k.any():
+            self.emit("launch_push", lts[k], pid_f[k], s_f[k], parts.push)
+            self.emit("launch_gpu_queue", lts[k], pid_f[k], s_f[k], parts.gpu_queue)
 
     # -- derived metrics ------------------------------------------------------------------------
     def _queued(self, lts: np.ndarray, pid: np.ndarray, stream: np.ndarray, start: np.ndarray) -> None:
@@ -557,14 +665,18 @@ class DispatchJoin:
             "per_stream": {hex(s & 0xFFFFFFFFFFFFFFFF): v for s, v in sorted(self.per_stream.items())},
             "clock": self.clock.to_dict(),
             "processes": {str(p): {"hello": ps.hello, "stats": ps.stats, "exited_cleanly": ps.exited_cleanly,
+                                   "buffer_pool": ps.pool,
                                    "kernel_records": self.kernels_per_pid.get(p, 0),
                                    "errors": ps.errors} for p, ps in sorted(self.procs.items())},
-            "callback_minus_ebpf_ns": (_quantiles(self._lag_samples) if self.launches != "collector" else
+            "callback_minus_ebpf_ns": (_quantiles(self._lag_samples) if self.launches not in ("collector", "activity") else
                                        {"n": 0, "p1": None, "p50": None, "p99": None,
                                         "reason": "no eBPF launch uprobe (launches from the collector)"}),
             "samples": self.samples[:50],
             "launches_from": self.launches,
-            "join": ("kernel->launch callback by correlation id; the callback is the launch (its "
+            "streams_mapped": len(self.streams), "stream_id_lookups_refused": self.streams.refused,
+            "join": ("none: each kernel record is its launch (queued time; stream handle from the "
+                     "stream-creation callback)" if self.launches == "activity" else
+                     "kernel->launch callback by correlation id; the callback is the launch (its "
                      "time, thread and stream); never by order" if self.launches == "collector" else
                      "kernel->launch callback by correlation id; callback->eBPF launch by thread "
                      f"and nesting (within {JOIN_WINDOW_NS // 1_000_000} ms); never by order"),

@@ -22,7 +22,8 @@ assert DTYPE.itemsize == RECORD_BYTES
 
 
 class Rec(IntEnum):
-    HELLO = 1  # f0 CUPTI version, f1 flush period ms, f2 ring slots, f3 timestamp callback, f4 domains
+    HELLO = 1  # f0 CUPTI version, f1 flush period ms, f2 ring slots, f3 timestamp callback, f4 domains,
+    #           f5 multiple subscribers allowed, f6 latency timestamps (1, or a CUptiResult)
     CLOCK = 2  # f0 CLOCK_MONOTONIC before, f1 cuptiGetTimestamp, f2 CLOCK_MONOTONIC after
     LAUNCH = 3  # f0 tid, f1 correlation id, f2 CLOCK_MONOTONIC at the callback, f3 stream, f4 cbid|domain<<32
     KERNEL = 4  # f0 correlation id, f1 start, f2 end, f3 device|context<<32, f4 CUPTI stream id, f5 graph id
@@ -32,6 +33,12 @@ class Rec(IntEnum):
     #           records, f5 buffers, f6 dropped (staging)
     ERROR = 8  # f0 CUptiResult, f1 where
     BYE = 9  # as STATS, from the exit handler
+    KERNEL_LAT = 10  # f0 correlation id|graph id<<32, f1 start, f2 end, f3 device|context<<32,
+    #                  f4 CUPTI stream id, f5 queued, f6 submitted (CUPTI clock; 0 unknown)
+    STREAM = 11  # f0 CUPTI stream id (2**64-1: lookup refused), f1 stream handle, f2 context id,
+    #              f3 CUptiResult of cuptiGetStreamIdEx
+    POOL = 12  # f0 buffer requests refused (pool empty), f1 buffers ready, f2 buffer bytes,
+    #            f3 latency timestamps: 1 on, else the CUptiResult that refused them
 
 
 DOMAIN_DRIVER = 1  # CUPTI_CB_DOMAIN_DRIVER_API (cupti_callbacks.h)
@@ -52,6 +59,8 @@ DRIVER_LAUNCH_CBIDS = {
 
 ERROR_WHERE = {1: "cuptiSubscribe", 2: "cuptiEnableCallback", 3: "cuptiActivityEnable",
                4: "cuptiActivityRegisterCallbacks", 5: "cuptiActivityFlushAll", 6: "opening the FIFO",
+               7: "cuptiActivityEnableLatencyTimestamps", 8: "enabling the resource callbacks",
+               9: "cuptiGetStreamIdEx",
                # rocprof_collector.c (codes 11 and up: rocprofiler_status_t, not CUptiResult)
                11: "rocprofiler_create_context", 12: "rocprofiler_create_buffer",
                13: "configuring kernel-dispatch tracing", 14: "configuring HIP API tracing",

@@ -57,6 +57,11 @@ enum {
                        (rocprofiler drop_count), f4 device records, f5 buffers, f6 dropped (staging) */
     REC_ERROR = 8,  /* f0 rocprofiler_status_t, f1 where (enum below) */
     REC_BYE = 9,    /* as STATS, written by the finalizer */
+    /* the CUPTI collector's latency-timestamp kernel, stream and buffer-pool records share the
+       numbering (records.py Rec); not written here */
+    REC_KERNEL_LAT = 10,
+    REC_STREAM = 11,
+    REC_POOL = 12,
 };
 #define DOMAIN_HIP 3 /* records.py DOMAIN_HIP: beside CUPTI's driver (1) and runtime (2) */
 /* where: 6 is shared with the CUPTI side (records.py ERROR_WHERE) */
@@ -94,8 +99,10 @@ int main(void) {
            sizeof(uint32_t), offsetof(aorta_rec, f), sizeof(((aorta_rec *)0)->f), REC_MAGIC, REC_VERSION,
            DOMAIN_HIP);
     printf("\"types\": {\"HELLO\": %d, \"CLOCK\": %d, \"LAUNCH\": %d, \"KERNEL\": %d, \"MEMCPY\": %d, "
-           "\"MEMSET\": %d, \"STATS\": %d, \"ERROR\": %d, \"BYE\": %d}, ",
-           REC_HELLO, REC_CLOCK, REC_LAUNCH, REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_STATS, REC_ERROR, REC_BYE);
+           "\"MEMSET\": %d, \"STATS\": %d, \"ERROR\": %d, \"BYE\": %d, \"KERNEL_LAT\": %d, "
+           "\"STREAM\": %d, \"POOL\": %d}, ",
+           REC_HELLO, REC_CLOCK, REC_LAUNCH, REC_KERNEL, REC_MEMCPY, REC_MEMSET, REC_STATS, REC_ERROR, REC_BYE,
+           REC_KERNEL_LAT, REC_STREAM, REC_POOL);
     printf("\"where\": {\"%d\": \"fifo\", \"%d\": \"rocprofiler_create_context\", \"%d\": "
            "\"rocprofiler_create_buffer\", \"%d\": \"kernel dispatch\", \"%d\": \"hip api\", \"%d\": "
            "\"memory copy\", \"%d\": \"callback thread\", \"%d\": \"rocprofiler_start_context\", \"%d\": "

@@ -73,6 +73,34 @@ DEVICE_METRICS = (
         probe_type="cupti",
         probe_hits=0,
     ),
+    # launch -> start in three parts that add up (issue 34; device/latency.py): CUPTI's latency
+    # timestamps `queued` and `submitted` of every kernel record
+    Metric(
+        "launch_host",
+        "duration",
+        "host part: launch call entry -> queued (the launch written into the command buffer, CUPTI "
+        "latency timestamp); only where an entry time is known (eBPF uprobe or launch callback)",
+        key_name="stream",
+        probe_type="cupti",
+        probe_hits=0,
+    ),
+    Metric(
+        "launch_push",
+        "duration",
+        "push part: queued -> submitted (the command buffer handed to the GPU; CUPTI latency timestamps)",
+        key_name="stream",
+        probe_type="cupti",
+        probe_hits=0,
+    ),
+    Metric(
+        "launch_gpu_queue",
+        "duration",
+        "GPU queue part: submitted -> kernel start (the hardware's queue; a long kernel ahead on the "
+        "stream waits here)",
+        key_name="stream",
+        probe_type="cupti",
+        probe_hits=0,
+    ),
     Metric(
         "gpu_idle",
         "duration",

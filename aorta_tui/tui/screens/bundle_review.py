@@ -23,7 +23,6 @@ from textual.widgets import DataTable, Static
 
 from aorta_tui.core.errors import AortaError
 from aorta_tui.tui.screens.dialogs import escape
-from aorta_tui.tui.sudo import give_to_invoking_user
 
 
 @dataclass(frozen=True)
@@ -148,7 +147,6 @@ class BundleReviewScreen(ModalScreen[None]):
         except (AortaError, OSError) as exc:
             self.post_message(self.Written(None, error=_said(exc)))
             return
-        give_to_invoking_user(self.output)
         t = manifest["totals"]
         self.post_message(self.Written(
             f"wrote {self.output}: {t['files']} files ({t['redacted_files']} redacted, "

@@ -3,6 +3,8 @@ warnings a run or a comparison reported (the header only counts them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -23,17 +25,31 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape,q", "answer(False)", "No"),
     ]
 
-    def __init__(self, question: str, detail: str = "") -> None:
+    def __init__(self, question: str, detail: str | Callable[[], str] = "") -> None:
+        """``detail``: text, or a function read again twice a second while the question is
+        open (a count of trials left must not go stale while the run goes on)."""
         super().__init__()
         self._question = question
-        self._detail = detail
+        self._detail_of = detail if callable(detail) else None
+        self._detail = detail() if callable(detail) else detail
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
             yield Static(f"[b]{self._question}[/b]", id="confirm-question")
-            if self._detail:
+            if self._detail or self._detail_of is not None:
                 yield Static(self._detail, id="confirm-detail")
             yield Static("[b]y[/b] yes    [b]n[/b] / [b]esc[/b] no", id="confirm-keys")
+
+    def on_mount(self) -> None:
+        if self._detail_of is not None:
+            self.set_interval(0.5, self._refresh_detail)
+
+    def _refresh_detail(self) -> None:
+        assert self._detail_of is not None
+        detail = self._detail_of()
+        if detail != self._detail:
+            self._detail = detail
+            self.query_one("#confirm-detail", Static).update(detail)
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)

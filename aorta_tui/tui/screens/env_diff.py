@@ -87,12 +87,14 @@ class EnvDiffScreen(AortaScreen):
     MAIN_WIDGET = "#diff-table"
     BINDINGS = [
         Binding("escape", "focus_main", "Leave field", show=False),
+        # the footer holds these at 80 columns whole; n/s/i (the rank toggles, named on the
+        # screen's rank line) are in `?`, the palette and docs/tui.md
         Binding("d", "diff", "Diff"),
-        Binding("o", "pick", "Pick snapshots"),
+        Binding("o", "pick", "Pick"),
         Binding("slash", "search", "Search", key_display="/"),
-        Binding("n", "toggle_rank('numerics')", "Numerics"),
-        Binding("s", "toggle_rank('scheduling')", "Scheduling"),
-        Binding("i", "toggle_rank('informational')", "Info"),
+        Binding("n", "toggle_rank('numerics')", "Numerics", show=False),
+        Binding("s", "toggle_rank('scheduling')", "Scheduling", show=False),
+        Binding("i", "toggle_rank('informational')", "Info", show=False),
         Binding("v", "toggle_volatile", "Volatile"),
         Binding("p", "provenance", "Provenance"),
     ]
@@ -328,7 +330,9 @@ _SKIP_DIRS = {"node_modules", "__pycache__", "site-packages"}
 
 def find_snapshots(cwd: Path, output_dir: Path, limit: int = 200) -> list[Path]:
     """JSON files nearby, which may be snapshots: every ``*.json`` here and one directory
-    down (not hidden ones), and the env/ snapshots inside runs. None is opened here."""
+    down (not hidden ones), and the env/ snapshots inside runs. None is parsed here; the
+    tool's own other files (queue results, policy reports: their first bytes say so) are left
+    out."""
     found: list[Path] = sorted(cwd.glob("*.json"))
     try:
         subdirs = sorted(d for d in cwd.iterdir() if d.is_dir() and not d.name.startswith(".")
@@ -346,10 +350,14 @@ def find_snapshots(cwd: Path, output_dir: Path, limit: int = 200) -> list[Path]:
     if output_dir.is_dir():
         found.extend(sorted(output_dir.glob("*/*/env/*.json"), reverse=True))
         found.extend(sorted(output_dir.glob("*/*/host_env.json"), reverse=True))
+    from aorta_tui.envsnap.schema import other_kind_of_file
+
     seen: set[Path] = set()
     unique = []
     for path in found:
-        if path not in seen:
-            seen.add(path)
+        if path in seen:
+            continue
+        seen.add(path)
+        if other_kind_of_file(path) is None:  # a queue result or policy report is no snapshot
             unique.append(path)
     return unique[:limit]

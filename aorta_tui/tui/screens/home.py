@@ -223,4 +223,5 @@ def _journal_signature(output_dir: Path, journal: str) -> tuple[tuple[str, int, 
 def _fmt_time(ts: float | None) -> str:
     if not ts:
         return "—"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+    # the run id beside it carries the year: the column fits 80 columns whole (issue 38)
+    return time.strftime("%m-%d %H:%M", time.localtime(ts))

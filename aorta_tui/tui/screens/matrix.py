@@ -24,7 +24,6 @@ from aorta_tui.tui.screens.bundle_review import BundleReviewScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen, tail_text, trial_facts
-from aorta_tui.tui.sudo import give_to_invoking_user
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid, confound_legend
 
 REDRAW_S = 0.25  # the grid redraws at most 4 times a second however fast trials finish
@@ -44,14 +43,16 @@ class MatrixScreen(EngineBridge, AortaScreen):
     MAIN_WIDGET = "#matrix-grid"
     BINDINGS = [
         Binding("escape", "focus_main", "Leave field", show=False),
+        # the footer holds these at 80 columns whole; w (the summary says "N warnings (w)")
+        # and E are in `?`, the palette and docs/tui.md
         Binding("o", "open_run", "Open run"),
         Binding("enter", "detail", "Trial detail"),
-        Binding("l", "logs", "Trial logs"),
-        Binding("c", "cancel_run", "Cancel run"),
-        Binding("w", "warnings", "Warnings"),
+        Binding("l", "logs", "Logs"),
+        Binding("c", "cancel_run", "Cancel"),
+        Binding("w", "warnings", "Warnings", show=False),
         Binding("R", "resume_run", "Resume"),
         Binding("E", "diff_env", "Diff the run's env snapshots", show=False),
-        Binding("b", "bundle", "Bundle review"),
+        Binding("b", "bundle", "Bundle"),
     ]
 
     def __init__(self) -> None:
@@ -103,6 +104,8 @@ class MatrixScreen(EngineBridge, AortaScreen):
         if not (self.run_dir / "journal.jsonl").exists() and not self.run_dir.is_dir():
             self.notify(f"{run_dir} is not a run directory (no journal.jsonl)", severity="error")
             return
+        if self.run_dir not in self.aorta.opened_runs:
+            self.aorta.opened_runs.append(self.run_dir)
         self.state = MatrixState.for_run(self.run_dir)
         self.events_seen = 0
         self.sub_title = self.display_path(self.run_dir)
@@ -153,7 +156,6 @@ class MatrixScreen(EngineBridge, AortaScreen):
 
     def _on_run_finished(self) -> None:
         assert self.state is not None and self.run_dir is not None
-        give_to_invoking_user(self.run_dir, recursive=True)
         failing = self.state.count("fail") + self.state.count("error")
         self.notify(
             f"run {self.state.status}: {self.state.done}/{self.state.total} trials, {failing} failed or errored",
@@ -299,12 +301,13 @@ class MatrixScreen(EngineBridge, AortaScreen):
             if yes:
                 self.run_worker(cancel, thread=True, exit_on_error=False, name="cancel run")
 
-        left = (self.state.total - self.state.done) if self.state is not None and self.state.total else None
-        self.app.push_screen(ConfirmScreen(
-            f"Cancel the sweep {run_dir.name}?",
-            "The running trial is stopped; " + (f"{left} trial(s) stay undone; " if left else "")
-            + "R resumes the run later.",
-        ), answered)
+        def detail() -> str:  # read again while the question is open: trials keep finishing
+            state = self.state
+            left = (state.total - state.done) if state is not None and state.total else None
+            return ("The running trial is stopped; " + (f"{left} trial(s) stay undone; " if left
+                                                        else "") + "R resumes the run later.")
+
+        self.app.push_screen(ConfirmScreen(f"Cancel the sweep {run_dir.name}?", detail), answered)
 
     def action_warnings(self) -> None:
         warnings = self.state.warnings if self.state is not None else []

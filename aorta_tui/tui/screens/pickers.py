@@ -66,12 +66,19 @@ class PathPicker(ModalScreen[list[Path] | None]):
         options = self.query_one("#picker-list", OptionList)
         options.clear_options()
         if self._shown:
-            options.add_options([Option(escape(self._labels[i]), id=str(i)) for i in self._shown])
+            width = self._label_width()
+            options.add_options([Option(escape(fit_path(self._labels[i], width)), id=str(i))
+                                 for i in self._shown])
             options.highlighted = 0
         elif self._candidates:
             options.add_option(Option("(no listed file matches: enter takes the typed path)", disabled=True))
         else:
             options.add_option(Option("(nothing found nearby: type a path above)", disabled=True))
+
+    def _label_width(self) -> int:
+        """Columns an entry has on one line: the box (96% of the screen, at most 120: the
+        stylesheet's #picker), less its border, the list's border and padding."""
+        return max(20, min(int(self.app.size.width * 0.96), 120) - 8)
 
     def highlighted(self) -> Path | None:
         options = self.query_one("#picker-list", OptionList)
@@ -161,3 +168,20 @@ def _same(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
     except (OSError, RuntimeError):
         return a == b
+
+
+def fit_path(label: str, width: int) -> str:
+    """``label`` on one line of ``width``: a longer path keeps its first folder and its last
+    two parts (the run's env/ and the file name) whole, with "…" for the middle, instead of
+    wrapping in the middle of a name (``host_env.jso`` / ``n`` at 80 columns)."""
+    if len(label) <= width:
+        return label
+    parts = label.split("/")
+    tail = "/".join(parts[-2:]) if len(parts) > 2 else parts[-1]
+    head = parts[0] + "/" if len(parts) > 3 else ""
+    fitted = f"{head}…/{tail}"
+    if len(fitted) <= width:  # as much of the middle as fits, from its end
+        room = width - len(fitted)
+        middle = "/".join(parts[1:-2]) if len(parts) > 3 else ""
+        return f"{head}…{middle[len(middle) - room:] if room else ''}/{tail}" if middle else fitted
+    return "…" + label[len(label) - width + 1:]

@@ -28,7 +28,6 @@ from aorta_tui.tui.recipe_files import find_recipes, new_file_problem, read_reci
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen
 from aorta_tui.tui.screens.pickers import PathPicker
-from aorta_tui.tui.sudo import give_to_invoking_user
 
 CHECK_DELAY_S = 0.3  # validate this long after the last keystroke
 
@@ -116,11 +115,12 @@ class RecipeEditorScreen(AortaScreen):
         Binding("e", "edit", "Edit"),  # only reached while not editing (then it is text)
         Binding("enter", "edit", "Edit", show=False),
         Binding("ctrl+e", "edit", "Edit", show=False),  # from the issues or the plan
-        Binding("escape", "escape", "Stop editing", priority=True),
+        Binding("escape", "escape", "View", priority=True),  # stop editing: viewing mode
         Binding("ctrl+s", "save", "Save", priority=True),
         Binding("ctrl+o", "open", "Open", priority=True),
         Binding("ctrl+l", "launch", "Launch", priority=True),
-        Binding("ctrl+r", "reload", "Reload", priority=True),
+        # out of the footer (80 columns): the "changed on disk" message names it when it applies
+        Binding("ctrl+r", "reload", "Reload", priority=True, show=False),
     ]
 
     def __init__(self) -> None:
@@ -338,7 +338,6 @@ class RecipeEditorScreen(AortaScreen):
         if self.new_file:
             self.new_file = False
             self._start_watch(self.path)
-        give_to_invoking_user(self.path)
         self._show_file_line()
         self.notify(f"saved {self.path}")
         return True

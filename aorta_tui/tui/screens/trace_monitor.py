@@ -45,6 +45,8 @@ RATE_HISTORY = 120
 # The monitor's own metric, when the trace engine streams it: submit -> dispatch (launch call
 # entry -> kernel start on the GPU). Shown first until the user picks another with m.
 PREFERRED_METRIC_SUFFIX = ".launch_to_start"
+# launch -> start = host + push + GPU queue (aorta_tui/trace/device/latency.py)
+LAUNCH_PARTS = ("launch_host", "launch_push", "launch_gpu_queue")
 # The probe set selected at start: the first of these that can attach here.
 PREFERRED_PROBE_SETS = ("cuda", "hip", "amdgpu", "drm_sched", "ioctl")
 UNAVAILABLE_MARK = " ✗"
@@ -336,19 +338,45 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         pct = snap.percentiles
         cost = snap.observer_cost or {}
         cost_text = _observer_cost_text(cost)
+        narrow = self.has_class("-narrow")
+        lost = (f"lost     {snap.lost_events}" + ("  [b red]events lost[/]" if snap.lost_events else "")
+                if snap.lost_events is not None else "lost     not known yet (no in-kernel count so far)")
         lines = [
             f"events   {snap.count:,}",
             *(f"{name:<8} {fmt_latency(pct.get(name), snap.unit)}" for name in ("p50", "p90", "p99", "max")),
             f"rate     {snap.events_per_s:,.0f}/s now",
-            (f"lost     {snap.lost_events}" + ("  [b red]events lost[/]" if snap.lost_events else "")
-             if snap.lost_events is not None else "lost     not known yet (no in-kernel count so far)"),
-            f"bad line {snap.malformed_lines}",
-            f"observer {cost_text}",
+            # the pane has 9 rows at 80x24 and 12 at 160x48: lost and bad lines share a row, and
+            # narrow, the parts take one
+            f"{lost} · bad lines {snap.malformed_lines}",
+            *self._parts_lines(snap, narrow),
+            f"cost     {_short_cost(cost, narrow) if cost.get('program_cost') else cost_text}",
         ]
         self.query_one("#queue-stats", Static).update("\n".join(lines), layout=False)
         self._rates.append(float(snap.events_per_s))
         self.query_one("#queue-rate", Sparkline).data = list(self._rates)
         self._update_breakdown(snap)
+
+    def _parts_lines(self, snap: HistogramSnapshot, narrow: bool = False) -> list[str]:
+        """launch -> start split live into host / push / GPU queue (p50 of each, issue 34), shown
+        beside launch -> start and its parts; a part the trace cannot give says so."""
+        prefix, _dot, name = snap.probe_set.rpartition(".")
+        if name not in ("launch_to_start", *LAUNCH_PARTS):
+            return []
+        parts = {p: self._latest.get(f"{prefix}.{p}") for p in LAUNCH_PARTS}
+        if not any(parts.values()):
+            return []
+
+        def p50(part: str) -> str:
+            got = parts[part]
+            if got is None or not got.count:
+                return "n/a (no entry time)" if part == "launch_host" else "n/a"
+            return fmt_latency(got.percentiles.get("p50"), got.unit)
+
+        if narrow:  # one row: host|push|GPU queue, the order the wide layout names them
+            return ["h|p|q    " + "|".join(p50(p).split(" (")[0] for p in LAUNCH_PARTS)]
+        return ["split p50 of launch->start:",
+                *(f"  {label:<9} {p50(part)}" for part, label in zip(LAUNCH_PARTS, ("host", "push", "GPU queue"),
+                                                                  strict=True))]
 
     def clear_trace(self) -> None:
         """Forget everything of the previous trace: snapshots, chosen metric, rows, messages."""
@@ -527,10 +555,29 @@ def metrics_setting() -> str | None:
     return os.environ.get("AORTA_TUI_METRICS", "").strip() or None
 
 
+def _short_cost(cost: dict[str, Any], narrow: bool) -> str:
+    """The program's cost share on one row of the stats pane (the result and the CLI carry the
+    sentence with its source): the figure with its interval, or 'n/a' and, wide, why."""
+    pc = cost.get("program_cost") or {}
+    share = pc.get("share")
+    if share is None:
+        return "n/a" if narrow else f"n/a: {str(pc.get('reason', ''))[:40]}"
+    if narrow:
+        return f"≥{share:.1%} of run"
+    ci = pc.get("share_ci95")
+    ci_text = f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else ""
+    return f"≥{share:.1%}{ci_text} of run ({pc.get('added_per_launch_us', 0):.2f}µs×{pc.get('launches', 0):,})"
+
+
 def _observer_cost_text(cost: dict[str, Any]) -> str:
-    """The trace engine's observer-cost estimate, or why it has none."""
+    """What the traced program pays (issue 34: a share of its time, with its interval), else the
+    probes' own estimate, or why there is none."""
     if not cost:
         return "not available (the trace engine reported none)"
+    if cost.get("program_cost"):
+        from aorta_tui.trace.cost import share_text
+
+        return share_text(cost["program_cost"])
     per_hit = cost.get("per_hit_us")
     fraction = cost.get("cpu_fraction")
     if per_hit is None or fraction is None:

@@ -27,7 +27,8 @@ FOLLOW_S = 1.0  # the logs view checks a running trial's files this often
 
 def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
     """Markup lines: verdict, process outcome, timings, and every detection with its evidence."""
-    parts = [f"[b]{escape(view.trial_id)}[/b]  {view.state}"]
+    starting = " (starting)" if view.state == "running" and view.launching else ""
+    parts = [f"[b]{escape(view.trial_id)}[/b]  {view.state}{starting}"]
     if view.attempt > 1:
         parts.append(f"attempt {view.attempt}")
     if view.exit_code is not None:

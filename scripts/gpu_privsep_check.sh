@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Issue 33 on the GPU machine: `sudo aorta-tui trace queue --probes cuda -- python train.py` and the
+# TUI's trace monitor, run as root with the SUDO_* variables sudo sets for a real second user
+# (made here), checking that only the privileged helper and bpftrace run as root: the tool, the
+# traced training loop and the TUI run as the user.
+# Usage (device tool, carry .bt): bash scripts/gpu_privsep_check.sh   (writes under $OUT)
+# Stages and their limits (H200, 2026-12-03): install 120 s; trace_cli 240 s; tui 240 s.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/gpu-privsep-out}; mkdir -p "$OUT"
+source "$(dirname "$0")/gpu_stage.sh"
+
+# The user must be able to read the tool and run the interpreter: a copy of the tree under /opt.
+install() {
+  set -e
+  id aorta-gpu >/dev/null 2>&1 || useradd -m -s /bin/bash aorta-gpu
+  rm -rf /opt/aorta-src && cp -a . /opt/aorta-src && chmod -R a+rX /opt/aorta-src
+  cd /opt/aorta-src
+  python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >/dev/null 2>&1
+  mkdir -p /tmp/bt && for d in .bt/*.deb; do dpkg -x "$d" /tmp/bt; done
+  mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing || true
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=/tmp/bt/usr/lib/x86_64-linux-gnu:/tmp/bt/lib/x86_64-linux-gnu exec /tmp/bt/usr/bin/bpftrace "$@"\n' > /tmp/bpftrace
+  chmod 755 /tmp/bpftrace
+  mkdir -p /home/aorta-gpu/work && cat > /home/aorta-gpu/work/train.py <<'PY'
+# A real training loop: a 6-layer transformer encoder, AdamW, bf16 autocast.
+import os, sys, time, torch
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+print("train uid", os.getuid(), "euid", os.geteuid(), "pid", os.getpid(), flush=True)
+layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
+model = torch.nn.TransformerEncoder(layer, 6).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+x = torch.randn(16, 128, 512, device="cuda")
+t0 = time.perf_counter()
+for i in range(steps):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x).float().pow(2).mean()
+    loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+torch.cuda.synchronize()
+print(f"train done {steps} steps {(time.perf_counter() - t0) / steps * 1e3:.2f} ms/step", flush=True)
+PY
+  chown -R aorta-gpu: /home/aorta-gpu
+  python3 -c "import sys; print(sys.executable)"; ls -ld "$(dirname "$(python3 -c 'import sys; print(sys.executable)')")"
+}
+
+sudo_env() {  # what sudo sets for the user; the rest of the environment is root's
+  echo "SUDO_UID=$(id -u aorta-gpu) SUDO_GID=$(id -g aorta-gpu) SUDO_USER=aorta-gpu AORTA_TUI_BPFTRACE=/tmp/bpftrace"
+}
+
+# every process of the tool's tree with its uid, sampled while it runs
+watch_tree() {
+  local root=$1 out=$2
+  while kill -0 "$root" 2>/dev/null; do
+    ps -eo pid,ppid,uid,args --forest | awk -v r="$root" 'BEGIN{keep[r]=1} {if (keep[$2]||$1==r){keep[$1]=1; print}}' >> "$out"
+    echo --- >> "$out"; sleep 2
+  done
+}
+
+trace_cli() {
+  cd /home/aorta-gpu/work
+  env $(sudo_env) python3 -m aorta_tui trace queue --probes cuda -o "$OUT/trace.json" -- python3 train.py 600 &
+  local pid=$!
+  watch_tree "$pid" "$OUT/trace_tree.txt" &
+  wait "$pid"; local rc=$?
+  echo "exit $rc"
+  python3 - "$OUT/trace.json" "$OUT/trace_tree.txt" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("keys:", sorted(r)[:20])
+for name, ps in (r.get("probe_sets") or {}).items():
+    for m, v in (ps.get("metrics") or {}).items():
+        print(f"  {name}.{m}: count={v.get('count')} p50={(v.get('histogram') or {}).get('percentiles', {}).get('p50')}")
+print("observer:", json.dumps(r.get("observer_cost"))[:300])
+uids = {}
+for line in open(sys.argv[2]):
+    f = line.split(None, 3)
+    if len(f) == 4 and f[2].isdigit():
+        uids.setdefault(f[2], set()).add(f[3].strip()[:70])
+for uid, cmds in sorted(uids.items()):
+    print("uid", uid, "ran:", sorted(cmds)[:12])
+PY
+  return $rc
+}
+
+tui() {
+  cd /home/aorta-gpu/work
+  local s=aorta-gpu-tui T="tmux -L privsep"
+  $T new-session -d -s $s -x 160 -y 48 "env $(sudo_env) TERM=xterm-256color python3 -m aorta_tui"
+  sleep 8; $T send-keys -t $s 4; sleep 3; $T send-keys -t $s t; sleep 1
+  $T send-keys -t $s -l "python3 train.py 3000"; $T send-keys -t $s Enter; sleep 1
+  $T send-keys -t $s Escape; sleep 1; $T send-keys -t $s s
+  local pane; pane=$($T display-message -p -t $s '#{pane_pid}')
+  for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    sleep 5
+    ps -eo pid,ppid,uid,args --forest | awk -v r="$pane" 'BEGIN{keep[r]=1} {if (keep[$2]||$1==r){keep[$1]=1; print}}' > "$OUT/tui_tree.txt"
+    $T capture-pane -p -t $s > "$OUT/tui_pane.txt"
+    grep -q "launch" "$OUT/tui_pane.txt" && [ $i -ge 6 ] && break
+  done
+  cat "$OUT/tui_pane.txt"; echo; cat "$OUT/tui_tree.txt"
+  $T send-keys -t $s s; sleep 5; $T send-keys -t $s C-q; sleep 3; $T kill-server 2>/dev/null
+  # root may hold exactly one process of the tool's tree besides bpftrace: the helper (a fork)
+  local roots; roots=$(awk '$3 == 0' "$OUT/tui_tree.txt" | grep -vc bpftrace)
+  echo "root processes other than bpftrace: $roots (want 1, the helper)"
+  [ "$roots" = 1 ] || return 1
+  grep -q "launch" "$OUT/tui_pane.txt"
+}
+
+export -f sudo_env watch_tree
+stage install 180 install
+cd /opt/aorta-src
+stage trace_cli 300 trace_cli
+stage tui 240 tui
+summary_table
