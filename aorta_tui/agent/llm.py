@@ -153,8 +153,9 @@ def answer_text(body: bytes) -> str:
         doc = json.loads(text)
     except RecursionError:
         raise NotAProposal("its body is JSON nested too deep", body) from None
-    except ValueError as exc:
-        raise NotAProposal(f"its body is not JSON ({exc.msg} at {exc.pos})", body) from None
+    except ValueError as exc:  # JSONDecodeError, or a number past Python's digit limit
+        why = f"{exc.msg} at {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise NotAProposal(f"its body is not JSON ({why})", body) from None
     if not isinstance(doc, dict):
         raise NotAProposal(f"its body is {_json_kind(doc)}, not a chat completion object", body)
     choices = doc.get("choices")
