@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.agent.proposer import builtin_propose, cell_figures, score
+from aorta_tui.agent.proposer import Conflicts, Proposal, builtin_propose, cell_figures, score
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 
@@ -332,7 +332,8 @@ def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int
 
 
 def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
-                 tried: dict[tuple[str, ...], Any], conflicts: Any, slots: int, index: int) -> Any:
+                 tried: dict[tuple[str, ...], Any], conflicts: Conflicts, slots: int,
+                 index: int) -> Proposal:
     from aorta_tui.agent import llm
     from aorta_tui.core.atomic import atomic_write_json
 

@@ -6,12 +6,16 @@ why it picked each cell, so ``agent.md`` can say it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
 # How many of the best single mitigations the pair phase combines.
 PAIR_POOL = 4
+
+# conflicts(a, b): whether two mitigations cannot share a cell (they set one variable differently)
+Conflicts = Callable[[str, str], bool]
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ def score(cell: dict[str, Any]) -> tuple[float, float]:
 
 
 def builtin_propose(candidates: list[str], tried: dict[tuple[str, ...], dict[str, Any]],
-                    conflicts: Any, slots: int) -> Proposal:
+                    conflicts: Conflicts, slots: int) -> Proposal:
     """Up to ``slots`` new cells. ``tried`` maps every mitigation set already run to its
     figures; ``conflicts(a, b)`` says whether two mitigations cannot share a cell."""
     if slots <= 0:
