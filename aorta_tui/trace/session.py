@@ -402,7 +402,7 @@ class TraceSession:
                 )
                 self.received[mid] = st.count
 
-    def _rendered(self) -> program.Program:
+    def rendered_program(self) -> program.Program:
         """The program start() rendered: no record, tick or cost comes before it."""
         assert self.program is not None, "used before start() rendered the program"
         return self.program
@@ -411,7 +411,7 @@ class TraceSession:
         raw = self._raw
         if raw is None:  # closed by stop() since the reader looked
             return
-        names = {mid: (ps, m.name, m.kind) for mid, (ps, m) in self._rendered().metric_ids.items()}
+        names = {mid: (ps, m.name, m.kind) for mid, (ps, m) in self.rendered_program().metric_ids.items()}
         watch = getattr(self.device, "watch_mid", None)
         if watch is not None:  # the traced program's libcupti calls (key: what CUPTI returned)
             names[watch] = (self.device.probe_set, "program_cupti_call", "point")
@@ -474,7 +474,7 @@ class TraceSession:
         self._last_tick = (now, counts)
         cost = self._observer_cost()  # every set at once: computed once per tick, not per metric
         for mid, (st, s) in summaries.items():
-            ps_name = self._rendered().metric_ids[mid][0]
+            ps_name = self.rendered_program().metric_ids[mid][0]
             if s["count"] == 0 and self.stopped is False and not prev_counts.get(mid):
                 continue
             rate = (s["count"] - prev_counts.get(mid, 0)) / dt if dt > 0 else 0.0
@@ -582,7 +582,7 @@ class TraceSession:
         wall = ((self.stopped_ns or time.monotonic_ns()) - (self.started_ns or 0)) / 1e9
         cal = self.calibration or {}
         for ps, det in self._sets:
-            mids = [mid for mid, (n, _m) in self._rendered().metric_ids.items() if n == ps.name]
+            mids = [mid for mid, (n, _m) in self.rendered_program().metric_ids.items() if n == ps.name]
             hits = sum(self._records_fired(m) * self._stats[m].metric.probe_hits for m in mids)
             entry: dict[str, Any] = {"probe_hits": hits,
                                      "probe_hits_per_s": hits / wall if wall > 0 else None}
@@ -637,7 +637,7 @@ class TraceSession:
 
         wall = ((self.stopped_ns or time.monotonic_ns()) - (self.started_ns or 0)) / 1e9
         for ps, _det in self._sets:
-            launch = [mid for mid, (n, m) in self._rendered().metric_ids.items()
+            launch = [mid for mid, (n, m) in self.rendered_program().metric_ids.items()
                       if n == ps.name and m.name in ("launch", "launch_call")]
             if not launch or ps.name not in costs:
                 continue

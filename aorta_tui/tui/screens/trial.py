@@ -85,7 +85,7 @@ def timeline_facts(result: dict[str, Any] | None) -> list[str]:
     from aorta_tui.trial.timeline import timeline_lines
 
     lines = timeline_lines(result)
-    missing = {}
+    missing: dict[str, list[str]] = {}  # reason -> the marks it took
     for line in lines[1:]:
         name, sep, reason = line.strip().partition(" not available: ")
         if sep:
