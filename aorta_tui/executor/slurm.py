@@ -827,7 +827,7 @@ class SlurmExecutor:
         is_disabled = _disabled_check(self.recipe.disable_detectors or ())
         kept = [d for d in detections if not is_disabled(d.tier, d.id, d.captures)]
         verdict, why = verdict_of(kept)
-        return Classification(verdict, why, kept)  # type: ignore[arg-type]
+        return Classification(verdict, why, kept)
 
     # -- the end ---------------------------------------------------------------------------------
 

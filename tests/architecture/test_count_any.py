@@ -81,3 +81,33 @@ def test_typecheck_runs_in_both_test_paths_and_mypy_is_installed_by_the_test_ext
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert any(dep.startswith("mypy") for dep in pyproject["project"]["optional-dependencies"]["test"])
     assert pyproject["tool"]["mypy"]["files"] == ["aorta_tui"]
+
+
+def _typecheck_tree(tmp_path: Path, module_text: str) -> subprocess.CompletedProcess[str]:
+    """scripts/typecheck.sh run on a one-module package beside the real mypy and the repo's
+    [tool.mypy] settings (files = aorta_tui), as CI runs it on the repository."""
+    (tmp_path / "scripts").mkdir(parents=True)
+    for name in ("typecheck.sh", "count_any.py"):
+        (tmp_path / "scripts" / name).write_text((REPO / "scripts" / name).read_text())
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    for tool in ("mypy", "python"):
+        (tmp_path / ".venv" / "bin" / tool).symlink_to(REPO / ".venv" / "bin" / tool)
+    text = (REPO / "pyproject.toml").read_text()
+    (tmp_path / "pyproject.toml").write_text(text[text.index("[tool.mypy]"):text.index("[tool.importlinter]")])
+    (tmp_path / "aorta_tui").mkdir()
+    (tmp_path / "aorta_tui" / "__init__.py").write_text("")
+    (tmp_path / "aorta_tui" / "mod.py").write_text(module_text)
+    return subprocess.run(["bash", str(tmp_path / "scripts" / "typecheck.sh")], capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def test_typecheck_fails_on_one_type_error_and_passes_without_it(tmp_path):
+    bad = _typecheck_tree(tmp_path / "bad", "def half(n: int) -> int:\n    return n / 2\n")
+    assert bad.returncode != 0, bad.stdout + bad.stderr
+    assert "mod.py:2: error" in bad.stdout and "[return-value]" in bad.stdout
+    assert "bare Any annotations" not in bad.stdout  # it stops at the error
+    good = _typecheck_tree(tmp_path / "good", "from typing import Any\n\n\ndef same(n: Any) -> int:\n"
+                           "    return int(n)\n")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "Success: no issues found" in good.stdout
+    assert "bare Any annotations under aorta_tui/: 1" in good.stdout
