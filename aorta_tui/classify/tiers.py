@@ -34,6 +34,7 @@ from aorta_tui.classify.model import (
     Verdict,
 )
 from aorta_tui.classify.patterns import LOG_PATTERNS
+from aorta_tui.classify.placement import PROCESS_CONSEQUENCES, Placement
 from aorta_tui.classify.scan import Hit, Matcher, StreamScanner, numeric_captures, scan_file
 from aorta_tui.classify.upstream_ids import expand_disabled, upstream_alias
 
@@ -506,16 +507,26 @@ def classify(
     kernel_unavailable: str | None = None,
     workload_result: Mapping[str, Any] | None = None,
     log_scan: LogScan | None = None,
+    placement: Placement | None = None,
 ) -> Classification:
     """Classify one trial. ``outcome`` is None for an in-process trial (tiers 1-2 skipped).
 
     ``disabled`` holds detector ids (``cuda_error``), ``tierN:id`` or whole tiers (``tier4``).
+    ``placement``: where a trial ran under a scheduler (``classify/placement.py``): its job's
+    final state explains the trial before its process does, and the compute node's kernel log
+    replaces this machine's.
     """
     is_disabled = _disabled_check(disabled)
     detections: list[Detection] = []
     if outcome is not None:
         detections += tier1(outcome)
         detections += tier2(outcome)
+    typed = placement.state_detection() if placement is not None else None
+    if typed is not None:
+        detections = [typed] + [d for d in detections
+                                if not (d.tier == 1 and d.id in PROCESS_CONSEQUENCES)]
+    if placement is not None and placement.kernel_events is not None:
+        kernel_events, kernel_unavailable = placement.kernel_events, placement.kernel_unavailable
     detections += tier3(kernel_events, kernel_unavailable)
     if outcome is not None:
         detections += tier3_counters(outcome)

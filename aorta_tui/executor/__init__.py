@@ -1,6 +1,7 @@
 """Where a sweep's trials run: an executor starts a trial's worker somewhere and reports how
 its process ended (a :class:`~aorta_tui.trial.supervisor.ProcessOutcome`). The planner, the
-classifier, the aggregation and the reports do not know which one ran a trial.
+classifier learns where a trial ran only as typed input (:class:`~aorta_tui.classify.placement.Placement`);
+the aggregation and the reports do not know which executor ran a trial.
 
 - ``local`` (:mod:`.local`, the default): a process on this machine (``trial/supervisor.py``).
 - ``slurm`` (:mod:`.slurm`): a task of a batched Slurm job array, running the same worker on
@@ -8,7 +9,8 @@ classifier, the aggregation and the reports do not know which one ran a trial.
 
 The orchestrator (``sweep/orchestrator.py``) calls, in order: ``check`` (before anything is written),
 ``adopt`` (on a resume: trials whose job still runs are not retired), ``begin`` (the pending
-trials), ``run`` once per trial in plan order, ``amend`` on its classification, ``end``.
+trials), ``run`` once per trial in plan order, ``placement`` of its outcome (typed input to the
+classifier: an executor never classifies), ``end``.
 """
 
 from __future__ import annotations
@@ -18,20 +20,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from aorta_tui.classify.placement import Placement
+from aorta_tui.executor.host import ExecutorHost
+
 
 class Executor(Protocol):
     kind: str
 
-    def check(self, sweep: Any, *, dry_run: bool) -> list[str]: ...
+    def check(self, sweep: ExecutorHost, *, dry_run: bool) -> list[str]: ...
 
     def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]: ...
 
-    def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None: ...
+    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: list[Any], session: int) -> None: ...
 
     def run(self, trial: Any, pspec: Any, *, cancel: Any,
             on_start: Callable[[int | None], None]) -> Any: ...
 
-    def amend(self, result: Any, outcome: Any) -> Any: ...
+    def placement(self, outcome: Any) -> Placement | None: ...
 
     def end(self, *, interrupted: bool) -> None: ...
 

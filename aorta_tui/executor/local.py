@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aorta_tui.executor.host import ExecutorHost
 
 
 class LocalExecutor:
     kind = "local"
 
-    def check(self, sweep: Any, *, dry_run: bool) -> list[str]:
+    def check(self, sweep: ExecutorHost, *, dry_run: bool) -> list[str]:
         return []
 
     def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]:
@@ -21,7 +24,7 @@ class LocalExecutor:
         SlurmExecutor.refuse_unsettled(run_dir, unfinished, self.kind)
         return set()  # a local trial left by a dead orchestrator is ended and run again
 
-    def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None:
+    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: list[Any], session: int) -> None:
         return None
 
     def run(self, trial: Any, pspec: Any, *, cancel: Any,
@@ -30,8 +33,8 @@ class LocalExecutor:
 
         return run_process(pspec, cancel=cancel, on_start=on_start)
 
-    def amend(self, result: Any, outcome: Any) -> Any:
-        return result
+    def placement(self, outcome: Any) -> None:
+        return None  # this machine: the classifier's own view stands
 
     def end(self, *, interrupted: bool) -> None:
         return None

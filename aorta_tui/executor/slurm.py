@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from aorta_tui.classify.placement import SLURM_STATES, Placement
 from aorta_tui.core.atomic import atomic_write_bytes
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
 from aorta_tui.core.inputs import read_json_or_none
@@ -39,8 +40,8 @@ from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
 from aorta_tui.executor.slurm_job import GATE_SUFFIX, JOB_SPEC, OUTCOME
 
-if TYPE_CHECKING:  # the classifier is imported when a trial is amended, not at start
-    from aorta_tui.classify.model import Severity
+if TYPE_CHECKING:
+    from aorta_tui.executor.host import ExecutorHost
 
 ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxArraySize is 1001
 QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
@@ -67,25 +68,9 @@ STATE_DIR = "slurm"
 JOBS_FILE = "jobs.json"
 JOBS_LIMIT = 64 << 20  # about 100 bytes a trial
 
-# Slurm's final states that explain a trial better than its process does: detection id,
-# severity, what happened. A trial cancelled by Ctrl-C of the orchestrator is not one of them
-# (it has no result and runs again on --resume).
-TYPED_STATES: dict[str, tuple[str, Severity, str]] = {
-    "CANCELLED": ("slurm_cancelled", "error", "its Slurm job was cancelled (scancel)"),
-    "TIMEOUT": ("slurm_timeout", "error", "its Slurm job reached its time limit"),
-    "NODE_FAIL": ("slurm_node_fail", "error", "the node failed while its Slurm job ran"),
-    "PREEMPTED": ("slurm_preempted", "error", "its Slurm job was preempted"),
-    "BOOT_FAIL": ("slurm_boot_fail", "error", "the node failed to boot for its Slurm job"),
-    "DEADLINE": ("slurm_deadline", "error", "its Slurm job passed its deadline"),
-    "OUT_OF_MEMORY": ("slurm_out_of_memory", "fail", "its Slurm job ran out of memory"),
-    "FAILED": ("slurm_job_failed", "error", "its Slurm job failed before the trial's outcome "
-               "was written"),
-    "LOST": ("slurm_job_lost", "error", "neither squeue nor sacct knows its Slurm job any more, "
-             "and it wrote no outcome"),
-}
-# tier-1 detections that describe how the scheduler ended the process, not the trial
-_PROCESS_CONSEQUENCES = {"killed_by_signal", "exit_nonzero", "exit_unknown", "cancelled",
-                         "core_dumped", "timeout"}
+# Slurm's final states that explain a trial better than its process does (the classifier's
+# table, classify/placement.py): a job in one of them has ended
+TYPED_STATES = SLURM_STATES
 
 
 @dataclass
@@ -155,7 +140,7 @@ class SlurmExecutor:
 
     # -- before anything is written ------------------------------------------------------------
 
-    def check(self, sweep: Any, *, dry_run: bool) -> list[str]:
+    def check(self, sweep: ExecutorHost, *, dry_run: bool) -> list[str]:
         """sbatch/squeue/scancel on PATH, the partition, the capacity: nothing submitted.
 
         The account and the shared run directory are checked by the array itself (``begin``):
@@ -215,7 +200,7 @@ class SlurmExecutor:
                 f"in {_where(self.recipe, 'executor.partition') or 'the recipe'}",
                 location=_where(self.recipe, "executor.partition"))
 
-    def _check_distributed(self, sweep: Any) -> None:
+    def _check_distributed(self, sweep: ExecutorHost) -> None:
         """``nodes`` / ``gpus_per_node``: only a torchrun workload spreads over nodes, and its
         cells' world_size (where given) is nodes x gpus_per_node (exit 2, located)."""
         shape = distributed_shape(self.spec)
@@ -223,7 +208,7 @@ class SlurmExecutor:
             return
         nodes, per_node = shape
         r = self.recipe
-        launch = getattr(getattr(sweep, "_workload_cls", None), "launch", None)
+        launch = getattr(sweep.workload_cls, "launch", None)
         torchrun = r.mode == "triage" and getattr(launch, "mode", None) == "torchrun"
         if not torchrun:
             if nodes > 1:
@@ -490,7 +475,7 @@ class SlurmExecutor:
 
     # -- submission ------------------------------------------------------------------------------
 
-    def begin(self, sweep: Any, run_dir: Path, pending: list[Any], session: int) -> None:
+    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: list[Any], session: int) -> None:
         """Prepare every pending trial that is not adopted and submit them, ARRAY_MAX a call.
 
         Every path a job is given is absolute: sbatch resolves a relative ``--output`` against
@@ -524,7 +509,7 @@ class SlurmExecutor:
                 sc.scancel(ids)
             raise
 
-    def _submit_batch(self, sweep: Any, run_dir: Path, chunk: list[Any], session: int, k: int,
+    def _submit_batch(self, sweep: ExecutorHost, run_dir: Path, chunk: list[Any], session: int, k: int,
                       gate: tuple[Path, str]) -> str:
         assert self.store is not None
         name = f"aorta-{run_dir.name}-s{session}-b{k}"
@@ -795,39 +780,22 @@ class SlurmExecutor:
             peak_rss_kb=None, gpu_peak_mem_bytes=None, gpu_mem_reason=None, stdout_bytes=0,
             stderr_bytes=0, truncated=False, executor=self._facts(job, None))
 
-    def amend(self, result: Any, outcome: Any) -> Any:
-        """The job's final state as a typed tier-1 detection; tier 3 from the node's kernel log."""
-        from aorta_tui.classify.model import Classification, Detection
-        from aorta_tui.classify.tiers import _disabled_check, tier3, verdict_of
+    def placement(self, outcome: Any) -> Placement | None:
+        """Where the trial ran, for the classifier: the job's final state and the node's kernel
+        log (taken out of the outcome's facts, which the trial's record keeps without it)."""
+        from aorta_tui.classify.dmesg import KernelEvent
 
         facts = getattr(outcome, "executor", None)
         if not isinstance(facts, dict) or facts.get("kind") != "slurm":
-            return result
-        detections = list(result.detections)
+            return None
         klog = facts.pop("kernel_log", None)
-        if isinstance(klog, dict):  # the node's kernel log replaces this machine's
-            from aorta_tui.classify.dmesg import KernelEvent
-
-            events = [KernelEvent(**e) for e in klog.get("events") or [] if isinstance(e, dict)]
-            detections = [d for d in detections if d.tier != 3 or d.id.startswith("gpu_ecc")]
-            detections += tier3(events, klog.get("unavailable"))
-        state = facts.get("state")
-        typed = TYPED_STATES.get(state) if isinstance(state, str) and state != "COMPLETED" else None
-        if state == "FAILED" and facts.get("signal") is None and outcome.pid is not None:
-            typed = None  # the wrapper ran and wrote the trial's outcome: the process explains it
-        if typed is not None:
-            det_id, severity, text = typed
-            where = f" on {facts['node']}" if facts.get("node") else ""
-            reason = f" ({facts['reason']})" if facts.get("reason") else ""
-            detections = [d for d in detections if not (d.tier == 1 and d.id in _PROCESS_CONSEQUENCES)]
-            detections.insert(0, Detection(1, det_id, severity,
-                                           f"{text}: job {facts.get('job_id')}{where}{reason}",
-                                           captures={"job_id": facts.get("job_id"), "state": state,
-                                                     "node": facts.get("node")}))
-        is_disabled = _disabled_check(self.recipe.disable_detectors or ())
-        kept = [d for d in detections if not is_disabled(d.tier, d.id, d.captures)]
-        verdict, why = verdict_of(kept)
-        return Classification(verdict, why, kept)
+        events = None
+        if isinstance(klog, dict):
+            events = tuple(KernelEvent(**e) for e in klog.get("events") or [] if isinstance(e, dict))
+        return Placement(job_id=facts.get("job_id"), node=facts.get("node"), state=facts.get("state"),
+                         reason=facts.get("reason"), signal=facts.get("signal"),
+                         outcome_written=outcome.pid is not None, kernel_events=events,
+                         kernel_unavailable=klog.get("unavailable") if isinstance(klog, dict) else None)
 
     # -- the end ---------------------------------------------------------------------------------
 

@@ -87,7 +87,7 @@ class Sweep:
         self.bus = bus
         self.plan: Plan = build_plan(recipe, registry, order=options.order, seed=options.seed)
         self.cancel: threading.Event = CancelEvent()  # wakes the running worker at once
-        self._workload_cls: Any = None
+        self.workload_cls: Any = None
         self._trace_summary: dict[str, Any] | None = None
         self._trace_calibrated = False
         self._resume_notes: list[str] = []
@@ -130,7 +130,7 @@ class Sweep:
             from aorta_tui.registry.workload import validate_config
 
             try:
-                self._workload_cls = load_workload(r.workload)
+                self.workload_cls = load_workload(r.workload)
             except AortaError as exc:
                 if not dry_run:
                     raise
@@ -143,9 +143,9 @@ class Sweep:
             issues, _ = workload_issues(r)
             if issues:
                 raise RecipeValidationError(issues, source=str(r.source_path or r.source_label))
-            launch = self._workload_cls.launch
+            launch = self.workload_cls.launch
             for cell in self.plan.cells:  # the merged per-cell config, as the worker will see it
-                config = validate_config(self._workload_cls.config_schema, cell.workload_config)
+                config = validate_config(self.workload_cls.config_schema, cell.workload_config)
                 world = int(config.get("world_size", launch.min_world_size) or launch.min_world_size)
                 if launch.mode == "torchrun" and world < launch.min_world_size:
                     raise UsageError(
@@ -154,7 +154,7 @@ class Sweep:
                         hint=f"set workload_config: {{world_size: {launch.min_world_size}}}",
                         location=_where(r, f"cells[{self.plan.cells.index(cell)}]"),
                     )
-            if getattr(self._workload_cls, "needs_torch", True) or launch.mode == "torchrun":
+            if getattr(self.workload_cls, "needs_torch", True) or launch.mode == "torchrun":
                 # Said at plan time, not as every trial failing with a traceback (and a hint
                 # blaming the device): the README says torch is optional (issue 27 item 18).
                 from aorta_tui.core.requires import require_torch
@@ -168,8 +168,8 @@ class Sweep:
             if r.trial_isolation == "warm":  # trial/warm.py: what a forked trial cannot honour
                 from aorta_tui.trial.warm import check_warm
 
-                check_warm(r, self.plan, self._workload_cls)
-            if r.trial_isolation == "in_process" and not self._workload_cls.launch.in_process_safe:
+                check_warm(r, self.plan, self.workload_cls)
+            if r.trial_isolation == "in_process" and not self.workload_cls.launch.in_process_safe:
                 raise UsageError(
                     f"workload {r.workload!r} does not declare itself safe to run in process",
                     hint="use trial_isolation: process (the default)",
@@ -278,7 +278,7 @@ class Sweep:
                 from aorta_tui.sweep.snapshots import start_captures
 
                 captures = start_captures(
-                    self._store.fs, self.plan.environments, self._base_env(),
+                    self._store.fs, self.plan.environments, self.base_env(),
                     session=session, include_torch=self.recipe.mode == "triage",
                     docker={c.environment: c.docker for c in self.plan.cells},
                 )
@@ -410,7 +410,7 @@ class Sweep:
     def _trial_ids(self) -> set[str]:
         return {t.trial_id for t in self.plan.trials}
 
-    def _base_env(self) -> dict[str, str]:
+    def base_env(self) -> dict[str, str]:
         """The environment every child starts from: this process's, with the bytecode cache
         (core/bytecode.py) where the image would compile every import in every child."""
         return self.bytecode.apply(os.environ)
@@ -549,8 +549,8 @@ class Sweep:
             outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
             custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
             kernel_unavailable=kernel_log.unavailable, workload_result=wres, log_scan=log_scan,
+            placement=self.executor.placement(outcome),  # a Slurm job's state, the node's kernel log
         )
-        result = self.executor.amend(result, outcome)  # a Slurm job state as a typed detection
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
         record = {
             "schema_version": 1,
@@ -653,7 +653,7 @@ class Sweep:
             self._trace_summary = {"path": "trace.json", "probes": list(spec.probes), "mode": spec.mode}
 
     def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:
-        env = self._base_env()
+        env = self.base_env()
         env.update(cell.env)
         env.update({
             "AORTA_ARTIFACT_DIR": str(trial_dir),
@@ -689,7 +689,7 @@ class Sweep:
         r = self.recipe
         if r.mode == "probe":
             return None
-        cls = self._workload_cls
+        cls = self.workload_cls
         steps = self.options.steps or cell.steps
         assert steps is not None  # recipe validation requires `steps` wherever a workload runs
         return WorkerSpec(
@@ -712,7 +712,7 @@ class Sweep:
             argv = list(r.command)
         else:
             worker = [sys.executable, "-m", "aorta_tui.trial.worker", str(trial_dir / TRIAL_SPEC_FILE)]
-            launch = self._workload_cls.launch
+            launch = self.workload_cls.launch
             world = int((cell.workload_config or {}).get("world_size", launch.min_world_size))
             from aorta_tui.executor.distributed import torchrun_argv
 
@@ -783,12 +783,12 @@ class Sweep:
         cells = aggregate(records, [c.name for c in self.plan.cells],
                           baseline_cell=self.plan.baseline_cell,
                           threshold=float(self.recipe.confound.threshold) if self.recipe.confound else 1.15)
-        if self._workload_cls is not None:
+        if self.workload_cls is not None:
             for s in cells:
                 results = [r.workload_result for r in records if r.cell == s.cell and r.workload_result]
                 s.cross_trial_failures = [
                     {"code": f.code, "message": f.message, "details": f.details}
-                    for f in self._workload_cls.cross_trial_checks(results)
+                    for f in self.workload_cls.cross_trial_checks(results)
                 ]
         for s in cells:
             self.bus.emit(CellAggregated(run_id, cell=s.cell, stats=s))
@@ -825,7 +825,7 @@ class Sweep:
         """The workload's hint for its failing trials (``Workload.failure_hint``), or "" when
         nothing failed: a hint such as "gpu_smoke failing means the device is broken" under an
         all-pass run sends the reader looking for a failure that is not there (issue 27 item 19)."""
-        cls = self._workload_cls
+        cls = self.workload_cls
         bad = [r for r in records if r.verdict != "pass"]
         if cls is None or not (bad or any(s.cross_trial_failures for s in cells)):
             return ""

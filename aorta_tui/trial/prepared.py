@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.trial.host import TrialHost
 from aorta_tui.trial.supervisor import LaunchDeclined
 from aorta_tui.trial.warm import WarmError, WarmLauncher, WarmPool, Zygote, start_zygote
 
@@ -181,18 +182,18 @@ def prepared_problem(recipe: Any, plan: Any, workload_cls: Any) -> str | None:
 
 
 @contextlib.contextmanager
-def prepared_pool(sweep: Any, run_dir: Path, pending: list[Any]) -> Iterator[PreparedPool | None]:
+def prepared_pool(sweep: TrialHost, run_dir: Path, pending: list[Any]) -> Iterator[PreparedPool | None]:
     """The session's prepared zygotes (None where the trials are exec'd), the first batch
     started at once, so its imports overlap the journal's set-up and the snapshots."""
     from aorta_tui.trial.warm import preload_modules, trial_base_env
 
-    if not pending or prepared_problem(sweep.recipe, sweep.plan, sweep._workload_cls) is not None:
+    if not pending or prepared_problem(sweep.recipe, sweep.plan, sweep.workload_cls) is not None:
         yield None
         return
     cells = {t.cell: sweep.plan.cell(t.cell) for t in pending}
     envs = {name: trial_base_env(sweep, c) for name, c in cells.items()}  # one per cell, not per trial
     order = [(t.trial_id, cells[t.cell].environment, envs[t.cell]) for t in pending]
-    pool = PreparedPool(run_dir, preload_modules(sweep._workload_cls, list(cells.values())), sweep.cancel,
+    pool = PreparedPool(run_dir, preload_modules(sweep.workload_cls, list(cells.values())), sweep.cancel,
                         order, default_ahead())
     try:
         pool.start_batch(0)

@@ -34,6 +34,7 @@ from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.trial import containment, orphans
+from aorta_tui.trial.host import CellLike, TrialHost
 from aorta_tui.trial.supervisor import peak_rss_kb
 from aorta_tui.trial.warm_vars import import_time_items, import_time_reader, zygote_env
 from aorta_tui.trial.warm_zygote import recv_message, send_message
@@ -358,14 +359,14 @@ class WarmPool:
 
 
 @contextlib.contextmanager
-def warm_pool(sweep: Any, run_dir: Path, pending: list[Any]) -> Iterator[WarmPool | None]:
+def warm_pool(sweep: TrialHost, run_dir: Path, pending: list[Any]) -> Iterator[WarmPool | None]:
     """The sweep's zygotes (``None`` unless the recipe asks for warm trials), pre-started for
     every (environment, import-time variables) of the pending trials."""
     recipe = sweep.recipe
     if recipe.trial_isolation != "warm" or recipe.mode != "triage" or not pending:
         yield None
         return
-    cls = sweep._workload_cls
+    cls = sweep.workload_cls
     modules = preload_modules(cls, [sweep.plan.cell(t.cell) for t in pending])
     pool = WarmPool(run_dir, modules, sweep.cancel)
     try:
@@ -393,9 +394,9 @@ def preload_modules(cls: Any, cells: list[Any]) -> list[str]:
     return list(dict.fromkeys([cls.__module__, *cls.preload_modules(configs)]))
 
 
-def trial_base_env(sweep: Any, cell: Any) -> dict[str, str]:
+def trial_base_env(sweep: TrialHost, cell: CellLike) -> dict[str, str]:
     """A cell's trial environment without the per-trial variables (the zygote's key)."""
-    return zygote_env({**sweep._base_env(), **cell.env, "PYTHONUNBUFFERED": "1"})
+    return zygote_env({**sweep.base_env(), **cell.env, "PYTHONUNBUFFERED": "1"})
 
 
 def require_fork() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -15,6 +14,7 @@ from aorta_tui.tui.machine import MachineFacts
 from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
+from aorta_tui.tui.settings import TuiSettings
 
 if TYPE_CHECKING:  # imported when first shown (the first frame does not wait for them)
     from aorta_tui.tui.screens.matrix import MatrixScreen
@@ -28,22 +28,6 @@ def _screen(module: str, name: str) -> Screen:
     import importlib
 
     return getattr(importlib.import_module(f"aorta_tui.tui.screens.{module}"), name)()
-
-
-def default_output_dir() -> Path:
-    """Where runs live: ``$AORTA_TUI_OUTPUT``, else the sweep engine's default, else ./aorta-out."""
-    env = os.environ.get("AORTA_TUI_OUTPUT")
-    if env:
-        return Path(env)
-    try:
-        from aorta_tui.store import rundir
-
-        default = getattr(rundir, "DEFAULT_OUTPUT_DIR", None)
-        if default:
-            return Path(default)
-    except ImportError:
-        pass
-    return Path("aorta-out")
 
 
 class AortaApp(App[None]):
@@ -80,9 +64,11 @@ class AortaApp(App[None]):
         start_recipe: Path | None = None,
         light: bool | None = None,
         machine_facts: MachineFacts | None = None,
+        settings: TuiSettings | None = None,
     ) -> None:
         super().__init__()
-        self.output_dir = Path(output_dir) if output_dir else default_output_dir()
+        self.settings = settings or TuiSettings.from_environment()
+        self.output_dir = Path(output_dir) if output_dir else self.settings.output_dir
         self.cwd = Path(cwd) if cwd else Path.cwd()
         self.start_run = Path(start_run) if start_run else None
         self.start_screen = "matrix" if start_run else start_screen
@@ -94,7 +80,7 @@ class AortaApp(App[None]):
         self.fixed_machine_facts = machine_facts
         self.opened_runs: list[Path] = []  # the matrix notes each run it shows
         if light is None:
-            light = os.environ.get("AORTA_TUI_THEME", "").lower() == "light"
+            light = self.settings.light
         self.theme = LIGHT if light else DARK
 
     def on_mount(self) -> None:

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Protocol
 
 from aorta_tui.tui.machine import MachineFacts
+from aorta_tui.tui.settings import TuiSettings
 
 
 class AortaHost(Protocol):
     output_dir: Path  # where runs are written and listed
+    settings: TuiSettings  # what the TUI was told at start (tui/settings.py), never os.environ
     cwd: Path  # where recipes are found; paths are shown relative to it
     fixed_machine_facts: MachineFacts | None  # given facts (snapshot tests), else None
     opened_runs: list[Path]  # every run shown, absolute: quitting names those still running

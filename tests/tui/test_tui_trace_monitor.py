@@ -74,7 +74,9 @@ async def test_live_histogram_from_a_real_trace_then_stop_detaches(tmp_path: Pat
         await wait_for(pilot, lambda: any("21523" in str(table.get_row_at(i)[0]) for i in range(table.row_count)))
         assert bpftrace_descendants(), "bpftrace is not running under the app"
         await pilot.press("s")
-        await wait_for(pilot, lambda: not screen.tracing, timeout=30, what="the tracer to stop")
+        # the stop runs in a worker thread: the key returns at once, the run is held as detaching
+        assert not screen.tracing and len(screen.detaching) == 1
+        await wait_for(pilot, lambda: not screen.detaching, timeout=30, what="the tracer to stop")
         assert bpftrace_descendants() == []
         # The traced command's own output went to the worker's log, not into the event stream.
         assert screen.stderr_path is not None

@@ -14,6 +14,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import Static
 
 from aorta_tui.core.events import Event
@@ -36,6 +37,15 @@ def fmt_duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds // 60}m{seconds % 60:02d}s"
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+class OrchestratorProbed(Message):
+    """Whether a process holds ``run_dir``'s lock (it runs the sweep), from the probe worker."""
+
+    def __init__(self, run_dir: Path, alive: bool) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+        self.alive = alive
 
 
 class MatrixScreen(EngineBridge, AortaScreen):
@@ -83,11 +93,21 @@ class MatrixScreen(EngineBridge, AortaScreen):
         view = self._selected_view()
         if view is not None and view.state == "running":
             self._show_detail()  # its logs grow while it runs
+        # the lock probe may wait on a dying holder (0.2 s): a worker thread asks, the answer
+        # comes back as a message, and the event loop never waits on it
+        self.run_worker(lambda: self._probe_lock(self.run_dir), thread=True, exclusive=True,
+                        group="lock-probe", exit_on_error=False, name="lock probe")
+
+    def _probe_lock(self, run_dir: Path | None) -> None:
         from aorta_tui.store.rundir import lock_holder
 
-        alive = lock_holder(self.run_dir) is not None
-        if alive != self.orchestrator_alive:
-            self.orchestrator_alive = alive
+        if run_dir is not None:
+            self.post_message(OrchestratorProbed(run_dir, lock_holder(run_dir) is not None))
+
+    @on(OrchestratorProbed)
+    def _orchestrator_probed(self, message: OrchestratorProbed) -> None:
+        if message.run_dir == self.run_dir and message.alive != self.orchestrator_alive:
+            self.orchestrator_alive = message.alive
             self._dirty = True
 
     def on_unmount(self) -> None:

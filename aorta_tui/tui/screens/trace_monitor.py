@@ -159,6 +159,9 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.redraws = 0
         self._rates: deque[float] = deque(maxlen=RATE_HISTORY)
         self.engine_run: EngineRun | None = None
+        # tracers being stopped by a worker thread (bpftrace's detach takes seconds): the screen
+        # keeps drawing meanwhile, and nothing new attaches to what they still hold
+        self.detaching: set[EngineRun] = set()
         self._finished: RunFinished | None = None  # the tracer's last event, once it came
         self.attached: dict[str, Any] | None = None
         self.stderr_path: Path | None = None
@@ -170,8 +173,8 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         # Probe set -> None (can attach here) or why not; {} while not known.
         self.probe_sets: dict[str, str | None] = {}
         # --metrics ADDR for the tracer (docs/metrics.md): the setting $AORTA_TUI_METRICS turns
-        # it on at start with its address; e toggles it for the next start
-        self.metrics_addr: str | None = metrics_setting()
+        # it on at start with its address (read on mount, from the App's settings); e toggles it
+        self.metrics_addr: str | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="queue"):
@@ -265,6 +268,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
+        self.metrics_addr = self.aorta.settings.metrics_addr
         self.query_one("#queue-breakdown", DataTable).add_columns("metric / key", "count", "p50", "mean", "max")
         self._breakdown_values: dict[str, tuple[str, ...]] = {}
         self._last_header: tuple[str, ...] | None = None
@@ -281,7 +285,10 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
             self._show_probe_reason(self._initial_probe_set)
 
     def on_unmount(self) -> None:
+        # leaving: the tracer must be gone with the screen, and a worker would be cut short
         self.stop_trace()
+        for run in list(self.detaching):
+            run.stop(signal.SIGINT, grace_s=10.0)
 
     # --- the stream ----------------------------------------------------------------------
 
@@ -423,7 +430,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
 
     def action_toggle_metrics(self) -> None:
         """Serve (or stop serving) the next trace's figures for Prometheus."""
-        self.metrics_addr = None if self.metrics_addr else (metrics_setting() or DEFAULT_METRICS_ADDR)
+        self.metrics_addr = None if self.metrics_addr else (self.aorta.settings.metrics_addr or DEFAULT_METRICS_ADDR)
         when = "from the next start (s twice)" if self.tracing else "when the trace starts"
         if self.metrics_addr:
             self.set_status("metrics", f"metrics for Prometheus at http://{self.metrics_addr}/metrics "
@@ -436,13 +443,13 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         """The tracer's --metrics options (a replay has no live figures to serve)."""
         if not self.metrics_addr:
             return []
-        public = os.environ.get("AORTA_TUI_METRICS_PUBLIC", "") == "1"
+        public = self.aorta.settings.metrics_public
         return ["--metrics", self.metrics_addr, *(["--metrics-public"] if public else [])]
 
     def action_toggle_trace(self) -> None:
         if self.tracing:
-            self.stop_trace()
-            self.notify("tracer stopped and detached")
+            self.stop_trace(wait=False)
+            self.notify("stopping the tracer: bpftrace detaches in the background")
             return
         try:
             target = parse_target(self.query_one("#trace-target", Input).value)
@@ -464,7 +471,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         """Start ``trace queue --json-stream`` with ``args`` and follow its events (the
         benchmark uses this, with ``--synthetic N``)."""
         self.stderr_path = Path(tempfile.gettempdir()) / f"aorta-tui-trace-{os.getpid()}.log"
-        self.stop_trace()  # a previous tracer's late events are dropped (they name their run)
+        self.stop_trace(wait=False)  # a previous tracer's late events are dropped (they name their run)
         self.clear_trace()
         self.attached = None
         self._finished = None
@@ -533,11 +540,26 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
             f"phase {phase} ({seen}); intervals are within a phase: "
             f"{left_out} spanning a pause between phases left out"), "dim")
 
-    def stop_trace(self, timeout: float = 10.0) -> None:
-        """Stop the tracer (SIGINT to its group: it detaches bpftrace) and wait until it exited."""
+    def stop_trace(self, timeout: float = 10.0, *, wait: bool = True) -> None:
+        """Stop the tracer (SIGINT to its group: it detaches bpftrace). ``wait``: until it exited,
+        on this thread (leaving the screen: nothing may outlive it); otherwise a worker thread
+        waits, so the event loop never blocks on a detach (``detaching`` holds the run until then)."""
         run, self.engine_run = self.engine_run, None
-        if run is not None:
+        if run is None:
+            return
+        if wait:
             run.stop(signal.SIGINT, grace_s=timeout)
+            return
+        self.detaching.add(run)
+        self.run_worker(lambda: self._stop_in_worker(run, timeout), thread=True, exit_on_error=False,
+                        name="stop tracer", group="stop-tracer")
+
+    def _stop_in_worker(self, run: EngineRun, timeout: float) -> None:
+        try:
+            run.stop(signal.SIGINT, grace_s=timeout)
+        finally:
+            # one atomic set operation (the GIL): the loop only reads the set to draw it
+            self.detaching.discard(run)
 
     def action_focus_target(self) -> None:
         self.query_one("#trace-target", Input).focus()
@@ -547,12 +569,6 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
 
 
 DEFAULT_METRICS_ADDR = "127.0.0.1:9477"
-
-
-def metrics_setting() -> str | None:
-    """``$AORTA_TUI_METRICS``: the address the trace monitor serves metrics at (on from the
-    start); unset or empty: off until e turns it on at 127.0.0.1:9477."""
-    return os.environ.get("AORTA_TUI_METRICS", "").strip() or None
 
 
 def _short_cost(cost: dict[str, Any], narrow: bool) -> str:
