@@ -13,6 +13,7 @@ if [ "${1:-}" = "--fast" ]; then
   shift
   .venv/bin/ruff check aorta_tui tests benchmarks
   .venv/bin/lint-imports --no-cache
+  bash scripts/typecheck.sh  # mypy (zero errors) and the count of bare Any
   exec .venv/bin/pytest -q -n "${AORTA_TEST_WORKERS:-2}" -m "not slow and not bpftrace and not gpu" \
     --durations=15 "$@"
 fi
@@ -52,5 +53,6 @@ python3 -m venv .venv
 
 .venv/bin/ruff check aorta_tui tests benchmarks
 .venv/bin/lint-imports --no-cache  # a stale cache once hid a broken layer
+bash scripts/typecheck.sh  # mypy (zero errors) and the count of bare Any
 # The slowest tests, printed so that the suite's time (CI allows 30 min) can be watched.
 .venv/bin/pytest -q --durations=25 "$@"

@@ -21,7 +21,7 @@ import os
 import threading
 from typing import Any
 
-from aorta_tui.agent.proposer import Proposal
+from aorta_tui.agent.proposer import Conflicts, Proposal
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.secrets import mask_env
 from aorta_tui.core.text import inert as text_inert
@@ -153,8 +153,9 @@ def answer_text(body: bytes) -> str:
         doc = json.loads(text)
     except RecursionError:
         raise NotAProposal("its body is JSON nested too deep", body) from None
-    except ValueError as exc:
-        raise NotAProposal(f"its body is not JSON ({exc.msg} at {exc.pos})", body) from None
+    except ValueError as exc:  # JSONDecodeError, or a number past Python's digit limit
+        why = f"{exc.msg} at {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise NotAProposal(f"its body is not JSON ({why})", body) from None
     if not isinstance(doc, dict):
         raise NotAProposal(f"its body is {_json_kind(doc)}, not a chat completion object", body)
     choices = doc.get("choices")
@@ -180,7 +181,7 @@ def inert(text: Any, limit: int = MAX_TEXT_CHARS) -> str:
 
 
 def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], Any],
-                 conflicts: Any, slots: int) -> Proposal:
+                 conflicts: Conflicts, slots: int) -> Proposal:
     """The answer as a proposal, or a UsageError saying what is wrong with it (nothing runs)."""
     body = text.strip()
     if body.startswith("```"):
@@ -216,8 +217,9 @@ def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], 
     if len(cells) > slots:
         raise UsageError(f"the llm proposer suggested {len(cells)} cells, over the {slots} the "
                          "budget allows; nothing was run")
-    reasons = doc.get("reasons") if isinstance(doc.get("reasons"), list) else []
-    reasons = [inert(r) for r in reasons][: len(cells)]  # stored and printed inert
+    given = doc.get("reasons")
+    # stored and printed inert
+    reasons = [inert(r) for r in given][: len(cells)] if isinstance(given, list) else []
     reasons += ["(no reason given)"] * (len(cells) - len(reasons))
     note = inert(doc.get("note") or f"the llm proposer picked {len(cells)} cells")
     return Proposal(cells, reasons, note)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aorta_tui.agent.proposer import builtin_propose, cell_figures, score
+from aorta_tui.agent.proposer import Conflicts, Proposal, builtin_propose, cell_figures, score
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 
@@ -88,11 +88,11 @@ def start(req: AgentRequest) -> Path:
                          hint="the budget counts trials, the baseline's included, e.g. --budget 64")
     if req.per_iteration < 1:
         raise UsageError(f"--per-iteration {req.per_iteration}: at least 1 cell")
-    llm = None
+    llm: dict[str, object] | None = None
     if req.proposer == "llm":
         from aorta_tui.agent import llm as llm_mod
 
-        llm = llm_mod.settings(req.llm_model, req.llm_base_url)
+        llm = dict(llm_mod.settings(req.llm_model, req.llm_base_url))
         if not req.llm_timeout > 0 or req.llm_timeout != req.llm_timeout:
             raise UsageError(f"--llm-timeout {req.llm_timeout:g}: expected a number of seconds "
                              "above 0", hint="--llm-timeout 120 (the whole request's deadline)")
@@ -253,6 +253,7 @@ def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any
     if its and its[-1]["status"] in ("running", "interrupted"):
         return its[-1]  # cut short: continue it (its sweep resumes from its journal)
     index = len(its)
+    it: dict[str, Any] | None
     if index == 0:
         it = {"index": 0, "status": "planned", "recipe": "recipe.yaml", "run_dir": None,
               "proposed": [], "reasons": [], "note": "the baseline: the recipe as given",
@@ -331,7 +332,8 @@ def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int
 
 
 def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
-                 tried: dict[tuple[str, ...], Any], conflicts: Any, slots: int, index: int) -> Any:
+                 tried: dict[tuple[str, ...], Any], conflicts: Conflicts, slots: int,
+                 index: int) -> Proposal:
     from aorta_tui.agent import llm
     from aorta_tui.core.atomic import atomic_write_json
 
@@ -492,7 +494,8 @@ def _has_rates(fig: dict[str, Any]) -> bool:
 
 
 def _figures(cell: dict[str, Any], base_mean: float | None) -> dict[str, Any]:
-    stats = cell.get("step_time_s") if isinstance(cell.get("step_time_s"), dict) else {}
+    stats = cell.get("step_time_s")
+    stats = stats if isinstance(stats, dict) else {}
     mean = stats.get("mean")
     ratio = mean / base_mean if isinstance(mean, (int, float)) and base_mean else None
     # a cell with no finished trial has no rates (None in matrix.json): kept None, never 0.0,

@@ -6,12 +6,16 @@ why it picked each cell, so ``agent.md`` can say it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
 # How many of the best single mitigations the pair phase combines.
 PAIR_POOL = 4
+
+# conflicts(a, b): whether two mitigations cannot share a cell (they set one variable differently)
+Conflicts = Callable[[str, str], bool]
 
 
 @dataclass(frozen=True)
@@ -23,21 +27,21 @@ class Proposal:
 
 def score(cell: dict[str, Any]) -> tuple[float, float]:
     """Lower is better: the share of trials that failed or errored, then the speed ratio."""
-    rates = (cell.get("failure_rate"), cell.get("error_rate"))
-    if any(r is None for r in rates):  # no finished trial: known nothing, ranked last
+    failure, error = cell.get("failure_rate"), cell.get("error_rate")
+    if failure is None or error is None:  # no finished trial: known nothing, ranked last
         return float("inf"), float("inf")
-    bad = rates[0] + rates[1]
+    bad = failure + error
     ratio = cell.get("step_time_ratio")
     return bad, ratio if isinstance(ratio, (int, float)) else float("inf")
 
 
 def builtin_propose(candidates: list[str], tried: dict[tuple[str, ...], dict[str, Any]],
-                    conflicts: Any, slots: int) -> Proposal:
+                    conflicts: Conflicts, slots: int) -> Proposal:
     """Up to ``slots`` new cells. ``tried`` maps every mitigation set already run to its
     figures; ``conflicts(a, b)`` says whether two mitigations cannot share a cell."""
     if slots <= 0:
         return Proposal([], [], "no budget left for another cell")
-    singles = [(m,) for m in candidates if (m,) not in tried]
+    singles: list[tuple[str, ...]] = [(m,) for m in candidates if (m,) not in tried]
     if singles:
         picked = singles[:slots]
         total = len(candidates)
@@ -56,10 +60,10 @@ def builtin_propose(candidates: list[str], tried: dict[tuple[str, ...], dict[str
     if not pairs:
         return Proposal([], [], f"every single mitigation and every pair of the best {len(pool)} "
                         "has been tried (or conflicts): nothing left to propose")
-    picked = pairs[:slots]
+    chosen = pairs[:slots]
     reasons = [f"pair of two of the best singles: {a[0]} ({cell_figures(tried[a])}) + {b[0]} "
-               f"({cell_figures(tried[b])})" for _pair, a, b in picked]
-    return Proposal([p for p, _a, _b in picked], reasons,
+               f"({cell_figures(tried[b])})" for _pair, a, b in chosen]
+    return Proposal([p for p, _a, _b in chosen], reasons,
                     f"no single mitigation met the goal: pairs of the best {len(pool)} singles")
 
 

@@ -110,8 +110,14 @@ def _journal_events(run_dir: Path) -> list[Any]:
     return list(scan_journal(run_dir / JOURNAL).events)
 
 
+def _object_at(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """``doc[key]`` when it is an object, else {}: a damaged field reads as empty."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _trial_row(r: dict[str, Any]) -> dict[str, Any]:
-    proc = r.get("process") if isinstance(r.get("process"), dict) else {}
+    proc = _object_at(r, "process")
     times = _numbers(r.get("step_times_s"))
     ordered = sorted(times)
     return {
@@ -132,9 +138,9 @@ def _trial_row(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
-    stats = c.get("step_time_s") if isinstance(c.get("step_time_s"), dict) else {}
-    noise = c.get("noise") if isinstance(c.get("noise"), dict) else {}
-    confound = c.get("confound") if isinstance(c.get("confound"), dict) else {}
+    stats = _object_at(c, "step_time_s")
+    noise = _object_at(c, "noise")
+    confound = _object_at(c, "confound")
     top = c.get("top_detectors") or []
     return {
         "cell": c.get("cell"), "mitigations": _joined(c.get("mitigations")),
@@ -173,13 +179,13 @@ def load_policy_sweep(run_dir: str | Path) -> Frames:
     (each trial's per-stream figures, from its queue result)."""
     pd = require_pandas()
     run_dir = Path(run_dir)
-    rows = []
-    streams = []
+    rows: list[dict[str, Any]] = []
+    streams: list[dict[str, Any]] = []
     for outcome in sorted((run_dir / "trials").glob("*/outcome.json")):
         o = _json_file(outcome)
         if not isinstance(o, dict):
             continue
-        summary = o.get("summary") if isinstance(o.get("summary"), dict) else {}
+        summary = _object_at(o, "summary")
         rows.append({"dir": outcome.parent.name, "policy": o.get("policy"),
                      "trial": o.get("trial"), "position": o.get("position"),
                      "status": o.get("status"), "reason": o.get("reason"),
@@ -221,7 +227,7 @@ def _trial_streams(result: Path) -> list[dict[str, Any]]:
         doc = load_result(result)
     except AortaError:
         return []
-    metrics = doc.get("metrics") if isinstance(doc.get("metrics"), dict) else {}
+    metrics = _object_at(doc, "metrics")
     return [{k: v for k, v in s.items() if _scalar(v)} for s in metrics.get("per_stream") or []
             if isinstance(s, dict)]
 
@@ -237,18 +243,18 @@ def load_queue(path: str | Path) -> Frames:
     points = doc["points"] if doc.get("kind") == SWEEP_KIND else [doc]
     summary_rows, stream_rows, iteration_rows = [], [], []
     for i, pt in enumerate(points):
-        config = pt.get("config") if isinstance(pt.get("config"), dict) else {}
-        workload = pt.get("workload") if isinstance(pt.get("workload"), dict) else {}
+        config = _object_at(pt, "config")
+        workload = _object_at(pt, "workload")
         key = {"point": i, "streams": config.get("streams")}
-        summary = pt.get("summary") if isinstance(pt.get("summary"), dict) else {}
+        summary = _object_at(pt, "summary")
         summary_rows.append({**key, "run_id": pt.get("run_id"), "workload": workload.get("name"),
                              "device": config.get("device"), "emulated": pt.get("emulated"),
                              **{k: v for k, v in summary.items() if _scalar(v)}})
-        metrics = pt.get("metrics") if isinstance(pt.get("metrics"), dict) else {}
+        metrics = _object_at(pt, "metrics")
         for s in metrics.get("per_stream") or []:
             if isinstance(s, dict):
                 stream_rows.append({**key, **{k: v for k, v in s.items() if _scalar(v)}})
-        samples = pt.get("samples") if isinstance(pt.get("samples"), dict) else {}
+        samples = _object_at(pt, "samples")
         series = {k.removeprefix("iteration_"): v for k, v in samples.items()
                   if isinstance(v, list) and v}
         length = max((len(v) for v in series.values()), default=0)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable, Mapping
+from typing import cast
 
 from aorta_tui.core.errors import EnvironmentProblem
 
@@ -68,16 +70,21 @@ def scanner_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
     Imported here, when a bundle is made: never by ``--help`` or the TUI's first frame."""
     try:
         from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-        from detect_secrets.plugins.base import RegexBasedDetector
+        from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
     except ImportError:
         raise EnvironmentProblem("bundle needs the detect-secrets scanner, which is not "
                                  "installed", hint=SCANNER_HINT) from None
     out: list[tuple[str, re.Pattern[str]]] = []
-    classes = sorted(get_mapping_from_secret_type_to_class().values(), key=lambda c: c.__name__)
+    # the library's return type names an unbound type variable; its values are plugin classes
+    mapping: Mapping[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()
+    classes = sorted(mapping.values(), key=lambda c: c.__name__)
     for cls in classes:
         if cls.__name__ in SCANNER_EXCLUDED or not issubclass(cls, RegexBasedDetector):
             continue
-        out.extend((SCANNER_PREFIX + cls.__name__, rx) for rx in cls.denylist)
+        # each plugin sets denylist as a class attribute (a tuple of compiled patterns); the
+        # base class declares it an abstract property, which is what reading it on a class sees
+        denylist = cast("Iterable[re.Pattern[str]]", cls.denylist)
+        out.extend((SCANNER_PREFIX + cls.__name__, rx) for rx in denylist)
     return tuple(out)
 
 

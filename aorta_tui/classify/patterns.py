@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 
-from aorta_tui.classify.model import Pattern
+from aorta_tui.classify.model import Pattern, Severity
 
 
 def _p(
     id: str,
     regex: str,
-    severity: str,
+    severity: Severity,
     description: str,
     sample: str,
     needles: tuple[str, ...],
@@ -26,8 +26,7 @@ def _p(
     more_samples: tuple[str, ...] = (),
 ) -> Pattern:
     rx = re.compile(regex, flags | re.MULTILINE)
-    return Pattern(id, rx, severity, description, sample, 4, needles,  # type: ignore[arg-type]
-                   more_samples)
+    return Pattern(id, rx, severity, description, sample, 4, needles, more_samples)
 
 
 # Order matters for the verdict's reason: the most specific pattern that fired explains the

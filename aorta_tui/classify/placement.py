@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aorta_tui.classify.dmesg import KernelEvent
-from aorta_tui.classify.model import Detection
+from aorta_tui.classify.model import Detection, Severity
 
 # Slurm's final states that explain a trial better than its process does: detection id,
 # severity, what happened. A trial cancelled by Ctrl-C of the orchestrator is not one of them
 # (it has no result and runs again on --resume).
-SLURM_STATES: dict[str, tuple[str, str, str]] = {
+SLURM_STATES: dict[str, tuple[str, Severity, str]] = {
     "CANCELLED": ("slurm_cancelled", "error", "its Slurm job was cancelled (scancel)"),
     "TIMEOUT": ("slurm_timeout", "error", "its Slurm job reached its time limit"),
     "NODE_FAIL": ("slurm_node_fail", "error", "the node failed while its Slurm job ran"),

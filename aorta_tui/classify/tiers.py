@@ -31,6 +31,7 @@ from aorta_tui.classify.model import (
     Outcome,
     Pattern,
     PatternRule,
+    Verdict,
 )
 from aorta_tui.classify.patterns import LOG_PATTERNS
 from aorta_tui.classify.placement import PROCESS_CONSEQUENCES, Placement
@@ -478,8 +479,9 @@ def _specificity(d: Detection) -> int:
     return {2: 1, 3: 2, 4: 3, 5: 4}[d.tier]
 
 
-def verdict_of(detections: Sequence[Detection]) -> tuple[str, str]:
-    for severity in ("fail", "error"):
+def verdict_of(detections: Sequence[Detection]) -> tuple[Verdict, str]:
+    severities: tuple[Verdict, ...] = ("fail", "error")  # a detection's severity is the verdict
+    for severity in severities:
         hits = [d for d in detections if d.severity == severity]
         if hits:
             best = min(hits, key=_specificity)
@@ -533,4 +535,4 @@ def classify(
         detections += workload_detections(workload_result)
     kept = [d for d in detections if not is_disabled(d.tier, d.id, d.captures)]
     verdict, reason = verdict_of(kept)
-    return Classification(verdict, reason, kept)  # type: ignore[arg-type]
+    return Classification(verdict, reason, kept)

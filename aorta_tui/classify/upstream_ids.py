@@ -15,6 +15,7 @@ have produced. Three need more than an id:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -91,10 +92,10 @@ class DisableSet:
         return False
 
 
-def expand_disabled(tokens: object) -> DisableSet:
+def expand_disabled(tokens: Iterable[str] | None) -> DisableSet:
     names: set[str] = set()
     signals: set[str] = set()
-    for raw in tokens or ():  # type: ignore[union-attr]
+    for raw in tokens or ():
         token = str(raw).strip()
         alias = upstream_alias(token)
         if alias is None:
@@ -110,10 +111,10 @@ def expand_disabled(tokens: object) -> DisableSet:
     return DisableSet(frozenset(names), frozenset(signals))
 
 
-def no_counterpart_notes(tokens: object) -> list[str]:
+def no_counterpart_notes(tokens: Iterable[str] | None) -> list[str]:
     """One note per upstream id in ``tokens`` that disables nothing here (recipe validate)."""
     out = []
-    for raw in tokens or ():  # type: ignore[union-attr]
+    for raw in tokens or ():
         alias = upstream_alias(str(raw))
         if alias is not None and alias.no_counterpart:
             out.append(f"disable_detectors: {str(raw).strip()!r} is accepted and disables "

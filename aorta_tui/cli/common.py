@@ -13,14 +13,15 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import typer
 
 from aorta_tui.core.errors import AortaError, ExitCode
 from aorta_tui.core.numerals import MAX_SEED, ascii_digits
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 INTERNAL_ERROR = int(ExitCode.INTERNAL)
 
@@ -36,7 +37,7 @@ def new_app(help_text: str) -> typer.Typer:
     )
 
 
-def cli_command(fn: F) -> F:
+def cli_command(fn: Callable[P, R]) -> Callable[P, R]:
     """Wrap a command so that no traceback reaches the user.
 
     ``AortaError`` prints its message (location, fix) and exits with its typed code;
@@ -44,7 +45,7 @@ def cli_command(fn: F) -> F:
     """
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except AortaError as exc:
@@ -65,7 +66,7 @@ def cli_command(fn: F) -> F:
                 "please report it")
             raise typer.Exit(INTERNAL_ERROR) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def err(message: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypedDict
 
 import typer
 
@@ -88,6 +89,17 @@ def run(
     raise typer.Exit(run_sweep_command(request))
 
 
+class _MitigationRow(TypedDict):
+    """One mitigation as `sweep list-mitigations` prints it (and --json writes it)."""
+
+    name: str
+    vendor: str
+    env: dict[str, str]
+    switches: list[str]
+    description: str
+    source: str
+
+
 @app.command("list-mitigations")
 @cli_command
 def list_mitigations(
@@ -98,7 +110,7 @@ def list_mitigations(
     from aorta_tui.registry.registry import Registry
 
     reg = Registry(mitigations_file)
-    rows = [
+    rows: list[_MitigationRow] = [
         {"name": m.name, "vendor": m.vendor, "env": dict(m.env), "switches": list(m.switches),
          "description": m.description, "source": m.source}
         for m in sorted(reg.mitigations.values(), key=lambda m: m.name)

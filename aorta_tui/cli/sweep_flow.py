@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -352,7 +353,7 @@ def cells_times_trials(plan: Any) -> str:
     return f"{cells} x {per_cell[0]}-{per_cell[-1]} trials = {total} trials"
 
 
-def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: list[str] = ()) -> None:
+def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: Sequence[str] = ()) -> None:
     import json
 
     if json_mode:

@@ -232,8 +232,8 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
             if phases is not None:
                 phases.attach_to(session)
             trace_stream.attached(out, session, pid)
-        err(f"tracing {', '.join(probes)} ({mode} mode, {session.program.uprobe_count} uprobes, "
-            f"{session.program.tracepoint_count} tracepoints) on "
+        err(f"tracing {', '.join(probes)} ({mode} mode, {session.rendered_program().uprobe_count} uprobes, "
+            f"{session.rendered_program().tracepoint_count} tracepoints) on "
             + (f"pid {pid}" if pid is not None else f"pid {session.child_pid}: {' '.join(command)}")
             + (f" for {duration:g} s" if duration else "") + "; Ctrl-C stops")
         # until the command or pid exits, --duration passes, or Ctrl-C

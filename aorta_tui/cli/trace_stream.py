@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import (
@@ -36,6 +36,9 @@ from aorta_tui.core.events import (
     RunStarted,
     RunWarning,
 )
+
+if TYPE_CHECKING:  # the session is imported by the command that starts one, not at --help
+    from aorta_tui.trace.session import TraceSession
 
 RUN_ID = "trace"
 REPLAY_LIMIT = 256 << 20  # a --json-stream recording of hours is far below this
@@ -180,13 +183,12 @@ class PhaseReporter:
         self.listener.close()
 
 
-def attached(out: StreamWriter, session: Any, pid: int | None) -> None:
-    device = getattr(session, "device", None)
-    src = device.launch_source_info() if device is not None else None
+def attached(out: StreamWriter, session: TraceSession, pid: int | None) -> None:
+    src = session.device.launch_source_info() if session.device is not None else None
     out.emit(Measurement(RUN_ID, source="trace", name="attached",
                          values={"pid": pid if pid is not None else session.child_pid,
-                                 "uprobes": session.program.uprobe_count,
-                                 "tracepoints": session.program.tracepoint_count},
+                                 "uprobes": session.rendered_program().uprobe_count,
+                                 "tracepoints": session.rendered_program().tracepoint_count},
                          # where launches come from (issue 24): "collector: ..." or "ebpf: ..."
                          reasons={"launch_source": f"{src['mode']}: {src['why']}"} if src else {}))
 

@@ -492,7 +492,7 @@ def proton_metrics(out_dir: Path) -> dict[str, Any]:
         if isinstance(tree, list) and tree:
             _walk_hatchet(tree[0], ms, counts, depth=0)
     total = None if any(v is None for v in counts.values()) else counts
-    return kernel_summary("proton", ms, total)  # type: ignore[arg-type]
+    return kernel_summary("proton", ms, total)
 
 
 _UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
@@ -501,7 +501,8 @@ _UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 def _walk_hatchet(node: Any, ms: dict[str, float], counts: dict[str, int | None], depth: int) -> None:
     if not isinstance(node, dict) or depth > 200:
         return
-    children = node.get("children") if isinstance(node.get("children"), list) else []
+    children = node.get("children")
+    children = children if isinstance(children, list) else []
     for child in children:
         _walk_hatchet(child, ms, counts, depth + 1)
     frame, metrics = node.get("frame"), node.get("metrics")
@@ -528,24 +529,26 @@ def missing_tools(names: Iterable[str]) -> list[tuple[str, str]]:
     """(collector, why) for each external profiler the recipe asks for that this machine lacks:
     a real run stops on these before anything starts (exit 3) - a sweep whose every trial ran
     without the profiler it was written for is hours spent on the wrong question."""
-    out = []
+    out: list[tuple[str, str]] = []
     for name in dict.fromkeys(names):
         if name == "rocprof":
             binary, why = rocprof_binary()
             if binary is None:
                 out.append((name, why))
         elif name == "proton":
-            why = proton_problem(sys.executable)
-            if why is not None:
-                out.append((name, why))
+            problem = proton_problem(sys.executable)
+            if problem is not None:
+                out.append((name, problem))
         elif name == "ncu":
             from aorta_tui.collect.ncu import ncu_binary
 
             binary, why = ncu_binary()
             if binary is None:
                 out.append((name, why))
-        elif name == "torch_profiler" and _torch_missing():
-            out.append((name, _torch_missing()))
+        elif name == "torch_profiler":
+            missing = _torch_missing()
+            if missing:
+                out.append((name, missing))
     return out
 
 
@@ -567,9 +570,9 @@ def availability_notes(names: Iterable[str], *, mode: str = "triage") -> list[st
             out.append(f"collect: rocprof runs under {binary}" if binary else
                        f"collect: rocprof not available: {why} (a real run stops with exit 3)")
         elif name == "proton":
-            why = proton_problem(sys.executable)
-            out.append("collect: proton runs under triton.profiler.proton" if why is None else
-                       f"collect: proton not available: {why} (a real run stops with exit 3)")
+            problem = proton_problem(sys.executable)
+            out.append("collect: proton runs under triton.profiler.proton" if problem is None else
+                       f"collect: proton not available: {problem} (a real run stops with exit 3)")
         elif name == "layer_numerics":
             out.append("collect: layer_numerics hooks the workload's torch modules "
                        "(<trial>/layer_numerics/)" if mode == "triage" else
@@ -582,11 +585,11 @@ def availability_notes(names: Iterable[str], *, mode: str = "triage") -> list[st
             out.append(f"collect: ncu runs under {binary}" if binary else
                        f"collect: ncu not available: {why} (a real run stops with exit 3)")
         elif name == "torch_profiler":
-            why = _torch_missing() if mode == "triage" else \
+            missing = _torch_missing() if mode == "triage" else \
                 "a probe command is not aorta-tui's trial worker (each trial records it)"
             out.append("collect: torch_profiler runs torch.profiler around the workload's steps "
-                       "(<trial>/torch_profiler/)" if why is None else
-                       f"collect: torch_profiler not available: {why}")
+                       "(<trial>/torch_profiler/)" if missing is None else
+                       f"collect: torch_profiler not available: {missing}")
         else:
             out.append(f"collect: {name} not available: {NOT_RUN_UPSTREAM}")
     return out
@@ -601,7 +604,8 @@ def run_summary(run_dir: Path, trial_ids: Iterable[str]) -> dict[str, Any]:
     out: dict[str, dict[str, Any]] = {}
     for tid in trial_ids:
         d = rundir.read_trial_result(run_dir, tid) or {}
-        recs = d.get("collectors") if isinstance(d.get("collectors"), dict) else {}
+        recs = d.get("collectors")
+        recs = recs if isinstance(recs, dict) else {}
         for name, rec in recs.items():
             if not isinstance(rec, dict):
                 continue

@@ -243,7 +243,8 @@ class LayerNumerics:
                 self._write(held)
             self._buffer.clear()
             self._flushed = True
-        keep, held = [], []
+        keep: list[dict[str, Any]] = []
+        held = []  # typed by the loop over self._buffer above
         for rec in step_records:
             sampled = rec["bad"] or self._flushed or self.step % self.sample_every == 0
             if self.stop_on_first and self.first_bad is not None and not rec["bad"]:

@@ -96,14 +96,14 @@ def _collect_one(pattern: str, source: Path, root: Path, budget: int
         return None, f"{source}: {st.st_size} bytes, over the {MAX_FILE_BYTES}-byte limit per file"
     if st.st_size > budget:
         return None, f"{source}: over the {MAX_TOTAL_BYTES}-byte limit of files collected per trial"
-    rel = Path(COLLECTED_DIR, *resolved.parts[1:])
+    dest = Path(COLLECTED_DIR, *resolved.parts[1:])
     try:
-        copied = _copy_regular(resolved, root, rel, limit=min(MAX_FILE_BYTES, budget))
+        copied = _copy_regular(resolved, root, dest, limit=min(MAX_FILE_BYTES, budget))
     except OSError as exc:
         return None, f"{source}: not collected ({exc.strerror or exc})"
     if copied is None:
         return None, f"{source} changed into something that is not a regular file; not read"
-    return {"pattern": pattern, "source": str(source), "path": rel.as_posix(), "bytes": copied,
+    return {"pattern": pattern, "source": str(source), "path": dest.as_posix(), "bytes": copied,
             "copied": True}, None
 
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
@@ -361,6 +361,15 @@ class CheckResult:
     seconds: float | None = None
 
 
+class _RunFacts(TypedDict):
+    """The fields of a ``CheckResult`` that every finished or failed run of a tool has."""
+
+    log: str
+    argv: tuple[str, ...]
+    seconds: float
+    exit_code: int | None
+
+
 _PREFIX = re.compile(r"^=+ ?")
 _HEADERS: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (re.compile(r"^Invalid (?:__(?P<space>\w+?)__ )?(?P<access>read|write|atomic)\b[^\n]*"),
@@ -590,7 +599,8 @@ def run_cuda_tool(recipe: SanitizerRecipe, tool: str, run_dir: Path,
     start = time.monotonic()
     code, timed_out, launch = _run(argv, out, recipe.timeout_s)
     seconds = round(time.monotonic() - start, 3)
-    common = {"log": log.name, "argv": tuple(argv), "seconds": seconds, "exit_code": code}
+    common: _RunFacts = {"log": log.name, "argv": tuple(argv), "seconds": seconds,
+                         "exit_code": code}
     if launch is not None:
         return CheckResult(tool, "error", "error", f"cannot start {path}: {launch}", **common)
     if timed_out:
@@ -648,7 +658,7 @@ def plan_summary(recipe: SanitizerRecipe, env: Mapping[str, str] | None = None) 
     """What ``sweep run`` would do with ``recipe`` (for ``recipe validate``): per check, the
     argv it would run (``RUN_DIR`` stands for the run directory), or why it cannot run here."""
     tool, why = find_compute_sanitizer(env)
-    checks = []
+    checks: list[dict[str, object]] = []
     for name in recipe.sanitizers:
         if name in ROCM_SANITIZERS:
             checks.append({"sanitizer": name, "runs": None,

@@ -208,9 +208,9 @@ def summarise(prof: Any, *, steps: int, top: int, cuda_reason: str | None) -> di
     kernels: dict[str, list[float]] = {}  # name -> [calls, ms]
     for ev in prof.events():
         if ev.device_type == DeviceType.CUDA:
-            k = kernels.setdefault(str(ev.name), [0, 0.0])
-            k[0] += 1
-            k[1] += _ms(ev.time_range.elapsed_us())
+            tally = kernels.setdefault(str(ev.name), [0, 0.0])
+            tally[0] += 1
+            tally[1] += _ms(ev.time_range.elapsed_us())
     by_time = sorted(kernels.items(), key=lambda kv: kv[1][1], reverse=True)
     out["torch_profiler_kernel_count"] = int(sum(c for c, _ in kernels.values()))
     out["torch_profiler_gpu_time_ms"] = sum(t for _, t in kernels.values())

@@ -169,7 +169,8 @@ def interpreter_settings(cache_dir: Path | None = None) -> dict[str, object]:
     return {
         "dont_write_bytecode": bool(sys.flags.dont_write_bytecode),
         "pycache_prefix": prefix,
-        "tool_cache": bool(prefix) and os.path.realpath(prefix) == os.path.realpath(ours),
+        "tool_cache": prefix is not None and bool(prefix)
+                      and os.path.realpath(prefix) == os.path.realpath(ours),
     }
 
 

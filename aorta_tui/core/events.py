@@ -249,7 +249,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
 def event_from_dict(data: dict[str, Any]) -> Event:
     """Rebuild an event from its JSON form; unknown fields (from newer writers) are dropped."""
     kind = data.get("event")
-    cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise ValueError(f"unknown event type {kind!r}")
     names = {f.name for f in dataclasses.fields(cls) if _on_wire(f)}

@@ -225,9 +225,10 @@ def read_json_or_none(path: str | os.PathLike[str], *, limit: int = 64 * MiB,
 
 def line_col(data: bytes | str, offset: int) -> tuple[int, int]:
     """1-based line and column of ``offset`` in ``data``."""
-    nl = b"\n" if isinstance(data, bytes) else "\n"
-    line = data.count(nl, 0, offset) + 1  # type: ignore[arg-type]
-    start = data.rfind(nl, 0, offset) + 1  # type: ignore[arg-type]
+    if isinstance(data, bytes):
+        line, start = data.count(b"\n", 0, offset) + 1, data.rfind(b"\n", 0, offset) + 1
+    else:
+        line, start = data.count("\n", 0, offset) + 1, data.rfind("\n", 0, offset) + 1
     return line, offset - start + 1
 
 

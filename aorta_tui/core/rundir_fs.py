@@ -30,7 +30,6 @@ import ctypes
 import errno
 import json
 import os
-import shutil
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,6 +51,25 @@ _SYS_OPENAT2 = 437
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
+
+
+def _remove_tree_at(dir_fd: int, name: str) -> None:
+    """Remove the directory ``name`` of ``dir_fd`` and everything in it, each entry relative to
+    its parent's descriptor and no link followed (a link is unlinked itself; a directory swapped
+    for a link on the way fails the ``O_NOFOLLOW`` open). shutil.rmtree takes ``dir_fd`` only
+    from Python 3.11, and 3.10 is supported."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    try:
+        with os.scandir(fd) as entries:
+            names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        for child, is_dir in names:
+            if is_dir:
+                _remove_tree_at(fd, child)
+            else:
+                os.unlink(child, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)
 
 
 class _OpenHow(ctypes.Structure):
@@ -353,7 +371,7 @@ class RunDirFS:
         with self._parent(path, create=False) as (dir_fd, name):
             st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(name, dir_fd=dir_fd)  # descriptor-relative (Python >= 3.11)
+                _remove_tree_at(dir_fd, name)
             else:
                 os.unlink(name, dir_fd=dir_fd)
 

@@ -20,7 +20,7 @@ import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from aorta_tui.core import spawn_gate
 
@@ -49,7 +49,7 @@ def error(reason: str, source: str = "", *, needs_root: bool = False) -> Leaf:
     return leaf
 
 
-def is_leaf(node: Any) -> bool:
+def is_leaf(node: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(node, dict) and "state" in node and "value" in node and set(node) <= LEAF_KEYS
 
 

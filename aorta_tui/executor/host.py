@@ -2,14 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Sized
 from pathlib import Path
 from typing import Any, Protocol
 
-from aorta_tui.trial.host import TrialHost
+from aorta_tui.trial.host import CellLike, PlanLike, TrialHost
+
+
+class ExecutorCell(CellLike, Protocol):
+    """What an executor reads of a planned cell besides the pools' view
+    (``sweep.plan.CellPlan`` fills it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def docker(self) -> str | None: ...
+
+
+class ExecutorPlan(PlanLike, Protocol):
+    """What an executor reads of the plan besides a cell by name: every cell (the Slurm
+    executor checks each cell's world size) and how many trials it holds (``sweep.plan.Plan``
+    fills it)."""
+
+    @property
+    def cells(self) -> Sequence[ExecutorCell]: ...
+    @property
+    def trials(self) -> Sized: ...
 
 
 class ExecutorHost(TrialHost, Protocol):
     """The run as an executor sees it: the pools' view, and the preparation of a trial (its
     directory, environment, argv and ``ProcessSpec``) that a batched submission does ahead."""
+
+    @property
+    def plan(self) -> ExecutorPlan: ...
 
     def prepare_trial(self, run_dir: Path, spec: Any) -> tuple[Any, Path, dict[str, str], list[str], Any]: ...

@@ -703,13 +703,13 @@ class SlurmExecutor:
         state = job.orchestrator_state or (info.state if info else "LOST")
         if data is not None and not data.get("signal") and (info is None or info.alive):
             state = "COMPLETED"  # the job wrote its outcome unsignalled; squeue has not caught up
+        first_node = node.get("node") or (info.node if info else None)
         facts: dict[str, Any] = {
             "kind": "slurm", "job_id": job.job_id, "batch": job.batch, "task": job.task,
             "slurm_job_id": node.get("job_id"),  # an array task's own id (SLURM_JOB_ID)
-            "state": state, "node": node.get("node") or (info.node if info else None),
+            "state": state, "node": first_node,
             # every node of the job (a distributed trial's srun torchrun ran on all of them)
-            "nodes": node.get("nodes") or ([node.get("node") or info.node] if (node.get("node") or
-                                           (info and info.node)) else []),
+            "nodes": node.get("nodes") or ([first_node] if first_node else []),
             "gpus": {"SLURM_JOB_GPUS": node.get("job_gpus"),
                      "CUDA_VISIBLE_DEVICES": node.get("cuda_visible_devices"),
                      "ROCR_VISIBLE_DEVICES": node.get("rocr_visible_devices")},

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import sys
 import traceback
+from typing import TypeVar
 
 from aorta_tui.core.errors import AortaError, ExitCode
+
+_Config = TypeVar("_Config")
 
 
 def main(argv: list[str]) -> int:
@@ -34,7 +37,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _load_config(cls: type, path: str) -> object:
+def _load_config(cls: type[_Config], path: str) -> _Config:
     """The parent's config file as ``cls``: read as an input (size limit, located JSON/UTF-8
     errors), then checked field by field as a queue sweep's request.json is."""
     from pathlib import Path

@@ -83,7 +83,7 @@ def _interval(result: dict[str, Any], key: str) -> tuple[float, float] | None:
     if key in _LATENCY:
         lat = samples.get("iteration_latency_ms") or []
         q = _LATENCY[key]
-        return bootstrap_ci(lat, _mean if q is None else (lambda xs, q=q: percentile(sorted(xs), q)))
+        return bootstrap_ci(lat, _mean if q is None else (lambda xs: percentile(sorted(xs), q)))
     return None
 
 

@@ -45,8 +45,8 @@ class Captured:
 
 def declared_kernels(plan: list[Launch]) -> int | None:
     """Kernels the launches declare they issue; None when any launch does not say."""
-    counts = [la.kernels for la in plan]
-    return None if any(k is None for k in counts) else sum(counts)  # type: ignore[arg-type]
+    counts = [la.kernels for la in plan if la.kernels is not None]
+    return sum(counts) if len(counts) == len(plan) else None
 
 
 def capture(backend: Any, streams: list[Any], plan: list[Launch]) -> Captured:

@@ -358,10 +358,11 @@ def _passes(raw: RawRun, wl: Any, wall_s: float, throughput: float | None) -> di
     """What each pass did and how fast it ran: the detail pass's instrumentation cost shows as
     its throughput relative to the measure pass."""
     detail_wall = (raw.end_ns - raw.iteration_starts_ns[0]) / 1e9
+    detail_throughput = _throughput(raw, wl, len(raw.iteration_starts_ns), detail_wall)
     detail = {
         "iterations": len(raw.iteration_starts_ns),
         "wall_s": detail_wall,
-        "throughput": _throughput(raw, wl, len(raw.iteration_starts_ns), detail_wall),
+        "throughput": detail_throughput,
         "instrumentation": PASS_MEANING[f"detail_{raw.detail_source}"],
         "gives": "per-launch figures: busy time, concurrency, launch delay, queue depth, gaps, "
                  "switch overhead" + ("" if raw.measure else "; and throughput and latency"),
@@ -372,8 +373,8 @@ def _passes(raw: RawRun, wl: Any, wall_s: float, throughput: float | None) -> di
                "throughput": throughput,
                "instrumentation": PASS_MEANING["measure_cpu" if raw.emulated else "measure"],
                "gives": "throughput, iteration latency and period, wall time"}
-    relative = (None if not (detail["throughput"] and throughput)
-                else detail["throughput"] / throughput)
+    relative = (None if not (detail_throughput and throughput)
+                else detail_throughput / throughput)
     return {"measure": measure, "detail": detail, "detail_relative_throughput": relative}
 
 

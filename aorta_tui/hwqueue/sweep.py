@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json
-from aorta_tui.core.errors import AortaError, UsageError
+from aorta_tui.core.errors import AortaError, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.rundir_fs import RunDirFS
@@ -132,6 +132,7 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
             first_error = first_error or error
             failed.append({"streams": n, "reason": error.render()})
         else:
+            assert result is not None  # _measure returns a result or the error that ended it
             results.append(result)
         if on_event is not None:
             on_event(Progress(sweep_id, done=k + 1, total=len(counts),
@@ -472,9 +473,12 @@ class _StoreSweep:
         if not announced:  # a runner that started no process of its own
             self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1))
         wall = time.monotonic() - t0
-        record = result if result is not None else {
-            "schema_version": SCHEMA_VERSION, "kind": FAILED_POINT_KIND, "streams": n,
-            "reason": error.render(), "exit_code": int(error.exit_code)}
+        if result is not None:
+            record = result
+        else:
+            assert error is not None  # _measure returns a result or the error that ended it
+            record = {"schema_version": SCHEMA_VERSION, "kind": FAILED_POINT_KIND, "streams": n,
+                      "reason": error.render(), "exit_code": int(error.exit_code)}
         self.store.write_result(tid, record)  # the result first, then its journal line
         self.bus.emit(TrialFinished(
             self.sweep_id, trial_id=tid, cell=tid, trial=1,
@@ -516,9 +520,7 @@ class _StoreSweep:
         self.store.close_journal()
 
 
-def _exit_code(value: object) -> Any:
-    from aorta_tui.core.errors import ExitCode
-
+def _exit_code(value: Any) -> ExitCode:  # Any: a field of a result file read back
     try:
         return ExitCode(value)
     except ValueError:

@@ -144,9 +144,10 @@ class TraceMetrics:
             for i, c in counts.items():
                 acc[i] = acc.get(i, 0) + c
             merged[label] = (acc, acc_total + total)
-        for label, (counts, total) in merged.items():
+        for label, (label_counts, label_total) in merged.items():
             hist.series.append(([set_name, self.process, label],
-                                buckets.rebucket(counts, bounds, per_unit), total / per_unit))
+                                buckets.rebucket(label_counts, bounds, per_unit),
+                                label_total / per_unit))
         return hist if hist.series else None
 
     # -- scraping (the server's threads) -------------------------------------------------------

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Event as ThreadEvent
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
@@ -73,6 +73,9 @@ from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import REPORT_FILES
 from aorta_tui.store.run_store import RunStore, StoreLayout
 from aorta_tui.store.rundir import output_write_error, write_failure
+
+if TYPE_CHECKING:  # imported when a policy changes the GPU, not on every sweep
+    from aorta_tui.policy.gpu_control import ControlBackend
 from aorta_tui.trial.orphans import mint
 from aorta_tui.trial.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 
@@ -195,7 +198,7 @@ class PolicyEvaluator:
     def __init__(self, request: PolicySweepRequest, *,
                  on_event: Callable[[Event], None] | None = None,
                  cancel: ThreadEvent | None = None,
-                 gpu_backend: Any | None = None,
+                 gpu_backend: ControlBackend | None = None,
                  base_env: Mapping[str, str] | None = None,
                  trial_command: TrialCommand | None = None) -> None:
         _check_request(request)
@@ -423,6 +426,8 @@ class PolicyEvaluator:
         if not policy.gpu_control.is_empty() and req.allow_gpu_control:
             from aorta_tui.policy.gpu_control import GpuControl
 
+            # _prepare_gpu_control chose the backend for every policy that changes the GPU
+            assert self.gpu_backend is not None
             with GpuControl(self.gpu_backend, req.gpu_index, policy.gpu_control) as control:
                 outcome = run_process(spec, cancel=self.cancel, on_start=started)
             gpu_note = f"applied {policy.gpu_control.to_dict()}; restored {control.previous}"
@@ -465,7 +470,7 @@ class _AbortSweep(Exception):
 
 
 def run_policy_sweep(request: PolicySweepRequest, *, on_event: Callable[[Event], None] | None = None,
-                     cancel: ThreadEvent | None = None, gpu_backend: Any | None = None,
+                     cancel: ThreadEvent | None = None, gpu_backend: ControlBackend | None = None,
                      base_env: Mapping[str, str] | None = None,
                      trial_command: TrialCommand | None = None) -> PolicySweepOutcome:
     """Run the sweep and write its reports; see the module docstring.
@@ -553,7 +558,7 @@ def policy_from_dict(data: Mapping[str, Any]) -> Policy:
 
 def resume_policy_sweep(run_dir: str | Path, *, allow_gpu_control: bool = False,
                         on_event: Callable[[Event], None] | None = None,
-                        cancel: ThreadEvent | None = None, gpu_backend: Any | None = None,
+                        cancel: ThreadEvent | None = None, gpu_backend: ControlBackend | None = None,
                         base_env: Mapping[str, str] | None = None,
                         trial_command: TrialCommand | None = None) -> PolicySweepOutcome:
     """Continue an interrupted sweep: same policies, order and options (from ``sweep.json``);

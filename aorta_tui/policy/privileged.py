@@ -65,7 +65,7 @@ class Knobs:
 
 def family() -> VerbFamily:
     knobs = Knobs()
-    target = {"backend": P.OneOf(BACKENDS), "device": DEVICE}
+    target: dict[str, P.Check] = {"backend": P.OneOf(BACKENDS), "device": DEVICE}
     return VerbFamily(
         verbs={
             "gpu_read": Verb(target, knobs.read),

@@ -141,7 +141,7 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
         units.update({k: str(v) for k, v in t.get("summary_units", {}).items()})
         better.update({k: str(v) for k, v in t.get("summary_better", {}).items()})
 
-    platform = next((t.get("platform") for t in ok if t.get("platform")), {}) or {}
+    platform: dict[str, Any] = next((p for t in ok if (p := t.get("platform"))), {})
     backend = str(platform.get("backend") or "")
     emulated = any(t.get("emulated") for t in ok) if ok else None
 
@@ -230,8 +230,10 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
 
 
 def _clean_definition(d: dict[str, Any]) -> dict[str, Any]:
-    gpu = d.get("gpu_control") if isinstance(d.get("gpu_control"), dict) else {}
-    args = d.get("harness_args") if isinstance(d.get("harness_args"), list) else []
+    gpu = d.get("gpu_control")
+    gpu = gpu if isinstance(gpu, dict) else {}
+    args = d.get("harness_args")
+    args = args if isinstance(args, list) else []
     return {**d, "env": _str_map(d.get("env")), "harness_args": [str(a) for a in args],
             "gpu_control": {k: gpu.get(k) for k in ("clock_level", "power_limit_w")},
             "vendor": str(d.get("vendor", "any")), "description": str(d.get("description", ""))}

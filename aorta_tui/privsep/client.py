@@ -28,7 +28,7 @@ class HelperRefused(EnvironmentProblem):
         self.code = code
 
 
-class HelperArgumentError(UsageError, HelperRefused):  # type: ignore[misc]
+class HelperArgumentError(UsageError, HelperRefused):
     """A request the helper found malformed: a bug or an out-of-bounds value (exit 2)."""
 
 

@@ -73,6 +73,8 @@ class Helper:
 
     def serve(self, sock: socket.socket) -> None:
         """Answer requests on ``sock`` until the other side closes it."""
+        reply: dict[str, Any]
+        out_fds: tuple[int, ...]
         while True:
             try:
                 frame, fds = protocol.recv(sock, protocol.MAX_REQUEST)

@@ -151,7 +151,8 @@ def _workload_issues_despite(data: Any, marks: Any, source: str, found: list[Rec
     part: dict[str, Any] = {k: data[k] for k in ("schema_version", "workload", "workload_config",
                                                  "trial_isolation") if k in data}
     part.update(trials=1, steps=1, cells=[])
-    for i, cell in enumerate(data.get("cells") if isinstance(data.get("cells"), list) else []):
+    written_cells = data.get("cells")
+    for i, cell in enumerate(written_cells if isinstance(written_cells, list) else []):
         own = {"name": f"cell-{i}", "mitigations": ["none"]}  # kept in place: same paths
         if isinstance(cell, dict) and "workload_config" in cell:
             own["workload_config"] = cell["workload_config"]

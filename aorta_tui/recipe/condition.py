@@ -18,7 +18,7 @@ import operator
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from aorta_tui.core.errors import RecipeError
 
@@ -189,7 +189,7 @@ class _Checker:
     def check(self, tree: ast.Expression) -> None:
         self._visit(tree, 0)
 
-    def _reject(self, what: str, hint: str | None = None) -> None:
+    def _reject(self, what: str, hint: str | None = None) -> NoReturn:
         raise RecipeError(f"the condition uses {what}, which conditions do not allow",
                           hint=hint or "conditions may use comparisons, and/or/not, + - * / // % "
                           "on numbers, names, 'strings', numbers, name['key'] and "
@@ -263,8 +263,8 @@ class _Checker:
                 and not isinstance(index.value, bool)):
             self._reject("an index that is not a literal string or integer",
                          "write capture['name'] with the group name in quotes")
-        if isinstance(index.value, str) and index.value.startswith("_"):  # type: ignore[union-attr]
-            self._reject(f"the key {index.value!r}",  # type: ignore[union-attr]
+        if isinstance(index.value, str) and index.value.startswith("_"):
+            self._reject(f"the key {index.value!r}",
                          "keys starting with '_' are not allowed")
         self._visit(node.value, depth + 1)
 
@@ -309,8 +309,8 @@ class _Interpreter:
             operand = self.eval(node.operand)
             if isinstance(node.op, ast.Not):
                 return not operand
-            value = _num(operand)
-            return -value if isinstance(node.op, ast.USub) else +value
+            number = _num(operand)
+            return -number if isinstance(node.op, ast.USub) else +number
         if isinstance(node, ast.BinOp):
             return self._binop(node)
         if isinstance(node, ast.Compare):
@@ -330,11 +330,12 @@ class _Interpreter:
         if isinstance(node, ast.IfExp):
             return self.eval(node.body) if self.eval(node.test) else self.eval(node.orelse)
         if isinstance(node, ast.Call):
-            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr  # type: ignore[attr-defined]
-            return _bounded(FUNCTIONS[name](*[self.eval(a) for a in node.args]))
+            return _bounded(FUNCTIONS[_called_name(node)](*[self.eval(a) for a in node.args]))
         if isinstance(node, ast.Subscript):
             container = self.eval(node.value)
-            key = node.slice.value  # type: ignore[attr-defined]
+            if not isinstance(node.slice, ast.Constant):  # the checker prevents this
+                raise _EvalFailure(f"unexpected subscript {type(node.slice).__name__}")
+            key = node.slice.value
             if isinstance(container, Mapping):
                 if key not in container:
                     raise _EvalFailure(f"no key {key!r}")
@@ -349,6 +350,16 @@ class _Interpreter:
         if isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str):
             return _bounded(left + right)
         return _bounded(_BINOPS[type(node.op)](_num(left), _num(right)))
+
+
+def _called_name(node: ast.Call) -> str:
+    """``f`` of ``f(x)``, ``sqrt`` of ``math.sqrt(x)``: the only calls the checker lets through."""
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    raise _EvalFailure(f"unexpected call of {type(func).__name__}")  # the checker prevents this
 
 
 def _bounded(value: Any) -> Any:

@@ -196,7 +196,8 @@ class ExecutorSpec:
     gpus_per_node: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"kind": self.kind, "partition": self.partition, "account": self.account,
+        out: dict[str, object] = {"kind": self.kind, "partition": self.partition,
+                                  "account": self.account,
                "gres": self.gres, "time": self.time, "constraint": self.constraint,
                "extra_sbatch": list(self.extra_sbatch)}
         if self.nodes is not None or self.gpus_per_node is not None:  # older files stay identical

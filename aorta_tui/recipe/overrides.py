@@ -13,10 +13,27 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TypedDict, TypeGuard
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.recipe import keys as K
-from aorta_tui.recipe.model import Recipe, StopAfter
+from aorta_tui.recipe.model import EnvPassthrough, Recipe, StopAfter, TrialIsolation
+
+
+class _Changes(TypedDict, total=False):
+    """The recipe's fields the flags replace."""
+
+    stop_after: StopAfter
+    disable_detectors: tuple[str, ...]
+    env_passthrough_mode: EnvPassthrough
+
+
+def _is_passthrough(value: str) -> TypeGuard[EnvPassthrough]:
+    return value in K.ENV_PASSTHROUGH
+
+
+def _is_isolation(value: str) -> TypeGuard[TrialIsolation]:
+    return value in K.TRIAL_ISOLATION
 
 
 def apply_overrides(
@@ -27,7 +44,7 @@ def apply_overrides(
     disable_detectors: Sequence[str] = (),
     env_passthrough_mode: str | None = None,
 ) -> Recipe:
-    changes: dict[str, object] = {}
+    changes: _Changes = {}
     if stop_after_events is not None or max_trials is not None:
         changes["stop_after"] = _stop_after(recipe.stop_after, stop_after_events, max_trials)
     if disable_detectors:
@@ -38,11 +55,11 @@ def apply_overrides(
                 "--env-passthrough-mode applies to a probe run (a command after `--`); a "
                 f"workload run ({recipe.workload}) has no command to pass variables to",
                 hint="drop --env-passthrough-mode")
-        if env_passthrough_mode not in K.ENV_PASSTHROUGH:
+        if not _is_passthrough(env_passthrough_mode):
             raise UsageError(f"--env-passthrough-mode {env_passthrough_mode!r} is not a mode",
                              hint=f"use one of {', '.join(K.ENV_PASSTHROUGH)}")
         changes["env_passthrough_mode"] = env_passthrough_mode
-    return dataclasses.replace(recipe, **changes) if changes else recipe  # type: ignore[arg-type]
+    return dataclasses.replace(recipe, **changes) if changes else recipe
 
 
 def with_bytecode_cache(recipe: Recipe, value: str) -> Recipe:
@@ -55,13 +72,13 @@ def with_bytecode_cache(recipe: Recipe, value: str) -> Recipe:
 
 def with_trial_isolation(recipe: Recipe, value: str) -> Recipe:
     """``--trial-isolation``: the recipe's ``trial_isolation``, checked like the key."""
-    if value not in K.TRIAL_ISOLATION:
+    if not _is_isolation(value):
         raise UsageError(f"--trial-isolation {value!r} is not an isolation",
                          hint=f"use one of {', '.join(K.TRIAL_ISOLATION)}")
     if recipe.mode != "triage" and value != "process":
         raise UsageError(f"--trial-isolation {value} needs a workload recipe: a probe recipe runs an "
                          "opaque command, in a fresh process per trial", hint="drop --trial-isolation")
-    return dataclasses.replace(recipe, trial_isolation=value)  # type: ignore[arg-type]
+    return dataclasses.replace(recipe, trial_isolation=value)
 
 
 def _stop_after(current: StopAfter | None, events: int | None, cap: int | None) -> StopAfter:
@@ -92,7 +109,7 @@ def _disable(recipe: Recipe, tokens: Sequence[str]) -> tuple[str, ...]:
     for token, norm, problem in check_detector_tokens(tokens, pattern_ids):
         if problem is not None:
             raise UsageError(f"--disable-detector {token!r}: {problem[0]}", hint=problem[1])
-        if norm not in out:
+        if norm is not None and norm not in out:  # a token without a problem has a norm
             out.append(norm)
     return tuple(out)
 

@@ -30,6 +30,7 @@ from aorta_tui.recipe.model import (
     CellSpec,
     Confound,
     CustomPattern,
+    Order,
     Recipe,
     Redaction,
     Retain,
@@ -159,8 +160,9 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     disable = _disable_detectors(v, get("disable_detectors"), get("disable_detector_tiers"),
                                  pattern_ids)
 
-    order = get("order")
-    order = "interleaved" if order is None else v.choice("order", order, K.ORDERS)
+    written_order = get("order")
+    order: Order = ("interleaved" if written_order is None
+                    else v.choice("order", written_order, K.ORDERS))
     seed = get("seed")
     seed = 0 if seed is None else v.integer("seed", seed, minimum=0, maximum=K.MAX_SEED)
     trace = _trace(v, get("trace"))
@@ -875,7 +877,7 @@ def _registry_checks_cell(v: Validator, path: str, name: Any, mitigations: Any,
         _check_conflicts(v, f"{path}.mitigations", label, mitigations)
 
 
-def _unknown(v: Validator, path: str, kind: str, name: str, known: dict[str, Any],
+def _unknown(v: Validator, path: str, kind: str, name: str, known: Iterable[str],
              command: str) -> None:
     v.issue(path, f"unknown {kind} {name!r}",
             did_you_mean(name, known) + f"`{command}` lists them"

@@ -323,7 +323,8 @@ def relay_main(argv: list[str]) -> int:
             log.write(raw)
             log.flush()
             if handshake is not None and event is not None and event is run.started:
-                handshake = _hand_over(handshake, raw)
+                _hand_over(handshake, raw)
+                handshake = None  # handed over once, and closed
     if handshake is not None:
         handshake.close()  # no RunStarted: the launcher reads EOF and reports the log
     return run.wait()
@@ -335,7 +336,6 @@ def _hand_over(handshake: IO[bytes], raw: bytes) -> None:
         handshake.flush()
     with contextlib.suppress(OSError):
         handshake.close()
-    return None
 
 
 if __name__ == "__main__":

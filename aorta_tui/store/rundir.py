@@ -109,8 +109,9 @@ def write_failure(exc: OSError, run_dir: Path | None, *, resumable: bool = True,
     read-only filesystem), or ``None`` when ``exc`` is not one of those (a bug, then).
 
     ``resume_command`` is how this run is finished (default: the sweep's ``--resume``)."""
-    if isinstance(exc, PermissionError) and (exc.filename or run_dir is not None):
-        return permission_problem(exc.filename or run_dir, fix_dir=run_dir)
+    denied = exc.filename or run_dir
+    if isinstance(exc, PermissionError) and denied is not None:
+        return permission_problem(denied, fix_dir=run_dir)
     if exc.errno not in _FULL | _DEVICE:
         return None
     where = Path(exc.filename) if exc.filename else run_dir

@@ -690,12 +690,14 @@ class Sweep:
         if r.mode == "probe":
             return None
         cls = self.workload_cls
+        steps = self.options.steps or cell.steps
+        assert steps is not None  # recipe validation requires `steps` wherever a workload runs
         return WorkerSpec(
             workload=r.workload,
             # what the orchestrator resolved: the worker imports it without scanning every
             # installed distribution's entry points again (trial_worker.load_class)
             workload_ref=f"{cls.__module__}:{cls.__qualname__}" if cls is not None else None,
-            steps=self.options.steps or cell.steps,
+            steps=steps,
             config=cell.workload_config or {},
             seed=self.plan.seed * 1000 + spec.trial,
             trial_dir=str(trial_dir),
@@ -912,7 +914,7 @@ def _masked(env: dict[str, str]) -> dict[str, str]:
 def _detection_dict(d: Any) -> dict[str, Any]:
     from dataclasses import asdict, is_dataclass
 
-    return asdict(d) if is_dataclass(d) else dict(d)
+    return asdict(d) if is_dataclass(d) and not isinstance(d, type) else dict(d)
 
 
 def _where(recipe: Any, path: str) -> str | None:

@@ -219,7 +219,7 @@ def beside_trial(pending: list[PendingCapture], start_ns: int | None, end_ns: in
     if start_ns is None or end_ns is None:
         overlapping = ran
     else:
-        overlapping = [p for p in ran if p.started_ns <= end_ns  # type: ignore[operator]
+        overlapping = [p for p in ran if p.started_ns is not None and p.started_ns <= end_ns
                        and (p.ended_ns is None or p.ended_ns >= start_ns)]
     if not overlapping:
         return {"ran": False, "reason": "no snapshot capture ran during this trial"}

@@ -30,8 +30,9 @@ _LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "c
                  "cudaGraphLaunch", "cudaLaunchCooperativeKernel")
 
 
-def load_profiler_trace(path: Path) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+def load_profiler_trace(path: Path) -> tuple[list[dict[str, Any]], dict[int | str, dict[str, Any]]]:
     """(runtime launch calls sorted by start, kernels by correlation id) from a Chrome trace.
+    A kernel without a correlation id pairs with no launch, so it is left out.
 
     Bounded and type-checked (``core.inputs``): a damaged trace is a UsageError naming the
     event and field, never a KeyError in the join.
@@ -39,10 +40,10 @@ def load_profiler_trace(path: Path) -> tuple[list[dict[str, Any]], dict[int, dic
     where = str(path)
     data = load_json_input(path, what="profiler trace", limit=INPUT_LIMITS["profiler trace"],
                            hint="pass the trace written by prof.export_chrome_trace")
-    events = data.get("traceEvents") if isinstance(data, dict) else data
-    _need(events, "array", where, "traceEvents")
-    launches = []
-    kernels: dict[int, dict[str, Any]] = {}
+    events: list[Any] = _need(data.get("traceEvents") if isinstance(data, dict) else data,
+                              "array", where, "traceEvents")
+    launches: list[dict[str, Any]] = []
+    kernels: dict[int | str, dict[str, Any]] = {}
     for i, ev in enumerate(events):
         if not isinstance(ev, dict):
             continue  # metadata rows of other shapes carry nothing the join reads
@@ -54,14 +55,14 @@ def load_profiler_trace(path: Path) -> tuple[list[dict[str, Any]], dict[int, dic
             continue
         at = f"traceEvents[{i}]"
         args = _need(ev.get("args") or {}, "object", where, f"{at}.args")
-        correlation = args.get("correlation")
+        correlation: int | str | None = args.get("correlation")
         if correlation is not None and not isinstance(correlation, (int, str)):
-            _need(correlation, "integer", where, f"{at}.args.correlation")
+            correlation = _need(correlation, "integer", where, f"{at}.args.correlation")
         ts = float(_need(ev.get("ts"), "number", where, f"{at}.ts"))
         if is_launch:
             launches.append({"ts_us": ts, "correlation": correlation})
-        else:
-            kernels[correlation] = {  # type: ignore[index]
+        elif correlation is not None:
+            kernels[correlation] = {
                 "ts_us": ts, "dur_us": float(_need(ev.get("dur", 0), "number", where, f"{at}.dur")),
                 "stream": args.get("stream"), "name": name}
     launches.sort(key=lambda e: e["ts_us"])
@@ -74,7 +75,7 @@ def _need(value: Any, kind: str, where: str, field: str) -> Any:
 
 
 def join(ebpf_ts_ns: np.ndarray, ebpf_stream: np.ndarray, launches: list[dict[str, Any]],
-         kernels: dict[int, dict[str, Any]]) -> dict[str, Any]:
+         kernels: dict[int | str, dict[str, Any]]) -> dict[str, Any]:
     """Launch -> GPU-start delays (us), overall and per stream, with how the join went."""
     order = np.argsort(ebpf_ts_ns, kind="stable")
     ts = ebpf_ts_ns[order].astype(np.float64) / 1000.0
@@ -99,7 +100,8 @@ def join(ebpf_ts_ns: np.ndarray, ebpf_stream: np.ndarray, launches: list[dict[st
     stream_map: dict[str, Any] = {}
     unmatched = 0
     for i, e in enumerate(launches):
-        k = kernels.get(e["correlation"])
+        # a launch without a correlation id has no kernel (None never keys one)
+        k = kernels.get(e["correlation"]) if e["correlation"] is not None else None
         if k is None:
             unmatched += 1
             continue

@@ -165,11 +165,11 @@ class HelperBpftrace:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
+        while (code := self.poll()) is None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"bpftrace (helper trace {self.trace_id})", timeout or 0)
             time.sleep(0.05)
-        return self.returncode  # type: ignore[return-value]
+        return code
 
     def send_signal(self, sig: int) -> None:
         # SIGINT is the runner's "stop, print the exit maps"; the helper does it with its grace

@@ -89,6 +89,14 @@ def _empty_columns() -> dict[str, np.ndarray]:
     return {c: np.empty(0, dtype=np.int64) for c in _COLUMNS}
 
 
+def _batch_of(cols: dict[str, np.ndarray], label_codes: np.ndarray | None = None,
+              label_names: list[str] | None = None) -> Batch:
+    """A batch from the columns by name (each named field, so the checker sees every type)."""
+    return Batch(metric=cols["metric"], ts=cols["ts"], pid=cols["pid"], tid=cols["tid"],
+                 key=cols["key"], value=cols["value"], aux=cols["aux"],
+                 label_codes=label_codes, label_names=label_names)
+
+
 class RecordParser:
     """Stateless apart from running totals of malformed lines and lost events."""
 
@@ -102,7 +110,7 @@ class RecordParser:
         """Parse one batch. Plain records are parsed in bulk on the bytes (numpy); anything
         unusual (a label with spaces, a bad token) goes line by line, so no line is lost."""
         if not lines:
-            return Batch(**_empty_columns())
+            return _batch_of(_empty_columns())
         block = "".join(lines)
         if not block.endswith("\n"):
             block += "\n"
@@ -143,7 +151,7 @@ class RecordParser:
                 codes = np.concatenate([codes, np.array(extra_codes, dtype=np.int64)])
         if names == ["-"]:
             codes = names = None
-        batch = Batch(**cols, label_codes=codes, label_names=names)
+        batch = _batch_of(cols, label_codes=codes, label_names=names)
         for a, b in zip(starts[others].tolist(), ends[others].tolist(), strict=True):
             self._parse_other(data[a : b + 1].decode("utf-8", "replace"), batch)
         for ln in bad:

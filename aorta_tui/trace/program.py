@@ -117,9 +117,9 @@ def _expand_emit(args: list[str], mid: int, metric: Metric, mode: str) -> str:
         # An integer literal goes into the format itself: bpftrace formats every printf argument
         # of every record in user space (~0.3 us each on the development box), and the line
         # the parser reads is the same either way.
-        (ts_f, ts_a), *rest = [_printf_field(tok) for tok in (ts, key, value, aux)]
-        args = [*ts_a, "pid", "tid", *(arg for _, a in rest for arg in a), *([label] if label else [])]
-        fmt = " ".join([f"@R {mid}", ts_f, "%d %d", *(f for f, _ in rest), "%s" if label else "-"])
+        (ts_f, ts_a), *fields = [_printf_field(tok) for tok in (ts, key, value, aux)]
+        args = [*ts_a, "pid", "tid", *(arg for _, a in fields for arg in a), *([label] if label else [])]
+        fmt = " ".join([f"@R {mid}", ts_f, "%d %d", *(f for f, _ in fields), "%s" if label else "-"])
         out.append(f'printf("{fmt}\\n", {", ".join(args)});')
         return " ".join(out)
     if metric.breakdown_by == "label" and label:

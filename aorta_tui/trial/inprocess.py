@@ -60,10 +60,10 @@ def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: 
             result = WorkloadResult(failures=[Failure("setup_error", f"{type(exc).__name__}: {exc}")])
         if not result.passed:
             exit_code = 1
-    out = result.to_dict()
+    record = result.to_dict()
     marks.mark("result_write")
-    out["timeline"] = marks.finish()
-    fs.atomic_write_json(trial_dir / result_filename(0), out)
+    record["timeline"] = marks.finish()
+    fs.atomic_write_json(trial_dir / result_filename(0), record)
     return ProcessOutcome(
         pid=os.getpid(), exit_code=exit_code, signal=None, core_dumped=False, timed_out=False,
         cancelled=False, hang=None, exec_error=None, wall_s=time.monotonic() - t0,

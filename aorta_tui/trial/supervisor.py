@@ -373,7 +373,8 @@ def run_process(
     spawned_ns = time.monotonic_ns()  # Popen returns once the exec succeeded
     if isinstance(scope, containment.CgroupScope) and not scope.inside(proc.pid):
         scope = containment.downgrade(scope, spec.env, f"the trial did not enter {scope.path}")
-    scope.attach(proc.pid, (proc.stdout.fileno(), proc.stderr.fileno()))  # type: ignore[union-attr]
+    assert proc.stdout is not None and proc.stderr is not None  # both are pipes (PIPE above)
+    scope.attach(proc.pid, (proc.stdout.fileno(), proc.stderr.fileno()))
     run = _Run(spec, proc, out_log, err_log, started_at, t0, cancel, scope)
     run.marks.update(spawn=spawn_ns, spawned=spawned_ns)
     return run.run(on_start)

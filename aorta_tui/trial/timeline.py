@@ -28,9 +28,12 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aorta_tui.core.numerals import ascii_digits
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 CLOCK = "CLOCK_MONOTONIC"
 MARK_PREFIX = "aorta-mark"
@@ -178,7 +181,10 @@ class _TorchImportTimer:
         spec = find_spec(name)
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = _TimedLoader(spec.loader, start, self.marks)
+        # a proxy, not an importlib.abc.Loader subclass (whose defaults would shadow the real
+        # loader's methods): everything but the two calls it times reaches the real loader
+        # through __getattr__, so it is a Loader by duck typing, which mypy cannot see
+        spec.loader = cast("Loader", _TimedLoader(spec.loader, start, self.marks))
         return spec
 
 

@@ -30,7 +30,7 @@ import socket
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 _T0 = time.monotonic_ns()  # the zygote's own "interpreter up"
 
@@ -40,7 +40,7 @@ _PR_SET_CHILD_SUBREAPER = 36
 _ZYGOTE_PID = 0
 
 
-def send_message(sock: socket.socket, obj: dict, fds: list[int] = ()) -> None:  # type: ignore[assignment]
+def send_message(sock: socket.socket, obj: dict, fds: Sequence[int] = ()) -> None:
     data = json.dumps(obj).encode()
     header = _HEADER.pack(len(data))
     if fds:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -14,6 +15,10 @@ from aorta_tui.tui.screens.base import AortaScreen
 from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
 from aorta_tui.tui.settings import TuiSettings
+
+if TYPE_CHECKING:  # imported when first shown (the first frame does not wait for them)
+    from aorta_tui.tui.screens.matrix import MatrixScreen
+    from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen
 
 SCREEN_NAMES = ("home", "recipe", "matrix", "trace", "envdiff", "policy")
 DARK, LIGHT = "textual-dark", "textual-light"
@@ -81,9 +86,9 @@ class AortaApp(App[None]):
     def on_mount(self) -> None:
         self.push_screen(self.start_screen)
         if self.start_run is not None:
-            self.call_after_refresh(self.get_screen("matrix").open_run, self.start_run)
+            self.call_after_refresh(self._matrix().open_run, self.start_run)
         if self.start_recipe is not None:
-            self.call_after_refresh(self.get_screen("recipe").open_file, self.start_recipe, create=True)
+            self.call_after_refresh(self._recipe_editor().open_file, self.start_recipe, create=True)
 
     # --- navigation ----------------------------------------------------------------------
 
@@ -99,10 +104,21 @@ class AortaApp(App[None]):
         else:
             self.switch_screen(name)
 
-    def _editor(self):  # noqa: ANN202 - RecipeEditorScreen, imported lazily
+    def _editor(self) -> RecipeEditorScreen | None:
         """The recipe editor if it was ever shown (it is built on first use), else None."""
         screen = self._installed_screens.get("recipe")
-        return screen if isinstance(screen, AortaScreen) else None
+        # the "recipe" slot holds its factory until it is built, then the RecipeEditorScreen
+        return cast("RecipeEditorScreen", screen) if isinstance(screen, AortaScreen) else None
+
+    def _matrix(self) -> MatrixScreen:
+        from aorta_tui.tui.screens.matrix import MatrixScreen
+
+        return self.get_screen("matrix", MatrixScreen)
+
+    def _recipe_editor(self) -> RecipeEditorScreen:
+        from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen
+
+        return self.get_screen("recipe", RecipeEditorScreen)
 
     def farewell(self) -> list[str]:
         """What to print once the TUI has left the screen: each run it showed that still runs
@@ -134,13 +150,13 @@ class AortaApp(App[None]):
         editor.confirm_discard(self.exit, "quits")
 
     def open_run(self, run_dir: Path) -> None:
-        matrix = self.get_screen("matrix")
+        matrix = self._matrix()
         self.action_goto("matrix")
         # After the switch has been processed, so the screen's widgets exist.
         self.call_after_refresh(matrix.open_run, Path(run_dir))
 
     def open_recipe(self, path: Path | None) -> None:
-        editor = self.get_screen("recipe")
+        editor = self._recipe_editor()
         self.action_goto("recipe")
         self.call_after_refresh(editor.request_open, path)
 

@@ -20,10 +20,12 @@ what a run it no longer shows sends late.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from textual import work
 from textual.message import Message
+from textual.message_pump import MessagePump
 from textual.worker import get_current_worker
 
 from aorta_tui.core.events import Event, HistogramSnapshot
@@ -113,10 +115,15 @@ class JournalFailed(Message):
 class EngineBridge:
     """Mixin for a screen: the workers that read an engine and post the messages above."""
 
+    def _poster(self) -> Callable[[Message], bool]:
+        """The screen's post_message (thread-safe), from the screen this is mixed into."""
+        assert isinstance(self, MessagePump), "EngineBridge is mixed into a Screen"
+        return self.post_message
+
     @work(thread=True, group="engine", exit_on_error=False, name="engine run")
     def follow_engine(self, run: EngineRun) -> None:
         """Read ``run`` (started) to its end, posting each event; never raises into the app."""
-        post = self.post_message  # type: ignore[attr-defined]
+        post = self._poster()
         worker = get_current_worker()
         latest: dict[str, HistogramSnapshot] = {}
         arrived = 0
@@ -142,7 +149,7 @@ class EngineBridge:
         ``pending.stop`` is set."""
         from aorta_tui.store.journal_follow import follow_journal
 
-        post = self.post_message  # type: ignore[attr-defined]
+        post = self._poster()
 
         def deliver(events: list[Event]) -> None:
             pending.put(events)

@@ -9,7 +9,7 @@ makes it able to fail.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.registry.workload import (
     ConfigField,
@@ -19,6 +19,9 @@ from aorta_tui.registry.workload import (
     WorkloadContext,
     WorkloadResult,
 )
+
+if TYPE_CHECKING:  # imported by setup (the registry lists workloads without torch)
+    import torch
 
 
 class GpuSmoke(Workload):
@@ -69,30 +72,33 @@ class GpuSmoke(Workload):
         torch.manual_seed(ctx.seed)
         dtype = getattr(torch, ctx.config["dtype"])
         n = ctx.config.get("n") or ctx.config["size"]
-        self._a = torch.randn(n, n, device=self._device, dtype=dtype)
-        self._b = torch.randn(n, n, device=self._device, dtype=dtype)
+        self._a: torch.Tensor | None = torch.randn(n, n, device=self._device, dtype=dtype)
+        self._b: torch.Tensor | None = torch.randn(n, n, device=self._device, dtype=dtype)
 
     def run(self, ctx: WorkloadContext) -> WorkloadResult:
         import torch
 
+        a, b = self._a, self._b
+        if a is None or b is None:
+            raise RuntimeError("gpu_smoke ran without its setup (or after its cleanup)")
         gpu = self._device.type == "cuda"
         times: list[float] = []
         c = None
         for _ in range(ctx.config["warmup_steps"]):
-            c = self._a @ self._b
+            c = a @ b
         if gpu:
             torch.cuda.synchronize(self._device)
         for step in range(ctx.steps):
             if gpu:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                c = self._a @ self._b
+                c = a @ b
                 end.record()
                 end.synchronize()
                 seconds = start.elapsed_time(end) / 1e3
             else:
                 t0 = time.perf_counter()
-                c = self._a @ self._b
+                c = a @ b
                 seconds = time.perf_counter() - t0
             times.append(seconds)
             if ctx.on_step:
@@ -104,7 +110,7 @@ class GpuSmoke(Workload):
             if ctx.config["inject_error"]:
                 c = c.clone()
                 c.view(-1)[0] += 1e3
-            ref = self._a.double() @ self._b.double()
+            ref = a.double() @ b.double()
             rel = float(((c.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item())
             metrics["max_rel_error"] = rel
             if not rel <= ctx.config["tolerance"]:
@@ -131,4 +137,5 @@ class GpuSmoke(Workload):
         )
 
     def cleanup(self, ctx: WorkloadContext) -> None:
+        # released for the allocator; nothing reads them after cleanup
         self._a = self._b = None

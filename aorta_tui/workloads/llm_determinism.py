@@ -267,8 +267,9 @@ class LlmDeterminism(Workload):
         self.capture.flush()
 
     def cleanup(self, ctx: WorkloadContext) -> None:
-        if getattr(self, "capture", None) is not None:
-            self.capture.close()
+        capture = getattr(self, "capture", None)  # absent when setup failed early
+        if capture is not None:
+            capture.close()
         # DDP's reducer and FSDP's hooks hold the process group: let them go while it lives
         # (tearing them down after destroy_process_group can hang in the C++ destructors)
         for name in ("model",):

@@ -286,10 +286,10 @@ class Race(Workload):
             bad_layers = self.plan.take_layer_mismatches()
             if bad_layers:
                 found.append(("layer_checksum", (bad_layers, 0, 0.0, 0.0)))
-            for name, (count, first, got, expected) in found:
+            for name, (count, first, got, want) in found:
                 if len(result.failures) < MAX_FAILURES:
                     result.failures.append(self._corruption(it, name, count, first, got,
-                                                            expected, checks, cfg["drop_wait"]))
+                                                            want, checks, cfg["drop_wait"]))
             if found:
                 corrupted_iterations += 1
             if it > warm:
@@ -569,8 +569,11 @@ class _DdpPlan(_Plan):
             def summed(it: int, b: int = b, n: int = g.numel()) -> Any:
                 return sum(r.known(10 + b, j, it, n) for j in range(r.world))
 
+            def updated(it: int, f: Callable[[int], Any] = summed) -> Any:
+                return f(it) * 2 + 1
+
             out.append((f"bucket{b}", g, summed))
-            out.append((f"bucket{b}_update", o, lambda it, f=summed: f(it) * 2 + 1))
+            out.append((f"bucket{b}_update", o, updated))
         return out
 
 

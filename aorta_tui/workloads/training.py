@@ -148,7 +148,7 @@ class Training(Workload):
 
             raise UsageError(f"workload_config.optimizer.betas must have 2 numbers, got {o['betas']!r}")
         return torch.optim.AdamW(params, lr=o["lr"], weight_decay=o["weight_decay"],
-                                 betas=betas, eps=o["eps"])  # type: ignore[arg-type]
+                                 betas=betas, eps=o["eps"])
 
     def run(self, ctx: WorkloadContext) -> WorkloadResult:
         import torch.nn.functional as F

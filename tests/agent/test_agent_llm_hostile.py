@@ -13,7 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from aorta_tui.agent import llm
 from tests.agent.test_agent_llm import RECIPE, SCRIPT, _agent_dir
 from tests.engine_support import aorta
 
@@ -187,3 +190,22 @@ def test_text_from_the_server_is_printed_inert_at_the_approval_gate(tmp_path, ho
     state = json.loads((_agent_dir(tmp_path) / "agent.json").read_text())
     assert state["status"] == "declined"
 
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.binary(max_size=300) | json_values.map(lambda v: json.dumps({"choices": v}).encode())
+       | json_values.map(lambda v: json.dumps(v).encode()))
+@example(body=b'{"choices": ' + b"1" * 5000 + b"}")  # past Python's 4300-digit int limit
+def test_any_body_is_its_content_or_not_a_proposal(body: bytes) -> None:
+    """Whatever the server sends, answer_text returns text or raises NotAProposal (exit 3): a
+    ValueError that is no JSONDecodeError (a 5000-digit number) was once an AttributeError."""
+    try:
+        assert isinstance(llm.answer_text(body), str)
+    except llm.NotAProposal as exc:
+        assert "not a proposal" in exc.message

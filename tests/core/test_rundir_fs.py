@@ -172,3 +172,32 @@ def test_secret_hashes_and_slurm_jobs_never_hang_or_read_without_bound(tmp_path:
                          text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["True", "True"]
+
+
+def _rmtree_of_python_310(path: str, ignore_errors: bool = False, onerror: object = None) -> None:
+    """shutil.rmtree's signature on Python 3.10 (the supported floor): no ``dir_fd``."""
+    raise AssertionError("remove_tree must not need shutil.rmtree")
+
+
+def test_remove_tree_unlinks_links_and_never_follows_them_on_python_310(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tree goes, depth first and descriptor-relative; a link inside it is removed itself and
+    what it points to (outside the run) stays. Python 3.10's shutil.rmtree has no ``dir_fd``,
+    so remove_tree must not call it (it once did, a TypeError on 3.10)."""
+    import shutil
+    monkeypatch.setattr(shutil, "rmtree", _rmtree_of_python_310)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    root = tmp_path / "run"
+    (root / "trials" / "a" / "deep").mkdir(parents=True)
+    (root / "trials" / "a" / "deep" / "f.log").write_text("x")
+    (root / "trials" / "a" / "f.json").write_text("{}")
+    (root / "trials" / "a" / "dirlink").symlink_to(outside, target_is_directory=True)
+    (root / "trials" / "a" / "filelink").symlink_to(outside / "keep.txt")
+    (root / "trials" / "b").mkdir()
+    with RunDirFS(root) as fs:
+        fs.remove_tree("trials/a")
+        fs.remove_tree("trials/b")
+    assert os.listdir(root / "trials") == []
+    assert (outside / "keep.txt").read_text() == "keep"

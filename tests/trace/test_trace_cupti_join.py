@@ -45,3 +45,22 @@ def test_join_refuses_to_pair_different_launch_counts(tmp_path: Path) -> None:
     launches, kernels = cupti_join.load_profiler_trace(tmp_path / "t.json")
     out = cupti_join.join(np.array([1, 2], dtype=np.int64), np.array([0, 0], dtype=np.int64), launches, kernels)
     assert out["delay_us"] is None and "cannot pair: 2 eBPF launches vs 3" in out["reason"]
+
+
+def test_a_launch_without_correlation_pairs_with_no_kernel_without_one(tmp_path: Path) -> None:
+    """A missing correlation id is no id: the uncorrelated launch counts as without a kernel,
+    never paired with an uncorrelated kernel (both once keyed the join by None)."""
+    ev = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1000.0, "dur": 4.0,
+           "args": {}},
+          {"ph": "X", "cat": "kernel", "name": "add_kernel", "ts": 1500.0, "dur": 2.0,
+           "args": {"stream": 7}},
+          {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2000.0, "dur": 4.0,
+           "args": {"correlation": 5}},
+          {"ph": "X", "cat": "kernel", "name": "add_kernel", "ts": 2010.0, "dur": 2.0,
+           "args": {"correlation": 5, "stream": 7}}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": ev}))
+    launches, kernels = cupti_join.load_profiler_trace(tmp_path / "t.json")
+    ebpf_ts = np.array([1_000_000, 2_000_000], dtype=np.int64)
+    out = cupti_join.join(ebpf_ts, np.array([0x1000, 0x1000], dtype=np.int64), launches, kernels)
+    assert out["launches_without_kernel"] == 1
+    assert out["delay_us"]["count"] == 1 and out["delay_us"]["max"] == 10.0

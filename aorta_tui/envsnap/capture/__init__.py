@@ -105,9 +105,10 @@ def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dic
     ldconfig = libraries.ldconfig_dirs(cmd_timeout)
     cuda_entries, cuda_probe = cuda.discover(ldconfig)
     rocm_roots, rocm_entries, rocm_probe = rocm.discover(ldconfig)
-    libs_request = {"libs": {**cuda_probe, **rocm_probe}, "devices": "nvidia" in vendors}
+    libs = {**cuda_probe, **rocm_probe}
     if "nvidia" in vendors:
-        libs_request["libs"]["cuda_driver"] = "libcuda.so.1"
+        libs["cuda_driver"] = "libcuda.so.1"
+    libs_request = {"libs": libs, "devices": "nvidia" in vendors}
     lib_child = _Child("libprobe.py", [json.dumps(libs_request)], child_env)
 
     lib_result, lib_failure = lib_child.result(deadline)

@@ -64,7 +64,9 @@ class DistIndex:
             from importlib import metadata
 
             for dist in metadata.distributions(path=[entry]):
-                dname = dist.metadata.get("Name") if dist.metadata else None
+                # get_all, not get: PackageMetadata promises get only from Python 3.12
+                names = (dist.metadata.get_all("Name") if dist.metadata else None) or []
+                dname = names[0] if names else None
                 if dname and _norm(dname) not in self.files:
                     self.versions.setdefault(_norm(dname), dist.version)
 

@@ -9,14 +9,22 @@ callables touch torch (imported inside them), so listing workloads stays cheap.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.registry.workload import ConfigField, validate_config
 
 DTYPES = ("float32", "float16", "bfloat16")
+
+
+class LaunchCall(Protocol):
+    """``Launch.fn``: called with no arguments. A protocol, not ``Callable[[], Any]``: a lambda
+    that binds loop values as defaults (``lambda i=i: ...``) is a call with no required
+    arguments, which mypy cannot infer against ``Callable[[], Any]``."""
+
+    def __call__(self) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -33,7 +41,7 @@ class Launch:
 
     stream: int
     label: str
-    fn: Callable[[], Any]
+    fn: LaunchCall
     waits: tuple[int, ...] = ()
     kernels: int | None = None
 

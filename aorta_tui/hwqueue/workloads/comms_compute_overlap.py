@@ -72,7 +72,7 @@ class CommsComputeOverlap(QueueWorkload):
                     out.append(Launch(s, "all_reduce", lambda send=send, recv=recv: self._collective(send, recv)))
         return out
 
-    def _collective(self, send, recv) -> None:  # type: ignore[no-untyped-def]
+    def _collective(self, send, recv) -> None:
         if self.dist is not None:
             self.dist.all_reduce(send)
         else:
@@ -89,7 +89,7 @@ class CommsComputeOverlap(QueueWorkload):
         return super().throughput_unavailable()
 
 
-def _init_distributed(torch, ctx: QueueWorkloadContext):  # type: ignore[no-untyped-def]
+def _init_distributed(torch, ctx: QueueWorkloadContext):
     import torch.distributed as dist
 
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:

@@ -54,7 +54,7 @@ class ContinuousBatch(QueueWorkload):
                                  ctx.randn(n, nh, p["context"], h // nh, stream=0)))
         self.kv_slots = [ctx.zeros(p["decode_batch"] + p["prefill_batch"], h, stream=0) for _ in self.cache]
 
-    def _block(self, x, layer: int, k_cache=None, v_cache=None):  # type: ignore[no-untyped-def]
+    def _block(self, x, layer: int, k_cache=None, v_cache=None):
         torch = self._torch
         F = torch.nn.functional
         b, s, h = x.shape
@@ -68,11 +68,11 @@ class ContinuousBatch(QueueWorkload):
             attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return x + attn.transpose(1, 2).reshape(b, s, h) @ self.wo[layer]
 
-    def _prefill(self, x) -> None:  # type: ignore[no-untyped-def]
+    def _prefill(self, x) -> None:
         for layer in range(self.params["layers"]):
             x = self._block(x, layer)
 
-    def _decode(self, x, kc, vc) -> None:  # type: ignore[no-untyped-def]
+    def _decode(self, x, kc, vc) -> None:
         for layer in range(self.params["layers"]):
             x = self._block(x, layer, kc, vc)
 

@@ -62,7 +62,7 @@ class RagPipeline(QueueWorkload):
                               waits=(k,)))
         return out
 
-    def _generate(self, h) -> None:  # type: ignore[no-untyped-def]
+    def _generate(self, h) -> None:
         torch = self._torch
         for _ in range(self.params["gen_tokens"]):
             for w in self.w_gen:

@@ -39,7 +39,7 @@ class SpeculativeDecode(QueueWorkload):
         self.proj = ctx.randn(dh, th, stream=0) * (dh ** -0.5)
         self.wt = [ctx.randn(th, th, stream=0) * (th ** -0.5) for _ in range(p["target_layers"])]
 
-    def _draft(self, x):  # type: ignore[no-untyped-def]
+    def _draft(self, x):
         torch = self._torch
         toks = []
         for _ in range(self.params["draft_tokens"]):

@@ -37,7 +37,7 @@ class ZeroOffload(QueueWorkload):
         self.upload, self.compute, self.offload = split_roles(ctx.streams, 3)
         pin = ctx.backend != "cpu"
 
-        def host(*shape: int):  # type: ignore[no-untyped-def]
+        def host(*shape: int):
             t = torch.randn(*shape, dtype=ctx.dtype) * (h ** -0.5)
             return t.pin_memory() if pin else t
 

@@ -148,8 +148,8 @@ def find_cupti(target_python: str | None = None) -> CuptiInstall:
     env_root = os.environ.get("AORTA_CUPTI_ROOT")
     if env_root:
         r = Path(env_root)
-        for libdir in ("lib", "lib64"):
-            roots.append((r / "include", r / libdir, [r / "include"], f"$AORTA_CUPTI_ROOT={r}"))
+        for libname in ("lib", "lib64"):
+            roots.append((r / "include", r / libname, [r / "include"], f"$AORTA_CUPTI_ROOT={r}"))
     if target_python:
         roots += _wheel_roots(site_dirs_of(target_python))
     roots += _wheel_roots(list(sys.path))

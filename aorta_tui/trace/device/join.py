@@ -409,7 +409,7 @@ class DispatchJoin:
             again = ~hit_or_early & ~is_retry[sel]
             if again.any():
                 self._retry = np.concatenate([self._retry, kernels[sel][again]])
-            if not hit.any():
+            if cbs is None or not hit.any():  # no callbacks: nothing hit
                 continue
             first = np.ones(int(hit.sum()), dtype=bool)
             h_idx, h_corr, h_graph = idx[hit], corr[hit], graph[hit]
@@ -636,8 +636,8 @@ class DispatchJoin:
                 kept = w.take()
                 self._waiting.extend(**{c: kept[c][~old] for c in _Waiting.COLS})
         for key, tl in list(self._launches.items()):
-            newest = self._newest_ebpf.get(key[0], 0)
-            drop = (tl.taken & (tl.ts < newest - TAKEN_KEEP_NS)) | (final | (tl.ts < newest - EBPF_KEEP_NS))
+            newest_ts = self._newest_ebpf.get(key[0], 0)
+            drop = (tl.taken & (tl.ts < newest_ts - TAKEN_KEEP_NS)) | (final | (tl.ts < newest_ts - EBPF_KEEP_NS))
             if drop.all() and not final:
                 del self._launches[key]
             elif drop.any() and (final or drop.sum() > len(drop) // 2):

@@ -71,9 +71,9 @@ class DrmSchedProbes(ProbeSet):
                 fkey_q = f"({num(q, 'fence_context')} << 32) ^ {num(q, 'fence_seqno')}"
                 fkey_d = f"({num(d, 'fence_context')} << 32) ^ {num(d, 'fence_seqno')}"
                 queue_key, run_key, run_done_key, done_key = fkey_q, fkey_r, fkey_r, fkey_d
-            elif num(q, "id") and num(r, "id") and num(r, "fence") and num(d, "fence"):
-                queue_key, run_key = num(q, "id"), num(r, "id")
-                run_done_key, done_key = num(r, "fence"), num(d, "fence")
+            elif ((q_id := num(q, "id")) and (r_id := num(r, "id"))
+                  and (r_fence := num(r, "fence")) and (d_fence := num(d, "fence"))):
+                queue_key, run_key, run_done_key, done_key = q_id, r_id, r_fence, d_fence
             else:
                 det.reason = (f"cannot pair jobs: {r_ev} has fields {sorted(r)}, "
                               f"{d_ev} has {sorted(d)}")

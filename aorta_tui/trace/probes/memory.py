@@ -63,15 +63,17 @@ class MemoryProbes(ProbeSet):
         det, syms = uprobe_symbols(self.name, "cuda", CUDA_PATTERNS, ctx, list(ALLOCS) + FREES)
         det.available = False
         reasons = []
-        if det.library is None:
+        lib = det.library
+        if lib is None:  # no library, no symbols
             reasons.append(f"CUDA: {det.reason}")
-        for s in syms:
-            if s.name in ALLOCS:
-                det.instances.append(Instance("cuda_alloc", {"lib": det.library, "symbol": s.name,
-                                                             "bytes": ALLOCS[s.name]}))
-            else:
-                det.instances.append(Instance("cuda_free", {"lib": det.library, "symbol": s.name,
-                                                            "kind": str(FREES.index(s.name))}))
+        else:
+            for s in syms:
+                if s.name in ALLOCS:
+                    det.instances.append(Instance("cuda_alloc", {"lib": lib, "symbol": s.name,
+                                                                 "bytes": ALLOCS[s.name]}))
+                else:
+                    det.instances.append(Instance("cuda_free", {"lib": lib, "symbol": s.name,
+                                                                "kind": str(FREES.index(s.name))}))
         if ctx.tracefs is None:
             reasons.append("amdgpu: tracefs is not mounted")
         else:

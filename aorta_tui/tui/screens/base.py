@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -23,10 +23,11 @@ class AortaScreen(Screen):
     # The widget that has focus on arrival and after escape, so that the number keys that
     # switch screens are never typed into a text field by accident.
     MAIN_WIDGET = ""
+    AUTO_FOCUS = "*"  # Textual's: what has focus on arrival; a subclass's is its MAIN_WIDGET
 
-    @property
-    def AUTO_FOCUS(self) -> str | None:  # type: ignore[override]  # noqa: N802 - Textual's name
-        return self.MAIN_WIDGET or "*"
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.AUTO_FOCUS = cls.MAIN_WIDGET or "*"
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
@@ -69,7 +70,9 @@ class AortaScreen(Screen):
 
     @property
     def aorta(self) -> AortaHost:
-        return self.app  # type: ignore[return-value]  # AortaApp, which imports this module
+        # the app is an AortaApp, which satisfies AortaHost; it is not imported here because
+        # it imports every screen
+        return cast("AortaHost", self.app)
 
     def palette_commands(self) -> Iterable[SystemCommand]:
         """This screen's actions for the command palette (each described key binding has one)."""

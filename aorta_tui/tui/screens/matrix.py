@@ -330,11 +330,11 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self.app.push_screen(ConfirmScreen(f"Cancel the sweep {run_dir.name}?", detail), answered)
 
     def action_warnings(self) -> None:
-        warnings = self.state.warnings if self.state is not None else []
-        if not warnings:
-            self.notify("no warnings in this run" if self.state is not None else "no run open")
+        state = self.state
+        if state is None or not state.warnings:
+            self.notify("no warnings in this run" if state is not None else "no run open")
             return
-        self.app.push_screen(WarningsScreen(f"Warnings of {self.state.run_id or self.run_dir}", warnings))
+        self.app.push_screen(WarningsScreen(f"Warnings of {state.run_id or self.run_dir}", state.warnings))
 
     def action_resume_run(self) -> None:
         if self.run_dir is None:
@@ -365,7 +365,9 @@ class MatrixScreen(EngineBridge, AortaScreen):
             return
         snapshots = sorted((self.run_dir / "env").glob("*.json"))
         if len(snapshots) >= 2:
-            screen = self.app.get_screen("envdiff")
+            from aorta_tui.tui.screens.env_diff import EnvDiffScreen
+
+            screen = self.app.get_screen("envdiff", EnvDiffScreen)
             self.aorta.action_goto("envdiff")
             self.app.call_after_refresh(screen.set_paths, snapshots[0], snapshots[1])
         else:

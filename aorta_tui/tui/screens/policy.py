@@ -195,7 +195,8 @@ class PolicyScreen(EngineBridge, AortaScreen):
             return
         row = min(self.query_one("#policy-table", DataTable).cursor_row, len(self._row_metric) - 1)
         metric = self._row_metric[row]
-        info = next((m for m in self.report.get("metrics", []) if m["name"] == metric), {})
+        info: dict[str, Any] = next(
+            (m for m in self.report.get("metrics", []) if m["name"] == metric), {})
         unit = info.get("unit", "")
         bars = [
             (policy, s.get("median"), s.get("ci_low"), s.get("ci_high"), s.get("reason", ""))

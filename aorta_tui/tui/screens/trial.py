@@ -85,7 +85,7 @@ def timeline_facts(result: dict[str, Any] | None) -> list[str]:
     from aorta_tui.trial.timeline import timeline_lines
 
     lines = timeline_lines(result)
-    missing = {}
+    missing: dict[str, list[str]] = {}  # reason -> the marks it took
     for line in lines[1:]:
         name, sep, reason = line.strip().partition(" not available: ")
         if sep:
@@ -161,7 +161,7 @@ class TrialDetailScreen(ModalScreen[None]):
     def action_logs(self) -> None:
         self.app.push_screen(TrialLogScreen(self.view, self.trial_dir, self.shown_dir))
 
-    def action_dismiss(self) -> None:  # type: ignore[override]
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)
 
 
@@ -261,7 +261,7 @@ class TrialLogScreen(ModalScreen[None]):
     def action_bottom(self) -> None:
         self.query_one(f"#{_log_id(self.current)}", Log).scroll_end(animate=False)
 
-    def action_dismiss(self) -> None:  # type: ignore[override]
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)
 
 
