@@ -6,7 +6,9 @@ SIGTERM and SIGHUP and hands SIGINT back to KeyboardInterrupt once a command run
 
 from __future__ import annotations
 
-import _signal  # the C module, already loaded: `import signal` builds enums for milliseconds
+# the C module, already loaded (`import signal` builds enums for milliseconds); typeshed has
+# no stub for it, hence the one ignore
+import _signal  # type: ignore[import-not-found]
 import os
 import sys
 
