@@ -131,3 +131,29 @@ def test_a_baseline_with_no_finished_trial_is_an_error(tmp_path):
     with pytest.raises(AortaError, match="finished no trial"):
         loop._read_iteration({"baseline": None, "trials_used": 0}, {"index": 0, "run_dir": str(run)},
                              loop.check_goal(loop.DEFAULT_GOAL))
+
+
+def test_two_secret_values_of_one_variable_never_share_a_cell(tmp_path):
+    """The sidecar holds the mask for both: the pair rule compares the values in memory."""
+    a, b = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2", "hf_" + "Z9y8X7w6V5u4T3s2R1q0P9o8"
+    script = '[ "$HF_TOKEN" = "%s" ] && [ "$HSA_ENABLE_SDMA" = 0 ] || exit 3' % b
+    proc = _run(tmp_path, "--budget", "30", "--candidates", "hsa_no_sdma",
+                "--env-candidate", f"HF_TOKEN={a}", "--env-candidate", f"HF_TOKEN={b}",
+                script=script)
+    assert proc.returncode == 0, proc.stderr
+    _d, state = _state(tmp_path)
+    assert state["recommendation"]["mitigations"] == ["env.HF_TOKEN.secret-2", "hsa_no_sdma"]
+    proposed = [tuple(c) for it in state["iterations"] for c in it["proposed"]]
+    assert ("env.HF_TOKEN.secret-1", "env.HF_TOKEN.secret-2") not in proposed
+    assert a not in proc.stdout + proc.stderr and b not in proc.stdout + proc.stderr
+
+
+def test_a_secret_setting_with_probe_env_files_is_refused(tmp_path):
+    """env_passthrough_mode: file writes every variable into probe.env in the run."""
+    (tmp_path / "probe.yaml").write_text(RECIPE + "env_passthrough_mode: file\n")
+    proc = aorta("agent", "probe.yaml", "--no-snapshot", "--env-candidate",
+                 "DB_PASSWORD=hunter2-hunter2", "--", "sh", "-c", "true", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "--env-candidate DB_PASSWORD=...: a secret's value is kept in memory only" in proc.stderr
+    assert "hunter2" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "aorta-out").exists()
