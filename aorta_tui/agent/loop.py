@@ -380,6 +380,10 @@ def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
                                    "not_a_proposal": exc.message,
                                    "raw_answer": exc.raw if answer is None else None})
         raise
+    except llm.BadProposal as exc:  # a proposal that will not run: kept with why
+        atomic_write_json(record, {"request": request, "answer": answer,
+                                   "bad_proposal": exc.message})
+        raise
 
 
 def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],

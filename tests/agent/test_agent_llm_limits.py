@@ -138,10 +138,13 @@ def test_a_huge_name_from_the_server_is_not_echoed_whole(tmp_path, serve):
     name = "A" * 5_000_000
     server = serve(_answer(completion(json.dumps({"cells": [[name]], "reasons": ["r"]}))))
     proc = _run(tmp_path, server.url)
-    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.returncode == 3, proc.stderr[-2000:]
     assert "not a candidate" in proc.stderr and len(proc.stderr) < 2000
+    assert "'" + "A" * 79 + "…'" in proc.stderr  # clipped to 80 characters
     state = _kept_and_recorded(tmp_path)
     assert len(state["stop_reason"]) <= 500
+    record = json.loads((_agent_dir(tmp_path) / "llm-01.json").read_text())
+    assert "not a candidate" in record["bad_proposal"] and len(record["bad_proposal"]) < 500
 
 
 def _answers(*bodies: bytes):
