@@ -195,11 +195,15 @@ def send_secret_values(values: Mapping[str, Mapping[str, str]]) -> int:
     body = json.dumps(values).encode("utf-8", "surrogatepass")
 
     def write() -> None:
-        with open(write_fd, "wb") as pipe:
-            try:
-                pipe.write(body)
-            except BrokenPipeError:  # the child left before reading: it says why itself
-                pass
+        import contextlib
+
+        view = memoryview(body)
+        try:  # BrokenPipeError: the child left before reading; it says why itself
+            with contextlib.suppress(BrokenPipeError):
+                while view:
+                    view = view[os.write(write_fd, view):]
+        finally:
+            os.close(write_fd)
 
     threading.Thread(target=write, name="secret-values", daemon=True).start()
     return read_fd

@@ -24,7 +24,7 @@ from tests.reliability.test_rel_untrusted_rundir import (  # noqa: F401 - fixtur
 pytestmark = pytest.mark.slow
 
 
-def _trust_warnings(scene: Scene) -> list[dict]:
+def _trust_warnings(scene: Scene) -> list[dict]:  # noqa: F811 - the fixture's value
     return [e for e in journal(scene.run_dir)
             if e.get("event") == "warning" and e.get("code") == "untrusted_run_dir"]
 
