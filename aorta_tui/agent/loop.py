@@ -118,14 +118,7 @@ def start(req: AgentRequest) -> tuple[Path, dict[str, dict[str, str]]]:
 
     settings = env_candidates.parse(req.env_candidates)
     secrets = env_candidates.secret_values(settings)
-    if secrets and getattr(recipe, "env_passthrough_mode", None) == "file":
-        # probe.env holds each trial's variables in clear: a value kept in memory only cannot
-        var = next(iter(next(iter(secrets.values()))))
-        raise UsageError(f"--env-candidate {var}=...: a "
-                         "secret's value is kept in memory only, and this recipe's "
-                         "env_passthrough_mode: file writes every variable into probe.env",
-                         hint="use env_passthrough_mode: inherit, or set the secret in the "
-                              "recipe's extra_env (written to probe.env, mode 0600)")
+    _refuse_written_secrets(recipe, secrets)
     candidates = req.candidates if req.candidates is not None else sorted(
         n for n in registry.mitigations if n != "none")
     for name in candidates:
@@ -175,6 +168,26 @@ def start(req: AgentRequest) -> tuple[Path, dict[str, dict[str, str]]]:
     }
     save(agent_dir, state)
     return agent_dir, secrets
+
+
+def _refuse_written_secrets(recipe: Any, secrets: dict[str, dict[str, str]]) -> None:
+    """A secret setting's value is kept in memory only; two recipe settings would write every
+    trial variable into the run: probe.env (``env_passthrough_mode: file``) and a Slurm
+    trial's job spec (``executor: slurm``: the job reads its environment from that file)."""
+    if not secrets:
+        return
+    var = next(iter(next(iter(secrets.values()))))
+    if getattr(recipe, "env_passthrough_mode", None) == "file":
+        raise UsageError(f"--env-candidate {var}=...: a secret's value is kept in memory only, "
+                         "and this recipe's env_passthrough_mode: file writes every variable "
+                         "into probe.env", hint="use env_passthrough_mode: inherit, or set the "
+                         "secret in the recipe's extra_env (written to probe.env, mode 0600)")
+    if getattr(getattr(recipe, "executor", None), "kind", "local") == "slurm":
+        raise UsageError(f"--env-candidate {var}=...: a secret's value is kept in memory only, "
+                         "and this recipe's executor: slurm writes each trial's environment "
+                         "into its job spec in the run", hint="run the agent with the local "
+                         "executor, or set the secret in the recipe's extra_env (written to "
+                         "the job spec, mode 0600)")
 
 
 def check_gate(yes: bool) -> None:

@@ -148,13 +148,18 @@ def test_two_secret_values_of_one_variable_never_share_a_cell(tmp_path):
     assert a not in proc.stdout + proc.stderr and b not in proc.stdout + proc.stderr
 
 
-def test_a_secret_setting_with_probe_env_files_is_refused(tmp_path):
-    """env_passthrough_mode: file writes every variable into probe.env in the run."""
-    (tmp_path / "probe.yaml").write_text(RECIPE + "env_passthrough_mode: file\n")
+@pytest.mark.parametrize(("extra", "says"), [
+    ("env_passthrough_mode: file\n", "writes every variable into probe.env"),
+    ("executor:\n  kind: slurm\n", "writes each trial's environment into its job spec"),
+])
+def test_a_secret_setting_where_the_run_would_write_it_is_refused(tmp_path, extra, says):
+    """probe.env and a Slurm trial's job spec hold every trial variable in the run."""
+    (tmp_path / "probe.yaml").write_text(RECIPE + extra)
     proc = aorta("agent", "probe.yaml", "--no-snapshot", "--env-candidate",
                  "DB_PASSWORD=hunter2-hunter2", "--", "sh", "-c", "true", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "--env-candidate DB_PASSWORD=...: a secret's value is kept in memory only" in proc.stderr
+    assert says in proc.stderr
     assert "hunter2" not in proc.stdout + proc.stderr
     assert not (tmp_path / "aorta-out").exists()
 
