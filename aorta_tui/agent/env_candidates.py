@@ -5,6 +5,11 @@ The search space is not only the registered mitigations: a user often suspects o
 a mitigation of a sidecar the agent writes into its own directory, so the sweeps, the pair
 rule (two settings of one variable never share a cell) and ``agent.json`` treat it exactly like
 a registered one, under a name that says what it sets: ``env.NCCL_ALGO.Ring``.
+
+A secret-named variable (``HF_TOKEN``, ``DB_PASSWORD``) is named ``env.HF_TOKEN.secret-1``
+and its value is kept in memory only: the sidecar holds the mask for it, and each
+iteration's sweep gets the value through an inherited pipe (core/secrets.py). A resume needs
+it again: ``agent --resume DIR --env-candidate HF_TOKEN=...``.
 """
 
 from __future__ import annotations
@@ -65,16 +70,54 @@ def candidate_name(var: str, value: str) -> str:
     return name.replace("--", "-_")  # "--" joins a pair's names
 
 
+def secret_values(candidates: dict[str, tuple[str, str]]) -> dict[str, dict[str, str]]:
+    """``{name: {VAR: value}}`` of the secret-named settings: what stays in memory only."""
+    from aorta_tui.core.secrets import is_secret_name
+
+    return {name: {var: value} for name, (var, value) in candidates.items()
+            if is_secret_name(var)}
+
+
 def write_sidecar(agent_dir: Path, candidates: dict[str, tuple[str, str]]) -> Path:
-    """The sidecar every iteration's sweep loads (``--mitigations-file``)."""
+    """The sidecar every iteration's sweep loads (``--mitigations-file``); a secret's value is
+    the mask there (the sweep fills it in from memory: :func:`secret_values`)."""
     import json
 
     from aorta_tui.core.atomic import atomic_write_bytes
+    from aorta_tui.core.secrets import MASK, is_secret_name
 
     path = agent_dir / SIDECAR_NAME
-    doc = {name: {"env": {var: value}, "description": f"agent candidate: sets {var}"}
+    doc = {name: {"env": {var: MASK if is_secret_name(var) else value},
+                  "description": f"agent candidate: sets {var}"}
            for name, (var, value) in candidates.items()}
-    # mode 0600 like the agent's copy of the recipe: a value given here may be a secret
+    # mode 0600 like the agent's copy of the recipe
     atomic_write_bytes(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
                        mode=0o600)
     return path
+
+
+def resume_values(wanted: dict[str, str], settings: list[str], agent_dir: Path
+                  ) -> dict[str, dict[str, str]]:
+    """The secret values a resume needs (``wanted``: {name: VAR} from agent.json), from its
+    ``--env-candidate VAR=VALUE`` given again in the order first given; exit 2 naming what is
+    missing, since a run without them would not be the run that was started."""
+    parsed = parse(settings)
+    given = secret_values(parsed)
+    extra = [name for name in parsed if name not in given or name not in wanted]
+    if extra:
+        var = parsed[extra[0]][0]
+        raise UsageError(f"--resume {agent_dir}: --env-candidate {var}=... is not one of this "
+                         "agent's secret settings (only those are given again; the others are "
+                         "in its sidecar)", hint=_resume_hint(wanted, agent_dir))
+    missing = [n for n in wanted if n not in given]
+    if missing:
+        raise UsageError(f"--resume {agent_dir}: the value of {wanted[missing[0]]} "
+                         f"({missing[0]}, agent.json `secret_candidates`) is needed again: it "
+                         "was kept in memory only, never written", hint=_resume_hint(wanted, agent_dir))
+    return given
+
+
+def _resume_hint(wanted: dict[str, str], agent_dir: Path) -> str:
+    again = " ".join(f"--env-candidate {var}=..." for var in wanted.values())
+    return (f"aorta-tui agent --resume {agent_dir} {again} (the same values, in the order "
+            "first given; the agent keeps no copy to check them against)")

@@ -83,6 +83,16 @@ class NotAProposal(EnvironmentProblem):
         self.raw = raw[:MAX_RAW_SAVED].decode("utf-8", "replace")
 
 
+class BadProposal(EnvironmentProblem):
+    """The answer is a proposal the agent will not run: a name that is not a candidate, a cell
+    tried already, too many cells. Exit 3 like any answer that is not a proposal: the
+    server's answer is not the user's input, and the recipe's runs are kept."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint or "the recipe's runs are kept; `aorta-tui agent "
+                                               "--resume AGENT_DIR` asks the server again")
+
+
 def ask(state: dict[str, Any], request: dict[str, Any]) -> str:
     """The text of the server's answer, within the request's deadline."""
     openai = require_client()
@@ -182,7 +192,8 @@ def inert(text: Any, limit: int = MAX_TEXT_CHARS) -> str:
 
 def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], Any],
                  conflicts: Conflicts, slots: int) -> Proposal:
-    """The answer as a proposal, or a UsageError saying what is wrong with it (nothing runs)."""
+    """The answer as a proposal, or a :class:`BadProposal` saying what is wrong with it
+    (nothing runs)."""
     body = text.strip()
     if body.startswith("```"):
         body = body.strip("`").removeprefix("json").strip()
@@ -191,31 +202,31 @@ def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], 
     except RecursionError:
         raise NotAProposal("its content is JSON nested too deep", text.encode()) from None
     except ValueError:
-        raise UsageError("the llm proposer's answer is not JSON; nothing was run",
+        raise BadProposal("the llm proposer's answer is not JSON; nothing was run",
                          hint=f"its answer began: {text[:120]!r}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
-        raise UsageError("the llm proposer's answer has no `cells` list; nothing was run")
+        raise BadProposal("the llm proposer's answer has no `cells` list; nothing was run")
     cells: list[tuple[str, ...]] = []
     for i, cell in enumerate(doc["cells"]):
         if not isinstance(cell, list) or not cell or not all(isinstance(m, str) for m in cell):
-            raise UsageError(f"the llm proposer's cells[{i}] is not a list of mitigation names; "
+            raise BadProposal(f"the llm proposer's cells[{i}] is not a list of mitigation names; "
                              "nothing was run")
         for m in cell:
             if m not in candidates:
-                raise UsageError(f"the llm proposer suggested {inert(m, 80)!r}, which is not a "
+                raise BadProposal(f"the llm proposer suggested {inert(m, 80)!r}, which is not a "
                                  "candidate mitigation; nothing was run",
                                  hint=f"candidates: {', '.join(candidates)}")
         for a in cell:
             for b in cell:
                 if a < b and conflicts(a, b):
-                    raise UsageError(f"the llm proposer suggested {a} + {b}, which set one "
+                    raise BadProposal(f"the llm proposer suggested {a} + {b}, which set one "
                                      "variable to different values; nothing was run")
         key = tuple(sorted(set(cell)))
         if key in tried or key in cells:
-            raise UsageError(f"the llm proposer suggested {' + '.join(key)} again; nothing was run")
+            raise BadProposal(f"the llm proposer suggested {' + '.join(key)} again; nothing was run")
         cells.append(key)
     if len(cells) > slots:
-        raise UsageError(f"the llm proposer suggested {len(cells)} cells, over the {slots} the "
+        raise BadProposal(f"the llm proposer suggested {len(cells)} cells, over the {slots} the "
                          "budget allows; nothing was run")
     given = doc.get("reasons")
     # stored and printed inert

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -65,10 +66,15 @@ def check_goal(goal: str) -> Any:
                               f"\"{DEFAULT_GOAL}\"") from None
 
 
-def _registry(files: list[Path]) -> Any:
+def _registry(files: list[Path], secrets: dict[str, dict[str, str]] | None = None) -> Any:
+    """The mitigations the sweeps load; ``secrets`` (in memory only) fill the masks of the
+    secret ``--env-candidate`` settings, so conflicts and the engine's plan see real values."""
     from aorta_tui.registry.registry import Registry
 
-    return Registry([str(f) for f in files])
+    registry = Registry([str(f) for f in files])
+    if secrets:
+        registry.fill_masked(secrets)
+    return registry
 
 
 def _plan(recipe_path: Path, registry: Any) -> Any:
@@ -80,8 +86,10 @@ def _plan(recipe_path: Path, registry: Any) -> Any:
 
 
 # -- starting ------------------------------------------------------------------------------
-def start(req: AgentRequest) -> Path:
-    """Check everything, then create the agent's directory; nothing runs before this returns."""
+def start(req: AgentRequest) -> tuple[Path, dict[str, dict[str, str]]]:
+    """Check everything, then create the agent's directory; nothing runs before this returns.
+    Returns it and the secret ``--env-candidate`` values, which are never written: the caller
+    hands them to :func:`run`."""
     check_goal(req.goal)
     if req.budget < 1:
         raise UsageError(f"--budget {req.budget}: at least 1 trial",
@@ -109,6 +117,8 @@ def start(req: AgentRequest) -> Path:
     from aorta_tui.agent import env_candidates
 
     settings = env_candidates.parse(req.env_candidates)
+    secrets = env_candidates.secret_values(settings)
+    _refuse_written_secrets(recipe, secrets)
     candidates = req.candidates if req.candidates is not None else sorted(
         n for n in registry.mitigations if n != "none")
     for name in candidates:
@@ -152,9 +162,32 @@ def start(req: AgentRequest) -> Path:
         "candidates": candidates, "mitigation_files": [str(f.resolve()) for f in [*req.mitigation_files, *env_sidecar]],
         "no_snapshot": req.no_snapshot, "baseline": None, "iterations": [],
         "recommendation": None,
+        # name -> variable of each secret setting; its value is in memory only (a resume
+        # asks for it again)
+        "secret_candidates": {name: next(iter(env)) for name, env in secrets.items()},
     }
     save(agent_dir, state)
-    return agent_dir
+    return agent_dir, secrets
+
+
+def _refuse_written_secrets(recipe: Any, secrets: dict[str, dict[str, str]]) -> None:
+    """A secret setting's value is kept in memory only; two recipe settings would write every
+    trial variable into the run: probe.env (``env_passthrough_mode: file``) and a Slurm
+    trial's job spec (``executor: slurm``: the job reads its environment from that file)."""
+    if not secrets:
+        return
+    var = next(iter(next(iter(secrets.values()))))
+    if getattr(recipe, "env_passthrough_mode", None) == "file":
+        raise UsageError(f"--env-candidate {var}=...: a secret's value is kept in memory only, "
+                         "and this recipe's env_passthrough_mode: file writes every variable "
+                         "into probe.env", hint="use env_passthrough_mode: inherit, or set the "
+                         "secret in the recipe's extra_env (written to probe.env, mode 0600)")
+    if getattr(getattr(recipe, "executor", None), "kind", "local") == "slurm":
+        raise UsageError(f"--env-candidate {var}=...: a secret's value is kept in memory only, "
+                         "and this recipe's executor: slurm writes each trial's environment "
+                         "into its job spec in the run", hint="run the agent with the local "
+                         "executor, or set the secret in the recipe's extra_env (written to "
+                         "the job spec, mode 0600)")
 
 
 def check_gate(yes: bool) -> None:
@@ -188,18 +221,27 @@ def save(agent_dir: Path, state: dict[str, Any]) -> None:
 
 # -- the loop ------------------------------------------------------------------------------
 def run(agent_dir: Path, say: Callable[[str], None] = print, *, yes: bool = False,
-        confirm: Callable[[str], bool] | None = None) -> dict[str, Any]:
-    """Run (or continue) the loop until the goal, the budget or the end of the proposals."""
+        confirm: Callable[[str], bool] | None = None,
+        secrets: dict[str, dict[str, str]] | None = None,
+        resume_settings: list[str] | None = None) -> dict[str, Any]:
+    """Run (or continue) the loop until the goal, the budget or the end of the proposals.
+    ``secrets``: the secret settings' values (from :func:`start`); a resume gives them again
+    as ``resume_settings`` (``--env-candidate VAR=VALUE``)."""
     state = load_state(agent_dir)
     if state["status"] in FINISHED:
         say(f"agent already finished ({state['status']}): {agent_dir / 'agent.md'}")
         return state
+    wanted = state.get("secret_candidates") or {}
+    if secrets is None:
+        from aorta_tui.agent import env_candidates
+
+        secrets = env_candidates.resume_values(wanted, resume_settings or [], agent_dir)
     gated = state.get("proposer") == "llm" and not yes
     if gated:
         check_gate(yes)
     state["status"] = "running"  # a resume after an error or a Ctrl-C runs again
     try:
-        return _loop(agent_dir, state, say, gated, confirm)
+        return _loop(agent_dir, state, say, gated, confirm, secrets)
     except KeyboardInterrupt:
         _stopped(agent_dir, state, "interrupted", "interrupted (Ctrl-C); --resume continues")
         raise
@@ -219,11 +261,12 @@ def _stopped(agent_dir: Path, state: dict[str, Any], status: str, why: str) -> N
 
 
 def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], gated: bool,
-          confirm: Callable[[str], bool] | None) -> dict[str, Any]:
+          confirm: Callable[[str], bool] | None, secrets: dict[str, dict[str, str]]
+          ) -> dict[str, Any]:
     goal = check_goal(state["goal"])
-    registry = _registry([Path(f) for f in state["mitigation_files"]])
+    registry = _registry([Path(f) for f in state["mitigation_files"]], secrets)
     while True:
-        it = _next_iteration(agent_dir, state, registry)
+        it = _next_iteration(agent_dir, state, registry, secrets)
         if it is None:
             break
         if gated and it["index"] > 0 and it["status"] == "planned" and \
@@ -234,7 +277,7 @@ def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], ga
             state["stop_reason"] = f"proposal {it['index']} declined at the approval gate"
             state["recommendation"] = _no_recommendation(state, state["stop_reason"])
             break
-        _run_iteration(agent_dir, state, it, say)
+        _run_iteration(agent_dir, state, it, say, secrets)
         _read_iteration(state, it, goal)
         save(agent_dir, state)
         best = min(it["cells"], key=lambda c: (score(c), c["cell"])) if it["cells"] else None
@@ -247,8 +290,8 @@ def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], ga
     return state
 
 
-def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any
-                    ) -> dict[str, Any] | None:
+def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any,
+                    secrets: dict[str, dict[str, str]]) -> dict[str, Any] | None:
     its = state["iterations"]
     if its and its[-1]["status"] in ("running", "interrupted"):
         return its[-1]  # cut short: continue it (its sweep resumes from its journal)
@@ -259,7 +302,7 @@ def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any
               "proposed": [], "reasons": [], "note": "the baseline: the recipe as given",
               "cells": [], "trials": 0}
     else:
-        it = _propose(agent_dir, state, registry, index)
+        it = _propose(agent_dir, state, registry, index, secrets)
         if it is None:
             return None
     its.append(it)
@@ -287,8 +330,8 @@ def _trials_per_cell(state: dict[str, Any]) -> int:
     return max(1, int(base.get("trials") or 1))
 
 
-def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int
-             ) -> dict[str, Any] | None:
+def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int,
+             secrets: dict[str, dict[str, str]]) -> dict[str, Any] | None:
     per_cell = _trials_per_cell(state)
     left = state["budget"] - state["trials_used"]
     slots = min(state["per_iteration"], left // per_cell)
@@ -318,7 +361,9 @@ def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int
     _write_iteration_recipe(agent_dir, state, proposal.cells, agent_dir / name)
     sidecar = (agent_dir / name).with_suffix(".mitigations.json")
     files = [Path(f) for f in state["mitigation_files"]] + ([sidecar] if sidecar.is_file() else [])
-    _recipe, plan = _plan(agent_dir / name, _registry(files))  # the engine's own validation
+    # the engine's own validation (the pair sidecar holds masks: the iteration's values fill them)
+    _recipe, plan = _plan(agent_dir / name, _registry(files, _iteration_secrets(
+        secrets, proposal.cells)))
     if state["trials_used"] + len(plan.trials) > state["budget"]:
         state["status"] = "budget_spent"
         state["stop_reason"] = f"the next iteration needs {len(plan.trials)} trials, over the budget"
@@ -349,6 +394,10 @@ def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
         atomic_write_json(record, {"request": request, "answer": answer,
                                    "not_a_proposal": exc.message,
                                    "raw_answer": exc.raw if answer is None else None})
+        raise
+    except llm.BadProposal as exc:  # a proposal that will not run: kept with why
+        atomic_write_json(record, {"request": request, "answer": answer,
+                                   "bad_proposal": exc.message})
         raise
 
 
@@ -382,11 +431,23 @@ def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],
     atomic_write_bytes(path, text.encode("utf-8"), mode=0o600)
 
 
+def _iteration_secrets(secrets: dict[str, dict[str, str]], cells: list[Any]
+                       ) -> dict[str, dict[str, str]]:
+    """The secret values an iteration's mitigations need: each secret setting by its name,
+    and a probe pair ``a--b`` (a mitigation of its own) by the pair's name."""
+    out = dict(secrets)
+    for cell in cells:
+        parts = [secrets[n] for n in cell if n in secrets]
+        if len(cell) > 1 and parts:
+            out[PAIR_JOIN.join(cell)] = {k: v for env in parts for k, v in env.items()}
+    return out
+
+
 def _write_pair_sidecar(path: Path, pairs: list[tuple[str, ...]], files: list[Path]) -> None:
     from aorta_tui.core.atomic import atomic_write_json
     from aorta_tui.recipe.checks import mitigation_env
 
-    registry = _registry(files)
+    registry = _registry(files)  # unfilled: a secret setting's value stays the mask here
     out = {}
     for pair in pairs:
         ms = [registry.mitigation(n) for n in pair]
@@ -412,7 +473,7 @@ def _baseline_cell_spec(data: dict[str, Any], state: dict[str, Any]) -> dict[str
 
 
 def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
-                   say: Callable[[str], None]) -> None:
+                   say: Callable[[str], None], secrets: dict[str, dict[str, str]]) -> None:
     argv = [sys.executable, "-m", "aorta_tui", "sweep", "run", "--recipe",
             str(agent_dir / it["recipe"]), "--json"]
     if it.get("run_dir") and Path(it["run_dir"]).is_dir():
@@ -424,13 +485,23 @@ def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
         argv += ["--mitigations-file", f]
     if state["no_snapshot"]:
         argv.append("--no-snapshot")
+    pipe = None
+    if secrets:  # in memory only: through an inherited pipe, never a file or an argument
+        from aorta_tui.core.secrets import send_secret_values
+
+        pipe = send_secret_values(_iteration_secrets(secrets, it["proposed"]))
+        argv += ["--secret-values-fd", str(pipe)]
     if state["command"]:
         argv += ["--", *state["command"]]
     it["status"] = "running"
     save(agent_dir, state)
     say(f"iteration {it['index']}: {it['note']}")
-    proc = spawn_gate.popen(argv, stdout=subprocess.PIPE, text=True, encoding="utf-8",
-                            errors="replace")
+    try:
+        proc = spawn_gate.popen(argv, stdout=subprocess.PIPE, text=True, encoding="utf-8",
+                                errors="replace", pass_fds=(pipe,) if pipe is not None else ())
+    finally:
+        if pipe is not None:
+            os.close(pipe)  # the child holds its own copy
     try:
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -173,6 +173,14 @@ class Seams:
             i += 1
         return [p for p in out if p]
 
+    def continues_line(self, start: int, end: int) -> bool:
+        """Whether the span's last piece begins a line of its own (a wrap's continuation)."""
+        i = bisect.bisect_right(self.norm_starts, end - 1) - 1
+        if i < 0 or self.norm_starts[i] <= start:
+            return False
+        raw = self.raw_starts[i]
+        return raw > 0 and self.raw[raw - 1] in "\r\n"
+
 
 def normalized(text: str) -> tuple[str, Seams | None]:
     """``text`` without ANSI codes and with lines of exactly 80 visible characters joined to
@@ -224,12 +232,27 @@ def find_values(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for rule, start, end in _spans(norm):
         value = norm[start:end]
+        pieces = seams.pieces(start, end) if seams is not None else [value]
+        if len(pieces) > 1 and _cut_mid_word(norm, end) and seams is not None \
+                and seams.continues_line(start, end):
+            # the match ran on into the next line's own text (a line of exactly 80 characters
+            # before `CORPUS_SC_016=...`): a wrapped token ends where that line's word does,
+            # so only the pieces before the line break are the secret; learning the next
+            # line's first word would hide it everywhere (a ticket name, a variable's name)
+            out.extend((rule, p) for p in pieces[:-1] if len(p) >= MIN_PIECE_CHARS)
+            continue
         out.append((rule, value))
-        if seams is not None:
-            pieces = seams.pieces(start, end)
-            if len(pieces) > 1:
-                out.extend((rule, p) for p in pieces if len(p) >= MIN_PIECE_CHARS)
+        if len(pieces) > 1:
+            out.extend((rule, p) for p in pieces if len(p) >= MIN_PIECE_CHARS)
     return out
+
+
+_WORD_GOES_ON = re.compile(r"[\w=:@/+-]")
+
+
+def _cut_mid_word(norm: str, end: int) -> bool:
+    """Whether the text at ``end`` goes on with the same word (the match stopped inside it)."""
+    return end < len(norm) and _WORD_GOES_ON.match(norm, end) is not None
 
 
 def _spans(text: str) -> Iterator[tuple[str, int, int]]:

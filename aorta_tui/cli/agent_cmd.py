@@ -71,6 +71,7 @@ def agent(
     from aorta_tui.core.errors import UsageError
 
     command = list(ctx.args)
+    secrets = None  # a resume gives the secret --env-candidate values again (docs/agent.md)
     if resume is not None:
         if recipe is not None:
             raise UsageError("--resume continues an agent: give no RECIPE with it")
@@ -85,9 +86,10 @@ def agent(
                                 mitigation_files=list(mitigations_file), no_snapshot=no_snapshot,
                                 proposer=proposer, llm_model=llm_model,
                                 llm_base_url=llm_base_url, llm_timeout=llm_timeout, yes=yes)
-        agent_dir = loop.start(req)
-        print(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir})")
-    state = loop.run(agent_dir, yes=yes)
+        agent_dir, secrets = loop.start(req)
+        again = "".join(f" --env-candidate {next(iter(env))}=..." for env in secrets.values())
+        print(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})")
+    state = loop.run(agent_dir, yes=yes, secrets=secrets, resume_settings=list(env_candidate))
     if as_json:
         print(json.dumps(state, indent=2, ensure_ascii=False))
         return

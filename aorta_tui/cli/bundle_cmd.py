@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from aorta_tui.cli.common import cli_command, err
+from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
 
 
 @cli_command
@@ -32,6 +33,7 @@ def bundle(
     hostnames: bool = typer.Option(False, "--hostnames",
                                    help="Also replace this machine's and the runs' hostnames."),
     as_json: bool = typer.Option(False, "--json", help="Print the manifest (or the review) as JSON."),
+    trust_run_dir: bool = TRUST_OPT,
 ) -> None:
     """Package runs into one archive for another team, with secrets and user names scrubbed.
 
@@ -56,6 +58,9 @@ def bundle(
     from aorta_tui.bundle import archive
 
     archive.check_max_log_bytes(max_log_bytes)
+    for path in inputs:  # before anything of a run is read (core/run_trust.py)
+        if path.exists():  # a missing one: find_inputs says so, located
+            guard_run_dir(path, ["bundle", *map(str, inputs)], trusted=trust_run_dir, say=err)
     found = archive.find_inputs(list(inputs))
     for inp in found:
         if inp.running is not None:  # not an error: a hang is often bundled while it hangs

@@ -70,6 +70,7 @@ def run(
     metrics_public: bool = METRICS_PUBLIC_OPT,
     metrics_linger: float = METRICS_LINGER_OPT,
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
+    secret_values_fd: int | None = typer.Option(None, "--secret-values-fd", hidden=True, help="Internal (aorta-tui agent): an inherited pipe with secret values the sidecars mask."),
 ) -> None:
     from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
 
@@ -85,6 +86,7 @@ def run(
         verbose=verbose, executor=executor,
         nodes=nodes, gpus_per_node=gpus_per_node,
         metrics=MetricsRequest(metrics, metrics_public, metrics_linger),
+        secret_values_fd=secret_values_fd,
     )
     raise typer.Exit(run_sweep_command(request))
 

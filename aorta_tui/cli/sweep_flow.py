@@ -49,6 +49,7 @@ class SweepRequest:
     nodes: int | None = None  # --nodes / --gpus-per-node: a distributed trial across Slurm nodes
     gpus_per_node: int | None = None
     metrics: Any = None  # cli.metrics_opts.MetricsRequest: --metrics ADDR for Prometheus
+    secret_values_fd: int | None = None  # agent: secret values in memory (core/secrets.py)
 
 
 def _split(text: str | None) -> list[str]:
@@ -219,6 +220,10 @@ def _run_sweep_command(req: SweepRequest) -> int:
 
             return run_sanitizer_request(req)
     registry = Registry(req.mitigation_files)
+    if req.secret_values_fd is not None:  # `agent --env-candidate HF_TOKEN=...`: never a file
+        from aorta_tui.core.secrets import receive_secret_values
+
+        registry.fill_masked(receive_secret_values(req.secret_values_fd))
     recipe = load_request_recipe(req, registry)
     if req.order is not None or req.seed is not None:
         # Part of the recipe from here on: hashed, resolved, and checked on resume.

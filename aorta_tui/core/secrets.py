@@ -174,3 +174,61 @@ def record_secret_hashes(run_dir: str | os.PathLike[str], env: Mapping[str, str]
         body = (json.dumps(kept.to_dict(), indent=2) + "\n").encode()
         with RunDirFS(key) as fs:
             fs.atomic_write_bytes(SECRET_HASHES_FILE, body, mode=0o600)
+
+
+# -- secret values handed to a child in memory ---------------------------------------------
+# `agent --env-candidate HF_TOKEN=...` keeps the value in memory only: each iteration's sweep
+# (a child process) gets it through an inherited pipe, never a file or an argument or an
+# environment variable the sweep and its trials would see and record. The sidecar the sweep
+# loads holds MASK for it; the sweep fills those entries in from the pipe.
+SECRET_PIPE_LIMIT = 1 << 20  # far above any environment's values (each string is < 128 KiB)
+
+
+def send_secret_values(values: Mapping[str, Mapping[str, str]]) -> int:
+    """A pipe holding ``{mitigation: {VAR: value}}`` as JSON: its read end's fd, for the child
+    (``pass_fds``); the caller closes it once the child is started. A thread writes, so a
+    payload larger than the pipe's buffer does not block the parent."""
+    import json
+    import threading
+
+    read_fd, write_fd = os.pipe()
+    body = json.dumps(values).encode("utf-8", "surrogatepass")
+
+    def write() -> None:
+        import contextlib
+
+        view = memoryview(body)
+        try:  # BrokenPipeError: the child left before reading; it says why itself
+            with contextlib.suppress(BrokenPipeError):
+                while view:
+                    view = view[os.write(write_fd, view):]
+        finally:
+            os.close(write_fd)
+
+    threading.Thread(target=write, name="secret-values", daemon=True).start()
+    return read_fd
+
+
+def receive_secret_values(fd: int) -> dict[str, dict[str, str]]:
+    """What :func:`send_secret_values` sent on ``fd`` (read whole, then closed)."""
+    import json
+
+    from aorta_tui.core.errors import UsageError
+
+    try:
+        with open(fd, "rb", closefd=True) as pipe:
+            body = pipe.read(SECRET_PIPE_LIMIT + 1)
+    except OSError as exc:
+        raise UsageError(f"--secret-values-fd {fd}: cannot read it ({exc.strerror or exc})",
+                         hint="an internal option of `aorta-tui agent`; not for direct use") from None
+    try:
+        doc = json.loads(body) if len(body) <= SECRET_PIPE_LIMIT else None
+    except ValueError:
+        doc = None
+    ok = isinstance(doc, dict) and all(
+        isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+        for v in doc.values())
+    if not ok:  # never echoed: it holds secrets
+        raise UsageError(f"--secret-values-fd {fd}: not the agent's secret values",
+                         hint="an internal option of `aorta-tui agent`; not for direct use")
+    return doc  # type: ignore[return-value]

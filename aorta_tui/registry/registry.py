@@ -387,6 +387,21 @@ class Registry:
             envs.extend(load_sidecar_environments(f))
         self.environments: dict[str, Environment] = _merge("environment", envs)
 
+    def fill_masked(self, values: Mapping[str, Mapping[str, str]]) -> None:
+        """Put secret values kept in memory (``agent --env-candidate``) where a sidecar holds
+        the mask for them: ``{mitigation: {VAR: value}}``. Only a masked entry is filled, so a
+        value given here never replaces one a sidecar really set."""
+        import dataclasses
+
+        from aorta_tui.core.secrets import MASK
+
+        for name, given in values.items():
+            m = self.mitigations.get(name)
+            if m is None:
+                continue
+            env = {k: given[k] if v == MASK and k in given else v for k, v in m.env.items()}
+            self.mitigations[name] = dataclasses.replace(m, env=env)
+
     @property
     def workload_names(self) -> frozenset[str]:
         """The registered workloads (entry points: listed without importing any of them)."""

@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.agent import env_candidates
@@ -131,3 +131,67 @@ def test_a_baseline_with_no_finished_trial_is_an_error(tmp_path):
     with pytest.raises(AortaError, match="finished no trial"):
         loop._read_iteration({"baseline": None, "trials_used": 0}, {"index": 0, "run_dir": str(run)},
                              loop.check_goal(loop.DEFAULT_GOAL))
+
+
+def test_two_secret_values_of_one_variable_never_share_a_cell(tmp_path):
+    """The sidecar holds the mask for both: the pair rule compares the values in memory."""
+    a, b = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2", "hf_" + "Z9y8X7w6V5u4T3s2R1q0P9o8"
+    script = f'[ "$HF_TOKEN" = "{b}" ] && [ "$HSA_ENABLE_SDMA" = 0 ] || exit 3'
+    proc = _run(tmp_path, "--budget", "30", "--candidates", "hsa_no_sdma",
+                "--env-candidate", f"HF_TOKEN={a}", "--env-candidate", f"HF_TOKEN={b}",
+                script=script)
+    assert proc.returncode == 0, proc.stderr
+    _d, state = _state(tmp_path)
+    assert state["recommendation"]["mitigations"] == ["env.HF_TOKEN.secret-2", "hsa_no_sdma"]
+    proposed = [tuple(c) for it in state["iterations"] for c in it["proposed"]]
+    assert ("env.HF_TOKEN.secret-1", "env.HF_TOKEN.secret-2") not in proposed
+    assert a not in proc.stdout + proc.stderr and b not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    ("env_passthrough_mode: file\n", "writes every variable into probe.env"),
+    ("executor:\n  kind: slurm\n", "writes each trial's environment into its job spec"),
+])
+def test_a_secret_setting_where_the_run_would_write_it_is_refused(tmp_path, extra, says):
+    """probe.env and a Slurm trial's job spec hold every trial variable in the run."""
+    (tmp_path / "probe.yaml").write_text(RECIPE + extra)
+    proc = aorta("agent", "probe.yaml", "--no-snapshot", "--env-candidate",
+                 "DB_PASSWORD=hunter2-hunter2", "--", "sh", "-c", "true", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "--env-candidate DB_PASSWORD=...: a secret's value is kept in memory only" in proc.stderr
+    assert says in proc.stderr
+    assert "hunter2" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "aorta-out").exists()
+
+
+_env_maps = st.dictionaries(
+    st.text(min_size=1, max_size=40),
+    st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True),
+                    st.text(st.characters(blacklist_categories=("Cs",)), max_size=200000 // 50),
+                    max_size=4),
+    max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=_env_maps)
+@example(values={"env.HF_TOKEN.secret-1": {"HF_TOKEN": "x" * 300_000}})  # > a pipe's 64 KiB
+def test_secret_values_cross_the_pipe_whole(values):
+    """What the agent sends each sweep through its pipe arrives as it was sent, larger than a
+    pipe's buffer too (a thread writes)."""
+    from aorta_tui.core.secrets import receive_secret_values, send_secret_values
+
+    assert receive_secret_values(send_secret_values(values)) == values
+
+
+@pytest.mark.parametrize("body", [b"", b"[]", b'{"m": {"A": 1}}', b"not json", b'{"m": "x"}'])
+def test_what_is_not_the_agents_secret_values_is_refused_unechoed(body):
+    import os
+
+    from aorta_tui.core.secrets import receive_secret_values
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, body)
+    os.close(write_fd)
+    with pytest.raises(UsageError, match="not the agent's secret values") as err:
+        receive_secret_values(read_fd)
+    assert body.decode() not in err.value.message or not body

@@ -1,5 +1,5 @@
 """The llm proposer against a local OpenAI-compatible stub server: its proposals run after the
-checks, its prompts and answers are saved, a bad suggestion runs nothing."""
+checks, its prompts and answers are saved, a bad suggestion runs nothing (exit 3)."""
 
 from __future__ import annotations
 
@@ -123,10 +123,13 @@ def test_the_llm_proposals_run_and_are_recorded(tmp_path, stub):
 def test_a_bad_suggestion_runs_nothing(tmp_path, stub, answer, needle):
     server = stub([answer])
     proc = _run(tmp_path, server.url, "--yes", "--budget", "10")
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # the server's answer, not the user's input
     assert needle in proc.stderr and "nothing was run" in proc.stderr
     d = _agent_dir(tmp_path)
-    assert json.loads((d / "llm-01.json").read_text())["answer"] == answer
+    record = json.loads((d / "llm-01.json").read_text())
+    assert record["answer"] == answer and needle in record["bad_proposal"]
+    state = json.loads((d / "agent.json").read_text())
+    assert state["status"] == "error" and needle in state["stop_reason"]
     assert len(list((tmp_path / "aorta-out" / "T-LLM").glob("2*"))) == 1  # the baseline only
 
 

@@ -127,6 +127,7 @@ def test_an_answer_that_is_no_proposal_is_exit_3_and_keeps_the_runs(tmp_path, ho
     assert len(runs) == 1  # the baseline's run is kept, nothing else ran
     state = json.loads((d / "agent.json").read_text())
     assert state["baseline"]["run_dir"] == str(runs[0].parent.resolve())
+    assert state["status"] == "error" and "not a proposal" in state["stop_reason"]  # never running
     record = json.loads((d / "llm-01.json").read_text())
     assert "not a proposal" in record["not_a_proposal"]
     assert (record["answer"] is None) == (case != "content_deep")  # what was saved, as it came

@@ -138,24 +138,108 @@ def test_a_huge_name_from_the_server_is_not_echoed_whole(tmp_path, serve):
     name = "A" * 5_000_000
     server = serve(_answer(completion(json.dumps({"cells": [[name]], "reasons": ["r"]}))))
     proc = _run(tmp_path, server.url)
-    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.returncode == 3, proc.stderr[-2000:]
     assert "not a candidate" in proc.stderr and len(proc.stderr) < 2000
+    assert "'" + "A" * 79 + "…'" in proc.stderr  # clipped to 80 characters
     state = _kept_and_recorded(tmp_path)
     assert len(state["stop_reason"]) <= 500
+    record = json.loads((_agent_dir(tmp_path) / "llm-01.json").read_text())
+    assert "not a candidate" in record["bad_proposal"] and len(record["bad_proposal"]) < 500
+
+
+def _answers(*bodies: bytes):
+    """Each POST gets the next body (the last one again once they run out)."""
+    left = list(bodies)
+
+    def send(h: BaseHTTPRequestHandler) -> None:
+        _answer(left.pop(0) if len(left) > 1 else left[0])(h)
+    return send
+
+
+# the probe writes a hash of each secret it saw to a file outside the run: the trial got the
+# value without the value ever being printed, so any copy of it in the run came from the tool
+SEEN_SCRIPT = ('for v in "HF_TOKEN=${HF_TOKEN:-}" "DB_PASSWORD=${DB_PASSWORD:-}"; do '
+               'case "$v" in *=) ;; *) printf "%s %s\\n" "${v%%=*}" "$(printf %s "${v#*=}" | '
+               'sha256sum | cut -c1-64)" >> "$SEEN" ;; esac; done; '
+               '[ "$HSA_ENABLE_SDMA" = 0 ] || exit 3')
+
+
+def _seen_run(tmp_path: Path, *args: str):
+    (tmp_path / "probe.yaml").write_text(RECIPE)
+    command = () if "--resume" in args else ("--", "sh", "-c", SEEN_SCRIPT)  # a resume has it
+    return aorta("agent", *args, *command, cwd=tmp_path, timeout=180,
+                 env={"OPENAI_API_KEY": "k", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1",
+                      "SEEN": str(tmp_path / "seen.txt")})
+
+
+def _no_copy_anywhere(tmp_path: Path, values: tuple[str, ...], *outputs: str) -> None:
+    import base64
+    import tarfile
+
+    out = tmp_path / "aorta-out"
+    runs = sorted(p.parent for p in out.glob("*/*/journal.jsonl"))
+    for i, run in enumerate(runs):  # and no bundle of any of its runs
+        archive = tmp_path / f"b{i}.tar.gz"
+        made = aorta("bundle", str(run), "-o", str(archive), cwd=tmp_path, timeout=180)
+        assert made.returncode == 0, made.stderr[-2000:]
+        outputs += (made.stdout + made.stderr,)
+        with tarfile.open(archive) as tar:
+            blobs = [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]
+            blobs += [m.name.encode() for m in tar.getmembers()]
+        for value in values:
+            for form in (value.encode(), base64.b64encode(value.encode())):
+                assert not any(form in b for b in blobs), (value, archive)
+    for value in values:
+        assert not any(value in text for text in outputs)
+        for p in out.rglob("*"):
+            assert value not in p.name
+            if p.is_file():
+                assert value.encode() not in p.read_bytes(), p
 
 
 def test_env_candidate_secrets_never_leave_memory(tmp_path, serve):
+    import hashlib
+
     token, password = "hf_" + "Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2J3", "dbPassw0rd-ZX81-secret"
-    server = serve(_answer(completion('{"cells": [], "reasons": [], "note": "stop"}')))
-    proc = _run(tmp_path, server.url, "--env-candidate", f"HF_TOKEN={token}",
-                "--env-candidate", f"DB_PASSWORD={password}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert server.bodies, "the proposer was never asked"
+    server = serve(_answers(
+        completion('{"cells": [["env.HF_TOKEN.secret-1"]], "reasons": ["r"]}'),
+        b"not a completion",  # the agent stops (exit 3) here: a resume needs the values again
+        completion('{"cells": [["env.DB_PASSWORD.secret-1", "xnack"]], "reasons": ["r"]}'),
+        completion('{"cells": [], "reasons": [], "note": "stop"}')))
+    secrets = ("--env-candidate", f"HF_TOKEN={token}", "--env-candidate", f"DB_PASSWORD={password}")
+    common = ("--no-snapshot", "--proposer", "llm", "--llm-model", "m", "--llm-base-url",
+              server.url, "--candidates", "hsa_no_sdma,xnack", "--yes", "--budget", "10")
+    first = _seen_run(tmp_path, "probe.yaml", *common, *secrets)
+    assert first.returncode == 3, first.stderr[-2000:]
+    assert "--env-candidate HF_TOKEN=... --env-candidate DB_PASSWORD=..." in first.stdout
+    agent_dir = _agent_dir(tmp_path)
+    state = json.loads((agent_dir / "agent.json").read_text())
+    assert state["status"] == "error"
+    assert state["secret_candidates"] == {"env.HF_TOKEN.secret-1": "HF_TOKEN",
+                                          "env.DB_PASSWORD.secret-1": "DB_PASSWORD"}
+    sidecar = json.loads((agent_dir / "env-candidates.mitigations.json").read_text())
+    assert sidecar["env.HF_TOKEN.secret-1"]["env"] == {"HF_TOKEN": "<masked: secret>"}
+
+    # a resume without the values says which are needed and how to give them; nothing runs
+    bare = aorta("agent", "--resume", str(agent_dir), cwd=tmp_path, timeout=60)
+    assert bare.returncode == 2, bare.stderr[-2000:]
+    assert f"--resume {agent_dir}: the value of HF_TOKEN" in bare.stderr
+    assert "is needed again" in bare.stderr and "--env-candidate HF_TOKEN=..." in bare.stderr
+    assert json.loads((agent_dir / "agent.json").read_text())["status"] == "error"
+
+    resumed = _seen_run(tmp_path, "--resume", str(agent_dir), "--yes", *secrets)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    state = json.loads((agent_dir / "agent.json").read_text())
+    assert state["status"] == "exhausted"
+    assert [c["mitigations"] for it in state["iterations"][1:] for c in it["cells"]] == [
+        ["env.HF_TOKEN.secret-1"], ["env.DB_PASSWORD.secret-1", "xnack"]]
+    # the trials saw the values (hashes written outside the run), singly and in a pair
+    seen = set((tmp_path / "seen.txt").read_text().splitlines())
+    assert seen == {f"HF_TOKEN {hashlib.sha256(token.encode()).hexdigest()}",
+                    f"DB_PASSWORD {hashlib.sha256(password.encode()).hexdigest()}"}
     sent = b"".join(server.bodies)
     assert b"env.HF_TOKEN.secret-1" in sent and b"env.DB_PASSWORD.secret-1" in sent
     for value in (token, password):
         assert value.encode() not in sent
-        assert value not in proc.stdout + proc.stderr
-        for p in tmp_path.rglob("*"):
-            if p.is_file() and p.name != "env-candidates.mitigations.json":
-                assert value.encode() not in p.read_bytes(), p
+    _no_copy_anywhere(tmp_path, (token, password), first.stdout + first.stderr,
+                      bare.stdout + bare.stderr, resumed.stdout + resumed.stderr)

@@ -2,7 +2,8 @@
 
 Run as a program (the probe command, or the fake rocprofv3 collector with ``--collector DIR``)
 it writes every form in its place: stdout (with a NUL byte in it: a "binary" log), stderr, a
-result file (JSON), a collector's output (CSV) and a gzip artifact. Imported, ``planted(place)``
+result file (JSON), a collector's output (CSV), a gzip artifact and the variables of a
+mitigations sidecar (:func:`sidecar`), which it prints. Imported, ``planted(place)``
 gives the values the test greps for. Each place has values of its own, so each place must be
 caught on its own (a value hidden in one file is hidden in all once learned, which would let a
 file nobody scanned pass).
@@ -19,7 +20,7 @@ import os
 import subprocess
 import sys
 
-PLACES = ("stdout", "stderr", "result", "collector", "gzip", "artifact")
+PLACES = ("stdout", "stderr", "result", "collector", "gzip", "artifact", "sidecar")
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYPLANTEDAWS"  # 40 characters, as AWS writes them
 MARKER = "corpus-marker-kept"  # plain evidence next to the secrets: it must survive
 
@@ -162,25 +163,39 @@ def wide_text(place: str) -> str:
 
 def text(place: str) -> str:
     """Every form as a log, a script or a tool prints it."""
+    return "\n".join([*_blocks(place), wide_text(place), f"{MARKER} end"]) + "\n"
+
+
+def _blocks(place: str) -> list[str]:
+    """The first forms, one entry each (a private key's lines together)."""
     v = planted(place)
-    return "\n".join([
+    return [
         f"{MARKER} in {place}",
         f"cloning with token {v['github_token']} (a bare GitHub token)",
         f"slack notify {v['slack_token']}",
         f"curl -H 'X-Api-Key: {v['x_api_key']}' https://api.example/v1",
         f"aws_secret_access_key = {v['aws_spaced']}",
         f"git remote https://bob:{v['url_password']}@git.example.org/team/repo.git",
-        "-----BEGIN OPENSSH PRIVATE KEY-----",
-        v["ssh_key_body"],
-        "QyNTUxOQAAACDRxkS" + _fill(f"ssh2-{place}", 30, B64),
-        "-----END OPENSSH PRIVATE KEY-----",
-        "-----BEGIN RSA PRIVATE KEY-----",
-        v["rsa_key_body"],
-        "-----END RSA PRIVATE KEY-----",
+        "\n".join(["-----BEGIN OPENSSH PRIVATE KEY-----", v["ssh_key_body"],
+                   "QyNTUxOQAAACDRxkS" + _fill(f"ssh2-{place}", 30, B64),
+                   "-----END OPENSSH PRIVATE KEY-----"]),
+        "\n".join(["-----BEGIN RSA PRIVATE KEY-----", v["rsa_key_body"],
+                   "-----END RSA PRIVATE KEY-----"]),
         f"the secret on its own: {os.environ.get('AWS_SECRET_ACCESS_KEY', '(not set)')}",
-        wide_text(place),
-        f"{MARKER} end",
-    ]) + "\n"
+    ]
+
+
+SIDECAR_MITIGATION = "corpus_sidecar"
+SIDECAR_PREFIX = "CORPUS_SC_"
+
+
+def sidecar() -> dict[str, dict]:
+    """The sidecar place: a mitigations sidecar whose variables hold every form of
+    ``planted("sidecar")`` (one form's text each, a private key whole) and the harmless
+    strings; the trial prints them, and the run records them (plan, result, journal)."""
+    entries = [*_blocks("sidecar"), *(line for line, _v in wide("sidecar").values()), *HARMLESS]
+    env = {f"{SIDECAR_PREFIX}{i:03d}": entry for i, entry in enumerate(entries)}
+    return {SIDECAR_MITIGATION: {"env": env, "description": "the corpus's sidecar place"}}
 
 
 def containers() -> dict[str, tuple[str, bytes]]:
@@ -278,6 +293,8 @@ def main() -> int:
         with open(os.path.join(art, name), "w") as fh:
             fh.write("named output\n")
     print(f"extra args: {os.environ.get('CI_EXTRA_ARGS', '(unset)')}")
+    for name in sorted(n for n in os.environ if n.startswith(SIDECAR_PREFIX)):
+        print(f"{name}={os.environ[name]}")  # the sidecar's variables, as an env dump shows them
     return 0
 
 

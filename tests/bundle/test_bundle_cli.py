@@ -280,9 +280,14 @@ def test_binary_files_are_scanned_and_what_cannot_be_is_left_out(run_dir, tmp_pa
     os.link(outside, copy / "linked.txt")
     other = copy / "other-user.txt"
     other.write_text("written by another user\n")
+    trust: tuple[str, ...] = ()
     if os.geteuid() == 0:
         os.chown(other, 65534, 65534)
-    proc = aorta("bundle", str(copy), "-o", "t.tar.gz", "--json", cwd=tmp_path, timeout=60)
+        # root without sudo refuses a run holding another user's file (test_bundle_untrusted):
+        # trusted here, the file-level rule still leaves that file out
+        trust = ("--i-trust-this-directory",)
+    proc = aorta("bundle", str(copy), "-o", "t.tar.gz", "--json", *trust, cwd=tmp_path,
+                 timeout=60)
     assert proc.returncode == 0, proc.stderr
     entries = {f["path"]: f for f in json.loads(proc.stdout)["files"]}
     core = entries["run/core.bin"]  # a NUL byte: scanned as bytes, redacted
@@ -308,7 +313,7 @@ def test_binary_files_are_scanned_and_what_cannot_be_is_left_out(run_dir, tmp_pa
         assert not (root / "run" / name).exists(), name
     with zipfile.ZipFile(root / "run" / "model.pt") as z:
         assert z.read("data.pkl") == b"HF_TOKEN=<redacted:secret>"
-    review = aorta("bundle", str(copy), "--review", cwd=tmp_path, timeout=60).stdout
+    review = aorta("bundle", str(copy), "--review", *trust, cwd=tmp_path, timeout=60).stdout
     assert "run/core.bin: binary (a NUL byte): scanned as bytes" in review
     assert "run/linked.txt: left out: a hard link" in review
 

@@ -30,7 +30,7 @@ mode: probe
 ticket: T-CORPUS
 trials: 1
 timeout_per_trial: 60
-mitigation_axis: [none]
+mitigation_axis: [corpus_sidecar]
 diagnostic_axis: [none]
 collect:
   rocprof: {}
@@ -46,18 +46,21 @@ def corpus_run(tmp_path_factory) -> Path:
     fake.write_text(f"#!/bin/sh\nexec {sys.executable} {PLANT} \"$@\"\n")
     fake.chmod(0o755)
     (base / "probe.yaml").write_text(RECIPE)
+    (base / "sidecar.json").write_text(json.dumps(corpus.sidecar(), ensure_ascii=False))
     env = {"PATH": f"{bindir}:{os.environ['PATH']}", "ROCPROF_BIN": "",
            "AWS_SECRET_ACCESS_KEY": corpus.AWS_SECRET,
            "CI_EXTRA_ARGS": f"--hf-token {corpus.ENV_PRINTED}"}  # the trial prints it
-    proc = aorta("--batch", "probe.yaml", "--no-snapshot", "--", sys.executable, str(PLANT),
+    proc = aorta("sweep", "run", "--recipe", "probe.yaml", "--mitigations-file", "sidecar.json",
+                 "--no-snapshot", "--", sys.executable, str(PLANT),
                  "--api-key", corpus.ARG_SECRET, cwd=base, env=env, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = only_run_dir(base / "aorta-out")
-    trial = run / "trials/none-none/trial-000"
+    trial = run / f"trials/{corpus.SIDECAR_MITIGATION}-none/trial-000"
     # each place holds its own values, or this test proves nothing
     where = {"stdout": trial / "stdout.log", "stderr": trial / "stderr.log",
              "result": trial / "probe_result.json", "gzip": trial / "trace.log.gz",
-             "collector": trial / "rocprof/aorta_kernel_stats.csv"}
+             "collector": trial / "rocprof/aorta_kernel_stats.csv",
+             "sidecar": trial / "stdout.log"}  # the trial prints the sidecar's variables
     for place, path in where.items():
         data = path.read_bytes()
         data = gzip.decompress(data) if place == "gzip" else data
@@ -67,6 +70,10 @@ def corpus_run(tmp_path_factory) -> Path:
             needle = json.dumps(value)[1:-1] if place == "result" else value
             assert needle.encode() in data or value.encode() in data, (place, form)
     assert b"\x00" in where["stdout"].read_bytes()
+    # the sidecar's values are also in the run's own records of the cell's environment
+    sidecar_token = corpus.planted("sidecar")["github_token"]
+    for record in ("plan.json", "matrix.json"):
+        assert sidecar_token in (run / record).read_text(), record
     # the sweep kept the keyed hash of the trial's AWS secret, never the value (mode 0600)
     hashes = run / "secret-hashes.json"
     assert corpus.AWS_SECRET.encode() not in hashes.read_bytes()
@@ -116,7 +123,7 @@ def test_no_planted_form_survives_in_any_member(corpus_run, tmp_path):
     assert leaks == []
     # the files are in the archive, with their evidence: nothing passed by being left out
     entries = {f["path"]: f for f in manifest["files"]}
-    trial = f"{rel.name}/trials/none-none/trial-000"
+    trial = f"{rel.name}/trials/{corpus.SIDECAR_MITIGATION}-none/trial-000"
     for name in ("stdout.log", "stderr.log", "probe_result.json", "trace.log.gz",
                  "rocprof/aorta_kernel_stats.csv"):
         entry = entries[f"{trial}/{name}"]
@@ -190,9 +197,9 @@ def _needles(value: str) -> list[bytes]:
 
 
 def test_issue35_forms_names_and_containers_never_reach_the_archive(corpus_run, tmp_path):
-    """>= 80 forms: issue 28's and 35's text forms in six places, the command after `--`, an
-    environment variable the trial printed, file names, and eight containers; every harmless
-    string of the corpus is kept."""
+    """>= 80 forms: issue 28's and 35's text forms in seven places (a mitigations sidecar's
+    variables among them), the command after `--`, an environment variable the trial printed,
+    file names, and eight containers; every harmless string of the corpus is kept."""
     values = {f"{place}:{form}": value for place in corpus.PLACES
               for form, value in corpus.planted(place).items()}
     values.update({f"container:{k}": v for k, v in corpus.container_values().items()})
@@ -201,6 +208,8 @@ def test_issue35_forms_names_and_containers_never_reach_the_archive(corpus_run, 
     values["env_printed"] = corpus.ENV_PRINTED
     forms = {key.split(":", 1)[-1] for key in values}
     assert len(forms) >= 80, len(forms)
+    places = {key.split(":", 1)[0] for key in values if not key.startswith("container:")}
+    assert "sidecar" in places and len(places) >= 8, places  # + the recipe's command, below
     proc = _run_clean(["bundle", str(corpus_run), "-o", "t.tar.gz", "--json"], tmp_path,
                       _bundle_env())
     assert proc.returncode == 0, proc.stderr
@@ -235,6 +244,7 @@ def test_secrets_in_the_recipes_command_never_reach_the_archive(tmp_path):
     command = [sys.executable, "-c", "print('ok')", "--db-password", v["flag_password"],
                "--hub-token", v["hf_token"], f"https://x.example/a?b=1&sig={v['query_sig']}"]
     (tmp_path / "probe.yaml").write_text(RECIPE.replace("collect:\n  rocprof: {}\n", "")
+                                         .replace(corpus.SIDECAR_MITIGATION, "none")
                                          + f"command: {json.dumps(command)}\n")
     proc = aorta("--batch", "probe.yaml", "--no-snapshot", cwd=tmp_path, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr

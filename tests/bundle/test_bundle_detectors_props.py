@@ -73,6 +73,22 @@ def test_a_coloured_or_wrapped_value_never_survives(value: str, cut: int, code: 
 
 
 @FAST
+@given(st.sampled_from(sorted(PREFIXES)), st.text(ALNUM, min_size=80, max_size=120),
+       st.from_regex(r"[A-Z][A-Z0-9]{5,12}(_[A-Z0-9]{1,6}){0,2}", fullmatch=True),
+       st.sampled_from(["=1", "_SC_016=x", ": ok", "=" + "v" * 30]))
+def test_a_line_after_an_80_column_token_keeps_its_first_word(prefix: str, body: str, word: str,
+                                                              rest: str) -> None:
+    """A token that fills a line to column 80 reads as wrapped into the next line; when the
+    match stops inside that line's first word (`CORPUS_SC_016=`), the word is the next line's
+    own, not the token's tail: learned, it was hidden everywhere (the ticket T-CORPUS)."""
+    token = (prefix + body)[:80]
+    text = f"{token}\n{word}{rest}\nticket T-{word}\n"
+    out = _scrubbed(text)
+    assert f"ticket T-{word}" in out
+    assert not _leaks(token, out)
+
+
+@FAST
 @given(st.text(max_size=200))
 def test_normalized_pieces_join_to_the_span(text: str) -> None:
     norm, seams = normalized(text)
