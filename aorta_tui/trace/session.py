@@ -258,8 +258,10 @@ class TraceSession:
     def _program_spec(self, target_pid: int | None) -> ProgramSpec:
         """What the program was rendered from, by name: the privileged helper (under sudo)
         renders it again from this, as it takes no program text."""
-        collector = (self.device.probe_set,) if (self.device is not None
-                                                 and self.device.launch_source == "collector") else ()
+        # the same sets whose launch uprobe _prepare_and_attach left out: the collector's
+        # callbacks or the kernel records (the default) count those launches
+        collector = (self.device.probe_set,) if (self.device is not None and self.device.launch_source
+                                                 in ("collector", "activity")) else ()
         return ProgramSpec(sets=tuple(self.probe_names), mode=self.mode, pid=target_pid, maps_pid=self.pid,
                            heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s,
                            collector_launch_sets=collector, lib_overrides=tuple(self.library_paths))
