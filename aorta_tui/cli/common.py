@@ -6,13 +6,15 @@ stays fast; each command imports the engine inside its body.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
+import signal
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 import typer
@@ -67,6 +69,25 @@ def cli_command(fn: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(INTERNAL_ERROR) from None
 
     return wrapper
+
+
+@contextlib.contextmanager
+def stop_signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop a long command the way Ctrl-C does (a KeyboardInterrupt: its
+    clean-up, its last journal line and its resume hint), not the start-up's quiet exit that
+    skips them; a signal ignored by whoever started us (nohup) stays ignored. The handlers
+    before are put back after. Main thread only, as every command runs."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(sig) is not signal.SIG_IGN}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def err(message: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app, number
+from aorta_tui.cli.common import cli_command, err, new_app, number, stop_signals_interrupt
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -574,10 +574,11 @@ def _sweep_and_print(go: Any, run_id: str, run_dir: Path | None, total: int,
                      output: Path | None, as_json: bool, quiet: bool) -> None:
     """Run the sweep (``go(on_event)``) as event lines or as a table."""
     try:
-        if as_json:
-            _event_lines(go, run_id, run_dir, total)
-            return
-        doc = go(_progress_sink(quiet))
+        with stop_signals_interrupt():  # SIGTERM/SIGHUP end the sweep as Ctrl-C does
+            if as_json:
+                _event_lines(go, run_id, run_dir, total)
+                return
+            doc = go(_progress_sink(quiet))
     except KeyboardInterrupt:
         if run_dir is not None:
             err(f"interrupted; the finished points are kept: aorta-tui queue resume {run_dir}")

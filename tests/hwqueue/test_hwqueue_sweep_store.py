@@ -147,32 +147,39 @@ def test_not_a_run_directory_and_in_process_run_dir_are_refused(tmp_path: Path) 
 
 
 def _start_and_stop_after_first_point(tmp_path: Path, sig: int) -> tuple[Path, int, str]:
-    """A 1,2-stream sweep, sent ``sig`` (to its whole group, as Ctrl-C is) once the first
-    point's trial_finished line is in the journal."""
+    """A 1,2-stream sweep, sent ``sig`` once the first point's trial_finished line is in the
+    journal: to its whole group, as Ctrl-C is; SIGTERM to the process alone, as `kill` or a
+    service manager sends it, with SIGINT ignored as under nohup or a background job."""
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", "queue", "sweep", *POINT,
                              "--streams", "1,2", "--run-dir", str(run_dir)], cwd=tmp_path,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+                            if sig == signal.SIGTERM else None)
     deadline = time.monotonic() + 60
     journal = run_dir / "journal.jsonl"
     while time.monotonic() < deadline:
         if journal.exists() and '"trial_finished"' in journal.read_text():
             break
         time.sleep(0.05)
-    os.killpg(proc.pid, sig)
+    if sig == signal.SIGTERM:
+        os.kill(proc.pid, sig)
+    else:
+        os.killpg(proc.pid, sig)
     _out, err = proc.communicate(timeout=60)
     return run_dir, proc.returncode, err
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "sigkill"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=["ctrl-c", "sigterm", "sigkill"])
 def test_a_stopped_sweep_resumes_only_its_missing_points(tmp_path: Path, sig: int) -> None:
     run_dir, code, err = _start_and_stop_after_first_point(tmp_path, sig)
     journal = _journal(run_dir)
     done = [e.trial_id for e in journal if isinstance(e, TrialFinished)]
     assert done == ["s0001"], err  # the second point was cut short
     assert not (run_dir / "sweep.json").exists()
-    if sig == signal.SIGINT:
+    if sig in (signal.SIGINT, signal.SIGTERM):
         assert code == 130, err
         assert f"queue resume {run_dir}" in err and "Traceback" not in err
         assert isinstance(journal[-1], RunFinished) and journal[-1].status == "interrupted"
