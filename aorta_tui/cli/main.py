@@ -31,12 +31,14 @@ elif "AORTA_TUI_PRIVSEP_FD" in os.environ:
 # ``main`` hands SIGINT back to Python's KeyboardInterrupt once the command wrapper runs.
 # SIGTERM and SIGHUP too, first (issue 37 item 10: one in the first 0.3-0.6 s killed the
 # program by the signal, without a word); a signal ignored by whoever started us stays ignored.
-if _started_as_the_program() and signal.getsignal(signal.SIGINT) in (signal.default_int_handler,
-                                                                     _interrupted_while_starting):
+# Each on its own: a program started with SIGINT ignored (nohup, a background job) still
+# leaves with the one line on SIGTERM rather than die by it.
+if _started_as_the_program():
     for _sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(_sig) is not signal.SIG_IGN:
+        if signal.getsignal(_sig) is signal.SIG_DFL:
             signal.signal(_sig, _interrupted_while_starting)
-    signal.signal(signal.SIGINT, _interrupted_while_starting)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 from pathlib import Path  # noqa: E402
 
@@ -113,10 +115,10 @@ def main(
     # run), and every command's own handlers (a sweep's) build on that.
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        if ctx.invoked_subcommand is None:  # the TUI: textual restores the terminal its way
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                if signal.getsignal(sig) is _interrupted_while_starting:
-                    signal.signal(sig, signal.SIG_DFL)
+    if ctx.invoked_subcommand is None:  # the TUI: textual restores the terminal its way
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is _interrupted_while_starting:
+                signal.signal(sig, signal.SIG_DFL)
         # A command keeps the quiet exit for SIGTERM and SIGHUP until it installs its own (a
         # sweep's stop the running trial and finish the run): not a KeyboardInterrupt, which
         # CPython turns into a death by SIGINT when it lands inside exec'd text (a dataclass

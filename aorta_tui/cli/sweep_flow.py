@@ -323,10 +323,7 @@ def run_until_done(sweep: Any, bus: Any) -> Any:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
     def after_the_run(signum: int, frame: Any) -> None:
-        # A stop was asked for and the run has finished stopping: more presses change nothing
-        # (a KeyboardInterrupt now would only cut the summary short). Otherwise what it was.
-        if sweep.cancel.is_set():
-            return
+        # A run that finished without a stop: a signal now does what it did before the run
         handler = previous.get(signal.Signals(signum))
         if callable(handler):
             handler(signum, frame)
@@ -337,8 +334,12 @@ def run_until_done(sweep: Any, bus: Any) -> Any:
     try:
         return sweep.run()
     finally:
+        # Stopped by a signal: more of them change nothing, and they are ignored in the kernel
+        # (SIG_IGN), because Python puts SIG_DFL back for its own handlers as it exits: a press
+        # landing then would kill the finished run by the signal instead of its exit 130.
+        stopped = sweep.cancel.is_set()
         for s in previous:
-            signal.signal(s, after_the_run)
+            signal.signal(s, signal.SIG_IGN if stopped else after_the_run)
         bus.close()
 
 
