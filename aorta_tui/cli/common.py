@@ -85,7 +85,13 @@ def stop_signals_interrupt() -> Iterator[None]:
                 if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
-    finally:
+    except KeyboardInterrupt:
+        # stopped: the next presses change nothing, ignored in the kernel, as Python puts
+        # SIG_DFL back for its own handlers while it exits (sweep_flow.run_until_done too)
+        for sig in (signal.SIGINT, *previous):
+            signal.signal(sig, signal.SIG_IGN)
+        raise
+    else:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
