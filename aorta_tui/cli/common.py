@@ -83,17 +83,19 @@ def stop_signals_interrupt() -> Iterator[None]:
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)
                 if signal.getsignal(sig) is not signal.SIG_IGN}
+    stopped = False
     try:
         yield
     except KeyboardInterrupt:
+        stopped = True
+        raise
+    finally:
         # stopped: the next presses change nothing, ignored in the kernel, as Python puts
         # SIG_DFL back for its own handlers while it exits (sweep_flow.run_until_done too)
-        for sig in (signal.SIGINT, *previous):
-            signal.signal(sig, signal.SIG_IGN)
-        raise
-    else:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if stopped else handler)
+        if stopped:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def err(message: str) -> None:
