@@ -11,6 +11,7 @@ by nature (raw YAML, JSON from outside).
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -75,4 +76,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except BrokenPipeError:  # `| head` closed the pipe: what it read is what was asked for
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
