@@ -84,8 +84,11 @@ PY
 tui() {
   cd /home/aorta-gpu/work
   local s=aorta-gpu-tui T="tmux -L privsep"
-  $T new-session -d -s $s -x 160 -y 48 "env $(sudo_env) TERM=xterm-256color python3 -m aorta_tui"
-  sleep 8; $T send-keys -t $s 4; sleep 3; $T send-keys -t $s t; sleep 1
+  # stderr to a file and the pane kept after an exit: a TUI that stops at once says why
+  # (2026-12-03 the session was gone before the first capture, its cause unread)
+  $T new-session -d -s $s -x 160 -y 48 "env $(sudo_env) TERM=xterm-256color python3 -m aorta_tui 2> $OUT/tui_stderr.txt; echo \"tui exit \$?\"; sleep 600"
+  sleep 8; $T capture-pane -p -t $s > "$OUT/tui_first.txt" 2>&1; cat "$OUT/tui_first.txt" | tail -5; cat "$OUT/tui_stderr.txt" 2>/dev/null | tail -20
+  sleep 1; $T send-keys -t $s 4; sleep 3; $T send-keys -t $s t; sleep 1
   $T send-keys -t $s -l "python3 train.py 3000"; $T send-keys -t $s Enter; sleep 1
   $T send-keys -t $s Escape; sleep 1; $T send-keys -t $s s
   local pane; pane=$($T display-message -p -t $s '#{pane_pid}')
