@@ -50,18 +50,21 @@ sudo_env() {  # what sudo sets for the user; the rest of the environment is root
 watch_tree() {
   local root=$1 out=$2
   while kill -0 "$root" 2>/dev/null; do
-    ps -eo pid,ppid,uid,args --forest | awk -v r="$root" 'BEGIN{keep[r]=1} {if (keep[$2]||$1==r){keep[$1]=1; print}}' >> "$out"
+    ps -eo pid,ppid,uid,stat,wchan:24,args --forest | awk -v r="$root" 'BEGIN{keep[r]=1} {if (keep[$2]||$1==r){keep[$1]=1; print}}' >> "$out"
     echo --- >> "$out"; sleep 2
   done
 }
 
 trace_cli() {
   cd /home/aorta-gpu/work
-  env $(sudo_env) python3 -m aorta_tui trace queue --probes cuda -o "$OUT/trace.json" -- python3 train.py 600 &
+  # the tool's stderr kept, and ps with each process's state and wait channel: the run of
+  # 2026-12-03 never finished and left no clue where it waited
+  env $(sudo_env) python3 -m aorta_tui trace queue --probes cuda -o "$OUT/trace.json" -- python3 train.py 600 \
+    2> "$OUT/trace_stderr.txt" &
   local pid=$!
   watch_tree "$pid" "$OUT/trace_tree.txt" &
   wait "$pid"; local rc=$?
-  echo "exit $rc"
+  echo "exit $rc"; tail -30 "$OUT/trace_stderr.txt"
   python3 - "$OUT/trace.json" "$OUT/trace_tree.txt" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -72,9 +75,9 @@ for name, ps in (r.get("probe_sets") or {}).items():
 print("observer:", json.dumps(r.get("observer_cost"))[:300])
 uids = {}
 for line in open(sys.argv[2]):
-    f = line.split(None, 3)
-    if len(f) == 4 and f[2].isdigit():
-        uids.setdefault(f[2], set()).add(f[3].strip()[:70])
+    f = line.split(None, 5)  # pid ppid uid stat wchan args
+    if len(f) == 6 and f[2].isdigit():
+        uids.setdefault(f[2], set()).add(f"{f[5].strip()[:60]} [{f[3]} {f[4]}]")
 for uid, cmds in sorted(uids.items()):
     print("uid", uid, "ran:", sorted(cmds)[:12])
 PY
@@ -101,7 +104,7 @@ tui() {
   cat "$OUT/tui_pane.txt"; echo; cat "$OUT/tui_tree.txt"
   $T send-keys -t $s s; sleep 5; $T send-keys -t $s C-q; sleep 3; $T kill-server 2>/dev/null
   # root may hold exactly one process of the tool's tree besides bpftrace: the helper (a fork)
-  local roots; roots=$(awk '$3 == 0' "$OUT/tui_tree.txt" | grep -vc bpftrace)
+  local roots; roots=$(awk '$3 == 0' "$OUT/tui_tree.txt" | grep -vc bpftrace)  # $3: uid
   echo "root processes other than bpftrace: $roots (want 1, the helper)"
   [ "$roots" = 1 ] || return 1
   grep -q "launch" "$OUT/tui_pane.txt"
