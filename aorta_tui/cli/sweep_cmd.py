@@ -51,7 +51,7 @@ def run(
     workload: str | None = typer.Option(None, "--workload", help="Flag mode: the workload to sweep (no recipe)."),
     mitigation_axis: str | None = typer.Option(None, "--mitigation-axis", help="Flag mode: comma-separated mitigations."),
     environment_axis: str | None = typer.Option(None, "--environment-axis", help="Flag mode: comma-separated environments."),
-    trials: int | None = typer.Option(None, "--trials", min=1, help="Flag mode: trials per cell."),
+    trials: int | None = typer.Option(None, "--trials", "-n", min=1, help="Flag mode: trials per cell."),
     steps: int | None = typer.Option(None, "--steps", min=1, help="Flag mode: steps per trial."),
     no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip the environment snapshots."),
     stop_after_events: int | None = typer.Option(None, "--stop-after-events", metavar="K", help="Stop each cell once K trials have the event verdict (default fail); overlays the recipe's stop_after (needs --max-trials unless the recipe gives the cap)."),

@@ -389,6 +389,26 @@ def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: Sequence[str] = (
         print(f"note: {note}")
 
 
+# Flag mode builds a recipe from these; with a recipe (or a resume, whose recipe is the run's)
+# they were ignored without a word: `--batch quickstart.yaml --trials 1` ran 2 trials a cell
+_FLAG_MODE_KEYS = {"--workload": ("workload", "workload:"), "--mitigation-axis": ("mitigation_axis", "cells"),
+                   "--environment-axis": ("environment_axis", "cells[].environment"),
+                   "--trials": ("trials", "trials: (or a cell's trials:)"),
+                   "--steps": ("steps", "steps:")}
+
+
+def _refuse_flag_mode_options(req: Any) -> None:
+    from aorta_tui.core.errors import UsageError
+
+    if req.recipe is None and req.resume is None:
+        return
+    for flag, (attr, key) in _FLAG_MODE_KEYS.items():
+        if getattr(req, attr, None) is not None:
+            where = f"--recipe {req.recipe}" if req.recipe is not None else f"--resume {req.resume}"
+            raise UsageError(f"{flag} is for flag mode (no recipe); with {where} the recipe decides",
+                             hint=f"set {key} in the recipe (`aorta-tui edit RECIPE`), or drop {flag}")
+
+
 def apply_request_overrides(recipe: Any, req: Any) -> Any:
     """The recipe with `sweep run`'s overlay flags applied (or a usage error naming the flag)."""
     from aorta_tui.core.errors import UsageError
@@ -399,6 +419,7 @@ def apply_request_overrides(recipe: Any, req: Any) -> Any:
         raise UsageError(f"{flag} is for flag mode (no recipe); with --recipe the recipe's "
                          "`confound:` block decides", hint="set confound.baseline_cell / "
                          "confound.threshold in the recipe, or drop the flag")
+    _refuse_flag_mode_options(req)
     from aorta_tui.recipe.collector_names import collectors_runnable_problem
 
     if req.collect:  # --collect replaces the recipe's and the cells' collectors, as upstream

@@ -310,3 +310,21 @@ def test_a_misspelt_workload_is_still_a_located_error(tmp_path: Path) -> None:
     assert got.returncode == 2, got.stdout + got.stderr
     assert "unknown workload 'trainig'" in got.stdout + got.stderr
     assert "training" in got.stdout + got.stderr
+
+
+@pytest.mark.parametrize("flag", [["--trials", "1"], ["-n", "1"], ["--steps", "3"],
+                                  ["--mitigation-axis", "none"], ["--workload", "gpu_smoke"]])
+def test_a_flag_mode_option_with_a_recipe_is_refused_not_ignored(tmp_path: Path, flag: list[str]) -> None:
+    """`--batch quickstart.yaml --trials 1` ran the recipe's 2 trials a cell without a word."""
+    (tmp_path / "quick.yaml").write_text(PROBE)
+    got = cli(tmp_path, "--batch", "quick.yaml", *flag, "--dry-run")
+    assert got.returncode == 2, got.stdout + got.stderr
+    assert "is for flag mode (no recipe)" in got.stderr and "in the recipe" in got.stderr
+    assert "Traceback" not in got.stderr
+
+
+def test_the_trial_count_is_spelled_the_same_for_policies(tmp_path: Path) -> None:
+    got = cli(tmp_path, "policy", "sweep", "tiny_kernel_stress", "--policies", "baseline",
+              "--streams", "2", "-n", "4", "--timeout", "7", "--device", "cpu", "--dry-run")
+    assert got.returncode == 0, got.stderr
+    assert "4 trials per policy" in got.stdout
