@@ -9,11 +9,13 @@ cut into 1 MiB pieces (a match that straddles a cut is missed; the line number s
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from aorta_tui.classify.linear import LinearRegex, line_matches_bytes
 
@@ -21,29 +23,38 @@ BLOCK_BYTES = 1 << 20
 MAX_EVIDENCE_CHARS = 300
 
 
-def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[str, int]]:
-    """Yield ``(text, number of its first line)``; each text ends at a line end or a cut."""
+def iter_blocks(source: str | os.PathLike[str] | BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[str, int]]:
+    """Yield ``(text, number of its first line)``; each text ends at a line end or a cut.
+
+    ``source`` is a path the caller trusts, or a file already opened (a run directory's log
+    comes opened by the run's file layer: no link followed, no FIFO waited on); an opened
+    file stays the caller's to close."""
+    opened = isinstance(source, (str, os.PathLike))
+    with (open(source, "rb") if opened else nullcontext(source)) as fh:
+        yield from _blocks_of(fh, block_bytes)
+
+
+def _blocks_of(fh: BinaryIO, block_bytes: int) -> Iterator[tuple[str, int]]:
     line_no = 1
     carry = b""
-    with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(block_bytes)
-            if not chunk:
-                if carry:
-                    yield carry.decode("utf-8", "replace"), line_no
-                return
-            buf = carry + chunk if carry else chunk
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                if len(buf) >= block_bytes:  # an over-long line: cut it, same line number
-                    yield buf.decode("utf-8", "replace"), line_no
-                    carry = b""
-                else:
-                    carry = buf
-                continue
-            body, carry = buf[: cut + 1], buf[cut + 1 :]
-            yield body.decode("utf-8", "replace"), line_no
-            line_no += body.count(b"\n")
+    while True:
+        chunk = fh.read(block_bytes)
+        if not chunk:
+            if carry:
+                yield carry.decode("utf-8", "replace"), line_no
+            return
+        buf = carry + chunk if carry else chunk
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            if len(buf) >= block_bytes:  # an over-long line: cut it, same line number
+                yield buf.decode("utf-8", "replace"), line_no
+                carry = b""
+            else:
+                carry = buf
+            continue
+        body, carry = buf[: cut + 1], buf[cut + 1 :]
+        yield body.decode("utf-8", "replace"), line_no
+        line_no += body.count(b"\n")
 
 
 def line_matches(rx: re.Pattern[str], text: str) -> Iterator[tuple[int, int, re.Match[str]]]:

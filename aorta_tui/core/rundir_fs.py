@@ -35,7 +35,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 from aorta_tui.core import atomic, ownership
 from aorta_tui.core.errors import AortaError, RunDirRefused, UsageError
@@ -267,21 +267,33 @@ class RunDirFS:
         st = self.lstat(path)
         return st is not None and stat.S_ISREG(st.st_mode)
 
-    def read_bytes(self, path: str | os.PathLike[str], *, what: str, limit: int,
-                   missing_ok: bool = False) -> bytes | None:
-        """The bytes of a regular file beneath the root, at most ``limit`` of them."""
-        parts = self.rel(path)
+    def open_read(self, path: str | os.PathLike[str], *, missing_ok: bool = False) -> BinaryIO | None:
+        """A regular file beneath the root opened for reading (a stream a reader walks itself,
+        such as a trial's log); a FIFO, a device or a socket is refused without waiting."""
         try:
             fd = self.open_at(path, os.O_RDONLY)
         except FileNotFoundError:
             if missing_ok:
                 return None
             raise
-        with os.fdopen(fd, "rb") as fh:
-            mode = os.fstat(fh.fileno()).st_mode
+        try:
+            mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):  # a FIFO (opened without waiting), a device, a socket
-                raise rundir_refused(self.display(parts), describe_kind(mode))
-            return read_fd_bounded(fh, where=self.display(parts), what=what, limit=limit)
+                raise rundir_refused(self.display(self.rel(path)), describe_kind(mode))
+            os.set_blocking(fd, True)  # a regular file never blocks; the flag only guarded the open
+        except BaseException:
+            os.close(fd)
+            raise
+        return os.fdopen(fd, "rb")
+
+    def read_bytes(self, path: str | os.PathLike[str], *, what: str, limit: int,
+                   missing_ok: bool = False) -> bytes | None:
+        """The bytes of a regular file beneath the root, at most ``limit`` of them."""
+        fh = self.open_read(path, missing_ok=missing_ok)
+        if fh is None:
+            return None
+        with fh:
+            return read_fd_bounded(fh, where=self.display(self.rel(path)), what=what, limit=limit)
 
     def load_json(self, path: str | os.PathLike[str], *, what: str, limit: int) -> Any:
         """A JSON file of the run parsed, with ``core/inputs``' located errors (exit 2) for

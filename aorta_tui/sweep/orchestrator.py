@@ -22,7 +22,7 @@ import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
@@ -754,9 +754,27 @@ class Sweep:
             missing = f"the worker did not start ({outcome.exec_error})"
         else:
             missing = "the trial worker left no timeline in workload_result.json"
-        stdout_marks = timeline.read_stdout_marks(stdout) if self.recipe.mode == "triage" else {}
+        stdout_marks: dict[str, int] = {}
+        if self.recipe.mode == "triage":
+            with self._trial_log(stdout) as fh:
+                stdout_marks = timeline.read_stdout_marks(fh)
         return timeline.build(marks, wall_start=outcome.started_at, child=child, child_missing=missing,
                               stdout_marks=stdout_marks, beside=beside, unavailable=unavailable)
+
+    @contextlib.contextmanager
+    def _trial_log(self, path: Path) -> Iterator[BinaryIO | None]:
+        """A trial's log opened through the run's file layer, or ``None``: the trial (or whoever
+        can write the run) may have swapped it, or its directory, for a link or a FIFO since it
+        was written; a refused log is read as no log rather than followed or waited on."""
+        try:
+            fh = self._store.fs.open_read(path, missing_ok=True)
+        except (AortaError, OSError):
+            fh = None
+        try:
+            yield fh
+        finally:
+            if fh is not None:
+                fh.close()
 
     def _step_times(self, wres: dict[str, Any] | None, stdout: Path, wall_s: float,
                     cell: CellPlan) -> tuple[list[float] | None, str]:
@@ -765,7 +783,8 @@ class Sweep:
         if self.recipe.step_time_regex:
             from aorta_tui.classify import extract_step_times
 
-            times = extract_step_times(stdout, self.recipe.step_time_regex)
+            with self._trial_log(stdout) as fh:
+                times = extract_step_times(fh, self.recipe.step_time_regex) if fh else []
             if times:
                 return times, "step_time_regex"
         if self.recipe.mode == "probe" and wall_s:

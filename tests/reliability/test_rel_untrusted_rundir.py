@@ -39,6 +39,7 @@ ticket: ATK
 trials: 2
 mitigation_axis: [none]
 diagnostic_axis: [none]
+step_time_regex: 'step_time=(?P<s>[0-9.]+)'
 """
 # The trial's command: in the attacked session (H/armed exists), trial 0 says it started and
 # waits (at most 20 s) for the attacker's "go", so the attack lands while a resume is past its
@@ -199,8 +200,9 @@ def _assert_untouched(scene: Scene, before: dict[str, tuple[int, int, int, int]]
     os.utime(scene.secret, (OLD_ATIME, st.st_mtime))  # our own read, undone for a later check
 
 
-def _resume(scene: Scene, *extra: str) -> subprocess.CompletedProcess[str]:
-    return _root_cli("sweep", "run", "--resume", str(scene.run_dir), *extra, hand=scene.hand)
+def _resume(scene: Scene, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return _root_cli("sweep", "run", "--resume", str(scene.run_dir), *extra, hand=scene.hand,
+                     timeout=timeout)
 
 
 def _refused(res: subprocess.CompletedProcess[str], path: Path, what: str) -> None:
@@ -230,7 +232,13 @@ _DURING = """
     end = time.time() + 60
     while not os.path.exists(os.path.join(hand, "started")) and time.time() < end:
         time.sleep(0.02)
-    if mode == "link":  # the directory (or file) swapped for a link
+    if mode in ("fifo", "file-link"):  # the running trial's directory (root's) moved away for
+        # one of the attacker's, whose stdout.log is a FIFO or a link
+        os.rename(victim, victim + ".moved")
+        os.mkdir(victim)
+        log = os.path.join(victim, "stdout.log")
+        os.mkfifo(log) if mode == "fifo" else os.symlink(target, log)
+    elif mode == "link":  # the directory (or file) swapped for a link
         if os.path.lexists(victim):
             os.rename(victim, victim + ".moved")
         os.symlink(target, victim)
@@ -245,13 +253,13 @@ _DURING = """
 
 
 def _attack_during_resume(scene: Scene, attacker: Attacker, mode: str, victim: Path,
-                          target: str, *extra: str) -> subprocess.CompletedProcess[str]:
+                          target: str, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Resume; while trial 0 runs (past the layout check, the pending trials' old directories
     retired), the attacker plants its links, then lets the trial end."""
     (scene.hand / "armed").touch()
     swapper = attacker.py(_DURING, str(scene.hand), mode, str(victim), target, wait=False)
     try:
-        res = _resume(scene, "--no-snapshot", "--i-trust-this-directory", *extra)
+        res = _resume(scene, "--no-snapshot", "--i-trust-this-directory", *extra, timeout=timeout)
     finally:
         assert swapper.wait(timeout=90) == 0, swapper.stderr.read()  # type: ignore[attr-defined]
     assert (scene.hand / "started").exists()  # the attack landed while the resume ran
@@ -283,6 +291,32 @@ def test_env_swapped_for_a_link_gets_no_snapshot(scene: Scene, attacker: Attacke
     before = scene.outside()
     res = _resume(scene, "--i-trust-this-directory")
     _refused(res, env, "a symlink")
+    _assert_untouched(scene, before)
+
+
+def test_a_finished_trials_stdout_swapped_for_a_fifo_is_not_read(scene: Scene, attacker: Attacker) -> None:
+    """While trial 0 runs (its log already open), the attacker moves its directory away for one
+    of its own whose stdout.log is a FIFO: root's read of the log for step times (``step_time_regex``) waited on the FIFO for a
+    writer that never came. The trial's log is refused, the run goes on and ends."""
+    victim = scene.run_dir / "trials" / "none-none" / "trial-000"
+    before = scene.outside()
+    try:
+        res = _attack_during_resume(scene, attacker, "fifo", victim, "-", timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("root hung reading a FIFO planted as a trial's stdout.log")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert stat.S_ISFIFO((victim / "stdout.log").lstat().st_mode)  # never opened to wait
+    _assert_untouched(scene, before)
+
+
+def test_a_finished_trials_stdout_swapped_for_a_link_is_not_followed(scene: Scene, attacker: Attacker) -> None:
+    """As above with a link to a root-only file: root read it for step times."""
+    victim = scene.run_dir / "trials" / "none-none" / "trial-000"
+    if not scene.watch_reads:
+        pytest.skip("this file system does not record reads: a read of the secret would not show")
+    before = scene.outside()
+    res = _attack_during_resume(scene, attacker, "file-link", victim, str(scene.secret))
+    assert res.returncode == 0, res.stdout + res.stderr
     _assert_untouched(scene, before)
 
 
