@@ -320,6 +320,70 @@ def test_a_finished_trials_stdout_swapped_for_a_link_is_not_followed(scene: Scen
     _assert_untouched(scene, before)
 
 
+_LOCK_SWAP = """
+    import os, sys
+    run, secret = sys.argv[1:]
+    os.rename(run, run + ".moved")
+    os.mkdir(run)
+    open(os.path.join(run, "journal.jsonl"), "w").close()
+    open(os.path.join(run, ".lock"), "w").close()
+    os.mkfifo(os.path.join(run + ".moved", ".lock.fifo"))
+    os.symlink(secret, os.path.join(run + ".moved", ".lock.link"))
+    """
+
+
+@pytest.fixture
+def open_base() -> Iterator[Path]:
+    """A root-owned directory everyone may enter (pytest's own tmp_path is 0700)."""
+    base = Path(tempfile.mkdtemp(prefix="aorta-untrusted-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_lock_is_taken_in_the_run_the_store_holds(attacker: Attacker, open_base: Path) -> None:
+    """Root opens a run (its store holds the directory's descriptor); the attacker, who owns
+    the directory above it, moves the run away and puts a directory of its own at its path.
+    ``.lock`` was opened by path: root locked the attacker's directory, and the run it was
+    about to write was unlocked (a second orchestrator could run it at once)."""
+    from aorta_tui.core.errors import RunDirRefused
+    from aorta_tui.core.rundir_fs import RunDirFS
+    from aorta_tui.store.run_store import RunStore
+    from aorta_tui.store.rundir import RunLock
+
+    tmp_path = open_base
+    parent = tmp_path / "atk"
+    parent.mkdir()
+    os.chown(parent, attacker.uid, attacker.gid)
+    run = parent / "run"
+    run.mkdir()
+    (run / "journal.jsonl").touch()
+    os.chown(run, attacker.uid, attacker.gid)
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    secret.chmod(0o600)
+    store = RunStore(run)
+    store.fs  # noqa: B018 (the store opens the run: its descriptor is held from here on)
+    swapped = attacker.py(_LOCK_SWAP, str(run), str(secret))
+    assert swapped.returncode == 0, swapped.stderr  # type: ignore[attr-defined]
+    store.acquire()
+    try:
+        assert f'"pid": {os.getpid()}' in (parent / "run.moved" / ".lock").read_text()
+        assert (run / ".lock").read_bytes() == b""  # the attacker's, never touched
+    finally:
+        store.release()
+    # and a lock file that is a FIFO or a link is refused, without waiting or following
+    held = RunDirFS(parent / "run.moved")
+    for name, what in ((".lock.fifo", "a FIFO"), (".lock.link", "a symlink")):
+        os.replace(parent / "run.moved" / name, parent / "run.moved" / ".lock")
+        with pytest.raises(RunDirRefused, match=f"is {what}"):
+            RunLock(parent / "run.moved").acquire(held)
+    held.close()
+    assert secret.read_bytes() == SECRET and stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+
 # -- item 3: the temp-file swap against atomic_write -----------------------------------------
 
 _SWAPPER = """
