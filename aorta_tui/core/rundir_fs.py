@@ -11,8 +11,8 @@ it relative to that descriptor:
   walk that opens each component with ``O_NOFOLLOW`` relative to its parent's descriptor; a
   relative path is checked first (no ``..``, no absolute path, no NUL, no empty component);
 - **acts on descriptors, never on paths**: directories are made with ``mkdirat`` and opened
-  before anything goes in them; mode and owner are set with ``fchmod``/``fchown`` on the open
-  file; a temp file is made, renamed and its directory fsynced relative to the directory's
+  before anything goes in them; the mode is set with ``fchmod`` on the open file (never a
+  chown: under sudo the tool is already the user); a temp file is made, renamed and its directory fsynced relative to the directory's
   descriptor (``core/atomic.write_at``);
 - **checks before reading**: a file is read only when ``fstat`` of the opened descriptor says
   it is a regular file within the size limit (``core/inputs.read_fd_bounded``, the reader every
@@ -26,6 +26,7 @@ it is.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -37,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from aorta_tui.core import atomic, ownership
+from aorta_tui.core import atomic
 from aorta_tui.core.errors import AortaError, RunDirRefused, UsageError
 from aorta_tui.core.inputs import MiB, decode_utf8, describe_kind, parse_json_text, read_fd_bounded
 
@@ -222,23 +223,19 @@ class RunDirFS:
 
     def make_dirs(self, path: str | os.PathLike[str], mode: int = 0o755) -> int:
         """``mkdir -p`` beneath the root, relative to each parent's descriptor; returns the
-        last one's descriptor. Directories made under sudo go to the invoking user (fchown)."""
+        last one's descriptor. They are the process's own: under sudo the tool already runs as
+        the invoking user (``privsep/boot.py``), so nothing is made as root and given away."""
         cur = os.dup(self._fd)
         try:
             for i, part in enumerate(self.rel(path)):
-                made = True
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(part, mode, dir_fd=cur)
-                except FileExistsError:
-                    made = False
                 try:
                     nxt = os.open(part, _DIR_FLAGS, dir_fd=cur)
                 except OSError as exc:
                     raise self._locate(self.rel(path)[: i + 1], exc) from None
                 os.close(cur)
                 cur = nxt
-                if made:
-                    ownership.adopt_fd(cur)
             return cur
         except BaseException:
             os.close(cur)
@@ -338,8 +335,6 @@ class RunDirFS:
             if not append:
                 os.ftruncate(fd, 0)
             os.set_blocking(fd, True)
-            if st.st_size == 0 and st.st_uid == os.geteuid():
-                ownership.adopt_fd(fd)
             return fd
         except BaseException:
             os.close(fd)

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from aorta_tui import __version__
-from aorta_tui.core import ownership
 from aorta_tui.core.atomic import fsync_dir
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, RunDirError, UsageError
 from aorta_tui.core.events import (
@@ -777,7 +776,7 @@ def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) 
     """
     parent = output / safe_component(ticket)
     try:
-        ownership.make_dirs(parent)  # under sudo: the dirs it made are the user's
+        parent.mkdir(parents=True, exist_ok=True)
         run_id = new_run_id()
         staging = parent / f".{run_id}{CREATING_SUFFIX}"
         staging.mkdir()
@@ -790,7 +789,6 @@ def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) 
         (staging / JOURNAL).touch()  # listed (and resumable) from the moment it has its name
         final = parent / run_id
         os.rename(staging, final)
-        ownership.created(final)
     except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)  # a failed creation leaves nothing (a kill: the hidden dir)
         if isinstance(exc, OSError):
