@@ -88,6 +88,10 @@ def test_sudo_env_snapshot_output_and_a_root_owned_parent(user: SudoUser, work: 
         proc = run_sudo(user, args, work)
         assert proc.returncode == 3, proc.stderr
         assert "permission denied" in proc.stderr and f"runs as {user.name}" in proc.stderr
+        assert f"{kept} belongs to root, mode 0755" in proc.stderr, proc.stderr
+        # the hint is one that works: not `sudo aorta-tui` (it would run as the user again)
+        assert "`sudo aorta-tui" not in proc.stderr, proc.stderr
+        assert f"`sudo chown -R {user.name} {kept}" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
         assert list(kept.iterdir()) == []
 
