@@ -241,18 +241,31 @@ class StreamScanner:
         return True
 
 
-def scan_file(
-    path: Path, stream: str, matchers: list[Matcher], *, block_bytes: int = BLOCK_BYTES
-) -> None:
-    """Run every matcher over ``path``; missing or unreadable files are skipped (the file is
-    opened through the one checked open: a FIFO or a device planted by the trial is skipped)."""
+# Opens a trial's log for reading, or ``None`` for a log that is missing or refused. The
+# orchestrator hands in its run's file layer (descriptor-relative, no link on the way); the
+# default is the one checked open by path, for logs outside a run.
+LogOpener = Callable[[Path], "BinaryIO | None"]
+
+
+def open_log_checked(path: Path) -> BinaryIO | None:
+    """The default :data:`LogOpener`: ``core/inputs``' checked open (a regular file, the last
+    component never a link, a FIFO never waited on); a refusal is no log."""
     from aorta_tui.core.errors import AortaError
     from aorta_tui.core.inputs import open_input
 
     try:
-        fh = open_input(path, what="log", follow_symlinks=False, missing_ok=True)
+        return open_input(path, what="log", follow_symlinks=False, missing_ok=True)
     except AortaError:
-        return
+        return None
+
+
+def scan_file(
+    path: Path, stream: str, matchers: list[Matcher], *, block_bytes: int = BLOCK_BYTES,
+    open_log: LogOpener = open_log_checked,
+) -> None:
+    """Run every matcher over ``path``; missing or unreadable files are skipped (the file is
+    opened by ``open_log``: a FIFO, a device or a link planted by the trial is skipped)."""
+    fh = open_log(path)
     if fh is None:
         return
     scanner = StreamScanner(stream, matchers, block_bytes)

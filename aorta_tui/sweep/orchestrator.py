@@ -549,6 +549,7 @@ class Sweep:
             outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
             custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
             kernel_unavailable=kernel_log.unavailable, workload_result=wres, log_scan=log_scan,
+            open_log=self._open_trial_log,
         )
         result = self.executor.amend(result, outcome)  # a Slurm job state as a typed detection
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
@@ -761,15 +762,18 @@ class Sweep:
         return timeline.build(marks, wall_start=outcome.started_at, child=child, child_missing=missing,
                               stdout_marks=stdout_marks, beside=beside, unavailable=unavailable)
 
-    @contextlib.contextmanager
-    def _trial_log(self, path: Path) -> Iterator[BinaryIO | None]:
+    def _open_trial_log(self, path: Path) -> BinaryIO | None:
         """A trial's log opened through the run's file layer, or ``None``: the trial (or whoever
         can write the run) may have swapped it, or its directory, for a link or a FIFO since it
         was written; a refused log is read as no log rather than followed or waited on."""
         try:
-            fh = self._store.fs.open_read(path, missing_ok=True)
+            return self._store.fs.open_read(path, missing_ok=True)
         except (AortaError, OSError):
-            fh = None
+            return None
+
+    @contextlib.contextmanager
+    def _trial_log(self, path: Path) -> Iterator[BinaryIO | None]:
+        fh = self._open_trial_log(path)
         try:
             yield fh
         finally:

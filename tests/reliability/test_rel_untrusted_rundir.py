@@ -44,7 +44,8 @@ step_time_regex: 'step_time=(?P<s>[0-9.]+)'
 # The trial's command: in the attacked session (H/armed exists), trial 0 says it started and
 # waits (at most 20 s) for the attacker's "go", so the attack lands while a resume is past its
 # layout check and between two trials, every time.
-COMMAND = ("if [ -e \"$H/armed\" ] && [ \"$AORTA_TRIAL\" = 0 ]; then : > \"$H/started\"; i=0; "
+COMMAND = ("if [ -e \"$H/traceback\" ]; then printf 'Traceback (most recent call last):\\nValueError: x\\n' >&2; fi; "
+           "if [ -e \"$H/armed\" ] && [ \"$AORTA_TRIAL\" = 0 ]; then : > \"$H/started\"; i=0; "
            "while [ ! -e \"$H/go\" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; fi; "
            "echo trial-out; echo trial-err >&2")
 
@@ -318,6 +319,29 @@ def test_a_finished_trials_stdout_swapped_for_a_link_is_not_followed(scene: Scen
     res = _attack_during_resume(scene, attacker, "file-link", victim, str(scene.secret))
     assert res.returncode == 0, res.stdout + res.stderr
     _assert_untouched(scene, before)
+
+
+def test_a_cell_directory_linked_to_root_logs_after_a_traceback_is_not_read(
+        scene: Scene, attacker: Attacker) -> None:
+    """Trial 0 prints a traceback; while it runs, the attacker swaps its cell directory for a
+    link to a root-only directory holding a trial directory with logs of the same names (another
+    root run's, say). Root read the linked stderr.log by path to find the exception line
+    (classify's log reads); they go through the run's file layer now, which refuses the link."""
+    if not scene.watch_reads:
+        pytest.skip("this file system does not record reads: a read of the logs would not show")
+    other = scene.base / "root-run"
+    other.mkdir(mode=0o700)
+    (other / "trial-000").mkdir(mode=0o700)
+    logs = [other / "trial-000" / "stderr.log", other / "trial-000" / "stdout.log"]
+    for log in logs:
+        log.write_bytes(b"Traceback (most recent call last):\nValueError: root's secret\n" * 2)
+        os.utime(log, (OLD_ATIME, log.stat().st_mtime))
+    (scene.hand / "traceback").touch()
+    victim = scene.run_dir / "trials" / "none-none"
+    res = _attack_during_resume(scene, attacker, "link", victim, str(other))
+    _refused(res, victim, "a symlink")
+    assert [log.stat().st_atime for log in logs] == [OLD_ATIME] * 2, "root read the linked logs"
+    assert "root's secret" not in res.stdout + res.stderr
 
 
 _LOCK_SWAP = """
