@@ -408,6 +408,52 @@ def test_the_lock_is_taken_in_the_run_the_store_holds(attacker: Attacker, open_b
     assert secret.read_bytes() == SECRET and stat.S_IMODE(secret.stat().st_mode) == 0o600
 
 
+# -- item 3: the Slurm job on a compute node ---------------------------------------------------
+
+_SLURM_PLANT = """
+    import json, os, sys
+    run, mode, target = sys.argv[1:]
+    os.makedirs(os.path.join(run, "slurm"))
+    trial = os.path.join(run, "trials", "c", "trial-000")
+    spec = os.path.join(run, "slurm", "spec.json")
+    if mode == "fifo":  # the job spec root's job reads first
+        os.makedirs(trial)
+        os.mkfifo(spec)
+    else:  # the cell directory a link to a root-only directory
+        os.makedirs(os.path.join(run, "trials"))
+        os.symlink(target, os.path.join(run, "trials", "c"))
+        json.dump({"argv": ["true"], "env": {"PATH": "/usr/bin:/bin"}, "cell_keys": [], "cwd": run,
+                   "stdout_path": os.path.join(trial, "stdout.log"),
+                   "stderr_path": os.path.join(trial, "stderr.log"), "timeout_s": 30,
+                   "kill_grace_s": 1.0, "trial_dir": trial, "hang": None}, open(spec, "w"))
+    json.dump({"specs": [spec]}, open(os.path.join(run, "slurm", "b.json"), "w"))
+    """
+
+
+@pytest.mark.parametrize("mode", ["fifo", "link"])
+def test_a_slurm_job_on_a_run_another_user_writes(attacker: Attacker, open_base: Path, mode: str) -> None:
+    """What a Slurm job submitted as root runs on its node (``slurm_job MANIFEST``), over a run
+    directory the attacker writes: its job spec a FIFO (root's job waited for a writer for
+    ever), or the trial's cell directory a link to a root-only directory (root wrote the
+    trial's logs and ``slurm-outcome.json`` there). Each is refused, exit 3, naming it."""
+    run = open_base / "run"
+    run.mkdir()
+    os.chown(run, attacker.uid, attacker.gid)
+    rootdir = open_base / "rootdir"
+    rootdir.mkdir(mode=0o700)
+    planted = attacker.py(_SLURM_PLANT, str(run), mode, str(rootdir))
+    assert planted.returncode == 0, planted.stderr  # type: ignore[attr-defined]
+    try:
+        res = subprocess.run([sys.executable, "-m", "aorta_tui.executor.slurm_job",
+                              str(run / "slurm" / "b.json")], cwd=run, env=_env_without_sudo(),
+                             capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("root's Slurm job hung on a FIFO planted as its job spec")
+    victim = run / "slurm" / "spec.json" if mode == "fifo" else run / "trials" / "c"
+    _refused(res, victim, "a FIFO (named pipe)" if mode == "fifo" else "a symlink")
+    assert list(rootdir.iterdir()) == []
+
+
 # -- item 3: the temp-file swap against atomic_write -----------------------------------------
 
 _SWAPPER = """
