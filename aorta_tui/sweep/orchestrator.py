@@ -582,7 +582,8 @@ class Sweep:
         if self._collect(cell):  # what each collector did, or "not available: <reason>"
             from aorta_tui.collect.collectors import finish_trial
 
-            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
+            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode,
+                                               fs=self._store.fs)
         record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
         # Typed once: what is kept in memory (for the aggregate) is exactly what the file says.
         typed = TrialResult.from_record(record, where=str(self._store.result_path(spec.trial_id)))

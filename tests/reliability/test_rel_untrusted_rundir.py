@@ -454,6 +454,41 @@ def test_a_slurm_job_on_a_run_another_user_writes(attacker: Attacker, open_base:
     assert list(rootdir.iterdir()) == []
 
 
+# -- item 3: the collectors' reads after a trial ---------------------------------------------
+
+def test_collectors_read_nothing_through_a_linked_cell_directory(attacker: Attacker, open_base: Path) -> None:
+    """After a trial, root summarises what its collectors left (torch_profiler's summary,
+    rocprof's CSVs). The attacker's cell directory became a link to a root-only directory
+    holding a trial directory of the same name (another root run's, say): the summaries were
+    read through it, and its numbers went into the attacker's run as this trial's."""
+    from aorta_tui.collect.collectors import ROCPROF_DIR, finish_trial
+    from aorta_tui.collect.torch_profiler import OUTPUT_SUBDIR
+    from aorta_tui.core.rundir_fs import RunDirFS
+
+    run = open_base / "run"
+    run.mkdir()
+    os.chown(run, attacker.uid, attacker.gid)
+    other = open_base / "root-run"
+    (other / "trial-000" / OUTPUT_SUBDIR).mkdir(parents=True)
+    (other / "trial-000" / ROCPROF_DIR).mkdir()
+    other.chmod(0o700)
+    (other / "trial-000" / OUTPUT_SUBDIR / "summary_rank0.json").write_text(
+        json.dumps({"metrics": {"root_secret": 1}}))
+    (other / "trial-000" / ROCPROF_DIR / "x_kernel_stats.csv").write_text(
+        "Name,Calls,TotalDurationNs\nroot_secret_kernel,1,1000\n")
+    planted = attacker.py("import os, sys; os.makedirs(sys.argv[1]); os.symlink(sys.argv[2], sys.argv[1] + '/c')",
+                          str(run / "trials"), str(other))
+    assert planted.returncode == 0, planted.stderr  # type: ignore[attr-defined]
+    trial_dir = run / "trials" / "c" / "trial-000"
+    argv = ["rocprofv3", "-d", str(trial_dir / ROCPROF_DIR), "--", "true"]
+    with RunDirFS(run) as fs:
+        rec = finish_trial({"torch_profiler": {}, "rocprof": {}}, argv, {}, trial_dir,
+                           mode="triage", fs=fs)
+    assert "root_secret" not in json.dumps(rec), rec
+    assert rec["torch_profiler"]["status"] == "error"
+    assert rec["rocprof"]["metrics"] == {} or not rec["rocprof"]["metrics"].get("rocprof_top_kernels")
+
+
 # -- item 3: the temp-file swap against atomic_write -----------------------------------------
 
 _SWAPPER = """
