@@ -9,11 +9,12 @@ cut into 1 MiB pieces (a match that straddles a cut is missed; the line number s
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from aorta_tui.classify.linear import LinearRegex, line_matches_bytes
 
@@ -21,29 +22,40 @@ BLOCK_BYTES = 1 << 20
 MAX_EVIDENCE_CHARS = 300
 
 
-def iter_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[str, int]]:
-    """Yield ``(text, number of its first line)``; each text ends at a line end or a cut."""
+def iter_blocks(source: str | os.PathLike[str] | BinaryIO, block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[str, int]]:
+    """Yield ``(text, number of its first line)``; each text ends at a line end or a cut.
+
+    ``source`` is a path the caller trusts, or a file already opened (a run directory's log
+    comes opened by the run's file layer: no link followed, no FIFO waited on); an opened
+    file stays the caller's to close."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as fh:
+            yield from _blocks_of(fh, block_bytes)
+        return
+    yield from _blocks_of(source, block_bytes)  # the caller's file: left open
+
+
+def _blocks_of(fh: BinaryIO, block_bytes: int) -> Iterator[tuple[str, int]]:
     line_no = 1
     carry = b""
-    with open(path, "rb") as fh:
-        while True:
-            chunk = fh.read(block_bytes)
-            if not chunk:
-                if carry:
-                    yield carry.decode("utf-8", "replace"), line_no
-                return
-            buf = carry + chunk if carry else chunk
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                if len(buf) >= block_bytes:  # an over-long line: cut it, same line number
-                    yield buf.decode("utf-8", "replace"), line_no
-                    carry = b""
-                else:
-                    carry = buf
-                continue
-            body, carry = buf[: cut + 1], buf[cut + 1 :]
-            yield body.decode("utf-8", "replace"), line_no
-            line_no += body.count(b"\n")
+    while True:
+        chunk = fh.read(block_bytes)
+        if not chunk:
+            if carry:
+                yield carry.decode("utf-8", "replace"), line_no
+            return
+        buf = carry + chunk if carry else chunk
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            if len(buf) >= block_bytes:  # an over-long line: cut it, same line number
+                yield buf.decode("utf-8", "replace"), line_no
+                carry = b""
+            else:
+                carry = buf
+            continue
+        body, carry = buf[: cut + 1], buf[cut + 1 :]
+        yield body.decode("utf-8", "replace"), line_no
+        line_no += body.count(b"\n")
 
 
 def line_matches(rx: re.Pattern[str], text: str) -> Iterator[tuple[int, int, re.Match[str]]]:
@@ -230,18 +242,31 @@ class StreamScanner:
         return True
 
 
-def scan_file(
-    path: Path, stream: str, matchers: list[Matcher], *, block_bytes: int = BLOCK_BYTES
-) -> None:
-    """Run every matcher over ``path``; missing or unreadable files are skipped (the file is
-    opened through the one checked open: a FIFO or a device planted by the trial is skipped)."""
+# Opens a trial's log for reading, or ``None`` for a log that is missing or refused. The
+# orchestrator hands in its run's file layer (descriptor-relative, no link on the way); the
+# default is the one checked open by path, for logs outside a run.
+LogOpener = Callable[[Path], "BinaryIO | None"]
+
+
+def open_log_checked(path: Path) -> BinaryIO | None:
+    """The default :data:`LogOpener`: ``core/inputs``' checked open (a regular file, the last
+    component never a link, a FIFO never waited on); a refusal is no log."""
     from aorta_tui.core.errors import AortaError
     from aorta_tui.core.inputs import open_input
 
     try:
-        fh = open_input(path, what="log", follow_symlinks=False, missing_ok=True)
+        return open_input(path, what="log", follow_symlinks=False, missing_ok=True)
     except AortaError:
-        return
+        return None
+
+
+def scan_file(
+    path: Path, stream: str, matchers: list[Matcher], *, block_bytes: int = BLOCK_BYTES,
+    open_log: LogOpener = open_log_checked,
+) -> None:
+    """Run every matcher over ``path``; missing or unreadable files are skipped (the file is
+    opened by ``open_log``: a FIFO, a device or a link planted by the trial is skipped)."""
+    fh = open_log(path)
     if fh is None:
         return
     scanner = StreamScanner(stream, matchers, block_bytes)

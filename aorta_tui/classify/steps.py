@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import BinaryIO
 
 from aorta_tui.classify.linear import LinearRegex, compile_linear, line_matches_bytes
 from aorta_tui.classify.scan import iter_blocks
@@ -27,8 +28,9 @@ def step_value_group(rx: re.Pattern[str] | LinearRegex) -> tuple[int | str, floa
     return (1 if rx.groups >= 1 else 0), 1.0
 
 
-def extract_step_times(path: Path, regex: str | re.Pattern[str]) -> list[float]:
-    """Step times in seconds, in log order; ``[]`` when the file is missing.
+def extract_step_times(path: Path | BinaryIO, regex: str | re.Pattern[str]) -> list[float]:
+    """Step times in seconds, in log order; ``[]`` when the file is missing. ``path`` may be
+    a file already opened (a run's log, opened by the run's file layer).
 
     The regex runs on RE2 (linear time, see :mod:`.linear`). Raises ``re.error`` for one
     RE2 refuses (the recipe layer validates it first).

@@ -35,7 +35,15 @@ from aorta_tui.classify.model import (
 )
 from aorta_tui.classify.patterns import LOG_PATTERNS
 from aorta_tui.classify.placement import PROCESS_CONSEQUENCES, Placement
-from aorta_tui.classify.scan import Hit, Matcher, StreamScanner, numeric_captures, scan_file
+from aorta_tui.classify.scan import (
+    Hit,
+    LogOpener,
+    Matcher,
+    StreamScanner,
+    numeric_captures,
+    open_log_checked,
+    scan_file,
+)
 from aorta_tui.classify.upstream_ids import expand_disabled, upstream_alias
 
 TIER1_IDS = (
@@ -235,15 +243,9 @@ def _log_files(stdout_path: Path | None, stderr_path: Path | None) -> list[tuple
     return files
 
 
-def _exception_line(path: Path, after_line: int) -> str | None:
+def _exception_line(path: Path, after_line: int, open_log: LogOpener = open_log_checked) -> str | None:
     """The ``SomeError: message`` line that ends a traceback starting at ``after_line``."""
-    from aorta_tui.core.errors import AortaError
-    from aorta_tui.core.inputs import open_input
-
-    try:  # the checked open, as the scan's: a link, FIFO or device swapped in is no log
-        fh = open_input(path, what="log", follow_symlinks=False, missing_ok=True)
-    except AortaError:
-        return None
+    fh = open_log(path)  # as the scan's: a link, FIFO or device swapped in is no log
     if fh is None:
         return None
     try:
@@ -370,6 +372,7 @@ def tier4_and_5(
     rules: Sequence[PatternRule],
     is_disabled: Any,
     log_scan: LogScan | None = None,
+    open_log: LogOpener = open_log_checked,
 ) -> list[Detection]:
     files = _log_files(stdout_path, stderr_path)
     if log_scan is not None and log_scan.used:  # the whole streams, scanned as they passed
@@ -378,7 +381,7 @@ def tier4_and_5(
     else:  # an in-process or Slurm trial: what its log files kept
         builtin, custom, refused = _matchers(rules, is_disabled)
         for stream, path in files:
-            scan_file(path, stream, builtin + custom)
+            scan_file(path, stream, builtin + custom, open_log=open_log)
     described = {p.id: p for p in LOG_PATTERNS}
     out: list[Detection] = []
     for mt in builtin:
@@ -390,7 +393,7 @@ def tier4_and_5(
         in_file = log_scan is None or not log_scan.used or log_scan.in_file(mt.first)
         if mt.id == "python_traceback" and in_file:
             path = dict((s, p) for s, p in files)[mt.first.stream]
-            exc_line = _exception_line(path, mt.first.line_no)
+            exc_line = _exception_line(path, mt.first.line_no, open_log)
             if exc_line:
                 captures["exception"] = exc_line
                 message = f"Python exception: {exc_line}"
@@ -508,8 +511,10 @@ def classify(
     workload_result: Mapping[str, Any] | None = None,
     log_scan: LogScan | None = None,
     placement: Placement | None = None,
+    open_log: LogOpener = open_log_checked,
 ) -> Classification:
     """Classify one trial. ``outcome`` is None for an in-process trial (tiers 1-2 skipped).
+    ``open_log`` opens the trial's logs (the orchestrator's: through the run's file layer).
 
     ``disabled`` holds detector ids (``cuda_error``), ``tierN:id`` or whole tiers (``tier4``).
     ``placement``: where a trial ran under a scheduler (``classify/placement.py``): its job's
@@ -530,7 +535,7 @@ def classify(
     detections += tier3(kernel_events, kernel_unavailable)
     if outcome is not None:
         detections += tier3_counters(outcome)
-    detections += tier4_and_5(stdout_path, stderr_path, custom_rules, is_disabled, log_scan)
+    detections += tier4_and_5(stdout_path, stderr_path, custom_rules, is_disabled, log_scan, open_log)
     if workload_result is not None:
         detections += workload_detections(workload_result)
     kept = [d for d in detections if not is_disabled(d.tier, d.id, d.captures)]

@@ -14,7 +14,7 @@ from aorta_tui.cli.quiet_start import _interrupted_while_starting, _started_as_t
 
 # Under sudo, before anything reads or writes a file of the user's: fork the privileged helper
 # (it keeps root, for bpftrace, tracefs, GPU knobs and root-only snapshot fields) and become the
-# invoking user for everything else, irreversibly (privsep/boot.py, docs/privileged-helper.md).
+# invoking user for everything else, irreversibly (privsep/boot.py, docs/security.md).
 if _started_as_the_program() and os.geteuid() == 0 and "SUDO_UID" in os.environ:
     from aorta_tui.cli.privileged import load_verbs
     from aorta_tui.privsep.boot import drop_if_sudo

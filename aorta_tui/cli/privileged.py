@@ -3,7 +3,7 @@
 Handed to :func:`aorta_tui.privsep.boot.drop_if_sudo`, which calls it in the helper process
 (root) only: the tracing verbs (``trace/privileged.py``), the GPU knobs of the policy presets
 (``policy/privileged.py``) and the root-only snapshot fields (``envsnap/privileged.py``).
-docs/privileged-helper.md lists every verb and its checks.
+docs/security.md lists every verb and its checks.
 """
 
 from __future__ import annotations

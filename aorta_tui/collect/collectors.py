@@ -33,19 +33,22 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import json
 import math
 import os
 import re
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from aorta_tui.collect.kernel_summary import kernel_summary
 from aorta_tui.collect.layer_numerics import OUTPUT_SUBDIR as LAYER_NUMERICS_DIR
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.errors import AortaError
 from aorta_tui.core.rundir_fs import RunDirFS
 
 WRAP_ORDER = ("rocprof", "ncu", "proton")  # rocprof outermost, as upstream
@@ -314,27 +317,29 @@ def _fresh_dir(trial_dir: Path, name: str) -> None:
 # -- after the trial --------------------------------------------------------------------------
 
 def finish_trial(collect: Mapping[str, Mapping[str, str]], argv: Sequence[str],
-                 env: Mapping[str, str], trial_dir: Path, *, mode: str) -> dict[str, Any]:
-    """The ``collectors`` record of ``result.json`` for a finished trial."""
+                 env: Mapping[str, str], trial_dir: Path, *, mode: str, fs: RunDirFS) -> dict[str, Any]:
+    """The ``collectors`` record of ``result.json`` for a finished trial. ``fs`` is the run's
+    file layer: what the trial left is read through it (the trial, or whoever can write the
+    run, may have swapped a file or a directory on the way for a link or a FIFO)."""
     out: dict[str, Any] = {}
     for name, options in collect.items():
         try:
-            out[name] = _finish_one(name, options, argv, env, trial_dir, mode)
+            out[name] = _finish_one(name, options, argv, env, trial_dir, mode, fs)
         except Exception as exc:  # a collector never fails the trial: its record says it
             out[name] = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
     return out
 
 
 def _finish_one(name: str, options: Mapping[str, str], argv: Sequence[str],
-                env: Mapping[str, str], trial_dir: Path, mode: str) -> dict[str, Any]:
+                env: Mapping[str, str], trial_dir: Path, mode: str, fs: RunDirFS) -> dict[str, Any]:
     if name == "rocprof":
         out_dir = trial_dir / ROCPROF_DIR
         if "--" in argv and str(out_dir) in argv[:argv.index("--")]:
-            return {"status": "ran", "path": ROCPROF_DIR, "metrics": rocprof_metrics(out_dir)}
+            return {"status": "ran", "path": ROCPROF_DIR, "metrics": rocprof_metrics(out_dir, fs)}
         _, why = rocprof_binary(env)
         return _unavailable(why or "rocprofv3 was not found when the trial started")
     if name == "proton":
-        return _finish_proton(options, argv, env, trial_dir)
+        return _finish_proton(options, argv, env, trial_dir, fs)
     if name == "ncu":
         from aorta_tui.collect import ncu as ncu_collect
 
@@ -347,12 +352,12 @@ def _finish_one(name: str, options: Mapping[str, str], argv: Sequence[str],
         if mode != "triage":
             return _unavailable("layer_numerics hooks the models of aorta-tui's torch workloads; "
                                 "a probe command's process is not one of them")
-        return _finish_layer_numerics(trial_dir)
+        return _finish_layer_numerics(fs, trial_dir)
     if name == "torch_profiler":
         if mode != "triage":
             return _unavailable("torch_profiler runs inside aorta-tui's trial worker; a probe "
                                 "command's process is not one")
-        return _finish_torch_profiler(trial_dir)
+        return _finish_torch_profiler(fs, trial_dir)
     return _unavailable(NOT_RUN_UPSTREAM)
 
 
@@ -361,12 +366,12 @@ def _unavailable(reason: str) -> dict[str, Any]:
 
 
 def _finish_proton(options: Mapping[str, str], argv: Sequence[str], env: Mapping[str, str],
-                   trial_dir: Path) -> dict[str, Any]:
+                   trial_dir: Path, fs: RunDirFS) -> dict[str, Any]:
     out_dir = trial_dir / PROTON_DIR
     if PROTON_MODULE in argv:
-        return {"status": "ran", "path": PROTON_DIR, "metrics": proton_metrics(out_dir)}
+        return {"status": "ran", "path": PROTON_DIR, "metrics": proton_metrics(out_dir, fs)}
     if env.get("AORTA_PROTON_DIR") == str(out_dir):
-        return {"status": "ran", "path": PROTON_DIR, "metrics": proton_metrics(out_dir),
+        return {"status": "ran", "path": PROTON_DIR, "metrics": proton_metrics(out_dir, fs),
                 "note": "mode: env: the program must call proton.start()/finalize() itself "
                         "(aorta-tui's workloads do not)"}
     why = proton_problem(*_python_of(argv, env))
@@ -376,18 +381,14 @@ def _finish_proton(options: Mapping[str, str], argv: Sequence[str], env: Mapping
     return _unavailable(why)
 
 
-def _trial_json(trial_dir: Path, rel: str, limit: int) -> Any:
-    """A summary the trial wrote, through the file layer (the trial owns the directory: a FIFO,
-    a device or a link there is no summary, never a hang), bounded; None when unreadable."""
-    try:
-        with RunDirFS(trial_dir) as fs:
-            return fs.read_json_or_none(rel, limit=limit)
-    except OSError:
-        return None
+def _trial_json(fs: RunDirFS, path: Path, limit: int) -> Any:
+    """A summary the trial wrote, through the run's file layer (a FIFO, a device or a link
+    there or on the way is no summary, never a hang), bounded; None when unreadable."""
+    return fs.read_json_or_none(path, limit=limit)
 
 
-def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
-    data = _trial_json(trial_dir, f"{LAYER_NUMERICS_DIR}/summary_rank0.json", 1 << 20)
+def _finish_layer_numerics(fs: RunDirFS, trial_dir: Path) -> dict[str, Any]:
+    data = _trial_json(fs, trial_dir / LAYER_NUMERICS_DIR / "summary_rank0.json", 1 << 20)
     if not isinstance(data, dict):
         return {"status": "error", "path": LAYER_NUMERICS_DIR,
                 "reason": "the trial worker wrote no layer_numerics summary (it did not start, "
@@ -403,10 +404,10 @@ def _finish_layer_numerics(trial_dir: Path) -> dict[str, Any]:
     return rec
 
 
-def _finish_torch_profiler(trial_dir: Path) -> dict[str, Any]:
+def _finish_torch_profiler(fs: RunDirFS, trial_dir: Path) -> dict[str, Any]:
     from aorta_tui.collect.torch_profiler import OUTPUT_SUBDIR
 
-    data = _trial_json(trial_dir, f"{OUTPUT_SUBDIR}/summary_rank0.json", 4 << 20)
+    data = _trial_json(fs, trial_dir / OUTPUT_SUBDIR / "summary_rank0.json", 4 << 20)
     if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
         return {"status": "error", "path": OUTPUT_SUBDIR,
                 "reason": "the trial worker wrote no torch_profiler summary (it did not start, "
@@ -419,20 +420,46 @@ def _finish_torch_profiler(trial_dir: Path) -> dict[str, Any]:
     return rec
 
 
-def _regular_files(root: Path, pattern: str) -> list[Path]:
-    """Files under ``root`` matching ``pattern``, never through a symlink (the trial owns
-    the directory), none over the size limit."""
-    if root.is_symlink() or not root.is_dir():
+def _artifacts(fs: RunDirFS | None, root: Path, pattern: str) -> list[bytes]:
+    """The files under ``root`` matching ``pattern``, read through descriptors, in path order.
+
+    ``root`` is opened through the run's file layer (``fs``; without one, ``root`` is the
+    layer's root), the walk opens each directory relative to its parent without following a
+    link (``os.fwalk``), and each file is opened ``O_NOFOLLOW|O_NONBLOCK`` relative to its
+    directory and read only when ``fstat`` says a regular file within the size limit: a link,
+    a FIFO or a device swapped in after the listing is skipped, never followed or waited on."""
+    try:
+        if fs is None:
+            with RunDirFS(root) as own:
+                top = os.dup(own.fileno())
+        else:
+            top = fs.open_at(root, os.O_RDONLY | os.O_DIRECTORY)
+    except (AortaError, OSError):
         return []
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_symlink()]
-        for f in filenames:
-            p = Path(dirpath) / f
-            if Path(f).match(pattern) and not p.is_symlink() and p.is_file() \
-                    and p.stat().st_size <= MAX_ARTIFACT_BYTES:
-                out.append(p)
-    return sorted(out)
+    found: list[tuple[str, bytes]] = []
+    try:
+        for dirpath, _dirs, files, dir_fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            for name in files:
+                data = _read_artifact(dir_fd, name) if PurePath(name).match(pattern) else None
+                if data is not None:
+                    found.append((os.path.join(dirpath, name), data))
+    finally:
+        os.close(top)
+    return [data for _path, data in sorted(found)]
+
+
+def _read_artifact(dir_fd: int, name: str) -> bytes | None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ARTIFACT_BYTES:
+            return None
+        data = fh.read(MAX_ARTIFACT_BYTES + 1)
+    return data if len(data) <= MAX_ARTIFACT_BYTES else None
 
 
 def _finite(value: Any) -> float | None:
@@ -443,20 +470,19 @@ def _finite(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _csv_rows(paths: Iterable[Path]) -> Iterable[dict[str, str]]:
-    for p in paths:
+def _csv_rows(files: Iterable[bytes]) -> Iterable[dict[str, str]]:
+    for data in files:
         try:
-            with p.open(newline="", encoding="utf-8", errors="replace") as fh:
-                yield from csv.DictReader(fh)
-        except (OSError, csv.Error):
+            yield from csv.DictReader(io.StringIO(data.decode("utf-8", "replace"), newline=""))
+        except csv.Error:
             continue
 
 
-def rocprof_metrics(out_dir: Path) -> dict[str, Any]:
+def rocprof_metrics(out_dir: Path, fs: RunDirFS | None = None) -> dict[str, Any]:
     """Upstream's rocprof summary: stats CSVs first, the kernel trace when they give nothing."""
     ns: dict[str, float] = {}
     calls: dict[str, int] | None = {}
-    for row in _csv_rows(_regular_files(out_dir, "*_kernel_stats.csv")):
+    for row in _csv_rows(_artifacts(fs, out_dir, "*_kernel_stats.csv")):
         name, total, n = (row.get("Name") or "").strip(), _finite(row.get("TotalDurationNs")), \
             _finite(row.get("Calls"))
         if not name or total is None or total < 0:
@@ -468,7 +494,7 @@ def rocprof_metrics(out_dir: Path) -> dict[str, Any]:
             calls[name] = calls.get(name, 0) + int(n)
     if not ns:
         calls = {}
-        for row in _csv_rows(_regular_files(out_dir, "*_kernel_trace.csv")):
+        for row in _csv_rows(_artifacts(fs, out_dir, "*_kernel_trace.csv")):
             kind = (row.get("Kind") or "").strip()
             name = (row.get("Kernel_Name") or "").strip()
             start, end = _finite(row.get("Start_Timestamp")), _finite(row.get("End_Timestamp"))
@@ -480,14 +506,14 @@ def rocprof_metrics(out_dir: Path) -> dict[str, Any]:
     return kernel_summary("rocprof", {k: v / 1e6 for k, v in ns.items()}, calls)
 
 
-def proton_metrics(out_dir: Path) -> dict[str, Any]:
+def proton_metrics(out_dir: Path, fs: RunDirFS | None = None) -> dict[str, Any]:
     """Upstream's proton summary: leaf frames of every ``.hatchet`` profile."""
     ms: dict[str, float] = {}
     counts: dict[str, int | None] = {}
-    for p in _regular_files(out_dir, "*.hatchet"):
+    for data in _artifacts(fs, out_dir, "*.hatchet"):
         try:
-            tree = json.loads(p.read_bytes())
-        except (OSError, ValueError, RecursionError):
+            tree = json.loads(data)
+        except (ValueError, RecursionError):
             continue
         if isinstance(tree, list) and tree:
             _walk_hatchet(tree[0], ms, counts, depth=0)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from aorta_tui.core import ownership, spawn_gate
+from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import RunDirRefused
 
 
@@ -32,7 +32,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
     :func:`write_at` on that descriptor. A run directory's files go through
     ``core/rundir_fs.RunDirFS``, which reaches the directory without following a link."""
     target = Path(path)
-    ownership.make_dirs(target.parent)
+    target.parent.mkdir(parents=True, exist_ok=True)
     try:
         dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:  # name the file the user asked for
@@ -48,7 +48,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
 def write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644, durable: bool = True,
              where: str | None = None) -> None:
     """The atomic write itself, relative to the directory descriptor ``dir_fd``: a new temp file
-    (``O_EXCL|O_NOFOLLOW``), its mode and owner set on the descriptor (``fchmod``/``fchown``:
+    (``O_EXCL|O_NOFOLLOW``), its mode set on the descriptor (``fchmod``:
     a temp file renamed away and replaced by a link meanwhile changes nothing outside), then
     ``renameat`` over ``name`` and an fsync of the directory. ``where`` names it in errors."""
     fd, tmp = _temp_at(dir_fd, name, where)
@@ -57,8 +57,6 @@ def write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644, durable:
             fh.write(data)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
-            if not _exists_at(dir_fd, name):  # a new file is the sudo user's; a replaced one keeps its owner
-                ownership.adopt_fd(fh.fileno())
             if durable:
                 os.fsync(fh.fileno())
             mine = os.fstat(fh.fileno())
@@ -113,14 +111,6 @@ def _temp_at(dir_fd: int, name: str, where: str | None) -> tuple[int, str]:
             exc.filename = where or name
             raise
     raise FileExistsError(errno.EEXIST, "no free temp file name after 16 tries", where or name)
-
-
-def _exists_at(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        return True
-    except FileNotFoundError:
-        return False
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
@@ -184,8 +174,6 @@ def atomic_open_binary(path: str | os.PathLike[str], *, mode: int = 0o644) -> It
                 yield fh
                 fh.flush()
                 os.fchmod(fh.fileno(), mode)
-                if not _exists_at(dir_fd, target.name):
-                    ownership.adopt_fd(fh.fileno())
                 os.fsync(fh.fileno())
             os.replace(tmp, target.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:

@@ -98,13 +98,20 @@ def permission_problem(path: str | os.PathLike[str], *, doing: str = "write",
     except OSError:
         owner, mode = "another user", "mode unknown"
     me = _user_name(os.geteuid())
-    as_owner = "`sudo aorta-tui ...`" if owner == "root" else f"`sudo -u {owner} aorta-tui ...`"
     target = Path(fix_dir) if fix_dir is not None else (probe if probe.is_dir() else probe.parent)
+    take_over = f"`sudo chown -R {me} {target}`"
+    if owner == "root":
+        # Not `sudo aorta-tui`: under sudo the tool drops to the invoking user before it touches
+        # a file (privsep/boot.py), so it would be refused the same way.
+        hint = (f"it is root's, and aorta-tui writes nothing as root for you (under sudo it runs "
+                f"as the invoking user; only its helper keeps root): take it over ({take_over}), "
+                f"let {me} write it (`sudo chmod` its mode), or use a directory of your own")
+    else:
+        hint = (f"run the command as {owner} (`sudo -u {owner} aorta-tui ...`), or take it "
+                f"over: {take_over}")
     return EnvironmentProblem(
         f"cannot {doing} {path}: permission denied ({probe} belongs to {owner}, {mode}; "
-        f"aorta-tui runs as {me})",
-        hint=f"run the command as {owner} ({as_owner}), or take it over: "
-             f"`sudo chown -R {me} {target}`")
+        f"aorta-tui runs as {me})", hint=hint)
 
 
 def _refusal(p: str, exc: OSError, what: str, hint: str | None) -> AortaError:

@@ -11,8 +11,8 @@ it relative to that descriptor:
   walk that opens each component with ``O_NOFOLLOW`` relative to its parent's descriptor; a
   relative path is checked first (no ``..``, no absolute path, no NUL, no empty component);
 - **acts on descriptors, never on paths**: directories are made with ``mkdirat`` and opened
-  before anything goes in them; mode and owner are set with ``fchmod``/``fchown`` on the open
-  file; a temp file is made, renamed and its directory fsynced relative to the directory's
+  before anything goes in them; the mode is set with ``fchmod`` on the open file (never a
+  chown: under sudo the tool is already the user); a temp file is made, renamed and its directory fsynced relative to the directory's
   descriptor (``core/atomic.write_at``);
 - **checks before reading**: a file is read only when ``fstat`` of the opened descriptor says
   it is a regular file within the size limit (``core/inputs.read_fd_bounded``, the reader every
@@ -26,6 +26,7 @@ it is.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -34,9 +35,9 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
-from aorta_tui.core import atomic, ownership
+from aorta_tui.core import atomic
 from aorta_tui.core.errors import AortaError, RunDirRefused, UsageError
 from aorta_tui.core.inputs import MiB, decode_utf8, describe_kind, parse_json_text, read_fd_bounded
 
@@ -240,23 +241,19 @@ class RunDirFS:
 
     def make_dirs(self, path: str | os.PathLike[str], mode: int = 0o755) -> int:
         """``mkdir -p`` beneath the root, relative to each parent's descriptor; returns the
-        last one's descriptor. Directories made under sudo go to the invoking user (fchown)."""
+        last one's descriptor. They are the process's own: under sudo the tool already runs as
+        the invoking user (``privsep/boot.py``), so nothing is made as root and given away."""
         cur = os.dup(self._fd)
         try:
             for i, part in enumerate(self.rel(path)):
-                made = True
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(part, mode, dir_fd=cur)
-                except FileExistsError:
-                    made = False
                 try:
                     nxt = os.open(part, _DIR_FLAGS, dir_fd=cur)
                 except OSError as exc:
                     raise self._locate(self.rel(path)[: i + 1], exc) from None
                 os.close(cur)
                 cur = nxt
-                if made:
-                    ownership.adopt_fd(cur)
             return cur
         except BaseException:
             os.close(cur)
@@ -285,21 +282,33 @@ class RunDirFS:
         st = self.lstat(path)
         return st is not None and stat.S_ISREG(st.st_mode)
 
-    def read_bytes(self, path: str | os.PathLike[str], *, what: str, limit: int,
-                   missing_ok: bool = False) -> bytes | None:
-        """The bytes of a regular file beneath the root, at most ``limit`` of them."""
-        parts = self.rel(path)
+    def open_read(self, path: str | os.PathLike[str], *, missing_ok: bool = False) -> BinaryIO | None:
+        """A regular file beneath the root opened for reading (a stream a reader walks itself,
+        such as a trial's log); a FIFO, a device or a socket is refused without waiting."""
         try:
             fd = self.open_at(path, os.O_RDONLY)
         except FileNotFoundError:
             if missing_ok:
                 return None
             raise
-        with os.fdopen(fd, "rb") as fh:
-            mode = os.fstat(fh.fileno()).st_mode
+        try:
+            mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):  # a FIFO (opened without waiting), a device, a socket
-                raise rundir_refused(self.display(parts), describe_kind(mode))
-            return read_fd_bounded(fh, where=self.display(parts), what=what, limit=limit)
+                raise rundir_refused(self.display(self.rel(path)), describe_kind(mode))
+            os.set_blocking(fd, True)  # a regular file never blocks; the flag only guarded the open
+        except BaseException:
+            os.close(fd)
+            raise
+        return os.fdopen(fd, "rb")
+
+    def read_bytes(self, path: str | os.PathLike[str], *, what: str, limit: int,
+                   missing_ok: bool = False) -> bytes | None:
+        """The bytes of a regular file beneath the root, at most ``limit`` of them."""
+        fh = self.open_read(path, missing_ok=missing_ok)
+        if fh is None:
+            return None
+        with fh:
+            return read_fd_bounded(fh, where=self.display(self.rel(path)), what=what, limit=limit)
 
     def load_json(self, path: str | os.PathLike[str], *, what: str, limit: int) -> Any:
         """A JSON file of the run parsed, with ``core/inputs``' located errors (exit 2) for
@@ -344,8 +353,6 @@ class RunDirFS:
             if not append:
                 os.ftruncate(fd, 0)
             os.set_blocking(fd, True)
-            if st.st_size == 0 and st.st_uid == os.geteuid():
-                ownership.adopt_fd(fd)
             return fd
         except BaseException:
             os.close(fd)

@@ -25,14 +25,17 @@ naming the signal, so the orchestrator can type the verdict from the job's final
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import signal
 import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aorta_tui.core.rundir_fs import RunDirFS
 
 # The node's facts that replace the orchestrator's copy in the trial's environment (unless the
 # cell sets them itself): the job's own ids and the devices Slurm gave it.
@@ -47,6 +50,7 @@ GATE_SUFFIX = ".go"
 # adopts).
 GATE_WAIT_S = float(os.environ.get("AORTA_SLURM_GATE_WAIT_S", "60"))
 GATE_POLL_S = 0.01
+SPEC_LIMIT = 64 << 20  # a job spec holds the trial's environment: large, never unbounded
 _early: list[str] = []  # signals that came while this process was still importing
 
 
@@ -97,9 +101,10 @@ def trial_env(spec_env: dict[str, str], cell_keys: set[str], environ: dict[str, 
     return env
 
 
-def pass_gate(marker: Path, token: str) -> float | None:
+def pass_gate(marker: Path, token: str, fs: RunDirFS | None = None) -> float | None:
     """Say this task runs here (``TOKEN HOST`` in MARKER), then wait for the orchestrator's go.
-    The seconds waited, or None when no go came (the task must run nothing)."""
+    The seconds waited, or None when no go came (the task must run nothing). ``fs``: the run's
+    file layer, through which the marker is written (no link followed out of the run)."""
     go = marker.with_name(marker.name + GATE_SUFFIX)
     t0 = time.monotonic()
     if go.exists():
@@ -107,7 +112,10 @@ def pass_gate(marker: Path, token: str) -> float | None:
     from aorta_tui.core.atomic import atomic_write_text
 
     try:
-        atomic_write_text(marker, f"{token} {socket.gethostname()}\n")
+        if fs is not None:
+            fs.atomic_write_text(marker, f"{token} {socket.gethostname()}\n")
+        else:
+            atomic_write_text(marker, f"{token} {socket.gethostname()}\n")
     except OSError as exc:
         print(f"aorta-tui: cannot write {marker} on {socket.gethostname()}: {exc.strerror or exc}; "
               "the run directory is not on this node's filesystem; nothing was run", file=sys.stderr)
@@ -122,27 +130,33 @@ def pass_gate(marker: Path, token: str) -> float | None:
     return round(time.monotonic() - t0, 3)
 
 
-def run_trial(spec_path: Path, gate_waited_s: float | None = None) -> int:
-    from aorta_tui.core.atomic import atomic_write_json
+def run_trial(spec_path: Path, gate_waited_s: float | None, fs: RunDirFS) -> int:
+    """Run the trial of ``spec_path``. Every file of the run is reached through ``fs``, the run's
+    file layer: a job submitted as root runs as root here, over a directory others may write
+    (a spec that is a FIFO, a cell directory that is a link: refused, never waited on or
+    followed; a spec naming paths outside the run: refused before anything runs)."""
     from aorta_tui.trial.hang import HangPolicy
     from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec, run_process
 
     started_at = time.time()
     try:
-        spec = json.loads(spec_path.read_bytes())
+        spec = fs.load_json(spec_path, what="Slurm job spec", limit=SPEC_LIMIT)
     except FileNotFoundError:  # the trial was retired or recorded while this task was queued
         print(f"aorta-tui: {spec_path} is gone: the trial is no longer this job's to run "
               "(cancelled, or recorded elsewhere); nothing was run", file=sys.stderr)
         return 3
-    spec_path.unlink(missing_ok=True)  # it holds the trial's environment (tokens): read once
+    with contextlib.suppress(FileNotFoundError):
+        fs.remove_tree(spec_path)  # it holds the trial's environment (tokens): read once
     trial_dir = Path(spec["trial_dir"])
+    for inside in (trial_dir, spec["stdout_path"], spec["stderr_path"]):
+        fs.rel(inside)  # beneath the run, or refused before the command runs
     hang = HangPolicy(**{**spec["hang"], "disabled": frozenset(spec["hang"]["disabled"])}) \
         if spec.get("hang") else None
     env = trial_env(spec["env"], set(spec.get("cell_keys", [])), dict(os.environ))
     pspec = ProcessSpec(argv=list(spec["argv"]), env=env, cwd=Path(spec["cwd"]),
                         stdout_path=Path(spec["stdout_path"]), stderr_path=Path(spec["stderr_path"]),
                         timeout_s=spec.get("timeout_s"), hang=hang,
-                        kill_grace_s=float(spec.get("kill_grace_s", 2.0)))
+                        kill_grace_s=float(spec.get("kill_grace_s", 2.0)), log_root=fs.root)
     cancel = CancelEvent()
     got: list[str] = list(_early)
 
@@ -162,7 +176,7 @@ def run_trial(spec_path: Path, gate_waited_s: float | None = None) -> int:
         outcome = run_process(pspec, cancel=cancel)
         kernel = {"events": [e.to_dict() for e in klog.events_since(cursor)],
                   "unavailable": klog.unavailable}
-    atomic_write_json(trial_dir / OUTCOME, {
+    fs.atomic_write_json(trial_dir / OUTCOME, {
         "schema_version": 1,
         "process": outcome.to_dict(),
         "node": node_facts(dict(os.environ)),
@@ -178,19 +192,43 @@ def run_trial(spec_path: Path, gate_waited_s: float | None = None) -> int:
 def main(argv: list[str]) -> int:
     for sig in _SIGNALS:  # before the imports: a scancel right at the start is still recorded
         signal.signal(sig, _note_early)
-    waited: float | None = None
-    if len(argv) == 5 and argv[1] == "--gate":
-        waited = pass_gate(Path(argv[2]), argv[3])
-        if waited is None:
-            return 3
+    from aorta_tui.core.errors import AortaError
+
+    gate = argv[2:4] if len(argv) == 5 and argv[1] == "--gate" else None
+    if gate is not None:
         argv = [argv[0], argv[4]]
     if len(argv) != 2:
         print("usage: python -m aorta_tui.executor.slurm_job [--gate MARKER TOKEN] MANIFEST",
               file=sys.stderr)
         return 2
-    manifest = json.loads(Path(argv[1]).read_bytes())
-    task = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
-    return run_trial(Path(manifest["specs"][task]), waited)
+    try:
+        return _run_task(Path(argv[1]).absolute(), gate)
+    except AortaError as exc:
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return int(exc.exit_code)
+
+
+def _run_task(manifest_path: Path, gate: list[str] | None) -> int:
+    """The manifest is ``RUN/slurm/NAME.json``: the run's file layer is opened on RUN, and
+    everything after goes through it."""
+    from aorta_tui.core.rundir_fs import RunDirFS
+
+    run_dir = manifest_path.parent.parent
+    try:
+        fs = RunDirFS(run_dir)
+    except OSError as exc:
+        print(f"aorta-tui: cannot open the run directory {run_dir} on {socket.gethostname()}: "
+              f"{exc.strerror or exc}; nothing was run", file=sys.stderr)
+        return 3
+    with fs:
+        waited: float | None = None
+        if gate is not None:
+            waited = pass_gate(Path(gate[0]), gate[1], fs)
+            if waited is None:
+                return 3
+        manifest = fs.load_json(manifest_path, what="Slurm manifest", limit=SPEC_LIMIT)
+        task = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
+        return run_trial(Path(manifest["specs"][task]), waited, fs)
 
 
 if __name__ == "__main__":

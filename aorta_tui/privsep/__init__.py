@@ -4,5 +4,5 @@
 ``helper`` is the root side's loop; ``client`` the unprivileged side's connection. The verbs
 themselves (start a catalogue bpftrace program, read tracefs, GPU knobs, root-only snapshot
 fields) are defined by the packages that own those jobs and handed to the helper by the CLI
-(``cli/privileged.py``), so this package imports nothing above ``core``. docs/privileged-helper.md
+(``cli/privileged.py``), so this package imports nothing above ``core``. docs/security.md
 """

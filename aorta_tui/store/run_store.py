@@ -114,7 +114,7 @@ class RunStore:
         the layout's refusal naming the holder. Nothing is changed before both pass."""
         self.check_layout()
         try:
-            self._lock.acquire()
+            self._lock.acquire(self.fs)
         except OSError as exc:  # another user's .lock, a full disk: the machine's (exit 3)
             problem = rundir.write_failure(exc, self.path, resumable=False)
             if problem is None:

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from aorta_tui import __version__
-from aorta_tui.core import ownership
 from aorta_tui.core.atomic import fsync_dir
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, RunDirError, UsageError
 from aorta_tui.core.events import (
@@ -50,7 +49,7 @@ from aorta_tui.core.events import (
     TrialFinished,
     TrialStarted,
 )
-from aorta_tui.core.inputs import open_input, permission_problem
+from aorta_tui.core.inputs import describe_kind, open_input, permission_problem
 from aorta_tui.core.rundir_fs import RunDirFS, rundir_refused
 
 JOURNAL = "journal.jsonl"
@@ -241,8 +240,10 @@ class RunLock:
         # run is not a sweep says so in its own words (the default names `attach`).
         self._refusal = refusal or _sweep_refusal
 
-    def acquire(self) -> None:
-        fh = open_lock_file(self.path, create=True)  # held for the run's lifetime
+    def acquire(self, fs: RunDirFS | None = None) -> None:
+        """Take the lock; ``fs``, the run's file layer, opens ``.lock`` relative to the run's
+        descriptor (a store holds one; a one-off journal line has none)."""
+        fh = open_lock_file(self.path, create=True, fs=fs)  # held for the run's lifetime
         assert fh is not None
         for attempt in range(self.ATTEMPTS):
             try:
@@ -273,15 +274,38 @@ class RunLock:
             self._fh = None
 
 
-def open_lock_file(path: Path, *, create: bool = False) -> IO[bytes] | None:
+def open_lock_file(path: Path, *, create: bool = False, fs: RunDirFS | None = None) -> IO[bytes] | None:
     """``.lock`` through the one checked open: a regular file (never a symlink, a FIFO or a
-    directory), for update; ``None`` when it is missing and not ``create``."""
+    directory), for update; ``None`` when it is missing and not ``create``. With the run's
+    file layer it is opened relative to the run's descriptor, never by path."""
+    if fs is not None:
+        return _open_lock_at(fs, path, create=create)
     try:
         return open_input(path, what="lock file", writable=True, create=create,
                           follow_symlinks=False, missing_ok=not create)
     except UsageError as exc:
         raise RunDirError(exc.message, hint=f"aorta-tui makes {LOCK} itself: move this one away "
                           f"(`mv {path} {path}.bad`), then run the command again") from None
+
+
+def _open_lock_at(fs: RunDirFS, path: Path, *, create: bool) -> IO[bytes] | None:
+    """``.lock`` opened beneath ``fs``' root: no link followed, a FIFO or a device refused by
+    ``fstat`` on the descriptor (opened without waiting), exit 3 naming what it is."""
+    try:
+        fd = fs.open_at(LOCK, os.O_RDWR | (os.O_CREAT if create else 0))
+    except FileNotFoundError:
+        if create:
+            raise
+        return None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise rundir_refused(str(path), describe_kind(mode))
+        os.set_blocking(fd, True)  # a regular file never blocks; the flag only guarded the open
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "r+b")
 
 
 def lock_holder(run_dir: Path) -> dict[str, Any] | None:
@@ -753,7 +777,7 @@ def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) 
     """
     parent = output / safe_component(ticket)
     try:
-        ownership.make_dirs(parent)  # under sudo: the dirs it made are the user's
+        parent.mkdir(parents=True, exist_ok=True)
         run_id = new_run_id()
         staging = parent / f".{run_id}{CREATING_SUFFIX}"
         staging.mkdir()
@@ -766,7 +790,6 @@ def create_run_dir(output: Path, ticket: str, populate: Callable[[Path], None]) 
         (staging / JOURNAL).touch()  # listed (and resumable) from the moment it has its name
         final = parent / run_id
         os.rename(staging, final)
-        ownership.created(final)
     except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)  # a failed creation leaves nothing (a kill: the hidden dir)
         if isinstance(exc, OSError):

@@ -22,7 +22,7 @@ import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
@@ -550,6 +550,7 @@ class Sweep:
             custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
             kernel_unavailable=kernel_log.unavailable, workload_result=wres, log_scan=log_scan,
             placement=self.executor.placement(outcome),  # a Slurm job's state, the node's kernel log
+            open_log=self._open_trial_log,
         )
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
         record = {
@@ -581,7 +582,8 @@ class Sweep:
         if self._collect(cell):  # what each collector did, or "not available: <reason>"
             from aorta_tui.collect.collectors import finish_trial
 
-            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
+            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode,
+                                               fs=self._store.fs)
         record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
         # Typed once: what is kept in memory (for the aggregate) is exactly what the file says.
         typed = TrialResult.from_record(record, where=str(self._store.result_path(spec.trial_id)))
@@ -756,9 +758,30 @@ class Sweep:
             missing = f"the worker did not start ({outcome.exec_error})"
         else:
             missing = "the trial worker left no timeline in workload_result.json"
-        stdout_marks = timeline.read_stdout_marks(stdout) if self.recipe.mode == "triage" else {}
+        stdout_marks: dict[str, int] = {}
+        if self.recipe.mode == "triage":
+            with self._trial_log(stdout) as fh:
+                stdout_marks = timeline.read_stdout_marks(fh)
         return timeline.build(marks, wall_start=outcome.started_at, child=child, child_missing=missing,
                               stdout_marks=stdout_marks, beside=beside, unavailable=unavailable)
+
+    def _open_trial_log(self, path: Path) -> BinaryIO | None:
+        """A trial's log opened through the run's file layer, or ``None``: the trial (or whoever
+        can write the run) may have swapped it, or its directory, for a link or a FIFO since it
+        was written; a refused log is read as no log rather than followed or waited on."""
+        try:
+            return self._store.fs.open_read(path, missing_ok=True)
+        except (AortaError, OSError):
+            return None
+
+    @contextlib.contextmanager
+    def _trial_log(self, path: Path) -> Iterator[BinaryIO | None]:
+        fh = self._open_trial_log(path)
+        try:
+            yield fh
+        finally:
+            if fh is not None:
+                fh.close()
 
     def _step_times(self, wres: dict[str, Any] | None, stdout: Path, wall_s: float,
                     cell: CellPlan) -> tuple[list[float] | None, str]:
@@ -767,7 +790,8 @@ class Sweep:
         if self.recipe.step_time_regex:
             from aorta_tui.classify import extract_step_times
 
-            times = extract_step_times(stdout, self.recipe.step_time_regex)
+            with self._trial_log(stdout) as fh:
+                times = extract_step_times(fh, self.recipe.step_time_regex) if fh else []
             if times:
                 return times, "step_time_regex"
         if self.recipe.mode == "probe" and wall_s:

@@ -193,6 +193,11 @@ class HelperBpftrace:
         self._stderr_path.write_text(str(out.get("stderr") or ""))
 
 
+# Root without sudo's variables: ``privsep/boot.py`` drops to the user whenever SUDO_UID names
+# one, even in a root shell that `sudo -i` started; without them there is nobody to drop to.
+ROOT_WITHOUT_SUDO = "sudo env -u SUDO_UID -u SUDO_GID -u SUDO_USER aorta-tui"
+
+
 class HelperLauncher:
     """Under sudo: the helper renders the program from the runner's spec and runs bpftrace."""
 
@@ -204,14 +209,22 @@ class HelperLauncher:
             raise EnvironmentProblem(
                 "the privileged helper runs only the programs it renders from the probe catalogue, "
                 "and this bpftrace program is not one of them",
-                hint="run it as root without sudo (e.g. `sudo -i`, then aorta-tui) if it must run")
+                hint=f"if it must run, run the tool wholly as root: `{ROOT_WITHOUT_SUDO} ...` (everything "
+                     "it starts then runs as root too)")
         if runner.spec.lib_overrides:
+            names = ", ".join(runner.spec.lib_overrides)
+            # Why not pass the path on: the helper attaches uprobes as root only to libraries it
+            # found itself for a catalogue set; a path from the user's side would let the user
+            # have root attach to (and read symbols of) any file it names.
             raise EnvironmentProblem(
-                f"--lib {', '.join(runner.spec.lib_overrides)}=PATH cannot be used under sudo: the tool runs as you, "
-                "and the privileged helper that attaches the probes takes no path from it (it finds each "
-                "library itself: the traced --pid's mapped libraries, else the loader cache)",
-                hint="trace a running process with --pid (its libraries are found in its maps), install the "
-                     "library where the loader finds it, or run as root without sudo")
+                f"--lib {names}=PATH cannot be used under sudo: the tool runs as you, and the privileged "
+                "helper that attaches the probes takes no path from it (it attaches only to the "
+                "catalogue's libraries it finds itself: the traced --pid's mapped libraries, else the "
+                "loader cache)",
+                hint=f"drop --lib and trace the running program by pid (`sudo aorta-tui trace queue "
+                     f"--probes {names} --pid PID`: its libraries are found in its maps); or put the "
+                     "library where the loader finds it (`ldconfig`); or, trusting the traced command "
+                     f"with root (it then runs as root), `{ROOT_WITHOUT_SUDO} trace queue ... --lib ...`")
         result, fds = self.conn.call_with_fds("trace_start", **runner.spec.to_args(runner))
         if len(fds) != 1:
             for fd in fds:

@@ -28,7 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from aorta_tui.core.numerals import ascii_digits
 
@@ -267,15 +267,18 @@ def result_written_line(at: int) -> str:
     return f"{MARK_PREFIX} result_written {at}"
 
 
-def read_stdout_marks(stdout_path: Any, tail_bytes: int = 64 * 1024) -> dict[str, int]:
-    """The ``aorta-mark`` lines at the end of a trial's stdout (the last one of each name)."""
+def read_stdout_marks(stdout: BinaryIO | None, tail_bytes: int = 64 * 1024) -> dict[str, int]:
+    """The ``aorta-mark`` lines at the end of a trial's stdout (the last one of each name).
+
+    ``stdout`` comes opened by the run's file layer (a trial's log is the trial's to swap for a
+    FIFO or a link: the layer refuses both); ``None``, a log it refused, has no marks."""
     out: dict[str, int] = {}
+    if stdout is None:
+        return out
     try:
-        with open(stdout_path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - tail_bytes))
-            text = fh.read().decode("utf-8", "replace")
+        size = os.fstat(stdout.fileno()).st_size
+        stdout.seek(max(0, size - tail_bytes))
+        text = stdout.read(tail_bytes).decode("utf-8", "replace")
     except OSError:
         return out
     for line in text.splitlines():

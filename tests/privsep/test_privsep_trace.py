@@ -173,6 +173,15 @@ def test_a_library_path_is_refused_under_sudo_with_the_reason(bpftrace: str, sud
     assert r.returncode == 3, r.stderr[-2000:]
     assert "--lib cuda=PATH cannot be used under sudo" in r.stderr and "--pid" in r.stderr
     assert "Traceback" not in r.stderr
+    # the hint's way out for --lib works: root without sudo's variables is not refused
+    hint = "sudo env -u SUDO_UID -u SUDO_GID -u SUDO_USER aorta-tui trace queue ... --lib"
+    assert hint in " ".join(r.stderr.split()), r.stderr
+    env = {k: v for k, v in sudo_user.env().items() if not k.startswith("SUDO_")}
+    as_root = subprocess.run(cli_argv("trace", "queue", "--probes", "cuda", "--lib", f"cuda={lib}",
+                                      "--no-calibrate", "--", "true"), cwd=user_dir, env=env,
+                             capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert "cannot be used under sudo" not in as_root.stderr, as_root.stderr[-2000:]
+    assert as_root.returncode == 0, as_root.stderr[-2000:]
 
 
 ENGINE_CHILD = """

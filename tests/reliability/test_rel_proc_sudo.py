@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from aorta_tui.core import ownership
 from tests.privsep.sudo_support import SudoUser, cli_argv, ensure_user, make_user_dir, run_sudo
 
 pytestmark = pytest.mark.skipif(
@@ -89,19 +88,32 @@ def test_sudo_env_snapshot_output_and_a_root_owned_parent(user: SudoUser, work: 
         proc = run_sudo(user, args, work)
         assert proc.returncode == 3, proc.stderr
         assert "permission denied" in proc.stderr and f"runs as {user.name}" in proc.stderr
+        assert f"{kept} belongs to root, mode 0755" in proc.stderr, proc.stderr
+        # the hint is one that works: not `sudo aorta-tui` (it would run as the user again)
+        assert "`sudo aorta-tui" not in proc.stderr, proc.stderr
+        assert f"`sudo chown -R {user.name} {kept}" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
         assert list(kept.iterdir()) == []
 
 
-def test_make_dirs_gives_only_what_it_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              user: SudoUser) -> None:
-    uid, gid = user.uid, user.gid
-    monkeypatch.setenv("SUDO_UID", str(uid))
-    monkeypatch.setenv("SUDO_GID", str(gid))
-    made = ownership.make_dirs(tmp_path / "a" / "b")
-    assert made == [tmp_path / "a", tmp_path / "a" / "b"]
-    assert os.stat(tmp_path).st_uid == 0
-    assert all(os.stat(p).st_uid == uid for p in made)
-    assert ownership.make_dirs(tmp_path / "a" / "b") == []
-    monkeypatch.setenv("SUDO_UID", "0")  # sudo from root: nothing to give
-    assert ownership.invoking_user_ids() is None
+def test_root_never_writes_then_chowns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       user: SudoUser) -> None:
+    """The drop makes the user the creator; nothing is made as root and given away after (a
+    root-writes-then-chowns pattern is what issue 33 forbids). The file layer called as root
+    with a sudo user in the environment (no drop: root's own process) leaves root's files
+    root's: no chown to ``SUDO_UID`` any more."""
+    from aorta_tui.core.atomic import atomic_write_bytes
+    from aorta_tui.core.rundir_fs import RunDirFS
+    from aorta_tui.store.rundir import create_run_dir
+
+    monkeypatch.setenv("SUDO_UID", str(user.uid))
+    monkeypatch.setenv("SUDO_GID", str(user.gid))
+    atomic_write_bytes(tmp_path / "a" / "b" / "out.json", b"{}")
+    run = create_run_dir(tmp_path / "out", "T", lambda d: (d / "run.json").write_text("{}"))
+    with RunDirFS(run) as fs:
+        os.close(fs.make_dirs("trials/c/t"))
+        os.close(fs.open_log("trials/c/t/stdout.log"))
+        fs.atomic_write_bytes("trials/c/t/result.json", b"{}")
+    made = [p for p in tmp_path.rglob("*")]
+    assert len(made) >= 10
+    assert {p: p.lstat().st_uid for p in made} == {p: 0 for p in made}

@@ -39,11 +39,13 @@ ticket: ATK
 trials: 2
 mitigation_axis: [none]
 diagnostic_axis: [none]
+step_time_regex: 'step_time=(?P<s>[0-9.]+)'
 """
 # The trial's command: in the attacked session (H/armed exists), trial 0 says it started and
 # waits (at most 20 s) for the attacker's "go", so the attack lands while a resume is past its
 # layout check and between two trials, every time.
-COMMAND = ("if [ -e \"$H/armed\" ] && [ \"$AORTA_TRIAL\" = 0 ]; then : > \"$H/started\"; i=0; "
+COMMAND = ("if [ -e \"$H/traceback\" ]; then printf 'Traceback (most recent call last):\\nValueError: x\\n' >&2; fi; "
+           "if [ -e \"$H/armed\" ] && [ \"$AORTA_TRIAL\" = 0 ]; then : > \"$H/started\"; i=0; "
            "while [ ! -e \"$H/go\" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; fi; "
            "echo trial-out; echo trial-err >&2")
 
@@ -199,8 +201,9 @@ def _assert_untouched(scene: Scene, before: dict[str, tuple[int, int, int, int]]
     os.utime(scene.secret, (OLD_ATIME, st.st_mtime))  # our own read, undone for a later check
 
 
-def _resume(scene: Scene, *extra: str) -> subprocess.CompletedProcess[str]:
-    return _root_cli("sweep", "run", "--resume", str(scene.run_dir), *extra, hand=scene.hand)
+def _resume(scene: Scene, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return _root_cli("sweep", "run", "--resume", str(scene.run_dir), *extra, hand=scene.hand,
+                     timeout=timeout)
 
 
 def _refused(res: subprocess.CompletedProcess[str], path: Path, what: str) -> None:
@@ -230,7 +233,13 @@ _DURING = """
     end = time.time() + 60
     while not os.path.exists(os.path.join(hand, "started")) and time.time() < end:
         time.sleep(0.02)
-    if mode == "link":  # the directory (or file) swapped for a link
+    if mode in ("fifo", "file-link"):  # the running trial's directory (root's) moved away for
+        # one of the attacker's, whose stdout.log is a FIFO or a link
+        os.rename(victim, victim + ".moved")
+        os.mkdir(victim)
+        log = os.path.join(victim, "stdout.log")
+        os.mkfifo(log) if mode == "fifo" else os.symlink(target, log)
+    elif mode == "link":  # the directory (or file) swapped for a link
         if os.path.lexists(victim):
             os.rename(victim, victim + ".moved")
         os.symlink(target, victim)
@@ -245,13 +254,13 @@ _DURING = """
 
 
 def _attack_during_resume(scene: Scene, attacker: Attacker, mode: str, victim: Path,
-                          target: str, *extra: str) -> subprocess.CompletedProcess[str]:
+                          target: str, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Resume; while trial 0 runs (past the layout check, the pending trials' old directories
     retired), the attacker plants its links, then lets the trial end."""
     (scene.hand / "armed").touch()
     swapper = attacker.py(_DURING, str(scene.hand), mode, str(victim), target, wait=False)
     try:
-        res = _resume(scene, "--no-snapshot", "--i-trust-this-directory", *extra)
+        res = _resume(scene, "--no-snapshot", "--i-trust-this-directory", *extra, timeout=timeout)
     finally:
         assert swapper.wait(timeout=90) == 0, swapper.stderr.read()  # type: ignore[attr-defined]
     assert (scene.hand / "started").exists()  # the attack landed while the resume ran
@@ -284,6 +293,200 @@ def test_env_swapped_for_a_link_gets_no_snapshot(scene: Scene, attacker: Attacke
     res = _resume(scene, "--i-trust-this-directory")
     _refused(res, env, "a symlink")
     _assert_untouched(scene, before)
+
+
+def test_a_finished_trials_stdout_swapped_for_a_fifo_is_not_read(scene: Scene, attacker: Attacker) -> None:
+    """While trial 0 runs (its log already open), the attacker moves its directory away for one
+    of its own whose stdout.log is a FIFO: root's read of the log for step times (``step_time_regex``) waited on the FIFO for a
+    writer that never came. The trial's log is refused, the run goes on and ends."""
+    victim = scene.run_dir / "trials" / "none-none" / "trial-000"
+    before = scene.outside()
+    try:
+        res = _attack_during_resume(scene, attacker, "fifo", victim, "-", timeout=90)
+    except subprocess.TimeoutExpired:
+        pytest.fail("root hung reading a FIFO planted as a trial's stdout.log")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert stat.S_ISFIFO((victim / "stdout.log").lstat().st_mode)  # never opened to wait
+    _assert_untouched(scene, before)
+
+
+def test_a_finished_trials_stdout_swapped_for_a_link_is_not_followed(scene: Scene, attacker: Attacker) -> None:
+    """As above with a link to a root-only file: root read it for step times."""
+    victim = scene.run_dir / "trials" / "none-none" / "trial-000"
+    if not scene.watch_reads:
+        pytest.skip("this file system does not record reads: a read of the secret would not show")
+    before = scene.outside()
+    res = _attack_during_resume(scene, attacker, "file-link", victim, str(scene.secret))
+    assert res.returncode == 0, res.stdout + res.stderr
+    _assert_untouched(scene, before)
+
+
+def test_a_cell_directory_linked_to_root_logs_after_a_traceback_is_not_read(
+        scene: Scene, attacker: Attacker) -> None:
+    """Trial 0 prints a traceback; while it runs, the attacker swaps its cell directory for a
+    link to a root-only directory holding a trial directory with logs of the same names (another
+    root run's, say). Root read the linked stderr.log by path to find the exception line
+    (classify's log reads); they go through the run's file layer now, which refuses the link."""
+    if not scene.watch_reads:
+        pytest.skip("this file system does not record reads: a read of the logs would not show")
+    other = scene.base / "root-run"
+    other.mkdir(mode=0o700)
+    (other / "trial-000").mkdir(mode=0o700)
+    logs = [other / "trial-000" / "stderr.log", other / "trial-000" / "stdout.log"]
+    for log in logs:
+        log.write_bytes(b"Traceback (most recent call last):\nValueError: root's secret\n" * 2)
+        os.utime(log, (OLD_ATIME, log.stat().st_mtime))
+    (scene.hand / "traceback").touch()
+    victim = scene.run_dir / "trials" / "none-none"
+    res = _attack_during_resume(scene, attacker, "link", victim, str(other))
+    _refused(res, victim, "a symlink")
+    assert [log.stat().st_atime for log in logs] == [OLD_ATIME] * 2, "root read the linked logs"
+    assert "root's secret" not in res.stdout + res.stderr
+
+
+_LOCK_SWAP = """
+    import os, sys
+    run, secret = sys.argv[1:]
+    os.rename(run, run + ".moved")
+    os.mkdir(run)
+    open(os.path.join(run, "journal.jsonl"), "w").close()
+    open(os.path.join(run, ".lock"), "w").close()
+    os.mkfifo(os.path.join(run + ".moved", ".lock.fifo"))
+    os.symlink(secret, os.path.join(run + ".moved", ".lock.link"))
+    """
+
+
+@pytest.fixture
+def open_base() -> Iterator[Path]:
+    """A root-owned directory everyone may enter (pytest's own tmp_path is 0700)."""
+    base = Path(tempfile.mkdtemp(prefix="aorta-untrusted-", dir="/tmp"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_lock_is_taken_in_the_run_the_store_holds(attacker: Attacker, open_base: Path) -> None:
+    """Root opens a run (its store holds the directory's descriptor); the attacker, who owns
+    the directory above it, moves the run away and puts a directory of its own at its path.
+    ``.lock`` was opened by path: root locked the attacker's directory, and the run it was
+    about to write was unlocked (a second orchestrator could run it at once)."""
+    from aorta_tui.core.errors import RunDirRefused
+    from aorta_tui.core.rundir_fs import RunDirFS
+    from aorta_tui.store.run_store import RunStore
+    from aorta_tui.store.rundir import RunLock
+
+    tmp_path = open_base
+    parent = tmp_path / "atk"
+    parent.mkdir()
+    os.chown(parent, attacker.uid, attacker.gid)
+    run = parent / "run"
+    run.mkdir()
+    (run / "journal.jsonl").touch()
+    os.chown(run, attacker.uid, attacker.gid)
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    secret.chmod(0o600)
+    store = RunStore(run)
+    store.fs  # noqa: B018 (the store opens the run: its descriptor is held from here on)
+    swapped = attacker.py(_LOCK_SWAP, str(run), str(secret))
+    assert swapped.returncode == 0, swapped.stderr  # type: ignore[attr-defined]
+    store.acquire()
+    try:
+        assert f'"pid": {os.getpid()}' in (parent / "run.moved" / ".lock").read_text()
+        assert (run / ".lock").read_bytes() == b""  # the attacker's, never touched
+    finally:
+        store.release()
+    # and a lock file that is a FIFO or a link is refused, without waiting or following
+    held = RunDirFS(parent / "run.moved")
+    for name, what in ((".lock.fifo", "a FIFO"), (".lock.link", "a symlink")):
+        os.replace(parent / "run.moved" / name, parent / "run.moved" / ".lock")
+        with pytest.raises(RunDirRefused, match=f"is {what}"):
+            RunLock(parent / "run.moved").acquire(held)
+    held.close()
+    assert secret.read_bytes() == SECRET and stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+
+# -- item 3: the Slurm job on a compute node ---------------------------------------------------
+
+_SLURM_PLANT = """
+    import json, os, sys
+    run, mode, target = sys.argv[1:]
+    os.makedirs(os.path.join(run, "slurm"))
+    trial = os.path.join(run, "trials", "c", "trial-000")
+    spec = os.path.join(run, "slurm", "spec.json")
+    if mode == "fifo":  # the job spec root's job reads first
+        os.makedirs(trial)
+        os.mkfifo(spec)
+    else:  # the cell directory a link to a root-only directory
+        os.makedirs(os.path.join(run, "trials"))
+        os.symlink(target, os.path.join(run, "trials", "c"))
+        json.dump({"argv": ["true"], "env": {"PATH": "/usr/bin:/bin"}, "cell_keys": [], "cwd": run,
+                   "stdout_path": os.path.join(trial, "stdout.log"),
+                   "stderr_path": os.path.join(trial, "stderr.log"), "timeout_s": 30,
+                   "kill_grace_s": 1.0, "trial_dir": trial, "hang": None}, open(spec, "w"))
+    json.dump({"specs": [spec]}, open(os.path.join(run, "slurm", "b.json"), "w"))
+    """
+
+
+@pytest.mark.parametrize("mode", ["fifo", "link"])
+def test_a_slurm_job_on_a_run_another_user_writes(attacker: Attacker, open_base: Path, mode: str) -> None:
+    """What a Slurm job submitted as root runs on its node (``slurm_job MANIFEST``), over a run
+    directory the attacker writes: its job spec a FIFO (root's job waited for a writer for
+    ever), or the trial's cell directory a link to a root-only directory (root wrote the
+    trial's logs and ``slurm-outcome.json`` there). Each is refused, exit 3, naming it."""
+    run = open_base / "run"
+    run.mkdir()
+    os.chown(run, attacker.uid, attacker.gid)
+    rootdir = open_base / "rootdir"
+    rootdir.mkdir(mode=0o700)
+    planted = attacker.py(_SLURM_PLANT, str(run), mode, str(rootdir))
+    assert planted.returncode == 0, planted.stderr  # type: ignore[attr-defined]
+    try:
+        res = subprocess.run([sys.executable, "-m", "aorta_tui.executor.slurm_job",
+                              str(run / "slurm" / "b.json")], cwd=run, env=_env_without_sudo(),
+                             capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("root's Slurm job hung on a FIFO planted as its job spec")
+    victim = run / "slurm" / "spec.json" if mode == "fifo" else run / "trials" / "c"
+    _refused(res, victim, "a FIFO (named pipe)" if mode == "fifo" else "a symlink")
+    assert list(rootdir.iterdir()) == []
+
+
+# -- item 3: the collectors' reads after a trial ---------------------------------------------
+
+def test_collectors_read_nothing_through_a_linked_cell_directory(attacker: Attacker, open_base: Path) -> None:
+    """After a trial, root summarises what its collectors left (torch_profiler's summary,
+    rocprof's CSVs). The attacker's cell directory became a link to a root-only directory
+    holding a trial directory of the same name (another root run's, say): the summaries were
+    read through it, and its numbers went into the attacker's run as this trial's."""
+    from aorta_tui.collect.collectors import ROCPROF_DIR, finish_trial
+    from aorta_tui.collect.torch_profiler import OUTPUT_SUBDIR
+    from aorta_tui.core.rundir_fs import RunDirFS
+
+    run = open_base / "run"
+    run.mkdir()
+    os.chown(run, attacker.uid, attacker.gid)
+    other = open_base / "root-run"
+    (other / "trial-000" / OUTPUT_SUBDIR).mkdir(parents=True)
+    (other / "trial-000" / ROCPROF_DIR).mkdir()
+    other.chmod(0o700)
+    (other / "trial-000" / OUTPUT_SUBDIR / "summary_rank0.json").write_text(
+        json.dumps({"metrics": {"root_secret": 1}}))
+    (other / "trial-000" / ROCPROF_DIR / "x_kernel_stats.csv").write_text(
+        "Name,Calls,TotalDurationNs\nroot_secret_kernel,1,1000\n")
+    planted = attacker.py("import os, sys; os.makedirs(sys.argv[1]); os.symlink(sys.argv[2], sys.argv[1] + '/c')",
+                          str(run / "trials"), str(other))
+    assert planted.returncode == 0, planted.stderr  # type: ignore[attr-defined]
+    trial_dir = run / "trials" / "c" / "trial-000"
+    argv = ["rocprofv3", "-d", str(trial_dir / ROCPROF_DIR), "--", "true"]
+    with RunDirFS(run) as fs:
+        rec = finish_trial({"torch_profiler": {}, "rocprof": {}}, argv, {}, trial_dir,
+                           mode="triage", fs=fs)
+    assert "root_secret" not in json.dumps(rec), rec
+    assert rec["torch_profiler"]["status"] == "error"
+    assert rec["rocprof"]["metrics"] == {} or not rec["rocprof"]["metrics"].get("rocprof_top_kernels")
 
 
 # -- item 3: the temp-file swap against atomic_write -----------------------------------------

@@ -128,7 +128,7 @@ def test_a_forked_trial_reports_what_a_fresh_process_reports(tmp_path, plug, zyg
     # a fork starts with the zygote's pages: a peak below max(zygote, orchestrator) says nothing
     assert warm.peak_rss_kb is not None or warm.peak_rss_reason.startswith("at most ")
     tl = timeline.build(warm.marks, wall_start=warm.started_at, child=rw["timeline"],
-                        stdout_marks=timeline.read_stdout_marks(tmp_path / "warm" / "stdout.log"))
+                        stdout_marks=_marks(tmp_path / "warm" / "stdout.log"))
     assert timeline.is_ordered(tl)
     assert {"spawn", "spawned", "interpreter_up", "device_ready", "first_step", "last_step",
             "result_written", "exited", "reaped"} <= set(tl["marks"])
@@ -396,3 +396,8 @@ def test_a_forked_trial_left_by_a_killed_orchestrator_is_proved_by_its_zygote_to
         for p in (pid, child):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)
+
+
+def _marks(path: Path) -> dict[str, int]:
+    with open(path, "rb") as fh:
+        return timeline.read_stdout_marks(fh)
