@@ -95,13 +95,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     recs = raw.records
     kernels = raw.detail_source == "cupti"
     unavailable: dict[str, str] = {}
-    # headline figures: from the measure pass when there is one, else from the only pass
-    if raw.measure is not None:
-        starts, end_ns = raw.measure.iteration_starts_ns, raw.measure.end_ns
-        lat_ns = [e - s0 for s0, e in zip(starts, raw.measure.iteration_ends_ns, strict=True)]
-    else:
-        starts, end_ns = raw.iteration_starts_ns, raw.end_ns
-        lat_ns = M.iteration_latencies_ns(recs, starts)
+    starts, end_ns, lat_ns = _headline_pass(raw, recs)
     wall_ns = end_ns - starts[0]
     wall_s = wall_ns / 1e9
     throughput = _throughput(raw, wl, len(starts), wall_s)
@@ -115,123 +109,31 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     if latency is None:
         unavailable["iteration_latency_ms"] = "no device activity was recorded"
 
-    busy = M.per_stream_busy_ns(recs)
-    span = M.device_span_ns(recs)
     priorities = raw.stream_priorities or [None] * cfg.streams
-    lc_streams = set(raw.priority_info.get("latency_critical_streams", ()))
     # with kernel records a launch (one host call) can have several kernels: count each kind
     launch_recs = raw.event_records if raw.event_records is not None else recs
-    launches = Counter(r.stream for r in launch_recs)
-    kernel_count = Counter(r.stream for r in recs) if kernels else None
-    per_stream = []
-    for s in range(cfg.streams):
-        b = busy.get(s)
-        per_stream.append({
-            "stream": s, "device": raw.stream_devices[s], "launches": launches[s],
-            "kernels": None if kernel_count is None else kernel_count[s],
-            "busy_ms": None if b is None else b / 1e6,
-            "busy_fraction": None if (b is None or span <= 0) else b / span,
-            "latency_critical": s in lc_streams,
-            "priority": priorities[s],
-        })
-        if b is None:
-            unavailable[f"per_stream[{s}].busy_ms"] = (
-                "--graph captured the iteration as one graph replayed on stream 0; its branches "
-                "run on streams the runtime picks, so no launch is on this stream"
-                if (raw.graph or {}).get("mode") == "whole_iteration" and s != 0
-                else "the workload issued no launch on this stream")
+    per_stream = _per_stream_rows(cfg, raw, launch_recs, priorities, unavailable)
     concurrency = M.achieved_concurrency(recs)
     if concurrency is None:
         unavailable["achieved_concurrency"] = "device timeline has zero span"
-
-    if raw.emulated:
-        delay_stats, unmeasurable = None, None
-        unavailable["launch_delay_us"] = ("CPU emulation runs each launch synchronously inside "
-                                          "the host call: there is no separate device start")
-        depth = None
-        unavailable["queue_depth"] = ("CPU emulation finishes each launch before the call "
-                                      "returns: no device queue exists")
-    else:
-        delays, unmeasurable = M.launch_delays_ns(recs, keep_negative=kernels)
-        delay_stats = M.scale(M.stats(delays), 1e3)
-        if delay_stats is None:
-            unavailable["launch_delay_us"] = (
-                "no launch had its start event fire after the host call returned (streams idle "
-                "at submit); events cannot time submission latency, kernel timestamps can "
-                f"(--timing auto or cupti on a GPU; here: {raw.detail_reason})")
-        depth = M.queue_depth(recs)
-
-    gaps = M.idle_gaps(recs)
-    intra = M.scale(M.stats(gaps.intra_ns), 1e3)
-    inter = M.scale(M.stats(gaps.inter_ns), 1e3)
-    so = gaps.switch_overhead_ns
-    switch_us = None if so is None else so / 1e3
-    if intra is None:
-        unavailable["intra_stream_gap_us"] = "the device never went idle before work on the same stream"
-    if inter is None:
-        unavailable["inter_stream_gap_us"] = "the device never went idle before work on another stream"
-    if switch_us is None:
-        unavailable["switch_overhead_us"] = "needs both intra- and inter-stream idle gaps"
-    if any(p is None for p in priorities):
-        unavailable["stream_priority"] = (
-            "CPU emulation has no streams, so no stream priorities (emulated run)" if raw.emulated
-            else "this torch build does not expose torch.cuda.Stream.priority to read back")
-    if raw.memory is None:
-        unavailable["memory"] = raw.memory_reason or "not measured"
-    if raw.ebpf is None:
-        unavailable["ebpf"] = raw.ebpf_reason or "not requested"
+    delay_stats, unmeasurable, depth = _delay_and_depth(raw, kernels, unavailable)
+    intra, inter, switch_us = _idle_gap_figures(recs, unavailable)
+    _note_missing_sections(raw, priorities, unavailable)
 
     launch_cost = _launch_costs(raw, len(starts), wall_s, unavailable)
     unit = wl.throughput_unit
-    summary = {
-        "throughput": throughput,
-        "latency_mean_ms": latency["mean"] if latency else None,
-        "latency_p50_ms": latency["p50"] if latency else None,
-        "latency_p95_ms": latency["p95"] if latency else None,
-        "latency_p99_ms": latency["p99"] if latency else None,
-        "achieved_concurrency": concurrency,
-        "launch_delay_mean_us": delay_stats["mean"] if delay_stats else None,
-        "launch_delay_p50_us": delay_stats["p50"] if delay_stats else None,
-        "switch_overhead_us": switch_us,
-        "queue_depth_max": depth["max"] if depth else None,
-        "host_us_per_kernel": launch_cost["host_us_per_kernel"],
-        "cost_us_per_kernel": launch_cost["cost_us_per_kernel"],
-        "eager_floor_ratio": launch_cost["eager_ratio"],
-        "graph_floor_ratio": launch_cost["graph_ratio"],
-        "wall_s": wall_s,
-    }
+    summary = _summary(throughput, latency, concurrency, delay_stats, switch_us, depth,
+                       launch_cost, wall_s)
     result: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
         "run_id": cfg.run_id,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "emulated": raw.emulated,
-        "workload": {
-            "name": wl.name, "category": wl.category, "size": cfg.size, "dtype": cfg.dtype,
-            "params": raw.params, "throughput_unit": unit,
-            "work_per_iteration": raw.work_per_iteration, "work_unit": wl.work_unit,
-        },
-        "config": {
-            "streams": cfg.streams, "iterations": cfg.iterations, "warmup": cfg.warmup,
-            "sync_mode": cfg.sync_mode, "device": cfg.device,
-            "devices": sorted(set(raw.stream_devices)), "stream_devices": raw.stream_devices,
-            "stream_priority": cfg.stream_priority, "graph": cfg.graph,
-        },
+        "workload": _workload_section(cfg, raw, wl),
+        "config": _config_section(cfg, raw),
         "platform": raw.platform,
-        "timing": {
-            "device_clock": raw.device_clock,
-            "host_clock": "time.perf_counter_ns",
-            "clock_alignment_uncertainty_us": (None if raw.clock_uncertainty_ns is None
-                                               else raw.clock_uncertainty_ns / 1e3),
-            "launches_recorded": len(launch_recs),
-            "kernels_recorded": len(recs) if kernels else None,
-            "timing": cfg.timing,
-            "kernel_source": raw.detail_source,
-            "kernel_source_reason": raw.detail_reason,
-            "busy_meaning": BUSY_MEANING[raw.detail_source],
-            "profiler": raw.profiler_info,
-            "passes": _passes(raw, wl, wall_s, throughput),
-        },
+        "timing": _timing_section(cfg, raw, launch_recs, _passes(raw, wl, wall_s, throughput)),
         "summary": summary,
         "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()}
         | ({"queue_depth_max": "kernels"} if kernels else {}),
@@ -268,20 +170,176 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     if raw.event_records is not None:
         result["event_metrics"] = event_metrics(raw.event_records)
     if cfg.keep_timeline:
-        t0 = raw.iteration_starts_ns[0]
-        result["timeline"] = [
-            [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
-             r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in recs
-        ]
-        if raw.event_records is not None:  # the same launches timed by events, for comparison
-            result["event_timeline"] = [
-                [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
-                 r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in raw.event_records
-            ]
-        result["timeline_origin_ns"] = t0  # host perf_counter_ns of the first iteration start
-        result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
-                                     "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
+        _add_timelines(result, raw)
     return result
+
+
+def _headline_pass(raw: RawRun, recs: list[M.LaunchRecord]) -> tuple[list[float], float, list[float]]:
+    """Iteration starts, end and latencies of the headline figures: from the measure pass
+    when there is one, else from the only pass."""
+    if raw.measure is not None:
+        starts, end_ns = raw.measure.iteration_starts_ns, raw.measure.end_ns
+        lat_ns = [e - s0 for s0, e in zip(starts, raw.measure.iteration_ends_ns, strict=True)]
+    else:
+        starts, end_ns = raw.iteration_starts_ns, raw.end_ns
+        lat_ns = M.iteration_latencies_ns(recs, starts)
+    return starts, end_ns, lat_ns
+
+
+def _per_stream_rows(cfg: QueueRunConfig, raw: RawRun, launch_recs: list[M.LaunchRecord],
+                     priorities: list[int | None],
+                     unavailable: dict[str, str]) -> list[dict[str, Any]]:
+    """One row per stream (launches, kernels, busy time); a stream without work is noted."""
+    recs = raw.records
+    busy = M.per_stream_busy_ns(recs)
+    span = M.device_span_ns(recs)
+    lc_streams = set(raw.priority_info.get("latency_critical_streams", ()))
+    launches = Counter(r.stream for r in launch_recs)
+    kernel_count = Counter(r.stream for r in recs) if raw.detail_source == "cupti" else None
+    per_stream = []
+    for s in range(cfg.streams):
+        b = busy.get(s)
+        per_stream.append({
+            "stream": s, "device": raw.stream_devices[s], "launches": launches[s],
+            "kernels": None if kernel_count is None else kernel_count[s],
+            "busy_ms": None if b is None else b / 1e6,
+            "busy_fraction": None if (b is None or span <= 0) else b / span,
+            "latency_critical": s in lc_streams,
+            "priority": priorities[s],
+        })
+        if b is None:
+            unavailable[f"per_stream[{s}].busy_ms"] = (
+                "--graph captured the iteration as one graph replayed on stream 0; its branches "
+                "run on streams the runtime picks, so no launch is on this stream"
+                if (raw.graph or {}).get("mode") == "whole_iteration" and s != 0
+                else "the workload issued no launch on this stream")
+    return per_stream
+
+
+def _delay_and_depth(raw: RawRun, kernels: bool, unavailable: dict[str, str],
+                     ) -> tuple[dict[str, Any] | None, Any, dict[str, Any] | None]:
+    """Launch-delay stats, the unmeasurable count and the queue depth (None when emulated)."""
+    if raw.emulated:
+        unavailable["launch_delay_us"] = ("CPU emulation runs each launch synchronously inside "
+                                          "the host call: there is no separate device start")
+        unavailable["queue_depth"] = ("CPU emulation finishes each launch before the call "
+                                      "returns: no device queue exists")
+        return None, None, None
+    delays, unmeasurable = M.launch_delays_ns(raw.records, keep_negative=kernels)
+    delay_stats = M.scale(M.stats(delays), 1e3)
+    if delay_stats is None:
+        unavailable["launch_delay_us"] = (
+            "no launch had its start event fire after the host call returned (streams idle "
+            "at submit); events cannot time submission latency, kernel timestamps can "
+            f"(--timing auto or cupti on a GPU; here: {raw.detail_reason})")
+    return delay_stats, unmeasurable, M.queue_depth(raw.records)
+
+
+def _idle_gap_figures(recs: list[M.LaunchRecord], unavailable: dict[str, str],
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, float | None]:
+    """Intra- and inter-stream idle-gap stats (us) and the switch overhead (us)."""
+    gaps = M.idle_gaps(recs)
+    intra = M.scale(M.stats(gaps.intra_ns), 1e3)
+    inter = M.scale(M.stats(gaps.inter_ns), 1e3)
+    so = gaps.switch_overhead_ns
+    switch_us = None if so is None else so / 1e3
+    if intra is None:
+        unavailable["intra_stream_gap_us"] = "the device never went idle before work on the same stream"
+    if inter is None:
+        unavailable["inter_stream_gap_us"] = "the device never went idle before work on another stream"
+    if switch_us is None:
+        unavailable["switch_overhead_us"] = "needs both intra- and inter-stream idle gaps"
+    return intra, inter, switch_us
+
+
+def _note_missing_sections(raw: RawRun, priorities: list[int | None],
+                           unavailable: dict[str, str]) -> None:
+    """Why the stream priorities, memory and eBPF sections are missing, when they are."""
+    if any(p is None for p in priorities):
+        unavailable["stream_priority"] = (
+            "CPU emulation has no streams, so no stream priorities (emulated run)" if raw.emulated
+            else "this torch build does not expose torch.cuda.Stream.priority to read back")
+    if raw.memory is None:
+        unavailable["memory"] = raw.memory_reason or "not measured"
+    if raw.ebpf is None:
+        unavailable["ebpf"] = raw.ebpf_reason or "not requested"
+
+
+def _summary(throughput: float | None, latency: dict[str, Any] | None, concurrency: Any,
+             delay_stats: dict[str, Any] | None, switch_us: float | None,
+             depth: dict[str, Any] | None, launch_cost: dict[str, Any],
+             wall_s: float) -> dict[str, Any]:
+    """The headline figures, in SUMMARY_FIELDS order."""
+    return {
+        "throughput": throughput,
+        "latency_mean_ms": latency["mean"] if latency else None,
+        "latency_p50_ms": latency["p50"] if latency else None,
+        "latency_p95_ms": latency["p95"] if latency else None,
+        "latency_p99_ms": latency["p99"] if latency else None,
+        "achieved_concurrency": concurrency,
+        "launch_delay_mean_us": delay_stats["mean"] if delay_stats else None,
+        "launch_delay_p50_us": delay_stats["p50"] if delay_stats else None,
+        "switch_overhead_us": switch_us,
+        "queue_depth_max": depth["max"] if depth else None,
+        "host_us_per_kernel": launch_cost["host_us_per_kernel"],
+        "cost_us_per_kernel": launch_cost["cost_us_per_kernel"],
+        "eager_floor_ratio": launch_cost["eager_ratio"],
+        "graph_floor_ratio": launch_cost["graph_ratio"],
+        "wall_s": wall_s,
+    }
+
+
+def _workload_section(cfg: QueueRunConfig, raw: RawRun, wl: Any) -> dict[str, Any]:
+    return {
+        "name": wl.name, "category": wl.category, "size": cfg.size, "dtype": cfg.dtype,
+        "params": raw.params, "throughput_unit": wl.throughput_unit,
+        "work_per_iteration": raw.work_per_iteration, "work_unit": wl.work_unit,
+    }
+
+
+def _config_section(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
+    return {
+        "streams": cfg.streams, "iterations": cfg.iterations, "warmup": cfg.warmup,
+        "sync_mode": cfg.sync_mode, "device": cfg.device,
+        "devices": sorted(set(raw.stream_devices)), "stream_devices": raw.stream_devices,
+        "stream_priority": cfg.stream_priority, "graph": cfg.graph,
+    }
+
+
+def _timing_section(cfg: QueueRunConfig, raw: RawRun, launch_recs: list[M.LaunchRecord],
+                    passes: dict[str, Any]) -> dict[str, Any]:
+    kernels = raw.detail_source == "cupti"
+    return {
+        "device_clock": raw.device_clock,
+        "host_clock": "time.perf_counter_ns",
+        "clock_alignment_uncertainty_us": (None if raw.clock_uncertainty_ns is None
+                                           else raw.clock_uncertainty_ns / 1e3),
+        "launches_recorded": len(launch_recs),
+        "kernels_recorded": len(raw.records) if kernels else None,
+        "timing": cfg.timing,
+        "kernel_source": raw.detail_source,
+        "kernel_source_reason": raw.detail_reason,
+        "busy_meaning": BUSY_MEANING[raw.detail_source],
+        "profiler": raw.profiler_info,
+        "passes": passes,
+    }
+
+
+def _add_timelines(result: dict[str, Any], raw: RawRun) -> None:
+    """--keep-timeline: every launch as a row of offsets from the first iteration start."""
+    t0 = raw.iteration_starts_ns[0]
+    result["timeline"] = [
+        [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
+         r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in raw.records
+    ]
+    if raw.event_records is not None:  # the same launches timed by events, for comparison
+        result["event_timeline"] = [
+            [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
+             r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in raw.event_records
+        ]
+    result["timeline_origin_ns"] = t0  # host perf_counter_ns of the first iteration start
+    result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
+                                 "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
 
 
 def _kernels_per_iteration(raw: RawRun) -> tuple[float | None, str]:
