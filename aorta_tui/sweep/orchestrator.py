@@ -22,7 +22,7 @@ import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
@@ -52,7 +52,10 @@ from aorta_tui.registry.registry import Registry
 from aorta_tui.store import rundir
 from aorta_tui.store.run_store import RunStore
 from aorta_tui.sweep.plan import CellPlan, Plan, TrialSpec, build_plan
-from aorta_tui.trial.supervisor import CancelEvent
+from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec
+
+if TYPE_CHECKING:
+    from aorta_tui.classify import LogScan
 
 
 @dataclass
@@ -125,56 +128,78 @@ class Sweep:
                 f"{r.source_path or 'the recipe'} is a probe recipe, and no command was given",
                 hint="put the command after `--`, e.g. aorta-tui --batch probe.yaml -- bash launch.sh",
             )
-        if r.mode == "triage":
-            from aorta_tui.registry.registry import load_workload
-            from aorta_tui.registry.workload import validate_config
+        if r.mode == "triage" and not self._check_triage(notes, dry_run):
+            return notes
+        self._check_docker_policy_trace(notes, dry_run)
+        notes += self._check_collectors(dry_run)
+        notes += self.executor.check(self, dry_run=dry_run)  # sbatch, partition, shared run dir
+        return notes
+
+    def _check_triage(self, notes: list[str], dry_run: bool) -> bool:
+        """The triage workload: installed, its config, torch, trial isolation. False when a
+        dry run found it not installed (nothing more is worth checking then)."""
+        from aorta_tui.registry.registry import load_workload
+
+        r = self.recipe
+        try:
+            self.workload_cls = load_workload(r.workload)
+        except AortaError as exc:
+            if not dry_run:
+                raise
+            notes.append(f"workload {r.workload!r} is not available here ({exc.message}); "
+                         "a real run would stop with this error")
+            return False
+        from aorta_tui.recipe import RecipeValidationError
+        from aorta_tui.sweep.workload_check import workload_issues
+
+        issues, _ = workload_issues(r)
+        if issues:
+            raise RecipeValidationError(issues, source=str(r.source_path or r.source_label))
+        self._check_world_sizes()
+        launch = self.workload_cls.launch
+        if getattr(self.workload_cls, "needs_torch", True) or launch.mode == "torchrun":
+            # Said at plan time, not as every trial failing with a traceback (and a hint
+            # blaming the device): the README says torch is optional (issue 27 item 18).
+            from aorta_tui.core.requires import require_torch
 
             try:
-                self.workload_cls = load_workload(r.workload)
-            except AortaError as exc:
+                require_torch(f"workload {r.workload!r}")
+            except EnvironmentProblem as exc:
                 if not dry_run:
                     raise
-                notes.append(f"workload {r.workload!r} is not available here ({exc.message}); "
-                             "a real run would stop with this error")
-                return notes
-            from aorta_tui.recipe import RecipeValidationError
-            from aorta_tui.sweep.workload_check import workload_issues
+                notes.append(f"{exc.message}; a real run would stop with this error")
+        if r.trial_isolation == "warm":  # trial/warm.py: what a forked trial cannot honour
+            from aorta_tui.trial.warm import check_warm
 
-            issues, _ = workload_issues(r)
-            if issues:
-                raise RecipeValidationError(issues, source=str(r.source_path or r.source_label))
-            launch = self.workload_cls.launch
-            for cell in self.plan.cells:  # the merged per-cell config, as the worker will see it
-                config = validate_config(self.workload_cls.config_schema, cell.workload_config)
-                world = int(config.get("world_size", launch.min_world_size) or launch.min_world_size)
-                if launch.mode == "torchrun" and world < launch.min_world_size:
-                    raise UsageError(
-                        f"cell {cell.name!r}: workload {r.workload!r} needs at least "
-                        f"{launch.min_world_size} ranks, world_size {world} asks for fewer",
-                        hint=f"set workload_config: {{world_size: {launch.min_world_size}}}",
-                        location=_where(r, f"cells[{self.plan.cells.index(cell)}]"),
-                    )
-            if getattr(self.workload_cls, "needs_torch", True) or launch.mode == "torchrun":
-                # Said at plan time, not as every trial failing with a traceback (and a hint
-                # blaming the device): the README says torch is optional (issue 27 item 18).
-                from aorta_tui.core.requires import require_torch
+            check_warm(r, self.plan, self.workload_cls)
+        if r.trial_isolation == "in_process" and not self.workload_cls.launch.in_process_safe:
+            raise UsageError(
+                f"workload {r.workload!r} does not declare itself safe to run in process",
+                hint="use trial_isolation: process (the default)",
+                location=_where(r, "trial_isolation"),
+            )
+        return True
 
-                try:
-                    require_torch(f"workload {r.workload!r}")
-                except EnvironmentProblem as exc:
-                    if not dry_run:
-                        raise
-                    notes.append(f"{exc.message}; a real run would stop with this error")
-            if r.trial_isolation == "warm":  # trial/warm.py: what a forked trial cannot honour
-                from aorta_tui.trial.warm import check_warm
+    def _check_world_sizes(self) -> None:
+        """A torchrun workload's world_size, per cell, is at least its minimum."""
+        from aorta_tui.registry.workload import validate_config
 
-                check_warm(r, self.plan, self.workload_cls)
-            if r.trial_isolation == "in_process" and not self.workload_cls.launch.in_process_safe:
+        r = self.recipe
+        launch = self.workload_cls.launch
+        for cell in self.plan.cells:  # the merged per-cell config, as the worker will see it
+            config = validate_config(self.workload_cls.config_schema, cell.workload_config)
+            world = int(config.get("world_size", launch.min_world_size) or launch.min_world_size)
+            if launch.mode == "torchrun" and world < launch.min_world_size:
                 raise UsageError(
-                    f"workload {r.workload!r} does not declare itself safe to run in process",
-                    hint="use trial_isolation: process (the default)",
-                    location=_where(r, "trial_isolation"),
+                    f"cell {cell.name!r}: workload {r.workload!r} needs at least "
+                    f"{launch.min_world_size} ranks, world_size {world} asks for fewer",
+                    hint=f"set workload_config: {{world_size: {launch.min_world_size}}}",
+                    location=_where(r, f"cells[{self.plan.cells.index(cell)}]"),
                 )
+
+    def _check_docker_policy_trace(self, notes: list[str], dry_run: bool) -> None:
+        """Docker for container cells, policy_axis (not run by sweeps), tracing for probes."""
+        r = self.recipe
         if any(c.docker for c in self.plan.cells):
             try:
                 _require_docker()
@@ -201,9 +226,6 @@ class Sweep:
                 if not dry_run:
                     raise
                 notes.append(f"trace: {exc.message}")
-        notes += self._check_collectors(dry_run)
-        notes += self.executor.check(self, dry_run=dry_run)  # sbatch, partition, shared run dir
-        return notes
 
     def _check_collectors(self, dry_run: bool) -> list[str]:
         """rocprof / proton asked for but not installed: exit 3 before anything runs."""
@@ -489,10 +511,9 @@ class Sweep:
         return "completed"
 
     def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
-        from aorta_tui.classify import LogScan, classify
+        from aorta_tui.classify import classify
 
         cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
-        log_scan: LogScan | None = None
         r = self.recipe
         announced = False
 
@@ -503,29 +524,8 @@ class Sweep:
                                        attempt=session, pid=pid))
 
         cursor = kernel_log.mark()
-        if r.mode == "triage" and r.trial_isolation == "in_process":
-            from aorta_tui.trial.inprocess import run_in_process
-
-            wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
-            on_start(os.getpid())
-            outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
-                                     trial_dir, self._store.fs)
-        else:
-            with self._trial_trace(run_id, trial_dir) as trace_env:
-                if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
-                    pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
-                if self._warm is not None:  # forked from its zygote (trial/warm.py, trial/prepared.py)
-                    launcher = self._warm.launcher_for(spec.trial_id, cell.environment, pspec.env)
-                    if launcher is not None:
-                        pspec = dataclasses.replace(pspec, launcher=launcher)
-                pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
-                # tiers 4-5 over the whole output as it passes (the logs keep head + tail)
-                log_scan = LogScan(_pattern_rules(r, _NOT_ENDED), r.disable_detectors or ())
-                pspec = dataclasses.replace(pspec, log_scan=log_scan)
-                outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
-                for note in self._warm.take_notes() if self._warm is not None else ():
-                    # once per run and reason: a trial exec'd instead of forked (trial/prepared.py)
-                    self.bus.emit(RunWarning(run_id, message=f"trial start: {note}", code="prepared"))
+        outcome, pspec, log_scan = self._execute_trial(run_dir, run_id, spec, session, cell,
+                                                       trial_dir, env, pspec, on_start)
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
                                        attempt=session))
@@ -574,15 +574,7 @@ class Sweep:
             "trace": self._trace_summary,
             "timeline": trial_timeline,
         }
-        if log_scan is not None and log_scan.used:  # how much was scanned, how much is kept
-            record["log_scan"] = log_scan.summary()
-        from aorta_tui.collect.retention import finish_trial_files
-
-        if self._collect(cell):  # what each collector did, or "not available: <reason>"
-            from aorta_tui.collect.collectors import finish_trial
-
-            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
-        record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
+        self._finish_record(record, log_scan, cell, argv, env, trial_dir, result.verdict)
         # Typed once: what is kept in memory (for the aggregate) is exactly what the file says.
         typed = TrialResult.from_record(record, where=str(self._store.result_path(spec.trial_id)))
         self._store.write_result(spec.trial_id, typed)
@@ -590,6 +582,57 @@ class Sweep:
                                        signal=outcome.signal, wall_s=outcome.wall_s))
         self._records[spec.trial_id] = typed  # counts once its journal line is in (_run_trials_with)
         return result.verdict
+
+    def _execute_trial(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
+                       cell: CellPlan, trial_dir: Path, env: dict[str, str], pspec: ProcessSpec,
+                       on_start: Callable[[int | None], None],
+                       ) -> tuple[Any, ProcessSpec, LogScan | None]:
+        """Run the trial (in this process, or as a traced, possibly forked, process);
+        returns its outcome, the ProcessSpec it ran with and the log scan (None in process)."""
+        from aorta_tui.classify import LogScan
+
+        r = self.recipe
+        log_scan: LogScan | None = None
+        if r.mode == "triage" and r.trial_isolation == "in_process":
+            from aorta_tui.trial.inprocess import run_in_process
+
+            wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
+            on_start(os.getpid())
+            outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
+                                     trial_dir, self._store.fs)
+            return outcome, pspec, log_scan
+        with self._trial_trace(run_id, trial_dir) as trace_env:
+            if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
+                pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
+            if self._warm is not None:  # forked from its zygote (trial/warm.py, trial/prepared.py)
+                launcher = self._warm.launcher_for(spec.trial_id, cell.environment, pspec.env)
+                if launcher is not None:
+                    pspec = dataclasses.replace(pspec, launcher=launcher)
+            pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
+            # tiers 4-5 over the whole output as it passes (the logs keep head + tail)
+            log_scan = LogScan(_pattern_rules(r, _NOT_ENDED), r.disable_detectors or ())
+            pspec = dataclasses.replace(pspec, log_scan=log_scan)
+            outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
+            for note in self._warm.take_notes() if self._warm is not None else ():
+                # once per run and reason: a trial exec'd instead of forked (trial/prepared.py)
+                self.bus.emit(RunWarning(run_id, message=f"trial start: {note}", code="prepared"))
+        return outcome, pspec, log_scan
+
+    def _finish_record(self, record: dict[str, Any], log_scan: LogScan | None, cell: CellPlan,
+                       argv: list[str], env: dict[str, str], trial_dir: Path,
+                       verdict: str) -> None:
+        """Add the log scan's summary, the collectors' reports and the kept files to a
+        trial's record."""
+        from aorta_tui.collect.retention import finish_trial_files
+
+        r = self.recipe
+        if log_scan is not None and log_scan.used:  # how much was scanned, how much is kept
+            record["log_scan"] = log_scan.summary()
+        if self._collect(cell):  # what each collector did, or "not available: <reason>"
+            from aorta_tui.collect.collectors import finish_trial
+
+            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode)
+        record.update(finish_trial_files(r, trial_dir, env, verdict))  # collect_paths, retain
 
     def prepare_trial(self, run_dir: Path, spec: TrialSpec) -> tuple[CellPlan, Path, dict[str, str], list[str], Any]:
         """The trial's directory, environment, argv and ProcessSpec (executors call it too:
