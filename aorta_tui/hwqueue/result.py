@@ -135,8 +135,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         "platform": raw.platform,
         "timing": _timing_section(cfg, raw, launch_recs, _passes(raw, wl, wall_s, throughput)),
         "summary": summary,
-        "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()}
-        | ({"queue_depth_max": "kernels"} if kernels else {}),
+        "summary_units": _summary_units(unit, kernels),
         "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
         "summary_source": summary_sources(raw),
         "metrics": {
@@ -160,18 +159,36 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         },
         "ebpf": raw.ebpf,
         "stream_priority": stream_priority_section(raw.priority_info, priorities, cfg.stream_priority),
-        "graph": ({"requested": True, "applied": True, **raw.graph} if raw.graph is not None
-                  else {"requested": False, "applied": False,
-                        "reason": "not requested (--graph): eager launches"}),
+        "graph": _graph_section(raw),
         "floor": launch_cost["floor"],
     }
-    result["samples"].update(per_iteration_samples(recs, raw.emulated, kernels))
-    result["samples"]["iteration_host_us_per_kernel"] = launch_cost["host_samples"]
+    _add_details(result, cfg, raw, launch_cost["host_samples"])
+    return result
+
+
+def _summary_units(unit: str, kernels: bool) -> dict[str, str]:
+    """Each summary figure's unit (the workload's for throughput; kernels for queue depth
+    when the records are kernels)."""
+    return ({k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()}
+            | ({"queue_depth_max": "kernels"} if kernels else {}))
+
+
+def _graph_section(raw: RawRun) -> dict[str, Any]:
+    return ({"requested": True, "applied": True, **raw.graph} if raw.graph is not None
+            else {"requested": False, "applied": False,
+                  "reason": "not requested (--graph): eager launches"})
+
+
+def _add_details(result: dict[str, Any], cfg: QueueRunConfig, raw: RawRun,
+                 host_samples: list[float]) -> None:
+    """The per-iteration samples, the event-timed figures and (--keep-timeline) timelines."""
+    kernels = raw.detail_source == "cupti"
+    result["samples"].update(per_iteration_samples(raw.records, raw.emulated, kernels))
+    result["samples"]["iteration_host_us_per_kernel"] = host_samples
     if raw.event_records is not None:
         result["event_metrics"] = event_metrics(raw.event_records)
     if cfg.keep_timeline:
         _add_timelines(result, raw)
-    return result
 
 
 def _headline_pass(raw: RawRun, recs: list[M.LaunchRecord]) -> tuple[list[float], float, list[float]]:
