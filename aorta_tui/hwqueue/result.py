@@ -104,26 +104,17 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     elif throughput is None:
         unavailable["throughput"] = "wall time was zero"
 
-    latency = M.scale(M.stats(lat_ns), 1e6)
-    periods = M.iteration_periods_ns(starts, end_ns)
-    if latency is None:
-        unavailable["iteration_latency_ms"] = "no device activity was recorded"
-
+    unit = wl.throughput_unit
     priorities = raw.stream_priorities or [None] * cfg.streams
     # with kernel records a launch (one host call) can have several kernels: count each kind
     launch_recs = raw.event_records if raw.event_records is not None else recs
-    per_stream = _per_stream_rows(cfg, raw, launch_recs, priorities, unavailable)
-    concurrency = M.achieved_concurrency(recs)
-    if concurrency is None:
-        unavailable["achieved_concurrency"] = "device timeline has zero span"
-    delay_stats, unmeasurable, depth = _delay_and_depth(raw, kernels, unavailable)
-    intra, inter, switch_us = _idle_gap_figures(recs, unavailable)
+    metrics = _metrics_section(cfg, raw, lat_ns, wall_s, throughput, unit, launch_recs,
+                               priorities, unavailable)
+    periods = M.iteration_periods_ns(starts, end_ns)
     _note_missing_sections(raw, priorities, unavailable)
 
     launch_cost = _launch_costs(raw, len(starts), wall_s, unavailable)
-    unit = wl.throughput_unit
-    summary = _summary(throughput, latency, concurrency, delay_stats, switch_us, depth,
-                       launch_cost, wall_s)
+    summary = _summary(throughput, metrics, launch_cost)
     result: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
@@ -138,20 +129,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         "summary_units": _summary_units(unit, kernels),
         "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
         "summary_source": summary_sources(raw),
-        "metrics": {
-            "wall_s": wall_s,
-            "throughput": {"value": throughput, "unit": unit},
-            "iteration_latency_ms": latency,
-            "per_stream": per_stream,
-            "achieved_concurrency": concurrency,
-            "launch_delay_us": delay_stats,
-            "launch_delay_unmeasurable": unmeasurable,
-            "queue_depth": depth,
-            "intra_stream_gap_us": intra,
-            "inter_stream_gap_us": inter,
-            "switch_overhead_us": switch_us,
-            "memory": raw.memory,
-        },
+        "metrics": metrics,
         "unavailable": unavailable,
         "samples": {
             "iteration_latency_ms": [x / 1e6 for x in lat_ns],
@@ -164,6 +142,39 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     }
     _add_details(result, cfg, raw, launch_cost["host_samples"])
     return result
+
+
+def _metrics_section(cfg: QueueRunConfig, raw: RawRun, lat_ns: list[float], wall_s: float,
+                     throughput: float | None, unit: str, launch_recs: list[M.LaunchRecord],
+                     priorities: list[int | None],
+                     unavailable: dict[str, str]) -> dict[str, Any]:
+    """The result's ``metrics``: latency, per-stream rows, concurrency, launch delays, queue
+    depth and idle gaps; each figure that cannot be measured is noted in ``unavailable``."""
+    recs = raw.records
+    latency = M.scale(M.stats(lat_ns), 1e6)
+    if latency is None:
+        unavailable["iteration_latency_ms"] = "no device activity was recorded"
+    per_stream = _per_stream_rows(cfg, raw, launch_recs, priorities, unavailable)
+    concurrency = M.achieved_concurrency(recs)
+    if concurrency is None:
+        unavailable["achieved_concurrency"] = "device timeline has zero span"
+    delay_stats, unmeasurable, depth = _delay_and_depth(raw, raw.detail_source == "cupti",
+                                                        unavailable)
+    intra, inter, switch_us = _idle_gap_figures(recs, unavailable)
+    return {
+        "wall_s": wall_s,
+        "throughput": {"value": throughput, "unit": unit},
+        "iteration_latency_ms": latency,
+        "per_stream": per_stream,
+        "achieved_concurrency": concurrency,
+        "launch_delay_us": delay_stats,
+        "launch_delay_unmeasurable": unmeasurable,
+        "queue_depth": depth,
+        "intra_stream_gap_us": intra,
+        "inter_stream_gap_us": inter,
+        "switch_overhead_us": switch_us,
+        "memory": raw.memory,
+    }
 
 
 def _summary_units(unit: str, kernels: bool) -> dict[str, str]:
@@ -282,27 +293,28 @@ def _note_missing_sections(raw: RawRun, priorities: list[int | None],
         unavailable["ebpf"] = raw.ebpf_reason or "not requested"
 
 
-def _summary(throughput: float | None, latency: dict[str, Any] | None, concurrency: Any,
-             delay_stats: dict[str, Any] | None, switch_us: float | None,
-             depth: dict[str, Any] | None, launch_cost: dict[str, Any],
-             wall_s: float) -> dict[str, Any]:
-    """The headline figures, in SUMMARY_FIELDS order."""
+def _summary(throughput: float | None, metrics: dict[str, Any],
+             launch_cost: dict[str, Any]) -> dict[str, Any]:
+    """The headline figures, in SUMMARY_FIELDS order, from the result's ``metrics``."""
+    latency = metrics["iteration_latency_ms"]
+    delay_stats = metrics["launch_delay_us"]
+    depth = metrics["queue_depth"]
     return {
         "throughput": throughput,
         "latency_mean_ms": latency["mean"] if latency else None,
         "latency_p50_ms": latency["p50"] if latency else None,
         "latency_p95_ms": latency["p95"] if latency else None,
         "latency_p99_ms": latency["p99"] if latency else None,
-        "achieved_concurrency": concurrency,
+        "achieved_concurrency": metrics["achieved_concurrency"],
         "launch_delay_mean_us": delay_stats["mean"] if delay_stats else None,
         "launch_delay_p50_us": delay_stats["p50"] if delay_stats else None,
-        "switch_overhead_us": switch_us,
+        "switch_overhead_us": metrics["switch_overhead_us"],
         "queue_depth_max": depth["max"] if depth else None,
         "host_us_per_kernel": launch_cost["host_us_per_kernel"],
         "cost_us_per_kernel": launch_cost["cost_us_per_kernel"],
         "eager_floor_ratio": launch_cost["eager_ratio"],
         "graph_floor_ratio": launch_cost["graph_ratio"],
-        "wall_s": wall_s,
+        "wall_s": metrics["wall_s"],
     }
 
 

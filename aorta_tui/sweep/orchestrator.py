@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,7 +55,8 @@ from aorta_tui.sweep.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec
 
 if TYPE_CHECKING:
-    from aorta_tui.classify import LogScan
+    from aorta_tui.classify import Classification, KernelEvent, LogScan
+    from aorta_tui.classify.model import Outcome
 
 
 @dataclass
@@ -511,8 +512,6 @@ class Sweep:
         return "completed"
 
     def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
-        from aorta_tui.classify import classify
-
         cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
         r = self.recipe
         announced = False
@@ -533,24 +532,11 @@ class Sweep:
             return None  # no result: a resume runs this trial again
         _require_own_dir(trial_dir, spec.trial_id, run_dir)
         if outcome.log_error:
-            # A log cut short by a full disk (or an I/O error) cannot be classified honestly:
-            # record nothing, stop, and let the resume run this trial again once it is fixed.
-            raise EnvironmentProblem(
-                f"the logs of trial {spec.trial_id} could not be written: {outcome.log_error} "
-                f"({rundir.describe_free_space(trial_dir)} there)",
-                hint="free some space on that filesystem (or fix the disk), then finish the run with "
-                f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
-            )
+            _refuse_cut_logs(outcome.log_error, spec.trial_id, trial_dir, run_dir)
         kevents = kernel_log.events_since(cursor)
         wres = _read_workload_results(self._store.fs, trial_dir) if r.mode == "triage" else None
         trial_timeline = self._timeline(outcome, wres, pspec.stdout_path)
-        disabled = set(r.disable_detectors or ())
-        result = classify(
-            outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
-            custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
-            kernel_unavailable=kernel_log.unavailable, workload_result=wres, log_scan=log_scan,
-            placement=self.executor.placement(outcome),  # a Slurm job's state, the node's kernel log
-        )
+        result = self._classify(outcome, pspec, wres, log_scan, kevents, kernel_log.unavailable)
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
         record = {
             "schema_version": 1,
@@ -582,6 +568,22 @@ class Sweep:
                                        signal=outcome.signal, wall_s=outcome.wall_s))
         self._records[spec.trial_id] = typed  # counts once its journal line is in (_run_trials_with)
         return result.verdict
+
+    def _classify(self, outcome: Outcome | None, pspec: ProcessSpec,
+                  wres: dict[str, Any] | None, log_scan: LogScan | None,
+                  kevents: Sequence[KernelEvent], kernel_unavailable: str | None,
+                  ) -> Classification:
+        """The trial's verdict: every tier over its outcome, logs, kernel log and results."""
+        from aorta_tui.classify import classify
+
+        r = self.recipe
+        disabled = set(r.disable_detectors or ())
+        return classify(
+            outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
+            custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
+            kernel_unavailable=kernel_unavailable, workload_result=wres, log_scan=log_scan,
+            placement=self.executor.placement(outcome),  # a Slurm job's state, the node's kernel log
+        )
 
     def _execute_trial(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
                        cell: CellPlan, trial_dir: Path, env: dict[str, str], pspec: ProcessSpec,
@@ -926,6 +928,17 @@ def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | No
 # conditions after the end, with the real outcome).
 _NOT_ENDED = types.SimpleNamespace(gpu_peak_mem_bytes=None, exit_code=None, wall_s=None)
 
+
+
+def _refuse_cut_logs(log_error: str, trial_id: str, trial_dir: Path, run_dir: Path) -> None:
+    """A log cut short by a full disk (or an I/O error) cannot be classified honestly: record
+    nothing, stop, and let the resume run this trial again once it is fixed."""
+    raise EnvironmentProblem(
+        f"the logs of trial {trial_id} could not be written: {log_error} "
+        f"({rundir.describe_free_space(trial_dir)} there)",
+        hint="free some space on that filesystem (or fix the disk), then finish the run with "
+        f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
+    )
 
 def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:
     """The recipe's tier-5 patterns for one finished trial.
