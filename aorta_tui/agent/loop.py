@@ -20,11 +20,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.agent.proposer import Conflicts, Proposal, builtin_propose, cell_figures, score
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from aorta_tui.registry.registry import Registry
+    from aorta_tui.sweep.plan import Plan
 
 KIND = "aorta-tui/agent"
 SCHEMA_VERSION = 1
@@ -96,19 +100,7 @@ def start(req: AgentRequest) -> tuple[Path, dict[str, dict[str, str]]]:
                          hint="the budget counts trials, the baseline's included, e.g. --budget 64")
     if req.per_iteration < 1:
         raise UsageError(f"--per-iteration {req.per_iteration}: at least 1 cell")
-    llm: dict[str, object] | None = None
-    if req.proposer == "llm":
-        from aorta_tui.agent import llm as llm_mod
-
-        llm = dict(llm_mod.settings(req.llm_model, req.llm_base_url))
-        if not req.llm_timeout > 0 or req.llm_timeout != req.llm_timeout:
-            raise UsageError(f"--llm-timeout {req.llm_timeout:g}: expected a number of seconds "
-                             "above 0", hint="--llm-timeout 120 (the whole request's deadline)")
-        llm["timeout_s"] = req.llm_timeout
-        llm_mod.require_client()
-        check_gate(req.yes)
-    elif req.proposer != "builtin":
-        raise UsageError(f"--proposer {req.proposer!r}: expected builtin or llm")
+    llm = _llm_settings(req)
     registry = _registry(req.mitigation_files)
     recipe, plan = _plan(req.recipe, registry)
     if recipe.mode == "probe" and not req.command and not getattr(recipe, "command", None):
@@ -119,40 +111,9 @@ def start(req: AgentRequest) -> tuple[Path, dict[str, dict[str, str]]]:
     settings = env_candidates.parse(req.env_candidates)
     secrets = env_candidates.secret_values(settings)
     _refuse_written_secrets(recipe, secrets)
-    candidates = req.candidates if req.candidates is not None else sorted(
-        n for n in registry.mitigations if n != "none")
-    for name in candidates:
-        registry.mitigation(name)  # an unknown name is a UsageError with a did-you-mean
-    taken = [n for n in settings if n in registry.mitigations]
-    if taken:
-        raise UsageError(f"--env-candidate: {taken[0]} is already a registered mitigation's name",
-                         hint="rename that mitigation in its sidecar")
-    candidates = [*candidates, *settings]
-    if len(plan.trials) > req.budget:
-        # the least the agent takes is the baseline's trials (it then stops: budget spent);
-        # each proposed cell costs one cell's trials more
-        per_cell = max(1, len(plan.trials) // max(1, len(plan.cells)))
-        raise UsageError(f"--budget {req.budget}: the baseline recipe alone runs "
-                         f"{len(plan.trials)} trials, so the least budget is {len(plan.trials)}",
-                         hint=f"--budget {len(plan.trials)} or more (the baseline only); each "
-                              f"cell the agent tries costs {per_cell} more, e.g. --budget "
-                              f"{len(plan.trials) + 8 * per_cell} for one iteration of 8 cells")
-    if not req.output.exists() and not req.output.parent.is_dir():
-        raise UsageError(f"--output {req.output}: the directory {req.output.parent} does not exist")
-    if req.output.exists() and not req.output.is_dir():
-        raise UsageError(f"--output {req.output} is not a directory")
-    from aorta_tui.core.atomic import atomic_write_bytes
-    from aorta_tui.store.rundir import new_run_id, safe_component
-
-    agent_dir = req.output / safe_component(recipe.ticket) / f"agent-{new_run_id()}"
-    try:
-        agent_dir.mkdir(parents=True, exist_ok=True)
-        # the recipe as given (it may hold a secret's value in extra_env: mode 0600)
-        atomic_write_bytes(agent_dir / "recipe.yaml", req.recipe.read_bytes(), mode=0o600)
-        env_sidecar = [env_candidates.write_sidecar(agent_dir, settings)] if settings else []
-    except OSError as exc:
-        raise EnvironmentProblem(f"{exc.filename or agent_dir}: cannot write: "
-                                 f"{exc.strerror or exc}", hint="pick another --output") from None
+    candidates = _candidates(req, registry, settings)
+    _check_budget_and_output(req, plan)
+    agent_dir, env_sidecar = _create_agent_dir(req, recipe.ticket, settings)
     state = {
         "schema_version": SCHEMA_VERSION, "kind": KIND, "status": "running",
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "proposer": req.proposer, "llm": llm,
@@ -168,6 +129,73 @@ def start(req: AgentRequest) -> tuple[Path, dict[str, dict[str, str]]]:
     }
     save(agent_dir, state)
     return agent_dir, secrets
+
+
+def _llm_settings(req: AgentRequest) -> dict[str, object] | None:
+    """The llm proposer's settings, checked (its client installed, the gate); None: builtin."""
+    llm: dict[str, object] | None = None
+    if req.proposer == "llm":
+        from aorta_tui.agent import llm as llm_mod
+
+        llm = dict(llm_mod.settings(req.llm_model, req.llm_base_url))
+        if not req.llm_timeout > 0 or req.llm_timeout != req.llm_timeout:
+            raise UsageError(f"--llm-timeout {req.llm_timeout:g}: expected a number of seconds "
+                             "above 0", hint="--llm-timeout 120 (the whole request's deadline)")
+        llm["timeout_s"] = req.llm_timeout
+        llm_mod.require_client()
+        check_gate(req.yes)
+    elif req.proposer != "builtin":
+        raise UsageError(f"--proposer {req.proposer!r}: expected builtin or llm")
+    return llm
+
+
+def _candidates(req: AgentRequest, registry: Registry, settings: dict[str, tuple[str, str]]) -> list[str]:
+    """The mitigations to search (each one known), then the --env-candidate settings."""
+    candidates = req.candidates if req.candidates is not None else sorted(
+        n for n in registry.mitigations if n != "none")
+    for name in candidates:
+        registry.mitigation(name)  # an unknown name is a UsageError with a did-you-mean
+    taken = [n for n in settings if n in registry.mitigations]
+    if taken:
+        raise UsageError(f"--env-candidate: {taken[0]} is already a registered mitigation's name",
+                         hint="rename that mitigation in its sidecar")
+    return [*candidates, *settings]
+
+
+def _check_budget_and_output(req: AgentRequest, plan: Plan) -> None:
+    """The budget covers the baseline's trials; --output is (or can be) a directory."""
+    if len(plan.trials) > req.budget:
+        # the least the agent takes is the baseline's trials (it then stops: budget spent);
+        # each proposed cell costs one cell's trials more
+        per_cell = max(1, len(plan.trials) // max(1, len(plan.cells)))
+        raise UsageError(f"--budget {req.budget}: the baseline recipe alone runs "
+                         f"{len(plan.trials)} trials, so the least budget is {len(plan.trials)}",
+                         hint=f"--budget {len(plan.trials)} or more (the baseline only); each "
+                              f"cell the agent tries costs {per_cell} more, e.g. --budget "
+                              f"{len(plan.trials) + 8 * per_cell} for one iteration of 8 cells")
+    if not req.output.exists() and not req.output.parent.is_dir():
+        raise UsageError(f"--output {req.output}: the directory {req.output.parent} does not exist")
+    if req.output.exists() and not req.output.is_dir():
+        raise UsageError(f"--output {req.output} is not a directory")
+
+
+def _create_agent_dir(req: AgentRequest, ticket: str, settings: dict[str, tuple[str, str]],
+                      ) -> tuple[Path, list[Path]]:
+    """OUTPUT/<ticket>/agent-<id>/ with the recipe as given (0600) and the env sidecar."""
+    from aorta_tui.agent import env_candidates
+    from aorta_tui.core.atomic import atomic_write_bytes
+    from aorta_tui.store.rundir import new_run_id, safe_component
+
+    agent_dir = req.output / safe_component(ticket) / f"agent-{new_run_id()}"
+    try:
+        agent_dir.mkdir(parents=True, exist_ok=True)
+        # the recipe as given (it may hold a secret's value in extra_env: mode 0600)
+        atomic_write_bytes(agent_dir / "recipe.yaml", req.recipe.read_bytes(), mode=0o600)
+        env_sidecar = [env_candidates.write_sidecar(agent_dir, settings)] if settings else []
+    except OSError as exc:
+        raise EnvironmentProblem(f"{exc.filename or agent_dir}: cannot write: "
+                                 f"{exc.strerror or exc}", hint="pick another --output") from None
+    return agent_dir, env_sidecar
 
 
 def _refuse_written_secrets(recipe: Any, secrets: dict[str, dict[str, str]]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -67,30 +68,63 @@ def agent(
 
       aorta-tui agent --resume aorta-out/T-1/agent-20261201-101500-ab12
     """
+    _run_agent(list(ctx.args), _AgentOptions(
+        recipe=recipe, goal=goal, budget=budget, per_iteration=per_iteration, proposer=proposer,
+        llm_model=llm_model, llm_base_url=llm_base_url, llm_timeout=llm_timeout,
+        candidates=candidates, env_candidate=list(env_candidate),
+        mitigations_file=list(mitigations_file), output=output, resume=resume,
+        no_snapshot=no_snapshot, yes=yes, as_json=as_json))
+
+
+@dataclass(frozen=True)
+class _AgentOptions:
+    """The `agent` command's options, as typer parsed them."""
+
+    recipe: Path | None
+    goal: str
+    budget: int
+    per_iteration: int
+    proposer: str
+    llm_model: str | None
+    llm_base_url: str | None
+    llm_timeout: float
+    candidates: str | None
+    env_candidate: list[str]
+    mitigations_file: list[Path]
+    output: Path
+    resume: Path | None
+    no_snapshot: bool
+    yes: bool
+    as_json: bool
+
+
+def _run_agent(command: list[str], o: _AgentOptions) -> None:
+    """Start (or resume) the agent, run it to the end, print its outcome."""
     from aorta_tui.agent import loop
     from aorta_tui.core.errors import UsageError
 
-    command = list(ctx.args)
     secrets = None  # a resume gives the secret --env-candidate values again (docs/agent.md)
-    if resume is not None:
-        if recipe is not None:
+    if o.resume is not None:
+        if o.recipe is not None:
             raise UsageError("--resume continues an agent: give no RECIPE with it")
-        agent_dir = resume
+        agent_dir = o.resume
     else:
-        if recipe is None:
+        if o.recipe is None:
             raise UsageError("missing RECIPE", hint="aorta-tui agent probe.yaml -- CMD ...")
-        names = [c.strip() for c in candidates.split(",") if c.strip()] if candidates else None
-        req = loop.AgentRequest(recipe=recipe, command=command, goal=goal, budget=budget,
-                                per_iteration=per_iteration, output=output, candidates=names,
-                                env_candidates=list(env_candidate),
-                                mitigation_files=list(mitigations_file), no_snapshot=no_snapshot,
-                                proposer=proposer, llm_model=llm_model,
-                                llm_base_url=llm_base_url, llm_timeout=llm_timeout, yes=yes)
+        names = [c.strip() for c in o.candidates.split(",") if c.strip()] if o.candidates else None
+        req = loop.AgentRequest(recipe=o.recipe, command=command, goal=o.goal, budget=o.budget,
+                                per_iteration=o.per_iteration, output=o.output, candidates=names,
+                                env_candidates=list(o.env_candidate),
+                                mitigation_files=list(o.mitigations_file),
+                                no_snapshot=o.no_snapshot, proposer=o.proposer,
+                                llm_model=o.llm_model, llm_base_url=o.llm_base_url,
+                                llm_timeout=o.llm_timeout, yes=o.yes)
         agent_dir, secrets = loop.start(req)
         again = "".join(f" --env-candidate {next(iter(env))}=..." for env in secrets.values())
         print(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})")
-    state = loop.run(agent_dir, yes=yes, secrets=secrets, resume_settings=list(env_candidate))
-    if as_json:
+    state = loop.run(agent_dir, yes=o.yes, secrets=secrets,
+                     resume_settings=list(o.env_candidate))
+    if o.as_json:
         print(json.dumps(state, indent=2, ensure_ascii=False))
         return
     rec = state.get("recommendation") or {}

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -17,6 +18,11 @@ from aorta_tui.cli.metrics_opts import (
     METRICS_PUBLIC_OPT,
     MetricsRequest,
 )
+
+if TYPE_CHECKING:
+    from aorta_tui.cli.trace_stream import PhaseReporter, StreamWriter
+    from aorta_tui.metrics.trace_metrics import TraceMetrics
+    from aorta_tui.trace.session import TraceSession
 
 app = new_app(
     "eBPF tracing with bpftrace: launch/submit -> dispatch histograms and GPU memory events.\n\n"
@@ -180,9 +186,6 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
                 libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
                 auto: bool, calibrate: bool, device_timestamps: str, out: Any, phases: Any,
                 launch_source: str, cross_check: bool, exporter: Any) -> None:
-    from aorta_tui.cli import trace_stream
-    from aorta_tui.core.atomic import atomic_write_json
-    from aorta_tui.core.errors import EnvironmentProblem
     from aorta_tui.trace.session import TraceSession
 
     stream = out is not None
@@ -199,36 +202,72 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
     live = sys.stderr.isatty() and not (json_out or stream)
 
     streamed: set[str] = set()
-
-    def on_event(ev: Any) -> None:
-        if exporter is not None:
-            exporter.on_event(ev)
-        if getattr(ev, "kind", "") == "warning":  # said while tracing (a CUPTI conflict, ...)
-            streamed.add(ev.message)
-            if stream:
-                out.emit(ev)
-            elif live:
-                err(f"warning: {ev.message}")
-            return
-        if getattr(ev, "kind", "") != "histogram_snapshot":
-            return
-        if stream:  # the journal's event format, one per line, as each snapshot arrives
-            out.emit(ev)
-        elif live:
-            _live_line(ev)
-
+    on_event = _event_sink(exporter=exporter, out=out, live=live, streamed=streamed)
     session = TraceSession(probes, pid=pid, command=command or None, mode=mode, interval_s=interval,
                            bpftrace=bpftrace, on_event=on_event, raw_path=raw_path,
                            library_paths=libs, calibrate=calibrate,
                            command_stdout_to_stderr=json_out or stream,
                            device_timestamps=device_timestamps, launch_source=launch_source,
                            cross_check=cross_check)
+    interrupted, target_ended = _trace_until_done(
+        session, probes=probes, pid=pid, command=command, duration=duration, mode=mode,
+        out=out, phases=phases, exporter=exporter)
+    result = session.result()
+    result["probes"] = probes
+    if perfetto is not None and raw_path is not None and raw_path.exists():
+        from aorta_tui.trace.export import export_perfetto
+
+        result["perfetto"] = {"path": str(perfetto), **export_perfetto(raw_path, perfetto)}
+    if tmp_raw is not None:
+        tmp_raw.unlink(missing_ok=True)
+        result["raw_events"] = None
+    if output is not None:
+        from aorta_tui.core.atomic import atomic_write_json
+
+        atomic_write_json(output, result)
+    # A traced command's status is ours, as with `time`, `strace` and `perf stat`; when
+    # --duration ended it, the trace finished as asked (0).
+    status = command_exit_status(session.child_returncode) if command and target_ended else 0
+    _report_trace(session, result, status=status, interrupted=interrupted, output=output,
+                  json_out=json_out, out=out, phases=phases, streamed=streamed)
+
+
+def _event_sink(*, exporter: TraceMetrics | None, out: StreamWriter | None, live: bool, streamed: set[str]) -> Callable[[Any], None]:
+    """The session's event callback: warnings and histogram snapshots, streamed or shown live."""
+
+    def on_event(ev: Any) -> None:
+        if exporter is not None:
+            exporter.on_event(ev)
+        if getattr(ev, "kind", "") == "warning":  # said while tracing (a CUPTI conflict, ...)
+            streamed.add(ev.message)
+            if out is not None:
+                out.emit(ev)
+            elif live:
+                err(f"warning: {ev.message}")
+            return
+        if getattr(ev, "kind", "") != "histogram_snapshot":
+            return
+        if out is not None:  # the journal's event format, one per line, as each snapshot arrives
+            out.emit(ev)
+        elif live:
+            _live_line(ev)
+
+    return on_event
+
+
+def _trace_until_done(session: TraceSession, *, probes: list[str], pid: int | None, command: list[str],
+                      duration: float | None, mode: str, out: StreamWriter | None,
+                      phases: PhaseReporter | None, exporter: TraceMetrics | None) -> tuple[bool, bool]:
+    """Trace until the command or pid exits, --duration passes, or Ctrl-C; the session is
+    stopped on the way out. Returns (interrupted, target_ended)."""
+    from aorta_tui.cli import trace_stream
+
     interrupted = target_ended = False
     try:
         session.start()
         if exporter is not None:
             exporter.attach(session)
-        if stream:
+        if out is not None:
             if phases is not None:
                 phases.attach_to(session)
             trace_stream.attached(out, session, pid)
@@ -237,7 +276,7 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
             + (f"pid {pid}" if pid is not None else f"pid {session.child_pid}: {' '.join(command)}")
             + (f" for {duration:g} s" if duration else "") + "; Ctrl-C stops")
         # until the command or pid exits, --duration passes, or Ctrl-C
-        if stream:
+        if out is not None:
             target_ended = trace_stream.wait_streaming(session, out, pid=pid, duration=duration, phases=phases)
         else:
             target_ended = session.wait_target(timeout=duration)
@@ -249,23 +288,21 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
         session.stop()
         if exporter is not None:
             exporter.finished()
-    result = session.result()
-    result["probes"] = probes
-    if perfetto is not None and raw_path is not None and raw_path.exists():
-        from aorta_tui.trace.export import export_perfetto
+    return interrupted, target_ended
 
-        result["perfetto"] = {"path": str(perfetto), **export_perfetto(raw_path, perfetto)}
-    if tmp_raw is not None:
-        tmp_raw.unlink(missing_ok=True)
-        result["raw_events"] = None
-    if output is not None:
-        atomic_write_json(output, result)
-    # A traced command's status is ours, as with `time`, `strace` and `perf stat`; when
-    # --duration ended it, the trace finished as asked (0).
-    status = command_exit_status(session.child_returncode) if command and target_ended else 0
+
+def _report_trace(session: TraceSession, result: dict[str, Any], *, status: int, interrupted: bool,
+                  output: Path | None, json_out: bool, out: StreamWriter | None,
+                  phases: PhaseReporter | None,
+                  streamed: set[str]) -> None:
+    """Print or stream the result, then end as the trace did (Ctrl-C, nothing traced, the
+    traced command's status)."""
+    from aorta_tui.cli import trace_stream
+    from aorta_tui.core.errors import EnvironmentProblem
+
     if json_out:
         print(json.dumps(result, indent=2))
-    elif stream:
+    elif out is not None:
         if phases is not None:
             phases.report_if_changed()
         for warning in session.warnings:

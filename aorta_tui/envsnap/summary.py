@@ -85,9 +85,22 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
         return _summarize_upstream(snap)
     # load_snapshot checked each section's type; a snapshot built in memory gets the same
     # leniency below as a damaged subtree: what is not there shows as "not recorded".
-    h = _obj(snap.get("host"))
-    groups: list[Group] = []
-    groups.append(("host", [
+    drv = _obj(snap.get("driver"))
+    return [
+        _host_group(_obj(snap.get("host"))),
+        _gpus_group(snap, drv),
+        _driver_group(drv),
+        _cuda_group(_obj(snap.get("cuda"))),
+        _rocm_group(_obj(snap.get("rocm"))),
+        _torch_group(_obj(snap.get("torch"))),
+        _python_group(_obj(snap.get("python"))),
+        _env_vars_group(_obj(snap.get("env_vars"))),
+        _probe_group(_obj(snap.get("probe"))),
+    ]
+
+
+def _host_group(h: dict[str, Any]) -> Group:
+    return ("host", [
         ("kernel", f"{show(h.get('kernel_release'))} ({show(h.get('machine'))})"),
         ("distro / glibc", f"{show(h.get('distro'))} / glibc {show(h.get('glibc'))}"),
         ("cpu", f"{show(h.get('cpu_model'))}: {show(h.get('cpu_physical_cores'))} cores, "
@@ -97,7 +110,11 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
         ("cgroup cpu / mem", f"{show(h.get('cgroup_cpu_limit'))} / {_gib(h.get('cgroup_memory_limit_bytes'))}"),
         ("hugepages / thp", f"{show(h.get('hugepages_total'))} / {show(h.get('transparent_hugepages'))}"),
         ("iommu", f"units: {show(h.get('iommu_units'))}; groups: {show(h.get('iommu_groups'))}"),
-    ]))
+    ])
+
+
+def _gpus_group(snap: dict[str, Any], drv: dict[str, Any]) -> Group:
+    """Two rows per GPU; without a GPU, the driver's GPU count (which says why)."""
     gpus = [_obj(d) for d in snap.get("gpus") or [] if isinstance(d, dict)]
     rows: list[Row] = []
     for d in gpus:
@@ -109,38 +126,47 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
                                f"persistence {show(d.get('persistence_mode'))}, "
                                f"power {show(d.get('power_limit_w'), ' W')} of {show(d.get('power_max_limit_w'), ' W')}, "
                                f"SM clock {show(d.get('clock_sm_mhz'))}/{show(d.get('clock_sm_max_mhz'), ' MHz')}"))
-    drv = _obj(snap.get("driver"))
     if not gpus:
         rows.append(("gpus", show(drv.get("gpu_count"))))
-    groups.append(("gpus", rows))
-    groups.append(("driver", [
+    return ("gpus", rows)
+
+
+def _driver_group(drv: dict[str, Any]) -> Group:
+    return ("driver", [
         ("nvidia", f"{show(drv.get('nvidia_version'))} ({show(drv.get('nvidia_kernel_module'))} module)"
          if _ok(drv.get("nvidia_version")) else show(drv.get("nvidia_version"))),
         ("nvidia mps", show(drv.get("mps_daemon"))),
         ("amdgpu", show(drv.get("amdgpu_version"))),
         ("amdgpu sched", show(drv.get("amdgpu_params"))),
-    ]))
-    c = _obj(snap.get("cuda"))
-    groups.append(("cuda", [
+    ])
+
+
+def _cuda_group(c: dict[str, Any]) -> Group:
+    return ("cuda", [
         ("driver api / runtime", f"{show(c.get('driver_api_version'))} / {_lib(c, 'runtime')}"),
         ("cuBLAS / cuBLASLt", f"{_lib(c, 'cublas')} / {_lib(c, 'cublaslt')}"),
         ("cuDNN / NCCL", f"{_lib(c, 'cudnn')} / {_lib(c, 'nccl')}"),
         ("CUPTI / NVRTC / nvcc", f"{_cupti(c)} / {_lib(c, 'nvrtc')} / {show(c.get('nvcc'))}"),
-    ]))
-    r = _obj(snap.get("rocm"))
-    groups.append(("rocm", [
+    ])
+
+
+def _rocm_group(r: dict[str, Any]) -> Group:
+    return ("rocm", [
         ("version", f"{show(r.get('version'))} ({show(r.get('layout'))} at {show(r.get('root'))})"
          if _ok(r.get("version")) else show(r.get("version"))),
         ("HIP / rocBLAS", f"{_lib(r, 'hip', 'api_version')} / {_lib(r, 'rocblas', 'api_version')}"),
         ("hipBLASLt / MIOpen / RCCL", f"{_lib(r, 'hipblaslt', 'header_version')} / "
                                       f"{_lib(r, 'miopen', 'api_version')} / {_lib(r, 'rccl', 'api_version')}"),
         ("gfx targets", show(r.get("gfx_targets"))),
-    ]))
-    t = _obj(snap.get("torch"))
+    ])
+
+
+def _torch_group(t: dict[str, Any]) -> Group:
+    """A GPU build's settings, a CPU-only build's precision, or why torch is missing."""
     gpu_build = _ok(t.get("cuda_build_version")) or _ok(t.get("hip_build_version"))
     if _ok(t.get("version")) and gpu_build:
         build = t.get("cuda_build_version") if _ok(t.get("cuda_build_version")) else t.get("hip_build_version")
-        groups.append(("torch", [
+        return ("torch", [
             ("version", f"{show(t.get('version'))} (built for {show(build)}), commit "
                         f"{str(_get(t, 'git_commit', 'value') or '?')[:12]}"),
             ("arch list", show(t.get("compiled_arch_list"))),
@@ -151,35 +177,39 @@ def summarize(snap: dict[str, Any]) -> list[Group]:
             ("SDPA flash/mem/math/cudnn", " / ".join(show(t.get(k)) for k in
                                                     ("sdpa_flash", "sdpa_mem_efficient", "sdpa_math", "sdpa_cudnn"))),
             ("cuDNN / NCCL (torch)", f"{show(t.get('cudnn_version'))} / {show(t.get('nccl_version'))}"),
-        ]))
-    elif _ok(t.get("version")):
-        groups.append(("torch", [
+        ])
+    if _ok(t.get("version")):
+        return ("torch", [
             ("version", f"{show(t.get('version'))} (CPU-only build), commit "
                         f"{str(_get(t, 'git_commit', 'value') or '?')[:12]}"),
             ("precision", f"fp32 matmul precision {show(t.get('float32_matmul_precision'))}, "
                           f"deterministic {show(t.get('deterministic_algorithms'))}, "
                           f"{show(t.get('num_threads'))} threads"),
-        ]))
-    else:
-        groups.append(("torch", [("version", show(t.get("version")))]))
-    p = _obj(snap.get("python"))
+        ])
+    return ("torch", [("version", show(t.get("version")))])
+
+
+def _python_group(p: dict[str, Any]) -> Group:
     pkgs = {k: v["value"] for k, v in _obj(p.get("packages")).items() if is_leaf(v) and v["value"]}
-    groups.append(("python", [
+    return ("python", [
         ("version", f"{show(p.get('version'))} {show(p.get('implementation'))}, venv {show(p.get('venv'))}"),
         ("packages", ", ".join(f"{k} {v}" for k, v in pkgs.items()) or "none of the tracked packages"),
-    ]))
-    env = _obj(snap.get("env_vars"))
+    ])
+
+
+def _env_vars_group(env: dict[str, Any]) -> Group:
     set_vars = [f"{k}={v['value']}" for k, v in env.items() if is_leaf(v) and v.get("set")]
-    groups.append(("env_vars", [(f"set ({len(set_vars)} of {len(env)} tracked)",
-                                 "; ".join(set_vars) if set_vars else "none")]))
-    pr = _obj(snap.get("probe"))
-    groups.append(("probe", [
+    return ("env_vars", [(f"set ({len(set_vars)} of {len(env)} tracked)",
+                          "; ".join(set_vars) if set_vars else "none")])
+
+
+def _probe_group(pr: dict[str, Any]) -> Group:
+    return ("probe", [
         ("captured", f"{show(pr.get('captured_at'))} in {show(pr.get('duration_s'), ' s')}"),
         ("field states", show(pr.get("state_counts"))),
         ("needs root", show(pr.get("fields_needing_root")) if not _get(pr, "is_root", "value")
          else "running as root"),
-    ]))
-    return groups
+    ])
 
 
 def _ok(leaf: Any) -> bool:

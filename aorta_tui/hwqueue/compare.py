@@ -165,18 +165,43 @@ def _g(value: float) -> str:
 
 def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
     for name, doc in (("BASE", base), ("TEST", test)):
-        if doc.get("kind") != "aorta-tui/queue-result":
-            raise UsageError(f"{name} is a {doc.get('kind')}, not a queue run result",
-                             hint="compare two files written by `queue run -o`")
-        lists = {f"samples.{k}": v for k, v in (doc.get("samples") or {}).items()}
-        lists["repeats.summaries"] = (doc.get("repeats") or {}).get("summaries")
-        for key, values in lists.items():
-            if isinstance(values, list) and len(values) > MAX_BOOTSTRAP_SAMPLES:
-                raise UsageError(
-                    f"{name}: {key} holds {len(values)} samples; queue compare "
-                    f"bootstraps at most {MAX_BOOTSTRAP_SAMPLES}",
-                    hint="compare runs of fewer iterations (or --repeat runs, judged by "
-                         "their repetitions)")
+        _check_comparable(name, doc)
+    notes = _setup_notes(base, test)
+    rows = [_compare_row(key, direction, base, test, min_change)
+            for key, direction in base.get("summary_better", {}).items()]
+    counts = [(d.get("repeats") or {}).get("count", 1) for d in (base, test)]
+    if min(counts) < MIN_REPEATS_FOR_SPREAD:
+        notes.append(
+            f"spread: BASE has {counts[0]} run(s), TEST {counts[1]}; with fewer than "
+            f"{MIN_REPEATS_FOR_SPREAD} repetitions a side's interval comes from its per-iteration "
+            "samples (within-run noise only, which can be smaller than the run-to-run spread); "
+            f"`queue run --repeat {MIN_REPEATS_FOR_SPREAD}` on both sides gives run-to-run intervals")
+    return {
+        "base": base.get("run_id"), "test": test.get("run_id"), "min_change": min_change,
+        "notes": notes, "rows": rows,
+        "regressions": [r["metric"] for r in rows if r["verdict"] == "regressed"],
+        "improvements": [r["metric"] for r in rows if r["verdict"] == "improved"],
+    }
+
+
+def _check_comparable(name: str, doc: dict[str, Any]) -> None:
+    """A queue run result whose sample lists are small enough to bootstrap."""
+    if doc.get("kind") != "aorta-tui/queue-result":
+        raise UsageError(f"{name} is a {doc.get('kind')}, not a queue run result",
+                         hint="compare two files written by `queue run -o`")
+    lists = {f"samples.{k}": v for k, v in (doc.get("samples") or {}).items()}
+    lists["repeats.summaries"] = (doc.get("repeats") or {}).get("summaries")
+    for key, values in lists.items():
+        if isinstance(values, list) and len(values) > MAX_BOOTSTRAP_SAMPLES:
+            raise UsageError(
+                f"{name}: {key} holds {len(values)} samples; queue compare "
+                f"bootstraps at most {MAX_BOOTSTRAP_SAMPLES}",
+                hint="compare runs of fewer iterations (or --repeat runs, judged by "
+                     "their repetitions)")
+
+
+def _setup_notes(base: dict[str, Any], test: dict[str, Any]) -> list[str]:
+    """How the two runs were set up differently (workload, streams, priorities, graphs)."""
     notes = []
     if base["workload"]["name"] != test["workload"]["name"]:
         notes.append(f"different workloads: {base['workload']['name']} vs {test['workload']['name']}")
@@ -194,53 +219,41 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
                      "show what graphs change")
     if base["emulated"] != test["emulated"]:
         notes.append("one run is CPU-emulated, the other is not")
-    rows = []
-    better = base.get("summary_better", {})
-    for key, direction in better.items():
-        b, t = base["summary"].get(key), test["summary"].get(key)
-        row: dict[str, Any] = {"metric": key, "base": b, "test": t, "unit": base["summary_units"].get(key)}
-        if b is None or t is None:
-            row.update(change=None, verdict="not comparable", reason=_missing(key, base, test))
-            rows.append(row)
-            continue
-        if key == "throughput" and base["summary_units"].get(key) != test["summary_units"].get(key):
-            row.update(change=None, verdict="not comparable", reason="different units")
-            rows.append(row)
-            continue
-        # From a base of 0 there is no relative change (it would be infinite, and `Infinity` is
-        # not JSON): the row says so, and the verdict rests on the sign and the intervals.
-        change = (t - b) / abs(b) if b != 0 else (0.0 if t == 0 else None)
-        big = abs(change) >= min_change if change is not None else t != b
-        ib, it = _interval(base, key), _interval(test, key)
-        row["change"] = change
-        if change is None:
-            row["change_reason"] = "the base value is 0: no relative change"
-        row["base_ci"], row["test_ci"] = ib, it
-        if ib is not None and it is not None:
-            overlap = ib[0] <= it[1] and it[0] <= ib[1]
-            row["spread"] = _spread_kind(base, test, key)
-        else:
-            overlap = False
-            row["spread"] = "none recorded"
-        if not big or overlap:  # RULE: whether it changed, the same for every figure
-            row["verdict"] = "unchanged"
-            row["why"] = _why_unchanged(big, min_change, ib, it)
-        elif direction == "neither" or row["spread"] == "none recorded":
-            row["verdict"] = "changed"  # which way is better is unknown, or the noise is
-        else:
-            up_is_good = direction == "higher"
-            row["verdict"] = "improved" if (t > b) == up_is_good else "regressed"
-        rows.append(row)
-    counts = [(d.get("repeats") or {}).get("count", 1) for d in (base, test)]
-    if min(counts) < MIN_REPEATS_FOR_SPREAD:
-        notes.append(
-            f"spread: BASE has {counts[0]} run(s), TEST {counts[1]}; with fewer than "
-            f"{MIN_REPEATS_FOR_SPREAD} repetitions a side's interval comes from its per-iteration "
-            "samples (within-run noise only, which can be smaller than the run-to-run spread); "
-            f"`queue run --repeat {MIN_REPEATS_FOR_SPREAD}` on both sides gives run-to-run intervals")
-    return {
-        "base": base.get("run_id"), "test": test.get("run_id"), "min_change": min_change,
-        "notes": notes, "rows": rows,
-        "regressions": [r["metric"] for r in rows if r["verdict"] == "regressed"],
-        "improvements": [r["metric"] for r in rows if r["verdict"] == "improved"],
-    }
+    return notes
+
+
+def _compare_row(key: str, direction: str, base: dict[str, Any], test: dict[str, Any],
+                 min_change: float) -> dict[str, Any]:
+    """One summary figure of both runs: its change, intervals and verdict."""
+    b, t = base["summary"].get(key), test["summary"].get(key)
+    row: dict[str, Any] = {"metric": key, "base": b, "test": t, "unit": base["summary_units"].get(key)}
+    if b is None or t is None:
+        row.update(change=None, verdict="not comparable", reason=_missing(key, base, test))
+        return row
+    if key == "throughput" and base["summary_units"].get(key) != test["summary_units"].get(key):
+        row.update(change=None, verdict="not comparable", reason="different units")
+        return row
+    # From a base of 0 there is no relative change (it would be infinite, and `Infinity` is
+    # not JSON): the row says so, and the verdict rests on the sign and the intervals.
+    change = (t - b) / abs(b) if b != 0 else (0.0 if t == 0 else None)
+    big = abs(change) >= min_change if change is not None else t != b
+    ib, it = _interval(base, key), _interval(test, key)
+    row["change"] = change
+    if change is None:
+        row["change_reason"] = "the base value is 0: no relative change"
+    row["base_ci"], row["test_ci"] = ib, it
+    if ib is not None and it is not None:
+        overlap = ib[0] <= it[1] and it[0] <= ib[1]
+        row["spread"] = _spread_kind(base, test, key)
+    else:
+        overlap = False
+        row["spread"] = "none recorded"
+    if not big or overlap:  # RULE: whether it changed, the same for every figure
+        row["verdict"] = "unchanged"
+        row["why"] = _why_unchanged(big, min_change, ib, it)
+    elif direction == "neither" or row["spread"] == "none recorded":
+        row["verdict"] = "changed"  # which way is better is unknown, or the noise is
+    else:
+        up_is_good = direction == "higher"
+        row["verdict"] = "improved" if (t > b) == up_is_good else "regressed"
+    return row

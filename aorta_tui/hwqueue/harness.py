@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, Progress, RunWarning
@@ -43,6 +43,9 @@ from aorta_tui.core.phases import announce as announce_phase
 from aorta_tui.hwqueue.graphs import declared_kernels
 from aorta_tui.hwqueue.metrics import LaunchRecord
 from aorta_tui.hwqueue.workloads.base import DTYPES, QueueWorkloadContext
+
+if TYPE_CHECKING:
+    from aorta_tui.trace.device.attach import DeviceSide
 
 SYNC_MODES = ("per_iteration", "end_only", "none")
 TIMINGS = ("auto", "events", "cupti")
@@ -264,44 +267,8 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
     loop = _Loop(cfg, backend, streams, stream_devices, workload, emit,
                  total=detail_n + (cfg.iterations if cfg.timing == "auto" else 0))
     try:
-        announce_phase("warm-up")  # a watching tracer leaves intervals across phases out
-        for i in range(cfg.warmup):
-            plan = workload.iteration(i)
-            _issue(backend, streams, plan, _new_events(backend, stream_devices, plan))
-            if cfg.sync_mode == "per_iteration":
-                backend.synchronize()
-        backend.synchronize()
-        eager_plan = workload.iteration(cfg.warmup)
-        graph_info = None
-        if cfg.graph:
-            from aorta_tui.hwqueue.graphs import capture
-
-            captured = capture(backend, streams, eager_plan)
-            loop.replay, graph_info = captured.plan, captured.info
-        floors = _floors(cfg, backend, workload, eager_plan, stream_devices)
-        announce_phase(PAUSE)
-        loop.next_iteration = cfg.warmup
-        emit(Progress(cfg.run_id, done=0, total=loop.total, message="warm-up done"))
-        backend.reset_memory()
-        uncertainty = backend.calibrate()
-
-        tracer, ebpf_reason = _ebpf_session(cfg, on_event, device_side)
-        measure = None
-        # the eBPF trace covers the pass that gives the headline figures
-        with tracer if tracer is not None else contextlib.nullcontext():
-            if cfg.timing == "auto":
-                measure = _measure_pass(loop)
-            else:
-                detail = _detail_pass(loop, detail_n, profiler=cfg.timing == "cupti", required=True)
-        if cfg.timing == "auto":
-            detail = _detail_pass(loop, detail_n, profiler=not backend.emulated, required=False)
-        ebpf = None
-        if tracer is not None:
-            try:
-                ebpf = tracer.result()
-            except Exception as exc:  # a tracer failure must not lose the measurement
-                ebpf_reason = f"eBPF session failed: {type(exc).__name__}: {exc}"
-                emit(RunWarning(cfg.run_id, message=ebpf_reason, code="ebpf"))
+        eager_plan, graph_info, floors, uncertainty = _warm_up(loop)
+        measure, detail, ebpf, ebpf_reason = _measured_passes(loop, detail_n, on_event, device_side)
         if detail.clock_uncertainty_ns is not None and measure is None:
             # latency then comes from kernel records on the profiler's clock; with a measure
             # pass it comes from events, so the event anchor's uncertainty stays
@@ -327,6 +294,58 @@ def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRu
         )
     finally:
         workload.cleanup()
+
+
+def _warm_up(loop: _Loop) -> tuple[list[Any], dict[str, Any] | None, dict[str, Any], float | None]:
+    """The warm-up iterations, then (--graph) the capture, the floors and the clock anchor.
+    Returns the eager plan, the graph info, the floors and the clock's uncertainty."""
+    cfg, backend, streams, workload = loop.cfg, loop.backend, loop.streams, loop.workload
+    announce_phase("warm-up")  # a watching tracer leaves intervals across phases out
+    for i in range(cfg.warmup):
+        plan = workload.iteration(i)
+        _issue(backend, streams, plan, _new_events(backend, loop.stream_devices, plan))
+        if cfg.sync_mode == "per_iteration":
+            backend.synchronize()
+    backend.synchronize()
+    eager_plan = workload.iteration(cfg.warmup)
+    graph_info = None
+    if cfg.graph:
+        from aorta_tui.hwqueue.graphs import capture
+
+        captured = capture(backend, streams, eager_plan)
+        loop.replay, graph_info = captured.plan, captured.info
+    floors = _floors(cfg, backend, workload, eager_plan, loop.stream_devices)
+    announce_phase(PAUSE)
+    loop.next_iteration = cfg.warmup
+    loop.emit(Progress(cfg.run_id, done=0, total=loop.total, message="warm-up done"))
+    backend.reset_memory()
+    uncertainty = backend.calibrate()
+    return eager_plan, graph_info, floors, uncertainty
+
+
+def _measured_passes(loop: _Loop, detail_n: int, on_event: EventCallback | None,
+                     device_side: DeviceSide | None) -> tuple[MeasurePass | None, _Detail, dict[str, Any] | None, str | None]:
+    """The measure pass (--timing auto) and the detail pass, the eBPF trace over the one that
+    gives the headline figures; returns both passes and the trace's result (or why not)."""
+    cfg, backend = loop.cfg, loop.backend
+    tracer, ebpf_reason = _ebpf_session(cfg, on_event, device_side)
+    measure = None
+    # the eBPF trace covers the pass that gives the headline figures
+    with tracer if tracer is not None else contextlib.nullcontext():
+        if cfg.timing == "auto":
+            measure = _measure_pass(loop)
+        else:
+            detail = _detail_pass(loop, detail_n, profiler=cfg.timing == "cupti", required=True)
+    if cfg.timing == "auto":
+        detail = _detail_pass(loop, detail_n, profiler=not backend.emulated, required=False)
+    ebpf = None
+    if tracer is not None:
+        try:
+            ebpf = tracer.result()
+        except Exception as exc:  # a tracer failure must not lose the measurement
+            ebpf_reason = f"eBPF session failed: {type(exc).__name__}: {exc}"
+            loop.emit(RunWarning(cfg.run_id, message=ebpf_reason, code="ebpf"))
+    return measure, detail, ebpf, ebpf_reason
 
 
 def _floors(cfg: QueueRunConfig, backend: Any, workload: Any, plan: list[Any],

@@ -95,13 +95,7 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     recs = raw.records
     kernels = raw.detail_source == "cupti"
     unavailable: dict[str, str] = {}
-    # headline figures: from the measure pass when there is one, else from the only pass
-    if raw.measure is not None:
-        starts, end_ns = raw.measure.iteration_starts_ns, raw.measure.end_ns
-        lat_ns = [e - s0 for s0, e in zip(starts, raw.measure.iteration_ends_ns, strict=True)]
-    else:
-        starts, end_ns = raw.iteration_starts_ns, raw.end_ns
-        lat_ns = M.iteration_latencies_ns(recs, starts)
+    starts, end_ns, lat_ns = _headline_pass(raw, recs)
     wall_ns = end_ns - starts[0]
     wall_s = wall_ns / 1e9
     throughput = _throughput(raw, wl, len(starts), wall_s)
@@ -110,19 +104,126 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     elif throughput is None:
         unavailable["throughput"] = "wall time was zero"
 
-    latency = M.scale(M.stats(lat_ns), 1e6)
-    periods = M.iteration_periods_ns(starts, end_ns)
-    if latency is None:
-        unavailable["iteration_latency_ms"] = "no device activity was recorded"
-
-    busy = M.per_stream_busy_ns(recs)
-    span = M.device_span_ns(recs)
+    unit = wl.throughput_unit
     priorities = raw.stream_priorities or [None] * cfg.streams
-    lc_streams = set(raw.priority_info.get("latency_critical_streams", ()))
     # with kernel records a launch (one host call) can have several kernels: count each kind
     launch_recs = raw.event_records if raw.event_records is not None else recs
+    metrics = _metrics_section(cfg, raw, lat_ns, wall_s, throughput, unit, launch_recs,
+                               priorities, unavailable)
+    periods = M.iteration_periods_ns(starts, end_ns)
+    _note_missing_sections(raw, priorities, unavailable)
+
+    launch_cost = _launch_costs(raw, len(starts), wall_s, unavailable)
+    summary = _summary(throughput, metrics, launch_cost)
+    result: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": KIND,
+        "run_id": cfg.run_id,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "emulated": raw.emulated,
+        "workload": _workload_section(cfg, raw, wl),
+        "config": _config_section(cfg, raw),
+        "platform": raw.platform,
+        "timing": _timing_section(cfg, raw, launch_recs, _passes(raw, wl, wall_s, throughput)),
+        "summary": summary,
+        "summary_units": _summary_units(unit, kernels),
+        "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
+        "summary_source": summary_sources(raw),
+        "metrics": metrics,
+        "unavailable": unavailable,
+        "samples": {
+            "iteration_latency_ms": [x / 1e6 for x in lat_ns],
+            "iteration_period_ms": [x / 1e6 for x in periods],
+        },
+        "ebpf": raw.ebpf,
+        "stream_priority": stream_priority_section(raw.priority_info, priorities, cfg.stream_priority),
+        "graph": _graph_section(raw),
+        "floor": launch_cost["floor"],
+    }
+    _add_details(result, cfg, raw, launch_cost["host_samples"])
+    return result
+
+
+def _metrics_section(cfg: QueueRunConfig, raw: RawRun, lat_ns: list[float], wall_s: float,
+                     throughput: float | None, unit: str, launch_recs: list[M.LaunchRecord],
+                     priorities: list[int | None],
+                     unavailable: dict[str, str]) -> dict[str, Any]:
+    """The result's ``metrics``: latency, per-stream rows, concurrency, launch delays, queue
+    depth and idle gaps; each figure that cannot be measured is noted in ``unavailable``."""
+    recs = raw.records
+    latency = M.scale(M.stats(lat_ns), 1e6)
+    if latency is None:
+        unavailable["iteration_latency_ms"] = "no device activity was recorded"
+    per_stream = _per_stream_rows(cfg, raw, launch_recs, priorities, unavailable)
+    concurrency = M.achieved_concurrency(recs)
+    if concurrency is None:
+        unavailable["achieved_concurrency"] = "device timeline has zero span"
+    delay_stats, unmeasurable, depth = _delay_and_depth(raw, raw.detail_source == "cupti",
+                                                        unavailable)
+    intra, inter, switch_us = _idle_gap_figures(recs, unavailable)
+    return {
+        "wall_s": wall_s,
+        "throughput": {"value": throughput, "unit": unit},
+        "iteration_latency_ms": latency,
+        "per_stream": per_stream,
+        "achieved_concurrency": concurrency,
+        "launch_delay_us": delay_stats,
+        "launch_delay_unmeasurable": unmeasurable,
+        "queue_depth": depth,
+        "intra_stream_gap_us": intra,
+        "inter_stream_gap_us": inter,
+        "switch_overhead_us": switch_us,
+        "memory": raw.memory,
+    }
+
+
+def _summary_units(unit: str, kernels: bool) -> dict[str, str]:
+    """Each summary figure's unit (the workload's for throughput; kernels for queue depth
+    when the records are kernels)."""
+    return ({k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()}
+            | ({"queue_depth_max": "kernels"} if kernels else {}))
+
+
+def _graph_section(raw: RawRun) -> dict[str, Any]:
+    return ({"requested": True, "applied": True, **raw.graph} if raw.graph is not None
+            else {"requested": False, "applied": False,
+                  "reason": "not requested (--graph): eager launches"})
+
+
+def _add_details(result: dict[str, Any], cfg: QueueRunConfig, raw: RawRun,
+                 host_samples: list[float]) -> None:
+    """The per-iteration samples, the event-timed figures and (--keep-timeline) timelines."""
+    kernels = raw.detail_source == "cupti"
+    result["samples"].update(per_iteration_samples(raw.records, raw.emulated, kernels))
+    result["samples"]["iteration_host_us_per_kernel"] = host_samples
+    if raw.event_records is not None:
+        result["event_metrics"] = event_metrics(raw.event_records)
+    if cfg.keep_timeline:
+        _add_timelines(result, raw)
+
+
+def _headline_pass(raw: RawRun, recs: list[M.LaunchRecord]) -> tuple[list[float], float, list[float]]:
+    """Iteration starts, end and latencies of the headline figures: from the measure pass
+    when there is one, else from the only pass."""
+    if raw.measure is not None:
+        starts, end_ns = raw.measure.iteration_starts_ns, raw.measure.end_ns
+        lat_ns = [e - s0 for s0, e in zip(starts, raw.measure.iteration_ends_ns, strict=True)]
+    else:
+        starts, end_ns = raw.iteration_starts_ns, raw.end_ns
+        lat_ns = M.iteration_latencies_ns(recs, starts)
+    return starts, end_ns, lat_ns
+
+
+def _per_stream_rows(cfg: QueueRunConfig, raw: RawRun, launch_recs: list[M.LaunchRecord],
+                     priorities: list[int | None],
+                     unavailable: dict[str, str]) -> list[dict[str, Any]]:
+    """One row per stream (launches, kernels, busy time); a stream without work is noted."""
+    recs = raw.records
+    busy = M.per_stream_busy_ns(recs)
+    span = M.device_span_ns(recs)
+    lc_streams = set(raw.priority_info.get("latency_critical_streams", ()))
     launches = Counter(r.stream for r in launch_recs)
-    kernel_count = Counter(r.stream for r in recs) if kernels else None
+    kernel_count = Counter(r.stream for r in recs) if raw.detail_source == "cupti" else None
     per_stream = []
     for s in range(cfg.streams):
         b = busy.get(s)
@@ -140,27 +241,31 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
                 "run on streams the runtime picks, so no launch is on this stream"
                 if (raw.graph or {}).get("mode") == "whole_iteration" and s != 0
                 else "the workload issued no launch on this stream")
-    concurrency = M.achieved_concurrency(recs)
-    if concurrency is None:
-        unavailable["achieved_concurrency"] = "device timeline has zero span"
+    return per_stream
 
+
+def _delay_and_depth(raw: RawRun, kernels: bool, unavailable: dict[str, str],
+                     ) -> tuple[dict[str, Any] | None, Any, dict[str, Any] | None]:
+    """Launch-delay stats, the unmeasurable count and the queue depth (None when emulated)."""
     if raw.emulated:
-        delay_stats, unmeasurable = None, None
         unavailable["launch_delay_us"] = ("CPU emulation runs each launch synchronously inside "
                                           "the host call: there is no separate device start")
-        depth = None
         unavailable["queue_depth"] = ("CPU emulation finishes each launch before the call "
                                       "returns: no device queue exists")
-    else:
-        delays, unmeasurable = M.launch_delays_ns(recs, keep_negative=kernels)
-        delay_stats = M.scale(M.stats(delays), 1e3)
-        if delay_stats is None:
-            unavailable["launch_delay_us"] = (
-                "no launch had its start event fire after the host call returned (streams idle "
-                "at submit); events cannot time submission latency, kernel timestamps can "
-                f"(--timing auto or cupti on a GPU; here: {raw.detail_reason})")
-        depth = M.queue_depth(recs)
+        return None, None, None
+    delays, unmeasurable = M.launch_delays_ns(raw.records, keep_negative=kernels)
+    delay_stats = M.scale(M.stats(delays), 1e3)
+    if delay_stats is None:
+        unavailable["launch_delay_us"] = (
+            "no launch had its start event fire after the host call returned (streams idle "
+            "at submit); events cannot time submission latency, kernel timestamps can "
+            f"(--timing auto or cupti on a GPU; here: {raw.detail_reason})")
+    return delay_stats, unmeasurable, M.queue_depth(raw.records)
 
+
+def _idle_gap_figures(recs: list[M.LaunchRecord], unavailable: dict[str, str],
+                      ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, float | None]:
+    """Intra- and inter-stream idle-gap stats (us) and the switch overhead (us)."""
     gaps = M.idle_gaps(recs)
     intra = M.scale(M.stats(gaps.intra_ns), 1e3)
     inter = M.scale(M.stats(gaps.inter_ns), 1e3)
@@ -172,6 +277,12 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
         unavailable["inter_stream_gap_us"] = "the device never went idle before work on another stream"
     if switch_us is None:
         unavailable["switch_overhead_us"] = "needs both intra- and inter-stream idle gaps"
+    return intra, inter, switch_us
+
+
+def _note_missing_sections(raw: RawRun, priorities: list[int | None],
+                           unavailable: dict[str, str]) -> None:
+    """Why the stream priorities, memory and eBPF sections are missing, when they are."""
     if any(p is None for p in priorities):
         unavailable["stream_priority"] = (
             "CPU emulation has no streams, so no stream priorities (emulated run)" if raw.emulated
@@ -181,107 +292,83 @@ def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
     if raw.ebpf is None:
         unavailable["ebpf"] = raw.ebpf_reason or "not requested"
 
-    launch_cost = _launch_costs(raw, len(starts), wall_s, unavailable)
-    unit = wl.throughput_unit
-    summary = {
+
+def _summary(throughput: float | None, metrics: dict[str, Any],
+             launch_cost: dict[str, Any]) -> dict[str, Any]:
+    """The headline figures, in SUMMARY_FIELDS order, from the result's ``metrics``."""
+    latency = metrics["iteration_latency_ms"]
+    delay_stats = metrics["launch_delay_us"]
+    depth = metrics["queue_depth"]
+    return {
         "throughput": throughput,
         "latency_mean_ms": latency["mean"] if latency else None,
         "latency_p50_ms": latency["p50"] if latency else None,
         "latency_p95_ms": latency["p95"] if latency else None,
         "latency_p99_ms": latency["p99"] if latency else None,
-        "achieved_concurrency": concurrency,
+        "achieved_concurrency": metrics["achieved_concurrency"],
         "launch_delay_mean_us": delay_stats["mean"] if delay_stats else None,
         "launch_delay_p50_us": delay_stats["p50"] if delay_stats else None,
-        "switch_overhead_us": switch_us,
+        "switch_overhead_us": metrics["switch_overhead_us"],
         "queue_depth_max": depth["max"] if depth else None,
         "host_us_per_kernel": launch_cost["host_us_per_kernel"],
         "cost_us_per_kernel": launch_cost["cost_us_per_kernel"],
         "eager_floor_ratio": launch_cost["eager_ratio"],
         "graph_floor_ratio": launch_cost["graph_ratio"],
-        "wall_s": wall_s,
+        "wall_s": metrics["wall_s"],
     }
-    result: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": KIND,
-        "run_id": cfg.run_id,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "emulated": raw.emulated,
-        "workload": {
-            "name": wl.name, "category": wl.category, "size": cfg.size, "dtype": cfg.dtype,
-            "params": raw.params, "throughput_unit": unit,
-            "work_per_iteration": raw.work_per_iteration, "work_unit": wl.work_unit,
-        },
-        "config": {
-            "streams": cfg.streams, "iterations": cfg.iterations, "warmup": cfg.warmup,
-            "sync_mode": cfg.sync_mode, "device": cfg.device,
-            "devices": sorted(set(raw.stream_devices)), "stream_devices": raw.stream_devices,
-            "stream_priority": cfg.stream_priority, "graph": cfg.graph,
-        },
-        "platform": raw.platform,
-        "timing": {
-            "device_clock": raw.device_clock,
-            "host_clock": "time.perf_counter_ns",
-            "clock_alignment_uncertainty_us": (None if raw.clock_uncertainty_ns is None
-                                               else raw.clock_uncertainty_ns / 1e3),
-            "launches_recorded": len(launch_recs),
-            "kernels_recorded": len(recs) if kernels else None,
-            "timing": cfg.timing,
-            "kernel_source": raw.detail_source,
-            "kernel_source_reason": raw.detail_reason,
-            "busy_meaning": BUSY_MEANING[raw.detail_source],
-            "profiler": raw.profiler_info,
-            "passes": _passes(raw, wl, wall_s, throughput),
-        },
-        "summary": summary,
-        "summary_units": {k: (u if u is not None else unit) for k, (u, _) in SUMMARY_FIELDS.items()}
-        | ({"queue_depth_max": "kernels"} if kernels else {}),
-        "summary_better": {k: b for k, (_, b) in SUMMARY_FIELDS.items()},
-        "summary_source": summary_sources(raw),
-        "metrics": {
-            "wall_s": wall_s,
-            "throughput": {"value": throughput, "unit": unit},
-            "iteration_latency_ms": latency,
-            "per_stream": per_stream,
-            "achieved_concurrency": concurrency,
-            "launch_delay_us": delay_stats,
-            "launch_delay_unmeasurable": unmeasurable,
-            "queue_depth": depth,
-            "intra_stream_gap_us": intra,
-            "inter_stream_gap_us": inter,
-            "switch_overhead_us": switch_us,
-            "memory": raw.memory,
-        },
-        "unavailable": unavailable,
-        "samples": {
-            "iteration_latency_ms": [x / 1e6 for x in lat_ns],
-            "iteration_period_ms": [x / 1e6 for x in periods],
-        },
-        "ebpf": raw.ebpf,
-        "stream_priority": stream_priority_section(raw.priority_info, priorities, cfg.stream_priority),
-        "graph": ({"requested": True, "applied": True, **raw.graph} if raw.graph is not None
-                  else {"requested": False, "applied": False,
-                        "reason": "not requested (--graph): eager launches"}),
-        "floor": launch_cost["floor"],
+
+
+def _workload_section(cfg: QueueRunConfig, raw: RawRun, wl: Any) -> dict[str, Any]:
+    return {
+        "name": wl.name, "category": wl.category, "size": cfg.size, "dtype": cfg.dtype,
+        "params": raw.params, "throughput_unit": wl.throughput_unit,
+        "work_per_iteration": raw.work_per_iteration, "work_unit": wl.work_unit,
     }
-    result["samples"].update(per_iteration_samples(recs, raw.emulated, kernels))
-    result["samples"]["iteration_host_us_per_kernel"] = launch_cost["host_samples"]
-    if raw.event_records is not None:
-        result["event_metrics"] = event_metrics(raw.event_records)
-    if cfg.keep_timeline:
-        t0 = raw.iteration_starts_ns[0]
-        result["timeline"] = [
+
+
+def _config_section(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
+    return {
+        "streams": cfg.streams, "iterations": cfg.iterations, "warmup": cfg.warmup,
+        "sync_mode": cfg.sync_mode, "device": cfg.device,
+        "devices": sorted(set(raw.stream_devices)), "stream_devices": raw.stream_devices,
+        "stream_priority": cfg.stream_priority, "graph": cfg.graph,
+    }
+
+
+def _timing_section(cfg: QueueRunConfig, raw: RawRun, launch_recs: list[M.LaunchRecord],
+                    passes: dict[str, Any]) -> dict[str, Any]:
+    kernels = raw.detail_source == "cupti"
+    return {
+        "device_clock": raw.device_clock,
+        "host_clock": "time.perf_counter_ns",
+        "clock_alignment_uncertainty_us": (None if raw.clock_uncertainty_ns is None
+                                           else raw.clock_uncertainty_ns / 1e3),
+        "launches_recorded": len(launch_recs),
+        "kernels_recorded": len(raw.records) if kernels else None,
+        "timing": cfg.timing,
+        "kernel_source": raw.detail_source,
+        "kernel_source_reason": raw.detail_reason,
+        "busy_meaning": BUSY_MEANING[raw.detail_source],
+        "profiler": raw.profiler_info,
+        "passes": passes,
+    }
+
+
+def _add_timelines(result: dict[str, Any], raw: RawRun) -> None:
+    """--keep-timeline: every launch as a row of offsets from the first iteration start."""
+    t0 = raw.iteration_starts_ns[0]
+    result["timeline"] = [
+        [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
+         r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in raw.records
+    ]
+    if raw.event_records is not None:  # the same launches timed by events, for comparison
+        result["event_timeline"] = [
             [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
-             r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in recs
+             r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in raw.event_records
         ]
-        if raw.event_records is not None:  # the same launches timed by events, for comparison
-            result["event_timeline"] = [
-                [r.iteration, r.stream, r.label, r.host_start_ns - t0, r.host_end_ns - t0,
-                 r.gpu_start_ns - t0, r.gpu_end_ns - t0] for r in raw.event_records
-            ]
-        result["timeline_origin_ns"] = t0  # host perf_counter_ns of the first iteration start
-        result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
-                                     "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
-    return result
+    result["timeline_origin_ns"] = t0  # host perf_counter_ns of the first iteration start
+    result["timeline_fields"] = ["iteration", "stream", "label", "host_start_ns",
+                                 "host_end_ns", "gpu_start_ns", "gpu_end_ns"]
 
 
 def _kernels_per_iteration(raw: RawRun) -> tuple[float | None, str]:

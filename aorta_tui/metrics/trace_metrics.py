@@ -152,21 +152,22 @@ class TraceMetrics:
 
     # -- scraping (the server's threads) -------------------------------------------------------
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import (
-            CounterMetricFamily,
-            GaugeMetricFamily,
-            HistogramMetricFamily,
-            InfoMetricFamily,
-        )
-
-        with self._lock:
+        with self._lock:  # a consistent copy; the families are built outside the lock
             s = self._state
-            hists = list(s.hists.items())
-            events, key_events = dict(s.events), dict(s.key_events)
-            lost, clock, cost = dict(s.lost), dict(s.clock), dict(s.cost)
-            program_cost = dict(s.program_cost)
-            units = dict(s.units)
-            malformed, bpftrace_lost = s.malformed, s.bpftrace_lost
+            snap = _State(hists=dict(s.hists), events=dict(s.events),
+                          key_events=dict(s.key_events), lost=dict(s.lost), clock=dict(s.clock),
+                          cost=dict(s.cost), program_cost=dict(s.program_cost),
+                          units=dict(s.units), malformed=s.malformed,
+                          bpftrace_lost=s.bpftrace_lost)
+        yield from self._trace_families(snap)
+        yield from _histogram_families(snap)
+        yield from self._event_families(snap)
+        yield from self._cost_families(snap)
+
+    def _trace_families(self, snap: _State) -> Iterator[Any]:
+        """The trace's info, whether it is running, and each metric's probe set and unit."""
+        from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+
         clean = self._clean
         info = InfoMetricFamily(PREFIX, "the trace: its mode, probe sets and where launches come from",
                                 labels=[])
@@ -177,27 +178,23 @@ class TraceMetrics:
                                 "(served a little longer with --metrics-linger)", value=1 if self.running else 0)
         src = InfoMetricFamily(f"{PREFIX}_source", "each traced metric: its probe set and unit",
                                labels=["probe_set", "metric"])
-        for (ps, m), unit in sorted(units.items()):
+        for (ps, m), unit in sorted(snap.units.items()):
             src.add_metric([clean(ps), clean(m)], {"unit": clean(unit)})
         yield src
-        families: dict[str, Any] = {}
-        for (_ps, _m), h in hists:
-            fam = families.get(h.name)
-            if fam is None:
-                fam = families[h.name] = HistogramMetricFamily(h.name, h.help, labels=["probe_set", "process", "key"])
-            for labels, cumulative, total in h.series:
-                pairs = [(_le(b), float(c)) for b, c in zip(h.bounds, cumulative, strict=False)]
-                pairs.append(("+Inf", float(cumulative[-1])))
-                fam.add_metric(labels, pairs, sum_value=total)
-        yield from families.values()
+
+    def _event_families(self, snap: _State) -> Iterator[Any]:
+        """Events per metric and per key, lost events, dropped records."""
+        from prometheus_client.core import CounterMetricFamily
+
+        clean = self._clean
         ev = CounterMetricFamily(f"{PREFIX}_events", "events each metric recorded (the -o result's count)",
                                  labels=["probe_set", "metric"])
-        for (ps, m), n in sorted(events.items()):
+        for (ps, m), n in sorted(snap.events.items()):
             ev.add_metric([clean(ps), clean(m)], n)
         yield ev
         kev = CounterMetricFamily(f"{PREFIX}_key_events", f"events per key (the -o breakdown's count); {CAP_TEXT}",
                                   labels=["probe_set", "metric", "process", "key"])
-        for (ps, m), rows in sorted(key_events.items()):
+        for (ps, m), rows in sorted(snap.key_events.items()):
             kept, rest = capped(rows)
             counts = dict(rows)  # one entry per label: on_event summed what scrubs alike
             summed = {k: counts[k] for k in kept}
@@ -208,20 +205,26 @@ class TraceMetrics:
         yield kev
         lo = CounterMetricFamily(f"{PREFIX}_lost_events", "records the kernel (or the CUPTI collector) produced "
                                  "that never reached the tracer; absent until known", labels=["probe_set", "metric"])
-        for (ps, m), n in sorted(lost.items()):
+        for (ps, m), n in sorted(snap.lost.items()):
             lo.add_metric([clean(ps), clean(m)], n)
         yield lo
         dr = CounterMetricFamily(f"{PREFIX}_dropped_records", "records dropped on the way: bpftrace's reported "
                                  "perf-buffer losses (reason=bpftrace_lost) and lines that did not parse "
                                  "(reason=malformed)", labels=["reason"])
-        dr.add_metric(["bpftrace_lost"], bpftrace_lost)
-        dr.add_metric(["malformed"], malformed)
+        dr.add_metric(["bpftrace_lost"], snap.bpftrace_lost)
+        dr.add_metric(["malformed"], snap.malformed)
         yield dr
+
+    def _cost_families(self, snap: _State) -> Iterator[Any]:
+        """The observer's CPU cost, the traced program's cost share, the clock uncertainty."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        clean = self._clean
         cpu = GaugeMetricFamily(f"{PREFIX}_observer_cpu_fraction", "estimated CPU the probes take (records x "
                                 "the calibrated cost per probe hit), as a fraction of one CPU", labels=["probe_set"])
         hit = GaugeMetricFamily(f"{PREFIX}_observer_per_hit_seconds", "calibrated cost of one probe hit",
                                 labels=["probe_set"])
-        for ps, (fraction, per_hit) in sorted(cost.items()):
+        for ps, (fraction, per_hit) in sorted(snap.cost.items()):
             if fraction is not None:
                 cpu.add_metric([clean(ps)], float(fraction))
             if per_hit is not None:
@@ -232,16 +235,32 @@ class TraceMetrics:
                                   "launch x launches seen, as a share of its wall time (a lower bound; bound=low/"
                                   "high: the 95% interval of the per-launch measurement)",
                                   labels=["probe_set", "bound"])
-        for ps, figures in sorted(program_cost.items()):
+        for ps, figures in sorted(snap.program_cost.items()):
             for bound, v in zip(("median", "low", "high"), figures, strict=True):
                 if v is not None:
                     share.add_metric([clean(ps), bound], float(v))
         yield share
         ck = GaugeMetricFamily(f"{PREFIX}_clock_uncertainty_seconds", "uncertainty of the host/device clock "
                                "alignment of a two-clock metric (launch_to_start)", labels=["probe_set", "metric"])
-        for (ps, m), v in sorted(clock.items()):
+        for (ps, m), v in sorted(snap.clock.items()):
             ck.add_metric([clean(ps), clean(m)], v)
         yield ck
+
+
+def _histogram_families(snap: _State) -> Iterator[Any]:
+    """One histogram family per metric name, a series per probe set, process and key."""
+    from prometheus_client.core import HistogramMetricFamily
+
+    families: dict[str, Any] = {}
+    for (_ps, _m), h in snap.hists.items():
+        fam = families.get(h.name)
+        if fam is None:
+            fam = families[h.name] = HistogramMetricFamily(h.name, h.help, labels=["probe_set", "process", "key"])
+        for labels, cumulative, total in h.series:
+            pairs = [(_le(b), float(c)) for b, c in zip(h.bounds, cumulative, strict=False)]
+            pairs.append(("+Inf", float(cumulative[-1])))
+            fam.add_metric(labels, pairs, sum_value=total)
+    yield from families.values()
 
 
 def _kind_of(event: Any) -> str:

@@ -277,89 +277,27 @@ class PolicyEvaluator:
         req = self.request
         run_dir = Path(req.output_dir)
         self._prepare_gpu_control()  # reads the GPU state: fails before anything is written
+        created: Path | None
         if resume is None:
-            created = _claim_run_dir(run_dir)
-            names = [p.name for p in req.policies if p.name not in self.skipped]
-            plan = plan_order(names, req.trials, req.seed)
-            manifest = {
-                "schema_version": SWEEP_SCHEMA_VERSION,
-                "kind": "aorta-tui/policy-sweep",
-                "run_id": self.run_id,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "request": req.to_dict(),
-                "reference": REFERENCE,
-                "reference_added": self.reference_added,
-                "policies": [p.to_dict() for p in req.policies],
-                "notes": self.notes,
-                "skipped": self.skipped,
-                "order": [{"position": t.position, "policy": t.policy, "trial": t.trial,
-                           "dir": t.dir_name} for t in plan],
-            }
-            try:
-                with RunDirFS(run_dir) as fs:
-                    fs.atomic_write_json("sweep.json", manifest)
-            except OSError as exc:  # nothing to resume without it: leave nothing, say why
-                _discard_run_dir(run_dir, created)
-                raise output_write_error(exc, run_dir / "sweep.json", option="--output") from None
+            created, plan, names = self._start_fresh(run_dir)
         else:
             created = None
             self.run_id = str(resume.get("run_id") or self.run_id)
             plan = [PlannedTrial(int(o["position"]), str(o["policy"]), int(o["trial"]))
                     for o in resume["order"]]
             names = list(dict.fromkeys(t.policy for t in plan))
-        by_name = {p.name: p for p in req.policies}
         store = self.store = RunStore(run_dir, POLICY_LAYOUT)
         store.acquire()  # before the resume set is read: another process may be running it
-        status, exit_code = "completed", int(ExitCode.OK)
         try:
             # A resume keeps the trials whose final outcome.json and journal line are on disk.
             finished = (store.completed({t.dir_name for t in plan}) if resume is not None
                         else set())
             self.bus.prepend(store.open_journal())  # the journal sees every event first
-            self._emit(RunStarted(self.run_id, source="policy", run_dir=str(run_dir),
-                                  total=len(plan), cells=names, resumed=resume is not None,
-                                  already_done=len(finished)))
-            if req.trials < MIN_SAMPLES:  # said up front, not discovered in the report
-                self._emit(RunWarning(self.run_id, code="too_few_trials", message=(
-                    f"{req.trials} trial(s) per policy: the report needs {MIN_SAMPLES} for a "
-                    "confidence interval, so it gives medians and calls no difference")))
-            for name, note in self.skipped.items():
-                self._emit(RunWarning(self.run_id, message=f"policy {name}: {note}",
-                                   code="policy_skipped"))
-            for name, text in self.gpu_plans.items():
-                self._emit(RunWarning(self.run_id, message=f"policy {name}: GPU control plan: "
-                                   f"{text}", code="gpu_control_plan"))
+            self._announce(run_dir, plan, names, resume is not None, len(finished))
             if resume is not None:  # before any trial directory is reused (issue 27 item 1)
                 self._end_orphans(run_dir, {t.dir_name for t in plan} - finished)
-            try:
-                done = len(finished)
-                for planned in plan:
-                    if planned.dir_name in finished:
-                        continue
-                    if self.cancel.is_set():
-                        status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
-                        break
-                    self._run_one(run_dir, planned, by_name[planned.policy], len(plan))
-                    store.check_journal()  # a trial is done only once the journal says so
-                    done += 1
-                    self._emit(Progress(self.run_id, done=done, total=len(plan),
-                                        message=f"{planned.policy} trial {planned.trial}"))
-            except _AbortSweep as abort:
-                self._emit(RunFinished(self.run_id, status="failed",
-                                       exit_code=int(abort.error.exit_code),
-                                       summary={"error": abort.error.message}))
-                store.close_journal()
-                if resume is None:
-                    _discard_run_dir(run_dir, created)
-                else:  # keep the earlier trials; only the refused one goes
-                    shutil.rmtree(run_dir / "trials" / abort.trial_dir, ignore_errors=True)
-                raise abort.error from None
-            except KeyboardInterrupt:
-                status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
-                self._finish(run_dir, status, exit_code, build_report, write_reports)
-                raise
-            if self.cancel.is_set() and status == "completed" and len(plan) > 0:
-                status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
+            status, exit_code = self._run_plan(run_dir, plan, finished, resume is not None,
+                                               created, build_report, write_reports)
             report = self._finish(run_dir, status, exit_code, build_report, write_reports)
         except OSError as exc:  # a full disk, a quota, an I/O error: the machine's problem
             problem = write_failure(exc, run_dir,
@@ -371,6 +309,91 @@ class PolicyEvaluator:
             self.bus.close()
             store.release()
         return PolicySweepOutcome(run_dir, status, exit_code, report)
+
+    def _start_fresh(self, run_dir: Path) -> tuple[Path | None, list[PlannedTrial], list[str]]:
+        """Claim the run directory and write its sweep.json (the plan a resume follows)."""
+        req = self.request
+        created = _claim_run_dir(run_dir)
+        names = [p.name for p in req.policies if p.name not in self.skipped]
+        plan = plan_order(names, req.trials, req.seed)
+        manifest = {
+            "schema_version": SWEEP_SCHEMA_VERSION,
+            "kind": "aorta-tui/policy-sweep",
+            "run_id": self.run_id,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "request": req.to_dict(),
+            "reference": REFERENCE,
+            "reference_added": self.reference_added,
+            "policies": [p.to_dict() for p in req.policies],
+            "notes": self.notes,
+            "skipped": self.skipped,
+            "order": [{"position": t.position, "policy": t.policy, "trial": t.trial,
+                       "dir": t.dir_name} for t in plan],
+        }
+        try:
+            with RunDirFS(run_dir) as fs:
+                fs.atomic_write_json("sweep.json", manifest)
+        except OSError as exc:  # nothing to resume without it: leave nothing, say why
+            _discard_run_dir(run_dir, created)
+            raise output_write_error(exc, run_dir / "sweep.json", option="--output") from None
+        return created, plan, names
+
+    def _announce(self, run_dir: Path, plan: list[PlannedTrial], names: list[str],
+                  resumed: bool, already_done: int) -> None:
+        """RunStarted, then the warnings known before any trial runs."""
+        req = self.request
+        self._emit(RunStarted(self.run_id, source="policy", run_dir=str(run_dir),
+                              total=len(plan), cells=names, resumed=resumed,
+                              already_done=already_done))
+        if req.trials < MIN_SAMPLES:  # said up front, not discovered in the report
+            self._emit(RunWarning(self.run_id, code="too_few_trials", message=(
+                f"{req.trials} trial(s) per policy: the report needs {MIN_SAMPLES} for a "
+                "confidence interval, so it gives medians and calls no difference")))
+        for name, note in self.skipped.items():
+            self._emit(RunWarning(self.run_id, message=f"policy {name}: {note}",
+                               code="policy_skipped"))
+        for name, text in self.gpu_plans.items():
+            self._emit(RunWarning(self.run_id, message=f"policy {name}: GPU control plan: "
+                               f"{text}", code="gpu_control_plan"))
+
+    def _run_plan(self, run_dir: Path, plan: list[PlannedTrial], finished: set[str],
+                  resumed: bool, created: Path | None,
+                  build_report: Callable[..., dict[str, Any]],
+                  write_reports: Callable[..., tuple[Path, Path]]) -> tuple[str, int]:
+        """Run the plan's unfinished trials in order; the sweep's status and exit code."""
+        store = self.store
+        by_name = {p.name: p for p in self.request.policies}
+        status, exit_code = "completed", int(ExitCode.OK)
+        try:
+            done = len(finished)
+            for planned in plan:
+                if planned.dir_name in finished:
+                    continue
+                if self.cancel.is_set():
+                    status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
+                    break
+                self._run_one(run_dir, planned, by_name[planned.policy], len(plan))
+                store.check_journal()  # a trial is done only once the journal says so
+                done += 1
+                self._emit(Progress(self.run_id, done=done, total=len(plan),
+                                    message=f"{planned.policy} trial {planned.trial}"))
+        except _AbortSweep as abort:
+            self._emit(RunFinished(self.run_id, status="failed",
+                                   exit_code=int(abort.error.exit_code),
+                                   summary={"error": abort.error.message}))
+            store.close_journal()
+            if not resumed:
+                _discard_run_dir(run_dir, created)
+            else:  # keep the earlier trials; only the refused one goes
+                shutil.rmtree(run_dir / "trials" / abort.trial_dir, ignore_errors=True)
+            raise abort.error from None
+        except KeyboardInterrupt:
+            status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
+            self._finish(run_dir, status, exit_code, build_report, write_reports)
+            raise
+        if self.cancel.is_set() and status == "completed" and len(plan) > 0:
+            status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
+        return status, exit_code
 
     def _finish(self, run_dir: Path, status: str, exit_code: int,
                 build_report: Callable[..., dict[str, Any]],

@@ -121,25 +121,9 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
     seed = int(request.get("seed") or 0)
     reference = str(manifest.get("reference", "baseline"))
 
-    trials: list[dict[str, Any]] = []
-    fs = RunDirFS(run_dir)  # closed when this function returns (its last reference)
-    for entry in manifest.get("order", []):
-        outcome = _load_outcome(fs, Path("trials") / entry["dir"])
-        if outcome is None:
-            trials.append({**entry, "status": "not run", "reason": "no outcome recorded"})
-        else:  # the manifest's place in the order wins over what the file says
-            trials.append({**outcome, **entry})
+    trials = _load_trials(run_dir, manifest)
     ok = [t for t in trials if t.get("status") == "ok"]
-
-    metric_names: list[str] = []
-    units: dict[str, str] = {}
-    better: dict[str, str] = {}
-    for t in ok:
-        for name in t.get("summary", {}):
-            if name not in metric_names:
-                metric_names.append(name)
-        units.update({k: str(v) for k, v in t.get("summary_units", {}).items()})
-        better.update({k: str(v) for k, v in t.get("summary_better", {}).items()})
+    metric_names, units, better = _metric_catalogue(ok)
 
     platform: dict[str, Any] = next((p for t in ok if (p := t.get("platform"))), {})
     backend = str(platform.get("backend") or "")
@@ -151,52 +135,11 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
         name = definition["name"]
         mine = [t for t in trials if t.get("policy") == name]
         mine_ok = [t for t in mine if t.get("status") == "ok"]
-        per_metric: dict[str, Any] = {}
-        summaries[name] = {}
-        for metric in metric_names:
-            values = [t["summary"].get(metric) for t in mine_ok]
-            measured = [v for v in values if v is not None]
-            summary = comparison.summarize(measured, seed=_metric_seed(seed, name, metric))
-            if not measured:
-                reasons = {t.get("unavailable", {}).get(metric) for t in mine_ok} - {None}
-                reason = "; ".join(sorted(reasons)) if reasons else summary.reason
-                summary = comparison.Summary(0, None, None, None, reason or "not measured")
-            summaries[name][metric] = summary
-            per_metric[metric] = {**summary.to_dict(), "values": values}
-        raw_notes = manifest.get("notes", {}).get(name, [])
-        notes = [str(n) for n in raw_notes] if isinstance(raw_notes, list) else []
-        notes += _vendor_notes(definition, backend, emulated)
-        notes += _stream_priority_notes(mine_ok)
-        skipped = manifest.get("skipped", {}).get(name)
-        skipped = str(skipped) if skipped else None
-        policies_out.append({
-            **definition,
-            "status": "skipped" if skipped else "ran",
-            "skipped_reason": skipped or "",
-            "notes": notes,
-            "trials_ok": len(mine_ok),
-            "trials_failed": sum(1 for t in mine if t.get("status") not in ("ok", "not run",
-                                                                            "cancelled")),
-            "metrics": per_metric,
-            "vs_reference": {},
-        })
+        per_metric, summaries[name] = _policy_metrics(mine_ok, metric_names, seed, name)
+        policies_out.append(_policy_entry(manifest, definition, mine, mine_ok, per_metric,
+                                          backend, emulated))
 
-    differences: list[dict[str, Any]] = []
-    ref = summaries.get(reference, {})
-    for entry in policies_out:
-        if entry["name"] == reference or entry["status"] == "skipped":
-            continue
-        for metric in metric_names:
-            direction = better.get(metric)
-            hib = True if direction == "higher" else False if direction == "lower" else None
-            cmp = comparison.compare(ref.get(metric, comparison.Summary(0, None, None, None, "reference "
-                                                                "not measured")),
-                                summaries[entry["name"]][metric], higher_is_better=hib)
-            entry["vs_reference"][metric] = cmp.to_dict()
-            if cmp.verdict in (comparison.HIGHER, comparison.LOWER):
-                differences.append({"policy": entry["name"], "metric": metric,
-                                    "verdict": cmp.verdict, "change_pct": cmp.change_pct,
-                                    "assessment": cmp.assessment})
+    differences = _differences(policies_out, summaries, reference, metric_names, better)
 
     if status is None:
         unfinished = any(t.get("status") in ("not run", "cancelled") for t in trials)
@@ -227,6 +170,100 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
         "failed_trials": sum(1 for t in trials if t.get("status") not in ("ok", "not run",
                                                                           "cancelled")),
     }
+
+
+def _load_trials(run_dir: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every trial of the manifest's order with its outcome (or "not run" without one)."""
+    trials: list[dict[str, Any]] = []
+    fs = RunDirFS(run_dir)  # closed when this function returns (its last reference)
+    for entry in manifest.get("order", []):
+        outcome = _load_outcome(fs, Path("trials") / entry["dir"])
+        if outcome is None:
+            trials.append({**entry, "status": "not run", "reason": "no outcome recorded"})
+        else:  # the manifest's place in the order wins over what the file says
+            trials.append({**outcome, **entry})
+    return trials
+
+
+def _metric_catalogue(ok: list[dict[str, Any]],
+                      ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """Metric names in first-seen order, with their units and better directions."""
+    metric_names: list[str] = []
+    units: dict[str, str] = {}
+    better: dict[str, str] = {}
+    for t in ok:
+        for name in t.get("summary", {}):
+            if name not in metric_names:
+                metric_names.append(name)
+        units.update({k: str(v) for k, v in t.get("summary_units", {}).items()})
+        better.update({k: str(v) for k, v in t.get("summary_better", {}).items()})
+    return metric_names, units, better
+
+
+def _policy_metrics(mine_ok: list[dict[str, Any]], metric_names: list[str], seed: int,
+                    name: str) -> tuple[dict[str, Any], dict[str, comparison.Summary]]:
+    """One policy's per-metric summaries (with the values) over its ok trials."""
+    per_metric: dict[str, Any] = {}
+    summaries: dict[str, comparison.Summary] = {}
+    for metric in metric_names:
+        values = [t["summary"].get(metric) for t in mine_ok]
+        measured = [v for v in values if v is not None]
+        summary = comparison.summarize(measured, seed=_metric_seed(seed, name, metric))
+        if not measured:
+            reasons = {t.get("unavailable", {}).get(metric) for t in mine_ok} - {None}
+            reason = "; ".join(sorted(reasons)) if reasons else summary.reason
+            summary = comparison.Summary(0, None, None, None, reason or "not measured")
+        summaries[metric] = summary
+        per_metric[metric] = {**summary.to_dict(), "values": values}
+    return per_metric, summaries
+
+
+def _policy_entry(manifest: dict[str, Any], definition: dict[str, Any],
+                  mine: list[dict[str, Any]], mine_ok: list[dict[str, Any]],
+                  per_metric: dict[str, Any], backend: str,
+                  emulated: bool | None) -> dict[str, Any]:
+    """A policy's row of the report: its definition, notes, trial counts and metrics."""
+    name = definition["name"]
+    raw_notes = manifest.get("notes", {}).get(name, [])
+    notes = [str(n) for n in raw_notes] if isinstance(raw_notes, list) else []
+    notes += _vendor_notes(definition, backend, emulated)
+    notes += _stream_priority_notes(mine_ok)
+    skipped = manifest.get("skipped", {}).get(name)
+    skipped = str(skipped) if skipped else None
+    return {
+        **definition,
+        "status": "skipped" if skipped else "ran",
+        "skipped_reason": skipped or "",
+        "notes": notes,
+        "trials_ok": len(mine_ok),
+        "trials_failed": sum(1 for t in mine if t.get("status") not in ("ok", "not run",
+                                                                        "cancelled")),
+        "metrics": per_metric,
+        "vs_reference": {},
+    }
+
+
+def _differences(policies_out: list[dict[str, Any]],
+                 summaries: dict[str, dict[str, comparison.Summary]], reference: str,
+                 metric_names: list[str], better: dict[str, str]) -> list[dict[str, Any]]:
+    """Fill each policy's vs_reference; the clear differences from the reference, listed."""
+    differences: list[dict[str, Any]] = []
+    ref = summaries.get(reference, {})
+    for entry in policies_out:
+        if entry["name"] == reference or entry["status"] == "skipped":
+            continue
+        for metric in metric_names:
+            direction = better.get(metric)
+            hib = True if direction == "higher" else False if direction == "lower" else None
+            cmp = comparison.compare(ref.get(metric, comparison.Summary(0, None, None, None, "reference "
+                                                                "not measured")),
+                                summaries[entry["name"]][metric], higher_is_better=hib)
+            entry["vs_reference"][metric] = cmp.to_dict()
+            if cmp.verdict in (comparison.HIGHER, comparison.LOWER):
+                differences.append({"policy": entry["name"], "metric": metric,
+                                    "verdict": cmp.verdict, "change_pct": cmp.change_pct,
+                                    "assessment": cmp.assessment})
+    return differences
 
 
 def _clean_definition(d: dict[str, Any]) -> dict[str, Any]:

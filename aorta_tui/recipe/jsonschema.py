@@ -55,12 +55,42 @@ _JSONISH = {"description": "free-form settings of the workload"}
 
 def recipe_json_schema() -> dict[str, Any]:
     """The schema as a dict (serialise with ``json.dumps``)."""
+    collect = _collect_schema()
+    props: dict[str, Any] = {
+        **_run_props(_pattern_schema()),
+        **_extension_props(collect),
+        **_triage_props(_cell_schema(collect)),
+        **_probe_props(),
+    }
+    assert set(props) == set(K.ALL_TOP_KEYS), set(props) ^ set(K.ALL_TOP_KEYS)
+    triage_only = sorted(K.TRIAGE_KEYS)
+    probe_only = sorted(K.PROBE_KEYS)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "aorta-tui recipe (schema_version 1)",
+        "description": "A sweep: triage mode runs a workload over cells; probe mode runs a "
+                       "command over mitigation_axis x diagnostic_axis. See docs/recipes.md.",
+        "type": "object",
+        "properties": props,
+        "additionalProperties": False,
+        "required": ["schema_version", "trials"],
+        "if": {"properties": {"mode": {"const": "probe"}}, "required": ["mode"]},
+        "then": {"required": ["mitigation_axis", "diagnostic_axis"],
+                 "not": {"anyOf": [{"required": [k]} for k in triage_only]}},
+        "else": {"required": ["workload", "steps", "cells"],
+                 "not": {"anyOf": [{"required": [k]} for k in probe_only]}},
+    }
+
+
+def _cell_schema(collect: dict[str, Any]) -> dict[str, Any]:
+    """One row of a triage recipe's ``cells``."""
     cell_name = {"type": "string", "pattern": K.CELL_NAME_PATTERN,
                  "not": {"enum": sorted(K.RESERVED_CELL_NAMES)},
                  "description": "cell name; becomes a directory name"}
     inline_env = _obj({"docker": _str("container image reference", minLength=1),
                        "env": _ENV_MAP}, "an environment in a container image", ("docker",))
-    cell = _obj({
+    return _obj({
         "name": cell_name,
         "mitigations": _names("mitigation names (`none` = no change); "
                               "see `aorta-tui sweep list-mitigations`", 1),
@@ -73,8 +103,13 @@ def recipe_json_schema() -> dict[str, Any]:
                   "description": "steps of this cell"},
         "workload_config": {"type": ["object", "null"], "description": "merged over the "
                             "recipe's workload_config", "not": {"type": "object", "required": ["steps"]}},
+        "collect": collect,
     }, "one row of the matrix", ("name", "mitigations"))
-    pattern = _obj({
+
+
+def _pattern_schema() -> dict[str, Any]:
+    """One entry of ``custom_patterns`` (a tier-5 log pattern)."""
+    return _obj({
         "id": _str("detector id (reported as custom:<id>)", minLength=1),
         "match": _obj({"regex": _str("Python regular expression; named groups are captured",
                                      minLength=1),
@@ -85,17 +120,24 @@ def recipe_json_schema() -> dict[str, Any]:
         "required_for_pass": {"type": "boolean", "default": False,
                               "description": "the trial fails when this pattern does NOT match"},
     }, "a tier-5 log pattern", ("id", "match"))
+
+
+def _collect_schema() -> dict[str, Any]:
+    """``collect``: upstream's collectors, as a list or a name -> settings map."""
     from aorta_tui.recipe.collector_names import KNOWN_COLLECTORS
 
     collector = {"enum": sorted(KNOWN_COLLECTORS)}
-    collect = {"description": "upstream's collectors, run per trial where their tools exist (docs/compat.md)",
-               "anyOf": [{"type": "array", "items": collector}, {"type": "null"},
-                         {"type": "object", "propertyNames": collector,
-                          "additionalProperties": {"type": ["object", "null"],
-                                                   "additionalProperties": {"type": "string"}}}]}
-    cell["properties"]["collect"] = collect
+    return {"description": "upstream's collectors, run per trial where their tools exist (docs/compat.md)",
+            "anyOf": [{"type": "array", "items": collector}, {"type": "null"},
+                      {"type": "object", "propertyNames": collector,
+                       "additionalProperties": {"type": ["object", "null"],
+                                                "additionalProperties": {"type": "string"}}}]}
+
+
+def _run_props(pattern: dict[str, Any]) -> dict[str, Any]:
+    """Top-level keys of both modes: version, mode, trials, stopping and detection."""
     seconds = {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": K.MAX_SECONDS}
-    props: dict[str, Any] = {
+    return {
         "schema_version": {"const": 1, "description": "recipe schema version (1)"},
         "mode": {"enum": ["triage", "probe", None], "default": "triage",
                  "description": "triage: a workload over cells; probe: a command over "
@@ -130,6 +172,12 @@ def recipe_json_schema() -> dict[str, Any]:
         "tier3_vram_growth": {"enum": [False, None], "default": False,
                               "description": "aorta-tui has no whole-GPU VRAM-growth detector: "
                               "only false is accepted"},
+    }
+
+
+def _extension_props(collect: dict[str, Any]) -> dict[str, Any]:
+    """Top-level keys of both modes: retention, ordering, tracing, collectors, executor."""
+    return {
         "retain": {"type": ["object", "null"], "additionalProperties": False, "properties": {
             k: _enum(K.RETAIN_LEVELS, f"files kept for a trial with verdict {k[3:]}", "full")
             for k in sorted(K.RETAIN_KEYS)}},
@@ -145,23 +193,33 @@ def recipe_json_schema() -> dict[str, Any]:
                       "probes": _names("probe names"),
                       "mode": _enum(K.TRACE_MODES, "stream events or aggregate", "events")}},
         "collect": collect,
-        "executor": {"description": "where trials run (extension, docs/slurm.md)", "anyOf": [
-            {"enum": [*K.EXECUTOR_KINDS, None]},
-            {"type": "object", "additionalProperties": False, "properties": {
-                "kind": {"enum": list(K.EXECUTOR_KINDS)},
-                "partition": {"type": ["string", "null"], "pattern": K.SLURM_NAME_PATTERN},
-                "account": {"type": ["string", "null"], "pattern": K.SLURM_NAME_PATTERN},
-                "gres": {"type": ["string", "null"], "pattern": K.SLURM_GRES_PATTERN},
-                "time": {"type": ["string", "null"], "pattern": K.SLURM_TIME_PATTERN},
-                "constraint": {"type": ["string", "null"], "pattern": K.SLURM_CONSTRAINT_PATTERN},
-                "extra_sbatch": {"type": "array", "items": {"type": "string", "pattern": "^--"}},
-                "nodes": {"type": ["integer", "null"], "minimum": 1, "maximum": K.SLURM_MAX_NODES},
-                "gpus_per_node": {"type": ["integer", "null"], "minimum": 1,
-                                  "maximum": K.SLURM_MAX_GPUS_PER_NODE}}}]},
+        "executor": _executor_schema(),
         "policy_axis": {"type": ["array", "null"], "uniqueItems": True,
                         "items": {"type": "string", "pattern": K.CELL_NAME_PATTERN},
                         "description": "policy names (extension)"},
-        # triage
+    }
+
+
+def _executor_schema() -> dict[str, Any]:
+    """``executor``: a kind name, or a Slurm settings object (docs/slurm.md)."""
+    return {"description": "where trials run (extension, docs/slurm.md)", "anyOf": [
+        {"enum": [*K.EXECUTOR_KINDS, None]},
+        {"type": "object", "additionalProperties": False, "properties": {
+            "kind": {"enum": list(K.EXECUTOR_KINDS)},
+            "partition": {"type": ["string", "null"], "pattern": K.SLURM_NAME_PATTERN},
+            "account": {"type": ["string", "null"], "pattern": K.SLURM_NAME_PATTERN},
+            "gres": {"type": ["string", "null"], "pattern": K.SLURM_GRES_PATTERN},
+            "time": {"type": ["string", "null"], "pattern": K.SLURM_TIME_PATTERN},
+            "constraint": {"type": ["string", "null"], "pattern": K.SLURM_CONSTRAINT_PATTERN},
+            "extra_sbatch": {"type": "array", "items": {"type": "string", "pattern": "^--"}},
+            "nodes": {"type": ["integer", "null"], "minimum": 1, "maximum": K.SLURM_MAX_NODES},
+            "gpus_per_node": {"type": ["integer", "null"], "minimum": 1,
+                              "maximum": K.SLURM_MAX_GPUS_PER_NODE}}}]}
+
+
+def _triage_props(cell: dict[str, Any]) -> dict[str, Any]:
+    """Top-level keys of triage mode (a workload over cells)."""
+    return {
         "workload": _str("registered workload (`aorta-tui sweep list-workloads`)", minLength=1),
         "steps": _int("steps per trial", maximum=K.MAX_STEPS),
         "cells": {"type": "array", "items": cell, "minItems": 1},
@@ -172,7 +230,12 @@ def recipe_json_schema() -> dict[str, Any]:
                       "(retain prunes them by verdict)"},
         "extra_env": _ENV_MAP,
         "trial_isolation": {"enum": [*K.TRIAL_ISOLATION, "auto", None], "default": "process"},
-        # probe
+    }
+
+
+def _probe_props() -> dict[str, Any]:
+    """Top-level keys of probe mode (a command over mitigation_axis x diagnostic_axis)."""
+    return {
         "mitigation_axis": _names("mitigation names", 1),
         "diagnostic_axis": _names("mitigation names", 1),
         "collect_paths": {"type": ["array", "null"], "items": {"type": "string"}},
@@ -185,23 +248,4 @@ def recipe_json_schema() -> dict[str, Any]:
         "command": {"type": ["array", "null"], "items": {"type": "string"}, "minItems": 1,
                     "description": "argv of a probe run (written by aorta-tui into "
                     "recipe.resolved.yaml)"},
-    }
-    assert set(props) == set(K.ALL_TOP_KEYS), set(props) ^ set(K.ALL_TOP_KEYS)
-    triage_only = sorted(K.TRIAGE_KEYS)
-    probe_only = sorted(K.PROBE_KEYS)
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
-        "title": "aorta-tui recipe (schema_version 1)",
-        "description": "A sweep: triage mode runs a workload over cells; probe mode runs a "
-                       "command over mitigation_axis x diagnostic_axis. See docs/recipes.md.",
-        "type": "object",
-        "properties": props,
-        "additionalProperties": False,
-        "required": ["schema_version", "trials"],
-        "if": {"properties": {"mode": {"const": "probe"}}, "required": ["mode"]},
-        "then": {"required": ["mitigation_axis", "diagnostic_axis"],
-                 "not": {"anyOf": [{"required": [k]} for k in triage_only]}},
-        "else": {"required": ["workload", "steps", "cells"],
-                 "not": {"anyOf": [{"required": [k]} for k in probe_only]}},
     }

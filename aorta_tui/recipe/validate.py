@@ -30,6 +30,7 @@ from aorta_tui.recipe.model import (
     CellSpec,
     Confound,
     CustomPattern,
+    Mode,
     Order,
     Recipe,
     Redaction,
@@ -90,21 +91,54 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
         return None
 
     # schema_version first: a recipe of another version is not worth checking further.
+    if not _check_version(v, data):
+        return None
+    mode = _mode(v, data)
+    if mode is None:
+        return None
+    _check_keys(v, data, mode)
+
+    common = _common_fields(v, data) | _extension_fields(v, data)
+    trials, stop_after = common["trials"], common["stop_after"]
+    parts = _triage(v, data) if mode == "triage" else _probe(v, data)
+    cells = parts.get("cells", ())
+    _check_plan_size(v, cells, trials, stop_after, mode)
+
+    # stop_after with per-cell trials: upstream runs every cell up to max_trials (the cells'
+    # trials are not used); so does the plan here, and `recipe validate` says so.
+
+    confound = _confound(v, data.get("confound"), cells, mode, _written_cell_names(data, mode))
+
+    if v.issues:
+        return None
+    return Recipe(
+        schema_version=SCHEMA_VERSION, mode=mode, confound=confound, source_path=source_path,
+        source_label=source, locations=dict(v.marks.values), key_locations=dict(v.marks.keys),
+        **common, **parts,
+    )
+
+
+def _check_version(v: Validator, data: dict[str, Any]) -> bool:
+    """Check schema_version; False when it names another version (stop checking there)."""
     if "schema_version" not in data:
         v.issue("", "required key 'schema_version' is missing",
                 f"add `schema_version: {SCHEMA_VERSION}` at the top")
-    else:
-        version = data["schema_version"]
-        if isinstance(version, bool) or not isinstance(version, int):
-            v.issue("schema_version", f"expected an integer, got {type_name(version)} "
-                    f"({version!r})", f"write `schema_version: {SCHEMA_VERSION}`")
-        elif version != SCHEMA_VERSION:
-            v.issue("schema_version", f"unsupported schema_version {version}; this aorta-tui "
-                    f"reads schema_version {SCHEMA_VERSION}",
-                    f"write `schema_version: {SCHEMA_VERSION}` and check the keys against "
-                    "docs/recipes.md")
-            return None
+        return True
+    version = data["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        v.issue("schema_version", f"expected an integer, got {type_name(version)} "
+                f"({version!r})", f"write `schema_version: {SCHEMA_VERSION}`")
+    elif version != SCHEMA_VERSION:
+        v.issue("schema_version", f"unsupported schema_version {version}; this aorta-tui "
+                f"reads schema_version {SCHEMA_VERSION}",
+                f"write `schema_version: {SCHEMA_VERSION}` and check the keys against "
+                "docs/recipes.md")
+        return False
+    return True
 
+
+def _mode(v: Validator, data: dict[str, Any]) -> Mode | None:
+    """The recipe's mode (triage or probe); None, with an issue, for any other."""
     mode = data.get("mode", "triage")
     if mode is None:
         mode = "triage"
@@ -115,7 +149,11 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     if mode not in ("triage", "probe"):
         v.choice("mode", mode, ("triage", "probe"))
         return None
+    return mode
 
+
+def _check_keys(v: Validator, data: dict[str, Any], mode: Mode) -> None:
+    """Unknown keys, with a hint for the other mode's keys and upstream's unsupported ones."""
     own = K.COMMON_KEYS | (K.TRIAGE_KEYS if mode == "triage" else K.PROBE_KEYS)
     other_hint = {}
     for k in K.PROBE_KEYS if mode == "triage" else K.TRIAGE_KEYS:
@@ -126,9 +164,11 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
                          "remove it or drop `mode: probe`")
     other_hint.update(K.UNSUPPORTED_UPSTREAM)
     v.mapping("", data, own, extra_hint=other_hint)
-    get = data.get
 
-    # -- keys of both modes -----------------------------------------------------------------
+
+def _common_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
+    """Keys of both modes: trials, stopping, timeouts and detection (Recipe keyword names)."""
+    get = data.get
     ticket = get("ticket")
     if ticket is not None:
         ticket = _safe_component(v, "ticket", ticket, what="ticket")
@@ -159,7 +199,17 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     pattern_ids = {p.id for p in patterns} if patterns is not BAD else set()
     disable = _disable_detectors(v, get("disable_detectors"), get("disable_detector_tiers"),
                                  pattern_ids)
+    return dict(
+        ticket=ticket, trials=trials, stop_after=stop_after, timeout_per_trial=timeout,
+        custom_patterns=patterns, hang_window_sec=hang_window,
+        hang_grace_period_at_start=hang_grace, disable_detectors=disable,
+        tier3_vram_growth=vram, retain=retain, step_time_regex=step_re,
+    )
 
+
+def _extension_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
+    """Keys of both modes that upstream lacks: order, seed, trace, collectors, executor."""
+    get = data.get
     written_order = get("order")
     order: Order = ("interleaved" if written_order is None
                     else v.choice("order", written_order, K.ORDERS))
@@ -171,27 +221,9 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
     executor = _executor(v, get("executor"))
     bytecode = get("bytecode_cache")
     bytecode = "auto" if bytecode is None else v.choice("bytecode_cache", bytecode, K.BYTECODE_CACHE)
-
-    parts = _triage(v, data) if mode == "triage" else _probe(v, data)
-    cells = parts.get("cells", ())
-    _check_plan_size(v, cells, trials, stop_after, mode)
-
-    # stop_after with per-cell trials: upstream runs every cell up to max_trials (the cells'
-    # trials are not used); so does the plan here, and `recipe validate` says so.
-
-    confound = _confound(v, get("confound"), cells, mode, _written_cell_names(data, mode))
-
-    if v.issues:
-        return None
-    return Recipe(
-        schema_version=SCHEMA_VERSION, mode=mode, ticket=ticket, trials=trials,
-        confound=confound, stop_after=stop_after, timeout_per_trial=timeout,
-        custom_patterns=patterns, hang_window_sec=hang_window,
-        hang_grace_period_at_start=hang_grace, disable_detectors=disable,
-        tier3_vram_growth=vram, retain=retain, step_time_regex=step_re, order=order, seed=seed,
-        trace=trace, policy_axis=policy_axis, source_path=source_path, source_label=source,
-        collect=collect, collect_options=collect_options, executor=executor,
-        bytecode_cache=bytecode, locations=dict(v.marks.values), key_locations=dict(v.marks.keys), **parts,
+    return dict(
+        order=order, seed=seed, trace=trace, policy_axis=policy_axis, collect=collect,
+        collect_options=collect_options, executor=executor, bytecode_cache=bytecode,
     )
 
 

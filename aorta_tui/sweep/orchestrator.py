@@ -19,10 +19,10 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
@@ -52,7 +52,11 @@ from aorta_tui.registry.registry import Registry
 from aorta_tui.store import rundir
 from aorta_tui.store.run_store import RunStore
 from aorta_tui.sweep.plan import CellPlan, Plan, TrialSpec, build_plan
-from aorta_tui.trial.supervisor import CancelEvent
+from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec
+
+if TYPE_CHECKING:
+    from aorta_tui.classify import Classification, KernelEvent, LogScan
+    from aorta_tui.classify.model import Outcome
 
 
 @dataclass
@@ -125,56 +129,78 @@ class Sweep:
                 f"{r.source_path or 'the recipe'} is a probe recipe, and no command was given",
                 hint="put the command after `--`, e.g. aorta-tui --batch probe.yaml -- bash launch.sh",
             )
-        if r.mode == "triage":
-            from aorta_tui.registry.registry import load_workload
-            from aorta_tui.registry.workload import validate_config
+        if r.mode == "triage" and not self._check_triage(notes, dry_run):
+            return notes
+        self._check_docker_policy_trace(notes, dry_run)
+        notes += self._check_collectors(dry_run)
+        notes += self.executor.check(self, dry_run=dry_run)  # sbatch, partition, shared run dir
+        return notes
+
+    def _check_triage(self, notes: list[str], dry_run: bool) -> bool:
+        """The triage workload: installed, its config, torch, trial isolation. False when a
+        dry run found it not installed (nothing more is worth checking then)."""
+        from aorta_tui.registry.registry import load_workload
+
+        r = self.recipe
+        try:
+            self.workload_cls = load_workload(r.workload)
+        except AortaError as exc:
+            if not dry_run:
+                raise
+            notes.append(f"workload {r.workload!r} is not available here ({exc.message}); "
+                         "a real run would stop with this error")
+            return False
+        from aorta_tui.recipe import RecipeValidationError
+        from aorta_tui.sweep.workload_check import workload_issues
+
+        issues, _ = workload_issues(r)
+        if issues:
+            raise RecipeValidationError(issues, source=str(r.source_path or r.source_label))
+        self._check_world_sizes()
+        launch = self.workload_cls.launch
+        if getattr(self.workload_cls, "needs_torch", True) or launch.mode == "torchrun":
+            # Said at plan time, not as every trial failing with a traceback (and a hint
+            # blaming the device): the README says torch is optional (issue 27 item 18).
+            from aorta_tui.core.requires import require_torch
 
             try:
-                self.workload_cls = load_workload(r.workload)
-            except AortaError as exc:
+                require_torch(f"workload {r.workload!r}")
+            except EnvironmentProblem as exc:
                 if not dry_run:
                     raise
-                notes.append(f"workload {r.workload!r} is not available here ({exc.message}); "
-                             "a real run would stop with this error")
-                return notes
-            from aorta_tui.recipe import RecipeValidationError
-            from aorta_tui.sweep.workload_check import workload_issues
+                notes.append(f"{exc.message}; a real run would stop with this error")
+        if r.trial_isolation == "warm":  # trial/warm.py: what a forked trial cannot honour
+            from aorta_tui.trial.warm import check_warm
 
-            issues, _ = workload_issues(r)
-            if issues:
-                raise RecipeValidationError(issues, source=str(r.source_path or r.source_label))
-            launch = self.workload_cls.launch
-            for cell in self.plan.cells:  # the merged per-cell config, as the worker will see it
-                config = validate_config(self.workload_cls.config_schema, cell.workload_config)
-                world = int(config.get("world_size", launch.min_world_size) or launch.min_world_size)
-                if launch.mode == "torchrun" and world < launch.min_world_size:
-                    raise UsageError(
-                        f"cell {cell.name!r}: workload {r.workload!r} needs at least "
-                        f"{launch.min_world_size} ranks, world_size {world} asks for fewer",
-                        hint=f"set workload_config: {{world_size: {launch.min_world_size}}}",
-                        location=_where(r, f"cells[{self.plan.cells.index(cell)}]"),
-                    )
-            if getattr(self.workload_cls, "needs_torch", True) or launch.mode == "torchrun":
-                # Said at plan time, not as every trial failing with a traceback (and a hint
-                # blaming the device): the README says torch is optional (issue 27 item 18).
-                from aorta_tui.core.requires import require_torch
+            check_warm(r, self.plan, self.workload_cls)
+        if r.trial_isolation == "in_process" and not self.workload_cls.launch.in_process_safe:
+            raise UsageError(
+                f"workload {r.workload!r} does not declare itself safe to run in process",
+                hint="use trial_isolation: process (the default)",
+                location=_where(r, "trial_isolation"),
+            )
+        return True
 
-                try:
-                    require_torch(f"workload {r.workload!r}")
-                except EnvironmentProblem as exc:
-                    if not dry_run:
-                        raise
-                    notes.append(f"{exc.message}; a real run would stop with this error")
-            if r.trial_isolation == "warm":  # trial/warm.py: what a forked trial cannot honour
-                from aorta_tui.trial.warm import check_warm
+    def _check_world_sizes(self) -> None:
+        """A torchrun workload's world_size, per cell, is at least its minimum."""
+        from aorta_tui.registry.workload import validate_config
 
-                check_warm(r, self.plan, self.workload_cls)
-            if r.trial_isolation == "in_process" and not self.workload_cls.launch.in_process_safe:
+        r = self.recipe
+        launch = self.workload_cls.launch
+        for cell in self.plan.cells:  # the merged per-cell config, as the worker will see it
+            config = validate_config(self.workload_cls.config_schema, cell.workload_config)
+            world = int(config.get("world_size", launch.min_world_size) or launch.min_world_size)
+            if launch.mode == "torchrun" and world < launch.min_world_size:
                 raise UsageError(
-                    f"workload {r.workload!r} does not declare itself safe to run in process",
-                    hint="use trial_isolation: process (the default)",
-                    location=_where(r, "trial_isolation"),
+                    f"cell {cell.name!r}: workload {r.workload!r} needs at least "
+                    f"{launch.min_world_size} ranks, world_size {world} asks for fewer",
+                    hint=f"set workload_config: {{world_size: {launch.min_world_size}}}",
+                    location=_where(r, f"cells[{self.plan.cells.index(cell)}]"),
                 )
+
+    def _check_docker_policy_trace(self, notes: list[str], dry_run: bool) -> None:
+        """Docker for container cells, policy_axis (not run by sweeps), tracing for probes."""
+        r = self.recipe
         if any(c.docker for c in self.plan.cells):
             try:
                 _require_docker()
@@ -201,9 +227,6 @@ class Sweep:
                 if not dry_run:
                     raise
                 notes.append(f"trace: {exc.message}")
-        notes += self._check_collectors(dry_run)
-        notes += self.executor.check(self, dry_run=dry_run)  # sbatch, partition, shared run dir
-        return notes
 
     def _check_collectors(self, dry_run: bool) -> list[str]:
         """rocprof / proton asked for but not installed: exit 3 before anything runs."""
@@ -489,10 +512,7 @@ class Sweep:
         return "completed"
 
     def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
-        from aorta_tui.classify import LogScan, classify
-
         cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
-        log_scan: LogScan | None = None
         r = self.recipe
         announced = False
 
@@ -503,29 +523,8 @@ class Sweep:
                                        attempt=session, pid=pid))
 
         cursor = kernel_log.mark()
-        if r.mode == "triage" and r.trial_isolation == "in_process":
-            from aorta_tui.trial.inprocess import run_in_process
-
-            wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
-            on_start(os.getpid())
-            outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
-                                     trial_dir, self._store.fs)
-        else:
-            with self._trial_trace(run_id, trial_dir) as trace_env:
-                if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
-                    pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
-                if self._warm is not None:  # forked from its zygote (trial/warm.py, trial/prepared.py)
-                    launcher = self._warm.launcher_for(spec.trial_id, cell.environment, pspec.env)
-                    if launcher is not None:
-                        pspec = dataclasses.replace(pspec, launcher=launcher)
-                pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
-                # tiers 4-5 over the whole output as it passes (the logs keep head + tail)
-                log_scan = LogScan(_pattern_rules(r, _NOT_ENDED), r.disable_detectors or ())
-                pspec = dataclasses.replace(pspec, log_scan=log_scan)
-                outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
-                for note in self._warm.take_notes() if self._warm is not None else ():
-                    # once per run and reason: a trial exec'd instead of forked (trial/prepared.py)
-                    self.bus.emit(RunWarning(run_id, message=f"trial start: {note}", code="prepared"))
+        outcome, pspec, log_scan = self._execute_trial(run_dir, run_id, spec, session, cell,
+                                                       trial_dir, env, pspec, on_start)
         if not announced:  # the command never started (exec failure): the journal still says so
             self.bus.emit(TrialStarted(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
                                        attempt=session))
@@ -533,25 +532,11 @@ class Sweep:
             return None  # no result: a resume runs this trial again
         _require_own_dir(trial_dir, spec.trial_id, run_dir)
         if outcome.log_error:
-            # A log cut short by a full disk (or an I/O error) cannot be classified honestly:
-            # record nothing, stop, and let the resume run this trial again once it is fixed.
-            raise EnvironmentProblem(
-                f"the logs of trial {spec.trial_id} could not be written: {outcome.log_error} "
-                f"({rundir.describe_free_space(trial_dir)} there)",
-                hint="free some space on that filesystem (or fix the disk), then finish the run with "
-                f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
-            )
+            _refuse_cut_logs(outcome.log_error, spec.trial_id, trial_dir, run_dir)
         kevents = kernel_log.events_since(cursor)
         wres = _read_workload_results(self._store.fs, trial_dir) if r.mode == "triage" else None
         trial_timeline = self._timeline(outcome, wres, pspec.stdout_path)
-        disabled = set(r.disable_detectors or ())
-        result = classify(
-            outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
-            custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
-            kernel_unavailable=kernel_log.unavailable, workload_result=wres, log_scan=log_scan,
-            placement=self.executor.placement(outcome),  # a Slurm job's state, the node's kernel log
-            open_log=self._open_trial_log,
-        )
+        result = self._classify(outcome, pspec, wres, log_scan, kevents, kernel_log.unavailable)
         steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
         record = {
             "schema_version": 1,
@@ -575,16 +560,7 @@ class Sweep:
             "trace": self._trace_summary,
             "timeline": trial_timeline,
         }
-        if log_scan is not None and log_scan.used:  # how much was scanned, how much is kept
-            record["log_scan"] = log_scan.summary()
-        from aorta_tui.collect.retention import finish_trial_files
-
-        if self._collect(cell):  # what each collector did, or "not available: <reason>"
-            from aorta_tui.collect.collectors import finish_trial
-
-            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode,
-                                               fs=self._store.fs)
-        record.update(finish_trial_files(r, trial_dir, env, result.verdict))  # collect_paths, retain
+        self._finish_record(record, log_scan, cell, argv, env, trial_dir, result.verdict)
         # Typed once: what is kept in memory (for the aggregate) is exactly what the file says.
         typed = TrialResult.from_record(record, where=str(self._store.result_path(spec.trial_id)))
         self._store.write_result(spec.trial_id, typed)
@@ -592,6 +568,75 @@ class Sweep:
                                        signal=outcome.signal, wall_s=outcome.wall_s))
         self._records[spec.trial_id] = typed  # counts once its journal line is in (_run_trials_with)
         return result.verdict
+
+    def _classify(self, outcome: Outcome | None, pspec: ProcessSpec,
+                  wres: dict[str, Any] | None, log_scan: LogScan | None,
+                  kevents: Sequence[KernelEvent], kernel_unavailable: str | None,
+                  ) -> Classification:
+        """The trial's verdict: every tier over its outcome, logs, kernel log and results."""
+        from aorta_tui.classify import classify
+
+        r = self.recipe
+        disabled = set(r.disable_detectors or ())
+        return classify(
+            outcome, stdout_path=pspec.stdout_path, stderr_path=pspec.stderr_path,
+            custom_rules=_pattern_rules(r, outcome), disabled=disabled, kernel_events=kevents,
+            kernel_unavailable=kernel_unavailable, workload_result=wres, log_scan=log_scan,
+            placement=self.executor.placement(outcome),  # a Slurm job's state, the node's kernel log
+            open_log=self._open_trial_log,  # through the run's file layer (no link, no FIFO)
+        )
+
+    def _execute_trial(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
+                       cell: CellPlan, trial_dir: Path, env: dict[str, str], pspec: ProcessSpec,
+                       on_start: Callable[[int | None], None],
+                       ) -> tuple[Any, ProcessSpec, LogScan | None]:
+        """Run the trial (in this process, or as a traced, possibly forked, process);
+        returns its outcome, the ProcessSpec it ran with and the log scan (None in process)."""
+        from aorta_tui.classify import LogScan
+
+        r = self.recipe
+        log_scan: LogScan | None = None
+        if r.mode == "triage" and r.trial_isolation == "in_process":
+            from aorta_tui.trial.inprocess import run_in_process
+
+            wspec = WorkerSpec.from_json(trial_dir / TRIAL_SPEC_FILE).to_dict()
+            on_start(os.getpid())
+            outcome = run_in_process(wspec, {**cell.env, **{k: v for k, v in env.items() if k.startswith("AORTA_")}},
+                                     trial_dir, self._store.fs)
+            return outcome, pspec, log_scan
+        with self._trial_trace(run_id, trial_dir) as trace_env:
+            if trace_env:  # the CUPTI collector, for GPU start times of the trial's launches
+                pspec = dataclasses.replace(pspec, env={**pspec.env, **trace_env})
+            if self._warm is not None:  # forked from its zygote (trial/warm.py, trial/prepared.py)
+                launcher = self._warm.launcher_for(spec.trial_id, cell.environment, pspec.env)
+                if launcher is not None:
+                    pspec = dataclasses.replace(pspec, launcher=launcher)
+            pspec = self._launch_identity(run_dir, run_id, spec, session, pspec)
+            # tiers 4-5 over the whole output as it passes (the logs keep head + tail)
+            log_scan = LogScan(_pattern_rules(r, _NOT_ENDED), r.disable_detectors or ())
+            pspec = dataclasses.replace(pspec, log_scan=log_scan)
+            outcome = self.executor.run(spec, pspec, cancel=self.cancel, on_start=on_start)
+            for note in self._warm.take_notes() if self._warm is not None else ():
+                # once per run and reason: a trial exec'd instead of forked (trial/prepared.py)
+                self.bus.emit(RunWarning(run_id, message=f"trial start: {note}", code="prepared"))
+        return outcome, pspec, log_scan
+
+    def _finish_record(self, record: dict[str, Any], log_scan: LogScan | None, cell: CellPlan,
+                       argv: list[str], env: dict[str, str], trial_dir: Path,
+                       verdict: str) -> None:
+        """Add the log scan's summary, the collectors' reports and the kept files to a
+        trial's record."""
+        from aorta_tui.collect.retention import finish_trial_files
+
+        r = self.recipe
+        if log_scan is not None and log_scan.used:  # how much was scanned, how much is kept
+            record["log_scan"] = log_scan.summary()
+        if self._collect(cell):  # what each collector did, or "not available: <reason>"
+            from aorta_tui.collect.collectors import finish_trial
+
+            record["collectors"] = finish_trial(self._collect(cell), argv, env, trial_dir, mode=r.mode,
+                                               fs=self._store.fs)
+        record.update(finish_trial_files(r, trial_dir, env, verdict))  # collect_paths, retain
 
     def prepare_trial(self, run_dir: Path, spec: TrialSpec) -> tuple[CellPlan, Path, dict[str, str], list[str], Any]:
         """The trial's directory, environment, argv and ProcessSpec (executors call it too:
@@ -907,6 +952,17 @@ def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | No
 # conditions after the end, with the real outcome).
 _NOT_ENDED = types.SimpleNamespace(gpu_peak_mem_bytes=None, exit_code=None, wall_s=None)
 
+
+
+def _refuse_cut_logs(log_error: str, trial_id: str, trial_dir: Path, run_dir: Path) -> None:
+    """A log cut short by a full disk (or an I/O error) cannot be classified honestly: record
+    nothing, stop, and let the resume run this trial again once it is fixed."""
+    raise EnvironmentProblem(
+        f"the logs of trial {trial_id} could not be written: {log_error} "
+        f"({rundir.describe_free_space(trial_dir)} there)",
+        hint="free some space on that filesystem (or fix the disk), then finish the run with "
+        f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
+    )
 
 def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:
     """The recipe's tier-5 patterns for one finished trial.

@@ -87,16 +87,7 @@ class TraceSession:
         launch_source: str = "auto",
         cross_check: bool = False,
     ) -> None:
-        if not probes:
-            raise UsageError("no probe set given", hint="e.g. --probes cuda")
-        if pid is not None and command:
-            raise UsageError("give either a pid or a command, not both")
-        if mode not in program.MODES:
-            raise UsageError(f"mode {mode!r} is not one of {', '.join(program.MODES)}")
-        if interval_s <= 0:
-            raise UsageError("interval must be positive")
-        if pid is not None and not Path(f"/proc/{pid}").exists():
-            raise UsageError(f"no process with pid {pid}")
+        _check_arguments(probes, pid, command, mode, interval_s)
         self.probe_names = list(dict.fromkeys(probes))
         self.pid = pid
         self.command = list(command) if command else None
@@ -124,6 +115,10 @@ class TraceSession:
         self.inject_children = inject_children
         self.child_env: dict[str, str] = {}
 
+        self._init_run_state()
+
+    def _init_run_state(self) -> None:
+        """What the session gathers while it runs (all empty until start)."""
         self._lock = threading.Lock()
         self._parser = RecordParser()
         self._stats: dict[int, MetricStats] = {}
@@ -659,60 +654,10 @@ class TraceSession:
         warnings = list(self.warnings)
         with self._lock:
             for mid, (ps_name, metric) in self.program.metric_ids.items():
-                st = self._stats[mid]
                 entry = sets.setdefault(ps_name, {"metrics": {}})
-                s = st.summary(wall)
-                s["attached"] = mid in self.program.attached
-                if not s["attached"]:
-                    s["not_attached_reason"] = "none of its events or symbols exist here (see detection.missing)"
-                if self.device is not None and self.device.is_device_metric(mid):
-                    s["source"] = {"collector": "CUPTI activity records joined with the collector's launch callbacks",
-                                   "activity": "CUPTI activity records alone (latency timestamps)"}.get(
-                        self.device.launch_source, "CUPTI activity records joined with eBPF launches")
-                    s["timestamp_source"] = self.device.timestamp_source(metric.name)
-                    s["lost_events"] = self._lost_for(mid)
-                    s["lost_events_reason"] = "records dropped by the collector or CUPTI (dropped_by_collector)"
-                    s["clock"] = self._clock_for(metric.name)
-                    if metric.name == "launch_to_start":
-                        s["includes"] = self._launch_to_start_includes(s)
-                    entry["metrics"][metric.name] = s
-                    continue
-                if self.device is not None and self.device.is_collector_launch_metric(mid):
-                    seen, read, why = self.device.collector_launch_counts()
-                    s["source"] = ("the kernel activity records (one launch per kernel; no callback or uprobe)"
-                                   if self.device.launch_source == "activity" else
-                                   "the CUPTI collector's launch callbacks (no launch uprobe attached)")
-                    s["timestamp_source"] = self.device.timestamp_source(metric.name)
-                    s["records_sent_by_collector"] = seen
-                    s["records_received"] = read
-                    s["records_sent_by_kernel"] = None
-                    s["lost_events"] = self._lost_for(mid)
-                    if why:
-                        s["lost_events_reason"] = why
-                        if "were not seen" in why:  # a count of 0 must not read as "no launches"
-                            # (a collector without a launch callback, or one that never spoke)
-                            warnings.append(f"{ps_name}.{metric.name}: {why}")
-                    entry["metrics"][metric.name] = s
-                    continue
-                if self.device is not None and ps_name == self.device.probe_set:
-                    s["timestamp_source"] = self.device.timestamp_source(metric.name)
-                s["records_sent_by_kernel"] = self.sent.get(mid)
-                s["records_received"] = self.received.get(mid, 0)
-                s["lost_events"] = self._lost_for(mid) if mid in self.sent else None
-                if mid not in self.sent:
-                    s["lost_events_reason"] = "bpftrace did not print its in-kernel count (stopped abnormally)"
-                entry["metrics"][metric.name] = s
-            for ps, det in self._sets:
-                entry = sets.setdefault(ps.name, {"metrics": {}})
-                entry["description"] = ps.description
-                entry["detection"] = det.to_dict()
-                entry["observer_cost"] = cost.get(ps.name)
-                if self.device is not None and ps.name == self.device.probe_set:
-                    entry["device_timestamps"] = dt = self.device.to_dict()
-                    # a collector that ran but lost its records to another CUPTI client says so
-                    # where a user looks first (launches-only cases are warned at start)
-                    if dt.get("available") and dt["status"] != "available":
-                        warnings.append(f"{ps.name}: GPU start times {dt['status']}")
+                entry["metrics"][metric.name] = self._metric_result(
+                    mid, ps_name, metric.name, wall, mid in self.program.attached, warnings)
+            self._set_results(sets, cost, warnings)
         return {
             "schema": 1,
             "mode": self.mode,
@@ -734,6 +679,69 @@ class TraceSession:
             "warnings": warnings,
             "calibration": self.calibration,
         }
+
+    def _metric_result(self, mid: int, ps_name: str, name: str, wall: float, attached: bool,
+                       warnings: list[str]) -> dict[str, Any]:
+        """One metric's summary and where its records came from (under the lock)."""
+        s = self._stats[mid].summary(wall)
+        s["attached"] = attached
+        if not s["attached"]:
+            s["not_attached_reason"] = "none of its events or symbols exist here (see detection.missing)"
+        if self.device is not None and self.device.is_device_metric(mid):
+            s["source"] = {"collector": "CUPTI activity records joined with the collector's launch callbacks",
+                           "activity": "CUPTI activity records alone (latency timestamps)"}.get(
+                self.device.launch_source, "CUPTI activity records joined with eBPF launches")
+            s["timestamp_source"] = self.device.timestamp_source(name)
+            s["lost_events"] = self._lost_for(mid)
+            s["lost_events_reason"] = "records dropped by the collector or CUPTI (dropped_by_collector)"
+            s["clock"] = self._clock_for(name)
+            if name == "launch_to_start":
+                s["includes"] = self._launch_to_start_includes(s)
+            return s
+        if self.device is not None and self.device.is_collector_launch_metric(mid):
+            self._collector_launch_result(s, mid, ps_name, name, warnings)
+            return s
+        if self.device is not None and ps_name == self.device.probe_set:
+            s["timestamp_source"] = self.device.timestamp_source(name)
+        s["records_sent_by_kernel"] = self.sent.get(mid)
+        s["records_received"] = self.received.get(mid, 0)
+        s["lost_events"] = self._lost_for(mid) if mid in self.sent else None
+        if mid not in self.sent:
+            s["lost_events_reason"] = "bpftrace did not print its in-kernel count (stopped abnormally)"
+        return s
+
+    def _collector_launch_result(self, s: dict[str, Any], mid: int, ps_name: str, name: str,
+                                 warnings: list[str]) -> None:
+        """A launch metric counted by the CUPTI collector (no launch uprobe): its counts."""
+        seen, read, why = self.device.collector_launch_counts()
+        s["source"] = ("the kernel activity records (one launch per kernel; no callback or uprobe)"
+                       if self.device.launch_source == "activity" else
+                       "the CUPTI collector's launch callbacks (no launch uprobe attached)")
+        s["timestamp_source"] = self.device.timestamp_source(name)
+        s["records_sent_by_collector"] = seen
+        s["records_received"] = read
+        s["records_sent_by_kernel"] = None
+        s["lost_events"] = self._lost_for(mid)
+        if why:
+            s["lost_events_reason"] = why
+            if "were not seen" in why:  # a count of 0 must not read as "no launches"
+                # (a collector without a launch callback, or one that never spoke)
+                warnings.append(f"{ps_name}.{name}: {why}")
+
+    def _set_results(self, sets: dict[str, Any], cost: dict[str, Any],
+                     warnings: list[str]) -> None:
+        """Each probe set's description, detection, observer cost and device timestamps."""
+        for ps, det in self._sets:
+            entry = sets.setdefault(ps.name, {"metrics": {}})
+            entry["description"] = ps.description
+            entry["detection"] = det.to_dict()
+            entry["observer_cost"] = cost.get(ps.name)
+            if self.device is not None and ps.name == self.device.probe_set:
+                entry["device_timestamps"] = dt = self.device.to_dict()
+                # a collector that ran but lost its records to another CUPTI client says so
+                # where a user looks first (launches-only cases are warned at start)
+                if dt.get("available") and dt["status"] != "available":
+                    warnings.append(f"{ps.name}: GPU start times {dt['status']}")
 
     def _clock_for(self, metric_name: str) -> dict[str, Any]:
         """A two-clock metric's clock alignment, plus (launch_to_start) the launch uprobe's
@@ -783,3 +791,18 @@ class TraceSession:
 def _fix(fix: str | None) -> str:
     """A warning's fix, as errors give theirs: the user reads how to get what is missing."""
     return f" (fix: {fix})" if fix else ""
+
+
+def _check_arguments(probes: list[str], pid: int | None, command: list[str] | None, mode: str,
+                     interval_s: float) -> None:
+    """A session's arguments, refused (exit 2) before anything starts."""
+    if not probes:
+        raise UsageError("no probe set given", hint="e.g. --probes cuda")
+    if pid is not None and command:
+        raise UsageError("give either a pid or a command, not both")
+    if mode not in program.MODES:
+        raise UsageError(f"mode {mode!r} is not one of {', '.join(program.MODES)}")
+    if interval_s <= 0:
+        raise UsageError("interval must be positive")
+    if pid is not None and not Path(f"/proc/{pid}").exists():
+        raise UsageError(f"no process with pid {pid}")

@@ -26,7 +26,7 @@ the streams are emulated consumers-first, so a dropped wait always corrupts (see
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.registry.workload import (
@@ -38,6 +38,9 @@ from aorta_tui.registry.workload import (
     WorkloadResult,
 )
 from aorta_tui.workloads._common import device_field, dtype_field, world_size_field
+
+if TYPE_CHECKING:
+    import torch
 
 DROPPABLE = ("none", "h2d", "comm", "compute")
 MAX_FAILURES = 20  # corrupted_iterations counts the rest
@@ -238,12 +241,36 @@ class Race(Workload):
     def run(self, ctx: WorkloadContext) -> WorkloadResult:
         import torch
 
-        from aorta_tui.core.stats import percentile_ms
-        from aorta_tui.workloads._common import StepTimer
-
         cfg = ctx.config
         warm = cfg["warmup_iterations"]
         measured = cfg["verify_iterations"] or ctx.steps
+        result = self._new_result(cfg)
+        local = _expected_local(cfg, self.world, result)
+        checks = self.plan.checks()
+        report = torch.zeros(len(checks), 4, dtype=torch.float64, device=self.dev.device)
+        corrupted_iterations = 0
+        verified = 0
+        total = warm + measured
+        for it in range(1, total + 1):
+            checks, rows, seconds = self._iteration(it, total, cfg, checks, report)
+            verified += 1
+            found = self._record_corruptions(it, rows, checks, cfg, result)
+            if found:
+                corrupted_iterations += 1
+            if it > warm:
+                result.step_times_s.append(seconds)
+                if ctx.on_step:
+                    ctx.on_step(it - warm, seconds)
+            if cfg["log_interval"] and (it % cfg["log_interval"] == 0 or it == total):
+                print(f"race: iteration {it}/{total} rank {self.rank}: "
+                      f"{corrupted_iterations} corrupted so far", flush=True)
+            if found and cfg["stop_on_first_corruption"]:
+                break
+        self._finish_metrics(result, cfg, verified, corrupted_iterations, checks, local)
+        return result
+
+    def _new_result(self, cfg: dict[str, Any]) -> WorkloadResult:
+        """The result, with the notes on what this device and config change."""
         result = WorkloadResult(device=self.dev.label, applied_switches=list(self.applied),
                                 emulated=not self.dev.is_gpu)
         if not self.dev.is_gpu:
@@ -253,54 +280,55 @@ class Race(Workload):
                 result.notes.append("producer_delay_us has no effect on CPU")
         for key, note in self.config_notes(cfg):
             result.notes.append(f"workload_config.{key}: {note}")
-        local = _expected_local(cfg, self.world, result)
-        checks = self.plan.checks()
-        report = torch.zeros(len(checks), 4, dtype=torch.float64, device=self.dev.device)
-        corrupted_iterations = 0
-        verified = 0
-        total = warm + measured
-        for it in range(1, total + 1):
-            self.plan.it = it
-            if it > 1 and not cfg["reuse_buffers"]:
-                self.plan.buffers()  # fresh device buffers (and their layout) every iteration
-            if it > 1 and (cfg["h2d_prefetch"] or not cfg["reuse_buffers"]):
-                checks = self.plan.checks()  # the buffer each check reads changed
-            with StepTimer(self.dev.device) as timer:
-                # the expected values first, so that once its waits are met the verifier reads
-                # the buffers at once (a late read would hide a missing wait on a GPU)
-                expected: list[Any] = []
-                self.streams.submit("verify", lambda it=it, out=expected, cs=checks: out.extend(
-                    fn(it) for _name, _buf, fn in cs))
-                events = self.plan.enqueue(it, cfg["drop_wait"])
-                self.plan.prefetch(it + 1 if it < total else None)
-                for name, ev in events.items():
-                    if not (cfg["drop_wait"] == "compute" and name == "compute"
-                            and self.plan.verifier_waits_compute):
-                        self.streams.wait("verify", ev)
-                self.streams.submit("verify",
-                                    lambda exp=expected, cs=checks: _verify(cs, exp, report))
-                self.streams.finish()
-                rows = report.cpu().tolist()  # synchronises with the verifier
-            verified += 1
-            found = [(checks[i][0], r) for i, r in enumerate(rows) if r[0] > 0]
-            bad_layers = self.plan.take_layer_mismatches()
-            if bad_layers:
-                found.append(("layer_checksum", (bad_layers, 0, 0.0, 0.0)))
-            for name, (count, first, got, want) in found:
-                if len(result.failures) < MAX_FAILURES:
-                    result.failures.append(self._corruption(it, name, count, first, got,
-                                                            want, checks, cfg["drop_wait"]))
-            if found:
-                corrupted_iterations += 1
-            if it > warm:
-                result.step_times_s.append(timer.seconds)
-                if ctx.on_step:
-                    ctx.on_step(it - warm, timer.seconds)
-            if cfg["log_interval"] and (it % cfg["log_interval"] == 0 or it == total):
-                print(f"race: iteration {it}/{total} rank {self.rank}: "
-                      f"{corrupted_iterations} corrupted so far", flush=True)
-            if found and cfg["stop_on_first_corruption"]:
-                break
+        return result
+
+    def _iteration(self, it: int, total: int, cfg: dict[str, Any], checks: list[Any],
+                   report: torch.Tensor) -> tuple[list[Any], list[Any], float]:
+        """One timed iteration: produce, verify; returns the checks it used, the verifier's
+        report rows and the iteration's wall time."""
+        from aorta_tui.workloads._common import StepTimer
+
+        self.plan.it = it
+        if it > 1 and not cfg["reuse_buffers"]:
+            self.plan.buffers()  # fresh device buffers (and their layout) every iteration
+        if it > 1 and (cfg["h2d_prefetch"] or not cfg["reuse_buffers"]):
+            checks = self.plan.checks()  # the buffer each check reads changed
+        with StepTimer(self.dev.device) as timer:
+            # the expected values first, so that once its waits are met the verifier reads
+            # the buffers at once (a late read would hide a missing wait on a GPU)
+            expected: list[Any] = []
+            self.streams.submit("verify", lambda it=it, out=expected, cs=checks: out.extend(
+                fn(it) for _name, _buf, fn in cs))
+            events = self.plan.enqueue(it, cfg["drop_wait"])
+            self.plan.prefetch(it + 1 if it < total else None)
+            for name, ev in events.items():
+                if not (cfg["drop_wait"] == "compute" and name == "compute"
+                        and self.plan.verifier_waits_compute):
+                    self.streams.wait("verify", ev)
+            self.streams.submit("verify",
+                                lambda exp=expected, cs=checks: _verify(cs, exp, report))
+            self.streams.finish()
+            rows = report.cpu().tolist()  # synchronises with the verifier
+        return checks, rows, timer.seconds
+
+    def _record_corruptions(self, it: int, rows: list[Any], checks: list[Any],
+                            cfg: dict[str, Any], result: WorkloadResult) -> list[Any]:
+        """The iteration's corrupted buffers (and layers), each a failure up to the cap."""
+        found = [(checks[i][0], r) for i, r in enumerate(rows) if r[0] > 0]
+        bad_layers = self.plan.take_layer_mismatches()
+        if bad_layers:
+            found.append(("layer_checksum", (bad_layers, 0, 0.0, 0.0)))
+        for name, (count, first, got, want) in found:
+            if len(result.failures) < MAX_FAILURES:
+                result.failures.append(self._corruption(it, name, count, first, got,
+                                                        want, checks, cfg["drop_wait"]))
+        return found
+
+    def _finish_metrics(self, result: WorkloadResult, cfg: dict[str, Any], verified: int,
+                        corrupted_iterations: int, checks: list[Any], local: int) -> None:
+        from aorta_tui.core.stats import percentile_ms
+
+        warm = cfg["warmup_iterations"]
         result.metrics.update({
             "mode": cfg["mode"], "iterations_verified": verified,
             "corrupted_iterations": corrupted_iterations,
@@ -321,7 +349,6 @@ class Race(Workload):
             result.metrics["iteration_ms_reason"] = (
                 f"no timed iteration: the trial stopped at a corruption within the "
                 f"{warm} warmup iterations")
-        return result
 
     def _corruption(self, it: int, name: str, count: float, first: float, got: float,
                     expected: float, checks: list[Any], drop: str) -> Failure:

@@ -113,56 +113,11 @@ def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dic
 
     lib_result, lib_failure = lib_child.result(deadline)
     lib_result = lib_result or {}
-    gpus: list[dict[str, Leaf]] = []
-    gpu_status: list[Leaf] = []
-    gpu_status_notes: list[Leaf] = []  # failures that a fallback covered
-    if f_nv is not None:
-        devs, status = _get(f_nv, deadline, ([], None))
-        status = status or F.error("nvidia-smi failed or did not finish", "cmd:nvidia-smi")
-        api_devices = lib_result.get("cuda_devices") or {}
-        if status["state"] != "ok" and api_devices.get("devices"):
-            # No usable nvidia-smi: the driver API still names the devices.
-            devs = nvidia.devices_from_driver_api(api_devices, status.get("reason", ""))
-            driver_section_note = status
-            status = F.ok(len(devs), "api:cuDeviceGetCount via libprobe")
-        elif api_devices:
-            nvidia.merge_driver_api_devices(devs, api_devices)
-            driver_section_note = None
-        else:
-            for d in devs:
-                d["compute_units"] = dict(lib_failure) if lib_failure else F.unknown(
-                    "the CUDA driver API was not asked", "")
-            driver_section_note = None
-        gpus += devs
-        gpu_status.append(status)
-        if driver_section_note is not None:
-            gpu_status_notes.append(driver_section_note)
-    if f_amd is not None:
-        devs, status = _get(f_amd, deadline, ([], None))
-        gpus += devs
-        gpu_status.append(status or F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
-    for i, d in enumerate(gpus):
-        d["index"] = F.ok(i, d.get("index", {}).get("source", ""))
-        for key in DEVICE_KEYS:
-            d.setdefault(key, F.unknown("not reported by this vendor backend", ""))
-
-    driver_section = _get(f_driver, deadline, None) or {"vendors": F.error(_LATE.format("driver"), "")}
-    failures = [s for s in gpu_status if s["state"] != "ok"]
-    if not vendors:
-        driver_section["gpu_count"] = F.not_applicable(
-            "no GPU driver found: no /proc/driver/nvidia, no /dev/nvidiactl, no /sys/class/kfd",
-            "file:/proc/driver/nvidia, /sys/class/kfd")
-    elif failures and not gpus:
-        driver_section["gpu_count"] = dict(failures[0])  # unknown, not zero
-    else:
-        driver_section["gpu_count"] = F.ok(len(gpus), "; ".join(s.get("source", "") for s in gpu_status))
-    for status in failures + gpu_status_notes:
-        driver_section["gpu_query_error"] = status
-
-    gfx = sorted({d["architecture"]["value"] for d in gpus
-                  if d["vendor"]["value"] == "amd" and d["architecture"]["state"] == "ok"})
-    gfx_leaf = (F.ok(gfx, "file:/sys/class/kfd/kfd/topology/nodes/*/properties") if "amd" in vendors
-                else F.not_applicable("no AMD GPU (no /sys/class/kfd)", "file:/sys/class/kfd"))
+    gpus, gpu_status, gpu_status_notes = _collect_gpus(f_nv, f_amd, deadline, lib_result,
+                                                       lib_failure)
+    driver_section = _driver_section(f_driver, deadline, vendors, gpus, gpu_status,
+                                     gpu_status_notes)
+    gfx_leaf = _gfx_leaf(gpus, vendors)
 
     snapshot: dict[str, Any] = {
         "format": FORMAT,
@@ -186,6 +141,81 @@ def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dic
         snapshot["torch"] = data if data is not None else failed_section(failure or F.error("no result", ""))
     snapshot["probe"] = _probe_meta(snapshot, captured_at, time.perf_counter() - t0, timeout_s, include_torch)
     return sort_snapshot(snapshot)
+
+
+def _collect_gpus(f_nv: _Section | None, f_amd: _Section | None, deadline: float,
+                  lib_result: dict[str, Any], lib_failure: Leaf | None,
+                  ) -> tuple[list[dict[str, Leaf]], list[Leaf], list[Leaf]]:
+    """Every GPU (NVIDIA first, then AMD) with an index and every device key, the per-vendor
+    query statuses, and the failures that a fallback covered."""
+    gpus: list[dict[str, Leaf]] = []
+    gpu_status: list[Leaf] = []
+    gpu_status_notes: list[Leaf] = []  # failures that a fallback covered
+    if f_nv is not None:
+        devs, status, driver_section_note = _nvidia_gpus(f_nv, deadline, lib_result, lib_failure)
+        gpus += devs
+        gpu_status.append(status)
+        if driver_section_note is not None:
+            gpu_status_notes.append(driver_section_note)
+    if f_amd is not None:
+        devs, status = _get(f_amd, deadline, ([], None))
+        gpus += devs
+        gpu_status.append(status or F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
+    for i, d in enumerate(gpus):
+        d["index"] = F.ok(i, d.get("index", {}).get("source", ""))
+        for key in DEVICE_KEYS:
+            d.setdefault(key, F.unknown("not reported by this vendor backend", ""))
+    return gpus, gpu_status, gpu_status_notes
+
+
+def _nvidia_gpus(f_nv: _Section, deadline: float, lib_result: dict[str, Any],
+                 lib_failure: Leaf | None) -> tuple[list[dict[str, Leaf]], Leaf, Leaf | None]:
+    """nvidia-smi's devices merged with the driver API's (or named by it when nvidia-smi
+    failed); their status, and nvidia-smi's failure when the driver API covered it."""
+    devs, status = _get(f_nv, deadline, ([], None))
+    status = status or F.error("nvidia-smi failed or did not finish", "cmd:nvidia-smi")
+    api_devices = lib_result.get("cuda_devices") or {}
+    if status["state"] != "ok" and api_devices.get("devices"):
+        # No usable nvidia-smi: the driver API still names the devices.
+        devs = nvidia.devices_from_driver_api(api_devices, status.get("reason", ""))
+        driver_section_note = status
+        status = F.ok(len(devs), "api:cuDeviceGetCount via libprobe")
+    elif api_devices:
+        nvidia.merge_driver_api_devices(devs, api_devices)
+        driver_section_note = None
+    else:
+        for d in devs:
+            d["compute_units"] = dict(lib_failure) if lib_failure else F.unknown(
+                "the CUDA driver API was not asked", "")
+        driver_section_note = None
+    return devs, status, driver_section_note
+
+
+def _driver_section(f_driver: _Section, deadline: float, vendors: list[str],
+                    gpus: list[dict[str, Leaf]], gpu_status: list[Leaf],
+                    gpu_status_notes: list[Leaf]) -> dict[str, Any]:
+    """The driver section with the GPU count (unknown, not zero, when the query failed)."""
+    driver_section = _get(f_driver, deadline, None) or {"vendors": F.error(_LATE.format("driver"), "")}
+    failures = [s for s in gpu_status if s["state"] != "ok"]
+    if not vendors:
+        driver_section["gpu_count"] = F.not_applicable(
+            "no GPU driver found: no /proc/driver/nvidia, no /dev/nvidiactl, no /sys/class/kfd",
+            "file:/proc/driver/nvidia, /sys/class/kfd")
+    elif failures and not gpus:
+        driver_section["gpu_count"] = dict(failures[0])  # unknown, not zero
+    else:
+        driver_section["gpu_count"] = F.ok(len(gpus), "; ".join(s.get("source", "") for s in gpu_status))
+    for status in failures + gpu_status_notes:
+        driver_section["gpu_query_error"] = status
+    return driver_section
+
+
+def _gfx_leaf(gpus: list[dict[str, Leaf]], vendors: list[str]) -> Leaf:
+    """The AMD GPUs' gfx architectures (not applicable without an AMD GPU)."""
+    gfx = sorted({d["architecture"]["value"] for d in gpus
+                  if d["vendor"]["value"] == "amd" and d["architecture"]["state"] == "ok"})
+    return (F.ok(gfx, "file:/sys/class/kfd/kfd/topology/nodes/*/properties") if "amd" in vendors
+            else F.not_applicable("no AMD GPU (no /sys/class/kfd)", "file:/sys/class/kfd"))
 
 
 def _bytecode_leaf(bytecode: Any) -> Leaf:

@@ -15,6 +15,7 @@ import re
 import sys
 import time
 import warnings
+from types import ModuleType
 from typing import Any
 
 Leaf = dict[str, Any]
@@ -161,7 +162,35 @@ def capture(include_versions: bool = True) -> dict[str, Leaf]:
     gpu_build = bool(cuda_build or hip_build)
     no_gpu = "torch was built without CUDA/HIP"
 
-    out: dict[str, Leaf] = {
+    out = _build_fields(torch, cuda_build, hip_build, import_s)
+    fp32 = getattr(torch.backends, "fp32_precision", None)
+    out["fp32_precision"] = (
+        _ok(fp32, "api:torch.backends.fp32_precision") if fp32 is not None
+        else _na("this torch has no torch.backends.fp32_precision (added in 2.9)",
+                 "api:torch.backends.fp32_precision")
+    )
+    if gpu_build:
+        out.update(_gpu_fields(torch))
+    else:
+        for name in ("cuda_available", "device_count", "compiled_arch_list", "tf32_matmul",
+                     "tf32_cudnn", "fp16_reduced_precision_reduction",
+                     "bf16_reduced_precision_reduction", "cudnn_version", "cudnn_enabled",
+                     "cudnn_deterministic", "cudnn_benchmark", "nccl_version",
+                     "preferred_blas_library", "preferred_linalg_library", "sdpa_flash",
+                     "sdpa_mem_efficient", "sdpa_math", "sdpa_cudnn", "allocator_backend"):
+            out[name] = _na(no_gpu, "api:torch.version.cuda/hip")
+
+    out["loaded_libraries"] = (
+        _loaded_library_fields(include_versions) if gpu_build
+        else {name: {"path": _na(no_gpu, "file:/proc/self/maps"),
+                     "version": _na(no_gpu, "file:/proc/self/maps")} for name in _LOADED_LIBS})
+    return out
+
+
+def _build_fields(torch: ModuleType, cuda_build: str | None, hip_build: str | None,
+                  import_s: float) -> dict[str, Leaf]:
+    """What any torch build reports: version, build, threads, precision and determinism."""
+    return {
         "version": _ok(torch.__version__, "api:torch.__version__"),
         "git_commit": _api("torch.version.git_version", lambda: torch.version.git_version),
         "debug_build": _api("torch.version.debug", lambda: bool(torch.version.debug)),
@@ -182,64 +211,47 @@ def capture(include_versions: bool = True) -> dict[str, Leaf]:
                                lambda: bool(torch.backends.mkldnn.enabled)),
         "import_seconds": _ok(round(import_s, 3), "api:time.perf_counter around import torch"),
     }
-    fp32 = getattr(torch.backends, "fp32_precision", None)
-    out["fp32_precision"] = (
-        _ok(fp32, "api:torch.backends.fp32_precision") if fp32 is not None
-        else _na("this torch has no torch.backends.fp32_precision (added in 2.9)",
-                 "api:torch.backends.fp32_precision")
-    )
-    if gpu_build:
-        cuda = torch.backends.cuda
-        out.update({
-            "cuda_available": _api("torch.cuda.is_available()", torch.cuda.is_available),
-            "device_count": _api("torch.cuda.device_count()", torch.cuda.device_count),
-            "compiled_arch_list": _api("torch.cuda.get_arch_list()", torch.cuda.get_arch_list),
-            "tf32_matmul": _api("torch.backends.cuda.matmul.allow_tf32",
-                                lambda: bool(cuda.matmul.allow_tf32)),
-            "tf32_cudnn": _api("torch.backends.cudnn.allow_tf32",
-                               lambda: bool(torch.backends.cudnn.allow_tf32)),
-            "fp16_reduced_precision_reduction": _api(
-                "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
-                lambda: bool(cuda.matmul.allow_fp16_reduced_precision_reduction)),
-            "bf16_reduced_precision_reduction": _api(
-                "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
-                lambda: bool(cuda.matmul.allow_bf16_reduced_precision_reduction)),
-            "cudnn_version": _api("torch.backends.cudnn.version()", torch.backends.cudnn.version),
-            "cudnn_enabled": _api("torch.backends.cudnn.enabled",
-                                  lambda: bool(torch.backends.cudnn.enabled)),
-            "cudnn_deterministic": _api("torch.backends.cudnn.deterministic",
-                                        lambda: bool(torch.backends.cudnn.deterministic)),
-            "cudnn_benchmark": _api("torch.backends.cudnn.benchmark",
-                                    lambda: bool(torch.backends.cudnn.benchmark)),
-            "nccl_version": _api("torch.cuda.nccl.version()",
-                                 lambda: ".".join(map(str, torch.cuda.nccl.version()))),
-            "preferred_blas_library": _api("torch.backends.cuda.preferred_blas_library()",
-                                           lambda: str(cuda.preferred_blas_library()).split(".")[-1]),
-            "preferred_linalg_library": _api(
-                "torch.backends.cuda.preferred_linalg_library()",
-                lambda: str(cuda.preferred_linalg_library()).split(".")[-1]),
-            "sdpa_flash": _api("torch.backends.cuda.flash_sdp_enabled()", cuda.flash_sdp_enabled),
-            "sdpa_mem_efficient": _api("torch.backends.cuda.mem_efficient_sdp_enabled()",
-                                       cuda.mem_efficient_sdp_enabled),
-            "sdpa_math": _api("torch.backends.cuda.math_sdp_enabled()", cuda.math_sdp_enabled),
-            "sdpa_cudnn": _api("torch.backends.cuda.cudnn_sdp_enabled()", cuda.cudnn_sdp_enabled),
-            "allocator_backend": _api("torch.cuda.get_allocator_backend()",
-                                      torch.cuda.get_allocator_backend),
-        })
-    else:
-        for name in ("cuda_available", "device_count", "compiled_arch_list", "tf32_matmul",
-                     "tf32_cudnn", "fp16_reduced_precision_reduction",
-                     "bf16_reduced_precision_reduction", "cudnn_version", "cudnn_enabled",
-                     "cudnn_deterministic", "cudnn_benchmark", "nccl_version",
-                     "preferred_blas_library", "preferred_linalg_library", "sdpa_flash",
-                     "sdpa_mem_efficient", "sdpa_math", "sdpa_cudnn", "allocator_backend"):
-            out[name] = _na(no_gpu, "api:torch.version.cuda/hip")
 
-    out["loaded_libraries"] = (
-        _loaded_library_fields(include_versions) if gpu_build
-        else {name: {"path": _na(no_gpu, "file:/proc/self/maps"),
-                     "version": _na(no_gpu, "file:/proc/self/maps")} for name in _LOADED_LIBS})
-    return out
+
+def _gpu_fields(torch: ModuleType) -> dict[str, Leaf]:
+    """What a CUDA/HIP build adds: devices, TF32 and reduced precision, cuDNN, NCCL, SDPA."""
+    cuda = torch.backends.cuda
+    return {
+        "cuda_available": _api("torch.cuda.is_available()", torch.cuda.is_available),
+        "device_count": _api("torch.cuda.device_count()", torch.cuda.device_count),
+        "compiled_arch_list": _api("torch.cuda.get_arch_list()", torch.cuda.get_arch_list),
+        "tf32_matmul": _api("torch.backends.cuda.matmul.allow_tf32",
+                            lambda: bool(cuda.matmul.allow_tf32)),
+        "tf32_cudnn": _api("torch.backends.cudnn.allow_tf32",
+                           lambda: bool(torch.backends.cudnn.allow_tf32)),
+        "fp16_reduced_precision_reduction": _api(
+            "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+            lambda: bool(cuda.matmul.allow_fp16_reduced_precision_reduction)),
+        "bf16_reduced_precision_reduction": _api(
+            "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+            lambda: bool(cuda.matmul.allow_bf16_reduced_precision_reduction)),
+        "cudnn_version": _api("torch.backends.cudnn.version()", torch.backends.cudnn.version),
+        "cudnn_enabled": _api("torch.backends.cudnn.enabled",
+                              lambda: bool(torch.backends.cudnn.enabled)),
+        "cudnn_deterministic": _api("torch.backends.cudnn.deterministic",
+                                    lambda: bool(torch.backends.cudnn.deterministic)),
+        "cudnn_benchmark": _api("torch.backends.cudnn.benchmark",
+                                lambda: bool(torch.backends.cudnn.benchmark)),
+        "nccl_version": _api("torch.cuda.nccl.version()",
+                             lambda: ".".join(map(str, torch.cuda.nccl.version()))),
+        "preferred_blas_library": _api("torch.backends.cuda.preferred_blas_library()",
+                                       lambda: str(cuda.preferred_blas_library()).split(".")[-1]),
+        "preferred_linalg_library": _api(
+            "torch.backends.cuda.preferred_linalg_library()",
+            lambda: str(cuda.preferred_linalg_library()).split(".")[-1]),
+        "sdpa_flash": _api("torch.backends.cuda.flash_sdp_enabled()", cuda.flash_sdp_enabled),
+        "sdpa_mem_efficient": _api("torch.backends.cuda.mem_efficient_sdp_enabled()",
+                                   cuda.mem_efficient_sdp_enabled),
+        "sdpa_math": _api("torch.backends.cuda.math_sdp_enabled()", cuda.math_sdp_enabled),
+        "sdpa_cudnn": _api("torch.backends.cuda.cudnn_sdp_enabled()", cuda.cudnn_sdp_enabled),
+        "allocator_backend": _api("torch.cuda.get_allocator_backend()",
+                                  torch.cuda.get_allocator_backend),
+    }
 
 
 def main() -> int:
