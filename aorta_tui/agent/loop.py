@@ -113,7 +113,7 @@ def start(req: AgentRequest) -> tuple[Path, dict[str, dict[str, str]]]:
     _refuse_written_secrets(recipe, secrets)
     candidates = _candidates(req, registry, settings)
     _check_budget_and_output(req, plan)
-    agent_dir, env_sidecar = _create_agent_dir(req, recipe.ticket, settings)
+    agent_dir, env_sidecar = _create_agent_dir(req, recipe.ticket or "untitled", settings)  # as the sweep names it
     state = {
         "schema_version": SCHEMA_VERSION, "kind": KIND, "status": "running",
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "proposer": req.proposer, "llm": llm,

@@ -197,3 +197,13 @@ def test_conflicting_pairs_are_never_proposed(tmp_path):
     assert state["status"] == "exhausted" and state["trials_used"] == 3
     assert "conflicts" in state["stop_reason"]
     assert state["recommendation"]["mitigations"] == []
+
+
+def test_a_recipe_without_a_ticket_is_filed_as_the_sweep_files_it(tmp_path):
+    """It was exit 70 (AttributeError on the missing ticket); the sweep names it 'untitled'."""
+    (tmp_path / "p.yaml").write_text("schema_version: 1\nmode: probe\ntrials: 1\n"
+                                     "mitigation_axis: [none]\ndiagnostic_axis: [none]\n")
+    proc = aorta("agent", str(tmp_path / "p.yaml"), "--budget", "1", "-o", str(tmp_path / "out"),
+                 "--no-snapshot", "--", "true", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(list((tmp_path / "out" / "untitled").glob("agent-*/agent.json"))) == 1
