@@ -291,6 +291,10 @@ def open_lock_file(path: Path, *, create: bool = False, fs: RunDirFS | None = No
 def _open_lock_at(fs: RunDirFS, path: Path, *, create: bool) -> IO[bytes] | None:
     """``.lock`` opened beneath ``fs``' root: no link followed, a FIFO or a device refused by
     ``fstat`` on the descriptor (opened without waiting), exit 3 naming what it is."""
+    hint = f"aorta-tui makes {LOCK} itself: move this one away (`mv {path} {path}.bad`), then run the command again"
+    st = fs.lstat(LOCK)
+    if st is not None and stat.S_ISDIR(st.st_mode):  # damage, not a link: the located exit 2
+        raise RunDirError(f"{path} is a directory, not a lock file", hint=hint)
     try:
         fd = fs.open_at(LOCK, os.O_RDWR | (os.O_CREAT if create else 0))
     except FileNotFoundError:
@@ -299,8 +303,8 @@ def _open_lock_at(fs: RunDirFS, path: Path, *, create: bool) -> IO[bytes] | None
         return None
     try:
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise rundir_refused(str(path), describe_kind(mode))
+        if not stat.S_ISREG(mode):  # a FIFO or a device (a link was refused by open_at, exit 3)
+            raise RunDirError(f"{path} is {describe_kind(mode)}, not a lock file", hint=hint)
         os.set_blocking(fd, True)  # a regular file never blocks; the flag only guarded the open
     except BaseException:
         os.close(fd)

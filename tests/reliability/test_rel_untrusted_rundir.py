@@ -372,7 +372,7 @@ def test_the_lock_is_taken_in_the_run_the_store_holds(attacker: Attacker, open_b
     the directory above it, moves the run away and puts a directory of its own at its path.
     ``.lock`` was opened by path: root locked the attacker's directory, and the run it was
     about to write was unlocked (a second orchestrator could run it at once)."""
-    from aorta_tui.core.errors import RunDirRefused
+    from aorta_tui.core.errors import RunDirError, RunDirRefused
     from aorta_tui.core.rundir_fs import RunDirFS
     from aorta_tui.store.run_store import RunStore
     from aorta_tui.store.rundir import RunLock
@@ -398,11 +398,12 @@ def test_the_lock_is_taken_in_the_run_the_store_holds(attacker: Attacker, open_b
         assert (run / ".lock").read_bytes() == b""  # the attacker's, never touched
     finally:
         store.release()
-    # and a lock file that is a FIFO or a link is refused, without waiting or following
+    # and a lock file that is a FIFO or a link is refused, without waiting or following: a link
+    # is the file layer's refusal (exit 3), a FIFO the located damage every reader reports (exit 2)
     held = RunDirFS(parent / "run.moved")
-    for name, what in ((".lock.fifo", "a FIFO"), (".lock.link", "a symlink")):
+    for name, error, what in ((".lock.fifo", RunDirError, "a FIFO"), (".lock.link", RunDirRefused, "a symlink")):
         os.replace(parent / "run.moved" / name, parent / "run.moved" / ".lock")
-        with pytest.raises(RunDirRefused, match=f"is {what}"):
+        with pytest.raises(error, match=f"is {what}"):
             RunLock(parent / "run.moved").acquire(held)
     held.close()
     assert secret.read_bytes() == SECRET and stat.S_IMODE(secret.stat().st_mode) == 0o600
