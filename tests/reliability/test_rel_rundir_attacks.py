@@ -159,6 +159,12 @@ HANDLER_LINE = next(i for i, ln in enumerate(MAIN.read_text().splitlines(), 1)
 ENTRY = REPO / "aorta_tui" / "cli" / "quiet_start.py"  # the program's first module (both ways in)
 ENTRY_HANDLER_LINE = next(i for i, ln in enumerate(ENTRY.read_text().splitlines(), 1)
                           if ln.strip().startswith("_signal.signal(_signal.SIGINT, _interrupted_while_starting)"))
+# The script's first module imports quiet_start: a Ctrl-C landing while Python's import machinery
+# finds and loads quiet_start (a frame at that import line and none inside quiet_start) is before
+# the handler exists, as a Ctrl-C inside quiet_start above its handler line is.
+ENTRY_SCRIPT = REPO / "aorta_tui" / "cli" / "entry.py"
+QUIET_START_IMPORT_LINE = next(i for i, ln in enumerate(ENTRY_SCRIPT.read_text().splitlines(), 1)
+                               if ln.startswith("from aorta_tui.cli.quiet_start import"))
 
 
 def _after_the_handler(frame: str) -> bool:
@@ -167,7 +173,8 @@ def _after_the_handler(frame: str) -> bool:
         return True
     if f"{REPO}/aorta_tui/" not in frame or "__init__.py" in frame or "__main__.py" in frame:
         return False
-    for path, handler_line in ((MAIN, HANDLER_LINE), (ENTRY, ENTRY_HANDLER_LINE)):
+    for path, handler_line in ((MAIN, HANDLER_LINE), (ENTRY, ENTRY_HANDLER_LINE),
+                               (ENTRY_SCRIPT, QUIET_START_IMPORT_LINE)):
         if f'"{path}", line ' in frame:
             return int(frame.split(", line ")[1].split(",")[0]) > handler_line
     return True
