@@ -511,12 +511,27 @@ def make_manifest(req: BundleRequest, files: list[dict[str, Any]]) -> dict[str, 
     }
 
 
-def review_bundle(req: BundleRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """What a bundle would redact, one row per redaction (the secret never shown), and what it
-    would list without redacting (binary, skipped); nothing is written."""
+@dataclass(frozen=True)
+class BundleReview:
+    """What a bundle would do: ``rows``, one per redaction (the secret never shown); ``notes``,
+    what it would list without redacting (binary, skipped, cut); ``scanned``, how many files it
+    read (so "0 redactions" says of how many files, not of none)."""
+
+    rows: list[dict[str, Any]]
+    notes: list[dict[str, Any]]
+    scanned: int
+
+    def redacted_files(self) -> int:
+        return len({r["file"] for r in self.rows})
+
+
+def review_bundle(req: BundleRequest) -> BundleReview:
+    """What a bundle of ``req`` would redact and list; nothing is written."""
     rows: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
+    scanned = 0
     for res in iter_results(req):
+        scanned += res.skipped is None  # a left-out file (too large, unreadable) was not read
         for h in res.hits:
             rows.append({"rule": h.rule, "file": res.arcpath, "line": h.line, "where": h.where,
                          "before": h.shown_before(), "after": h.after})
@@ -530,7 +545,7 @@ def review_bundle(req: BundleRequest) -> tuple[list[dict[str, Any]], list[dict[s
             notes.append({"file": res.arcpath,
                           "note": f"cut to head and tail: {res.truncated['cut_bytes']} bytes left out"})
     rows.sort(key=lambda r: (severity(r["rule"]), r["file"], r["line"]))  # secrets first
-    return rows, notes
+    return BundleReview(rows, notes, scanned)
 
 
 # the review's order: what would leak a credential first, then who and where, then layout

@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from aorta_tui.cli.common import cli_command, err
 from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
+
+if TYPE_CHECKING:  # the archive module loads only when a bundle is made
+    from aorta_tui.bundle.archive import BundleReview
 
 
 @cli_command
@@ -74,7 +78,7 @@ def bundle(
     if extra is not None:
         req.extra = extra
     if review:
-        _print_review(*archive.review_bundle(req), as_json=as_json)
+        _print_review(archive.review_bundle(req), as_json=as_json)
         return
     manifest = archive.build_bundle(req, output)
     if as_json:
@@ -88,9 +92,11 @@ def bundle(
     print("  MANIFEST.json lists every file with its sha256 and what was redacted in it")
 
 
-def _print_review(rows: list[dict], notes: list[dict], *, as_json: bool) -> None:
+def _print_review(review: BundleReview, *, as_json: bool) -> None:
+    rows, notes = review.rows, review.notes
     if as_json:
-        print(json.dumps({"redactions": rows, "notes": notes}, indent=2, ensure_ascii=False))
+        print(json.dumps({"redactions": rows, "notes": notes, "scanned_files": review.scanned},
+                         indent=2, ensure_ascii=False))
         return
     summarised = ("scrub_paths",)  # hundreds of path rewrites would bury the few secrets
     for r in rows:
@@ -107,5 +113,5 @@ def _print_review(rows: list[dict], notes: list[dict], *, as_json: bool) -> None
                   "lists each)")
     for n in notes:
         print(f"{'note':<20} {n['file']}: {n['note']}")
-    print(f"review: {len(rows)} redactions in {len({r['file'] for r in rows})} files; "
-          "nothing written (run without --review to write the archive)")
+    print(f"review: {len(rows)} redactions in {review.redacted_files()} of {review.scanned} files "
+          "scanned; nothing written (run without --review to write the archive)")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from aorta_tui.core.secrets import SECRET_HASHES_FILE
 from tests.engine_support import aorta, only_run_dir
 
 HF_TOKEN = "hf_PLANTEDtok3nValue42"
@@ -142,6 +143,13 @@ def test_no_planted_secret_survives_and_the_rest_is_identical(run_dir, tmp_path)
     assert manifest["totals"]["redactions"]["secret_env"] >= 4
 
 
+def _bundled_files(run_dir: Path) -> int:
+    """The files a bundle of ``run_dir`` reads: every regular file but the keyed hashes of its
+    secrets, which never leave the run."""
+    return sum(1 for p in run_dir.rglob("*") if p.is_file() and not p.is_symlink()
+               and p.name != SECRET_HASHES_FILE)
+
+
 def test_review_shows_rules_masks_values_and_writes_nothing(run_dir, tmp_path):
     before = sorted(os.listdir(tmp_path))
     run_before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
@@ -158,9 +166,14 @@ def test_review_shows_rules_masks_values_and_writes_nothing(run_dir, tmp_path):
                for ln in lines)
     assert any(ln.startswith("home_user") for ln in lines)
     assert "nothing written" in lines[-1]
+    # "N redactions in M of S files scanned": a clean review still says how much it read
+    files = _bundled_files(run_dir)
+    redacted = len({ln.split()[1].split(":")[0] for ln in lines if ln.startswith("secret_env")})
+    assert redacted >= 1 and f" of {files} files scanned" in lines[-1], (files, lines[-1])
     rows = json.loads(aorta("bundle", str(run_dir), "--review", "--json", cwd=tmp_path).stdout)
     assert all(r["before"].startswith("<") for r in rows["redactions"]
                if r["rule"] in ("secret_env", "secret_value", "scrub_env_keys"))
+    assert rows["scanned_files"] == files
 
 
 def test_max_log_bytes_keeps_head_and_tail(run_dir, tmp_path):

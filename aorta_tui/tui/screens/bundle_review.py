@@ -59,9 +59,10 @@ class BundleReviewScreen(ModalScreen[None]):
     class Reviewed(Message):
         """The engine's review is ready (or failed with ``error``)."""
 
-        def __init__(self, rows: list[ReviewRow], notes: list[str], error: str | None = None) -> None:
+        def __init__(self, rows: list[ReviewRow], notes: list[str], error: str | None = None,
+                     scanned: int = 0) -> None:
             super().__init__()
-            self.rows, self.notes, self.error = rows, notes, error
+            self.rows, self.notes, self.error, self.scanned = rows, notes, error, scanned
 
     class Written(Message):
         """The archive is on disk (``summary``), or writing it failed (``error``)."""
@@ -105,12 +106,13 @@ class BundleReviewScreen(ModalScreen[None]):
         from aorta_tui.bundle import archive
 
         try:
-            rows, notes = archive.review_bundle(self._request())
+            review = archive.review_bundle(self._request())
         except (AortaError, OSError) as exc:
             self.post_message(self.Reviewed([], [], error=_said(exc)))
             return
-        self.post_message(self.Reviewed([ReviewRow.from_engine(r) for r in rows],
-                                        [f"{n['file']}: {n['note']}" for n in notes]))
+        self.post_message(self.Reviewed([ReviewRow.from_engine(r) for r in review.rows],
+                                        [f"{n['file']}: {n['note']}" for n in review.notes],
+                                        scanned=review.scanned))
 
     @on(Reviewed)
     def _show_review(self, message: Reviewed) -> None:
@@ -120,7 +122,7 @@ class BundleReviewScreen(ModalScreen[None]):
             summary.update(Text(f"cannot review this run: {message.error}", style="bold red"))
             return
         files = len({r.where.split(":", 1)[0].split(" (", 1)[0] for r in message.rows})
-        summary.update(f"{len(message.rows)} redactions in {files} files would be made; "
+        summary.update(f"{len(message.rows)} redactions in {files} of {message.scanned} files would be made; "
                        "nothing is written until you press w")
         table = self.query_one("#bundle-table", DataTable)
         for r in message.rows:
