@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
+from textual.reactive import var
 from textual.widgets import Static
 
 from aorta_tui.core.events import Event
@@ -65,6 +66,10 @@ class MatrixScreen(EngineBridge, AortaScreen):
         Binding("b", "bundle", "Bundle"),
     ]
 
+    # Whether a process holds the open run's lock (None: not asked yet). Reactive: a change
+    # redraws the summary on the next tick, whoever set it (the probe, opening another run).
+    orchestrator_alive: var[bool | None] = var(None, init=False)
+
     def __init__(self) -> None:
         super().__init__()
         self.run_dir: Path | None = None
@@ -72,7 +77,6 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self._pending: PendingEvents | None = None  # what the journal worker read, not yet shown
         self._dirty = False
         self.events_seen = 0
-        self.orchestrator_alive: bool | None = None
         self._per_node: tuple[Path, str] | None = None  # a finished Slurm run's per-node line
 
     def compose_body(self) -> ComposeResult:
@@ -106,9 +110,11 @@ class MatrixScreen(EngineBridge, AortaScreen):
 
     @on(OrchestratorProbed)
     def _orchestrator_probed(self, message: OrchestratorProbed) -> None:
-        if message.run_dir == self.run_dir and message.alive != self.orchestrator_alive:
+        if message.run_dir == self.run_dir:
             self.orchestrator_alive = message.alive
-            self._dirty = True
+
+    def watch_orchestrator_alive(self) -> None:
+        self._dirty = True
 
     def on_unmount(self) -> None:
         self._stop_follower()

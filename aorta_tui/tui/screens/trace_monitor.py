@@ -28,6 +28,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.reactive import var
 from textual.widgets import DataTable, Input, Label, Select, Sparkline, Static
 
 from aorta_tui.core.events import Event, HistogramSnapshot, Measurement, RunFinished, RunWarning
@@ -149,6 +150,11 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         Binding("e", "toggle_metrics", "Metrics for Prometheus on/off", show=False),
     ]
 
+    # --metrics ADDR for the tracer (docs/metrics.md): the setting $AORTA_TUI_METRICS turns it on
+    # at start with its address (read on mount, from the App's settings); e toggles it. Reactive:
+    # the status line that says so follows the value, however it was set.
+    metrics_addr: var[str | None] = var(None, init=False)
+
     def __init__(self) -> None:
         super().__init__()
         # Newest snapshot per metric (a probe set can stream several histograms).
@@ -172,9 +178,6 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.status: dict[str, tuple[str, str]] = {}
         # Probe set -> None (can attach here) or why not; {} while not known.
         self.probe_sets: dict[str, str | None] = {}
-        # --metrics ADDR for the tracer (docs/metrics.md): the setting $AORTA_TUI_METRICS turns
-        # it on at start with its address (read on mount, from the App's settings); e toggles it
-        self.metrics_addr: str | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="queue"):
@@ -276,9 +279,6 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self._last_draw = 0.0
         self.set_interval(1 / CHECK_HZ, self._redraw)
         self._initial_probe_set = str(self.query_one("#probe-set", Select).value)
-        if self.metrics_addr:  # $AORTA_TUI_METRICS: said on screen, not only in a toast
-            self.set_status("metrics", f"metrics for Prometheus at http://{self.metrics_addr}/metrics "
-                            "when the trace starts (e: off)", "dim")
         if self._known_probe_sets() is None and probe_set_names():
             self.run_worker(self._check_probe_sets, thread=True, exit_on_error=False, name="probe sets")
         else:
@@ -431,13 +431,18 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
     def action_toggle_metrics(self) -> None:
         """Serve (or stop serving) the next trace's figures for Prometheus."""
         self.metrics_addr = None if self.metrics_addr else (self.aorta.settings.metrics_addr or DEFAULT_METRICS_ADDR)
-        when = "from the next start (s twice)" if self.tracing else "when the trace starts"
-        if self.metrics_addr:
-            self.set_status("metrics", f"metrics for Prometheus at http://{self.metrics_addr}/metrics "
-                            f"{when} (e: off)", "dim")
+        self.notify(f"Metrics {'on: ' + self.metrics_addr if self.metrics_addr else 'off'}, {self._metrics_when()}.")
+
+    def _metrics_when(self) -> str:
+        return "from the next start (s twice)" if self.tracing else "when the trace starts"
+
+    def watch_metrics_addr(self, addr: str | None) -> None:
+        """Said on screen, not only in a toast ($AORTA_TUI_METRICS at start, or e)."""
+        if addr:
+            self.set_status("metrics", f"metrics for Prometheus at http://{addr}/metrics "
+                            f"{self._metrics_when()} (e: off)", "dim")
         else:
             self.set_status("metrics", "")
-        self.notify(f"Metrics {'on: ' + self.metrics_addr if self.metrics_addr else 'off'}, {when}.")
 
     def metrics_args(self) -> list[str]:
         """The tracer's --metrics options (a replay has no live figures to serve)."""
