@@ -31,3 +31,34 @@ def only_run_dir(output: Path) -> Path:
     return runs[0].parent
 
 
+
+
+def output_on_a_pty(argv: list[str], cwd: Path, *, columns: int = 80, rows: int = 24) -> str:
+    """What ``argv`` (exit 0 asserted) prints on a real terminal of ``columns`` x ``rows``, its
+    escape sequences and carriage returns removed: how rich sizes its tables for a user (no
+    $COLUMNS/$LINES, which would win over the terminal's own size)."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=slave, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=120) == 0
+    os.close(master)
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r", "")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine_support import output_on_a_pty
+
 pytestmark = pytest.mark.slow  # real processes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,30 +82,7 @@ def test_a_failed_policy_sweep_leaves_no_empty_output_directory(tmp_path: Path) 
 # item 9 -------------------------------------------------------------------------------------
 
 def _on_a_pty(cwd: Path, *args: str, columns: int = 80) -> str:
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen([ENTRY, *args], cwd=cwd, stdout=slave, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL, env=env)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(timeout=120) == 0
-    os.close(master)
-    text = b"".join(chunks).decode("utf-8", "replace").replace("\r", "")
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    return output_on_a_pty([ENTRY, *args], cwd, columns=columns)
 
 
 def _workload_names(cwd: Path) -> list[str]:

@@ -3,14 +3,12 @@ table on a real pty of 80 columns; a wide terminal keeps a long value on one lin
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import sys
 
 import pytest
 
-from tests.engine_support import aorta
+from tests.engine_support import aorta, output_on_a_pty
 
 ARGS = ["queue", "run", "hetero_kernels", "--streams", "2", "--iterations", "3", "--warmup", "1",
         "--device", "cpu", "--size", "tiny"]
@@ -31,30 +29,7 @@ def test_the_plain_table_fits_columns(tmp_path, columns):
 
 
 def test_the_rich_table_fits_an_80_column_pty(tmp_path):
-    import fcntl
-    import pty
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen([sys.executable, "-m", "aorta_tui", *ARGS], cwd=tmp_path,
-                            stdout=slave, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                            env=env)
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(timeout=120) == 0
-    os.close(master)
-    text = ANSI.sub("", b"".join(chunks).decode("utf-8", "replace")).replace("\r", "")
+    text = output_on_a_pty([sys.executable, "-m", "aorta_tui", *ARGS], tmp_path)
     lines = [ln for ln in text.split("\n") if ln.strip()]
     assert any("cost_us_per_kernel" in ln for ln in lines), text[:2000]
     assert max(len(ln) for ln in lines) <= 80, max(lines, key=len)
