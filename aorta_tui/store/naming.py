@@ -16,6 +16,7 @@ Killing the orchestrator at any point loses no completed trial: a trial counts a
 when its ``trial_finished`` line is in the journal and its ``result.json`` is on disk, and both
 are written before the next trial starts. A run directory appears under its name only once
 ``run.json`` is in it (it is built as ``.<run-id>.creating`` and renamed), so a kill while it
+is being created leaves no half-made run to resume.
 """
 
 from __future__ import annotations
