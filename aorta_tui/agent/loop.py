@@ -184,7 +184,7 @@ def _create_agent_dir(req: AgentRequest, ticket: str, settings: dict[str, tuple[
     """OUTPUT/<ticket>/agent-<id>/ with the recipe as given (0600) and the env sidecar."""
     from aorta_tui.agent import env_candidates
     from aorta_tui.core.atomic import atomic_write_bytes
-    from aorta_tui.store.rundir import new_run_id, safe_component
+    from aorta_tui.store.naming import new_run_id, safe_component
 
     agent_dir = req.output / safe_component(ticket) / f"agent-{new_run_id()}"
     try:

@@ -81,7 +81,7 @@ def _finished_results(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     finished in the journal with a whole result.json (docs/run-directory.md); and the ids of
     those the journal says finished whose result.json is not whole (damaged or missing)."""
     from aorta_tui.core.errors import RunDirError
-    from aorta_tui.store.rundir import read_trial_result, resume_state
+    from aorta_tui.store.resume import read_trial_result, resume_state
 
     if not (run_dir / "journal.jsonl").is_file():
         raise RunDirError(f"{run_dir} is not a run directory (no journal.jsonl)",
@@ -105,7 +105,8 @@ def _finished_results(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def _journal_events(run_dir: Path) -> list[Any]:
-    from aorta_tui.store.rundir import JOURNAL, scan_journal
+    from aorta_tui.store.journal_reader import scan_journal
+    from aorta_tui.store.naming import JOURNAL
 
     return list(scan_journal(run_dir / JOURNAL).events)
 

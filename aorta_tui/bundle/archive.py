@@ -158,7 +158,7 @@ def _run_input(p: Path, name: str) -> BundleInput:
     run_json = p / "run.json"
     doc = _json_object(run_json, "run record") if run_json.is_file() else {}
     redaction = recipe_redaction(p / "recipe.resolved.yaml")
-    from aorta_tui.store.rundir import describe_holder, lock_holder
+    from aorta_tui.store.lock import describe_holder, lock_holder
 
     holder = lock_holder(p)
     return BundleInput(p, "run", name, recipe_hash=_str(doc.get("recipe_hash")),

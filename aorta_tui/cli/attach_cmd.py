@@ -26,7 +26,8 @@ def attach(
       aorta-tui attach aorta-out/TICKET-1/20261129-101500-ab12
     """
     from aorta_tui.core.errors import RunDirError
-    from aorta_tui.store.rundir import JOURNAL, open_journal_file
+    from aorta_tui.store.journal_file import open_journal_file
+    from aorta_tui.store.naming import JOURNAL
 
     journal = open_journal_file(run_dir / JOURNAL)  # a FIFO, /dev/zero, a link: exit 2 here
     if journal is not None:

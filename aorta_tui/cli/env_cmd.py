@@ -75,7 +75,7 @@ def probe(
         try:
             atomic_write_json(write_to, snap)
         except OSError as exc:  # a full disk (bytes or inodes): exit 3 with the free space
-            from aorta_tui.store.rundir import output_write_error
+            from aorta_tui.store.write_errors import output_write_error
 
             raise output_write_error(exc, write_to) from None
     needs_root = snap.get("probe", {}).get("fields_needing_root", {}).get("value") or []

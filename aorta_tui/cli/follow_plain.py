@@ -10,13 +10,13 @@ from aorta_tui.core.errors import ExitCode
 from aorta_tui.core.events import Event, RunFinished, RunStarted
 from aorta_tui.core.text import inert
 from aorta_tui.store.journal_follow import JournalFollower, format_event_line
-from aorta_tui.store.rundir import Damage
+from aorta_tui.store.journal_reader import Damage
 
 CHECK_S = 0.5
 
 
 def _orchestrator_alive(run_dir: Path) -> bool:
-    from aorta_tui.store.rundir import lock_holder
+    from aorta_tui.store.lock import lock_holder
 
     return lock_holder(run_dir) is not None
 

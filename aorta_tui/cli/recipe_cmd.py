@@ -151,7 +151,7 @@ def schema(
         sys.stdout.write(text)
         return
     from aorta_tui.core.atomic import atomic_write_text
-    from aorta_tui.store.rundir import output_write_error
+    from aorta_tui.store.write_errors import output_write_error
 
     try:
         atomic_write_text(output, text)

@@ -91,7 +91,7 @@ def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
     from aorta_tui.recipe import load_recipe, load_recipe_text, with_command
 
     if req.resume is not None:
-        from aorta_tui.store.rundir import read_run_meta
+        from aorta_tui.store.run_meta import read_run_meta
 
         read_run_meta(Path(req.resume))  # a run dir that is not one (or a half-made one) says so first
     if req.recipe is not None:

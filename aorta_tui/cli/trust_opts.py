@@ -28,7 +28,8 @@ def guard_run_dir(run_dir: Path, command: list[str], *, trusted: bool,
     lock: its journal is that session's, so the note is shown and not written."""
     note = check_run_dir_trust(run_dir, command=shlex.join(command), trusted=trusted)
     if note is not None:
-        from aorta_tui.store.rundir import lock_holder, record_warning
+        from aorta_tui.store.journal_writer import record_warning
+        from aorta_tui.store.lock import lock_holder
 
         if say is not None:
             say(f"warning: {note}")

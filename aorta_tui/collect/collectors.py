@@ -625,11 +625,11 @@ def availability_notes(names: Iterable[str], *, mode: str = "triage") -> list[st
 
 def run_summary(run_dir: Path, trial_ids: Iterable[str]) -> dict[str, Any]:
     """Per collector: trials it ran in, and each distinct reason it did not (with a count)."""
-    from aorta_tui.store import rundir
+    from aorta_tui.store.resume import read_trial_result
 
     out: dict[str, dict[str, Any]] = {}
     for tid in trial_ids:
-        d = rundir.read_trial_result(run_dir, tid) or {}
+        d = read_trial_result(run_dir, tid) or {}
         recs = d.get("collectors")
         recs = recs if isinstance(recs, dict) else {}
         for name, rec in recs.items():

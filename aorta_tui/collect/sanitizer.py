@@ -695,7 +695,7 @@ def run_sanitizer_recipe(recipe: SanitizerRecipe, output: Path, *, dry_run: bool
                          ) -> tuple[Path, list[CheckResult]]:
     """Run every check of ``recipe`` in a new ``<output>/<ticket>/<run-id>/``; the report is
     rewritten (atomically) after each check, so an interrupted run says how far it got."""
-    from aorta_tui.store.rundir import create_run_dir
+    from aorta_tui.store.run_create import create_run_dir
 
     def populate(d: Path) -> None:
         atomic_write_json(d / recipe.report_name, report_dict(recipe, [], dry_run=dry_run))

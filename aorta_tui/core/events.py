@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-# Evaluated at run time: rundir.parse_journal_line reads the fields' type hints.
+# Evaluated at run time: store/journal_reader.parse_journal_line reads the fields' type hints.
 from aorta_tui.core.aggregate import CellStats
 from aorta_tui.core.trial_contract import TrialResult
 

@@ -36,19 +36,19 @@ def node_summary(run_dir: Path) -> list[str]:
     """Lines of the per-node failure summary of ``run_dir`` (empty without Slurm trials)."""
     from aorta_tui.core.errors import AortaError
     from aorta_tui.core.inputs import read_json_or_none
-    from aorta_tui.store import rundir
+    from aorta_tui.store.resume import read_trial_result, resume_state
 
     try:  # the one checked open: a damaged run directory is no summary, never a hang
         plan = read_json_or_none(run_dir / "plan.json")
         ids = {t["trial_id"] for t in plan["trials"]}
-        completed = rundir.resume_state(run_dir, ids).completed
+        completed = resume_state(run_dir, ids).completed
     except (AortaError, KeyError, TypeError):
         return []
     per_node: dict[str, dict[str, int]] = defaultdict(lambda: {"pass": 0, "fail": 0, "error": 0})
     per_cell: dict[str, dict[str, dict[str, int]]] = defaultdict(
         lambda: defaultdict(lambda: {"pass": 0, "fail": 0, "error": 0}))
     for tid in sorted(completed):
-        result = rundir.read_trial_result(run_dir, tid)
+        result = read_trial_result(run_dir, tid)
         facts = _facts(result)
         if facts is None or result is None:
             continue

@@ -30,7 +30,7 @@ from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.core.rundir_fs import RunDirFS
-from aorta_tui.store.rundir import output_write_error
+from aorta_tui.store.write_errors import output_write_error
 
 if TYPE_CHECKING:
     from aorta_tui.hwqueue.harness import QueueRunConfig

@@ -15,7 +15,7 @@ from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.events import Measurement, ResultWritten
 from aorta_tui.hwqueue.harness import EventCallback, QueueRunConfig, execute
 from aorta_tui.hwqueue.result import build_result, new_run_id
-from aorta_tui.store.rundir import output_write_error
+from aorta_tui.store.write_errors import output_write_error
 
 
 def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,

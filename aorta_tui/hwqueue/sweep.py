@@ -24,7 +24,7 @@ from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 from aorta_tui.store.run_store import StoreLayout
-from aorta_tui.store.rundir import output_write_error
+from aorta_tui.store.write_errors import output_write_error
 
 SWEEP_KIND = "aorta-tui/queue-sweep"
 
@@ -252,7 +252,7 @@ def _request(base: Any, counts: Sequence[int], knee_gain: float,
 
 def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
     """A new run directory holding ``request.json`` and an empty journal (or refused)."""
-    from aorta_tui.store.rundir import JOURNAL
+    from aorta_tui.store.naming import JOURNAL
 
     if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         raise UsageError(f"--run-dir {run_dir} already exists and is not an empty directory",
@@ -398,7 +398,7 @@ class _StoreSweep:
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
 
     def run(self, *, resumed: bool) -> dict[str, Any]:
-        from aorta_tui.store.rundir import write_failure
+        from aorta_tui.store.write_errors import write_failure
 
         self.store.acquire()  # before the resume set is read: another process may be running it
         try:

@@ -20,7 +20,7 @@ Run directory (the source of truth; ``aorta-tui policy report DIR`` re-renders f
     DIR/trials/NNN-POLICY-tK/outcome.json  exit status, environment applied, extracted figures
     DIR/trials/NNN-POLICY-tK/stdout.txt, stderr.txt
     DIR/policy.json, DIR/policy.md         the comparison (aorta_tui.policy.report)
-    DIR/.lock                              held (flock, rundir.RunLock) while a process runs
+    DIR/.lock                              held (flock, lock.RunLock) while a process runs
                                            the sweep; names its pid
 
 A trial counts as done when its final ``outcome.json`` and its ``trial_finished`` journal line
@@ -72,7 +72,7 @@ from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import REPORT_FILES
 from aorta_tui.store.run_store import RunStore, StoreLayout
-from aorta_tui.store.rundir import output_write_error, write_failure
+from aorta_tui.store.write_errors import output_write_error, write_failure
 
 if TYPE_CHECKING:  # imported when a policy changes the GPU, not on every sweep
     from aorta_tui.policy.gpu_control import ControlBackend

@@ -437,7 +437,8 @@ def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Pa
 
 def rerender(run_dir: str | Path) -> tuple[dict[str, Any], Path, Path]:
     """Recompute the comparison from the run directory and rewrite both reports."""
-    from aorta_tui.store.rundir import check_outputs, write_failure
+    from aorta_tui.store.run_create import check_outputs
+    from aorta_tui.store.write_errors import write_failure
 
     check_outputs(Path(run_dir), files=REPORT_FILES)  # a directory there: exit 2, nothing read
     report = build_report(run_dir)

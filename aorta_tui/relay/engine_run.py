@@ -8,7 +8,7 @@ signalling the whole group. Its stderr goes to a file, never to the caller's ter
 screen would be corrupted by it).
 
 A line that is not an event is counted and located in ``damaged`` (the engine's own parser,
-``rundir.parse_journal_line``, decides), never fatal. A command that exits before it said
+``journal_reader.parse_journal_line``, decides), never fatal. A command that exits before it said
 ``RunStarted`` raises :class:`EngineRunError` naming its exit status and the tail of its stderr.
 
 No textual or rich here: the TUI wraps this in a Textual worker; ``launch_detached`` runs it in
@@ -36,7 +36,7 @@ from aorta_tui.core.errors import AortaError, ExitCode
 from aorta_tui.core.events import Event, RunStarted
 from aorta_tui.privsep import client as privsep
 from aorta_tui.store.journal_follow import JournalLines
-from aorta_tui.store.rundir import Damage
+from aorta_tui.store.journal_reader import Damage
 
 STDERR_TAIL = 2000  # characters of the child's stderr an error quotes
 READ_CHUNK = 1 << 16

@@ -21,7 +21,8 @@ from pathlib import Path
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import RunDirError, UsageError
 from aorta_tui.core.events import RunStarted
-from aorta_tui.store.rundir import lock_holder, parse_journal_line
+from aorta_tui.store.journal_reader import parse_journal_line
+from aorta_tui.store.lock import lock_holder
 
 LAUNCH_LOG = "launcher.log"
 

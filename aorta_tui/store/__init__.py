@@ -1,1 +1,2 @@
-"""The run directory: its lock, journal and result files, the one owner of a run (RunStore), and reading a journal back."""
+"""The run directory: its names, lock, journal (written, parsed, followed), creation, listing and
+resume set, and RunStore, what an engine holds while it runs one. One job a module (docs/architecture.md)."""

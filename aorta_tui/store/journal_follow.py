@@ -26,13 +26,9 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
-from aorta_tui.store.rundir import (
-    MAX_JOURNAL_LINE,
-    RUN_META,
-    Damage,
-    open_journal_file,
-    parse_journal_line,
-)
+from aorta_tui.store.journal_file import open_journal_file
+from aorta_tui.store.journal_reader import MAX_JOURNAL_LINE, Damage, parse_journal_line
+from aorta_tui.store.naming import RUN_META
 
 JOURNAL_NAME = "journal.jsonl"
 
@@ -88,7 +84,7 @@ class JournalReader:
     A line without its newline yet (the writer is mid-append, or was killed mid-line) is kept
     back until it is complete; a line that is not an event (damaged, truncated, not an object,
     a field of the wrong type, longer than the engine ever writes) is counted and located in
-    ``damaged``, never fatal: the engine's own parser (``rundir.parse_journal_line``) decides.
+    ``damaged``, never fatal: the engine's own parser (``journal_reader.parse_journal_line``) decides.
     """
 
     CHUNK = 1 << 20

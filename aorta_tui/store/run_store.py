@@ -1,16 +1,24 @@
-"""One run directory, owned by one object: its layout, lock, journal, resume set and results.
+"""A run directory while an engine runs it, held by one object: its lock, journal, resume set
+and trial results.
 
-Every engine that keeps a run directory (the sweep, ``sweep/orchestrator.py``; the policy sweep,
-``policy/evaluator.py``; the queue sweep, ``hwqueue/sweep.py``) opens it through a
-:class:`RunStore`, so the rules of
-``docs/run-directory.md`` hold for all of them the same way:
+Every engine that runs trials in a run directory (the sweep, ``sweep/orchestrator.py``; the
+policy sweep, ``policy/evaluator.py``; the queue sweep, ``hwqueue/sweep.py``) opens it through a
+:class:`RunStore`, so the rules of ``docs/run-directory.md`` hold for all of them the same way.
+What a RunStore owns, from ``acquire`` to ``release``:
 
-* the lock is ``rundir.RunLock`` (a kernel ``flock``: a SIGKILLed holder never blocks a resume),
-  taken before any resume bookkeeping;
-* the journal is ``rundir.Journal``: one ``write`` per line, the lines a resume trusts fsynced;
-* a trial counts as done only when its whole result file is on disk **and** its
-  ``trial_finished`` line is in the journal (``resume_state``), the result written first;
-* result files are written atomically (temp file, fsync, rename).
+* the lock, ``lock.RunLock`` (a kernel ``flock``: a SIGKILLed holder never blocks a resume),
+  taken after the layout check and before any resume bookkeeping;
+* the journal writer, ``journal_writer.Journal``: one ``write`` per line, the lines a resume
+  trusts fsynced;
+* the resume set: a trial counts as done only when its whole result file is on disk **and** its
+  ``trial_finished`` line is in the journal (``resume.resume_state``), the result written first;
+* the trials' directories and result files, written atomically (temp file, rename) through the
+  run's file layer.
+
+What it does not own: making the directory and its ``run.json`` (``run_create.py``,
+``run_meta.py``, before any store opens it), a command's one-off journal line under the lock
+(``journal_writer.record_warning``), and the readers that never take the lock (``run_list.py``,
+``journal_follow.py``, ``lock.lock_holder``).
 
 What differs between the engines is only where a trial's result lives, what makes it whole and
 how trial ids look: a :class:`StoreLayout`. The sweep's is :data:`SWEEP_LAYOUT`.
@@ -31,7 +39,15 @@ from aorta_tui.core.events import Event, RunStarted
 from aorta_tui.core.inputs import permission_problem
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.trial_contract import TrialResult
-from aorta_tui.store import rundir
+from aorta_tui.store import naming, resume
+from aorta_tui.store.journal_file import check_journal_file
+from aorta_tui.store.journal_reader import JournalScan, scan_journal
+from aorta_tui.store.journal_writer import Journal
+from aorta_tui.store.lock import RunLock
+from aorta_tui.store.naming import JOURNAL
+from aorta_tui.store.resume import ResumeState, read_trial_result
+from aorta_tui.store.run_create import check_outputs
+from aorta_tui.store.write_errors import write_failure
 
 Accept = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
 
@@ -41,7 +57,7 @@ class StoreLayout:
     """What one engine's run directory does its own way."""
 
     result_file: str = "result.json"  # trials/<trial id>/<result_file>
-    # Trial ids are a sweep's ``<cell>/trial-<NNN>``, whose result.json ``rundir.read_trial_result``
+    # Trial ids are a sweep's ``<cell>/trial-<NNN>``, whose result.json ``read_trial_result``
     # checks; False: one path component of the engine's own (a policy sweep's ``001-baseline-t1``)
     # and its result checked by ``accept``.
     sweep_ids: bool = True
@@ -81,9 +97,9 @@ class RunStore:
     def __init__(self, path: str | Path, layout: StoreLayout = SWEEP_LAYOUT) -> None:
         self.path = Path(path)
         self.layout = layout
-        self.journal_path = self.path / rundir.JOURNAL
-        self._lock = rundir.RunLock(self.path, refusal=layout.refusal)
-        self.journal: rundir.Journal | None = None
+        self.journal_path = self.path / JOURNAL
+        self._lock = RunLock(self.path, refusal=layout.refusal)
+        self.journal: Journal | None = None
         self._fs: RunDirFS | None = None
 
     @property
@@ -97,7 +113,7 @@ class RunStore:
     # -- layout ----------------------------------------------------------------------------
 
     def is_trial_id(self, trial_id: object) -> bool:
-        return rundir.is_trial_id(trial_id) if self.layout.sweep_ids else _is_flat_id(trial_id)
+        return naming.is_trial_id(trial_id) if self.layout.sweep_ids else _is_flat_id(trial_id)
 
     def trial_dir(self, trial_id: str) -> Path:
         if not self.is_trial_id(trial_id):
@@ -116,7 +132,7 @@ class RunStore:
         try:
             self._lock.acquire(self.fs)
         except OSError as exc:  # another user's .lock, a full disk: the machine's (exit 3)
-            problem = rundir.write_failure(exc, self.path, resumable=False)
+            problem = write_failure(exc, self.path, resumable=False)
             if problem is None:
                 raise
             raise problem from None
@@ -132,8 +148,8 @@ class RunStore:
             raise RunDirError(f"{self.path} is not a directory", hint="pass a run directory")
         if not os.access(self.path, os.W_OK | os.X_OK):
             raise permission_problem(self.path, fix_dir=self.path)
-        rundir.check_journal_file(self.journal_path)
-        rundir.check_outputs(self.path, files=self.layout.files, dirs=self.layout.dirs)
+        check_journal_file(self.journal_path)
+        check_outputs(self.path, files=self.layout.files, dirs=self.layout.dirs)
         for path in self._trial_tree():
             try:
                 st = path.lstat()
@@ -183,11 +199,11 @@ class RunStore:
 
     # -- the journal -----------------------------------------------------------------------
 
-    def open_journal(self) -> rundir.Journal:
+    def open_journal(self) -> Journal:
         """The journal writer (an ``EventSink``: prepend it to the bus, so it sees every event
         before any display does)."""
         if self.journal is None:
-            self.journal = rundir.Journal(self.journal_path, dir_fd=self.fs.fileno())
+            self.journal = Journal(self.journal_path, dir_fd=self.fs.fileno())
         return self.journal
 
     def check_journal(self) -> None:
@@ -199,8 +215,8 @@ class RunStore:
         if self.journal is not None:
             self.journal.close()
 
-    def scan(self) -> rundir.JournalScan:
-        return rundir.scan_journal(self.journal_path, sweep_ids=self.layout.sweep_ids)
+    def scan(self) -> JournalScan:
+        return scan_journal(self.journal_path, sweep_ids=self.layout.sweep_ids)
 
     def events(self) -> Iterator[Event]:
         yield from self.scan().events
@@ -211,9 +227,9 @@ class RunStore:
 
     # -- the resume set --------------------------------------------------------------------
 
-    def resume_state(self, trial_ids: set[str] | None = None) -> rundir.ResumeState:
+    def resume_state(self, trial_ids: set[str] | None = None) -> ResumeState:
         """Trials done (journal line and whole result), started and never done, damaged lines."""
-        return rundir.resume_state(self.path, trial_ids, read_result=self.read_result,
+        return resume.resume_state(self.path, trial_ids, read_result=self.read_result,
                                    sweep_ids=self.layout.sweep_ids)
 
     def completed(self, trial_ids: set[str] | None = None) -> set[str]:
@@ -237,7 +253,7 @@ class RunStore:
         Only the trial's own directory is read: a retired attempt is evidence, never a result.
         """
         if self.layout.sweep_ids:
-            return rundir.read_trial_result(self.fs, trial_id)
+            return read_trial_result(self.fs, trial_id)
         if not _is_flat_id(trial_id):
             return None
         data = self.fs.read_json_or_none(self.result_path(trial_id))

@@ -49,8 +49,13 @@ from aorta_tui.core.trial_contract import (
     workload_result_filename,
 )
 from aorta_tui.registry.registry import Registry
-from aorta_tui.store import rundir
+from aorta_tui.store.journal_reader import Damage
+from aorta_tui.store.journal_writer import Journal
+from aorta_tui.store.naming import RUN_META
+from aorta_tui.store.run_create import create_run_dir, discard_new_run, staged_run_id
+from aorta_tui.store.run_meta import read_run_meta, write_run_meta
 from aorta_tui.store.run_store import RunStore
+from aorta_tui.store.write_errors import describe_free_space, write_failure
 from aorta_tui.sweep.plan import CellPlan, Plan, TrialSpec, build_plan
 from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec
 
@@ -98,9 +103,9 @@ class Sweep:
         # what the trials' identity tokens are bound to (trial/orphans.py): the id the run was
         # created with, which run.json keeps when its directory is renamed
         self._identity_key: str = ""
-        self._journal_damage: list[rundir.Damage] = []
+        self._journal_damage: list[Damage] = []
         self._refused_before_trials = False  # executor.begin refused: no trial of this run ran
-        self._journal: rundir.Journal | None = None
+        self._journal: Journal | None = None
         self._store: RunStore  # the run directory, opened under its lock by run()
         self._captures: list[Any] = []  # snapshot captures of this session (trial timelines)
         # The result of every trial that counts: read once at a resume, then each one written
@@ -251,7 +256,7 @@ class Sweep:
             return self._run_locked(run_dir)
         except AortaError as exc:
             if self._refused_before_trials and self.options.resume is None \
-                    and rundir.discard_new_run(run_dir):
+                    and discard_new_run(run_dir):
                 # the executor's checks that need the run's own jobs (Slurm's account, its
                 # shared run directory) failed before any trial ran: leave no empty run behind
                 exc.hint = f"{exc.hint + '; ' if exc.hint else ''}the new run directory {run_dir} was removed"
@@ -259,7 +264,7 @@ class Sweep:
         except OSError as exc:
             # A full disk, a quota, an I/O error: the machine's problem, and the run resumes
             # once it is fixed (every finished trial is on disk, the journal says which).
-            problem = rundir.write_failure(exc, run_dir)
+            problem = write_failure(exc, run_dir)
             if problem is None:
                 raise
             raise problem from None
@@ -333,7 +338,7 @@ class Sweep:
         self._hash = recipe_hash(self.recipe)
         if self.options.resume is not None:
             run_dir = Path(self.options.resume)
-            meta = rundir.read_run_meta(run_dir)
+            meta = read_run_meta(run_dir)
             recorded = meta.get("run_id")
             # a run made before run.json kept its id: its directory's name, as it was created
             self._identity_key = recorded if isinstance(recorded, str) and recorded else run_dir.name
@@ -342,7 +347,7 @@ class Sweep:
                 # Damage, not a changed recipe: saying "the recipe changed (hash None then)"
                 # would send the user looking for an edit that never happened.
                 raise RunDirError(
-                    f"{run_dir / rundir.RUN_META}: recipe_hash is "
+                    f"{run_dir / RUN_META}: recipe_hash is "
                     f"{'missing' if stored is None else 'not a hash: ' + repr(stored)[:60]}, so this "
                     "run cannot be checked against its recipe (run.json is damaged)",
                     hint="start a new run with the recipe; the trials already done stay in "
@@ -359,13 +364,13 @@ class Sweep:
         ticket = self.options.ticket or self.recipe.ticket or "untitled"
 
         def populate(run_dir: Path) -> None:
-            # Written into the directory before it gets its name (rundir.create_run_dir): a kill
+            # Written into the directory before it gets its name (create_run_dir): a kill
             # in between leaves a hidden .creating directory, never a run without run.json.
-            self._identity_key = rundir.staged_run_id(run_dir)
+            self._identity_key = staged_run_id(run_dir)
             with RunDirFS(run_dir) as fs:
                 fs.atomic_write_text("recipe.resolved.yaml", dump_resolved(self.recipe))
                 fs.atomic_write_json("plan.json", self.plan.to_dict())
-            rundir.write_run_meta(run_dir, {
+            write_run_meta(run_dir, {
                 "run_id": self._identity_key,
                 "recipe_hash": self._hash,
                 "recipe_source": str(self.recipe.source_path or ""),
@@ -375,7 +380,7 @@ class Sweep:
                 "argv": sys.argv,
             })
 
-        return rundir.create_run_dir(Path(self.options.output), ticket, populate)
+        return create_run_dir(Path(self.options.output), ticket, populate)
 
     def _take_over(self, run_dir: Path) -> tuple[int, set[str]]:
         """Under the lock: the session number and the trials already done.
@@ -908,7 +913,7 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
 
     The trials that count are the plan's (``trial_ids``; without it, the run's ``plan.json``)
     whose ``trial_finished`` line is in the journal and whose own ``result.json`` is whole
-    (see ``rundir.resume_state``). A loose glob of result files would also count the retired
+    (see ``resume.resume_state``). A loose glob of result files would also count the retired
     copy of a trial killed between its result and its journal line (``trial-NNN.interrupted-K``).
     """
     if trial_ids is None:
@@ -959,7 +964,7 @@ def _refuse_cut_logs(log_error: str, trial_id: str, trial_dir: Path, run_dir: Pa
     nothing, stop, and let the resume run this trial again once it is fixed."""
     raise EnvironmentProblem(
         f"the logs of trial {trial_id} could not be written: {log_error} "
-        f"({rundir.describe_free_space(trial_dir)} there)",
+        f"({describe_free_space(trial_dir)} there)",
         hint="free some space on that filesystem (or fix the disk), then finish the run with "
         f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
     )

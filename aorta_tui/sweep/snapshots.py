@@ -192,7 +192,7 @@ def finish_captures(fs: RunDirFS, pending: list[PendingCapture],
 def _raise_write_failure(p: PendingCapture) -> None:
     """A capture that could not write its snapshot (a full disk, an I/O error: the envsnap
     program's exit 3 with the errno) fails the run as every other write does: exit 3 naming the
-    file and the free space (store/rundir.write_failure), never a warning and exit 0."""
+    file and the free space (store/write_errors.write_failure), never a warning and exit 0."""
     from aorta_tui.core.errors import ExitCode
 
     if p.proc is None or p.proc.returncode != ExitCode.ENVIRONMENT:

@@ -125,7 +125,7 @@ class AortaApp(App[None]):
         (sweeps are detached: quitting stops none), and how to attach again."""
         import shlex
 
-        from aorta_tui.store.rundir import lock_holder
+        from aorta_tui.store.lock import lock_holder
 
         lines = []
         for run in self.opened_runs:

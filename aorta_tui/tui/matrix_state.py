@@ -219,7 +219,7 @@ class MatrixState:
         trusting it breaks as soon as the TUI runs elsewhere. ``None`` for an id that is not a
         ``<cell>/trial-<NNN>`` of this run (it would name a path outside ``trials/``).
         """
-        from aorta_tui.store.rundir import is_trial_id
+        from aorta_tui.store.naming import is_trial_id
 
         if not is_trial_id(view.trial_id):
             return None

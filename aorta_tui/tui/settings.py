@@ -30,6 +30,5 @@ class TuiSettings:
 
 
 def _engine_default_output() -> str:
-    from aorta_tui.store import rundir
-
-    return str(getattr(rundir, "DEFAULT_OUTPUT_DIR", None) or "aorta-out")
+    # the engine's default --output (``sweep run -o``); the store names no default of its own
+    return "aorta-out"

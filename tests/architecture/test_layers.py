@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 ENGINE = ["aorta_tui.sweep.orchestrator", "aorta_tui.recipe", "aorta_tui.registry.registry",
-          "aorta_tui.store.rundir", "aorta_tui.relay.launch", "aorta_tui.trial.worker"]
+          # run_store imports every other store module but these two
+          "aorta_tui.store.run_store", "aorta_tui.store.run_list", "aorta_tui.store.run_meta",
+          "aorta_tui.relay.launch", "aorta_tui.trial.worker"]
 
 
 def modules_after(code: str) -> set[str]:

@@ -72,7 +72,7 @@ def test_a_trusted_bundle_of_a_run_its_owner_still_holds(scene: Scene, attacker:
     holder = attacker.py("""
         import os, sys, time
         from pathlib import Path
-        from aorta_tui.store.rundir import RunLock
+        from aorta_tui.store.lock import RunLock
         lock = RunLock(Path(sys.argv[1]))  # kept: the lock lives as long as this object
         lock.acquire()
         open(os.path.join(sys.argv[2], "locked"), "w").close()

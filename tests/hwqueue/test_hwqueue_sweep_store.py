@@ -25,7 +25,7 @@ from aorta_tui.core.events import (
     event_from_dict,
 )
 from aorta_tui.hwqueue.sweep import ISOLATED, point_id, sweep_document
-from aorta_tui.store.rundir import RunLock
+from aorta_tui.store.lock import RunLock
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow

@@ -24,8 +24,8 @@ from aorta_tui.hwqueue.sweep import (
     point_id,
     resume_sweep,
 )
+from aorta_tui.store.naming import JOURNAL
 from aorta_tui.store.run_store import RunStore
-from aorta_tui.store.rundir import JOURNAL
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12),

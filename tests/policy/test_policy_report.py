@@ -179,7 +179,7 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
 def test_resume_refuses_gpu_control_without_the_flag_and_a_second_runner(tmp_path: Path) -> None:
     from aorta_tui.core.errors import RunDirError, UsageError
     from aorta_tui.policy.evaluator import resume_policy_sweep
-    from aorta_tui.store.rundir import RunLock
+    from aorta_tui.store.lock import RunLock
 
     req, command = _cheap_sweep(tmp_path)
     run_policy_sweep(req, trial_command=command)

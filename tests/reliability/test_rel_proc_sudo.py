@@ -104,7 +104,7 @@ def test_root_never_writes_then_chowns(tmp_path: Path, monkeypatch: pytest.Monke
     root's: no chown to ``SUDO_UID`` any more."""
     from aorta_tui.core.atomic import atomic_write_bytes
     from aorta_tui.core.rundir_fs import RunDirFS
-    from aorta_tui.store.rundir import create_run_dir
+    from aorta_tui.store.run_create import create_run_dir
 
     monkeypatch.setenv("SUDO_UID", str(user.uid))
     monkeypatch.setenv("SUDO_GID", str(user.gid))

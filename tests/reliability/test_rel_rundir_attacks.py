@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.core.errors import EnvironmentProblem, RunDirError
-from aorta_tui.store import rundir
+from aorta_tui.store.lock import RunLock, lock_holder
+from aorta_tui.store.naming import LOCK
+from aorta_tui.store.run_create import create_run_dir
+from aorta_tui.store.run_list import list_runs
 from tests.engine_support import aorta, journal, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
@@ -145,7 +148,7 @@ def test_a_non_object_journal_line_is_reported_with_its_line_number(tmp_path: Pa
     assert "journal.jsonl:3: not an event" in att.stdout
     assert sum(ln.strip().startswith("pass") for ln in att.stdout.splitlines()) == len(PLANNED)
     assert "stopped without finishing" not in att.stdout
-    (info,) = rundir.list_runs(tmp_path / "out")
+    (info,) = list_runs(tmp_path / "out")
     assert info.state == "finished" and info.done == info.total == len(PLANNED)
 
 
@@ -216,15 +219,15 @@ def test_a_run_killed_while_being_created_is_not_a_run(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
         import os, signal
         from pathlib import Path
-        from aorta_tui.store import rundir
+        from aorta_tui.store.run_create import create_run_dir
         def populate(staging):
             (staging / "recipe.resolved.yaml").write_text("x")
             os.kill(os.getpid(), signal.SIGKILL)
-        rundir.create_run_dir(Path({str(tmp_path / "out")!r}), "T", populate)
+        create_run_dir(Path({str(tmp_path / "out")!r}), "T", populate)
     """)], cwd=REPO, check=False, timeout=60)
     (staging,) = (tmp_path / "out" / "T").iterdir()
     assert staging.name.endswith(".creating")
-    assert rundir.list_runs(tmp_path / "out") == []
+    assert list_runs(tmp_path / "out") == []
     res = aorta("sweep", "run", "--resume", str(staging), "--no-snapshot")
     assert res.returncode == 2 and "never fully created" in res.stderr, res.stderr
 
@@ -235,7 +238,7 @@ def test_a_failed_run_creation_leaves_nothing(tmp_path: Path) -> None:
         raise OSError(28, "No space left on device")
 
     with pytest.raises(EnvironmentProblem, match="No space left on device") as exc:
-        rundir.create_run_dir(tmp_path / "out", "T", fails)
+        create_run_dir(tmp_path / "out", "T", fails)
     assert exc.value.exit_code == 3
     assert list((tmp_path / "out" / "T").iterdir()) == []
 
@@ -254,7 +257,7 @@ def _hold_lock_silently(run_dir: Path) -> subprocess.Popen[str]:
     """A process holding the flock that has not written its pid yet (the window after flock)."""
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import fcntl, time
-        fh = open({str(run_dir / rundir.LOCK)!r}, "a+")
+        fh = open({str(run_dir / LOCK)!r}, "a+")
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         print("locked", flush=True)
         time.sleep(60)
@@ -269,16 +272,16 @@ def _dead_pid() -> int:
 
 def test_lock_refusal_never_names_a_dead_pid(tmp_path: Path) -> None:
     dead = _dead_pid()
-    (tmp_path / rundir.LOCK).write_text(json.dumps({"pid": dead, "host": os.uname().nodename,
+    (tmp_path / LOCK).write_text(json.dumps({"pid": dead, "host": os.uname().nodename,
                                                     "started_at": time.time() - 5}) + "\n")
     holder = _hold_lock_silently(tmp_path)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunDirError) as exc:
-            rundir.RunLock(tmp_path).acquire()
+            RunLock(tmp_path).acquire()
         assert str(dead) not in exc.value.message
         assert "pid is not known" in exc.value.message
-        assert rundir.lock_holder(tmp_path) == {}  # held, holder unknown: never the dead pid
+        assert lock_holder(tmp_path) == {}  # held, holder unknown: never the dead pid
     finally:
         holder.kill()
         holder.wait()
@@ -288,7 +291,7 @@ def test_lock_refusal_names_the_live_holder(tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from aorta_tui.store.rundir import RunLock
+        from aorta_tui.store.lock import RunLock
         lock = RunLock(Path({str(tmp_path)!r}))
         lock.acquire()
         print("locked", flush=True)
@@ -298,7 +301,7 @@ def test_lock_refusal_names_the_live_holder(tmp_path: Path) -> None:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         for _ in range(5):  # a status probe (shared flock) never makes a holder look unknown
             with pytest.raises(RunDirError) as exc:
-                rundir.RunLock(tmp_path).acquire()
+                RunLock(tmp_path).acquire()
             assert f"pid {holder.pid}" in exc.value.message
     finally:
         holder.kill()

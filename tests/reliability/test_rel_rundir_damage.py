@@ -264,16 +264,18 @@ def test_another_users_run_directory_is_exit_3_naming_the_owner_and_the_fix(
 
 # Every module that reads a run directory's files. Each opens them through core/inputs.py's
 # open_input (or read_input_bytes / read_json_or_none / load_json_input built on it) or
-# rundir's open_journal_file / open_lock_file, never with a bare open.
+# store's open_journal_file (journal_file.py) / open_lock_file (lock.py), never with a bare open.
 RUN_DIR_READERS = [
-    "store/rundir.py", "store/run_store.py", "store/journal_follow.py", "sweep/orchestrator.py",
+    "store/lock.py", "store/journal_file.py", "store/journal_writer.py", "store/journal_reader.py",
+    "store/run_list.py", "store/resume.py", "store/run_create.py", "store/run_meta.py",
+    "store/run_store.py", "store/journal_follow.py", "sweep/orchestrator.py",
     "policy/evaluator.py", "policy/report.py", "hwqueue/sweep.py", "tui/matrix_state.py",
     "tui/logs.py", "cli/sinks.py", "cli/attach_cmd.py", "cli/follow_plain.py",
     "bundle/archive.py", "analysis/frames.py", "sweep/snapshots.py", "executor/placement.py",
 ]
 # Reads that are not of a run directory, each with its reason.
 NOT_RUN_DIR = {
-    ("store/rundir.py", "read_text"): "/proc/stat and /proc/PID/stat (is the lock's holder live)",
+    ("store/lock.py", "read_text"): "/proc/stat and /proc/PID/stat (is the lock's holder live)",
 }
 _BARE = {"open", "read_text", "read_bytes"}
 
@@ -337,7 +339,7 @@ def test_listing_runs_survives_a_special_journal(made: dict[str, Path], tmp_path
     d = _copy(made, "sweep", tmp_path)
     (d / "journal.jsonl").unlink()
     os.mkfifo(d / "journal.jsonl")
-    code = ("import sys, json; from aorta_tui.store.rundir import list_runs\n"
+    code = ("import sys, json; from aorta_tui.store.run_list import list_runs\n"
             "print(json.dumps([r.state for r in list_runs(sys.argv[1])]))")
     res = subprocess.run([sys.executable, "-c", code, str(d.parent.parent)], capture_output=True,
                          text=True, timeout=TIMEOUT, env={**os.environ, "PYTHONPATH": str(REPO)})

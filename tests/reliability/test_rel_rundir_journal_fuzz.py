@@ -26,7 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from aorta_tui.store import rundir
+from aorta_tui.store.naming import JOURNAL
+from aorta_tui.store.run_list import list_runs, run_info
 from tests.engine_support import aorta, only_run_dir
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
@@ -153,7 +154,7 @@ def write_case(base: Path, work: Path, lines: list[bytes], newline_at_end: bool)
     run_dir = work / f"T{n}" / base.name
     shutil.copytree(base, run_dir)
     data = b"\n".join(lines) + (b"\n" if newline_at_end else b"")
-    (run_dir / rundir.JOURNAL).write_bytes(data)
+    (run_dir / JOURNAL).write_bytes(data)
     (run_dir / "matrix.json").unlink()
     return run_dir
 
@@ -167,8 +168,8 @@ def check_case(run_dir: Path) -> list[str]:
 
     problems: list[str] = []
     try:
-        rundir.list_runs(run_dir.parents[1])
-        rundir.run_info(run_dir)
+        list_runs(run_dir.parents[1])
+        run_info(run_dir)
     except Exception as exc:  # noqa: BLE001 - any exception here is the bug the fuzzer hunts
         problems.append(f"run list: {type(exc).__name__}: {exc}")
     out = io.StringIO()
@@ -202,7 +203,7 @@ def trial_problems(run_dir: Path) -> list[str]:
 
 def test_fuzzed_journals_never_break_resume_attach_or_the_run_list(base_run: Path, work: Path,
                                                                   attack_tally) -> None:
-    base_lines = (base_run / rundir.JOURNAL).read_bytes().splitlines()
+    base_lines = (base_run / JOURNAL).read_bytes().splitlines()
     failures: list[str] = []
     cases = 0
 
@@ -241,7 +242,7 @@ NASTY = {
 
 @pytest.mark.parametrize("name", sorted(NASTY))
 def test_the_real_cli_on_nasty_journals(base_run: Path, work: Path, name: str, attack_tally) -> None:
-    lines = (base_run / rundir.JOURNAL).read_bytes().splitlines()
+    lines = (base_run / JOURNAL).read_bytes().splitlines()
     run_dir = write_case(base_run, work, NASTY[name](lines), True)
     problems = []
     att = subprocess.run([sys.executable, "-m", "aorta_tui", "attach", "--plain", str(run_dir)],

@@ -374,8 +374,8 @@ def test_the_lock_is_taken_in_the_run_the_store_holds(attacker: Attacker, open_b
     about to write was unlocked (a second orchestrator could run it at once)."""
     from aorta_tui.core.errors import RunDirError, RunDirRefused
     from aorta_tui.core.rundir_fs import RunDirFS
+    from aorta_tui.store.lock import RunLock
     from aorta_tui.store.run_store import RunStore
-    from aorta_tui.store.rundir import RunLock
 
     tmp_path = open_base
     parent = tmp_path / "atk"

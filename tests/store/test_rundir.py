@@ -12,7 +12,13 @@ import pytest
 
 from aorta_tui.core.errors import RunDirError
 from aorta_tui.core.events import RunFinished, RunStarted, TrialFinished, TrialStarted
-from aorta_tui.store import rundir
+from aorta_tui.store.journal_reader import read_journal
+from aorta_tui.store.journal_writer import Journal
+from aorta_tui.store.lock import RunLock, lock_holder
+from aorta_tui.store.naming import JOURNAL
+from aorta_tui.store.resume import resume_state
+from aorta_tui.store.run_create import prepare_output
+from aorta_tui.store.run_list import list_runs, run_info
 
 
 def test_second_holder_is_refused_with_the_holders_pid(tmp_path: Path):
@@ -20,7 +26,7 @@ def test_second_holder_is_refused_with_the_holders_pid(tmp_path: Path):
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
             from pathlib import Path
-            from aorta_tui.store.rundir import RunLock
+            from aorta_tui.store.lock import RunLock
             lock = RunLock(Path({str(tmp_path)!r})); lock.acquire()
             print("locked", flush=True)
             time.sleep(60)
@@ -30,32 +36,32 @@ def test_second_holder_is_refused_with_the_holders_pid(tmp_path: Path):
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunDirError) as exc:
-            rundir.RunLock(tmp_path).acquire()
+            RunLock(tmp_path).acquire()
         assert str(holder.pid) in exc.value.message
-        assert rundir.lock_holder(tmp_path)["pid"] == holder.pid
+        assert lock_holder(tmp_path)["pid"] == holder.pid
     finally:
         holder.kill()
         holder.wait()
     # The kernel released the lock with the dead holder.
-    assert rundir.lock_holder(tmp_path) is None
-    lock = rundir.RunLock(tmp_path)
+    assert lock_holder(tmp_path) is None
+    lock = RunLock(tmp_path)
     lock.acquire()
     lock.release()
 
 
 def test_torn_last_line_is_ignored(tmp_path: Path):
-    j = rundir.Journal(tmp_path / rundir.JOURNAL)
+    j = Journal(tmp_path / JOURNAL)
     j.append(RunStarted("r", source="sweep", run_dir=str(tmp_path), total=2))
     j.append(TrialStarted("r", trial_id="a/trial-000", cell="a", trial=0))
     j.close()
-    with open(tmp_path / rundir.JOURNAL, "a") as fh:
+    with open(tmp_path / JOURNAL, "a") as fh:
         fh.write('{"event": "trial_finished", "run_id": "r", "trial_')  # killed mid-write
-    events = rundir.read_journal(tmp_path)
+    events = read_journal(tmp_path)
     assert [e.kind for e in events] == ["run_started", "trial_started"]
 
 
 def test_resume_state_trusts_only_finished_trials_with_results(tmp_path: Path):
-    j = rundir.Journal(tmp_path / rundir.JOURNAL)
+    j = Journal(tmp_path / JOURNAL)
     for tid in ("a/trial-000", "a/trial-001", "b/trial-000"):
         j.append(TrialStarted("r", trial_id=tid, cell=tid.split("/")[0], trial=0))
     for tid in ("a/trial-000", "a/trial-001"):
@@ -63,7 +69,7 @@ def test_resume_state_trusts_only_finished_trials_with_results(tmp_path: Path):
     j.close()
     (tmp_path / "trials/a/trial-000").mkdir(parents=True)
     (tmp_path / "trials/a/trial-000/result.json").write_text(json.dumps({"verdict": "pass"}))
-    state = rundir.resume_state(tmp_path)
+    state = resume_state(tmp_path)
     assert set(state.completed) == {"a/trial-000"}
     assert state.interrupted == {"a/trial-001", "b/trial-000"}
 
@@ -71,20 +77,20 @@ def test_resume_state_trusts_only_finished_trials_with_results(tmp_path: Path):
 def test_run_info_states(tmp_path: Path):
     run = tmp_path / "T" / "run1"
     run.mkdir(parents=True)
-    j = rundir.Journal(run / rundir.JOURNAL)
+    j = Journal(run / JOURNAL)
     j.append(RunStarted("run1", source="sweep", run_dir=str(run), total=3))
     j.append(TrialFinished("run1", trial_id="a/trial-000", cell="a", trial=0, verdict="pass"))
     j.close()
-    with open(run / rundir.JOURNAL, "a") as fh:
+    with open(run / JOURNAL, "a") as fh:
         fh.write('{"event": "trial_finished", "run_id": "run1", "trial_')  # torn: not counted
-    (info,) = rundir.list_runs(tmp_path)
+    (info,) = list_runs(tmp_path)
     assert (info.state, info.total, info.done, info.ticket) == ("interrupted", 3, 1, "T")
-    j = rundir.Journal(run / rundir.JOURNAL)  # a resumed writer: ends the fragment first
+    j = Journal(run / JOURNAL)  # a resumed writer: ends the fragment first
     j.append(RunFinished("run1", status="completed", exit_code=0))
     j.close()
-    info = rundir.run_info(run)
+    info = run_info(run)
     assert (info.state, info.done) == ("finished", 1)
-    assert [e.kind for e in rundir.read_journal(run)] == ["run_started", "trial_finished", "run_finished"]
+    assert [e.kind for e in read_journal(run)] == ["run_started", "trial_finished", "run_finished"]
 
 
 def test_unwritable_output_is_a_clear_error(tmp_path: Path):
@@ -93,4 +99,4 @@ def test_unwritable_output_is_a_clear_error(tmp_path: Path):
     from aorta_tui.core.errors import UsageError
 
     with pytest.raises(UsageError, match="cannot create the run directory"):
-        rundir.prepare_output(blocker, "T")
+        prepare_output(blocker, "T")

@@ -21,7 +21,7 @@ from aorta_tui.core.aggregate import CellStats
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.events import CellAggregated, RunWarning, TrialFinished, event_from_dict
 from aorta_tui.core.trial_contract import TrialResult, WorkerSpec, workload_result_filename
-from aorta_tui.store import rundir
+from aorta_tui.store.journal_reader import parse_journal_line
 from aorta_tui.sweep.orchestrator import load_trial_records
 
 FIXTURE_RUNS = Path(__file__).parent.parent / "tui" / "fixtures" / "aorta-out" / "TUI-DEMO"
@@ -100,7 +100,7 @@ def test_the_trial_finished_line_is_what_it_was_and_carries_no_result() -> None:
     back = event_from_dict(_through_json(line))
     assert back == ev and back.result is None  # equal: the result is not part of the line
     # a foreign line's "result" key never becomes an untyped result
-    parsed, why = rundir.parse_journal_line(json.dumps({**line, "result": {"x": 1}}).encode())
+    parsed, why = parse_journal_line(json.dumps({**line, "result": {"x": 1}}).encode())
     assert why is None and parsed.result is None
 
 
@@ -108,15 +108,15 @@ def test_the_warning_event_keeps_its_wire_name() -> None:
     ev = RunWarning("r", message="m", code="c", ts=1.0)
     assert ev.to_dict()["event"] == "warning"
     old_line = b'{"event": "warning", "run_id": "r", "ts": 1.0, "message": "m", "code": "c"}'
-    assert rundir.parse_journal_line(old_line) == (ev, None)
+    assert parse_journal_line(old_line) == (ev, None)
 
 
 def test_a_cell_aggregated_line_with_damaged_stats_is_a_damaged_line_not_a_crash() -> None:
     ok = b'{"event": "cell_aggregated", "run_id": "r", "ts": 1, "cell": "a", "stats": {"trials": 2}}'
-    ev, why = rundir.parse_journal_line(ok)
+    ev, why = parse_journal_line(ok)
     assert why is None and isinstance(ev.stats, CellStats) and ev.stats.trials == 2
     bad = b'{"event": "cell_aggregated", "run_id": "r", "ts": 1, "cell": "a", "stats": {"trials": "two"}}'
-    ev, why = rundir.parse_journal_line(bad)
+    ev, why = parse_journal_line(bad)
     assert ev is None and "trials" in why and "integer" in why
 
 

@@ -27,7 +27,7 @@ from tui_support import (
     write_probe_recipe,
 )
 
-from aorta_tui.store.rundir import RunLock
+from aorta_tui.store.lock import RunLock
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.dialogs import ConfirmScreen
 from aorta_tui.tui.screens.pickers import PathPicker
@@ -160,7 +160,7 @@ def test_quitting_while_a_sweep_runs_says_it_runs_on_and_how_to_attach(tmp_path:
         tmux.kill()
         cancel_run(run_dir)
         deadline = time.monotonic() + 30
-        from aorta_tui.store.rundir import lock_holder
+        from aorta_tui.store.lock import lock_holder
 
         while lock_holder(run_dir) is not None and time.monotonic() < deadline:
             time.sleep(0.2)

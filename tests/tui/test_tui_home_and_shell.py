@@ -155,17 +155,18 @@ async def test_home_follows_a_run_from_running_to_finished(tmp_path: Path) -> No
 
 @async_test
 async def test_home_relist_reads_journals_only_when_one_changed(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    from aorta_tui.store import rundir
+    from aorta_tui.store import run_list
 
     run_probe_sweep(tmp_path)
     calls: list[Path] = []
-    real_list_runs = rundir.list_runs
+    real_list_runs = run_list.list_runs
 
-    def counting_list_runs(output_dir: Path) -> list[rundir.RunInfo]:
+    def counting_list_runs(output_dir: Path) -> list[run_list.RunInfo]:
         calls.append(Path(output_dir))
         return real_list_runs(output_dir)
 
-    monkeypatch.setattr(rundir, "list_runs", counting_list_runs)
+    # home.py looks list_runs up on the run_list module at each listing
+    monkeypatch.setattr(run_list, "list_runs", counting_list_runs)
     app = AortaApp(cwd=tmp_path, output_dir=tmp_path / "aorta-out", machine_facts=FIXED_FACTS)
     async with app.run_test(size=(80, 24)) as pilot:
         home = app.screen

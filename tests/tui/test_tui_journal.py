@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from aorta_tui.core.events import Event, RunStarted, TrialFinished, TrialStarted
 from aorta_tui.store.journal_follow import JournalFollower, JournalReader, format_event_line
-from aorta_tui.store.rundir import Journal
+from aorta_tui.store.journal_writer import Journal
 from aorta_tui.tui.matrix_state import MatrixState
 
 HERE = Path(__file__).resolve().parent

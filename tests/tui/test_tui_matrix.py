@@ -8,7 +8,7 @@ import pytest
 from tui_support import FIXED_FACTS, PROBE_COMMAND, async_test, wait_for, write_probe_recipe
 
 from aorta_tui.relay.launch import launch_detached
-from aorta_tui.store.rundir import lock_holder
+from aorta_tui.store.lock import lock_holder
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid

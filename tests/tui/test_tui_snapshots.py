@@ -18,7 +18,7 @@ from textual.widgets import Input, Select
 from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, launching_run, workspace
 
 from aorta_tui.core.events import event_from_dict
-from aorta_tui.store.rundir import RunLock
+from aorta_tui.store.lock import RunLock
 from aorta_tui.tui.app import AortaApp
 
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}

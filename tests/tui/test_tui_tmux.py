@@ -13,7 +13,7 @@ from tmux_support import ENTRY, Tmux
 from tui_support import PROBE_COMMAND, write_probe_recipe
 
 from aorta_tui.relay.launch import launch_detached
-from aorta_tui.store.rundir import lock_holder
+from aorta_tui.store.lock import lock_holder
 
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"), pytest.mark.slow]
 

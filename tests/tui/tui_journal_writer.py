@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from aorta_tui.core.events import RunFinished, RunStarted, TrialFinished, TrialStarted
-from aorta_tui.store.rundir import Journal, RunLock
+from aorta_tui.store.journal_writer import Journal
+from aorta_tui.store.lock import RunLock
 
 
 def main() -> None:

@@ -107,7 +107,7 @@ class HomeScreen(AortaScreen):
     def _list_runs_if_changed(self) -> None:
         """The timer's re-list: ``list_runs`` parses every journal whole, so skip it while no
         journal changed and none was running (a running run can stop without writing)."""
-        from aorta_tui.store.rundir import JOURNAL
+        from aorta_tui.store.naming import JOURNAL
 
         signature = _journal_signature(self.aorta.output_dir, JOURNAL)
         last = getattr(self, "_last_listing", None)
@@ -124,10 +124,11 @@ class HomeScreen(AortaScreen):
     def _list_everything(self) -> None:
         runs_rows: list[tuple[Path, tuple[str, ...]]] = []
         runs_note = ""
-        from aorta_tui.store import rundir
+        from aorta_tui.store import run_list
+        from aorta_tui.store.naming import JOURNAL
 
-        self._journals_seen = _journal_signature(self.aorta.output_dir, rundir.JOURNAL)
-        for info in rundir.list_runs(self.aorta.output_dir):
+        self._journals_seen = _journal_signature(self.aorta.output_dir, JOURNAL)
+        for info in run_list.list_runs(self.aorta.output_dir):
             started = _fmt_time(info.started_at)
             runs_rows.append(
                 (

@@ -103,7 +103,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
                         group="lock-probe", exit_on_error=False, name="lock probe")
 
     def _probe_lock(self, run_dir: Path | None) -> None:
-        from aorta_tui.store.rundir import lock_holder
+        from aorta_tui.store.lock import lock_holder
 
         if run_dir is not None:
             self.post_message(OrchestratorProbed(run_dir, lock_holder(run_dir) is not None))
@@ -302,7 +302,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
             if paths:
                 self.open_run(paths[0])
 
-        from aorta_tui.store.rundir import list_runs
+        from aorta_tui.store.run_list import list_runs
 
         candidates = [Path(info.path) for info in list_runs(self.aorta.output_dir)]
         self.app.push_screen(PathPicker("Open a run directory", candidates), chosen)

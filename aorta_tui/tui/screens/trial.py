@@ -117,7 +117,7 @@ def tail_text(trial_dir: Path | None, budget: int) -> Text:
 
 
 def read_result(run_dir: Path, view: TrialView) -> dict[str, Any] | None:
-    from aorta_tui.store.rundir import read_trial_result
+    from aorta_tui.store.resume import read_trial_result
 
     return read_trial_result(run_dir, view.trial_id)
 
