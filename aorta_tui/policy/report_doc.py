@@ -1,0 +1,388 @@
+"""``policy.json`` as a typed value: :class:`PolicyReport` and its parts.
+
+One serializer (:meth:`PolicyReport.to_json`, the object ``policy.json`` holds, key order
+included) and one reader (:meth:`PolicyReport.from_dict` / :meth:`PolicyReport.from_json`, which
+checks every field's type and names the damaged one: file, field path, fix; exit 2). The report
+is computed in ``report.py``; the CLI, the TUI, the markdown page and ``analysis`` read these
+attributes, never the document's string keys.
+
+Fields the report copies through without interpreting them (the platform the harness recorded,
+the request's workload/streams/device, a trial's exit code and environment) stay :data:`Json`:
+they are whatever JSON the sweep wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input, require_type
+from aorta_tui.policy.comparison import Comparison
+from aorta_tui.policy.presets import GpuControlSettings, Policy
+
+REPORT_KIND = "aorta-tui/policy-report"
+REPORT_SCHEMA_VERSION = 1
+WHAT = "policy report"
+
+# Any JSON value (what json.loads returns), for the fields copied through untouched.
+Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """How every summary and call of the report was computed (the same for every report)."""
+
+    center: str
+    interval: str
+    min_samples: int
+    call_rule: str
+
+    def to_json(self) -> dict[str, Json]:
+        return {"center": self.center, "interval": self.interval,
+                "min_samples": self.min_samples, "call_rule": self.call_rule}
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """A metric some trial reported: its unit and which direction is better ('' unknown)."""
+
+    name: str
+    unit: str = ""
+    better: str = ""  # "higher", "lower" or ""
+
+    def to_json(self) -> dict[str, Json]:
+        return {"name": self.name, "unit": self.unit, "better": self.better}
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """One metric under one policy: the median and interval of its ok trials, and the values
+    (None where a trial did not measure it), so the call can be checked by hand."""
+
+    n: int
+    median: float | None
+    ci_low: float | None
+    ci_high: float | None
+    values: tuple[float | None, ...] = ()
+    reason: str = ""  # why the median or the interval is missing; written only when set
+
+    def to_json(self) -> dict[str, Json]:
+        out: dict[str, Json] = {"n": self.n, "median": self.median, "ci_low": self.ci_low,
+                                "ci_high": self.ci_high}
+        if self.reason:  # comparison.Summary.to_dict's order: reason before the values
+            out["reason"] = self.reason
+        out["values"] = list(self.values)
+        return out
+
+
+# What a metric no trial of a policy reported reads as (policy.md: "not available").
+NO_SUMMARY = MetricSummary(0, None, None, None)
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """A policy's row: its definition (as ``sweep.json`` recorded it), whether it ran, its
+    notes and trial counts, each metric's summary and its comparison with the reference."""
+
+    policy: Policy
+    status: str = "ran"  # "ran" or "skipped"
+    skipped_reason: str = ""
+    notes: tuple[str, ...] = ()
+    trials_ok: int = 0
+    trials_failed: int = 0
+    metrics: dict[str, MetricSummary] = field(default_factory=dict)
+    vs_reference: dict[str, Comparison] = field(default_factory=dict)  # not for the reference
+    # Keys of the manifest's definition that Policy does not type, in file order.
+    extra: dict[str, Json] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.policy.name
+
+    def summary(self, metric: str) -> MetricSummary:
+        return self.metrics.get(metric, NO_SUMMARY)
+
+    def to_json(self) -> dict[str, Json]:
+        return {**self.policy.to_dict(), **self.extra, "status": self.status,
+                "skipped_reason": self.skipped_reason, "notes": list(self.notes),
+                "trials_ok": self.trials_ok, "trials_failed": self.trials_failed,
+                "metrics": {k: v.to_json() for k, v in self.metrics.items()},
+                "vs_reference": {k: _comparison_json(v) for k, v in self.vs_reference.items()}}
+
+
+def _comparison_json(c: Comparison) -> dict[str, Json]:
+    out: dict[str, Json] = {"verdict": c.verdict, "change_pct": c.change_pct,
+                            "assessment": c.assessment}
+    if c.reason:
+        out["reason"] = c.reason
+    return out
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A difference the engine called: the two 95% intervals do not overlap."""
+
+    policy: str
+    metric: str
+    verdict: str  # comparison.HIGHER or comparison.LOWER
+    change_pct: float | None
+    assessment: str  # "better", "worse" or "" (no better direction)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"policy": self.policy, "metric": self.metric, "verdict": self.verdict,
+                "change_pct": self.change_pct, "assessment": self.assessment}
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One trial of the run order and how it ended ("not run" when no outcome was recorded)."""
+
+    position: int
+    policy: str
+    trial: int
+    dir: str
+    status: str
+    reason: str = ""
+    exit_code: Json = None  # copied from outcome.json
+    wall_s: Json = None
+    env_set: Json = field(default_factory=dict)
+    gpu_control: Json = ""
+
+    def to_json(self) -> dict[str, Json]:
+        return {"position": self.position, "policy": self.policy, "trial": self.trial,
+                "dir": self.dir, "status": self.status, "reason": self.reason,
+                "exit_code": self.exit_code, "wall_s": self.wall_s, "env_set": self.env_set,
+                "gpu_control": self.gpu_control}
+
+
+@dataclass(frozen=True)
+class PolicyReport:
+    """``policy.json``: a sweep's policies compared with the reference (docs/policy.md)."""
+
+    run_id: Json
+    created: Json
+    rendered: str  # when this report was computed
+    status: str  # "completed", "interrupted", ...
+    workload: Json  # the request's fields, as sweep.json recorded them
+    streams: Json
+    trials_per_policy: Json
+    iterations: Json
+    device: Json
+    seed: int
+    reference: str
+    reference_added: bool
+    platform: dict[str, Json]
+    emulated: bool | None  # None: no trial finished, so unknown
+    statistic: Statistic
+    metrics: tuple[MetricInfo, ...]
+    policies: tuple[PolicyEntry, ...]
+    differences: tuple[Difference, ...]
+    trials: tuple[TrialRow, ...]
+    failed_trials: int
+    schema_version: int = REPORT_SCHEMA_VERSION
+
+    def metric(self, name: str) -> MetricInfo:
+        return next((m for m in self.metrics if m.name == name), MetricInfo(name))
+
+    def to_json(self) -> dict[str, Json]:
+        """The object policy.json holds (``core.atomic.json_bytes`` writes it)."""
+        return {
+            "schema_version": self.schema_version, "kind": REPORT_KIND, "run_id": self.run_id,
+            "created": self.created, "rendered": self.rendered, "status": self.status,
+            "workload": self.workload, "streams": self.streams,
+            "trials_per_policy": self.trials_per_policy, "iterations": self.iterations,
+            "device": self.device, "seed": self.seed, "reference": self.reference,
+            "reference_added": self.reference_added, "platform": self.platform,
+            "emulated": self.emulated, "statistic": self.statistic.to_json(),
+            "metrics": [m.to_json() for m in self.metrics],
+            "policies": [p.to_json() for p in self.policies],
+            "differences": [d.to_json() for d in self.differences],
+            "trials": [t.to_json() for t in self.trials],
+            "failed_trials": self.failed_trials,
+        }
+
+    def __getitem__(self, key: str) -> Json:
+        """The document's field ``key`` as policy.json holds it: for callers that treat the
+        report as the JSON it is written as (tests, ``--json``); the code reads attributes."""
+        return self.to_json()[key]
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str = "policy.json") -> PolicyReport:
+        """Read a parsed policy.json; a damaged one is a located UsageError (exit 2)."""
+        return _read_report(_Fields(where), data)
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> PolicyReport:
+        """Read a policy.json file: bounded, a regular file, every field's type checked."""
+        data = load_json_input(path, what=WHAT, limit=INPUT_LIMITS["policy report"],
+                               hint="policy.json is written by aorta-tui; `aorta-tui policy "
+                                    "report DIR` writes it again from the run directory")
+        return cls.from_dict(data, where=os.fspath(path))
+
+
+# -- the reader ----------------------------------------------------------------------------
+
+
+class _Fields:
+    """Typed reads of one document's fields, each error naming the file and the field path."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def check(self, value: Any, kind: str, path: str, *, nullable: bool = False) -> Any:
+        return require_type(value, kind, where=self.where, field=path, what=WHAT,
+                            nullable=nullable)
+
+    def obj(self, value: Any, path: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.check(value, "object", path)
+        return out
+
+    def get(self, d: Mapping[str, Any], key: str, kind: str, path: str, default: Any,
+            *, nullable: bool = False) -> Any:
+        """``d[key]`` of JSON type ``kind``; a missing key reads as ``default`` (as every
+        reader of policy.json always took it)."""
+        return self.check(d[key], kind, _join(path, key), nullable=nullable) if key in d \
+            else default
+
+    def text(self, d: Mapping[str, Any], key: str, path: str, default: str = "") -> str:
+        out: str = self.get(d, key, "string", path, default)
+        return out
+
+    def number(self, d: Mapping[str, Any], key: str, path: str) -> float | None:
+        out: float | None = self.get(d, key, "number", path, None, nullable=True)
+        return out
+
+    def required(self, d: Mapping[str, Any], key: str, kind: str, path: str) -> Any:
+        if key not in d:
+            raise UsageError(f"{self.where}: {_join(path, key)}: missing",
+                             hint=f"this {WHAT} is damaged or was not written by aorta-tui")
+        return self.check(d[key], kind, _join(path, key))
+
+    def strings(self, value: Any, path: str) -> tuple[str, ...]:
+        return tuple(self.check(v, "string", f"{path}[{i}]")
+                     for i, v in enumerate(self.check(value, "array", path)))
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _read_report(f: _Fields, data: Any) -> PolicyReport:
+    d = f.obj(data, "(top level)")
+    if d.get("kind") != REPORT_KIND:
+        raise UsageError(f"{f.where} is not a policy report (kind {str(d.get('kind'))[:60]!r})",
+                         hint="open the policy.json of a `policy sweep` run directory")
+    # the parts a reader indexes into first, so their damage is the error a reader sees
+    platform = f.get(d, "platform", "object", "", {}, nullable=True) or {}
+    metrics = tuple(_read_metric_info(f, m, f"metrics[{i}]")
+                    for i, m in enumerate(f.get(d, "metrics", "array", "", [])))
+    policies = tuple(_read_entry(f, p, f"policies[{i}]")
+                     for i, p in enumerate(f.get(d, "policies", "array", "", [])))
+    return PolicyReport(
+        schema_version=f.get(d, "schema_version", "integer", "", REPORT_SCHEMA_VERSION),
+        run_id=d.get("run_id"), created=d.get("created"), rendered=f.text(d, "rendered", ""),
+        status=f.text(d, "status", ""), workload=d.get("workload"), streams=d.get("streams"),
+        trials_per_policy=d.get("trials_per_policy"), iterations=d.get("iterations"),
+        device=d.get("device"), seed=f.get(d, "seed", "integer", "", 0),
+        reference=f.text(d, "reference", "", "baseline"),
+        reference_added=f.get(d, "reference_added", "boolean", "", False),
+        platform=platform, emulated=f.get(d, "emulated", "boolean", "", None, nullable=True),
+        statistic=_read_statistic(f, d.get("statistic", {})), metrics=metrics, policies=policies,
+        differences=tuple(_read_difference(f, x, f"differences[{i}]")
+                          for i, x in enumerate(f.get(d, "differences", "array", "", []))),
+        trials=tuple(_read_trial(f, x, f"trials[{i}]")
+                     for i, x in enumerate(f.get(d, "trials", "array", "", []))),
+        failed_trials=f.get(d, "failed_trials", "integer", "", 0))
+
+
+def _read_statistic(f: _Fields, value: Any) -> Statistic:
+    d = f.obj(value, "statistic")
+    return Statistic(center=f.text(d, "center", "statistic"),
+                     interval=f.text(d, "interval", "statistic"),
+                     min_samples=f.get(d, "min_samples", "integer", "statistic", 0),
+                     call_rule=f.text(d, "call_rule", "statistic"))
+
+
+def _read_metric_info(f: _Fields, value: Any, path: str) -> MetricInfo:
+    d = f.obj(value, path)
+    return MetricInfo(name=f.required(d, "name", "string", path),
+                      unit=f.text(d, "unit", path), better=f.text(d, "better", path))
+
+
+def _read_entry(f: _Fields, value: Any, path: str) -> PolicyEntry:
+    d = f.obj(value, path)
+    name = f.required(d, "name", "string", path)
+    metrics = {str(k): _read_summary(f, v, f"{path}.metrics.{k}")
+               for k, v in f.get(d, "metrics", "object", path, {}).items()}
+    versus = {str(k): _read_comparison(f, v, f"{path}.vs_reference.{k}")
+              for k, v in f.get(d, "vs_reference", "object", path, {}).items()}
+    return PolicyEntry(
+        policy=_read_policy(f, d, name, path), status=f.text(d, "status", path, "ran"),
+        skipped_reason=f.text(d, "skipped_reason", path),
+        notes=f.strings(d.get("notes", []), _join(path, "notes")),
+        trials_ok=f.get(d, "trials_ok", "integer", path, 0),
+        trials_failed=f.get(d, "trials_failed", "integer", path, 0),
+        metrics=metrics, vs_reference=versus,
+        extra={k: v for k, v in d.items() if k not in _ENTRY_KEYS})
+
+
+_ENTRY_KEYS = frozenset({"name", "description", "kind", "vendor", "env", "harness_args",
+                         "gpu_control", "source", "status", "skipped_reason", "notes",
+                         "trials_ok", "trials_failed", "metrics", "vs_reference"})
+
+
+def _read_policy(f: _Fields, d: Mapping[str, Any], name: str, path: str) -> Policy:
+    env = f.get(d, "env", "object", path, {})
+    for k, v in env.items():
+        f.check(v, "string", f"{path}.env.{k}")
+    gpu = f.get(d, "gpu_control", "object", path, {})
+    gpath = _join(path, "gpu_control")
+    return Policy(name=name, description=f.text(d, "description", path),
+                  kind=f.text(d, "kind", path, "custom"), vendor=f.text(d, "vendor", path, "any"),
+                  env=dict(env), harness_args=f.strings(d.get("harness_args", []),
+                                                        _join(path, "harness_args")),
+                  gpu_control=GpuControlSettings(
+                      clock_level=f.get(gpu, "clock_level", "integer", gpath, None, nullable=True),
+                      power_limit_w=f.get(gpu, "power_limit_w", "integer", gpath, None,
+                                          nullable=True)),
+                  source=f.text(d, "source", path, "builtin"))
+
+
+def _read_summary(f: _Fields, value: Any, path: str) -> MetricSummary:
+    d = f.obj(value, path)
+    values = f.get(d, "values", "array", path, [])
+    return MetricSummary(
+        n=f.get(d, "n", "integer", path, 0), median=f.number(d, "median", path),
+        ci_low=f.number(d, "ci_low", path), ci_high=f.number(d, "ci_high", path),
+        values=tuple(f.check(v, "number", f"{path}.values[{i}]", nullable=True)
+                     for i, v in enumerate(values)),
+        reason=f.text(d, "reason", path))
+
+
+def _read_comparison(f: _Fields, value: Any, path: str) -> Comparison:
+    d = f.obj(value, path)
+    return Comparison(verdict=f.text(d, "verdict", path), change_pct=f.number(d, "change_pct", path),
+                      assessment=f.text(d, "assessment", path), reason=f.text(d, "reason", path))
+
+
+def _read_difference(f: _Fields, value: Any, path: str) -> Difference:
+    d = f.obj(value, path)
+    return Difference(policy=f.required(d, "policy", "string", path),
+                      metric=f.required(d, "metric", "string", path),
+                      verdict=f.text(d, "verdict", path),
+                      change_pct=f.number(d, "change_pct", path),
+                      assessment=f.text(d, "assessment", path))
+
+
+def _read_trial(f: _Fields, value: Any, path: str) -> TrialRow:
+    d = f.obj(value, path)
+    return TrialRow(position=f.required(d, "position", "integer", path),
+                    policy=f.required(d, "policy", "string", path),
+                    trial=f.required(d, "trial", "integer", path),
+                    dir=f.required(d, "dir", "string", path),
+                    status=f.text(d, "status", path), reason=f.text(d, "reason", path),
+                    exit_code=d.get("exit_code"), wall_s=d.get("wall_s"),
+                    env_set=d.get("env_set", {}), gpu_control=d.get("gpu_control", ""))
