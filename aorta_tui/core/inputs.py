@@ -385,3 +385,52 @@ def require_type(value: Any, expected: str, *, where: str, field: str, what: str
     raise UsageError(f"{where}: {field}: expected {label}, found {json_type_name(value)} "
                      f"{clip_for_message(value, 40)}",
                      hint=hint or f"this {what} is damaged or was not written by aorta-tui")
+
+
+class FieldReader:
+    """Typed reads of one JSON document's fields (the reader of a typed record such as
+    ``policy.json`` or ``agent.json``): each error names the file and the field path
+    (``policies[1].metrics.throughput.median``), exit 2. A missing optional key reads as
+    its default, a present one must have its type."""
+
+    def __init__(self, where: str, what: str) -> None:
+        self.where = where
+        self.what = what
+
+    @staticmethod
+    def join(path: str, key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    def check(self, value: Any, kind: str, path: str, *, nullable: bool = False) -> Any:
+        return require_type(value, kind, where=self.where, field=path, what=self.what,
+                            nullable=nullable)
+
+    def obj(self, value: Any, path: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.check(value, "object", path)
+        return out
+
+    def get(self, d: dict[str, Any], key: str, kind: str, path: str, default: Any,
+            *, nullable: bool = False) -> Any:
+        if key not in d:
+            return default
+        return self.check(d[key], kind, self.join(path, key), nullable=nullable)
+
+    def required(self, d: dict[str, Any], key: str, kind: str, path: str, *,
+                 nullable: bool = False) -> Any:
+        if key not in d:
+            raise UsageError(f"{self.where}: {self.join(path, key)}: missing",
+                             hint=f"this {self.what} is damaged or was not written by aorta-tui")
+        return self.check(d[key], kind, self.join(path, key), nullable=nullable)
+
+    def text(self, d: dict[str, Any], key: str, path: str, default: str = "") -> str:
+        out: str = self.get(d, key, "string", path, default)
+        return out
+
+    def number(self, d: dict[str, Any], key: str, path: str) -> float | None:
+        """A finite number or null (missing: null)."""
+        out: float | None = self.get(d, key, "number", path, None, nullable=True)
+        return out
+
+    def strings(self, value: Any, path: str) -> tuple[str, ...]:
+        return tuple(self.check(v, "string", f"{path}[{i}]")
+                     for i, v in enumerate(self.check(value, "array", path)))

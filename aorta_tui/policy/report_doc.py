@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input, require_type
+from aorta_tui.core.inputs import INPUT_LIMITS, FieldReader, load_json_input
 from aorta_tui.policy.comparison import Comparison
 from aorta_tui.policy.presets import GpuControlSettings, Policy
 
@@ -209,10 +209,21 @@ class PolicyReport:
         report as the JSON it is written as (tests, ``--json``); the code reads attributes."""
         return self.to_json()[key]
 
+    def __eq__(self, other: object) -> bool:
+        """Two reports are equal when their documents are; a report also equals the JSON
+        object it is written as (``json.loads`` of its policy.json)."""
+        if isinstance(other, PolicyReport):
+            return self.to_json() == other.to_json()
+        if isinstance(other, Mapping):
+            return self.to_json() == dict(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable dict fields: never a dict key
+
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "policy.json") -> PolicyReport:
         """Read a parsed policy.json; a damaged one is a located UsageError (exit 2)."""
-        return _read_report(_Fields(where), data)
+        return _read_report(FieldReader(where, WHAT), data)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> PolicyReport:
@@ -226,51 +237,10 @@ class PolicyReport:
 # -- the reader ----------------------------------------------------------------------------
 
 
-class _Fields:
-    """Typed reads of one document's fields, each error naming the file and the field path."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-
-    def check(self, value: Any, kind: str, path: str, *, nullable: bool = False) -> Any:
-        return require_type(value, kind, where=self.where, field=path, what=WHAT,
-                            nullable=nullable)
-
-    def obj(self, value: Any, path: str) -> dict[str, Any]:
-        out: dict[str, Any] = self.check(value, "object", path)
-        return out
-
-    def get(self, d: Mapping[str, Any], key: str, kind: str, path: str, default: Any,
-            *, nullable: bool = False) -> Any:
-        """``d[key]`` of JSON type ``kind``; a missing key reads as ``default`` (as every
-        reader of policy.json always took it)."""
-        return self.check(d[key], kind, _join(path, key), nullable=nullable) if key in d \
-            else default
-
-    def text(self, d: Mapping[str, Any], key: str, path: str, default: str = "") -> str:
-        out: str = self.get(d, key, "string", path, default)
-        return out
-
-    def number(self, d: Mapping[str, Any], key: str, path: str) -> float | None:
-        out: float | None = self.get(d, key, "number", path, None, nullable=True)
-        return out
-
-    def required(self, d: Mapping[str, Any], key: str, kind: str, path: str) -> Any:
-        if key not in d:
-            raise UsageError(f"{self.where}: {_join(path, key)}: missing",
-                             hint=f"this {WHAT} is damaged or was not written by aorta-tui")
-        return self.check(d[key], kind, _join(path, key))
-
-    def strings(self, value: Any, path: str) -> tuple[str, ...]:
-        return tuple(self.check(v, "string", f"{path}[{i}]")
-                     for i, v in enumerate(self.check(value, "array", path)))
+_join = FieldReader.join
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _read_report(f: _Fields, data: Any) -> PolicyReport:
+def _read_report(f: FieldReader, data: Any) -> PolicyReport:
     d = f.obj(data, "(top level)")
     if d.get("kind") != REPORT_KIND:
         raise UsageError(f"{f.where} is not a policy report (kind {str(d.get('kind'))[:60]!r})",
@@ -298,7 +268,7 @@ def _read_report(f: _Fields, data: Any) -> PolicyReport:
         failed_trials=f.get(d, "failed_trials", "integer", "", 0))
 
 
-def _read_statistic(f: _Fields, value: Any) -> Statistic:
+def _read_statistic(f: FieldReader, value: Any) -> Statistic:
     d = f.obj(value, "statistic")
     return Statistic(center=f.text(d, "center", "statistic"),
                      interval=f.text(d, "interval", "statistic"),
@@ -306,13 +276,13 @@ def _read_statistic(f: _Fields, value: Any) -> Statistic:
                      call_rule=f.text(d, "call_rule", "statistic"))
 
 
-def _read_metric_info(f: _Fields, value: Any, path: str) -> MetricInfo:
+def _read_metric_info(f: FieldReader, value: Any, path: str) -> MetricInfo:
     d = f.obj(value, path)
     return MetricInfo(name=f.required(d, "name", "string", path),
                       unit=f.text(d, "unit", path), better=f.text(d, "better", path))
 
 
-def _read_entry(f: _Fields, value: Any, path: str) -> PolicyEntry:
+def _read_entry(f: FieldReader, value: Any, path: str) -> PolicyEntry:
     d = f.obj(value, path)
     name = f.required(d, "name", "string", path)
     metrics = {str(k): _read_summary(f, v, f"{path}.metrics.{k}")
@@ -334,7 +304,7 @@ _ENTRY_KEYS = frozenset({"name", "description", "kind", "vendor", "env", "harnes
                          "trials_ok", "trials_failed", "metrics", "vs_reference"})
 
 
-def _read_policy(f: _Fields, d: Mapping[str, Any], name: str, path: str) -> Policy:
+def _read_policy(f: FieldReader, d: dict[str, Any], name: str, path: str) -> Policy:
     env = f.get(d, "env", "object", path, {})
     for k, v in env.items():
         f.check(v, "string", f"{path}.env.{k}")
@@ -351,7 +321,7 @@ def _read_policy(f: _Fields, d: Mapping[str, Any], name: str, path: str) -> Poli
                   source=f.text(d, "source", path, "builtin"))
 
 
-def _read_summary(f: _Fields, value: Any, path: str) -> MetricSummary:
+def _read_summary(f: FieldReader, value: Any, path: str) -> MetricSummary:
     d = f.obj(value, path)
     values = f.get(d, "values", "array", path, [])
     return MetricSummary(
@@ -362,13 +332,13 @@ def _read_summary(f: _Fields, value: Any, path: str) -> MetricSummary:
         reason=f.text(d, "reason", path))
 
 
-def _read_comparison(f: _Fields, value: Any, path: str) -> Comparison:
+def _read_comparison(f: FieldReader, value: Any, path: str) -> Comparison:
     d = f.obj(value, path)
     return Comparison(verdict=f.text(d, "verdict", path), change_pct=f.number(d, "change_pct", path),
                       assessment=f.text(d, "assessment", path), reason=f.text(d, "reason", path))
 
 
-def _read_difference(f: _Fields, value: Any, path: str) -> Difference:
+def _read_difference(f: FieldReader, value: Any, path: str) -> Difference:
     d = f.obj(value, path)
     return Difference(policy=f.required(d, "policy", "string", path),
                       metric=f.required(d, "metric", "string", path),
@@ -377,7 +347,7 @@ def _read_difference(f: _Fields, value: Any, path: str) -> Difference:
                       assessment=f.text(d, "assessment", path))
 
 
-def _read_trial(f: _Fields, value: Any, path: str) -> TrialRow:
+def _read_trial(f: FieldReader, value: Any, path: str) -> TrialRow:
     d = f.obj(value, path)
     return TrialRow(position=f.required(d, "position", "integer", path),
                     policy=f.required(d, "policy", "string", path),
