@@ -208,7 +208,7 @@ class AgentState:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, *, where: str = "agent.json") -> AgentState:
+    def from_dict(cls, data: object, *, where: str = "agent.json") -> AgentState:
         """Read a parsed agent.json; a damaged one is a located UsageError (exit 2)."""
         return _read_state(FieldReader(where, WHAT), data)
 
@@ -223,110 +223,108 @@ class AgentState:
 # -- the reader ----------------------------------------------------------------------------
 
 
-def _read_state(f: FieldReader, data: Any) -> AgentState:
+def _read_state(f: FieldReader, data: object) -> AgentState:
     d = f.obj(data, "(top level)")
     if d.get("kind") != KIND:
         raise UsageError(f"{f.where}: not an agent state (kind {d.get('kind')!r:.60})",
                          hint="pass <output>/<ticket>/agent-<id>, printed when the agent started")
-    secrets = f.get(d, "secret_candidates", "object", "", {})
-    for name, var in secrets.items():
-        f.check(var, "string", f"secret_candidates.{name}")
+    secrets = {str(name): str(f.check(var, "string", f"secret_candidates.{name}"))
+               for name, var in f.obj_at(d, "secret_candidates", "").items()}
     baseline, recommendation, llm = d.get("baseline"), d.get("recommendation"), d.get("llm")
     return AgentState(
-        schema_version=f.get(d, "schema_version", "integer", "", SCHEMA_VERSION),
-        status=f.required(d, "status", "string", ""), created=f.text(d, "created", ""),
+        schema_version=f.integer(d, "schema_version", "", SCHEMA_VERSION),
+        status=f.text(d, "status", "", required=True), created=f.text(d, "created", ""),
         proposer=f.text(d, "proposer", "", "builtin"),
         llm=_read_llm(f, llm) if llm is not None else None,
-        goal=f.required(d, "goal", "string", ""), budget=f.required(d, "budget", "integer", ""),
-        per_iteration=f.required(d, "per_iteration", "integer", ""),
-        trials_used=f.get(d, "trials_used", "integer", "", 0),
+        goal=f.text(d, "goal", "", required=True), budget=f.integer(d, "budget", "", required=True),
+        per_iteration=f.integer(d, "per_iteration", "", required=True),
+        trials_used=f.integer(d, "trials_used", ""),
         recipe=f.text(d, "recipe", "", "recipe.yaml"), recipe_source=f.text(d, "recipe_source", ""),
-        mode=f.required(d, "mode", "string", ""),
-        command=f.strings(d.get("command", []), "command"), output=f.required(d, "output", "string", ""),
-        candidates=f.strings(d.get("candidates", []), "candidates"),
-        mitigation_files=f.strings(d.get("mitigation_files", []), "mitigation_files"),
-        no_snapshot=f.get(d, "no_snapshot", "boolean", "", False),
+        mode=f.text(d, "mode", "", required=True), command=f.strings_at(d, "command", ""),
+        output=f.text(d, "output", "", required=True),
+        candidates=f.strings_at(d, "candidates", ""),
+        mitigation_files=f.strings_at(d, "mitigation_files", ""),
+        no_snapshot=f.boolean(d, "no_snapshot", ""),
         baseline=_read_baseline(f, baseline) if baseline is not None else None,
         iterations=tuple(_read_iteration(f, x, f"iterations[{i}]")
-                         for i, x in enumerate(f.get(d, "iterations", "array", "", []))),
+                         for i, x in enumerate(f.array_at(d, "iterations", ""))),
         recommendation=(_read_recommendation(f, recommendation)
                         if recommendation is not None else None),
-        secret_candidates=dict(secrets),
-        stop_reason=f.get(d, "stop_reason", "string", "", None, nullable=True))
+        secret_candidates=secrets, stop_reason=f.opt_text(d, "stop_reason", ""))
 
 
-def _read_llm(f: FieldReader, value: Any) -> LlmSettings:
+def _read_llm(f: FieldReader, value: object) -> LlmSettings:
     d = f.obj(value, "llm")
-    return LlmSettings(model=f.required(d, "model", "string", "llm"),
-                       base_url=f.get(d, "base_url", "string", "llm", None, nullable=True),
+    return LlmSettings(model=f.text(d, "model", "llm", required=True),
+                       base_url=f.opt_text(d, "base_url", "llm"),
                        timeout_s=f.number(d, "timeout_s", "llm"))
 
 
-def _figures(f: FieldReader, d: dict[str, Any], path: str) -> dict[str, Any]:
-    return {"trials": f.get(d, "trials", "integer", path, None, nullable=True),
-            **{k: f.number(d, k, path) for k in ("failure_rate", "error_rate",
-                                                  "step_time_mean_s", "step_time_p50_s",
-                                                  "step_time_ratio")}}
-
-
-def _read_baseline(f: FieldReader, value: Any) -> Baseline:
+def _read_baseline(f: FieldReader, value: object) -> Baseline:
     d = f.obj(value, "baseline")
-    return Baseline(cell=f.get(d, "cell", "string", "baseline", None, nullable=True),
-                    run_dir=f.get(d, "run_dir", "string", "baseline", None, nullable=True),
-                    **_figures(f, d, "baseline"),
-                    mitigations=f.strings(d.get("mitigations", []), "baseline.mitigations"))
+    p = "baseline"
+    return Baseline(cell=f.opt_text(d, "cell", p), run_dir=f.opt_text(d, "run_dir", p),
+                    trials=f.opt_integer(d, "trials", p),
+                    failure_rate=f.number(d, "failure_rate", p),
+                    error_rate=f.number(d, "error_rate", p),
+                    step_time_mean_s=f.number(d, "step_time_mean_s", p),
+                    step_time_p50_s=f.number(d, "step_time_p50_s", p),
+                    step_time_ratio=f.number(d, "step_time_ratio", p),
+                    mitigations=f.strings_at(d, "mitigations", p))
 
 
-def _read_cell(f: FieldReader, value: Any, path: str) -> CellResult:
+def _read_cell(f: FieldReader, value: object, p: str) -> CellResult:
+    d = f.obj(value, p)
+    return CellResult(cell=f.opt_text(d, "cell", p), mitigations=f.strings_at(d, "mitigations", p),
+                      run_dir=f.opt_text(d, "run_dir", p), trials=f.opt_integer(d, "trials", p),
+                      failure_rate=f.number(d, "failure_rate", p),
+                      error_rate=f.number(d, "error_rate", p),
+                      step_time_mean_s=f.number(d, "step_time_mean_s", p),
+                      step_time_p50_s=f.number(d, "step_time_p50_s", p),
+                      step_time_ratio=f.number(d, "step_time_ratio", p),
+                      meets_goal=f.boolean(d, "meets_goal", p))
+
+
+def _read_iteration(f: FieldReader, value: object, path: str) -> Iteration:
     d = f.obj(value, path)
-    return CellResult(cell=f.get(d, "cell", "string", path, None, nullable=True),
-                      mitigations=f.strings(d.get("mitigations", []), f"{path}.mitigations"),
-                      run_dir=f.get(d, "run_dir", "string", path, None, nullable=True),
-                      **_figures(f, d, path),
-                      meets_goal=f.get(d, "meets_goal", "boolean", path, False))
-
-
-def _read_iteration(f: FieldReader, value: Any, path: str) -> Iteration:
-    d = f.obj(value, path)
-    proposed = f.get(d, "proposed", "array", path, [])
     return Iteration(
-        index=f.required(d, "index", "integer", path),
-        status=f.required(d, "status", "string", path),
-        recipe=f.required(d, "recipe", "string", path),
-        run_dir=f.get(d, "run_dir", "string", path, None, nullable=True),
-        proposed=tuple(f.strings(c, f"{path}.proposed[{i}]") for i, c in enumerate(proposed)),
-        reasons=f.strings(d.get("reasons", []), f"{path}.reasons"),
-        note=f.text(d, "note", path),
+        index=f.integer(d, "index", path, required=True),
+        status=f.text(d, "status", path, required=True),
+        recipe=f.text(d, "recipe", path, required=True),
+        run_dir=f.opt_text(d, "run_dir", path),
+        proposed=tuple(f.strings(c, f"{path}.proposed[{i}]")
+                       for i, c in enumerate(f.array_at(d, "proposed", path))),
+        reasons=f.strings_at(d, "reasons", path), note=f.text(d, "note", path),
         cells=tuple(_read_cell(f, c, f"{path}.cells[{i}]")
-                    for i, c in enumerate(f.get(d, "cells", "array", path, []))),
-        trials=f.get(d, "trials", "integer", path, 0))
+                    for i, c in enumerate(f.array_at(d, "cells", path))),
+        trials=f.integer(d, "trials", path))
 
 
 def _read_evidence_figures(f: FieldReader, d: dict[str, Any], path: str,
                            *, baseline: bool) -> EvidenceFigures:
+    # the baseline's figures carry its cell's name and no ratio (its own ratio is 1)
     return EvidenceFigures(
-        run_dir=f.get(d, "run_dir", "string", path, None, nullable=True),
-        trials=f.get(d, "trials", "integer", path, None, nullable=True),
+        run_dir=f.opt_text(d, "run_dir", path), trials=f.opt_integer(d, "trials", path),
         failure_rate=f.number(d, "failure_rate", path), error_rate=f.number(d, "error_rate", path),
         step_time_ratio=None if baseline else f.number(d, "step_time_ratio", path),
         step_time_p50_s=f.number(d, "step_time_p50_s", path),
-        cell=f.get(d, "cell", "string", path, None, nullable=True) if baseline else None)
+        cell=f.opt_text(d, "cell", path) if baseline else None)
 
 
-def _read_recommendation(f: FieldReader, value: Any) -> Recommendation:
+def _read_evidence(f: FieldReader, value: object, path: str) -> Evidence:
+    e = f.obj(value, path)
+    base = f.obj_at(e, "baseline", path, required=True)
+    return Evidence(_read_evidence_figures(f, e, path, baseline=False),
+                    _read_evidence_figures(f, base, f"{path}.baseline", baseline=True))
+
+
+def _read_recommendation(f: FieldReader, value: object) -> Recommendation:
     path = "recommendation"
     d = f.obj(value, path)
     evidence = d.get("evidence")
-    if evidence is not None:
-        e = f.obj(evidence, f"{path}.evidence")
-        base = f.obj(f.required(e, "baseline", "object", f"{path}.evidence"),
-                     f"{path}.evidence.baseline")
-        evidence = Evidence(_read_evidence_figures(f, e, f"{path}.evidence", baseline=False),
-                            _read_evidence_figures(f, base, f"{path}.evidence.baseline",
-                                                   baseline=True))
     return Recommendation(
-        mitigations=f.strings(d.get("mitigations", []), f"{path}.mitigations"),
-        cell=f.get(d, "cell", "string", path, None, nullable=True),
+        mitigations=f.strings_at(d, "mitigations", path), cell=f.opt_text(d, "cell", path),
         confidence=f.number(d, "confidence", path), reason=f.text(d, "reason", path),
-        evidence=evidence,
-        confidence_meaning=f.get(d, "confidence_meaning", "string", path, None, nullable=True))
+        evidence=(_read_evidence(f, evidence, f"{path}.evidence")
+                  if evidence is not None else None),
+        confidence_meaning=f.opt_text(d, "confidence_meaning", path))

@@ -401,36 +401,71 @@ class FieldReader:
     def join(path: str, key: str) -> str:
         return f"{path}.{key}" if path else key
 
-    def check(self, value: Any, kind: str, path: str, *, nullable: bool = False) -> Any:
+    def check(self, value: object, kind: str, path: str, *, nullable: bool = False) -> Any:
+        """``value`` itself once it is of JSON type ``kind`` (raw JSON: its type is checked)."""
         return require_type(value, kind, where=self.where, field=path, what=self.what,
                             nullable=nullable)
 
-    def obj(self, value: Any, path: str) -> dict[str, Any]:
+    def _at(self, d: dict[str, Any], key: str, kind: str, path: str, default: object,
+            *, nullable: bool = False, required: bool = False) -> Any:
+        if key in d:
+            return self.check(d[key], kind, self.join(path, key), nullable=nullable)
+        if required:
+            raise UsageError(f"{self.where}: {self.join(path, key)}: missing",
+                             hint=f"this {self.what} is damaged or was not written by aorta-tui")
+        return default
+
+    def obj(self, value: object, path: str) -> dict[str, Any]:
         out: dict[str, Any] = self.check(value, "object", path)
         return out
 
-    def get(self, d: dict[str, Any], key: str, kind: str, path: str, default: Any,
-            *, nullable: bool = False) -> Any:
-        if key not in d:
-            return default
-        return self.check(d[key], kind, self.join(path, key), nullable=nullable)
+    def obj_at(self, d: dict[str, Any], key: str, path: str, *, required: bool = False
+               ) -> dict[str, Any]:
+        out: dict[str, Any] = self._at(d, key, "object", path, {}, required=required)
+        return out
 
-    def required(self, d: dict[str, Any], key: str, kind: str, path: str, *,
-                 nullable: bool = False) -> Any:
-        if key not in d:
-            raise UsageError(f"{self.where}: {self.join(path, key)}: missing",
-                             hint=f"this {self.what} is damaged or was not written by aorta-tui")
-        return self.check(d[key], kind, self.join(path, key), nullable=nullable)
+    def array_at(self, d: dict[str, Any], key: str, path: str) -> list[Any]:
+        out: list[Any] = self._at(d, key, "array", path, [])
+        return out
 
-    def text(self, d: dict[str, Any], key: str, path: str, default: str = "") -> str:
-        out: str = self.get(d, key, "string", path, default)
+    def text(self, d: dict[str, Any], key: str, path: str, default: str = "", *,
+             required: bool = False) -> str:
+        out: str = self._at(d, key, "string", path, default, required=required)
+        return out
+
+    def opt_text(self, d: dict[str, Any], key: str, path: str) -> str | None:
+        out: str | None = self._at(d, key, "string", path, None, nullable=True)
+        return out
+
+    def integer(self, d: dict[str, Any], key: str, path: str, default: int = 0, *,
+                required: bool = False) -> int:
+        out: int = self._at(d, key, "integer", path, default, required=required)
+        return out
+
+    def opt_integer(self, d: dict[str, Any], key: str, path: str) -> int | None:
+        out: int | None = self._at(d, key, "integer", path, None, nullable=True)
+        return out
+
+    def boolean(self, d: dict[str, Any], key: str, path: str, default: bool = False) -> bool:
+        out: bool = self._at(d, key, "boolean", path, default)
+        return out
+
+    def opt_boolean(self, d: dict[str, Any], key: str, path: str) -> bool | None:
+        out: bool | None = self._at(d, key, "boolean", path, None, nullable=True)
         return out
 
     def number(self, d: dict[str, Any], key: str, path: str) -> float | None:
         """A finite number or null (missing: null)."""
-        out: float | None = self.get(d, key, "number", path, None, nullable=True)
+        out: float | None = self._at(d, key, "number", path, None, nullable=True)
         return out
 
-    def strings(self, value: Any, path: str) -> tuple[str, ...]:
-        return tuple(self.check(v, "string", f"{path}[{i}]")
-                     for i, v in enumerate(self.check(value, "array", path)))
+    def opt_number(self, value: object, path: str) -> float | None:
+        out: float | None = self.check(value, "number", path, nullable=True)
+        return out
+
+    def strings(self, value: object, path: str) -> tuple[str, ...]:
+        items: list[object] = self.check(value, "array", path)
+        return tuple(str(self.check(v, "string", f"{path}[{i}]")) for i, v in enumerate(items))
+
+    def strings_at(self, d: dict[str, Any], key: str, path: str) -> tuple[str, ...]:
+        return self.strings(d.get(key, []), self.join(path, key))

@@ -284,7 +284,7 @@ def _clean_definition(d: dict[str, Any]) -> tuple[Policy, dict[str, Json]]:
 _DEFINITION_KEYS = frozenset(Policy(name="").to_dict())
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: object) -> int | None:
     # a knob sweep.json recorded as anything but an integer applied nothing: null
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 

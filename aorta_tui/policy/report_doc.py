@@ -221,7 +221,7 @@ class PolicyReport:
     __hash__ = None  # type: ignore[assignment]  # mutable dict fields: never a dict key
 
     @classmethod
-    def from_dict(cls, data: Any, *, where: str = "policy.json") -> PolicyReport:
+    def from_dict(cls, data: object, *, where: str = "policy.json") -> PolicyReport:
         """Read a parsed policy.json; a damaged one is a located UsageError (exit 2)."""
         return _read_report(FieldReader(where, WHAT), data)
 
@@ -240,61 +240,62 @@ class PolicyReport:
 _join = FieldReader.join
 
 
-def _read_report(f: FieldReader, data: Any) -> PolicyReport:
+def _read_report(f: FieldReader, data: object) -> PolicyReport:
     d = f.obj(data, "(top level)")
     if d.get("kind") != REPORT_KIND:
         raise UsageError(f"{f.where} is not a policy report (kind {str(d.get('kind'))[:60]!r})",
                          hint="open the policy.json of a `policy sweep` run directory")
     # the parts a reader indexes into first, so their damage is the error a reader sees
-    platform = f.get(d, "platform", "object", "", {}, nullable=True) or {}
+    platform: dict[str, Json] = f.check(d.get("platform"), "object", "platform",
+                                        nullable=True) or {}
     metrics = tuple(_read_metric_info(f, m, f"metrics[{i}]")
-                    for i, m in enumerate(f.get(d, "metrics", "array", "", [])))
+                    for i, m in enumerate(f.array_at(d, "metrics", "")))
     policies = tuple(_read_entry(f, p, f"policies[{i}]")
-                     for i, p in enumerate(f.get(d, "policies", "array", "", [])))
+                     for i, p in enumerate(f.array_at(d, "policies", "")))
     return PolicyReport(
-        schema_version=f.get(d, "schema_version", "integer", "", REPORT_SCHEMA_VERSION),
+        schema_version=f.integer(d, "schema_version", "", REPORT_SCHEMA_VERSION),
         run_id=d.get("run_id"), created=d.get("created"), rendered=f.text(d, "rendered", ""),
         status=f.text(d, "status", ""), workload=d.get("workload"), streams=d.get("streams"),
         trials_per_policy=d.get("trials_per_policy"), iterations=d.get("iterations"),
-        device=d.get("device"), seed=f.get(d, "seed", "integer", "", 0),
+        device=d.get("device"), seed=f.integer(d, "seed", ""),
         reference=f.text(d, "reference", "", "baseline"),
-        reference_added=f.get(d, "reference_added", "boolean", "", False),
-        platform=platform, emulated=f.get(d, "emulated", "boolean", "", None, nullable=True),
-        statistic=_read_statistic(f, d.get("statistic", {})), metrics=metrics, policies=policies,
+        reference_added=f.boolean(d, "reference_added", ""), platform=platform,
+        emulated=f.opt_boolean(d, "emulated", ""),
+        statistic=_read_statistic(f, f.obj_at(d, "statistic", "")), metrics=metrics,
+        policies=policies,
         differences=tuple(_read_difference(f, x, f"differences[{i}]")
-                          for i, x in enumerate(f.get(d, "differences", "array", "", []))),
+                          for i, x in enumerate(f.array_at(d, "differences", ""))),
         trials=tuple(_read_trial(f, x, f"trials[{i}]")
-                     for i, x in enumerate(f.get(d, "trials", "array", "", []))),
-        failed_trials=f.get(d, "failed_trials", "integer", "", 0))
+                     for i, x in enumerate(f.array_at(d, "trials", ""))),
+        failed_trials=f.integer(d, "failed_trials", ""))
 
 
-def _read_statistic(f: FieldReader, value: Any) -> Statistic:
-    d = f.obj(value, "statistic")
+def _read_statistic(f: FieldReader, d: dict[str, Any]) -> Statistic:
     return Statistic(center=f.text(d, "center", "statistic"),
                      interval=f.text(d, "interval", "statistic"),
-                     min_samples=f.get(d, "min_samples", "integer", "statistic", 0),
+                     min_samples=f.integer(d, "min_samples", "statistic"),
                      call_rule=f.text(d, "call_rule", "statistic"))
 
 
-def _read_metric_info(f: FieldReader, value: Any, path: str) -> MetricInfo:
+def _read_metric_info(f: FieldReader, value: object, path: str) -> MetricInfo:
     d = f.obj(value, path)
-    return MetricInfo(name=f.required(d, "name", "string", path),
+    return MetricInfo(name=f.text(d, "name", path, required=True),
                       unit=f.text(d, "unit", path), better=f.text(d, "better", path))
 
 
-def _read_entry(f: FieldReader, value: Any, path: str) -> PolicyEntry:
+def _read_entry(f: FieldReader, value: object, path: str) -> PolicyEntry:
     d = f.obj(value, path)
-    name = f.required(d, "name", "string", path)
+    name = f.text(d, "name", path, required=True)
     metrics = {str(k): _read_summary(f, v, f"{path}.metrics.{k}")
-               for k, v in f.get(d, "metrics", "object", path, {}).items()}
+               for k, v in f.obj_at(d, "metrics", path).items()}
     versus = {str(k): _read_comparison(f, v, f"{path}.vs_reference.{k}")
-              for k, v in f.get(d, "vs_reference", "object", path, {}).items()}
+              for k, v in f.obj_at(d, "vs_reference", path).items()}
     return PolicyEntry(
         policy=_read_policy(f, d, name, path), status=f.text(d, "status", path, "ran"),
         skipped_reason=f.text(d, "skipped_reason", path),
-        notes=f.strings(d.get("notes", []), _join(path, "notes")),
-        trials_ok=f.get(d, "trials_ok", "integer", path, 0),
-        trials_failed=f.get(d, "trials_failed", "integer", path, 0),
+        notes=f.strings_at(d, "notes", path),
+        trials_ok=f.integer(d, "trials_ok", path),
+        trials_failed=f.integer(d, "trials_failed", path),
         metrics=metrics, vs_reference=versus,
         extra={k: v for k, v in d.items() if k not in _ENTRY_KEYS})
 
@@ -305,54 +306,50 @@ _ENTRY_KEYS = frozenset({"name", "description", "kind", "vendor", "env", "harnes
 
 
 def _read_policy(f: FieldReader, d: dict[str, Any], name: str, path: str) -> Policy:
-    env = f.get(d, "env", "object", path, {})
-    for k, v in env.items():
-        f.check(v, "string", f"{path}.env.{k}")
-    gpu = f.get(d, "gpu_control", "object", path, {})
+    env = {str(k): str(f.check(v, "string", f"{path}.env.{k}"))
+           for k, v in f.obj_at(d, "env", path).items()}
+    gpu = f.obj_at(d, "gpu_control", path)
     gpath = _join(path, "gpu_control")
     return Policy(name=name, description=f.text(d, "description", path),
                   kind=f.text(d, "kind", path, "custom"), vendor=f.text(d, "vendor", path, "any"),
-                  env=dict(env), harness_args=f.strings(d.get("harness_args", []),
-                                                        _join(path, "harness_args")),
+                  env=env, harness_args=f.strings_at(d, "harness_args", path),
                   gpu_control=GpuControlSettings(
-                      clock_level=f.get(gpu, "clock_level", "integer", gpath, None, nullable=True),
-                      power_limit_w=f.get(gpu, "power_limit_w", "integer", gpath, None,
-                                          nullable=True)),
+                      clock_level=f.opt_integer(gpu, "clock_level", gpath),
+                      power_limit_w=f.opt_integer(gpu, "power_limit_w", gpath)),
                   source=f.text(d, "source", path, "builtin"))
 
 
-def _read_summary(f: FieldReader, value: Any, path: str) -> MetricSummary:
+def _read_summary(f: FieldReader, value: object, path: str) -> MetricSummary:
     d = f.obj(value, path)
-    values = f.get(d, "values", "array", path, [])
     return MetricSummary(
-        n=f.get(d, "n", "integer", path, 0), median=f.number(d, "median", path),
+        n=f.integer(d, "n", path), median=f.number(d, "median", path),
         ci_low=f.number(d, "ci_low", path), ci_high=f.number(d, "ci_high", path),
-        values=tuple(f.check(v, "number", f"{path}.values[{i}]", nullable=True)
-                     for i, v in enumerate(values)),
+        values=tuple(f.opt_number(v, f"{path}.values[{i}]")
+                     for i, v in enumerate(f.array_at(d, "values", path))),
         reason=f.text(d, "reason", path))
 
 
-def _read_comparison(f: FieldReader, value: Any, path: str) -> Comparison:
+def _read_comparison(f: FieldReader, value: object, path: str) -> Comparison:
     d = f.obj(value, path)
     return Comparison(verdict=f.text(d, "verdict", path), change_pct=f.number(d, "change_pct", path),
                       assessment=f.text(d, "assessment", path), reason=f.text(d, "reason", path))
 
 
-def _read_difference(f: FieldReader, value: Any, path: str) -> Difference:
+def _read_difference(f: FieldReader, value: object, path: str) -> Difference:
     d = f.obj(value, path)
-    return Difference(policy=f.required(d, "policy", "string", path),
-                      metric=f.required(d, "metric", "string", path),
+    return Difference(policy=f.text(d, "policy", path, required=True),
+                      metric=f.text(d, "metric", path, required=True),
                       verdict=f.text(d, "verdict", path),
                       change_pct=f.number(d, "change_pct", path),
                       assessment=f.text(d, "assessment", path))
 
 
-def _read_trial(f: FieldReader, value: Any, path: str) -> TrialRow:
+def _read_trial(f: FieldReader, value: object, path: str) -> TrialRow:
     d = f.obj(value, path)
-    return TrialRow(position=f.required(d, "position", "integer", path),
-                    policy=f.required(d, "policy", "string", path),
-                    trial=f.required(d, "trial", "integer", path),
-                    dir=f.required(d, "dir", "string", path),
+    return TrialRow(position=f.integer(d, "position", path, required=True),
+                    policy=f.text(d, "policy", path, required=True),
+                    trial=f.integer(d, "trial", path, required=True),
+                    dir=f.text(d, "dir", path, required=True),
                     status=f.text(d, "status", path), reason=f.text(d, "reason", path),
                     exit_code=d.get("exit_code"), wall_s=d.get("wall_s"),
                     env_set=d.get("env_set", {}), gpu_control=d.get("gpu_control", ""))
