@@ -2,7 +2,9 @@
 
 The report is computed from the files the evaluator left (``sweep.json`` and each trial's
 ``outcome.json``), never from memory, so ``aorta-tui policy report DIR`` re-renders exactly
-what the sweep wrote. Both files are written atomically.
+what the sweep wrote. The report is a typed value, ``report_doc.PolicyReport``: policy.json is
+its one serializer's output, policy.md is rendered from its attributes. Both files are written
+atomically.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.policy import comparison
 from aorta_tui.policy.presets import GpuControlSettings, Policy
 from aorta_tui.policy.report_doc import (
-    REPORT_SCHEMA_VERSION,
     Difference,
     Json,
     MetricInfo,
@@ -29,9 +30,6 @@ from aorta_tui.policy.report_doc import (
     Statistic,
     TrialRow,
 )
-
-__all__ = ["REPORT_FILES", "REPORT_SCHEMA_VERSION", "build_report", "load_manifest",
-           "render_markdown", "rerender", "versus_text", "write_reports"]
 
 STATISTIC = Statistic(
     center="median of the trials",

@@ -57,7 +57,7 @@ def winner_text(report: PolicyReport | Mapping[str, Any], metric: str) -> str:
     return f"no policy is significantly better than {report.reference} on {metric}"
 
 
-def check_report_shape(report: Any, where: str) -> PolicyReport:
+def check_report_shape(report: object, where: str) -> PolicyReport:
     """The report the screen shows, every field typed; a damaged policy.json is a UsageError."""
     return PolicyReport.from_dict(report, where=where)
 
