@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.agent.proposer import Conflicts, Proposal, builtin_propose, cell_figures, score
+from aorta_tui.agent.state import KIND, SCHEMA_VERSION, AgentState
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
     from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.plan import Plan
 
-KIND = "aorta-tui/agent"
-SCHEMA_VERSION = 1
 GOAL_NAMES = frozenset({"failure_rate", "error_rate", "trials", "step_time_ratio",
                         "step_time_p50_s"})
 DEFAULT_GOAL = "failure_rate == 0 and error_rate == 0"
@@ -225,48 +224,50 @@ def check_gate(yes: bool) -> None:
                          "terminal", hint="pass --yes to run its proposals without asking")
 
 
-def load_state(agent_dir: Path) -> dict[str, Any]:
-    from aorta_tui.core.inputs import load_json_input, require_object
-
+def load_state(agent_dir: Path) -> AgentState:
+    """agent.json through its one reader: a damaged one is a located error (exit 2)."""
     path = agent_dir / "agent.json"
     if not path.is_file():
         raise UsageError(f"{agent_dir} is not an agent directory (no agent.json)",
                          hint="pass <output>/<ticket>/agent-<id>, printed when the agent started")
-    state = require_object(load_json_input(path, what="agent state", limit=64 * 1024 * 1024),
-                           where=str(path), what="agent state")
-    if state.get("kind") != KIND:
-        raise UsageError(f"{path}: not an agent state (kind {state.get('kind')!r})")
-    return state
+    return AgentState.from_json(path)
 
 
-def save(agent_dir: Path, state: dict[str, Any]) -> None:
+def save(agent_dir: Path, state: dict[str, Any]) -> AgentState:
+    """Write the loop's record (the document's JSON form, which it fills in step by step)
+    through the one reader and serializer: agent.json is always a well-typed AgentState."""
     from aorta_tui.agent.page import render_markdown
     from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 
-    atomic_write_json(agent_dir / "agent.json", state)
-    atomic_write_text(agent_dir / "agent.md", render_markdown(state))
+    path = agent_dir / "agent.json"
+    typed = AgentState.from_dict(state, where=str(path))
+    atomic_write_json(path, typed.to_json())
+    atomic_write_text(agent_dir / "agent.md", render_markdown(typed))
+    return typed
 
 
 # -- the loop ------------------------------------------------------------------------------
 def run(agent_dir: Path, say: Callable[[str], None] = print, *, yes: bool = False,
         confirm: Callable[[str], bool] | None = None,
         secrets: dict[str, dict[str, str]] | None = None,
-        resume_settings: list[str] | None = None) -> dict[str, Any]:
+        resume_settings: list[str] | None = None) -> AgentState:
     """Run (or continue) the loop until the goal, the budget or the end of the proposals.
     ``secrets``: the secret settings' values (from :func:`start`); a resume gives them again
     as ``resume_settings`` (``--env-candidate VAR=VALUE``)."""
-    state = load_state(agent_dir)
-    if state["status"] in FINISHED:
-        say(f"agent already finished ({state['status']}): {agent_dir / 'agent.md'}")
-        return state
-    wanted = state.get("secret_candidates") or {}
+    typed = load_state(agent_dir)
+    if typed.status in FINISHED:
+        say(f"agent already finished ({typed.status}): {agent_dir / 'agent.md'}")
+        return typed
     if secrets is None:
         from aorta_tui.agent import env_candidates
 
-        secrets = env_candidates.resume_values(wanted, resume_settings or [], agent_dir)
-    gated = state.get("proposer") == "llm" and not yes
+        secrets = env_candidates.resume_values(typed.secret_candidates, resume_settings or [],
+                                               agent_dir)
+    gated = typed.proposer == "llm" and not yes
     if gated:
         check_gate(yes)
+    # the loop records each step into the document's JSON form (save() types it again)
+    state: dict[str, Any] = typed.to_json()
     state["status"] = "running"  # a resume after an error or a Ctrl-C runs again
     try:
         return _loop(agent_dir, state, say, gated, confirm, secrets)
@@ -284,13 +285,13 @@ def _stopped(agent_dir: Path, state: dict[str, Any], status: str, why: str) -> N
 
     state["status"] = status
     state["stop_reason"] = inert(why, 500)
-    with contextlib.suppress(OSError):  # the error being raised says more than a failed save
+    with contextlib.suppress(OSError, AortaError):  # the error being raised says more
         save(agent_dir, state)
 
 
 def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], gated: bool,
           confirm: Callable[[str], bool] | None, secrets: dict[str, dict[str, str]]
-          ) -> dict[str, Any]:
+          ) -> AgentState:
     goal = check_goal(state["goal"])
     registry = _registry([Path(f) for f in state["mitigation_files"]], secrets)
     while True:
@@ -314,8 +315,7 @@ def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], ga
             + (f"best {best['cell']}: {cell_figures(best)}" if best else "no cells"))
         if _finish_if_done(state, it):
             break
-    save(agent_dir, state)
-    return state
+    return save(agent_dir, state)
 
 
 def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any,

@@ -2,51 +2,60 @@
 
 from __future__ import annotations
 
-from typing import Any
+from aorta_tui.agent.state import AgentState, Iteration, Recommendation
 
 
-def _pct(value: Any) -> str:
+def _pct(value: float | None) -> str:
     return f"{value:.0%}" if isinstance(value, (int, float)) else "-"
 
 
-def _ratio(value: Any) -> str:
+def _ratio(value: float | None) -> str:
     return f"x{value:.2f}" if isinstance(value, (int, float)) else "-"
 
 
-def render_markdown(state: dict[str, Any]) -> str:
-    lines = [f"# agent: {state.get('status')}", "",
-             f"- goal: `{state.get('goal')}`",
-             f"- budget: {state.get('trials_used')} of {state.get('budget')} trials used",
-             f"- proposer: {state.get('proposer')} ({len(state.get('candidates') or [])} candidate "
-             "mitigations)", ""]
-    rec = state.get("recommendation")
-    if rec:
-        lines += ["## Recommendation", "",
-                  f"- mitigations: {', '.join(rec['mitigations']) or '(none)'}",
-                  f"- cell: {rec.get('cell') or '-'}",
-                  f"- confidence: {rec.get('confidence') if rec.get('confidence') is not None else '-'}"
-                  + (f" ({rec['confidence_meaning']})" if rec.get("confidence_meaning") else ""),
-                  f"- why: {rec.get('reason')}", ""]
-        ev = rec.get("evidence")
-        if ev:
-            lines += [f"- evidence: {ev.get('run_dir')} (baseline {ev['baseline']['cell']} in "
-                      f"{ev['baseline']['run_dir']})", ""]
-    for it in state.get("iterations") or []:
-        lines += [f"## Iteration {it['index']} ({it['status']})", "", it.get("note") or "", ""]
-        if it.get("run_dir"):
-            lines += [f"run directory: `{it['run_dir']}`", ""]
-        for cell, why in zip(it.get("proposed") or [], it.get("reasons") or [], strict=False):
-            lines.append(f"- tried {' + '.join(cell)}: {why}")
-        if it.get("proposed"):
-            lines.append("")
-        if it.get("cells"):
-            lines += ["| cell | trials | failure | error | step time vs baseline | goal |",
-                      "|---|---|---|---|---|---|"]
-            for c in it["cells"]:
-                lines.append(f"| {c['cell']} | {c.get('trials')} | {_pct(c.get('failure_rate'))} | "
-                             f"{_pct(c.get('error_rate'))} | {_ratio(c.get('step_time_ratio'))} | "
-                             f"{'met' if c.get('meets_goal') else 'no'} |")
-            lines.append("")
-    if state.get("stop_reason"):
-        lines += [f"stopped: {state['stop_reason']}", ""]
+def render_markdown(state: AgentState) -> str:
+    lines = [f"# agent: {state.status}", "",
+             f"- goal: `{state.goal}`",
+             f"- budget: {state.trials_used} of {state.budget} trials used",
+             f"- proposer: {state.proposer} ({len(state.candidates)} candidate mitigations)", ""]
+    if state.recommendation is not None:
+        lines += _recommendation(state.recommendation)
+    for it in state.iterations:
+        lines += _iteration(it)
+    if state.stop_reason:
+        lines += [f"stopped: {state.stop_reason}", ""]
     return "\n".join(lines)
+
+
+def _recommendation(rec: Recommendation) -> list[str]:
+    confidence = rec.confidence if rec.confidence is not None else "-"
+    lines = ["## Recommendation", "",
+             f"- mitigations: {', '.join(rec.mitigations) or '(none)'}",
+             f"- cell: {rec.cell or '-'}",
+             f"- confidence: {confidence}"
+             + (f" ({rec.confidence_meaning})" if rec.confidence_meaning else ""),
+             f"- why: {rec.reason}", ""]
+    ev = rec.evidence
+    if ev is not None:
+        lines += [f"- evidence: {ev.cell.run_dir} (baseline {ev.baseline.cell} in "
+                  f"{ev.baseline.run_dir})", ""]
+    return lines
+
+
+def _iteration(it: Iteration) -> list[str]:
+    lines = [f"## Iteration {it.index} ({it.status})", "", it.note, ""]
+    if it.run_dir:
+        lines += [f"run directory: `{it.run_dir}`", ""]
+    for cell, why in zip(it.proposed, it.reasons, strict=False):
+        lines.append(f"- tried {' + '.join(cell)}: {why}")
+    if it.proposed:
+        lines.append("")
+    if it.cells:
+        lines += ["| cell | trials | failure | error | step time vs baseline | goal |",
+                  "|---|---|---|---|---|---|"]
+        for c in it.cells:
+            lines.append(f"| {c.cell} | {c.trials} | {_pct(c.failure_rate)} | "
+                         f"{_pct(c.error_rate)} | {_ratio(c.step_time_ratio)} | "
+                         f"{'met' if c.meets_goal else 'no'} |")
+        lines.append("")
+    return lines

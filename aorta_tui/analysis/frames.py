@@ -13,6 +13,8 @@ from aorta_tui.core.events import TrialFinished
 if TYPE_CHECKING:
     import pandas as pd
 
+    from aorta_tui.policy.report_doc import PolicyEntry
+
 Frames = dict[str, "pd.DataFrame"]
 EXTRA_HINT = "pip install 'aorta-tui[analysis]' (or: pip install 'pandas>=2')"
 STEP_STATS = ("mean", "p25", "p50", "p75", "iqr", "p90", "p99")
@@ -200,21 +202,35 @@ def load_policy_sweep(run_dir: str | Path) -> Frames:
     trials = pd.DataFrame(rows)
     if len(trials):
         trials = trials.sort_values("position", kind="stable").reset_index(drop=True)
-    report = _json_file(run_dir / "policy.json")
-    policies = []
-    if isinstance(report, dict):
-        for p in report.get("policies") or []:
-            if not isinstance(p, dict):
-                continue
-            row = {"policy": p.get("name"), "kind": p.get("kind"), "status": p.get("status"),
-                   "trials_ok": p.get("trials_ok"), "trials_failed": p.get("trials_failed")}
-            for metric, m in (p.get("metrics") or {}).items():
-                if isinstance(m, dict):
-                    for stat in ("n", "median", "ci_low", "ci_high"):
-                        row[f"{metric}_{stat}"] = m.get(stat)
-            policies.append(row)
+    policies = [_policy_row(p) for p in _policy_entries(run_dir)]
     return {"trials": trials, "policies": pd.DataFrame(policies),
             "per_stream": pd.DataFrame(streams)}
+
+
+def _policy_entries(run_dir: Path) -> tuple[PolicyEntry, ...]:
+    """The policies of the run's policy.json, through its one reader; a missing or damaged
+    one has none (as every record here: a damaged record is no record)."""
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.policy.report_doc import PolicyReport
+
+    path = run_dir / "policy.json"
+    raw = _json_file(path)
+    if raw is None:
+        return ()
+    try:
+        return PolicyReport.from_dict(raw, where=str(path)).policies
+    except UsageError:
+        return ()
+
+
+def _policy_row(p: PolicyEntry) -> dict[str, object]:
+    """One policy of policy.json: its counts and, per metric, n, median and the interval."""
+    row: dict[str, object] = {"policy": p.name, "kind": p.policy.kind, "status": p.status,
+                              "trials_ok": p.trials_ok, "trials_failed": p.trials_failed}
+    for metric, m in p.metrics.items():
+        row.update({f"{metric}_n": m.n, f"{metric}_median": m.median,
+                    f"{metric}_ci_low": m.ci_low, f"{metric}_ci_high": m.ci_high})
+    return row
 
 
 def _trial_streams(result: Path) -> list[dict[str, Any]]:

@@ -125,11 +125,11 @@ def _run_agent(command: list[str], o: _AgentOptions) -> None:
     state = loop.run(agent_dir, yes=o.yes, secrets=secrets,
                      resume_settings=list(o.env_candidate))
     if o.as_json:
-        print(json.dumps(state, indent=2, ensure_ascii=False))
+        print(json.dumps(state.to_json(), indent=2, ensure_ascii=False))
         return
-    rec = state.get("recommendation") or {}
-    print(f"agent {state['status']}: {rec.get('reason', '')}")
-    if rec.get("mitigations"):
-        print(f"  recommendation: {', '.join(rec['mitigations'])} (confidence "
-              f"{rec.get('confidence')})")
+    rec = state.recommendation
+    print(f"agent {state.status}: {rec.reason if rec is not None else ''}")
+    if rec is not None and rec.mitigations:
+        print(f"  recommendation: {', '.join(rec.mitigations)} (confidence "
+              f"{rec.confidence})")
     print(f"  {agent_dir / 'agent.md'}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -18,6 +18,9 @@ from aorta_tui.cli.metrics_opts import (
     metered,
 )
 from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
+
+if TYPE_CHECKING:  # the CLI imports the engine only when a command runs
+    from aorta_tui.policy.report_doc import PolicyReport
 
 app = new_app(
     "Compare scheduling and memory policies on one hardware-queue workload.\n\n"
@@ -193,7 +196,7 @@ def _finish(outcome: Any, json_mode: bool, strict: bool) -> None:
         _print_summary(outcome.report, outcome.run_dir)
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
-    if strict and outcome.report.get("failed_trials"):
+    if strict and outcome.report.failed_trials:
         raise typer.Exit(1)
 
 
@@ -213,7 +216,7 @@ def report(
     guard_run_dir(run_dir, ["policy", "report", str(run_dir)], trusted=trust_run_dir)
     data, json_path, md_path = rerender(run_dir)
     if json_mode:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(data.to_json(), indent=2))
         return
     _print_summary(data, run_dir)
 
@@ -267,17 +270,17 @@ def _print_event(event: Any) -> None:
         err(f"warning: {event.message}")
 
 
-def _print_summary(report: dict[str, Any], run_dir: Path) -> None:
-    ref = report["reference"]
-    print(f"status: {report['status']}; {report.get('failed_trials', 0)} failed trial(s)")
-    if report["differences"]:
+def _print_summary(report: PolicyReport, run_dir: Path) -> None:
+    ref = report.reference
+    print(f"status: {report.status}; {report.failed_trials} failed trial(s)")
+    if report.differences:
         print(f"differences against {ref} (95% intervals separate):")
-        for d in report["differences"]:
-            change = f"{d['change_pct']:+.1f}%" if d["change_pct"] is not None else ""
-            print(f"  {d['policy']}: {d['metric']} {d['verdict']} {change} {d['assessment']}".rstrip())
+        for d in report.differences:
+            change = f"{d.change_pct:+.1f}%" if d.change_pct is not None else ""
+            print(f"  {d.policy}: {d.metric} {d.verdict} {change} {d.assessment}".rstrip())
     else:
         print(f"no policy differs from {ref} beyond run-to-run noise")
-    for p in report["policies"]:
-        for note in ([p["skipped_reason"]] if p.get("skipped_reason") else []) + p.get("notes", []):
-            print(f"  note ({p['name']}): {note}")
+    for p in report.policies:
+        for note in ([p.skipped_reason] if p.skipped_reason else []) + list(p.notes):
+            print(f"  note ({p.name}): {note}")
     print(f"report: {Path(run_dir) / 'policy.md'}")

@@ -385,3 +385,87 @@ def require_type(value: Any, expected: str, *, where: str, field: str, what: str
     raise UsageError(f"{where}: {field}: expected {label}, found {json_type_name(value)} "
                      f"{clip_for_message(value, 40)}",
                      hint=hint or f"this {what} is damaged or was not written by aorta-tui")
+
+
+class FieldReader:
+    """Typed reads of one JSON document's fields (the reader of a typed record such as
+    ``policy.json`` or ``agent.json``): each error names the file and the field path
+    (``policies[1].metrics.throughput.median``), exit 2. A missing optional key reads as
+    its default, a present one must have its type."""
+
+    def __init__(self, where: str, what: str) -> None:
+        self.where = where
+        self.what = what
+
+    @staticmethod
+    def join(path: str, key: str) -> str:
+        return f"{path}.{key}" if path else key
+
+    def check(self, value: object, kind: str, path: str, *, nullable: bool = False) -> Any:
+        """``value`` itself once it is of JSON type ``kind`` (raw JSON: its type is checked)."""
+        return require_type(value, kind, where=self.where, field=path, what=self.what,
+                            nullable=nullable)
+
+    def _at(self, d: dict[str, Any], key: str, kind: str, path: str, default: object,
+            *, nullable: bool = False, required: bool = False) -> Any:
+        if key in d:
+            return self.check(d[key], kind, self.join(path, key), nullable=nullable)
+        if required:
+            raise UsageError(f"{self.where}: {self.join(path, key)}: missing",
+                             hint=f"this {self.what} is damaged or was not written by aorta-tui")
+        return default
+
+    def obj(self, value: object, path: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.check(value, "object", path)
+        return out
+
+    def obj_at(self, d: dict[str, Any], key: str, path: str, *, required: bool = False
+               ) -> dict[str, Any]:
+        out: dict[str, Any] = self._at(d, key, "object", path, {}, required=required)
+        return out
+
+    def array_at(self, d: dict[str, Any], key: str, path: str) -> list[Any]:
+        out: list[Any] = self._at(d, key, "array", path, [])
+        return out
+
+    def text(self, d: dict[str, Any], key: str, path: str, default: str = "", *,
+             required: bool = False) -> str:
+        out: str = self._at(d, key, "string", path, default, required=required)
+        return out
+
+    def opt_text(self, d: dict[str, Any], key: str, path: str) -> str | None:
+        out: str | None = self._at(d, key, "string", path, None, nullable=True)
+        return out
+
+    def integer(self, d: dict[str, Any], key: str, path: str, default: int = 0, *,
+                required: bool = False) -> int:
+        out: int = self._at(d, key, "integer", path, default, required=required)
+        return out
+
+    def opt_integer(self, d: dict[str, Any], key: str, path: str) -> int | None:
+        out: int | None = self._at(d, key, "integer", path, None, nullable=True)
+        return out
+
+    def boolean(self, d: dict[str, Any], key: str, path: str, default: bool = False) -> bool:
+        out: bool = self._at(d, key, "boolean", path, default)
+        return out
+
+    def opt_boolean(self, d: dict[str, Any], key: str, path: str) -> bool | None:
+        out: bool | None = self._at(d, key, "boolean", path, None, nullable=True)
+        return out
+
+    def number(self, d: dict[str, Any], key: str, path: str) -> float | None:
+        """A finite number or null (missing: null)."""
+        out: float | None = self._at(d, key, "number", path, None, nullable=True)
+        return out
+
+    def opt_number(self, value: object, path: str) -> float | None:
+        out: float | None = self.check(value, "number", path, nullable=True)
+        return out
+
+    def strings(self, value: object, path: str) -> tuple[str, ...]:
+        items: list[object] = self.check(value, "array", path)
+        return tuple(str(self.check(v, "string", f"{path}[{i}]")) for i, v in enumerate(items))
+
+    def strings_at(self, d: dict[str, Any], key: str, path: str) -> tuple[str, ...]:
+        return self.strings(d.get(key, []), self.join(path, key))

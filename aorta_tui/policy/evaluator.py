@@ -71,6 +71,7 @@ from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import REPORT_FILES
+from aorta_tui.policy.report_doc import PolicyReport
 from aorta_tui.store.run_store import RunStore, StoreLayout
 from aorta_tui.store.write_errors import output_write_error, write_failure
 
@@ -139,7 +140,7 @@ class PolicySweepOutcome:
     run_dir: Path
     status: str  # completed, interrupted
     exit_code: int
-    report: dict[str, Any]
+    report: PolicyReport
 
 
 def with_reference(policies: Sequence[Policy]) -> tuple[tuple[Policy, ...], bool]:
@@ -358,7 +359,7 @@ class PolicyEvaluator:
 
     def _run_plan(self, run_dir: Path, plan: list[PlannedTrial], finished: set[str],
                   resumed: bool, created: Path | None,
-                  build_report: Callable[..., dict[str, Any]],
+                  build_report: Callable[..., PolicyReport],
                   write_reports: Callable[..., tuple[Path, Path]]) -> tuple[str, int]:
         """Run the plan's unfinished trials in order; the sweep's status and exit code."""
         store = self.store
@@ -396,17 +397,16 @@ class PolicyEvaluator:
         return status, exit_code
 
     def _finish(self, run_dir: Path, status: str, exit_code: int,
-                build_report: Callable[..., dict[str, Any]],
-                write_reports: Callable[..., tuple[Path, Path]]) -> dict[str, Any]:
+                build_report: Callable[..., PolicyReport],
+                write_reports: Callable[..., tuple[Path, Path]]) -> PolicyReport:
         report = build_report(run_dir, status=status)
         json_path, md_path = write_reports(run_dir, report)
         self._emit(ResultWritten(self.run_id, path=str(json_path), what="policy.json"))
         self._emit(ResultWritten(self.run_id, path=str(md_path), what="policy.md"))
-        called = [f"{c['policy']}:{c['metric']}:{c['verdict']}"
-                  for c in report.get("differences", [])]
+        called = [f"{c.policy}:{c.metric}:{c.verdict}" for c in report.differences]
         self._emit(RunFinished(self.run_id, status=status, exit_code=exit_code,
                                summary={"run_dir": str(run_dir), "differences": called,
-                                        "failed_trials": report.get("failed_trials", 0)}))
+                                        "failed_trials": report.failed_trials}))
         return report
 
     def _end_orphans(self, run_dir: Path, unfinished: set[str]) -> None:

@@ -2,13 +2,16 @@
 
 The report is computed from the files the evaluator left (``sweep.json`` and each trial's
 ``outcome.json``), never from memory, so ``aorta-tui policy report DIR`` re-renders exactly
-what the sweep wrote. Both files are written atomically.
+what the sweep wrote. The report is a typed value, ``report_doc.PolicyReport``: policy.json is
+its one serializer's output, policy.md is rendered from its attributes. Both files are written
+atomically.
 """
 
 from __future__ import annotations
 
 import time
 import zlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +19,26 @@ from aorta_tui.core.errors import AortaError, RunDirError, UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, is_json_number
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.policy import comparison
+from aorta_tui.policy.presets import GpuControlSettings, Policy
+from aorta_tui.policy.report_doc import (
+    Difference,
+    Json,
+    MetricInfo,
+    MetricSummary,
+    PolicyEntry,
+    PolicyReport,
+    Statistic,
+    TrialRow,
+)
 
-REPORT_SCHEMA_VERSION = 1
-STATISTIC = {
-    "center": "median of the trials",
-    "interval": f"{int(comparison.CONFIDENCE * 100)}% percentile bootstrap of the median "
-                f"({comparison.DEFAULT_RESAMPLES} resamples, seeded)",
-    "min_samples": comparison.MIN_SAMPLES,
-    "call_rule": "a difference against the reference is called only when the two intervals "
-                 "do not overlap; otherwise 'unchanged (within noise)'",
-}
+STATISTIC = Statistic(
+    center="median of the trials",
+    interval=f"{int(comparison.CONFIDENCE * 100)}% percentile bootstrap of the median "
+             f"({comparison.DEFAULT_RESAMPLES} resamples, seeded)",
+    min_samples=comparison.MIN_SAMPLES,
+    call_rule="a difference against the reference is called only when the two intervals "
+              "do not overlap; otherwise 'unchanged (within noise)'",
+)
 
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:
@@ -114,7 +127,7 @@ def _clean_outcome(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str, Any]:
+def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyReport:
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
     request = manifest.get("request", {})
@@ -125,51 +138,38 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> dict[str,
     ok = [t for t in trials if t.get("status") == "ok"]
     metric_names, units, better = _metric_catalogue(ok)
 
-    platform: dict[str, Any] = next((p for t in ok if (p := t.get("platform"))), {})
+    platform: dict[str, Json] = next((p for t in ok if (p := t.get("platform"))), {})
     backend = str(platform.get("backend") or "")
     emulated = any(t.get("emulated") for t in ok) if ok else None
 
-    policies_out: list[dict[str, Any]] = []
+    entries: list[PolicyEntry] = []
     summaries: dict[str, dict[str, comparison.Summary]] = {}
-    for definition in (_clean_definition(d) for d in manifest.get("policies", [])):
-        name = definition["name"]
-        mine = [t for t in trials if t.get("policy") == name]
+    for definition, extra in (_clean_definition(d) for d in manifest.get("policies", [])):
+        mine = [t for t in trials if t.get("policy") == definition.name]
         mine_ok = [t for t in mine if t.get("status") == "ok"]
-        per_metric, summaries[name] = _policy_metrics(mine_ok, metric_names, seed, name)
-        policies_out.append(_policy_entry(manifest, definition, mine, mine_ok, per_metric,
-                                          backend, emulated))
+        per_metric, summaries[definition.name] = _policy_metrics(mine_ok, metric_names, seed,
+                                                                 definition.name)
+        entries.append(_policy_entry(manifest, definition, extra, mine, mine_ok, per_metric,
+                                     backend, emulated))
 
-    differences = _differences(policies_out, summaries, reference, metric_names, better)
+    versus, differences = _differences(entries, summaries, reference, metric_names, better)
 
     if status is None:
         unfinished = any(t.get("status") in ("not run", "cancelled") for t in trials)
         status = "interrupted" if unfinished else "completed"
-    return {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "kind": "aorta-tui/policy-report",
-        "run_id": manifest.get("run_id"),
-        "created": manifest.get("created"),
-        "rendered": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "status": status,
-        "workload": request.get("workload"),
-        "streams": request.get("streams"),
-        "trials_per_policy": request.get("trials"),
-        "iterations": request.get("iterations"),
-        "device": request.get("device"),
-        "seed": seed,
-        "reference": reference,
-        "reference_added": bool(manifest.get("reference_added")),
-        "platform": platform,
-        "emulated": emulated,
-        "statistic": STATISTIC,
-        "metrics": [{"name": m, "unit": units.get(m, ""), "better": better.get(m, "")}
-                    for m in metric_names],
-        "policies": policies_out,
-        "differences": differences,
-        "trials": [_trial_row(t) for t in trials],
-        "failed_trials": sum(1 for t in trials if t.get("status") not in ("ok", "not run",
-                                                                          "cancelled")),
-    }
+    return PolicyReport(
+        run_id=manifest.get("run_id"), created=manifest.get("created"),
+        rendered=time.strftime("%Y-%m-%dT%H:%M:%S%z"), status=status,
+        workload=request.get("workload"), streams=request.get("streams"),
+        trials_per_policy=request.get("trials"), iterations=request.get("iterations"),
+        device=request.get("device"), seed=seed, reference=reference,
+        reference_added=bool(manifest.get("reference_added")), platform=platform,
+        emulated=emulated, statistic=STATISTIC,
+        metrics=tuple(MetricInfo(m, units.get(m, ""), better.get(m, "")) for m in metric_names),
+        policies=tuple(replace(e, vs_reference=versus.get(e.name, {})) for e in entries),
+        differences=tuple(differences), trials=tuple(_trial_row(t) for t in trials),
+        failed_trials=sum(1 for t in trials if t.get("status") not in ("ok", "not run",
+                                                                       "cancelled")))
 
 
 def _load_trials(run_dir: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -201,12 +201,12 @@ def _metric_catalogue(ok: list[dict[str, Any]],
 
 
 def _policy_metrics(mine_ok: list[dict[str, Any]], metric_names: list[str], seed: int,
-                    name: str) -> tuple[dict[str, Any], dict[str, comparison.Summary]]:
+                    name: str) -> tuple[dict[str, MetricSummary], dict[str, comparison.Summary]]:
     """One policy's per-metric summaries (with the values) over its ok trials."""
-    per_metric: dict[str, Any] = {}
+    per_metric: dict[str, MetricSummary] = {}
     summaries: dict[str, comparison.Summary] = {}
     for metric in metric_names:
-        values = [t["summary"].get(metric) for t in mine_ok]
+        values: list[float | None] = [t["summary"].get(metric) for t in mine_ok]
         measured = [v for v in values if v is not None]
         summary = comparison.summarize(measured, seed=_metric_seed(seed, name, metric))
         if not measured:
@@ -214,66 +214,77 @@ def _policy_metrics(mine_ok: list[dict[str, Any]], metric_names: list[str], seed
             reason = "; ".join(sorted(reasons)) if reasons else summary.reason
             summary = comparison.Summary(0, None, None, None, reason or "not measured")
         summaries[metric] = summary
-        per_metric[metric] = {**summary.to_dict(), "values": values}
+        per_metric[metric] = MetricSummary(summary.n, summary.median, summary.ci_low,
+                                           summary.ci_high, tuple(values), summary.reason)
     return per_metric, summaries
 
 
-def _policy_entry(manifest: dict[str, Any], definition: dict[str, Any],
+def _policy_entry(manifest: dict[str, Any], definition: Policy, extra: dict[str, Json],
                   mine: list[dict[str, Any]], mine_ok: list[dict[str, Any]],
-                  per_metric: dict[str, Any], backend: str,
-                  emulated: bool | None) -> dict[str, Any]:
-    """A policy's row of the report: its definition, notes, trial counts and metrics."""
-    name = definition["name"]
-    raw_notes = manifest.get("notes", {}).get(name, [])
+                  per_metric: dict[str, MetricSummary], backend: str,
+                  emulated: bool | None) -> PolicyEntry:
+    """A policy's row of the report (its comparison with the reference is added after)."""
+    raw_notes = manifest.get("notes", {}).get(definition.name, [])
     notes = [str(n) for n in raw_notes] if isinstance(raw_notes, list) else []
     notes += _vendor_notes(definition, backend, emulated)
     notes += _stream_priority_notes(mine_ok)
-    skipped = manifest.get("skipped", {}).get(name)
+    skipped = manifest.get("skipped", {}).get(definition.name)
     skipped = str(skipped) if skipped else None
-    return {
-        **definition,
-        "status": "skipped" if skipped else "ran",
-        "skipped_reason": skipped or "",
-        "notes": notes,
-        "trials_ok": len(mine_ok),
-        "trials_failed": sum(1 for t in mine if t.get("status") not in ("ok", "not run",
-                                                                        "cancelled")),
-        "metrics": per_metric,
-        "vs_reference": {},
-    }
+    return PolicyEntry(
+        policy=definition, status="skipped" if skipped else "ran",
+        skipped_reason=skipped or "", notes=tuple(notes), trials_ok=len(mine_ok),
+        trials_failed=sum(1 for t in mine if t.get("status") not in ("ok", "not run",
+                                                                     "cancelled")),
+        metrics=per_metric, extra=extra)
 
 
-def _differences(policies_out: list[dict[str, Any]],
+def _differences(entries: list[PolicyEntry],
                  summaries: dict[str, dict[str, comparison.Summary]], reference: str,
-                 metric_names: list[str], better: dict[str, str]) -> list[dict[str, Any]]:
-    """Fill each policy's vs_reference; the clear differences from the reference, listed."""
-    differences: list[dict[str, Any]] = []
+                 metric_names: list[str], better: dict[str, str],
+                 ) -> tuple[dict[str, dict[str, comparison.Comparison]], list[Difference]]:
+    """Each policy's comparison with the reference per metric; the clear differences, listed."""
+    versus: dict[str, dict[str, comparison.Comparison]] = {}
+    differences: list[Difference] = []
     ref = summaries.get(reference, {})
-    for entry in policies_out:
-        if entry["name"] == reference or entry["status"] == "skipped":
+    unmeasured = comparison.Summary(0, None, None, None, "reference not measured")
+    for entry in entries:
+        if entry.name == reference or entry.status == "skipped":
             continue
+        mine = versus.setdefault(entry.name, {})
         for metric in metric_names:
             direction = better.get(metric)
             hib = True if direction == "higher" else False if direction == "lower" else None
-            cmp = comparison.compare(ref.get(metric, comparison.Summary(0, None, None, None, "reference "
-                                                                "not measured")),
-                                summaries[entry["name"]][metric], higher_is_better=hib)
-            entry["vs_reference"][metric] = cmp.to_dict()
+            cmp = comparison.compare(ref.get(metric, unmeasured),
+                                     summaries[entry.name][metric], higher_is_better=hib)
+            mine[metric] = cmp
             if cmp.verdict in (comparison.HIGHER, comparison.LOWER):
-                differences.append({"policy": entry["name"], "metric": metric,
-                                    "verdict": cmp.verdict, "change_pct": cmp.change_pct,
-                                    "assessment": cmp.assessment})
-    return differences
+                differences.append(Difference(entry.name, metric, cmp.verdict, cmp.change_pct,
+                                              cmp.assessment))
+    return versus, differences
 
 
-def _clean_definition(d: dict[str, Any]) -> dict[str, Any]:
+def _clean_definition(d: dict[str, Any]) -> tuple[Policy, dict[str, Json]]:
+    """A manifest's policy definition as a Policy (its defaults where a key is missing), and
+    the keys Policy does not know, kept in the report as they were."""
     gpu = d.get("gpu_control")
     gpu = gpu if isinstance(gpu, dict) else {}
     args = d.get("harness_args")
     args = args if isinstance(args, list) else []
-    return {**d, "env": _str_map(d.get("env")), "harness_args": [str(a) for a in args],
-            "gpu_control": {k: gpu.get(k) for k in ("clock_level", "power_limit_w")},
-            "vendor": str(d.get("vendor", "any")), "description": str(d.get("description", ""))}
+    policy = Policy(name=d["name"], description=str(d.get("description", "")),
+                    kind=str(d.get("kind", "custom")), vendor=str(d.get("vendor", "any")),
+                    env=_str_map(d.get("env")), harness_args=tuple(str(a) for a in args),
+                    gpu_control=GpuControlSettings(_int_or_none(gpu.get("clock_level")),
+                                                   _int_or_none(gpu.get("power_limit_w"))),
+                    source=str(d.get("source", "builtin")))
+    return policy, {k: v for k, v in d.items() if k not in _DEFINITION_KEYS}
+
+
+_DEFINITION_KEYS = frozenset(Policy(name="").to_dict())
+
+
+def _int_or_none(value: object) -> int | None:
+    # a knob sweep.json recorded as anything but an integer applied nothing: null
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _metric_seed(seed: int, policy: str, metric: str) -> int:
@@ -298,11 +309,11 @@ def _stream_priority_notes(trials: list[dict[str, Any]]) -> list[str]:
     return sorted(notes)
 
 
-def _vendor_notes(definition: dict[str, Any], backend: str, emulated: bool | None) -> list[str]:
+def _vendor_notes(definition: Policy, backend: str, emulated: bool | None) -> list[str]:
     notes = []
-    vendor = definition.get("vendor", "any")
+    vendor = definition.vendor
     if emulated:
-        if definition.get("env") or definition.get("harness_args"):
+        if definition.has_process_effect():
             notes.append("CPU emulation: streams run one after another, so scheduling knobs "
                          "have nothing to act on here")
     elif vendor in ("cuda", "rocm") and backend and backend != vendor:
@@ -311,11 +322,12 @@ def _vendor_notes(definition: dict[str, Any], backend: str, emulated: bool | Non
     return notes
 
 
-def _trial_row(t: dict[str, Any]) -> dict[str, Any]:
-    return {"position": t.get("position"), "policy": t.get("policy"), "trial": t.get("trial"),
-            "dir": t.get("dir"), "status": t.get("status"), "reason": t.get("reason", ""),
-            "exit_code": t.get("exit_code"), "wall_s": t.get("wall_s"),
-            "env_set": t.get("env_set", {}), "gpu_control": t.get("gpu_control", "")}
+def _trial_row(t: dict[str, Any]) -> TrialRow:
+    # position, policy, trial and dir come from the checked manifest order (they win the merge)
+    return TrialRow(position=t["position"], policy=t["policy"], trial=t["trial"], dir=t["dir"],
+                    status=str(t.get("status")), reason=str(t.get("reason", "")),
+                    exit_code=t.get("exit_code"), wall_s=t.get("wall_s"),
+                    env_set=t.get("env_set", {}), gpu_control=t.get("gpu_control", ""))
 
 
 # -- markdown ------------------------------------------------------------------------------
@@ -335,107 +347,119 @@ def _fmt(value: float | None) -> str:
     return f"{value:.4g}" if magnitude < 100 else f"{value:.1f}"
 
 
-def versus_text(c: dict[str, Any]) -> str:
+def versus_text(c: comparison.Comparison | None) -> str:
     """A policy's comparison with the reference on one metric, as policy.md and the TUI both
-    show it: ``higher +5.0% (better)``, ``unchanged (within noise)``, ``not available (why)``."""
-    vs = str(c.get("verdict") or "—")
-    if c.get("verdict") in (comparison.HIGHER, comparison.LOWER) and c.get("change_pct") is not None:
-        vs += f" {c['change_pct']:+.1f}%" + (f" ({c['assessment']})" if c.get("assessment") else "")
-    elif c.get("verdict") == comparison.NOT_AVAILABLE and c.get("reason"):
-        vs += f" ({c['reason']})"
+    show it: ``higher +5.0% (better)``, ``unchanged (within noise)``, ``not available (why)``;
+    ``—`` where there is none (the reference itself, a skipped policy)."""
+    if c is None:
+        return "—"
+    vs = c.verdict or "—"
+    if c.verdict in (comparison.HIGHER, comparison.LOWER) and c.change_pct is not None:
+        vs += f" {c.change_pct:+.1f}%" + (f" ({c.assessment})" if c.assessment else "")
+    elif c.verdict == comparison.NOT_AVAILABLE and c.reason:
+        vs += f" ({c.reason})"
     return vs
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    ref = report["reference"]
-    plat = report.get("platform") or {}
+def render_markdown(report: PolicyReport) -> str:
+    """policy.md: the report as a person reads it (policy.json is the record)."""
+    lines = _md_header(report)
+    lines += _md_policies(report)
+    lines += ["", f"## Differences against `{report.reference}`", ""]
+    if report.differences:
+        lines += ["| policy | metric | verdict | change | assessment |",
+                  "| --- | --- | --- | --- | --- |"]
+        for d in report.differences:
+            change = f"{d.change_pct:+.1f}%" if d.change_pct is not None else "—"
+            lines.append(f"| {d.policy} | {d.metric} | {d.verdict} | {change} | "
+                         f"{d.assessment or '—'} |")
+    else:
+        lines.append(f"None: every measured policy is {comparison.UNCHANGED} against "
+                     f"`{report.reference}` (or had too few trials to say).")
+    lines += ["", "## Metrics", ""]
+    for m in report.metrics:
+        lines += _md_metric(report, m)
+    lines += ["## Trials (run order)", "", "| # | policy | trial | status | wall s | reason |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for t in report.trials:
+        wall = f"{t.wall_s:.2f}" if isinstance(t.wall_s, (int, float)) else "—"
+        reason = t.reason.replace("|", "/")
+        lines.append(f"| {t.position + 1} | {t.policy} | {t.trial} | {t.status} | {wall} | "
+                     f"{reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def _md_header(report: PolicyReport) -> list[str]:
+    plat = report.platform
+    stat = report.statistic
     lines = [
-        f"# Policy comparison: {report['workload']}, {report['streams']} streams",
+        f"# Policy comparison: {report.workload}, {report.streams} streams",
         "",
-        f"- status: {report['status']} · run {report['run_id']} · created {report['created']}",
-        f"- device: {plat.get('device_name') or report.get('device') or 'default'}"
+        f"- status: {report.status} · run {report.run_id} · created {report.created}",
+        f"- device: {plat.get('device_name') or report.device or 'default'}"
         f" ({plat.get('backend') or '?'}, runtime {plat.get('runtime') or 'n/a'},"
         f" torch {plat.get('torch') or '?'})"
-        + (" · **CPU emulation**" if report.get("emulated") else ""),
-        f"- trials per policy: {report['trials_per_policy']}, interleaved (seed {report['seed']});"
+        + (" · **CPU emulation**" if report.emulated else ""),
+        f"- trials per policy: {report.trials_per_policy}, interleaved (seed {report.seed});"
         f" every trial a fresh `aorta-tui queue run` process with the policy's environment set "
         f"at creation",
-        f"- statistic: {report['statistic']['center']}, {report['statistic']['interval']}; "
-        f"{report['statistic']['call_rule']}",
+        f"- statistic: {stat.center}, {stat.interval}; {stat.call_rule}",
     ]
-    if report.get("reference_added"):
-        lines.append(f"- `{ref}` was added as the reference")
-    if report.get("failed_trials"):
-        lines.append(f"- **{report['failed_trials']} trial(s) failed**; see the trials table")
-    lines += ["", "## Policies", "", "| policy | sets | status | trials ok | notes |",
-              "| --- | --- | --- | --- | --- |"]
-    for p in report["policies"]:
-        sets = ", ".join(f"`{k}={v}`" for k, v in p.get("env", {}).items())
-        if p.get("harness_args"):
-            sets += (", " if sets else "") + f"`{' '.join(p['harness_args'])}`"
-        gc = p.get("gpu_control") or {}
+    if report.reference_added:
+        lines.append(f"- `{report.reference}` was added as the reference")
+    if report.failed_trials:
+        lines.append(f"- **{report.failed_trials} trial(s) failed**; see the trials table")
+    return lines
+
+
+def _md_policies(report: PolicyReport) -> list[str]:
+    lines = ["", "## Policies", "", "| policy | sets | status | trials ok | notes |",
+             "| --- | --- | --- | --- | --- |"]
+    for p in report.policies:
+        sets = ", ".join(f"`{k}={v}`" for k, v in p.policy.env.items())
+        if p.policy.harness_args:
+            sets += (", " if sets else "") + f"`{' '.join(p.policy.harness_args)}`"
+        gc = p.policy.gpu_control.to_dict()
         if any(v is not None for v in gc.values()):
             sets += (", " if sets else "") + "gpu control " + ", ".join(
                 f"{k}={v}" for k, v in gc.items() if v is not None)
-        notes = "; ".join([*([p["skipped_reason"]] if p.get("skipped_reason") else []),
-                           *p.get("notes", [])])
-        lines.append(f"| {p['name']} | {sets or '(nothing)'} | {p['status']} | "
-                     f"{p['trials_ok']} | {notes} |")
+        notes = "; ".join([*([p.skipped_reason] if p.skipped_reason else []), *p.notes])
+        lines.append(f"| {p.name} | {sets or '(nothing)'} | {p.status} | "
+                     f"{p.trials_ok} | {notes} |")
+    return lines
 
-    lines += ["", f"## Differences against `{ref}`", ""]
-    if report["differences"]:
-        lines += ["| policy | metric | verdict | change | assessment |",
-                  "| --- | --- | --- | --- | --- |"]
-        for d in report["differences"]:
-            change = f"{d['change_pct']:+.1f}%" if d["change_pct"] is not None else "—"
-            lines.append(f"| {d['policy']} | {d['metric']} | {d['verdict']} | {change} | "
-                         f"{d['assessment'] or '—'} |")
-    else:
-        lines.append(f"None: every measured policy is {comparison.UNCHANGED} against `{ref}` "
-                     "(or had too few trials to say).")
 
-    lines += ["", "## Metrics", ""]
-    for m in report["metrics"]:
-        unit = f"{m['unit']}, " if m["unit"] else ""
-        direction = f"{m['better']} is better" if m["better"] in ("higher", "lower") else \
-            "no better direction"
-        lines += [f"### {m['name']} ({unit}{direction})", "",
-                  "| policy | n | median | 95% CI | vs reference |", "| --- | --- | --- | --- | --- |"]
-        for p in report["policies"]:
-            if p["status"] == "skipped":
-                continue
-            s = p["metrics"].get(m["name"], {})
-            ci = (f"[{_fmt(s.get('ci_low'))}, {_fmt(s.get('ci_high'))}]"
-                  if s.get("ci_low") is not None else _not_available(s.get("reason")))
-            if p["name"] == ref:
-                vs = "reference"
-            else:
-                vs = versus_text(p["vs_reference"].get(m["name"], {}))
-            median = _fmt(s.get("median")) if s.get("median") is not None else \
-                _not_available(s.get("reason"))
-            lines.append(f"| {p['name']} | {s.get('n', 0)} | {median} | {ci} | {vs} |")
-        lines.append("")
-
-    lines += ["## Trials (run order)", "", "| # | policy | trial | status | wall s | reason |",
-              "| --- | --- | --- | --- | --- | --- |"]
-    for t in report["trials"]:
-        wall = f"{t['wall_s']:.2f}" if isinstance(t.get("wall_s"), (int, float)) else "—"
-        reason = str(t.get("reason") or "").replace("|", "/")
-        lines.append(f"| {(t.get('position') or 0) + 1} | {t['policy']} | {t['trial']} | "
-                     f"{t['status']} | {wall} | {reason} |")
-    return "\n".join(lines) + "\n"
+def _md_metric(report: PolicyReport, m: MetricInfo) -> list[str]:
+    """One metric's table: each policy that ran, its median, interval and call."""
+    unit = f"{m.unit}, " if m.unit else ""
+    direction = f"{m.better} is better" if m.better in ("higher", "lower") else \
+        "no better direction"
+    lines = [f"### {m.name} ({unit}{direction})", "",
+             "| policy | n | median | 95% CI | vs reference |", "| --- | --- | --- | --- | --- |"]
+    for p in report.policies:
+        if p.status == "skipped":
+            continue
+        s = p.summary(m.name)
+        ci = (f"[{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]" if s.ci_low is not None
+              else _not_available(s.reason))
+        vs = "reference" if p.name == report.reference else versus_text(
+            p.vs_reference.get(m.name))
+        median = _fmt(s.median) if s.median is not None else _not_available(s.reason)
+        lines.append(f"| {p.name} | {s.n} | {median} | {ci} | {vs} |")
+    lines.append("")
+    return lines
 
 
 REPORT_FILES = ("policy.json", "policy.md")
 
 
-def write_reports(run_dir: str | Path, report: dict[str, Any]) -> tuple[Path, Path]:
+def write_reports(run_dir: str | Path, report: PolicyReport) -> tuple[Path, Path]:
     with RunDirFS(run_dir) as fs:  # temp file, fchmod and rename relative to the run's descriptor
-        return (fs.atomic_write_json("policy.json", report),
+        return (fs.atomic_write_json("policy.json", report.to_json()),
                 fs.atomic_write_text("policy.md", render_markdown(report)))
 
 
-def rerender(run_dir: str | Path) -> tuple[dict[str, Any], Path, Path]:
+def rerender(run_dir: str | Path) -> tuple[PolicyReport, Path, Path]:
     """Recompute the comparison from the run directory and rewrite both reports."""
     from aorta_tui.store.run_create import check_outputs
     from aorta_tui.store.write_errors import write_failure

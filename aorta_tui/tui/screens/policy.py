@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Label, Static
 
 from aorta_tui.core.events import Event, Progress, RunFinished
+from aorta_tui.policy.comparison import Comparison
 from aorta_tui.policy.report import versus_text
+from aorta_tui.policy.report_doc import MetricSummary, PolicyReport
 from aorta_tui.relay.engine_run import EngineRun
 from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent
 from aorta_tui.tui.screens.base import AortaScreen
@@ -33,50 +36,30 @@ def _num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else "n/a"
 
 
-def report_rows(report: dict[str, Any]) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+Row = tuple[str, str, MetricSummary, Comparison | None]  # metric, policy, summary, call
+
+
+def report_rows(report: PolicyReport) -> list[Row]:
     """(metric, policy, summary, comparison) for every metric and policy of a report."""
-    rows = []
-    for metric in report.get("metrics", []):
-        for policy in report.get("policies", []):
-            summary = policy.get("metrics", {}).get(metric["name"], {})
-            versus = policy.get("vs_reference", {}).get(metric["name"], {})
-            rows.append((metric["name"], policy["name"], summary, versus))
-    return rows
+    return [(m.name, p.name, p.summary(m.name), p.vs_reference.get(m.name))
+            for m in report.metrics for p in report.policies]
 
 
-def winner_text(report: dict[str, Any], metric: str) -> str:
-    better = [
-        p["name"] for p in report.get("policies", [])
-        if p.get("vs_reference", {}).get(metric, {}).get("assessment") == "better"
-    ]
+def winner_text(report: PolicyReport | Mapping[str, Any], metric: str) -> str:
+    """Who the engine called better than the reference on ``metric`` (a report, or the JSON
+    of one as policy.json holds it); nobody is named on a difference within noise."""
+    if not isinstance(report, PolicyReport):
+        report = PolicyReport.from_dict(report, where="policy report")
+    better = [p.name for p in report.policies
+              if (c := p.vs_reference.get(metric)) is not None and c.assessment == "better"]
     if better:
-        return f"[b green]better than {report.get('reference', 'baseline')}: {', '.join(better)}[/]"
-    return f"no policy is significantly better than {report.get('reference', 'baseline')} on {metric}"
+        return f"[b green]better than {report.reference}: {', '.join(better)}[/]"
+    return f"no policy is significantly better than {report.reference} on {metric}"
 
 
-def check_report_shape(report: Any, where: str) -> None:
-    """The fields this screen indexes into, typed; a damaged policy.json is a UsageError."""
-    from aorta_tui.core.errors import UsageError
-    from aorta_tui.core.inputs import require_type
-
-    def need(value: Any, kind: str, field: str, nullable: bool = False) -> Any:
-        return require_type(value, kind, where=where, field=field, what="policy report",
-                            nullable=nullable)
-
-    need(report, "object", "(top level)")
-    if report.get("kind") != "aorta-tui/policy-report":
-        raise UsageError(f"{where} is not a policy report (kind {str(report.get('kind'))[:60]!r})")
-    need(report.get("platform"), "object", "platform", nullable=True)
-    for i, m in enumerate(need(report.get("metrics", []), "array", "metrics")):
-        need(need(m, "object", f"metrics[{i}]").get("name"), "string", f"metrics[{i}].name")
-    for i, p in enumerate(need(report.get("policies", []), "array", "policies")):
-        need(need(p, "object", f"policies[{i}]").get("name"), "string", f"policies[{i}].name")
-        for key in ("metrics", "vs_reference"):
-            for name, entry in need(p.get(key, {}), "object", f"policies[{i}].{key}").items():
-                need(entry, "object", f"policies[{i}].{key}.{name}")
-                for stat in ("median", "ci_low", "ci_high"):
-                    need(entry.get(stat), "number", f"policies[{i}].{key}.{name}.{stat}",
-                         nullable=True)
+def check_report_shape(report: object, where: str) -> PolicyReport:
+    """The report the screen shows, every field typed; a damaged policy.json is a UsageError."""
+    return PolicyReport.from_dict(report, where=where)
 
 
 class PolicyScreen(EngineBridge, AortaScreen):
@@ -92,8 +75,8 @@ class PolicyScreen(EngineBridge, AortaScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.report: dict[str, Any] | None = None
-        self._rows: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+        self.report: PolicyReport | None = None
+        self._rows: list[Row] = []
         self._row_metric: list[str] = []
         self.engine_run: EngineRun | None = None
         self._output: Path | None = None
@@ -127,54 +110,55 @@ class PolicyScreen(EngineBridge, AortaScreen):
 
     # --- showing a report ----------------------------------------------------------------
 
-    def show_report(self, report: dict[str, Any], source: str) -> None:
+    def show_report(self, report: PolicyReport, source: str) -> None:
         self.report = report
         self._rows = report_rows(report)
         self._row_metric = []  # the metric of each table row (heading rows included)
         table = self.query_one("#policy-table", DataTable)
         table.clear()
-        metrics = {m["name"]: m for m in report.get("metrics", [])}
         current = None
         for metric, policy, summary, versus in self._rows:
             if metric != current:  # one heading row per metric keeps the table narrow
                 current = metric
-                info = metrics.get(metric, {})
-                table.add_row(Text(f"{metric} ({info.get('unit', '')})", style="bold underline"),
-                              Text(""), Text(""), Text(""))
+                table.add_row(Text(f"{metric} ({report.metric(metric).unit})",
+                                   style="bold underline"), Text(""), Text(""), Text(""))
                 self._row_metric.append(metric)
-            ci = (f"[{_num(summary.get('ci_low'))}, {_num(summary.get('ci_high'))}]"
-                  if summary.get("ci_low") is not None else f"n/a ({summary.get('reason', 'no interval')})")
+            ci = (f"[{_num(summary.ci_low)}, {_num(summary.ci_high)}]"
+                  if summary.ci_low is not None else f"n/a ({summary.reason or 'no interval'})")
             # the words of policy.md, from one place
-            vs = "reference" if policy == report.get("reference") else versus_text(versus)
-            style = {"better": "bold green", "worse": "red"}.get(versus.get("assessment", ""), "")
-            mark = " ✓" if versus.get("assessment") == "better" else ""
-            table.add_row(Text("  " + policy), Text(_num(summary.get("median"))),
+            vs = "reference" if policy == report.reference else versus_text(versus)
+            assessment = versus.assessment if versus is not None else ""
+            style = {"better": "bold green", "worse": "red"}.get(assessment, "")
+            mark = " ✓" if assessment == "better" else ""
+            table.add_row(Text("  " + policy), Text(_num(summary.median)),
                           Text(vs + mark, style=style), Text(ci))
             self._row_metric.append(metric)
-        platform = report.get("platform", {}) or {}
-        emulated = " [b yellow]CPU emulation[/]" if report.get("emulated") else ""
-        notes = [f"[b]{_esc(str(p.get('name')))}[/b]: {_esc('; '.join(map(str, p['notes'])))}"
-                 for p in report.get("policies", []) if isinstance(p.get("notes"), list) and p["notes"]]
-        self.query_one("#policy-status", Static).update(
-            f"[b]{report.get('workload')}[/b], {report.get('streams')} streams, "
-            f"{report.get('trials_per_policy')} trials/policy, {report.get('status')}  "
-            f"[dim]{platform.get('backend', '')} · {self.display_path(source)}[/dim]{emulated}"
-            + "".join(f"\n[dim]note[/dim] {n}" for n in notes)
-        )
+        self._show_status(report, source)
         self._fill_form(report)
         self._show_bars()
 
-    def _fill_form(self, report: dict[str, Any]) -> None:
+    def _show_status(self, report: PolicyReport, source: str) -> None:
+        emulated = " [b yellow]CPU emulation[/]" if report.emulated else ""
+        notes = [f"[b]{_esc(p.name)}[/b]: {_esc('; '.join(p.notes))}"
+                 for p in report.policies if p.notes]
+        self.query_one("#policy-status", Static).update(
+            f"[b]{report.workload}[/b], {report.streams} streams, "
+            f"{report.trials_per_policy} trials/policy, {report.status}  "
+            f"[dim]{report.platform.get('backend', '')} · {self.display_path(source)}[/dim]"
+            f"{emulated}" + "".join(f"\n[dim]note[/dim] {n}" for n in notes)
+        )
+
+    def _fill_form(self, report: PolicyReport) -> None:
         """The form says what made the report shown: r re-runs that, not the defaults."""
-        names = [str(p.get("name")) for p in report.get("policies", []) if isinstance(p, dict)]
-        if report.get("reference_added") and names and names[0] == report.get("reference"):
+        names = [p.name for p in report.policies]
+        if report.reference_added and names and names[0] == report.reference:
             names = names[1:]  # the engine added the reference itself; it will again
         extra = []
-        for flag, key in (("--device", "device"), ("--iterations", "iterations")):
-            if report.get(key) is not None:
-                extra += [flag, str(report[key])]
-        values = {"#pol-workload": report.get("workload"), "#pol-policies": ",".join(names),
-                  "#pol-streams": report.get("streams"), "#pol-trials": report.get("trials_per_policy"),
+        for flag, value in (("--device", report.device), ("--iterations", report.iterations)):
+            if value is not None:
+                extra += [flag, str(value)]
+        values = {"#pol-workload": report.workload, "#pol-policies": ",".join(names),
+                  "#pol-streams": report.streams, "#pol-trials": report.trials_per_policy,
                   "#pol-extra": shlex.join(extra)}
         for widget_id, value in values.items():
             if value not in (None, ""):
@@ -195,28 +179,22 @@ class PolicyScreen(EngineBridge, AortaScreen):
             return
         row = min(self.query_one("#policy-table", DataTable).cursor_row, len(self._row_metric) - 1)
         metric = self._row_metric[row]
-        info: dict[str, Any] = next(
-            (m for m in self.report.get("metrics", []) if m["name"] == metric), {})
-        unit = info.get("unit", "")
-        bars = [
-            (policy, s.get("median"), s.get("ci_low"), s.get("ci_high"), s.get("reason", ""))
-            for m, policy, s, _v in self._rows if m == metric
-        ]
-        text = render_interval_bars(bars, unit, max(30, self.size.width - 2))
+        info = self.report.metric(metric)
+        bars = [(policy, s.median, s.ci_low, s.ci_high, s.reason)
+                for m, policy, s, _v in self._rows if m == metric]
+        text = render_interval_bars(bars, info.unit, max(30, self.size.width - 2))
         text.append("\n")
-        better = {"higher": " (higher is better)", "lower": " (lower is better)"}.get(info.get("better", ""), "")
+        better = {"higher": " (higher is better)", "lower": " (lower is better)"}.get(info.better, "")
         text.append(f"{metric}{better}: ", style="bold")
         text.append_text(_markup(winner_text(self.report, metric)))
         self.query_one("#policy-bars", Static).update(text)
 
     def load_report(self, path: Path) -> None:
         from aorta_tui.core.errors import UsageError
-        from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input
 
         path = path / "policy.json" if path.is_dir() else path
         try:  # bounded and regular files only: a FIFO here would freeze the screen
-            report = load_json_input(path, what="policy report", limit=INPUT_LIMITS["policy report"])
-            check_report_shape(report, str(path))
+            report = PolicyReport.from_json(path)
         except UsageError as exc:
             self.notify(exc.render(), severity="error")
             return
