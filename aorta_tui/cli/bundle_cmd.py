@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err
+from aorta_tui.cli.common import cli_command, count, err
 from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
 
 
@@ -28,7 +28,7 @@ def bundle(
         help="YAML/JSON with scrub_env_keys, scrub_paths, scrub_ip_addresses (added to each "
              "run's recipe redaction)."),
     max_log_bytes: int | None = typer.Option(  # noqa: UP007
-        None, "--max-log-bytes", metavar="N",
+        None, "--max-log-bytes", metavar="N", parser=count(at_least=0, at_most=2**62),
         help="Keep the head and tail of each *.log larger than N bytes, with a marker line."),
     hostnames: bool = typer.Option(False, "--hostnames",
                                    help="Also replace this machine's and the runs' hostnames."),

@@ -20,7 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 import typer
 
 from aorta_tui.core.errors import AortaError, ExitCode
-from aorta_tui.core.numerals import MAX_SEED, ascii_digits
+from aorta_tui.core.numerals import MAX_COUNT, MAX_SEED, ascii_digits
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -187,4 +187,14 @@ def seed_number() -> Callable[[Any], int]:
     """The ``parser=`` of ``--seed``: the recipe key's range (0 to 2**63-1), so a run started
     with it can be resumed from its ``recipe.resolved.yaml``."""
     parse = number(integer=True, at_least=0, at_most=MAX_SEED)
+    return lambda value: int(parse(value))
+
+
+def count(*, at_least: int = 1, at_most: int = MAX_COUNT) -> Callable[[Any], int]:
+    """The ``parser=`` of a count option (trials, streams, iterations, a pid): an integer in
+    ASCII digits from ``at_least`` to ``at_most``, else a usage error (exit 2) naming the option.
+    A plain ``int`` option took Arabic-Indic digits and any size. ``at_least=0`` where the
+    command checks its own minimum with a fix to offer (``--budget 0``, ``--nodes 0``): the
+    parser still refuses what is never a count (negative, not an integer) before that."""
+    parse = number(integer=True, at_least=at_least, at_most=at_most)
     return lambda value: int(parse(value))

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app, seconds, seed_number
+from aorta_tui.cli.common import cli_command, count, err, new_app, seconds, seed_number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -18,6 +18,7 @@ from aorta_tui.cli.metrics_opts import (
     metered,
 )
 from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
+from aorta_tui.core.numerals import MAX_TRIALS
 
 app = new_app(
     "Compare scheduling and memory policies on one hardware-queue workload.\n\n"
@@ -75,10 +76,10 @@ def list_policies(
 def sweep(
     workload: str = typer.Argument(..., help="A hardware-queue workload (see `aorta-tui queue list`)."),
     policies: str = typer.Option("baseline", "--policies", "-p", help="Comma-separated policy names; baseline is always included."),
-    streams: int = typer.Option(8, "--streams", "-s", help="Concurrent streams per trial."),
-    trials: int = typer.Option(5, "--trials", "-n", "-k", help="Trials per policy (at least 4 for a confidence interval; fewer report medians only)."),
-    iterations: int | None = typer.Option(None, "--iterations", "-i", help="Measured iterations per trial (harness default if unset)."),
-    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up iterations per trial (harness default if unset)."),
+    streams: int = typer.Option(8, "--streams", "-s", parser=count(), metavar="N", help="Concurrent streams per trial."),
+    trials: int = typer.Option(5, "--trials", "-n", "-k", parser=count(at_most=MAX_TRIALS), metavar="N", help="Trials per policy (at least 4 for a confidence interval; fewer report medians only)."),
+    iterations: int | None = typer.Option(None, "--iterations", "-i", parser=count(), metavar="N", help="Measured iterations per trial (harness default if unset)."),
+    warmup: int | None = typer.Option(None, "--warmup", parser=count(at_least=0), metavar="N", help="Warm-up iterations per trial (harness default if unset)."),
     device: str | None = typer.Option(None, "--device", help="cuda, cpu, ... (harness default if unset)."),
     size: str | None = typer.Option(None, "--size", help="Workload size passed to `queue run` (e.g. tiny)."),
     param: list[str] = typer.Option([], "--param", help="Workload parameter KEY=VALUE passed to `queue run` (repeatable)."),
@@ -90,7 +91,7 @@ def sweep(
     output: Path | None = typer.Option(None, "--output", "-o", help="Run directory (default aorta-policy/WORKLOAD-TIME)."),
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout."),
     allow_gpu_control: bool = typer.Option(False, "--allow-gpu-control", help="Apply clock-level/power-limit knobs (device-wide; restored afterwards). Never on a shared machine."),
-    gpu_index: int = typer.Option(0, "--gpu-index", help="Which GPU the clock/power knobs act on."),
+    gpu_index: int = typer.Option(0, "--gpu-index", parser=count(at_least=0, at_most=1023), metavar="N", help="Which GPU the clock/power knobs act on."),
     timeout_s: float = typer.Option(900.0, "--timeout", "--timeout-s", parser=seconds(), metavar="S", help="Kill a trial after this many seconds (a finite number above 0)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial failed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (policies, variables, order, GPU-control commands) and exit; writes nothing."),
