@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from aorta_tui.cli.common import cli_command, count, seconds
+from aorta_tui.cli.common import cli_command, count, err, seconds
 from aorta_tui.core.numerals import MAX_CELLS, MAX_TRIALS
 
 _SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": False}
@@ -122,8 +122,10 @@ def _run_agent(command: list[str], o: _AgentOptions) -> None:
                                 llm_timeout=o.llm_timeout, yes=o.yes)
         agent_dir, secrets = loop.start(req)
         again = "".join(f" --env-candidate {next(iter(env))}=..." for env in secrets.values())
-        print(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})")
-    state = loop.run(agent_dir, yes=o.yes, secrets=secrets,
+        started = f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})"
+        # with --json, stdout is the one document; the line a person needs goes beside it
+        (err if o.as_json else print)(started)
+    state = loop.run(agent_dir, err if o.as_json else print, yes=o.yes, secrets=secrets,
                      resume_settings=list(o.env_candidate))
     if o.as_json:
         print(json.dumps(state, indent=2, ensure_ascii=False))
