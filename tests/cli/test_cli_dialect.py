@@ -9,6 +9,7 @@ numeric option that skips the one parser (``cli/common.py``), fails here.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,12 +23,11 @@ from hypothesis import strategies as st
 from aorta_tui.cli.main import app
 from tests.engine_support import aorta
 
-# Spellings docs/cli.md keeps on purpose, each with its reason there.
-KEPT = {
-    ("policy sweep", "-k"): "an older alias of --trials/-n",
-    ("policy sweep", "--timeout-s"): "an older alias of --timeout",
-    ("agent", "--llm-timeout"): "the HTTP request's deadline, beside --llm-model and --llm-base-url",
-}
+# Spellings docs/cli.md keeps on purpose, each with its reason there: an older spelling is a
+# hidden option of its own (not in --help), the rest are shown.
+OLDER = {("policy sweep", "-k"): "--trials", ("policy sweep", "--timeout-s"): "--timeout"}
+KEPT = {**{k: f"an older spelling of {v}" for k, v in OLDER.items()},
+        ("agent", "--llm-timeout"): "the HTTP request's deadline, beside --llm-model and --llm-base-url"}
 # The one parser's functions (cli/common.py): number, and seconds, seed_number, count on it.
 ONE_PARSER = ("number.", "seconds.", "seed_number.", "count.")
 
@@ -93,6 +93,26 @@ def test_every_numeric_option_goes_through_the_one_parser() -> None:
     assert not plain, "numeric options without cli/common.py's parser:\n" + "\n".join(plain)
 
 
+def test_an_older_spelling_is_a_hidden_option_of_its_own() -> None:
+    found = {(w, n): p for w, p in _options() for n in _names(p) if (w, n) in OLDER}
+    assert set(found) == set(OLDER), found
+    for (where, name), p in found.items():
+        assert p.hidden and _names(p) == [name], (where, _names(p))
+
+
+@pytest.mark.parametrize(("older", "newer", "value", "key"), [
+    ("-k", "--trials", "3", "trials"), ("--timeout-s", "--timeout", "7", "timeout_s")])
+def test_an_older_spelling_means_the_option_and_both_together_are_refused(
+        tmp_path: Path, older: str, newer: str, value: str, key: str) -> None:
+    base = ("policy", "sweep", "hetero_kernels", "--dry-run", "--json", "--device", "cpu")
+    plans = [json.loads(aorta(*base, "-o", "p", flag, value, cwd=tmp_path).stdout)["request"]
+             for flag in (older, newer)]
+    assert plans[0] == plans[1] and plans[0][key] == float(value)
+    both = aorta(*base, newer, value, older, value, cwd=tmp_path)
+    assert both.returncode == 2 and f"{newer} and {older} are one option" in both.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def _numeric_cases() -> list[tuple[str, str]]:
     return [(where, p.opts[0] if p.opts[0].startswith("--") else _names(p)[-1])
             for where, p in _options() if _numeric(p)]
@@ -105,7 +125,7 @@ def test_a_numeric_option_refuses_nan_inf_and_negative_with_exit_2(
     """The real CLI, from an empty directory: refused while parsing, naming the option, before
     any argument is looked at or anything is written."""
     for value in ("nan", "inf", "-1"):
-        proc = aorta(*where.split(), f"{option}={value}", cwd=tmp_path, timeout=120)
+        proc = aorta(*where.split(), option, value, cwd=tmp_path, timeout=120)
         assert proc.returncode == 2, (where, option, value, proc.returncode, proc.stderr[-800:])
         assert option in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-800:]
         assert "internal error" not in proc.stderr
