@@ -198,3 +198,25 @@ def count(*, at_least: int = 1, at_most: int = MAX_COUNT) -> Callable[[Any], int
     parser still refuses what is never a count (negative, not an integer) before that."""
     parse = number(integer=True, at_least=at_least, at_most=at_most)
     return lambda value: int(parse(value))
+
+
+def check_output_file(path: os.PathLike[str] | str | None, *, option: str = "-o") -> None:
+    """Refuse, before any work, an ``-o FILE`` that names no file to replace: a directory, a
+    FIFO, a device or a socket there, or a link to one (``-o /dev/stdout``). The document is
+    written atomically, a rename over the name: it would replace the FIFO, or as root the
+    link in /dev, with a regular file (exit 2, naming the option)."""
+    if path is None:
+        return
+    import stat
+
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.core.inputs import describe_kind
+
+    try:
+        mode = os.stat(path).st_mode  # follows a link: /dev/stdout is one to a pipe or a tty
+    except OSError:
+        return  # absent (or unreadable): the write says what is wrong, naming the file
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{option} {path} is {describe_kind(mode)}, not a file to write",
+                         hint=f"give {option} a file name; the document replaces it atomically "
+                              "(the event stream is --json's, on stdout)")

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from aorta_tui.cli.common import (
+    check_output_file,
     cli_command,
     count,
     err,
@@ -198,6 +199,7 @@ def run_cmd(
                          stream_priority=stream_priority, run_id=run_id, graph=graph)
     if output is not None:
         output = _per_rank(output)
+    check_output_file(output)
 
     def go(on_event: Any) -> dict[str, Any]:
         if repeat != 1:
@@ -533,6 +535,7 @@ def sweep_cmd(
                           stream_priority=stream_priority, timing=timing,
                           detail_iterations=detail_iterations, graph=graph)
     base.run_id = new_run_id()  # the events, the document and the run directory share it
+    check_output_file(output)
     if run_dir is None and not in_process:
         run_dir = Path("aorta-queue") / f"{workload}-{base.run_id}"
 
@@ -570,6 +573,7 @@ def resume_cmd(
     guard_run_dir(run_dir, ["queue", "resume", str(run_dir)], trusted=trust_run_dir)
     request = read_request(run_dir)
     run_id = str(request["run_id"])
+    check_output_file(output)
 
     def go(on_event: Any) -> dict[str, Any]:
         return resume_sweep(run_dir, on_event=on_event, output=output)

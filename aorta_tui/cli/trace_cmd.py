@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, count, err, new_app, seconds
+from aorta_tui.cli.common import check_output_file, cli_command, count, err, new_app, seconds
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -127,6 +127,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
     if (pid is None) == (not command):
         raise UsageError("give exactly one target: --pid N, or a command after --",
                          hint="e.g. aorta-tui trace queue --probes cuda -- python train.py")
+    check_output_file(output)  # said before tracing, not after it
     if not json_out:
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
@@ -223,8 +224,12 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
         result["raw_events"] = None
     if output is not None:
         from aorta_tui.core.atomic import atomic_write_json
+        from aorta_tui.store.rundir import output_write_error
 
-        atomic_write_json(output, result)
+        try:
+            atomic_write_json(output, result)
+        except OSError as exc:  # a full disk: exit 3 naming the file and the free space; else 2
+            raise output_write_error(exc, output) from None
     # A traced command's status is ours, as with `time`, `strace` and `perf stat`; when
     # --duration ended it, the trace finished as asked (0).
     status = command_exit_status(session.child_returncode) if command and target_ended else 0

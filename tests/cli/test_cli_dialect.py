@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,3 +152,37 @@ def test_the_count_parser_gives_an_integer_in_range_or_a_usage_error(
     assert at_least <= got <= at_most
     text = str(value).strip()
     assert text.lstrip("-").isascii() and not (isinstance(value, float) and not math.isfinite(value))
+
+
+DOCUMENT_COMMANDS = {
+    "env probe": ["env", "probe", "--no-torch"],
+    "recipe schema": ["recipe", "schema"],
+    "queue run": ["queue", "run", "tiny_kernel_stress", "--device", "cpu", "-i", "1", "-w", "0", "-q"],
+    "queue sweep": ["queue", "sweep", "tiny_kernel_stress", "--streams", "1", "--device", "cpu",
+                    "-i", "1", "-w", "0", "-q"],
+    "trace queue": ["trace", "queue", "--probes", "ioctl", "--no-calibrate"],
+    "trace memory": ["trace", "memory", "--no-calibrate"],
+}
+
+
+@pytest.mark.parametrize("target", ["directory", "fifo", "link-to-fifo"])
+@pytest.mark.parametrize("command", sorted(DOCUMENT_COMMANDS))
+def test_output_that_is_no_file_is_refused_before_any_work(
+        tmp_path: Path, command: str, target: str) -> None:
+    """`-o DIR`, `-o FIFO`, `-o LINK-TO-A-FIFO` (as `-o /dev/stdout` is a link to a pipe): exit 2
+    naming it, before the work; the FIFO is left a FIFO (the atomic rename replaced it with a
+    regular file, as root it would have replaced /dev/stdout; a directory was exit 70 for trace)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    path = {"directory": tmp_path / "d", "fifo": fifo, "link-to-fifo": tmp_path / "link"}[target]
+    if target == "directory":
+        path.mkdir()
+    elif target == "link-to-fifo":
+        path.symlink_to(fifo)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    argv = [*DOCUMENT_COMMANDS[command], "-o", path.name]
+    proc = aorta(*argv, *(["--", "true"] if command.startswith("trace") else []), cwd=tmp_path)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-800:])
+    assert f"-o {path.name} is " in proc.stderr and "Traceback" not in proc.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
