@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from aorta_tui.cli.common import cli_command, count, err
+from aorta_tui.cli.common import check_output_file, cli_command, count, err
 from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
 
 
@@ -58,6 +58,7 @@ def bundle(
     from aorta_tui.bundle import archive
 
     archive.check_max_log_bytes(max_log_bytes)
+    check_output_file(output)
     for path in inputs:  # before anything of a run is read (core/run_trust.py)
         if path.exists():  # a missing one: find_inputs says so, located
             guard_run_dir(path, ["bundle", *map(str, inputs)], trusted=trust_run_dir, say=err)

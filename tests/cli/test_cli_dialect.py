@@ -155,6 +155,7 @@ def test_the_count_parser_gives_an_integer_in_range_or_a_usage_error(
 
 
 DOCUMENT_COMMANDS = {
+    "bundle": ["bundle", "nope/run"],  # the output is checked before the inputs are read
     "env probe": ["env", "probe", "--no-torch"],
     "recipe schema": ["recipe", "schema"],
     "queue run": ["queue", "run", "tiny_kernel_stress", "--device", "cpu", "-i", "1", "-w", "0", "-q"],
