@@ -38,7 +38,7 @@ collector <= 1.0 us, ``trace queue`` (full) <= 2.0 us per launch.
 
 ``--lag`` also measures how far the live histogram trails the GPU: a program runs bursts of
 launches 2 s apart and prints when each burst's kernels finished (CLOCK_MONOTONIC); the lag is
-the time until a ``--json-stream`` snapshot first counts them.
+the time until a ``--json`` snapshot first counts them.
 
     sudo python3 benchmarks/dispatch_overhead.py --rounds 24 --out "$OUT"
 """
@@ -276,7 +276,7 @@ with torch.cuda.stream(s):
 
 def lag() -> list[str]:
     proc = subprocess.Popen([*AT, "trace", "queue", "--probes", "cuda", "--device-timestamps", "on",
-                             "--no-calibrate", "--interval", "0.1", "--json-stream", "--",
+                             "--no-calibrate", "--interval", "0.1", "--json", "--",
                              sys.executable, "-c", BURSTS],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     snaps: list[tuple[int, int]] = []  # (arrival CLOCK_MONOTONIC, launch_to_start count)

@@ -10,7 +10,7 @@ pseudo-terminal (the TUI draws to a pty that this script drains):
    a. UI only: histogram snapshots at 10 per second describing 100k events/s (what the trace
       engine hands the screen); measures the screen's redraw rate and the process's CPU.
    b. The whole pipeline as `s` on the trace monitor runs it: the tracer worker process
-      (``aorta-tui trace queue --json-stream --synthetic N``) runs the trace engine's parser and statistics on 100k
+      (``aorta-tui trace queue --json --synthetic N``) runs the trace engine's parser and statistics on 100k
       record lines/s (its `--synthetic` mode: pre-generated lines in bpftrace's output format
       instead of bpftrace itself) and streams a snapshot every 0.07 s to the TUI. The TUI
       process's CPU and the worker's CPU are reported separately.

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from aorta_tui.cli.common import cli_command, seconds
+from aorta_tui.cli.common import cli_command, count, err, seconds
+from aorta_tui.core.numerals import MAX_CELLS, MAX_TRIALS
 
 _SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": False}
 
@@ -21,9 +22,9 @@ def agent(
     goal: str = typer.Option("failure_rate == 0 and error_rate == 0", "--goal",
                              help="When a cell is good enough: an expression over failure_rate, "
                                   "error_rate, trials, step_time_ratio, step_time_p50_s."),
-    budget: int = typer.Option(64, "--budget", help="Trials in all, the baseline's included "
+    budget: int = typer.Option(64, "--budget", parser=count(at_least=0, at_most=MAX_TRIALS), metavar="N", help="Trials in all, the baseline's included "
                                "(at least the baseline recipe's trial count)."),
-    per_iteration: int = typer.Option(8, "--per-iteration", help="Most cells per iteration."),
+    per_iteration: int = typer.Option(8, "--per-iteration", parser=count(at_most=MAX_CELLS), metavar="N", help="Most cells per iteration."),
     proposer: str = typer.Option("builtin", "--proposer",
                                  help="builtin (deterministic) or llm (an OpenAI-compatible chat "
                                       "model through the openai client; asks before each run)."),
@@ -121,8 +122,10 @@ def _run_agent(command: list[str], o: _AgentOptions) -> None:
                                 llm_timeout=o.llm_timeout, yes=o.yes)
         agent_dir, secrets = loop.start(req)
         again = "".join(f" --env-candidate {next(iter(env))}=..." for env in secrets.values())
-        print(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})")
-    state = loop.run(agent_dir, yes=o.yes, secrets=secrets,
+        started = f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})"
+        # with --json, stdout is the one document; the line a person needs goes beside it
+        (err if o.as_json else print)(started)
+    state = loop.run(agent_dir, err if o.as_json else print, yes=o.yes, secrets=secrets,
                      resume_settings=list(o.env_candidate))
     if o.as_json:
         print(json.dumps(state.to_json(), indent=2, ensure_ascii=False))

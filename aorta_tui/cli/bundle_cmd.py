@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err
+from aorta_tui.cli.common import check_output_file, cli_command, count, err
 from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
 
 if TYPE_CHECKING:  # the archive module loads only when a bundle is made
@@ -32,7 +32,7 @@ def bundle(
         help="YAML/JSON with scrub_env_keys, scrub_paths, scrub_ip_addresses (added to each "
              "run's recipe redaction)."),
     max_log_bytes: int | None = typer.Option(  # noqa: UP007
-        None, "--max-log-bytes", metavar="N",
+        None, "--max-log-bytes", metavar="N", parser=count(at_least=0, at_most=2**62),
         help="Keep the head and tail of each *.log larger than N bytes, with a marker line."),
     hostnames: bool = typer.Option(False, "--hostnames",
                                    help="Also replace this machine's and the runs' hostnames."),
@@ -62,6 +62,7 @@ def bundle(
     from aorta_tui.bundle import archive
 
     archive.check_max_log_bytes(max_log_bytes)
+    check_output_file(output)
     for path in inputs:  # before anything of a run is read (core/run_trust.py)
         if path.exists():  # a missing one: find_inputs says so, located
             guard_run_dir(path, ["bundle", *map(str, inputs)], trusted=trust_run_dir, say=err)

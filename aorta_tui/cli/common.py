@@ -20,7 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 import typer
 
 from aorta_tui.core.errors import AortaError, ExitCode
-from aorta_tui.core.numerals import MAX_SEED, ascii_digits
+from aorta_tui.core.numerals import MAX_COUNT, MAX_SEED, ascii_digits
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -188,3 +188,35 @@ def seed_number() -> Callable[[Any], int]:
     with it can be resumed from its ``recipe.resolved.yaml``."""
     parse = number(integer=True, at_least=0, at_most=MAX_SEED)
     return lambda value: int(parse(value))
+
+
+def count(*, at_least: int = 1, at_most: int = MAX_COUNT) -> Callable[[Any], int]:
+    """The ``parser=`` of a count option (trials, streams, iterations, a pid): an integer in
+    ASCII digits from ``at_least`` to ``at_most``, else a usage error (exit 2) naming the option.
+    A plain ``int`` option took Arabic-Indic digits and any size. ``at_least=0`` where the
+    command checks its own minimum with a fix to offer (``--budget 0``, ``--nodes 0``): the
+    parser still refuses what is never a count (negative, not an integer) before that."""
+    parse = number(integer=True, at_least=at_least, at_most=at_most)
+    return lambda value: int(parse(value))
+
+
+def check_output_file(path: os.PathLike[str] | str | None, *, option: str = "-o") -> None:
+    """Refuse, before any work, an ``-o FILE`` that names no file to replace: a directory, a
+    FIFO, a device or a socket there, or a link to one (``-o /dev/stdout``). The document is
+    written atomically, a rename over the name: it would replace the FIFO, or as root the
+    link in /dev, with a regular file (exit 2, naming the option)."""
+    if path is None:
+        return
+    import stat
+
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.core.inputs import describe_kind
+
+    try:
+        mode = os.stat(path).st_mode  # follows a link: /dev/stdout is one to a pipe or a tty
+    except OSError:
+        return  # absent (or unreadable): the write says what is wrong, naming the file
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{option} {path} is {describe_kind(mode)}, not a file to write",
+                         hint=f"give {option} a file name; the document replaces it atomically "
+                              "(the event stream is --json's, on stdout)")

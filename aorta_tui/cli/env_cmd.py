@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app, seconds
+from aorta_tui.cli.common import check_output_file, cli_command, err, new_app, seconds
 
 app = new_app(
     "Environment snapshots (env.json): capture, summarize, query one field, diff two.\n\n"
@@ -65,13 +65,12 @@ def probe(
     if bytecode_cache not in CHOICES:
         raise UsageError(f"--bytecode-cache {bytecode_cache!r} is not a mode",
                          hint=f"use one of {', '.join(CHOICES)}")
-    snap = capture_snapshot(timeout_s=timeout, include_torch=not no_torch,
-                            bytecode=plan_bytecode(bytecode_cache))
     write_to = output if output is not None else (
         None if (summary or field is not None or json_mode) else Path("env.json"))
+    check_output_file(write_to)  # before the probe's seconds, not after them
+    snap = capture_snapshot(timeout_s=timeout, include_torch=not no_torch,
+                            bytecode=plan_bytecode(bytecode_cache))
     if write_to is not None:
-        if write_to.is_dir():
-            raise UsageError(f"{write_to} is a directory", hint=f"use -o {write_to / 'env.json'}")
         try:
             atomic_write_json(write_to, snap)
         except OSError as exc:  # a full disk (bytes or inodes): exit 3 with the free space

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app, seconds, seed_number
+from aorta_tui.cli.common import cli_command, count, err, new_app, seconds, seed_number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -18,6 +18,9 @@ from aorta_tui.cli.metrics_opts import (
     metered,
 )
 from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
+from aorta_tui.core.numerals import MAX_TRIALS
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:  # the CLI imports the engine only when a command runs
     from aorta_tui.policy.report_doc import PolicyReport
@@ -78,10 +81,11 @@ def list_policies(
 def sweep(
     workload: str = typer.Argument(..., help="A hardware-queue workload (see `aorta-tui queue list`)."),
     policies: str = typer.Option("baseline", "--policies", "-p", help="Comma-separated policy names; baseline is always included."),
-    streams: int = typer.Option(8, "--streams", "-s", help="Concurrent streams per trial."),
-    trials: int = typer.Option(5, "--trials", "-n", "-k", help="Trials per policy (at least 4 for a confidence interval; fewer report medians only)."),
-    iterations: int | None = typer.Option(None, "--iterations", "-i", help="Measured iterations per trial (harness default if unset)."),
-    warmup: int | None = typer.Option(None, "--warmup", help="Warm-up iterations per trial (harness default if unset)."),
+    streams: int = typer.Option(8, "--streams", "-s", parser=count(), metavar="N", help="Concurrent streams per trial."),
+    trials: int | None = typer.Option(None, "--trials", "-n", parser=count(at_most=MAX_TRIALS), metavar="N", help="Trials per policy, default 5 (at least 4 for a confidence interval; fewer report medians only)."),
+    trials_k: int | None = typer.Option(None, "-k", parser=count(at_most=MAX_TRIALS), hidden=True, help="Older spelling of --trials/-n."),
+    iterations: int | None = typer.Option(None, "--iterations", "-i", parser=count(), metavar="N", help="Measured iterations per trial (harness default if unset)."),
+    warmup: int | None = typer.Option(None, "--warmup", parser=count(at_least=0), metavar="N", help="Warm-up iterations per trial (harness default if unset)."),
     device: str | None = typer.Option(None, "--device", help="cuda, cpu, ... (harness default if unset)."),
     size: str | None = typer.Option(None, "--size", help="Workload size passed to `queue run` (e.g. tiny)."),
     param: list[str] = typer.Option([], "--param", help="Workload parameter KEY=VALUE passed to `queue run` (repeatable)."),
@@ -93,8 +97,9 @@ def sweep(
     output: Path | None = typer.Option(None, "--output", "-o", help="Run directory (default aorta-policy/WORKLOAD-TIME)."),
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout."),
     allow_gpu_control: bool = typer.Option(False, "--allow-gpu-control", help="Apply clock-level/power-limit knobs (device-wide; restored afterwards). Never on a shared machine."),
-    gpu_index: int = typer.Option(0, "--gpu-index", help="Which GPU the clock/power knobs act on."),
-    timeout_s: float = typer.Option(900.0, "--timeout", "--timeout-s", parser=seconds(), metavar="S", help="Kill a trial after this many seconds (a finite number above 0)."),
+    gpu_index: int = typer.Option(0, "--gpu-index", parser=count(at_least=0, at_most=1023), metavar="N", help="Which GPU the clock/power knobs act on."),
+    timeout: float | None = typer.Option(None, "--timeout", parser=seconds(), metavar="S", help="Kill a trial after this many seconds, default 900 (a finite number above 0)."),
+    timeout_s: float | None = typer.Option(None, "--timeout-s", parser=seconds(), hidden=True, help="Older spelling of --timeout."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial failed."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (policies, variables, order, GPU-control commands) and exit; writes nothing."),
     gpu_control_backend: str = typer.Option("auto", "--gpu-control-backend", hidden=True, help="auto, nvidia, rocm or fake:PATH (tests)."),
@@ -116,6 +121,8 @@ def sweep(
     from aorta_tui.policy.file import load_policy_file
     from aorta_tui.policy.presets import alias_note, resolve_policies
 
+    trials = _spelled_once(trials, trials_k, "--trials", "-k", 5)
+    timeout = _spelled_once(timeout, timeout_s, "--timeout", "--timeout-s", 900.0)
     user = load_policy_file(policy_file) if policy_file else []
     chosen = resolve_policies(policies.split(","), user)
     for note in filter(None, map(alias_note, policies.split(","))):
@@ -138,7 +145,7 @@ def sweep(
                            output_dir=output, trials=trials, iterations=iterations,
                            warmup=warmup, device=device, seed=seed,
                            allow_gpu_control=allow_gpu_control, gpu_index=gpu_index,
-                           timeout_s=timeout_s, queue_args=tuple(queue_args))
+                           timeout_s=timeout, queue_args=tuple(queue_args))
     if dry_run:
         plan = PolicyEvaluator(request, gpu_backend=backend).dry_run()
         if json_mode:
@@ -219,6 +226,16 @@ def report(
         print(json.dumps(data.to_json(), indent=2))
         return
     _print_summary(data, run_dir)
+
+
+def _spelled_once(value: R | None, older: R | None, name: str, alias: str, default: R) -> R:
+    """An option given by its name or by its older hidden spelling (docs/cli.md), not both."""
+    from aorta_tui.core.errors import UsageError
+
+    if value is not None and older is not None:
+        raise UsageError(f"{name} and {alias} are one option (the second its older spelling)",
+                         hint=f"give {name} once")
+    return value if value is not None else older if older is not None else default
 
 
 _SET_BY_SWEEP = ("-o", "--output", "-s", "--streams", "-d", "--device", "-i", "--iterations",

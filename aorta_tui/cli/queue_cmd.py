@@ -12,7 +12,15 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app, number, stop_signals_interrupt
+from aorta_tui.cli.common import (
+    check_output_file,
+    cli_command,
+    count,
+    err,
+    new_app,
+    number,
+    stop_signals_interrupt,
+)
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -55,7 +63,7 @@ _SIZE_OPT = typer.Option("auto", "--size", help="auto (tiny on --device cpu, def
                          "GPU), default (the full sizes: many minutes on a CPU), or tiny.")
 _PARAM_OPT = typer.Option([], "--param", "-p", help="Workload parameter KEY=VALUE.")
 _TIMING_OPT = typer.Option("auto", "--timing", help=_TIMING_HELP)
-_DETAIL_OPT = typer.Option(20, "--detail-iterations", help="--timing auto: iterations of the "
+_DETAIL_OPT = typer.Option(20, "--detail-iterations", parser=count(), metavar="N", help="--timing auto: iterations of the "
                            "detail pass (at most --iterations).")
 _EBPF_OPT = typer.Option(False, "--ebpf-trace", help="Also trace the CUDA runtime with eBPF (needs root).")
 _PRIORITY_OPT = typer.Option("default", "--stream-priority", help=_PRIORITY_HELP)
@@ -132,9 +140,9 @@ def list_cmd(
 @cli_command
 def run_cmd(
     workload: str = _WORKLOAD_ARG,
-    streams: int = typer.Option(4, "--streams", "-s", help="Number of concurrent streams."),
-    iterations: int = typer.Option(50, "--iterations", "-i", help="Measured iterations."),
-    warmup: int = typer.Option(5, "--warmup", "-w", help="Warm-up iterations (not measured)."),
+    streams: int = typer.Option(4, "--streams", "-s", parser=count(), metavar="N", help="Number of concurrent streams."),
+    iterations: int = typer.Option(50, "--iterations", "-i", parser=count(), metavar="N", help="Measured iterations."),
+    warmup: int = typer.Option(5, "--warmup", "-w", parser=count(at_least=0), metavar="N", help="Warm-up iterations (not measured)."),
     device: str = _DEVICE_OPT,
     devices: str | None = _DEVICES_OPT,  # noqa: UP007
     sync_mode: str = _SYNC_OPT,
@@ -153,7 +161,7 @@ def run_cmd(
     stream_priority: str = _PRIORITY_OPT,
     graph: bool = _GRAPH_OPT,
     run_id: str = typer.Option("", "--run-id", help="Name the run (default: q-<UTC time>-<random>)."),
-    repeat: int = typer.Option(1, "--repeat", help="Run it this many times, each in a fresh "
+    repeat: int = typer.Option(1, "--repeat", parser=count(), metavar="N", help="Run it this many times, each in a fresh "
                                "process; the result holds every run and their medians, and "
                                "`queue compare` then judges changes against the run-to-run "
                                "spread (3 or more)."),
@@ -191,6 +199,7 @@ def run_cmd(
                          stream_priority=stream_priority, run_id=run_id, graph=graph)
     if output is not None:
         output = _per_rank(output)
+    check_output_file(output)
 
     def go(on_event: Any) -> dict[str, Any]:
         if repeat != 1:
@@ -470,8 +479,8 @@ def sweep_cmd(
     workload: str = _WORKLOAD_ARG,
     streams: str = typer.Option("1,2,4,8,16,32,64", "--streams", "-s",
                                 help="Comma-separated stream counts."),
-    iterations: int = typer.Option(30, "--iterations", "-i", help="Measured iterations per point."),
-    warmup: int = typer.Option(3, "--warmup", "-w", help="Warm-up iterations per point."),
+    iterations: int = typer.Option(30, "--iterations", "-i", parser=count(), metavar="N", help="Measured iterations per point."),
+    warmup: int = typer.Option(3, "--warmup", "-w", parser=count(at_least=0), metavar="N", help="Warm-up iterations per point."),
     device: str = _DEVICE_OPT,
     devices: str | None = _DEVICES_OPT,  # noqa: UP007
     sync_mode: str = _SYNC_OPT,
@@ -526,6 +535,7 @@ def sweep_cmd(
                           stream_priority=stream_priority, timing=timing,
                           detail_iterations=detail_iterations, graph=graph)
     base.run_id = new_run_id()  # the events, the document and the run directory share it
+    check_output_file(output)
     if run_dir is None and not in_process:
         run_dir = Path("aorta-queue") / f"{workload}-{base.run_id}"
 
@@ -563,6 +573,7 @@ def resume_cmd(
     guard_run_dir(run_dir, ["queue", "resume", str(run_dir)], trusted=trust_run_dir)
     request = read_request(run_dir)
     run_id = str(request["run_id"])
+    check_output_file(output)
 
     def go(on_event: Any) -> dict[str, Any]:
         return resume_sweep(run_dir, on_event=on_event, output=output)

@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, new_app
+from aorta_tui.cli.common import check_output_file, cli_command, new_app
 
 app = new_app(
     "Recipes (schema_version 1, compatible with upstream AORTA): validate, resolve, schema.\n\n"
@@ -147,6 +147,7 @@ def schema(
     from aorta_tui.recipe import recipe_json_schema
 
     text = json.dumps(recipe_json_schema(), indent=2) + "\n"
+    check_output_file(output)
     if output is None:
         sys.stdout.write(text)
         return

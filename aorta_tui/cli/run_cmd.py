@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command
+from aorta_tui.cli.common import cli_command, count
+from aorta_tui.core.numerals import MAX_STEPS, MAX_TRIALS
 
 if TYPE_CHECKING:
     from aorta_tui.core.trial_contract import TrialResult
@@ -23,8 +24,8 @@ if TYPE_CHECKING:
 @cli_command
 def run_workload(
     workload: str = typer.Option(..., "--workload", "-w", help="Registered workload name (see `aorta-tui sweep list-workloads`)."),
-    trials: int = typer.Option(1, "--trials", "-n", min=1, help="Trials (each in a fresh worker process)."),
-    steps: int = typer.Option(5, "--steps", min=1, help="Measured steps per trial."),
+    trials: int = typer.Option(1, "--trials", "-n", parser=count(at_most=MAX_TRIALS), metavar="N", help="Trials (each in a fresh worker process)."),
+    steps: int = typer.Option(5, "--steps", parser=count(at_most=MAX_STEPS), metavar="N", help="Measured steps per trial."),
     config: list[str] = typer.Option([], "--config", "-c", help="Workload config KEY=VALUE (repeatable; a.b=v for nested keys)."),
     mitigations: str = typer.Option("none", "--mitigations", "-m", help="Comma-separated mitigations applied together."),
     output: Path = typer.Option(Path("aorta-out"), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),

@@ -19,6 +19,11 @@ from aorta_tui.core.events import (
 )
 
 
+def event_line(event: Event) -> str:
+    """One event as a line of every ``--json`` stream: the same object as journal.jsonl holds."""
+    return json.dumps(event.to_dict(), default=str)
+
+
 class JsonSink:
     """One event per line on stdout: the same objects as journal.jsonl."""
 
@@ -26,7 +31,7 @@ class JsonSink:
         self._out = stream or sys.stdout
 
     def emit(self, event: Event) -> None:
-        self._out.write(json.dumps(event.to_dict(), default=str) + "\n")
+        self._out.write(event_line(event) + "\n")
         self._out.flush()
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ from typing import TypedDict
 
 import typer
 
-from aorta_tui.cli.common import cli_command, new_app, number, seed_number
+from aorta_tui.cli.common import cli_command, count, new_app, number, seed_number
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
@@ -16,6 +16,7 @@ from aorta_tui.cli.metrics_opts import (
     MetricsRequest,
 )
 from aorta_tui.cli.trust_opts import TRUST_OPT
+from aorta_tui.core.numerals import MAX_STEPS, MAX_TRIALS, SLURM_MAX_GPUS_PER_NODE, SLURM_MAX_NODES
 
 app = new_app(
     "Recipe-driven mitigation sweeps: cells x trials, each trial in a fresh worker process.\n\n"
@@ -51,26 +52,26 @@ def run(
     workload: str | None = typer.Option(None, "--workload", help="Flag mode: the workload to sweep (no recipe)."),
     mitigation_axis: str | None = typer.Option(None, "--mitigation-axis", help="Flag mode: comma-separated mitigations."),
     environment_axis: str | None = typer.Option(None, "--environment-axis", help="Flag mode: comma-separated environments."),
-    trials: int | None = typer.Option(None, "--trials", "-n", min=1, help="Flag mode: trials per cell."),
-    steps: int | None = typer.Option(None, "--steps", min=1, help="Flag mode: steps per trial."),
+    trials: int | None = typer.Option(None, "--trials", "-n", parser=count(at_most=MAX_TRIALS), metavar="N", help="Flag mode: trials per cell."),
+    steps: int | None = typer.Option(None, "--steps", parser=count(at_most=MAX_STEPS), metavar="N", help="Flag mode: steps per trial."),
     no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip the environment snapshots."),
-    stop_after_events: int | None = typer.Option(None, "--stop-after-events", metavar="K", help="Stop each cell once K trials have the event verdict (default fail); overlays the recipe's stop_after (needs --max-trials unless the recipe gives the cap)."),
-    max_trials: int | None = typer.Option(None, "--max-trials", metavar="N", help="Hard cap of trials per cell when stop-after is active; overlays stop_after.max_trials."),
+    stop_after_events: int | None = typer.Option(None, "--stop-after-events", parser=count(at_most=MAX_TRIALS), metavar="K", help="Stop each cell once K trials have the event verdict (default fail); overlays the recipe's stop_after (needs --max-trials unless the recipe gives the cap)."),
+    max_trials: int | None = typer.Option(None, "--max-trials", parser=count(at_most=MAX_TRIALS), metavar="N", help="Hard cap of trials per cell when stop-after is active; overlays stop_after.max_trials."),
     disable_detector: list[str] = typer.Option([], "--disable-detector", metavar="TIER[:ID]", help="Silence a detector or a whole tier (repeatable; upstream AORTA's ids too); added to the recipe's disable_detectors."),
     env_passthrough_mode: str | None = typer.Option(None, "--env-passthrough-mode", help="Probe runs: inherit, or file (also writes probe.env and exports AORTA_ENV_FILE); overrides the recipe."),
     collect: str = typer.Option("", "--collect", help="Comma-separated upstream collectors (rocprof, proton, layer_numerics, ...), replacing the recipe's and cells': each trial runs them where their tools exist and records 'not available: <reason>' where not."),
     baseline_cell: str | None = typer.Option(None, "--baseline-cell", help="Flag mode: the baseline cell of the speed confound (with --recipe: the recipe's confound)."),
     confound_threshold: float | None = typer.Option(None, "--confound-threshold", parser=number(above=0.0, at_most=1000.0), metavar="R", help="Flag mode: step-time ratio to the baseline above which a cell is flagged (default 1.15)."),
     executor: str | None = typer.Option(None, "--executor", help="Where trials run: local (processes here, the default) or slurm (a batched job array; the recipe's executor: block gives partition, account, gres; docs/slurm.md)."),
-    nodes: int | None = typer.Option(None, "--nodes", metavar="N", help="Slurm: spread each torchrun trial over N nodes (srun torchrun; overrides executor.nodes; docs/slurm.md)."),
-    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", metavar="K", help="Slurm: K GPUs (and K torchrun ranks) per node of each trial (overrides executor.gpus_per_node)."),
+    nodes: int | None = typer.Option(None, "--nodes", parser=count(at_least=0, at_most=SLURM_MAX_NODES), metavar="N", help="Slurm: spread each torchrun trial over N nodes (srun torchrun; overrides executor.nodes; docs/slurm.md)."),
+    gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", parser=count(at_least=0, at_most=SLURM_MAX_GPUS_PER_NODE), metavar="K", help="Slurm: K GPUs (and K torchrun ranks) per node of each trial (overrides executor.gpus_per_node)."),
     trial_isolation: str | None = typer.Option(None, "--trial-isolation", help="process (a process of its own per trial, the default: forked from a zygote started for that trial alone, prepared ahead in batches, so imports run in parallel between trials), exec (a freshly exec'd interpreter per trial), warm (trials forked from a zygote that imported torch once; runtime variables still apply, import-time ones are refused: docs/recipes.md) or in_process; overrides the recipe."),
     bytecode_cache: str | None = typer.Option(None, "--bytecode-cache", help="auto (the default: when the image keeps no bytecode, e.g. PYTHONDONTWRITEBYTECODE=1 with a uv-built torch, the tool's children get a persistent cache under ~/.cache/aorta-tui/pycache), on, or off (the image's settings exactly); overrides the recipe's bytecode_cache. Each trial's result lists what it set (tool_env)."),
     metrics: str | None = METRICS_OPT,
     metrics_public: bool = METRICS_PUBLIC_OPT,
     metrics_linger: float = METRICS_LINGER_OPT,
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
-    secret_values_fd: int | None = typer.Option(None, "--secret-values-fd", hidden=True, help="Internal (aorta-tui agent): an inherited pipe with secret values the sidecars mask."),
+    secret_values_fd: int | None = typer.Option(None, "--secret-values-fd", parser=count(at_least=0, at_most=2**31 - 1), hidden=True, help="Internal (aorta-tui agent): an inherited pipe with secret values the sidecars mask."),
 ) -> None:
     from aorta_tui.cli.sweep_flow import SweepRequest, run_sweep_command
 

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from aorta_tui.cli.common import cli_command, err, new_app, seconds
+from aorta_tui.cli.common import check_output_file, cli_command, count, err, new_app, seconds
 from aorta_tui.cli.metrics_opts import (
     METRICS_LINGER_OPT,
     METRICS_OPT,
     METRICS_PUBLIC_OPT,
     MetricsRequest,
 )
+from aorta_tui.core.numerals import MAX_PID
 
 if TYPE_CHECKING:
     from aorta_tui.cli.trace_stream import PhaseReporter, StreamWriter
@@ -56,7 +57,7 @@ def _libs(values: list[str]) -> dict[str, Path]:
 def info(
     json_out: bool = typer.Option(False, "--json", help="Print the capability report as JSON."),
     bpftrace: str | None = _BPFTRACE_OPT,
-    pid: int | None = typer.Option(None, "--pid", help="Resolve uprobe libraries from this process's maps."),
+    pid: int | None = typer.Option(None, "--pid", parser=count(at_most=MAX_PID), metavar="PID", help="Resolve uprobe libraries from this process's maps."),
     lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library for a probe set (cuda, hip, hsa)."),
 ) -> None:
     """What this machine can trace: kernel, bpftrace, privileges, tracefs, every probe set.
@@ -116,21 +117,21 @@ def info(
 def _run_trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
                mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
-               auto: bool, calibrate: bool = True, stream: bool = False,
+               auto: bool, calibrate: bool = True,
                device_timestamps: str = "auto", launch_source: str = "auto", cross_check: bool = False,
                metrics: MetricsRequest | None = None) -> None:
+    """One trace; with ``json_out`` its events on stdout, one per line, as every long command's
+    ``--json`` (docs/cli.md), the result document last in ``run_finished``'s summary."""
     from aorta_tui.core.errors import UsageError
 
-    if stream and json_out:
-        raise UsageError("--json prints one document at the end, --json-stream a line per snapshot",
-                         hint="choose one of them")
     if (pid is None) == (not command):
         raise UsageError("give exactly one target: --pid N, or a command after --",
                          hint="e.g. aorta-tui trace queue --probes cuda -- python train.py")
-    if not stream:
+    check_output_file(output)  # said before tracing, not after it
+    if not json_out:
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
-               json_out=json_out, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
+               auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
                launch_source=launch_source, cross_check=cross_check, metrics=metrics)
         return
     from aorta_tui.cli import trace_stream
@@ -141,7 +142,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
     try:
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
-               json_out=False, auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
+               auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
                out=out, phases=phases, launch_source=launch_source, cross_check=cross_check,
                metrics=metrics)
     except typer.Exit:
@@ -158,7 +159,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
 
 def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
            mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
-           libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
+           libs: dict[str, Path], bpftrace: str | None, interval: float,
            auto: bool, calibrate: bool, device_timestamps: str, out: Any = None,
            phases: Any = None, launch_source: str = "auto", cross_check: bool = False,
            metrics: MetricsRequest | None = None) -> None:
@@ -176,14 +177,14 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
     with serving(req.addr, req.public, req.linger_s, [exporter] if exporter else []):
         _trace_body(probes=probes, pid=pid, command=command, duration=duration, mode=mode,
                     output=output, raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace,
-                    interval=interval, json_out=json_out, auto=auto, calibrate=calibrate,
+                    interval=interval, auto=auto, calibrate=calibrate,
                     device_timestamps=device_timestamps, out=out, phases=phases,
                     launch_source=launch_source, cross_check=cross_check, exporter=exporter)
 
 
 def _trace_body(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
                 mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
-                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
+                libs: dict[str, Path], bpftrace: str | None, interval: float,
                 auto: bool, calibrate: bool, device_timestamps: str, out: Any, phases: Any,
                 launch_source: str, cross_check: bool, exporter: Any) -> None:
     from aorta_tui.trace.session import TraceSession
@@ -199,14 +200,14 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
         fd, name = tempfile.mkstemp(prefix="aorta-trace-", suffix=".jsonl.gz")
         os.close(fd)
         tmp_raw = raw_path = Path(name)
-    live = sys.stderr.isatty() and not (json_out or stream)
+    live = sys.stderr.isatty() and not stream
 
     streamed: set[str] = set()
     on_event = _event_sink(exporter=exporter, out=out, live=live, streamed=streamed)
     session = TraceSession(probes, pid=pid, command=command or None, mode=mode, interval_s=interval,
                            bpftrace=bpftrace, on_event=on_event, raw_path=raw_path,
                            library_paths=libs, calibrate=calibrate,
-                           command_stdout_to_stderr=json_out or stream,
+                           command_stdout_to_stderr=stream,
                            device_timestamps=device_timestamps, launch_source=launch_source,
                            cross_check=cross_check)
     interrupted, target_ended = _trace_until_done(
@@ -223,13 +224,17 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
         result["raw_events"] = None
     if output is not None:
         from aorta_tui.core.atomic import atomic_write_json
+        from aorta_tui.store.rundir import output_write_error
 
-        atomic_write_json(output, result)
+        try:
+            atomic_write_json(output, result)
+        except OSError as exc:  # a full disk: exit 3 naming the file and the free space; else 2
+            raise output_write_error(exc, output) from None
     # A traced command's status is ours, as with `time`, `strace` and `perf stat`; when
     # --duration ended it, the trace finished as asked (0).
     status = command_exit_status(session.child_returncode) if command and target_ended else 0
     _report_trace(session, result, status=status, interrupted=interrupted, output=output,
-                  json_out=json_out, out=out, phases=phases, streamed=streamed)
+                  out=out, phases=phases, streamed=streamed)
 
 
 def _event_sink(*, exporter: TraceMetrics | None, out: StreamWriter | None, live: bool, streamed: set[str]) -> Callable[[Any], None]:
@@ -292,7 +297,7 @@ def _trace_until_done(session: TraceSession, *, probes: list[str], pid: int | No
 
 
 def _report_trace(session: TraceSession, result: dict[str, Any], *, status: int, interrupted: bool,
-                  output: Path | None, json_out: bool, out: StreamWriter | None,
+                  output: Path | None, out: StreamWriter | None,
                   phases: PhaseReporter | None,
                   streamed: set[str]) -> None:
     """Print or stream the result, then end as the trace did (Ctrl-C, nothing traced, the
@@ -300,9 +305,7 @@ def _report_trace(session: TraceSession, result: dict[str, Any], *, status: int,
     from aorta_tui.cli import trace_stream
     from aorta_tui.core.errors import EnvironmentProblem
 
-    if json_out:
-        print(json.dumps(result, indent=2))
-    elif out is not None:
+    if out is not None:
         if phases is not None:
             phases.report_if_changed()
         for warning in session.warnings:
@@ -325,13 +328,13 @@ def _report_trace(session: TraceSession, result: dict[str, Any], *, status: int,
 
 
 def _offline(ctx: typer.Context, stream: bool, replay: str | None, synthetic: int, interval: float) -> None:
-    """``--replay`` / ``--synthetic``: the ``--json-stream`` of a trace without bpftrace."""
+    """``--replay`` / ``--synthetic``: the ``--json`` event stream of a trace without bpftrace."""
     from aorta_tui.cli import trace_stream
     from aorta_tui.core.errors import UsageError
 
     if not stream or ctx.args or (replay is not None and synthetic):
-        raise UsageError("--replay FILE or --synthetic N goes with --json-stream, without a target",
-                         hint="e.g. aorta-tui trace queue --json-stream --replay rec.jsonl")
+        raise UsageError("--replay FILE or --synthetic N goes with --json, without a target",
+                         hint="e.g. aorta-tui trace queue --json --replay rec.jsonl")
     if synthetic < 0:
         raise UsageError("--synthetic must be a positive rate (record lines per second)")
     out = trace_stream.open_stream()
@@ -435,7 +438,7 @@ def _common(
     ctx: typer.Context, probes: str | None, pid: int | None, duration: float | None, mode: str,
     output: Path | None, raw: Path | None, perfetto: Path | None, lib: list[str],
     bpftrace: str | None, interval: float, json_out: bool, default: tuple[str, ...],
-    calibrate: bool = True, stream: bool = False, device_timestamps: str = "auto",
+    calibrate: bool = True, device_timestamps: str = "auto",
     launch_source: str = "auto", cross_check: bool = False, metrics: MetricsRequest | None = None,
 ) -> None:
     from aorta_tui.core.errors import UsageError
@@ -447,11 +450,17 @@ def _common(
     _run_trace(probes=names, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=_libs(lib), bpftrace=bpftrace, interval=interval,
                json_out=json_out, auto=probes is None and len(default) > 1, calibrate=calibrate,
-               stream=stream, device_timestamps=device_timestamps, launch_source=launch_source,
+               device_timestamps=device_timestamps, launch_source=launch_source,
                cross_check=cross_check, metrics=metrics)
 
 
 _CTX = {"allow_extra_args": True, "ignore_unknown_options": False}
+# `--json` of a command that runs something is its event stream (docs/cli.md); the document is -o's
+_STREAM_OPT = typer.Option(
+    False, "--json", help="One event per line on stdout while tracing (run_started, attached, histogram "
+    "snapshots, warnings), then run_finished with the result document in summary.result; -o FILE "
+    "writes the document alone.")
+_OUTPUT_HELP = "Write the result document (JSON) to this file (atomically)."
 
 
 @app.command("queue", context_settings=_CTX)
@@ -459,23 +468,22 @@ _CTX = {"allow_extra_args": True, "ignore_unknown_options": False}
 def queue(
     ctx: typer.Context,
     probes: str | None = typer.Option(None, "--probes", help="Comma-separated probe sets (default: those of cuda,hip,amdgpu,drm_sched available here)."),
-    pid: int | None = typer.Option(None, "--pid", help="Attach to this running process."),
+    pid: int | None = typer.Option(None, "--pid", parser=count(at_most=MAX_PID), metavar="PID", help="Attach to this running process."),
     duration: float | None = typer.Option(None, "--duration", parser=seconds(), metavar="S", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
     mode: str = typer.Option("events", "--mode", help="events (a record per event, exact percentiles) or aggregate (in-kernel histograms, exact counts at any rate)."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the result JSON here (atomically)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help=_OUTPUT_HELP),
     raw: Path | None = typer.Option(None, "--raw", help="Write every record to this .jsonl.gz (events mode)."),
     perfetto: Path | None = typer.Option(None, "--perfetto", help="Write a Chrome/Perfetto trace JSON (events mode)."),
     lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library for a probe set, e.g. cuda=/usr/lib/x86_64-linux-gnu/libcuda.so.1."),
     bpftrace: str | None = _BPFTRACE_OPT,
     interval: float = typer.Option(1.0, "--interval", parser=seconds(), metavar="S", help="Seconds between histogram snapshots."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
+    json_out: bool = _STREAM_OPT,
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day) for the observer-cost estimate."),
     device_timestamps: str = typer.Option("auto", "--device-timestamps", help="GPU start/end of every launch from a CUPTI collector loaded into the command (cuda set): auto (when it can be built and loaded, else launches only, with the reason), on (required: exit 3 if it cannot), off."),
     launch_source: str = typer.Option("auto", "--launch-source", help="Where launches come from (cuda set): auto = activity (the kernel activity records alone, with CUPTI's latency timestamps: no per-launch callback or uprobe, the cheapest; exit 3 if the collector cannot load when asked by name), collector (the CUPTI launch callback: adds the host part, entry -> queued), ebpf (the launch uprobe, as with --pid)."),
     cross_check: bool = typer.Option(False, "--cross-check", help="Count launches with both the eBPF uprobe and the collector and compare them per stream (device_timestamps.cross_check); the join goes through eBPF."),
-    replay: str | None = typer.Option(None, "--replay", metavar="FILE.jsonl", hidden=True, help="With --json-stream: send a recorded --json-stream's events at their recorded pace (no bpftrace)."),
-    synthetic: int = typer.Option(0, "--synthetic", metavar="N", hidden=True, help="With --json-stream: N synthetic record lines/s through the parser (benchmark; no bpftrace)."),
+    replay: str | None = typer.Option(None, "--replay", metavar="FILE.jsonl", hidden=True, help="With --json: send a recorded --json stream's events at their recorded pace (no bpftrace)."),
+    synthetic: int = typer.Option(0, "--synthetic", parser=count(at_least=0), metavar="N", hidden=True, help="With --json: N synthetic record lines/s through the parser (benchmark; no bpftrace)."),
     metrics: str | None = METRICS_OPT,
     metrics_public: bool = METRICS_PUBLIC_OPT,
     metrics_linger: float = METRICS_LINGER_OPT,
@@ -488,7 +496,7 @@ def queue(
 
     Example: sudo aorta-tui trace queue --probes cuda -o q.json -- python train.py
 
-    Example: sudo aorta-tui trace queue --probes cuda --json-stream --pid 4242 | jq .event
+    Example: sudo aorta-tui trace queue --probes cuda --json --pid 4242 | jq .event
     """
     if replay is not None or synthetic:
         if metrics is not None:
@@ -496,10 +504,10 @@ def queue(
 
             raise UsageError("--metrics serves a live trace's figures; --replay and --synthetic have none",
                              hint="drop --metrics, or trace a --pid or a command")
-        _offline(ctx, json_stream, replay, synthetic, interval)
+        _offline(ctx, json_out, replay, synthetic, interval)
         return
     _common(ctx, probes, pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, QUEUE_DEFAULT, calibrate, json_stream, device_timestamps, launch_source, cross_check,
+            json_out, QUEUE_DEFAULT, calibrate, device_timestamps, launch_source, cross_check,
             MetricsRequest(metrics, metrics_public, metrics_linger))
 
 
@@ -507,17 +515,16 @@ def queue(
 @cli_command
 def memory(
     ctx: typer.Context,
-    pid: int | None = typer.Option(None, "--pid", help="Attach to this running process."),
+    pid: int | None = typer.Option(None, "--pid", parser=count(at_most=MAX_PID), metavar="PID", help="Attach to this running process."),
     duration: float | None = typer.Option(None, "--duration", parser=seconds(), metavar="S", help="Seconds to trace (default: until the command exits or Ctrl-C)."),
     mode: str = typer.Option("events", "--mode", help="events or aggregate."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the result JSON here (atomically)."),
+    output: Path | None = typer.Option(None, "-o", "--output", help=_OUTPUT_HELP),
     raw: Path | None = typer.Option(None, "--raw", help="Write every record to this .jsonl.gz."),
     perfetto: Path | None = typer.Option(None, "--perfetto", help="Write a Chrome/Perfetto trace JSON."),
     lib: list[str] = typer.Option([], "--lib", metavar="NAME=PATH", help="Library, e.g. cuda=/path/libcuda.so.1."),
     bpftrace: str | None = _BPFTRACE_OPT,
     interval: float = typer.Option(1.0, "--interval", parser=seconds(), metavar="S", help="Seconds between snapshots."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
-    json_stream: bool = typer.Option(False, "--json-stream", help="One event per line while tracing (run_started, histogram snapshots, attached, warnings), then run_finished with the result in summary.result."),
+    json_out: bool = _STREAM_OPT,
     calibrate: bool = typer.Option(True, "--calibrate/--no-calibrate", help="Measure the per-hit uprobe cost first (cached for a day)."),
 ) -> None:
     """Trace GPU memory events: CUDA allocations/frees, amdgpu BO moves/maps, amdkfd evictions.
@@ -527,4 +534,4 @@ def memory(
     Example: sudo aorta-tui trace memory --pid 4242 --duration 10
     """
     _common(ctx, "memory", pid, duration, mode, output, raw, perfetto, lib, bpftrace, interval,
-            json_out, ("memory",), calibrate, json_stream)
+            json_out, ("memory",), calibrate)

@@ -1,11 +1,11 @@
-"""`trace queue|memory --json-stream`: the trace engine as one event stream on stdout.
+"""`trace queue|memory --json`: the trace engine as one event stream on stdout.
 
-The stream is what every long command's ``--json`` is (docs/architecture.md): a ``RunStarted``
+The stream is what every long command's ``--json`` is (docs/cli.md): a ``RunStarted``
 line first, then ``HistogramSnapshot``s as each interval ends, a ``Measurement`` named
 ``attached`` once the probes are in, ``phase`` measurements when the traced workload announces
 its phases, ``RunWarning``s (``code`` ``target_exited`` when the target ended, ``error`` when the
 trace failed), and a ``RunFinished`` last whose ``summary["result"]`` is the result document
-(``--json``'s). Every line is an event ``event_from_dict`` accepts.
+(``-o``'s). Every line is an event ``event_from_dict`` accepts.
 
 The TUI's trace monitor runs this through ``relay.engine_run.EngineRun``; it also replays a
 recording of such a stream (``--replay FILE``) and feeds synthetic record lines through the
@@ -21,12 +21,12 @@ every interval that spans a phase boundary left out of the interval metrics.
 from __future__ import annotations
 
 import _thread
-import json
 import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from aorta_tui.cli.sinks import event_line
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import (
     Event,
@@ -41,9 +41,9 @@ if TYPE_CHECKING:  # the session is imported by the command that starts one, not
     from aorta_tui.trace.session import TraceSession
 
 RUN_ID = "trace"
-REPLAY_LIMIT = 256 << 20  # a --json-stream recording of hours is far below this
+REPLAY_LIMIT = 256 << 20  # a --json recording of hours is far below this
 REPLAY_MAX_GAP_S = 1.0  # a replay never waits longer than this between recorded lines
-RECORDING_HINT = "record one with `aorta-tui trace queue --json-stream ... > FILE.jsonl`"
+RECORDING_HINT = "record one with `aorta-tui trace queue --json ... > FILE.jsonl`"
 
 
 class StreamWriter:
@@ -60,7 +60,7 @@ class StreamWriter:
         self.gone = threading.Event()
 
     def emit(self, event: Event) -> None:
-        line = json.dumps(event.to_dict(), default=str)
+        line = event_line(event)
         with self._lock:
             if self.gone.is_set():
                 return
@@ -219,7 +219,7 @@ def wait_streaming(session: Any, out: StreamWriter, *, pid: int | None, duration
 
 
 def read_recording(path: str) -> list[Event]:
-    """The events of a ``--json-stream`` recording that the monitor shows (snapshots,
+    """The events of a ``--json`` recording that the monitor shows (snapshots,
     measurements, warnings; run_started / run_finished and the older last line
     ``trace_result`` are skipped). A line that is not JSON, not an object, or not an event is
     a located error (exit 2)."""

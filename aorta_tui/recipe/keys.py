@@ -3,7 +3,12 @@ the JSON Schema and the docs test)."""
 
 from __future__ import annotations
 
+from aorta_tui.core.numerals import MAX_CELLS as _MAX_CELLS
 from aorta_tui.core.numerals import MAX_SEED as _MAX_SEED
+from aorta_tui.core.numerals import MAX_STEPS as _MAX_STEPS
+from aorta_tui.core.numerals import MAX_TRIALS as _MAX_TRIALS
+from aorta_tui.core.numerals import SLURM_MAX_GPUS_PER_NODE as _SLURM_MAX_GPUS_PER_NODE
+from aorta_tui.core.numerals import SLURM_MAX_NODES as _SLURM_MAX_NODES
 
 # Keys valid in both modes. Upstream AORTA accepts the classifier knobs in probe mode only;
 # aorta-tui classifies every trial, so they are allowed in triage recipes too (an extension).
@@ -43,8 +48,8 @@ TRACE_KEYS = frozenset({"probes", "mode"})
 EXECUTOR_KINDS = ("local", "slurm")
 EXECUTOR_KEYS = frozenset({"kind", "partition", "account", "gres", "time", "constraint",
                            "extra_sbatch", "nodes", "gpus_per_node"})
-SLURM_MAX_NODES = 100_000  # nodes, gpus_per_node: beyond any cluster, well inside sbatch's int
-SLURM_MAX_GPUS_PER_NODE = 1024
+SLURM_MAX_NODES = _SLURM_MAX_NODES  # nodes, gpus_per_node (core/numerals.py: --nodes the same)
+SLURM_MAX_GPUS_PER_NODE = _SLURM_MAX_GPUS_PER_NODE
 SLURM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$"  # partition, account
 SLURM_GRES_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:,/=-]{0,255}$"  # gpu:1, gpu:a100:2
 SLURM_CONSTRAINT_PATTERN = r"^[A-Za-z0-9_\[\]()|&*,:.!-]{1,256}$"  # a100&ib, [rack1|rack2]
@@ -79,13 +84,13 @@ DETECTOR_PREFIXES = ("tier1", "tier2", "tier3", "tier4", "custom")
 # Ranges of the numeric keys. Each bound is far past any real sweep and well inside what the
 # engine can compute with (a wait of 1e30 s overflows the poll loop; a million trials is a plan
 # of a million directories). Validation refuses a value outside them with the range it expects.
-MAX_TRIALS = 100_000            # trials (per cell), cells[*].trials, stop_after.max_trials
-MAX_STEPS = 100_000_000         # steps, cells[*].steps
+MAX_TRIALS = _MAX_TRIALS        # trials (per cell), cells[*].trials, stop_after.max_trials
+MAX_STEPS = _MAX_STEPS          # steps, cells[*].steps (core/numerals.py: the options share them)
 MAX_SECONDS = 7 * 24 * 3600     # timeout_per_trial, hang_window_sec, hang_grace_period_at_start;
                                 # the worker's poll(2) takes at most 2**31 ms (24.8 days)
 MAX_CONFOUND_THRESHOLD = 1000.0
 MAX_SEED = _MAX_SEED  # core/numerals.py: --seed checks the same range
-MAX_CELLS = 10_000              # cells, or mitigation_axis x diagnostic_axis
+MAX_CELLS = _MAX_CELLS          # cells, or mitigation_axis x diagnostic_axis
 MAX_PLANNED_TRIALS = 1_000_000  # the sum of every cell's trials
 
 CELL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$"

@@ -77,6 +77,17 @@ def test_pairs_of_the_best_singles_when_no_single_works(tmp_path):
     assert all("pair of two of the best singles" in r for r in pair_iteration["reasons"])
 
 
+def test_json_is_the_agent_document_alone_on_stdout(tmp_path):
+    """`agent --json`: stdout parses as agent.json (the start line with the resume command was
+    printed before it, on stdout, so the output was no JSON at all); that line is on stderr."""
+    _recipe(tmp_path)
+    proc = _agent(tmp_path, "--budget", "5", "--json", script="exit 0")
+    assert proc.returncode == 0, proc.stderr
+    d, state = _state(tmp_path)
+    assert json.loads(proc.stdout) == state
+    assert f"aorta-tui agent --resume {d.relative_to(tmp_path)}" in proc.stderr
+
+
 def test_budget_spent_and_baseline_meets_goal_recommend_nothing_with_the_reason(tmp_path):
     _recipe(tmp_path)
     proc = _agent(tmp_path, "--budget", "3", "--per-iteration", "2", script="exit 3")

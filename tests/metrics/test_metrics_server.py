@@ -82,7 +82,7 @@ def test_trace_queue_with_a_port_in_use_is_exit_2_before_tracing() -> None:
 
 
 def test_replay_refuses_metrics() -> None:
-    r = subprocess.run([*CLI, "trace", "queue", "--json-stream", "--synthetic", "10", "--metrics", "0"],
+    r = subprocess.run([*CLI, "trace", "queue", "--json", "--synthetic", "10", "--metrics", "0"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "no live figures" not in r.stdout and "have none" in r.stderr, r.stderr
 

@@ -48,13 +48,20 @@ def bpftrace() -> str:
     return exe
 
 
+def _document(stdout: str) -> dict:
+    """The result document of a `trace queue --json` event stream: its last event's."""
+    last = json.loads(stdout.splitlines()[-1])
+    assert last["event"] == "run_finished", last
+    return last["summary"]["result"]
+
+
 def test_a_trace_through_the_helper_sees_the_users_command(bpftrace: str, sudo_user: SudoUser,
                                                           user_dir: Path) -> None:
     r = run_sudo(sudo_user, ["trace", "queue", "--probes", "ioctl", "--no-calibrate", "--json", "--",
                              str(PYTHON), "-c", IOCTLS], user_dir)
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"traced-uid {sudo_user.uid}" in r.stderr  # with --json the command's output is on stderr
-    result = json.loads(r.stdout)
+    result = _document(r.stdout)
     metric = result["probe_sets"]["ioctl"]["metrics"]["ioctl"]
     assert metric["records_received"] >= 200
     assert metric["records_received"] == metric["records_sent_by_kernel"]
@@ -71,7 +78,7 @@ def test_another_users_pid_is_attached_by_the_helper_and_the_tool_says_why(
         target.kill()
         target.wait()
     assert r.returncode == 0, r.stderr[-2000:]
-    warnings = json.loads(r.stdout)["warnings"]
+    warnings = _document(r.stdout)["warnings"]
     assert any(f"pid {target.pid} belongs to root" in w and "privileged helper" in w for w in warnings), warnings
 
 
@@ -155,7 +162,7 @@ def test_uprobes_through_the_helper_on_the_users_process_with_calibration(
         launches.kill()
         launches.wait()
     assert r.returncode == 0, r.stderr[-3000:]
-    result = json.loads(r.stdout)
+    result = _document(r.stdout)
     cuda = result["probe_sets"]["cuda"]
     assert cuda["detection"]["library"] == str(lib)
     received = {name: m["records_received"] for name, m in cuda["metrics"].items()}
@@ -190,7 +197,7 @@ from aorta_tui.privsep.boot import drop_if_sudo
 drop_if_sudo(load_verbs)
 import os
 from aorta_tui.relay.engine_run import EngineRun
-run = EngineRun(["trace", "queue", "--probes", "ioctl", "--no-calibrate", "--json-stream", "--", "true"]).start()
+run = EngineRun(["trace", "queue", "--probes", "ioctl", "--no-calibrate", "--json", "--", "true"]).start()
 events = [type(e).__name__ for e in run.events()]
 print("uid", os.getuid(), "rc", run.wait(), "last", events[-1], "fd-var", "AORTA_TUI_PRIVSEP_FD" in os.environ)
 print(run.stderr_tail())
@@ -199,7 +206,7 @@ print(run.stderr_tail())
 
 def test_an_engine_command_of_the_dropped_tool_traces_through_a_connection_of_its_own(
         bpftrace: str, sudo_user: SudoUser, user_dir: Path) -> None:
-    """The TUI's trace monitor runs `aorta-tui trace queue --json-stream` as a child (EngineRun):
+    """The TUI's trace monitor runs `aorta-tui trace queue --json` as a child (EngineRun):
     as the user too, it gets a helper connection of its own, by descriptor."""
     r = subprocess.run([str(PYTHON), "-c", ENGINE_CHILD], cwd=user_dir, env=sudo_user.env(), capture_output=True,
                        text=True, timeout=180)

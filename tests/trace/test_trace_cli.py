@@ -143,8 +143,8 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def test_json_stream_prints_each_snapshot_then_the_result(bpftrace, fakelibs, tmp_path: Path) -> None:
-    r = cli("trace", "queue", "--probes", "cuda_calls", "--lib", f"cuda={fakelibs.cuda}", "--json-stream",
+def test_json_prints_each_snapshot_then_the_result(bpftrace, fakelibs, tmp_path: Path) -> None:
+    r = cli("trace", "queue", "--probes", "cuda_calls", "--lib", f"cuda={fakelibs.cuda}", "--json",
             "--interval", "0.2", "--no-calibrate", "--",
             str(fakelibs.driver), "cuda", str(fakelibs.cuda), "12", "200", "0x10", "0x20")
     assert r.returncode == 0, r.stderr
@@ -166,17 +166,24 @@ def test_json_stream_prints_each_snapshot_then_the_result(bpftrace, fakelibs, tm
     assert all(s["probe_set"].startswith("cuda_calls.") and s["unit"] for s in snaps)
 
 
-def test_json_and_json_stream_together_are_refused(tmp_path: Path) -> None:
-    r = cli("trace", "queue", "--json", "--json-stream", "--", "true")
-    assert r.returncode == 2 and "choose one of them" in r.stderr
-
-
-def test_json_output_is_not_mixed_with_the_commands_own_stdout(bpftrace, fakelibs) -> None:
+def test_json_is_the_event_stream_and_output_the_document(bpftrace, fakelibs, tmp_path: Path) -> None:
+    """The dialect (docs/cli.md): `--json` prints events as they happen, never the document
+    alone; `-o FILE` holds the document, the same one the stream's last event carries; the
+    traced command's own stdout goes to stderr, never into the event lines."""
     r = cli("trace", "queue", "--probes", "cuda_calls", "--lib", f"cuda={fakelibs.cuda}", "--json",
-            "--no-calibrate", "--", "sh", "-c", "echo from-the-command")
+            "-o", "q.json", "--no-calibrate", "--", "sh", "-c", "echo from-the-command", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["probes"] == ["cuda_calls"]
-    assert "from-the-command" in r.stderr
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [e["event"] for e in events][0] == "run_started" and events[-1]["event"] == "run_finished"
+    assert all(event_from_dict(e) for e in events)
+    document = json.loads((tmp_path / "q.json").read_text())
+    assert events[-1]["summary"]["result"] == document and document["probes"] == ["cuda_calls"]
+    assert "from-the-command" in r.stderr.splitlines()  # every stdout line parsed as an event
+
+
+def test_the_old_json_stream_flag_is_refused_naming_it() -> None:
+    r = cli("trace", "queue", "--json-stream", "--", "true")
+    assert r.returncode == 2 and "--json-stream" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("script, status", [("exit 7", 7), ("exit 0", 0), ("kill -TERM $$", 128 + 15)])
@@ -193,7 +200,9 @@ def test_memory_exits_with_the_traced_commands_status(bpftrace, fakelibs) -> Non
     r = cli("trace", "memory", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate", "--json",
             "--", "sh", "-c", "exit 7")
     assert r.returncode == 7, r.stderr
-    assert json.loads(r.stdout)["target"]["command_exit_code"] == 7
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert last["event"] == "run_finished" and last["exit_code"] == 7
+    assert last["summary"]["result"]["target"]["command_exit_code"] == 7
 
 
 def test_duration_that_stops_the_command_is_exit_0_and_ctrl_c_is_130(bpftrace) -> None:

@@ -84,7 +84,7 @@ def test_the_programs_refused_subscribe_is_seen_live_and_in_the_result(bpftrace,
     prog.write_text(PROGRAM)
     out = Path("aorta-out") / "q.json"
     r = cli("trace", "queue", "--probes", "cuda", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate",
-            "--device-timestamps", "on", "--interval", "0.2", "--json-stream", "-o", str(out),
+            "--device-timestamps", "on", "--interval", "0.2", "--json", "-o", str(out),
             "--raw", "aorta-out/raw.jsonl.gz", "--",
             sys.executable, str(prog), str(lib), "1.5", cwd=tmp_path, timeout=180,
             env={"AORTA_CUPTI_ROOT": str(root), "XDG_CACHE_HOME": str(tmp_path / "cache"),

@@ -361,7 +361,7 @@ def test_a_collector_that_could_not_subscribe_leaves_launches_uncounted_and_says
 
 
 def test_json_stream_attached_event_names_the_launch_source(bpftrace, fakelibs, tmp_path: Path) -> None:
-    result, r = _trace(tmp_path, fakelibs, "--launch-source", "collector", "--json-stream")
+    result, r = _trace(tmp_path, fakelibs, "--launch-source", "collector", "--json")
     assert r.returncode == 0, r.stderr
     ev = next(json.loads(ln) for ln in r.stdout.splitlines() if '"attached"' in ln)
     assert ev["reasons"]["launch_source"].startswith("collector: ")
@@ -444,7 +444,7 @@ def test_auto_takes_launches_from_the_activity_records_and_splits_launch_to_star
     lib = tmp_path / "libaorta_cupti.so"
     lib.write_bytes(b"\x7fELF")
     r = cli("trace", "queue", "--probes", "cuda", "--lib", f"cuda={fakelibs.cuda}", "--no-calibrate",
-            "--device-timestamps", "on", "-o", "q.json", "--json-stream", "--", sys.executable, str(prog),
+            "--device-timestamps", "on", "-o", "q.json", "--json", "--", sys.executable, str(prog),
             str(REC / "rec.cupti.bin"), cwd=tmp_path,
             env={"AORTA_CUPTI_COLLECTOR": str(lib), "CUDA_INJECTION64_PATH": "", "PYTHONPATH": os.pathsep.join(sys.path)})
     assert r.returncode == 0, r.stderr

@@ -70,7 +70,7 @@ async def test_a_command_that_never_starts_a_run_is_an_error_on_screen(tmp_path:
         screen = app.screen
         assert isinstance(screen, TraceMonitorScreen)
         # a real engine command refused before it starts: a bad --lib
-        run = EngineRun(["trace", "queue", "--json-stream", "--lib", "nonsense", "--", "true"]).start()
+        run = EngineRun(["trace", "queue", "--json", "--lib", "nonsense", "--", "true"]).start()
         screen.engine_run = run
         screen.follow_engine(run)
         await app.workers.wait_for_complete()

@@ -163,7 +163,7 @@ def test_the_tracer_worker_stops_when_the_tui_dies(tmp_path: Path) -> None:
     pid_file = tmp_path / "worker.pid"
     starter = (
         "import subprocess, sys, time\n"
-        f"p = subprocess.Popen([sys.executable, '-m', 'aorta_tui', 'trace', 'queue', '--json-stream', "
+        f"p = subprocess.Popen([sys.executable, '-m', 'aorta_tui', 'trace', 'queue', '--json', "
         f"'--probes', 'ioctl', '--', sys.executable, {str(LOAD)!r}, '60'], stdout=subprocess.PIPE, "
         "stderr=subprocess.DEVNULL)\n"
         f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"

@@ -196,7 +196,7 @@ async def test_the_default_probe_set_is_one_that_can_attach_and_reasons_stay_on_
 def test_a_broken_recording_is_a_located_exit_2_from_the_worker(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"event": "histogram_snapshot", "probe_set": "x"}\n')
-    r = subprocess.run([sys.executable, "-m", "aorta_tui", "trace", "queue", "--json-stream", "--replay", str(bad)],
+    r = subprocess.run([sys.executable, "-m", "aorta_tui", "trace", "queue", "--json", "--replay", str(bad)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
     started, event, finished = (json.loads(line) for line in r.stdout.splitlines())
@@ -263,7 +263,7 @@ def test_a_mangled_recording_is_a_located_error_or_replays(data, tmp_path_factor
                 clock_text(snap.clock)
                 _observer_cost_text(snap.observer_cost)
     attack_tally.record("replay recording fuzzer", cases=1, failures=failed,
-                        promise="mangled --json-stream lines: a located exit 2 or a sound replay, never a traceback")
+                        promise="mangled --json lines: a located exit 2 or a sound replay, never a traceback")
 
 
 @pytest.mark.skipif(shutil.which("bpftrace") is None or os.geteuid() != 0, reason="needs bpftrace and root")

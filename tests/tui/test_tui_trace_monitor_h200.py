@@ -1,4 +1,4 @@
-"""The trace monitor on snapshots recorded on the H200 (`trace queue --json-stream` of
+"""The trace monitor on snapshots recorded on the H200 (`trace queue --json` of
 scripts/dispatch/bursts.py, tests/fixtures/trace/gpu-h200/dispatch/README.md), replayed through
 the real trace worker: what a user saw there is what the screen shows here."""
 

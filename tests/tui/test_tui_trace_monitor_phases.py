@@ -125,7 +125,7 @@ def test_the_worker_leaves_the_pause_between_phases_out_of_a_real_trace(tmp_path
     script = tmp_path / "target.py"
     script.write_text(TARGET)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "aorta_tui", "trace", "queue", "--json-stream", "--probes", "cuda",
+        [sys.executable, "-m", "aorta_tui", "trace", "queue", "--json", "--probes", "cuda",
          "--lib", f"cuda={lib}", "--interval", "0.2", "--launch-source", "ebpf",  # a fake libcuda: the
          # uprobe counts its launches (a CUPTI collector, where found, is never loaded by it)
          "--", sys.executable, str(script), str(lib)],

@@ -1,6 +1,6 @@
 """Trace monitor: a live submit -> dispatch latency histogram from the trace engine.
 
-The tracer is ``aorta-tui trace queue --json-stream`` in its own process group, run through
+The tracer is ``aorta-tui trace queue --json`` in its own process group, run through
 ``relay.engine_run.EngineRun`` (``--replay FILE`` for a recording), so parsing 100k events/s never
 costs the TUI's process, and a lost TUI takes its tracer with it. The bridge's worker
 (``tui.bridge``) posts its events; snapshots arrive as ``EngineSnapshots`` messages that
@@ -62,7 +62,7 @@ def probe_set_names() -> list[str]:
 
 def parse_target(text: str) -> dict[str, Any]:
     """``1234`` or ``pid 1234`` -> pid; ``queue WORKLOAD ...`` -> a ``queue run``; ``replay FILE``
-    -> a recorded ``trace queue --json-stream`` output; else a command."""
+    -> a recorded ``trace queue --json`` output; else a command."""
     words = shlex.split(text)
     if not words:
         raise ValueError("give a target: a pid, a command, `queue WORKLOAD` or `replay FILE.jsonl`")
@@ -473,7 +473,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.notify(f"Starting the {what} on {self._target_text}.")
 
     def start_worker(self, args: list[str]) -> None:
-        """Start ``trace queue --json-stream`` with ``args`` and follow its events (the
+        """Start ``trace queue --json`` with ``args`` and follow its events (the
         benchmark uses this, with ``--synthetic N``)."""
         self.stderr_path = Path(tempfile.gettempdir()) / f"aorta-tui-trace-{os.getpid()}.log"
         self.stop_trace(wait=False)  # a previous tracer's late events are dropped (they name their run)
@@ -481,7 +481,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.attached = None
         self._finished = None
         self.stderr_path.write_bytes(b"")  # this trace's log only
-        self.engine_run = EngineRun(["trace", "queue", "--json-stream", "--interval", str(SNAPSHOT_S), *args],
+        self.engine_run = EngineRun(["trace", "queue", "--json", "--interval", str(SNAPSHOT_S), *args],
                                     stderr_path=self.stderr_path).start()
         self.follow_engine(self.engine_run)
 
