@@ -224,7 +224,7 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
         result["raw_events"] = None
     if output is not None:
         from aorta_tui.core.atomic import atomic_write_json
-        from aorta_tui.store.rundir import output_write_error
+        from aorta_tui.store.write_errors import output_write_error
 
         try:
             atomic_write_json(output, result)
