@@ -26,6 +26,7 @@ from aorta_tui.agent.proposer import Conflicts, Proposal, builtin_propose, cell_
 from aorta_tui.agent.state import KIND, SCHEMA_VERSION, AgentState
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
+from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
     from aorta_tui.registry.registry import Registry
@@ -45,7 +46,7 @@ class AgentRequest:
     goal: str = DEFAULT_GOAL
     budget: int = 64
     per_iteration: int = 8
-    output: Path = Path("aorta-out")
+    output: Path = Path(DEFAULT_OUTPUT)
     candidates: list[str] | None = None
     env_candidates: list[str] = field(default_factory=list)  # VAR=VALUE settings to try
     mitigation_files: list[Path] = field(default_factory=list)

@@ -10,6 +10,7 @@ import typer
 
 from aorta_tui.cli.common import cli_command, count, err, seconds
 from aorta_tui.core.numerals import MAX_CELLS, MAX_TRIALS
+from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 _SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": False}
 
@@ -44,7 +45,7 @@ def agent(
              "env.VAR.VALUE sets it; pairs never set one variable twice."),
     mitigations_file: list[Path] = typer.Option(  # noqa: B008
         [], "--mitigations-file", help="Sidecar JSON of extra mitigations (repeatable)."),
-    output: Path = typer.Option(Path("aorta-out"), "-o", "--output",  # noqa: B008
+    output: Path = typer.Option(Path(DEFAULT_OUTPUT), "-o", "--output",  # noqa: B008
                                 help="Sweeps go to OUTPUT/<ticket>/<run-id>/, the agent's "
                                      "record to OUTPUT/<ticket>/agent-<id>/."),
     resume: Path | None = typer.Option(  # noqa: UP007

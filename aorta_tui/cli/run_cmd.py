@@ -16,6 +16,7 @@ import typer
 
 from aorta_tui.cli.common import cli_command, count
 from aorta_tui.core.numerals import MAX_STEPS, MAX_TRIALS
+from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
     from aorta_tui.core.trial_contract import TrialResult
@@ -28,7 +29,7 @@ def run_workload(
     steps: int = typer.Option(5, "--steps", parser=count(at_most=MAX_STEPS), metavar="N", help="Measured steps per trial."),
     config: list[str] = typer.Option([], "--config", "-c", help="Workload config KEY=VALUE (repeatable; a.b=v for nested keys)."),
     mitigations: str = typer.Option("none", "--mitigations", "-m", help="Comma-separated mitigations applied together."),
-    output: Path = typer.Option(Path("aorta-out"), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),
+    output: Path = typer.Option(Path(DEFAULT_OUTPUT), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout (the journal's format)."),
     no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip the environment snapshot."),
 ) -> None:

@@ -17,6 +17,7 @@ from aorta_tui.cli.metrics_opts import (
 )
 from aorta_tui.cli.trust_opts import TRUST_OPT
 from aorta_tui.core.numerals import MAX_STEPS, MAX_TRIALS, SLURM_MAX_GPUS_PER_NODE, SLURM_MAX_NODES
+from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 app = new_app(
     "Recipe-driven mitigation sweeps: cells x trials, each trial in a fresh worker process.\n\n"
@@ -42,7 +43,7 @@ def run(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (cells, trials, env vars, order) and exit."),
     resume: Path | None = typer.Option(None, "--resume", help="Continue RUN_DIR: skip finished trials, re-run an interrupted one."),
     trust_run_dir: bool = TRUST_OPT,
-    output: Path = typer.Option(Path("aorta-out"), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),
+    output: Path = typer.Option(Path(DEFAULT_OUTPUT), "--output", "-o", help="Runs go to OUTPUT/<ticket>/<run-id>/."),
     json_mode: bool = typer.Option(False, "--json", help="One JSON event per line on stdout (the journal's format)."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any trial fails or errors."),
     order: str | None = typer.Option(None, "--order", help="interleaved (default), sequential or random."),

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.errors import AortaError, UsageError
+from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 
 @dataclass
@@ -21,7 +22,7 @@ class SweepRequest:
     dry_run: bool = False
     resume: Path | None = None
     trust_run_dir: bool = False  # --i-trust-this-directory (core/run_trust.py)
-    output: Path = Path("aorta-out")
+    output: Path = Path(DEFAULT_OUTPUT)
     json_mode: bool = False
     strict: bool = False
     order: str | None = None

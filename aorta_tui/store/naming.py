@@ -25,6 +25,9 @@ import re
 import secrets
 import time
 
+# Where runs go when no -o/--output is given: OUTPUT/<ticket>/<run-id>/ under the working
+# directory (every command that makes runs, the TUI's $AORTA_TUI_OUTPUT default, the agent)
+DEFAULT_OUTPUT = "aorta-out"
 JOURNAL = "journal.jsonl"
 LOCK = ".lock"
 RUN_META = "run.json"

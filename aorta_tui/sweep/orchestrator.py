@@ -51,7 +51,7 @@ from aorta_tui.core.trial_contract import (
 from aorta_tui.registry.registry import Registry
 from aorta_tui.store.journal_reader import Damage
 from aorta_tui.store.journal_writer import Journal
-from aorta_tui.store.naming import RUN_META
+from aorta_tui.store.naming import DEFAULT_OUTPUT, RUN_META
 from aorta_tui.store.run_create import create_run_dir, discard_new_run, staged_run_id
 from aorta_tui.store.run_meta import read_run_meta, write_run_meta
 from aorta_tui.store.run_store import RunStore
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class SweepOptions:
-    output: Path = Path("aorta-out")
+    output: Path = Path(DEFAULT_OUTPUT)
     resume: Path | None = None
     order: str | None = None
     seed: int | None = None

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from aorta_tui.store.naming import DEFAULT_OUTPUT
+
 
 @dataclass(frozen=True)
 class TuiSettings:
@@ -22,13 +24,9 @@ class TuiSettings:
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ) -> TuiSettings:
         return cls(
-            output_dir=Path(environ.get("AORTA_TUI_OUTPUT") or _engine_default_output()),
+            output_dir=Path(environ.get("AORTA_TUI_OUTPUT") or DEFAULT_OUTPUT),
             light=environ.get("AORTA_TUI_THEME", "").lower() == "light",
             metrics_addr=environ.get("AORTA_TUI_METRICS", "").strip() or None,
             metrics_public=environ.get("AORTA_TUI_METRICS_PUBLIC", "") == "1",
         )
 
-
-def _engine_default_output() -> str:
-    # the engine's default --output (``sweep run -o``); the store names no default of its own
-    return "aorta-out"
