@@ -14,7 +14,6 @@ they are whatever JSON the sweep wrote.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,20 +202,6 @@ class PolicyReport:
             "trials": [t.to_json() for t in self.trials],
             "failed_trials": self.failed_trials,
         }
-
-    def __getitem__(self, key: str) -> Json:
-        """The document's field ``key`` as policy.json holds it: for callers that treat the
-        report as the JSON it is written as (tests, ``--json``); the code reads attributes."""
-        return self.to_json()[key]
-
-    def __eq__(self, other: object) -> bool:
-        """Two reports are equal when their documents are; a report also equals the JSON
-        object it is written as (``json.loads`` of its policy.json)."""
-        if isinstance(other, PolicyReport):
-            return self.to_json() == other.to_json()
-        if isinstance(other, Mapping):
-            return self.to_json() == dict(other)
-        return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # mutable dict fields: never a dict key
 

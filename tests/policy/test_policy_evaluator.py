@@ -93,7 +93,7 @@ def _probe_for(probes: list[dict[str, Any]], trial_dir: str) -> dict[str, Any]:
 
 
 def test_every_trial_ran_in_its_own_process_with_the_policy_env(sweep: dict[str, Any]) -> None:
-    report = sweep["outcome"].report
+    report = sweep["outcome"].report.to_json()
     assert sweep["outcome"].status == "completed" and report["failed_trials"] == 0
     rows = report["trials"]
     assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
@@ -110,7 +110,7 @@ def test_every_trial_ran_in_its_own_process_with_the_policy_env(sweep: dict[str,
 
 
 def test_gpu_control_is_on_during_its_trials_only_and_restored(sweep: dict[str, Any]) -> None:
-    for row in sweep["outcome"].report["trials"]:
+    for row in sweep["outcome"].report.to_json()["trials"]:
         gpu = _probe_for(sweep["probes"], row["dir"])["gpu"]
         if row["policy"] == "probe_gpu":
             assert gpu["0"] == {"clock_level": 2, "power_limit_w": 150}
@@ -168,7 +168,7 @@ def test_report_files_and_rerender(sweep: dict[str, Any]) -> None:
     assert "| probe_gpu |" in md and "not available" in md
     again, _, _ = rerender(run_dir)
     for key in ("policies", "differences", "trials", "metrics", "status"):
-        assert again[key] == written[key]
+        assert again.to_json()[key] == written[key]
 
 
 def test_harness_usage_error_aborts_and_leaves_nothing(tmp_path: Path) -> None:
@@ -212,9 +212,9 @@ def test_cancel_stops_between_trials_and_reports_what_finished(tmp_path: Path) -
     outcome = run_policy_sweep(_request(tmp_path / "run", (PROBE_POLICY,), 3),
                                on_event=on_event, cancel=cancel)
     assert outcome.status == "interrupted" and outcome.exit_code == 130
-    statuses = [t["status"] for t in outcome.report["trials"]]
+    statuses = [t["status"] for t in outcome.report.to_json()["trials"]]
     assert statuses.count("ok") == 1 and statuses.count("not run") == 5
-    assert build_report(tmp_path / "run")["status"] == "interrupted"
+    assert build_report(tmp_path / "run").status == "interrupted"
     assert (tmp_path / "run" / "policy.md").exists()
 
 
@@ -222,7 +222,7 @@ def test_each_outcome_says_what_the_tool_set_beyond_the_user_and_the_policy(swee
     """tool_env, as a recipe sweep's result.json has it: the variables the tool set (here
     PYTHONUNBUFFERED; the bytecode cache where the image keeps none), the trial's identity token
     by name only, never the policy's own variables, never the other arms' (env_removed)."""
-    for row in sweep["outcome"].report["trials"]:
+    for row in sweep["outcome"].report.to_json()["trials"]:
         doc = json.loads((Path(sweep["run_dir"]) / "trials" / Path(row["dir"]).name / "outcome.json").read_text())
         tool = doc["tool_env"]
         assert tool.get("PYTHONUNBUFFERED", "1") == "1"

@@ -20,6 +20,7 @@ from aorta_tui.policy import comparison
 from aorta_tui.policy.evaluator import PolicySweepRequest, run_policy_sweep
 from aorta_tui.policy.presets import Policy
 from aorta_tui.policy.report import build_report, render_markdown
+from aorta_tui.policy.report_doc import PolicyReport
 
 CHILD = textwrap.dedent("""
     import json, os, random, sys
@@ -63,7 +64,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     req = PolicySweepRequest(workload="fake", policies=policies, streams=4, output_dir=tmp / "run",
                        trials=6, seed=11, python=sys.executable)
     outcome = run_policy_sweep(req, trial_command=command)
-    return {"report": outcome.report, "run_dir": tmp / "run"}
+    return {"report": outcome.report.to_json(), "run_dir": tmp / "run"}
 
 
 def _policy(report: dict[str, Any], name: str) -> dict[str, Any]:
@@ -104,7 +105,7 @@ def test_notes_and_markdown(report: dict[str, Any]) -> None:
     r = report["report"]
     assert any("not applicable on this platform" in n for n in _policy(r, "cuda_only")["notes"])
     assert not _policy(r, "same")["notes"]
-    md = render_markdown(r)
+    md = render_markdown(PolicyReport.from_dict(r))
     assert "| faster | throughput | higher | +" in md
     assert "not available (streams were idle at submit)" in md
     # a figure none of a policy's trials reported says so, never an empty reason
@@ -119,7 +120,7 @@ def test_notes_and_markdown(report: dict[str, Any]) -> None:
 
 
 def test_rerender_is_identical_and_deterministic(report: dict[str, Any]) -> None:
-    again = build_report(report["run_dir"])
+    again = build_report(report["run_dir"]).to_json()
     for key in ("policies", "differences", "trials", "metrics", "status", "platform"):
         assert again[key] == report["report"][key]
     written = json.loads((report["run_dir"] / "policy.json").read_text())
@@ -158,20 +159,20 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
                              trial_command=command)
     assert first.status == "interrupted"
     done_before = {t["dir"]: (tmp_path / "run" / "trials" / t["dir"] / "outcome.json").read_text()
-                   for t in first.report["trials"] if t["status"] == "ok"}
+                   for t in first.report.to_json()["trials"] if t["status"] == "ok"}
     assert len(done_before) == 3
 
     events: list[Any] = []
     second = resume_policy_sweep(tmp_path / "run", on_event=events.append, trial_command=command)
     assert second.status == "completed" and second.exit_code == 0
-    assert [t["status"] for t in second.report["trials"]] == ["ok"] * 8
+    assert [t["status"] for t in second.report.to_json()["trials"]] == ["ok"] * 8
     for d, text in done_before.items():  # finished trials were kept, not re-run
         assert (tmp_path / "run" / "trials" / d / "outcome.json").read_text() == text
     started = events[0]
     assert started.kind == "run_started" and started.resumed and started.already_done == 3
     assert sum(e.kind == "trial_started" for e in events) == 5
-    assert second.report["run_id"] == first.report["run_id"]
-    assert second.report["differences"]  # the 25-unit shift is found once all trials exist
+    assert second.report.to_json()["run_id"] == first.report.to_json()["run_id"]
+    assert second.report.to_json()["differences"]  # the 25-unit shift is found once all trials exist
     journal = (tmp_path / "run" / "journal.jsonl").read_text().splitlines()
     assert sum('"run_started"' in line for line in journal) == 2
 
@@ -264,4 +265,4 @@ def test_too_few_trials_for_an_interval_are_announced_at_the_start(tmp_path: Pat
     assert len(warned) == (1 if trials < comparison.MIN_SAMPLES else 0)
     if warned:
         assert events.index(warned[0]) < next(i for i, e in enumerate(events) if e.kind == "trial_started")
-        assert outcome.report["differences"] == []  # the 25-unit shift cannot be called from 2
+        assert outcome.report.to_json()["differences"] == []  # the 25-unit shift cannot be called from 2

@@ -17,7 +17,7 @@ def test_stream_priority_lc_sweep_runs_and_says_lc_was_not_applied_on_cpu(tmp_pa
                        device="cpu", seed=1, queue_args=("--size", "tiny"), timeout_s=120,
                        python=sys.executable)
     outcome = run_policy_sweep(req)
-    report = outcome.report
+    report = outcome.report.to_json()
     assert outcome.status == "completed" and outcome.exit_code == 0
     assert report["failed_trials"] == 0
     rows = {r["policy"]: r for r in report["trials"]}

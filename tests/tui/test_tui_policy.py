@@ -36,7 +36,7 @@ async def test_running_a_policy_sweep_fills_the_table_from_its_report(tmp_path: 
         assert kinds[0] == "run_started" and "progress" in kinds and kinds[-1] == "run_finished"
         report_path = next((tmp_path / "aorta-policy").glob("tiny_kernel_stress-*/policy.json"))
         on_disk = json.loads(report_path.read_text())
-        assert screen.report == on_disk
+        assert screen.report is not None and screen.report.to_json() == on_disk
         table = screen.query_one("#policy-table", DataTable)
         # A heading row per metric, then one row per policy.
         assert table.row_count == len(on_disk["metrics"]) * (1 + len(on_disk["policies"]))
