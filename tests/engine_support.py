@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,3 +63,21 @@ def output_on_a_pty(argv: list[str], cwd: Path, *, columns: int = 80, rows: int 
     os.close(master)
     text = b"".join(chunks).decode("utf-8", "replace").replace("\r", "")
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
+def json_paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path (keys and list indices) to a value inside the JSON value ``doc``: where a
+    damaged-field test plants its damage."""
+    out = [prefix] if prefix else []
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) \
+        else []
+    for key, value in items:
+        out += json_paths(value, (*prefix, key))
+    return out
+
+
+def set_at_path(doc: Any, path: tuple[Any, ...], value: Any) -> None:
+    """Put ``value`` at ``path`` (a ``json_paths`` path) inside ``doc``, in place."""
+    for key in path[:-1]:
+        doc = doc[key]
+    doc[path[-1]] = value

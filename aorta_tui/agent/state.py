@@ -264,24 +264,22 @@ def _read_baseline(f: FieldReader, value: object) -> Baseline:
     d = f.obj(value, "baseline")
     p = "baseline"
     return Baseline(cell=f.opt_text(d, "cell", p), run_dir=f.opt_text(d, "run_dir", p),
-                    trials=f.opt_integer(d, "trials", p),
-                    failure_rate=f.number(d, "failure_rate", p),
-                    error_rate=f.number(d, "error_rate", p),
-                    step_time_mean_s=f.number(d, "step_time_mean_s", p),
-                    step_time_p50_s=f.number(d, "step_time_p50_s", p),
-                    step_time_ratio=f.number(d, "step_time_ratio", p),
-                    mitigations=f.strings_at(d, "mitigations", p))
+                    **_read_figures(f, d, p), mitigations=f.strings_at(d, "mitigations", p))
+
+
+def _read_figures(f: FieldReader, d: dict[str, Any], p: str) -> dict[str, Any]:
+    """The figures a baseline and every cell share (``_figures_json`` writes them)."""
+    return {"trials": f.opt_integer(d, "trials", p), "failure_rate": f.number(d, "failure_rate", p),
+            "error_rate": f.number(d, "error_rate", p),
+            "step_time_mean_s": f.number(d, "step_time_mean_s", p),
+            "step_time_p50_s": f.number(d, "step_time_p50_s", p),
+            "step_time_ratio": f.number(d, "step_time_ratio", p)}
 
 
 def _read_cell(f: FieldReader, value: object, p: str) -> CellResult:
     d = f.obj(value, p)
     return CellResult(cell=f.opt_text(d, "cell", p), mitigations=f.strings_at(d, "mitigations", p),
-                      run_dir=f.opt_text(d, "run_dir", p), trials=f.opt_integer(d, "trials", p),
-                      failure_rate=f.number(d, "failure_rate", p),
-                      error_rate=f.number(d, "error_rate", p),
-                      step_time_mean_s=f.number(d, "step_time_mean_s", p),
-                      step_time_p50_s=f.number(d, "step_time_p50_s", p),
-                      step_time_ratio=f.number(d, "step_time_ratio", p),
+                      run_dir=f.opt_text(d, "run_dir", p), **_read_figures(f, d, p),
                       meets_goal=f.boolean(d, "meets_goal", p))
 
 

@@ -31,7 +31,7 @@ from aorta_tui.agent.state import (
 )
 from aorta_tui.core.atomic import json_bytes
 from aorta_tui.core.errors import ExitCode, UsageError
-from tests.engine_support import aorta
+from tests.engine_support import aorta, json_paths, set_at_path
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden-state"
 CASES = ("goal_met", "budget_spent")
@@ -89,18 +89,12 @@ TYPED_FIELDS = [
 ]
 
 
-def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
-    for key in path[:-1]:
-        doc = doc[key]
-    doc[path[-1]] = value
-
-
 @pytest.mark.parametrize(("path", "field"), TYPED_FIELDS, ids=[f for _p, f in TYPED_FIELDS])
 def test_a_wrongly_typed_field_is_named_with_the_file(tmp_path: Path, path: tuple[Any, ...],
                                                       field: str) -> None:
     doc = _golden_doc()
     # no typed field is an array of arrays; `iterations` is an array of objects: a number
-    _set(doc, path, 7 if field == "iterations" else [["not", "this"]])
+    set_at_path(doc, path, 7 if field == "iterations" else [["not", "this"]])
     (tmp_path / "agent.json").write_text(json.dumps(doc))
     with pytest.raises(UsageError) as caught:
         loop.load_state(tmp_path)
@@ -186,16 +180,7 @@ def test_the_reader_takes_back_what_the_serializer_writes(state: AgentState) -> 
     assert AgentState.from_dict(json.loads(json_bytes(state.to_json()))) == state
 
 
-def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) \
-        else []
-    for key, value in items:
-        out += _paths(value, (*prefix, key))
-    return out
-
-
-GOLDEN_PATHS = [(case, p) for case in CASES for p in _paths(_golden_doc(case))]
+GOLDEN_PATHS = [(case, p) for case in CASES for p in json_paths(_golden_doc(case))]
 
 
 @PROPERTY
@@ -204,7 +189,7 @@ def test_any_value_anywhere_is_read_or_refused_with_a_located_error(
         where: tuple[str, tuple[Any, ...]], value: Any) -> None:
     case, path = where
     doc = copy.deepcopy(_golden_doc(case))
-    _set(doc, path, value)
+    set_at_path(doc, path, value)
     try:
         state = AgentState.from_dict(doc, where="agent.json")
     except UsageError as exc:

@@ -33,6 +33,7 @@ from aorta_tui.policy.report_doc import (
     Statistic,
     TrialRow,
 )
+from tests.engine_support import json_paths, set_at_path
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden-run"
 GOLDEN_JSON = (GOLDEN / "policy.json").read_bytes()
@@ -113,17 +114,11 @@ TYPED_FIELDS = [
 ]
 
 
-def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
-    for key in path[:-1]:
-        doc = doc[key]
-    doc[path[-1]] = value
-
-
 @pytest.mark.parametrize(("path", "field"), TYPED_FIELDS, ids=[f for _p, f in TYPED_FIELDS])
 def test_a_wrongly_typed_field_is_named_with_the_file(tmp_path: Path, path: tuple[Any, ...],
                                                       field: str) -> None:
     doc = _golden_doc()
-    _set(doc, path, [["not", "this"]])  # no typed field of the report is an array of arrays
+    set_at_path(doc, path, [["not", "this"]])  # no typed field of the report is an array of arrays
     damaged = tmp_path / "policy.json"
     damaged.write_text(json.dumps(doc))
     with pytest.raises(UsageError) as caught:
@@ -205,17 +200,7 @@ def test_the_reader_takes_back_what_the_serializer_writes(report: PolicyReport) 
     assert PolicyReport.from_dict(json.loads(json_bytes(report.to_json()))) == report
 
 
-def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path to a value inside ``doc``."""
-    out = [prefix] if prefix else []
-    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) \
-        else []
-    for key, value in items:
-        out += _paths(value, (*prefix, key))
-    return out
-
-
-GOLDEN_PATHS = _paths(_golden_doc())
+GOLDEN_PATHS = json_paths(_golden_doc())
 
 
 @PROPERTY
@@ -223,7 +208,7 @@ GOLDEN_PATHS = _paths(_golden_doc())
 def test_any_value_anywhere_is_read_or_refused_with_a_located_error(path: tuple[Any, ...],
                                                                    value: Any) -> None:
     doc = copy.deepcopy(_golden_doc())
-    _set(doc, path, value)
+    set_at_path(doc, path, value)
     try:
         report = PolicyReport.from_dict(doc, where="policy.json")
     except UsageError as exc:
