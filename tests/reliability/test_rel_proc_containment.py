@@ -115,7 +115,8 @@ def test_real_sweep_timeout_kills_the_setsid_grandchild(tmp_path: Path, mechanis
     assert _none_seen(p["survivors"], p["survivors_reason"], mechanism)
     assert p["killed_count"] == 2  # `sleep 100` (bash exec'd it) and the setsid'ed sleep
     assert p["timeout_s"] == 2.0
-    assert p["stopped_at_s"] >= 1.9  # not before its limit (how soon after is load, not behaviour)
+    # never stopped before its limit: the record's own order (stopped after the limit it names)
+    assert p["stopped_at_s"] >= p["timeout_s"]
     # The reason states the configured limit and what was killed, measured - not "3.0 s".
     assert result["reason"].startswith("timed out: still running at its 2 s limit (stopped at 2.")
     assert f"2 processes of the trial ended (containment: {mechanism})" in result["reason"]

@@ -307,7 +307,8 @@ def test_hang_is_detected_and_reports_its_signals(tmp_path: Path) -> None:
     assert_dead(out.pid)
     report = out.hang
     assert set(report.held()) == {"output_silence", "io_idle"}
-    assert report.signals["output_silence"] >= 0.5
+    # it held its window first: the silence it reports reaches the policy's window
+    assert report.signals["output_silence"] >= policy.window_s
     assert "gpu_idle" in report.unavailable or report.signals.get("gpu_idle") is not None
     c = classify_outcome(spec, out)
     assert c.verdict == "fail"
