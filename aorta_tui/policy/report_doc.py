@@ -109,15 +109,7 @@ class PolicyEntry:
                 "skipped_reason": self.skipped_reason, "notes": list(self.notes),
                 "trials_ok": self.trials_ok, "trials_failed": self.trials_failed,
                 "metrics": {k: v.to_json() for k, v in self.metrics.items()},
-                "vs_reference": {k: _comparison_json(v) for k, v in self.vs_reference.items()}}
-
-
-def _comparison_json(c: Comparison) -> dict[str, Json]:
-    out: dict[str, Json] = {"verdict": c.verdict, "change_pct": c.change_pct,
-                            "assessment": c.assessment}
-    if c.reason:
-        out["reason"] = c.reason
-    return out
+                "vs_reference": {k: v.to_dict() for k, v in self.vs_reference.items()}}
 
 
 @dataclass(frozen=True)
