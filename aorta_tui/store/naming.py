@@ -22,7 +22,6 @@ is being created leaves no half-made run to resume.
 from __future__ import annotations
 
 import re
-import secrets
 import time
 
 # Where runs go when no -o/--output is given: OUTPUT/<ticket>/<run-id>/ under the working
@@ -37,6 +36,10 @@ _TRIAL_ID = re.compile(r"^[^/\x00]+/trial-\d+$")
 
 
 def new_run_id() -> str:
+    # imported here: `secrets` costs ~7 ms, and this module is on the TUI's first-frame path
+    # (tui/settings.py reads DEFAULT_OUTPUT) and every command's start
+    import secrets
+
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
