@@ -4,10 +4,14 @@
 # (made here), checking that only the privileged helper and bpftrace run as root: the tool, the
 # traced training loop and the TUI run as the user.
 # Usage (device tool, carry .bt): bash scripts/gpu_privsep_check.sh   (writes under $OUT)
-# Stages and their limits (H200, 2026-12-03): install 120 s; trace_cli 240 s; tui 240 s.
+# Stages and their limits: install 180 s; bare_user 60; trace_root 90; trace_user_nocollector 90;
+# trace_cli 120; tui 180. Carry .whl too (textual, watchfiles, ...: the image lacks them).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/gpu-privsep-out}; mkdir -p "$OUT"
+# at most 8 files come back from the device's $OUT: the stages write to a folder of their own, and
+# $OUT gets the summary and one archive of it
+RESULT_DIR=${OUT:-/tmp/gpu-privsep-result}; mkdir -p "$RESULT_DIR"
+export OUT=/tmp/gpu-privsep-out; rm -rf "$OUT"; mkdir -p "$OUT"; chmod 755 "$OUT"
 source "$(dirname "$0")/gpu_stage.sh"
 
 # The user must be able to read the tool and run the interpreter: a copy of the tree under /opt.
@@ -17,13 +21,21 @@ install() {
   rm -rf /opt/aorta-src && cp -a . /opt/aorta-src && chmod -R a+rX /opt/aorta-src
   cd /opt/aorta-src
   python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . >/dev/null 2>&1
+  # the TUI's packages the machine's image lacks (textual, watchfiles, ...), carried as wheels in
+  # .whl: installed where the second user can read them
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /opt/aorta-site .whl/*.whl
+    chmod -R a+rX /opt/aorta-site
+  fi
   mkdir -p /tmp/bt && for d in .bt/*.deb; do dpkg -x "$d" /tmp/bt; done
   mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing || true
   printf '#!/bin/sh\nLD_LIBRARY_PATH=/tmp/bt/usr/lib/x86_64-linux-gnu:/tmp/bt/lib/x86_64-linux-gnu exec /tmp/bt/usr/bin/bpftrace "$@"\n' > /tmp/bpftrace
   chmod 755 /tmp/bpftrace
   mkdir -p /home/aorta-gpu/work && cat > /home/aorta-gpu/work/train.py <<'PY'
 # A real training loop: a 6-layer transformer encoder, AdamW, bf16 autocast.
-import os, sys, time, torch
+import faulthandler, os, sys, time, torch
+# a Python stack every 20 s on stderr: a loop that never finishes says where it is
+faulthandler.dump_traceback_later(20, repeat=True)
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 print("train uid", os.getuid(), "euid", os.geteuid(), "pid", os.getpid(), flush=True)
 layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
@@ -35,6 +47,9 @@ for i in range(steps):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = model(x).float().pow(2).mean()
     loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+    if i % 50 == 49:
+        torch.cuda.synchronize()
+        print(f"step {i + 1} at {time.perf_counter() - t0:.2f} s", flush=True)
 torch.cuda.synchronize()
 print(f"train done {steps} steps {(time.perf_counter() - t0) / steps * 1e3:.2f} ms/step", flush=True)
 PY
@@ -43,7 +58,7 @@ PY
 }
 
 sudo_env() {  # what sudo sets for the user; the rest of the environment is root's
-  echo "SUDO_UID=$(id -u aorta-gpu) SUDO_GID=$(id -g aorta-gpu) SUDO_USER=aorta-gpu AORTA_TUI_BPFTRACE=/tmp/bpftrace"
+  echo "PYTHONPATH=/opt/aorta-site SUDO_UID=$(id -u aorta-gpu) SUDO_GID=$(id -g aorta-gpu) SUDO_USER=aorta-gpu AORTA_TUI_BPFTRACE=/tmp/bpftrace"
 }
 
 # every process of the tool's tree with its uid, sampled while it runs
@@ -59,12 +74,14 @@ trace_cli() {
   cd /home/aorta-gpu/work
   # the tool's stderr kept, and ps with each process's state and wait channel: the run of
   # 2026-12-03 never finished and left no clue where it waited
-  env $(sudo_env) python3 -m aorta_tui trace queue --probes cuda -o "$OUT/trace.json" -- python3 train.py 600 \
+  # -o where the user can write: the tool writes as the user (a root-only -o is refused first)
+  env $(sudo_env) python3 -m aorta_tui trace queue --probes cuda -o "$PWD/trace.json" -- python3 train.py ${TRAIN_STEPS:-600} \
     2> "$OUT/trace_stderr.txt" &
   local pid=$!
   watch_tree "$pid" "$OUT/trace_tree.txt" &
   wait "$pid"; local rc=$?
   echo "exit $rc"; tail -30 "$OUT/trace_stderr.txt"
+  cp trace.json "$OUT/" 2>/dev/null
   python3 - "$OUT/trace.json" "$OUT/trace_tree.txt" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -84,13 +101,26 @@ PY
   return $rc
 }
 
+# where a traced training loop's time goes: the same 200 steps bare as the user, traced as root
+# alone, traced through the helper without the CUPTI collector, and (trace_cli) with it
+bare_user() {
+  cd /home/aorta-gpu/work && su aorta-gpu -s /bin/sh -c "$(command -v python3) train.py 200"
+}
+trace_root() {
+  cd /home/aorta-gpu/work && AORTA_TUI_BPFTRACE=/tmp/bpftrace python3 -m aorta_tui trace queue --probes cuda --no-calibrate -o "$OUT/trace_root.json" -- python3 train.py 200
+}
+trace_user_nocollector() {
+  cd /home/aorta-gpu/work
+  env $(sudo_env) python3 -m aorta_tui trace queue --probes cuda --no-calibrate --device-timestamps off -o /tmp/trace_nocoll.json -- python3 train.py 200
+}
+
 tui() {
   cd /home/aorta-gpu/work
   local s=aorta-gpu-tui T="tmux -L privsep"
-  # stderr to a file and the pane kept after an exit: a TUI that stops at once says why
-  # (2026-12-03 the session was gone before the first capture, its cause unread)
-  $T new-session -d -s $s -x 160 -y 48 "env $(sudo_env) TERM=xterm-256color python3 -m aorta_tui 2> $OUT/tui_stderr.txt; echo \"tui exit \$?\"; sleep 600"
-  sleep 8; $T capture-pane -p -t $s > "$OUT/tui_first.txt" 2>&1; cat "$OUT/tui_first.txt" | tail -5; cat "$OUT/tui_stderr.txt" 2>/dev/null | tail -20
+  # the pane kept after an exit: a TUI that stops at once leaves its message there. Its stderr
+  # stays on the pane: Textual renders on stderr (2026-12-04 a redirect captured every frame)
+  $T new-session -d -s $s -x 160 -y 48 "env $(sudo_env) TERM=xterm-256color python3 -m aorta_tui; echo \"tui exit \$?\"; sleep 600"
+  sleep 8; $T capture-pane -p -t $s > "$OUT/tui_first.txt" 2>&1; tail -5 "$OUT/tui_first.txt"
   sleep 1; $T send-keys -t $s 4; sleep 3; $T send-keys -t $s t; sleep 1
   $T send-keys -t $s -l "python3 train.py 3000"; $T send-keys -t $s Enter; sleep 1
   $T send-keys -t $s Escape; sleep 1; $T send-keys -t $s s
@@ -112,7 +142,13 @@ tui() {
 
 export -f sudo_env watch_tree
 stage install 180 install
+[ "${1:-}" = --install-only ] && exit 0
 cd /opt/aorta-src
-stage trace_cli 300 trace_cli
-stage tui 240 tui
+stage bare_user 60 bare_user
+stage trace_root 90 trace_root
+stage trace_user_nocollector 90 trace_user_nocollector
+stage trace_cli 150 trace_cli
+stage tui 180 tui
 summary_table
+cp "$OUT/summary.md" "$RESULT_DIR/"
+tar czf "$RESULT_DIR/privsep-logs.tgz" -C "$OUT" . 2>/dev/null
