@@ -204,7 +204,8 @@ def check_output_file(path: os.PathLike[str] | str | None, *, option: str = "-o"
     """Refuse, before any work, an ``-o FILE`` that names no file to replace: a directory, a
     FIFO, a device or a socket there, or a link to one (``-o /dev/stdout``). The document is
     written atomically, a rename over the name: it would replace the FIFO, or as root the
-    link in /dev, with a regular file (exit 2, naming the option)."""
+    link in /dev, with a regular file (exit 2, naming the option). A folder this user cannot
+    write in is exit 3 (:func:`_check_output_folder`)."""
     if path is None:
         return
     import stat
@@ -214,9 +215,41 @@ def check_output_file(path: os.PathLike[str] | str | None, *, option: str = "-o"
 
     try:
         mode = os.stat(path).st_mode  # follows a link: /dev/stdout is one to a pipe or a tty
+    except (FileNotFoundError, PermissionError):  # EACCES: a folder above is not searchable
+        _check_output_folder(path, option)
+        return
     except OSError:
-        return  # absent (or unreadable): the write says what is wrong, naming the file
+        return  # e.g. a loop of links: the write says what is wrong, naming the file
     if not stat.S_ISREG(mode):
         raise UsageError(f"{option} {path} is {describe_kind(mode)}, not a file to write",
                          hint=f"give {option} a file name; the document replaces it atomically "
                               "(the event stream is --json's, on stdout)")
+    _check_output_folder(path, option)
+
+
+def _check_output_folder(path: os.PathLike[str] | str, option: str) -> None:
+    """The folder an ``-o FILE`` is written in (made where missing) must be writable by this
+    process: the document is a temporary file there, renamed over the name. Under ``sudo`` this
+    process is already the invoking user, so a root-only folder is refused here, before any work,
+    not by an exit 70 after a whole trace (seen on the H200, 2026-12-04)."""
+    import stat
+
+    from aorta_tui.core.errors import EnvironmentProblem, UsageError
+
+    hint = (f"give {option} a file in a folder you can write (under sudo the tool writes as the "
+            "invoking user, never as root)")
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        try:
+            mode = os.stat(folder).st_mode
+            break
+        except FileNotFoundError:  # the writer makes the missing folders below this one
+            folder = os.path.dirname(folder)
+        except OSError as exc:  # EACCES: a folder above it cannot be searched by this user
+            raise EnvironmentProblem(f"{option} {path}: this user (uid {os.geteuid()}) cannot reach "
+                                     f"{folder}: {exc.strerror}", hint=hint) from None
+    if not stat.S_ISDIR(mode):
+        raise UsageError(f"{option} {path}: {folder} is not a folder", hint=f"give {option} a file in a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):  # real ids: the same as the effective ones here
+        raise EnvironmentProblem(f"{option} {path}: this user (uid {os.geteuid()}) cannot write in {folder}",
+                                 hint=hint)

@@ -211,3 +211,34 @@ def test_an_engine_command_of_the_dropped_tool_traces_through_a_connection_of_it
     r = subprocess.run([str(PYTHON), "-c", ENGINE_CHILD], cwd=user_dir, env=sudo_user.env(), capture_output=True,
                        text=True, timeout=180)
     assert f"uid {sudo_user.uid} rc 0 last RunFinished fd-var False" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_an_output_in_a_folder_only_root_can_write_is_refused_before_tracing(
+        bpftrace: str, sudo_user: SudoUser, user_dir: Path) -> None:
+    # On the H200 (2026-12-04) `sudo aorta-tui trace queue -o /root/out/trace.json -- python
+    # train.py` traced the whole run, then exited 70 (PermissionError) with no document: the tool
+    # writes as the user, who cannot write there.
+    root_only = user_dir / "root-owned"  # the user can look in, not write (as /root/out was)
+    root_only.mkdir(mode=0o755)  # made by root: the tests run as root
+    marker = user_dir / "traced-ran"
+    r = run_sudo(sudo_user, ["trace", "queue", "--probes", "ioctl", "--no-calibrate",
+                             "-o", str(root_only / "sub" / "q.json"), "--",
+                             str(PYTHON), "-c", f"open({str(marker)!r}, 'w')"], user_dir)
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert f"cannot write in {root_only}" in r.stderr and f"uid {sudo_user.uid}" in r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    assert not marker.exists()  # refused before the command started
+    assert list(root_only.iterdir()) == []  # and nothing made there
+
+
+def test_an_output_under_a_folder_the_user_cannot_search_is_refused_naming_it(
+        bpftrace: str, sudo_user: SudoUser, user_dir: Path) -> None:
+    # the H200's case exactly: -o /root/out/trace.json, /root being root's alone (mode 0700)
+    locked = user_dir / "locked"
+    locked.mkdir(mode=0o700)
+    (locked / "out").mkdir()
+    r = run_sudo(sudo_user, ["trace", "queue", "--probes", "ioctl", "--no-calibrate",
+                             "-o", str(locked / "out" / "trace.json"), "--", "true"], user_dir)
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert "cannot reach" in r.stderr and str(locked / "out") in r.stderr, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "tracing" not in r.stderr
