@@ -7,125 +7,13 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.errors import AortaError, UsageError
-from aorta_tui.store.naming import DEFAULT_OUTPUT
+from aorta_tui.sweep.way_in import SweepRequest, is_sanitizer_request, recipe_for_request
 
-
-@dataclass
-class SweepRequest:
-    recipe: Path | None = None
-    command: list[str] = field(default_factory=list)
-    dry_run: bool = False
-    resume: Path | None = None
-    trust_run_dir: bool = False  # --i-trust-this-directory (core/run_trust.py)
-    output: Path = Path(DEFAULT_OUTPUT)
-    json_mode: bool = False
-    strict: bool = False
-    order: str | None = None
-    seed: int | None = None
-    ticket: str | None = None
-    mitigation_files: list[Path] = field(default_factory=list)
-    workload: str | None = None
-    mitigation_axis: str | None = None
-    environment_axis: str | None = None
-    trials: int | None = None
-    steps: int | None = None
-    snapshots: bool = True
-    # upstream `aorta sweep run` flags (recipe/overrides.py; docs/compat.md)
-    stop_after_events: int | None = None
-    max_trials: int | None = None
-    disable_detectors: list[str] = field(default_factory=list)
-    env_passthrough_mode: str | None = None
-    collect: list[str] = field(default_factory=list)
-    baseline_cell: str | None = None
-    confound_threshold: float | None = None
-    verbose: int = 0
-    trial_isolation: str | None = None  # --trial-isolation: overrides the recipe's
-    bytecode_cache: str | None = None  # --bytecode-cache: overrides the recipe's
-    executor: str | None = None  # --executor local|slurm: overrides the recipe's kind
-    nodes: int | None = None  # --nodes / --gpus-per-node: a distributed trial across Slurm nodes
-    gpus_per_node: int | None = None
-    metrics: Any = None  # cli.metrics_opts.MetricsRequest: --metrics ADDR for Prometheus
-    secret_values_fd: int | None = None  # agent: secret values in memory (core/secrets.py)
-
-
-def _split(text: str | None) -> list[str]:
-    return [x.strip() for x in (text or "").split(",") if x.strip()]
-
-
-def flag_mode_recipe_text(req: SweepRequest) -> str:
-    """Build the cartesian product of the axes as a recipe, so it is validated like one."""
-    import yaml
-
-    mits = _split(req.mitigation_axis) or ["none"]
-    envs = _split(req.environment_axis) or ["local"]
-    if req.workload:
-        doc: dict[str, Any] = {
-            "schema_version": 1, "mode": "triage", "ticket": req.ticket or f"flags-{req.workload}",
-            "workload": req.workload, "trials": req.trials or 1, "steps": req.steps or 10,
-            "cells": [{"name": f"{m}-{e}", "mitigations": [m], "environment": e} for m in mits for e in envs],
-        }
-        if req.baseline_cell is not None or req.confound_threshold is not None:
-            doc["confound"] = {k: v for k, v in (("baseline_cell", req.baseline_cell),
-                                                 ("threshold", req.confound_threshold)) if v is not None}
-    elif req.command:
-        if req.command[0].lower().endswith((".yaml", ".yml")):
-            # `sweep run recipe.yaml` would exec the YAML file as the probe's program: every
-            # trial fails with exec_failed, which says nothing about the slip
-            raise UsageError(f"{req.command[0]!r} is a recipe file, not a command to run",
-                             hint=f"aorta-tui sweep run --recipe {req.command[0]}")
-        doc = {"schema_version": 1, "mode": "probe", "ticket": req.ticket or "flags-probe",
-               "trials": req.trials or 1, "mitigation_axis": mits, "diagnostic_axis": ["none"]}
-    else:
-        raise UsageError(
-            "nothing to run: give --recipe FILE, or --workload NAME, or a command after `--`",
-            hint="e.g. aorta-tui sweep run --recipe recipes/quickstart.yaml",
-        )
-    return yaml.safe_dump(doc, sort_keys=False)
-
-
-def load_request_recipe(req: SweepRequest, registry: Any) -> Any:
-    from aorta_tui.recipe import load_recipe, load_recipe_text, with_command
-
-    if req.resume is not None:
-        from aorta_tui.store.run_meta import read_run_meta
-
-        read_run_meta(Path(req.resume))  # a run dir that is not one (or a half-made one) says so first
-    if req.recipe is not None:
-        from aorta_tui.sweep.workload_check import workload_problems
-
-        recipe = load_recipe(req.recipe, registry=registry, workload_check=workload_problems)
-    elif req.resume is not None:
-        resolved = Path(req.resume) / "recipe.resolved.yaml"
-        from aorta_tui.core.rundir_fs import RunDirFS, refuse_unless_regular
-
-        with RunDirFS(req.resume) as fs:  # a link there (to a root-only file) is refused, not read
-            if fs.lstat(resolved.name) is None:
-                raise UsageError(f"{resolved} is missing", hint="pass --recipe with the original recipe")
-            refuse_unless_regular(fs, resolved.name)
-        recipe = load_recipe(resolved, registry=registry)
-    else:
-        recipe = load_recipe_text(flag_mode_recipe_text(req), source="<command-line flags>",
-                                  registry=registry)
-    if req.command:
-        if recipe.mode != "probe":
-            raise UsageError(
-                f"a command was given after `--`, and {req.recipe or 'the recipe'} is a triage recipe "
-                f"(workload {recipe.workload!r})",
-                hint="drop the command, or use a recipe with mode: probe",
-            )
-        if req.resume is not None and recipe.command and list(recipe.command) != req.command:
-            raise UsageError(
-                f"the command differs from the one {req.resume} was started with "
-                f"({' '.join(recipe.command)})",
-                hint="resume without a command: the run remembers it",
-            )
-        recipe = with_command(recipe, req.command)
-    return apply_request_overrides(recipe, req)
+__all__ = ["SweepRequest", "run_sweep_command"]  # SweepRequest: the request type sweep_cmd builds
 
 
 def _bad_byte(text: str) -> tuple[int, int] | None:
@@ -213,41 +101,16 @@ def _run_sweep_command(req: SweepRequest) -> int:
 
         guard_run_dir(Path(req.resume), ["sweep", "run", "--resume", str(req.resume)],
                       trusted=req.trust_run_dir)
-    if req.recipe is not None and req.resume is None:
-        from aorta_tui.collect.sanitizer import peek_mode
+    if is_sanitizer_request(req):  # upstream's separate runner (collect/sanitizer.py)
+        from aorta_tui.cli.sanitizer_flow import run_sanitizer_request
 
-        if peek_mode(req.recipe) == "sanitizer":  # upstream's separate runner (collect/sanitizer.py)
-            from aorta_tui.cli.sanitizer_flow import run_sanitizer_request
-
-            return run_sanitizer_request(req)
+        return run_sanitizer_request(req)
     registry = Registry(req.mitigation_files)
     if req.secret_values_fd is not None:  # `agent --env-candidate HF_TOKEN=...`: never a file
         from aorta_tui.core.secrets import receive_secret_values
 
         registry.fill_masked(receive_secret_values(req.secret_values_fd))
-    recipe = load_request_recipe(req, registry)
-    if req.order is not None or req.seed is not None:
-        # Part of the recipe from here on: hashed, resolved, and checked on resume.
-        import dataclasses
-
-        recipe = dataclasses.replace(recipe, order=req.order or recipe.order,
-                                     seed=req.seed if req.seed is not None else recipe.seed)
-    if req.executor is not None:
-        from aorta_tui.executor import with_executor_kind
-
-        recipe = with_executor_kind(recipe, req.executor)  # not hashed: a resume may switch it
-    if req.nodes is not None or req.gpus_per_node is not None:
-        from aorta_tui.executor.distributed import with_distributed
-
-        recipe = with_distributed(recipe, req.nodes, req.gpus_per_node)
-    if req.trial_isolation is not None:
-        from aorta_tui.recipe.overrides import with_trial_isolation
-
-        recipe = with_trial_isolation(recipe, req.trial_isolation)
-    if req.bytecode_cache is not None:
-        from aorta_tui.recipe.overrides import with_bytecode_cache
-
-        recipe = with_bytecode_cache(recipe, req.bytecode_cache)
+    recipe = recipe_for_request(req, registry)
     options = SweepOptions(
         output=req.output, resume=req.resume, order=req.order, seed=req.seed, strict=req.strict,
         snapshots=req.snapshots, ticket=req.ticket,
@@ -388,51 +251,6 @@ def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: Sequence[str] = (
     print(f"run order starts: {first}{' ...' if len(plan.trials) > 6 else ''}")
     for note in notes:
         print(f"note: {note}")
-
-
-# Flag mode builds a recipe from these; with a recipe (or a resume, whose recipe is the run's)
-# they were ignored without a word: `--batch quickstart.yaml --trials 1` ran 2 trials a cell
-_FLAG_MODE_KEYS = {"--workload": ("workload", "workload:"), "--mitigation-axis": ("mitigation_axis", "cells"),
-                   "--environment-axis": ("environment_axis", "cells[].environment"),
-                   "--trials": ("trials", "trials: (or a cell's trials:)"),
-                   "--steps": ("steps", "steps:")}
-
-
-def _refuse_flag_mode_options(req: Any) -> None:
-    from aorta_tui.core.errors import UsageError
-
-    if req.recipe is None and req.resume is None:
-        return
-    for flag, (attr, key) in _FLAG_MODE_KEYS.items():
-        if getattr(req, attr, None) is not None:
-            where = f"--recipe {req.recipe}" if req.recipe is not None else f"--resume {req.resume}"
-            raise UsageError(f"{flag} is for flag mode (no recipe); with {where} the recipe decides",
-                             hint=f"set {key} in the recipe (`aorta-tui edit RECIPE`), or drop {flag}")
-
-
-def apply_request_overrides(recipe: Any, req: Any) -> Any:
-    """The recipe with `sweep run`'s overlay flags applied (or a usage error naming the flag)."""
-    from aorta_tui.core.errors import UsageError
-    from aorta_tui.recipe.overrides import apply_overrides
-
-    if req.recipe is not None and (req.baseline_cell is not None or req.confound_threshold is not None):
-        flag = "--baseline-cell" if req.baseline_cell is not None else "--confound-threshold"
-        raise UsageError(f"{flag} is for flag mode (no recipe); with --recipe the recipe's "
-                         "`confound:` block decides", hint="set confound.baseline_cell / "
-                         "confound.threshold in the recipe, or drop the flag")
-    _refuse_flag_mode_options(req)
-    from aorta_tui.recipe.collector_names import collectors_runnable_problem
-
-    if req.collect:  # --collect replaces the recipe's and the cells' collectors, as upstream
-        import dataclasses
-
-        collectors_runnable_problem(tuple(req.collect), where="--collect")
-        recipe = dataclasses.replace(
-            recipe, collect=tuple(dict.fromkeys(req.collect)),
-            cells=type(recipe.cells)(dataclasses.replace(c, collect=None) for c in recipe.cells))
-    return apply_overrides(recipe, stop_after_events=req.stop_after_events,
-                           max_trials=req.max_trials, disable_detectors=req.disable_detectors,
-                           env_passthrough_mode=req.env_passthrough_mode)
 
 
 def add_verbose_sink(bus: Any, level: int) -> None:
