@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from aorta_tui.agent.proposer import Conflicts, Proposal, builtin_propose, cell_figures, score
 from aorta_tui.agent.state import KIND, SCHEMA_VERSION, AgentState
@@ -300,7 +300,7 @@ def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], ga
         if it is None:
             break
         if gated and it["index"] > 0 and it["status"] == "planned" and \
-                not (confirm or _ask)(_describe(it)):
+                not (confirm or ask)(_describe(it)):
             its = state["iterations"]
             its.pop()
             state["status"] = "declined"
@@ -346,12 +346,14 @@ def _describe(it: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _ask(text: str) -> bool:
-    print(text, flush=True)
-    try:
-        return input("run these cells? [y/N] ").strip().lower() in ("y", "yes")
-    except EOFError:
-        return False
+def ask(text: str, out: TextIO | None = None) -> bool:
+    """The approval gate's question on ``out`` (stdout unless the caller's stdout is a document:
+    ``agent --json`` asks on stderr), the answer from stdin."""
+    stream = out if out is not None else sys.stdout
+    stream.write(f"{text}\nrun these cells? [y/N] ")
+    stream.flush()
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")  # "" at end of input: no
 
 
 def _trials_per_cell(state: dict[str, Any]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,8 +127,10 @@ def _run_agent(command: list[str], o: _AgentOptions) -> None:
         started = f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})"
         # with --json, stdout is the one document; the line a person needs goes beside it
         (err if o.as_json else print)(started)
-    state = loop.run(agent_dir, err if o.as_json else print, yes=o.yes, secrets=secrets,
-                     resume_settings=list(o.env_candidate))
+    # with --json the approval gate asks on stderr too: stdout is agent.json's alone
+    confirm = (lambda text: loop.ask(text, sys.stderr)) if o.as_json else None
+    state = loop.run(agent_dir, err if o.as_json else print, yes=o.yes, confirm=confirm,
+                     secrets=secrets, resume_settings=list(o.env_candidate))
     if o.as_json:
         print(json.dumps(state.to_json(), indent=2, ensure_ascii=False))
         return

@@ -165,6 +165,30 @@ def test_the_approval_gate_asks_on_a_terminal(tmp_path, stub, reply, status, run
     assert len(list((tmp_path / "aorta-out" / "T-LLM").glob("2*"))) == runs
 
 
+def test_with_json_the_approval_gate_asks_on_stderr_and_stdout_is_the_document(tmp_path, stub):
+    # `agent --json` promises agent.json alone on stdout: the gate's question went there too
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    server = stub(['{"cells": [["hsa_no_sdma"]], "reasons": ["no SDMA copies"]}'])
+    (tmp_path / "probe.yaml").write_text(RECIPE)
+    master, slave = pty.openpty()
+    os.write(master, b"y\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "aorta_tui", "agent", "probe.yaml", "--no-snapshot", "--json",
+         "--proposer", "llm", "--llm-model", "m", "--llm-base-url", server.url, "--candidates",
+         "hsa_no_sdma", "--budget", "5", "--", "sh", "-c", SCRIPT], cwd=tmp_path, stdin=slave,
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OPENAI_API_KEY": "k", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
+    os.close(master)
+    os.close(slave)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "goal_met"  # the whole of stdout is one document
+    assert "run these cells? [y/N]" in proc.stderr and "hsa_no_sdma: no SDMA copies" in proc.stderr
+
+
 def test_without_the_client_library_the_error_names_the_extra(tmp_path):
     import subprocess
     import sys
