@@ -50,7 +50,11 @@ def write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644, durable:
     """The atomic write itself, relative to the directory descriptor ``dir_fd``: a new temp file
     (``O_EXCL|O_NOFOLLOW``), its mode set on the descriptor (``fchmod``:
     a temp file renamed away and replaced by a link meanwhile changes nothing outside), then
-    ``renameat`` over ``name`` and an fsync of the directory. ``where`` names it in errors."""
+    ``renameat`` over ``name`` and an fsync of the directory. ``where`` names it in errors.
+    A FIFO, device or socket at ``name`` is refused, never replaced (exit 3): a caller that did
+    not check its ``-o`` first would otherwise swap a reader's pipe (or, as root, a device
+    node) for a regular file."""
+    _refuse_special(dir_fd, name, where)
     fd, tmp = _temp_at(dir_fd, name, where)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -74,6 +78,19 @@ def write_at(dir_fd: int, name: str, data: bytes, *, mode: int = 0o644, durable:
     if durable:
         with contextlib.suppress(OSError):
             os.fsync(dir_fd)
+
+
+def _refuse_special(dir_fd: int, name: str, where: str | None) -> None:
+    try:
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
+        from aorta_tui.core.inputs import describe_kind
+
+        raise RunDirRefused(f"{where or name} is {describe_kind(mode)}, not a file to replace",
+                            hint="write the document to a regular file's name (it is replaced "
+                                 "atomically, never written through)")
 
 
 def _swapped(where: str, tmp: str) -> RunDirRefused:
