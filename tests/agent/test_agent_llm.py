@@ -4,6 +4,7 @@ checks, its prompts and answers are saved, a bad suggestion runs nothing (exit 3
 from __future__ import annotations
 
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -139,25 +140,32 @@ def test_a_server_that_does_not_answer_is_exit_3(tmp_path):
     assert "did not answer" in proc.stderr
 
 
-@pytest.mark.parametrize("reply, status, runs", [("n\n", "declined", 1), ("y\n", "goal_met", 2)])
-def test_the_approval_gate_asks_on_a_terminal(tmp_path, stub, reply, status, runs):
-    import os
+def agent_on_a_terminal(tmp_path, url: str, reply: bytes, *options: str):
+    """`agent probe.yaml --proposer llm` with a terminal on stdin whose input holds ``reply``
+    (the approval gate's answer), against the model server at ``url``."""
     import pty
     import subprocess
     import sys
 
-    server = stub(['{"cells": [["hsa_no_sdma"]], "reasons": ["no SDMA copies"]}'])
     (tmp_path / "probe.yaml").write_text(RECIPE)
     master, slave = pty.openpty()
-    os.write(master, reply.encode())  # the answer waits in the terminal's input
-    proc = subprocess.run(
-        [sys.executable, "-m", "aorta_tui", "agent", "probe.yaml", "--no-snapshot",
-         "--proposer", "llm", "--llm-model", "m", "--llm-base-url", server.url, "--candidates",
-         "hsa_no_sdma", "--budget", "5", "--", "sh", "-c", SCRIPT], cwd=tmp_path, stdin=slave,
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "OPENAI_API_KEY": "k", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
-    os.close(master)
-    os.close(slave)
+    os.write(master, reply)  # the answer waits in the terminal's input
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "aorta_tui", "agent", "probe.yaml", "--no-snapshot", *options,
+             "--proposer", "llm", "--llm-model", "m", "--llm-base-url", url, "--candidates",
+             "hsa_no_sdma", "--budget", "5", "--", "sh", "-c", SCRIPT], cwd=tmp_path, stdin=slave,
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "OPENAI_API_KEY": "k", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+@pytest.mark.parametrize("reply, status, runs", [(b"n\n", "declined", 1), (b"y\n", "goal_met", 2)])
+def test_the_approval_gate_asks_on_a_terminal(tmp_path, stub, reply, status, runs):
+    server = stub(['{"cells": [["hsa_no_sdma"]], "reasons": ["no SDMA copies"]}'])
+    proc = agent_on_a_terminal(tmp_path, server.url, reply)
     assert proc.returncode == 0, proc.stderr
     assert "hsa_no_sdma: no SDMA copies" in proc.stdout and "run these cells?" in proc.stdout
     state = json.loads((_agent_dir(tmp_path) / "agent.json").read_text())
@@ -167,23 +175,8 @@ def test_the_approval_gate_asks_on_a_terminal(tmp_path, stub, reply, status, run
 
 def test_with_json_the_approval_gate_asks_on_stderr_and_stdout_is_the_document(tmp_path, stub):
     # `agent --json` promises agent.json alone on stdout: the gate's question went there too
-    import os
-    import pty
-    import subprocess
-    import sys
-
     server = stub(['{"cells": [["hsa_no_sdma"]], "reasons": ["no SDMA copies"]}'])
-    (tmp_path / "probe.yaml").write_text(RECIPE)
-    master, slave = pty.openpty()
-    os.write(master, b"y\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "aorta_tui", "agent", "probe.yaml", "--no-snapshot", "--json",
-         "--proposer", "llm", "--llm-model", "m", "--llm-base-url", server.url, "--candidates",
-         "hsa_no_sdma", "--budget", "5", "--", "sh", "-c", SCRIPT], cwd=tmp_path, stdin=slave,
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "OPENAI_API_KEY": "k", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
-    os.close(master)
-    os.close(slave)
+    proc = agent_on_a_terminal(tmp_path, server.url, b"y\n", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "goal_met"  # the whole of stdout is one document
     assert "run these cells? [y/N]" in proc.stderr and "hsa_no_sdma: no SDMA copies" in proc.stderr

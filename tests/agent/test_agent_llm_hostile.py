@@ -7,7 +7,6 @@ inert."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,7 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.agent import llm
-from tests.agent.test_agent_llm import RECIPE, SCRIPT, _agent_dir
+from tests.agent.test_agent_llm import RECIPE, SCRIPT, _agent_dir, agent_on_a_terminal
 from tests.engine_support import aorta
 
 pytest.importorskip("openai")
@@ -158,24 +157,10 @@ EVIL_NOTE = "note\u202eevil\u200b" + "x" * 5000
 
 
 def test_text_from_the_server_is_printed_inert_at_the_approval_gate(tmp_path, hostile):
-    import pty
-    import subprocess
-    import sys
-
     answer = json.dumps({"cells": [["hsa_no_sdma"]], "reasons": [EVIL_REASON],
                          "note": EVIL_NOTE})
     server = hostile(completion(answer))
-    (tmp_path / "probe.yaml").write_text(RECIPE)
-    master, slave = pty.openpty()
-    os.write(master, b"n\n")  # the answer waits in the terminal's input
-    proc = subprocess.run(
-        [sys.executable, "-m", "aorta_tui", "agent", "probe.yaml", "--no-snapshot",
-         "--proposer", "llm", "--llm-model", "m", "--llm-base-url", server.url, "--candidates",
-         "hsa_no_sdma", "--budget", "5", "--", "sh", "-c", SCRIPT], cwd=tmp_path, stdin=slave,
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "OPENAI_API_KEY": "k", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
-    os.close(master)
-    os.close(slave)
+    proc = agent_on_a_terminal(tmp_path, server.url, b"n\n")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     # shown, not obeyed: no escape, carriage return, bell or bidi character reached the terminal
