@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.core import stats
@@ -35,6 +35,7 @@ COUNT = {"cases": 0, "failures": 0}
 
 @settings(max_examples=300, deadline=None)
 @given(values, qs)
+@example([0.0, -16777217.0], 99.99999999999999)  # CI 2026-12-04: a + d*t was 2 ulps off numpy's
 def test_linear_is_numpys_linear_and_stays_between_its_neighbours(xs: list[float], q: float) -> None:
     COUNT["cases"] += 1
     got = stats.percentile(xs, q)
