@@ -505,25 +505,28 @@ def _baseline_cell_spec(data: dict[str, Any], state: dict[str, Any]) -> dict[str
 
 def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
                    say: Callable[[str], None], secrets: dict[str, dict[str, str]]) -> None:
-    argv = [sys.executable, "-m", "aorta_tui", "sweep", "run", "--recipe",
-            str(agent_dir / it["recipe"]), "--json"]
-    if it.get("run_dir") and Path(it["run_dir"]).is_dir():
-        argv += ["--resume", it["run_dir"]]
-    else:
-        argv += ["--output", state["output"]]
+    from aorta_tui.sweep.way_in import SweepRequest, write_request
+
+    resume = Path(it["run_dir"]) if it.get("run_dir") and Path(it["run_dir"]).is_dir() else None
     sidecar = (agent_dir / it["recipe"]).with_suffix(".mitigations.json")
-    for f in [*state["mitigation_files"], *([str(sidecar)] if sidecar.is_file() else [])]:
-        argv += ["--mitigations-file", f]
-    if state["no_snapshot"]:
-        argv.append("--no-snapshot")
+    req = SweepRequest(
+        recipe=agent_dir / it["recipe"], resume=resume,
+        mitigation_files=[Path(f) for f in [*state["mitigation_files"],
+                                            *([str(sidecar)] if sidecar.is_file() else [])]],
+        snapshots=not state["no_snapshot"], command=list(state["command"] or []))
+    if resume is None:  # a new run of the iteration, where the agent keeps its runs
+        req.output = Path(state["output"])
     pipe = None
     if secrets:  # in memory only: through an inherited pipe, never a file or an argument
         from aorta_tui.core.secrets import send_secret_values
 
         pipe = send_secret_values(_iteration_secrets(secrets, it["proposed"]))
-        argv += ["--secret-values-fd", str(pipe)]
-    if state["command"]:
-        argv += ["--", *state["command"]]
+        req.secret_values_fd = pipe
+    request_file = (agent_dir / it["recipe"]).with_suffix(".request.json")  # iter-NN.request.json
+    write_request(req, request_file)
+    # an engine entry point, not the command line (sweep/child.py): the same sweep, its events
+    # as JSON lines on stdout
+    argv = [sys.executable, "-m", "aorta_tui.sweep.child", str(request_file)]
     it["status"] = "running"
     save(agent_dir, state)
     say(f"iteration {it['index']}: {it['note']}")

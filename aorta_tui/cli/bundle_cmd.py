@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from aorta_tui.cli.common import check_output_file, cli_command, count, err
-from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
+from aorta_tui.cli.trust_opts import TRUST_OPT
+from aorta_tui.store.trust_guard import guard_run_dir
 
 if TYPE_CHECKING:  # the archive module loads only when a bundle is made
     from aorta_tui.bundle.archive import BundleReview

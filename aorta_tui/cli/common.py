@@ -91,7 +91,7 @@ def stop_signals_interrupt() -> Iterator[None]:
         raise
     finally:
         # stopped: the next presses change nothing, ignored in the kernel, as Python puts
-        # SIG_DFL back for its own handlers while it exits (sweep_flow.run_until_done too)
+        # SIG_DFL back for its own handlers while it exits (sweep/drive.run_until_done too)
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_IGN if stopped else handler)
         if stopped:
@@ -234,10 +234,9 @@ def _check_output_folder(path: os.PathLike[str] | str, option: str) -> None:
     not by an exit 70 after a whole trace (seen on the H200, 2026-12-04)."""
     import stat
 
-    from aorta_tui.core.errors import EnvironmentProblem, UsageError
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.core.inputs import permission_problem
 
-    hint = (f"give {option} a file in a folder you can write (under sudo the tool writes as the "
-            "invoking user, never as root)")
     folder = os.path.dirname(os.path.abspath(path))
     while True:
         try:
@@ -245,11 +244,9 @@ def _check_output_folder(path: os.PathLike[str] | str, option: str) -> None:
             break
         except FileNotFoundError:  # the writer makes the missing folders below this one
             folder = os.path.dirname(folder)
-        except OSError as exc:  # EACCES: a folder above it cannot be searched by this user
-            raise EnvironmentProblem(f"{option} {path}: this user (uid {os.geteuid()}) cannot reach "
-                                     f"{folder}: {exc.strerror}", hint=hint) from None
+        except PermissionError:  # a folder above cannot be searched by this user: whose it is
+            raise permission_problem(path) from None
     if not stat.S_ISDIR(mode):
         raise UsageError(f"{option} {path}: {folder} is not a folder", hint=f"give {option} a file in a folder")
     if not os.access(folder, os.W_OK | os.X_OK):  # real ids: the same as the effective ones here
-        raise EnvironmentProblem(f"{option} {path}: this user (uid {os.geteuid()}) cannot write in {folder}",
-                                 hint=hint)
+        raise permission_problem(path)

@@ -17,8 +17,9 @@ from aorta_tui.cli.metrics_opts import (
     MetricsRequest,
     metered,
 )
-from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
+from aorta_tui.cli.trust_opts import TRUST_OPT
 from aorta_tui.core.numerals import MAX_TRIALS
+from aorta_tui.store.trust_guard import guard_run_dir
 
 R = TypeVar("R")
 
@@ -190,7 +191,7 @@ def resume(
 def _sink(json_mode: bool) -> Any:
     """JSON lines for scripts; one readable line per event otherwise."""
     if json_mode:
-        from aorta_tui.cli.sinks import JsonSink
+        from aorta_tui.core.events import JsonSink
 
         return JsonSink()
     from aorta_tui.core.events import CallbackSink

@@ -28,7 +28,8 @@ from aorta_tui.cli.metrics_opts import (
     MetricsRequest,
     metered,
 )
-from aorta_tui.cli.trust_opts import TRUST_OPT, guard_run_dir
+from aorta_tui.cli.trust_opts import TRUST_OPT
+from aorta_tui.store.trust_guard import guard_run_dir
 
 app = new_app(
     "Stress GPU hardware queues with 1..64 concurrent streams and measure what the device did.\n\n"

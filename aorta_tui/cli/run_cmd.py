@@ -58,10 +58,10 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
     import yaml
 
     from aorta_tui.cli.sinks import pick_sink
-    from aorta_tui.cli.sweep_flow import run_until_done, sweep_services
     from aorta_tui.core.events import EventBus
     from aorta_tui.recipe import load_recipe_text
     from aorta_tui.registry.registry import Registry
+    from aorta_tui.sweep.drive import run_until_done, sweep_services
     from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     registry = Registry()

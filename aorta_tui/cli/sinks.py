@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -11,31 +10,13 @@ from typing import Any, TextIO
 
 from aorta_tui.core.events import (
     Event,
+    JsonSink,
     RunFinished,
     RunStarted,
     RunWarning,
     TrialFinished,
     TrialStarted,
 )
-
-
-def event_line(event: Event) -> str:
-    """One event as a line of every ``--json`` stream: the same object as journal.jsonl holds."""
-    return json.dumps(event.to_dict(), default=str)
-
-
-class JsonSink:
-    """One event per line on stdout: the same objects as journal.jsonl."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self._out = stream or sys.stdout
-
-    def emit(self, event: Event) -> None:
-        self._out.write(event_line(event) + "\n")
-        self._out.flush()
-
-    def close(self) -> None:
-        return None
 
 
 class PlainSink:

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.errors import AortaError, UsageError
-from aorta_tui.sweep.way_in import SweepRequest, is_sanitizer_request, recipe_for_request
-
-__all__ = ["SweepRequest", "run_sweep_command"]  # SweepRequest: the request type sweep_cmd builds
+from aorta_tui.sweep.drive import run_until_done, sweep_for_request
+from aorta_tui.sweep.way_in import SweepRequest, is_sanitizer_request
 
 
 def _bad_byte(text: str) -> tuple[int, int] | None:
@@ -92,32 +87,15 @@ def run_sweep_command(req: SweepRequest) -> int:
 def _run_sweep_command(req: SweepRequest) -> int:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.core.events import EventBus
-    from aorta_tui.registry.registry import Registry
-    from aorta_tui.sweep.orchestrator import Sweep, SweepOptions
 
     refuse_undecodable(req)
-    if req.resume is not None:  # before anything of the run is read (its recipe names the command)
-        from aorta_tui.cli.trust_opts import guard_run_dir
-
-        guard_run_dir(Path(req.resume), ["sweep", "run", "--resume", str(req.resume)],
-                      trusted=req.trust_run_dir)
     if is_sanitizer_request(req):  # upstream's separate runner (collect/sanitizer.py)
         from aorta_tui.cli.sanitizer_flow import run_sanitizer_request
 
         return run_sanitizer_request(req)
-    registry = Registry(req.mitigation_files)
-    if req.secret_values_fd is not None:  # `agent --env-candidate HF_TOKEN=...`: never a file
-        from aorta_tui.core.secrets import receive_secret_values
-
-        registry.fill_masked(receive_secret_values(req.secret_values_fd))
-    recipe = recipe_for_request(req, registry)
-    options = SweepOptions(
-        output=req.output, resume=req.resume, order=req.order, seed=req.seed, strict=req.strict,
-        snapshots=req.snapshots, ticket=req.ticket,
-        steps=req.steps if req.recipe is not None else None, services=sweep_services(),
-    )
     bus = EventBus()
-    sweep = Sweep(recipe, registry, options, bus)
+    sweep = sweep_for_request(req, bus)
+    recipe = sweep.recipe
     if req.dry_run:
         notes = sweep.check_runnable(dry_run=True)
         print_plan(recipe, sweep.plan, req.json_mode, notes)
@@ -133,83 +111,6 @@ def _run_sweep_command(req: SweepRequest) -> int:
         print(f"interrupted; resume with: aorta-tui sweep run --resume {outcome.run_dir}",
               file=sys.stderr, flush=True)
     return outcome.exit_code
-
-
-def sweep_services() -> Any:
-    """The tracing and snapshot hashing a sweep uses, from above core (core/services.py).
-
-    Imported when a sweep needs them, so `--help` and a dry run of an untraced recipe never pay
-    for the trace engine."""
-    from aorta_tui.core.services import SweepServices
-
-    def require_tracing() -> None:
-        from aorta_tui.trace import capability
-
-        capability.require_bpftrace(None)
-        capability.require_privilege()
-
-    def trace_session(*args: Any, **kwargs: Any) -> Any:
-        from aorta_tui.trace.session import TraceSession
-
-        return TraceSession(*args, **kwargs)
-
-    def snapshot_hash(snapshot: dict[str, Any]) -> str:
-        from aorta_tui.envsnap import snapshot_hash as envsnap_hash
-
-        return envsnap_hash(snapshot)
-
-    return SweepServices(require_tracing=require_tracing, trace_session=trace_session,
-                         snapshot_hash=snapshot_hash)
-
-
-def run_until_done(sweep: Any, bus: Any) -> Any:
-    """Run the sweep with Ctrl-C, SIGTERM and SIGHUP stopping the running trial cleanly.
-
-    A second signal (of any of them) SIGKILLs the running trial instead of giving it its
-    grace; the clean-up itself (the matrix, ``run_finished``) is never cut short by a signal,
-    however many arrive: a run stopped half-way through writing its last word is one that says
-    nothing (issue 37 item 10). The run stays resumable either way.
-    """
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        # os.write, not print: a signal arriving inside another print to stderr would make
-        # print re-enter the stream's buffer (RuntimeError: reentrant call)
-        name = signal.Signals(signum).name
-        if sweep.cancel.is_set():
-            if not getattr(sweep.cancel, "now", False):
-                sweep.cancel.hurry()
-                _say(f"\n{name} again: ending the running trial now (SIGKILL); the run still "
-                     "writes its matrix and stays resumable\n")
-            return
-        sweep.cancel.set()
-        _say(f"\n{name}: stopping the running trial; the run stays resumable\n")
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-
-    def after_the_run(signum: int, frame: Any) -> None:
-        # A run that finished without a stop: a signal now does what it did before the run
-        handler = previous.get(signal.Signals(signum))
-        if callable(handler):
-            handler(signum, frame)
-        elif handler == signal.SIG_DFL:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-
-    try:
-        return sweep.run()
-    finally:
-        # Stopped by a signal: more of them change nothing, and they are ignored in the kernel
-        # (SIG_IGN), because Python puts SIG_DFL back for its own handlers as it exits: a press
-        # landing then would kill the finished run by the signal instead of its exit 130.
-        stopped = sweep.cancel.is_set()
-        for s in previous:
-            signal.signal(s, signal.SIG_IGN if stopped else after_the_run)
-        bus.close()
-
-
-def _say(text: str) -> None:
-    with contextlib.suppress(OSError):
-        os.write(2, text.encode())
 
 
 def cells_times_trials(plan: Any) -> str:

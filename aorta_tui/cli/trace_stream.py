@@ -26,7 +26,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from aorta_tui.cli.sinks import event_line
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.core.events import (
     Event,
@@ -35,6 +34,7 @@ from aorta_tui.core.events import (
     RunFinished,
     RunStarted,
     RunWarning,
+    event_line,
 )
 
 if TYPE_CHECKING:  # the session is imported by the command that starts one, not at --help

@@ -12,10 +12,12 @@ Each event serialises to one JSON object with an ``"event"`` key naming its type
 from __future__ import annotations
 
 import dataclasses
+import json
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TextIO
 
 # Evaluated at run time: store/journal_reader.parse_journal_line reads the fields' type hints.
 from aorta_tui.core.aggregate import CellStats
@@ -299,6 +301,25 @@ class CallbackSink:
 
     def emit(self, event: Event) -> None:
         self._fn(event)
+
+    def close(self) -> None:
+        return None
+
+
+def event_line(event: Event) -> str:
+    """One event as a line of every ``--json`` stream: the same object as journal.jsonl holds."""
+    return json.dumps(event.to_dict(), default=str)
+
+
+class JsonSink:
+    """One event per line on stdout: the same objects as journal.jsonl."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._out = stream or sys.stdout
+
+    def emit(self, event: Event) -> None:
+        self._out.write(event_line(event) + "\n")
+        self._out.flush()
 
     def close(self) -> None:
         return None

@@ -85,12 +85,22 @@ def _user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+def _visible(path: Path) -> bool:
+    """``path`` exists and this user can look at it (``Path.exists`` raises on EACCES: a path
+    under a folder this user cannot search)."""
+    try:
+        path.stat()
+    except OSError:
+        return False
+    return True
+
+
 def permission_problem(path: str | os.PathLike[str], *, doing: str = "write",
                        fix_dir: str | os.PathLike[str] | None = None) -> EnvironmentProblem:
     """Exit 3 for a file or directory this user may not ``doing`` (read, write): whose it is,
     who we are, and the two ways out. ``fix_dir`` is what to take over (default: its folder)."""
     probe = Path(path)
-    while not probe.exists() and probe != probe.parent:
+    while not _visible(probe) and probe != probe.parent:  # the nearest one this user can see
         probe = probe.parent
     try:
         st = probe.stat()

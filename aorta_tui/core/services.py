@@ -3,7 +3,7 @@
 ``core`` imports nothing above it (the import-linter ``layers`` contract in pyproject.toml,
 docs/architecture.md). A sweep still attaches a recipe's eBPF probes around each trial and hashes
 environment snapshots, and those belong to ``trace`` and ``envsnap``: the front end that builds
-the ``Sweep`` passes them in (``cli/sweep_flow.sweep_services()``), as memray's TUI is handed
+the ``Sweep`` passes them in (``sweep/drive.sweep_services()``), as memray's TUI is handed
 its reader.
 """
 

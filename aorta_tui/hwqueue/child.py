@@ -10,31 +10,23 @@ the last lines of stderr.
 from __future__ import annotations
 
 import sys
-import traceback
 from typing import TypeVar
-
-from aorta_tui.core.errors import AortaError, ExitCode
 
 _Config = TypeVar("_Config")
 
 
 def main(argv: list[str]) -> int:
+    from aorta_tui.core.engine_entry import run_entry
     from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.run import run_queue
 
     config_path, output = argv
-    try:
-        cfg = _load_config(QueueRunConfig, config_path)
-        run_queue(cfg, output=output)
-    except AortaError as exc:
-        print(f"error: {exc.render()}", file=sys.stderr)
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        return int(ExitCode.INTERRUPTED)
-    except Exception:  # the parent shows these lines; nothing else would
-        traceback.print_exc()
-        return int(ExitCode.INTERNAL)
-    return 0
+
+    def body() -> int:
+        run_queue(_load_config(QueueRunConfig, config_path), output=output)
+        return 0
+
+    return run_entry(body)
 
 
 def _load_config(cls: type[_Config], path: str) -> _Config:

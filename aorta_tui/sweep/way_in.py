@@ -212,3 +212,75 @@ def recipe_for_request(req: SweepRequest, registry: Any) -> Any:
 
         recipe = with_bytecode_cache(recipe, req.bytecode_cache)
     return recipe
+
+
+# ---- the request as a file: how an engine caller hands it to ``sweep/child.py`` ------------
+REQUEST_LIMIT = 1 << 20
+_REQUEST_WHAT = "sweep request"
+
+
+def write_request(req: SweepRequest, path: Path) -> None:
+    """``req`` as JSON at ``path`` (atomically); paths as strings. A request that serves
+    ``--metrics`` has no file form: that is the command line's."""
+    import dataclasses
+
+    from aorta_tui.core.atomic import atomic_write_json
+
+    if req.metrics is not None:
+        raise UsageError("a sweep request with --metrics is not written to a file",
+                         hint="serve --metrics from the command line's `sweep run`")
+    data = {f.name: _plain(getattr(req, f.name)) for f in dataclasses.fields(req) if f.name != "metrics"}
+    atomic_write_json(path, data)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def read_request(path: str | Path) -> SweepRequest:
+    """The request file back as a :class:`SweepRequest`, every field checked against the
+    dataclass's own annotation (exit 2, naming the file and the field)."""
+    import typing
+
+    from aorta_tui.core.inputs import load_json_input, require_object
+
+    data = require_object(load_json_input(path, what=_REQUEST_WHAT, limit=REQUEST_LIMIT),
+                          where=str(path), what=_REQUEST_WHAT)
+    hints = typing.get_type_hints(SweepRequest)
+    unknown = sorted(set(data) - set(hints) | ({"metrics"} & set(data)))
+    if unknown:
+        raise UsageError(f"{path}: unknown field {unknown[0]!r} in a {_REQUEST_WHAT}",
+                         hint="the file is written by the agent of this aorta-tui version")
+    return SweepRequest(**{name: _field(path, name, hints[name], value) for name, value in data.items()})
+
+
+def _field(path: str | Path, name: str, hint: Any, value: Any) -> Any:
+    """``value`` as the annotation ``hint`` wants it: Path (or a list of them) from strings;
+    bool, int, finite float and str as they are; None where the annotation allows it."""
+    import math
+    import types
+    import typing
+
+    want = hint
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None
+        if value is None and type(None) in typing.get_args(hint):
+            return None
+        want = next(a for a in typing.get_args(hint) if a is not type(None))
+    item = typing.get_args(want)[0] if typing.get_origin(want) is list else None
+    if item is not None and isinstance(value, list):
+        return [_field(path, f"{name}[]", item, v) for v in value]
+    if want is Path and isinstance(value, str) and value:
+        return Path(value)
+    if want in (bool, str) and type(value) is want:
+        return value
+    if want is int and type(value) is int:
+        return value
+    if want is float and type(value) in (int, float) and math.isfinite(value):
+        return float(value)
+    raise UsageError(f"{path}: field {name!r} is {type(value).__name__} {str(value)[:60]!r}, "
+                     f"not {getattr(want, '__name__', want)}",
+                     hint="the file is written by the agent of this aorta-tui version")

@@ -1,0 +1,101 @@
+"""sweep/child.py: the engine entry point the agent runs each iteration through (it ran the
+command line, `sweep run --json`, as a child before), and the request file it reads
+(sweep/way_in.write_request / read_request)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.sweep.way_in import SweepRequest, read_request, write_request
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = """\
+schema_version: 1
+mode: probe
+ticket: T-CHILD
+trials: 2
+timeout_per_trial: 30
+mitigation_axis: [none]
+diagnostic_axis: [none]
+"""
+
+
+def _child(request: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aorta_tui.sweep.child", str(request)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_a_request_runs_its_sweep_with_the_events_on_stdout(tmp_path: Path) -> None:
+    (tmp_path / "probe.yaml").write_text(RECIPE)
+    req = SweepRequest(recipe=tmp_path / "probe.yaml", command=["sh", "-c", "echo step 1"],
+                       output=tmp_path / "runs", snapshots=False)
+    write_request(req, tmp_path / "req.json")
+    proc = _child(tmp_path / "req.json", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert events[0]["event"] == "run_started" and events[-1]["event"] == "run_finished"
+    assert sum(e["event"] == "trial_finished" for e in events) == 2
+    run_dir = Path(events[0]["run_dir"])
+    assert run_dir.parent == tmp_path / "runs" / "T-CHILD" and (run_dir / "matrix.json").is_file()
+
+
+def test_a_damaged_request_is_exit_2_naming_the_field(tmp_path: Path) -> None:
+    write_request(SweepRequest(recipe=tmp_path / "r.yaml"), tmp_path / "req.json")
+    data = json.loads((tmp_path / "req.json").read_text())
+    data["seed"] = "not a number"
+    (tmp_path / "req.json").write_text(json.dumps(data))
+    proc = _child(tmp_path / "req.json", tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "'seed'" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "aorta-out").exists()
+
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+_path = st.builds(Path, st.text(st.characters(whitelist_categories=("L", "N")), min_size=1, max_size=12))
+
+
+@settings(max_examples=60, deadline=None)
+@given(recipe=st.none() | _path, command=st.lists(_text, max_size=3), seed=st.none() | st.integers(0, 2**40),
+       trials=st.none() | st.integers(1, 99), files=st.lists(_path, max_size=2),
+       threshold=st.none() | st.floats(0.5, 9.0), snapshots=st.booleans(), fd=st.none() | st.integers(0, 999))
+def test_a_request_file_reads_back_as_the_request(tmp_path_factory, recipe, command, seed, trials, files,
+                                                  threshold, snapshots, fd) -> None:
+    req = SweepRequest(recipe=recipe, command=command, seed=seed, trials=trials, mitigation_files=files,
+                       confound_threshold=threshold, snapshots=snapshots, secret_values_fd=fd)
+    path = tmp_path_factory.mktemp("req") / "req.json"
+    write_request(req, path)
+    assert read_request(path) == req
+
+
+@settings(max_examples=80, deadline=None)
+@given(field=st.sampled_from(["recipe", "command", "seed", "snapshots", "mitigation_files",
+                              "confound_threshold", "trials", "no_such_field"]),
+       value=st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=True),
+                       _text, st.lists(st.integers(), max_size=2), st.dictionaries(_text, _text, max_size=1)))
+def test_a_damaged_field_is_a_located_error_never_a_traceback(tmp_path_factory, field, value) -> None:
+    path = tmp_path_factory.mktemp("req") / "req.json"
+    write_request(SweepRequest(recipe=Path("r.yaml")), path)
+    data = json.loads(path.read_text())
+    data[field] = value
+    path.write_text(json.dumps(data))
+    try:
+        got = read_request(path)
+    except UsageError as exc:
+        assert str(path) in str(exc) and exc.exit_code == 2
+        return
+    # accepted: only a value of the annotated type (a float field takes an int)
+    assert field != "no_such_field"
+    assert getattr(got, field) == (value if not isinstance(getattr(got, field), Path) else Path(value))
+
+
+def test_a_request_with_metrics_has_no_file_form(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="--metrics"):
+        write_request(SweepRequest(metrics=object()), tmp_path / "req.json")
