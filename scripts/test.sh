@@ -55,4 +55,5 @@ python3 -m venv .venv
 .venv/bin/lint-imports --no-cache  # a stale cache once hid a broken layer
 bash scripts/typecheck.sh  # mypy (zero errors) and the count of bare Any
 # The slowest tests, printed so that the suite's time (CI allows 30 min) can be watched.
-.venv/bin/pytest -q --durations=25 "$@"
+# Property tests replay fixed examples here (tests/conftest.py: the "gate" profile).
+AORTA_HYPOTHESIS_PROFILE=${AORTA_HYPOTHESIS_PROFILE:-gate} .venv/bin/pytest -q --durations=25 "$@"
