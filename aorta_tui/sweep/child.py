@@ -10,10 +10,25 @@ Ctrl-C, SIGTERM and SIGHUP stop the running trial and leave the run resumable, a
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 
+def _leave_while_starting(_signum: int, _frame: object) -> None:
+    # Ctrl-C, SIGTERM or SIGHUP before the sweep runs: nothing exists that needs cleaning up,
+    # so leave at once with the one line and exit 130 (the agent's "interrupted"), as the
+    # command line's start-up does (cli/quiet_start.py), never a traceback or a death by signal
+    os.write(2, b"interrupted\n")
+    os._exit(130)
+
+
 def main(argv: list[str]) -> int:
+    # the first thing it does; drive.run_until_done puts the sweep's own clean stop in place
+    # (a signal ignored by whoever started us stays ignored)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _leave_while_starting)
     from aorta_tui.core.engine_entry import run_entry
 
     def body() -> int:

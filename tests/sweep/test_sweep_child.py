@@ -99,3 +99,25 @@ def test_a_damaged_field_is_a_located_error_never_a_traceback(tmp_path_factory, 
 def test_a_request_with_metrics_has_no_file_form(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--metrics"):
         write_request(SweepRequest(metrics=object()), tmp_path / "req.json")
+
+
+def test_sigterm_while_it_starts_is_an_interruption_not_a_death_by_the_signal(tmp_path: Path) -> None:
+    # the agent reads exit 130 as "interrupted" (the iteration resumable); death by SIGTERM
+    # (-15) would be "the sweep exited -15"
+    import signal
+    import time
+
+    (tmp_path / "probe.yaml").write_text(RECIPE)
+    write_request(SweepRequest(recipe=tmp_path / "probe.yaml", command=["sleep", "30"],
+                               output=tmp_path / "runs", snapshots=False), tmp_path / "req.json")
+    codes = set()
+    for delay in (0.05, 0.3, 1.0, 3.0):
+        proc = subprocess.Popen([sys.executable, "-m", "aorta_tui.sweep.child", str(tmp_path / "req.json")],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        codes.add(proc.returncode)
+        assert "Traceback" not in err, err
+    # 130 from the first line on; -15 only inside Python's own start-up, before main runs
+    assert codes <= {130, -signal.SIGTERM} and 130 in codes, codes
