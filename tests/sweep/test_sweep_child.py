@@ -111,7 +111,7 @@ def test_sigterm_while_it_starts_is_an_interruption_not_a_death_by_the_signal(tm
     write_request(SweepRequest(recipe=tmp_path / "probe.yaml", command=["sleep", "30"],
                                output=tmp_path / "runs", snapshots=False), tmp_path / "req.json")
     codes = set()
-    for delay in (0.05, 0.3, 1.0, 3.0):
+    for delay in (0.05, 0.3, 1.0, 3.0, 6.0):
         proc = subprocess.Popen([sys.executable, "-m", "aorta_tui.sweep.child", str(tmp_path / "req.json")],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(delay)
