@@ -55,6 +55,30 @@ def keep_invoking_terminal(environ: dict[str, str] | None = None) -> None:
     os.environ.setdefault("TERM", "xterm-256color")
 
 
+SHUTDOWN_GRACE_S = 10.0
+HANGUP_EXIT = 129  # 128 + SIGHUP: what a program whose terminal hung up exits with
+TERMINAL_CHECK_S = 1.0
+
+
+def watch_the_terminal(fd: int, *, check_s: float = TERMINAL_CHECK_S,
+                       grace_s: float = SHUTDOWN_GRACE_S) -> None:
+    """A daemon thread: once ``fd`` is no terminal any more (it hung up: an SSH connection
+    dropped, tmux was killed), the TUI has ``grace_s`` to end by itself, then the process leaves
+    with 129. Textual's writer thread dies on its first write to a hung-up terminal, and its
+    driver's close then waits forever on that thread's full queue: `attach` processes were found
+    alive 50 minutes after their tmux server was killed. One ``isatty`` (an ioctl) a second."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.isatty(fd):
+            time.sleep(check_s)
+        time.sleep(grace_s)  # a shutdown that finishes ends the process (a daemon thread) first
+        os._exit(HANGUP_EXIT)
+
+    threading.Thread(target=watch, name="terminal-watch", daemon=True).start()
+
+
 def launch_tui(*, start_run: Path | None = None, start_recipe: Path | None = None) -> None:
     require_terminal()
     keep_invoking_terminal()
@@ -62,6 +86,7 @@ def launch_tui(*, start_run: Path | None = None, start_recipe: Path | None = Non
     from aorta_tui.tui.app import AortaApp
 
     app = AortaApp(start_run=start_run, start_recipe=start_recipe)
+    watch_the_terminal(sys.stdin.fileno())
     app.run()
     for line in app.farewell():  # on the terminal again, after the TUI's screen is gone
         print(line)

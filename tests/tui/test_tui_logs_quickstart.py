@@ -11,6 +11,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,48 @@ def test_the_tail_fills_the_terminal_in_the_real_program(quickstart: Path, tmp_p
         assert sum(1 for row in screen.splitlines() if "log-line-" in row) >= size[1] - 8
     finally:
         tmux.kill()
+
+
+@needs_tmux
+def test_a_terminal_that_hangs_up_ends_the_program(quickstart: Path, tmp_path: Path) -> None:
+    # `attach` processes were alive 50 minutes after their tmux server was killed (an SSH
+    # connection that drops is the same): Textual's writer thread dies on the first write to the
+    # hung-up terminal, and its driver's close then waits forever on that thread's full queue.
+    # Now the process leaves SHUTDOWN_GRACE_S after its terminal hung up at the latest.
+    from aorta_tui.cli.tui_launch import SHUTDOWN_GRACE_S, TERMINAL_CHECK_S
+
+    cwd = tmp_path
+    (cwd / "long.yaml").write_text(LONG_PROBE)
+    _batch(cwd, "long.yaml", "--", "bash", "-c", "for i in $(seq 1 60); do echo log-line-$i; done")
+    (long_run,) = (cwd / "aorta-out" / "LOGS").iterdir()
+    tmux = Tmux(f"aorta-hangup-{os.getpid()}")
+    program = None
+    try:
+        tmux.start(f"{ENTRY} attach aorta-out/LOGS/{long_run.name}", cwd, (100, 30))
+        tmux.wait_for("completed")
+        tmux.keys("Right")
+        tmux.wait_for("log-line-60")
+        tmux.keys("l")
+        tmux.wait_for("60 lines")
+        found = subprocess.run(["pgrep", "-f", f"attach aorta-out/LOGS/{long_run.name}"],
+                               capture_output=True, text=True).stdout.split()
+        (program,) = [int(p) for p in found if Path(f"/proc/{p}/exe").resolve().name.startswith("python")]
+        tmux.kill()  # the terminal hangs up under the program
+        deadline = TERMINAL_CHECK_S + SHUTDOWN_GRACE_S + 20.0
+        waited = 0.0
+        while _alive(program) and waited < deadline:
+            time.sleep(0.25)
+            waited += 0.25
+        assert not _alive(program), f"pid {program} still runs {deadline:.0f} s after its terminal hung up"
+    finally:
+        tmux.kill()
+        if program is not None and _alive(program):
+            os.kill(program, 9)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
