@@ -37,6 +37,7 @@ def _state(tmp_path: Path) -> tuple[Path, dict]:
     return d, json.loads((d / "agent.json").read_text())
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_variable_no_mitigation_sets_is_found(tmp_path):
     proc = _run(tmp_path, "--budget", "10", "--candidates", "hsa_no_sdma",
                 "--env-candidate", "MY_FIX=0", "--env-candidate", "MY_FIX=1",
@@ -56,6 +57,7 @@ def test_a_variable_no_mitigation_sets_is_found(tmp_path):
     assert winner["failure_rate"] == 0
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_pairs_mix_a_mitigation_and_a_variable_and_skip_two_values_of_one_variable(tmp_path):
     script = '[ "$MY_FIX" = 1 ] && [ "$HSA_ENABLE_SDMA" = 0 ] || exit 3'
     proc = _run(tmp_path, "--budget", "30", "--per-iteration", "8", "--candidates", "hsa_no_sdma",
@@ -67,6 +69,7 @@ def test_pairs_mix_a_mitigation_and_a_variable_and_skip_two_values_of_one_variab
     assert ("env.MY_FIX.0", "env.MY_FIX.1") not in proposed  # one variable, two values
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize(("arg", "says"), [
     ("NOEQUALS", "expected VAR=VALUE"),
     ("X;touch /tmp/PWN=1", "not a valid environment variable name"),
@@ -89,6 +92,7 @@ _values = st.text(st.characters(blacklist_characters="\x00\n\r", blacklist_categ
                   max_size=300)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=300, deadline=None)
 @given(var=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,40}", fullmatch=True), a=_values, b=_values)
 def test_names_are_registry_names_and_tell_values_apart(var, a, b, attack_tally):
@@ -133,6 +137,7 @@ def test_a_baseline_with_no_finished_trial_is_an_error(tmp_path):
                              loop.check_goal(loop.DEFAULT_GOAL))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_two_secret_values_of_one_variable_never_share_a_cell(tmp_path):
     """The sidecar holds the mask for both: the pair rule compares the values in memory."""
     a, b = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2", "hf_" + "Z9y8X7w6V5u4T3s2R1q0P9o8"
@@ -172,6 +177,7 @@ _env_maps = st.dictionaries(
     max_size=6)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=60, deadline=None)
 @given(values=_env_maps)
 @example(values={"env.HF_TOKEN.secret-1": {"HF_TOKEN": "x" * 300_000}})  # > a pipe's 64 KiB

@@ -112,6 +112,7 @@ BODIES = {
 }
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("case", list(BODIES))
 def test_an_answer_that_is_no_proposal_is_exit_3_and_keeps_the_runs(tmp_path, hostile, case):
     body, needle = BODIES[case]
@@ -132,6 +133,7 @@ def test_an_answer_that_is_no_proposal_is_exit_3_and_keeps_the_runs(tmp_path, ho
     assert (record["answer"] is None) == (case != "content_deep")  # what was saved, as it came
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_trickling_server_cannot_hold_the_agent_past_the_deadline(tmp_path, hostile):
     server = hostile(trickle_s=20.0)  # one byte of its answer every 20 s
     proc = _run(tmp_path, server.url, "--llm-timeout", "2", timeout=100)
@@ -156,6 +158,7 @@ EVIL_REASON = f"{ESC}[2K{ESC}[1A\rrun these cells? [y/N] y\nxnack: a fake line{E
 EVIL_NOTE = "note\u202eevil\u200b" + "x" * 5000
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_text_from_the_server_is_printed_inert_at_the_approval_gate(tmp_path, hostile):
     answer = json.dumps({"cells": [["hsa_no_sdma"]], "reasons": [EVIL_REASON],
                          "note": EVIL_NOTE})
@@ -184,6 +187,7 @@ json_values = st.recursive(
     max_leaves=20)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=300, deadline=None)
 @given(body=st.binary(max_size=300) | json_values.map(lambda v: json.dumps({"choices": v}).encode())
        | json_values.map(lambda v: json.dumps(v).encode()))

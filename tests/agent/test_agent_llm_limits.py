@@ -107,6 +107,7 @@ def _kept_and_recorded(tmp_path: Path) -> dict:
     return state
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("answer,says", [(_endless, "its body is over"), (_bomb, "its body is over")],
                          ids=["endless", "gzip_bomb"])
 def test_a_body_past_the_cap_is_not_read(tmp_path, serve, answer, says):
@@ -117,6 +118,7 @@ def test_a_body_past_the_cap_is_not_read(tmp_path, serve, answer, says):
     _kept_and_recorded(tmp_path)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_redirect_to_another_origin_is_refused_and_named(tmp_path, serve):
     other = serve(_answer(completion('{"cells": [["xnack"]], "reasons": ["r"]}')))
 
@@ -134,6 +136,7 @@ def test_a_redirect_to_another_origin_is_refused_and_named(tmp_path, serve):
     _kept_and_recorded(tmp_path)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_huge_name_from_the_server_is_not_echoed_whole(tmp_path, serve):
     name = "A" * 5_000_000
     server = serve(_answer(completion(json.dumps({"cells": [[name]], "reasons": ["r"]}))))
@@ -197,6 +200,7 @@ def _no_copy_anywhere(tmp_path: Path, values: tuple[str, ...], *outputs: str) ->
                 assert value.encode() not in p.read_bytes(), p
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_env_candidate_secrets_never_leave_memory(tmp_path, serve):
     import hashlib
 

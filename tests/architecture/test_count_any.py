@@ -101,6 +101,7 @@ def _typecheck_tree(tmp_path: Path, module_text: str) -> subprocess.CompletedPro
                           text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_typecheck_fails_on_one_type_error_and_passes_without_it(tmp_path):
     bad = _typecheck_tree(tmp_path / "bad", "def half(n: int) -> int:\n    return n / 2\n")
     assert bad.returncode != 0, bad.stdout + bad.stderr

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 MAX_LINES = 80
 
@@ -23,6 +25,7 @@ def long_functions(source: str, where: str, limit: int = MAX_LINES) -> list[tupl
     return found
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_no_function_in_aorta_tui_is_over_80_lines() -> None:
     offenders = []
     for path in sorted((REPO / "aorta_tui").rglob("*.py")):

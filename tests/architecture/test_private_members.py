@@ -14,6 +14,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "aorta_tui"
 # torch is imported lazily, inside functions or through a handle (worker and workload code
 # only): its internals are a library's, not another package's of ours
@@ -74,6 +76,7 @@ def _private_reads(tree: ast.AST) -> list[tuple[int, str, str]]:
     return out
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_no_module_reads_another_packages_private_members() -> None:
     trees = {p: ast.parse(p.read_text(encoding="utf-8"), filename=str(p)) for p in PACKAGE.rglob("*.py")}
     defined: dict[str, set[str]] = defaultdict(set)

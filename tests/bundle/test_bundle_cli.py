@@ -88,6 +88,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_no_planted_secret_survives_and_the_rest_is_identical(run_dir, tmp_path):
     proc = aorta("bundle", str(run_dir), "-o", "ticket.tar.gz", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -150,6 +151,7 @@ def _bundled_files(run_dir: Path) -> int:
                and p.name != SECRET_HASHES_FILE)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_review_shows_rules_masks_values_and_writes_nothing(run_dir, tmp_path):
     before = sorted(os.listdir(tmp_path))
     run_before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")}
@@ -193,6 +195,7 @@ def test_max_log_bytes_keeps_head_and_tail(run_dir, tmp_path):
     assert HF_TOKEN not in out
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_redaction_file_and_hostnames(run_dir, tmp_path):
     (tmp_path / "scrub.yaml").write_text("scrub_paths: true\nscrub_env_keys: [CUDA_*]\n")
     proc = aorta("bundle", str(run_dir), str(run_dir), "-o", "t.tar.gz", "--hostnames",
@@ -239,6 +242,7 @@ def test_bad_input_is_a_located_error_and_writes_nothing(run_dir, tmp_path, case
         assert "nope/run" in proc.stderr and "fix:" in proc.stderr
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_policy_sweep_and_a_queue_result_in_one_bundle(tmp_path):
     q = aorta("queue", "run", "hetero_kernels", "--streams", "2", "--iterations", "3",
               "--warmup", "1", "--device", "cpu", "--size", "tiny", "-o", "q.json", cwd=tmp_path)
@@ -272,6 +276,7 @@ def test_the_bundle_engine_imports_no_front_end():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_binary_files_are_scanned_and_what_cannot_be_is_left_out(run_dir, tmp_path):
     import gzip
     import shutil
@@ -366,6 +371,7 @@ def test_a_write_that_fails_midway_leaves_nothing(run_dir, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_run_that_is_still_running_is_bundled_with_a_warning(run_dir, tmp_path):
     import fcntl
     import shutil

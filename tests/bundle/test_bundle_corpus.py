@@ -103,6 +103,7 @@ def _bundle_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_no_planted_form_survives_in_any_member(corpus_run, tmp_path):
     work = tmp_path / "fresh"  # a fresh working directory, as a user bundles
     work.mkdir()
@@ -136,6 +137,7 @@ def test_no_planted_form_survives_in_any_member(corpus_run, tmp_path):
     json.loads(members[f"ticket/{trial}/probe_result.json"])  # still JSON
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_review_names_the_rule_of_every_finding(corpus_run, tmp_path):
     proc = _run_clean(["bundle", str(corpus_run), "--review", "--json"], tmp_path, _bundle_env())
     assert proc.returncode == 0, proc.stderr
@@ -196,6 +198,7 @@ def _needles(value: str) -> list[bytes]:
     return [n.encode() for n in out] + [base64.b64encode(value.encode())]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_issue35_forms_names_and_containers_never_reach_the_archive(corpus_run, tmp_path):
     """>= 80 forms: issue 28's and 35's text forms in seven places (a mitigations sidecar's
     variables among them), the command after `--`, an environment variable the trial printed,
@@ -237,6 +240,7 @@ RECIPE_COMMAND_SECRETS = {
 }
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_secrets_in_the_recipes_command_never_reach_the_archive(tmp_path):
     """The last place of issue 35's ten: the command written in the recipe (`command:`),
     which the sweep records in recipe.resolved.yaml, the plan and the journal."""

@@ -35,6 +35,7 @@ def _swapper(run: Path, target: Path, stop: threading.Event) -> None:
         os.rename(parked, data)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.skipif(os.geteuid() != 0, reason="the canary is a root-only file read by root")
 def test_a_subdirectory_swapped_for_a_symlink_never_leads_outside(tmp_path: Path) -> None:
     run = tmp_path / "run"

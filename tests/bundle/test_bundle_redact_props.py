@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -141,6 +142,7 @@ def test_url_credentials_and_header_tokens_never_survive(user, password, token, 
 
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=300, deadline=None)
 @given(user=st.text("abcdefghij0123456789_-.", min_size=1, max_size=12),
        # digits then '/' read as a port (host:8080/path@x is no password): docs/bundle.md
@@ -203,6 +205,7 @@ def test_placeholders_are_never_rewritten_by_a_later_rule():
     assert out == "HF_TOKEN=<redacted:secret> /home/<user>/x <PATH:3> <HOST:0>"
 
 
+@pytest.mark.slow  # in the tier of the harness it counts (some of it is slow)
 def test_zz_record_the_count(attack_tally):
     attack_tally.record("bundle redaction (hypothesis)", cases=CASES["n"], failures=0,
                         promise="no planted secret survives any surrounding text; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ documents = st.dictionaries(st.sampled_from(KEYS), values, max_size=4) | values
 COUNT = {"cases": 0, "failures": 0}
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=400, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(doc=documents, as_json=st.booleans(), noise=st.text(max_size=20))
@@ -41,6 +43,7 @@ def test_a_redaction_file_loads_or_is_a_located_usage_error(tmp_path, doc, as_js
     assert isinstance(got, RedactionConfig)
 
 
+@pytest.mark.slow  # in the tier of the harness it counts (some of it is slow)
 def test_zz_record_the_count(attack_tally):
     attack_tally.record("bundle --redaction-from fuzzer", cases=COUNT["cases"],
                         failures=COUNT["failures"],

@@ -70,6 +70,7 @@ def test_a_policy_sweeps_trial_printing_the_shells_token_is_hidden_in_a_later_bu
     assert [n for n in names if n.endswith("stdout.txt")]  # the logs are in it, scrubbed
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_queue_sweeps_inherited_token_is_kept_as_a_hash_never_a_value(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     made = subprocess.run([sys.executable, "-m", "aorta_tui", "queue", "sweep", "tiny_kernel_stress",

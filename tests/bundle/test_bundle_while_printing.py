@@ -15,6 +15,8 @@ import tarfile
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.engine_support import aorta
 
 RECIPE = """\
@@ -40,6 +42,7 @@ while time.monotonic() < end:
 """
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_values_printed_during_the_bundle_are_not_archived(tmp_path: Path) -> None:
     (tmp_path / "probe.yaml").write_text(RECIPE)
     (tmp_path / "printer.py").write_text(PRINTER)

@@ -349,6 +349,7 @@ def test_warn_rule_does_not_fail(tmp_path: Path) -> None:
 # -- scanning robustness -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=20_000), big_line=st.integers(min_value=0, max_value=3))
 def test_arbitrary_bytes_never_raise(tmp_path: Path, data: bytes, big_line: int) -> None:

@@ -102,6 +102,7 @@ def test_an_older_spelling_is_a_hidden_option_of_its_own() -> None:
         assert p.hidden and _names(p) == [name], (where, _names(p))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize(("older", "newer", "value", "key"), [
     ("-k", "--trials", "3", "trials"), ("--timeout-s", "--timeout", "7", "timeout_s")])
 def test_an_older_spelling_means_the_option_and_both_together_are_refused(
@@ -120,6 +121,7 @@ def _numeric_cases() -> list[tuple[str, str]]:
             for where, p in _options() if _numeric(p)]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize(("where", "option"), _numeric_cases(),
                          ids=[f"{w} {o}" for w, o in _numeric_cases()])
 def test_a_numeric_option_refuses_nan_inf_and_negative_with_exit_2(
@@ -166,6 +168,7 @@ DOCUMENT_COMMANDS = {
 }
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("target", ["directory", "fifo", "link-to-fifo"])
 @pytest.mark.parametrize("command", sorted(DOCUMENT_COMMANDS))
 def test_output_that_is_no_file_is_refused_before_any_work(

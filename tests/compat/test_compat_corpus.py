@@ -139,6 +139,7 @@ def _documented_refusals() -> dict[str, str]:
     return rows
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_every_upstream_recipe_plans_as_upstream(upstream, attack_tally, capsys) -> None:
     root, target = upstream
     recipes = _recipe_files(root)
@@ -304,6 +305,7 @@ json.dump(out, sys.stdout)
 """
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_upstream_collect_recipes_wrap_their_commands_as_upstream(upstream, tmp_path: Path,
                                                                    attack_tally, capsys) -> None:
     """Every recipe of the sdist with `collect:` (its rocprof and proton examples): the argv a

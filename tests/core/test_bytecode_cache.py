@@ -113,6 +113,7 @@ def _rebuilt(parent: dict[str, str], result: dict, seen: dict[str, str]) -> dict
     return env
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_off_gives_the_trials_exactly_the_images_environment(tmp_path):
     run, parent, results = _sweep(tmp_path, "off", "--bytecode-cache", "off")
     for r in results:
@@ -127,6 +128,7 @@ def test_off_gives_the_trials_exactly_the_images_environment(tmp_path):
     assert len(warnings) == 1 and "compiles it from source" in warnings[0]["message"]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_auto_gives_the_trials_the_cache_and_names_what_it_set(tmp_path):
     run, parent, results = _sweep(tmp_path, "auto")
     cache = str(tmp_path / "xdg" / "aorta-tui" / "pycache")
@@ -141,6 +143,7 @@ def test_auto_gives_the_trials_the_cache_and_names_what_it_set(tmp_path):
     assert any(Path(cache).rglob("*.pyc"))  # the trials' python compiled into it
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_the_env_snapshot_records_the_bytecode_settings_it_ran_with(tmp_path):
     env = {**os.environ, **_image(tmp_path)}
     p = aorta("env", "probe", "--no-torch", "--field", "python.bytecode", cwd=tmp_path, env=env)

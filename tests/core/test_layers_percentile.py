@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -72,6 +73,7 @@ def test_a_histograms_quantile_is_the_bucket_of_the_nearest_rank(xs: list[int], 
     assert h.percentile(q) == want
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_no_other_module_defines_a_percentile() -> None:
     found = []
     for path in sorted((REPO / "aorta_tui").rglob("*.py")):
@@ -84,6 +86,7 @@ def test_no_other_module_defines_a_percentile() -> None:
                      "aorta_tui/trace/hdr.py:percentile", "aorta_tui/trace/stream_stats.py:percentiles"]
 
 
+@pytest.mark.slow  # in the tier of the harness it counts (some of it is slow)
 def test_zz_record_counts(attack_tally) -> None:
     attack_tally.record("percentile agreement (numpy linear, scripts, histogram convention)",
                         cases=COUNT["cases"], failures=COUNT["failures"],

@@ -6,6 +6,7 @@ import ast
 import difflib
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +42,7 @@ def test_the_phrasings_callers_and_tests_read() -> None:
     assert suggest.nearest("a" * 1_000_000, ["a" * 150]) is None
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_nothing_else_calls_difflib() -> None:
     callers = []
     for path in sorted((REPO / "aorta_tui").rglob("*.py")):
@@ -50,6 +52,7 @@ def test_nothing_else_calls_difflib() -> None:
     assert callers == ["aorta_tui/core/suggest.py"]
 
 
+@pytest.mark.slow  # in the tier of the harness it counts (some of it is slow)
 def test_zz_record_counts(attack_tally) -> None:
     attack_tally.record("did-you-mean agreement with difflib", cases=COUNT["cases"],
                         failures=COUNT["failures"], promise="same names, any candidate order")

@@ -12,6 +12,7 @@ import ast
 import string
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -41,6 +42,7 @@ def test_refuses_the_inputs_that_crashed() -> None:
     assert ascii_digits("0") and ascii_digits("0065535")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_no_unicode_wide_digit_predicate_in_the_package() -> None:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -34,6 +34,7 @@ def _inside(root: Path, created: Path) -> bool:
     return os.path.realpath(created).startswith(os.path.realpath(root) + os.sep)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @SETTINGS
 @given(name=hostile)
 def test_a_hostile_name_is_refused_or_stays_beneath_the_root(tmp_path: Path, name: str) -> None:

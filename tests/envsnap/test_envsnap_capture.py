@@ -107,6 +107,7 @@ def test_env_vars_record_unset_ones_and_categories() -> None:
     assert "UNRELATED" not in one
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_hash_is_stable_and_sees_the_environment_the_process_ran_in(tmp_path: Path) -> None:
     # The sweep's path: a process started with an environment's variables writes the snapshot.
     first, a = probe_cli(tmp_path, "--no-torch")
@@ -130,6 +131,7 @@ def _fake_torch(tmp: Path, body: str) -> dict:
     return {"PYTHONPATH": f"{pkg.parent}{os.pathsep}{REPO}"}
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_hanging_torch_import_is_killed_at_the_deadline(tmp_path: Path) -> None:
     pidfile = tmp_path / "torch.pid"
     env = _fake_torch(tmp_path, f"""
@@ -168,6 +170,7 @@ def test_a_missing_torch_is_not_applicable(tmp_path: Path) -> None:
     assert version["state"] == "not_applicable" and "No module named" in version["reason"]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_the_real_torch_is_captured_in_a_child_process(tmp_path: Path) -> None:
     from importlib import metadata
 
@@ -186,6 +189,7 @@ def test_the_real_torch_is_captured_in_a_child_process(tmp_path: Path) -> None:
     assert isinstance(data["threads"], int) and data["threads"] >= 1
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_section_that_blocks_forever_costs_only_its_own_fields(monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 

@@ -139,6 +139,7 @@ def test_diff_on_a_terminal_draws_rich_tables() -> None:
     assert "cuda.cublas.version" in text and ("┃" in text or "│" in text)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_engine_imports_no_torch_rich_or_textual() -> None:
     code = ("import sys, aorta_tui.envsnap as e, aorta_tui.cli.env_cmd; "
             "e.diff_snapshots(e.load_snapshot(sys.argv[1]), e.load_snapshot(sys.argv[2])); "

@@ -82,6 +82,7 @@ _json = st.recursive(
 )
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_json)
 def test_arbitrary_json_is_rejected_with_a_usage_error(tmp_path_factory: pytest.TempPathFactory, data) -> None:

@@ -14,6 +14,7 @@ import string
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +45,7 @@ def old_capture_python() -> dict[str, object]:
 VOLATILE = re.compile(r"^(probe\.|host\.(uptime|load|memory_available|boot)|torch\.import_seconds)")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_old_and_new_capture_have_the_same_fields_and_values(monkeypatch):
     new = capture_snapshot(timeout_s=60)
     monkeypatch.setattr(python_env, "capture_python", old_capture_python)
@@ -104,6 +106,7 @@ def site_dirs(draw: st.DrawFn) -> list[tuple[str, str, str, str]]:
     return out
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(dists=site_dirs())
 def test_index_matches_importlib_metadata_on_generated_site_dirs(tmp_path_factory, dists, attack_tally):

@@ -142,6 +142,7 @@ def test_cuda_graphs_policy_passes_graph_and_refuses_launch_blocking() -> None:
     assert "cuda_graphs" in BUILTIN_BY_NAME
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_policy_sweep_with_cuda_graphs_on_cpu_refuses_and_keeps_nothing(tmp_path: Path) -> None:
     run_dir = tmp_path / "sweep"
     proc = subprocess.run([sys.executable, "-m", "aorta_tui", "policy", "sweep", "tiny_kernel_stress",

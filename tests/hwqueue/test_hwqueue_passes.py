@@ -128,6 +128,7 @@ def test_bad_timing_options_are_refused_before_any_work(tmp_path) -> None:  # ty
         run_queue(_cfg(timing="kernels"))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_cli_shows_where_each_figure_comes_from(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import subprocess
     import sys

@@ -127,6 +127,7 @@ def test_cli_rejects_a_bad_value_with_exit_2_and_writes_nothing(tmp_path: Path,
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_cli_run_lc_on_cpu_records_that_it_was_not_applied(tmp_path: Path) -> None:
     p = cli("run", "hetero_kernels", "--streams", "4", "--device", "cpu", "--size", "tiny",
             "-i", "2", "-w", "0", "--stream-priority", "lc", "-o", "r.json", cwd=tmp_path)
@@ -144,6 +145,7 @@ def test_cli_run_lc_on_cpu_records_that_it_was_not_applied(tmp_path: Path) -> No
     assert "stream priority" in p.stdout and "not applied" in p.stdout
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_cli_sweep_accepts_lc_and_every_point_records_it(tmp_path: Path) -> None:
     p = cli("sweep", "speculative_decode", "--streams", "4,5", "--device", "cpu", "--size",
             "tiny", "-i", "2", "-w", "0", "--stream-priority", "lc", "-o", "s.json", cwd=tmp_path)

@@ -23,6 +23,7 @@ def _sweep(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           cwd=cwd, env=ENV, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("mode", [[], ["--in-process"]], ids=["isolated", "in-process"])
 def test_every_line_is_an_event_and_the_last_carries_the_document(tmp_path: Path, mode: list[str]) -> None:
     p = _sweep("tiny_kernel_stress", "--streams", "1,2", "--device", "cpu", "--size", "tiny",

@@ -81,6 +81,7 @@ def _resume_outcome(raw: bytes) -> str:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_damaged_request_is_a_located_error_never_a_crash(attack_tally: Any) -> None:
     outcomes: list[str] = []
     failures = 0
@@ -128,6 +129,7 @@ def _result_paths(doc: Any, prefix: tuple[Any, ...] = (), depth: int = 0) -> lis
     return out
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_damaged_point_result_is_no_result(point_result: dict[str, Any], tmp_path: Path,
                                              attack_tally: Any) -> None:
     store = RunStore(tmp_path, QUEUE_SWEEP_LAYOUT)

@@ -15,6 +15,7 @@ ARGS = ["queue", "run", "hetero_kernels", "--streams", "2", "--iterations", "3",
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("columns", [80, 100, 200])
 def test_the_plain_table_fits_columns(tmp_path, columns):
     proc = aorta(*ARGS, cwd=tmp_path, env={"COLUMNS": str(columns)})
@@ -28,6 +29,7 @@ def test_the_plain_table_fits_columns(tmp_path, columns):
     assert ("separate device start)" in delay) == (columns >= 200)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_the_rich_table_fits_an_80_column_pty(tmp_path):
     text = output_on_a_pty([sys.executable, "-m", "aorta_tui", *ARGS], tmp_path)
     lines = [ln for ln in text.split("\n") if ln.strip()]

@@ -37,6 +37,7 @@ def test_registry_has_the_fifteen_with_upstream_categories_and_ranges() -> None:
         assert (i.category, i.min_streams, i.max_streams, i.recommended_streams) == (cat, lo, hi, rec)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_workload_runs_on_cpu_and_every_figure_is_real_or_explained(name: str) -> None:
     info = workload_class(name).info()

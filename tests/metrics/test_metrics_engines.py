@@ -10,6 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.metrics.conftest import free_port, listening
@@ -50,6 +51,7 @@ def _by_cell(samples: dict, name: str) -> dict[str, float]:
     return {dict(labels)["cell"]: v for (n, labels), v in samples.items() if n == name}
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_queue_sweep_progress(tmp_path: Path) -> None:
     samples, proc, port = _final_scrape(["queue", "sweep", "tiny_kernel_stress",
                                          "--streams", "1,2", "--device", "cpu", "--size", "tiny", "-i", "2",
@@ -62,6 +64,7 @@ def test_queue_sweep_progress(tmp_path: Path) -> None:
     assert not listening(port)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_policy_sweep_progress(tmp_path: Path) -> None:
     samples, proc, port = _final_scrape(["policy", "sweep", "tiny_kernel_stress", "--policies",
                                          "baseline,cuda_max_connections_1", "--trials", "1", *SMALL,

@@ -92,6 +92,7 @@ def sweep_run(prometheus, tmp_path_factory) -> dict[str, Any]:
     return {"at": at, "port": port, "matrix": json.loads((run_dir_of(d / "out") / "matrix.json").read_text())}
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_trace_counts_in_prometheus_equal_the_result_file(prometheus, trace_run) -> None:
     at, m = trace_run["at"], trace_run["result"]["probe_sets"]["ioctl"]["metrics"]["ioctl"]
     q = prometheus.value
@@ -120,6 +121,7 @@ def test_trace_listener_is_gone_when_the_run_ends(trace_run) -> None:
     assert not listening(trace_run["port"])
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_sweep_progress_reaches_the_trial_count_and_failures_match_the_matrix(prometheus, sweep_run) -> None:
     at, matrix = sweep_run["at"], sweep_run["matrix"]
     q = prometheus.value

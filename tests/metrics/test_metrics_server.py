@@ -99,6 +99,7 @@ def test_trace_queue_refuses_a_public_bind_before_tracing() -> None:
     assert "tracing" not in r.stderr
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_the_server_stops_when_the_run_ends(tmp_path: Path) -> None:
     port = free_port()
     r = _sweep(tmp_path, "--metrics", f"127.0.0.1:{port}")

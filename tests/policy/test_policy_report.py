@@ -71,6 +71,7 @@ def _policy(report: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in report["policies"] if p["name"] == name)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_shifts_are_called_with_sign_and_direction(report: dict[str, Any]) -> None:
     r = report["report"]
     faster = _policy(r, "faster")["vs_reference"]["throughput"]
@@ -233,6 +234,7 @@ def _set_path(doc: Any, path: list[Any], value: Any) -> Any:
     return doc
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(which=st.sampled_from(["sweep", "outcome"]),

@@ -192,6 +192,7 @@ PROPERTY = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @PROPERTY
 @given(report=_reports)
 def test_the_reader_takes_back_what_the_serializer_writes(report: PolicyReport) -> None:

@@ -7,10 +7,13 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from aorta_tui.policy.evaluator import PolicySweepRequest, run_policy_sweep
 from aorta_tui.policy.presets import BUILTIN_BY_NAME
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_stream_priority_lc_sweep_runs_and_says_lc_was_not_applied_on_cpu(tmp_path: Path) -> None:
     req = PolicySweepRequest(workload="hetero_kernels", policies=(BUILTIN_BY_NAME["stream_priority_lc"],),
                        streams=4, output_dir=tmp_path / "run", trials=1, iterations=2, warmup=0,

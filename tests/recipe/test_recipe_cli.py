@@ -119,6 +119,7 @@ def test_help_has_an_example(sub):
     assert res.exit_code == 0 and "Example" in res.stdout and "aorta-tui recipe" in res.stdout
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_examples_validate_through_the_real_program(example_files):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     for f in example_files:

@@ -162,6 +162,7 @@ tokens = st.sampled_from(["exit_code", "loss", "msg", "capture", "['loss']", "("
                           ".", "__class__", "[", "]", "lambda", ":", "**", "__import__"])
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=400, deadline=None)
 @given(st.lists(tokens, max_size=14).map("".join),
        st.dictionaries(st.sampled_from(sorted(NAMES)),

@@ -497,6 +497,7 @@ def test_generated_probe_cells_point_at_their_axis_entries():
     assert r.where("cells[3].mitigations") == "p.yaml:5:25"  # diagnostic_axis[1]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("text, line, col", [
     ("schema_version: 1\ncells: [a, b\n", 3, 1),
     ("a: b\nc: \x07d\n", 2, 4),

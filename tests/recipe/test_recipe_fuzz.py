@@ -167,6 +167,7 @@ def test_cli_reports_malformed_recipes_with_a_location(tmp_path, index):
     assert "internal error" not in proc.stderr
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(text=mutated_recipes())

@@ -24,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -172,6 +173,7 @@ FUZZ = settings(max_examples=900, deadline=None,
                                        HealthCheck.filter_too_much])
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @FUZZ
 @given(text=attacked_recipes())
 def test_recipe_fuzzer_on_attacked_real_recipes(attack_tally, text):
@@ -208,6 +210,7 @@ def _check_cli(path: Path, proc: subprocess.CompletedProcess[str]) -> None:
     assert len(proc.stderr) < 40_000
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=8, deadline=None, suppress_health_check=[
     HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(text=attacked_recipes())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -143,6 +144,7 @@ recipes = triage_recipes() | probe_recipes()
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @SETTINGS
 @given(recipes)
 def test_resolved_round_trip_equal_and_same_hash(data):
@@ -155,6 +157,7 @@ def test_resolved_round_trip_equal_and_same_hash(data):
     assert canonical(again) == canonical(r)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @SETTINGS
 @given(recipes, st.booleans())
 def test_hash_ignores_comments_key_order_and_whitespace(data, flow):

@@ -78,6 +78,7 @@ _value = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=3)
                                         max_size=4), max_leaves=8)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(["kind", "partition", "account", "gres", "time", "constraint",
                                         "extra_sbatch", "nodes"]), _value, max_size=5) | _value)

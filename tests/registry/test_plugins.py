@@ -69,6 +69,7 @@ cells:
 """
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("isolation", ["process", "in_process"])
 def test_plugin_workload_and_mitigation_run(tmp_path, isolation):
     env = make_plugin(tmp_path / "plug")

@@ -27,6 +27,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_switches_take_effect_and_report_unknown_ones():
     out = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, check=True)
     got = json.loads(out.stdout.splitlines()[-1])

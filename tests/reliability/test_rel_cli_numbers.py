@@ -36,6 +36,7 @@ def test_policy_sweep_refuses_a_timeout_that_is_not_finite_and_positive(
     assert not (tmp_path / "aorta-policy").exists()  # nothing written
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_policy_resume_of_a_sweep_json_holding_infinity_is_a_located_exit_2(tmp_path: Path) -> None:
     """A directory an older aorta-tui wrote with ``--timeout-s inf``: refused, never exit 70."""
     pytest.importorskip("torch")
@@ -159,6 +160,7 @@ _BOUNDS = st.tuples(st.sampled_from([None, -1.0, 0.0, 1.0]), st.sampled_from([No
                     st.sampled_from([1.0, 100.0, 2.0**63 - 1]), st.booleans())
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=600, deadline=None)
 @given(st.one_of(st.text(max_size=50), st.floats(allow_nan=True, allow_infinity=True),
                  st.integers(min_value=-10**400, max_value=10**400),

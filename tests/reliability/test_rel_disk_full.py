@@ -99,6 +99,7 @@ def _check(tmp_path: Path, mnt: Path, name: str) -> str:
     return res.stderr
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("name", COMMANDS)
 def test_a_full_disk_is_exit_3_naming_the_file_and_the_free_space(
         tmp_path: Path, no_bytes: Path, name: str) -> None:
@@ -106,6 +107,7 @@ def test_a_full_disk_is_exit_3_naming_the_file_and_the_free_space(
     assert "(0 B free there)" in err and "free some space" in err
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("name", COMMANDS)
 def test_no_inodes_left_is_said_so_not_only_the_free_bytes(
         tmp_path: Path, no_inodes: Path, name: str) -> None:

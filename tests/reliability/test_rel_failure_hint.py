@@ -39,6 +39,7 @@ def _run(tmp_path: Path, inject: str) -> tuple[dict, dict]:
     return finished[0], matrix
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_an_all_pass_run_carries_no_failure_hint(tmp_path: Path) -> None:
     finished, matrix = _run(tmp_path, "false")
     assert [t["verdict"] for t in matrix["trials"]] == ["pass"]
@@ -48,6 +49,7 @@ def test_an_all_pass_run_carries_no_failure_hint(tmp_path: Path) -> None:
     assert "Hint:" not in md
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_failing_run_still_carries_its_hint(tmp_path: Path) -> None:
     finished, matrix = _run(tmp_path, "true")
     assert [t["verdict"] for t in matrix["trials"]] == ["fail"]

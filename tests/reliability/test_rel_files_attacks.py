@@ -84,6 +84,7 @@ def test_env_summary_of_a_snapshot_whose_host_is_a_list(tmp_path: Path) -> None:
     assert_located(cli("env", "summary", str(bad), cwd=tmp_path), "gpus[0]: expected a GPU object")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("kind", ["snapshot", "queue result", "policy file"])
 def test_200k_nested_brackets(tmp_path: Path, kind: str) -> None:
     deep = tmp_path / ("deep.yaml" if kind == "policy file" else "deep.json")

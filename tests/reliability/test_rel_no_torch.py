@@ -93,6 +93,7 @@ def test_policy_sweep_without_torch_is_exit_3_and_keeps_nothing(no_torch) -> Non
     assert not list(work.glob("aorta-policy/*"))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_the_quickstart_without_torch_is_exit_3_at_plan_time(no_torch) -> None:
     work, env = no_torch
     res = _cli(work, env, "--batch", str(REPO / "recipes" / "quickstart.yaml"), "--no-snapshot")

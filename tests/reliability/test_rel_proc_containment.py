@@ -97,6 +97,7 @@ def _attack(marker: str) -> list[str]:
     return ["bash", "-c", f"(setsid sleep {marker} &); sleep 100"]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_real_sweep_timeout_kills_the_setsid_grandchild(tmp_path: Path, mechanism: str) -> None:
     marker = _marker()
@@ -171,6 +172,7 @@ def test_daemon_left_by_a_trial_that_exits_is_ended(tmp_path: Path, mechanism: s
     assert _none_seen(outcome.survivors, outcome.survivors_reason, mechanism)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_process_group_fallback_says_what_it_cannot_see(tmp_path: Path) -> None:
     """Forced to the old mechanism, the result must not claim the whole tree was killed."""
     marker = _marker()

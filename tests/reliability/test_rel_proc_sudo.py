@@ -73,6 +73,7 @@ def test_sudo_batch_then_user_batch_in_the_same_directory(user: SudoUser, work: 
     assert len(list((work / "aorta-out" / "T-11").glob("*/journal.jsonl"))) == 2
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_sudo_env_snapshot_output_and_a_root_owned_parent(user: SudoUser, work: Path) -> None:
     out = work / "new" / "deeper" / "env.json"
     proc = run_sudo(user, ["env", "probe", "-o", str(out)], work)

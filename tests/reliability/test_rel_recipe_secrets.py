@@ -86,6 +86,7 @@ def test_probe_run_gives_the_trial_the_token_and_writes_it_nowhere_else(tmp_path
     assert json.loads(files["matrix.json"])["cells"][0]["env"]["HF_TOKEN"] == MASK
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_triage_extra_env_is_masked_in_every_file_and_resume_needs_the_recipe(tmp_path):
     recipe = tmp_path / "triage.yaml"
     recipe.write_text(

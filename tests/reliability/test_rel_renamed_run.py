@@ -19,6 +19,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.engine_support import REPO
 
 TRIAL = textwrap.dedent("""\
@@ -89,6 +91,7 @@ def _kill_after_trial_started(case: Path) -> Path:
         proc.wait()
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_renamed_run_directory_ends_its_orphan_and_runs_the_trial_once(
         tmp_path: Path, attack_tally) -> None:
     case = tmp_path / "case"

@@ -69,6 +69,7 @@ def _stopped_after_typer(case: Path, sig: signal.Signals, delay: float) -> tuple
     return proc.returncode, "".join(ln for ln in lines if not ln.startswith("import time:"))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
 def test_a_stop_signal_at_any_time_after_start_up_is_exit_130_with_a_word(
         tmp_path: Path, sig: signal.Signals, attack_tally) -> None:

@@ -44,6 +44,7 @@ def nearly_full(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_snapshot_the_disk_cannot_hold_is_exit_3_naming_it_and_the_run_resumes(
         tmp_path: Path, nearly_full: Path, attack_tally) -> None:
     (tmp_path / "probe.yaml").write_text(RECIPE)

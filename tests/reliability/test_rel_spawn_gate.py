@@ -93,6 +93,7 @@ def test_the_rule_finds_a_direct_creation() -> None:
 
 # -- run() is subprocess.run --------------------------------------------------------------------
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=25, deadline=None)
 @given(data=st.binary(max_size=2048), code=st.integers(0, 255), text=st.booleans())
 def test_run_returns_what_subprocess_run_returns(data: bytes, code: int, text: bool) -> None:

@@ -82,6 +82,7 @@ def test_switches_follow_mitigations(registry):
     assert cell.switches == ("torch.tf32_off", "torch.deterministic")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @given(
     counts=st.lists(st.integers(min_value=0, max_value=6), min_size=1, max_size=6),
     seed=st.integers(min_value=0, max_value=2**31),

@@ -101,6 +101,7 @@ def test_a_request_with_metrics_has_no_file_form(tmp_path: Path) -> None:
         write_request(SweepRequest(metrics=object()), tmp_path / "req.json")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_sigterm_while_it_starts_is_an_interruption_not_a_death_by_the_signal(tmp_path: Path) -> None:
     # the agent reads exit 130 as "interrupted" (the iteration resumable); death by SIGTERM
     # (-15) would be "the sweep exited -15"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.engine_support import aorta, journal, only_run_dir
 
 PROBE = """\
@@ -56,6 +58,7 @@ def test_strict_turns_failures_into_exit_1(tmp_path):
     assert proc.returncode == 1
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_timeout_is_an_error_and_kills_the_tree(tmp_path):
     marker = tmp_path / "grandchild.pid"
     proc, out = run_probe(tmp_path, ["bash", "-c", f"sleep 100 & echo $! > {marker}; sleep 100"], timeout=1)
@@ -123,6 +126,7 @@ def test_unknown_mitigation_names_the_line(tmp_path):
     assert f"{recipe}:4:" in proc.stderr and "tf32_off" in proc.stderr  # did you mean
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_upstream_recipes_dry_run_into_upstreams_cells(tmp_path):
     shared = Path(__file__).resolve().parents[1] / "fixtures" / "upstream-recipes"
     expected = {
@@ -195,6 +199,7 @@ def test_custom_pattern_condition_sees_captures_and_trial_variables(tmp_path):
     assert by_id["clean_exit_marker"]["severity"] == "info"
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_hang_disabled_with_upstreams_spelling(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("schema_version: 1\nmode: probe\ntrials: 1\ntimeout_per_trial: 4\n"
@@ -219,6 +224,7 @@ def test_policy_axis_is_refused_rather_than_ignored(tmp_path):
     assert dry.returncode == 0 and "policy_axis is not run by sweeps yet" in dry.stdout
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_run_in_which_every_trial_errored_is_exit_1_from_a_fresh_directory(tmp_path):
     """Issue 27 item 4: every trial errored (here: a command that is not there, so no trial
     launched) is not a success, without --strict too; the default relative output is used."""

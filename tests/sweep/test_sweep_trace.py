@@ -29,6 +29,7 @@ CHILD = (
 )
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_trace_section_traces_each_trial(tmp_path):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("schema_version: 1\nmode: probe\nticket: TR\ntrials: 1\n"

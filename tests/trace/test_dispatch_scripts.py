@@ -43,6 +43,7 @@ def test_a_budget_too_small_says_not_run_for_every_stage(tmp_path: Path) -> None
         assert f"| {stage}: NOT RUN | " in table and f"| {stage} | NOT RUN |" in table, stage
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_failing_stages_are_rows_and_the_refusal_stage_runs_here(tmp_path: Path) -> None:
     """No GPU: backlog fails (no libcuda to attach to), the queue stage's auto run fails (no GPU)
     and its --timing cupti --ebpf-trace case is refused with exit 2 as it must be on the H200."""
@@ -103,6 +104,7 @@ _event = st.fixed_dictionaries({}, optional={
     "args": st.fixed_dictionaries({}, optional={"correlation": st.integers(0, 5) | _json}) | _json})
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_event | _json, max_size=30) | _json)
 def test_profiler_trace_parser_never_raises_and_only_pairs_real_pairs(backlog: ModuleType, events: object) -> None:

@@ -9,6 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -355,6 +356,7 @@ def _cases(draw: st.DrawFn) -> tuple[Trace, list[int], list[int], list[bool], in
     return tr, ebpf_cuts, dev_cuts, interleave, draw(st.integers(0, 2**31))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_cases())
 def test_any_arrival_order_joins_like_one_batch(attack_tally, case) -> None:

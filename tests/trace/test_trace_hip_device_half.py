@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_trace_cli import cli
 
 from aorta_tui.trace.probes.hip import HIP_DEVICE_METRICS, HipProbes
@@ -20,6 +21,7 @@ def _hip_trace(fakelibs, tmp_path: Path, *extra: str):
                     env={"AORTA_ROCPROFILER_ROOT": str(tmp_path / "no-rocm"), "ROCM_PATH": str(tmp_path / "no-rocm")})
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_auto_traces_launches_and_says_why_there_are_no_gpu_start_times(bpftrace, fakelibs, tmp_path) -> None:
     out, r = _hip_trace(fakelibs, tmp_path)
     assert r.returncode == 0, r.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ def _reference(rows: list[tuple]) -> str:
     return "\n".join(out) + "\n" if out else ""
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=200, deadline=None)
 @given(st.lists(ROW, max_size=30))
 def test_raw_lines_equal_json_dumps(attack_tally, rows: list[tuple]) -> None:

@@ -72,6 +72,7 @@ def _through_json(d: dict) -> dict:
     return json.loads(json.dumps(d))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=60, deadline=None)
 @given(spec=worker_specs, result=trial_results, stats=cell_stats)
 def test_each_contract_type_round_trips_through_its_json(spec, result, stats, attack_tally) -> None:

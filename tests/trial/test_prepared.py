@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,6 +33,7 @@ def _journal_warnings(run: Path) -> list[dict]:
     return [e for e in lines if e.get("event") == "warning" and e.get("code") == "prepared"]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_workload_that_cannot_load_before_the_fork_is_execd_and_said_once(tmp_path):
     """A workload module that refuses to load in a zygote (as one that initialises the device at
     import would be refused): its trials still run, each exec'd, in a fresh cwd with the default
@@ -54,6 +56,7 @@ def test_a_workload_that_cannot_load_before_the_fork_is_execd_and_said_once(tmp_
     assert "cannot be loaded before the fork" in warnings[0]["message"]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_trials_of_the_default_each_get_a_zygote_of_their_own(tmp_path):
     """The default: every trial forked from its own zygote (never shared), no warning."""
     env = make_plugin(tmp_path / "plug")

@@ -65,6 +65,7 @@ def test_a_running_non_daemon_thread_gets_the_normal_exit(tmp_path):
     assert marker.read_text() == "x"  # the normal exit joined it; os._exit would have cut it
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_the_deterministic_switch_does_not_import_inductor_and_still_sets_both_flags():
     pytest.importorskip("torch")
     proc = _py("""

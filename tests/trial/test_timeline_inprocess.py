@@ -12,6 +12,7 @@ from tests.engine_support import aorta, only_run_dir
 from tests.registry.test_plugins import RECIPE, make_plugin
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("isolation", ["process", "in_process"])
 def test_marks_that_cannot_exist_say_why(tmp_path, isolation):
     env = make_plugin(tmp_path / "plug")

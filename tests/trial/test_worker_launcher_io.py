@@ -226,6 +226,7 @@ while True:                       # what ProcessGroupNCCL's monitor thread does 
 """
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_real_tcpstore_servers_io_is_left_out(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     for name, text in (("server.py", STORE_SERVER), ("client.py", STORE_CLIENT)):

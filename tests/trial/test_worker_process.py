@@ -271,6 +271,7 @@ def test_merged_streams_share_one_file(tmp_path: Path) -> None:
     assert sorted(spec.stdout_path.read_text().split()) == ["err", "out"]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_peak_rss_is_the_childs_when_it_exceeds_the_orchestrator(tmp_path: Path) -> None:
     from aorta_tui.trial.supervisor import peak_rss_kb
 

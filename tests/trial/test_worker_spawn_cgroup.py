@@ -58,6 +58,7 @@ def test_a_cgroup_trial_is_spawned_without_preexec_born_inside_and_the_orchestra
         assert "/aorta-trial-" in line and line != before
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_a_cgroup_kill_of_a_finished_trial_never_reaches_the_orchestrator(tmp_path: Path) -> None:
     _cgroup_or_skip()
     for i in range(5):  # the scope's end kills its cgroup (cgroup.kill): we must be outside it
@@ -70,6 +71,7 @@ def test_a_cgroup_kill_of_a_finished_trial_never_reaches_the_orchestrator(tmp_pa
     assert "/aorta-trial-" not in _own_cgroup()
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_trials_started_from_many_threads_at_once_are_each_born_in_their_own_cgroup(tmp_path: Path) -> None:
     """Eight threads start trials at once (as scripts/gpu_warm_check.py does): none is born in
     another's cgroup, so none is killed with another, and the orchestrator ends at home."""

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 WRITER = HERE / "tui_journal_writer.py"
@@ -16,6 +18,7 @@ def _attach(run_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_attach_follows_a_running_sweep_to_its_end(tmp_path: Path) -> None:
     run_dir = tmp_path / "T" / "run"
     writer = subprocess.Popen([sys.executable, str(WRITER), str(run_dir), "a,bad", "2", "0.2"],
@@ -56,6 +59,7 @@ def test_attach_to_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_attach_plain_follows_a_real_detached_sweep(tmp_path: Path, monkeypatch) -> None:
     from tui_support import PROBE_COMMAND, write_probe_recipe
 

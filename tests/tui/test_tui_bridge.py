@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from textual.message import Message
 from tui_support import FIXTURES, app_in, async_test, wait_for
 
@@ -30,6 +31,7 @@ def _stream(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_superseded_snapshots_are_dropped_and_the_newest_is_shown(tmp_path: Path) -> None:
     messages: list[Message] = []

@@ -58,6 +58,7 @@ async def _open(pilot, app: AortaApp) -> None:  # noqa: ANN001
     await wait_for(pilot, lambda: isinstance(app.screen, BundleReviewScreen), what="the review dialog")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", [(80, 24), (140, 44)], ids=lambda s: f"{s[0]}x{s[1]}")
 @async_test
 async def test_b_reviews_masked_and_w_writes_a_clean_archive(run_dir: Path, tmp_path: Path, size) -> None:

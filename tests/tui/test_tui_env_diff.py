@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable
 from tui_support import FIXED_FACTS, app_in, async_test, wait_for
 
@@ -30,6 +31,7 @@ def _fields(screen: EnvDiffScreen) -> list[str]:
     return [str(table.get_row_at(i)[1]).strip() for i in range(table.row_count)]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_env_diff_ranks_filters_searches_and_shows_provenance(tmp_path: Path) -> None:
     a = _capture(tmp_path / "a.json", {})

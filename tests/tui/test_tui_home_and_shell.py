@@ -6,6 +6,7 @@ import asyncio
 import re
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable
 from tui_support import FIXED_FACTS, app_in, async_test, run_probe_sweep, wait_for
 
@@ -15,6 +16,7 @@ from aorta_tui.tui.screens.home import HomeScreen
 from aorta_tui.tui.screens.matrix import MatrixScreen
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_home_lists_real_runs_and_recipes_and_opens_a_run(tmp_path: Path) -> None:
     run_dir = run_probe_sweep(tmp_path)
@@ -50,6 +52,7 @@ async def test_home_facts_are_gathered_from_this_machine(tmp_path: Path) -> None
         assert "none yet" in str(app.screen.query_one("#runs-title").render())
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_number_keys_reach_every_screen_and_escape_leaves_text_fields(tmp_path: Path) -> None:
     app = app_in(tmp_path)
@@ -68,6 +71,7 @@ async def test_number_keys_reach_every_screen_and_escape_leaves_text_fields(tmp_
         assert app.screen is app.get_screen("matrix")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_help_lists_the_screen_keys_and_palette_has_every_action(tmp_path: Path) -> None:
     app = app_in(tmp_path)
@@ -127,6 +131,7 @@ def test_no_color_renders_in_greys_only(tmp_path: Path, monkeypatch) -> None:
     assert mono and all(_is_grey(c) for c in mono), sorted(c for c in mono if not _is_grey(c))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_home_follows_a_run_from_running_to_finished(tmp_path: Path) -> None:
     import os
@@ -153,6 +158,7 @@ async def test_home_follows_a_run_from_running_to_finished(tmp_path: Path) -> No
         assert str(runs.get_row_at(0)[1]) == f"TUI-TEST/{run_dir.name}"
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_home_relist_reads_journals_only_when_one_changed(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     from aorta_tui.store import run_list

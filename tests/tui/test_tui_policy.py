@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable, Input
 from tui_support import FIXTURES, app_in, async_test, wait_for
 
@@ -24,6 +25,7 @@ async def _policy_screen(app: AortaApp, pilot) -> PolicyScreen:  # noqa: ANN001
     return screen
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_running_a_policy_sweep_fills_the_table_from_its_report(tmp_path: Path) -> None:
     app = app_in(tmp_path)
@@ -54,6 +56,7 @@ async def test_running_a_policy_sweep_fills_the_table_from_its_report(tmp_path: 
         assert list((tmp_path / "aorta-policy").glob(".*.stderr.log"))
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_quitting_stops_a_running_policy_sweep(tmp_path: Path) -> None:
     app = app_in(tmp_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable, Input
 from tui_support import FIXED_FACTS, PROBE_RECIPE, app_in, async_test, wait_for
 from tui_support import open_in_editor as _open
@@ -21,6 +22,7 @@ def _issues(screen: RecipeEditorScreen) -> list[list[str]]:
     return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_errors_at_line_and_column_then_a_plan_once_fixed(tmp_path: Path) -> None:
     path = tmp_path / "probe.yaml"
@@ -54,6 +56,7 @@ async def test_errors_at_line_and_column_then_a_plan_once_fixed(tmp_path: Path) 
         assert screen.issues[0].line >= 1
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_save_writes_the_buffer_and_an_outside_change_reloads(tmp_path: Path) -> None:
     path = tmp_path / "probe.yaml"
@@ -80,6 +83,7 @@ async def test_save_writes_the_buffer_and_an_outside_change_reloads(tmp_path: Pa
         assert screen.editor.text.startswith("# mine\n")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_launch_opens_the_matrix_of_the_new_detached_run(tmp_path: Path) -> None:
     path = tmp_path / "probe.yaml"

@@ -52,6 +52,7 @@ def _facts(run: Path) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_the_job_map_holds_each_trials_node_and_final_state(slurm_run: Path) -> None:
     state = MatrixState.for_run(slurm_run)
     assert state.read_placement() and not state.read_placement()  # re-read only on change

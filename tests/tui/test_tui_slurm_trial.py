@@ -38,6 +38,7 @@ def test_the_detail_names_the_job_and_the_node(tmp_path: Path) -> None:
     assert f"ran as job {facts['job_id']} on {facts['node']}, GPU " in text and "COMPLETED" in text
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_the_matrix_of_a_finished_slurm_run_sums_failures_up_per_node(tmp_path: Path) -> None:
     problem = _slurm_problem()

@@ -97,6 +97,7 @@ def test_matrix_live_run(ws: Path, snap_compare) -> None:
         lock.release()
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", SIZES)
 def test_matrix_launching_trial(ws: Path, size: str, snap_compare) -> None:
     # issue 38 item 1: a trial in its start-up (trial_launch, no trial_started yet) is running
@@ -117,6 +118,7 @@ def test_matrix_launching_trial(ws: Path, size: str, snap_compare) -> None:
         lock.release()
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", SIZES)
 def test_recipe_editor_with_an_error(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
@@ -146,6 +148,7 @@ def test_trace_monitor(ws: Path, size: str, snap_compare) -> None:
     assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", SIZES)
 def test_trace_monitor_launch_to_start(ws: Path, size: str, snap_compare) -> None:
     # the last round of recorded device-metric snapshots (the lead re-records them on the H200)
@@ -166,6 +169,7 @@ def test_trace_monitor_launch_to_start(ws: Path, size: str, snap_compare) -> Non
     assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", SIZES)
 def test_trace_monitor_launch_parts(ws: Path, size: str, snap_compare) -> None:
     # issue 34: the default mode's live split of launch -> start (host / push / GPU queue) and
@@ -183,6 +187,7 @@ def test_trace_monitor_launch_parts(ws: Path, size: str, snap_compare) -> None:
     assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", SIZES)
 def test_env_diff(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
@@ -206,6 +211,7 @@ def test_policy(ws: Path, size: str, snap_compare) -> None:
     assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", SIZES)
 def test_help(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001

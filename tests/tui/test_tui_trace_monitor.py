@@ -52,6 +52,7 @@ async def _trace_ioctl_load(screen: TraceMonitorScreen, pilot, seconds: int) -> 
     await pilot.press("s")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @needs_bpftrace
 @async_test
 async def test_live_histogram_from_a_real_trace_then_stop_detaches(tmp_path: Path) -> None:
@@ -82,6 +83,7 @@ async def test_live_histogram_from_a_real_trace_then_stop_detaches(tmp_path: Pat
         assert screen.stderr_path is not None
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @needs_bpftrace
 @async_test
 async def test_quitting_while_tracing_leaves_no_tracer_attached(tmp_path: Path) -> None:
@@ -100,6 +102,7 @@ async def test_quitting_while_tracing_leaves_no_tracer_attached(tmp_path: Path) 
     assert not Path(f"/proc/{load_pid}").exists() or "Z" in Path(f"/proc/{load_pid}/stat").read_text().split()[2]
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_a_flood_of_snapshots_is_coalesced_to_the_redraw_cadence(tmp_path: Path) -> None:
     # 100k events/s in 0.1 s snapshots is 10 snapshots/s; offer far more than that from a thread
@@ -155,6 +158,7 @@ def test_targets() -> None:
         parse_target("  ")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @needs_bpftrace
 def test_the_tracer_worker_stops_when_the_tui_dies(tmp_path: Path) -> None:
     # A parent that starts the worker and then dies, as a TUI killed with its terminal would.

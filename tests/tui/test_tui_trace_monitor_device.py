@@ -56,6 +56,7 @@ def _last_snapshots() -> dict[str, dict]:
     return last
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @async_test
 async def test_launch_to_start_is_the_default_metric_with_its_clock_alignment(tmp_path: Path, size) -> None:  # noqa: ANN001
@@ -80,6 +81,7 @@ async def test_launch_to_start_is_the_default_metric_with_its_clock_alignment(tm
         assert "cuda.launch_to_start 0x7f3a2c000d00" in rows
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @async_test
 async def test_m_cycles_to_the_other_device_metrics_and_queued_is_a_count(tmp_path: Path, size) -> None:  # noqa: ANN001
@@ -115,6 +117,7 @@ async def test_m_cycles_to_the_other_device_metrics_and_queued_is_a_count(tmp_pa
         assert screen.metric == "cuda.launch_to_start"
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_a_new_trace_clears_the_rows_and_messages_of_the_previous_one(tmp_path: Path) -> None:
     # On the H200 the streams of an earlier target stayed listed under the new one.
@@ -133,6 +136,7 @@ async def test_a_new_trace_clears_the_rows_and_messages_of_the_previous_one(tmp_
         assert "clocks aligned" not in _text(screen, "#queue-measures")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @async_test
 async def test_toasts_are_sentences(tmp_path: Path) -> None:
     app = _app(tmp_path)
@@ -266,6 +270,7 @@ def test_a_mangled_recording_is_a_located_error_or_replays(data, tmp_path_factor
                         promise="mangled --json lines: a located exit 2 or a sound replay, never a traceback")
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.skipif(shutil.which("bpftrace") is None or os.geteuid() != 0, reason="needs bpftrace and root")
 @async_test
 async def test_a_real_trace_says_what_it_attached_in_a_sentence(tmp_path: Path) -> None:

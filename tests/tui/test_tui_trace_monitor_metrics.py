@@ -55,6 +55,7 @@ async def test_e_toggles_metrics_and_the_setting_gives_the_address(tmp_path: Pat
         assert "9600" in str(app.screen.query_one("#queue-status").render())
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @pytest.mark.skipif(shutil.which("bpftrace") is None or os.geteuid() != 0,
                     reason="needs bpftrace and root (the CI script installs bpftrace and runs as root)")
 @async_test

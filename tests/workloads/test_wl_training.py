@@ -29,6 +29,7 @@ def test_clean_run_passes_and_the_loss_falls(tmp_path, parallelism, kind):
     assert r.metrics["backend"] == backend and r.device == "cpu"
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_kinds_build_different_models(tmp_path):
     seen = {kind: run_workload(Training, {"model": {"kind": kind}}, 1, tmp_path / kind)
             for kind in ("mlp", "transformer", "moe_transformer")}
@@ -56,6 +57,7 @@ def test_grad_check_can_be_turned_off(tmp_path):
     assert "nonfinite_output" in {f.code for f in r.failures}
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_mitigation_switches_are_applied_and_recorded(tmp_path):
     r = run_workload(Training, {}, 1, tmp_path, switches=("torch.tf32_off",))
     assert r.applied_switches and r.applied_switches[0].startswith("torch.tf32_off")
