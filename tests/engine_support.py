@@ -81,3 +81,12 @@ def set_at_path(doc: Any, path: tuple[Any, ...], value: Any) -> None:
     for key in path[:-1]:
         doc = doc[key]
     doc[path[-1]] = value
+
+
+def process_alive(pid: int) -> bool:
+    """Running: a zombie nobody reaped yet is gone for every test's purpose."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

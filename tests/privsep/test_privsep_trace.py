@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from sudo_support import PYTHON, SudoUser, children, cli_argv, descendants, run_sudo, status_ids
 
+from tests.engine_support import process_alive
+
 pytestmark = [pytest.mark.bpftrace, pytest.mark.slow]
 
 IOCTLS = """
@@ -82,14 +84,6 @@ def test_another_users_pid_is_attached_by_the_helper_and_the_tool_says_why(
     assert any(f"pid {target.pid} belongs to root" in w and "privileged helper" in w for w in warnings), warnings
 
 
-def _alive(pid: int) -> bool:
-    """Running (a zombie nobody reaped yet is gone for this purpose)."""
-    try:
-        state = next(ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("State:"))
-    except (OSError, StopIteration):
-        return False
-    return "Z" not in state.split()[1]
-
 
 def _poll(check, timeout: float):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
@@ -124,8 +118,8 @@ def test_the_helper_and_its_bpftrace_die_with_a_killed_tool(bpftrace: str, sudo_
         traced = [p for p in descendants(tool.pid) if _comm(p) == "sleep"]
         os.kill(tool.pid, signal.SIGKILL)
         tool.wait()
-        gone = _poll(lambda: not _alive(helper) and not _alive(bpf), timeout=60)
-        assert gone, f"still running after the tool was killed: helper {_alive(helper)}, bpftrace {_alive(bpf)}"
+        gone = _poll(lambda: not process_alive(helper) and not process_alive(bpf), timeout=60)
+        assert gone, f"still running after the tool was killed: helper {process_alive(helper)}, bpftrace {process_alive(bpf)}"
     finally:
         for pid in [tool.pid, *traced]:
             with contextlib.suppress(ProcessLookupError):

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from aorta_tui.core.events import RunFinished, RunStarted, RunWarning, TrialStarted
 from aorta_tui.relay.engine_run import EngineRun, EngineRunError
+from tests.engine_support import process_alive
 
 PROBE_RECIPE = """\
 schema_version: 1
@@ -38,13 +39,6 @@ def _script(tmp_path: Path, body: str) -> list[str]:
     path.write_text(body)
     return [sys.executable, str(path)]
 
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def test_a_real_sweep_names_its_run_directory_in_its_first_line(tmp_path: Path) -> None:
@@ -89,15 +83,15 @@ def test_stop_ends_the_whole_process_group_grandchildren_included(tmp_path: Path
     run = EngineRun([], argv=argv).start()
     run.wait_started(timeout=20)
     grandchild = int(pidfile.read_text())
-    assert _alive(grandchild)
+    assert process_alive(grandchild)
     t0 = time.monotonic()
     run.stop(grace_s=0.5)
     assert time.monotonic() - t0 < 10
     assert run.returncode == -signal.SIGKILL
     deadline = time.monotonic() + 5
-    while _alive(grandchild) and time.monotonic() < deadline:
+    while process_alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not _alive(grandchild), "the grandchild outlived the stop"
+    assert not process_alive(grandchild), "the grandchild outlived the stop"
 
 
 def test_a_command_that_exits_before_run_started_is_a_clear_error(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from tests.engine_support import REPO
+from tests.engine_support import REPO, process_alive
 
 ORCHESTRATOR = textwrap.dedent("""
     import os, sys, time
@@ -35,13 +35,6 @@ ORCHESTRATOR = textwrap.dedent("""
     time.sleep(600)
 """)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_zygote_still_importing_leaves_with_its_killed_orchestrator(tmp_path: Path,
@@ -58,20 +51,20 @@ def test_a_zygote_still_importing_leaves_with_its_killed_orchestrator(tmp_path: 
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "importing").exists():
-            assert time.monotonic() < deadline and _alive(zygote), "the zygote never imported"
+            assert time.monotonic() < deadline and process_alive(zygote), "the zygote never imported"
             time.sleep(0.05)
         orch.send_signal(signal.SIGKILL)
         orch.wait()
         # far less than the 120 s import: the zygote left because its orchestrator died
         deadline = time.monotonic() + 20
-        while _alive(zygote) and time.monotonic() < deadline:
+        while process_alive(zygote) and time.monotonic() < deadline:
             time.sleep(0.05)
-        outlived = _alive(zygote)
+        outlived = process_alive(zygote)
         attack_tally.record("prepared zygotes of a SIGKILLed orchestrator", cases=1,
                             failures=int(outlived), promise="gone with it, mid-import")
         assert not outlived, "the zygote outlived its SIGKILLed orchestrator"
     finally:
         orch.kill()
         orch.wait()
-        if _alive(zygote):
+        if process_alive(zygote):
             os.kill(zygote, signal.SIGKILL)

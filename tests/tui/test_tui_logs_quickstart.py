@@ -23,6 +23,7 @@ from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
+from tests.engine_support import process_alive
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow
@@ -207,19 +208,12 @@ def test_a_terminal_that_hangs_up_ends_the_program(quickstart: Path, tmp_path: P
         tmux.kill()  # the terminal hangs up under the program
         deadline = TERMINAL_CHECK_S + SHUTDOWN_GRACE_S + 20.0
         waited = 0.0
-        while _alive(program) and waited < deadline:
+        while process_alive(program) and waited < deadline:
             time.sleep(0.25)
             waited += 0.25
-        assert not _alive(program), f"pid {program} still runs {deadline:.0f} s after its terminal hung up"
+        assert not process_alive(program), f"pid {program} still runs {deadline:.0f} s after its terminal hung up"
     finally:
         tmux.kill()
-        if program is not None and _alive(program):
+        if program is not None and process_alive(program):
             os.kill(program, 9)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
