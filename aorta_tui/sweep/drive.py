@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ def sweep_for_request(req: SweepRequest, bus: EventBus) -> Sweep:
     if req.resume is not None:
         from aorta_tui.store.trust_guard import guard_run_dir
 
-        guard_run_dir(Path(req.resume), ["sweep", "run", "--resume", str(req.resume)],
+        guard_run_dir(req.resume, ["sweep", "run", "--resume", str(req.resume)],
                       trusted=req.trust_run_dir)
     registry = Registry(req.mitigation_files)
     if req.secret_values_fd is not None:  # `agent --env-candidate HF_TOKEN=...`: never a file

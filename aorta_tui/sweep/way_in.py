@@ -251,7 +251,7 @@ def read_request(path: str | Path) -> SweepRequest:
     data = require_object(load_json_input(path, what=_REQUEST_WHAT, limit=REQUEST_LIMIT),
                           where=str(path), what=_REQUEST_WHAT)
     hints = typing.get_type_hints(SweepRequest)
-    unknown = sorted(set(data) - set(hints) | ({"metrics"} & set(data)))
+    unknown = sorted(set(data) - (set(hints) - {"metrics"}))  # --metrics has no file form
     if unknown:
         raise UsageError(f"{path}: unknown field {unknown[0]!r} in a {_REQUEST_WHAT}",
                          hint="the file is written by the agent of this aorta-tui version")
