@@ -12,17 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-MEASURED_ON = "NVIDIA H200, driver 580.159.04, CUPTI 13.0, 2026-12-03 (benchmarks/trace_perturbation.py)"
+# re-measured after the default stopped asking CUPTI for memcpy/memset records (the deadlock in
+# docs/tracing.md's Known limits): benchmarks/results/trace-perturbation-2026-12-04b-h200.md
+MEASURED_ON = "NVIDIA H200, driver 580.159.04, CUPTI 13.0, 2026-12-04 (benchmarks/trace_perturbation.py)"
 # launch source -> added host ns per launch in the C++ launch loop: (median, 95% low, 95% high)
 ADDED_NS_PER_LAUNCH: dict[str, tuple[float, float, float]] = {
-    "activity": (1173.0, 235.0, 1544.0),  # `full`: trace queue's default since issue 34
-    "ebpf": (5971.0, 3417.0, 7058.0),  # `full-ebpf`: launch uprobe + collector callbacks
+    "activity": (817.0, 564.0, 1050.0),  # `full`: trace queue's default since issue 34
+    "ebpf": (4897.0, 3930.0, 5894.0),  # `full-ebpf`: launch uprobe + collector callbacks
 }
 # launch source -> the training loop's step-time ratio to bare: (median, 95% low, 95% high)
 TRAIN_STEP_RATIO: dict[str, tuple[float, float, float]] = {
-    "activity": (1.323, 0.916, 1.408),
-    "collector": (1.199, 1.015, 1.465),
-    "ebpf": (1.299, 1.103, 1.545),
+    "activity": (1.063, 0.856, 1.307),  # `default`
+    "collector": (1.158, 1.027, 1.363),
+    "ebpf": (1.295, 1.073, 1.382),  # `old-default`
 }
 
 

@@ -129,6 +129,14 @@ def test_pool_and_hello_records_reach_the_summary() -> None:
     assert p["hello"]["latency_timestamps"] == 1
 
 
+def test_the_pool_record_says_which_device_records_the_collector_asked_for() -> None:
+    j, _sink, _ = activity_join()
+    j.add_device(parse(pack(Rec.POOL, PID, 0, 16, 4 << 20, 1, 1)))  # latency on: kernels only
+    assert j.summary()["processes"][str(PID)]["buffer_pool"]["activity_kinds"] == ["kernel"]
+    j.add_device(parse(pack(Rec.POOL, PID, 0, 16, 4 << 20, 27, 7)))  # latency off: copies too
+    assert j.summary()["processes"][str(PID)]["buffer_pool"]["activity_kinds"] == ["kernel", "memcpy", "memset"]
+
+
 u32 = st.integers(0, 2**32 - 1)
 ts = st.integers(1, 2**62)
 

@@ -88,7 +88,8 @@ enum {
     REC_STREAM = 11,     /* f0 CUPTI stream id (UINT64_MAX: the lookup failed), f1 stream handle,
                             f2 context id, f3 CUptiResult of cuptiGetStreamIdEx */
     REC_POOL = 12,       /* f0 buffers refused (pool empty), f1 buffers in the pool, f2 buffer bytes,
-                            f3 latency timestamps enabled (1) or the CUptiResult that refused them */
+                            f3 latency timestamps enabled (1) or the CUptiResult that refused them,
+                            f4 activity kinds asked for: 1 kernel, 2 memcpy, 4 memset */
 };
 enum { AT_SUBSCRIBE = 1, AT_ENABLE_CB = 2, AT_ACTIVITY = 3, AT_REGISTER = 4, AT_FLUSH = 5, AT_FIFO = 6,
        AT_LATENCY = 7, AT_RESOURCE = 8, AT_STREAM_ID = 9 };
@@ -354,7 +355,16 @@ static void pool_fill(int target) {
     }
 }
 
-static int kernels_only; /* AORTA_CUPTI_KINDS=kernel */
+/* Kernel records always; memcpy/memset records only where AORTA_CUPTI_KINDS asks for them, or
+ * with latency timestamps off. Why: on the H200 (CUPTI 13.0, driver 580.159.04, 2026-12-04) a
+ * training loop with latency timestamps AND memcpy or memset records deadlocked inside the driver
+ * after 2-8 s (the program in cuMemsetD8Async waiting for a write lock, CUPTI's worker waiting
+ * for the read side), with our flush thread or with CUPTI's periodic flush alike; with kernel
+ * records only, or latency timestamps off, every run finished (scripts/gpu_collector_stall.sh,
+ * benchmarks/results/collector-stall-2026-12-04-h200.log). The copies' launches still come from
+ * the eBPF uprobes; only their device start/end are not recorded. */
+static int want_memcpy = -1, want_memset = -1; /* -1: decided by the latency timestamps */
+static int cupti_flushes; /* AORTA_CUPTI_FLUSH=cupti: CUPTI's worker flushes, never our thread */
 static int multi_subscribers; /* 1 when CUPTI accepted allowMultipleSubscribers */
 static int latency_state; /* 1 enabled, else the CUptiResult that refused it (or 0: not asked) */
 
@@ -367,6 +377,7 @@ static void emit_pool(void) {
     pthread_mutex_unlock(&pool_mu);
     r.f[2] = BUFFER_BYTES;
     r.f[3] = (uint64_t)(uint32_t)latency_state;
+    r.f[4] = 1u | (want_memcpy > 0 ? 2u : 0u) | (want_memset > 0 ? 4u : 0u);
     emit(&r);
 }
 
@@ -549,9 +560,11 @@ static void *flush_loop(void *arg) {
     struct timespec period = {flush_ms / 1000, (long)(flush_ms % 1000) * 1000000L};
     while (!atomic_load(&stopping)) {
         nanosleep(&period, NULL);
-        CUptiResult res = cuptiActivityFlushAll(0);
-        if (res != CUPTI_SUCCESS)
-            report_error(res, AT_FLUSH);
+        if (!cupti_flushes) {
+            CUptiResult res = cuptiActivityFlushAll(0);
+            if (res != CUPTI_SUCCESS)
+                report_error(res, AT_FLUSH);
+        }
         pool_fill(POOL_TARGET); /* returned buffers come back; new ones are made here only */
         drain();
         emit_clock();
@@ -702,9 +715,15 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
      * "collector-activity": what CUPTI's activity tracing alone costs per launch) */
     if (dom && dom[0] >= '0' && dom[0] <= '3' && dom[1] == '\0')
         domains = (unsigned)(dom[0] - '0');
-    /* AORTA_CUPTI_KINDS=kernel: kernel records only, no memcpy/memset activity (a cost probe) */
+    /* AORTA_CUPTI_KINDS=kernel or kernel,memcpy: which of the memcpy/memset records to ask for
+     * beside the kernels (a cost probe, and the bisect of scripts/gpu_collector_stall.sh) */
     const char *kinds_env = getenv("AORTA_CUPTI_KINDS");
-    kernels_only = kinds_env && strcmp(kinds_env, "kernel") == 0;
+    if (kinds_env) {
+        want_memcpy = strstr(kinds_env, "memcpy") != NULL;
+        want_memset = strstr(kinds_env, "memset") != NULL;
+    }
+    const char *flush_env = getenv("AORTA_CUPTI_FLUSH");
+    cupti_flushes = flush_env && strcmp(flush_env, "cupti") == 0;
     if (!path)
         return 1;
     /* O_NONBLOCK: the session opened the read end first; if it is gone this fails at once */
@@ -747,14 +766,18 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
         report_error(res, AT_SUBSCRIBE);
     } else if (enable_launch_callbacks() == 0) {
         res = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+        if (want_memcpy < 0) /* not asked: only where latency timestamps are off (the deadlock above) */
+            want_memcpy = want_memset = latency_state != 1;
         if (res != CUPTI_SUCCESS)
             report_error(res, AT_REGISTER);
         else if ((res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS ||
-                 (!kernels_only && (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)) != CUPTI_SUCCESS) ||
-                 (!kernels_only && (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET)) != CUPTI_SUCCESS))
+                 (want_memcpy && (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)) != CUPTI_SUCCESS) ||
+                 (want_memset && (res = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET)) != CUPTI_SUCCESS))
             report_error(res, AT_ACTIVITY);
         else
             atomic_store(&active, 1);
+        if (cupti_flushes && atomic_load(&active) && (res = cuptiActivityFlushPeriod((uint32_t)flush_ms)) != CUPTI_SUCCESS)
+            report_error(res, AT_FLUSH);
     }
     write_hello(version);
     emit_clock();

@@ -52,7 +52,14 @@ from typing import Any
 import numpy as np
 
 from aorta_tui.trace.device.latency import StreamMap, kernel_columns, split, to_host_clock
-from aorta_tui.trace.device.records import DTYPE, INSIDE_CALL_DOMAINS, Parsed, Rec, describe_error
+from aorta_tui.trace.device.records import (
+    ACTIVITY_KIND_BITS,
+    DTYPE,
+    INSIDE_CALL_DOMAINS,
+    Parsed,
+    Rec,
+    describe_error,
+)
 
 JOIN_WINDOW_NS = 50_000_000  # a launch call's callback and its uprobe are never further apart
 WAIT_FOR_EBPF_NS = 5_000_000_000  # how long a device launch waits for its eBPF record
@@ -357,8 +364,10 @@ class DispatchJoin:
             self.clock.timestamp_callback = bool(f[3])
         for r in parsed.of(Rec.POOL):
             f = r["f"].tolist()
-            self.procs.setdefault(int(r["pid"]), ProcessStats()).pool = {
-                "buffers_refused": f[0], "buffers_ready": f[1], "buffer_bytes": f[2], "latency_timestamps": f[3]}
+            pool = {"buffers_refused": f[0], "buffers_ready": f[1], "buffer_bytes": f[2], "latency_timestamps": f[3]}
+            if f[4]:  # the CUPTI collector's: which device records it asked for (cupti_collector.c)
+                pool["activity_kinds"] = [name for bit, name in ACTIVITY_KIND_BITS if f[4] & bit]
+            self.procs.setdefault(int(r["pid"]), ProcessStats()).pool = pool
         clk = parsed.of(Rec.CLOCK)
         if len(clk):
             f = clk["f"].astype(np.int64)

@@ -38,7 +38,13 @@ class Rec(IntEnum):
     STREAM = 11  # f0 CUPTI stream id (2**64-1: lookup refused), f1 stream handle, f2 context id,
     #              f3 CUptiResult of cuptiGetStreamIdEx
     POOL = 12  # f0 buffer requests refused (pool empty), f1 buffers ready, f2 buffer bytes,
-    #            f3 latency timestamps: 1 on, else the CUptiResult that refused them
+    #            f3 latency timestamps: 1 on, else the CUptiResult that refused them,
+    #            f4 activity kinds asked for (ACTIVITY_KIND_BITS; 0 from collectors that do not say)
+
+
+# POOL f4: kernels always; memcpy/memset only with latency timestamps off or when asked for
+# (AORTA_CUPTI_KINDS), since CUPTI 13.0 deadlocked a training loop with both on (docs/tracing.md)
+ACTIVITY_KIND_BITS = ((1, "kernel"), (2, "memcpy"), (4, "memset"))
 
 
 DOMAIN_DRIVER = 1  # CUPTI_CB_DOMAIN_DRIVER_API (cupti_callbacks.h)
