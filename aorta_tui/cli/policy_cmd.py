@@ -130,13 +130,7 @@ def sweep(
         print(f"note: {note}", file=sys.stderr)
     if output is None:
         output = Path("aorta-policy") / f"{workload}-{time.strftime('%Y%m%d-%H%M%S')}"
-    queue_args: list[str] = []
-    for flag, value in (("--size", size), ("--sync-mode", sync_mode), ("--dtype", dtype)):
-        if value is not None:
-            queue_args += [flag, value]
-    for pair in param:
-        queue_args += ["--param", pair]
-    queue_args += _checked_queue_args(queue_arg)
+    queue_args = _queue_args(size, sync_mode, dtype, param, queue_arg)
     backend = None
     if allow_gpu_control and any(not p.gpu_control.is_empty() for p in chosen):
         from aorta_tui.policy.gpu_control import backend_from_spec
@@ -239,20 +233,19 @@ def _spelled_once(value: R | None, older: R | None, name: str, alias: str, defau
     return value if value is not None else older if older is not None else default
 
 
-_SET_BY_SWEEP = ("-o", "--output", "-s", "--streams", "-d", "--device", "-i", "--iterations",
-                 "-w", "--warmup", "--json")
+def _queue_args(size: str | None, sync_mode: str | None, dtype: str | None, params: list[str],
+                queue_arg: list[str]) -> list[str]:
+    """The `queue run` flags every trial takes: the sweep's own options, then --queue-arg."""
+    from aorta_tui.hwqueue.options import check_not_set_by_sweep
 
-
-def _checked_queue_args(args: list[str]) -> list[str]:
-    from aorta_tui.core.errors import UsageError
-
-    for arg in args:
-        flag = arg.split("=", 1)[0]
-        if flag in _SET_BY_SWEEP:
-            raise UsageError(f"--queue-arg {arg!r}: {flag} is set by the sweep itself",
-                             hint="use the sweep's own option (--streams, --device, "
-                                  "--iterations, --warmup, --output)")
-    return list(args)
+    out: list[str] = []
+    for flag, value in (("--size", size), ("--sync-mode", sync_mode), ("--dtype", dtype)):
+        if value is not None:
+            out += [flag, value]
+    for pair in params:
+        out += ["--param", pair]
+    check_not_set_by_sweep(queue_arg, where="--queue-arg")
+    return out + list(queue_arg)
 
 
 def _print_plan(plan: dict[str, Any]) -> None:
@@ -263,6 +256,7 @@ def _print_plan(plan: dict[str, Any]) -> None:
         sets = ", ".join(f"{k}={v}" for k, v in p["env"].items()) or "(no variables)"
         print(f"  {p['name']}: {sets}" + (f" + {' '.join(p['harness_args'])}"
                                           if p["harness_args"] else ""))
+        print(f"      queue run: {_config_text(p['queue_config'])}")
         if p["inherited_removed"]:
             print(f"      removed from the inherited environment: {', '.join(p['inherited_removed'])}")
         for note in ([p["skipped"]] if p["skipped"] else []) + p["notes"]:
@@ -270,6 +264,18 @@ def _print_plan(plan: dict[str, Any]) -> None:
     print(f"order ({plan['trials_total']} trials): {' '.join(plan['order'])}")
     example = plan["policies"][0]["argv"]
     print(f"each trial runs: {' '.join(example)}")
+
+
+def _config_text(config: dict[str, Any]) -> str:
+    """A trial's queue run in words: the workload, then every field off the harness default."""
+    import dataclasses
+
+    from aorta_tui.hwqueue.harness import QueueRunConfig
+
+    defaults = dataclasses.asdict(QueueRunConfig(workload="", streams=0))
+    shown = [f"{k}={v}" for k, v in config.items()
+             if k not in ("workload", "streams") and v != defaults.get(k)]
+    return f"{config['workload']} on {config['streams']} streams" + (f", {', '.join(shown)}" if shown else "")
 
 
 def _print_event(event: Any) -> None:

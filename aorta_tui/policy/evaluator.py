@@ -3,8 +3,10 @@
 Why processes: GPU runtimes read ``CUDA_DEVICE_MAX_CONNECTIONS``, ``GPU_MAX_HW_QUEUES``,
 ``HSA_XNACK`` and friends once, when the runtime starts. Setting them inside a running process
 (as upstream AORTA 0.3.0's policy sweep did) changes nothing, and every policy measures the same.
-Here each trial is ``aorta-tui queue run ...`` started with the policy's environment already in
-place, and every variable that *any* policy of the sweep sets is removed from the inherited
+Here each trial is one queue run in a fresh process (the queue engine's entry point,
+``python -m aorta_tui.hwqueue.child``, reading the trial's ``queue-config.json``: the sweep's
+options with the policy's ``harness_args``, `queue run` flags parsed by hwqueue/options.py),
+started with the policy's environment already in place, and every variable that *any* policy of the sweep sets is removed from the inherited
 environment first, so ``baseline`` really runs with the runtime's defaults.
 
 Trials are interleaved: round ``r`` runs every policy once, in an order shuffled with
@@ -16,6 +18,7 @@ Run directory (the source of truth; ``aorta-tui policy report DIR`` re-renders f
     DIR/sweep.json                         the request, the policies, the planned order
     DIR/journal.jsonl                      every event, one JSON object per line (the lines a
                                            resume trusts fsynced: store/run_store.py)
+    DIR/trials/NNN-POLICY-tK/queue-config.json  the queue run the trial is (QueueRunConfig)
     DIR/trials/NNN-POLICY-tK/result.json   the queue harness's result (docs/hwqueue.md)
     DIR/trials/NNN-POLICY-tK/outcome.json  exit status, environment applied, extracted figures
     DIR/trials/NNN-POLICY-tK/stdout.txt, stderr.txt
@@ -68,6 +71,7 @@ from aorta_tui.core.events import (
 from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
+from aorta_tui.hwqueue.harness import QueueRunConfig
 from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import REPORT_FILES
@@ -182,17 +186,32 @@ def trial_environment(base: Mapping[str, str], policy: Policy,
     return env, removed
 
 
-def queue_run_argv(request: PolicySweepRequest, policy: Policy, result_path: Path) -> list[str]:
-    argv = [request.python, "-m", "aorta_tui", "queue", "run", request.workload,
-            "--streams", str(request.streams)]
+QUEUE_CONFIG_FILE = "queue-config.json"  # the trial's QueueRunConfig, beside its result.json
+
+
+def trial_queue_config(request: PolicySweepRequest, policy: Policy) -> QueueRunConfig:
+    """The `queue run` a trial of ``policy`` is: the sweep's options, then ``--queue-arg``, then
+    the policy's ``harness_args`` (`queue run` flags, parsed by hwqueue/options.py)."""
+    from aorta_tui.hwqueue.options import trial_config
+
+    base = QueueRunConfig(workload=request.workload, streams=request.streams, size="auto")
+    # the sweep's own options where given; the harness defaults otherwise
     if request.iterations is not None:
-        argv += ["--iterations", str(request.iterations)]
+        base.iterations = request.iterations
     if request.warmup is not None:
-        argv += ["--warmup", str(request.warmup)]
+        base.warmup = request.warmup
     if request.device is not None:
-        argv += ["--device", request.device]
-    argv += [*request.queue_args, *policy.harness_args, "-o", str(result_path)]
-    return argv
+        base.device = request.device
+    return trial_config(base, ("--queue-arg", request.queue_args),
+                        (f"policy {policy.name!r} harness_args", policy.harness_args))
+
+
+def queue_child_argv(request: PolicySweepRequest, policy: Policy, result_path: Path) -> list[str]:
+    """A trial's process: the queue engine's entry point, reading the QueueRunConfig the
+    evaluator wrote beside ``result_path`` (never the command line: docs/architecture.md)."""
+    del policy  # the config file holds what the policy asks for
+    return [request.python, "-m", "aorta_tui.hwqueue.child",
+            str(result_path.with_name(QUEUE_CONFIG_FILE)), str(result_path)]
 
 
 class PolicyEvaluator:
@@ -203,9 +222,11 @@ class PolicyEvaluator:
                  base_env: Mapping[str, str] | None = None,
                  trial_command: TrialCommand | None = None) -> None:
         _check_request(request)
-        self.trial_command = trial_command or queue_run_argv
+        self.trial_command = trial_command or queue_child_argv
         policies, self.reference_added = with_reference(request.policies)
         self.request = dataclasses.replace(request, policies=policies)
+        for policy in policies:  # a flag no trial can take is refused before any trial runs
+            trial_queue_config(self.request, policy)
         self.cancel = cancel if cancel is not None else CancelEvent()
         self.gpu_backend = gpu_backend
         from aorta_tui.core.bytecode import plan_bytecode
@@ -262,6 +283,7 @@ class PolicyEvaluator:
             policies.append({**p.to_dict(), "inherited_removed": removed,
                              "notes": self.notes[p.name],
                              "skipped": self.skipped.get(p.name, ""),
+                             "queue_config": dataclasses.asdict(trial_queue_config(req, p)),
                              "argv": self.trial_command(req, p, Path(req.output_dir) / "trials"
                                                         / "NNN" / "result.json")})
         return {"request": req.to_dict(), "reference_added": self.reference_added,
@@ -424,6 +446,8 @@ class PolicyEvaluator:
         trial_dir = self.store.fresh_trial_dir(planned.dir_name)
         result_path = trial_dir / "result.json"
         env, removed = trial_environment(self.base_env, policy, req.policies)
+        self.store.fs.atomic_write_json(trial_dir / QUEUE_CONFIG_FILE,
+                                        dataclasses.asdict(trial_queue_config(req, policy)))
         argv = self.trial_command(req, policy, result_path)
         trial_id = planned.dir_name
         # its identity is in the journal before the process exists (trial/orphans.py)
@@ -502,7 +526,7 @@ def run_policy_sweep(request: PolicySweepRequest, *, on_event: Callable[[Event],
     running trial is ended (a :class:`aorta_tui.trial.supervisor.CancelEvent` wakes it at once);
     ``gpu_backend`` is the GPU-control backend (default: detected, only with
     ``allow_gpu_control``); ``base_env`` replaces ``os.environ`` as the inherited environment;
-    ``trial_command`` replaces ``queue_run_argv`` (a child that writes a result JSON with the
+    ``trial_command`` replaces ``queue_child_argv`` (a child that writes a result JSON with the
     same ``summary`` / ``summary_units`` / ``summary_better`` / ``unavailable`` keys).
     """
     return PolicyEvaluator(request, on_event=on_event, cancel=cancel, gpu_backend=gpu_backend,

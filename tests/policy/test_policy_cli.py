@@ -168,7 +168,7 @@ def test_queue_arg_passes_options_but_not_the_sweeps_own(tmp_path: Path) -> None
     ok = _cli("sweep", "hetero_kernels", "--queue-arg=--timing=cupti", "--dry-run", "--json",
               "-o", str(tmp_path / "run"))
     assert ok.returncode == 0, ok.stderr
-    assert "--timing=cupti" in json.loads(ok.stdout)["policies"][0]["argv"]
+    assert json.loads(ok.stdout)["policies"][0]["queue_config"]["timing"] == "cupti"
     bad = _cli("sweep", "hetero_kernels", "--queue-arg=--streams=3", "--dry-run",
                "-o", str(tmp_path / "run"))
     assert bad.returncode == 2 and "--streams is set by the sweep itself" in bad.stderr

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 PROBE = textwrap.dedent("""
     import json, os, sys
     out = os.environ.get("POLICY_PROBE_DIR")
-    if out and "queue" in getattr(sys, "orig_argv", []):
+    if out and "aorta_tui.hwqueue.child" in getattr(sys, "orig_argv", []):  # a trial's process
         gpu = os.environ.get("POLICY_PROBE_GPU_STATE")
         state = json.load(open(gpu)) if gpu and os.path.exists(gpu) else None
         keep = {k: v for k, v in os.environ.items()

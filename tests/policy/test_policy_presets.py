@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.hwqueue.harness import QueueRunConfig
 from aorta_tui.policy.evaluator import (
     PolicySweepRequest,
     plan_order,
-    queue_run_argv,
+    queue_child_argv,
     trial_environment,
+    trial_queue_config,
     with_reference,
 )
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, Policy, resolve_policies
@@ -86,14 +88,18 @@ def test_trial_environment_removes_every_controlled_variable() -> None:
     assert parent["CUDA_DEVICE_MAX_CONNECTIONS"] == "32"  # the parent is untouched
 
 
-def test_queue_argv_passes_policy_options_and_output(tmp_path: Path) -> None:
+def test_a_trial_is_the_queue_engine_reading_the_policys_config(tmp_path: Path) -> None:
     req = PolicySweepRequest(workload="tiny_kernel_stress", policies=(), streams=16,
                        output_dir=tmp_path, iterations=7, device="cuda",
                        queue_args=("--size", "tiny"), python="py")
-    argv = queue_run_argv(req, BUILTIN_BY_NAME["stream_priority_lc"], tmp_path / "r.json")
-    assert argv[:6] == ["py", "-m", "aorta_tui", "queue", "run", "tiny_kernel_stress"]
-    joined = " ".join(argv)
-    assert "--streams 16" in joined and "--iterations 7" in joined and "--device cuda" in joined
-    assert "--size tiny" in joined and " ".join(BUILTIN_BY_NAME["stream_priority_lc"].harness_args) in joined
-    assert argv[-2:] == ["-o", str(tmp_path / "r.json")]
-    assert "--warmup" not in argv  # harness default when not given
+    lc = BUILTIN_BY_NAME["stream_priority_lc"]
+    argv = queue_child_argv(req, lc, tmp_path / "r.json")
+    assert argv == ["py", "-m", "aorta_tui.hwqueue.child", str(tmp_path / "queue-config.json"),
+                    str(tmp_path / "r.json")]  # the engine's entry point, never the CLI
+    cfg = trial_queue_config(req, lc)
+    assert (cfg.workload, cfg.streams, cfg.iterations, cfg.device, cfg.size) == (
+        "tiny_kernel_stress", 16, 7, "cuda", "tiny")
+    assert cfg.stream_priority == "lc"  # the policy's harness_args
+    assert cfg.warmup == QueueRunConfig("w", 1).warmup  # the harness default when not given
+
+
