@@ -398,50 +398,29 @@ class _StoreSweep:
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
 
     def run(self, *, resumed: bool) -> dict[str, Any]:
-        from aorta_tui.store.write_errors import write_failure
-
-        self.store.acquire()  # before the resume set is read: another process may be running it
-        try:
-            return self._run_locked(resumed)
-        except OSError as exc:  # a full disk, a quota, an I/O error: the machine's problem
-            problem = write_failure(exc, self.run_dir,
-                                    resume_command=f"aorta-tui queue resume {self.run_dir}")
-            if problem is None:
-                raise
-            self._finished("failed", int(problem.exit_code), {"error": problem.message})
-            raise problem from None
-        finally:
-            self.store.release()
-
-    def _run_locked(self, resumed: bool) -> dict[str, Any]:
-        from aorta_tui.core.events import RunStarted
+        from aorta_tui.trial.run_loop import RunPlan, run_planned
 
         ids = [point_id(n) for n in self.counts]
-        done = self.store.completed(set(ids)) if resumed else set()
-        self.bus.prepend(self.store.open_journal())  # the journal sees every event first
-        self.bus.emit(RunStarted(self.sweep_id, source="queue_sweep", run_dir=str(self.run_dir),
-                                 total=len(ids), cells=ids, resumed=resumed,
-                                 already_done=len(done)))
-        if resumed:  # before any point's directory is reused (issue 27 item 1)
-            from aorta_tui.core.events import RunWarning
-            from aorta_tui.trial.orphans import end_unfinished
+        return run_planned(self.store, self.bus, RunPlan(
+            self.sweep_id, source="queue_sweep", trials=self.counts, trial_id=point_id, cells=ids,
+            resumed=resumed, resume_command=f"aorta-tui queue resume {self.run_dir}"), self)
 
-            report = end_unfinished(self.run_dir, self.sweep_id, self.store.events(), set(ids) - done)
-            for note in report.warnings():
-                self.bus.emit(RunWarning(self.sweep_id, message=f"resume: {note}", code="orphan"))
-        try:
-            count = len(done)
-            for n, tid in zip(self.counts, ids, strict=True):
-                if tid in done:
-                    continue  # a finished point is never run again
-                message = self._point(n, tid)
-                count += 1
-                self.bus.emit(Progress(self.sweep_id, done=count, total=len(ids),
-                                       message=message))
-        except KeyboardInterrupt:
-            self._finished("interrupted", 130, {"run_dir": str(self.run_dir)})
-            raise
+    # -- the run loop's engine (trial/run_loop.py) ----------------------------------------------
+
+    def announce(self) -> None:
+        return None  # a queue sweep knows no warning before its first point
+
+    def run_trial(self, trial: int) -> str:
+        return self._point(trial, point_id(trial))
+
+    def finish(self, status: str, exit_code: int) -> dict[str, Any]:
+        if status != "completed":  # a Ctrl-C: the points so far stay for `queue resume`
+            self._finished(status, exit_code, {"run_dir": str(self.run_dir)})
+            return {}
         return self._document()
+
+    def write_failed(self, problem: AortaError) -> None:
+        self._finished("failed", int(problem.exit_code), {"error": problem.message})
 
     def _point(self, n: int, tid: str) -> str:
         from aorta_tui.core.events import TrialFinished, TrialStarted

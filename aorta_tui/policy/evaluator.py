@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Event as ThreadEvent
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
 from aorta_tui.core.events import (
@@ -59,10 +59,8 @@ from aorta_tui.core.events import (
     Event,
     EventBus,
     Measurement,
-    Progress,
     ResultWritten,
     RunFinished,
-    RunStarted,
     RunWarning,
     TrialFinished,
     TrialLaunch,
@@ -77,7 +75,7 @@ from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import REPORT_FILES
 from aorta_tui.policy.report_doc import PolicyReport
 from aorta_tui.store.run_store import RunStore, StoreLayout
-from aorta_tui.store.write_errors import output_write_error, write_failure
+from aorta_tui.store.write_errors import output_write_error
 
 if TYPE_CHECKING:  # imported when a policy changes the GPU, not on every sweep
     from aorta_tui.policy.gpu_control import ControlBackend
@@ -242,6 +240,9 @@ class PolicyEvaluator:
         self.skipped: dict[str, str] = {}
         self.gpu_plans: dict[str, str] = {}
         self.store: RunStore  # the run directory, opened under its lock by run()
+        self.created: Path | None = None  # the directory run() made (a refusal removes it)
+        self.resumed = False
+        self.total = 0  # trials in the plan
 
     # -- preparation --------------------------------------------------------------------
 
@@ -295,43 +296,24 @@ class PolicyEvaluator:
     def run(self, *, resume: dict[str, Any] | None = None) -> PolicySweepOutcome:
         """Run the sweep; with ``resume`` (a run dir's ``sweep.json``), run only the trials
         that have no final outcome yet, in the recorded order, into the same directory."""
-        from aorta_tui.policy.report import build_report, write_reports
+        from aorta_tui.trial.run_loop import RunPlan, run_planned
 
-        req = self.request
-        run_dir = Path(req.output_dir)
+        run_dir = Path(self.request.output_dir)
         self._prepare_gpu_control()  # reads the GPU state: fails before anything is written
-        created: Path | None
         if resume is None:
-            created, plan, names = self._start_fresh(run_dir)
+            self.created, plan, names = self._start_fresh(run_dir)
         else:
-            created = None
+            self.created = None
             self.run_id = str(resume.get("run_id") or self.run_id)
             plan = [PlannedTrial(int(o["position"]), str(o["policy"]), int(o["trial"]))
                     for o in resume["order"]]
             names = list(dict.fromkeys(t.policy for t in plan))
-        store = self.store = RunStore(run_dir, POLICY_LAYOUT)
-        store.acquire()  # before the resume set is read: another process may be running it
-        try:
-            # A resume keeps the trials whose final outcome.json and journal line are on disk.
-            finished = (store.completed({t.dir_name for t in plan}) if resume is not None
-                        else set())
-            self.bus.prepend(store.open_journal())  # the journal sees every event first
-            self._announce(run_dir, plan, names, resume is not None, len(finished))
-            if resume is not None:  # before any trial directory is reused (issue 27 item 1)
-                self._end_orphans(run_dir, {t.dir_name for t in plan} - finished)
-            status, exit_code = self._run_plan(run_dir, plan, finished, resume is not None,
-                                               created, build_report, write_reports)
-            report = self._finish(run_dir, status, exit_code, build_report, write_reports)
-        except OSError as exc:  # a full disk, a quota, an I/O error: the machine's problem
-            problem = write_failure(exc, run_dir,
-                                    resume_command=f"aorta-tui policy resume {run_dir}")
-            if problem is None:
-                raise
-            raise problem from None
-        finally:
-            self.bus.close()
-            store.release()
-        return PolicySweepOutcome(run_dir, status, exit_code, report)
+        self.resumed, self.total = resume is not None, len(plan)
+        self.store = RunStore(run_dir, POLICY_LAYOUT)
+        return run_planned(self.store, self.bus, RunPlan(
+            self.run_id, source="policy", trials=plan, trial_id=lambda t: t.dir_name, cells=names,
+            resumed=resume is not None, resume_command=f"aorta-tui policy resume {run_dir}"),
+            self, cancel=self.cancel)
 
     def _start_fresh(self, run_dir: Path) -> tuple[Path | None, list[PlannedTrial], list[str]]:
         """Claim the run directory and write its sweep.json (the plan a resume follows)."""
@@ -361,13 +343,11 @@ class PolicyEvaluator:
             raise output_write_error(exc, run_dir / "sweep.json", option="--output") from None
         return created, plan, names
 
-    def _announce(self, run_dir: Path, plan: list[PlannedTrial], names: list[str],
-                  resumed: bool, already_done: int) -> None:
-        """RunStarted, then the warnings known before any trial runs."""
+    # -- the run loop's engine (trial/run_loop.py) ----------------------------------------------
+
+    def announce(self) -> None:
+        """The warnings known before any trial runs."""
         req = self.request
-        self._emit(RunStarted(self.run_id, source="policy", run_dir=str(run_dir),
-                              total=len(plan), cells=names, resumed=resumed,
-                              already_done=already_done))
         if req.trials < MIN_SAMPLES:  # said up front, not discovered in the report
             self._emit(RunWarning(self.run_id, code="too_few_trials", message=(
                 f"{req.trials} trial(s) per policy: the report needs {MIN_SAMPLES} for a "
@@ -379,48 +359,31 @@ class PolicyEvaluator:
             self._emit(RunWarning(self.run_id, message=f"policy {name}: GPU control plan: "
                                f"{text}", code="gpu_control_plan"))
 
-    def _run_plan(self, run_dir: Path, plan: list[PlannedTrial], finished: set[str],
-                  resumed: bool, created: Path | None,
-                  build_report: Callable[..., PolicyReport],
-                  write_reports: Callable[..., tuple[Path, Path]]) -> tuple[str, int]:
-        """Run the plan's unfinished trials in order; the sweep's status and exit code."""
-        store = self.store
+    def run_trial(self, planned: PlannedTrial) -> str:
         by_name = {p.name: p for p in self.request.policies}
-        status, exit_code = "completed", int(ExitCode.OK)
         try:
-            done = len(finished)
-            for planned in plan:
-                if planned.dir_name in finished:
-                    continue
-                if self.cancel.is_set():
-                    status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
-                    break
-                self._run_one(run_dir, planned, by_name[planned.policy], len(plan))
-                store.check_journal()  # a trial is done only once the journal says so
-                done += 1
-                self._emit(Progress(self.run_id, done=done, total=len(plan),
-                                    message=f"{planned.policy} trial {planned.trial}"))
+            self._run_one(self.store.path, planned, by_name[planned.policy], self.total)
         except _AbortSweep as abort:
-            self._emit(RunFinished(self.run_id, status="failed",
-                                   exit_code=int(abort.error.exit_code),
-                                   summary={"error": abort.error.message}))
-            store.close_journal()
-            if not resumed:
-                _discard_run_dir(run_dir, created)
-            else:  # keep the earlier trials; only the refused one goes
-                shutil.rmtree(run_dir / "trials" / abort.trial_dir, ignore_errors=True)
-            raise abort.error from None
-        except KeyboardInterrupt:
-            status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
-            self._finish(run_dir, status, exit_code, build_report, write_reports)
-            raise
-        if self.cancel.is_set() and status == "completed" and len(plan) > 0:
-            status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
-        return status, exit_code
+            self._abort(abort)
+        return f"{planned.policy} trial {planned.trial}"
 
-    def _finish(self, run_dir: Path, status: str, exit_code: int,
-                build_report: Callable[..., PolicyReport],
-                write_reports: Callable[..., tuple[Path, Path]]) -> PolicyReport:
+    def _abort(self, abort: _AbortSweep) -> NoReturn:
+        """A trial refused to run (its options, the machine): the sweep ends, exit 2 or 3, and
+        a new run leaves nothing behind; a resume keeps the earlier trials."""
+        self._emit(RunFinished(self.run_id, status="failed", exit_code=int(abort.error.exit_code),
+                               summary={"error": abort.error.message}))
+        self.store.close_journal()
+        run_dir = self.store.path
+        if not self.resumed:
+            _discard_run_dir(run_dir, self.created)
+        else:  # keep the earlier trials; only the refused one goes
+            shutil.rmtree(run_dir / "trials" / abort.trial_dir, ignore_errors=True)
+        raise abort.error from None
+
+    def finish(self, status: str, exit_code: int) -> PolicySweepOutcome:
+        from aorta_tui.policy.report import build_report, write_reports
+
+        run_dir = self.store.path
         report = build_report(run_dir, status=status)
         json_path, md_path = write_reports(run_dir, report)
         self._emit(ResultWritten(self.run_id, path=str(json_path), what="policy.json"))
@@ -429,16 +392,10 @@ class PolicyEvaluator:
         self._emit(RunFinished(self.run_id, status=status, exit_code=exit_code,
                                summary={"run_dir": str(run_dir), "differences": called,
                                         "failed_trials": report.failed_trials}))
-        return report
+        return PolicySweepOutcome(run_dir, status, exit_code, report)
 
-    def _end_orphans(self, run_dir: Path, unfinished: set[str]) -> None:
-        """The trial a SIGKILLed sweep left running is ended (only a process that carries its
-        token: trial/orphans.py), and said so, before it runs again."""
-        from aorta_tui.trial.orphans import end_unfinished
-
-        report = end_unfinished(run_dir, self.run_id, self.store.events(), unfinished)
-        for note in report.warnings():
-            self._emit(RunWarning(self.run_id, message=f"resume: {note}", code="orphan"))
+    def write_failed(self, problem: AortaError) -> None:
+        return None  # the journal is on the same full disk: the error says it all
 
     def _run_one(self, run_dir: Path, planned: PlannedTrial, policy: Policy, total: int) -> None:
         req = self.request
