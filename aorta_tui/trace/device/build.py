@@ -207,6 +207,8 @@ def defines_for(cupti: CuptiInstall) -> dict[str, str]:
         "AORTA_HAS_TS_CALLBACK": "1" if "cuptiActivityRegisterTimestampCallback" in act_h else "0",
         # queued/submitted per kernel record (issue 34's default mode)
         "AORTA_HAS_LATENCY_TS": "1" if "cuptiActivityEnableLatencyTimestamps" in act_h else "0",
+        # AORTA_CUPTI_FLUSH=cupti (CUPTI's worker flushes): absent from the oldest CUPTI 11 headers
+        "AORTA_HAS_FLUSH_PERIOD": "1" if "cuptiActivityFlushPeriod" in act_h else "0",
         # CUPTI 13.3+: several subscribers per process where the driver (r610+) allows it
         "AORTA_HAS_SUBSCRIBE_V2": "1" if "allowMultipleSubscribers" in cb_h else "0",
     }

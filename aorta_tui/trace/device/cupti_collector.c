@@ -776,8 +776,12 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
             report_error(res, AT_ACTIVITY);
         else
             atomic_store(&active, 1);
+#if AORTA_HAS_FLUSH_PERIOD
         if (cupti_flushes && atomic_load(&active) && (res = cuptiActivityFlushPeriod((uint32_t)flush_ms)) != CUPTI_SUCCESS)
             report_error(res, AT_FLUSH);
+#else
+        cupti_flushes = 0; /* a CUPTI without the call: the collector's thread flushes */
+#endif
     }
     write_hello(version);
     emit_clock();
