@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from aorta_tui.core.events import EVENT_TYPES, Event
-from aorta_tui.core.inputs import conforms, hint_text
+from aorta_tui.core.inputs import conforms, hint_text, json_type_name
 from aorta_tui.store.journal_file import open_journal_file
 from aorta_tui.store.naming import JOURNAL, is_trial_id
 
@@ -48,11 +48,6 @@ def _hints(cls: type[Event]) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def _json_kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            int: "a number", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
 def parse_journal_line(raw: bytes, *, sweep_ids: bool = True) -> tuple[Event | None, str | None]:
     """One journal line -> ``(event, None)``, or ``(None, why it is not an event)``. Never raises.
 
@@ -69,11 +64,11 @@ def parse_journal_line(raw: bytes, *, sweep_ids: bool = True) -> tuple[Event | N
     except RecursionError:
         return None, "JSON nested too deeply"
     if not isinstance(data, dict):
-        return None, f"not an event (a JSON line holding {_json_kind(data)}, not an object)"
+        return None, f"not an event (a JSON line holding {json_type_name(data)}, not an object)"
     kind = data.get("event")
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        shown = kind if isinstance(kind, str) and len(kind) <= 40 else _json_kind(kind)
+        shown = kind if isinstance(kind, str) and len(kind) <= 40 else json_type_name(kind)
         return None, f"unknown event type {shown!r}" if isinstance(kind, str) else "no \"event\" name"
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
@@ -85,7 +80,7 @@ def parse_journal_line(raw: bytes, *, sweep_ids: bool = True) -> tuple[Event | N
         # finite=False: the writer (json.dumps) puts a NaN figure down as NaN, and such a line
         # is still the event it was, not damage
         if not conforms(value, hint, finite=False):
-            return None, f"{kind} field {f.name!r} is {_json_kind(value)}, not {hint_text(hint, finite=False)}"
+            return None, f"{kind} field {f.name!r} is {json_type_name(value)}, not {hint_text(hint, finite=False)}"
         kwargs[f.name] = value
     missing = [f.name for f in fields(cls) if f.name not in kwargs
                and f.default is MISSING and f.default_factory is MISSING]
