@@ -29,6 +29,8 @@ import math
 import os
 import stat
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -363,14 +365,93 @@ def json_type_name(value: Any) -> str:
 MAX_JSON_NUMBER = 1e300
 
 
-def is_json_number(value: Any) -> bool:
-    """A finite int or float (not a boolean) that float arithmetic can take."""
+def _finite_number(value: object) -> bool:
+    """A finite int or float, not a boolean (JSON's ``true`` is no number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     try:
-        return math.isfinite(value) and abs(value) <= MAX_JSON_NUMBER
+        return math.isfinite(value)
     except OverflowError:  # an int too large for a float
         return False
+
+
+def is_json_number(value: Any) -> bool:
+    """A finite int or float (not a boolean) that float arithmetic can take."""
+    return _finite_number(value) and abs(value) <= MAX_JSON_NUMBER
+
+
+def _is_union(hint: object) -> bool:
+    # ``Optional[X]``/``Union[X, Y]`` and ``X | Y`` are two different objects at run time
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def conforms(value: object, hint: object, *, finite: bool = True) -> bool:
+    """Whether the decoded JSON ``value`` fits ``hint``, the annotation of a typed record's
+    field (a journal event, a queue run's config, a sweep request): the one check of them all.
+
+    ``Any`` fits anything; ``None`` only null; a union (``X | None``) when one alternative
+    fits; ``bool`` only true/false and ``int`` never a boolean (``True`` is an ``int`` to
+    Python, but ``"streams": true`` is no count); ``float`` an int or a float, finite unless
+    ``finite=False``; ``str`` a string; ``Path`` a non-empty string (an empty path names
+    nothing: ``Path("")`` is the working directory); ``list[T]`` an array of T;
+    ``dict[str, T]`` an object of T. A class of its own (an event's ``CellStats``) is its
+    constructor's to judge, so any value fits here; any other generic (``tuple[...]``,
+    ``Literal[...]``) raises TypeError: a field typed so is a shape to teach this check, and
+    passing it unchecked would let a damaged file through.
+    """
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if _is_union(hint):
+        return any(conforms(value, h, finite=finite) for h in typing.get_args(hint))
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        item: object = args[0] if args else Any
+        return isinstance(value, list) and all(conforms(v, item, finite=finite) for v in value)
+    if origin is dict:
+        item = args[1] if args else Any
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and conforms(v, item, finite=finite) for k, v in value.items())
+    if origin is not None:
+        raise TypeError(f"conforms() does not know the annotation {hint!r}")
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        if not finite:
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return _finite_number(value)
+    if hint is Path:
+        return isinstance(value, str) and value != ""
+    if hint in (str, list, dict):
+        return isinstance(value, typing.cast(type, hint))
+    return True  # a class of its own (see above): its constructor takes or refuses the value
+
+
+_HINT_WORDS: dict[object, str] = {
+    str: "a string", int: "an integer", bool: "true or false", type(None): "null", None: "null",
+    Path: "a path (a non-empty string)", list: "an array", dict: "an object", Any: "any value",
+}
+
+
+def hint_text(hint: object, *, finite: bool = True) -> str:
+    """The annotation ``hint`` in JSON's words, for "is X, not Y" messages: ``int | None`` is
+    "an integer or null", ``list[str]`` "an array (items: a string)"; ``finite`` as for
+    :func:`conforms`."""
+    if _is_union(hint):
+        return " or ".join(hint_text(h, finite=finite) for h in typing.get_args(hint))
+    if hint is float:
+        return "a finite number" if finite else "a number"
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    # the items' type is named where it says something (list[Any] is just "an array")
+    if origin is list and args and args[0] is not Any:
+        return f"an array (items: {hint_text(args[0], finite=finite)})"
+    if origin is dict and len(args) == 2 and args[1] is not Any:
+        return f"an object (values: {hint_text(args[1], finite=finite)})"
+    key = origin or hint
+    return _HINT_WORDS.get(key, f"a {getattr(key, '__name__', key)}")
 
 
 _CHECKS: dict[str, tuple[str, Any]] = {

@@ -307,27 +307,6 @@ def read_request(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def _type_ok(value: Any, hint: Any) -> bool:
-    """``value`` as JSON gives it fits the dataclass annotation ``hint`` (str, int, bool,
-    ``list[str] | None``, ``dict[str, Any]``); a bool is never an int here."""
-    import types
-    import typing
-
-    args = typing.get_args(hint)
-    if isinstance(hint, types.UnionType):
-        return any(_type_ok(value, h) for h in args)
-    if hint is type(None):
-        return value is None
-    origin = typing.get_origin(hint) or hint
-    if origin is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin is list:
-        return isinstance(value, list) and all(_type_ok(v, args[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
-    return isinstance(value, origin)
-
-
 def checked_config(raw: dict[str, Any], where: Path,
                    hint: str = "it was not written by this aorta-tui's `queue sweep`; start a new sweep",
                    ) -> dict[str, Any]:
@@ -337,7 +316,7 @@ def checked_config(raw: dict[str, Any], where: Path,
     import typing
 
     from aorta_tui.core.errors import RunDirError
-    from aorta_tui.core.inputs import clip_for_message
+    from aorta_tui.core.inputs import clip_for_message, conforms
     from aorta_tui.hwqueue.harness import QueueRunConfig
 
     hints = typing.get_type_hints(QueueRunConfig)
@@ -350,7 +329,7 @@ def checked_config(raw: dict[str, Any], where: Path,
         if key not in hints:
             raise RunDirError(f"{where}: config.{clip_for_message(key)}: not a queue run option",
                               hint=hint)
-        if not _type_ok(value, hints[key]):
+        if not conforms(value, hints[key]):  # a bool is never an int here
             want = hints[key].__name__ if type(hints[key]) is type else str(hints[key])
             raise RunDirError(f"{where}: config.{key}: {clip_for_message(value)} is not "
                               f"{want}", hint=hint)

@@ -5,7 +5,6 @@ huge line never read whole."""
 from __future__ import annotations
 
 import json
-import types
 import typing
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, field, fields
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from aorta_tui.core.events import EVENT_TYPES, Event
+from aorta_tui.core.inputs import conforms, hint_text, json_type_name
 from aorta_tui.store.journal_file import open_journal_file
 from aorta_tui.store.naming import JOURNAL, is_trial_id
 
@@ -48,46 +48,6 @@ def _hints(cls: type[Event]) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def _conforms(value: Any, hint: Any) -> bool:
-    """Whether a decoded JSON value fits an event field's annotation (the shapes events use)."""
-    if hint is Any:
-        return True
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_conforms(value, h) for h in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if origin is list:
-        (item,) = typing.get_args(hint) or (Any,)
-        return isinstance(value, list) and all(_conforms(v, item) for v in value)
-    if origin is dict:
-        _, item = typing.get_args(hint) or (str, Any)
-        return isinstance(value, dict) and all(_conforms(v, item) for v in value.values())
-    return True  # an annotation this checker does not know: accept, as before
-
-
-def _json_kind(value: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-            int: "a number", float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _hint_text(hint: Any) -> str:
-    """An event field's annotation in JSON's words: ``int | None`` -> "an integer or null"."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_hint_text(h) for h in typing.get_args(hint))
-    origin = typing.get_origin(hint) or hint
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-            list: "an array", dict: "an object", type(None): "null"}.get(origin, str(hint))
-
-
 def parse_journal_line(raw: bytes, *, sweep_ids: bool = True) -> tuple[Event | None, str | None]:
     """One journal line -> ``(event, None)``, or ``(None, why it is not an event)``. Never raises.
 
@@ -104,11 +64,11 @@ def parse_journal_line(raw: bytes, *, sweep_ids: bool = True) -> tuple[Event | N
     except RecursionError:
         return None, "JSON nested too deeply"
     if not isinstance(data, dict):
-        return None, f"not an event (a JSON line holding {_json_kind(data)}, not an object)"
+        return None, f"not an event (a JSON line holding {json_type_name(data)}, not an object)"
     kind = data.get("event")
     cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        shown = kind if isinstance(kind, str) and len(kind) <= 40 else _json_kind(kind)
+        shown = kind if isinstance(kind, str) and len(kind) <= 40 else json_type_name(kind)
         return None, f"unknown event type {shown!r}" if isinstance(kind, str) else "no \"event\" name"
     hints = _hints(cls)
     kwargs: dict[str, Any] = {}
@@ -116,8 +76,11 @@ def parse_journal_line(raw: bytes, *, sweep_ids: bool = True) -> tuple[Event | N
         if f.name not in data:
             continue
         value = data[f.name]
-        if not _conforms(value, hints.get(f.name, Any)):
-            return None, f"{kind} field {f.name!r} is {_json_kind(value)}, not {_hint_text(hints[f.name])}"
+        hint = hints.get(f.name, Any)
+        # finite=False: the writer (json.dumps) puts a NaN figure down as NaN, and such a line
+        # is still the event it was, not damage
+        if not conforms(value, hint, finite=False):
+            return None, f"{kind} field {f.name!r} is {json_type_name(value)}, not {hint_text(hint, finite=False)}"
         kwargs[f.name] = value
     missing = [f.name for f in fields(cls) if f.name not in kwargs
                and f.default is MISSING and f.default_factory is MISSING]

@@ -259,28 +259,33 @@ def read_request(path: str | Path) -> SweepRequest:
 
 
 def _field(path: str | Path, name: str, hint: Any, value: Any) -> Any:
-    """``value`` as the annotation ``hint`` wants it: Path (or a list of them) from strings;
-    bool, int, finite float and str as they are; None where the annotation allows it."""
-    import math
+    """``value`` once it fits the annotation ``hint`` (``core.inputs.conforms``: a bool is no
+    int, a float is finite, None only where the annotation allows it), as the request holds
+    it; else exit 2 naming the file, the field and what it should be."""
+    from aorta_tui.core.inputs import clip_for_message, conforms, hint_text, json_type_name
+
+    if not conforms(value, hint):
+        raise UsageError(f"{path}: field {name!r} is {json_type_name(value)} "
+                         f"{clip_for_message(value, 60)}, not {hint_text(hint)}",
+                         hint="the file is written by the agent of this aorta-tui version")
+    return _as_annotated(value, hint)
+
+
+def _as_annotated(value: Any, hint: object) -> Any:
+    """A checked JSON ``value`` as the dataclass holds it: a Path (or a list of them) from its
+    string, a float from an integer (``3`` for ``confound_threshold``)."""
     import types
     import typing
 
-    want = hint
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None
-        if value is None and type(None) in typing.get_args(hint):
-            return None
-        want = next(a for a in typing.get_args(hint) if a is not type(None))
-    item = typing.get_args(want)[0] if typing.get_origin(want) is list else None
-    if item is not None and isinstance(value, list):
-        return [_field(path, f"{name}[]", item, v) for v in value]
-    if want is Path and isinstance(value, str) and value:
+    from aorta_tui.core.inputs import conforms
+
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):  # the alternative it fits
+        hint = next(h for h in typing.get_args(hint) if conforms(value, h))
+    if hint is Path:
         return Path(value)
-    if want in (bool, str) and type(value) is want:
-        return value
-    if want is int and type(value) is int:
-        return value
-    if want is float and type(value) in (int, float) and math.isfinite(value):
+    if hint is float:
         return float(value)
-    raise UsageError(f"{path}: field {name!r} is {type(value).__name__} {str(value)[:60]!r}, "
-                     f"not {getattr(want, '__name__', want)}",
-                     hint="the file is written by the agent of this aorta-tui version")
+    if typing.get_origin(hint) is list:
+        (item,) = typing.get_args(hint)
+        return [_as_annotated(v, item) for v in value]
+    return value

@@ -100,3 +100,28 @@ def test_unwritable_output_is_a_clear_error(tmp_path: Path):
 
     with pytest.raises(UsageError, match="cannot create the run directory"):
         prepare_output(blocker, "T")
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    (b'{"event": "progress", "run_id": "r", "done": true}',
+     "progress field 'done' is a boolean, not an integer"),
+    (b'{"event": "measurement", "run_id": "r", "source": "q", "name": "n", "reasons": {"x": 1}}',
+     "measurement field 'reasons' is an object, not an object (values: a string)"),
+    (b'{"event": "trial_finished", "run_id": "r", "trial_id": "a/trial-000", "cell": "a", "trial": 0,'
+     b' "verdict": "pass", "detectors": ["x", 1]}',
+     "trial_finished field 'detectors' is an array, not an array (items: a string)"),
+])
+def test_a_field_of_the_wrong_type_makes_the_line_damage_naming_field_and_type(line: bytes, why: str) -> None:
+    from aorta_tui.store.journal_reader import parse_journal_line
+
+    assert parse_journal_line(line) == (None, why)
+
+
+def test_a_nan_figure_the_writer_put_down_leaves_the_line_an_event() -> None:
+    # json.dumps writes NaN for a figure that is not a number: the line is still its event
+    from aorta_tui.store.journal_reader import parse_journal_line
+
+    event, why = parse_journal_line(b'{"event": "histogram_snapshot", "run_id": "r", "probe_set": "p",'
+                                    b' "measures": "m", "unit": "us", "count": 1,'
+                                    b' "percentiles": {"p50": NaN}, "events_per_s": Infinity}')
+    assert why is None and event is not None and event.kind == "histogram_snapshot"

@@ -96,6 +96,23 @@ def test_a_damaged_field_is_a_located_error_never_a_traceback(tmp_path_factory, 
     assert getattr(got, field) == (value if not isinstance(getattr(got, field), Path) else Path(value))
 
 
+@pytest.mark.parametrize(("field", "value", "wanted"), [
+    ("confound_threshold", 10**400, "not a finite number or null"),  # was an OverflowError
+    ("seed", True, "not an integer or null"),  # true is no seed
+    ("mitigation_files", ["a.yaml", ""], "not an array (items: a path (a non-empty string))"),
+    ("snapshots", None, "not true or false"),
+])
+def test_a_wrong_value_is_located_and_says_what_the_field_takes(tmp_path: Path, field: str,
+                                                                 value: object, wanted: str) -> None:
+    path = tmp_path / "req.json"
+    write_request(SweepRequest(recipe=Path("r.yaml")), path)
+    path.write_text(json.dumps({**json.loads(path.read_text()), field: value}))
+    with pytest.raises(UsageError) as info:
+        read_request(path)
+    assert str(path) in str(info.value) and f"field {field!r}" in str(info.value)
+    assert wanted in str(info.value) and info.value.hint
+
+
 def test_a_request_with_metrics_has_no_file_form(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="--metrics"):
         write_request(SweepRequest(metrics=object()), tmp_path / "req.json")
