@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
 
 
@@ -91,7 +92,7 @@ def _set(out: dict[str, Any], opt: QueueOption, value: str, *, where: str) -> No
     flag = opt.flags[0]
     if opt.kind in ("count", "count0"):
         least = 1 if opt.kind == "count" else 0
-        if not value.strip().isdigit() or int(value) < least:
+        if not ascii_digits(value.strip()) or int(value) < least:
             raise UsageError(f"{where}: {flag} wants a whole number >= {least}, not {value!r}")
         out[opt.field] = int(value)
     elif opt.kind == "param":

@@ -78,6 +78,7 @@ def test_any_argument_list_parses_or_is_a_usage_error(args: list[str]) -> None:
     (["--graph=yes"], "takes no value"),
     (["--detail-iterations", "0"], "whole number >= 1"),
     (["--detail-iterations", "nan"], "whole number >= 1"),
+    (["--detail-iterations", "\u0663"], "whole number >= 1"),  # an Arabic-Indic 3: int() takes it
     (["--param", "novalue"], "is not KEY=VALUE"),
     (["--streams", "4"], "is set by the sweep itself"),
     (["-o=out.json"], "is set by the sweep itself"),
