@@ -278,7 +278,7 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
 def read_request(run_dir: Path) -> dict[str, Any]:
     """``request.json`` of a queue sweep's run directory, checked, or a located error."""
     from aorta_tui.core.errors import RunDirError
-    from aorta_tui.core.inputs import MiB, require_object
+    from aorta_tui.core.inputs import MiB, is_json_number, require_object
 
     path = run_dir / REQUEST_FILE
     hint = "pass the run directory a `queue sweep` made (it holds request.json and journal.jsonl)"
@@ -297,7 +297,8 @@ def read_request(run_dir: Path) -> dict[str, Any]:
         ("config", isinstance(data.get("config"), dict)),
         ("stream_counts", isinstance(counts, list) and bool(counts) and all(
             isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts)),
-        ("knee_gain", isinstance(gain, (int, float)) and not isinstance(gain, bool)),
+        # finite: Python's json reads NaN and Infinity, and a NaN gain finds no knee, silently
+        ("knee_gain", is_json_number(gain)),
         ("output", data.get("output") is None or isinstance(data.get("output"), str)),
     ]
     for field, ok in problems:
@@ -316,7 +317,7 @@ def checked_config(raw: dict[str, Any], where: Path,
     import typing
 
     from aorta_tui.core.errors import RunDirError
-    from aorta_tui.core.inputs import clip_for_message, conforms
+    from aorta_tui.core.inputs import clip_for_message, conforms, hint_text
     from aorta_tui.hwqueue.harness import QueueRunConfig
 
     hints = typing.get_type_hints(QueueRunConfig)
@@ -330,9 +331,8 @@ def checked_config(raw: dict[str, Any], where: Path,
             raise RunDirError(f"{where}: config.{clip_for_message(key)}: not a queue run option",
                               hint=hint)
         if not conforms(value, hints[key]):  # a bool is never an int here
-            want = hints[key].__name__ if type(hints[key]) is type else str(hints[key])
             raise RunDirError(f"{where}: config.{key}: {clip_for_message(value)} is not "
-                              f"{want}", hint=hint)
+                              f"{hint_text(hints[key])}", hint=hint)
     return raw
 
 

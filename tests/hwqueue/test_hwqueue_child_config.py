@@ -16,7 +16,7 @@ import pytest
     ("[1]", "expected an object, found an array"),
     ('{"workload": "hetero_kernels"}', "config.streams: missing"),
     ('{"workload": "hetero_kernels", "streams": 2, "nope": 1}', "config.'nope': not a queue run option"),
-    ('{"workload": "hetero_kernels", "streams": "2"}', "config.streams: '2' is not int"),
+    ('{"workload": "hetero_kernels", "streams": "2"}', "config.streams: '2' is not an integer"),
     ('{"workload":', "not valid JSON"),
     ("\xff", "UTF-8"),
 ])

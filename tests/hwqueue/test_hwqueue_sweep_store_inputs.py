@@ -166,3 +166,11 @@ def test_a_damaged_point_result_is_no_result(point_result: dict[str, Any], tmp_p
     finally:
         attack_tally.record("queue sweep point result", cases=cases, failures=failures,
                             promise="a damaged result.json is no result (re-run), never a crash")
+
+
+@pytest.mark.parametrize("gain", ["NaN", "Infinity", "-Infinity"])
+def test_a_knee_gain_that_is_no_number_is_refused_not_run(gain: str) -> None:
+    # Python's json reads these bare words; a NaN gain would find no knee and say nothing
+    raw = json.dumps(_REQ).replace('"knee_gain": 0.1', f'"knee_gain": {gain}')
+    assert gain in raw
+    assert _resume_outcome(raw.encode()) == "refused"
