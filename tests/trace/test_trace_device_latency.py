@@ -132,9 +132,15 @@ def test_pool_and_hello_records_reach_the_summary() -> None:
 def test_the_pool_record_says_which_device_records_the_collector_asked_for() -> None:
     j, _sink, _ = activity_join()
     j.add_device(parse(pack(Rec.POOL, PID, 0, 16, 4 << 20, 1, 1)))  # latency on: kernels only
-    assert j.summary()["processes"][str(PID)]["buffer_pool"]["activity_kinds"] == ["kernel"]
+    summary = j.summary()
+    assert summary["processes"][str(PID)]["buffer_pool"]["activity_kinds"] == ["kernel"]
+    # copies not asked for are not measured, never "0 copies"
+    assert summary["counts"]["memcpy"] is None and summary["counts"]["memset"] is None
+    assert set(summary["not_recorded"]) == {"memcpy", "memset"}
     j.add_device(parse(pack(Rec.POOL, PID, 0, 16, 4 << 20, 27, 7)))  # latency off: copies too
-    assert j.summary()["processes"][str(PID)]["buffer_pool"]["activity_kinds"] == ["kernel", "memcpy", "memset"]
+    summary = j.summary()
+    assert summary["processes"][str(PID)]["buffer_pool"]["activity_kinds"] == ["kernel", "memcpy", "memset"]
+    assert summary["counts"]["memcpy"] == 0 and "not_recorded" not in summary  # asked for: a real 0
 
 
 u32 = st.integers(0, 2**32 - 1)

@@ -210,7 +210,7 @@ class ProcessStats:
     stats: dict[str, int] = field(default_factory=dict)
     exited_cleanly: bool = False
     errors: list[str] = field(default_factory=list)
-    pool: dict[str, int] = field(default_factory=dict)  # the activity buffer pool (POOL records)
+    pool: dict[str, Any] = field(default_factory=dict)  # the activity buffer pool (POOL records)
 
 
 STATS_FIELDS = ("launch_callbacks", "dropped_ring", "dropped_pipe", "dropped_cupti",
@@ -664,12 +664,25 @@ class DispatchJoin:
             self._match(pending)
         self._expire(final=True)
 
+    def _kinds_not_asked(self) -> list[str]:
+        """The copy record kinds no collector of the trace asked CUPTI for (POOL's kinds):
+        their count is not 0 copies, it is not measured."""
+        pools = [ps.pool["activity_kinds"] for ps in self.procs.values() if "activity_kinds" in ps.pool]
+        return [kind for kind in ("memcpy", "memset")
+                if pools and not self.counts[kind] and all(kind not in asked for asked in pools)]
+
     def summary(self) -> dict[str, Any]:
-        c = dict(self.counts)
+        c: dict[str, int | None] = dict(self.counts)
+        not_asked = self._kinds_not_asked()
+        for kind in not_asked:
+            c[kind] = None
         dropped = {k: sum(p.stats.get(k, 0) for p in self.procs.values())
                    for k in ("dropped_ring", "dropped_pipe", "dropped_cupti", "dropped_staging")}
         return {
             "counts": c,
+            **({"not_recorded": {kind: "the collector asked CUPTI for kernel records only (with latency "
+                                       "timestamps on, copy records deadlocked CUPTI 13.0: docs/tracing.md)"
+                                 for kind in not_asked}} if not_asked else {}),
             "dropped_by_collector": dropped,
             "per_stream": {hex(s & 0xFFFFFFFFFFFFFFFF): v for s, v in sorted(self.per_stream.items())},
             "clock": self.clock.to_dict(),
