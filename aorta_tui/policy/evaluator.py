@@ -69,7 +69,6 @@ from aorta_tui.core.events import (
 from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
-from aorta_tui.hwqueue.harness import QueueRunConfig
 from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import REPORT_FILES
@@ -78,6 +77,7 @@ from aorta_tui.store.run_store import RunStore, StoreLayout
 from aorta_tui.store.write_errors import output_write_error
 
 if TYPE_CHECKING:  # imported when a policy changes the GPU, not on every sweep
+    from aorta_tui.hwqueue.harness import QueueRunConfig  # the harness: ~30 ms, a trial's business
     from aorta_tui.policy.gpu_control import ControlBackend
 from aorta_tui.trial.orphans import mint
 from aorta_tui.trial.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
@@ -190,6 +190,7 @@ QUEUE_CONFIG_FILE = "queue-config.json"  # the trial's QueueRunConfig, beside it
 def trial_queue_config(request: PolicySweepRequest, policy: Policy) -> QueueRunConfig:
     """The `queue run` a trial of ``policy`` is: the sweep's options, then ``--queue-arg``, then
     the policy's ``harness_args`` (`queue run` flags, parsed by hwqueue/options.py)."""
+    from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.options import trial_config
 
     base = QueueRunConfig(workload=request.workload, streams=request.streams, size="auto")
@@ -242,7 +243,6 @@ class PolicyEvaluator:
         self.store: RunStore  # the run directory, opened under its lock by run()
         self.created: Path | None = None  # the directory run() made (a refusal removes it)
         self.resumed = False
-        self.total = 0  # trials in the plan
 
     # -- preparation --------------------------------------------------------------------
 
@@ -308,7 +308,7 @@ class PolicyEvaluator:
             plan = [PlannedTrial(int(o["position"]), str(o["policy"]), int(o["trial"]))
                     for o in resume["order"]]
             names = list(dict.fromkeys(t.policy for t in plan))
-        self.resumed, self.total = resume is not None, len(plan)
+        self.resumed = resume is not None
         self.store = RunStore(run_dir, POLICY_LAYOUT)
         return run_planned(self.store, self.bus, RunPlan(
             self.run_id, source="policy", trials=plan, trial_id=lambda t: t.dir_name, cells=names,
@@ -362,7 +362,7 @@ class PolicyEvaluator:
     def run_trial(self, planned: PlannedTrial) -> str:
         by_name = {p.name: p for p in self.request.policies}
         try:
-            self._run_one(self.store.path, planned, by_name[planned.policy], self.total)
+            self._run_one(self.store.path, planned, by_name[planned.policy])
         except _AbortSweep as abort:
             self._abort(abort)
         return f"{planned.policy} trial {planned.trial}"
@@ -397,7 +397,7 @@ class PolicyEvaluator:
     def write_failed(self, problem: AortaError) -> None:
         return None  # the journal is on the same full disk: the error says it all
 
-    def _run_one(self, run_dir: Path, planned: PlannedTrial, policy: Policy, total: int) -> None:
+    def _run_one(self, run_dir: Path, planned: PlannedTrial, policy: Policy) -> None:
         req = self.request
         # what an interrupted run left of this trial is removed: it starts afresh
         trial_dir = self.store.fresh_trial_dir(planned.dir_name)
