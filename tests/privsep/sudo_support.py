@@ -101,8 +101,14 @@ def status_ids(pid: int) -> dict[str, list[int]]:
 
 
 def children(pid: int) -> list[int]:
+    """The pid's children now; none when it has already gone (a tree is sampled while it runs,
+    so a process listed a moment ago may have exited: CI saw /proc/PID/task vanish)."""
     out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
+    for task in tasks:
         try:
             out += [int(x) for x in (task / "children").read_text().split()]
         except OSError:
