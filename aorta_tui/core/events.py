@@ -269,6 +269,7 @@ class EventBus:
 
     def __init__(self, sinks: Iterable[EventSink] = ()) -> None:
         self._sinks: list[EventSink] = list(sinks)
+        self._closed: list[EventSink] = []  # by identity: a sink need not be hashable
         self.errors: list[str] = []
 
     def add(self, sink: EventSink) -> None:
@@ -286,7 +287,12 @@ class EventBus:
                 self.errors.append(f"{type(sink).__name__}: {exc}")
 
     def close(self) -> None:
+        """Close each sink once: the run loop closes the bus as the run ends and the sweep's
+        driver closes it again after its signal handling (a second close is a no-op)."""
         for sink in self._sinks:
+            if any(sink is done for done in self._closed):
+                continue
+            self._closed.append(sink)
             try:
                 sink.close()
             except Exception as exc:

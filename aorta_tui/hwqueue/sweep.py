@@ -25,6 +25,7 @@ from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 from aorta_tui.store.run_store import StoreLayout
 from aorta_tui.store.write_errors import output_write_error
+from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_planned
 
 SWEEP_KIND = "aorta-tui/queue-sweep"
 
@@ -356,7 +357,12 @@ def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], No
     return _StoreSweep(path, request, on_event, runner or run_isolated, base).run(resumed=True)
 
 
-class _StoreSweep:
+@dataclasses.dataclass
+class QueueSweepOutcome(RunOutcome):
+    document: dict[str, Any]  # sweep.json's document; {} when the sweep was stopped
+
+
+class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
     """An isolated sweep on a :class:`RunStore`: the planner is the stream counts, the runner
     one fresh process per point; a point is done once its result and journal line are in."""
 
@@ -377,12 +383,12 @@ class _StoreSweep:
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
 
     def run(self, *, resumed: bool) -> dict[str, Any]:
-        from aorta_tui.trial.run_loop import RunPlan, run_planned
-
+        """The sweep's document ({} when a Ctrl-C stopped it)."""
         ids = [point_id(n) for n in self.counts]
         return run_planned(self.store, self.bus, RunPlan(
             self.sweep_id, source="queue_sweep", trials=self.counts, trial_id=point_id, cells=ids,
-            resumed=resumed, resume_command=f"aorta-tui queue resume {self.run_dir}"), self)
+            resumed=resumed, resume_command=f"aorta-tui queue resume {self.run_dir}"),
+            self).document
 
     # -- the run loop's engine (trial/run_loop.py) ----------------------------------------------
 
@@ -392,11 +398,11 @@ class _StoreSweep:
     def run_trial(self, trial: int) -> str:
         return self._point(trial, point_id(trial))
 
-    def finish(self, status: str, exit_code: int) -> dict[str, Any]:
+    def finish(self, status: str, exit_code: int) -> QueueSweepOutcome:
         if status != "completed":  # a Ctrl-C: the points so far stay for `queue resume`
             self._finished(status, exit_code, {"run_dir": str(self.run_dir)})
-            return {}
-        return self._document()
+            return QueueSweepOutcome(self.run_dir, status, exit_code, {})
+        return QueueSweepOutcome(self.run_dir, status, exit_code, self._document())
 
     def write_failed(self, problem: AortaError) -> None:
         self._finished("failed", int(problem.exit_code), {"error": problem.message})

@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # imported when a policy changes the GPU, not on every sweep
     from aorta_tui.hwqueue.harness import QueueRunConfig  # the harness: ~30 ms, a trial's business
     from aorta_tui.policy.gpu_control import ControlBackend
 from aorta_tui.trial.orphans import mint
+from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_planned
 from aorta_tui.trial.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 
 SWEEP_SCHEMA_VERSION = 1
@@ -138,10 +139,7 @@ class PlannedTrial:
 
 
 @dataclass
-class PolicySweepOutcome:
-    run_dir: Path
-    status: str  # completed, interrupted
-    exit_code: int
+class PolicySweepOutcome(RunOutcome):
     report: PolicyReport
 
 
@@ -213,7 +211,7 @@ def queue_child_argv(request: PolicySweepRequest, policy: Policy, result_path: P
             str(result_path.with_name(QUEUE_CONFIG_FILE)), str(result_path)]
 
 
-class PolicyEvaluator:
+class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
     def __init__(self, request: PolicySweepRequest, *,
                  on_event: Callable[[Event], None] | None = None,
                  cancel: ThreadEvent | None = None,
@@ -296,8 +294,6 @@ class PolicyEvaluator:
     def run(self, *, resume: dict[str, Any] | None = None) -> PolicySweepOutcome:
         """Run the sweep; with ``resume`` (a run dir's ``sweep.json``), run only the trials
         that have no final outcome yet, in the recorded order, into the same directory."""
-        from aorta_tui.trial.run_loop import RunPlan, run_planned
-
         run_dir = Path(self.request.output_dir)
         self._prepare_gpu_control()  # reads the GPU state: fails before anything is written
         if resume is None:
@@ -359,12 +355,14 @@ class PolicyEvaluator:
             self._emit(RunWarning(self.run_id, message=f"policy {name}: GPU control plan: "
                                f"{text}", code="gpu_control_plan"))
 
-    def run_trial(self, planned: PlannedTrial) -> str:
+    def run_trial(self, planned: PlannedTrial) -> str | None:
         by_name = {p.name: p for p in self.request.policies}
         try:
             self._run_one(self.store.path, planned, by_name[planned.policy])
         except _AbortSweep as abort:
             self._abort(abort)
+        if self.cancel.is_set():
+            return None  # the stop came while this trial ran: it was cut, the run is interrupted
         return f"{planned.policy} trial {planned.trial}"
 
     def _abort(self, abort: _AbortSweep) -> NoReturn:

@@ -32,7 +32,6 @@ from aorta_tui.core.events import (
     EventBus,
     ResultWritten,
     RunFinished,
-    RunStarted,
     RunWarning,
     TrialFinished,
     TrialLaunch,
@@ -49,14 +48,13 @@ from aorta_tui.core.trial_contract import (
     workload_result_filename,
 )
 from aorta_tui.registry.registry import Registry
-from aorta_tui.store.journal_reader import Damage
-from aorta_tui.store.journal_writer import Journal
 from aorta_tui.store.naming import DEFAULT_OUTPUT, RUN_META
 from aorta_tui.store.run_create import create_run_dir, discard_new_run, staged_run_id
 from aorta_tui.store.run_meta import read_run_meta, write_run_meta
 from aorta_tui.store.run_store import RunStore
-from aorta_tui.store.write_errors import describe_free_space, write_failure
+from aorta_tui.store.write_errors import describe_free_space
 from aorta_tui.sweep.plan import CellPlan, Plan, TrialSpec, build_plan
+from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TakeOver, TrialEngine, run_planned
 from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec
 
 if TYPE_CHECKING:
@@ -79,16 +77,15 @@ class SweepOptions:
 
 
 @dataclass
-class SweepOutcome:
-    run_dir: Path
-    exit_code: int
-    status: str  # completed, interrupted
+class SweepOutcome(RunOutcome):
     cells: list[dict[str, Any]] = field(default_factory=list)
     failing_trials: list[str] = field(default_factory=list)
     records: list[TrialResult] = field(default_factory=list)  # every trial that counts, by id
 
 
-class Sweep:
+class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
+    """A recipe's sweep: the recipe sweep's engine on the shared run loop (trial/run_loop.py)."""
+
     def __init__(self, recipe: Any, registry: Registry, options: SweepOptions, bus: EventBus) -> None:
         self.recipe = recipe
         self.registry = registry
@@ -99,13 +96,17 @@ class Sweep:
         self.workload_cls: Any = None
         self._trace_summary: dict[str, Any] | None = None
         self._trace_calibrated = False
-        self._resume_notes: list[str] = []
         # what the trials' identity tokens are bound to (trial/orphans.py): the id the run was
         # created with, which run.json keeps when its directory is renamed
         self._identity_key: str = ""
-        self._journal_damage: list[Damage] = []
         self._refused_before_trials = False  # executor.begin refused: no trial of this run ran
-        self._journal: Journal | None = None
+        self._run_id = ""  # the run directory's name, once run() has it
+        self._session = 1  # this session's number (attempts): a resume's is one more
+        self._kernel_log: Any = None  # the tier-3 detector's reader while the trials run
+        self._zygotes = contextlib.ExitStack()  # the session's zygote pools (prepare)
+        self._stopped = False  # a trial was stopped: the run ends as interrupted
+        self._ran: dict[str, int] = {}  # trials per cell that count, for stop_after
+        self._events: dict[str, int] = {}  # of those, the ones with stop_after's verdict
         self._store: RunStore  # the run directory, opened under its lock by run()
         self._captures: list[Any] = []  # snapshot captures of this session (trial timelines)
         # The result of every trial that counts: read once at a resume, then each one written
@@ -252,8 +253,18 @@ class Sweep:
     def run(self) -> SweepOutcome:
         self.check_runnable()
         run_dir = self._open_run_dir()
+        self._store = RunStore(run_dir)  # layout, lock, journal, resume set, results
+        self._run_id = run_dir.name
+        plan = RunPlan(
+            run_dir.name, source="sweep", trials=self.plan.trials, trial_id=_trial_id,
+            cells=[c.name for c in self.plan.cells], resumed=self.options.resume is not None,
+            resume_command=f"aorta-tui sweep run --resume {run_dir}", recipe_hash=self._hash,
+            identity_key=self._identity_key, progress=False,
+        )
         try:
-            return self._run_locked(run_dir)
+            # the shared loop (trial/run_loop.py): the lock, the resume set, the journal,
+            # RunStarted, the trials in order, a full disk as a located exit 3
+            return run_planned(self._store, self.bus, plan, self, cancel=self.cancel)
         except AortaError as exc:
             if self._refused_before_trials and self.options.resume is None \
                     and discard_new_run(run_dir):
@@ -261,75 +272,135 @@ class Sweep:
                 # shared run directory) failed before any trial ran: leave no empty run behind
                 exc.hint = f"{exc.hint + '; ' if exc.hint else ''}the new run directory {run_dir} was removed"
             raise
-        except OSError as exc:
-            # A full disk, a quota, an I/O error: the machine's problem, and the run resumes
-            # once it is fixed (every finished trial is on disk, the journal says which).
-            problem = write_failure(exc, run_dir)
-            if problem is None:
-                raise
-            raise problem from None
 
-    def _run_locked(self, run_dir: Path) -> SweepOutcome:
-        store = self._store = RunStore(run_dir)  # layout, lock, journal, resume set, results
-        store.acquire()  # before any resume bookkeeping: another orchestrator may own this run
-        captures: list[Any] = []
-        zygotes = contextlib.ExitStack()
+    # -- the engine's own steps of the run loop (trial/run_loop.py TrialEngine) ---------------
+
+    def take_over(self, previous: TakeOver) -> None:
+        """A resume, under the lock: a trial whose Slurm job still runs (or ended unrecorded)
+        is adopted; every other unfinished trial starts from an empty directory, what an
+        earlier attempt left kept aside as evidence and never counted."""
+        run_dir = self._store.path
+        adopted = self.executor.adopt(run_dir, set(previous.unfinished))
+        for tid in sorted(previous.unfinished - adopted):
+            self._store.retire_trial(tid)
+        self._session = previous.sessions + 1
+        self._records = {tid: rec for tid in sorted(previous.state.completed)
+                         if (rec := self._store.read_trial(tid)) is not None}
+
+    @contextlib.contextmanager
+    def prepare(self, pending: Sequence[TrialSpec]) -> Iterator[None]:
+        """The zygotes start first (warm mode's shared ones, or the default's first batch of
+        trials prepared ahead), so their imports, the longest wait of a run, overlap the
+        journal's set-up, the snapshots and the executor's."""
+        from aorta_tui.trial.prepared import prepared_pool
+        from aorta_tui.trial.warm import warm_pool
+
+        pool = warm_pool if self.recipe.trial_isolation == "warm" else prepared_pool
+        with self._zygotes:
+            self._warm = self._zygotes.enter_context(pool(self, self._store.path, list(pending)))
+            yield
+
+    def announce(self) -> None:
+        bytecode_note = self.bytecode.note()
+        if bytecode_note:  # once per run: the image compiles every import (core/bytecode.py)
+            self.bus.emit(RunWarning(self._run_id, message=f"bytecode: {bytecode_note}",
+                                     code="bytecode"))
+
+    @contextlib.contextmanager
+    def running(self, pending: Sequence[TrialSpec]) -> Iterator[None]:
+        """Around the trials: the environment snapshots (taken while the trials run), the
+        kernel log, the executor's session (Slurm: one batched sbatch)."""
+        from aorta_tui.sweep.snapshots import cancel_captures
+
+        captures = self._start_captures()
         try:
-            session, done = self._take_over(run_dir)
-            pending = [t for t in self.plan.trials if t.trial_id not in done]
-            from aorta_tui.trial.prepared import prepared_pool
-            from aorta_tui.trial.warm import warm_pool
-
-            # The zygotes start first (warm mode's shared ones, or the default's first batch of
-            # trials prepared ahead), so their imports, the longest wait of a run, overlap the
-            # journal's set-up, the snapshots and the executor's
-            pool = warm_pool if self.recipe.trial_isolation == "warm" else prepared_pool
-            self._warm = zygotes.enter_context(pool(self, run_dir, pending))
-            journal = self._journal = store.open_journal()
-            self.bus.prepend(journal)  # the journal sees every event first
-            run_id = run_dir.name
-            self.bus.emit(RunStarted(
-                run_id, source="sweep", run_dir=str(run_dir), total=len(self.plan.trials),
-                cells=[c.name for c in self.plan.cells], recipe_hash=self._hash,
-                resumed=session > 1, already_done=len(self.plan.trials) - len(pending),
-            ))
-            journal.check()
-            bytecode_note = self.bytecode.note()
-            if bytecode_note:  # once per run: the image compiles every import (core/bytecode.py)
-                self.bus.emit(RunWarning(run_id, message=f"bytecode: {bytecode_note}", code="bytecode"))
-            for note in self._resume_notes:
-                self.bus.emit(RunWarning(run_id, message=f"resume: {note}", code="orphan"))
-            for damage in self._journal_damage:
-                self.bus.emit(RunWarning(run_id, message=f"resume: {damage.describe(journal.path)}",
-                                      code="journal_damaged"))
-            if self.options.snapshots:
-                from aorta_tui.sweep.snapshots import start_captures
-
-                captures = start_captures(
-                    self._store.fs, self.plan.environments, self.base_env(),
-                    session=session, include_torch=self.recipe.mode == "triage",
-                    docker={c.environment: c.docker for c in self.plan.cells},
-                )
-                self._captures = captures
-            status = self._run_trials(run_dir, run_id, pending, session)
-            self._say_import_cost(run_id, pending)
-            if captures:
-                from aorta_tui.sweep.snapshots import finish_captures
-
-                for w in finish_captures(self._store.fs, captures):
-                    self.bus.emit(RunWarning(run_id, message=w, code="snapshot"))
-            zygotes.close()  # idle from here: their memory goes back before the report
-            self._warm = None
-            outcome = self._finish(run_dir, run_id, status)
-            journal.check()
-            return outcome
+            with self._trial_machinery(list(pending)):
+                yield
+            self._say_import_cost(self._run_id, list(pending))
+            self._finish_captures(captures)
+            captures = []
         finally:
-            zygotes.close()
             if captures:
-                from aorta_tui.sweep.snapshots import cancel_captures
-
                 cancel_captures(captures)
-            store.release()
+
+    def should_run(self, trial: TrialSpec) -> bool:
+        """``stop_after``: a cell stops once it has its events or its most trials."""
+        stop = self.recipe.stop_after
+        return stop is None or (self._events.get(trial.cell, 0) < stop.events
+                                and self._ran.get(trial.cell, 0) < stop.max_trials)
+
+    def run_trial(self, trial: TrialSpec) -> str | None:
+        verdict = self._run_one(self._store.path, self._run_id, trial, self._session,
+                                self._kernel_log)
+        if verdict is None:
+            self._stopped = True
+            return None
+        self._count(trial.cell, verdict)
+        return f"{trial.trial_id} {verdict}"
+
+    def finish(self, status: str, exit_code: int) -> SweepOutcome:
+        self._zygotes.close()  # idle from here: their memory goes back before the report
+        self._warm = None
+        return self._finish(self._store.path, self._run_id, status)
+
+    def keyboard_interrupt(self) -> None:
+        # no report: the driver (sweep/drive.py) turns Ctrl-C into a cancel, so an exception
+        # here is a stop it could not handle; the run stays resumable from its journal
+        return None
+
+    def write_failed(self, problem: AortaError) -> None:
+        return None  # the journal is on the same full disk: the error says it all
+
+    def _count(self, cell: str, verdict: str) -> None:
+        """A trial that counts for ``stop_after`` (each once, a resumed run's too)."""
+        self._ran[cell] = self._ran.get(cell, 0) + 1
+        stop = self.recipe.stop_after
+        if stop is not None and verdict == stop.event_verdict:
+            self._events[cell] = self._events.get(cell, 0) + 1
+
+    def _start_captures(self) -> list[Any]:
+        if not self.options.snapshots:
+            return []
+        from aorta_tui.sweep.snapshots import start_captures
+
+        self._captures = start_captures(
+            self._store.fs, self.plan.environments, self.base_env(),
+            session=self._session, include_torch=self.recipe.mode == "triage",
+            docker={c.environment: c.docker for c in self.plan.cells},
+        )
+        return self._captures
+
+    def _finish_captures(self, captures: list[Any]) -> None:
+        if not captures:
+            return
+        from aorta_tui.sweep.snapshots import finish_captures
+
+        for w in finish_captures(self._store.fs, captures):
+            self.bus.emit(RunWarning(self._run_id, message=w, code="snapshot"))
+
+    @contextlib.contextmanager
+    def _trial_machinery(self, pending: list[TrialSpec]) -> Iterator[None]:
+        from aorta_tui.classify.dmesg import KernelLog
+
+        with KernelLog.open() as kernel_log:
+            try:
+                self.executor.begin(self, self._store.path, pending, self._session)
+            except AortaError:
+                self._refused_before_trials = True  # no trial of this session has started
+                raise
+            self._kernel_log = kernel_log
+            if kernel_log.unavailable:
+                self.bus.emit(RunWarning(
+                    self._run_id, code="tier3_unavailable",
+                    message=f"tier-3 kernel log detector off: {kernel_log.unavailable}"))
+            for rec in self._records.values():  # a resumed run counts what it already has
+                self._count(rec.cell, rec.verdict)
+            completed = False
+            try:
+                yield
+                completed = not (self._stopped or self.cancel.is_set())
+            finally:
+                self.executor.end(interrupted=not completed)  # scancel what is left
 
     def _open_run_dir(self) -> Path:
         """A new run directory, or the one to resume once its recipe hash is checked."""
@@ -382,39 +453,6 @@ class Sweep:
 
         return create_run_dir(Path(self.options.output), ticket, populate)
 
-    def _take_over(self, run_dir: Path) -> tuple[int, set[str]]:
-        """Under the lock: the session number and the trials already done.
-
-        On a resume, a trial the dead orchestrator left running is ended and its partial files
-        are moved aside, so it runs again from the start.
-        """
-        if self.options.resume is None:
-            return 1, set()
-        state = self._store.resume_state(self._trial_ids)
-        self._journal_damage = state.damaged
-        self._end_orphans(run_dir, self._trial_ids - set(state.completed))
-        # Every planned trial that is not done starts from an empty directory; what an earlier
-        # attempt left (a trial killed before its journal line, or one whose start line is
-        # damaged) is kept aside as evidence and never counted.
-        # A trial whose Slurm job still runs (or ended unrecorded) is adopted, not retired.
-        adopted = self.executor.adopt(run_dir, self._trial_ids - set(state.completed))
-        for tid in sorted(self._trial_ids - set(state.completed) - adopted):
-            self._store.retire_trial(tid)
-        session = self._store.sessions() + 1
-        self._records = {tid: rec for tid in sorted(state.completed)
-                         if (rec := self._store.read_trial(tid)) is not None}
-        return session, set(state.completed)
-
-    def _end_orphans(self, run_dir: Path, unfinished: set[str]) -> None:
-        """A SIGKILLed orchestrator leaves its running trial behind: end it before re-running it.
-
-        Only processes that carry the trial's token are ended (trial/orphans.py); a pid the
-        journal names without it is left alone, and said so."""
-        from aorta_tui.trial.orphans import end_unfinished
-
-        report = end_unfinished(run_dir, self._identity_key, self._store.events(), unfinished)
-        self._resume_notes = report.warnings()
-
     def _launch_identity(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
                          pspec: Any) -> Any:
         """The trial's process spec with its identity token, once the journal names its
@@ -430,8 +468,7 @@ class Sweep:
         ident = mint(self._identity_key, zygote_token=zygote)
         self.bus.emit(TrialLaunch(run_id, trial_id=spec.trial_id, cell=spec.cell, trial=spec.trial,
                                   attempt=session, identity=list(ident.digests)))
-        if self._journal is not None:
-            self._journal.check()  # not in the journal: the process must not start
+        self._store.check_journal()  # not in the journal: the process must not start
         return dataclasses.replace(pspec, env={**pspec.env, **ident.env})
 
     @property
@@ -469,52 +506,6 @@ class Sweep:
         from aorta_tui.core.secrets import tool_env
 
         return tool_env({**os.environ, **cell.env}, env)
-
-    def _run_trials(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int) -> str:
-        from aorta_tui.classify.dmesg import KernelLog
-
-        with KernelLog.open() as kernel_log:
-            try:
-                self.executor.begin(self, run_dir, pending, session)  # Slurm: one batched sbatch
-            except AortaError:
-                self._refused_before_trials = True  # no trial of this session has started
-                raise
-            status = "interrupted"
-            try:
-                status = self._run_trials_with(run_dir, run_id, pending, session, kernel_log)
-            finally:
-                self.executor.end(interrupted=status != "completed")  # scancel what is left
-            return status
-
-    def _run_trials_with(self, run_dir: Path, run_id: str, pending: list[TrialSpec], session: int,
-                         kernel_log: Any) -> str:
-        if kernel_log.unavailable:
-            self.bus.emit(RunWarning(run_id, message=f"tier-3 kernel log detector off: {kernel_log.unavailable}",
-                                  code="tier3_unavailable"))
-        stop = self.recipe.stop_after
-        counted: dict[str, int] = {}
-        ran: dict[str, int] = {}
-        if stop is not None:  # a resumed run counts what it already has (each trial once)
-            for rec in self._records.values():
-                ran[rec.cell] = ran.get(rec.cell, 0) + 1
-                if rec.verdict == stop.event_verdict:
-                    counted[rec.cell] = counted.get(rec.cell, 0) + 1
-        for spec in pending:
-            if self.cancel.is_set():
-                return "interrupted"
-            if stop is not None and (
-                counted.get(spec.cell, 0) >= stop.events or ran.get(spec.cell, 0) >= stop.max_trials
-            ):
-                continue
-            verdict = self._run_one(run_dir, run_id, spec, session, kernel_log)
-            if self._journal is not None:
-                self._journal.check()  # a trial is done only once the journal says so
-            if verdict is None:
-                return "interrupted"
-            ran[spec.cell] = ran.get(spec.cell, 0) + 1
-            if stop is not None and verdict == stop.event_verdict:
-                counted[spec.cell] = counted.get(spec.cell, 0) + 1
-        return "completed"
 
     def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
         cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
@@ -893,7 +884,7 @@ class Sweep:
             "every_trial_errored": all_errored,
         }
         self.bus.emit(RunFinished(run_id, status=status, exit_code=code, summary=summary))
-        return SweepOutcome(run_dir, code, status, [s.to_dict() for s in cells], failing, records)
+        return SweepOutcome(run_dir, status, code, [s.to_dict() for s in cells], failing, records)
 
     def _failure_hint(self, records: list[TrialResult], cells: list[Any]) -> str:
         """The workload's hint for its failing trials (``Workload.failure_hint``), or "" when
@@ -906,6 +897,10 @@ class Sweep:
         failing = [r.workload_result for r in bad if isinstance(r.workload_result, dict)]
         pick = getattr(cls, "failure_hint", None)
         return (pick(failing) if callable(pick) else getattr(cls, "hint", "")) or ""
+
+
+def _trial_id(spec: TrialSpec) -> str:
+    return spec.trial_id
 
 
 def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list[TrialResult]:

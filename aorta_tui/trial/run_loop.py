@@ -1,47 +1,101 @@
-"""The one run loop of an engine that runs planned trials into a run directory (issue 36).
+"""The one run loop of every engine that runs planned trials into a run directory (issue 36).
 
-The policy sweep and the queue sweep each used to write the same steps by hand, in slightly
-different orders: take the run's lock, read what a resume keeps, open the journal first on the
-bus, say ``RunStarted``, end the processes a killed run left, run the unfinished trials in plan
-order (a trial counts once its journal line is on disk), stop between trials when cancelled,
-write the record of a Ctrl-C before it propagates, turn a full disk into a located exit 3 that
-says how to resume, and always release the lock. :func:`run_planned` does those steps once; an
-engine fills in only what is its own (:class:`TrialEngine`): the warnings it knows before any
-trial, one trial, and its closing document.
+The recipe sweep, the policy sweep and the queue sweep each used to write the same steps by
+hand, in slightly different orders: take the run's lock, read what a resume keeps, end the
+processes a killed run left, open the journal first on the bus, say ``RunStarted``, run the
+unfinished trials in plan order (a trial counts once its journal line is on disk), stop between
+trials when cancelled, write the record of a Ctrl-C before it propagates, turn a full disk into
+a located exit 3 that says how to resume, and always release the lock. :func:`run_planned` does
+those steps once; an engine fills in only what is its own (:class:`TrialEngine`): what a resume
+takes over, the resources its trials share, the warnings it knows before any trial, which
+trials it skips, one trial, and its closing document.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from pathlib import Path
+from typing import Generic, TypeVar
 
 from aorta_tui.core.errors import AortaError, ExitCode
 from aorta_tui.core.events import EventBus, Progress, RunStarted, RunWarning
+from aorta_tui.store.resume import ResumeState
 from aorta_tui.store.run_store import RunStore
 from aorta_tui.store.write_errors import write_failure
 
+
+@dataclass
+class RunOutcome:
+    """How a run ended, whichever engine ran it: each engine's outcome extends this one (the
+    sweep's records and cells, the policy sweep's report, the queue sweep's document)."""
+
+    run_dir: Path
+    status: str  # completed, interrupted
+    exit_code: int
+
+
 Trial = TypeVar("Trial")
-Outcome = TypeVar("Outcome")
-Trial_contra = TypeVar("Trial_contra", contravariant=True)
-Outcome_co = TypeVar("Outcome_co", covariant=True)
+Outcome = TypeVar("Outcome", bound=RunOutcome)
 
 
-class TrialEngine(Protocol[Trial_contra, Outcome_co]):
-    """What an engine says of its own run; the loop does the rest."""
+@dataclass(frozen=True)
+class TakeOver:
+    """What a resumed run hands the new session (read under the lock, before ``RunStarted``)."""
 
+    state: ResumeState  # trials done, started and never done, damaged journal lines
+    sessions: int  # the ``run_started`` lines the journal already holds
+    unfinished: frozenset[str]  # planned trials to run again (their orphans already ended)
+    orphan_notes: tuple[str, ...] = ()  # what ending the orphans found, said after RunStarted
+
+
+class TrialEngine(ABC, Generic[Trial, Outcome]):
+    """What an engine says of its own run; :func:`run_planned` does the rest.
+
+    The four abstract steps are every engine's; the others have the defaults of an engine
+    whose trials share nothing (the policy sweep, the queue sweep), and the recipe sweep fills
+    them in (its zygotes, snapshots, kernel log, Slurm jobs and ``stop_after``)."""
+
+    def take_over(self, previous: TakeOver) -> None:
+        """A resume: what the last session left, under the lock, before the journal opens."""
+        return None
+
+    def prepare(self, pending: Sequence[Trial]) -> contextlib.AbstractContextManager[None]:
+        """Resources started before the journal opens (so their start overlaps its set-up) and
+        held until the run ends, whatever ends it."""
+        return contextlib.nullcontext()
+
+    @abstractmethod
     def announce(self) -> None:
         """The warnings known before any trial runs (after ``RunStarted``)."""
 
-    def run_trial(self, trial: Trial_contra) -> str:
+    def running(self, pending: Sequence[Trial]) -> contextlib.AbstractContextManager[None]:
+        """Resources around the trials themselves (entered after :meth:`announce`)."""
+        return contextlib.nullcontext()
+
+    def should_run(self, trial: Trial) -> bool:
+        """False: the trial is skipped this session (a rule such as ``stop_after``)."""
+        return True
+
+    @abstractmethod
+    def run_trial(self, trial: Trial) -> str | None:
         """Run one trial: its result written, then its journal line. Returns the progress
-        message. An AortaError raised here ends the run (the engine has said why)."""
+        message, or None when the trial was stopped (the run ends as interrupted). An
+        AortaError raised here ends the run (the engine has said why)."""
 
-    def finish(self, status: str, exit_code: int) -> Outcome_co:
+    @abstractmethod
+    def finish(self, status: str, exit_code: int) -> Outcome:
         """The run's closing record (its document, ``RunFinished``); ``status`` is completed
-        or interrupted (a Ctrl-C calls it too, before the KeyboardInterrupt propagates)."""
+        or interrupted."""
 
+    def keyboard_interrupt(self) -> None:
+        """A Ctrl-C reached the loop: the record it leaves before the exception propagates."""
+        self.finish("interrupted", int(ExitCode.INTERRUPTED))
+
+    @abstractmethod
     def write_failed(self, problem: AortaError) -> None:
         """A write the machine refused (full disk, quota): said before ``problem`` is raised."""
 
@@ -55,6 +109,10 @@ class RunPlan(Generic[Trial]):
     cells: list[str]
     resumed: bool
     resume_command: str  # how the user finishes this run after a full disk
+    recipe_hash: str = ""  # RunStarted's, where a recipe made the plan
+    # what the trials' identity tokens are bound to (trial/orphans.py); the run id by default
+    identity_key: str = ""
+    progress: bool = True  # a Progress event after each trial (the recipe sweep's journal has none)
 
 
 def run_planned(store: RunStore, bus: EventBus, plan: RunPlan[Trial],
@@ -80,40 +138,69 @@ def run_planned(store: RunStore, bus: EventBus, plan: RunPlan[Trial],
 def _run_locked(store: RunStore, bus: EventBus, plan: RunPlan[Trial],
                 engine: TrialEngine[Trial, Outcome], cancel: threading.Event | None) -> Outcome:
     ids = [plan.trial_id(t) for t in plan.trials]
-    # a resume keeps the trials whose final result and journal line are both on disk
-    done = store.completed(set(ids)) if plan.resumed else set()
-    bus.prepend(store.open_journal())  # the journal sees every event first
-    bus.emit(RunStarted(plan.run_id, source=plan.source, run_dir=str(store.path), total=len(ids),
-                        cells=plan.cells, resumed=plan.resumed, already_done=len(done)))
-    engine.announce()
-    if plan.resumed:  # before any trial directory is reused (issue 27 item 1)
-        _end_orphans(store, bus, plan.run_id, set(ids) - done)
-    status, exit_code = "completed", int(ExitCode.OK)
-    count = len(done)
-    try:
-        for trial, tid in zip(plan.trials, ids, strict=True):
-            if tid in done:
-                continue  # a finished trial is never run again
-            if cancel is not None and cancel.is_set():
-                status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)
-                break
-            message = engine.run_trial(trial)
-            store.check_journal()  # a trial is done only once the journal says so
-            count += 1
-            bus.emit(Progress(plan.run_id, done=count, total=len(ids), message=message))
-    except KeyboardInterrupt:
-        engine.finish("interrupted", int(ExitCode.INTERRUPTED))
-        raise
-    if cancel is not None and cancel.is_set() and status == "completed" and ids:
-        status, exit_code = "interrupted", int(ExitCode.INTERRUPTED)  # the last trial was cut
-    return engine.finish(status, exit_code)
+    previous = _take_over(store, plan, ids) if plan.resumed else None
+    done = set(previous.state.completed) if previous is not None else set()
+    if previous is not None:
+        engine.take_over(previous)
+    pending = [t for t, tid in zip(plan.trials, ids, strict=True) if tid not in done]
+    with engine.prepare(pending):
+        bus.prepend(store.open_journal())  # the journal sees every event first
+        bus.emit(RunStarted(plan.run_id, source=plan.source, run_dir=str(store.path),
+                            total=len(ids), cells=plan.cells, recipe_hash=plan.recipe_hash,
+                            resumed=previous is not None and previous.sessions > 0,
+                            already_done=len(done)))
+        store.check_journal()
+        engine.announce()
+        if previous is not None:
+            _say_take_over(store, bus, plan.run_id, previous)
+        try:
+            with engine.running(pending):
+                status = _run_trials(store, bus, plan, engine, pending, len(done), cancel)
+        except KeyboardInterrupt:
+            engine.keyboard_interrupt()
+            raise
+        exit_code = ExitCode.OK if status == "completed" else ExitCode.INTERRUPTED
+        outcome = engine.finish(status, int(exit_code))
+        store.check_journal()
+        return outcome
 
 
-def _end_orphans(store: RunStore, bus: EventBus, run_id: str, unfinished: set[str]) -> None:
-    """The trial a SIGKILLed run left running is ended (only a process that carries its token:
-    trial/orphans.py), and said so, before it runs again."""
+def _run_trials(store: RunStore, bus: EventBus, plan: RunPlan[Trial],
+                engine: TrialEngine[Trial, Outcome], pending: Sequence[Trial], done: int,
+                cancel: threading.Event | None) -> str:
+    """The trials in plan order; "completed", or "interrupted" when a stop came."""
+    for trial in pending:
+        if cancel is not None and cancel.is_set():
+            return "interrupted"
+        if not engine.should_run(trial):
+            continue
+        message = engine.run_trial(trial)
+        store.check_journal()  # a trial is done only once the journal says so
+        if message is None:
+            return "interrupted"
+        done += 1
+        if plan.progress:
+            bus.emit(Progress(plan.run_id, done=done, total=len(plan.trials), message=message))
+    return "completed"
+
+
+def _take_over(store: RunStore, plan: RunPlan[Trial], ids: list[str]) -> TakeOver:
+    """The resume set, and the trial a SIGKILLed run left running ended (only a process that
+    carries its token: trial/orphans.py) before any trial directory is reused (issue 27)."""
     from aorta_tui.trial.orphans import end_unfinished
 
-    report = end_unfinished(store.path, run_id, store.events(), unfinished)
-    for note in report.warnings():
+    state = store.resume_state(set(ids))
+    unfinished = frozenset(ids) - set(state.completed)
+    report = end_unfinished(store.path, plan.identity_key or plan.run_id, store.events(),
+                            set(unfinished))
+    return TakeOver(state, store.sessions(), unfinished, tuple(report.warnings()))
+
+
+def _say_take_over(store: RunStore, bus: EventBus, run_id: str, previous: TakeOver) -> None:
+    """What the resume found, once ``RunStarted`` is in the journal: the orphans it ended and
+    the journal lines it could not read."""
+    for note in previous.orphan_notes:
         bus.emit(RunWarning(run_id, message=f"resume: {note}", code="orphan"))
+    for damage in previous.state.damaged:
+        bus.emit(RunWarning(run_id, message=f"resume: {damage.describe(store.journal_path)}",
+                            code="journal_damaged"))
