@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -30,6 +30,7 @@ from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
     from aorta_tui.registry.registry import Registry
+    from aorta_tui.sweep.matrix_doc import MatrixCell
     from aorta_tui.sweep.plan import Plan
 
 GOAL_NAMES = frozenset({"failure_rate", "error_rate", "trials", "step_time_ratio",
@@ -488,9 +489,9 @@ def _write_pair_sidecar(path: Path, pairs: list[tuple[str, ...]], files: list[Pa
     atomic_write_json(path, out)
 
 
-def mitigation_set(cell: dict[str, Any]) -> list[str]:
+def mitigation_set(mitigations: Sequence[str]) -> list[str]:
     """A cell's mitigations, a combined pair ``a--b`` of a probe iteration split again."""
-    return sorted(n for m in cell.get("mitigations") or [] for n in str(m).split(PAIR_JOIN)
+    return sorted(n for m in mitigations for n in str(m).split(PAIR_JOIN)
                   if n != "none")  # `none` adds nothing: [none, x] is the single x
 
 
@@ -570,26 +571,27 @@ def _event(line: str) -> dict[str, Any]:
 
 
 def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Any) -> None:
-    matrix = json.loads((Path(it["run_dir"]) / "matrix.json").read_text(encoding="utf-8"))
-    cells = [c for c in matrix.get("cells") or [] if isinstance(c, dict)]
+    from aorta_tui.sweep.matrix_doc import read_matrix
+
+    matrix = read_matrix(it["run_dir"])  # typed: a damaged matrix is a located exit 2
     if it["index"] == 0:
-        name = matrix.get("baseline_cell") or (cells[0]["cell"] if cells else None)
-        base = next((c for c in cells if c.get("cell") == name), None)
+        name = matrix.baseline_cell or (matrix.cells[0].name if matrix.cells else None)
+        base = matrix.cell(name)
         if base is None:
             raise AortaError("the baseline sweep has no cells")
         state["baseline"] = {"cell": name, "run_dir": it["run_dir"],
-                             **_figures(base, None), "mitigations": mitigation_set(base)}
+                             **_figures(base, None), "mitigations": mitigation_set(base.mitigations)}
         if not _has_rates(state["baseline"]):
             raise AortaError(f"the baseline cell {name} finished no trial: there is nothing to "
                              "compare a mitigation with", hint=f"see {it['run_dir']}/matrix.md")
     base_mean = state["baseline"].get("step_time_mean_s")
     it["cells"] = []
-    for c in cells:
+    for c in matrix.cells:
         fig = _figures(c, base_mean)
         fig["meets_goal"] = _has_rates(fig) and bool(goal.evaluate({k: fig[k] for k in GOAL_NAMES}))
-        it["cells"].append({"cell": c.get("cell"), "mitigations": mitigation_set(c),
+        it["cells"].append({"cell": c.name, "mitigations": mitigation_set(c.mitigations),
                             "run_dir": it["run_dir"], **fig})
-    it["trials"] = sum(int(c.get("trials") or 0) for c in cells)
+    it["trials"] = sum(c.stats.trials for c in matrix.cells)
     state["trials_used"] += it["trials"]
     it["status"] = "done"
 
@@ -598,16 +600,15 @@ def _has_rates(fig: dict[str, Any]) -> bool:
     return fig.get("failure_rate") is not None and fig.get("error_rate") is not None
 
 
-def _figures(cell: dict[str, Any], base_mean: float | None) -> dict[str, Any]:
-    stats = cell.get("step_time_s")
-    stats = stats if isinstance(stats, dict) else {}
-    mean = stats.get("mean")
+def _figures(cell: MatrixCell, base_mean: float | None) -> dict[str, Any]:
+    stats = cell.stats
+    mean = stats.step_time.get("mean")
     ratio = mean / base_mean if isinstance(mean, (int, float)) and base_mean else None
     # a cell with no finished trial has no rates (None in matrix.json): kept None, never 0.0,
     # or a cell that ran nothing would meet "failure_rate == 0"
-    return {"trials": cell.get("trials"), "failure_rate": cell.get("failure_rate"),
-            "error_rate": cell.get("error_rate"), "step_time_mean_s": mean,
-            "step_time_p50_s": stats.get("p50"), "step_time_ratio": ratio}
+    return {"trials": stats.trials, "failure_rate": stats.failure_rate,
+            "error_rate": stats.error_rate, "step_time_mean_s": mean,
+            "step_time_p50_s": stats.step_time.get("p50"), "step_time_ratio": ratio}
 
 
 def _finish_if_done(state: dict[str, Any], it: dict[str, Any]) -> bool:

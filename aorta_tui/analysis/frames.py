@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from aorta_tui.policy.report_doc import PolicyEntry
+    from aorta_tui.sweep.matrix_doc import MatrixCell
 
 Frames = dict[str, "pd.DataFrame"]
 EXTRA_HINT = "pip install 'aorta-tui[analysis]' (or: pip install 'pandas>=2')"
@@ -59,10 +60,11 @@ def load_run(run_dir: str | Path) -> Frames:
           "step_time_s": float(t)}
          for r in results for i, t in enumerate(_numbers(r.get("step_times_s")))],
         columns=["trial_id", "cell", "trial", "step", "step_time_s"])
-    matrix = _json_file(run_dir / "matrix.json")
-    if isinstance(matrix, dict) and isinstance(matrix.get("cells"), list):
-        cells = pd.DataFrame([_cell_row(c) for c in matrix["cells"] if isinstance(c, dict)],
-                             columns=CELL_COLUMNS)
+    from aorta_tui.sweep.matrix_doc import read_matrix_or_none
+
+    matrix = read_matrix_or_none(run_dir)  # typed; None when missing or not a matrix
+    if matrix is not None:
+        cells = pd.DataFrame([_cell_row(c) for c in matrix.cells], columns=CELL_COLUMNS)
     else:
         cells = _cells_from_trials(pd, trials, steps)
     return {"trials": trials, "cells": cells, "steps": steps}
@@ -140,21 +142,18 @@ def _trial_row(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cell_row(c: dict[str, Any]) -> dict[str, Any]:
-    stats = _object_at(c, "step_time_s")
-    noise = _object_at(c, "noise")
-    confound = _object_at(c, "confound")
-    top = c.get("top_detectors") or []
+def _cell_row(c: MatrixCell) -> dict[str, Any]:
+    st = c.stats
     return {
-        "cell": c.get("cell"), "mitigations": _joined(c.get("mitigations")),
-        "environment": c.get("environment"), "trials": c.get("trials"),
-        "passed": c.get("passed"), "failed": c.get("failed"), "errored": c.get("errored"),
-        "failure_rate": c.get("failure_rate"), "error_rate": c.get("error_rate"),
-        "step_count": c.get("step_count"), "step_time_source": c.get("step_time_source"),
-        **{f"step_time_{s}_s": stats.get(s) for s in STEP_STATS},
-        "noise_flag": noise.get("flag"), "confound_flag": confound.get("flag"),
-        "confound_reason": confound.get("reason"),
-        "top_detectors": _joined([t.get("id") if isinstance(t, dict) else t for t in top]),
+        "cell": st.cell, "mitigations": _joined(list(c.mitigations)),
+        "environment": c.environment, "trials": st.trials,
+        "passed": st.passed, "failed": st.failed, "errored": st.errored,
+        "failure_rate": st.failure_rate, "error_rate": st.error_rate,
+        "step_count": st.step_count, "step_time_source": st.step_time_source,
+        **{f"step_time_{s}_s": st.step_time.get(s) for s in STEP_STATS},
+        "noise_flag": st.noise.get("flag"), "confound_flag": st.confound.get("flag"),
+        "confound_reason": st.confound.get("reason"),
+        "top_detectors": _joined([name for name, _count in st.top_detectors]),
     }
 
 

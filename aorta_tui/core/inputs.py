@@ -51,6 +51,7 @@ INPUT_LIMITS: dict[str, int] = {
     "policy outcome": 64 * MiB,  # a policy trial's outcome.json
     "policy report": 64 * MiB,  # policy.json, opened by the TUI
     "profiler trace": 512 * MiB,  # torch.profiler's Chrome trace, for the CUPTI join
+    "matrix": 512 * MiB,  # a sweep's matrix.json (a trial row per finished trial)
 }
 
 

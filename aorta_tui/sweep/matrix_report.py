@@ -14,9 +14,8 @@ from aorta_tui.core.aggregate import CellStats, band, change_text
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import mask_env
 from aorta_tui.core.trial_contract import TrialResult
+from aorta_tui.sweep.matrix_doc import Devices, Matrix, MatrixCell, MatrixTrial
 from aorta_tui.sweep.plan import Plan
-
-MATRIX_SCHEMA_VERSION = 1
 
 
 def write_reports(
@@ -31,51 +30,38 @@ def write_reports(
     schema_hash: Callable[[dict[str, Any]], str | None],
 ) -> dict[str, Path]:
     snapshots, warnings = snapshot_index(run_dir, plan, records, schema_hash)
-    threshold = recipe.confound.threshold if recipe.confound else None
-    matrix = {
-        "schema_version": MATRIX_SCHEMA_VERSION,
-        "aorta_tui_version": __version__,
-        "generated_at": time.time(),
-        "run_dir": str(run_dir),
-        "run_id": run_dir.name,
-        "ticket": recipe.ticket,
-        "mode": recipe.mode,
-        "workload": recipe.workload if recipe.mode == "triage" else None,
-        "command": list(recipe.command or []),
-        "status": status,
-        "trials_planned": len(plan.trials),
-        "trials_finished": len(records),
-        "order": plan.order,
-        "seed": plan.seed,
-        "baseline_cell": plan.baseline_cell,
-        "confound_threshold": threshold,
-        "confound_band": list(band(float(threshold))) if threshold else None,
-        "devices": device_summary(run_dir, records),
-        "cells": [
-            {**s.to_dict(), "mitigations": list(plan.cell(s.cell).mitigations),
-             "environment": plan.cell(s.cell).environment,
-             "env": mask_env(plan.cell(s.cell).env),  # never a token (core/secrets.py)
-             "timeline": cell_timeline(run_dir, [r for r in records if r.cell == s.cell])}
-            for s in cells
-        ],
-        "trials": [
-            {"trial_id": r.trial_id, "cell": r.cell, "trial": r.trial, "verdict": r.verdict,
-             "detectors": r.detectors, "wall_s": r.wall_s}
-            for r in sorted(records, key=lambda r: (r.cell, r.trial))
-        ],
-        "snapshots": snapshots,
-        "warnings": warnings,
-        "hint": hint,
-    }
     from aorta_tui.collect.collectors import run_summary  # upstream's collect: (result.json)
 
-    if collectors := run_summary(run_dir, [r.trial_id for r in records]):
-        matrix["collectors"] = collectors
+    threshold = recipe.confound.threshold if recipe.confound else None
+
+    matrix = Matrix(
+        aorta_tui_version=__version__, generated_at=time.time(), run_dir=str(run_dir),
+        run_id=run_dir.name, ticket=recipe.ticket, mode=recipe.mode,
+        workload=recipe.workload if recipe.mode == "triage" else None,
+        command=tuple(recipe.command or []), status=status, trials_planned=len(plan.trials),
+        trials_finished=len(records), order=plan.order, seed=plan.seed,
+        baseline_cell=plan.baseline_cell, confound_threshold=threshold,
+        confound_band=band(float(threshold)) if threshold else None,
+        devices=device_summary(run_dir, records),
+        cells=tuple(_matrix_cell(run_dir, plan, s, records) for s in cells),
+        trials=tuple(MatrixTrial(r.trial_id, r.cell, r.trial, r.verdict, tuple(r.detectors), r.wall_s)
+                     for r in sorted(records, key=lambda r: (r.cell, r.trial))),
+        snapshots=snapshots, warnings=tuple(warnings), hint=hint,
+        collectors=run_summary(run_dir, [r.trial_id for r in records]) or None,
+    )
     with RunDirFS(run_dir) as fs:  # the run's file layer: no link followed out of it
         return {
-            "matrix.json": fs.atomic_write_json("matrix.json", matrix),
+            "matrix.json": fs.atomic_write_json("matrix.json", matrix.to_json()),
             "matrix.md": fs.atomic_write_text("matrix.md", render_markdown(matrix)),
         }
+
+
+def _matrix_cell(run_dir: Path, plan: Plan, stats: CellStats, records: list[TrialResult]
+                 ) -> MatrixCell:
+    cell = plan.cell(stats.cell)
+    return MatrixCell(stats, tuple(cell.mitigations), cell.environment,
+                      mask_env(cell.env),  # never a token (core/secrets.py)
+                      cell_timeline(run_dir, [r for r in records if r.cell == stats.cell]))
 
 
 def cell_timeline(run_dir: Path, records: list[TrialResult]) -> dict[str, Any]:
@@ -120,7 +106,7 @@ def snapshot_index(run_dir: Path, plan: Plan, records: list[TrialResult],
     return index, warnings
 
 
-def device_summary(run_dir: Path, records: list[TrialResult]) -> dict[str, Any]:
+def device_summary(run_dir: Path, records: list[TrialResult]) -> Devices:
     """On which device the trials ran: what each workload reported (``workload_result.device``),
     and the GPUs of the run's host snapshot (``env/host_env.json``), which is all an opaque
     command leaves to go by."""
@@ -142,22 +128,22 @@ def device_summary(run_dir: Path, records: list[TrialResult]) -> dict[str, Any]:
             names = [g.get("name") for g in snap["gpus"] if isinstance(g, dict)]
             host_gpus = [str(n.get("value") or "unnamed GPU") if isinstance(n, dict) else "unnamed GPU"
                          for n in names]
-    return {"trials": dict(sorted(reported.items())), "host_gpus": host_gpus}
+    return Devices(dict(sorted(reported.items())), None if host_gpus is None else tuple(host_gpus))
 
 
-def _device_line(d: dict[str, Any] | None, finished: int) -> str:
-    if not d:
+def _device_line(d: Devices | None, finished: int) -> str:
+    if d is None:
         return "- device: not recorded"
-    trials = ", ".join(f"{dev} ({n} of {finished} trials)" for dev, n in d["trials"].items()) or "no trial finished"
-    gpus = d.get("host_gpus")
+    trials = ", ".join(f"{dev} ({n} of {finished} trials)" for dev, n in d.trials.items()) or "no trial finished"
+    gpus = d.host_gpus
     host = ("host snapshot: unknown" if gpus is None else
             "host snapshot: no GPU" if not gpus else f"host snapshot: {len(gpus)} GPU(s), {', '.join(sorted(set(gpus)))}")
     return f"- device: {trials}, as each trial reported it; {host} (env/host_env.json)"
 
 
-def _confound_line(m: dict[str, Any]) -> str:
-    t = m.get("confound_threshold")
-    if not t or not m.get("baseline_cell"):
+def _confound_line(m: Matrix) -> str:
+    t = m.confound_threshold
+    if not t or not m.baseline_cell:
         return "- confound: no baseline cell, no check"
     lower, upper = band(float(t))
     return (f"- confound threshold: x{upper:g} either way (mean step time above {upper:.3g}x or below "
@@ -188,56 +174,67 @@ def _fmt_rate(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 100:.0f}%"
 
 
-def render_markdown(m: dict[str, Any]) -> str:
+def render_markdown(m: Matrix) -> str:
     lines = [
-        f"# aorta-tui matrix: {m['ticket']} / {m['run_id']}",
+        f"# aorta-tui matrix: {m.ticket} / {m.run_id}",
         "",
-        f"- mode: {m['mode']}" + (f", workload `{m['workload']}`" if m["workload"] else "")
-        + (f", command `{' '.join(m['command'])}`" if m["command"] else ""),
-        f"- status: {m['status']} ({m['trials_finished']}/{m['trials_planned']} trials)",
-        f"- order: {m['order']} (seed {m['seed']}); baseline: {m['baseline_cell'] or 'none'}",
-        _device_line(m.get("devices"), m["trials_finished"]),
+        f"- mode: {m.mode}" + (f", workload `{m.workload}`" if m.workload else "")
+        + (f", command `{' '.join(m.command)}`" if m.command else ""),
+        f"- status: {m.status} ({m.trials_finished}/{m.trials_planned} trials)",
+        f"- order: {m.order} (seed {m.seed}); baseline: {m.baseline_cell or 'none'}",
+        _device_line(m.devices, m.trials_finished),
         _confound_line(m),
         "",
         "| cell | trials | pass | fail | error | failure rate | step p50 | step IQR (p25 – p75) | n | noise "
         "| step p99 | step mean | source | confound | top detectors |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|---|",
     ]
-    for c in m["cells"]:
-        st = c["step_time_s"]
-        conf = c["confound"].get("flag") or ("baseline" if c["cell"] == m["baseline_cell"] else "-")
-        if c["confound"].get("significant") is False:
-            conf = _within_noise(c["confound"])
-        elif c["confound"].get("spread_unknown"):
-            conf = "spread unknown"
-        dets = ", ".join(f"{d['id']}×{d['count']}" for d in c["top_detectors"]) or "-"
-        lines.append(
-            f"| {c['cell']} | {c['trials']} | {c['passed']} | {c['failed']} | {c['errored']} | "
-            f"{_fmt_rate(c['failure_rate'])} | {_fmt_s(st['p50'])} | {_fmt_iqr(st)} | {c['step_count']} | "
-            f"{(c.get('noise') or {}).get('flag') or '-'} | {_fmt_s(st['p99'])} | "
-            f"{_fmt_s(st['mean'])} | {c['step_time_source']} | {conf} | {dets} |"
-        )
-    cross = [(c["cell"], f) for c in m["cells"] for f in c.get("cross_trial_failures", [])]
+    lines += [_cell_line(c.stats, m.baseline_cell) for c in m.cells]
+    cross = [(c.name, f) for c in m.cells for f in c.stats.cross_trial_failures]
     if cross:
         lines += ["", "## Across trials", ""]
         lines += [f"- **{cell}**: {f['code']}: {f['message']}" for cell, f in cross]
-    bad = [t for t in m["trials"] if t["verdict"] != "pass"]
-    if bad:
-        lines += ["", "## Failing and erroring trials", ""]
-        for t in bad:
-            lines.append(f"- `{t['trial_id']}`: {t['verdict']} ({', '.join(t['detectors']) or 'no detector'})"
-                         f" — `trials/{t['trial_id']}/`")
-        if m.get("hint"):
-            lines += ["", f"Hint: {m['hint']}"]
-    if m["warnings"]:
-        lines += ["", "## Warnings", ""] + [f"- {w}" for w in m["warnings"]]
-    if m.get("collectors"):
+    lines += _failing_lines(m)
+    if m.warnings:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in m.warnings]
+    if isinstance(m.collectors, dict) and m.collectors:
         from aorta_tui.collect.collectors import markdown_lines
 
-        lines += markdown_lines(m["collectors"], m["trials_finished"])
-    noisy = [(c["cell"], c["noise"]) for c in m["cells"] if (c.get("noise") or {}).get("flag")]
+        lines += markdown_lines(m.collectors, m.trials_finished)
+    noisy = [(c.name, c.stats.noise) for c in m.cells if c.stats.noise.get("flag")]
     if noisy:
         lines += ["", "## Noise", ""] + [f"- **{cell}**: {n['flag']}: {n['reason']}" for cell, n in noisy]
+    return "\n".join(lines + _how_to_read())
+
+
+def _cell_line(c: CellStats, baseline: str | None) -> str:
+    st = c.step_time
+    conf = c.confound.get("flag") or ("baseline" if c.cell == baseline else "-")
+    if c.confound.get("significant") is False:
+        conf = _within_noise(c.confound)
+    elif c.confound.get("spread_unknown"):
+        conf = "spread unknown"
+    dets = ", ".join(f"{d}×{n}" for d, n in c.top_detectors) or "-"
+    return (f"| {c.cell} | {c.trials} | {c.passed} | {c.failed} | {c.errored} | "
+            f"{_fmt_rate(c.failure_rate)} | {_fmt_s(st.get('p50'))} | {_fmt_iqr(st)} | {c.step_count} | "
+            f"{c.noise.get('flag') or '-'} | {_fmt_s(st.get('p99'))} | "
+            f"{_fmt_s(st.get('mean'))} | {c.step_time_source} | {conf} | {dets} |")
+
+
+def _failing_lines(m: Matrix) -> list[str]:
+    bad = [t for t in m.trials if t.verdict != "pass"]
+    if not bad:
+        return []
+    lines = ["", "## Failing and erroring trials", ""]
+    lines += [f"- `{t.trial_id}`: {t.verdict} ({', '.join(t.detectors) or 'no detector'})"
+              f" — `trials/{t.trial_id}/`" for t in bad]
+    if m.hint:
+        lines += ["", f"Hint: {m.hint}"]
+    return lines
+
+
+def _how_to_read() -> list[str]:
+    lines: list[str] = []
     lines += ["", "## How to read this", "",
               "- Step times: `workload` = measured by the workload (device events on a GPU, "
               "`time.perf_counter` on the CPU); `step_time_regex` = parsed from stdout; `trial_wall` = "
@@ -259,4 +256,4 @@ def render_markdown(m: dict[str, Any]) -> str:
               "`-` = inside the threshold; a cell "
               "that is much faster or slower than the baseline is the mitigation changing the speed, "
               "or the machine's noise: read the `noise` column first.", ""]
-    return "\n".join(lines)
+    return lines
