@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
+import yaml
 
+from aorta_tui.recipe import check_recipe_text, load_recipe, load_recipe_text, model
 from aorta_tui.recipe import keys as K
-from aorta_tui.recipe import load_recipe, model
 from aorta_tui.recipe.keyspec import TOP, BlockRef, KeySpec
 from aorta_tui.recipe.resolved import canonical
 from aorta_tui.registry.registry import Registry
+from tests.recipe.key_blocks import with_block
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -131,3 +133,91 @@ def test_the_resolved_form_writes_only_keys_of_the_table(path):
     assert set(data) <= K.COMMON_KEYS | K.keys_of(TOP, mode=data["mode"])
     for block, mapping in _nested_blocks(data):
         assert set(mapping) <= K.keys_of(block), (block, mapping)
+
+
+# -- the loader's defaults, ranges and choices are the table's --------------------------------
+def _loaded_block(block: str, recipe: model.Recipe) -> object:
+    """Where the loader puts ``block``'s values in the validated recipe."""
+    if block == TOP:
+        return recipe
+    if block == "cell":
+        return recipe.cells[0]
+    return recipe.custom_patterns[0] if block == "pattern" else getattr(recipe, block)
+
+
+@pytest.mark.parametrize("spec", [s for s in K.KEY_SPECS if s.has_default and s.block in MODELS],
+                         ids=lambda s: f"{s.block}.{s.name}")
+def test_a_key_left_out_is_loaded_as_the_tables_default(spec: KeySpec):
+    recipe, _ = with_block(spec.block, {}, mode=None if spec.mode == "both" else spec.mode)
+    loaded = _loaded_block(spec.block, load_recipe_text(yaml.safe_dump(recipe)))
+    assert spec.field_name is not None
+    assert getattr(loaded, spec.field_name) == spec.default
+
+
+# the other keys a block needs for one key's value to stand on its own
+_BESIDE: dict[str, dict[str, Any]] = {
+    "executor": {"kind": "slurm"}, "stop_after": {"events": 1, "max_trials": K.MAX_TRIALS}}
+
+
+def _issues_at(spec: KeySpec, value: object) -> list[str]:
+    recipe, where = with_block(spec.block, {**_BESIDE.get(spec.block, {}), spec.name: value},
+                               mode=None if spec.mode == "both" else spec.mode)
+    path = f"{where}.{spec.name}" if where else spec.name
+    return [i.message for i in check_recipe_text(yaml.safe_dump(recipe)) if i.path == path]
+
+
+def _edges(shape: dict[str, Any]) -> list[tuple[object, bool]]:
+    """Values at and just past each bound of ``shape``, with whether the shape allows them."""
+    out: list[tuple[object, bool]] = []
+    if "minimum" in shape:
+        out += [(shape["minimum"], True), (shape["minimum"] - 1, False)]
+    if "exclusiveMinimum" in shape:
+        out += [(shape["exclusiveMinimum"], False), (shape["exclusiveMinimum"] + 0.5, True)]
+    if "maximum" in shape:
+        out += [(shape["maximum"], True), (shape["maximum"] + 1, False)]
+    return out
+
+
+_BOUNDED = [s for s in K.KEY_SPECS if isinstance(s.shape, dict) and _edges(dict(s.shape))]
+_CHOICES = [s for s in K.KEY_SPECS if isinstance(s.shape, dict) and "enum" in s.shape
+            and (s.block, s.name) != (TOP, "mode")]  # the mode chooses the recipe's shape
+
+
+@pytest.mark.parametrize("spec", _BOUNDED, ids=lambda s: f"{s.block}.{s.name}")
+def test_the_loader_refuses_a_number_exactly_where_the_tables_range_ends(spec: KeySpec):
+    for value, allowed in _edges(dict(spec.shape)):
+        assert (_issues_at(spec, value) == []) is allowed, (value, _issues_at(spec, value))
+
+
+@pytest.mark.parametrize("spec", _CHOICES, ids=lambda s: f"{s.block}.{s.name}")
+def test_the_loader_accepts_each_choice_of_the_table_and_no_other(spec: KeySpec):
+    choices = list(spec.shape["enum"]) if isinstance(spec.shape, dict) else []
+    for value in choices:
+        assert _issues_at(spec, value) == [], value
+    for value in ("bogus_choice", True, False):
+        if not any(value is c for c in choices):
+            assert _issues_at(spec, value), value
+
+
+def _mapping_of(block: str, recipe: dict[str, Any]) -> dict[str, Any]:
+    """The mapping that holds ``block``'s keys in a recipe from ``with_block``."""
+    if block == TOP:
+        return recipe
+    if block in ("cell", "inline_env"):
+        cell = recipe["cells"][0]
+        return cell if block == "cell" else cell["environment"]
+    if block in ("pattern", "match"):
+        pattern = recipe["custom_patterns"][0]
+        return pattern if block == "pattern" else pattern["match"]
+    return recipe[block]
+
+
+@pytest.mark.parametrize("spec", [s for s in K.KEY_SPECS if s.required],
+                         ids=lambda s: f"{s.block}.{s.name}")
+def test_the_loader_requires_each_key_the_table_marks_required(spec: KeySpec):
+    # with_block's recipes hold only the keys they need (the schema tests check that the loader
+    # accepts them); here each required one left out is refused, named
+    recipe, _ = with_block(spec.block, {}, mode=None if spec.mode == "both" else spec.mode)
+    del _mapping_of(spec.block, recipe)[spec.name]
+    messages = [i.message for i in check_recipe_text(yaml.safe_dump(recipe))]
+    assert any(spec.name in m for m in messages), messages

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from aorta_tui.recipe import RecipeError, check_recipe_text, load_recipe_text, recipe_json_schema
 from aorta_tui.recipe import keys as K
-from aorta_tui.recipe.keyspec import TOP, BlockRef
+from aorta_tui.recipe.keyspec import BlockRef
+from tests.recipe.key_blocks import MODES_OF, with_block
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -200,39 +201,6 @@ def test_docs_describe_every_key():
 
 
 # -- unknown keys: the schema and the loader refuse the same ones, in every block ------------
-# valid recipes (the loader accepts them), and where each block of the key table goes in them
-TRIAGE_OK = {"schema_version": 1, "workload": "gpu_smoke", "trials": 1, "steps": 1,
-             "cells": [{"name": "a", "mitigations": ["none"]}]}
-PROBE_OK = {**PROBE, "env_passthrough_mode": "file"}
-_MINIMAL: dict[str, dict[str, Any]] = {
-    "stop_after": {"events": 1, "max_trials": 1}, "pattern": {"id": "p", "match": {"regex": "x"}},
-    "match": {"regex": "x"}, "inline_env": {"docker": "img:1"}}
-_MODES_OF = {"cell": ("triage",), "inline_env": ("triage",), "redaction": ("probe",)}
-
-
-def _with_block(block: str, values: dict[str, Any], *, mode: str | None = None
-                ) -> tuple[dict[str, Any], str]:
-    """A valid recipe (of ``mode``, or the block's) with ``values`` added to ``block`` (over
-    its required keys), and the block's path in the loader's words."""
-    mode = mode or _MODES_OF.get(block, K.MODES)[0]
-    recipe = copy.deepcopy(PROBE_OK if mode == "probe" else TRIAGE_OK)
-    target = {**copy.deepcopy(_MINIMAL.get(block, {})), **values}
-    if block == TOP:
-        recipe.update(values)
-        return recipe, ""
-    if block == "cell":
-        recipe["cells"][0].update(values)
-        return recipe, "cells[0]"
-    if block == "inline_env":
-        recipe["cells"][0]["environment"] = target
-        return recipe, "cells[0].environment"
-    if block in ("pattern", "match"):
-        recipe["custom_patterns"] = [target if block == "pattern" else {"id": "p", "match": target}]
-        return recipe, "custom_patterns[0]" + (".match" if block == "match" else "")
-    recipe[block] = target
-    return recipe, block
-
-
 def _unknown_key_paths(recipe: dict[str, Any]) -> list[str]:
     issues = check_recipe_text(yaml.safe_dump(recipe))
     assert not [i for i in issues if i.message.startswith("internal error")], issues
@@ -241,9 +209,9 @@ def _unknown_key_paths(recipe: dict[str, Any]) -> list[str]:
 
 @pytest.mark.parametrize("block", sorted(K.BLOCKS))
 def test_every_block_refuses_an_unknown_key_in_the_schema_and_the_loader(block):
-    good, where = _with_block(block, {})
+    good, where = with_block(block, {})
     assert errors(SCHEMA, good) == [] and check_recipe_text(yaml.safe_dump(good)) == []
-    bad, _ = _with_block(block, {"bogus_key": 1})
+    bad, _ = with_block(block, {"bogus_key": 1})
     assert errors(SCHEMA, bad), bad
     if JSONSCHEMA is not None:
         assert JSONSCHEMA.is_valid(good) and not JSONSCHEMA.is_valid(bad)
@@ -294,15 +262,15 @@ _KNOWN_NAMES = {s.name for s in K.KEY_SPECS} | set(K.UNSUPPORTED_UPSTREAM)
 @st.composite
 def _recipes_of_known_keys(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
     block = draw(st.sampled_from(sorted(K.BLOCKS)))
-    mode = draw(st.sampled_from(_MODES_OF.get(block, K.MODES)))
+    mode = draw(st.sampled_from(MODES_OF.get(block, K.MODES)))
     specs = [s for s in K.specs_of(block) if s.mode in ("both", mode)
              and s.name not in _STRUCTURAL and not _holds_a_block(s.shape)]
     chosen = draw(st.lists(st.sampled_from(specs), unique_by=lambda s: s.name)) if specs else []
     values = {s.name: draw(_value_of(s.shape)) for s in chosen}
-    good, where = _with_block(block, values, mode=mode)
+    good, where = with_block(block, values, mode=mode)
     unknown = draw(st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
         lambda k: k not in _KNOWN_NAMES))
-    bad, _ = _with_block(block, {**values, unknown: draw(st.integers(0, 3))}, mode=mode)
+    bad, _ = with_block(block, {**values, unknown: draw(st.integers(0, 3))}, mode=mode)
     return good, bad, f"{where}.{unknown}" if where else unknown
 
 
