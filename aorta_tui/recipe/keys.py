@@ -1,7 +1,12 @@
-"""Which keys a recipe may hold, per mode and per block (one table, read by the validator,
-the JSON Schema and the docs test)."""
+"""Which keys a recipe may hold, per mode and per block: one table (``KEY_SPECS``) of every
+key's mode, origin, JSON shape, description and default. The key sets (``COMMON_KEYS``,
+``CELL_KEYS``, ...) are derived from it; the validator, the JSON Schema (``jsonschema.py``) and
+the docs test read them. The ranges, enums and patterns the specs use are the constants above
+the table, which the validator reads too."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from aorta_tui.core.numerals import MAX_CELLS as _MAX_CELLS
 from aorta_tui.core.numerals import MAX_SEED as _MAX_SEED
@@ -9,45 +14,11 @@ from aorta_tui.core.numerals import MAX_STEPS as _MAX_STEPS
 from aorta_tui.core.numerals import MAX_TRIALS as _MAX_TRIALS
 from aorta_tui.core.numerals import SLURM_MAX_GPUS_PER_NODE as _SLURM_MAX_GPUS_PER_NODE
 from aorta_tui.core.numerals import SLURM_MAX_NODES as _SLURM_MAX_NODES
+from aorta_tui.recipe.collector_names import KNOWN_COLLECTORS
+from aorta_tui.recipe.keyspec import TOP, Block, BlockRef, KeySpec
 
-# Keys valid in both modes. Upstream AORTA accepts the classifier knobs in probe mode only;
-# aorta-tui classifies every trial, so they are allowed in triage recipes too (an extension).
-COMMON_KEYS = frozenset({
-    "schema_version", "mode", "ticket", "trials", "confound", "stop_after",
-    "timeout_per_trial", "custom_patterns", "hang_window_sec", "hang_grace_period_at_start",
-    "disable_detectors", "disable_detector_tiers", "tier3_vram_growth", "retain",
-    "step_time_regex",
-    # upstream's collectors: loaded, validated and planned; a run refuses them (exit 3)
-    "collect",
-    # extensions of aorta-tui
-    "order", "seed", "trace", "policy_axis", "executor", "bytecode_cache",
-})
-TRIAGE_KEYS = frozenset({
-    "workload", "steps", "cells", "workload_config", "save_logs", "extra_env", "trial_isolation",
-})
-PROBE_KEYS = frozenset({
-    "mitigation_axis", "diagnostic_axis", "collect_paths", "env_passthrough_mode", "redaction",
-    "command",  # extension: the argv of a probe run, written into recipe.resolved.yaml
-})
-ALL_TOP_KEYS = COMMON_KEYS | TRIAGE_KEYS | PROBE_KEYS
-
-EXTENSION_KEYS = frozenset({"order", "seed", "trace", "policy_axis", "command", "executor",
-                            "bytecode_cache"})
-
-CELL_KEYS = frozenset({"name", "mitigations", "environment", "extra_env", "trials", "steps",
-                       "workload_config", "collect"})
-INLINE_ENV_KEYS = frozenset({"docker", "env"})
-CONFOUND_KEYS = frozenset({"threshold", "baseline_cell"})
-STOP_AFTER_KEYS = frozenset({"events", "max_trials", "event_verdict"})
-PATTERN_KEYS = frozenset({"id", "match", "on_match", "required_for_pass"})
-MATCH_KEYS = frozenset({"regex", "condition"})
-RETAIN_KEYS = frozenset({"on_fail", "on_pass", "on_error"})
-REDACTION_KEYS = frozenset({"scrub_env_keys", "scrub_paths", "scrub_ip_addresses"})
-TRACE_KEYS = frozenset({"probes", "mode"})
 # where trials run (docs/slurm.md): `executor: local` (default), `executor: slurm`, or a mapping
 EXECUTOR_KINDS = ("local", "slurm")
-EXECUTOR_KEYS = frozenset({"kind", "partition", "account", "gres", "time", "constraint",
-                           "extra_sbatch", "nodes", "gpus_per_node"})
 SLURM_MAX_NODES = _SLURM_MAX_NODES  # nodes, gpus_per_node (core/numerals.py: --nodes the same)
 SLURM_MAX_GPUS_PER_NODE = _SLURM_MAX_GPUS_PER_NODE
 SLURM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$"  # partition, account
@@ -96,3 +67,241 @@ MAX_PLANNED_TRIALS = 1_000_000  # the sum of every cell's trials
 CELL_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 RESERVED_CELL_NAMES = frozenset({".", "..", "matrix.md", "matrix.json"})
+
+# -- The table: one spec per key of each block ---------------------------------------------------
+# Each key's name, mode, origin, JSON shape, description and default are written here once; the
+# key sets below, the JSON Schema (jsonschema.py) and the tests read them from this table.
+MODES = ("triage", "probe")
+
+
+def _int(maximum: int, *, minimum: int = 1, null: bool = False) -> dict[str, object]:
+    return {"type": ["integer", "null"] if null else "integer", "minimum": minimum,
+            "maximum": maximum}
+
+
+def _seconds(*, zero: bool) -> dict[str, object]:
+    low: dict[str, object] = {"minimum": 0} if zero else {"exclusiveMinimum": 0}
+    return {"type": ["number", "null"], **low, "maximum": MAX_SECONDS}
+
+
+def _names(min_items: int = 0) -> dict[str, object]:
+    out: dict[str, object] = {"type": "array", "items": {"type": "string", "minLength": 1}}
+    if min_items:
+        out["minItems"] = min_items
+    return out
+
+
+def _collect_shape() -> dict[str, object]:
+    """``collect``: upstream's collectors, as a list or a name -> settings map."""
+    collector = {"enum": sorted(KNOWN_COLLECTORS)}
+    return {"anyOf": [{"type": "array", "items": collector}, {"type": "null"},
+                      {"type": "object", "propertyNames": collector,
+                       "additionalProperties": {"type": ["object", "null"],
+                                                "additionalProperties": {"type": "string"}}}]}
+
+
+_ENV_MAP: dict[str, object] = {"type": ["object", "null"],
+                               "propertyNames": {"pattern": ENV_NAME_PATTERN},
+                               "additionalProperties": {"type": "string"}}
+_ENV_MAP_TEXT = "VARIABLE: \"value\" (values are strings)"
+_COLLECT_TEXT = "upstream's collectors, run per trial where their tools exist (docs/compat.md)"
+_NO_STEPS = {"type": "object", "required": ["steps"]}  # steps is a key of its own
+
+BLOCKS: dict[str, Block] = {b.name: b for b in (
+    Block(TOP, "object"),
+    Block("confound", ("object", "null")),
+    Block("stop_after", ("object", "null")),
+    Block("pattern", "object", "a tier-5 log pattern"),
+    Block("match", "object", "what to look for"),
+    Block("retain", ("object", "null")),
+    Block("trace", ("object", "null")),
+    Block("executor", "object"),
+    Block("cell", "object", "one row of the matrix"),
+    Block("inline_env", "object", "an environment in a container image"),
+    Block("redaction", "object"),
+)}
+
+# Top-level keys of both modes. Upstream AORTA accepts the classifier knobs (timeout_per_trial
+# .. step_time_regex) in probe mode only; aorta-tui classifies every trial, so they are allowed
+# in triage recipes too (an extension of where they stand, not of the keys).
+_COMMON = (
+    KeySpec("schema_version", {"const": 1}, description="recipe schema version (1)",
+            required=True),
+    KeySpec("mode", {"enum": [*MODES, None]}, default="triage",
+            description="triage: a workload over cells; probe: a command over mitigation_axis "
+                        "x diagnostic_axis"),
+    KeySpec("ticket", {"type": ["string", "null"], "pattern": CELL_NAME_PATTERN},
+            description="groups runs under <output>/<ticket>/"),
+    KeySpec("trials", _int(MAX_TRIALS), description="trials per cell", required=True),
+    KeySpec("confound", BlockRef("confound"), description="speed-confound detection"),
+    KeySpec("stop_after", BlockRef("stop_after"), description="collect-until-N rule"),
+    KeySpec("timeout_per_trial", _seconds(zero=False),
+            description="seconds; the trial's process tree is killed after"),
+    KeySpec("custom_patterns", {"type": ["array", "null"], "items": BlockRef("pattern")}),
+    KeySpec("hang_window_sec", _seconds(zero=False), default=30,
+            description="hang detection window"),
+    KeySpec("hang_grace_period_at_start", _seconds(zero=True), default=60,
+            description="no hang verdict before this"),
+    KeySpec("disable_detectors", {"type": ["array", "null"], "items": {"type": "string"}},
+            description="tierN or <tier>:<id> tokens"),
+    # merged into Recipe.disable_detectors (as `tierN` tokens)
+    KeySpec("disable_detector_tiers",
+            {"type": ["array", "null"], "items": {"enum": list(DETECTOR_TIERS)}},
+            model_field=False),
+    KeySpec("tier3_vram_growth", {"enum": [False, None]}, default=False,
+            description="aorta-tui has no whole-GPU VRAM-growth detector: only false is "
+                        "accepted"),
+    KeySpec("retain", BlockRef("retain")),
+    KeySpec("step_time_regex", {"type": ["string", "null"]},
+            description="regex whose first group is a step time"),
+    # upstream's collectors: loaded, validated and planned (Recipe.collect and collect_options)
+    KeySpec("collect", _collect_shape(), description=_COLLECT_TEXT),
+    KeySpec("order", {"enum": [*ORDERS, None]}, origin="extension", default="interleaved",
+            description="trial order (extension)"),
+    KeySpec("seed", _int(MAX_SEED, minimum=0, null=True), origin="extension", default=0,
+            description="seed of the trial order (extension)"),
+    KeySpec("trace", BlockRef("trace"), origin="extension",
+            description="eBPF probes per trial (extension)"),
+    KeySpec("policy_axis", {"type": ["array", "null"], "uniqueItems": True,
+                            "items": {"type": "string", "pattern": CELL_NAME_PATTERN}},
+            origin="extension", description="policy names (extension)"),
+    KeySpec("executor", {"anyOf": [{"enum": [*EXECUTOR_KINDS, None]}, BlockRef("executor")]},
+            origin="extension", description="where trials run (extension, docs/slurm.md)"),
+    KeySpec("bytecode_cache", {"enum": [*BYTECODE_CACHE, None]}, origin="extension",
+            default="auto",
+            description="the children's bytecode cache (extension; docs/performance.md)"),
+)
+
+_TRIAGE = tuple(replace(s, mode="triage") for s in (
+    KeySpec("workload", {"type": "string", "minLength": 1}, required=True,
+            description="registered workload (`aorta-tui sweep list-workloads`)"),
+    KeySpec("steps", _int(MAX_STEPS), description="steps per trial", required=True),
+    KeySpec("cells", {"type": "array", "items": BlockRef("cell"), "minItems": 1},
+            required=True),
+    KeySpec("workload_config", {"type": ["object", "null"], "not": _NO_STEPS},
+            description="free-form settings of the workload"),
+    KeySpec("save_logs", {"enum": [True, None]}, default=True,
+            description="trial logs are always saved: only true is accepted (retain prunes "
+                        "them by verdict)"),
+    KeySpec("extra_env", _ENV_MAP, description=_ENV_MAP_TEXT),
+    # upstream's `auto` is read as `process`
+    KeySpec("trial_isolation", {"enum": [*TRIAL_ISOLATION, "auto", None]}, default="process"),
+))
+
+_PROBE = (
+    KeySpec("mitigation_axis", _names(1), mode="probe", description="mitigation names",
+            required=True),
+    KeySpec("diagnostic_axis", _names(1), mode="probe", description="mitigation names",
+            required=True),
+    KeySpec("collect_paths", {"type": ["array", "null"], "items": {"type": "string"}},
+            mode="probe"),
+    KeySpec("env_passthrough_mode", {"enum": [*ENV_PASSTHROUGH, None]}, mode="probe",
+            default="inherit", description="how cell variables reach the command"),
+    KeySpec("redaction", BlockRef("redaction"), mode="probe",
+            description="what bundles scrub"),
+    # the argv of a probe run, written into recipe.resolved.yaml
+    KeySpec("command", {"type": ["array", "null"], "items": {"type": "string"}, "minItems": 1},
+            mode="probe", origin="extension",
+            description="argv of a probe run (written by aorta-tui into recipe.resolved.yaml)"),
+)
+
+_CELL = tuple(replace(s, block="cell") for s in (
+    KeySpec("name", {"type": "string", "pattern": CELL_NAME_PATTERN,
+                     "not": {"enum": sorted(RESERVED_CELL_NAMES)}},
+            description="cell name; becomes a directory name", required=True),
+    KeySpec("mitigations", _names(1), required=True,
+            description="mitigation names (`none` = no change); see `aorta-tui sweep "
+                        "list-mitigations`"),
+    # optional here (upstream requires it): a registered name or an inline container
+    KeySpec("environment", {"anyOf": [
+        {"type": "string", "description": "registered environment name", "minLength": 1},
+        BlockRef("inline_env"), {"type": "null"}]}, default="local"),
+    KeySpec("extra_env", _ENV_MAP, description=_ENV_MAP_TEXT),
+    KeySpec("trials", _int(MAX_TRIALS, null=True), description="trials of this cell"),
+    KeySpec("steps", _int(MAX_STEPS, null=True), description="steps of this cell"),
+    KeySpec("workload_config", {"type": ["object", "null"], "not": _NO_STEPS},
+            description="merged over the recipe's workload_config"),
+    KeySpec("collect", _collect_shape(), description=_COLLECT_TEXT),
+))
+
+_BLOCK_KEYS = (
+    KeySpec("docker", {"type": "string", "minLength": 1}, block="inline_env", required=True,
+            description="container image reference"),
+    KeySpec("env", _ENV_MAP, block="inline_env", description=_ENV_MAP_TEXT),
+    KeySpec("threshold", {"type": ["number", "null"], "exclusiveMinimum": 0,
+                          "maximum": MAX_CONFOUND_THRESHOLD}, block="confound", default=1.15),
+    KeySpec("baseline_cell", {"type": ["string", "null"]}, block="confound"),
+    KeySpec("events", _int(MAX_TRIALS), block="stop_after", required=True,
+            description="stop a cell after this many events"),
+    KeySpec("max_trials", _int(MAX_TRIALS), block="stop_after", required=True,
+            description="hard cap of trials per cell"),
+    KeySpec("event_verdict", {"enum": list(VERDICTS)}, block="stop_after", default="fail",
+            description="what counts as an event"),
+    KeySpec("id", {"type": "string", "minLength": 1}, block="pattern", required=True,
+            description="detector id (reported as custom:<id>)"),
+    # its keys are CustomPattern's fields regex and condition
+    KeySpec("match", BlockRef("match"), block="pattern", required=True, model_field=False),
+    KeySpec("on_match", {"enum": list(ON_MATCH)}, block="pattern", default="fail",
+            description="effect when it matches"),
+    KeySpec("required_for_pass", {"type": "boolean"}, block="pattern", default=False,
+            description="the trial fails when this pattern does NOT match"),
+    KeySpec("regex", {"type": "string", "minLength": 1}, block="match", required=True,
+            description="Python regular expression; named groups are captured"),
+    KeySpec("condition", {"type": "string"}, block="match",
+            description="expression over the captures, exit_code, walltime_sec, "
+                        "peak_vram_mib"),
+    *(KeySpec(k, {"enum": list(RETAIN_LEVELS)}, block="retain", default="full",
+              description=f"files kept for a trial with verdict {k[3:]}")
+      for k in ("on_fail", "on_pass", "on_error")),
+    KeySpec("scrub_env_keys", {**_names(), "type": ["array", "null"]}, block="redaction",
+            description="globs of variable names"),
+    KeySpec("scrub_paths", {"type": "boolean"}, block="redaction"),
+    KeySpec("scrub_ip_addresses", {"type": "boolean"}, block="redaction"),
+)
+
+# the extensions' own blocks: every key in them is aorta-tui's
+_EXTENSION_BLOCK_KEYS = tuple(replace(s, origin="extension") for s in (
+    KeySpec("probes", _names(), block="trace", description="probe names"),
+    KeySpec("mode", {"enum": list(TRACE_MODES)}, block="trace", default="events",
+            description="stream events or aggregate"),
+    KeySpec("kind", {"enum": list(EXECUTOR_KINDS)}, block="executor"),
+    *(KeySpec(k, {"type": ["string", "null"], "pattern": pattern}, block="executor")
+      for k, pattern in (("partition", SLURM_NAME_PATTERN), ("account", SLURM_NAME_PATTERN),
+                         ("gres", SLURM_GRES_PATTERN), ("time", SLURM_TIME_PATTERN),
+                         ("constraint", SLURM_CONSTRAINT_PATTERN))),
+    KeySpec("extra_sbatch", {"type": "array", "items": {"type": "string", "pattern": "^--"}},
+            block="executor"),
+    KeySpec("nodes", _int(SLURM_MAX_NODES, null=True), block="executor"),
+    KeySpec("gpus_per_node", _int(SLURM_MAX_GPUS_PER_NODE, null=True), block="executor"),
+))
+
+KEY_SPECS: tuple[KeySpec, ...] = (*_COMMON, *_TRIAGE, *_PROBE, *_CELL, *_BLOCK_KEYS,
+                                  *_EXTENSION_BLOCK_KEYS)
+
+
+def specs_of(block: str, *, mode: str | None = None) -> tuple[KeySpec, ...]:
+    """The specs of ``block`` in table order (at the top level, of ``mode`` only if given)."""
+    return tuple(s for s in KEY_SPECS if s.block == block and mode in (None, s.mode))
+
+
+def keys_of(block: str, *, mode: str | None = None) -> frozenset[str]:
+    return frozenset(s.name for s in specs_of(block, mode=mode))
+
+
+# -- The key sets every reader imports, derived from the table ----------------------------------
+COMMON_KEYS = keys_of(TOP, mode="both")
+TRIAGE_KEYS = keys_of(TOP, mode="triage")
+PROBE_KEYS = keys_of(TOP, mode="probe")
+ALL_TOP_KEYS = COMMON_KEYS | TRIAGE_KEYS | PROBE_KEYS
+EXTENSION_KEYS = frozenset(s.name for s in specs_of(TOP) if s.origin == "extension")
+
+CELL_KEYS = keys_of("cell")
+INLINE_ENV_KEYS = keys_of("inline_env")
+CONFOUND_KEYS = keys_of("confound")
+STOP_AFTER_KEYS = keys_of("stop_after")
+PATTERN_KEYS = keys_of("pattern")
+MATCH_KEYS = keys_of("match")
+RETAIN_KEYS = keys_of("retain")
+REDACTION_KEYS = keys_of("redaction")
+TRACE_KEYS = keys_of("trace")
+EXECUTOR_KEYS = keys_of("executor")

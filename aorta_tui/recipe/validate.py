@@ -146,8 +146,8 @@ def _mode(v: Validator, data: dict[str, Any]) -> Mode | None:
         v.issue("mode", "a `mode: sanitizer` recipe is not a triage/probe plan",
                 "run it with `aorta-tui sweep run --recipe FILE` (collect/sanitizer.py reads it)")
         return None
-    if mode not in ("triage", "probe"):
-        v.choice("mode", mode, ("triage", "probe"))
+    if mode not in K.MODES:
+        v.choice("mode", mode, K.MODES)
         return None
     return mode
 

@@ -14,8 +14,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aorta_tui.recipe import RecipeError, load_recipe_text, recipe_json_schema
+from aorta_tui.recipe import RecipeError, check_recipe_text, load_recipe_text, recipe_json_schema
 from aorta_tui.recipe import keys as K
+from aorta_tui.recipe.keyspec import BlockRef
+from tests.recipe.key_blocks import MODES_OF, with_block
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,7 +109,7 @@ except ImportError:  # optional: the tiny validator above is always used
 def _recipe_files() -> list[Path]:
     # a `mode: sanitizer` recipe has its own schema and loader (collect/sanitizer.py)
     return sorted((REPO / "tests" / "fixtures" / "upstream-recipes").glob("*.yaml")) + sorted(
-        p for p in (REPO / "recipes" / "examples").glob("*.yaml")
+        p for p in (REPO / "recipes").rglob("*.yaml")
         if "\nmode: sanitizer\n" not in p.read_text(encoding="utf-8"))
 
 
@@ -196,3 +198,89 @@ def test_docs_describe_every_key():
     text = (REPO / "docs" / "recipes.md").read_text()
     for key in sorted(K.ALL_TOP_KEYS | K.CELL_KEYS):
         assert f"`{key}`" in text, key
+
+
+# -- unknown keys: the schema and the loader refuse the same ones, in every block ------------
+def _unknown_key_paths(recipe: dict[str, Any]) -> list[str]:
+    issues = check_recipe_text(yaml.safe_dump(recipe))
+    assert not [i for i in issues if i.message.startswith("internal error")], issues
+    return [i.path for i in issues if i.message.startswith("unknown key")]
+
+
+@pytest.mark.parametrize("block", sorted(K.BLOCKS))
+def test_every_block_refuses_an_unknown_key_in_the_schema_and_the_loader(block):
+    good, where = with_block(block, {})
+    assert errors(SCHEMA, good) == [] and check_recipe_text(yaml.safe_dump(good)) == []
+    bad, _ = with_block(block, {"bogus_key": 1})
+    assert errors(SCHEMA, bad), bad
+    if JSONSCHEMA is not None:
+        assert JSONSCHEMA.is_valid(good) and not JSONSCHEMA.is_valid(bad)
+    assert _unknown_key_paths(bad) == [f"{where}.bogus_key" if where else "bogus_key"]
+
+
+def _value_of(shape: Any) -> st.SearchStrategy[Any]:
+    """Values of a key's JSON shape (a shape holding a block is left to the block's test)."""
+    if "const" in shape:
+        return st.just(shape["const"])
+    if "enum" in shape:
+        return st.sampled_from(shape["enum"])
+    if "anyOf" in shape:
+        return st.one_of([_value_of(s) for s in shape["anyOf"]])
+    types = shape["type"] if isinstance(shape["type"], list) else [shape["type"]]
+    return st.one_of([_typed_value(shape, t) for t in types])
+
+
+def _typed_value(shape: dict[str, Any], json_type: str) -> st.SearchStrategy[Any]:
+    if json_type == "integer":
+        return st.integers(shape.get("minimum"), shape.get("maximum"))
+    if json_type == "number":
+        low = shape.get("minimum", shape.get("exclusiveMinimum"))
+        return st.floats(low, shape.get("maximum"), exclude_min="exclusiveMinimum" in shape)
+    if json_type == "string":
+        text = (st.from_regex(shape["pattern"], fullmatch=True) if "pattern" in shape
+                else st.text("abc_ -.:*", min_size=shape.get("minLength", 0), max_size=6))
+        banned = shape.get("not", {}).get("enum", [])
+        return text.filter(lambda v: v not in banned)
+    if json_type == "array":
+        return st.lists(_value_of(shape["items"]), min_size=shape.get("minItems", 0),
+                        max_size=3, unique_by=json.dumps if shape.get("uniqueItems") else None)
+    return {"boolean": st.booleans(), "null": st.none(), "object": st.just({})}[json_type]
+
+
+def _holds_a_block(shape: Any) -> bool:
+    if isinstance(shape, BlockRef):
+        return True
+    items = shape.values() if isinstance(shape, dict) else shape if isinstance(
+        shape, (list, tuple)) else ()
+    return any(_holds_a_block(v) for v in items)
+
+
+_STRUCTURAL = {"schema_version", "mode"}  # they choose the recipe's shape, not a value in it
+_KNOWN_NAMES = {s.name for s in K.KEY_SPECS} | set(K.UNSUPPORTED_UPSTREAM)
+
+
+@st.composite
+def _recipes_of_known_keys(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any], str]:
+    block = draw(st.sampled_from(sorted(K.BLOCKS)))
+    mode = draw(st.sampled_from(MODES_OF.get(block, K.MODES)))
+    specs = [s for s in K.specs_of(block) if s.mode in ("both", mode)
+             and s.name not in _STRUCTURAL and not _holds_a_block(s.shape)]
+    chosen = draw(st.lists(st.sampled_from(specs), unique_by=lambda s: s.name)) if specs else []
+    values = {s.name: draw(_value_of(s.shape)) for s in chosen}
+    good, where = with_block(block, values, mode=mode)
+    unknown = draw(st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(
+        lambda k: k not in _KNOWN_NAMES))
+    bad, _ = with_block(block, {**values, unknown: draw(st.integers(0, 3))}, mode=mode)
+    return good, bad, f"{where}.{unknown}" if where else unknown
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_recipes_of_known_keys())
+def test_for_known_keys_with_values_of_their_shape_schema_and_loader_agree_on_unknown_keys(case):
+    good, bad, unknown_path = case
+    assert errors(SCHEMA, good) == [], good  # values of each spec's shape satisfy the schema
+    assert _unknown_key_paths(good) == []
+    assert errors(SCHEMA, bad), bad
+    if JSONSCHEMA is not None:
+        assert JSONSCHEMA.is_valid(good) and not JSONSCHEMA.is_valid(bad), bad
+    assert _unknown_key_paths(bad) == [unknown_path]
