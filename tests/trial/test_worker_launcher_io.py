@@ -102,7 +102,27 @@ def _start(tmp_path: Path, script_name: str, mode: str, wrap_in_shell: bool = Fa
     while not marker.exists() or not marker.read_text():
         assert time.monotonic() < end and proc.poll() is None, "the stand-in launcher did not start"
         time.sleep(0.02)
-    return proc, int(marker.read_text())
+    worker = int(marker.read_text())
+    if mode == "worker-sleeps":
+        _wait_settled(worker, end)
+    return proc, worker
+
+
+def _wait_settled(worker: int, end: float) -> None:
+    """Until the worker is ``sleep`` and its I/O counters hold still: the launcher writes the
+    pid right after fork, and on a loaded box the exec and the loader's reads of libc could
+    land between the monitor's two checks (CI saw io_idle not hold once)."""
+    def io() -> str:
+        return Path(f"/proc/{worker}/io").read_text()
+
+    while True:
+        assert time.monotonic() < end, "the stand-in worker did not settle"
+        if proctree.cmdline(worker) == ["sleep", "100"]:
+            before = io()
+            time.sleep(0.1)
+            if io() == before:
+                return
+        time.sleep(0.02)
 
 
 @pytest.fixture
