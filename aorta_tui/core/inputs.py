@@ -31,6 +31,7 @@ import stat
 import sys
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -431,9 +432,15 @@ def conforms(value: object, hint: object, *, finite: bool = True) -> bool:
     return True  # a class of its own (see above): its constructor takes or refuses the value
 
 
+# JSON's types in the words every message uses ("expected an integer", "is an array, not ..."):
+# one table for require_type's labels and hint_text's annotations
+_JSON_WORDS = {"object": "an object", "array": "an array", "string": "a string",
+               "boolean": "true or false", "number": "a finite number", "integer": "an integer",
+               "null": "null"}
 _HINT_WORDS: dict[object, str] = {
-    str: "a string", int: "an integer", bool: "true or false", type(None): "null", None: "null",
-    Path: "a path (a non-empty string)", list: "an array", dict: "an object", Any: "any value",
+    str: _JSON_WORDS["string"], int: _JSON_WORDS["integer"], bool: _JSON_WORDS["boolean"],
+    type(None): _JSON_WORDS["null"], None: _JSON_WORDS["null"], list: _JSON_WORDS["array"],
+    dict: _JSON_WORDS["object"], Path: "a path (a non-empty string)", Any: "any value",
 }
 
 
@@ -444,7 +451,7 @@ def hint_text(hint: object, *, finite: bool = True) -> str:
     if _is_union(hint):
         return " or ".join(hint_text(h, finite=finite) for h in typing.get_args(hint))
     if hint is float:
-        return "a finite number" if finite else "a number"
+        return _JSON_WORDS["number"] if finite else "a number"
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     # the items' type is named where it says something (list[Any] is just "an array")
     if origin is list and args and args[0] is not Any:
@@ -455,14 +462,13 @@ def hint_text(hint: object, *, finite: bool = True) -> str:
     return _HINT_WORDS.get(key, f"a {getattr(key, '__name__', key)}")
 
 
-_CHECKS: dict[str, tuple[str, Any]] = {
-    "object": ("an object", lambda v: isinstance(v, dict)),
-    "array": ("an array", lambda v: isinstance(v, list)),
-    "string": ("a string", lambda v: isinstance(v, str)),
-    "boolean": ("true or false", lambda v: isinstance(v, bool)),
-    "number": ("a finite number", is_json_number),
-    "integer": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)
-                and abs(v) <= MAX_JSON_NUMBER),
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "number": is_json_number,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) <= MAX_JSON_NUMBER,
 }
 
 
@@ -470,10 +476,9 @@ def require_type(value: Any, expected: str, *, where: str, field: str, what: str
                  nullable: bool = False, hint: str | None = None) -> Any:
     """``value`` if it is of the JSON type ``expected`` (a key of ``_CHECKS``; ``nullable``
     also takes null), else a UsageError naming the file, the field path and both types."""
-    label, check = _CHECKS[expected]
-    if (nullable and value is None) or check(value):
+    if (nullable and value is None) or _CHECKS[expected](value):
         return value
-    label += " or null" if nullable else ""
+    label = _JSON_WORDS[expected] + (" or null" if nullable else "")
     raise UsageError(f"{where}: {field}: expected {label}, found {json_type_name(value)} "
                      f"{clip_for_message(value, 40)}",
                      hint=hint or f"this {what} is damaged or was not written by aorta-tui")
