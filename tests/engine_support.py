@@ -32,6 +32,30 @@ def only_run_dir(output: Path) -> Path:
     return runs[0].parent
 
 
+# A probe run whose trials print three known step times, its second cell's mitigation making
+# them fail (exit 3): a run directory with passing and failing cells, in a few seconds.
+PROBE_RECIPE = r"""schema_version: 1
+mode: probe
+ticket: T-AN
+trials: 2
+timeout_per_trial: 30
+mitigation_axis: [none, gpu_max_hw_queues_2]
+diagnostic_axis: [none]
+step_time_regex: 'step \d+ took ([0-9.]+)'
+"""
+PROBE_SCRIPT = ('echo "step 0 took 0.25"; echo "step 1 took 0.5"; echo "step 2 took 1.25"; '
+                'if [ "$GPU_MAX_HW_QUEUES" = 2 ]; then exit 3; fi')
+
+
+def probe_run(base: Path) -> Path:
+    """The run directory of :data:`PROBE_RECIPE` made in ``base`` by the real CLI."""
+    (base / "probe.yaml").write_text(PROBE_RECIPE)
+    proc = aorta("--batch", "probe.yaml", "--output", "out", "--no-snapshot", "--", "sh", "-c",
+                 PROBE_SCRIPT, cwd=base)
+    assert proc.returncode == 0, proc.stderr
+    return only_run_dir(base / "out")
+
+
 
 
 def output_on_a_pty(argv: list[str], cwd: Path, *, columns: int = 80, rows: int = 24) -> str:

@@ -9,35 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_support import aorta, only_run_dir
+from tests.engine_support import aorta, probe_run
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow
 
 pd = pytest.importorskip("pandas")
 
-RECIPE = r"""schema_version: 1
-mode: probe
-ticket: T-AN
-trials: 2
-timeout_per_trial: 30
-mitigation_axis: [none, gpu_max_hw_queues_2]
-diagnostic_axis: [none]
-step_time_regex: 'step \d+ took ([0-9.]+)'
-"""
-# three steps with known times; the mitigation's variable makes the trial fail
-SCRIPT = ('echo "step 0 took 0.25"; echo "step 1 took 0.5"; echo "step 2 took 1.25"; '
-          'if [ "$GPU_MAX_HW_QUEUES" = 2 ]; then exit 3; fi')
-
-
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("analysis-run")
-    (base / "probe.yaml").write_text(RECIPE)
-    proc = aorta("--batch", "probe.yaml", "--output", "out", "--no-snapshot", "--", "sh", "-c",
-                 SCRIPT, cwd=base)
-    assert proc.returncode == 0, proc.stderr
-    return only_run_dir(base / "out")
+    return probe_run(tmp_path_factory.mktemp("analysis-run"))
 
 
 def test_a_run_as_frames(run_dir):

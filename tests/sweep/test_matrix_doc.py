@@ -15,30 +15,12 @@ from aorta_tui.core.aggregate import CellStats
 from aorta_tui.core.errors import ExitCode, UsageError
 from aorta_tui.sweep.matrix_doc import Devices, Matrix, MatrixCell, MatrixTrial, read_matrix
 from aorta_tui.sweep.matrix_report import render_markdown
-from tests.engine_support import aorta, only_run_dir
-
-RECIPE = """\
-schema_version: 1
-mode: probe
-ticket: T-MX
-trials: 2
-timeout_per_trial: 30
-mitigation_axis: [none, gpu_max_hw_queues_2]
-diagnostic_axis: [none]
-step_time_regex: 'step \\d+ took ([0-9.]+)'
-"""
-SCRIPT = ('echo "step 0 took 0.25"; echo "step 1 took 0.5"; '
-          'if [ "$GPU_MAX_HW_QUEUES" = 2 ]; then exit 3; fi')
+from tests.engine_support import probe_run
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    base = tmp_path_factory.mktemp("matrix-run")
-    (base / "probe.yaml").write_text(RECIPE)
-    proc = aorta("--batch", "probe.yaml", "--output", "out", "--no-snapshot", "--", "sh", "-c",
-                 SCRIPT, cwd=base)
-    assert proc.returncode == 0, proc.stderr
-    return only_run_dir(base / "out")
+    return probe_run(tmp_path_factory.mktemp("matrix-run"))
 
 
 def test_a_real_matrix_reads_back_to_the_same_document_and_markdown(run_dir: Path) -> None:
