@@ -311,7 +311,7 @@ def floor_lines(result: QueueResult) -> list[str]:
     parts = []
     for kind, name in (("eager", "bare eager loop"), ("graph", "graph replay")):
         # a --repeat result: the summary holds the median ratio, the floor one repetition's
-        ratio: Any = result.summary.value(f"{kind}_floor_ratio")
+        ratio: object = result.summary.value(f"{kind}_floor_ratio")
         ratio = floor.get(f"{kind}_ratio") if ratio is None else ratio
         us = floor.get(f"{kind}_us_per_launch")
         if isinstance(ratio, (int, float)) and isinstance(us, (int, float)):
@@ -347,8 +347,8 @@ def _priority_line(result: QueueResult) -> str:
     sp = result.section("stream_priority")
     if not sp.get("applied"):
         return f"{sp.get('requested', 'default')}: {sp.get('reason') or 'not applied'}"
-    got: dict[Any, Any] = {ps["stream"]: ps.get("priority") for ps in result.per_stream()}
-    lc: Any = sp.get("latency_critical_streams") or []
+    got = {ps["stream"]: ps.get("priority") for ps in result.per_stream()}
+    lc = sp.get("latency_critical_streams") or []
     return (f"lc: streams {','.join(map(str, lc))} at {sp.get('highest_priority')} "
             f"(read back: {', '.join(f'{s}={got[s]}' for s in sorted(got))})")
 

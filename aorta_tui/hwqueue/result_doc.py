@@ -23,6 +23,7 @@ the reader accepts, and the same bytes for every document this build writes.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,7 +279,7 @@ def check_result(doc: Any, where: str, at: str = "") -> None:
                 need(value, "number", f"repeats.summaries[{i}].{key}", nullable=True)
 
 
-def _check_summary(doc: dict[str, Any], where: str, at: str, need: Any) -> None:
+def _check_summary(doc: dict[str, Any], where: str, at: str, need: Callable[..., Any]) -> None:
     """``summary`` (numbers or null), ``summary_units`` (strings or null), ``summary_better``."""
     for key in ("summary", "summary_units", "summary_better"):
         need(doc[key], "object", key)
