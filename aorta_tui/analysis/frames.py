@@ -235,17 +235,15 @@ def _policy_row(p: PolicyEntry) -> dict[str, object]:
 def _trial_streams(result: Path) -> list[dict[str, Any]]:
     """A policy trial's per-stream rows; a trial without a whole queue result has none."""
     from aorta_tui.core.errors import AortaError
-    from aorta_tui.hwqueue.result import load_result
+    from aorta_tui.hwqueue.result_doc import load_run_result
 
     if not result.is_file():
         return []
     try:
-        doc = load_result(result)
+        doc = load_run_result(result)
     except AortaError:
         return []
-    metrics = _object_at(doc, "metrics")
-    return [{k: v for k, v in s.items() if _scalar(v)} for s in metrics.get("per_stream") or []
-            if isinstance(s, dict)]
+    return [{k: v for k, v in s.items() if _scalar(v)} for s in doc.per_stream()]
 
 
 # -- a queue result or sweep -----------------------------------------------------------------
@@ -253,25 +251,21 @@ def load_queue(path: str | Path) -> Frames:
     """``points`` (one row per point: streams and the summary figures), ``per_stream`` (one
     row per stream of every point) and ``iterations`` (the per-iteration samples)."""
     pd = require_pandas()
-    from aorta_tui.hwqueue.result import SWEEP_KIND, load_result
+    from aorta_tui.hwqueue.result_doc import QueueSweep, load_result
 
     doc = load_result(path)
-    points = doc["points"] if doc.get("kind") == SWEEP_KIND else [doc]
-    summary_rows, stream_rows, iteration_rows = [], [], []
+    points = doc.points if isinstance(doc, QueueSweep) else (doc,)
+    summary_rows: list[dict[str, Any]] = []
+    stream_rows: list[dict[str, Any]] = []
+    iteration_rows: list[dict[str, Any]] = []
     for i, pt in enumerate(points):
-        config = _object_at(pt, "config")
-        workload = _object_at(pt, "workload")
-        key = {"point": i, "streams": config.get("streams")}
-        summary = _object_at(pt, "summary")
-        summary_rows.append({**key, "run_id": pt.get("run_id"), "workload": workload.get("name"),
-                             "device": config.get("device"), "emulated": pt.get("emulated"),
-                             **{k: v for k, v in summary.items() if _scalar(v)}})
-        metrics = _object_at(pt, "metrics")
-        for s in metrics.get("per_stream") or []:
-            if isinstance(s, dict):
-                stream_rows.append({**key, **{k: v for k, v in s.items() if _scalar(v)}})
-        samples = _object_at(pt, "samples")
-        series = {k.removeprefix("iteration_"): v for k, v in samples.items()
+        key = {"point": i, "streams": pt.config.streams}
+        summary_rows.append({**key, "run_id": pt.run_id, "workload": pt.workload.name,
+                             "device": pt.config.device, "emulated": pt.emulated,
+                             **{k: v for k, v in pt.summary.values.items() if _scalar(v)}})
+        for s in pt.per_stream():
+            stream_rows.append({**key, **{k: v for k, v in s.items() if _scalar(v)}})
+        series = {k.removeprefix("iteration_"): v for k, v in pt.samples.items()
                   if isinstance(v, list) and v}
         length = max((len(v) for v in series.values()), default=0)
         for n in range(length):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -30,6 +30,9 @@ from aorta_tui.cli.metrics_opts import (
 )
 from aorta_tui.cli.trust_opts import TRUST_OPT
 from aorta_tui.store.trust_guard import guard_run_dir
+
+if TYPE_CHECKING:
+    from aorta_tui.hwqueue.result_doc import QueueResult
 
 app = new_app(
     "Stress GPU hardware queues with 1..64 concurrent streams and measure what the device did.\n\n"
@@ -202,7 +205,7 @@ def run_cmd(
         output = _per_rank(output)
     check_output_file(output)
 
-    def go(on_event: Any) -> dict[str, Any]:
+    def go(on_event: Any) -> QueueResult:
         if repeat != 1:
             from aorta_tui.hwqueue.repeat import run_repeated
 
@@ -213,7 +216,7 @@ def run_cmd(
         from aorta_tui.hwqueue.result import new_run_id
 
         cfg.run_id = cfg.run_id or new_run_id()  # named before the first line: run_started's
-        _event_lines(go, cfg.run_id, None, repeat, source="queue")
+        _event_lines(lambda emit: go(emit).to_json(), cfg.run_id, None, repeat, source="queue")
         return
     result = go(_progress_sink(quiet))
     print_result(result)
@@ -230,26 +233,31 @@ def _per_rank(path: Path) -> Path:
     return path
 
 
-def print_result(result: dict[str, Any]) -> None:
-    s, u = result["summary"], result["summary_units"]
-    wl, cfg = result["workload"], result["config"]
-    title = (f"{wl['name']} x{cfg['streams']} streams on {result['platform'].get('device_name')}"
-             f" ({result['platform']['backend']}{', EMULATED' if result['emulated'] else ''}"
-             f"{', CUDA-graph replay' if cfg.get('graph') else ''})")
-    sources = result.get("summary_source", {})
+def print_result(doc: QueueResult | dict[str, Any]) -> None:
+    """The run's table and notes. Typed figures are read as attributes; the platform, timing,
+    metrics, graph and floor sections are shown as the harness wrote them."""
+    from aorta_tui.hwqueue.result_doc import as_result
+
+    result = as_result(doc, "queue run")
+    s, u, cfg = result.summary.values, result.summary.units, result.config
+    platform = result.section("platform")
+    title = (f"{result.workload.name} x{cfg.streams} streams on {platform.get('device_name')}"
+             f" ({platform['backend']}{', EMULATED' if result.emulated else ''}"
+             f"{', CUDA-graph replay' if cfg.graph else ''})")
+    sources = result.section("summary_source")
     # per-stream rows are one run's (a --repeat result's representative), never a median
-    detail_from = _short_source(sources.get("achieved_concurrency", ""), keep_median=False)
+    detail_from = _short_source(str(sources.get("achieved_concurrency", "")), keep_median=False)
     rows = []
     for key, value in s.items():
         shown = _fmt(value) if value is not None else _not_available(result, key)
-        rows.append([key, shown, u.get(key, ""), _short_source(sources.get(key, ""))])
-    for ps in result["metrics"]["per_stream"]:
+        rows.append([key, shown, u.get(key) or "", _short_source(str(sources.get(key, "")))])
+    for ps in result.per_stream():
         busy = ps["busy_ms"]
         shown = (_fmt(busy) if busy is not None
                  else _not_available(result, f"per_stream[{ps['stream']}].busy_ms"))
         rows.append([f"stream {ps['stream']} busy ({ps['device']})", shown, "ms", detail_from])
     rows.append(["stream priority", _priority_line(result), "", ""])
-    memory = result["metrics"].get("memory")
+    memory = result.section("metrics").get("memory")
     if memory:
         for dev, m in memory.items():
             rows.append([f"peak memory ({dev})", _fmt(m["peak_bytes"] / 2**20), "MiB",
@@ -257,18 +265,10 @@ def print_result(result: dict[str, Any]) -> None:
     else:
         rows.append(["peak memory", _not_available(result, "memory"), "", ""])
     _table(title, ["metric", "value", "unit", "from"], rows)
-    repeats = result.get("repeats")
-    if repeats:
-        _say(f"summary: medians of {repeats['count']} repetitions, each a fresh process; "
-             f"per-stream rows and passes below are the median-throughput one "
-             f"(run {repeats['detail_from']})")
-        for key in s:
-            values = [r[key] for r in repeats["summaries"] if r.get(key) is not None]
-            if values:
-                _say(f"  {key}: {_fmt(min(values))} .. {_fmt(max(values))} over {len(values)} runs")
-    timing = result["timing"]
+    _repeat_lines(result)
+    timing = result.section("timing")
     _say(f"busy time means {timing['busy_meaning']}")
-    if timing.get("kernel_source_reason") and not result["emulated"]:
+    if timing.get("kernel_source_reason") and not result.emulated:
         _say(f"no kernel timestamps: {timing['kernel_source_reason']}")
     passes = timing.get("passes") or {}
     for name, p in passes.items():
@@ -283,10 +283,24 @@ def print_result(result: dict[str, Any]) -> None:
         _say(line)
 
 
-def floor_lines(result: dict[str, Any]) -> list[str]:
+def _repeat_lines(result: QueueResult) -> None:
+    """A --repeat result: what its summary is, and each figure's range over the runs."""
+    repeats = result.repeats
+    if repeats is None:
+        return
+    _say(f"summary: medians of {repeats.count} repetitions, each a fresh process; "
+         f"per-stream rows and passes below are the median-throughput one "
+         f"(run {repeats.extra.get('detail_from')})")
+    for key in result.summary.values:
+        values = [v for v in (r.get(key) for r in repeats.summaries or ()) if v is not None]
+        if values:
+            _say(f"  {key}: {_fmt(min(values))} .. {_fmt(max(values))} over {len(values)} runs")
+
+
+def floor_lines(result: QueueResult) -> list[str]:
     """The launch mode and the run's per-launch cost beside the in-process floors."""
-    graph = result.get("graph") or {}
-    floor = result.get("floor") or {}
+    graph = result.section("graph")
+    floor = result.section("floor")
     lines = []
     if graph.get("applied"):
         lines.append(f"launches: CUDA-graph replay ({graph.get('mode')}, {graph.get('graphs')} "
@@ -297,7 +311,7 @@ def floor_lines(result: dict[str, Any]) -> list[str]:
     parts = []
     for kind, name in (("eager", "bare eager loop"), ("graph", "graph replay")):
         # a --repeat result: the summary holds the median ratio, the floor one repetition's
-        ratio = result["summary"].get(f"{kind}_floor_ratio")
+        ratio: object = result.summary.value(f"{kind}_floor_ratio")
         ratio = floor.get(f"{kind}_ratio") if ratio is None else ratio
         us = floor.get(f"{kind}_us_per_launch")
         if isinstance(ratio, (int, float)) and isinstance(us, (int, float)):
@@ -329,20 +343,20 @@ def _short_name(text: str) -> str:
     return f"{name}: {short}" if short else name
 
 
-def _priority_line(result: dict[str, Any]) -> str:
-    sp = result.get("stream_priority") or {}
+def _priority_line(result: QueueResult) -> str:
+    sp = result.section("stream_priority")
     if not sp.get("applied"):
         return f"{sp.get('requested', 'default')}: {sp.get('reason') or 'not applied'}"
-    got = {ps["stream"]: ps.get("priority") for ps in result["metrics"]["per_stream"]}
+    got = {ps["stream"]: ps.get("priority") for ps in result.per_stream()}
     lc = sp.get("latency_critical_streams") or []
     return (f"lc: streams {','.join(map(str, lc))} at {sp.get('highest_priority')} "
             f"(read back: {', '.join(f'{s}={got[s]}' for s in sorted(got))})")
 
 
-def _not_available(result: dict[str, Any], key: str) -> str:
+def _not_available(result: QueueResult, key: str) -> str:
     from aorta_tui.hwqueue.result import summary_reason
 
-    why = summary_reason(result.get("unavailable", {}), key)
+    why = summary_reason(result.unavailable, key)
     return f"not available ({why})" if why else "not available"
 
 
@@ -603,22 +617,26 @@ def _sweep_and_print(go: Any, run_id: str, run_dir: Path | None, total: int,
 
 
 def _print_sweep(doc: dict[str, Any]) -> None:
+    """The sweep's table: its points read as typed results; the sweep's own fields (analysis,
+    failed points) as the sweep document holds them."""
+    from aorta_tui.hwqueue.result import summary_reason
+    from aorta_tui.hwqueue.result_doc import QueueSweep
+
     a = doc["analysis"]
     unit = doc["workload"]["throughput_unit"]
     rows = []
     keys = ("throughput", "latency_p50_ms", "latency_p99_ms", "achieved_concurrency",
             "switch_overhead_us")
     reasons: dict[str, str] = {}  # one footnote per distinct reason, not one per cell
-    for r in doc["points"]:
-        n, sm = r["config"]["streams"], r["summary"]
+    for r in QueueSweep.from_json(doc, "queue sweep").points:
+        n = r.config.streams
         cells = []
         for key in keys:
-            if sm[key] is not None:
-                cells.append(_fmt(sm[key]))
+            value = r.summary.value(key)
+            if value is not None:
+                cells.append(_fmt(value))
                 continue
-            from aorta_tui.hwqueue.result import summary_reason
-
-            why = summary_reason(r.get("unavailable", {}), key) or "no reason recorded"
+            why = summary_reason(r.unavailable, key) or "no reason recorded"
             mark = reasons.setdefault(why, f"[{len(reasons) + 1}]")
             cells.append(f"n/a {mark}")
         eff = a["efficiency"].get(str(n))
@@ -660,7 +678,7 @@ def compare_cmd(
     Example: aorta-tui queue compare base.json test.json --min-change 0.03
     """
     from aorta_tui.hwqueue.compare import compare_files
-    from aorta_tui.hwqueue.result import load_result
+    from aorta_tui.hwqueue.result_doc import load_result
 
     report = compare_files(load_result(base), load_result(test), min_change=min_change)
     if as_json:

@@ -28,6 +28,10 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.core.stats import percentile
 from aorta_tui.hwqueue.repeat import MIN_REPEATS_FOR_SPREAD
 from aorta_tui.hwqueue.result import summary_reason
+from aorta_tui.hwqueue.result_doc import KIND, SWEEP_KIND, QueueResult, QueueSweep, as_result
+
+# A document as compare takes it: the typed value, or its JSON (read by the one reader first).
+Doc = QueueResult | dict[str, Any]
 
 RULE = ("A figure changed when |relative change| >= --min-change and, where both runs recorded "
         "a spread (95% bootstrap interval), the intervals do not overlap; the same rule for "
@@ -53,22 +57,21 @@ def _mean(xs: list[float]) -> float:
     return math.fsum(xs) / len(xs)
 
 
-def _runs(result: dict[str, Any], key: str) -> list[float] | None:
+def _runs(result: QueueResult, key: str) -> list[float] | None:
     """The figure in each repetition of a ``--repeat`` result (None: not a repeated result)."""
-    summaries = (result.get("repeats") or {}).get("summaries")
+    summaries = result.repeats.summaries if result.repeats is not None else None
     if not summaries or len(summaries) < MIN_REPEATS_FOR_SPREAD:
         return None
-    return [s[key] for s in summaries if s.get(key) is not None]
+    return [v for v in (s.get(key) for s in summaries) if v is not None]
 
 
-def _interval(result: dict[str, Any], key: str) -> tuple[float, float] | None:
+def _interval(result: QueueResult, key: str) -> tuple[float, float] | None:
     runs = _runs(result, key)
     if runs is not None:  # run-to-run: the interval of the median over the repetitions
         return bootstrap_ci(runs, statistics.median) if len(runs) >= MIN_REPEATS_FOR_SPREAD else None
-    samples = result.get("samples", {})
     if key == "throughput":
-        periods = samples.get("iteration_period_ms") or []
-        value = result["summary"].get("throughput")
+        periods = result.sample("iteration_period_ms")
+        value = result.summary.value("throughput")
         ci = bootstrap_ci(periods, _mean)
         if ci is None or value is None or ci[0] <= 0:
             return None
@@ -79,18 +82,18 @@ def _interval(result: dict[str, Any], key: str) -> tuple[float, float] | None:
                 "switch_overhead_us": "iteration_switch_overhead_us",
                 "host_us_per_kernel": "iteration_host_us_per_kernel"}
     if key in per_iter:
-        return bootstrap_ci(samples.get(per_iter[key]) or [], _mean)
+        return bootstrap_ci(result.sample(per_iter[key]), _mean)
     if key in _LATENCY:
-        lat = samples.get("iteration_latency_ms") or []
+        lat = result.sample("iteration_latency_ms")
         q = _LATENCY[key]
         return bootstrap_ci(lat, _mean if q is None else (lambda xs: percentile(sorted(xs), q)))
     return None
 
 
-def _missing(key: str, base: dict[str, Any], test: dict[str, Any]) -> str:
+def _missing(key: str, base: QueueResult, test: QueueResult) -> str:
     """Which run lacks the figure, with each such run's own reason for it."""
-    lacking = [(name, summary_reason(doc.get("unavailable", {}), key))
-               for name, doc in (("BASE", base), ("TEST", test)) if doc["summary"].get(key) is None]
+    lacking = [(name, summary_reason(doc.unavailable, key))
+               for name, doc in (("BASE", base), ("TEST", test)) if doc.summary.value(key) is None]
     if len(lacking) == 1:
         name, why = lacking[0]
         return f"not available in {name}" + (f" ({why})" if why else "")
@@ -98,23 +101,33 @@ def _missing(key: str, base: dict[str, Any], test: dict[str, Any]) -> str:
     return "not available in both" + (f" ({reasons})" if reasons else "")
 
 
-SWEEP_KIND = "aorta-tui/queue-sweep"
-
-
-def compare_files(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
-    """Two run results, or two sweeps point by point (the stream counts both measured)."""
-    kinds = (base.get("kind"), test.get("kind"))
-    if kinds == (SWEEP_KIND, SWEEP_KIND):
-        return compare_sweeps(base, test, min_change)
-    if SWEEP_KIND in kinds:
+def compare_files(base: QueueResult | QueueSweep | dict[str, Any],
+                  test: QueueResult | QueueSweep | dict[str, Any],
+                  min_change: float = 0.05) -> dict[str, Any]:
+    """Two run results, or two sweeps point by point (the stream counts both measured).
+    A document still in its JSON form is read by its type's reader first."""
+    if _is_sweep(base) and _is_sweep(test):
+        return compare_sweeps(_as_sweep(base, "BASE"), _as_sweep(test, "TEST"), min_change)
+    if isinstance(base, QueueSweep) or isinstance(test, QueueSweep) or _is_sweep(base) or _is_sweep(test):
         raise UsageError("one file is a stream sweep and the other a single run",
                          hint="compare two `queue run -o` results or two `queue sweep -o` files")
     return compare(base, test, min_change)
 
 
-def compare_sweeps(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
+def _is_sweep(doc: QueueResult | QueueSweep | dict[str, Any]) -> bool:
+    return isinstance(doc, QueueSweep) or (isinstance(doc, dict) and doc.get("kind") == SWEEP_KIND)
+
+
+def _as_sweep(doc: QueueResult | QueueSweep | dict[str, Any], name: str) -> QueueSweep:
+    if isinstance(doc, QueueSweep):
+        return doc
+    assert isinstance(doc, dict)  # _is_sweep said so
+    return QueueSweep.from_json(doc, name)
+
+
+def compare_sweeps(base: QueueSweep, test: QueueSweep, min_change: float = 0.05) -> dict[str, Any]:
     """Every stream count measured by both sweeps, compared like two runs; rows carry ``streams``."""
-    by_n = [{p["config"]["streams"]: p for p in doc["points"]} for doc in (base, test)]
+    by_n = [{p.config.streams: p for p in doc.points} for doc in (base, test)]
     common = sorted(set(by_n[0]) & set(by_n[1]))
     if not common:
         raise UsageError(f"the sweeps share no stream count (BASE {sorted(by_n[0])}, TEST {sorted(by_n[1])})",
@@ -128,19 +141,19 @@ def compare_sweeps(base: dict[str, Any], test: dict[str, Any], min_change: float
         one = compare(by_n[0][n], by_n[1][n], min_change)
         rows += [{**r, "streams": n} for r in one["rows"]]
         notes += [f"{n} streams: {note}" for note in one["notes"] if "stream counts" not in note]
-    ab, at = base.get("analysis", {}), test.get("analysis", {})
+    ab, at = base.analysis, test.analysis
     for key in ("peak_streams", "knee_streams"):
         if ab.get(key) != at.get(key):
             notes.append(f"{key.replace('_', ' ')}: {ab.get(key)} -> {at.get(key)}")
     return {
-        "base": base.get("sweep_id", base.get("run_id")), "test": test.get("sweep_id", test.get("run_id")),
+        "base": base.name, "test": test.name,
         "min_change": min_change, "notes": notes, "rows": rows, "streams": common,
         "regressions": [f"{r['metric']}@{r['streams']}" for r in rows if r["verdict"] == "regressed"],
         "improvements": [f"{r['metric']}@{r['streams']}" for r in rows if r["verdict"] == "improved"],
     }
 
 
-def _spread_kind(base: dict[str, Any], test: dict[str, Any], key: str) -> str:
+def _spread_kind(base: QueueResult, test: QueueResult, key: str) -> str:
     kinds = ["run-to-run" if _runs(d, key) is not None else "within-run" for d in (base, test)]
     if kinds[0] == kinds[1]:
         return f"95% bootstrap CI, {kinds[0]}"
@@ -163,13 +176,13 @@ def _g(value: float) -> str:
     return f"{value:.3g}"
 
 
-def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05) -> dict[str, Any]:
-    for name, doc in (("BASE", base), ("TEST", test)):
-        _check_comparable(name, doc)
+def compare(base_doc: Doc, test_doc: Doc, min_change: float = 0.05) -> dict[str, Any]:
+    """Two run results, figure by figure (module docstring: :data:`RULE`)."""
+    base, test = (_comparable(name, doc) for name, doc in (("BASE", base_doc), ("TEST", test_doc)))
     notes = _setup_notes(base, test)
     rows = [_compare_row(key, direction, base, test, min_change)
-            for key, direction in base.get("summary_better", {}).items()]
-    counts = [(d.get("repeats") or {}).get("count", 1) for d in (base, test)]
+            for key, direction in base.summary.better.items()]
+    counts = [d.repeats.count if d.repeats is not None else 1 for d in (base, test)]
     if min(counts) < MIN_REPEATS_FOR_SPREAD:
         notes.append(
             f"spread: BASE has {counts[0]} run(s), TEST {counts[1]}; with fewer than "
@@ -177,22 +190,31 @@ def compare(base: dict[str, Any], test: dict[str, Any], min_change: float = 0.05
             "samples (within-run noise only, which can be smaller than the run-to-run spread); "
             f"`queue run --repeat {MIN_REPEATS_FOR_SPREAD}` on both sides gives run-to-run intervals")
     return {
-        "base": base.get("run_id"), "test": test.get("run_id"), "min_change": min_change,
+        "base": base.run_id, "test": test.run_id, "min_change": min_change,
         "notes": notes, "rows": rows,
         "regressions": [r["metric"] for r in rows if r["verdict"] == "regressed"],
         "improvements": [r["metric"] for r in rows if r["verdict"] == "improved"],
     }
 
 
-def _check_comparable(name: str, doc: dict[str, Any]) -> None:
-    """A queue run result whose sample lists are small enough to bootstrap."""
-    if doc.get("kind") != "aorta-tui/queue-result":
-        raise UsageError(f"{name} is a {doc.get('kind')}, not a queue run result",
+def _comparable(name: str, doc: Doc) -> QueueResult:
+    """``doc`` as a queue run result (not another document, such as a sweep) whose sample
+    lists are small enough to bootstrap."""
+    kind = doc.get("kind") if isinstance(doc, dict) else KIND
+    if kind != KIND:
+        raise UsageError(f"{name} is a {kind}, not a queue run result",
                          hint="compare two files written by `queue run -o`")
-    lists = {f"samples.{k}": v for k, v in (doc.get("samples") or {}).items()}
-    lists["repeats.summaries"] = (doc.get("repeats") or {}).get("summaries")
+    result = as_result(doc, name)
+    _check_comparable(name, result)
+    return result
+
+
+def _check_comparable(name: str, doc: QueueResult) -> None:
+    """A queue run result whose sample lists are small enough to bootstrap."""
+    lists: dict[str, object] = {f"samples.{k}": v for k, v in doc.samples.items()}
+    lists["repeats.summaries"] = doc.repeats.summaries if doc.repeats is not None else None
     for key, values in lists.items():
-        if isinstance(values, list) and len(values) > MAX_BOOTSTRAP_SAMPLES:
+        if isinstance(values, (list, tuple)) and len(values) > MAX_BOOTSTRAP_SAMPLES:
             raise UsageError(
                 f"{name}: {key} holds {len(values)} samples; queue compare "
                 f"bootstraps at most {MAX_BOOTSTRAP_SAMPLES}",
@@ -200,37 +222,38 @@ def _check_comparable(name: str, doc: dict[str, Any]) -> None:
                      "their repetitions)")
 
 
-def _setup_notes(base: dict[str, Any], test: dict[str, Any]) -> list[str]:
+def _setup_notes(base: QueueResult, test: QueueResult) -> list[str]:
     """How the two runs were set up differently (workload, streams, priorities, graphs)."""
     notes = []
-    if base["workload"]["name"] != test["workload"]["name"]:
-        notes.append(f"different workloads: {base['workload']['name']} vs {test['workload']['name']}")
-    if base["config"]["streams"] != test["config"]["streams"]:
-        notes.append(f"different stream counts: {base['config']['streams']} vs {test['config']['streams']}")
+    if base.workload.name != test.workload.name:
+        notes.append(f"different workloads: {base.workload.name} vs {test.workload.name}")
+    if base.config.streams != test.config.streams:
+        notes.append(f"different stream counts: {base.config.streams} vs {test.config.streams}")
     # results from before --stream-priority existed ran everything at the default priority
-    bp, tp = (d["config"].get("stream_priority", "default") for d in (base, test))
+    # (ConfigFacts reads a missing mode as that default)
+    bp, tp = base.config.stream_priority, test.config.stream_priority
     if bp != tp:
         notes.append(f"different stream priorities: {bp} vs {tp}")
     # results from before --graph existed launched eagerly
-    bg, tg = (bool(d["config"].get("graph", False)) for d in (base, test))
+    bg, tg = base.config.graph, test.config.graph
     if bg != tg:
         notes.append(f"launch mode: BASE {'CUDA-graph replay' if bg else 'eager launches'}, "
                      f"TEST {'CUDA-graph replay' if tg else 'eager launches'} (--graph): the rows "
                      "show what graphs change")
-    if base["emulated"] != test["emulated"]:
+    if base.emulated != test.emulated:
         notes.append("one run is CPU-emulated, the other is not")
     return notes
 
 
-def _compare_row(key: str, direction: str, base: dict[str, Any], test: dict[str, Any],
+def _compare_row(key: str, direction: str, base: QueueResult, test: QueueResult,
                  min_change: float) -> dict[str, Any]:
     """One summary figure of both runs: its change, intervals and verdict."""
-    b, t = base["summary"].get(key), test["summary"].get(key)
-    row: dict[str, Any] = {"metric": key, "base": b, "test": t, "unit": base["summary_units"].get(key)}
+    b, t = base.summary.value(key), test.summary.value(key)
+    row: dict[str, Any] = {"metric": key, "base": b, "test": t, "unit": base.summary.unit(key)}
     if b is None or t is None:
         row.update(change=None, verdict="not comparable", reason=_missing(key, base, test))
         return row
-    if key == "throughput" and base["summary_units"].get(key) != test["summary_units"].get(key):
+    if key == "throughput" and base.summary.unit(key) != test.summary.unit(key):
         row.update(change=None, verdict="not comparable", reason="different units")
         return row
     # From a base of 0 there is no relative change (it would be infinite, and `Infinity` is

@@ -20,7 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.core.rundir_fs import RunDirFS
+from aorta_tui.hwqueue.result_doc import QueueResult, Repeats, Summary, as_result, load_run_result
 from aorta_tui.store.write_errors import output_write_error
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def refuse_shared_trace(cfg: QueueRunConfig, what: str) -> None:
 
 
 def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], None] | None = None,
-                 output: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+                 output: str | os.PathLike[str] | None = None) -> QueueResult:
     """Run ``cfg`` ``repeats`` times, each in a fresh process; return the combined result."""
     from aorta_tui.hwqueue.result import new_run_id
 
@@ -57,18 +58,18 @@ def run_repeated(cfg: QueueRunConfig, repeats: int, on_event: Callable[[Event], 
     cfg.validate()
     emit = on_event or (lambda _e: None)
     run_id = cfg.run_id or new_run_id()
-    docs: list[dict[str, Any]] = []
+    docs: list[QueueResult] = []
     for k in range(repeats):
         docs.append(run_isolated(dataclasses.replace(cfg, run_id=f"{run_id}-r{k + 1}"),
                                  f"repetition {k + 1} of {repeats}"))
         emit(Progress(run_id, done=k + 1, total=repeats,
                       message=f"{cfg.workload} x{cfg.streams} streams: repetition {k + 1}/{repeats}"))
     result = combine(docs, run_id)
-    emit(Measurement(run_id, source="queue", name=cfg.workload, values=dict(result["summary"]),
-                     reasons=dict(result["unavailable"])))
+    emit(Measurement(run_id, source="queue", name=cfg.workload, values=dict(result.summary.values),
+                     reasons=dict(result.unavailable)))
     if output is not None:
         try:
-            atomic_write_json(output, result)
+            atomic_write_json(output, result.to_json())
         except OSError as exc:  # a full disk: exit 3 naming the file and the free space
             raise output_write_error(exc, output) from None
         emit(ResultWritten(run_id, path=str(output), what="queue result"))
@@ -87,15 +88,13 @@ class PointLaunch:
     run_dir: Path | None = None  # the run directory: its files through its file layer
 
 
-def run_isolated(cfg: QueueRunConfig, what: str, point: PointLaunch | None = None) -> dict[str, Any]:
+def run_isolated(cfg: QueueRunConfig, what: str, point: PointLaunch | None = None) -> QueueResult:
     """``cfg`` run by :mod:`aorta_tui.hwqueue.child` in a fresh process; its result, or its
     error re-raised with the same exit status.
 
     ``what`` names the run in an error ("repetition 2 of 5", "the 16-stream point"); ``point``:
     a run directory's point, supervised as a trial (its own process group and cgroup).
     """
-    from aorta_tui.hwqueue.result import load_result
-
     if point is not None:
         return _run_point(cfg, what, point)
     with tempfile.TemporaryDirectory(prefix="aorta-queue-") as tmp:
@@ -107,13 +106,12 @@ def run_isolated(cfg: QueueRunConfig, what: str, point: PointLaunch | None = Non
                               stderr=subprocess.PIPE, text=True, check=False)
         if proc.returncode != 0 or not out.exists():
             raise _child_failure(what, proc.returncode, proc.stderr)
-        return load_result(out)
+        return load_run_result(out)
 
 
-def _run_point(cfg: QueueRunConfig, what: str, point: PointLaunch) -> dict[str, Any]:
+def _run_point(cfg: QueueRunConfig, what: str, point: PointLaunch) -> QueueResult:
     """One point of a run directory, under the trial supervisor: Ctrl-C ends its process tree
     (KeyboardInterrupt, as before), a SIGKILLed sweep leaves a process its resume can prove."""
-    from aorta_tui.hwqueue.result import load_result
     from aorta_tui.trial.supervisor import ProcessSpec, run_process
 
     config, out = point.trial_dir / "point-config.json", point.trial_dir / "point-result.json"
@@ -138,7 +136,7 @@ def _run_point(cfg: QueueRunConfig, what: str, point: PointLaunch) -> dict[str, 
             stderr = ""
         raise _child_failure(what, code, stderr)
     try:
-        return load_result(out)
+        return load_run_result(out)
     finally:
         out.unlink(missing_ok=True)  # the point's result.json is the store's copy
 
@@ -162,37 +160,35 @@ def _child_failure(what: str, code: int, stderr: str) -> BaseException:
                       exit_code=ExitCode.INTERNAL)
 
 
-def combine(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
+def combine(docs: Sequence[QueueResult | dict[str, Any]], run_id: str) -> QueueResult:
     """Per-figure medians over the repetitions, on the median repetition's document."""
-    n = len(docs)
-    keys = list(docs[0]["summary"])
+    runs = [as_result(d, f"repetition {k + 1}") for k, d in enumerate(docs)]
+    n = len(runs)
+    keys = list(runs[0].summary.values)
     medians: dict[str, float | None] = {}
     for key in keys:
-        values = [d["summary"].get(key) for d in docs]
-        present = [v for v in values if v is not None]
+        present = [v for v in (r.summary.value(key) for r in runs) if v is not None]
         medians[key] = statistics.median(present) if present else None
     # the repetition whose throughput is the median stands for the rest in metrics and samples
-    order = sorted(range(n), key=lambda i: (docs[i]["summary"].get("throughput") is None,
-                                            docs[i]["summary"].get("throughput") or 0.0))
-    rep = order[(n - 1) // 2]
-    out = copy.deepcopy(docs[rep])
-    out["run_id"] = run_id
-    out["summary"] = medians
-    out["summary_source"] = {k: f"median of {n} repetitions, each {v}"
-                             for k, v in docs[rep].get("summary_source", {}).items()}
-    partial = {k: sum(d["summary"].get(k) is None for d in docs) for k in keys}
-    out["repeats"] = {
-        "count": n,
+    order = sorted(range(n), key=lambda i: (runs[i].summary.value("throughput") is None,
+                                            runs[i].summary.value("throughput") or 0.0))
+    rep = runs[order[(n - 1) // 2]]
+    source = rep.section("summary_source")
+    partial = {k: sum(r.summary.value(k) is None for r in runs) for k in keys}
+    repeats = Repeats(count=n, summaries=tuple(dict(r.summary.values) for r in runs), extra={
         "isolation": "each repetition a fresh process",
-        "run_ids": [d["run_id"] for d in docs],
-        "summaries": [d["summary"] for d in docs],
-        "detail_from": docs[rep]["run_id"],
+        "run_ids": [r.run_id for r in runs],
+        "detail_from": rep.run_id,
         "meaning": ("summary: per-figure median over the repetitions that measured it; metrics, "
                     "samples, timing and timeline: the repetition named in detail_from (the "
                     "median by throughput)"),
         "missing_in": {k: c for k, c in partial.items() if 0 < c < n},
-    }
-    return out
+    })
+    sections = copy.deepcopy(rep.sections)
+    sections["summary_source"] = {k: f"median of {n} repetitions, each {v}" for k, v in source.items()}
+    return dataclasses.replace(
+        rep, run_id=run_id, summary=Summary(medians, dict(rep.summary.units), dict(rep.summary.better)),
+        sections=sections, repeats=repeats, absent=rep.absent - {"run_id"})
 
 
 def _point_env(overlay: dict[str, str]) -> dict[str, str]:

@@ -7,26 +7,28 @@ Layout and field meanings: ``docs/hwqueue.md``. Every figure that cannot be meas
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import secrets
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from aorta_tui.core.errors import UsageError
-from aorta_tui.core.inputs import (
-    INPUT_LIMITS,
-    clip_for_message,
-    is_json_number,
-    load_json_input,
-    require_type,
-)
 from aorta_tui.hwqueue import metrics as M
+
+# The document's type, reader and file loader live in result_doc.py; these names stay
+# importable from here, where the document is built.
+from aorta_tui.hwqueue.result_doc import (
+    KIND,
+    SCHEMA_VERSION,
+    SWEEP_KIND,
+    QueueResult,
+    check_result,
+    load_result,
+)
 
 if TYPE_CHECKING:
     from aorta_tui.hwqueue.harness import QueueRunConfig, RawRun
 
-SCHEMA_VERSION = 1
-KIND = "aorta-tui/queue-result"
+__all__ = ["KIND", "SCHEMA_VERSION", "SWEEP_KIND", "QueueResult", "build_result", "check_result",
+           "load_result", "queue_result"]
 
 # summary key -> (unit or None for "the workload's unit", which direction is better)
 SUMMARY_FIELDS: dict[str, tuple[str | None, str]] = {
@@ -88,7 +90,14 @@ def new_run_id() -> str:
     return f"q-{now}-{secrets.token_hex(2)}"
 
 
+def queue_result(cfg: QueueRunConfig, raw: RawRun) -> QueueResult:
+    """The typed result of a raw run: :func:`build_result`'s document read by the one reader,
+    so what is written (``QueueResult.to_json``) is what every reader of a file gets back."""
+    return QueueResult.from_json(build_result(cfg, raw), where=f"queue run {cfg.run_id}")
+
+
 def build_result(cfg: QueueRunConfig, raw: RawRun) -> dict[str, Any]:
+    """The result document of a raw run, as JSON (:func:`queue_result` types it)."""
     from aorta_tui.hwqueue.workloads import workload_class
 
     wl = workload_class(cfg.workload)
@@ -525,103 +534,3 @@ def per_iteration_samples(recs: list[M.LaunchRecord], emulated: bool,
             switch.append(so / 1e3)
     return {"iteration_concurrency": conc, "iteration_launch_delay_mean_us": delay,
             "iteration_switch_overhead_us": switch}
-
-
-SWEEP_KIND = "aorta-tui/queue-sweep"
-_HINT = "pass a file written by `queue run -o` or `queue sweep -o`"
-_SAMPLE_KEYS = ("iteration_latency_ms", "iteration_period_ms", "iteration_concurrency",
-                "iteration_launch_delay_mean_us", "iteration_switch_overhead_us",
-                "iteration_host_us_per_kernel")
-
-
-def load_result(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a queue result (or sweep) file, refusing anything that is not one, with the reason.
-
-    Beyond the kind and version, every field ``queue compare`` reads is type-checked here, so
-    a damaged file is a located UsageError naming the field, never a KeyError later.
-    """
-    p = os.fspath(path)
-    if os.path.isdir(p):
-        raise UsageError(f"{p} is a directory, not a queue result file", hint=_HINT)
-    data = load_json_input(p, what="queue result", limit=INPUT_LIMITS["queue result"], hint=_HINT)
-    if not isinstance(data, dict) or data.get("kind") not in (KIND, SWEEP_KIND):
-        raise UsageError("not an aorta-tui queue result", location=p, hint=_HINT)
-    if data.get("schema_version") != SCHEMA_VERSION or isinstance(data.get("schema_version"), bool):
-        raise UsageError(f"schema_version {clip_for_message(data.get('schema_version'))} is not "
-                         f"supported (this build reads {SCHEMA_VERSION})", location=p,
-                         hint="re-run the measurement with this aorta-tui version")
-    if data["kind"] == SWEEP_KIND:
-        check_sweep(data, p)
-    else:
-        check_result(data, p)
-    return data
-
-
-def check_result(doc: Any, where: str, at: str = "") -> None:
-    """The shape of a run result as ``compare`` and the CLI read it; ``at`` prefixes field
-    paths (``points[2].``) when the result sits inside a sweep."""
-    def need(value: Any, kind: str, field: str, nullable: bool = False) -> Any:
-        return require_type(value, kind, where=where, field=at + field, what="queue result",
-                            nullable=nullable, hint=_HINT)
-
-    need(doc, "object", at.rstrip(".") or "(top level)")
-    if doc.get("kind") != KIND:
-        raise UsageError(f"{where}: {at}kind: expected {KIND!r}, found "
-                         f"{clip_for_message(doc.get('kind'))}", hint=_HINT)
-    for key in ("workload", "config", "summary", "summary_units", "summary_better"):
-        if key not in doc:
-            raise UsageError(f"{where}: {at}{key}: missing", hint=_HINT)
-    need(doc["workload"], "object", "workload")
-    need(doc["workload"].get("name"), "string", "workload.name")
-    need(doc["config"], "object", "config")
-    need(doc["config"].get("streams"), "integer", "config.streams")
-    need(doc["config"].get("stream_priority", "default"), "string", "config.stream_priority")
-    need(doc["config"].get("graph", False), "boolean", "config.graph")
-    need(doc.get("emulated"), "boolean", "emulated")
-    need(doc.get("run_id"), "string", "run_id", nullable=True)
-    for key in ("summary", "summary_units", "summary_better"):
-        need(doc[key], "object", key)
-    for key, value in doc["summary"].items():
-        need(value, "number", f"summary.{key}", nullable=True)
-    for key, value in doc["summary_units"].items():
-        need(value, "string", f"summary_units.{key}", nullable=True)
-    for key, value in doc["summary_better"].items():
-        if value not in ("higher", "lower", "neither"):
-            raise UsageError(f"{where}: {at}summary_better.{key}: expected higher, lower or "
-                             f"neither, found {clip_for_message(value)}", hint=_HINT)
-    for key, value in need(doc.get("unavailable", {}), "object", "unavailable").items():
-        need(value, "string", f"unavailable.{key}")
-    samples = need(doc.get("samples", {}), "object", "samples")
-    for key in _SAMPLE_KEYS:
-        _check_numbers(need(samples.get(key), "array", f"samples.{key}", nullable=True),
-                       where, f"{at}samples.{key}")
-    repeats = need(doc.get("repeats"), "object", "repeats", nullable=True)
-    if repeats is not None:
-        need(repeats.get("count", 1), "integer", "repeats.count")
-        summaries = need(repeats.get("summaries"), "array", "repeats.summaries", nullable=True)
-        for i, summ in enumerate(summaries or []):
-            need(summ, "object", f"repeats.summaries[{i}]")
-            for key, value in summ.items():
-                need(value, "number", f"repeats.summaries[{i}].{key}", nullable=True)
-
-
-def _check_numbers(values: list[Any] | None, where: str, field: str) -> None:
-    if values is None:
-        return
-    for i, value in enumerate(values):
-        if not is_json_number(value):
-            require_type(value, "number", where=where, field=f"{field}[{i}]",
-                         what="queue result", hint=_HINT)
-
-
-def check_sweep(doc: dict[str, Any], where: str) -> None:
-    """A sweep: its points are run results (checked as such) with distinct stream counts."""
-    points = require_type(doc.get("points"), "array", where=where, field="points",
-                          what="queue sweep", hint=_HINT)
-    require_type(doc.get("analysis", {}), "object", where=where, field="analysis",
-                 what="queue sweep", hint=_HINT)
-    for key in ("sweep_id", "run_id"):
-        require_type(doc.get(key), "string", where=where, field=key, what="queue sweep",
-                     nullable=True, hint=_HINT)
-    for i, point in enumerate(points):
-        check_result(point, where, f"points[{i}].")

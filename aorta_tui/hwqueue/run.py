@@ -9,18 +9,18 @@ a lazy import in the harness).
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.events import Measurement, ResultWritten
 from aorta_tui.hwqueue.harness import EventCallback, QueueRunConfig, execute
-from aorta_tui.hwqueue.result import build_result, new_run_id
+from aorta_tui.hwqueue.result import new_run_id, queue_result
+from aorta_tui.hwqueue.result_doc import QueueResult
 from aorta_tui.store.write_errors import output_write_error
 
 
 def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
-              output: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Run one workload at one stream count; returns the result dict (schema v1).
+              output: str | os.PathLike[str] | None = None) -> QueueResult:
+    """Run one workload at one stream count; returns the typed result (schema v1).
 
     With ``output`` the result is also written there atomically and ``ResultWritten`` emitted.
     """
@@ -28,13 +28,13 @@ def run_queue(cfg: QueueRunConfig, on_event: EventCallback | None = None,
     if not cfg.run_id:
         cfg.run_id = new_run_id()
     raw = execute(cfg, on_event)
-    result = build_result(cfg, raw)
+    result = queue_result(cfg, raw)
     if on_event is not None:
         on_event(Measurement(cfg.run_id, source="queue", name=cfg.workload,
-                             values=dict(result["summary"]), reasons=dict(result["unavailable"])))
+                             values=dict(result.summary.values), reasons=dict(result.unavailable)))
     if output is not None:
         try:
-            atomic_write_json(output, result)
+            atomic_write_json(output, result.to_json())
         except OSError as exc:  # a full disk: exit 3 naming the file and the free space
             raise output_write_error(exc, output) from None
         if on_event is not None:

@@ -23,6 +23,7 @@ from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
+from aorta_tui.hwqueue.result_doc import QueueResult, as_result
 from aorta_tui.store.run_store import StoreLayout
 from aorta_tui.store.write_errors import output_write_error
 from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_planned
@@ -73,8 +74,9 @@ def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10)
             "knee_streams": knee, "knee_gain": knee_gain}
 
 
-# (QueueRunConfig, what[, repeat.PointLaunch in a run directory]) -> queue result
-Runner = Callable[..., dict[str, Any]]
+# (QueueRunConfig, what[, repeat.PointLaunch in a run directory]) -> queue result (typed, or
+# its JSON: read by the one reader)
+Runner = Callable[..., QueueResult | dict[str, Any]]
 
 # An isolated sweep's run directory (docs/hwqueue.md, "Run directory and resume"):
 # request.json (what was asked), journal.jsonl, .lock, trials/s<NNNN>/result.json, sweep.json.
@@ -123,7 +125,7 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
         request = _request(base, counts, knee_gain, output)
         _create_run_dir(Path(run_dir), request)
         return _StoreSweep(Path(run_dir), request, on_event, run).run(resumed=False)
-    results: list[dict[str, Any]] = []
+    results: list[QueueResult] = []
     failed: list[dict[str, Any]] = []
     first_error: AortaError | None = None
     for k, n in enumerate(counts):
@@ -149,41 +151,43 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
 
 
 def _measure(run: Runner, cfg: Any, isolate: bool, on_event: Callable[[Event], None] | None,
-             point: Any = None) -> tuple[dict[str, Any], None] | tuple[None, AortaError]:
+             point: Any = None) -> tuple[QueueResult, None] | tuple[None, AortaError]:
     """One point: its queue result, or (isolated) the error that ended it. ``point``: a run
     directory's point (``repeat.PointLaunch``), handed to the runner as its third argument."""
     n = cfg.streams
     try:
         what = f"the {n}-stream point"
-        result = run(cfg, what) if point is None else run(cfg, what, point)
+        result = as_result(run(cfg, what) if point is None else run(cfg, what, point), what)
     except AortaError as exc:
         if not isolate:
             raise
         return None, exc
     if isolate and on_event is not None:  # the child's own events stayed in the child
         on_event(Measurement(cfg.run_id, source="queue", name=cfg.workload,
-                             values=dict(result["summary"]), reasons=dict(result["unavailable"])))
+                             values=dict(result.summary.values), reasons=dict(result.unavailable)))
     return result, None
 
 
-def sweep_document(sweep_id: str, counts: Sequence[int], results: list[dict[str, Any]],
-                   failed: list[dict[str, Any]], knee_gain: float, isolation: str
-                   ) -> dict[str, Any]:
-    """The sweep document (``-o``, ``sweep.json``) from its points' results, in count order."""
-    analysis = analyse([(r["config"]["streams"], r["summary"]["throughput"]) for r in results],
+def sweep_document(sweep_id: str, counts: Sequence[int],
+                   points: Sequence[QueueResult | dict[str, Any]], failed: list[dict[str, Any]],
+                   knee_gain: float, isolation: str) -> dict[str, Any]:
+    """The sweep document (``-o``, ``sweep.json``) from its points' results, in count order
+    (a point still in its JSON form is read by the one reader first)."""
+    results = [as_result(p, f"points[{i}]") for i, p in enumerate(points)]
+    analysis = analyse([(r.config.streams, r.summary.value("throughput")) for r in results],
                        knee_gain)
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": SWEEP_KIND,
         "run_id": sweep_id,
-        "workload": results[0]["workload"],
-        "emulated": results[0]["emulated"],
-        "platform": results[0]["platform"],
+        "workload": results[0].workload.to_json(),
+        "emulated": results[0].emulated,
+        "platform": results[0].sections.get("platform"),
         "stream_counts": list(counts),
         "isolation": isolation,
         "failed_points": failed,
         "analysis": analysis,
-        "points": results,
+        "points": [r.to_json() for r in results],
     }
 
 
@@ -438,7 +442,7 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
             self.bus.emit(TrialStarted(self.sweep_id, trial_id=tid, cell=tid, trial=1))
         wall = time.monotonic() - t0
         if result is not None:
-            record = result
+            record = result.to_json()
         else:
             assert error is not None  # _measure returns a result or the error that ended it
             record = {"schema_version": SCHEMA_VERSION, "kind": FAILED_POINT_KIND, "streams": n,
@@ -453,15 +457,15 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
         return f"{n} streams {'done' if error is None else 'failed'}"
 
     def _document(self) -> dict[str, Any]:
-        results: list[dict[str, Any]] = []
+        results: list[QueueResult] = []
         failed: list[dict[str, Any]] = []
         for n in self.counts:
             data = self.store.read_result(point_id(n))
             assert data is not None  # every point ran or was found done, under the lock
             if data.get("kind") == FAILED_POINT_KIND:
                 failed.append({"streams": n, "reason": data["reason"]})
-            else:
-                results.append(data)
+            else:  # _whole_point accepted it: a run result at this stream count
+                results.append(QueueResult.from_json(data, point_id(n)))
         if not results:
             first = self.store.read_result(point_id(self.counts[0])) or {}
             error = AortaError(failed[0]["reason"],

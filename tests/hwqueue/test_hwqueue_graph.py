@@ -172,7 +172,7 @@ def test_policy_file_combining_launch_blocking_and_graph_is_located_exit_2(tmp_p
 
 def test_cpu_run_floors_are_not_available_with_the_reason() -> None:
     r = run_queue(QueueRunConfig(workload="tiny_kernel_stress", streams=2, iterations=3, warmup=1,
-                                 device="cpu", size="tiny", detail_iterations=1))
+                                 device="cpu", size="tiny", detail_iterations=1)).to_json()
     floor = r["floor"]
     for key in ("eager_us_per_launch", "graph_us_per_launch", "eager_ratio", "graph_ratio"):
         assert floor[key].startswith("not available: CPU emulation"), key
@@ -191,7 +191,7 @@ def test_compare_names_the_launch_mode_and_judges_host_time_per_kernel() -> None
 
     cfg = QueueRunConfig(workload="tiny_kernel_stress", streams=2, iterations=6, warmup=1,
                          device="cpu", size="tiny", detail_iterations=1)
-    a, b = run_queue(cfg), run_queue(cfg)
+    a, b = run_queue(cfg).to_json(), run_queue(cfg).to_json()
     b["config"]["graph"] = True
     report = compare(a, b)
     assert any("launch mode: BASE eager launches, TEST CUDA-graph replay" in n for n in report["notes"])
@@ -283,7 +283,7 @@ def _check_compiled(plan: list[Launch]) -> None:
 def test_graph_run_replays_per_stream_graphs_and_reports_floors() -> None:
     r = run_queue(QueueRunConfig(workload="tiny_kernel_stress", streams=4, iterations=10,
                                  warmup=2, device="cuda", detail_iterations=2, graph=True,
-                                 params={"order": "per_stream"}))
+                                 params={"order": "per_stream"})).to_json()
     g = r["graph"]
     assert g["applied"] and g["mode"] == "per_stream" and g["graphs"] == 4
     assert g["kernels_declared"] == 4 * 100 * 4
@@ -331,7 +331,7 @@ def test_replay_computes_what_the_eager_launches_compute() -> None:
 @gpu
 def test_a_workload_with_cross_stream_waits_is_captured_as_one_iteration_graph() -> None:
     r = run_queue(QueueRunConfig(workload="fsdp_tp", streams=4, iterations=4, warmup=1,
-                                 device="cuda", size="tiny", detail_iterations=1, graph=True))
+                                 device="cuda", size="tiny", detail_iterations=1, graph=True)).to_json()
     assert r["graph"]["mode"] == "whole_iteration" and r["graph"]["graphs"] == 1
     assert r["summary"]["throughput"] > 0
 
@@ -339,6 +339,6 @@ def test_a_workload_with_cross_stream_waits_is_captured_as_one_iteration_graph()
 @gpu
 def test_graph_with_event_timing_times_each_replay() -> None:
     r = run_queue(QueueRunConfig(workload="hetero_kernels", streams=4, iterations=3, warmup=1,
-                                 device="cuda", size="tiny", timing="events", graph=True))
+                                 device="cuda", size="tiny", timing="events", graph=True)).to_json()
     assert r["graph"]["applied"]
     assert r["timing"]["launches_recorded"] == 3 * 4  # one replay per stream per iteration

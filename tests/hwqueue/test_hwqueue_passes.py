@@ -21,7 +21,7 @@ def _cfg(**kw: object) -> QueueRunConfig:
 
 
 def test_auto_runs_a_measure_pass_then_a_shorter_detail_pass() -> None:
-    r = run_queue(_cfg(detail_iterations=2, keep_timeline=True))
+    r = run_queue(_cfg(detail_iterations=2, keep_timeline=True)).to_json()
     passes = r["timing"]["passes"]
     assert r["timing"]["timing"] == "auto"
     assert passes["measure"]["iterations"] == 6 and passes["detail"]["iterations"] == 2
@@ -45,12 +45,12 @@ def test_auto_runs_a_measure_pass_then_a_shorter_detail_pass() -> None:
 
 
 def test_detail_pass_never_runs_more_iterations_than_asked() -> None:
-    r = run_queue(_cfg(iterations=2, detail_iterations=50))
+    r = run_queue(_cfg(iterations=2, detail_iterations=50)).to_json()
     assert r["timing"]["passes"]["detail"]["iterations"] == 2
 
 
 def test_events_and_single_pass_modes_have_no_measure_pass() -> None:
-    r = run_queue(_cfg(timing="events"))
+    r = run_queue(_cfg(timing="events")).to_json()
     passes = r["timing"]["passes"]
     assert "measure" not in passes and passes["detail"]["iterations"] == 6
     assert all(v.startswith("single pass") for v in r["summary_source"].values())
@@ -58,7 +58,7 @@ def test_events_and_single_pass_modes_have_no_measure_pass() -> None:
 
 
 def test_iteration_latency_of_the_measure_pass_is_start_to_last_end_marker() -> None:
-    r = run_queue(_cfg())
+    r = run_queue(_cfg()).to_json()
     lat = r["samples"]["iteration_latency_ms"]
     periods = r["samples"]["iteration_period_ms"]
     # per_iteration sync: an iteration cannot finish after the next one began
@@ -167,7 +167,7 @@ def test_with_kernel_records_launches_and_kernels_are_counted_apart() -> None:
 
 
 def test_with_events_only_there_is_no_kernel_count() -> None:
-    r = run_queue(_cfg(timing="events"))
+    r = run_queue(_cfg(timing="events")).to_json()
     assert r["timing"]["kernels_recorded"] is None
     assert {ps["kernels"] for ps in r["metrics"]["per_stream"]} == {None}
     assert r["summary_units"]["queue_depth_max"] == "launches"

@@ -32,7 +32,7 @@ def _cfg(**kw: object) -> QueueRunConfig:
 def test_each_repetition_is_its_own_process_and_the_summary_is_their_median(tmp_path: Path) -> None:
     events: list = []
     out = tmp_path / "r.json"
-    r = run_repeated(_cfg(params={"ops_per_stream": "3"}), 3, on_event=events.append, output=out)
+    r = run_repeated(_cfg(params={"ops_per_stream": "3"}), 3, on_event=events.append, output=out).to_json()
     rep = r["repeats"]
     assert rep["count"] == 3 and len(set(rep["run_ids"])) == 3
     assert r["run_id"] not in rep["run_ids"]
@@ -78,7 +78,7 @@ def _repeated(values: list[float]) -> dict:
         d["summary"]["throughput"] = v
         d["run_id"] = f"r{k}"
         docs.append(d)
-    return combine(docs, "combined")
+    return combine(docs, "combined").to_json()
 
 
 def test_compare_judges_repeated_results_against_the_run_to_run_spread() -> None:

@@ -160,7 +160,7 @@ def test_cli_sweep_accepts_lc_and_every_point_records_it(tmp_path: Path) -> None
 
 def test_default_says_not_requested() -> None:
     result = run_queue(QueueRunConfig(workload="hetero_kernels", streams=2, device="cpu",
-                                      size="tiny", iterations=1, warmup=0))
+                                      size="tiny", iterations=1, warmup=0)).to_json()
     assert result["config"]["stream_priority"] == "default"
     assert result["stream_priority"]["applied"] is False
     assert result["stream_priority"]["reason"].startswith("not requested")
@@ -168,9 +168,9 @@ def test_default_says_not_requested() -> None:
 
 def test_compare_notes_different_stream_priorities() -> None:
     base = run_queue(QueueRunConfig(workload="hetero_kernels", streams=2, device="cpu",
-                                    size="tiny", iterations=2, warmup=0))
+                                    size="tiny", iterations=2, warmup=0)).to_json()
     test = run_queue(QueueRunConfig(workload="hetero_kernels", streams=2, device="cpu",
-                                    size="tiny", iterations=2, warmup=0, stream_priority="lc"))
+                                    size="tiny", iterations=2, warmup=0, stream_priority="lc")).to_json()
     assert "different stream priorities: default vs lc" in compare(base, test)["notes"]
     assert not any("priorit" in n for n in compare(base, base)["notes"])
 

@@ -118,7 +118,7 @@ def point_result() -> dict[str, Any]:
 
     cfg = QueueRunConfig(workload="tiny_kernel_stress", streams=2, iterations=2, warmup=0,
                          device="cpu", size="tiny", run_id="q-fuzz-s2")
-    return run_queue(cfg)
+    return run_queue(cfg).to_json()
 
 
 def _result_paths(doc: Any, prefix: tuple[Any, ...] = (), depth: int = 0) -> list[tuple[Any, ...]]:

@@ -45,7 +45,7 @@ def test_workload_runs_on_cpu_and_every_figure_is_real_or_explained(name: str) -
     events: list = []
     cfg = QueueRunConfig(workload=name, streams=streams, iterations=2, warmup=1, device="cpu",
                          size="tiny", keep_timeline=True)
-    r = run_queue(cfg, on_event=events.append)
+    r = run_queue(cfg, on_event=events.append).to_json()
 
     assert r["schema_version"] == 1 and r["emulated"] is True
     assert r["workload"]["name"] == name and r["config"]["streams"] == streams
@@ -86,7 +86,7 @@ def test_output_is_written_and_announced(tmp_path) -> None:  # type: ignore[no-u
     events: list = []
     out = tmp_path / "r.json"
     r = run_queue(QueueRunConfig(workload="tiny_kernel_stress", streams=1, iterations=1, warmup=0,
-                                 device="cpu", size="tiny"), on_event=events.append, output=out)
+                                 device="cpu", size="tiny"), on_event=events.append, output=out).to_json()
     import json
 
     assert json.loads(out.read_text())["run_id"] == r["run_id"]
@@ -95,20 +95,20 @@ def test_output_is_written_and_announced(tmp_path) -> None:  # type: ignore[no-u
 
 def test_dtype_is_selectable() -> None:
     r = run_queue(QueueRunConfig(workload="hetero_kernels", streams=2, iterations=1, warmup=0,
-                                 device="cpu", size="tiny", dtype="bfloat16"))
+                                 device="cpu", size="tiny", dtype="bfloat16")).to_json()
     assert r["workload"]["dtype"] == "bfloat16"
 
 
 def test_sync_modes_all_measure() -> None:
     for mode in ("per_iteration", "end_only", "none"):
         r = run_queue(QueueRunConfig(workload="tiny_kernel_stress", streams=2, iterations=2,
-                                     warmup=0, device="cpu", size="tiny", sync_mode=mode))
+                                     warmup=0, device="cpu", size="tiny", sync_mode=mode)).to_json()
         assert r["config"]["sync_mode"] == mode and r["summary"]["throughput"] > 0
 
 
 def test_params_are_typed_and_unknown_ones_suggest_a_fix() -> None:
     r = run_queue(QueueRunConfig(workload="tiny_kernel_stress", streams=1, iterations=1, warmup=0,
-                                 device="cpu", size="tiny", params={"ops_per_stream": "3"}))
+                                 device="cpu", size="tiny", params={"ops_per_stream": "3"})).to_json()
     assert r["workload"]["params"]["ops_per_stream"] == 3
     assert r["timing"]["launches_recorded"] == 3
     with pytest.raises(UsageError) as exc:

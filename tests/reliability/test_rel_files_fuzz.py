@@ -370,9 +370,10 @@ def consume_queue(path: Path) -> None:
     """What `queue compare` does: load, compare both ways against a good file of its kind."""
     from aorta_tui.hwqueue.compare import compare_files
     from aorta_tui.hwqueue.result import load_result
+    from aorta_tui.hwqueue.result_doc import QueueSweep
 
     doc = load_result(path)
-    good = _good_queue(doc.get("kind") == "aorta-tui/queue-sweep")
+    good = _good_queue(isinstance(doc, QueueSweep))
     for a, b in ((doc, good), (good, doc)):
         report = compare_files(a, b)
         json.dumps(report)
@@ -382,7 +383,7 @@ def consume_queue(path: Path) -> None:
 
 
 @functools.cache
-def _good_queue(sweep: bool) -> dict[str, Any]:
+def _good_queue(sweep: bool) -> Any:
     from aorta_tui.hwqueue.result import load_result
 
     return load_result(SWEEP if sweep else RESULTS[0])

@@ -1,0 +1,379 @@
+"""The queue result (``schema_version`` 1) as a typed value: :class:`QueueResult` and its parts.
+
+One serializer (:meth:`QueueResult.to_json`: the object ``queue run -o`` writes, key order
+included) and one reader (:meth:`QueueResult.from_json`, which checks every field that
+``queue compare``, the CLI, ``export`` and the sweep read, and names the damaged one: file,
+field path, fix; exit 2). :func:`load_result` reads a file: a run result or a sweep
+(:class:`QueueSweep`, whose points are run results). The document is computed in
+``result.py``; ``compare.py``, ``repeat.py``, ``sweep.py``, ``analysis/frames.py`` and the CLI
+read these attributes.
+
+Typed here is what some reader decides on: the workload's name, the stream count, the
+priority and graph modes, the summary figures with their units and directions, what is
+unavailable and why, the per-iteration samples and a ``--repeat`` result's repetitions. The
+other sections (platform, timing, metrics, eBPF, floors, timelines, ...) are copied through as
+:data:`Json`: they are displayed or exported as written, never interpreted, and a type for
+each would be a second description of ``build_result`` that nothing checks.
+
+A key the tool always writes but an older or hand-made document lacks is remembered in
+``absent`` (and not written back), so ``to_json(from_json(doc)) == doc`` for every document
+the reader accepts, and the same bytes for every document this build writes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import (
+    INPUT_LIMITS,
+    clip_for_message,
+    is_json_number,
+    load_json_input,
+    require_type,
+)
+
+SCHEMA_VERSION = 1
+KIND = "aorta-tui/queue-result"
+SWEEP_KIND = "aorta-tui/queue-sweep"
+HINT = "pass a file written by `queue run -o` or `queue sweep -o`"
+
+# Any JSON value (what json.loads returns), for the sections copied through untouched.
+Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
+# summary figure -> its value (None: not measured; the reason is in ``unavailable``)
+Figures = dict[str, float | None]
+
+SAMPLE_KEYS = ("iteration_latency_ms", "iteration_period_ms", "iteration_concurrency",
+               "iteration_launch_delay_mean_us", "iteration_switch_overhead_us",
+               "iteration_host_us_per_kernel")
+
+# The top-level keys in the order build_result (and repeat.combine, last) writes them.
+_ORDER = ("schema_version", "kind", "run_id", "created", "emulated", "workload", "config",
+          "platform", "timing", "summary", "summary_units", "summary_better", "summary_source",
+          "metrics", "unavailable", "samples", "ebpf", "stream_priority", "graph", "floor",
+          "event_metrics", "timeline", "event_timeline", "timeline_origin_ns",
+          "timeline_fields", "repeats")
+_REPEATS_ORDER = ("count", "isolation", "run_ids", "summaries", "detail_from", "meaning",
+                  "missing_in")
+
+
+def _in_order(d: dict[str, Json], order: tuple[str, ...]) -> dict[str, Json]:
+    """``d`` with the keys of ``order`` first, in that order, then the others as they came."""
+    head = {k: d[k] for k in order if k in d}
+    return head | {k: v for k, v in d.items() if k not in head}
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """``workload``: its name (what compare and the tables read); the rest as written."""
+
+    name: str
+    extra: dict[str, Json] = field(default_factory=dict)  # category, size, dtype, params, ...
+
+    def to_json(self) -> dict[str, Json]:
+        return {"name": self.name, **self.extra}
+
+
+@dataclass(frozen=True)
+class ConfigFacts:
+    """``config``: the stream count and the priority and graph modes compare judges by.
+
+    A result from before ``--stream-priority`` or ``--graph`` lacks those keys: it ran at the
+    default priority with eager launches, which is what the defaults here say."""
+
+    streams: int
+    stream_priority: str = "default"
+    graph: bool = False
+    extra: dict[str, Json] = field(default_factory=dict)  # iterations, warmup, device, ...
+    absent: frozenset[str] = frozenset()  # of stream_priority and graph
+
+    @property
+    def device(self) -> Json:
+        return self.extra.get("device")
+
+    def to_json(self) -> dict[str, Json]:
+        out: dict[str, Json] = {"streams": self.streams, **self.extra}
+        if "stream_priority" not in self.absent:
+            out["stream_priority"] = self.stream_priority
+        if "graph" not in self.absent:
+            out["graph"] = self.graph
+        return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The headline figures (``summary``), each one's unit (``summary_units``) and which
+    direction is better (``summary_better``: higher, lower or neither), in document order."""
+
+    values: Figures
+    units: dict[str, str | None]
+    better: dict[str, str]
+
+    def value(self, key: str) -> float | None:
+        return self.values.get(key)
+
+    def unit(self, key: str) -> str | None:
+        return self.units.get(key)
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """``repeats`` of a ``queue run --repeat`` result: how many runs, and each one's summary."""
+
+    count: int = 1  # a repeats object without a count stood for one run
+    summaries: tuple[Figures, ...] | None = None  # None: not recorded
+    extra: dict[str, Json] = field(default_factory=dict)  # isolation, run_ids, meaning, ...
+    absent: frozenset[str] = frozenset()  # of count and summaries
+
+    def to_json(self) -> dict[str, Json]:
+        out: dict[str, Json] = dict(self.extra)
+        if "count" not in self.absent:
+            out["count"] = self.count
+        if self.summaries is not None:
+            out["summaries"] = [dict(s) for s in self.summaries]
+        return _in_order(out, _REPEATS_ORDER)
+
+
+@dataclass(frozen=True)
+class QueueResult:
+    """One queue run's result document (docs/hwqueue.md): ``queue run -o``, a sweep's point."""
+
+    run_id: str | None
+    emulated: bool
+    workload: WorkloadFacts
+    config: ConfigFacts
+    summary: Summary
+    unavailable: dict[str, str] = field(default_factory=dict)
+    samples: dict[str, Json] = field(default_factory=dict)  # SAMPLE_KEYS checked, others as written
+    repeats: Repeats | None = None
+    # Every other top-level key (created, platform, timing, metrics, ...), as written.
+    sections: dict[str, Json] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+    absent: frozenset[str] = frozenset()  # of schema_version, run_id, unavailable, samples
+
+    __hash__ = None  # type: ignore[assignment]  # mutable dict fields: never a dict key
+
+    def sample(self, key: str) -> list[float]:
+        """The per-iteration values of ``key`` ([] when the run recorded none)."""
+        values = self.samples.get(key)
+        if not isinstance(values, list):
+            return []
+        # as written (an int stays an int: a statistic of them prints as it always did)
+        return [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+    def section(self, key: str) -> dict[str, Any]:
+        """A copied-through section that is an object ({} when absent or not an object).
+        Its values are whatever the harness wrote (Any): the CLI shows them, nothing decides."""
+        value = self.sections.get(key)
+        return value if isinstance(value, dict) else {}
+
+    def per_stream(self) -> list[dict[str, Any]]:
+        """``metrics.per_stream``: one row per stream (rows that are not objects left out)."""
+        rows = self.section("metrics").get("per_stream")
+        return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+    def to_json(self) -> dict[str, Json]:
+        """The object the result file holds (``core.atomic.atomic_write_json`` writes it)."""
+        typed: dict[str, Json] = {
+            "schema_version": self.schema_version, "kind": KIND, "run_id": self.run_id,
+            "emulated": self.emulated, "workload": self.workload.to_json(),
+            "config": self.config.to_json(), "summary": dict(self.summary.values),
+            "summary_units": dict(self.summary.units), "summary_better": dict(self.summary.better),
+            "unavailable": dict(self.unavailable), "samples": dict(self.samples)}
+        if self.repeats is not None:
+            typed["repeats"] = self.repeats.to_json()
+        for key in self.absent:
+            typed.pop(key, None)
+        return _in_order(typed | self.sections, _ORDER)
+
+    @classmethod
+    def from_json(cls, doc: object, where: str, at: str = "") -> QueueResult:
+        """Read a parsed run result; a damaged one is a located UsageError (exit 2). ``at``
+        prefixes field paths (``points[2].``) when the result sits inside a sweep."""
+        check_result(doc, where, at)
+        assert isinstance(doc, dict)  # check_result refused anything else
+        return _read_result(doc)
+
+
+# -- the reader ----------------------------------------------------------------------------
+
+_TYPED = frozenset({"schema_version", "kind", "run_id", "emulated", "workload", "config",
+                    "summary", "summary_units", "summary_better", "unavailable", "samples"})
+
+
+def _read_result(d: dict[str, Any]) -> QueueResult:
+    """The typed value of a document check_result accepted."""
+    version = d.get("schema_version", SCHEMA_VERSION)
+    typed_version = isinstance(version, int) and not isinstance(version, bool)
+    workload, config = d["workload"], d["config"]
+    raw_repeats = d.get("repeats")
+    sections = {k: v for k, v in d.items()
+                if k not in _TYPED and not (k == "repeats" and raw_repeats is not None)}
+    if not typed_version and "schema_version" in d:  # unchecked in a sweep's point: as written
+        sections["schema_version"] = version
+    return QueueResult(
+        run_id=d.get("run_id"), emulated=d["emulated"],
+        workload=WorkloadFacts(workload["name"], {k: v for k, v in workload.items() if k != "name"}),
+        config=ConfigFacts(
+            streams=config["streams"], stream_priority=config.get("stream_priority", "default"),
+            graph=config.get("graph", False),
+            extra={k: v for k, v in config.items() if k not in ("streams", "stream_priority", "graph")},
+            absent=frozenset(k for k in ("stream_priority", "graph") if k not in config)),
+        summary=Summary(dict(d["summary"]), dict(d["summary_units"]), dict(d["summary_better"])),
+        unavailable=dict(d.get("unavailable", {})), samples=dict(d.get("samples", {})),
+        repeats=None if raw_repeats is None else _read_repeats(raw_repeats), sections=sections,
+        schema_version=version if typed_version else SCHEMA_VERSION,
+        absent=frozenset(k for k in ("schema_version", "run_id", "unavailable", "samples")
+                         if k not in d or (k == "schema_version" and not typed_version)))
+
+
+def _read_repeats(r: dict[str, Any]) -> Repeats:
+    summaries = r.get("summaries")
+    extra = {k: v for k, v in r.items() if k not in ("count", "summaries")}
+    if "summaries" in r and summaries is None:  # a null list: written back as it came
+        extra["summaries"] = None
+    return Repeats(count=r.get("count", 1),
+                   summaries=None if summaries is None else tuple(dict(s) for s in summaries),
+                   extra=extra, absent=frozenset(k for k in ("count", "summaries") if k not in r))
+
+
+def check_result(doc: Any, where: str, at: str = "") -> None:
+    """The shape of a run result as ``compare`` and the CLI read it; ``at`` prefixes field
+    paths (``points[2].``) when the result sits inside a sweep."""
+    def need(value: Any, kind: str, field: str, nullable: bool = False) -> Any:
+        return require_type(value, kind, where=where, field=at + field, what="queue result",
+                            nullable=nullable, hint=HINT)
+
+    need(doc, "object", at.rstrip(".") or "(top level)")
+    if doc.get("kind") != KIND:
+        raise UsageError(f"{where}: {at}kind: expected {KIND!r}, found "
+                         f"{clip_for_message(doc.get('kind'))}", hint=HINT)
+    for key in ("workload", "config", "summary", "summary_units", "summary_better"):
+        if key not in doc:
+            raise UsageError(f"{where}: {at}{key}: missing", hint=HINT)
+    need(doc["workload"], "object", "workload")
+    need(doc["workload"].get("name"), "string", "workload.name")
+    need(doc["config"], "object", "config")
+    need(doc["config"].get("streams"), "integer", "config.streams")
+    need(doc["config"].get("stream_priority", "default"), "string", "config.stream_priority")
+    need(doc["config"].get("graph", False), "boolean", "config.graph")
+    need(doc.get("emulated"), "boolean", "emulated")
+    need(doc.get("run_id"), "string", "run_id", nullable=True)
+    _check_summary(doc, where, at, need)
+    for key, value in need(doc.get("unavailable", {}), "object", "unavailable").items():
+        need(value, "string", f"unavailable.{key}")
+    samples = need(doc.get("samples", {}), "object", "samples")
+    for key in SAMPLE_KEYS:
+        _check_numbers(need(samples.get(key), "array", f"samples.{key}", nullable=True),
+                       where, f"{at}samples.{key}")
+    repeats = need(doc.get("repeats"), "object", "repeats", nullable=True)
+    if repeats is not None:
+        need(repeats.get("count", 1), "integer", "repeats.count")
+        summaries = need(repeats.get("summaries"), "array", "repeats.summaries", nullable=True)
+        for i, summ in enumerate(summaries or []):
+            need(summ, "object", f"repeats.summaries[{i}]")
+            for key, value in summ.items():
+                need(value, "number", f"repeats.summaries[{i}].{key}", nullable=True)
+
+
+def _check_summary(doc: dict[str, Any], where: str, at: str, need: Callable[..., Any]) -> None:
+    """``summary`` (numbers or null), ``summary_units`` (strings or null), ``summary_better``."""
+    for key in ("summary", "summary_units", "summary_better"):
+        need(doc[key], "object", key)
+    for key, value in doc["summary"].items():
+        need(value, "number", f"summary.{key}", nullable=True)
+    for key, value in doc["summary_units"].items():
+        need(value, "string", f"summary_units.{key}", nullable=True)
+    for key, value in doc["summary_better"].items():
+        if value not in ("higher", "lower", "neither"):
+            raise UsageError(f"{where}: {at}summary_better.{key}: expected higher, lower or "
+                             f"neither, found {clip_for_message(value)}", hint=HINT)
+
+
+def _check_numbers(values: list[Any] | None, where: str, field: str) -> None:
+    if values is None:
+        return
+    for i, value in enumerate(values):
+        if not is_json_number(value):
+            require_type(value, "number", where=where, field=f"{field}[{i}]",
+                         what="queue result", hint=HINT)
+
+
+# -- a sweep's document, as far as its readers go ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueSweep:
+    """A ``queue sweep`` document as read back: its points as run results; its own fields
+    (stream counts, isolation, failed points, analysis) as written, for the sweep table and
+    ``compare`` (``hwqueue/sweep.py`` writes it)."""
+
+    points: tuple[QueueResult, ...]
+    fields: dict[str, Json] = field(default_factory=dict)  # every key but points, in order
+
+    __hash__ = None  # type: ignore[assignment]  # mutable dict fields: never a dict key
+
+    @property
+    def analysis(self) -> dict[str, Json]:
+        value = self.fields.get("analysis")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def name(self) -> Json:
+        """The sweep's id (older documents wrote ``sweep_id``), else its run id."""
+        return self.fields.get("sweep_id", self.fields.get("run_id"))
+
+    def to_json(self) -> dict[str, Json]:
+        return {**self.fields, "points": [p.to_json() for p in self.points]}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any], where: str) -> QueueSweep:
+        """Read a parsed sweep: its points are run results (checked as such)."""
+        points = require_type(doc.get("points"), "array", where=where, field="points",
+                              what="queue sweep", hint=HINT)
+        require_type(doc.get("analysis", {}), "object", where=where, field="analysis",
+                     what="queue sweep", hint=HINT)
+        for key in ("sweep_id", "run_id"):
+            require_type(doc.get(key), "string", where=where, field=key, what="queue sweep",
+                         nullable=True, hint=HINT)
+        return cls(tuple(QueueResult.from_json(p, where, f"points[{i}].")
+                         for i, p in enumerate(points)),
+                   {k: v for k, v in doc.items() if k != "points"})
+
+
+def load_result(path: str | os.PathLike[str]) -> QueueResult | QueueSweep:
+    """Read a queue result (or sweep) file, refusing anything that is not one, with the reason.
+
+    Beyond the kind and version, every field ``queue compare`` reads is type-checked here, so
+    a damaged file is a located UsageError naming the field, never a KeyError later.
+    """
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise UsageError(f"{p} is a directory, not a queue result file", hint=HINT)
+    data = load_json_input(p, what="queue result", limit=INPUT_LIMITS["queue result"], hint=HINT)
+    if not isinstance(data, dict) or data.get("kind") not in (KIND, SWEEP_KIND):
+        raise UsageError("not an aorta-tui queue result", location=p, hint=HINT)
+    if data.get("schema_version") != SCHEMA_VERSION or isinstance(data.get("schema_version"), bool):
+        raise UsageError(f"schema_version {clip_for_message(data.get('schema_version'))} is not "
+                         f"supported (this build reads {SCHEMA_VERSION})", location=p,
+                         hint="re-run the measurement with this aorta-tui version")
+    if data["kind"] == SWEEP_KIND:
+        return QueueSweep.from_json(data, p)
+    return QueueResult.from_json(data, p)
+
+
+def as_result(doc: QueueResult | dict[str, Any], where: str) -> QueueResult:
+    """``doc`` as the typed value: a document still in its JSON form (a library caller's, a
+    test's) is read by :meth:`QueueResult.from_json`, damaged fields refused as from a file."""
+    return doc if isinstance(doc, QueueResult) else QueueResult.from_json(doc, where)
+
+
+def load_run_result(path: str | os.PathLike[str]) -> QueueResult:
+    """A file that must hold one run's result (what a run's own process wrote), not a sweep."""
+    doc = load_result(path)
+    if not isinstance(doc, QueueResult):
+        raise UsageError(f"{os.fspath(path)} holds a queue sweep, not one run's result", hint=HINT)
+    return doc
