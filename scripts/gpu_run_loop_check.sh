@@ -3,9 +3,10 @@
 # orchestrator joined the policy and queue sweeps). This runs each on the real CUDA path, as a
 # user runs it, every stage under a limit (gpu_stage.sh).
 # Usage (device tool): bash scripts/gpu_run_loop_check.sh
-# Stages: install 90 s; sweep_stop_resume 150 s (quickstart.yaml, 6 gpu_smoke trials of ~5 s
-# each, a Ctrl-C after the first trial, then --resume); policy 120 s (2 policies x 1 trial of
-# tiny_kernel_stress, ~10 s each); queue_sweep 120 s (2 points).
+# Stages: install 60 s; sweep_stop_resume 150 s (quickstart.yaml, 6 gpu_smoke trials of ~5 s
+# each, a Ctrl-C after the first trial, then --resume); policy 90 s (2 policies x 1 trial of
+# tiny_kernel_stress, ~10 s each); queue_sweep 90 s (2 points). Wheels in .whl/ (google-re2,
+# watchfiles: not in the device image) go to /tmp/site first.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 RESULT_DIR=${OUT:-/tmp/gpu-loop-result}; mkdir -p "$RESULT_DIR"
@@ -13,7 +14,13 @@ export OUT=/tmp/gpu-loop-out; rm -rf "$OUT"; mkdir -p "$OUT"
 source "$(dirname "$0")/gpu_stage.sh"
 WORK=/tmp/gpu-loop-work; rm -rf "$WORK"; mkdir -p "$WORK"; export WORK
 export RECIPE=$PWD/recipes/quickstart.yaml
-install() { python3 -m pip install -q --no-deps --no-index --no-build-isolation -e . ; }
+install() {
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || return 1
+  fi
+  python3 -m pip install -q --no-deps --no-index --no-build-isolation -e .
+}
+export PYTHONPATH=/tmp/site
 sweep_stop_resume() {
   cd "$WORK" && python3 - <<'PY'
 import json, os, signal, subprocess, sys, pathlib
@@ -58,9 +65,9 @@ print(d['status'], [(p.get('name'), p.get('trials')) for p in d['policies']], d[
 queue_sweep() { cd "$WORK" && python3 -m aorta_tui queue sweep tiny_kernel_stress --streams 1,4 -i 20 --run-dir "$WORK/qs" -o "$WORK/qs.json" && python3 -c "
 import json; d=json.load(open('$WORK/qs.json')); print({k: d[k] for k in d if k in ('knee','kind')}, len(d.get('points') or []))"; }
 export -f install sweep_stop_resume policy queue_sweep
-stage install 90 install
+stage install 60 install
 stage sweep_stop_resume 150 sweep_stop_resume
-stage policy 120 policy
-stage queue_sweep 120 queue_sweep
+stage policy 90 policy
+stage queue_sweep 90 queue_sweep
 summary_table
 cp "$OUT"/*.log "$OUT/summary.md" "$RESULT_DIR/" 2>/dev/null
