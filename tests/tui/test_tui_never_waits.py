@@ -1,0 +1,167 @@
+"""The TUI never waits on its loop (issue 36 item 6): a lock check, a log read or a run listing
+that hangs holds up its worker thread, never the keys; a timer whose last worker still runs
+starts no other (no pile of threads behind a stalled filesystem); what the worker finally
+reads is drawn when it answers.
+
+Each slow read is a stand-in that blocks on a ``threading.Event`` until the test opens it:
+the keys are pressed, and their effect asserted, while the read is known to be blocked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tui_support import DEMO_RUN, FIXED_FACTS, LIVE_RUN, async_test, wait_for, workspace
+
+from aorta_tui.store import lock as lock_module
+from aorta_tui.store import run_list
+from aorta_tui.tui.app import AortaApp
+from aorta_tui.tui.screens import matrix as matrix_module
+from aorta_tui.tui.screens.help import HelpScreen
+from aorta_tui.tui.screens.matrix import MatrixScreen
+from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
+
+SIZES = [(80, 24), (120, 40)]
+
+
+class Gate:
+    """Stands in for ``real``: every call waits until the gate opens, then does the real thing.
+    ``entered`` counts the calls that began, ``inside`` those still waiting."""
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self.real = real
+        self.opened = threading.Event()
+        self.entered = 0
+        self.inside = 0
+        self._count = threading.Lock()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self._count:
+            self.entered += 1
+            self.inside += 1
+        try:
+            self.opened.wait(120)  # a bound only so that a broken test cannot hang the suite
+            return self.real(*args, **kwargs)
+        finally:
+            with self._count:
+                self.inside -= 1
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[int]:
+    """Count the calls of ``cls.name`` (a timer's callback: set before the screen mounts)."""
+    calls: list[int] = []
+    real = getattr(cls, name)
+
+    def counted(self: object) -> object:
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(cls, name, counted)
+    return calls
+
+
+def _app(ws: Path, start_run: Path | None = None) -> AortaApp:
+    return AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_run=start_run, machine_facts=FIXED_FACTS)
+
+
+async def _grid_ready(pilot, screen: MatrixScreen) -> None:  # noqa: ANN001
+    await wait_for(pilot, lambda: screen.state is not None and screen.state.status is not None
+                   and screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty, what="the grid drawn")
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_lock_probe_that_hangs_holds_no_key_and_starts_no_second_probe(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(lambda run_dir: None)  # then: nobody holds the lock
+    monkeypatch.setattr(lock_module, "lock_holder", gate)
+    ticks = _count_calls(monkeypatch, MatrixScreen, "_check_orchestrator")
+    app = _app(ws, ws / "aorta-out" / LIVE_RUN)  # interrupted: the summary follows the probe
+    try:
+        async with app.run_test(size=size) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await wait_for(pilot, lambda: gate.inside == 1, what="the probe blocked")
+            await wait_for(pilot, lambda: screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty,
+                           what="the grid drawn")
+            grid = screen.query_one(MatrixGrid)
+            before = grid.cursor_coordinate
+            await pilot.press("right")
+            assert grid.cursor_coordinate != before, "the key waited for the lock probe"
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            assert app.screen is screen
+            # ticks come and go while the probe hangs: none starts another probe
+            seen = len(ticks)
+            await wait_for(pilot, lambda: len(ticks) >= seen + 2, what="two more ticks")
+            assert gate.inside == 1 and gate.entered == 1
+            assert screen.orchestrator_alive is None
+            gate.opened.set()
+            await wait_for(pilot, lambda: screen.orchestrator_alive is False, what="the probe's answer")
+            await wait_for(pilot, lambda: "stopped without finishing" in str(
+                screen.query_one("#matrix-summary").render()), what="the summary redrawn")
+    finally:
+        gate.opened.set()
+
+
+@async_test
+async def test_a_log_tail_that_hangs_holds_no_key_and_the_newest_trial_is_shown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(lambda trial_dir, budget: matrix_module.Text(f"TAIL OF {trial_dir.parent.name}/{trial_dir.name}"))
+    monkeypatch.setattr(matrix_module, "tail_text", gate)
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await _grid_ready(pilot, screen)
+            await pilot.press("right")  # the first trial: its tail read blocks
+            await wait_for(pilot, lambda: gate.inside == 1, what="the tail read blocked")
+            first = screen._selected_view()
+            await pilot.press("down")  # handled while the read hangs
+            newest = screen._selected_view()
+            assert first is not None and newest is not None and newest is not first
+            await pilot.press("question_mark", "escape")
+            assert app.screen is screen
+            assert gate.entered == 1, "a second read started while the first still hangs"
+            gate.opened.set()
+            # the answer for the first trial is stale: the newest trial's is read and drawn
+            await wait_for(pilot, lambda: newest.trial_id in str(screen.query_one("#trial-detail").render()),
+                           what="the newest trial's detail")
+            detail = str(screen.query_one("#trial-detail").render())
+            assert f"TAIL OF {newest.trial_id}" in detail
+            assert first.trial_id not in detail
+    finally:
+        gate.opened.set()
+
+
+@async_test
+async def test_the_matrix_run_picker_lists_in_a_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(run_list.list_runs)
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await _grid_ready(pilot, screen)
+            monkeypatch.setattr(run_list, "list_runs", gate)
+            await pilot.press("o")
+            await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+            grid = screen.query_one(MatrixGrid)
+            before = grid.cursor_coordinate
+            await pilot.press("right", "o")  # o again while it lists: no second listing
+            assert grid.cursor_coordinate != before and app.screen is screen
+            assert gate.entered == 1
+            gate.opened.set()
+            await wait_for(pilot, lambda: isinstance(app.screen, PathPicker), what="the picker")
+    finally:
+        gate.opened.set()
