@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.widgets import DataTable
 from tui_support import DEMO_RUN, FIXED_FACTS, LIVE_RUN, async_test, wait_for, workspace
 
 from aorta_tui.store import lock as lock_module
 from aorta_tui.store import run_list
 from aorta_tui.tui.app import AortaApp
+from aorta_tui.tui.screens import home as home_module
 from aorta_tui.tui.screens import matrix as matrix_module
 from aorta_tui.tui.screens.help import HelpScreen
+from aorta_tui.tui.screens.home import HomeScreen
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
@@ -139,6 +142,35 @@ async def test_a_log_tail_that_hangs_holds_no_key_and_the_newest_trial_is_shown(
             detail = str(screen.query_one("#trial-detail").render())
             assert f"TAIL OF {newest.trial_id}" in detail
             assert first.trial_id not in detail
+    finally:
+        gate.opened.set()
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_run_listing_that_hangs_holds_no_key_and_ticks_start_no_second_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(run_list.list_runs)
+    monkeypatch.setattr(run_list, "list_runs", gate)  # home.py looks it up on the module
+    monkeypatch.setattr(home_module, "LIST_EVERY_S", 0.05)  # many ticks while it hangs
+    ticks = _count_calls(monkeypatch, HomeScreen, "_relist")
+    app = _app(ws)
+    try:
+        async with app.run_test(size=size) as pilot:
+            home = app.screen
+            assert isinstance(home, HomeScreen)
+            await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+            runs, recipes = home.query_one("#runs", DataTable), home.query_one("#recipes", DataTable)
+            assert home.focused is runs
+            await pilot.press("tab")
+            assert home.focused is recipes, "the key waited for the listing"
+            seen = len(ticks)
+            await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
+            assert gate.entered == 1 and runs.row_count == 0 and home.listing is None
+            gate.opened.set()
+            await wait_for(pilot, lambda: runs.row_count == 2, what="the runs listed")
+            assert home.listing is not None and len(home.listing[0]) == 2
     finally:
         gate.opened.set()
 
