@@ -15,18 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Log
 from tui_support import DEMO_RUN, FIXED_FACTS, LIVE_RUN, async_test, wait_for, workspace
 
 from aorta_tui.store import lock as lock_module
 from aorta_tui.store import run_list
+from aorta_tui.tui import logs as logs_module
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens import home as home_module
 from aorta_tui.tui.screens import matrix as matrix_module
+from aorta_tui.tui.screens import trial as trial_module
 from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.screens.trial import TrialLogScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
 
 SIZES = [(80, 24), (120, 40)]
@@ -195,5 +198,42 @@ async def test_the_matrix_run_picker_lists_in_a_worker(tmp_path: Path, monkeypat
             assert gate.entered == 1
             gate.opened.set()
             await wait_for(pilot, lambda: isinstance(app.screen, PathPicker), what="the picker")
+    finally:
+        gate.opened.set()
+
+
+@async_test
+async def test_following_a_log_that_hangs_holds_no_key_and_shows_the_new_lines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(logs_module.read_more)
+    monkeypatch.setattr(trial_module, "read_more", gate)
+    monkeypatch.setattr(trial_module, "FOLLOW_S", 0.05)
+    ticks = _count_calls(monkeypatch, TrialLogScreen, "_follow")
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await _grid_ready(pilot, screen)
+            await pilot.press("right")
+            await wait_for(pilot, lambda: screen._selected_view() is not None, what="a trial")
+            await pilot.press("l")
+            await wait_for(pilot, lambda: isinstance(app.screen, TrialLogScreen), what="the logs")
+            logs = app.screen
+            assert isinstance(logs, TrialLogScreen) and logs.trial_dir is not None
+            await wait_for(pilot, lambda: gate.inside == 1, what="the follow read blocked")
+            shown = logs.current
+            await pilot.press("s")
+            assert logs.current != shown, "the key waited for the follow read"
+            seen = len(ticks)
+            await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
+            assert gate.entered == 1
+            with (logs.trial_dir / "stdout.log").open("a") as fh:
+                fh.write("a line written while the read hung\n")
+            gate.opened.set()
+            widget = logs.query_one("#log-stdout-log", Log)
+            await wait_for(pilot, lambda: "a line written while the read hung" in list(widget.lines),
+                           what="the new line")
     finally:
         gate.opened.set()

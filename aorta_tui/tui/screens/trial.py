@@ -12,14 +12,18 @@ from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Log, Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 from aorta_tui.tui.logs import LOG_NAMES, LogText, read_log, read_more, split_budget, tail_lines
 from aorta_tui.tui.matrix_state import TrialView
+from aorta_tui.tui.screens.base import busy
 from aorta_tui.tui.widgets.matrix_grid import fmt_seconds
 
 FOLLOW_S = 1.0  # the logs view checks a running trial's files this often
@@ -122,6 +126,14 @@ def read_result(run_dir: Path, view: TrialView) -> dict[str, Any] | None:
     return read_trial_result(run_dir, view.trial_id)
 
 
+class LogsGrew(Message):
+    """What the follow worker read of each followed log: (name, the log it read, new lines)."""
+
+    def __init__(self, grown: list[tuple[str, LogText, list[str]]]) -> None:
+        super().__init__()
+        self.grown = grown
+
+
 class TrialDetailScreen(ModalScreen[None]):
     """``enter`` on a trial: everything the run recorded about it, then its logs' tails."""
 
@@ -181,6 +193,7 @@ class TrialLogScreen(ModalScreen[None]):
         super().__init__()
         self.view, self.trial_dir, self.shown_dir = view, trial_dir, shown_dir
         self.logs: dict[str, LogText] = {}
+        self._follow_worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="log-box"):
@@ -233,19 +246,33 @@ class TrialLogScreen(ModalScreen[None]):
             self._title()
 
     def _follow(self) -> None:
-        for name, log in self.logs.items():
-            if not log.path.name or self.trial_dir is None:
-                continue
-            more = read_more(log)
-            if more:
-                widget = self.query_one(f"#{_log_id(name)}", Log)
-                at_end = widget.scroll_offset.y >= widget.max_scroll_y
-                if not log.lines:
-                    widget.clear()
-                log.lines.extend(more)
-                widget.write_lines(more)
-                if at_end:
-                    widget.scroll_end(animate=False)
+        """The timer: ask the follow worker for what the trial wrote since the last read."""
+        if self.trial_dir is None or busy(self._follow_worker):
+            return  # no files to follow, or the last read still waits: skip this tick
+        followed = [(name, log) for name, log in self.logs.items() if log.path.name]
+
+        # Why a worker: these are reads of files a running trial writes (on a network
+        # filesystem a read can stall for seconds), once a second; the lines come back in a
+        # LogsGrew message and only the drawing happens on the event loop.
+        def read() -> None:
+            self.post_message(LogsGrew([(name, log, read_more(log)) for name, log in followed]))
+
+        self._follow_worker = self.run_worker(read, thread=True, group="log-follow", exit_on_error=False,
+                                              name="follow logs")
+
+    @on(LogsGrew)
+    def _logs_grew(self, message: LogsGrew) -> None:
+        for name, log, more in message.grown:
+            if not more or self.logs.get(name) is not log:
+                continue  # nothing new, or a reload replaced that log meanwhile
+            widget = self.query_one(f"#{_log_id(name)}", Log)
+            at_end = widget.scroll_offset.y >= widget.max_scroll_y
+            if not log.lines:
+                widget.clear()
+            log.lines.extend(more)
+            widget.write_lines(more)
+            if at_end:
+                widget.scroll_end(animate=False)
         self._title()
 
     def on_tabbed_content_tab_activated(self, _event: TabbedContent.TabActivated) -> None:
