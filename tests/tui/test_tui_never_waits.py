@@ -29,7 +29,7 @@ from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.pickers import PathPicker
-from aorta_tui.tui.screens.trial import TrialLogScreen
+from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
 
 SIZES = [(80, 24), (120, 40)]
@@ -235,5 +235,40 @@ async def test_following_a_log_that_hangs_holds_no_key_and_shows_the_new_lines(
             widget = logs.query_one("#log-stdout-log", Log)
             await wait_for(pilot, lambda: "a line written while the read hung" in list(widget.lines),
                            what="the new line")
+    finally:
+        gate.opened.set()
+
+
+@async_test
+async def test_a_trial_detail_whose_files_hang_opens_at_once_and_fills_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(trial_module.read_result)
+    monkeypatch.setattr(trial_module, "read_result", gate)
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await _grid_ready(pilot, screen)
+            await pilot.press("right")
+            await wait_for(pilot, lambda: screen._selected_view() is not None, what="a trial")
+            view = screen._selected_view()
+            assert view is not None
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, TrialDetailScreen), what="the detail")
+            box = app.screen
+            await wait_for(pilot, lambda: gate.inside == 1, what="result.json's read blocked")
+            facts = box.query_one("#trial-facts-text")
+            assert view.trial_id in str(facts.render())  # the journal's facts, drawn at once
+            assert "directory:" in str(facts.render())
+            assert str(box.query_one("#trial-tail").render()) == ""
+            await pilot.press("l")  # handled while the read hangs
+            assert isinstance(app.screen, TrialLogScreen)
+            await pilot.press("escape")
+            assert app.screen is box
+            gate.opened.set()
+            await wait_for(pilot, lambda: "──" in str(box.query_one("#trial-tail").render()), what="the tail")
+            assert gate.entered == 1  # result.json is read once
     finally:
         gate.opened.set()

@@ -134,6 +134,18 @@ class LogsGrew(Message):
         self.grown = grown
 
 
+class TrialRead(Message):
+    """What the detail's worker read: result.json (when ``with_result``), else the logs' tails
+    in ``budget`` lines (``tail`` None when reading failed)."""
+
+    def __init__(self, budget: int, with_result: bool, result: dict[str, Any] | None, tail: Text | None) -> None:
+        super().__init__()
+        self.budget = budget
+        self.with_result = with_result
+        self.result = result
+        self.tail = tail
+
+
 class TrialDetailScreen(ModalScreen[None]):
     """``enter`` on a trial: everything the run recorded about it, then its logs' tails."""
 
@@ -145,16 +157,19 @@ class TrialDetailScreen(ModalScreen[None]):
     def __init__(self, run_dir: Path, view: TrialView, trial_dir: Path | None, shown_dir: str) -> None:
         super().__init__()
         self.run_dir, self.view, self.trial_dir, self.shown_dir = run_dir, view, trial_dir, shown_dir
+        self._result_read = False  # result.json's detail is read once, before the first tail
+        self._tail_wanted = 0  # the lines the tail pane holds now
+        self._reading = False  # the worker reads; its TrialRead answers
 
     def compose(self) -> ComposeResult:
         with Vertical(id="trial-box"):
             with VerticalScroll(id="trial-facts"):
-                yield Static(self._facts(), id="trial-facts-text")
+                # what the journal said, at once; result.json's detail follows from the worker
+                yield Static(self._facts(None), id="trial-facts-text")
             yield Static("", id="trial-tail")
         yield Footer()
 
-    def _facts(self) -> str:
-        result = read_result(self.run_dir, self.view)
+    def _facts(self, result: dict[str, Any] | None) -> str:
         lines = trial_facts(self.view, result)
         lines.append(f"[dim]directory: {escape(self.shown_dir)}[/dim]")
         lines += timeline_facts(result)  # last: the facts box scrolls, the directory stays in view
@@ -167,8 +182,41 @@ class TrialDetailScreen(ModalScreen[None]):
         self.call_after_refresh(self._show_tail)
 
     def _show_tail(self) -> None:
-        tail = self.query_one("#trial-tail", Static)
-        tail.update(tail_text(self.trial_dir, tail.content_region.height))
+        self._tail_wanted = self.query_one("#trial-tail", Static).content_region.height
+        self._read()
+
+    def _read(self) -> None:
+        if self._reading:
+            return  # the read under way answers first; its handler asks again if need be
+        budget, with_result = self._tail_wanted, not self._result_read
+        self._reading = True
+
+        # Why a worker: result.json and the logs are files in the run directory (a network
+        # filesystem can stall); the box opens at once and fills in when they are read.
+        def read() -> None:
+            result: dict[str, Any] | None = None
+            tail: Text | None = None
+            try:  # result.json first: its facts take rows from the tail, measured after they are drawn
+                if with_result:
+                    result = read_result(self.run_dir, self.view)
+                else:
+                    tail = tail_text(self.trial_dir, budget)
+            finally:  # always answered, so the next read is never held back
+                self.post_message(TrialRead(budget, with_result, result, tail))
+
+        self.run_worker(read, thread=True, group="trial-read", exit_on_error=False, name="read trial")
+
+    @on(TrialRead)
+    def _trial_read(self, message: TrialRead) -> None:
+        self._reading = False
+        if message.with_result:
+            self._result_read = True
+            self.query_one("#trial-facts-text", Static).update(self._facts(message.result))
+            self.call_after_refresh(self._show_tail)  # the rows the facts left, now they are drawn
+        elif message.budget != self._tail_wanted:
+            self._read()  # resized meanwhile
+        elif message.tail is not None:
+            self.query_one("#trial-tail", Static).update(message.tail)
 
     def action_logs(self) -> None:
         self.app.push_screen(TrialLogScreen(self.view, self.trial_dir, self.shown_dir))
