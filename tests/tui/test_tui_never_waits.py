@@ -22,6 +22,7 @@ from aorta_tui.store import lock as lock_module
 from aorta_tui.store import run_list
 from aorta_tui.tui import logs as logs_module
 from aorta_tui.tui.app import AortaApp
+from aorta_tui.tui.screens import env_diff as env_diff_module
 from aorta_tui.tui.screens import home as home_module
 from aorta_tui.tui.screens import matrix as matrix_module
 from aorta_tui.tui.screens import trial as trial_module
@@ -270,5 +271,38 @@ async def test_a_trial_detail_whose_files_hang_opens_at_once_and_fills_in(
             gate.opened.set()
             await wait_for(pilot, lambda: "──" in str(box.query_one("#trial-tail").render()), what="the tail")
             assert gate.entered == 1  # result.json is read once
+    finally:
+        gate.opened.set()
+
+
+@pytest.mark.parametrize("screen_key", ["5", "6"])  # the env diff's and the policy screen's o
+@async_test
+async def test_a_picker_whose_listing_hangs_holds_no_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, screen_key: str) -> None:
+    ws = workspace(tmp_path)
+    if screen_key == "5":
+        gate = Gate(env_diff_module.find_snapshots)
+        monkeypatch.setattr(env_diff_module, "find_snapshots", gate)
+    else:  # the policy screen globs for its reports: only that glob waits
+        gate = Gate(Path.glob)
+        real_glob = Path.glob
+
+        def glob(self: Path, pattern: str, *args: Any, **kwargs: Any) -> Any:
+            return (gate if pattern.startswith("aorta-policy/") else real_glob)(self, pattern, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "glob", glob)
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="envdiff" if screen_key == "5" else "policy",
+                   machine_facts=FIXED_FACTS)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = app.screen
+            await pilot.press("escape", "o")
+            await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen), "the key waited for the listing"
+            await pilot.press("escape", "o")  # o again while it lists: no second listing
+            assert app.screen is screen and gate.entered == 1
+            gate.opened.set()
+            await wait_for(pilot, lambda: isinstance(app.screen, PathPicker), what="the picker")
     finally:
         gate.opened.set()

@@ -271,8 +271,12 @@ class EnvDiffScreen(AortaScreen):
                     markup=False)
 
     def action_pick(self) -> None:
+        cwd, output_dir = self.aorta.cwd, self.aorta.output_dir
+        # in a worker: globs every run's env/ under the output directory
+        self.pick_after_listing("snapshots", lambda: find_snapshots(cwd, output_dir), self._pick_from)
+
+    def _pick_from(self, candidates: list[Path]) -> None:
         cwd = self.aorta.cwd
-        candidates = find_snapshots(cwd, self.aorta.output_dir)
 
         def chosen(paths: list[Path] | None) -> None:
             if paths and len(paths) >= 2:

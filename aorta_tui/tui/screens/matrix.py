@@ -61,14 +61,6 @@ class TailRead(Message):
         self.tail = tail
 
 
-class RunsListed(Message):
-    """The runs in the output directory, listed by a worker for the ``o`` picker."""
-
-    def __init__(self, runs: list[Path]) -> None:
-        super().__init__()
-        self.runs = runs
-
-
 class MatrixScreen(EngineBridge, AortaScreen):
     TITLE_TEXT = "Matrix"
     MAIN_WIDGET = "#matrix-grid"
@@ -99,7 +91,6 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self.events_seen = 0
         self._per_node: tuple[Path, str] | None = None  # a finished Slurm run's per-node line
         self._probe_worker: Worker[None] | None = None
-        self._runs_worker: Worker[None] | None = None
         # The detail pane's log tail: what it should show (trial directory, lines), and
         # whether the tail worker is reading one now (it answers with TailRead).
         self._tail_wanted: tuple[Path | None, int] | None = None
@@ -364,28 +355,19 @@ class MatrixScreen(EngineBridge, AortaScreen):
     # --- commands ------------------------------------------------------------------------
 
     def action_open_run(self) -> None:
-        if busy(self._runs_worker):
-            return  # the picker opens when the listing under way is done
         output_dir = self.aorta.output_dir
 
-        # Why a worker: listing the runs parses every run's journal whole (many runs, or a
-        # slow filesystem, take seconds); the picker opens when the list comes back.
-        def list_them() -> None:
+        def list_them() -> list[Path]:  # in a worker: parses every run's journal whole
             from aorta_tui.store.run_list import list_runs
 
-            self.post_message(RunsListed([Path(info.path) for info in list_runs(output_dir)]))
+            return [Path(info.path) for info in list_runs(output_dir)]
 
-        self._runs_worker = self.run_worker(list_them, thread=True, group="list-runs", exit_on_error=False,
-                                            name="list runs")
-
-    @on(RunsListed)
-    def _runs_listed(self, message: RunsListed) -> None:
         def chosen(paths: list[Path] | None) -> None:
             if paths:
                 self.open_run(paths[0])
 
-        if self.is_current:  # not over another screen the user went to meanwhile
-            self.app.push_screen(PathPicker("Open a run directory", message.runs), chosen)
+        self.pick_after_listing("runs", list_them, lambda runs: self.app.push_screen(
+            PathPicker("Open a run directory", runs), chosen))
 
     def action_cancel_run(self) -> None:
         if self.run_dir is None:
