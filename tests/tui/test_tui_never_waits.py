@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Log
+from textual.widgets import DataTable, Input, Log
 from tui_support import DEMO_RUN, FIXED_FACTS, LIVE_RUN, async_test, wait_for, workspace
 
 from aorta_tui.store import lock as lock_module
@@ -25,6 +25,7 @@ from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens import env_diff as env_diff_module
 from aorta_tui.tui.screens import home as home_module
 from aorta_tui.tui.screens import matrix as matrix_module
+from aorta_tui.tui.screens import recipe_editor as recipe_editor_module
 from aorta_tui.tui.screens import trial as trial_module
 from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
@@ -180,30 +181,6 @@ async def test_a_run_listing_that_hangs_holds_no_key_and_ticks_start_no_second_o
 
 
 @async_test
-async def test_the_matrix_run_picker_lists_in_a_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = workspace(tmp_path)
-    gate = Gate(run_list.list_runs)
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    try:
-        async with app.run_test(size=(80, 24)) as pilot:
-            screen = app.screen
-            assert isinstance(screen, MatrixScreen)
-            await _grid_ready(pilot, screen)
-            monkeypatch.setattr(run_list, "list_runs", gate)
-            await pilot.press("o")
-            await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
-            grid = screen.query_one(MatrixGrid)
-            before = grid.cursor_coordinate
-            await pilot.press("right", "o")  # o again while it lists: no second listing
-            assert grid.cursor_coordinate != before and app.screen is screen
-            assert gate.entered == 1
-            gate.opened.set()
-            await wait_for(pilot, lambda: isinstance(app.screen, PathPicker), what="the picker")
-    finally:
-        gate.opened.set()
-
-
-@async_test
 async def test_following_a_log_that_hangs_holds_no_key_and_shows_the_new_lines(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = workspace(tmp_path)
@@ -275,14 +252,17 @@ async def test_a_trial_detail_whose_files_hang_opens_at_once_and_fills_in(
         gate.opened.set()
 
 
-@pytest.mark.parametrize("screen_key", ["5", "6"])  # the env diff's and the policy screen's o
-@async_test
-async def test_a_picker_whose_listing_hangs_holds_no_key(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, screen_key: str) -> None:
-    ws = workspace(tmp_path)
-    if screen_key == "5":
+def _gate_listing(monkeypatch: pytest.MonkeyPatch, screen: str) -> Gate:
+    """A gate on what ``screen``'s picker lists its candidates with."""
+    if screen == "matrix":
+        gate = Gate(run_list.list_runs)
+        monkeypatch.setattr(run_list, "list_runs", gate)
+    elif screen == "envdiff":
         gate = Gate(env_diff_module.find_snapshots)
         monkeypatch.setattr(env_diff_module, "find_snapshots", gate)
+    elif screen == "recipe":
+        gate = Gate(recipe_editor_module.find_recipes)
+        monkeypatch.setattr(recipe_editor_module, "find_recipes", gate)
     else:  # the policy screen globs for its reports: only that glob waits
         gate = Gate(Path.glob)
         real_glob = Path.glob
@@ -291,18 +271,32 @@ async def test_a_picker_whose_listing_hangs_holds_no_key(
             return (gate if pattern.startswith("aorta-policy/") else real_glob)(self, pattern, *args, **kwargs)
 
         monkeypatch.setattr(Path, "glob", glob)
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="envdiff" if screen_key == "5" else "policy",
-                   machine_facts=FIXED_FACTS)
+    return gate
+
+
+@pytest.mark.parametrize(("screen", "keys"), [("matrix", ("o",)), ("envdiff", ("escape", "o")),
+                                              ("policy", ("escape", "o")), ("recipe", ("ctrl+o",))])
+@async_test
+async def test_a_picker_opens_at_once_and_takes_keys_while_its_listing_hangs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, screen: str, keys: tuple[str, ...]) -> None:
+    ws = workspace(tmp_path)
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen=screen, machine_facts=FIXED_FACTS,
+                   start_run=ws / "aorta-out" / DEMO_RUN if screen == "matrix" else None)
+    gate = _gate_listing(monkeypatch, screen)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            screen = app.screen
-            await pilot.press("escape", "o")
+            await pilot.pause()
+            await pilot.press(*keys)
+            picker = app.screen
+            assert isinstance(picker, PathPicker)  # at once: the keys after o land in it
             await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
-            await pilot.press("question_mark")
-            assert isinstance(app.screen, HelpScreen), "the key waited for the listing"
-            await pilot.press("escape", "o")  # o again while it lists: no second listing
-            assert app.screen is screen and gate.entered == 1
+            await pilot.press(*"aorta")  # typed while the listing hangs
+            assert picker.query_one("#picker-path", Input).value == "aorta"
+            assert picker.listing and gate.entered == 1
             gate.opened.set()
-            await wait_for(pilot, lambda: isinstance(app.screen, PathPicker), what="the picker")
+            await wait_for(pilot, lambda: not picker.listing, what="the list filled in")
+            assert picker.query_one("#picker-path", Input).value == "aorta"  # kept
+            if screen == "matrix":  # both runs of the workspace, under aorta-out/
+                assert len(picker._shown) == 2
     finally:
         gate.opened.set()

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from textual import on
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
@@ -25,17 +22,6 @@ def busy(worker: Worker[Any] | None) -> bool:
     return worker is not None and worker.state in (WorkerState.PENDING, WorkerState.RUNNING)
 
 
-class PathsListed(Message):
-    """Paths a worker listed for a picker; ``show`` opens the picker on them (event loop)."""
-
-    bubble = False
-
-    def __init__(self, paths: list[Path], show: Callable[[list[Path]], object]) -> None:
-        super().__init__()
-        self.paths = paths
-        self.show = show
-
-
 class AortaScreen(Screen):
     """A full screen of the app. Subclasses implement ``compose_body`` and their commands."""
 
@@ -49,10 +35,6 @@ class AortaScreen(Screen):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.AUTO_FOCUS = cls.MAIN_WIDGET or "*"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._listing: dict[str, Worker[None]] = {}  # per picker, the worker listing its paths
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="≡")
@@ -78,28 +60,6 @@ class AortaScreen(Screen):
         except RuntimeError as exc:
             if "not running" not in str(exc):  # only "the app exited meanwhile" is expected
                 raise
-
-    def pick_after_listing(self, name: str, list_paths: Callable[[], list[Path]],
-                           show: Callable[[list[Path]], object]) -> None:
-        """``list_paths()`` in a worker thread, then ``show(paths)`` on the event loop.
-
-        Why a worker: a picker's candidates come from walking directories (every run's
-        journal, every run's env snapshots), which takes seconds on many runs or a stalled
-        filesystem; the picker opens when they are listed. Asked again while listing: ignored.
-        """
-        if busy(self._listing.get(name)):
-            return
-
-        def listing() -> None:
-            self.post_message(PathsListed(list_paths(), show))
-
-        self._listing[name] = self.run_worker(listing, thread=True, group=f"list-{name}", exit_on_error=False,
-                                              name=f"list {name}")
-
-    @on(PathsListed)
-    def _paths_listed(self, message: PathsListed) -> None:
-        if self.is_current:  # not over a screen the user went to meanwhile
-            message.show(message.paths)
 
     def action_focus_main(self) -> None:
         if self.MAIN_WIDGET:

@@ -272,11 +272,6 @@ class EnvDiffScreen(AortaScreen):
 
     def action_pick(self) -> None:
         cwd, output_dir = self.aorta.cwd, self.aorta.output_dir
-        # in a worker: globs every run's env/ under the output directory
-        self.pick_after_listing("snapshots", lambda: find_snapshots(cwd, output_dir), self._pick_from)
-
-    def _pick_from(self, candidates: list[Path]) -> None:
-        cwd = self.aorta.cwd
 
         def chosen(paths: list[Path] | None) -> None:
             if paths and len(paths) >= 2:
@@ -287,8 +282,8 @@ class EnvDiffScreen(AortaScreen):
 
         self.app.push_screen(
             PathPicker("Pick snapshot A, then B (type a path or move onto one; enter picks, esc cancels)",
-                       candidates, pick=2, base=cwd, distinct=True, validate=snapshot_problem,
-                       labels=[self.display_path(p) for p in candidates]),
+                       lambda: find_snapshots(cwd, output_dir),  # in the picker's worker: globs every run's env/
+                       pick=2, base=cwd, distinct=True, validate=snapshot_problem, labels=self.display_path),
             chosen,
         )
 

@@ -357,7 +357,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
     def action_open_run(self) -> None:
         output_dir = self.aorta.output_dir
 
-        def list_them() -> list[Path]:  # in a worker: parses every run's journal whole
+        def list_them() -> list[Path]:  # the picker's worker: parses every run's journal whole
             from aorta_tui.store.run_list import list_runs
 
             return [Path(info.path) for info in list_runs(output_dir)]
@@ -366,8 +366,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
             if paths:
                 self.open_run(paths[0])
 
-        self.pick_after_listing("runs", list_them, lambda runs: self.app.push_screen(
-            PathPicker("Open a run directory", runs), chosen))
+        self.app.push_screen(PathPicker("Open a run directory", list_them), chosen)
 
     def action_cancel_run(self) -> None:
         if self.run_dir is None:

@@ -207,10 +207,9 @@ class PolicyScreen(EngineBridge, AortaScreen):
             if paths:
                 self.load_report(paths[0])
 
-        # the glob in a worker: a directory walk
-        self.pick_after_listing("reports", lambda: sorted(cwd.glob("aorta-policy/*/policy.json"), reverse=True),
-                                lambda found: self.app.push_screen(
-                                    PathPicker("Open a policy report (policy.json or its run dir)", found), chosen))
+        self.app.push_screen(PathPicker(  # the glob runs in the picker's worker: a directory walk
+            "Open a policy report (policy.json or its run dir)",
+            lambda: sorted(cwd.glob("aorta-policy/*/policy.json"), reverse=True)), chosen)
 
     def action_focus_form(self) -> None:
         self.query_one("#pol-workload", Input).focus()
