@@ -300,3 +300,26 @@ async def test_a_picker_opens_at_once_and_takes_keys_while_its_listing_hangs(
                 assert len(picker._shown) == 2
     finally:
         gate.opened.set()
+
+
+@async_test
+async def test_a_picker_whose_listing_fails_says_so_and_still_takes_a_typed_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+
+    def broken(output_dir: Path) -> list[run_list.RunInfo]:
+        raise OSError(5, "Input/output error", str(output_dir))
+
+    monkeypatch.setattr(run_list, "list_runs", broken)
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        await pilot.press("o")
+        picker = app.screen
+        assert isinstance(picker, PathPicker)
+        await wait_for(pilot, lambda: not picker.listing, what="the listing's end")
+        assert "listing failed: OSError" in picker.message and "Input/output error" in picker.message
+        await pilot.press(*f"aorta-out/{LIVE_RUN}", "enter")
+        await wait_for(pilot, lambda: app.screen is screen and screen.run_dir is not None
+                       and screen.run_dir.name == Path(LIVE_RUN).name, what="the typed run opened")

@@ -30,13 +30,14 @@ Labeller = Callable[[Path], str]  # how a candidate is shown
 
 
 class CandidatesListed(Message):
-    """The candidates the picker's worker listed."""
+    """The candidates the picker's worker listed (``error``: why it listed none)."""
 
     bubble = False
 
-    def __init__(self, candidates: list[Path]) -> None:
+    def __init__(self, candidates: list[Path], error: str = "") -> None:
         super().__init__()
         self.candidates = candidates
+        self.error = error
 
 
 class PathPicker(ModalScreen[list[Path] | None]):
@@ -59,7 +60,7 @@ class PathPicker(ModalScreen[list[Path] | None]):
         self._label_of = labels if callable(labels) else str
         candidates = [] if callable(candidates) else candidates
         self._candidates = candidates
-        self._labels = labels if isinstance(labels, list) else [self._label_of(p) for p in candidates]
+        self._labels = labels if isinstance(labels, list) and labels else [self._label_of(p) for p in candidates]
         self._pick = pick
         self._base = base
         self._distinct = distinct
@@ -84,7 +85,12 @@ class PathPicker(ModalScreen[list[Path] | None]):
             # Why a worker: the candidates come from walking directories (every run's journal
             # or env/), seconds on many runs or a stalled filesystem; CandidatesListed brings them.
             def listing() -> None:
-                self.post_message(CandidatesListed(lister()))
+                try:
+                    found = lister()
+                except Exception as exc:  # shown in the picker (a typed path still works)
+                    self.post_message(CandidatesListed([], f"listing failed: {type(exc).__name__}: {exc}"))
+                    raise
+                self.post_message(CandidatesListed(found))
 
             self.run_worker(listing, thread=True, group="picker-list", exit_on_error=False, name="list candidates")
 
@@ -94,6 +100,8 @@ class PathPicker(ModalScreen[list[Path] | None]):
         self._candidates = message.candidates
         self._labels = [self._label_of(p) for p in message.candidates]
         self._fill(self.query_one("#picker-path", Input).value)
+        if message.error:
+            self._say(message.error, error=True)
 
     @property
     def listing(self) -> bool:
