@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from aorta_tui.tui.host import AortaHost
 
 
+def busy(worker: Worker[Any] | None) -> bool:
+    """Whether ``worker`` has not finished. A thread worker cannot be stopped (cancelling one
+    only marks it), so a timer that started one per tick behind a read that hangs would pile
+    threads up: a tick that finds its last worker busy is skipped, the next one asks again."""
+    return worker is not None and worker.state in (WorkerState.PENDING, WorkerState.RUNNING)
+
+
 class AortaScreen(Screen):
     """A full screen of the app. Subclasses implement ``compose_body`` and their commands."""
 

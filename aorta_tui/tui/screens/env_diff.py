@@ -271,8 +271,7 @@ class EnvDiffScreen(AortaScreen):
                     markup=False)
 
     def action_pick(self) -> None:
-        cwd = self.aorta.cwd
-        candidates = find_snapshots(cwd, self.aorta.output_dir)
+        cwd, output_dir = self.aorta.cwd, self.aorta.output_dir
 
         def chosen(paths: list[Path] | None) -> None:
             if paths and len(paths) >= 2:
@@ -283,8 +282,8 @@ class EnvDiffScreen(AortaScreen):
 
         self.app.push_screen(
             PathPicker("Pick snapshot A, then B (type a path or move onto one; enter picks, esc cancels)",
-                       candidates, pick=2, base=cwd, distinct=True, validate=snapshot_problem,
-                       labels=[self.display_path(p) for p in candidates]),
+                       lambda: find_snapshots(cwd, output_dir),  # in the picker's worker: globs every run's env/
+                       pick=2, base=cwd, distinct=True, validate=snapshot_problem, labels=self.display_path),
             chosen,
         )
 

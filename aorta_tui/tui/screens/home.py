@@ -10,13 +10,18 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.reactive import var
 from textual.widgets import DataTable, Static
+from textual.worker import Worker
 
 from aorta_tui.tui.machine import MachineFacts, gather_machine_facts
 from aorta_tui.tui.recipe_files import find_recipes
-from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.base import AortaScreen, busy
 
 LIST_EVERY_S = 3.0
+
+# What Home lists: (run directory, its row's cells) per run, a note on the runs, the recipes.
+Listing = tuple[list[tuple[Path, tuple[str, ...]]], str, list[Path]]
 
 NAV_ITEMS = (("1", "home"), ("2", "recipe editor"), ("3", "matrix"), ("4", "trace monitor"),
              ("5", "env diff"), ("6", "policy"), ("?", "help"), ("ctrl+p", "commands"), ("ctrl+q", "quit"))
@@ -51,6 +56,11 @@ class HomeScreen(AortaScreen):
         Binding("shift+tab", "next_pane", "Previous pane", show=False, priority=True),
     ]
 
+    # The newest listing (None before the first). Reactive: the tables are drawn by its
+    # watcher, and only when it changed (a var compares old and new), so a re-list that found
+    # nothing new keeps the tables and their cursors as they are.
+    listing: var[Listing | None] = var(None, init=False)
+
     def compose_body(self) -> ComposeResult:
         with Vertical(id="home"):
             # laid out for the terminal from the first frame (on_resize keeps it so)
@@ -72,23 +82,32 @@ class HomeScreen(AortaScreen):
         recipes.add_columns("recipe")
         self._run_paths: list[Path] = []
         self._recipe_paths: list[Path] = []
+        self._list_worker: Worker[None] | None = None
+        self._facts_worker: Worker[None] | None = None
         # After the first frame: gathering facts must not delay it (nor compete for the GIL).
         self.call_after_refresh(self.action_refresh)
         # Run states change (a sweep finishes, another starts): re-list while Home is shown.
         self.set_interval(LIST_EVERY_S, self._relist)
 
     def _relist(self) -> None:
-        if self.is_current:
-            self.run_worker(self._list_runs_if_changed, thread=True, exit_on_error=False, name="list runs",
-                            group="list", exclusive=True)
+        if self.is_current and not busy(self._list_worker):  # a listing still under way: skip this tick
+            # Why a worker: listing stats every run's journal (and parses the changed ones)
+            # and walks for recipes; the tables are drawn when the listing comes back.
+            self._list_worker = self.run_worker(self._list_runs_if_changed, thread=True, exit_on_error=False,
+                                                name="list runs", group="list")
 
     def action_refresh(self) -> None:
         if self.aorta.fixed_machine_facts is not None:
             self._show_facts(self.aorta.fixed_machine_facts)
-        else:
-            self.run_worker(self._gather_facts, thread=True, exit_on_error=False, name="machine facts")
-        self.run_worker(self._list_everything, thread=True, exit_on_error=False, name="list runs",
-                        group="list", exclusive=True)
+        elif not busy(self._facts_worker):
+            # Why a worker: the facts come from sysfs, nvidia-smi and bpftrace (subprocesses
+            # with timeouts of seconds). ``r`` while they (or a listing) run asks nothing twice.
+            self._facts_worker = self.run_worker(self._gather_facts, thread=True, exit_on_error=False,
+                                                 name="machine facts")
+        if not busy(self._list_worker):  # the listing under way answers (the timer lists again)
+            # Why a worker: a full listing parses every journal and walks for recipes.
+            self._list_worker = self.run_worker(self._list_everything, thread=True, exit_on_error=False,
+                                                name="list runs", group="list")
 
     def _gather_facts(self) -> None:
         facts = gather_machine_facts()
@@ -110,7 +129,7 @@ class HomeScreen(AortaScreen):
         from aorta_tui.store.naming import JOURNAL
 
         signature = _journal_signature(self.aorta.output_dir, JOURNAL)
-        last = getattr(self, "_last_listing", None)
+        last = self.listing  # read here, set only on the event loop
         if (
             signature is not None
             and signature == getattr(self, "_journals_seen", None)
@@ -143,10 +162,12 @@ class HomeScreen(AortaScreen):
     def _show_lists(
         self, runs_rows: list[tuple[Path, tuple[str, ...]]], runs_note: str, recipes: list[Path]
     ) -> None:
-        listing = (runs_rows, runs_note, recipes)
-        if listing == getattr(self, "_last_listing", None):
-            return  # nothing changed: keep the tables (and their cursors) as they are
-        self._last_listing = listing
+        self.listing = (runs_rows, runs_note, recipes)
+
+    def watch_listing(self, listing: Listing | None) -> None:
+        if listing is None:
+            return
+        runs_rows, runs_note, recipes = listing
         runs = self.query_one("#runs", DataTable)
         selected = self._run_paths[runs.cursor_row] if self._run_paths and runs.cursor_row < len(self._run_paths) else None
         runs.clear()

@@ -17,11 +17,12 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import var
 from textual.widgets import Static
+from textual.worker import Worker
 
 from aorta_tui.core.events import Event
 from aorta_tui.tui.bridge import EngineBridge, JournalFailed, JournalGrew, PendingEvents
 from aorta_tui.tui.matrix_state import MatrixState, TrialView
-from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.base import AortaScreen, busy
 from aorta_tui.tui.screens.bundle_review import BundleReviewScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
 from aorta_tui.tui.screens.pickers import PathPicker
@@ -47,6 +48,17 @@ class OrchestratorProbed(Message):
         super().__init__()
         self.run_dir = run_dir
         self.alive = alive
+
+
+class TailRead(Message):
+    """The last ``budget`` lines of a trial's logs, read by the tail worker (``tail`` is None
+    when reading failed: the worker's error is shown as a notification)."""
+
+    def __init__(self, trial_dir: Path | None, budget: int, tail: Text | None) -> None:
+        super().__init__()
+        self.trial_dir = trial_dir
+        self.budget = budget
+        self.tail = tail
 
 
 class MatrixScreen(EngineBridge, AortaScreen):
@@ -78,6 +90,11 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self._dirty = False
         self.events_seen = 0
         self._per_node: tuple[Path, str] | None = None  # a finished Slurm run's per-node line
+        self._probe_worker: Worker[None] | None = None
+        # The detail pane's log tail: what it should show (trial directory, lines), and
+        # whether the tail worker is reading one now (it answers with TailRead).
+        self._tail_wanted: tuple[Path | None, int] | None = None
+        self._tail_reading = False
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="matrix"):
@@ -96,11 +113,15 @@ class MatrixScreen(EngineBridge, AortaScreen):
             return
         view = self._selected_view()
         if view is not None and view.state == "running":
-            self._show_detail()  # its logs grow while it runs
-        # the lock probe may wait on a dying holder (0.2 s): a worker thread asks, the answer
-        # comes back as a message, and the event loop never waits on it
-        self.run_worker(lambda: self._probe_lock(self.run_dir), thread=True, exclusive=True,
-                        group="lock-probe", exit_on_error=False, name="lock probe")
+            self._show_detail()  # its logs grow while it runs (the tail worker reads them)
+        if busy(self._probe_worker):
+            return  # the last probe still waits: one at a time, never a pile of threads
+        # Why a worker: the lock probe may wait on a dying holder (0.2 s) or a stalled
+        # filesystem; a worker thread asks, the answer comes back as a message
+        # (OrchestratorProbed), and the event loop never waits on it.
+        run_dir = self.run_dir
+        self._probe_worker = self.run_worker(lambda: self._probe_lock(run_dir), thread=True, group="lock-probe",
+                                             exit_on_error=False, name="lock probe")
 
     def _probe_lock(self, run_dir: Path | None) -> None:
         from aorta_tui.store.lock import lock_holder
@@ -253,25 +274,61 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self.call_after_refresh(self._show_detail)  # the tail takes the height there is
 
     def _show_detail(self) -> None:
+        """Ask for the selected trial's detail: its facts are in memory, its logs' tails are
+        read by the tail worker; the pane is drawn, facts and tail together, when it answers."""
         view = self._selected_view()
         detail = self.query_one("#trial-detail", Static)
         if view is None:
+            self._tail_wanted = None
             detail.update("move onto a trial to see its detectors, exit status and log tail "
                           "(enter: detail, l: full logs)")
             return
-        detail.update(self._detail_text(view, detail.content_region.height))
+        # the tail takes every row the facts leave: a larger terminal shows more
+        budget = max(0, detail.content_region.height - len(self._facts(view)))
+        self._tail_wanted = (self._trial_dir(view), budget)
+        self._read_tail()
+
+    def _read_tail(self) -> None:
+        if self._tail_wanted is None or self._tail_reading:
+            return  # the read under way answers first; its handler asks again for what is wanted
+        trial_dir, budget = self._tail_wanted
+        self._tail_reading = True
+
+        # Why a worker: the tails are file reads in the run directory (a network filesystem
+        # can stall), asked on every cursor move and every second for a running trial. One
+        # read at a time; the newest request wins (see _tail_read).
+        def read() -> None:
+            tail: Text | None = None
+            try:
+                tail = tail_text(trial_dir, budget)
+            finally:  # always answered, so the next read is never held back
+                self.post_message(TailRead(trial_dir, budget, tail))
+
+        self.run_worker(read, thread=True, group="log-tail", exit_on_error=False, name="log tail")
+
+    @on(TailRead)
+    def _tail_read(self, message: TailRead) -> None:
+        self._tail_reading = False
+        if (message.trial_dir, message.budget) != self._tail_wanted:
+            self._read_tail()  # the cursor moved (or the pane resized) meanwhile
+            return
+        view = self._selected_view()
+        if view is not None and message.tail is not None and self._trial_dir(view) == message.trial_dir:
+            self.query_one("#trial-detail", Static).update(self._detail_text(view, message.tail))
 
     def _trial_dir(self, view: TrialView) -> Path | None:
         return self.state.trial_path(view) if self.state is not None else None
 
-    def _detail_text(self, view: TrialView, height: int) -> Text:
+    @staticmethod
+    def _facts(view: TrialView) -> list[str]:
+        return trial_facts(view, None)[:3]
+
+    def _detail_text(self, view: TrialView, tail: Text) -> Text:
         """The trial's facts (one line each, cut at the width), then its logs' tails in every
-        row left: the pane is as tall as the grid leaves it, so a larger terminal shows more."""
-        facts = trial_facts(view, None)[:3]
+        row left."""
         text = Text(no_wrap=True, overflow="ellipsis")
-        for i, line in enumerate(facts):
+        for i, line in enumerate(self._facts(view)):
             text.append_text(Text.from_markup(("\n" if i else "") + line))
-        tail = tail_text(self._trial_dir(view), max(0, height - len(facts)))
         if tail:
             text.append("\n")
             text.append_text(tail)
@@ -298,14 +355,18 @@ class MatrixScreen(EngineBridge, AortaScreen):
     # --- commands ------------------------------------------------------------------------
 
     def action_open_run(self) -> None:
+        output_dir = self.aorta.output_dir
+
+        def list_them() -> list[Path]:  # the picker's worker: parses every run's journal whole
+            from aorta_tui.store.run_list import list_runs
+
+            return [Path(info.path) for info in list_runs(output_dir)]
+
         def chosen(paths: list[Path] | None) -> None:
             if paths:
                 self.open_run(paths[0])
 
-        from aorta_tui.store.run_list import list_runs
-
-        candidates = [Path(info.path) for info in list_runs(self.aorta.output_dir)]
-        self.app.push_screen(PathPicker("Open a run directory", candidates), chosen)
+        self.app.push_screen(PathPicker("Open a run directory", list_them), chosen)
 
     def action_cancel_run(self) -> None:
         if self.run_dir is None:

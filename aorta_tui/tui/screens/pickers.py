@@ -4,6 +4,10 @@ The path field always has the focus, so typing goes there; up/down move the high
 list, and enter takes the typed path when it exists, else the highlighted entry. A picker of
 several paths can refuse the same file twice (``distinct``), and ``validate`` checks a path
 only when it is picked (listing never opens the files), its message shown in the picker.
+
+Candidates given as a function are listed by a worker thread (they come from walking
+directories): the picker opens at once, so the keys typed after the one that opened it land
+in its path field, and the list fills in when the walk is done.
 """
 
 from __future__ import annotations
@@ -12,15 +16,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.markup import escape
-from textual import events
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 Validator = Callable[[Path], "str | None"]  # an error message, or None when the path will do
+Labeller = Callable[[Path], str]  # how a candidate is shown
+
+
+class CandidatesListed(Message):
+    """The candidates the picker's worker listed (``error``: why it listed none)."""
+
+    bubble = False
+
+    def __init__(self, candidates: list[Path], error: str = "") -> None:
+        super().__init__()
+        self.candidates = candidates
+        self.error = error
 
 
 class PathPicker(ModalScreen[list[Path] | None]):
@@ -32,13 +49,18 @@ class PathPicker(ModalScreen[list[Path] | None]):
         Binding("pagedown", "move(10)", "Page down", show=False),
     ]
 
-    def __init__(self, title: str, candidates: list[Path], *, pick: int = 1, base: Path | None = None,
-                 distinct: bool = False, validate: Validator | None = None,
-                 labels: list[str] | None = None) -> None:
+    def __init__(self, title: str, candidates: list[Path] | Callable[[], list[Path]], *, pick: int = 1,
+                 base: Path | None = None, distinct: bool = False, validate: Validator | None = None,
+                 labels: list[str] | Labeller | None = None) -> None:
+        """``candidates``: the paths, or a function that lists them (run in a worker thread);
+        ``labels``: how each is shown (a list, or a function of the path), else the path."""
         super().__init__()
         self._title = title
+        self._lister = candidates if callable(candidates) else None
+        self._label_of = labels if callable(labels) else str
+        candidates = [] if callable(candidates) else candidates
         self._candidates = candidates
-        self._labels = labels or [str(p) for p in candidates]
+        self._labels = labels if isinstance(labels, list) and labels else [self._label_of(p) for p in candidates]
         self._pick = pick
         self._base = base
         self._distinct = distinct
@@ -57,6 +79,34 @@ class PathPicker(ModalScreen[list[Path] | None]):
     def on_mount(self) -> None:
         self._fill("")
         self.query_one("#picker-path", Input).focus()
+        if self._lister is not None:
+            lister = self._lister
+
+            # Why a worker: the candidates come from walking directories (every run's journal
+            # or env/), seconds on many runs or a stalled filesystem; CandidatesListed brings them.
+            def listing() -> None:
+                try:
+                    found = lister()
+                except Exception as exc:  # shown in the picker (a typed path still works)
+                    self.post_message(CandidatesListed([], f"listing failed: {type(exc).__name__}: {exc}"))
+                    raise
+                self.post_message(CandidatesListed(found))
+
+            self.run_worker(listing, thread=True, group="picker-list", exit_on_error=False, name="list candidates")
+
+    @on(CandidatesListed)
+    def _candidates_listed(self, message: CandidatesListed) -> None:
+        self._lister = None
+        self._candidates = message.candidates
+        self._labels = [self._label_of(p) for p in message.candidates]
+        self._fill(self.query_one("#picker-path", Input).value)
+        if message.error:
+            self._say(message.error, error=True)
+
+    @property
+    def listing(self) -> bool:
+        """Whether the worker is still listing the candidates."""
+        return self._lister is not None
 
     # --- the list ------------------------------------------------------------------------
 
@@ -72,6 +122,8 @@ class PathPicker(ModalScreen[list[Path] | None]):
             options.highlighted = 0
         elif self._candidates:
             options.add_option(Option("(no listed file matches: enter takes the typed path)", disabled=True))
+        elif self._lister is not None:
+            options.add_option(Option("(listing what is nearby…: or type a path above)", disabled=True))
         else:
             options.add_option(Option("(nothing found nearby: type a path above)", disabled=True))
 

@@ -201,13 +201,15 @@ class PolicyScreen(EngineBridge, AortaScreen):
         self.show_report(report, str(path))
 
     def action_open_report(self) -> None:
-        found = sorted(self.aorta.cwd.glob("aorta-policy/*/policy.json"), reverse=True)
+        cwd = self.aorta.cwd
 
         def chosen(paths: list[Path] | None) -> None:
             if paths:
                 self.load_report(paths[0])
 
-        self.app.push_screen(PathPicker("Open a policy report (policy.json or its run dir)", found), chosen)
+        self.app.push_screen(PathPicker(  # the glob runs in the picker's worker: a directory walk
+            "Open a policy report (policy.json or its run dir)",
+            lambda: sorted(cwd.glob("aorta-policy/*/policy.json"), reverse=True)), chosen)
 
     def action_focus_form(self) -> None:
         self.query_one("#pol-workload", Input).focus()

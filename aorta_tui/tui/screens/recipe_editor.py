@@ -244,15 +244,15 @@ class RecipeEditorScreen(AortaScreen):
 
     def action_open(self) -> None:
         cwd = self.aorta.cwd
-        found = find_recipes(cwd)
 
         def chosen(paths: list[Path] | None) -> None:
             if paths:
                 self.request_open(paths[0], create=True)
 
         self.app.push_screen(PathPicker(
-            "Open a recipe (a new file name creates it on ctrl+s)", found, base=cwd,
-            validate=recipe_open_problem, labels=[self.display_path(p) for p in found]), chosen)
+            "Open a recipe (a new file name creates it on ctrl+s)",
+            lambda: find_recipes(cwd),  # in the picker's worker: walks ./ and ./recipes
+            base=cwd, validate=recipe_open_problem, labels=self.display_path), chosen)
 
     def _show_file_line(self) -> None:
         if self.path is None:

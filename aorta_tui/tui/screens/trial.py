@@ -12,14 +12,18 @@ from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Log, Static, TabbedContent, TabPane
+from textual.worker import Worker
 
 from aorta_tui.tui.logs import LOG_NAMES, LogText, read_log, read_more, split_budget, tail_lines
 from aorta_tui.tui.matrix_state import TrialView
+from aorta_tui.tui.screens.base import busy
 from aorta_tui.tui.widgets.matrix_grid import fmt_seconds
 
 FOLLOW_S = 1.0  # the logs view checks a running trial's files this often
@@ -122,6 +126,26 @@ def read_result(run_dir: Path, view: TrialView) -> dict[str, Any] | None:
     return read_trial_result(run_dir, view.trial_id)
 
 
+class LogsGrew(Message):
+    """What the follow worker read of each followed log: (name, the log it read, new lines)."""
+
+    def __init__(self, grown: list[tuple[str, LogText, list[str]]]) -> None:
+        super().__init__()
+        self.grown = grown
+
+
+class TrialRead(Message):
+    """What the detail's worker read: result.json (when ``with_result``), else the logs' tails
+    in ``budget`` lines (``tail`` None when reading failed)."""
+
+    def __init__(self, budget: int, with_result: bool, result: dict[str, Any] | None, tail: Text | None) -> None:
+        super().__init__()
+        self.budget = budget
+        self.with_result = with_result
+        self.result = result
+        self.tail = tail
+
+
 class TrialDetailScreen(ModalScreen[None]):
     """``enter`` on a trial: everything the run recorded about it, then its logs' tails."""
 
@@ -133,16 +157,19 @@ class TrialDetailScreen(ModalScreen[None]):
     def __init__(self, run_dir: Path, view: TrialView, trial_dir: Path | None, shown_dir: str) -> None:
         super().__init__()
         self.run_dir, self.view, self.trial_dir, self.shown_dir = run_dir, view, trial_dir, shown_dir
+        self._result_read = False  # result.json's detail is read once, before the first tail
+        self._tail_wanted = 0  # the lines the tail pane holds now
+        self._reading = False  # the worker reads; its TrialRead answers
 
     def compose(self) -> ComposeResult:
         with Vertical(id="trial-box"):
             with VerticalScroll(id="trial-facts"):
-                yield Static(self._facts(), id="trial-facts-text")
+                # what the journal said, at once; result.json's detail follows from the worker
+                yield Static(self._facts(None), id="trial-facts-text")
             yield Static("", id="trial-tail")
         yield Footer()
 
-    def _facts(self) -> str:
-        result = read_result(self.run_dir, self.view)
+    def _facts(self, result: dict[str, Any] | None) -> str:
         lines = trial_facts(self.view, result)
         lines.append(f"[dim]directory: {escape(self.shown_dir)}[/dim]")
         lines += timeline_facts(result)  # last: the facts box scrolls, the directory stays in view
@@ -155,8 +182,41 @@ class TrialDetailScreen(ModalScreen[None]):
         self.call_after_refresh(self._show_tail)
 
     def _show_tail(self) -> None:
-        tail = self.query_one("#trial-tail", Static)
-        tail.update(tail_text(self.trial_dir, tail.content_region.height))
+        self._tail_wanted = self.query_one("#trial-tail", Static).content_region.height
+        self._read()
+
+    def _read(self) -> None:
+        if self._reading:
+            return  # the read under way answers first; its handler asks again if need be
+        budget, with_result = self._tail_wanted, not self._result_read
+        self._reading = True
+
+        # Why a worker: result.json and the logs are files in the run directory (a network
+        # filesystem can stall); the box opens at once and fills in when they are read.
+        def read() -> None:
+            result: dict[str, Any] | None = None
+            tail: Text | None = None
+            try:  # result.json first: its facts take rows from the tail, measured after they are drawn
+                if with_result:
+                    result = read_result(self.run_dir, self.view)
+                else:
+                    tail = tail_text(self.trial_dir, budget)
+            finally:  # always answered, so the next read is never held back
+                self.post_message(TrialRead(budget, with_result, result, tail))
+
+        self.run_worker(read, thread=True, group="trial-read", exit_on_error=False, name="read trial")
+
+    @on(TrialRead)
+    def _trial_read(self, message: TrialRead) -> None:
+        self._reading = False
+        if message.with_result:
+            self._result_read = True
+            self.query_one("#trial-facts-text", Static).update(self._facts(message.result))
+            self.call_after_refresh(self._show_tail)  # the rows the facts left, now they are drawn
+        elif message.budget != self._tail_wanted:
+            self._read()  # resized meanwhile
+        elif message.tail is not None:
+            self.query_one("#trial-tail", Static).update(message.tail)
 
     def action_logs(self) -> None:
         self.app.push_screen(TrialLogScreen(self.view, self.trial_dir, self.shown_dir))
@@ -181,6 +241,7 @@ class TrialLogScreen(ModalScreen[None]):
         super().__init__()
         self.view, self.trial_dir, self.shown_dir = view, trial_dir, shown_dir
         self.logs: dict[str, LogText] = {}
+        self._follow_worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="log-box"):
@@ -233,19 +294,33 @@ class TrialLogScreen(ModalScreen[None]):
             self._title()
 
     def _follow(self) -> None:
-        for name, log in self.logs.items():
-            if not log.path.name or self.trial_dir is None:
-                continue
-            more = read_more(log)
-            if more:
-                widget = self.query_one(f"#{_log_id(name)}", Log)
-                at_end = widget.scroll_offset.y >= widget.max_scroll_y
-                if not log.lines:
-                    widget.clear()
-                log.lines.extend(more)
-                widget.write_lines(more)
-                if at_end:
-                    widget.scroll_end(animate=False)
+        """The timer: ask the follow worker for what the trial wrote since the last read."""
+        if self.trial_dir is None or busy(self._follow_worker):
+            return  # no files to follow, or the last read still waits: skip this tick
+        followed = [(name, log) for name, log in self.logs.items() if log.path.name]
+
+        # Why a worker: these are reads of files a running trial writes (on a network
+        # filesystem a read can stall for seconds), once a second; the lines come back in a
+        # LogsGrew message and only the drawing happens on the event loop.
+        def read() -> None:
+            self.post_message(LogsGrew([(name, log, read_more(log)) for name, log in followed]))
+
+        self._follow_worker = self.run_worker(read, thread=True, group="log-follow", exit_on_error=False,
+                                              name="follow logs")
+
+    @on(LogsGrew)
+    def _logs_grew(self, message: LogsGrew) -> None:
+        for name, log, more in message.grown:
+            if not more or self.logs.get(name) is not log:
+                continue  # nothing new, or a reload replaced that log meanwhile
+            widget = self.query_one(f"#{_log_id(name)}", Log)
+            at_end = widget.scroll_offset.y >= widget.max_scroll_y
+            if not log.lines:
+                widget.clear()
+            log.lines.extend(more)
+            widget.write_lines(more)
+            if at_end:
+                widget.scroll_end(animate=False)
         self._title()
 
     def on_tabbed_content_tab_activated(self, _event: TabbedContent.TabActivated) -> None:

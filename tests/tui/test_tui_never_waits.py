@@ -1,0 +1,325 @@
+"""The TUI never waits on its loop (issue 36 item 6): a lock check, a log read or a run listing
+that hangs holds up its worker thread, never the keys; a timer whose last worker still runs
+starts no other (no pile of threads behind a stalled filesystem); what the worker finally
+reads is drawn when it answers.
+
+Each slow read is a stand-in that blocks on a ``threading.Event`` until the test opens it:
+the keys are pressed, and their effect asserted, while the read is known to be blocked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import DataTable, Input, Log
+from tui_support import DEMO_RUN, FIXED_FACTS, LIVE_RUN, async_test, wait_for, workspace
+
+from aorta_tui.store import lock as lock_module
+from aorta_tui.store import run_list
+from aorta_tui.tui import logs as logs_module
+from aorta_tui.tui.app import AortaApp
+from aorta_tui.tui.screens import env_diff as env_diff_module
+from aorta_tui.tui.screens import home as home_module
+from aorta_tui.tui.screens import matrix as matrix_module
+from aorta_tui.tui.screens import recipe_editor as recipe_editor_module
+from aorta_tui.tui.screens import trial as trial_module
+from aorta_tui.tui.screens.help import HelpScreen
+from aorta_tui.tui.screens.home import HomeScreen
+from aorta_tui.tui.screens.matrix import MatrixScreen
+from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen
+from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
+
+SIZES = [(80, 24), (120, 40)]
+
+
+class Gate:
+    """Stands in for ``real``: every call waits until the gate opens, then does the real thing.
+    ``entered`` counts the calls that began, ``inside`` those still waiting."""
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self.real = real
+        self.opened = threading.Event()
+        self.entered = 0
+        self.inside = 0
+        self._count = threading.Lock()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self._count:
+            self.entered += 1
+            self.inside += 1
+        try:
+            self.opened.wait(120)  # a bound only so that a broken test cannot hang the suite
+            return self.real(*args, **kwargs)
+        finally:
+            with self._count:
+                self.inside -= 1
+
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[int]:
+    """Count the calls of ``cls.name`` (a timer's callback: set before the screen mounts)."""
+    calls: list[int] = []
+    real = getattr(cls, name)
+
+    def counted(self: object) -> object:
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(cls, name, counted)
+    return calls
+
+
+def _app(ws: Path, start_run: Path | None = None) -> AortaApp:
+    return AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_run=start_run, machine_facts=FIXED_FACTS)
+
+
+async def _grid_ready(pilot, screen: MatrixScreen) -> None:  # noqa: ANN001
+    await wait_for(pilot, lambda: screen.state is not None and screen.state.status is not None
+                   and screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty, what="the grid drawn")
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_lock_probe_that_hangs_holds_no_key_and_starts_no_second_probe(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(lambda run_dir: None)  # then: nobody holds the lock
+    monkeypatch.setattr(lock_module, "lock_holder", gate)
+    ticks = _count_calls(monkeypatch, MatrixScreen, "_check_orchestrator")
+    app = _app(ws, ws / "aorta-out" / LIVE_RUN)  # interrupted: the summary follows the probe
+    try:
+        async with app.run_test(size=size) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await wait_for(pilot, lambda: gate.inside == 1, what="the probe blocked")
+            await wait_for(pilot, lambda: screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty,
+                           what="the grid drawn")
+            grid = screen.query_one(MatrixGrid)
+            before = grid.cursor_coordinate
+            await pilot.press("right")
+            assert grid.cursor_coordinate != before, "the key waited for the lock probe"
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape")
+            assert app.screen is screen
+            # ticks come and go while the probe hangs: none starts another probe
+            seen = len(ticks)
+            await wait_for(pilot, lambda: len(ticks) >= seen + 2, what="two more ticks")
+            assert gate.inside == 1 and gate.entered == 1
+            assert screen.orchestrator_alive is None
+            gate.opened.set()
+            await wait_for(pilot, lambda: screen.orchestrator_alive is False, what="the probe's answer")
+            await wait_for(pilot, lambda: "stopped without finishing" in str(
+                screen.query_one("#matrix-summary").render()), what="the summary redrawn")
+    finally:
+        gate.opened.set()
+
+
+@async_test
+async def test_a_log_tail_that_hangs_holds_no_key_and_the_newest_trial_is_shown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(lambda trial_dir, budget: matrix_module.Text(f"TAIL OF {trial_dir.parent.name}/{trial_dir.name}"))
+    monkeypatch.setattr(matrix_module, "tail_text", gate)
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await _grid_ready(pilot, screen)
+            await pilot.press("right")  # the first trial: its tail read blocks
+            await wait_for(pilot, lambda: gate.inside == 1, what="the tail read blocked")
+            first = screen._selected_view()
+            await pilot.press("down")  # handled while the read hangs
+            newest = screen._selected_view()
+            assert first is not None and newest is not None and newest is not first
+            await pilot.press("question_mark", "escape")
+            assert app.screen is screen
+            assert gate.entered == 1, "a second read started while the first still hangs"
+            gate.opened.set()
+            # the answer for the first trial is stale: the newest trial's is read and drawn
+            await wait_for(pilot, lambda: newest.trial_id in str(screen.query_one("#trial-detail").render()),
+                           what="the newest trial's detail")
+            detail = str(screen.query_one("#trial-detail").render())
+            assert f"TAIL OF {newest.trial_id}" in detail
+            assert first.trial_id not in detail
+    finally:
+        gate.opened.set()
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_run_listing_that_hangs_holds_no_key_and_ticks_start_no_second_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(run_list.list_runs)
+    monkeypatch.setattr(run_list, "list_runs", gate)  # home.py looks it up on the module
+    monkeypatch.setattr(home_module, "LIST_EVERY_S", 0.05)  # many ticks while it hangs
+    ticks = _count_calls(monkeypatch, HomeScreen, "_relist")
+    app = _app(ws)
+    try:
+        async with app.run_test(size=size) as pilot:
+            home = app.screen
+            assert isinstance(home, HomeScreen)
+            await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+            runs, recipes = home.query_one("#runs", DataTable), home.query_one("#recipes", DataTable)
+            assert home.focused is runs
+            await pilot.press("tab")
+            assert home.focused is recipes, "the key waited for the listing"
+            seen = len(ticks)
+            await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
+            assert gate.entered == 1 and runs.row_count == 0 and home.listing is None
+            gate.opened.set()
+            await wait_for(pilot, lambda: runs.row_count == 2, what="the runs listed")
+            assert home.listing is not None and len(home.listing[0]) == 2
+    finally:
+        gate.opened.set()
+
+
+@async_test
+async def test_following_a_log_that_hangs_holds_no_key_and_shows_the_new_lines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(logs_module.read_more)
+    monkeypatch.setattr(trial_module, "read_more", gate)
+    monkeypatch.setattr(trial_module, "FOLLOW_S", 0.05)
+    ticks = _count_calls(monkeypatch, TrialLogScreen, "_follow")
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await _grid_ready(pilot, screen)
+            await pilot.press("right")
+            await wait_for(pilot, lambda: screen._selected_view() is not None, what="a trial")
+            await pilot.press("l")
+            await wait_for(pilot, lambda: isinstance(app.screen, TrialLogScreen), what="the logs")
+            logs = app.screen
+            assert isinstance(logs, TrialLogScreen) and logs.trial_dir is not None
+            await wait_for(pilot, lambda: gate.inside == 1, what="the follow read blocked")
+            shown = logs.current
+            await pilot.press("s")
+            assert logs.current != shown, "the key waited for the follow read"
+            seen = len(ticks)
+            await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
+            assert gate.entered == 1
+            with (logs.trial_dir / "stdout.log").open("a") as fh:
+                fh.write("a line written while the read hung\n")
+            gate.opened.set()
+            widget = logs.query_one("#log-stdout-log", Log)
+            await wait_for(pilot, lambda: "a line written while the read hung" in list(widget.lines),
+                           what="the new line")
+    finally:
+        gate.opened.set()
+
+
+@async_test
+async def test_a_trial_detail_whose_files_hang_opens_at_once_and_fills_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+    gate = Gate(trial_module.read_result)
+    monkeypatch.setattr(trial_module, "read_result", gate)
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, MatrixScreen)
+            await _grid_ready(pilot, screen)
+            await pilot.press("right")
+            await wait_for(pilot, lambda: screen._selected_view() is not None, what="a trial")
+            view = screen._selected_view()
+            assert view is not None
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, TrialDetailScreen), what="the detail")
+            box = app.screen
+            await wait_for(pilot, lambda: gate.inside == 1, what="result.json's read blocked")
+            facts = box.query_one("#trial-facts-text")
+            assert view.trial_id in str(facts.render())  # the journal's facts, drawn at once
+            assert "directory:" in str(facts.render())
+            assert str(box.query_one("#trial-tail").render()) == ""
+            await pilot.press("l")  # handled while the read hangs
+            assert isinstance(app.screen, TrialLogScreen)
+            await pilot.press("escape")
+            assert app.screen is box
+            gate.opened.set()
+            await wait_for(pilot, lambda: "──" in str(box.query_one("#trial-tail").render()), what="the tail")
+            assert gate.entered == 1  # result.json is read once
+    finally:
+        gate.opened.set()
+
+
+def _gate_listing(monkeypatch: pytest.MonkeyPatch, screen: str) -> Gate:
+    """A gate on what ``screen``'s picker lists its candidates with."""
+    if screen == "matrix":
+        gate = Gate(run_list.list_runs)
+        monkeypatch.setattr(run_list, "list_runs", gate)
+    elif screen == "envdiff":
+        gate = Gate(env_diff_module.find_snapshots)
+        monkeypatch.setattr(env_diff_module, "find_snapshots", gate)
+    elif screen == "recipe":
+        gate = Gate(recipe_editor_module.find_recipes)
+        monkeypatch.setattr(recipe_editor_module, "find_recipes", gate)
+    else:  # the policy screen globs for its reports: only that glob waits
+        gate = Gate(Path.glob)
+        real_glob = Path.glob
+
+        def glob(self: Path, pattern: str, *args: Any, **kwargs: Any) -> Any:
+            return (gate if pattern.startswith("aorta-policy/") else real_glob)(self, pattern, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "glob", glob)
+    return gate
+
+
+@pytest.mark.parametrize(("screen", "keys"), [("matrix", ("o",)), ("envdiff", ("escape", "o")),
+                                              ("policy", ("escape", "o")), ("recipe", ("ctrl+o",))])
+@async_test
+async def test_a_picker_opens_at_once_and_takes_keys_while_its_listing_hangs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, screen: str, keys: tuple[str, ...]) -> None:
+    ws = workspace(tmp_path)
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen=screen, machine_facts=FIXED_FACTS,
+                   start_run=ws / "aorta-out" / DEMO_RUN if screen == "matrix" else None)
+    gate = _gate_listing(monkeypatch, screen)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            await pilot.press(*keys)
+            picker = app.screen
+            assert isinstance(picker, PathPicker)  # at once: the keys after o land in it
+            await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+            await pilot.press(*"aorta")  # typed while the listing hangs
+            assert picker.query_one("#picker-path", Input).value == "aorta"
+            assert picker.listing and gate.entered == 1
+            gate.opened.set()
+            await wait_for(pilot, lambda: not picker.listing, what="the list filled in")
+            assert picker.query_one("#picker-path", Input).value == "aorta"  # kept
+            if screen == "matrix":  # both runs of the workspace, under aorta-out/
+                assert len(picker._shown) == 2
+    finally:
+        gate.opened.set()
+
+
+@async_test
+async def test_a_picker_whose_listing_fails_says_so_and_still_takes_a_typed_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+
+    def broken(output_dir: Path) -> list[run_list.RunInfo]:
+        raise OSError(5, "Input/output error", str(output_dir))
+
+    monkeypatch.setattr(run_list, "list_runs", broken)
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        await pilot.press("o")
+        picker = app.screen
+        assert isinstance(picker, PathPicker)
+        await wait_for(pilot, lambda: not picker.listing, what="the listing's end")
+        assert "listing failed: OSError" in picker.message and "Input/output error" in picker.message
+        await pilot.press(*f"aorta-out/{LIVE_RUN}", "enter")
+        await wait_for(pilot, lambda: app.screen is screen and screen.run_dir is not None
+                       and screen.run_dir.name == Path(LIVE_RUN).name, what="the typed run opened")
