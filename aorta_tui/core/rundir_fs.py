@@ -135,9 +135,11 @@ def _walk_open(dir_fd: int, parts: tuple[str, ...], flags: int, mode: int) -> in
     try:
         for part in parts[:-1]:
             nxt = os.open(part, _DIR_FLAGS, dir_fd=cur)
-            if cur != dir_fd:
-                os.close(cur)
-            cur = nxt
+            # the new descriptor is held before the old one is closed: a Ctrl-C between the
+            # two must not make the clean-up below close a descriptor twice (EBADF, exit 70)
+            prev, cur = cur, nxt
+            if prev != dir_fd:
+                os.close(prev)
         return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=cur)
     finally:
         if cur != dir_fd:
@@ -252,8 +254,11 @@ class RunDirFS:
                     nxt = os.open(part, _DIR_FLAGS, dir_fd=cur)
                 except OSError as exc:
                     raise self._locate(self.rel(path)[: i + 1], exc) from None
-                os.close(cur)
-                cur = nxt
+                # as in _walk_open: a KeyboardInterrupt landing between a close and the
+                # assignment made the handler close ``cur`` twice (EBADF hid the Ctrl-C: exit 70
+                # in place of 130, a policy sweep stopped as its next trial's directory was made)
+                prev, cur = cur, nxt
+                os.close(prev)
             return cur
         except BaseException:
             os.close(cur)

@@ -202,3 +202,36 @@ def test_remove_tree_unlinks_links_and_never_follows_them_on_python_310(
         fs.remove_tree("trials/b")
     assert os.listdir(root / "trials") == []
     assert (outside / "keep.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("walk", ["make_dirs", "walk_open"])
+def test_a_ctrl_c_right_after_a_close_is_still_a_ctrl_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        walk: str) -> None:
+    """A signal lands between bytecodes: a KeyboardInterrupt raised just after a directory's
+    descriptor was closed once made the clean-up close it again (EBADF, exit 70 in place of
+    130; a policy sweep's Ctrl-C hit it in CI). Each descriptor is closed once, none leaks.
+    ``walk_open`` is the component walk used where openat2 is refused."""
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "f").write_text("x")
+    real_close = os.close
+    closed: list[int] = []
+
+    def close_then_interrupt(fd: int) -> None:
+        real_close(fd)
+        closed.append(fd)
+        if len(closed) == 1:
+            raise KeyboardInterrupt  # the signal's handler, run right after the syscall
+
+    with RunDirFS(tmp_path) as fs:
+        before = set(os.listdir("/proc/self/fd"))
+        monkeypatch.setattr(rundir_fs.os, "close", close_then_interrupt)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                if walk == "make_dirs":
+                    fs.make_dirs("a/b/c")
+                else:
+                    rundir_fs._walk_open(fs.fileno(), ("a", "b", "f"), os.O_RDONLY, 0)
+        finally:
+            monkeypatch.setattr(rundir_fs.os, "close", real_close)
+        assert len(closed) == len(set(closed)) >= 2  # each closed once, the walk's own too
+        assert set(os.listdir("/proc/self/fd")) <= before

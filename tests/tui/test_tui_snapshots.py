@@ -54,6 +54,20 @@ def _grid_drawn(screen) -> bool:  # noqa: ANN001
     return screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty
 
 
+def _widths_measured(table) -> bool:  # noqa: ANN001
+    """Every column as wide as its widest cell: DataTable measures new rows when its message
+    pump is idle, so a loaded box could snapshot the header at its labels' widths (seen 1 run
+    in 6: the columns drawn narrower than the rows below them)."""
+    from rich.cells import cell_len
+
+    for index, column in enumerate(table.ordered_columns):
+        cells = [table.get_row_at(r)[index] for r in range(table.row_count)]
+        widest = max((cell_len(str(c)) for c in cells), default=0)
+        if column.content_width < widest:
+            return False
+    return True
+
+
 def _app(ws: Path, **kwargs) -> AortaApp:  # noqa: ANN003
     return AortaApp(cwd=ws, output_dir=ws / "aorta-out", machine_facts=FIXED_FACTS, **kwargs)
 
@@ -63,7 +77,8 @@ def test_home(ws: Path, size: str, snap_compare) -> None:
     async def ready(pilot) -> None:  # noqa: ANN001
         from textual.widgets import DataTable
 
-        await _settle(pilot, lambda: pilot.app.screen.query_one("#runs", DataTable).row_count == 2)
+        runs = pilot.app.screen.query_one("#runs", DataTable)
+        await _settle(pilot, lambda: runs.row_count == 2 and _widths_measured(runs))
 
     assert snap_compare(_app(ws), terminal_size=SIZES[size], run_before=ready)
 
