@@ -82,6 +82,16 @@ async def _grid_ready(pilot, screen: MatrixScreen) -> None:  # noqa: ANN001
                    and screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty, what="the grid drawn")
 
 
+async def _trial_selected(pilot) -> MatrixScreen:  # noqa: ANN001
+    """The demo run's matrix drawn, its cursor on a trial."""
+    screen = pilot.app.screen
+    assert isinstance(screen, MatrixScreen)
+    await _grid_ready(pilot, screen)
+    await pilot.press("right")
+    await wait_for(pilot, lambda: screen._selected_view() is not None, what="a trial")
+    return screen
+
+
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_lock_probe_that_hangs_holds_no_key_and_starts_no_second_probe(
@@ -191,11 +201,7 @@ async def test_following_a_log_that_hangs_holds_no_key_and_shows_the_new_lines(
     app = _app(ws, ws / "aorta-out" / DEMO_RUN)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            screen = app.screen
-            assert isinstance(screen, MatrixScreen)
-            await _grid_ready(pilot, screen)
-            await pilot.press("right")
-            await wait_for(pilot, lambda: screen._selected_view() is not None, what="a trial")
+            await _trial_selected(pilot)
             await pilot.press("l")
             await wait_for(pilot, lambda: isinstance(app.screen, TrialLogScreen), what="the logs")
             logs = app.screen
@@ -226,11 +232,7 @@ async def test_a_trial_detail_whose_files_hang_opens_at_once_and_fills_in(
     app = _app(ws, ws / "aorta-out" / DEMO_RUN)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            screen = app.screen
-            assert isinstance(screen, MatrixScreen)
-            await _grid_ready(pilot, screen)
-            await pilot.press("right")
-            await wait_for(pilot, lambda: screen._selected_view() is not None, what="a trial")
+            screen = await _trial_selected(pilot)
             view = screen._selected_view()
             assert view is not None
             await pilot.press("enter")
