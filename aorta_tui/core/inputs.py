@@ -40,6 +40,9 @@ from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
 KiB = 1 << 10
 MiB = 1 << 20
 DEFAULT_MAX_DEPTH = 64
+# Any JSON value (what json.loads returns): the type of a typed document's sections that are
+# copied through as written (policy.json, matrix.json, a queue result)
+Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
 
 # The size limit of each kind of input file, in one place. Each is far above what aorta-tui
 # writes (a snapshot is ~60 KiB, a 10k-iteration queue result with its timeline ~10 MiB), so

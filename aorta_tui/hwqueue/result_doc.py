@@ -30,6 +30,7 @@ from typing import Any
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import (
     INPUT_LIMITS,
+    Json,
     clip_for_message,
     is_json_number,
     load_json_input,
@@ -41,8 +42,6 @@ KIND = "aorta-tui/queue-result"
 SWEEP_KIND = "aorta-tui/queue-sweep"
 HINT = "pass a file written by `queue run -o` or `queue sweep -o`"
 
-# Any JSON value (what json.loads returns), for the sections copied through untouched.
-Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
 # summary figure -> its value (None: not measured; the reason is in ``unavailable``)
 Figures = dict[str, float | None]
 

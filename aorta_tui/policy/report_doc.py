@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.inputs import INPUT_LIMITS, FieldReader, load_json_input
+from aorta_tui.core.inputs import INPUT_LIMITS, FieldReader, Json, load_json_input
 from aorta_tui.policy.comparison import Comparison
 from aorta_tui.policy.presets import GpuControlSettings, Policy
 
@@ -27,7 +27,6 @@ REPORT_SCHEMA_VERSION = 1
 WHAT = "policy report"
 
 # Any JSON value (what json.loads returns), for the fields copied through untouched.
-Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
 
 
 @dataclass(frozen=True)
