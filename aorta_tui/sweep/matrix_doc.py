@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aorta_tui.core.aggregate import CellStats
-from aorta_tui.core.errors import AortaError
-from aorta_tui.core.inputs import INPUT_LIMITS, FieldReader, load_json_input
+from aorta_tui.core.errors import AortaError, UsageError
+from aorta_tui.core.inputs import INPUT_LIMITS, FieldReader, Json, load_json_input
 
 MATRIX_SCHEMA_VERSION = 1
 MATRIX_FILE = "matrix.json"
 WHAT = "matrix.json"
 
-Json = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class Matrix:
     """``matrix.json``: a sweep's cells compared, and its trials (docs/run-directory.md)."""
 
     aorta_tui_version: str
-    generated_at: float
+    generated_at: float | None  # None: a matrix written without it (never a 1970 date)
     run_dir: str
     run_id: str
     ticket: str | None
@@ -163,11 +162,12 @@ def _read_matrix(f: FieldReader, data: object) -> Matrix:
     d = f.obj(data, "")
     band = f.array_at(d, "confound_band", "") if d.get("confound_band") is not None else None
     if band is not None and len(band) != 2:
-        f.check(None, "array", "confound_band")  # a located error: a band has two ends
+        raise UsageError(f"{f.where}: confound_band: expected two numbers (lower, upper), found "
+                         f"{len(band)}", hint=f"this {WHAT} is damaged or was not written by aorta-tui")
     return Matrix(
         schema_version=f.integer(d, "schema_version", "", MATRIX_SCHEMA_VERSION),
         aorta_tui_version=f.text(d, "aorta_tui_version", ""),
-        generated_at=f.number(d, "generated_at", "") or 0.0,
+        generated_at=f.number(d, "generated_at", ""),
         run_dir=f.text(d, "run_dir", ""), run_id=f.text(d, "run_id", ""),
         ticket=f.opt_text(d, "ticket", ""), mode=f.text(d, "mode", ""),
         workload=f.opt_text(d, "workload", ""),
@@ -194,10 +194,7 @@ def _read_matrix(f: FieldReader, data: object) -> Matrix:
 
 
 def _number(f: FieldReader, value: object, path: str) -> float:
-    out = f.opt_number(value, path)
-    if out is None:
-        f.check(value, "number", path)  # null is not a band's end: a located error
-    return float(out or 0.0)
+    return float(f.check(value, "number", path))  # a band's end is never null
 
 
 def _read_cell(f: FieldReader, value: object, path: str) -> MatrixCell:

@@ -50,6 +50,13 @@ def test_a_matrix_written_with_fewer_fields_still_reads(tmp_path: Path) -> None:
     cell = matrix.cell("a")
     assert cell is not None and cell.stats.trials == 2 and cell.stats.failure_rate is None
     assert matrix.devices is None and matrix.trials == ()
+    assert matrix.generated_at is None  # not recorded: never read as 0.0 (1970)
+
+
+def test_a_confound_band_without_two_ends_is_a_located_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "matrix.json").write_text(json.dumps({"confound_band": [0.9]}))
+    with pytest.raises(UsageError, match="confound_band: expected two numbers"):
+        read_matrix(tmp_path)
 
 
 _names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8)
@@ -79,7 +86,7 @@ def _cells(draw: st.DrawFn) -> MatrixCell:
 def _matrices(draw: st.DrawFn) -> Matrix:
     threshold = draw(st.one_of(st.none(), st.floats(1.01, 3.0)))
     return Matrix(
-        aorta_tui_version=draw(_names), generated_at=draw(st.floats(0, 2e9)),
+        aorta_tui_version=draw(_names), generated_at=draw(st.one_of(st.none(), st.floats(0, 2e9))),
         run_dir=draw(_names), run_id=draw(_names), ticket=draw(st.one_of(st.none(), _names)),
         mode=draw(st.sampled_from(["triage", "probe"])), workload=draw(st.one_of(st.none(), _names)),
         command=tuple(draw(st.lists(_names, max_size=3))), status=draw(_names),
