@@ -10,7 +10,7 @@ from typing import Any
 
 from aorta_tui.core.events import TrialFinished, TrialStarted
 from aorta_tui.core.rundir_fs import RunDirFS
-from aorta_tui.store.journal_reader import Damage, scan_journal
+from aorta_tui.store.journal_reader import Damage, JournalScan, scan_journal
 from aorta_tui.store.naming import JOURNAL, is_trial_id
 
 
@@ -53,19 +53,21 @@ def read_trial_result(run_dir: Path | RunDirFS, trial_id: str) -> dict[str, Any]
 
 def resume_state(run_dir: Path, trial_ids: set[str] | None = None, *,
                  read_result: Callable[[str], dict[str, Any] | None] | None = None,
-                 sweep_ids: bool = True) -> ResumeState:
+                 sweep_ids: bool = True, scan: JournalScan | None = None) -> ResumeState:
     """What the journal says was done, checked against the result files.
 
     ``trial_ids`` is the plan's set: a journal line about any other trial is not trusted.
     ``read_result`` reads one trial's whole result (default: a sweep's ``result.json``,
     ``read_trial_result``); ``sweep_ids=False`` for another engine's trial ids (a policy sweep's).
+    ``scan``: the journal as the caller already read it (a resume reads it once).
     """
     if read_result is None:
         def read_result(tid: str) -> dict[str, Any] | None:
             return read_trial_result(run_dir, tid)
     completed: dict[str, dict[str, Any]] = {}
     started: set[str] = set()
-    scan = scan_journal(run_dir / JOURNAL, sweep_ids=sweep_ids)
+    if scan is None:
+        scan = scan_journal(run_dir / JOURNAL, sweep_ids=sweep_ids)
     for ev in scan.events:
         tid = getattr(ev, "trial_id", None)
         if tid is None or (trial_ids is not None and tid not in trial_ids):

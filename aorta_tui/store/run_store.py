@@ -221,16 +221,18 @@ class RunStore:
     def events(self) -> Iterator[Event]:
         yield from self.scan().events
 
-    def sessions(self) -> int:
-        """How many sessions (``run_started`` lines) the journal holds."""
-        return sum(1 for e in self.events() if isinstance(e, RunStarted))
+    def sessions(self, scan: JournalScan | None = None) -> int:
+        """How many sessions (``run_started`` lines) the journal holds (``scan``: as read)."""
+        return sum(1 for e in (scan or self.scan()).events if isinstance(e, RunStarted))
 
     # -- the resume set --------------------------------------------------------------------
 
-    def resume_state(self, trial_ids: set[str] | None = None) -> ResumeState:
-        """Trials done (journal line and whole result), started and never done, damaged lines."""
+    def resume_state(self, trial_ids: set[str] | None = None, *,
+                     scan: JournalScan | None = None) -> ResumeState:
+        """Trials done (journal line and whole result), started and never done, damaged lines;
+        ``scan``: the journal already read by the caller (:meth:`scan`), not read again."""
         return resume.resume_state(self.path, trial_ids, read_result=self.read_result,
-                                   sweep_ids=self.layout.sweep_ids)
+                                   sweep_ids=self.layout.sweep_ids, scan=scan)
 
     def completed(self, trial_ids: set[str] | None = None) -> set[str]:
         return set(self.resume_state(trial_ids).completed)

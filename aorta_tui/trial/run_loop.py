@@ -189,11 +189,12 @@ def _take_over(store: RunStore, plan: RunPlan[Trial], ids: list[str]) -> TakeOve
     carries its token: trial/orphans.py) before any trial directory is reused (issue 27)."""
     from aorta_tui.trial.orphans import end_unfinished
 
-    state = store.resume_state(set(ids))
+    scan = store.scan()  # read once: the resume set, the orphans and the sessions come from it
+    state = store.resume_state(set(ids), scan=scan)
     unfinished = frozenset(ids) - set(state.completed)
-    report = end_unfinished(store.path, plan.identity_key or plan.run_id, store.events(),
+    report = end_unfinished(store.path, plan.identity_key or plan.run_id, scan.events,
                             set(unfinished))
-    return TakeOver(state, store.sessions(), unfinished, tuple(report.warnings()))
+    return TakeOver(state, store.sessions(scan), unfinished, tuple(report.warnings()))
 
 
 def _say_take_over(store: RunStore, bus: EventBus, run_id: str, previous: TakeOver) -> None:
