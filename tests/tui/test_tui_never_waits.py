@@ -10,7 +10,7 @@ the keys are pressed, and their effect asserted, while the read is known to be b
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,33 @@ class Gate:
                 self.inside -= 1
 
 
+class Gates:
+    """The gates of one test: each stands in for a function it patches, and all are opened
+    when the test ends, passed or failed, so no worker thread is left waiting."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.monkeypatch = monkeypatch
+        self.made: list[Gate] = []
+
+    def on(self, target: object, name: str, real: Callable[..., Any] | None = None) -> Gate:
+        """A gate in place of ``target.name`` (doing ``real``, default what was there)."""
+        gate = self.add(Gate(real if real is not None else getattr(target, name)))
+        self.monkeypatch.setattr(target, name, gate)
+        return gate
+
+    def add(self, gate: Gate) -> Gate:
+        self.made.append(gate)
+        return gate
+
+
+@pytest.fixture
+def gates(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gates]:
+    made = Gates(monkeypatch)
+    yield made
+    for gate in made.made:
+        gate.opened.set()
+
+
 def _count_calls(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[int]:
     """Count the calls of ``cls.name`` (a timer's callback: set before the screen mounts)."""
     calls: list[int] = []
@@ -95,184 +122,162 @@ async def _trial_selected(pilot) -> MatrixScreen:  # noqa: ANN001
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_lock_probe_that_hangs_holds_no_key_and_starts_no_second_probe(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
     ws = workspace(tmp_path)
-    gate = Gate(lambda run_dir: None)  # then: nobody holds the lock
-    monkeypatch.setattr(lock_module, "lock_holder", gate)
+    gate = gates.on(lock_module, "lock_holder", lambda run_dir: None)  # then: nobody holds the lock
     ticks = _count_calls(monkeypatch, MatrixScreen, "_check_orchestrator")
     app = _app(ws, ws / "aorta-out" / LIVE_RUN)  # interrupted: the summary follows the probe
-    try:
-        async with app.run_test(size=size) as pilot:
-            screen = app.screen
-            assert isinstance(screen, MatrixScreen)
-            await wait_for(pilot, lambda: gate.inside == 1, what="the probe blocked")
-            await wait_for(pilot, lambda: screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty,
-                           what="the grid drawn")
-            grid = screen.query_one(MatrixGrid)
-            before = grid.cursor_coordinate
-            await pilot.press("right")
-            assert grid.cursor_coordinate != before, "the key waited for the lock probe"
-            await pilot.press("question_mark")
-            assert isinstance(app.screen, HelpScreen)
-            await pilot.press("escape")
-            assert app.screen is screen
-            # ticks come and go while the probe hangs: none starts another probe
-            seen = len(ticks)
-            await wait_for(pilot, lambda: len(ticks) >= seen + 2, what="two more ticks")
-            assert gate.inside == 1 and gate.entered == 1
-            assert screen.orchestrator_alive is None
-            gate.opened.set()
-            await wait_for(pilot, lambda: screen.orchestrator_alive is False, what="the probe's answer")
-            await wait_for(pilot, lambda: "stopped without finishing" in str(
-                screen.query_one("#matrix-summary").render()), what="the summary redrawn")
-    finally:
+    async with app.run_test(size=size) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        await wait_for(pilot, lambda: gate.inside == 1, what="the probe blocked")
+        await wait_for(pilot, lambda: screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty,
+                       what="the grid drawn")
+        grid = screen.query_one(MatrixGrid)
+        before = grid.cursor_coordinate
+        await pilot.press("right")
+        assert grid.cursor_coordinate != before, "the key waited for the lock probe"
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert app.screen is screen
+        # ticks come and go while the probe hangs: none starts another probe
+        seen = len(ticks)
+        await wait_for(pilot, lambda: len(ticks) >= seen + 2, what="two more ticks")
+        assert gate.inside == 1 and gate.entered == 1
+        assert screen.orchestrator_alive is None
         gate.opened.set()
+        await wait_for(pilot, lambda: screen.orchestrator_alive is False, what="the probe's answer")
+        await wait_for(pilot, lambda: "stopped without finishing" in str(
+            screen.query_one("#matrix-summary").render()), what="the summary redrawn")
 
 
 @async_test
 async def test_a_log_tail_that_hangs_holds_no_key_and_the_newest_trial_is_shown(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates) -> None:
     ws = workspace(tmp_path)
-    gate = Gate(lambda trial_dir, budget: matrix_module.Text(f"TAIL OF {trial_dir.parent.name}/{trial_dir.name}"))
-    monkeypatch.setattr(matrix_module, "tail_text", gate)
+    gate = gates.on(matrix_module, "tail_text",
+                    lambda trial_dir, budget: matrix_module.Text(f"TAIL OF {trial_dir.parent.name}/{trial_dir.name}"))
     app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    try:
-        async with app.run_test(size=(80, 24)) as pilot:
-            screen = app.screen
-            assert isinstance(screen, MatrixScreen)
-            await _grid_ready(pilot, screen)
-            await pilot.press("right")  # the first trial: its tail read blocks
-            await wait_for(pilot, lambda: gate.inside == 1, what="the tail read blocked")
-            first = screen._selected_view()
-            await pilot.press("down")  # handled while the read hangs
-            newest = screen._selected_view()
-            assert first is not None and newest is not None and newest is not first
-            await pilot.press("question_mark", "escape")
-            assert app.screen is screen
-            assert gate.entered == 1, "a second read started while the first still hangs"
-            gate.opened.set()
-            # the answer for the first trial is stale: the newest trial's is read and drawn
-            await wait_for(pilot, lambda: newest.trial_id in str(screen.query_one("#trial-detail").render()),
-                           what="the newest trial's detail")
-            detail = str(screen.query_one("#trial-detail").render())
-            assert f"TAIL OF {newest.trial_id}" in detail
-            assert first.trial_id not in detail
-    finally:
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        await _grid_ready(pilot, screen)
+        await pilot.press("right")  # the first trial: its tail read blocks
+        await wait_for(pilot, lambda: gate.inside == 1, what="the tail read blocked")
+        first = screen._selected_view()
+        await pilot.press("down")  # handled while the read hangs
+        newest = screen._selected_view()
+        assert first is not None and newest is not None and newest is not first
+        await pilot.press("question_mark", "escape")
+        assert app.screen is screen
+        assert gate.entered == 1, "a second read started while the first still hangs"
         gate.opened.set()
+        # the answer for the first trial is stale: the newest trial's is read and drawn
+        await wait_for(pilot, lambda: newest.trial_id in str(screen.query_one("#trial-detail").render()),
+                       what="the newest trial's detail")
+        detail = str(screen.query_one("#trial-detail").render())
+        assert f"TAIL OF {newest.trial_id}" in detail
+        assert first.trial_id not in detail
 
 
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_run_listing_that_hangs_holds_no_key_and_ticks_start_no_second_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
     ws = workspace(tmp_path)
-    gate = Gate(run_list.list_runs)
-    monkeypatch.setattr(run_list, "list_runs", gate)  # home.py looks it up on the module
+    gate = gates.on(run_list, "list_runs")  # home.py looks it up on the module
     monkeypatch.setattr(home_module, "LIST_EVERY_S", 0.05)  # many ticks while it hangs
     ticks = _count_calls(monkeypatch, HomeScreen, "_relist")
     app = _app(ws)
-    try:
-        async with app.run_test(size=size) as pilot:
-            home = app.screen
-            assert isinstance(home, HomeScreen)
-            await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
-            runs, recipes = home.query_one("#runs", DataTable), home.query_one("#recipes", DataTable)
-            assert home.focused is runs
-            await pilot.press("tab")
-            assert home.focused is recipes, "the key waited for the listing"
-            seen = len(ticks)
-            await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
-            assert gate.entered == 1 and runs.row_count == 0 and home.listing is None
-            gate.opened.set()
-            await wait_for(pilot, lambda: runs.row_count == 2, what="the runs listed")
-            assert home.listing is not None and len(home.listing[0]) == 2
-    finally:
+    async with app.run_test(size=size) as pilot:
+        home = app.screen
+        assert isinstance(home, HomeScreen)
+        await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+        runs, recipes = home.query_one("#runs", DataTable), home.query_one("#recipes", DataTable)
+        assert home.focused is runs
+        await pilot.press("tab")
+        assert home.focused is recipes, "the key waited for the listing"
+        seen = len(ticks)
+        await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
+        assert gate.entered == 1 and runs.row_count == 0 and home.listing is None
         gate.opened.set()
+        await wait_for(pilot, lambda: runs.row_count == 2, what="the runs listed")
+        assert home.listing is not None and len(home.listing[0]) == 2
 
 
 @async_test
 async def test_following_a_log_that_hangs_holds_no_key_and_shows_the_new_lines(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates) -> None:
     ws = workspace(tmp_path)
-    gate = Gate(logs_module.read_more)
-    monkeypatch.setattr(trial_module, "read_more", gate)
+    gate = gates.on(trial_module, "read_more", logs_module.read_more)
     monkeypatch.setattr(trial_module, "FOLLOW_S", 0.05)
     ticks = _count_calls(monkeypatch, TrialLogScreen, "_follow")
     app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    try:
-        async with app.run_test(size=(80, 24)) as pilot:
-            await _trial_selected(pilot)
-            await pilot.press("l")
-            await wait_for(pilot, lambda: isinstance(app.screen, TrialLogScreen), what="the logs")
-            logs = app.screen
-            assert isinstance(logs, TrialLogScreen) and logs.trial_dir is not None
-            await wait_for(pilot, lambda: gate.inside == 1, what="the follow read blocked")
-            shown = logs.current
-            await pilot.press("s")
-            assert logs.current != shown, "the key waited for the follow read"
-            seen = len(ticks)
-            await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
-            assert gate.entered == 1
-            with (logs.trial_dir / "stdout.log").open("a") as fh:
-                fh.write("a line written while the read hung\n")
-            gate.opened.set()
-            widget = logs.query_one("#log-stdout-log", Log)
-            await wait_for(pilot, lambda: "a line written while the read hung" in list(widget.lines),
-                           what="the new line")
-    finally:
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _trial_selected(pilot)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, TrialLogScreen), what="the logs")
+        logs = app.screen
+        assert isinstance(logs, TrialLogScreen) and logs.trial_dir is not None
+        await wait_for(pilot, lambda: gate.inside == 1, what="the follow read blocked")
+        shown = logs.current
+        await pilot.press("s")
+        assert logs.current != shown, "the key waited for the follow read"
+        seen = len(ticks)
+        await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
+        assert gate.entered == 1
+        with (logs.trial_dir / "stdout.log").open("a") as fh:
+            fh.write("a line written while the read hung\n")
         gate.opened.set()
+        widget = logs.query_one("#log-stdout-log", Log)
+        await wait_for(pilot, lambda: "a line written while the read hung" in list(widget.lines),
+                       what="the new line")
 
 
 @async_test
 async def test_a_trial_detail_whose_files_hang_opens_at_once_and_fills_in(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates) -> None:
     ws = workspace(tmp_path)
-    gate = Gate(trial_module.read_result)
-    monkeypatch.setattr(trial_module, "read_result", gate)
+    gate = gates.on(trial_module, "read_result")
     app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    try:
-        async with app.run_test(size=(100, 30)) as pilot:
-            screen = await _trial_selected(pilot)
-            view = screen._selected_view()
-            assert view is not None
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, TrialDetailScreen), what="the detail")
-            box = app.screen
-            await wait_for(pilot, lambda: gate.inside == 1, what="result.json's read blocked")
-            facts = box.query_one("#trial-facts-text")
-            assert view.trial_id in str(facts.render())  # the journal's facts, drawn at once
-            assert "directory:" in str(facts.render())
-            assert str(box.query_one("#trial-tail").render()) == ""
-            await pilot.press("l")  # handled while the read hangs
-            assert isinstance(app.screen, TrialLogScreen)
-            await pilot.press("escape")
-            assert app.screen is box
-            gate.opened.set()
-            await wait_for(pilot, lambda: "──" in str(box.query_one("#trial-tail").render()), what="the tail")
-            assert gate.entered == 1  # result.json is read once
-    finally:
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await _trial_selected(pilot)
+        view = screen._selected_view()
+        assert view is not None
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TrialDetailScreen), what="the detail")
+        box = app.screen
+        await wait_for(pilot, lambda: gate.inside == 1, what="result.json's read blocked")
+        facts = box.query_one("#trial-facts-text")
+        assert view.trial_id in str(facts.render())  # the journal's facts, drawn at once
+        assert "directory:" in str(facts.render())
+        assert str(box.query_one("#trial-tail").render()) == ""
+        await pilot.press("l")  # handled while the read hangs
+        assert isinstance(app.screen, TrialLogScreen)
+        await pilot.press("escape")
+        assert app.screen is box
         gate.opened.set()
+        await wait_for(pilot, lambda: "──" in str(box.query_one("#trial-tail").render()), what="the tail")
+        assert gate.entered == 1  # result.json is read once
 
 
-def _gate_listing(monkeypatch: pytest.MonkeyPatch, screen: str) -> Gate:
+def _gate_listing(gates: Gates, monkeypatch: pytest.MonkeyPatch, screen: str) -> Gate:
     """A gate on what ``screen``'s picker lists its candidates with."""
     if screen == "matrix":
-        gate = Gate(run_list.list_runs)
-        monkeypatch.setattr(run_list, "list_runs", gate)
-    elif screen == "envdiff":
-        gate = Gate(env_diff_module.find_snapshots)
-        monkeypatch.setattr(env_diff_module, "find_snapshots", gate)
-    elif screen == "recipe":
-        gate = Gate(recipe_editor_module.find_recipes)
-        monkeypatch.setattr(recipe_editor_module, "find_recipes", gate)
-    else:  # the policy screen globs for its reports: only that glob waits
-        gate = Gate(Path.glob)
-        real_glob = Path.glob
+        return gates.on(run_list, "list_runs")
+    if screen == "envdiff":
+        return gates.on(env_diff_module, "find_snapshots")
+    if screen == "recipe":
+        return gates.on(recipe_editor_module, "find_recipes")
+    # the policy screen globs for its reports: only that glob waits
+    gate = gates.add(Gate(Path.glob))
+    real_glob = Path.glob
 
-        def glob(self: Path, pattern: str, *args: Any, **kwargs: Any) -> Any:
-            return (gate if pattern.startswith("aorta-policy/") else real_glob)(self, pattern, *args, **kwargs)
+    def glob(self: Path, pattern: str, *args: Any, **kwargs: Any) -> Any:
+        return (gate if pattern.startswith("aorta-policy/") else real_glob)(self, pattern, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "glob", glob)
+    monkeypatch.setattr(Path, "glob", glob)
     return gate
 
 
@@ -280,28 +285,25 @@ def _gate_listing(monkeypatch: pytest.MonkeyPatch, screen: str) -> Gate:
                                               ("policy", ("escape", "o")), ("recipe", ("ctrl+o",))])
 @async_test
 async def test_a_picker_opens_at_once_and_takes_keys_while_its_listing_hangs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, screen: str, keys: tuple[str, ...]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, screen: str, keys: tuple[str, ...]) -> None:
     ws = workspace(tmp_path)
     app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen=screen, machine_facts=FIXED_FACTS,
                    start_run=ws / "aorta-out" / DEMO_RUN if screen == "matrix" else None)
-    gate = _gate_listing(monkeypatch, screen)
-    try:
-        async with app.run_test(size=(100, 30)) as pilot:
-            await pilot.pause()
-            await pilot.press(*keys)
-            picker = app.screen
-            assert isinstance(picker, PathPicker)  # at once: the keys after o land in it
-            await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
-            await pilot.press(*"aorta")  # typed while the listing hangs
-            assert picker.query_one("#picker-path", Input).value == "aorta"
-            assert picker.listing and gate.entered == 1
-            gate.opened.set()
-            await wait_for(pilot, lambda: not picker.listing, what="the list filled in")
-            assert picker.query_one("#picker-path", Input).value == "aorta"  # kept
-            if screen == "matrix":  # both runs of the workspace, under aorta-out/
-                assert len(picker._shown) == 2
-    finally:
+    gate = _gate_listing(gates, monkeypatch, screen)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        await pilot.press(*keys)
+        picker = app.screen
+        assert isinstance(picker, PathPicker)  # at once: the keys after o land in it
+        await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+        await pilot.press(*"aorta")  # typed while the listing hangs
+        assert picker.query_one("#picker-path", Input).value == "aorta"
+        assert picker.listing and gate.entered == 1
         gate.opened.set()
+        await wait_for(pilot, lambda: not picker.listing, what="the list filled in")
+        assert picker.query_one("#picker-path", Input).value == "aorta"  # kept
+        if screen == "matrix":  # both runs of the workspace, under aorta-out/
+            assert len(picker._shown) == 2
 
 
 @async_test
