@@ -88,8 +88,8 @@ def run_ours(lines: list[str], batch: int = 20_000) -> dict:
         split_batch(parser.feed(lines[i : i + batch]), stats)
     summary = stats[1].summary(wall_s=1.0)
     dt = time.perf_counter() - t
-    return {"seconds": dt, "jobs": summary["count"], "p99_us": summary["histogram"]["percentiles"]["p99"],
-            "rings": len(summary["breakdown"]), "malformed": parser.malformed_total}
+    return {"seconds": dt, "jobs": summary.count, "p99_us": summary.histogram.percentiles["p99"],
+            "rings": len(summary.breakdown), "malformed": parser.malformed_total}
 
 
 UPSTREAM_RUNNER = r"""
@@ -139,7 +139,7 @@ def kernel_part(n: int) -> dict | str:
         with s:
             s.wait(timeout=600)
         dt = time.perf_counter() - t
-        m = s.result()["probe_sets"]["ioctl"]["metrics"]["ioctl"]
+        m = s.result().to_json()["probe_sets"]["ioctl"]["metrics"]["ioctl"]
         counted = m["breakdown"].get(str(0x541B), {}).get("count", 0)
         out[mode] = {"issued": n, "counted": counted, "exact": counted == n,
                      "rate_per_s": n / dt, "lost_events": m["lost_events"],
@@ -205,7 +205,7 @@ def _launch_id(prog: Any) -> int:
 
 
 def _launch_summary(s: Any) -> dict[str, Any]:
-    r = s.result()
+    r = s.result().to_json()
     m = r["probe_sets"]["cuda"]["metrics"]["launch"]
     st = s._stats[_launch_id(s.program)]
     span = (st.last_ts - st.first_ts) / 1e9 if st.first_ts is not None and st.last_ts > st.first_ts else None

@@ -130,7 +130,7 @@ def main() -> None:
             extra = body()
         finally:
             s.stop()
-        r = s.result()
+        r = s.result().to_json()
         return r, extra, attach_s
 
     def launch_metric(r, set_name, metric):

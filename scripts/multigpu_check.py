@@ -568,7 +568,7 @@ def item_ebpf(m: dict[str, Any], out: Path, args: argparse.Namespace) -> dict[st
                     pids[int(f.read_text())] = f"{f.stem} ({' '.join(work[:1])}, real libcuda)"
         finally:
             session.stop()
-        result = session.result()
+        result = session.result().to_json()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     launch = result["probe_sets"]["cuda"]["metrics"]["launch"]

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from aorta_tui.core.numerals import MAX_PID
 if TYPE_CHECKING:
     from aorta_tui.cli.trace_stream import PhaseReporter, StreamWriter
     from aorta_tui.metrics.trace_metrics import TraceMetrics
+    from aorta_tui.trace.result_doc import ProbeSetResult, TraceResult
     from aorta_tui.trace.session import TraceSession
 
 app = new_app(
@@ -213,21 +215,20 @@ def _trace_body(*, probes: list[str], pid: int | None, command: list[str], durat
     interrupted, target_ended = _trace_until_done(
         session, probes=probes, pid=pid, command=command, duration=duration, mode=mode,
         out=out, phases=phases, exporter=exporter)
-    result = session.result()
-    result["probes"] = probes
+    result = replace(session.result(), probes=tuple(probes))
     if perfetto is not None and raw_path is not None and raw_path.exists():
         from aorta_tui.trace.export import export_perfetto
 
-        result["perfetto"] = {"path": str(perfetto), **export_perfetto(raw_path, perfetto)}
+        result = replace(result, perfetto={"path": str(perfetto), **export_perfetto(raw_path, perfetto)})
     if tmp_raw is not None:
         tmp_raw.unlink(missing_ok=True)
-        result["raw_events"] = None
+        result = replace(result, raw_events=None)
     if output is not None:
         from aorta_tui.core.atomic import atomic_write_json
         from aorta_tui.store.write_errors import output_write_error
 
         try:
-            atomic_write_json(output, result)
+            atomic_write_json(output, result.to_json())
         except OSError as exc:  # a full disk: exit 3 naming the file and the free space; else 2
             raise output_write_error(exc, output) from None
     # A traced command's status is ours, as with `time`, `strace` and `perf stat`; when
@@ -296,7 +297,7 @@ def _trace_until_done(session: TraceSession, *, probes: list[str], pid: int | No
     return interrupted, target_ended
 
 
-def _report_trace(session: TraceSession, result: dict[str, Any], *, status: int, interrupted: bool,
+def _report_trace(session: TraceSession, result: TraceResult, *, status: int, interrupted: bool,
                   output: Path | None, out: StreamWriter | None,
                   phases: PhaseReporter | None,
                   streamed: set[str]) -> None:
@@ -312,16 +313,16 @@ def _report_trace(session: TraceSession, result: dict[str, Any], *, status: int,
             if warning in streamed:
                 continue
             out.emit(trace_stream.RunWarning(trace_stream.RUN_ID, message=warning, code="trace"))
-        if not result["probe_sets"] and not interrupted:
+        if not result.probe_sets and not interrupted:
             raise EnvironmentProblem("nothing was traced")
-        trace_stream.finished(out, result, interrupted=interrupted, exit_code=130 if interrupted else status)
+        trace_stream.finished(out, result.to_json(), interrupted=interrupted, exit_code=130 if interrupted else status)
     else:
         _print_summary(result)
         if output is not None:
             print(f"result written to {output}")
     if interrupted:
         raise KeyboardInterrupt
-    if not result["probe_sets"]:
+    if not result.probe_sets:
         raise EnvironmentProblem("nothing was traced")
     if status:
         raise typer.Exit(status)
@@ -389,49 +390,54 @@ def _bar_rows(buckets: list[list[float]], width: int = 40, rows: int = 12) -> li
             for lo, hi, c in merged]
 
 
-def _print_summary(result: dict[str, Any]) -> None:
-    print(f"mode {result['mode']}, {result['wall_s']:.2f} s, {result['uprobes']} uprobes, "
-          f"{result['tracepoints']} tracepoints, lost events reported by bpftrace: "
-          f"{result['lost_events_reported_by_bpftrace']}, malformed lines: {result['malformed_lines']}")
-    src = result.get("launch_source") or {}
-    if src.get("mode"):
-        print(f"launches from: {src['mode']} ({src.get('why')})")
-    t = result["target"]
-    if t.get("command"):
-        code = t.get("command_exit_code")
+def _print_summary(result: TraceResult) -> None:
+    print(f"mode {result.mode}, {result.wall_s:.2f} s, {result.uprobes} uprobes, "
+          f"{result.tracepoints} tracepoints, lost events reported by bpftrace: "
+          f"{result.lost_events_reported_by_bpftrace}, malformed lines: {result.malformed_lines}")
+    src = result.launch_source
+    if src is not None and src.mode:
+        print(f"launches from: {src.mode} ({src.why})")
+    t = result.target
+    if t.command:
+        code = t.command_exit_code
         killed = f" (killed by signal {-code})" if isinstance(code, int) and code < 0 else ""
         print(f"command exit code: {code}{killed}")
-    for name, s in result["probe_sets"].items():
-        from aorta_tui.trace.cost import share_text
-
-        cost = s.get("observer_cost") or {}
-        # what the traced program pays (issue 34), not a CPU fraction of the probes
-        cost_txt = (share_text(cost["program_cost"]) if cost.get("program_cost") else
-                    f"not estimated ({cost.get('reason') or 'this set has no launches'})")
-        print(f"\n[{name}] {s.get('description', '')}\n  cost to the program: {cost_txt}")
-        for mname, m in s["metrics"].items():
-            if not m.get("attached", True):
-                print(f"  {mname}: not attached here ({m.get('not_attached_reason', '')})")
-                continue
-            if not m["count"]:
-                print(f"  {mname}: no events")
-                continue
-            lost = m["lost_events"]
-            lost_txt = "not available (" + m.get("lost_events_reason", "") + ")" if lost is None else str(lost)
-            rate = m["events_per_s"]
-            print(f"  {mname}: {m['count']} events ({rate:.0f}/s), lost {lost_txt}")
-            h = m["histogram"]
-            if h["count"]:
-                pct = h["percentiles"]
-                pct_txt = " ".join(f"{k}={'n/a' if v is None else f'{v:.3f}'}" for k, v in pct.items())
-                print(f"  histogram: {m['histogram_measures']}\n    {pct_txt} {m['unit']} ({h['percentile_method']})")
-                for row in _bar_rows(h["buckets"]):
-                    print(row)
-            if m["breakdown"]:
-                print(f"    by {m['breakdown_by']}: " + ", ".join(
-                    f"{k}: {v['count']}" for k, v in list(m["breakdown"].items())[:8]))
-    for w in result.get("warnings", []):
+    for name, s in result.probe_sets.items():
+        _print_set(name, s)
+    for w in result.warnings:
         print(f"warning: {w}")
+
+
+def _print_set(name: str, s: ProbeSetResult) -> None:
+    """One probe set: what the program paid, then each metric's counts, histogram and keys."""
+    from aorta_tui.trace.cost import share_text
+
+    cost = s.observer_cost if isinstance(s.observer_cost, dict) else {}
+    program_cost = s.program_cost()
+    # what the traced program pays (issue 34), not a CPU fraction of the probes
+    cost_txt = (share_text(program_cost) if program_cost else
+                f"not estimated ({cost.get('reason') or 'this set has no launches'})")
+    print(f"\n[{name}] {s.description}\n  cost to the program: {cost_txt}")
+    for mname, metric in s.metrics.items():
+        m = metric.summary
+        if not metric.attached:
+            print(f"  {mname}: not attached here ({metric.not_attached_reason or ''})")
+            continue
+        if not m.count:
+            print(f"  {mname}: no events")
+            continue
+        lost = metric.records.lost_events
+        lost_txt = f"not available ({metric.records.lost_events_reason or ''})" if lost is None else str(lost)
+        print(f"  {mname}: {m.count} events ({m.events_per_s or 0:.0f}/s), lost {lost_txt}")
+        h = m.histogram
+        if h.count:
+            pct_txt = " ".join(f"{k}={'n/a' if v is None else f'{v:.3f}'}" for k, v in h.percentiles.items())
+            print(f"  histogram: {m.histogram_measures}\n    {pct_txt} {m.unit} ({h.percentile_method})")
+            for row in _bar_rows(h.bucket_rows()):
+                print(row)
+        if m.breakdown:
+            print(f"    by {m.breakdown_by}: " + ", ".join(
+                f"{k}: {v.count}" for k, v in list(m.breakdown.items())[:8]))
 
 
 def _common(

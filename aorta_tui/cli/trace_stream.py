@@ -344,11 +344,7 @@ def synthetic(rate: int, interval: float, out: StreamWriter) -> None:
         now = time.perf_counter()
         if now - last >= interval:
             s = stats[0].summary(now - t0)
-            out.emit(HistogramSnapshot(
-                RUN_ID, probe_set="synthetic.latency", measures=s["histogram_measures"], unit=s["unit"],
-                count=s["count"], buckets=s["histogram"]["buckets"], percentiles=s["histogram"]["percentiles"],
-                events_per_s=done / (now - t0), breakdown=s["breakdown"],
-            ))
+            out.emit(s.snapshot(RUN_ID, "synthetic.latency", events_per_s=done / (now - t0)))
             last = now
         pause.wait(max(0.0, t0 + k / 100 - time.perf_counter()))
     raise KeyboardInterrupt

@@ -56,6 +56,7 @@ INPUT_LIMITS: dict[str, int] = {
     "policy report": 64 * MiB,  # policy.json, opened by the TUI
     "profiler trace": 512 * MiB,  # torch.profiler's Chrome trace, for the CUPTI join
     "matrix": 512 * MiB,  # a sweep's matrix.json (a trial row per finished trial)
+    "trace result": 256 * MiB,  # `trace queue -o`, a sweep trial's trace.json
 }
 
 

@@ -341,7 +341,7 @@ def _measured_passes(loop: _Loop, detail_n: int, on_event: EventCallback | None,
     ebpf = None
     if tracer is not None:
         try:
-            ebpf = tracer.result()
+            ebpf = tracer.result().to_json()
         except Exception as exc:  # a tracer failure must not lose the measurement
             ebpf_reason = f"eBPF session failed: {type(exc).__name__}: {exc}"
             loop.emit(RunWarning(cfg.run_id, message=ebpf_reason, code="ebpf"))

@@ -691,8 +691,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
             yield session.child_env
         finally:
             session.stop()
-            result = session.result()
-            self._store.fs.atomic_write_json(trial_dir / "trace.json", result)
+            self._store.fs.atomic_write_json(trial_dir / "trace.json", session.result().to_json())
             self._trace_summary = {"path": "trace.json", "probes": list(spec.probes), "mode": spec.mode}
 
     def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:

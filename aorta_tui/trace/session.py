@@ -27,11 +27,23 @@ from typing import Any, TextIO
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
-from aorta_tui.core.events import Event, HistogramSnapshot
+from aorta_tui.core.events import Event
 from aorta_tui.privsep import client as privsep
 from aorta_tui.trace import capability, program, tracefs
 from aorta_tui.trace.launcher import ProgramSpec
 from aorta_tui.trace.parser import Batch, RecordParser
+from aorta_tui.trace.result_doc import (
+    CollectorLaunches,
+    DeviceRecords,
+    KernelRecords,
+    LaunchSource,
+    MetricResult,
+    MetricSummary,
+    ProbeSetResult,
+    Records,
+    TraceResult,
+    TraceTarget,
+)
 from aorta_tui.trace.runner import BpftraceRunner
 from aorta_tui.trace.stream_stats import MetricStats, split_batch
 
@@ -466,31 +478,20 @@ class TraceSession:
                 wall = (now - (self.started_ns or now)) / 1e9
                 # snapshots use exact percentiles only while that stays cheap
                 summaries[mid] = (st, st.summary(wall, exact_up_to=1_000_000))
-        counts = {mid: s["count"] for mid, (_st, s) in summaries.items()}
+        counts = {mid: s.count for mid, (_st, s) in summaries.items()}
         dt = (now - prev_t) / 1e9 if prev_t else (now - (self.started_ns or now)) / 1e9
         self._last_tick = (now, counts)
         cost = self._observer_cost()  # every set at once: computed once per tick, not per metric
         for mid, (st, s) in summaries.items():
             ps_name = self.rendered_program().metric_ids[mid][0]
-            if s["count"] == 0 and self.stopped is False and not prev_counts.get(mid):
+            if s.count == 0 and self.stopped is False and not prev_counts.get(mid):
                 continue
-            rate = (s["count"] - prev_counts.get(mid, 0)) / dt if dt > 0 else 0.0
+            rate = (s.count - prev_counts.get(mid, 0)) / dt if dt > 0 else 0.0
             try:
-                self.on_event(HistogramSnapshot(
-                    run_id=self.run_id,
-                    probe_set=f"{ps_name}.{st.metric.name}",
-                    measures=s["histogram_measures"],
-                    unit=s["unit"],
-                    count=s["count"],
-                    buckets=s["histogram"]["buckets"],
-                    percentiles=s["histogram"]["percentiles"],
-                    events_per_s=rate,
-                    lost_events=self._lost_for(mid),
-                    malformed_lines=self._parser.malformed_total,
-                    breakdown=s["breakdown"],
-                    observer_cost=cost.get(ps_name, {}),
-                    clock=self._clock_for(st.metric.name),
-                ))
+                self.on_event(s.snapshot(
+                    self.run_id, f"{ps_name}.{st.metric.name}", events_per_s=rate,
+                    lost_events=self._lost_for(mid), malformed_lines=self._parser.malformed_total,
+                    observer_cost=cost.get(ps_name, {}), clock=self._clock_for(st.metric.name)))
             except Exception as exc:  # a sink's bug must not stop tracing
                 self.warnings.append(f"on_event failed: {exc}")
 
@@ -644,104 +645,106 @@ class TraceSession:
             costs[ps.name]["program_cost"] = program_cost(source, sum(self._records_fired(m) for m in launch),
                                                           wall, calibrated)
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> TraceResult:
         if self.program is None:
             raise UsageError("the trace session was never started")
         end = self.stopped_ns or time.monotonic_ns()
         wall = (end - (self.started_ns or end)) / 1e9
         cost = self._observer_cost()
-        sets: dict[str, Any] = {}
         warnings = list(self.warnings)
         with self._lock:
+            metrics: dict[str, dict[str, MetricResult]] = {}
             for mid, (ps_name, metric) in self.program.metric_ids.items():
-                entry = sets.setdefault(ps_name, {"metrics": {}})
-                entry["metrics"][metric.name] = self._metric_result(
+                metrics.setdefault(ps_name, {})[metric.name] = self._metric_result(
                     mid, ps_name, metric.name, wall, mid in self.program.attached, warnings)
-            self._set_results(sets, cost, warnings)
-        return {
-            "schema": 1,
-            "mode": self.mode,
-            "launch_source": (self.device.launch_source_info() if self.device is not None else
-                              {"mode": "ebpf", "why": "no probe set with a device half",
-                               "launch_timestamp": "eBPF uprobes", "device_timestamp": None}),
-            "target": {"pid": self.pid, "command": self.command, "command_pid": self.child_pid,
-                       "command_exit_code": self.child_returncode},
-            "wall_s": wall,
-            "probe_sets": sets,
-            "lost_events_reported_by_bpftrace": self.lost_reported,
-            "malformed_lines": self._parser.malformed_total,
-            "malformed_examples": list(self._parser.examples),
-            "drained_before_stop": self.drained,
-            "uprobes": self.program.uprobe_count,
-            "tracepoints": self.program.tracepoint_count,
-            "raw_events": str(self.raw_path) if self.raw_path else None,
-            "raw_event_count": self._raw_count if self.raw_path else None,
-            "warnings": warnings,
-            "calibration": self.calibration,
-        }
+            sets = self._set_results(metrics, cost, warnings)
+        return TraceResult(
+            mode=self.mode, launch_source=self._launch_source(),
+            target=TraceTarget(pid=self.pid, command=None if self.command is None else tuple(self.command),
+                               command_pid=self.child_pid, command_exit_code=self.child_returncode),
+            wall_s=wall, probe_sets=sets,
+            lost_events_reported_by_bpftrace=self.lost_reported,
+            malformed_lines=self._parser.malformed_total,
+            malformed_examples=tuple(self._parser.examples),
+            drained_before_stop=self.drained,
+            uprobes=self.program.uprobe_count, tracepoints=self.program.tracepoint_count,
+            raw_events=str(self.raw_path) if self.raw_path else None,
+            raw_event_count=self._raw_count if self.raw_path else None,
+            warnings=tuple(warnings), calibration=self.calibration)
+
+    def _launch_source(self) -> LaunchSource:
+        if self.device is None:
+            return LaunchSource(mode="ebpf", why="no probe set with a device half",
+                                launch_timestamp="eBPF uprobes", device_timestamp=None)
+        info = self.device.launch_source_info()
+        return LaunchSource(mode=info["mode"], why=info["why"], launch_timestamp=info["launch_timestamp"],
+                            device_timestamp=info["device_timestamp"])
 
     def _metric_result(self, mid: int, ps_name: str, name: str, wall: float, attached: bool,
-                       warnings: list[str]) -> dict[str, Any]:
+                       warnings: list[str]) -> MetricResult:
         """One metric's summary and where its records came from (under the lock)."""
-        s = self._stats[mid].summary(wall)
-        s["attached"] = attached
-        if not s["attached"]:
-            s["not_attached_reason"] = "none of its events or symbols exist here (see detection.missing)"
+        summary = self._stats[mid].summary(wall)
+        why_not = None if attached else "none of its events or symbols exist here (see detection.missing)"
+        records: Records
         if self.device is not None and self.device.is_device_metric(mid):
-            s["source"] = {"collector": "CUPTI activity records joined with the collector's launch callbacks",
-                           "activity": "CUPTI activity records alone (latency timestamps)"}.get(
-                self.device.launch_source, "CUPTI activity records joined with eBPF launches")
-            s["timestamp_source"] = self.device.timestamp_source(name)
-            s["lost_events"] = self._lost_for(mid)
-            s["lost_events_reason"] = "records dropped by the collector or CUPTI (dropped_by_collector)"
-            s["clock"] = self._clock_for(name)
-            if name == "launch_to_start":
-                s["includes"] = self._launch_to_start_includes(s)
-            return s
-        if self.device is not None and self.device.is_collector_launch_metric(mid):
-            self._collector_launch_result(s, mid, ps_name, name, warnings)
-            return s
-        if self.device is not None and ps_name == self.device.probe_set:
-            s["timestamp_source"] = self.device.timestamp_source(name)
-        s["records_sent_by_kernel"] = self.sent.get(mid)
-        s["records_received"] = self.received.get(mid, 0)
-        s["lost_events"] = self._lost_for(mid) if mid in self.sent else None
-        if mid not in self.sent:
-            s["lost_events_reason"] = "bpftrace did not print its in-kernel count (stopped abnormally)"
-        return s
+            records = self._device_records(mid, name, summary)
+        elif self.device is not None and self.device.is_collector_launch_metric(mid):
+            records = self._collector_launches(mid, ps_name, name, warnings)
+        else:
+            device_set = self.device is not None and ps_name == self.device.probe_set
+            records = KernelRecords(
+                timestamp_source=self.device.timestamp_source(name) if self.device is not None and device_set else None,
+                records_sent_by_kernel=self.sent.get(mid), records_received=self.received.get(mid, 0),
+                lost_events=self._lost_for(mid) if mid in self.sent else None,
+                lost_events_reason=None if mid in self.sent else
+                "bpftrace did not print its in-kernel count (stopped abnormally)")
+        return MetricResult(summary=summary, attached=attached, records=records, not_attached_reason=why_not)
 
-    def _collector_launch_result(self, s: dict[str, Any], mid: int, ps_name: str, name: str,
-                                 warnings: list[str]) -> None:
+    def _device_records(self, mid: int, name: str, summary: MetricSummary) -> DeviceRecords:
+        """A device metric's records: CUPTI's, joined with launches from where they came."""
+        assert self.device is not None
+        source = {"collector": "CUPTI activity records joined with the collector's launch callbacks",
+                  "activity": "CUPTI activity records alone (latency timestamps)"}.get(
+            self.device.launch_source, "CUPTI activity records joined with eBPF launches")
+        return DeviceRecords(
+            source=source, timestamp_source=self.device.timestamp_source(name),
+            lost_events=self._lost_for(mid),
+            lost_events_reason="records dropped by the collector or CUPTI (dropped_by_collector)",
+            clock=self._clock_for(name),
+            includes=self._launch_to_start_includes(summary) if name == "launch_to_start" else None)
+
+    def _collector_launches(self, mid: int, ps_name: str, name: str, warnings: list[str]) -> CollectorLaunches:
         """A launch metric counted by the CUPTI collector (no launch uprobe): its counts."""
+        assert self.device is not None
         seen, read, why = self.device.collector_launch_counts()
-        s["source"] = ("the kernel activity records (one launch per kernel; no callback or uprobe)"
-                       if self.device.launch_source == "activity" else
-                       "the CUPTI collector's launch callbacks (no launch uprobe attached)")
-        s["timestamp_source"] = self.device.timestamp_source(name)
-        s["records_sent_by_collector"] = seen
-        s["records_received"] = read
-        s["records_sent_by_kernel"] = None
-        s["lost_events"] = self._lost_for(mid)
-        if why:
-            s["lost_events_reason"] = why
-            if "were not seen" in why:  # a count of 0 must not read as "no launches"
-                # (a collector without a launch callback, or one that never spoke)
-                warnings.append(f"{ps_name}.{name}: {why}")
+        if why and "were not seen" in why:  # a count of 0 must not read as "no launches"
+            # (a collector without a launch callback, or one that never spoke)
+            warnings.append(f"{ps_name}.{name}: {why}")
+        return CollectorLaunches(
+            source=("the kernel activity records (one launch per kernel; no callback or uprobe)"
+                    if self.device.launch_source == "activity" else
+                    "the CUPTI collector's launch callbacks (no launch uprobe attached)"),
+            timestamp_source=self.device.timestamp_source(name), records_sent_by_collector=seen,
+            records_received=read, lost_events=self._lost_for(mid),
+            lost_events_reason=why or None)
 
-    def _set_results(self, sets: dict[str, Any], cost: dict[str, Any],
-                     warnings: list[str]) -> None:
-        """Each probe set's description, detection, observer cost and device timestamps."""
+    def _set_results(self, metrics: dict[str, dict[str, MetricResult]], cost: dict[str, Any],
+                     warnings: list[str]) -> dict[str, ProbeSetResult]:
+        """Each probe set's metrics, description, detection, observer cost and device timestamps."""
+        out: dict[str, ProbeSetResult] = {}
         for ps, det in self._sets:
-            entry = sets.setdefault(ps.name, {"metrics": {}})
-            entry["description"] = ps.description
-            entry["detection"] = det.to_dict()
-            entry["observer_cost"] = cost.get(ps.name)
+            device_timestamps = None
             if self.device is not None and ps.name == self.device.probe_set:
-                entry["device_timestamps"] = dt = self.device.to_dict()
+                device_timestamps = dt = self.device.to_dict()
                 # a collector that ran but lost its records to another CUPTI client says so
                 # where a user looks first (launches-only cases are warned at start)
                 if dt.get("available") and dt["status"] != "available":
                     warnings.append(f"{ps.name}: GPU start times {dt['status']}")
+            out[ps.name] = ProbeSetResult(
+                metrics=metrics.get(ps.name, {}), description=ps.description,
+                detection=det.to_dict(), observer_cost=cost.get(ps.name),
+                device_timestamps=device_timestamps)
+        return out
 
     def _clock_for(self, metric_name: str) -> dict[str, Any]:
         """A two-clock metric's clock alignment, plus (launch_to_start) the launch uprobe's
@@ -755,7 +758,7 @@ class TraceSession:
                 clock["probe_cost_ns"] = cal.get(self.device.probe_set)
         return clock
 
-    def _launch_to_start_includes(self, summary: dict[str, Any]) -> dict[str, Any]:
+    def _launch_to_start_includes(self, summary: MetricSummary) -> dict[str, Any]:
         """What the launch -> start figure includes besides the launch's own path, and what may be
         taken off: with an eBPF launch time, the uprobe fires first and its cost (calibrated on the
         probed library's own function) delays the call whose kernel is timed; a calibration on
@@ -777,7 +780,7 @@ class TraceSession:
                    cal.get("reasons", {}).get(self.device.probe_set, "the probed library was not calibrated"))
             return {"probe_cost_ns": None, "subtracted": False,
                     "why": f"the launch uprobe's own cost is inside the figure, not measured here: {why}"}
-        pct = (summary.get("histogram") or {}).get("percentiles") or {}
+        pct = summary.histogram.percentiles
         per_hit_us = per_hit / 1000.0
         adjusted = {k: (None if v is None else max(0.0, v - per_hit_us)) for k, v in pct.items()}
         return {"probe_cost_ns": per_hit, "subtracted": True, "adjusted_percentiles": adjusted,

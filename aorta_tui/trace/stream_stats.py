@@ -16,6 +16,7 @@ import numpy as np
 from aorta_tui.trace.hdr import LogLinearHistogram, bucket_index
 from aorta_tui.trace.metrics import Metric
 from aorta_tui.trace.parser import Batch
+from aorta_tui.trace.result_doc import Histogram, KeyFigures, KeySpread, MetricSummary
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 MAX_BREAKDOWN = 64
@@ -195,44 +196,39 @@ class MetricStats:
             return out, "no values"
         return out, "upper edge of the log-linear bucket (within 6.25 %)"
 
-    def summary(self, wall_s: float | None, exact_up_to: int | None = None) -> dict[str, Any]:
+    def summary(self, wall_s: float | None, exact_up_to: int | None = None) -> MetricSummary:
         m = self.metric
         scale = 1000.0 if m.unit == "us" else 1.0
         pct, how = self.percentiles(exact_up_to)
         rate = (self.count / wall_s) if wall_s and wall_s > 0 else None
         keys = sorted(self.by_key.items(), key=lambda kv: -kv[1].count)[:MAX_BREAKDOWN]
-        breakdown = {}
-        for k, ks in keys:
-            entry: dict[str, Any] = {"count": ks.count}
-            if m.kind != "point" or ks.hist.total:
-                hist_n = ks.hist.total or 0
-                entry["mean"] = (ks.total / hist_n / scale) if hist_n else (
-                    ks.total / ks.count / scale if ks.count and ks.total else None)
-                entry["max"] = None if ks.max is None else ks.max / scale
-                p50 = ks.hist.percentile(50)
-                entry["p50"] = None if p50 is None else p50 / scale
-            breakdown[_key_text(self._label_of(k), m)] = entry
-        return {
-            "measures": m.measures,
-            "histogram_measures": m.histogram_measures,
-            "kind": m.kind,
-            "unit": m.unit,
-            "count": self.count,
-            "events_per_s": rate,
-            "histogram": {
-                "count": self.hist.total,
-                "buckets": self.hist.buckets(scale),
-                "percentiles": pct,
-                "percentile_method": how,
-            },
-            "total_bytes": self.value_sum if m.kind == "size" else None,
-            "breakdown_by": m.label_name if m.breakdown_by == "label" else m.key_name,
-            "breakdown": breakdown,
-            "breakdown_truncated": max(0, len(self.by_key) - MAX_BREAKDOWN),
-            "breakdown_reason": ("aggregate mode: the kernel keeps a count and a sum per key, so "
-                                 "per-key max and p50 are null") if self.aggregate else None,
-            "per_pid": {str(p): c for p, c in sorted(self.by_pid.items())},
-        }
+        return MetricSummary(
+            measures=m.measures, histogram_measures=m.histogram_measures, kind=m.kind, unit=m.unit,
+            count=self.count, events_per_s=rate,
+            histogram=Histogram(count=self.hist.total,
+                                buckets=tuple((lo, hi, int(n)) for lo, hi, n in self.hist.buckets(scale)),
+                                percentiles=pct, percentile_method=how),
+            total_bytes=self.value_sum if m.kind == "size" else None,
+            breakdown_by=m.label_name if m.breakdown_by == "label" else m.key_name,
+            breakdown={_key_text(self._label_of(k), m): self._key_figures(ks, scale) for k, ks in keys},
+            breakdown_truncated=max(0, len(self.by_key) - MAX_BREAKDOWN),
+            breakdown_reason=("aggregate mode: the kernel keeps a count and a sum per key, so "
+                              "per-key max and p50 are null") if self.aggregate else None,
+            per_pid={str(p): c for p, c in sorted(self.by_pid.items())},
+        )
+
+    def _key_figures(self, ks: KeyStats, scale: float) -> KeyFigures:
+        """A key's count and, unless it is a point metric's key with no interval yet, its
+        mean (over its histogrammed values; over its events in aggregate mode), max and p50."""
+        if self.metric.kind == "point" and not ks.hist.total:
+            return KeyFigures(count=ks.count, spread=None)
+        hist_n = ks.hist.total or 0
+        mean = (ks.total / hist_n / scale) if hist_n else (
+            ks.total / ks.count / scale if ks.count and ks.total else None)
+        p50 = ks.hist.percentile(50)
+        return KeyFigures(count=ks.count, spread=KeySpread(
+            mean=mean, max=None if ks.max is None else ks.max / scale,
+            p50=None if p50 is None else p50 / scale))
 
 
 def _key_text(k: Any, m: Metric) -> str:

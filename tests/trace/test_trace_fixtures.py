@@ -85,7 +85,7 @@ def test_recorded_amdgpu_output_replays_into_per_ring_statistics() -> None:
         split_batch(b, stats)
         sent.update(b.sent)
     assert parser.malformed_total == truth["malformed"] and parser.examples == ["@R 1 7000 5151"]
-    s = stats[1].summary(wall_s=2.0)
+    s = stats[1].summary(wall_s=2.0).to_json()
     per_ring = truth["cs_to_run"]
     assert s["count"] == sent[1] == sum(len(v) for v in per_ring.values())
     assert s["events_per_s"] == s["count"] / 2.0
@@ -114,7 +114,7 @@ def test_recorded_drm_sched_output_replays_into_exact_statistics() -> None:
     assert parser.lost_total == truth["lost"]
     assert {str(k): v for k, v in sent.items() if k} == truth["sent"]
     for mid, name in ((1, "queue_to_run"), (2, "run_to_done")):
-        s = stats[mid].summary(wall_s=1.0)
+        s = stats[mid].summary(wall_s=1.0).to_json()
         per_ring = truth[name]
         allv = np.concatenate([np.array(v) for v in per_ring.values()])
         assert s["count"] == len(allv) == received[mid]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 from aorta_tui.core.events import HistogramSnapshot
+from aorta_tui.trace.result_doc import TraceResult
 from aorta_tui.trace.session import TraceSession
 
 FIONREAD = 0x541B
@@ -16,7 +18,9 @@ def test_ioctl_probe_set_counts_the_ioctls_of_the_traced_process(bpftrace, fakel
                      calibrate=False)
     with s:
         assert s.wait(timeout=60) == 0
-    r = s.result()
+    r = s.result().to_json()
+    # the document a user reads, read back through its type to the same bytes
+    assert json.dumps(TraceResult.from_json(r).to_json()) == json.dumps(r)
     m = r["probe_sets"]["ioctl"]["metrics"]["ioctl"]
     # the pid filter keeps other processes out; the program may issue a few ioctls of its own
     # (e.g. TCGETS on stdout), so the FIONREAD ones are counted by command
@@ -45,7 +49,7 @@ def test_session_runs_from_a_background_thread_and_emits_snapshots(bpftrace, fak
             s.start()
             s.wait(timeout=60)
             s.stop()
-            holder["r"] = s.result()
+            holder["r"] = s.result().to_json()
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:
@@ -96,4 +100,4 @@ def test_pid_mode_ends_when_the_target_exits(bpftrace, fakelibs) -> None:
     target.wait()
     assert s.wait_target(timeout=10) is True
     s.stop()
-    assert s.result()["target"]["pid"] == target.pid
+    assert s.result().target.pid == target.pid

@@ -28,7 +28,7 @@ def run(probes: list[str], argv: list[str], libs: dict[str, Path], mode: str = "
     s.start()
     assert s.wait(timeout=60) == 0
     s.stop()
-    return s.result(), events
+    return s.result().to_json(), events
 
 
 def metric(result: dict, ps: str, name: str) -> dict:
@@ -156,7 +156,7 @@ def test_observer_cost_is_calibrated_on_the_probed_library(bpftrace, fakelibs, t
                      library_paths={"cuda": fakelibs.cuda}, calibrate=True, device_timestamps="off")
     with s:
         s.wait(timeout=60)
-    r = s.result()
+    r = s.result().to_json()
     cost = r["probe_sets"]["cuda"]["observer_cost"]
     assert cost["calibrated_on"] == f"{fakelibs.cuda}:cuDriverGetVersion"
     assert cost["per_hit_us"] > 0 and cost["probe_hits"] == n

@@ -53,9 +53,7 @@ def snapshots(tiny: int = 300) -> list[HistogramSnapshot]:
     out = []
     for name in ("launch", "launch_to_start", "launch_push", "launch_gpu_queue", "launch_host", "queued"):
         s = stats[name].summary(wall)
-        out.append(HistogramSnapshot(
-            run_id="tui-queue", probe_set=f"cuda.{name}", measures=s["histogram_measures"], unit=s["unit"],
-            count=s["count"], buckets=s["histogram"]["buckets"], percentiles=s["histogram"]["percentiles"],
-            events_per_s=s["count"] / wall, lost_events=0, malformed_lines=0, breakdown=s["breakdown"],
+        out.append(s.snapshot(
+            "tui-queue", f"cuda.{name}", events_per_s=s.count / wall, lost_events=0, malformed_lines=0,
             observer_cost=cost, clock=clock if name in ("launch_to_start", "queued", "launch_host") else {}))
     return out
