@@ -5,7 +5,7 @@
 # traced training loop and the TUI run as the user.
 # Usage (device tool, carry .bt): bash scripts/gpu_privsep_check.sh   (writes under $OUT)
 # Stages and their limits: install 180 s; bare_user 60; trace_root 90; trace_user_nocollector 90;
-# trace_cli 120; tui 180. Carry .whl too (textual, watchfiles, ...: the image lacks them).
+# trace_cli 150; readback 30; tui 180 (PRIVSEP_STAGES picks some). Carry .whl too (textual, watchfiles, ...: the image lacks them).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 # at most 8 files come back from the device's $OUT: the stages write to a folder of their own, and
@@ -140,15 +140,42 @@ tui() {
   grep -q "launch" "$OUT/tui_pane.txt"
 }
 
+# each trace's -o document read back through its type (trace/result_doc.py) to the same bytes,
+# and which source each metric's records came from: the collector's (trace_root, trace_cli) and
+# the eBPF-only one (trace_user_nocollector)
+readback() {
+  python3 - "$OUT/trace_root.json" /tmp/trace_nocoll.json "$OUT/trace.json" <<'PY'
+import json, sys
+from aorta_tui.trace.result_doc import read_trace_result
+bad = 0
+for path in sys.argv[1:]:
+    try:
+        result = read_trace_result(path)
+    except Exception as exc:  # a missing file (its stage failed) or a reader error
+        print(f"{path}: {type(exc).__name__}: {exc}"); bad += 1; continue
+    same = json.dumps(result.to_json()) == json.dumps(json.load(open(path)))
+    kinds = sorted({f"{n}.{m}:{type(v.records).__name__}" for n, s in result.probe_sets.items()
+                    for m, v in s.metrics.items() if v.summary.count})
+    src = result.launch_source.mode if result.launch_source else None
+    print(f"{path}: same bytes {same}; launches from {src}; metrics with records: {', '.join(kinds)}")
+    bad += not same
+sys.exit(1 if bad else 0)
+PY
+}
+
 export -f sudo_env watch_tree
+# PRIVSEP_STAGES picks stages (e.g. "trace_root,trace_cli,readback,tui"); install always runs
+STAGES=${PRIVSEP_STAGES:-bare_user,trace_root,trace_user_nocollector,trace_cli,readback,tui}
+wanted() { [[ ",$STAGES," == *",$1,"* ]]; }
 stage install 180 install
 [ "${1:-}" = --install-only ] && exit 0
 cd /opt/aorta-src
-stage bare_user 60 bare_user
-stage trace_root 90 trace_root
-stage trace_user_nocollector 90 trace_user_nocollector
-stage trace_cli 150 trace_cli
-stage tui 180 tui
+wanted bare_user && stage bare_user 60 bare_user
+wanted trace_root && stage trace_root 90 trace_root
+wanted trace_user_nocollector && stage trace_user_nocollector 90 trace_user_nocollector
+wanted trace_cli && stage trace_cli 150 trace_cli
+wanted readback && stage readback 30 readback
+wanted tui && stage tui 180 tui
 summary_table
 cp "$OUT/summary.md" "$RESULT_DIR/"
 tar czf "$RESULT_DIR/privsep-logs.tgz" -C "$OUT" . 2>/dev/null
