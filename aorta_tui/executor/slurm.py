@@ -521,8 +521,8 @@ class SlurmExecutor:
             for task, trial in enumerate(chunk):
                 cell, trial_dir, _env, _argv, pspec = sweep.prepare_trial(run_dir, trial)
                 path = trial_dir / JOB_SPEC
-                fs.atomic_write_bytes(path, json.dumps(_job_spec(pspec, cell, trial_dir)).encode(),
-                                      mode=0o600)
+                spec = _job_spec(pspec, cell, trial_dir, name)
+                fs.atomic_write_bytes(path, json.dumps(spec).encode(), mode=0o600)
                 if fs.lstat(trial_dir / OUTCOME) is not None:
                     fs.remove_tree(trial_dir / OUTCOME)
                 specs.append(str(path))
@@ -810,7 +810,9 @@ class SlurmExecutor:
         if problem:
             self._warn(f"scancel failed ({problem}): cancel the run's jobs with `scancel "
                        f"--name=<batch>` (slurm/jobs.json names them)")
-        for t in left:  # no job of these runs any more: their specs go too
+        # none of these jobs is to run any more: their specs go too (scancel does not wait, and
+        # a task still starting then finds none; one of a later session's is not its own either)
+        for t in left:
             (self.jobs[t].trial_dir / JOB_SPEC).unlink(missing_ok=True)
 
     def _mark_cancelled(self, trial_ids: list[str]) -> None:
@@ -843,9 +845,12 @@ def _vanished_reason(job: TrialJob) -> str | None:
             f"{VANISH_S:g} s{why}")
 
 
-def _job_spec(pspec: Any, cell: Any, trial_dir: Path) -> dict[str, Any]:
+def _job_spec(pspec: Any, cell: Any, trial_dir: Path, batch: str) -> dict[str, Any]:
     hang = pspec.hang
     return {
+        # whose spec it is: a resume writes the same path again for the trial's new job, and a
+        # task of the cancelled array that starts late must not take it (slurm_job.run_trial)
+        "batch": batch,
         "argv": list(pspec.argv), "env": dict(pspec.env), "cell_keys": sorted(cell.env),
         "cwd": str(pspec.cwd), "stdout_path": str(pspec.stdout_path),
         "stderr_path": str(pspec.stderr_path), "timeout_s": pspec.timeout_s,

@@ -153,11 +153,12 @@ def _marker_says(marker: Path, token: str, fs: RunDirFS | None) -> bool:
     return bool(words) and words[0] == token.encode()
 
 
-def run_trial(spec_path: Path, gate_waited_s: float | None, fs: RunDirFS) -> int:
-    """Run the trial of ``spec_path``. Every file of the run is reached through ``fs``, the run's
-    file layer: a job submitted as root runs as root here, over a directory others may write
-    (a spec that is a FIFO, a cell directory that is a link: refused, never waited on or
-    followed; a spec naming paths outside the run: refused before anything runs)."""
+def run_trial(spec_path: Path, gate_waited_s: float | None, fs: RunDirFS, batch: str) -> int:
+    """Run the trial of ``spec_path``, a spec of ``batch`` (this task's array). Every file of the
+    run is reached through ``fs``, the run's file layer: a job submitted as root runs as root
+    here, over a directory others may write (a spec that is a FIFO, a cell directory that is a
+    link: refused, never waited on or followed; a spec naming paths outside the run: refused
+    before anything runs)."""
     from aorta_tui.trial.hang import HangPolicy
     from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec, run_process
 
@@ -167,6 +168,18 @@ def run_trial(spec_path: Path, gate_waited_s: float | None, fs: RunDirFS) -> int
     except FileNotFoundError:  # the trial was retired or recorded while this task was queued
         print(f"aorta-tui: {spec_path} is gone: the trial is no longer this job's to run "
               "(cancelled, or recorded elsewhere); nothing was run", file=sys.stderr)
+        return 3
+    if spec.get("batch", batch) != batch:
+        # The spec of the trial's job in a later session: a Ctrl-C'd sweep's scancel does not
+        # wait for its tasks to end, and one still starting (signalled, or missed by a scancel
+        # that failed) got here after the resume had written this path again for the job it
+        # resubmitted. Taking it ran the trial outside that job, which then found no spec
+        # (exit 3, FAILED: seen in CI). Left in place, for its own job.
+        print(
+            f"aorta-tui: {spec_path} belongs to job {spec.get('batch')!r}, not this job's "
+            f"array {batch!r} (the trial was resubmitted); nothing was run",
+            file=sys.stderr,
+        )
         return 3
     with contextlib.suppress(FileNotFoundError):
         fs.remove_tree(spec_path)  # it holds the trial's environment (tokens): read once
@@ -251,7 +264,9 @@ def _run_task(manifest_path: Path, gate: list[str] | None) -> int:
                 return 3
         manifest = fs.load_json(manifest_path, what="Slurm manifest", limit=SPEC_LIMIT)
         task = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
-        return run_trial(Path(manifest["specs"][task]), waited, fs)
+        # the manifest is RUN/slurm/<job name>.json: its name is this array's, the batch that
+        # each of its specs names
+        return run_trial(Path(manifest["specs"][task]), waited, fs, manifest_path.stem)
 
 
 if __name__ == "__main__":

@@ -518,3 +518,110 @@ def test_resume_with_the_local_executor_refuses_while_the_runs_jobs_still_run(tm
     assert runs == sorted(set(runs)) and len(runs) == 6, runs  # every command ran exactly once
     assert not [d for r in _results(run_dir).values() for d in r["detections"]
                 if d["id"] == "slurm_job_failed"]
+
+
+def _ctrl_c_while_a_job_runs(tmp_path: Path, recipe: Path, script: Path, out: Path) -> Path:
+    """Session 1 of a run, stopped by Ctrl-C once a job runs: every job scancelled and marked
+    cancelled_by_orchestrator. Its run directory, once none of those jobs runs any more."""
+    proc = _cli(
+        tmp_path,
+        "--batch",
+        str(recipe),
+        "--output",
+        str(out),
+        "--no-snapshot",
+        "--executor",
+        "slurm",
+        "--",
+        str(script),
+        env={"SLEEP_S": "30"},
+    )
+    try:
+        _wait_for_running_job(out)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    run_dir = only_run_dir(out)
+    ids = list(_jobs(run_dir).values())
+    end = time.monotonic() + 60  # scancel'ed: wait until Slurm has ended every one of them
+    while set(_squeue(ids).values()) - {"CANCELLED", "COMPLETED", "FAILED"}:
+        assert time.monotonic() < end, _squeue(ids)
+        time.sleep(0.2)
+    return run_dir
+
+
+def _read_jobs_file(run_dir: Path) -> dict:
+    return json.loads((run_dir / "slurm" / "jobs.json").read_text())
+
+
+def _resume_stopped_after_its_sbatch(tmp_path: Path, run_dir: Path) -> subprocess.Popen[str]:
+    """The resume, SIGSTOPped right after it wrote its array's job id: its tasks wait at the
+    gate for a go it has not written, each with its job spec in its trial directory."""
+    resume = _cli(tmp_path, "sweep", "run", "--resume", str(run_dir), env={"SLEEP_S": "0"})
+    deadline = time.monotonic() + 60
+    while len([b for b in _batches(run_dir.parent.parent) if b.get("job_id")]) < 2:
+        assert resume.poll() is None and time.monotonic() < deadline, (
+            resume.stderr and resume.stderr.read()
+        )
+        time.sleep(0.002)
+    resume.send_signal(signal.SIGSTOP)  # its tasks start on the next scheduling pass, ~1 s away
+    assert not list((run_dir / "slurm").glob("gate-s2-*.go")), "the gate opened before the stop"
+    return resume
+
+
+def test_a_cancelled_task_of_the_interrupted_session_never_takes_the_resumed_trials_spec(tmp_path):
+    """CI, once: after Ctrl-C and --resume, one resubmitted job ended FAILED. end()'s scancel
+    does not wait: a task of the cancelled array that was still starting (signalled, or never
+    reached by a failed scancel) went past the gate, whose go its session had written, and read
+    its spec path, which the resume had just written again for the resubmitted job of the same
+    trial. It took that spec (and deleted it), and the resubmitted task found none: exit 3,
+    FAILED. Here that late task is run by hand, between the resume's sbatch and its go."""
+    recipe, script, out = _setup(tmp_path, trials=1)
+    run_dir = _ctrl_c_while_a_job_runs(tmp_path, recipe, script, out)
+    ((old_name, old),) = _read_jobs_file(run_dir)["batches"].items()  # session 1's one array
+    manifest = run_dir / "slurm" / f"{old_name}.json"
+    gate = run_dir / "slurm" / old["gate"]
+    assert gate.with_name(gate.name + ".go").exists()  # session 1 let its tasks through
+    resume = _resume_stopped_after_its_sbatch(tmp_path, run_dir)
+    try:
+        spec = Path(json.loads(manifest.read_text())["specs"][0])
+        assert spec.is_file()  # the resubmitted job's spec, at the path the old task reads
+        late = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "aorta_tui.executor.slurm_job",
+                "--gate",
+                str(gate),
+                gate.name.rsplit("-", 1)[1],
+                str(manifest),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "SLURM_ARRAY_JOB_ID": old["job_id"], "SLURM_ARRAY_TASK_ID": "0"},
+        )
+        resume.send_signal(signal.SIGCONT)
+        _, stderr = resume.communicate(timeout=180)
+    finally:
+        if resume.poll() is None:
+            resume.kill()
+    assert resume.returncode == 0, stderr
+    new_ids = [j for j in _jobs(run_dir).values() if not j.startswith(f"{old['job_id']}_")]
+    assert len(new_ids) == 3
+    end = time.monotonic() + 60
+    while any(s not in ("COMPLETED", "FAILED", "CANCELLED") for s in _squeue(new_ids).values()):
+        assert time.monotonic() < end, _squeue(new_ids)
+        time.sleep(0.2)
+    # Slurm's own word on the resubmitted jobs (the CI failure: one of them FAILED)
+    assert _squeue(new_ids) == dict.fromkeys(new_ids, "COMPLETED")
+    res = _results(run_dir)
+    # each outcome was written by the trial's own Slurm task, not by a task run outside it
+    assert all(r["process"]["executor"]["slurm_job_id"] for r in res.values()), res
+    assert {r["process"]["executor"]["state"] for r in res.values()} == {"COMPLETED"}
+    # the late task of session 1 ran nothing, and said why
+    assert late.returncode != 0 and "not this job's" in late.stderr, (late.returncode, late.stderr)
+
