@@ -88,6 +88,7 @@ class TrialJob:
     orchestrator_state: str | None = None  # TIMEOUT when the backstop scancelled it; LOST
     gone_since: float | None = None  # when squeue (and sacct) first stopped listing it
     vanished_from: str | None = None  # its last state seen, when it vanished while alive
+    foreign_outcome: tuple[int, int] | None = None  # (inode, mtime) of another job's outcome file
 
 
 @dataclass
@@ -564,7 +565,7 @@ class SlurmExecutor:
                 return self._cancelled_outcome(job, pspec)
             now = time.monotonic()
             if outcome_path.is_file():
-                data = _read_json(outcome_path)
+                data = self._own_outcome(job, outcome_path)
                 if data is not None:
                     if data.get("signal"):
                         self._settle(job, cancel)
@@ -589,6 +590,25 @@ class SlurmExecutor:
                                                           and info.state != "FAILED" and now - terminal_at >= 1.0):
                     return self._settled(job, on_start, self._outcome_from_state(job, pspec, info))
             cancel.wait(STAT_EVERY_S)
+
+    def _own_outcome(self, job: TrialJob, path: Path) -> dict[str, Any] | None:
+        """The job's outcome file, None while there is none of its own. A task of an earlier
+        session's array, cancelled by a Ctrl-C that does not wait for it to end, can still
+        write its outcome into the trial directory that the resume reused for the trial's new
+        job: that file is not this job's result (the new task's own write replaces it), and
+        it is read once, not at every look."""
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        seen = (st.st_ino, st.st_mtime_ns)
+        if seen == job.foreign_outcome:
+            return None
+        data = _read_json(path)
+        if data is not None and not _written_by(job, data):
+            job.foreign_outcome = seen
+            return None
+        return data
 
     def _settled(self, job: TrialJob, on_start: Any, outcome: Any) -> Any:
         """A job that ended, whichever way it was seen to: announced if it never was (the
@@ -834,6 +854,18 @@ def _find_batch_ids(batches: dict[str, Any]) -> None:
             ids = {j.split("_", 1)[0] for j in found if "_" in j}
             if len(ids) == 1:
                 batch["job_id"] = ids.pop()
+
+
+def _written_by(job: TrialJob, data: dict[str, Any]) -> bool:
+    """Whether an outcome file was written by ``job``'s own array task (the task's Slurm ids,
+    slurm_job.node_facts). One without them (not written by an array task) is taken."""
+    node = data.get("node")
+    if not isinstance(node, dict) or job.job_id is None:
+        return True
+    array, task = node.get("array_job_id"), node.get("array_task_id")
+    if not array or task is None:
+        return True
+    return f"{array}_{task}" == job.job_id
 
 
 def _vanished_reason(job: TrialJob) -> str | None:

@@ -625,3 +625,64 @@ def test_a_cancelled_task_of_the_interrupted_session_never_takes_the_resumed_tri
     # the late task of session 1 ran nothing, and said why
     assert late.returncode != 0 and "not this job's" in late.stderr, (late.returncode, late.stderr)
 
+
+def _outcome_of_a_killed_task(array_job_id: str, task: int) -> dict:
+    """``slurm-outcome.json`` as a task of array ``array_job_id`` writes it once scancel's
+    SIGTERM ended its trial (slurm_job.run_trial)."""
+    from aorta_tui.trial.supervisor import ProcessOutcome
+
+    now = time.time()
+    killed = ProcessOutcome(
+        pid=4242,
+        exit_code=None,
+        signal=15,
+        core_dumped=False,
+        timed_out=False,
+        cancelled=True,
+        hang=None,
+        exec_error=None,
+        wall_s=0.1,
+        started_at=now,
+        ended_at=now,
+        peak_rss_kb=None,
+        gpu_peak_mem_bytes=None,
+        gpu_mem_reason=None,
+        stdout_bytes=0,
+        stderr_bytes=0,
+        truncated=False,
+    )
+    node = {"job_id": "old", "array_job_id": array_job_id, "array_task_id": str(task)}
+    return {"schema_version": 1, "process": killed.to_dict(), "node": node, "signal": "SIGTERM"}
+
+
+def test_an_outcome_a_cancelled_task_leaves_in_the_resumed_trials_directory_is_not_its_result(
+    tmp_path,
+):
+    """The other half of that race: a task of the cancelled array that had read its spec
+    before the resume writes its outcome (signalled: SIGTERM) after the resume reused the
+    trial directory for the resubmitted job. The resume took that file as the new job's: the
+    cancelled task's process, signal and Slurm ids in the trial's result. Here it is planted
+    between the resume's sbatch and its go, for the trial the resume waits on first; the
+    trial's result is its own job's."""
+    recipe, script, out = _setup(tmp_path, trials=1)
+    run_dir = _ctrl_c_while_a_job_runs(tmp_path, recipe, script, out)
+    ((old_name, old),) = _read_jobs_file(run_dir)["batches"].items()  # session 1's one array
+    manifest = json.loads((run_dir / "slurm" / f"{old_name}.json").read_text())
+    trial_dir = Path(manifest["specs"][0]).parent  # the trial the resume waits on first
+    resume = _resume_stopped_after_its_sbatch(tmp_path, run_dir)
+    try:
+        planted = _outcome_of_a_killed_task(old["job_id"], 0)
+        (trial_dir / "slurm-outcome.json").write_text(json.dumps(planted))
+        resume.send_signal(signal.SIGCONT)
+        _, stderr = resume.communicate(timeout=180)
+    finally:
+        if resume.poll() is None:
+            resume.kill()
+    assert resume.returncode == 0, stderr
+    tid = str(trial_dir.relative_to(run_dir / "trials"))
+    mine = _results(run_dir)[tid]
+    facts = mine["process"]["executor"]
+    assert facts["job_id"] == _jobs(run_dir)[tid] != f"{old['job_id']}_0"
+    assert facts["slurm_job_id"] != "old" and facts["signal"] is None, facts
+    assert facts["state"] == "COMPLETED" and mine["process"]["pid"] != 4242
+    assert mine["verdict"] in ("pass", "fail"), mine
