@@ -353,15 +353,22 @@ def load_result(path: str | os.PathLike[str]) -> QueueResult | QueueSweep:
     if os.path.isdir(p):
         raise UsageError(f"{p} is a directory, not a queue result file", hint=HINT)
     data = load_json_input(p, what="queue result", limit=INPUT_LIMITS["queue result"], hint=HINT)
+    return read_document(data, p)
+
+
+def read_document(data: object, where: str) -> QueueResult | QueueSweep:
+    """A queue result (or sweep) file's parsed content, checked as :func:`load_result` checks
+    it (kind, version, every field): for a caller that reads the file's bytes its own way (the
+    policy evaluator reads a trial's ``result.json`` without following a link)."""
     if not isinstance(data, dict) or data.get("kind") not in (KIND, SWEEP_KIND):
-        raise UsageError("not an aorta-tui queue result", location=p, hint=HINT)
+        raise UsageError("not an aorta-tui queue result", location=where, hint=HINT)
     if data.get("schema_version") != SCHEMA_VERSION or isinstance(data.get("schema_version"), bool):
         raise UsageError(f"schema_version {clip_for_message(data.get('schema_version'))} is not "
-                         f"supported (this build reads {SCHEMA_VERSION})", location=p,
+                         f"supported (this build reads {SCHEMA_VERSION})", location=where,
                          hint="re-run the measurement with this aorta-tui version")
     if data["kind"] == SWEEP_KIND:
-        return QueueSweep.from_json(data, p)
-    return QueueResult.from_json(data, p)
+        return QueueSweep.from_json(data, where)
+    return QueueResult.from_json(data, where)
 
 
 def as_result(doc: QueueResult | dict[str, Any], where: str) -> QueueResult:
@@ -372,7 +379,11 @@ def as_result(doc: QueueResult | dict[str, Any], where: str) -> QueueResult:
 
 def load_run_result(path: str | os.PathLike[str]) -> QueueResult:
     """A file that must hold one run's result (what a run's own process wrote), not a sweep."""
-    doc = load_result(path)
+    return one_run(load_result(path), os.fspath(path))
+
+
+def one_run(doc: QueueResult | QueueSweep, where: str) -> QueueResult:
+    """``doc`` where one run's result must be (a run's own process wrote it), a sweep refused."""
     if not isinstance(doc, QueueResult):
-        raise UsageError(f"{os.fspath(path)} holds a queue sweep, not one run's result", hint=HINT)
+        raise UsageError(f"{where} holds a queue sweep, not one run's result", hint=HINT)
     return doc
