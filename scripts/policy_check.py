@@ -53,7 +53,7 @@ KEY_METRICS_B = ("throughput", "latency_p50_ms", "achieved_concurrency")
 
 
 def probe_child(argv: list[str]) -> int:
-    """Run N streams of single-block sleep kernels; write a result JSON like the harness."""
+    """Run N streams of single-block sleep kernels; write a queue result as the harness does."""
     p = argparse.ArgumentParser()
     p.add_argument("--streams", type=int, required=True)
     p.add_argument("--iterations", type=int, default=40)
@@ -97,10 +97,15 @@ def probe_child(argv: list[str]) -> int:
     wall = time.perf_counter() - t_start
     kernels = a.streams * a.kernels_per_stream
     lat_sorted = sorted(lat)
+    # a queue result (hwqueue/result_doc.py): the evaluator reads a trial's file with that
+    # document's reader, and a trial whose file it refuses is a failed trial
     result = {
         "schema_version": 1,
-        "kind": "aorta-tui/policy-check-probe",
+        "kind": "aorta-tui/queue-result",
         "emulated": False,
+        "workload": {"name": "probe:sleep_kernels", "kernels_per_stream": a.kernels_per_stream,
+                     "sleep_cycles": a.sleep_cycles},
+        "config": {"streams": a.streams, "iterations": a.iterations, "warmup": a.warmup},
         "platform": {"backend": "rocm" if torch.version.hip else "cuda",
                      "device_name": torch.cuda.get_device_name(0), "torch": torch.__version__,
                      "runtime": f"CUDA {torch.version.cuda}" if torch.version.cuda

@@ -39,7 +39,6 @@ Use from a front end::
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import random
@@ -66,7 +65,13 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
-from aorta_tui.core.inputs import INPUT_LIMITS, open_input, read_input_bytes
+from aorta_tui.core.inputs import (
+    INPUT_LIMITS,
+    decode_utf8,
+    open_input,
+    parse_json_text,
+    read_input_bytes,
+)
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.policy.comparison import MIN_SAMPLES
@@ -78,6 +83,7 @@ from aorta_tui.store.write_errors import output_write_error
 
 if TYPE_CHECKING:  # imported when a policy changes the GPU, not on every sweep
     from aorta_tui.hwqueue.harness import QueueRunConfig  # the harness: ~30 ms, a trial's business
+    from aorta_tui.hwqueue.result_doc import QueueResult
     from aorta_tui.policy.gpu_control import ControlBackend
 from aorta_tui.trial.orphans import mint
 from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_planned
@@ -481,8 +487,8 @@ def run_policy_sweep(request: PolicySweepRequest, *, on_event: Callable[[Event],
     running trial is ended (a :class:`aorta_tui.trial.supervisor.CancelEvent` wakes it at once);
     ``gpu_backend`` is the GPU-control backend (default: detected, only with
     ``allow_gpu_control``); ``base_env`` replaces ``os.environ`` as the inherited environment;
-    ``trial_command`` replaces ``queue_child_argv`` (a child that writes a result JSON with the
-    same ``summary`` / ``summary_units`` / ``summary_better`` / ``unavailable`` keys).
+    ``trial_command`` replaces ``queue_child_argv`` (a child that writes a queue result, as
+    ``hwqueue/result_doc.py`` reads it: anything else is a failed trial).
     """
     return PolicyEvaluator(request, on_event=on_event, cancel=cancel, gpu_backend=gpu_backend,
                            base_env=base_env, trial_command=trial_command).run()
@@ -698,36 +704,59 @@ def _trial_record(planned: PlannedTrial, policy: Policy, argv: list[str], remove
 
 
 def _read_result(path: Path) -> dict[str, Any]:
+    """The outcome fields of a trial whose process exited 0, from the ``result.json`` it wrote.
+
+    The file is read by the queue result's own reader (``hwqueue/result_doc.py``: kind,
+    version, every field ``queue compare`` reads). Why a refusal is a failed trial: a result
+    that reader refuses (a ``summary`` alone, a figure that is text, another document's kind)
+    is not a measurement; counting it ok put unchecked figures into the comparison, and raising
+    would end the whole sweep over one trial's file. So it is ``failed``, its reason the
+    reader's located message (file, field path). A missing file stays the failure it was.
+    """
     from aorta_tui.hwqueue.result import summary_reason
 
-    try:
-        raw = read_input_bytes(path, what="queue result", limit=INPUT_LIMITS["queue result"],
-                               follow_symlinks=False)
-        data = json.loads(raw)
-    except UsageError as exc:
-        if not (path.exists() or path.is_symlink()):
-            return {"status": "failed", "reason": "exit code 0 but no result.json was written"}
-        return {"status": "failed", "reason": f"result.json unreadable: {exc.message}"}
-    except (ValueError, RecursionError) as exc:
-        return {"status": "failed", "reason": f"result.json unreadable: {exc}"}
-    summary = data.get("summary") if isinstance(data, dict) else None
-    if not isinstance(summary, dict):
-        return {"status": "failed", "reason": "result.json has no `summary` map"}
-    values = {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
-              for k, v in summary.items()}
-    reasons = {str(k): str(v) for k, v in (data.get("unavailable") or {}).items()}
-    unavailable = {key: summary_reason(reasons, key) or "the harness reported no value and no reason"
+    result = _load_trial_result(path)
+    if isinstance(result, str):
+        return {"status": "failed", "reason": result}
+    # the fields an ok trial always had: figures as floats, each missing one with its reason
+    values = {k: None if v is None else float(v) for k, v in result.summary.values.items()}
+    unavailable = {key: summary_reason(result.unavailable, key)
+                   or "the harness reported no value and no reason"
                    for key, value in values.items() if value is None}
     return {
         "status": "ok",
         "reason": "",
         "summary": values,
-        "summary_units": dict(data.get("summary_units") or {}),
-        "summary_better": dict(data.get("summary_better") or {}),
+        "summary_units": dict(result.summary.units),
+        "summary_better": dict(result.summary.better),
         "unavailable": unavailable,
-        "platform": dict(data.get("platform") or {}),
-        "emulated": data.get("emulated"),
-        "schema_version": data.get("schema_version"),
+        "platform": dict(result.section("platform")),
+        "emulated": result.emulated,
+        "schema_version": result.schema_version,
         # what --stream-priority did in this trial (asked, applied or why not), from the harness
-        "stream_priority": data.get("stream_priority"),
+        "stream_priority": result.sections.get("stream_priority"),
     }
+
+
+def _load_trial_result(path: Path) -> QueueResult | str:
+    """The typed result at ``path``, or why there is none (a failed trial's reason)."""
+    from aorta_tui.hwqueue.result_doc import one_run, read_document
+
+    try:  # the child's own file: a link it left is refused, never followed
+        raw = read_input_bytes(path, what="queue result", limit=INPUT_LIMITS["queue result"],
+                               follow_symlinks=False)
+    except UsageError as exc:
+        if not (path.exists() or path.is_symlink()):
+            return "exit code 0 but no result.json was written"
+        return f"result.json unreadable: {exc.message}"
+    where = str(path)
+    try:
+        data = parse_json_text(decode_utf8(raw, where=where, what="queue result"), where=where,
+                               what="queue result")
+    except UsageError as exc:
+        return f"result.json unreadable: {exc.message}"
+    try:
+        return one_run(read_document(data, where), where)
+    except UsageError as exc:
+        located = f"{exc.location}: {exc.message}" if exc.location else exc.message
+        return f"result.json is not a valid queue result: {located}"

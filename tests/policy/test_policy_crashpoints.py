@@ -39,11 +39,14 @@ from tests.reliability.test_rel_rundir_crashpoints import (  # noqa: F401 - kill
 pytestmark = [pytest.mark.bpftrace, pytest.mark.slow]
 
 
-# A trial process that writes a queue-run-shaped result at once (no torch, no harness).
+# A trial process that writes a queue result at once (no torch, no harness): the smallest
+# document the queue result's reader (hwqueue/result_doc.py) takes, as the evaluator reads it.
 CHILD = textwrap.dedent("""
     import json, sys
     out = sys.argv[sys.argv.index("-o") + 1]
-    json.dump({"schema_version": 1, "emulated": True, "platform": {"backend": "cpu"},
+    json.dump({"schema_version": 1, "kind": "aorta-tui/queue-result", "emulated": True,
+               "workload": {"name": "fake"}, "config": {"streams": 2},
+               "platform": {"backend": "cpu"},
                "summary": {"throughput": 100.0}, "summary_units": {"throughput": "items/s"},
                "summary_better": {"throughput": "higher"}, "unavailable": {}}, open(out, "w"))
 """)

@@ -28,7 +28,8 @@ CHILD = textwrap.dedent("""
     shift = float(os.environ.get("FAKE_SHIFT", "0"))
     rng = random.Random(os.path.basename(os.path.dirname(out)))  # "NNN-policy-tK": reproducible
     result = {
-        "schema_version": 1, "emulated": False,
+        "schema_version": 1, "kind": "aorta-tui/queue-result", "emulated": False,
+        "workload": {"name": "fake"}, "config": {"streams": 4},
         "platform": {"backend": os.environ.get("FAKE_BACKEND", "rocm"), "device_name": "fake"},
         "summary": {"throughput": 100.0 + shift + rng.gauss(0, 1.0),
                     "latency_p50_ms": 10.0 + rng.gauss(0, 0.1),

@@ -348,7 +348,9 @@ POLICY_TRIAL = textwrap.dedent("""\
     except FileExistsError:
         pass
     time.sleep(0.3)
-    json.dump({"schema_version": 1, "emulated": True, "platform": {"backend": "cpu"},
+    json.dump({"schema_version": 1, "kind": "aorta-tui/queue-result", "emulated": True,
+               "workload": {"name": "fake"}, "config": {"streams": 2},
+               "platform": {"backend": "cpu"},
                "summary": {"throughput": 100.0}, "summary_units": {"throughput": "items/s"},
                "summary_better": {"throughput": "higher"}, "unavailable": {}}, open(out, "w"))
     """)
