@@ -38,7 +38,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: the probe child (each trial of sweep B) needs none
+    from aorta_tui.policy.comparison import Comparison, Summary
+    from aorta_tui.policy.report_doc import MetricSummary, PolicyReport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -143,8 +147,9 @@ def probe_child(argv: list[str]) -> int:
 
 
 def run_sweep(label: str, workload: str, policies: list[Any], args: argparse.Namespace,
-              root: Path, trial_command: Any = None) -> dict[str, Any] | None:
+              root: Path, trial_command: Any = None) -> PolicyReport | None:
     from aorta_tui.policy.evaluator import PolicySweepRequest, run_policy_sweep
+    from aorta_tui.policy.report_doc import PolicyReport
 
     req = PolicySweepRequest(workload=workload, policies=tuple(policies), streams=args.streams,
                        output_dir=root / label, trials=args.trials,
@@ -165,14 +170,15 @@ def run_sweep(label: str, workload: str, policies: list[Any], args: argparse.Nam
 
     try:
         outcome = run_policy_sweep(req, on_event=show, trial_command=trial_command)
-        report = outcome.report
+        report: PolicyReport | None = outcome.report
     except AortaError as exc:
         print(f"sweep {label} failed: {exc.render()}", flush=True)
         return None
     except KeyboardInterrupt:
         print(f"sweep {label} interrupted; reporting the finished trials", flush=True)
         path = root / label / "policy.json"
-        report = json.loads(path.read_text()) if path.exists() else None
+        # read back by its one reader, as the sweep's own report is (readers read the type)
+        report = PolicyReport.from_json(path) if path.exists() else None
     if report is not None and args.save:
         save = Path(args.save)
         save.mkdir(parents=True, exist_ok=True)
@@ -183,23 +189,24 @@ def run_sweep(label: str, workload: str, policies: list[Any], args: argparse.Nam
     return report
 
 
-def _summary(entry: dict[str, Any]) -> Any:
+def _summary(entry: MetricSummary) -> Summary:
     from aorta_tui.policy.comparison import Summary
 
-    return Summary(entry.get("n", 0), entry.get("median"), entry.get("ci_low"),
-                   entry.get("ci_high"), entry.get("reason", ""))
+    return Summary(entry.n, entry.median, entry.ci_low, entry.ci_high, entry.reason)
 
 
-def direct(report: dict[str, Any], a: str, b: str, metric: str) -> Any:
+def direct(report: PolicyReport, a: str, b: str, metric: str) -> Comparison:
+    """Policy ``a`` against policy ``b`` (not the reference) on ``metric``, as the report
+    compares each policy with the reference."""
     from aorta_tui.policy import comparison
 
-    pol = {p["name"]: p for p in report["policies"]}
-    better = {m["name"]: m["better"] for m in report["metrics"]}.get(metric)
+    pol = {p.name: p for p in report.policies}
+    better = report.metric(metric).better
     hib = True if better == "higher" else False if better == "lower" else None
-    if a not in pol or b not in pol or metric not in pol[a]["metrics"]:
+    if a not in pol or b not in pol or metric not in pol[a].metrics:
         return comparison.Comparison(comparison.NOT_AVAILABLE, None, "", "not measured")
-    return comparison.compare(_summary(pol[b]["metrics"][metric]), _summary(pol[a]["metrics"][metric]),
-                         higher_is_better=hib)
+    return comparison.compare(_summary(pol[b].summary(metric)), _summary(pol[a].summary(metric)),
+                              higher_is_better=hib)
 
 
 def _fmt(v: Any) -> str:
@@ -208,25 +215,24 @@ def _fmt(v: Any) -> str:
     return f"{v:.4g}"
 
 
-def table(report: dict[str, Any], metrics: tuple[str, ...]) -> list[str]:
-    units = {m["name"]: m["unit"] for m in report["metrics"]}
+def table(report: PolicyReport, metrics: tuple[str, ...]) -> list[str]:
+    units = {m.name: m.unit for m in report.metrics}
     present = [m for m in metrics if m in units]
     lines = [f"{'policy':<24} {'metric (unit)':<32} {'median':>10} {'95% CI':>23}  vs baseline"]
-    for p in report["policies"]:
-        if p["status"] != "ran":
+    for p in report.policies:
+        if p.status != "ran":
             continue
         for m in present:
-            s = p["metrics"][m]
-            ci = (f"[{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}]" if s.get("ci_low") is not None
-                  else "n/a")
-            if p["name"] == report["reference"]:
+            s = p.summary(m)
+            ci = f"[{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]" if s.ci_low is not None else "n/a"
+            if p.name == report.reference:
                 vs = "reference"
             else:
-                c = p["vs_reference"].get(m, {})
-                vs = c.get("verdict", "?")
-                if c.get("change_pct") is not None:
-                    vs += f" ({c['change_pct']:+.1f}%)"
-            lines.append(f"{p['name']:<24} {f'{m} ({units[m]})':<32} {_fmt(s['median']):>10} "
+                c = p.vs_reference.get(m)
+                vs = c.verdict if c is not None else "?"
+                if c is not None and c.change_pct is not None:
+                    vs += f" ({c.change_pct:+.1f}%)"
+            lines.append(f"{p.name:<24} {f'{m} ({units[m]})':<32} {_fmt(s.median):>10} "
                          f"{ci:>23}  {vs}")
     return lines
 
@@ -274,28 +280,26 @@ def main() -> int:
         report_a = run_sweep("A", args.workload, pols, args, root)
     if report_a is not None:
         out += [f"A: aorta-tui queue run {args.workload} --streams {args.streams} "
-                f"--iterations {args.iterations} ({report_a['status']}, "
-                f"{report_a['failed_trials']} failed trials) on "
-                f"{report_a['platform'].get('device_name')}", *table(report_a, KEY_METRICS_A), ""]
-        pol = {p["name"]: p for p in report_a["policies"]}
-        again = pol["baseline_again"]["vs_reference"]
-        called = [m for m in REPEAT_METRICS if again.get(m, {}).get("verdict") in ("higher", "lower")]
-        measured = [m for m in REPEAT_METRICS if again.get(m, {}).get("verdict")
-                    not in (None, "not available")]
-        others = {m: again[m]["verdict"] for m in KEY_METRICS_A
-                  if m not in REPEAT_METRICS and m in again}
+                f"--iterations {args.iterations} ({report_a.status}, "
+                f"{report_a.failed_trials} failed trials) on "
+                f"{report_a.platform.get('device_name')}", *table(report_a, KEY_METRICS_A), ""]
+        pol = {p.name: p for p in report_a.policies}
+        again = {m: c.verdict for m, c in pol["baseline_again"].vs_reference.items()}
+        called = [m for m in REPEAT_METRICS if again.get(m) in ("higher", "lower")]
+        measured = [m for m in REPEAT_METRICS if again.get(m) not in (None, "not available")]
+        others = {m: again[m] for m in KEY_METRICS_A if m not in REPEAT_METRICS and m in again}
         checks.append(("A baseline_again unchanged vs baseline", True,
                        not called and bool(measured),
                        (f"called on {called}" if called else f"unchanged on {measured}")
                        + f"; also {others}"))
         for name, required in (("cuda_launch_blocking", True), ("cuda_max_connections_1", False),
                                ("cuda_max_connections_32", False)):
-            if name not in pol or pol[name]["status"] != "ran":
+            if name not in pol or pol[name].status != "ran":
                 continue
-            vs = pol[name]["vs_reference"]
-            changed = {m: f"{vs[m]['verdict']} {vs[m]['change_pct']:+.1f}%" for m in KEY_METRICS_A
-                       if vs.get(m, {}).get("verdict") in ("higher", "lower")
-                       and vs[m].get("change_pct") is not None}
+            vs = pol[name].vs_reference
+            changed = {m: f"{c.verdict} {c.change_pct:+.1f}%" for m in KEY_METRICS_A
+                       if (c := vs.get(m)) is not None and c.verdict in ("higher", "lower")
+                       and c.change_pct is not None}
             checks.append((f"A {name} changes the figures vs baseline", required, bool(changed),
                            str(changed or "unchanged (within noise) on every key metric")))
         if "cuda_max_connections_1" in pol and "cuda_max_connections_32" in pol:
@@ -330,7 +334,7 @@ def main() -> int:
                    "for 4 rounds")
     if report_b is not None:
         out += [f"B: probe child, {args.streams} streams x 4 torch.cuda._sleep kernels "
-                f"({report_b['status']}, {report_b['failed_trials']} failed trials)",
+                f"({report_b.status}, {report_b.failed_trials} failed trials)",
                 *table(report_b, KEY_METRICS_B), ""]
         c = direct(report_b, "cuda_max_connections_1", "cuda_max_connections_32", "throughput")
         pct = f" {c.change_pct:+.1f}%" if c.change_pct is not None else ""
