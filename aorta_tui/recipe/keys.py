@@ -167,9 +167,11 @@ _COMMON = (
             origin="extension", description="policy names (extension)"),
     KeySpec("executor", {"anyOf": [{"enum": [*EXECUTOR_KINDS, None]}, BlockRef("executor")]},
             origin="extension", description="where trials run (extension, docs/slurm.md)"),
-    KeySpec("bytecode_cache", {"enum": [*BYTECODE_CACHE, None]}, origin="extension",
+    # true/false: YAML 1.1 (PyYAML, the loader) reads a bare `on`/`off` as a boolean
+    KeySpec("bytecode_cache", {"enum": [*BYTECODE_CACHE, True, False, None]}, origin="extension",
             default="auto",
-            description="the children's bytecode cache (extension; docs/performance.md)"),
+            description="the children's bytecode cache (extension; docs/performance.md): auto, on "
+                        "or off (a bare on/off, YAML's booleans, reads as the word)"),
 )
 
 _TRIAGE = tuple(replace(s, mode="triage") for s in (

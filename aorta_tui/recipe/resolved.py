@@ -62,9 +62,21 @@ def canonical(recipe: Recipe) -> dict[str, Any]:
     )
     if r.executor.kind != "local":  # absent by default: older resolved files stay identical
         out["executor"] = r.executor.to_dict()
+    # collectors and the bytecode cache: absent when unset, so older files and hashes stay the same
+    if r.collect:
+        out["collect"] = _collectors(r.collect, r.collect_options)
+    if r.bytecode_cache != "auto":
+        out["bytecode_cache"] = r.bytecode_cache
     if r.mode == "triage":
         out["cells"] = [_cell(c) for c in r.cells]
     return out
+
+
+def _collectors(names: tuple[str, ...], options: dict[str, dict[str, str]]) -> list[str] | dict[str, Any]:
+    """Upstream's ``collect:`` as the loader reads it: names, or name -> options when any has some."""
+    if not options:
+        return list(names)
+    return {n: dict(options[n]) if n in options else None for n in names}
 
 
 def _pattern(p: Any) -> dict[str, Any]:
@@ -87,6 +99,8 @@ def _cell(c: CellSpec) -> dict[str, Any]:
         out["steps"] = c.steps
     if c.workload_config is not None:
         out["workload_config"] = c.workload_config
+    if c.collect is not None:  # a cell's own collectors replace the recipe's ([]: none here)
+        out["collect"] = list(c.collect)
     return out
 
 
@@ -94,6 +108,7 @@ def recipe_hash(recipe: Recipe) -> str:
     """sha256 of the canonical form plus the generated cells (hex)."""
     data = canonical(recipe)
     data.pop("executor", None)  # where trials run changes no trial: `--executor` on a resume is fine
+    data.pop("bytecode_cache", None)  # how fast imports are changes no trial either
     data["cells"] = [_cell(c) for c in recipe.cells]
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

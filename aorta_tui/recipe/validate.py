@@ -220,6 +220,8 @@ def _extension_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     policy_axis = _policy_axis(v, get("policy_axis"))
     executor = _executor(v, get("executor"))
     bytecode = get("bytecode_cache")
+    if isinstance(bytecode, bool):  # YAML 1.1 reads a bare `on`/`off` as a boolean: the word written
+        bytecode = "on" if bytecode else "off"
     bytecode = "auto" if bytecode is None else v.choice("bytecode_cache", bytecode, K.BYTECODE_CACHE)
     return dict(
         order=order, seed=seed, trace=trace, policy_axis=policy_axis, collect=collect,

@@ -81,6 +81,12 @@ def common(draw, cells: list[str]):
         out["policy_axis"] = draw(st.lists(names, max_size=3, unique=True))
     if draw(st.booleans()):
         out["step_time_regex"] = r"step ([0-9.]+) ms"
+    if draw(st.booleans()):  # upstream's collectors: names, or names with options
+        out["collect"] = draw(st.sampled_from([
+            [], ["torch_profiler"], ["ncu", "layer_numerics"],
+            {"layer_numerics": {"NANLOG_SAMPLE_EVERY": "1"}, "torch_profiler": None}]))
+    if draw(st.booleans()):
+        out["bytecode_cache"] = draw(st.sampled_from(["auto", "on", "off"]))
     return out
 
 
@@ -115,6 +121,8 @@ def triage_recipes(draw):
             cell["steps"] = draw(positive)
         if draw(st.booleans()):
             cell["workload_config"] = draw(workload_configs)
+        if draw(st.booleans()):  # the cell's own collectors replace the recipe's ([]: none)
+            cell["collect"] = draw(st.sampled_from([[], ["ncu"], None]))
         cells.append(cell)
     data["cells"] = cells
     return data
@@ -232,3 +240,22 @@ def test_secrets_round_trip_masked():
     assert build_plan(r, Registry()).cells[0].env["HF_TOKEN"] == "hf_abc123"
     with pytest.raises(UsageError, match="DB_PASSWORD, HF_TOKEN"):
         build_plan(again, Registry())
+
+
+def test_collectors_are_part_of_the_plan_and_the_bytecode_cache_is_not():
+    """Collectors change what each trial records: the resolved file keeps them (recipe and cell)
+    and the hash follows them. The bytecode cache changes how fast imports are, no trial: kept
+    in the file, left out of the hash (a resume may give another `--bytecode-cache`)."""
+    base = yaml.safe_dump({"schema_version": 1, "workload": "training", "steps": 3, "trials": 1,
+                           "cells": [{"name": "a", "mitigations": ["baseline"]}]})
+    plain = load_recipe_text(base)
+    collecting = load_recipe_text(base + "collect: [torch_profiler]\n")
+    assert recipe_hash(collecting) != recipe_hash(plain)
+    assert load_recipe_text(dump_resolved(collecting)).collect == ("torch_profiler",)
+    cell = dataclasses.replace(plain.cells[0], collect=())
+    assert recipe_hash(dataclasses.replace(plain, cells=(cell,))) != recipe_hash(plain)
+    # a bare `off` is YAML 1.1's false: read as the word written
+    no_cache = load_recipe_text(base + "bytecode_cache: off\n")
+    assert no_cache.bytecode_cache == "off" and recipe_hash(no_cache) == recipe_hash(plain)
+    assert load_recipe_text(dump_resolved(no_cache)).bytecode_cache == "off"
+    assert load_recipe_text(base + "bytecode_cache: on\n").bytecode_cache == "on"
