@@ -45,7 +45,7 @@ class RegistryView(Protocol):
     def workload_names(self) -> frozenset[str]: ...
 
 
-_ENV_NAME_RE = re.compile(K.ENV_NAME_PATTERN)
+ENV_NAME_RE = re.compile(K.ENV_NAME_PATTERN)  # one pattern for every environment name
 
 
 MAX_ISSUES = 50  # beyond this the recipe is not a recipe; report how many more there were
@@ -292,7 +292,7 @@ class Validator:
         ok = True
         for k, v in value.items():
             sub = child_path(path, str(k))
-            if not isinstance(k, str) or not _ENV_NAME_RE.fullmatch(k):
+            if not isinstance(k, str) or not ENV_NAME_RE.fullmatch(k):
                 self.issue(sub, f"{k!r} is not a valid environment variable name",
                            "names are letters, digits and _ and do not start with a digit",
                            key=True)
@@ -362,7 +362,6 @@ DOCKER_IMAGE_RE = re.compile(
 MAX_IMAGE_REF = 512
 
 
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # the recipe's K.ENV_NAME_PATTERN
 
 
 def docker_image_problem(ref: object) -> tuple[str, str] | None:
