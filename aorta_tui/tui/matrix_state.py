@@ -161,26 +161,22 @@ class MatrixState:
             view.trial_id = trial_id
         return view
 
+    @property
+    def placement_stamp(self) -> tuple[int, int] | None:
+        """(mtime ns, size) of the ``slurm/jobs.json`` that ``placement`` was read from."""
+        return self._placement_stamp
+
+    def set_placement(self, stamp: tuple[int, int], placement: dict[str, tuple[str | None, str | None]]) -> None:
+        """What :func:`read_placement_file` read (the TUI reads it in a worker, then sets it here)."""
+        self._placement_stamp, self.placement = stamp, placement
+
     def read_placement(self) -> bool:
         """Where each trial of a Slurm run runs (``slurm/jobs.json``, written by the executor at
         most once a second); re-read only when the file changed. True when it changed."""
-        path = self.run_dir / "slurm" / "jobs.json"
-        try:
-            st = path.stat()
-        except OSError:
-            return False  # a local run: nothing to show, the grid looks as it always did
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp == self._placement_stamp:
+        read = read_placement_file(self.run_dir, self._placement_stamp)
+        if read is None:
             return False
-        from aorta_tui.core.errors import AortaError
-        from aorta_tui.core.inputs import load_json_input
-
-        try:
-            data = load_json_input(path, what="Slurm job map", limit=PLACEMENT_LIMIT)
-        except AortaError:  # foreign or unreadable now: read again next time
-            return False
-        self._placement_stamp = stamp
-        self.placement = parse_placement(data)
+        self.set_placement(*read)
         return True
 
     # --- reading -------------------------------------------------------------------------
@@ -237,6 +233,29 @@ class MatrixState:
         per_trial = (self._pace_last_ts - self._pace_start_ts) / self._pace_done
         remaining = max(0, (self.total or len(self.trials)) - self.done)
         return per_trial * remaining
+
+
+def read_placement_file(run_dir: Path, stamp: tuple[int, int] | None
+                        ) -> tuple[tuple[int, int], dict[str, tuple[str | None, str | None]]] | None:
+    """(stamp, placement) of ``run_dir``'s ``slurm/jobs.json`` when its stamp (mtime ns, size)
+    is not ``stamp``; None when it is unchanged, missing (a local run) or unreadable now (read
+    again next time). File reads: the TUI calls this in a worker."""
+    path = Path(run_dir) / "slurm" / "jobs.json"
+    try:
+        st = path.stat()
+    except OSError:
+        return None  # a local run: nothing to show, the grid looks as it always did
+    new_stamp = (st.st_mtime_ns, st.st_size)
+    if new_stamp == stamp:
+        return None
+    from aorta_tui.core.errors import AortaError
+    from aorta_tui.core.inputs import load_json_input
+
+    try:
+        data = load_json_input(path, what="Slurm job map", limit=PLACEMENT_LIMIT)
+    except AortaError:  # foreign or unreadable now: read again next time
+        return None
+    return new_stamp, parse_placement(data)
 
 
 def parse_placement(data: Any) -> dict[str, tuple[str | None, str | None]]:

@@ -9,24 +9,27 @@ the keys are pressed, and their effect asserted, while the read is known to be b
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable, Input, Log
+from textual.widgets import DataTable, Input, Log, Static
 from tui_support import DEMO_RUN, FIXED_FACTS, LIVE_RUN, async_test, wait_for, workspace
 
 from aorta_tui.store import lock as lock_module
 from aorta_tui.store import run_list
 from aorta_tui.tui import logs as logs_module
+from aorta_tui.tui import matrix_state as matrix_state_module
 from aorta_tui.tui.app import AortaApp
 from aorta_tui.tui.screens import env_diff as env_diff_module
 from aorta_tui.tui.screens import home as home_module
 from aorta_tui.tui.screens import matrix as matrix_module
 from aorta_tui.tui.screens import recipe_editor as recipe_editor_module
 from aorta_tui.tui.screens import trial as trial_module
+from aorta_tui.tui.screens.env_diff import EnvDiffScreen
 from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
 from aorta_tui.tui.screens.matrix import MatrixScreen
@@ -324,6 +327,151 @@ async def test_a_picker_whose_listing_fails_says_so_and_still_takes_a_typed_path
         assert isinstance(picker, PathPicker)
         await wait_for(pilot, lambda: not picker.listing, what="the listing's end")
         assert "listing failed: OSError" in picker.message and "Input/output error" in picker.message
-        await pilot.press(*f"aorta-out/{LIVE_RUN}", "enter")
+        # absolute: the matrix's picker takes a typed path as the process's working directory
+        # has it (a relative one passed here only because the old open_run set run_dir before
+        # finding it was no run directory)
+        await pilot.press(*str(ws / "aorta-out" / LIVE_RUN), "enter")
         await wait_for(pilot, lambda: app.screen is screen and screen.run_dir is not None
                        and screen.run_dir.name == Path(LIVE_RUN).name, what="the typed run opened")
+        assert screen.state is not None and screen.state.run_dir == screen.run_dir
+
+
+def _summary(screen: MatrixScreen) -> str:
+    return str(screen.query_one("#matrix-summary", Static).render())
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_opening_a_run_whose_plan_hangs_holds_no_key_and_draws_it_when_read(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = gates.on(matrix_state_module, "read_json_or_none")  # plan.json, read by MatrixState.for_run
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="matrix", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        run = ws / "aorta-out" / DEMO_RUN
+        app.open_run(run)
+        await wait_for(pilot, lambda: gate.inside == 1, what="plan.json's read blocked")
+        assert "opening" in _summary(screen) and screen.state is None
+        await pilot.press("question_mark")  # handled while the read hangs
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert app.screen is screen
+        screen.open_run(run)  # asked again (a second enter in the picker): no second read
+        await pilot.pause(0.1)
+        assert gate.entered == 1 and screen.run_dir is None
+        gate.opened.set()
+        await _grid_ready(pilot, screen)
+        assert screen.run_dir == run.absolute() and gate.entered == 1
+        assert "opening" not in _summary(screen)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_run_that_is_no_run_directory_says_so_after_the_read(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = gates.on(matrix_module, "read_run")
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    async with app.run_test(size=size) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        gate.opened.set()  # the demo run opens at once
+        await _grid_ready(pilot, screen)
+        gate.opened.clear()
+        screen.open_run(ws / "nowhere")
+        await wait_for(pilot, lambda: gate.inside == 1, what="the check blocked")
+        await pilot.press("right")  # the demo run still shown and answering
+        assert screen.run_dir is not None and screen.run_dir.name == Path(DEMO_RUN).name
+        gate.opened.set()
+        await wait_for(pilot, lambda: any("is not a run directory" in n.message for n in app._notifications),
+                       what="the located message")
+        assert screen.run_dir.name == Path(DEMO_RUN).name  # the run shown stays
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_node_summary_that_hangs_holds_no_key_and_is_read_once(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = gates.on(matrix_module, "node_line", lambda run_dir: "per node (Slurm): n1: 9 pass, 0 fail, 0 error")
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    async with app.run_test(size=size) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        await _grid_ready(pilot, screen)  # a finished run: its summary asks for the node line
+        await wait_for(pilot, lambda: gate.inside == 1, what="the node summary blocked")
+        grid = screen.query_one(MatrixGrid)
+        before = grid.cursor_coordinate
+        await pilot.press("right")
+        assert grid.cursor_coordinate != before, "the key waited for the node summary"
+        for _ in range(3):  # redraws while it hangs start no other read
+            screen._dirty = True
+            await wait_for(pilot, lambda: not screen._dirty, what="a redraw")
+        assert gate.entered == 1 and "per node" not in _summary(screen)
+        gate.opened.set()
+        await wait_for(pilot, lambda: "per node (Slurm): n1: 9 pass" in _summary(screen), what="the node line")
+        screen._dirty = True
+        await wait_for(pilot, lambda: not screen._dirty, what="a redraw")
+        assert gate.entered == 1  # read once per run
+
+
+def _slurm_job_map(run: Path, node: str) -> None:
+    """A ``slurm/jobs.json`` placing every trial of ``run``'s plan on ``node``."""
+    plan = json.loads((run / "plan.json").read_text())
+    trials = {t["trial_id"]: {"batch": "b0", "state": "COMPLETED", "node": node} for t in plan["trials"]}
+    (run / "slurm").mkdir()
+    (run / "slurm" / "jobs.json").write_text(json.dumps({"batches": {"b0": {"job_id": "7"}}, "trials": trials}))
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_job_map_read_that_hangs_holds_no_key_and_ticks_start_no_second_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    run = ws / "aorta-out" / DEMO_RUN
+    _slurm_job_map(run, "gpu07")
+    gate = gates.on(matrix_module, "read_placement_file")
+    ticks = _count_calls(monkeypatch, MatrixScreen, "_check_orchestrator")
+    app = _app(ws, run)
+    async with app.run_test(size=size) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        await wait_for(pilot, lambda: gate.inside == 1, what="the job map's read blocked")
+        await _grid_ready(pilot, screen)
+        grid = screen.query_one(MatrixGrid)
+        before = grid.cursor_coordinate
+        await pilot.press("right")
+        assert grid.cursor_coordinate != before, "the key waited for the job map"
+        seen = len(ticks)
+        await wait_for(pilot, lambda: len(ticks) >= seen + 2, what="two more ticks")
+        assert gate.entered == 1 and "gpu07" not in str(grid.get_cell("none-none", "t0"))
+        gate.opened.set()
+        await wait_for(pilot, lambda: "gpu07" in str(grid.get_cell("none-none", "t0")), what="the node drawn")
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_the_env_diff_keys_run_listing_that_hangs_holds_no_key_and_lists_once(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = gates.on(matrix_module, "env_snapshots")
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    async with app.run_test(size=size) as pilot:
+        screen = await _trial_selected(pilot)
+        await pilot.press("E")
+        await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+        grid = screen.query_one(MatrixGrid)
+        before = grid.cursor_coordinate
+        await pilot.press("E", "down")  # a second E starts no second listing
+        assert grid.cursor_coordinate != before, "the key waited for the listing"
+        assert gate.entered == 1 and app.screen is screen
+        gate.opened.set()
+        await wait_for(pilot, lambda: isinstance(app.screen, EnvDiffScreen), what="the env diff")
+        diff = app.screen
+        await wait_for(pilot, lambda: diff.query_one("#snap-b", Input).value.endswith("local.json"),
+                       what="the snapshots filled in")
+        assert diff.query_one("#snap-a", Input).value.endswith("host_env.json")
+        assert gate.entered == 1

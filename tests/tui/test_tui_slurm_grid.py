@@ -72,6 +72,9 @@ async def test_the_grid_shows_node_and_job_state_per_trial(slurm_run: Path, size
         screen = app.screen
         assert isinstance(screen, MatrixScreen)
         await wait_for(pilot, lambda: screen.state is not None and screen.state.status == "completed")
+        # slurm/jobs.json is read by the screen's placement worker, not by the grid
+        await wait_for(pilot, lambda: screen.state is not None and bool(screen.state.placement),
+                       what="the job map read")
         screen.refresh_view()
         await pilot.pause()
         grid = screen.query_one(MatrixGrid)

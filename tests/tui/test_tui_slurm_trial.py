@@ -61,6 +61,8 @@ async def test_the_matrix_of_a_finished_slurm_run_sums_failures_up_per_node(tmp_
         screen = app.screen
         assert isinstance(screen, MatrixScreen)
         await wait_for(pilot, lambda: screen.state is not None and screen.state.status == "completed")
-        screen.refresh_view()
+        # every result.json is read by the node worker; the summary is redrawn when it answers
+        await wait_for(pilot, lambda: "per node (Slurm)" in str(screen.query_one("#matrix-summary").render()),
+                       what="the per-node summary")
         summary = str(screen.query_one("#matrix-summary").render())
         assert f"per node (Slurm): {node}: 1 pass, 1 fail, 0 error" in summary, summary

@@ -21,7 +21,7 @@ from textual.worker import Worker
 
 from aorta_tui.core.events import Event
 from aorta_tui.tui.bridge import EngineBridge, JournalFailed, JournalGrew, PendingEvents
-from aorta_tui.tui.matrix_state import MatrixState, TrialView
+from aorta_tui.tui.matrix_state import MatrixState, TrialView, read_placement_file
 from aorta_tui.tui.screens.base import AortaScreen, busy
 from aorta_tui.tui.screens.bundle_review import BundleReviewScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
@@ -61,6 +61,67 @@ class TailRead(Message):
         self.tail = tail
 
 
+class RunRead(Message):
+    """What the open worker read of ``run_dir`` (given as ``given``): a fresh state from its
+    plan; ``state`` None when it is no run directory, ``failed`` when the read raised (the
+    worker's error is shown as a notification)."""
+
+    def __init__(self, run_dir: Path, given: Path, state: MatrixState | None, failed: bool) -> None:
+        super().__init__()
+        self.run_dir, self.given, self.state, self.failed = run_dir, given, state, failed
+
+
+class NodesRead(Message):
+    """A finished Slurm run's per-node line (empty for a local run), from the node worker."""
+
+    def __init__(self, run_dir: Path, line: str) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+        self.line = line
+
+
+class PlacementRead(Message):
+    """``slurm/jobs.json`` read anew by the placement worker: (stamp, trial -> (node, state))."""
+
+    def __init__(self, run_dir: Path, read: tuple[tuple[int, int], dict[str, tuple[str | None, str | None]]]) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+        self.read = read
+
+
+class EnvSnapshotsListed(Message):
+    """The env snapshots of ``run_dir`` (sorted), listed by the env-diff worker."""
+
+    def __init__(self, run_dir: Path, snapshots: list[Path]) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+        self.snapshots = snapshots
+
+
+def read_run(run_dir: Path) -> MatrixState | None:
+    """A fresh state of ``run_dir`` from its plan (pending trials show before they start), or
+    None when it is no run directory. File reads: the open worker calls this."""
+    if not (run_dir / "journal.jsonl").exists() and not run_dir.is_dir():
+        return None
+    return MatrixState.for_run(run_dir)
+
+
+def node_line(run_dir: Path) -> str:
+    """A finished Slurm run's per-node failure summary as one line of markup ("" for a local
+    run). Reads every trial's result.json: the node worker calls this."""
+    from rich.markup import escape
+
+    from aorta_tui.executor.placement import node_summary
+
+    lines = node_summary(run_dir)
+    return escape("; ".join(ln.strip() for ln in lines)).replace("per node (Slurm):;", "per node (Slurm):", 1)
+
+
+def env_snapshots(run_dir: Path) -> list[Path]:
+    """The run's env snapshots, sorted (a directory listing: the env-diff worker calls this)."""
+    return sorted((run_dir / "env").glob("*.json"))
+
+
 class MatrixScreen(EngineBridge, AortaScreen):
     TITLE_TEXT = "Matrix"
     MAIN_WIDGET = "#matrix-grid"
@@ -95,6 +156,13 @@ class MatrixScreen(EngineBridge, AortaScreen):
         # whether the tail worker is reading one now (it answers with TailRead).
         self._tail_wanted: tuple[Path | None, int] | None = None
         self._tail_reading = False
+        # The run to open (absolute, as given) and whether the open worker reads one now (it
+        # answers with RunRead); the same newest-wins scheme as the tail's.
+        self._open_wanted: tuple[Path, Path] | None = None
+        self._open_reading = False
+        self._nodes_worker: Worker[None] | None = None
+        self._placement_worker: Worker[None] | None = None
+        self._env_worker: Worker[None] | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="matrix"):
@@ -114,6 +182,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
         view = self._selected_view()
         if view is not None and view.state == "running":
             self._show_detail()  # its logs grow while it runs (the tail worker reads them)
+        self._read_placement()
         if busy(self._probe_worker):
             return  # the last probe still waits: one at a time, never a pile of threads
         # Why a worker: the lock probe may wait on a dying holder (0.2 s) or a stalled
@@ -143,17 +212,58 @@ class MatrixScreen(EngineBridge, AortaScreen):
     # --- following a run -----------------------------------------------------------------
 
     def open_run(self, run_dir: Path) -> None:
-        """Show ``run_dir``: read its whole journal, then follow it (re-attach)."""
-        self._stop_follower()
+        """Show ``run_dir``: the open worker reads its plan (RunRead), then its whole journal is
+        read and followed (re-attach). The run shown so far stays until the new one is read."""
         # Absolute now: the path was given relative to this process's working directory
         # (``aorta-out/...`` by default), and everything below reads files under it.
-        self.run_dir = Path(run_dir).absolute()
-        if not (self.run_dir / "journal.jsonl").exists() and not self.run_dir.is_dir():
-            self.notify(f"{run_dir} is not a run directory (no journal.jsonl)", severity="error")
+        self._open_wanted = (Path(run_dir).absolute(), Path(run_dir))
+        if self.state is None:
+            self.query_one("#matrix-summary", Static).update(f"opening {self.display_path(run_dir)}…")
+        self._read_run()
+
+    def _read_run(self) -> None:
+        if self._open_wanted is None or self._open_reading:
+            return  # the read under way answers first; its handler asks again for what is wanted
+        run_dir, given = self._open_wanted
+        self._open_reading = True
+
+        # Why a worker: plan.json and the directory checks are reads in the run directory (a
+        # network filesystem can stall); the keys keep working while they are read.
+        def read() -> None:
+            state: MatrixState | None = None
+            failed = True
+            try:
+                state = read_run(run_dir)
+                failed = False
+            finally:  # always answered, so the next open is never held back
+                self.post_message(RunRead(run_dir, given, state, failed))
+
+        self.run_worker(read, thread=True, group="open-run", exit_on_error=False, name="open run")
+
+    @on(RunRead)
+    def _run_read(self, message: RunRead) -> None:
+        self._open_reading = False
+        if (message.run_dir, message.given) != self._open_wanted:
+            self._read_run()  # another run was asked for meanwhile: the newest wins
             return
+        self._open_wanted = None
+        if message.failed:
+            return  # the worker's error is the notification
+        if message.state is None:
+            self.notify(f"{message.given} is not a run directory (no journal.jsonl)", severity="error")
+            if self.state is None:
+                self.query_one("#matrix-summary", Static).update(
+                    "no run open: press o to pick one, or open one from Home (1)")
+            return
+        self._show_run(message.run_dir, message.state)
+
+    def _show_run(self, run_dir: Path, state: MatrixState) -> None:
+        """Switch to ``run_dir`` (its plan read into ``state``) and follow its journal."""
+        self._stop_follower()
+        self.run_dir = run_dir
         if self.run_dir not in self.aorta.opened_runs:
             self.aorta.opened_runs.append(self.run_dir)
-        self.state = MatrixState.for_run(self.run_dir)
+        self.state = state
         self.events_seen = 0
         self.sub_title = self.display_path(self.run_dir)
         self.orchestrator_alive = None
@@ -242,18 +352,59 @@ class MatrixScreen(EngineBridge, AortaScreen):
                 + (f"\n[dim]{legend}[/dim]" if legend else "") + (f"\n{nodes}" if nodes else ""))
 
     def _node_text(self) -> str:
-        """Where a finished Slurm run's trials failed, per node (read once per run)."""
+        """Where a finished Slurm run's trials failed, per node (read once per run, by the node
+        worker: until it answers, nothing)."""
         if self.run_dir is None:
             return ""
-        if self._per_node is None or self._per_node[0] != self.run_dir:
-            from rich.markup import escape
+        if self._per_node is not None and self._per_node[0] == self.run_dir:
+            return self._per_node[1]
+        self._read_nodes()
+        return ""
 
-            from aorta_tui.executor.placement import node_summary
+    def _read_nodes(self) -> None:
+        if busy(self._nodes_worker) or self.run_dir is None:
+            return  # one read at a time: its answer redraws, and the redraw asks again if need be
+        run_dir = self.run_dir
 
-            lines = node_summary(self.run_dir)
-            self._per_node = (self.run_dir, escape("; ".join(ln.strip() for ln in lines))
-                           .replace("per node (Slurm):;", "per node (Slurm):", 1))
-        return self._per_node[1]
+        # Why a worker: the summary reads every trial's result.json (hundreds of files on a
+        # network filesystem); it is drawn when read.
+        def read() -> None:
+            line = ""
+            try:
+                line = node_line(run_dir)
+            finally:  # a failed read is no summary (its error is notified once), never a retry per redraw
+                self.post_message(NodesRead(run_dir, line))
+
+        self._nodes_worker = self.run_worker(read, thread=True, group="node-summary", exit_on_error=False,
+                                             name="node summary")
+
+    @on(NodesRead)
+    def _nodes_read(self, message: NodesRead) -> None:
+        if message.run_dir == self.run_dir:
+            self._per_node = (message.run_dir, message.line)
+            if message.line:
+                self._dirty = True
+
+    def _read_placement(self) -> None:
+        """Ask the placement worker whether ``slurm/jobs.json`` changed (each tick, one at a time)."""
+        if self.state is None or self.run_dir is None or busy(self._placement_worker):
+            return
+        run_dir, stamp = self.run_dir, self.state.placement_stamp
+
+        # Why a worker: a stat and, when it changed, a read of the job map in the run directory.
+        def read() -> None:
+            answer = read_placement_file(run_dir, stamp)
+            if answer is not None:
+                self.post_message(PlacementRead(run_dir, answer))
+
+        self._placement_worker = self.run_worker(read, thread=True, group="placement", exit_on_error=False,
+                                                 name="Slurm placement")
+
+    @on(PlacementRead)
+    def _placement_read(self, message: PlacementRead) -> None:
+        if message.run_dir == self.run_dir and self.state is not None:
+            self.state.set_placement(*message.read)
+            self._dirty = True
 
     # --- trial detail --------------------------------------------------------------------
 
@@ -428,9 +579,22 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self.app.push_screen(BundleReviewScreen(self.run_dir, self.aorta.cwd, self.display_path(self.run_dir)))
 
     def action_diff_env(self) -> None:
-        if self.run_dir is None:
-            return
-        snapshots = sorted((self.run_dir / "env").glob("*.json"))
+        if self.run_dir is None or busy(self._env_worker):
+            return  # no run, or the listing under way answers (a second E starts none)
+        run_dir = self.run_dir
+
+        # Why a worker: a listing of the run's env/ directory (a network filesystem can stall).
+        def listing() -> None:
+            self.post_message(EnvSnapshotsListed(run_dir, env_snapshots(run_dir)))
+
+        self._env_worker = self.run_worker(listing, thread=True, group="env-snapshots", exit_on_error=False,
+                                           name="env snapshots")
+
+    @on(EnvSnapshotsListed)
+    def _env_snapshots_listed(self, message: EnvSnapshotsListed) -> None:
+        if message.run_dir != self.run_dir:
+            return  # another run was opened meanwhile: E asked about the one before
+        snapshots = message.snapshots
         if len(snapshots) >= 2:
             from aorta_tui.tui.screens.env_diff import EnvDiffScreen
 
@@ -439,4 +603,3 @@ class MatrixScreen(EngineBridge, AortaScreen):
             self.app.call_after_refresh(screen.set_paths, snapshots[0], snapshots[1])
         else:
             self.notify("this run holds fewer than two env snapshots", severity="warning")
-

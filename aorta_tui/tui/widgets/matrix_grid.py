@@ -124,7 +124,8 @@ class MatrixGrid(DataTable):
         cells = tuple(state.cells)
         if (cells, trials) != self._shape:
             self._rebuild(cells, trials)
-        state.read_placement()  # a Slurm run's nodes and job states; nothing for a local run
+        # a Slurm run's nodes and job states (read by the matrix screen's worker, never here:
+        # this runs on the event loop); empty for a local run
         for cell in cells:
             for number in trials:
                 view = state.trials.get((cell, number))
