@@ -454,6 +454,38 @@ async def test_a_job_map_read_that_hangs_holds_no_key_and_ticks_start_no_second_
 
 @pytest.mark.parametrize("size", SIZES)
 @async_test
+async def test_a_log_view_whose_first_read_hangs_opens_at_once_and_r_reads_once(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    gate = gates.on(trial_module, "read_log")
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    async with app.run_test(size=size) as pilot:
+        await _trial_selected(pilot)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, TrialLogScreen), what="the logs")
+        logs = app.screen
+        assert isinstance(logs, TrialLogScreen) and logs.trial_dir is not None
+        await wait_for(pilot, lambda: gate.inside == 1, what="the first read blocked")
+        shown = logs.current
+        await pilot.press("s")
+        assert logs.current != shown, "the key waited for the first read"
+        await pilot.press("r", "r")  # a reload while the read hangs starts none
+        await pilot.pause(0.1)
+        assert gate.entered == 1
+        gate.opened.set()
+        widget = logs.query_one("#log-stdout-log", Log)
+        expected = (logs.trial_dir / "stdout.log").read_text().splitlines()[0]
+        await wait_for(pilot, lambda: expected in list(widget.lines), what="stdout.log drawn")
+        assert gate.entered == 2  # stderr.log and stdout.log, once
+        assert logs.current != shown  # the user's tab kept
+        (logs.trial_dir / "stdout.log").write_text("rewritten\n")
+        await pilot.press("r")  # released: r reads again
+        await wait_for(pilot, lambda: list(widget.lines) == ["rewritten"], what="the reload drawn")
+        assert gate.entered == 4
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
 async def test_the_env_diff_keys_run_listing_that_hangs_holds_no_key_and_lists_once(
         tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
     ws = workspace(tmp_path)

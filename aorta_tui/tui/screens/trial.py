@@ -134,6 +134,22 @@ class LogsGrew(Message):
         self.grown = grown
 
 
+class LogsRead(Message):
+    """The trial's logs read whole (name -> log) by the reload worker."""
+
+    def __init__(self, logs: dict[str, LogText]) -> None:
+        super().__init__()
+        self.logs = logs
+
+
+def read_logs(trial_dir: Path | None) -> dict[str, LogText]:
+    """stderr.log and stdout.log of ``trial_dir`` for the full-log view (file reads: the
+    reload worker calls this)."""
+    if trial_dir is None:
+        return {name: LogText(Path(name), [], 0, "this trial has no directory in the run", 0) for name in LOG_NAMES}
+    return {name: read_log(trial_dir / name) for name in LOG_NAMES}
+
+
 class TrialRead(Message):
     """What the detail's worker read: result.json (when ``with_result``), else the logs' tails
     in ``budget`` lines (``tail`` None when reading failed)."""
@@ -242,6 +258,8 @@ class TrialLogScreen(ModalScreen[None]):
         self.view, self.trial_dir, self.shown_dir = view, trial_dir, shown_dir
         self.logs: dict[str, LogText] = {}
         self._follow_worker: Worker[None] | None = None
+        self._reload_worker: Worker[None] | None = None
+        self._tab_chosen = False  # the user switched tabs: the first read no longer picks one
 
     def compose(self) -> ComposeResult:
         with Vertical(id="log-box"):
@@ -253,13 +271,12 @@ class TrialLogScreen(ModalScreen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        # A failing trial's story is usually on stderr; the first read corrects this guess
+        # (see _logs_read) unless the user switched meanwhile.
+        self.show("stderr.log" if self.view.state in ("fail", "error") else "stdout.log")
+        for name in LOG_NAMES:
+            self.query_one(f"#{_log_id(name)}", Log).write_line(f"({name}: reading…)")
         self.action_reload()
-        # A failing trial's story is usually on stderr; otherwise stdout is what it printed.
-        first = "stderr.log" if self.view.state in ("fail", "error") and self.logs["stderr.log"].lines \
-            else "stdout.log"
-        if not self.logs[first].lines and self.logs["stderr.log"].lines:
-            first = "stderr.log"
-        self.show(first)
         self.set_interval(FOLLOW_S, self._follow)
 
     def show(self, name: str) -> None:
@@ -280,23 +297,42 @@ class TrialLogScreen(ModalScreen[None]):
         self.query_one("#log-title", Static).update("  ".join(parts) + f"\n[dim]{escape(self.shown_dir)}[/dim]")
 
     def action_reload(self) -> None:
-        for name in LOG_NAMES:
+        """Read both logs anew, in the reload worker; they are drawn when it answers (LogsRead)."""
+        if busy(self._reload_worker):
+            return  # the read under way answers: a second r starts none
+        trial_dir = self.trial_dir
+
+        # Why a worker: the logs are files in the run directory, read whole up to a few MiB (a
+        # network filesystem can stall); the keys keep working while they are read.
+        def read() -> None:
+            self.post_message(LogsRead(read_logs(trial_dir)))
+
+        self._reload_worker = self.run_worker(read, thread=True, group="log-reload", exit_on_error=False,
+                                              name="read logs")
+
+    @on(LogsRead)
+    def _logs_read(self, message: LogsRead) -> None:
+        first = not self.logs
+        self.logs = message.logs  # a follow read of the logs before is dropped (see _logs_grew)
+        for name, log in self.logs.items():
             widget = self.query_one(f"#{_log_id(name)}", Log)
             widget.clear()
-            if self.trial_dir is None:
-                self.logs[name] = LogText(Path(name), [], 0, "this trial has no directory in the run", 0)
-            else:
-                self.logs[name] = read_log(self.trial_dir / name)
-            log = self.logs[name]
             widget.write_lines(log.lines or [f"({name}: {log.note or 'empty'})"])
             widget.scroll_end(animate=False)
-        if self.is_mounted:
-            self._title()
+        if first and not self._tab_chosen:
+            self.show(self._first_tab())
+        self._title()
+
+    def _first_tab(self) -> str:
+        """A failing trial's story is usually on stderr; otherwise stdout is what it printed."""
+        stderr = self.logs["stderr.log"].lines
+        first = "stderr.log" if self.view.state in ("fail", "error") and stderr else "stdout.log"
+        return "stderr.log" if not self.logs[first].lines and stderr else first
 
     def _follow(self) -> None:
         """The timer: ask the follow worker for what the trial wrote since the last read."""
-        if self.trial_dir is None or busy(self._follow_worker):
-            return  # no files to follow, or the last read still waits: skip this tick
+        if self.trial_dir is None or busy(self._follow_worker) or busy(self._reload_worker):
+            return  # no files to follow, or the last read (or a reload) still waits: skip this tick
         followed = [(name, log) for name, log in self.logs.items() if log.path.name]
 
         # Why a worker: these are reads of files a running trial writes (on a network
@@ -327,6 +363,7 @@ class TrialLogScreen(ModalScreen[None]):
         self._title()
 
     def action_switch(self) -> None:
+        self._tab_chosen = True
         names = list(LOG_NAMES)
         self.show(names[(names.index(self.current) + 1) % len(names)])
 
