@@ -34,6 +34,7 @@ from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
 
@@ -507,3 +508,49 @@ async def test_the_env_diff_keys_run_listing_that_hangs_holds_no_key_and_lists_o
                        what="the snapshots filled in")
         assert diff.query_one("#snap-a", Input).value.endswith("host_env.json")
         assert gate.entered == 1
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_opening_a_recipe_that_hangs_holds_no_key_and_shows_it_when_read(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    recipe = ws / "probe.yaml"
+    recipe.write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\ntrials: 2\n"
+                      "cells:\n  - name: baseline\n    mitigations: [none]\n")
+    gate = gates.on(recipe_editor_module, "read_recipe_for_edit")
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, RecipeEditorScreen)
+        editor.request_open(recipe)
+        await wait_for(pilot, lambda: gate.inside == 1, what="the recipe's read blocked")
+        assert "opening probe.yaml" in str(editor.query_one("#recipe-file", Static).render())
+        await pilot.press("e")  # handled while the read hangs
+        assert editor.editing
+        await pilot.press("escape")
+        assert not editor.editing
+        editor.open_file(recipe)  # ctrl+r's way in, again: no second read
+        await pilot.pause(0.1)
+        assert gate.entered == 1 and "SLOW-DISK" not in editor.editor.text
+        gate.opened.set()
+        await wait_for(pilot, lambda: editor.editor.text == recipe.read_text(), what="the recipe shown")
+        assert editor.path == recipe and gate.entered == 1
+        assert "opening" not in str(editor.query_one("#recipe-file", Static).render())
+
+
+@async_test
+async def test_a_recipe_that_cannot_be_opened_says_so_with_its_location(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    bad = ws / "bad.yaml"
+    bad.write_bytes(b"schema_version: 1\x00")
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, RecipeEditorScreen)
+        editor.open_file(bad)
+        await wait_for(pilot, lambda: any("binary file" in n.message for n in app._notifications),
+                       what="the located message")
+        assert editor.path is None and "binary" not in editor.editor.text

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -47,6 +48,18 @@ class RecipeFileChanged(Message):
         # one reread of the file covers every change an undelivered message reports
         return isinstance(message, RecipeFileChanged) and message.watch_stop is self.watch_stop
 
+class RecipeOpened(Message):
+    """What the open worker read for ``open_file(path, create=create)``: the text and whether
+    it is a new file, or why it cannot be opened (``problem``, notified with ``title``);
+    ``failed`` when the read raised (the worker's error is the notification)."""
+
+    def __init__(self, path: Path | None, create: bool, text: str = "", new_file: bool = False,
+                 problem: str = "", title: str = "", failed: bool = False) -> None:
+        super().__init__()
+        self.path, self.create, self.text, self.new_file = path, create, text, new_file
+        self.problem, self.title, self.failed = problem, title, failed
+
+
 NEW_RECIPE = """\
 schema_version: 1
 ticket: MY-TICKET
@@ -68,6 +81,22 @@ def make_editor(text: str) -> TextArea:
         return TextArea.code_editor(text, language="yaml", id="recipe-text", soft_wrap=False, read_only=True)
     except Exception:  # LanguageDoesNotExist: textual[syntax] not installed
         return TextArea.code_editor(text, language=None, id="recipe-text", soft_wrap=False, read_only=True)
+
+
+def read_for_edit(path: Path | None, create: bool) -> RecipeOpened:
+    """What opening ``path`` shows (file reads: the open worker calls this). None: the
+    new-recipe text; a missing file with ``create``: that text, saved there by ctrl+s."""
+    if path is None:
+        return RecipeOpened(path, create, NEW_RECIPE)
+    if create and not path.exists():
+        problem = new_file_problem(path)
+        if problem:
+            return RecipeOpened(path, create, problem=problem)
+        return RecipeOpened(path, create, NEW_RECIPE, new_file=True)
+    try:
+        return RecipeOpened(path, create, read_recipe_for_edit(path))
+    except AortaError as exc:  # its located message, as the open dialog shows it
+        return RecipeOpened(path, create, problem=exc.render(), title="cannot open")
 
 
 def recipe_open_problem(path: Path) -> str | None:
@@ -134,6 +163,10 @@ class RecipeEditorScreen(AortaScreen):
         self.checks_done = 0
         self.editing = False
         self.new_file = False  # ``path`` does not exist yet: ctrl+s creates it
+        # The file to open (path, create) and whether the open worker reads one now (it
+        # answers with RecipeOpened); the newest asked for wins.
+        self._open_wanted: tuple[Path | None, bool] | None = None
+        self._open_reading = False
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="recipe"):
@@ -215,26 +248,50 @@ class RecipeEditorScreen(AortaScreen):
         self.confirm_discard(lambda: self.open_file(path, create=create), "opens the other recipe")
 
     def open_file(self, path: Path | None, *, create: bool = False) -> None:
-        """Show ``path`` (viewing). A missing file with ``create``: the new-recipe text, saved
-        there by ctrl+s."""
-        new_path = Path(path) if path else None
-        new_file = False
-        if new_path is None:
-            text = NEW_RECIPE
-        elif create and not new_path.exists():
-            problem = new_file_problem(new_path)
-            if problem:
-                self.notify(problem, severity="error", markup=False)
-                return
-            text, new_file = NEW_RECIPE, True
-        else:
+        """Show ``path`` (viewing) once the open worker has read it. A missing file with
+        ``create``: the new-recipe text, saved there by ctrl+s."""
+        self._open_wanted = (Path(path) if path else None, create)
+        self._show_file_line()
+        self._read_file()
+
+    def _read_file(self) -> None:
+        if self._open_wanted is None or self._open_reading:
+            return  # the read under way answers first; its handler asks again for what is wanted
+        path, create = self._open_wanted
+        self._open_reading = True
+
+        # Why a worker: the recipe is a file (up to the recipe size limit) that may sit on a
+        # network filesystem; the keys keep working while it is read.
+        def read() -> None:
+            answer = RecipeOpened(path, create, failed=True)
             try:
-                text = read_recipe_for_edit(new_path)
-            except AortaError as exc:
-                self.notify(exc.render(), title="cannot open", severity="error", timeout=12, markup=False)
-                return
+                answer = read_for_edit(path, create)
+            finally:  # always answered, so the next open is never held back
+                self.post_message(answer)
+
+        self.run_worker(read, thread=True, group="recipe-open", exit_on_error=False, name="open recipe")
+
+    @on(RecipeOpened)
+    def _recipe_opened(self, message: RecipeOpened) -> None:
+        self._open_reading = False
+        if (message.path, message.create) != self._open_wanted:
+            self._read_file()  # another file was asked for meanwhile: the newest wins
+            return
+        self._open_wanted = None
+        self._show_file_line()
+        if message.failed:
+            return
+        if message.problem:
+            self.notify(message.problem, title=message.title or "cannot open", severity="error", timeout=12,
+                        markup=False)
+            return
+        # edits typed while the file was read are not dropped without asking
+        self.confirm_discard(lambda: self._show_opened(message.path, message.text, message.new_file),
+                             "opens the other recipe")
+
+    def _show_opened(self, path: Path | None, text: str, new_file: bool) -> None:
         self._stop_watch()
-        self.path, self.new_file = new_path, new_file
+        self.path, self.new_file = path, new_file
         if self.path is not None and not new_file:
             self._start_watch(self.path)
         self.disk_text = text
@@ -261,7 +318,11 @@ class RecipeEditorScreen(AortaScreen):
             name = self.display_path(self.path) + (" (new file: ctrl+s creates it)" if self.new_file else "")
         modified = " [b]modified[/b]" if self.has_unsaved else ""
         mode = "[b reverse] EDITING [/] esc stops" if self.editing else "[b] VIEWING [/] e edits"
-        self.query_one("#recipe-file", Static).update(f"{mode}  {name}{modified}")
+        opening = ""
+        if self._open_wanted is not None:
+            wanted = self._open_wanted[0]
+            opening = f"  [dim](opening {escape(self.display_path(wanted)) if wanted else 'a new recipe'}…)[/dim]"
+        self.query_one("#recipe-file", Static).update(f"{mode}  {name}{modified}{opening}")
 
     def _start_watch(self, path: Path) -> None:
         stop = threading.Event()
