@@ -29,6 +29,7 @@ from aorta_tui.tui.screens import home as home_module
 from aorta_tui.tui.screens import matrix as matrix_module
 from aorta_tui.tui.screens import recipe_editor as recipe_editor_module
 from aorta_tui.tui.screens import trial as trial_module
+from aorta_tui.tui.screens.dialogs import ConfirmScreen
 from aorta_tui.tui.screens.env_diff import EnvDiffScreen
 from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
@@ -538,6 +539,32 @@ async def test_opening_a_recipe_that_hangs_holds_no_key_and_shows_it_when_read(
         await wait_for(pilot, lambda: editor.editor.text == recipe.read_text(), what="the recipe shown")
         assert editor.path == recipe and gate.entered == 1
         assert "opening" not in str(editor.query_one("#recipe-file", Static).render())
+
+
+@async_test
+async def test_edits_typed_while_a_recipe_is_read_are_not_dropped_unasked(tmp_path: Path, gates: Gates) -> None:
+    ws = workspace(tmp_path)
+    recipe = ws / "probe.yaml"
+    recipe.write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n")
+    gate = gates.on(recipe_editor_module, "read_recipe_for_edit")
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, RecipeEditorScreen)
+        editor.request_open(recipe)
+        await wait_for(pilot, lambda: gate.inside == 1, what="the recipe's read blocked")
+        await pilot.press("e", "ctrl+end", "x")  # typed while it is read
+        assert editor.has_unsaved
+        gate.opened.set()
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+        await pilot.press("n")  # keep them
+        assert app.screen is editor and editor.has_unsaved and editor.path is None
+        editor.request_open(recipe)  # asked again: y drops them
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: editor.path == recipe and editor.editor.text == recipe.read_text(),
+                       what="the recipe shown")
 
 
 @async_test

@@ -160,7 +160,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
         # answers with RunRead); the same newest-wins scheme as the tail's.
         self._open_wanted: tuple[Path, Path] | None = None
         self._open_reading = False
-        self._nodes_worker: Worker[None] | None = None
+        self._nodes_reading = False  # the node worker reads; its NodesRead answers
         self._placement_worker: Worker[None] | None = None
         self._env_worker: Worker[None] | None = None
 
@@ -247,11 +247,10 @@ class MatrixScreen(EngineBridge, AortaScreen):
             self._read_run()  # another run was asked for meanwhile: the newest wins
             return
         self._open_wanted = None
-        if message.failed:
-            return  # the worker's error is the notification
-        if message.state is None:
-            self.notify(f"{message.given} is not a run directory (no journal.jsonl)", severity="error")
-            if self.state is None:
+        if message.failed or message.state is None:
+            if not message.failed:  # a failed read: the worker's error is the notification
+                self.notify(f"{message.given} is not a run directory (no journal.jsonl)", severity="error")
+            if self.state is None:  # "opening …" no more
                 self.query_one("#matrix-summary", Static).update(
                     "no run open: press o to pick one, or open one from Home (1)")
             return
@@ -362,9 +361,10 @@ class MatrixScreen(EngineBridge, AortaScreen):
         return ""
 
     def _read_nodes(self) -> None:
-        if busy(self._nodes_worker) or self.run_dir is None:
+        if self._nodes_reading or self.run_dir is None:
             return  # one read at a time: its answer redraws, and the redraw asks again if need be
         run_dir = self.run_dir
+        self._nodes_reading = True
 
         # Why a worker: the summary reads every trial's result.json (hundreds of files on a
         # network filesystem); it is drawn when read.
@@ -375,15 +375,17 @@ class MatrixScreen(EngineBridge, AortaScreen):
             finally:  # a failed read is no summary (its error is notified once), never a retry per redraw
                 self.post_message(NodesRead(run_dir, line))
 
-        self._nodes_worker = self.run_worker(read, thread=True, group="node-summary", exit_on_error=False,
-                                             name="node summary")
+        self.run_worker(read, thread=True, group="node-summary", exit_on_error=False, name="node summary")
 
     @on(NodesRead)
     def _nodes_read(self, message: NodesRead) -> None:
-        if message.run_dir == self.run_dir:
-            self._per_node = (message.run_dir, message.line)
-            if message.line:
-                self._dirty = True
+        self._nodes_reading = False
+        if message.run_dir != self.run_dir:
+            self._dirty = True  # the run before's: the redraw asks for this run's line
+            return
+        self._per_node = (message.run_dir, message.line)
+        if message.line:
+            self._dirty = True
 
     def _read_placement(self) -> None:
         """Ask the placement worker whether ``slurm/jobs.json`` changed (each tick, one at a time)."""
