@@ -567,6 +567,37 @@ async def test_edits_typed_while_a_recipe_is_read_are_not_dropped_unasked(tmp_pa
                        what="the recipe shown")
 
 
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_rereading_a_recipe_changed_on_disk_holds_no_key_and_follows_it(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    recipe = ws / "probe.yaml"
+    recipe.write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n")
+    gate = gates.on(recipe_editor_module, "read_recipe_for_edit")
+    gate.opened.set()  # the open reads at once
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, RecipeEditorScreen)
+        editor.request_open(recipe)
+        await wait_for(pilot, lambda: editor.path == recipe and editor._watch_stop is not None, what="the open")
+        await pilot.pause(0.3)  # the watch is under way
+        gate.opened.clear()
+        changed = recipe.read_text().replace("SLOW-DISK", "CHANGED")
+        recipe.write_text(changed)
+        await wait_for(pilot, lambda: gate.inside == 1, what="the reread blocked")
+        await pilot.press("e")  # handled while the read hangs
+        assert editor.editing
+        await pilot.press("escape")
+        recipe.write_text(changed)  # changed again while it reads: one more read, after this one
+        await pilot.pause(0.5)
+        assert gate.inside == 1 and gate.entered == 2  # the open's, then the one reread
+        gate.opened.set()
+        await wait_for(pilot, lambda: editor.editor.text == changed, what="the buffer following the file")
+
+
 @async_test
 async def test_a_recipe_that_cannot_be_opened_says_so_with_its_location(tmp_path: Path) -> None:
     ws = workspace(tmp_path)

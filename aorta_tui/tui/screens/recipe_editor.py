@@ -60,6 +60,16 @@ class RecipeOpened(Message):
         self.problem, self.title, self.failed = problem, title, failed
 
 
+class DiskRead(Message):
+    """The open recipe's text as the disk now has it (None: removed or unreadable), read by
+    the reread worker after a RecipeFileChanged."""
+
+    def __init__(self, path: Path, text: str | None) -> None:
+        super().__init__()
+        self.path = path
+        self.text = text
+
+
 NEW_RECIPE = """\
 schema_version: 1
 ticket: MY-TICKET
@@ -97,6 +107,15 @@ def read_for_edit(path: Path | None, create: bool) -> RecipeOpened:
         return RecipeOpened(path, create, read_recipe_for_edit(path))
     except AortaError as exc:  # its located message, as the open dialog shows it
         return RecipeOpened(path, create, problem=exc.render(), title="cannot open")
+
+
+def disk_text(path: Path) -> str | None:
+    """``path``'s text (size-limited, a regular file), or None when it was removed or cannot be
+    read now (file reads: the reread worker calls this)."""
+    try:
+        return read_recipe_for_edit(path)
+    except (AortaError, OSError):
+        return None
 
 
 def recipe_open_problem(path: Path) -> str | None:
@@ -167,6 +186,10 @@ class RecipeEditorScreen(AortaScreen):
         # answers with RecipeOpened); the newest asked for wins.
         self._open_wanted: tuple[Path | None, bool] | None = None
         self._open_reading = False
+        # The reread worker reads the file after a change on disk (DiskRead answers); a change
+        # seen while it reads asks for one more read, never a second worker.
+        self._disk_reading = False
+        self._disk_again = False
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="recipe"):
@@ -346,19 +369,48 @@ class RecipeEditorScreen(AortaScreen):
     @on(RecipeFileChanged)
     def _file_changed(self, message: RecipeFileChanged) -> None:
         if message.watch_stop is self._watch_stop:
-            self._disk_changed()
+            self._reread_disk()
 
     def _stop_watch(self) -> None:
         if self._watch_stop is not None:
             self._watch_stop.set()
             self._watch_stop = None
 
-    def _disk_changed(self) -> None:
+    def _reread_disk(self) -> None:
         if self.path is None:
             return
-        try:
-            text = self.path.read_text()
-        except OSError:
+        if self._disk_reading:
+            self._disk_again = True  # the read under way may have missed this change
+            return
+        path = self.path
+        self._disk_reading = True
+
+        # Why a worker: the file changed on disk (an editor elsewhere, a sync): reading it may
+        # wait on a network filesystem, and the keys must not.
+        def read() -> None:
+            text: str | None = None
+            try:
+                text = disk_text(path)
+            finally:  # always answered, so the next read is never held back
+                self.post_message(DiskRead(path, text))
+
+        self.run_worker(read, thread=True, group="recipe-reread", exit_on_error=False, name="reread recipe")
+
+    @on(DiskRead)
+    def _disk_read(self, message: DiskRead) -> None:
+        self._disk_reading = False
+        if self._disk_again:
+            self._disk_again = False
+            self._reread_disk()  # changed again meanwhile: this answer may be old
+            return
+        if message.path == self.path:
+            self._disk_changed(message.text)
+
+    def _disk_changed(self, text: str | None) -> None:
+        """Follow the file's new ``text`` when nothing is unsaved, else say it changed."""
+        if self.path is None:
+            return
+        if text is None:
             self.notify(f"{self.path} was removed or is unreadable", severity="warning")
             return
         if text == self.disk_text:
