@@ -11,6 +11,7 @@ repository and the test virtualenv's site-packages on ``PYTHONPATH``, both reada
 
 from __future__ import annotations
 
+import fcntl
 import grp
 import os
 import pwd
@@ -64,6 +65,16 @@ class SudoUser:
 
 
 def _ensure_user() -> SudoUser:
+    # CI's unit tier runs on two pytest-xdist workers: both may make the user at once on a fresh
+    # machine, and shadow-utils refuses a second writer of /etc/passwd ("cannot lock"), so the
+    # making is one at a time across processes
+    with open("/run/lock/aorta-tests-user.lock" if os.path.isdir("/run/lock") else
+              "/tmp/aorta-tests-user.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _make_user()
+
+
+def _make_user() -> SudoUser:
     subprocess.run(["groupadd", "-f", EXTRA_GROUP], check=True, capture_output=True)
     try:
         pwd.getpwnam(USER)
