@@ -13,6 +13,7 @@ from aorta_tui.core.events import TrialFinished
 if TYPE_CHECKING:
     import pandas as pd
 
+    from aorta_tui.policy.outcome_doc import TrialOutcome
     from aorta_tui.policy.report_doc import PolicyEntry
     from aorta_tui.sweep.matrix_doc import MatrixCell
 
@@ -183,27 +184,39 @@ def load_policy_sweep(run_dir: str | Path) -> Frames:
     run_dir = Path(run_dir)
     rows: list[dict[str, Any]] = []
     streams: list[dict[str, Any]] = []
-    for outcome in sorted((run_dir / "trials").glob("*/outcome.json")):
-        o = _json_file(outcome)
-        if not isinstance(o, dict):
+    for path in sorted((run_dir / "trials").glob("*/outcome.json")):
+        o = _outcome(path)
+        if o is None:
             continue
-        summary = _object_at(o, "summary")
-        rows.append({"dir": outcome.parent.name, "policy": o.get("policy"),
-                     "trial": o.get("trial"), "position": o.get("position"),
-                     "status": o.get("status"), "reason": o.get("reason"),
-                     "exit_code": o.get("exit_code"), "trial_wall_s": o.get("wall_s"),
-                     "peak_rss_kb": o.get("peak_rss_kb"),
-                     "env_set": json.dumps(o.get("env_set") or {}, sort_keys=True),
-                     **{k: v for k, v in summary.items() if _scalar(v)}})
-        streams.extend({"dir": outcome.parent.name, "policy": o.get("policy"),
-                        "trial": o.get("trial"), **s}
-                       for s in _trial_streams(outcome.parent / "result.json"))
+        rows.append({"dir": path.parent.name, "policy": o.policy, "trial": o.trial,
+                     "position": o.position, "status": o.status, "reason": o.reason,
+                     "exit_code": o.exit_code, "trial_wall_s": o.wall_s,
+                     "peak_rss_kb": o.peak_rss_kb,
+                     "env_set": json.dumps(o.env_set, sort_keys=True),
+                     **o.figures.summary})
+        streams.extend({"dir": path.parent.name, "policy": o.policy, "trial": o.trial, **s}
+                       for s in _trial_streams(path.parent / "result.json"))
     trials = pd.DataFrame(rows)
     if len(trials):
         trials = trials.sort_values("position", kind="stable").reset_index(drop=True)
     policies = [_policy_row(p) for p in _policy_entries(run_dir)]
     return {"trials": trials, "policies": pd.DataFrame(policies),
             "per_stream": pd.DataFrame(streams)}
+
+
+def _outcome(path: Path) -> TrialOutcome | None:
+    """A trial's outcome.json through its one reader; a missing or damaged one is none (as
+    every record here: a damaged record is no record, never a row of guessed fields)."""
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.policy.outcome_doc import TrialOutcome
+
+    raw = _json_file(path)
+    if raw is None:
+        return None
+    try:
+        return TrialOutcome.from_dict(raw, where=str(path))
+    except UsageError:
+        return None
 
 
 def _policy_entries(run_dir: Path) -> tuple[PolicyEntry, ...]:

@@ -75,6 +75,7 @@ from aorta_tui.core.inputs import (
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.policy.comparison import MIN_SAMPLES
+from aorta_tui.policy.outcome_doc import Figures, ResultStamp, TrialEnd, TrialOutcome
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
 from aorta_tui.policy.report import REPORT_FILES
 from aorta_tui.policy.report_doc import PolicyReport
@@ -441,31 +442,32 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
             gpu_note = f"applied {policy.gpu_control.to_dict()}; restored {control.previous}"
         else:
             outcome = run_process(spec, cancel=self.cancel, on_start=started)
-        record = _trial_record(planned, policy, argv, removed, outcome, trial_dir, gpu_note)
-        record["tool_env"] = _tool_env(self.user_env, policy, env, removed)
-        self.store.write_result(planned.dir_name, record)  # outcome.json, before its journal line
-        if record["status"] == "usage_error" or record["status"] == "environment_error":
-            cls = UsageError if record["status"] == "usage_error" else EnvironmentProblem
-            message, fix = _split_fix(record["reason"])
+        record = _trial_record(planned, policy, argv, removed, outcome, trial_dir, gpu_note,
+                               _tool_env(self.user_env, policy, env, removed))
+        # outcome.json, before its journal line
+        self.store.write_result(planned.dir_name, record.to_json())
+        if record.status == "usage_error" or record.status == "environment_error":
+            cls = UsageError if record.status == "usage_error" else EnvironmentProblem
+            message, fix = _split_fix(record.reason)
             raise _AbortSweep(cls(
                 f"the trial process of policy {policy.name!r} refused to run: {message}",
                 hint=(fix or "fix the sweep's options (workload, streams, device, iterations) "
                       "or the policy's harness_args") + "; nothing was kept from this sweep"),
                 planned.dir_name)
-        verdict = "pass" if record["status"] == "ok" else "error"
+        verdict = "pass" if record.status == "ok" else "error"
         self._emit(TrialFinished(self.run_id, trial_id=trial_id, cell=policy.name,
                                  trial=planned.trial, verdict=verdict,
                                  exit_code=outcome.exit_code, signal=outcome.signal,
-                                 wall_s=outcome.wall_s, reason=record["reason"],
+                                 wall_s=outcome.wall_s, reason=record.reason,
                                  trial_dir=str(trial_dir)))
-        if record["status"] == "ok":
+        if record.status == "ok":
             self._emit(Measurement(self.run_id, source="policy",
                                    name=f"{policy.name}/trial{planned.trial}",
-                                   values=dict(record["summary"]),
-                                   reasons=dict(record["unavailable"])))
-        elif record["status"] != "cancelled":
+                                   values=dict(record.figures.summary),
+                                   reasons=dict(record.figures.unavailable)))
+        elif record.status != "cancelled":
             self._emit(RunWarning(self.run_id, code="trial_failed",
-                               message=f"{trial_id}: {record['reason']}"))
+                               message=f"{trial_id}: {record.reason}"))
 
     def _emit(self, event: Event) -> None:
         self.bus.emit(event)
@@ -535,17 +537,23 @@ def _claim_run_dir(run_dir: Path) -> Path | None:
     return outermost
 
 
-FINAL_STATUSES = ("ok", "failed", "timed_out")
-
-
 def _busy(run_dir: Path, holder: str) -> AortaError:
     return RunDirError(f"another process is running the sweep in {run_dir} ({holder})",
                        hint="wait for it, or stop it first")
 
 
-def _final_outcome(data: dict[str, Any], _trial_id: str) -> dict[str, Any] | None:
-    """A trial's ``outcome.json`` when it is final (a cancelled trial runs again)."""
-    return data if data.get("status") in FINAL_STATUSES else None
+def _final_outcome(data: dict[str, Any], trial_id: str) -> dict[str, Any] | None:
+    """A trial's ``outcome.json`` when it is final (a cancelled trial runs again).
+
+    Why a refused file is not final: an outcome its reader refuses (a field of the wrong type,
+    an ok trial without figures) is no more trusted than a torn one, so the resume runs the
+    trial again rather than keep a result the report could only call failed.
+    """
+    try:
+        outcome = TrialOutcome.from_dict(data, where=trial_id)
+    except UsageError:
+        return None
+    return data if outcome.is_final else None
 
 
 # trials/NNN-POLICY-tK/outcome.json; the lock's refusal in this sweep's words
@@ -660,51 +668,39 @@ def _tool_env(user: Mapping[str, str], policy: Policy, env: Mapping[str, str],
 
 
 def _trial_record(planned: PlannedTrial, policy: Policy, argv: list[str], removed: list[str],
-                  outcome: ProcessOutcome, trial_dir: Path, gpu_note: str) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "policy": policy.name,
-        "trial": planned.trial,
-        "position": planned.position,
-        "argv": argv,
-        "env_set": dict(policy.env),
-        "env_removed": removed,
-        "exit_code": outcome.exit_code,
-        "signal": outcome.signal,
-        "timed_out": outcome.timed_out,
-        "exec_error": outcome.exec_error,
-        "wall_s": round(outcome.wall_s, 4),
-        "peak_rss_kb": outcome.peak_rss_kb,
-        "peak_rss_reason": outcome.peak_rss_reason,
-        "gpu_control": gpu_note,
-        "summary": {},
-        "summary_units": {},
-        "summary_better": {},
-        "unavailable": {},
-        "platform": {},
-        "emulated": None,
-    }
+                  outcome: ProcessOutcome, trial_dir: Path, gpu_note: str,
+                  tool_env: dict[str, str | None]) -> TrialOutcome:
+    return TrialOutcome(
+        policy=policy.name, trial=planned.trial, position=planned.position, argv=tuple(argv),
+        env_set=dict(policy.env), env_removed=tuple(removed), exit_code=outcome.exit_code,
+        signal=outcome.signal, timed_out=outcome.timed_out, exec_error=outcome.exec_error,
+        wall_s=round(outcome.wall_s, 4), peak_rss_kb=outcome.peak_rss_kb,
+        peak_rss_reason=outcome.peak_rss_reason, gpu_control=gpu_note,
+        end=_trial_end(outcome, trial_dir), tool_env=tool_env)
+
+
+def _trial_end(outcome: ProcessOutcome, trial_dir: Path) -> TrialEnd:
+    """How the trial's process ended, in the order the checks have always run."""
     stderr = trial_dir / "stderr.txt"
     if outcome.cancelled:
-        record.update(status="cancelled", reason="cancelled before it finished")
-    elif outcome.exec_error:
-        record.update(status="failed", reason=f"could not start: {outcome.exec_error}")
-    elif outcome.timed_out:
-        record.update(status="timed_out", reason="timed out; the process group was killed")
-    elif outcome.exit_code == int(ExitCode.USAGE):
-        record.update(status="usage_error", reason=_tail_error(stderr) or "exit code 2")
-    elif outcome.exit_code == int(ExitCode.ENVIRONMENT):
-        record.update(status="environment_error", reason=_tail_error(stderr) or "exit code 3")
-    elif outcome.exit_code != 0:
+        return TrialEnd("cancelled", "cancelled before it finished")
+    if outcome.exec_error:
+        return TrialEnd("failed", f"could not start: {outcome.exec_error}")
+    if outcome.timed_out:
+        return TrialEnd("timed_out", "timed out; the process group was killed")
+    if outcome.exit_code == int(ExitCode.USAGE):
+        return TrialEnd("usage_error", _tail_error(stderr) or "exit code 2")
+    if outcome.exit_code == int(ExitCode.ENVIRONMENT):
+        return TrialEnd("environment_error", _tail_error(stderr) or "exit code 3")
+    if outcome.exit_code != 0:
         how = (f"signal {outcome.signal}" if outcome.signal is not None
                else f"exit code {outcome.exit_code}")
-        record.update(status="failed", reason=f"{how}: {_tail_error(stderr)}".rstrip(": "))
-    else:
-        record.update(_read_result(trial_dir / "result.json"))
-    return record
+        return TrialEnd("failed", f"{how}: {_tail_error(stderr)}".rstrip(": "))
+    return _read_result(trial_dir / "result.json")
 
 
-def _read_result(path: Path) -> dict[str, Any]:
-    """The outcome fields of a trial whose process exited 0, from the ``result.json`` it wrote.
+def _read_result(path: Path) -> TrialEnd:
+    """The ending of a trial whose process exited 0, from the ``result.json`` it wrote.
 
     The file is read by the queue result's own reader (``hwqueue/result_doc.py``: kind,
     version, every field ``queue compare`` reads). Why a refusal is a failed trial: a result
@@ -717,25 +713,18 @@ def _read_result(path: Path) -> dict[str, Any]:
 
     result = _load_trial_result(path)
     if isinstance(result, str):
-        return {"status": "failed", "reason": result}
+        return TrialEnd("failed", result)
     # the fields an ok trial always had: figures as floats, each missing one with its reason
     values = {k: None if v is None else float(v) for k, v in result.summary.values.items()}
     unavailable = {key: summary_reason(result.unavailable, key)
                    or "the harness reported no value and no reason"
                    for key, value in values.items() if value is None}
-    return {
-        "status": "ok",
-        "reason": "",
-        "summary": values,
-        "summary_units": dict(result.summary.units),
-        "summary_better": dict(result.summary.better),
-        "unavailable": unavailable,
-        "platform": dict(result.section("platform")),
-        "emulated": result.emulated,
-        "schema_version": result.schema_version,
-        # what --stream-priority did in this trial (asked, applied or why not), from the harness
-        "stream_priority": result.sections.get("stream_priority"),
-    }
+    figures = Figures(summary=values, units=dict(result.summary.units),
+                      better=dict(result.summary.better), unavailable=unavailable,
+                      platform=dict(result.section("platform")), emulated=result.emulated)
+    # what --stream-priority did in this trial (asked, applied or why not), from the harness
+    stamp = ResultStamp(result.schema_version, result.sections.get("stream_priority"))
+    return TrialEnd("ok", "", figures, stamp)
 
 
 def _load_trial_result(path: Path) -> QueueResult | str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from aorta_tui.core.errors import AortaError, RunDirError, UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, is_json_number
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.policy import comparison
+from aorta_tui.policy.outcome_doc import Figures, TrialEnd, TrialOutcome
 from aorta_tui.policy.presets import GpuControlSettings, Policy
 from aorta_tui.policy.report_doc import (
     Difference,
@@ -94,37 +95,48 @@ def _check_manifest(data: dict[str, Any], path: Path) -> None:
         raise bad("`request.seed` is not an integer") from None
 
 
-def _load_outcome(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class _Trial:
+    """A trial of the manifest's order and how it ended (its outcome, when one was recorded)."""
+
+    entry: dict[str, Any]  # the manifest's order entry: its place, policy, repeat and dir win
+    end: TrialEnd
+    outcome: TrialOutcome | None = None
+
+    @property
+    def status(self) -> str:
+        return self.end.status
+
+    @property
+    def policy(self) -> str:
+        return str(self.entry["policy"])
+
+
+NOT_RUN = TrialEnd("not run", "no outcome recorded")
+
+
+def _load_outcome(fs: RunDirFS, trial_dir: Path) -> TrialOutcome | TrialEnd | None:
+    """The trial's outcome; the failed ending a damaged one is; None when none is recorded.
+
+    Why a damaged outcome is a failed trial, not an error: one trial's file must not keep the
+    report of all the others from being written. An outcome its reader refuses (a figure that
+    is text, an ok trial without figures) is failed with the reader's located reason, so no
+    unchecked figure reaches the comparison (before the type a wrongly typed figure was dropped
+    and the trial stayed ok; the queue result's reader made the same change for result.json).
+    """
+    path = trial_dir / "outcome.json"
     try:
-        data = fs.load_json(trial_dir / "outcome.json", what="outcome",
-                            limit=INPUT_LIMITS["policy outcome"])
+        data = fs.load_json(path, what="outcome", limit=INPUT_LIMITS["policy outcome"])
     except (AortaError, OSError):  # missing, torn, a link or not a file: no outcome recorded
         return None
-    if not isinstance(data, dict):
-        return {"status": "failed", "reason": "outcome.json is damaged"}
-    return _clean_outcome(data)
+    try:
+        return TrialOutcome.from_dict(data, where=str(fs.root / path))
+    except UsageError as exc:
+        return TrialEnd("failed", f"outcome.json is damaged: {exc.message}")
 
 
 def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-def _clean_outcome(data: dict[str, Any]) -> dict[str, Any]:
-    """Keep only well-typed figures; an unreadable ok trial becomes a failed one."""
-    out = dict(data)
-    summary = data.get("summary")
-    if data.get("status") == "ok" and not isinstance(summary, dict):
-        return {**out, "status": "failed", "reason": "outcome.json is damaged (no summary)",
-                "summary": {}}
-    out["summary"] = {
-        str(k): (float(v) if is_json_number(v) else None)
-        for k, v in (summary or {}).items()}
-    for key in ("summary_units", "summary_better", "unavailable"):
-        out[key] = _str_map(data.get(key))
-    out["platform"] = data.get("platform") if isinstance(data.get("platform"), dict) else {}
-    out["status"] = str(data.get("status", "failed"))
-    out["reason"] = str(data.get("reason", ""))
-    return out
 
 
 def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyReport:
@@ -135,18 +147,18 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyRep
     reference = str(manifest.get("reference", "baseline"))
 
     trials = _load_trials(run_dir, manifest)
-    ok = [t for t in trials if t.get("status") == "ok"]
+    ok = [t.end.figures for t in trials if t.status == "ok"]
     metric_names, units, better = _metric_catalogue(ok)
 
-    platform: dict[str, Json] = next((p for t in ok if (p := t.get("platform"))), {})
+    platform: dict[str, Json] = next((p for t in ok if (p := t.platform)), {})
     backend = str(platform.get("backend") or "")
-    emulated = any(t.get("emulated") for t in ok) if ok else None
+    emulated = any(t.emulated for t in ok) if ok else None
 
     entries: list[PolicyEntry] = []
     summaries: dict[str, dict[str, comparison.Summary]] = {}
     for definition, extra in (_clean_definition(d) for d in manifest.get("policies", [])):
-        mine = [t for t in trials if t.get("policy") == definition.name]
-        mine_ok = [t for t in mine if t.get("status") == "ok"]
+        mine = [t for t in trials if t.policy == definition.name]
+        mine_ok = [t for t in mine if t.status == "ok"]
         per_metric, summaries[definition.name] = _policy_metrics(mine_ok, metric_names, seed,
                                                                  definition.name)
         entries.append(_policy_entry(manifest, definition, extra, mine, mine_ok, per_metric,
@@ -155,7 +167,7 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyRep
     versus, differences = _differences(entries, summaries, reference, metric_names, better)
 
     if status is None:
-        unfinished = any(t.get("status") in ("not run", "cancelled") for t in trials)
+        unfinished = any(t.status in ("not run", "cancelled") for t in trials)
         status = "interrupted" if unfinished else "completed"
     return PolicyReport(
         run_id=manifest.get("run_id"), created=manifest.get("created"),
@@ -168,50 +180,54 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyRep
         metrics=tuple(MetricInfo(m, units.get(m, ""), better.get(m, "")) for m in metric_names),
         policies=tuple(replace(e, vs_reference=versus.get(e.name, {})) for e in entries),
         differences=tuple(differences), trials=tuple(_trial_row(t) for t in trials),
-        failed_trials=sum(1 for t in trials if t.get("status") not in ("ok", "not run",
-                                                                       "cancelled")))
+        failed_trials=sum(1 for t in trials if t.status not in ("ok", "not run", "cancelled")))
 
 
-def _load_trials(run_dir: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def _load_trials(run_dir: Path, manifest: dict[str, Any]) -> list[_Trial]:
     """Every trial of the manifest's order with its outcome (or "not run" without one)."""
-    trials: list[dict[str, Any]] = []
+    trials: list[_Trial] = []
     fs = RunDirFS(run_dir)  # closed when this function returns (its last reference)
     for entry in manifest.get("order", []):
         outcome = _load_outcome(fs, Path("trials") / entry["dir"])
         if outcome is None:
-            trials.append({**entry, "status": "not run", "reason": "no outcome recorded"})
-        else:  # the manifest's place in the order wins over what the file says
-            trials.append({**outcome, **entry})
+            trials.append(_Trial(entry, NOT_RUN))
+        elif isinstance(outcome, TrialEnd):
+            trials.append(_Trial(entry, outcome))
+        else:
+            trials.append(_Trial(entry, outcome.end, outcome))
     return trials
 
 
-def _metric_catalogue(ok: list[dict[str, Any]],
-                      ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+def _metric_catalogue(ok: list[Figures]) -> tuple[list[str], dict[str, str], dict[str, str]]:
     """Metric names in first-seen order, with their units and better directions."""
     metric_names: list[str] = []
     units: dict[str, str] = {}
     better: dict[str, str] = {}
     for t in ok:
-        for name in t.get("summary", {}):
+        for name in t.summary:
             if name not in metric_names:
                 metric_names.append(name)
-        units.update({k: str(v) for k, v in t.get("summary_units", {}).items()})
-        better.update({k: str(v) for k, v in t.get("summary_better", {}).items()})
+        # str(): a unit the harness left null has always read "None" here (policy.json's bytes)
+        units.update({k: str(v) for k, v in t.units.items()})
+        better.update(t.better)
     return metric_names, units, better
 
 
-def _policy_metrics(mine_ok: list[dict[str, Any]], metric_names: list[str], seed: int,
+def _policy_metrics(mine_ok: list[_Trial], metric_names: list[str], seed: int,
                     name: str) -> tuple[dict[str, MetricSummary], dict[str, comparison.Summary]]:
     """One policy's per-metric summaries (with the values) over its ok trials."""
     per_metric: dict[str, MetricSummary] = {}
     summaries: dict[str, comparison.Summary] = {}
     for metric in metric_names:
-        values: list[float | None] = [t["summary"].get(metric) for t in mine_ok]
+        # as floats: an integer figure has always been compared (and written) as one
+        values: list[float | None] = [_as_float(t.end.figures.summary.get(metric))
+                                      for t in mine_ok]
         measured = [v for v in values if v is not None]
         summary = comparison.summarize(measured, seed=_metric_seed(seed, name, metric))
         if not measured:
-            reasons = {t.get("unavailable", {}).get(metric) for t in mine_ok} - {None}
-            reason = "; ".join(sorted(reasons)) if reasons else summary.reason
+            reasons = {t.end.figures.unavailable.get(metric) for t in mine_ok} - {None}
+            reason = "; ".join(sorted(r for r in reasons if r is not None)) if reasons \
+                else summary.reason
             summary = comparison.Summary(0, None, None, None, reason or "not measured")
         summaries[metric] = summary
         per_metric[metric] = MetricSummary(summary.n, summary.median, summary.ci_low,
@@ -219,8 +235,12 @@ def _policy_metrics(mine_ok: list[dict[str, Any]], metric_names: list[str], seed
     return per_metric, summaries
 
 
+def _as_float(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def _policy_entry(manifest: dict[str, Any], definition: Policy, extra: dict[str, Json],
-                  mine: list[dict[str, Any]], mine_ok: list[dict[str, Any]],
+                  mine: list[_Trial], mine_ok: list[_Trial],
                   per_metric: dict[str, MetricSummary], backend: str,
                   emulated: bool | None) -> PolicyEntry:
     """A policy's row of the report (its comparison with the reference is added after)."""
@@ -233,8 +253,7 @@ def _policy_entry(manifest: dict[str, Any], definition: Policy, extra: dict[str,
     return PolicyEntry(
         policy=definition, status="skipped" if skipped else "ran",
         skipped_reason=skipped or "", notes=tuple(notes), trials_ok=len(mine_ok),
-        trials_failed=sum(1 for t in mine if t.get("status") not in ("ok", "not run",
-                                                                     "cancelled")),
+        trials_failed=sum(1 for t in mine if t.status not in ("ok", "not run", "cancelled")),
         metrics=per_metric, extra=extra)
 
 
@@ -291,15 +310,16 @@ def _metric_seed(seed: int, policy: str, metric: str) -> int:
     return (seed * 7919 + zlib.crc32(f"{policy}\0{metric}".encode())) % (2**32)
 
 
-def _stream_priority_notes(trials: list[dict[str, Any]]) -> list[str]:
+def _stream_priority_notes(trials: list[_Trial]) -> list[str]:
     """What the harness says ``--stream-priority lc`` did in these trials (one line per outcome)."""
     notes = set()
     for t in trials:
-        sp = t.get("stream_priority")
+        sp = t.end.stamp.stream_priority if t.end.stamp is not None else None
         if not isinstance(sp, dict) or sp.get("requested") != "lc":
             continue
         if sp.get("applied"):
-            lc = ",".join(str(s) for s in sp.get("latency_critical_streams") or [])
+            streams = sp.get("latency_critical_streams")  # the harness writes a list
+            lc = ",".join(str(s) for s in streams) if isinstance(streams, list) else ""
             notes.add(f"stream priority lc applied: streams {lc} at priority "
                       f"{sp.get('highest_priority')}")
         else:
@@ -322,12 +342,14 @@ def _vendor_notes(definition: Policy, backend: str, emulated: bool | None) -> li
     return notes
 
 
-def _trial_row(t: dict[str, Any]) -> TrialRow:
-    # position, policy, trial and dir come from the checked manifest order (they win the merge)
-    return TrialRow(position=t["position"], policy=t["policy"], trial=t["trial"], dir=t["dir"],
-                    status=str(t.get("status")), reason=str(t.get("reason", "")),
-                    exit_code=t.get("exit_code"), wall_s=t.get("wall_s"),
-                    env_set=t.get("env_set", {}), gpu_control=t.get("gpu_control", ""))
+def _trial_row(t: _Trial) -> TrialRow:
+    # position, policy, trial and dir come from the checked manifest order; the process's
+    # figures from the outcome (none without a readable one)
+    e, o = t.entry, t.outcome
+    return TrialRow(position=e["position"], policy=e["policy"], trial=e["trial"], dir=e["dir"],
+                    status=t.status, reason=t.end.reason,
+                    exit_code=o.exit_code if o else None, wall_s=o.wall_s if o else None,
+                    env_set=dict(o.env_set) if o else {}, gpu_control=o.gpu_control if o else "")
 
 
 # -- markdown ------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ def test_latency_delay_and_depth_reasons_reach_the_trial_record(tmp_path: Path) 
     result = build_result(cfg, raw)
     path = tmp_path / "result.json"
     path.write_text(json.dumps(result))
-    got = _read_result(path)["unavailable"]
+    got = _read_result(path).figures.unavailable
     for key in ("latency_mean_ms", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms"):
         assert got[key] == result["unavailable"]["iteration_latency_ms"]
     for key in ("launch_delay_mean_us", "launch_delay_p50_us"):

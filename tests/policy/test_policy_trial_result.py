@@ -22,10 +22,23 @@ from hypothesis import strategies as st
 from aorta_tui.core.errors import UsageError
 from aorta_tui.hwqueue.result_doc import QueueResult, load_run_result
 from aorta_tui.policy.evaluator import PolicySweepRequest, _read_result, run_policy_sweep
+from aorta_tui.policy.outcome_doc import NO_FIGURES
 from aorta_tui.policy.presets import Policy
 from tests.hwqueue.fake_results import fake_result
 
 NOT_A_QUEUE_RESULT = "result.json is not a valid queue result: "
+
+
+def _recorded(path: Path) -> dict[str, Any]:
+    """What outcome.json records of the ending ``_read_result`` gives: status and reason, and
+    for an ok trial its figures and the result's stamp (no figure of a failed one)."""
+    end = _read_result(path)
+    out: dict[str, Any] = {"status": end.status, "reason": end.reason}
+    if end.status != "ok":
+        assert end.figures == NO_FIGURES and end.stamp is None
+        return out
+    assert end.stamp is not None
+    return {**out, **end.figures.to_json(), **end.stamp.to_json()}
 
 
 def _valid() -> dict[str, Any]:
@@ -53,7 +66,7 @@ def _write(path: Path, doc: object) -> Path:
 
 
 def test_a_valid_result_gives_the_fields_the_evaluator_always_recorded(tmp_path: Path) -> None:
-    got = _read_result(_write(tmp_path / "result.json", _valid()))
+    got = _recorded(_write(tmp_path / "result.json", _valid()))
     assert got == {
         "status": "ok",
         "reason": "",
@@ -80,7 +93,7 @@ def test_a_result_from_before_reasons_and_priorities_reads_with_their_defaults(
     doc = _valid()
     for key in ("unavailable", "platform", "stream_priority", "samples", "run_id"):
         del doc[key]
-    got = _read_result(_write(tmp_path / "result.json", doc))
+    got = _recorded(_write(tmp_path / "result.json", doc))
     assert got["status"] == "ok" and got["platform"] == {} and got["stream_priority"] is None
     assert got["unavailable"] == {
         "launch_delay_mean_us": "the harness reported no value and no reason"
@@ -134,7 +147,7 @@ def test_a_result_the_reader_refuses_is_a_failed_trial_with_its_located_reason(
     tmp_path: Path, doc: object, message: str
 ) -> None:
     path = _write(tmp_path / "result.json", doc)
-    got = _read_result(path)
+    got = _recorded(path)
     assert got["status"] == "failed"
     assert got["reason"].startswith(NOT_A_QUEUE_RESULT + str(path)), got["reason"]
     assert message in got["reason"]
@@ -144,7 +157,7 @@ def test_a_result_the_reader_refuses_is_a_failed_trial_with_its_located_reason(
 def test_a_file_that_is_not_json_is_unreadable_at_its_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "result.json"
     path.write_text('{"summary": {"throughput": 1.0}')
-    got = _read_result(path)
+    got = _recorded(path)
     assert got["status"] == "failed"
     assert got["reason"].startswith(f"result.json unreadable: {path}:1:")
     assert "truncated JSON" in got["reason"]
@@ -152,13 +165,13 @@ def test_a_file_that_is_not_json_is_unreadable_at_its_line_and_column(tmp_path: 
 
 def test_a_missing_result_and_a_link_stay_the_failures_they_were(tmp_path: Path) -> None:
     path = tmp_path / "result.json"
-    assert _read_result(path) == {
+    assert _recorded(path) == {
         "status": "failed",
         "reason": "exit code 0 but no result.json was written",
     }
     _write(tmp_path / "elsewhere.json", _valid())
     path.symlink_to(tmp_path / "elsewhere.json")
-    got = _read_result(path)  # a link the child left is refused, never followed
+    got = _recorded(path)  # a link the child left is refused, never followed
     assert got["status"] == "failed" and got["reason"].startswith("result.json unreadable: ")
 
 
@@ -217,7 +230,7 @@ def _read(doc: object) -> tuple[dict[str, Any], QueueResult | None]:
             typed: QueueResult | None = load_run_result(path)
         except UsageError:
             typed = None
-        return _read_result(path), typed
+        return _recorded(path), typed
 
 
 @settings(max_examples=200)

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from aorta_tui.core.errors import RunDirError
 from aorta_tui.core.events import TrialFinished, TrialStarted
+from aorta_tui.core.inputs import Json
 from aorta_tui.policy.evaluator import POLICY_LAYOUT
+from aorta_tui.policy.outcome_doc import TrialEnd, TrialOutcome
 from aorta_tui.store.run_store import RunStore, StoreLayout
 
 FLAT = StoreLayout(result_file="outcome.json", sweep_ids=False)
@@ -42,14 +44,26 @@ def test_a_trial_counts_only_with_its_result_and_its_journal_line(tmp_path: Path
     assert store.sessions() == 0
 
 
+def _outcome(status: str) -> dict[str, Json]:
+    """A policy trial's outcome.json, as the evaluator writes one."""
+    return TrialOutcome(policy="baseline", trial=1, position=0, argv=(), env_set={},
+                        env_removed=(), exit_code=0, signal=None, timed_out=False,
+                        exec_error=None, wall_s=0.5, peak_rss_kb=None, peak_rss_reason=None,
+                        gpu_control="", end=TrialEnd(status)).to_json()
+
+
 def test_a_flat_layout_reads_its_own_result_file_and_refuses_paths(tmp_path: Path) -> None:
     store = RunStore(tmp_path, POLICY_LAYOUT)
+    ok = _outcome("ok")
     store.fresh_trial_dir("001-baseline-t1")
-    store.write_result("001-baseline-t1", {"status": "ok"})
+    store.write_result("001-baseline-t1", ok)
     store.fresh_trial_dir("002-x-t1")
-    store.write_result("002-x-t1", {"status": "cancelled"})  # not final: runs again
-    assert store.read_result("001-baseline-t1") == {"status": "ok"}
+    store.write_result("002-x-t1", _outcome("cancelled"))  # not final: runs again
+    store.fresh_trial_dir("003-x-t1")
+    store.write_result("003-x-t1", {"status": "ok"})  # its reader refuses it: runs again
+    assert store.read_result("001-baseline-t1") == ok
     assert store.read_result("002-x-t1") is None
+    assert store.read_result("003-x-t1") is None
     for bad in ("../escape", "a/b", "..", "", "x\x00y"):
         assert store.read_result(bad) is None
         with pytest.raises(ValueError):
