@@ -16,11 +16,13 @@ policies instead of biasing the one that ran last.
 Run directory (the source of truth; ``aorta-tui policy report DIR`` re-renders from it)::
 
     DIR/sweep.json                         the request, the policies, the planned order
+                                           (manifest_doc.SweepManifest)
     DIR/journal.jsonl                      every event, one JSON object per line (the lines a
                                            resume trusts fsynced: store/run_store.py)
     DIR/trials/NNN-POLICY-tK/queue-config.json  the queue run the trial is (QueueRunConfig)
     DIR/trials/NNN-POLICY-tK/result.json   the queue harness's result (docs/hwqueue.md)
     DIR/trials/NNN-POLICY-tK/outcome.json  exit status, environment applied, extracted figures
+                                           (outcome_doc.TrialOutcome)
     DIR/trials/NNN-POLICY-tK/stdout.txt, stderr.txt
     DIR/policy.json, DIR/policy.md         the comparison (aorta_tui.policy.report)
     DIR/.lock                              held (flock, lock.RunLock) while a process runs
@@ -67,6 +69,7 @@ from aorta_tui.core.events import (
 )
 from aorta_tui.core.inputs import (
     INPUT_LIMITS,
+    Json,
     decode_utf8,
     open_input,
     parse_json_text,
@@ -75,8 +78,14 @@ from aorta_tui.core.inputs import (
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.policy.comparison import MIN_SAMPLES
+from aorta_tui.policy.manifest_doc import (
+    OrderEntry,
+    PolicyRecord,
+    RecordedRequest,
+    SweepManifest,
+)
 from aorta_tui.policy.outcome_doc import Figures, ResultStamp, TrialEnd, TrialOutcome
-from aorta_tui.policy.presets import BUILTIN_BY_NAME, GpuControlSettings, Policy
+from aorta_tui.policy.presets import BUILTIN_BY_NAME, Policy
 from aorta_tui.policy.report import REPORT_FILES
 from aorta_tui.policy.report_doc import PolicyReport
 from aorta_tui.store.run_store import RunStore, StoreLayout
@@ -90,7 +99,6 @@ from aorta_tui.trial.orphans import mint
 from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_planned
 from aorta_tui.trial.supervisor import CancelEvent, ProcessOutcome, ProcessSpec, run_process
 
-SWEEP_SCHEMA_VERSION = 1
 REFERENCE = "baseline"
 GPU_CONTROL_SKIPPED = ("gpu control skipped: --allow-gpu-control not given (clock level and "
                        "power limit are device-wide; they are applied only when you opt in)")
@@ -113,22 +121,17 @@ class PolicySweepRequest:
     timeout_s: float = 900.0
     python: str = field(default_factory=lambda: sys.executable)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "output_dir": str(self.output_dir),
-            "policies": [p.name for p in self.policies],
-            "streams": self.streams,
-            "trials": self.trials,
-            "iterations": self.iterations,
-            "warmup": self.warmup,
-            "device": self.device,
-            "seed": self.seed,
-            "allow_gpu_control": self.allow_gpu_control,
-            "gpu_index": self.gpu_index,
-            "queue_args": list(self.queue_args),
-            "timeout_s": self.timeout_s,
-        }
+    def record(self) -> RecordedRequest:
+        """The request as sweep.json records it (a resume rebuilds the request from it)."""
+        return RecordedRequest(
+            workload=self.workload, output_dir=str(self.output_dir),
+            policies=tuple(p.name for p in self.policies), streams=self.streams,
+            trials=self.trials, iterations=self.iterations, warmup=self.warmup,
+            device=self.device, seed=self.seed, allow_gpu_control=self.allow_gpu_control,
+            gpu_index=self.gpu_index, queue_args=tuple(self.queue_args), timeout_s=self.timeout_s)
+
+    def to_dict(self) -> dict[str, Json]:
+        return self.record().to_json()
 
 
 TrialCommand = Callable[[PolicySweepRequest, Policy, Path], list[str]]
@@ -298,7 +301,7 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
                 "gpu_control_plans": dict(self.gpu_plans),
                 "trials_total": len(plan)}
 
-    def run(self, *, resume: dict[str, Any] | None = None) -> PolicySweepOutcome:
+    def run(self, *, resume: SweepManifest | None = None) -> PolicySweepOutcome:
         """Run the sweep; with ``resume`` (a run dir's ``sweep.json``), run only the trials
         that have no final outcome yet, in the recorded order, into the same directory."""
         run_dir = Path(self.request.output_dir)
@@ -307,9 +310,8 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
             self.created, plan, names = self._start_fresh(run_dir)
         else:
             self.created = None
-            self.run_id = str(resume.get("run_id") or self.run_id)
-            plan = [PlannedTrial(int(o["position"]), str(o["policy"]), int(o["trial"]))
-                    for o in resume["order"]]
+            self.run_id = resume.run_id or self.run_id
+            plan = [PlannedTrial(o.position, o.policy, o.trial) for o in resume.order]
             names = list(dict.fromkeys(t.policy for t in plan))
         self.resumed = resume is not None
         self.store = RunStore(run_dir, POLICY_LAYOUT)
@@ -324,23 +326,15 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
         created = _claim_run_dir(run_dir)
         names = [p.name for p in req.policies if p.name not in self.skipped]
         plan = plan_order(names, req.trials, req.seed)
-        manifest = {
-            "schema_version": SWEEP_SCHEMA_VERSION,
-            "kind": "aorta-tui/policy-sweep",
-            "run_id": self.run_id,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "request": req.to_dict(),
-            "reference": REFERENCE,
-            "reference_added": self.reference_added,
-            "policies": [p.to_dict() for p in req.policies],
-            "notes": self.notes,
-            "skipped": self.skipped,
-            "order": [{"position": t.position, "policy": t.policy, "trial": t.trial,
-                       "dir": t.dir_name} for t in plan],
-        }
+        manifest = SweepManifest(
+            run_id=self.run_id, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            request=req.record(), reference=REFERENCE, reference_added=self.reference_added,
+            policies=tuple(PolicyRecord(p) for p in req.policies),
+            notes={k: tuple(v) for k, v in self.notes.items()}, skipped=dict(self.skipped),
+            order=tuple(OrderEntry(t.position, t.policy, t.trial, t.dir_name) for t in plan))
         try:
             with RunDirFS(run_dir) as fs:
-                fs.atomic_write_json("sweep.json", manifest)
+                fs.atomic_write_json("sweep.json", manifest.to_json())
         except OSError as exc:  # nothing to resume without it: leave nothing, say why
             _discard_run_dir(run_dir, created)
             raise output_write_error(exc, run_dir / "sweep.json", option="--output") from None
@@ -561,17 +555,6 @@ POLICY_LAYOUT = StoreLayout(result_file="outcome.json", sweep_ids=False, accept=
                             refusal=_busy, files=REPORT_FILES)
 
 
-def policy_from_dict(data: Mapping[str, Any]) -> Policy:
-    gpu = data.get("gpu_control") or {}
-    return Policy(name=str(data["name"]), description=str(data.get("description", "")),
-                  kind=str(data.get("kind", "custom")), vendor=str(data.get("vendor", "any")),
-                  env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
-                  harness_args=tuple(str(a) for a in data.get("harness_args") or ()),
-                  gpu_control=GpuControlSettings(clock_level=gpu.get("clock_level"),
-                                                 power_limit_w=gpu.get("power_limit_w")),
-                  source=str(data.get("source", "builtin")))
-
-
 def resume_policy_sweep(run_dir: str | Path, *, allow_gpu_control: bool = False,
                         on_event: Callable[[Event], None] | None = None,
                         cancel: ThreadEvent | None = None, gpu_backend: ControlBackend | None = None,
@@ -585,25 +568,24 @@ def resume_policy_sweep(run_dir: str | Path, *, allow_gpu_control: bool = False,
     from aorta_tui.policy.report import load_manifest
 
     run_dir = Path(run_dir)
-    manifest = load_manifest(run_dir)
-    raw = manifest.get("request", {})
-    if raw.get("allow_gpu_control") and not allow_gpu_control:
+    manifest = load_manifest(run_dir)  # every field's type checked: a damaged one, exit 2
+    raw = manifest.request
+    if raw.allow_gpu_control and not allow_gpu_control:
         raise UsageError("this sweep applied GPU control (clock level / power limit)",
                          hint="pass --allow-gpu-control again to resume it")
-    try:
-        policies = tuple(policy_from_dict(p) for p in manifest["policies"])
-        request = PolicySweepRequest(
-            workload=str(raw["workload"]), policies=policies, streams=int(raw["streams"]),
-            output_dir=run_dir, trials=int(raw["trials"]), iterations=raw.get("iterations"),
-            warmup=raw.get("warmup"), device=raw.get("device"), seed=int(raw.get("seed", 0)),
-            allow_gpu_control=bool(raw.get("allow_gpu_control")),
-            gpu_index=int(raw.get("gpu_index", 0)),
-            queue_args=tuple(raw.get("queue_args") or ()),
-            timeout_s=float(raw.get("timeout_s", 900.0)))
-        _ = [(o["position"], o["policy"], o["trial"]) for o in manifest["order"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RunDirError(f"{run_dir / 'sweep.json'} is incomplete ({exc})",
-                          hint="it was not written by `aorta-tui policy sweep`") from None
+    if raw.workload is None or raw.streams is None or raw.trials is None:
+        # the report reads such a manifest (null where a field is missing); a resume cannot
+        missing = [k for k, v in (("workload", raw.workload), ("streams", raw.streams),
+                                  ("trials", raw.trials)) if v is None]
+        raise RunDirError(f"{run_dir / 'sweep.json'} is incomplete (no request."
+                          f"{', request.'.join(missing)})",
+                          hint="it was not written by `aorta-tui policy sweep`")
+    request = PolicySweepRequest(
+        workload=raw.workload, policies=tuple(p.policy for p in manifest.policies),
+        streams=raw.streams, output_dir=run_dir, trials=raw.trials, iterations=raw.iterations,
+        warmup=raw.warmup, device=raw.device, seed=raw.seed,
+        allow_gpu_control=raw.allow_gpu_control, gpu_index=raw.gpu_index,
+        queue_args=raw.queue_args, timeout_s=raw.timeout_s)
     evaluator = PolicyEvaluator(request, on_event=on_event, cancel=cancel,
                                 gpu_backend=gpu_backend, base_env=base_env,
                                 trial_command=trial_command)

@@ -13,14 +13,14 @@ import time
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from aorta_tui.core.errors import AortaError, RunDirError, UsageError
-from aorta_tui.core.inputs import INPUT_LIMITS, is_json_number
+from aorta_tui.core.inputs import INPUT_LIMITS
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.policy import comparison
+from aorta_tui.policy.manifest_doc import MANIFEST_KIND, OrderEntry, SweepManifest
 from aorta_tui.policy.outcome_doc import Figures, TrialEnd, TrialOutcome
-from aorta_tui.policy.presets import GpuControlSettings, Policy
+from aorta_tui.policy.presets import Policy
 from aorta_tui.policy.report_doc import (
     Difference,
     Json,
@@ -42,7 +42,13 @@ STATISTIC = Statistic(
 )
 
 
-def load_manifest(run_dir: Path) -> dict[str, Any]:
+def load_manifest(run_dir: Path) -> SweepManifest:
+    """The run directory's sweep.json, through its one reader (manifest_doc.py).
+
+    Why every failure is a RunDirError: the manifest is what makes DIR a policy sweep, so a
+    missing, unreadable or damaged one is this directory's problem (exit 2, as the reader's
+    own error), said with the hint that the trial directories are still there.
+    """
     path = run_dir / "sweep.json"
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a directory",
@@ -56,50 +62,20 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
                                 limit=INPUT_LIMITS["policy sweep manifest"])
     except UsageError as exc:
         raise RunDirError(f"{path} is unreadable: {exc.message}", hint=exc.hint) from None
-    if not isinstance(data, dict) or data.get("kind") != "aorta-tui/policy-sweep":
+    if not isinstance(data, dict) or data.get("kind") != MANIFEST_KIND:
         raise RunDirError(f"{path} is not a policy sweep manifest")
-    _check_manifest(data, path)
-    return data
-
-
-def _check_manifest(data: dict[str, Any], path: Path) -> None:
-    """The shape the report relies on; a damaged manifest is a RunDirError, not a crash."""
-    def bad(what: str) -> RunDirError:
-        return RunDirError(f"{path} is damaged: {what}",
-                           hint="re-run the sweep; the trial directories are still there")
-
-    if not isinstance(data.get("request"), dict):
-        raise bad("`request` is not a mapping")
-    policies = data.get("policies")
-    if not isinstance(policies, list) or not all(
-            isinstance(p, dict) and isinstance(p.get("name"), str) for p in policies):
-        raise bad("`policies` is not a list of named policies")
-    order = data.get("order")
-    if not isinstance(order, list):
-        raise bad("`order` is not a list")
-    for entry in order:
-        if not (isinstance(entry, dict) and isinstance(entry.get("dir"), str)
-                and isinstance(entry.get("policy"), str)
-                and isinstance(entry.get("trial"), int) and isinstance(entry.get("position"), int)
-                and "/" not in entry["dir"] and entry["dir"] not in ("", ".", "..")):
-            raise bad(f"an `order` entry is malformed: {entry!r:.80}")
-    for key in ("notes", "skipped"):
-        if not isinstance(data.get(key, {}), dict):
-            raise bad(f"`{key}` is not a mapping")
-    timeout = data["request"].get("timeout_s", 900.0)
-    if not (is_json_number(timeout) and timeout > 0):  # Infinity/NaN: json reads them as floats
-        raise bad(f"`request.timeout_s` is not a finite number of seconds above 0: {timeout!r:.40}")
     try:
-        int(data["request"].get("seed") or 0)
-    except (TypeError, ValueError, OverflowError):
-        raise bad("`request.seed` is not an integer") from None
+        return SweepManifest.from_dict(data, where=str(path))
+    except UsageError as exc:
+        raise RunDirError(f"{path} is damaged: {exc.message.removeprefix(f'{path}: ')}",
+                          hint="re-run the sweep; the trial directories are still there") from None
 
 
 @dataclass(frozen=True)
 class _Trial:
     """A trial of the manifest's order and how it ended (its outcome, when one was recorded)."""
 
-    entry: dict[str, Any]  # the manifest's order entry: its place, policy, repeat and dir win
+    entry: OrderEntry  # the manifest's: its place, policy, repeat and dir win over the file's
     end: TrialEnd
     outcome: TrialOutcome | None = None
 
@@ -109,7 +85,7 @@ class _Trial:
 
     @property
     def policy(self) -> str:
-        return str(self.entry["policy"])
+        return self.entry.policy
 
 
 NOT_RUN = TrialEnd("not run", "no outcome recorded")
@@ -135,16 +111,12 @@ def _load_outcome(fs: RunDirFS, trial_dir: Path) -> TrialOutcome | TrialEnd | No
         return TrialEnd("failed", f"outcome.json is damaged: {exc.message}")
 
 
-def _str_map(value: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
 def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyReport:
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
-    request = manifest.get("request", {})
-    seed = int(request.get("seed") or 0)
-    reference = str(manifest.get("reference", "baseline"))
+    request = manifest.request
+    seed = request.seed
+    reference = manifest.reference
 
     trials = _load_trials(run_dir, manifest)
     ok = [t.end.figures for t in trials if t.status == "ok"]
@@ -156,7 +128,7 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyRep
 
     entries: list[PolicyEntry] = []
     summaries: dict[str, dict[str, comparison.Summary]] = {}
-    for definition, extra in (_clean_definition(d) for d in manifest.get("policies", [])):
+    for definition, extra in ((d.policy, d.extra) for d in manifest.policies):
         mine = [t for t in trials if t.policy == definition.name]
         mine_ok = [t for t in mine if t.status == "ok"]
         per_metric, summaries[definition.name] = _policy_metrics(mine_ok, metric_names, seed,
@@ -170,12 +142,12 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyRep
         unfinished = any(t.status in ("not run", "cancelled") for t in trials)
         status = "interrupted" if unfinished else "completed"
     return PolicyReport(
-        run_id=manifest.get("run_id"), created=manifest.get("created"),
+        run_id=manifest.run_id, created=manifest.created,
         rendered=time.strftime("%Y-%m-%dT%H:%M:%S%z"), status=status,
-        workload=request.get("workload"), streams=request.get("streams"),
-        trials_per_policy=request.get("trials"), iterations=request.get("iterations"),
-        device=request.get("device"), seed=seed, reference=reference,
-        reference_added=bool(manifest.get("reference_added")), platform=platform,
+        workload=request.workload, streams=request.streams,
+        trials_per_policy=request.trials, iterations=request.iterations,
+        device=request.device, seed=seed, reference=reference,
+        reference_added=manifest.reference_added, platform=platform,
         emulated=emulated, statistic=STATISTIC,
         metrics=tuple(MetricInfo(m, units.get(m, ""), better.get(m, "")) for m in metric_names),
         policies=tuple(replace(e, vs_reference=versus.get(e.name, {})) for e in entries),
@@ -183,12 +155,12 @@ def build_report(run_dir: str | Path, *, status: str | None = None) -> PolicyRep
         failed_trials=sum(1 for t in trials if t.status not in ("ok", "not run", "cancelled")))
 
 
-def _load_trials(run_dir: Path, manifest: dict[str, Any]) -> list[_Trial]:
+def _load_trials(run_dir: Path, manifest: SweepManifest) -> list[_Trial]:
     """Every trial of the manifest's order with its outcome (or "not run" without one)."""
     trials: list[_Trial] = []
     fs = RunDirFS(run_dir)  # closed when this function returns (its last reference)
-    for entry in manifest.get("order", []):
-        outcome = _load_outcome(fs, Path("trials") / entry["dir"])
+    for entry in manifest.order:
+        outcome = _load_outcome(fs, Path("trials") / entry.dir)
         if outcome is None:
             trials.append(_Trial(entry, NOT_RUN))
         elif isinstance(outcome, TrialEnd):
@@ -239,17 +211,15 @@ def _as_float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _policy_entry(manifest: dict[str, Any], definition: Policy, extra: dict[str, Json],
+def _policy_entry(manifest: SweepManifest, definition: Policy, extra: dict[str, Json],
                   mine: list[_Trial], mine_ok: list[_Trial],
                   per_metric: dict[str, MetricSummary], backend: str,
                   emulated: bool | None) -> PolicyEntry:
     """A policy's row of the report (its comparison with the reference is added after)."""
-    raw_notes = manifest.get("notes", {}).get(definition.name, [])
-    notes = [str(n) for n in raw_notes] if isinstance(raw_notes, list) else []
+    notes = list(manifest.notes.get(definition.name, ()))
     notes += _vendor_notes(definition, backend, emulated)
     notes += _stream_priority_notes(mine_ok)
-    skipped = manifest.get("skipped", {}).get(definition.name)
-    skipped = str(skipped) if skipped else None
+    skipped = manifest.skipped.get(definition.name) or None
     return PolicyEntry(
         policy=definition, status="skipped" if skipped else "ran",
         skipped_reason=skipped or "", notes=tuple(notes), trials_ok=len(mine_ok),
@@ -280,30 +250,6 @@ def _differences(entries: list[PolicyEntry],
                 differences.append(Difference(entry.name, metric, cmp.verdict, cmp.change_pct,
                                               cmp.assessment))
     return versus, differences
-
-
-def _clean_definition(d: dict[str, Any]) -> tuple[Policy, dict[str, Json]]:
-    """A manifest's policy definition as a Policy (its defaults where a key is missing), and
-    the keys Policy does not know, kept in the report as they were."""
-    gpu = d.get("gpu_control")
-    gpu = gpu if isinstance(gpu, dict) else {}
-    args = d.get("harness_args")
-    args = args if isinstance(args, list) else []
-    policy = Policy(name=d["name"], description=str(d.get("description", "")),
-                    kind=str(d.get("kind", "custom")), vendor=str(d.get("vendor", "any")),
-                    env=_str_map(d.get("env")), harness_args=tuple(str(a) for a in args),
-                    gpu_control=GpuControlSettings(_int_or_none(gpu.get("clock_level")),
-                                                   _int_or_none(gpu.get("power_limit_w"))),
-                    source=str(d.get("source", "builtin")))
-    return policy, {k: v for k, v in d.items() if k not in _DEFINITION_KEYS}
-
-
-_DEFINITION_KEYS = frozenset(Policy(name="").to_dict())
-
-
-def _int_or_none(value: object) -> int | None:
-    # a knob sweep.json recorded as anything but an integer applied nothing: null
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _metric_seed(seed: int, policy: str, metric: str) -> int:
@@ -346,7 +292,7 @@ def _trial_row(t: _Trial) -> TrialRow:
     # position, policy, trial and dir come from the checked manifest order; the process's
     # figures from the outcome (none without a readable one)
     e, o = t.entry, t.outcome
-    return TrialRow(position=e["position"], policy=e["policy"], trial=e["trial"], dir=e["dir"],
+    return TrialRow(position=e.position, policy=e.policy, trial=e.trial, dir=e.dir,
                     status=t.status, reason=t.end.reason,
                     exit_code=o.exit_code if o else None, wall_s=o.wall_s if o else None,
                     env_set=dict(o.env_set) if o else {}, gpu_control=o.gpu_control if o else "")

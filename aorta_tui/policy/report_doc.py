@@ -267,7 +267,7 @@ def _read_entry(f: FieldReader, value: object, path: str) -> PolicyEntry:
     versus = {str(k): _read_comparison(f, v, f"{path}.vs_reference.{k}")
               for k, v in f.obj_at(d, "vs_reference", path).items()}
     return PolicyEntry(
-        policy=_read_policy(f, d, name, path), status=f.text(d, "status", path, "ran"),
+        policy=read_policy_definition(f, d, name, path), status=f.text(d, "status", path, "ran"),
         skipped_reason=f.text(d, "skipped_reason", path),
         notes=f.strings_at(d, "notes", path),
         trials_ok=f.integer(d, "trials_ok", path),
@@ -281,7 +281,9 @@ _ENTRY_KEYS = frozenset({"name", "description", "kind", "vendor", "env", "harnes
                          "trials_ok", "trials_failed", "metrics", "vs_reference"})
 
 
-def _read_policy(f: FieldReader, d: dict[str, Any], name: str, path: str) -> Policy:
+def read_policy_definition(f: FieldReader, d: dict[str, Any], name: str, path: str) -> Policy:
+    """A policy's definition at ``path`` (policy.json's entry, sweep.json's record): every
+    field's type checked, a missing one its default."""
     env = {str(k): str(f.check(v, "string", f"{path}.env.{k}"))
            for k, v in f.obj_at(d, "env", path).items()}
     gpu = f.obj_at(d, "gpu_control", path)

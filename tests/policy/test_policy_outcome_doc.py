@@ -6,6 +6,7 @@ the resume, the analysis frames) read, the type; a damaged outcome is a located 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -81,8 +82,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     policies = (Policy(name="faster", env={"SHIFT": "5"}), Policy(name="broken", env={"FAIL": "1"}))
     req = PolicySweepRequest(workload="fake", policies=policies, streams=2, output_dir=tmp / "run",
                              trials=2, seed=3, python=sys.executable)
-    import os
-
     run_policy_sweep(req, trial_command=command,
                      base_env={**os.environ, "REPO": str(Path(__file__).parents[2])})
     return tmp / "run"
