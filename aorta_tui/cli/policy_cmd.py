@@ -24,6 +24,7 @@ from aorta_tui.store.trust_guard import guard_run_dir
 R = TypeVar("R")
 
 if TYPE_CHECKING:  # the CLI imports the engine only when a command runs
+    from aorta_tui.policy.manifest_doc import SweepPlan
     from aorta_tui.policy.report_doc import PolicyReport
 
 app = new_app(
@@ -144,7 +145,7 @@ def sweep(
     if dry_run:
         plan = PolicyEvaluator(request, gpu_backend=backend).dry_run()
         if json_mode:
-            print(json.dumps(plan, indent=2))
+            print(json.dumps(plan.to_json(), indent=2))
         else:
             _print_plan(plan)
         return
@@ -248,21 +249,23 @@ def _queue_args(size: str | None, sync_mode: str | None, dtype: str | None, para
     return out + list(queue_arg)
 
 
-def _print_plan(plan: dict[str, Any]) -> None:
-    req = plan["request"]
-    print(f"policy sweep plan: {req['workload']}, {req['streams']} streams, {req['trials']} "
-          f"trials per policy, seed {req['seed']}, output {req['output_dir']}")
-    for p in plan["policies"]:
-        sets = ", ".join(f"{k}={v}" for k, v in p["env"].items()) or "(no variables)"
-        print(f"  {p['name']}: {sets}" + (f" + {' '.join(p['harness_args'])}"
-                                          if p["harness_args"] else ""))
-        print(f"      queue run: {_config_text(p['queue_config'])}")
-        if p["inherited_removed"]:
-            print(f"      removed from the inherited environment: {', '.join(p['inherited_removed'])}")
-        for note in ([p["skipped"]] if p["skipped"] else []) + p["notes"]:
+def _print_plan(plan: SweepPlan) -> None:
+    req = plan.request
+    print(f"policy sweep plan: {req.workload}, {req.streams} streams, {req.trials} "
+          f"trials per policy, seed {req.seed}, output {req.output_dir}")
+    for planned in plan.policies:
+        p = planned.policy
+        sets = ", ".join(f"{k}={v}" for k, v in p.env.items()) or "(no variables)"
+        print(f"  {p.name}: {sets}" + (f" + {' '.join(p.harness_args)}"
+                                       if p.harness_args else ""))
+        print(f"      queue run: {_config_text(planned.queue_config)}")
+        if planned.inherited_removed:
+            print("      removed from the inherited environment: "
+                  f"{', '.join(planned.inherited_removed)}")
+        for note in ([planned.skipped] if planned.skipped else []) + list(planned.notes):
             print(f"      note: {note}")
-    print(f"order ({plan['trials_total']} trials): {' '.join(plan['order'])}")
-    example = plan["policies"][0]["argv"]
+    print(f"order ({plan.trials_total} trials): {' '.join(plan.order)}")
+    example = plan.policies[0].argv
     print(f"each trial runs: {' '.join(example)}")
 
 

@@ -80,9 +80,11 @@ from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.policy.comparison import MIN_SAMPLES
 from aorta_tui.policy.manifest_doc import (
     OrderEntry,
+    PlannedPolicy,
     PolicyRecord,
     RecordedRequest,
     SweepManifest,
+    SweepPlan,
 )
 from aorta_tui.policy.outcome_doc import Figures, ResultStamp, TrialEnd, TrialOutcome
 from aorta_tui.policy.presets import BUILTIN_BY_NAME, Policy
@@ -279,7 +281,7 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
 
     # -- running ------------------------------------------------------------------------
 
-    def dry_run(self) -> dict[str, Any]:
+    def dry_run(self) -> SweepPlan:
         """What ``run`` would do, without running or writing anything (the GPU state is read
         when a GPU-control policy is allowed, to print its plan)."""
         req = self.request
@@ -289,17 +291,15 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
         policies = []
         for p in req.policies:
             _env, removed = trial_environment(self.base_env, p, req.policies)
-            policies.append({**p.to_dict(), "inherited_removed": removed,
-                             "notes": self.notes[p.name],
-                             "skipped": self.skipped.get(p.name, ""),
-                             "queue_config": dataclasses.asdict(trial_queue_config(req, p)),
-                             "argv": self.trial_command(req, p, Path(req.output_dir) / "trials"
-                                                        / "NNN" / "result.json")})
-        return {"request": req.to_dict(), "reference_added": self.reference_added,
-                "policies": policies,
-                "order": [f"{t.dir_name}" for t in plan],
-                "gpu_control_plans": dict(self.gpu_plans),
-                "trials_total": len(plan)}
+            argv = self.trial_command(req, p, Path(req.output_dir) / "trials" / "NNN"
+                                      / "result.json")
+            policies.append(PlannedPolicy(
+                policy=p, inherited_removed=tuple(removed), notes=tuple(self.notes[p.name]),
+                skipped=self.skipped.get(p.name, ""),
+                queue_config=dataclasses.asdict(trial_queue_config(req, p)), argv=tuple(argv)))
+        return SweepPlan(request=req.record(), reference_added=self.reference_added,
+                         policies=tuple(policies), order=tuple(t.dir_name for t in plan),
+                         gpu_control_plans=dict(self.gpu_plans))
 
     def run(self, *, resume: SweepManifest | None = None) -> PolicySweepOutcome:
         """Run the sweep; with ``resume`` (a run dir's ``sweep.json``), run only the trials

@@ -114,6 +114,46 @@ class SweepManifest:
         return _read_manifest(FieldReader(where, WHAT), data)
 
 
+@dataclass(frozen=True)
+class PlannedPolicy:
+    """A policy as ``policy sweep --dry-run`` shows it: its definition and what a trial of it
+    would be (the inherited variables removed, the queue run, the process's argv)."""
+
+    policy: Policy
+    inherited_removed: tuple[str, ...]
+    notes: tuple[str, ...]
+    skipped: str  # why it would not run; "" when it would
+    queue_config: dict[str, Json]  # the trial's QueueRunConfig, as queue-config.json holds it
+    argv: tuple[str, ...]  # with trials/NNN/ for the trial's directory
+
+    def to_json(self) -> dict[str, Json]:
+        return {**self.policy.to_dict(), "inherited_removed": list(self.inherited_removed),
+                "notes": list(self.notes), "skipped": self.skipped,
+                "queue_config": dict(self.queue_config), "argv": list(self.argv)}
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What a sweep would do (``PolicyEvaluator.dry_run``): printed by ``--dry-run``, as JSON
+    with ``--json`` (its one serializer), never written to a file nor read back."""
+
+    request: RecordedRequest
+    reference_added: bool
+    policies: tuple[PlannedPolicy, ...]
+    order: tuple[str, ...]  # the trial directories' names, in run order
+    gpu_control_plans: dict[str, str]  # policy name: the commands around each of its trials
+
+    @property
+    def trials_total(self) -> int:
+        return len(self.order)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"request": self.request.to_json(), "reference_added": self.reference_added,
+                "policies": [p.to_json() for p in self.policies], "order": list(self.order),
+                "gpu_control_plans": dict(self.gpu_control_plans),
+                "trials_total": self.trials_total}
+
+
 # -- the reader ----------------------------------------------------------------------------
 
 

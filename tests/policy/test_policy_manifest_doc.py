@@ -185,3 +185,31 @@ def test_any_manifest_reads_back_to_itself_and_its_bytes(manifest: SweepManifest
     again = SweepManifest.from_dict(json.loads(written))
     assert again == manifest
     assert json_bytes(again.to_json()) == written
+
+
+# -- the dry run's plan --------------------------------------------------------------------
+
+
+def test_the_dry_run_plan_prints_what_the_untyped_plan_printed(tmp_path: Path) -> None:
+    """The same request as the fixture's command line (its python and output directory are
+    what the plan's argv names), planned in process: the same JSON, byte for byte."""
+    from aorta_tui.policy.evaluator import PolicyEvaluator, PolicySweepRequest
+    from aorta_tui.policy.gpu_control import FakeBackend
+    from aorta_tui.policy.presets import BUILTIN_BY_NAME
+
+    fixture = FIXTURES / "old-writer-manifests" / "dry-run-gpu-control.json"
+    python = json.loads(fixture.read_text())["policies"][0]["argv"][0]
+    req = PolicySweepRequest(
+        workload="tiny_kernel_stress", streams=2, output_dir=Path("/tmp/pd/dry2"), trials=2,
+        policies=(BUILTIN_BY_NAME["cuda_max_connections_1"], BUILTIN_BY_NAME["priority_lc"]),
+        device="cpu", seed=3, allow_gpu_control=True, queue_args=("--size", "tiny"),
+        python=python)
+    plan = PolicyEvaluator(req, gpu_backend=FakeBackend(tmp_path / "gpu.json"),
+                           base_env={}).dry_run()
+    assert json.dumps(plan.to_json(), indent=2) + "\n" == fixture.read_text()
+    assert plan.trials_total == 6 and plan.request.allow_gpu_control
+    assert [p.policy.name for p in plan.policies] == ["baseline", "cuda_max_connections_1",
+                                                      "priority_lc"]
+    assert plan.gpu_control_plans["priority_lc"].startswith("apply:")
+    assert plan.policies[2].notes[0].startswith("gpu control (fake)")
+    assert not (tmp_path / "gpu.json").exists()  # planning read the (fake) GPU, changed nothing
