@@ -171,15 +171,27 @@ def _read_manifest(f: FieldReader, data: object) -> SweepManifest:
     notes = {str(k): f.strings(v, f"notes.{k}") for k, v in f.obj_at(d, "notes", "").items()}
     skipped = {str(k): str(f.check(v, "string", f"skipped.{k}"))
                for k, v in f.obj_at(d, "skipped", "").items()}
+    order = tuple(_read_entry(f, o, f"order[{i}]") for i, o in enumerate(f.array_at(d, "order", "")))
+    _check_order_names_policies(f, order, policies)
     return SweepManifest(
         schema_version=f.integer(d, "schema_version", "", MANIFEST_SCHEMA_VERSION),
         run_id=f.opt_text(d, "run_id", ""), created=f.opt_text(d, "created", ""),
         request=_read_request(f, f.obj_at(d, "request", "", required=True)),
         reference=f.text(d, "reference", "", "baseline"),
         reference_added=f.boolean(d, "reference_added", ""), policies=policies, notes=notes,
-        skipped=skipped,
-        order=tuple(_read_entry(f, o, f"order[{i}]")
-                    for i, o in enumerate(f.array_at(d, "order", ""))))
+        skipped=skipped, order=order)
+
+
+def _check_order_names_policies(f: FieldReader, order: tuple[OrderEntry, ...],
+                                policies: tuple[PolicyRecord, ...]) -> None:
+    """Every planned trial's policy is one of the sweep's: a resume runs each by its policy's
+    definition, and one naming no policy here ended it with a KeyError (exit 70)."""
+    known = {p.policy.name for p in policies}
+    for i, entry in enumerate(order):
+        if entry.policy not in known:
+            raise UsageError(f"{f.where}: order[{i}].policy: {entry.policy!r} is not one of the "
+                             f"sweep's policies ({', '.join(sorted(known)) or 'none'})",
+                             hint=f"this {f.what} is damaged or was not written by aorta-tui")
 
 
 def _read_request(f: FieldReader, d: dict[str, Any]) -> RecordedRequest:

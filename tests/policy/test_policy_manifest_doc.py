@@ -112,6 +112,8 @@ DAMAGED: list[tuple[tuple[Any, ...], object, str]] = [
     (("skipped", "priority_lc"), None, "skipped.priority_lc: expected"),
     (("order", 2, "trial"), "1", "order[2].trial: expected"),
     (("order", 2, "dir"), "../x", "order[2].dir: not a trial directory name"),
+    # a resume runs each trial by its policy's definition: one naming none ended it with a KeyError
+    (("order", 2, "policy"), "ghost", "order[2].policy: 'ghost' is not one of the sweep's policies"),
     (("reference_added",), "yes", "reference_added: expected"),
 ]
 
@@ -167,16 +169,25 @@ _requests = st.builds(
     device=st.none() | _text, seed=st.integers(0, 2**31), allow_gpu_control=st.booleans(),
     gpu_index=st.integers(0, 7), queue_args=st.lists(_text, max_size=3).map(tuple),
     timeout_s=st.floats(min_value=0.001, max_value=1e6) | st.integers(1, 10**6))
-_manifests = st.builds(
+_records = st.lists(st.builds(PolicyRecord, _policies,
+                              st.dictionaries(st.sampled_from(["x_extra", "origin"]), _json)),
+                    max_size=3).map(tuple)
+
+
+def _orders(records: tuple[PolicyRecord, ...]) -> st.SearchStrategy[tuple[OrderEntry, ...]]:
+    """Planned trials, each of one of the sweep's policies (the reader refuses any other)."""
+    if not records:
+        return st.just(())
+    names = st.sampled_from([r.policy.name for r in records])
+    return st.lists(st.builds(OrderEntry, st.integers(0, 99), names, st.integers(1, 9), _name),
+                    max_size=4).map(tuple)
+
+
+_manifests = _records.flatmap(lambda records: st.builds(
     SweepManifest, run_id=st.none() | _text, created=st.none() | _text, request=_requests,
-    reference=_name, reference_added=st.booleans(),
-    policies=st.lists(st.builds(PolicyRecord, _policies,
-                                st.dictionaries(st.sampled_from(["x_extra", "origin"]), _json)),
-                      max_size=3).map(tuple),
+    reference=_name, reference_added=st.booleans(), policies=st.just(records),
     notes=st.dictionaries(_name, st.lists(_text, max_size=2).map(tuple), max_size=2),
-    skipped=st.dictionaries(_name, _text, max_size=2),
-    order=st.lists(st.builds(OrderEntry, st.integers(0, 99), _name, st.integers(1, 9),
-                             _name), max_size=4).map(tuple))
+    skipped=st.dictionaries(_name, _text, max_size=2), order=_orders(records)))
 
 
 @given(_manifests)
