@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 from textual.widgets import DataTable, Input, Log, Static
-from tui_support import DEMO_RUN, FIXED_FACTS, LIVE_RUN, async_test, wait_for, workspace
+from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, async_test, wait_for, workspace
 
+from aorta_tui.policy.report_doc import PolicyReport
 from aorta_tui.store import lock as lock_module
 from aorta_tui.store import run_list
 from aorta_tui.tui import logs as logs_module
@@ -35,6 +36,7 @@ from aorta_tui.tui.screens.help import HelpScreen
 from aorta_tui.tui.screens.home import HomeScreen
 from aorta_tui.tui.screens.matrix import MatrixScreen
 from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.screens.policy import PolicyScreen
 from aorta_tui.tui.screens.recipe_editor import RecipeEditorScreen
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
@@ -612,3 +614,32 @@ async def test_a_recipe_that_cannot_be_opened_says_so_with_its_location(tmp_path
         await wait_for(pilot, lambda: any("binary file" in n.message for n in app._notifications),
                        what="the located message")
         assert editor.path is None and "binary" not in editor.editor.text
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_opening_a_policy_report_that_hangs_holds_no_key_and_reads_once(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    run = ws / "aorta-policy" / "old"
+    run.mkdir(parents=True)
+    (run / "policy.json").write_text((FIXTURES / "policy" / "policy.json").read_text())
+    gate = gates.on(PolicyReport, "from_json")
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="policy", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PolicyScreen)
+        screen.load_report(run)  # the run directory: its policy.json, found by the worker
+        await wait_for(pilot, lambda: gate.inside == 1, what="policy.json's read blocked")
+        await pilot.press("f")  # handled while the read hangs
+        assert screen.focused is screen.query_one("#pol-workload", Input)
+        await pilot.press("escape", "question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        screen.load_report(run)  # a second open while it reads starts none
+        await pilot.pause(0.1)
+        assert gate.entered == 1 and screen.report is None
+        gate.opened.set()
+        await wait_for(pilot, lambda: screen.report is not None, what="the report shown")
+        assert gate.entered == 1 and "old/policy.json" in str(screen.query_one("#policy-status").render())

@@ -90,7 +90,7 @@ async def test_a_saved_report_opens_and_names_a_winner_only_when_significant(tmp
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await _policy_screen(app, pilot)
         screen.load_report(saved)
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: screen.report is not None, what="the report read")  # by a worker
         bars = str(screen.query_one("#policy-bars").render())
         assert "better than baseline: cuda_max_connections_1" in bars
         bad = tmp_path / "other.json"

@@ -19,7 +19,9 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Input, Label, Static
+from textual.worker import Worker
 
 from aorta_tui.core.events import Event, Progress, RunFinished
 from aorta_tui.policy.comparison import Comparison
@@ -27,7 +29,7 @@ from aorta_tui.policy.report import versus_text
 from aorta_tui.policy.report_doc import MetricSummary, PolicyReport
 from aorta_tui.relay.engine_run import EngineRun
 from aorta_tui.tui.bridge import EngineBridge, EngineEnded, EngineEvent
-from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.base import AortaScreen, busy
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.widgets.bars import render_interval_bars
 
@@ -57,6 +59,35 @@ def winner_text(report: PolicyReport | Mapping[str, Any], metric: str) -> str:
     return f"no policy is significantly better than {report.reference} on {metric}"
 
 
+class ReportRead(Message):
+    """What the report worker read at ``path``: the report, or why not (``problem``, the
+    loader's located message); ``found`` False when a sweep's end found no policy.json at all,
+    ``tail`` the end of a failed sweep's stderr. ``ask`` names the request, so an answer asked for before a newer one is dropped."""
+
+    def __init__(self, ask: int, path: Path, report: PolicyReport | None = None, problem: str = "",
+                 found: bool = True, ended: EngineEnded | None = None, tail: str = "") -> None:
+        super().__init__()
+        self.ask, self.path, self.report, self.problem = ask, path, report, problem
+        self.found, self.ended, self.tail = found, ended, tail
+
+
+def read_report(ask: int, path: Path, *, ended: EngineEnded | None = None) -> ReportRead:
+    """``path`` (policy.json or its run directory) read as a report (file reads: the report
+    worker calls this). At a sweep's end (``ended``) a missing file is no error: the answer
+    says it was not found, and the screen says why the sweep wrote none."""
+    from aorta_tui.core.errors import UsageError
+
+    path = path / "policy.json" if path.is_dir() else path
+    # a failed sweep's stderr (a file the engine wrote) is read here too, not on the loop
+    tail = ended.run.stderr_tail(600) if ended is not None and ended.exit_code != 0 else ""
+    if ended is not None and not path.is_file():
+        return ReportRead(ask, path, found=False, ended=ended, tail=tail)
+    try:  # bounded and regular files only: a FIFO here would hold the worker, never the keys
+        return ReportRead(ask, path, PolicyReport.from_json(path), ended=ended, tail=tail)
+    except UsageError as exc:
+        return ReportRead(ask, path, problem=exc.render(), ended=ended, tail=tail)
+
+
 def check_report_shape(report: object, where: str) -> PolicyReport:
     """The report the screen shows, every field typed; a damaged policy.json is a UsageError."""
     return PolicyReport.from_dict(report, where=where)
@@ -81,6 +112,10 @@ class PolicyScreen(EngineBridge, AortaScreen):
         self.engine_run: EngineRun | None = None
         self._output: Path | None = None
         self.events: list[Event] = []
+        # The report worker (ReportRead answers); ``_asked`` counts the requests, so a report
+        # read for an earlier one (an open before r started a sweep) is not shown over it.
+        self._report_worker: Worker[None] | None = None
+        self._asked = 0
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="policy"):
@@ -190,15 +225,33 @@ class PolicyScreen(EngineBridge, AortaScreen):
         self.query_one("#policy-bars", Static).update(text)
 
     def load_report(self, path: Path) -> None:
-        from aorta_tui.core.errors import UsageError
+        """Show the report at ``path`` once the report worker has read it (ReportRead)."""
+        if busy(self._report_worker):
+            return  # the read under way answers: a second open while it reads starts none
+        self._read_report(path)
 
-        path = path / "policy.json" if path.is_dir() else path
-        try:  # bounded and regular files only: a FIFO here would freeze the screen
-            report = PolicyReport.from_json(path)
-        except UsageError as exc:
-            self.notify(exc.render(), severity="error")
-            return
-        self.show_report(report, str(path))
+    def _read_report(self, path: Path, ended: EngineEnded | None = None) -> None:
+        self._asked += 1
+        ask = self._asked
+
+        # Why a worker: policy.json is a file (bounded, but on a network filesystem a stat or a
+        # read can stall); the keys keep working while it is read.
+        def read() -> None:
+            self.post_message(read_report(ask, path, ended=ended))
+
+        self._report_worker = self.run_worker(read, thread=True, group="policy-report", exit_on_error=False,
+                                              name="read policy report")
+
+    @on(ReportRead)
+    def _report_read(self, message: ReportRead) -> None:
+        if message.ask != self._asked:
+            return  # asked before a newer request (a sweep started, or ended): not shown over it
+        if message.report is not None:
+            self.show_report(message.report, str(message.path))
+        elif message.problem:
+            self.notify(message.problem, severity="error")
+        if message.ended is not None:
+            self._sweep_ended(message.ended.exit_code, message.found, message.tail)
 
     def action_open_report(self) -> None:
         cwd = self.aorta.cwd
@@ -244,6 +297,7 @@ class PolicyScreen(EngineBridge, AortaScreen):
         self._output = output
         self.engine_run = EngineRun(args, stderr_path=output.parent / f".{output.name}.stderr.log").start()
         self.events = []
+        self._asked += 1  # a report still being read is not shown over the new sweep
         self._clear_report()
         self.query_one("#policy-status", Static).update(f"starting: {_esc(' '.join(args[1:]))}")
         self.follow_engine(self.engine_run)
@@ -262,16 +316,15 @@ class PolicyScreen(EngineBridge, AortaScreen):
 
     @on(EngineEnded)
     def _on_exit(self, message: EngineEnded) -> None:
-        run, output = message.run, self._output
-        if run is not self.engine_run or output is None:
+        if message.run is not self.engine_run or self._output is None:
             return
-        code = message.exit_code
-        report = output / "policy.json"
-        if report.is_file():
-            self.load_report(report)
+        self._read_report(self._output, ended=message)  # its answer goes on in _sweep_ended
+
+    def _sweep_ended(self, code: int | None, found: bool, stderr_tail: str) -> None:
+        """After the sweep's report was read (``found``: it wrote one): say how it ended."""
         if code != 0:
-            tail = _esc(run.stderr_tail(600))
-            if not report.is_file():
+            tail = _esc(stderr_tail)
+            if not found:
                 self._clear_report()
                 self.query_one("#policy-status", Static).update(
                     f"[b red]sweep failed (exit {code})[/], no report written: {tail or 'no message'}")
