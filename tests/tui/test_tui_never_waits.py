@@ -643,3 +643,70 @@ async def test_opening_a_policy_report_that_hangs_holds_no_key_and_reads_once(
         gate.opened.set()
         await wait_for(pilot, lambda: screen.report is not None, what="the report shown")
         assert gate.entered == 1 and "old/policy.json" in str(screen.query_one("#policy-status").render())
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_the_run_picker_takes_a_relative_path_as_the_apps_working_directory_has_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the process runs elsewhere than the App's cwd
+    # nothing listed: the typed path alone names the run (no list entry it narrows to)
+    monkeypatch.setattr(run_list, "list_runs", lambda output_dir: [])
+    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
+    async with app.run_test(size=size) as pilot:
+        screen = app.screen
+        assert isinstance(screen, MatrixScreen)
+        await _grid_ready(pilot, screen)
+        await pilot.press("o")
+        picker = app.screen
+        assert isinstance(picker, PathPicker)
+        await wait_for(pilot, lambda: not picker.listing, what="the listing's end")
+        await pilot.press(*f"aorta-out/{LIVE_RUN}", "enter")
+        await wait_for(pilot, lambda: app.screen is screen and screen.run_dir is not None
+                       and screen.run_dir == ws / "aorta-out" / LIVE_RUN, what="the typed run opened")
+
+
+def _picker_gate(gates: Gates, screen: str) -> tuple[Gate, str]:
+    """A gate on what ``screen``'s picker checks a picked path with, and a path to type."""
+    if screen == "envdiff":
+        return gates.on(env_diff_module, "snapshot_problem"), "snaps/a.json"
+    return gates.on(recipe_editor_module, "recipe_open_problem"), "probe.yaml"
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize(("screen", "keys"), [("envdiff", ("escape", "o")), ("recipe", ("ctrl+o",))])
+@async_test
+async def test_a_picked_path_whose_check_hangs_holds_no_key_and_is_checked_once(
+        tmp_path: Path, gates: Gates, screen: str, keys: tuple[str, ...], size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    (ws / "snaps").mkdir()
+    (ws / "snaps" / "a.json").write_text((ws / "aorta-out" / DEMO_RUN / "env" / "host_env.json").read_text())
+    (ws / "probe.yaml").write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n")
+    gate, typed = _picker_gate(gates, screen)
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen=screen, machine_facts=FIXED_FACTS)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await pilot.press(*keys)
+        picker = app.screen
+        assert isinstance(picker, PathPicker)
+        await wait_for(pilot, lambda: not picker.listing, what="the listing's end")
+        await pilot.press(*typed, "enter")
+        await wait_for(pilot, lambda: gate.inside == 1, what="the check blocked")
+        field = picker.query_one("#picker-path", Input)
+        await pilot.press("end", "x")  # typed while the check hangs
+        assert field.value == typed + "x", "the key waited for the check"
+        await pilot.press("backspace", "enter")  # a second enter while it checks starts none
+        await pilot.pause(0.1)
+        assert gate.entered == 1 and app.screen is picker
+        gate.opened.set()
+        if screen == "envdiff":  # A picked: the picker stays for B, the field emptied
+            await wait_for(pilot, lambda: "1 of 2 picked" in picker.message, what="A picked")
+            assert field.value == "" and gate.entered == 1
+        else:
+            await wait_for(pilot, lambda: app.screen is not picker, what="the picker done")
+            editor = app.screen
+            assert isinstance(editor, RecipeEditorScreen)
+            await wait_for(pilot, lambda: editor.path == ws / "probe.yaml", what="the recipe opened")

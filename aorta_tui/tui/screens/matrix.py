@@ -508,7 +508,7 @@ class MatrixScreen(EngineBridge, AortaScreen):
     # --- commands ------------------------------------------------------------------------
 
     def action_open_run(self) -> None:
-        output_dir = self.aorta.output_dir
+        output_dir, cwd = self.aorta.output_dir, self.aorta.cwd
 
         def list_them() -> list[Path]:  # the picker's worker: parses every run's journal whole
             from aorta_tui.store.run_list import list_runs
@@ -519,7 +519,9 @@ class MatrixScreen(EngineBridge, AortaScreen):
             if paths:
                 self.open_run(paths[0])
 
-        self.app.push_screen(PathPicker("Open a run directory", list_them), chosen)
+        # base: a typed relative path is the App's working directory's (as every other picker
+        # takes it), not this process's
+        self.app.push_screen(PathPicker("Open a run directory", list_them, base=cwd), chosen)
 
     def action_cancel_run(self) -> None:
         if self.run_dir is None:

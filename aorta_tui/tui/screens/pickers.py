@@ -7,7 +7,9 @@ only when it is picked (listing never opens the files), its message shown in the
 
 Candidates given as a function are listed by a worker thread (they come from walking
 directories): the picker opens at once, so the keys typed after the one that opened it land
-in its path field, and the list fills in when the walk is done.
+in its path field, and the list fills in when the walk is done. What is picked is checked
+(does the typed path exist, is it picked already, ``validate``) by a worker too: ``validate``
+opens the file, which may sit on a stalled filesystem.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
+from textual.worker import Worker
+
+from aorta_tui.tui.screens.base import busy
 
 Validator = Callable[[Path], "str | None"]  # an error message, or None when the path will do
 Labeller = Callable[[Path], str]  # how a candidate is shown
@@ -38,6 +43,19 @@ class CandidatesListed(Message):
         super().__init__()
         self.candidates = candidates
         self.error = error
+
+
+class PathChecked(Message):
+    """The check worker's answer on ``path``: ``problem`` why it cannot be picked (else empty);
+    ``typed`` the field's text it came from (None: picked from the list)."""
+
+    bubble = False
+
+    def __init__(self, path: Path, problem: str, typed: str | None) -> None:
+        super().__init__()
+        self.path = path
+        self.problem = problem
+        self.typed = typed
 
 
 class PathPicker(ModalScreen[list[Path] | None]):
@@ -68,6 +86,7 @@ class PathPicker(ModalScreen[list[Path] | None]):
         self._chosen: list[Path] = []
         self._shown: list[int] = list(range(len(candidates)))  # candidates matching the text
         self.message = ""
+        self._check_worker: Worker[None] | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
@@ -167,44 +186,69 @@ class PathPicker(ModalScreen[list[Path] | None]):
         return path
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        if busy(self._check_worker):
+            return  # the path picked a moment ago is being checked: a second enter starts none
         text = event.value.strip()
         if not text:
             picked = self.highlighted()
             if picked is None:
                 self._say("type a path, or move onto an entry of the list", error=True)
                 return
-        else:
-            typed = self._typed(text)
-            # The typed path when it names something; else the list's entry it narrowed to.
-            picked = typed if typed.exists() else (self.highlighted() or typed)
-        if self._add(picked):
-            event.input.value = ""
-        else:
-            event.input.select_all()  # refused: the next keys replace it, arrows edit it
+            self._check(picked, None, typed=event.value)
+            return
+        # The typed path when it names something (the worker looks); else the list's entry it
+        # narrowed to.
+        self._check(self._typed(text), self.highlighted(), typed=event.value)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option.id is not None and self._add(self._candidates[int(event.option.id)]):
-            self.query_one("#picker-path", Input).value = ""
+        if event.option.id is not None and not busy(self._check_worker):
+            self._check(self._candidates[int(event.option.id)], None, typed=None)
         self.query_one("#picker-path", Input).focus()
 
-    def _add(self, path: Path) -> bool:
-        if self._distinct and any(_same(path, other) for other in self._chosen):
-            self._say(f"{path} is already picked: pick a different file", error=True)
-            return False
-        if self._validate is not None:
-            problem = self._validate(path)
-            if problem:
-                self._say(problem, error=True)
-                return False
+    def _check(self, path: Path, instead: Path | None, *, typed: str | None) -> None:
+        """Check ``path`` (when it does not exist, ``instead`` if given) in the check worker;
+        PathChecked answers. ``typed``: the field's text it came from (None: the list)."""
+        chosen, validate, distinct = list(self._chosen), self._validate, self._distinct
+
+        # Why a worker: whether a typed path exists, its resolved name and ``validate`` (which
+        # loads the snapshot or reads the recipe) touch the filesystem, which may stall.
+        def check() -> None:
+            picked = instead if instead is not None and not path.exists() else path
+            problem = ""
+            try:
+                problem = pick_problem(picked, chosen, distinct, validate)
+            except Exception as exc:  # said in the picker; the worker's error is notified too
+                problem = f"cannot check {picked}: {type(exc).__name__}: {exc}"
+                raise
+            finally:  # always answered, so the next enter is never held back
+                self.post_message(PathChecked(picked, problem, typed))
+
+        self._say(f"checking {picked_name(path)}…")
+        self._check_worker = self.run_worker(check, thread=True, group="picker-check", exit_on_error=False,
+                                             name="check path")
+
+    @on(PathChecked)
+    def _path_checked(self, message: PathChecked) -> None:
+        field = self.query_one("#picker-path", Input)
+        if message.problem:
+            self._say(message.problem, error=True)
+            if message.typed is not None and field.value == message.typed:
+                field.select_all()  # refused: the next keys replace it, arrows edit it
+            return
+        if message.typed is None or field.value == message.typed:
+            field.value = ""  # (what was typed while it was checked is kept)
+        self._add(message.path)
+
+    def _add(self, path: Path) -> None:
+        """Take ``path``, checked: the picker ends when it has all it picks."""
         self._chosen.append(path)
         if len(self._chosen) >= self._pick:
             self.dismiss(self._chosen)
-            return True
+            return
         self.query_one("#picker-title", Static).update(
             f"{self._title}\nchosen: " + ", ".join(escape(str(p)) for p in self._chosen)
         )
         self._say(f"{len(self._chosen)} of {self._pick} picked: now the next one")
-        return True
 
     def _say(self, text: str, *, error: bool = False) -> None:
         self.message = text
@@ -212,6 +256,18 @@ class PathPicker(ModalScreen[list[Path] | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(self._chosen or None)
+
+
+def pick_problem(path: Path, chosen: list[Path], distinct: bool, validate: Validator | None) -> str:
+    """Why ``path`` cannot be picked after ``chosen`` (file checks: the check worker calls
+    this), or the empty string."""
+    if distinct and any(_same(path, other) for other in chosen):
+        return f"{path} is already picked: pick a different file"
+    return (validate(path) or "") if validate is not None else ""
+
+
+def picked_name(path: Path) -> str:
+    return path.name or str(path)
 
 
 def _same(a: Path, b: Path) -> bool:
