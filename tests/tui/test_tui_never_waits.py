@@ -710,3 +710,25 @@ async def test_a_picked_path_whose_check_hangs_holds_no_key_and_is_checked_once(
             editor = app.screen
             assert isinstance(editor, RecipeEditorScreen)
             await wait_for(pilot, lambda: editor.path == ws / "probe.yaml", what="the recipe opened")
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name", ["[bold]x.yaml", "a[/]b.yaml"])
+@async_test
+async def test_a_recipe_whose_name_looks_like_markup_is_named_as_it_is(
+        tmp_path: Path, name: str, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    recipe = ws / name  # "a[/]b.yaml": b.yaml in a folder "a[", shown as a[/]b.yaml
+    recipe.parent.mkdir(exist_ok=True)
+    recipe.write_text("schema_version: 1\nticket: ODD-NAME\nworkload: gpu_smoke\n")
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, RecipeEditorScreen)
+        editor.request_open(recipe)
+        await wait_for(pilot, lambda: editor.path == recipe, what="the recipe opened")
+        await pilot.pause()
+        line = editor.query_one("#recipe-file", Static).render()
+        assert name in str(line)  # the name as it is, not restyled nor cut at its brackets
+        assert "bold" not in str(getattr(line, "spans", [])), "the name restyled the line"

@@ -338,7 +338,8 @@ class RecipeEditorScreen(AortaScreen):
         if self.path is None:
             name = "new recipe (unsaved: ctrl+s names it)"
         else:
-            name = self.display_path(self.path) + (" (new file: ctrl+s creates it)" if self.new_file else "")
+            # escaped: a file may be named ``[bold]x.yaml`` or hold ``[/]``, which is markup
+            name = escape(self.display_path(self.path)) + (" (new file: ctrl+s creates it)" if self.new_file else "")
         modified = " [b]modified[/b]" if self.has_unsaved else ""
         mode = "[b reverse] EDITING [/] esc stops" if self.editing else "[b] VIEWING [/] e edits"
         opening = ""
