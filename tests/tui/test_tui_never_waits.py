@@ -732,3 +732,29 @@ async def test_a_recipe_whose_name_looks_like_markup_is_named_as_it_is(
         line = editor.query_one("#recipe-file", Static).render()
         assert name in str(line)  # the name as it is, not restyled nor cut at its brackets
         assert "bold" not in str(getattr(line, "spans", [])), "the name restyled the line"
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_diff_whose_snapshot_checks_hang_holds_no_key_and_diffs_once(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    env = ws / "aorta-out" / DEMO_RUN / "env"
+    gate = gates.on(env_diff_module, "_resolve_snapshot")  # stats (a run directory stands for its snapshot)
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="envdiff", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, EnvDiffScreen)
+        screen.set_paths(env / "host_env.json", env / "local.json")  # and diffs them
+        await wait_for(pilot, lambda: gate.inside == 1, what="the same-file check blocked")
+        assert "diffing" in str(screen.query_one("#diff-summary", Static).render())
+        await pilot.press("escape", "n")  # handled while the check hangs
+        assert "numerics" not in screen.shown_ranks, "the key waited for the check"
+        await pilot.press("n", "d")  # the same diff asked again: no second worker
+        await pilot.pause(0.1)
+        assert gate.entered == 1
+        gate.opened.set()
+        await wait_for(pilot, lambda: "differences" in str(screen.query_one("#diff-summary", Static).render()),
+                       what="the differences shown")
+        assert gate.entered == 2  # A and B, once

@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Label, Static
 
 from aorta_tui.tui.screens.base import AortaScreen
@@ -31,6 +34,41 @@ class DiffRow:
     a: str
     b: str
     provenance: str
+
+
+Asked = tuple[str, str, bool]  # snapshot A and B as typed, and whether volatile fields are shown
+
+
+class DiffRead(Message):
+    """The diff worker's answer for ``asked``: the rows and the report's facts, or why there are
+    none (``problem``: A and B the same file, or the loader's located message); ``failed`` when
+    the diff raised (the worker's error is the notification)."""
+
+    def __init__(self, asked: Asked, rows: list[DiffRow] | None = None, hidden_volatile: int = 0,
+                 notes: list[str] | None = None, mode: str = "", problem: str = "", same: bool = False,
+                 failed: bool = False) -> None:
+        super().__init__()
+        self.asked, self.rows, self.hidden_volatile = asked, rows, hidden_volatile
+        self.notes, self.mode, self.problem, self.same = notes or [], mode, problem, same
+        self.failed = failed
+
+
+def diff_at(cwd: Path, asked: Asked) -> DiffRead:
+    """Diff the snapshots ``asked`` names under ``cwd`` (a run directory stands for its host
+    snapshot). File reads, stats and resolves: the diff worker calls this."""
+    from aorta_tui import envsnap as module
+    from aorta_tui.core.errors import AortaError
+
+    a, b, include_volatile = asked
+    path_a, path_b = _resolve_snapshot(cwd / a), _resolve_snapshot(cwd / b)
+    if _same_file(path_a, path_b):
+        return DiffRead(asked, problem=f"A and B are the same file ({a}): give two different snapshots", same=True)
+    try:
+        snap_a, snap_b = module.load_snapshot(path_a), module.load_snapshot(path_b)
+    except AortaError as exc:  # its located message, in the summary and notified
+        return DiffRead(asked, problem=exc.render())
+    report = module.diff_snapshots(snap_a, snap_b, include_volatile=include_volatile)
+    return DiffRead(asked, rows_from_report(report), report.hidden_volatile, list(report.notes), report.mode)
 
 
 def _short(value: Any, width: int = 60) -> str:
@@ -109,6 +147,10 @@ class EnvDiffScreen(AortaScreen):
         self.hidden_volatile = 0
         self.report_notes: list[str] = []
         self.report_mode = ""
+        # The diff to show (A, B, volatile) and whether the diff worker reads one now (DiffRead
+        # answers); the newest asked for wins, a second d while it reads starts no second worker.
+        self._diff_wanted: Asked | None = None
+        self._diff_reading = False
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="envdiff"):
@@ -145,30 +187,45 @@ class EnvDiffScreen(AortaScreen):
         if not a or not b:
             self.notify("give two snapshots: press o to pick them", severity="warning")
             return
-        cwd = self.aorta.cwd
-        if _same_file(_resolve_snapshot(cwd / a), _resolve_snapshot(cwd / b)):
-            message = f"A and B are the same file ({a}): give two different snapshots"
-            self.query_one("#diff-summary", Static).update(f"[yellow]{message}[/]")
-            self.notify(message, severity="warning")
+        self._diff_wanted = (a, b, self.include_volatile)
+        self.query_one("#diff-summary", Static).update(f"diffing {escape(a)} and {escape(b)}…")
+        self._read_diff()
+
+    def _read_diff(self) -> None:
+        if self._diff_wanted is None or self._diff_reading:
+            return  # the read under way answers first; its handler asks again for what is wanted
+        asked, cwd = self._diff_wanted, self.aorta.cwd
+        self._diff_reading = True
+
+        # Why a worker: the same-file check stats and resolves both paths, and the diff loads
+        # both snapshots (a network filesystem can stall); the keys keep working meanwhile.
+        def read() -> None:
+            answer = DiffRead(asked, problem="the diff failed (see the error)", failed=True)
+            try:
+                answer = diff_at(cwd, asked)
+            finally:  # always answered, so the next diff is never held back
+                self.post_message(answer)
+
+        self.run_worker(read, thread=True, name="env diff", group="diff", exit_on_error=False)
+
+    @on(DiffRead)
+    def _diff_read(self, message: DiffRead) -> None:
+        self._diff_reading = False
+        if message.asked != self._diff_wanted:
+            self._read_diff()  # other snapshots were asked for meanwhile: the newest wins
             return
-        self.query_one("#diff-summary", Static).update(f"diffing {a} and {b}…")
-        self.run_worker(lambda: self._diff(cwd / a, cwd / b), thread=True, exit_on_error=False,
-                        name="env diff", group="diff", exclusive=True)
-
-    def _diff(self, a: Path, b: Path) -> None:
-        from aorta_tui import envsnap as module
-        from aorta_tui.core.errors import AortaError
-
-        try:  # a bad file: its located message replaces "diffing…" (and is notified below)
-            snap_a = module.load_snapshot(_resolve_snapshot(a))
-            snap_b = module.load_snapshot(_resolve_snapshot(b))
-        except AortaError as exc:
-            message = exc.render()
-            self.from_thread(lambda: self.query_one("#diff-summary", Static).update(message))
-            raise
-        report = module.diff_snapshots(snap_a, snap_b, include_volatile=self.include_volatile)
-        rows = rows_from_report(report)
-        self.from_thread(self._show, rows, report.hidden_volatile, list(report.notes), report.mode)
+        self._diff_wanted = None
+        if message.rows is not None:
+            self._show(message.rows, message.hidden_volatile, message.notes, message.mode)
+            return
+        if message.same:
+            self.query_one("#diff-summary", Static).update(f"[yellow]{escape(message.problem)}[/]")
+            self.notify(message.problem, severity="warning", markup=False)
+            return
+        self.query_one("#diff-summary", Static).update(escape(message.problem))
+        if not message.failed:  # (a failed one: the worker's error was notified)
+            self.notify(message.problem, title="env diff", severity="error", timeout=12,
+                        markup=False)
 
     def _show(self, rows: list[DiffRow], hidden_volatile: int = 0, notes: list[str] | None = None,
               mode: str = "") -> None:
