@@ -96,6 +96,7 @@ async def test_digits_typed_while_editing_stay_text_and_switch_nothing(tmp_path:
         await pilot.press("n")  # keep editing
         assert app.screen is editor and editor.editor.text.splitlines()[row] == "trials: 21"
         await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not editor.has_unsaved, what="the save")  # written by a worker
         assert "trials: 21\n" in (cwd / "recipes/quickstart.yaml").read_text()
         await pilot.press("3")  # saved: no question
         assert isinstance(app.screen, MatrixScreen)
@@ -151,10 +152,15 @@ async def test_ctrl_o_opens_a_typed_recipe_and_a_new_name_is_created_on_save(tmp
         assert editor.path == cwd / "recipes/examples/triage-gpu-smoke.yaml"
         assert editor.editor.text == editor.path.read_text()
         await pilot.press("ctrl+o", *"recipes", "enter")  # a directory: refused in the dialog
-        assert isinstance(app.screen, PathPicker) and "directory" in app.screen.message
+        picker = app.screen
+        assert isinstance(picker, PathPicker)
+        await wait_for(pilot, lambda: "directory" in picker.message, what="the refusal")  # checked by a worker
         await pilot.press(*"mine.yaml", "enter")
-        assert app.screen is editor and editor.path == cwd / "mine.yaml" and editor.new_file
+        await wait_for(pilot, lambda: app.screen is editor and editor.path == cwd / "mine.yaml",
+                       what="the new file")
+        assert editor.new_file
         await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not editor.new_file, what="the save")
         assert (cwd / "mine.yaml").read_text() == editor.editor.text
 
 

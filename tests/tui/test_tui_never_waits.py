@@ -758,3 +758,66 @@ async def test_a_diff_whose_snapshot_checks_hang_holds_no_key_and_diffs_once(
         await wait_for(pilot, lambda: "differences" in str(screen.query_one("#diff-summary", Static).render()),
                        what="the differences shown")
         assert gate.entered == 2  # A and B, once
+
+
+def _file_line(editor: RecipeEditorScreen) -> str:
+    return str(editor.query_one("#recipe-file", Static).render())
+
+
+@pytest.mark.parametrize("size", SIZES)
+@async_test
+async def test_a_save_that_hangs_holds_no_key_and_keeps_what_was_typed_meanwhile(
+        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
+    ws = workspace(tmp_path)
+    recipe = ws / "probe.yaml"
+    recipe.write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n")
+    gate = gates.on(recipe_editor_module, "atomic_write_text")
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, RecipeEditorScreen)
+        editor.request_open(recipe)
+        await wait_for(pilot, lambda: editor.path == recipe, what="the recipe opened")
+        await pilot.press("e", *"# one")
+        saved = editor.editor.text
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: gate.inside == 1, what="the write blocked")
+        assert "saving" in _file_line(editor)
+        await pilot.press(*" two")  # typed while the write hangs
+        typed = editor.editor.text
+        assert typed == saved.replace("# one", "# one two"), "the keys waited for the write"
+        await pilot.press("ctrl+s")  # a second save while one writes starts none
+        await pilot.pause(0.1)
+        assert gate.entered == 1
+        gate.opened.set()
+        await wait_for(pilot, lambda: "saving" not in _file_line(editor), what="the save's answer")
+        assert recipe.read_text() == saved  # what the buffer held at ctrl+s, atomically
+        assert editor.has_unsaved and "modified" in _file_line(editor)  # " two" is not marked saved
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not editor.has_unsaved, what="the second save")
+        assert recipe.read_text() == typed and gate.entered == 2
+
+
+@async_test
+async def test_a_new_recipe_is_saved_under_a_free_name_and_a_refused_write_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = workspace(tmp_path)
+    (ws / "recipe.yaml").write_text("taken\n")
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        editor = app.screen
+        assert isinstance(editor, RecipeEditorScreen)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: editor.path == ws / "recipe-2.yaml", what="the free name")
+        assert (ws / "recipe-2.yaml").read_text() == editor.editor.text and not editor.has_unsaved
+
+        def refused(path: Path, text: str) -> None:
+            raise PermissionError(13, "Permission denied", str(path))
+
+        monkeypatch.setattr(recipe_editor_module, "atomic_write_text", refused)
+        await pilot.press("e", "x", "ctrl+s")
+        await wait_for(pilot, lambda: any("cannot save" in n.message and "Permission denied" in n.message
+                                          for n in app._notifications), what="the refusal")
+        assert editor.has_unsaved and editor.path == ws / "recipe-2.yaml"

@@ -68,6 +68,7 @@ async def test_save_writes_the_buffer_and_an_outside_change_reloads(tmp_path: Pa
         await pilot.press("e")  # the editor opens viewing: e starts editing
         await pilot.press(*"# edited", "enter")
         await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: not screen.has_unsaved, what="the save")  # written by a worker
         assert path.read_text().startswith("# edited\n")
         assert "modified" not in str(screen.query_one("#recipe-file").render())
         # Another editor changes the file: with no local edits, the buffer follows it.

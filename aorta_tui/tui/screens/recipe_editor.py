@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,34 @@ class DiskRead(Message):
         super().__init__()
         self.path = path
         self.text = text
+
+
+class RecipeSaved(Message):
+    """The save worker's answer: ``text`` written to ``path`` for the buffer that showed
+    ``was`` (None: a new recipe, named by the worker), or why not (``error``); ``failed``
+    when the write raised (the worker's error is the notification)."""
+
+    def __init__(self, was: Path | None, path: Path | None, text: str, error: str = "",
+                 failed: bool = False) -> None:
+        super().__init__()
+        self.was, self.path, self.text, self.error, self.failed = was, path, text, error, failed
+
+
+def save_recipe(was: Path | None, cwd: Path, text: str) -> RecipeSaved:
+    """Write ``text`` atomically to ``was``, or for a new recipe to the first free
+    ``recipe.yaml``, ``recipe-2.yaml``… in ``cwd`` (file writes and stats: the save worker
+    calls this). A write refused is said as the answer's ``error``."""
+    path = was
+    if path is None:
+        path, n = cwd / "recipe.yaml", 1
+        while path.exists():
+            n += 1
+            path = cwd / f"recipe-{n}.yaml"
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        return RecipeSaved(was, path, text, error=f"cannot save {path}: {exc.strerror or exc}")
+    return RecipeSaved(was, path, text)
 
 
 NEW_RECIPE = """\
@@ -190,6 +219,10 @@ class RecipeEditorScreen(AortaScreen):
         # seen while it reads asks for one more read, never a second worker.
         self._disk_reading = False
         self._disk_again = False
+        # Whether the save worker writes now (RecipeSaved answers): a second save key while it
+        # writes starts none; ``_after_save`` runs once it is saved (the launch that asked).
+        self._saving = False
+        self._after_save: Callable[[], None] | None = None
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="recipe"):
@@ -341,6 +374,7 @@ class RecipeEditorScreen(AortaScreen):
             # escaped: a file may be named ``[bold]x.yaml`` or hold ``[/]``, which is markup
             name = escape(self.display_path(self.path)) + (" (new file: ctrl+s creates it)" if self.new_file else "")
         modified = " [b]modified[/b]" if self.has_unsaved else ""
+        modified += " [dim](saving…)[/dim]" if self._saving else ""
         mode = "[b reverse] EDITING [/] esc stops" if self.editing else "[b] VIEWING [/] e edits"
         opening = ""
         if self._open_wanted is not None:
@@ -434,27 +468,50 @@ class RecipeEditorScreen(AortaScreen):
         path = self.path
         self.confirm_discard(lambda: self.open_file(path), "reloads the file")
 
-    def action_save(self) -> bool:
-        if self.path is None:
-            self.path = self.aorta.cwd / "recipe.yaml"
-            n = 1
-            while self.path.exists():
-                n += 1
-                self.path = self.aorta.cwd / f"recipe-{n}.yaml"
-            self._start_watch(self.path)
-        text = self.editor.text
-        try:
-            atomic_write_text(self.path, text)
-        except OSError as exc:
-            self.notify(f"cannot save {self.path}: {exc.strerror or exc}", severity="error")
-            return False
-        self.disk_text = text
-        if self.new_file:
-            self.new_file = False
-            self._start_watch(self.path)
+    def action_save(self) -> None:
+        self.save()
+
+    def save(self, then: Callable[[], None] | None = None) -> None:
+        """Write the buffer (as it is now) in the save worker; ``then()`` runs once it is saved."""
+        if self._saving:
+            return  # the write under way answers: a second save key while it writes starts none
+        was, cwd, text = self.path, self.aorta.cwd, self.editor.text
+        self._saving, self._after_save = True, then
         self._show_file_line()
-        self.notify(f"saved {self.path}")
-        return True
+
+        # Why a worker: the write (temporary file, fsync, rename) and finding a free name are
+        # filesystem calls that can stall; keys typed meanwhile edit the buffer, which stays
+        # modified (only ``text``, what was written, is marked saved).
+        def write() -> None:
+            answer = RecipeSaved(was, was, text, failed=True)
+            try:
+                answer = save_recipe(was, cwd, text)
+            finally:  # always answered, so the next save is never held back
+                self.post_message(answer)
+
+        self.run_worker(write, thread=True, group="recipe-save", exit_on_error=False, name="save recipe")
+
+    @on(RecipeSaved)
+    def _recipe_saved(self, message: RecipeSaved) -> None:
+        self._saving = False
+        then, self._after_save = self._after_save, None
+        if message.failed or message.error:
+            if message.error:
+                self.notify(message.error, severity="error", markup=False)
+            self._show_file_line()
+            return
+        if message.was != self.path:  # another recipe was opened meanwhile: this one is saved
+            self.notify(f"saved {message.path}", markup=False)
+            return
+        first = message.was is None or self.new_file
+        self.path, self.new_file = message.path, False
+        self.disk_text = message.text  # what was written: edits typed since stay unsaved
+        if first and self.path is not None:
+            self._start_watch(self.path)  # a file now: follow it (after our write, not for it)
+        self._show_file_line()
+        self.notify(f"saved {self.path}", markup=False)
+        if then is not None:
+            then()
 
     # --- validation ----------------------------------------------------------------------
 
@@ -554,9 +611,17 @@ class RecipeEditorScreen(AortaScreen):
         if self.issues:
             self.notify("fix the recipe's problems first", severity="error")
             return
-        if (self.path is None or self.editor.text != self.disk_text) and not self.action_save():
+        if self._saving:
+            self.notify("the recipe is being saved: launch again once it is", severity="warning")
             return
-        assert self.path is not None
+        if self.path is None or self.editor.text != self.disk_text:
+            self.save(then=self._launch)  # saved first (in the save worker), then launched
+            return
+        self._launch()
+
+    def _launch(self) -> None:
+        if self.path is None:
+            return
         command = self.query_one("#probe-command", Input).value.strip()
         argv = tuple(shlex.split(command)) if command else ()
         recipe_path, output = self.path, self.aorta.output_dir
