@@ -128,3 +128,16 @@ async def test_w_into_an_unwritable_directory_is_a_located_error_and_writes_noth
         assert review.written.error is not None and "does not exist" in review.written.error
         assert "fix:" in review.written.error
         assert not cwd.exists()
+
+
+@async_test
+async def test_the_keys_say_when_w_replaces_an_archive_there(run_dir: Path, tmp_path: Path) -> None:
+    (tmp_path / f"{run_dir.name}.bundle.tar.gz").write_bytes(b"an older one")
+    app = _app(tmp_path, run_dir)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open(pilot, app)
+        review = app.screen
+        assert isinstance(review, BundleReviewScreen)
+        # looked for by the review's worker (compose never waits on the disk)
+        await wait_for(pilot, lambda: review.reviewed is not None, timeout=30, what="the review")
+        assert "replaces the one there" in str(review.query_one("#bundle-keys").render())

@@ -57,12 +57,14 @@ class BundleReviewScreen(ModalScreen[None]):
     ]
 
     class Reviewed(Message):
-        """The engine's review is ready (or failed with ``error``)."""
+        """The engine's review is ready (or failed with ``error``); ``replaces``: an archive
+        of that name is there already."""
 
         def __init__(self, rows: list[ReviewRow], notes: list[str], error: str | None = None,
-                     scanned: int = 0) -> None:
+                     scanned: int = 0, replaces: bool = False) -> None:
             super().__init__()
             self.rows, self.notes, self.error, self.scanned = rows, notes, error, scanned
+            self.replaces = replaces
 
     class Written(Message):
         """The archive is on disk (``summary``), or writing it failed (``error``)."""
@@ -86,9 +88,11 @@ class BundleReviewScreen(ModalScreen[None]):
             yield Static("reading every file of the run…", id="bundle-summary")
             yield DataTable(id="bundle-table", cursor_type="row", zebra_stripes=True)
             yield Static("", id="bundle-notes")
-            replaces = " (replaces the one there)" if self.output.exists() else ""
-            yield Static(f"[b]w[/b] write {escape(self.output.name)}{replaces}    [b]esc[/b] close",
-                         id="bundle-keys")
+            yield Static(self._keys_text(replaces=False), id="bundle-keys")
+
+    def _keys_text(self, *, replaces: bool) -> str:
+        there = " (replaces the one there)" if replaces else ""
+        return f"[b]w[/b] write {escape(self.output.name)}{there}    [b]esc[/b] close"
 
     def on_mount(self) -> None:
         self.query_one("#bundle-table", DataTable).add_columns("rule", "file:line", "before", "after")
@@ -106,17 +110,20 @@ class BundleReviewScreen(ModalScreen[None]):
         from aorta_tui.bundle import archive
 
         try:
+            # here, not in compose: a stat of the TUI's cwd, which may stall like any file
+            replaces = self.output.exists()
             review = archive.review_bundle(self._request())
         except (AortaError, OSError) as exc:
             self.post_message(self.Reviewed([], [], error=_said(exc)))
             return
         self.post_message(self.Reviewed([ReviewRow.from_engine(r) for r in review.rows],
                                         [f"{n['file']}: {n['note']}" for n in review.notes],
-                                        scanned=review.scanned))
+                                        scanned=review.scanned, replaces=replaces))
 
     @on(Reviewed)
     def _show_review(self, message: Reviewed) -> None:
         self.reviewed = message
+        self.query_one("#bundle-keys", Static).update(self._keys_text(replaces=message.replaces))
         summary = self.query_one("#bundle-summary", Static)
         if message.error is not None:
             summary.update(Text(f"cannot review this run: {message.error}", style="bold red"))
@@ -164,6 +171,7 @@ class BundleReviewScreen(ModalScreen[None]):
             self.notify(f"bundle not written: {message.error}", severity="error")
         else:
             summary.update(Text(message.summary or ""))
+            self.query_one("#bundle-keys", Static).update(self._keys_text(replaces=True))  # w again replaces it
             self.notify(message.summary or "", title="bundle")
 
     def action_close(self) -> None:
