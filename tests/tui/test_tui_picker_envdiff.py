@@ -52,9 +52,11 @@ async def test_typing_a_then_b_diffs_a_with_b(tmp_path: Path) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         picker = await _open_picker(app, pilot)
         await pilot.press(*"a.json", "enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         assert isinstance(app.screen, PathPicker), "one path picked of two: the picker stays"
         assert picker.query_one("#picker-path", Input).value == ""
         await pilot.press(*"b.json", "enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         screen = app.screen
         assert isinstance(screen, EnvDiffScreen)
         assert screen.query_one("#snap-a", Input).value == "a.json"
@@ -70,12 +72,15 @@ async def test_the_same_file_twice_is_refused_in_the_picker_and_on_the_screen(tm
     async with app.run_test(size=(100, 30)) as pilot:
         picker = await _open_picker(app, pilot)
         await pilot.press(*"a.json", "enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         await pilot.press(*"./a.json", "enter")  # the same file, spelt otherwise
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         assert app.screen is picker, "A == B was accepted"
         assert "already picked" in picker.message
         # Enter on an empty field takes the highlighted entry: the same file again is refused too.
         await pilot.press(*"a.js")  # a refused path stays selected: typing replaces it
         await pilot.press("enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         assert app.screen is picker and "already picked" in picker.message
         await pilot.press("escape")
         screen = app.screen
@@ -84,8 +89,8 @@ async def test_the_same_file_twice_is_refused_in_the_picker_and_on_the_screen(tm
         screen.query_one("#snap-a", Input).value = "a.json"
         screen.query_one("#snap-b", Input).value = "./a.json"
         await pilot.press("escape", "d")
-        await pilot.pause(0.2)
-        assert "same file" in str(screen.query_one("#diff-summary").render())
+        await wait_for(pilot, lambda: "same file" in str(screen.query_one("#diff-summary").render()),
+                       what="the refusal")  # checked by the diff worker
         assert screen._rows == []
 
 
@@ -103,13 +108,19 @@ async def test_every_json_is_listed_and_a_non_snapshot_is_refused_with_the_loade
         assert _listed(picker) == ["h200.json"]
         await pilot.press("backspace", "backspace", "backspace", "backspace")
         await pilot.press(*"notes.json", "enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         assert app.screen is picker and app.is_running
         assert "notes.json" in picker.message  # located: the loader names the file
         await pilot.press(*"broken.json", "enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         assert app.screen is picker and "broken.json:2:1" in picker.message  # file:line:column
         await pilot.press(*"nope.json", "enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         assert "no such file" in picker.message
-        await pilot.press(*"h200.json", "enter", *"a.json", "enter")
+        await pilot.press(*"h200.json", "enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
+        await pilot.press(*"a.json", "enter")
+        await wait_for(pilot, lambda: not picker.checking, what="the check's answer")
         screen = app.screen
         assert isinstance(screen, EnvDiffScreen)
         assert (screen.query_one("#snap-a", Input).value, screen.query_one("#snap-b", Input).value) == \

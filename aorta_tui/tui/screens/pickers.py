@@ -26,9 +26,6 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
-from textual.worker import Worker
-
-from aorta_tui.tui.screens.base import busy
 
 Validator = Callable[[Path], "str | None"]  # an error message, or None when the path will do
 Labeller = Callable[[Path], str]  # how a candidate is shown
@@ -86,7 +83,7 @@ class PathPicker(ModalScreen[list[Path] | None]):
         self._chosen: list[Path] = []
         self._shown: list[int] = list(range(len(candidates)))  # candidates matching the text
         self.message = ""
-        self._check_worker: Worker[None] | None = None
+        self._checking = False  # set when a check starts, cleared by its answer (PathChecked)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
@@ -126,6 +123,12 @@ class PathPicker(ModalScreen[list[Path] | None]):
     def listing(self) -> bool:
         """Whether the worker is still listing the candidates."""
         return self._lister is not None
+
+    @property
+    def checking(self) -> bool:
+        """Whether the check worker is checking the path picked, its answer not yet handled
+        (a flag, not the worker's state: the answer is handled after the worker ends)."""
+        return self._checking
 
     # --- the list ------------------------------------------------------------------------
 
@@ -186,7 +189,7 @@ class PathPicker(ModalScreen[list[Path] | None]):
         return path
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        if busy(self._check_worker):
+        if self.checking:
             return  # the path picked a moment ago is being checked: a second enter starts none
         text = event.value.strip()
         if not text:
@@ -201,7 +204,7 @@ class PathPicker(ModalScreen[list[Path] | None]):
         self._check(self._typed(text), self.highlighted(), typed=event.value)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        if event.option.id is not None and not busy(self._check_worker):
+        if event.option.id is not None and not self.checking:
             self._check(self._candidates[int(event.option.id)], None, typed=None)
         self.query_one("#picker-path", Input).focus()
 
@@ -213,22 +216,23 @@ class PathPicker(ModalScreen[list[Path] | None]):
         # Why a worker: whether a typed path exists, its resolved name and ``validate`` (which
         # loads the snapshot or reads the recipe) touch the filesystem, which may stall.
         def check() -> None:
-            picked = instead if instead is not None and not path.exists() else path
-            problem = ""
+            picked, problem = path, ""
             try:
+                picked = instead if instead is not None and not path.exists() else path
                 problem = pick_problem(picked, chosen, distinct, validate)
-            except Exception as exc:  # said in the picker; the worker's error is notified too
+            except Exception as exc:  # said in the picker, which refuses the path
                 problem = f"cannot check {picked}: {type(exc).__name__}: {exc}"
                 raise
             finally:  # always answered, so the next enter is never held back
                 self.post_message(PathChecked(picked, problem, typed))
 
         self._say(f"checking {picked_name(path)}…")
-        self._check_worker = self.run_worker(check, thread=True, group="picker-check", exit_on_error=False,
-                                             name="check path")
+        self._checking = True
+        self.run_worker(check, thread=True, group="picker-check", exit_on_error=False, name="check path")
 
     @on(PathChecked)
     def _path_checked(self, message: PathChecked) -> None:
+        self._checking = False
         field = self.query_one("#picker-path", Input)
         if message.problem:
             self._say(message.problem, error=True)
