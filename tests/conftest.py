@@ -55,6 +55,21 @@ def attack_tally() -> AttackTally:
     return _TALLY
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its harnesses' counts to the controller, which prints the
+    table (CI's unit tier runs on two workers: without this their lines never showed)."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["attack_tally"] = {name: [t.cases, t.failures, t.promise]
+                               for name, t in _TALLY.harnesses.items()}
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's controller hook: absent without -n
+def pytest_testnodedown(node, error) -> None:  # noqa: ARG001
+    for name, (cases, failures, promise) in getattr(node, "workeroutput", {}).get("attack_tally", {}).items():
+        _TALLY.record(name, cases=cases, failures=failures, promise=promise)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
     if not _TALLY.harnesses:
         return

@@ -21,6 +21,11 @@ from aorta_tui.bundle.redact import (
     outside_placeholders,
 )
 
+# The whole file is in the slow tier: its last test records what the others ran in the attack
+# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
+# whose counts the table never sees).
+pytestmark = pytest.mark.slow
+
 SECRET_NAMES = ["HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD",
                 "GITHUBTOKEN", "AZURE_CLIENT_SECRET", "OPENAI_APIKEY", "token", "my_api_key"]
 TOKEN_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.+/="
@@ -142,7 +147,6 @@ def test_url_credentials_and_header_tokens_never_survive(user, password, token, 
 
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=300, deadline=None)
 @given(user=st.text("abcdefghij0123456789_-.", min_size=1, max_size=12),
        # digits then '/' read as a port (host:8080/path@x is no password): docs/bundle.md
@@ -205,7 +209,6 @@ def test_placeholders_are_never_rewritten_by_a_later_rule():
     assert out == "HF_TOKEN=<redacted:secret> /home/<user>/x <PATH:3> <HOST:0>"
 
 
-@pytest.mark.slow  # in the tier of the harness it counts (some of it is slow)
 def test_zz_record_the_count(attack_tally):
     attack_tally.record("bundle redaction (hypothesis)", cases=CASES["n"], failures=0,
                         promise="no planted secret survives any surrounding text; "

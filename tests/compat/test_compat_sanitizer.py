@@ -28,6 +28,11 @@ from aorta_tui.collect.sanitizer import (
 from aorta_tui.core.errors import ExitCode
 from aorta_tui.recipe import RecipeValidationError
 
+# The whole file is in the slow tier: its last test records what the others ran in the attack
+# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
+# whose counts the table never sees).
+pytestmark = pytest.mark.slow
+
 MEMCHECK_OOB = """\
 ========= COMPUTE-SANITIZER
 ========= Invalid __global__ write of size 4 bytes
@@ -203,7 +208,6 @@ def test_no_compute_sanitizer_is_not_available_exit_3(tmp_path) -> None:
     assert not (tmp_path / "ran").exists()
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_rocm_sanitizers_are_not_available_and_dry_run_plans(tmp_path) -> None:
     r = _recipe(tmp_path, "waitcheck, consan", ["/bin/true"])
     got = _cli("sweep", "run", "--recipe", str(r), "-o", str(tmp_path / "out"))
@@ -213,7 +217,6 @@ def test_rocm_sanitizers_are_not_available_and_dry_run_plans(tmp_path) -> None:
     assert got.returncode == 0 and "consan: not_checked: dry_run" in got.stdout
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_flags_that_do_not_apply_are_refused(tmp_path) -> None:
     r = _recipe(tmp_path, "memcheck", ["/bin/true"])
     got = _cli("sweep", "run", "--recipe", str(r), "--trials", "3", "-o", str(tmp_path / "o"))
@@ -256,7 +259,6 @@ def test_recipe_validate_of_a_sanitizer_recipe_is_not_a_triage_plan(tmp_path) ->
     assert "sweep run --recipe" in e.value.render()
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_recipe_validate_loads_a_sanitizer_recipe_and_prints_its_plan(tmp_path, fake_sanitizer) -> None:
     r = _recipe(tmp_path, "memcheck, racecheck, consan", ["/bin/true", "--n", "4"])
     got = _cli("recipe", "validate", str(r))
@@ -277,7 +279,6 @@ def test_recipe_validate_loads_a_sanitizer_recipe_and_prints_its_plan(tmp_path, 
     assert got.returncode == 0 and "not available: compute-sanitizer is not on PATH" in got.stdout
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_recipe_validate_of_a_bad_sanitizer_recipe_is_located_exit_2(tmp_path) -> None:
     r = _recipe(tmp_path, "memchek", ["/bin/true"])
     got = _cli("recipe", "validate", str(r))
@@ -295,7 +296,6 @@ _line = st.one_of(_noise, _noise.map(lambda s: "========= " + s),
                   st.sampled_from(MEMCHECK_OOB.splitlines() + RACECHECK_RACE.splitlines()))
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=st.lists(_line, max_size=20), after=st.lists(_line, max_size=20))
 def test_parser_never_raises_and_locates_a_planted_error(before, after) -> None:
@@ -327,7 +327,6 @@ _paths = st.sampled_from([("mode",), ("schema_version",), ("sanitizer_plan",),
                           ("sanitizer_plan", "bogus"), ("ticket",)])
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(path=_paths, value=_values)
@@ -354,7 +353,6 @@ def test_loader_gives_a_recipe_or_a_located_exit_2(tmp_path, path, value) -> Non
     assert isinstance(r, SanitizerRecipe) and r.sanitizers
 
 
-@pytest.mark.slow  # in the tier of the harness it counts (some of it is slow)
 def test_zz_fuzz_counts(attack_tally) -> None:
     """Record what the two fuzzers above ran (they run first: file order)."""
     attack_tally.record("sanitizer report parser", cases=_FUZZ["parser"], failures=0,

@@ -17,6 +17,11 @@ from hypothesis import strategies as st
 from aorta_tui.core import stats
 from aorta_tui.trace.hdr import LogLinearHistogram, bucket_bounds, bucket_index_scalar
 
+# The whole file is in the slow tier: its last test records what the others ran in the attack
+# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
+# whose counts the table never sees).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 values = st.lists(st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), min_size=1, max_size=80)
 qs = st.floats(min_value=0, max_value=100)
@@ -73,7 +78,6 @@ def test_a_histograms_quantile_is_the_bucket_of_the_nearest_rank(xs: list[int], 
     assert h.percentile(q) == want
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_no_other_module_defines_a_percentile() -> None:
     found = []
     for path in sorted((REPO / "aorta_tui").rglob("*.py")):
@@ -86,7 +90,6 @@ def test_no_other_module_defines_a_percentile() -> None:
                      "aorta_tui/trace/hdr.py:percentile", "aorta_tui/trace/stream_stats.py:percentiles"]
 
 
-@pytest.mark.slow  # in the tier of the harness it counts (some of it is slow)
 def test_zz_record_counts(attack_tally) -> None:
     attack_tally.record("percentile agreement (numpy linear, scripts, histogram convention)",
                         cases=COUNT["cases"], failures=COUNT["failures"],

@@ -12,6 +12,11 @@ from hypothesis import strategies as st
 
 from aorta_tui.core import suggest
 
+# The whole file is in the slow tier: its last test records what the others ran in the attack
+# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
+# whose counts the table never sees).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 names = st.text(alphabet="abcdefghij_-.", min_size=1, max_size=12)
 COUNT = {"cases": 0, "failures": 0}
@@ -42,7 +47,6 @@ def test_the_phrasings_callers_and_tests_read() -> None:
     assert suggest.nearest("a" * 1_000_000, ["a" * 150]) is None
 
 
-@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_nothing_else_calls_difflib() -> None:
     callers = []
     for path in sorted((REPO / "aorta_tui").rglob("*.py")):
@@ -52,7 +56,6 @@ def test_nothing_else_calls_difflib() -> None:
     assert callers == ["aorta_tui/core/suggest.py"]
 
 
-@pytest.mark.slow  # in the tier of the harness it counts (some of it is slow)
 def test_zz_record_counts(attack_tally) -> None:
     attack_tally.record("did-you-mean agreement with difflib", cases=COUNT["cases"],
                         failures=COUNT["failures"], promise="same names, any candidate order")

@@ -13,6 +13,11 @@ from aorta_tui.core.errors import ExitCode, UsageError
 from aorta_tui.policy.file import parse_policy_text
 from aorta_tui.recipe.checks import MAX_ENV_STRING, env_entry_problem
 
+# The whole file is in the slow tier: its last test records what the others ran in the attack
+# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
+# whose counts the table never sees).
+pytestmark = pytest.mark.slow
+
 COUNT = {"cases": 0, "failures": 0}
 
 
