@@ -102,11 +102,23 @@ def _sample_tree(proc: subprocess.Popen[str]) -> dict[int, tuple[str, int, dict[
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 ppid = int(next(ln.split()[1] for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
                                 if ln.startswith("PPid:")))
-                seen.setdefault(pid, (cmd, ppid, status_ids(pid)))
+                _saw(seen, pid, cmd, ppid)
             except (OSError, StopIteration):
                 continue
         time.sleep(0.02)
     return seen
+
+
+def _saw(seen: dict[int, tuple[str, int, dict[str, list[int]]]], pid: int, cmd: str, ppid: int) -> None:
+    """Record one sight of ``pid``: its ids and parent as first seen (a process that was root
+    at any sight stays root here), and every command line it had. A fork sampled before its
+    exec shows its parent's command line (CI once saw a zygote only so, then missed what it
+    became); what it became is what makes it a zygote or a trial."""
+    first = seen.get(pid)
+    if first is None:
+        seen[pid] = (cmd, ppid, status_ids(pid))
+    elif cmd not in first[0].split(" | "):
+        seen[pid] = (f"{first[0]} | {cmd}", first[1], first[2])
 
 
 def _forked_trials(user_dir: Path) -> dict[str, tuple[int, os.stat_result]]:
