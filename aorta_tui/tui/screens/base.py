@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
@@ -20,6 +21,26 @@ def busy(worker: Worker[Any] | None) -> bool:
     only marks it), so a timer that started one per tick behind a read that hangs would pile
     threads up: a tick that finds its last worker busy is skipped, the next one asks again."""
     return worker is not None and worker.state in (WorkerState.PENDING, WorkerState.RUNNING)
+
+
+M = TypeVar("M", bound=Message)
+
+
+def answer_from_worker(screen: Screen[Any], read: Callable[[], M], failed: Callable[[], M], *, group: str,
+                       name: str) -> None:
+    """Run ``read`` in a thread worker of ``screen`` and post the answer it returns; when it
+    raises, post ``failed()`` instead (then the error ends the worker, which says it). Always
+    answered: the answer's handler clears the screen's "a read runs" state (LatestRead), so a
+    read that fails never holds the next one back."""
+
+    def work() -> None:
+        answer: M | None = None
+        try:
+            answer = read()
+        finally:
+            screen.post_message(answer if answer is not None else failed())
+
+    screen.run_worker(work, thread=True, group=group, exit_on_error=False, name=name)
 
 
 class AortaScreen(Screen):

@@ -16,7 +16,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.base import AortaScreen, answer_from_worker
+from aorta_tui.tui.screens.latest_read import LatestRead
 from aorta_tui.tui.screens.pickers import PathPicker
 
 RANKS = ("numerics", "scheduling", "informational")
@@ -147,10 +148,9 @@ class EnvDiffScreen(AortaScreen):
         self.hidden_volatile = 0
         self.report_notes: list[str] = []
         self.report_mode = ""
-        # The diff to show (A, B, volatile) and whether the diff worker reads one now (DiffRead
-        # answers); the newest asked for wins, a second d while it reads starts no second worker.
-        self._diff_wanted: Asked | None = None
-        self._diff_reading = False
+        # The diff to show (A, B, volatile); the diff worker reads one at a time (DiffRead
+        # answers): the newest asked for wins, a second d while it reads starts no second worker.
+        self._diff: LatestRead[Asked] = LatestRead(self._read_diff)
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="envdiff"):
@@ -187,34 +187,22 @@ class EnvDiffScreen(AortaScreen):
         if not a or not b:
             self.notify("give two snapshots: press o to pick them", severity="warning")
             return
-        self._diff_wanted = (a, b, self.include_volatile)
+        self._diff.want((a, b, self.include_volatile))  # read now, or after the read under way
         self.query_one("#diff-summary", Static).update(f"diffing {escape(a)} and {escape(b)}…")
-        self._read_diff()
 
-    def _read_diff(self) -> None:
-        if self._diff_wanted is None or self._diff_reading:
-            return  # the read under way answers first; its handler asks again for what is wanted
-        asked, cwd = self._diff_wanted, self.aorta.cwd
-        self._diff_reading = True
+    def _read_diff(self, asked: Asked) -> None:
+        cwd = self.aorta.cwd
 
         # Why a worker: the same-file check stats and resolves both paths, and the diff loads
         # both snapshots (a network filesystem can stall); the keys keep working meanwhile.
-        def read() -> None:
-            answer = DiffRead(asked, problem="the diff failed (see the error)", failed=True)
-            try:
-                answer = diff_at(cwd, asked)
-            finally:  # always answered, so the next diff is never held back
-                self.post_message(answer)
-
-        self.run_worker(read, thread=True, name="env diff", group="diff", exit_on_error=False)
+        answer_from_worker(self, lambda: diff_at(cwd, asked),
+                           lambda: DiffRead(asked, problem="the diff failed (see the error)", failed=True),
+                           group="diff", name="env diff")
 
     @on(DiffRead)
     def _diff_read(self, message: DiffRead) -> None:
-        self._diff_reading = False
-        if message.asked != self._diff_wanted:
-            self._read_diff()  # other snapshots were asked for meanwhile: the newest wins
-            return
-        self._diff_wanted = None
+        if not self._diff.answered(message.asked):
+            return  # other snapshots were asked for meanwhile: the newest wins (they are read now)
         if message.rows is not None:
             self._show(message.rows, message.hidden_volatile, message.notes, message.mode)
             return

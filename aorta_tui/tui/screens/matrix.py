@@ -22,9 +22,10 @@ from textual.worker import Worker
 from aorta_tui.core.events import Event
 from aorta_tui.tui.bridge import EngineBridge, JournalFailed, JournalGrew, PendingEvents
 from aorta_tui.tui.matrix_state import MatrixState, TrialView, read_placement_file
-from aorta_tui.tui.screens.base import AortaScreen, busy
+from aorta_tui.tui.screens.base import AortaScreen, answer_from_worker, busy
 from aorta_tui.tui.screens.bundle_review import BundleReviewScreen
 from aorta_tui.tui.screens.dialogs import ConfirmScreen, WarningsScreen
+from aorta_tui.tui.screens.latest_read import LatestRead
 from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen, tail_text, trial_facts
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid, confound_legend
@@ -152,14 +153,12 @@ class MatrixScreen(EngineBridge, AortaScreen):
         self.events_seen = 0
         self._per_node: tuple[Path, str] | None = None  # a finished Slurm run's per-node line
         self._probe_worker: Worker[None] | None = None
-        # The detail pane's log tail: what it should show (trial directory, lines), and
-        # whether the tail worker is reading one now (it answers with TailRead).
-        self._tail_wanted: tuple[Path | None, int] | None = None
-        self._tail_reading = False
-        # The run to open (absolute, as given) and whether the open worker reads one now (it
-        # answers with RunRead); the same newest-wins scheme as the tail's.
-        self._open_wanted: tuple[Path, Path] | None = None
-        self._open_reading = False
+        # The detail pane's log tail: what it should show (trial directory, lines); the tail
+        # worker reads one at a time and answers with TailRead.
+        self._tail: LatestRead[tuple[Path | None, int]] = LatestRead(self._read_tail)
+        # The run to open (absolute, as given); the open worker reads one at a time and
+        # answers with RunRead. Both: the newest request wins.
+        self._open: LatestRead[tuple[Path, Path]] = LatestRead(self._read_run)
         self._nodes_reading = False  # the node worker reads; its NodesRead answers
         self._placement_worker: Worker[None] | None = None
         self._env_worker: Worker[None] | None = None
@@ -216,37 +215,22 @@ class MatrixScreen(EngineBridge, AortaScreen):
         read and followed (re-attach). The run shown so far stays until the new one is read."""
         # Absolute now: the path was given relative to this process's working directory
         # (``aorta-out/...`` by default), and everything below reads files under it.
-        self._open_wanted = (Path(run_dir).absolute(), Path(run_dir))
+        self._open.want((Path(run_dir).absolute(), Path(run_dir)))  # read now, or after the read under way
         if self.state is None:
             self.query_one("#matrix-summary", Static).update(f"opening {self.display_path(run_dir)}…")
-        self._read_run()
 
-    def _read_run(self) -> None:
-        if self._open_wanted is None or self._open_reading:
-            return  # the read under way answers first; its handler asks again for what is wanted
-        run_dir, given = self._open_wanted
-        self._open_reading = True
+    def _read_run(self, asked: tuple[Path, Path]) -> None:
+        run_dir, given = asked
 
         # Why a worker: plan.json and the directory checks are reads in the run directory (a
         # network filesystem can stall); the keys keep working while they are read.
-        def read() -> None:
-            state: MatrixState | None = None
-            failed = True
-            try:
-                state = read_run(run_dir)
-                failed = False
-            finally:  # always answered, so the next open is never held back
-                self.post_message(RunRead(run_dir, given, state, failed))
-
-        self.run_worker(read, thread=True, group="open-run", exit_on_error=False, name="open run")
+        answer_from_worker(self, lambda: RunRead(run_dir, given, read_run(run_dir), False),
+                           lambda: RunRead(run_dir, given, None, True), group="open-run", name="open run")
 
     @on(RunRead)
     def _run_read(self, message: RunRead) -> None:
-        self._open_reading = False
-        if (message.run_dir, message.given) != self._open_wanted:
-            self._read_run()  # another run was asked for meanwhile: the newest wins
-            return
-        self._open_wanted = None
+        if not self._open.answered((message.run_dir, message.given)):
+            return  # another run was asked for meanwhile: the newest wins (it is read now)
         if message.failed or message.state is None:
             if not message.failed:  # a failed read: the worker's error is the notification
                 self.notify(f"{message.given} is not a run directory (no journal.jsonl)", severity="error")
@@ -432,39 +416,27 @@ class MatrixScreen(EngineBridge, AortaScreen):
         view = self._selected_view()
         detail = self.query_one("#trial-detail", Static)
         if view is None:
-            self._tail_wanted = None
+            self._tail.drop()
             detail.update("move onto a trial to see its detectors, exit status and log tail "
                           "(enter: detail, l: full logs)")
             return
         # the tail takes every row the facts leave: a larger terminal shows more
         budget = max(0, detail.content_region.height - len(self._facts(view)))
-        self._tail_wanted = (self._trial_dir(view), budget)
-        self._read_tail()
+        self._tail.want((self._trial_dir(view), budget))  # read now, or after the read under way
 
-    def _read_tail(self) -> None:
-        if self._tail_wanted is None or self._tail_reading:
-            return  # the read under way answers first; its handler asks again for what is wanted
-        trial_dir, budget = self._tail_wanted
-        self._tail_reading = True
+    def _read_tail(self, asked: tuple[Path | None, int]) -> None:
+        trial_dir, budget = asked
 
         # Why a worker: the tails are file reads in the run directory (a network filesystem
         # can stall), asked on every cursor move and every second for a running trial. One
         # read at a time; the newest request wins (see _tail_read).
-        def read() -> None:
-            tail: Text | None = None
-            try:
-                tail = tail_text(trial_dir, budget)
-            finally:  # always answered, so the next read is never held back
-                self.post_message(TailRead(trial_dir, budget, tail))
-
-        self.run_worker(read, thread=True, group="log-tail", exit_on_error=False, name="log tail")
+        answer_from_worker(self, lambda: TailRead(trial_dir, budget, tail_text(trial_dir, budget)),
+                           lambda: TailRead(trial_dir, budget, None), group="log-tail", name="log tail")
 
     @on(TailRead)
     def _tail_read(self, message: TailRead) -> None:
-        self._tail_reading = False
-        if (message.trial_dir, message.budget) != self._tail_wanted:
-            self._read_tail()  # the cursor moved (or the pane resized) meanwhile
-            return
+        if not self._tail.answered((message.trial_dir, message.budget)):
+            return  # the cursor moved (or the pane resized) meanwhile: that tail is read now
         view = self._selected_view()
         if view is not None and message.tail is not None and self._trial_dir(view) == message.trial_dir:
             self.query_one("#trial-detail", Static).update(self._detail_text(view, message.tail))

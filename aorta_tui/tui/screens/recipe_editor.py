@@ -27,8 +27,9 @@ from textual.widgets import DataTable, Input, Static, TextArea
 from aorta_tui.core.atomic import atomic_write_text
 from aorta_tui.core.errors import AortaError
 from aorta_tui.tui.recipe_files import find_recipes, new_file_problem, read_recipe_for_edit
-from aorta_tui.tui.screens.base import AortaScreen
+from aorta_tui.tui.screens.base import AortaScreen, answer_from_worker
 from aorta_tui.tui.screens.dialogs import ConfirmScreen
+from aorta_tui.tui.screens.latest_read import LatestRead
 from aorta_tui.tui.screens.pickers import PathPicker
 
 CHECK_DELAY_S = 0.3  # validate this long after the last keystroke
@@ -211,10 +212,9 @@ class RecipeEditorScreen(AortaScreen):
         self.checks_done = 0
         self.editing = False
         self.new_file = False  # ``path`` does not exist yet: ctrl+s creates it
-        # The file to open (path, create) and whether the open worker reads one now (it
-        # answers with RecipeOpened); the newest asked for wins.
-        self._open_wanted: tuple[Path | None, bool] | None = None
-        self._open_reading = False
+        # The file to open (path, create); the open worker reads one at a time and answers
+        # with RecipeOpened; the newest asked for wins.
+        self._open: LatestRead[tuple[Path | None, bool]] = LatestRead(self._read_file)
         # The reread worker reads the file after a change on disk (DiskRead answers); a change
         # seen while it reads asks for one more read, never a second worker.
         self._disk_reading = False
@@ -306,34 +306,21 @@ class RecipeEditorScreen(AortaScreen):
     def open_file(self, path: Path | None, *, create: bool = False) -> None:
         """Show ``path`` (viewing) once the open worker has read it. A missing file with
         ``create``: the new-recipe text, saved there by ctrl+s."""
-        self._open_wanted = (Path(path) if path else None, create)
+        self._open.want((Path(path) if path else None, create))  # read now, or after the read under way
         self._show_file_line()
-        self._read_file()
 
-    def _read_file(self) -> None:
-        if self._open_wanted is None or self._open_reading:
-            return  # the read under way answers first; its handler asks again for what is wanted
-        path, create = self._open_wanted
-        self._open_reading = True
+    def _read_file(self, asked: tuple[Path | None, bool]) -> None:
+        path, create = asked
 
         # Why a worker: the recipe is a file (up to the recipe size limit) that may sit on a
         # network filesystem; the keys keep working while it is read.
-        def read() -> None:
-            answer = RecipeOpened(path, create, failed=True)
-            try:
-                answer = read_for_edit(path, create)
-            finally:  # always answered, so the next open is never held back
-                self.post_message(answer)
-
-        self.run_worker(read, thread=True, group="recipe-open", exit_on_error=False, name="open recipe")
+        answer_from_worker(self, lambda: read_for_edit(path, create), lambda: RecipeOpened(path, create, failed=True),
+                           group="recipe-open", name="open recipe")
 
     @on(RecipeOpened)
     def _recipe_opened(self, message: RecipeOpened) -> None:
-        self._open_reading = False
-        if (message.path, message.create) != self._open_wanted:
-            self._read_file()  # another file was asked for meanwhile: the newest wins
-            return
-        self._open_wanted = None
+        if not self._open.answered((message.path, message.create)):
+            return  # another file was asked for meanwhile: the newest wins (it is read now)
         self._show_file_line()
         if message.failed:
             return
@@ -377,8 +364,8 @@ class RecipeEditorScreen(AortaScreen):
         modified += " [dim](saving…)[/dim]" if self._saving else ""
         mode = "[b reverse] EDITING [/] esc stops" if self.editing else "[b] VIEWING [/] e edits"
         opening = ""
-        if self._open_wanted is not None:
-            wanted = self._open_wanted[0]
+        if self._open.wanted is not None:
+            wanted = self._open.wanted[0]
             opening = f"  [dim](opening {escape(self.display_path(wanted)) if wanted else 'a new recipe'}…)[/dim]"
         self.query_one("#recipe-file", Static).update(f"{mode}  {name}{modified}{opening}")
 

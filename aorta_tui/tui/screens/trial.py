@@ -23,7 +23,8 @@ from textual.worker import Worker
 
 from aorta_tui.tui.logs import LOG_NAMES, LogText, read_log, read_more, split_budget, tail_lines
 from aorta_tui.tui.matrix_state import TrialView
-from aorta_tui.tui.screens.base import busy
+from aorta_tui.tui.screens.base import answer_from_worker, busy
+from aorta_tui.tui.screens.latest_read import LatestRead
 from aorta_tui.tui.widgets.matrix_grid import fmt_seconds
 
 FOLLOW_S = 1.0  # the logs view checks a running trial's files this often
@@ -174,8 +175,9 @@ class TrialDetailScreen(ModalScreen[None]):
         super().__init__()
         self.run_dir, self.view, self.trial_dir, self.shown_dir = run_dir, view, trial_dir, shown_dir
         self._result_read = False  # result.json's detail is read once, before the first tail
-        self._tail_wanted = 0  # the lines the tail pane holds now
-        self._reading = False  # the worker reads; its TrialRead answers
+        # The lines the tail pane holds now; the worker reads one at a time (TrialRead
+        # answers) and the newest height wins.
+        self._tail: LatestRead[int] = LatestRead(self._read)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="trial-box"):
@@ -198,41 +200,33 @@ class TrialDetailScreen(ModalScreen[None]):
         self.call_after_refresh(self._show_tail)
 
     def _show_tail(self) -> None:
-        self._tail_wanted = self.query_one("#trial-tail", Static).content_region.height
-        self._read()
+        # read now, or after the read under way
+        self._tail.want(self.query_one("#trial-tail", Static).content_region.height)
 
-    def _read(self) -> None:
-        if self._reading:
-            return  # the read under way answers first; its handler asks again if need be
-        budget, with_result = self._tail_wanted, not self._result_read
-        self._reading = True
+    def _read(self, budget: int) -> None:
+        with_result = not self._result_read
 
         # Why a worker: result.json and the logs are files in the run directory (a network
         # filesystem can stall); the box opens at once and fills in when they are read.
-        def read() -> None:
-            result: dict[str, Any] | None = None
-            tail: Text | None = None
-            try:  # result.json first: its facts take rows from the tail, measured after they are drawn
-                if with_result:
-                    result = read_result(self.run_dir, self.view)
-                else:
-                    tail = tail_text(self.trial_dir, budget)
-            finally:  # always answered, so the next read is never held back
-                self.post_message(TrialRead(budget, with_result, result, tail))
+        def read() -> TrialRead:  # result.json first: its facts take rows from the tail, measured after they are drawn
+            if with_result:
+                return TrialRead(budget, True, read_result(self.run_dir, self.view), None)
+            return TrialRead(budget, False, None, tail_text(self.trial_dir, budget))
 
-        self.run_worker(read, thread=True, group="trial-read", exit_on_error=False, name="read trial")
+        answer_from_worker(self, read, lambda: TrialRead(budget, with_result, None, None), group="trial-read",
+                           name="read trial")
 
     @on(TrialRead)
     def _trial_read(self, message: TrialRead) -> None:
-        self._reading = False
-        if message.with_result:
+        if message.with_result:  # shown whatever the height: the tail is asked for once it is drawn
+            self._tail.drop()  # (so nothing is read before that)
+            self._tail.answered(message.budget)
             self._result_read = True
             self.query_one("#trial-facts-text", Static).update(self._facts(message.result))
             self.call_after_refresh(self._show_tail)  # the rows the facts left, now they are drawn
-        elif message.budget != self._tail_wanted:
-            self._read()  # resized meanwhile
-        elif message.tail is not None:
+        elif self._tail.answered(message.budget) and message.tail is not None:
             self.query_one("#trial-tail", Static).update(message.tail)
+        # (not answered: resized meanwhile, and the tail for the new height is read now)
 
     def action_logs(self) -> None:
         self.app.push_screen(TrialLogScreen(self.view, self.trial_dir, self.shown_dir))
