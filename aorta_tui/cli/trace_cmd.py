@@ -428,7 +428,9 @@ def _print_set(name: str, s: ProbeSetResult) -> None:
             continue
         lost = metric.records.lost_events
         lost_txt = f"not available ({metric.records.lost_events_reason or ''})" if lost is None else str(lost)
-        print(f"  {mname}: {m.count} events ({m.events_per_s or 0:.0f}/s), lost {lost_txt}")
+        # no wall time (a trace stopped before it began): the rate is not known, never 0/s
+        rate = "rate n/a" if m.events_per_s is None else f"{m.events_per_s:.0f}/s"
+        print(f"  {mname}: {m.count} events ({rate}), lost {lost_txt}")
         h = m.histogram
         if h.count:
             pct_txt = " ".join(f"{k}={'n/a' if v is None else f'{v:.3f}'}" for k, v in h.percentiles.items())

@@ -163,3 +163,20 @@ def test_any_result_round_trips_through_its_file_form(result: TraceResult) -> No
     text = json.dumps(result.to_json())
     back = TraceResult.from_json(json.loads(text))
     assert json.dumps(back.to_json()) == text
+
+
+def test_the_summary_says_a_rate_it_does_not_know_is_not_known(capsys: pytest.CaptureFixture[str]) -> None:
+    """A metric without a rate (no wall time) prints "rate n/a", never "0/s"."""
+    import dataclasses
+
+    from aorta_tui.cli.trace_cmd import _print_summary
+
+    result = read_trace_result(H200 / "default-mode-smoke-2026-12-03.json")
+    cuda = result.probe_sets["cuda"]
+    start = cuda.metrics["launch_to_start"]
+    unknown = dataclasses.replace(start, summary=dataclasses.replace(start.summary, events_per_s=None))
+    sets = {**result.probe_sets, "cuda": dataclasses.replace(
+        cuda, metrics={**cuda.metrics, "launch_to_start": unknown})}
+    _print_summary(dataclasses.replace(result, probe_sets=sets))
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  launch_to_start:"))
+    assert "rate n/a" in line and "/s)" not in line
