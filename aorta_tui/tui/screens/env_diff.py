@@ -18,7 +18,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 
 from aorta_tui.tui.screens.base import AortaScreen, answer_from_worker
 from aorta_tui.tui.screens.latest_read import LatestRead
-from aorta_tui.tui.screens.pickers import PathPicker
+from aorta_tui.tui.screens.pickers import PathPicker, same_file
 
 RANKS = ("numerics", "scheduling", "informational")
 RANK_STYLE = {"numerics": "bold red", "scheduling": "bold yellow", "informational": "dim"}
@@ -62,7 +62,7 @@ def diff_at(cwd: Path, asked: Asked) -> DiffRead:
 
     a, b, include_volatile = asked
     path_a, path_b = _resolve_snapshot(cwd / a), _resolve_snapshot(cwd / b)
-    if _same_file(path_a, path_b):
+    if same_file(path_a, path_b):
         return DiffRead(asked, problem=f"A and B are the same file ({a}): give two different snapshots", same=True)
     try:
         snap_a, snap_b = module.load_snapshot(path_a), module.load_snapshot(path_b)
@@ -333,13 +333,6 @@ class EnvDiffScreen(AortaScreen):
         )
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except (OSError, RuntimeError):
-        return a == b
-
-
 def _resolve_snapshot(path: Path) -> Path:
     """A run directory stands for its host snapshot."""
     if path.is_dir():
@@ -387,7 +380,7 @@ def find_snapshots(cwd: Path, output_dir: Path, limit: int = 200) -> list[Path]:
     for directory in subdirs:
         if len(found) >= limit:
             break
-        if _same_file(directory, output):
+        if same_file(directory, output):
             continue  # runs are listed below, newest first
         found.extend(sorted(directory.glob("*.json"))[:limit])
     output_dir = output

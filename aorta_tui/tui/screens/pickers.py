@@ -265,7 +265,7 @@ class PathPicker(ModalScreen[list[Path] | None]):
 def pick_problem(path: Path, chosen: list[Path], distinct: bool, validate: Validator | None) -> str:
     """Why ``path`` cannot be picked after ``chosen`` (file checks: the check worker calls
     this), or the empty string."""
-    if distinct and any(_same(path, other) for other in chosen):
+    if distinct and any(same_file(path, other) for other in chosen):
         return f"{path} is already picked: pick a different file"
     return (validate(path) or "") if validate is not None else ""
 
@@ -274,7 +274,7 @@ def picked_name(path: Path) -> str:
     return path.name or str(path)
 
 
-def _same(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
     """One file under two spellings (``a.json``, ``./a.json``, a symlink) counts as one."""
     try:
         return a.resolve() == b.resolve()
