@@ -21,10 +21,10 @@ from aorta_tui.bundle.redact import (
     outside_placeholders,
 )
 
-# The whole file is in the slow tier: its last test records what the others ran in the attack
-# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
-# whose counts the table never sees).
-pytestmark = pytest.mark.slow
+# Its last test records what the others ran in the attack harness table, so the whole file
+# runs in one tier (slow: --fast leaves it all out) and on one xdist worker (its group: CI
+# runs this tier with --dist loadgroup), in file order; a worker's counts reach no other.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tally-bundle_redact_props")]
 
 SECRET_NAMES = ["HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD",
                 "GITHUBTOKEN", "AZURE_CLIENT_SECRET", "OPENAI_APIKEY", "token", "my_api_key"]

@@ -13,10 +13,10 @@ from aorta_tui.bundle.archive import load_redaction_file
 from aorta_tui.bundle.redact import RedactionConfig
 from aorta_tui.core.errors import AortaError, ExitCode
 
-# The whole file is in the slow tier: its last test records what the others ran in the attack
-# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
-# whose counts the table never sees).
-pytestmark = pytest.mark.slow
+# Its last test records what the others ran in the attack harness table, so the whole file
+# runs in one tier (slow: --fast leaves it all out) and on one xdist worker (its group: CI
+# runs this tier with --dist loadgroup), in file order; a worker's counts reach no other.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tally-bundle_redaction_file_fuzz")]
 
 KEYS = ["scrub_env_keys", "scrub_paths", "scrub_ip_addresses", "redaction", "scrub_path", "x"]
 values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),

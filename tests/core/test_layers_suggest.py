@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from aorta_tui.core import suggest
 
-# The whole file is in the slow tier: its last test records what the others ran in the attack
-# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
-# whose counts the table never sees).
-pytestmark = pytest.mark.slow
+# Its last test records what the others ran in the attack harness table, so the whole file
+# runs in one tier (slow: --fast leaves it all out) and on one xdist worker (its group: CI
+# runs this tier with --dist loadgroup), in file order; a worker's counts reach no other.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tally-layers_suggest")]
 
 REPO = Path(__file__).resolve().parents[2]
 names = st.text(alphabet="abcdefghij_-.", min_size=1, max_size=12)

@@ -13,10 +13,10 @@ from aorta_tui.core.errors import ExitCode, UsageError
 from aorta_tui.policy.file import parse_policy_text
 from aorta_tui.recipe.checks import MAX_ENV_STRING, env_entry_problem
 
-# The whole file is in the slow tier: its last test records what the others ran in the attack
-# harness table, so they run in one process with it (CI runs the unit tier over xdist workers,
-# whose counts the table never sees).
-pytestmark = pytest.mark.slow
+# Its last test records what the others ran in the attack harness table, so the whole file
+# runs in one tier (slow: --fast leaves it all out) and on one xdist worker (its group: CI
+# runs this tier with --dist loadgroup), in file order; a worker's counts reach no other.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("tally-layers_policy_env")]
 
 COUNT = {"cases": 0, "failures": 0}
 
