@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.bundle.content import Unscannable, learn_data, scrub_data
 from aorta_tui.bundle.gather import MAX_FILE_BYTES, Gathered, Spool, gather
@@ -41,6 +41,9 @@ from aorta_tui.core.inputs import (
     read_json_or_none,
 )
 from aorta_tui.core.secrets import SECRET_HASHES_FILE, is_secret_name, load_secret_hashes
+
+if TYPE_CHECKING:
+    from aorta_tui.store.run_meta import RunMeta
 
 MANIFEST_NAME = "MANIFEST.json"
 MANIFEST_KIND = "aorta-tui/bundle"
@@ -155,15 +158,31 @@ def identify_input(p: Path) -> BundleInput:
 
 
 def _run_input(p: Path, name: str) -> BundleInput:
-    run_json = p / "run.json"
-    doc = _json_object(run_json, "run record") if run_json.is_file() else {}
     redaction = recipe_redaction(p / "recipe.resolved.yaml")
     from aorta_tui.store.lock import describe_holder, lock_holder
 
     holder = lock_holder(p)
-    return BundleInput(p, "run", name, recipe_hash=_str(doc.get("recipe_hash")),
+    return BundleInput(p, "run", name, recipe_hash=_run_meta(p).recipe_hash,
                        run_id=p.name, redaction=redaction,
                        running=describe_holder(holder) if holder is not None else None)
+
+
+def _run_meta(p: Path) -> RunMeta:
+    """The run's run.json, typed; none, or one whose fields are damaged, is an empty one. A
+    bundle carries a run as it is, damage included (the evidence is why it is sent), so a
+    damaged field costs the manifest its recipe hash, never the bundle; text that is no JSON
+    object is refused, as it always was."""
+    from aorta_tui.store.naming import RUN_META
+    from aorta_tui.store.run_meta import RunMeta
+
+    path = p / RUN_META
+    if not path.is_file():
+        return RunMeta()
+    doc = _json_object(path, "run record")
+    try:
+        return RunMeta.from_dict(doc, where=str(path))
+    except UsageError:
+        return RunMeta()
 
 
 def _json_object(path: Path, what: str, hint: str | None = None) -> dict[str, Any]:

@@ -57,6 +57,7 @@ INPUT_LIMITS: dict[str, int] = {
     "profiler trace": 512 * MiB,  # torch.profiler's Chrome trace, for the CUPTI join
     "matrix": 512 * MiB,  # a sweep's matrix.json (a trial row per finished trial)
     "trace result": 256 * MiB,  # `trace queue -o`, a sweep trial's trace.json
+    "run meta": 4 * MiB,  # a run's run.json (its id, recipe hash, command, argv)
 }
 
 

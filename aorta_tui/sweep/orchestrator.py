@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from aorta_tui import __version__
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.aggregate import aggregate
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, RunDirError, UsageError
@@ -50,7 +51,7 @@ from aorta_tui.core.trial_contract import (
 from aorta_tui.registry.registry import Registry
 from aorta_tui.store.naming import DEFAULT_OUTPUT, RUN_META
 from aorta_tui.store.run_create import create_run_dir, discard_new_run, staged_run_id
-from aorta_tui.store.run_meta import read_run_meta, write_run_meta
+from aorta_tui.store.run_meta import RunMeta, read_run_meta, write_run_meta
 from aorta_tui.store.run_store import RunStore
 from aorta_tui.store.write_errors import describe_free_space
 from aorta_tui.sweep.plan import CellPlan, Plan, TrialSpec, build_plan
@@ -409,25 +410,22 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         self._hash = recipe_hash(self.recipe)
         if self.options.resume is not None:
             run_dir = Path(self.options.resume)
-            meta = read_run_meta(run_dir)
-            recorded = meta.get("run_id")
+            meta = read_run_meta(run_dir)  # a recipe_hash that is no hash: refused there
             # a run made before run.json kept its id: its directory's name, as it was created
-            self._identity_key = recorded if isinstance(recorded, str) and recorded else run_dir.name
-            stored = meta.get("recipe_hash")
-            if not isinstance(stored, str) or not stored:
+            self._identity_key = meta.run_id or run_dir.name
+            if meta.recipe_hash is None:
                 # Damage, not a changed recipe: saying "the recipe changed (hash None then)"
                 # would send the user looking for an edit that never happened.
                 raise RunDirError(
-                    f"{run_dir / RUN_META}: recipe_hash is "
-                    f"{'missing' if stored is None else 'not a hash: ' + repr(stored)[:60]}, so this "
-                    "run cannot be checked against its recipe (run.json is damaged)",
+                    f"{run_dir / RUN_META}: recipe_hash is missing, so this run cannot be "
+                    "checked against its recipe (run.json is damaged)",
                     hint="start a new run with the recipe; the trials already done stay in "
                     f"{run_dir}/trials as evidence",
                 )
-            if stored != self._hash:
+            if meta.recipe_hash != self._hash:
                 raise RunDirError(
                     f"the recipe changed since {run_dir} was started "
-                    f"(hash {meta.get('recipe_hash')} then, {self._hash} now)",
+                    f"(hash {meta.recipe_hash} then, {self._hash} now)",
                     hint=f"resume with the recipe it was started with ({run_dir}/recipe.resolved.yaml "
                     "is used when you pass only --resume), or start a new run",
                 )
@@ -441,15 +439,11 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
             with RunDirFS(run_dir) as fs:
                 fs.atomic_write_text("recipe.resolved.yaml", dump_resolved(self.recipe))
                 fs.atomic_write_json("plan.json", self.plan.to_dict())
-            write_run_meta(run_dir, {
-                "run_id": self._identity_key,
-                "recipe_hash": self._hash,
-                "recipe_source": str(self.recipe.source_path or ""),
-                "mode": self.recipe.mode,
-                "command": list(self.recipe.command or []),
-                "created_at": time.time(),
-                "argv": sys.argv,
-            })
+            write_run_meta(run_dir, RunMeta(
+                aorta_tui_version=__version__, run_id=self._identity_key, recipe_hash=self._hash,
+                recipe_source=str(self.recipe.source_path or ""), mode=self.recipe.mode,
+                command=tuple(self.recipe.command or ()), created_at=time.time(),
+                argv=tuple(sys.argv)))
 
         return create_run_dir(Path(self.options.output), ticket, populate)
 
