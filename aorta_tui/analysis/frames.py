@@ -91,11 +91,10 @@ def _finished_results(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     if not (run_dir / "journal.jsonl").is_file():
         raise RunDirError(f"{run_dir} is not a run directory (no journal.jsonl)",
                           hint="pass <output>/<ticket>/<run-id>")
-    plan = _json_file(run_dir / "plan.json")
-    ids = None
-    if isinstance(plan, dict) and isinstance(plan.get("trials"), list):
-        ids = {t["trial_id"] for t in plan["trials"]
-               if isinstance(t, dict) and isinstance(t.get("trial_id"), str)}
+    from aorta_tui.store.plan_doc import read_plan_or_none
+
+    plan = read_plan_or_none(run_dir)  # typed; None: no plan or a damaged one
+    ids = None if plan is None else plan.trial_ids  # None: the journal's trial ids
     state = resume_state(run_dir, ids)
     out = []
     for tid in state.completed:

@@ -58,6 +58,7 @@ INPUT_LIMITS: dict[str, int] = {
     "matrix": 512 * MiB,  # a sweep's matrix.json (a trial row per finished trial)
     "trace result": 256 * MiB,  # `trace queue -o`, a sweep trial's trace.json
     "run meta": 4 * MiB,  # a run's run.json (its id, recipe hash, command, argv)
+    "plan": 64 * MiB,  # a run's plan.json (a line per cell and per trial)
 }
 
 

@@ -35,14 +35,15 @@ def placement_text(result: dict[str, Any] | None) -> str:
 def node_summary(run_dir: Path) -> list[str]:
     """Lines of the per-node failure summary of ``run_dir`` (empty without Slurm trials)."""
     from aorta_tui.core.errors import AortaError
-    from aorta_tui.core.inputs import read_json_or_none
+    from aorta_tui.store.plan_doc import read_plan_or_none
     from aorta_tui.store.resume import read_trial_result, resume_state
 
-    try:  # the one checked open: a damaged run directory is no summary, never a hang
-        plan = read_json_or_none(run_dir / "plan.json")
-        ids = {t["trial_id"] for t in plan["trials"]}
-        completed = resume_state(run_dir, ids).completed
-    except (AortaError, KeyError, TypeError):
+    plan = read_plan_or_none(run_dir)  # typed, through the run's file layer: never a hang
+    if plan is None:  # no plan, or a damaged one: no summary
+        return []
+    try:
+        completed = resume_state(run_dir, plan.trial_ids).completed
+    except AortaError:
         return []
     per_node: dict[str, dict[str, int]] = defaultdict(lambda: {"pass": 0, "fail": 0, "error": 0})
     per_cell: dict[str, dict[str, dict[str, int]]] = defaultdict(

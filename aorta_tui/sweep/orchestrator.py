@@ -50,6 +50,7 @@ from aorta_tui.core.trial_contract import (
 )
 from aorta_tui.registry.registry import Registry
 from aorta_tui.store.naming import DEFAULT_OUTPUT, RUN_META
+from aorta_tui.store.plan_doc import PLAN_FILE, read_plan_or_none
 from aorta_tui.store.run_create import create_run_dir, discard_new_run, staged_run_id
 from aorta_tui.store.run_meta import RunMeta, read_run_meta, write_run_meta
 from aorta_tui.store.run_store import RunStore
@@ -438,7 +439,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
             self._identity_key = staged_run_id(run_dir)
             with RunDirFS(run_dir) as fs:
                 fs.atomic_write_text("recipe.resolved.yaml", dump_resolved(self.recipe))
-                fs.atomic_write_json("plan.json", self.plan.to_dict())
+                fs.atomic_write_json(PLAN_FILE, self.plan.to_dict())
             write_run_meta(run_dir, RunMeta(
                 aorta_tui_version=__version__, run_id=self._identity_key, recipe_hash=self._hash,
                 recipe_source=str(self.recipe.source_path or ""), mode=self.recipe.mode,
@@ -911,12 +912,9 @@ def load_trial_records(run_dir: Path, trial_ids: set[str] | None = None) -> list
 
 
 def _planned_trial_ids(run_dir: Path) -> set[str] | None:
-    try:
-        with RunDirFS(run_dir) as fs:
-            plan = fs.read_json_or_none("plan.json")
-        return {t["trial_id"] for t in plan["trials"] if isinstance(t.get("trial_id"), str)}
-    except (KeyError, TypeError, AttributeError, OSError):
-        return None  # no readable plan: trust the journal's trial ids (they are checked)
+    plan = read_plan_or_none(run_dir)
+    # no readable plan: trust the journal's trial ids (they are checked)
+    return None if plan is None else plan.trial_ids
 
 
 def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | None:

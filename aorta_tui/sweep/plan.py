@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import Json
 from aorta_tui.core.secrets import mask_env, masked_names
 from aorta_tui.recipe.checks import docker_image_problem, mitigation_env
 from aorta_tui.registry.registry import Registry, merged_env
+from aorta_tui.store.plan_doc import PlanDoc, PlannedCell, PlannedTrial
 
 if TYPE_CHECKING:
     from aorta_tui.recipe import Recipe
@@ -60,29 +62,21 @@ class Plan:
                 return c
         raise KeyError(name)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "order": self.order,
-            "seed": self.seed,
-            "baseline_cell": self.baseline_cell,
-            "cells": [
-                {
-                    "name": c.name,
-                    "mitigations": list(c.mitigations),
-                    "environment": c.environment,
-                    "docker": c.docker,
-                    "env": mask_env(c.env),  # plan.json: never a token (core/secrets.py)
-                    "switches": list(c.switches),
-                    "trials": c.trials,
-                    "steps": c.steps,
-                }
-                for c in self.cells
-            ],
-            "trials": [
-                {"trial_id": t.trial_id, "cell": t.cell, "trial": t.trial, "order": t.order}
-                for t in self.trials
-            ],
-        }
+    def document(self) -> PlanDoc:
+        """What plan.json records of this plan: its cells' variables masked (never a token,
+        core/secrets.py), without what only the run needs (each cell's workload config, the
+        environments' own variables)."""
+        return PlanDoc(
+            order=self.order, seed=self.seed, baseline_cell=self.baseline_cell,
+            cells=tuple(PlannedCell(name=c.name, mitigations=c.mitigations,
+                                    environment=c.environment, docker=c.docker,
+                                    env=mask_env(c.env), switches=c.switches, trials=c.trials,
+                                    steps=c.steps) for c in self.cells),
+            trials=tuple(PlannedTrial(t.trial_id, t.cell, t.trial, t.order) for t in self.trials))
+
+    def to_dict(self) -> dict[str, Json]:
+        """The object plan.json holds (its one serializer: ``store/plan_doc.py``)."""
+        return self.document().to_dict()
 
 
 def trial_id(cell: str, index: int) -> str:

@@ -23,7 +23,8 @@ from aorta_tui.core.events import (
     TrialLaunch,
     TrialStarted,
 )
-from aorta_tui.core.inputs import read_json_or_none
+from aorta_tui.core.inputs import INPUT_LIMITS, read_json_or_none
+from aorta_tui.store.plan_doc import PLAN_FILE, plan_or_none
 
 PENDING, RUNNING = "pending", "running"
 PLACEMENT_LIMIT = 64 << 20  # slurm/jobs.json: about 100 bytes a trial
@@ -97,15 +98,15 @@ class MatrixState:
     def for_run(cls, run_dir: Path) -> MatrixState:
         """Start from the run's plan (so pending trials show before they start), if written."""
         state = cls(run_dir=Path(run_dir))
-        plan_path = state.run_dir / "plan.json"
-        plan = read_json_or_none(plan_path)
-        if plan is None:
+        plan_path = state.run_dir / PLAN_FILE
+        # read here (the screen's worker waits on this call), taken apart by the plan's reader
+        plan = plan_or_none(read_json_or_none(plan_path, limit=INPUT_LIMITS["plan"]),
+                            where=str(plan_path))
+        if plan is None:  # none yet, or a damaged one: the journal's trials only
             return state
-        entries = plan.get("trials", plan) if isinstance(plan, dict) else plan
-        if isinstance(entries, list):
-            for entry in entries:
-                if isinstance(entry, dict) and "cell" in entry and "trial" in entry:
-                    state._ensure(str(entry["cell"]), int(entry["trial"]), str(entry.get("trial_id", "")))
+        for entry in plan.trials:
+            if entry.cell is not None and entry.trial is not None:  # else no place in the grid
+                state._ensure(entry.cell, entry.trial, entry.trial_id)
         return state
 
     # --- folding -------------------------------------------------------------------------
