@@ -161,3 +161,39 @@ def test_an_oversize_run_json_is_refused_before_it_is_read(tmp_path: Path) -> No
         read_run_meta(tmp_path)
     assert str(tmp_path / "run.json") in caught.value.message
     assert caught.value.exit_code == ExitCode.USAGE
+
+
+# -- a real run, and a caller that forgives ----------------------------------------------------
+
+
+def test_a_real_runs_run_json_and_plan_read_back_to_their_bytes(tmp_path: Path) -> None:
+    """The real CLI writes both documents through their types; each reads back to its bytes."""
+    from aorta_tui.store.plan_doc import read_plan
+    from tests.engine_support import probe_run
+
+    run_dir = probe_run(tmp_path)
+    meta = read_run_meta(run_dir)
+    assert json_bytes(meta.to_json()) == (run_dir / "run.json").read_bytes()
+    assert meta.run_id == run_dir.name and meta.aorta_tui_version == __version__
+    assert meta.extra == {} and meta.mode == "probe" and meta.argv and "--batch" in meta.argv
+    plan = read_plan(run_dir)
+    assert json_bytes(plan.to_dict()) == (run_dir / "plan.json").read_bytes()
+    assert plan.trials and all(t.cell and t.trial is not None for t in plan.trials)
+
+
+def test_a_bundle_ships_a_run_whose_run_json_fields_are_damaged(tmp_path: Path) -> None:
+    """The bundle reads run.json through the type; a damaged field costs its manifest the
+    recipe hash, never the bundle (a damaged run is what one sends)."""
+    from aorta_tui.bundle.archive import identify_input
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "journal.jsonl").write_text("")
+    doc = json.loads(WRITTEN[0].read_text())
+    (run / "run.json").write_text(json.dumps(doc))
+    assert identify_input(run).recipe_hash == doc["recipe_hash"]
+    (run / "run.json").write_text(json.dumps({**doc, "argv": "aorta-tui --batch"}))
+    assert identify_input(run).recipe_hash is None
+    (run / "run.json").write_text("[")  # no JSON at all: refused, as it always was
+    with pytest.raises(UsageError, match="not valid JSON"):
+        identify_input(run)
