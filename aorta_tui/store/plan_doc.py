@@ -88,6 +88,8 @@ class PlanDoc:
                 "cells": [c.to_dict() for c in self.cells],
                 "trials": [t.to_dict() for t in self.trials]}
 
+    __hash__ = None  # type: ignore[assignment]  # its cells hold dicts: never a dict key
+
     @classmethod
     def from_dict(cls, data: object, *, where: str = PLAN_FILE) -> PlanDoc:
         """Read a parsed plan.json; a damaged one is a located UsageError (exit 2)."""
