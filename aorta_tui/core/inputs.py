@@ -557,10 +557,32 @@ class FieldReader:
         out: bool | None = self._at(d, key, "boolean", path, None, nullable=True)
         return out
 
-    def number(self, d: dict[str, Any], key: str, path: str) -> float | None:
-        """A finite number or null (missing: null)."""
+    @typing.overload
+    def number(self, d: dict[str, Any], key: str, path: str, default: None = None, *,
+               required: typing.Literal[False] = False) -> float | None: ...
+    @typing.overload
+    def number(self, d: dict[str, Any], key: str, path: str, default: float, *,
+               required: bool = False) -> float: ...
+    @typing.overload
+    def number(self, d: dict[str, Any], key: str, path: str, default: float | None = None, *,
+               required: typing.Literal[True]) -> float: ...
+    @typing.overload
+    def number(self, d: dict[str, Any], key: str, path: str, default: float | None = None, *,
+               required: bool = False) -> float | None: ...
+
+    def number(self, d: dict[str, Any], key: str, path: str, default: float | None = None, *,
+               required: bool = False) -> float | None:
+        """A finite number; null and a missing key read as ``default`` (a number field's null
+        means "not known", as its absence does), and with ``required`` both are refused. A
+        value of another type is refused as "a finite number or null" even when required: the
+        words of the trace result's own copy this replaced, kept byte for byte."""
         out: float | None = self._at(d, key, "number", path, None, nullable=True)
-        return out
+        if out is None and required:
+            # One message for null and nothing: to a reader of the number they are one fault.
+            raise UsageError(f"{self.where}: {self.join(path, key)}: expected a number, found "
+                             "null or nothing",
+                             hint=f"this {self.what} is damaged or was not written by aorta-tui")
+        return default if out is None else out
 
     def opt_number(self, value: object, path: str) -> float | None:
         out: float | None = self.check(value, "number", path, nullable=True)

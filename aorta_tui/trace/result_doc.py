@@ -326,7 +326,7 @@ def _read_result(f: FieldReader, data: object) -> TraceResult:
         launch_source=(_read_launch_source(f, f.obj_at(d, "launch_source", ""))
                        if "launch_source" in d else None),
         target=_read_target(f, f.obj_at(d, "target", "", required=True)),
-        wall_s=_required_number(f, d, "wall_s", ""),
+        wall_s=f.number(d, "wall_s", "", required=True),
         probe_sets={name: _read_set(f, s, f"probe_sets.{name}") for name, s in sets.items()},
         lost_events_reported_by_bpftrace=f.integer(d, "lost_events_reported_by_bpftrace", ""),
         malformed_lines=f.integer(d, "malformed_lines", ""),
@@ -341,14 +341,6 @@ def _read_result(f: FieldReader, data: object) -> TraceResult:
         perfetto=d.get("perfetto"),
         extra={k: v for k, v in d.items() if k not in _KNOWN},
     )
-
-
-def _required_number(f: FieldReader, d: dict[str, Any], key: str, path: str) -> float:
-    value = f.number(d, key, path)
-    if value is None:
-        raise UsageError(f"{f.where}: {f.join(path, key)}: expected a number, found null or nothing",
-                         hint=f"this {WHAT} is damaged or was not written by aorta-tui")
-    return value
 
 
 def _read_launch_source(f: FieldReader, d: dict[str, Any]) -> LaunchSource:
