@@ -7,6 +7,7 @@ the table, which the validator reads too."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeVar
 
 from aorta_tui.core.numerals import MAX_CELLS as _MAX_CELLS
 from aorta_tui.core.numerals import MAX_SEED as _MAX_SEED
@@ -257,8 +258,8 @@ _BLOCK_KEYS = (
       for k in ("on_fail", "on_pass", "on_error")),
     KeySpec("scrub_env_keys", {**_names(), "type": ["array", "null"]}, block="redaction",
             description="globs of variable names"),
-    KeySpec("scrub_paths", {"type": "boolean"}, block="redaction"),
-    KeySpec("scrub_ip_addresses", {"type": "boolean"}, block="redaction"),
+    KeySpec("scrub_paths", {"type": "boolean"}, block="redaction", default=False),
+    KeySpec("scrub_ip_addresses", {"type": "boolean"}, block="redaction", default=False),
 )
 
 # the extensions' own blocks: every key in them is aorta-tui's
@@ -266,7 +267,7 @@ _EXTENSION_BLOCK_KEYS = tuple(replace(s, origin="extension") for s in (
     KeySpec("probes", _names(), block="trace", description="probe names"),
     KeySpec("mode", {"enum": list(TRACE_MODES)}, block="trace", default="events",
             description="stream events or aggregate"),
-    KeySpec("kind", {"enum": list(EXECUTOR_KINDS)}, block="executor"),
+    KeySpec("kind", {"enum": list(EXECUTOR_KINDS)}, block="executor", default="local"),
     *(KeySpec(k, {"type": ["string", "null"], "pattern": pattern}, block="executor")
       for k, pattern in (("partition", SLURM_NAME_PATTERN), ("account", SLURM_NAME_PATTERN),
                          ("gres", SLURM_GRES_PATTERN), ("time", SLURM_TIME_PATTERN),
@@ -307,3 +308,47 @@ RETAIN_KEYS = keys_of("retain")
 REDACTION_KEYS = keys_of("redaction")
 TRACE_KEYS = keys_of("trace")
 EXECUTOR_KEYS = keys_of("executor")
+
+
+# -- One key of the table, by block and name: how a reader names a key --------------------------
+# The validator reads each key's path (for its messages), its default and its name in the
+# mapping through these, so a key is spelled in the table and looked up everywhere else: a key
+# the table lacks is a KeyError in the reader (tests/recipe/test_recipe_key_lookups.py finds
+# every such lookup and checks it resolves, also those only an error path reaches).
+_BY_PLACE: dict[tuple[str, str], KeySpec] = {(s.block, s.name): s for s in KEY_SPECS}
+# blocks written under the top-level key of their name (`stop_after: {...}`); the others are
+# entries of a list (a cell, a custom pattern) or inside one, and their keys' paths start there
+TOP_BLOCKS = frozenset(s.name for s in specs_of(TOP) if s.name in BLOCKS)
+
+_T = TypeVar("_T")
+
+
+def spec(block: str, name: str) -> KeySpec:
+    """The spec of ``block``'s key ``name`` (KeyError for a key the table lacks)."""
+    return _BY_PLACE[(block, name)]
+
+
+def specs(block: str, *names: str) -> tuple[KeySpec, ...]:
+    """The specs of ``block``'s keys ``names``, in that order."""
+    return tuple(spec(block, n) for n in names)
+
+
+def path(block: str, name: str) -> str:
+    """The key's path in the validator's messages: ``trials`` at the top, ``stop_after.events``
+    in a block written under a top-level key. A key of a list's entry (``cells[0].name``) has
+    no path of its own: its reader joins the entry's path and the name (``KeySpec.at``)."""
+    if block != TOP and block not in TOP_BLOCKS:
+        raise ValueError(f"{block!r} keys stand in a list's entries: join the entry's path")
+    return spec(block, name).at(block if block != TOP else "")
+
+
+def default_of(block: str, name: str, kind: type[_T]) -> _T:
+    """The table's default of ``block``'s key ``name``, as a ``kind``. A whole-number default of
+    a float key (``hang_window_sec: 30``, as the schema writes it) reads as the float the model
+    holds (30.0), so a recipe loads as it did when the loader wrote the literal."""
+    value = spec(block, name).default
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise TypeError(f"the default of {block}.{name} is {value!r}, not {kind.__name__}")
+    return value

@@ -81,3 +81,8 @@ class KeySpec:
     @property
     def has_default(self) -> bool:
         return self.default is not NO_DEFAULT
+
+    def at(self, where: str) -> str:
+        """This key's path in a mapping at path ``where`` ("" for the top), as the loader marks
+        it (loader.child_path): ``cells[0]`` and ``steps`` make ``cells[0].steps``."""
+        return f"{where}.{self.name}" if where else self.name
