@@ -7,9 +7,9 @@ it) and carries on, so one run reports all the problems of a recipe, not only th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aorta_tui.core.errors import AortaError
 from aorta_tui.core.inputs import clip_for_message
@@ -23,6 +23,7 @@ from aorta_tui.recipe.checks import (
     docker_image_problem,
     type_name,
 )
+from aorta_tui.recipe.keyspec import TOP, KeySpec
 from aorta_tui.recipe.loader import Marks, child_path
 from aorta_tui.recipe.model import (
     CONDITION_VARIABLES,
@@ -45,24 +46,6 @@ if TYPE_CHECKING:
 
 _CELL_NAME_RE = re.compile(K.CELL_NAME_PATTERN)
 _PROBE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,34 +103,34 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
 
 def _check_version(v: Validator, data: dict[str, Any]) -> bool:
     """Check schema_version; False when it names another version (stop checking there)."""
-    if "schema_version" not in data:
-        v.issue("", "required key 'schema_version' is missing",
-                f"add `schema_version: {SCHEMA_VERSION}` at the top")
+    key = K.spec(TOP, "schema_version").name
+    if key not in data:
+        v.issue("", f"required key {key!r} is missing", f"add `{key}: {SCHEMA_VERSION}` at the top")
         return True
-    version = data["schema_version"]
+    version = data[key]
     if isinstance(version, bool) or not isinstance(version, int):
-        v.issue("schema_version", f"expected an integer, got {type_name(version)} "
-                f"({version!r})", f"write `schema_version: {SCHEMA_VERSION}`")
+        v.issue(key, f"expected an integer, got {type_name(version)} ({version!r})",
+                f"write `{key}: {SCHEMA_VERSION}`")
     elif version != SCHEMA_VERSION:
-        v.issue("schema_version", f"unsupported schema_version {version}; this aorta-tui "
-                f"reads schema_version {SCHEMA_VERSION}",
-                f"write `schema_version: {SCHEMA_VERSION}` and check the keys against "
-                "docs/recipes.md")
+        v.issue(key, f"unsupported {key} {version}; this aorta-tui reads {key} "
+                f"{SCHEMA_VERSION}", f"write `{key}: {SCHEMA_VERSION}` and check the keys "
+                "against docs/recipes.md")
         return False
     return True
 
 
 def _mode(v: Validator, data: dict[str, Any]) -> Mode | None:
     """The recipe's mode (triage or probe); None, with an issue, for any other."""
-    mode = data.get("mode", "triage")
-    if mode is None:
-        mode = "triage"
+    key = K.spec(TOP, "mode")
+    mode = data.get(key.name)
+    if mode is None:  # null is the default, as leaving the key out is
+        mode = cast(Mode, K.default_of(TOP, key.name, str))
     if mode == "sanitizer":  # upstream's separate loader too: collect/sanitizer.py
-        v.issue("mode", "a `mode: sanitizer` recipe is not a triage/probe plan",
+        v.issue(key.name, "a `mode: sanitizer` recipe is not a triage/probe plan",
                 "run it with `aorta-tui sweep run --recipe FILE` (collect/sanitizer.py reads it)")
         return None
     if mode not in K.MODES:
-        v.choice("mode", mode, K.MODES)
+        v.choice(key.name, mode, K.MODES)
         return None
     return mode
 
@@ -181,11 +164,10 @@ def _common_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     if timeout is not None:
         timeout = v.number("timeout_per_trial", timeout, above=0, at_most=K.MAX_SECONDS,
                            unit=" seconds")
-    hang_window = _seconds(v, "hang_window_sec", get("hang_window_sec"), 30.0, allow_zero=False)
-    hang_grace = _seconds(v, "hang_grace_period_at_start", get("hang_grace_period_at_start"),
-                          60.0, allow_zero=True)
+    hang_window = _seconds(v, data, "hang_window_sec", allow_zero=False)
+    hang_grace = _seconds(v, data, "hang_grace_period_at_start", allow_zero=True)
 
-    vram = _only_value(v, "tier3_vram_growth", get("tier3_vram_growth"), False,
+    vram = _only_value(v, data, "tier3_vram_growth",
                        "tier3_vram_growth: true asks for upstream's whole-GPU VRAM-growth "
                        "detector (tier3:vram_growth), which aorta-tui does not have",
                        "remove the key (false is what aorta-tui does); each trial's own peak "
@@ -211,10 +193,11 @@ def _extension_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     """Keys of both modes that upstream lacks: order, seed, trace, collectors, executor."""
     get = data.get
     written_order = get("order")
-    order: Order = ("interleaved" if written_order is None
+    order: Order = (cast(Order, K.default_of(TOP, "order", str)) if written_order is None
                     else v.choice("order", written_order, K.ORDERS))
     seed = get("seed")
-    seed = 0 if seed is None else v.integer("seed", seed, minimum=0, maximum=K.MAX_SEED)
+    seed = (K.default_of(TOP, "seed", int) if seed is None
+            else v.integer("seed", seed, minimum=0, maximum=K.MAX_SEED))
     trace = _trace(v, get("trace"))
     collect, collect_options = _collect(v, "collect", get("collect"))
     policy_axis = _policy_axis(v, get("policy_axis"))
@@ -222,7 +205,8 @@ def _extension_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     bytecode = get("bytecode_cache")
     if isinstance(bytecode, bool):  # YAML 1.1 reads a bare `on`/`off` as a boolean: the word written
         bytecode = "on" if bytecode else "off"
-    bytecode = "auto" if bytecode is None else v.choice("bytecode_cache", bytecode, K.BYTECODE_CACHE)
+    bytecode = (K.default_of(TOP, "bytecode_cache", str) if bytecode is None
+                else v.choice("bytecode_cache", bytecode, K.BYTECODE_CACHE))
     return dict(
         order=order, seed=seed, trace=trace, policy_axis=policy_axis, collect=collect,
         collect_options=collect_options, executor=executor, bytecode_cache=bytecode,
@@ -246,10 +230,12 @@ def _check_plan_size(v: Validator, cells: tuple[CellSpec, ...], trials: Any, sto
                 f"{K.MAX_PLANNED_TRIALS}", "use fewer trials or fewer cells per recipe")
 
 
-def _only_value(v: Validator, path: str, raw: Any, honoured: bool, refused: str, fix: str
-                ) -> Any:
-    """A boolean key aorta-tui can honour one way only: that value (or absence) is accepted
-    and means what it says; the other is refused, never accepted and ignored."""
+def _only_value(v: Validator, data: dict[str, Any], name: str, refused: str, fix: str) -> Any:
+    """A top-level boolean key aorta-tui can honour one way only, its default (the table's):
+    that value (or absence) is accepted and means what it says; the other is refused, never
+    accepted and ignored."""
+    honoured = K.default_of(TOP, name, bool)
+    raw, path = data.get(name), K.path(TOP, name)
     if raw is None:
         return honoured
     value = v.boolean(path, raw)
@@ -277,9 +263,11 @@ def _safe_example(value: str, what: str) -> str:
     return "TICKET-123" if what == "ticket" else "baseline-local"
 
 
-def _seconds(v: Validator, path: str, value: Any, default: float, *, allow_zero: bool) -> Any:
+def _seconds(v: Validator, data: dict[str, Any], name: str, *, allow_zero: bool) -> Any:
+    """The top-level key ``name`` in seconds; left out or null, the table's default."""
+    value, path = data.get(name), K.path(TOP, name)
     if value is None:
-        return default
+        return K.default_of(TOP, name, float)
     if allow_zero:
         return v.number(path, value, at_least=0, at_most=K.MAX_SECONDS, unit=" seconds")
     return v.number(path, value, above=0, at_most=K.MAX_SECONDS, unit=" seconds")
@@ -290,24 +278,26 @@ def _stop_after(v: Validator, raw: Any) -> Any:
         return None
     if v.mapping("stop_after", raw, K.STOP_AFTER_KEYS) is BAD:
         return BAD
+    events_k, most_k, verdict_k = K.specs("stop_after", "events", "max_trials", "event_verdict")
     ok = True
-    for key in ("events", "max_trials"):
+    for key in (events_k.name, most_k.name):
         if key not in raw:
             v.issue("stop_after", f"required key {key!r} is missing",
                     "write `stop_after: {events: 1, max_trials: 20}` (max_trials bounds the loop)")
             ok = False
     if not ok:
         return BAD
-    events = v.integer("stop_after.events", raw["events"], minimum=1, maximum=K.MAX_TRIALS)
-    max_trials = v.integer("stop_after.max_trials", raw["max_trials"], minimum=1,
+    events = v.integer(K.path("stop_after", events_k.name), raw[events_k.name], minimum=1,
+                       maximum=K.MAX_TRIALS)
+    max_trials = v.integer(K.path("stop_after", most_k.name), raw[most_k.name], minimum=1,
                            maximum=K.MAX_TRIALS)
-    verdict = raw.get("event_verdict", "fail")
-    verdict = v.choice("stop_after.event_verdict", verdict, K.VERDICTS)
+    verdict = raw.get(verdict_k.name, K.default_of("stop_after", verdict_k.name, str))
+    verdict = v.choice(K.path("stop_after", verdict_k.name), verdict, K.VERDICTS)
     if BAD in (events, max_trials, verdict):
         return BAD
     if max_trials < events:
-        return v.issue("stop_after.max_trials", f"max_trials ({max_trials}) is below events "
-                       f"({events}), so the target could never be reached",
+        return v.issue(K.path("stop_after", most_k.name), f"max_trials ({max_trials}) is below "
+                       f"events ({events}), so the target could never be reached",
                        f"set max_trials to at least {events}")
     return StopAfter(events=events, max_trials=max_trials, event_verdict=verdict)
 
@@ -317,10 +307,11 @@ def _retain(v: Validator, raw: Any) -> Any:
         return None
     if v.mapping("retain", raw, K.RETAIN_KEYS) is BAD:
         return BAD
-    levels = {}
-    for key in sorted(K.RETAIN_KEYS):
-        if key in raw:
-            levels[key] = v.choice(f"retain.{key}", raw[key], K.RETAIN_LEVELS)
+    # a level left out is the table's default, filled here as every other block's default is
+    # (not left to Retain's own): one place says what a recipe without the key means
+    levels: dict[str, Any] = {
+        key: (v.choice(K.path("retain", key), raw[key], K.RETAIN_LEVELS) if key in raw
+              else K.default_of("retain", key, str)) for key in sorted(K.RETAIN_KEYS)}
     if BAD in levels.values():
         return BAD
     return Retain(**levels)
@@ -478,32 +469,26 @@ def _custom_patterns(v: Validator, raw: Any) -> Any:
 def _custom_pattern(v: Validator, path: str, entry: Any, ids: set[str]) -> Any:
     if v.mapping(path, entry, K.PATTERN_KEYS) is BAD:
         return BAD
+    id_k, match_k, on_match_k, required_k = K.specs("pattern", "id", "match", "on_match",
+                                                    "required_for_pass")
     ok = True
     pid: Any = BAD
-    if v.require(path, entry, "id", "add `id: my_pattern` (reported as custom:<id>)"):
-        pid = v.string(f"{path}.id", entry["id"])
+    if v.require(path, entry, id_k.name, "add `id: my_pattern` (reported as custom:<id>)"):
+        pid = v.string(id_k.at(path), entry[id_k.name])
         if pid is not BAD and pid in ids:
-            pid = v.issue(f"{path}.id", f"id {pid!r} is used by another pattern",
+            pid = v.issue(id_k.at(path), f"id {pid!r} is used by another pattern",
                           "give every custom pattern its own id")
         elif pid is not BAD:
             ids.add(pid)
-    regex: Any = BAD
-    condition: Any = None
-    if v.require(path, entry, "match", "add `match: {regex: 'your pattern'}`"):
-        match = entry["match"]
-        if v.mapping(f"{path}.match", match, K.MATCH_KEYS,
-                     what="a mapping with `regex` (and optionally `condition`)") is BAD:
-            ok = False
-        else:
-            if v.require(f"{path}.match", match, "regex", "add `regex: '...'`"):
-                regex = _regex(v, f"{path}.match.regex", match["regex"])
-            if match.get("condition") is not None and regex is not BAD:
-                condition = _condition(v, f"{path}.match.condition", match["condition"], regex)
-    on_match = v.choice(f"{path}.on_match", entry.get("on_match", "fail"), K.ON_MATCH)
-    required = entry.get("required_for_pass", False)
-    required = v.boolean(f"{path}.required_for_pass", required)
+    regex, condition = (_match(v, match_k.at(path), entry[match_k.name])
+                        if v.require(path, entry, match_k.name,
+                                     "add `match: {regex: 'your pattern'}`") else (BAD, None))
+    on_match = v.choice(on_match_k.at(path), entry.get(
+        on_match_k.name, K.default_of("pattern", on_match_k.name, str)), K.ON_MATCH)
+    required = entry.get(required_k.name, K.default_of("pattern", required_k.name, bool))
+    required = v.boolean(required_k.at(path), required)
     if required is True and on_match not in (BAD, "fail"):
-        v.issue(f"{path}.required_for_pass", f"required_for_pass needs on_match: fail (this "
+        v.issue(required_k.at(path), f"required_for_pass needs on_match: fail (this "
                 f"pattern has on_match: {on_match})", "set on_match: fail or drop "
                 "required_for_pass")
         ok = False
@@ -511,6 +496,22 @@ def _custom_pattern(v: Validator, path: str, entry: Any, ids: set[str]) -> Any:
         return BAD
     return CustomPattern(id=pid, regex=regex, condition=condition, on_match=on_match,
                          required_for_pass=required)
+
+
+def _match(v: Validator, path: str, match: Any) -> tuple[Any, Any]:
+    """A pattern's ``match: {regex, condition}``: its regex (BAD when it is none) and its
+    condition (None without one)."""
+    regex_k, condition_k = K.specs("match", "regex", "condition")
+    if v.mapping(path, match, K.MATCH_KEYS,
+                 what="a mapping with `regex` (and optionally `condition`)") is BAD:
+        return BAD, None
+    regex: Any = BAD
+    condition: Any = None
+    if v.require(path, match, regex_k.name, "add `regex: '...'`"):
+        regex = _regex(v, regex_k.at(path), match[regex_k.name])
+    if match.get(condition_k.name) is not None and regex is not BAD:
+        condition = _condition(v, condition_k.at(path), match[condition_k.name], regex)
+    return regex, condition
 
 
 def _condition(v: Validator, path: str, raw: Any, regex: str) -> Any:
@@ -532,20 +533,29 @@ def _trace(v: Validator, raw: Any) -> Any:
         return None
     if v.mapping("trace", raw, K.TRACE_KEYS) is BAD:
         return BAD
-    probes = v.str_list("trace.probes", raw.get("probes", []), what="probe names")
+    probes_k, mode_k = K.specs("trace", "probes", "mode")
+    probes = v.str_list(K.path("trace", probes_k.name), raw.get(probes_k.name, []),
+                        what="probe names")
     if probes is not BAD:
         for i, p in enumerate(probes):
             if not _PROBE_NAME_RE.fullmatch(p):
-                v.issue(f"trace.probes[{i}]", f"{p!r} is not a probe name",
+                v.issue(child_path(K.path("trace", probes_k.name), i), f"{p!r} is not a probe name",
                         "probe names are letters, digits, '_', '.', ':' and '-' "
                         "(aorta-tui trace list shows them)")
                 probes = BAD
     if probes is not BAD and probes:
         probes = _known_probes(v, probes)
-    mode = v.choice("trace.mode", raw.get("mode", "events"), K.TRACE_MODES)
+    mode = v.choice(K.path("trace", mode_k.name),
+                    raw.get(mode_k.name, K.default_of("trace", mode_k.name, str)), K.TRACE_MODES)
     if BAD in (probes, mode):
         return BAD
     return TraceSpec(probes=tuple(probes), mode=mode)
+
+
+# An example of each Slurm word the executor block takes, for the fix of a malformed one (its
+# pattern is the table's: keys.KEY_SPECS)
+_SLURM_EXAMPLES = {"partition": "gpu", "account": "my-project", "gres": "gpu:1",
+                   "time": "01:30:00", "constraint": "a100"}
 
 
 def _executor(v: Validator, raw: Any) -> Any:
@@ -559,59 +569,101 @@ def _executor(v: Validator, raw: Any) -> Any:
         return BAD if kind is BAD else ExecutorSpec(kind=kind)
     if v.mapping("executor", raw, K.EXECUTOR_KEYS, what="local, slurm or a mapping") is BAD:
         return BAD
-    kind = v.choice("executor.kind", raw.get("kind", "local"), K.EXECUTOR_KINDS)
+    kind_k = K.spec("executor", "kind")
+    kind = v.choice(K.path("executor", kind_k.name),
+                    raw.get(kind_k.name, K.default_of("executor", kind_k.name, str)),
+                    K.EXECUTOR_KINDS)
+    fields = _slurm_words(v, raw, kind)
+    extra = _extra_sbatch(v, raw, kind)
+    fields |= _slurm_counts(v, raw, kind)
+    extra = _distributed_clash(v, raw, extra)
+    gres_k, gpus_k = K.specs("executor", "gres", "gpus_per_node")
+    if fields.get(gres_k.name) is not None and fields.get(gpus_k.name) is not None:
+        fields[gres_k.name] = v.issue(
+            K.path("executor", gres_k.name), "gres and gpus_per_node both say how many GPUs "
+            "a node gives the trial", "keep one: gpus_per_node: K asks for --gres=gpu:K on "
+            "every node")
+    if BAD in (kind, extra, *fields.values()):
+        return BAD
+    return ExecutorSpec(kind=kind, extra_sbatch=tuple(extra), **fields)
+
+
+def _slurm_only(v: Validator, key: str) -> object:
+    """The issue of a Slurm option under ``kind: local``: a Slurm job's, never ignored."""
+    return v.issue(K.path("executor", key), f"{key} is a Slurm option, and kind is local",
+                   "add `kind: slurm`, or remove it")
+
+
+def _slurm_words(v: Validator, raw: dict[str, Any], kind: object) -> dict[str, Any]:
+    """partition, account, gres, time, constraint: each in the form sbatch takes (the table's
+    pattern); a value under ``kind: local`` is refused and left out."""
     fields: dict[str, Any] = {}
-    for key, pattern, example in (("partition", K.SLURM_NAME_PATTERN, "gpu"),
-                                  ("account", K.SLURM_NAME_PATTERN, "my-project"),
-                                  ("gres", K.SLURM_GRES_PATTERN, "gpu:1"),
-                                  ("time", K.SLURM_TIME_PATTERN, "01:30:00"),
-                                  ("constraint", K.SLURM_CONSTRAINT_PATTERN, "a100")):
+    for key, example in _SLURM_EXAMPLES.items():
+        spec = K.spec("executor", key)
         value = raw.get(key)
         if value is None:
             continue
         if kind == "local":
-            v.issue(f"executor.{key}", f"{key} is a Slurm option, and kind is local",
-                    "add `kind: slurm`, or remove it")
+            _slurm_only(v, key)
             continue
-        value = v.string(f"executor.{key}", value)
-        if value is not BAD and not re.fullmatch(pattern, value):
-            value = v.issue(f"executor.{key}", f"{clip_for_message(value)} is not a Slurm {key}",
-                            f"write it as sbatch --{key} takes it, e.g. {example}")
+        value = v.string(K.path("executor", key), value)
+        if value is not BAD and not re.fullmatch(_pattern_of(spec), value):
+            value = v.issue(K.path("executor", key), f"{clip_for_message(value)} is not a Slurm "
+                            f"{key}", f"write it as sbatch --{key} takes it, e.g. {example}")
         fields[key] = value
+    return fields
+
+
+def _pattern_of(spec: KeySpec) -> str:
+    """The regex the table gives a string key's value (its shape's ``pattern``)."""
+    shape = spec.shape
+    pattern = shape.get("pattern") if isinstance(shape, Mapping) else None
+    if not isinstance(pattern, str):
+        raise TypeError(f"{spec.block}.{spec.name} has no pattern in the key table")
+    return pattern
+
+
+def _extra_sbatch(v: Validator, raw: dict[str, Any], kind: object) -> Any:
+    """``extra_sbatch``: long options only, none the executor sets itself, for kind: slurm."""
+    path = K.path("executor", "extra_sbatch")
     extra = raw.get("extra_sbatch")
-    extra = () if extra is None else v.str_list("executor.extra_sbatch", extra, what="sbatch options")
+    extra = () if extra is None else v.str_list(path, extra, what="sbatch options")
     if extra not in (BAD, ()) and kind == "local":
-        extra = v.issue("executor.extra_sbatch", "extra_sbatch is for kind: slurm",
-                        "add `kind: slurm`, or remove it")
+        extra = v.issue(path, "extra_sbatch is for kind: slurm", "add `kind: slurm`, or remove it")
     for i, opt in enumerate(extra if extra is not BAD else ()):
         name = opt.split("=", 1)[0]
         if not opt.startswith("--") or any(c in opt for c in "\n\r\x00"):
-            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{clip_for_message(opt)} is not a long "
-                            "sbatch option", "write each as one `--name=value` word, e.g. --qos=high")
+            extra = v.issue(child_path(path, i), f"{clip_for_message(opt)} is not a long sbatch "
+                            "option", "write each as one `--name=value` word, e.g. --qos=high")
         elif name in K.SLURM_OWN_OPTIONS:
-            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{name} is set by aorta-tui itself",
+            extra = v.issue(child_path(path, i), f"{name} is set by aorta-tui itself",
                             "remove it (the executor sets it per submission, docs/slurm.md)")
+    return extra
+
+
+def _slurm_counts(v: Validator, raw: dict[str, Any], kind: object) -> dict[str, Any]:
+    """nodes and gpus_per_node: a distributed trial across nodes is a Slurm job's."""
+    fields: dict[str, Any] = {}
     for key, most in (("nodes", K.SLURM_MAX_NODES), ("gpus_per_node", K.SLURM_MAX_GPUS_PER_NODE)):
         if raw.get(key) is None:
             continue
-        if kind == "local":  # a distributed trial across nodes is a Slurm job's (docs/slurm.md)
-            fields[key] = v.issue(f"executor.{key}", f"{key} is a Slurm option, and kind is local",
-                                  "add `kind: slurm`, or remove it")
+        if kind == "local":
+            fields[key] = _slurm_only(v, key)
             continue
-        fields[key] = v.integer(f"executor.{key}", raw[key], minimum=1, maximum=most)
-    distributed = raw.get("nodes") is not None or raw.get("gpus_per_node") is not None
+        fields[key] = v.integer(K.path("executor", key), raw[key], minimum=1, maximum=most)
+    return fields
+
+
+def _distributed_clash(v: Validator, raw: dict[str, Any], extra: Any) -> Any:
+    """With nodes or gpus_per_node set, extra_sbatch may not say the same (aorta-tui does)."""
+    nodes_k, gpus_k = K.specs("executor", "nodes", "gpus_per_node")
+    distributed = raw.get(nodes_k.name) is not None or raw.get(gpus_k.name) is not None
     for i, opt in enumerate(extra if extra is not BAD and distributed else ()):
         if opt.split("=", 1)[0] in K.SLURM_DISTRIBUTED_OPTIONS:
-            extra = v.issue(f"executor.extra_sbatch[{i}]", f"{opt.split('=', 1)[0]} is set by "
-                            "aorta-tui from executor.nodes and gpus_per_node",
-                            "remove it, or set nodes / gpus_per_node instead")
-    if fields.get("gres") is not None and fields.get("gpus_per_node") is not None:
-        fields["gres"] = v.issue("executor.gres", "gres and gpus_per_node both say how many GPUs "
-                                 "a node gives the trial", "keep one: gpus_per_node: K asks for "
-                                 "--gres=gpu:K on every node")
-    if BAD in (kind, extra, *fields.values()):
-        return BAD
-    return ExecutorSpec(kind=kind, extra_sbatch=tuple(extra), **fields)
+            extra = v.issue(child_path(K.path("executor", "extra_sbatch"), i),
+                            f"{opt.split('=', 1)[0]} is set by aorta-tui from executor.nodes and "
+                            "gpus_per_node", "remove it, or set nodes / gpus_per_node instead")
+    return extra
 
 
 def _known_probes(v: Validator, probes: list[str]) -> Any:
@@ -623,13 +675,14 @@ def _known_probes(v: Validator, probes: list[str]) -> Any:
     ok = True
     for i, p in enumerate(probes):
         if p not in catalogue:
-            v.issue(f"trace.probes[{i}]", f"unknown probe set {p!r}",
+            v.issue(child_path(K.path("trace", "probes"), i), f"unknown probe set {p!r}",
                     did_you_mean(p, catalogue)
                     + f"choose from {', '.join(catalogue)} (aorta-tui trace info shows which "
                     "work here)")
             ok = False
     if len(set(probes)) != len(probes):
-        v.issue("trace.probes", "a probe set is listed twice", "list each probe set once")
+        v.issue(K.path("trace", "probes"), "a probe set is listed twice",
+                "list each probe set once")
         ok = False
     return probes if ok else BAD
 
@@ -664,16 +717,17 @@ def _written_cell_names(data: dict[str, Any], mode: str) -> set[str]:
 
 def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str,
               written: set[str]) -> Any:
-    threshold: Any = 1.15
+    threshold_k, baseline_k = K.specs("confound", "threshold", "baseline_cell")
+    threshold: Any = K.default_of("confound", threshold_k.name, float)
     explicit: Any = None
     if raw is not None:
         if v.mapping("confound", raw, K.CONFOUND_KEYS) is BAD:
             return BAD
-        if raw.get("threshold") is not None:
-            threshold = v.number("confound.threshold", raw["threshold"], above=0,
-                                 at_most=K.MAX_CONFOUND_THRESHOLD)
-        if raw.get("baseline_cell") is not None:
-            explicit = v.string("confound.baseline_cell", raw["baseline_cell"])
+        if raw.get(threshold_k.name) is not None:
+            threshold = v.number(K.path("confound", threshold_k.name), raw[threshold_k.name],
+                                 above=0, at_most=K.MAX_CONFOUND_THRESHOLD)
+        if raw.get(baseline_k.name) is not None:
+            explicit = v.string(K.path("confound", baseline_k.name), raw[baseline_k.name])
     if not cells or BAD in (threshold, explicit):
         return BAD if BAD in (threshold, explicit) else Confound(threshold=threshold)
     names = [c.name for c in cells]
@@ -681,7 +735,7 @@ def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str,
         if explicit not in names and explicit in written:
             return BAD  # that cell has an error of its own, reported there: no knock-on
         if explicit not in names:
-            return v.issue("confound.baseline_cell", f"no cell is named {explicit!r}",
+            return v.issue(K.path("confound", baseline_k.name), f"no cell is named {explicit!r}",
                            did_you_mean(explicit, names)
                            + f"cells: {', '.join(names)}")
         return Confound(threshold=threshold, baseline_cell=explicit, baseline_rule="explicit")
@@ -714,7 +768,7 @@ def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     if v.require("", data, "steps", "add `steps: 20` (steps per trial)"):
         steps = v.integer("steps", data["steps"], minimum=1, maximum=K.MAX_STEPS)
     workload_config = _workload_config(v, "workload_config", data.get("workload_config"))
-    save_logs = _only_value(v, "save_logs", data.get("save_logs"), True,
+    save_logs = _only_value(v, data, "save_logs",
                             "save_logs: false cannot be honoured: aorta-tui always saves each "
                             "trial's stdout and stderr (its classifier reads them)",
                             "remove the key; to drop the logs of passing trials after they "
@@ -722,7 +776,7 @@ def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     extra_env = v.env_map("extra_env", data.get("extra_env"))
     isolation = data.get("trial_isolation")
     if isolation is None or isolation == "auto":  # upstream's `auto`: a fresh process here
-        isolation = "process"
+        isolation = K.default_of(TOP, "trial_isolation", str)
     else:
         isolation = v.choice("trial_isolation", isolation, K.TRIAL_ISOLATION)
 
@@ -795,32 +849,36 @@ def _cells(v: Validator, raw: Any) -> tuple[CellSpec, ...]:
 def _cell(v: Validator, path: str, raw: Any) -> Any:
     if v.mapping(path, raw, K.CELL_KEYS, what="a cell mapping") is BAD:
         return BAD
+    name_k, mitigations_k, env_k, extra_env_k, trials_k, steps_k, config_k, collect_k = K.specs(
+        "cell", "name", "mitigations", "environment", "extra_env", "trials", "steps",
+        "workload_config", "collect")
     name: Any = BAD
-    if v.require(path, raw, "name", "add `name: my-cell` (letters, digits, '.', '_', '-')"):
-        name = _safe_component(v, f"{path}.name", raw["name"], what="cell name")
+    if v.require(path, raw, name_k.name, "add `name: my-cell` (letters, digits, '.', '_', '-')"):
+        name = _safe_component(v, name_k.at(path), raw[name_k.name], what="cell name")
     mitigations: Any = BAD
-    if v.require(path, raw, "mitigations", "add `mitigations: [none]` for a baseline cell"):
-        mitigations = v.str_list(f"{path}.mitigations", raw["mitigations"],
+    if v.require(path, raw, mitigations_k.name, "add `mitigations: [none]` for a baseline cell"):
+        mitigations = v.str_list(mitigations_k.at(path), raw[mitigations_k.name],
                                  what="mitigation names")
         if mitigations is not BAD and not mitigations:
-            mitigations = v.issue(f"{path}.mitigations", "the list is empty",
+            mitigations = v.issue(mitigations_k.at(path), "the list is empty",
                                   "write `[none]` for the baseline (no mitigation)")
-    env_raw = raw.get("environment")
-    environment = "local" if env_raw is None else _environment(v, f"{path}.environment",
-                                                               env_raw)
-    extra_env = v.env_map(f"{path}.extra_env", raw.get("extra_env"))
-    trials = raw.get("trials")
+    env_raw = raw.get(env_k.name)
+    environment = (K.default_of("cell", env_k.name, str) if env_raw is None
+                   else _environment(v, env_k.at(path), env_raw))
+    extra_env = v.env_map(extra_env_k.at(path), raw.get(extra_env_k.name))
+    trials = raw.get(trials_k.name)
     if trials is not None:
-        trials = v.integer(f"{path}.trials", trials, minimum=1, maximum=K.MAX_TRIALS)
-    steps = raw.get("steps")
+        trials = v.integer(trials_k.at(path), trials, minimum=1, maximum=K.MAX_TRIALS)
+    steps = raw.get(steps_k.name)
     if steps is not None:
-        steps = v.integer(f"{path}.steps", steps, minimum=1, maximum=K.MAX_STEPS)
-    workload_config = raw.get("workload_config")
+        steps = v.integer(steps_k.at(path), steps, minimum=1, maximum=K.MAX_STEPS)
+    workload_config = raw.get(config_k.name)
     if workload_config is not None:
-        workload_config = _workload_config(v, f"{path}.workload_config", workload_config)
+        workload_config = _workload_config(v, config_k.at(path), workload_config)
     collect = None
-    if "collect" in raw:  # present replaces the recipe's; [] or null: none in this cell
-        collect = () if raw["collect"] is None else _collect(v, f"{path}.collect", raw["collect"])[0]
+    if collect_k.name in raw:  # present replaces the recipe's; [] or null: none in this cell
+        written = raw[collect_k.name]
+        collect = () if written is None else _collect(v, collect_k.at(path), written)[0]
     _registry_checks_cell(v, path, name, mitigations, environment)
     if BAD in (name, mitigations, environment, extra_env, trials, steps, workload_config, collect):
         return BAD
@@ -878,14 +936,15 @@ def _environment(v: Validator, path: str, raw: Any) -> Any:
                        "`environment: {docker: rocm/pytorch:latest}`")
     if v.mapping(path, raw, K.INLINE_ENV_KEYS, what="an inline environment") is BAD:
         return BAD
-    if not v.require(path, raw, "docker", "an inline environment names its image: "
+    docker_k, env_k = K.specs("inline_env", "docker", "env")
+    if not v.require(path, raw, docker_k.name, "an inline environment names its image: "
                      "`{docker: rocm/pytorch:latest}`; for variables alone use the cell's "
                      "extra_env"):
         return BAD
-    image = v.string(f"{path}.docker", raw["docker"])
+    image = v.string(docker_k.at(path), raw[docker_k.name])
     if image is not BAD and (problem := docker_image_problem(image)) is not None:
-        image = v.issue(f"{path}.docker", problem[0], problem[1])
-    env = v.env_map(f"{path}.env", raw.get("env"))
+        image = v.issue(docker_k.at(path), problem[0], problem[1])
+    env = v.env_map(env_k.at(path), raw.get(env_k.name))
     if BAD in (image, env):
         return BAD
     return {"docker": image, "env": env}
@@ -901,14 +960,16 @@ def _registry_checks_cell(v: Validator, path: str, name: Any, mitigations: Any,
     for j, m in enumerate(mitigations if mitigations is not BAD else ()):
         if m not in reg.mitigations:
             known = False
-            _unknown(v, f"{path}.mitigations[{j}]", "mitigation", m, reg.mitigations,
+            _unknown(v, child_path(K.spec("cell", "mitigations").at(path), j), "mitigation", m,
+                     reg.mitigations,
                      "aorta-tui sweep list-mitigations")
     if isinstance(environment, str) and environment not in reg.environments:
-        _unknown(v, f"{path}.environment", "environment", environment, reg.environments,
+        _unknown(v, K.spec("cell", "environment").at(path), "environment", environment,
+                 reg.environments,
                  "aorta-tui sweep list-environments")
     if known:
         label = name if name is not BAD else path
-        _check_conflicts(v, f"{path}.mitigations", label, mitigations)
+        _check_conflicts(v, K.spec("cell", "mitigations").at(path), label, mitigations)
 
 
 def _unknown(v: Validator, path: str, kind: str, name: str, known: Iterable[str],
@@ -942,7 +1003,7 @@ def _probe(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     collect_paths = () if collect_paths is None else v.str_list("collect_paths", collect_paths,
                                                                 what="paths or globs")
     passthrough = data.get("env_passthrough_mode")
-    passthrough = "inherit" if passthrough is None else v.choice(
+    passthrough = K.default_of(TOP, "env_passthrough_mode", str) if passthrough is None else v.choice(
         "env_passthrough_mode", passthrough, K.ENV_PASSTHROUGH)
     redaction = _redaction(v, data) if "redaction" in data else None
     command = data.get("command")
@@ -964,10 +1025,13 @@ def _redaction(v: Validator, data: dict[str, Any]) -> Any:
     raw = data["redaction"]
     if v.mapping("redaction", raw, K.REDACTION_KEYS) is BAD:
         return BAD
-    keys = v.str_list("redaction.scrub_env_keys", raw.get("scrub_env_keys") or [],
+    keys_k, paths_k, ips_k = K.specs("redaction", "scrub_env_keys", "scrub_paths",
+                                     "scrub_ip_addresses")
+    keys = v.str_list(K.path("redaction", keys_k.name), raw.get(keys_k.name) or [],
                       what="variable-name globs")
-    paths = v.boolean("redaction.scrub_paths", raw.get("scrub_paths", False))
-    ips = v.boolean("redaction.scrub_ip_addresses", raw.get("scrub_ip_addresses", False))
+    paths, ips = (v.boolean(K.path("redaction", k.name),
+                            raw.get(k.name, K.default_of("redaction", k.name, bool)))
+                  for k in (paths_k, ips_k))
     if BAD in (keys, paths, ips):
         return BAD
     return Redaction(scrub_env_keys=tuple(keys), scrub_paths=paths, scrub_ip_addresses=ips)
