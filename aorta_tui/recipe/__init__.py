@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import RecipeError
+from aorta_tui.recipe import keys as K
 from aorta_tui.recipe.checks import RecipeIssue, RecipeValidationError
 from aorta_tui.recipe.condition import Condition, compile_condition
 from aorta_tui.recipe.jsonschema import recipe_json_schema
+from aorta_tui.recipe.keyspec import TOP
 from aorta_tui.recipe.loader import LoadProblem, parse_yaml_text, read_recipe_file
 from aorta_tui.recipe.model import (
     SCHEMA_VERSION,
@@ -146,7 +148,10 @@ def _workload_issues_despite(data: Any, marks: Any, source: str, found: list[Rec
     """The workload-settings problems of a recipe that has others: checked on the part of it
     they depend on (workload, settings, the cells' settings, at the same key paths), when that
     part is valid by itself; none that repeats a path already reported."""
-    if not isinstance(data, dict) or data.get("mode", "triage") not in (None, "triage"):
+    if not isinstance(data, dict):
+        return []
+    mode = data.get(K.spec(TOP, "mode").name)
+    if (K.default_of(TOP, "mode", str) if mode is None else mode) != "triage":
         return []
     part: dict[str, Any] = {k: data[k] for k in ("schema_version", "workload", "workload_config",
                                                  "trial_isolation") if k in data}

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TypedDict, TypeGuard
+from typing import TypedDict, TypeGuard, cast
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.recipe import keys as K
-from aorta_tui.recipe.model import EnvPassthrough, Recipe, StopAfter, TrialIsolation
+from aorta_tui.recipe.model import EnvPassthrough, Recipe, StopAfter, TrialIsolation, Verdict
 
 
 class _Changes(TypedDict, total=False):
@@ -97,7 +97,10 @@ def _stop_after(current: StopAfter | None, events: int | None, cap: int | None) 
     if cap < events:
         raise UsageError(f"--max-trials {cap} is below the event target {events}, which could "
                          "then never be reached", hint=f"give --max-trials {events} or more")
-    verdict = current.event_verdict if current else "fail"
+    # a loop the flags alone make counts the table's default verdict, as a stop_after block
+    # written without event_verdict does
+    verdict = (current.event_verdict if current
+               else cast(Verdict, K.default_of("stop_after", "event_verdict", str)))
     return StopAfter(events=events, max_trials=cap, event_verdict=verdict)
 
 

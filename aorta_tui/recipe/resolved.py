@@ -17,6 +17,8 @@ import yaml
 
 from aorta_tui.core.errors import RecipeError
 from aorta_tui.core.secrets import mask_env
+from aorta_tui.recipe import keys as K
+from aorta_tui.recipe.keyspec import TOP
 from aorta_tui.recipe.model import CellSpec, Recipe
 
 
@@ -60,12 +62,14 @@ def canonical(recipe: Recipe) -> dict[str, Any]:
                                             "mode": r.trace.mode},
         policy_axis=list(r.policy_axis),
     )
-    if r.executor.kind != "local":  # absent by default: older resolved files stay identical
+    # absent when the default (the key table's): older resolved files stay identical, and
+    # loading the file back fills the same default in
+    if r.executor.kind != K.default_of("executor", "kind", str):
         out["executor"] = r.executor.to_dict()
     # collectors and the bytecode cache: absent when unset, so older files and hashes stay the same
     if r.collect:
         out["collect"] = _collectors(r.collect, r.collect_options)
-    if r.bytecode_cache != "auto":
+    if r.bytecode_cache != K.default_of(TOP, "bytecode_cache", str):
         out["bytecode_cache"] = r.bytecode_cache
     if r.mode == "triage":
         out["cells"] = [_cell(c) for c in r.cells]
