@@ -59,6 +59,7 @@ INPUT_LIMITS: dict[str, int] = {
     "trace result": 256 * MiB,  # `trace queue -o`, a sweep trial's trace.json
     "run meta": 4 * MiB,  # a run's run.json (its id, recipe hash, command, argv)
     "plan": 64 * MiB,  # a run's plan.json (a line per cell and per trial)
+    "Slurm job map": 64 * MiB,  # a Slurm run's slurm/jobs.json (about 100 bytes a trial)
 }
 
 

@@ -27,18 +27,26 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.classify.placement import SLURM_STATES, Placement
 from aorta_tui.core.atomic import atomic_write_bytes
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
-from aorta_tui.core.inputs import read_json_or_none
+from aorta_tui.core.inputs import INPUT_LIMITS, Json, read_json_or_none
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
 from aorta_tui.executor.slurm_job import GATE_SUFFIX, JOB_SPEC, OUTCOME
+from aorta_tui.executor.slurm_jobs_doc import WHAT as JOBS_WHAT
+from aorta_tui.executor.slurm_jobs_doc import (
+    BatchRecord,
+    JobPlace,
+    SlurmJobs,
+    TrialRecord,
+    task_job_id,
+)
 
 if TYPE_CHECKING:
     from aorta_tui.executor.host import ExecutorHost
@@ -66,7 +74,7 @@ BACKSTOP_S = 60.0  # past timeout_per_trial + this, the orchestrator scancels th
 VANISH_S = max(OUTCOME_LAG_S, 3 * QUERY_EVERY_S)
 STATE_DIR = "slurm"
 JOBS_FILE = "jobs.json"
-JOBS_LIMIT = 64 << 20  # about 100 bytes a trial
+JOBS_LIMIT = INPUT_LIMITS[JOBS_WHAT]  # about 100 bytes a trial
 
 # Slurm's final states that explain a trial better than its process does (the classifier's
 # table, classify/placement.py): a job in one of them has ended
@@ -93,27 +101,47 @@ class TrialJob:
 
 @dataclass
 class _Jobs:
-    """``slurm/jobs.json``: batches and their trials, rewritten atomically on every change."""
+    """``slurm/jobs.json`` in memory, rewritten atomically on every change: its typed records
+    (``slurm_jobs_doc``), each replaced, never changed in place, when a batch gets its job id
+    or a trial its node; saved as the :class:`SlurmJobs` they make."""
 
     run_dir: Path
-    data: dict[str, Any] = field(default_factory=lambda: {"schema_version": 1, "batches": {},
-                                                          "trials": {}})
+    batches: dict[str, BatchRecord] = field(default_factory=dict)
+    trials: dict[str, TrialRecord] = field(default_factory=dict)
+    read: SlurmJobs = field(default_factory=SlurmJobs)  # the file's version and unknown keys
 
     @property
     def path(self) -> Path:
         return self.run_dir / STATE_DIR / JOBS_FILE
 
+    @property
+    def doc(self) -> SlurmJobs:
+        return replace(self.read, batches=dict(self.batches), trials=dict(self.trials))
+
+    @property
+    def data(self) -> dict[str, Json]:
+        """The object jobs.json holds: what :meth:`save` writes."""
+        return self.doc.to_json()
+
+    def job_id(self, trial_id: str) -> str | None:
+        return task_job_id(self.batches, self.trials, trial_id)
+
     @classmethod
     def load(cls, run_dir: Path) -> _Jobs:
         """Through the run's file layer: a FIFO, ``/dev/zero`` or a link in its place (the run
-        directory is its owner's to write) is no jobs file, and never hangs or fills memory."""
+        directory is its owner's to write) is no jobs file, and never hangs or fills memory.
+
+        A file that is no jobs map (not JSON, ``batches`` or ``trials`` not an object) is no
+        jobs file either, as it always was: the run's trials are run (again) as if it had none.
+        A damaged entry is left out and the others kept, as the readers of the untyped map
+        skipped it (a record that is not an object, a task that is not a number)."""
         jobs = cls(run_dir)
         with contextlib.suppress(OSError, AortaError):
             with RunDirFS(run_dir) as fs:
                 raw = fs.read_json_or_none(f"{STATE_DIR}/{JOBS_FILE}", limit=JOBS_LIMIT)
-            if isinstance(raw, dict) and isinstance(raw.get("batches"), dict) \
-                    and isinstance(raw.get("trials"), dict):
-                jobs.data = raw
+            if raw is not None:
+                doc = SlurmJobs.from_dict(raw, where=str(jobs.path), leave_out_damaged=True)
+                jobs.read, jobs.batches, jobs.trials = doc, dict(doc.batches), dict(doc.trials)
         return jobs
 
     def save(self) -> None:
@@ -381,13 +409,12 @@ class SlurmExecutor:
         run_dir = run_dir.absolute()  # a relative --resume path: the nodes' paths are absolute
         self._open_store(run_dir)
         assert self.store is not None
-        batches, trials = self.store.data["batches"], self.store.data["trials"]
-        _find_batch_ids(batches)
-        self.store.save()
+        store = self.store
+        _find_batch_ids(store.batches)
+        store.save()
         try:
-            infos = self._query_ids([f"{batches[t['batch']]['job_id']}_{t['task']}"
-                                     for tid, t in trials.items() if tid in unfinished
-                                     and batches.get(t.get("batch"), {}).get("job_id")])
+            infos = self._query_ids([job for tid in store.trials if tid in unfinished
+                                     and (job := store.job_id(tid))])
         except sc.SlurmCallError as exc:  # resubmitting blind could run a live trial twice
             raise EnvironmentProblem(
                 f"Slurm does not answer ({exc.message}), so the resume cannot tell which of the "
@@ -395,17 +422,16 @@ class SlurmExecutor:
                 "resubmitted; running jobs keep running)") from None
         adopted: set[str] = set()
         for tid in sorted(unfinished):
-            rec = trials.get(tid)
-            batch = batches.get(rec.get("batch")) if isinstance(rec, dict) else None
-            if not batch or not batch.get("job_id") or rec.get("cancelled_by_orchestrator"):
+            rec, job_id = store.trials.get(tid), store.job_id(tid)
+            if rec is None or job_id is None or rec.task is None or rec.cancelled_by_orchestrator:
                 continue
-            job_id = f"{batch['job_id']}_{rec['task']}"
+            submitted = store.batches[rec.batch].submitted_at  # job_id: the batch is there
             trial_dir = run_dir / "trials" / tid
             info = infos.get(job_id)
             has_outcome = (trial_dir / OUTCOME).is_file()
             if (info is not None and (info.alive or info.state in TYPED_STATES)) or has_outcome:
-                self.jobs[tid] = TrialJob(tid, rec["batch"], int(rec["task"]), trial_dir,
-                                          float(batch.get("submitted_at", time.time())),
+                self.jobs[tid] = TrialJob(tid, rec.batch, rec.task, trial_dir,
+                                          float(submitted if submitted is not None else time.time()),
                                           job_id=job_id, adopted=True, info=info)
                 adopted.add(tid)
         self._open_adopted_gates(run_dir, {self.jobs[t].batch for t in adopted})
@@ -417,8 +443,9 @@ class SlurmExecutor:
         in jobs.json and found in this run's own state directory, however the resume spells it."""
         assert self.store is not None
         for name in sorted(names):
-            gate = self.store.data["batches"].get(name, {}).get("gate")
-            if isinstance(gate, str) and _GATE_NAME.fullmatch(gate):  # jobs.json is a user's file
+            batch = self.store.batches.get(name)
+            gate = batch.gate if batch is not None else None
+            if gate is not None and _GATE_NAME.fullmatch(gate):  # jobs.json is a user's file
                 with contextlib.suppress(OSError), RunDirFS(run_dir) as fs:
                     fs.atomic_write_bytes(f"{STATE_DIR}/{gate}{GATE_SUFFIX}", b"")
 
@@ -431,10 +458,8 @@ class SlurmExecutor:
         still reads (its ``slurm-job.json``). Jobs that ended (or that Slurm no longer knows)
         settle nothing: their trials run again on ``executor``."""
         store = _Jobs.load(run_dir)
-        batches, trials = store.data["batches"], store.data["trials"]
-        wanted = {tid: rec for tid, rec in trials.items() if tid in unfinished and isinstance(rec, dict)
-                  and isinstance(rec.get("task"), int) and isinstance(rec.get("batch"), str)
-                  and not rec.get("cancelled_by_orchestrator")}
+        wanted = {tid: rec for tid, rec in store.trials.items() if tid in unfinished
+                  and rec.task is not None and not rec.cancelled_by_orchestrator}
         if not wanted:
             return
         resume = f"aorta-tui sweep run --resume {shlex.quote(str(run_dir))}"
@@ -445,10 +470,8 @@ class SlurmExecutor:
                 "could run them a second time beside their jobs",
                 hint=f"resume on the Slurm login node: `{resume} --executor slurm` adopts the "
                 f"jobs that still run (or `scancel` them there, then `{resume} --executor {executor}`)")
-        _find_batch_ids(batches)
-        ids = {tid: f"{batches[rec['batch']]['job_id']}_{rec['task']}" for tid, rec in wanted.items()
-               if isinstance(batches.get(rec.get("batch")), dict)
-               and isinstance(batches[rec["batch"]].get("job_id"), str) and batches[rec["batch"]]["job_id"]}
+        _find_batch_ids(store.batches)
+        ids = {tid: job for tid in wanted if (job := store.job_id(tid))}
         try:
             infos = sc.squeue(list(ids.values()))
         except sc.SlurmCallError as exc:
@@ -531,10 +554,10 @@ class SlurmExecutor:
             manifest = state / f"{name}.json"
             fs.atomic_write_json(manifest, {"specs": specs})
         now = time.time()
-        self.store.data["batches"][name] = {"job_id": None, "session": session, "submitted_at": now,
-                                            "tasks": len(chunk), "gate": gate[0].name}
+        self.store.batches[name] = BatchRecord(job_id=None, session=session, submitted_at=now,
+                                               tasks=len(chunk), gate=gate[0].name)
         for task, trial in enumerate(chunk):
-            self.store.data["trials"][trial.trial_id] = {"batch": name, "task": task}
+            self.store.trials[trial.trial_id] = TrialRecord(batch=name, task=task)
         self.store.save()  # the name first: a kill during sbatch is found by it on resume
         script = ("#!/bin/sh\n# aorta-tui: one trial per array task (docs/slurm.md)\n"
                   f"exec {shlex.quote(sys.executable)} -m aorta_tui.executor.slurm_job --gate "
@@ -546,7 +569,8 @@ class SlurmExecutor:
                 f"--output={out_dir}/%a.out", "--no-requeue",
                 f"--chdir={run_dir}", *self._options()]
         job_id = self._submit(argv, script)
-        self.store.data["batches"][name].update(job_id=job_id, submitted_at=now)
+        self.store.batches[name] = replace(self.store.batches[name], job_id=job_id,
+                                           submitted_at=now)
         self.store.save()  # before any wait: a resume adopts these jobs
         for task, trial in enumerate(chunk):
             tj = self.jobs[trial.trial_id]
@@ -645,9 +669,11 @@ class SlurmExecutor:
     def _place(self, job: TrialJob, state: str | None, node: str | None) -> None:
         """Where the trial runs and its job's state, for the TUI's grid (``slurm/jobs.json``):
         written at most once per squeue round (``_refresh``) and at the end, not per trial."""
-        rec = self.store.data["trials"].get(job.trial_id) if self.store is not None else None
-        if isinstance(rec, dict) and (rec.get("state"), rec.get("node")) != (state, node):
-            rec.update(state=state, node=node)
+        if self.store is None:
+            return
+        rec, place = self.store.trials.get(job.trial_id), JobPlace(state, node)
+        if rec is not None and (rec.place or JobPlace(None, None)) != place:
+            self.store.trials[job.trial_id] = replace(rec, place=place)
             self._placement_dirty = True
 
     def _save_placement(self) -> None:
@@ -839,21 +865,21 @@ class SlurmExecutor:
         if self.store is None:
             return
         for tid in trial_ids:
-            rec = self.store.data["trials"].get(tid)
-            if isinstance(rec, dict):
-                rec["cancelled_by_orchestrator"] = True
+            rec = self.store.trials.get(tid)
+            if rec is not None:
+                self.store.trials[tid] = replace(rec, cancelled_by_orchestrator=True)
         self.store.save()  # before scancel: a resume must not adopt them as cancelled by others
 
 
-def _find_batch_ids(batches: dict[str, Any]) -> None:
+def _find_batch_ids(batches: dict[str, BatchRecord]) -> None:
     """A batch whose job id was never written (a kill between its sbatch call and the write):
     found by its job name, which was written before the call."""
     for name, batch in batches.items():
-        if isinstance(batch, dict) and not batch.get("job_id"):
+        if not batch.job_id:
             found = sc.squeue_by_name(name) or sc.sacct(name=name) or {}
             ids = {j.split("_", 1)[0] for j in found if "_" in j}
             if len(ids) == 1:
-                batch["job_id"] = ids.pop()
+                batches[name] = replace(batch, job_id=ids.pop())  # the same key: no resize
 
 
 def _written_by(job: TrialJob, data: dict[str, Any]) -> bool:

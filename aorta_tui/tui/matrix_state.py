@@ -27,7 +27,6 @@ from aorta_tui.core.inputs import INPUT_LIMITS, read_json_or_none
 from aorta_tui.store.plan_doc import PLAN_FILE, plan_or_none
 
 PENDING, RUNNING = "pending", "running"
-PLACEMENT_LIMIT = 64 << 20  # slurm/jobs.json: about 100 bytes a trial
 
 
 @dataclass
@@ -250,35 +249,38 @@ def read_placement_file(run_dir: Path, stamp: tuple[int, int] | None
     if new_stamp == stamp:
         return None
     from aorta_tui.core.errors import AortaError
-    from aorta_tui.core.inputs import load_json_input
+    from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input
+    from aorta_tui.executor.slurm_jobs_doc import WHAT
 
     try:
-        data = load_json_input(path, what="Slurm job map", limit=PLACEMENT_LIMIT)
+        data = load_json_input(path, what=WHAT, limit=INPUT_LIMITS[WHAT])
     except AortaError:  # foreign or unreadable now: read again next time
         return None
-    return new_stamp, parse_placement(data)
+    return new_stamp, parse_placement(data, where=str(path))
 
 
-def parse_placement(data: Any) -> dict[str, tuple[str | None, str | None]]:
+def parse_placement(data: object, where: str = "slurm/jobs.json"
+                    ) -> dict[str, tuple[str | None, str | None]]:
     """``slurm/jobs.json`` -> trial id -> (node, state). A trial whose batch was submitted but
     whose job has not started yet is PENDING; a foreign or odd entry is skipped."""
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.executor.slurm_jobs_doc import SlurmJobs
+
+    try:
+        # a damaged entry is left out, the others shown; a file that is no job map at all
+        # shows no placement (until it changes), as the grid always did
+        jobs = SlurmJobs.from_dict(data, where=where, leave_out_damaged=True)
+    except UsageError:
+        return {}
     out: dict[str, tuple[str | None, str | None]] = {}
-    if not isinstance(data, dict):
-        return out
-    batches, trials = data.get("batches"), data.get("trials")
-    if not isinstance(batches, dict) or not isinstance(trials, dict):
-        return out
-    for tid, rec in trials.items():
-        if not isinstance(tid, str) or not isinstance(rec, dict):
-            continue
-        node, state = rec.get("node"), rec.get("state")
-        batch = batches.get(rec.get("batch"))
-        if state is None and isinstance(batch, dict) and batch.get("job_id"):
+    for tid, rec in jobs.trials.items():
+        node, state = (rec.place.node, rec.place.state) if rec.place else (None, None)
+        batch = jobs.batches.get(rec.batch)
+        if state is None and batch is not None and batch.job_id:
             state = "PENDING"
-        if rec.get("cancelled_by_orchestrator") and state in (None, "PENDING", "RUNNING"):
+        if rec.cancelled_by_orchestrator and state in (None, "PENDING", "RUNNING"):
             state = "CANCELLED"
-        out[tid] = (node if isinstance(node, str) and node else None,
-                    state if isinstance(state, str) and state else None)
+        out[tid] = (node or None, state or None)
     return out
 
 
