@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import io
-import json
 import os
 import socket
 import stat
@@ -28,6 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 from aorta_tui.bundle.content import Unscannable, learn_data, scrub_data
 from aorta_tui.bundle.gather import MAX_FILE_BYTES, Gathered, Spool, gather
+from aorta_tui.bundle.manifest_doc import (
+    MANIFEST_NAME,
+    BundledFile,
+    BundleManifest,
+    InputRedaction,
+    ManifestFile,
+    ManifestInput,
+    ManifestRules,
+    ManifestTotals,
+    RuleCount,
+    SkippedFile,
+)
 from aorta_tui.bundle.redact import Hit, RedactionConfig, Scrubber
 from aorta_tui.core.errors import (
     EnvironmentProblem,
@@ -45,9 +56,6 @@ from aorta_tui.core.secrets import SECRET_HASHES_FILE, is_secret_name, load_secr
 if TYPE_CHECKING:
     from aorta_tui.store.run_meta import RunMeta
 
-MANIFEST_NAME = "MANIFEST.json"
-MANIFEST_KIND = "aorta-tui/bundle"
-SCHEMA_VERSION = 1
 MiB = 1024 * 1024
 HASHES_NOTE = ("the keyed hashes of the trials' secrets: read to find those values, never "
                "bundled (a weak password could be guessed from its hash)")
@@ -92,22 +100,18 @@ class FileResult:
     source_size: int = 0
     source_sha256: str = ""
 
-    def manifest_entry(self) -> dict[str, Any]:
+    def manifest_entry(self) -> ManifestFile:
         if self.data is None:
-            return {"path": self.arcpath, "skipped": self.skipped, "renamed": self.renamed}
+            return SkippedFile(path=self.arcpath, skipped=self.skipped, renamed=self.renamed)
         counts = Counter(h.rule for h in self.hits)
         sha = hashlib.sha256(self.data).hexdigest()
-        return {
-            "path": self.arcpath, "size": len(self.data), "sha256": sha,
-            "source_size": self.source_size, "source_sha256": self.source_sha256,
-            "identical": sha == self.source_sha256, "binary": self.binary,
-            "compressed": self.compressed,
-            "renamed": self.renamed,
-            "redacted": bool(self.hits),
-            "redactions": [{"rule": r, "count": n} for r, n in sorted(counts.items())],
-            "truncated": self.truncated,
-            **({"note": BINARY_NOTE} if self.binary else {}),
-        }
+        return BundledFile(
+            path=self.arcpath, size=len(self.data), sha256=sha,
+            source_size=self.source_size, source_sha256=self.source_sha256,
+            identical=sha == self.source_sha256, binary=self.binary,
+            compressed=self.compressed, renamed=self.renamed, redacted=bool(self.hits),
+            redactions=tuple(RuleCount(r, n) for r, n in sorted(counts.items())),
+            truncated=self.truncated, note=BINARY_NOTE if self.binary else None)
 
 
 # -- inputs --------------------------------------------------------------------------------
@@ -455,13 +459,13 @@ def archive_name(output: Path) -> str:
     return name
 
 
-def build_bundle(req: BundleRequest, output: Path) -> dict[str, Any]:
+def build_bundle(req: BundleRequest, output: Path) -> BundleManifest:
     """Write the archive atomically; returns its manifest."""
     from aorta_tui.core.atomic import atomic_open_binary
 
     check_output(output, req.inputs)
     root = archive_name(output)
-    files: list[dict[str, Any]] = []
+    files: list[ManifestFile] = []
     try:
         with atomic_open_binary(output) as fh, \
                 tarfile.open(fileobj=fh, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
@@ -470,8 +474,8 @@ def build_bundle(req: BundleRequest, output: Path) -> dict[str, Any]:
                 if res.data is not None:
                     _add(tar, f"{root}/{res.arcpath}", res.data, res.mode, res.mtime)
             manifest = make_manifest(req, files)
-            body = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
-            _add(tar, f"{root}/{MANIFEST_NAME}", body, 0o644, _dt.datetime.now().timestamp())
+            _add(tar, f"{root}/{MANIFEST_NAME}", manifest.to_bytes(), 0o644,
+                 _dt.datetime.now().timestamp())
     except OSError as exc:
         where = exc.filename or output
         raise EnvironmentProblem(f"{where}: cannot write the bundle: {exc.strerror or exc}",
@@ -501,33 +505,25 @@ def scanner_rules() -> list[str]:
     return sorted({rule for rule, _rx in scanner_patterns()})
 
 
-def make_manifest(req: BundleRequest, files: list[dict[str, Any]]) -> dict[str, Any]:
+def make_manifest(req: BundleRequest, files: list[ManifestFile]) -> BundleManifest:
     from aorta_tui import __version__
 
-    totals: Counter[str] = Counter()
-    for f in files:
-        for r in f.get("redactions", []):
-            totals[r["rule"]] += r["count"]
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": MANIFEST_KIND,
-        "tool": "aorta-tui",
-        "tool_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "inputs": [{"name": i.name, "kind": i.kind, "run_id": i.run_id,
-                    "recipe_hash": i.recipe_hash, "running": i.running is not None,
-                    "redaction": i.redaction.merged(req.extra).to_dict()} for i in req.inputs],
-        "rules": {"always": list(ALWAYS_RULES), "scanner": scanner_rules(),
-                  "hostnames": req.hostnames, "max_log_bytes": req.max_log_bytes},
-        "totals": {"files": sum(1 for f in files if "sha256" in f),
-                   "skipped": sum(1 for f in files if "skipped" in f),
-                   "redacted_files": sum(1 for f in files if f.get("redacted")),
-                   "binary_files": sum(1 for f in files if f.get("binary")),
-                   "compressed_files": sum(1 for f in files if f.get("compressed")),
-                   "truncated_files": sum(1 for f in files if f.get("truncated")),
-                   "redactions": dict(sorted(totals.items()))},
-        "files": files,
-    }
+    return BundleManifest(
+        tool_version=__version__,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        inputs=tuple(_manifest_input(i, req.extra) for i in req.inputs),
+        rules=ManifestRules(always=ALWAYS_RULES, scanner=tuple(scanner_rules()),
+                            hostnames=req.hostnames, max_log_bytes=req.max_log_bytes),
+        totals=ManifestTotals.of(files), files=tuple(files))
+
+
+def _manifest_input(inp: BundleInput, extra: RedactionConfig) -> ManifestInput:
+    cfg = inp.redaction.merged(extra)
+    return ManifestInput(
+        name=inp.name, kind=inp.kind, run_id=inp.run_id, recipe_hash=inp.recipe_hash,
+        running=inp.running is not None,
+        redaction=InputRedaction(cfg.scrub_env_keys, cfg.scrub_paths, cfg.scrub_ip_addresses,
+                                 hostnames=len(cfg.hostnames)))  # how many, never which
 
 
 @dataclass(frozen=True)

@@ -165,11 +165,6 @@ class RedactionConfig:
         return RedactionConfig(keys, self.scrub_paths or other.scrub_paths,
                                self.scrub_ip_addresses or other.scrub_ip_addresses, hosts)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"scrub_env_keys": list(self.scrub_env_keys), "scrub_paths": self.scrub_paths,
-                "scrub_ip_addresses": self.scrub_ip_addresses,
-                "hostnames": len(self.hostnames)}  # how many, never which
-
 
 @dataclass(frozen=True)
 class Hit:

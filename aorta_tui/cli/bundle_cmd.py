@@ -84,12 +84,12 @@ def bundle(
         return
     manifest = archive.build_bundle(req, output)
     if as_json:
-        print(json.dumps(manifest, indent=2, ensure_ascii=False))
+        print(json.dumps(manifest.to_json(), indent=2, ensure_ascii=False))
         return
-    t = manifest["totals"]
-    rules = ", ".join(f"{r} {n}" for r, n in t["redactions"].items()) or "nothing matched"
-    print(f"wrote {output}: {t['files']} files ({t['redacted_files']} redacted, "
-          f"{t['binary_files']} binary, {t['truncated_files']} cut, {t['skipped']} skipped)")
+    t = manifest.totals
+    rules = ", ".join(f"{r} {n}" for r, n in t.redactions.items()) or "nothing matched"
+    print(f"wrote {output}: {t.files} files ({t.redacted_files} redacted, "
+          f"{t.binary_files} binary, {t.truncated_files} cut, {t.skipped} skipped)")
     print(f"  redactions: {rules}")
     print("  MANIFEST.json lists every file with its sha256 and what was redacted in it")
 

@@ -60,6 +60,7 @@ INPUT_LIMITS: dict[str, int] = {
     "run meta": 4 * MiB,  # a run's run.json (its id, recipe hash, command, argv)
     "plan": 64 * MiB,  # a run's plan.json (a line per cell and per trial)
     "Slurm job map": 64 * MiB,  # a Slurm run's slurm/jobs.json (about 100 bytes a trial)
+    "bundle manifest": 256 * MiB,  # a bundle's MANIFEST.json (about 450 bytes a file)
 }
 
 

@@ -156,10 +156,10 @@ class BundleReviewScreen(ModalScreen[None]):
         except (AortaError, OSError) as exc:
             self.post_message(self.Written(None, error=_said(exc)))
             return
-        t = manifest["totals"]
+        t = manifest.totals
         self.post_message(self.Written(
-            f"wrote {self.output}: {t['files']} files ({t['redacted_files']} redacted, "
-            f"{t['binary_files']} binary, {t['skipped']} skipped); MANIFEST.json lists each"))
+            f"wrote {self.output}: {t.files} files ({t.redacted_files} redacted, "
+            f"{t.binary_files} binary, {t.skipped} skipped); MANIFEST.json lists each"))
 
     @on(Written)
     def _show_written(self, message: Written) -> None:
