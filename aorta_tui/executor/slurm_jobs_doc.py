@@ -14,7 +14,8 @@ all (not JSON, not an object, ``batches`` or ``trials`` not an object) is a loca
 here; the executor then starts from an empty map and the grid shows no placement, as they always
 did. A damaged entry (one batch or trial record of the wrong shape) is, with
 ``leave_out_damaged``, left out and its located message kept in ``left_out``: both readers
-skipped such an entry before (``isinstance(rec, dict)`` checks), keeping the others.
+skipped such an entry before (``isinstance(rec, dict)`` checks), keeping the others; a wrong
+``schema_version``, which neither read, is noted there too and read as this version.
 """
 
 from __future__ import annotations
@@ -145,8 +146,15 @@ def _read_jobs(f: FieldReader, data: object, leave_out: bool) -> SlurmJobs:
                        leave_out, left_out)
     trials = _entries(f, f.obj_at(d, "trials", "", required=True), "trials", _read_trial,
                       leave_out, left_out)
-    return SlurmJobs(batches=batches, trials=trials,
-                     schema_version=f.integer(d, "schema_version", "", JOBS_SCHEMA_VERSION),
+    try:
+        version = f.integer(d, "schema_version", "", JOBS_SCHEMA_VERSION)
+    except UsageError as exc:
+        if not leave_out:
+            raise
+        # no reader ever looked at it: a wrong one left the map read, as before the type
+        left_out.append(exc.message)
+        version = JOBS_SCHEMA_VERSION
+    return SlurmJobs(batches=batches, trials=trials, schema_version=version,
                      extra={k: v for k, v in d.items() if k not in _TOP_KEYS},
                      left_out=tuple(left_out))
 

@@ -7,6 +7,7 @@ the executor's store is driven directly (tests/executor/test_slurm_executor.py r
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -143,8 +144,19 @@ def test_a_damaged_entry_is_left_out_by_both_readers_and_the_others_kept(tmp_pat
     assert set(parse_placement(doc)) == set(store.trials)
 
 
-@pytest.mark.parametrize("doc", [[1], {"trials": {}}, {"batches": [], "trials": {}},
-                                 {"batches": {}, "trials": {}, "schema_version": "1"}])
+def test_a_wrong_version_is_noted_and_the_map_still_read(tmp_path: Path) -> None:
+    """No reader looked at schema_version before the type: the map is read as it was."""
+    doc = _damaged(("schema_version",), "1")
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "jobs.json").write_text(json.dumps(doc))
+    store = _Jobs.load(tmp_path)
+    assert len(store.trials) == 3 and store.read.schema_version == 1
+    assert store.read.left_out == (f"{tmp_path}/slurm/jobs.json: schema_version: expected an "
+                                   "integer, found a string '1'",)
+    assert len(parse_placement(doc)) == 3
+
+
+@pytest.mark.parametrize("doc", [[1], {"trials": {}}, {"batches": [], "trials": {}}])
 def test_a_file_that_is_no_job_map_is_none_to_both_readers(tmp_path: Path, doc: object) -> None:
     """As before the type: the executor starts from an empty map, the grid shows nothing."""
     (tmp_path / "slurm").mkdir()
@@ -262,3 +274,22 @@ def test_the_grid_places_every_trial_of_any_map(jobs: SlurmJobs) -> None:
         assert node == (rec.place.node if rec.place else None) or node is None
         if rec.cancelled_by_orchestrator and state not in ("CANCELLED", None):
             assert rec.place is not None and state == rec.place.state
+
+
+@given(_maps, st.data())
+def test_a_damaged_entry_of_any_map_is_all_that_is_left_out(jobs: SlurmJobs,
+                                                            data: st.DataObject) -> None:
+    doc = jobs.to_json()
+    section = data.draw(st.sampled_from(["batches", "trials"]))
+    entries = doc[section]
+    assert isinstance(entries, dict)
+    if not entries:
+        return
+    key = data.draw(st.sampled_from(sorted(entries)))
+    wrong = {"job_id": 2} if section == "batches" else {"batch": 1}
+    entries[key] = data.draw(st.sampled_from([[], "junk", 3, wrong]))
+    with pytest.raises(UsageError, match="^" + re.escape(f"slurm/jobs.json: {section}.{key}")):
+        SlurmJobs.from_dict(doc)
+    kept = SlurmJobs.from_dict(doc, leave_out_damaged=True)
+    want = {k: v for k, v in getattr(jobs, section).items() if k != key}
+    assert getattr(kept, section) == want and len(kept.left_out) == 1
