@@ -9,14 +9,14 @@ cd "$(dirname "$0")/.."
 # (tests marked slow: real tmux, Slurm, several ranks, bpftrace, crash points, and every test
 # measured at >= 1.5 s on this 2-core box, mostly the real CLI in a subprocess; and gpu) spread
 # over the cores by pytest-xdist: 2 min 50 s here (2026-12-04, was 11 min 42 s). CI (.ci/run, no
-# arguments) installs and runs everything: this tier the same way, then the slow tier in one process.
+# arguments) installs and runs everything, in the two tiers below.
 if [ "${1:-}" = "--fast" ]; then
   shift
   .venv/bin/ruff check aorta_tui tests benchmarks
   .venv/bin/lint-imports --no-cache
   bash scripts/typecheck.sh  # mypy (zero errors) and the count of bare Any
-  exec .venv/bin/pytest -q -n "${AORTA_TEST_WORKERS:-2}" -m "not slow and not bpftrace and not gpu" \
-    --durations=15 "$@"
+  exec .venv/bin/pytest -q -n "${AORTA_TEST_WORKERS:-2}" --dist loadgroup \
+    -m "not slow and not bpftrace and not gpu" --durations=15 "$@"
 fi
 
 # prometheus: the real server the --metrics tests scrape with (tests/metrics)
@@ -58,14 +58,16 @@ bash scripts/typecheck.sh  # mypy (zero errors) and the count of bare Any
 # The slowest tests, printed so that the suite's time (CI allows 30 min) can be watched.
 # Property tests replay fixed examples here (tests/conftest.py: the "gate" profile).
 export AORTA_HYPOTHESIS_PROFILE=${AORTA_HYPOTHESIS_PROFILE:-gate}
-# Two tiers, every test in exactly one: the unit tier (--fast's, run there by pytest-xdist for
-# weeks) over both cores, then the slow tier (real tmux, Slurm, bpftrace, several ranks, crash
-# points: they share the machine's services and time their own processes) in one process. The
-# unit tier took 11 min 42 s in one process, 2 min 50 s over two. Both run, whatever the first
-# did; either's failure (pytest's exit 5, no test, included) fails CI.
-unit=0 slow=0
-.venv/bin/pytest -q -n "${AORTA_TEST_WORKERS:-2}" -m "not slow and not bpftrace and not gpu" \
-  --durations=15 "$@" || unit=$?
-.venv/bin/pytest -q -m "slow or bpftrace or gpu" --durations=25 "$@" || slow=$?
-echo "unit tier: exit $unit; slow tier: exit $slow"
-[ "$unit" = 0 ] && [ "$slow" = 0 ]
+# Two tiers, every test in exactly one. The shared tier: every test but those below, over both
+# cores (--dist loadgroup keeps each attack-tally file on one worker: its last test counts what
+# the others ran). The alone tier, in one process: the slow tests that need the machine to
+# themselves (tests/tiers.py says which and why: Slurm, tmux, the second user, a judged time),
+# bpftrace's and the GPU's. Before the split the slow tests all ran in one process: 26 min 20 s
+# of the suite's 29 min 53 s (2026-12-04). Both tiers run, whatever the first did; either's
+# failure (pytest's exit 5, no test, included) fails CI.
+shared=0 alone=0
+.venv/bin/pytest -q -n "${AORTA_TEST_WORKERS:-2}" --dist loadgroup \
+  -m "not alone and not bpftrace and not gpu" --durations=25 "$@" || shared=$?
+.venv/bin/pytest -q -m "alone or bpftrace or gpu" --durations=25 "$@" || alone=$?
+echo "shared tier: exit $shared; alone tier: exit $alone"
+[ "$shared" = 0 ] && [ "$alone" = 0 ]

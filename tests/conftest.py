@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.tiers import ALONE_FILES
+
 # The full suite (scripts/test.sh without --fast, which CI runs) replays the same examples every
 # run: a gate that passed here passes there. Exploration is the developer loop's (--fast draws
 # new examples each run): a property test once found a two-ulp percentile difference in CI
@@ -79,6 +81,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
         terminalreporter.write_line(
             f"{name:<{width}}  cases {t.cases:>6}  failures {t.failures:>4}  {t.promise}"
         )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:  # noqa: ARG001
+    """A slow test of a file tests/tiers.py names is ``alone`` (CI's second tier, one process)."""
+    tests_dir = Path(__file__).parent
+    for item in items:
+        rel = Path(item.path).relative_to(tests_dir).as_posix()
+        if rel in ALONE_FILES and item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.alone)
 
 
 # a recipe file in the test's tmp_path (tests of every package write one)
