@@ -4,18 +4,26 @@ starts no other (no pile of threads behind a stalled filesystem); what the worke
 reads is drawn when it answers.
 
 Each slow read is a stand-in that blocks on a ``threading.Event`` until the test opens it:
-the keys are pressed, and their effect asserted, while the read is known to be blocked.
+the keys are pressed, and their effect asserted, while the read is known to be blocked
+(``Gate.held``). The shape every test shares is in the helpers below: the app opened on a
+screen (``_app_at``, ``_matrix``), the logs of a trial (``_logs_of_a_trial``), a key that
+must answer at once (``_cursor_answers``, ``_help_opens_and_closes``), timer ticks let pass
+(``_ticks_pass``) and a repeated request that must start no second read
+(``Gate.still_one_call``).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import DataTable, Input, Log, Static
 from tui_support import DEMO_RUN, FIXED_FACTS, FIXTURES, LIVE_RUN, async_test, wait_for, workspace
 
@@ -42,6 +50,9 @@ from aorta_tui.tui.screens.trial import TrialDetailScreen, TrialLogScreen
 from aorta_tui.tui.widgets.matrix_grid import MatrixGrid
 
 SIZES = [(80, 24), (120, 40)]
+SLOW_RECIPE = "schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n"
+
+S = TypeVar("S", bound=Screen[Any])
 
 
 class Gate:
@@ -66,6 +77,17 @@ class Gate:
             with self._count:
                 self.inside -= 1
 
+    async def held(self, pilot: Pilot[Any], what: str) -> None:
+        """Wait until a call is blocked in the gate: the keys pressed next meet a read that waits
+        (on code that read on the UI thread the app itself would be stuck, and this times out)."""
+        await wait_for(pilot, lambda: self.inside == 1, what=what)
+
+    async def still_one_call(self, pilot: Pilot[Any]) -> None:
+        """After a request made again while the first call waits: a moment later that call
+        still waits, and no second one began."""
+        await pilot.pause(0.1)
+        assert self.entered == 1 and self.inside == 1, "a second read began while the first waits"
+
 
 class Gates:
     """The gates of one test: each stands in for a function it patches, and all are opened
@@ -84,6 +106,12 @@ class Gates:
     def add(self, gate: Gate) -> Gate:
         self.made.append(gate)
         return gate
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """The workspace of a test: the fixture runs, snapshots and reports, copied under tmp_path."""
+    return workspace(tmp_path)
 
 
 @pytest.fixture
@@ -107,16 +135,38 @@ def _count_calls(monkeypatch: pytest.MonkeyPatch, cls: type, name: str) -> list[
     return calls
 
 
-def _app(ws: Path, start_run: Path | None = None) -> AortaApp:
-    return AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_run=start_run, machine_facts=FIXED_FACTS)
+async def _ticks_pass(pilot: Pilot[Any], ticks: list[int], more: int) -> None:
+    """Let ``more`` more calls of a timer's callback (counted by ``_count_calls``) pass."""
+    seen = len(ticks)
+    await wait_for(pilot, lambda: len(ticks) >= seen + more, what=f"{more} more ticks")
 
 
-async def _grid_ready(pilot, screen: MatrixScreen) -> None:  # noqa: ANN001
+@asynccontextmanager
+async def _app_at(ws: Path, kind: type[S], size: tuple[int, int] = (80, 24), *, run: str | None = None,
+                  start: str = "home") -> AsyncIterator[tuple[AortaApp, Pilot[Any], S]]:
+    """The app on the workspace ``ws`` (its runs under aorta-out/), running at ``size``, and its
+    first screen, a ``kind``: the matrix of ``run`` when one is named, else the ``start`` screen."""
+    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen=start, machine_facts=FIXED_FACTS,
+                   start_run=ws / "aorta-out" / run if run is not None else None)
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, kind)
+        yield app, pilot, screen
+
+
+def _matrix(ws: Path, size: tuple[int, int] = (80, 24),
+            run: str = DEMO_RUN) -> AbstractAsyncContextManager[tuple[AortaApp, Pilot[Any], MatrixScreen]]:
+    """The app opened on the matrix of ``run`` (the demo run, finished, by default)."""
+    return _app_at(ws, MatrixScreen, size, run=run)
+
+
+async def _grid_ready(pilot: Pilot[Any], screen: MatrixScreen) -> None:
     await wait_for(pilot, lambda: screen.state is not None and screen.state.status is not None
                    and screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty, what="the grid drawn")
 
 
-async def _trial_selected(pilot) -> MatrixScreen:  # noqa: ANN001
+async def _trial_selected(pilot: Pilot[Any]) -> MatrixScreen:
     """The demo run's matrix drawn, its cursor on a trial."""
     screen = pilot.app.screen
     assert isinstance(screen, MatrixScreen)
@@ -126,58 +176,81 @@ async def _trial_selected(pilot) -> MatrixScreen:  # noqa: ANN001
     return screen
 
 
+async def _logs_of_a_trial(pilot: Pilot[Any]) -> TrialLogScreen:
+    """From the demo run's matrix: a trial selected and its logs opened (l)."""
+    await _trial_selected(pilot)
+    await pilot.press("l")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TrialLogScreen), what="the logs")
+    logs = pilot.app.screen
+    assert isinstance(logs, TrialLogScreen) and logs.trial_dir is not None
+    return logs
+
+
+async def _cursor_answers(pilot: Pilot[Any], screen: MatrixScreen, waited_for: str) -> MatrixGrid:
+    """Right on the matrix's grid moves its cursor at once: the key did not wait for ``waited_for``."""
+    grid = screen.query_one(MatrixGrid)
+    before = grid.cursor_coordinate
+    await pilot.press("right")
+    assert grid.cursor_coordinate != before, f"the key waited for {waited_for}"
+    return grid
+
+
+async def _help_opens_and_closes(pilot: Pilot[Any], screen: Screen[Any]) -> None:
+    """? opens the help over ``screen`` at once, and escape brings ``screen`` back."""
+    await pilot.press("question_mark")
+    assert isinstance(pilot.app.screen, HelpScreen), "? waited"
+    await pilot.press("escape")
+    assert pilot.app.screen is screen
+
+
+def _probe_recipe(ws: Path, text: str = SLOW_RECIPE) -> Path:
+    recipe = ws / "probe.yaml"
+    recipe.write_text(text)
+    return recipe
+
+
+def _summary(screen: MatrixScreen) -> str:
+    return str(screen.query_one("#matrix-summary", Static).render())
+
+
+def _file_line(editor: RecipeEditorScreen) -> str:
+    return str(editor.query_one("#recipe-file", Static).render())
+
+
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_lock_probe_that_hangs_holds_no_key_and_starts_no_second_probe(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
     gate = gates.on(lock_module, "lock_holder", lambda run_dir: None)  # then: nobody holds the lock
     ticks = _count_calls(monkeypatch, MatrixScreen, "_check_orchestrator")
-    app = _app(ws, ws / "aorta-out" / LIVE_RUN)  # interrupted: the summary follows the probe
-    async with app.run_test(size=size) as pilot:
-        screen = app.screen
-        assert isinstance(screen, MatrixScreen)
-        await wait_for(pilot, lambda: gate.inside == 1, what="the probe blocked")
+    async with _matrix(ws, size, LIVE_RUN) as (_app, pilot, screen):  # interrupted: the summary follows the probe
+        await gate.held(pilot, "the probe blocked")
         await wait_for(pilot, lambda: screen.query_one(MatrixGrid).row_count > 1 and not screen._dirty,
                        what="the grid drawn")
-        grid = screen.query_one(MatrixGrid)
-        before = grid.cursor_coordinate
-        await pilot.press("right")
-        assert grid.cursor_coordinate != before, "the key waited for the lock probe"
-        await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
-        await pilot.press("escape")
-        assert app.screen is screen
-        # ticks come and go while the probe hangs: none starts another probe
-        seen = len(ticks)
-        await wait_for(pilot, lambda: len(ticks) >= seen + 2, what="two more ticks")
+        await _cursor_answers(pilot, screen, "the lock probe")
+        await _help_opens_and_closes(pilot, screen)
+        await _ticks_pass(pilot, ticks, 2)  # ticks come and go while the probe hangs: none starts another probe
         assert gate.inside == 1 and gate.entered == 1
         assert screen.orchestrator_alive is None
         gate.opened.set()
         await wait_for(pilot, lambda: screen.orchestrator_alive is False, what="the probe's answer")
-        await wait_for(pilot, lambda: "stopped without finishing" in str(
-            screen.query_one("#matrix-summary").render()), what="the summary redrawn")
+        await wait_for(pilot, lambda: "stopped without finishing" in _summary(screen), what="the summary redrawn")
 
 
 @async_test
 async def test_a_log_tail_that_hangs_holds_no_key_and_the_newest_trial_is_shown(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates) -> None:
     gate = gates.on(matrix_module, "tail_text",
                     lambda trial_dir, budget: matrix_module.Text(f"TAIL OF {trial_dir.parent.name}/{trial_dir.name}"))
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=(80, 24)) as pilot:
-        screen = app.screen
-        assert isinstance(screen, MatrixScreen)
+    async with _matrix(ws) as (_app, pilot, screen):
         await _grid_ready(pilot, screen)
         await pilot.press("right")  # the first trial: its tail read blocks
-        await wait_for(pilot, lambda: gate.inside == 1, what="the tail read blocked")
+        await gate.held(pilot, "the tail read blocked")
         first = screen._selected_view()
         await pilot.press("down")  # handled while the read hangs
         newest = screen._selected_view()
         assert first is not None and newest is not None and newest is not first
-        await pilot.press("question_mark", "escape")
-        assert app.screen is screen
+        await _help_opens_and_closes(pilot, screen)
         assert gate.entered == 1, "a second read started while the first still hangs"
         gate.opened.set()
         # the answer for the first trial is stale: the newest trial's is read and drawn
@@ -191,22 +264,17 @@ async def test_a_log_tail_that_hangs_holds_no_key_and_the_newest_trial_is_shown(
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_run_listing_that_hangs_holds_no_key_and_ticks_start_no_second_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
     gate = gates.on(run_list, "list_runs")  # home.py looks it up on the module
     monkeypatch.setattr(home_module, "LIST_EVERY_S", 0.05)  # many ticks while it hangs
     ticks = _count_calls(monkeypatch, HomeScreen, "_relist")
-    app = _app(ws)
-    async with app.run_test(size=size) as pilot:
-        home = app.screen
-        assert isinstance(home, HomeScreen)
-        await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+    async with _app_at(ws, HomeScreen, size) as (_app, pilot, home):
+        await gate.held(pilot, "the listing blocked")
         runs, recipes = home.query_one("#runs", DataTable), home.query_one("#recipes", DataTable)
         assert home.focused is runs
         await pilot.press("tab")
         assert home.focused is recipes, "the key waited for the listing"
-        seen = len(ticks)
-        await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
+        await _ticks_pass(pilot, ticks, 5)
         assert gate.entered == 1 and runs.row_count == 0 and home.listing is None
         gate.opened.set()
         await wait_for(pilot, lambda: runs.row_count == 2, what="the runs listed")
@@ -215,25 +283,19 @@ async def test_a_run_listing_that_hangs_holds_no_key_and_ticks_start_no_second_o
 
 @async_test
 async def test_following_a_log_that_hangs_holds_no_key_and_shows_the_new_lines(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates) -> None:
     gate = gates.on(trial_module, "read_more", logs_module.read_more)
     monkeypatch.setattr(trial_module, "FOLLOW_S", 0.05)
     ticks = _count_calls(monkeypatch, TrialLogScreen, "_follow")
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await _trial_selected(pilot)
-        await pilot.press("l")
-        await wait_for(pilot, lambda: isinstance(app.screen, TrialLogScreen), what="the logs")
-        logs = app.screen
-        assert isinstance(logs, TrialLogScreen) and logs.trial_dir is not None
-        await wait_for(pilot, lambda: gate.inside == 1, what="the follow read blocked")
+    async with _matrix(ws) as (_app, pilot, _screen):
+        logs = await _logs_of_a_trial(pilot)
+        await gate.held(pilot, "the follow read blocked")
         shown = logs.current
         await pilot.press("s")
         assert logs.current != shown, "the key waited for the follow read"
-        seen = len(ticks)
-        await wait_for(pilot, lambda: len(ticks) >= seen + 5, what="five more ticks")
+        await _ticks_pass(pilot, ticks, 5)
         assert gate.entered == 1
+        assert logs.trial_dir is not None
         with (logs.trial_dir / "stdout.log").open("a") as fh:
             fh.write("a line written while the read hung\n")
         gate.opened.set()
@@ -244,18 +306,16 @@ async def test_following_a_log_that_hangs_holds_no_key_and_shows_the_new_lines(
 
 @async_test
 async def test_a_trial_detail_whose_files_hang_opens_at_once_and_fills_in(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates) -> None:
     gate = gates.on(trial_module, "read_result")
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with _matrix(ws, (100, 30)) as (app, pilot, _screen):
         screen = await _trial_selected(pilot)
         view = screen._selected_view()
         assert view is not None
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, TrialDetailScreen), what="the detail")
         box = app.screen
-        await wait_for(pilot, lambda: gate.inside == 1, what="result.json's read blocked")
+        await gate.held(pilot, "result.json's read blocked")
         facts = box.query_one("#trial-facts-text")
         assert view.trial_id in str(facts.render())  # the journal's facts, drawn at once
         assert "directory:" in str(facts.render())
@@ -292,17 +352,14 @@ def _gate_listing(gates: Gates, monkeypatch: pytest.MonkeyPatch, screen: str) ->
                                               ("policy", ("escape", "o")), ("recipe", ("ctrl+o",))])
 @async_test
 async def test_a_picker_opens_at_once_and_takes_keys_while_its_listing_hangs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, screen: str, keys: tuple[str, ...]) -> None:
-    ws = workspace(tmp_path)
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen=screen, machine_facts=FIXED_FACTS,
-                   start_run=ws / "aorta-out" / DEMO_RUN if screen == "matrix" else None)
+        ws: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, screen: str, keys: tuple[str, ...]) -> None:
     gate = _gate_listing(gates, monkeypatch, screen)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
+    async with _app_at(ws, Screen, (100, 30), start=screen,
+                       run=DEMO_RUN if screen == "matrix" else None) as (app, pilot, _first):
         await pilot.press(*keys)
         picker = app.screen
         assert isinstance(picker, PathPicker)  # at once: the keys after o land in it
-        await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+        await gate.held(pilot, "the listing blocked")
         await pilot.press(*"aorta")  # typed while the listing hangs
         assert picker.query_one("#picker-path", Input).value == "aorta"
         assert picker.listing and gate.entered == 1
@@ -315,17 +372,13 @@ async def test_a_picker_opens_at_once_and_takes_keys_while_its_listing_hangs(
 
 @async_test
 async def test_a_picker_whose_listing_fails_says_so_and_still_takes_a_typed_path(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     def broken(output_dir: Path) -> list[run_list.RunInfo]:
         raise OSError(5, "Input/output error", str(output_dir))
 
     monkeypatch.setattr(run_list, "list_runs", broken)
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=(80, 24)) as pilot:
-        screen = app.screen
-        assert isinstance(screen, MatrixScreen)
+    async with _matrix(ws) as (app, pilot, screen):
         await pilot.press("o")
         picker = app.screen
         assert isinstance(picker, PathPicker)
@@ -340,32 +393,20 @@ async def test_a_picker_whose_listing_fails_says_so_and_still_takes_a_typed_path
         assert screen.state is not None and screen.state.run_dir == screen.run_dir
 
 
-def _summary(screen: MatrixScreen) -> str:
-    return str(screen.query_one("#matrix-summary", Static).render())
-
-
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_opening_a_run_whose_plan_hangs_holds_no_key_and_draws_it_when_read(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
     gate = gates.on(matrix_state_module, "read_json_or_none")  # plan.json, read by MatrixState.for_run
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="matrix", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, MatrixScreen)
+    async with _app_at(ws, MatrixScreen, size, start="matrix") as (app, pilot, screen):
         run = ws / "aorta-out" / DEMO_RUN
         app.open_run(run)
-        await wait_for(pilot, lambda: gate.inside == 1, what="plan.json's read blocked")
+        await gate.held(pilot, "plan.json's read blocked")
         assert "opening" in _summary(screen) and screen.state is None
-        await pilot.press("question_mark")  # handled while the read hangs
-        assert isinstance(app.screen, HelpScreen)
-        await pilot.press("escape")
-        assert app.screen is screen
+        await _help_opens_and_closes(pilot, screen)  # handled while the read hangs
         screen.open_run(run)  # asked again (a second enter in the picker): no second read
-        await pilot.pause(0.1)
-        assert gate.entered == 1 and screen.run_dir is None
+        await gate.still_one_call(pilot)
+        assert screen.run_dir is None
         gate.opened.set()
         await _grid_ready(pilot, screen)
         assert screen.run_dir == run.absolute() and gate.entered == 1
@@ -375,19 +416,15 @@ async def test_opening_a_run_whose_plan_hangs_holds_no_key_and_draws_it_when_rea
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_run_that_is_no_run_directory_says_so_after_the_read(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
     gate = gates.on(matrix_module, "read_run")
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=size) as pilot:
-        screen = app.screen
-        assert isinstance(screen, MatrixScreen)
+    async with _matrix(ws, size) as (app, pilot, screen):
         gate.opened.set()  # the demo run opens at once
         await _grid_ready(pilot, screen)
         gate.opened.clear()
         screen.open_run(ws / "nowhere")
-        await wait_for(pilot, lambda: gate.inside == 1, what="the check blocked")
-        await pilot.press("right")  # the demo run still shown and answering
+        await gate.held(pilot, "the check blocked")
+        await _cursor_answers(pilot, screen, "the check")  # the demo run still shown and answering
         assert screen.run_dir is not None and screen.run_dir.name == Path(DEMO_RUN).name
         gate.opened.set()
         await wait_for(pilot, lambda: any("is not a run directory" in n.message for n in app._notifications),
@@ -398,19 +435,12 @@ async def test_a_run_that_is_no_run_directory_says_so_after_the_read(
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_node_summary_that_hangs_holds_no_key_and_is_read_once(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
     gate = gates.on(matrix_module, "node_line", lambda run_dir: "per node (Slurm): n1: 9 pass, 0 fail, 0 error")
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=size) as pilot:
-        screen = app.screen
-        assert isinstance(screen, MatrixScreen)
+    async with _matrix(ws, size) as (_app, pilot, screen):
         await _grid_ready(pilot, screen)  # a finished run: its summary asks for the node line
-        await wait_for(pilot, lambda: gate.inside == 1, what="the node summary blocked")
-        grid = screen.query_one(MatrixGrid)
-        before = grid.cursor_coordinate
-        await pilot.press("right")
-        assert grid.cursor_coordinate != before, "the key waited for the node summary"
+        await gate.held(pilot, "the node summary blocked")
+        await _cursor_answers(pilot, screen, "the node summary")
         for _ in range(3):  # redraws while it hangs start no other read
             screen._dirty = True
             await wait_for(pilot, lambda: not screen._dirty, what="a redraw")
@@ -433,24 +463,15 @@ def _slurm_job_map(run: Path, node: str) -> None:
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_job_map_read_that_hangs_holds_no_key_and_ticks_start_no_second_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
-    run = ws / "aorta-out" / DEMO_RUN
-    _slurm_job_map(run, "gpu07")
+        ws: Path, monkeypatch: pytest.MonkeyPatch, gates: Gates, size: tuple[int, int]) -> None:
+    _slurm_job_map(ws / "aorta-out" / DEMO_RUN, "gpu07")
     gate = gates.on(matrix_module, "read_placement_file")
     ticks = _count_calls(monkeypatch, MatrixScreen, "_check_orchestrator")
-    app = _app(ws, run)
-    async with app.run_test(size=size) as pilot:
-        screen = app.screen
-        assert isinstance(screen, MatrixScreen)
-        await wait_for(pilot, lambda: gate.inside == 1, what="the job map's read blocked")
+    async with _matrix(ws, size) as (_app, pilot, screen):
+        await gate.held(pilot, "the job map's read blocked")
         await _grid_ready(pilot, screen)
-        grid = screen.query_one(MatrixGrid)
-        before = grid.cursor_coordinate
-        await pilot.press("right")
-        assert grid.cursor_coordinate != before, "the key waited for the job map"
-        seen = len(ticks)
-        await wait_for(pilot, lambda: len(ticks) >= seen + 2, what="two more ticks")
+        grid = await _cursor_answers(pilot, screen, "the job map")
+        await _ticks_pass(pilot, ticks, 2)
         assert gate.entered == 1 and "gpu07" not in str(grid.get_cell("none-none", "t0"))
         gate.opened.set()
         await wait_for(pilot, lambda: "gpu07" in str(grid.get_cell("none-none", "t0")), what="the node drawn")
@@ -459,23 +480,17 @@ async def test_a_job_map_read_that_hangs_holds_no_key_and_ticks_start_no_second_
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_log_view_whose_first_read_hangs_opens_at_once_and_r_reads_once(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
     gate = gates.on(trial_module, "read_log")
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=size) as pilot:
-        await _trial_selected(pilot)
-        await pilot.press("l")
-        await wait_for(pilot, lambda: isinstance(app.screen, TrialLogScreen), what="the logs")
-        logs = app.screen
-        assert isinstance(logs, TrialLogScreen) and logs.trial_dir is not None
-        await wait_for(pilot, lambda: gate.inside == 1, what="the first read blocked")
+    async with _matrix(ws, size) as (_app, pilot, _screen):
+        logs = await _logs_of_a_trial(pilot)
+        assert logs.trial_dir is not None
+        await gate.held(pilot, "the first read blocked")
         shown = logs.current
         await pilot.press("s")
         assert logs.current != shown, "the key waited for the first read"
         await pilot.press("r", "r")  # a reload while the read hangs starts none
-        await pilot.pause(0.1)
-        assert gate.entered == 1
+        await gate.still_one_call(pilot)
         gate.opened.set()
         widget = logs.query_one("#log-stdout-log", Log)
         expected = (logs.trial_dir / "stdout.log").read_text().splitlines()[0]
@@ -491,14 +506,12 @@ async def test_a_log_view_whose_first_read_hangs_opens_at_once_and_r_reads_once(
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_the_env_diff_keys_run_listing_that_hangs_holds_no_key_and_lists_once(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
     gate = gates.on(matrix_module, "env_snapshots")
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=size) as pilot:
+    async with _matrix(ws, size) as (app, pilot, _screen):
         screen = await _trial_selected(pilot)
         await pilot.press("E")
-        await wait_for(pilot, lambda: gate.inside == 1, what="the listing blocked")
+        await gate.held(pilot, "the listing blocked")
         grid = screen.query_one(MatrixGrid)
         before = grid.cursor_coordinate
         await pilot.press("E", "down")  # a second E starts no second listing
@@ -516,46 +529,33 @@ async def test_the_env_diff_keys_run_listing_that_hangs_holds_no_key_and_lists_o
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_opening_a_recipe_that_hangs_holds_no_key_and_shows_it_when_read(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
-    recipe = ws / "probe.yaml"
-    recipe.write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\ntrials: 2\n"
-                      "cells:\n  - name: baseline\n    mitigations: [none]\n")
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
+    recipe = _probe_recipe(ws, SLOW_RECIPE + "trials: 2\ncells:\n  - name: baseline\n    mitigations: [none]\n")
     gate = gates.on(recipe_editor_module, "read_recipe_for_edit")
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        editor = app.screen
-        assert isinstance(editor, RecipeEditorScreen)
+    async with _app_at(ws, RecipeEditorScreen, size, start="recipe") as (_app, pilot, editor):
         editor.request_open(recipe)
-        await wait_for(pilot, lambda: gate.inside == 1, what="the recipe's read blocked")
-        assert "opening probe.yaml" in str(editor.query_one("#recipe-file", Static).render())
+        await gate.held(pilot, "the recipe's read blocked")
+        assert "opening probe.yaml" in _file_line(editor)
         await pilot.press("e")  # handled while the read hangs
         assert editor.editing
         await pilot.press("escape")
         assert not editor.editing
         editor.open_file(recipe)  # ctrl+r's way in, again: no second read
-        await pilot.pause(0.1)
-        assert gate.entered == 1 and "SLOW-DISK" not in editor.editor.text
+        await gate.still_one_call(pilot)
+        assert "SLOW-DISK" not in editor.editor.text
         gate.opened.set()
         await wait_for(pilot, lambda: editor.editor.text == recipe.read_text(), what="the recipe shown")
         assert editor.path == recipe and gate.entered == 1
-        assert "opening" not in str(editor.query_one("#recipe-file", Static).render())
+        assert "opening" not in _file_line(editor)
 
 
 @async_test
-async def test_edits_typed_while_a_recipe_is_read_are_not_dropped_unasked(tmp_path: Path, gates: Gates) -> None:
-    ws = workspace(tmp_path)
-    recipe = ws / "probe.yaml"
-    recipe.write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n")
+async def test_edits_typed_while_a_recipe_is_read_are_not_dropped_unasked(ws: Path, gates: Gates) -> None:
+    recipe = _probe_recipe(ws)
     gate = gates.on(recipe_editor_module, "read_recipe_for_edit")
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        editor = app.screen
-        assert isinstance(editor, RecipeEditorScreen)
+    async with _app_at(ws, RecipeEditorScreen, start="recipe") as (app, pilot, editor):
         editor.request_open(recipe)
-        await wait_for(pilot, lambda: gate.inside == 1, what="the recipe's read blocked")
+        await gate.held(pilot, "the recipe's read blocked")
         await pilot.press("e", "ctrl+end", "x")  # typed while it is read
         assert editor.has_unsaved
         gate.opened.set()
@@ -572,24 +572,18 @@ async def test_edits_typed_while_a_recipe_is_read_are_not_dropped_unasked(tmp_pa
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_rereading_a_recipe_changed_on_disk_holds_no_key_and_follows_it(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
-    recipe = ws / "probe.yaml"
-    recipe.write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n")
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
+    recipe = _probe_recipe(ws)
     gate = gates.on(recipe_editor_module, "read_recipe_for_edit")
     gate.opened.set()  # the open reads at once
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        editor = app.screen
-        assert isinstance(editor, RecipeEditorScreen)
+    async with _app_at(ws, RecipeEditorScreen, size, start="recipe") as (_app, pilot, editor):
         editor.request_open(recipe)
         await wait_for(pilot, lambda: editor.path == recipe and editor._watch_stop is not None, what="the open")
         await pilot.pause(0.3)  # the watch is under way
         gate.opened.clear()
         changed = recipe.read_text().replace("SLOW-DISK", "CHANGED")
         recipe.write_text(changed)
-        await wait_for(pilot, lambda: gate.inside == 1, what="the reread blocked")
+        await gate.held(pilot, "the reread blocked")
         await pilot.press("e")  # handled while the read hangs
         assert editor.editing
         await pilot.press("escape")
@@ -601,15 +595,10 @@ async def test_rereading_a_recipe_changed_on_disk_holds_no_key_and_follows_it(
 
 
 @async_test
-async def test_a_recipe_that_cannot_be_opened_says_so_with_its_location(tmp_path: Path) -> None:
-    ws = workspace(tmp_path)
+async def test_a_recipe_that_cannot_be_opened_says_so_with_its_location(ws: Path) -> None:
     bad = ws / "bad.yaml"
     bad.write_bytes(b"schema_version: 1\x00")
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        editor = app.screen
-        assert isinstance(editor, RecipeEditorScreen)
+    async with _app_at(ws, RecipeEditorScreen, start="recipe") as (app, pilot, editor):
         editor.open_file(bad)
         await wait_for(pilot, lambda: any("binary file" in n.message for n in app._notifications),
                        what="the located message")
@@ -619,27 +608,21 @@ async def test_a_recipe_that_cannot_be_opened_says_so_with_its_location(tmp_path
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_opening_a_policy_report_that_hangs_holds_no_key_and_reads_once(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
     run = ws / "aorta-policy" / "old"
     run.mkdir(parents=True)
     (run / "policy.json").write_text((FIXTURES / "policy" / "policy.json").read_text())
     gate = gates.on(PolicyReport, "from_json")
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="policy", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, PolicyScreen)
+    async with _app_at(ws, PolicyScreen, size, start="policy") as (_app, pilot, screen):
         screen.load_report(run)  # the run directory: its policy.json, found by the worker
-        await wait_for(pilot, lambda: gate.inside == 1, what="policy.json's read blocked")
+        await gate.held(pilot, "policy.json's read blocked")
         await pilot.press("f")  # handled while the read hangs
         assert screen.focused is screen.query_one("#pol-workload", Input)
-        await pilot.press("escape", "question_mark")
-        assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
+        await _help_opens_and_closes(pilot, screen)
         screen.load_report(run)  # a second open while it reads starts none
-        await pilot.pause(0.1)
-        assert gate.entered == 1 and screen.report is None
+        await gate.still_one_call(pilot)
+        assert screen.report is None
         gate.opened.set()
         await wait_for(pilot, lambda: screen.report is not None, what="the report shown")
         assert gate.entered == 1 and "old/policy.json" in str(screen.query_one("#policy-status").render())
@@ -648,17 +631,13 @@ async def test_opening_a_policy_report_that_hangs_holds_no_key_and_reads_once(
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_the_run_picker_takes_a_relative_path_as_the_apps_working_directory_has_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)  # the process runs elsewhere than the App's cwd
     # nothing listed: the typed path alone names the run (no list entry it narrows to)
     monkeypatch.setattr(run_list, "list_runs", lambda output_dir: [])
-    app = _app(ws, ws / "aorta-out" / DEMO_RUN)
-    async with app.run_test(size=size) as pilot:
-        screen = app.screen
-        assert isinstance(screen, MatrixScreen)
+    async with _matrix(ws, size) as (app, pilot, screen):
         await _grid_ready(pilot, screen)
         await pilot.press("o")
         picker = app.screen
@@ -680,27 +659,24 @@ def _picker_gate(gates: Gates, screen: str) -> tuple[Gate, str]:
 @pytest.mark.parametrize(("screen", "keys"), [("envdiff", ("escape", "o")), ("recipe", ("ctrl+o",))])
 @async_test
 async def test_a_picked_path_whose_check_hangs_holds_no_key_and_is_checked_once(
-        tmp_path: Path, gates: Gates, screen: str, keys: tuple[str, ...], size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates, screen: str, keys: tuple[str, ...], size: tuple[int, int]) -> None:
     (ws / "snaps").mkdir()
     (ws / "snaps" / "a.json").write_text((ws / "aorta-out" / DEMO_RUN / "env" / "host_env.json").read_text())
-    (ws / "probe.yaml").write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n")
+    _probe_recipe(ws)
     gate, typed = _picker_gate(gates, screen)
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen=screen, machine_facts=FIXED_FACTS)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
+    async with _app_at(ws, Screen, size, start=screen) as (app, pilot, _first):
         await pilot.press(*keys)
         picker = app.screen
         assert isinstance(picker, PathPicker)
         await wait_for(pilot, lambda: not picker.listing, what="the listing's end")
         await pilot.press(*typed, "enter")
-        await wait_for(pilot, lambda: gate.inside == 1, what="the check blocked")
+        await gate.held(pilot, "the check blocked")
         field = picker.query_one("#picker-path", Input)
         await pilot.press("end", "x")  # typed while the check hangs
         assert field.value == typed + "x", "the key waited for the check"
         await pilot.press("backspace", "enter")  # a second enter while it checks starts none
-        await pilot.pause(0.1)
-        assert gate.entered == 1 and app.screen is picker
+        await gate.still_one_call(pilot)
+        assert app.screen is picker
         gate.opened.set()
         if screen == "envdiff":  # A picked: the picker stays for B, the field emptied
             await wait_for(pilot, lambda: "1 of 2 picked" in picker.message, what="A picked")
@@ -716,16 +692,11 @@ async def test_a_picked_path_whose_check_hangs_holds_no_key_and_is_checked_once(
 @pytest.mark.parametrize("name", ["[bold]x.yaml", "a[/]b.yaml"])
 @async_test
 async def test_a_recipe_whose_name_looks_like_markup_is_named_as_it_is(
-        tmp_path: Path, name: str, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, name: str, size: tuple[int, int]) -> None:
     recipe = ws / name  # "a[/]b.yaml": b.yaml in a folder "a[", shown as a[/]b.yaml
     recipe.parent.mkdir(exist_ok=True)
     recipe.write_text("schema_version: 1\nticket: ODD-NAME\nworkload: gpu_smoke\n")
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        editor = app.screen
-        assert isinstance(editor, RecipeEditorScreen)
+    async with _app_at(ws, RecipeEditorScreen, size, start="recipe") as (_app, pilot, editor):
         editor.request_open(recipe)
         await wait_for(pilot, lambda: editor.path == recipe, what="the recipe opened")
         await pilot.pause()
@@ -737,59 +708,42 @@ async def test_a_recipe_whose_name_looks_like_markup_is_named_as_it_is(
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_diff_whose_snapshot_checks_hang_holds_no_key_and_diffs_once(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
     env = ws / "aorta-out" / DEMO_RUN / "env"
     gate = gates.on(env_diff_module, "_resolve_snapshot")  # stats (a run directory stands for its snapshot)
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="envdiff", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, EnvDiffScreen)
+    async with _app_at(ws, EnvDiffScreen, size, start="envdiff") as (_app, pilot, screen):
         screen.set_paths(env / "host_env.json", env / "local.json")  # and diffs them
-        await wait_for(pilot, lambda: gate.inside == 1, what="the same-file check blocked")
+        await gate.held(pilot, "the same-file check blocked")
         assert "diffing" in str(screen.query_one("#diff-summary", Static).render())
         await pilot.press("escape", "n")  # handled while the check hangs
         assert "numerics" not in screen.shown_ranks, "the key waited for the check"
         await pilot.press("n", "d")  # the same diff asked again: no second worker
-        await pilot.pause(0.1)
-        assert gate.entered == 1
+        await gate.still_one_call(pilot)
         gate.opened.set()
         await wait_for(pilot, lambda: "differences" in str(screen.query_one("#diff-summary", Static).render()),
                        what="the differences shown")
         assert gate.entered == 2  # A and B, once
 
 
-def _file_line(editor: RecipeEditorScreen) -> str:
-    return str(editor.query_one("#recipe-file", Static).render())
-
-
 @pytest.mark.parametrize("size", SIZES)
 @async_test
 async def test_a_save_that_hangs_holds_no_key_and_keeps_what_was_typed_meanwhile(
-        tmp_path: Path, gates: Gates, size: tuple[int, int]) -> None:
-    ws = workspace(tmp_path)
-    recipe = ws / "probe.yaml"
-    recipe.write_text("schema_version: 1\nticket: SLOW-DISK\nworkload: gpu_smoke\n")
+        ws: Path, gates: Gates, size: tuple[int, int]) -> None:
+    recipe = _probe_recipe(ws)
     gate = gates.on(recipe_editor_module, "atomic_write_text")
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        editor = app.screen
-        assert isinstance(editor, RecipeEditorScreen)
+    async with _app_at(ws, RecipeEditorScreen, size, start="recipe") as (_app, pilot, editor):
         editor.request_open(recipe)
         await wait_for(pilot, lambda: editor.path == recipe, what="the recipe opened")
         await pilot.press("e", *"# one")
         saved = editor.editor.text
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: gate.inside == 1, what="the write blocked")
+        await gate.held(pilot, "the write blocked")
         assert "saving" in _file_line(editor)
         await pilot.press(*" two")  # typed while the write hangs
         typed = editor.editor.text
         assert typed == saved.replace("# one", "# one two"), "the keys waited for the write"
         await pilot.press("ctrl+s")  # a second save while one writes starts none
-        await pilot.pause(0.1)
-        assert gate.entered == 1
+        await gate.still_one_call(pilot)
         gate.opened.set()
         await wait_for(pilot, lambda: "saving" not in _file_line(editor), what="the save's answer")
         assert recipe.read_text() == saved  # what the buffer held at ctrl+s, atomically
@@ -801,14 +755,9 @@ async def test_a_save_that_hangs_holds_no_key_and_keeps_what_was_typed_meanwhile
 
 @async_test
 async def test_a_new_recipe_is_saved_under_a_free_name_and_a_refused_write_says_why(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = workspace(tmp_path)
+        ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (ws / "recipe.yaml").write_text("taken\n")
-    app = AortaApp(cwd=ws, output_dir=ws / "aorta-out", start_screen="recipe", machine_facts=FIXED_FACTS)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        editor = app.screen
-        assert isinstance(editor, RecipeEditorScreen)
+    async with _app_at(ws, RecipeEditorScreen, start="recipe") as (app, pilot, editor):
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: editor.path == ws / "recipe-2.yaml", what="the free name")
         assert (ws / "recipe-2.yaml").read_text() == editor.editor.text and not editor.has_unsaved
