@@ -32,6 +32,7 @@ from aorta_tui.cli.trust_opts import TRUST_OPT
 from aorta_tui.store.trust_guard import guard_run_dir
 
 if TYPE_CHECKING:
+    from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.result_doc import QueueResult
 
 app = new_app(
@@ -140,38 +141,49 @@ def list_cmd(
     _table("queue workloads", header, rows, whole=(0,))  # a name is typed: never broken
 
 
+# `queue run`'s own options (named here so that its signature reads as the list of them)
+_RUN_STREAMS_OPT = typer.Option(4, "--streams", "-s", parser=count(), metavar="N", help="Number of concurrent streams.")
+_RUN_ITERATIONS_OPT = typer.Option(50, "--iterations", "-i", parser=count(), metavar="N", help="Measured iterations.")
+_RUN_WARMUP_OPT = typer.Option(5, "--warmup", "-w", parser=count(at_least=0), metavar="N",
+                               help="Warm-up iterations (not measured).")
+_RUN_OUTPUT_OPT = typer.Option(None, "--output", "-o", help="Write the result JSON here (atomically).")
+_TIMELINE_OPT = typer.Option(False, "--timeline", help="Include every launch's timestamps.")
+_PROFILER_TRACE_OPT = typer.Option(None, "--profiler-trace", help="Also write the profiler's chrome trace "
+                                   "(Perfetto) of the kernel-timed pass here.")
+_RUN_ID_OPT = typer.Option("", "--run-id", help="Name the run (default: q-<UTC time>-<random>).")
+_REPEAT_OPT = typer.Option(1, "--repeat", parser=count(), metavar="N", help="Run it this many times, each in a fresh "
+                           "process; the result holds every run and their medians, and "
+                           "`queue compare` then judges changes against the run-to-run "
+                           "spread (3 or more).")
+_RUN_JSON_OPT = typer.Option(False, "--json", help="Print the run as JSON event lines on "
+                             "stdout: run_started first, run_finished last with the result "
+                             "document in summary.result (as `queue sweep --json`).")
+
+
 @app.command("run")
 @cli_command
 def run_cmd(
     workload: str = _WORKLOAD_ARG,
-    streams: int = typer.Option(4, "--streams", "-s", parser=count(), metavar="N", help="Number of concurrent streams."),
-    iterations: int = typer.Option(50, "--iterations", "-i", parser=count(), metavar="N", help="Measured iterations."),
-    warmup: int = typer.Option(5, "--warmup", "-w", parser=count(at_least=0), metavar="N", help="Warm-up iterations (not measured)."),
+    streams: int = _RUN_STREAMS_OPT,
+    iterations: int = _RUN_ITERATIONS_OPT,
+    warmup: int = _RUN_WARMUP_OPT,
     device: str = _DEVICE_OPT,
     devices: str | None = _DEVICES_OPT,  # noqa: UP007
     sync_mode: str = _SYNC_OPT,
     dtype: str = _DTYPE_OPT,
     size: str = _SIZE_OPT,
     param: list[str] = _PARAM_OPT,
-    output: Path | None = typer.Option(None, "--output", "-o",  # noqa: UP007
-                                          help="Write the result JSON here (atomically)."),
-    timeline: bool = typer.Option(False, "--timeline", help="Include every launch's timestamps."),
+    output: Path | None = _RUN_OUTPUT_OPT,  # noqa: UP007
+    timeline: bool = _TIMELINE_OPT,
     timing: str = _TIMING_OPT,
     detail_iterations: int = _DETAIL_OPT,
-    profiler_trace: Path | None = typer.Option(None, "--profiler-trace",  # noqa: UP007
-                                                  help="Also write the profiler's chrome trace "
-                                                  "(Perfetto) of the kernel-timed pass here."),
+    profiler_trace: Path | None = _PROFILER_TRACE_OPT,  # noqa: UP007
     ebpf_trace: bool = _EBPF_OPT,
     stream_priority: str = _PRIORITY_OPT,
     graph: bool = _GRAPH_OPT,
-    run_id: str = typer.Option("", "--run-id", help="Name the run (default: q-<UTC time>-<random>)."),
-    repeat: int = typer.Option(1, "--repeat", parser=count(), metavar="N", help="Run it this many times, each in a fresh "
-                               "process; the result holds every run and their medians, and "
-                               "`queue compare` then judges changes against the run-to-run "
-                               "spread (3 or more)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the run as JSON event lines on "
-                                 "stdout: run_started first, run_finished last with the result "
-                                 "document in summary.result (as `queue sweep --json`)."),
+    run_id: str = _RUN_ID_OPT,
+    repeat: int = _REPEAT_OPT,
+    as_json: bool = _RUN_JSON_OPT,
     quiet: bool = _QUIET_OPT,
 ) -> None:
     """Run WORKLOAD on N streams and measure throughput, latency, per-stream busy time,
@@ -190,7 +202,6 @@ def run_cmd(
     Example: aorta-tui queue run tiny_kernel_stress --streams 8 --graph -o graph.json
     """
     from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
-    from aorta_tui.hwqueue.run import run_queue
 
     size = resolve_size(size, device, _parse_devices(devices))
     cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
@@ -204,21 +215,36 @@ def run_cmd(
     if output is not None:
         output = _per_rank(output)
     check_output_file(output)
-
-    def go(on_event: Any) -> QueueResult:
-        if repeat != 1:
-            from aorta_tui.hwqueue.repeat import run_repeated
-
-            return run_repeated(cfg, repeat, on_event=on_event, output=output)
-        return run_queue(cfg, on_event=on_event, output=output)
-
     if as_json:
-        from aorta_tui.hwqueue.result import new_run_id
+        _run_as_event_lines(cfg, repeat, output)
+    else:
+        _run_and_print(cfg, repeat, output, quiet)
 
-        cfg.run_id = cfg.run_id or new_run_id()  # named before the first line: run_started's
-        _event_lines(lambda emit: go(emit).to_json(), cfg.run_id, None, repeat, source="queue")
-        return
-    result = go(_progress_sink(quiet))
+
+def _run_queue(cfg: QueueRunConfig, repeat: int, output: Path | None, on_event: Any) -> QueueResult:
+    """The run: once in this process, or with ``--repeat N`` N times, each in a fresh process
+    (the result holds them all). The result is written to ``output`` when one is given."""
+    if repeat != 1:
+        from aorta_tui.hwqueue.repeat import run_repeated
+
+        return run_repeated(cfg, repeat, on_event=on_event, output=output)
+    from aorta_tui.hwqueue.run import run_queue
+
+    return run_queue(cfg, on_event=on_event, output=output)
+
+
+def _run_as_event_lines(cfg: QueueRunConfig, repeat: int, output: Path | None) -> None:
+    """`queue run --json`: the run's events as JSON lines on stdout, the result document last."""
+    from aorta_tui.hwqueue.result import new_run_id
+
+    cfg.run_id = cfg.run_id or new_run_id()  # named before the first line: run_started's
+    _event_lines(lambda emit: _run_queue(cfg, repeat, output, emit).to_json(), cfg.run_id, None, repeat,
+                 source="queue")
+
+
+def _run_and_print(cfg: QueueRunConfig, repeat: int, output: Path | None, quiet: bool) -> None:
+    """`queue run`: progress on stderr (unless quiet), then the result's table on stdout."""
+    result = _run_queue(cfg, repeat, output, _progress_sink(quiet))
     print_result(result)
     if output is not None:
         print(f"result written to {output}")
