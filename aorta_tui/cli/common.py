@@ -216,7 +216,7 @@ def check_output_file(path: os.PathLike[str] | str | None, *, option: str = "-o"
     try:
         mode = os.stat(path).st_mode  # follows a link: /dev/stdout is one to a pipe or a tty
     except (FileNotFoundError, PermissionError):  # EACCES: a folder above is not searchable
-        _check_output_folder(path, option)
+        _check_output_folder(path, option, file_there=False)
         return
     except OSError:
         return  # e.g. a loop of links: the write says what is wrong, naming the file
@@ -224,29 +224,47 @@ def check_output_file(path: os.PathLike[str] | str | None, *, option: str = "-o"
         raise UsageError(f"{option} {path} is {describe_kind(mode)}, not a file to write",
                          hint=f"give {option} a file name; the document replaces it atomically "
                               "(the event stream is --json's, on stdout)")
-    _check_output_folder(path, option)
+    _check_output_folder(path, option, file_there=True)
 
 
-def _check_output_folder(path: os.PathLike[str] | str, option: str) -> None:
+def _check_output_folder(path: os.PathLike[str] | str, option: str, *, file_there: bool) -> None:
     """The folder an ``-o FILE`` is written in (made where missing) must be writable by this
     process: the document is a temporary file there, renamed over the name. Under ``sudo`` this
     process is already the invoking user, so a root-only folder is refused here, before any work,
-    not by an exit 70 after a whole trace (seen on the H200, 2026-12-04)."""
+    not by an exit 70 after a whole trace (seen on the H200, 2026-12-04).
+
+    ``file_there``: the caller found the file (so it is written in its folder, and a refusal
+    names the file, whose it is). Else one climb, up from the file's folder to the nearest folder
+    this user can see: that is the one the writer makes the missing ones below, and the one a
+    refusal names (``permission_problem`` is handed it rather than climbing again). The path is
+    climbed as given, so a relative ``-o`` is named relative, as ``permission_problem`` names it."""
     import stat
+    from pathlib import Path
 
     from aorta_tui.core.errors import UsageError
     from aorta_tui.core.inputs import permission_problem
 
-    folder = os.path.dirname(os.path.abspath(path))
+    given = Path(path)
+    if file_there:
+        if not os.access(given.parent, os.W_OK | os.X_OK):  # real ids: the same as the effective ones here
+            raise permission_problem(path, nearest=given)
+        return
+    folder, denied = given.parent, False
     while True:
         try:
             mode = os.stat(folder).st_mode
             break
-        except FileNotFoundError:  # the writer makes the missing folders below this one
-            folder = os.path.dirname(folder)
+        except FileNotFoundError:  # the writer makes the missing folders below the one found
+            pass
         except PermissionError:  # a folder above cannot be searched by this user: whose it is
-            raise permission_problem(path) from None
+            denied = True
+        if folder == folder.parent:
+            return  # nothing this user can see (no working directory): the write says what is wrong
+        folder = folder.parent
+    if denied:
+        raise permission_problem(path, nearest=folder)
     if not stat.S_ISDIR(mode):
-        raise UsageError(f"{option} {path}: {folder} is not a folder", hint=f"give {option} a file in a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):  # real ids: the same as the effective ones here
-        raise permission_problem(path)
+        raise UsageError(f"{option} {path}: {os.path.abspath(folder)} is not a folder",
+                         hint=f"give {option} a file in a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise permission_problem(path, nearest=folder)

@@ -108,12 +108,18 @@ def _visible(path: Path) -> bool:
 
 
 def permission_problem(path: str | os.PathLike[str], *, doing: str = "write",
-                       fix_dir: str | os.PathLike[str] | None = None) -> EnvironmentProblem:
+                       fix_dir: str | os.PathLike[str] | None = None,
+                       nearest: str | os.PathLike[str] | None = None) -> EnvironmentProblem:
     """Exit 3 for a file or directory this user may not ``doing`` (read, write): whose it is,
-    who we are, and the two ways out. ``fix_dir`` is what to take over (default: its folder)."""
-    probe = Path(path)
-    while not _visible(probe) and probe != probe.parent:  # the nearest one this user can see
-        probe = probe.parent
+    who we are, and the two ways out. ``fix_dir`` is what to take over (default: its folder).
+    ``nearest``: the nearest of ``path`` and the folders above it that this user can see, where
+    the caller has climbed to it already (else it is found here, the same way)."""
+    if nearest is not None:
+        probe = Path(nearest)
+    else:
+        probe = Path(path)
+        while not _visible(probe) and probe != probe.parent:  # the nearest one this user can see
+            probe = probe.parent
     try:
         st = probe.stat()
         owner, mode = _user_name(st.st_uid), f"mode {stat.S_IMODE(st.st_mode):04o}"
