@@ -245,13 +245,23 @@ class _Loop:
 
 def execute(cfg: QueueRunConfig, on_event: EventCallback | None = None) -> RawRun:
     """Set up the workload, warm up, run the measured pass(es), collect raw timestamps."""
+    # --ebpf-trace: the CUPTI collector must be loaded before this process initialises CUDA,
+    # so the trace of the measured pass has GPU start times (launch_to_start), live
+    device_side = _device_side(cfg)
+    try:
+        return _execute(cfg, on_event, device_side)
+    finally:
+        # the trace's session stopped it already, unless the run failed before or without the
+        # trace (no GPU, bpftrace refused): its FIFO and folder (aorta-cupti-*) go either way
+        if device_side is not None:
+            device_side.stop()
+
+
+def _execute(cfg: QueueRunConfig, on_event: EventCallback | None, device_side: DeviceSide | None) -> RawRun:
     from aorta_tui.hwqueue.backends import select_backend
     from aorta_tui.hwqueue.workloads import workload_class
 
     emit = on_event or (lambda _e: None)
-    # --ebpf-trace: the CUPTI collector must be loaded before this process initialises CUDA,
-    # so the trace of the measured pass has GPU start times (launch_to_start), live
-    device_side = _device_side(cfg)
     backend = select_backend(cfg.device, cfg.devices)
     torch = backend.torch
     stream_devices = [backend.devices[i % len(backend.devices)] for i in range(cfg.streams)]

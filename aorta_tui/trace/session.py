@@ -178,9 +178,9 @@ class TraceSession:
         sets = [probes.get(n) for n in self.probe_names]
         self._sets = []
         child_env = self._prepare_device(sets)
-        if self.command:
-            self._spawn_gated(self.command, child_env)
         try:
+            if self.command:  # not found, or not startable: the device side's FIFO goes too
+                self._spawn_gated(self.command, child_env)
             self._prepare_and_attach(bpftrace, root, kp, kp_reason, sets)
         except BaseException:
             # never leave the gated command waiting, nor let it run untraced

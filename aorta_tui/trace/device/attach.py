@@ -154,6 +154,7 @@ class DeviceSide:
         # the collector is loaded in this very process (prepare_this_process): stop() detaches it
         self.in_process = False
         self.detach_result: str | None = None
+        self._stopped = False  # stop() is called by the session and again by whoever loaded it
 
     @property
     def active(self) -> bool:
@@ -524,8 +525,11 @@ class DeviceSide:
 
     # -- end ----------------------------------------------------------------------------------------
     def stop(self) -> None:
-        if not self.active:
+        """Read the last records, then close and remove the FIFO and its folder. Once: a second
+        call (the caller that loaded the collector, after the session stopped it) does nothing."""
+        if not self.active or self._stopped:
             return
+        self._stopped = True
         with self._lock:
             held, self._held = self._held, None  # never bound (the trace failed to start)
             for parsed in held or []:
