@@ -104,8 +104,10 @@ def _comm(pid: int) -> str:
 
 def test_the_helper_and_its_bpftrace_die_with_a_killed_tool(bpftrace: str, sudo_user: SudoUser,
                                                            user_dir: Path) -> None:
+    # TMPDIR: the killed tool cannot remove its temporary folder (aorta-trace-*): it is left in
+    # user_dir, which the fixture removes, not in /tmp
     tool = subprocess.Popen(cli_argv("trace", "queue", "--probes", "ioctl", "--no-calibrate", "--", "sleep", "120"),
-                            cwd=user_dir, env=sudo_user.env(), stdout=subprocess.DEVNULL,
+                            cwd=user_dir, env=sudo_user.env(TMPDIR=str(user_dir)), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     traced: list[int] = []
     try:
@@ -191,7 +193,8 @@ from aorta_tui.privsep.boot import drop_if_sudo
 drop_if_sudo(load_verbs)
 import os
 from aorta_tui.relay.engine_run import EngineRun
-run = EngineRun(["trace", "queue", "--probes", "ioctl", "--no-calibrate", "--json", "--", "true"]).start()
+run = EngineRun(["trace", "queue", "--probes", "ioctl", "--no-calibrate", "--json", "--", "true"],
+                stderr_path="engine.log").start()  # in the user's directory: the test removes it
 events = [type(e).__name__ for e in run.events()]
 print("uid", os.getuid(), "rc", run.wait(), "last", events[-1], "fd-var", "AORTA_TUI_PRIVSEP_FD" in os.environ)
 print(run.stderr_tail())

@@ -46,7 +46,7 @@ def test_a_real_sweep_names_its_run_directory_in_its_first_line(tmp_path: Path) 
     recipe.write_text(PROBE_RECIPE)
     out = tmp_path / "out"
     with EngineRun(["sweep", "run", "--json", "--recipe", str(recipe), "--output", str(out),
-                    "--", "true"], cwd=tmp_path) as run:
+                    "--", "true"], cwd=tmp_path, stderr_path=tmp_path / "engine.log") as run:
         started = run.wait_started(timeout=60)
         assert run.run_dir == Path(started.run_dir)
         assert run.run_dir.parent.parent == out and (run.run_dir / "journal.jsonl").is_file()
@@ -59,7 +59,7 @@ def test_a_real_sweep_names_its_run_directory_in_its_first_line(tmp_path: Path) 
 def test_the_run_dir_is_known_while_the_command_still_runs(tmp_path: Path) -> None:
     started = RunStarted("r1", source="sweep", run_dir=str(tmp_path / "r1"), total=1)
     argv = _script(tmp_path, f"import sys, time\nprint({_line(started)!r}, flush=True)\ntime.sleep(60)\n")
-    run = EngineRun([], argv=argv).start()
+    run = EngineRun([], argv=argv, stderr_path=tmp_path / "engine.log").start()
     try:
         assert run.wait_started(timeout=60).run_dir == str(tmp_path / "r1")
         assert run.running and run.run_dir == tmp_path / "r1"
@@ -80,7 +80,7 @@ def test_stop_ends_the_whole_process_group_grandchildren_included(tmp_path: Path
         f"while not Path({str(pidfile)!r}).exists():\n    time.sleep(0.01)\n"
         f"print({_line(started)!r}, flush=True)\n"
         "time.sleep(300)\n"))
-    run = EngineRun([], argv=argv).start()
+    run = EngineRun([], argv=argv, stderr_path=tmp_path / "engine.log").start()
     run.wait_started(timeout=20)
     grandchild = int(pidfile.read_text())
     assert process_alive(grandchild)
@@ -96,7 +96,7 @@ def test_stop_ends_the_whole_process_group_grandchildren_included(tmp_path: Path
 
 def test_a_command_that_exits_before_run_started_is_a_clear_error(tmp_path: Path) -> None:
     run = EngineRun(["policy", "sweep", "tiny_kernel_stress", "--policies", "no_such_policy_xyz", "--json",
-                     "--output", str(tmp_path / "p")], cwd=tmp_path).start()
+                     "--output", str(tmp_path / "p")], cwd=tmp_path, stderr_path=tmp_path / "engine.log").start()
     with pytest.raises(EngineRunError) as info:
         list(run.events())
     message = info.value.render()
@@ -114,7 +114,7 @@ def test_garbage_lines_are_counted_not_fatal(tmp_path: Path) -> None:
              _line(TrialStarted("r1", trial_id="001-baseline-t1", cell="baseline", trial=1)),
              _line(RunFinished("r1", status="completed", exit_code=0))]
     argv = _script(tmp_path, "import sys\nsys.stdout.write(" + repr("\n".join(lines) + "\n") + ")\n")
-    with EngineRun([], argv=argv) as run:
+    with EngineRun([], argv=argv, stderr_path=tmp_path / "engine.log") as run:
         events = list(run.events())
     assert [e.kind for e in events] == ["run_started", "warning", "trial_started", "run_finished"]
     assert run.malformed == 4
@@ -122,7 +122,7 @@ def test_garbage_lines_are_counted_not_fatal(tmp_path: Path) -> None:
 
 
 def test_a_silent_command_times_out_with_its_log_named(tmp_path: Path) -> None:
-    run = EngineRun([], argv=_script(tmp_path, "import time\ntime.sleep(60)\n")).start()
+    run = EngineRun([], argv=_script(tmp_path, "import time\ntime.sleep(60)\n"), stderr_path=tmp_path / "engine.log").start()
     try:
         with pytest.raises(EngineRunError, match="printed no event line within 0.3s"):
             run.wait_started(timeout=0.3)
@@ -142,7 +142,7 @@ _GARBAGE = st.one_of(
 def test_any_mix_of_lines_yields_exactly_the_events(tmp_path: Path, attack_tally, body: list[str]) -> None:
     data = tmp_path / "stream.jsonl"
     data.write_text("\n".join([_line(RunStarted("r", source="x", run_dir="", total=0)), *body]) + "\n")
-    with EngineRun([], argv=["cat", str(data)]) as run:
+    with EngineRun([], argv=["cat", str(data)], stderr_path=tmp_path / "engine.log") as run:
         got = list(run.events())
     expect = [json.loads(x)["message"] for x in body if x.startswith('{"event": "warning", "run_id"')]
     assert [e.message for e in got[1:]] == expect  # type: ignore[attr-defined]

@@ -40,7 +40,8 @@ async def test_superseded_snapshots_are_dropped_and_the_newest_is_shown(tmp_path
         await pilot.press("4")
         screen = app.screen
         assert isinstance(screen, TraceMonitorScreen)
-        run = EngineRun([], argv=["cat", str(_stream(tmp_path / "stream.jsonl"))]).start()
+        run = EngineRun([], argv=["cat", str(_stream(tmp_path / "stream.jsonl"))],
+                        stderr_path=tmp_path / "engine.log").start()
         screen.engine_run = run
         screen.follow_engine(run)
         await app.workers.wait_for_complete()
@@ -72,7 +73,8 @@ async def test_a_command_that_never_starts_a_run_is_an_error_on_screen(tmp_path:
         screen = app.screen
         assert isinstance(screen, TraceMonitorScreen)
         # a real engine command refused before it starts: a bad --lib
-        run = EngineRun(["trace", "queue", "--json", "--lib", "nonsense", "--", "true"]).start()
+        run = EngineRun(["trace", "queue", "--json", "--lib", "nonsense", "--", "true"],
+                        stderr_path=tmp_path / "engine.log").start()
         screen.engine_run = run
         screen.follow_engine(run)
         await app.workers.wait_for_complete()
