@@ -171,6 +171,8 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self._finished: RunFinished | None = None  # the tracer's last event, once it came
         self.attached: dict[str, Any] | None = None
         self.stderr_path: Path | None = None
+        # the tracer's log is kept when leaving only where a failure shown named it (to read)
+        self.keep_log = False
         self._metric_chosen = False  # the user picked a metric with m: keep it
         self._target_text = ""
         # Lines kept on screen (not only in fading toasts): why a probe set cannot attach,
@@ -289,6 +291,10 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.stop_trace()
         for run in list(self.detaching):
             run.stop(signal.SIGINT, grace_s=10.0)
+        # its log (in the temporary directory, one per TUI process) goes too, unless a failure
+        # shown named it: then the user reads it, and it stays where the message said
+        if self.stderr_path is not None and not self.keep_log:
+            self.stderr_path.unlink(missing_ok=True)
 
     # --- the stream ----------------------------------------------------------------------
 
@@ -481,6 +487,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.attached = None
         self._finished = None
         self.stderr_path.write_bytes(b"")  # this trace's log only
+        self.keep_log = False
         self.engine_run = EngineRun(["trace", "queue", "--json", "--interval", str(SNAPSHOT_S), *args],
                                     stderr_path=self.stderr_path).start()
         self.follow_engine(self.engine_run)
@@ -512,6 +519,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         if message.run is not self.engine_run:
             return
         if message.error:  # it never started: a bad option, a missing tool
+            self.keep_log = True  # the error names the log its stderr is in
             self.set_status("error", f"The tracer failed: {message.error}", "bold red")
             self.notify(message.error, title="trace", severity="error", timeout=12)
             return
@@ -531,7 +539,8 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.notify(event.message, title="trace", severity="error" if error else "warning", timeout=12)
 
     def _show_exit(self, code: int) -> None:
-        text = f"The tracer exited with status {code}; its log is {self.stderr_path}."
+        text = f"The tracer exited with status {code}; its log is {self.stderr_path} (kept after the TUI exits)."
+        self.keep_log = True
         if "error" not in self.status:
             self.set_status("error", text, "bold red")
         self.notify(text, severity="error")
