@@ -17,8 +17,13 @@ def _interrupted_while_starting(_signum: int, _frame: object) -> None:
     # Ctrl-C (or SIGTERM, SIGHUP: cli/main.py) while the program is still importing: nothing
     # has started that needs cleaning up, so leave at once with the one line every interrupted
     # command prints (not a traceback from deep inside an import, nor a silent death).
-    os.write(2, b"interrupted\n")
-    os._exit(130)
+    # Leave also when the line cannot be written (EIO: a hangup closed the terminal): raising
+    # instead, inside `aorta-tui edit`'s running TUI, made an internal error and a traceback
+    # file in /tmp.
+    try:
+        os.write(2, b"interrupted\n")
+    finally:
+        os._exit(130)
 
 
 def _started_as_the_program() -> bool:
