@@ -1,6 +1,7 @@
-"""The trace monitor's log of its tracer (``aorta-tui-trace-PID.log`` in the temporary directory):
-removed when the TUI exits after traces that went well, kept (and said so) after a failure whose
-message names it. It was never removed: one file in /tmp for every TUI that traced."""
+"""The trace monitor's log of its tracer (``aorta-tui-trace-PID-XXXX.log`` in the temporary
+directory, made by mkstemp): removed when the TUI exits after traces that went well, kept (and
+said so) after a failure whose message names it. It was never removed: one file in /tmp for every
+TUI that traced; and its name was fixed, so a link planted there was written through."""
 
 from __future__ import annotations
 
@@ -49,3 +50,34 @@ async def test_the_log_of_a_tracer_that_failed_is_kept_and_the_message_says_wher
         await wait_for(pilot, lambda: any(f"its log is {log} (kept" in n.message for n in app._notifications),
                        timeout=30, what="the failure, naming the log")
     assert log.exists() and list(temp.iterdir()) == [log]
+
+
+@async_test
+async def test_a_link_planted_at_the_old_fixed_name_is_never_written_through(
+        tmp_path: Path, temp: Path) -> None:
+    # Another user could guess aorta-tui-trace-PID.log in /tmp and put a link there: a TUI run
+    # by sudo truncated and wrote the link's target. The log is now a new file of its own.
+    import os
+
+    target = tmp_path / "victim"
+    target.write_bytes(b"keep me")
+    (temp / f"aorta-tui-trace-{os.getpid()}.log").symlink_to(target)
+    app = app_in(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await replay_in_monitor(app, pilot, FIXTURES / "launch_to_start_snapshots.jsonl")
+        log = screen.stderr_path
+        assert log is not None and not log.is_symlink() and (log.stat().st_mode & 0o777) == 0o600
+    assert target.read_bytes() == b"keep me"
+
+
+@async_test
+async def test_a_second_trace_gets_a_new_log_and_the_first_one_goes(tmp_path: Path, temp: Path) -> None:
+    app = app_in(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await replay_in_monitor(app, pilot, FIXTURES / "launch_to_start_snapshots.jsonl")
+        first = screen.stderr_path
+        screen = await replay_in_monitor(app, pilot, FIXTURES / "launch_to_start_snapshots.jsonl")
+        second = screen.stderr_path
+        assert first is not None and second is not None and first != second
+        assert not first.exists() and second.exists()
+    assert list(temp.iterdir()) == []

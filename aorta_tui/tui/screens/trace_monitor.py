@@ -291,7 +291,7 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
         self.stop_trace()
         for run in list(self.detaching):
             run.stop(signal.SIGINT, grace_s=10.0)
-        # its log (in the temporary directory, one per TUI process) goes too, unless a failure
+        # its log (in the temporary directory, one per trace) goes too, unless a failure
         # shown named it: then the user reads it, and it stays where the message said
         if self.stderr_path is not None and not self.keep_log:
             self.stderr_path.unlink(missing_ok=True)
@@ -481,16 +481,26 @@ class TraceMonitorScreen(EngineBridge, AortaScreen):
     def start_worker(self, args: list[str]) -> None:
         """Start ``trace queue --json`` with ``args`` and follow its events (the
         benchmark uses this, with ``--synthetic N``)."""
-        self.stderr_path = Path(tempfile.gettempdir()) / f"aorta-tui-trace-{os.getpid()}.log"
         self.stop_trace(wait=False)  # a previous tracer's late events are dropped (they name their run)
+        self.stderr_path = self._new_log()  # this trace's log only
         self.clear_trace()
         self.attached = None
         self._finished = None
-        self.stderr_path.write_bytes(b"")  # this trace's log only
         self.keep_log = False
         self.engine_run = EngineRun(["trace", "queue", "--json", "--interval", str(SNAPSHOT_S), *args],
                                     stderr_path=self.stderr_path).start()
         self.follow_engine(self.engine_run)
+
+    def _new_log(self) -> Path:
+        """A new private file for the next tracer's log; the last one goes unless a failure
+        named it. mkstemp creates it (O_EXCL, mode 0600) under a name nobody can guess: a
+        fixed name in the shared /tmp let another user plant a link there that a TUI run by
+        sudo would have truncated and written through."""
+        if self.stderr_path is not None and not self.keep_log:
+            self.stderr_path.unlink(missing_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f"aorta-tui-trace-{os.getpid()}-", suffix=".log")
+        os.close(fd)
+        return Path(name)
 
     @on(EngineSnapshots)
     def _snapshots(self, message: EngineSnapshots) -> None:
