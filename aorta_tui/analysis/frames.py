@@ -263,10 +263,10 @@ def load_queue(path: str | Path) -> Frames:
     """``points`` (one row per point: streams and the summary figures), ``per_stream`` (one
     row per stream of every point) and ``iterations`` (the per-iteration samples)."""
     pd = require_pandas()
-    from aorta_tui.hwqueue.result_doc import QueueSweep, load_result
+    from aorta_tui.hwqueue.result_doc import QueueSweepDoc, load_result
 
     doc = load_result(path)
-    points = doc.points if isinstance(doc, QueueSweep) else (doc,)
+    points = doc.points if isinstance(doc, QueueSweepDoc) else (doc,)
     summary_rows: list[dict[str, Any]] = []
     stream_rows: list[dict[str, Any]] = []
     iteration_rows: list[dict[str, Any]] = []

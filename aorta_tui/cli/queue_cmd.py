@@ -643,18 +643,18 @@ def _sweep_and_print(go: Any, run_id: str, run_dir: Path | None, total: int,
 
 
 def _print_sweep(doc: dict[str, Any]) -> None:
-    """The sweep's table: its points read as typed results; the sweep's own fields (analysis,
-    failed points) as the sweep document holds them."""
+    """The sweep's table, from the document read as its typed value (the one reader)."""
     from aorta_tui.hwqueue.result import summary_reason
-    from aorta_tui.hwqueue.result_doc import QueueSweep
+    from aorta_tui.hwqueue.result_doc import QueueSweepDoc
 
-    a = doc["analysis"]
-    unit = doc["workload"]["throughput_unit"]
+    sweep = QueueSweepDoc.from_json(doc, "queue sweep")
+    a = sweep.analysis
+    unit = sweep.workload.throughput_unit
     rows = []
     keys = ("throughput", "latency_p50_ms", "latency_p99_ms", "achieved_concurrency",
             "switch_overhead_us")
     reasons: dict[str, str] = {}  # one footnote per distinct reason, not one per cell
-    for r in QueueSweep.from_json(doc, "queue sweep").points:
+    for r in sweep.points:
         n = r.config.streams
         cells = []
         for key in keys:
@@ -665,17 +665,17 @@ def _print_sweep(doc: dict[str, Any]) -> None:
             why = summary_reason(r.unavailable, key) or "no reason recorded"
             mark = reasons.setdefault(why, f"[{len(reasons) + 1}]")
             cells.append(f"n/a {mark}")
-        eff = a["efficiency"].get(str(n))
+        eff = a.efficiency.get(str(n))
         rows.append([str(n), cells[0], _fmt(eff), *cells[1:]])
-    title = f"{doc['workload']['name']} stream sweep ({unit}){' EMULATED' if doc['emulated'] else ''}"
+    title = f"{sweep.workload.name} stream sweep ({unit}){' EMULATED' if sweep.emulated else ''}"
     _table(title, ["streams", "throughput", "efficiency", "p50 ms", "p99 ms", "concurrency",
                    "switch us"], rows)
     for why, mark in reasons.items():
         print(f"{mark} not available: {why}")
-    for failed in doc.get("failed_points", []):
-        print(f"{failed['streams']} streams failed, left out of the analysis: {failed['reason']}")
-    print(f"peak: {a['peak_streams']} streams ({_fmt(a['peak_throughput'])} {unit}); "
-          f"knee: {a['knee_streams']} streams")
+    for failed in sweep.failed_points:
+        print(f"{failed.streams} streams failed, left out of the analysis: {failed.reason}")
+    print(f"peak: {a.peak_streams} streams ({_fmt(a.peak_throughput)} {unit}); "
+          f"knee: {a.knee_streams} streams")
 
 
 @app.command("compare")

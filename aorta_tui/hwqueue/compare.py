@@ -28,7 +28,7 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.core.stats import percentile
 from aorta_tui.hwqueue.repeat import MIN_REPEATS_FOR_SPREAD
 from aorta_tui.hwqueue.result import summary_reason
-from aorta_tui.hwqueue.result_doc import KIND, SWEEP_KIND, QueueResult, QueueSweep, as_result
+from aorta_tui.hwqueue.result_doc import KIND, SWEEP_KIND, QueueResult, QueueSweepDoc, as_result
 
 # A document as compare takes it: the typed value, or its JSON (read by the one reader first).
 Doc = QueueResult | dict[str, Any]
@@ -101,31 +101,31 @@ def _missing(key: str, base: QueueResult, test: QueueResult) -> str:
     return "not available in both" + (f" ({reasons})" if reasons else "")
 
 
-def compare_files(base: QueueResult | QueueSweep | dict[str, Any],
-                  test: QueueResult | QueueSweep | dict[str, Any],
+def compare_files(base: QueueResult | QueueSweepDoc | dict[str, Any],
+                  test: QueueResult | QueueSweepDoc | dict[str, Any],
                   min_change: float = 0.05) -> dict[str, Any]:
     """Two run results, or two sweeps point by point (the stream counts both measured).
     A document still in its JSON form is read by its type's reader first."""
     if _is_sweep(base) and _is_sweep(test):
         return compare_sweeps(_as_sweep(base, "BASE"), _as_sweep(test, "TEST"), min_change)
-    if isinstance(base, QueueSweep) or isinstance(test, QueueSweep) or _is_sweep(base) or _is_sweep(test):
+    if isinstance(base, QueueSweepDoc) or isinstance(test, QueueSweepDoc) or _is_sweep(base) or _is_sweep(test):
         raise UsageError("one file is a stream sweep and the other a single run",
                          hint="compare two `queue run -o` results or two `queue sweep -o` files")
     return compare(base, test, min_change)
 
 
-def _is_sweep(doc: QueueResult | QueueSweep | dict[str, Any]) -> bool:
-    return isinstance(doc, QueueSweep) or (isinstance(doc, dict) and doc.get("kind") == SWEEP_KIND)
+def _is_sweep(doc: QueueResult | QueueSweepDoc | dict[str, Any]) -> bool:
+    return isinstance(doc, QueueSweepDoc) or (isinstance(doc, dict) and doc.get("kind") == SWEEP_KIND)
 
 
-def _as_sweep(doc: QueueResult | QueueSweep | dict[str, Any], name: str) -> QueueSweep:
-    if isinstance(doc, QueueSweep):
+def _as_sweep(doc: QueueResult | QueueSweepDoc | dict[str, Any], name: str) -> QueueSweepDoc:
+    if isinstance(doc, QueueSweepDoc):
         return doc
     assert isinstance(doc, dict)  # _is_sweep said so
-    return QueueSweep.from_json(doc, name)
+    return QueueSweepDoc.from_json(doc, name)
 
 
-def compare_sweeps(base: QueueSweep, test: QueueSweep, min_change: float = 0.05) -> dict[str, Any]:
+def compare_sweeps(base: QueueSweepDoc, test: QueueSweepDoc, min_change: float = 0.05) -> dict[str, Any]:
     """Every stream count measured by both sweeps, compared like two runs; rows carry ``streams``."""
     by_n = [{p.config.streams: p for p in doc.points} for doc in (base, test)]
     common = sorted(set(by_n[0]) & set(by_n[1]))
@@ -142,9 +142,10 @@ def compare_sweeps(base: QueueSweep, test: QueueSweep, min_change: float = 0.05)
         rows += [{**r, "streams": n} for r in one["rows"]]
         notes += [f"{n} streams: {note}" for note in one["notes"] if "stream counts" not in note]
     ab, at = base.analysis, test.analysis
-    for key in ("peak_streams", "knee_streams"):
-        if ab.get(key) != at.get(key):
-            notes.append(f"{key.replace('_', ' ')}: {ab.get(key)} -> {at.get(key)}")
+    for what, was, now in (("peak streams", ab.peak_streams, at.peak_streams),
+                           ("knee streams", ab.knee_streams, at.knee_streams)):
+        if was != now:
+            notes.append(f"{what}: {was} -> {now}")
     return {
         "base": base.name, "test": test.name,
         "min_change": min_change, "notes": notes, "rows": rows, "streams": common,

@@ -4,8 +4,9 @@ One serializer (:meth:`QueueResult.to_json`: the object ``queue run -o`` writes,
 included) and one reader (:meth:`QueueResult.from_json`, which checks every field that
 ``queue compare``, the CLI, ``export`` and the sweep read, and names the damaged one: file,
 field path, fix; exit 2). :func:`load_result` reads a file: a run result or a sweep
-(:class:`QueueSweep`, whose points are run results). The document is computed in
-``result.py``; ``compare.py``, ``repeat.py``, ``sweep.py``, ``analysis/frames.py`` and the CLI
+(:class:`QueueSweepDoc`, whose points are run results: typed here too, beside them, because
+the one file reader returns either kind). The result is computed in ``result.py``, the sweep in
+``sweep.py``; ``compare.py``, ``repeat.py``, ``sweep.py``, ``analysis/frames.py`` and the CLI
 read these attributes.
 
 Typed here is what some reader decides on: the workload's name, the stream count, the
@@ -30,6 +31,7 @@ from typing import Any
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import (
     INPUT_LIMITS,
+    FieldReader,
     Json,
     clip_for_message,
     is_json_number,
@@ -71,6 +73,12 @@ class WorkloadFacts:
 
     name: str
     extra: dict[str, Json] = field(default_factory=dict)  # category, size, dtype, params, ...
+
+    @property
+    def throughput_unit(self) -> str | None:
+        """The unit of its throughput figure (GFLOP/s, tokens/s): the sweep table's heading."""
+        unit = self.extra.get("throughput_unit")
+        return unit if isinstance(unit, str) else None
 
     def to_json(self) -> dict[str, Json]:
         return {"name": self.name, **self.extra}
@@ -301,74 +309,214 @@ def _check_numbers(values: list[Any] | None, where: str, field: str) -> None:
                          what="queue result", hint=HINT)
 
 
-# -- a sweep's document, as far as its readers go ---------------------------------------------
+# -- a sweep's document ------------------------------------------------------------------------
+
+SWEEP_WHAT = "queue sweep"
+# The top-level keys in the order hwqueue/sweep.py writes them; the analysis's keys likewise
+# (knee_gain where a knee was judged, reason where no point had a throughput).
+_SWEEP_ORDER = ("schema_version", "kind", "run_id", "workload", "emulated", "platform",
+                "stream_counts", "isolation", "failed_points", "analysis", "points")
+_ANALYSIS_ORDER = ("efficiency", "peak_streams", "peak_throughput", "knee_streams", "knee_gain",
+                   "reason")
+# Every version of the sweep wrote these; isolation and failed_points came with isolated
+# points, so an older document lacks them (remembered in ``absent``, not written back).
+_SWEEP_REQUIRED = ("workload", "emulated", "platform", "stream_counts", "analysis", "points")
+_ANALYSIS_REQUIRED = ("efficiency", "peak_streams", "peak_throughput", "knee_streams")
 
 
 @dataclass(frozen=True)
-class QueueSweep:
-    """A ``queue sweep`` document as read back: its points as run results; its own fields
-    (stream counts, isolation, failed points, analysis) as written, for the sweep table and
-    ``compare`` (``hwqueue/sweep.py`` writes it)."""
+class FailedPoint:
+    """A stream count whose run failed (``failed_points``): left out of the analysis, and why."""
 
-    points: tuple[QueueResult, ...]
-    fields: dict[str, Json] = field(default_factory=dict)  # every key but points, in order
+    streams: int
+    reason: str
+    extra: dict[str, Json] = field(default_factory=dict)  # keys this build does not write
+
+    def to_json(self) -> dict[str, Json]:
+        return {"streams": self.streams, "reason": self.reason, **self.extra}
+
+
+@dataclass(frozen=True)
+class SweepAnalysis:
+    """``analysis``: scaling efficiency per stream count (keyed by the count as text, as JSON
+    keys are), the peak and the knee; with no throughput at any point they are empty or None
+    and ``reason`` says why (``hwqueue/sweep.py``'s ``scaling`` computes it)."""
+
+    efficiency: dict[str, float]
+    peak_streams: int | None
+    peak_throughput: float | None
+    knee_streams: int | None
+    knee_gain: float | None = None  # the marginal gain the knee was judged by; None: not written
+    reason: str | None = None  # why there is no peak nor knee; None: not written
+    extra: dict[str, Json] = field(default_factory=dict)  # keys this build does not write
+
+    def to_json(self) -> dict[str, Json]:
+        out: dict[str, Json] = {
+            "efficiency": dict(self.efficiency), "peak_streams": self.peak_streams,
+            "peak_throughput": self.peak_throughput, "knee_streams": self.knee_streams}
+        if self.knee_gain is not None:
+            out["knee_gain"] = self.knee_gain
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return _in_order(out | self.extra, _ANALYSIS_ORDER)
+
+
+@dataclass(frozen=True)
+class QueueSweepDoc:
+    """A ``queue sweep`` document (``-o``, a run directory's ``sweep.json``, ``--json``'s last
+    event): its points are run results; ``hwqueue/sweep.py`` builds it, ``compare``, the
+    sweep table and ``export`` read it. One serializer (:meth:`to_json`, the bytes the untyped
+    writer wrote), one reader (:meth:`from_json`; :func:`load_result` reads a file)."""
+
+    run_id: str | None
+    workload: WorkloadFacts  # the first point's
+    emulated: bool  # the first point's
+    platform: Json  # the first point's platform section, as it wrote it (null: it had none)
+    stream_counts: tuple[int, ...]  # as asked, the failed ones included
+    isolation: str  # how the points ran: a fresh process each, or all in one
+    failed_points: tuple[FailedPoint, ...]
+    analysis: SweepAnalysis
+    points: tuple[QueueResult, ...]  # the measured ones, in count order
+    extra: dict[str, Json] = field(default_factory=dict)  # keys this build does not write
+    schema_version: int = SCHEMA_VERSION
+    absent: frozenset[str] = frozenset()  # of run_id, isolation, failed_points
 
     __hash__ = None  # type: ignore[assignment]  # mutable dict fields: never a dict key
 
     @property
-    def analysis(self) -> dict[str, Json]:
-        value = self.fields.get("analysis")
-        return value if isinstance(value, dict) else {}
-
-    @property
-    def name(self) -> Json:
-        """The sweep's id (older documents wrote ``sweep_id``), else its run id."""
-        return self.fields.get("sweep_id", self.fields.get("run_id"))
+    def name(self) -> str | None:
+        """The sweep's id as ``compare`` names it: a hand-made document's ``sweep_id`` (read
+        as the older name of it), else its run id."""
+        sweep_id = self.extra.get("sweep_id", self.run_id)
+        return sweep_id if isinstance(sweep_id, str) else None
 
     def to_json(self) -> dict[str, Json]:
-        return {**self.fields, "points": [p.to_json() for p in self.points]}
+        """The object the sweep file holds (``core.atomic.atomic_write_json`` writes it)."""
+        typed: dict[str, Json] = {
+            "schema_version": self.schema_version, "kind": SWEEP_KIND, "run_id": self.run_id,
+            "workload": self.workload.to_json(), "emulated": self.emulated,
+            "platform": self.platform, "stream_counts": list(self.stream_counts),
+            "isolation": self.isolation,
+            "failed_points": [f.to_json() for f in self.failed_points],
+            "analysis": self.analysis.to_json(), "points": [p.to_json() for p in self.points]}
+        for key in self.absent:
+            typed.pop(key, None)
+        return _in_order(typed | self.extra, _SWEEP_ORDER)
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any], where: str) -> QueueSweep:
-        """Read a parsed sweep: its points are run results (checked as such)."""
-        points = require_type(doc.get("points"), "array", where=where, field="points",
-                              what="queue sweep", hint=HINT)
-        require_type(doc.get("analysis", {}), "object", where=where, field="analysis",
-                     what="queue sweep", hint=HINT)
-        for key in ("sweep_id", "run_id"):
-            require_type(doc.get(key), "string", where=where, field=key, what="queue sweep",
-                         nullable=True, hint=HINT)
-        return cls(tuple(QueueResult.from_json(p, where, f"points[{i}].")
-                         for i, p in enumerate(points)),
-                   {k: v for k, v in doc.items() if k != "points"})
+    def from_json(cls, doc: object, where: str) -> QueueSweepDoc:
+        """Read a parsed sweep; a damaged one is a located UsageError (exit 2) naming the file
+        and the field path (``points[2].config.streams``, ``analysis.knee_streams``)."""
+        return _read_sweep(FieldReader(where, SWEEP_WHAT), doc)
 
 
-def load_result(path: str | os.PathLike[str]) -> QueueResult | QueueSweep:
+# The name the sweep's type had while only its points were typed (compare, frames, tests).
+QueueSweep = QueueSweepDoc
+
+
+def _missing(f: FieldReader, d: dict[str, Any], keys: tuple[str, ...], path: str) -> None:
+    for key in keys:
+        if key not in d:
+            raise UsageError(f"{f.where}: {f.join(path, key)}: missing", hint=HINT)
+
+
+def _read_sweep(f: FieldReader, data: object) -> QueueSweepDoc:
+    d = f.obj(data, "(top level)")
+    if d.get("kind") != SWEEP_KIND:
+        raise UsageError(f"{f.where}: kind: expected {SWEEP_KIND!r}, found "
+                         f"{clip_for_message(d.get('kind'))}", hint=HINT)
+    _missing(f, d, _SWEEP_REQUIRED, "")
+    f.check(d.get("sweep_id"), "string", "sweep_id", nullable=True)  # compare names it
+    workload = f.obj(d["workload"], "workload")
+    failed = tuple(_read_failed(f, p, f"failed_points[{i}]")
+                   for i, p in enumerate(f.array_at(d, "failed_points", "")))
+    points = tuple(QueueResult.from_json(p, f.where, f"points[{i}].")
+                   for i, p in enumerate(f.check(d["points"], "array", "points")))
+    return QueueSweepDoc(
+        run_id=f.opt_text(d, "run_id", ""),
+        workload=WorkloadFacts(f.text(workload, "name", "workload", required=True),
+                               {k: v for k, v in workload.items() if k != "name"}),
+        emulated=f.check(d["emulated"], "boolean", "emulated"), platform=d["platform"],
+        stream_counts=tuple(f.check(c, "integer", f"stream_counts[{i}]")
+                            for i, c in enumerate(f.check(d["stream_counts"], "array",
+                                                          "stream_counts"))),
+        isolation=f.text(d, "isolation", ""), failed_points=failed,
+        analysis=_read_analysis(f, f.obj(d["analysis"], "analysis")), points=points,
+        extra={k: v for k, v in d.items() if k not in _SWEEP_ORDER},
+        schema_version=f.integer(d, "schema_version", "", SCHEMA_VERSION),
+        absent=frozenset(k for k in ("schema_version", "run_id", "isolation", "failed_points")
+                         if k not in d))
+
+
+def _read_failed(f: FieldReader, value: object, path: str) -> FailedPoint:
+    d = f.obj(value, path)
+    return FailedPoint(streams=f.integer(d, "streams", path, required=True),
+                       reason=f.text(d, "reason", path, required=True),
+                       extra={k: v for k, v in d.items() if k not in ("streams", "reason")})
+
+
+def _read_analysis(f: FieldReader, d: dict[str, Any]) -> SweepAnalysis:
+    p = "analysis"
+    _missing(f, d, _ANALYSIS_REQUIRED, p)
+    efficiency = {k: f.check(v, "number", f"{p}.efficiency.{k}")
+                  for k, v in f.obj_at(d, "efficiency", p).items()}
+    return SweepAnalysis(
+        efficiency=efficiency, peak_streams=f.opt_integer(d, "peak_streams", p),
+        peak_throughput=f.opt_number(d["peak_throughput"], f"{p}.peak_throughput"),
+        knee_streams=f.opt_integer(d, "knee_streams", p),
+        # present only where the sweep wrote them, and then never null
+        knee_gain=f.check(d["knee_gain"], "number", f"{p}.knee_gain") if "knee_gain" in d else None,
+        reason=f.text(d, "reason", p) if "reason" in d else None,
+        extra={k: v for k, v in d.items() if k not in _ANALYSIS_ORDER})
+
+
+def load_result(path: str | os.PathLike[str]) -> QueueResult | QueueSweepDoc:
     """Read a queue result (or sweep) file, refusing anything that is not one, with the reason.
 
     Beyond the kind and version, every field ``queue compare`` reads is type-checked here, so
     a damaged file is a located UsageError naming the field, never a KeyError later.
     """
+    return read_document(_load_queue_file(path), os.fspath(path))
+
+
+def _load_queue_file(path: str | os.PathLike[str]) -> object:
+    """The parsed JSON of a queue result or sweep file: bounded by ``INPUT_LIMITS``."""
     p = os.fspath(path)
     if os.path.isdir(p):
         raise UsageError(f"{p} is a directory, not a queue result file", hint=HINT)
-    data = load_json_input(p, what="queue result", limit=INPUT_LIMITS["queue result"], hint=HINT)
-    return read_document(data, p)
+    data: object = load_json_input(p, what="queue result", limit=INPUT_LIMITS["queue result"],
+                                   hint=HINT)
+    return data
 
 
-def read_document(data: object, where: str) -> QueueResult | QueueSweep:
+def read_document(data: object, where: str) -> QueueResult | QueueSweepDoc:
     """A queue result (or sweep) file's parsed content, checked as :func:`load_result` checks
     it (kind, version, every field): for a caller that reads the file's bytes its own way (the
     policy evaluator reads a trial's ``result.json`` without following a link)."""
+    if _checked_kind(data, where) == SWEEP_KIND:
+        return QueueSweepDoc.from_json(data, where)
+    return QueueResult.from_json(data, where)
+
+
+def read_run_document(data: object, where: str) -> QueueResult:
+    """As :func:`read_document`, where one run's result must be (a run's own process wrote
+    it): a sweep is refused by its kind, before its fields are read (whole or damaged, it is
+    not one run's result, and that is what the message says)."""
+    if _checked_kind(data, where) == SWEEP_KIND:
+        raise UsageError(f"{where} holds a queue sweep, not one run's result", hint=HINT)
+    return QueueResult.from_json(data, where)
+
+
+def _checked_kind(data: object, where: str) -> str:
+    """The kind of a queue document of the version this build reads, or a located refusal."""
     if not isinstance(data, dict) or data.get("kind") not in (KIND, SWEEP_KIND):
         raise UsageError("not an aorta-tui queue result", location=where, hint=HINT)
     if data.get("schema_version") != SCHEMA_VERSION or isinstance(data.get("schema_version"), bool):
         raise UsageError(f"schema_version {clip_for_message(data.get('schema_version'))} is not "
                          f"supported (this build reads {SCHEMA_VERSION})", location=where,
                          hint="re-run the measurement with this aorta-tui version")
-    if data["kind"] == SWEEP_KIND:
-        return QueueSweep.from_json(data, where)
-    return QueueResult.from_json(data, where)
+    kind: str = data["kind"]
+    return kind
 
 
 def as_result(doc: QueueResult | dict[str, Any], where: str) -> QueueResult:
@@ -379,11 +527,4 @@ def as_result(doc: QueueResult | dict[str, Any], where: str) -> QueueResult:
 
 def load_run_result(path: str | os.PathLike[str]) -> QueueResult:
     """A file that must hold one run's result (what a run's own process wrote), not a sweep."""
-    return one_run(load_result(path), os.fspath(path))
-
-
-def one_run(doc: QueueResult | QueueSweep, where: str) -> QueueResult:
-    """``doc`` where one run's result must be (a run's own process wrote it), a sweep refused."""
-    if not isinstance(doc, QueueResult):
-        raise UsageError(f"{where} holds a queue sweep, not one run's result", hint=HINT)
-    return doc
+    return read_run_document(_load_queue_file(path), os.fspath(path))

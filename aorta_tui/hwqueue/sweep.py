@@ -14,21 +14,29 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
+from aorta_tui.core.inputs import Json
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
-from aorta_tui.hwqueue.result_doc import QueueResult, as_result
+from aorta_tui.hwqueue.result_doc import (
+    FailedPoint,
+    QueueResult,
+    QueueSweepDoc,
+    SweepAnalysis,
+    as_result,
+)
 from aorta_tui.store.run_store import StoreLayout
 from aorta_tui.store.write_errors import output_write_error
 from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_planned
 
-SWEEP_KIND = "aorta-tui/queue-sweep"
+if TYPE_CHECKING:
+    from aorta_tui.hwqueue.harness import QueueRunConfig
 
 
 def parse_stream_counts(text: str) -> list[int]:
@@ -56,12 +64,12 @@ def check_counts(workload: str, counts: Sequence[int]) -> None:
         )
 
 
-def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10) -> dict[str, Any]:
+def scaling(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10) -> SweepAnalysis:
     """Scaling efficiency per point, peak and knee from (streams, throughput) pairs."""
     valid = [(n, t) for n, t in sorted(points) if t is not None and t > 0]
     if not valid:
-        return {"efficiency": {}, "peak_streams": None, "peak_throughput": None,
-                "knee_streams": None, "reason": "no point has a throughput"}
+        return SweepAnalysis(efficiency={}, peak_streams=None, peak_throughput=None,
+                             knee_streams=None, reason="no point has a throughput")
     n0, t0 = valid[0]
     eff = {str(n): (t / t0) / (n / n0) for n, t in valid}
     peak_n, peak_t = max(valid, key=lambda p: p[1])
@@ -70,8 +78,13 @@ def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10)
         if t_b / t_a - 1.0 < knee_gain:
             knee = n_a
             break
-    return {"efficiency": eff, "peak_streams": peak_n, "peak_throughput": peak_t,
-            "knee_streams": knee, "knee_gain": knee_gain}
+    return SweepAnalysis(efficiency=eff, peak_streams=peak_n, peak_throughput=peak_t,
+                         knee_streams=knee, knee_gain=knee_gain)
+
+
+def analyse(points: Sequence[tuple[int, float | None]], knee_gain: float = 0.10) -> dict[str, Json]:
+    """:func:`scaling` as the sweep document's ``analysis`` holds it (its JSON form)."""
+    return scaling(points, knee_gain).to_json()
 
 
 # (QueueRunConfig, what[, repeat.PointLaunch in a run directory]) -> queue result (typed, or
@@ -90,8 +103,9 @@ ISOLATED = "a fresh process per point"
 def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
               knee_gain: float = 0.10, output: str | os.PathLike[str] | None = None,
               isolate: bool = True, runner: Runner | None = None,
-              run_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document.
+              run_dir: str | os.PathLike[str] | None = None) -> dict[str, Json]:
+    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document in its
+    JSON form (what the file holds; :meth:`QueueSweepDoc.from_json` reads it back typed).
 
     ``isolate`` (default): every point is a fresh ``queue run`` process, so no state (CUDA
     context, allocator cache, a finished profiler session) carries from one point to the next,
@@ -124,16 +138,26 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
         base = dataclasses.replace(base, run_id=sweep_id)
         request = _request(base, counts, knee_gain, output)
         _create_run_dir(Path(run_dir), request)
-        return _StoreSweep(Path(run_dir), request, on_event, run).run(resumed=False)
+        return _StoreSweep(Path(run_dir), request, on_event, run, base).run(resumed=False)
+    doc = _run_points(base, sweep_id, counts, run, isolate, on_event, knee_gain)
+    if output is not None:
+        _write_document(output, doc, on_event)
+    return doc.to_json()
+
+
+def _run_points(base: QueueRunConfig, sweep_id: str, counts: Sequence[int], run: Runner, isolate: bool,
+                on_event: Callable[[Event], None] | None, knee_gain: float) -> QueueSweepDoc:
+    """A sweep kept in no run directory: each point in count order, then its document (or,
+    when every point failed, the first failure raised)."""
     results: list[QueueResult] = []
-    failed: list[dict[str, Any]] = []
+    failed: list[FailedPoint] = []
     first_error: AortaError | None = None
     for k, n in enumerate(counts):
         cfg = dataclasses.replace(base, streams=n, run_id=f"{sweep_id}-s{n}")
         result, error = _measure(run, cfg, isolate, on_event)
         if error is not None:
             first_error = first_error or error
-            failed.append({"streams": n, "reason": error.render()})
+            failed.append(FailedPoint(n, error.render()))
         else:
             assert result is not None  # _measure returns a result or the error that ended it
             results.append(result)
@@ -143,11 +167,8 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     if not results:
         assert first_error is not None
         raise first_error
-    doc = sweep_document(sweep_id, counts, results, failed, knee_gain,
-                         ISOLATED if isolate else "all points in one process")
-    if output is not None:
-        _write_document(output, doc, sweep_id, on_event)
-    return doc
+    return build_sweep(sweep_id, counts, results, failed, knee_gain,
+                       ISOLATED if isolate else "all points in one process")
 
 
 def _measure(run: Runner, cfg: Any, isolate: bool, on_event: Callable[[Event], None] | None,
@@ -168,37 +189,38 @@ def _measure(run: Runner, cfg: Any, isolate: bool, on_event: Callable[[Event], N
     return result, None
 
 
-def sweep_document(sweep_id: str, counts: Sequence[int],
-                   points: Sequence[QueueResult | dict[str, Any]], failed: list[dict[str, Any]],
-                   knee_gain: float, isolation: str) -> dict[str, Any]:
+def build_sweep(sweep_id: str, counts: Sequence[int],
+                points: Sequence[QueueResult | dict[str, Any]], failed: Sequence[FailedPoint],
+                knee_gain: float, isolation: str) -> QueueSweepDoc:
     """The sweep document (``-o``, ``sweep.json``) from its points' results, in count order
     (a point still in its JSON form is read by the one reader first)."""
-    results = [as_result(p, f"points[{i}]") for i, p in enumerate(points)]
-    analysis = analyse([(r.config.streams, r.summary.value("throughput")) for r in results],
-                       knee_gain)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": SWEEP_KIND,
-        "run_id": sweep_id,
-        "workload": results[0].workload.to_json(),
-        "emulated": results[0].emulated,
-        "platform": results[0].sections.get("platform"),
-        "stream_counts": list(counts),
-        "isolation": isolation,
-        "failed_points": failed,
-        "analysis": analysis,
-        "points": [r.to_json() for r in results],
-    }
+    results = tuple(as_result(p, f"points[{i}]") for i, p in enumerate(points))
+    return QueueSweepDoc(
+        run_id=sweep_id, workload=results[0].workload, emulated=results[0].emulated,
+        platform=results[0].sections.get("platform"), stream_counts=tuple(counts),
+        isolation=isolation, failed_points=tuple(failed),
+        analysis=scaling([(r.config.streams, r.summary.value("throughput")) for r in results],
+                         knee_gain),
+        points=results)
 
 
-def _write_document(path: str | os.PathLike[str], doc: dict[str, Any], sweep_id: str,
+def sweep_document(sweep_id: str, counts: Sequence[int],
+                   points: Sequence[QueueResult | dict[str, Any]], failed: Sequence[FailedPoint],
+                   knee_gain: float, isolation: str) -> dict[str, Json]:
+    """:func:`build_sweep`'s document in its JSON form: what a straight run would have written
+    (a caller holding the file's parsed JSON compares it with this)."""
+    return build_sweep(sweep_id, counts, points, failed, knee_gain, isolation).to_json()
+
+
+def _write_document(path: str | os.PathLike[str], doc: QueueSweepDoc,
                     on_event: Callable[[Event], None] | None) -> None:
     try:
-        atomic_write_json(path, doc)
+        atomic_write_json(path, doc.to_json())
     except OSError as exc:
         raise output_write_error(exc, path) from None
     if on_event is not None:
-        on_event(ResultWritten(sweep_id, path=str(path), what="queue sweep"))
+        assert doc.run_id is not None  # a sweep this build ran is always named
+        on_event(ResultWritten(doc.run_id, path=str(path), what="queue sweep"))
 
 
 # -- the run directory -------------------------------------------------------------------------
@@ -343,10 +365,11 @@ def checked_config(raw: dict[str, Any], where: Path,
 
 def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], None] | None = None,
                  output: str | os.PathLike[str] | None = None,
-                 runner: Runner | None = None) -> dict[str, Any]:
+                 runner: Runner | None = None) -> dict[str, Json]:
     """Finish the sweep of ``run_dir``: the points without a whole result and journal line run
-    (each once, in count order), the others are kept; then the document is written again.
-    ``output`` replaces the ``-o`` file the sweep was started with."""
+    (each once, in count order), the others are kept; then the document is written again, and
+    returned in its JSON form (as :func:`run_sweep`). ``output`` replaces the ``-o`` file the
+    sweep was started with."""
     from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.repeat import run_isolated
 
@@ -363,7 +386,7 @@ def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], No
 
 @dataclasses.dataclass
 class QueueSweepOutcome(RunOutcome):
-    document: dict[str, Any]  # sweep.json's document; {} when the sweep was stopped
+    document: QueueSweepDoc | None  # sweep.json's document; None when the sweep was stopped
 
 
 class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
@@ -372,27 +395,27 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
 
     def __init__(self, run_dir: Path, request: dict[str, Any],
                  on_event: Callable[[Event], None] | None, run: Runner,
-                 base: Any | None = None) -> None:
+                 base: QueueRunConfig) -> None:
         from aorta_tui.core.events import CallbackSink, EventBus
-        from aorta_tui.hwqueue.harness import QueueRunConfig
         from aorta_tui.store.run_store import RunStore
 
         self.run_dir = run_dir
         self.request = request
-        self.base = base if base is not None else QueueRunConfig(**request["config"])
+        self.base = base  # the request's config as a QueueRunConfig, its run id the sweep's
         self.sweep_id: str = request["run_id"]
         self.counts: list[int] = list(request["stream_counts"])
         self.run_fn = run
         self.store = RunStore(run_dir, QUEUE_SWEEP_LAYOUT)
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
 
-    def run(self, *, resumed: bool) -> dict[str, Any]:
-        """The sweep's document ({} when a Ctrl-C stopped it)."""
+    def run(self, *, resumed: bool) -> dict[str, Json]:
+        """The sweep's document in its JSON form ({} when a Ctrl-C stopped it)."""
         ids = [point_id(n) for n in self.counts]
-        return run_planned(self.store, self.bus, RunPlan(
+        doc = run_planned(self.store, self.bus, RunPlan(
             self.sweep_id, source="queue_sweep", trials=self.counts, trial_id=point_id, cells=ids,
             resumed=resumed, resume_command=f"aorta-tui queue resume {self.run_dir}"),
             self).document
+        return {} if doc is None else doc.to_json()
 
     # -- the run loop's engine (trial/run_loop.py) ----------------------------------------------
 
@@ -405,7 +428,7 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
     def finish(self, status: str, exit_code: int) -> QueueSweepOutcome:
         if status != "completed":  # a Ctrl-C: the points so far stay for `queue resume`
             self._finished(status, exit_code, {"run_dir": str(self.run_dir)})
-            return QueueSweepOutcome(self.run_dir, status, exit_code, {})
+            return QueueSweepOutcome(self.run_dir, status, exit_code, None)
         return QueueSweepOutcome(self.run_dir, status, exit_code, self._document())
 
     def write_failed(self, problem: AortaError) -> None:
@@ -456,28 +479,27 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
         self.store.check_journal()  # a point is done only once the journal says so
         return f"{n} streams {'done' if error is None else 'failed'}"
 
-    def _document(self) -> dict[str, Any]:
+    def _document(self) -> QueueSweepDoc:
         results: list[QueueResult] = []
-        failed: list[dict[str, Any]] = []
+        failed: list[FailedPoint] = []
         for n in self.counts:
             data = self.store.read_result(point_id(n))
             assert data is not None  # every point ran or was found done, under the lock
             if data.get("kind") == FAILED_POINT_KIND:
-                failed.append({"streams": n, "reason": data["reason"]})
+                failed.append(FailedPoint(n, data["reason"]))
             else:  # _whole_point accepted it: a run result at this stream count
                 results.append(QueueResult.from_json(data, point_id(n)))
         if not results:
             first = self.store.read_result(point_id(self.counts[0])) or {}
-            error = AortaError(failed[0]["reason"],
-                               exit_code=_exit_code(first.get("exit_code")))
+            error = AortaError(failed[0].reason, exit_code=_exit_code(first.get("exit_code")))
             self._finished("failed", int(error.exit_code), {"error": error.message})
             raise error
-        doc = sweep_document(self.sweep_id, self.counts, results, failed,
-                             float(self.request["knee_gain"]), ISOLATED)
-        _write_document(self.run_dir / DOCUMENT_FILE, doc, self.sweep_id, self.bus.emit)
+        doc = build_sweep(self.sweep_id, self.counts, results, failed,
+                          float(self.request["knee_gain"]), ISOLATED)
+        _write_document(self.run_dir / DOCUMENT_FILE, doc, self.bus.emit)
         if self.request.get("output"):
-            _write_document(self.request["output"], doc, self.sweep_id, self.bus.emit)
-        self._finished("completed", 0, {"run_dir": str(self.run_dir), "result": doc})
+            _write_document(self.request["output"], doc, self.bus.emit)
+        self._finished("completed", 0, {"run_dir": str(self.run_dir), "result": doc.to_json()})
         return doc
 
     def _finished(self, status: str, exit_code: int, summary: dict[str, Any]) -> None:

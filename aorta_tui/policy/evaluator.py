@@ -711,7 +711,7 @@ def _read_result(path: Path) -> TrialEnd:
 
 def _load_trial_result(path: Path) -> QueueResult | str:
     """The typed result at ``path``, or why there is none (a failed trial's reason)."""
-    from aorta_tui.hwqueue.result_doc import one_run, read_document
+    from aorta_tui.hwqueue.result_doc import read_run_document
 
     try:  # the child's own file: a link it left is refused, never followed
         raw = read_input_bytes(path, what="queue result", limit=INPUT_LIMITS["queue result"],
@@ -727,7 +727,7 @@ def _load_trial_result(path: Path) -> QueueResult | str:
     except UsageError as exc:
         return f"result.json unreadable: {exc.message}"
     try:
-        return one_run(read_document(data, where), where)
+        return read_run_document(data, where)
     except UsageError as exc:
         located = f"{exc.location}: {exc.message}" if exc.location else exc.message
         return f"result.json is not a valid queue result: {located}"
