@@ -613,13 +613,13 @@ def resume_cmd(
 
     guard_run_dir(run_dir, ["queue", "resume", str(run_dir)], trusted=trust_run_dir)
     request = read_request(run_dir)
-    run_id = str(request["run_id"])
+    run_id = request.run_id
     check_output_file(output)
 
     def go(on_event: Any) -> dict[str, Any]:
         return resume_sweep(run_dir, on_event=on_event, output=output)
 
-    _sweep_and_print(go, run_id, run_dir, len(request["stream_counts"]), output, as_json, quiet)
+    _sweep_and_print(go, run_id, run_dir, len(request.stream_counts), output, as_json, quiet)
 
 
 def _sweep_and_print(go: Any, run_id: str, run_dir: Path | None, total: int,

@@ -31,6 +31,11 @@ from aorta_tui.hwqueue.result_doc import (
     SweepAnalysis,
     as_result,
 )
+from aorta_tui.hwqueue.sweep_request import (
+    REQUEST_FILE,
+    QueueSweepRequest,
+    read_request,
+)
 from aorta_tui.store.run_store import StoreLayout
 from aorta_tui.store.write_errors import output_write_error
 from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_planned
@@ -93,9 +98,7 @@ Runner = Callable[..., QueueResult | dict[str, Any]]
 
 # An isolated sweep's run directory (docs/hwqueue.md, "Run directory and resume"):
 # request.json (what was asked), journal.jsonl, .lock, trials/s<NNNN>/result.json, sweep.json.
-REQUEST_FILE = "request.json"
 DOCUMENT_FILE = "sweep.json"
-RUN_KIND = "aorta-tui/queue-sweep-run"
 FAILED_POINT_KIND = "aorta-tui/queue-sweep-failed-point"
 ISOLATED = "a fresh process per point"
 
@@ -136,7 +139,7 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
                              (lambda cfg, _what: run_queue(cfg, on_event=on_event)))
     if run_dir is not None:
         base = dataclasses.replace(base, run_id=sweep_id)
-        request = _request(base, counts, knee_gain, output)
+        request = QueueSweepRequest.new(base, counts, knee_gain, output)
         _create_run_dir(Path(run_dir), request)
         return _StoreSweep(Path(run_dir), request, on_event, run, base).run(resumed=False)
     doc = _run_points(base, sweep_id, counts, run, isolate, on_event, knee_gain)
@@ -270,14 +273,13 @@ QUEUE_SWEEP_LAYOUT = StoreLayout(result_file="result.json", sweep_ids=False,
 
 
 def _request(base: Any, counts: Sequence[int], knee_gain: float,
-             output: str | os.PathLike[str] | None) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "kind": RUN_KIND, "run_id": base.run_id,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": dataclasses.asdict(base),
-            "stream_counts": list(counts), "knee_gain": knee_gain,
-            "output": None if output is None else os.path.abspath(output)}
+             output: str | os.PathLike[str] | None) -> dict[str, Json]:
+    """A new sweep's ``request.json`` in its JSON form (for a caller that edits it as a file
+    would be edited: the tests that damage it)."""
+    return QueueSweepRequest.new(base, counts, knee_gain, output).to_json()
 
 
-def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
+def _create_run_dir(run_dir: Path, request: QueueSweepRequest) -> None:
     """A new run directory holding ``request.json`` and an empty journal (or refused)."""
     from aorta_tui.store.naming import JOURNAL
 
@@ -289,7 +291,7 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)  # under sudo the tool runs as the user: theirs
         with RunDirFS(run_dir) as fs:
-            fs.atomic_write_json(REQUEST_FILE, request)
+            fs.atomic_write_json(REQUEST_FILE, request.to_json())
         (run_dir / JOURNAL).touch()
     except OSError as exc:  # a full disk or another user's directory: exit 3, named
         # Leave nothing half made, so the same --run-dir works once there is room.
@@ -300,39 +302,6 @@ def _create_run_dir(run_dir: Path, request: dict[str, Any]) -> None:
             with contextlib.suppress(OSError):
                 run_dir.rmdir()
         raise output_write_error(exc, run_dir, option="--run-dir") from None
-
-
-def read_request(run_dir: Path) -> dict[str, Any]:
-    """``request.json`` of a queue sweep's run directory, checked, or a located error."""
-    from aorta_tui.core.errors import RunDirError
-    from aorta_tui.core.inputs import MiB, is_json_number, require_object
-
-    path = run_dir / REQUEST_FILE
-    hint = "pass the run directory a `queue sweep` made (it holds request.json and journal.jsonl)"
-    try:  # through the run's file layer: bounded, a regular file, no link followed
-        with RunDirFS(run_dir) as fs:
-            raw = fs.load_json(REQUEST_FILE, what=REQUEST_FILE, limit=4 * MiB)
-    except (FileNotFoundError, NotADirectoryError):
-        raise RunDirError(f"{run_dir} is not a queue sweep's run directory (no {REQUEST_FILE})",
-                          hint=hint) from None
-    data = require_object(raw, where=str(path), what="queue sweep request")
-    counts, gain = data.get("stream_counts"), data.get("knee_gain")
-    problems = [
-        ("kind", data.get("kind") == RUN_KIND),
-        ("schema_version", data.get("schema_version") == SCHEMA_VERSION),
-        ("run_id", isinstance(data.get("run_id"), str) and bool(data.get("run_id"))),
-        ("config", isinstance(data.get("config"), dict)),
-        ("stream_counts", isinstance(counts, list) and bool(counts) and all(
-            isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts)),
-        # finite: Python's json reads NaN and Infinity, and a NaN gain finds no knee, silently
-        ("knee_gain", is_json_number(gain)),
-        ("output", data.get("output") is None or isinstance(data.get("output"), str)),
-    ]
-    for field, ok in problems:
-        if not ok:
-            raise RunDirError(f"{path}: {field}: missing or not what `queue sweep` writes",
-                              hint=hint)
-    return data
 
 
 def checked_config(raw: dict[str, Any], where: Path,
@@ -375,12 +344,12 @@ def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], No
 
     path = Path(run_dir)
     request = read_request(path)
-    base = QueueRunConfig(**checked_config(request["config"], path / REQUEST_FILE))
-    base.run_id = request["run_id"]
-    check_counts(base.workload, request["stream_counts"])
+    base = QueueRunConfig(**checked_config(request.config, path / REQUEST_FILE))
+    base.run_id = request.run_id
+    check_counts(base.workload, request.stream_counts)
     base.validate()
     if output is not None:
-        request = {**request, "output": os.path.abspath(output)}
+        request = dataclasses.replace(request, output=os.path.abspath(output))
     return _StoreSweep(path, request, on_event, runner or run_isolated, base).run(resumed=True)
 
 
@@ -393,7 +362,7 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
     """An isolated sweep on a :class:`RunStore`: the planner is the stream counts, the runner
     one fresh process per point; a point is done once its result and journal line are in."""
 
-    def __init__(self, run_dir: Path, request: dict[str, Any],
+    def __init__(self, run_dir: Path, request: QueueSweepRequest,
                  on_event: Callable[[Event], None] | None, run: Runner,
                  base: QueueRunConfig) -> None:
         from aorta_tui.core.events import CallbackSink, EventBus
@@ -402,8 +371,8 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
         self.run_dir = run_dir
         self.request = request
         self.base = base  # the request's config as a QueueRunConfig, its run id the sweep's
-        self.sweep_id: str = request["run_id"]
-        self.counts: list[int] = list(request["stream_counts"])
+        self.sweep_id = request.run_id
+        self.counts = list(request.stream_counts)
         self.run_fn = run
         self.store = RunStore(run_dir, QUEUE_SWEEP_LAYOUT)
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
@@ -495,10 +464,10 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
             self._finished("failed", int(error.exit_code), {"error": error.message})
             raise error
         doc = build_sweep(self.sweep_id, self.counts, results, failed,
-                          float(self.request["knee_gain"]), ISOLATED)
+                          float(self.request.knee_gain), ISOLATED)
         _write_document(self.run_dir / DOCUMENT_FILE, doc, self.bus.emit)
-        if self.request.get("output"):
-            _write_document(self.request["output"], doc, self.bus.emit)
+        if self.request.output:
+            _write_document(self.request.output, doc, self.bus.emit)
         self._finished("completed", 0, {"run_dir": str(self.run_dir), "result": doc.to_json()})
         return doc
 
