@@ -153,6 +153,9 @@ def identify_input(p: Path) -> BundleInput:
         raise RunDirError(f"{p} is not a run directory (no journal.jsonl), nor a policy sweep "
                           "(no sweep.json of kind aorta-tui/policy-sweep)", hint=hint)
     if stat.S_ISREG(st.st_mode):
+        # Only the kind and the run id are read, not the typed result or sweep
+        # (hwqueue/result_doc.py): a bundle carries a file as it is, damage included (the
+        # evidence is why it is sent), so a damaged field must not keep it out.
         doc = _json_object(p, "queue result", hint=hint)
         if doc.get("kind") in QUEUE_KINDS:
             return BundleInput(p, "queue-result", name, run_id=_str(doc.get("run_id")))
