@@ -61,6 +61,11 @@ INPUT_LIMITS: dict[str, int] = {
     "run meta": 4 * MiB,  # a run's run.json (its id, recipe hash, command, argv)
     "plan": 64 * MiB,  # a run's plan.json (a line per cell and per trial)
     "Slurm job map": 64 * MiB,  # a Slurm run's slurm/jobs.json (about 100 bytes a trial)
+    # a Slurm batch's slurm/<batch>.json (a path a trial) and each trial's slurm-job.json
+    # (its environment: large, never unbounded), read on the node by executor/slurm_job.py
+    "Slurm manifest": 64 * MiB,
+    "Slurm job spec": 64 * MiB,
+    "Slurm trial outcome": 16 * MiB,  # a trial's slurm-outcome.json (its process, node, kernel log)
     "bundle manifest": 256 * MiB,  # a bundle's MANIFEST.json (about 450 bytes a file)
 }
 

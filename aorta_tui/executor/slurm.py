@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from aorta_tui.classify.placement import SLURM_STATES, Placement
 from aorta_tui.core.atomic import atomic_write_bytes
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
-from aorta_tui.core.inputs import INPUT_LIMITS, Json, read_json_or_none
+from aorta_tui.core.inputs import INPUT_LIMITS, Json
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
@@ -47,6 +47,8 @@ from aorta_tui.executor.slurm_jobs_doc import (
     TrialRecord,
     task_job_id,
 )
+from aorta_tui.executor.slurm_outcome_doc import NodeFacts, SlurmOutcome
+from aorta_tui.executor.slurm_spec_doc import HangSpec, JobSpec, SpecManifest
 
 if TYPE_CHECKING:
     from aorta_tui.executor.host import ExecutorHost
@@ -546,13 +548,13 @@ class SlurmExecutor:
                 cell, trial_dir, _env, _argv, pspec = sweep.prepare_trial(run_dir, trial)
                 path = trial_dir / JOB_SPEC
                 spec = _job_spec(pspec, cell, trial_dir, name)
-                fs.atomic_write_bytes(path, json.dumps(spec).encode(), mode=0o600)
+                fs.atomic_write_bytes(path, json.dumps(spec.to_json()).encode(), mode=0o600)
                 if fs.lstat(trial_dir / OUTCOME) is not None:
                     fs.remove_tree(trial_dir / OUTCOME)
                 specs.append(str(path))
                 self.jobs[trial.trial_id] = TrialJob(trial.trial_id, name, task, trial_dir, time.time())
             manifest = state / f"{name}.json"
-            fs.atomic_write_json(manifest, {"specs": specs})
+            fs.atomic_write_json(manifest, SpecManifest(tuple(specs)).to_json())
         now = time.time()
         self.store.batches[name] = BatchRecord(job_id=None, session=session, submitted_at=now,
                                                tasks=len(chunk), gate=gate[0].name)
@@ -591,7 +593,7 @@ class SlurmExecutor:
             if outcome_path.is_file():
                 data = self._own_outcome(job, outcome_path)
                 if data is not None:
-                    if data.get("signal"):
+                    if data.signal:
                         self._settle(job, cancel)
                     return self._settled(job, on_start, self._outcome_from_file(job, pspec, data))
             if now - self._last_query >= QUERY_EVERY_S:
@@ -615,12 +617,18 @@ class SlurmExecutor:
                     return self._settled(job, on_start, self._outcome_from_state(job, pspec, info))
             cancel.wait(STAT_EVERY_S)
 
-    def _own_outcome(self, job: TrialJob, path: Path) -> dict[str, Any] | None:
+    def _own_outcome(self, job: TrialJob, path: Path) -> SlurmOutcome | None:
         """The job's outcome file, None while there is none of its own. A task of an earlier
         session's array, cancelled by a Ctrl-C that does not wait for it to end, can still
         write its outcome into the trial directory that the resume reused for the trial's new
         job: that file is not this job's result (the new task's own write replaces it), and
-        it is read once, not at every look."""
+        it is read once, not at every look.
+
+        A file that is no outcome (refused by the reader: not JSON, a field of the wrong type,
+        over its size limit, a link) is not the trial's result either, as before the type: it
+        is looked at again (the task's own atomic write may still replace it), and the trial is
+        recorded from its job's state once Slurm ends it. Its located message is a warning
+        (once), so the record's missing outcome has a reason."""
         try:
             st = path.stat()
         except OSError:
@@ -628,8 +636,14 @@ class SlurmExecutor:
         seen = (st.st_ino, st.st_mtime_ns)
         if seen == job.foreign_outcome:
             return None
-        data = _read_json(path)
-        if data is not None and not _written_by(job, data):
+        try:
+            data = SlurmOutcome.read(path)
+        except FileNotFoundError:  # removed since the stat: none yet
+            return None
+        except AortaError as exc:
+            self._warn(f"{exc.message}; it is not the trial's result")
+            return None
+        if data.node is not None and not data.node.written_by(job.job_id):
             job.foreign_outcome = seen
             return None
         return data
@@ -742,32 +756,33 @@ class SlurmExecutor:
 
     # -- outcomes --------------------------------------------------------------------------------
 
-    def _facts(self, job: TrialJob, data: dict[str, Any] | None) -> dict[str, Any]:
+    def _facts(self, job: TrialJob, data: SlurmOutcome | None) -> dict[str, Any]:
         info = job.info
-        node = (data or {}).get("node") or {}
-        started = (data or {}).get("wrapper_started_at")
+        node = (data.node if data is not None else None) or NodeFacts()  # absent: all None
+        started = data.wrapper_started_at if data is not None else None
         state = job.orchestrator_state or (info.state if info else "LOST")
-        if data is not None and not data.get("signal") and (info is None or info.alive):
+        if data is not None and not data.signal and (info is None or info.alive):
             state = "COMPLETED"  # the job wrote its outcome unsignalled; squeue has not caught up
-        first_node = node.get("node") or (info.node if info else None)
+        first_node = node.node or (info.node if info else None)
+        ended = data.wrapper_ended_at if data is not None else None
         facts: dict[str, Any] = {
             "kind": "slurm", "job_id": job.job_id, "batch": job.batch, "task": job.task,
-            "slurm_job_id": node.get("job_id"),  # an array task's own id (SLURM_JOB_ID)
+            "slurm_job_id": node.job_id,  # an array task's own id (SLURM_JOB_ID)
             "state": state, "node": first_node,
             # every node of the job (a distributed trial's srun torchrun ran on all of them)
-            "nodes": node.get("nodes") or ([first_node] if first_node else []),
-            "gpus": {"SLURM_JOB_GPUS": node.get("job_gpus"),
-                     "CUDA_VISIBLE_DEVICES": node.get("cuda_visible_devices"),
-                     "ROCR_VISIBLE_DEVICES": node.get("rocr_visible_devices")},
+            "nodes": list(node.nodes) or ([first_node] if first_node else []),
+            "gpus": {"SLURM_JOB_GPUS": node.job_gpus,
+                     "CUDA_VISIBLE_DEVICES": node.cuda_visible_devices,
+                     "ROCR_VISIBLE_DEVICES": node.rocr_visible_devices},
             "submitted_at": job.submitted_at,
             "started_at": started if started is not None else (info.start if info else None),
-            "ended_at": (data or {}).get("wrapper_ended_at") or (info.end if info else None),
+            "ended_at": ended or (info.end if info else None),
             "slurm_times": {"submit": info.submit, "start": info.start, "end": info.end} if info else None,
             "reason": _vanished_reason(job) or (info.reason if info else None),
-            "signal": (data or {}).get("signal"),
+            "signal": data.signal if data is not None else None,
             "adopted": job.adopted,
             # the task's wait at the gate for the orchestrator's go (the shared-filesystem check)
-            "gate_waited_s": (data or {}).get("gate_waited_s"),
+            "gate_waited_s": data.gate_waited_s if data is not None else None,
         }
         shape = distributed_shape(self.spec)
         if shape is not None:  # srun torchrun across the job's nodes (slurm_launch)
@@ -781,14 +796,14 @@ class SlurmExecutor:
             facts["queue_wait_s"] = None
         return facts
 
-    def _outcome_from_file(self, job: TrialJob, pspec: Any, data: dict[str, Any]) -> Any:
-        from aorta_tui.trial.supervisor import ProcessOutcome
-
-        outcome = ProcessOutcome.from_dict(data["process"])
-        outcome.cancelled = False  # the job's own cancel came from Slurm, not from this sweep
+    def _outcome_from_file(self, job: TrialJob, pspec: Any, data: SlurmOutcome) -> Any:
+        # a copy: the read value stays as the file has it
+        outcome = replace(data.process, cancelled=False)  # Slurm's cancel, not this sweep's
         outcome.executor = self._facts(job, data)
         outcome.executor["run_s"] = outcome.wall_s
-        outcome.executor["kernel_log"] = data.get("kernel_log")
+        # as the file held it (placement() takes it out again): its JSON form
+        outcome.executor["kernel_log"] = (None if data.kernel_log is None
+                                          else data.kernel_log.to_json())
         return outcome
 
     def _outcome_from_state(self, job: TrialJob, pspec: Any, info: sc.JobInfo | None) -> Any:
@@ -882,18 +897,6 @@ def _find_batch_ids(batches: dict[str, BatchRecord]) -> None:
                 batches[name] = replace(batch, job_id=ids.pop())  # the same key: no resize
 
 
-def _written_by(job: TrialJob, data: dict[str, Any]) -> bool:
-    """Whether an outcome file was written by ``job``'s own array task (the task's Slurm ids,
-    slurm_job.node_facts). One without them (not written by an array task) is taken."""
-    node = data.get("node")
-    if not isinstance(node, dict) or job.job_id is None:
-        return True
-    array, task = node.get("array_job_id"), node.get("array_task_id")
-    if not array or task is None:
-        return True
-    return f"{array}_{task}" == job.job_id
-
-
 def _vanished_reason(job: TrialJob) -> str | None:
     if job.vanished_from is None:
         return None
@@ -903,19 +906,18 @@ def _vanished_reason(job: TrialJob) -> str | None:
             f"{VANISH_S:g} s{why}")
 
 
-def _job_spec(pspec: Any, cell: Any, trial_dir: Path, batch: str) -> dict[str, Any]:
+def _job_spec(pspec: Any, cell: Any, trial_dir: Path, batch: str) -> JobSpec:
     hang = pspec.hang
-    return {
+    return JobSpec(
         # whose spec it is: a resume writes the same path again for the trial's new job, and a
         # task of the cancelled array that starts late must not take it (slurm_job.run_trial)
-        "batch": batch,
-        "argv": list(pspec.argv), "env": dict(pspec.env), "cell_keys": sorted(cell.env),
-        "cwd": str(pspec.cwd), "stdout_path": str(pspec.stdout_path),
-        "stderr_path": str(pspec.stderr_path), "timeout_s": pspec.timeout_s,
-        "kill_grace_s": pspec.kill_grace_s, "trial_dir": str(trial_dir),
-        "hang": None if hang is None else {"window_s": hang.window_s, "grace_s": hang.grace_s,
-                                           "disabled": sorted(hang.disabled)},
-    }
+        batch=batch,
+        argv=tuple(pspec.argv), env=dict(pspec.env), cell_keys=tuple(sorted(cell.env)),
+        cwd=str(pspec.cwd), stdout_path=str(pspec.stdout_path),
+        stderr_path=str(pspec.stderr_path), timeout_s=pspec.timeout_s,
+        kill_grace_s=pspec.kill_grace_s, trial_dir=str(trial_dir),
+        hang=None if hang is None else HangSpec(window_s=hang.window_s, grace_s=hang.grace_s,
+                                                disabled=tuple(sorted(hang.disabled))))
 
 
 def _default_time(recipe: Any) -> str | None:
@@ -931,12 +933,6 @@ def _marker_ok(marker: Path, token: str) -> bool:
         return marker.read_text().split()[0] == token
     except (OSError, IndexError, UnicodeDecodeError):
         return False
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    # the job's own file (bounded, a regular file, the file itself never a link)
-    data = read_json_or_none(path, limit=16 << 20)
-    return data if isinstance(data, dict) and isinstance(data.get("process"), dict) else None
 
 
 def _size(path: Path) -> int:

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from aorta_tui.core.rundir_fs import RunDirFS
+    from aorta_tui.executor.slurm_outcome_doc import NodeFacts, NodeKernelLog, SlurmOutcome
+    from aorta_tui.trial.supervisor import ProcessOutcome
 
 # The node's facts that replace the orchestrator's copy in the trial's environment (unless the
 # cell sets them itself): the job's own ids and the devices Slurm gave it.
@@ -51,6 +53,7 @@ GATE_SUFFIX = ".go"
 GATE_WAIT_S = float(os.environ.get("AORTA_SLURM_GATE_WAIT_S", "60"))
 GATE_POLL_S = 0.01
 SPEC_LIMIT = 64 << 20  # a job spec holds the trial's environment: large, never unbounded
+# (core/inputs.INPUT_LIMITS holds it, for the spec and the manifest: slurm_spec_doc reads both)
 _early: list[str] = []  # signals that came while this process was still importing
 
 
@@ -58,22 +61,38 @@ def _note_early(signum: int, _frame: Any) -> None:
     _early.append(signal.Signals(signum).name)
 
 
-def node_facts(environ: dict[str, str]) -> dict[str, Any]:
+def node_facts(environ: dict[str, str]) -> NodeFacts:
     """Where this task runs: host, job ids, the GPUs Slurm allocated to it."""
-    return {
-        "host": socket.gethostname(),
-        "node": environ.get("SLURMD_NODENAME") or socket.gethostname(),
-        "job_id": environ.get("SLURM_JOB_ID"),
-        "array_job_id": environ.get("SLURM_ARRAY_JOB_ID"),
-        "array_task_id": environ.get("SLURM_ARRAY_TASK_ID"),
-        "job_gpus": environ.get("SLURM_JOB_GPUS"),
-        "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
-        "rocr_visible_devices": environ.get("ROCR_VISIBLE_DEVICES"),
-        "partition": environ.get("SLURM_JOB_PARTITION"),
-        "nodelist": environ.get("SLURM_JOB_NODELIST"),
-        "nodes": job_nodes(environ),
-        "account": environ.get("SLURM_JOB_ACCOUNT"),
-    }
+    from aorta_tui.executor.slurm_outcome_doc import NodeFacts
+
+    return NodeFacts(
+        host=socket.gethostname(),
+        node=environ.get("SLURMD_NODENAME") or socket.gethostname(),
+        job_id=environ.get("SLURM_JOB_ID"),
+        array_job_id=environ.get("SLURM_ARRAY_JOB_ID"),
+        array_task_id=environ.get("SLURM_ARRAY_TASK_ID"),
+        job_gpus=environ.get("SLURM_JOB_GPUS"),
+        cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+        rocr_visible_devices=environ.get("ROCR_VISIBLE_DEVICES"),
+        partition=environ.get("SLURM_JOB_PARTITION"),
+        nodelist=environ.get("SLURM_JOB_NODELIST"),
+        nodes=tuple(job_nodes(environ)),
+        account=environ.get("SLURM_JOB_ACCOUNT"),
+    )
+
+
+def trial_outcome(outcome: ProcessOutcome, environ: dict[str, str], got: list[str],
+                  started_at: float, ended_at: float, gate_waited_s: float | None,
+                  kernel: NodeKernelLog) -> SlurmOutcome:
+    """What the task writes into the trial directory once the trial ended (slurm_outcome_doc)."""
+    from aorta_tui.executor.slurm_outcome_doc import SlurmOutcome
+
+    return SlurmOutcome(
+        process=outcome, node=node_facts(environ),
+        signal=got[0] if got else None,  # what Slurm sent (scancel, time limit, preemption)
+        wrapper_started_at=started_at, wrapper_ended_at=ended_at,
+        gate_waited_s=gate_waited_s,  # this task's wait for the orchestrator's go, before the trial
+        kernel_log=kernel)
 
 
 def job_nodes(environ: dict[str, str]) -> list[str]:
@@ -159,40 +178,38 @@ def run_trial(spec_path: Path, gate_waited_s: float | None, fs: RunDirFS, batch:
     here, over a directory others may write (a spec that is a FIFO, a cell directory that is a
     link: refused, never waited on or followed; a spec naming paths outside the run: refused
     before anything runs)."""
-    from aorta_tui.trial.hang import HangPolicy
+    from aorta_tui.executor.slurm_spec_doc import JobSpec
     from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec, run_process
 
     started_at = time.time()
     try:
-        spec = fs.load_json(spec_path, what="Slurm job spec", limit=SPEC_LIMIT)
+        spec = JobSpec.load(fs, spec_path)
     except FileNotFoundError:  # the trial was retired or recorded while this task was queued
         print(f"aorta-tui: {spec_path} is gone: the trial is no longer this job's to run "
               "(cancelled, or recorded elsewhere); nothing was run", file=sys.stderr)
         return 3
-    if spec.get("batch", batch) != batch:
+    if spec.batch is not None and spec.batch != batch:  # None: any array's (an older spec)
         # The spec of the trial's job in a later session: a Ctrl-C'd sweep's scancel does not
         # wait for its tasks to end, and one still starting (signalled, or missed by a scancel
         # that failed) got here after the resume had written this path again for the job it
         # resubmitted. Taking it ran the trial outside that job, which then found no spec
         # (exit 3, FAILED: seen in CI). Left in place, for its own job.
         print(
-            f"aorta-tui: {spec_path} belongs to job {spec.get('batch')!r}, not this job's "
+            f"aorta-tui: {spec_path} belongs to job {spec.batch!r}, not this job's "
             f"array {batch!r} (the trial was resubmitted); nothing was run",
             file=sys.stderr,
         )
         return 3
     with contextlib.suppress(FileNotFoundError):
         fs.remove_tree(spec_path)  # it holds the trial's environment (tokens): read once
-    trial_dir = Path(spec["trial_dir"])
-    for inside in (trial_dir, spec["stdout_path"], spec["stderr_path"]):
+    trial_dir = Path(spec.trial_dir)
+    for inside in (trial_dir, spec.stdout_path, spec.stderr_path):
         fs.rel(inside)  # beneath the run, or refused before the command runs
-    hang = HangPolicy(**{**spec["hang"], "disabled": frozenset(spec["hang"]["disabled"])}) \
-        if spec.get("hang") else None
-    env = trial_env(spec["env"], set(spec.get("cell_keys", [])), dict(os.environ))
-    pspec = ProcessSpec(argv=list(spec["argv"]), env=env, cwd=Path(spec["cwd"]),
-                        stdout_path=Path(spec["stdout_path"]), stderr_path=Path(spec["stderr_path"]),
-                        timeout_s=spec.get("timeout_s"), hang=hang,
-                        kill_grace_s=float(spec.get("kill_grace_s", 2.0)), log_root=fs.root)
+    env = trial_env(spec.env, set(spec.cell_keys), dict(os.environ))
+    pspec = ProcessSpec(argv=list(spec.argv), env=env, cwd=Path(spec.cwd),
+                        stdout_path=Path(spec.stdout_path), stderr_path=Path(spec.stderr_path),
+                        timeout_s=spec.timeout_s, hang=spec.hang.policy() if spec.hang else None,
+                        kill_grace_s=float(spec.kill_grace_s), log_root=fs.root)
     cancel = CancelEvent()
     got: list[str] = list(_early)
 
@@ -204,24 +221,17 @@ def run_trial(spec_path: Path, gate_waited_s: float | None, fs: RunDirFS, batch:
         signal.signal(sig, on_signal)
     if got:  # scancel while we were starting: end at once, and still write the outcome
         cancel.set()
-    kernel: dict[str, Any] = {"events": [], "unavailable": None}
     from aorta_tui.classify.dmesg import KernelLog
+    from aorta_tui.executor.slurm_outcome_doc import NodeKernelLog
 
     with KernelLog.open() as klog:  # tier 3 of this node, not the orchestrator's
         cursor = klog.mark()
         outcome = run_process(pspec, cancel=cancel)
-        kernel = {"events": [e.to_dict() for e in klog.events_since(cursor)],
-                  "unavailable": klog.unavailable}
-    fs.atomic_write_json(trial_dir / OUTCOME, {
-        "schema_version": 1,
-        "process": outcome.to_dict(),
-        "node": node_facts(dict(os.environ)),
-        "signal": got[0] if got else None,  # what Slurm sent (scancel, time limit, preemption)
-        "wrapper_started_at": started_at,
-        "wrapper_ended_at": time.time(),
-        "gate_waited_s": gate_waited_s,  # this task's wait for the orchestrator's go, before the trial
-        "kernel_log": kernel,
-    })
+        kernel = NodeKernelLog(events=tuple(klog.events_since(cursor)),
+                               unavailable=klog.unavailable)
+    doc = trial_outcome(outcome, dict(os.environ), got, started_at, time.time(), gate_waited_s,
+                        kernel)
+    fs.atomic_write_json(trial_dir / OUTCOME, doc.to_json())
     return 0
 
 
@@ -262,11 +272,13 @@ def _run_task(manifest_path: Path, gate: list[str] | None) -> int:
             waited = pass_gate(Path(gate[0]), gate[1], fs)
             if waited is None:
                 return 3
-        manifest = fs.load_json(manifest_path, what="Slurm manifest", limit=SPEC_LIMIT)
+        from aorta_tui.executor.slurm_spec_doc import SpecManifest
+
+        manifest = SpecManifest.load(fs, manifest_path)
         task = int(os.environ.get("SLURM_ARRAY_TASK_ID", "0"))
         # the manifest is RUN/slurm/<job name>.json: its name is this array's, the batch that
         # each of its specs names
-        return run_trial(Path(manifest["specs"][task]), waited, fs, manifest_path.stem)
+        return run_trial(Path(manifest.spec_of(task)), waited, fs, manifest_path.stem)
 
 
 if __name__ == "__main__":
