@@ -149,7 +149,10 @@ def _read_spec(f: FieldReader, data: object) -> JobSpec:
     if "argv" not in d:
         raise UsageError(f"{f.where}: argv: missing", hint=_hint(f.what))
     return JobSpec(
-        batch=f.opt_text(d, "batch", ""), argv=f.strings_at(d, "argv", ""), env=env,
+        # absent: any array's; written, a string (a null named no array: the old read took
+        # no array's spec for it, and the writer never wrote one)
+        batch=f.text(d, "batch", "") if "batch" in d else None,
+        argv=f.strings_at(d, "argv", ""), env=env,
         cwd=f.text(d, "cwd", "", required=True),
         stdout_path=f.text(d, "stdout_path", "", required=True),
         stderr_path=f.text(d, "stderr_path", "", required=True),

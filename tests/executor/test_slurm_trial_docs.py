@@ -188,7 +188,7 @@ def test_any_outcome_reads_back_to_itself_and_its_bytes(doc: SlurmOutcome) -> No
 
 
 _specs = st.builds(
-    JobSpec, batch=_opt_text, argv=st.lists(_text, max_size=3).map(tuple),
+    JobSpec, batch=_opt_text,  # None: written without it argv=st.lists(_text, max_size=3).map(tuple),
     env=st.dictionaries(_text, _text, max_size=3), cwd=_text, stdout_path=_text,
     stderr_path=_text, trial_dir=_text, cell_keys=st.lists(_text, max_size=2).map(tuple),
     timeout_s=_opt_num, kill_grace_s=_num,
@@ -286,6 +286,7 @@ def _spec_json() -> dict[str, Any]:
 
 SPEC_DAMAGED: list[tuple[tuple[Any, ...], object, str]] = [
     (("batch",), 3, "batch: expected"),
+    (("batch",), None, "batch: expected"),
     (("argv",), "true", "argv: expected"),
     (("argv", 0), 1, "argv[0]: expected"),
     (("env",), [], "env: expected"),
