@@ -52,8 +52,6 @@ GATE_SUFFIX = ".go"
 # adopts).
 GATE_WAIT_S = float(os.environ.get("AORTA_SLURM_GATE_WAIT_S", "60"))
 GATE_POLL_S = 0.01
-SPEC_LIMIT = 64 << 20  # a job spec holds the trial's environment: large, never unbounded
-# (core/inputs.INPUT_LIMITS holds it, for the spec and the manifest: slurm_spec_doc reads both)
 _early: list[str] = []  # signals that came while this process was still importing
 
 
