@@ -25,7 +25,6 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import (
     INPUT_LIMITS,
     FieldReader,
@@ -38,7 +37,6 @@ from aorta_tui.core.inputs import (
 
 if TYPE_CHECKING:
     from aorta_tui.classify.dmesg import KernelEvent
-    from aorta_tui.trial.hang import HangReport
     from aorta_tui.trial.supervisor import ProcessOutcome
 
 OUTCOME_SCHEMA_VERSION = 1
@@ -157,7 +155,10 @@ def _read_outcome(f: FieldReader, data: object) -> SlurmOutcome:
     d = f.obj(data, "(top level)")
     # required: the trial's process is the result; without it the file is no outcome (the
     # orchestrator's check before this type, isinstance(data["process"], dict))
-    process = _read_process(f, f.obj_at(d, "process", "", required=True), "process")
+    from aorta_tui.trial.process_outcome_doc import read_process_outcome
+
+    # the process's own reader (the trial package's, beside its type), at ``process``
+    process = read_process_outcome(f, f.obj_at(d, "process", "", required=True), "process")
     node = None
     if d.get("node") is not None:
         node = _read_node(f, f.obj_at(d, "node", ""), "node")
@@ -195,71 +196,3 @@ def _read_kernel_log(f: FieldReader, d: dict[str, Any]) -> NodeKernelLog | None:
             seq=f.opt_integer(e, "seq", path)))
     return NodeKernelLog(events=tuple(events), unavailable=f.opt_text(k, "unavailable",
                                                                       "kernel_log"))
-
-
-# ProcessOutcome's fields as ``to_dict`` writes them: (JSON kind, nullable), in its order. Those
-# before ``gpu_mem_source`` have no default: a process without one is refused (the dataclass
-# would have refused it too, with a TypeError). Unknown keys are left out, as from_dict does.
-_PROCESS_FIELDS: tuple[tuple[str, str, bool], ...] = (
-    ("pid", "integer", True), ("exit_code", "integer", True), ("signal", "integer", True),
-    ("core_dumped", "boolean", False), ("timed_out", "boolean", False),
-    ("cancelled", "boolean", False), ("hang", "object", True), ("exec_error", "string", True),
-    ("wall_s", "number", False), ("started_at", "number", False), ("ended_at", "number", False),
-    ("peak_rss_kb", "integer", True), ("gpu_peak_mem_bytes", "integer", True),
-    ("gpu_mem_reason", "string", True), ("stdout_bytes", "integer", False),
-    ("stderr_bytes", "integer", False), ("truncated", "boolean", False),
-    ("gpu_mem_source", "string", True), ("peak_rss_reason", "string", True),
-    ("gpu_counters_delta", "object", True), ("gpu_counters_reason", "string", True),
-    ("killed_strays", "boolean", False), ("kill_escalated", "boolean", False),
-    ("log_error", "string", True), ("hang_note", "string", True),
-    ("containment", "string", True), ("containment_reason", "string", True),
-    ("timeout_s", "number", True), ("stopped_at_s", "number", True),
-    ("killed_count", "integer", False), ("survivors", "array", True),
-    ("survivors_reason", "string", True), ("marks", "object", False),
-    ("beside", "object", False), ("executor", "object", True),
-)
-_PROCESS_REQUIRED = 17  # pid .. truncated
-
-
-def _read_process(f: FieldReader, d: dict[str, Any], path: str) -> ProcessOutcome:
-    from aorta_tui.trial.supervisor import ProcessOutcome
-
-    kwargs: dict[str, Any] = {}
-    for i, (key, kind, nullable) in enumerate(_PROCESS_FIELDS):
-        if key not in d:
-            if i < _PROCESS_REQUIRED:
-                raise UsageError(f"{f.where}: {path}.{key}: missing", hint=_HINT)
-            continue  # its default, as ProcessOutcome.from_dict gives it
-        kwargs[key] = f.check(d[key], kind, f"{path}.{key}", nullable=nullable)
-    if kwargs["hang"] is not None:
-        kwargs["hang"] = _read_hang(f, kwargs["hang"], f"{path}.hang")
-    if kwargs.get("survivors") is not None:
-        kwargs["survivors"] = [f.check(v, "integer", f"{path}.survivors[{i}]")
-                               for i, v in enumerate(kwargs["survivors"])]
-    for key in ("gpu_counters_delta", "marks"):  # {device: {counter: n}}, {mark: ns}
-        if kwargs.get(key) is not None:
-            kwargs[key] = _ints_map(f, kwargs[key], f"{path}.{key}", nested=key != "marks")
-    return ProcessOutcome(**kwargs)
-
-
-def _ints_map(f: FieldReader, d: dict[str, Any], path: str, *, nested: bool) -> dict[str, Any]:
-    if nested:
-        return {k: _ints_map(f, f.obj(v, f"{path}.{k}"), f"{path}.{k}", nested=False)
-                for k, v in d.items()}
-    return {k: f.check(v, "integer", f"{path}.{k}") for k, v in d.items()}
-
-
-def _read_hang(f: FieldReader, d: dict[str, Any], path: str) -> HangReport:
-    from aorta_tui.trial.hang import HangReport
-
-    # kept as written (an int stays an int), so the file reads back to its own bytes; a key
-    # missing has HangReport.from_dict's default
-    return HangReport(
-        signals={k: f.opt_number(v, f"{path}.signals.{k}")
-                 for k, v in f.obj_at(d, "signals", path).items()},
-        unavailable={k: str(f.check(v, "string", f"{path}.unavailable.{k}"))
-                     for k, v in f.obj_at(d, "unavailable", path).items()},
-        window_s=f.number(d, "window_s", path, 0.0), grace_s=f.number(d, "grace_s", path, 0.0),
-        elapsed_s=f.number(d, "elapsed_s", path, 0.0),
-        cpu_s_in_window=f.number(d, "cpu_s_in_window", path),
-        io_scope=f.opt_text(d, "io_scope", path))
