@@ -47,7 +47,7 @@ from aorta_tui.executor.slurm_jobs_doc import (
     TrialRecord,
     task_job_id,
 )
-from aorta_tui.executor.slurm_outcome_doc import NodeFacts, SlurmOutcome
+from aorta_tui.executor.slurm_outcome_doc import NodeFacts, NodeKernelLog, SlurmOutcome
 from aorta_tui.executor.slurm_spec_doc import HangSpec, JobSpec, SpecManifest
 
 if TYPE_CHECKING:
@@ -168,6 +168,9 @@ class SlurmExecutor:
         self._said: set[str] = set()
         self._lock = threading.Lock()
         self._placement_dirty = False  # slurm/jobs.json's per-trial node/state changed
+        # the node's kernel log as the typed outcome read it, by job id, from the outcome's
+        # reading to the classifier's placement(): taken as read, never rebuilt from its JSON
+        self._node_logs: dict[str | None, NodeKernelLog | None] = {}
 
     # -- before anything is written ------------------------------------------------------------
 
@@ -804,6 +807,7 @@ class SlurmExecutor:
         # as the file held it (placement() takes it out again): its JSON form
         outcome.executor["kernel_log"] = (None if data.kernel_log is None
                                           else data.kernel_log.to_json())
+        self._node_logs[job.job_id] = data.kernel_log  # placement() takes the typed value
         return outcome
 
     def _outcome_from_state(self, job: TrialJob, pspec: Any, info: sc.JobInfo | None) -> Any:
@@ -844,19 +848,16 @@ class SlurmExecutor:
     def placement(self, outcome: Any) -> Placement | None:
         """Where the trial ran, for the classifier: the job's final state and the node's kernel
         log (taken out of the outcome's facts, which the trial's record keeps without it)."""
-        from aorta_tui.classify.dmesg import KernelEvent
-
         facts = getattr(outcome, "executor", None)
         if not isinstance(facts, dict) or facts.get("kind") != "slurm":
             return None
-        klog = facts.pop("kernel_log", None)
-        events = None
-        if isinstance(klog, dict):
-            events = tuple(KernelEvent(**e) for e in klog.get("events") or [] if isinstance(e, dict))
+        facts.pop("kernel_log", None)  # its JSON form; the typed value read with it is here:
+        klog = self._node_logs.pop(facts.get("job_id"), None)
         return Placement(job_id=facts.get("job_id"), node=facts.get("node"), state=facts.get("state"),
                          reason=facts.get("reason"), signal=facts.get("signal"),
-                         outcome_written=outcome.pid is not None, kernel_events=events,
-                         kernel_unavailable=klog.get("unavailable") if isinstance(klog, dict) else None)
+                         outcome_written=outcome.pid is not None,
+                         kernel_events=None if klog is None else klog.events,
+                         kernel_unavailable=None if klog is None else klog.unavailable)
 
     # -- the end ---------------------------------------------------------------------------------
 
