@@ -51,6 +51,8 @@ INPUT_LIMITS: dict[str, int] = {
     "snapshot": 16 * MiB,  # env.json (aorta-tui or upstream AORTA)
     "queue result": 512 * MiB,  # `queue run -o` (--timeline, --repeat) or `queue sweep -o`
     "queue sweep request": 4 * MiB,  # a queue sweep's request.json (its run directory's)
+    # a failed point's trials/s<NNNN>/result.json (its stream count, why, its exit status)
+    "queue sweep failed point": 4 * MiB,
     "policy file": 1 * MiB,  # hand-written YAML/JSON policies
     "policy sweep manifest": 16 * MiB,  # a policy sweep's sweep.json
     "policy outcome": 64 * MiB,  # a policy trial's outcome.json

@@ -23,6 +23,7 @@ from aorta_tui.core.inputs import Json
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.secrets import record_secret_hashes
+from aorta_tui.hwqueue.failed_point_doc import FailedPointRecord
 from aorta_tui.hwqueue.result import SCHEMA_VERSION, new_run_id
 from aorta_tui.hwqueue.result_doc import (
     FailedPoint,
@@ -99,7 +100,6 @@ Runner = Callable[..., QueueResult | dict[str, Any]]
 # An isolated sweep's run directory (docs/hwqueue.md, "Run directory and resume"):
 # request.json (what was asked), journal.jsonl, .lock, trials/s<NNNN>/result.json, sweep.json.
 DOCUMENT_FILE = "sweep.json"
-FAILED_POINT_KIND = "aorta-tui/queue-sweep-failed-point"
 ISOLATED = "a fresh process per point"
 
 
@@ -250,9 +250,12 @@ def _whole_point(data: dict[str, Any], trial_id: str) -> dict[str, Any] | None:
     n = _point_streams(trial_id)
     if n is None or data.get("schema_version") != SCHEMA_VERSION:
         return None
-    if data.get("kind") == FAILED_POINT_KIND:
-        ok = data.get("streams") == n and isinstance(data.get("reason"), str)
-        return data if ok else None
+    if FailedPointRecord.is_one(data):
+        try:  # the record's one reader; damaged, it is no result (the point runs again)
+            record = FailedPointRecord.from_json(data, f"trials/{trial_id}/result.json")
+        except UsageError:
+            return None
+        return data if record.streams == n else None
     try:
         check_result(data, trial_id)
     except AortaError:
@@ -437,8 +440,7 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
             record = result.to_json()
         else:
             assert error is not None  # _measure returns a result or the error that ended it
-            record = {"schema_version": SCHEMA_VERSION, "kind": FAILED_POINT_KIND, "streams": n,
-                      "reason": error.render(), "exit_code": int(error.exit_code)}
+            record = FailedPointRecord.of(n, error).to_json()
         self.store.write_result(tid, record)  # the result first, then its journal line
         self.bus.emit(TrialFinished(
             self.sweep_id, trial_id=tid, cell=tid, trial=1,
@@ -450,20 +452,20 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
 
     def _document(self) -> QueueSweepDoc:
         results: list[QueueResult] = []
-        failed: list[FailedPoint] = []
+        failed: list[FailedPointRecord] = []
         for n in self.counts:
-            data = self.store.read_result(point_id(n))
+            tid = point_id(n)
+            data = self.store.read_result(tid)
             assert data is not None  # every point ran or was found done, under the lock
-            if data.get("kind") == FAILED_POINT_KIND:
-                failed.append(FailedPoint(n, data["reason"]))
+            if FailedPointRecord.is_one(data):  # _whole_point read it whole: it reads again
+                failed.append(FailedPointRecord.from_json(data, f"trials/{tid}/result.json"))
             else:  # _whole_point accepted it: a run result at this stream count
-                results.append(QueueResult.from_json(data, point_id(n)))
-        if not results:
-            first = self.store.read_result(point_id(self.counts[0])) or {}
-            error = AortaError(failed[0].reason, exit_code=_exit_code(first.get("exit_code")))
+                results.append(QueueResult.from_json(data, tid))
+        if not results:  # every point failed: the sweep fails as its first point did
+            error = AortaError(failed[0].reason, exit_code=_exit_code(failed[0].exit_code))
             self._finished("failed", int(error.exit_code), {"error": error.message})
             raise error
-        doc = build_sweep(self.sweep_id, self.counts, results, failed,
+        doc = build_sweep(self.sweep_id, self.counts, results, [f.failed_point() for f in failed],
                           float(self.request.knee_gain), ISOLATED)
         _write_document(self.run_dir / DOCUMENT_FILE, doc, self.bus.emit)
         if self.request.output:
@@ -479,8 +481,10 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
         self.store.close_journal()
 
 
-def _exit_code(value: Any) -> ExitCode:  # Any: a field of a result file read back
+def _exit_code(value: int | None) -> ExitCode:
+    """A failed point's exit status as the sweep's; none written, or not one of the tool's
+    statuses: INTERNAL, as before the record was typed."""
     try:
-        return ExitCode(value)
+        return ExitCode.INTERNAL if value is None else ExitCode(value)
     except ValueError:
         return ExitCode.INTERNAL
