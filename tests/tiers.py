@@ -34,7 +34,7 @@ ALONE: dict[str, tuple[str, ...]] = {
     "a real tmux server and terminal sizes (screens are waited for by time)": (
         "tui/test_tui_logs_quickstart.py", "tui/test_tui_first_hour.py",
         "tui/test_tui_audit_tmux_sizes.py", "tui/test_tui_smaller_fixes.py",
-        "tui/test_tui_tmux.py", "tui/test_tui_trace_monitor_tmux.py",
+        "tui/test_tui_tmux.py", "tui/test_tui_trace_monitor_tmux.py", "tui/test_tui_edit_signals.py",
     ),
     # Found by the first run of the split (2026-12-05): beside a neighbour, a bundle finished
     # before its SIGINT landed (exit 0, not 130) and a queue sweep ran its second point before

@@ -115,14 +115,11 @@ def main(
     # run), and every command's own handlers (a sweep's) build on that.
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if ctx.invoked_subcommand is None:  # the TUI: textual restores the terminal its way
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) is _interrupted_while_starting:
-                signal.signal(sig, signal.SIG_DFL)
-        # A command keeps the quiet exit for SIGTERM and SIGHUP until it installs its own (a
-        # sweep's stop the running trial and finish the run): not a KeyboardInterrupt, which
-        # CPython turns into a death by SIGINT when it lands inside exec'd text (a dataclass
-        # being built by a lazy import), even once caught.
+    # A command keeps the quiet exit for SIGTERM and SIGHUP until it installs its own (a
+    # sweep's stop the running trial and finish the run; the TUI's, bare or `edit` or `attach`,
+    # ask the App to exit so that the terminal is given back: cli/tui_launch.launch_tui): not a
+    # KeyboardInterrupt, which CPython turns into a death by SIGINT when it lands inside exec'd
+    # text (a dataclass being built by a lazy import), even once caught.
     if version:
         print(f"aorta-tui {__version__}")
         raise typer.Exit(0)

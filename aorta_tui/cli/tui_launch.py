@@ -8,12 +8,18 @@ default here (a UTF-8 locale keeps the box-drawing characters intact).
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.privsep.boot import TERMINAL_VARS
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 
 def require_terminal() -> None:
@@ -79,7 +85,54 @@ def watch_the_terminal(fd: int, *, check_s: float = TERMINAL_CHECK_S,
     threading.Thread(target=watch, name="terminal-watch", daemon=True).start()
 
 
+class _StopSignals:
+    """SIGTERM and SIGHUP while the TUI runs: the App is asked to exit, as ctrl+q does, so that
+    Textual gives the terminal back (alternate screen, mouse reporting, raw mode off). Left to
+    the start-up's quiet exit (cli/quiet_start.py) or to the default (death by the signal),
+    the process ended with the terminal still in the TUI's modes. A signal ignored by whoever
+    started us (nohup) stays ignored; a second one, or one with no TUI running (before its
+    loop starts, after it ends), is the start-up's quiet exit; a SIGHUP whose terminal is gone
+    leaves at once with 129."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self, app: App[Any]) -> None:
+        self.app = app
+        self.received: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopSignals:
+        for sig in self.SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                self.previous[sig] = signal.signal(sig, self._stop)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def _stop(self, signum: int, frame: object) -> None:
+        from aorta_tui.cli.quiet_start import _interrupted_while_starting
+
+        try:
+            loop = asyncio.get_running_loop()  # the App's, on this (the main) thread
+        except RuntimeError:
+            loop = None
+        if loop is None or self.received is not None:
+            _interrupted_while_starting(signum, frame)
+            return
+        if signum == signal.SIGHUP and not os.isatty(sys.stdin.fileno()):
+            # the terminal hung up (an SSH connection dropped, tmux was killed): nothing to give
+            # back, and Textual's close would wait on its dead writer (watch_the_terminal)
+            os._exit(HANGUP_EXIT)
+        self.received = signum
+        loop.call_soon_threadsafe(self.app.exit)
+
+
 def launch_tui(*, start_run: Path | None = None, start_recipe: Path | None = None) -> None:
+    """The TUI, for every way in (the bare program, `edit`, `attach`). Stopped by SIGTERM, it
+    leaves as every interrupted command does (KeyboardInterrupt: "interrupted", exit 130);
+    by SIGHUP, with 129 and no word (its terminal is most likely gone)."""
     require_terminal()
     keep_invoking_terminal()
     require_toolkit()
@@ -87,6 +140,11 @@ def launch_tui(*, start_run: Path | None = None, start_recipe: Path | None = Non
 
     app = AortaApp(start_run=start_run, start_recipe=start_recipe)
     watch_the_terminal(sys.stdin.fileno())
-    app.run()
+    with _StopSignals(app) as stop:
+        app.run()
+    if stop.received == signal.SIGHUP:
+        raise SystemExit(HANGUP_EXIT)
     for line in app.farewell():  # on the terminal again, after the TUI's screen is gone
         print(line)
+    if stop.received is not None:
+        raise KeyboardInterrupt
