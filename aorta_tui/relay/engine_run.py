@@ -5,7 +5,8 @@ process group (its own session: a Ctrl-C meant for the caller never reaches it u
 its stdout as the one event stream (one event per line, the journal's format), learns what it
 runs -- and where its run directory is -- from the first ``RunStarted`` line, and stops it by
 signalling the whole group. Its stderr goes to a file, never to the caller's terminal (a TUI's
-screen would be corrupted by it).
+screen would be corrupted by it): the caller's ``stderr_path``, else a temporary file of the
+run's, removed when it is stopped or closed unless an error message named it.
 
 A line that is not an event is counted and located in ``damaged`` (the engine's own parser,
 ``journal_reader.parse_journal_line``, decides), never fatal. A command that exits before it said
@@ -70,6 +71,11 @@ class EngineRun:
         self._ready: collections.deque[tuple[bytes, Event | None]] = collections.deque()
         self._buffered: list[Event] = []  # read while waiting for RunStarted, not yet yielded
         self._stopping = threading.Event()
+        # the stderr log this run made itself (no ``stderr_path`` given): removed when the run
+        # is stopped or closed, unless an error message named it (``_cite_log``); a caller's
+        # path is the caller's, never removed
+        self._own_log: Path | None = None
+        self._log_cited = False
 
     # --- starting -------------------------------------------------------------------------
 
@@ -77,16 +83,20 @@ class EngineRun:
         if self.stderr_path is None:
             fd, name = tempfile.mkstemp(prefix="aorta-tui-engine-", suffix=".log")
             os.close(fd)
-            self.stderr_path = Path(name)
-        env, helper_fd = _with_helper_connection(self.env)
+            self.stderr_path = self._own_log = Path(name)
         try:
-            with open(self.stderr_path, "ab") as err:
-                self.proc = spawn_gate.popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                             stderr=err, start_new_session=True, env=env, cwd=self.cwd,
-                                             pass_fds=() if helper_fd is None else (helper_fd,))
-        finally:
-            if helper_fd is not None:
-                os.close(helper_fd)
+            env, helper_fd = _with_helper_connection(self.env)
+            try:
+                with open(self.stderr_path, "ab") as err:
+                    self.proc = spawn_gate.popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                                 stderr=err, start_new_session=True, env=env, cwd=self.cwd,
+                                                 pass_fds=() if helper_fd is None else (helper_fd,))
+            finally:
+                if helper_fd is not None:
+                    os.close(helper_fd)
+        except BaseException:
+            self._remove_own_log()  # nothing ran: nothing in it to keep
+            raise
         return self
 
     def __enter__(self) -> EngineRun:
@@ -153,7 +163,7 @@ class EngineRun:
             if not ready:
                 raise EngineRunError(
                     f"{self._what()} (pid {self.pid}) printed no event line within {timeout:.3g}s",
-                    hint=f"see {self.stderr_path}")
+                    hint=f"see {self._cite_log()}")
         try:
             return os.read(fd, READ_CHUNK)
         except OSError:
@@ -232,6 +242,7 @@ class EngineRun:
         _killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5.0)
+        self._remove_own_log()
         return proc.returncode
 
     def close(self) -> None:
@@ -241,6 +252,20 @@ class EngineRun:
             self.stop()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        self._remove_own_log()
+
+    def _remove_own_log(self) -> None:
+        """Remove the log this run made itself, once (kept when a message named it)."""
+        if self._own_log is None or self._log_cited:
+            return
+        with contextlib.suppress(OSError):
+            self._own_log.unlink()
+        self._own_log = None
+
+    def _cite_log(self) -> Path | None:
+        """``stderr_path``, for a message that names it: the file is kept from then on."""
+        self._log_cited = True
+        return self.stderr_path
 
     def _exited_unreaped(self, timeout: float) -> bool:
         """Wait up to ``timeout`` for the leader to exit, leaving it a zombie (WNOWAIT)."""
@@ -279,7 +304,7 @@ class EngineRun:
         raise EngineRunError(
             f"{self._what()} {status} before it started a run (no run_started line)"
             + (f": {tail}" if tail else ""),
-            hint=f"its stderr is in {self.stderr_path}")
+            hint=f"its stderr is in {self._cite_log()}")
 
 
 def _with_helper_connection(env: dict[str, str] | None) -> tuple[dict[str, str] | None, int | None]:

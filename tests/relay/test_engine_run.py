@@ -181,3 +181,71 @@ def test_launch_detached_names_the_error_of_a_sweep_that_does_not_start(tmp_path
     bad.write_text("schema_version: 1\nmode: probe\nnope: 1\n")
     with pytest.raises(UsageError, match=r"the sweep did not start \(exit 2\)"):
         launch_detached(bad, tmp_path / "out", command=["true"])
+
+
+# --- the stderr log a run makes itself (no stderr_path): gone with the run, unless cited ------
+
+
+@pytest.fixture
+def own_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where mkstemp puts a run's own log: a directory of the test's, listed afterwards."""
+    import tempfile
+
+    made = tmp_path / "tmp"
+    made.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(made))
+    return made
+
+
+def test_a_log_the_run_made_goes_when_it_is_closed(tmp_path: Path, own_tmp: Path) -> None:
+    started = RunStarted("r1", source="trace", run_dir="", total=0)
+    argv = _script(tmp_path, f"import sys\nsys.stderr.write('noise\\n')\nprint({_line(started)!r})\n")
+    with EngineRun([], argv=argv) as run:
+        assert [e.kind for e in run.events()] == ["run_started"]
+        assert run.wait(10) == 0
+        assert run.stderr_path is not None and run.stderr_path.parent == own_tmp
+        assert "noise" in run.stderr_tail()  # there while the run is open
+    assert list(own_tmp.iterdir()) == []
+
+
+def test_a_log_the_run_made_goes_when_it_is_stopped(tmp_path: Path, own_tmp: Path) -> None:
+    # the TUI's screens end their runs with stop(), never close()
+    run = EngineRun([], argv=_script(tmp_path, "import time\ntime.sleep(60)\n")).start()
+    try:
+        assert run.stderr_path is not None and run.stderr_path.exists()
+    finally:
+        run.stop(grace_s=2)
+    assert list(own_tmp.iterdir()) == []
+    run.close()  # once more: nothing left to remove, no error
+
+
+def test_a_log_a_message_named_is_kept(tmp_path: Path, own_tmp: Path) -> None:
+    argv = _script(tmp_path, "import sys\nsys.stderr.write('it went wrong\\n')\nsys.exit(3)\n")
+    with EngineRun([], argv=argv) as run, pytest.raises(EngineRunError) as info:
+        run.wait_started(timeout=30)
+    assert run.stderr_path is not None and f"its stderr is in {run.stderr_path}" in info.value.render()
+    assert run.stderr_path.read_text() == "it went wrong\n"  # closed: still there to read
+
+    silent = EngineRun([], argv=_script(tmp_path, "import time\ntime.sleep(60)\n")).start()
+    try:
+        with pytest.raises(EngineRunError, match="printed no event line") as timed_out:
+            silent.wait_started(timeout=0.3)
+    finally:
+        silent.stop(grace_s=2)
+    assert silent.stderr_path is not None and f"see {silent.stderr_path}" in timed_out.value.render()
+    assert sorted(own_tmp.iterdir()) == sorted([run.stderr_path, silent.stderr_path])
+
+
+def test_a_log_the_caller_named_is_never_removed(tmp_path: Path) -> None:
+    log = tmp_path / "engine.log"
+    started = RunStarted("r1", source="trace", run_dir="", total=0)
+    with EngineRun([], argv=_script(tmp_path, f"print({_line(started)!r})\n"), stderr_path=log) as run:
+        list(run.events())
+    run.stop()
+    assert log.exists()
+
+
+def test_a_run_that_cannot_start_leaves_no_log(tmp_path: Path, own_tmp: Path) -> None:
+    with pytest.raises(OSError):
+        EngineRun([], argv=[str(tmp_path / "no-such-program")]).start()
+    assert list(own_tmp.iterdir()) == []
