@@ -94,7 +94,11 @@ def run_until_done(sweep: Any, bus: Any) -> Any:
         sweep.cancel.set()
         _say(f"\n{name}: stopping the running trial; the run stays resumable\n")
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # A signal ignored by whoever started us stays ignored, as the CLI's first lines and
+    # cli/common.stop_signals_interrupt keep it: `nohup aorta-tui --batch ...` must outlive the
+    # hangup (this took SIGHUP over, so a logout stopped the sweep once its trials had begun).
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                if signal.getsignal(s) is not signal.SIG_IGN}
 
     def after_the_run(signum: int, frame: Any) -> None:
         # A run that finished without a stop: a signal now does what it did before the run

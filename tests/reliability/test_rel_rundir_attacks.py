@@ -206,6 +206,10 @@ def test_ctrl_c_while_the_cli_starts_never_prints_a_traceback(tmp_path: Path) ->
             frames = [ln for ln in err.splitlines() if ln.strip().startswith('File "')]
             assert not [f for f in frames if _after_the_handler(f)], err
             continue
+        if proc.returncode == 1 and err.startswith("Could not import runpy module"):
+            # Python's own start-up too: `-m` imports runpy before any module of ours, and a
+            # SIGINT landing there is CPython's message and exit 1 (seen once in CI, 2026-12-05)
+            continue
         assert proc.returncode in (130, -2, 0), err  # -2, 0: Python's start-up, before any handler
         if proc.returncode == 130:
             ours += 1

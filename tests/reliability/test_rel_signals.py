@@ -28,12 +28,20 @@ RECIPE = ("schema_version: 1\nmode: probe\nticket: SIG\ntrials: 1\nmitigation_ax
           "diagnostic_axis: [none]\n")
 
 
-def _start(tmp_path: Path, *command: str) -> subprocess.Popen[str]:
+def _as_from_a_terminal() -> None:
+    """The child's stop signals as a shell on a terminal leaves them (default): these tests
+    are about that program. A suite started under nohup (SIGHUP ignored, and inherited) ran a
+    program that rightly ignored SIGHUP, and its HUP cases failed (seen 2026-12-05)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _start(tmp_path: Path, *command: str, preexec=_as_from_a_terminal) -> subprocess.Popen[str]:  # noqa: ANN001
     (tmp_path / "probe.yaml").write_text(RECIPE)
     return subprocess.Popen([sys.executable, "-m", "aorta_tui", "--batch", "probe.yaml",
                              "--no-snapshot", "--", *command], cwd=tmp_path, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=preexec)
 
 
 # The delays after aorta-tui's own code is running (``-X importtime`` says when ``typer``, which
@@ -48,7 +56,7 @@ def _stopped_after_typer(case: Path, sig: signal.Signals, delay: float) -> tuple
     proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "aorta_tui", "--batch",
                              "probe.yaml", "--no-snapshot", "--", "sleep", "5"], cwd=case,
                             text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=_as_from_a_terminal)
     lines: list[str] = []
     seen = threading.Event()
 
@@ -134,3 +142,24 @@ def test_a_second_signal_during_the_clean_up_still_leaves_the_matrix_and_run_fin
     left = subprocess.run(["pgrep", "-f", "trap '' TERM; sleep 30"], capture_output=True,
                           text=True).stdout.split()
     assert not [p for p in left if int(p) != proc.pid], left
+
+
+def _as_under_nohup() -> None:
+    _as_from_a_terminal()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+@pytest.mark.slow
+def test_a_sweep_started_under_nohup_outlives_the_hangup(tmp_path: Path) -> None:
+    # `nohup aorta-tui --batch ...` and a logout: the sweep took SIGHUP over once its trials
+    # began (sweep/drive.py), so the hangup stopped it; an ignored signal now stays ignored.
+    proc = _start(tmp_path, "sleep", "2", preexec=_as_under_nohup)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGHUP)  # while it starts
+    run_dir = _wait_trial_started(tmp_path, proc)
+    proc.send_signal(signal.SIGHUP)  # while its trial runs
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    events = [e.get("event") for e in _journal(run_dir)]
+    assert "trial_finished" in events and events[-1] == "run_finished", events
+    assert "SIGHUP" not in err
