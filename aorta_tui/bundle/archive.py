@@ -13,6 +13,7 @@ and writes nothing. Layout of the archive (docs/bundle.md)::
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import io
 import os
@@ -277,6 +278,12 @@ class BundleRequest:
     max_log_bytes: int | None = None
     name: str = "bundle"
 
+    @functools.cached_property
+    def scrubbed_hosts(self) -> tuple[str, ...]:
+        """The host names every input's scrubber hides (``--hostnames``), looked up once (the
+        lock files, a DNS name) for the scrubbers and the manifest's count of them."""
+        return _hostnames(self.inputs) if self.hostnames else ()
+
 
 def check_max_log_bytes(value: int | None) -> None:
     if value is not None and value < MIN_MAX_LOG_BYTES:
@@ -303,7 +310,7 @@ def _hostnames(inputs: list[BundleInput]) -> tuple[str, ...]:
 
 
 def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
-    hosts = _hostnames(req.inputs) if req.hostnames else ()
+    hosts = req.scrubbed_hosts
     values: dict[str, str] = {}  # one set of learned secret values for every input
     aliases: dict[str, int] = {}  # and one numbering of the names that had to be scrubbed
     out = {}
@@ -514,19 +521,21 @@ def make_manifest(req: BundleRequest, files: list[ManifestFile]) -> BundleManife
     return BundleManifest(
         tool_version=__version__,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        inputs=tuple(_manifest_input(i, req.extra) for i in req.inputs),
+        inputs=tuple(_manifest_input(i, req.extra, len(req.scrubbed_hosts)) for i in req.inputs),
         rules=ManifestRules(always=ALWAYS_RULES, scanner=tuple(scanner_rules()),
                             hostnames=req.hostnames, max_log_bytes=req.max_log_bytes),
         totals=ManifestTotals.of(files), files=tuple(files))
 
 
-def _manifest_input(inp: BundleInput, extra: RedactionConfig) -> ManifestInput:
+def _manifest_input(inp: BundleInput, extra: RedactionConfig, hosts: int) -> ManifestInput:
+    # ``hosts``: how many host names the scrubbers hid (never which). It counted the input's
+    # own rules, which never hold them (_scrubbers adds them), so --hostnames said 0.
     cfg = inp.redaction.merged(extra)
     return ManifestInput(
         name=inp.name, kind=inp.kind, run_id=inp.run_id, recipe_hash=inp.recipe_hash,
         running=inp.running is not None,
         redaction=InputRedaction(cfg.scrub_env_keys, cfg.scrub_paths, cfg.scrub_ip_addresses,
-                                 hostnames=len(cfg.hostnames)))  # how many, never which
+                                 hostnames=hosts))
 
 
 @dataclass(frozen=True)

@@ -203,6 +203,8 @@ def test_redaction_file_and_hostnames(run_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     manifest = json.loads(proc.stdout)
     assert [i["name"] for i in manifest["inputs"]] == [run_dir.name, f"{run_dir.name}-2"]
+    # how many host names were hidden (this one, at least, short and long): it said 0
+    assert all(i["redaction"]["hostnames"] >= 1 for i in manifest["inputs"]), manifest["inputs"]
     root = _extract(tmp_path / "t.tar.gz", tmp_path / "x")
     lock = (root / run_dir.name / ".lock").read_text()
     assert socket.gethostname() not in lock and "<HOST:0>" in lock
