@@ -157,13 +157,21 @@ def test_url_credentials_and_header_tokens_never_survive(user, password, token, 
        prefix=around, suffix=around, sep=SEPARATORS)
 @example(user="bob", password="p@ss/w0rd!", host="host", path="/", prefix="", suffix="",
          sep=" ")  # issue 28: the part after '@' and '/' leaked
+@example(user="0", password="@00000", host="a", path="", prefix="", suffix="@00000",
+         sep=";")  # the ambiguous reading below: found by hypothesis in explore mode
 def test_a_url_password_holding_at_and_slash_never_survives(user, password, host, path, prefix,
                                                              suffix, sep):
     CASES["n"] += 1
     text = f"{prefix}{sep}https://{user}:{password}@{host}{path}{sep}{suffix}"
     out = _scrub(text, text)
     assert not _leaks(password, out), out
-    assert "<redacted:secret>@" in out, out
+    # The '@' before the host survives wherever the URL's end is certain. It is not when the
+    # separator is no blank (a URL ends at a blank only: RFC 3986 allows ';' ',' '(' in its
+    # userinfo) and an '@' follows it: ";https://0:@00000@a;@00000" reads as password
+    # "@00000@a;" at host "00000": the password ends at the last '@' a host follows and every
+    # shorter reading is hidden elsewhere too (docs/bundle.md, url_credentials): more, not less.
+    if sep.isspace() or "@" not in suffix:
+        assert "<redacted:secret>@" in out, out
 
 
 def test_the_issue_28_url_keeps_no_part_of_its_password():
