@@ -129,26 +129,47 @@ class _Jobs:
         return task_job_id(self.batches, self.trials, trial_id)
 
     @classmethod
-    def load(cls, run_dir: Path) -> _Jobs:
+    def load(cls, run_dir: Path, *, strict: bool = False) -> _Jobs:
         """Through the run's file layer: a FIFO, ``/dev/zero`` or a link in its place (the run
         directory is its owner's to write) is no jobs file, and never hangs or fills memory.
 
         A file that is no jobs map (not JSON, ``batches`` or ``trials`` not an object) is no
         jobs file either, as it always was: the run's trials are run (again) as if it had none.
+        With ``strict`` (a resume, which must know which jobs still run) it is a located
+        UsageError instead: forgetting the map would resubmit trials whose jobs may still run,
+        and the resume's save would then write the damaged file over with an empty map.
         A damaged entry is left out and the others kept, as the readers of the untyped map
         skipped it (a record that is not an object, a task that is not a number)."""
         jobs = cls(run_dir)
-        with contextlib.suppress(OSError, AortaError):
+        try:
             with RunDirFS(run_dir) as fs:
-                raw = fs.read_json_or_none(f"{STATE_DIR}/{JOBS_FILE}", limit=JOBS_LIMIT)
-            if raw is not None:
-                doc = SlurmJobs.from_dict(raw, where=str(jobs.path), leave_out_damaged=True)
-                jobs.read, jobs.batches, jobs.trials = doc, dict(doc.batches), dict(doc.trials)
+                raw = fs.load_json(f"{STATE_DIR}/{JOBS_FILE}", what=JOBS_WHAT, limit=JOBS_LIMIT)
+            doc = SlurmJobs.from_dict(raw, where=str(jobs.path), leave_out_damaged=True)
+        except FileNotFoundError:
+            return jobs  # a run no batch was submitted for
+        except (OSError, AortaError, RecursionError) as exc:
+            if strict:
+                raise _damaged_map(jobs.path, run_dir.name, exc) from None
+            return jobs
+        jobs.read, jobs.batches, jobs.trials = doc, dict(doc.batches), dict(doc.trials)
         return jobs
 
     def save(self) -> None:
         with RunDirFS(self.run_dir) as fs:
             fs.atomic_write_json(f"{STATE_DIR}/{JOBS_FILE}", self.data)
+
+
+def _damaged_map(path: Path, run_name: str, exc: BaseException) -> UsageError:
+    """The resume's refusal of a jobs map it cannot read: which file, why, and how to go on
+    without running a trial beside its still-running job."""
+    why = exc.message if isinstance(exc, AortaError) else f"{path}: {exc}"
+    if not why.startswith(str(path)):
+        why = f"{path}: {why}"
+    return UsageError(
+        f"{why}; the resume cannot tell which of the run's Slurm jobs still run, and "
+        "resubmitting blind could run a trial twice (nothing was changed)",
+        hint=f"find the run's jobs with `squeue --me --format='%i %j' | grep aorta-{run_name}-`, "
+        f"`scancel` them (or let them end), then move {path} aside and resume again")
 
 
 class SlurmExecutor:
@@ -412,9 +433,14 @@ class SlurmExecutor:
     def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]:
         """Trials (of ``unfinished``) whose job still runs or ended unrecorded: keep their files."""
         run_dir = run_dir.absolute()  # a relative --resume path: the nodes' paths are absolute
-        self._open_store(run_dir)
+        self._open_store(run_dir, strict=True)
         assert self.store is not None
         store = self.store
+        if left_out := store.read.left_out:  # said once the bus is known
+            entries = "entry" if len(left_out) == 1 else "entries"
+            self.warnings.append(
+                f"{len(left_out)} damaged {entries} of {store.path} left out: a job they name is "
+                f"not adopted, and its trial runs again ({left_out[0]})")
         _find_batch_ids(store.batches)
         store.save()
         try:
@@ -462,7 +488,7 @@ class SlurmExecutor:
         that trial a second time, in the same trial directory, and retire the files the job
         still reads (its ``slurm-job.json``). Jobs that ended (or that Slurm no longer knows)
         settle nothing: their trials run again on ``executor``."""
-        store = _Jobs.load(run_dir)
+        store = _Jobs.load(run_dir, strict=True)
         wanted = {tid: rec for tid, rec in store.trials.items() if tid in unfinished
                   and rec.task is not None and not rec.cancelled_by_orchestrator}
         if not wanted:
@@ -497,10 +523,10 @@ class SlurmExecutor:
             f"(the other trials run as Slurm jobs too); or cancel them: `scancel {' '.join(live)}`, "
             f"then `{resume} --executor {executor}` runs them here")
 
-    def _open_store(self, run_dir: Path) -> None:
+    def _open_store(self, run_dir: Path, *, strict: bool = False) -> None:
         if self.store is None or self.run_dir != run_dir:
             self.run_dir = run_dir
-            self.store = _Jobs.load(run_dir)
+            self.store = _Jobs.load(run_dir, strict=strict)
 
     # -- submission ------------------------------------------------------------------------------
 

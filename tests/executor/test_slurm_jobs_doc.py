@@ -167,6 +167,48 @@ def test_a_file_that_is_no_job_map_is_none_to_both_readers(tmp_path: Path, doc: 
     assert read is not None and read[1] == {}
 
 
+DAMAGED_FILES = {"not JSON": b"{\"batches\": {", "a list": b"[1]", "batches a list":
+                 b'{"batches": [], "trials": {}}', "empty": b"", "not UTF-8": b"\xff\xfe{}"}
+
+
+@pytest.mark.parametrize("data", DAMAGED_FILES.values(), ids=DAMAGED_FILES)
+def test_a_resume_refuses_a_map_it_cannot_read_and_leaves_it_as_it_was(tmp_path: Path,
+                                                                       data: bytes) -> None:
+    """Forgetting the map would resubmit trials whose jobs may still run, and the resume's save
+    wrote the damaged file over with an empty one (it did, silently, before). Both ways in (the
+    Slurm executor's adopt, another executor's check) stop first: exit 2, the file named, a way
+    on; no Slurm is asked, nothing is written."""
+    (tmp_path / "slurm").mkdir()
+    path = tmp_path / "slurm" / "jobs.json"
+    path.write_bytes(data)
+    ex = SlurmExecutor(SimpleNamespace(executor=SimpleNamespace(kind="slurm")))
+    for attempt in (lambda: ex.adopt(tmp_path, {"none-none/trial-000"}),
+                    lambda: SlurmExecutor.refuse_unsettled(tmp_path, {"none-none/trial-000"}, "local")):
+        with pytest.raises(UsageError) as caught:
+            attempt()
+        err = caught.value
+        assert err.exit_code == ExitCode.USAGE and err.message.startswith(f"{path}:")
+        assert "cannot tell which of the run's Slurm jobs still run" in err.message
+        assert f"grep aorta-{tmp_path.name}-" in (err.hint or "") and "scancel" in (err.hint or "")
+        assert path.read_bytes() == data
+    assert _Jobs.load(tmp_path).trials == {}  # elsewhere (the first run, the grid): no map, as before
+
+
+def test_a_resume_says_which_damaged_entries_it_left_out(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = _damaged(("trials", "none-none/trial-000", "task"), "0")
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "jobs.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(SlurmExecutor, "_query_ids", lambda self, ids: {})  # no Slurm here
+    monkeypatch.setattr(SlurmExecutor, "_open_adopted_gates", lambda self, run_dir, batches: None)
+    ex = SlurmExecutor(SimpleNamespace(executor=SimpleNamespace(kind="slurm")))
+    ex.adopt(tmp_path, {"none-none/trial-000"})
+    assert ex.warnings == [f"1 damaged entry of {tmp_path}/slurm/jobs.json left out: a job they "
+                           "name is not adopted, and its trial runs again "
+                           f"({tmp_path}/slurm/jobs.json: trials.none-none/trial-000.task: "
+                           "expected an integer, found a string '0')"]
+
+
 def test_an_oversize_map_is_refused_without_being_read(tmp_path: Path) -> None:
     (tmp_path / "slurm").mkdir()
     path = tmp_path / "slurm" / "jobs.json"
