@@ -9,11 +9,12 @@ default here (a UTF-8 locale keeps the box-drawing characters intact).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.privsep.boot import TERMINAL_VARS
@@ -80,9 +81,20 @@ def watch_the_terminal(fd: int, *, check_s: float = TERMINAL_CHECK_S,
         while os.isatty(fd):
             time.sleep(check_s)
         time.sleep(grace_s)  # a shutdown that finishes ends the process (a daemon thread) first
-        os._exit(HANGUP_EXIT)
+        leave_hung_up()
 
     threading.Thread(target=watch, name="terminal-watch", daemon=True).start()
+
+
+def leave_hung_up() -> NoReturn:
+    """Exit 129 at once (the terminal is gone: nothing to give back), first asking each engine
+    run the TUI started (a trace, a policy sweep) to stop as a screen's unmount would have: with
+    SIGINT, not waited for (their own sessions, so the hangup never reaches them)."""
+    engine_run = sys.modules.get("aorta_tui.relay.engine_run")  # not imported: none started
+    if engine_run is not None:
+        with contextlib.suppress(Exception):  # leaving comes first
+            engine_run.interrupt_all()
+    os._exit(HANGUP_EXIT)
 
 
 class _StopSignals:
@@ -124,7 +136,7 @@ class _StopSignals:
         if signum == signal.SIGHUP and not os.isatty(sys.stdin.fileno()):
             # the terminal hung up (an SSH connection dropped, tmux was killed): nothing to give
             # back, and Textual's close would wait on its dead writer (watch_the_terminal)
-            os._exit(HANGUP_EXIT)
+            leave_hung_up()
         self.received = signum
         loop.call_soon_threadsafe(self.app.exit)
 

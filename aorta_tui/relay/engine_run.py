@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -48,6 +49,19 @@ class EngineRunError(AortaError):
     """The engine command ended (or never started) without the stream the caller needs."""
 
     exit_code = ExitCode.USAGE
+
+
+# every run this process started and has not stopped or closed: what ``interrupt_all`` signals
+_STARTED: weakref.WeakSet[EngineRun] = weakref.WeakSet()
+
+
+def interrupt_all(sig: int = signal.SIGINT) -> int:
+    """Send ``sig`` to the process group of every run this process started that still runs,
+    without waiting; how many were signalled. For a front end that must leave at once (its
+    terminal hung up: ``cli/tui_launch``), where no screen's unmount will stop its runs: their
+    groups are sessions of their own, so the terminal's hangup never reaches them, and a trace
+    would otherwise go on tracing (bpftrace, the traced program) with nobody to read it."""
+    return sum(run.send_signal(sig) for run in list(_STARTED))
 
 
 def engine_argv(args: Sequence[str]) -> list[str]:
@@ -97,6 +111,7 @@ class EngineRun:
         except BaseException:
             self._remove_own_log()  # nothing ran: nothing in it to keep
             raise
+        _STARTED.add(self)
         return self
 
     def __enter__(self) -> EngineRun:
@@ -242,6 +257,7 @@ class EngineRun:
         _killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5.0)
+        _STARTED.discard(self)
         self._remove_own_log()
         return proc.returncode
 
@@ -252,6 +268,7 @@ class EngineRun:
             self.stop()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        _STARTED.discard(self)
         self._remove_own_log()
 
     def _remove_own_log(self) -> None:
