@@ -46,6 +46,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.collect.summaries import FirstBad, LayerNumericsSummary
 from aorta_tui.core.numerals import ascii_digits
 
 OUTPUT_SUBDIR = "layer_numerics"
@@ -78,7 +79,9 @@ def option_problems(options: dict[str, str]) -> list[tuple[str, str, str]]:
                             f"got {value!r}", f'e.g. {key}: "10"'))
         elif key == "NANLOG_HUGE_THRESHOLD":
             try:
-                ok = float(value) > 0
+                # finite too: an infinite threshold would be written as the non-JSON
+                # `Infinity` in the summary, which its reader refuses as damage
+                ok = 0 < float(value) < float("inf")
             except ValueError:
                 ok = False
             if not ok:
@@ -263,7 +266,7 @@ class LayerNumerics:
                 fh.write(json.dumps(rec, allow_nan=False) + "\n")
         self.written += min(room, len(records))
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> LayerNumericsSummary:
         """Drain what is left (a step the workload did not report) and write the summary."""
         self.remove()
         if self._pending:
@@ -271,19 +274,18 @@ class LayerNumerics:
                 self._drain()
             except Exception as exc:
                 self.error = self.error or f"{type(exc).__name__}: {exc}"
-        summary = {
-            "schema_version": 1, "rank": self.rank, "pid": os.getpid(),
-            "steps_seen": self.step, "records_written": self.written,
-            "first_bad": self.first_bad, "huge_threshold": self.huge,
-            "sample_every": self.sample_every, "pre_context": self.pre_context,
-            "pre_context_flushed": self._flushed, "channels": sorted(self.channels),
-            "watch_types": sorted(self.types), "watch_names": self.names,
-            "watched_count": len(self._watched_names), "watched_names": sorted(self._watched_names),
-            "ignored_options": self.ignored, "error": self.error,
-        }
+        summary = LayerNumericsSummary(
+            rank=self.rank, pid=os.getpid(), steps_seen=self.step, records_written=self.written,
+            first_bad=None if self.first_bad is None else FirstBad(**self.first_bad),
+            huge_threshold=self.huge, sample_every=self.sample_every,
+            pre_context=self.pre_context, pre_context_flushed=self._flushed,
+            channels=tuple(sorted(self.channels)), watch_types=tuple(sorted(self.types)),
+            watch_names=tuple(self.names), watched_count=len(self._watched_names),
+            watched_names=tuple(sorted(self._watched_names)),
+            ignored_options=tuple(self.ignored), error=self.error)
         from aorta_tui.core.atomic import atomic_write_json
 
-        atomic_write_json(self.summary, summary)
+        atomic_write_json(self.summary, summary.to_json())
         return summary
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
+from aorta_tui.collect.doc_fields import opt_integer, opt_text, required, strings
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, FieldReader, Json, load_json_input
 
@@ -128,36 +128,28 @@ def _read_report(f: FieldReader, data: object) -> SanitizerReport:
         recipe=f.text(d, "recipe", "", required=True),
         target=f.text(d, "target", "", required=True),
         source_kind=f.text(d, "source_kind", "", required=True),
-        argv=f.strings(_required(f, d, "argv", ""), "argv"),
-        dry_run=f.check(_required(f, d, "dry_run", ""), "boolean", "dry_run"),
+        argv=strings(f, d, "argv", ""),
+        dry_run=f.check(required(f, d, "dry_run", ""), "boolean", "dry_run"),
         overall_verdict=f.text(d, "overall_verdict", "", required=True),
         checks=tuple(_read_check(f, c, f"checks[{i}]")
-                     for i, c in enumerate(f.check(_required(f, d, "checks", ""), "array",
+                     for i, c in enumerate(f.check(required(f, d, "checks", ""), "array",
                                                    "checks"))),
         extra={k: v for k, v in d.items() if k not in _REPORT_KEYS})
 
 
-def _required(f: FieldReader, d: dict[str, Any], key: str, path: str) -> object:
-    """``d[key]``: the writer always writes it, so its absence is damage (named)."""
-    if key not in d:
-        raise UsageError(f"{f.where}: {f.join(path, key)}: missing",
-                         hint=f"this {f.what} is damaged or was not written by aorta-tui")
-    return d[key]
-
-
 def _read_check(f: FieldReader, value: object, path: str) -> CheckResult:
     d = f.obj(value, path)
-    first = _required(f, d, "first", path)
+    first = required(f, d, "first", path)
     return CheckResult(
         sanitizer=f.text(d, "sanitizer", path, required=True),
         state=f.text(d, "state", path, required=True),
         verdict=f.text(d, "verdict", path, required=True),
         reason=f.text(d, "reason", path, required=True),
-        errors=_opt_int(f, d, "errors", path), warnings=_opt_int(f, d, "warnings", path),
+        errors=opt_integer(f, d, "errors", path), warnings=opt_integer(f, d, "warnings", path),
         first=None if first is None else _read_finding(f, first, f.join(path, "first")),
-        exit_code=_opt_int(f, d, "exit_code", path), log=_opt_text(f, d, "log", path),
-        argv=f.strings(_required(f, d, "argv", path), f.join(path, "argv")),
-        seconds=f.opt_number(_required(f, d, "seconds", path), f.join(path, "seconds")),
+        exit_code=opt_integer(f, d, "exit_code", path), log=opt_text(f, d, "log", path),
+        argv=strings(f, d, "argv", path),
+        seconds=f.opt_number(required(f, d, "seconds", path), f.join(path, "seconds")),
         extra={k: v for k, v in d.items() if k not in _CHECK_KEYS})
 
 
@@ -167,18 +159,7 @@ def _read_finding(f: FieldReader, value: object, path: str) -> Finding:
         kind=f.text(d, "kind", path, required=True),
         message=f.text(d, "message", path, required=True),
         log_line=f.integer(d, "log_line", path, required=True),
-        kernel=_opt_text(f, d, "kernel", path), source=_opt_text(f, d, "source", path),
-        thread=_opt_text(f, d, "thread", path), block=_opt_text(f, d, "block", path),
-        address=_opt_text(f, d, "address", path),
+        kernel=opt_text(f, d, "kernel", path), source=opt_text(f, d, "source", path),
+        thread=opt_text(f, d, "thread", path), block=opt_text(f, d, "block", path),
+        address=opt_text(f, d, "address", path),
         extra={k: v for k, v in d.items() if k not in _FINDING_KEYS})
-
-
-def _opt_text(f: FieldReader, d: dict[str, Any], key: str, path: str) -> str | None:
-    """A string or null; the writer writes the key always, so its absence is damage."""
-    _required(f, d, key, path)
-    return f.opt_text(d, key, path)
-
-
-def _opt_int(f: FieldReader, d: dict[str, Any], key: str, path: str) -> int | None:
-    _required(f, d, key, path)
-    return f.opt_integer(d, key, path)

@@ -33,9 +33,12 @@ import contextlib
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.collect.summaries import TorchProfilerSummary
+from aorta_tui.core.inputs import Json
 from aorta_tui.core.numerals import ascii_digits
 
 OUTPUT_SUBDIR = "torch_profiler"
@@ -134,9 +137,9 @@ class TorchProfiler:
             except Exception as exc:
                 self.error = self.error or f"{type(exc).__name__}: {exc}"
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> TorchProfilerSummary:
         """Stop, export the trace, write the summary (atomic); returns the summary."""
-        metrics: dict[str, Any] = {}
+        metrics: dict[str, Json] = {}
         if self._prof is not None:
             prof, self._prof = self._prof, None
             try:
@@ -151,17 +154,18 @@ class TorchProfiler:
                     self._export(prof)
             except Exception as exc:
                 self.error = self.error or f"{type(exc).__name__}: {exc}"
-        summary = {"schema_version": 1, "rank": self.rank, "pid": os.getpid(),
-                   "steps": self.steps, "activities": self.activities, "options": self.options,
-                   "trace": self.trace.name if self.trace.is_file() else None,
-                   "metrics": metrics, "error": self.error}
+        summary = TorchProfilerSummary(
+            rank=self.rank, pid=os.getpid(), steps=self.steps,
+            activities=tuple(self.activities), options=self.options,
+            trace=self.trace.name if self.trace.is_file() else None, metrics=metrics,
+            error=self.error)
         try:
             from aorta_tui.core.atomic import atomic_write_json
 
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(self.summary, summary)
+            atomic_write_json(self.summary, summary.to_json())
         except Exception as exc:  # the orchestrator's record says the summary is missing
-            summary["error"] = summary["error"] or f"{type(exc).__name__}: {exc}"
+            summary = replace(summary, error=summary.error or f"{type(exc).__name__}: {exc}")
         return summary
 
     def _export(self, prof: Any) -> None:
