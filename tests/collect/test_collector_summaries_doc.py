@@ -241,3 +241,14 @@ def test_an_oversize_summary_is_refused_before_it_is_read(tmp_path: Path) -> Non
     with RunDirFS(tmp_path) as fs:
         rec = _finish_layer_numerics(fs, trial)
     assert rec["status"] == "error" and "limit" in str(rec["reason"])
+
+
+@pytest.mark.parametrize("value", ["inf", "1e999", "Infinity"])
+def test_an_infinite_huge_threshold_is_refused_where_it_is_written(value: str) -> None:
+    # accepted before: the summary then held the non-JSON token Infinity, which its typed
+    # reader (strict JSON, finite numbers) takes for damage, so the recipe says it first
+    from aorta_tui.collect.layer_numerics import option_problems
+
+    assert option_problems({"NANLOG_HUGE_THRESHOLD": value}) == [
+        ("NANLOG_HUGE_THRESHOLD", f"expected a positive number, got {value!r}", '"1e10"')]
+    assert option_problems({"NANLOG_HUGE_THRESHOLD": "1e10"}) == []
