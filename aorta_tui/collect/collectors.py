@@ -141,7 +141,7 @@ def _tokens(value: str) -> list[str]:
 
 # -- which collectors a cell runs -------------------------------------------------------------
 
-def cell_collect(recipe: Any, cell_name: str) -> dict[str, dict[str, str]]:
+def cell_collect(recipe: object, cell_name: str) -> dict[str, dict[str, str]]:
     """name -> options for the cell (a cell's ``collect`` replaces the recipe's)."""
     names: tuple[str, ...] = tuple(getattr(recipe, "collect", ()) or ())
     for c in getattr(recipe, "cells", ()):
@@ -475,7 +475,7 @@ def _read_artifact(dir_fd: int, name: str) -> bytes | None:
     return data if len(data) <= MAX_ARTIFACT_BYTES else None
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     try:
         v = float(str(value).strip())
     except (TypeError, ValueError, OverflowError):
@@ -537,7 +537,7 @@ def proton_metrics(out_dir: Path, fs: RunDirFS | None = None) -> dict[str, Any]:
 _UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def _walk_hatchet(node: Any, ms: dict[str, float], counts: dict[str, int | None], depth: int) -> None:
+def _walk_hatchet(node: object, ms: dict[str, float], counts: dict[str, int | None], depth: int) -> None:
     if not isinstance(node, dict) or depth > 200:
         return
     children = node.get("children")

@@ -44,10 +44,14 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.collect.summaries import FirstBad, LayerNumericsSummary
 from aorta_tui.core.numerals import ascii_digits
+
+if TYPE_CHECKING:  # torch is imported where it runs: a worker without the collector never loads it
+    from torch import Tensor
+    from torch.nn import Module
 
 OUTPUT_SUBDIR = "layer_numerics"
 DEFAULTS: dict[str, str] = {
@@ -123,8 +127,8 @@ class LayerNumerics:
         self._pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self._buffer: deque[list[dict[str, Any]]] = deque(maxlen=max(1, self.pre_context))
         self._flushed = False
-        self._named: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        self._watched: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._named: weakref.WeakKeyDictionary[Module, str] = weakref.WeakKeyDictionary()
+        self._watched: weakref.WeakKeyDictionary[Module, str] = weakref.WeakKeyDictionary()
         self._handles: list[Any] = []
         self._watched_names: set[str] = set()  # kept after the workload frees its model
         self.jsonl = out_dir / f"layers_rank{rank}.jsonl"
@@ -149,7 +153,7 @@ class LayerNumerics:
             h.remove()
         self._handles.clear()
 
-    def _pre(self, module: Any, _args: Any) -> None:
+    def _pre(self, module: Module, _args: object) -> None:
         if module in self._named:
             return
         # the first time a module runs unnamed it is a root: name its whole tree once
@@ -164,10 +168,10 @@ class LayerNumerics:
                     if "igrad" in self.channels:  # only watched modules: autograd elsewhere untouched
                         self._handles.append(sub.register_full_backward_hook(self._bwd))
 
-    def _watch(self, module: Any, name: str) -> bool:
+    def _watch(self, module: Module, name: str) -> bool:
         return type(module).__name__ in self.types or any(n in name for n in self.names)
 
-    def _fwd(self, module: Any, args: Any, output: Any) -> None:
+    def _fwd(self, module: Module, args: object, output: object) -> None:
         name = self._watched.get(module)
         if name is None:
             return
@@ -176,12 +180,12 @@ class LayerNumerics:
         if "input" in self.channels:
             self._record(name, "fwd", "input", _first(args))
 
-    def _bwd(self, module: Any, grad_input: Any, _grad_output: Any) -> None:
+    def _bwd(self, module: Module, grad_input: object, _grad_output: object) -> None:
         name = self._watched.get(module)
         if name is not None:
             self._record(name, "bwd", "igrad", _first(grad_input))
 
-    def _record(self, layer: str, direction: str, role: str, t: Any,
+    def _record(self, layer: str, direction: str, role: str, t: object,
                 param_name: str | None = None) -> None:
         import torch
 
@@ -289,13 +293,13 @@ class LayerNumerics:
         return summary
 
 
-def _first(x: Any) -> Any:
+def _first(x: object) -> object:
     if isinstance(x, (tuple, list)):
         return x[0] if x else None
     return x
 
 
-def _device_stats(t: Any, huge: float) -> dict[str, Any]:
+def _device_stats(t: Tensor, huge: float) -> dict[str, Tensor]:
     """Upstream's reductions, left on the tensor's device (no host sync here)."""
     import torch
 
@@ -320,7 +324,7 @@ def _device_stats(t: Any, huge: float) -> dict[str, Any]:
     }
 
 
-def zero_if(empty: bool, t: Any, op: str) -> Any:
+def zero_if(empty: bool, t: Tensor, op: str) -> Tensor:
     """max/min of an empty tensor raise: an empty tensor has no finite value (reported null)."""
     import torch
 

@@ -110,7 +110,7 @@ class _Checker:
     def bad(self, path: str, message: str, hint: str | None = None, *, key: bool = False) -> None:
         self._v.issue(path, message, hint, key=key)
 
-    def mapping(self, path: str, value: Any, allowed: frozenset[str] | None = None,
+    def mapping(self, path: str, value: object, allowed: frozenset[str] | None = None,
                 *, required: bool = True) -> dict[str, Any] | None:
         if value is None and not required:
             return {}
@@ -157,7 +157,7 @@ def load_sanitizer_recipe(path: str | Path) -> SanitizerRecipe:
     return recipe
 
 
-def _build(c: _Checker, data: Any, path: Path) -> SanitizerRecipe | None:
+def _build(c: _Checker, data: object, path: Path) -> SanitizerRecipe | None:
     root = c.mapping("", data, TOP_LEVEL)
     if root is None:
         return None
@@ -283,7 +283,7 @@ def _source(c: _Checker, kind: str, source: dict[str, Any], path: Path) -> tuple
     return None
 
 
-def _kernel(c: _Checker, path: str, entry: Any, *, allow_str: bool = True) -> None:
+def _kernel(c: _Checker, path: str, entry: object, *, allow_str: bool = True) -> None:
     if allow_str and isinstance(entry, str):
         if not entry.strip():
             c.bad(path, f"{path} must be a non-empty kernel name")
@@ -326,7 +326,7 @@ def _scope_and_selection(c: _Checker, plan: dict[str, Any], *, required: bool) -
                   "positive integer", "write `top_n: 1`")
 
 
-def _sanitizers(c: _Checker, raw: Any) -> tuple[str, ...] | None:
+def _sanitizers(c: _Checker, raw: object) -> tuple[str, ...] | None:
     if not isinstance(raw, list) or not raw:
         c.bad("sanitizer_plan.sanitizers", "sanitizer_plan.sanitizers must be a non-empty list",
               f"list some of: {', '.join(SANITIZERS)}")
