@@ -140,7 +140,7 @@ def test_a_key_a_newer_writer_added_is_kept_at_each_level() -> None:
 
 # -- damage ----------------------------------------------------------------------------------
 
-def _written(tmp_path: Path) -> dict[str, Any]:
+def _written() -> dict[str, Any]:
     report = SanitizerReport(
         "T", "r.yaml", "t", "command", ("a",), False, "fail",
         checks=(CheckResult("memcheck", "ran", "fail", "1 error", errors=1, warnings=None,
@@ -184,7 +184,7 @@ def _damage(doc: dict[str, Any], path: str, value: object) -> None:
                          ids=[f"{p}={v!r}" for p, v, _m in DAMAGED])
 def test_a_damaged_report_names_the_file_and_the_field(
         tmp_path: Path, path: str, value: object, message: str) -> None:
-    doc = _written(tmp_path)
+    doc = _written()
     _damage(doc, path, value)
     file = tmp_path / "sanitizer_report.json"
     file.write_text(json.dumps(doc))
