@@ -47,8 +47,10 @@ from typing import Any
 
 from aorta_tui.collect.kernel_summary import kernel_summary
 from aorta_tui.collect.layer_numerics import OUTPUT_SUBDIR as LAYER_NUMERICS_DIR
+from aorta_tui.collect.summaries import LayerNumericsSummary, S, TorchProfilerSummary, load_summary
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError
+from aorta_tui.core.inputs import Json
 from aorta_tui.core.rundir_fs import RunDirFS
 
 WRAP_ORDER = ("rocprof", "ncu", "proton")  # rocprof outermost, as upstream
@@ -139,7 +141,7 @@ def _tokens(value: str) -> list[str]:
 
 # -- which collectors a cell runs -------------------------------------------------------------
 
-def cell_collect(recipe: Any, cell_name: str) -> dict[str, dict[str, str]]:
+def cell_collect(recipe: object, cell_name: str) -> dict[str, dict[str, str]]:
     """name -> options for the cell (a cell's ``collect`` replaces the recipe's)."""
     names: tuple[str, ...] = tuple(getattr(recipe, "collect", ()) or ())
     for c in getattr(recipe, "cells", ()):
@@ -381,42 +383,53 @@ def _finish_proton(options: Mapping[str, str], argv: Sequence[str], env: Mapping
     return _unavailable(why)
 
 
-def _trial_json(fs: RunDirFS, path: Path, limit: int) -> Any:
-    """A summary the trial wrote, through the run's file layer (a FIFO, a device or a link
-    there or on the way is no summary, never a hang), bounded; None when unreadable."""
-    return fs.read_json_or_none(path, limit=limit)
-
-
-def _finish_layer_numerics(fs: RunDirFS, trial_dir: Path) -> dict[str, Any]:
-    data = _trial_json(fs, trial_dir / LAYER_NUMERICS_DIR / "summary_rank0.json", 1 << 20)
-    if not isinstance(data, dict):
-        return {"status": "error", "path": LAYER_NUMERICS_DIR,
-                "reason": "the trial worker wrote no layer_numerics summary (it did not start, "
+def _summary(fs: RunDirFS, path: Path, kind: type[S], name: str) -> S | dict[str, Json]:
+    """The summary the trial worker wrote, typed, or the collector's ``error`` record saying
+    why there is none. Deliberately tolerated: a collector's problem (no summary, a damaged
+    one) is that collector's ``status: error``, never the trial's failure nor the sweep's
+    (exit 2 would stop a sweep whose trials ran); a damaged summary's record names the file
+    and the field, where it used to read as if no summary had been written."""
+    try:
+        return load_summary(fs, path, kind)
+    except FileNotFoundError:
+        return {"status": "error", "path": path.parent.name,
+                "reason": f"the trial worker wrote no {name} summary (it did not start, "
                           "or was killed before the end of the workload)"}
-    metrics = {"layer_numerics_records": data.get("records_written"),
-               "layer_numerics_watched": data.get("watched_count"),
-               "layer_numerics_first_bad": data.get("first_bad")}
-    rec: dict[str, Any] = {"status": "ran", "path": LAYER_NUMERICS_DIR, "metrics": metrics}
-    if data.get("error"):
-        rec["note"] = f"collector error: {data['error']}"
-    elif not data.get("watched_count"):
+    except (AortaError, OSError) as exc:
+        why = exc.message if isinstance(exc, AortaError) else f"{type(exc).__name__}: {exc}"
+        return {"status": "error", "path": path.parent.name,
+                "reason": f"the {name} summary cannot be read: {why}"}
+
+
+def _finish_layer_numerics(fs: RunDirFS, trial_dir: Path) -> dict[str, Json]:
+    data = _summary(fs, trial_dir / LAYER_NUMERICS_DIR / "summary_rank0.json",
+                    LayerNumericsSummary, "layer_numerics")
+    if isinstance(data, dict):
+        return data
+    metrics: dict[str, Json] = {
+        "layer_numerics_records": data.records_written,
+        "layer_numerics_watched": data.watched_count,
+        "layer_numerics_first_bad": None if data.first_bad is None else data.first_bad.to_json()}
+    rec: dict[str, Json] = {"status": "ran", "path": LAYER_NUMERICS_DIR, "metrics": metrics}
+    if data.error:
+        rec["note"] = f"collector error: {data.error}"
+    elif not data.watched_count:
         rec["note"] = "no watched module ran (the workload builds no torch module of the watched types)"
     return rec
 
 
-def _finish_torch_profiler(fs: RunDirFS, trial_dir: Path) -> dict[str, Any]:
+def _finish_torch_profiler(fs: RunDirFS, trial_dir: Path) -> dict[str, Json]:
     from aorta_tui.collect.torch_profiler import OUTPUT_SUBDIR
 
-    data = _trial_json(fs, trial_dir / OUTPUT_SUBDIR / "summary_rank0.json", 4 << 20)
-    if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
-        return {"status": "error", "path": OUTPUT_SUBDIR,
-                "reason": "the trial worker wrote no torch_profiler summary (it did not start, "
-                          "or was killed before the end of the workload)"}
-    if data.get("error") and not data["metrics"]:
-        return {"status": "error", "path": OUTPUT_SUBDIR, "reason": f"torch.profiler: {data['error']}"}
-    rec: dict[str, Any] = {"status": "ran", "path": OUTPUT_SUBDIR, "metrics": data["metrics"]}
-    if data.get("error"):
-        rec["note"] = f"collector error: {data['error']}"
+    data = _summary(fs, trial_dir / OUTPUT_SUBDIR / "summary_rank0.json",
+                    TorchProfilerSummary, "torch_profiler")
+    if isinstance(data, dict):
+        return data
+    if data.error and not data.metrics:
+        return {"status": "error", "path": OUTPUT_SUBDIR, "reason": f"torch.profiler: {data.error}"}
+    rec: dict[str, Json] = {"status": "ran", "path": OUTPUT_SUBDIR, "metrics": data.metrics}
+    if data.error:
+        rec["note"] = f"collector error: {data.error}"
     return rec
 
 
@@ -462,7 +475,7 @@ def _read_artifact(dir_fd: int, name: str) -> bytes | None:
     return data if len(data) <= MAX_ARTIFACT_BYTES else None
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     try:
         v = float(str(value).strip())
     except (TypeError, ValueError, OverflowError):
@@ -524,7 +537,7 @@ def proton_metrics(out_dir: Path, fs: RunDirFS | None = None) -> dict[str, Any]:
 _UNIT_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def _walk_hatchet(node: Any, ms: dict[str, float], counts: dict[str, int | None], depth: int) -> None:
+def _walk_hatchet(node: object, ms: dict[str, float], counts: dict[str, int | None], depth: int) -> None:
     if not isinstance(node, dict) or depth > 200:
         return
     children = node.get("children")

@@ -44,9 +44,14 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from aorta_tui.collect.summaries import FirstBad, LayerNumericsSummary
 from aorta_tui.core.numerals import ascii_digits
+
+if TYPE_CHECKING:  # torch is imported where it runs: a worker without the collector never loads it
+    from torch import Tensor
+    from torch.nn import Module
 
 OUTPUT_SUBDIR = "layer_numerics"
 DEFAULTS: dict[str, str] = {
@@ -78,7 +83,9 @@ def option_problems(options: dict[str, str]) -> list[tuple[str, str, str]]:
                             f"got {value!r}", f'e.g. {key}: "10"'))
         elif key == "NANLOG_HUGE_THRESHOLD":
             try:
-                ok = float(value) > 0
+                # finite too: an infinite threshold would be written as the non-JSON
+                # `Infinity` in the summary, which its reader refuses as damage
+                ok = 0 < float(value) < float("inf")
             except ValueError:
                 ok = False
             if not ok:
@@ -120,8 +127,8 @@ class LayerNumerics:
         self._pending: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self._buffer: deque[list[dict[str, Any]]] = deque(maxlen=max(1, self.pre_context))
         self._flushed = False
-        self._named: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        self._watched: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._named: weakref.WeakKeyDictionary[Module, str] = weakref.WeakKeyDictionary()
+        self._watched: weakref.WeakKeyDictionary[Module, str] = weakref.WeakKeyDictionary()
         self._handles: list[Any] = []
         self._watched_names: set[str] = set()  # kept after the workload frees its model
         self.jsonl = out_dir / f"layers_rank{rank}.jsonl"
@@ -146,7 +153,7 @@ class LayerNumerics:
             h.remove()
         self._handles.clear()
 
-    def _pre(self, module: Any, _args: Any) -> None:
+    def _pre(self, module: Module, _args: object) -> None:
         if module in self._named:
             return
         # the first time a module runs unnamed it is a root: name its whole tree once
@@ -161,10 +168,10 @@ class LayerNumerics:
                     if "igrad" in self.channels:  # only watched modules: autograd elsewhere untouched
                         self._handles.append(sub.register_full_backward_hook(self._bwd))
 
-    def _watch(self, module: Any, name: str) -> bool:
+    def _watch(self, module: Module, name: str) -> bool:
         return type(module).__name__ in self.types or any(n in name for n in self.names)
 
-    def _fwd(self, module: Any, args: Any, output: Any) -> None:
+    def _fwd(self, module: Module, args: object, output: object) -> None:
         name = self._watched.get(module)
         if name is None:
             return
@@ -173,12 +180,12 @@ class LayerNumerics:
         if "input" in self.channels:
             self._record(name, "fwd", "input", _first(args))
 
-    def _bwd(self, module: Any, grad_input: Any, _grad_output: Any) -> None:
+    def _bwd(self, module: Module, grad_input: object, _grad_output: object) -> None:
         name = self._watched.get(module)
         if name is not None:
             self._record(name, "bwd", "igrad", _first(grad_input))
 
-    def _record(self, layer: str, direction: str, role: str, t: Any,
+    def _record(self, layer: str, direction: str, role: str, t: object,
                 param_name: str | None = None) -> None:
         import torch
 
@@ -263,7 +270,7 @@ class LayerNumerics:
                 fh.write(json.dumps(rec, allow_nan=False) + "\n")
         self.written += min(room, len(records))
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> LayerNumericsSummary:
         """Drain what is left (a step the workload did not report) and write the summary."""
         self.remove()
         if self._pending:
@@ -271,29 +278,28 @@ class LayerNumerics:
                 self._drain()
             except Exception as exc:
                 self.error = self.error or f"{type(exc).__name__}: {exc}"
-        summary = {
-            "schema_version": 1, "rank": self.rank, "pid": os.getpid(),
-            "steps_seen": self.step, "records_written": self.written,
-            "first_bad": self.first_bad, "huge_threshold": self.huge,
-            "sample_every": self.sample_every, "pre_context": self.pre_context,
-            "pre_context_flushed": self._flushed, "channels": sorted(self.channels),
-            "watch_types": sorted(self.types), "watch_names": self.names,
-            "watched_count": len(self._watched_names), "watched_names": sorted(self._watched_names),
-            "ignored_options": self.ignored, "error": self.error,
-        }
+        summary = LayerNumericsSummary(
+            rank=self.rank, pid=os.getpid(), steps_seen=self.step, records_written=self.written,
+            first_bad=None if self.first_bad is None else FirstBad(**self.first_bad),
+            huge_threshold=self.huge, sample_every=self.sample_every,
+            pre_context=self.pre_context, pre_context_flushed=self._flushed,
+            channels=tuple(sorted(self.channels)), watch_types=tuple(sorted(self.types)),
+            watch_names=tuple(self.names), watched_count=len(self._watched_names),
+            watched_names=tuple(sorted(self._watched_names)),
+            ignored_options=tuple(self.ignored), error=self.error)
         from aorta_tui.core.atomic import atomic_write_json
 
-        atomic_write_json(self.summary, summary)
+        atomic_write_json(self.summary, summary.to_json())
         return summary
 
 
-def _first(x: Any) -> Any:
+def _first(x: object) -> object:
     if isinstance(x, (tuple, list)):
         return x[0] if x else None
     return x
 
 
-def _device_stats(t: Any, huge: float) -> dict[str, Any]:
+def _device_stats(t: Tensor, huge: float) -> dict[str, Tensor]:
     """Upstream's reductions, left on the tensor's device (no host sync here)."""
     import torch
 
@@ -318,7 +324,7 @@ def _device_stats(t: Any, huge: float) -> dict[str, Any]:
     }
 
 
-def zero_if(empty: bool, t: Any, op: str) -> Any:
+def zero_if(empty: bool, t: Tensor, op: str) -> Tensor:
     """max/min of an empty tensor raise: an empty tensor has no finite value (reported null)."""
     import torch
 

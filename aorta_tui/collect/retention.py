@@ -43,15 +43,16 @@ _SUMMARY_NAMES = frozenset({MANIFEST, "trace.json"})
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def finish_trial_files(recipe: Any, trial_dir: Path, env: Mapping[str, str], verdict: str
+def finish_trial_files(recipe: object, trial_dir: Path, env: Mapping[str, str], verdict: str
                        ) -> dict[str, Any]:
     """Collect the recipe's ``collect_paths``, then prune by ``retain``; the ``result.json``
     fields that say what happened (empty when the recipe asks for neither)."""
     out: dict[str, Any] = {}
-    if getattr(recipe, "collect_paths", ()):
+    paths = getattr(recipe, "collect_paths", ())  # a Recipe, or a stand-in without the field
+    if paths:
         from aorta_tui.collect.probe_paths import collect_trial_paths
 
-        out["collected"] = collect_trial_paths(recipe.collect_paths, trial_dir, env)
+        out["collected"] = collect_trial_paths(paths, trial_dir, env)
     retain = getattr(recipe, "retain", None)
     if retain is not None:
         out["retention"] = apply_retention(trial_dir, retain.level_for(verdict))

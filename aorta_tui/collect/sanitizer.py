@@ -30,10 +30,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from aorta_tui.collect.sanitizer_report import CheckResult, Finding, SanitizerReport
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import ExitCode
@@ -109,7 +110,7 @@ class _Checker:
     def bad(self, path: str, message: str, hint: str | None = None, *, key: bool = False) -> None:
         self._v.issue(path, message, hint, key=key)
 
-    def mapping(self, path: str, value: Any, allowed: frozenset[str] | None = None,
+    def mapping(self, path: str, value: object, allowed: frozenset[str] | None = None,
                 *, required: bool = True) -> dict[str, Any] | None:
         if value is None and not required:
             return {}
@@ -156,7 +157,7 @@ def load_sanitizer_recipe(path: str | Path) -> SanitizerRecipe:
     return recipe
 
 
-def _build(c: _Checker, data: Any, path: Path) -> SanitizerRecipe | None:
+def _build(c: _Checker, data: object, path: Path) -> SanitizerRecipe | None:
     root = c.mapping("", data, TOP_LEVEL)
     if root is None:
         return None
@@ -174,6 +175,26 @@ def _build(c: _Checker, data: Any, path: Path) -> SanitizerRecipe | None:
     source = c.mapping("sanitizer_plan.source", plan.get("source"))
     if source is None:
         return None
+    kind = _source_kind(c, source)
+    if kind is None:
+        return None
+    argv = _source(c, kind, source, path)
+    upstream_kind = kind != "command"
+    _scope_and_selection(c, plan, required=upstream_kind)
+    sanitizers = _sanitizers(c, plan.get("sanitizers"))
+    consan_policy, timeout = _policy(c, plan, required=upstream_kind)
+    report = _report_name(c, plan, required=upstream_kind)
+    if c.issues or target is None or ticket is None or sanitizers is None:
+        return None
+    return SanitizerRecipe(
+        ticket=ticket, target=target, source_kind=kind, sanitizers=sanitizers, argv=argv,
+        description=str(root.get("description") or "").strip(),
+        consan_policy=consan_policy or "strict", on_missing_backend="fail", timeout_s=timeout,
+        report_name=report or "sanitizer_report.json", source_label=str(path), source_path=path)
+
+
+def _source_kind(c: _Checker, source: dict[str, Any]) -> str | None:
+    """``source.kind`` once it is one this module runs (its keys checked too), else None."""
     kind = c.text(source, "sanitizer_plan.source", "kind")
     if kind is None:
         return None
@@ -191,39 +212,39 @@ def _build(c: _Checker, data: Any, path: Path) -> SanitizerRecipe | None:
     if "consan_log" in source and not isinstance(source["consan_log"], bool):
         c.bad("sanitizer_plan.source.consan_log", "sanitizer_plan.source.consan_log must be a "
               "boolean", "write true or false")
-    argv = _source(c, kind, source, path)
-    upstream_kind = kind != "command"
-    _scope_and_selection(c, plan, required=upstream_kind)
-    sanitizers = _sanitizers(c, plan.get("sanitizers"))
+    return kind
+
+
+def _policy(c: _Checker, plan: dict[str, Any], *, required: bool) -> tuple[str | None, float]:
+    """(consan_policy, timeout_seconds) of ``sanitizer_plan.policy``; upstream's source kinds
+    must spell the policy out (as upstream), ``command`` takes the defaults."""
     policy = c.mapping("sanitizer_plan.policy", plan.get("policy"),
                        frozenset({"consan_policy", "on_missing_backend", "timeout_seconds"}),
-                       required=upstream_kind) or {}
+                       required=required) or {}
     consan_policy = (c.text(policy, "sanitizer_plan.policy", "consan_policy")
-                     if upstream_kind or "consan_policy" in policy else "strict")
+                     if required or "consan_policy" in policy else "strict")
     if consan_policy is not None and consan_policy not in ("strict", "lenient"):
         c.bad("sanitizer_plan.policy.consan_policy", f"unsupported consan_policy "
               f"{consan_policy!r}", "write strict or lenient")
     missing = (c.text(policy, "sanitizer_plan.policy", "on_missing_backend")
-               if upstream_kind or "on_missing_backend" in policy else "fail")
+               if required or "on_missing_backend" in policy else "fail")
     if missing is not None and missing != "fail":
         c.bad("sanitizer_plan.policy.on_missing_backend", f"unsupported on_missing_backend "
               f"{missing!r}: a missing backend always fails closed (upstream too)",
               "write `on_missing_backend: fail`")
-    timeout = _timeout(c, policy)
+    return consan_policy, _timeout(c, policy)
+
+
+def _report_name(c: _Checker, plan: dict[str, Any], *, required: bool) -> str | None:
+    """``sanitizer_plan.output.report``: a plain file name in the run directory."""
     output = c.mapping("sanitizer_plan.output", plan.get("output"), frozenset({"report"}),
-                       required=upstream_kind) or {}
+                       required=required) or {}
     report = (c.text(output, "sanitizer_plan.output", "report")
-              if upstream_kind or "report" in output else "sanitizer_report.json")
+              if required or "report" in output else "sanitizer_report.json")
     if report is not None and (report in (".", "..") or "/" in report or "\x00" in report):
         c.bad("sanitizer_plan.output.report", f"output.report {report!r} must be a file name",
               "write a plain name such as sanitizer_report.json (it goes in the run directory)")
-    if c.issues or target is None or ticket is None or sanitizers is None:
-        return None
-    return SanitizerRecipe(
-        ticket=ticket, target=target, source_kind=kind, sanitizers=sanitizers, argv=argv,
-        description=str(root.get("description") or "").strip(),
-        consan_policy=consan_policy or "strict", on_missing_backend="fail", timeout_s=timeout,
-        report_name=report or "sanitizer_report.json", source_label=str(path), source_path=path)
+    return report
 
 
 def _source(c: _Checker, kind: str, source: dict[str, Any], path: Path) -> tuple[str, ...] | None:
@@ -262,7 +283,7 @@ def _source(c: _Checker, kind: str, source: dict[str, Any], path: Path) -> tuple
     return None
 
 
-def _kernel(c: _Checker, path: str, entry: Any, *, allow_str: bool = True) -> None:
+def _kernel(c: _Checker, path: str, entry: object, *, allow_str: bool = True) -> None:
     if allow_str and isinstance(entry, str):
         if not entry.strip():
             c.bad(path, f"{path} must be a non-empty kernel name")
@@ -305,7 +326,7 @@ def _scope_and_selection(c: _Checker, plan: dict[str, Any], *, required: bool) -
                   "positive integer", "write `top_n: 1`")
 
 
-def _sanitizers(c: _Checker, raw: Any) -> tuple[str, ...] | None:
+def _sanitizers(c: _Checker, raw: object) -> tuple[str, ...] | None:
     if not isinstance(raw, list) or not raw:
         c.bad("sanitizer_plan.sanitizers", "sanitizer_plan.sanitizers must be a non-empty list",
               f"list some of: {', '.join(SANITIZERS)}")
@@ -332,34 +353,7 @@ def _timeout(c: _Checker, policy: dict[str, Any]) -> float:
 
 # -- the report of compute-sanitizer ----------------------------------------------------------
 
-@dataclass(frozen=True)
-class Finding:
-    """One error of a sanitizer report, located in the kernel and in the report itself."""
-
-    kind: str  # invalid_global_write, race, uninitialized_read, barrier_error, api_error, ...
-    message: str  # the report's header line, without its ===== prefix
-    log_line: int  # 1-based line of that header in the log
-    kernel: str | None = None
-    source: str | None = None  # FILE:LINE where the report gives it
-    thread: str | None = None
-    block: str | None = None
-    address: str | None = None
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    sanitizer: str
-    state: str  # ran | not_checked | error | timed_out (upstream's ExecutionState)
-    verdict: str  # pass | warn | fail | not_checked | error (upstream's Verdict)
-    reason: str = ""
-    errors: int | None = None
-    warnings: int | None = None
-    first: Finding | None = None
-    exit_code: int | None = None
-    log: str | None = None  # relative to the run directory
-    argv: tuple[str, ...] = ()
-    seconds: float | None = None
-
+# Finding and CheckResult, the report's parts, are collect/sanitizer_report.py's (re-exported).
 
 class _RunFacts(TypedDict):
     """The fields of a ``CheckResult`` that every finished or failed run of a tool has."""
@@ -643,15 +637,13 @@ def exit_code_of(checks: Sequence[CheckResult]) -> ExitCode:
     return ExitCode.OK
 
 
-def report_dict(recipe: SanitizerRecipe, checks: Sequence[CheckResult], *,
-                dry_run: bool) -> dict[str, Any]:
-    return {
-        "schema": "aorta-tui.sanitizer_report/1", "ticket": recipe.ticket,
-        "recipe": recipe.source_label, "target": recipe.target,
-        "source_kind": recipe.source_kind, "argv": list(recipe.argv or ()),
-        "dry_run": dry_run, "overall_verdict": overall(checks),
-        "checks": [asdict(c) for c in checks],
-    }
+def sanitizer_report(recipe: SanitizerRecipe, checks: Sequence[CheckResult], *,
+                     dry_run: bool) -> SanitizerReport:
+    """The report of ``recipe``'s run so far (``checks``: those that finished)."""
+    return SanitizerReport(
+        ticket=recipe.ticket, recipe=recipe.source_label, target=recipe.target,
+        source_kind=recipe.source_kind, argv=tuple(recipe.argv or ()), dry_run=dry_run,
+        overall_verdict=overall(checks), checks=tuple(checks))
 
 
 def plan_summary(recipe: SanitizerRecipe, env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -698,7 +690,8 @@ def run_sanitizer_recipe(recipe: SanitizerRecipe, output: Path, *, dry_run: bool
     from aorta_tui.store.run_create import create_run_dir
 
     def populate(d: Path) -> None:
-        atomic_write_json(d / recipe.report_name, report_dict(recipe, [], dry_run=dry_run))
+        atomic_write_json(d / recipe.report_name,
+                          sanitizer_report(recipe, [], dry_run=dry_run).to_json())
 
     run_dir = create_run_dir(output, recipe.ticket, populate)
     checks: list[CheckResult] = []
@@ -709,6 +702,6 @@ def run_sanitizer_recipe(recipe: SanitizerRecipe, output: Path, *, dry_run: bool
             checks.append(rocm_check(name, env))
         else:
             checks.append(run_cuda_tool(recipe, name, run_dir, env))
-        atomic_write_json(run_dir / recipe.report_name, report_dict(recipe, checks,
-                                                                    dry_run=dry_run))
+        atomic_write_json(run_dir / recipe.report_name,
+                          sanitizer_report(recipe, checks, dry_run=dry_run).to_json())
     return run_dir, checks

@@ -33,10 +33,16 @@ import contextlib
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from aorta_tui.collect.summaries import TorchProfilerSummary
+from aorta_tui.core.inputs import Json
 from aorta_tui.core.numerals import ascii_digits
+
+if TYPE_CHECKING:  # torch is imported where it runs: the worker without the collector never loads it
+    from torch.profiler import profile
 
 OUTPUT_SUBDIR = "torch_profiler"
 KEYS = ("activities", "record_shapes", "profile_memory", "with_stack", "trace", "top")
@@ -89,7 +95,7 @@ class TorchProfiler:
         self.error: str | None = None
         self.cuda_reason: str | None = None  # why CUDA activities were not recorded
         self.activities: list[str] = []
-        self._prof: Any = None
+        self._prof: profile | None = None
         self.trace = out_dir / ("trace.json" if rank == 0 else f"trace_rank{rank}.json")
         self.summary = out_dir / f"summary_rank{rank}.json"
 
@@ -105,7 +111,7 @@ class TorchProfiler:
             self._prof = None
             self.error = f"{type(exc).__name__}: {exc}"
 
-    def _profile(self) -> Any:
+    def _profile(self) -> profile:
         import torch
         from torch.profiler import ProfilerActivity, profile
 
@@ -134,9 +140,9 @@ class TorchProfiler:
             except Exception as exc:
                 self.error = self.error or f"{type(exc).__name__}: {exc}"
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> TorchProfilerSummary:
         """Stop, export the trace, write the summary (atomic); returns the summary."""
-        metrics: dict[str, Any] = {}
+        metrics: dict[str, Json] = {}
         if self._prof is not None:
             prof, self._prof = self._prof, None
             try:
@@ -151,20 +157,21 @@ class TorchProfiler:
                     self._export(prof)
             except Exception as exc:
                 self.error = self.error or f"{type(exc).__name__}: {exc}"
-        summary = {"schema_version": 1, "rank": self.rank, "pid": os.getpid(),
-                   "steps": self.steps, "activities": self.activities, "options": self.options,
-                   "trace": self.trace.name if self.trace.is_file() else None,
-                   "metrics": metrics, "error": self.error}
+        summary = TorchProfilerSummary(
+            rank=self.rank, pid=os.getpid(), steps=self.steps,
+            activities=tuple(self.activities), options=self.options,
+            trace=self.trace.name if self.trace.is_file() else None, metrics=metrics,
+            error=self.error)
         try:
             from aorta_tui.core.atomic import atomic_write_json
 
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(self.summary, summary)
+            atomic_write_json(self.summary, summary.to_json())
         except Exception as exc:  # the orchestrator's record says the summary is missing
-            summary["error"] = summary["error"] or f"{type(exc).__name__}: {exc}"
+            summary = replace(summary, error=summary.error or f"{type(exc).__name__}: {exc}")
         return summary
 
-    def _export(self, prof: Any) -> None:
+    def _export(self, prof: profile) -> None:
         tmp = self.trace.with_name(f".{self.trace.name}.{os.getpid()}.tmp")
         try:
             prof.export_chrome_trace(str(tmp))
@@ -174,12 +181,12 @@ class TorchProfiler:
                 tmp.unlink()
 
 
-def _ms(us: Any) -> float:
+def _ms(us: float) -> float:
     v = float(us) / 1e3
     return v if math.isfinite(v) else 0.0
 
 
-def summarise(prof: Any, *, steps: int, top: int, cuda_reason: str | None) -> dict[str, Any]:
+def summarise(prof: profile, *, steps: int, top: int, cuda_reason: str | None) -> dict[str, Any]:
     """The metrics of a finished profile: ops by self CPU time, kernels by device time."""
     from torch.autograd import DeviceType
 

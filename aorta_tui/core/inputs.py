@@ -69,6 +69,16 @@ INPUT_LIMITS: dict[str, int] = {
     "Slurm job spec": 64 * MiB,
     "Slurm trial outcome": 16 * MiB,  # a trial's slurm-outcome.json (its process, node, kernel log)
     "bundle manifest": 256 * MiB,  # a bundle's MANIFEST.json (about 450 bytes a file)
+    # a `mode: sanitizer` run's sanitizer_report.json (a check's reason and first error, each
+    # clipped by collect/sanitizer.py: a few KiB a check)
+    "sanitizer report": 4 * MiB,
+    # a trial's layer_numerics/summary_rank<R>.json (the watched layers' names: ~100 bytes
+    # each) and torch_profiler/summary_rank<R>.json (the top ops and kernels, at most 100
+    # each): the bounds collect/collectors.py read them with
+    "layer numerics summary": 1 * MiB,
+    "torch profiler summary": 4 * MiB,
+    # ~/.cache/aorta-tui/trace-calibration.json (a cost and a reason per probe set: ~1 KiB)
+    "calibration cache": 1 * MiB,
 }
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
@@ -46,6 +46,9 @@ from aorta_tui.trace.result_doc import (
 )
 from aorta_tui.trace.runner import BpftraceRunner
 from aorta_tui.trace.stream_stats import MetricStats, split_batch
+
+if TYPE_CHECKING:  # imported where it runs (calibrate's imports stay off a trace's start-up)
+    from aorta_tui.trace.calibrate import Calibration
 
 # The command waits on this pipe until every probe is attached, then execs.
 # It runs the command only on the go byte: if tracing fails to start, the pipe closes and the
@@ -150,7 +153,7 @@ class TraceSession:
         self.started_ns: int | None = None
         self.stopped_ns: int | None = None
         self.drained: bool | None = None
-        self.calibration: dict[str, Any] | None = None
+        self.calibration: Calibration | None = None
         self.warnings: list[str] = []
         self._last_tick: tuple[int, dict[int, int]] = (0, {})  # (monotonic ns, count per metric)
         self.started = False
@@ -578,7 +581,7 @@ class TraceSession:
         """Estimated CPU the probes take: records x measured cost of their probe(s) per record."""
         out: dict[str, dict[str, Any]] = {}
         wall = ((self.stopped_ns or time.monotonic_ns()) - (self.started_ns or 0)) / 1e9
-        cal = self.calibration or {}
+        cal = self.calibration
         for ps, det in self._sets:
             mids = [mid for mid, (n, _m) in self.rendered_program().metric_ids.items() if n == ps.name]
             hits = sum(self._records_fired(m) * self._stats[m].metric.probe_hits for m in mids)
@@ -591,21 +594,21 @@ class TraceSession:
                              reason="calibration covers uprobes only; tracepoint hit cost is not measured here")
                 out[ps.name] = entry
                 continue
-            if self.calibration is None:
+            if cal is None:
                 entry.update(per_hit_us=None, cpu_fraction=None, reason="calibration was not run")
                 out[ps.name] = entry
                 continue
             classes = list((det.prologues or {}).values())
             target = "push" if classes and all(c == "push" for c in classes) else "other"
-            if cal.get(ps.name) is not None:
+            if cal.cost(ps.name) is not None:
                 target = ps.name  # measured on a function of the probed library itself
-            per_hit = cal.get(target)
+            per_hit = cal.cost(target)
             if per_hit is None:
                 entry.update(per_hit_us=None, cpu_fraction=None,
-                             reason=cal.get("reasons", {}).get(target, "not measured"))
+                             reason=cal.reasons.get(target, "not measured"))
                 out[ps.name] = entry
                 continue
-            per_pair = cal.get(f"{target}+ret")
+            per_pair = cal.cost(f"{target}+ret")
             busy_ns = 0.0
             for m in uprobe_mids:
                 st = self._stats[m]
@@ -619,10 +622,10 @@ class TraceSession:
             entry["calibration_target"] = target
             entry["cpu_fraction"] = busy_ns / 1e9 / wall if wall > 0 else None
             entry["calibrated_launch_ns"] = per_hit
-            entry["method"] = cal.get("method")
-            entry["calibrated_on"] = cal.get("functions", {}).get(target)
+            entry["method"] = cal.method
+            entry["calibrated_on"] = cal.functions.get(target)
             if per_pair is None and any(self._stats[m].metric.probe_hits == 2 for m in uprobe_mids):
-                why = cal.get("reasons", {}).get(f"{target}+ret", "not calibrated separately")
+                why = cal.reasons.get(f"{target}+ret", "not calibrated separately")
                 entry["note"] = f"return probes counted as one more entry probe ({why})"
             out[ps.name] = entry
         self._program_cost(out)
@@ -670,7 +673,8 @@ class TraceSession:
             uprobes=self.program.uprobe_count, tracepoints=self.program.tracepoint_count,
             raw_events=str(self.raw_path) if self.raw_path else None,
             raw_event_count=self._raw_count if self.raw_path else None,
-            warnings=tuple(warnings), calibration=self.calibration)
+            warnings=tuple(warnings),
+            calibration=None if self.calibration is None else self.calibration.to_json())
 
     def _launch_source(self) -> LaunchSource:
         if self.device is None:
@@ -753,9 +757,9 @@ class TraceSession:
             return {}
         clock = self.device.clock_for(metric_name)
         if clock and metric_name == "launch_to_start" and self.device.launch_source not in ("collector", "activity"):
-            cal = self.calibration or {}
-            if cal.get("functions", {}).get(self.device.probe_set):
-                clock["probe_cost_ns"] = cal.get(self.device.probe_set)
+            cal = self.calibration
+            if cal is not None and cal.functions.get(self.device.probe_set):
+                clock["probe_cost_ns"] = cal.cost(self.device.probe_set)
         return clock
 
     def _launch_to_start_includes(self, summary: MetricSummary) -> dict[str, Any]:
@@ -773,18 +777,19 @@ class TraceSession:
                     "why": ("no uprobe on the launch path: the launch time is the CUPTI callback at API "
                             "entry; what the callback costs after its clock reading (CUPTI's dispatch, the "
                             "ring, the exit callback) is inside the figure and not calibrated")}
-        cal = self.calibration or {}
-        per_hit = cal.get(self.device.probe_set) if cal.get("functions", {}).get(self.device.probe_set) else None
+        cal = self.calibration
+        per_hit = (cal.cost(self.device.probe_set)
+                   if cal is not None and cal.functions.get(self.device.probe_set) else None)
         if per_hit is None:
-            why = ("calibration was not run (--no-calibrate)" if self.calibration is None else
-                   cal.get("reasons", {}).get(self.device.probe_set, "the probed library was not calibrated"))
+            why = ("calibration was not run (--no-calibrate)" if cal is None else
+                   cal.reasons.get(self.device.probe_set, "the probed library was not calibrated"))
             return {"probe_cost_ns": None, "subtracted": False,
                     "why": f"the launch uprobe's own cost is inside the figure, not measured here: {why}"}
         pct = summary.histogram.percentiles
         per_hit_us = per_hit / 1000.0
         adjusted = {k: (None if v is None else max(0.0, v - per_hit_us)) for k, v in pct.items()}
         return {"probe_cost_ns": per_hit, "subtracted": True, "adjusted_percentiles": adjusted,
-                "calibrated_on": cal.get("functions", {}).get(self.device.probe_set),
+                "calibrated_on": cal.functions.get(self.device.probe_set) if cal else None,
                 "why": ("the eBPF uprobe fires at the launch call's entry, before the driver's work, so "
                         "its own cost delays the kernel it times; adjusted_percentiles take off the cost "
                         "calibrated on this very library (percentiles shift by a constant; the histogram "

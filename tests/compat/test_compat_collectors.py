@@ -21,6 +21,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from aorta_tui.collect.summaries import FirstBad, TorchProfilerSummary, load_summary
+from aorta_tui.core.atomic import json_bytes
+from aorta_tui.core.rundir_fs import RunDirFS
+
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow
 
@@ -261,17 +265,17 @@ def test_layer_numerics_finds_the_first_bad_layer_and_dumps_the_run_up(tmp_path)
             ln.end_step()
     finally:
         summary = ln.finish()
-    assert summary["first_bad"] == {"step": 4, "layer": "0", "direction": "fwd", "role": "act",
-                                    "kind": "nan"}
+    assert summary.first_bad == FirstBad(step=4, layer="0", direction="fwd", role="act",
+                                         kind="nan")
     rows = [json.loads(line) for line in (tmp_path / "layers_rank0.jsonl").read_text().splitlines()]
     # step 0 is sampled; steps 2-3 are the run-up (pre_context 2); step 4 is written in full
     assert sorted({r["step"] for r in rows}) == [0, 2, 3, 4]
     bad = [r for r in rows if r["bad"]]
     assert bad and all(r["step"] == 4 for r in bad)
-    assert {r["layer_name"] for r in rows} == {"0", "2"} and summary["watched_count"] == 2
+    assert {r["layer_name"] for r in rows} == {"0", "2"} and summary.watched_count == 2
     nan_rec = next(r for r in rows if r["step"] == 4 and r["layer_name"] == "0" and r["role"] == "act")
     assert nan_rec["nan_count"] == 4 and nan_rec["finite_count"] == 8
-    assert summary["records_written"] == len(rows)
+    assert summary.records_written == len(rows)
     # the hooks are gone: another forward records nothing
     model(torch.ones(1, 4))
     assert ln._pending == []
@@ -318,7 +322,7 @@ def test_layer_numerics_on_a_cuda_device_drains_once_per_step(tmp_path) -> None:
             ln.end_step()
     finally:
         summary = ln.finish()
-    assert summary["error"] is None and summary["watched_count"] == 2
+    assert summary.error is None and summary.watched_count == 2
     rows = [json.loads(line) for line in (tmp_path / "layers_rank0.jsonl").read_text().splitlines()]
     assert {r["step"] for r in rows} == {0, 1, 2} and not any(r["bad"] for r in rows)
 
@@ -353,9 +357,12 @@ def test_torch_profiler_wraps_the_steps_and_writes_a_trace_and_summary(tmp_path)
     names = {e.get("name") for e in trace["traceEvents"]}
     assert any(str(n).startswith("aten::") for n in names)
     assert {t["name"] for t in tops} <= names
-    summary = json.loads((trial / "torch_profiler/summary_rank0.json").read_text())
-    assert summary["error"] is None and summary["steps"] == 3 and summary["trace"] == "trace.json"
-    assert summary["activities"] == (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
+    path = trial / "torch_profiler/summary_rank0.json"
+    with RunDirFS(run) as fs:
+        summary = load_summary(fs, path, TorchProfilerSummary)
+    assert json_bytes(summary.to_json()) == path.read_bytes()  # the file reads back to its bytes
+    assert summary.error is None and summary.steps == 3 and summary.trace == "trace.json"
+    assert summary.activities == (("cpu", "cuda") if torch.cuda.is_available() else ("cpu",))
     assert "**torch_profiler**: ran in 1/1 trials" in (run / "matrix.md").read_text()
     v = subprocess.run([sys.executable, "-m", "aorta_tui", "recipe", "validate", str(tmp_path / "r.yaml")],
                        capture_output=True, text=True, timeout=60)
@@ -377,15 +384,15 @@ def test_torch_profiler_in_process_cpu_only_and_no_trace(tmp_path) -> None:
         model(torch.randn(4, 8)).sum().backward()
         tp.step()
     summary = tp.finish()
-    assert summary["error"] is None and summary["activities"] == ["cpu"]
-    assert not (out / "trace.json").exists() and summary["trace"] is None
-    m = summary["metrics"]
+    assert summary.error is None and summary.activities == ("cpu",)
+    assert not (out / "trace.json").exists() and summary.trace is None
+    m = summary.metrics
     assert m["torch_profiler_steps"] == 2 and len(m["torch_profiler_top_ops"]) == 2
     assert m["torch_profiler_gpu_time_ms"] == ("not available: the recipe asked for CPU "
                                                "activities only (activities: cpu)")
-    assert json.loads((out / "summary_rank0.json").read_text()) == json.loads(json.dumps(summary))
+    assert (out / "summary_rank0.json").read_bytes() == json_bytes(summary.to_json())
     # the profiler is closed: a later op is not recorded and finish() again reports no metrics
-    assert tp.finish()["metrics"] == {}
+    assert tp.finish().metrics == {}
 
 
 _opt_key = st.sampled_from(["activities", "record_shapes", "profile_memory", "with_stack",

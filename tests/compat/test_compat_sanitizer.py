@@ -25,6 +25,7 @@ from aorta_tui.collect.sanitizer import (
     parse_report,
     run_sanitizer_recipe,
 )
+from aorta_tui.collect.sanitizer_report import read_sanitizer_report
 from aorta_tui.core.errors import ExitCode
 from aorta_tui.recipe import RecipeValidationError
 
@@ -137,9 +138,10 @@ def test_memcheck_finds_the_planted_oob_write_located(tmp_path, fake_sanitizer) 
     assert (c.first.thread, c.first.block, c.first.log_line) == ("(256,0,0)", "(0,0,0)", 2)
     assert "log line 2" in c.reason and "/src/oob.cu:6" in c.reason
     assert (tmp_path / "ran").read_text() == "x"  # the program really ran under the tool
-    report = json.loads((run_dir / "sanitizer_report.json").read_text())
-    assert report["overall_verdict"] == "fail"
-    assert report["checks"][0]["first"]["kind"] == "invalid_global_write"
+    report = read_sanitizer_report(run_dir / "sanitizer_report.json")
+    assert report.overall_verdict == "fail"
+    first = report.checks[0].first
+    assert first is not None and first.kind == "invalid_global_write"
     assert (run_dir / "memcheck.log").read_text() == MEMCHECK_OOB
 
 
