@@ -20,13 +20,15 @@ import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
 from aorta_tui.core import spawn_gate
+from aorta_tui.envsnap.doc import LEAF_KEYS, STATES
+from aorta_tui.envsnap.doc import is_leaf_object as is_leaf
 
-STATES = ("ok", "not_applicable", "unknown", "error")
-LEAF_KEYS = frozenset({"value", "state", "source", "reason", "needs_root", "set", "category"})
+__all__ = ["LEAF_KEYS", "STATES", "is_leaf"]  # the leaf's shape is doc.py's; the capture builds it
 
+# A leaf as the capture builds it, before the snapshot is typed (doc.Field reads it)
 Leaf = dict[str, Any]
 
 
@@ -47,10 +49,6 @@ def error(reason: str, source: str = "", *, needs_root: bool = False) -> Leaf:
     if needs_root:
         leaf["needs_root"] = True
     return leaf
-
-
-def is_leaf(node: Any) -> TypeGuard[dict[str, Any]]:
-    return isinstance(node, dict) and "state" in node and "value" in node and set(node) <= LEAF_KEYS
 
 
 def derive(leaf: Leaf, value: Any) -> Leaf:

@@ -104,11 +104,11 @@ def test_gpu_count_is_unknown_not_zero_when_nothing_can_count(monkeypatch: pytes
     monkeypatch.setattr(capture_mod, "detect_vendors", lambda: ["nvidia"])
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi, and no libcuda on a CPU box
     snap = capture_mod.capture_snapshot(include_torch=False, timeout_s=10)
-    count = snap["driver"]["gpu_count"]
-    if snap["gpus"]:
+    count = snap.driver["gpu_count"]
+    if snap.gpus:
         pytest.skip("this machine has a CUDA driver API to fall back on")
-    assert count["state"] != "ok" and count["value"] is None
-    assert "nvidia-smi is not on PATH" in count["reason"]
+    assert count.state != "ok" and count.value is None
+    assert "nvidia-smi is not on PATH" in count.reason
 
 
 @pytest.mark.parametrize(("code", "name"), [(90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"),

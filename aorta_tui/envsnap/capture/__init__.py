@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui import __version__
 from aorta_tui.core import spawn_gate
@@ -24,10 +24,11 @@ from aorta_tui.envsnap.capture import cuda, driver, host, libraries, python_env,
 from aorta_tui.envsnap.capture.env_vars import capture_env_vars
 from aorta_tui.envsnap.capture.gpus import DEVICE_KEYS, amd, detect_vendors, nvidia
 from aorta_tui.envsnap.capture.torch_probe import failed_section
+from aorta_tui.envsnap.doc import FORMAT, SCHEMA_VERSION, EnvSnapshot
 from aorta_tui.envsnap.fields import Leaf
 
-SCHEMA_VERSION = 1
-FORMAT = "aorta-tui-envsnap"
+if TYPE_CHECKING:
+    from aorta_tui.core.bytecode import BytecodePlan
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LATE = "the {} section failed or did not finish before the deadline"
 
@@ -73,19 +74,23 @@ class _Child:
 
 
 def capture_snapshot(*, timeout_s: float = 20.0, include_torch: bool = True,
-                     bytecode: Any = None) -> dict[str, Any]:
+                     bytecode: BytecodePlan | None = None) -> EnvSnapshot:
     """Capture this process's environment. Never raises, never outlives ``timeout_s`` by much.
 
     ``bytecode``: a :class:`aorta_tui.core.bytecode.BytecodePlan` for the helper processes
     (``import torch`` in one of them is most of the capture's time); None: they inherit this
-    process's settings. The snapshot records which was used (``python.bytecode``)."""
+    process's settings. The snapshot records which was used (``python.bytecode``). The
+    sections build plain leaf objects (``fields.py``); the one reader types them, so what the
+    capture writes is what every reader takes (``to_json()`` is the file)."""
     try:
-        return _capture(timeout_s, include_torch, bytecode)
+        return EnvSnapshot.from_dict(_capture(timeout_s, include_torch, bytecode),
+                                     where="the captured snapshot")
     except Exception as exc:  # a bug in a section must still leave a valid snapshot
         return _minimal_failure(f"{type(exc).__name__}: {exc}")
 
 
-def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dict[str, Any]:
+def _capture(timeout_s: float, include_torch: bool,
+             bytecode: BytecodePlan | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
     captured_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -140,7 +145,7 @@ def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dic
         data, failure = torch_child.result(deadline)
         snapshot["torch"] = data if data is not None else failed_section(failure or F.error("no result", ""))
     snapshot["probe"] = _probe_meta(snapshot, captured_at, time.perf_counter() - t0, timeout_s, include_torch)
-    return sort_snapshot(snapshot)
+    return snapshot
 
 
 def _collect_gpus(f_nv: _Section | None, f_amd: _Section | None, deadline: float,
@@ -218,7 +223,7 @@ def _gfx_leaf(gpus: list[dict[str, Leaf]], vendors: list[str]) -> Leaf:
             else F.not_applicable("no AMD GPU (no /sys/class/kfd)", "file:/sys/class/kfd"))
 
 
-def _bytecode_leaf(bytecode: Any) -> Leaf:
+def _bytecode_leaf(bytecode: BytecodePlan | None) -> Leaf:
     """Which bytecode settings the capture's processes ran with: this interpreter's, and the
     cache its helpers were given (``--bytecode-cache``)."""
     from aorta_tui.core.bytecode import interpreter_settings
@@ -279,19 +284,13 @@ def _probe_meta(snapshot: dict[str, Any], captured_at: str, duration: float, tim
     }
 
 
-def _minimal_failure(reason: str) -> dict[str, Any]:
-    return {
+def _minimal_failure(reason: str) -> EnvSnapshot:
+    """Only the probe section, saying what broke. Written through ``to_json`` like every
+    snapshot, so its keys are sorted now (the untyped writer wrote this one unsorted: the
+    same keys and values, in another order)."""
+    return EnvSnapshot.from_dict({
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
         "probe": {"captured_at": F.ok(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "api:datetime"),
                   "internal_error": F.error(reason, "aorta_tui.envsnap.capture")},
-    }
-
-
-def sort_snapshot(node: Any) -> Any:
-    """Sort keys at every level (lists keep their order) so two snapshots diff line by line."""
-    if isinstance(node, dict):
-        return {k: sort_snapshot(node[k]) for k in sorted(node)}
-    if isinstance(node, list):
-        return [sort_snapshot(x) for x in node]
-    return node
+    }, where="the captured snapshot")
