@@ -8,9 +8,8 @@ import json
 
 import hypothesis.strategies as st
 import pytest
-from envsnap_helpers import FIXTURES
+from envsnap_helpers import FIXTURES, typed
 from envsnap_helpers import load_fixture as _load
-from envsnap_helpers import typed
 from hypothesis import HealthCheck, given, settings
 
 from aorta_tui.envsnap import diff_snapshots, iter_leaves
