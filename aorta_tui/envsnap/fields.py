@@ -32,7 +32,8 @@ __all__ = ["LEAF_KEYS", "STATES", "is_leaf"]  # the leaf's shape is doc.py's; th
 Leaf = dict[str, Any]
 
 
-def ok(value: Any, source: str) -> Leaf:
+def ok(value: object, source: str) -> Leaf:
+    """A leaf with the value found (JSON-typed: the snapshot's writer writes it)."""
     return {"value": value, "state": "ok", "source": source}
 
 
@@ -51,7 +52,7 @@ def error(reason: str, source: str = "", *, needs_root: bool = False) -> Leaf:
     return leaf
 
 
-def derive(leaf: Leaf, value: Any) -> Leaf:
+def derive(leaf: Leaf, value: object) -> Leaf:
     """A new ok leaf computed from ``leaf`` (same source), or ``leaf``'s failure unchanged."""
     if leaf["state"] != "ok":
         return dict(leaf)
@@ -163,7 +164,7 @@ def run_command(argv: list[str], *, timeout_s: float, env: dict[str, str] | None
     return CommandResult(ok(text_out, source), 0, text_err, text_out)
 
 
-def kill_group(proc: subprocess.Popen[Any]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):

@@ -8,14 +8,16 @@ the deadline instead of hanging the probe.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aorta_tui import __version__
 from aorta_tui.core import spawn_gate
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from aorta_tui.core.bytecode import BytecodePlan
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LATE = "the {} section failed or did not finish before the deadline"
+_T = TypeVar("_T")
+_D = TypeVar("_D")
 
 
 class _Child:
@@ -123,18 +127,19 @@ def _capture(timeout_s: float, include_torch: bool,
     driver_section = _driver_section(f_driver, deadline, vendors, gpus, gpu_status,
                                      gpu_status_notes)
     gfx_leaf = _gfx_leaf(gpus, vendors)
+    python_fields: dict[str, object] = (_get(f_python, deadline)
+                                        or {"version": F.error(_LATE.format("python"), "")})
 
     snapshot: dict[str, Any] = {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
-        "host": _get(f_host, deadline, None) or {"kernel_release": F.error(_LATE.format("host"), "")},
+        "host": _get(f_host, deadline) or {"kernel_release": F.error(_LATE.format("host"), "")},
         "gpus": gpus,
         "driver": driver_section,
         "cuda": cuda.finish(cuda_entries, lib_result, lib_failure, "nvidia" in vendors,
-                            _get(f_nvcc, deadline, None) or F.error("nvcc timed out", "cmd:nvcc")),
+                            _get(f_nvcc, deadline) or F.error("nvcc timed out", "cmd:nvcc")),
         "rocm": rocm.finish(rocm_roots, rocm_entries, lib_result, lib_failure, gfx_leaf),
-        "python": {**(_get(f_python, deadline, None) or {"version": F.error(_LATE.format("python"), "")}),
-                   "bytecode": _bytecode_leaf(bytecode)},
+        "python": {**python_fields, "bytecode": _bytecode_leaf(bytecode)},
         "env_vars": capture_env_vars(),
     }
 
@@ -163,9 +168,10 @@ def _collect_gpus(f_nv: _Section | None, f_amd: _Section | None, deadline: float
         if driver_section_note is not None:
             gpu_status_notes.append(driver_section_note)
     if f_amd is not None:
-        devs, status = _get(f_amd, deadline, ([], None))
-        gpus += devs
-        gpu_status.append(status or F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
+        amd_gpus = _get(f_amd, deadline)
+        gpus += amd_gpus[0] if amd_gpus else []
+        gpu_status.append(amd_gpus[1] if amd_gpus else
+                          F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
     for i, d in enumerate(gpus):
         d["index"] = F.ok(i, d.get("index", {}).get("source", ""))
         for key in DEVICE_KEYS:
@@ -177,7 +183,7 @@ def _nvidia_gpus(f_nv: _Section, deadline: float, lib_result: dict[str, Any],
                  lib_failure: Leaf | None) -> tuple[list[dict[str, Leaf]], Leaf, Leaf | None]:
     """nvidia-smi's devices merged with the driver API's (or named by it when nvidia-smi
     failed); their status, and nvidia-smi's failure when the driver API covered it."""
-    devs, status = _get(f_nv, deadline, ([], None))
+    devs, status = _get(f_nv, deadline) or ([], None)
     status = status or F.error("nvidia-smi failed or did not finish", "cmd:nvidia-smi")
     api_devices = lib_result.get("cuda_devices") or {}
     if status["state"] != "ok" and api_devices.get("devices"):
@@ -200,7 +206,7 @@ def _driver_section(f_driver: _Section, deadline: float, vendors: list[str],
                     gpus: list[dict[str, Leaf]], gpu_status: list[Leaf],
                     gpu_status_notes: list[Leaf]) -> dict[str, Any]:
     """The driver section with the GPU count (unknown, not zero, when the query failed)."""
-    driver_section = _get(f_driver, deadline, None) or {"vendors": F.error(_LATE.format("driver"), "")}
+    driver_section = _get(f_driver, deadline) or {"vendors": F.error(_LATE.format("driver"), "")}
     failures = [s for s in gpu_status if s["state"] != "ok"]
     if not vendors:
         driver_section["gpu_count"] = F.not_applicable(
@@ -235,33 +241,32 @@ def _bytecode_leaf(bytecode: BytecodePlan | None) -> Leaf:
     return F.ok(value, "api:sys.flags.dont_write_bytecode, sys.pycache_prefix; core/bytecode.py")
 
 
-class _Section:
+class _Section(Generic[_T]):
     """A section running in a daemon thread: a read that blocks forever (a sysfs file of a hung
     GPU) costs its own fields at the deadline, never the probe, and never blocks exit."""
 
-    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
-        self.value: Any = None
-        self.failed = False
+    def __init__(self, fn: Callable[..., _T], args: tuple[object, ...]) -> None:
+        self.result: list[_T] = []  # its value, once it returned
         self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
 
     @classmethod
-    def start(cls, fn: Any, *args: Any) -> _Section:
+    def start(cls, fn: Callable[..., _T], *args: object) -> _Section[_T]:
         section = cls(fn, args)
         section._thread.start()
         return section
 
-    def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
-        try:
-            self.value = fn(*args)
-        except Exception:  # a bug in one section: its fields say "timed out or failed"
-            self.failed = True
+    def _run(self, fn: Callable[..., _T], args: tuple[object, ...]) -> None:
+        # a bug in one section (it raises): no result, its fields say "timed out or failed"
+        with contextlib.suppress(Exception):
+            self.result.append(fn(*args))
 
 
-def _get(section: _Section, deadline: float, default: Any) -> Any:
+def _get(section: _Section[_T], deadline: float) -> _T | None:
+    """The section's result; None when it failed or is still running at the deadline."""
     section._thread.join(timeout=max(deadline - time.monotonic(), 0.05))
-    if section._thread.is_alive() or section.failed:
-        return default
-    return section.value
+    if section._thread.is_alive() or not section.result:
+        return None
+    return section.result[0]
 
 
 def _probe_meta(snapshot: dict[str, Any], captured_at: str, duration: float, timeout_s: float,
