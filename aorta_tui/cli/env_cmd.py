@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -13,7 +13,7 @@ from aorta_tui.cli.common import check_output_file, cli_command, err, new_app, s
 
 if TYPE_CHECKING:
     from aorta_tui.core.inputs import Json
-    from aorta_tui.envsnap import EnvSnapshot, Snapshot
+    from aorta_tui.envsnap import DiffReport, EnvSnapshot, Snapshot
 
 app = new_app(
     "Environment snapshots (env.json): capture, summarize, query one field, diff two.\n\n"
@@ -221,7 +221,7 @@ def _esc(text: str) -> str:
     return escape(inert(text))
 
 
-def _print_diff_rich(report: Any) -> None:
+def _print_diff_rich(report: DiffReport) -> None:
     from rich.console import Console
     from rich.table import Table
 
