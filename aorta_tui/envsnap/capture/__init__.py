@@ -31,10 +31,10 @@ from aorta_tui.envsnap.fields import Leaf
 
 if TYPE_CHECKING:
     from aorta_tui.core.bytecode import BytecodePlan
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LATE = "the {} section failed or did not finish before the deadline"
 _T = TypeVar("_T")
-_D = TypeVar("_D")
 
 
 class _Child:
