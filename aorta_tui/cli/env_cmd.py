@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from aorta_tui.cli.common import check_output_file, cli_command, err, new_app, seconds
+
+if TYPE_CHECKING:
+    from aorta_tui.core.inputs import Json
+    from aorta_tui.envsnap import DiffReport, EnvSnapshot, Snapshot
 
 app = new_app(
     "Environment snapshots (env.json): capture, summarize, query one field, diff two.\n\n"
@@ -72,12 +76,13 @@ def probe(
                             bytecode=plan_bytecode(bytecode_cache))
     if write_to is not None:
         try:
-            atomic_write_json(write_to, snap)
+            atomic_write_json(write_to, snap.to_json())
         except OSError as exc:  # a full disk (bytes or inodes): exit 3 with the free space
             from aorta_tui.store.write_errors import output_write_error
 
             raise output_write_error(exc, write_to) from None
-    needs_root = snap.get("probe", {}).get("fields_needing_root", {}).get("value") or []
+    needing = _probe_value(snap, "fields_needing_root")
+    needs_root = [str(p) for p in needing] if isinstance(needing, list) else []
     if needs_root:
         err(f"note: {len(needs_root)} field(s) need root and were not read: {', '.join(needs_root)} "
             "(run with sudo to include them)")
@@ -85,10 +90,11 @@ def probe(
         print(json.dumps(get_field(snap, field)))
         return
     if json_mode:
-        print(json.dumps(snap, indent=2))
+        print(json.dumps(snap.to_json(), indent=2))
         return
     if write_to is not None:
-        states = snap.get("probe", {}).get("state_counts", {}).get("value") or {}
+        counts = _probe_value(snap, "state_counts")
+        states = counts if isinstance(counts, dict) else {}
         err(f"wrote {write_to} (hash {snapshot_hash(snap)}; "
             + ", ".join(f"{k} {v}" for k, v in states.items()) + ")")
     _print_summary(snap)
@@ -104,16 +110,16 @@ def summary_cmd(
                                         help="Print one field as JSON instead."),
     json_mode: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
 ) -> None:
-    from aorta_tui.envsnap import load_snapshot
+    from aorta_tui.envsnap import UpstreamSnapshot, load_snapshot
     from aorta_tui.envsnap.query import get_field
     from aorta_tui.envsnap.summary import summarize
 
     snap = load_snapshot(file)
     if field is not None:
-        if snap.get("format") is None:  # upstream AORTA: look the dotted path up as it is
+        if isinstance(snap, UpstreamSnapshot):  # upstream AORTA: look the dotted path up as it is
             from aorta_tui.envsnap.upstream import get_upstream_field
 
-            print(json.dumps(get_upstream_field(snap, field)))
+            print(json.dumps(get_upstream_field(snap.data, field)))
             return
         print(json.dumps(get_field(snap, field)))
         return
@@ -167,11 +173,24 @@ def diff(
         raise typer.Exit(1)
 
 
-def _sections(snap: dict[str, Any]) -> set[str]:
-    return {k for k in snap if k not in ("format", "schema_version")}
+def _sections(snap: Snapshot) -> set[str]:
+    from aorta_tui.envsnap import EnvSnapshot
+
+    if isinstance(snap, EnvSnapshot):
+        return {name for name, _ in snap.sections()}
+    return {k for k in snap.data if k not in ("format", "schema_version")}
 
 
-def _print_summary(snap: dict[str, Any]) -> None:
+def _probe_value(snap: EnvSnapshot, name: str) -> Json:
+    """The value of the probe's field ``name``; None where there is none (a capture that
+    failed as a whole has only its error)."""
+    from aorta_tui.envsnap import Field
+
+    leaf = (snap.probe or {}).get(name)
+    return leaf.value if isinstance(leaf, Field) else None
+
+
+def _print_summary(snap: Snapshot) -> None:
     from aorta_tui.envsnap.summary import render_text, summarize
 
     groups = summarize(snap)
@@ -202,7 +221,7 @@ def _esc(text: str) -> str:
     return escape(inert(text))
 
 
-def _print_diff_rich(report: Any) -> None:
+def _print_diff_rich(report: DiffReport) -> None:
     from rich.console import Console
     from rich.table import Table
 

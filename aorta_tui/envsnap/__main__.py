@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     snapshot = capture_snapshot(timeout_s=args.timeout, include_torch=not args.no_torch)
     try:
-        atomic_write_json(args.output, snapshot)
+        atomic_write_json(args.output, snapshot.to_json())
     except OSError as exc:
         # exit 3 (the machine's problem) with the errno, which the sweep that started this
         # capture turns back into its own typed error naming the file (sweep/snapshots.py)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
+from aorta_tui.core.inputs import Json
 from aorta_tui.core.text import inert
 from aorta_tui.envsnap import upstream
+from aorta_tui.envsnap.doc import EnvSnapshot, Field, Snapshot, UpstreamSnapshot
 from aorta_tui.envsnap.rules import RANKS, classify
-from aorta_tui.envsnap.schema import iter_leaves, section_of
+from aorta_tui.envsnap.schema import section_of
 
 CHANGES = ("added", "removed", "changed")
 
@@ -24,15 +25,15 @@ class DiffEntry:
     section: str
     change: str  # added | removed | changed
     rank: str  # numerics | scheduling | informational
-    a_value: Any
-    b_value: Any
+    a_value: Json
+    b_value: Json
     provenance_a: str | None
     provenance_b: str | None
     a_state: str | None = None
     b_state: str | None = None
     volatile: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         return asdict(self)
 
 
@@ -66,14 +67,14 @@ class DiffReport:
         return DiffReport([e for e in self.entries if e.section == section], self.hidden_volatile,
                           self.mode, self.compared_fields, list(self.notes))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Json]:
         return {
             "mode": self.mode,
             "compared_fields": self.compared_fields,
-            "counts": self.counts(),
+            "counts": {rank: n for rank, n in self.counts().items()},
             "hidden_volatile": self.hidden_volatile,
             "has_relevant_differences": self.has_relevant_differences,
-            "notes": self.notes,
+            "notes": list(self.notes),
             "entries": [e.to_dict() for e in self.entries],
         }
 
@@ -82,16 +83,14 @@ def _rank_order(entry: DiffEntry) -> tuple[int, str]:
     return (RANKS.index(entry.rank), entry.path)
 
 
-def diff_snapshots(a: dict[str, Any], b: dict[str, Any], *, include_volatile: bool = False) -> DiffReport:
-    a_up, b_up = upstream.is_upstream(a), upstream.is_upstream(b)
+def diff_snapshots(a: Snapshot, b: Snapshot, *, include_volatile: bool = False) -> DiffReport:
     notes: list[str] = []
-    if a_up and b_up:
+    if isinstance(a, UpstreamSnapshot) and isinstance(b, UpstreamSnapshot):
         mode, flavour = "upstream", "upstream"
-        la, lb = upstream.leaves(a), upstream.leaves(b)
-    elif a_up or b_up:
+        la, lb = upstream.leaves(a.data), upstream.leaves(b.data)
+    elif isinstance(a, UpstreamSnapshot) or isinstance(b, UpstreamSnapshot):
         mode, flavour = "mixed", "aorta-tui"
-        la = upstream.project(a) if a_up else _leaf_map(a)
-        lb = upstream.project(b) if b_up else _leaf_map(b)
+        la, lb = _mixed_side(a), _mixed_side(b)
         common = set(la) & set(lb)
         notes.append(f"one side is an upstream AORTA env.json: compared the {len(common)} fields "
                      "both record (see docs/envsnap.md, 'Reading upstream env.json')")
@@ -99,15 +98,15 @@ def diff_snapshots(a: dict[str, Any], b: dict[str, Any], *, include_volatile: bo
         lb = {k: v for k, v in lb.items() if k in common}
     else:
         mode, flavour = "aorta-tui", "aorta-tui"
-        la, lb = _leaf_map(a), _leaf_map(b)
+        la, lb = dict(a.leaves()), dict(b.leaves())
 
     entries: list[DiffEntry] = []
     hidden = 0
     for path in sorted(set(la) | set(lb)):
         x, y = la.get(path), lb.get(path)
         # Upstream has no states (a null is just null), so a mixed diff compares values only.
-        if x is not None and y is not None and x["value"] == y["value"] and (
-                mode == "mixed" or x["state"] == y["state"]):
+        if x is not None and y is not None and x.value == y.value and (
+                mode == "mixed" or x.state == y.state):
             continue
         change = "added" if x is None else "removed" if y is None else "changed"
         rank, volatile = classify(path, flavour)
@@ -116,24 +115,27 @@ def diff_snapshots(a: dict[str, Any], b: dict[str, Any], *, include_volatile: bo
             continue
         entries.append(DiffEntry(
             path=path, section=section_of(path), change=change, rank=rank,
-            a_value=None if x is None else x["value"], b_value=None if y is None else y["value"],
-            provenance_a=None if x is None else x.get("source"),
-            provenance_b=None if y is None else y.get("source"),
-            a_state=None if x is None else x["state"], b_state=None if y is None else y["state"],
+            a_value=None if x is None else x.value, b_value=None if y is None else y.value,
+            provenance_a=None if x is None else x.source,
+            provenance_b=None if y is None else y.source,
+            a_state=None if x is None else x.state, b_state=None if y is None else y.state,
             volatile=volatile,
         ))
     entries.sort(key=_rank_order)
     return DiffReport(entries, hidden, mode, len(set(la) | set(lb)), notes)
 
 
-def _leaf_map(snapshot: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return dict(iter_leaves(snapshot))
+def _mixed_side(snapshot: Snapshot) -> dict[str, Field]:
+    """One side of a mixed diff: upstream's fields projected onto our paths, or ours."""
+    if isinstance(snapshot, EnvSnapshot):
+        return dict(snapshot.leaves())
+    return upstream.project(snapshot.data)
 
 
 UNSET = "unset"  # a field without a value (JSON null): the word the CLI and the TUI both show
 
 
-def render_value(value: Any, width: int = 48) -> str:
+def render_value(value: Json, width: int = 48) -> str:
     """A snapshot's value as one printable line (a snapshot is a file anyone may have written:
     its escapes are shown, never obeyed, core/text.py)."""
     text = UNSET if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)

@@ -20,17 +20,20 @@ import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 
 from aorta_tui.core import spawn_gate
+from aorta_tui.envsnap.doc import LEAF_KEYS, STATES
+from aorta_tui.envsnap.doc import is_leaf_object as is_leaf
 
-STATES = ("ok", "not_applicable", "unknown", "error")
-LEAF_KEYS = frozenset({"value", "state", "source", "reason", "needs_root", "set", "category"})
+__all__ = ["LEAF_KEYS", "STATES", "is_leaf"]  # the leaf's shape is doc.py's; the capture builds it
 
+# A leaf as the capture builds it, before the snapshot is typed (doc.Field reads it)
 Leaf = dict[str, Any]
 
 
-def ok(value: Any, source: str) -> Leaf:
+def ok(value: object, source: str) -> Leaf:
+    """A leaf with the value found (JSON-typed: the snapshot's writer writes it)."""
     return {"value": value, "state": "ok", "source": source}
 
 
@@ -49,11 +52,7 @@ def error(reason: str, source: str = "", *, needs_root: bool = False) -> Leaf:
     return leaf
 
 
-def is_leaf(node: Any) -> TypeGuard[dict[str, Any]]:
-    return isinstance(node, dict) and "state" in node and "value" in node and set(node) <= LEAF_KEYS
-
-
-def derive(leaf: Leaf, value: Any) -> Leaf:
+def derive(leaf: Leaf, value: object) -> Leaf:
     """A new ok leaf computed from ``leaf`` (same source), or ``leaf``'s failure unchanged."""
     if leaf["state"] != "ok":
         return dict(leaf)
@@ -165,7 +164,7 @@ def run_command(argv: list[str], *, timeout_s: float, env: dict[str, str] | None
     return CommandResult(ok(text_out, source), 0, text_err, text_out)
 
 
-def kill_group(proc: subprocess.Popen[Any]) -> None:
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):

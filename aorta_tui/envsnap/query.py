@@ -8,12 +8,12 @@ subtree the result is the subtree with every leaf replaced by its value.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import Json
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.suggest import close_matches
-from aorta_tui.envsnap.fields import is_leaf
+from aorta_tui.envsnap.doc import EnvSnapshot, Field
 
 _META = ("value", "state", "source", "reason", "needs_root", "set", "category")
 
@@ -25,28 +25,36 @@ def split_path(path: str) -> list[str]:
     return parts
 
 
-def values_only(node: Any) -> Any:
-    if is_leaf(node):
-        return node["value"]
+def values_only(node: object) -> Json:
+    """A part of a snapshot (a field, a subtree, the GPUs, a top-level value) with every field
+    replaced by its value, keys in the written (sorted) order."""
+    if isinstance(node, Field):
+        return node.value
     if isinstance(node, dict):
-        return {k: values_only(v) for k, v in node.items()}
-    if isinstance(node, list):
+        return {k: values_only(node[k]) for k in sorted(node)}
+    if isinstance(node, (list, tuple)):
         return [values_only(v) for v in node]
+    assert node is None or isinstance(node, (str, int, float, bool))  # format, schema_version
     return node
 
 
-def get_field(snapshot: dict[str, Any], path: str) -> Any:
-    node: Any = snapshot
+def _attribute(leaf: Field, name: str) -> Json:
+    """A field's key by the name the file gives it (None: the field does not hold it)."""
+    return leaf.to_json().get(name)
+
+
+def get_field(snapshot: EnvSnapshot, path: str) -> Json:
+    node: object = snapshot.top()
     walked: list[str] = []
     parts = split_path(path)
     for i, part in enumerate(parts):
         where = ".".join(walked) or "the top level"
-        if is_leaf(node):
+        if isinstance(node, Field):
             if part in _META and i == len(parts) - 1:
-                return node.get(part)
+                return _attribute(node, part)
             raise UsageError(f"--field {path}: {where} is a field; after it only "
                              f"{', '.join(_META[:4])} may follow")
-        if isinstance(node, list):
+        if isinstance(node, (list, tuple)):
             if not ascii_digits(part) or int(part) >= len(node):
                 raise UsageError(f"--field {path}: {where} is a list of {len(node)} items; "
                                  f"use an index 0..{max(len(node) - 1, 0)}"
@@ -55,7 +63,7 @@ def get_field(snapshot: dict[str, Any], path: str) -> Any:
         elif isinstance(node, dict):
             if part not in node:
                 raise UsageError(f"--field {path}: no key {part!r} under {where}",
-                                 hint=_nearest(part, list(node)))
+                                 hint=_nearest(part, sorted(node)))
             node = node[part]
         else:
             raise UsageError(f"--field {path}: {where} is a {type(node).__name__}, not an object")

@@ -20,11 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator, Mapping
 from fnmatch import fnmatchcase
 from functools import lru_cache
-from typing import Any
 
+from aorta_tui.core.inputs import Json
 from aorta_tui.envsnap.capture.env_vars import rank_of_variable
+from aorta_tui.envsnap.doc import EnvSnapshot
 from aorta_tui.envsnap.schema import iter_leaves
 
 RANKS = ("numerics", "scheduling", "informational")
@@ -133,14 +135,23 @@ def is_volatile(path: str, flavour: str = "aorta-tui") -> bool:
     return classify(path, flavour)[1]
 
 
-def snapshot_hash(snapshot: dict[str, Any]) -> str:
-    """Short sha256 over the non-volatile leaves' (path, state, value): equal environments hash equal."""
+def snapshot_hash(snapshot: EnvSnapshot | Mapping[str, object]) -> str:
+    """Short sha256 over the non-volatile leaves' (path, state, value): equal environments hash
+    equal. A typed snapshot, or a snapshot file's JSON as it is (the sweep hashes its env/
+    files without reading them as snapshots: ``core/services.SweepServices``); both give one
+    hash, as the leaves come in the written order either way."""
     h = hashlib.sha256()
-    for path, leaf in iter_leaves(snapshot):
+    for path, state, value in _hashed(snapshot):
         if is_volatile(path):
             continue
-        h.update(json.dumps([path, leaf["state"], leaf["value"]], sort_keys=True,
-                            default=str).encode("utf-8"))
+        h.update(json.dumps([path, state, value], sort_keys=True, default=str).encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()[:16]
+
+
+def _hashed(snapshot: EnvSnapshot | Mapping[str, object]) -> Iterator[tuple[str, Json, Json]]:
+    if isinstance(snapshot, EnvSnapshot):
+        yield from ((path, leaf.state, leaf.value) for path, leaf in snapshot.leaves())
+    else:
+        yield from ((path, leaf["state"], leaf["value"]) for path, leaf in iter_leaves(snapshot))
 

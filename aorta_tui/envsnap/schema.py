@@ -1,4 +1,4 @@
-"""The snapshot's shape: walking its leaves, validating it, loading it from a file, hashing it.
+"""Loading a snapshot from a file (ours or upstream's), validating one, walking its JSON.
 
 Top level::
 
@@ -6,8 +6,9 @@ Top level::
      "probe": {...}, "host": {...}, "gpus": [{...}, ...], "driver": {...}, "cuda": {...},
      "rocm": {...}, "torch": {...}, "python": {...}, "env_vars": {...}}
 
-Every section is a tree of dicts (and the ``gpus`` list) whose leaves are the dicts described
-in ``fields.py``. ``schema.json`` next to this file is the JSON Schema of the same shape.
+Every section is a tree of dicts (and the ``gpus`` list) whose leaves are the field objects of
+``doc.py``, which reads the file into its typed value (``EnvSnapshot``). ``schema.json`` next
+to this file is the JSON Schema of the same shape.
 """
 
 from __future__ import annotations
@@ -17,12 +18,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.inputs import INPUT_LIMITS, json_type_name, load_json_input
-from aorta_tui.envsnap.fields import STATES, is_leaf
+from aorta_tui.core.inputs import INPUT_LIMITS, Json, json_type_name, load_json_input
+from aorta_tui.envsnap.doc import (
+    FORMAT,
+    HINT,
+    SECTIONS,
+    SUPPORTED_SCHEMA_VERSIONS,
+    EnvSnapshot,
+    Snapshot,
+    UpstreamSnapshot,
+    is_leaf_object,
+)
 
-FORMAT = "aorta-tui-envsnap"
-SUPPORTED_SCHEMA_VERSIONS = (1,)
-SECTIONS = ("probe", "host", "gpus", "driver", "cuda", "rocm", "torch", "python", "env_vars")
+__all__ = ["FORMAT", "SECTIONS", "SUPPORTED_SCHEMA_VERSIONS", "iter_leaves", "load_snapshot",
+           "read_json_file", "section_of", "validate"]
 
 
 def join(path: str, key: str | int) -> str:
@@ -31,9 +40,11 @@ def join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
-def iter_leaves(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every leaf with its path (``host.kernel_release``, ``gpus[0].name``), in key order."""
-    if is_leaf(node):
+def iter_leaves(node: object, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every leaf object of a snapshot's JSON with its path (``host.kernel_release``,
+    ``gpus[0].name``), in key order: for JSON not (yet) read as an :class:`EnvSnapshot` (the
+    capture's own tree, a sweep's file it hashes as it is); a typed one has ``leaves()``."""
+    if is_leaf_object(node):
         yield path, node
     elif isinstance(node, dict):
         for key in node:
@@ -49,87 +60,29 @@ def section_of(path: str) -> str:
     return path.split(".", 1)[0].split("[", 1)[0]
 
 
-def validate(snapshot: Any, where: str = "snapshot") -> None:
-    """Raise UsageError naming the first thing that does not match the schema."""
-    if not isinstance(snapshot, dict):
-        raise UsageError(f"{where}: expected a JSON object, found {type(snapshot).__name__}",
-                         hint="pass a file written by `aorta-tui env probe`")
-    if snapshot.get("format") != FORMAT:
-        raise UsageError(f"{where}: not an aorta-tui snapshot (format is {snapshot.get('format')!r})",
-                         hint="pass a file written by `aorta-tui env probe` or upstream `aorta env probe`")
-    version = snapshot.get("schema_version")
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
-        raise UsageError(
-            f"{where}: unknown schema_version {version!r} (this aorta-tui reads "
-            f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))})",
-            hint="capture the snapshot again with this version, or upgrade aorta-tui")
-    for key in snapshot:
-        if key not in SECTIONS and key not in ("format", "schema_version"):
-            raise UsageError(f"{where}: unknown top-level key {key!r}",
-                             hint=f"the sections are: {', '.join(SECTIONS)}")
-    _check_sections(snapshot, where)
-    for path, leaf in iter_leaves(snapshot):
-        if leaf["state"] not in STATES:
-            raise UsageError(f"{where}: {path}: state {leaf['state']!r} is not one of {', '.join(STATES)}")
-        if leaf["state"] != "ok" and not leaf.get("reason"):
-            raise UsageError(f"{where}: {path}: state {leaf['state']!r} without a reason")
-    _check_no_stray_values(snapshot, "", where)
+def validate(snapshot: object, where: str = "snapshot") -> EnvSnapshot:
+    """The snapshot ``snapshot`` (parsed JSON) holds; UsageError naming the first thing that
+    does not match the schema (``EnvSnapshot.from_dict``, the one reader)."""
+    return EnvSnapshot.from_dict(snapshot, where=where)
 
 
-def _check_sections(snapshot: dict[str, Any], where: str) -> None:
-    """Every section an object and ``gpus`` an array of objects: the shape readers index into."""
-    for key in SECTIONS:
-        if key not in snapshot:
-            continue
-        node = snapshot[key]
-        if key == "gpus":
-            if not isinstance(node, list):
-                raise UsageError(f"{where}: gpus: expected an array of GPU objects, found "
-                                 f"{json_type_name(node)}", hint=_HINT)
-            for i, gpu in enumerate(node):
-                if not isinstance(gpu, dict) or is_leaf(gpu):
-                    raise UsageError(f"{where}: gpus[{i}]: expected a GPU object of fields, "
-                                     f"found {json_type_name(gpu)}", hint=_HINT)
-        elif not isinstance(node, dict) or is_leaf(node):
-            raise UsageError(f"{where}: {key}: expected an object of fields, found "
-                             f"{'a single field' if is_leaf(node) else json_type_name(node)}",
-                             hint=_HINT)
+_HINT = HINT
 
 
-def _check_no_stray_values(node: Any, path: str, where: str) -> None:
-    if is_leaf(node):
-        return
-    if isinstance(node, dict):
-        for key, child in node.items():
-            if path == "" and key in ("format", "schema_version"):
-                continue
-            if not isinstance(child, (dict, list)):
-                raise UsageError(f"{where}: {join(path, key)}: expected a field object "
-                                 f"{{value, state, source}}, found a bare {type(child).__name__}")
-            _check_no_stray_values(child, join(path, key), where)
-    elif isinstance(node, list):
-        for i, child in enumerate(node):
-            _check_no_stray_values(child, join(path, i), where)
-
-
-_HINT = "pass a file written by `aorta-tui env probe -o FILE` (or upstream `aorta env probe`)"
-
-
-def read_json_file(path: str | os.PathLike[str]) -> Any:
+def read_json_file(path: str | os.PathLike[str]) -> object:
     """The parsed JSON of a snapshot file: bounded, regular files only, errors located."""
     p = os.fspath(path)
     if os.path.isdir(p):
         raise UsageError(f"{p} is a directory, not a snapshot file",
                          hint="pass the env.json inside it, e.g. " + os.path.join(p, "env.json"))
-    return load_json_input(p, what="snapshot", limit=INPUT_LIMITS["snapshot"], hint=_HINT)
+    data: object = load_json_input(p, what="snapshot", limit=INPUT_LIMITS["snapshot"], hint=_HINT)
+    return data
 
 
-def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load an aorta-tui snapshot or an upstream AORTA env.json (schema 1.x).
-
-    An upstream file is returned as is (its ``schema_version`` is a ``"1.N"`` string); use
-    ``upstream.is_upstream`` to tell them apart.
-    """
+def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
+    """Load an aorta-tui snapshot (an :class:`EnvSnapshot`) or an upstream AORTA env.json
+    (schema 1.x: an :class:`UpstreamSnapshot`, its values as written); a damaged file, or
+    another of the tool's files, is a located UsageError (exit 2)."""
     from aorta_tui.envsnap import upstream
 
     data = read_json_file(path)
@@ -137,7 +90,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
     if isinstance(data, dict) and data.get("format") != FORMAT and upstream.is_upstream(data):
         upstream.check_version(data, where)
         _check_upstream(data, where)
-        return data
+        return UpstreamSnapshot(data)
     if isinstance(data, dict) and (what := other_kind(data)) is not None:
         raise UsageError(f"{where} is {what[0]}, not an environment snapshot",
                          hint=f"{what[1]}; env diff compares two files written by "
@@ -147,8 +100,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"{where}: unknown snapshot schema_version {data.get('schema_version')!r}",
             hint="aorta-tui reads its own snapshots (format aorta-tui-envsnap, schema 1) and "
                  "upstream AORTA env.json files with schema 1.x")
-    validate(data, where)
-    return data
+    return EnvSnapshot.from_dict(data, where=where)
 
 
 # The tool's other JSON files (their "kind"): what each is, and the command that reads it.
@@ -168,7 +120,7 @@ _OTHER_KINDS = {
 }
 
 
-def other_kind(data: dict[str, Any]) -> tuple[str, str] | None:
+def other_kind(data: dict[str, object]) -> tuple[str, str] | None:
     """(what the file is, where to take it) for another of the tool's JSON files, else None."""
     kind = data.get("kind")
     return _OTHER_KINDS.get(kind) if isinstance(kind, str) else None
@@ -192,7 +144,7 @@ def other_kind_of_file(path: str | os.PathLike[str]) -> str | None:
     return known[0] if known else None
 
 
-def _check_upstream(data: dict[str, Any], where: str) -> None:
+def _check_upstream(data: dict[str, Json], where: str) -> None:
     """The upstream values aorta-tui transforms (not just shows) have the type it needs."""
     arch = data.get("gpu_arch")
     targets = arch.get("gfx_targets") if isinstance(arch, dict) else None

@@ -3,23 +3,22 @@ renders them as rich tables on a terminal and as plain text otherwise."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from aorta_tui.core.inputs import Json
 from aorta_tui.envsnap import upstream
-from aorta_tui.envsnap.fields import is_leaf
+from aorta_tui.envsnap.doc import EnvSnapshot, Field, Fields, Node, Snapshot, UpstreamSnapshot
 
 Row = tuple[str, str]
 Group = tuple[str, list[Row]]
 
 
-def show(leaf: Any, unit: str = "") -> str:
+def show(leaf: Node | None, unit: str = "") -> str:
     """A leaf as text: its value, or 'not available (reason)' - never a made-up 0."""
-    if not is_leaf(leaf):
+    if not isinstance(leaf, Field):
         return "not recorded"
-    if leaf["state"] != "ok":
-        reason = leaf.get("reason") or leaf["state"]
+    if leaf.state != "ok":
+        reason = leaf.reason or leaf.state
         return f"not available ({reason})"
-    value = leaf["value"]
+    value = leaf.value
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -41,65 +40,62 @@ def cupti_version(code: int) -> str:
     return f"API {code}"
 
 
-def _cupti(section: dict[str, Any]) -> str:
+def _cupti(section: Fields) -> str:
     version = _obj(section.get("cupti")).get("version")
-    if is_leaf(version) and version["state"] == "ok" and isinstance(version["value"], int) \
-            and not isinstance(version["value"], bool) and version["value"] >= 0:
-        return cupti_version(version["value"])
+    if isinstance(version, Field) and version.ok and isinstance(version.value, int) \
+            and not isinstance(version.value, bool) and version.value >= 0:
+        return cupti_version(version.value)
     return _lib(section, "cupti")
 
 
-def _gib(leaf: Any) -> str:
-    if is_leaf(leaf) and leaf["state"] == "ok" and isinstance(leaf["value"], int):
-        return f"{leaf['value'] / 2**30:.1f} GiB"
+def _gib(leaf: Node | None) -> str:
+    if isinstance(leaf, Field) and leaf.ok and isinstance(leaf.value, int):
+        return f"{leaf.value / 2**30:.1f} GiB"
     return show(leaf)
 
 
-def _get(snap: dict[str, Any], *path: str) -> Any:
-    node: Any = snap
-    for p in path:
-        if not isinstance(node, dict) or p not in node:
-            return None
-        node = node[p]
-    return node
+def _value(node: Node | None) -> Json:
+    """A field's value (None: no field there, or none recorded)."""
+    return node.value if isinstance(node, Field) else None
 
 
-def _obj(node: Any) -> dict[str, Any]:
-    """``node`` if it is a subtree of fields, else {}: a damaged subtree shows "not recorded"."""
-    return node if isinstance(node, dict) and not is_leaf(node) else {}
+def _obj(node: Node | None) -> Fields:
+    """``node`` if it is a subtree of fields, else {}: a field where a subtree belongs (or
+    nothing) shows "not recorded"."""
+    return node if isinstance(node, dict) else {}
 
 
-def _lib(section: dict[str, Any], key: str, version_key: str = "version") -> str:
+def _lib(section: Fields, key: str, version_key: str = "version") -> str:
     entry = _obj(section.get(key))
     version = entry.get(version_key)
-    if is_leaf(version) and version["state"] == "ok":
-        return str(version["value"])
+    if isinstance(version, Field) and version.ok:
+        return str(version.value)
     path = entry.get("path")
-    if is_leaf(path) and path["state"] != "ok":
+    if isinstance(path, Field) and not path.ok:
         return "not found"
     return show(version)
 
 
-def summarize(snap: dict[str, Any]) -> list[Group]:
-    if upstream.is_upstream(snap):
+def summarize(snap: Snapshot) -> list[Group]:
+    if isinstance(snap, UpstreamSnapshot):
         return _summarize_upstream(snap)
-    # load_snapshot checked each section's type; a snapshot built in memory gets the same
-    # leniency below as a damaged subtree: what is not there shows as "not recorded".
-    drv = _obj(snap.get("driver"))
+    # A section the snapshot does not hold (a capture that failed as a whole) shows its rows
+    # as "not recorded", as a field it does not hold does.
+    drv = snap.driver or {}
     return [
-        _host_group(_obj(snap.get("host"))),
+        _host_group(snap.host or {}),
         _gpus_group(snap, drv),
         _driver_group(drv),
-        _cuda_group(_obj(snap.get("cuda"))),
-        _rocm_group(_obj(snap.get("rocm"))),
-        _torch_group(_obj(snap.get("torch"))),
-        _python_group(_obj(snap.get("python"))),
-        _env_vars_group(_obj(snap.get("env_vars"))),
-        _probe_group(_obj(snap.get("probe"))),
+        _cuda_group(snap.cuda or {}),
+        _rocm_group(snap.rocm or {}),
+        _torch_group(snap.torch or {}),
+        _python_group(snap.python or {}),
+        _env_vars_group(snap.env_vars or {}),
+        _probe_group(snap.probe or {}),
     ]
 
 
-def _host_group(h: dict[str, Any]) -> Group:
+def _host_group(h: Fields) -> Group:
     return ("host", [
         ("kernel", f"{show(h.get('kernel_release'))} ({show(h.get('machine'))})"),
         ("distro / glibc", f"{show(h.get('distro'))} / glibc {show(h.get('glibc'))}"),
@@ -113,9 +109,9 @@ def _host_group(h: dict[str, Any]) -> Group:
     ])
 
 
-def _gpus_group(snap: dict[str, Any], drv: dict[str, Any]) -> Group:
+def _gpus_group(snap: EnvSnapshot, drv: Fields) -> Group:
     """Two rows per GPU; without a GPU, the driver's GPU count (which says why)."""
-    gpus = [_obj(d) for d in snap.get("gpus") or [] if isinstance(d, dict)]
+    gpus = snap.gpus or ()
     rows: list[Row] = []
     for d in gpus:
         rows.append((f"gpu {show(d.get('index'))}",
@@ -131,7 +127,7 @@ def _gpus_group(snap: dict[str, Any], drv: dict[str, Any]) -> Group:
     return ("gpus", rows)
 
 
-def _driver_group(drv: dict[str, Any]) -> Group:
+def _driver_group(drv: Fields) -> Group:
     return ("driver", [
         ("nvidia", f"{show(drv.get('nvidia_version'))} ({show(drv.get('nvidia_kernel_module'))} module)"
          if _ok(drv.get("nvidia_version")) else show(drv.get("nvidia_version"))),
@@ -141,7 +137,7 @@ def _driver_group(drv: dict[str, Any]) -> Group:
     ])
 
 
-def _cuda_group(c: dict[str, Any]) -> Group:
+def _cuda_group(c: Fields) -> Group:
     return ("cuda", [
         ("driver api / runtime", f"{show(c.get('driver_api_version'))} / {_lib(c, 'runtime')}"),
         ("cuBLAS / cuBLASLt", f"{_lib(c, 'cublas')} / {_lib(c, 'cublaslt')}"),
@@ -150,7 +146,7 @@ def _cuda_group(c: dict[str, Any]) -> Group:
     ])
 
 
-def _rocm_group(r: dict[str, Any]) -> Group:
+def _rocm_group(r: Fields) -> Group:
     return ("rocm", [
         ("version", f"{show(r.get('version'))} ({show(r.get('layout'))} at {show(r.get('root'))})"
          if _ok(r.get("version")) else show(r.get("version"))),
@@ -161,14 +157,14 @@ def _rocm_group(r: dict[str, Any]) -> Group:
     ])
 
 
-def _torch_group(t: dict[str, Any]) -> Group:
+def _torch_group(t: Fields) -> Group:
     """A GPU build's settings, a CPU-only build's precision, or why torch is missing."""
     gpu_build = _ok(t.get("cuda_build_version")) or _ok(t.get("hip_build_version"))
     if _ok(t.get("version")) and gpu_build:
         build = t.get("cuda_build_version") if _ok(t.get("cuda_build_version")) else t.get("hip_build_version")
         return ("torch", [
             ("version", f"{show(t.get('version'))} (built for {show(build)}), commit "
-                        f"{str(_get(t, 'git_commit', 'value') or '?')[:12]}"),
+                        f"{str(_value(t.get('git_commit')) or '?')[:12]}"),
             ("arch list", show(t.get("compiled_arch_list"))),
             ("TF32 matmul / cudnn", f"{show(t.get('tf32_matmul'))} / {show(t.get('tf32_cudnn'))}; "
                                     f"fp32 matmul precision {show(t.get('float32_matmul_precision'))}"),
@@ -181,7 +177,7 @@ def _torch_group(t: dict[str, Any]) -> Group:
     if _ok(t.get("version")):
         return ("torch", [
             ("version", f"{show(t.get('version'))} (CPU-only build), commit "
-                        f"{str(_get(t, 'git_commit', 'value') or '?')[:12]}"),
+                        f"{str(_value(t.get('git_commit')) or '?')[:12]}"),
             ("precision", f"fp32 matmul precision {show(t.get('float32_matmul_precision'))}, "
                           f"deterministic {show(t.get('deterministic_algorithms'))}, "
                           f"{show(t.get('num_threads'))} threads"),
@@ -189,39 +185,39 @@ def _torch_group(t: dict[str, Any]) -> Group:
     return ("torch", [("version", show(t.get("version")))])
 
 
-def _python_group(p: dict[str, Any]) -> Group:
-    pkgs = {k: v["value"] for k, v in _obj(p.get("packages")).items() if is_leaf(v) and v["value"]}
+def _python_group(p: Fields) -> Group:
+    pkgs = {k: v.value for k, v in _obj(p.get("packages")).items() if isinstance(v, Field) and v.value}
     return ("python", [
         ("version", f"{show(p.get('version'))} {show(p.get('implementation'))}, venv {show(p.get('venv'))}"),
         ("packages", ", ".join(f"{k} {v}" for k, v in pkgs.items()) or "none of the tracked packages"),
     ])
 
 
-def _env_vars_group(env: dict[str, Any]) -> Group:
-    set_vars = [f"{k}={v['value']}" for k, v in env.items() if is_leaf(v) and v.get("set")]
+def _env_vars_group(env: Fields) -> Group:
+    set_vars = [f"{k}={v.value}" for k, v in env.items() if isinstance(v, Field) and v.is_set]
     return ("env_vars", [(f"set ({len(set_vars)} of {len(env)} tracked)",
                           "; ".join(set_vars) if set_vars else "none")])
 
 
-def _probe_group(pr: dict[str, Any]) -> Group:
+def _probe_group(pr: Fields) -> Group:
     return ("probe", [
         ("captured", f"{show(pr.get('captured_at'))} in {show(pr.get('duration_s'), ' s')}"),
         ("field states", show(pr.get("state_counts"))),
-        ("needs root", show(pr.get("fields_needing_root")) if not _get(pr, "is_root", "value")
+        ("needs root", show(pr.get("fields_needing_root")) if not _value(pr.get("is_root"))
          else "running as root"),
     ])
 
 
-def _ok(leaf: Any) -> bool:
-    return is_leaf(leaf) and leaf["state"] == "ok" and leaf["value"] is not None
+def _ok(leaf: Node | None) -> bool:
+    return isinstance(leaf, Field) and leaf.ok and leaf.value is not None
 
 
-def _summarize_upstream(snap: dict[str, Any]) -> list[Group]:
-    projected = upstream.project(snap)
+def _summarize_upstream(snap: UpstreamSnapshot) -> list[Group]:
+    projected = upstream.project(snap.data)
     rows = [(path, show(leaf)) for path, leaf in sorted(projected.items())
-            if not path.startswith("env_vars.") or leaf["value"] is not None]
-    return [("upstream AORTA env.json", [("schema_version", str(snap.get("schema_version"))),
-                                          ("captured_at", str(snap.get("captured_at")))] + rows)]
+            if not path.startswith("env_vars.") or leaf.value is not None]
+    return [("upstream AORTA env.json", [("schema_version", str(snap.schema_version)),
+                                          ("captured_at", str(snap.data.get("captured_at")))] + rows)]
 
 
 def render_text(groups: list[Group]) -> str:

@@ -2,18 +2,22 @@
 
 Upstream snapshots hold plain values (no state or provenance) in its own layout. Two uses:
 
-* ``leaves``: every scalar (and every list, as one value) becomes a field with state ``ok``
-  (``unknown`` when null) so two upstream files diff generically;
+* ``leaves``: every scalar (and every list, as one value) becomes a :class:`~doc.Field` with
+  state ``ok`` (``unknown`` when null) so two upstream files diff generically;
 * ``project``: the fields both tools record, moved to this project's paths (``COMMON``), so
   an upstream file can be compared with an aorta-tui snapshot.
+
+An upstream file is another tool's layout of plain values: it is read as JSON
+(``doc.UpstreamSnapshot``), and these functions take its ``data``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import Json
+from aorta_tui.envsnap.doc import Field
 
 _VERSION = re.compile(r"^1\.\d+$")
 _MARKER_KEYS = ("captured_at", "env_vars", "partial_reasons", "pytorch_version", "rocm")
@@ -45,46 +49,44 @@ COMMON: dict[str, str] = {
 }
 
 
-def is_upstream(data: Any) -> bool:
+def is_upstream(data: object) -> bool:
     if not isinstance(data, dict) or data.get("format") is not None:
         return False
     version = data.get("schema_version")
     return isinstance(version, str) and version.startswith("1.") and any(k in data for k in _MARKER_KEYS)
 
 
-def check_version(data: dict[str, Any], where: str) -> None:
+def check_version(data: dict[str, Json], where: str) -> None:
     version = data.get("schema_version")
     if not (isinstance(version, str) and _VERSION.match(version)):
         raise UsageError(f"{where}: upstream AORTA env.json with unknown schema_version {version!r}",
                          hint="aorta-tui reads upstream schema 1.x (written by amd-aorta 0.x)")
 
 
-def leaves(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def leaves(data: dict[str, Json]) -> dict[str, Field]:
     version = data.get("schema_version")
     source = f"upstream env.json (schema {version})"
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Field] = {}
 
-    def walk(node: Any, path: str) -> None:
+    def walk(node: Json, path: str) -> None:
         if isinstance(node, dict) and node:
             for key in sorted(node):
                 walk(node[key], f"{path}.{key}" if path else str(key))
         else:
             value = None if isinstance(node, dict) else node
-            leaf = {"value": value, "state": "ok" if value is not None else "unknown",
-                    "source": f"{source}: {path}"}
-            if value is None:
-                leaf["reason"] = "null in the upstream file"
-            out[path] = leaf
+            out[path] = Field(value=value, state="ok" if value is not None else "unknown",
+                              source=f"{source}: {path}",
+                              reason=None if value is not None else "null in the upstream file")
 
     walk({k: v for k, v in data.items() if k != "schema_version"}, "")
     return out
 
 
-def get_upstream_field(data: dict[str, Any], path: str) -> Any:
+def get_upstream_field(data: dict[str, Json], path: str) -> Json:
     """A dotted path in an upstream file (a leaf or a whole block); UsageError names the nearest."""
     from aorta_tui.core.suggest import close_matches
 
-    node: Any = data
+    node: Json = data
     for i, part in enumerate(path.split(".")):
         if isinstance(node, dict) and part in node:
             node = node[part]
@@ -98,30 +100,33 @@ def get_upstream_field(data: dict[str, Any], path: str) -> Any:
     return node
 
 
-def project(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def project(data: dict[str, Json]) -> dict[str, Field]:
     """The upstream fields that have an aorta-tui equivalent, under aorta-tui paths."""
     flat = leaves(data)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Field] = {}
     for up_path, our_path in COMMON.items():
         leaf = flat.get(up_path)
         if leaf is not None:  # a null is kept: upstream writes null for "absent" too
-            out[our_path] = {"value": _normalise(our_path, leaf["value"]), "state": leaf["state"],
-                             "source": leaf["source"]}
+            # no reason carried over: the projected field says its state only, as it always did
+            out[our_path] = Field(value=_normalise(our_path, leaf.value), state=leaf.state,
+                                  source=leaf.source)
     env = data.get("env_vars")
     if isinstance(env, dict):
         for name, value in env.items():
-            out[f"env_vars.{name}"] = {"value": value, "state": "ok",
-                                       "source": f"upstream env.json: env_vars.{name}"}
+            out[f"env_vars.{name}"] = Field(value=value, state="ok",
+                                            source=f"upstream env.json: env_vars.{name}")
     return out
 
 
-def _normalise(path: str, value: Any) -> Any:
+def _normalise(path: str, value: Json) -> Json:
     if path == "rocm.gfx_targets" and isinstance(value, list):
-        return sorted(set(value))
+        # strings: load_snapshot refused any other gfx_targets (schema._check_upstream)
+        targets: list[Json] = [*sorted({str(t) for t in value})]
+        return targets
     return value
 
 
-def count_non_null(data: Any) -> int:
+def count_non_null(data: Json) -> int:
     """Non-null values in an upstream tree (the benchmark's 'fields recorded').
 
     Objects are walked; a list counts as one value, as it does in an aorta-tui leaf.

@@ -4,13 +4,14 @@ amdgpu/KFD formats, library discovery and fingerprints, libprobe, files and comm
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from envsnap_helpers import FIXTURES, load_fixture
+from envsnap_helpers import FIXTURES, REPO, load_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,11 +105,11 @@ def test_gpu_count_is_unknown_not_zero_when_nothing_can_count(monkeypatch: pytes
     monkeypatch.setattr(capture_mod, "detect_vendors", lambda: ["nvidia"])
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi, and no libcuda on a CPU box
     snap = capture_mod.capture_snapshot(include_torch=False, timeout_s=10)
-    count = snap["driver"]["gpu_count"]
-    if snap["gpus"]:
+    count = snap.driver["gpu_count"]
+    if snap.gpus:
         pytest.skip("this machine has a CUDA driver API to fall back on")
-    assert count["state"] != "ok" and count["value"] is None
-    assert "nvidia-smi is not on PATH" in count["reason"]
+    assert count.state != "ok" and count.value is None
+    assert "nvidia-smi is not on PATH" in count.reason
 
 
 @pytest.mark.parametrize(("code", "name"), [(90402, "gfx942"), (90010, "gfx90a"), (110000, "gfx1100"),
@@ -160,6 +161,25 @@ def test_amd_backend_on_a_sysfs_tree(tmp_path: Path) -> None:
     assert values["power_limit_w"] == 750.0 and values["temperature_c"] == 41
     assert devices[0]["persistence_mode"]["state"] == "not_applicable"
     assert values["uuid_hash"] == F.short_hash("1234567890123")
+
+
+def test_an_amd_capture_reads_back_through_the_typed_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The AMD path end to end (no AMD machine here): its leaves pass the one reader, so the
+    capture is the GPU's, not the failure snapshot the reader's refusal would leave."""
+    import aorta_tui.envsnap.capture as capture_mod
+
+    jsonschema = pytest.importorskip("jsonschema")
+    topo, drm = _sysfs_tree(tmp_path)
+    real = amd.capture_amd_gpus
+    monkeypatch.setattr(capture_mod, "detect_vendors", lambda: ["amd"])
+    monkeypatch.setattr(capture_mod.amd, "capture_amd_gpus", lambda: real(str(topo), str(drm)))
+    snap = capture_mod.capture_snapshot(include_torch=False, timeout_s=10)
+    assert "internal_error" not in snap.probe, snap.probe.get("internal_error")
+    assert snap.gpus[0]["architecture"].value == "gfx942"
+    assert snap.rocm["gfx_targets"].value == ["gfx942"]
+    assert snap.driver["gpu_count"].value == 1
+    schema = json.loads((REPO / "aorta_tui" / "envsnap" / "schema.json").read_text())
+    jsonschema.validate(snap.to_json(), schema)
 
 
 def test_cgroup_v2_limit_is_the_tightest_on_the_way_up(tmp_path: Path) -> None:

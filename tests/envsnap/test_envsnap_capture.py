@@ -21,7 +21,6 @@ from aorta_tui.envsnap import (
     snapshot_hash,
     validate,
 )
-from aorta_tui.envsnap.capture import sort_snapshot
 from aorta_tui.envsnap.capture.env_vars import KNOBS, capture_env_vars
 from aorta_tui.envsnap.capture.gpus import detect_vendors
 from aorta_tui.envsnap.capture.torch_probe import TORCH_KEYS
@@ -32,7 +31,8 @@ SCHEMA = json.loads((REPO / "aorta_tui" / "envsnap" / "schema.json").read_text()
 
 @pytest.fixture(scope="module")
 def live() -> dict:
-    return capture_snapshot(include_torch=False, timeout_s=20)
+    """A capture on this machine, as the file holds it (``to_json``: what is written)."""
+    return capture_snapshot(include_torch=False, timeout_s=20).to_json()
 
 
 def probe_cli(tmp: Path, *extra: str, env: dict | None = None, timeout: float = 60) -> tuple[subprocess.CompletedProcess, Path]:
@@ -69,7 +69,7 @@ def test_every_leaf_has_a_state_and_a_reason_when_not_ok(live: dict) -> None:
 
 
 def test_keys_are_sorted_at_every_level(live: dict) -> None:
-    assert json.dumps(live) == json.dumps(sort_snapshot(live))
+    assert json.dumps(live) == json.dumps(live, sort_keys=True)
     assert list(live) == sorted(live)
     assert list(live["env_vars"]) == sorted(live["env_vars"])
 
@@ -118,7 +118,7 @@ def test_hash_is_stable_and_sees_the_environment_the_process_ran_in(tmp_path: Pa
     assert snapshot_hash(snaps[0]) == snapshot_hash(snaps[1])
     assert first.stdout.split()[-1] == snapshot_hash(snaps[0])
     assert snapshot_hash(snaps[2]) != snapshot_hash(snaps[0])
-    assert snaps[2]["env_vars"]["NVIDIA_TF32_OVERRIDE"]["value"] == "0"
+    assert snaps[2].env_vars["NVIDIA_TF32_OVERRIDE"].value == "0"
     report = diff_snapshots(snaps[0], snaps[2])
     assert [(e.path, e.rank) for e in report.entries] == [("env_vars.NVIDIA_TF32_OVERRIDE", "numerics")]
     assert not list(tmp_path.glob(".*.tmp"))  # atomic write left no temp file
@@ -144,9 +144,9 @@ def test_a_hanging_torch_import_is_killed_at_the_deadline(tmp_path: Path) -> Non
     elapsed = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     assert elapsed < 30  # generous: the point is that it returned instead of hanging
-    torch = load_snapshot(out)["torch"]
+    torch = load_snapshot(out).torch
     assert set(TORCH_KEYS) <= set(torch)
-    assert torch["version"]["state"] == "error" and "did not finish" in torch["version"]["reason"]
+    assert torch["version"].state == "error" and "did not finish" in torch["version"].reason
     pid = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -156,18 +156,18 @@ def test_a_broken_torch_is_an_error_with_its_message(tmp_path: Path) -> None:
     env = _fake_torch(tmp_path, 'raise RuntimeError("CUDA driver version is insufficient")\n')
     proc, out = probe_cli(tmp_path, env=env)
     assert proc.returncode == 0
-    torch = load_snapshot(out)["torch"]
+    torch = load_snapshot(out).torch
     for key in TORCH_KEYS:
-        assert torch[key]["state"] == "error", key
-    assert "RuntimeError: CUDA driver version is insufficient" in torch["version"]["reason"]
+        assert torch[key].state == "error", key
+    assert "RuntimeError: CUDA driver version is insufficient" in torch["version"].reason
 
 
 def test_a_missing_torch_is_not_applicable(tmp_path: Path) -> None:
     env = _fake_torch(tmp_path, 'raise ModuleNotFoundError("No module named \'torch\'")\n')
     proc, out = probe_cli(tmp_path, env=env)
     assert proc.returncode == 0
-    version = load_snapshot(out)["torch"]["version"]
-    assert version["state"] == "not_applicable" and "No module named" in version["reason"]
+    version = load_snapshot(out).torch["version"]
+    assert version.state == "not_applicable" and "No module named" in version.reason
 
 
 @pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
@@ -179,7 +179,7 @@ def test_the_real_torch_is_captured_in_a_child_process(tmp_path: Path) -> None:
     except metadata.PackageNotFoundError:
         pytest.skip("torch is not installed in this environment")
     code = ("import sys, json; from aorta_tui.envsnap import capture_snapshot; "
-            "s = capture_snapshot(include_torch=True); "
+            "s = capture_snapshot(include_torch=True).to_json(); "
             "print(json.dumps({'version': s['torch']['version'], 'torch_loaded': 'torch' in sys.modules, "
             "'threads': s['torch']['num_threads']['value']}))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
@@ -202,9 +202,9 @@ def test_a_section_that_blocks_forever_costs_only_its_own_fields(monkeypatch: py
     elapsed = time.monotonic() - t0
     release.set()
     assert elapsed < 10
-    assert snap["host"]["kernel_release"]["state"] == "error"
-    assert "did not finish before the deadline" in snap["host"]["kernel_release"]["reason"]
-    assert snap["python"]["version"]["state"] == "ok"  # the other sections are intact
+    assert snap.host["kernel_release"].state == "error"
+    assert "did not finish before the deadline" in snap.host["kernel_release"].reason
+    assert snap.python["version"].state == "ok"  # the other sections are intact
 
 
 def test_capture_never_raises_even_when_a_section_breaks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -215,5 +215,6 @@ def test_capture_never_raises_even_when_a_section_breaks(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(capture_mod.libraries, "ldconfig_dirs", broken)
     snap = capture_mod.capture_snapshot(include_torch=False)
-    assert snap["probe"]["internal_error"]["state"] == "error"
-    assert "simulated failure" in snap["probe"]["internal_error"]["reason"]
+    assert snap.probe["internal_error"].state == "error"
+    assert "simulated failure" in snap.probe["internal_error"].reason
+    assert snap.host is None and snap.gpus is None  # only the probe section, saying why

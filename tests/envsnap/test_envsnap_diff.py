@@ -8,7 +8,7 @@ import json
 
 import hypothesis.strategies as st
 import pytest
-from envsnap_helpers import FIXTURES
+from envsnap_helpers import FIXTURES, typed
 from envsnap_helpers import load_fixture as _load
 from hypothesis import HealthCheck, given, settings
 
@@ -17,12 +17,17 @@ from aorta_tui.envsnap.diff import render_text
 from aorta_tui.envsnap.rules import classify
 
 
+def diff(a: dict, b: dict, **options):
+    """``diff_snapshots`` of two snapshots' JSON, each read as ``load_snapshot`` reads it."""
+    return diff_snapshots(typed(a), typed(b), **options)
+
+
 def by_path(report) -> dict:
     return {e.path: e for e in report.entries}
 
 
 def test_cpu_box_against_h200_ranks_the_gpu_stack_as_numerics(cpu_box: dict, h200: dict) -> None:
-    report = diff_snapshots(cpu_box, h200)
+    report = diff(cpu_box, h200)
     entries = by_path(report)
     cublas = entries["cuda.cublas.version"]
     assert (cublas.change, cublas.rank, cublas.a_value, cublas.b_value) == ("changed", "numerics", None, "13.1.0")
@@ -50,13 +55,13 @@ def test_cpu_box_against_h200_ranks_the_gpu_stack_as_numerics(cpu_box: dict, h20
 
 
 def test_volatile_fields_appear_with_include_volatile(cpu_box: dict, h200: dict) -> None:
-    everything = by_path(diff_snapshots(cpu_box, h200, include_volatile=True))
+    everything = by_path(diff(cpu_box, h200, include_volatile=True))
     assert everything["probe.captured_at"].volatile
     assert everything["gpus[0].temperature_c"].b_value == 42
 
 
 def test_identical_snapshots_have_no_differences(h200: dict) -> None:
-    report = diff_snapshots(h200, copy.deepcopy(h200), include_volatile=True)
+    report = diff(h200, copy.deepcopy(h200), include_volatile=True)
     assert report.entries == [] and not report.has_relevant_differences
     assert report.compared_fields == sum(1 for _ in iter_leaves(h200))
 
@@ -79,7 +84,7 @@ def _set_var(snap: dict, name: str, value: str) -> dict:
 ])
 def test_env_var_difference_is_ranked_by_its_category(h200: dict, name: str, rank: str) -> None:
     other = _set_var(copy.deepcopy(h200), name, "1")
-    report = diff_snapshots(h200, other)
+    report = diff(h200, other)
     assert [(e.path, e.rank, e.a_value, e.b_value) for e in report.entries] == [
         (f"env_vars.{name}", rank, None, "1")]
     assert report.has_relevant_differences is (rank != "informational")
@@ -90,14 +95,14 @@ def test_only_timestamps_differ_means_no_relevant_difference(h200: dict) -> None
     later["probe"]["captured_at"]["value"] = "2027-01-01T00:00:00Z"
     later["host"]["load_average"]["value"] = [9.0, 9.0, 9.0]
     later["gpus"][0]["clock_sm_mhz"]["value"] = 1980
-    report = diff_snapshots(h200, later)
+    report = diff(h200, later)
     assert report.entries == [] and report.hidden_volatile == 3
 
 
 def test_a_removed_gpu_is_reported_field_by_field(h200: dict) -> None:
     fewer = copy.deepcopy(h200)
     fewer["gpus"] = []
-    entries = by_path(diff_snapshots(h200, fewer))
+    entries = by_path(diff(h200, fewer))
     assert entries["gpus[0].name"].change == "removed" and entries["gpus[0].name"].rank == "numerics"
 
 
@@ -125,7 +130,7 @@ def test_ranking_rules(path: str, rank: str, volatile: bool) -> None:
 
 
 def test_two_upstream_files_diff_generically(upstream_cpu_box: dict, upstream_h200: dict) -> None:
-    report = diff_snapshots(upstream_cpu_box, upstream_h200)
+    report = diff(upstream_cpu_box, upstream_h200)
     entries = by_path(report)
     assert report.mode == "upstream"
     assert entries["pytorch_version"].rank == "numerics"
@@ -136,23 +141,23 @@ def test_two_upstream_files_diff_generically(upstream_cpu_box: dict, upstream_h2
 
 
 def test_upstream_against_aorta_tui_compares_common_fields(upstream_h200: dict, h200: dict) -> None:
-    report = diff_snapshots(upstream_h200, h200)
+    report = diff(upstream_h200, h200)
     assert report.mode == "mixed" and report.notes
     # same machine, same interpreter, same environment: the common fields agree
     assert report.compared_fields > 100
     assert not report.has_relevant_differences, render_text(report)
     # and a real difference on the aorta-tui side shows up under aorta-tui's path
     changed = _set_var(copy.deepcopy(h200), "DISABLE_TF32", "1")
-    entries = by_path(diff_snapshots(upstream_h200, changed))
+    entries = by_path(diff(upstream_h200, changed))
     assert entries["env_vars.DISABLE_TF32"].rank == "numerics"
     assert entries["env_vars.DISABLE_TF32"].provenance_a.startswith("upstream env.json")
     # a variable upstream does not record is not a common field: no false "added"
     only_ours = _set_var(copy.deepcopy(h200), "NCCL_ALGO", "Ring")
-    assert "env_vars.NCCL_ALGO" not in by_path(diff_snapshots(upstream_h200, only_ours))
+    assert "env_vars.NCCL_ALGO" not in by_path(diff(upstream_h200, only_ours))
 
 
 def test_upstream_cpu_box_against_h200_flags_torch(upstream_cpu_box: dict, h200: dict) -> None:
-    entries = by_path(diff_snapshots(upstream_cpu_box, h200))
+    entries = by_path(diff(upstream_cpu_box, h200))
     torch = entries["torch.version"]  # upstream's venv on the CPU box had no torch
     assert (torch.change, torch.rank, torch.a_value, torch.b_value) == (
         "changed", "numerics", None, "2.11.0+cu130")
@@ -160,7 +165,7 @@ def test_upstream_cpu_box_against_h200_flags_torch(upstream_cpu_box: dict, h200:
 
 
 def test_report_to_dict_is_json(cpu_box: dict, h200: dict) -> None:
-    data = json.loads(json.dumps(diff_snapshots(cpu_box, h200).to_dict()))
+    data = json.loads(json.dumps(diff(cpu_box, h200).to_dict()))
     assert data["has_relevant_differences"] is True
     assert sum(data["counts"].values()) == len(data["entries"])
     first = data["entries"][0]
@@ -168,7 +173,7 @@ def test_report_to_dict_is_json(cpu_box: dict, h200: dict) -> None:
 
 
 def test_render_text_groups_by_section(cpu_box: dict, h200: dict) -> None:
-    text = render_text(diff_snapshots(cpu_box, h200))
+    text = render_text(diff(cpu_box, h200))
     assert "[cuda]" in text and "[gpus]" in text and "cuda.cublas.version" in text
     assert text.index("[cuda]") < text.index("[python]")  # sections with numerics first
 
@@ -185,10 +190,10 @@ def test_every_changed_field_is_reported_exactly_once(paths: set[str], marker: i
     for path in paths:
         leaves[path]["value"] = f"mutated-{marker}"
         leaves[path]["state"] = "ok"
-    report = diff_snapshots(_H200, other, include_volatile=True)
+    report = diff(_H200, other, include_volatile=True)
     assert {e.path for e in report.entries} == paths
     assert all(e.change == "changed" and e.b_value == f"mutated-{marker}" for e in report.entries)
-    swapped = diff_snapshots(other, _H200, include_volatile=True)
+    swapped = diff(other, _H200, include_volatile=True)
     assert sorted(json.dumps([e.path, e.a_value, e.b_value]) for e in swapped.entries) == sorted(
         json.dumps([e.path, e.b_value, e.a_value]) for e in report.entries)
 

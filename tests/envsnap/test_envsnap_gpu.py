@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not VENDORS, reason="no GPU dr
 
 @pytest.fixture(scope="module")
 def live() -> dict:
-    return capture_snapshot(timeout_s=90.0, include_torch=True)
+    return capture_snapshot(timeout_s=90.0, include_torch=True).to_json()
 
 
 def test_live_snapshot_is_valid_and_lists_the_gpus(live: dict) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import hypothesis.strategies as st
 import pytest
-from envsnap_helpers import FIXTURES, load_fixture
+from envsnap_helpers import FIXTURES, load_fixture, typed
 from hypothesis import HealthCheck, given, settings
 
 from aorta_tui.core.errors import ExitCode, UsageError
-from aorta_tui.envsnap import iter_leaves, load_snapshot
+from aorta_tui.envsnap import EnvSnapshot, UpstreamSnapshot, iter_leaves, load_snapshot
 from aorta_tui.envsnap.query import get_field
 
 H200_TEXT = (FIXTURES / "h200.json").read_text()
@@ -63,7 +63,9 @@ def test_truncation_error_names_line_and_column(tmp_path: Path) -> None:
 
 def test_real_files_load(tmp_path: Path) -> None:
     for name in ("h200.json", "cpu-box.json", "upstream-h200.json", "upstream-cpu-box.json"):
-        assert isinstance(load_snapshot(FIXTURES / name), dict)
+        snapshot = load_snapshot(FIXTURES / name)
+        expected = UpstreamSnapshot if name.startswith("upstream-") else EnvSnapshot
+        assert isinstance(snapshot, expected)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -104,16 +106,16 @@ def test_arbitrary_bytes_are_rejected_with_a_usage_error(tmp_path_factory: pytes
 # --- --field -----------------------------------------------------------------------------
 
 def test_fields_of_the_h200_snapshot(h200: dict) -> None:
-    assert get_field(h200, "gpus.0.architecture") == "sm_90"
-    assert get_field(h200, "gpus[0].compute_units") == 132
-    assert get_field(h200, "gpus.0.name") == "NVIDIA H200"
-    assert get_field(h200, "cuda.cublas.version") == "13.1.0"
-    assert get_field(h200, "cuda.cudnn.version") == "9.19.0"
-    assert get_field(h200, "driver.nvidia_version") == "580.159.04"
-    assert get_field(h200, "torch.tf32_matmul") is False
-    assert get_field(h200, "torch.tf32_matmul.source") == "api:torch.backends.cuda.matmul.allow_tf32"
-    assert get_field(h200, "rocm.gfx_targets.state") == "not_applicable"
-    assert get_field(h200, "gpus.0")["uuid_hash"] == h200["gpus"][0]["uuid_hash"]["value"]
+    assert get_field(typed(h200), "gpus.0.architecture") == "sm_90"
+    assert get_field(typed(h200), "gpus[0].compute_units") == 132
+    assert get_field(typed(h200), "gpus.0.name") == "NVIDIA H200"
+    assert get_field(typed(h200), "cuda.cublas.version") == "13.1.0"
+    assert get_field(typed(h200), "cuda.cudnn.version") == "9.19.0"
+    assert get_field(typed(h200), "driver.nvidia_version") == "580.159.04"
+    assert get_field(typed(h200), "torch.tf32_matmul") is False
+    assert get_field(typed(h200), "torch.tf32_matmul.source") == "api:torch.backends.cuda.matmul.allow_tf32"
+    assert get_field(typed(h200), "rocm.gfx_targets.state") == "not_applicable"
+    assert get_field(typed(h200), "gpus.0")["uuid_hash"] == h200["gpus"][0]["uuid_hash"]["value"]
 
 
 @pytest.mark.parametrize(("path", "fragment"), [
@@ -127,7 +129,7 @@ def test_fields_of_the_h200_snapshot(h200: dict) -> None:
 ])
 def test_wrong_paths_name_the_nearest_keys(h200: dict, path: str, fragment: str) -> None:
     with pytest.raises(UsageError) as info:
-        get_field(h200, path)
+        get_field(typed(h200), path)
     assert fragment in info.value.render()
 
 
@@ -137,14 +139,14 @@ _H200 = load_fixture("h200.json")
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from(sorted(p for p, _ in iter_leaves(_H200))))
 def test_every_leaf_path_reads_back_its_value(path: str) -> None:
-    assert get_field(_H200, path) == dict(iter_leaves(_H200))[path]["value"]
+    assert get_field(typed(_H200), path) == dict(iter_leaves(_H200))[path]["value"]
 
 
 def test_summary_shows_byte_limits_in_gib_and_keeps_unlimited(h200: dict) -> None:
     from aorta_tui.envsnap.summary import summarize
 
     def cgroup_row(snap: dict) -> str:
-        return dict(dict(summarize(snap))["host"])["cgroup cpu / mem"]
+        return dict(dict(summarize(typed(snap)))["host"])["cgroup cpu / mem"]
 
     assert cgroup_row(h200).endswith(" / unlimited")
     h200["host"]["cgroup_memory_limit_bytes"] = {"state": "ok", "value": 8 * 2**30, "source": "x"}

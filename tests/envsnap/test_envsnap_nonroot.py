@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from envsnap_helpers import REPO
 
-from aorta_tui.envsnap import capture_snapshot, load_snapshot
+from aorta_tui.envsnap import EnvSnapshot, capture_snapshot, load_snapshot
 from aorta_tui.envsnap.summary import summarize
 
 NOBODY = "65534"
@@ -90,10 +90,10 @@ def test_the_same_fields_are_readable_as_root(nonroot_snapshot: dict) -> None:
     if not expected:
         pytest.skip("nothing root-only here")
     as_root = capture_snapshot(include_torch=False)
-    assert as_root["probe"]["fields_needing_root"]["value"] == []
+    assert as_root.probe["fields_needing_root"].value == []
     for path in expected:
         section, key = path.split(".")
-        assert as_root[section][key]["state"] == "ok", as_root[section][key]
+        assert as_root.section(section)[key].state == "ok", as_root.section(section)[key]
 
 
 def test_summary_shows_what_needs_root(nonroot_snapshot: dict, tmp_path: Path) -> None:
@@ -118,7 +118,8 @@ def test_probe_command_names_the_root_only_fields(nonroot_snapshot: dict, monkey
     import aorta_tui.envsnap as envsnap
     from aorta_tui.cli.env_cmd import app
 
-    monkeypatch.setattr(envsnap, "capture_snapshot", lambda **_: nonroot_snapshot)
+    typed = EnvSnapshot.from_dict(nonroot_snapshot)
+    monkeypatch.setattr(envsnap, "capture_snapshot", lambda **_: typed)
     result = CliRunner().invoke(app, ["probe", "--summary"])
     assert result.exit_code == 0
     assert "need root and were not read" in result.stderr

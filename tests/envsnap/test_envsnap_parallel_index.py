@@ -47,9 +47,9 @@ VOLATILE = re.compile(r"^(probe\.|host\.(uptime|load|memory_available|boot)|torc
 
 @pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_old_and_new_capture_have_the_same_fields_and_values(monkeypatch):
-    new = capture_snapshot(timeout_s=60)
+    new = capture_snapshot(timeout_s=60).to_json()
     monkeypatch.setattr(python_env, "capture_python", old_capture_python)
-    old = capture_snapshot(timeout_s=60)
+    old = capture_snapshot(timeout_s=60).to_json()
     new_leaves, old_leaves = dict(iter_leaves(new)), dict(iter_leaves(old))
     assert set(new_leaves) == set(old_leaves)
     assert len(new_leaves) > 100

@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis.strategies as st
 import pytest
@@ -40,6 +40,9 @@ from hypothesis import HealthCheck, given, settings
 
 from aorta_tui.core.errors import AortaError
 from aorta_tui.core.inputs import INPUT_LIMITS
+
+if TYPE_CHECKING:
+    from aorta_tui.envsnap import Snapshot
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
 pytestmark = pytest.mark.slow
@@ -295,7 +298,7 @@ def work() -> Iterator[Path]:
 
 def consume_snapshot(path: Path) -> None:
     """What `env summary`, `env summary --field` and `env diff` do with a snapshot."""
-    from aorta_tui.envsnap import diff_snapshots, load_snapshot, snapshot_hash
+    from aorta_tui.envsnap import UpstreamSnapshot, diff_snapshots, load_snapshot, snapshot_hash
     from aorta_tui.envsnap.diff import render_text as render_diff
     from aorta_tui.envsnap.query import get_field
     from aorta_tui.envsnap.summary import render_text, summarize
@@ -308,10 +311,10 @@ def consume_snapshot(path: Path) -> None:
         report = diff_snapshots(a, b, include_volatile=True)
         render_diff(report)
         json.dumps(report.to_dict(), default=str)
-    if snap.get("format") is None:
+    if isinstance(snap, UpstreamSnapshot):
         for field in ("host.kernel_release", "env_vars", "pytorch_version"):
             with contextlib.suppress(AortaError):  # a missing key is a fine answer
-                json.dumps(get_upstream_field(snap, field))
+                json.dumps(get_upstream_field(snap.data, field))
         return
     snapshot_hash(snap)
     for field in ("host.kernel_release", "gpus.0.name", "torch", "host.kernel_release.state"):
@@ -320,7 +323,7 @@ def consume_snapshot(path: Path) -> None:
 
 
 @functools.cache
-def _good_snapshot() -> dict[str, Any]:
+def _good_snapshot() -> Snapshot:
     from aorta_tui.envsnap import load_snapshot
 
     return load_snapshot(FIX / "envsnap" / "cpu-box.json")

@@ -8,14 +8,16 @@ the deadline instead of hanging the probe.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aorta_tui import __version__
 from aorta_tui.core import spawn_gate
@@ -24,12 +26,15 @@ from aorta_tui.envsnap.capture import cuda, driver, host, libraries, python_env,
 from aorta_tui.envsnap.capture.env_vars import capture_env_vars
 from aorta_tui.envsnap.capture.gpus import DEVICE_KEYS, amd, detect_vendors, nvidia
 from aorta_tui.envsnap.capture.torch_probe import failed_section
+from aorta_tui.envsnap.doc import FORMAT, SCHEMA_VERSION, EnvSnapshot
 from aorta_tui.envsnap.fields import Leaf
 
-SCHEMA_VERSION = 1
-FORMAT = "aorta-tui-envsnap"
+if TYPE_CHECKING:
+    from aorta_tui.core.bytecode import BytecodePlan
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LATE = "the {} section failed or did not finish before the deadline"
+_T = TypeVar("_T")
 
 
 class _Child:
@@ -73,19 +78,23 @@ class _Child:
 
 
 def capture_snapshot(*, timeout_s: float = 20.0, include_torch: bool = True,
-                     bytecode: Any = None) -> dict[str, Any]:
+                     bytecode: BytecodePlan | None = None) -> EnvSnapshot:
     """Capture this process's environment. Never raises, never outlives ``timeout_s`` by much.
 
     ``bytecode``: a :class:`aorta_tui.core.bytecode.BytecodePlan` for the helper processes
     (``import torch`` in one of them is most of the capture's time); None: they inherit this
-    process's settings. The snapshot records which was used (``python.bytecode``)."""
+    process's settings. The snapshot records which was used (``python.bytecode``). The
+    sections build plain leaf objects (``fields.py``); the one reader types them, so what the
+    capture writes is what every reader takes (``to_json()`` is the file)."""
     try:
-        return _capture(timeout_s, include_torch, bytecode)
+        return EnvSnapshot.from_dict(_capture(timeout_s, include_torch, bytecode),
+                                     where="the captured snapshot")
     except Exception as exc:  # a bug in a section must still leave a valid snapshot
         return _minimal_failure(f"{type(exc).__name__}: {exc}")
 
 
-def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dict[str, Any]:
+def _capture(timeout_s: float, include_torch: bool,
+             bytecode: BytecodePlan | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout_s
     captured_at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -118,18 +127,19 @@ def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dic
     driver_section = _driver_section(f_driver, deadline, vendors, gpus, gpu_status,
                                      gpu_status_notes)
     gfx_leaf = _gfx_leaf(gpus, vendors)
+    python_fields: dict[str, object] = (_get(f_python, deadline)
+                                        or {"version": F.error(_LATE.format("python"), "")})
 
     snapshot: dict[str, Any] = {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
-        "host": _get(f_host, deadline, None) or {"kernel_release": F.error(_LATE.format("host"), "")},
+        "host": _get(f_host, deadline) or {"kernel_release": F.error(_LATE.format("host"), "")},
         "gpus": gpus,
         "driver": driver_section,
         "cuda": cuda.finish(cuda_entries, lib_result, lib_failure, "nvidia" in vendors,
-                            _get(f_nvcc, deadline, None) or F.error("nvcc timed out", "cmd:nvcc")),
+                            _get(f_nvcc, deadline) or F.error("nvcc timed out", "cmd:nvcc")),
         "rocm": rocm.finish(rocm_roots, rocm_entries, lib_result, lib_failure, gfx_leaf),
-        "python": {**(_get(f_python, deadline, None) or {"version": F.error(_LATE.format("python"), "")}),
-                   "bytecode": _bytecode_leaf(bytecode)},
+        "python": {**python_fields, "bytecode": _bytecode_leaf(bytecode)},
         "env_vars": capture_env_vars(),
     }
 
@@ -140,7 +150,7 @@ def _capture(timeout_s: float, include_torch: bool, bytecode: Any = None) -> dic
         data, failure = torch_child.result(deadline)
         snapshot["torch"] = data if data is not None else failed_section(failure or F.error("no result", ""))
     snapshot["probe"] = _probe_meta(snapshot, captured_at, time.perf_counter() - t0, timeout_s, include_torch)
-    return sort_snapshot(snapshot)
+    return snapshot
 
 
 def _collect_gpus(f_nv: _Section | None, f_amd: _Section | None, deadline: float,
@@ -158,9 +168,10 @@ def _collect_gpus(f_nv: _Section | None, f_amd: _Section | None, deadline: float
         if driver_section_note is not None:
             gpu_status_notes.append(driver_section_note)
     if f_amd is not None:
-        devs, status = _get(f_amd, deadline, ([], None))
-        gpus += devs
-        gpu_status.append(status or F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
+        amd_gpus = _get(f_amd, deadline)
+        gpus += amd_gpus[0] if amd_gpus else []
+        gpu_status.append(amd_gpus[1] if amd_gpus else
+                          F.error("reading KFD topology timed out", "file:/sys/class/kfd"))
     for i, d in enumerate(gpus):
         d["index"] = F.ok(i, d.get("index", {}).get("source", ""))
         for key in DEVICE_KEYS:
@@ -172,7 +183,7 @@ def _nvidia_gpus(f_nv: _Section, deadline: float, lib_result: dict[str, Any],
                  lib_failure: Leaf | None) -> tuple[list[dict[str, Leaf]], Leaf, Leaf | None]:
     """nvidia-smi's devices merged with the driver API's (or named by it when nvidia-smi
     failed); their status, and nvidia-smi's failure when the driver API covered it."""
-    devs, status = _get(f_nv, deadline, ([], None))
+    devs, status = _get(f_nv, deadline) or ([], None)
     status = status or F.error("nvidia-smi failed or did not finish", "cmd:nvidia-smi")
     api_devices = lib_result.get("cuda_devices") or {}
     if status["state"] != "ok" and api_devices.get("devices"):
@@ -195,7 +206,7 @@ def _driver_section(f_driver: _Section, deadline: float, vendors: list[str],
                     gpus: list[dict[str, Leaf]], gpu_status: list[Leaf],
                     gpu_status_notes: list[Leaf]) -> dict[str, Any]:
     """The driver section with the GPU count (unknown, not zero, when the query failed)."""
-    driver_section = _get(f_driver, deadline, None) or {"vendors": F.error(_LATE.format("driver"), "")}
+    driver_section = _get(f_driver, deadline) or {"vendors": F.error(_LATE.format("driver"), "")}
     failures = [s for s in gpu_status if s["state"] != "ok"]
     if not vendors:
         driver_section["gpu_count"] = F.not_applicable(
@@ -218,7 +229,7 @@ def _gfx_leaf(gpus: list[dict[str, Leaf]], vendors: list[str]) -> Leaf:
             else F.not_applicable("no AMD GPU (no /sys/class/kfd)", "file:/sys/class/kfd"))
 
 
-def _bytecode_leaf(bytecode: Any) -> Leaf:
+def _bytecode_leaf(bytecode: BytecodePlan | None) -> Leaf:
     """Which bytecode settings the capture's processes ran with: this interpreter's, and the
     cache its helpers were given (``--bytecode-cache``)."""
     from aorta_tui.core.bytecode import interpreter_settings
@@ -230,33 +241,32 @@ def _bytecode_leaf(bytecode: Any) -> Leaf:
     return F.ok(value, "api:sys.flags.dont_write_bytecode, sys.pycache_prefix; core/bytecode.py")
 
 
-class _Section:
+class _Section(Generic[_T]):
     """A section running in a daemon thread: a read that blocks forever (a sysfs file of a hung
     GPU) costs its own fields at the deadline, never the probe, and never blocks exit."""
 
-    def __init__(self, fn: Any, args: tuple[Any, ...]) -> None:
-        self.value: Any = None
-        self.failed = False
+    def __init__(self, fn: Callable[..., _T], args: tuple[object, ...]) -> None:
+        self.result: list[_T] = []  # its value, once it returned
         self._thread = threading.Thread(target=self._run, args=(fn, args), daemon=True)
 
     @classmethod
-    def start(cls, fn: Any, *args: Any) -> _Section:
+    def start(cls, fn: Callable[..., _T], *args: object) -> _Section[_T]:
         section = cls(fn, args)
         section._thread.start()
         return section
 
-    def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
-        try:
-            self.value = fn(*args)
-        except Exception:  # a bug in one section: its fields say "timed out or failed"
-            self.failed = True
+    def _run(self, fn: Callable[..., _T], args: tuple[object, ...]) -> None:
+        # a bug in one section (it raises): no result, its fields say "timed out or failed"
+        with contextlib.suppress(Exception):
+            self.result.append(fn(*args))
 
 
-def _get(section: _Section, deadline: float, default: Any) -> Any:
+def _get(section: _Section[_T], deadline: float) -> _T | None:
+    """The section's result; None when it failed or is still running at the deadline."""
     section._thread.join(timeout=max(deadline - time.monotonic(), 0.05))
-    if section._thread.is_alive() or section.failed:
-        return default
-    return section.value
+    if section._thread.is_alive() or not section.result:
+        return None
+    return section.result[0]
 
 
 def _probe_meta(snapshot: dict[str, Any], captured_at: str, duration: float, timeout_s: float,
@@ -279,19 +289,13 @@ def _probe_meta(snapshot: dict[str, Any], captured_at: str, duration: float, tim
     }
 
 
-def _minimal_failure(reason: str) -> dict[str, Any]:
-    return {
+def _minimal_failure(reason: str) -> EnvSnapshot:
+    """Only the probe section, saying what broke. Written through ``to_json`` like every
+    snapshot, so its keys are sorted now (the untyped writer wrote this one unsorted: the
+    same keys and values, in another order)."""
+    return EnvSnapshot.from_dict({
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
         "probe": {"captured_at": F.ok(datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "api:datetime"),
                   "internal_error": F.error(reason, "aorta_tui.envsnap.capture")},
-    }
-
-
-def sort_snapshot(node: Any) -> Any:
-    """Sort keys at every level (lists keep their order) so two snapshots diff line by line."""
-    if isinstance(node, dict):
-        return {k: sort_snapshot(node[k]) for k in sorted(node)}
-    if isinstance(node, list):
-        return [sort_snapshot(x) for x in node]
-    return node
+    }, where="the captured snapshot")

@@ -14,10 +14,11 @@ from __future__ import annotations
 import ctypes
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
-def _int_out(fn: Any, *args: Any) -> int | None:
+def _int_out(fn: Callable[..., int], *args: object) -> int | None:
     out = ctypes.c_int(0)
     rc = fn(*args, ctypes.byref(out))
     return out.value if rc == 0 else None
@@ -50,17 +51,17 @@ def version_of(name: str, path: str) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def _cudart(lib: Any) -> dict[str, Any]:
+def _cudart(lib: ctypes.CDLL) -> dict[str, Any]:
     code = _int_out(lib.cudaRuntimeGetVersion)
     return {"code": code, "version": _cuda_like(code), "api": "cudaRuntimeGetVersion"}
 
 
-def _cuda_driver(lib: Any) -> dict[str, Any]:
+def _cuda_driver(lib: ctypes.CDLL) -> dict[str, Any]:
     code = _int_out(lib.cuDriverGetVersion)
     return {"code": code, "version": _cuda_like(code), "api": "cuDriverGetVersion"}
 
 
-def _cublas(lib: Any) -> dict[str, Any]:
+def _cublas(lib: ctypes.CDLL) -> dict[str, Any]:
     parts = []
     for prop in (0, 1, 2):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
         value = _int_out(lib.cublasGetProperty, ctypes.c_int(prop))
@@ -70,8 +71,8 @@ def _cublas(lib: Any) -> dict[str, Any]:
     return {"version": ".".join(map(str, parts)), "api": "cublasGetProperty"}
 
 
-def _size_t_version(symbol: str, major_div: int) -> Any:
-    def read(lib: Any) -> dict[str, Any]:
+def _size_t_version(symbol: str, major_div: int) -> Callable[[ctypes.CDLL], dict[str, Any]]:
+    def read(lib: ctypes.CDLL) -> dict[str, Any]:
         fn = getattr(lib, symbol)
         fn.restype = ctypes.c_size_t
         code = int(fn())
@@ -80,7 +81,7 @@ def _size_t_version(symbol: str, major_div: int) -> Any:
     return read
 
 
-def _cudnn(lib: Any) -> dict[str, Any]:
+def _cudnn(lib: ctypes.CDLL) -> dict[str, Any]:
     fn = lib.cudnnGetVersion
     fn.restype = ctypes.c_size_t
     code = int(fn())
@@ -89,7 +90,7 @@ def _cudnn(lib: Any) -> dict[str, Any]:
     return {"code": code, "version": _dotted(code, div), "api": "cudnnGetVersion"}
 
 
-def _nccl(lib: Any) -> dict[str, Any]:
+def _nccl(lib: ctypes.CDLL) -> dict[str, Any]:
     code = _int_out(lib.ncclGetVersion)
     if code is None:
         return {"error": "ncclGetVersion failed"}
@@ -97,19 +98,19 @@ def _nccl(lib: Any) -> dict[str, Any]:
     return {"code": code, "version": _dotted(code, div), "api": "ncclGetVersion"}
 
 
-def _cupti(lib: Any) -> dict[str, Any]:
+def _cupti(lib: ctypes.CDLL) -> dict[str, Any]:
     out = ctypes.c_uint32(0)
     rc = lib.cuptiGetVersion(ctypes.byref(out))
     return {"code": out.value if rc == 0 else None, "api": "cuptiGetVersion (CUPTI API version)"}
 
 
-def _nvrtc(lib: Any) -> dict[str, Any]:
+def _nvrtc(lib: ctypes.CDLL) -> dict[str, Any]:
     major, minor = ctypes.c_int(0), ctypes.c_int(0)
     rc = lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
     return {"version": f"{major.value}.{minor.value}" if rc == 0 else None, "api": "nvrtcVersion"}
 
 
-def _hip(lib: Any) -> dict[str, Any]:
+def _hip(lib: ctypes.CDLL) -> dict[str, Any]:
     code = _int_out(lib.hipRuntimeGetVersion)
     # HIP encodes 10000000*major + 100000*minor + patch.
     if code is None:
@@ -119,7 +120,7 @@ def _hip(lib: Any) -> dict[str, Any]:
     return {"code": code, "version": f"{major}.{minor}.{patch}", "api": "hipRuntimeGetVersion"}
 
 
-def _rocblas(lib: Any) -> dict[str, Any]:
+def _rocblas(lib: ctypes.CDLL) -> dict[str, Any]:
     size = ctypes.c_size_t(0)
     if lib.rocblas_get_version_string_size(ctypes.byref(size)) != 0:
         return {"error": "rocblas_get_version_string_size failed"}
@@ -129,7 +130,7 @@ def _rocblas(lib: Any) -> dict[str, Any]:
     return {"version": buf.value.decode(errors="replace"), "api": "rocblas_get_version_string"}
 
 
-def _miopen(lib: Any) -> dict[str, Any]:
+def _miopen(lib: ctypes.CDLL) -> dict[str, Any]:
     parts = [ctypes.c_size_t(0) for _ in range(3)]
     rc = lib.miopenGetVersion(*(ctypes.byref(p) for p in parts))
     if rc != 0:
@@ -137,7 +138,7 @@ def _miopen(lib: Any) -> dict[str, Any]:
     return {"version": ".".join(str(p.value) for p in parts), "api": "miopenGetVersion"}
 
 
-_VERSION_READERS: dict[str, Any] = {
+_VERSION_READERS: dict[str, Callable[[ctypes.CDLL], dict[str, Any]]] = {
     "cudart": _cudart,
     "cuda_driver": _cuda_driver,
     "cublas": _cublas,
@@ -153,7 +154,7 @@ _VERSION_READERS: dict[str, Any] = {
 }
 
 
-def _optional_identity(cuda: Any, dev: ctypes.c_int) -> tuple[str | None, int | None, str | None]:
+def _optional_identity(cuda: ctypes.CDLL, dev: ctypes.c_int) -> tuple[str | None, int | None, str | None]:
     """Name, memory and UUID: only used when nvidia-smi is missing, so each may be absent
     (a symbol renamed in a driver release must not cost the SM counts)."""
     name = total = uuid = None

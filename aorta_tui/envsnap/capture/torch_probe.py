@@ -15,6 +15,7 @@ import re
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -56,7 +57,7 @@ def failed_section(leaf: Leaf) -> dict[str, Any]:
     return out
 
 
-def _ok(value: Any, source: str) -> Leaf:
+def _ok(value: object, source: str) -> Leaf:
     return {"value": value, "state": "ok", "source": source}
 
 
@@ -68,7 +69,7 @@ def _err(reason: str, source: str) -> Leaf:
     return {"value": None, "state": "error", "source": source, "reason": reason}
 
 
-def _api(expr: str, fn: Any) -> Leaf:
+def _api(expr: str, fn: Callable[[], object]) -> Leaf:
     source = f"api:{expr}"
     try:
         with warnings.catch_warnings():
@@ -78,7 +79,7 @@ def _api(expr: str, fn: Any) -> Leaf:
         return _err(f"{type(exc).__name__}: {str(exc)[:200]}", source)
 
 
-def _build_settings(torch: Any) -> Leaf:
+def _build_settings(torch: ModuleType) -> Leaf:
     source = "api:torch.__config__.show()"
     try:
         text = torch.__config__.show()
@@ -117,7 +118,7 @@ def _loaded_library_fields(include_versions: bool) -> dict[str, Any]:
     """{library: {path, version}} for every known GPU library; unmapped ones not_applicable."""
     source = "file:/proc/self/maps"
     loaded = _loaded_libraries()
-    reader: Any = None
+    reader: Callable[[str, str], dict[str, Any]] | None = None
     reader_error = None
     if include_versions and loaded:
         try:

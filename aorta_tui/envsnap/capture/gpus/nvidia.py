@@ -81,7 +81,7 @@ def _convert(cell: str, kind: str, source: str) -> Leaf:
             return F.error(f"nvidia-smi answered {cell}; needs root", source, needs_root=True)
         return F.not_applicable(f"nvidia-smi answered {cell}", source)
     try:
-        value: Any
+        value: int | float | str
         if kind == "int":
             value = int(float(cell))
         elif kind == "float":
