@@ -106,9 +106,9 @@ ISOLATED = "a fresh process per point"
 def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
               knee_gain: float = 0.10, output: str | os.PathLike[str] | None = None,
               isolate: bool = True, runner: Runner | None = None,
-              run_dir: str | os.PathLike[str] | None = None) -> dict[str, Json]:
-    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document in its
-    JSON form (what the file holds; :meth:`QueueSweepDoc.from_json` reads it back typed).
+              run_dir: str | os.PathLike[str] | None = None) -> QueueSweepDoc:
+    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document, typed
+    (its :meth:`QueueSweepDoc.to_json` is what the file holds).
 
     ``isolate`` (default): every point is a fresh ``queue run`` process, so no state (CUDA
     context, allocator cache, a finished profiler session) carries from one point to the next,
@@ -145,7 +145,7 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     doc = _run_points(base, sweep_id, counts, run, isolate, on_event, knee_gain)
     if output is not None:
         _write_document(output, doc, on_event)
-    return doc.to_json()
+    return doc
 
 
 def _run_points(base: QueueRunConfig, sweep_id: str, counts: Sequence[int], run: Runner, isolate: bool,
@@ -337,10 +337,10 @@ def checked_config(raw: dict[str, Any], where: Path,
 
 def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], None] | None = None,
                  output: str | os.PathLike[str] | None = None,
-                 runner: Runner | None = None) -> dict[str, Json]:
+                 runner: Runner | None = None) -> QueueSweepDoc:
     """Finish the sweep of ``run_dir``: the points without a whole result and journal line run
     (each once, in count order), the others are kept; then the document is written again, and
-    returned in its JSON form (as :func:`run_sweep`). ``output`` replaces the ``-o`` file the
+    returned typed (as :func:`run_sweep`). ``output`` replaces the ``-o`` file the
     sweep was started with."""
     from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.repeat import run_isolated
@@ -380,14 +380,21 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
         self.store = RunStore(run_dir, QUEUE_SWEEP_LAYOUT)
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
 
-    def run(self, *, resumed: bool) -> dict[str, Json]:
-        """The sweep's document in its JSON form ({} when a Ctrl-C stopped it)."""
+    def run(self, *, resumed: bool) -> QueueSweepDoc:
+        """The sweep's document."""
         ids = [point_id(n) for n in self.counts]
         doc = run_planned(self.store, self.bus, RunPlan(
             self.sweep_id, source="queue_sweep", trials=self.counts, trial_id=point_id, cells=ids,
             resumed=resumed, resume_command=f"aorta-tui queue resume {self.run_dir}"),
             self).document
-        return {} if doc is None else doc.to_json()
+        if doc is None:
+            # A stop that is no exception: the run loop ends a plan early only when a
+            # cancel event is set or a trial returns None, and this sweep passes no cancel and
+            # its points always return. Were it ever to happen, the finished points stay for
+            # `queue resume` and the caller hears it as the Ctrl-C it stands for (the untyped
+            # code returned {}, which the table's reader then refused as a damaged document).
+            raise KeyboardInterrupt
+        return doc
 
     # -- the run loop's engine (trial/run_loop.py) ----------------------------------------------
 
