@@ -69,6 +69,8 @@ INPUT_LIMITS: dict[str, int] = {
     "Slurm job spec": 64 * MiB,
     "Slurm trial outcome": 16 * MiB,  # a trial's slurm-outcome.json (its process, node, kernel log)
     "bundle manifest": 256 * MiB,  # a bundle's MANIFEST.json (about 450 bytes a file)
+    # a fresh-process queue run's config file (hwqueue/point_config.py): a few hundred bytes
+    "queue run config": 1 * MiB,
 }
 
 
