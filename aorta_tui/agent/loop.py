@@ -510,19 +510,19 @@ def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
 
     resume = Path(it["run_dir"]) if it.get("run_dir") and Path(it["run_dir"]).is_dir() else None
     sidecar = (agent_dir / it["recipe"]).with_suffix(".mitigations.json")
-    req = SweepRequest(
-        recipe=agent_dir / it["recipe"], resume=resume,
-        mitigation_files=[Path(f) for f in [*state["mitigation_files"],
-                                            *([str(sidecar)] if sidecar.is_file() else [])]],
-        snapshots=not state["no_snapshot"], command=list(state["command"] or []))
-    if resume is None:  # a new run of the iteration, where the agent keeps its runs
-        req.output = Path(state["output"])
     pipe = None
     if secrets:  # in memory only: through an inherited pipe, never a file or an argument
         from aorta_tui.core.secrets import send_secret_values
 
         pipe = send_secret_values(_iteration_secrets(secrets, it["proposed"]))
-        req.secret_values_fd = pipe
+    req = SweepRequest(
+        recipe=agent_dir / it["recipe"], resume=resume,
+        mitigation_files=[Path(f) for f in [*state["mitigation_files"],
+                                            *([str(sidecar)] if sidecar.is_file() else [])]],
+        snapshots=not state["no_snapshot"], command=list(state["command"] or []),
+        # a new run of the iteration goes where the agent keeps its runs (a resume: the run's)
+        output=Path(state["output"]) if resume is None else Path(DEFAULT_OUTPUT),
+        secret_values_fd=pipe)
     request_file = (agent_dir / it["recipe"]).with_suffix(".request.json")  # iter-NN.request.json
     write_request(req, request_file)
     # an engine entry point, not the command line (sweep/child.py): the same sweep, its events

@@ -71,6 +71,8 @@ INPUT_LIMITS: dict[str, int] = {
     "bundle manifest": 256 * MiB,  # a bundle's MANIFEST.json (about 450 bytes a file)
     # a fresh-process queue run's config file (hwqueue/point_config.py): a few hundred bytes
     "queue run config": 1 * MiB,
+    # an engine caller's sweep request (sweep/way_in.py; the agent's iter-NN.request.json)
+    "sweep request": 1 * MiB,
 }
 
 
