@@ -29,6 +29,7 @@ from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, Usag
 from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
+    from aorta_tui.agent.records import MitigationsSidecar
     from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.matrix_doc import MatrixCell
     from aorta_tui.sweep.plan import Plan
@@ -412,24 +413,24 @@ def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
                  tried: dict[tuple[str, ...], Any], conflicts: Conflicts, slots: int,
                  index: int) -> Proposal:
     from aorta_tui.agent import llm
+    from aorta_tui.agent.records import LlmRecord
     from aorta_tui.core.atomic import atomic_write_json
 
     request = llm.build_request(state, registry, tried, slots)
-    record = agent_dir / f"llm-{index:02d}.json"
-    atomic_write_json(record, {"request": request, "answer": None})
+    path = agent_dir / f"llm-{index:02d}.json"
+    atomic_write_json(path, LlmRecord(request, None).to_json())
     answer = None
     try:
         answer = llm.ask(state, request)
-        atomic_write_json(record, {"request": request, "answer": answer})
+        atomic_write_json(path, LlmRecord(request, answer).to_json())
         return llm.parse_answer(answer, state["candidates"], tried, conflicts, slots)
     except llm.NotAProposal as exc:  # kept as evidence (JSON-escaped: inert in the file)
-        atomic_write_json(record, {"request": request, "answer": answer,
-                                   "not_a_proposal": exc.message,
-                                   "raw_answer": exc.raw if answer is None else None})
+        atomic_write_json(path, LlmRecord(request, answer, not_a_proposal=exc.message,
+                                          raw_answer=exc.raw if answer is None else None
+                                          ).to_json())
         raise
     except llm.BadProposal as exc:  # a proposal that will not run: kept with why
-        atomic_write_json(record, {"request": request, "answer": answer,
-                                   "bad_proposal": exc.message})
+        atomic_write_json(path, LlmRecord(request, answer, bad_proposal=exc.message).to_json())
         raise
 
 
@@ -477,16 +478,24 @@ def _iteration_secrets(secrets: dict[str, dict[str, str]], cells: list[Any]
 
 def _write_pair_sidecar(path: Path, pairs: list[tuple[str, ...]], files: list[Path]) -> None:
     from aorta_tui.core.atomic import atomic_write_json
-    from aorta_tui.recipe.checks import mitigation_env
 
     registry = _registry(files)  # unfilled: a secret setting's value stays the mask here
-    out = {}
+    atomic_write_json(path, pair_sidecar(pairs, registry).to_json())
+
+
+def pair_sidecar(pairs: list[tuple[str, ...]], registry: Registry) -> MitigationsSidecar:
+    """A probe iteration's pairs, each one combined mitigation ``a--b``: both variables, both
+    switches (sorted), and a description naming the two."""
+    from aorta_tui.agent.records import MitigationsSidecar, SidecarEntry
+    from aorta_tui.recipe.checks import mitigation_env
+
+    entries = []
     for pair in pairs:
         ms = [registry.mitigation(n) for n in pair]
-        switches = sorted({s for m in ms for s in m.switches})
-        out[PAIR_JOIN.join(pair)] = {"env": mitigation_env(ms), "switches": switches,
-                                     "description": "agent: " + " + ".join(pair)}
-    atomic_write_json(path, out)
+        entries.append(SidecarEntry(PAIR_JOIN.join(pair), mitigation_env(ms),
+                                    "agent: " + " + ".join(pair),
+                                    tuple(sorted({s for m in ms for s in m.switches}))))
+    return MitigationsSidecar(tuple(entries))
 
 
 def mitigation_set(mitigations: Sequence[str]) -> list[str]:

@@ -73,6 +73,9 @@ INPUT_LIMITS: dict[str, int] = {
     "queue run config": 1 * MiB,
     # an engine caller's sweep request (sweep/way_in.py; the agent's iter-NN.request.json)
     "sweep request": 1 * MiB,
+    # an agent's llm-NN.json: the request (goal, candidates, tried cells) and what came back
+    # (at most llm.MAX_RAW_SAVED of a body that was not a proposal)
+    "agent llm record": 16 * MiB,
 }
 
 
