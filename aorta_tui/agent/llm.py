@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aorta_tui.agent.proposer import Conflicts, Proposal
 from aorta_tui.agent.records import LlmMessage, LlmRequest
@@ -28,6 +28,11 @@ from aorta_tui.core.secrets import mask_env
 from aorta_tui.core.text import inert as text_inert
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from openai import OpenAI
+    from openai.types.chat import ChatCompletionMessageParam
+
     from aorta_tui.registry.registry import Registry
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -54,7 +59,8 @@ def settings(model: str | None, base_url: str | None) -> dict[str, str | None]:
     return {"model": model, "base_url": base_url or os.environ.get("OPENAI_BASE_URL")}
 
 
-def require_client() -> Any:
+def require_client() -> ModuleType:
+    """The ``openai`` module (its names are read as the client library has them)."""
     try:
         import openai
     except ImportError:
@@ -140,13 +146,16 @@ def ask(state: dict[str, Any], request: LlmRequest) -> str:
     return answer_text(got["body"])
 
 
-def _read_capped(client: Any, request: LlmRequest) -> bytes:
+def _read_capped(client: OpenAI, request: LlmRequest) -> bytes:
     """The answer's body, read as a stream and counted after decompression: past
     :data:`MAX_BODY_BYTES` it is not a proposal (an endless body, a gzip bomb)."""
     chunks: list[bytes] = []
     size = 0
     with client.chat.completions.with_streaming_response.create(
-            model=request.model, messages=request.to_json()["messages"]) as response:
+            model=request.model,
+            # the client's typed dicts, with the roles build_request gives (system, user)
+            messages=cast("list[ChatCompletionMessageParam]", request.to_json()["messages"]),
+            ) as response:
         for chunk in response.iter_bytes():
             size += len(chunk)
             if size > MAX_BODY_BYTES:
@@ -182,13 +191,13 @@ def answer_text(body: bytes) -> str:
     return content
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     from aorta_tui.core.inputs import json_type_name
 
     return "an empty array" if value == [] else json_type_name(value)
 
 
-def inert(text: Any, limit: int = MAX_TEXT_CHARS) -> str:
+def inert(text: object, limit: int = MAX_TEXT_CHARS) -> str:
     """``text`` safe to print (core/text.py), at most ``limit`` characters."""
     return text_inert(text, limit)
 

@@ -30,6 +30,8 @@ from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
     from aorta_tui.agent.records import MitigationsSidecar
+    from aorta_tui.recipe.condition import Condition
+    from aorta_tui.recipe.model import Recipe
     from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.matrix_doc import MatrixCell
     from aorta_tui.sweep.plan import Plan
@@ -60,7 +62,7 @@ class AgentRequest:
     yes: bool = False
 
 
-def check_goal(goal: str) -> Any:
+def check_goal(goal: str) -> Condition:
     from aorta_tui.core.errors import RecipeError
     from aorta_tui.recipe.condition import compile_condition
 
@@ -72,7 +74,7 @@ def check_goal(goal: str) -> Any:
                               f"\"{DEFAULT_GOAL}\"") from None
 
 
-def _registry(files: list[Path], secrets: dict[str, dict[str, str]] | None = None) -> Any:
+def _registry(files: list[Path], secrets: dict[str, dict[str, str]] | None = None) -> Registry:
     """The mitigations the sweeps load; ``secrets`` (in memory only) fill the masks of the
     secret ``--env-candidate`` settings, so conflicts and the engine's plan see real values."""
     from aorta_tui.registry.registry import Registry
@@ -83,7 +85,7 @@ def _registry(files: list[Path], secrets: dict[str, dict[str, str]] | None = Non
     return registry
 
 
-def _plan(recipe_path: Path, registry: Any) -> Any:
+def _plan(recipe_path: Path, registry: Registry) -> tuple[Recipe, Plan]:
     from aorta_tui.recipe import load_recipe
     from aorta_tui.sweep.plan import build_plan
 
@@ -200,7 +202,7 @@ def _create_agent_dir(req: AgentRequest, ticket: str, settings: dict[str, tuple[
     return agent_dir, env_sidecar
 
 
-def _refuse_written_secrets(recipe: Any, secrets: dict[str, dict[str, str]]) -> None:
+def _refuse_written_secrets(recipe: Recipe, secrets: dict[str, dict[str, str]]) -> None:
     """A secret setting's value is kept in memory only; two recipe settings would write every
     trial variable into the run: probe.env (``env_passthrough_mode: file``) and a Slurm
     trial's job spec (``executor: slurm``: the job reads its environment from that file)."""
@@ -321,7 +323,7 @@ def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], ga
     return save(agent_dir, state)
 
 
-def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any,
+def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Registry,
                     secrets: dict[str, dict[str, str]]) -> dict[str, Any] | None:
     its = state["iterations"]
     if its and its[-1]["status"] in ("running", "interrupted"):
@@ -363,7 +365,7 @@ def _trials_per_cell(state: dict[str, Any]) -> int:
     return max(1, int(base.get("trials") or 1))
 
 
-def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int,
+def _propose(agent_dir: Path, state: dict[str, Any], registry: Registry, index: int,
              secrets: dict[str, dict[str, str]]) -> dict[str, Any] | None:
     per_cell = _trials_per_cell(state)
     left = state["budget"] - state["trials_used"]
@@ -409,8 +411,8 @@ def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int,
             "note": proposal.note, "cells": [], "trials": 0}
 
 
-def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
-                 tried: dict[tuple[str, ...], Any], conflicts: Conflicts, slots: int,
+def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Registry,
+                 tried: dict[tuple[str, ...], dict[str, Any]], conflicts: Conflicts, slots: int,
                  index: int) -> Proposal:
     from aorta_tui.agent import llm
     from aorta_tui.agent.records import LlmRecord
@@ -579,7 +581,7 @@ def _event(line: str) -> dict[str, Any]:
     return ev if isinstance(ev, dict) else {}
 
 
-def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Any) -> None:
+def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Condition) -> None:
     from aorta_tui.sweep.matrix_doc import read_matrix
 
     matrix = read_matrix(it["run_dir"])  # typed: a damaged matrix is a located exit 2
