@@ -43,6 +43,7 @@ from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_plann
 
 if TYPE_CHECKING:
     from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.repeat import PointLaunch
 
 
 def parse_stream_counts(text: str) -> list[int]:
@@ -103,7 +104,7 @@ DOCUMENT_FILE = "sweep.json"
 ISOLATED = "a fresh process per point"
 
 
-def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
+def run_sweep(base: QueueRunConfig, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
               knee_gain: float = 0.10, output: str | os.PathLike[str] | None = None,
               isolate: bool = True, runner: Runner | None = None,
               run_dir: str | os.PathLike[str] | None = None) -> QueueSweepDoc:
@@ -174,8 +175,8 @@ def _run_points(base: QueueRunConfig, sweep_id: str, counts: Sequence[int], run:
                        ISOLATED if isolate else "all points in one process")
 
 
-def _measure(run: Runner, cfg: Any, isolate: bool, on_event: Callable[[Event], None] | None,
-             point: Any = None) -> tuple[QueueResult, None] | tuple[None, AortaError]:
+def _measure(run: Runner, cfg: QueueRunConfig, isolate: bool,
+             on_event: Callable[[Event], None] | None, point: PointLaunch | None = None) -> tuple[QueueResult, None] | tuple[None, AortaError]:
     """One point: its queue result, or (isolated) the error that ended it. ``point``: a run
     directory's point (``repeat.PointLaunch``), handed to the runner as its third argument."""
     n = cfg.streams
@@ -275,7 +276,7 @@ QUEUE_SWEEP_LAYOUT = StoreLayout(result_file="result.json", sweep_ids=False,
                                  accept=_whole_point, refusal=_busy, files=(DOCUMENT_FILE,))
 
 
-def _request(base: Any, counts: Sequence[int], knee_gain: float,
+def _request(base: QueueRunConfig, counts: Sequence[int], knee_gain: float,
              output: str | os.PathLike[str] | None) -> dict[str, Json]:
     """A new sweep's ``request.json`` in its JSON form (for a caller that edits it as a file
     would be edited: the tests that damage it)."""
