@@ -4,7 +4,8 @@
 ``python -m aorta_tui.hwqueue.child CONFIG.json RESULT.json`` (``hwqueue/child.py``). The
 parent writes the run's :class:`~aorta_tui.hwqueue.harness.QueueRunConfig` there
 (``hwqueue/repeat.py``: a temporary ``config.json``, or a run directory's
-``trials/s<NNNN>/point-config.json``). One serializer (:meth:`PointConfig.to_json`: the object
+``trials/s<NNNN>/point-config.json``); a queue sweep's ``request.json`` holds one as its
+``config``, read by the same reader. One serializer (:meth:`PointConfig.to_json`: the object
 ``dataclasses.asdict(cfg)`` made, key order included) and one reader
 (:meth:`PointConfig.read`: at most ``INPUT_LIMITS[WHAT]`` bytes, every field's type checked,
 damage a located UsageError naming the file and the field, exit 2).
@@ -82,33 +83,36 @@ class PointConfig:
                 "graph": self.graph}
 
     @classmethod
-    def from_json(cls, data: object, where: str) -> PointConfig:
+    def from_json(cls, data: object, where: str, *, at: str = "", what: str = WHAT,
+                  hint: str = _HINT) -> PointConfig:
         """Read a parsed config; a damaged one is a located UsageError (exit 2). A missing
-        optional field reads as the dataclass's default, as ``QueueRunConfig(**data)`` did."""
-        f = FieldReader(where, WHAT)
-        d = f.obj(data, "(top level)")
+        optional field reads as the dataclass's default, as ``QueueRunConfig(**data)`` did.
+        ``at``: the config's own path where it sits in a larger document (a queue sweep's
+        ``request.json`` holds it as ``config``), ``what`` that document's name."""
+        f = FieldReader(where, what)
+        d = f.obj(data, at or "(top level)")
         known = {x.name for x in dataclasses.fields(cls)}
         unknown = [k for k in d if k not in known]
         if unknown:  # refused, not kept: see the module's docstring
-            raise UsageError(f"{where}: {clip_for_message(unknown[0])}: not a queue run option",
-                             hint=_HINT)
+            key = f.join(at, clip_for_message(unknown[0]))
+            raise UsageError(f"{where}: {key}: not a queue run option", hint=hint)
         devices = d.get("devices")
         return cls(
-            workload=f.text(d, "workload", "", required=True),
-            streams=f.integer(d, "streams", "", required=True),
-            iterations=f.integer(d, "iterations", "", 50), warmup=f.integer(d, "warmup", "", 5),
-            device=f.text(d, "device", "", "cuda"),
-            devices=f.strings(devices, "devices") if devices is not None else None,
-            sync_mode=f.text(d, "sync_mode", "", "per_iteration"),
-            dtype=f.text(d, "dtype", "", "float32"), size=f.text(d, "size", "", "default"),
-            params=f.obj_at(d, "params", ""), run_id=f.text(d, "run_id", ""),
-            ebpf_trace=f.boolean(d, "ebpf_trace", ""),
-            keep_timeline=f.boolean(d, "keep_timeline", ""),
-            timing=f.text(d, "timing", "", "auto"),
-            detail_iterations=f.integer(d, "detail_iterations", "", 20),
-            profiler_trace=f.opt_text(d, "profiler_trace", ""),
-            stream_priority=f.text(d, "stream_priority", "", "default"),
-            graph=f.boolean(d, "graph", ""))
+            workload=f.text(d, "workload", at, required=True),
+            streams=f.integer(d, "streams", at, required=True),
+            iterations=f.integer(d, "iterations", at, 50), warmup=f.integer(d, "warmup", at, 5),
+            device=f.text(d, "device", at, "cuda"),
+            devices=f.strings(devices, f.join(at, "devices")) if devices is not None else None,
+            sync_mode=f.text(d, "sync_mode", at, "per_iteration"),
+            dtype=f.text(d, "dtype", at, "float32"), size=f.text(d, "size", at, "default"),
+            params=f.obj_at(d, "params", at), run_id=f.text(d, "run_id", at),
+            ebpf_trace=f.boolean(d, "ebpf_trace", at),
+            keep_timeline=f.boolean(d, "keep_timeline", at),
+            timing=f.text(d, "timing", at, "auto"),
+            detail_iterations=f.integer(d, "detail_iterations", at, 20),
+            profiler_trace=f.opt_text(d, "profiler_trace", at),
+            stream_priority=f.text(d, "stream_priority", at, "default"),
+            graph=f.boolean(d, "graph", at))
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> PointConfig:

@@ -246,8 +246,6 @@ def _whole_point(data: dict[str, Any], trial_id: str) -> dict[str, Any] | None:
     """A point's ``result.json`` when it is whole and this point's: a queue result at its
     stream count, or the record of its failure. Anything else (damaged, another point's) is
     not a result, and the resume runs the point again."""
-    from aorta_tui.hwqueue.result import check_result
-
     n = _point_streams(trial_id)
     if n is None or data.get("schema_version") != SCHEMA_VERSION:
         return None
@@ -257,11 +255,11 @@ def _whole_point(data: dict[str, Any], trial_id: str) -> dict[str, Any] | None:
         except UsageError:
             return None
         return data if record.streams == n else None
-    try:
-        check_result(data, trial_id)
+    try:  # the result's one reader; damaged, it is no result (the point runs again)
+        result = QueueResult.from_json(data, trial_id)
     except AortaError:
         return None
-    return data if data["config"]["streams"] == n else None
+    return data if result.config.streams == n else None
 
 
 def _busy(run_dir: Path, holder: str) -> AortaError:
@@ -308,34 +306,6 @@ def _create_run_dir(run_dir: Path, request: QueueSweepRequest) -> None:
         raise output_write_error(exc, run_dir, option="--run-dir") from None
 
 
-def checked_config(raw: dict[str, Any], where: Path,
-                   hint: str = "it was not written by this aorta-tui's `queue sweep`; start a new sweep",
-                   ) -> dict[str, Any]:
-    """A ``QueueRunConfig`` as JSON (request.json's config, a queue child's config file), each
-    field of the type the dataclass declares: a hand-edited or damaged file is a located error
-    (exit 2), never a TypeError deep in the run."""
-    import typing
-
-    from aorta_tui.core.errors import RunDirError
-    from aorta_tui.core.inputs import clip_for_message, conforms, hint_text
-    from aorta_tui.hwqueue.harness import QueueRunConfig
-
-    hints = typing.get_type_hints(QueueRunConfig)
-    required = {f.name for f in dataclasses.fields(QueueRunConfig)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    missing = sorted(required - raw.keys())
-    if missing:
-        raise RunDirError(f"{where}: config.{missing[0]}: missing", hint=hint)
-    for key, value in raw.items():
-        if key not in hints:
-            raise RunDirError(f"{where}: config.{clip_for_message(key)}: not a queue run option",
-                              hint=hint)
-        if not conforms(value, hints[key]):  # a bool is never an int here
-            raise RunDirError(f"{where}: config.{key}: {clip_for_message(value)} is not "
-                              f"{hint_text(hints[key])}", hint=hint)
-    return raw
-
-
 def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], None] | None = None,
                  output: str | os.PathLike[str] | None = None,
                  runner: Runner | None = None) -> QueueSweepDoc:
@@ -343,12 +313,15 @@ def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], No
     (each once, in count order), the others are kept; then the document is written again, and
     returned typed (as :func:`run_sweep`). ``output`` replaces the ``-o`` file the
     sweep was started with."""
-    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.point_config import PointConfig
     from aorta_tui.hwqueue.repeat import run_isolated
 
     path = Path(run_dir)
     request = read_request(path)
-    base = QueueRunConfig(**checked_config(request.config, path / REQUEST_FILE))
+    # the config's one reader (hwqueue/point_config.py): a damaged field is a located exit 2
+    base = PointConfig.from_json(
+        request.config, str(path / REQUEST_FILE), at="config", what="queue sweep request",
+        hint="it was not written by this aorta-tui's `queue sweep`; start a new sweep").config()
     base.run_id = request.run_id
     check_counts(base.workload, request.stream_counts)
     base.validate()

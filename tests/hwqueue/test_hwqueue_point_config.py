@@ -105,3 +105,16 @@ def test_the_file_the_sweep_writes_reads_back_to_its_bytes_and_an_oversize_one_i
     monkeypatch.setitem(INPUT_LIMITS, "queue run config", 64)
     with pytest.raises(UsageError, match="over the 64 B limit"):
         PointConfig.read(path)
+
+
+@pytest.mark.parametrize(("config", "words"), [
+    ({"workload": "w", "streams": "2"}, "config.streams: expected an integer"),
+    ({"workload": "w", "streams": 2, "bogus": 1}, "config.'bogus': not a queue run option"),
+    ([1], "config: expected an object"),
+])
+def test_a_sweep_requests_config_is_read_by_the_same_reader(config: object, words: str) -> None:
+    with pytest.raises(UsageError) as got:
+        PointConfig.from_json(config, "run/request.json", at="config",
+                              what="queue sweep request", hint="start a new sweep")
+    assert str(got.value).startswith(f"run/request.json: {words}")
+    assert got.value.hint and got.value.exit_code == ExitCode.USAGE
