@@ -34,6 +34,7 @@ from aorta_tui.store.trust_guard import guard_run_dir
 
 if TYPE_CHECKING:
     from aorta_tui.core.events import Event
+    from aorta_tui.core.inputs import Json
     from aorta_tui.hwqueue.harness import QueueRunConfig
     from aorta_tui.hwqueue.result_doc import QueueResult, QueueSweepDoc
 
@@ -99,7 +100,7 @@ def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
     return [d.strip() for d in devices.split(",") if d.strip()]
 
 
-def _progress_sink(quiet: bool) -> Any:
+def _progress_sink(quiet: bool) -> Callable[[Event], None]:
     """Progress lines on stderr, a terminal's or a pipe's (as ``--batch`` prints plain lines
     when piped: a long CPU run that printed nothing read as a hang), and every warning on stderr
     however it is run (a resume's "ended the process the dead run left", as sweep and policy
@@ -223,7 +224,8 @@ def run_cmd(
         _run_and_print(cfg, repeat, output, quiet)
 
 
-def _run_queue(cfg: QueueRunConfig, repeat: int, output: Path | None, on_event: Any) -> QueueResult:
+def _run_queue(cfg: QueueRunConfig, repeat: int, output: Path | None,
+               on_event: Callable[[Event], None]) -> QueueResult:
     """The run: once in this process, or with ``--repeat N`` N times, each in a fresh process
     (the result holds them all). The result is written to ``output`` when one is given."""
     if repeat != 1:
@@ -388,7 +390,7 @@ def _not_available(result: QueueResult, key: str) -> str:
     return f"not available ({why})" if why else "not available"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "not available"
     if isinstance(value, float):
@@ -465,7 +467,8 @@ def plain_table(title: str, header: list[str], rows: list[list[str]], width: int
     return out
 
 
-def _event_lines(go: Any, run_id: str, run_dir: Path | None, total: int,
+def _event_lines(go: Callable[[Callable[[Event], None]], dict[str, Json]], run_id: str,
+                 run_dir: Path | None, total: int,
                  source: str = "queue_sweep") -> None:
     """`queue run --json` and `queue sweep --json`: the run as one event stream, as every long
     command's ``--json`` is (docs/architecture.md): ``RunStarted``, the run's own events, and
@@ -482,7 +485,7 @@ def _event_lines(go: Any, run_id: str, run_dir: Path | None, total: int,
     out = open_stream()  # a point's own prints never mix into the lines
     seen = {"started": False, "finished": False}
 
-    def emit(event: Any) -> None:
+    def emit(event: Event) -> None:
         if event.run_id == run_id:  # the sweep's own, never a point's
             seen["started"] = seen["started"] or isinstance(event, RunStarted)
             seen["finished"] = seen["finished"] or isinstance(event, RunFinished)
