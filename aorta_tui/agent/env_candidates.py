@@ -17,8 +17,12 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aorta_tui.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from aorta_tui.agent.records import MitigationsSidecar
 
 SIDECAR_NAME = "env-candidates.mitigations.json"
 PREFIX = "env."
@@ -81,19 +85,25 @@ def secret_values(candidates: dict[str, tuple[str, str]]) -> dict[str, dict[str,
 def write_sidecar(agent_dir: Path, candidates: dict[str, tuple[str, str]]) -> Path:
     """The sidecar every iteration's sweep loads (``--mitigations-file``); a secret's value is
     the mask there (the sweep fills it in from memory: :func:`secret_values`)."""
-    import json
-
-    from aorta_tui.core.atomic import atomic_write_bytes
-    from aorta_tui.core.secrets import MASK, is_secret_name
+    from aorta_tui.core.atomic import atomic_write_bytes, json_bytes
 
     path = agent_dir / SIDECAR_NAME
-    doc = {name: {"env": {var: MASK if is_secret_name(var) else value},
-                  "description": f"agent candidate: sets {var}"}
-           for name, (var, value) in candidates.items()}
-    # mode 0600 like the agent's copy of the recipe
-    atomic_write_bytes(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
-                       mode=0o600)
+    # mode 0600 like the agent's copy of the recipe; json_bytes writes the bytes json.dumps
+    # (indent 2, not ASCII-escaped, a final newline) did, and escapes a lone surrogate (an
+    # undecodable byte of the command line) where that raised UnicodeEncodeError
+    atomic_write_bytes(path, json_bytes(sidecar(candidates).to_json()), mode=0o600)
     return path
+
+
+def sidecar(candidates: dict[str, tuple[str, str]]) -> MitigationsSidecar:
+    """The settings as mitigations, each setting one variable (a secret's value the mask)."""
+    from aorta_tui.agent.records import MitigationsSidecar, SidecarEntry
+    from aorta_tui.core.secrets import MASK, is_secret_name
+
+    return MitigationsSidecar(tuple(
+        SidecarEntry(name, {var: MASK if is_secret_name(var) else value},
+                     f"agent candidate: sets {var}")
+        for name, (var, value) in candidates.items()))
 
 
 def resume_values(wanted: dict[str, str], settings: list[str], agent_dir: Path

@@ -19,12 +19,21 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aorta_tui.agent.proposer import Conflicts, Proposal
+from aorta_tui.agent.records import LlmMessage, LlmRequest
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.secrets import mask_env
 from aorta_tui.core.text import inert as text_inert
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from openai import OpenAI
+    from openai.types.chat import ChatCompletionMessageParam
+
+    from aorta_tui.registry.registry import Registry
 
 DEFAULT_TIMEOUT_S = 120.0
 # What of a server's text is printed: each reason or note on one line, at most this long.
@@ -50,7 +59,8 @@ def settings(model: str | None, base_url: str | None) -> dict[str, str | None]:
     return {"model": model, "base_url": base_url or os.environ.get("OPENAI_BASE_URL")}
 
 
-def require_client() -> Any:
+def require_client() -> ModuleType:
+    """The ``openai`` module (its names are read as the client library has them)."""
     try:
         import openai
     except ImportError:
@@ -59,8 +69,8 @@ def require_client() -> Any:
     return openai
 
 
-def build_request(state: dict[str, Any], registry: Any, tried: dict[tuple[str, ...], Any],
-                  slots: int) -> dict[str, Any]:
+def build_request(state: dict[str, Any], registry: Registry,
+                  tried: dict[tuple[str, ...], dict[str, Any]], slots: int) -> LlmRequest:
     # a secret-named variable's value (--env-candidate HF_TOKEN=...) is never sent: its name
     # and the mask stand for it
     candidates = {n: mask_env(registry.mitigation(n).env) for n in state["candidates"]}
@@ -68,9 +78,8 @@ def build_request(state: dict[str, Any], registry: Any, tried: dict[tuple[str, .
     tried_rows = [{"mitigations": list(k), **{f: v.get(f) for f in keep}} for k, v in tried.items()]
     user = {"goal": state["goal"], "slots": slots, "candidates": candidates,
             "tried": tried_rows, "baseline": {f: (state.get("baseline") or {}).get(f) for f in keep}}
-    return {"model": state["llm"]["model"],
-            "messages": [{"role": "system", "content": SYSTEM},
-                         {"role": "user", "content": json.dumps(user, sort_keys=True)}]}
+    return LlmRequest(state["llm"]["model"], (
+        LlmMessage("system", SYSTEM), LlmMessage("user", json.dumps(user, sort_keys=True))))
 
 
 class NotAProposal(EnvironmentProblem):
@@ -93,7 +102,7 @@ class BadProposal(EnvironmentProblem):
                                                "--resume AGENT_DIR` asks the server again")
 
 
-def ask(state: dict[str, Any], request: dict[str, Any]) -> str:
+def ask(state: dict[str, Any], request: LlmRequest) -> str:
     """The text of the server's answer, within the request's deadline."""
     openai = require_client()
     timeout_s = float(state["llm"].get("timeout_s") or DEFAULT_TIMEOUT_S)
@@ -137,13 +146,16 @@ def ask(state: dict[str, Any], request: dict[str, Any]) -> str:
     return answer_text(got["body"])
 
 
-def _read_capped(client: Any, request: dict[str, Any]) -> bytes:
+def _read_capped(client: OpenAI, request: LlmRequest) -> bytes:
     """The answer's body, read as a stream and counted after decompression: past
     :data:`MAX_BODY_BYTES` it is not a proposal (an endless body, a gzip bomb)."""
     chunks: list[bytes] = []
     size = 0
     with client.chat.completions.with_streaming_response.create(
-            model=request["model"], messages=request["messages"]) as response:
+            model=request.model,
+            # the client's typed dicts, with the roles build_request gives (system, user)
+            messages=cast("list[ChatCompletionMessageParam]", request.to_json()["messages"]),
+            ) as response:
         for chunk in response.iter_bytes():
             size += len(chunk)
             if size > MAX_BODY_BYTES:
@@ -179,13 +191,13 @@ def answer_text(body: bytes) -> str:
     return content
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     from aorta_tui.core.inputs import json_type_name
 
     return "an empty array" if value == [] else json_type_name(value)
 
 
-def inert(text: Any, limit: int = MAX_TEXT_CHARS) -> str:
+def inert(text: object, limit: int = MAX_TEXT_CHARS) -> str:
     """``text`` safe to print (core/text.py), at most ``limit`` characters."""
     return text_inert(text, limit)
 

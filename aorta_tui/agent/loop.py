@@ -29,6 +29,9 @@ from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, Usag
 from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
+    from aorta_tui.agent.records import MitigationsSidecar
+    from aorta_tui.recipe.condition import Condition
+    from aorta_tui.recipe.model import Recipe
     from aorta_tui.registry.registry import Registry
     from aorta_tui.sweep.matrix_doc import MatrixCell
     from aorta_tui.sweep.plan import Plan
@@ -59,7 +62,7 @@ class AgentRequest:
     yes: bool = False
 
 
-def check_goal(goal: str) -> Any:
+def check_goal(goal: str) -> Condition:
     from aorta_tui.core.errors import RecipeError
     from aorta_tui.recipe.condition import compile_condition
 
@@ -71,7 +74,7 @@ def check_goal(goal: str) -> Any:
                               f"\"{DEFAULT_GOAL}\"") from None
 
 
-def _registry(files: list[Path], secrets: dict[str, dict[str, str]] | None = None) -> Any:
+def _registry(files: list[Path], secrets: dict[str, dict[str, str]] | None = None) -> Registry:
     """The mitigations the sweeps load; ``secrets`` (in memory only) fill the masks of the
     secret ``--env-candidate`` settings, so conflicts and the engine's plan see real values."""
     from aorta_tui.registry.registry import Registry
@@ -82,7 +85,7 @@ def _registry(files: list[Path], secrets: dict[str, dict[str, str]] | None = Non
     return registry
 
 
-def _plan(recipe_path: Path, registry: Any) -> Any:
+def _plan(recipe_path: Path, registry: Registry) -> tuple[Recipe, Plan]:
     from aorta_tui.recipe import load_recipe
     from aorta_tui.sweep.plan import build_plan
 
@@ -199,7 +202,7 @@ def _create_agent_dir(req: AgentRequest, ticket: str, settings: dict[str, tuple[
     return agent_dir, env_sidecar
 
 
-def _refuse_written_secrets(recipe: Any, secrets: dict[str, dict[str, str]]) -> None:
+def _refuse_written_secrets(recipe: Recipe, secrets: dict[str, dict[str, str]]) -> None:
     """A secret setting's value is kept in memory only; two recipe settings would write every
     trial variable into the run: probe.env (``env_passthrough_mode: file``) and a Slurm
     trial's job spec (``executor: slurm``: the job reads its environment from that file)."""
@@ -320,7 +323,7 @@ def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], ga
     return save(agent_dir, state)
 
 
-def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Any,
+def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Registry,
                     secrets: dict[str, dict[str, str]]) -> dict[str, Any] | None:
     its = state["iterations"]
     if its and its[-1]["status"] in ("running", "interrupted"):
@@ -362,7 +365,7 @@ def _trials_per_cell(state: dict[str, Any]) -> int:
     return max(1, int(base.get("trials") or 1))
 
 
-def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int,
+def _propose(agent_dir: Path, state: dict[str, Any], registry: Registry, index: int,
              secrets: dict[str, dict[str, str]]) -> dict[str, Any] | None:
     per_cell = _trials_per_cell(state)
     left = state["budget"] - state["trials_used"]
@@ -408,28 +411,28 @@ def _propose(agent_dir: Path, state: dict[str, Any], registry: Any, index: int,
             "note": proposal.note, "cells": [], "trials": 0}
 
 
-def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Any,
-                 tried: dict[tuple[str, ...], Any], conflicts: Conflicts, slots: int,
+def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Registry,
+                 tried: dict[tuple[str, ...], dict[str, Any]], conflicts: Conflicts, slots: int,
                  index: int) -> Proposal:
     from aorta_tui.agent import llm
+    from aorta_tui.agent.records import LlmRecord
     from aorta_tui.core.atomic import atomic_write_json
 
     request = llm.build_request(state, registry, tried, slots)
-    record = agent_dir / f"llm-{index:02d}.json"
-    atomic_write_json(record, {"request": request, "answer": None})
+    path = agent_dir / f"llm-{index:02d}.json"
+    atomic_write_json(path, LlmRecord(request, None).to_json())
     answer = None
     try:
         answer = llm.ask(state, request)
-        atomic_write_json(record, {"request": request, "answer": answer})
+        atomic_write_json(path, LlmRecord(request, answer).to_json())
         return llm.parse_answer(answer, state["candidates"], tried, conflicts, slots)
     except llm.NotAProposal as exc:  # kept as evidence (JSON-escaped: inert in the file)
-        atomic_write_json(record, {"request": request, "answer": answer,
-                                   "not_a_proposal": exc.message,
-                                   "raw_answer": exc.raw if answer is None else None})
+        atomic_write_json(path, LlmRecord(request, answer, not_a_proposal=exc.message,
+                                          raw_answer=exc.raw if answer is None else None
+                                          ).to_json())
         raise
     except llm.BadProposal as exc:  # a proposal that will not run: kept with why
-        atomic_write_json(record, {"request": request, "answer": answer,
-                                   "bad_proposal": exc.message})
+        atomic_write_json(path, LlmRecord(request, answer, bad_proposal=exc.message).to_json())
         raise
 
 
@@ -477,16 +480,24 @@ def _iteration_secrets(secrets: dict[str, dict[str, str]], cells: list[Any]
 
 def _write_pair_sidecar(path: Path, pairs: list[tuple[str, ...]], files: list[Path]) -> None:
     from aorta_tui.core.atomic import atomic_write_json
-    from aorta_tui.recipe.checks import mitigation_env
 
     registry = _registry(files)  # unfilled: a secret setting's value stays the mask here
-    out = {}
+    atomic_write_json(path, pair_sidecar(pairs, registry).to_json())
+
+
+def pair_sidecar(pairs: list[tuple[str, ...]], registry: Registry) -> MitigationsSidecar:
+    """A probe iteration's pairs, each one combined mitigation ``a--b``: both variables, both
+    switches (sorted), and a description naming the two."""
+    from aorta_tui.agent.records import MitigationsSidecar, SidecarEntry
+    from aorta_tui.recipe.checks import mitigation_env
+
+    entries = []
     for pair in pairs:
         ms = [registry.mitigation(n) for n in pair]
-        switches = sorted({s for m in ms for s in m.switches})
-        out[PAIR_JOIN.join(pair)] = {"env": mitigation_env(ms), "switches": switches,
-                                     "description": "agent: " + " + ".join(pair)}
-    atomic_write_json(path, out)
+        entries.append(SidecarEntry(PAIR_JOIN.join(pair), mitigation_env(ms),
+                                    "agent: " + " + ".join(pair),
+                                    tuple(sorted({s for m in ms for s in m.switches}))))
+    return MitigationsSidecar(tuple(entries))
 
 
 def mitigation_set(mitigations: Sequence[str]) -> list[str]:
@@ -510,19 +521,19 @@ def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
 
     resume = Path(it["run_dir"]) if it.get("run_dir") and Path(it["run_dir"]).is_dir() else None
     sidecar = (agent_dir / it["recipe"]).with_suffix(".mitigations.json")
-    req = SweepRequest(
-        recipe=agent_dir / it["recipe"], resume=resume,
-        mitigation_files=[Path(f) for f in [*state["mitigation_files"],
-                                            *([str(sidecar)] if sidecar.is_file() else [])]],
-        snapshots=not state["no_snapshot"], command=list(state["command"] or []))
-    if resume is None:  # a new run of the iteration, where the agent keeps its runs
-        req.output = Path(state["output"])
     pipe = None
     if secrets:  # in memory only: through an inherited pipe, never a file or an argument
         from aorta_tui.core.secrets import send_secret_values
 
         pipe = send_secret_values(_iteration_secrets(secrets, it["proposed"]))
-        req.secret_values_fd = pipe
+    req = SweepRequest(
+        recipe=agent_dir / it["recipe"], resume=resume,
+        mitigation_files=[Path(f) for f in [*state["mitigation_files"],
+                                            *([str(sidecar)] if sidecar.is_file() else [])]],
+        snapshots=not state["no_snapshot"], command=list(state["command"] or []),
+        # a new run of the iteration goes where the agent keeps its runs (a resume: the run's)
+        output=Path(state["output"]) if resume is None else Path(DEFAULT_OUTPUT),
+        secret_values_fd=pipe)
     request_file = (agent_dir / it["recipe"]).with_suffix(".request.json")  # iter-NN.request.json
     write_request(req, request_file)
     # an engine entry point, not the command line (sweep/child.py): the same sweep, its events
@@ -570,7 +581,7 @@ def _event(line: str) -> dict[str, Any]:
     return ev if isinstance(ev, dict) else {}
 
 
-def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Any) -> None:
+def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Condition) -> None:
     from aorta_tui.sweep.matrix_doc import read_matrix
 
     matrix = read_matrix(it["run_dir"])  # typed: a damaged matrix is a located exit 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +33,10 @@ from aorta_tui.cli.trust_opts import TRUST_OPT
 from aorta_tui.store.trust_guard import guard_run_dir
 
 if TYPE_CHECKING:
+    from aorta_tui.core.events import Event
+    from aorta_tui.core.inputs import Json
     from aorta_tui.hwqueue.harness import QueueRunConfig
-    from aorta_tui.hwqueue.result_doc import QueueResult
+    from aorta_tui.hwqueue.result_doc import QueueResult, QueueSweepDoc
 
 app = new_app(
     "Stress GPU hardware queues with 1..64 concurrent streams and measure what the device did.\n\n"
@@ -97,7 +100,7 @@ def _parse_devices(devices: str | None) -> list[str] | None:  # noqa: UP007
     return [d.strip() for d in devices.split(",") if d.strip()]
 
 
-def _progress_sink(quiet: bool) -> Any:
+def _progress_sink(quiet: bool) -> Callable[[Event], None]:
     """Progress lines on stderr, a terminal's or a pipe's (as ``--batch`` prints plain lines
     when piped: a long CPU run that printed nothing read as a hang), and every warning on stderr
     however it is run (a resume's "ended the process the dead run left", as sweep and policy
@@ -221,7 +224,8 @@ def run_cmd(
         _run_and_print(cfg, repeat, output, quiet)
 
 
-def _run_queue(cfg: QueueRunConfig, repeat: int, output: Path | None, on_event: Any) -> QueueResult:
+def _run_queue(cfg: QueueRunConfig, repeat: int, output: Path | None,
+               on_event: Callable[[Event], None]) -> QueueResult:
     """The run: once in this process, or with ``--repeat N`` N times, each in a fresh process
     (the result holds them all). The result is written to ``output`` when one is given."""
     if repeat != 1:
@@ -386,7 +390,7 @@ def _not_available(result: QueueResult, key: str) -> str:
     return f"not available ({why})" if why else "not available"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "not available"
     if isinstance(value, float):
@@ -463,7 +467,8 @@ def plain_table(title: str, header: list[str], rows: list[list[str]], width: int
     return out
 
 
-def _event_lines(go: Any, run_id: str, run_dir: Path | None, total: int,
+def _event_lines(go: Callable[[Callable[[Event], None]], dict[str, Json]], run_id: str,
+                 run_dir: Path | None, total: int,
                  source: str = "queue_sweep") -> None:
     """`queue run --json` and `queue sweep --json`: the run as one event stream, as every long
     command's ``--json`` is (docs/architecture.md): ``RunStarted``, the run's own events, and
@@ -480,7 +485,7 @@ def _event_lines(go: Any, run_id: str, run_dir: Path | None, total: int,
     out = open_stream()  # a point's own prints never mix into the lines
     seen = {"started": False, "finished": False}
 
-    def emit(event: Any) -> None:
+    def emit(event: Event) -> None:
         if event.run_id == run_id:  # the sweep's own, never a point's
             seen["started"] = seen["started"] or isinstance(event, RunStarted)
             seen["finished"] = seen["finished"] or isinstance(event, RunFinished)
@@ -580,7 +585,7 @@ def sweep_cmd(
     if run_dir is None and not in_process:
         run_dir = Path("aorta-queue") / f"{workload}-{base.run_id}"
 
-    def go(on_event: Any) -> dict[str, Any]:
+    def go(on_event: Callable[[Event], None]) -> QueueSweepDoc:
         return run_sweep(base, counts, on_event=on_event, knee_gain=knee_gain, output=output,
                          isolate=not in_process, run_dir=run_dir)
 
@@ -616,19 +621,20 @@ def resume_cmd(
     run_id = request.run_id
     check_output_file(output)
 
-    def go(on_event: Any) -> dict[str, Any]:
+    def go(on_event: Callable[[Event], None]) -> QueueSweepDoc:
         return resume_sweep(run_dir, on_event=on_event, output=output)
 
     _sweep_and_print(go, run_id, run_dir, len(request.stream_counts), output, as_json, quiet)
 
 
-def _sweep_and_print(go: Any, run_id: str, run_dir: Path | None, total: int,
-                     output: Path | None, as_json: bool, quiet: bool) -> None:
+def _sweep_and_print(go: Callable[[Callable[[Event], None]], QueueSweepDoc], run_id: str,
+                     run_dir: Path | None, total: int, output: Path | None, as_json: bool,
+                     quiet: bool) -> None:
     """Run the sweep (``go(on_event)``) as event lines or as a table."""
     try:
         with stop_signals_interrupt():  # SIGTERM/SIGHUP end the sweep as Ctrl-C does
-            if as_json:
-                _event_lines(go, run_id, run_dir, total)
+            if as_json:  # the last event carries the document in its JSON form
+                _event_lines(lambda emit: go(emit).to_json(), run_id, run_dir, total)
                 return
             doc = go(_progress_sink(quiet))
     except KeyboardInterrupt:
@@ -642,12 +648,10 @@ def _sweep_and_print(go: Any, run_id: str, run_dir: Path | None, total: int,
         print(f"run directory: {run_dir}")
 
 
-def _print_sweep(doc: dict[str, Any]) -> None:
-    """The sweep's table, from the document read as its typed value (the one reader)."""
+def _print_sweep(sweep: QueueSweepDoc) -> None:
+    """The sweep's table, from the typed document's attributes."""
     from aorta_tui.hwqueue.result import summary_reason
-    from aorta_tui.hwqueue.result_doc import QueueSweepDoc
 
-    sweep = QueueSweepDoc.from_json(doc, "queue sweep")
     a = sweep.analysis
     unit = sweep.workload.throughput_unit
     rows = []

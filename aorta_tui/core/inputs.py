@@ -79,6 +79,13 @@ INPUT_LIMITS: dict[str, int] = {
     "torch profiler summary": 4 * MiB,
     # ~/.cache/aorta-tui/trace-calibration.json (a cost and a reason per probe set: ~1 KiB)
     "calibration cache": 1 * MiB,
+    # a fresh-process queue run's config file (hwqueue/point_config.py): a few hundred bytes
+    "queue run config": 1 * MiB,
+    # an engine caller's sweep request (sweep/way_in.py; the agent's iter-NN.request.json)
+    "sweep request": 1 * MiB,
+    # an agent's llm-NN.json: the request (goal, candidates, tried cells) and what came back
+    # (at most llm.MAX_RAW_SAVED of a body that was not a proposal)
+    "agent llm record": 16 * MiB,
 }
 
 

@@ -322,7 +322,11 @@ def _torch_gpu_count() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
-def select_backend(device: str, devices: list[str] | None = None) -> CpuBackend | TorchGpuBackend:
+# The backend a queue run measures with: torch's CPU emulation, or torch's CUDA/HIP streams.
+Backend = CpuBackend | TorchGpuBackend
+
+
+def select_backend(device: str, devices: list[str] | None = None) -> Backend:
     kind, devs = resolve_devices(device, devices)
     torch = import_torch(f"a queue run on {device}")  # exit 3 with the fix, never exit 70
 

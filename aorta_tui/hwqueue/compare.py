@@ -166,9 +166,10 @@ def _spread_kind(base: QueueResult, test: QueueResult, key: str) -> str:
 MAX_BOOTSTRAP_SAMPLES = 100_000
 
 
-def _why_unchanged(big: bool, min_change: float, ib: Any, it: Any) -> str:
+def _why_unchanged(big: bool, min_change: float, ib: tuple[float, float] | None,
+                   it: tuple[float, float] | None) -> str:
     """Why a figure is ``unchanged``: a "-90.8% unchanged" reads as wrong without it."""
-    if not big:
+    if not big or ib is None or it is None:  # no interval: only the size can say unchanged
         return f"|change| < {min_change:.0%}"
     return f"95% CIs overlap: base {_g(ib[0])}-{_g(ib[1])}, test {_g(it[0])}-{_g(it[1])}"
 

@@ -23,10 +23,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import EnvironmentProblem
 from aorta_tui.hwqueue.workloads.base import Launch
+
+if TYPE_CHECKING:
+    from aorta_tui.hwqueue.backends import Backend
 
 FLOOR_MIN_LAUNCHES = 256  # launch calls per floor round: a few hundred launches
 FLOOR_ROUNDS = 5  # the floor is the fastest round
@@ -49,7 +52,7 @@ def declared_kernels(plan: list[Launch]) -> int | None:
     return sum(counts) if len(counts) == len(plan) else None
 
 
-def capture(backend: Any, streams: list[Any], plan: list[Launch]) -> Captured:
+def capture(backend: Backend, streams: list[Any], plan: list[Launch]) -> Captured:
     """Capture ``plan`` (one iteration, already warmed up eagerly) and warm the replays up."""
     torch = backend.torch
     t0 = time.perf_counter()
@@ -132,7 +135,7 @@ def _capture_whole(torch: Any, streams: list[Any], plan: list[Launch]) -> Captur
     })
 
 
-def measure_floors(backend: Any, plan: list[Launch], stream_devices: list[str],
+def measure_floors(backend: Backend, plan: list[Launch], stream_devices: list[str],
                    graph_reason: str | None) -> dict[str, Any]:
     """The eager and graph-replay floors of ``plan``'s launch calls on stream 0's device (the
     launches of streams on other devices are left out: one stream cannot issue them).
@@ -187,7 +190,7 @@ def measure_floors(backend: Any, plan: list[Launch], stream_devices: list[str],
     return _per_kernel(out, kernels)
 
 
-def _graph_floor(backend: Any, stream: Any, fns: list[Any], reps: int) -> float | str:
+def _graph_floor(backend: Backend, stream: Any, fns: list[Any], reps: int) -> float | str:
     torch = backend.torch
     g = torch.cuda.CUDAGraph()
     try:
@@ -228,7 +231,7 @@ def _call_all(fns: list[Any]) -> None:
         fn()
 
 
-def _round(backend: Any, issue: Any) -> float:
+def _round(backend: Backend, issue: Any) -> float:
     backend.synchronize()
     t0 = time.perf_counter()
     issue()

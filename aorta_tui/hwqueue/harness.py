@@ -45,6 +45,8 @@ from aorta_tui.hwqueue.metrics import LaunchRecord
 from aorta_tui.hwqueue.workloads.base import DTYPES, QueueWorkloadContext
 
 if TYPE_CHECKING:
+    from aorta_tui.hwqueue.backends import Backend
+    from aorta_tui.hwqueue.workloads.base import QueueWorkload
     from aorta_tui.trace.device.attach import DeviceSide
 
 SYNC_MODES = ("per_iteration", "end_only", "none")
@@ -148,7 +150,7 @@ class QueueRunConfig:
                         devs)
 
 
-def check_graph(name: str, workload: Any, devs: list[str],
+def check_graph(name: str, workload: QueueWorkload, devs: list[str],
                 env: Mapping[str, str] | None = None) -> None:
     """``--graph`` is refused before any work when it cannot mean what it says."""
     env = os.environ if env is None else env
@@ -229,10 +231,10 @@ class _Loop:
     """What one run of the loop needs: the pieces set up once by :func:`execute`."""
 
     cfg: QueueRunConfig
-    backend: Any
+    backend: Backend
     streams: list[Any]
     stream_devices: list[str]
-    workload: Any
+    workload: QueueWorkload
     emit: EventCallback
     total: int  # progress total over all passes
     done: int = 0
@@ -358,7 +360,7 @@ def _measured_passes(loop: _Loop, detail_n: int, on_event: EventCallback | None,
     return measure, detail, ebpf, ebpf_reason
 
 
-def _floors(cfg: QueueRunConfig, backend: Any, workload: Any, plan: list[Any],
+def _floors(cfg: QueueRunConfig, backend: Backend, workload: QueueWorkload, plan: list[Any],
             stream_devices: list[str]) -> dict[str, Any]:
     """The eager and graph floors of this run's own launches, measured once per run."""
     from aorta_tui.hwqueue.graphs import measure_floors
@@ -395,7 +397,7 @@ def _run_calls(calls: tuple[Callable[[], Any], ...]) -> None:
         call()
 
 
-def compile_plan(backend: Any, streams: list[Any], plan: list[Any], sync: dict[int, Any],
+def compile_plan(backend: Backend, streams: list[Any], plan: list[Any], sync: dict[int, Any],
                  ends: dict[int, Any]) -> tuple[Callable[[], Any], ...]:
     """One iteration as the flat tuple of calls the measure pass makes, in issue order.
 
@@ -548,7 +550,7 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
                    event_records=records, profiler_info=info, clock_uncertainty_ns=offset_unc)
 
 
-def _priority_info(cfg: QueueRunConfig, backend: Any, workload: Any,
+def _priority_info(cfg: QueueRunConfig, backend: Backend, workload: QueueWorkload,
                    latency_critical: tuple[int, ...], stream_devices: list[str]) -> dict[str, Any]:
     """What ``--stream-priority`` asked for, whether it changed anything, and if not, why."""
     highest = backend.highest_priority(stream_devices[0])
@@ -572,12 +574,12 @@ def _priority_info(cfg: QueueRunConfig, backend: Any, workload: Any,
     }
 
 
-def _new_events(backend: Any, stream_devices: list[str], plan: list[Any]) -> list[tuple[Any, Any]]:
+def _new_events(backend: Backend, stream_devices: list[str], plan: list[Any]) -> list[tuple[Any, Any]]:
     return [(backend.new_event(stream_devices[la.stream]), backend.new_event(stream_devices[la.stream]))
             for la in plan]
 
 
-def _issue(backend: Any, streams: list[Any], plan: list[Any],
+def _issue(backend: Backend, streams: list[Any], plan: list[Any],
            events: list[tuple[Any, Any]]) -> list[tuple[int, int]]:
     """Issue one iteration's launches, each between two events and two host clock reads.
 
@@ -600,7 +602,7 @@ def _issue(backend: Any, streams: list[Any], plan: list[Any],
     return host
 
 
-def _plain_events(backend: Any, stream_devices: list[str],
+def _plain_events(backend: Backend, stream_devices: list[str],
                   plan: list[Any]) -> tuple[dict[int, Any], dict[int, Any]]:
     """Events of a measure-pass iteration: one per launch that others wait on, one end marker
     per stream the iteration uses."""
@@ -630,7 +632,7 @@ def _no_device_activity() -> None:
                                   "off`), or use --timing events")
 
 
-def _device_side(cfg: QueueRunConfig) -> Any:
+def _device_side(cfg: QueueRunConfig) -> DeviceSide | None:
     if not cfg.ebpf_trace:
         return None
     from aorta_tui.trace.device.attach import prepare_this_process
@@ -639,7 +641,7 @@ def _device_side(cfg: QueueRunConfig) -> Any:
 
 
 def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None,
-                  device_side: Any = None) -> tuple[Any, str | None]:
+                  device_side: DeviceSide | None = None) -> tuple[Any, str | None]:
     """The tracing engine's session over the measured loop, when asked for.
 
     Asked for but impossible here (no bpftrace, no privilege, no CUDA runtime mapped) raises

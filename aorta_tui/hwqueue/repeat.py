@@ -30,6 +30,7 @@ from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
 from aorta_tui.core.events import Event, Measurement, Progress, ResultWritten
 from aorta_tui.core.rundir_fs import RunDirFS
+from aorta_tui.hwqueue.point_config import PointConfig
 from aorta_tui.hwqueue.result_doc import QueueResult, Repeats, Summary, as_result, load_run_result
 from aorta_tui.store.write_errors import output_write_error
 
@@ -99,7 +100,8 @@ def run_isolated(cfg: QueueRunConfig, what: str, point: PointLaunch | None = Non
         return _run_point(cfg, what, point)
     with tempfile.TemporaryDirectory(prefix="aorta-queue-") as tmp:
         config, out = Path(tmp) / "config.json", Path(tmp) / "result.json"
-        config.write_text(json.dumps(dataclasses.asdict(cfg)), encoding="utf-8")
+        # one line, as json.dumps writes it (a temporary file: its bytes kept as they were)
+        config.write_text(json.dumps(PointConfig.of(cfg).to_json()), encoding="utf-8")
         # same process group as us: Ctrl-C reaches the child too
         proc = spawn_gate.run([sys.executable, "-m", "aorta_tui.hwqueue.child", str(config), str(out)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -117,7 +119,7 @@ def _run_point(cfg: QueueRunConfig, what: str, point: PointLaunch) -> QueueResul
     config, out = point.trial_dir / "point-config.json", point.trial_dir / "point-result.json"
     root = point.run_dir or point.trial_dir
     with RunDirFS(root) as fs:  # the run directory's file layer: no link followed beneath it
-        fs.atomic_write_json(config, dataclasses.asdict(cfg))
+        fs.atomic_write_json(config, PointConfig.of(cfg).to_json())
     spec = ProcessSpec(
         argv=[sys.executable, "-m", "aorta_tui.hwqueue.child", str(config), str(out)],
         env=_point_env(point.env), cwd=Path.cwd(),

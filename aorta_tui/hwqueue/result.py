@@ -26,6 +26,7 @@ from aorta_tui.hwqueue.result_doc import (
 
 if TYPE_CHECKING:
     from aorta_tui.hwqueue.harness import QueueRunConfig, RawRun
+    from aorta_tui.hwqueue.workloads.base import QueueWorkload
 
 __all__ = ["KIND", "SCHEMA_VERSION", "SWEEP_KIND", "QueueResult", "build_result", "check_result",
            "load_result", "queue_result"]
@@ -327,7 +328,7 @@ def _summary(throughput: float | None, metrics: dict[str, Any],
     }
 
 
-def _workload_section(cfg: QueueRunConfig, raw: RawRun, wl: Any) -> dict[str, Any]:
+def _workload_section(cfg: QueueRunConfig, raw: RawRun, wl: type[QueueWorkload]) -> dict[str, Any]:
     return {
         "name": wl.name, "category": wl.category, "size": cfg.size, "dtype": cfg.dtype,
         "params": raw.params, "throughput_unit": wl.throughput_unit,
@@ -432,7 +433,7 @@ def _launch_costs(raw: RawRun, iterations: int, wall_s: float,
     return out
 
 
-def _throughput(raw: RawRun, wl: Any, iterations: int, wall_s: float) -> float | None:
+def _throughput(raw: RawRun, wl: type[QueueWorkload], iterations: int, wall_s: float) -> float | None:
     if wall_s <= 0 or raw.throughput_reason is not None:
         return None
     return float(raw.work_per_iteration * iterations / wall_s / wl.throughput_scale)
@@ -450,7 +451,7 @@ PASS_MEANING = {
 }
 
 
-def _passes(raw: RawRun, wl: Any, wall_s: float, throughput: float | None) -> dict[str, Any]:
+def _passes(raw: RawRun, wl: type[QueueWorkload], wall_s: float, throughput: float | None) -> dict[str, Any]:
     """What each pass did and how fast it ran: the detail pass's instrumentation cost shows as
     its throughput relative to the measure pass."""
     detail_wall = (raw.end_ns - raw.iteration_starts_ns[0]) / 1e9

@@ -247,14 +247,14 @@ def _read_repeats(r: dict[str, Any]) -> Repeats:
                    extra=extra, absent=frozenset(k for k in ("count", "summaries") if k not in r))
 
 
-def check_result(doc: Any, where: str, at: str = "") -> None:
+def check_result(data: object, where: str, at: str = "") -> None:
     """The shape of a run result as ``compare`` and the CLI read it; ``at`` prefixes field
     paths (``points[2].``) when the result sits inside a sweep."""
     def need(value: Any, kind: str, field: str, nullable: bool = False) -> Any:
         return require_type(value, kind, where=where, field=at + field, what="queue result",
                             nullable=nullable, hint=HINT)
 
-    need(doc, "object", at.rstrip(".") or "(top level)")
+    doc: dict[str, Any] = need(data, "object", at.rstrip(".") or "(top level)")
     if doc.get("kind") != KIND:
         raise UsageError(f"{where}: {at}kind: expected {KIND!r}, found "
                          f"{clip_for_message(doc.get('kind'))}", hint=HINT)

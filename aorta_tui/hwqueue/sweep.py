@@ -43,6 +43,7 @@ from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TrialEngine, run_plann
 
 if TYPE_CHECKING:
     from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.repeat import PointLaunch
 
 
 def parse_stream_counts(text: str) -> list[int]:
@@ -103,12 +104,12 @@ DOCUMENT_FILE = "sweep.json"
 ISOLATED = "a fresh process per point"
 
 
-def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
+def run_sweep(base: QueueRunConfig, counts: Sequence[int], on_event: Callable[[Event], None] | None = None,
               knee_gain: float = 0.10, output: str | os.PathLike[str] | None = None,
               isolate: bool = True, runner: Runner | None = None,
-              run_dir: str | os.PathLike[str] | None = None) -> dict[str, Json]:
-    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document in its
-    JSON form (what the file holds; :meth:`QueueSweepDoc.from_json` reads it back typed).
+              run_dir: str | os.PathLike[str] | None = None) -> QueueSweepDoc:
+    """Run ``base`` (a QueueRunConfig) at each stream count; returns the sweep document, typed
+    (its :meth:`QueueSweepDoc.to_json` is what the file holds).
 
     ``isolate`` (default): every point is a fresh ``queue run`` process, so no state (CUDA
     context, allocator cache, a finished profiler session) carries from one point to the next,
@@ -145,7 +146,7 @@ def run_sweep(base: Any, counts: Sequence[int], on_event: Callable[[Event], None
     doc = _run_points(base, sweep_id, counts, run, isolate, on_event, knee_gain)
     if output is not None:
         _write_document(output, doc, on_event)
-    return doc.to_json()
+    return doc
 
 
 def _run_points(base: QueueRunConfig, sweep_id: str, counts: Sequence[int], run: Runner, isolate: bool,
@@ -174,8 +175,8 @@ def _run_points(base: QueueRunConfig, sweep_id: str, counts: Sequence[int], run:
                        ISOLATED if isolate else "all points in one process")
 
 
-def _measure(run: Runner, cfg: Any, isolate: bool, on_event: Callable[[Event], None] | None,
-             point: Any = None) -> tuple[QueueResult, None] | tuple[None, AortaError]:
+def _measure(run: Runner, cfg: QueueRunConfig, isolate: bool,
+             on_event: Callable[[Event], None] | None, point: PointLaunch | None = None) -> tuple[QueueResult, None] | tuple[None, AortaError]:
     """One point: its queue result, or (isolated) the error that ended it. ``point``: a run
     directory's point (``repeat.PointLaunch``), handed to the runner as its third argument."""
     n = cfg.streams
@@ -245,8 +246,6 @@ def _whole_point(data: dict[str, Any], trial_id: str) -> dict[str, Any] | None:
     """A point's ``result.json`` when it is whole and this point's: a queue result at its
     stream count, or the record of its failure. Anything else (damaged, another point's) is
     not a result, and the resume runs the point again."""
-    from aorta_tui.hwqueue.result import check_result
-
     n = _point_streams(trial_id)
     if n is None or data.get("schema_version") != SCHEMA_VERSION:
         return None
@@ -256,11 +255,11 @@ def _whole_point(data: dict[str, Any], trial_id: str) -> dict[str, Any] | None:
         except UsageError:
             return None
         return data if record.streams == n else None
-    try:
-        check_result(data, trial_id)
+    try:  # the result's one reader; damaged, it is no result (the point runs again)
+        result = QueueResult.from_json(data, trial_id)
     except AortaError:
         return None
-    return data if data["config"]["streams"] == n else None
+    return data if result.config.streams == n else None
 
 
 def _busy(run_dir: Path, holder: str) -> AortaError:
@@ -275,7 +274,7 @@ QUEUE_SWEEP_LAYOUT = StoreLayout(result_file="result.json", sweep_ids=False,
                                  accept=_whole_point, refusal=_busy, files=(DOCUMENT_FILE,))
 
 
-def _request(base: Any, counts: Sequence[int], knee_gain: float,
+def _request(base: QueueRunConfig, counts: Sequence[int], knee_gain: float,
              output: str | os.PathLike[str] | None) -> dict[str, Json]:
     """A new sweep's ``request.json`` in its JSON form (for a caller that edits it as a file
     would be edited: the tests that damage it)."""
@@ -307,47 +306,22 @@ def _create_run_dir(run_dir: Path, request: QueueSweepRequest) -> None:
         raise output_write_error(exc, run_dir, option="--run-dir") from None
 
 
-def checked_config(raw: dict[str, Any], where: Path,
-                   hint: str = "it was not written by this aorta-tui's `queue sweep`; start a new sweep",
-                   ) -> dict[str, Any]:
-    """A ``QueueRunConfig`` as JSON (request.json's config, a queue child's config file), each
-    field of the type the dataclass declares: a hand-edited or damaged file is a located error
-    (exit 2), never a TypeError deep in the run."""
-    import typing
-
-    from aorta_tui.core.errors import RunDirError
-    from aorta_tui.core.inputs import clip_for_message, conforms, hint_text
-    from aorta_tui.hwqueue.harness import QueueRunConfig
-
-    hints = typing.get_type_hints(QueueRunConfig)
-    required = {f.name for f in dataclasses.fields(QueueRunConfig)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
-    missing = sorted(required - raw.keys())
-    if missing:
-        raise RunDirError(f"{where}: config.{missing[0]}: missing", hint=hint)
-    for key, value in raw.items():
-        if key not in hints:
-            raise RunDirError(f"{where}: config.{clip_for_message(key)}: not a queue run option",
-                              hint=hint)
-        if not conforms(value, hints[key]):  # a bool is never an int here
-            raise RunDirError(f"{where}: config.{key}: {clip_for_message(value)} is not "
-                              f"{hint_text(hints[key])}", hint=hint)
-    return raw
-
-
 def resume_sweep(run_dir: str | os.PathLike[str], on_event: Callable[[Event], None] | None = None,
                  output: str | os.PathLike[str] | None = None,
-                 runner: Runner | None = None) -> dict[str, Json]:
+                 runner: Runner | None = None) -> QueueSweepDoc:
     """Finish the sweep of ``run_dir``: the points without a whole result and journal line run
     (each once, in count order), the others are kept; then the document is written again, and
-    returned in its JSON form (as :func:`run_sweep`). ``output`` replaces the ``-o`` file the
+    returned typed (as :func:`run_sweep`). ``output`` replaces the ``-o`` file the
     sweep was started with."""
-    from aorta_tui.hwqueue.harness import QueueRunConfig
+    from aorta_tui.hwqueue.point_config import PointConfig
     from aorta_tui.hwqueue.repeat import run_isolated
 
     path = Path(run_dir)
     request = read_request(path)
-    base = QueueRunConfig(**checked_config(request.config, path / REQUEST_FILE))
+    # the config's one reader (hwqueue/point_config.py): a damaged field is a located exit 2
+    base = PointConfig.from_json(
+        request.config, str(path / REQUEST_FILE), at="config", what="queue sweep request",
+        hint="it was not written by this aorta-tui's `queue sweep`; start a new sweep").config()
     base.run_id = request.run_id
     check_counts(base.workload, request.stream_counts)
     base.validate()
@@ -380,14 +354,21 @@ class _StoreSweep(TrialEngine[int, QueueSweepOutcome]):
         self.store = RunStore(run_dir, QUEUE_SWEEP_LAYOUT)
         self.bus = EventBus([CallbackSink(on_event)] if on_event is not None else [])
 
-    def run(self, *, resumed: bool) -> dict[str, Json]:
-        """The sweep's document in its JSON form ({} when a Ctrl-C stopped it)."""
+    def run(self, *, resumed: bool) -> QueueSweepDoc:
+        """The sweep's document."""
         ids = [point_id(n) for n in self.counts]
         doc = run_planned(self.store, self.bus, RunPlan(
             self.sweep_id, source="queue_sweep", trials=self.counts, trial_id=point_id, cells=ids,
             resumed=resumed, resume_command=f"aorta-tui queue resume {self.run_dir}"),
             self).document
-        return {} if doc is None else doc.to_json()
+        if doc is None:
+            # A stop that is no exception: the run loop ends a plan early only when a
+            # cancel event is set or a trial returns None, and this sweep passes no cancel and
+            # its points always return. Were it ever to happen, the finished points stay for
+            # `queue resume` and the caller hears it as the Ctrl-C it stands for (the untyped
+            # code returned {}, which the table's reader then refused as a damaged document).
+            raise KeyboardInterrupt
+        return doc
 
     # -- the run loop's engine (trial/run_loop.py) ----------------------------------------------
 

@@ -8,9 +8,9 @@ writer wrote, key order included) and one reader (:func:`read_request`: bounded 
 ``INPUT_LIMITS``, through the run's file layer, every field it decides on checked; a damaged
 one is a located RunDirError naming the file and the field, exit 2).
 
-The config is held as written (JSON): its fields are judged one by one against
-``QueueRunConfig``'s annotations where the resume builds it (``sweep.checked_config``), which
-a queue child's config file shares. ``created`` is copied through: nothing decides on it.
+The config is held as written (JSON): its fields are read, each checked, by the queue run
+config's one reader (``hwqueue/point_config.py``, which a queue child's config file shares)
+where the resume builds it. ``created`` is copied through: nothing decides on it.
 """
 
 from __future__ import annotations

@@ -9,16 +9,22 @@ that asks which runner a recipe file is for (upstream's sanitizer recipes have t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import FieldReader, Json
 from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 
-@dataclass
+@dataclass(frozen=True)
 class SweepRequest:
+    """What `sweep run` (or an engine caller, the agent) asks for. Frozen: built once by its
+    front end. Its file form (an engine caller's hand-over to ``sweep/child.py``) has one
+    serializer, :meth:`to_json`, and one reader, :meth:`from_json` / :func:`read_request`."""
+
     recipe: Path | None = None
     command: list[str] = field(default_factory=list)
     dry_run: bool = False
@@ -53,6 +59,36 @@ class SweepRequest:
     gpus_per_node: int | None = None
     metrics: Any = None  # cli.metrics_opts.MetricsRequest: --metrics ADDR for Prometheus
     secret_values_fd: int | None = None  # agent: secret values in memory (core/secrets.py)
+
+    __hash__ = None  # type: ignore[assignment]  # list fields: never a dict key
+
+    def to_json(self) -> dict[str, Json]:
+        """The object a request file holds: every field but ``metrics`` (which has no file
+        form), in the dataclass's order, a path as its string."""
+        return {
+            "recipe": _opt_str(self.recipe), "command": list(self.command),
+            "dry_run": self.dry_run, "resume": _opt_str(self.resume),
+            "trust_run_dir": self.trust_run_dir, "output": str(self.output),
+            "json_mode": self.json_mode, "strict": self.strict, "order": self.order,
+            "seed": self.seed, "ticket": self.ticket,
+            "mitigation_files": [str(p) for p in self.mitigation_files],
+            "workload": self.workload, "mitigation_axis": self.mitigation_axis,
+            "environment_axis": self.environment_axis, "trials": self.trials,
+            "steps": self.steps, "snapshots": self.snapshots,
+            "stop_after_events": self.stop_after_events, "max_trials": self.max_trials,
+            "disable_detectors": list(self.disable_detectors),
+            "env_passthrough_mode": self.env_passthrough_mode, "collect": list(self.collect),
+            "baseline_cell": self.baseline_cell, "confound_threshold": self.confound_threshold,
+            "verbose": self.verbose, "trial_isolation": self.trial_isolation,
+            "bytecode_cache": self.bytecode_cache, "executor": self.executor,
+            "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
+            "secret_values_fd": self.secret_values_fd}
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> SweepRequest:
+        """Read a parsed request file; a damaged one is a located UsageError (exit 2). A
+        missing field reads as its default."""
+        return _read_request(FieldReader(where, _REQUEST_WHAT), data)
 
 
 def _split(text: str | None) -> list[str]:
@@ -215,77 +251,82 @@ def recipe_for_request(req: SweepRequest, registry: Any) -> Any:
 
 
 # ---- the request as a file: how an engine caller hands it to ``sweep/child.py`` ------------
-REQUEST_LIMIT = 1 << 20
 _REQUEST_WHAT = "sweep request"
+_REQUEST_HINT = "the file is written by the agent of this aorta-tui version"
+_REQUEST_KEYS = frozenset(f.name for f in dataclasses.fields(SweepRequest) if f.name != "metrics")
 
 
 def write_request(req: SweepRequest, path: Path) -> None:
-    """``req`` as JSON at ``path`` (atomically); paths as strings. A request that serves
-    ``--metrics`` has no file form: that is the command line's."""
-    import dataclasses
-
+    """``req`` as JSON at ``path`` (atomically). A request that serves ``--metrics`` has no
+    file form: that is the command line's."""
     from aorta_tui.core.atomic import atomic_write_json
 
     if req.metrics is not None:
         raise UsageError("a sweep request with --metrics is not written to a file",
                          hint="serve --metrics from the command line's `sweep run`")
-    data = {f.name: _plain(getattr(req, f.name)) for f in dataclasses.fields(req) if f.name != "metrics"}
-    atomic_write_json(path, data)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+    atomic_write_json(path, req.to_json())
 
 
 def read_request(path: str | Path) -> SweepRequest:
-    """The request file back as a :class:`SweepRequest`, every field checked against the
-    dataclass's own annotation (exit 2, naming the file and the field)."""
-    import typing
+    """The request file back as a :class:`SweepRequest`: at most ``INPUT_LIMITS["sweep
+    request"]`` bytes, every field checked (exit 2, naming the file and the field)."""
+    from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input
 
-    from aorta_tui.core.inputs import load_json_input, require_object
+    data = load_json_input(path, what=_REQUEST_WHAT, limit=INPUT_LIMITS[_REQUEST_WHAT],
+                           hint=_REQUEST_HINT)
+    return SweepRequest.from_json(data, str(path))
 
-    data = require_object(load_json_input(path, what=_REQUEST_WHAT, limit=REQUEST_LIMIT),
-                          where=str(path), what=_REQUEST_WHAT)
-    hints = typing.get_type_hints(SweepRequest)
-    unknown = sorted(set(data) - (set(hints) - {"metrics"}))  # --metrics has no file form
+
+def _opt_str(value: Path | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _path(f: FieldReader, value: str, key: str) -> Path:
+    """A path field's string as a Path; an empty one is refused (it would name the current
+    directory without saying so; the untyped reader refused it too)."""
+    if not value:
+        raise UsageError(f"{f.where}: {key}: expected a path (a non-empty string), found ''",
+                         hint=_REQUEST_HINT)
+    return Path(value)
+
+
+def _opt_path(f: FieldReader, value: str | None, key: str) -> Path | None:
+    return None if value is None else _path(f, value, key)
+
+
+def _read_request(f: FieldReader, data: object) -> SweepRequest:
+    d = f.obj(data, "(top level)")
+    unknown = sorted(set(d) - _REQUEST_KEYS)
     if unknown:
-        raise UsageError(f"{path}: unknown field {unknown[0]!r} in a {_REQUEST_WHAT}",
-                         hint="the file is written by the agent of this aorta-tui version")
-    return SweepRequest(**{name: _field(path, name, hints[name], value) for name, value in data.items()})
-
-
-def _field(path: str | Path, name: str, hint: Any, value: Any) -> Any:
-    """``value`` once it fits the annotation ``hint`` (``core.inputs.conforms``: a bool is no
-    int, a float is finite, None only where the annotation allows it), as the request holds
-    it; else exit 2 naming the file, the field and what it should be."""
-    from aorta_tui.core.inputs import clip_for_message, conforms, hint_text, json_type_name
-
-    if not conforms(value, hint):
-        raise UsageError(f"{path}: field {name!r} is {json_type_name(value)} "
-                         f"{clip_for_message(value, 60)}, not {hint_text(hint)}",
-                         hint="the file is written by the agent of this aorta-tui version")
-    return _as_annotated(value, hint)
-
-
-def _as_annotated(value: Any, hint: object) -> Any:
-    """A checked JSON ``value`` as the dataclass holds it: a Path (or a list of them) from its
-    string, a float from an integer (``3`` for ``confound_threshold``)."""
-    import types
-    import typing
-
-    from aorta_tui.core.inputs import conforms
-
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):  # the alternative it fits
-        hint = next(h for h in typing.get_args(hint) if conforms(value, h))
-    if hint is Path:
-        return Path(value)
-    if hint is float:
-        return float(value)
-    if typing.get_origin(hint) is list:
-        (item,) = typing.get_args(hint)
-        return [_as_annotated(v, item) for v in value]
-    return value
+        # refused, not kept: the file is an order to run, written by this version's agent; an
+        # option the sweep silently dropped would run something other than what was asked
+        raise UsageError(f"{f.where}: {unknown[0]!r:.60}: not a field of a {_REQUEST_WHAT}",
+                         hint=_REQUEST_HINT)
+    files = f.strings_at(d, "mitigation_files", "")
+    threshold = f.number(d, "confound_threshold", "")
+    return SweepRequest(
+        recipe=_opt_path(f, f.opt_text(d, "recipe", ""), "recipe"),
+        command=list(f.strings_at(d, "command", "")), dry_run=f.boolean(d, "dry_run", ""),
+        resume=_opt_path(f, f.opt_text(d, "resume", ""), "resume"),
+        trust_run_dir=f.boolean(d, "trust_run_dir", ""),
+        output=_path(f, f.text(d, "output", "", str(DEFAULT_OUTPUT)), "output"),
+        json_mode=f.boolean(d, "json_mode", ""), strict=f.boolean(d, "strict", ""),
+        order=f.opt_text(d, "order", ""), seed=f.opt_integer(d, "seed", ""),
+        ticket=f.opt_text(d, "ticket", ""),
+        mitigation_files=[_path(f, p, f"mitigation_files[{i}]") for i, p in enumerate(files)],
+        workload=f.opt_text(d, "workload", ""),
+        mitigation_axis=f.opt_text(d, "mitigation_axis", ""),
+        environment_axis=f.opt_text(d, "environment_axis", ""),
+        trials=f.opt_integer(d, "trials", ""), steps=f.opt_integer(d, "steps", ""),
+        snapshots=f.boolean(d, "snapshots", "", True),
+        stop_after_events=f.opt_integer(d, "stop_after_events", ""),
+        max_trials=f.opt_integer(d, "max_trials", ""),
+        disable_detectors=list(f.strings_at(d, "disable_detectors", "")),
+        env_passthrough_mode=f.opt_text(d, "env_passthrough_mode", ""),
+        collect=list(f.strings_at(d, "collect", "")),
+        baseline_cell=f.opt_text(d, "baseline_cell", ""),
+        confound_threshold=None if threshold is None else float(threshold),  # 3 reads as 3.0
+        verbose=f.integer(d, "verbose", ""), trial_isolation=f.opt_text(d, "trial_isolation", ""),
+        bytecode_cache=f.opt_text(d, "bytecode_cache", ""), executor=f.opt_text(d, "executor", ""),
+        nodes=f.opt_integer(d, "nodes", ""), gpus_per_node=f.opt_integer(d, "gpus_per_node", ""),
+        secret_values_fd=f.opt_integer(d, "secret_values_fd", ""))

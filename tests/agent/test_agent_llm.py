@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from aorta_tui.agent.records import LlmRecord
 from tests.engine_support import aorta
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
@@ -127,8 +128,8 @@ def test_a_bad_suggestion_runs_nothing(tmp_path, stub, answer, needle):
     assert proc.returncode == 3, proc.stderr  # the server's answer, not the user's input
     assert needle in proc.stderr and "nothing was run" in proc.stderr
     d = _agent_dir(tmp_path)
-    record = json.loads((d / "llm-01.json").read_text())
-    assert record["answer"] == answer and needle in record["bad_proposal"]
+    record = LlmRecord.read(d / "llm-01.json")  # the one reader: a well-typed record
+    assert record.answer == answer and needle in (record.bad_proposal or "")
     state = json.loads((d / "agent.json").read_text())
     assert state["status"] == "error" and needle in state["stop_reason"]
     assert len(list((tmp_path / "aorta-out" / "T-LLM").glob("2*"))) == 1  # the baseline only

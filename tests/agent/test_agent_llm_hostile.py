@@ -16,6 +16,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aorta_tui.agent import llm
+from aorta_tui.agent.records import LlmRecord
 from tests.agent.test_agent_llm import RECIPE, SCRIPT, _agent_dir, agent_on_a_terminal
 from tests.engine_support import aorta
 
@@ -128,9 +129,9 @@ def test_an_answer_that_is_no_proposal_is_exit_3_and_keeps_the_runs(tmp_path, ho
     state = json.loads((d / "agent.json").read_text())
     assert state["baseline"]["run_dir"] == str(runs[0].parent.resolve())
     assert state["status"] == "error" and "not a proposal" in state["stop_reason"]  # never running
-    record = json.loads((d / "llm-01.json").read_text())
-    assert "not a proposal" in record["not_a_proposal"]
-    assert (record["answer"] is None) == (case != "content_deep")  # what was saved, as it came
+    record = LlmRecord.read(d / "llm-01.json")  # the one reader: a well-typed record
+    assert "not a proposal" in (record.not_a_proposal or "")
+    assert (record.answer is None) == (case != "content_deep")  # what was saved, as it came
 
 
 @pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from aorta_tui.agent.records import LlmRecord
 from tests.agent.test_agent_llm import RECIPE, SCRIPT, _agent_dir
 from tests.agent.test_agent_llm_hostile import completion
 from tests.engine_support import aorta
@@ -146,8 +147,9 @@ def test_a_huge_name_from_the_server_is_not_echoed_whole(tmp_path, serve):
     assert "'" + "A" * 79 + "…'" in proc.stderr  # clipped to 80 characters
     state = _kept_and_recorded(tmp_path)
     assert len(state["stop_reason"]) <= 500
-    record = json.loads((_agent_dir(tmp_path) / "llm-01.json").read_text())
-    assert "not a candidate" in record["bad_proposal"] and len(record["bad_proposal"]) < 500
+    record = LlmRecord.read(_agent_dir(tmp_path) / "llm-01.json")  # the one reader
+    assert record.bad_proposal is not None
+    assert "not a candidate" in record.bad_proposal and len(record.bad_proposal) < 500
 
 
 def _answers(*bodies: bytes):

@@ -14,9 +14,9 @@ import pytest
 @pytest.mark.parametrize(("body", "needle"), [
     ("", "the queue run config file is empty"),
     ("[1]", "expected an object, found an array"),
-    ('{"workload": "hetero_kernels"}', "config.streams: missing"),
-    ('{"workload": "hetero_kernels", "streams": 2, "nope": 1}', "config.'nope': not a queue run option"),
-    ('{"workload": "hetero_kernels", "streams": "2"}', "config.streams: '2' is not an integer"),
+    ('{"workload": "hetero_kernels"}', "streams: missing"),
+    ('{"workload": "hetero_kernels", "streams": 2, "nope": 1}', "'nope': not a queue run option"),
+    ('{"workload": "hetero_kernels", "streams": "2"}', "streams: expected an integer, found a string '2'"),
     ('{"workload":', "not valid JSON"),
     ("\xff", "UTF-8"),
 ])

@@ -129,7 +129,7 @@ def test_two_sweeps_compare_point_by_point_on_the_common_stream_counts(tmp_path)
     with pytest.raises(UsageError, match="share no stream count"):
         compare_files(a, run_sweep(QueueRunConfig(**{**base_cfg.__dict__, "run_id": ""}), [4]))
     with pytest.raises(UsageError, match="one file is a stream sweep"):
-        compare_files(a, a["points"][0])
+        compare_files(a, a.points[0])
     # the CLI takes the files as they were written
     proc = subprocess.run([sys.executable, "-m", "aorta_tui", "queue", "compare", str(tmp_path / "a.json"),
                            str(tmp_path / "b.json"), "--no-fail", "--json"], capture_output=True, text=True,

@@ -25,19 +25,20 @@ def _cfg() -> QueueRunConfig:
 def test_every_point_is_measured_in_its_own_process() -> None:
     events: list = []
     doc = run_sweep(_cfg(), [1, 2, 4], on_event=events.append)
-    pids = [p["platform"]["pid"] for p in doc["points"]]
+    pids = [p.section("platform")["pid"] for p in doc.points]
     assert len(set(pids)) == 3 and os.getpid() not in pids
-    assert [p["run_id"] for p in doc["points"]] == ["sw-s1", "sw-s2", "sw-s4"]
-    assert doc["isolation"] == "a fresh process per point" and doc["failed_points"] == []
+    assert [p.run_id for p in doc.points] == ["sw-s1", "sw-s2", "sw-s4"]
+    assert doc.isolation == "a fresh process per point" and doc.failed_points == ()
     # the children's own events stay in the children: the sweep reports each point's figures
-    assert [e.values for e in events if isinstance(e, Measurement)] == [p["summary"] for p in doc["points"]]
+    assert [e.values for e in events if isinstance(e, Measurement)] == [
+        p.summary.values for p in doc.points]
     assert [e.done for e in events if isinstance(e, Progress)] == [1, 2, 3]
 
 
 def test_in_process_sweep_shares_this_process() -> None:
     doc = run_sweep(_cfg(), [1, 2], isolate=False)
-    assert {p["platform"]["pid"] for p in doc["points"]} == {os.getpid()}
-    assert doc["isolation"] == "all points in one process"
+    assert {p.section("platform")["pid"] for p in doc.points} == {os.getpid()}
+    assert doc.isolation == "all points in one process"
 
 
 def test_a_failing_point_is_recorded_and_the_sweep_goes_on() -> None:
@@ -48,11 +49,11 @@ def test_a_failing_point_is_recorded_and_the_sweep_goes_on() -> None:
 
     events: list = []
     doc = run_sweep(_cfg(), [1, 2, 4], on_event=events.append, runner=runner)
-    assert [p["config"]["streams"] for p in doc["points"]] == [1, 4]
-    (failed,) = doc["failed_points"]
-    assert failed["streams"] == 2 and "the 2-stream point failed" in failed["reason"]
-    assert "out of memory" in failed["reason"]
-    assert set(doc["analysis"]["efficiency"]) == {"1", "4"}
+    assert [p.config.streams for p in doc.points] == [1, 4]
+    (failed,) = doc.failed_points
+    assert failed.streams == 2 and "the 2-stream point failed" in failed.reason
+    assert "out of memory" in failed.reason
+    assert set(doc.analysis.efficiency) == {"1", "4"}
     assert [e.message for e in events if isinstance(e, Progress)] == [
         "1 streams done", "2 streams failed", "4 streams done"]
 
