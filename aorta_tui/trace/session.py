@@ -47,8 +47,13 @@ from aorta_tui.trace.result_doc import (
 from aorta_tui.trace.runner import BpftraceRunner
 from aorta_tui.trace.stream_stats import MetricStats, split_batch
 
-if TYPE_CHECKING:  # imported where it runs (calibrate's imports stay off a trace's start-up)
+if TYPE_CHECKING:  # imported where they run (calibrate's and the collector's imports stay off a
+    # trace's start-up)
+    import numpy as np
+    from numpy.typing import NDArray
+
     from aorta_tui.trace.calibrate import Calibration
+    from aorta_tui.trace.device.attach import DeviceSide
 
 # The command waits on this pipe until every probe is attached, then execs.
 # It runs the command only on the go byte: if tracing fails to start, the pipe closes and the
@@ -97,7 +102,7 @@ class TraceSession:
         attach_timeout_s: float = 60.0,
         command_stdout_to_stderr: bool = False,
         device_timestamps: str = "auto",
-        device_side: Any = None,
+        device_side: DeviceSide | None = None,
         inject_children: bool = False,
         launch_source: str = "auto",
         cross_check: bool = False,
@@ -343,7 +348,7 @@ class TraceSession:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self._child.pid, signal.SIGKILL)
 
-    def set_interval_filter(self, keep: Any) -> None:
+    def set_interval_filter(self, keep: Callable[[np.ndarray, np.ndarray], np.ndarray | None]) -> None:
         """``keep(ts, gaps) -> mask | None`` for every interval ("point") metric: e.g. leave out
         the gaps that span a pause the traced program announced (see cli/trace_stream.py)."""
         with self._lock:
@@ -424,20 +429,23 @@ class TraceSession:
         if raw is None:  # closed by stop() since the reader looked
             return
         names = {mid: (ps, m.name, m.kind) for mid, (ps, m) in self.rendered_program().metric_ids.items()}
-        watch = getattr(self.device, "watch_mid", None)
-        if watch is not None:  # the traced program's libcupti calls (key: what CUPTI returned)
-            names[watch] = (self.device.probe_set, "program_cupti_call", "point")
+        device = self.device
+        if device is not None and device.watch_mid is not None:
+            # the traced program's libcupti calls (key: what CUPTI returned)
+            names[device.watch_mid] = (device.probe_set, "program_cupti_call", "point")
         labels: Sequence[str | None] = batch.labels or [None] * len(batch)
         lines = raw_lines(names, batch.metric.tolist(), batch.ts.tolist(), batch.pid.tolist(), batch.tid.tolist(),
                           batch.key.tolist(), batch.value.tolist(), batch.aux.tolist(), labels)
         raw.write(lines)
         self._raw_count += len(batch)
 
-    def _write_device_raw(self, name: str, ts: Any, pid: Any, key: Any, value: Any, tid: Any = None) -> None:
+    def _write_device_raw(self, name: str, ts: NDArray[np.int64], pid: NDArray[np.int64], key: NDArray[np.int64],
+                          value: NDArray[np.int64], tid: NDArray[np.int64] | None = None) -> None:
         """Joined device values as raw records (called with the session lock held); launches
         from the collector carry their thread, as eBPF launches do (Perfetto draws from it)."""
         if self._raw is None:
             return
+        assert self.device is not None  # the device side calls this: it is its raw_sink
         kind = {"queued": "count", "launch": "point"}.get(name, "duration")
         n = len(ts)
         lines = raw_lines({0: (self.device.probe_set, name, kind)}, [0] * n, ts.tolist(), pid.tolist(),
