@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # imported where they run (calibrate's and the collector's im
 
     from aorta_tui.trace.calibrate import Calibration
     from aorta_tui.trace.device.attach import DeviceSide
+    from aorta_tui.trace.probes import ProbeDetection, ProbeSet
 
 # The command waits on this pipe until every probe is attached, then execs.
 # It runs the command only on the go byte: if tracing fails to start, the pipe closes and the
@@ -142,7 +143,7 @@ class TraceSession:
         self._lock = threading.Lock()
         self._parser = RecordParser()
         self._stats: dict[int, MetricStats] = {}
-        self._sets: list[tuple[Any, Any]] = []
+        self._sets: list[tuple[ProbeSet, ProbeDetection]] = []
         self.program: program.Program | None = None
         self._runner: BpftraceRunner | None = None
         self._child: subprocess.Popen[bytes] | None = None
@@ -206,10 +207,37 @@ class TraceSession:
         self._ticker.start()
 
     def _prepare_and_attach(self, bpftrace: str, root: Path | None, kp: bool, kp_reason: str,
-                            sets: list[Any]) -> None:
+                            sets: list[ProbeSet]) -> None:
+        target_pid = self.pid if self.pid is not None else (self._child.pid if self._child else None)
+        self._detect_sets(sets, root, kp, kp_reason)
+        self.program = program.render(self._sets, mode=self.mode, pid=target_pid,
+                                      heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s)
+        for mid, (_ps, metric) in self.program.metric_ids.items():
+            self._stats[mid] = MetricStats(metric)
+        if self.device is not None:
+            self._bind_device(self.device, self.program, target_pid)
+        if self.do_calibrate and self.program.uprobe_count:
+            from aorta_tui.trace.calibrate import calibrate
+
+            extra = {ps.name: (Path(det.library), ps.calibration_function)
+                     for ps, det in self._sets if ps.calibration_function and det.library}
+            self.calibration = calibrate(bpftrace, extra=extra, maps_pid=self.pid)
+        if self.raw_path is not None:
+            self.raw_path.parent.mkdir(parents=True, exist_ok=True)
+            self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
+                self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
+        self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
+                                      on_lines=self._on_lines, json_output=self.mode == "aggregate",
+                                      block_buffered=self.mode == "events", spec=self._program_spec(target_pid))
+        self._runner.start()
+        self.warnings.extend(self._runner.notes)
+        self._runner.wait_attached(self.attach_timeout_s)
+
+    def _detect_sets(self, sets: list[ProbeSet], root: Path | None, kp: bool, kp_reason: str) -> None:
+        """Each set's probes on this machine, into ``_sets``; a set that cannot attach here is an
+        error naming every such set (nothing is attached then)."""
         from aorta_tui.trace import probes
 
-        target_pid = self.pid if self.pid is not None else (self._child.pid if self._child else None)
         ctx = probes.ProbeContext(tracefs=root, pid=self.pid, library_paths=self.library_paths,
                                   kprobes=kp, kprobes_reason=kp_reason)
         problems = []
@@ -234,46 +262,29 @@ class TraceSession:
                 + (f" (also {others})" if others else ""),
                 hint=det.fix or "run `aorta-tui trace info` to see which probe sets this machine supports",
             )
-        self.program = program.render(self._sets, mode=self.mode, pid=target_pid,
-                                      heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s)
-        for mid, (_ps, metric) in self.program.metric_ids.items():
-            self._stats[mid] = MetricStats(metric)
-        if self.device is not None:
-            self.device.bind(self.program, self._stats, self._lock, MetricStats)
-            if self.raw_path is not None:
-                self.device.raw_sink = self._write_device_raw
-            if self.mode == "events" and privsep.current() is not None:
-                # the helper renders programs from the catalogue and takes no path: the watch
-                # needs the collector's libcupti, which only this side knows
-                self.device.watch_reason = ("not watched under sudo: the privileged helper attaches only "
-                                            "catalogue probes, and libcupti's path is the collector's")
-            elif self.mode == "events":
-                pred = f"pid == {int(target_pid)}" if target_pid is not None else "1"
-                watch = self.device.watch_program(pred, max([*self.program.metric_ids, 0]) + 100)
-                if watch:
-                    self.program.text += watch
-                    self.program.uprobe_count += watch.count("uretprobe:")
-        if self.do_calibrate and self.program.uprobe_count:
-            from aorta_tui.trace.calibrate import calibrate
 
-            extra = {ps.name: (Path(det.library), ps.calibration_function)
-                     for ps, det in self._sets if ps.calibration_function and det.library}
-            self.calibration = calibrate(bpftrace, extra=extra, maps_pid=self.pid)
+    def _bind_device(self, device: DeviceSide, prog: program.Program, target_pid: int | None) -> None:
+        """Hook the device side's metrics and raw records to the rendered program, and add its
+        watch on the traced program's own libcupti calls."""
+        device.bind(prog, self._stats, self._lock, MetricStats)
         if self.raw_path is not None:
-            self.raw_path.parent.mkdir(parents=True, exist_ok=True)
-            self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
-                self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
-        self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
-                                      on_lines=self._on_lines, json_output=self.mode == "aggregate",
-                                      block_buffered=self.mode == "events", spec=self._program_spec(target_pid))
-        self._runner.start()
-        self.warnings.extend(self._runner.notes)
-        self._runner.wait_attached(self.attach_timeout_s)
+            device.raw_sink = self._write_device_raw
+        if self.mode == "events" and privsep.current() is not None:
+            # the helper renders programs from the catalogue and takes no path: the watch
+            # needs the collector's libcupti, which only this side knows
+            device.watch_reason = ("not watched under sudo: the privileged helper attaches only "
+                                   "catalogue probes, and libcupti's path is the collector's")
+        elif self.mode == "events":
+            pred = f"pid == {int(target_pid)}" if target_pid is not None else "1"
+            watch = device.watch_program(pred, max([*prog.metric_ids, 0]) + 100)
+            if watch:
+                prog.text += watch
+                prog.uprobe_count += watch.count("uretprobe:")
 
     def _program_spec(self, target_pid: int | None) -> ProgramSpec:
         """What the program was rendered from, by name: the privileged helper (under sudo)
         renders it again from this, as it takes no program text."""
-        # the same sets whose launch uprobe _prepare_and_attach left out: the collector's
+        # the same sets whose launch uprobe _detect_sets left out: the collector's
         # callbacks or the kernel records (the default) count those launches
         collector = (self.device.probe_set,) if (self.device is not None and self.device.launch_source
                                                  in ("collector", "activity")) else ()
@@ -281,7 +292,7 @@ class TraceSession:
                            heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s,
                            collector_launch_sets=collector, lib_overrides=tuple(self.library_paths))
 
-    def _prepare_device(self, sets: list[Any]) -> dict[str, str]:
+    def _prepare_device(self, sets: list[ProbeSet]) -> dict[str, str]:
         """The device half (GPU start times) of the first set that has one, before the command
         starts: the collector must be in its environment when CUDA initialises."""
         from aorta_tui.trace.device.attach import DeviceSide
