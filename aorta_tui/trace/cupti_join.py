@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input, require_type
+from aorta_tui.core.inputs import INPUT_LIMITS, Json, load_json_input, require_type
 from aorta_tui.trace.hdr import LogLinearHistogram
 
 _LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
@@ -38,10 +38,9 @@ def load_profiler_trace(path: Path) -> tuple[list[dict[str, Any]], dict[int | st
     event and field, never a KeyError in the join.
     """
     where = str(path)
-    data = load_json_input(path, what="profiler trace", limit=INPUT_LIMITS["profiler trace"],
-                           hint="pass the trace written by prof.export_chrome_trace")
-    events: list[Any] = _need(data.get("traceEvents") if isinstance(data, dict) else data,
-                              "array", where, "traceEvents")
+    data: Json = load_json_input(path, what="profiler trace", limit=INPUT_LIMITS["profiler trace"],
+                                 hint=_HINT)
+    events = _need_array(data.get("traceEvents") if isinstance(data, dict) else data, where, "traceEvents")
     launches: list[dict[str, Any]] = []
     kernels: dict[int | str, dict[str, Any]] = {}
     for i, ev in enumerate(events):
@@ -54,24 +53,48 @@ def load_profiler_trace(path: Path) -> tuple[list[dict[str, Any]], dict[int | st
         if not (is_launch or cat == "kernel"):
             continue
         at = f"traceEvents[{i}]"
-        args = _need(ev.get("args") or {}, "object", where, f"{at}.args")
-        correlation: int | str | None = args.get("correlation")
-        if correlation is not None and not isinstance(correlation, (int, str)):
-            correlation = _need(correlation, "integer", where, f"{at}.args.correlation")
-        ts = float(_need(ev.get("ts"), "number", where, f"{at}.ts"))
+        args = _need_object(ev.get("args") or {}, where, f"{at}.args")
+        given = args.get("correlation")
+        correlation: int | str | None = (
+            given if given is None or isinstance(given, (int, str))
+            else _need_integer(given, where, f"{at}.args.correlation"))  # raises: the wrong type
+        ts = float(_need_number(ev.get("ts"), where, f"{at}.ts"))
         if is_launch:
             launches.append({"ts_us": ts, "correlation": correlation})
         elif correlation is not None:
             kernels[correlation] = {
-                "ts_us": ts, "dur_us": float(_need(ev.get("dur", 0), "number", where, f"{at}.dur")),
+                "ts_us": ts, "dur_us": float(_need_number(ev.get("dur", 0), where, f"{at}.dur")),
                 "stream": args.get("stream"), "name": name}
     launches.sort(key=lambda e: e["ts_us"])
     return launches, kernels
 
 
-def _need(value: Any, kind: str, where: str, field: str) -> Any:
-    return require_type(value, kind, where=where, field=field, what="profiler trace",
-                        hint="pass the trace written by prof.export_chrome_trace")
+_HINT = "pass the trace written by prof.export_chrome_trace"
+
+
+# ``value`` when it has the JSON type the join reads, else a UsageError naming the event and field
+def _need_array(value: Json, where: str, field: str) -> list[Json]:
+    checked: list[Json] = require_type(value, "array", where=where, field=field, what="profiler trace",
+                                       hint=_HINT)
+    return checked
+
+
+def _need_object(value: Json, where: str, field: str) -> dict[str, Json]:
+    checked: dict[str, Json] = require_type(value, "object", where=where, field=field,
+                                            what="profiler trace", hint=_HINT)
+    return checked
+
+
+def _need_number(value: Json, where: str, field: str) -> float:
+    checked: float = require_type(value, "number", where=where, field=field, what="profiler trace",
+                                  hint=_HINT)
+    return checked
+
+
+def _need_integer(value: Json, where: str, field: str) -> int:
+    checked: int = require_type(value, "integer", where=where, field=field, what="profiler trace",
+                                hint=_HINT)
+    return checked
 
 
 def join(ebpf_ts_ns: np.ndarray, ebpf_stream: np.ndarray, launches: list[dict[str, Any]],

@@ -71,24 +71,45 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
             events.extend(_device_events(rec, name, args, ts_us, gpu_tracks, launch_tid, flow_id))
             continue
         if rec["metric"] in kernel_metrics:
-            ring = rec.get("label") or "ring"
-            tid = rings.setdefault(ring, len(rings) + 1)
+            ring_tid = rings.setdefault(rec.get("label") or "ring", len(rings) + 1)
             flow_id += 1
-            events.append({"ph": "X", "name": f"{name} submit", "ts": ts_us, "dur": 0.001,
-                           "pid": rec["pid"], "tid": rec["tid"], "args": args})
-            events.append({"ph": "s", "id": flow_id, "name": "submit->dispatch", "cat": "flow",
-                           "ts": ts_us, "pid": rec["pid"], "tid": rec["tid"]})
-            events.append({"ph": "X", "name": name, "ts": ts_us, "dur": rec["value"] / 1000.0,
-                           "pid": RING_PID, "tid": tid, "args": args})
-            events.append({"ph": "f", "bp": "e", "id": flow_id, "name": "submit->dispatch",
-                           "cat": "flow", "ts": ts_us + rec["value"] / 1000.0, "pid": RING_PID, "tid": tid})
+            events.extend(_ring_events(rec, name, args, ts_us, ring_tid, flow_id))
         elif rec.get("kind") != "duration":
             events.append({"ph": "i", "s": "t", "name": name, "ts": ts_us, "pid": rec["pid"],
                            "tid": rec["tid"], "args": args})
         else:
             events.append({"ph": "X", "name": name, "ts": ts_us, "dur": max(rec["value"], 1) / 1000.0,
                            "pid": rec["pid"], "tid": rec["tid"], "args": args})
-    meta = [{"ph": "M", "name": "process_name", "pid": RING_PID, "args": {"name": "GPU rings / queues"}}]
+    return {
+        "traceEvents": _track_names(rings, gpu_tracks) + events,
+        "displayTimeUnit": "ns",
+        "metadata": {"source": "aorta-tui trace", "records": total,
+                     "records_exported": exported,
+                     "truncated": truncated, "max_events": max_events,
+                     "clock": "CLOCK_MONOTONIC (bpftrace nsecs), microseconds"},
+    }
+
+
+def _ring_events(rec: dict[str, Any], name: str, args: dict[str, Any], ts_us: float, ring_tid: int,
+                 flow_id: int) -> list[dict[str, Any]]:
+    """A kernel-side record (submit -> run on a GPU ring): a mark on the submitting thread, the
+    span on the ring's track, and the flow arrow between them."""
+    return [
+        {"ph": "X", "name": f"{name} submit", "ts": ts_us, "dur": 0.001,
+         "pid": rec["pid"], "tid": rec["tid"], "args": args},
+        {"ph": "s", "id": flow_id, "name": "submit->dispatch", "cat": "flow",
+         "ts": ts_us, "pid": rec["pid"], "tid": rec["tid"]},
+        {"ph": "X", "name": name, "ts": ts_us, "dur": rec["value"] / 1000.0,
+         "pid": RING_PID, "tid": ring_tid, "args": args},
+        {"ph": "f", "bp": "e", "id": flow_id, "name": "submit->dispatch",
+         "cat": "flow", "ts": ts_us + rec["value"] / 1000.0, "pid": RING_PID, "tid": ring_tid},
+    ]
+
+
+def _track_names(rings: dict[str, int], gpu_tracks: dict[str, int]) -> list[dict[str, Any]]:
+    """The metadata events that name the GPU rings' and the GPU streams' tracks."""
+    meta: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": RING_PID, "args": {"name": "GPU rings / queues"}}]
     meta += [{"ph": "M", "name": "thread_name", "pid": RING_PID, "tid": t, "args": {"name": r}}
              for r, t in rings.items()]
     if gpu_tracks:
@@ -96,14 +117,7 @@ def to_chrome_trace(records: Iterable[dict[str, Any]], *, max_events: int = 500_
                      "args": {"name": "GPU streams (CUPTI, on CLOCK_MONOTONIC)"}})
         meta += [{"ph": "M", "name": "thread_name", "pid": GPU_PID, "tid": t, "args": {"name": r}}
                  for r, t in gpu_tracks.items()]
-    return {
-        "traceEvents": meta + events,
-        "displayTimeUnit": "ns",
-        "metadata": {"source": "aorta-tui trace", "records": total,
-                     "records_exported": exported,
-                     "truncated": truncated, "max_events": max_events,
-                     "clock": "CLOCK_MONOTONIC (bpftrace nsecs), microseconds"},
-    }
+    return meta
 
 
 def _part_event(rec: dict[str, Any], name: str, args: dict[str, Any], tracks: dict[str, int],

@@ -22,13 +22,16 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import AortaError
 from aorta_tui.privsep import protocol as P
 from aorta_tui.privsep.helper import Result, Verb, VerbFamily
 from aorta_tui.trace import capability, program, tracefs
 from aorta_tui.trace.launcher import bpftrace_argv, spawn_bpftrace
+
+if TYPE_CHECKING:  # the probe catalogue is imported where a verb needs it
+    from aorta_tui.trace.probes import ProbeContext
 
 PID_MAX = 1 << 22  # /proc/sys/kernel/pid_max's ceiling
 STDERR_MAX = 64 << 10
@@ -146,7 +149,7 @@ class Traces:
             self.stop({"id": trace_id, "grace_s": 1.0})
 
 
-def _context(args: dict[str, Any]) -> Any:
+def _context(args: dict[str, Any]) -> ProbeContext:
     from aorta_tui.trace import probes
 
     root = tracefs.find_tracefs()

@@ -27,7 +27,7 @@ from aorta_tui.trace.metrics import Metric
 from aorta_tui.trace.probes.base import ident
 
 if TYPE_CHECKING:
-    from aorta_tui.trace.probes.base import ProbeDetection, ProbeSet
+    from aorta_tui.trace.probes.base import Instance, ProbeDetection, ProbeSet
 
 _BLOCK_RE = re.compile(r"^// @block (\w+)\s*$(.*?)^// @end\s*$", re.M | re.S)
 _PARAM_RE = re.compile(r"\{\{(\w+)\}\}")
@@ -157,48 +157,11 @@ def render(
             next_id += 1
         parts.append(f"// probe set {ps.name}: {ps.description}")
         for inst in det.instances:
-            body = blocks.get(inst.block)
-            if body is None:
-                raise ValueError(f"template {ps.template} has no block {inst.block}")
-            params = {k: validate_param(k, v) for k, v in inst.params.items()}
-            params["pred"] = pred
-
-            def sub(m: re.Match[str], params: dict[str, str] = params, block: str = inst.block) -> str:
-                if m.group(1) not in params:
-                    raise ValueError(f"block {block} needs parameter {m.group(1)}")
-                return params[m.group(1)]
-
-            text = _PARAM_RE.sub(sub, body)
-
-            def emit(m: re.Match[str], ps: ProbeSet = ps, local: dict[str, int] = local) -> str:
-                args = [a.strip() for a in m.group(1).split(",")]
-                metric = ps.metric(args[0])
-                emitted.add(local[metric.name])
-                return _expand_emit(args, local[metric.name], metric, mode)
-
-            text = _EMIT_RE.sub(emit, text)
+            text = _instance_text(ps, inst, blocks, pred, local, emitted, mode)
             uprobes += len(re.findall(r"^\s*u(?:ret)?probe:", text, re.M))
             tracepoints += len(re.findall(r"^\s*tracepoint:", text, re.M))
             parts.append(text)
-    used = set(_USER_MAP_RE.findall("\n".join(parts)))
-    temp_maps = sorted(used - _OWN_MAPS)
-    own = [m for m in ("lh", "n", "sum", "nl", "suml", "mx") if m in used]
-    if mode == "events":
-        parts.append(
-            f'interval:ms:{int(heartbeat_ms)} {{ printf("@H %lld\\n", nsecs); print(@sent); {FLUSH_PAD} }}'
-        )
-    else:
-        ms = max(50, int(round(interval_s * 1000)))
-        prints = " ".join(f"print(@{m});" for m in own)
-        parts.append(
-            f'interval:ms:{ms} {{ printf("@H %lld\\n", nsecs); print(@sent); {prints} }}'
-        )
-    end = " ".join(f"clear(@{m});" for m in temp_maps)
-    final_prints = " ".join(f"print(@{m}); clear(@{m});" for m in own)
-    parts.append(
-        f'END {{ {end} printf("@H %lld\\n", nsecs); print(@sent); clear(@sent); {final_prints} '
-        f'{FLUSH_PAD if mode == "events" else ""} }}'
-    )
+    parts += _interval_and_end("\n".join(parts), mode, heartbeat_ms, interval_s)
     # @sent must exist even when nothing fires, or print(@sent) fails to compile.
     parts.insert(0, "BEGIN { @sent[0] = count(); }")
     return Program(
@@ -209,3 +172,46 @@ def render(
         tracepoint_count=tracepoints,
         attached=emitted,
     )
+
+
+def _instance_text(ps: ProbeSet, inst: Instance, blocks: dict[str, str], pred: str, local: dict[str, int],
+                   emitted: set[int], mode: str) -> str:
+    """One probe instance's bpftrace: its template block with the detected parameters filled in
+    and each ``@@EMIT`` expanded for ``mode``; the metric ids it emits go into ``emitted``."""
+    body = blocks.get(inst.block)
+    if body is None:
+        raise ValueError(f"template {ps.template} has no block {inst.block}")
+    params = {k: validate_param(k, v) for k, v in inst.params.items()}
+    params["pred"] = pred
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) not in params:
+            raise ValueError(f"block {inst.block} needs parameter {m.group(1)}")
+        return params[m.group(1)]
+
+    def emit(m: re.Match[str]) -> str:
+        args = [a.strip() for a in m.group(1).split(",")]
+        metric = ps.metric(args[0])
+        emitted.add(local[metric.name])
+        return _expand_emit(args, local[metric.name], metric, mode)
+
+    return _EMIT_RE.sub(emit, _PARAM_RE.sub(sub, body))
+
+
+def _interval_and_end(probes_text: str, mode: str, heartbeat_ms: int, interval_s: float) -> list[str]:
+    """The periodic block (heartbeat; in aggregate mode also the maps) and the END block that
+    prints the last counts and clears every map the probes used, so bpftrace prints nothing else."""
+    used = set(_USER_MAP_RE.findall(probes_text))
+    temp_maps = sorted(used - _OWN_MAPS)
+    own = [m for m in ("lh", "n", "sum", "nl", "suml", "mx") if m in used]
+    if mode == "events":
+        periodic = f'interval:ms:{int(heartbeat_ms)} {{ printf("@H %lld\\n", nsecs); print(@sent); {FLUSH_PAD} }}'
+    else:
+        ms = max(50, int(round(interval_s * 1000)))
+        prints = " ".join(f"print(@{m});" for m in own)
+        periodic = f'interval:ms:{ms} {{ printf("@H %lld\\n", nsecs); print(@sent); {prints} }}'
+    end = " ".join(f"clear(@{m});" for m in temp_maps)
+    final_prints = " ".join(f"print(@{m}); clear(@{m});" for m in own)
+    return [periodic,
+            f'END {{ {end} printf("@H %lld\\n", nsecs); print(@sent); clear(@sent); {final_prints} '
+            f'{FLUSH_PAD if mode == "events" else ""} }}']

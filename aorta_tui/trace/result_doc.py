@@ -86,15 +86,20 @@ class MetricSummary:
     breakdown_reason: str | None
     per_pid: dict[str, int]
 
-    def snapshot(self, run_id: str, probe_set: str, *, events_per_s: float,
-                 **more: Any) -> HistogramSnapshot:
+    def snapshot(self, run_id: str, probe_set: str, *, events_per_s: float, lost_events: int | None = 0,
+                 malformed_lines: int = 0, observer_cost: dict[str, Any] | None = None,
+                 clock: dict[str, Any] | None = None) -> HistogramSnapshot:
         """The live event of this summary (the trace monitor, ``--json``): its histogram and
-        keys, at ``events_per_s`` (the last interval's rate), with the caller's other fields."""
+        keys, at ``events_per_s`` (the last interval's rate), with the session's other fields
+        (HistogramSnapshot's defaults where they are not given)."""
         return HistogramSnapshot(
             run_id=run_id, probe_set=probe_set, measures=self.histogram_measures, unit=self.unit,
             count=self.count, buckets=self.histogram.bucket_rows(),
             percentiles=dict(self.histogram.percentiles), events_per_s=events_per_s,
-            breakdown={k: v.to_json() for k, v in self.breakdown.items()}, **more)
+            lost_events=lost_events, malformed_lines=malformed_lines,
+            breakdown={k: v.to_json() for k, v in self.breakdown.items()},
+            observer_cost={} if observer_cost is None else observer_cost,
+            clock={} if clock is None else clock)
 
     def to_json(self) -> dict[str, Json]:
         return {

@@ -47,8 +47,14 @@ from aorta_tui.trace.result_doc import (
 from aorta_tui.trace.runner import BpftraceRunner
 from aorta_tui.trace.stream_stats import MetricStats, split_batch
 
-if TYPE_CHECKING:  # imported where it runs (calibrate's imports stay off a trace's start-up)
+if TYPE_CHECKING:  # imported where they run (calibrate's and the collector's imports stay off a
+    # trace's start-up)
+    import numpy as np
+    from numpy.typing import NDArray
+
     from aorta_tui.trace.calibrate import Calibration
+    from aorta_tui.trace.device.attach import DeviceSide
+    from aorta_tui.trace.probes import ProbeDetection, ProbeSet
 
 # The command waits on this pipe until every probe is attached, then execs.
 # It runs the command only on the go byte: if tracing fails to start, the pipe closes and the
@@ -97,7 +103,7 @@ class TraceSession:
         attach_timeout_s: float = 60.0,
         command_stdout_to_stderr: bool = False,
         device_timestamps: str = "auto",
-        device_side: Any = None,
+        device_side: DeviceSide | None = None,
         inject_children: bool = False,
         launch_source: str = "auto",
         cross_check: bool = False,
@@ -137,7 +143,7 @@ class TraceSession:
         self._lock = threading.Lock()
         self._parser = RecordParser()
         self._stats: dict[int, MetricStats] = {}
-        self._sets: list[tuple[Any, Any]] = []
+        self._sets: list[tuple[ProbeSet, ProbeDetection]] = []
         self.program: program.Program | None = None
         self._runner: BpftraceRunner | None = None
         self._child: subprocess.Popen[bytes] | None = None
@@ -201,10 +207,37 @@ class TraceSession:
         self._ticker.start()
 
     def _prepare_and_attach(self, bpftrace: str, root: Path | None, kp: bool, kp_reason: str,
-                            sets: list[Any]) -> None:
+                            sets: list[ProbeSet]) -> None:
+        target_pid = self.pid if self.pid is not None else (self._child.pid if self._child else None)
+        self._detect_sets(sets, root, kp, kp_reason)
+        self.program = program.render(self._sets, mode=self.mode, pid=target_pid,
+                                      heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s)
+        for mid, (_ps, metric) in self.program.metric_ids.items():
+            self._stats[mid] = MetricStats(metric)
+        if self.device is not None:
+            self._bind_device(self.device, self.program, target_pid)
+        if self.do_calibrate and self.program.uprobe_count:
+            from aorta_tui.trace.calibrate import calibrate
+
+            extra = {ps.name: (Path(det.library), ps.calibration_function)
+                     for ps, det in self._sets if ps.calibration_function and det.library}
+            self.calibration = calibrate(bpftrace, extra=extra, maps_pid=self.pid)
+        if self.raw_path is not None:
+            self.raw_path.parent.mkdir(parents=True, exist_ok=True)
+            self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
+                self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
+        self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
+                                      on_lines=self._on_lines, json_output=self.mode == "aggregate",
+                                      block_buffered=self.mode == "events", spec=self._program_spec(target_pid))
+        self._runner.start()
+        self.warnings.extend(self._runner.notes)
+        self._runner.wait_attached(self.attach_timeout_s)
+
+    def _detect_sets(self, sets: list[ProbeSet], root: Path | None, kp: bool, kp_reason: str) -> None:
+        """Each set's probes on this machine, into ``_sets``; a set that cannot attach here is an
+        error naming every such set (nothing is attached then)."""
         from aorta_tui.trace import probes
 
-        target_pid = self.pid if self.pid is not None else (self._child.pid if self._child else None)
         ctx = probes.ProbeContext(tracefs=root, pid=self.pid, library_paths=self.library_paths,
                                   kprobes=kp, kprobes_reason=kp_reason)
         problems = []
@@ -229,46 +262,29 @@ class TraceSession:
                 + (f" (also {others})" if others else ""),
                 hint=det.fix or "run `aorta-tui trace info` to see which probe sets this machine supports",
             )
-        self.program = program.render(self._sets, mode=self.mode, pid=target_pid,
-                                      heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s)
-        for mid, (_ps, metric) in self.program.metric_ids.items():
-            self._stats[mid] = MetricStats(metric)
-        if self.device is not None:
-            self.device.bind(self.program, self._stats, self._lock, MetricStats)
-            if self.raw_path is not None:
-                self.device.raw_sink = self._write_device_raw
-            if self.mode == "events" and privsep.current() is not None:
-                # the helper renders programs from the catalogue and takes no path: the watch
-                # needs the collector's libcupti, which only this side knows
-                self.device.watch_reason = ("not watched under sudo: the privileged helper attaches only "
-                                            "catalogue probes, and libcupti's path is the collector's")
-            elif self.mode == "events":
-                pred = f"pid == {int(target_pid)}" if target_pid is not None else "1"
-                watch = self.device.watch_program(pred, max([*self.program.metric_ids, 0]) + 100)
-                if watch:
-                    self.program.text += watch
-                    self.program.uprobe_count += watch.count("uretprobe:")
-        if self.do_calibrate and self.program.uprobe_count:
-            from aorta_tui.trace.calibrate import calibrate
 
-            extra = {ps.name: (Path(det.library), ps.calibration_function)
-                     for ps, det in self._sets if ps.calibration_function and det.library}
-            self.calibration = calibrate(bpftrace, extra=extra, maps_pid=self.pid)
+    def _bind_device(self, device: DeviceSide, prog: program.Program, target_pid: int | None) -> None:
+        """Hook the device side's metrics and raw records to the rendered program, and add its
+        watch on the traced program's own libcupti calls."""
+        device.bind(prog, self._stats, self._lock, MetricStats)
         if self.raw_path is not None:
-            self.raw_path.parent.mkdir(parents=True, exist_ok=True)
-            self._raw = gzip.open(  # noqa: SIM115 - stays open for the session, closed in stop()
-                self.raw_path.with_name(self.raw_path.name + ".part"), "wt", compresslevel=3)
-        self._runner = BpftraceRunner(self.program.text, bpftrace=bpftrace,
-                                      on_lines=self._on_lines, json_output=self.mode == "aggregate",
-                                      block_buffered=self.mode == "events", spec=self._program_spec(target_pid))
-        self._runner.start()
-        self.warnings.extend(self._runner.notes)
-        self._runner.wait_attached(self.attach_timeout_s)
+            device.raw_sink = self._write_device_raw
+        if self.mode == "events" and privsep.current() is not None:
+            # the helper renders programs from the catalogue and takes no path: the watch
+            # needs the collector's libcupti, which only this side knows
+            device.watch_reason = ("not watched under sudo: the privileged helper attaches only "
+                                   "catalogue probes, and libcupti's path is the collector's")
+        elif self.mode == "events":
+            pred = f"pid == {int(target_pid)}" if target_pid is not None else "1"
+            watch = device.watch_program(pred, max([*prog.metric_ids, 0]) + 100)
+            if watch:
+                prog.text += watch
+                prog.uprobe_count += watch.count("uretprobe:")
 
     def _program_spec(self, target_pid: int | None) -> ProgramSpec:
         """What the program was rendered from, by name: the privileged helper (under sudo)
         renders it again from this, as it takes no program text."""
-        # the same sets whose launch uprobe _prepare_and_attach left out: the collector's
+        # the same sets whose launch uprobe _detect_sets left out: the collector's
         # callbacks or the kernel records (the default) count those launches
         collector = (self.device.probe_set,) if (self.device is not None and self.device.launch_source
                                                  in ("collector", "activity")) else ()
@@ -276,7 +292,7 @@ class TraceSession:
                            heartbeat_ms=self.heartbeat_ms, interval_s=self.interval_s,
                            collector_launch_sets=collector, lib_overrides=tuple(self.library_paths))
 
-    def _prepare_device(self, sets: list[Any]) -> dict[str, str]:
+    def _prepare_device(self, sets: list[ProbeSet]) -> dict[str, str]:
         """The device half (GPU start times) of the first set that has one, before the command
         starts: the collector must be in its environment when CUDA initialises."""
         from aorta_tui.trace.device.attach import DeviceSide
@@ -343,7 +359,7 @@ class TraceSession:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self._child.pid, signal.SIGKILL)
 
-    def set_interval_filter(self, keep: Any) -> None:
+    def set_interval_filter(self, keep: Callable[[np.ndarray, np.ndarray], np.ndarray | None]) -> None:
         """``keep(ts, gaps) -> mask | None`` for every interval ("point") metric: e.g. leave out
         the gaps that span a pause the traced program announced (see cli/trace_stream.py)."""
         with self._lock:
@@ -424,20 +440,23 @@ class TraceSession:
         if raw is None:  # closed by stop() since the reader looked
             return
         names = {mid: (ps, m.name, m.kind) for mid, (ps, m) in self.rendered_program().metric_ids.items()}
-        watch = getattr(self.device, "watch_mid", None)
-        if watch is not None:  # the traced program's libcupti calls (key: what CUPTI returned)
-            names[watch] = (self.device.probe_set, "program_cupti_call", "point")
+        device = self.device
+        if device is not None and device.watch_mid is not None:
+            # the traced program's libcupti calls (key: what CUPTI returned)
+            names[device.watch_mid] = (device.probe_set, "program_cupti_call", "point")
         labels: Sequence[str | None] = batch.labels or [None] * len(batch)
         lines = raw_lines(names, batch.metric.tolist(), batch.ts.tolist(), batch.pid.tolist(), batch.tid.tolist(),
                           batch.key.tolist(), batch.value.tolist(), batch.aux.tolist(), labels)
         raw.write(lines)
         self._raw_count += len(batch)
 
-    def _write_device_raw(self, name: str, ts: Any, pid: Any, key: Any, value: Any, tid: Any = None) -> None:
+    def _write_device_raw(self, name: str, ts: NDArray[np.int64], pid: NDArray[np.int64], key: NDArray[np.int64],
+                          value: NDArray[np.int64], tid: NDArray[np.int64] | None = None) -> None:
         """Joined device values as raw records (called with the session lock held); launches
         from the collector carry their thread, as eBPF launches do (Perfetto draws from it)."""
         if self._raw is None:
             return
+        assert self.device is not None  # the device side calls this: it is its raw_sink
         kind = {"queued": "count", "launch": "point"}.get(name, "duration")
         n = len(ts)
         lines = raw_lines({0: (self.device.probe_set, name, kind)}, [0] * n, ts.tolist(), pid.tolist(),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -45,9 +44,10 @@ class MetricStats:
         self._values: list[np.ndarray] = []
         self._kept = 0
         self.exact = True
-        self.by_key: dict[Any, KeyStats] = {}
+        # a record's key, or its label's code; aggregate mode's string keys (``nl``/``suml``) as text
+        self.by_key: dict[int | str, KeyStats] = {}
         self.by_pid: dict[int, int] = {}
-        self._last_ts: dict[Any, int] = {}
+        self._last_ts: dict[int, int] = {}
         self.first_ts: int | None = None
         self.last_ts: int | None = None
         self.value_sum = 0
@@ -154,8 +154,8 @@ class MetricStats:
             ks.hist.max = ks.max
 
     # -- aggregate mode ------------------------------------------------------------------------
-    def set_aggregate(self, *, sent: int, buckets: dict[int, int], per_key_count: dict[Any, int],
-                      per_key_sum: dict[Any, int], maximum: int | None) -> None:
+    def set_aggregate(self, *, sent: int, buckets: dict[int, int], per_key_count: dict[int | str, int],
+                      per_key_sum: dict[int | str, int], maximum: int | None) -> None:
         """Kernel maps are cumulative, so each snapshot replaces the previous state."""
         self.aggregate = True
         self.count = sent
@@ -169,7 +169,8 @@ class MetricStats:
         if self.metric.kind == "size":
             self.value_sum = sum(per_key_sum.values())
 
-    def _label_of(self, k: Any) -> Any:
+    def _label_of(self, k: int | str) -> int | str:
+        """A label metric's code as its label's text; any other key as it is."""
         if self.metric.breakdown_by != "label" or isinstance(k, str):
             return k
         if len(self._label_names) != len(self._label_codes):
@@ -231,7 +232,7 @@ class MetricStats:
             p50=None if p50 is None else p50 / scale))
 
 
-def _key_text(k: Any, m: Metric) -> str:
+def _key_text(k: int | str, m: Metric) -> str:
     if isinstance(k, str):
         return k
     if m.key_name in ("stream", "event", "pointer", "signal"):

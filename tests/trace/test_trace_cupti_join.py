@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from aorta_tui.core.errors import UsageError
 from aorta_tui.trace import cupti_join
 
 
@@ -64,3 +67,22 @@ def test_a_launch_without_correlation_pairs_with_no_kernel_without_one(tmp_path:
     out = cupti_join.join(ebpf_ts, np.array([0x1000, 0x1000], dtype=np.int64), launches, kernels)
     assert out["launches_without_kernel"] == 1
     assert out["delay_us"]["count"] == 1 and out["delay_us"]["max"] == 10.0
+
+
+@pytest.mark.parametrize(("event", "field", "expected"), [
+    ({"cat": "kernel", "name": "k", "ts": 1.0, "args": {"correlation": 1.5}}, "args.correlation", "an integer"),
+    ({"cat": "kernel", "name": "k", "ts": 1.0, "args": [1]}, "args", "an object"),
+    ({"cat": "kernel", "name": "k", "ts": 1.0, "dur": "long", "args": {"correlation": 1}}, "dur",
+     "a finite number"),
+])
+def test_a_field_of_the_wrong_type_is_named_with_its_event(tmp_path: Path, event: dict, field: str,
+                                                           expected: str) -> None:
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": [{"cat": "x"}, event]}))
+    with pytest.raises(UsageError, match=rf"traceEvents\[1\]\.{re.escape(field)}: expected {expected}"):
+        cupti_join.load_profiler_trace(tmp_path / "t.json")
+
+
+def test_a_profiler_trace_that_is_not_an_array_of_events_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": {"not": "a list"}}))
+    with pytest.raises(UsageError, match=r"traceEvents: expected an array"):
+        cupti_join.load_profiler_trace(tmp_path / "t.json")

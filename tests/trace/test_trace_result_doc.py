@@ -54,6 +54,23 @@ def test_each_metric_says_which_source_its_records_came_from() -> None:
     assert kernel, "the smoke run's eBPF metrics read as kernel records"
 
 
+def test_a_snapshot_takes_the_events_defaults_where_the_caller_gives_no_field() -> None:
+    """``snapshot`` names the fields it passes on (it took ``**more`` once): what the caller
+    leaves out reads as HistogramSnapshot's own defaults, what it gives goes through."""
+    from aorta_tui.core.events import HistogramSnapshot
+
+    summary = read_trace_result(H200 / "default-mode-smoke-2026-12-03.json").probe_sets["cuda"].metrics[
+        "launch_to_start"].summary
+    bare = summary.snapshot("r", "cuda.launch_to_start", events_per_s=2.0)
+    default = HistogramSnapshot(run_id="r", probe_set="p", measures="m", unit="us", count=0)
+    assert (bare.lost_events, bare.malformed_lines, bare.observer_cost, bare.clock) == (
+        default.lost_events, default.malformed_lines, default.observer_cost, default.clock)
+    full = summary.snapshot("r", "cuda.launch_to_start", events_per_s=2.0, lost_events=None,
+                            malformed_lines=3, observer_cost={"probe_hits": 1}, clock={"offset_ns": 5})
+    assert (full.lost_events, full.malformed_lines, full.observer_cost, full.clock) == (
+        None, 3, {"probe_hits": 1}, {"offset_ns": 5})
+    assert full.count == summary.count and full.events_per_s == 2.0
+
 def _doc() -> dict:
     return json.loads((H200 / "default-mode-smoke-2026-12-03.json").read_text())
 

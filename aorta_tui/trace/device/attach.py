@@ -20,15 +20,28 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+from aorta_tui.core.inputs import Json
 from aorta_tui.trace.device.records import Parsed
 from aorta_tui.trace.metrics import Metric
+
+if TYPE_CHECKING:  # the collector's build, channel and join load only where it is prepared; the rest
+    # are the session's types, named here for the seams it binds
+    from aorta_tui.trace.device.build import BuildResult
+    from aorta_tui.trace.device.channel import DeviceChannel
+    from aorta_tui.trace.device.join import DispatchJoin
+    from aorta_tui.trace.device.rocprof_build import RocprofBuildResult
+    from aorta_tui.trace.parser import Batch
+    from aorta_tui.trace.program import Program
+    from aorta_tui.trace.stream_stats import MetricStats
 
 MODES = ("auto", "on", "off")
 LAUNCH_METRICS = ("launch", "launch_call")  # eBPF records whose entry time the join uses
@@ -111,6 +124,14 @@ def _prebuilt(path: str, var: str = "AORTA_CUPTI_COLLECTOR") -> PrebuiltCollecto
     return PrebuiltCollector(lib.resolve(), f"${var}")
 
 
+class RawSink(Protocol):
+    """Where joined values go as raw records (--raw, --perfetto): the metric's name and one
+    column per field; ``tid`` only for launches from the collector (eBPF launches carry theirs)."""
+
+    def __call__(self, name: str, ts: NDArray[np.int64], pid: NDArray[np.int64], key: NDArray[np.int64],
+                 value: NDArray[np.int64], tid: NDArray[np.int64] | None = None) -> None: ...
+
+
 class DeviceSide:
     def __init__(self, mode: str, *, probe_set: str, device_metrics: tuple[Metric, ...],
                  launch_source: str = "auto", cross_check: bool = False, trace_mode: str = "events") -> None:
@@ -140,17 +161,18 @@ class DeviceSide:
         self.probe_set = probe_set
         self.vendor = "hip" if probe_set in HIP_SETS else "cuda"  # which collector
         self.device_metrics = device_metrics
-        self.build: Any = None
-        self.channel: Any = None
-        self.join: Any = None
+        self.build: BuildResult | RocprofBuildResult | PrebuiltCollector | None = None
+        # set together by prepare(): ``active`` from then on
+        self.channel: DeviceChannel | None = None
+        self.join: DispatchJoin | None = None
         self.reason: str | None = None  # why there are no device timestamps
         self.fix: str | None = None
         self.mids: dict[str, int] = {}
         self._launch_mids: set[int] = set()
-        self._stats: dict[int, Any] = {}
-        self._lock: Any = threading.Lock()  # the session's lock once bound
+        self._stats: dict[int, MetricStats] = {}
+        self._lock: threading.Lock = threading.Lock()  # the session's lock once bound
         # (metric name, ts, pid, key, value) of every joined value, for --raw and --perfetto
-        self.raw_sink: Any = None
+        self.raw_sink: RawSink | None = None
         # the collector is loaded in this very process (prepare_this_process): stop() detaches it
         self.in_process = False
         self.detach_result: str | None = None
@@ -159,6 +181,29 @@ class DeviceSide:
     @property
     def active(self) -> bool:
         return self.channel is not None
+
+    @property
+    def _dispatch(self) -> DispatchJoin:
+        """The join, for code that runs only once prepare() made the side ``active`` (or a
+        test set the join): a call before that is a bug, said as one."""
+        if self.join is None:
+            raise RuntimeError("the device side has no join: prepare() did not open the collector")
+        return self.join
+
+    @property
+    def _collector(self) -> BuildResult | RocprofBuildResult | PrebuiltCollector:
+        """The collector library, set by prepare() before the channel: there wherever the side
+        is ``active``."""
+        if self.build is None:
+            raise RuntimeError("the device side has no collector: prepare() did not build one")
+        return self.build
+
+    @property
+    def _channel(self) -> DeviceChannel:
+        """The FIFO's reader, where the side is ``active`` (the callers check that first)."""
+        if self.channel is None:
+            raise RuntimeError("the device side has no channel: prepare() did not open the collector")
+        return self.channel
 
     def _unavailable(self, reason: str, fix: str | None) -> None:
         if self.mode == "on":
@@ -192,18 +237,19 @@ class DeviceSide:
         from aorta_tui.trace.device.join import DispatchJoin
 
         try:
-            self.build = (_prebuilt(prebuilt) if (prebuilt := os.environ.get("AORTA_CUPTI_COLLECTOR"))
-                          else build_collector(target_python=command[0] if command and _looks_like_python(command[0])
-                                               else None))
+            build = (_prebuilt(prebuilt) if (prebuilt := os.environ.get("AORTA_CUPTI_COLLECTOR"))
+                     else build_collector(target_python=command[0] if command and _looks_like_python(command[0])
+                                          else None))
         except EnvironmentProblem as exc:
             self._unavailable(exc.message, exc.hint)
             return {}
+        self.build = build
         self._decide_launch_source()
         self.join = DispatchJoin(self._emit, launches=self.launch_source, on_launches=self._on_collector_launches)
-        self.channel = DeviceChannel(self._on_records)
+        self.channel = channel = DeviceChannel(self._on_records)
         # read from now on: a program may launch (and fill the FIFO) before the trace attaches
-        self.channel.start()
-        env = self.channel.env(self.build.library)
+        channel.start()
+        env = channel.env(build.library)
         if self.launch_source == "activity":
             env["AORTA_CUPTI_DOMAINS"] = "0"  # no launch callback: the kernel records are the launches
         return env
@@ -293,17 +339,19 @@ class DeviceSide:
         from aorta_tui.trace.device.join import DispatchJoin
 
         try:
-            self.build = (_prebuilt(prebuilt, "AORTA_ROCPROF_COLLECTOR") if (prebuilt := os.environ.get("AORTA_ROCPROF_COLLECTOR"))
-                          else build_rocprof_collector())
+            build = (_prebuilt(prebuilt, "AORTA_ROCPROF_COLLECTOR") if (prebuilt := os.environ.get("AORTA_ROCPROF_COLLECTOR"))
+                     else build_rocprof_collector())
         except EnvironmentProblem as exc:
             self._unavailable(exc.message, exc.hint)
             return {}
+        self.build = build
         self.join = DispatchJoin(self._emit, source="rocprofiler")
-        self.channel = DeviceChannel(self._on_records)
-        self.channel.start()
-        return {"ROCP_TOOL_LIBRARIES": str(self.build.library), "AORTA_ROCPROF_FIFO": str(self.channel.path)}
+        self.channel = channel = DeviceChannel(self._on_records)
+        channel.start()
+        return {"ROCP_TOOL_LIBRARIES": str(build.library), "AORTA_ROCPROF_FIFO": str(channel.path)}
 
-    def bind(self, program: Any, stats: dict[int, Any], lock: Any, make_stats: Any) -> None:
+    def bind(self, program: Program, stats: dict[int, MetricStats], lock: threading.Lock,
+             make_stats: Callable[[Metric], MetricStats]) -> None:
         """Register the device metrics beside the program's, and remember the launch metric ids."""
         with self._lock:
             self._lock = lock
@@ -332,13 +380,13 @@ class DeviceSide:
             self._launch_mids = set()  # no eBPF launch records to join
         with lock:
             # launches before the uprobes attached have no eBPF record: counted apart, not as misses
-            self.join.trace_started(time.monotonic_ns())
+            self._dispatch.trace_started(time.monotonic_ns())
             # records read before the trace was bound (an in-process collector starts with CUDA,
             # before the session): joined now, so those launches count as before the trace,
             # never as launches whose values went nowhere
             held, self._held = self._held, None
             for parsed in held or []:
-                self.join.add_device(parsed)
+                self._dispatch.add_device(parsed)
 
     def _worded(self, m: Metric) -> Metric:
         """The sentence beside a histogram says where its launch time comes from: with launches
@@ -349,7 +397,7 @@ class DeviceSide:
         return dataclasses.replace(m, measures=wording[m.name])
 
     # -- the two inputs (both called with the session's lock held or taking it) -------------------
-    def on_batch(self, batch: Any) -> None:
+    def on_batch(self, batch: Batch) -> None:
         """eBPF records, called with the session lock held."""
         if self.active and self._watch_mid is not None and len(batch):
             self._watched_calls(batch)
@@ -358,16 +406,16 @@ class DeviceSide:
         if len(batch):
             sel = np.isin(batch.metric, list(self._launch_mids))
             if sel.any():
-                self.join.add_launches(batch.ts[sel], batch.pid[sel], batch.tid[sel], batch.key[sel])
+                self._dispatch.add_launches(batch.ts[sel], batch.pid[sel], batch.tid[sel], batch.key[sel])
         if batch.heartbeats:  # after the launches: they are stamped before it
-            self.join.add_heartbeat(max(batch.heartbeats))
+            self._dispatch.add_heartbeat(max(batch.heartbeats))
 
     def _on_records(self, parsed: Parsed) -> None:
         with self._lock:
             if self._held is not None:  # not bound to a session yet: keep them for bind()
                 self._held.append(parsed)
                 return
-            self.join.add_device(parsed)
+            self._dispatch.add_device(parsed)
 
     def _on_collector_launches(self, ts: np.ndarray, pid: np.ndarray, tid: np.ndarray, stream: np.ndarray) -> None:
         """Launches the collector saw, as the ``launch`` metric (session lock held)."""
@@ -384,10 +432,10 @@ class DeviceSide:
     def collector_launch_counts(self) -> tuple[int | None, int, str | None]:
         """(launches the collectors saw, LAUNCH records read, why the first is unknown): exact
         once every process wrote its final count (BYE); the difference is what was lost."""
-        procs = self.join.procs
+        procs = self._dispatch.procs
         if self.launch_source == "activity":
             return self._activity_launch_counts()
-        read = sum(self.join.collector_launches_per_pid.values())
+        read = sum(self._dispatch.collector_launches_per_pid.values())
         unfinished = [p for p, ps in procs.items() if not ps.exited_cleanly]
         if not procs:
             return None, read, NO_COLLECTOR_RECORDS
@@ -405,8 +453,8 @@ class DeviceSide:
     def _activity_launch_counts(self) -> tuple[int | None, int, str | None]:
         """Default mode: the launches are the kernel records, so what was seen is what was read
         plus what was dropped on the way (CUPTI, the pool, the staging area, the FIFO)."""
-        read = self.join.counts["activity_launches"]
-        procs = self.join.procs
+        read = self._dispatch.counts["activity_launches"]
+        procs = self._dispatch.procs
         if not procs:
             return None, read, NO_COLLECTOR_RECORDS
         lost = self.dropped() or 0
@@ -422,7 +470,7 @@ class DeviceSide:
             return max(0, seen - read)
         if self.launch_source == "activity":
             return None
-        procs = list(self.join.procs.values())
+        procs = list(self._dispatch.procs.values())
         if not procs or "were not seen" in (why or "") or any(ps.stats.get("dropped_pipe", 0) for ps in procs):
             return None
         return sum(ps.stats.get("dropped_ring", 0) for ps in procs)
@@ -464,7 +512,7 @@ class DeviceSide:
         """The metric id of the watched libcupti calls' records (not a metric of the result)."""
         return self._watch_mid
 
-    def _watched_calls(self, batch: Any) -> None:
+    def _watched_calls(self, batch: Batch) -> None:
         sel = batch.metric == self._watch_mid
         for p, code, fn in zip(batch.pid[sel].tolist(), batch.key[sel].tolist(), batch.aux[sel].tolist(), strict=True):
             self.cupti_calls.setdefault(int(p), []).append((self._watch_names.get(int(fn), "?"), int(code) & 0xFFFFFFFF))
@@ -474,10 +522,11 @@ class DeviceSide:
         """pid -> the sentence for a traced process whose own CUPTI client was refused, or took the
         activity records, because the collector holds CUPTI (CUPTI allows one subscriber)."""
         out: dict[str, str] = {}
-        if self.join is None:
+        join = self.join
+        if join is None:
             return out
         for pid, calls in sorted(self.cupti_calls.items()):
-            ps = self.join.procs.get(pid)
+            ps = join.procs.get(pid)
             if ps is None or not ps.hello:
                 continue  # our collector has not spoken in this process (yet): nothing to compare
             if any(e.startswith("cuptiSubscribe failed") for e in ps.errors):
@@ -533,12 +582,12 @@ class DeviceSide:
         with self._lock:
             held, self._held = self._held, None  # never bound (the trace failed to start)
             for parsed in held or []:
-                self.join.add_device(parsed)
+                self._dispatch.add_device(parsed)
         if self.in_process:
             self._detach()
-        self.channel.stop()
+        self._channel.stop()
         with self._lock:
-            self.join.finish()
+            self._dispatch.finish()
 
     def _detach(self) -> None:
         """Give CUPTI back in this process: it allows one subscriber, and the program's own
@@ -547,13 +596,14 @@ class DeviceSide:
         loading the library just to ask would put libcupti into a process that never had it."""
         import ctypes
 
+        library = self._collector.library  # stop() detaches only an active side: it was built
         with self._lock:
-            started = os.getpid() in self.join.procs
+            started = os.getpid() in self._dispatch.procs
         if not started:
             self.detach_result = "not needed: the collector never started in this process"
             return
         try:
-            rc = ctypes.CDLL(str(self.build.library)).aorta_cupti_detach()
+            rc = ctypes.CDLL(str(library)).aorta_cupti_detach()
         except (OSError, AttributeError) as exc:  # a prebuilt collector from before detach existed
             self.detach_result = f"could not detach ({exc}): CUPTI stays taken until the process exits"
             return
@@ -568,10 +618,11 @@ class DeviceSide:
         if not self.active:
             return None
         keys = ("dropped_ring", "dropped_pipe", "dropped_cupti", "dropped_staging")
-        return sum(p.stats.get(k, 0) for p in list(self.join.procs.values()) for k in keys)
+        return sum(p.stats.get(k, 0) for p in list(self._dispatch.procs.values()) for k in keys)
 
-    def timestamp_source(self, metric_name: str) -> Any:
-        """Where each timestamp of a metric of this set comes from (every figure says it)."""
+    def timestamp_source(self, metric_name: str) -> str | dict[str, Json]:
+        """Where each timestamp of a metric of this set comes from (every figure says it): one
+        sentence, or where an interval starts (``from``) and ends (``to``)."""
         launch = self._launch_time()
         if metric_name == "launch":
             return launch
@@ -590,7 +641,7 @@ class DeviceSide:
     def clock_for(self, metric_name: str) -> dict[str, Any]:
         if not self.active or metric_name not in TWO_CLOCK_METRICS:
             return {}
-        return {**self.join.clock.to_dict(),
+        return {**self._dispatch.clock.to_dict(),
                 "launch_time": {"collector": "CUPTI launch callback", "activity": "CUPTI queued timestamp"}.get(
                     self.launch_source, "eBPF uprobe")}
 
@@ -604,8 +655,8 @@ class DeviceSide:
         if not self.active:
             out.update(reason=self.reason, fix=self.fix, status=f"not available: {self.reason}")
             return out
-        out["collector"] = self.build.to_dict()
-        out.update(self.join.summary())
+        out["collector"] = self._collector.to_dict()
+        out.update(self._dispatch.summary())
         out["launch_source"] = self.launch_source_info()
         out["program_cupti_calls"] = ({str(p): [{"function": f, "result": c} for f, c in calls]
                                        for p, calls in sorted(self.cupti_calls.items())}
@@ -615,8 +666,8 @@ class DeviceSide:
         conflicts = self.profiler_conflicts()
         if conflicts:
             out["program_profiler"] = conflicts
-        out["reader_errors"] = list(self.channel.errors)
-        out["fifo_bytes"] = self.channel.pipe_bytes
+        out["reader_errors"] = list(self._channel.errors)
+        out["fifo_bytes"] = self._channel.pipe_bytes
         procs = out.get("processes", {})
         if self.detach_result is not None:
             out["detach"] = self.detach_result
