@@ -523,8 +523,6 @@ class TraceSession:
         (ns, bytes) -- for an exporter (aorta_tui.metrics) that needs per-key histograms, which
         snapshots do not carry. Aggregate mode keeps no per-key histogram in the kernel: one
         row, key "all", holds the metric's. ("", []) for a name this session does not trace."""
-        from aorta_tui.trace.stream_stats import _key_text
-
         if self.program is None:
             return "", []
         with self._lock:
@@ -532,7 +530,7 @@ class TraceSession:
                 if f"{ps_name}.{metric.name}" != name or mid not in self._stats:
                     continue
                 st = self._stats[mid]
-                rows = [(_key_text(st._label_of(k), metric), ks.count, dict(ks.hist.counts), ks.total)
+                rows = [(st.key_text(k), ks.count, dict(ks.hist.counts), ks.total)
                         for k, ks in st.by_key.items()]
                 if st.hist.total and not any(counts for _k, _n, counts, _t in rows):
                     rows = [("all", st.count, dict(st.hist.counts), sum(t for *_r, t in rows))]

@@ -169,6 +169,10 @@ class MetricStats:
         if self.metric.kind == "size":
             self.value_sum = sum(per_key_sum.values())
 
+    def key_text(self, k: int | str) -> str:
+        """Key ``k`` as the result names it: a label's text, a stream or pointer in hex."""
+        return _key_text(self._label_of(k), self.metric)
+
     def _label_of(self, k: int | str) -> int | str:
         """A label metric's code as its label's text; any other key as it is."""
         if self.metric.breakdown_by != "label" or isinstance(k, str):
@@ -211,7 +215,7 @@ class MetricStats:
                                 percentiles=pct, percentile_method=how),
             total_bytes=self.value_sum if m.kind == "size" else None,
             breakdown_by=m.label_name if m.breakdown_by == "label" else m.key_name,
-            breakdown={_key_text(self._label_of(k), m): self._key_figures(ks, scale) for k, ks in keys},
+            breakdown={self.key_text(k): self._key_figures(ks, scale) for k, ks in keys},
             breakdown_truncated=max(0, len(self.by_key) - MAX_BREAKDOWN),
             breakdown_reason=("aggregate mode: the kernel keeps a count and a sum per key, so "
                               "per-key max and p50 are null") if self.aggregate else None,
