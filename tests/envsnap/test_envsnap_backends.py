@@ -263,14 +263,15 @@ def test_read_file_and_run_command_states(tmp_path: Path) -> None:
 
 def test_run_command_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
-    t0 = time.monotonic()
+    # no wall time asserted (a loaded box): the reason says the timeout ended it, and a command
+    # left waiting on its background sleep would run into pytest-timeout
     result = F.run_command(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"], timeout_s=0.5)
-    assert time.monotonic() - t0 < 5
     assert result.leaf["state"] == "error" and "did not finish within 0.5 s" in result.leaf["reason"]
     grandchild = int(pidfile.read_text())
     time.sleep(0.1)
     state = subprocess.run(["ps", "-o", "stat=", "-p", str(grandchild)], capture_output=True, text=True).stdout.strip()
-    assert state in ("", "Z"), f"the backgrounded sleep survived: {state}"
+    # its first letter: a test run under nice shows a zombie as "ZN"
+    assert state[:1] in ("", "Z"), f"the backgrounded sleep survived: {state}"
 
 
 def test_catalogue_covers_upstream_knobs_and_categories_are_ranked() -> None:

@@ -124,7 +124,10 @@ SEQUENCES = {
 def test_a_second_signal_during_the_clean_up_still_leaves_the_matrix_and_run_finished(
         tmp_path: Path, name: str, attack_tally) -> None:
     # The trial ignores SIGTERM (its sleep inherits that), so the clean-up waits its grace.
-    proc = _start(tmp_path, "sh", "-c", "trap '' TERM; sleep 30")
+    # the script names its test (tmp_path, which names the xdist worker too): pgrep below must
+    # not see the trials of this test's other cases, run at the same time on the other worker
+    script = f"trap '' TERM; sleep 30; : {tmp_path}"
+    proc = _start(tmp_path, "sh", "-c", script)
     run_dir = _wait_trial_started(tmp_path, proc)
     for sig, pause in SEQUENCES[name]:
         proc.send_signal(sig)
@@ -139,7 +142,7 @@ def test_a_second_signal_during_the_clean_up_still_leaves_the_matrix_and_run_fin
     assert ok, (proc.returncode, [e.get("event") for e in events], err[-1500:])
     assert "again: ending the running trial now" in err
     # nothing of the trial is left running
-    left = subprocess.run(["pgrep", "-f", "trap '' TERM; sleep 30"], capture_output=True,
+    left = subprocess.run(["pgrep", "-f", script], capture_output=True,
                           text=True).stdout.split()
     assert not [p for p in left if int(p) != proc.pid], left
 
