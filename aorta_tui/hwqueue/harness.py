@@ -46,6 +46,7 @@ from aorta_tui.hwqueue.workloads.base import DTYPES, QueueWorkloadContext
 
 if TYPE_CHECKING:
     from aorta_tui.hwqueue.backends import Backend
+    from aorta_tui.hwqueue.cupti import ProfilerCapture
     from aorta_tui.hwqueue.workloads.base import QueueWorkload
     from aorta_tui.trace.device.attach import DeviceSide
 
@@ -482,20 +483,7 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
     plans = [loop.plan(loop.next_iteration + i) for i in range(n)]
     loop.next_iteration += n
     events = [_new_events(backend, loop.stream_devices, plan) for plan in plans]
-    reason = None if profiler else (
-        "CPU emulation has no device kernels" if backend.emulated
-        else "--timing events: per-launch CUDA/HIP events only")
-    capture = None
-    if profiler:
-        from aorta_tui.hwqueue.cupti import ProfilerCapture
-
-        capture = ProfilerCapture(backend.torch)
-        try:
-            capture.__enter__()
-        except Exception as exc:
-            if required:
-                raise
-            capture, reason = None, f"the profiler could not start: {type(exc).__name__}: {exc}"
+    capture, reason = _start_capture(backend, profiler, required)
     label = " (detail pass)" if cfg.timing == "auto" else ""
     try:
         starts, _issued, host, end_ns = _run_iterations(
@@ -504,7 +492,36 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
     finally:
         if capture is not None:
             capture.__exit__(None, None, None)
+    records = _event_records(loop, plans, host, events)
+    detail = _Detail(records, starts, end_ns, backend.device_clock, "events", reason)
+    if capture is None:
+        return detail
+    return _with_profiler_kernels(loop, detail, capture, required)
 
+
+def _start_capture(backend: Backend, profiler: bool, required: bool
+                   ) -> tuple[ProfilerCapture | None, str | None]:
+    """The profiler's capture, entered (None without ``profiler``, or when it could not start
+    and is not ``required``), and why a pass has no kernel timestamps (None: it will have)."""
+    if not profiler:
+        return None, ("CPU emulation has no device kernels" if backend.emulated
+                      else "--timing events: per-launch CUDA/HIP events only")
+    from aorta_tui.hwqueue.cupti import ProfilerCapture
+
+    capture = ProfilerCapture(backend.torch)
+    try:
+        capture.__enter__()
+    except Exception as exc:
+        if required:
+            raise
+        return None, f"the profiler could not start: {type(exc).__name__}: {exc}"
+    return capture, None
+
+
+def _event_records(loop: _Loop, plans: list[list[Any]], host: list[Any],
+                   events: list[list[tuple[Any, Any]]]) -> list[LaunchRecord]:
+    """Each launch's host call and its events' times (the host's own, under CPU emulation)."""
+    backend = loop.backend
     records: list[LaunchRecord] = []
     for i, plan in enumerate(plans):
         for j, la in enumerate(plan):
@@ -516,11 +533,16 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
             else:
                 g0, g1 = backend.event_host_ns(e0, dev), backend.event_host_ns(e1, dev)
             records.append(LaunchRecord(i, la.stream, la.label, float(h0), float(h1), g0, g1))
-    detail = _Detail(records, starts, end_ns, backend.device_clock, "events", reason)
-    if capture is None:
-        return detail
+    return records
+
+
+def _with_profiler_kernels(loop: _Loop, detail: _Detail, capture: ProfilerCapture,
+                           required: bool) -> _Detail:
+    """The pass with the profiler's kernel records in place of the events' (which it keeps
+    beside them), or ``detail`` with the reason they could not be used."""
     from aorta_tui.hwqueue.cupti import activity_records, estimate_offset
 
+    cfg, records = loop.cfg, detail.records
     trace = capture.trace(keep=cfg.profiler_trace)
     try:
         offset, offset_unc = estimate_offset(trace, capture.markers)
@@ -545,7 +567,7 @@ def _detail_pass(loop: _Loop, n: int, profiler: bool, required: bool) -> _Detail
     info["clock_offset_uncertainty_us"] = offset_unc / 1e3
     if cfg.profiler_trace:
         info["trace_file"] = str(cfg.profiler_trace)
-    return _Detail(kernel_records, starts, end_ns,
+    return _Detail(kernel_records, detail.starts, detail.end_ns,
                    "cupti (torch.profiler kernel timestamps, one record per kernel)", "cupti", None,
                    event_records=records, profiler_info=info, clock_uncertainty_ns=offset_unc)
 
