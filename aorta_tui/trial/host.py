@@ -32,7 +32,7 @@ class CellLike(Protocol):
 class PlanLike(Protocol):
     """What a pool reads of the plan: a cell by name (``sweep.plan.Plan`` fills it)."""
 
-    def cell(self, name: str) -> Any: ...
+    def cell(self, name: str) -> CellLike: ...
 
 
 class TrialHost(Protocol):
