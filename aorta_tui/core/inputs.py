@@ -31,9 +31,9 @@ import stat
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
 
@@ -292,13 +292,13 @@ def read_input_text(path: str | os.PathLike[str], *, what: str, limit: int,
     return decode_utf8(data, where=os.fspath(path), what=what, hint=hint)
 
 
-def json_depth_exceeds(value: Any, max_depth: int) -> bool:
+def json_depth_exceeds(value: object, max_depth: int) -> bool:
     """True when ``value`` nests containers deeper than ``max_depth`` (iterative: no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
-            children: Any = node.values()
+            children: Iterable[object] = node.values()
         elif isinstance(node, list):
             children = node
         else:
@@ -346,7 +346,7 @@ def load_json_input(path: str | os.PathLike[str], *, what: str, limit: int,
     return parse_json_text(text, where=where, what=what, max_depth=max_depth, hint=hint)
 
 
-def require_object(value: Any, *, where: str, field: str = "", what: str = "file",
+def require_object(value: object, *, where: str, field: str = "", what: str = "file",
                    hint: str | None = None) -> dict[str, Any]:
     """``value`` if it is a JSON object, else a located error naming the field and the type."""
     if isinstance(value, dict):
@@ -356,7 +356,7 @@ def require_object(value: Any, *, where: str, field: str = "", what: str = "file
     raise UsageError(f"{at}: expected an object, found {found}", hint=hint or f"pass a {what}")
 
 
-def clip_for_message(value: Any, limit: int = 80) -> str:
+def clip_for_message(value: object, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters, so an error about a huge value stays short."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text)} characters)"
@@ -369,7 +369,7 @@ def is_regular_file(path: Path) -> bool:
         return False
 
 
-def json_type_name(value: Any) -> str:
+def json_type_name(value: object) -> str:
     """The JSON name of ``value``'s type, for "expected X, found Y" messages."""
     if value is None:
         return "null"
@@ -389,7 +389,7 @@ def json_type_name(value: Any) -> str:
 MAX_JSON_NUMBER = 1e300
 
 
-def _finite_number(value: object) -> bool:
+def _finite_number(value: object) -> TypeGuard[int | float]:
     """A finite int or float, not a boolean (JSON's ``true`` is no number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -399,7 +399,7 @@ def _finite_number(value: object) -> bool:
         return False
 
 
-def is_json_number(value: Any) -> bool:
+def is_json_number(value: object) -> bool:
     """A finite int or float (not a boolean) that float arithmetic can take."""
     return _finite_number(value) and abs(value) <= MAX_JSON_NUMBER
 
@@ -494,7 +494,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def require_type(value: Any, expected: str, *, where: str, field: str, what: str = "file",
+def require_type(value: object, expected: str, *, where: str, field: str, what: str = "file",
                  nullable: bool = False, hint: str | None = None) -> Any:
     """``value`` if it is of the JSON type ``expected`` (a key of ``_CHECKS``; ``nullable``
     also takes null), else a UsageError naming the file, the field path and both types."""

@@ -372,7 +372,7 @@ class RunDirFS:
                             where=self.display(self.rel(path)))
         return self.root.joinpath(*self.rel(path))
 
-    def atomic_write_json(self, path: str | os.PathLike[str], obj: Any, *, durable: bool = True) -> Path:
+    def atomic_write_json(self, path: str | os.PathLike[str], obj: object, *, durable: bool = True) -> Path:
         return self.atomic_write_bytes(path, atomic.json_bytes(obj), durable=durable)
 
     def atomic_write_text(self, path: str | os.PathLike[str], text: str) -> Path:
