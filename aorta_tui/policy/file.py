@@ -308,7 +308,8 @@ class _PolicyChecks:
         env = v.env_map(child_path(path, "env"), _bare_numbers_as_text(body.get("env")))
         args = self._args(child_path(path, "harness_args"), body.get("harness_args"))
         gpu = self._gpu(child_path(path, "gpu_control"), body.get("gpu_control"))
-        if BAD in (description, kind, vendor, env, args, gpu):
+        if (description is BAD or kind is BAD or vendor is BAD or env is BAD
+                or BAD in (args, gpu)):
             return None
         line = self.lines.get(("policies", name))
         return Policy(name=name, description=description, kind=kind, vendor=vendor, env=env,
