@@ -248,8 +248,8 @@ class SlurmExecutor:
             return
         nodes, per_node = shape
         r = self.recipe
-        launch = getattr(sweep.workload_cls, "launch", None)
-        torchrun = r.mode == "triage" and getattr(launch, "mode", None) == "torchrun"
+        launch = None if sweep.workload_cls is None else sweep.workload_cls.launch
+        torchrun = r.mode == "triage" and launch is not None and launch.mode == "torchrun"
         if not torchrun:
             if nodes > 1:
                 what = f"workload {r.workload!r}" if r.mode == "triage" else "a probe command"

@@ -6,7 +6,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui import __version__
 from aorta_tui.core import stats
@@ -17,10 +17,13 @@ from aorta_tui.core.trial_contract import TrialResult
 from aorta_tui.sweep.matrix_doc import Devices, Matrix, MatrixCell, MatrixTrial
 from aorta_tui.sweep.plan import Plan
 
+if TYPE_CHECKING:
+    from aorta_tui.recipe.model import Recipe
+
 
 def write_reports(
     run_dir: Path,
-    recipe: Any,
+    recipe: Recipe,
     plan: Plan,
     cells: list[CellStats],
     records: list[TrialResult],
@@ -32,7 +35,7 @@ def write_reports(
     snapshots, warnings = snapshot_index(run_dir, plan, records, schema_hash)
     from aorta_tui.collect.collectors import run_summary  # upstream's collect: (result.json)
 
-    threshold = recipe.confound.threshold if recipe.confound else None
+    threshold = recipe.confound.threshold
 
     matrix = Matrix(
         aorta_tui_version=__version__, generated_at=time.time(), run_dir=str(run_dir),
