@@ -132,7 +132,7 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def _range_hint(minimum: int | None, maximum: int | None) -> str:
+def _range_hint(minimum: float | None, maximum: float | None) -> str:
     if minimum is not None and maximum is not None:
         return f"use a whole number from {minimum} to {maximum}"
     if minimum is not None:
@@ -205,8 +205,8 @@ class Validator:
             return False
         return True
 
-    def integer(self, path: str, value: object, *, minimum: int | None = None,
-                maximum: int | None = None, unit: str = "") -> int | Bad:
+    def integer(self, path: str, value: object, *, minimum: float | None = None,
+                maximum: float | None = None, unit: str = "") -> int | Bad:
         if isinstance(value, bool) or not isinstance(value, int):
             hint = "write a whole number without quotes"
             if isinstance(value, float) and value.is_integer():
