@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.text import Text
@@ -19,6 +19,9 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from aorta_tui.tui.screens.base import AortaScreen, answer_from_worker
 from aorta_tui.tui.screens.latest_read import LatestRead
 from aorta_tui.tui.screens.pickers import PathPicker, same_file
+
+if TYPE_CHECKING:
+    from aorta_tui.envsnap.diff import DiffReport
 
 RANKS = ("numerics", "scheduling", "informational")
 RANK_STYLE = {"numerics": "bold red", "scheduling": "bold yellow", "informational": "dim"}
@@ -72,12 +75,12 @@ def diff_at(cwd: Path, asked: Asked) -> DiffRead:
     return DiffRead(asked, rows_from_report(report), report.hidden_volatile, list(report.notes), report.mode)
 
 
-def _short(value: Any, width: int = 60) -> str:
+def _short(value: object, width: int = 60) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _value(value: Any, state: str | None, missing: bool) -> str:
+def _value(value: object, state: str | None, missing: bool) -> str:
     if missing:
         return "—"
     if state and state != "ok":
@@ -85,7 +88,7 @@ def _value(value: Any, state: str | None, missing: bool) -> str:
     return "unset" if value is None else _short(value, 40)
 
 
-def rows_from_report(report: Any) -> list[DiffRow]:
+def rows_from_report(report: DiffReport) -> list[DiffRow]:
     """Flatten the engine's ``DiffReport`` entries; the ranking is the engine's, not ours."""
     rows = []
     for entry in report.entries:
