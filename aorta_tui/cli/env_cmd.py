@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from aorta_tui.cli.common import check_output_file, cli_command, err, new_app, seconds
+
+if TYPE_CHECKING:
+    from aorta_tui.envsnap.diff import DiffReport
 
 app = new_app(
     "Environment snapshots (env.json): capture, summarize, query one field, diff two.\n\n"
@@ -202,7 +205,7 @@ def _esc(text: str) -> str:
     return escape(inert(text))
 
 
-def _print_diff_rich(report: Any) -> None:
+def _print_diff_rich(report: DiffReport) -> None:
     from rich.console import Console
     from rich.table import Table
 
