@@ -551,18 +551,18 @@ class RecipeEditorScreen(AortaScreen):
         table.clear()
         import textwrap
 
-        widest = max((len(str(getattr(i, "path", "") or "")) for i in issues), default=0)
+        widest = max((len(i.path) for i in issues), default=0)
         # the whole message, wrapped to the room the pane leaves after line, col and where (and
         # their padding, the scrollbar): a row is one line otherwise, and the end of a long
         # message was cut off even at 160 columns
         room = max(24, self.query_one("#recipe-right").size.width - max(widest, 5) - 26)
         for issue in issues:
-            where = str(getattr(issue, "path", "") or "")
-            text = str(issue.message) + (f" — {issue.hint}" if getattr(issue, "hint", None) else "")
+            where = issue.path
+            text = issue.message + (f" — {issue.hint}" if issue.hint else "")
             lines = textwrap.wrap(text, room) or [""]
             table.add_row(
-                Text(str(getattr(issue, "line", "") or "")),
-                Text(str(getattr(issue, "column", "") or "")),
+                Text(str(issue.line or "")),
+                Text(str(issue.column or "")),
                 Text(where),
                 Text("\n".join(lines)),
                 height=len(lines),
