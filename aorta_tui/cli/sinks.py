@@ -70,14 +70,16 @@ def trial_notes(trial_dir: str, data: dict[str, Any] | None = None) -> str:
     from aorta_tui.executor.placement import placement_text
     from aorta_tui.trial.timeline import summary
 
-    if data is None:
+    found: object = data
+    if found is None:
         if not trial_dir:
             return ""
         from aorta_tui.core.inputs import read_json_or_none
 
-        data = read_json_or_none(Path(trial_dir) / "result.json")
-    if not isinstance(data, dict):
+        found = read_json_or_none(Path(trial_dir) / "result.json")
+    if not isinstance(found, dict):
         return ""
+    data = found
     text = summary(data.get("timeline"), top=3)
     return (f" ({text.split(': ', 1)[-1]})" if text else "") + placement_text(data)
 

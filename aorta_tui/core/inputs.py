@@ -254,7 +254,7 @@ def read_fd_bounded(fh: BinaryIO, *, where: str, what: str, limit: int,
 
 
 def read_json_or_none(path: str | os.PathLike[str], *, limit: int = 64 * MiB,
-                      follow_symlinks: bool = False) -> Any:
+                      follow_symlinks: bool = False) -> Json:
     """A record of a run directory (a trial's ``result.json``, ``plan.json``, ...) decoded, or
     ``None`` when it is missing, not a regular file (or a symlink, unless ``follow_symlinks``),
     unreadable, over ``limit``, or not JSON: for readers to
@@ -337,7 +337,7 @@ def parse_json_text(text: str, *, where: str, what: str, max_depth: int = DEFAUL
 
 
 def load_json_input(path: str | os.PathLike[str], *, what: str, limit: int,
-                    max_depth: int = DEFAULT_MAX_DEPTH, hint: str | None = None) -> Any:
+                    max_depth: int = DEFAULT_MAX_DEPTH, hint: str | None = None) -> Json:
     """Read and parse a JSON input file with every guarantee of this module."""
     where = os.fspath(path)
     text = read_input_text(path, what=what, limit=limit, hint=hint)

@@ -127,8 +127,9 @@ def device_summary(run_dir: Path, records: list[TrialResult]) -> Devices:
             snap = load_json_input(host, what="snapshot", limit=INPUT_LIMITS["snapshot"])
         except AortaError:  # a damaged snapshot must not cost the report; say "unknown" instead
             snap = None
-        if isinstance(snap, dict) and isinstance(snap.get("gpus"), list):
-            names = [g.get("name") for g in snap["gpus"] if isinstance(g, dict)]
+        gpus = snap.get("gpus") if isinstance(snap, dict) else None
+        if isinstance(gpus, list):
+            names = [g.get("name") for g in gpus if isinstance(g, dict)]
             host_gpus = [str(n.get("value") or "unnamed GPU") if isinstance(n, dict) else "unnamed GPU"
                          for n in names]
     return Devices(dict(sorted(reported.items())), None if host_gpus is None else tuple(host_gpus))
