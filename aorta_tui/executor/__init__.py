@@ -16,16 +16,17 @@ classifier: an executor never classifies), ``end``.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from aorta_tui.classify.model import Outcome
 from aorta_tui.classify.placement import Placement
 from aorta_tui.executor.host import ExecutorHost, ExecutorTrial
 
 if TYPE_CHECKING:
+    import threading
+
+    from aorta_tui.classify.model import Outcome
     from aorta_tui.recipe.model import Recipe
     from aorta_tui.trial.supervisor import ProcessOutcome, ProcessSpec
 
