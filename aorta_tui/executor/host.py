@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence, Sized
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aorta_tui.trial.host import CellLike, PlanLike, TrialHost
 
@@ -19,6 +19,8 @@ class ExecutorTrial(Protocol):
     def trial_id(self) -> str: ...
     @property
     def cell(self) -> str: ...
+    @property
+    def trial(self) -> int: ...  # its index within the cell
 
 
 class ExecutorCell(CellLike, Protocol):
@@ -50,5 +52,5 @@ class ExecutorHost(TrialHost, Protocol):
     @property
     def plan(self) -> ExecutorPlan: ...
 
-    def prepare_trial(self, run_dir: Path, spec: Any  # a TrialSpec of the host's plan
+    def prepare_trial(self, run_dir: Path, spec: ExecutorTrial
                       ) -> tuple[ExecutorCell, Path, dict[str, str], list[str], ProcessSpec]: ...

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from aorta_tui.classify.dmesg import KernelLog
     from aorta_tui.classify.model import Detection
     from aorta_tui.core.bytecode import BytecodePlan
+    from aorta_tui.executor.host import ExecutorTrial
     from aorta_tui.recipe.model import CustomPattern, Recipe
     from aorta_tui.registry.workload import Workload
     from aorta_tui.trial.prepared import PreparedPool
@@ -644,7 +645,8 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
                                                fs=self._store.fs)
         record.update(finish_trial_files(r, trial_dir, env, verdict))  # collect_paths, retain
 
-    def prepare_trial(self, run_dir: Path, spec: TrialSpec) -> tuple[CellPlan, Path, dict[str, str], list[str], Any]:
+    def prepare_trial(self, run_dir: Path, spec: ExecutorTrial
+                      ) -> tuple[CellPlan, Path, dict[str, str], list[str], ProcessSpec]:
         """The trial's directory, environment, argv and ProcessSpec (executors call it too:
         the Slurm executor prepares every pending trial before its batched submission)."""
         from aorta_tui.trial.hang import HangPolicy
@@ -704,7 +706,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
             self._store.fs.atomic_write_json(trial_dir / "trace.json", session.result().to_json())
             self._trace_summary = {"path": "trace.json", "probes": list(spec.probes), "mode": spec.mode}
 
-    def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:
+    def _trial_env(self, cell: CellPlan, spec: ExecutorTrial, trial_dir: Path) -> dict[str, str]:
         env = self.base_env()
         env.update(cell.env)
         env.update({
@@ -736,7 +738,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
 
         return cell_collect(self.recipe, cell.name)
 
-    def _worker_spec(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> WorkerSpec | None:
+    def _worker_spec(self, cell: CellPlan, spec: ExecutorTrial, trial_dir: Path) -> WorkerSpec | None:
         """What the trial worker of a workload trial runs (``trial_spec.json``); None for a probe."""
         r = self.recipe
         if r.mode == "probe":

@@ -593,10 +593,11 @@ class _DdpPlan(_Plan):
         r = self.r
         out = self.payload_checks()
         for b, (g, o) in enumerate(zip(self.grads, self.outs, strict=False)):
-            def summed(it: int, b: int = b, n: int = g.numel()) -> Any:
+            def summed(it: int, b: int = b, n: int = g.numel()) -> torch.Tensor | int:
                 return sum(r.known(10 + b, j, it, n) for j in range(r.world))
 
-            def updated(it: int, f: Callable[[int], Any] = summed) -> Any:
+            def updated(it: int, f: Callable[[int], torch.Tensor | int] = summed
+                        ) -> torch.Tensor | int:
                 return f(it) * 2 + 1
 
             out.append((f"bucket{b}", g, summed))
