@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMATS = ("csv", "parquet")
 
@@ -47,7 +50,7 @@ def export_frames(source: Path, fmt: str, output: Path | None,
     return written
 
 
-def _encode(df: Any, fmt: str) -> bytes:
+def _encode(df: pd.DataFrame, fmt: str) -> bytes:
     if fmt == "csv":
         return df.to_csv(index=False).encode("utf-8")
     buf = io.BytesIO()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import EnvironmentProblem
@@ -22,7 +23,7 @@ EXTRA_HINT = "pip install 'aorta-tui[analysis]' (or: pip install 'pandas>=2')"
 STEP_STATS = ("mean", "p25", "p50", "p75", "iqr", "p90", "p99")
 
 
-def require_pandas() -> Any:
+def require_pandas() -> ModuleType:
     """The pandas module, or a clear EnvironmentProblem naming the extra that provides it."""
     try:
         import pandas
@@ -157,7 +158,7 @@ def _cell_row(c: MatrixCell) -> dict[str, Any]:
     }
 
 
-def _cells_from_trials(pd: Any, trials: Any, steps: Any) -> Any:
+def _cells_from_trials(pd: ModuleType, trials: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for cell, group in trials.groupby("cell", sort=False):
         n = len(group)
@@ -294,7 +295,7 @@ def _json_file(path: Path) -> Any:
     return read_json_or_none(path, limit=512 << 20)
 
 
-def _numbers(value: Any) -> list[float]:
+def _numbers(value: object) -> list[float]:
     if not isinstance(value, list):
         return []
     return [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -307,12 +308,12 @@ def _median(ordered: list[float]) -> float | None:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def _joined(items: Any) -> str:
+def _joined(items: object) -> str:
     """A list as one ``;``-joined string: a cell of a CSV or parquet column, not an object."""
     if not isinstance(items, list):
         return ""
     return ";".join(str(i) for i in items if i is not None)
 
 
-def _scalar(value: Any) -> bool:
+def _scalar(value: object) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))

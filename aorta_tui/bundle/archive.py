@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.bundle.content import Unscannable, learn_data, scrub_data
-from aorta_tui.bundle.gather import MAX_FILE_BYTES, Gathered, Spool, gather
+from aorta_tui.bundle.gather import MAX_FILE_BYTES, Gathered, GatherInput, Spool, gather
 from aorta_tui.bundle.manifest_doc import (
     MANIFEST_NAME,
     BundledFile,
@@ -55,6 +55,9 @@ from aorta_tui.core.inputs import (
 from aorta_tui.core.secrets import SECRET_HASHES_FILE, is_secret_name, load_secret_hashes
 
 if TYPE_CHECKING:
+    from aorta_tui.recipe.checks import Bad, Validator
+    from aorta_tui.recipe.loader import Marks
+    from aorta_tui.recipe.model import Redaction
     from aorta_tui.store.run_meta import RunMeta
 
 MiB = 1024 * 1024
@@ -201,7 +204,7 @@ def _json_object(path: Path, what: str, hint: str | None = None) -> dict[str, An
                           what=what)
 
 
-def _str(value: Any) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
@@ -239,7 +242,7 @@ def _yaml(path: Path, what: str) -> tuple[Any, Any]:
         raise UsageError(exc.message, location=where, hint=exc.hint or hint) from None
 
 
-def _validated(data: dict[str, Any], marks: Any, path: Path, *, wrapped: bool) -> RedactionConfig:
+def _validated(data: dict[str, Any], marks: Marks, path: Path, *, wrapped: bool) -> RedactionConfig:
     from aorta_tui.recipe.checks import BAD, Validator
     from aorta_tui.recipe.validate import _redaction
 
@@ -254,17 +257,18 @@ def _validated(data: dict[str, Any], marks: Any, path: Path, *, wrapped: bool) -
                            bool(got.scrub_ip_addresses))
 
 
-def _top_level_redaction(v: Any, raw: Any) -> Any:
+def _top_level_redaction(v: Validator, raw: object) -> Redaction | Bad:
     from aorta_tui.recipe import keys as K
     from aorta_tui.recipe.checks import BAD
     from aorta_tui.recipe.model import Redaction
 
-    if v.mapping("", raw, K.REDACTION_KEYS, what="a mapping of redaction rules") is BAD:
+    if v.mapping("", raw, K.REDACTION_KEYS, what="a mapping of redaction rules") is BAD \
+            or not isinstance(raw, dict):
         return BAD
     keys = v.str_list("scrub_env_keys", raw.get("scrub_env_keys") or [], what="variable-name globs")
     paths = v.boolean("scrub_paths", raw.get("scrub_paths", False))
     ips = v.boolean("scrub_ip_addresses", raw.get("scrub_ip_addresses", False))
-    if BAD in (keys, paths, ips):
+    if keys is BAD or paths is BAD or ips is BAD:
         return BAD
     return Redaction(scrub_env_keys=tuple(keys), scrub_paths=paths, scrub_ip_addresses=ips)
 
@@ -337,7 +341,7 @@ def _scrubbers(req: BundleRequest) -> dict[str, Scrubber]:
 _KEEPS_HASHES = ("run", "policy-sweep")
 
 
-def _never_read(inp: BundleInput, rel: str) -> str | None:
+def _never_read(inp: GatherInput, rel: str) -> str | None:
     if inp.kind in _KEEPS_HASHES and rel == SECRET_HASHES_FILE:
         return HASHES_NOTE
     return None

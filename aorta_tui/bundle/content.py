@@ -172,7 +172,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def maybe_json(text: str) -> Any:
+def maybe_json(text: str) -> object:
     """The document, or None when ``text`` is no JSON object or array that would survive a
     rewrite (a repeated key would lose a value): such a file is redacted as text."""
     if not text.strip() or text.lstrip()[:1] not in "{[":
@@ -183,7 +183,7 @@ def maybe_json(text: str) -> Any:
         return None
 
 
-def _dump_like(original: str, doc: Any) -> str:
+def _dump_like(original: str, doc: object) -> str:
     """``doc`` in the layout ``original`` was written in (aorta-tui writes indent 2)."""
     for indent in (2, None, 1, 4):
         if _dump(maybe_json(original), indent) == original:
@@ -191,7 +191,7 @@ def _dump_like(original: str, doc: Any) -> str:
     return _dump(doc, 2)
 
 
-def _dump(doc: Any, indent: int | None) -> str:
+def _dump(doc: object, indent: int | None) -> str:
     return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
 
 

@@ -15,7 +15,7 @@ import io
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aorta_tui.core.numerals import ascii_digits
 
@@ -75,12 +75,24 @@ def _compressed(data: bytes) -> Callable[[], Layer] | None:
     return lambda: Layer(kind, inflate(kind, data), lambda b: deflate(kind, b))
 
 
-def _decompressor(kind: str) -> Any:
+class _Decompressor(Protocol):
+    """What inflate uses of zlib's, bz2's and lzma's decompressor objects."""
+
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unused_data(self) -> bytes: ...
+    def decompress(self, data: bytes, max_length: int = ..., /) -> bytes: ...
+
+
+def _decompressor(kind: str) -> _Decompressor:
     import bz2
     import lzma
 
-    return {"gzip": lambda: zlib.decompressobj(31), "zlib": zlib.decompressobj,
-            "bz2": bz2.BZ2Decompressor, "xz": lzma.LZMADecompressor}[kind]()
+    makers: dict[str, Callable[[], _Decompressor]] = {
+        "gzip": lambda: zlib.decompressobj(31), "zlib": zlib.decompressobj,
+        "bz2": bz2.BZ2Decompressor, "xz": lzma.LZMADecompressor}
+    return makers[kind]()
 
 
 def inflate(kind: str, data: bytes) -> bytes:

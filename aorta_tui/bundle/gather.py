@@ -12,15 +12,24 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Protocol
 
 from aorta_tui.bundle.fsread import Found, read_one, shown_name, walk_files
 
-# an input is archive.BundleInput (kind, path, name); named Any here so that this module
-# does not import the one that imports it
-BundleInput = Any
+
+class GatherInput(Protocol):
+    """What gathering reads of an input (``archive.GatherInput`` fills it; declared here so
+    that this module does not import the one that imports it)."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def kind(self) -> str: ...  # run | policy-sweep | queue-result
+    @property
+    def name(self) -> str: ...
 
 MiB = 1024 * 1024
 # The most of one file a bundle reads, counted in logical bytes (st_size, then bytes read):
@@ -34,7 +43,7 @@ SPOOL_IN_MEMORY = 32 * MiB
 class Gathered:
     """One entry of an input as read: where its bytes wait in the spool, or why it is out."""
 
-    inp: Any  # BundleInput
+    inp: GatherInput
     rel: str
     offset: int = -1
     size: int = 0
@@ -64,19 +73,20 @@ class Spool:
         self._fh.close()
 
 
-def owner_of(inp: BundleInput) -> os.stat_result:
+def owner_of(inp: GatherInput) -> os.stat_result:
     """Whose the input is: the run directory's (or the queue result file's) owner, device."""
     return os.stat(inp.path)
 
 
-def found_in(inp: BundleInput, owner: os.stat_result) -> Iterator[Found]:
+def found_in(inp: GatherInput, owner: os.stat_result) -> Iterator[Found]:
     if inp.kind == "queue-result":
         yield read_one(os.fspath(inp.path), owner, MAX_FILE_BYTES)
         return
     yield from walk_files(os.path.realpath(inp.path), owner, MAX_FILE_BYTES)
 
 
-def gather(inputs: list[BundleInput], spool: Spool, skip: Any) -> Iterator[tuple[Gathered,
+def gather(inputs: Sequence[GatherInput], spool: Spool,
+           skip: Callable[[GatherInput, str], str | None]) -> Iterator[tuple[Gathered,
                                                                                  bytes | None]]:
     """Every entry of every input, read once: (its record, its bytes or None). ``skip(inp,
     rel)`` names an entry that is never read (the run's secret hashes)."""

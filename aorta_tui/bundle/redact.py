@@ -251,7 +251,7 @@ class Scrubber:
                 for form in escaped_forms(password):
                     self.learn(form, URL_RULE)
 
-    def learn_json(self, doc: Any) -> None:
+    def learn_json(self, doc: object) -> None:
         """Remember the values of hidden names in a parsed JSON document (any depth), and what
         each string in it shows once decoded (a log kept in a JSON string: its escapes read
         as the text they stand for)."""
@@ -366,12 +366,12 @@ class Scrubber:
             self._literal_re = (len(self.values), regex)
         return regex
 
-    def scrub_json(self, doc: Any, state: FileState) -> tuple[Any, list[tuple[str, Hit]]]:
+    def scrub_json(self, doc: object, state: FileState) -> tuple[Any, list[tuple[str, Hit]]]:
         """A copy of ``doc`` with hidden names' values replaced and every string leaf (keys
         included) scrubbed as text; each hit with the JSON path it was found at."""
         hits: list[tuple[str, Hit]] = []
 
-        def walk(node: Any, path: str, hidden_by: str | None) -> Any:
+        def walk(node: object, path: str, hidden_by: str | None) -> object:
             if isinstance(node, dict):
                 out: dict[str, Any] = {}
                 named = _k8s_name(node)  # {"name": "DB_PASSWORD", "value": "..."}
@@ -386,7 +386,9 @@ class Scrubber:
                     new_key = key if rule is not None or not isinstance(key, str) else \
                         self.distinct(key, self._leaf(key, sub, state, hits))
                     new_value = walk(value, sub, inner)
-                    if key in NAMED_KEYS and isinstance(value, str) and new_value != value:
+                    # (a string's walk is a string)
+                    if key in NAMED_KEYS and isinstance(value, str) and isinstance(new_value, str) \
+                            and new_value != value:
                         new_value = self.distinct(value, new_value)
                     out[new_key] = new_value
                 return out
@@ -554,10 +556,10 @@ def _k8s_name(node: dict[Any, Any]) -> str | None:
     return None
 
 
-def _named_strings(doc: Any) -> Iterable[tuple[str, str, str]]:
+def _named_strings(doc: object) -> Iterable[tuple[str, str, str]]:
     """(path, name, value) for every string under a name: ``{"NAME": "v"}`` and the env
     snapshot's ``{"NAME": {"value": "v"}}``."""
-    stack: list[tuple[str, Any]] = [("", doc)]
+    stack: list[tuple[str, object]] = [("", doc)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, dict):
@@ -703,9 +705,9 @@ def _private_keys(line: str, state: FileState, number: int, hits: list[Hit]) -> 
     return "".join(out)
 
 
-def _strings(doc: Any) -> Iterable[str]:
+def _strings(doc: object) -> Iterable[str]:
     """Every string of a JSON document: keys and values, any depth."""
-    stack: list[Any] = [doc]
+    stack: list[object] = [doc]
     while stack:
         node = stack.pop()
         if isinstance(node, str):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,7 +134,7 @@ def _text(data: bytes, a: int, b: int) -> str:
     return data[a:b].decode("utf-8", "replace")
 
 
-def line_matches_bytes(rx: LinearRegex, data: bytes) -> Any:
+def line_matches_bytes(rx: LinearRegex, data: bytes) -> Iterator[tuple[int, int, LinearMatch]]:
     """``(line start, line end, LinearMatch)`` (byte offsets) for the first match on each
     line of ``data`` (valid UTF-8); a match crossing a line break is retried on its line."""
     pos = 0

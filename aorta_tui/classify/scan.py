@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from aorta_tui.classify.linear import LinearRegex, line_matches_bytes
+from aorta_tui.classify.linear import LinearMatch, LinearRegex, line_matches_bytes
 
 BLOCK_BYTES = 1 << 20
 MAX_EVIDENCE_CHARS = 300
@@ -167,6 +167,7 @@ def scan_block(text: str, first_line: int, stream: str, matchers: list[Matcher],
         if isinstance(mt.regex, LinearRegex):
             data = text.encode("utf-8") if data is None else data
             buf = data
+            # a LinearMatch exactly where buf is bytes: the loop tells them apart by buf
             found: Any = line_matches_bytes(mt.regex, data)
         elif mt.needles:
             found = needle_line_matches(mt.regex, text, mt.needles)
@@ -281,7 +282,7 @@ def scan_file(
     scanner.close()
 
 
-def numeric_captures(m: re.Match[str]) -> dict[str, Any]:
+def numeric_captures(m: re.Match[str] | LinearMatch) -> dict[str, Any]:
     """Named groups; values that parse as numbers become floats, absent groups ``None``."""
     out: dict[str, Any] = {}
     for name, value in m.groupdict().items():

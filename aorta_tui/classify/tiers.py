@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.classify.dmesg import KERNEL_PATTERNS, KernelEvent
-from aorta_tui.classify.linear import compile_linear, recipe_regex_issue
+from aorta_tui.classify.linear import LinearMatch, compile_linear, recipe_regex_issue
 from aorta_tui.classify.model import (
     SIGNAL_NAMES,
     Classification,
@@ -57,6 +57,9 @@ _EXCEPTION_LINE = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Exit|
 _EXCEPTION_LOOKAHEAD_LINES = 2000
 _ALIAS = re.compile(r"__\d+$")
 
+# is_disabled(tier, detector id[, captures]): whether the recipe turned that detector off
+IsDisabled = Callable[..., bool]
+
 
 def builtin_detector_ids() -> dict[str, int]:
     """Every built-in detector id and its tier (for validating ``disable_detectors``)."""
@@ -74,7 +77,7 @@ def is_upstream_detector_id(token: str) -> bool:
     return upstream_alias(token) is not None
 
 
-def _disabled_check(disabled: Collection[str]) -> Any:
+def _disabled_check(disabled: Collection[str]) -> IsDisabled:
     """``is_disabled(tier, id[, captures])``: our ids, tiers, ``tierN:id``, ``custom:id`` and
     upstream's detector ids (``upstream_ids``; ``tier1:sigsegv`` looks at the signal)."""
     return expand_disabled(disabled).is_disabled
@@ -216,7 +219,7 @@ def _rule_matcher(rule: PatternRule) -> Matcher | str:
         return issue[0]
     matcher = Matcher(rule.id, compile_linear(source), lambda m: None)
 
-    def accept(m: Any) -> dict[str, Any] | None:
+    def accept(m: re.Match[str] | LinearMatch) -> dict[str, Any] | None:
         captures = numeric_captures(m)
         if rule.condition is None:
             return captures
@@ -268,7 +271,7 @@ def _exception_line(path: Path, after_line: int, open_log: LogOpener = open_log_
 CONDITION_CANDIDATES = 10_000
 
 
-def _matchers(rules: Sequence[PatternRule], is_disabled: Any, *, deferred: bool = False,
+def _matchers(rules: Sequence[PatternRule], is_disabled: IsDisabled, *, deferred: bool = False,
               ) -> tuple[list[Matcher], list[Matcher], list[Detection]]:
     """The built-in and recipe matchers, and a detection for each pattern RE2 cannot run.
     ``deferred``: a recipe pattern's condition is not applied while scanning; its first
@@ -370,7 +373,7 @@ def tier4_and_5(
     stdout_path: Path | None,
     stderr_path: Path | None,
     rules: Sequence[PatternRule],
-    is_disabled: Any,
+    is_disabled: IsDisabled,
     log_scan: LogScan | None = None,
     open_log: LogOpener = open_log_checked,
 ) -> list[Detection]:

@@ -132,7 +132,7 @@ def number(*, integer: bool = False, above: float | None = None, at_least: float
     if unit:
         what += f" of {unit}"
 
-    def parse(value: Any) -> float | int:
+    def parse(value: object) -> float | int:
         got = _read_number(value, integer=integer, what=what)
         low_ok = ((above is None or got > above) and (at_least is None or got >= at_least))
         if not low_ok or got > at_most:
@@ -146,12 +146,12 @@ def number(*, integer: bool = False, above: float | None = None, at_least: float
     return parse
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     text = str(value)
     return repr(text[:40] + ("..." if len(text) > 40 else ""))
 
 
-def _read_number(value: Any, *, integer: bool, what: str) -> float | int:
+def _read_number(value: object, *, integer: bool, what: str) -> float | int:
     """``value`` (text, or a default already a number) as a finite int or float."""
     if isinstance(value, bool):
         raise typer.BadParameter(f"{_shown(value)} is not {what}")

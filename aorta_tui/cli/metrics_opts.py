@@ -4,13 +4,17 @@ command that offers them (trace queue, sweep run / --batch, policy sweep, queue 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from aorta_tui.cli.common import err, seconds
+
+if TYPE_CHECKING:
+    from aorta_tui.core.events import Event, EventBus
+    from aorta_tui.metrics.server import MetricsServer
 
 METRICS_OPT = typer.Option(
     None, "--metrics", metavar="ADDR",
@@ -53,8 +57,8 @@ def serving(addr: str | None, public: bool, linger_s: float, collectors: list[An
 
 
 @contextlib.contextmanager
-def sweep_metrics_serving(req: MetricsRequest | None, bus: Any,
-                          planned: dict[str, int] | None = None) -> Iterator[Any]:
+def sweep_metrics_serving(req: MetricsRequest | None, bus: EventBus,
+                          planned: dict[str, int] | None = None) -> Iterator[MetricsServer | None]:
     """A run's progress served for the block: a :class:`SweepMetrics` sink on ``bus``."""
     if req is None or req.addr is None:
         yield None
@@ -76,12 +80,12 @@ def metered(go: Any, req: MetricsRequest) -> Any:
     if req.addr is None:
         return go
 
-    def run(on_event: Any) -> Any:
+    def run(on_event: Callable[[Event], None]) -> Any:
         from aorta_tui.metrics.sweep_metrics import SweepMetrics
 
         sink = SweepMetrics()
 
-        def both(event: Any) -> None:
+        def both(event: Event) -> None:
             sink.emit(event)
             on_event(event)
 

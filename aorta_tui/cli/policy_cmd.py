@@ -24,6 +24,8 @@ from aorta_tui.store.trust_guard import guard_run_dir
 R = TypeVar("R")
 
 if TYPE_CHECKING:  # the CLI imports the engine only when a command runs
+    from aorta_tui.core.events import Event, EventSink
+    from aorta_tui.policy.evaluator import PolicySweepOutcome
     from aorta_tui.policy.manifest_doc import SweepPlan
     from aorta_tui.policy.report_doc import PolicyReport
 
@@ -183,7 +185,7 @@ def resume(
     _finish(outcome, json_mode, strict)
 
 
-def _sink(json_mode: bool) -> Any:
+def _sink(json_mode: bool) -> EventSink:
     """JSON lines for scripts; one readable line per event otherwise."""
     if json_mode:
         from aorta_tui.core.events import JsonSink
@@ -194,7 +196,7 @@ def _sink(json_mode: bool) -> Any:
     return CallbackSink(_print_event)
 
 
-def _finish(outcome: Any, json_mode: bool, strict: bool) -> None:
+def _finish(outcome: PolicySweepOutcome, json_mode: bool, strict: bool) -> None:
     if not json_mode:
         _print_summary(outcome.report, outcome.run_dir)
     if outcome.exit_code:
@@ -281,7 +283,7 @@ def _config_text(config: dict[str, Any]) -> str:
     return f"{config['workload']} on {config['streams']} streams" + (f", {', '.join(shown)}" if shown else "")
 
 
-def _print_event(event: Any) -> None:
+def _print_event(event: Event) -> None:
     from aorta_tui.core.events import Measurement, RunStarted, RunWarning
 
     if isinstance(event, RunStarted):

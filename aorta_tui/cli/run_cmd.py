@@ -20,6 +20,7 @@ from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
     from aorta_tui.core.trial_contract import TrialResult
+    from aorta_tui.registry.registry import Registry
 
 
 @cli_command
@@ -87,7 +88,7 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
 
 
 def check_request(workload: str, config: list[str], mitigations: str,
-                  registry: Any) -> tuple[dict[str, Any], list[str]]:
+                  registry: Registry) -> tuple[dict[str, Any], list[str]]:
     """Everything that can be wrong before a process starts; returns (config, mitigations)."""
     from aorta_tui.core.errors import UsageError
     from aorta_tui.registry.registry import load_workload

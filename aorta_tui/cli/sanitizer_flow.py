@@ -7,12 +7,15 @@ other flag or a ``-- command`` is refused rather than silently ignored.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aorta_tui.core.errors import ExitCode, UsageError
 
+if TYPE_CHECKING:
+    from aorta_tui.sweep.way_in import SweepRequest
 
-def _set_flags(req: Any) -> list[str]:
+
+def _set_flags(req: SweepRequest) -> list[str]:
     flags = {
         "--workload": req.workload, "--mitigation-axis": req.mitigation_axis,
         "--environment-axis": req.environment_axis, "--trials": req.trials,
@@ -27,7 +30,7 @@ def _set_flags(req: Any) -> list[str]:
     return sorted(k for k, v in flags.items() if v not in (None, "", (), [], False))
 
 
-def run_sanitizer_request(req: Any) -> int:
+def run_sanitizer_request(req: SweepRequest) -> int:
     from aorta_tui.collect.sanitizer import (
         exit_code_of,
         load_sanitizer_recipe,
@@ -43,6 +46,7 @@ def run_sanitizer_request(req: Any) -> int:
         raise UsageError("these flags are not valid for a mode: sanitizer recipe: "
                          + ", ".join(bad), hint="drop them (only --recipe, --dry-run, --output, "
                          "--json and -v apply)", location=str(req.recipe))
+    assert req.recipe is not None  # is_sanitizer_request read it
     recipe = load_sanitizer_recipe(req.recipe)
     run_dir, checks = run_sanitizer_recipe(recipe, req.output, dry_run=req.dry_run)
     report = run_dir / recipe.report_name

@@ -6,10 +6,11 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from aorta_tui.core.events import (
     Event,
+    EventSink,
     JsonSink,
     RunFinished,
     RunStarted,
@@ -17,6 +18,9 @@ from aorta_tui.core.events import (
     TrialFinished,
     TrialStarted,
 )
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class PlainSink:
@@ -66,14 +70,16 @@ def trial_notes(trial_dir: str, data: dict[str, Any] | None = None) -> str:
     from aorta_tui.executor.placement import placement_text
     from aorta_tui.trial.timeline import summary
 
-    if data is None:
+    found: object = data
+    if found is None:
         if not trial_dir:
             return ""
         from aorta_tui.core.inputs import read_json_or_none
 
-        data = read_json_or_none(Path(trial_dir) / "result.json")
-    if not isinstance(data, dict):
+        found = read_json_or_none(Path(trial_dir) / "result.json")
+    if not isinstance(found, dict):
         return ""
+    data = found
     text = summary(data.get("timeline"), top=3)
     return (f" ({text.split(': ', 1)[-1]})" if text else "") + placement_text(data)
 
@@ -85,7 +91,7 @@ def eta_text(t0: float, ran: int, remaining: int) -> str:
     return f", ETA {(time.monotonic() - t0) / ran * remaining:.0f}s"
 
 
-def summary_text(e: Any) -> str:
+def summary_text(e: RunFinished) -> str:
     s = e.summary or {}
     lines = [f"run {e.status}: exit code {e.exit_code}"]
     if s.get("every_trial_errored"):
@@ -173,7 +179,7 @@ class RichSink:
             TextColumn("{task.fields[status]}"), TextColumn("ETA"), TimeRemainingColumn(), console=self.console,
             transient=False,
         )
-        self.task: Any = None
+        self.task: TaskID | None = None
         self.counts = {"pass": 0, "fail": 0, "error": 0}
 
     def emit(self, event: Event) -> None:
@@ -199,7 +205,7 @@ class RichSink:
             self.progress.stop()
             self._table(e)
 
-    def _table(self, e: Any) -> None:
+    def _table(self, e: RunFinished) -> None:
         from rich.table import Table
 
         s = e.summary or {}
@@ -224,7 +230,7 @@ class RichSink:
             self.progress.stop()
 
 
-def pick_sink(json_mode: bool) -> Any:
+def pick_sink(json_mode: bool) -> EventSink:
     if json_mode:
         return JsonSink()
     if sys.stdout.isatty():

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import AortaError, UsageError
 from aorta_tui.sweep.drive import run_until_done, sweep_for_request
 from aorta_tui.sweep.way_in import SweepRequest, is_sanitizer_request
+
+if TYPE_CHECKING:
+    from aorta_tui.core.events import EventBus
+    from aorta_tui.recipe.model import Recipe
+    from aorta_tui.sweep.plan import Plan
 
 
 def _bad_byte(text: str) -> tuple[int, int] | None:
@@ -113,7 +118,7 @@ def _run_sweep_command(req: SweepRequest) -> int:
     return outcome.exit_code
 
 
-def cells_times_trials(plan: Any) -> str:
+def cells_times_trials(plan: Plan) -> str:
     """``3 cells x 2 trials = 6 trials``; cells with different counts say their range."""
     per_cell = sorted({c.trials for c in plan.cells})
     n_cells, total = len(plan.cells), len(plan.trials)
@@ -124,7 +129,7 @@ def cells_times_trials(plan: Any) -> str:
     return f"{cells} x {per_cell[0]}-{per_cell[-1]} trials = {total} trials"
 
 
-def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: Sequence[str] = ()) -> None:
+def print_plan(recipe: Recipe, plan: Plan, json_mode: bool, notes: Sequence[str] = ()) -> None:
     import json
 
     if json_mode:
@@ -154,7 +159,7 @@ def print_plan(recipe: Any, plan: Any, json_mode: bool, notes: Sequence[str] = (
         print(f"note: {note}")
 
 
-def add_verbose_sink(bus: Any, level: int) -> None:
+def add_verbose_sink(bus: EventBus, level: int) -> None:
     """-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."""
     import logging
 

@@ -23,6 +23,7 @@ from aorta_tui.core.numerals import MAX_PID
 
 if TYPE_CHECKING:
     from aorta_tui.cli.trace_stream import PhaseReporter, StreamWriter
+    from aorta_tui.core.events import HistogramSnapshot
     from aorta_tui.metrics.trace_metrics import TraceMetrics
     from aorta_tui.trace.result_doc import ProbeSetResult, TraceResult
     from aorta_tui.trace.session import TraceSession
@@ -162,8 +163,8 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
 def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
            mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
            libs: dict[str, Path], bpftrace: str | None, interval: float,
-           auto: bool, calibrate: bool, device_timestamps: str, out: Any = None,
-           phases: Any = None, launch_source: str = "auto", cross_check: bool = False,
+           auto: bool, calibrate: bool, device_timestamps: str, out: StreamWriter | None = None,
+           phases: PhaseReporter | None = None, launch_source: str = "auto", cross_check: bool = False,
            metrics: MetricsRequest | None = None) -> None:
     """One trace; with ``out`` (a ``trace_stream.StreamWriter``) every event goes there; with
     ``metrics.addr`` its figures are served for Prometheus too (aorta_tui.metrics)."""
@@ -187,8 +188,9 @@ def _trace(*, probes: list[str], pid: int | None, command: list[str], duration: 
 def _trace_body(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
                 mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
                 libs: dict[str, Path], bpftrace: str | None, interval: float,
-                auto: bool, calibrate: bool, device_timestamps: str, out: Any, phases: Any,
-                launch_source: str, cross_check: bool, exporter: Any) -> None:
+                auto: bool, calibrate: bool, device_timestamps: str, out: StreamWriter | None,
+                phases: PhaseReporter | None, launch_source: str, cross_check: bool,
+                exporter: TraceMetrics | None) -> None:
     from aorta_tui.trace.session import TraceSession
 
     stream = out is not None
@@ -368,9 +370,9 @@ def _available(wanted: list[str], *, pid: int | None, libs: dict[str, Path]) -> 
     return seeing or ok
 
 
-def _live_line(ev: Any) -> None:
+def _live_line(ev: HistogramSnapshot) -> None:
     p = ev.percentiles or {}
-    def f(v: Any) -> str:
+    def f(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.1f}"
     err(f"  {ev.probe_set:<22} n={ev.count:<9} {ev.events_per_s:9.0f}/s  p50={f(p.get('p50'))} "
         f"p99={f(p.get('p99'))} max={f(p.get('max'))} {ev.unit}  lost={'?' if ev.lost_events is None else ev.lost_events}")

@@ -38,6 +38,9 @@ from aorta_tui.core.events import (
 )
 
 if TYPE_CHECKING:  # the session is imported by the command that starts one, not at --help
+    import numpy as np
+    import numpy.typing as npt
+
     from aorta_tui.trace.session import TraceSession
 
 RUN_ID = "trace"
@@ -129,7 +132,8 @@ class PhaseBreaks:
         # a new array, swapped in whole: the parser thread never sees one half-written
         self.boundaries = self._np.sort(self._np.append(self.boundaries, self._np.int64(t_ns)))
 
-    def keep(self, ts: Any, gaps: Any) -> Any:
+    def keep(self, ts: npt.NDArray[np.int64], gaps: npt.NDArray[np.int64]
+             ) -> npt.NDArray[np.bool_] | None:
         """Boolean mask of the intervals ending at ``ts`` that lie within one phase."""
         np, bounds = self._np, self.boundaries
         if len(bounds) == 0 or len(ts) == 0:
@@ -169,7 +173,7 @@ class PhaseReporter:
         if self.breaks.current and self.breaks.left_out != self._reported:
             self.report()
 
-    def attach_to(self, session: Any) -> None:
+    def attach_to(self, session: TraceSession) -> None:
         """Filter every interval metric of ``session`` (``TraceSession.set_interval_filter``)."""
         setter = getattr(session, "set_interval_filter", None)
         if callable(setter):
@@ -193,7 +197,7 @@ def attached(out: StreamWriter, session: TraceSession, pid: int | None) -> None:
                          reasons={"launch_source": f"{src['mode']}: {src['why']}"} if src else {}))
 
 
-def wait_streaming(session: Any, out: StreamWriter, *, pid: int | None, duration: float | None,
+def wait_streaming(session: TraceSession, out: StreamWriter, *, pid: int | None, duration: float | None,
                    phases: PhaseReporter | None) -> bool:
     """Until the target ends (True), ``duration`` passes, the reader or our parent is gone."""
     parent = os.getppid()
@@ -262,7 +266,7 @@ def read_recording(path: str) -> list[Event]:
     return events
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

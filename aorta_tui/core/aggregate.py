@@ -73,13 +73,13 @@ class CellStats:
         }
 
     @classmethod
-    def from_dict(cls, data: Any, *, cell: str = "", where: str = "cell_aggregated") -> CellStats:
+    def from_dict(cls, data: object, *, cell: str = "", where: str = "cell_aggregated") -> CellStats:
         """The inverse of :meth:`to_dict` (a journal's ``cell_aggregated`` stats). A key that is
         absent takes its empty value (a line written with fewer figures still reads); one of the
         wrong type is a located UsageError."""
         d = require_object(data, where=where, what="cell statistics")
 
-        def get(name: str, expected: str, default: Any, nullable: bool = False) -> Any:
+        def get(name: str, expected: str, default: object, nullable: bool = False) -> Any:
             if name not in d:
                 return default
             return require_type(d[name], expected, where=where, field=name, what="cell statistics",

@@ -11,7 +11,7 @@ import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import RunDirRefused
@@ -134,12 +134,12 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int | None = 2,
+def atomic_write_json(path: str | os.PathLike[str], obj: object, *, indent: int | None = 2,
                       durable: bool = True) -> Path:
     return atomic_write_bytes(path, json_bytes(obj, indent=indent), durable=durable)
 
 
-def json_bytes(obj: Any, *, indent: int | None = 2) -> bytes:
+def json_bytes(obj: object, *, indent: int | None = 2) -> bytes:
     """The one JSON encoding of the files the tool writes (UTF-8, a final newline)."""
     text = json.dumps(obj, indent=indent, sort_keys=False, ensure_ascii=False, default=_json_default)
     try:
@@ -150,7 +150,7 @@ def json_bytes(obj: Any, *, indent: int | None = 2) -> bytes:
         return (json.dumps(obj, indent=indent, ensure_ascii=True, default=_json_default) + "\n").encode()
 
 
-def _json_default(obj: Any) -> Any:
+def _json_default(obj: object) -> object:
     if isinstance(obj, Path):
         return str(obj)
     if isinstance(obj, (set, frozenset)):

@@ -31,9 +31,9 @@ import stat
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
 
@@ -271,7 +271,7 @@ def read_fd_bounded(fh: BinaryIO, *, where: str, what: str, limit: int,
 
 
 def read_json_or_none(path: str | os.PathLike[str], *, limit: int = 64 * MiB,
-                      follow_symlinks: bool = False) -> Any:
+                      follow_symlinks: bool = False) -> Json:
     """A record of a run directory (a trial's ``result.json``, ``plan.json``, ...) decoded, or
     ``None`` when it is missing, not a regular file (or a symlink, unless ``follow_symlinks``),
     unreadable, over ``limit``, or not JSON: for readers to
@@ -309,13 +309,13 @@ def read_input_text(path: str | os.PathLike[str], *, what: str, limit: int,
     return decode_utf8(data, where=os.fspath(path), what=what, hint=hint)
 
 
-def json_depth_exceeds(value: Any, max_depth: int) -> bool:
+def json_depth_exceeds(value: object, max_depth: int) -> bool:
     """True when ``value`` nests containers deeper than ``max_depth`` (iterative: no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
-            children: Any = node.values()
+            children: Iterable[object] = node.values()
         elif isinstance(node, list):
             children = node
         else:
@@ -354,7 +354,7 @@ def parse_json_text(text: str, *, where: str, what: str, max_depth: int = DEFAUL
 
 
 def load_json_input(path: str | os.PathLike[str], *, what: str, limit: int,
-                    max_depth: int = DEFAULT_MAX_DEPTH, hint: str | None = None) -> Any:
+                    max_depth: int = DEFAULT_MAX_DEPTH, hint: str | None = None) -> Json:
     """Read and parse a JSON input file with every guarantee of this module."""
     where = os.fspath(path)
     text = read_input_text(path, what=what, limit=limit, hint=hint)
@@ -363,7 +363,7 @@ def load_json_input(path: str | os.PathLike[str], *, what: str, limit: int,
     return parse_json_text(text, where=where, what=what, max_depth=max_depth, hint=hint)
 
 
-def require_object(value: Any, *, where: str, field: str = "", what: str = "file",
+def require_object(value: object, *, where: str, field: str = "", what: str = "file",
                    hint: str | None = None) -> dict[str, Any]:
     """``value`` if it is a JSON object, else a located error naming the field and the type."""
     if isinstance(value, dict):
@@ -373,7 +373,7 @@ def require_object(value: Any, *, where: str, field: str = "", what: str = "file
     raise UsageError(f"{at}: expected an object, found {found}", hint=hint or f"pass a {what}")
 
 
-def clip_for_message(value: Any, limit: int = 80) -> str:
+def clip_for_message(value: object, limit: int = 80) -> str:
     """``repr(value)`` cut to ``limit`` characters, so an error about a huge value stays short."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 20]}... ({len(text)} characters)"
@@ -386,7 +386,7 @@ def is_regular_file(path: Path) -> bool:
         return False
 
 
-def json_type_name(value: Any) -> str:
+def json_type_name(value: object) -> str:
     """The JSON name of ``value``'s type, for "expected X, found Y" messages."""
     if value is None:
         return "null"
@@ -406,7 +406,7 @@ def json_type_name(value: Any) -> str:
 MAX_JSON_NUMBER = 1e300
 
 
-def _finite_number(value: object) -> bool:
+def _finite_number(value: object) -> TypeGuard[int | float]:
     """A finite int or float, not a boolean (JSON's ``true`` is no number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -416,7 +416,7 @@ def _finite_number(value: object) -> bool:
         return False
 
 
-def is_json_number(value: Any) -> bool:
+def is_json_number(value: object) -> bool:
     """A finite int or float (not a boolean) that float arithmetic can take."""
     return _finite_number(value) and abs(value) <= MAX_JSON_NUMBER
 
@@ -511,7 +511,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def require_type(value: Any, expected: str, *, where: str, field: str, what: str = "file",
+def require_type(value: object, expected: str, *, where: str, field: str, what: str = "file",
                  nullable: bool = False, hint: str | None = None) -> Any:
     """``value`` if it is of the JSON type ``expected`` (a key of ``_CHECKS``; ``nullable``
     also takes null), else a UsageError naming the file, the field path and both types."""

@@ -39,7 +39,14 @@ from typing import Any, BinaryIO
 
 from aorta_tui.core import atomic
 from aorta_tui.core.errors import AortaError, RunDirRefused, UsageError
-from aorta_tui.core.inputs import MiB, decode_utf8, describe_kind, parse_json_text, read_fd_bounded
+from aorta_tui.core.inputs import (
+    Json,
+    MiB,
+    decode_utf8,
+    describe_kind,
+    parse_json_text,
+    read_fd_bounded,
+)
 
 _O_NOCTTY = getattr(os, "O_NOCTTY", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | _O_NOCTTY
@@ -315,7 +322,7 @@ class RunDirFS:
         with fh:
             return read_fd_bounded(fh, where=self.display(self.rel(path)), what=what, limit=limit)
 
-    def load_json(self, path: str | os.PathLike[str], *, what: str, limit: int) -> Any:
+    def load_json(self, path: str | os.PathLike[str], *, what: str, limit: int) -> Json:
         """A JSON file of the run parsed, with ``core/inputs``' located errors (exit 2) for
         bad text; missing: ``FileNotFoundError``; not a regular file: :class:`RunDirRefused`."""
         where = self.display(self.rel(path))
@@ -372,7 +379,7 @@ class RunDirFS:
                             where=self.display(self.rel(path)))
         return self.root.joinpath(*self.rel(path))
 
-    def atomic_write_json(self, path: str | os.PathLike[str], obj: Any, *, durable: bool = True) -> Path:
+    def atomic_write_json(self, path: str | os.PathLike[str], obj: object, *, durable: bool = True) -> Path:
         return self.atomic_write_bytes(path, atomic.json_bytes(obj), durable=durable)
 
     def atomic_write_text(self, path: str | os.PathLike[str], text: str) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from aorta_tui.core.errors import EnvironmentProblem
 
@@ -27,7 +27,7 @@ class SweepServices:
     snapshot_hash: Callable[[dict[str, Any]], str | None]
 
 
-def _no_tracing(*_args: Any, **_kwargs: Any) -> Any:
+def _no_tracing(*_args: object, **_kwargs: object) -> NoReturn:
     raise EnvironmentProblem("this front end runs sweeps without eBPF tracing",
                              hint="run the recipe with `aorta-tui --batch` or `aorta-tui sweep run`")
 

@@ -30,7 +30,7 @@ def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
         return subprocess.Popen(*args, **kwargs)
 
 
-def run(*popenargs: Any, input: Any = None, capture_output: bool = False,  # noqa: A002 - run()'s name
+def run(*popenargs: Any, input: str | bytes | None = None, capture_output: bool = False,  # noqa: A002 - run()'s name
         timeout: float | None = None, check: bool = False, **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     """``subprocess.run`` with the same arguments, results and exceptions; only the creation
     is inside the gate."""

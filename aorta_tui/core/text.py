@@ -12,7 +12,6 @@ and the agent's llm replies all go through it.
 from __future__ import annotations
 
 import unicodedata
-from typing import Any
 
 # Control (C0, DEL, C1), format (bidi overrides and isolates, zero-width marks), surrogate,
 # private-use and unassigned characters, and the line and paragraph separators.
@@ -25,7 +24,7 @@ def _shown(ch: str) -> str:
     return f"\\U{ord(ch):08x}"
 
 
-def inert(text: Any, limit: int | None = None) -> str:
+def inert(text: object, limit: int | None = None) -> str:
     """``text`` safe to print on a terminal: one line, control and format characters (ESC,
     CR, newlines, bidi overrides, zero-width marks) shown as escapes, not obeyed; at most
     ``limit`` characters (None: all)."""

@@ -57,7 +57,7 @@ def workload_rank_files(trial_dir: Path) -> list[Path]:
 
 
 def _check(data: dict[str, Any], name: str, expected: str, *, where: str, what: str,
-           default: Any, nullable: bool = False, strict: bool = True) -> Any:
+           default: object, nullable: bool = False, strict: bool = True) -> Any:
     """``data[name]`` if present and of the JSON type ``expected``; ``default`` when absent (or
     of the wrong type when not ``strict``); else a located UsageError."""
     if name not in data:
@@ -107,7 +107,7 @@ class WorkerSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, *, where: str = TRIAL_SPEC_FILE) -> WorkerSpec:
+    def from_dict(cls, data: object, *, where: str = TRIAL_SPEC_FILE) -> WorkerSpec:
         what = "trial spec"
         d = require_object(data, where=where, what=what)
         unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
@@ -118,7 +118,7 @@ class WorkerSpec:
             if name not in d:
                 raise UsageError(f"{where}: {name}: missing", hint=f"a trial spec names its {name}")
 
-        def get(name: str, expected: str, default: Any, nullable: bool = False) -> Any:
+        def get(name: str, expected: str, default: object, nullable: bool = False) -> Any:
             return _check(d, name, expected, where=where, what=what, default=default, nullable=nullable)
 
         collect = get("collect", "object", None, nullable=True) or {}
@@ -232,7 +232,7 @@ class TrialResult:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, *, where: str = RESULT_FILE, strict: bool = True) -> TrialResult:
+    def from_dict(cls, data: object, *, where: str = RESULT_FILE, strict: bool = True) -> TrialResult:
         what = "trial result"
         d = require_object(data, where=where, what=what)
         ident: dict[str, Any] = {}

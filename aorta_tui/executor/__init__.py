@@ -16,12 +16,19 @@ classifier: an executor never classifies), ``end``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aorta_tui.classify.placement import Placement
-from aorta_tui.executor.host import ExecutorHost
+from aorta_tui.executor.host import ExecutorHost, ExecutorTrial
+
+if TYPE_CHECKING:
+    import threading
+
+    from aorta_tui.classify.model import Outcome
+    from aorta_tui.recipe.model import Recipe
+    from aorta_tui.trial.supervisor import ProcessOutcome, ProcessSpec
 
 
 class Executor(Protocol):
@@ -31,19 +38,18 @@ class Executor(Protocol):
 
     def adopt(self, run_dir: Path, unfinished: set[str]) -> set[str]: ...
 
-    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: list[Any], session: int) -> None: ...
+    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: Sequence[ExecutorTrial], session: int) -> None: ...
 
-    def run(self, trial: Any, pspec: Any, *, cancel: Any,
-            on_start: Callable[[int | None], None]) -> Any: ...
+    def run(self, trial: ExecutorTrial, pspec: ProcessSpec, *, cancel: threading.Event,
+            on_start: Callable[[int | None], None]) -> ProcessOutcome: ...
 
-    def placement(self, outcome: Any) -> Placement | None: ...
+    def placement(self, outcome: Outcome | None) -> Placement | None: ...
 
     def end(self, *, interrupted: bool) -> None: ...
 
 
-def executor_for(recipe: Any) -> Executor:
-    kind = getattr(getattr(recipe, "executor", None), "kind", "local")
-    if kind == "slurm":
+def executor_for(recipe: Recipe) -> Executor:
+    if recipe.executor.kind == "slurm":
         from aorta_tui.executor.slurm import SlurmExecutor
 
         return SlurmExecutor(recipe)
@@ -52,7 +58,7 @@ def executor_for(recipe: Any) -> Executor:
     return LocalExecutor()
 
 
-def with_executor_kind(recipe: Any, kind: str) -> Any:
+def with_executor_kind(recipe: Recipe, kind: str) -> Recipe:
     """``--executor KIND``: the recipe's executor block with its kind replaced (a recipe's
     Slurm options stay; switching to local drops them, since local takes none)."""
     from aorta_tui.core.errors import UsageError

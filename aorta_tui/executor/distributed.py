@@ -7,21 +7,24 @@ imports them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aorta_tui.recipe.model import ExecutorSpec, Recipe
 
 
-def distributed_shape(spec: Any) -> tuple[int, int] | None:
+def distributed_shape(spec: ExecutorSpec) -> tuple[int, int] | None:
     """``(nodes, ranks per node)`` of a Slurm executor asked for a distributed trial, else None
     (``nodes`` alone: one rank per node; ``gpus_per_node`` alone: one node)."""
-    if getattr(spec, "kind", "local") != "slurm":
+    if spec.kind != "slurm":
         return None
-    nodes, per_node = getattr(spec, "nodes", None), getattr(spec, "gpus_per_node", None)
+    nodes, per_node = spec.nodes, spec.gpus_per_node
     if nodes is None and per_node is None:
         return None
     return int(nodes or 1), int(per_node or 1)
 
 
-def torchrun_argv(recipe: Any, world: int, worker: list[str]) -> list[str] | None:
+def torchrun_argv(recipe: Recipe, world: int, worker: list[str]) -> list[str] | None:
     """The launcher of a torchrun workload's trial (``worker``: ``-m MODULE ARGS``), or None
     where one rank needs none (``workloads/_dist.py``).
 
@@ -31,7 +34,7 @@ def torchrun_argv(recipe: Any, world: int, worker: list[str]) -> list[str] | Non
     """
     import sys
 
-    shape = distributed_shape(getattr(recipe, "executor", None))
+    shape = distributed_shape(recipe.executor)
     if shape is not None:
         nodes, per_node = shape
         return [sys.executable, "-m", "aorta_tui.executor.slurm_launch", f"--nodes={nodes}",
@@ -42,7 +45,7 @@ def torchrun_argv(recipe: Any, world: int, worker: list[str]) -> list[str] | Non
             f"--nproc_per_node={world}", *worker]
 
 
-def with_distributed(recipe: Any, nodes: int | None, gpus_per_node: int | None) -> Any:
+def with_distributed(recipe: Recipe, nodes: int | None, gpus_per_node: int | None) -> Recipe:
     """``--nodes N --gpus-per-node K`` of ``sweep run``: the recipe's executor with them set
     (Slurm only; checked like the recipe's keys, exit 2)."""
     from aorta_tui.core.errors import UsageError
@@ -68,6 +71,8 @@ def with_distributed(recipe: Any, nodes: int | None, gpus_per_node: int | None) 
     if clash:
         raise UsageError(f"--nodes / --gpus-per-node and the recipe's executor.extra_sbatch "
                          f"{clash[0]!r} both shape the job", hint=f"remove {clash[0]} from extra_sbatch")
-    changes = {k: v for k, v in (("nodes", nodes), ("gpus_per_node", gpus_per_node)) if v is not None}
-    return dataclasses.replace(recipe, executor=dataclasses.replace(spec, **changes))
+    spec = dataclasses.replace(spec, nodes=spec.nodes if nodes is None else nodes,
+                               gpus_per_node=spec.gpus_per_node if gpus_per_node is None
+                               else gpus_per_node)
+    return dataclasses.replace(recipe, executor=spec)
 

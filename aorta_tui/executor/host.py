@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence, Sized
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aorta_tui.trial.host import CellLike, PlanLike, TrialHost
+
+if TYPE_CHECKING:
+    from aorta_tui.trial.supervisor import ProcessSpec
+
+
+class ExecutorTrial(Protocol):
+    """What an executor reads of one planned trial (``sweep.plan.TrialSpec`` fills it)."""
+
+    @property
+    def trial_id(self) -> str: ...
+    @property
+    def cell(self) -> str: ...
+    @property
+    def trial(self) -> int: ...  # its index within the cell
 
 
 class ExecutorCell(CellLike, Protocol):
@@ -24,6 +38,7 @@ class ExecutorPlan(PlanLike, Protocol):
     executor checks each cell's world size) and how many trials it holds (``sweep.plan.Plan``
     fills it)."""
 
+    def cell(self, name: str) -> ExecutorCell: ...
     @property
     def cells(self) -> Sequence[ExecutorCell]: ...
     @property
@@ -37,4 +52,5 @@ class ExecutorHost(TrialHost, Protocol):
     @property
     def plan(self) -> ExecutorPlan: ...
 
-    def prepare_trial(self, run_dir: Path, spec: Any) -> tuple[Any, Path, dict[str, str], list[str], Any]: ...
+    def prepare_trial(self, run_dir: Path, spec: ExecutorTrial
+                      ) -> tuple[ExecutorCell, Path, dict[str, str], list[str], ProcessSpec]: ...

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aorta_tui.executor.host import ExecutorHost
+    import threading
+    from collections.abc import Sequence
+
+    from aorta_tui.classify.model import Outcome
+    from aorta_tui.executor.host import ExecutorHost, ExecutorTrial
+    from aorta_tui.trial.supervisor import ProcessOutcome, ProcessSpec
 
 
 class LocalExecutor:
@@ -24,16 +29,16 @@ class LocalExecutor:
         SlurmExecutor.refuse_unsettled(run_dir, unfinished, self.kind)
         return set()  # a local trial left by a dead orchestrator is ended and run again
 
-    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: list[Any], session: int) -> None:
+    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: Sequence[ExecutorTrial], session: int) -> None:
         return None
 
-    def run(self, trial: Any, pspec: Any, *, cancel: Any,
-            on_start: Callable[[int | None], None]) -> Any:
+    def run(self, trial: ExecutorTrial, pspec: ProcessSpec, *, cancel: threading.Event,
+            on_start: Callable[[int | None], None]) -> ProcessOutcome:
         from aorta_tui.trial.supervisor import run_process
 
         return run_process(pspec, cancel=cancel, on_start=on_start)
 
-    def placement(self, outcome: Any) -> None:
+    def placement(self, outcome: Outcome | None) -> None:
         return None  # this machine: the classifier's own view stands
 
     def end(self, *, interrupted: bool) -> None:

@@ -51,7 +51,13 @@ from aorta_tui.executor.slurm_outcome_doc import NodeFacts, NodeKernelLog, Slurm
 from aorta_tui.executor.slurm_spec_doc import HangSpec, JobSpec, SpecManifest
 
 if TYPE_CHECKING:
-    from aorta_tui.executor.host import ExecutorHost
+    from collections.abc import Sequence
+
+    from aorta_tui.classify.model import Outcome
+    from aorta_tui.core.events import EventBus
+    from aorta_tui.executor.host import ExecutorCell, ExecutorHost, ExecutorTrial
+    from aorta_tui.recipe.model import Recipe
+    from aorta_tui.trial.supervisor import ProcessOutcome, ProcessSpec
 
 ARRAY_MAX = int(os.environ.get("AORTA_SLURM_ARRAY_MAX", "1000"))  # Slurm's MaxArraySize is 1001
 QUERY_EVERY_S = float(os.environ.get("AORTA_SLURM_QUERY_S", "1.0"))  # squeue for all jobs at once
@@ -175,7 +181,7 @@ def _damaged_map(path: Path, run_name: str, exc: BaseException) -> UsageError:
 class SlurmExecutor:
     kind = "slurm"
 
-    def __init__(self, recipe: Any) -> None:
+    def __init__(self, recipe: Recipe) -> None:
         self.recipe = recipe
         self.spec = recipe.executor
         self.jobs: dict[str, TrialJob] = {}
@@ -184,7 +190,7 @@ class SlurmExecutor:
         self._last_query = 0.0
         self._sacct_works = True
         self.warnings: list[str] = []  # said once the run's event bus is known (begin)
-        self._bus: Any = None
+        self._bus: EventBus | None = None
         self._run_id = ""
         self._said: set[str] = set()
         self._lock = threading.Lock()
@@ -263,8 +269,8 @@ class SlurmExecutor:
             return
         nodes, per_node = shape
         r = self.recipe
-        launch = getattr(sweep.workload_cls, "launch", None)
-        torchrun = r.mode == "triage" and getattr(launch, "mode", None) == "torchrun"
+        launch = None if sweep.workload_cls is None else sweep.workload_cls.launch
+        torchrun = r.mode == "triage" and launch is not None and launch.mode == "torchrun"
         if not torchrun:
             if nodes > 1:
                 what = f"workload {r.workload!r}" if r.mode == "triage" else "a probe command"
@@ -530,7 +536,7 @@ class SlurmExecutor:
 
     # -- submission ------------------------------------------------------------------------------
 
-    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: list[Any], session: int) -> None:
+    def begin(self, sweep: ExecutorHost, run_dir: Path, pending: Sequence[ExecutorTrial], session: int) -> None:
         """Prepare every pending trial that is not adopted and submit them, ARRAY_MAX a call.
 
         Every path a job is given is absolute: sbatch resolves a relative ``--output`` against
@@ -610,8 +616,8 @@ class SlurmExecutor:
 
     # -- waiting ---------------------------------------------------------------------------------
 
-    def run(self, trial: Any, pspec: Any, *, cancel: Any,
-            on_start: Callable[[int | None], None]) -> Any:
+    def run(self, trial: ExecutorTrial, pspec: ProcessSpec, *, cancel: threading.Event,
+            on_start: Callable[[int | None], None]) -> ProcessOutcome:
         job = self.jobs[trial.trial_id]
         outcome_path = job.trial_dir / OUTCOME
         terminal_at: float | None = None
@@ -677,13 +683,16 @@ class SlurmExecutor:
             return None
         return data
 
-    def _settled(self, job: TrialJob, on_start: Any, outcome: Any) -> Any:
+    def _settled(self, job: TrialJob, on_start: Callable[[int | None], None],
+                 outcome: ProcessOutcome) -> ProcessOutcome:
         """A job that ended, whichever way it was seen to: announced if it never was (the
         journal still gets its trial_started), done, and placed in the grid by its outcome."""
         if job.started_seen is None:
             on_start(None)
         self._done(job)
-        self._place(job, outcome.executor["state"], outcome.executor["node"])
+        facts = outcome.executor
+        assert facts is not None  # both readings of an ended job set the job's facts
+        self._place(job, facts["state"], facts["node"])
         return outcome
 
     def _vanished(self, job: TrialJob, now: float) -> bool:
@@ -729,7 +738,7 @@ class SlurmExecutor:
         # a job that never started leaves its spec (the trial's environment, maybe tokens)
         (job.trial_dir / JOB_SPEC).unlink(missing_ok=True)
 
-    def _settle(self, job: TrialJob, cancel: Any) -> None:
+    def _settle(self, job: TrialJob, cancel: threading.Event) -> None:
         """A job that was signalled: wait (bounded) until Slurm says how it ended."""
         end = time.monotonic() + SETTLE_S
         while time.monotonic() < end and not cancel.is_set():
@@ -741,7 +750,7 @@ class SlurmExecutor:
     def _mono(self, epoch: float) -> float:
         return time.monotonic() - (time.time() - epoch)
 
-    def _past_backstop(self, job: TrialJob, pspec: Any, now: float) -> bool:
+    def _past_backstop(self, job: TrialJob, pspec: ProcessSpec, now: float) -> bool:
         limit = pspec.timeout_s
         if limit is None or job.started_seen is None or job.orchestrator_state:
             return False
@@ -825,7 +834,8 @@ class SlurmExecutor:
             facts["queue_wait_s"] = None
         return facts
 
-    def _outcome_from_file(self, job: TrialJob, pspec: Any, data: SlurmOutcome) -> Any:
+    def _outcome_from_file(self, job: TrialJob, pspec: ProcessSpec, data: SlurmOutcome
+                           ) -> ProcessOutcome:
         # a copy: the read value stays as the file has it
         outcome = replace(data.process, cancelled=False)  # Slurm's cancel, not this sweep's
         outcome.executor = self._facts(job, data)
@@ -836,7 +846,8 @@ class SlurmExecutor:
         self._node_logs[job.job_id] = data.kernel_log  # placement() takes the typed value
         return outcome
 
-    def _outcome_from_state(self, job: TrialJob, pspec: Any, info: sc.JobInfo | None) -> Any:
+    def _outcome_from_state(self, job: TrialJob, pspec: ProcessSpec, info: sc.JobInfo | None
+                            ) -> ProcessOutcome:
         """A job that ended without an outcome file (node failure, preemption, lost)."""
         from aorta_tui.trial.supervisor import ProcessOutcome
 
@@ -860,7 +871,7 @@ class SlurmExecutor:
             executor=facts,
         )
 
-    def _cancelled_outcome(self, job: TrialJob, pspec: Any) -> Any:
+    def _cancelled_outcome(self, job: TrialJob, pspec: ProcessSpec) -> ProcessOutcome:
         """Ctrl-C of the sweep: no result (the resume runs it again); end() scancels it."""
         from aorta_tui.trial.supervisor import ProcessOutcome
 
@@ -871,7 +882,7 @@ class SlurmExecutor:
             peak_rss_kb=None, gpu_peak_mem_bytes=None, gpu_mem_reason=None, stdout_bytes=0,
             stderr_bytes=0, truncated=False, executor=self._facts(job, None))
 
-    def placement(self, outcome: Any) -> Placement | None:
+    def placement(self, outcome: Outcome | None) -> Placement | None:
         """Where the trial ran, for the classifier: the job's final state and the node's kernel
         log (taken out of the outcome's facts, which the trial's record keeps without it)."""
         facts = getattr(outcome, "executor", None)
@@ -881,7 +892,8 @@ class SlurmExecutor:
         klog = self._node_logs.pop(facts.get("job_id"), None)
         return Placement(job_id=facts.get("job_id"), node=facts.get("node"), state=facts.get("state"),
                          reason=facts.get("reason"), signal=facts.get("signal"),
-                         outcome_written=outcome.pid is not None,
+                         # a Slurm trial's outcome is a ProcessOutcome (its facts say so)
+                         outcome_written=getattr(outcome, "pid", None) is not None,
                          kernel_events=None if klog is None else klog.events,
                          kernel_unavailable=None if klog is None else klog.unavailable)
 
@@ -933,7 +945,7 @@ def _vanished_reason(job: TrialJob) -> str | None:
             f"{VANISH_S:g} s{why}")
 
 
-def _job_spec(pspec: Any, cell: Any, trial_dir: Path, batch: str) -> JobSpec:
+def _job_spec(pspec: ProcessSpec, cell: ExecutorCell, trial_dir: Path, batch: str) -> JobSpec:
     hang = pspec.hang
     return JobSpec(
         # whose spec it is: a resume writes the same path again for the trial's new job, and a
@@ -947,7 +959,7 @@ def _job_spec(pspec: Any, cell: Any, trial_dir: Path, batch: str) -> JobSpec:
                                                 disabled=tuple(sorted(hang.disabled))))
 
 
-def _default_time(recipe: Any) -> str | None:
+def _default_time(recipe: Recipe) -> str | None:
     """sbatch --time from timeout_per_trial: the limit plus 5 minutes, in whole minutes."""
     t = recipe.timeout_per_trial
     if not t:
@@ -969,7 +981,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _where(recipe: Any, path: str) -> str | None:
+def _where(recipe: Recipe, path: str) -> str | None:
     try:
         return recipe.where(path)
     except Exception:

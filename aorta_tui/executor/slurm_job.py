@@ -32,7 +32,8 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from aorta_tui.core.rundir_fs import RunDirFS
@@ -55,7 +56,7 @@ GATE_POLL_S = 0.01
 _early: list[str] = []  # signals that came while this process was still importing
 
 
-def _note_early(signum: int, _frame: Any) -> None:
+def _note_early(signum: int, _frame: FrameType | None) -> None:
     _early.append(signal.Signals(signum).name)
 
 
@@ -211,7 +212,7 @@ def run_trial(spec_path: Path, gate_waited_s: float | None, fs: RunDirFS, batch:
     cancel = CancelEvent()
     got: list[str] = list(_early)
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         got.append(signal.Signals(signum).name)
         cancel.set()  # set() only writes to a pipe: safe in a handler
 

@@ -13,10 +13,15 @@ import ipaddress
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.numerals import ascii_digits
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client import CollectorRegistry
 
 DEFAULT_PORT = 9477
 DEFAULT_HOST = "127.0.0.1"
@@ -84,10 +89,10 @@ def check_bind(address: MetricsAddress, public: bool) -> None:
 class MetricsServer:
     """A registry served at ``address`` from a daemon thread until :meth:`stop`."""
 
-    def __init__(self, address: MetricsAddress, registry: Any) -> None:
+    def __init__(self, address: MetricsAddress, registry: CollectorRegistry) -> None:
         self.address = address
         self.registry = registry
-        self._httpd: Any = None
+        self._httpd: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> MetricsServer:

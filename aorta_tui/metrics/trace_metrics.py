@@ -13,10 +13,14 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from aorta_tui.metrics import buckets
 from aorta_tui.metrics.labels import MAX_KEYS, OTHER, LabelSanitiser, capped
+
+if TYPE_CHECKING:
+    from aorta_tui.core.events import Event, HistogramSnapshot
+    from aorta_tui.trace.session import TraceSession
 
 PREFIX = "aorta_trace"
 CAP_TEXT = (f"at most {MAX_KEYS} keys (streams, devices, ioctl commands) per metric and process: "
@@ -68,12 +72,12 @@ class TraceMetrics:
         self.process = process
         self.running = True
         self.launch_source = ""
-        self.session: Any = None
+        self.session: TraceSession | None = None
         self._clean = sanitise or LabelSanitiser()
         self._lock = threading.Lock()
         self._state = _State()
 
-    def attach(self, session: Any) -> None:
+    def attach(self, session: TraceSession) -> None:
         """The session whose per-key histograms the snapshots are completed with."""
         self.session = session
         self.probe_sets = list(getattr(session, "probe_names", self.probe_sets))  # after auto-selection
@@ -87,9 +91,10 @@ class TraceMetrics:
         self.running = False
 
     # -- feeding (the session's snapshot thread) -----------------------------------------------
-    def on_event(self, event: Any) -> None:
-        if getattr(event, "kind", "") != "histogram_snapshot":
+    def on_event(self, event: Event) -> None:
+        if event.kind != "histogram_snapshot":
             return
+        event = cast("HistogramSnapshot", event)  # the one event of that kind
         set_name, _, metric = event.probe_set.partition(".")
         key = (set_name, metric)
         kind, rows = (self.session.histograms_by_key(event.probe_set) if self.session is not None
@@ -126,7 +131,8 @@ class TraceMetrics:
             if self.session is not None:
                 state.bpftrace_lost = int(getattr(self.session, "lost_reported", 0) or 0)
 
-    def _histogram(self, set_name: str, metric: str, kind: str, event: Any, rows: list[Any]) -> _Hist | None:
+    def _histogram(self, set_name: str, metric: str, kind: str, event: HistogramSnapshot,
+                   rows: list[Any]) -> _Hist | None:
         unit = "us" if kind == "point" else event.unit
         bounds, per_unit, bounds_text = buckets.bounds_for(unit)
         name = family_name(metric, kind, event.unit)
@@ -263,7 +269,7 @@ def _histogram_families(snap: _State) -> Iterator[Any]:
     yield from families.values()
 
 
-def _kind_of(event: Any) -> str:
+def _kind_of(event: HistogramSnapshot) -> str:
     """A snapshot's metric kind from its unit (a session always says it; a replay may not)."""
     return {"bytes": "size", "us": "duration"}.get(event.unit, "count")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, clip_for_message, read_input_bytes
@@ -36,8 +36,11 @@ from aorta_tui.policy.presets import (
     GpuControlSettings,
     Policy,
 )
-from aorta_tui.recipe.checks import BAD, Validator
+from aorta_tui.recipe.checks import BAD, Bad, Validator
 from aorta_tui.recipe.loader import Marks, child_path
+
+if TYPE_CHECKING:
+    import yaml
 
 SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "policies")
@@ -51,7 +54,7 @@ PathKey = tuple[str | int, ...]  # an int: the index of a list item
 class _Located:
     """Plain values, the line (1-based) where each key path starts and each scalar as written."""
 
-    def __init__(self, value: Any, lines: dict[PathKey, int],
+    def __init__(self, value: object, lines: dict[PathKey, int],
                  raw: dict[PathKey, str] | None = None) -> None:
         self.value = value
         self.lines = lines
@@ -133,6 +136,8 @@ def _lines_via_yaml(text: str) -> dict[PathKey, int]:
     except Exception:
         return {}
     lines: dict[PathKey, int] = {}
+    if node is None:  # an empty document: no line to find
+        return lines
     try:
         _walk(node, (), lines, 0, construct=False, budget=[MAX_NODES])
     except Exception:
@@ -166,9 +171,9 @@ def _parse_yaml(text: str, filename: str) -> _Located:
     return _Located(value, lines, raw)
 
 
-def _walk(node: Any, path: PathKey, lines: dict[PathKey, int], depth: int, *,
+def _walk(node: yaml.Node, path: PathKey, lines: dict[PathKey, int], depth: int, *,
           construct: bool, budget: list[int], filename: str = "",
-          raw: dict[PathKey, str] | None = None) -> Any:
+          raw: dict[PathKey, str] | None = None) -> object:
     import yaml
 
     line = node.start_mark.line + 1
@@ -268,7 +273,8 @@ class _PolicyChecks:
     def policies(self) -> list[Policy]:
         v, doc = self.v, self.doc
         if v.mapping("", doc, frozenset(TOP_KEYS),
-                     what="a mapping with a `policies:` key (see docs/policy.md)") is BAD:
+                     what="a mapping with a `policies:` key (see docs/policy.md)") is BAD \
+                or not isinstance(doc, dict):
             raise _first_problem(v, self.filename)
         version = doc.get("schema_version", SCHEMA_VERSION)
         if version != SCHEMA_VERSION or isinstance(version, bool):
@@ -287,7 +293,7 @@ class _PolicyChecks:
             raise _first_problem(v, self.filename)
         return out
 
-    def _policy(self, name: str, body: Any) -> Policy | None:
+    def _policy(self, name: str, body: object) -> Policy | None:
         v = self.v
         path = child_path("policies", name)
         if not POLICY_NAME_RE.fullmatch(name):  # match() let "x\n" through ($)
@@ -299,7 +305,8 @@ class _PolicyChecks:
                     "pick another name; built-ins cannot be redefined", key=True)
             return None
         body = {} if body is None else body
-        if v.mapping(path, body, frozenset(POLICY_KEYS), what="a policy mapping") is BAD:
+        if v.mapping(path, body, frozenset(POLICY_KEYS), what="a policy mapping") is BAD \
+                or not isinstance(body, dict):
             return None
         description = v.string(child_path(path, "description"), body.get("description", ""),
                                nonempty=False)
@@ -308,14 +315,15 @@ class _PolicyChecks:
         env = v.env_map(child_path(path, "env"), _bare_numbers_as_text(body.get("env")))
         args = self._args(child_path(path, "harness_args"), body.get("harness_args"))
         gpu = self._gpu(child_path(path, "gpu_control"), body.get("gpu_control"))
-        if BAD in (description, kind, vendor, env, args, gpu):
+        if (description is BAD or kind is BAD or vendor is BAD or env is BAD
+                or args is BAD or gpu is BAD):
             return None
         line = self.lines.get(("policies", name))
         return Policy(name=name, description=description, kind=kind, vendor=vendor, env=env,
                       harness_args=args, gpu_control=gpu,
                       source=f"{self.filename}:{line}" if line else self.filename)
 
-    def _args(self, path: str, value: Any) -> Any:
+    def _args(self, path: str, value: object) -> tuple[str, ...] | Bad:
         if value is None:
             return ()
         out = self.v.str_list(path, value, what="`aorta-tui queue run` options")
@@ -327,13 +335,13 @@ class _PolicyChecks:
                                     "give it to `aorta-tui policy sweep` instead")
         return tuple(out)
 
-    def _gpu(self, path: str, value: Any) -> Any:
+    def _gpu(self, path: str, value: object) -> GpuControlSettings | Bad:
         v = self.v
         if value is None:
             return GpuControlSettings()
         if v.mapping(path, value, frozenset(GPU_KEYS),
                      what="a mapping (e.g. gpu_control: {clock_level: 5, power_limit_w: 300})"
-                     ) is BAD:
+                     ) is BAD or not isinstance(value, dict):
             return BAD
         level, watts = value.get("clock_level"), value.get("power_limit_w")
         if level is not None:
@@ -342,12 +350,12 @@ class _PolicyChecks:
         if watts is not None:
             watts = v.integer(child_path(path, "power_limit_w"), watts, minimum=POWER_LIMIT_W_RANGE[0],
                               maximum=POWER_LIMIT_W_RANGE[1], unit=" watts")
-        if BAD in (level, watts):
+        if level is BAD or watts is BAD:
             return BAD
         return GpuControlSettings(clock_level=level, power_limit_w=watts)
 
 
-def _bare_numbers_as_text(env: Any) -> Any:
+def _bare_numbers_as_text(env: object) -> object:
     """A policy file may write an env value as a bare number (``A: 4``); a recipe may not."""
     if not isinstance(env, Mapping):
         return env
@@ -355,7 +363,7 @@ def _bare_numbers_as_text(env: Any) -> Any:
             for k, x in env.items()}
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     if value is None:
         return "nothing (null)"
     if isinstance(value, bool):

@@ -23,12 +23,15 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.atomic import atomic_write_json
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.policy.presets import GpuControlSettings
+
+if TYPE_CHECKING:
+    from aorta_tui.privsep import client as privsep
 
 State = dict[str, Any]
 
@@ -262,7 +265,7 @@ class HelperBackend:
     reads the state itself, checks each knob against its allow-list and bounds, and restores
     what it read (also when the tool dies). The plan is the vendor backend's own."""
 
-    def __init__(self, conn: Any, spec: str) -> None:
+    def __init__(self, conn: privsep.Client, spec: str) -> None:
         self.conn = conn
         self.spec = spec
         self.name = f"{spec} (privileged helper)"

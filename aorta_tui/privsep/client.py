@@ -38,7 +38,7 @@ class Client:
         self.helper_pid = helper_pid
         self._lock = threading.Lock()
 
-    def call_with_fds(self, verb: str, **args: Any) -> tuple[dict[str, Any], list[int]]:
+    def call_with_fds(self, verb: str, **args: object) -> tuple[dict[str, Any], list[int]]:
         """Send one request, wait for its reply: (result, descriptors that came with it)."""
         with self._lock:
             try:
@@ -58,7 +58,7 @@ class Client:
             raise cls(code, message)
         return dict(reply.get("result") or {}), fds
 
-    def call(self, verb: str, **args: Any) -> dict[str, Any]:
+    def call(self, verb: str, **args: object) -> dict[str, Any]:
         result, fds = self.call_with_fds(verb, **args)
         _close(fds)
         return result

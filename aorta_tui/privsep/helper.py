@@ -58,7 +58,7 @@ class Helper:
                 raise ValueError(f"verbs defined twice: {sorted(clash)}")
             self.verbs.update(family.verbs)
 
-    def answer(self, frame: Any) -> tuple[dict[str, Any], tuple[int, ...]]:
+    def answer(self, frame: object) -> tuple[dict[str, Any], tuple[int, ...]]:
         """The reply to one frame; a refusal for anything not a valid request, never a raise."""
         try:
             verb, args = protocol.check_request(frame, {k: v.args for k, v in self.verbs.items()})

@@ -128,7 +128,7 @@ class Int:
     hi: int
     optional: bool = False
 
-    def check(self, name: str, value: Any) -> int | None:
+    def check(self, name: str, value: object) -> int | None:
         if value is None and self.optional:
             return None
         if type(value) is not int or not self.lo <= value <= self.hi:
@@ -141,15 +141,15 @@ class Float:
     lo: float
     hi: float
 
-    def check(self, name: str, value: Any) -> float:
-        if type(value) not in (int, float) or not self.lo <= value <= self.hi:
+    def check(self, name: str, value: object) -> float:
+        if not (type(value) is int or type(value) is float) or not self.lo <= value <= self.hi:
             raise ProtocolError(BAD_ARGUMENT, f"{name} must be a number in {self.lo}..{self.hi}")
         return float(value)
 
 
 @dataclass(frozen=True)
 class Bool:
-    def check(self, name: str, value: Any) -> bool:
+    def check(self, name: str, value: object) -> bool:
         if type(value) is not bool:
             raise ProtocolError(BAD_ARGUMENT, f"{name} must be true or false")
         return value
@@ -164,7 +164,7 @@ class OneOf:
     def names(self) -> tuple[str, ...]:
         return self.choices() if callable(self.choices) else self.choices
 
-    def check(self, name: str, value: Any) -> str:
+    def check(self, name: str, value: object) -> str:
         if type(value) is not str or len(value) > MAX_NAME or value not in self.names():
             raise ProtocolError(BAD_ARGUMENT, f"{name} must be one of {', '.join(self.names())}")
         return value
@@ -174,7 +174,7 @@ class OneOf:
 class Ident:
     """A C identifier (a tracepoint group or event): letters, digits, underscores."""
 
-    def check(self, name: str, value: Any) -> str:
+    def check(self, name: str, value: object) -> str:
         if type(value) is not str or not _IDENT_RE.match(value):
             raise ProtocolError(BAD_ARGUMENT, f"{name} must be an identifier of at most 128 characters")
         return value
@@ -185,7 +185,7 @@ class ListOf:
     item: OneOf
     max_len: int = MAX_LIST
 
-    def check(self, name: str, value: Any) -> list[str]:
+    def check(self, name: str, value: object) -> list[str]:
         if type(value) is not list or len(value) > self.max_len:
             raise ProtocolError(BAD_ARGUMENT, f"{name} must be a list of at most {self.max_len} names")
         out = [self.item.check(f"{name}[{i}]", v) for i, v in enumerate(value)]
@@ -197,7 +197,7 @@ class ListOf:
 Check = Int | Float | Bool | OneOf | Ident | ListOf
 
 
-def check_request(frame: Any, schemas: Mapping[str, Mapping[str, Check]]) -> tuple[str, dict[str, Any]]:
+def check_request(frame: object, schemas: Mapping[str, Mapping[str, Check]]) -> tuple[str, dict[str, Any]]:
     """(verb, checked arguments) of a request, or a ProtocolError saying what is wrong.
 
     Every argument of the verb's schema must be present and valid; anything more is refused

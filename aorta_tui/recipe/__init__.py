@@ -21,7 +21,7 @@ from aorta_tui.recipe.checks import RecipeIssue, RecipeValidationError
 from aorta_tui.recipe.condition import Condition, compile_condition
 from aorta_tui.recipe.jsonschema import recipe_json_schema
 from aorta_tui.recipe.keyspec import TOP
-from aorta_tui.recipe.loader import LoadProblem, parse_yaml_text, read_recipe_file
+from aorta_tui.recipe.loader import LoadProblem, Marks, parse_yaml_text, read_recipe_file
 from aorta_tui.recipe.model import (
     SCHEMA_VERSION,
     CellSpec,
@@ -143,7 +143,7 @@ def _load(text: str, *, source: str, source_path: Path | None,
     return recipe
 
 
-def _workload_issues_despite(data: Any, marks: Any, source: str, found: list[RecipeIssue],
+def _workload_issues_despite(data: object, marks: Marks, source: str, found: list[RecipeIssue],
                              check: WorkloadCheck) -> list[RecipeIssue]:
     """The workload-settings problems of a recipe that has others: checked on the part of it
     they depend on (workload, settings, the cells' settings, at the same key paths), when that

@@ -11,11 +11,12 @@ interface of recipe/catalogues.py.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from aorta_tui.core.errors import RecipeError, UsageError
 from aorta_tui.core.inputs import clip_for_message
@@ -94,17 +95,23 @@ class RecipeValidationError(RecipeError):
             super().__init__("\n".join(lines))
 
 
-class _Bad:
-    """Marks a value that failed validation (an issue has been recorded)."""
+class Bad(enum.Enum):
+    """Marks a value that failed validation (an issue has been recorded). An enum of one
+    member, so that ``x is BAD`` narrows ``T | Bad`` to ``T`` for the type checker."""
+
+    BAD = "<invalid>"
 
     def __repr__(self) -> str:
         return "<invalid>"
 
+    def __str__(self) -> str:
+        return "<invalid>"
 
-BAD: Any = _Bad()
+
+BAD: Final = Bad.BAD
 
 
-def type_name(value: Any) -> str:
+def type_name(value: object) -> str:
     if value is None:
         return "null"
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
@@ -125,7 +132,7 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def _range_hint(minimum: int | None, maximum: int | None) -> str:
+def _range_hint(minimum: float | None, maximum: float | None) -> str:
     if minimum is not None and maximum is not None:
         return f"use a whole number from {minimum} to {maximum}"
     if minimum is not None:
@@ -142,7 +149,7 @@ class Validator:
         self.more = 0  # issues beyond MAX_ISSUES, counted but not kept
 
     # -- recording -------------------------------------------------------------------------
-    def issue(self, path: str, message: str, hint: str | None = None, *, key: bool = False) -> Any:
+    def issue(self, path: str, message: str, hint: str | None = None, *, key: bool = False) -> Bad:
         if len(self.issues) >= MAX_ISSUES:
             self.more += 1
             return BAD
@@ -151,7 +158,7 @@ class Validator:
                                        None if hint is None else _clip_text(hint)))
         return BAD
 
-    def quote_hint(self, path: str, value: Any) -> str | None:
+    def quote_hint(self, path: str, value: object) -> str | None:
         """For a scalar YAML did not read as a string: how to make it one."""
         written = self.marks.raw.get(path)
         if value is None:
@@ -163,8 +170,9 @@ class Validator:
         return f"YAML reads {written} as {type_name(value)}; quote it: \"{written}\""
 
     # -- shapes ----------------------------------------------------------------------------
-    def mapping(self, path: str, value: Any, allowed: frozenset[str], *,
-                what: str = "a mapping", extra_hint: dict[str, str] | None = None) -> Any:
+    def mapping(self, path: str, value: object, allowed: frozenset[str], *,
+                what: str = "a mapping", extra_hint: dict[str, str] | None = None
+                ) -> dict[Any, Any] | Bad:
         if not isinstance(value, dict):
             return self.issue(path, f"expected {what}, got {type_name(value)}",
                               f"write it as `key: value` lines indented under {path or 'the top'}")
@@ -197,8 +205,8 @@ class Validator:
             return False
         return True
 
-    def integer(self, path: str, value: Any, *, minimum: int | None = None,
-                maximum: int | None = None, unit: str = "") -> Any:
+    def integer(self, path: str, value: object, *, minimum: float | None = None,
+                maximum: float | None = None, unit: str = "") -> int | Bad:
         if isinstance(value, bool) or not isinstance(value, int):
             hint = "write a whole number without quotes"
             if isinstance(value, float) and value.is_integer():
@@ -213,9 +221,9 @@ class Validator:
                               _range_hint(minimum, maximum))
         return value
 
-    def number(self, path: str, value: Any, *, above: float | None = None,
+    def number(self, path: str, value: object, *, above: float | None = None,
                at_least: float | None = None, at_most: float | None = None, unit: str = ""
-               ) -> Any:
+               ) -> float | Bad:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             hint = "write a number without quotes"
             if isinstance(value, str) and re.fullmatch(r"[-+]?[0-9]+[eE][-+]?[0-9]+", value):
@@ -238,8 +246,8 @@ class Validator:
                               fix)
         return float(value)
 
-    def string(self, path: str, value: Any, *, nonempty: bool = True, hint: str | None = None
-               ) -> Any:
+    def string(self, path: str, value: object, *, nonempty: bool = True, hint: str | None = None
+               ) -> str | Bad:
         if not isinstance(value, str):
             return self.issue(path, f"expected a string, got {type_name(value)} ({value!r})",
                               self.quote_hint(path, value) or hint or "quote the value")
@@ -249,13 +257,13 @@ class Validator:
             return self.issue(path, "contains a NUL character", "remove it")
         return value
 
-    def boolean(self, path: str, value: Any) -> Any:
+    def boolean(self, path: str, value: object) -> bool | Bad:
         if not isinstance(value, bool):
             return self.issue(path, f"expected true or false, got {type_name(value)} "
                               f"({value!r})", "write true or false without quotes")
         return value
 
-    def choice(self, path: str, value: Any, choices: Iterable[str]) -> Any:
+    def choice(self, path: str, value: object, choices: Iterable[str]) -> str | Bad:
         options = tuple(choices)
         if not isinstance(value, str) or value not in options:
             near = did_you_mean(value, options).rstrip() if isinstance(value, str) else ""
@@ -263,8 +271,8 @@ class Validator:
                               near or f"use one of {', '.join(options)}")
         return value
 
-    def str_list(self, path: str, value: Any, *, nonempty: bool = False, what: str = "names"
-                 ) -> Any:
+    def str_list(self, path: str, value: object, *, nonempty: bool = False, what: str = "names"
+                 ) -> list[str] | Bad:
         if not isinstance(value, list):
             hint = f"write a list: [{value}]" if isinstance(value, str) else \
                 f"write a list of {what}: [a, b]"
@@ -282,7 +290,7 @@ class Validator:
                 out.append(item_ok)
         return out if ok else BAD
 
-    def env_map(self, path: str, value: Any) -> Any:
+    def env_map(self, path: str, value: object) -> dict[str, str] | Bad:
         if value is None:
             return {}
         if not isinstance(value, dict):
@@ -317,7 +325,7 @@ class Validator:
             out[k] = v
         return out if ok else BAD
 
-    def json_data(self, path: str, value: Any, depth: int = 0) -> bool:
+    def json_data(self, path: str, value: object, depth: int = 0) -> bool:
         """Free-form data (workload_config): strings, finite numbers, booleans, null, nests."""
         if value is None or isinstance(value, (str, bool, int)):
             return True

@@ -18,7 +18,7 @@ import operator
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from aorta_tui.core.errors import RecipeError
 
@@ -29,18 +29,20 @@ MAX_INT = 10**18  # larger intermediate integers make the condition false
 MAX_STR = 65_536  # string results longer than this make the condition false
 MAX_NUMERIC_TEXT = 64  # int()/float() of a longer string is refused (no quadratic parsing)
 
+_T = TypeVar("_T")
+
 
 class _EvalFailure(Exception):
     """Raised inside the interpreter; :meth:`Condition.evaluate` turns it into False."""
 
 
-def _num(value: Any) -> int | float:
+def _num(value: object) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _EvalFailure(f"not a number: {value!r}")
     return value
 
 
-def _to_int(value: Any) -> int:
+def _to_int(value: object) -> int:
     if isinstance(value, str):
         if len(value.strip()) > MAX_NUMERIC_TEXT:
             raise _EvalFailure("numeric text too long")
@@ -54,7 +56,7 @@ def _to_int(value: Any) -> int:
     raise _EvalFailure(f"int() of {type(value).__name__}")
 
 
-def _to_float(value: Any) -> float:
+def _to_float(value: object) -> float:
     if isinstance(value, str):
         if len(value.strip()) > MAX_NUMERIC_TEXT:
             raise _EvalFailure("numeric text too long")
@@ -64,14 +66,14 @@ def _to_float(value: Any) -> float:
     raise _EvalFailure(f"float() of {type(value).__name__}")
 
 
-def _to_str(value: Any) -> str:
+def _to_str(value: object) -> str:
     if isinstance(value, (str, int, float, bool)) or value is None:
         return str(value)
     raise _EvalFailure(f"str() of {type(value).__name__}")
 
 
 def _minmax(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def call(*args: Any) -> Any:
+    def call(*args: object) -> object:
         if not args:
             raise _EvalFailure("min/max of nothing")
         if all(isinstance(a, str) for a in args):
@@ -81,13 +83,13 @@ def _minmax(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _length(value: Any) -> int:
+def _length(value: object) -> int:
     if isinstance(value, (str, list, tuple, dict)):
         return len(value)
     raise _EvalFailure(f"len() of {type(value).__name__}")
 
 
-def _round(value: Any, digits: Any = 0) -> float:
+def _round(value: object, digits: object = 0) -> float:
     d = _num(digits)
     if not isinstance(d, int) or not -20 <= d <= 20:
         raise _EvalFailure("round() digits out of range")
@@ -285,7 +287,7 @@ class _Interpreter:
     def __init__(self, variables: Mapping[str, Any]) -> None:
         self.variables = variables
 
-    def eval(self, node: ast.AST) -> Any:
+    def eval(self, node: ast.AST) -> object:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
@@ -294,7 +296,7 @@ class _Interpreter:
             return self.variables[node.id]
         if isinstance(node, ast.BoolOp):
             if isinstance(node.op, ast.And):
-                result: Any = True
+                result: object = True
                 for value in node.values:
                     result = self.eval(value)
                     if not result:
@@ -345,7 +347,7 @@ class _Interpreter:
             raise _EvalFailure("cannot index this value")
         raise _EvalFailure(f"unexpected {type(node).__name__}")  # the checker prevents this
 
-    def _binop(self, node: ast.BinOp) -> Any:
+    def _binop(self, node: ast.BinOp) -> object:
         left, right = self.eval(node.left), self.eval(node.right)
         if isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str):
             return _bounded(left + right)
@@ -362,7 +364,7 @@ def _called_name(node: ast.Call) -> str:
     raise _EvalFailure(f"unexpected call of {type(func).__name__}")  # the checker prevents this
 
 
-def _bounded(value: Any) -> Any:
+def _bounded(value: _T) -> _T:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
         raise _EvalFailure("integer too large")
     if isinstance(value, str) and len(value) > MAX_STR:

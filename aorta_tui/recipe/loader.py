@@ -12,7 +12,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import yaml
 
@@ -37,7 +37,9 @@ _SCALAR_TAGS = {
 
 
 # libyaml's parser is ~7x faster (it matters for validation as you type); same nodes and marks.
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:  # CSafeLoader exists only where PyYAML was built with libyaml
+    _YamlLoader: TypeAlias = yaml.SafeLoader | yaml.CSafeLoader
+_Loader: type[_YamlLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class LoadProblem(Exception):
@@ -132,7 +134,7 @@ def parse_yaml_text(text: str) -> tuple[Any, Marks]:
     """Parse one YAML document into plain values plus the position of every value and key."""
     if len(text) > MAX_RECIPE_BYTES:
         raise LoadProblem(f"the recipe is {len(text)} characters; at most {MAX_RECIPE_BYTES}")
-    loader: Any = None
+    loader: _YamlLoader | None = None
     try:
         loader = _Loader(text)
         node = loader.get_single_node()
@@ -193,13 +195,13 @@ def _yaml_hint(problem: str) -> str:
 
 
 class _Builder:
-    def __init__(self, loader: Any, marks: Marks) -> None:
+    def __init__(self, loader: _YamlLoader, marks: Marks) -> None:
         self.loader = loader
         self.marks = marks
         self.count = 0
         self.active: set[int] = set()
 
-    def build(self, node: yaml.Node, path: str, depth: int) -> Any:
+    def build(self, node: yaml.Node, path: str, depth: int) -> object:
         self.count += 1
         line, col = node.start_mark.line + 1, node.start_mark.column + 1
         if self.count > MAX_NODES:
@@ -234,7 +236,7 @@ class _Builder:
                 column=node.start_mark.column + 1, path=path,
                 hint="recipes hold plain data: remove the tag")
 
-    def _scalar(self, node: yaml.ScalarNode, path: str) -> Any:
+    def _scalar(self, node: yaml.ScalarNode, path: str) -> object:
         if node.tag not in _SCALAR_TAGS:
             raise LoadProblem(
                 f"unsupported YAML tag {node.tag!r} (a recipe holds strings, numbers, booleans "

@@ -19,7 +19,7 @@ from aorta_tui.core.errors import RecipeError
 from aorta_tui.core.secrets import mask_env
 from aorta_tui.recipe import keys as K
 from aorta_tui.recipe.keyspec import TOP
-from aorta_tui.recipe.model import CellSpec, Recipe
+from aorta_tui.recipe.model import CellSpec, CustomPattern, Recipe
 
 
 def canonical(recipe: Recipe) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def _collectors(names: tuple[str, ...], options: dict[str, dict[str, str]]) -> l
     return {n: dict(options[n]) if n in options else None for n in names}
 
 
-def _pattern(p: Any) -> dict[str, Any]:
+def _pattern(p: CustomPattern) -> dict[str, Any]:
     match: dict[str, Any] = {"regex": p.regex}
     if p.condition is not None:
         match["condition"] = p.condition

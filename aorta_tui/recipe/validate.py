@@ -7,7 +7,7 @@ it) and carries on, so one run reports all the problems of a recipe, not only th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,6 +18,7 @@ from aorta_tui.core.suggest import nearest as _suggest
 from aorta_tui.recipe import keys as K
 from aorta_tui.recipe.checks import (
     BAD,
+    Bad,
     RecipeIssue,
     Validator,
     docker_image_problem,
@@ -31,13 +32,17 @@ from aorta_tui.recipe.model import (
     CellSpec,
     Confound,
     CustomPattern,
+    ExecutorSpec,
     Mode,
+    OnMatch,
     Order,
     Recipe,
     Redaction,
     Retain,
     StopAfter,
+    TraceMode,
     TraceSpec,
+    Verdict,
 )
 from aorta_tui.recipe.upstream_workloads import not_carried
 
@@ -49,7 +54,7 @@ _PROBE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]*$")
 
 
 # --------------------------------------------------------------------------------------------
-def build_recipe(data: Any, marks: Marks, *, source: str, source_path: Path | None,
+def build_recipe(data: object, marks: Marks, *, source: str, source_path: Path | None,
                  registry: RegistryView | None) -> tuple[Recipe | None, list[RecipeIssue], int]:
     """Validate ``data``; return the recipe (or None), the issues found (at most
     ``MAX_ISSUES``) and how many more there were."""
@@ -64,7 +69,7 @@ _MINIMAL = ("start from: `schema_version: 1`, `workload: gpu_smoke`, `trials: 2`
             "`cells: [{name: baseline-local, mitigations: [none]}]` (see recipes/examples/)")
 
 
-def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Recipe | None:
+def _build(v: Validator, data: object, source: str, source_path: Path | None) -> Recipe | None:
     if data is None:
         v.issue("", "the recipe is empty", _MINIMAL)
         return None
@@ -92,7 +97,7 @@ def _build(v: Validator, data: Any, source: str, source_path: Path | None) -> Re
 
     confound = _confound(v, data.get("confound"), cells, mode, _written_cell_names(data, mode))
 
-    if v.issues:
+    if v.issues or confound is BAD:  # BAD only with an issue recorded
         return None
     return Recipe(
         schema_version=SCHEMA_VERSION, mode=mode, confound=confound, source_path=source_path,
@@ -155,7 +160,7 @@ def _common_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     ticket = get("ticket")
     if ticket is not None:
         ticket = _safe_component(v, "ticket", ticket, what="ticket")
-    trials: Any = BAD
+    trials: int | Bad = BAD
     if v.require("", data, "trials", "add `trials: 3` (trials per cell)"):
         trials = v.integer("trials", data["trials"], minimum=1, maximum=K.MAX_TRIALS)
 
@@ -193,8 +198,8 @@ def _extension_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     """Keys of both modes that upstream lacks: order, seed, trace, collectors, executor."""
     get = data.get
     written_order = get("order")
-    order: Order = (cast(Order, K.default_of(TOP, "order", str)) if written_order is None
-                    else v.choice("order", written_order, K.ORDERS))
+    order = (cast(Order, K.default_of(TOP, "order", str)) if written_order is None
+             else cast("Order | Bad", v.choice("order", written_order, K.ORDERS)))
     seed = get("seed")
     seed = (K.default_of(TOP, "seed", int) if seed is None
             else v.integer("seed", seed, minimum=0, maximum=K.MAX_SEED))
@@ -213,8 +218,8 @@ def _extension_fields(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _check_plan_size(v: Validator, cells: tuple[CellSpec, ...], trials: Any, stop_after: Any,
-                     mode: str) -> None:
+def _check_plan_size(v: Validator, cells: tuple[CellSpec, ...], trials: int | Bad,
+                     stop_after: StopAfter | Bad | None, mode: str) -> None:
     """Refuse plans too big to run: every trial is a directory, a journal line, a process."""
     where = "cells" if mode == "triage" else "mitigation_axis"
     if len(cells) > K.MAX_CELLS:
@@ -230,7 +235,8 @@ def _check_plan_size(v: Validator, cells: tuple[CellSpec, ...], trials: Any, sto
                 f"{K.MAX_PLANNED_TRIALS}", "use fewer trials or fewer cells per recipe")
 
 
-def _only_value(v: Validator, data: dict[str, Any], name: str, refused: str, fix: str) -> Any:
+def _only_value(v: Validator, data: dict[str, Any], name: str, refused: str, fix: str
+                ) -> bool | Bad:
     """A top-level boolean key aorta-tui can honour one way only, its default (the table's):
     that value (or absence) is accepted and means what it says; the other is refused, never
     accepted and ignored."""
@@ -244,7 +250,7 @@ def _only_value(v: Validator, data: dict[str, Any], name: str, refused: str, fix
     return v.issue(path, refused, fix)
 
 
-def _safe_component(v: Validator, path: str, value: Any, *, what: str) -> Any:
+def _safe_component(v: Validator, path: str, value: object, *, what: str) -> str | Bad:
     if not isinstance(value, str):
         return v.issue(path, f"the {what} must be a string, got {type_name(value)} ({value!r})",
                        v.quote_hint(path, value) or "quote it")
@@ -263,7 +269,8 @@ def _safe_example(value: str, what: str) -> str:
     return "TICKET-123" if what == "ticket" else "baseline-local"
 
 
-def _seconds(v: Validator, data: dict[str, Any], name: str, *, allow_zero: bool) -> Any:
+def _seconds(v: Validator, data: dict[str, Any], name: str, *, allow_zero: bool
+             ) -> float | Bad:
     """The top-level key ``name`` in seconds; left out or null, the table's default."""
     value, path = data.get(name), K.path(TOP, name)
     if value is None:
@@ -273,10 +280,10 @@ def _seconds(v: Validator, data: dict[str, Any], name: str, *, allow_zero: bool)
     return v.number(path, value, above=0, at_most=K.MAX_SECONDS, unit=" seconds")
 
 
-def _stop_after(v: Validator, raw: Any) -> Any:
+def _stop_after(v: Validator, raw: object) -> StopAfter | Bad | None:
     if raw is None:
         return None
-    if v.mapping("stop_after", raw, K.STOP_AFTER_KEYS) is BAD:
+    if v.mapping("stop_after", raw, K.STOP_AFTER_KEYS) is BAD or not isinstance(raw, dict):
         return BAD
     events_k, most_k, verdict_k = K.specs("stop_after", "events", "max_trials", "event_verdict")
     ok = True
@@ -293,19 +300,19 @@ def _stop_after(v: Validator, raw: Any) -> Any:
                            maximum=K.MAX_TRIALS)
     verdict = raw.get(verdict_k.name, K.default_of("stop_after", verdict_k.name, str))
     verdict = v.choice(K.path("stop_after", verdict_k.name), verdict, K.VERDICTS)
-    if BAD in (events, max_trials, verdict):
+    if events is BAD or max_trials is BAD or verdict is BAD:
         return BAD
     if max_trials < events:
         return v.issue(K.path("stop_after", most_k.name), f"max_trials ({max_trials}) is below "
                        f"events ({events}), so the target could never be reached",
                        f"set max_trials to at least {events}")
-    return StopAfter(events=events, max_trials=max_trials, event_verdict=verdict)
+    return StopAfter(events=events, max_trials=max_trials, event_verdict=cast(Verdict, verdict))
 
 
-def _retain(v: Validator, raw: Any) -> Any:
+def _retain(v: Validator, raw: object) -> Retain | Bad | None:
     if raw is None:
         return None
-    if v.mapping("retain", raw, K.RETAIN_KEYS) is BAD:
+    if v.mapping("retain", raw, K.RETAIN_KEYS) is BAD or not isinstance(raw, dict):
         return BAD
     # a level left out is the table's default, filled here as every other block's default is
     # (not left to Retain's own): one place says what a recipe without the key means
@@ -317,7 +324,7 @@ def _retain(v: Validator, raw: Any) -> Any:
     return Retain(**levels)
 
 
-def _regex(v: Validator, path: str, raw: Any) -> Any:
+def _regex(v: Validator, path: str, raw: object) -> str | Bad:
     text = v.string(path, raw, hint="write a regular expression in single quotes")
     if text is BAD:
         return BAD
@@ -331,7 +338,8 @@ def _regex(v: Validator, path: str, raw: Any) -> Any:
     return text if (issue := recipe_regex_issue(text)) is None else v.issue(path, *issue)
 
 
-def _disable_detectors(v: Validator, raw: Any, raw_tiers: Any, pattern_ids: set[str]) -> Any:
+def _disable_detectors(v: Validator, raw: object, raw_tiers: object, pattern_ids: set[str]
+                       ) -> tuple[str, ...] | Bad:
     out: list[str] = []
     ok = True
     catalogue = _detector_catalogue()
@@ -447,7 +455,7 @@ def _upstream_ids() -> set[str]:
         return set()
 
 
-def _custom_patterns(v: Validator, raw: Any) -> Any:
+def _custom_patterns(v: Validator, raw: object) -> tuple[CustomPattern, ...] | Bad:
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -466,13 +474,13 @@ def _custom_patterns(v: Validator, raw: Any) -> Any:
     return tuple(out) if ok else BAD
 
 
-def _custom_pattern(v: Validator, path: str, entry: Any, ids: set[str]) -> Any:
-    if v.mapping(path, entry, K.PATTERN_KEYS) is BAD:
+def _custom_pattern(v: Validator, path: str, entry: object, ids: set[str]) -> CustomPattern | Bad:
+    if v.mapping(path, entry, K.PATTERN_KEYS) is BAD or not isinstance(entry, dict):
         return BAD
     id_k, match_k, on_match_k, required_k = K.specs("pattern", "id", "match", "on_match",
                                                     "required_for_pass")
     ok = True
-    pid: Any = BAD
+    pid: str | Bad = BAD
     if v.require(path, entry, id_k.name, "add `id: my_pattern` (reported as custom:<id>)"):
         pid = v.string(id_k.at(path), entry[id_k.name])
         if pid is not BAD and pid in ids:
@@ -492,21 +500,23 @@ def _custom_pattern(v: Validator, path: str, entry: Any, ids: set[str]) -> Any:
                 f"pattern has on_match: {on_match})", "set on_match: fail or drop "
                 "required_for_pass")
         ok = False
-    if not ok or BAD in (pid, regex, condition, on_match, required):
+    if (not ok or pid is BAD or regex is BAD or condition is BAD or on_match is BAD
+            or required is BAD):
         return BAD
-    return CustomPattern(id=pid, regex=regex, condition=condition, on_match=on_match,
-                         required_for_pass=required)
+    return CustomPattern(id=pid, regex=regex, condition=condition,
+                         on_match=cast(OnMatch, on_match), required_for_pass=required)
 
 
-def _match(v: Validator, path: str, match: Any) -> tuple[Any, Any]:
+def _match(v: Validator, path: str, match: object) -> tuple[str | Bad, str | Bad | None]:
     """A pattern's ``match: {regex, condition}``: its regex (BAD when it is none) and its
     condition (None without one)."""
     regex_k, condition_k = K.specs("match", "regex", "condition")
     if v.mapping(path, match, K.MATCH_KEYS,
-                 what="a mapping with `regex` (and optionally `condition`)") is BAD:
+                 what="a mapping with `regex` (and optionally `condition`)") is BAD \
+            or not isinstance(match, dict):
         return BAD, None
-    regex: Any = BAD
-    condition: Any = None
+    regex: str | Bad = BAD
+    condition: str | Bad | None = None
     if v.require(path, match, regex_k.name, "add `regex: '...'`"):
         regex = _regex(v, regex_k.at(path), match[regex_k.name])
     if match.get(condition_k.name) is not None and regex is not BAD:
@@ -514,7 +524,7 @@ def _match(v: Validator, path: str, match: Any) -> tuple[Any, Any]:
     return regex, condition
 
 
-def _condition(v: Validator, path: str, raw: Any, regex: str) -> Any:
+def _condition(v: Validator, path: str, raw: object, regex: str) -> str | Bad:
     from aorta_tui.recipe.condition import compile_condition
 
     if not isinstance(raw, str):
@@ -528,10 +538,10 @@ def _condition(v: Validator, path: str, raw: Any, regex: str) -> Any:
     return raw.strip()
 
 
-def _trace(v: Validator, raw: Any) -> Any:
+def _trace(v: Validator, raw: object) -> TraceSpec | Bad | None:
     if raw is None:
         return None
-    if v.mapping("trace", raw, K.TRACE_KEYS) is BAD:
+    if v.mapping("trace", raw, K.TRACE_KEYS) is BAD or not isinstance(raw, dict):
         return BAD
     probes_k, mode_k = K.specs("trace", "probes", "mode")
     probes = v.str_list(K.path("trace", probes_k.name), raw.get(probes_k.name, []),
@@ -547,9 +557,9 @@ def _trace(v: Validator, raw: Any) -> Any:
         probes = _known_probes(v, probes)
     mode = v.choice(K.path("trace", mode_k.name),
                     raw.get(mode_k.name, K.default_of("trace", mode_k.name, str)), K.TRACE_MODES)
-    if BAD in (probes, mode):
+    if probes is BAD or mode is BAD:
         return BAD
-    return TraceSpec(probes=tuple(probes), mode=mode)
+    return TraceSpec(probes=tuple(probes), mode=cast(TraceMode, mode))
 
 
 # An example of each Slurm word the executor block takes, for the fix of a malformed one (its
@@ -558,16 +568,15 @@ _SLURM_EXAMPLES = {"partition": "gpu", "account": "my-project", "gres": "gpu:1",
                    "time": "01:30:00", "constraint": "a100"}
 
 
-def _executor(v: Validator, raw: Any) -> Any:
+def _executor(v: Validator, raw: object) -> ExecutorSpec | Bad:
     """``executor: local|slurm`` or ``{kind: slurm, partition, account, ...}`` (docs/slurm.md)."""
-    from aorta_tui.recipe.model import ExecutorSpec
-
     if raw is None:
         return ExecutorSpec()
     if isinstance(raw, str):
         kind = v.choice("executor", raw, K.EXECUTOR_KINDS)
         return BAD if kind is BAD else ExecutorSpec(kind=kind)
-    if v.mapping("executor", raw, K.EXECUTOR_KEYS, what="local, slurm or a mapping") is BAD:
+    if v.mapping("executor", raw, K.EXECUTOR_KEYS, what="local, slurm or a mapping") is BAD \
+            or not isinstance(raw, dict):
         return BAD
     kind_k = K.spec("executor", "kind")
     kind = v.choice(K.path("executor", kind_k.name),
@@ -583,7 +592,7 @@ def _executor(v: Validator, raw: Any) -> Any:
             K.path("executor", gres_k.name), "gres and gpus_per_node both say how many GPUs "
             "a node gives the trial", "keep one: gpus_per_node: K asks for --gres=gpu:K on "
             "every node")
-    if BAD in (kind, extra, *fields.values()):
+    if kind is BAD or extra is BAD or BAD in fields.values():
         return BAD
     return ExecutorSpec(kind=kind, extra_sbatch=tuple(extra), **fields)
 
@@ -623,7 +632,7 @@ def _pattern_of(spec: KeySpec) -> str:
     return pattern
 
 
-def _extra_sbatch(v: Validator, raw: dict[str, Any], kind: object) -> Any:
+def _extra_sbatch(v: Validator, raw: dict[str, Any], kind: object) -> Sequence[str] | Bad:
     """``extra_sbatch``: long options only, none the executor sets itself, for kind: slurm."""
     path = K.path("executor", "extra_sbatch")
     extra = raw.get("extra_sbatch")
@@ -654,7 +663,8 @@ def _slurm_counts(v: Validator, raw: dict[str, Any], kind: object) -> dict[str, 
     return fields
 
 
-def _distributed_clash(v: Validator, raw: dict[str, Any], extra: Any) -> Any:
+def _distributed_clash(v: Validator, raw: dict[str, Any], extra: Sequence[str] | Bad
+                       ) -> Sequence[str] | Bad:
     """With nodes or gpus_per_node set, extra_sbatch may not say the same (aorta-tui does)."""
     nodes_k, gpus_k = K.specs("executor", "nodes", "gpus_per_node")
     distributed = raw.get(nodes_k.name) is not None or raw.get(gpus_k.name) is not None
@@ -666,7 +676,7 @@ def _distributed_clash(v: Validator, raw: dict[str, Any], extra: Any) -> Any:
     return extra
 
 
-def _known_probes(v: Validator, probes: list[str]) -> Any:
+def _known_probes(v: Validator, probes: list[str]) -> list[str] | Bad:
     """Each name must be a probe set of the catalogue, as ``trace --probes`` requires."""
     from aorta_tui.recipe.catalogues import probe_sets  # only recipes that trace pay for it
 
@@ -687,7 +697,7 @@ def _known_probes(v: Validator, probes: list[str]) -> Any:
     return probes if ok else BAD
 
 
-def _policy_axis(v: Validator, raw: Any) -> Any:
+def _policy_axis(v: Validator, raw: object) -> tuple[str, ...] | Bad:
     if raw is None:
         return ()
     items = v.str_list("policy_axis", raw, what="policy names")
@@ -715,21 +725,23 @@ def _written_cell_names(data: dict[str, Any], mode: str) -> set[str]:
     return {c["name"] for c in raw if isinstance(c, dict) and isinstance(c.get("name"), str)}
 
 
-def _confound(v: Validator, raw: Any, cells: tuple[CellSpec, ...], mode: str,
-              written: set[str]) -> Any:
+def _confound(v: Validator, raw: object, cells: tuple[CellSpec, ...], mode: str,
+              written: set[str]) -> Confound | Bad:
     threshold_k, baseline_k = K.specs("confound", "threshold", "baseline_cell")
-    threshold: Any = K.default_of("confound", threshold_k.name, float)
-    explicit: Any = None
+    threshold: float | Bad = K.default_of("confound", threshold_k.name, float)
+    explicit: str | Bad | None = None
     if raw is not None:
-        if v.mapping("confound", raw, K.CONFOUND_KEYS) is BAD:
+        if v.mapping("confound", raw, K.CONFOUND_KEYS) is BAD or not isinstance(raw, dict):
             return BAD
         if raw.get(threshold_k.name) is not None:
             threshold = v.number(K.path("confound", threshold_k.name), raw[threshold_k.name],
                                  above=0, at_most=K.MAX_CONFOUND_THRESHOLD)
         if raw.get(baseline_k.name) is not None:
             explicit = v.string(K.path("confound", baseline_k.name), raw[baseline_k.name])
-    if not cells or BAD in (threshold, explicit):
-        return BAD if BAD in (threshold, explicit) else Confound(threshold=threshold)
+    if threshold is BAD or explicit is BAD:
+        return BAD
+    if not cells:
+        return Confound(threshold=threshold)
     names = [c.name for c in cells]
     if explicit is not None:
         if explicit not in names and explicit in written:
@@ -758,13 +770,13 @@ def resolve_baseline(cells: tuple[CellSpec, ...], mode: str = "triage") -> tuple
 
 # -- triage ----------------------------------------------------------------------------------
 def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
-    workload: Any = BAD
+    workload: str | Bad = BAD
     if v.require("", data, "workload", "add `workload: gpu_smoke` (aorta-tui sweep "
                  "list-workloads lists them)"):
         workload = v.string("workload", data["workload"])
         if workload is not BAD:
             workload = _known_workload(v, workload)
-    steps: Any = BAD
+    steps: int | Bad = BAD
     if v.require("", data, "steps", "add `steps: 20` (steps per trial)"):
         steps = v.integer("steps", data["steps"], minimum=1, maximum=K.MAX_STEPS)
     workload_config = _workload_config(v, "workload_config", data.get("workload_config"))
@@ -789,10 +801,10 @@ def _triage(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
                 save_logs=save_logs, extra_env=extra_env, trial_isolation=isolation, cells=cells)
 
 
-def _known_workload(v: Validator, name: str) -> Any:
+def _known_workload(v: Validator, name: str) -> str | Bad:
     """An unknown name is an error with the closest registered one (a run would stop on it);
     a registered workload that fails to import here is only a note (sweep/workload_check.py)."""
-    known = getattr(v.registry, "workload_names", None)
+    known = None if v.registry is None else v.registry.workload_names
     if not known or name in known or not_carried(name):
         # no registry or none registered (not installed), or upstream's own workload that
         # plans here and stops a real run (recipe/upstream_workloads.py)
@@ -801,7 +813,7 @@ def _known_workload(v: Validator, name: str) -> Any:
                    + "`aorta-tui sweep list-workloads` lists them")
 
 
-def _workload_config(v: Validator, path: str, raw: Any) -> Any:
+def _workload_config(v: Validator, path: str, raw: object) -> dict[str, Any] | Bad:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -821,7 +833,7 @@ def _workload_config(v: Validator, path: str, raw: Any) -> Any:
     return dict(raw) if ok else BAD
 
 
-def _cells(v: Validator, raw: Any) -> tuple[CellSpec, ...]:
+def _cells(v: Validator, raw: object) -> tuple[CellSpec, ...]:
     if not isinstance(raw, list):
         v.issue("cells", f"expected a list of cells, got {type_name(raw)}",
                 "write each cell as `- name: ...` under `cells:`")
@@ -846,16 +858,16 @@ def _cells(v: Validator, raw: Any) -> tuple[CellSpec, ...]:
     return tuple(cells)
 
 
-def _cell(v: Validator, path: str, raw: Any) -> Any:
-    if v.mapping(path, raw, K.CELL_KEYS, what="a cell mapping") is BAD:
+def _cell(v: Validator, path: str, raw: object) -> CellSpec | Bad:
+    if v.mapping(path, raw, K.CELL_KEYS, what="a cell mapping") is BAD or not isinstance(raw, dict):
         return BAD
     name_k, mitigations_k, env_k, extra_env_k, trials_k, steps_k, config_k, collect_k = K.specs(
         "cell", "name", "mitigations", "environment", "extra_env", "trials", "steps",
         "workload_config", "collect")
-    name: Any = BAD
+    name: str | Bad = BAD
     if v.require(path, raw, name_k.name, "add `name: my-cell` (letters, digits, '.', '_', '-')"):
         name = _safe_component(v, name_k.at(path), raw[name_k.name], what="cell name")
-    mitigations: Any = BAD
+    mitigations: list[str] | Bad = BAD
     if v.require(path, raw, mitigations_k.name, "add `mitigations: [none]` for a baseline cell"):
         mitigations = v.str_list(mitigations_k.at(path), raw[mitigations_k.name],
                                  what="mitigation names")
@@ -880,14 +892,16 @@ def _cell(v: Validator, path: str, raw: Any) -> Any:
         written = raw[collect_k.name]
         collect = () if written is None else _collect(v, collect_k.at(path), written)[0]
     _registry_checks_cell(v, path, name, mitigations, environment)
-    if BAD in (name, mitigations, environment, extra_env, trials, steps, workload_config, collect):
+    if (name is BAD or mitigations is BAD or environment is BAD or extra_env is BAD
+            or trials is BAD or steps is BAD or workload_config is BAD or collect is BAD):
         return BAD
     return CellSpec(name=name, mitigations=tuple(mitigations), environment=environment,
                     extra_env=extra_env, trials=trials, steps=steps,
                     workload_config=workload_config, collect=collect)
 
 
-def _collect(v: Validator, path: str, raw: Any) -> tuple[Any, dict[str, dict[str, str]]]:
+def _collect(v: Validator, path: str, raw: object
+             ) -> tuple[tuple[str, ...] | Bad, dict[str, dict[str, str]]]:
     """Upstream's `collect:`: a list of names, or name -> {OPTION: "string"} (null: none)."""
     from aorta_tui.recipe.collector_names import KNOWN_COLLECTORS
 
@@ -927,7 +941,7 @@ def _collect(v: Validator, path: str, raw: Any) -> tuple[Any, dict[str, dict[str
     return (tuple(dict.fromkeys(names)), options) if ok else (BAD, {})
 
 
-def _environment(v: Validator, path: str, raw: Any) -> Any:
+def _environment(v: Validator, path: str, raw: object) -> str | dict[str, Any] | Bad:
     if isinstance(raw, str):
         return v.string(path, raw)
     if not isinstance(raw, dict):
@@ -945,13 +959,13 @@ def _environment(v: Validator, path: str, raw: Any) -> Any:
     if image is not BAD and (problem := docker_image_problem(image)) is not None:
         image = v.issue(docker_k.at(path), problem[0], problem[1])
     env = v.env_map(env_k.at(path), raw.get(env_k.name))
-    if BAD in (image, env):
+    if image is BAD or env is BAD:
         return BAD
     return {"docker": image, "env": env}
 
 
-def _registry_checks_cell(v: Validator, path: str, name: Any, mitigations: Any,
-                          environment: Any) -> None:
+def _registry_checks_cell(v: Validator, path: str, name: str | Bad, mitigations: list[str] | Bad,
+                          environment: object) -> None:
     """Names must exist in the registry, and the cell's mitigations must agree."""
     reg = v.registry
     if reg is None:
@@ -967,7 +981,7 @@ def _registry_checks_cell(v: Validator, path: str, name: Any, mitigations: Any,
         _unknown(v, K.spec("cell", "environment").at(path), "environment", environment,
                  reg.environments,
                  "aorta-tui sweep list-environments")
-    if known:
+    if known and mitigations is not BAD:  # known: the list was read and every name is
         label = name if name is not BAD else path
         _check_conflicts(v, K.spec("cell", "mitigations").at(path), label, mitigations)
 
@@ -1021,9 +1035,9 @@ def _probe(v: Validator, data: dict[str, Any]) -> dict[str, Any]:
                 cells=cells)
 
 
-def _redaction(v: Validator, data: dict[str, Any]) -> Any:
+def _redaction(v: Validator, data: dict[str, Any]) -> Redaction | Bad:
     raw = data["redaction"]
-    if v.mapping("redaction", raw, K.REDACTION_KEYS) is BAD:
+    if v.mapping("redaction", raw, K.REDACTION_KEYS) is BAD or not isinstance(raw, dict):
         return BAD
     keys_k, paths_k, ips_k = K.specs("redaction", "scrub_env_keys", "scrub_paths",
                                      "scrub_ip_addresses")
@@ -1032,7 +1046,7 @@ def _redaction(v: Validator, data: dict[str, Any]) -> Any:
     paths, ips = (v.boolean(K.path("redaction", k.name),
                             raw.get(k.name, K.default_of("redaction", k.name, bool)))
                   for k in (paths_k, ips_k))
-    if BAD in (keys, paths, ips):
+    if keys is BAD or paths is BAD or ips is BAD:
         return BAD
     return Redaction(scrub_env_keys=tuple(keys), scrub_paths=paths, scrub_ip_addresses=ips)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.suggest import did_you_mean, did_you_mean_any
@@ -22,6 +22,10 @@ from aorta_tui.recipe.checks import docker_image_problem, env_entry_problem
 from aorta_tui.recipe.upstream_workloads import not_carried
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+    from _typeshed import DataclassInstance
+
     from aorta_tui.registry.workload import Workload
 
 
@@ -230,7 +234,8 @@ def load_sidecar_mitigations(path: str | Path) -> list[Mitigation]:
     return out
 
 
-def _sidecar_entry(p: Path, text: str, i: int, e: Any, clip: Any) -> Mitigation:
+def _sidecar_entry(p: Path, text: str, i: int, e: object, clip: Callable[[object, int], str]
+                   ) -> Mitigation:
     label = e.get("name") if isinstance(e, dict) and isinstance(e.get("name"), str) else None
     where = f"{p}{_json_position(text, label) if label else ''}: entry {clip(label or i, 60)}"
     if not isinstance(e, dict) or label is None:
@@ -441,13 +446,16 @@ def _suggest(name: str, known: Mapping[str, Any], command: str) -> str:
     return f"{close} ({command} lists all)" if close else f"{command} lists all"
 
 
-def _as_list(obj: Any) -> list[Any]:
+def _as_list(obj: object) -> list[Any]:
     if callable(obj) and not isinstance(obj, (Mitigation, Environment)):
         obj = obj()
     return list(obj) if isinstance(obj, (list, tuple)) else [obj]
 
 
-def _with_source(item: Any, ep: Any) -> Any:
+_D = TypeVar("_D", bound="DataclassInstance")
+
+
+def _with_source(item: _D, ep: EntryPoint) -> _D:
     from dataclasses import replace
 
     dist = getattr(getattr(ep, "dist", None), "name", None) or ep.value

@@ -8,17 +8,18 @@ was asked for.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Any
 
 
-def _tf32_off(torch: Any) -> str:
+def _tf32_off(torch: ModuleType) -> str:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     return "torch.tf32_off: matmul.allow_tf32=False cudnn.allow_tf32=False precision=highest"
 
 
-def _deterministic(torch: Any) -> str:
+def _deterministic(torch: ModuleType) -> str:
     import os
     import sys
 

@@ -13,10 +13,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import clip_for_message
+
+if TYPE_CHECKING:
+    from aorta_tui.recipe.checks import Validator
 
 ConfigType = Literal["int", "float", "str", "bool", "dict", "list"]
 _PY_TYPES: dict[str, tuple[type, ...]] = {
@@ -39,7 +42,7 @@ class ConfigField:
 
     name: str
     type: ConfigType
-    default: Any
+    default: object  # a value of the field's type, or None
     help: str = ""
     choices: tuple[Any, ...] | None = None
     min: float | None = None
@@ -202,7 +205,7 @@ def _example(f: ConfigField, path: str) -> str | None:
     return f"e.g. {f.name}: {f.default!r}"
 
 
-def _raise_first(v: Any, path: str, location: str | None, example: str | None) -> None:
+def _raise_first(v: Validator, path: str, location: str | None, example: str | None) -> None:
     """The validator's first problem as one :class:`UsageError`: ``PATH: message``, where a
     flag's key reads ``--param size`` (not ``--param.size``)."""
     issue = v.issues[0]
@@ -217,11 +220,11 @@ def _raise_first(v: Any, path: str, location: str | None, example: str | None) -
     raise UsageError(f"{shown}: {issue.message}", hint=hint, location=location)
 
 
-def _whole(x: float | None) -> Any:
+def _whole(x: float | None) -> int | float | None:
     return int(x) if isinstance(x, float) and x.is_integer() else x
 
 
-def _check_value(f: ConfigField, value: Any, path: str, location: str | None = None) -> Any:
+def _check_value(f: ConfigField, value: object, path: str, location: str | None = None) -> object:
     from aorta_tui.recipe.checks import BAD, Validator
     from aorta_tui.recipe.loader import Marks, child_path
 
@@ -250,12 +253,12 @@ def _check_value(f: ConfigField, value: Any, path: str, location: str | None = N
                 f"use one of {', '.join(options)}")
     if value is BAD:
         _raise_first(v, path, location, _example(f, path))
-    if f.type == "dict" and f.fields is not None:
+    if f.type == "dict" and f.fields is not None and isinstance(value, dict):  # it is (checked above)
         value = validate_config(f.fields, value, path=where, location=location)
     return value
 
 
-def read_text_value(text: str) -> Any:
+def read_text_value(text: str) -> object:
     """A command-line value (``--config k=v``, ``--param k=v``) read as a recipe reads it.
 
     The recipe loader's YAML reading of one scalar (``3`` an int, ``true`` a boolean, ``x`` a

@@ -10,12 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from aorta_tui.core.events import EventBus
-    from aorta_tui.sweep.orchestrator import Sweep
+    from aorta_tui.core.services import SweepServices
+    from aorta_tui.sweep.orchestrator import Sweep, SweepOutcome
     from aorta_tui.sweep.way_in import SweepRequest
+    from aorta_tui.trace.session import TraceSession
 
 
 def sweep_for_request(req: SweepRequest, bus: EventBus) -> Sweep:
@@ -45,7 +48,7 @@ def sweep_for_request(req: SweepRequest, bus: EventBus) -> Sweep:
     return Sweep(recipe, registry, options, bus)
 
 
-def sweep_services() -> Any:
+def sweep_services() -> SweepServices:
     """The tracing and snapshot hashing a sweep uses, from above core (core/services.py).
 
     Imported when a sweep needs them, so `--help` and a dry run of an untraced recipe never pay
@@ -58,7 +61,7 @@ def sweep_services() -> Any:
         capability.require_bpftrace(None)
         capability.require_privilege()
 
-    def trace_session(*args: Any, **kwargs: Any) -> Any:
+    def trace_session(*args: Any, **kwargs: Any) -> TraceSession:
         from aorta_tui.trace.session import TraceSession
 
         return TraceSession(*args, **kwargs)
@@ -72,7 +75,7 @@ def sweep_services() -> Any:
                          snapshot_hash=snapshot_hash)
 
 
-def run_until_done(sweep: Any, bus: Any) -> Any:
+def run_until_done(sweep: Sweep, bus: EventBus) -> SweepOutcome:
     """Run the sweep with Ctrl-C, SIGTERM and SIGHUP stopping the running trial cleanly.
 
     A second signal (of any of them) SIGKILLs the running trial instead of giving it its
@@ -81,12 +84,12 @@ def run_until_done(sweep: Any, bus: Any) -> Any:
     nothing (issue 37 item 10). The run stays resumable either way.
     """
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         # os.write, not print: a signal arriving inside another print to stderr would make
         # print re-enter the stream's buffer (RuntimeError: reentrant call)
         name = signal.Signals(signum).name
         if sweep.cancel.is_set():
-            if not getattr(sweep.cancel, "now", False):
+            if not sweep.cancel.now:
                 sweep.cancel.hurry()
                 _say(f"\n{name} again: ending the running trial now (SIGKILL); the run still "
                      "writes its matrix and stays resumable\n")
@@ -100,7 +103,7 @@ def run_until_done(sweep: Any, bus: Any) -> Any:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
                 if signal.getsignal(s) is not signal.SIG_IGN}
 
-    def after_the_run(signum: int, frame: Any) -> None:
+    def after_the_run(signum: int, frame: FrameType | None) -> None:
         # A run that finished without a stop: a signal now does what it did before the run
         handler = previous.get(signal.Signals(signum))
         if callable(handler):

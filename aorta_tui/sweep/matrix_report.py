@@ -6,7 +6,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui import __version__
 from aorta_tui.core import stats
@@ -17,10 +17,13 @@ from aorta_tui.core.trial_contract import TrialResult
 from aorta_tui.sweep.matrix_doc import Devices, Matrix, MatrixCell, MatrixTrial
 from aorta_tui.sweep.plan import Plan
 
+if TYPE_CHECKING:
+    from aorta_tui.recipe.model import Recipe
+
 
 def write_reports(
     run_dir: Path,
-    recipe: Any,
+    recipe: Recipe,
     plan: Plan,
     cells: list[CellStats],
     records: list[TrialResult],
@@ -32,7 +35,7 @@ def write_reports(
     snapshots, warnings = snapshot_index(run_dir, plan, records, schema_hash)
     from aorta_tui.collect.collectors import run_summary  # upstream's collect: (result.json)
 
-    threshold = recipe.confound.threshold if recipe.confound else None
+    threshold = recipe.confound.threshold
 
     matrix = Matrix(
         aorta_tui_version=__version__, generated_at=time.time(), run_dir=str(run_dir),
@@ -124,8 +127,9 @@ def device_summary(run_dir: Path, records: list[TrialResult]) -> Devices:
             snap = load_json_input(host, what="snapshot", limit=INPUT_LIMITS["snapshot"])
         except AortaError:  # a damaged snapshot must not cost the report; say "unknown" instead
             snap = None
-        if isinstance(snap, dict) and isinstance(snap.get("gpus"), list):
-            names = [g.get("name") for g in snap["gpus"] if isinstance(g, dict)]
+        gpus = snap.get("gpus") if isinstance(snap, dict) else None
+        if isinstance(gpus, list):
+            names = [g.get("name") for g in gpus if isinstance(g, dict)]
             host_gpus = [str(n.get("value") or "unnamed GPU") if isinstance(n, dict) else "unnamed GPU"
                          for n in names]
     return Devices(dict(sorted(reported.items())), None if host_gpus is None else tuple(host_gpus))

@@ -16,13 +16,11 @@ import shlex
 import shutil
 import stat
 import sys
-import threading
 import time
-import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from aorta_tui import __version__
 from aorta_tui.core import spawn_gate
@@ -60,8 +58,16 @@ from aorta_tui.trial.run_loop import RunOutcome, RunPlan, TakeOver, TrialEngine,
 from aorta_tui.trial.supervisor import CancelEvent, ProcessSpec
 
 if TYPE_CHECKING:
-    from aorta_tui.classify import Classification, KernelEvent, LogScan
-    from aorta_tui.classify.model import Outcome
+    from aorta_tui.classify import Classification, KernelEvent, LogScan, PatternRule
+    from aorta_tui.classify.dmesg import KernelLog
+    from aorta_tui.classify.model import Detection
+    from aorta_tui.core.bytecode import BytecodePlan
+    from aorta_tui.executor.host import ExecutorTrial
+    from aorta_tui.recipe.model import CustomPattern, Recipe
+    from aorta_tui.registry.workload import Workload
+    from aorta_tui.trial.prepared import PreparedPool
+    from aorta_tui.trial.supervisor import ProcessOutcome
+    from aorta_tui.trial.warm import WarmPool
 
 
 @dataclass
@@ -88,14 +94,14 @@ class SweepOutcome(RunOutcome):
 class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
     """A recipe's sweep: the recipe sweep's engine on the shared run loop (trial/run_loop.py)."""
 
-    def __init__(self, recipe: Any, registry: Registry, options: SweepOptions, bus: EventBus) -> None:
+    def __init__(self, recipe: Recipe, registry: Registry, options: SweepOptions, bus: EventBus) -> None:
         self.recipe = recipe
         self.registry = registry
         self.options = options
         self.bus = bus
         self.plan: Plan = build_plan(recipe, registry, order=options.order, seed=options.seed)
-        self.cancel: threading.Event = CancelEvent()  # wakes the running worker at once
-        self.workload_cls: Any = None
+        self.cancel: CancelEvent = CancelEvent()  # wakes the running worker at once
+        self.workload_cls: type[Workload] | None = None
         self._trace_summary: dict[str, Any] | None = None
         self._trace_calibrated = False
         # what the trials' identity tokens are bound to (trial/orphans.py): the id the run was
@@ -104,7 +110,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         self._refused_before_trials = False  # executor.begin refused: no trial of this run ran
         self._run_id = ""  # the run directory's name, once run() has it
         self._session = 1  # this session's number (attempts): a resume's is one more
-        self._kernel_log: Any = None  # the tier-3 detector's reader while the trials run
+        self._kernel_log: KernelLog | None = None  # the tier-3 detector's reader while the trials run
         self._zygotes = contextlib.ExitStack()  # the session's zygote pools (prepare)
         self._stopped = False  # a trial was stopped: the run ends as interrupted
         self._ran: dict[str, int] = {}  # trials per cell that count, for stop_after
@@ -114,7 +120,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         # The result of every trial that counts: read once at a resume, then each one written
         # in this session; the aggregate and the report take these (no second read of the files).
         self._records: dict[str, TrialResult] = {}
-        self._warm: Any = None  # the session's zygotes: warm's shared ones or the default's own (trial/prepared.py)
+        self._warm: WarmPool | PreparedPool | None = None  # the session's zygotes: warm's shared ones or the default's own (trial/prepared.py)
         from aorta_tui.executor import executor_for
 
         self.executor = executor_for(recipe)  # where trials run: local processes or Slurm jobs
@@ -150,6 +156,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         from aorta_tui.registry.registry import load_workload
 
         r = self.recipe
+        assert r.workload is not None  # validation requires it of a triage recipe
         try:
             self.workload_cls = load_workload(r.workload)
         except AortaError as exc:
@@ -165,8 +172,8 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         if issues:
             raise RecipeValidationError(issues, source=str(r.source_path or r.source_label))
         self._check_world_sizes()
-        launch = self.workload_cls.launch
-        if getattr(self.workload_cls, "needs_torch", True) or launch.mode == "torchrun":
+        cls = self._workload
+        if cls.needs_torch or cls.launch.mode == "torchrun":
             # Said at plan time, not as every trial failing with a traceback (and a hint
             # blaming the device): the README says torch is optional (issue 27 item 18).
             from aorta_tui.core.requires import require_torch
@@ -181,7 +188,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
             from aorta_tui.trial.warm import check_warm
 
             check_warm(r, self.plan, self.workload_cls)
-        if r.trial_isolation == "in_process" and not self.workload_cls.launch.in_process_safe:
+        if r.trial_isolation == "in_process" and not cls.launch.in_process_safe:
             raise UsageError(
                 f"workload {r.workload!r} does not declare itself safe to run in process",
                 hint="use trial_isolation: process (the default)",
@@ -189,14 +196,21 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
             )
         return True
 
+    @property
+    def _workload(self) -> type[Workload]:
+        """The triage recipe's workload class, loaded by check_runnable (a probe has none)."""
+        cls = self.workload_cls
+        assert cls is not None, "the workload class is read before check_runnable loaded it"
+        return cls
+
     def _check_world_sizes(self) -> None:
         """A torchrun workload's world_size, per cell, is at least its minimum."""
         from aorta_tui.registry.workload import validate_config
 
         r = self.recipe
-        launch = self.workload_cls.launch
+        launch = self._workload.launch
         for cell in self.plan.cells:  # the merged per-cell config, as the worker will see it
-            config = validate_config(self.workload_cls.config_schema, cell.workload_config)
+            config = validate_config(self._workload.config_schema, cell.workload_config)
             world = int(config.get("world_size", launch.min_world_size) or launch.min_world_size)
             if launch.mode == "torchrun" and world < launch.min_world_size:
                 raise UsageError(
@@ -216,10 +230,10 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
                 if not dry_run:
                     raise
                 notes.append(exc.message)
-        if getattr(r, "policy_axis", None) and dry_run:
+        if r.policy_axis and dry_run:
             notes.append("policy_axis is not run by sweeps yet: a real run refuses it "
                          "(compare policies with `aorta-tui policy sweep`)")
-        elif getattr(r, "policy_axis", None):
+        elif r.policy_axis:
             # Accepted by the loader for forward compatibility; silently ignoring an axis of
             # the matrix would mislead, so refuse it until sweeps run policies.
             raise UsageError(
@@ -228,7 +242,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
                 + ",".join(r.policy_axis) + "`, or remove policy_axis",
                 location=_where(r, "policy_axis"),
             )
-        if getattr(r, "trace", None) and r.trace.probes:
+        if r.trace is not None and r.trace.probes:
             try:
                 self.options.services.require_tracing()
             except AortaError as exc:
@@ -332,8 +346,9 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
                                 and self._ran.get(trial.cell, 0) < stop.max_trials)
 
     def run_trial(self, trial: TrialSpec) -> str | None:
-        verdict = self._run_one(self._store.path, self._run_id, trial, self._session,
-                                self._kernel_log)
+        kernel_log = self._kernel_log
+        assert kernel_log is not None  # opened by run() for the trials
+        verdict = self._run_one(self._store.path, self._run_id, trial, self._session, kernel_log)
         if verdict is None:
             self._stopped = True
             return None
@@ -449,7 +464,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         return create_run_dir(Path(self.options.output), ticket, populate)
 
     def _launch_identity(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
-                         pspec: Any) -> Any:
+                         pspec: ProcessSpec) -> ProcessSpec:
         """The trial's process spec with its identity token, once the journal names its
         digests (issue 27 item 1): no process of the run exists before its journal line.
 
@@ -476,11 +491,11 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         return self.bytecode.apply(os.environ)
 
     @functools.cached_property
-    def bytecode(self) -> Any:
+    def bytecode(self) -> BytecodePlan:
         from aorta_tui.core.bytecode import BytecodePlan, plan_bytecode
 
-        mode = getattr(self.recipe, "bytecode_cache", "auto")
-        kind = getattr(getattr(self.recipe, "executor", None), "kind", "local")
+        mode = self.recipe.bytecode_cache
+        kind = self.recipe.executor.kind
         if kind != "local" and mode == "auto":
             # another machine's image is not the one inspected here
             return BytecodePlan(mode, False, f"not inspected: trials run under the {kind} executor")
@@ -502,7 +517,8 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
 
         return tool_env({**os.environ, **cell.env}, env)
 
-    def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int, kernel_log: Any) -> str | None:
+    def _run_one(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
+                 kernel_log: KernelLog) -> str | None:
         cell, trial_dir, env, argv, pspec = self.prepare_trial(run_dir, spec)
         r = self.recipe
         announced = False
@@ -560,7 +576,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         self._records[spec.trial_id] = typed  # counts once its journal line is in (_run_trials_with)
         return result.verdict
 
-    def _classify(self, outcome: Outcome | None, pspec: ProcessSpec,
+    def _classify(self, outcome: ProcessOutcome, pspec: ProcessSpec,
                   wres: dict[str, Any] | None, log_scan: LogScan | None,
                   kevents: Sequence[KernelEvent], kernel_unavailable: str | None,
                   ) -> Classification:
@@ -580,7 +596,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
     def _execute_trial(self, run_dir: Path, run_id: str, spec: TrialSpec, session: int,
                        cell: CellPlan, trial_dir: Path, env: dict[str, str], pspec: ProcessSpec,
                        on_start: Callable[[int | None], None],
-                       ) -> tuple[Any, ProcessSpec, LogScan | None]:
+                       ) -> tuple[ProcessOutcome, ProcessSpec, LogScan | None]:
         """Run the trial (in this process, or as a traced, possibly forked, process);
         returns its outcome, the ProcessSpec it ran with and the log scan (None in process)."""
         from aorta_tui.classify import LogScan
@@ -629,7 +645,8 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
                                                fs=self._store.fs)
         record.update(finish_trial_files(r, trial_dir, env, verdict))  # collect_paths, retain
 
-    def prepare_trial(self, run_dir: Path, spec: TrialSpec) -> tuple[CellPlan, Path, dict[str, str], list[str], Any]:
+    def prepare_trial(self, run_dir: Path, spec: ExecutorTrial
+                      ) -> tuple[CellPlan, Path, dict[str, str], list[str], ProcessSpec]:
         """The trial's directory, environment, argv and ProcessSpec (executors call it too:
         the Slurm executor prepares every pending trial before its batched submission)."""
         from aorta_tui.trial.hang import HangPolicy
@@ -668,7 +685,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         environment also gets the CUPTI collector (yielded), so the trace has GPU start times.
         """
         self._trace_summary = None
-        spec = getattr(self.recipe, "trace", None)
+        spec = self.recipe.trace
         if not spec or not spec.probes:
             yield {}
             return
@@ -689,7 +706,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
             self._store.fs.atomic_write_json(trial_dir / "trace.json", session.result().to_json())
             self._trace_summary = {"path": "trace.json", "probes": list(spec.probes), "mode": spec.mode}
 
-    def _trial_env(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> dict[str, str]:
+    def _trial_env(self, cell: CellPlan, spec: ExecutorTrial, trial_dir: Path) -> dict[str, str]:
         env = self.base_env()
         env.update(cell.env)
         env.update({
@@ -721,7 +738,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
 
         return cell_collect(self.recipe, cell.name)
 
-    def _worker_spec(self, cell: CellPlan, spec: TrialSpec, trial_dir: Path) -> WorkerSpec | None:
+    def _worker_spec(self, cell: CellPlan, spec: ExecutorTrial, trial_dir: Path) -> WorkerSpec | None:
         """What the trial worker of a workload trial runs (``trial_spec.json``); None for a probe."""
         r = self.recipe
         if r.mode == "probe":
@@ -729,6 +746,7 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         cls = self.workload_cls
         steps = self.options.steps or cell.steps
         assert steps is not None  # recipe validation requires `steps` wherever a workload runs
+        assert r.workload is not None  # and a workload
         return WorkerSpec(
             workload=r.workload,
             # what the orchestrator resolved: the worker imports it without scanning every
@@ -746,10 +764,11 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
     def _trial_argv(self, cell: CellPlan, trial_dir: Path, env: dict[str, str]) -> list[str]:
         r = self.recipe
         if r.mode == "probe":
+            assert r.command is not None  # a probe recipe's command (the recipe's or after `--`)
             argv = list(r.command)
         else:
             worker = [sys.executable, "-m", "aorta_tui.trial.worker", str(trial_dir / TRIAL_SPEC_FILE)]
-            launch = self.workload_cls.launch
+            launch = self._workload.launch
             world = int((cell.workload_config or {}).get("world_size", launch.min_world_size))
             from aorta_tui.executor.distributed import torchrun_argv
 
@@ -768,14 +787,14 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
                     "-v", f"{trial_dir}:{trial_dir}", "--", cell.docker, *argv]
         return argv
 
-    def _timeline(self, outcome: Any, wres: dict[str, Any] | None, stdout: Path) -> dict[str, Any]:
+    def _timeline(self, outcome: ProcessOutcome, wres: dict[str, Any] | None, stdout: Path) -> dict[str, Any]:
         """The trial's timeline (trial/timeline.py): the supervisor's marks, the child's (out of
         its workload result), and what ran beside it."""
         from aorta_tui.sweep.snapshots import beside_trial
         from aorta_tui.trial import timeline
 
-        marks = dict(getattr(outcome, "marks", None) or {})
-        beside = dict(getattr(outcome, "beside", None) or {})
+        marks = dict(outcome.marks)
+        beside = dict(outcome.beside)
         beside["snapshot_capture"] = beside_trial(self._captures, marks.get("spawn"), marks.get("reaped"))
         unavailable: dict[str, str] = {}
         child = wres.pop("timeline", None) if isinstance(wres, dict) else None
@@ -941,7 +960,27 @@ def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | No
 
 # What the recipe patterns of a trial that has not ended yet see (LogScan judges their
 # conditions after the end, with the real outcome).
-_NOT_ENDED = types.SimpleNamespace(gpu_peak_mem_bytes=None, exit_code=None, wall_s=None)
+class _EndFacts(Protocol):
+    """What a pattern's condition reads of a trial's end (a ProcessOutcome, or none yet)."""
+
+    @property
+    def gpu_peak_mem_bytes(self) -> int | None: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def wall_s(self) -> float | None: ...
+
+
+@dataclass(frozen=True)
+class _NotEnded:
+    """The end of a trial still running: the scan's patterns are built before it ends."""
+
+    gpu_peak_mem_bytes: None = None
+    exit_code: None = None
+    wall_s: None = None
+
+
+_NOT_ENDED = _NotEnded()
 
 
 
@@ -955,7 +994,7 @@ def _refuse_cut_logs(log_error: str, trial_id: str, trial_dir: Path, run_dir: Pa
         f"`aorta-tui sweep run --resume {run_dir}` (finished trials are kept)",
     )
 
-def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:
+def _pattern_rules(recipe: Recipe, outcome: _EndFacts) -> list[PatternRule]:
     """The recipe's tier-5 patterns for one finished trial.
 
     Conditions see the match's named groups plus upstream's trial variables (``exit_code``,
@@ -968,7 +1007,7 @@ def _pattern_rules(recipe: Any, outcome: Any) -> list[Any]:
     for p in recipe.custom_patterns or ():
         cond: Callable[[dict[str, Any]], bool] | None = None
         if p.condition:
-            def cond(caps: dict[str, Any], p: Any = p) -> bool:
+            def cond(caps: dict[str, Any], p: CustomPattern = p) -> bool:
                 return p.condition_holds(caps, exit_code=outcome.exit_code,
                                          walltime_sec=outcome.wall_s, peak_vram_mib=vram)
         rules.append(PatternRule(id=p.id, regex=p.compiled_regex, on_match=p.on_match,
@@ -982,13 +1021,11 @@ def _masked(env: dict[str, str]) -> dict[str, str]:
     return mask_env(env)
 
 
-def _detection_dict(d: Any) -> dict[str, Any]:
-    from dataclasses import asdict, is_dataclass
-
-    return asdict(d) if is_dataclass(d) and not isinstance(d, type) else dict(d)
+def _detection_dict(d: Detection) -> dict[str, Any]:
+    return dataclasses.asdict(d)
 
 
-def _where(recipe: Any, path: str) -> str | None:
+def _where(recipe: Recipe, path: str) -> str | None:
     try:
         return recipe.where(path)
     except Exception:
@@ -1014,7 +1051,7 @@ def _require_docker() -> None:
         )
 
 
-def _emulated_cells(plan: Any, registry: Any, dry_run: bool) -> list[str]:
+def _emulated_cells(plan: Plan, registry: Registry, dry_run: bool) -> list[str]:
     """Cells in upstream's emulated environments: a note in a dry run, else exit 3."""
     from aorta_tui.registry.registry import emulator_problem
 

@@ -21,6 +21,7 @@ from aorta_tui.store.plan_doc import PlanDoc, PlannedCell, PlannedTrial
 
 if TYPE_CHECKING:
     from aorta_tui.recipe import Recipe
+    from aorta_tui.recipe.model import CellSpec
 
 Order = Literal["interleaved", "sequential", "random"]
 ORDERS: tuple[str, ...] = ("interleaved", "sequential", "random")
@@ -91,15 +92,15 @@ def build_plan(
     seed: int | None = None,
 ) -> Plan:
     """Resolve every cell's environment variables and lay the trials out in run order."""
-    order = order or getattr(recipe, "order", None) or "interleaved"
+    order = order or recipe.order or "interleaved"
     if order not in ORDERS:
         raise UsageError(f"unknown order {order!r}", hint=f"use one of {', '.join(ORDERS)}")
-    seed = int(seed if seed is not None else (getattr(recipe, "seed", None) or 0))
+    seed = int(seed if seed is not None else (recipe.seed or 0))
 
     cells: list[CellPlan] = []
     environments: dict[str, dict[str, str]] = {}
     for i, spec in enumerate(recipe.cells):
-        where = recipe.where(f"cells[{i}]") if hasattr(recipe, "where") else f"cell {spec.name}"
+        where = recipe.where(f"cells[{i}]")
         mits = [registry.mitigation(name) for name in spec.mitigations]
         env_obj = registry.environment(spec.environment)
         if env_obj.docker is not None and (bad := docker_image_problem(env_obj.docker)):
@@ -143,11 +144,11 @@ def build_plan(
     )
 
 
-def _cell_trials(recipe: Recipe, spec: Any) -> int:
+def _cell_trials(recipe: Recipe, spec: CellSpec) -> int:
     """Trials planned for a cell. With ``stop_after`` (upstream's meaning) every cell runs up
     to ``max_trials`` - more than ``trials`` when the events do not come - and stops early
     once ``events`` trials had the event verdict (the sweep loop skips the rest)."""
-    stop = getattr(recipe, "stop_after", None)
+    stop = recipe.stop_after
     if stop is not None:
         return int(stop.max_trials)
     return spec.trials if spec.trials is not None else recipe.trials

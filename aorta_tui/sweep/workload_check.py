@@ -10,11 +10,15 @@ available here is a note, not an error.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aorta_tui.core.errors import AortaError
 from aorta_tui.recipe.checks import RecipeIssue
 from aorta_tui.recipe.model import Recipe
+
+if TYPE_CHECKING:
+    from aorta_tui.registry.workload import ConfigField, Workload
 
 _PATH = re.compile(r"^(?:unknown key )?((?:cells\[\d+\]\.)?workload_config(?:\.[^\s.:]+)*)")
 
@@ -53,7 +57,14 @@ def workload_problems(recipe: Recipe) -> list[RecipeIssue]:
     return workload_issues(recipe)[0]
 
 
-def _config_hooks(recipe: Recipe, cls: Any, issues: list[RecipeIssue]) -> list[str]:
+class _ConfigHooks(Protocol):
+    """A workload class's optional combination checks and notes of a validated config."""
+
+    def config_problems(self, cfg: dict[str, Any]) -> Iterable[tuple[str, str, str]]: ...
+    def config_notes(self, cfg: dict[str, Any]) -> Iterable[tuple[str, str]]: ...
+
+
+def _config_hooks(recipe: Recipe, cls: type[Workload], issues: list[RecipeIssue]) -> list[str]:
     """A workload's own combination checks (``config_problems``: located errors) and notes
     (``config_notes``: a setting that does less here, and why), once per key."""
     from aorta_tui.registry.workload import validate_config
@@ -61,6 +72,7 @@ def _config_hooks(recipe: Recipe, cls: Any, issues: list[RecipeIssue]) -> list[s
     notes: list[str] = []
     if issues or not hasattr(cls, "config_problems"):
         return notes
+    hooks = cast("_ConfigHooks", cls)  # a workload with the optional hooks (workloads/race.py)
     seen: set[str] = set()
     configs = [("workload_config", recipe.workload_config)] + [
         (f"cells[{i}].workload_config", c.effective_workload_config(recipe))
@@ -70,13 +82,13 @@ def _config_hooks(recipe: Recipe, cls: Any, issues: list[RecipeIssue]) -> list[s
             cfg = validate_config(cls.config_schema, raw, path=base)
         except AortaError:
             continue
-        for key, problem, fix in cls.config_problems(cfg):
+        for key, problem, fix in hooks.config_problems(cfg):
             path = f"{base}.{key}" if f"{base}.{key}" in recipe.locations else \
                 f"workload_config.{key}"
             if path not in seen:
                 seen.add(path)
                 issues.append(_issue(recipe, path, problem, fix))
-        for key, note in cls.config_notes(cfg):
+        for key, note in hooks.config_notes(cfg):
             path = f"{base}.{key}" if f"{base}.{key}" in recipe.locations else \
                 f"workload_config.{key}"
             if path not in seen:
@@ -87,7 +99,7 @@ def _config_hooks(recipe: Recipe, cls: Any, issues: list[RecipeIssue]) -> list[s
     return notes
 
 
-def _check(recipe: Recipe, schema: Any, config: dict[str, Any], base: str,
+def _check(recipe: Recipe, schema: tuple[ConfigField, ...], config: dict[str, Any], base: str,
            issues: list[RecipeIssue], seen: set[str]) -> None:
     """Report every bad key: validate, drop the key it complained about, validate again."""
     from aorta_tui.registry.workload import validate_config

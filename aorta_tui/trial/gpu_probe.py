@@ -27,10 +27,10 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.numerals import ascii_digits
@@ -39,6 +39,8 @@ from aorta_tui.trial import proctree
 TOOL_TIMEOUT_S = 5.0
 
 _broken_reason: str | None = None  # set once a tool call fails; later samples skip the tool
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ def parse_nvidia_utilisation(text: str) -> dict[str, float | None]:
     return out
 
 
-def _bytes_of(value: Any) -> int | None:
+def _bytes_of(value: object) -> int | None:
     """amd-smi values are ``123`` or ``{"value": 123, "unit": "MB"}`` (unit absent: bytes)."""
     unit = "B"
     if isinstance(value, dict):
@@ -263,7 +265,7 @@ def parse_rocm_smi_use(text: str) -> dict[str, float | None]:
     return out
 
 
-def _walk_dicts(node: Any) -> Iterable[dict[str, Any]]:
+def _walk_dicts(node: object) -> Iterable[dict[str, Any]]:
     if isinstance(node, dict):
         yield node
         for value in node.values():
@@ -303,7 +305,7 @@ def query_utilisation(tools: GpuTools) -> dict[str, float | None]:
 Counters = dict[str, dict[str, int]]  # device -> counter -> value
 
 
-def _count(raw: Any) -> int | None:
+def _count(raw: object) -> int | None:
     if isinstance(raw, dict):
         raw = raw.get("value")
     if isinstance(raw, bool):
@@ -460,7 +462,7 @@ class GpuSampler:
                 "thread_cpu_ms": round(self.thread_cpu_ns / 1e6, 3),
                 "first_after_s": self.first_after_s, "interval_s": self.interval_s}
 
-    def _timed(self, query: Any) -> Any:
+    def _timed(self, query: Callable[[GpuTools], _T]) -> _T:
         start = time.perf_counter_ns()
         try:
             return query(self.tools)

@@ -11,16 +11,21 @@ needs and the higher one provides it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from aorta_tui.recipe.model import Recipe
+    from aorta_tui.registry.workload import Workload
 
 
 class CellLike(Protocol):
     """What a pool reads of one planned cell (``sweep.plan.CellPlan`` fills it)."""
 
+    @property
+    def name(self) -> str: ...
+    @property
+    def docker(self) -> str | None: ...
     @property
     def environment(self) -> str: ...
     @property
@@ -32,7 +37,9 @@ class CellLike(Protocol):
 class PlanLike(Protocol):
     """What a pool reads of the plan: a cell by name (``sweep.plan.Plan`` fills it)."""
 
-    def cell(self, name: str) -> Any: ...
+    def cell(self, name: str) -> CellLike: ...
+    @property
+    def cells(self) -> Sequence[CellLike]: ...
 
 
 class TrialHost(Protocol):
@@ -45,7 +52,7 @@ class TrialHost(Protocol):
     @property
     def cancel(self) -> threading.Event: ...
     @property
-    def workload_cls(self) -> Any:
+    def workload_cls(self) -> type[Workload] | None:
         """The recipe's workload class (a ``registry.workload.Workload`` subclass), None for a
         probe recipe; loaded and checked once by the run."""
     def base_env(self) -> dict[str, str]:

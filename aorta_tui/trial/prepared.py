@@ -28,11 +28,18 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aorta_tui.trial.host import TrialHost
+from aorta_tui.trial.host import PlanLike, TrialHost
 from aorta_tui.trial.supervisor import LaunchDeclined
 from aorta_tui.trial.warm import WarmError, WarmLauncher, WarmPool, Zygote, start_zygote
+
+if TYPE_CHECKING:
+    from aorta_tui.recipe.model import Recipe
+    from aorta_tui.registry.workload import Workload
+    from aorta_tui.trial import containment
+    from aorta_tui.trial.supervisor import ProcessSpec
+    from aorta_tui.trial.warm import _ForkedProc
 
 # Each prepared zygote holds torch and the workload's imports (0.5-1 GB) until its trial runs,
 # and its import takes one core: the batch is bounded by both.
@@ -87,7 +94,7 @@ class OwnZygoteLauncher(WarmLauncher):
             z.close()
             raise LaunchDeclined(z.error or "its zygote did not load")
 
-    def launch(self, spec: Any, scope: Any) -> Any:
+    def launch(self, spec: ProcessSpec, scope: containment.Scope) -> _ForkedProc:
         try:
             return super().launch(spec, scope)
         finally:  # forked, declined or failed: the pool reaps it at close (it left no list)
@@ -163,7 +170,8 @@ class PreparedPool:
         self.spent.clear()
 
 
-def prepared_problem(recipe: Any, plan: Any, workload_cls: Any) -> str | None:
+def prepared_problem(recipe: Recipe, plan: PlanLike, workload_cls: type[Workload] | None
+                     ) -> str | None:
     """Why this run's trials cannot be prepared ahead (they are exec'd then), or None."""
     from aorta_tui.trial.warm import require_fork, warm_problems
 
@@ -171,7 +179,7 @@ def prepared_problem(recipe: Any, plan: Any, workload_cls: Any) -> str | None:
         return f"trial_isolation: {recipe.trial_isolation}"
     if workload_cls is None:
         return "no registered workload"
-    if getattr(recipe, "collect", None):  # ncu / rocprofv3 / proton wrap the trial's exec'd argv
+    if recipe.collect:  # ncu / rocprofv3 / proton wrap the trial's exec'd argv
         return f"collectors ({', '.join(recipe.collect)}) wrap each trial's command"
     try:
         require_fork()

@@ -38,12 +38,17 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.trial import containment, gpu_probe, proctree, timeline
 from aorta_tui.trial.hang import HangMonitor, HangPolicy, HangReport
+
+if TYPE_CHECKING:
+    import resource
+
+    from aorta_tui.classify.tiers import LogScan
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -94,6 +99,38 @@ class CancelEvent(threading.Event):
             os.close(fd)
 
 
+class TrialProc(Protocol):
+    """The parts of ``subprocess.Popen`` the supervisor uses (a Popen, or a trial forked by a
+    warm zygote: ``trial/warm.py``'s ``_ForkedProc``)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+
+    returncode: int | None
+
+
+class LaunchedProc(TrialProc, Protocol):
+    """A trial a launcher started: when it was forked, and the RSS it started with."""
+
+    @property
+    def spawned_ns(self) -> int: ...
+    @property
+    def rss_floor_kb(self) -> int | None: ...
+    @property
+    def rss_floor_reason(self) -> str: ...
+
+
+class TrialLauncher(Protocol):
+    """Starts a trial instead of Popen (``trial/warm.py``'s ``WarmLauncher``), inside ``scope``;
+    raises :class:`LaunchDeclined` where it cannot, before it started anything."""
+
+    def launch(self, spec: ProcessSpec, scope: containment.Scope) -> LaunchedProc: ...
+
+
 @dataclass
 class ProcessSpec:
     """What to run. ``env`` is the child's complete environment (nothing is inherited)."""
@@ -115,10 +152,10 @@ class ProcessSpec:
     containment: str | None = None
     # starts the process instead of Popen (trial_isolation: warm: trial/warm.py's WarmLauncher,
     # which forks the trial from a zygote); argv[-1] is then the trial's spec file
-    launcher: Any = None
+    launcher: TrialLauncher | None = None
     # the classifier's patterns over the whole output as it passes (classify.LogScan): the
     # logs keep only their head and tail, the scan sees every byte in between too
-    log_scan: Any = None
+    log_scan: LogScan | None = None
     # the directory the logs lie beneath, no link followed below it (the run directory);
     # None: the logs' own directory
     log_root: Path | None = None
@@ -213,7 +250,8 @@ class _BoundedLog:
     after a marker line when the stream ends, so the file never exceeds ``max_bytes``.
     """
 
-    def __init__(self, fs: RunDirFS, path: Path, max_bytes: int, tail_bytes: int, scan: Any = None,
+    def __init__(self, fs: RunDirFS, path: Path, max_bytes: int, tail_bytes: int,
+                 scan: LogScan | None = None,
                  label: str = "") -> None:
         self.path = path
         # every byte of the stream, kept or not, goes through the classifier's scan (LogScan)
@@ -285,7 +323,7 @@ class _BoundedLog:
 class _Loop:
     """Mutable state of one run's event loop."""
 
-    poller: Any
+    poller: select.poll
     pipes: dict[int, _BoundedLog] = field(default_factory=dict)
     leader_exited: bool = False
 
@@ -391,8 +429,10 @@ def _run_launched(spec: ProcessSpec, scope: containment.Scope, started_at: float
     """``run_process`` for a process that ``spec.launcher`` starts (a warm trial): the same
     supervision; the launcher puts it into ``scope`` (cgroup) before it runs. None: the
     launcher declined before it started anything (the caller execs the trial)."""
+    launcher = spec.launcher
+    assert launcher is not None  # run_process comes here only for a spec with one
     try:
-        proc = spec.launcher.launch(spec, scope)
+        proc = launcher.launch(spec, scope)
     except LaunchDeclined:
         return None
     except Exception as exc:  # the zygote is gone or refused: the trial did not start
@@ -401,10 +441,11 @@ def _run_launched(spec: ProcessSpec, scope: containment.Scope, started_at: float
                             started_at, t0, out_log, err_log)
     if isinstance(scope, containment.CgroupScope) and not scope.inside(proc.pid):
         scope = containment.downgrade(scope, spec.env, f"the trial did not enter {scope.path}")
+    assert proc.stdout is not None and proc.stderr is not None  # a launched trial's two pipes
     scope.attach(proc.pid, (proc.stdout.fileno(), proc.stderr.fileno()))
     run = _Run(spec, proc, out_log, err_log, started_at, t0, cancel, scope)
     run.marks.update(spawn=spawn_ns, spawned=proc.spawned_ns)
-    floor = getattr(proc, "rss_floor_kb", None)
+    floor = proc.rss_floor_kb
     if floor is not None and (run.parent_hwm_kb is None or floor > run.parent_hwm_kb):
         run.parent_hwm_kb, run.rss_floor_who = floor, proc.rss_floor_reason
     return run.run(on_start)
@@ -414,7 +455,7 @@ class _Run:
     def __init__(
         self,
         spec: ProcessSpec,
-        proc: subprocess.Popen[bytes],
+        proc: TrialProc,
         out_log: _BoundedLog,
         err_log: _BoundedLog,
         started_at: float,
@@ -436,7 +477,7 @@ class _Run:
         self.kill_escalated = False
         self.killed_strays = False
         self.status: int | None = None
-        self.rusage: Any = None
+        self.rusage: resource.struct_rusage | None = None
         self.tree_snapshot: set[int] = set()  # every process of the trial we signalled
         self.stopped_at: float | None = None
         self.survivors: set[int] = set()

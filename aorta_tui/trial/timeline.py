@@ -27,13 +27,17 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from aorta_tui.core.numerals import ascii_digits
 
 if TYPE_CHECKING:
     from importlib.abc import Loader
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+
+    from torch.overrides import TorchFunctionMode
 
 CLOCK = "CLOCK_MONOTONIC"
 MARK_PREFIX = "aorta-mark"
@@ -105,7 +109,7 @@ class ChildMarks:
             self.info["process_start_ns"] = start
             self.info["process_start_resolution_ns"] = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
         self._finder: _TorchImportTimer | None = None
-        self._first_tensor: Any = None
+        self._first_tensor: TorchFunctionMode | None = None
         self.preloaded_reason = "torch was already imported when the trial began"
 
     def mark(self, name: str, at: int | None = None) -> None:
@@ -171,7 +175,8 @@ class _TorchImportTimer:
     def __init__(self, marks: ChildMarks) -> None:
         self.marks = marks
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
         if name != "torch":
             return None
         start = now_ns()
@@ -189,19 +194,19 @@ class _TorchImportTimer:
 
 
 class _TimedLoader:
-    def __init__(self, inner: Any, start: int, marks: ChildMarks) -> None:
+    def __init__(self, inner: Loader, start: int, marks: ChildMarks) -> None:
         self._inner, self._start, self._marks = inner, start, marks
 
-    def create_module(self, spec: Any) -> Any:
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._inner.create_module(spec)
 
-    def exec_module(self, module: Any) -> None:
+    def exec_module(self, module: ModuleType) -> None:
         try:
             self._inner.exec_module(module)
         finally:
             # torch sees its own loader afterwards (importlib.resources asks it for readers)
             module.__loader__ = self._inner
-            if getattr(module, "__spec__", None) is not None:
+            if module.__spec__ is not None:
                 module.__spec__.loader = self._inner
         self._marks._torch_loaded(self._start, now_ns())
 
@@ -209,14 +214,16 @@ class _TimedLoader:
         return getattr(self._inner, item)
 
 
-def _first_tensor_mode(marks: ChildMarks) -> Any:
+def _first_tensor_mode(marks: ChildMarks) -> TorchFunctionMode:
     """A TorchFunctionMode that notes the first tensor a torch call returns (accelerator
     first: a CPU tensor made before the GPU one does not make the device ready)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
     class FirstTensor(TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        def __torch_function__(self, func: Callable[..., object], types: Collection[type],
+                               args: Sequence[object] = (),
+                               kwargs: Mapping[str, object] | None = None) -> object:
             out = func(*args, **(kwargs or {}))
             if "device_ready" not in marks.marks and isinstance(out, torch.Tensor):
                 device = out.device
@@ -234,7 +241,7 @@ def _first_tensor_mode(marks: ChildMarks) -> Any:
     return FirstTensor()
 
 
-def _accelerator_possible(torch: Any) -> bool:
+def _accelerator_possible(torch: ModuleType) -> bool:
     try:
         return bool(torch.cuda.is_available())
     except Exception:
@@ -393,7 +400,7 @@ def timeline_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def describe_beside(item: Any) -> str:
+def describe_beside(item: object) -> str:
     if not isinstance(item, dict):
         return str(item)
     if not item.get("ran", True):
@@ -421,6 +428,9 @@ def cell_medians(timelines: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
     }
 
 
+_T = TypeVar("_T")
+
+
 class Stopwatch:
     """Wall and thread-CPU time spent in calls of one helper (the hang monitor's checks)."""
 
@@ -429,7 +439,7 @@ class Stopwatch:
         self.wall_ns = 0
         self.cpu_ns = 0
 
-    def time(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def time(self, fn: Callable[..., _T], *args: object) -> _T:
         w, c = time.perf_counter_ns(), time.thread_time_ns()
         try:
             return fn(*args)

@@ -28,16 +28,21 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.trial import containment, orphans
-from aorta_tui.trial.host import CellLike, TrialHost
+from aorta_tui.trial.host import CellLike, PlanLike, TrialHost
 from aorta_tui.trial.supervisor import peak_rss_kb
 from aorta_tui.trial.warm_vars import import_time_items, import_time_reader, zygote_env
 from aorta_tui.trial.warm_zygote import recv_message, send_message
+
+if TYPE_CHECKING:
+    from aorta_tui.recipe.model import Recipe
+    from aorta_tui.registry.workload import Workload
+    from aorta_tui.trial.supervisor import ProcessSpec
 
 # One zygote per (environment, import-time variables): cells that differ in an import-time
 # variable each get one, all started at once. Each holds torch and the workload's imports
@@ -55,16 +60,16 @@ class WarmError(Exception):
 # -- the recipe check ---------------------------------------------------------------------------
 
 
-def warm_problems(recipe: Any, plan: Any, workload_cls: Any) -> list[str]:
+def warm_problems(recipe: Recipe, plan: PlanLike, workload_cls: type[Workload] | None) -> list[str]:
     """Why no trial of the recipe can be forked from a zygote (each reason once), for warm mode
     and for the default's trials prepared ahead (trial/prepared.py)."""
     problems: list[str] = []
     if recipe.mode != "triage":
         problems.append("a probe recipe runs an opaque command: there is no trial worker to fork")
-    executor = getattr(getattr(recipe, "executor", None), "kind", "local")
+    executor = recipe.executor.kind
     if executor != "local":
         problems.append(f"executor: {executor} runs each trial on another machine (no zygote there)")
-    launch = getattr(workload_cls, "launch", None)
+    launch = None if workload_cls is None else workload_cls.launch
     for i, cell in enumerate(plan.cells):
         if cell.docker:
             problems.append(f"cells[{i}] ({cell.name}): environment {cell.environment!r} runs in "
@@ -75,7 +80,7 @@ def warm_problems(recipe: Any, plan: Any, workload_cls: Any) -> list[str]:
     return problems
 
 
-def check_warm(recipe: Any, plan: Any, workload_cls: Any) -> None:
+def check_warm(recipe: Recipe, plan: PlanLike, workload_cls: type[Workload] | None) -> None:
     """Raise a located UsageError (exit 2) listing every reason the recipe cannot run warm."""
     where = _where(recipe, "trial_isolation")
     problems = warm_problems(recipe, plan, workload_cls) + _import_time_changes(plan)
@@ -89,7 +94,7 @@ def check_warm(recipe: Any, plan: Any, workload_cls: Any) -> None:
         )
 
 
-def zygote_keys(plan: Any) -> dict[tuple[Any, ...], list[int]]:
+def zygote_keys(plan: PlanLike) -> dict[tuple[Any, ...], list[int]]:
     """The zygotes a plan needs (environment, import-time values of the cell) -> its cells.
     A variable read before a fork could change it (warm_vars.IMPORT_TIME) is honoured by giving
     each distinct value a zygote started with it, as a fresh process would be."""
@@ -99,7 +104,7 @@ def zygote_keys(plan: Any) -> dict[tuple[Any, ...], list[int]]:
     return keys
 
 
-def _import_time_changes(plan: Any) -> list[str]:
+def _import_time_changes(plan: PlanLike) -> list[str]:
     """More distinct import-time sets than zygotes allowed: each listed with its cells."""
     keys = zygote_keys(plan)
     if len(keys) <= MAX_ZYGOTES:
@@ -113,7 +118,7 @@ def _import_time_changes(plan: Any) -> list[str]:
     return out
 
 
-def _where(recipe: Any, path: str) -> str | None:
+def _where(recipe: Recipe, path: str) -> str | None:
     try:
         return recipe.where(path)
     except Exception:
@@ -258,7 +263,7 @@ class WarmLauncher:
         """The first trial of a zygote waits for its import (in `spawned`)."""
         self.zygote.wait_ready(self.cancel)
 
-    def launch(self, spec: Any, scope: containment.Scope) -> _ForkedProc:
+    def launch(self, spec: ProcessSpec, scope: containment.Scope) -> _ForkedProc:
         z = self.zygote
         waited = time.monotonic_ns()
         self._wait()
@@ -378,7 +383,7 @@ def warm_pool(sweep: TrialHost, run_dir: Path, pending: list[Any]) -> Iterator[W
         pool.close()
 
 
-def preload_modules(cls: Any, cells: list[Any]) -> list[str]:
+def preload_modules(cls: type[Workload] | None, cells: list[CellLike]) -> list[str]:
     """What the zygote imports before it forks: the workload's module and what its trials'
     setup and first step import (``Workload.preload_modules``), so no forked trial imports them."""
     if cls is None:

@@ -19,6 +19,8 @@ the runtime rows on a GPU (``CUDA_LAUNCH_BLOCKING``, ``CUDA_DEVICE_MAX_CONNECTIO
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 # (name or prefix ending in "_" or "*", who reads it and when). First match wins.
 IMPORT_TIME: tuple[tuple[str, str], ...] = (
     ("LD_*", "the dynamic loader, when the process is exec'd (LD_PRELOAD, LD_LIBRARY_PATH, "
@@ -83,7 +85,7 @@ def import_time_reader(name: str) -> str | None:
     return None
 
 
-def import_time_items(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+def import_time_items(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The import-time part of an environment: what a zygote for it must be started with."""
     return tuple(sorted((k, v) for k, v in env.items() if import_time_reader(k) is not None))
 

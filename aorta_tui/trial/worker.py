@@ -30,7 +30,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # The timeline's "interpreter_up": before our own imports (the standard library's above are
 # already loaded by the interpreter's start-up and runpy).
@@ -40,6 +40,9 @@ from aorta_tui.core.atomic import atomic_write_json  # noqa: E402
 from aorta_tui.core.trial_contract import WorkerSpec, workload_result_filename  # noqa: E402
 from aorta_tui.registry.workload import Failure, WorkloadContext, WorkloadResult, validate_config  # noqa: E402
 from aorta_tui.trial import timeline  # noqa: E402
+
+if TYPE_CHECKING:
+    from aorta_tui.collect.layer_numerics import LayerNumerics
 
 STEP_PREFIX = "aorta-step"
 
@@ -64,7 +67,7 @@ def load_class(spec: WorkerSpec | Mapping[str, Any]) -> type[Any]:
 
         module, _, qualname = ref.partition(":")
         try:
-            obj: Any = importlib.import_module(module)
+            obj: object = importlib.import_module(module)
             for part in qualname.split("."):
                 obj = getattr(obj, part)
         except (ImportError, AttributeError):
@@ -155,7 +158,7 @@ def run_trial(spec: WorkerSpec | Mapping[str, Any], marks: timeline.ChildMarks |
     return result
 
 
-def _layer_numerics(spec: WorkerSpec, rank: int) -> Any:
+def _layer_numerics(spec: WorkerSpec, rank: int) -> LayerNumerics | None:
     """The ``layer_numerics`` hooks (collect/layer_numerics.py), installed before the workload
     builds its model; ``None`` when the cell does not collect it."""
     options = spec.collect.get("layer_numerics")

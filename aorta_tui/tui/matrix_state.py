@@ -284,10 +284,10 @@ def parse_placement(data: object, where: str = "slurm/jobs.json"
     return out
 
 
-def stat_value(stats: dict[str, Any], *names: str) -> Any:
+def stat_value(stats: dict[str, Any], *names: str) -> object:
     """First present value among ``names``; dotted names reach into nested dicts."""
     for name in names:
-        node: Any = stats
+        node: object = stats
         for part in name.split("."):
             if not isinstance(node, dict) or part not in node:
                 node = None

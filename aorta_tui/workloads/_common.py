@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aorta_tui.core.errors import EnvironmentProblem
 from aorta_tui.registry.workload import ConfigField
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -36,7 +39,7 @@ def world_size_field() -> ConfigField:
     )
 
 
-def torch_dtype(name: str) -> Any:
+def torch_dtype(name: str) -> torch.dtype:
     import torch
 
     return {
@@ -48,7 +51,7 @@ def torch_dtype(name: str) -> Any:
 
 @dataclass(frozen=True)
 class DeviceChoice:
-    device: Any  # torch.device
+    device: torch.device
     label: str  # what the result records, e.g. "cuda:0 (NVIDIA H200)"
 
     @property
@@ -77,7 +80,7 @@ def pick_device(requested: str, local_rank: int) -> DeviceChoice:
     return DeviceChoice(torch.device("cuda", index), f"cuda:{index} ({name}, {vendor})")
 
 
-def synchronize(device: Any) -> None:
+def synchronize(device: torch.device) -> None:
     import torch
 
     if device.type == "cuda":
@@ -87,7 +90,7 @@ def synchronize(device: Any) -> None:
 class StepTimer:
     """Wall time of one step, measured host-side after a device synchronize."""
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.device = device
         self._t0 = 0.0
 

@@ -14,9 +14,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import EnvironmentProblem
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 
 @dataclass
@@ -37,7 +40,7 @@ class DistHandle:
 NO_GROUP = "none (one rank, no process group)"
 
 
-def init_distributed(rank: int, world_size: int, device: Any, trial_dir: Path, *,
+def init_distributed(rank: int, world_size: int, device: torch.device, trial_dir: Path, *,
                      need_group: bool = True) -> DistHandle:
     launched = "MASTER_ADDR" in os.environ and "MASTER_PORT" in os.environ
     if world_size == 1 and not need_group and not launched:
@@ -69,7 +72,7 @@ def init_distributed(rank: int, world_size: int, device: Any, trial_dir: Path, *
     return DistHandle(dist.get_rank(), dist.get_world_size(), backend, True)
 
 
-def all_true(flag: bool, device: Any) -> bool:
+def all_true(flag: bool, device: torch.device) -> bool:
     """True when ``flag`` holds on every rank (one tiny all-reduce; none without a group)."""
     import torch
     import torch.distributed as dist

@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 
-def update_with_tensor(h: Any, tensor: Any) -> None:
+class _Hasher(Protocol):
+    """A hashlib object, as update_with_tensor feeds it."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
+def update_with_tensor(h: _Hasher, tensor: torch.Tensor) -> None:
     """Feed dtype, shape and the raw bytes of ``tensor`` (any device, any dtype) into ``h``."""
     import torch
 
@@ -24,7 +33,7 @@ def update_with_tensor(h: Any, tensor: Any) -> None:
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
 
 
-def tensor_digest(tensor: Any) -> str:
+def tensor_digest(tensor: torch.Tensor) -> str:
     h = hashlib.sha256()
     update_with_tensor(h, tensor)
     return h.hexdigest()
@@ -36,7 +45,7 @@ class FingerprintLog:
 
     entries: list[tuple[str, str]] = field(default_factory=list)
 
-    def add(self, name: str, tensor: Any) -> None:
+    def add(self, name: str, tensor: torch.Tensor) -> None:
         self.entries.append((name, tensor_digest(tensor)))
 
     def combined(self) -> str:

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 STREAMS = ("h2d", "comm", "compute", "verify")
 
@@ -71,7 +74,7 @@ class EmulatedStreams:
 
 
 class GpuStreams:
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: torch.device) -> None:
         import torch
 
         self.torch = torch
@@ -86,12 +89,12 @@ class GpuStreams:
         with self.torch.cuda.stream(self.streams[stream]):
             fn()
 
-    def record(self, stream: str) -> Any:
+    def record(self, stream: str) -> torch.cuda.Event:
         ev = self.torch.cuda.Event()
         ev.record(self.streams[stream])
         return ev
 
-    def wait(self, stream: str, event: Any) -> None:
+    def wait(self, stream: str, event: torch.cuda.Event) -> None:
         self.streams[stream].wait_event(event)
 
     def delay(self, stream: str, microseconds: int) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.registry.workload import (
@@ -35,6 +35,9 @@ from aorta_tui.registry.workload import (
     WorkloadResult,
 )
 from aorta_tui.workloads._common import device_field, dtype_field
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 REQUEST_FIELDS = (
     ConfigField("batch_size", "int", 4,
@@ -150,14 +153,14 @@ class Inference(Workload):
             self.notes.append("encoder_transformer serves prefill only: generate_tokens ignored")
 
     # -- the model calls -----------------------------------------------------------------
-    def _prompts(self, n: int, seed: int) -> Any:
+    def _prompts(self, n: int, seed: int) -> torch.Tensor:
         import torch
 
         g = torch.Generator().manual_seed(seed)
         plen = self.cfg["request"]["prompt_len"]
         return torch.randint(0, self.shape.vocab_size, (n, plen), generator=g).to(self.dev.device)
 
-    def _full_forward(self, histories: list[Any]) -> Any:
+    def _full_forward(self, histories: list[Any]) -> torch.Tensor:
         """Logits at each history's last token, recomputing everything (no cache)."""
         import torch
 
@@ -170,14 +173,15 @@ class Inference(Workload):
         logits = self.model(tokens, key_valid=valid)
         return logits[torch.arange(len(histories), device=self.dev.device), lengths - 1]
 
-    def _cached_forward(self, tokens: Any, slots: list[int], start: list[int]) -> Any:
+    def _cached_forward(self, tokens: torch.Tensor, slots: list[int], start: list[int]
+                        ) -> torch.Tensor:
         import torch
 
         s = torch.tensor(slots, device=self.dev.device)
         st = torch.tensor(start, device=self.dev.device)
         return self.model(tokens, cache=self.cache, slots=s, start=st)[:, -1]
 
-    def _perturb(self, logits: Any) -> Any:
+    def _perturb(self, logits: torch.Tensor) -> torch.Tensor:
         import torch
 
         size = self.cfg["perturb_logits"]
@@ -331,7 +335,7 @@ class Inference(Workload):
                 break
         self.stats.unfinished = total_requests - self.stats.completed
 
-    def _advance(self, rids: list[int], logits: Any, active: dict[int, Any], tick: int) -> None:
+    def _advance(self, rids: list[int], logits: torch.Tensor, active: dict[int, Any], tick: int) -> None:
         """Observe the logits, append each request's greedy token (only while it still needs one)."""
         import torch
 
@@ -343,7 +347,7 @@ class Inference(Workload):
             self.stats.generated += 1
             s["history"] = torch.cat([s["history"], nxt[i : i + 1]])
 
-    def _observe(self, rids: list[int], logits: Any, step: int) -> None:
+    def _observe(self, rids: list[int], logits: torch.Tensor, step: int) -> None:
         """Checks and fingerprint: outside the prefill/decode timers (it copies to the host),
         inside the step's."""
         import torch

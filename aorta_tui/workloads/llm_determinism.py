@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.registry.workload import (
@@ -32,6 +32,11 @@ from aorta_tui.registry.workload import (
     WorkloadResult,
 )
 from aorta_tui.workloads._common import device_field, dtype_field, world_size_field
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
+
+    from aorta_tui.workloads._fingerprint import FingerprintLog
 
 INJECTIONS = ("none", "unseeded_op", "atomic_accumulate")
 
@@ -144,7 +149,8 @@ class LlmDeterminism(Workload):
             self.capture = (folder / f"rank{ctx.rank}.jsonl").open("w")
 
     # -- one run of one step -------------------------------------------------------------
-    def _one_run(self, tokens: Any, run: str, inject: str, noise_seed: int) -> Any:
+    def _one_run(self, tokens: torch.Tensor, run: str, inject: str, noise_seed: int
+                 ) -> tuple[FingerprintLog, float]:
         import torch
         import torch.nn.functional as F
 
@@ -240,7 +246,7 @@ class LlmDeterminism(Workload):
         })
         return result
 
-    def _compare_ranks(self, log: Any, step: int, rank: int) -> Failure | None:
+    def _compare_ranks(self, log: FingerprintLog, step: int, rank: int) -> Failure | None:
         import torch.distributed as dist
 
         # sharded gradients and parameters differ by design; activations and loss must not
@@ -258,7 +264,7 @@ class LlmDeterminism(Workload):
                          "block": _block_of(mine[0]), "digest": mine[1], "other_digest": their[1]})
         return None
 
-    def _capture(self, step: int, rank: int, *logs: Any) -> None:
+    def _capture(self, step: int, rank: int, *logs: FingerprintLog) -> None:
         if self.capture is None:
             return
         for run, log in zip("ab", logs, strict=False):
@@ -283,7 +289,8 @@ class LlmDeterminism(Workload):
             handle.close()
 
 
-def _compare_runs(a: Any, b: Any, step: int, rank: int, inject: str) -> Failure | None:
+def _compare_runs(a: FingerprintLog, b: FingerprintLog, step: int, rank: int, inject: str
+                  ) -> Failure | None:
     from aorta_tui.workloads._fingerprint import first_divergence
 
     d = first_divergence(a, b)
@@ -314,7 +321,7 @@ def _block_of(name: str) -> int | None:
     return None
 
 
-def _snapshot(model: Any, device: Any) -> dict[str, Any]:
+def _snapshot(model: torch.nn.Module, device: torch.device) -> dict[str, Any]:
     import torch
 
     state = {k: (v.to_local() if hasattr(v, "to_local") else v).detach().clone()
@@ -325,7 +332,7 @@ def _snapshot(model: Any, device: Any) -> dict[str, Any]:
     return {"state": state, "rng": rng}
 
 
-def _restore(model: Any, snap: dict[str, Any], device: Any) -> None:
+def _restore(model: torch.nn.Module, snap: dict[str, Any], device: torch.device) -> None:
     import torch
 
     with torch.no_grad():
@@ -337,7 +344,8 @@ def _restore(model: Any, snap: dict[str, Any], device: Any) -> None:
         torch.cuda.set_rng_state(snap["rng"]["cuda"], device)
 
 
-def _atomic_accumulate(module: Any, inputs: Any, output: Any) -> Any:
+def _atomic_accumulate(module: torch.nn.Module, inputs: tuple[object, ...], output: torch.Tensor
+                       ) -> torch.Tensor:
     """Sum the activations into 16 bins with ``scatter_add_`` (float32, many collisions per bin).
 
     GPUs accumulate colliding indices with atomics in whatever order the threads arrive, so

@@ -218,20 +218,20 @@ class Race(Workload):
 
     # -- known values --------------------------------------------------------------------
     def known(self, tag: int, rank: int, it: int, n: int, offset: int = 0,
-              device: Any = None) -> Any:
+              device: torch.device | str | None = None) -> torch.Tensor:
         import torch
 
         idx = torch.arange(offset, offset + n, device=device or self.dev.device)
         v = (idx * 7 + it * 13 + rank * 29 + tag * 3) % VALUE_RANGE + 1
         return v.to(self.dtype)
 
-    def alloc(self, n: int) -> Any:
+    def alloc(self, n: int) -> torch.Tensor:
         import torch
 
         # poison: no iteration's known values are negative
         return torch.full((n,), -1.0, dtype=self.dtype, device=self.dev.device)
 
-    def host(self, n: int, pin: bool) -> Any:
+    def host(self, n: int, pin: bool) -> torch.Tensor:
         import torch
 
         pin = pin and self.dev.is_gpu
@@ -375,7 +375,7 @@ class Race(Workload):
 
 
 def _verify(checks: list[tuple[str, Any, Callable[[int], Any]]], expected: list[Any],
-            report: Any) -> None:
+            report: torch.Tensor) -> None:
     """On the verify stream: count wrong elements and record the first one, per buffer."""
     import torch
 
@@ -397,7 +397,7 @@ class _Plan:
         self.r = race
         self.cfg = cfg
         self.it = 0
-        self.gemm: Any = None
+        self.gemm: torch.Tensor | None = None
         self.model: _Transformer | None = None
         self.layers_verified = 0
         self.payload_host: list[Any] = []
@@ -462,7 +462,7 @@ class _Plan:
         if stream == target:
             self.r.streams.delay(stream, self.cfg["producer_delay_us"])
 
-    def h2d(self, pairs: list[tuple[Any, Any]]) -> Any:
+    def h2d(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:  # the streams' event
         """Copy this iteration's host buffers to the device on the h2d stream."""
         s = self.r.streams
         self.delay("h2d")
@@ -531,7 +531,7 @@ class _DefaultPlan(_Plan):
 
         r, c = self.r, self.chunk
 
-        def a_out(it: int) -> Any:
+        def a_out(it: int) -> torch.Tensor:
             return torch.cat([r.known(1, j, it, c, offset=r.rank * c) for j in range(r.world)])
 
         return self.payload_checks() + [
@@ -593,10 +593,11 @@ class _DdpPlan(_Plan):
         r = self.r
         out = self.payload_checks()
         for b, (g, o) in enumerate(zip(self.grads, self.outs, strict=False)):
-            def summed(it: int, b: int = b, n: int = g.numel()) -> Any:
+            def summed(it: int, b: int = b, n: int = g.numel()) -> torch.Tensor | int:
                 return sum(r.known(10 + b, j, it, n) for j in range(r.world))
 
-            def updated(it: int, f: Callable[[int], Any] = summed) -> Any:
+            def updated(it: int, f: Callable[[int], torch.Tensor | int] = summed
+                        ) -> torch.Tensor | int:
                 return f(it) * 2 + 1
 
             out.append((f"bucket{b}", g, summed))
@@ -653,7 +654,7 @@ class _FsdpPlan(_Plan):
         r = self.r
         n = self.shard.numel()
 
-        def full(it: int) -> Any:
+        def full(it: int) -> torch.Tensor:
             return torch.cat([r.known(20, j, it, n) for j in range(r.world)])
 
         return self.payload_checks() + [
@@ -694,7 +695,7 @@ class _Transformer:
         self.x = torch.randn(cfg["batch_size"], cfg["seq_len"], dim, dtype=dtype,
                              generator=torch.Generator().manual_seed(1)).to(race.dev.device)
         self.bad = torch.zeros((), dtype=torch.int64, device=race.dev.device)
-        self.opt: Any = None
+        self.opt: torch.optim.Optimizer | None = None
         if cfg["real_backward"] and cfg["optimizer"] != "none":
             params = self.blocks.parameters()
             if cfg["optimizer"] == "adamw":
@@ -706,7 +707,7 @@ class _Transformer:
                 self.opt = torch.optim.SGD(params, lr=cfg["optimizer_lr"],
                                            weight_decay=cfg["optimizer_weight_decay"])
 
-    def forward(self) -> Any:
+    def forward(self) -> list[torch.Tensor]:
         outs = []
         h = self.x
         for i in range(self.cfg["num_layers"]):
@@ -728,6 +729,7 @@ class _Transformer:
             if self.cfg["real_backward"]:
                 with torch.enable_grad():
                     loss = sum(o.float().mean() for o in self.forward())
+                    assert isinstance(loss, torch.Tensor)  # num_layers >= 1: a sum of tensors
                     loss.backward()
                 if self.opt is not None:
                     self.opt.step()

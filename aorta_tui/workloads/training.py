@@ -10,7 +10,7 @@ fail with ``nonfinite_output`` naming that step.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aorta_tui.registry.workload import (
     ConfigField,
@@ -21,6 +21,9 @@ from aorta_tui.registry.workload import (
     WorkloadResult,
 )
 from aorta_tui.workloads._common import device_field, dtype_field, world_size_field
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 MODEL_FIELDS = (
     ConfigField("kind", "str", "transformer", "model family",
@@ -136,7 +139,7 @@ class Training(Workload):
         fully_shard(model)
         return model, "fully_shard (FSDP2)"
 
-    def _optimizer(self, o: dict[str, Any]) -> Any:
+    def _optimizer(self, o: dict[str, Any]) -> torch.optim.Optimizer:
         import torch
 
         params = self.model.parameters()
@@ -206,7 +209,7 @@ class Training(Workload):
         result.metrics.update(self._metrics(cfg, losses, ctx))
         return result
 
-    def _nonfinite(self, logits: Any, loss: Any) -> dict[str, Any]:
+    def _nonfinite(self, logits: torch.Tensor, loss: torch.Tensor) -> dict[str, Any]:
         """Which of logits, loss and gradients hold a non-finite value. The flags come back in
         one device-to-host copy: this runs inside the timed step, and a read per tensor would
         stall it once per parameter."""
@@ -281,7 +284,8 @@ class Training(Workload):
             handle.close()
 
 
-def _nan_hook(module: Any, inputs: Any, output: Any) -> Any:
+def _nan_hook(module: torch.nn.Module, inputs: tuple[object, ...], output: torch.Tensor
+              ) -> torch.Tensor:
     out = output.clone()
     out.view(-1)[0] = math.nan
     return out

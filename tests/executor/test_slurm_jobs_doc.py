@@ -29,6 +29,7 @@ from aorta_tui.executor.slurm_jobs_doc import (
     SlurmJobs,
     TrialRecord,
 )
+from aorta_tui.recipe.model import ExecutorSpec
 from aorta_tui.tui.matrix_state import parse_placement, read_placement_file
 from tests.engine_support import set_at_path
 
@@ -70,7 +71,7 @@ def test_the_typed_value_holds_what_the_executor_recorded() -> None:
 
 
 def _executor(run_dir: Path) -> SlurmExecutor:
-    ex = SlurmExecutor(SimpleNamespace(executor=SimpleNamespace(kind="slurm")))
+    ex = SlurmExecutor(SimpleNamespace(executor=ExecutorSpec(kind="slurm")))
     ex._open_store(run_dir)
     return ex
 

@@ -30,6 +30,7 @@ from aorta_tui.executor.slurm import SlurmExecutor, TrialJob, _job_spec
 from aorta_tui.executor.slurm_job import job_nodes
 from aorta_tui.executor.slurm_outcome_doc import NodeFacts, NodeKernelLog, SlurmOutcome
 from aorta_tui.executor.slurm_spec_doc import HangSpec, JobSpec, SpecManifest
+from aorta_tui.recipe.model import ExecutorSpec
 from aorta_tui.trial.hang import SIGNAL_NAMES, HangPolicy, HangReport
 from aorta_tui.trial.supervisor import ProcessOutcome
 from tests.engine_support import set_at_path
@@ -365,7 +366,7 @@ def test_an_oversize_spec_or_manifest_is_refused_unread(tmp_path: Path, kind: An
 # -- their readers keep what they tolerated ------------------------------------------------
 
 def _executor_waiting_on(trial_dir: Path, job_id: str) -> tuple[SlurmExecutor, TrialJob]:
-    ex = SlurmExecutor(SimpleNamespace(executor=SimpleNamespace(kind="slurm")))
+    ex = SlurmExecutor(SimpleNamespace(executor=ExecutorSpec(kind="slurm")))
     ex._bus = None
     return ex, TrialJob("c/trial-000", "b", 0, trial_dir, 0.0, job_id=job_id)
 

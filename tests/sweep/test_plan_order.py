@@ -23,7 +23,8 @@ def fake_recipe(cells: list[tuple[str, list[str], int | None]], *, trials: int =
     ]
     return SimpleNamespace(cells=specs, trials=trials, steps=5, extra_env=extra_env or {},
                            workload_config=None, confound=SimpleNamespace(baseline_cell=specs[0].name),
-                           order=None, seed=None)
+                           order=None, seed=None, stop_after=None,
+                           where=lambda path: f"recipe.yaml: {path}")
 
 
 @pytest.fixture(scope="module")

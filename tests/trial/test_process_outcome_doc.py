@@ -18,6 +18,7 @@ from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import FieldReader
 from aorta_tui.executor.slurm import SlurmExecutor, TrialJob
 from aorta_tui.executor.slurm_outcome_doc import NodeKernelLog, SlurmOutcome
+from aorta_tui.recipe.model import ExecutorSpec
 from aorta_tui.trial.hang import HangReport
 from aorta_tui.trial.process_outcome_doc import read_process_outcome
 from aorta_tui.trial.supervisor import ProcessOutcome
@@ -71,7 +72,7 @@ def test_damage_is_named_at_the_callers_path(key: str, value: object, words: str
 
 
 def test_placement_takes_the_node_kernel_log_as_read(tmp_path: Path) -> None:
-    ex = SlurmExecutor(SimpleNamespace(executor=SimpleNamespace(kind="slurm")))
+    ex = SlurmExecutor(SimpleNamespace(executor=ExecutorSpec(kind="slurm")))
     job = TrialJob("c/trial-000", "b", 0, tmp_path, 0.0, job_id="9_0")
     event = KernelEvent(line="NVRM: Xid 79", tier3_id="nvidia_xid", time=2.0,
                         captures={"xid": "79"}, seq=4)

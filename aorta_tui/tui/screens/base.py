@@ -68,7 +68,7 @@ class AortaScreen(Screen):
     def on_mount(self) -> None:
         self.title = self.TITLE_TEXT
 
-    def from_thread(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def from_thread(self, callback: Callable[..., object], *args: object, **kwargs: object) -> None:
         """``call_from_thread`` for our own threads, which may outlive the app by a moment."""
         try:
             app = self.app

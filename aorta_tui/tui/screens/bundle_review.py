@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -23,6 +23,9 @@ from textual.widgets import DataTable, Static
 
 from aorta_tui.core.errors import AortaError
 from aorta_tui.tui.screens.dialogs import escape
+
+if TYPE_CHECKING:
+    from aorta_tui.bundle.archive import BundleRequest
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class BundleReviewScreen(ModalScreen[None]):
         self.query_one("#bundle-table", DataTable).add_columns("rule", "file:line", "before", "after")
         self._review()
 
-    def _request(self) -> Any:
+    def _request(self) -> BundleRequest:
         from aorta_tui.bundle import archive
 
         found = archive.find_inputs([self.run_dir])

@@ -34,7 +34,7 @@ from aorta_tui.tui.screens.pickers import PathPicker
 from aorta_tui.tui.widgets.bars import render_interval_bars
 
 
-def _num(value: Any) -> str:
+def _num(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else "n/a"
 
 

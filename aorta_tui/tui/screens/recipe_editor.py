@@ -13,7 +13,7 @@ import shlex
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.text import Text
@@ -31,6 +31,12 @@ from aorta_tui.tui.screens.base import AortaScreen, answer_from_worker
 from aorta_tui.tui.screens.dialogs import ConfirmScreen
 from aorta_tui.tui.screens.latest_read import LatestRead
 from aorta_tui.tui.screens.pickers import PathPicker
+
+if TYPE_CHECKING:
+    from textual.timer import Timer
+
+    from aorta_tui.recipe.checks import RecipeIssue
+    from aorta_tui.sweep.plan import Plan
 
 CHECK_DELAY_S = 0.3  # validate this long after the last keystroke
 
@@ -159,7 +165,7 @@ def recipe_open_problem(path: Path) -> str | None:
     return None
 
 
-def plan_preview(plan: Any) -> Text:
+def plan_preview(plan: Plan) -> Text:
     """The plan as the engine built it: cells x trials, environments, mitigations' variables."""
     out = Text()
     out.append(f"{len(plan.trials)} trials", style="bold")
@@ -205,9 +211,9 @@ class RecipeEditorScreen(AortaScreen):
         super().__init__()
         self.path: Path | None = None
         self.disk_text = NEW_RECIPE  # what the text area starts with: nothing unsaved yet
-        self.issues: list[Any] = []
+        self.issues: list[RecipeIssue] = []
         self.plan_text = ""
-        self._check_timer: Any = None
+        self._check_timer: Timer | None = None
         self._watch_stop: threading.Event | None = None
         self.checks_done = 0
         self.editing = False
@@ -276,7 +282,7 @@ class RecipeEditorScreen(AortaScreen):
     def _shown_name(self) -> str:
         return self.display_path(self.path) if self.path else "the new recipe"
 
-    def confirm_discard(self, then: Any, doing: str) -> None:
+    def confirm_discard(self, then: Callable[[], object], doing: str) -> None:
         """Run ``then()`` now if nothing is unsaved, else after the user agrees to drop it."""
         if not self.has_unsaved:
             then()
@@ -535,7 +541,7 @@ class RecipeEditorScreen(AortaScreen):
                 plan_text = Text.assemble(("cannot plan: ", "red"), str(render() if callable(render) else exc))
         self.from_thread(self._show_check, issues, plan_text, text)
 
-    def _show_check(self, issues: list[Any], plan_text: Text, text: str) -> None:
+    def _show_check(self, issues: list[RecipeIssue], plan_text: Text, text: str) -> None:
         if text != self.editor.text:
             return  # stale: a newer check is on its way
         self.checks_done += 1
@@ -545,18 +551,18 @@ class RecipeEditorScreen(AortaScreen):
         table.clear()
         import textwrap
 
-        widest = max((len(str(getattr(i, "path", "") or "")) for i in issues), default=0)
+        widest = max((len(i.path) for i in issues), default=0)
         # the whole message, wrapped to the room the pane leaves after line, col and where (and
         # their padding, the scrollbar): a row is one line otherwise, and the end of a long
         # message was cut off even at 160 columns
         room = max(24, self.query_one("#recipe-right").size.width - max(widest, 5) - 26)
         for issue in issues:
-            where = str(getattr(issue, "path", "") or "")
-            text = str(issue.message) + (f" — {issue.hint}" if getattr(issue, "hint", None) else "")
+            where = issue.path
+            text = issue.message + (f" — {issue.hint}" if issue.hint else "")
             lines = textwrap.wrap(text, room) or [""]
             table.add_row(
-                Text(str(getattr(issue, "line", "") or "")),
-                Text(str(getattr(issue, "column", "") or "")),
+                Text(str(issue.line or "")),
+                Text(str(issue.column or "")),
                 Text(where),
                 Text("\n".join(lines)),
                 height=len(lines),
@@ -574,10 +580,10 @@ class RecipeEditorScreen(AortaScreen):
         if event.data_table.id == "recipe-issues" and event.cursor_row < len(self.issues):
             self.jump_to_issue(self.issues[event.cursor_row])
 
-    def jump_to_issue(self, issue: Any) -> None:
+    def jump_to_issue(self, issue: RecipeIssue) -> None:
         """Put the cursor on the issue's line and column and select that line."""
-        line = max(0, int(getattr(issue, "line", 1) or 1) - 1)
-        column = max(0, int(getattr(issue, "column", 1) or 1) - 1)
+        line = max(0, (issue.line or 1) - 1)
+        column = max(0, (issue.column or 1) - 1)
         editor = self.editor
         line = min(line, editor.document.line_count - 1)
         self.set_editing(True)  # the user chose to fix it

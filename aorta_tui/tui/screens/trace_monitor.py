@@ -93,7 +93,7 @@ def describe_target(target: dict[str, Any], limit: int = 60) -> str:
 def attached_sentence(values: dict[str, Any], target_text: str, reasons: dict[str, str] | None = None) -> str:
     """The worker's ``attached`` report as a sentence, e.g. "Tracing pid 754 (python3 p.py):
     19 uprobes, 2 tracepoints attached; launches from the CUPTI collector." """
-    def n(count: Any, what: str) -> str:
+    def n(count: object, what: str) -> str:
         return f"{count} {what}{'' if count == 1 else 's'}"
 
     pid = values.get("pid")

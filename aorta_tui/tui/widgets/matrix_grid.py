@@ -29,7 +29,7 @@ STAT_COLUMNS = ("fail", "step", "iqr", "n", "noise", "confound")
 STAT_HEADERS = ("fail", "step p50", "IQR", "n", "noise", "confound")
 
 
-def fmt_seconds(value: Any) -> str:
+def fmt_seconds(value: object) -> str:
     if not isinstance(value, (int, float)):
         return "n/a"
     if value < 1e-3:
