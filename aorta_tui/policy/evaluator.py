@@ -197,6 +197,14 @@ def trial_environment(base: Mapping[str, str], policy: Policy,
 QUEUE_CONFIG_FILE = "queue-config.json"  # the trial's QueueRunConfig, beside its result.json
 
 
+def trial_queue_doc(request: PolicySweepRequest, policy: Policy) -> dict[str, Json]:
+    """``queue-config.json`` of a trial of ``policy``: the document ``hwqueue.child`` reads back
+    through :class:`~aorta_tui.hwqueue.point_config.PointConfig`, written by its one serializer."""
+    from aorta_tui.hwqueue.point_config import PointConfig
+
+    return PointConfig.of(trial_queue_config(request, policy)).to_json()
+
+
 def trial_queue_config(request: PolicySweepRequest, policy: Policy) -> QueueRunConfig:
     """The `queue run` a trial of ``policy`` is: the sweep's options, then ``--queue-arg``, then
     the policy's ``harness_args`` (`queue run` flags, parsed by hwqueue/options.py)."""
@@ -296,7 +304,7 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
             policies.append(PlannedPolicy(
                 policy=p, inherited_removed=tuple(removed), notes=tuple(self.notes[p.name]),
                 skipped=self.skipped.get(p.name, ""),
-                queue_config=dataclasses.asdict(trial_queue_config(req, p)), argv=tuple(argv)))
+                queue_config=trial_queue_doc(req, p), argv=tuple(argv)))
         return SweepPlan(request=req.record(), reference_added=self.reference_added,
                          policies=tuple(policies), order=tuple(t.dir_name for t in plan),
                          gpu_control_plans=dict(self.gpu_plans))
@@ -402,8 +410,7 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
         trial_dir = self.store.fresh_trial_dir(planned.dir_name)
         result_path = trial_dir / "result.json"
         env, removed = trial_environment(self.base_env, policy, req.policies)
-        self.store.fs.atomic_write_json(trial_dir / QUEUE_CONFIG_FILE,
-                                        dataclasses.asdict(trial_queue_config(req, policy)))
+        self.store.fs.atomic_write_json(trial_dir / QUEUE_CONFIG_FILE, trial_queue_doc(req, policy))
         argv = self.trial_command(req, policy, result_path)
         trial_id = planned.dir_name
         # its identity is in the journal before the process exists (trial/orphans.py)
