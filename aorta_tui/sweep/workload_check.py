@@ -10,8 +10,8 @@ available here is a note, not an error.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import AortaError
 from aorta_tui.recipe.checks import RecipeIssue
@@ -57,22 +57,19 @@ def workload_problems(recipe: Recipe) -> list[RecipeIssue]:
     return workload_issues(recipe)[0]
 
 
-class _ConfigHooks(Protocol):
-    """A workload class's optional combination checks and notes of a validated config."""
-
-    def config_problems(self, cfg: dict[str, Any]) -> Iterable[tuple[str, str, str]]: ...
-    def config_notes(self, cfg: dict[str, Any]) -> Iterable[tuple[str, str]]: ...
-
-
 def _config_hooks(recipe: Recipe, cls: type[Workload], issues: list[RecipeIssue]) -> list[str]:
     """A workload's own combination checks (``config_problems``: located errors) and notes
-    (``config_notes``: a setting that does less here, and why), once per key."""
+    (``config_notes``: a setting that does less here, and why), once per key. Either hook is
+    optional, each on its own (a plugin with one of them crashed asking for the other)."""
     from aorta_tui.registry.workload import validate_config
 
+    problems_of: Callable[[dict[str, Any]], Iterable[tuple[str, str, str]]] | None = \
+        getattr(cls, "config_problems", None)
+    notes_of: Callable[[dict[str, Any]], Iterable[tuple[str, str]]] | None = \
+        getattr(cls, "config_notes", None)
     notes: list[str] = []
-    if issues or not hasattr(cls, "config_problems"):
+    if issues or (problems_of is None and notes_of is None):
         return notes
-    hooks = cast("_ConfigHooks", cls)  # a workload with the optional hooks (workloads/race.py)
     seen: set[str] = set()
     configs = [("workload_config", recipe.workload_config)] + [
         (f"cells[{i}].workload_config", c.effective_workload_config(recipe))
@@ -82,21 +79,22 @@ def _config_hooks(recipe: Recipe, cls: type[Workload], issues: list[RecipeIssue]
             cfg = validate_config(cls.config_schema, raw, path=base)
         except AortaError:
             continue
-        for key, problem, fix in hooks.config_problems(cfg):
-            path = f"{base}.{key}" if f"{base}.{key}" in recipe.locations else \
-                f"workload_config.{key}"
-            if path not in seen:
+        for key, problem, fix in problems_of(cfg) if problems_of else ():
+            if (path := _hook_path(recipe, base, key)) not in seen:
                 seen.add(path)
                 issues.append(_issue(recipe, path, problem, fix))
-        for key, note in hooks.config_notes(cfg):
-            path = f"{base}.{key}" if f"{base}.{key}" in recipe.locations else \
-                f"workload_config.{key}"
-            if path not in seen:
+        for key, note in notes_of(cfg) if notes_of else ():
+            if (path := _hook_path(recipe, base, key)) not in seen:
                 seen.add(path)
                 line, col = recipe.locations.get(path, (0, 0))
                 where = f"{recipe.source}:{line}:{col}: " if line else f"{recipe.source}: "
                 notes.append(f"{where}{path}: {note}")
     return notes
+
+
+def _hook_path(recipe: Recipe, base: str, key: str) -> str:
+    """The key's path where the recipe spells it (a cell's own config), else the top level's."""
+    return f"{base}.{key}" if f"{base}.{key}" in recipe.locations else f"workload_config.{key}"
 
 
 def _check(recipe: Recipe, schema: tuple[ConfigField, ...], config: dict[str, Any], base: str,

@@ -110,3 +110,38 @@ def test_shampoo_and_bad_heads_are_located_errors(tmp_path):
                  "cells:\n  - name: a\n    mitigations: [none]\n")
     issues, notes = workload_issues(load_recipe(p))
     assert not issues and notes and ":6:" in notes[0] and "gpu_max_hw_queues" in notes[0]
+
+
+class _OnlyProblems:
+    """A plugin workload with one of the two optional hooks."""
+
+    config_schema = Race.config_schema
+
+    @classmethod
+    def config_problems(cls, cfg):
+        return [("optimizer", "not with this plugin", "pick another")]
+
+
+class _OnlyNotes:
+    config_schema = Race.config_schema
+
+    @classmethod
+    def config_notes(cls, cfg):
+        return [("optimizer", "does less here")]
+
+
+def test_each_config_hook_works_without_the_other(tmp_path):
+    """A plugin with config_problems alone crashed asking for config_notes (exit 70), and one
+    with config_notes alone was never asked for its notes."""
+    from aorta_tui.recipe import load_recipe
+    from aorta_tui.sweep.workload_check import _config_hooks
+
+    p = tmp_path / "r.yaml"
+    p.write_text("schema_version: 1\ntrials: 1\nsteps: 2\nworkload: race\nworkload_config:\n"
+                 "  optimizer: sgd\ncells:\n  - name: a\n    mitigations: [none]\n")
+    recipe = load_recipe(p)
+    issues: list = []
+    assert _config_hooks(recipe, _OnlyProblems, issues) == []
+    assert [(i.path, i.line) for i in issues] == [("workload_config.optimizer", 6)]
+    assert _config_hooks(recipe, _OnlyNotes, []) == [
+        f"{p}:6:14: workload_config.optimizer: does less here"]
