@@ -486,9 +486,21 @@ def load_workload(name: str) -> type[Workload]:
             + ("" if eps else "; is aorta-tui installed (pip install -e .)?"),
         )
     try:
-        return eps[name].load()
+        loaded: object = eps[name].load()
     except Exception as exc:
         raise EnvironmentProblem(f"workload {name!r} failed to import: {type(exc).__name__}: {exc}") from None
+    from aorta_tui.core.inputs import clip_for_message
+    from aorta_tui.registry.workload import Workload
+
+    # what the entry point names is a plugin's to get wrong: said here, located, rather than
+    # as an AttributeError on its first use (exit 70)
+    if not (isinstance(loaded, type) and issubclass(loaded, Workload)):
+        raise EnvironmentProblem(
+            f"workload {name!r} (entry point {eps[name].value}) is not a Workload class: "
+            f"found {type(loaded).__name__} {clip_for_message(loaded)}",
+            hint="the plugin's [aorta_tui.workloads] entry point must name a subclass of "
+                 "aorta_tui.registry.workload.Workload (docs/workloads.md)")
+    return loaded
 
 
 def merged_env(*layers: Mapping[str, str]) -> dict[str, str]:

@@ -37,7 +37,8 @@ CLASHING = [Mitigation("none", {"X": "1"})]
 '''
 
 
-def make_plugin(root: Path, mitigations_ep: str = "MITIGATIONS") -> dict[str, str]:
+def make_plugin(root: Path, mitigations_ep: str = "MITIGATIONS", workload_ep: str = "Echo"
+                ) -> dict[str, str]:
     root.mkdir(parents=True, exist_ok=True)
     (root / "aorta_test_plugin.py").write_text(PLUGIN)
     info = root / "aorta_test_plugin-0.1.dist-info"
@@ -45,7 +46,7 @@ def make_plugin(root: Path, mitigations_ep: str = "MITIGATIONS") -> dict[str, st
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: aorta-test-plugin\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(textwrap.dedent(f"""\
         [aorta_tui.workloads]
-        echo_plugin = aorta_test_plugin:Echo
+        echo_plugin = aorta_test_plugin:{workload_ep}
 
         [aorta_tui.mitigations]
         plugin = aorta_test_plugin:{mitigations_ep}
@@ -107,6 +108,19 @@ def test_in_process_refused_for_workloads_that_do_not_declare_it(tmp_path):
     proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"))
     assert proc.returncode == 2
     assert "in process" in proc.stderr and "trial_isolation: process" in proc.stderr
+
+
+def test_a_workload_entry_point_that_names_no_workload_class_is_exit_3(tmp_path):
+    """What a plugin's entry point names is checked when it is loaded (it crashed on first use)."""
+    env = make_plugin(tmp_path / "plug", workload_ep="MITIGATIONS")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.format(isolation="process"))
+    proc = aorta("--batch", str(recipe), "--output", str(tmp_path / "out"), env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert ("workload 'echo_plugin' (entry point aorta_test_plugin:MITIGATIONS) is not a Workload "
+            "class: found list [Mitigation(") in proc.stderr
+    assert "subclass of aorta_tui.registry.workload.Workload" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
 
 
 def test_mitigation_name_collision_is_an_error(tmp_path):
