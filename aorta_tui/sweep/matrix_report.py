@@ -115,24 +115,30 @@ def device_summary(run_dir: Path, records: list[TrialResult]) -> Devices:
     command leaves to go by."""
     from collections import Counter
 
-    from aorta_tui.core.errors import AortaError
-    from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input
-
     reported = Counter(str(r.workload_result.get("device") or "not reported")
                        if isinstance(r.workload_result, dict) else "not reported" for r in records)
-    host_gpus: list[str] | None = None
-    host = run_dir / "env" / "host_env.json"
-    if host.is_file():
-        try:
-            snap = load_json_input(host, what="snapshot", limit=INPUT_LIMITS["snapshot"])
-        except AortaError:  # a damaged snapshot must not cost the report; say "unknown" instead
-            snap = None
-        gpus = snap.get("gpus") if isinstance(snap, dict) else None
-        if isinstance(gpus, list):
-            names = [g.get("name") for g in gpus if isinstance(g, dict)]
-            host_gpus = [str(n.get("value") or "unnamed GPU") if isinstance(n, dict) else "unnamed GPU"
-                         for n in names]
-    return Devices(dict(sorted(reported.items())), None if host_gpus is None else tuple(host_gpus))
+    return Devices(dict(sorted(reported.items())), _host_gpus(run_dir / "env" / "host_env.json"))
+
+
+def _host_gpus(host: Path) -> tuple[str, ...] | None:
+    """The GPU names of the run's host snapshot, read through its type (``envsnap.doc``); None
+    when there is none or it is damaged: a damaged snapshot must not cost the report, which
+    says "unknown" instead (it read a partly damaged one's names by key before the type)."""
+    from aorta_tui.core.errors import AortaError
+    from aorta_tui.core.inputs import INPUT_LIMITS, load_json_input
+    from aorta_tui.envsnap.doc import EnvSnapshot, Field
+
+    if not host.is_file():
+        return None
+    try:
+        snap = EnvSnapshot.from_dict(load_json_input(host, what="snapshot", limit=INPUT_LIMITS["snapshot"]),
+                                     where=str(host))
+    except AortaError:
+        return None
+    if snap.gpus is None:
+        return None
+    names = [gpu.get("name") for gpu in snap.gpus]
+    return tuple(str(n.value or "unnamed GPU") if isinstance(n, Field) else "unnamed GPU" for n in names)
 
 
 def _device_line(d: Devices | None, finished: int) -> str:
