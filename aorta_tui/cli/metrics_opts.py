@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -15,6 +15,8 @@ from aorta_tui.cli.common import err, seconds
 if TYPE_CHECKING:
     from aorta_tui.core.events import Event, EventBus
     from aorta_tui.metrics.server import MetricsServer
+
+_R = TypeVar("_R")  # what the metered engine call returns
 
 METRICS_OPT = typer.Option(
     None, "--metrics", metavar="ADDR",
@@ -74,13 +76,14 @@ def sweep_metrics_serving(req: MetricsRequest | None, bus: EventBus,
             sink.close()  # however the run ended, the linger says "ended" (as metered does)
 
 
-def metered(go: Any, req: MetricsRequest) -> Any:
+def metered(go: Callable[[Callable[[Event], None]], _R], req: MetricsRequest
+            ) -> Callable[[Callable[[Event], None]], _R]:
     """``go(on_event)`` with the run's progress served at ``req.addr`` while it runs (the
     engines of `policy sweep` and `queue sweep` take one event callback)."""
     if req.addr is None:
         return go
 
-    def run(on_event: Callable[[Event], None]) -> Any:
+    def run(on_event: Callable[[Event], None]) -> _R:
         from aorta_tui.metrics.sweep_metrics import SweepMetrics
 
         sink = SweepMetrics()

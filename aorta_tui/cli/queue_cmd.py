@@ -589,8 +589,8 @@ def sweep_cmd(
         return run_sweep(base, counts, on_event=on_event, knee_gain=knee_gain, output=output,
                          isolate=not in_process, run_dir=run_dir)
 
-    go = metered(go, MetricsRequest(metrics, metrics_public, metrics_linger))
-    _sweep_and_print(go, base.run_id, run_dir, len(counts), output, as_json, quiet)
+    _sweep_and_print(metered(go, MetricsRequest(metrics, metrics_public, metrics_linger)),
+                     base.run_id, run_dir, len(counts), output, as_json, quiet)
 
 
 @app.command("resume")
