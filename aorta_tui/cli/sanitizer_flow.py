@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from aorta_tui.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
+    from aorta_tui.cli.sweep_flow import SweepRunView
     from aorta_tui.sweep.way_in import SweepRequest
 
 
@@ -30,7 +31,7 @@ def _set_flags(req: SweepRequest) -> list[str]:
     return sorted(k for k, v in flags.items() if v not in (None, "", (), [], False))
 
 
-def run_sanitizer_request(req: SweepRequest) -> int:
+def run_sanitizer_request(req: SweepRequest, view: SweepRunView) -> int:
     from aorta_tui.collect.sanitizer import (
         exit_code_of,
         load_sanitizer_recipe,
@@ -48,9 +49,9 @@ def run_sanitizer_request(req: SweepRequest) -> int:
                          "--json and -v apply)", location=str(req.recipe))
     assert req.recipe is not None  # is_sanitizer_request read it
     recipe = load_sanitizer_recipe(req.recipe)
-    run_dir, checks = run_sanitizer_recipe(recipe, req.output, dry_run=req.dry_run)
+    run_dir, checks = run_sanitizer_recipe(recipe, req.output, dry_run=view.dry_run)
     report = run_dir / recipe.report_name
-    if req.json_mode:
+    if view.json_mode:
         print(json.dumps({"event": "sanitizer_report", "run_dir": str(run_dir),
                           "report": str(report),
                           "checks": [{"sanitizer": c.sanitizer, "verdict": c.verdict,
@@ -59,4 +60,4 @@ def run_sanitizer_request(req: SweepRequest) -> int:
         for c in checks:
             print(f"{c.sanitizer}: {c.verdict}: {c.reason}")
         print(f"sanitizer report: {report}")
-    return int(ExitCode.OK if req.dry_run else exit_code_of(checks))
+    return int(ExitCode.OK if view.dry_run else exit_code_of(checks))

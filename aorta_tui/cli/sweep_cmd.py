@@ -74,24 +74,25 @@ def run(
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
     secret_values_fd: int | None = typer.Option(None, "--secret-values-fd", parser=count(at_least=0, at_most=2**31 - 1), hidden=True, help="Internal (aorta-tui agent): an inherited pipe with secret values the sidecars mask."),
 ) -> None:
-    from aorta_tui.cli.sweep_flow import run_sweep_command
+    from aorta_tui.cli.sweep_flow import SweepRunView, run_sweep_command
     from aorta_tui.sweep.way_in import SweepRequest
 
     request = SweepRequest(
-        recipe=recipe, command=list(ctx.args), dry_run=dry_run, resume=resume, output=output, trust_run_dir=trust_run_dir,
-        json_mode=json_mode, strict=strict, order=order, seed=seed, ticket=ticket,
+        recipe=recipe, command=list(ctx.args), resume=resume, output=output, trust_run_dir=trust_run_dir,
+        strict=strict, order=order, seed=seed, ticket=ticket,
         mitigation_files=list(mitigations_file), workload=workload, mitigation_axis=mitigation_axis,
         environment_axis=environment_axis, trials=trials, steps=steps, snapshots=not no_snapshot,
         stop_after_events=stop_after_events, max_trials=max_trials,
         disable_detectors=list(disable_detector), env_passthrough_mode=env_passthrough_mode,
         collect=[c.strip() for c in collect.split(",") if c.strip()], baseline_cell=baseline_cell,
         confound_threshold=confound_threshold, trial_isolation=trial_isolation, bytecode_cache=bytecode_cache,
-        verbose=verbose, executor=executor,
-        nodes=nodes, gpus_per_node=gpus_per_node,
-        metrics=MetricsRequest(metrics, metrics_public, metrics_linger),
+        executor=executor, nodes=nodes, gpus_per_node=gpus_per_node,
         secret_values_fd=secret_values_fd,
     )
-    raise typer.Exit(run_sweep_command(request))
+    # how the run is shown: the command line's alone, beside the engine's request
+    view = SweepRunView(dry_run=dry_run, json_mode=json_mode, verbose=verbose,
+                        metrics=MetricsRequest(metrics, metrics_public, metrics_linger))
+    raise typer.Exit(run_sweep_command(request, view))
 
 
 class _MitigationRow(TypedDict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import AortaError, UsageError
@@ -11,9 +12,22 @@ from aorta_tui.sweep.drive import run_until_done, sweep_for_request
 from aorta_tui.sweep.way_in import SweepRequest, is_sanitizer_request
 
 if TYPE_CHECKING:
+    from aorta_tui.cli.metrics_opts import MetricsRequest
     from aorta_tui.core.events import EventBus
     from aorta_tui.recipe.model import Recipe
     from aorta_tui.sweep.plan import Plan
+
+
+@dataclass(frozen=True)
+class SweepRunView:
+    """How `sweep run` / ``--batch`` shows a run: the options the engine never reads, so they
+    stay beside the engine's :class:`~aorta_tui.sweep.way_in.SweepRequest`, not in it (the
+    request's file form, the agent's hand-over to ``sweep/child.py``, has no use for them)."""
+
+    dry_run: bool = False  # --dry-run: print the plan and exit
+    json_mode: bool = False  # --json: the events as JSON lines on stdout (and an error as one)
+    verbose: int = 0  # -v: a line per trial on stderr; -vv: also the engine's debug log
+    metrics: MetricsRequest | None = None  # --metrics ADDR: the run's progress for Prometheus
 
 
 def _bad_byte(text: str) -> tuple[int, int] | None:
@@ -77,19 +91,19 @@ def error_event(exc: AortaError) -> dict[str, Any]:
     return out
 
 
-def run_sweep_command(req: SweepRequest) -> int:
+def run_sweep_command(req: SweepRequest, view: SweepRunView) -> int:
     """``sweep run``; with ``--json`` an error also reaches stdout, as an ``error`` event."""
     try:
-        return _run_sweep_command(req)
+        return _run_sweep_command(req, view)
     except AortaError as exc:
-        if req.json_mode:
+        if view.json_mode:
             import json
 
             print(json.dumps(error_event(exc), default=str), flush=True)
         raise
 
 
-def _run_sweep_command(req: SweepRequest) -> int:
+def _run_sweep_command(req: SweepRequest, view: SweepRunView) -> int:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.core.events import EventBus
 
@@ -97,20 +111,20 @@ def _run_sweep_command(req: SweepRequest) -> int:
     if is_sanitizer_request(req):  # upstream's separate runner (collect/sanitizer.py)
         from aorta_tui.cli.sanitizer_flow import run_sanitizer_request
 
-        return run_sanitizer_request(req)
+        return run_sanitizer_request(req, view)
     bus = EventBus()
     sweep = sweep_for_request(req, bus)
     recipe = sweep.recipe
-    if req.dry_run:
+    if view.dry_run:
         notes = sweep.check_runnable(dry_run=True)
-        print_plan(recipe, sweep.plan, req.json_mode, notes)
+        print_plan(recipe, sweep.plan, view.json_mode, notes)
         return 0
-    bus.add(pick_sink(req.json_mode))
-    if req.verbose:
-        add_verbose_sink(bus, req.verbose)
+    bus.add(pick_sink(view.json_mode))
+    if view.verbose:
+        add_verbose_sink(bus, view.verbose)
     from aorta_tui.cli.metrics_opts import sweep_metrics_serving
 
-    with sweep_metrics_serving(req.metrics, bus, {c.name: c.trials for c in sweep.plan.cells}):
+    with sweep_metrics_serving(view.metrics, bus, {c.name: c.trials for c in sweep.plan.cells}):
         outcome = run_until_done(sweep, bus)
     if outcome.status == "interrupted":
         print(f"interrupted; resume with: aorta-tui sweep run --resume {outcome.run_dir}",

@@ -21,17 +21,19 @@ from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 @dataclass(frozen=True)
 class SweepRequest:
-    """What `sweep run` (or an engine caller, the agent) asks for. Frozen: built once by its
-    front end. Its file form (an engine caller's hand-over to ``sweep/child.py``) has one
-    serializer, :meth:`to_json`, and one reader, :meth:`from_json` / :func:`read_request`."""
+    """What `sweep run` (or an engine caller, the agent) asks the engine for: the recipe, the
+    run resumed, the flags, the overrides and the secret values' pipe. Frozen: built once by its
+    front end. How the command line shows the run (``--json``, ``--dry-run``, ``-v``,
+    ``--metrics``) is not here: the engine never reads it, so it is the CLI's own value
+    (``cli/sweep_flow.SweepRunView``), passed beside the request. Its file form (an engine
+    caller's hand-over to ``sweep/child.py``) has one serializer, :meth:`to_json`, and one
+    reader, :meth:`from_json` / :func:`read_request`."""
 
     recipe: Path | None = None
     command: list[str] = field(default_factory=list)
-    dry_run: bool = False
     resume: Path | None = None
-    trust_run_dir: bool = False  # --i-trust-this-directory (core/run_trust.py)
+    trust_run_dir: bool = False  # --i-trust-this-directory: drive.sweep_for_request's guard
     output: Path = Path(DEFAULT_OUTPUT)
-    json_mode: bool = False
     strict: bool = False
     order: str | None = None
     seed: int | None = None
@@ -51,25 +53,23 @@ class SweepRequest:
     collect: list[str] = field(default_factory=list)
     baseline_cell: str | None = None
     confound_threshold: float | None = None
-    verbose: int = 0
     trial_isolation: str | None = None  # --trial-isolation: overrides the recipe's
     bytecode_cache: str | None = None  # --bytecode-cache: overrides the recipe's
     executor: str | None = None  # --executor local|slurm: overrides the recipe's kind
     nodes: int | None = None  # --nodes / --gpus-per-node: a distributed trial across Slurm nodes
     gpus_per_node: int | None = None
-    metrics: Any = None  # cli.metrics_opts.MetricsRequest: --metrics ADDR for Prometheus
     secret_values_fd: int | None = None  # agent: secret values in memory (core/secrets.py)
 
     __hash__ = None  # type: ignore[assignment]  # list fields: never a dict key
 
     def to_json(self) -> dict[str, Json]:
-        """The object a request file holds: every field but ``metrics`` (which has no file
-        form), in the dataclass's order, a path as its string."""
+        """The object a request file holds: every field, in the dataclass's order, a path as its
+        string (the bytes of the file before the CLI's view fields left it, less those keys)."""
         return {
             "recipe": _opt_str(self.recipe), "command": list(self.command),
-            "dry_run": self.dry_run, "resume": _opt_str(self.resume),
+            "resume": _opt_str(self.resume),
             "trust_run_dir": self.trust_run_dir, "output": str(self.output),
-            "json_mode": self.json_mode, "strict": self.strict, "order": self.order,
+            "strict": self.strict, "order": self.order,
             "seed": self.seed, "ticket": self.ticket,
             "mitigation_files": [str(p) for p in self.mitigation_files],
             "workload": self.workload, "mitigation_axis": self.mitigation_axis,
@@ -79,7 +79,7 @@ class SweepRequest:
             "disable_detectors": list(self.disable_detectors),
             "env_passthrough_mode": self.env_passthrough_mode, "collect": list(self.collect),
             "baseline_cell": self.baseline_cell, "confound_threshold": self.confound_threshold,
-            "verbose": self.verbose, "trial_isolation": self.trial_isolation,
+            "trial_isolation": self.trial_isolation,
             "bytecode_cache": self.bytecode_cache, "executor": self.executor,
             "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
             "secret_values_fd": self.secret_values_fd}
@@ -253,17 +253,19 @@ def recipe_for_request(req: SweepRequest, registry: Any) -> Any:
 # ---- the request as a file: how an engine caller hands it to ``sweep/child.py`` ------------
 _REQUEST_WHAT = "sweep request"
 _REQUEST_HINT = "the file is written by the agent of this aorta-tui version"
-_REQUEST_KEYS = frozenset(f.name for f in dataclasses.fields(SweepRequest) if f.name != "metrics")
+_REQUEST_KEYS = frozenset(f.name for f in dataclasses.fields(SweepRequest))
+# Keys a request file held before the command line's view (--dry-run, --json, -v) left the
+# request. Read and dropped, not refused: a resumed agent may hand over a file an older version
+# wrote, and dropping them changes nothing that ran, because sweep/child.py never read them (it
+# always ran the sweep, JSON lines on stdout, no per-trial lines). Any other unknown key is
+# still refused (see _read_request).
+_RETIRED_KEYS = frozenset({"dry_run", "json_mode", "verbose"})
 
 
 def write_request(req: SweepRequest, path: Path) -> None:
-    """``req`` as JSON at ``path`` (atomically). A request that serves ``--metrics`` has no
-    file form: that is the command line's."""
+    """``req`` as JSON at ``path`` (atomically)."""
     from aorta_tui.core.atomic import atomic_write_json
 
-    if req.metrics is not None:
-        raise UsageError("a sweep request with --metrics is not written to a file",
-                         hint="serve --metrics from the command line's `sweep run`")
     atomic_write_json(path, req.to_json())
 
 
@@ -296,7 +298,7 @@ def _opt_path(f: FieldReader, value: str | None, key: str) -> Path | None:
 
 def _read_request(f: FieldReader, data: object) -> SweepRequest:
     d = f.obj(data, "(top level)")
-    unknown = sorted(set(d) - _REQUEST_KEYS)
+    unknown = sorted(set(d) - _REQUEST_KEYS - _RETIRED_KEYS)
     if unknown:
         # refused, not kept: the file is an order to run, written by this version's agent; an
         # option the sweep silently dropped would run something other than what was asked
@@ -306,11 +308,11 @@ def _read_request(f: FieldReader, data: object) -> SweepRequest:
     threshold = f.number(d, "confound_threshold", "")
     return SweepRequest(
         recipe=_opt_path(f, f.opt_text(d, "recipe", ""), "recipe"),
-        command=list(f.strings_at(d, "command", "")), dry_run=f.boolean(d, "dry_run", ""),
+        command=list(f.strings_at(d, "command", "")),
         resume=_opt_path(f, f.opt_text(d, "resume", ""), "resume"),
         trust_run_dir=f.boolean(d, "trust_run_dir", ""),
         output=_path(f, f.text(d, "output", "", str(DEFAULT_OUTPUT)), "output"),
-        json_mode=f.boolean(d, "json_mode", ""), strict=f.boolean(d, "strict", ""),
+        strict=f.boolean(d, "strict", ""),
         order=f.opt_text(d, "order", ""), seed=f.opt_integer(d, "seed", ""),
         ticket=f.opt_text(d, "ticket", ""),
         mitigation_files=[_path(f, p, f"mitigation_files[{i}]") for i, p in enumerate(files)],
@@ -326,7 +328,7 @@ def _read_request(f: FieldReader, data: object) -> SweepRequest:
         collect=list(f.strings_at(d, "collect", "")),
         baseline_cell=f.opt_text(d, "baseline_cell", ""),
         confound_threshold=None if threshold is None else float(threshold),  # 3 reads as 3.0
-        verbose=f.integer(d, "verbose", ""), trial_isolation=f.opt_text(d, "trial_isolation", ""),
+        trial_isolation=f.opt_text(d, "trial_isolation", ""),
         bytecode_cache=f.opt_text(d, "bytecode_cache", ""), executor=f.opt_text(d, "executor", ""),
         nodes=f.opt_integer(d, "nodes", ""), gpus_per_node=f.opt_integer(d, "gpus_per_node", ""),
         secret_values_fd=f.opt_integer(d, "secret_values_fd", ""))

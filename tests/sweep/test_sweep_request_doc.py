@@ -26,14 +26,13 @@ _opt_int = st.none() | st.integers(-5, 2**40)
 _opt_text = st.none() | _text
 _requests = st.builds(
     SweepRequest, recipe=st.none() | _path, command=st.lists(_text, max_size=3),
-    dry_run=st.booleans(), resume=st.none() | _path, trust_run_dir=st.booleans(), output=_path,
-    json_mode=st.booleans(), strict=st.booleans(), order=_opt_text, seed=_opt_int,
+    resume=st.none() | _path, trust_run_dir=st.booleans(), output=_path, strict=st.booleans(), order=_opt_text, seed=_opt_int,
     ticket=_opt_text, mitigation_files=st.lists(_path, max_size=2), workload=_opt_text,
     mitigation_axis=_opt_text, environment_axis=_opt_text, trials=_opt_int, steps=_opt_int,
     snapshots=st.booleans(), stop_after_events=_opt_int, max_trials=_opt_int,
     disable_detectors=st.lists(_text, max_size=2), env_passthrough_mode=_opt_text,
     collect=st.lists(_text, max_size=2), baseline_cell=_opt_text,
-    confound_threshold=st.none() | st.floats(-1e9, 1e9), verbose=st.integers(0, 3),
+    confound_threshold=st.none() | st.floats(-1e9, 1e9),
     trial_isolation=_opt_text, bytecode_cache=_opt_text, executor=_opt_text, nodes=_opt_int,
     gpus_per_node=_opt_int, secret_values_fd=_opt_int)
 
@@ -73,6 +72,70 @@ def test_a_file_the_agent_writes_reads_back_to_its_exact_bytes(tmp_path: Path) -
     write_request(req, path)
     read = read_request(path)
     assert read == req and json_bytes(read.to_json()) == path.read_bytes()
+
+
+# The file agent/loop.py wrote before the command line's view (--dry-run, --json, -v) left the
+# request, byte for byte (written by that version for the request read back below)
+_OLDER_AGENTS_FILE = (
+    '{\n'
+    '  "recipe": "/a/iter-01.yaml",\n'
+    '  "command": [\n'
+    '    "bash",\n'
+    '    "run.sh"\n'
+    '  ],\n'
+    '  "dry_run": false,\n'
+    '  "resume": null,\n'
+    '  "trust_run_dir": false,\n'
+    '  "output": "/a/out",\n'
+    '  "json_mode": false,\n'
+    '  "strict": false,\n'
+    '  "order": null,\n'
+    '  "seed": null,\n'
+    '  "ticket": null,\n'
+    '  "mitigation_files": [\n'
+    '    "/a/iter-01.mitigations.json"\n'
+    '  ],\n'
+    '  "workload": null,\n'
+    '  "mitigation_axis": null,\n'
+    '  "environment_axis": null,\n'
+    '  "trials": null,\n'
+    '  "steps": null,\n'
+    '  "snapshots": false,\n'
+    '  "stop_after_events": null,\n'
+    '  "max_trials": null,\n'
+    '  "disable_detectors": [],\n'
+    '  "env_passthrough_mode": null,\n'
+    '  "collect": [],\n'
+    '  "baseline_cell": null,\n'
+    '  "confound_threshold": null,\n'
+    '  "verbose": 0,\n'
+    '  "trial_isolation": null,\n'
+    '  "bytecode_cache": null,\n'
+    '  "executor": null,\n'
+    '  "nodes": null,\n'
+    '  "gpus_per_node": null,\n'
+    '  "secret_values_fd": 7\n'
+    '}\n'
+)
+_VIEW_LINES = ('  "dry_run": false,\n', '  "json_mode": false,\n', '  "verbose": 0,\n')
+
+
+def test_an_older_agents_file_reads_and_writes_back_less_the_views_keys(tmp_path: Path) -> None:
+    # a resumed agent may hand over a file an older version wrote: read, its view keys dropped;
+    # every key that stays keeps its bytes and its place
+    path = tmp_path / "iter-01.request.json"
+    path.write_text(_OLDER_AGENTS_FILE)
+    read = read_request(path)
+    assert read == SweepRequest(recipe=Path("/a/iter-01.yaml"), command=["bash", "run.sh"],
+                                output=Path("/a/out"), snapshots=False, secret_values_fd=7,
+                                mitigation_files=[Path("/a/iter-01.mitigations.json")])
+    write_request(read, tmp_path / "again.json")
+    kept = "".join(line for line in _OLDER_AGENTS_FILE.splitlines(keepends=True)
+                   if line not in _VIEW_LINES)
+    assert (tmp_path / "again.json").read_text() == kept and len(kept) < len(_OLDER_AGENTS_FILE)
+    # their values never steered the engine: an older dry run's file reads as the same request
+    older = json.loads(_OLDER_AGENTS_FILE)
+    assert SweepRequest.from_json({**older, "dry_run": True, "verbose": 2}, "r") == read
 
 
 def test_a_missing_field_reads_as_its_default() -> None:
