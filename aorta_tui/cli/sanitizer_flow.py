@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from aorta_tui.core.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from aorta_tui.cli.sweep_flow import SweepRunView
+    from aorta_tui.cli.sweep_view import SweepRunView
     from aorta_tui.sweep.way_in import SweepRequest
 
 

@@ -74,7 +74,8 @@ def run(
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="-v: a line per trial on stderr while the matrix runs; -vv: also the engine's debug log."),
     secret_values_fd: int | None = typer.Option(None, "--secret-values-fd", parser=count(at_least=0, at_most=2**31 - 1), hidden=True, help="Internal (aorta-tui agent): an inherited pipe with secret values the sidecars mask."),
 ) -> None:
-    from aorta_tui.cli.sweep_flow import SweepRunView, run_sweep_command
+    from aorta_tui.cli.sweep_flow import run_sweep_command
+    from aorta_tui.cli.sweep_view import SweepRunView
     from aorta_tui.sweep.way_in import SweepRequest
 
     request = SweepRequest(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import AortaError, UsageError
@@ -12,22 +11,10 @@ from aorta_tui.sweep.drive import run_until_done, sweep_for_request
 from aorta_tui.sweep.way_in import SweepRequest, is_sanitizer_request
 
 if TYPE_CHECKING:
-    from aorta_tui.cli.metrics_opts import MetricsRequest
+    from aorta_tui.cli.sweep_view import SweepRunView
     from aorta_tui.core.events import EventBus
     from aorta_tui.recipe.model import Recipe
     from aorta_tui.sweep.plan import Plan
-
-
-@dataclass(frozen=True)
-class SweepRunView:
-    """How `sweep run` / ``--batch`` shows a run: the options the engine never reads, so they
-    stay beside the engine's :class:`~aorta_tui.sweep.way_in.SweepRequest`, not in it (the
-    request's file form, the agent's hand-over to ``sweep/child.py``, has no use for them)."""
-
-    dry_run: bool = False  # --dry-run: print the plan and exit
-    json_mode: bool = False  # --json: the events as JSON lines on stdout (and an error as one)
-    verbose: int = 0  # -v: a line per trial on stderr; -vv: also the engine's debug log
-    metrics: MetricsRequest | None = None  # --metrics ADDR: the run's progress for Prometheus
 
 
 def _bad_byte(text: str) -> tuple[int, int] | None:

@@ -25,7 +25,7 @@ class SweepRequest:
     run resumed, the flags, the overrides and the secret values' pipe. Frozen: built once by its
     front end. How the command line shows the run (``--json``, ``--dry-run``, ``-v``,
     ``--metrics``) is not here: the engine never reads it, so it is the CLI's own value
-    (``cli/sweep_flow.SweepRunView``), passed beside the request. Its file form (an engine
+    (``cli/sweep_view.SweepRunView``), passed beside the request. Its file form (an engine
     caller's hand-over to ``sweep/child.py``) has one serializer, :meth:`to_json`, and one
     reader, :meth:`from_json` / :func:`read_request`."""
 
