@@ -174,7 +174,7 @@ _FLAG_MODE_KEYS = {"--workload": ("workload", "workload:"), "--mitigation-axis":
                    "--steps": ("steps", "steps:")}
 
 
-def _refuse_flag_mode_options(req: Any) -> None:
+def _refuse_flag_mode_options(req: SweepRequest) -> None:
     from aorta_tui.core.errors import UsageError
 
     if req.recipe is None and req.resume is None:
@@ -186,7 +186,7 @@ def _refuse_flag_mode_options(req: Any) -> None:
                              hint=f"set {key} in the recipe (`aorta-tui edit RECIPE`), or drop {flag}")
 
 
-def apply_request_overrides(recipe: Any, req: Any) -> Any:
+def apply_request_overrides(recipe: Any, req: SweepRequest) -> Any:
     """The recipe with `sweep run`'s overlay flags applied (or a usage error naming the flag)."""
     from aorta_tui.core.errors import UsageError
     from aorta_tui.recipe.overrides import apply_overrides
