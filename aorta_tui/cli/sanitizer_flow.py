@@ -1,7 +1,8 @@
 """`sweep run --recipe FILE` for a ``mode: sanitizer`` recipe (collect/sanitizer.py).
 
 As upstream, only ``--recipe``, ``--dry-run``, ``--output``, ``--json`` and ``-v`` apply; any
-other flag or a ``-- command`` is refused rather than silently ignored.
+other flag (the executor's, the trial isolation's, ``--metrics``, ``--no-snapshot`` too) or a
+``-- command`` is refused rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ if TYPE_CHECKING:
     from aorta_tui.sweep.way_in import SweepRequest
 
 
-def _set_flags(req: SweepRequest) -> list[str]:
-    flags = {
+def _set_flags(req: SweepRequest, view: SweepRunView) -> list[str]:
+    """The flags given that a sanitizer recipe has no use for (every `sweep run` flag but
+    --recipe, --dry-run, --output, --json and -v: the last three are the view's own)."""
+    flags: dict[str, object] = {
         "--workload": req.workload, "--mitigation-axis": req.mitigation_axis,
         "--environment-axis": req.environment_axis, "--trials": req.trials,
         "--steps": req.steps, "--ticket": req.ticket, "--baseline-cell": req.baseline_cell,
@@ -26,7 +29,11 @@ def _set_flags(req: SweepRequest) -> list[str]:
         "--stop-after-events": req.stop_after_events, "--max-trials": req.max_trials,
         "--disable-detector": req.disable_detectors, "--mitigations-file": req.mitigation_files,
         "--collect": req.collect, "--strict": req.strict, "--order": req.order,
-        "--seed": req.seed, "--resume": req.resume,
+        "--seed": req.seed, "--resume": req.resume, "--no-snapshot": not req.snapshots,
+        "--executor": req.executor, "--nodes": req.nodes, "--gpus-per-node": req.gpus_per_node,
+        "--trial-isolation": req.trial_isolation, "--bytecode-cache": req.bytecode_cache,
+        "--i-trust-this-directory": req.trust_run_dir,
+        "--metrics": view.metrics.addr if view.metrics is not None else None,
     }
     return sorted(k for k, v in flags.items() if v not in (None, "", (), [], False))
 
@@ -42,7 +49,7 @@ def run_sanitizer_request(req: SweepRequest, view: SweepRunView) -> int:
         raise UsageError("a trailing '-- <command>' is not valid for a mode: sanitizer recipe",
                          hint="put the program in sanitizer_plan.source (kind: command, argv)",
                          location=str(req.recipe))
-    bad = _set_flags(req)
+    bad = _set_flags(req, view)
     if bad:
         raise UsageError("these flags are not valid for a mode: sanitizer recipe: "
                          + ", ".join(bad), hint="drop them (only --recipe, --dry-run, --output, "

@@ -227,6 +227,19 @@ def test_flags_that_do_not_apply_are_refused(tmp_path) -> None:
     assert got.returncode == ExitCode.USAGE and "-- <command>" in got.stderr
 
 
+@pytest.mark.parametrize("flag", [
+    ["--executor", "slurm"], ["--nodes", "2"], ["--gpus-per-node", "2"],
+    ["--trial-isolation", "exec"], ["--bytecode-cache", "off"], ["--i-trust-this-directory"],
+    ["--metrics", "0"], ["--no-snapshot"]], ids=lambda f: f[0])
+def test_every_sweep_flag_a_sanitizer_recipe_has_no_use_for_is_refused(tmp_path, flag) -> None:
+    """These were taken and ignored without a word (the module's promise: refused)."""
+    r = _recipe(tmp_path, "memcheck", ["/bin/true"])
+    got = _cli("sweep", "run", "--recipe", str(r), *flag, "-o", str(tmp_path / "o"))
+    assert got.returncode == ExitCode.USAGE, got.stderr
+    assert f"not valid for a mode: sanitizer recipe: {flag[0]}" in got.stderr
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize(("extra", "where", "what"), [
     ("  policy:\n    on_missing_backend: skip\n", ":11:", "always fails closed"),
     ("  policy:\n    timeout_seconds: -1\n", ":11:", "positive number"),
