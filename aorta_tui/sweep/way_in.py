@@ -175,7 +175,6 @@ _FLAG_MODE_KEYS = {"--workload": ("workload", "workload:"), "--mitigation-axis":
 
 
 def _refuse_flag_mode_options(req: SweepRequest) -> None:
-    from aorta_tui.core.errors import UsageError
 
     if req.recipe is None and req.resume is None:
         return
@@ -188,7 +187,6 @@ def _refuse_flag_mode_options(req: SweepRequest) -> None:
 
 def apply_request_overrides(recipe: Any, req: SweepRequest) -> Any:
     """The recipe with `sweep run`'s overlay flags applied (or a usage error naming the flag)."""
-    from aorta_tui.core.errors import UsageError
     from aorta_tui.recipe.overrides import apply_overrides
 
     if req.recipe is not None and (req.baseline_cell is not None or req.confound_threshold is not None):
@@ -200,8 +198,6 @@ def apply_request_overrides(recipe: Any, req: SweepRequest) -> Any:
     from aorta_tui.recipe.collector_names import collectors_runnable_problem
 
     if req.collect:  # --collect replaces the recipe's and the cells' collectors, as upstream
-        import dataclasses
-
         collectors_runnable_problem(tuple(req.collect), where="--collect")
         recipe = dataclasses.replace(
             recipe, collect=tuple(dict.fromkeys(req.collect)),
@@ -227,8 +223,6 @@ def recipe_for_request(req: SweepRequest, registry: Any) -> Any:
     recipe = load_request_recipe(req, registry)
     if req.order is not None or req.seed is not None:
         # Part of the recipe from here on: hashed, resolved, and checked on resume.
-        import dataclasses
-
         recipe = dataclasses.replace(recipe, order=req.order or recipe.order,
                                      seed=req.seed if req.seed is not None else recipe.seed)
     if req.executor is not None:
