@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, Progress, RunWarning
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from aorta_tui.hwqueue.cupti import ProfilerCapture
     from aorta_tui.hwqueue.workloads.base import QueueWorkload
     from aorta_tui.trace.device.attach import DeviceSide
+    from aorta_tui.trace.session import TraceSession
 
 SYNC_MODES = ("per_iteration", "end_only", "none")
 TIMINGS = ("auto", "events", "cupti")
@@ -430,10 +431,11 @@ def compile_plan(backend: Backend, streams: list[StreamHandle], plan: list[Launc
 
 
 _NO_STREAM = object()
+_Issued = TypeVar("_Issued")  # what a pass's issue call returns per iteration
 
 
-def _run_iterations(loop: _Loop, plans: list[list[Launch]], issue: Callable[[int, list[Launch]], Any],
-                    label: str, phase: str) -> tuple[list[float], list[float], list[Any], float]:
+def _run_iterations(loop: _Loop, plans: list[list[Launch]], issue: Callable[[int, list[Launch]], _Issued],
+                    label: str, phase: str) -> tuple[list[float], list[float], list[_Issued], float]:
     """The loop both passes share: host clock at each iteration start, the sync mode, progress.
 
     Returns the start times, the host time after each iteration's last launch call, what
@@ -442,7 +444,7 @@ def _run_iterations(loop: _Loop, plans: list[list[Launch]], issue: Callable[[int
     clock = time.perf_counter_ns
     starts: list[float] = []
     issued: list[float] = []
-    out: list[Any] = []
+    out: list[_Issued] = []
     every = max(1, len(plans) // 20)
     announce_phase(phase)
     for i, plan in enumerate(plans):
@@ -519,7 +521,7 @@ def _start_capture(backend: Backend, profiler: bool, required: bool
     return capture, None
 
 
-def _event_records(loop: _Loop, plans: list[list[Launch]], host: list[Any],
+def _event_records(loop: _Loop, plans: list[list[Launch]], host: list[list[tuple[int, int]]],
                    events: list[list[tuple[EventHandle, EventHandle]]]) -> list[LaunchRecord]:
     """Each launch's host call and its events' times (the host's own, under CPU emulation)."""
     backend = loop.backend
@@ -665,7 +667,7 @@ def _device_side(cfg: QueueRunConfig) -> DeviceSide | None:
 
 
 def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None,
-                  device_side: DeviceSide | None = None) -> tuple[Any, str | None]:
+                  device_side: DeviceSide | None = None) -> tuple[TraceSession | None, str | None]:
     """The tracing engine's session over the measured loop, when asked for.
 
     Asked for but impossible here (no bpftrace, no privilege, no CUDA runtime mapped) raises
