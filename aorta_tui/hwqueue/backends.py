@@ -15,11 +15,22 @@ import platform
 import time
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.numerals import ascii_digits
 from aorta_tui.core.requires import import_torch
+
+if TYPE_CHECKING:  # torch is imported where a run starts (select_backend), not to name its types
+    import torch
+
+# What the harness gets from a backend and hands back to it without looking inside. Under CPU
+# emulation there are no streams (None) and an event is a one-slot list the host clock is
+# written into; on a GPU they are torch's CUDA/HIP streams and timing events. ``Backend`` is a
+# union of the two, so each backend takes both kinds and narrows to its own where it uses one.
+StreamHandle: TypeAlias = "torch.cuda.Stream | None"
+EventHandle: TypeAlias = "torch.cuda.Event | list[int]"
 
 
 def _record_now(event: list[int]) -> None:
@@ -33,49 +44,51 @@ class CpuBackend:
     emulated = True
     device_clock = "host perf_counter_ns (CPU emulation: launches run synchronously)"
 
-    def __init__(self, torch: Any, devices: list[str]) -> None:
+    def __init__(self, torch: ModuleType, devices: list[str]) -> None:
         self.torch = torch
         self.devices = devices
 
     priority_source = None  # no streams, so nothing to read a priority from
 
     def make_streams(self, stream_devices: list[str],
-                     high_priority: set[int] | frozenset[int] = frozenset()) -> list[Any]:
+                     high_priority: set[int] | frozenset[int] = frozenset()) -> list[StreamHandle]:
         return [None] * len(stream_devices)  # emulation: priorities cannot exist
 
     def highest_priority(self, device: str) -> int | None:
         return None
 
-    def read_priority(self, stream: Any) -> int | None:
+    def read_priority(self, stream: StreamHandle) -> int | None:
         return None
 
     @contextlib.contextmanager
-    def stream_context(self, stream: Any) -> Iterator[None]:
+    def stream_context(self, stream: StreamHandle) -> Iterator[None]:
         yield
 
     # pre-bound calls for the measure pass (None: nothing to do in emulation)
-    def bound_set_stream(self, stream: Any) -> Callable[[], Any] | None:
+    def bound_set_stream(self, stream: StreamHandle) -> Callable[[], Any] | None:
         return None
 
-    def bound_wait(self, stream: Any, event: Any) -> Callable[[], Any] | None:
+    def bound_wait(self, stream: StreamHandle, event: EventHandle) -> Callable[[], Any] | None:
         return None
 
-    def bound_record(self, event: list[int], stream: Any) -> Callable[[], Any]:
+    def bound_record(self, event: EventHandle, stream: StreamHandle) -> Callable[[], Any]:
+        assert isinstance(event, list), "a CPU-emulation event is what new_event made: a list"
         return partial(_record_now, event)
 
-    def save_streams(self) -> list[Any]:
+    def save_streams(self) -> list[StreamHandle]:
         return []
 
-    def restore_streams(self, saved: list[Any]) -> None:
+    def restore_streams(self, saved: list[StreamHandle]) -> None:
         return None
 
     def new_event(self, device: str) -> list[int]:
         return [0]
 
-    def record(self, event: list[int], stream: Any) -> None:
+    def record(self, event: EventHandle, stream: StreamHandle) -> None:
+        assert isinstance(event, list), "a CPU-emulation event is what new_event made: a list"
         event[0] = time.perf_counter_ns()
 
-    def wait(self, stream: Any, event: Any) -> None:
+    def wait(self, stream: StreamHandle, event: EventHandle) -> None:
         return None  # in-order execution already satisfies every dependency
 
     def synchronize(self) -> None:
@@ -84,7 +97,8 @@ class CpuBackend:
     def calibrate(self) -> float | None:
         return None  # events are host timestamps already
 
-    def event_host_ns(self, event: list[int], device: str) -> float:
+    def event_host_ns(self, event: EventHandle, device: str) -> float:
+        assert isinstance(event, list), "a CPU-emulation event is what new_event made: a list"
         return float(event[0])
 
     def reset_memory(self) -> None:
@@ -108,18 +122,21 @@ class TorchGpuBackend:
     """CUDA or ROCm through torch.cuda: real streams, timing events, anchor clock alignment."""
 
     emulated = False
+    # per device: the calibrated anchor event and its host time (declared here: in __init__ the
+    # parameter ``torch`` hides the module the annotation names)
+    _anchor: dict[str, tuple[torch.cuda.Event, float]]
 
-    def __init__(self, torch: Any, devices: list[str], name: str) -> None:
+    def __init__(self, torch: ModuleType, devices: list[str], name: str) -> None:
         self.torch = torch
         self.devices = devices
         self.name = name
         self.device_clock = "cuda_events" if name == "cuda" else "hip_events"
-        self._anchor: dict[str, tuple[Any, float]] = {}
+        self._anchor = {}
 
     priority_source = "torch.cuda.Stream.priority (read back from each stream; lower is higher)"
 
     def make_streams(self, stream_devices: list[str],
-                     high_priority: set[int] | frozenset[int] = frozenset()) -> list[Any]:
+                     high_priority: set[int] | frozenset[int] = frozenset()) -> list[StreamHandle]:
         """One stream per entry; the indices in ``high_priority`` get the highest priority."""
         Stream = self.torch.cuda.Stream
         return [Stream(device=d, priority=self.highest_priority(d)) if i in high_priority
@@ -130,42 +147,46 @@ class TorchGpuBackend:
         with self.torch.cuda.device(device):
             return int(min(self.torch.cuda.Stream.priority_range()))
 
-    def read_priority(self, stream: Any) -> int | None:
+    def read_priority(self, stream: StreamHandle) -> int | None:
         value = getattr(stream, "priority", None)
         return None if value is None else int(value)
 
-    def stream_context(self, stream: Any) -> Any:
+    def stream_context(self, stream: StreamHandle) -> torch.cuda.StreamContext:
         return self.torch.cuda.stream(stream)
 
     # The measure pass issues an iteration as a flat tuple of these pre-bound calls: setting the
     # current stream once per run of launches on it (what a ``with torch.cuda.stream(s)`` block
     # in a hand-written loop does, without the context object per launch), event waits and
     # records only where a dependency or an end marker needs them.
-    def bound_set_stream(self, stream: Any) -> Callable[[], Any]:
+    def bound_set_stream(self, stream: StreamHandle) -> Callable[[], Any]:
         return partial(self.torch.cuda.set_stream, stream)
 
-    def bound_wait(self, stream: Any, event: Any) -> Callable[[], Any]:
+    def bound_wait(self, stream: StreamHandle, event: EventHandle) -> Callable[[], Any]:
+        assert stream is not None and not isinstance(event, list), "a GPU run's own stream and event"
         return partial(stream.wait_event, event)
 
-    def bound_record(self, event: Any, stream: Any) -> Callable[[], Any]:
+    def bound_record(self, event: EventHandle, stream: StreamHandle) -> Callable[[], Any]:
+        assert not isinstance(event, list), "a GPU event is what new_event made: torch's"
         return partial(event.record, stream)
 
-    def save_streams(self) -> list[Any]:
+    def save_streams(self) -> list[StreamHandle]:
         """The current stream of every device, to put back after a pass set others."""
         return [self.torch.cuda.current_stream(d) for d in self.devices]
 
-    def restore_streams(self, saved: list[Any]) -> None:
+    def restore_streams(self, saved: list[StreamHandle]) -> None:
         for stream in saved:
             self.torch.cuda.set_stream(stream)
 
-    def new_event(self, device: str) -> Any:
+    def new_event(self, device: str) -> torch.cuda.Event:
         with self.torch.cuda.device(device):
             return self.torch.cuda.Event(enable_timing=True)
 
-    def record(self, event: Any, stream: Any) -> None:
+    def record(self, event: EventHandle, stream: StreamHandle) -> None:
+        assert not isinstance(event, list), "a GPU event is what new_event made: torch's"
         event.record(stream)
 
-    def wait(self, stream: Any, event: Any) -> None:
+    def wait(self, stream: StreamHandle, event: EventHandle) -> None:
+        assert stream is not None and not isinstance(event, list), "a GPU run's own stream and event"
         stream.wait_event(event)
 
     def synchronize(self) -> None:
@@ -182,7 +203,7 @@ class TorchGpuBackend:
         worst = 0.0
         for d in self.devices:
             stream = self.torch.cuda.Stream(device=d)
-            best: tuple[float, Any, float] | None = None
+            best: tuple[float, torch.cuda.Event, float] | None = None
             for _ in range(rounds):
                 ev = self.new_event(d)
                 self.torch.cuda.synchronize(d)
@@ -199,7 +220,8 @@ class TorchGpuBackend:
             worst = max(worst, best[0] / 2.0)
         return worst
 
-    def event_host_ns(self, event: Any, device: str) -> float:
+    def event_host_ns(self, event: EventHandle, device: str) -> float:
+        assert not isinstance(event, list), "a GPU event is what new_event made: torch's"
         anchor, anchor_ns = self._anchor[device]
         return anchor_ns + anchor.elapsed_time(event) * 1e6
 

@@ -21,9 +21,13 @@ import tempfile
 import time
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from aorta_tui.hwqueue.metrics import LaunchRecord
+
+if TYPE_CHECKING:  # torch is imported when a capture starts, not to name its types
+    from torch.profiler import profile
 
 DEVICE_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime"}
@@ -31,7 +35,7 @@ MARKER = "aorta_hwq_clock_marker_"
 IMPLAUSIBLE_US = 1.0  # slack for the trace's microsecond rounding
 
 
-def clock_markers(torch: Any, rounds: int, start: int = 0) -> list[tuple[float, float, str]]:
+def clock_markers(torch: ModuleType, rounds: int, start: int = 0) -> list[tuple[float, float, str]]:
     """Profiler annotations with the host clock read just before and after each one opens."""
     out = []
     for i in range(start, start + rounds):
@@ -62,10 +66,10 @@ def estimate_offset(trace: dict[str, Any], markers: Sequence[tuple[float, float,
 class ProfilerCapture:
     """``with ProfilerCapture(torch) as cap: <measured loop>``; then ``cap.trace()``."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: ModuleType) -> None:
         self.torch = torch
         self.markers: list[tuple[float, float, str]] = []
-        self._prof: Any = None
+        self._prof: profile | None = None  # set when the capture is entered
 
     def __enter__(self) -> ProfilerCapture:
         from torch.profiler import ProfilerActivity, profile
@@ -80,6 +84,7 @@ class ProfilerCapture:
 
     def __exit__(self, *exc: object) -> None:
         self.markers += clock_markers(self.torch, 25, start=25)
+        assert self._prof is not None, "__exit__ of a capture that was entered"
         self._prof.__exit__(*exc)
 
     def trace(self, keep: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -89,6 +94,7 @@ class ProfilerCapture:
         fd, path = tempfile.mkstemp(prefix=".aorta-hwq-", suffix=".json", dir=where)
         os.close(fd)
         try:
+            assert self._prof is not None, "trace() of a capture that was entered"
             self._prof.export_chrome_trace(path)
             with open(path, encoding="utf-8") as fh:
                 data = json.load(fh)

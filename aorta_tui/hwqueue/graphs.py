@@ -22,14 +22,19 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import EnvironmentProblem
-from aorta_tui.hwqueue.workloads.base import Launch
+from aorta_tui.hwqueue.workloads.base import Launch, LaunchCall
 
-if TYPE_CHECKING:
-    from aorta_tui.hwqueue.backends import Backend
+if TYPE_CHECKING:  # torch is imported where a run starts, not to name its types
+    import torch
+    from torch.cuda import Event as CudaEvent  # where a parameter ``torch`` hides the module
+
+    from aorta_tui.hwqueue.backends import Backend, StreamHandle
 
 FLOOR_MIN_LAUNCHES = 256  # launch calls per floor round: a few hundred launches
 FLOOR_ROUNDS = 5  # the floor is the fastest round
@@ -43,7 +48,7 @@ class Captured:
 
     plan: list[Launch]
     info: dict[str, Any]
-    graphs: list[Any] = field(default_factory=list)  # kept alive as long as the plan is used
+    graphs: list[torch.cuda.CUDAGraph] = field(default_factory=list)  # kept alive as long as the plan is used
 
 
 def declared_kernels(plan: list[Launch]) -> int | None:
@@ -52,16 +57,19 @@ def declared_kernels(plan: list[Launch]) -> int | None:
     return sum(counts) if len(counts) == len(plan) else None
 
 
-def capture(backend: Backend, streams: list[Any], plan: list[Launch]) -> Captured:
+def capture(backend: Backend, streams: list[StreamHandle], plan: list[Launch]) -> Captured:
     """Capture ``plan`` (one iteration, already warmed up eagerly) and warm the replays up."""
     torch = backend.torch
+    # --graph is refused on --device cpu (QueueRunConfig.validate), so every stream is torch's
+    gpu_streams = [s for s in streams if s is not None]
+    assert len(gpu_streams) == len(streams), "--graph captures on a GPU's streams only"
     t0 = time.perf_counter()
     saved = backend.save_streams()
     try:
         if any(la.waits for la in plan):
-            captured = _capture_whole(torch, streams, plan)
+            captured = _capture_whole(torch, gpu_streams, plan)
         else:
-            captured = _capture_per_stream(torch, streams, plan)
+            captured = _capture_per_stream(torch, gpu_streams, plan)
         for la in captured.plan:  # the first replay uploads the graph: keep it out of the timing
             with torch.cuda.stream(streams[la.stream]):
                 la.fn()
@@ -79,7 +87,7 @@ def capture(backend: Backend, streams: list[Any], plan: list[Launch]) -> Capture
     return captured
 
 
-def _capture_per_stream(torch: Any, streams: list[Any], plan: list[Launch]) -> Captured:
+def _capture_per_stream(torch: ModuleType, streams: list[torch.cuda.Stream], plan: list[Launch]) -> Captured:
     by_stream: dict[int, list[Launch]] = {}
     for la in plan:
         by_stream.setdefault(la.stream, []).append(la)
@@ -99,7 +107,7 @@ def _capture_per_stream(torch: Any, streams: list[Any], plan: list[Launch]) -> C
     return out
 
 
-def _capture_whole(torch: Any, streams: list[Any], plan: list[Launch]) -> Captured:
+def _capture_whole(torch: ModuleType, streams: list[torch.cuda.Stream], plan: list[Launch]) -> Captured:
     """Stream 0 begins the capture; every other stream forks from it, waits through events as
     the plan says, and joins back before the capture ends (it must end on stream 0)."""
     root = streams[0]
@@ -111,7 +119,7 @@ def _capture_whole(torch: Any, streams: list[Any], plan: list[Launch]) -> Captur
         fork.record(root)
         for s in used:
             streams[s].wait_event(fork)
-        done: dict[int, Any] = {}
+        done: dict[int, CudaEvent] = {}
         for j, la in enumerate(plan):
             stream = streams[la.stream]
             for w in la.waits:
@@ -190,7 +198,7 @@ def measure_floors(backend: Backend, plan: list[Launch], stream_devices: list[st
     return _per_kernel(out, kernels)
 
 
-def _graph_floor(backend: Backend, stream: Any, fns: list[Any], reps: int) -> float | str:
+def _graph_floor(backend: Backend, stream: torch.cuda.Stream, fns: list[LaunchCall], reps: int) -> float | str:
     torch = backend.torch
     g = torch.cuda.CUDAGraph()
     try:
@@ -226,12 +234,12 @@ def _per_kernel(out: dict[str, Any], kernels: int | None) -> dict[str, Any]:
     return out
 
 
-def _call_all(fns: list[Any]) -> None:
+def _call_all(fns: list[LaunchCall]) -> None:
     for fn in fns:
         fn()
 
 
-def _round(backend: Backend, issue: Any) -> float:
+def _round(backend: Backend, issue: Callable[[], object]) -> float:
     backend.synchronize()
     t0 = time.perf_counter()
     issue()

@@ -34,7 +34,8 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aorta_tui.core.errors import EnvironmentProblem, UsageError
 from aorta_tui.core.events import Event, Progress, RunWarning
@@ -42,13 +43,14 @@ from aorta_tui.core.phases import PAUSE
 from aorta_tui.core.phases import announce as announce_phase
 from aorta_tui.hwqueue.graphs import declared_kernels
 from aorta_tui.hwqueue.metrics import LaunchRecord
-from aorta_tui.hwqueue.workloads.base import DTYPES, QueueWorkloadContext
+from aorta_tui.hwqueue.workloads.base import DTYPES, Launch, QueueWorkloadContext
 
 if TYPE_CHECKING:
-    from aorta_tui.hwqueue.backends import Backend
+    from aorta_tui.hwqueue.backends import Backend, EventHandle, StreamHandle
     from aorta_tui.hwqueue.cupti import ProfilerCapture
     from aorta_tui.hwqueue.workloads.base import QueueWorkload
     from aorta_tui.trace.device.attach import DeviceSide
+    from aorta_tui.trace.session import TraceSession
 
 SYNC_MODES = ("per_iteration", "end_only", "none")
 TIMINGS = ("auto", "events", "cupti")
@@ -233,16 +235,16 @@ class _Loop:
 
     cfg: QueueRunConfig
     backend: Backend
-    streams: list[Any]
+    streams: list[StreamHandle]
     stream_devices: list[str]
     workload: QueueWorkload
     emit: EventCallback
     total: int  # progress total over all passes
     done: int = 0
     next_iteration: int = 0  # index passed to workload.iteration(); continues across passes
-    replay: list[Any] | None = None  # --graph: the launches that replay the captured graphs
+    replay: list[Launch] | None = None  # --graph: the launches that replay the captured graphs
 
-    def plan(self, index: int) -> list[Any]:
+    def plan(self, index: int) -> list[Launch]:
         return self.replay if self.replay is not None else self.workload.iteration(index)
 
 
@@ -309,7 +311,7 @@ def _execute(cfg: QueueRunConfig, on_event: EventCallback | None, device_side: D
         workload.cleanup()
 
 
-def _warm_up(loop: _Loop) -> tuple[list[Any], dict[str, Any] | None, dict[str, Any], float | None]:
+def _warm_up(loop: _Loop) -> tuple[list[Launch], dict[str, Any] | None, dict[str, Any], float | None]:
     """The warm-up iterations, then (--graph) the capture, the floors and the clock anchor.
     Returns the eager plan, the graph info, the floors and the clock's uncertainty."""
     cfg, backend, streams, workload = loop.cfg, loop.backend, loop.streams, loop.workload
@@ -361,7 +363,7 @@ def _measured_passes(loop: _Loop, detail_n: int, on_event: EventCallback | None,
     return measure, detail, ebpf, ebpf_reason
 
 
-def _floors(cfg: QueueRunConfig, backend: Backend, workload: QueueWorkload, plan: list[Any],
+def _floors(cfg: QueueRunConfig, backend: Backend, workload: QueueWorkload, plan: list[Launch],
             stream_devices: list[str]) -> dict[str, Any]:
     """The eager and graph floors of this run's own launches, measured once per run."""
     from aorta_tui.hwqueue.graphs import measure_floors
@@ -398,8 +400,8 @@ def _run_calls(calls: tuple[Callable[[], Any], ...]) -> None:
         call()
 
 
-def compile_plan(backend: Backend, streams: list[Any], plan: list[Any], sync: dict[int, Any],
-                 ends: dict[int, Any]) -> tuple[Callable[[], Any], ...]:
+def compile_plan(backend: Backend, streams: list[StreamHandle], plan: list[Launch],
+                 sync: dict[int, EventHandle], ends: dict[int, EventHandle]) -> tuple[Callable[[], Any], ...]:
     """One iteration as the flat tuple of calls the measure pass makes, in issue order.
 
     The current stream is set only when the next launch is on another stream (a run of
@@ -407,7 +409,7 @@ def compile_plan(backend: Backend, streams: list[Any], plan: list[Any], sync: di
     a launch's waits come before it, the record others wait on right after it.
     """
     calls: list[Callable[[], Any]] = []
-    current: Any = _NO_STREAM
+    current: object = _NO_STREAM  # compared by identity only
     for j, la in enumerate(plan):
         stream = streams[la.stream]
         for w in la.waits:
@@ -429,10 +431,11 @@ def compile_plan(backend: Backend, streams: list[Any], plan: list[Any], sync: di
 
 
 _NO_STREAM = object()
+_Issued = TypeVar("_Issued")  # what a pass's issue call returns per iteration
 
 
-def _run_iterations(loop: _Loop, plans: list[list[Any]], issue: Callable[[int, list[Any]], Any],
-                    label: str, phase: str) -> tuple[list[float], list[float], list[Any], float]:
+def _run_iterations(loop: _Loop, plans: list[list[Launch]], issue: Callable[[int, list[Launch]], _Issued],
+                    label: str, phase: str) -> tuple[list[float], list[float], list[_Issued], float]:
     """The loop both passes share: host clock at each iteration start, the sync mode, progress.
 
     Returns the start times, the host time after each iteration's last launch call, what
@@ -441,7 +444,7 @@ def _run_iterations(loop: _Loop, plans: list[list[Any]], issue: Callable[[int, l
     clock = time.perf_counter_ns
     starts: list[float] = []
     issued: list[float] = []
-    out: list[Any] = []
+    out: list[_Issued] = []
     every = max(1, len(plans) // 20)
     announce_phase(phase)
     for i, plan in enumerate(plans):
@@ -518,8 +521,8 @@ def _start_capture(backend: Backend, profiler: bool, required: bool
     return capture, None
 
 
-def _event_records(loop: _Loop, plans: list[list[Any]], host: list[Any],
-                   events: list[list[tuple[Any, Any]]]) -> list[LaunchRecord]:
+def _event_records(loop: _Loop, plans: list[list[Launch]], host: list[list[tuple[int, int]]],
+                   events: list[list[tuple[EventHandle, EventHandle]]]) -> list[LaunchRecord]:
     """Each launch's host call and its events' times (the host's own, under CPU emulation)."""
     backend = loop.backend
     records: list[LaunchRecord] = []
@@ -596,13 +599,14 @@ def _priority_info(cfg: QueueRunConfig, backend: Backend, workload: QueueWorkloa
     }
 
 
-def _new_events(backend: Backend, stream_devices: list[str], plan: list[Any]) -> list[tuple[Any, Any]]:
+def _new_events(backend: Backend, stream_devices: list[str],
+                plan: list[Launch]) -> list[tuple[EventHandle, EventHandle]]:
     return [(backend.new_event(stream_devices[la.stream]), backend.new_event(stream_devices[la.stream]))
             for la in plan]
 
 
-def _issue(backend: Backend, streams: list[Any], plan: list[Any],
-           events: list[tuple[Any, Any]]) -> list[tuple[int, int]]:
+def _issue(backend: Backend, streams: list[StreamHandle], plan: list[Launch],
+           events: list[tuple[EventHandle, EventHandle]]) -> list[tuple[int, int]]:
     """Issue one iteration's launches, each between two events and two host clock reads.
 
     A launch's ``waits`` make its stream wait for the end event of earlier launches.
@@ -625,7 +629,7 @@ def _issue(backend: Backend, streams: list[Any], plan: list[Any],
 
 
 def _plain_events(backend: Backend, stream_devices: list[str],
-                  plan: list[Any]) -> tuple[dict[int, Any], dict[int, Any]]:
+                  plan: list[Launch]) -> tuple[dict[int, EventHandle], dict[int, EventHandle]]:
     """Events of a measure-pass iteration: one per launch that others wait on, one end marker
     per stream the iteration uses."""
     needed = {w for la in plan for w in la.waits}
@@ -663,7 +667,7 @@ def _device_side(cfg: QueueRunConfig) -> DeviceSide | None:
 
 
 def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None,
-                  device_side: DeviceSide | None = None) -> tuple[Any, str | None]:
+                  device_side: DeviceSide | None = None) -> tuple[TraceSession | None, str | None]:
     """The tracing engine's session over the measured loop, when asked for.
 
     Asked for but impossible here (no bpftrace, no privilege, no CUDA runtime mapped) raises
@@ -678,7 +682,7 @@ def _ebpf_session(cfg: QueueRunConfig, on_event: EventCallback | None,
                        run_id=cfg.run_id, device_side=device_side), None
 
 
-def _distributed_info(torch: Any) -> dict[str, Any] | None:
+def _distributed_info(torch: ModuleType) -> dict[str, Any] | None:
     """Rank, world size and backend when this run is one rank of a torch.distributed job."""
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized()):

@@ -250,7 +250,9 @@ def _read_repeats(r: dict[str, Any]) -> Repeats:
 def check_result(data: object, where: str, at: str = "") -> None:
     """The shape of a run result as ``compare`` and the CLI read it; ``at`` prefixes field
     paths (``points[2].``) when the result sits inside a sweep."""
-    def need(value: Any, kind: str, field: str, nullable: bool = False) -> Any:
+    # Any out, as require_type's: the value is a file's JSON, checked to be of ``kind`` at
+    # run time (a string picks the kind), which no static type follows
+    def need(value: object, kind: str, field: str, nullable: bool = False) -> Any:
         return require_type(value, kind, where=where, field=at + field, what="queue result",
                             nullable=nullable, hint=HINT)
 

@@ -11,10 +11,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.registry.workload import ConfigField, validate_config
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    # by name: in QueueWorkloadContext's body its field ``torch`` hides the module
+    from torch import Tensor
+    from torch import dtype as TorchDtype
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -50,8 +56,8 @@ class Launch:
 class QueueWorkloadContext:
     """What ``setup`` is given: torch, the dtype, and the device of every stream."""
 
-    torch: Any
-    dtype: Any
+    torch: ModuleType
+    dtype: TorchDtype
     stream_devices: list[str]
     backend: str  # cuda, rocm or cpu
     extra: dict[str, Any] = field(default_factory=dict)
@@ -63,10 +69,10 @@ class QueueWorkloadContext:
     def device(self, stream: int) -> str:
         return self.stream_devices[stream % len(self.stream_devices)]
 
-    def randn(self, *shape: int, stream: int = 0) -> Any:
+    def randn(self, *shape: int, stream: int = 0) -> Tensor:
         return self.torch.randn(*shape, dtype=self.dtype, device=self.device(stream))
 
-    def zeros(self, *shape: int, stream: int = 0) -> Any:
+    def zeros(self, *shape: int, stream: int = 0) -> Tensor:
         return self.torch.zeros(*shape, dtype=self.dtype, device=self.device(stream))
 
 
@@ -115,7 +121,7 @@ class QueueWorkload(ABC):
     # whose answer depends on its parameters overrides ``graph_unsupported_reason``
     graph_unsupported: ClassVar[str | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "config_schema" in vars(cls):
             cls.defaults = {f.name: f.default for f in cls.config_schema}

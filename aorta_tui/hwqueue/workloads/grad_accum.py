@@ -3,6 +3,8 @@ gradients are accumulated early on reduction streams; a final reduce joins the p
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from aorta_tui.hwqueue.workloads.base import (
     Launch,
     QueueWorkload,
@@ -10,6 +12,18 @@ from aorta_tui.hwqueue.workloads.base import (
     split_roles,
 )
 from aorta_tui.registry.workload import ConfigField
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    from torch import Tensor
+
+
+class _MicroBatch(TypedDict):
+    """One micro-batch: the compute stream it runs on, its input, activations and gradient."""
+
+    stream: int
+    x: Tensor
+    y: Tensor
+    g: Tensor
 
 
 class GradAccumulation(QueueWorkload):
@@ -32,7 +46,7 @@ class GradAccumulation(QueueWorkload):
         mb, h = p["micro_batch"], p["hidden"]
         self.compute, self.reduce = split_roles(ctx.streams, 2)
         self.w = ctx.randn(h, h, stream=0) * (h ** -0.5)
-        self.mbs = []
+        self.mbs: list[_MicroBatch] = []
         for m in range(p["micro_batches"]):
             s = self.compute[m % len(self.compute)]
             self.mbs.append({"stream": s, "x": ctx.randn(mb, h, stream=s), "y": ctx.zeros(mb, h, stream=s),
@@ -55,7 +69,7 @@ class GradAccumulation(QueueWorkload):
                           waits=tuple(acc_ids)))
         return out
 
-    def _fwd_bwd(self, d: dict) -> None:
+    def _fwd_bwd(self, d: _MicroBatch) -> None:
         torch = self._torch
         torch.mm(d["x"], self.w, out=d["y"]).relu_()
         torch.mm(d["x"].t(), d["y"], out=d["g"])

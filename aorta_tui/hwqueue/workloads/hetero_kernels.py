@@ -9,11 +9,16 @@ place). Launches are bound once in ``setup``; the plan is the same every iterati
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext, gemm_flops
 from aorta_tui.registry.workload import ConfigField
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 
 class HeteroKernels(QueueWorkload):
@@ -51,7 +56,7 @@ class HeteroKernels(QueueWorkload):
                       for s in small_streams}
         self.plan = self._plan(torch)
 
-    def _plan(self, torch: Any) -> list[Launch]:
+    def _plan(self, torch: ModuleType) -> list[Launch]:
         out: list[Launch] = []
         for i, (a, b, c) in enumerate(self.large):
             out.append(Launch(i, "gemm", partial(torch.mm, a, b, out=c), kernels=1))
@@ -81,6 +86,7 @@ def _small_streams(streams: int) -> list[int]:
     return list(range(n_large, streams)) or list(range(n_large))
 
 
-def _scale_shift(mul: Any, t: Any, o: Any) -> None:
+def _scale_shift(mul: Callable[..., torch.Tensor], t: torch.Tensor, o: torch.Tensor) -> None:
+    # ``mul`` is torch.mul, resolved once in setup
     mul(t, 2.0, out=o)
     o.add_(1.0)

@@ -15,11 +15,15 @@ host one call and the four torch calls, nothing else.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 from aorta_tui.registry.workload import ConfigField
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 FLOP_PER_ELEMENT = 5  # mul, add, abs, clamp (min and max)
 KERNELS_PER_OP = 4  # mul, add_, abs_, clamp_
@@ -60,6 +64,7 @@ class TinyKernelStress(QueueWorkload):
         return float(FLOP_PER_ELEMENT * p["tensor_size"] * p["ops_per_stream"] * len(self.bufs))
 
 
-def _chain(mul: Any, t: Any, o: Any) -> None:
+def _chain(mul: Callable[..., torch.Tensor], t: torch.Tensor, o: torch.Tensor) -> None:
+    # ``mul`` is torch.mul, resolved once in setup
     mul(t, 1.5, out=o)
     o.add_(0.5).abs_().clamp_(0.0, 10.0)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aorta_tui.hwqueue.workloads.base import Launch, QueueWorkload, QueueWorkloadContext
 from aorta_tui.registry.workload import ConfigField
+
+if TYPE_CHECKING:  # torch is imported where a workload runs, not to list it
+    import torch
 
 
 class TorchCompileRegions(QueueWorkload):
@@ -44,7 +47,7 @@ class TorchCompileRegions(QueueWorkload):
         return float(self.params["batch"] * len(self.regions))
 
 
-def _block(x: Any, w1: Any, w2: Any) -> Any:
+def _block(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
     import torch.nn.functional as F
 
     return x + F.gelu(x @ w1) @ w2
