@@ -10,6 +10,7 @@ and then takes SIGHUP with no terminal on stdin, through the TUI's own handler
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -56,15 +57,22 @@ asyncio.run(main())
 """
 
 
+def _as_from_a_terminal() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("how", ["signal", "watcher"])
 def test_a_hangup_asks_the_tuis_engine_runs_to_stop(tmp_path: Path, how: str) -> None:
     (tmp_path / "child.py").write_text(CHILD)
     (tmp_path / "front.py").write_text(FRONT_END)
     got, ready = tmp_path / "got.txt", tmp_path / "ready"
+    # started as a terminal starts it: a SIGHUP ignored by whoever started the suite (nohup, as
+    # CI runs it) would stay ignored in the front end (on purpose: cli/tui_launch), and no
+    # hangup would come
     proc = subprocess.run(
         [sys.executable, str(tmp_path / "front.py"), str(tmp_path / "child.py"), str(got),
          str(ready), how], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": os.getcwd()})
+        env={**os.environ, "PYTHONPATH": os.getcwd()}, preexec_fn=_as_from_a_terminal)
     assert proc.returncode == 129, proc.stderr
     child_pid = int(proc.stdout.split()[0])
     deadline = time.monotonic() + 10
