@@ -26,8 +26,8 @@ def export(
     """Write a run's results as tables: trials, cells and per-step times of a sweep; trials and
     policies of a policy sweep; points, per-stream figures and iterations of a queue result.
 
-    One file per table (trials.csv, cells.csv, steps.csv ...), each written atomically. Needs
-    the `analysis` extra (pandas); parquet also needs pyarrow.
+    One file per table (trials.csv, cells.csv, steps.csv ...), each written atomically. CSV
+    needs nothing extra; parquet needs the `analysis` extra (pandas) and pyarrow.
 
     Example: aorta-tui export aorta-out/T-1/20261201-101500-ab12 --format csv -o tables/
     """

@@ -123,26 +123,13 @@ def next_steps(run_dir: Path) -> list[str]:
     import shlex
 
     run = shlex.quote(str(run_dir))
-    tables = "# trials and cells as tables"
-    if not _installed("pandas"):  # the hint only where the extra is missing
-        tables += " (needs: pip install 'aorta-tui[analysis]')"
     return ["next:",
             "  # the matrix in the TUI",
             f"  aorta-tui attach {run}",
-            f"  {tables}",
+            "  # trials and cells as CSV tables (no extra needed)",
             f"  aorta-tui export {run} --format csv",
             "  # what a ticket archive would redact; then -o ticket.tar.gz",
             f"  aorta-tui bundle {run} --review"]
-
-
-def _installed(module: str) -> bool:
-    """Whether ``module`` can be imported, found without importing it (pandas costs 0.3 s)."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # ValueError: blocked in sys.modules (set to None)
-        return False
 
 
 def cell_mark(c: dict[str, Any]) -> str:

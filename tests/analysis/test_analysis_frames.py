@@ -122,14 +122,36 @@ def test_policy_sweep_and_queue_result_as_frames(tmp_path):
     assert proc.returncode == 0 and (tmp_path / "q-export" / "per_stream.csv").is_file()
 
 
-def test_without_pandas_the_error_names_the_extra(run_dir, tmp_path):
-    code = ("import sys; sys.modules['pandas'] = None; sys.argv = ['aorta-tui', 'export', "
-            f"{str(run_dir)!r}, '-o', 'x']; from aorta_tui.cli.main import run; run()")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+def _without_pandas(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a process where ``import pandas`` fails, as on a fresh install."""
+    code = (f"import sys; sys.modules['pandas'] = None; sys.argv = {['aorta-tui', *argv]!r}; "
+            "from aorta_tui.cli.main import run; run()")
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True,
                           text=True, timeout=60)
+
+
+def test_csv_needs_no_pandas_and_writes_what_it_writes_with_pandas(run_dir, tmp_path):
+    """The quickstart's next step on a fresh install: the same bytes as with the extra."""
+    bare = _without_pandas(["export", str(run_dir), "-o", "bare"], tmp_path)
+    assert bare.returncode == 0, bare.stderr
+    assert aorta("export", str(run_dir), "-o", "full", cwd=tmp_path).returncode == 0
+    names = sorted(p.name for p in (tmp_path / "bare").iterdir())
+    assert names == ["cells.csv", "steps.csv", "trials.csv"]
+    for name in names:
+        assert (tmp_path / "bare" / name).read_bytes() == (tmp_path / "full" / name).read_bytes()
+
+
+def test_without_pandas_parquet_and_the_frames_name_the_extra(run_dir, tmp_path):
+    proc = _without_pandas(["export", str(run_dir), "--format", "parquet", "-o", "x"], tmp_path)
     assert proc.returncode == 3, proc.stderr
     assert "pandas is not installed" in proc.stderr and "aorta-tui[analysis]" in proc.stderr
     assert not (tmp_path / "x").exists()
+    code = ("import sys; sys.modules['pandas'] = None\nfrom aorta_tui.core.errors import AortaError\n"
+            f"from aorta_tui.analysis import load\ntry: load({str(run_dir)!r})\n"
+            "except AortaError as e: print(e.exit_code, e.hint)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split(None, 1) == ["3", "pip install 'aorta-tui[analysis]' (or: pip "
+                                         "install 'pandas>=2')\n"], out.stderr
 
 
 def test_importing_analysis_does_not_import_pandas():

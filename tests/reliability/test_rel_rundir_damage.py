@@ -271,7 +271,7 @@ RUN_DIR_READERS = [
     "store/run_store.py", "store/journal_follow.py", "sweep/orchestrator.py",
     "policy/evaluator.py", "policy/report.py", "hwqueue/sweep.py", "tui/matrix_state.py",
     "tui/logs.py", "cli/sinks.py", "cli/attach_cmd.py", "cli/follow_plain.py",
-    "bundle/archive.py", "analysis/frames.py", "sweep/snapshots.py", "executor/placement.py",
+    "bundle/archive.py", "analysis/tables.py", "sweep/snapshots.py", "executor/placement.py",
 ]
 # Reads that are not of a run directory, each with its reason.
 NOT_RUN_DIR = {
