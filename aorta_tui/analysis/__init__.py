@@ -6,8 +6,9 @@ For notebooks and scripts (docs/analysis.md)::
     frames = load("aorta-out/T-1/20261201-101500-ab12")   # {"trials": df, "cells": df, "steps": df}
 
 pandas is an optional extra (``pip install 'aorta-tui[analysis]'``); without it every loader
-raises :class:`~aorta_tui.core.errors.EnvironmentProblem` naming the extra. Importing this
-package does not import pandas.
+raises :class:`~aorta_tui.core.errors.EnvironmentProblem` naming the extra, while
+:func:`load_tables` returns the same tables as plain rows (what ``export --format csv`` writes).
+Importing this package does not import pandas.
 """
 
 from __future__ import annotations
@@ -19,5 +20,7 @@ from aorta_tui.analysis.frames import (
     load_run,
     require_pandas,
 )
+from aorta_tui.analysis.tables import Table, load_tables
 
-__all__ = ["load", "load_policy_sweep", "load_queue", "load_run", "require_pandas"]
+__all__ = ["Table", "load", "load_policy_sweep", "load_queue", "load_run", "load_tables",
+           "require_pandas"]
