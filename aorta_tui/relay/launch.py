@@ -126,12 +126,12 @@ def cancel_run(run_dir: str | Path, *, sig: int = signal.SIGINT) -> int:
     holder = lock_holder(Path(run_dir))
     if holder is None:
         raise RunDirError(f"{run_dir} is not running", hint="nothing to cancel; resume it to continue")
-    if "pid" not in holder:
+    if holder.pid is None:
         # Held, and the lock file does not name a live process (yet): signalling a guessed pid
         # could hit an unrelated process.
         raise RunDirError(f"{run_dir} is running, and its orchestrator's pid is not known yet",
                           hint="try again in a moment")
-    pid = int(holder["pid"])
+    pid = holder.pid
     try:
         os.kill(pid, sig)
     except ProcessLookupError:

@@ -11,11 +11,12 @@ import socket
 import stat
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from aorta_tui.core.errors import AortaError, RunDirError, UsageError
-from aorta_tui.core.inputs import describe_kind, open_input
+from aorta_tui.core.inputs import describe_kind, open_input, parse_json_text
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.store.naming import LOCK
 
@@ -41,16 +42,55 @@ def _process_start(pid: int) -> float | None:
     return None if boot is None else boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _holder_is_live(info: dict[str, Any]) -> bool:
+@dataclass(frozen=True)
+class LockHolder:
+    """The one line the holder writes into ``.lock`` after it takes the lock: its pid, its host
+    and when it took the lock. ``pid`` None: a lock known to be held by a process that cannot be
+    named (the file does not name a live one). The file is in an untrusted run directory: a line
+    that is not such a record reads as that unnamed holder, never as a guessed pid."""
+
+    pid: int | None = None
+    host: str | None = None
+    started_at: float | None = None
+
+    @classmethod
+    def mine(cls) -> LockHolder:
+        return cls(os.getpid(), socket.gethostname(), time.time())
+
+    def to_line(self) -> bytes:
+        """The bytes ``json.dumps({"pid", "host", "started_at"}) + "\\n"`` wrote, key order kept."""
+        return (json.dumps({"pid": self.pid, "host": self.host,
+                            "started_at": self.started_at}) + "\n").encode()
+
+    @classmethod
+    def from_line(cls, line: bytes | str) -> LockHolder:
+        """The record of one line; an unreadable line, a field of the wrong type or a pid that
+        is no process id (0, negative, a bool) is the unnamed holder (``LockHolder()``)."""
+        try:  # bounded nesting: a line of 4,096 "[" raised RecursionError through json.loads
+            info = parse_json_text(line.decode() if isinstance(line, bytes) else line or "{}",
+                                   where=LOCK, what="lock file")
+        except (UsageError, UnicodeDecodeError):
+            return cls()
+        if not isinstance(info, dict):
+            return cls()
+        pid, host, at = info.get("pid"), info.get("host"), info.get("started_at")
+        if not (isinstance(pid, int) and not isinstance(pid, bool) and pid > 0) \
+                or not (host is None or isinstance(host, str)) \
+                or not (at is None or isinstance(at, (int, float)) and not isinstance(at, bool)):
+            return cls()
+        return cls(pid, host, None if at is None else float(at))
+
+
+def _holder_is_live(info: LockHolder) -> bool:
     """True when the lock file's pid is a running process that could be the one that wrote it.
 
     The file is rewritten by each new holder just *after* it takes the lock, so for a moment it
     still names the previous (dead) holder; and a dead holder's pid may have been reused.
     """
-    pid = info.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    pid = info.pid
+    if pid is None:
         return False
-    if info.get("host") not in (None, socket.gethostname()):
+    if info.host not in (None, socket.gethostname()):
         return True  # another machine's process (a shared filesystem): it cannot be checked
     try:
         os.kill(pid, 0)
@@ -59,39 +99,34 @@ def _holder_is_live(info: dict[str, Any]) -> bool:
     except PermissionError:
         pass  # alive, owned by someone else
     started_proc = _process_start(pid)
-    started_lock = info.get("started_at")
-    if started_proc is not None and isinstance(started_lock, (int, float)):
-        return started_proc <= float(started_lock) + 2.0  # a later process reused the pid
+    if started_proc is not None and info.started_at is not None:
+        return started_proc <= info.started_at + 2.0  # a later process reused the pid
     return True
 
 
-def _read_holder(fh: IO[bytes]) -> dict[str, Any]:
+def _read_holder(fh: IO[bytes]) -> LockHolder:
     fh.seek(0)
-    try:
-        info = json.loads(fh.readline(4096) or "{}")
-    except ValueError:
-        return {}
-    return info if isinstance(info, dict) else {}
+    return LockHolder.from_line(fh.readline(4096))
 
 
-def _live_holder(fh: IO[bytes], wait_s: float = 1.0) -> dict[str, Any]:
-    """The holder's record once it names a live process; ``{}`` when it never does in ``wait_s``
-    (the holder is known to exist, it just cannot be named)."""
+def _live_holder(fh: IO[bytes], wait_s: float = 1.0) -> LockHolder:
+    """The holder's record once it names a live process; the unnamed holder when it never does
+    in ``wait_s`` (the holder is known to exist, it just cannot be named)."""
     deadline = time.monotonic() + wait_s
     while True:
         info = _read_holder(fh)
         if _holder_is_live(info):
             return info
         if time.monotonic() >= deadline:
-            return {}
+            return LockHolder()
         time.sleep(0.02)
 
 
-def describe_holder(info: dict[str, Any]) -> str:
-    if not info.get("pid"):
+def describe_holder(info: LockHolder) -> str:
+    if info.pid is None:
         return "another process (its pid is not known: the lock file does not name a live process)"
-    host = f" on {info['host']}" if info.get("host") else ""
-    return f"pid {info['pid']}{host}"
+    host = f" on {info.host}" if info.host else ""
+    return f"pid {info.pid}{host}"
 
 
 def _sweep_refusal(run_dir: Path, holder: str) -> AortaError:
@@ -136,12 +171,11 @@ class RunLock:
             holder = describe_holder(_live_holder(fh))
             fh.close()
             raise self._refusal(self.path.parent, holder)
-        line = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                           "started_at": time.time()}) + "\n"
+        line = LockHolder.mine().to_line()
         # One write at offset 0, then cut what is left of the previous holder's line: a reader
         # sees the old line or the new one, never an empty file.
-        os.pwrite(fh.fileno(), line.encode(), 0)
-        os.ftruncate(fh.fileno(), len(line.encode()))
+        os.pwrite(fh.fileno(), line, 0)
+        os.ftruncate(fh.fileno(), len(line))
         self._fh = fh
 
     def release(self) -> None:
@@ -189,11 +223,11 @@ def _open_lock_at(fs: RunDirFS, path: Path, *, create: bool) -> IO[bytes] | None
     return os.fdopen(fd, "r+b")
 
 
-def lock_holder(run_dir: Path) -> dict[str, Any] | None:
+def lock_holder(run_dir: Path) -> LockHolder | None:
     """The orchestrator holding the run's lock, or ``None`` when nobody runs it.
 
-    A held lock whose file does not (yet) name a live process gives ``{}``: someone runs it, and
-    its pid is not known. A dead pid is never returned. A lock that cannot be opened (missing,
+    A held lock whose file does not (yet) name a live process gives ``LockHolder()`` (pid None):
+    someone runs it, and its pid is not known. A dead pid is never returned. A lock that cannot be opened (missing,
     damaged: not a regular file, another user's) is nobody's.
     """
     path = Path(run_dir) / LOCK

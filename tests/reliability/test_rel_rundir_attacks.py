@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from aorta_tui.core.errors import EnvironmentProblem, RunDirError
-from aorta_tui.store.lock import RunLock, lock_holder
+from aorta_tui.store.lock import LockHolder, RunLock, lock_holder
 from aorta_tui.store.naming import LOCK
 from aorta_tui.store.run_create import create_run_dir
 from aorta_tui.store.run_list import list_runs
@@ -285,7 +285,7 @@ def test_lock_refusal_never_names_a_dead_pid(tmp_path: Path) -> None:
             RunLock(tmp_path).acquire()
         assert str(dead) not in exc.value.message
         assert "pid is not known" in exc.value.message
-        assert lock_holder(tmp_path) == {}  # held, holder unknown: never the dead pid
+        assert lock_holder(tmp_path) == LockHolder()  # held, holder unknown: never the dead pid
     finally:
         holder.kill()
         holder.wait()

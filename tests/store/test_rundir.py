@@ -38,7 +38,8 @@ def test_second_holder_is_refused_with_the_holders_pid(tmp_path: Path):
         with pytest.raises(RunDirError) as exc:
             RunLock(tmp_path).acquire()
         assert str(holder.pid) in exc.value.message
-        assert lock_holder(tmp_path)["pid"] == holder.pid
+        found = lock_holder(tmp_path)
+        assert found is not None and found.pid == holder.pid
     finally:
         holder.kill()
         holder.wait()
