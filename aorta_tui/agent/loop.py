@@ -7,6 +7,10 @@ own record is ``<output>/<ticket>/agent-<id>/``: ``recipe.yaml`` (the recipe it 
 ``iter-NN.yaml`` (each iteration's recipe), ``agent.json`` (the state, rewritten atomically
 after every step, so Ctrl-C loses nothing that finished and ``--resume`` continues) and
 ``agent.md``.
+
+The loop works on the typed state (``state.AgentState``, frozen: each step makes a new value)
+and never prints: it emits the one event stream (``core/events.py``) to the callback its caller
+hands :func:`run`; the CLI picks lines for a person or ``--json``'s event lines.
 """
 
 from __future__ import annotations
