@@ -28,11 +28,13 @@ from aorta_tui.core.secrets import mask_env
 from aorta_tui.core.text import inert as text_inert
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from types import ModuleType
 
     from openai import OpenAI
     from openai.types.chat import ChatCompletionMessageParam
 
+    from aorta_tui.agent.state import AgentState, CellResult, LlmSettings
     from aorta_tui.registry.registry import Registry
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -69,16 +71,21 @@ def require_client() -> ModuleType:
     return openai
 
 
-def build_request(state: dict[str, Any], registry: Registry,
-                  tried: dict[tuple[str, ...], dict[str, Any]], slots: int) -> LlmRequest:
+def build_request(state: AgentState, registry: Registry,
+                  tried: Mapping[tuple[str, ...], CellResult], slots: int) -> LlmRequest:
     # a secret-named variable's value (--env-candidate HF_TOKEN=...) is never sent: its name
     # and the mask stand for it
-    candidates = {n: mask_env(registry.mitigation(n).env) for n in state["candidates"]}
+    if state.llm is None:  # a hand-edited agent.json: proposer llm, its settings gone
+        raise UsageError("agent.json: proposer llm without its llm settings (model, server)",
+                         hint="start the agent again with --proposer llm --llm-model NAME")
+    candidates = {n: mask_env(registry.mitigation(n).env) for n in state.candidates}
     keep = ("failure_rate", "error_rate", "trials", "step_time_ratio", "step_time_p50_s")
-    tried_rows = [{"mitigations": list(k), **{f: v.get(f) for f in keep}} for k, v in tried.items()]
-    user = {"goal": state["goal"], "slots": slots, "candidates": candidates,
-            "tried": tried_rows, "baseline": {f: (state.get("baseline") or {}).get(f) for f in keep}}
-    return LlmRequest(state["llm"]["model"], (
+    tried_rows = [{"mitigations": list(k), **{f: getattr(v, f) for f in keep}}
+                  for k, v in tried.items()]
+    base = state.baseline
+    user = {"goal": state.goal, "slots": slots, "candidates": candidates, "tried": tried_rows,
+            "baseline": {f: getattr(base, f) if base is not None else None for f in keep}}
+    return LlmRequest(state.llm.model, (
         LlmMessage("system", SYSTEM), LlmMessage("user", json.dumps(user, sort_keys=True))))
 
 
@@ -102,13 +109,13 @@ class BadProposal(EnvironmentProblem):
                                                "--resume AGENT_DIR` asks the server again")
 
 
-def ask(state: dict[str, Any], request: LlmRequest) -> str:
+def ask(llm: LlmSettings, request: LlmRequest) -> str:
     """The text of the server's answer, within the request's deadline."""
     openai = require_client()
-    timeout_s = float(state["llm"].get("timeout_s") or DEFAULT_TIMEOUT_S)
+    timeout_s = float(llm.timeout_s or DEFAULT_TIMEOUT_S)
     # no redirect is followed: a 3xx is refused and named (the request body, the goal and
     # the tried cells, would otherwise go to whatever host the server names)
-    client = openai.OpenAI(base_url=state["llm"]["base_url"],
+    client = openai.OpenAI(base_url=llm.base_url,
                            api_key=os.environ.get("OPENAI_API_KEY") or "unset", max_retries=0,
                            timeout=timeout_s,
                            http_client=openai.DefaultHttpxClient(follow_redirects=False,
@@ -202,7 +209,7 @@ def inert(text: object, limit: int = MAX_TEXT_CHARS) -> str:
     return text_inert(text, limit)
 
 
-def parse_answer(text: str, candidates: list[str], tried: dict[tuple[str, ...], Any],
+def parse_answer(text: str, candidates: Sequence[str], tried: Mapping[tuple[str, ...], object],
                  conflicts: Conflicts, slots: int) -> Proposal:
     """The answer as a proposal, or a :class:`BadProposal` saying what is wrong with it
     (nothing runs)."""

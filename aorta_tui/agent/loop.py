@@ -7,6 +7,10 @@ own record is ``<output>/<ticket>/agent-<id>/``: ``recipe.yaml`` (the recipe it 
 ``iter-NN.yaml`` (each iteration's recipe), ``agent.json`` (the state, rewritten atomically
 after every step, so Ctrl-C loses nothing that finished and ``--resume`` continues) and
 ``agent.md``.
+
+The loop works on the typed state (``state.AgentState``, frozen: each step makes a new value)
+and never prints: it emits the one event stream (``core/events.py``) to the callback its caller
+hands :func:`run`; the CLI picks lines for a person or ``--json``'s event lines.
 """
 
 from __future__ import annotations
@@ -18,14 +22,38 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from aorta_tui.agent.proposer import Conflicts, Proposal, builtin_propose, cell_figures, score
-from aorta_tui.agent.state import KIND, SCHEMA_VERSION, AgentState
+from aorta_tui.agent.proposer import (
+    Conflicts,
+    Figures,
+    Proposal,
+    builtin_propose,
+    cell_figures,
+    score,
+)
+from aorta_tui.agent.state import (
+    AgentState,
+    Baseline,
+    CellResult,
+    Evidence,
+    EvidenceFigures,
+    Iteration,
+    LlmSettings,
+    Recommendation,
+)
 from aorta_tui.core import spawn_gate
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, ExitCode, UsageError
+from aorta_tui.core.events import (
+    Event,
+    Progress,
+    ResultWritten,
+    RunFinished,
+    RunStarted,
+    RunWarning,
+)
 from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
@@ -118,34 +146,33 @@ def start(req: AgentRequest) -> tuple[Path, dict[str, dict[str, str]]]:
     candidates = _candidates(req, registry, settings)
     _check_budget_and_output(req, plan)
     agent_dir, env_sidecar = _create_agent_dir(req, recipe.ticket or "untitled", settings)  # as the sweep names it
-    state = {
-        "schema_version": SCHEMA_VERSION, "kind": KIND, "status": "running",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "proposer": req.proposer, "llm": llm,
-        "goal": req.goal, "budget": req.budget, "per_iteration": req.per_iteration,
-        "trials_used": 0, "recipe": "recipe.yaml", "recipe_source": str(req.recipe),
-        "mode": recipe.mode, "command": list(req.command), "output": str(req.output.resolve()),
-        "candidates": candidates, "mitigation_files": [str(f.resolve()) for f in [*req.mitigation_files, *env_sidecar]],
-        "no_snapshot": req.no_snapshot, "baseline": None, "iterations": [],
-        "recommendation": None,
+    state = AgentState(
+        status="running", created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), proposer=req.proposer,
+        llm=llm, goal=req.goal, budget=req.budget, per_iteration=req.per_iteration,
+        trials_used=0, recipe="recipe.yaml", recipe_source=str(req.recipe), mode=recipe.mode,
+        command=tuple(req.command), output=str(req.output.resolve()),
+        candidates=tuple(candidates),
+        mitigation_files=tuple(str(f.resolve()) for f in [*req.mitigation_files, *env_sidecar]),
+        no_snapshot=req.no_snapshot,
         # name -> variable of each secret setting; its value is in memory only (a resume
         # asks for it again)
-        "secret_candidates": {name: next(iter(env)) for name, env in secrets.items()},
-    }
+        secret_candidates={name: next(iter(env)) for name, env in secrets.items()})
     save(agent_dir, state)
     return agent_dir, secrets
 
 
-def _llm_settings(req: AgentRequest) -> dict[str, object] | None:
+def _llm_settings(req: AgentRequest) -> LlmSettings | None:
     """The llm proposer's settings, checked (its client installed, the gate); None: builtin."""
-    llm: dict[str, object] | None = None
+    llm: LlmSettings | None = None
     if req.proposer == "llm":
         from aorta_tui.agent import llm as llm_mod
 
-        llm = dict(llm_mod.settings(req.llm_model, req.llm_base_url))
+        given = llm_mod.settings(req.llm_model, req.llm_base_url)
         if not req.llm_timeout > 0 or req.llm_timeout != req.llm_timeout:
             raise UsageError(f"--llm-timeout {req.llm_timeout:g}: expected a number of seconds "
                              "above 0", hint="--llm-timeout 120 (the whole request's deadline)")
-        llm["timeout_s"] = req.llm_timeout
+        llm = LlmSettings(model=str(given["model"]), base_url=given["base_url"],
+                          timeout_s=req.llm_timeout)
         llm_mod.require_client()
         check_gate(req.yes)
     elif req.proposer != "builtin":
@@ -238,30 +265,72 @@ def load_state(agent_dir: Path) -> AgentState:
     return AgentState.from_json(path)
 
 
-def save(agent_dir: Path, state: dict[str, Any]) -> AgentState:
-    """Write the loop's record (the document's JSON form, which it fills in step by step)
-    through the one reader and serializer: agent.json is always a well-typed AgentState."""
+def save(agent_dir: Path, state: AgentState) -> AgentState:
+    """Write agent.json (the one serializer) and agent.md, each atomically."""
     from aorta_tui.agent.page import render_markdown
     from aorta_tui.core.atomic import atomic_write_json, atomic_write_text
 
-    path = agent_dir / "agent.json"
-    typed = AgentState.from_dict(state, where=str(path))
-    atomic_write_json(path, typed.to_json())
-    atomic_write_text(agent_dir / "agent.md", render_markdown(typed))
-    return typed
+    atomic_write_json(agent_dir / "agent.json", state.to_json())
+    atomic_write_text(agent_dir / "agent.md", render_markdown(state))
+    return state
+
+
+def _ignore(_event: Event) -> None:
+    return None
+
+
+class _Record:
+    """The loop's state as it goes and where it is kept. Each step puts a new value here
+    (the values are frozen); :meth:`save` writes it. How the loop stops (Ctrl-C, an error) is
+    recorded over the last value put, saved or not, so agent.json says how far it got."""
+
+    def __init__(self, agent_dir: Path, state: AgentState, emit: Callable[[Event], None]) -> None:
+        self.agent_dir = agent_dir
+        self.state = state
+        self.emit = emit
+        self.run_id = agent_dir.name  # agent-<id>: every event of this agent carries it
+
+    def put(self, it: Iteration) -> Iteration:
+        self.state = self.state.put_iteration(it)
+        return it
+
+    def iteration(self, index: int) -> Iteration:
+        """The iteration of ``index`` as last put (a step may have replaced the caller's)."""
+        return next(it for it in self.state.iterations if it.index == index)
+
+    def save(self) -> AgentState:
+        return save(self.agent_dir, self.state)
+
+    def progress(self, message: str) -> None:
+        """A step as a person reads it; the trials used of the budget as the progress."""
+        self.emit(Progress(self.run_id, done=self.state.trials_used, total=self.state.budget,
+                           message=message))
+
+    def finished(self, status: str, exit_code: int, **summary: object) -> None:
+        """The stream's last event: agent.json's document whole in ``summary["result"]``."""
+        self.emit(RunFinished(self.run_id, status=status, exit_code=exit_code,
+                              summary={**summary, "result": self.state.to_json()}))
 
 
 # -- the loop ------------------------------------------------------------------------------
-def run(agent_dir: Path, say: Callable[[str], None] = print, *, yes: bool = False,
+def run(agent_dir: Path, on_event: Callable[[Event], None] = _ignore, *, yes: bool = False,
         confirm: Callable[[str], bool] | None = None,
         secrets: dict[str, dict[str, str]] | None = None,
         resume_settings: list[str] | None = None) -> AgentState:
     """Run (or continue) the loop until the goal, the budget or the end of the proposals.
+    ``on_event`` gets the agent's events (docs/cli.md): ``run_started`` first, a progress per
+    iteration started and finished, the iterations' sweeps' warnings, ``run_finished`` last
+    (also when it stops on Ctrl-C or an error, before that goes on up).
     ``secrets``: the secret settings' values (from :func:`start`); a resume gives them again
     as ``resume_settings`` (``--env-candidate VAR=VALUE``)."""
     typed = load_state(agent_dir)
+    rec = _Record(agent_dir, typed, on_event)
+    on_event(RunStarted(rec.run_id, source="agent", run_dir=str(agent_dir.resolve()),
+                        total=typed.budget,
+                        resumed=bool(typed.iterations), already_done=typed.trials_used))
     if typed.status in FINISHED:
-        say(f"agent already finished ({typed.status}): {agent_dir / 'agent.md'}")
+        rec.progress(f"agent already finished ({typed.status}): {agent_dir / 'agent.md'}")
+        rec.finished("completed", 0)
         return typed
     if secrets is None:
         from aorta_tui.agent import env_candidates
@@ -271,81 +340,83 @@ def run(agent_dir: Path, say: Callable[[str], None] = print, *, yes: bool = Fals
     gated = typed.proposer == "llm" and not yes
     if gated:
         check_gate(yes)
-    # the loop records each step into the document's JSON form (save() types it again)
-    state: dict[str, Any] = typed.to_json()
-    state["status"] = "running"  # a resume after an error or a Ctrl-C runs again
+    rec.state = replace(typed, status="running")  # a resume after an error or a Ctrl-C runs again
     try:
-        return _loop(agent_dir, state, say, gated, confirm, secrets)
+        _loop(rec, gated, confirm, secrets)
     except KeyboardInterrupt:
-        _stopped(agent_dir, state, "interrupted", "interrupted (Ctrl-C); --resume continues")
+        _stopped(rec, "interrupted", "interrupted (Ctrl-C); --resume continues")
+        rec.finished("interrupted", int(ExitCode.INTERRUPTED))
         raise
     except AortaError as exc:  # agent.json says how it ended, never "running"
-        _stopped(agent_dir, state, "error", exc.message)
+        _stopped(rec, "error", exc.message)
+        rec.emit(RunWarning(rec.run_id, message=exc.render(), code="error"))
+        rec.finished("failed", int(exc.exit_code), error=exc.render())
         raise
+    rec.finished("completed", 0)
+    return rec.state
 
 
-def _stopped(agent_dir: Path, state: dict[str, Any], status: str, why: str) -> None:
+def _stopped(rec: _Record, status: str, why: str) -> None:
     """Record how the loop stopped (not a finish: ``--resume`` goes on from here)."""
     from aorta_tui.agent.llm import inert
 
-    state["status"] = status
-    state["stop_reason"] = inert(why, 500)
+    rec.state = replace(rec.state, status=status, stop_reason=inert(why, 500))
     with contextlib.suppress(OSError, AortaError):  # the error being raised says more
-        save(agent_dir, state)
+        rec.save()
 
 
-def _loop(agent_dir: Path, state: dict[str, Any], say: Callable[[str], None], gated: bool,
-          confirm: Callable[[str], bool] | None, secrets: dict[str, dict[str, str]]
-          ) -> AgentState:
-    goal = check_goal(state["goal"])
-    registry = _registry([Path(f) for f in state["mitigation_files"]], secrets)
+def _loop(rec: _Record, gated: bool, confirm: Callable[[str], bool] | None,
+          secrets: dict[str, dict[str, str]]) -> None:
+    goal = check_goal(rec.state.goal)
+    registry = _registry([Path(f) for f in rec.state.mitigation_files], secrets)
     while True:
-        it = _next_iteration(agent_dir, state, registry, secrets)
+        it = _next_iteration(rec, registry, secrets)
         if it is None:
             break
-        if gated and it["index"] > 0 and it["status"] == "planned" and \
+        if gated and it.index > 0 and it.status == "planned" and \
                 not (confirm or ask)(_describe(it)):
-            its = state["iterations"]
-            its.pop()
-            state["status"] = "declined"
-            state["stop_reason"] = f"proposal {it['index']} declined at the approval gate"
-            state["recommendation"] = _no_recommendation(state, state["stop_reason"])
+            why = f"proposal {it.index} declined at the approval gate"
+            state = replace(rec.state, iterations=rec.state.iterations[:-1], status="declined",
+                            stop_reason=why)
+            rec.state = replace(state, recommendation=_no_recommendation(state, why))
             break
-        _run_iteration(agent_dir, state, it, say, secrets)
-        _read_iteration(state, it, goal)
-        save(agent_dir, state)
-        best = min(it["cells"], key=lambda c: (score(c), c["cell"])) if it["cells"] else None
-        say(f"iteration {it['index']}: {len(it['cells'])} cells, {it['trials']} trials "
-            f"({state['trials_used']}/{state['budget']} used); "
-            + (f"best {best['cell']}: {cell_figures(best)}" if best else "no cells"))
-        if _finish_if_done(state, it):
+        it = _run_iteration(rec, it, secrets)
+        it = _read_iteration(rec, it, goal)
+        rec.save()
+        best = min(it.cells, key=lambda c: (score(c), c.cell or "")) if it.cells else None
+        rec.progress(f"iteration {it.index}: {len(it.cells)} cells, {it.trials} trials "
+                     f"({rec.state.trials_used}/{rec.state.budget} used); "
+                     + (f"best {best.cell}: {cell_figures(best)}" if best else "no cells"))
+        if it.run_dir:  # the iteration's sweep and its matrix, for a script to open
+            rec.emit(ResultWritten(rec.run_id, path=str(Path(it.run_dir) / "matrix.json"),
+                                   what="matrix.json"))
+        if _finish_if_done(rec, it):
             break
-    return save(agent_dir, state)
+    rec.save()
 
 
-def _next_iteration(agent_dir: Path, state: dict[str, Any], registry: Registry,
-                    secrets: dict[str, dict[str, str]]) -> dict[str, Any] | None:
-    its = state["iterations"]
-    if its and its[-1]["status"] in ("running", "interrupted"):
+def _next_iteration(rec: _Record, registry: Registry,
+                    secrets: dict[str, dict[str, str]]) -> Iteration | None:
+    its = rec.state.iterations
+    if its and its[-1].status in ("running", "interrupted"):
         return its[-1]  # cut short: continue it (its sweep resumes from its journal)
     index = len(its)
-    it: dict[str, Any] | None
+    it: Iteration | None
     if index == 0:
-        it = {"index": 0, "status": "planned", "recipe": "recipe.yaml", "run_dir": None,
-              "proposed": [], "reasons": [], "note": "the baseline: the recipe as given",
-              "cells": [], "trials": 0}
+        it = Iteration(index=0, status="planned", recipe="recipe.yaml", run_dir=None,
+                       note="the baseline: the recipe as given")
     else:
-        it = _propose(agent_dir, state, registry, index, secrets)
+        it = _propose(rec, registry, index, secrets)
         if it is None:
             return None
-    its.append(it)
-    save(agent_dir, state)
+    rec.put(it)
+    rec.save()
     return it
 
 
-def _describe(it: dict[str, Any]) -> str:
-    lines = [f"iteration {it['index']}: {it['note']}"]
-    lines += [f"  {' + '.join(c)}: {why}" for c, why in zip(it["proposed"], it["reasons"],
+def _describe(it: Iteration) -> str:
+    lines = [f"iteration {it.index}: {it.note}"]
+    lines += [f"  {' + '.join(c)}: {why}" for c, why in zip(it.proposed, it.reasons,
                                                              strict=False)]
     return "\n".join(lines)
 
@@ -360,30 +431,33 @@ def ask(text: str, out: TextIO | None = None) -> bool:
     return answer.strip().lower() in ("y", "yes")  # "" at end of input: no
 
 
-def _trials_per_cell(state: dict[str, Any]) -> int:
-    base = state.get("baseline") or {}
-    return max(1, int(base.get("trials") or 1))
+def _trials_per_cell(state: AgentState) -> int:
+    base = state.baseline
+    return max(1, int((base.trials if base is not None else None) or 1))
 
 
-def _propose(agent_dir: Path, state: dict[str, Any], registry: Registry, index: int,
-             secrets: dict[str, dict[str, str]]) -> dict[str, Any] | None:
+def _propose(rec: _Record, registry: Registry, index: int,
+             secrets: dict[str, dict[str, str]]) -> Iteration | None:
+    """The next iteration, planned and checked (its recipe written); None when the proposer
+    has nothing more or the budget cannot pay for it (``rec.state`` then says why)."""
+    state, agent_dir = rec.state, rec.agent_dir
     per_cell = _trials_per_cell(state)
-    left = state["budget"] - state["trials_used"]
-    slots = min(state["per_iteration"], left // per_cell)
-    tried = {tuple(sorted(c["mitigations"])): c for it in state["iterations"] for c in it["cells"]}
+    left = state.budget - state.trials_used
+    slots = min(state.per_iteration, left // per_cell)
+    tried = {tuple(sorted(c.mitigations)): c for it in state.iterations for c in it.cells}
 
     def conflicts(a: str, b: str) -> bool:
         ea, eb = registry.mitigation(a).env, registry.mitigation(b).env
         return any(k in eb and eb[k] != v for k, v in ea.items())
 
-    if state.get("proposer") == "llm" and slots > 0:
+    if state.proposer == "llm" and slots > 0:
         proposal = _llm_propose(agent_dir, state, registry, tried, conflicts, slots, index)
     else:
-        proposal = builtin_propose(state["candidates"], tried, conflicts, slots)
+        proposal = builtin_propose(state.candidates, tried, conflicts, slots)
     if not proposal.cells:
-        state["status"] = "budget_spent" if slots <= 0 else "exhausted"
-        state["stop_reason"] = proposal.note
-        state["recommendation"] = _no_recommendation(state, proposal.note)
+        rec.state = replace(state, status="budget_spent" if slots <= 0 else "exhausted",
+                            stop_reason=proposal.note,
+                            recommendation=_no_recommendation(state, proposal.note))
         return None
     for cell in proposal.cells:  # a proposal is checked before anything runs
         for name in cell:
@@ -395,24 +469,24 @@ def _propose(agent_dir: Path, state: dict[str, Any], registry: Registry, index: 
     name = f"iter-{index:02d}.yaml"
     _write_iteration_recipe(agent_dir, state, proposal.cells, agent_dir / name)
     sidecar = (agent_dir / name).with_suffix(".mitigations.json")
-    files = [Path(f) for f in state["mitigation_files"]] + ([sidecar] if sidecar.is_file() else [])
+    files = [Path(f) for f in state.mitigation_files] + ([sidecar] if sidecar.is_file() else [])
     # the engine's own validation (the pair sidecar holds masks: the iteration's values fill them)
     _recipe, plan = _plan(agent_dir / name, _registry(files, _iteration_secrets(
         secrets, proposal.cells)))
-    if state["trials_used"] + len(plan.trials) > state["budget"]:
-        state["status"] = "budget_spent"
-        state["stop_reason"] = f"the next iteration needs {len(plan.trials)} trials, over the budget"
-        state["recommendation"] = _no_recommendation(state, state["stop_reason"])
+    if state.trials_used + len(plan.trials) > state.budget:
+        why = f"the next iteration needs {len(plan.trials)} trials, over the budget"
+        rec.state = replace(state, status="budget_spent", stop_reason=why,
+                            recommendation=_no_recommendation(state, why))
         (agent_dir / name).unlink()
         sidecar.unlink(missing_ok=True)
         return None
-    return {"index": index, "status": "planned", "recipe": name, "run_dir": None,
-            "proposed": [list(c) for c in proposal.cells], "reasons": proposal.reasons,
-            "note": proposal.note, "cells": [], "trials": 0}
+    return Iteration(index=index, status="planned", recipe=name, run_dir=None,
+                     proposed=tuple(tuple(c) for c in proposal.cells),
+                     reasons=tuple(proposal.reasons), note=proposal.note)
 
 
-def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Registry,
-                 tried: dict[tuple[str, ...], dict[str, Any]], conflicts: Conflicts, slots: int,
+def _llm_propose(agent_dir: Path, state: AgentState, registry: Registry,
+                 tried: dict[tuple[str, ...], CellResult], conflicts: Conflicts, slots: int,
                  index: int) -> Proposal:
     from aorta_tui.agent import llm
     from aorta_tui.agent.records import LlmRecord
@@ -423,9 +497,10 @@ def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Registry,
     atomic_write_json(path, LlmRecord(request, None).to_json())
     answer = None
     try:
-        answer = llm.ask(state, request)
+        assert state.llm is not None  # build_request refused a state without its settings
+        answer = llm.ask(state.llm, request)
         atomic_write_json(path, LlmRecord(request, answer).to_json())
-        return llm.parse_answer(answer, state["candidates"], tried, conflicts, slots)
+        return llm.parse_answer(answer, state.candidates, tried, conflicts, slots)
     except llm.NotAProposal as exc:  # kept as evidence (JSON-escaped: inert in the file)
         atomic_write_json(path, LlmRecord(request, answer, not_a_proposal=exc.message,
                                           raw_answer=exc.raw if answer is None else None
@@ -436,26 +511,26 @@ def _llm_propose(agent_dir: Path, state: dict[str, Any], registry: Registry,
         raise
 
 
-def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],
+def _write_iteration_recipe(agent_dir: Path, state: AgentState,
                             cells: list[tuple[str, ...]], path: Path) -> None:
     import yaml
 
     from aorta_tui.core.atomic import atomic_write_bytes
     from aorta_tui.recipe.loader import parse_yaml_text
 
-    data, _marks = parse_yaml_text((agent_dir / state["recipe"]).read_text(encoding="utf-8"))
+    data, _marks = parse_yaml_text((agent_dir / state.recipe).read_text(encoding="utf-8"))
     data.pop("stop_after", None)
     confound = data.get("confound")
     if isinstance(confound, dict):
         confound.pop("baseline_cell", None)  # the baseline ran in iteration 0
-    if state["mode"] == "probe":
+    if state.mode == "probe":
         # a probe cell is one mitigation (x one diagnostic): a pair goes in as one combined
         # mitigation of a sidecar file the iteration's sweep loads
         data["mitigation_axis"] = [PAIR_JOIN.join(c) for c in cells]
         pairs = [c for c in cells if len(c) > 1]
         if pairs:
             _write_pair_sidecar(path.with_suffix(".mitigations.json"), pairs,
-                                [Path(f) for f in state["mitigation_files"]])
+                                [Path(f) for f in state.mitigation_files])
     else:
         base = _baseline_cell_spec(data, state)
         data["cells"] = [{**base, "name": PAIR_JOIN.join(c),
@@ -466,7 +541,7 @@ def _write_iteration_recipe(agent_dir: Path, state: dict[str, Any],
     atomic_write_bytes(path, text.encode("utf-8"), mode=0o600)
 
 
-def _iteration_secrets(secrets: dict[str, dict[str, str]], cells: list[Any]
+def _iteration_secrets(secrets: dict[str, dict[str, str]], cells: Sequence[Sequence[str]]
                        ) -> dict[str, dict[str, str]]:
     """The secret values an iteration's mitigations need: each secret setting by its name,
     and a probe pair ``a--b`` (a mitigation of its own) by the pair's name."""
@@ -506,42 +581,22 @@ def mitigation_set(mitigations: Sequence[str]) -> list[str]:
                   if n != "none")  # `none` adds nothing: [none, x] is the single x
 
 
-def _baseline_cell_spec(data: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def _baseline_cell_spec(data: dict[str, Any], state: AgentState) -> dict[str, Any]:
     cells = [c for c in data.get("cells") or [] if isinstance(c, dict)]
-    want = (state.get("baseline") or {}).get("cell")
+    want = state.baseline.cell if state.baseline is not None else None
     for c in cells:
         if c.get("name") == want:
             return {k: v for k, v in c.items() if k != "name"}
     return {k: v for k, v in (cells[0] if cells else {}).items() if k != "name"}
 
 
-def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
-                   say: Callable[[str], None], secrets: dict[str, dict[str, str]]) -> None:
-    from aorta_tui.sweep.way_in import SweepRequest, write_request
-
-    resume = Path(it["run_dir"]) if it.get("run_dir") and Path(it["run_dir"]).is_dir() else None
-    sidecar = (agent_dir / it["recipe"]).with_suffix(".mitigations.json")
-    pipe = None
-    if secrets:  # in memory only: through an inherited pipe, never a file or an argument
-        from aorta_tui.core.secrets import send_secret_values
-
-        pipe = send_secret_values(_iteration_secrets(secrets, it["proposed"]))
-    req = SweepRequest(
-        recipe=agent_dir / it["recipe"], resume=resume,
-        mitigation_files=[Path(f) for f in [*state["mitigation_files"],
-                                            *([str(sidecar)] if sidecar.is_file() else [])]],
-        snapshots=not state["no_snapshot"], command=list(state["command"] or []),
-        # a new run of the iteration goes where the agent keeps its runs (a resume: the run's)
-        output=Path(state["output"]) if resume is None else Path(DEFAULT_OUTPUT),
-        secret_values_fd=pipe)
-    request_file = (agent_dir / it["recipe"]).with_suffix(".request.json")  # iter-NN.request.json
-    write_request(req, request_file)
-    # an engine entry point, not the command line (sweep/child.py): the same sweep, its events
-    # as JSON lines on stdout
-    argv = [sys.executable, "-m", "aorta_tui.sweep.child", str(request_file)]
-    it["status"] = "running"
-    save(agent_dir, state)
-    say(f"iteration {it['index']}: {it['note']}")
+def _run_iteration(rec: _Record, it: Iteration, secrets: dict[str, dict[str, str]]
+                   ) -> Iteration:
+    """Run (or resume) the iteration's sweep in a process of its own, to its end."""
+    argv, pipe = _sweep_argv(rec, it, secrets)
+    it = rec.put(replace(it, status="running"))
+    rec.save()
+    rec.progress(f"iteration {it.index}: {it.note}")
     try:
         proc = spawn_gate.popen(argv, stdout=subprocess.PIPE, text=True, encoding="utf-8",
                                 errors="replace", pass_fds=(pipe,) if pipe is not None else ())
@@ -549,28 +604,69 @@ def _run_iteration(agent_dir: Path, state: dict[str, Any], it: dict[str, Any],
         if pipe is not None:
             os.close(pipe)  # the child holds its own copy
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            ev = _event(line)
-            if ev.get("event") == "run_started" and isinstance(ev.get("run_dir"), str):
-                it["run_dir"] = str(Path(ev["run_dir"]).resolve())
-                save(agent_dir, state)
+        it = _follow_sweep(rec, it, proc)
         rc = proc.wait()
     except KeyboardInterrupt:
         proc.wait()  # the sweep got the same Ctrl-C: it stops its trial and keeps its journal
-        it["status"] = "interrupted"
-        save(agent_dir, state)
+        rec.put(replace(rec.iteration(it.index), status="interrupted"))
+        rec.save()
         raise
     if rc == ExitCode.INTERRUPTED:
-        it["status"] = "interrupted"
-        save(agent_dir, state)
+        rec.put(replace(it, status="interrupted"))
+        rec.save()
         raise KeyboardInterrupt
-    if rc not in (0, 1) or not it.get("run_dir"):
-        it["status"] = "failed"
-        save(agent_dir, state)
-        raise AortaError(f"iteration {it['index']}: the sweep exited {rc}",
-                         hint=f"see its message above; `aorta-tui agent --resume {agent_dir}` "
+    if rc not in (0, 1) or not it.run_dir:
+        rec.put(replace(it, status="failed"))
+        rec.save()
+        raise AortaError(f"iteration {it.index}: the sweep exited {rc}",
+                         hint=f"see its message above; `aorta-tui agent --resume {rec.agent_dir}` "
                               "tries again", exit_code=ExitCode(rc) if rc in (2, 3) else None)
+    return it
+
+
+def _sweep_argv(rec: _Record, it: Iteration, secrets: dict[str, dict[str, str]]
+                ) -> tuple[list[str], int | None]:
+    """The iteration's sweep as a request file and the command that runs it, and the pipe
+    (if any) that hands it the secret values."""
+    from aorta_tui.sweep.way_in import SweepRequest, write_request
+
+    state, agent_dir = rec.state, rec.agent_dir
+    resume = Path(it.run_dir) if it.run_dir and Path(it.run_dir).is_dir() else None
+    sidecar = (agent_dir / it.recipe).with_suffix(".mitigations.json")
+    pipe = None
+    if secrets:  # in memory only: through an inherited pipe, never a file or an argument
+        from aorta_tui.core.secrets import send_secret_values
+
+        pipe = send_secret_values(_iteration_secrets(secrets, it.proposed))
+    req = SweepRequest(
+        recipe=agent_dir / it.recipe, resume=resume,
+        mitigation_files=[Path(f) for f in [*state.mitigation_files,
+                                            *([str(sidecar)] if sidecar.is_file() else [])]],
+        snapshots=not state.no_snapshot, command=list(state.command or []),
+        # a new run of the iteration goes where the agent keeps its runs (a resume: the run's)
+        output=Path(state.output) if resume is None else Path(DEFAULT_OUTPUT),
+        secret_values_fd=pipe)
+    request_file = (agent_dir / it.recipe).with_suffix(".request.json")  # iter-NN.request.json
+    write_request(req, request_file)
+    # an engine entry point, not the command line (sweep/child.py): the same sweep, its events
+    # as JSON lines on stdout
+    return [sys.executable, "-m", "aorta_tui.sweep.child", str(request_file)], pipe
+
+
+def _follow_sweep(rec: _Record, it: Iteration, proc: subprocess.Popen[str]) -> Iteration:
+    """Read the sweep's event lines: its run directory recorded as soon as it is known, its
+    warnings passed on as the agent's (naming the iteration)."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        ev = _event(line)
+        if ev.get("event") == "run_started" and isinstance(ev.get("run_dir"), str):
+            it = rec.put(replace(it, run_dir=str(Path(ev["run_dir"]).resolve())))
+            rec.save()
+        elif ev.get("event") == "warning" and isinstance(ev.get("message"), str):
+            code = ev.get("code")
+            rec.emit(RunWarning(rec.run_id, message=f"iteration {it.index}: {ev['message']}",
+                                code=code if isinstance(code, str) else ""))
+    return it
 
 
 def _event(line: str) -> dict[str, Any]:
@@ -581,34 +677,42 @@ def _event(line: str) -> dict[str, Any]:
     return ev if isinstance(ev, dict) else {}
 
 
-def _read_iteration(state: dict[str, Any], it: dict[str, Any], goal: Condition) -> None:
+def _read_iteration(rec: _Record, it: Iteration, goal: Condition) -> Iteration:
+    """The iteration's sweep read in: each cell's figures and whether it meets the goal, its
+    trials counted as used; iteration 0's baseline cell becomes the baseline."""
     from aorta_tui.sweep.matrix_doc import read_matrix
 
-    matrix = read_matrix(it["run_dir"])  # typed: a damaged matrix is a located exit 2
-    if it["index"] == 0:
+    assert it.run_dir is not None  # _run_iteration refused a sweep that named none
+    matrix = read_matrix(it.run_dir)  # typed: a damaged matrix is a located exit 2
+    if it.index == 0:
         name = matrix.baseline_cell or (matrix.cells[0].name if matrix.cells else None)
         base = matrix.cell(name)
         if base is None:
             raise AortaError("the baseline sweep has no cells")
-        state["baseline"] = {"cell": name, "run_dir": it["run_dir"],
-                             **_figures(base, None), "mitigations": mitigation_set(base.mitigations)}
-        if not _has_rates(state["baseline"]):
+        figures = _figures(base, None)
+        # kept before the check, so the agent.json of the error names the cell it read
+        rec.state = replace(rec.state, baseline=Baseline(
+            cell=name, run_dir=it.run_dir, **figures,
+            mitigations=tuple(mitigation_set(base.mitigations))))
+        if not _has_rates(rec.state.baseline):
             raise AortaError(f"the baseline cell {name} finished no trial: there is nothing to "
-                             "compare a mitigation with", hint=f"see {it['run_dir']}/matrix.md")
-    base_mean = state["baseline"].get("step_time_mean_s")
-    it["cells"] = []
+                             "compare a mitigation with", hint=f"see {it.run_dir}/matrix.md")
+    baseline = rec.state.baseline
+    base_mean = baseline.step_time_mean_s if baseline is not None else None
+    cells = []
     for c in matrix.cells:
-        fig = _figures(c, base_mean)
-        fig["meets_goal"] = _has_rates(fig) and bool(goal.evaluate({k: fig[k] for k in GOAL_NAMES}))
-        it["cells"].append({"cell": c.name, "mitigations": mitigation_set(c.mitigations),
-                            "run_dir": it["run_dir"], **fig})
-    it["trials"] = sum(c.stats.trials for c in matrix.cells)
-    state["trials_used"] += it["trials"]
-    it["status"] = "done"
+        cell = CellResult(cell=c.name, mitigations=tuple(mitigation_set(c.mitigations)),
+                          run_dir=it.run_dir, **_figures(c, base_mean))
+        meets = _has_rates(cell) and bool(goal.evaluate({k: getattr(cell, k) for k in GOAL_NAMES}))
+        cells.append(replace(cell, meets_goal=meets))
+    it = replace(it, cells=tuple(cells), trials=sum(c.stats.trials for c in matrix.cells),
+                 status="done")
+    rec.state = replace(rec.state, trials_used=rec.state.trials_used + it.trials)
+    return rec.put(it)
 
 
-def _has_rates(fig: dict[str, Any]) -> bool:
-    return fig.get("failure_rate") is not None and fig.get("error_rate") is not None
+def _has_rates(fig: Figures | None) -> bool:
+    return fig is not None and fig.failure_rate is not None and fig.error_rate is not None
 
 
 def _figures(cell: MatrixCell, base_mean: float | None) -> dict[str, Any]:
@@ -622,53 +726,63 @@ def _figures(cell: MatrixCell, base_mean: float | None) -> dict[str, Any]:
             "step_time_p50_s": stats.step_time.get("p50"), "step_time_ratio": ratio}
 
 
-def _finish_if_done(state: dict[str, Any], it: dict[str, Any]) -> bool:
-    base = state["baseline"]
-    if it["index"] == 0:
-        base_cell = next(c for c in it["cells"] if c["cell"] == base["cell"])
-        if base_cell["meets_goal"]:
-            state["status"] = "baseline_meets_goal"
-            state["recommendation"] = {
-                "mitigations": [], "cell": base["cell"], "confidence": None,
-                "evidence": _evidence(base_cell, base),
-                "reason": "the baseline already meets the goal: nothing to mitigate"}
+def _finish_if_done(rec: _Record, it: Iteration) -> bool:
+    """Whether the loop ends after ``it``; if so ``rec.state`` says how and what to apply."""
+    state = rec.state
+    base = state.baseline
+    assert base is not None  # iteration 0 made it (or raised)
+    if it.index == 0:
+        base_cell = next(c for c in it.cells if c.cell == base.cell)
+        if base_cell.meets_goal:
+            rec.state = replace(state, status="baseline_meets_goal", recommendation=Recommendation(
+                mitigations=(), cell=base.cell, confidence=None,
+                evidence=_evidence(base_cell, base),
+                reason="the baseline already meets the goal: nothing to mitigate"))
             return True
-    winners = [c for c in it["cells"] if c["meets_goal"] and c["cell"] != base["cell"]]
+    winners = [c for c in it.cells if c.meets_goal and c.cell != base.cell]
     if not winners:
-        if state["trials_used"] >= state["budget"]:
-            state["status"] = "budget_spent"
-            state["recommendation"] = _no_recommendation(state, "the budget is spent")
+        if state.trials_used >= state.budget:
+            rec.state = replace(state, status="budget_spent",
+                                recommendation=_no_recommendation(state, "the budget is spent"))
             return True
         return False
-    best = min(winners, key=lambda c: (len(c["mitigations"]), score(c), c["cell"]))
-    n = int(best["trials"] or 0)
-    p = base["failure_rate"] + base["error_rate"]
+    best = min(winners, key=lambda c: (len(c.mitigations), score(c), c.cell or ""))
+    n = int(best.trials or 0)
+    assert base.failure_rate is not None and base.error_rate is not None  # _has_rates held
+    p = base.failure_rate + base.error_rate
     confidence = round(1 - (1 - min(p, 1.0)) ** n, 4) if p > 0 else None
-    state["status"] = "goal_met"
-    state["recommendation"] = {
-        "mitigations": best["mitigations"], "cell": best["cell"], "confidence": confidence,
-        "confidence_meaning": (f"1 - (1 - {p:.3g})^{n}: the chance that {n} trials at the "
-                               "baseline's failure-or-error rate would not all have met the goal"
-                               if confidence is not None else "the baseline did not fail: "
-                               "the goal is about speed; no failure-rate confidence"),
-        "evidence": _evidence(best, base),
-        "reason": f"{best['cell']} met the goal `{state['goal']}` in iteration {it['index']}"}
+    rec.state = replace(state, status="goal_met", recommendation=Recommendation(
+        mitigations=best.mitigations, cell=best.cell, confidence=confidence,
+        confidence_meaning=(f"1 - (1 - {p:.3g})^{n}: the chance that {n} trials at the "
+                            "baseline's failure-or-error rate would not all have met the goal"
+                            if confidence is not None else "the baseline did not fail: "
+                            "the goal is about speed; no failure-rate confidence"),
+        evidence=_evidence(best, base),
+        reason=f"{best.cell} met the goal `{state.goal}` in iteration {it.index}"))
     return True
 
 
-def _evidence(cell: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
-    keep = ("trials", "failure_rate", "error_rate", "step_time_ratio", "step_time_p50_s")
-    return {"run_dir": cell["run_dir"], **{k: cell.get(k) for k in keep},
-            "baseline": {"cell": base["cell"], "run_dir": base["run_dir"],
-                         **{k: base.get(k) for k in keep if k != "step_time_ratio"}}}
+def _evidence(cell: CellResult, base: Baseline) -> Evidence:
+    return Evidence(
+        EvidenceFigures(run_dir=cell.run_dir, trials=cell.trials,
+                        failure_rate=cell.failure_rate, error_rate=cell.error_rate,
+                        step_time_ratio=cell.step_time_ratio,
+                        step_time_p50_s=cell.step_time_p50_s),
+        # the baseline's own ratio is 1 by definition: not kept
+        EvidenceFigures(run_dir=base.run_dir, trials=base.trials,
+                        failure_rate=base.failure_rate, error_rate=base.error_rate,
+                        step_time_ratio=None, step_time_p50_s=base.step_time_p50_s,
+                        cell=base.cell))
 
 
-def _no_recommendation(state: dict[str, Any], why: str) -> dict[str, Any]:
-    cells = [c for it in state["iterations"] for c in it["cells"]
-             if state.get("baseline") and c["cell"] != state["baseline"]["cell"]]
-    best = min(cells, key=lambda c: (score(c), c["cell"])) if cells else None
-    text = f"no cell met the goal `{state['goal']}`: {why}"
+def _no_recommendation(state: AgentState, why: str) -> Recommendation:
+    base = state.baseline
+    cells = [c for it in state.iterations for c in it.cells
+             if base is not None and c.cell != base.cell]
+    best = min(cells, key=lambda c: (score(c), c.cell or "")) if cells else None
+    text = f"no cell met the goal `{state.goal}`: {why}"
     if best is not None:
-        text += f"; the closest was {best['cell']} ({cell_figures(best)})"
-    return {"mitigations": [], "cell": None, "confidence": None,
-            "evidence": _evidence(best, state["baseline"]) if best else None, "reason": text}
+        text += f"; the closest was {best.cell} ({cell_figures(best)})"
+    return Recommendation(mitigations=(), cell=None, confidence=None,
+                          evidence=_evidence(best, base) if best is not None and base is not None
+                          else None, reason=text)

@@ -1,21 +1,33 @@
 """The builtin proposer: deterministic, greedy over single mitigations, then pairs of the best.
 
-It reads only what the sweeps wrote (each cell's figures from ``matrix.json``) and writes down
+It reads only what the sweeps wrote (each cell's figures from ``matrix.json``, as the typed
+``state.CellResult``) and writes down
 why it picked each cell, so ``agent.md`` can say it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
+from typing import Protocol
 
 # How many of the best single mitigations the pair phase combines.
 PAIR_POOL = 4
 
 # conflicts(a, b): whether two mitigations cannot share a cell (they set one variable differently)
 Conflicts = Callable[[str, str], bool]
+
+
+class Figures(Protocol):
+    """What ranking reads of a cell: ``state.CellResult`` and ``state.Baseline`` both are."""
+
+    @property
+    def failure_rate(self) -> float | None: ...
+    @property
+    def error_rate(self) -> float | None: ...
+    @property
+    def step_time_ratio(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -25,17 +37,17 @@ class Proposal:
     note: str  # the iteration's reasoning in a sentence
 
 
-def score(cell: dict[str, Any]) -> tuple[float, float]:
+def score(cell: Figures) -> tuple[float, float]:
     """Lower is better: the share of trials that failed or errored, then the speed ratio."""
-    failure, error = cell.get("failure_rate"), cell.get("error_rate")
+    failure, error = cell.failure_rate, cell.error_rate
     if failure is None or error is None:  # no finished trial: known nothing, ranked last
         return float("inf"), float("inf")
     bad = failure + error
-    ratio = cell.get("step_time_ratio")
+    ratio = cell.step_time_ratio
     return bad, ratio if isinstance(ratio, (int, float)) else float("inf")
 
 
-def builtin_propose(candidates: list[str], tried: dict[tuple[str, ...], dict[str, Any]],
+def builtin_propose(candidates: Sequence[str], tried: Mapping[tuple[str, ...], Figures],
                     conflicts: Conflicts, slots: int) -> Proposal:
     """Up to ``slots`` new cells. ``tried`` maps every mitigation set already run to its
     figures; ``conflicts(a, b)`` says whether two mitigations cannot share a cell."""
@@ -67,10 +79,10 @@ def builtin_propose(candidates: list[str], tried: dict[tuple[str, ...], dict[str
                     f"no single mitigation met the goal: pairs of the best {len(pool)} singles")
 
 
-def cell_figures(cell: dict[str, Any]) -> str:
+def cell_figures(cell: Figures) -> str:
     """A cell's figures in words; a rate its cell never measured says so (not 0%)."""
-    if cell.get("failure_rate") is None or cell.get("error_rate") is None:
+    if cell.failure_rate is None or cell.error_rate is None:
         return "no finished trial: rates not available"
-    ratio = cell.get("step_time_ratio")
+    ratio = cell.step_time_ratio
     speed = f", step time x{ratio:.2f}" if isinstance(ratio, (int, float)) else ""
-    return f"failure {cell['failure_rate']:.0%}, error {cell['error_rate']:.0%}{speed}"
+    return f"failure {cell.failure_rate:.0%}, error {cell.error_rate:.0%}{speed}"

@@ -5,14 +5,14 @@ and one reader (:meth:`AgentState.from_dict` / :meth:`AgentState.from_json`: eve
 checked, a damaged file a located error naming the file and the field path, exit 2). The page
 (``page.py``), the CLI and ``--resume`` read these attributes.
 
-The loop (``loop.py``) records each step into the document's JSON form and saves it through
-this reader and serializer, so what it writes is always a well-typed AgentState.
+The loop (``loop.py``) works on these values: each step makes a new AgentState
+(``dataclasses.replace``, :meth:`AgentState.put_iteration`) and saves ``to_json()``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
@@ -206,6 +206,17 @@ class AgentState:
         if self.stop_reason is not None:
             out["stop_reason"] = self.stop_reason
         return out
+
+    def put_iteration(self, it: Iteration) -> AgentState:
+        """This state with ``it`` in its place: the iteration of the same index replaced (a
+        step of the one running), else appended (a new one)."""
+        its = list(self.iterations)
+        at = next((i for i, old in enumerate(its) if old.index == it.index), None)
+        if at is None:
+            its.append(it)
+        else:
+            its[at] = it
+        return replace(self, iterations=tuple(its))
 
     @classmethod
     def from_dict(cls, data: object, *, where: str = "agent.json") -> AgentState:

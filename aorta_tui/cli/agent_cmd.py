@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from aorta_tui.cli.common import cli_command, count, err, seconds
 from aorta_tui.core.numerals import MAX_CELLS, MAX_TRIALS
 from aorta_tui.store.naming import DEFAULT_OUTPUT
+
+if TYPE_CHECKING:
+    from aorta_tui.agent.state import AgentState
+    from aorta_tui.core.events import Event
 
 _SETTINGS = {"allow_extra_args": True, "ignore_unknown_options": False}
 
@@ -47,14 +52,20 @@ def agent(
     mitigations_file: list[Path] = typer.Option(  # noqa: B008
         [], "--mitigations-file", help="Sidecar JSON of extra mitigations (repeatable)."),
     output: Path = typer.Option(Path(DEFAULT_OUTPUT), "-o", "--output",  # noqa: B008
-                                help="Sweeps go to OUTPUT/<ticket>/<run-id>/, the agent's "
-                                     "record to OUTPUT/<ticket>/agent-<id>/."),
+                                help="The parent directory: sweeps go to "
+                                     "OUTPUT/<ticket>/<run-id>/, the agent's record "
+                                     "(agent.json, agent.md) to OUTPUT/<ticket>/agent-<id>/."),
     resume: Path | None = typer.Option(  # noqa: UP007
         None, "--resume", metavar="AGENT_DIR", help="Continue an agent that was interrupted."),
     no_snapshot: bool = typer.Option(False, "--no-snapshot", help="Skip environment snapshots."),
     yes: bool = typer.Option(False, "--yes", help="Run the llm proposer's proposals without "
                                                   "asking (the builtin proposer never asks)."),
-    as_json: bool = typer.Option(False, "--json", help="Print agent.json at the end."),
+    as_json: bool = typer.Option(
+        False, "--json", help="One JSON event per line on stdout: run_started (the agent's "
+                              "directory) first, a progress line per iteration started and "
+                              "finished, run_finished last with agent.json whole in "
+                              "summary.result (failed, with the exit code, when it stops on an "
+                              "error). Questions and messages go to stderr."),
 ) -> None:
     """Run the recipe's baseline, then let a proposer pick the next cells (single mitigations
     first, then pairs of the best), each iteration an ordinary sweep in the same ticket, until a
@@ -102,7 +113,24 @@ class _AgentOptions:
 
 
 def _run_agent(command: list[str], o: _AgentOptions) -> None:
-    """Start (or resume) the agent, run it to the end, print its outcome."""
+    """Start (or resume) the agent, run it to the end, print its outcome: as lines for a
+    person, or with --json as the event stream (docs/cli.md)."""
+    if o.as_json:
+        _event_lines(command, o)
+        return
+    state, agent_dir = _start_and_run(command, o, _print_event, say=print)
+    rec = state.recommendation
+    print(f"agent {state.status}: {rec.reason if rec is not None else ''}")
+    if rec is not None and rec.mitigations:
+        print(f"  recommendation: {', '.join(rec.mitigations)} (confidence "
+              f"{rec.confidence})")
+    print(f"  {agent_dir / 'agent.md'}")
+
+
+def _start_and_run(command: list[str], o: _AgentOptions, on_event: Callable[[Event], None],
+                   say: Callable[[str], None]) -> tuple[AgentState, Path]:
+    """The agent created from RECIPE (or the one --resume names), then its loop; ``say`` gets
+    the line naming its directory and the resume command."""
     from aorta_tui.agent import loop
     from aorta_tui.core.errors import UsageError
 
@@ -124,19 +152,67 @@ def _run_agent(command: list[str], o: _AgentOptions) -> None:
                                 llm_timeout=o.llm_timeout, yes=o.yes)
         agent_dir, secrets = loop.start(req)
         again = "".join(f" --env-candidate {next(iter(env))}=..." for env in secrets.values())
-        started = f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})"
-        # with --json, stdout is the one document; the line a person needs goes beside it
-        (err if o.as_json else print)(started)
-    # with --json the approval gate asks on stderr too: stdout is agent.json's alone
+        say(f"agent: {agent_dir} (resume with: aorta-tui agent --resume {agent_dir}{again})")
+    # with --json the approval gate asks on stderr: stdout is the event lines' alone
     confirm = (lambda text: loop.ask(text, sys.stderr)) if o.as_json else None
-    state = loop.run(agent_dir, err if o.as_json else print, yes=o.yes, confirm=confirm,
-                     secrets=secrets, resume_settings=list(o.env_candidate))
-    if o.as_json:
-        print(json.dumps(state.to_json(), indent=2, ensure_ascii=False))
+    state = loop.run(agent_dir, on_event, yes=o.yes, confirm=confirm, secrets=secrets,
+                     resume_settings=list(o.env_candidate))
+    return state, agent_dir
+
+
+def _print_event(event: Event) -> None:
+    """The agent's events for a person: each step's line and the warnings (an error is the
+    CLI's message on stderr, not a warning here)."""
+    from aorta_tui.core.events import Progress, RunWarning
+
+    if isinstance(event, Progress):
+        print(event.message, flush=True)
+    elif isinstance(event, RunWarning) and event.code != "error":
+        print(f"warning: {event.message}", flush=True)
+
+
+def _event_lines(command: list[str], o: _AgentOptions) -> None:
+    """`agent --json`: the agent's events, one line each, as every long command's --json is:
+    the loop's own ``run_started`` first and ``run_finished`` last (agent.json whole in its
+    ``summary.result``). A run refused before the loop began (bad input, exit 2) gets both
+    here: ``run_started``, then a ``warning`` and a failed ``run_finished`` with the code."""
+    from aorta_tui.cli.trace_stream import open_stream
+    from aorta_tui.core.events import RunFinished, RunStarted
+
+    out = open_stream()  # fd 1 becomes stderr: nothing else can land between the lines
+    seen = {"started": False, "finished": False}
+
+    def emit(event: Event) -> None:
+        seen["started"] = seen["started"] or isinstance(event, RunStarted)
+        seen["finished"] = seen["finished"] or isinstance(event, RunFinished)
+        out.emit(event)
+
+    run_id = o.resume.name if o.resume is not None else "agent"
+    try:
+        _start_and_run(command, o, emit, say=err)
+    except (Exception, KeyboardInterrupt) as exc:
+        if not seen["started"]:
+            emit(RunStarted(run_id, source="agent",
+                            run_dir=str(o.resume.resolve()) if o.resume is not None else "",
+                            total=o.budget))
+        if not seen["finished"]:
+            emit_refusal(emit, run_id, exc)
+        raise
+
+
+def emit_refusal(emit: Callable[[Event], None], run_id: str, exc: BaseException) -> None:
+    """How a run that stopped before its loop could say so ends its stream: interrupted
+    (130), or a ``warning`` with the message and a failed ``run_finished`` with the exit code
+    the CLI exits with (an unexpected exception is a bug: 70)."""
+    from aorta_tui.core.errors import AortaError, ExitCode
+    from aorta_tui.core.events import RunFinished, RunWarning
+
+    if isinstance(exc, KeyboardInterrupt):
+        emit(RunFinished(run_id, status="interrupted", exit_code=int(ExitCode.INTERRUPTED)))
         return
-    rec = state.recommendation
-    print(f"agent {state.status}: {rec.reason if rec is not None else ''}")
-    if rec is not None and rec.mitigations:
-        print(f"  recommendation: {', '.join(rec.mitigations)} (confidence "
-              f"{rec.confidence})")
-    print(f"  {agent_dir / 'agent.md'}")
+    if isinstance(exc, AortaError):
+        message, code = exc.render(), int(exc.exit_code)
+    else:
+        message, code = f"{type(exc).__name__}: {exc}", int(ExitCode.INTERNAL)
+    emit(RunWarning(run_id, message=message, code="error"))
+    emit(RunFinished(run_id, status="failed", exit_code=code, summary={"error": message}))

@@ -13,6 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from aorta_tui.core.events import (
+    Event,
+    Progress,
+    ResultWritten,
+    RunFinished,
+    RunStarted,
+    RunWarning,
+    event_from_dict,
+)
 from tests.engine_support import REPO, aorta
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
@@ -77,15 +86,52 @@ def test_pairs_of_the_best_singles_when_no_single_works(tmp_path):
     assert all("pair of two of the best singles" in r for r in pair_iteration["reasons"])
 
 
-def test_json_is_the_agent_document_alone_on_stdout(tmp_path):
-    """`agent --json`: stdout parses as agent.json (the start line with the resume command was
-    printed before it, on stdout, so the output was no JSON at all); that line is on stderr."""
+def _events(stdout: str) -> list[Event]:
+    """Every stdout line an event of the one stream (core/events.py), nothing else."""
+    return [event_from_dict(json.loads(line)) for line in stdout.splitlines()]
+
+
+def test_json_is_the_event_stream_with_the_document_last(tmp_path):
+    """`agent --json` speaks the one dialect (docs/cli.md): only event lines, run_started
+    naming the agent's directory first, a progress line per iteration started and finished,
+    each iteration's matrix, run_finished last with agent.json whole. It printed agent.json
+    alone, which no event reader takes; the start line with the resume command is on stderr."""
     _recipe(tmp_path)
-    proc = _agent(tmp_path, "--budget", "5", "--json", script="exit 0")
+    proc = _agent(tmp_path, "--budget", "10", "--per-iteration", "4", "--json")
     assert proc.returncode == 0, proc.stderr
     d, state = _state(tmp_path)
-    assert json.loads(proc.stdout) == state
+    events = _events(proc.stdout)
+    first, last = events[0], events[-1]
+    assert isinstance(first, RunStarted) and first.source == "agent"
+    assert first.run_dir == str(d.resolve()) and first.total == 10 and not first.resumed
+    assert isinstance(last, RunFinished) and last.status == "completed" and last.exit_code == 0
+    assert last.summary["result"] == state and state["status"] == "goal_met"
+    assert {e.run_id for e in events} == {d.name}
+    progress = [e for e in events if isinstance(e, Progress)]
+    assert [p.message.split(":")[0] for p in progress] == ["iteration 0"] * 2 + ["iteration 1"] * 2
+    assert [(p.done, p.total) for p in progress] == [(0, 10), (1, 10), (1, 10), (5, 10)]
+    matrices = [e.path for e in events if isinstance(e, ResultWritten)]
+    assert matrices == [str(Path(it["run_dir"]) / "matrix.json") for it in state["iterations"]]
     assert f"aorta-tui agent --resume {d.relative_to(tmp_path)}" in proc.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["probe.yaml", "--goal", "speedup > 2", "--", "true"], "speedup"),
+    (["probe.yaml", "--budget", "1", "--", "true"], "the least budget is 2"),
+    (["--resume", "no-such-agent"], "not an agent directory"),
+])
+def test_a_refused_agent_json_run_ends_failed_with_its_exit_code(tmp_path, args, needle):
+    """A run refused before its loop began still speaks in events: run_started, the error as
+    a warning, run_finished failed with the code it exits with (it printed nothing)."""
+    _recipe(tmp_path, trials=2)
+    proc = aorta("agent", "--json", "--no-snapshot", *args, cwd=tmp_path)
+    assert proc.returncode == 2 and needle in proc.stderr
+    started, warning, finished = _events(proc.stdout)
+    assert isinstance(started, RunStarted) and started.source == "agent"
+    assert isinstance(warning, RunWarning) and warning.code == "error" and needle in warning.message
+    assert isinstance(finished, RunFinished) and (finished.status, finished.exit_code) == ("failed", 2)
+    assert needle in finished.summary["error"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["probe.yaml"]
 
 
 def test_budget_spent_and_baseline_meets_goal_recommend_nothing_with_the_reason(tmp_path):
@@ -106,14 +152,16 @@ def test_budget_spent_and_baseline_meets_goal_recommend_nothing_with_the_reason(
     assert "nothing to mitigate" in state["recommendation"]["reason"]
 
 
-def test_ctrl_c_keeps_finished_iterations_and_resume_continues(tmp_path):
+def _interrupted_in_iteration_1(tmp_path: Path, *extra: str) -> tuple[int, str, str]:
+    """The agent started, SIGINT to its group inside a trial of iteration 1: exit code,
+    stdout, stderr."""
     _recipe(tmp_path, trials=2)
     script = "sleep 0.5; " + NEEDS_SDMA_OFF
     proc = subprocess.Popen(
         [sys.executable, "-m", "aorta_tui", "agent", "probe.yaml", "--no-snapshot",
-         "--candidates", CANDIDATES, "--budget", "20", "--per-iteration", "4", "--", "sh", "-c",
-         script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+         "--candidates", CANDIDATES, "--budget", "20", "--per-iteration", "4", *extra, "--",
+         "sh", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -129,8 +177,13 @@ def test_ctrl_c_keeps_finished_iterations_and_resume_continues(tmp_path):
         pytest.fail("iteration 1 never started")
     time.sleep(0.8)  # inside a trial of iteration 1
     os.killpg(proc.pid, signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
+
+
+def test_ctrl_c_keeps_finished_iterations_and_resume_continues(tmp_path):
+    code, _out, err = _interrupted_in_iteration_1(tmp_path)
+    assert code == 130, err
     d, state = _state(tmp_path)
     assert [it["status"] for it in state["iterations"]] == ["done", "interrupted"]
     interrupted_run = state["iterations"][1]["run_dir"]
@@ -140,6 +193,23 @@ def test_ctrl_c_keeps_finished_iterations_and_resume_continues(tmp_path):
     assert state["status"] == "goal_met" and state["recommendation"]["mitigations"] == ["hsa_no_sdma"]
     assert state["iterations"][1]["run_dir"] == interrupted_run  # the same sweep, resumed
     assert len(list((tmp_path / "aorta-out" / "T-AG").glob("2*"))) == 2
+
+
+def test_json_ctrl_c_ends_interrupted_with_the_state_and_a_resume_says_it_resumed(tmp_path):
+    code, out, err = _interrupted_in_iteration_1(tmp_path, "--json")
+    assert code == 130, err
+    d, state = _state(tmp_path)
+    last = _events(out)[-1]
+    assert isinstance(last, RunFinished) and (last.status, last.exit_code) == ("interrupted", 130)
+    assert last.summary["result"] == state and state["status"] == "interrupted"
+    again = aorta("agent", "--resume", str(d), "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    events = _events(again.stdout)
+    first, last = events[0], events[-1]
+    assert isinstance(first, RunStarted) and first.resumed and first.already_done == 2
+    assert isinstance(last, RunFinished) and last.status == "completed"
+    assert last.summary["result"]["status"] == "goal_met"
+    assert last.summary["result"] == _state(tmp_path)[1]
 
 
 @pytest.mark.parametrize("args, code, needle", [

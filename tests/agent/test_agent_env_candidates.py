@@ -104,6 +104,25 @@ def test_names_are_registry_names_and_tell_values_apart(var, a, b, attack_tally)
     assert ok, (var, a, b, na, nb)
 
 
+def _record(tmp_path):
+    """The loop's record of a fresh agent (the typed state _read_iteration reads into)."""
+    from aorta_tui.agent import loop
+    from aorta_tui.agent.state import AgentState
+
+    state = AgentState(status="running", created="", proposer="builtin", llm=None,
+                       goal=loop.DEFAULT_GOAL, budget=8, per_iteration=2, trials_used=0,
+                       recipe="recipe.yaml", recipe_source="", mode="probe", command=(),
+                       output=str(tmp_path), candidates=(), mitigation_files=(),
+                       no_snapshot=True)
+    return loop._Record(tmp_path, state, lambda _event: None)
+
+
+def _baseline_iteration(run):
+    from aorta_tui.agent.state import Iteration
+
+    return Iteration(index=0, status="running", recipe="recipe.yaml", run_dir=str(run))
+
+
 def test_a_cell_with_no_finished_trial_never_meets_the_goal(tmp_path):
     """matrix.json gives such a cell failure_rate None: it is not 0.0, so not a winner."""
     from aorta_tui.agent import loop
@@ -115,11 +134,11 @@ def test_a_cell_with_no_finished_trial_never_meets_the_goal(tmp_path):
              {"cell": "x-none", "mitigations": ["x"], "trials": 0, "failure_rate": None,
               "error_rate": None}]
     (run / "matrix.json").write_text(json.dumps({"baseline_cell": "none-none", "cells": cells}))
-    state = {"baseline": None, "trials_used": 0}
-    it = {"index": 0, "run_dir": str(run)}
-    loop._read_iteration(state, it, loop.check_goal(loop.DEFAULT_GOAL))
-    empty = next(c for c in it["cells"] if c["cell"] == "x-none")
-    assert empty["failure_rate"] is None and empty["meets_goal"] is False
+    rec = _record(tmp_path)
+    it = loop._read_iteration(rec, _baseline_iteration(run), loop.check_goal(loop.DEFAULT_GOAL))
+    empty = next(c for c in it.cells if c.cell == "x-none")
+    assert empty.failure_rate is None and empty.meets_goal is False
+    assert rec.state.trials_used == 2 and rec.state.iterations == (it,)
     assert cell_figures(empty) == "no finished trial: rates not available"
     assert score(empty) == (float("inf"), float("inf"))
 
@@ -133,7 +152,7 @@ def test_a_baseline_with_no_finished_trial_is_an_error(tmp_path):
     (run / "matrix.json").write_text(json.dumps({"baseline_cell": "none-none", "cells": [
         {"cell": "none-none", "trials": 0, "failure_rate": None, "error_rate": None}]}))
     with pytest.raises(AortaError, match="finished no trial"):
-        loop._read_iteration({"baseline": None, "trials_used": 0}, {"index": 0, "run_dir": str(run)},
+        loop._read_iteration(_record(tmp_path), _baseline_iteration(run),
                              loop.check_goal(loop.DEFAULT_GOAL))
 
 

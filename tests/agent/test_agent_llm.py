@@ -174,12 +174,16 @@ def test_the_approval_gate_asks_on_a_terminal(tmp_path, stub, reply, status, run
     assert len(list((tmp_path / "aorta-out" / "T-LLM").glob("2*"))) == runs
 
 
-def test_with_json_the_approval_gate_asks_on_stderr_and_stdout_is_the_document(tmp_path, stub):
-    # `agent --json` promises agent.json alone on stdout: the gate's question went there too
+def test_with_json_the_approval_gate_asks_on_stderr_and_stdout_is_the_events(tmp_path, stub):
+    # `agent --json` promises event lines alone on stdout: the gate's question went there too
+    from aorta_tui.core.events import RunFinished, event_from_dict
+
     server = stub(['{"cells": [["hsa_no_sdma"]], "reasons": ["no SDMA copies"]}'])
     proc = agent_on_a_terminal(tmp_path, server.url, b"y\n", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["status"] == "goal_met"  # the whole of stdout is one document
+    events = [event_from_dict(json.loads(line)) for line in proc.stdout.splitlines()]
+    assert isinstance(events[-1], RunFinished)  # every line of stdout is an event
+    assert events[-1].summary["result"]["status"] == "goal_met"
     assert "run these cells? [y/N]" in proc.stderr and "hsa_no_sdma: no SDMA copies" in proc.stderr
 
 

@@ -24,6 +24,7 @@ from aorta_tui.agent.records import (
     MitigationsSidecar,
     SidecarEntry,
 )
+from aorta_tui.agent.state import AgentState, Baseline, CellResult, LlmSettings
 from aorta_tui.core.atomic import atomic_write_json, json_bytes
 from aorta_tui.core.errors import ExitCode, UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS
@@ -101,8 +102,24 @@ def test_the_request_is_the_untyped_builders(names: list[str], goal: str, model:
                           enumerate(names)})
     state = {"candidates": names, "goal": goal, "llm": {"model": model}, "baseline": baseline}
     tried = {(n,): f for n, f in zip(names, figures, strict=False)}  # some not tried yet
-    new = llm.build_request(state, registry, tried, slots)  # type: ignore[arg-type]
+    # the same state and cells as the typed values the loop now hands it
+    typed = AgentState(status="running", created="", proposer="llm",
+                       llm=LlmSettings(model, None), goal=goal, budget=1, per_iteration=1,
+                       trials_used=0, recipe="", recipe_source="", mode="probe", command=(),
+                       output="", candidates=tuple(names), mitigation_files=(),
+                       no_snapshot=False,
+                       baseline=None if baseline is None else Baseline(
+                           cell=None, run_dir=None, **_typed_figures(baseline)))
+    typed_tried = {k: CellResult(cell=None, mitigations=k, run_dir=None, **_typed_figures(f))
+                   for k, f in tried.items()}
+    new = llm.build_request(typed, registry, typed_tried, slots)  # type: ignore[arg-type]
     assert json_bytes(new.to_json()) == json_bytes(_old_build_request(state, registry, tried, slots))
+
+
+def _typed_figures(figures: dict[str, Any]) -> dict[str, Any]:
+    names = ("trials", "failure_rate", "error_rate", "step_time_mean_s", "step_time_p50_s",
+             "step_time_ratio")
+    return {n: figures.get(n) for n in names}
 
 
 _records = st.builds(LlmRecord, request=_requests, answer=_opt, not_a_proposal=_opt,

@@ -57,9 +57,8 @@ def test_the_typed_value_holds_what_the_agent_found() -> None:
     assert spent.trials_used == spent.budget == 8
 
 
-def test_save_writes_the_loop_record_through_the_type(tmp_path: Path) -> None:
-    doc = json.loads((GOLDEN / "goal_met" / "agent.json").read_bytes())
-    typed = loop.save(tmp_path, doc)
+def test_save_writes_the_typed_state_as_the_agent_wrote_it(tmp_path: Path) -> None:
+    typed = loop.save(tmp_path, AgentState.from_json(GOLDEN / "goal_met" / "agent.json"))
     assert (tmp_path / "agent.json").read_bytes() == (GOLDEN / "goal_met" / "agent.json").read_bytes()
     assert (tmp_path / "agent.md").read_text() == (GOLDEN / "goal_met" / "agent.md").read_text()
     assert loop.load_state(tmp_path) == typed
