@@ -201,18 +201,9 @@ def _event_lines(command: list[str], o: _AgentOptions) -> None:
 
 
 def emit_refusal(emit: Callable[[Event], None], run_id: str, exc: BaseException) -> None:
-    """How a run that stopped before its loop could say so ends its stream: interrupted
-    (130), or a ``warning`` with the message and a failed ``run_finished`` with the exit code
-    the CLI exits with (an unexpected exception is a bug: 70)."""
-    from aorta_tui.core.errors import AortaError, ExitCode
-    from aorta_tui.core.events import RunFinished, RunWarning
+    """How a run that stopped before its loop could say so ends its stream (cli/stream_end.py:
+    interrupted, or a ``warning`` and a failed ``run_finished`` with the CLI's exit code)."""
+    from aorta_tui.cli.stream_end import ending_events
 
-    if isinstance(exc, KeyboardInterrupt):
-        emit(RunFinished(run_id, status="interrupted", exit_code=int(ExitCode.INTERRUPTED)))
-        return
-    if isinstance(exc, AortaError):
-        message, code = exc.render(), int(exc.exit_code)
-    else:
-        message, code = f"{type(exc).__name__}: {exc}", int(ExitCode.INTERNAL)
-    emit(RunWarning(run_id, message=message, code="error"))
-    emit(RunFinished(run_id, status="failed", exit_code=code, summary={"error": message}))
+    for event in ending_events(run_id, exc):
+        emit(event)

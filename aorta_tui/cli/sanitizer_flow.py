@@ -7,13 +7,14 @@ other flag (the executor's, the trial isolation's, ``--metrics``, ``--no-snapsho
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from aorta_tui.core.errors import ExitCode, UsageError
+from aorta_tui.core.events import RunFinished, RunStarted
 
 if TYPE_CHECKING:
     from aorta_tui.cli.sweep_view import SweepRunView
+    from aorta_tui.core.events import EventSink
     from aorta_tui.sweep.way_in import SweepRequest
 
 
@@ -38,7 +39,11 @@ def _set_flags(req: SweepRequest, view: SweepRunView) -> list[str]:
     return sorted(k for k, v in flags.items() if v not in (None, "", (), [], False))
 
 
-def run_sanitizer_request(req: SweepRequest, view: SweepRunView) -> int:
+def run_sanitizer_request(req: SweepRequest, view: SweepRunView,
+                          stream: EventSink | None = None) -> int:
+    """Run the recipe's checks; with ``--json`` (``stream``) its events: ``run_started`` and a
+    ``run_finished`` whose ``summary.result`` is the run directory, the report and each check's
+    verdict (until issue 36 one untyped ``sanitizer_report`` line)."""
     from aorta_tui.collect.sanitizer import (
         exit_code_of,
         load_sanitizer_recipe,
@@ -58,13 +63,17 @@ def run_sanitizer_request(req: SweepRequest, view: SweepRunView) -> int:
     recipe = load_sanitizer_recipe(req.recipe)
     run_dir, checks = run_sanitizer_recipe(recipe, req.output, dry_run=view.dry_run)
     report = run_dir / recipe.report_name
-    if view.json_mode:
-        print(json.dumps({"event": "sanitizer_report", "run_dir": str(run_dir),
-                          "report": str(report),
-                          "checks": [{"sanitizer": c.sanitizer, "verdict": c.verdict,
-                                      "reason": c.reason} for c in checks]}), flush=True)
+    code = int(ExitCode.OK if view.dry_run else exit_code_of(checks))
+    if stream is not None:
+        result = {"run_dir": str(run_dir), "report": str(report),
+                  "checks": [{"sanitizer": c.sanitizer, "verdict": c.verdict, "reason": c.reason}
+                             for c in checks]}
+        stream.emit(RunStarted(run_dir.name, source="sanitizer", run_dir=str(run_dir),
+                               total=len(checks)))
+        stream.emit(RunFinished(run_dir.name, status="completed", exit_code=code,
+                                summary={"result": result}))
     else:
         for c in checks:
             print(f"{c.sanitizer}: {c.verdict}: {c.reason}")
         print(f"sanitizer report: {report}")
-    return int(ExitCode.OK if view.dry_run else exit_code_of(checks))
+    return code

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from aorta_tui.core.errors import AortaError, UsageError
+from aorta_tui.core.errors import UsageError
 from aorta_tui.sweep.drive import run_until_done, sweep_for_request
 from aorta_tui.sweep.way_in import SweepRequest, is_sanitizer_request
 
 if TYPE_CHECKING:
     from aorta_tui.cli.sweep_view import SweepRunView
-    from aorta_tui.core.events import EventBus
+    from aorta_tui.core.events import Event, EventBus
     from aorta_tui.recipe.model import Recipe
     from aorta_tui.sweep.plan import Plan
 
@@ -64,33 +64,56 @@ def refuse_undecodable(req: SweepRequest, argv: list[str] | None = None) -> None
         )
 
 
-def error_event(exc: AortaError) -> dict[str, Any]:
-    """The ``error`` line ``--json`` prints on stdout when the run cannot start or stops on an
-    error (docs/events.md): the message, where, the fix and the exit code, and for a recipe
-    every problem found (the stderr paragraph says the same for people)."""
-    import time
+class _JsonStream:
+    """``--json``'s sink, which remembers whether the run said its own start and end, so that
+    a run stopped before either still ends its stream typed (cli/stream_end.py)."""
 
-    out: dict[str, Any] = {"event": "error", "run_id": "", "ts": time.time(), "message": exc.message,
-                           "location": exc.location, "hint": exc.hint, "exit_code": int(exc.exit_code)}
-    issues = getattr(exc, "issues", None)
-    if isinstance(issues, list):
-        out["problems"] = [{"source": getattr(exc, "source", None), **i.as_dict()} for i in issues]
-    return out
+    def __init__(self) -> None:
+        from aorta_tui.core.events import JsonSink
+
+        self._sink = JsonSink()
+        self.run_id = ""
+        self.started = self.finished = False
+
+    def emit(self, event: Event) -> None:
+        from aorta_tui.core.events import RunFinished, RunStarted
+
+        if isinstance(event, RunStarted) and not self.started:
+            self.started, self.run_id = True, event.run_id
+        elif isinstance(event, RunFinished) and event.run_id == self.run_id:
+            self.finished = True
+        self._sink.emit(event)
+
+    def close(self) -> None:
+        self._sink.close()
+
+    def end(self, exc: BaseException) -> None:
+        """``run_started`` (no run directory: the run was refused before it had one) unless the
+        run said it, then the stop as a warning and a failed ``run_finished``."""
+        from aorta_tui.cli.stream_end import ending_events
+        from aorta_tui.core.events import RunStarted
+
+        if not self.started:
+            self.emit(RunStarted("", source="sweep", run_dir="", total=0))
+        if not self.finished:
+            for event in ending_events(self.run_id, exc):
+                self.emit(event)
 
 
 def run_sweep_command(req: SweepRequest, view: SweepRunView) -> int:
-    """``sweep run``; with ``--json`` an error also reaches stdout, as an ``error`` event."""
+    """``sweep run``; with ``--json`` a run stopped by an error still ends its event stream:
+    ``run_started`` first, a ``warning`` and a failed ``run_finished`` with the exit code and
+    the error's parts last (the paragraph for people goes to stderr, as without ``--json``)."""
+    stream = _JsonStream() if view.json_mode else None
     try:
-        return _run_sweep_command(req, view)
-    except AortaError as exc:
-        if view.json_mode:
-            import json
-
-            print(json.dumps(error_event(exc), default=str), flush=True)
+        return _run_sweep_command(req, view, stream)
+    except Exception as exc:  # AortaError, and a bug (exit 70) still ends the stream typed
+        if stream is not None:
+            stream.end(exc)
         raise
 
 
-def _run_sweep_command(req: SweepRequest, view: SweepRunView) -> int:
+def _run_sweep_command(req: SweepRequest, view: SweepRunView, stream: _JsonStream | None) -> int:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.core.events import EventBus
 
@@ -98,7 +121,7 @@ def _run_sweep_command(req: SweepRequest, view: SweepRunView) -> int:
     if is_sanitizer_request(req):  # upstream's separate runner (collect/sanitizer.py)
         from aorta_tui.cli.sanitizer_flow import run_sanitizer_request
 
-        return run_sanitizer_request(req, view)
+        return run_sanitizer_request(req, view, stream)
     bus = EventBus()
     sweep = sweep_for_request(req, bus)
     recipe = sweep.recipe
@@ -106,7 +129,7 @@ def _run_sweep_command(req: SweepRequest, view: SweepRunView) -> int:
         notes = sweep.check_runnable(dry_run=True)
         print_plan(recipe, sweep.plan, view.json_mode, notes)
         return 0
-    bus.add(pick_sink(view.json_mode))
+    bus.add(stream if stream is not None else pick_sink(False))
     if view.verbose:
         add_verbose_sink(bus, view.verbose)
     from aorta_tui.cli.metrics_opts import sweep_metrics_serving

@@ -90,11 +90,10 @@ def started(out: StreamWriter, output: str = "") -> None:
 
 def failed(out: StreamWriter, exc: BaseException, *, run_id: str = RUN_ID) -> None:
     """A failure as the stream's last two events (the CLI also prints it on stderr)."""
-    render = getattr(exc, "render", None)
-    message = render() if callable(render) else f"{type(exc).__name__}: {exc}"
-    code = int(getattr(exc, "exit_code", 1))
-    out.emit(RunWarning(run_id, message=message, code="error"))
-    out.emit(RunFinished(run_id, status="failed", exit_code=code, summary={"error": message}))
+    from aorta_tui.cli.stream_end import ending_events
+
+    for event in ending_events(run_id, exc):
+        out.emit(event)
 
 
 def finished(out: StreamWriter, result: dict[str, Any] | None, *, interrupted: bool, exit_code: int,

@@ -65,7 +65,7 @@ def launch_detached(
     finally:
         assert relay.stdout is not None
         relay.stdout.close()
-    if started is None:
+    if started is None or not started.run_dir:  # a refused sweep's stream names no run
         try:
             code: int | None = relay.wait(5.0)
         except subprocess.TimeoutExpired:
@@ -76,9 +76,10 @@ def launch_detached(
 
 
 def launch_failure(log_path: Path, limit: int = 64 << 10) -> str:
-    """One readable line for why a detached sweep did not start: the message and fix of the
-    ``--json`` error event it printed (a raw JSON line filled most of the TUI's screen), else
-    its last ``error:`` line, else its last line; the whole log is at ``log_path``."""
+    """One readable line for why a detached sweep did not start: the message and fix its
+    ``--json`` stream ended with (the failed ``run_finished``'s summary: a raw JSON line filled
+    most of the TUI's screen), else its last ``error:`` line, else its last line; the whole log
+    is at ``log_path``."""
     import json
 
     try:
@@ -94,12 +95,25 @@ def launch_failure(log_path: Path, limit: int = 64 << 10) -> str:
         except ValueError:
             plain.append(line.strip())
             continue
-        if isinstance(doc, dict) and doc.get("event") == "error" and doc.get("message"):
-            where = f"{doc['location']}: " if doc.get("location") else ""
-            fix = f" (fix: {doc['hint']})" if doc.get("hint") else ""
-            return f"{where}{doc['message']}{fix}"
+        said = _failure_said(doc)
+        if said is not None:
+            return said
     said = [ln for ln in plain if ln.startswith("error:")] or [ln for ln in plain if ln]
     return said[0].removeprefix("error:").strip()[:500] if said else f"see {log_path}"
+
+
+def _failure_said(doc: object) -> str | None:
+    """``location: message (fix: hint)`` of a failed ``run_finished`` line, else None."""
+    if not (isinstance(doc, dict) and doc.get("event") == "run_finished"
+            and doc.get("status") == "failed" and isinstance(doc.get("summary"), dict)):
+        return None
+    summary = doc["summary"]
+    message = summary.get("message") or summary.get("error")
+    if not isinstance(message, str) or not message:
+        return None
+    where = f"{summary['location']}: " if summary.get("location") else ""
+    fix = f" (fix: {summary['hint']})" if summary.get("hint") else ""
+    return f"{where}{message}{fix}"
 
 
 def _handshake(relay: subprocess.Popen[bytes], wait_s: float) -> RunStarted | None:

@@ -27,6 +27,7 @@ from aorta_tui.collect.sanitizer import (
 )
 from aorta_tui.collect.sanitizer_report import read_sanitizer_report
 from aorta_tui.core.errors import ExitCode
+from aorta_tui.core.events import event_from_dict
 from aorta_tui.recipe import RecipeValidationError
 
 # Its last test records what the others ran in the attack harness table, so the whole file
@@ -171,8 +172,12 @@ def test_cli_exit_1_on_a_finding(tmp_path, fake_sanitizer) -> None:
     got = _cli("sweep", "run", "--recipe", str(_recipe(tmp_path, "memcheck", _program(tmp_path))),
                "-o", str(tmp_path / "out"), "--json")
     assert got.returncode == ExitCode.FAILURES, got.stderr
-    event = json.loads(got.stdout.splitlines()[-1])
-    assert event["checks"][0]["verdict"] == "fail"
+    lines = [json.loads(line) for line in got.stdout.splitlines()]
+    assert [e["event"] for e in lines] == ["run_started", "run_finished"]
+    assert [type(event_from_dict(e)).__name__ for e in lines] == ["RunStarted", "RunFinished"]
+    assert lines[-1]["exit_code"] == ExitCode.FAILURES
+    assert lines[-1]["summary"]["result"]["checks"][0]["verdict"] == "fail"
+    assert lines[0]["run_dir"] == lines[-1]["summary"]["result"]["run_dir"]
 
 
 def test_program_failing_without_a_finding_is_an_error_not_a_pass(tmp_path, fake_sanitizer) -> None:

@@ -55,14 +55,28 @@ def test_dry_run_says_how_many_trials_per_cell(fresh: Path) -> None:
     assert "x trials =" not in res.stdout
 
 
-def test_json_mode_bad_recipe_prints_an_error_event_on_stdout(fresh: Path) -> None:
+def test_json_mode_bad_recipe_ends_the_event_stream_typed(fresh: Path) -> None:
+    """Every line an event the reader can type (until issue 36 one untyped ``error`` line):
+    run_started without a run directory, the warning, a failed run_finished with exit 2 and
+    the recipe's located problems."""
+    from aorta_tui.core.events import RunFinished, RunStarted, RunWarning, event_from_dict
+
     (fresh / "bad.yaml").write_text("schema_version: 1\nmode: triage\nticket: T\nworkload: gpu_smoke\n"
                                     "trials: many\ncells: [{name: a, mitigations: [none], environment: local}]\n")
     res = cli(fresh, "--batch", "bad.yaml", "--json")
     assert res.returncode == 2
-    lines = [json.loads(line) for line in res.stdout.splitlines()]
-    assert len(lines) == 1 and lines[0]["event"] == "error" and lines[0]["exit_code"] == 2
-    assert "trials" in json.dumps(lines[0]) and "bad.yaml" in json.dumps(lines[0])
+    events = [event_from_dict(json.loads(line)) for line in res.stdout.splitlines()]
+    assert [type(e) for e in events] == [RunStarted, RunWarning, RunFinished]
+    started, warning, finished = events
+    assert isinstance(started, RunStarted) and started.run_dir == ""
+    assert isinstance(warning, RunWarning) and warning.code == "error"
+    assert isinstance(finished, RunFinished)
+    assert (finished.status, finished.exit_code) == ("failed", 2)
+    problems = {p["path"]: p for p in finished.summary["problems"]}
+    assert set(problems) == {"", "trials"}  # every problem: the top level misses `steps`
+    problem = problems["trials"]
+    assert (problem["line"], problem["column"]) == (5, 9)
+    assert problem["source"].endswith("bad.yaml") and problem["hint"]
     assert "error:" in res.stderr  # the paragraph for people stays on stderr
     assert not (fresh / "aorta-out").exists()
 
