@@ -46,6 +46,7 @@ from aorta_tui.core.trial_contract import (
     workload_rank_files,
     workload_result_filename,
 )
+from aorta_tui.core.worker_result import WorkerResult, read_worker_result
 from aorta_tui.registry.registry import Registry
 from aorta_tui.store.naming import DEFAULT_OUTPUT, RUN_META
 from aorta_tui.store.plan_doc import PLAN_FILE, read_plan_or_none
@@ -937,25 +938,44 @@ def _planned_trial_ids(run_dir: Path) -> set[str] | None:
 
 
 def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | None:
-    """Rank 0's result, with every other rank's failures folded in (named by rank)."""
-    # The trial wrote these: a FIFO or a link it planted (here or on the way) must not hang or
-    # mislead the sweep, so they are read through the run's file layer.
-    result = fs.read_json_or_none(trial_dir / workload_result_filename(0))
-    if not isinstance(result, dict):
+    """Rank 0's result, with every other rank's failures folded in (named by rank): the
+    ``workload_result`` section of the trial's result.json, the classifier's tier-4 input."""
+    result = _read_rank(fs, trial_dir / workload_result_filename(0))
+    if result is None:
         return None
+    out = result.to_json()
     ranks = workload_rank_files(trial_dir)
     if ranks:
-        result.setdefault("ranks", {})
+        folded = out.get("ranks")
+        folded = folded if isinstance(folded, dict) else {}
+        out["ranks"] = folded  # where setdefault put it: after the file's own keys
         for p in ranks:
-            other = fs.read_json_or_none(p)
-            if not isinstance(other, dict):
+            other = _read_rank(fs, p)
+            if other is None:
                 continue
             rank = p.stem.rsplit("rank", 1)[-1]
-            result["ranks"][rank] = {"passed": other.get("passed"), "metrics": other.get("metrics", {})}
-            for f in other.get("failures", []):
-                result["failures"].append({**f, "message": f"rank {rank}: {f.get('message', '')}"})
-        result["passed"] = not result["failures"]
-    return result
+            folded[rank] = {"passed": other.passed, "metrics": other.metrics}
+            out["failures"] += [{**f.to_json(), "message": f"rank {rank}: {f.message}"}
+                                for f in other.failures]
+        out["passed"] = not out["failures"]
+    return out
+
+
+def _read_rank(fs: RunDirFS, path: Path) -> WorkerResult | None:
+    """One rank's result file, typed; None when it is missing, refused or damaged.
+
+    The trial wrote it: a FIFO or a link it planted (here or on the way) must not hang or
+    mislead the sweep, so it is read through the run's file layer. A file that cannot be read
+    as a result is no result, as an unreadable one always was: rank 0's gives the trial no
+    workload result (its verdict is its process's and its logs'), another rank's is left out
+    of the fold. The typed reader also refuses a file that parses but is not a result (a
+    failure without a code, ``failures`` that is no list): the classifier used to skip such
+    entries one by one, and the fold stopped with a traceback on them.
+    """
+    try:
+        return read_worker_result(fs, path)
+    except (AortaError, OSError):  # FileNotFoundError among them: no file, no result
+        return None
 
 
 # What the recipe patterns of a trial that has not ended yet see (LogScan judges their

@@ -38,6 +38,7 @@ _INTERPRETER_UP_NS = time.monotonic_ns()
 
 from aorta_tui.core.atomic import atomic_write_json  # noqa: E402
 from aorta_tui.core.trial_contract import WorkerSpec, workload_result_filename  # noqa: E402
+from aorta_tui.core.worker_result import WorkerResult  # noqa: E402
 from aorta_tui.registry.workload import Failure, WorkloadContext, WorkloadResult, validate_config  # noqa: E402
 from aorta_tui.trial import timeline  # noqa: E402
 
@@ -200,13 +201,13 @@ def main(argv: list[str] | None = None, *, interpreter_up_ns: int | None = None,
         print(f"aorta-tui worker: {msg}", file=sys.stderr, flush=True)
         result = WorkloadResult(failures=[Failure("setup_error", msg)])
     rank = int(os.environ.get("RANK", "0"))
-    out = result.to_dict()
-    out["worker_wall_s"] = time.time() - started
+    workload = result.to_dict()  # before the wall time and the result_write mark, as always
+    worker_wall_s = time.time() - started
     marks.mark("result_write")
-    out["timeline"] = marks.finish()
+    doc = WorkerResult.of(workload, worker_wall_s=worker_wall_s, timeline=marks.finish())
     # not fsynced: the orchestrator reads it as this process exits, and copies it into the
     # trial's result.json (two fsyncs saved per trial)
-    atomic_write_json(Path(spec.trial_dir) / result_filename(rank), out, durable=False)
+    atomic_write_json(Path(spec.trial_dir) / result_filename(rank), doc.to_json(), durable=False)
     if rank == 0:  # the end of the write cannot be inside the file: one line on stdout says it
         print(timeline.result_written_line(timeline.now_ns()), flush=True)
     # The result file carries the verdict (the classifier reads its failures). A non-zero exit
