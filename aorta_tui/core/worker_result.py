@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import UsageError
-from aorta_tui.core.inputs import INPUT_LIMITS, FieldReader, Json, decode_utf8, parse_json_text
+from aorta_tui.core.inputs import (
+    INPUT_LIMITS,
+    FieldReader,
+    Json,
+    decode_utf8,
+    parse_json_text,
+    read_fd_bounded,
+)
 
 if TYPE_CHECKING:
     import os
@@ -113,8 +120,10 @@ def read_worker_result(fs: RunDirFS, path: str | os.PathLike[str]) -> WorkerResu
     on, at most ``INPUT_LIMITS["worker result"]`` read), typed. Missing: FileNotFoundError; not
     a regular file: ``RunDirRefused``; damaged: a located UsageError."""
     where = fs.display(fs.rel(path))
-    raw = fs.read_bytes(path, what=WHAT, limit=INPUT_LIMITS["worker result"])
-    assert raw is not None  # missing_ok is off: a missing file raised
+    fh = fs.open_read(path)  # the file layer's checked open; missing: FileNotFoundError
+    assert fh is not None  # missing_ok is off
+    with fh:
+        raw = read_fd_bounded(fh, where=where, what=WHAT, limit=INPUT_LIMITS["worker result"])
     text = decode_utf8(raw, where=where, what=WHAT, hint=_HINT)
     data = parse_json_text(text, where=where, what=WHAT, max_depth=_MAX_DEPTH, hint=_HINT)
     return WorkerResult.from_dict(data, where=where)
