@@ -909,8 +909,9 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         if cls is None or not (bad or any(s.cross_trial_failures for s in cells)):
             return ""
         failing = [r.workload_result for r in bad if isinstance(r.workload_result, dict)]
-        pick = getattr(cls, "failure_hint", None)
-        return (pick(failing) if callable(pick) else getattr(cls, "hint", "")) or ""
+        # a Workload subclass (load_workload refuses anything else): the base class's
+        # failure_hint (its ``hint``) is always there; a plugin's may still answer None
+        return cls.failure_hint(failing) or ""
 
 
 def _trial_id(spec: TrialSpec) -> str:
