@@ -25,7 +25,7 @@ from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.core.trial_contract import workload_rank_files, workload_result_filename
 from aorta_tui.core.worker_result import WHAT, WorkerResult, read_worker_result
 from aorta_tui.registry.workload import Failure, WorkloadResult
-from aorta_tui.sweep.orchestrator import _read_workload_results
+from aorta_tui.sweep.orchestrator import _read_workload_results, _result_section
 
 
 def _old_worker_writer(result: WorkloadResult, worker_wall_s: float, timeline: dict[str, Any]) -> bytes:
@@ -242,8 +242,13 @@ def _write(trial_dir: Path, rank: int, doc: WorkerResult | str) -> None:
 
 
 def _both(trial_dir: Path) -> tuple[Any, Any]:
+    """The untyped fold's dict and the typed fold's, each as the sweep used it (the timeline
+    taken out for the trial's timeline, the rest result.json's workload_result)."""
     with RunDirFS(trial_dir) as fs:
-        return _old_fold(fs, trial_dir), _read_workload_results(fs, trial_dir)
+        old, new = _old_fold(fs, trial_dir), _read_workload_results(fs, trial_dir)
+    if old is not None:
+        old.pop("timeline", None)  # what the old Sweep._timeline did to it
+    return old, _result_section(new)
 
 
 @settings(max_examples=40)
@@ -252,8 +257,12 @@ def test_the_fold_of_the_ranks_gives_what_the_untyped_reader_gave(tmp_path_facto
     trial_dir = tmp_path_factory.mktemp("trial")
     for rank, doc in enumerate(docs):
         _write(trial_dir, rank, doc)
-    old, new = _both(trial_dir)
-    assert json_bytes(new) == json_bytes(old)  # the order of the keys too (NaN: as bytes)
+    with RunDirFS(trial_dir) as fs:
+        old, new = _old_fold(fs, trial_dir), _read_workload_results(fs, trial_dir)
+    assert new is not None and old is not None
+    assert json_bytes(new.timeline) == json_bytes(old.pop("timeline"))  # the trial's timeline
+    assert json_bytes(_result_section(new)) == json_bytes(old)  # key order too (NaN: as bytes)
+    assert new.step_times_s == tuple(docs[0].step_times_s)  # the step times the sweep keeps
 
 
 # A damaged file the old reader took without a traceback, and what the trial's verdict was.
@@ -290,5 +299,5 @@ def test_a_rank_file_that_parses_but_is_no_result_is_left_out_not_a_traceback(tm
     with RunDirFS(tmp_path) as fs:
         with pytest.raises(TypeError):
             _old_fold(fs, tmp_path)
-        new = _read_workload_results(fs, tmp_path)
+        new = _result_section(_read_workload_results(fs, tmp_path))
     assert new is not None and new["ranks"] == {} and new["passed"] is True
