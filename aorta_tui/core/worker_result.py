@@ -11,16 +11,18 @@ orchestrator does with a refusal is its own decision (``sweep/orchestrator.py``:
 an unreadable file always was).
 
 The worker imports this module as it starts (its start-up time is every trial's): it needs only
-what the worker already imports (``core.inputs``, ``core.errors``); the run's file layer the
-reader goes through is imported by the reader, in the orchestrator.
+what the worker already imports (``core.atomic``, ``core.inputs``, ``core.errors``); the run's
+file layer the reader goes through is the orchestrator's, named here for the type checker only.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aorta_tui.core.atomic import json_bytes
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import (
     INPUT_LIMITS,
@@ -109,6 +111,22 @@ class WorkerResult:
             out["timeline"] = self.timeline
         return {**out, **self.extra}
 
+    def file_bytes(self, *, where: str) -> bytes:
+        """The file's bytes (``to_json`` through ``core.atomic.json_bytes``), checked to read
+        back. A workload that broke ``WorkloadResult``'s types (a failure whose code is no
+        string, a device that is null) would leave a file the reader refuses, and a failing
+        trial would read as one without a result, its verdict its process's: it gets instead
+        the result of one ``invalid_result`` failure that names the field (``where``: the file)."""
+        data = json_bytes(self.to_json())
+        try:
+            WorkerResult.from_dict(json.loads(data), where=where)
+        except UsageError as exc:
+            why = f"the workload returned a result aorta-tui cannot record: {exc.message}"
+            return json_bytes(WorkerResult(
+                failures=(WorkerFailure("invalid_result", why),), passed=False,
+                worker_wall_s=self.worker_wall_s, timeline=self.timeline).to_json())
+        return data
+
     @classmethod
     def from_dict(cls, data: object, *, where: str) -> WorkerResult:
         """Read a parsed result file; a damaged one is a located UsageError (exit 2)."""
@@ -140,7 +158,7 @@ def _read(f: FieldReader, data: object) -> WorkerResult:
     # Every field but the two the worker adds is required: the worker writes each one, always.
     steps: list[object] = f.check(_required(f, d, "step_times_s"), "array", "step_times_s")
     return WorkerResult(
-        step_times_s=tuple(f.check(v, "number", f"step_times_s[{i}]") for i, v in enumerate(steps)),
+        step_times_s=tuple(_step_time(f, v, i) for i, v in enumerate(steps)),
         metrics=f.obj(_required(f, d, "metrics"), "metrics"),
         failures=_failures(f, _required(f, d, "failures")),
         device=f.text(d, "device", "", required=True),
@@ -152,6 +170,15 @@ def _read(f: FieldReader, data: object) -> WorkerResult:
         worker_wall_s=f.check(d["worker_wall_s"], "number", "worker_wall_s") if "worker_wall_s" in d else None,
         timeline=f.obj(d["timeline"], "timeline") if "timeline" in d else None,
         extra={k: v for k, v in d.items() if k not in _KNOWN})
+
+
+def _step_time(f: FieldReader, value: object, i: int) -> float:
+    """A number as the workload timed it: a non-finite one (NaN) is still one the worker
+    writes (json_bytes writes NaN), and the sweep took it as it was."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    number: float = f.check(value, "number", f"step_times_s[{i}]")  # raises, located
+    return number
 
 
 def _required(f: FieldReader, d: dict[str, Any], key: str) -> object:

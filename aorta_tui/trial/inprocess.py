@@ -65,7 +65,8 @@ def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: 
     marks.mark("result_write")
     # no worker_wall_s: no worker process of its own (the file the orchestrator reads is the same)
     doc = WorkerResult.of(workload, timeline=marks.finish())
-    fs.atomic_write_json(trial_dir / result_filename(0), doc.to_json())
+    path = trial_dir / result_filename(0)
+    fs.atomic_write_bytes(path, doc.file_bytes(where=str(path)))
     return ProcessOutcome(
         pid=os.getpid(), exit_code=exit_code, signal=None, core_dumped=False, timed_out=False,
         cancelled=False, hang=None, exec_error=None, wall_s=time.monotonic() - t0,

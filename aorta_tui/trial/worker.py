@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 # already loaded by the interpreter's start-up and runpy).
 _INTERPRETER_UP_NS = time.monotonic_ns()
 
-from aorta_tui.core.atomic import atomic_write_json  # noqa: E402
+from aorta_tui.core.atomic import atomic_write_bytes  # noqa: E402
 from aorta_tui.core.trial_contract import WorkerSpec, workload_result_filename  # noqa: E402
 from aorta_tui.core.worker_result import WorkerResult  # noqa: E402
 from aorta_tui.registry.workload import Failure, WorkloadContext, WorkloadResult, validate_config  # noqa: E402
@@ -223,7 +223,8 @@ def main(argv: list[str] | None = None, *, interpreter_up_ns: int | None = None,
     doc = WorkerResult.of(workload, worker_wall_s=worker_wall_s, timeline=marks.finish())
     # not fsynced: the orchestrator reads it as this process exits, and copies it into the
     # trial's result.json (two fsyncs saved per trial)
-    atomic_write_json(Path(spec.trial_dir) / result_filename(rank), doc.to_json(), durable=False)
+    path = Path(spec.trial_dir) / result_filename(rank)
+    atomic_write_bytes(path, doc.file_bytes(where=str(path)), durable=False)
     if rank == 0:  # the end of the write cannot be inside the file: one line on stdout says it
         print(timeline.result_written_line(timeline.now_ns()), flush=True)
     # The result file carries the verdict (the classifier reads its failures). A non-zero exit

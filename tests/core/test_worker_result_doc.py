@@ -89,6 +89,7 @@ def test_the_workers_typed_writer_writes_the_untyped_writers_bytes(
     old = _old_worker_writer(result, wall, timeline)
     doc = WorkerResult.of(result.to_dict(), worker_wall_s=wall, timeline=timeline)
     assert json_bytes(doc.to_json()) == old
+    assert doc.file_bytes(where="f") == old  # what the worker writes: checked, the same bytes
     # and what it wrote reads back to the same bytes (NaN != NaN: the bytes are compared)
     assert json_bytes(WorkerResult.from_dict(json.loads(old), where="f").to_json()) == old
 
@@ -99,6 +100,7 @@ def test_the_in_process_typed_writer_writes_the_untyped_writers_bytes(
     old = _old_inprocess_writer(result, timeline)
     doc = WorkerResult.of(result.to_dict(), timeline=timeline)
     assert json_bytes(doc.to_json()) == old
+    assert doc.file_bytes(where="f") == old
     again = WorkerResult.from_dict(json.loads(old), where="f")
     assert again.worker_wall_s is None and json_bytes(again.to_json()) == old
 
@@ -110,6 +112,39 @@ def test_a_path_or_a_set_in_the_metrics_is_written_as_before() -> None:
     old = _old_worker_writer(result, 1.5, {"marks": {}})
     assert json_bytes(WorkerResult.of(result.to_dict(), worker_wall_s=1.5,
                                       timeline={"marks": {}}).to_json()) == old
+
+
+def test_a_non_finite_step_time_is_written_and_read_as_before() -> None:
+    result = WorkloadResult(step_times_s=[float("nan"), float("inf"), 1])
+    old = _old_worker_writer(result, 1.0, {})
+    doc = WorkerResult.of(result.to_dict(), worker_wall_s=1.0, timeline={})
+    assert doc.file_bytes(where="f") == old and b"NaN" in old
+    assert json_bytes(WorkerResult.from_dict(json.loads(old), where="f").to_json()) == old
+
+
+# A workload that broke WorkloadResult's types: the untyped writer wrote it as it was, and the
+# typed reader would refuse it (a failing trial read as one without a result).
+_BROKEN = [
+    (WorkloadResult(failures=[Failure("boom", None)]), "failures[0].message"),  # type: ignore[arg-type]
+    (WorkloadResult(failures=[Failure(7, "m")]), "failures[0].code"),  # type: ignore[arg-type]
+    (WorkloadResult(device=None), "device"),  # type: ignore[arg-type]
+    (WorkloadResult(step_times_s=["0.1"]), "step_times_s[0]"),  # type: ignore[list-item]
+]
+
+
+@pytest.mark.parametrize(("result", "field"), _BROKEN, ids=[f for _, f in _BROKEN])
+def test_a_result_that_breaks_the_types_is_written_as_a_located_failure(result: WorkloadResult,
+                                                                        field: str) -> None:
+    """Refused now: the trial fails with ``invalid_result`` naming the field, rather than
+    leaving a file that reads as no result (a failure lost, the trial a pass on its exit code)."""
+    doc = WorkerResult.of(result.to_dict(), worker_wall_s=2.0, timeline={"marks": {"x": 1}})
+    written = WorkerResult.from_dict(json.loads(doc.file_bytes(where="/t/workload_result.json")),
+                                     where="f")
+    assert not written.passed and [f.code for f in written.failures] == ["invalid_result"]
+    message = written.failures[0].message
+    assert message.startswith("the workload returned a result aorta-tui cannot record: "
+                              f"/t/workload_result.json: {field}: "), message
+    assert written.worker_wall_s == 2.0 and written.timeline == {"marks": {"x": 1}}
 
 
 def test_a_key_a_newer_writer_added_is_kept_after_the_known_ones() -> None:

@@ -2,7 +2,7 @@
 ranks, read through core/worker_result.py): a rank file that is no JSON is left out and the
 trial keeps the verdict rank 0's result gives it, as it always did; one that parses but is no
 result (``failures: 3``) is left out too, where the untyped fold stopped the sweep with a
-TypeError (exit 70)."""
+TypeError (exit 70). A workload whose result breaks the types still fails its trial."""
 
 from __future__ import annotations
 
@@ -24,12 +24,16 @@ class Planter(Workload):
 
     name = "rank_planter_t"
     needs_torch = False
-    config_schema = (ConfigField("text", "str", ""), ConfigField("fail", "bool", False))
+    config_schema = (ConfigField("text", "str", ""), ConfigField("fail", "bool", False),
+                     ConfigField("untyped", "bool", False))
 
     def run(self, ctx):
-        (ctx.trial_dir / "workload_result.rank1.json").write_text(ctx.config["text"])
+        if ctx.config["text"]:
+            (ctx.trial_dir / "workload_result.rank1.json").write_text(ctx.config["text"])
         ctx.on_step(0, 0.001)
         fails = [Failure("asked", "asked to fail")] if ctx.config["fail"] else []
+        if ctx.config["untyped"]:  # a plugin's mistake: no message
+            fails = [Failure("asked", None)]
         return WorkloadResult(step_times_s=[0.001], failures=fails)
 '''
 
@@ -85,3 +89,21 @@ def test_a_damaged_rank_file_is_left_out_and_the_verdict_is_rank_0s(tmp_path: Pa
     wr = res["workload_result"]
     assert wr["ranks"] == {} and wr["passed"] is (not fail)
     assert [f["code"] for f in wr["failures"]] == (["asked"] if fail else [])
+
+
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
+def test_a_result_that_breaks_the_types_still_fails_the_trial_and_names_the_field(tmp_path: Path) -> None:
+    """A failure without a message: main recorded it as written (verdict fail, reason the
+    code); the worker now records it as an invalid_result failure naming the field, so the
+    verdict stays fail and the reader never meets a file it refuses."""
+    env = _plugin(tmp_path / "plug")
+    (tmp_path / "r.yaml").write_text(RECIPE.format(config=json.dumps({"untyped": True})))
+    proc = aorta("--batch", str(tmp_path / "r.yaml"), "--output", str(tmp_path / "out"),
+                 "--no-snapshot", env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (res_path,) = only_run_dir(tmp_path / "out").glob("trials/*/trial-*/result.json")
+    res = json.loads(res_path.read_text())
+    assert res["verdict"] == "fail"
+    (detection,) = [d for d in res["detections"] if d["id"].startswith("workload:")]
+    assert detection["id"] == "workload:invalid_result"
+    assert "workload_result.json: failures[0].message: expected a string" in detection["message"]
