@@ -972,9 +972,10 @@ def _read_rank(fs: RunDirFS, path: Path) -> WorkerResult | None:
     mislead the sweep, so it is read through the run's file layer. A file that cannot be read
     as a result is no result, as an unreadable one always was: rank 0's gives the trial no
     workload result (its verdict is its process's and its logs'), another rank's is left out
-    of the fold. The typed reader also refuses a file that parses but is not a result (a
-    failure without a code, ``failures`` that is no list): the classifier used to skip such
-    entries one by one, and the fold stopped with a traceback on them.
+    of the fold. Refused now: a file that parses but is not a result (a failure without a
+    code, ``failures`` that is no list), which the classifier took entry by entry and the
+    fold stopped on with a traceback. The worker checks the file it writes reads back
+    (``WorkerResult.file_bytes``), so only a file something else changed meets this.
     """
     try:
         return read_worker_result(fs, path)
