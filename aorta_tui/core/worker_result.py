@@ -17,7 +17,6 @@ file layer the reader goes through is the orchestrator's, named here for the typ
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -118,14 +117,13 @@ class WorkerResult:
         trial would read as one without a result, its verdict its process's: it gets instead
         the result of one ``invalid_result`` failure that names the field (``where``: the file)."""
         data = json_bytes(self.to_json())
-        try:
-            WorkerResult.from_dict(json.loads(data), where=where)
-        except UsageError as exc:
-            why = f"the workload returned a result aorta-tui cannot record: {exc.message}"
-            return json_bytes(WorkerResult(
-                failures=(WorkerFailure("invalid_result", why),), passed=False,
-                worker_wall_s=self.worker_wall_s, timeline=self.timeline).to_json())
-        return data
+        why = _refusal(data, where)
+        if why is None:
+            return data
+        return json_bytes(WorkerResult(
+            failures=(WorkerFailure("invalid_result", f"the workload returned a result "
+                                    f"aorta-tui cannot record: {why}"),),
+            passed=False, worker_wall_s=self.worker_wall_s, timeline=self.timeline).to_json())
 
     @classmethod
     def from_dict(cls, data: object, *, where: str) -> WorkerResult:
@@ -145,6 +143,21 @@ def read_worker_result(fs: RunDirFS, path: str | os.PathLike[str]) -> WorkerResu
     text = decode_utf8(raw, where=where, what=WHAT, hint=_HINT)
     data = parse_json_text(text, where=where, what=WHAT, max_depth=_MAX_DEPTH, hint=_HINT)
     return WorkerResult.from_dict(data, where=where)
+
+
+def _refusal(data: bytes, where: str) -> str | None:
+    """Why :func:`read_worker_result` would refuse a file of these bytes (its words), or None:
+    the same limit, parse and field checks (a result over the size limit, a field of the
+    wrong type)."""
+    limit = INPUT_LIMITS["worker result"]
+    if len(data) > limit:
+        return f"{where}: {len(data)} bytes, over the {limit} a {WHAT} may take"
+    try:  # json_bytes writes UTF-8
+        WorkerResult.from_dict(parse_json_text(data.decode("utf-8"), where=where, what=WHAT,
+                                               max_depth=_MAX_DEPTH), where=where)
+    except UsageError as exc:
+        return exc.message
+    return None
 
 
 # -- the reader ----------------------------------------------------------------------------

@@ -143,8 +143,16 @@ def test_a_result_that_breaks_the_types_is_written_as_a_located_failure(result: 
     assert not written.passed and [f.code for f in written.failures] == ["invalid_result"]
     message = written.failures[0].message
     assert message.startswith("the workload returned a result aorta-tui cannot record: "
-                              f"/t/workload_result.json: {field}: "), message
+                              f"/t/workload_result.json: {field}"), message
     assert written.worker_wall_s == 2.0 and written.timeline == {"marks": {"x": 1}}
+
+
+def test_a_result_over_the_size_limit_is_written_as_a_located_failure(monkeypatch) -> None:
+    monkeypatch.setitem(INPUT_LIMITS, "worker result", 512)
+    doc = WorkerResult.of(WorkloadResult(notes=["x" * 600]).to_dict(), timeline={})
+    written = json.loads(doc.file_bytes(where="w.json"))
+    assert [f["code"] for f in written["failures"]] == ["invalid_result"]
+    assert "w.json: " in written["failures"][0]["message"] and "over the 512" in written["failures"][0]["message"]
 
 
 def test_a_key_a_newer_writer_added_is_kept_after_the_known_ones() -> None:
