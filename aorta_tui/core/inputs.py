@@ -86,6 +86,9 @@ INPUT_LIMITS: dict[str, int] = {
     # an agent's llm-NN.json: the request (goal, candidates, tried cells) and what came back
     # (at most llm.MAX_RAW_SAVED of a body that was not a proposal)
     "agent llm record": 16 * MiB,
+    # a trial worker's workload_result.json (.rank<N>.json): the bound the orchestrator has
+    # always read it with (a result with its timeline is a few KiB; a workload's metrics more)
+    "worker result": 64 * MiB,
 }
 
 

@@ -427,12 +427,23 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
                            stdout_path=trial_dir / "stdout.txt",
                            stderr_path=trial_dir / "stderr.txt", timeout_s=req.timeout_s,
                            sample_gpu=False, log_root=run_dir)
+        outcome, gpu_note = self._run_process(spec, planned, policy)
+        record = _trial_record(planned, policy, argv, removed, outcome, trial_dir, gpu_note,
+                               _tool_env(self.user_env, policy, env, removed))
+        # outcome.json, before its journal line
+        self.store.write_result(planned.dir_name, record.to_json())
+        self._report(planned, policy, record, outcome, trial_dir)
+
+    def _run_process(self, spec: ProcessSpec, planned: PlannedTrial, policy: Policy,
+                     ) -> tuple[ProcessOutcome, str]:
+        """The trial's process, under the policy's GPU settings when it changes them (restored
+        as it ends), and the note saying what was applied and restored ("" when nothing)."""
+        req = self.request
 
         def started(pid: int) -> None:
-            self._emit(TrialStarted(self.run_id, trial_id=trial_id, cell=policy.name,
+            self._emit(TrialStarted(self.run_id, trial_id=planned.dir_name, cell=policy.name,
                                     trial=planned.trial, pid=pid))
 
-        gpu_note = ""
         if not policy.gpu_control.is_empty() and req.allow_gpu_control:
             from aorta_tui.policy.gpu_control import GpuControl
 
@@ -440,13 +451,14 @@ class PolicyEvaluator(TrialEngine["PlannedTrial", "PolicySweepOutcome"]):
             assert self.gpu_backend is not None
             with GpuControl(self.gpu_backend, req.gpu_index, policy.gpu_control) as control:
                 outcome = run_process(spec, cancel=self.cancel, on_start=started)
-            gpu_note = f"applied {policy.gpu_control.to_dict()}; restored {control.previous}"
-        else:
-            outcome = run_process(spec, cancel=self.cancel, on_start=started)
-        record = _trial_record(planned, policy, argv, removed, outcome, trial_dir, gpu_note,
-                               _tool_env(self.user_env, policy, env, removed))
-        # outcome.json, before its journal line
-        self.store.write_result(planned.dir_name, record.to_json())
+            return outcome, f"applied {policy.gpu_control.to_dict()}; restored {control.previous}"
+        return run_process(spec, cancel=self.cancel, on_start=started), ""
+
+    def _report(self, planned: PlannedTrial, policy: Policy, record: TrialOutcome,
+                outcome: ProcessOutcome, trial_dir: Path) -> None:
+        """What a recorded trial tells: the sweep stops on a trial the harness refused (its
+        options are wrong for every trial to come); else its end, its figures or a warning."""
+        trial_id = planned.dir_name
         if record.status == "usage_error" or record.status == "environment_error":
             cls = UsageError if record.status == "usage_error" else EnvironmentProblem
             message, fix = _split_fix(record.reason)

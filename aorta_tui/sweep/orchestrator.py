@@ -46,6 +46,7 @@ from aorta_tui.core.trial_contract import (
     workload_rank_files,
     workload_result_filename,
 )
+from aorta_tui.core.worker_result import WorkerResult, read_worker_result
 from aorta_tui.registry.registry import Registry
 from aorta_tui.store.naming import DEFAULT_OUTPUT, RUN_META
 from aorta_tui.store.plan_doc import PLAN_FILE, read_plan_or_none
@@ -541,10 +542,12 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         if outcome.log_error:
             _refuse_cut_logs(outcome.log_error, spec.trial_id, trial_dir, run_dir)
         kevents = kernel_log.events_since(cursor)
-        wres = _read_workload_results(self._store.fs, trial_dir) if r.mode == "triage" else None
-        trial_timeline = self._timeline(outcome, wres, pspec.stdout_path)
+        worker = _read_workload_results(self._store.fs, trial_dir) if r.mode == "triage" else None
+        trial_timeline = self._timeline(outcome, None if worker is None else worker.timeline,
+                                        pspec.stdout_path)
+        wres = _result_section(worker)
         result = self._classify(outcome, pspec, wres, log_scan, kevents, kernel_log.unavailable)
-        steps, source = self._step_times(wres, pspec.stdout_path, outcome.wall_s, cell)
+        steps, source = self._step_times(worker, pspec.stdout_path, outcome.wall_s, cell)
         record = {
             "schema_version": 1,
             "trial_id": spec.trial_id,
@@ -787,9 +790,9 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
                     "-v", f"{trial_dir}:{trial_dir}", "--", cell.docker, *argv]
         return argv
 
-    def _timeline(self, outcome: ProcessOutcome, wres: dict[str, Any] | None, stdout: Path) -> dict[str, Any]:
-        """The trial's timeline (trial/timeline.py): the supervisor's marks, the child's (out of
-        its workload result), and what ran beside it."""
+    def _timeline(self, outcome: ProcessOutcome, child: dict[str, Any] | None, stdout: Path) -> dict[str, Any]:
+        """The trial's timeline (trial/timeline.py): the supervisor's marks, the child's (its
+        workload result's ``timeline``; None: it left none), and what ran beside it."""
         from aorta_tui.sweep.snapshots import beside_trial
         from aorta_tui.trial import timeline
 
@@ -797,11 +800,8 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         beside = dict(outcome.beside)
         beside["snapshot_capture"] = beside_trial(self._captures, marks.get("spawn"), marks.get("reaped"))
         unavailable: dict[str, str] = {}
-        child = wres.pop("timeline", None) if isinstance(wres, dict) else None
-        if isinstance(child, dict):
+        if child is not None:
             timeline.fill_cpu_device(child)
-        else:
-            child = None
         if self.recipe.mode == "probe":
             missing = timeline.OPAQUE_REASON
         elif self.recipe.trial_isolation == "in_process":
@@ -837,10 +837,10 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
             if fh is not None:
                 fh.close()
 
-    def _step_times(self, wres: dict[str, Any] | None, stdout: Path, wall_s: float,
+    def _step_times(self, worker: WorkerResult | None, stdout: Path, wall_s: float,
                     cell: CellPlan) -> tuple[list[float] | None, str]:
-        if wres and wres.get("step_times_s"):
-            return [float(x) for x in wres["step_times_s"]], "workload"
+        if worker is not None and worker.step_times_s:
+            return [float(x) for x in worker.step_times_s], "workload"
         if self.recipe.step_time_regex:
             from aorta_tui.classify import extract_step_times
 
@@ -908,8 +908,9 @@ class Sweep(TrialEngine[TrialSpec, SweepOutcome]):
         if cls is None or not (bad or any(s.cross_trial_failures for s in cells)):
             return ""
         failing = [r.workload_result for r in bad if isinstance(r.workload_result, dict)]
-        pick = getattr(cls, "failure_hint", None)
-        return (pick(failing) if callable(pick) else getattr(cls, "hint", "")) or ""
+        # a Workload subclass (load_workload refuses anything else): the base class's
+        # failure_hint (its ``hint``) is always there; a plugin's may still answer None
+        return cls.failure_hint(failing) or ""
 
 
 def _trial_id(spec: TrialSpec) -> str:
@@ -936,26 +937,50 @@ def _planned_trial_ids(run_dir: Path) -> set[str] | None:
     return None if plan is None else plan.trial_ids
 
 
-def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> dict[str, Any] | None:
-    """Rank 0's result, with every other rank's failures folded in (named by rank)."""
-    # The trial wrote these: a FIFO or a link it planted (here or on the way) must not hang or
-    # mislead the sweep, so they are read through the run's file layer.
-    result = fs.read_json_or_none(trial_dir / workload_result_filename(0))
-    if not isinstance(result, dict):
-        return None
+def _read_workload_results(fs: RunDirFS, trial_dir: Path) -> WorkerResult | None:
+    """Rank 0's result, with every other rank's failures folded in (named by rank) and each
+    rank's pass and metrics under ``ranks``; None when rank 0 left no readable result."""
+    result = _read_rank(fs, trial_dir / workload_result_filename(0))
     ranks = workload_rank_files(trial_dir)
-    if ranks:
-        result.setdefault("ranks", {})
-        for p in ranks:
-            other = fs.read_json_or_none(p)
-            if not isinstance(other, dict):
-                continue
-            rank = p.stem.rsplit("rank", 1)[-1]
-            result["ranks"][rank] = {"passed": other.get("passed"), "metrics": other.get("metrics", {})}
-            for f in other.get("failures", []):
-                result["failures"].append({**f, "message": f"rank {rank}: {f.get('message', '')}"})
-        result["passed"] = not result["failures"]
-    return result
+    if result is None or not ranks:
+        return result
+    kept = result.extra.get("ranks")
+    folded: dict[str, Any] = dict(kept) if isinstance(kept, dict) else {}
+    failures = list(result.failures)
+    for p in ranks:
+        other = _read_rank(fs, p)
+        if other is None:
+            continue
+        rank = p.stem.rsplit("rank", 1)[-1]
+        folded[rank] = {"passed": other.passed, "metrics": other.metrics}
+        failures += [dataclasses.replace(f, message=f"rank {rank}: {f.message}") for f in other.failures]
+    # "ranks" where the untyped fold's setdefault put it: after the file's own keys
+    return dataclasses.replace(result, failures=tuple(failures), passed=not failures,
+                               extra={**result.extra, "ranks": folded})
+
+
+def _result_section(doc: WorkerResult | None) -> dict[str, Any] | None:
+    """The ``workload_result`` of the trial's result.json (and the classifier's tier-4 input):
+    the folded result without its timeline, which result.json keeps under its own key."""
+    return None if doc is None else dataclasses.replace(doc, timeline=None).to_json()
+
+
+def _read_rank(fs: RunDirFS, path: Path) -> WorkerResult | None:
+    """One rank's result file, typed; None when it is missing, refused or damaged.
+
+    The trial wrote it: a FIFO or a link it planted (here or on the way) must not hang or
+    mislead the sweep, so it is read through the run's file layer. A file that cannot be read
+    as a result is no result, as an unreadable one always was: rank 0's gives the trial no
+    workload result (its verdict is its process's and its logs'), another rank's is left out
+    of the fold. Refused now: a file that parses but is not a result (a failure without a
+    code, ``failures`` that is no list), which the classifier took entry by entry and the
+    fold stopped on with a traceback. The worker checks the file it writes reads back
+    (``WorkerResult.file_bytes``), so only a file something else changed meets this.
+    """
+    try:
+        return read_worker_result(fs, path)
+    except (AortaError, OSError):  # FileNotFoundError among them: no file, no result
+        return None
 
 
 # What the recipe patterns of a trial that has not ended yet see (LogScan judges their

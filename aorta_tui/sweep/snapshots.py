@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.errors import UsageError
+from aorta_tui.core.inputs import FieldReader, Json, clip_for_message
 from aorta_tui.core.rundir_fs import RunDirFS
 
 CAPTURE_TIMEOUT_S = 60.0
@@ -255,24 +257,76 @@ def snapshot_hash(fs: RunDirFS, path: Path,
     if not isinstance(data, dict):
         return None
     if data.get("kind") == MINIMAL_KIND:
-        # envsnap's hash reads only its own schema's fields: it would give every minimal
-        # snapshot the same (empty) hash, hiding a changed variable.
-        blob = json.dumps({"env": data.get("env"), "host": data.get("host")}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        try:
+            minimal = MinimalSnapshot.from_dict(data, where=str(path))
+        except UsageError:
+            # Refused now: a damaged minimal snapshot (its env no object of strings) was hashed
+            # as written, null for a missing part; it is a snapshot that cannot be read, as a
+            # file that is no JSON always was.
+            return None
+        return minimal.hash()
     return schema_hash(data)
 
 
 def _write_minimal(fs: RunDirFS, path: Path, name: str, overlay: dict[str, str], *, note: str) -> None:
-    snap: dict[str, Any] = {
-        "schema_version": 0,
-        "kind": MINIMAL_KIND,
-        "note": note,
-        "environment": name,
-        "env": dict(sorted(overlay.items())),
-        "host": {
-            "kernel": platform.release(),
-            "machine": platform.machine(),
-            "python": platform.python_version(),
-        },
-    }
-    fs.atomic_write_json(path, snap)
+    fs.atomic_write_json(path, MinimalSnapshot.of(name, overlay, note=note).to_json())
+
+
+@dataclass(frozen=True)
+class MinimalSnapshot:
+    """The snapshot of a docker environment (``MINIMAL_KIND``): the variables the environment
+    sets and the host it ran on, not captured inside the image. One serializer,
+    :meth:`to_json` (the object it has always been, key order included), one reader,
+    :meth:`from_dict` (a located UsageError for a damaged one); keys a newer writer added are
+    kept in ``extra``."""
+
+    environment: str
+    env: dict[str, str]  # sorted by name (the writer sorts them)
+    note: str
+    host: dict[str, str]  # kernel, machine, python
+    schema_version: int = 0
+    extra: dict[str, Json] = field(default_factory=dict)
+
+    __hash__ = None  # type: ignore[assignment]  # dict fields: never a dict key
+
+    @classmethod
+    def of(cls, name: str, overlay: dict[str, str], *, note: str) -> MinimalSnapshot:
+        """The minimal snapshot of environment ``name`` on this host."""
+        host = {"kernel": platform.release(), "machine": platform.machine(),
+                "python": platform.python_version()}
+        return cls(environment=name, env=dict(sorted(overlay.items())), note=note, host=host)
+
+    def to_json(self) -> dict[str, Json]:
+        return {"schema_version": self.schema_version, "kind": MINIMAL_KIND, "note": self.note,
+                "environment": self.environment, "env": dict(self.env), "host": dict(self.host),
+                **self.extra}
+
+    def hash(self) -> str:
+        """What matters in it, hashed. envsnap's hash reads only its own schema's fields: it
+        would give every minimal snapshot the same (empty) hash, hiding a changed variable."""
+        blob = json.dumps({"env": self.env, "host": self.host}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: object, *, where: str) -> MinimalSnapshot:
+        """A parsed minimal snapshot, typed; a damaged one is a located UsageError (exit 2)."""
+        f = FieldReader(where, "minimal snapshot")
+        d = f.obj(data, "(top level)")
+        if d.get("kind") != MINIMAL_KIND:
+            raise UsageError(f"{where}: kind: expected {MINIMAL_KIND!r}, found "
+                             f"{clip_for_message(d.get('kind'), 40)}",
+                             hint="this is not a minimal snapshot aorta-tui wrote")
+        return cls(environment=f.text(d, "environment", "", required=True),
+                   env=_strings(f, d, "env"), note=f.text(d, "note", "", required=True),
+                   host=_strings(f, d, "host"),
+                   schema_version=f.integer(d, "schema_version", "", required=True),
+                   extra={k: v for k, v in d.items() if k not in _MINIMAL_KEYS})
+
+
+_MINIMAL_KEYS = frozenset(("schema_version", "kind", "note", "environment", "env", "host"))
+
+
+def _strings(f: FieldReader, d: dict[str, Any], key: str) -> dict[str, str]:
+    """``d[key]``, an object of strings (required: the writer always writes it)."""
+    obj = f.obj_at(d, key, "", required=True)
+    return {k: f.check(v, "string", f"{key}.{k}") for k, v in obj.items()}

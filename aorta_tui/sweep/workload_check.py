@@ -34,18 +34,17 @@ def workload_issues(recipe: Recipe) -> tuple[list[RecipeIssue], list[str]]:
     except AortaError as exc:
         return [], [f"workload {recipe.workload!r} is not available here ({exc.message}); "
                     "its settings were not checked, and a run here would stop with this error"]
-    schema = getattr(cls, "config_schema", None)
+    # load_workload returns a Workload subclass (it refuses anything else), so the base
+    # class's config_schema and launch are always there: no getattr guard
     issues: list[RecipeIssue] = []
     seen: set[str] = set()
-    if schema is not None:
-        _check(recipe, schema, recipe.workload_config, "workload_config", issues, seen)
-        for i, cell in enumerate(recipe.cells):
-            if cell.workload_config is not None:
-                _check(recipe, schema, cell.effective_workload_config(recipe),
-                       f"cells[{i}].workload_config", issues, seen)
+    _check(recipe, cls.config_schema, recipe.workload_config, "workload_config", issues, seen)
+    for i, cell in enumerate(recipe.cells):
+        if cell.workload_config is not None:
+            _check(recipe, cls.config_schema, cell.effective_workload_config(recipe),
+                   f"cells[{i}].workload_config", issues, seen)
     notes = _config_hooks(recipe, cls, issues)
-    launch = getattr(cls, "launch", None)
-    if recipe.trial_isolation == "in_process" and not getattr(launch, "in_process_safe", False):
+    if recipe.trial_isolation == "in_process" and not cls.launch.in_process_safe:
         issues.append(_issue(recipe, "trial_isolation",
                              f"workload {recipe.workload!r} does not declare itself safe to run "
                              "in process", "use trial_isolation: process (the default)"))
@@ -60,7 +59,8 @@ def workload_problems(recipe: Recipe) -> list[RecipeIssue]:
 def _config_hooks(recipe: Recipe, cls: type[Workload], issues: list[RecipeIssue]) -> list[str]:
     """A workload's own combination checks (``config_problems``: located errors) and notes
     (``config_notes``: a setting that does less here, and why), once per key. Either hook is
-    optional, each on its own (a plugin with one of them crashed asking for the other)."""
+    optional, each on its own (a plugin with one of them crashed asking for the other): the
+    Workload base class defines neither, so these getattr guards are the hooks' contract."""
     from aorta_tui.registry.workload import validate_config
 
     problems_of: Callable[[dict[str, Any]], Iterable[tuple[str, str, str]]] | None = \

@@ -39,6 +39,7 @@ def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: 
                    fs: RunDirFS) -> ProcessOutcome:
     """The trial in this process; its logs and result go through the run's file layer ``fs``
     (no link followed: this is the orchestrator's own process)."""
+    from aorta_tui.core.worker_result import WorkerResult
     from aorta_tui.registry.workload import Failure, WorkloadResult
     from aorta_tui.trial.timeline import ChildMarks
     from aorta_tui.trial.worker import result_filename, run_trial
@@ -60,10 +61,12 @@ def run_in_process(spec: dict[str, Any], overlay: Mapping[str, str], trial_dir: 
             result = WorkloadResult(failures=[Failure("setup_error", f"{type(exc).__name__}: {exc}")])
         if not result.passed:
             exit_code = 1
-    record = result.to_dict()
+    workload = result.to_dict()  # before the result_write mark, as always
     marks.mark("result_write")
-    record["timeline"] = marks.finish()
-    fs.atomic_write_json(trial_dir / result_filename(0), record)
+    # no worker_wall_s: no worker process of its own (the file the orchestrator reads is the same)
+    doc = WorkerResult.of(workload, timeline=marks.finish())
+    path = trial_dir / result_filename(0)
+    fs.atomic_write_bytes(path, doc.file_bytes(where=str(path)))
     return ProcessOutcome(
         pid=os.getpid(), exit_code=exit_code, signal=None, core_dumped=False, timed_out=False,
         cancelled=False, hang=None, exec_error=None, wall_s=time.monotonic() - t0,

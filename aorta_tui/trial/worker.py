@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +36,16 @@ from typing import TYPE_CHECKING, Any
 # already loaded by the interpreter's start-up and runpy).
 _INTERPRETER_UP_NS = time.monotonic_ns()
 
-from aorta_tui.core.atomic import atomic_write_json  # noqa: E402
+from aorta_tui.core.atomic import atomic_write_bytes  # noqa: E402
 from aorta_tui.core.trial_contract import WorkerSpec, workload_result_filename  # noqa: E402
+from aorta_tui.core.worker_result import WorkerResult  # noqa: E402
 from aorta_tui.registry.workload import Failure, WorkloadContext, WorkloadResult, validate_config  # noqa: E402
 from aorta_tui.trial import timeline  # noqa: E402
 
 if TYPE_CHECKING:
     from aorta_tui.collect.layer_numerics import LayerNumerics
+    from aorta_tui.collect.torch_profiler import TorchProfiler
+    from aorta_tui.registry.workload import Workload
 
 STEP_PREFIX = "aorta-step"
 
@@ -97,6 +100,27 @@ def run_trial(spec: WorkerSpec | Mapping[str, Any], marks: timeline.ChildMarks |
     from aorta_tui.collect.torch_profiler import from_spec  # the torch_profiler collector
 
     profiler = from_spec(spec.to_dict(), rank)
+    ctx = WorkloadContext(
+        steps=spec.steps,
+        config=config,
+        seed=spec.seed,
+        trial_dir=Path(spec.trial_dir),
+        switches=spec.switches,
+        rank=rank,
+        world_size=world,
+        local_rank=local_rank,
+        on_step=_step_reporter(numerics, profiler, marks),
+    )
+    result = _run_workload(cls(), ctx, marks, profiler, numerics)
+    result.metrics.setdefault("rank", rank)
+    result.metrics.setdefault("world_size", world)
+    return result
+
+
+def _step_reporter(numerics: LayerNumerics | None, profiler: TorchProfiler | None,
+                   marks: timeline.ChildMarks | None) -> Callable[[int, float], None]:
+    """The workload's ``on_step``: each collector's step, the timeline's first and last step,
+    and the ``aorta-step`` line (live progress, and output for the hang detector)."""
 
     def on_step(step: int, seconds: float) -> None:
         if numerics is not None:
@@ -109,19 +133,14 @@ def run_trial(spec: WorkerSpec | Mapping[str, Any], marks: timeline.ChildMarks |
             marks.marks["last_step"] = now
         print(f"{STEP_PREFIX} {step} {seconds:.9f}", flush=True)
 
-    ctx = WorkloadContext(
-        steps=spec.steps,
-        config=config,
-        seed=spec.seed,
-        trial_dir=Path(spec.trial_dir),
-        switches=spec.switches,
-        rank=rank,
-        world_size=world,
-        local_rank=local_rank,
-        on_step=on_step,
-    )
-    workload = cls()
-    result: WorkloadResult
+    return on_step
+
+
+def _run_workload(workload: Workload, ctx: WorkloadContext, marks: timeline.ChildMarks | None,
+                  profiler: TorchProfiler | None, numerics: LayerNumerics | None) -> WorkloadResult:
+    """setup, run and cleanup, each marked on the timeline; a workload that raises leaves its
+    traceback on stderr (the classifier's traceback detector sees it) and an ``exception``
+    failure, and its cleanup and the collectors' ends still run."""
     if marks is not None:
         marks.mark("worker_ready")
     try:
@@ -153,8 +172,6 @@ def run_trial(spec: WorkerSpec | Mapping[str, Any], marks: timeline.ChildMarks |
             marks.mark("workload_end")
         if numerics is not None:
             numerics.finish()
-    result.metrics.setdefault("rank", rank)
-    result.metrics.setdefault("world_size", world)
     return result
 
 
@@ -200,13 +217,14 @@ def main(argv: list[str] | None = None, *, interpreter_up_ns: int | None = None,
         print(f"aorta-tui worker: {msg}", file=sys.stderr, flush=True)
         result = WorkloadResult(failures=[Failure("setup_error", msg)])
     rank = int(os.environ.get("RANK", "0"))
-    out = result.to_dict()
-    out["worker_wall_s"] = time.time() - started
+    workload = result.to_dict()  # before the wall time and the result_write mark, as always
+    worker_wall_s = time.time() - started
     marks.mark("result_write")
-    out["timeline"] = marks.finish()
+    doc = WorkerResult.of(workload, worker_wall_s=worker_wall_s, timeline=marks.finish())
     # not fsynced: the orchestrator reads it as this process exits, and copies it into the
     # trial's result.json (two fsyncs saved per trial)
-    atomic_write_json(Path(spec.trial_dir) / result_filename(rank), out, durable=False)
+    path = Path(spec.trial_dir) / result_filename(rank)
+    atomic_write_bytes(path, doc.file_bytes(where=str(path)), durable=False)
     if rank == 0:  # the end of the write cannot be inside the file: one line on stdout says it
         print(timeline.result_written_line(timeline.now_ns()), flush=True)
     # The result file carries the verdict (the classifier reads its failures). A non-zero exit

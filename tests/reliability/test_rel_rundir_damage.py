@@ -272,6 +272,7 @@ RUN_DIR_READERS = [
     "policy/evaluator.py", "policy/report.py", "hwqueue/sweep.py", "tui/matrix_state.py",
     "tui/logs.py", "cli/sinks.py", "cli/attach_cmd.py", "cli/follow_plain.py",
     "bundle/archive.py", "analysis/tables.py", "sweep/snapshots.py", "executor/placement.py",
+    "core/worker_result.py",
 ]
 # Reads that are not of a run directory, each with its reason.
 NOT_RUN_DIR = {
