@@ -230,7 +230,7 @@ class TrialResult:
         out["verdict"] = self.verdict
         for name, *_ in _RESULT_FIELDS[2:]:
             out[name] = getattr(self, name)
-        out["process"] = self.process.to_dict()
+        out["process"] = self.process.to_dict()  # its JSON form, in its place
         out.update(self.extra)
         return out
 

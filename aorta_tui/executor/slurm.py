@@ -880,8 +880,9 @@ class SlurmExecutor:
             executor=replace(self._facts(job, None), absent=frozenset({"run_s"})))
 
     def placement(self, outcome: Outcome | None) -> Placement | None:
-        """Where the trial ran, for the classifier: the job's final state and the node's kernel
-        log (taken out of the outcome's facts, which the trial's record keeps without it)."""
+        """Where the trial ran, for the classifier: the job's final state (the outcome's facts)
+        and the node's kernel log (the typed value ``_outcome_from_file`` read and kept apart,
+        taken once: the trial's record never holds it)."""
         facts = getattr(outcome, "executor", None)
         if not isinstance(facts, ExecutorFacts) or facts.kind != "slurm":
             return None
