@@ -11,7 +11,8 @@ Two files cross a process boundary for every trial, so each has one typed shape 
   read by the aggregate, the report, resume and the front ends. Its JSON is the one
   ``docs/run-directory.md`` describes; keys beyond the typed fields (``collectors``,
   ``collected``, ``retention`` ...) travel unchanged in ``extra``, so a file read and written
-  again is the same file.
+  again is the same file. Its ``process`` section is typed too
+  (:class:`~aorta_tui.core.process_record.ProcessRecord`, read in the same mode).
 
 ``from_dict`` is strict by default: a field of the wrong type is a :class:`UsageError` naming the
 file and the field (exit 2, never a traceback). ``strict=False`` is the run directory's reading
