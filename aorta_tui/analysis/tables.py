@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.events import TrialFinished
+from aorta_tui.core.process_record import read_process_record
+from aorta_tui.core.trial_contract import RESULT_FILE
 
 if TYPE_CHECKING:
     from aorta_tui.policy.outcome_doc import TrialOutcome
@@ -126,24 +128,19 @@ def _journal_events(run_dir: Path) -> list[Any]:
     return list(scan_journal(run_dir / JOURNAL).events)
 
 
-def _object_at(doc: dict[str, Any], key: str) -> dict[str, Any]:
-    """``doc[key]`` when it is an object, else {}: a damaged field reads as empty."""
-    value = doc.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 def _trial_row(r: dict[str, Any]) -> dict[str, Any]:
-    proc = _object_at(r, "process")
+    # typed as the run directory reads it: a damaged field reads as not recorded (None)
+    proc = read_process_record(r.get("process"), where=RESULT_FILE, strict=False)
     times = _numbers(r.get("step_times_s"))
     ordered = sorted(times)
     return {
         "trial_id": r["trial_id"], "cell": r["cell"], "trial": r["trial"],
         "order": r.get("order"), "session": r.get("session"), "verdict": r.get("verdict"),
         "reason": r.get("reason"), "mitigations": _joined(r.get("mitigations")),
-        "environment": r.get("environment"), "exit_code": proc.get("exit_code"),
-        "signal": proc.get("signal_name") or proc.get("signal"),
-        "timed_out": proc.get("timed_out"), "wall_s": proc.get("wall_s"),
-        "peak_rss_kb": proc.get("peak_rss_kb"), "gpu_peak_mem_bytes": proc.get("gpu_peak_mem_bytes"),
+        "environment": r.get("environment"), "exit_code": proc.exit_code,
+        "signal": proc.signal_name or proc.signal,
+        "timed_out": proc.timed_out, "wall_s": proc.wall_s,
+        "peak_rss_kb": proc.peak_rss_kb, "gpu_peak_mem_bytes": proc.gpu_peak_mem_bytes,
         "steps": len(times),
         "step_time_mean_s": sum(times) / len(times) if times else None,
         "step_time_p50_s": _median(ordered),

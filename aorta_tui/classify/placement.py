@@ -44,7 +44,7 @@ class Placement:
     node: str | None
     state: str | None  # the job's final state (squeue/sacct), COMPLETED when it ran to its end
     reason: str | None = None
-    signal: int | None = None
+    signal: str | None = None  # what Slurm sent the task, by name (SIGTERM): ExecutorFacts.signal
     outcome_written: bool = False  # the wrapper ran and wrote the trial's own outcome
     # The compute node's kernel log (None: not read there; this machine's stands)
     kernel_events: Sequence[KernelEvent] | None = None

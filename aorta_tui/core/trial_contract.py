@@ -11,7 +11,8 @@ Two files cross a process boundary for every trial, so each has one typed shape 
   read by the aggregate, the report, resume and the front ends. Its JSON is the one
   ``docs/run-directory.md`` describes; keys beyond the typed fields (``collectors``,
   ``collected``, ``retention`` ...) travel unchanged in ``extra``, so a file read and written
-  again is the same file.
+  again is the same file. Its ``process`` section is typed too
+  (:class:`~aorta_tui.core.process_record.ProcessRecord`, read in the same mode).
 
 ``from_dict`` is strict by default: a field of the wrong type is a :class:`UsageError` naming the
 file and the field (exit 2, never a traceback). ``strict=False`` is the run directory's reading
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import MiB, load_json_input, require_object, require_type
+from aorta_tui.core.process_record import ProcessRecord, read_process_record
 
 if TYPE_CHECKING:
     from aorta_tui.core.rundir_fs import RunDirFS
@@ -156,7 +158,7 @@ _RESULT_FIELDS: tuple[tuple[str, str, bool, Any], ...] = (
     ("session", "integer", True, lambda: None),
     ("reason", "string", False, str),
     ("detections", "array", False, list),
-    ("process", "object", False, dict),
+    ("process", "object", False, ProcessRecord.empty),  # read by read_process_record (below)
     ("argv", "array", False, list),
     ("env_overlay", "object", False, dict),
     ("mitigations", "array", False, list),
@@ -188,7 +190,8 @@ class TrialResult:
     session: int | None = None
     reason: str = ""
     detections: list[dict[str, Any]] = field(default_factory=list)
-    process: dict[str, Any] = field(default_factory=dict)  # the supervisor's ProcessOutcome
+    # how its process ended (the supervisor's ProcessOutcome.to_record()) and where it ran
+    process: ProcessRecord = field(default_factory=ProcessRecord.empty)
     argv: list[str] = field(default_factory=list)
     env_overlay: dict[str, str] = field(default_factory=dict)  # masked: never a token
     # What the tool itself set in the trial's environment beyond the recipe's variables: a
@@ -212,8 +215,8 @@ class TrialResult:
     @property
     def wall_s(self) -> float | None:
         """The trial's wall time; ``None`` when the result did not record it."""
-        wall = self.process.get("wall_s")
-        return float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None
+        wall = self.process.wall_s  # a number as read (the reader checked it), or None
+        return None if wall is None else float(wall)
 
     @property
     def mean_step_s(self) -> float | None:
@@ -228,6 +231,7 @@ class TrialResult:
         out["verdict"] = self.verdict
         for name, *_ in _RESULT_FIELDS[2:]:
             out[name] = getattr(self, name)
+        out["process"] = self.process.to_dict()  # its JSON form, in its place
         out.update(self.extra)
         return out
 
@@ -247,6 +251,10 @@ class TrialResult:
         for name, expected, nullable, default in _RESULT_FIELDS:
             typed[name] = _check(d, name, expected, where=where, what=what, default=default(),
                                  nullable=nullable, strict=strict)
+        if "process" in d and isinstance(typed["process"], dict):
+            # Strict: a field of the wrong type is refused, located (a damaged file, which the
+            # contract took unchecked before). Lenient: it reads as not recorded, its value kept.
+            typed["process"] = read_process_record(d["process"], where=where, strict=strict)
         typed.update(_checked_items(typed, where=where, strict=strict))
         extra = {k: v for k, v in d.items() if k not in typed and k not in ident}
         return cls(**ident, **typed, extra=extra)

@@ -11,23 +11,25 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from aorta_tui.core.process_record import ExecutorFacts, read_process_record
+from aorta_tui.core.trial_contract import RESULT_FILE
+
 
 def placement_text(result: dict[str, Any] | None) -> str:
     """`` [job 12_3 on node07, COMPLETED, queued 0.7 s]`` for a Slurm trial; else empty."""
     facts = _facts(result)
     if facts is None:
         return ""
-    parts = [f"job {facts.get('job_id')}"]
-    if facts.get("node"):
-        parts[0] += f" on {facts['node']}"
-    gpus = (facts.get("gpus") or {}).get("CUDA_VISIBLE_DEVICES") or (facts.get("gpus") or {}).get("SLURM_JOB_GPUS")
+    parts = [f"job {facts.job_id}"]
+    if facts.node:
+        parts[0] += f" on {facts.node}"
+    gpus = facts.gpus.get("CUDA_VISIBLE_DEVICES") or facts.gpus.get("SLURM_JOB_GPUS")
     if gpus:
         parts.append(f"GPU {gpus}")
-    parts.append(str(facts.get("state") or "?"))
-    wait = facts.get("queue_wait_s")
-    if isinstance(wait, (int, float)):
-        parts.append(f"queued {wait:.1f} s")
-    if facts.get("adopted"):
+    parts.append(facts.state or "?")
+    if facts.queue_wait_s is not None:
+        parts.append(f"queued {facts.queue_wait_s:.1f} s")
+    if facts.adopted:
         parts.append("adopted")
     return " [" + ", ".join(parts) + "]"
 
@@ -53,7 +55,7 @@ def node_summary(run_dir: Path) -> list[str]:
         facts = _facts(result)
         if facts is None or result is None:
             continue
-        node = str(facts.get("node") or "(no node: the job never ran)")
+        node = facts.node or "(no node: the job never ran)"
         verdict = str(result.get("verdict"))
         if verdict in ("pass", "fail", "error"):
             per_node[node][verdict] += 1
@@ -74,9 +76,10 @@ def node_summary(run_dir: Path) -> list[str]:
     return lines
 
 
-def _facts(result: dict[str, Any] | None) -> dict[str, Any] | None:
+def _facts(result: dict[str, Any] | None) -> ExecutorFacts | None:
+    """A Slurm trial's facts, read as the run directory reads its results (not strict: a damaged
+    field reads as not recorded, and the summary and the trial's line show the rest)."""
     if not isinstance(result, dict):
         return None
-    process = result.get("process")
-    facts = process.get("executor") if isinstance(process, dict) else None
-    return facts if isinstance(facts, dict) and facts.get("kind") == "slurm" else None
+    facts = read_process_record(result.get("process"), where=RESULT_FILE, strict=False).executor
+    return facts if facts is not None and facts.kind == "slurm" else None

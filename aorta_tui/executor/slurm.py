@@ -35,6 +35,7 @@ from aorta_tui.classify.placement import SLURM_STATES, Placement
 from aorta_tui.core.atomic import atomic_write_bytes
 from aorta_tui.core.errors import AortaError, EnvironmentProblem, UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS, Json
+from aorta_tui.core.process_record import ExecutorFacts
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.executor import slurm_cmd as sc
 from aorta_tui.executor.distributed import distributed_shape
@@ -692,7 +693,7 @@ class SlurmExecutor:
         self._done(job)
         facts = outcome.executor
         assert facts is not None  # both readings of an ended job set the job's facts
-        self._place(job, facts["state"], facts["node"])
+        self._place(job, facts.state, facts.node)
         return outcome
 
     def _vanished(self, job: TrialJob, now: float) -> bool:
@@ -794,7 +795,9 @@ class SlurmExecutor:
 
     # -- outcomes --------------------------------------------------------------------------------
 
-    def _facts(self, job: TrialJob, data: SlurmOutcome | None) -> dict[str, Any]:
+    def _facts(self, job: TrialJob, data: SlurmOutcome | None) -> ExecutorFacts:
+        """Where the trial ran, as result.json's ``process.executor`` records it (``run_s``
+        is the caller's: the process's own wall time, or the job's)."""
         info = job.info
         node = (data.node if data is not None else None) or NodeFacts()  # absent: all None
         started = data.wrapper_started_at if data is not None else None
@@ -803,47 +806,39 @@ class SlurmExecutor:
             state = "COMPLETED"  # the job wrote its outcome unsignalled; squeue has not caught up
         first_node = node.node or (info.node if info else None)
         ended = data.wrapper_ended_at if data is not None else None
-        facts: dict[str, Any] = {
-            "kind": "slurm", "job_id": job.job_id, "batch": job.batch, "task": job.task,
-            "slurm_job_id": node.job_id,  # an array task's own id (SLURM_JOB_ID)
-            "state": state, "node": first_node,
-            # every node of the job (a distributed trial's srun torchrun ran on all of them)
-            "nodes": list(node.nodes) or ([first_node] if first_node else []),
-            "gpus": {"SLURM_JOB_GPUS": node.job_gpus,
-                     "CUDA_VISIBLE_DEVICES": node.cuda_visible_devices,
-                     "ROCR_VISIBLE_DEVICES": node.rocr_visible_devices},
-            "submitted_at": job.submitted_at,
-            "started_at": started if started is not None else (info.start if info else None),
-            "ended_at": ended or (info.end if info else None),
-            "slurm_times": {"submit": info.submit, "start": info.start, "end": info.end} if info else None,
-            "reason": _vanished_reason(job) or (info.reason if info else None),
-            "signal": data.signal if data is not None else None,
-            "adopted": job.adopted,
-            # the task's wait at the gate for the orchestrator's go (the shared-filesystem check)
-            "gate_waited_s": data.gate_waited_s if data is not None else None,
-        }
         shape = distributed_shape(self.spec)
-        if shape is not None:  # srun torchrun across the job's nodes (slurm_launch)
-            facts["distributed"] = {"nodes": shape[0], "ranks_per_node": shape[1],
-                                    "world_size": shape[0] * shape[1]}
-        if isinstance(started, (int, float)):
-            facts["queue_wait_s"] = round(max(0.0, started - job.submitted_at), 3)
-        elif info is not None and info.start and info.submit and info.node:  # it did start
-            facts["queue_wait_s"] = max(0.0, info.start - info.submit)
-        else:
-            facts["queue_wait_s"] = None
-        return facts
+        return ExecutorFacts(
+            kind="slurm", job_id=job.job_id, batch=job.batch, task=job.task,
+            slurm_job_id=node.job_id,  # an array task's own id (SLURM_JOB_ID)
+            state=state, node=first_node,
+            # every node of the job (a distributed trial's srun torchrun ran on all of them)
+            nodes=tuple(node.nodes) or ((first_node,) if first_node else ()),
+            gpus={"SLURM_JOB_GPUS": node.job_gpus,
+                  "CUDA_VISIBLE_DEVICES": node.cuda_visible_devices,
+                  "ROCR_VISIBLE_DEVICES": node.rocr_visible_devices},
+            submitted_at=job.submitted_at,
+            started_at=started if started is not None else (info.start if info else None),
+            ended_at=ended or (info.end if info else None),
+            slurm_times=({"submit": info.submit, "start": info.start, "end": info.end}
+                         if info else None),
+            reason=_vanished_reason(job) or (info.reason if info else None),
+            signal=data.signal if data is not None else None,
+            adopted=job.adopted,
+            # the task's wait at the gate for the orchestrator's go (the shared-filesystem check)
+            gate_waited_s=data.gate_waited_s if data is not None else None,
+            # srun torchrun across the job's nodes (slurm_launch); None: not written
+            distributed=None if shape is None else {"nodes": shape[0], "ranks_per_node": shape[1],
+                                                    "world_size": shape[0] * shape[1]},
+            queue_wait_s=_queue_wait(job, info, started))
 
     def _outcome_from_file(self, job: TrialJob, pspec: ProcessSpec, data: SlurmOutcome
                            ) -> ProcessOutcome:
-        # a copy: the read value stays as the file has it
-        outcome = replace(data.process, cancelled=False)  # Slurm's cancel, not this sweep's
-        outcome.executor = self._facts(job, data)
-        outcome.executor["run_s"] = outcome.wall_s
-        # as the file held it (placement() takes it out again): its JSON form
-        outcome.executor["kernel_log"] = (None if data.kernel_log is None
-                                          else data.kernel_log.to_json())
-        self._node_logs[job.job_id] = data.kernel_log  # placement() takes the typed value
+        # a copy: the read value stays as the file has it; Slurm's cancel, not this sweep's
+        outcome = replace(data.process, cancelled=False,
+                          executor=replace(self._facts(job, data), run_s=data.process.wall_s))
+        # the node's kernel log stays out of the facts (result.json never held it): placement()
+        # hands the classifier the typed value read here
+        self._node_logs[job.job_id] = data.kernel_log
         return outcome
 
     def _outcome_from_state(self, job: TrialJob, pspec: ProcessSpec, info: sc.JobInfo | None
@@ -856,8 +851,8 @@ class SlurmExecutor:
             p.touch(exist_ok=True)  # the classifier reads both; the job never made them
         start = info.start if info and info.start else job.submitted_at
         end = info.end if info and info.end else time.time()
-        facts = self._facts(job, None)
-        facts["run_s"] = max(0.0, end - start) if info and info.start else None
+        facts = replace(self._facts(job, None),
+                        run_s=max(0.0, end - start) if info and info.start else None)
         return ProcessOutcome(
             pid=None, exit_code=None, signal=None, core_dumped=False, timed_out=False,
             cancelled=False, hang=None, exec_error=None, wall_s=max(0.0, end - start),
@@ -880,18 +875,20 @@ class SlurmExecutor:
             pid=None, exit_code=None, signal=None, core_dumped=False, timed_out=False,
             cancelled=True, hang=None, exec_error=None, wall_s=0.0, started_at=now, ended_at=now,
             peak_rss_kb=None, gpu_peak_mem_bytes=None, gpu_mem_reason=None, stdout_bytes=0,
-            stderr_bytes=0, truncated=False, executor=self._facts(job, None))
+            stderr_bytes=0, truncated=False,
+            # no run_s: the job never ran for this sweep (and a cancelled trial has no result)
+            executor=replace(self._facts(job, None), absent=frozenset({"run_s"})))
 
     def placement(self, outcome: Outcome | None) -> Placement | None:
-        """Where the trial ran, for the classifier: the job's final state and the node's kernel
-        log (taken out of the outcome's facts, which the trial's record keeps without it)."""
+        """Where the trial ran, for the classifier: the job's final state (the outcome's facts)
+        and the node's kernel log (the typed value ``_outcome_from_file`` read and kept apart,
+        taken once: the trial's record never holds it)."""
         facts = getattr(outcome, "executor", None)
-        if not isinstance(facts, dict) or facts.get("kind") != "slurm":
+        if not isinstance(facts, ExecutorFacts) or facts.kind != "slurm":
             return None
-        facts.pop("kernel_log", None)  # its JSON form; the typed value read with it is here:
-        klog = self._node_logs.pop(facts.get("job_id"), None)
-        return Placement(job_id=facts.get("job_id"), node=facts.get("node"), state=facts.get("state"),
-                         reason=facts.get("reason"), signal=facts.get("signal"),
+        klog = self._node_logs.pop(facts.job_id, None)  # as _outcome_from_file read it
+        return Placement(job_id=facts.job_id, node=facts.node, state=facts.state,
+                         reason=facts.reason, signal=facts.signal,
                          # a Slurm trial's outcome is a ProcessOutcome (its facts say so)
                          outcome_written=getattr(outcome, "pid", None) is not None,
                          kernel_events=None if klog is None else klog.events,
@@ -934,6 +931,16 @@ def _find_batch_ids(batches: dict[str, BatchRecord]) -> None:
             ids = {j.split("_", 1)[0] for j in found if "_" in j}
             if len(ids) == 1:
                 batches[name] = replace(batch, job_id=ids.pop())  # the same key: no resize
+
+
+def _queue_wait(job: TrialJob, info: sc.JobInfo | None, started: float | None) -> float | None:
+    """Seconds from the submission to the task's start (the wrapper's own clock, else
+    Slurm's); None: it never started."""
+    if isinstance(started, (int, float)):
+        return round(max(0.0, started - job.submitted_at), 3)
+    if info is not None and info.start and info.submit and info.node:  # it did start
+        return max(0.0, info.start - info.submit)
+    return None
 
 
 def _vanished_reason(job: TrialJob) -> str | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import FieldReader
+from aorta_tui.core.process_record import read_executor_facts
 from aorta_tui.trial.hang import HangReport
 from aorta_tui.trial.supervisor import ProcessOutcome
 
@@ -62,6 +63,8 @@ def read_process_outcome(f: FieldReader, d: dict[str, Any], path: str) -> Proces
     if kwargs.get("survivors") is not None:
         kwargs["survivors"] = [f.check(v, "integer", f"{path}.survivors[{i}]")
                                for i, v in enumerate(kwargs["survivors"])]
+    if kwargs.get("executor") is not None:  # where it ran: core's typed facts, checked
+        kwargs["executor"] = read_executor_facts(f, kwargs["executor"], f"{path}.executor")
     for key in ("gpu_counters_delta", "marks"):  # {device: {counter: n}}, {mark: ns}
         if kwargs.get(key) is not None:
             kwargs[key] = _ints_map(f, kwargs[key], f"{path}.{key}", nested=key != "marks")

@@ -28,6 +28,7 @@ not exceed the orchestrator's own ``VmHWM`` it says nothing about the trial and 
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import os
 import select
@@ -36,11 +37,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from aorta_tui.core import spawn_gate
+from aorta_tui.core.inputs import FieldReader
+from aorta_tui.core.process_record import ExecutorFacts, ProcessRecord, read_executor_facts
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.trial import containment, gpu_probe, proctree, timeline
 from aorta_tui.trial.hang import HangMonitor, HangPolicy, HangReport
@@ -216,7 +219,7 @@ class ProcessOutcome:
     beside: dict[str, Any] = field(default_factory=dict)
     # where the trial ran when an executor other than a local process ran it (a Slurm job: job
     # id, node, GPU ids, state, queue wait apart from run time; aorta_tui/executor/slurm.py)
-    executor: dict[str, Any] | None = None
+    executor: ExecutorFacts | None = None
 
     @property
     def signal_name(self) -> str | None:
@@ -227,11 +230,34 @@ class ProcessOutcome:
         except ValueError:
             return f"signal {self.signal}"
 
+    def to_record(self) -> ProcessRecord:
+        """The finished process as result.json's ``process`` section records it (a typed value of
+        ``core``, which the trial contract holds): every key held, the hang report and the
+        signal's name in their JSON form."""
+        return ProcessRecord(
+            pid=self.pid, exit_code=self.exit_code, signal=self.signal,
+            core_dumped=self.core_dumped, timed_out=self.timed_out, cancelled=self.cancelled,
+            hang=self.hang.to_dict() if self.hang else None, exec_error=self.exec_error,
+            wall_s=self.wall_s, started_at=self.started_at, ended_at=self.ended_at,
+            peak_rss_kb=self.peak_rss_kb, gpu_peak_mem_bytes=self.gpu_peak_mem_bytes,
+            gpu_mem_reason=self.gpu_mem_reason, stdout_bytes=self.stdout_bytes,
+            stderr_bytes=self.stderr_bytes, truncated=self.truncated,
+            gpu_mem_source=self.gpu_mem_source, peak_rss_reason=self.peak_rss_reason,
+            gpu_counters_delta=copy.deepcopy(self.gpu_counters_delta),
+            gpu_counters_reason=self.gpu_counters_reason, killed_strays=self.killed_strays,
+            kill_escalated=self.kill_escalated, log_error=self.log_error,
+            hang_note=self.hang_note, containment=self.containment,
+            containment_reason=self.containment_reason, timeout_s=self.timeout_s,
+            stopped_at_s=self.stopped_at_s, killed_count=self.killed_count,
+            survivors=None if self.survivors is None else tuple(self.survivors),
+            survivors_reason=self.survivors_reason, marks=dict(self.marks),
+            beside=copy.deepcopy(self.beside), executor=self.executor,
+            signal_name=self.signal_name)
+
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["hang"] = self.hang.to_dict() if self.hang else None
-        out["signal_name"] = self.signal_name
-        return out
+        """The JSON form (result.json's ``process``, a Slurm task's outcome): the record's, its
+        one serializer."""
+        return self.to_record().to_dict()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProcessOutcome:
@@ -240,6 +266,9 @@ class ProcessOutcome:
         kwargs = {k: v for k, v in data.items() if k in names}
         if kwargs.get("hang") is not None:
             kwargs["hang"] = HangReport.from_dict(kwargs["hang"])
+        if kwargs.get("executor") is not None:
+            kwargs["executor"] = read_executor_facts(FieldReader("process", "process outcome"),
+                                                     kwargs["executor"], "executor")
         return cls(**kwargs)
 
 

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aorta_tui.core.aggregate import aggregate, confound_check
+from aorta_tui.core.process_record import ProcessRecord
 from aorta_tui.core.stats import percentile
 from aorta_tui.core.trial_contract import TrialResult
 
@@ -14,7 +15,7 @@ from aorta_tui.core.trial_contract import TrialResult
 def rec(cell: str, trial: int, steps: list[float] | None, verdict: str = "pass", detectors=()) -> TrialResult:
     return TrialResult(f"{cell}/trial-{trial:03d}", cell, trial, verdict,
                        detections=[{"id": d, "severity": "fail"} for d in detectors],
-                       process={"wall_s": 1.0}, step_times_s=steps,
+                       process=ProcessRecord(wall_s=1.0), step_times_s=steps,
                        step_time_source="workload" if steps else "none")
 
 

@@ -24,6 +24,7 @@ from aorta_tui.classify.dmesg import KernelEvent
 from aorta_tui.core.atomic import json_bytes
 from aorta_tui.core.errors import ExitCode, UsageError
 from aorta_tui.core.inputs import INPUT_LIMITS
+from aorta_tui.core.process_record import ExecutorFacts
 from aorta_tui.core.rundir_fs import RunDirFS
 from aorta_tui.executor import slurm_job
 from aorta_tui.executor.slurm import SlurmExecutor, TrialJob, _job_spec
@@ -64,7 +65,14 @@ _processes = st.builds(
     containment_reason=_opt_text, timeout_s=_opt_num, stopped_at_s=_opt_num,
     killed_count=_ints, survivors=st.none() | st.lists(_ints, max_size=3),
     survivors_reason=_opt_text, marks=st.dictionaries(_text, _ints, max_size=3),
-    beside=_json_obj, executor=st.none() | _json_obj)
+    beside=_json_obj, executor=st.none() | st.builds(
+        ExecutorFacts, kind=_text, job_id=_opt_text, task=st.none() | _ints, node=_opt_text,
+        nodes=st.lists(_text, max_size=2).map(tuple),
+        gpus=st.dictionaries(_text, _opt_text, max_size=2), submitted_at=_opt_num,
+        slurm_times=st.none() | st.dictionaries(_text, _opt_num, max_size=2),
+        adopted=st.booleans(), distributed=st.none() | st.dictionaries(_text, _ints, max_size=2),
+        queue_wait_s=_opt_num, run_s=_opt_num,
+        extra=st.dictionaries(st.sampled_from(["x_new"]), _json, max_size=1)))
 _events = st.builds(KernelEvent, line=_text, tier3_id=_text, time=_opt_num, captures=_json_obj,
                     seq=st.none() | _ints)
 _kernel_logs = st.builds(NodeKernelLog, events=st.lists(_events, max_size=2).map(tuple),
@@ -403,8 +411,9 @@ def test_another_tasks_outcome_is_not_the_result_and_its_own_is(tmp_path: Path) 
     outcome = ex._outcome_from_file(job, None, own)
     facts = outcome.executor
     assert not outcome.cancelled and own.process.executor is None  # the read value unchanged
-    assert (facts["slurm_job_id"], facts["signal"], facts["nodes"]) == ("12", "SIGTERM", [])
-    assert facts["kernel_log"] == doc["kernel_log"] and facts["run_s"] == 1.5
+    assert facts is not None and (facts.slurm_job_id, facts.signal, facts.nodes) == ("12", "SIGTERM", ())
+    assert facts.run_s == 1.5 and "kernel_log" not in facts.to_dict()  # the typed log: placement's
+    assert ex._node_logs["9_0"] == own.kernel_log
     del doc["node"]  # not written by an array task: taken, as it always was
     path.write_text(json.dumps(doc))
     assert ex._own_outcome(job, path) is not None

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from aorta_tui.core import stats
 from aorta_tui.core.aggregate import aggregate, confound_check
+from aorta_tui.core.process_record import ProcessRecord
 from aorta_tui.core.trial_contract import TrialResult
 
 # slow tier (scripts/test.sh --fast leaves it out): real processes, tmux or Slurm
@@ -109,7 +110,7 @@ def test_the_matrix_screen_shows_p50_iqr_n_noise_and_the_threshold(quickstart: P
 # --- the statistics themselves ------------------------------------------------------------
 
 def rec(cell: str, trial: int, steps: list[float]) -> TrialResult:
-    return TrialResult(f"{cell}/trial-{trial:03d}", cell, trial, "pass", process={"wall_s": 1.0},
+    return TrialResult(f"{cell}/trial-{trial:03d}", cell, trial, "pass", process=ProcessRecord(wall_s=1.0),
                        step_times_s=steps, step_time_source="workload")
 
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from aorta_tui.core.aggregate import CellStats
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.events import CellAggregated, RunWarning, TrialFinished, event_from_dict
+from aorta_tui.core.process_record import ProcessRecord
 from aorta_tui.core.trial_contract import TrialResult, WorkerSpec, workload_result_filename
 from aorta_tui.store.journal_reader import parse_journal_line
 from aorta_tui.sweep.orchestrator import load_trial_records
@@ -48,7 +49,7 @@ trial_results = st.builds(
     session=st.one_of(st.none(), st.integers(1, 9)), reason=st.text(max_size=10),
     detections=st.lists(st.fixed_dictionaries({"id": _name, "severity": st.sampled_from(["fail", "error", "info"])}),
                         max_size=3),
-    process=st.fixed_dictionaries({"wall_s": _num, "exit_code": st.one_of(st.none(), st.integers(-9, 255))}),
+    process=st.builds(ProcessRecord, wall_s=_num, exit_code=st.one_of(st.none(), st.integers(-9, 255))),
     argv=st.lists(st.text(max_size=8), max_size=3), env_overlay=st.dictionaries(_name, st.text(max_size=5), max_size=2),
     mitigations=st.lists(_name, max_size=2), environment=st.text(max_size=6),
     step_times_s=st.one_of(st.none(), st.lists(_num, max_size=4)),
@@ -92,7 +93,7 @@ def test_each_contract_type_round_trips_through_its_json(spec, result, stats, at
 def test_the_trial_finished_line_is_what_it_was_and_carries_no_result() -> None:
     result = TrialResult("a/trial-000", "a", 0, "fail", detections=[{"id": "exit_code", "severity": "fail"},
                                                                    {"id": "note", "severity": "info"}],
-                         process={"wall_s": 2.5}, step_times_s=[0.1, 0.3])
+                         process=ProcessRecord(wall_s=2.5), step_times_s=[0.1, 0.3])
     ev = TrialFinished.of("r", result, trial_dir="/t", exit_code=1, signal=None, wall_s=2.5)
     assert ev.result is result and ev.detectors == ["exit_code"] and ev.mean_step_s == pytest.approx(0.2)
     line = ev.to_dict()

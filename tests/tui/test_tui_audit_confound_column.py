@@ -6,12 +6,13 @@ the screen showed "—" there (now "in noise"), which its own legend reads as in
 from __future__ import annotations
 
 from aorta_tui.core.aggregate import confound_check
+from aorta_tui.core.process_record import ProcessRecord
 from aorta_tui.core.trial_contract import TrialResult
 from aorta_tui.tui.widgets.matrix_grid import IN_NOISE, confound_text
 
 
 def _trials(cell: str, means: list[float]) -> list[TrialResult]:
-    return [TrialResult(f"{cell}/trial-{i:03d}", cell, i, "pass", process={"wall_s": 1.0},
+    return [TrialResult(f"{cell}/trial-{i:03d}", cell, i, "pass", process=ProcessRecord(wall_s=1.0),
                         step_times_s=[m] * 3, step_time_source="workload")
             for i, m in enumerate(means)]
 

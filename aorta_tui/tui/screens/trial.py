@@ -21,6 +21,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Log, Static, TabbedContent, TabPane
 from textual.worker import Worker
 
+from aorta_tui.core.process_record import read_process_record
+from aorta_tui.core.trial_contract import RESULT_FILE
 from aorta_tui.tui.logs import LOG_NAMES, LogText, read_log, read_more, split_budget, tail_lines
 from aorta_tui.tui.matrix_state import TrialView
 from aorta_tui.tui.screens.base import answer_from_worker, busy
@@ -47,16 +49,19 @@ def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
     lines = ["  ".join(parts)]
     if view.reason:
         lines.append(f"reason: {escape(view.reason)}")
-    process = result.get("process") if isinstance(result, dict) else None
-    if isinstance(process, dict):
+    raw = result.get("process") if isinstance(result, dict) else None
+    if isinstance(raw, dict):
+        # typed as the run directory reads it: a damaged field reads as not recorded (the
+        # screen shows the rest, never a traceback)
+        process = read_process_record(raw, where=RESULT_FILE, strict=False)
         extras = []
-        if process.get("timed_out"):
-            extras.append(f"timed out after {process.get('timeout_s')} s")
-        if process.get("hang"):
-            extras.append(f"hang: {process['hang']}")
-        if process.get("peak_rss_kb"):
-            extras.append(f"peak RSS {int(process['peak_rss_kb']) // 1024} MiB")
-        if process.get("truncated"):
+        if process.timed_out:
+            extras.append(f"timed out after {process.timeout_s} s")
+        if process.hang:
+            extras.append(f"hang: {process.hang}")
+        if process.peak_rss_kb:
+            extras.append(f"peak RSS {process.peak_rss_kb // 1024} MiB")
+        if process.truncated:
             extras.append("logs truncated (head + tail kept)")
         if extras:
             lines.append(escape("; ".join(str(e) for e in extras)))
