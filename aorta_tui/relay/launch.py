@@ -92,12 +92,12 @@ def launch_failure(log_path: Path, limit: int = 64 << 10) -> str:
     for line in reversed(lines):
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             plain.append(line.strip())
             continue
-        said = _failure_said(doc)
-        if said is not None:
-            return said
+        ending = _failure_said(doc)
+        if ending is not None:
+            return ending
     said = [ln for ln in plain if ln.startswith("error:")] or [ln for ln in plain if ln]
     return said[0].removeprefix("error:").strip()[:500] if said else f"see {log_path}"
 
