@@ -521,9 +521,16 @@ def require_type(value: object, expected: str, *, where: str, field: str, what: 
     if (nullable and value is None) or _CHECKS[expected](value):
         return value
     label = _JSON_WORDS[expected] + (" or null" if nullable else "")
-    raise UsageError(f"{where}: {field}: expected {label}, found {json_type_name(value)} "
-                     f"{clip_for_message(value, 40)}",
+    raise UsageError(f"{where}: {field}: expected {label}, found {found_value(value)}",
                      hint=hint or f"this {what} is damaged or was not written by aorta-tui")
+
+
+def found_value(value: object) -> str:
+    """What a wrong value is, in JSON's words: ``null``, ``true``, or its type and its text
+    (``a string 'x'``); the value clipped, never "null None"."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return f"{json_type_name(value)} {clip_for_message(value, 40)}"
 
 
 class FieldReader:

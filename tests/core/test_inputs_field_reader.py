@@ -73,3 +73,17 @@ def test_the_overloads_give_a_float_where_one_is_sure() -> None:
     defaulted: float = f.number({}, "x", "", 0.0)
     maybe: float | None = f.number({}, "x", "")
     assert (required, defaulted, maybe) == (1.5, 0.0, None)
+
+
+@pytest.mark.parametrize(("value", "found"), [
+    (None, "found null"), (True, "found true"), (False, "found false"),
+    ("x", "found a string 'x'"), ([1], "found an array [1]"), (3, "found a number 3")])
+def test_a_wrong_value_is_said_in_jsons_words_once(value: object, found: str) -> None:
+    """The message said "found null None" and "found a boolean True" (the type, then Python's
+    spelling of the value) until it said each value once, as JSON writes it."""
+    from aorta_tui.core.inputs import require_type
+
+    expected = "integer" if isinstance(value, str) else "string"
+    with pytest.raises(UsageError) as err:
+        require_type(value, expected, where="f.json", field="a")
+    assert err.value.message.endswith(f": a: expected {'an integer' if expected == 'integer' else 'a string'}, {found}")
