@@ -66,3 +66,20 @@ async def test_the_matrix_of_a_finished_slurm_run_sums_failures_up_per_node(tmp_
                        what="the per-node summary")
         summary = str(screen.query_one("#matrix-summary").render())
         assert f"per node (Slurm): {node}: 1 pass, 1 fail, 0 error" in summary, summary
+
+
+def test_a_hang_is_its_summary_line_not_the_reports_raw_dict() -> None:
+    """The trial detail printed tier 2's report as a Python dict ({'signals': ...})."""
+    from aorta_tui.trial.hang import HangReport
+
+    report = HangReport(signals={"output_silence": 31.0, "gpu_idle": None, "io_idle": 30.5},
+                        unavailable={"gpu_idle": "no GPU context"}, window_s=30.0, grace_s=60.0,
+                        elapsed_s=95.25, cpu_s_in_window=0.5)
+    view = TrialView(trial_id="a/trial-000", cell="a", trial=0, state="fail")
+    result = {"process": {"exit_code": None, "hang": report.to_dict()}}
+    text = "\n".join(trial_facts(view, result))
+    assert "hang after 95.2 s: output silence 31.0 s, io idle 30.5 s" in text
+    assert "gpu_idle not available (no GPU context)" in text and "{" not in text
+    damaged = {"process": {"hang": {"signals": {"io_idle": "long"}}}}
+    shown = "\n".join(trial_facts(view, damaged))
+    assert "hang (its report is damaged: " in shown and "signals.io_idle" in shown

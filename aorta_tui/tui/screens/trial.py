@@ -32,6 +32,19 @@ from aorta_tui.tui.widgets.matrix_grid import fmt_seconds
 FOLLOW_S = 1.0  # the logs view checks a running trial's files this often
 
 
+def hang_text(hang: dict[str, Any]) -> str:
+    """Tier 2's report as its own one line (``hang after 12.0 s: output silence 30.0 s, ...``):
+    the screen showed the report's raw dict until it read the report through its reader."""
+    from aorta_tui.core.errors import UsageError
+    from aorta_tui.core.inputs import FieldReader
+    from aorta_tui.trial.process_outcome_doc import read_hang_report
+
+    try:
+        return read_hang_report(FieldReader(RESULT_FILE, "trial result"), hang, "process.hang").summary()
+    except UsageError as exc:  # a damaged report: said, never a traceback
+        return f"hang (its report is damaged: {exc.message})"
+
+
 def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
     """Markup lines: verdict, process outcome, timings, and every detection with its evidence."""
     starting = " (starting)" if view.state == "running" and view.launching else ""
@@ -58,7 +71,7 @@ def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
         if process.timed_out:
             extras.append(f"timed out after {process.timeout_s} s")
         if process.hang:
-            extras.append(f"hang: {process.hang}")
+            extras.append(hang_text(process.hang))
         if process.peak_rss_kb:
             extras.append(f"peak RSS {process.peak_rss_kb // 1024} MiB")
         if process.truncated:
