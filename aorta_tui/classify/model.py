@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-# Tier 2's detector ids: the hang monitor's signals (trial/hang.py reads them from here, so the
-# classifier never imports the trial package above it).
-OUTPUT_SILENCE = "output_silence"
-GPU_IDLE = "gpu_idle"
-IO_IDLE = "io_idle"
-SIGNAL_NAMES: tuple[str, ...] = (OUTPUT_SILENCE, GPU_IDLE, IO_IDLE)
+# Tier 2's detector ids: the hang monitor's signals, named beside its report in core (which
+# result.json's process section holds); the classifier and trial/hang.py read them here.
+from aorta_tui.core.hang_report import GPU_IDLE as GPU_IDLE
+from aorta_tui.core.hang_report import IO_IDLE as IO_IDLE
+from aorta_tui.core.hang_report import OUTPUT_SILENCE as OUTPUT_SILENCE
+from aorta_tui.core.hang_report import SIGNAL_NAMES as SIGNAL_NAMES
 
 Severity = Literal["fail", "warn", "info", "error"]
 Verdict = Literal["pass", "fail", "error"]

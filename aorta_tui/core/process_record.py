@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.hang_report import HangReport, read_hang_report
 from aorta_tui.core.inputs import FieldReader, Json
 
 WHAT = "trial result"
@@ -85,7 +86,7 @@ class ProcessRecord:
     core_dumped: bool = False
     timed_out: bool = False
     cancelled: bool = False
-    hang: dict[str, Json] | None = None  # trial/hang.HangReport.to_dict(), typed up there
+    hang: HangReport | None = None  # tier 2's report (core/hang_report.py)
     exec_error: str | None = None
     wall_s: float | None = None  # None: not recorded
     started_at: float | None = None
@@ -169,7 +170,7 @@ def _written(value: ProcessRecord | ExecutorFacts, keys: _Keys) -> dict[str, Jso
         item = getattr(value, name)
         if name in value.absent or (item is None and not nullable):
             continue
-        if isinstance(item, ExecutorFacts):
+        if isinstance(item, (ExecutorFacts, HangReport)):
             out[name] = item.to_dict()
         else:
             out[name] = list(item) if isinstance(item, tuple) else copy.deepcopy(item)
@@ -232,7 +233,11 @@ def _opt_numbers(f: FieldReader, value: dict[str, Any], path: str, strict: bool
 
 
 def _json(f: FieldReader, value: Json, path: str, strict: bool) -> Json:
-    return copy.deepcopy(value)  # any JSON (the hang report, what ran beside): kept as written
+    return copy.deepcopy(value)  # any JSON (what ran beside): kept as written
+
+
+def _hang(f: FieldReader, value: dict[str, Any], path: str, strict: bool) -> HangReport:
+    return read_hang_report(f, value, path)
 
 
 def _facts(f: FieldReader, value: dict[str, Any], path: str, strict: bool) -> ExecutorFacts:
@@ -259,7 +264,7 @@ _PROCESS_KEYS: _Keys = (
     ("pid", "integer", True, None), ("exit_code", "integer", True, None),
     ("signal", "integer", True, None), ("core_dumped", "boolean", False, None),
     ("timed_out", "boolean", False, None), ("cancelled", "boolean", False, None),
-    ("hang", "object", True, _json), ("exec_error", "string", True, None),
+    ("hang", "object", True, _hang), ("exec_error", "string", True, None),
     ("wall_s", "number", False, None), ("started_at", "number", False, None),
     ("ended_at", "number", False, None), ("peak_rss_kb", "integer", True, None),
     ("gpu_peak_mem_bytes", "integer", True, None), ("gpu_mem_reason", "string", True, None),

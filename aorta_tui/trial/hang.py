@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aorta_tui.classify.model import GPU_IDLE, IO_IDLE, OUTPUT_SILENCE, SIGNAL_NAMES
+from aorta_tui.core.hang_report import HangReport
 from aorta_tui.trial import proctree
 
 if TYPE_CHECKING:
@@ -76,60 +77,6 @@ class HangPolicy:
     @property
     def wants_gpu(self) -> bool:
         return GPU_IDLE not in self.disabled
-
-
-@dataclass(frozen=True)
-class HangReport:
-    """Why tier 2 fired. ``signals[name]`` is how long the signal had held (after the grace
-    period) when the monitor decided, or ``None`` when it was not holding; ``unavailable``
-    names the signals that could not be measured or were disabled, with the reason."""
-
-    signals: dict[str, float | None]
-    unavailable: dict[str, str] = field(default_factory=dict)
-    window_s: float = 0.0
-    grace_s: float = 0.0
-    elapsed_s: float = 0.0
-    cpu_s_in_window: float | None = None
-    # what io_idle summed when supervisors were left out, e.g. "2 worker process(es), not the
-    # launcher (torch.distributed.run pid 4242)"; None when the whole tree counted
-    io_scope: str | None = None
-
-    def held(self) -> list[str]:
-        return [n for n, v in self.signals.items() if v is not None and v >= self.window_s]
-
-    def summary(self) -> str:
-        held = ", ".join(f"{n.replace('_', ' ')} {self.signals[n]:.1f} s" for n in self.held())
-        text = f"hang after {self.elapsed_s:.1f} s: {held}"
-        if self.unavailable:
-            text += "; " + "; ".join(f"{n} not available ({r})" for n, r in self.unavailable.items())
-        if self.io_scope is not None and IO_IDLE in self.held():
-            text += f"; io counted over {self.io_scope}"
-        if self.cpu_s_in_window is not None:
-            text += f"; tree used {self.cpu_s_in_window:.1f} CPU s in the last window"
-        return text
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HangReport:
-        return cls(
-            signals=dict(data.get("signals", {})),
-            unavailable=dict(data.get("unavailable", {})),
-            window_s=float(data.get("window_s", 0.0)),
-            grace_s=float(data.get("grace_s", 0.0)),
-            elapsed_s=float(data.get("elapsed_s", 0.0)),
-            cpu_s_in_window=data.get("cpu_s_in_window"),
-            io_scope=data.get("io_scope"),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "signals": dict(self.signals),
-            "unavailable": dict(self.unavailable),
-            "window_s": self.window_s,
-            "grace_s": self.grace_s,
-            "elapsed_s": self.elapsed_s,
-            "cpu_s_in_window": self.cpu_s_in_window,
-            "io_scope": self.io_scope,
-        }
 
 
 class HangMonitor:

@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from aorta_tui.core.errors import UsageError
+from aorta_tui.core.hang_report import read_hang_report
 from aorta_tui.core.inputs import FieldReader
 from aorta_tui.core.process_record import read_executor_facts
-from aorta_tui.trial.hang import HangReport
 from aorta_tui.trial.supervisor import ProcessOutcome
 
 # ProcessOutcome's fields as ``to_dict`` writes them: (JSON kind, nullable), in its order. Those
@@ -76,18 +76,3 @@ def _ints_map(f: FieldReader, d: dict[str, Any], path: str, *, nested: bool) -> 
         return {k: _ints_map(f, f.obj(v, f"{path}.{k}"), f"{path}.{k}", nested=False)
                 for k, v in d.items()}
     return {k: f.check(v, "integer", f"{path}.{k}") for k, v in d.items()}
-
-
-def read_hang_report(f: FieldReader, d: dict[str, Any], path: str) -> HangReport:
-    """A :class:`HangReport` (``HangReport.to_dict``'s object) at ``path``, checked."""
-    # kept as written (an int stays an int), so the file reads back to its own bytes; a key
-    # missing has HangReport.from_dict's default
-    return HangReport(
-        signals={k: f.opt_number(v, f"{path}.signals.{k}")
-                 for k, v in f.obj_at(d, "signals", path).items()},
-        unavailable={k: str(f.check(v, "string", f"{path}.unavailable.{k}"))
-                     for k, v in f.obj_at(d, "unavailable", path).items()},
-        window_s=f.number(d, "window_s", path, 0.0), grace_s=f.number(d, "grace_s", path, 0.0),
-        elapsed_s=f.number(d, "elapsed_s", path, 0.0),
-        cpu_s_in_window=f.number(d, "cpu_s_in_window", path),
-        io_scope=f.opt_text(d, "io_scope", path))

@@ -232,12 +232,12 @@ class ProcessOutcome:
 
     def to_record(self) -> ProcessRecord:
         """The finished process as result.json's ``process`` section records it (a typed value of
-        ``core``, which the trial contract holds): every key held, the hang report and the
-        signal's name in their JSON form."""
+        ``core``, which the trial contract holds): every key held, the hang report as it is
+        (core's type) and the signal's name."""
         return ProcessRecord(
             pid=self.pid, exit_code=self.exit_code, signal=self.signal,
             core_dumped=self.core_dumped, timed_out=self.timed_out, cancelled=self.cancelled,
-            hang=self.hang.to_dict() if self.hang else None, exec_error=self.exec_error,
+            hang=self.hang, exec_error=self.exec_error,
             wall_s=self.wall_s, started_at=self.started_at, ended_at=self.ended_at,
             peak_rss_kb=self.peak_rss_kb, gpu_peak_mem_bytes=self.gpu_peak_mem_bytes,
             gpu_mem_reason=self.gpu_mem_reason, stdout_bytes=self.stdout_bytes,

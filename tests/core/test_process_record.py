@@ -202,7 +202,8 @@ def test_the_old_files_read_as_typed_values() -> None:
     assert (sigsegv.signal, sigsegv.signal_name, sigsegv.executor) == (11, "SIGSEGV", None)
     assert sigsegv.marks["spawn"] < sigsegv.marks["reaped"] and sigsegv.survivors is None
     hang = TrialResult.from_json(FIXTURES / "local-hang.json").process
-    assert hang.hang is not None and hang.hang["window_s"] == 1.0 and hang.timeout_s == 3.0
+    assert hang.hang is not None and hang.hang.window_s == 1.0 and hang.timeout_s == 3.0
+    assert hang.hang.summary().startswith("hang after ")  # core's type: said in words
     facts = TrialResult.from_json(FIXTURES / "slurm-from-file.json").process.executor
     assert facts is not None and (facts.kind, facts.node, facts.nodes) == ("slurm", "gpu07",
                                                                           ("gpu07", "gpu08"))

@@ -21,7 +21,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Log, Static, TabbedContent, TabPane
 from textual.worker import Worker
 
-from aorta_tui.core.process_record import read_process_record
+from aorta_tui.core.errors import UsageError
+from aorta_tui.core.process_record import ProcessRecord, read_process_record
 from aorta_tui.core.trial_contract import RESULT_FILE
 from aorta_tui.tui.logs import LOG_NAMES, LogText, read_log, read_more, split_budget, tail_lines
 from aorta_tui.tui.matrix_state import TrialView
@@ -32,17 +33,19 @@ from aorta_tui.tui.widgets.matrix_grid import fmt_seconds
 FOLLOW_S = 1.0  # the logs view checks a running trial's files this often
 
 
-def hang_text(hang: dict[str, Any]) -> str:
-    """Tier 2's report as its own one line (``hang after 12.0 s: output silence 30.0 s, ...``):
-    the screen showed the report's raw dict until it read the report through its reader."""
-    from aorta_tui.core.errors import UsageError
-    from aorta_tui.core.inputs import FieldReader
-    from aorta_tui.trial.process_outcome_doc import read_hang_report
-
-    try:
-        return read_hang_report(FieldReader(RESULT_FILE, "trial result"), hang, "process.hang").summary()
-    except UsageError as exc:  # a damaged report: said, never a traceback
+def hang_text(process: ProcessRecord) -> str | None:
+    """Tier 2's report as its one line (``hang after 95.2 s: output silence 31.0 s, ...``): the
+    screen printed the report's raw dict until the process record typed it. A damaged report
+    (read as not recorded, its value kept) says why it cannot be shown; no hang: None."""
+    if process.hang is not None:
+        return process.hang.summary()
+    if "hang" not in process.extra or process.extra["hang"] is None:
+        return None
+    try:  # the strict reading names the damaged field
+        read_process_record({"hang": process.extra["hang"]}, where=RESULT_FILE)
+    except UsageError as exc:
         return f"hang (its report is damaged: {exc.message})"
+    return None
 
 
 def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
@@ -70,8 +73,9 @@ def trial_facts(view: TrialView, result: dict[str, Any] | None) -> list[str]:
         extras = []
         if process.timed_out:
             extras.append(f"timed out after {process.timeout_s} s")
-        if process.hang:
-            extras.append(hang_text(process.hang))
+        hang = hang_text(process)
+        if hang is not None:
+            extras.append(hang)
         if process.peak_rss_kb:
             extras.append(f"peak RSS {process.peak_rss_kb // 1024} MiB")
         if process.truncated:
