@@ -330,6 +330,7 @@ def build(
             why[name] = f"reported at {at} ns, outside the process's life [{lo}, {hi}]: dropped"
             continue
         marks[name] = at
+    _spawned_no_later_than_the_child(marks, info)
     if child is None and child_missing:
         for name in CHILD_MARKS:
             why.setdefault(name, child_missing)
@@ -348,6 +349,19 @@ def build(
         "phases": phases(marks),
         "beside": beside or {},
     }
+
+
+def _spawned_no_later_than_the_child(marks: dict[str, int], info: dict[str, Any]) -> None:
+    """``spawned`` is when the supervisor saw the exec succeed (Popen returned). On a loaded box
+    the child can run its first statements before the supervisor is scheduled again, so a child
+    mark may come before it: the exec succeeded before the child's first mark, so that mark
+    is the closer bound. ``spawned`` takes it (phases never run backwards), and what the
+    supervisor saw is kept in ``info["spawned_seen_ns"]``."""
+    seen = marks.get("spawned")
+    first = min((marks[m] for m in CHILD_MARKS if m in marks), default=None)
+    if seen is not None and first is not None and first < seen:
+        marks["spawned"] = max(first, marks.get("spawn", first))
+        info["spawned_seen_ns"] = seen
 
 
 def phases(marks: dict[str, int]) -> list[dict[str, Any]]:

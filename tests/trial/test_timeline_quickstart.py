@@ -163,3 +163,18 @@ def test_child_marks_outside_the_process_life_are_dropped_with_the_reason():
     assert "workload_start" not in tl["marks"]
     assert "outside the process's life" in tl["unavailable"]["workload_start"]
     assert timeline.is_ordered(tl)
+
+
+def test_a_child_that_ran_before_the_supervisor_saw_its_exec_keeps_the_phases_forward():
+    """On a loaded box Popen can return after the child's first statement (seen once in the
+    fast tier under load: the quickstart's timeline was out of order). The exec succeeded
+    before that statement, so it bounds ``spawned``; what the supervisor saw is kept."""
+    tl = timeline.build({"spawn": 100, "spawned": 400, "exited": 900, "reaped": 950}, wall_start=1.0,
+                        child={"marks": {"interpreter_up": 300, "worker_ready": 350}, "unavailable": {}})
+    assert tl["marks"]["spawned"] == 300 and tl["info"]["spawned_seen_ns"] == 400
+    assert timeline.is_ordered(tl)
+    assert all(p["end_ns"] >= p["start_ns"] for p in tl["phases"])
+    assert sum(p["end_ns"] - p["start_ns"] for p in tl["phases"]) == 950 - 100
+    usual = timeline.build({"spawn": 100, "spawned": 200, "exited": 900, "reaped": 950},
+                           wall_start=1.0, child={"marks": {"interpreter_up": 300}, "unavailable": {}})
+    assert usual["marks"]["spawned"] == 200 and "spawned_seen_ns" not in usual["info"]
