@@ -14,7 +14,8 @@ from aorta_tui.cli.trust_opts import TRUST_OPT
 from aorta_tui.store.trust_guard import guard_run_dir
 
 if TYPE_CHECKING:  # the archive module loads only when a bundle is made
-    from aorta_tui.bundle.archive import BundleReview
+    from aorta_tui.bundle.archive import BundleRequest, BundleReview
+    from aorta_tui.bundle.manifest_doc import BundleManifest
 
 
 @cli_command
@@ -62,11 +63,26 @@ def bundle(
     """
     from aorta_tui.bundle import archive
 
+    req, output = _request(inputs, output, redaction_from=redaction_from,
+                           max_log_bytes=max_log_bytes, hostnames=hostnames, trusted=trust_run_dir)
+    if review:
+        _print_review(archive.review_bundle(req), as_json=as_json)
+        return
+    _print_written(archive.build_bundle(req, output), output, as_json=as_json)
+
+
+def _request(inputs: list[Path], output: Path | None, *, redaction_from: Path | None,
+             max_log_bytes: int | None, hostnames: bool, trusted: bool
+             ) -> tuple[BundleRequest, Path]:
+    """Every input checked (and trusted) before anything of a run is read; the request and
+    where the archive goes."""
+    from aorta_tui.bundle import archive
+
     archive.check_max_log_bytes(max_log_bytes)
     check_output_file(output)
     for path in inputs:  # before anything of a run is read (core/run_trust.py)
         if path.exists():  # a missing one: find_inputs says so, located
-            guard_run_dir(path, ["bundle", *map(str, inputs)], trusted=trust_run_dir, say=err)
+            guard_run_dir(path, ["bundle", *map(str, inputs)], trusted=trusted, say=err)
     found = archive.find_inputs(list(inputs))
     for inp in found:
         if inp.running is not None:  # not an error: a hang is often bundled while it hangs
@@ -79,10 +95,10 @@ def bundle(
                                 name=archive.archive_name(output))
     if extra is not None:
         req.extra = extra
-    if review:
-        _print_review(archive.review_bundle(req), as_json=as_json)
-        return
-    manifest = archive.build_bundle(req, output)
+    return req, output
+
+
+def _print_written(manifest: BundleManifest, output: Path, *, as_json: bool) -> None:
     if as_json:
         print(json.dumps(manifest.to_json(), indent=2, ensure_ascii=False))
         return

@@ -25,8 +25,10 @@ R = TypeVar("R")
 
 if TYPE_CHECKING:  # the CLI imports the engine only when a command runs
     from aorta_tui.core.events import Event, EventSink
-    from aorta_tui.policy.evaluator import PolicySweepOutcome
+    from aorta_tui.policy.evaluator import PolicySweepOutcome, PolicySweepRequest
+    from aorta_tui.policy.gpu_control import ControlBackend
     from aorta_tui.policy.manifest_doc import SweepPlan
+    from aorta_tui.policy.presets import Policy
     from aorta_tui.policy.report_doc import PolicyReport
 
 app = new_app(
@@ -119,42 +121,68 @@ def sweep(
 
     Example: aorta-tui policy sweep tiny_kernel_stress --policies cuda_max_connections_1,cuda_max_connections_32 --streams 16 --trials 5
     """
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
+    from aorta_tui.policy.evaluator import PolicySweepRequest
+
+    stream = EndedStream("policy") if json_mode else None
+    with ends_typed(stream):  # a refused sweep's --json stream still ends typed
+        chosen, run_dir = _policies_and_run_dir(workload, policies, policy_file, output)
+        request = PolicySweepRequest(
+            workload=workload, policies=chosen, streams=streams, output_dir=run_dir,
+            trials=_spelled_once(trials, trials_k, "--trials", "-k", 5), iterations=iterations,
+            warmup=warmup, device=device, seed=seed, allow_gpu_control=allow_gpu_control,
+            gpu_index=gpu_index, queue_args=tuple(_queue_args(size, sync_mode, dtype, param, queue_arg)),
+            timeout_s=_spelled_once(timeout, timeout_s, "--timeout", "--timeout-s", 900.0))
+        backend = _gpu_backend(request, gpu_control_backend)
+        if dry_run:
+            _dry_run(request, backend, json_mode)
+            return
+        from aorta_tui.policy.evaluator import run_policy_sweep
+
+        go = metered(lambda on_event: run_policy_sweep(request, on_event=on_event,
+                                                       gpu_backend=backend),
+                     MetricsRequest(metrics, metrics_public, metrics_linger))
+        outcome = go((stream or _plain_sink()).emit)
+    _finish(outcome, json_mode, strict)
+
+
+def _policies_and_run_dir(workload: str, policies: str, policy_file: Path | None,
+                          output: Path | None) -> tuple[tuple[Policy, ...], Path]:
+    """The policies named (aliases said on stderr) and the run directory (its default named)."""
     import time
 
-    from aorta_tui.policy.evaluator import PolicyEvaluator, PolicySweepRequest, run_policy_sweep
     from aorta_tui.policy.file import load_policy_file
     from aorta_tui.policy.presets import alias_note, resolve_policies
 
-    trials = _spelled_once(trials, trials_k, "--trials", "-k", 5)
-    timeout = _spelled_once(timeout, timeout_s, "--timeout", "--timeout-s", 900.0)
     user = load_policy_file(policy_file) if policy_file else []
     chosen = resolve_policies(policies.split(","), user)
     for note in filter(None, map(alias_note, policies.split(","))):
         print(f"note: {note}", file=sys.stderr)
     if output is None:
         output = Path("aorta-policy") / f"{workload}-{time.strftime('%Y%m%d-%H%M%S')}"
-    queue_args = _queue_args(size, sync_mode, dtype, param, queue_arg)
-    backend = None
-    if allow_gpu_control and any(not p.gpu_control.is_empty() for p in chosen):
-        from aorta_tui.policy.gpu_control import backend_from_spec
+    return tuple(chosen), output
 
-        backend = backend_from_spec(gpu_control_backend)
-    request = PolicySweepRequest(workload=workload, policies=tuple(chosen), streams=streams,
-                           output_dir=output, trials=trials, iterations=iterations,
-                           warmup=warmup, device=device, seed=seed,
-                           allow_gpu_control=allow_gpu_control, gpu_index=gpu_index,
-                           timeout_s=timeout, queue_args=tuple(queue_args))
-    if dry_run:
-        plan = PolicyEvaluator(request, gpu_backend=backend).dry_run()
-        if json_mode:
-            print(json.dumps(plan.to_json(), indent=2))
-        else:
-            _print_plan(plan)
-        return
-    go = metered(lambda on_event: run_policy_sweep(request, on_event=on_event, gpu_backend=backend),
-                 MetricsRequest(metrics, metrics_public, metrics_linger))
-    outcome = go(_sink(json_mode).emit)
-    _finish(outcome, json_mode, strict)
+
+def _gpu_backend(request: PolicySweepRequest, spec: str) -> ControlBackend | None:
+    """The GPU-control backend the policies' knobs need: none unless --allow-gpu-control and a
+    policy sets a knob."""
+    if not (request.allow_gpu_control
+            and any(not p.gpu_control.is_empty() for p in request.policies)):
+        return None
+    from aorta_tui.policy.gpu_control import backend_from_spec
+
+    return backend_from_spec(spec)
+
+
+def _dry_run(request: PolicySweepRequest, backend: ControlBackend | None, json_mode: bool) -> None:
+    """The plan (policies, variables, order, GPU-control commands): a document, nothing written."""
+    from aorta_tui.policy.evaluator import PolicyEvaluator
+
+    plan = PolicyEvaluator(request, gpu_backend=backend).dry_run()
+    if json_mode:
+        print(json.dumps(plan.to_json(), indent=2))
+    else:
+        _print_plan(plan)
 
 
 @app.command("resume")
@@ -172,25 +200,24 @@ def resume(
 
     Example: aorta-tui policy resume aorta-policy/tiny_kernel_stress-20261129-101500
     """
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
     from aorta_tui.policy.evaluator import resume_policy_sweep
 
-    guard_run_dir(run_dir, ["policy", "resume", str(run_dir)], trusted=trust_run_dir)
-    backend = None
-    if allow_gpu_control:
-        from aorta_tui.policy.gpu_control import backend_from_spec
+    stream = EndedStream("policy") if json_mode else None
+    with ends_typed(stream):  # a refused resume's --json stream still ends typed
+        guard_run_dir(run_dir, ["policy", "resume", str(run_dir)], trusted=trust_run_dir)
+        backend = None
+        if allow_gpu_control:
+            from aorta_tui.policy.gpu_control import backend_from_spec
 
-        backend = backend_from_spec(gpu_control_backend)
-    outcome = resume_policy_sweep(run_dir, allow_gpu_control=allow_gpu_control,
-                                  on_event=_sink(json_mode).emit, gpu_backend=backend)
+            backend = backend_from_spec(gpu_control_backend)
+        outcome = resume_policy_sweep(run_dir, allow_gpu_control=allow_gpu_control,
+                                      on_event=(stream or _plain_sink()).emit, gpu_backend=backend)
     _finish(outcome, json_mode, strict)
 
 
-def _sink(json_mode: bool) -> EventSink:
-    """JSON lines for scripts; one readable line per event otherwise."""
-    if json_mode:
-        from aorta_tui.core.events import JsonSink
-
-        return JsonSink()
+def _plain_sink() -> EventSink:
+    """One readable line per event (``--json`` has cli/stream_end.EndedStream)."""
     from aorta_tui.core.events import CallbackSink
 
     return CallbackSink(_print_event)

@@ -492,8 +492,10 @@ def _event_lines(go: Callable[[Callable[[Event], None]], dict[str, Json]], run_i
         out.emit(event)
 
     def start() -> None:
-        if not seen["started"]:
-            emit(RunStarted(run_id, source=source, run_dir=str(run_dir or ""), total=total))
+        if not seen["started"]:  # a run directory only where one was made before the stop
+            made = run_dir is not None and run_dir.is_dir()
+            emit(RunStarted(run_id, source=source, run_dir=str(run_dir) if made else "",
+                            total=total))
 
     if run_dir is None:
         start()
@@ -614,12 +616,15 @@ def resume_cmd(
 
     Example: aorta-tui queue resume aorta-queue/moe-q-20261201-101500-ab12
     """
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
     from aorta_tui.hwqueue.sweep import read_request, resume_sweep
 
-    guard_run_dir(run_dir, ["queue", "resume", str(run_dir)], trusted=trust_run_dir)
-    request = read_request(run_dir)
+    # until the request is read (its run id), a refusal's --json stream ends here, typed
+    with ends_typed(EndedStream("queue_sweep") if as_json else None):
+        guard_run_dir(run_dir, ["queue", "resume", str(run_dir)], trusted=trust_run_dir)
+        request = read_request(run_dir)
+        check_output_file(output)
     run_id = request.run_id
-    check_output_file(output)
 
     def go(on_event: Callable[[Event], None]) -> QueueSweepDoc:
         return resume_sweep(run_dir, on_event=on_event, output=output)

@@ -19,6 +19,7 @@ from aorta_tui.core.numerals import MAX_STEPS, MAX_TRIALS
 from aorta_tui.store.naming import DEFAULT_OUTPUT
 
 if TYPE_CHECKING:
+    from aorta_tui.cli.stream_end import EndedStream
     from aorta_tui.core.trial_contract import TrialResult
     from aorta_tui.registry.registry import Registry
 
@@ -50,12 +51,17 @@ def run_workload(
     Exit codes: 0 every trial passed; 1 a trial failed or errored, or the trials disagree;
     2 usage error; 3 environment error; 130 interrupted.
     """
-    raise typer.Exit(_run(workload, trials, steps, config, mitigations, output, json_mode,
-                          not no_snapshot))
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
+
+    stream = EndedStream("sweep") if json_mode else None
+    with ends_typed(stream):  # a refused run's --json stream still ends typed
+        code = _run(workload, trials, steps, config, mitigations, output, stream,
+                    not no_snapshot)
+    raise typer.Exit(code)
 
 
 def _run(workload: str, trials: int, steps: int, config: list[str], mitigations: str,
-         output: Path, json_mode: bool, snapshots: bool) -> int:
+         output: Path, stream: EndedStream | None, snapshots: bool) -> int:
     import yaml
 
     from aorta_tui.cli.sinks import pick_sink
@@ -80,9 +86,9 @@ def _run(workload: str, trials: int, steps: int, config: list[str], mitigations:
     sweep = Sweep(recipe, registry, SweepOptions(output=output, strict=True, snapshots=snapshots,
                                                    services=sweep_services()),
                   bus)
-    bus.add(pick_sink(json_mode))
+    bus.add(stream if stream is not None else pick_sink(False))
     outcome = run_until_done(sweep, bus)
-    if not json_mode:
+    if stream is None:
         _print_failures(outcome.records, outcome.cells)
     return outcome.exit_code
 

@@ -10,10 +10,12 @@ issue 36, ``sweep run --json`` printed an ``error`` line of its own that no read
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from aorta_tui.core.errors import AortaError, ExitCode
-from aorta_tui.core.events import Event, RunFinished, RunWarning
+from aorta_tui.core.events import Event, JsonSink, RunFinished, RunStarted, RunWarning
 
 
 def error_summary(exc: BaseException) -> dict[str, Any]:
@@ -38,3 +40,46 @@ def ending_events(run_id: str, exc: BaseException) -> list[Event]:
     summary = error_summary(exc)
     return [RunWarning(run_id, message=summary["error"], code="error"),
             RunFinished(run_id, status="failed", exit_code=code, summary=summary)]
+
+
+class EndedStream:
+    """``--json``'s sink for an engine that says its own ``run_started`` and ``run_finished``
+    (a sweep, a policy sweep): it remembers whether the run said them, so a run stopped before
+    either still ends its stream typed (:meth:`end`)."""
+
+    def __init__(self, source: str) -> None:
+        self._sink = JsonSink()
+        self.source = source  # run_started's source, where the run was refused before its own
+        self.run_id = ""
+        self.started = self.finished = False
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, RunStarted) and not self.started:
+            self.started, self.run_id = True, event.run_id
+        elif isinstance(event, RunFinished) and event.run_id == self.run_id:
+            self.finished = True
+        self._sink.emit(event)
+
+    def close(self) -> None:
+        self._sink.close()
+
+    def end(self, exc: BaseException) -> None:
+        """``run_started`` (no run directory: the run was refused before it had one) unless the
+        run said it, then the stop as a warning and a failed ``run_finished``."""
+        if not self.started:
+            self.emit(RunStarted("", source=self.source, run_dir="", total=0))
+        if not self.finished:
+            for event in ending_events(self.run_id, exc):
+                self.emit(event)
+
+
+@contextmanager
+def ends_typed(stream: EndedStream | None) -> Iterator[None]:
+    """Around a command's body: an error (a bug too: exit 70) ends ``stream`` typed before it
+    propagates to the CLI, which prints it for people on stderr and exits with its code."""
+    try:
+        yield
+    except Exception as exc:
+        if stream is not None:
+            stream.end(exc)
+        raise

@@ -11,8 +11,9 @@ from aorta_tui.sweep.drive import run_until_done, sweep_for_request
 from aorta_tui.sweep.way_in import SweepRequest, is_sanitizer_request
 
 if TYPE_CHECKING:
+    from aorta_tui.cli.stream_end import EndedStream
     from aorta_tui.cli.sweep_view import SweepRunView
-    from aorta_tui.core.events import Event, EventBus
+    from aorta_tui.core.events import EventBus
     from aorta_tui.recipe.model import Recipe
     from aorta_tui.sweep.plan import Plan
 
@@ -64,56 +65,18 @@ def refuse_undecodable(req: SweepRequest, argv: list[str] | None = None) -> None
         )
 
 
-class _JsonStream:
-    """``--json``'s sink, which remembers whether the run said its own start and end, so that
-    a run stopped before either still ends its stream typed (cli/stream_end.py)."""
-
-    def __init__(self) -> None:
-        from aorta_tui.core.events import JsonSink
-
-        self._sink = JsonSink()
-        self.run_id = ""
-        self.started = self.finished = False
-
-    def emit(self, event: Event) -> None:
-        from aorta_tui.core.events import RunFinished, RunStarted
-
-        if isinstance(event, RunStarted) and not self.started:
-            self.started, self.run_id = True, event.run_id
-        elif isinstance(event, RunFinished) and event.run_id == self.run_id:
-            self.finished = True
-        self._sink.emit(event)
-
-    def close(self) -> None:
-        self._sink.close()
-
-    def end(self, exc: BaseException) -> None:
-        """``run_started`` (no run directory: the run was refused before it had one) unless the
-        run said it, then the stop as a warning and a failed ``run_finished``."""
-        from aorta_tui.cli.stream_end import ending_events
-        from aorta_tui.core.events import RunStarted
-
-        if not self.started:
-            self.emit(RunStarted("", source="sweep", run_dir="", total=0))
-        if not self.finished:
-            for event in ending_events(self.run_id, exc):
-                self.emit(event)
-
-
 def run_sweep_command(req: SweepRequest, view: SweepRunView) -> int:
     """``sweep run``; with ``--json`` a run stopped by an error still ends its event stream:
     ``run_started`` first, a ``warning`` and a failed ``run_finished`` with the exit code and
     the error's parts last (the paragraph for people goes to stderr, as without ``--json``)."""
-    stream = _JsonStream() if view.json_mode else None
-    try:
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
+
+    stream = EndedStream("sweep") if view.json_mode else None
+    with ends_typed(stream):
         return _run_sweep_command(req, view, stream)
-    except Exception as exc:  # AortaError, and a bug (exit 70) still ends the stream typed
-        if stream is not None:
-            stream.end(exc)
-        raise
 
 
-def _run_sweep_command(req: SweepRequest, view: SweepRunView, stream: _JsonStream | None) -> int:
+def _run_sweep_command(req: SweepRequest, view: SweepRunView, stream: EndedStream | None) -> int:
     from aorta_tui.cli.sinks import pick_sink
     from aorta_tui.core.events import EventBus
 

@@ -190,3 +190,38 @@ def test_output_that_is_no_file_is_refused_before_any_work(
     assert f"-o {path.name} is " in proc.stderr and "Traceback" not in proc.stderr
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# Every long command's --json, refused before it runs (docs/cli.md, cli/stream_end.py): the
+# argv, and what makes it refuse. `sweep run` printed one untyped `error` line, `policy sweep`,
+# `policy resume`, `run` and `queue resume` printed nothing on stdout at all.
+REFUSED = [
+    (["sweep", "run", "--recipe", "missing.yaml"], "no such recipe file"),
+    (["--batch", "missing.yaml"], "no such recipe file"),
+    (["run", "--workload", "no_such_workload"], "unknown workload"),
+    (["queue", "run", "no_such_workload"], "unknown workload"),
+    (["queue", "sweep", "no_such_workload"], "unknown workload"),
+    (["queue", "resume", "no-such-dir"], "no-such-dir"),
+    (["policy", "sweep", "tiny_kernel_stress", "--policies", "no_such_policy"], "unknown policy"),
+    (["policy", "resume", "no-such-dir"], "no-such-dir"),
+    (["trace", "queue", "--pid", "4194303", "--duration", "1"], "4194303"),
+    (["agent", "--goal", "failure_rate < 0.1"], "missing RECIPE"),
+]
+
+
+@pytest.mark.parametrize(("argv", "said"), REFUSED, ids=[" ".join(a[:2]) for a, _ in REFUSED])
+def test_a_refused_json_run_still_ends_its_stream_typed(argv: list[str], said: str,
+                                                        tmp_path: Path) -> None:
+    from aorta_tui.core.events import RunFinished, RunStarted, RunWarning, event_from_dict
+
+    proc = aorta(*argv, "--json", cwd=tmp_path)
+    assert proc.returncode in (2, 3), proc.stderr
+    events = [event_from_dict(json.loads(line)) for line in proc.stdout.splitlines()]
+    assert [type(e) for e in events] == [RunStarted, RunWarning, RunFinished], proc.stdout
+    started, warning, finished = events
+    assert isinstance(started, RunStarted) and started.run_dir == ""  # nothing was made
+    assert isinstance(warning, RunWarning) and warning.code == "error" and said in warning.message
+    assert isinstance(finished, RunFinished) and finished.status == "failed"
+    assert finished.exit_code == proc.returncode and said in finished.summary["error"]
+    assert said in proc.stderr  # and for people, on stderr, as without --json
+    assert list(tmp_path.iterdir()) == []
