@@ -176,34 +176,13 @@ def _event_lines(command: list[str], o: _AgentOptions) -> None:
     the loop's own ``run_started`` first and ``run_finished`` last (agent.json whole in its
     ``summary.result``). A run refused before the loop began (bad input, exit 2) gets both
     here: ``run_started``, then a ``warning`` and a failed ``run_finished`` with the code."""
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
     from aorta_tui.cli.trace_stream import open_stream
-    from aorta_tui.core.events import RunFinished, RunStarted
 
-    out = open_stream()  # fd 1 becomes stderr: nothing else can land between the lines
-    seen = {"started": False, "finished": False}
-
-    def emit(event: Event) -> None:
-        seen["started"] = seen["started"] or isinstance(event, RunStarted)
-        seen["finished"] = seen["finished"] or isinstance(event, RunFinished)
-        out.emit(event)
-
-    run_id = o.resume.name if o.resume is not None else "agent"
-    try:
-        _start_and_run(command, o, emit, say=err)
-    except (Exception, KeyboardInterrupt) as exc:
-        if not seen["started"]:
-            emit(RunStarted(run_id, source="agent",
-                            run_dir=str(o.resume.resolve()) if o.resume is not None else "",
-                            total=o.budget))
-        if not seen["finished"]:
-            emit_refusal(emit, run_id, exc)
-        raise
-
-
-def emit_refusal(emit: Callable[[Event], None], run_id: str, exc: BaseException) -> None:
-    """How a run that stopped before its loop could say so ends its stream (cli/stream_end.py:
-    interrupted, or a ``warning`` and a failed ``run_finished`` with the CLI's exit code)."""
-    from aorta_tui.cli.stream_end import ending_events
-
-    for event in ending_events(run_id, exc):
-        emit(event)
+    # fd 1 becomes stderr: nothing else can land between the lines; the loop says its own
+    # run_started and run_finished, a run refused before the loop gets them here
+    stream = EndedStream("agent", refusal_id=o.resume.name if o.resume is not None else "agent",
+                         sink=open_stream(), total=o.budget,
+                         run_dir=o.resume.resolve() if o.resume is not None else None)
+    with ends_typed(stream):
+        _start_and_run(command, o, stream.emit, say=err)

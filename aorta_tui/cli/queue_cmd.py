@@ -479,40 +479,17 @@ def _event_lines(go: Callable[[Callable[[Event], None]], dict[str, Json]], run_i
     ``go(on_event)`` runs it and returns the document. A sweep kept in a run directory emits
     its own ``RunStarted`` and ``RunFinished`` (the journal gets them too); the ones it did not
     reach (a run refused before it started, a queue run, an in-process sweep) are written here."""
-    from aorta_tui.cli.trace_stream import failed, finished, open_stream
-    from aorta_tui.core.events import RunFinished, RunStarted
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
+    from aorta_tui.cli.trace_stream import open_stream
 
-    out = open_stream()  # a point's own prints never mix into the lines
-    seen = {"started": False, "finished": False}
-
-    def emit(event: Event) -> None:
-        if event.run_id == run_id:  # the sweep's own, never a point's
-            seen["started"] = seen["started"] or isinstance(event, RunStarted)
-            seen["finished"] = seen["finished"] or isinstance(event, RunFinished)
-        out.emit(event)
-
-    def start() -> None:
-        if not seen["started"]:  # a run directory only where one was made before the stop
-            made = run_dir is not None and run_dir.is_dir()
-            emit(RunStarted(run_id, source=source, run_dir=str(run_dir) if made else "",
-                            total=total))
-
+    # a point's own prints never mix into the lines (open_stream); the sweep's own events
+    # only count as its start and end, never a point's
+    stream = EndedStream(source, run_id=run_id, sink=open_stream(), run_dir=run_dir, total=total)
     if run_dir is None:
-        start()
-    try:
-        doc = go(emit)
-    except KeyboardInterrupt:
-        if not seen["finished"]:
-            start()
-            finished(out, None, interrupted=True, exit_code=130, run_id=run_id)
-        raise
-    except Exception as exc:  # AortaError and anything else: the stream still ends typed
-        start()
-        if not seen["finished"]:
-            failed(out, exc, run_id=run_id)
-        raise
-    if not seen["finished"]:
-        finished(out, doc, interrupted=False, exit_code=0, run_id=run_id)
+        stream.start()
+    with ends_typed(stream):
+        doc = go(stream.emit)
+    stream.finish(doc)
 
 
 _RUN_DIR_HELP = ("Keep the sweep in this run directory (default aorta-queue/WORKLOAD-RUNID): a "

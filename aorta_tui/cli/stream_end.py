@@ -12,10 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+from click.exceptions import Exit as ClickExit
+
 from aorta_tui.core.errors import AortaError, ExitCode
-from aorta_tui.core.events import Event, JsonSink, RunFinished, RunStarted, RunWarning
+from aorta_tui.core.events import (
+    Event,
+    EventSink,
+    JsonSink,
+    RunFinished,
+    RunStarted,
+    RunWarning,
+)
 
 
 def error_summary(exc: BaseException) -> dict[str, Any]:
@@ -43,31 +53,53 @@ def ending_events(run_id: str, exc: BaseException) -> list[Event]:
 
 
 class EndedStream:
-    """``--json``'s sink for an engine that says its own ``run_started`` and ``run_finished``
-    (a sweep, a policy sweep): it remembers whether the run said them, so a run stopped before
-    either still ends its stream typed (:meth:`end`)."""
+    """``--json``'s sink that remembers whether the run said its own ``run_started`` and
+    ``run_finished``, so the stream always has both: a run stopped before either (refused, a
+    bug, a Ctrl-C) gets them here (:meth:`end`), a run whose engine says neither (a queue run)
+    gets its start (:meth:`start`) and its document (:meth:`finish`).
 
-    def __init__(self, source: str) -> None:
-        self._sink = JsonSink()
-        self.source = source  # run_started's source, where the run was refused before its own
-        self.run_id = ""
+    ``run_id``: the run's own id when known before it starts (a queue sweep's points say their
+    own ``run_started``, which are not the sweep's); else the first ``run_started``'s, and
+    ``refusal_id`` names a run refused before it said one (the agent's directory). ``sink``:
+    where the lines go (a ``JsonSink`` on stdout by default; ``trace_stream.open_stream()``
+    where the command's own prints must never mix in)."""
+
+    def __init__(self, source: str, *, run_id: str = "", refusal_id: str = "",
+                 sink: EventSink | None = None, run_dir: Path | None = None,
+                 total: int = 0) -> None:
+        self._sink: EventSink = sink if sink is not None else JsonSink()
+        self.source, self.run_id, self._own = source, run_id or refusal_id, bool(run_id)
+        self._run_dir, self._total = run_dir, total
         self.started = self.finished = False
 
     def emit(self, event: Event) -> None:
-        if isinstance(event, RunStarted) and not self.started:
-            self.started, self.run_id = True, event.run_id
-        elif isinstance(event, RunFinished) and event.run_id == self.run_id:
-            self.finished = True
+        if not self._own and isinstance(event, RunStarted) and not self.started:
+            self.run_id = event.run_id
+        if event.run_id == self.run_id:
+            self.started = self.started or isinstance(event, RunStarted)
+            self.finished = self.finished or isinstance(event, RunFinished)
         self._sink.emit(event)
 
     def close(self) -> None:
         self._sink.close()
 
-    def end(self, exc: BaseException) -> None:
-        """``run_started`` (no run directory: the run was refused before it had one) unless the
-        run said it, then the stop as a warning and a failed ``run_finished``."""
+    def start(self) -> None:
+        """``run_started`` unless said: its run directory only where one was made."""
         if not self.started:
-            self.emit(RunStarted("", source=self.source, run_dir="", total=0))
+            made = self._run_dir is not None and self._run_dir.is_dir()
+            self.emit(RunStarted(self.run_id, source=self.source,
+                                 run_dir=str(self._run_dir) if made else "", total=self._total))
+
+    def finish(self, result: dict[str, Any] | None) -> None:
+        """A completed ``run_finished`` with the run's document, unless the run said its own."""
+        if not self.finished:
+            self.emit(RunFinished(self.run_id, status="completed", exit_code=0,
+                                  summary={"result": result} if result is not None else {}))
+
+    def end(self, exc: BaseException) -> None:
+        """The stop ``exc`` as the stream's end: ``run_started`` unless said, then the warning
+        and the failed (or interrupted) ``run_finished`` unless the run said its own."""
+        self.start()
         if not self.finished:
             for event in ending_events(self.run_id, exc):
                 self.emit(event)
@@ -75,11 +107,12 @@ class EndedStream:
 
 @contextmanager
 def ends_typed(stream: EndedStream | None) -> Iterator[None]:
-    """Around a command's body: an error (a bug too: exit 70) ends ``stream`` typed before it
-    propagates to the CLI, which prints it for people on stderr and exits with its code."""
+    """Around a command's body: an error (a bug too: exit 70) or a Ctrl-C ends ``stream``
+    typed before it propagates to the CLI, which says it for people on stderr and exits with
+    its code. typer's own exit is not a stop: it passes untouched."""
     try:
         yield
-    except Exception as exc:
-        if stream is not None:
+    except (Exception, KeyboardInterrupt) as exc:
+        if stream is not None and not isinstance(exc, ClickExit):
             stream.end(exc)
         raise

@@ -75,6 +75,11 @@ class StreamWriter:
                 if threading.current_thread() is not threading.main_thread():
                     _thread.interrupt_main()
 
+    def close(self) -> None:
+        """Nothing to do: each line is flushed as written, and the private copy of stdout
+        stays open until the process exits (a late line after a close would be lost)."""
+        return None
+
 
 def open_stream() -> StreamWriter:
     """The event stream gets a private copy of stdout; fd 1 itself goes where stderr goes, so a
