@@ -195,39 +195,13 @@ def open_input(path: str | os.PathLike[str], *, what: str, hint: str | None = No
     the owner and the fix: ``permission_problem``).
     """
     p = os.fspath(path)
-    # Judged before it is opened: opening some devices acts (a watchdog starts, a tape rewinds).
-    try:
-        st = os.stat(p, follow_symlinks=follow_symlinks)
-    except FileNotFoundError:
-        st = None
-        if not create:
-            if missing_ok:
-                return None
-            raise UsageError(f"{p}: no such file", hint=hint) from None
-    except OSError as exc:
-        raise _refusal(p, exc, what, hint) from None
-    if st is not None and stat.S_ISLNK(st.st_mode):
-        raise _refusal(p, OSError(errno.ELOOP, "a symlink"), what, hint)
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise UsageError(f"{p} is {describe_kind(st.st_mode)}, not {_a_file(what)}",
-                         hint=hint or f"pass the path of {_a_file(what)}")
-    flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    flags |= os.O_CREAT if create else 0
-    flags |= 0 if follow_symlinks else os.O_NOFOLLOW
-    try:
-        fd = os.open(p, flags, 0o644)
-    except FileNotFoundError:
-        if missing_ok:
-            return None
-        raise UsageError(f"{p}: no such file", hint=hint) from None
-    except IsADirectoryError:
-        raise UsageError(f"{p} is a directory, not {_a_file(what)}",
-                         hint=hint or f"pass the path of {_a_file(what)}") from None
-    except OSError as exc:  # ENXIO: a FIFO opened for writing without a reader; ELOOP: a link
-        if exc.errno == errno.ENXIO:
-            raise UsageError(f"{p} is a FIFO (named pipe), not {_a_file(what)}",
-                             hint=hint or f"pass the path of {_a_file(what)}") from None
-        raise _refusal(p, exc, what, hint) from None
+    if not _judged_before_open(p, what=what, hint=hint, create=create, missing_ok=missing_ok,
+                               follow_symlinks=follow_symlinks):
+        return None
+    fd = _open_nonblocking(p, what=what, hint=hint, writable=writable, create=create,
+                           missing_ok=missing_ok, follow_symlinks=follow_symlinks)
+    if fd is None:
+        return None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -244,6 +218,52 @@ def open_input(path: str | os.PathLike[str], *, what: str, hint: str | None = No
     # whatever another thread had just opened under that number. An interrupt before the object
     # exists leaks one descriptor of a process that is leaving.
     return os.fdopen(fd, "r+b" if writable else "rb")
+
+
+def _judged_before_open(p: str, *, what: str, hint: str | None, create: bool, missing_ok: bool,
+                        follow_symlinks: bool) -> bool:
+    """``p`` judged before it is opened (opening some devices acts: a watchdog starts, a tape
+    rewinds): False for a missing file that ``missing_ok`` lets be none; a link (where refused)
+    or anything but a regular file raises."""
+    try:
+        st = os.stat(p, follow_symlinks=follow_symlinks)
+    except FileNotFoundError:
+        if create:
+            return True
+        if missing_ok:
+            return False
+        raise UsageError(f"{p}: no such file", hint=hint) from None
+    except OSError as exc:
+        raise _refusal(p, exc, what, hint) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise _refusal(p, OSError(errno.ELOOP, "a symlink"), what, hint)
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{p} is {describe_kind(st.st_mode)}, not {_a_file(what)}",
+                         hint=hint or f"pass the path of {_a_file(what)}")
+    return True
+
+
+def _open_nonblocking(p: str, *, what: str, hint: str | None, writable: bool, create: bool,
+                      missing_ok: bool, follow_symlinks: bool) -> int | None:
+    """The descriptor, opened without waiting (``O_NONBLOCK``: a FIFO swapped in after the
+    check never blocks the open); None for a file gone since, where ``missing_ok``."""
+    flags = (os.O_RDWR if writable else os.O_RDONLY) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_CREAT if create else 0
+    flags |= 0 if follow_symlinks else os.O_NOFOLLOW
+    try:
+        return os.open(p, flags, 0o644)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise UsageError(f"{p}: no such file", hint=hint) from None
+    except IsADirectoryError:
+        raise UsageError(f"{p} is a directory, not {_a_file(what)}",
+                         hint=hint or f"pass the path of {_a_file(what)}") from None
+    except OSError as exc:  # ENXIO: a FIFO opened for writing without a reader; ELOOP: a link
+        if exc.errno == errno.ENXIO:
+            raise UsageError(f"{p} is a FIFO (named pipe), not {_a_file(what)}",
+                             hint=hint or f"pass the path of {_a_file(what)}") from None
+        raise _refusal(p, exc, what, hint) from None
 
 
 def read_input_bytes(path: str | os.PathLike[str], *, what: str, limit: int,
