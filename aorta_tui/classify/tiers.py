@@ -385,6 +385,16 @@ def tier4_and_5(
         builtin, custom, refused = _matchers(rules, is_disabled)
         for stream, path in files:
             scan_file(path, stream, builtin + custom, open_log=open_log)
+    out = _tier4(builtin, files, log_scan, open_log)
+    out += refused
+    out += _tier5(custom, rules, files, log_scan)
+    return out
+
+
+def _tier4(builtin: Sequence[Matcher], files: list[tuple[str, Path]], log_scan: LogScan | None,
+           open_log: LogOpener) -> list[Detection]:
+    """Tier 4: each built-in log pattern that matched, once, with its first line; a traceback
+    names its exception (read back from the kept log), a line the log did not keep says so."""
     described = {p.id: p for p in LOG_PATTERNS}
     out: list[Detection] = []
     for mt in builtin:
@@ -406,8 +416,15 @@ def tier4_and_5(
             message += _not_kept_note(mt.first)
         out.append(Detection(4, mt.id, pattern.severity, message, mt.first.evidence,
                              mt.first.line_no, mt.first.stream, captures, mt.count))  # fmt: skip
+    return out
+
+
+def _tier5(custom: Sequence[Matcher], rules: Sequence[PatternRule], files: list[tuple[str, Path]],
+           log_scan: LogScan | None) -> list[Detection]:
+    """Tier 5: each custom pattern that matched (with its condition), a condition that raised,
+    and a required_for_pass pattern that matched nothing."""
     by_id = {r.id: r for r in rules}
-    out += refused
+    out: list[Detection] = []
     for mt in custom:
         rule = by_id[mt.id]
         if mt.notes:
