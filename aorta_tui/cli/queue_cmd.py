@@ -204,20 +204,22 @@ def run_cmd(
 
     Example: aorta-tui queue run tiny_kernel_stress --streams 8 --graph -o graph.json
     """
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
     from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
 
-    size = resolve_size(size, device, _parse_devices(devices))
-    cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
-                         warmup=warmup, device=device, devices=_parse_devices(devices),
-                         sync_mode=sync_mode, dtype=dtype, size=size,
-                         params=_parse_params(param), ebpf_trace=ebpf_trace,
-                         keep_timeline=timeline, timing=timing,
-                         detail_iterations=detail_iterations,
-                         profiler_trace=None if profiler_trace is None else str(profiler_trace),
-                         stream_priority=stream_priority, run_id=run_id, graph=graph)
-    if output is not None:
-        output = _per_rank(output)
-    check_output_file(output)
+    with ends_typed(EndedStream("queue") if as_json else None):  # refused: still typed lines
+        size = resolve_size(size, device, _parse_devices(devices))
+        cfg = QueueRunConfig(workload=workload, streams=streams, iterations=iterations,
+                             warmup=warmup, device=device, devices=_parse_devices(devices),
+                             sync_mode=sync_mode, dtype=dtype, size=size,
+                             params=_parse_params(param), ebpf_trace=ebpf_trace,
+                             keep_timeline=timeline, timing=timing,
+                             detail_iterations=detail_iterations,
+                             profiler_trace=None if profiler_trace is None else str(profiler_trace),
+                             stream_priority=stream_priority, run_id=run_id, graph=graph)
+        if output is not None:
+            output = _per_rank(output)
+        check_output_file(output)
     if as_json:
         _run_as_event_lines(cfg, repeat, output)
     else:
@@ -547,20 +549,22 @@ def sweep_cmd(
     Example: aorta-tui queue sweep moe --streams 4,8,16 --run-dir aorta-queue/moe-1 (then, after
     Ctrl-C: aorta-tui queue resume aorta-queue/moe-1)
     """
+    from aorta_tui.cli.stream_end import EndedStream, ends_typed
     from aorta_tui.hwqueue.harness import QueueRunConfig, resolve_size
     from aorta_tui.hwqueue.result import new_run_id
     from aorta_tui.hwqueue.sweep import parse_stream_counts, run_sweep
 
-    size = resolve_size(size, device, _parse_devices(devices))
-    counts = parse_stream_counts(streams)
-    base = QueueRunConfig(workload=workload, streams=counts[0], iterations=iterations,
-                          warmup=warmup, device=device, devices=_parse_devices(devices),
-                          sync_mode=sync_mode, dtype=dtype, size=size,
-                          params=_parse_params(param), ebpf_trace=ebpf_trace,
-                          stream_priority=stream_priority, timing=timing,
-                          detail_iterations=detail_iterations, graph=graph)
+    with ends_typed(EndedStream("queue_sweep") if as_json else None):  # refused: typed lines
+        counts = parse_stream_counts(streams)
+        base = QueueRunConfig(workload=workload, streams=counts[0], iterations=iterations,
+                              warmup=warmup, device=device, devices=_parse_devices(devices),
+                              sync_mode=sync_mode, dtype=dtype,
+                              size=resolve_size(size, device, _parse_devices(devices)),
+                              params=_parse_params(param), ebpf_trace=ebpf_trace,
+                              stream_priority=stream_priority, timing=timing,
+                              detail_iterations=detail_iterations, graph=graph)
+        check_output_file(output)
     base.run_id = new_run_id()  # the events, the document and the run directory share it
-    check_output_file(output)
     if run_dir is None and not in_process:
         run_dir = Path("aorta-queue") / f"{workload}-{base.run_id}"
 

@@ -201,6 +201,8 @@ REFUSED = [
     (["run", "--workload", "no_such_workload"], "unknown workload"),
     (["queue", "run", "no_such_workload"], "unknown workload"),
     (["queue", "sweep", "no_such_workload"], "unknown workload"),
+    (["queue", "sweep", "hetero_kernels", "--streams", "abc"], "--streams 'abc'"),
+    (["queue", "run", "hetero_kernels", "--size", "huge"], "unknown size 'huge'"),
     (["queue", "resume", "no-such-dir"], "no-such-dir"),
     (["policy", "sweep", "tiny_kernel_stress", "--policies", "no_such_policy"], "unknown policy"),
     (["policy", "resume", "no-such-dir"], "no-such-dir"),
@@ -209,7 +211,7 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "said"), REFUSED, ids=[" ".join(a[:2]) for a, _ in REFUSED])
+@pytest.mark.parametrize(("argv", "said"), REFUSED, ids=[" ".join(a[:4]) for a, _ in REFUSED])
 def test_a_refused_json_run_still_ends_its_stream_typed(argv: list[str], said: str,
                                                         tmp_path: Path) -> None:
     from aorta_tui.core.events import RunFinished, RunStarted, RunWarning, event_from_dict
