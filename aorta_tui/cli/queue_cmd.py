@@ -220,6 +220,7 @@ def run_cmd(
         if output is not None:
             output = _per_rank(output)
         check_output_file(output)
+        check_output_file(profiler_trace, option="--profiler-trace")
     if as_json:
         _run_as_event_lines(cfg, repeat, output)
     else:

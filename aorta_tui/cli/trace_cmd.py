@@ -117,6 +117,21 @@ def info(
                 print(f"              note    {d['hardware']}")
 
 
+def _check_request(pid: int | None, command: list[str], *, output: Path | None,
+                   raw: Path | None, perfetto: Path | None) -> None:
+    """One target, and every file the trace writes a file to replace, said before tracing, not
+    after it: each is written atomically, a rename over its name, and ``--raw /dev/null`` as root
+    replaced the device node with a regular file (check_output_file refuses it, exit 2)."""
+    from aorta_tui.core.errors import UsageError
+
+    if (pid is None) == (not command):
+        raise UsageError("give exactly one target: --pid N, or a command after --",
+                         hint="e.g. aorta-tui trace queue --probes cuda -- python train.py")
+    check_output_file(output)
+    check_output_file(raw, option="--raw")
+    check_output_file(perfetto, option="--perfetto")
+
+
 def _run_trace(*, probes: list[str], pid: int | None, command: list[str], duration: float | None,
                mode: str, output: Path | None, raw: Path | None, perfetto: Path | None,
                libs: dict[str, Path], bpftrace: str | None, interval: float, json_out: bool,
@@ -125,13 +140,8 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
                metrics: MetricsRequest | None = None) -> None:
     """One trace; with ``json_out`` its events on stdout, one per line, as every long command's
     ``--json`` (docs/cli.md), the result document last in ``run_finished``'s summary."""
-    from aorta_tui.core.errors import UsageError
-
-    if (pid is None) == (not command):
-        raise UsageError("give exactly one target: --pid N, or a command after --",
-                         hint="e.g. aorta-tui trace queue --probes cuda -- python train.py")
-    check_output_file(output)  # said before tracing, not after it
     if not json_out:
+        _check_request(pid, command, output=output, raw=raw, perfetto=perfetto)
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
                auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,
@@ -143,6 +153,7 @@ def _run_trace(*, probes: list[str], pid: int | None, command: list[str], durati
     trace_stream.started(out, str(output) if output is not None else "")
     phases = trace_stream.PhaseReporter(out) if command else None
     try:
+        _check_request(pid, command, output=output, raw=raw, perfetto=perfetto)
         _trace(probes=probes, pid=pid, command=command, duration=duration, mode=mode, output=output,
                raw=raw, perfetto=perfetto, libs=libs, bpftrace=bpftrace, interval=interval,
                auto=auto, calibrate=calibrate, device_timestamps=device_timestamps,

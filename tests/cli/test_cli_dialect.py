@@ -192,6 +192,65 @@ def test_output_that_is_no_file_is_refused_before_any_work(
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+# Every path-valued option of the app: a file it writes (atomically: a rename over the name),
+# a directory it writes in, or something it reads. A new path option must be placed here, and a
+# file it writes is then refused when the name is no file (the next test), as `-o` is.
+WRITTEN_FILES = {
+    ("bundle", "-o"), ("env probe", "--output"), ("queue resume", "--output"),
+    ("queue run", "--output"), ("queue run", "--profiler-trace"), ("queue sweep", "--output"),
+    ("recipe schema", "--output"), ("trace memory", "-o"), ("trace memory", "--raw"),
+    ("trace memory", "--perfetto"), ("trace queue", "-o"), ("trace queue", "--raw"),
+    ("trace queue", "--perfetto"),
+}
+DIRECTORIES = {("agent", "-o"), ("export", "-o"), ("policy sweep", "--output"),
+               ("queue sweep", "--run-dir"), ("run", "--output"), ("sweep run", "--output"),
+               ("agent", "--resume"), ("sweep run", "--resume")}
+READ = {("", "--batch"), ("sweep run", "--recipe"), ("bundle", "--redaction-from"),
+        ("policy list", "--policy-file"), ("policy sweep", "--policy-file"),
+        *((c, "--mitigations-file") for c in ("agent", "recipe resolve", "recipe validate",
+                                               "sweep list-environments", "sweep list-mitigations",
+                                               "sweep run")),
+        *((c, "--file") for c in ("environments list", "mitigations list"))}
+
+
+def test_every_path_option_is_a_file_written_a_directory_or_an_input() -> None:
+    found = {(where, p.opts[0]) for where, p in _options() if p.type.name == "path"}
+    assert found == WRITTEN_FILES | DIRECTORIES | READ
+
+
+# the other options that name a file the command writes, each on a command that reaches it
+OTHER_WRITTEN = {
+    ("trace queue", "--raw"): ["trace", "queue", "--probes", "ioctl", "--no-calibrate"],
+    ("trace queue", "--perfetto"): ["trace", "queue", "--probes", "ioctl", "--no-calibrate"],
+    ("trace memory", "--raw"): ["trace", "memory", "--no-calibrate"],
+    ("trace memory", "--perfetto"): ["trace", "memory", "--no-calibrate"],
+    ("queue run", "--profiler-trace"): DOCUMENT_COMMANDS["queue run"],
+}
+
+
+@pytest.mark.parametrize("target", ["fifo", "link-to-fifo"])
+@pytest.mark.parametrize("option", sorted(OTHER_WRITTEN), ids=" ".join)
+def test_every_written_file_that_is_no_file_is_refused_before_any_work(
+        tmp_path: Path, option: tuple[str, str], target: str) -> None:
+    """`trace queue --raw /dev/null`, as root, renamed a regular file over /dev/null (found
+    while testing this session; /dev/null had to be made again): --raw, --perfetto and
+    --profiler-trace were never checked as -o is. A FIFO (or a link to one, as /dev/stdout is)
+    stands in for the device here: exit 2 naming the option, the FIFO left a FIFO."""
+    assert option in WRITTEN_FILES
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    path = fifo if target == "fifo" else tmp_path / "link"
+    if target == "link-to-fifo":
+        path.symlink_to(fifo)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    argv = [*OTHER_WRITTEN[option], option[1], path.name]
+    proc = aorta(*argv, *(["--", "true"] if option[0].startswith("trace") else []), cwd=tmp_path)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-800:])
+    assert f"{option[1]} {path.name} is " in proc.stderr and "Traceback" not in proc.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
 # Every long command's --json, refused before it runs (docs/cli.md, cli/stream_end.py): the
 # argv, and what makes it refuse. `sweep run` printed one untyped `error` line, `policy sweep`,
 # `policy resume`, `run` and `queue resume` printed nothing on stdout at all.
