@@ -94,13 +94,32 @@ def test_stop_ends_the_whole_process_group_grandchildren_included(tmp_path: Path
     assert not process_alive(grandchild), "the grandchild outlived the stop"
 
 
-def test_a_command_that_exits_before_run_started_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_refused_engine_command_ends_its_stream_typed(tmp_path: Path) -> None:
+    """A policy sweep refused before it ran printed nothing and exited 2 (an EngineRunError
+    here); its --json stream now ends typed (cli/stream_end.py): the refusal is the stream's
+    warning and its failed run_finished, the exit code the command's."""
     run = EngineRun(["policy", "sweep", "tiny_kernel_stress", "--policies", "no_such_policy_xyz", "--json",
                      "--output", str(tmp_path / "p")], cwd=tmp_path, stderr_path=tmp_path / "engine.log").start()
+    events = list(run.events())
+    assert [type(e) for e in events] == [RunStarted, RunWarning, RunFinished]
+    assert run.run_dir is None  # the run_started names no directory: none was made
+    warning, finished = events[1], events[2]
+    assert isinstance(warning, RunWarning) and warning.code == "error"
+    assert "no_such_policy_xyz" in warning.message
+    assert isinstance(finished, RunFinished) and (finished.status, finished.exit_code) == ("failed", 2)
+    assert run.wait(30) == 2 and not (tmp_path / "p").exists()
+
+
+def test_a_command_that_exits_before_run_started_is_a_clear_error(tmp_path: Path) -> None:
+    """A command that dies before any line (a bug, an interpreter that cannot start): its
+    status and its own stderr, named."""
+    argv = _script(tmp_path, "import sys\nsys.stderr.write('no_such_policy_xyz\\n')\nsys.exit(2)\n")
+    run = EngineRun(["policy", "sweep"], argv=argv, cwd=tmp_path,
+                    stderr_path=tmp_path / "engine.log").start()
     with pytest.raises(EngineRunError) as info:
         list(run.events())
     message = info.value.render()
-    assert "aorta-tui policy sweep exited with status 2 before it started a run" in message
+    assert "exited with status 2 before it started a run" in message
     assert "no_such_policy_xyz" in message  # the engine's own error, from its stderr
     assert str(run.stderr_path) in message
     assert info.value.exit_code == 2
