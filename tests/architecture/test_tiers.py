@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.tiers import ALONE, ALONE_FILES
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -25,6 +27,7 @@ def _collected(expr: str, *paths: str) -> set[str]:
     return {line for line in out.stdout.splitlines() if "::" in line}
 
 
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_alone_marks_the_slow_tests_of_a_named_file_and_no_other() -> None:
     # test_rel_signals.py has fast and slow tests; test_cli_dialect.py is named nowhere.
     named, other = "tests/reliability/test_rel_signals.py", "tests/cli/test_cli_dialect.py"

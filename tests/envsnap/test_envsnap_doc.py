@@ -103,6 +103,7 @@ def captured(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(captured())
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 def test_the_serializer_writes_the_untyped_writers_bytes(tmp_path: Path, snap: dict[str, Any]) -> None:
     old = old_write(tmp_path / "old.json", snap)
     assert new_write(tmp_path / "new.json", snap) == old

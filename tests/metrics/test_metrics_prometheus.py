@@ -107,6 +107,7 @@ def test_trace_counts_in_prometheus_equal_the_result_file(prometheus, trace_run)
     assert info[0]["metric"]["mode"] == "events" and info[0]["metric"]["probe_sets"] == "ioctl"
 
 
+@pytest.mark.slow  # a real Prometheus scraping a real run (module fixtures: 13-17 s set-up in the fast tier)
 def test_trace_p50_from_prometheus_is_within_one_bucket_of_the_tools(prometheus, trace_run) -> None:
     at = trace_run["at"]
     tool_p50 = trace_run["result"]["probe_sets"]["ioctl"]["metrics"]["ioctl"]["histogram"]["percentiles"]["p50"] / 1e6
@@ -116,6 +117,7 @@ def test_trace_p50_from_prometheus_is_within_one_bucket_of_the_tools(prometheus,
     assert abs(bucket(prom_p50) - bucket(tool_p50)) <= 1, (prom_p50, tool_p50)
 
 
+@pytest.mark.slow  # a real Prometheus scraping a real run (module fixtures: 13-17 s set-up in the fast tier)
 def test_trace_listener_is_gone_when_the_run_ends(trace_run) -> None:
     assert "metrics at http://127.0.0.1:" in trace_run["proc"].stderr
     assert not listening(trace_run["port"])
@@ -135,6 +137,7 @@ def test_sweep_progress_reaches_the_trial_count_and_failures_match_the_matrix(pr
     assert not listening(sweep_run["port"])
 
 
+@pytest.mark.slow  # a real Prometheus scraping a real run (module fixtures: 13-17 s set-up in the fast tier)
 def test_sweep_shows_the_current_trial_while_it_runs(prometheus, sweep_run) -> None:
     # a trial takes 1.5 s and the scrape is every second: some scrape saw one running
     seen = prometheus.query('max_over_time(aorta_sweep_current_trial_elapsed_seconds{job="sweep",phase="running"}[10m])',
@@ -148,6 +151,7 @@ def _dashboard_queries() -> list[tuple[str, str]]:
     return [(p["title"], t["expr"]) for p in doc["panels"] for t in p["targets"]]
 
 
+@pytest.mark.slow  # a real Prometheus scraping a real run (module fixtures: 13-17 s set-up in the fast tier)
 def test_every_dashboard_query_returns_data(prometheus, trace_run, sweep_run) -> None:
     # $metric is the dashboard's choice of histogram; on this CPU box the ioctl set is what
     # records (launch_to_start needs a GPU and its CUPTI collector: the same query, its metric)

@@ -371,6 +371,7 @@ async def test_a_picker_opens_at_once_and_takes_keys_while_its_listing_hangs(
 
 
 @async_test
+@pytest.mark.slow  # >= 1.5 s measured (scripts/test.sh --fast)
 async def test_a_picker_whose_listing_fails_says_so_and_still_takes_a_typed_path(
         ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
