@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from click.exceptions import Exit as ClickExit
+from typer import Exit as TyperExit
 
 from aorta_tui.core.errors import AortaError, ExitCode
 from aorta_tui.core.events import (
@@ -113,6 +113,6 @@ def ends_typed(stream: EndedStream | None) -> Iterator[None]:
     try:
         yield
     except (Exception, KeyboardInterrupt) as exc:
-        if stream is not None and not isinstance(exc, ClickExit):
+        if stream is not None and not isinstance(exc, TyperExit):
             stream.end(exc)
         raise
