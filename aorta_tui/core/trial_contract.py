@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from aorta_tui.core.errors import UsageError
 from aorta_tui.core.inputs import MiB, load_json_input, require_object, require_type
-from aorta_tui.core.process_record import ProcessRecord, read_process_record
 
 if TYPE_CHECKING:
+    from aorta_tui.core.process_record import ProcessRecord
     from aorta_tui.core.rundir_fs import RunDirFS
 
 TRIAL_SPEC_FILE = "trial_spec.json"
@@ -150,6 +150,15 @@ class WorkerSpec:
         return cls.from_dict(data, where=os.fspath(path))
 
 
+def _empty_process() -> ProcessRecord:
+    """A result without a process section. Imported here, not at the top: the trial worker
+    imports this module for its spec and never holds a result (the record and the hang report
+    it types, ~9 ms of dataclasses, stay off every exec'd trial's start-up)."""
+    from aorta_tui.core.process_record import ProcessRecord
+
+    return ProcessRecord.empty()
+
+
 # -- result.json -------------------------------------------------------------------------------
 
 # (name, JSON type, nullable, default factory): the typed keys of result.json, in file order.
@@ -158,7 +167,7 @@ _RESULT_FIELDS: tuple[tuple[str, str, bool, Any], ...] = (
     ("session", "integer", True, lambda: None),
     ("reason", "string", False, str),
     ("detections", "array", False, list),
-    ("process", "object", False, ProcessRecord.empty),  # read by read_process_record (below)
+    ("process", "object", False, _empty_process),  # read by read_process_record (below)
     ("argv", "array", False, list),
     ("env_overlay", "object", False, dict),
     ("mitigations", "array", False, list),
@@ -191,7 +200,7 @@ class TrialResult:
     reason: str = ""
     detections: list[dict[str, Any]] = field(default_factory=list)
     # how its process ended (the supervisor's ProcessOutcome.to_record()) and where it ran
-    process: ProcessRecord = field(default_factory=ProcessRecord.empty)
+    process: ProcessRecord = field(default_factory=_empty_process)
     argv: list[str] = field(default_factory=list)
     env_overlay: dict[str, str] = field(default_factory=dict)  # masked: never a token
     # What the tool itself set in the trial's environment beyond the recipe's variables: a
@@ -254,6 +263,8 @@ class TrialResult:
         if "process" in d and isinstance(typed["process"], dict):
             # Strict: a field of the wrong type is refused, located (a damaged file, which the
             # contract took unchecked before). Lenient: it reads as not recorded, its value kept.
+            from aorta_tui.core.process_record import read_process_record
+
             typed["process"] = read_process_record(d["process"], where=where, strict=strict)
         typed.update(_checked_items(typed, where=where, strict=strict))
         extra = {k: v for k, v in d.items() if k not in typed and k not in ident}
