@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 
 Frames = dict[str, "pd.DataFrame"]
 EXTRA_HINT = "pip install 'aorta-tui[analysis]' (or: pip install 'pandas>=2')"
-# kept here for code that read them from this module before the tables had their own
-STEP_STATS = T.STEP_STATS
-TRIAL_COLUMNS = T.TRIAL_COLUMNS
-CELL_COLUMNS = T.CELL_COLUMNS
 
 
 def require_pandas() -> ModuleType:
